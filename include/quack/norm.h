@@ -1,0 +1,99 @@
+// QuACK-C++ RMSNorm (forward and backward). Host-only header.
+//
+// Method: QuACK 0.2.0 (Dao-AILab/quack, quack/rmsnorm.py) and its blog "Getting memory-bound
+// kernels to speed of light": one CTA (or a cluster of up to 16 CTAs, for long rows) owns a
+// row; 16-byte vector loads; thread -> warp -> block -> cluster (distributed shared memory)
+// reductions in fp32. The prenorm residual gradient follows QuACK ≥ 0.2.3 (0.2.0 was wrong).
+#pragma once
+
+#include <cstddef>
+#include <cuda_runtime_api.h>
+
+#include "quack/tensor.h"
+
+namespace quack {
+
+/// Arguments of rmsnorm_fwd. M rows of N ≥ 1 elements. All tensors live on one CUDA device; the
+/// launch goes to that device on `stream`.
+///
+/// Paths: the vector path (16-byte accesses, values held in registers, one pass over HBM) is
+/// taken when every (M, N) tensor has column stride 1, 16-byte-aligned base and a row stride
+/// that keeps rows aligned, N is a multiple of 16 bytes of x's dtype and N ≤ 262144. Anything
+/// else (any strides, including 0; any N) takes the general path: same results, two passes.
+/// Outputs may alias inputs of the same layout (out = x, residual_out = residual).
+///
+///   h    = x + residual                      (x when no residual; fp32 sum)
+///   rstd = 1 / sqrt(mean_j(h_j^2) + eps)     (fp32)
+///   out  = h * rstd * weight + bias          (weight = 1 and bias = 0 when absent)
+///
+/// | tensor       | shape  | dtype                       | required |
+/// |--------------|--------|-----------------------------|----------|
+/// | x            | (M, N) | fp32, fp16, bf16            | yes      |
+/// | weight       | (N)    | x's dtype or fp32           | no       |
+/// | bias         | (N)    | x's dtype or fp32           | no       |
+/// | residual     | (M, N) | x's dtype or fp32           | no       |
+/// | out          | (M, N) | x's dtype or fp32           | yes      |
+/// | residual_out | (M, N) | x's dtype or fp32; h stored | no       |
+/// | rstd         | (M)    | fp32, any stride            | no       |
+struct RmsNormFwdArgs {
+  TensorRef x;
+  TensorRef weight;
+  TensorRef bias;
+  TensorRef residual;
+  TensorRef out;
+  TensorRef residual_out;
+  TensorRef rstd;
+  float eps = 1e-6f;
+};
+
+/// Runs the RMSNorm forward on `stream`. M = 0 launches nothing. Throws InvalidArgument (naming
+/// the argument, expected and actual value) for a wrong shape, dtype, device, negative or
+/// overlapping output strides, N = 0 with M > 0, or eps < 0; CudaError when the launch fails.
+void rmsnorm_fwd(const RmsNormFwdArgs& args, cudaStream_t stream);
+
+/// Arguments of rmsnorm_bwd. `x` is the norm's input h (residual_out when the forward had a
+/// residual), `rstd` the forward's rstd. Paths as for the forward; the vector path also needs
+/// dout in x's dtype and N ≤ 262144 (16-bit x) or N ≤ 131072 (fp32 x).
+///
+///   xhat = x * rstd;  g = dout * weight
+///   dh   = rstd * (g - xhat * mean_j(g_j * xhat_j)) + dresidual_out
+///   dx   = dh;  dresidual = dh                (d(residual) equals d(x) for h = x + residual)
+///   dweight = sum_rows dout * xhat;  dbias = sum_rows dout   (fp32 accumulation, fixed order:
+///                                                             identical bits run to run)
+///
+/// | tensor        | shape  | dtype                       | required                |
+/// |---------------|--------|-----------------------------|-------------------------|
+/// | x             | (M, N) | fp32, fp16, bf16            | yes                     |
+/// | weight        | (N)    | x's dtype or fp32           | no                      |
+/// | dout          | (M, N) | x's dtype or fp32, any strides (0 too) | yes          |
+/// | rstd          | (M)    | fp32, any stride            | yes                     |
+/// | dresidual_out | (M, N) | x's dtype or fp32           | no                      |
+/// | dx            | (M, N) | x's dtype or fp32           | yes                     |
+/// | dresidual     | (M, N) | x's dtype or fp32           | no (a second copy of dh)|
+/// | dweight       | (N)    | fp32 or weight's dtype      | no (needs weight)       |
+/// | dbias         | (N)    | fp32 or x's dtype           | no                      |
+struct RmsNormBwdArgs {
+  TensorRef x;
+  TensorRef weight;
+  TensorRef dout;
+  TensorRef rstd;
+  TensorRef dresidual_out;
+  TensorRef dx;
+  TensorRef dresidual;
+  TensorRef dweight;
+  TensorRef dbias;
+};
+
+/// Bytes of device workspace rmsnorm_bwd needs for these arguments on their device (per-CTA
+/// fp32 partial sums of dweight and dbias); 0 when neither is asked for. Throws like
+/// rmsnorm_bwd for bad arguments.
+size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args);
+
+/// Runs the RMSNorm backward on `stream`. `workspace` must hold rmsnorm_bwd_workspace_size(args)
+/// bytes, 16-byte aligned, on the tensors' device; it is overwritten. M = 0 writes dweight =
+/// dbias = 0 (no row kernel). Throws InvalidArgument for bad arguments (including a too-small
+/// workspace), CudaError when a launch fails.
+void rmsnorm_bwd(const RmsNormBwdArgs& args, void* workspace, size_t workspace_bytes,
+                 cudaStream_t stream);
+
+}  // namespace quack

@@ -1,0 +1,8 @@
+// QuACK-C++: kernels for training transformer models on NVIDIA Hopper (sm_90a).
+// Umbrella header: include this and link quack::quack.
+#pragma once
+
+#include "quack/errors.h"
+#include "quack/norm.h"
+#include "quack/tensor.h"
+#include "quack/version.h"

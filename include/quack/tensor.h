@@ -1,0 +1,92 @@
+// QuACK-C++ tensor reference: a non-owning view of device memory (pointer, dtype, shape,
+// strides in elements, device). Host-only; no CUDA headers needed.
+//
+// Shapes and strides are 64-bit. A default-constructed TensorRef (data == nullptr, ndim == 0)
+// means "absent" for optional arguments. Strides may be 0 (broadcast, e.g. the dy that
+// autograd hands over for y.sum().backward()) wherever a function says so.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+namespace quack {
+
+/// Element types. Only fp32/fp16/bf16 are row-kernel data types; int32/int64 serve indices.
+enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kInt32 = 3, kInt64 = 4 };
+
+/// Bytes per element of `t`.
+inline int dtype_size(DType t) {
+  switch (t) {
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kFloat32:
+    case DType::kInt32: return 4;
+    case DType::kInt64: return 8;
+  }
+  return 0;
+}
+
+/// Lower-case name, as in torch: "float32", "float16", "bfloat16", "int32", "int64".
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kFloat32: return "float32";
+    case DType::kFloat16: return "float16";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+  }
+  return "unknown";
+}
+
+/// A view of `ndim` ≤ 4 dimensions. `device` is the CUDA device ordinal (−1: host memory,
+/// which every op rejects).
+struct TensorRef {
+  static constexpr int kMaxDims = 4;
+
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {0, 0, 0, 0};
+  int64_t stride[kMaxDims] = {0, 0, 0, 0};  // in elements
+  int device = 0;
+
+  /// True when the argument was given. An empty tensor (a zero in its shape) is present.
+  bool present() const { return ndim > 0; }
+  int64_t numel() const {
+    int64_t n = ndim > 0 ? 1 : 0;
+    for (int i = 0; i < ndim; ++i) n *= shape[i];
+    return n;
+  }
+
+  /// A contiguous-or-strided vector of n elements.
+  static TensorRef vector(const void* p, DType t, int64_t n, int dev = 0, int64_t st = 1) {
+    TensorRef r;
+    r.data = const_cast<void*>(p);
+    r.dtype = t;
+    r.ndim = 1;
+    r.shape[0] = n;
+    r.stride[0] = st;
+    r.device = dev;
+    return r;
+  }
+  /// An (rows, cols) matrix with the given strides (default: row-major, contiguous).
+  static TensorRef matrix(const void* p, DType t, int64_t rows, int64_t cols, int dev = 0,
+                          int64_t row_stride = -1, int64_t col_stride = 1) {
+    TensorRef r;
+    r.data = const_cast<void*>(p);
+    r.dtype = t;
+    r.ndim = 2;
+    r.shape[0] = rows;
+    r.shape[1] = cols;
+    r.stride[0] = row_stride < 0 ? cols : row_stride;
+    r.stride[1] = col_stride;
+    r.device = dev;
+    return r;
+  }
+};
+
+/// "(4096, 512) bfloat16" — for error messages.
+std::string describe(const TensorRef& t);
+
+}  // namespace quack

@@ -1,0 +1,46 @@
+// Argument checks at the public API boundary (host only). Each throws InvalidArgument with
+// "<function>: <argument> <what came>, expected <what was expected>".
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "common/row_io.h"
+#include "quack/errors.h"
+#include "quack/tensor.h"
+
+namespace quack::detail {
+
+class ArgCheck {
+ public:
+  explicit ArgCheck(const char* fn) : fn_(fn) {}
+
+  [[noreturn]] void fail(const std::string& msg) const;
+
+  /// Present, on a CUDA device, ndim and shape as given (-1 = any extent).
+  void matrix(const TensorRef& t, const char* name, int64_t rows, int64_t cols) const;
+  void vector(const TensorRef& t, const char* name, int64_t n) const;
+  void required(const TensorRef& t, const char* name) const;
+  void dtype_in(const TensorRef& t, const char* name, std::initializer_list<DType> ok) const;
+  void float_dtype(const TensorRef& t, const char* name) const;
+  void same_device(const TensorRef& t, const char* name, int device) const;
+  /// Output layout: no negative strides and no two elements at one address.
+  void non_overlapping(const TensorRef& t, const char* name) const;
+  void no_negative_strides(const TensorRef& t, const char* name) const;
+
+ private:
+  const char* fn_;
+};
+
+/// (M, N) view of a 2-D tensor; an (N) view (row_stride 0) of a 1-D one; absent -> null.
+RowIO row_io(const TensorRef& t);
+
+/// True when the 2-D tensor can be read in aligned runs of k elements along its rows:
+/// column stride 1 (or N == 1), base and row stride aligned to min(16, k·elt) bytes.
+bool vector_ok(const TensorRef& t, int k);
+
+/// "(4096, 512) bfloat16 strides (512, 1) on cuda:0"
+std::string describe_full(const TensorRef& t);
+
+}  // namespace quack::detail

@@ -1,0 +1,124 @@
+#include "common/launch.h"
+
+#include <mutex>
+#include <set>
+#include <tuple>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace quack::detail {
+
+void check_cuda(cudaError_t err, const char* where, const char* call) {
+  if (err == cudaSuccess) return;
+  throw CudaError(std::string(where) + ": " + call + " failed: " + cudaGetErrorName(err) +
+                  " (" + cudaGetErrorString(err) + ")");
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  int cur = -1;
+  check_cuda(cudaGetDevice(&cur), "DeviceGuard", "cudaGetDevice");
+  if (cur != device) {
+    check_cuda(cudaSetDevice(device), "DeviceGuard", "cudaSetDevice");
+    previous_ = cur;
+  }
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
+int sm_count(int device) {
+  static std::mutex mu;
+  static std::map<int, int> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(device);
+  if (it != cache.end()) return it->second;
+  int n = 0;
+  check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "sm_count",
+             "cudaDeviceGetAttribute");
+  cache[device] = n;
+  return n;
+}
+
+// Function attributes are per device and per kernel; set each once.
+static void prepare_kernel(const void* kernel, size_t smem, int cluster_n, const char* where) {
+  static std::mutex mu;
+  static std::set<std::tuple<int, const void*, size_t, bool>> done;
+  int dev = 0;
+  check_cuda(cudaGetDevice(&dev), where, "cudaGetDevice");
+  const bool non_portable = cluster_n > 8;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!done.insert({dev, kernel, smem, non_portable}).second) return;
+  if (smem > 48 * 1024)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)),
+               where, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  if (non_portable)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+               where, "cudaFuncSetAttribute(NonPortableClusterSizeAllowed)");
+}
+
+void launch_kernel(const void* kernel, void** args, int64_t grid, int block, size_t smem,
+                   int cluster_n, cudaStream_t stream, const char* where) {
+  prepare_kernel(kernel, smem, cluster_n, where);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
+  cfg.blockDim = dim3(block, 1, 1);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (cluster_n > 1) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cluster_n;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  check_cuda(cudaLaunchKernelExC(&cfg, kernel, args), where, "cudaLaunchKernelExC");
+  check_cuda(cudaGetLastError(), where, "kernel launch");
+}
+
+int64_t max_resident(const void* kernel, int block, size_t smem, int cluster_n, int device,
+                     const char* where) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, size_t, int, int>, int64_t> cache;
+  auto key = std::make_tuple(kernel, block, smem, cluster_n, device);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  DeviceGuard guard(device);
+  prepare_kernel(kernel, smem, cluster_n, where);
+  int64_t n = 0;
+  if (cluster_n == 1) {
+    int per_sm = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, smem),
+               where, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    n = static_cast<int64_t>(per_sm) * sm_count(device);
+  } else {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(cluster_n, 1, 1);
+    cfg.blockDim = dim3(block, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cluster_n;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    check_cuda(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg), where,
+               "cudaOccupancyMaxActiveClusters");
+    n = clusters;
+  }
+  if (n < 1) n = 1;
+  std::lock_guard<std::mutex> lock(mu);
+  cache[key] = n;
+  return n;
+}
+
+}  // namespace quack::detail

@@ -1,0 +1,156 @@
+// Vector IO for row kernels: K consecutive elements of one row, converted to and from fp32.
+//
+// The main tensor of a kernel has a compile-time element type T; secondary tensors (weight,
+// bias, residual, outputs) carry a runtime DType and go through load_any / store_any, a
+// uniform switch per access. All accesses are aligned: K·sizeof(U) bytes for K consecutive
+// elements (16 bytes for the main tensor on the vector path, split into 16-byte pieces when
+// wider), and the host guarantees base and row-stride alignment before choosing that path.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cstdint>
+
+#include "quack/tensor.h"
+
+namespace quack::detail {
+
+template <typename T> __device__ __forceinline__ float to_float(T v);
+template <> __device__ __forceinline__ float to_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_float<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Raw storage of kBytes bytes, as wide as one aligned access allows (16, 8, 4 or 2 bytes).
+template <int kBytes> struct RawWord;
+template <> struct RawWord<16> { using type = uint4; };
+template <> struct RawWord<8> { using type = uint2; };
+template <> struct RawWord<4> { using type = uint32_t; };
+template <> struct RawWord<2> { using type = uint16_t; };
+
+// K elements of U in registers, viewed as 16-byte words (or one narrower word).
+template <typename U, int K>
+struct alignas(K * sizeof(U) >= 16 ? 16 : K * sizeof(U)) Packed {
+  static constexpr int kBytes = K * sizeof(U);
+  static constexpr int kWordBytes = kBytes >= 16 ? 16 : kBytes;
+  static constexpr int kWords = kBytes / kWordBytes;
+  using Word = typename RawWord<kWordBytes>::type;
+  union {
+    U elt[K];
+    Word word[kWords];
+  };
+};
+
+// Cache policy: the row streams are read or written once (evict-first); weights are reused by
+// every row and stay on the default policy.
+enum class Cache { kStream, kKeep };
+
+template <Cache kCache, typename W>
+__device__ __forceinline__ W load_word(const W* p) {
+  if constexpr (kCache == Cache::kStream) return __ldcs(p);
+  else return __ldg(p);
+}
+template <typename W>
+__device__ __forceinline__ void store_word(W* p, W v) { __stcs(p, v); }
+
+// Specialisations for the scalar words __ldcs/__ldg lack.
+template <>
+__device__ __forceinline__ uint16_t load_word<Cache::kStream, uint16_t>(const uint16_t* p) {
+  return __ldcs(reinterpret_cast<const unsigned short*>(p));
+}
+template <>
+__device__ __forceinline__ uint16_t load_word<Cache::kKeep, uint16_t>(const uint16_t* p) {
+  return __ldg(reinterpret_cast<const unsigned short*>(p));
+}
+
+/// Raw load of K elements of U (kept packed in registers: half the registers of fp32 for
+/// 16-bit types); unpack with to_floats.
+template <typename U, int K, Cache kCache = Cache::kStream>
+__device__ __forceinline__ void load_raw(const U* p, Packed<U, K>& v) {
+  using P = Packed<U, K>;
+  const auto* src = reinterpret_cast<const typename P::Word*>(p);
+#pragma unroll
+  for (int w = 0; w < P::kWords; ++w) v.word[w] = load_word<kCache>(src + w);
+}
+
+template <typename U, int K>
+__device__ __forceinline__ void to_floats(const Packed<U, K>& v, float (&out)[K]) {
+#pragma unroll
+  for (int i = 0; i < K; ++i) out[i] = to_float(v.elt[i]);
+}
+
+template <typename U, int K>
+__device__ __forceinline__ void zero_raw(Packed<U, K>& v) {
+#pragma unroll
+  for (int w = 0; w < Packed<U, K>::kWords; ++w) v.word[w] = {};
+}
+
+/// Loads K consecutive elements of type U starting at p (aligned to K·sizeof(U), max 16).
+template <typename U, int K, Cache kCache = Cache::kStream>
+__device__ __forceinline__ void load_vec(const U* p, float (&out)[K]) {
+  using P = Packed<U, K>;
+  P v;
+  const auto* src = reinterpret_cast<const typename P::Word*>(p);
+#pragma unroll
+  for (int w = 0; w < P::kWords; ++w) v.word[w] = load_word<kCache>(src + w);
+#pragma unroll
+  for (int i = 0; i < K; ++i) out[i] = to_float(v.elt[i]);
+}
+
+/// Stores K consecutive elements of type U at p (aligned as for load_vec).
+template <typename U, int K>
+__device__ __forceinline__ void store_vec(U* p, const float (&in)[K]) {
+  using P = Packed<U, K>;
+  P v;
+#pragma unroll
+  for (int i = 0; i < K; ++i) v.elt[i] = from_float<U>(in[i]);
+  auto* dst = reinterpret_cast<typename P::Word*>(p);
+#pragma unroll
+  for (int w = 0; w < P::kWords; ++w) store_word(dst + w, v.word[w]);
+}
+
+/// load_vec for an element type known only at run time (uniform across the grid).
+template <int K, Cache kCache = Cache::kStream>
+__device__ __forceinline__ void load_any(const void* base, DType t, int64_t offset,
+                                         float (&out)[K]) {
+  switch (t) {
+    case DType::kBFloat16:
+      load_vec<__nv_bfloat16, K, kCache>(static_cast<const __nv_bfloat16*>(base) + offset, out);
+      break;
+    case DType::kFloat16:
+      load_vec<__half, K, kCache>(static_cast<const __half*>(base) + offset, out);
+      break;
+    default:
+      load_vec<float, K, kCache>(static_cast<const float*>(base) + offset, out);
+      break;
+  }
+}
+
+/// store_vec for an element type known only at run time.
+template <int K>
+__device__ __forceinline__ void store_any(void* base, DType t, int64_t offset,
+                                          const float (&in)[K]) {
+  switch (t) {
+    case DType::kBFloat16:
+      store_vec<__nv_bfloat16, K>(static_cast<__nv_bfloat16*>(base) + offset, in);
+      break;
+    case DType::kFloat16:
+      store_vec<__half, K>(static_cast<__half*>(base) + offset, in);
+      break;
+    default:
+      store_vec<float, K>(static_cast<float*>(base) + offset, in);
+      break;
+  }
+}
+
+}  // namespace quack::detail

@@ -1,0 +1,186 @@
+// RMSNorm public API: validation at the boundary, geometry, launch (host only).
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "common/check.h"
+#include "common/colsum.h"
+#include "common/launch.h"
+#include "norm/norm_config.h"
+#include "norm/rmsnorm_params.h"
+#include "quack/norm.h"
+
+namespace quack {
+
+using detail::ArgCheck;
+
+namespace {
+
+int vec_elems(DType x) { return 16 / dtype_size(x); }
+
+// Checks a present (M, N) operand that must match x's device.
+void check_mn(const ArgCheck& chk, const TensorRef& t, const char* name, int64_t M, int64_t N,
+              int device, bool output) {
+  chk.matrix(t, name, M, N);
+  chk.float_dtype(t, name);
+  chk.same_device(t, name, device);
+  if (output) chk.non_overlapping(t, name);
+}
+
+void check_n(const ArgCheck& chk, const TensorRef& t, const char* name, int64_t N, int device,
+             bool output) {
+  chk.vector(t, name, N);
+  chk.float_dtype(t, name);
+  chk.same_device(t, name, device);
+  if (output) chk.non_overlapping(t, name);
+}
+
+void check_rstd(const ArgCheck& chk, const TensorRef& t, int64_t M, int device) {
+  chk.vector(t, "rstd", M);
+  chk.dtype_in(t, "rstd", {DType::kFloat32});
+  chk.same_device(t, "rstd", device);
+}
+
+// Vector-path geometry when the layout allows it and N fits the registers; else the general
+// path. Returns whether the vector path was taken.
+bool choose_geometry(int64_t M, int64_t N, int vec, bool layout_ok, int values_per_thread,
+                     int max_cta_threads, detail::RowGeometry* g) {
+  detail::RowConfigKnobs knobs;
+  knobs.values_per_thread = values_per_thread;
+  knobs.max_cta_threads = max_cta_threads;
+  if (layout_ok && detail::make_row_geometry(M, N, vec, knobs, g)) return true;
+  *g = detail::make_general_geometry(M, N);
+  return false;
+}
+
+}  // namespace
+
+void rmsnorm_fwd(const RmsNormFwdArgs& a, cudaStream_t stream) {
+  ArgCheck chk("rmsnorm_fwd");
+  chk.matrix(a.x, "x", -1, -1);
+  chk.float_dtype(a.x, "x");
+  const int64_t M = a.x.shape[0], N = a.x.shape[1];
+  const int dev = a.x.device;
+  if (a.weight.present()) check_n(chk, a.weight, "weight", N, dev, false);
+  if (a.bias.present()) check_n(chk, a.bias, "bias", N, dev, false);
+  if (a.residual.present()) check_mn(chk, a.residual, "residual", M, N, dev, false);
+  check_mn(chk, a.out, "out", M, N, dev, true);
+  if (a.residual_out.present()) check_mn(chk, a.residual_out, "residual_out", M, N, dev, true);
+  if (a.rstd.present()) check_rstd(chk, a.rstd, M, dev);
+  if (!(a.eps >= 0.f)) chk.fail("eps is " + std::to_string(a.eps) + ", expected eps ≥ 0");
+  if (M == 0) return;
+
+  if (N == 0) chk.fail("x has N = 0 columns, expected N ≥ 1");
+  const int vec = vec_elems(a.x.dtype);
+  const bool layout_ok = detail::vector_ok(a.x, vec) && detail::vector_ok(a.residual, vec) &&
+                         detail::vector_ok(a.out, vec) && detail::vector_ok(a.residual_out, vec) &&
+                         detail::vector_ok(a.weight, vec) && detail::vector_ok(a.bias, vec);
+  detail::RmsNormFwdParams p;
+  const bool vec_path =
+      choose_geometry(M, N, vec, layout_ok, detail::kNormFwdValuesPerThread,
+                      detail::kNormMaxCtaThreads, &p.g);
+  p.x = detail::row_io(a.x);
+  p.residual = detail::row_io(a.residual);
+  p.out = detail::row_io(a.out);
+  p.residual_out = detail::row_io(a.residual_out);
+  p.weight = detail::row_io(a.weight);
+  p.bias = detail::row_io(a.bias);
+  p.rstd = static_cast<float*>(a.rstd.data);
+  p.rstd_stride = a.rstd.present() ? a.rstd.stride[0] : 1;
+  p.eps = a.eps;
+  p.inv_n = 1.f / static_cast<float>(N);
+  detail::DeviceGuard guard(dev);
+  detail::launch_rmsnorm_fwd(p, vec_path, stream);
+}
+
+namespace {
+
+struct BwdPlan {
+  detail::RmsNormBwdParams p;
+  bool vec_path = false;
+  int64_t grid = 0;  // persistent clusters; P of the partial sums
+  size_t workspace = 0;
+};
+
+BwdPlan plan_bwd(const RmsNormBwdArgs& a) {
+  ArgCheck chk("rmsnorm_bwd");
+  chk.matrix(a.x, "x", -1, -1);
+  chk.float_dtype(a.x, "x");
+  const int64_t M = a.x.shape[0], N = a.x.shape[1];
+  const int dev = a.x.device;
+  if (a.weight.present()) check_n(chk, a.weight, "weight", N, dev, false);
+  check_mn(chk, a.dout, "dout", M, N, dev, false);
+  check_rstd(chk, a.rstd, M, dev);
+  if (a.dresidual_out.present()) check_mn(chk, a.dresidual_out, "dresidual_out", M, N, dev, false);
+  check_mn(chk, a.dx, "dx", M, N, dev, true);
+  if (a.dresidual.present()) check_mn(chk, a.dresidual, "dresidual", M, N, dev, true);
+  if (a.dweight.present()) {
+    if (!a.weight.present()) chk.fail("dweight is given but weight is absent, expected both");
+    check_n(chk, a.dweight, "dweight", N, dev, true);
+  }
+  if (a.dbias.present()) check_n(chk, a.dbias, "dbias", N, dev, true);
+  if (N == 0 && M > 0) chk.fail("x has N = 0 columns, expected N ≥ 1");
+
+  BwdPlan plan;
+  if (M == 0 || N == 0) return plan;
+  const int vec = vec_elems(a.x.dtype);
+  // The vector kernel reads x and dout with one element type.
+  const bool layout_ok = a.dout.dtype == a.x.dtype && detail::vector_ok(a.x, vec) &&
+                         detail::vector_ok(a.dout, vec) && detail::vector_ok(a.dresidual_out, vec) &&
+                         detail::vector_ok(a.dx, vec) && detail::vector_ok(a.dresidual, vec) &&
+                         detail::vector_ok(a.weight, vec);
+  auto& p = plan.p;
+  plan.vec_path = choose_geometry(M, N, vec, layout_ok,
+                                  detail::kNormBwdVectorsPerThread * vec,
+                                  detail::kNormBwdMaxCtaThreads, &p.g);
+  p.x = detail::row_io(a.x);
+  p.dout = detail::row_io(a.dout);
+  p.dresidual_out = detail::row_io(a.dresidual_out);
+  p.dx = detail::row_io(a.dx);
+  p.dresidual = detail::row_io(a.dresidual);
+  p.weight = detail::row_io(a.weight);
+  p.rstd = static_cast<const float*>(a.rstd.data);
+  p.rstd_stride = a.rstd.stride[0];
+  p.inv_n = 1.f / static_cast<float>(N);
+  const int partials = (a.dweight.present() ? 1 : 0) + (a.dbias.present() ? 1 : 0);
+  // Placeholders select the instance for the occupancy query; real pointers come at launch.
+  static float marker;
+  p.dweight_part = a.dweight.present() ? &marker : nullptr;
+  p.dbias_part = a.dbias.present() ? &marker : nullptr;
+  plan.grid = detail::rmsnorm_bwd_grid(p, plan.vec_path, dev);
+  plan.workspace = static_cast<size_t>(partials) * plan.grid * N * sizeof(float);
+  return plan;
+}
+
+}  // namespace
+
+size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args) { return plan_bwd(args).workspace; }
+
+void rmsnorm_bwd(const RmsNormBwdArgs& a, void* workspace, size_t workspace_bytes,
+                 cudaStream_t stream) {
+  BwdPlan plan = plan_bwd(a);
+  ArgCheck chk("rmsnorm_bwd");
+  if (workspace_bytes < plan.workspace)
+    chk.fail("workspace has " + std::to_string(workspace_bytes) + " bytes, expected at least " +
+             std::to_string(plan.workspace) + " (rmsnorm_bwd_workspace_size)");
+  if (plan.workspace > 0 && reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+    chk.fail("workspace is not 16-byte aligned");
+  const int64_t M = a.x.shape[0], N = a.x.shape[1];
+  if (N == 0) return;
+  detail::DeviceGuard guard(a.x.device);
+  auto& p = plan.p;
+  float* ws = static_cast<float*>(workspace);
+  if (M > 0) {
+    p.dweight_part = a.dweight.present() ? ws : nullptr;
+    p.dbias_part = a.dbias.present() ? ws + (a.dweight.present() ? plan.grid * N : 0) : nullptr;
+    detail::launch_rmsnorm_bwd(p, plan.vec_path, plan.grid, stream);
+  }
+  // P = 0 rows of partials (M == 0) makes colsum write zeros.
+  const int64_t P = M > 0 ? plan.grid : 0;
+  if (a.dweight.present())
+    detail::launch_colsum(p.dweight_part, P, N, detail::row_io(a.dweight), stream, "rmsnorm_bwd");
+  if (a.dbias.present())
+    detail::launch_colsum(p.dbias_part, P, N, detail::row_io(a.dbias), stream, "rmsnorm_bwd");
+}
+
+}  // namespace quack

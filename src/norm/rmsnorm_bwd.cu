@@ -1,0 +1,54 @@
+// RMSNorm backward launchers: (x dtype, dweight?, dbias?) -> vector-path instance (12), or
+// the general kernel (1).
+#include "common/dispatch.h"
+#include "common/launch.h"
+#include "norm/rmsnorm_bwd_kernel.cuh"
+#include "norm/rmsnorm_general_kernel.cuh"
+
+namespace quack::detail {
+
+namespace {
+
+size_t bwd_smem(const RowGeometry& g, bool vec_path) {
+  const size_t staging = vec_path && g.rows_per_cta() > 1
+                             ? static_cast<size_t>(g.rows_per_cta()) * g.vpt * g.tpr * g.vec
+                             : 0;
+  return (2 * g.reduce_slots() + staging) * sizeof(float);
+}
+
+// Calls f(kernel) with the instance for p.
+template <typename F>
+void with_bwd_kernel(const RmsNormBwdParams& p, bool vec_path, F&& f) {
+  if (!vec_path) return f(rmsnorm_bwd_general_kernel);
+  dispatch_float(p.x.dtype, "rmsnorm_bwd", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int kVec = 16 / sizeof(T);
+    dispatch_bool(p.dweight_part != nullptr, [&](auto dw) {
+      dispatch_bool(p.dbias_part != nullptr, [&](auto db) {
+        f(rmsnorm_bwd_kernel<T, kVec, kNormBwdVectorsPerThread, decltype(dw)::value,
+                             decltype(db)::value>);
+      });
+    });
+  });
+}
+
+}  // namespace
+
+int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, int device) {
+  int64_t resident = 0;
+  with_bwd_kernel(p, vec_path, [&](auto kernel) {
+    resident = max_resident(reinterpret_cast<const void*>(kernel), p.g.cta_threads,
+                            bwd_smem(p.g, vec_path), p.g.cluster_n, device, "rmsnorm_bwd");
+  });
+  return std::min<int64_t>(resident, p.g.row_blocks);
+}
+
+void launch_rmsnorm_bwd(const RmsNormBwdParams& p, bool vec_path, int64_t grid,
+                        cudaStream_t stream) {
+  with_bwd_kernel(p, vec_path, [&](auto kernel) {
+    launch(kernel, grid * p.g.cluster_n, p.g.cta_threads, bwd_smem(p.g, vec_path),
+           p.g.cluster_n, stream, "rmsnorm_bwd", p);
+  });
+}
+
+}  // namespace quack::detail

@@ -1,0 +1,160 @@
+// RMSNorm backward kernel (persistent).
+//
+// Thread -> data: RowGeometry (common/row_geometry.h); a cluster (or a lone CTA) loops over
+// row blocks rb, rb + clusters, ... Per row, each thread holds up to kMaxVecs 16-byte vectors
+// of x and dout packed in registers (x and dout share the dtype T, columns contiguous),
+// all-reduces sum(g·xhat) over the row, and writes dx = rstd·(g − xhat·mean(g·xhat)) (+ dresidual_out) to dx and dresidual.
+// dweight/dbias: each thread keeps fp32 sums for its own columns across all its rows
+// (registers); at the end a CTA folds its rows_per_cta rows through shared memory in a fixed
+// order and writes one (N)-slice of the cluster's partial row; colsum adds the partial rows.
+// Shared memory: 2 stages of reduction slots, then the (rows_per_cta, slice) staging tile.
+#pragma once
+
+#include "common/cluster.cuh"
+#include "common/reduce.cuh"
+#include "common/vec.cuh"
+#include "norm/norm_config.h"
+#include "norm/rmsnorm_params.h"
+
+namespace quack::detail {
+
+// Writes this CTA's column sums acc into part[cluster, rank's slice]. All threads call it.
+template <int kVec, int kMaxVecs>
+__device__ __forceinline__ void store_column_partial(const float (&acc)[kMaxVecs][kVec],
+                                                     float* part, const RowGeometry& g,
+                                                     const RowCtx& c, float* staging) {
+  const int64_t cluster = blockIdx.x / g.cluster_n;
+  float* dst = part + cluster * g.cols;
+  const int rows = g.rows_per_cta();
+  if (rows == 1) {
+#pragma unroll
+    for (int v = 0; v < kMaxVecs; ++v) {
+      const int col = c.vec_index(g, v) * kVec;
+      if (v < g.vpt && col < g.cols) {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i)
+          if (col + i < g.cols) dst[col + i] = acc[v][i];
+      }
+    }
+    return;
+  }
+  const int slice = g.vpt * g.tpr * kVec;  // columns of this CTA's slice
+  __syncthreads();                         // staging may still be read by a previous call
+#pragma unroll
+  for (int v = 0; v < kMaxVecs; ++v) {
+    if (v >= g.vpt) continue;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i)
+      staging[c.row_in_cta * slice + (v * g.tpr + c.lane_in_row) * kVec + i] = acc[v][i];
+  }
+  __syncthreads();
+  const int64_t col0 = static_cast<int64_t>(c.rank) * slice;
+  for (int lc = c.tid; lc < slice; lc += g.cta_threads) {
+    if (col0 + lc >= g.cols) break;
+    float s = 0.f;
+    for (int r = 0; r < rows; ++r) s += staging[r * slice + lc];
+    dst[col0 + lc] = s;
+  }
+}
+
+// w = weight[col : col + K] (ones when absent or out of range); L1/L2-resident.
+template <int K>
+__device__ __forceinline__ void load_weight(const RowIO& w, int64_t col, bool ok, float (&out)[K]) {
+  if (w.ptr && ok) {
+    load_any<K, Cache::kKeep>(w.ptr, w.dtype, col * w.col_stride, out);
+  } else {
+#pragma unroll
+    for (int i = 0; i < K; ++i) out[i] = 1.f;
+  }
+}
+
+template <typename T, int kVec, int kMaxVecs, bool kDw, bool kDb>
+__global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
+    rmsnorm_bwd_kernel(const __grid_constant__ RmsNormBwdParams p) {
+  static_assert(kVec > 1, "vector path only; the general kernel takes every other layout");
+  extern __shared__ float smem[];
+  const RowGeometry& g = p.g;
+  const RowCtx c(g);
+  if (g.cluster_n > 1) cluster_arrive_relaxed();
+  bool waited = false;
+
+  float dw[kMaxVecs][kVec], db[kMaxVecs][kVec];  // (vectors, elements) column sums
+#pragma unroll
+  for (int v = 0; v < kMaxVecs; ++v)
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) dw[v][i] = db[v][i] = 0.f;
+
+  const int64_t clusters = gridDim.x / g.cluster_n;
+  int stage = 0;
+  for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters) {
+    const int64_t row = rb * g.rows_per_cta() + c.row_in_cta;
+    const bool row_ok = row < g.rows;
+    const float rstd = row_ok ? p.rstd[row * p.rstd_stride] : 0.f;
+    const T* x_row = static_cast<const T*>(p.x.ptr) + row * p.x.row_stride;
+    const T* dy_row = static_cast<const T*>(p.dout.ptr) + row * p.dout.row_stride;
+    // x and dout stay packed in their own dtype (half the registers of fp32 for 16-bit);
+    // xhat and g are recomputed from them in each pass.
+    Packed<T, kVec> xr[kMaxVecs], dr[kMaxVecs];
+#pragma unroll
+    for (int v = 0; v < kMaxVecs; ++v) {
+      const int col = c.vec_index(g, v) * kVec;
+      if (row_ok && v < g.vpt && col < g.cols) {
+        load_raw<T, kVec>(x_row + col, xr[v]);
+        load_raw<T, kVec>(dy_row + col, dr[v]);
+      } else {
+        zero_raw(xr[v]);
+        zero_raw(dr[v]);
+      }
+    }
+    float dot = 0.f;
+#pragma unroll
+    for (int v = 0; v < kMaxVecs; ++v) {
+      const int col = c.vec_index(g, v) * kVec;
+      float xh[kVec], dy[kVec], w[kVec];
+      to_floats(xr[v], xh);
+      to_floats(dr[v], dy);
+      load_weight(p.weight, col, v < g.vpt && col < g.cols, w);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        xh[i] *= rstd;
+        if constexpr (kDw) dw[v][i] += dy[i] * xh[i];
+        if constexpr (kDb) db[v][i] += dy[i];
+        dot += dy[i] * w[i] * xh[i];
+      }
+    }
+    if (g.cluster_n > 1 && !waited) {
+      cluster_wait();
+      waited = true;
+    }
+    const float mean = row_allreduce(dot, g, c, smem, stage, SumOp{}) * p.inv_n;
+    stage ^= 1;
+#pragma unroll
+    for (int v = 0; v < kMaxVecs; ++v) {
+      const int col = c.vec_index(g, v) * kVec;
+      if (!(row_ok && v < g.vpt && col < g.cols)) continue;
+      float xh[kVec], dy[kVec], w[kVec], d[kVec];
+      to_floats(xr[v], xh);
+      to_floats(dr[v], dy);
+      load_weight(p.weight, col, true, w);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) d[i] = (dy[i] * w[i] - xh[i] * rstd * mean) * rstd;
+      if (p.dresidual_out.ptr) {
+        float r[kVec];
+        load_any<kVec>(p.dresidual_out.ptr, p.dresidual_out.dtype,
+                       p.dresidual_out.offset<true>(row, col), r);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) d[i] += r[i];
+      }
+      store_any<kVec>(p.dx.ptr, p.dx.dtype, p.dx.offset<true>(row, col), d);
+      if (p.dresidual.ptr)
+        store_any<kVec>(p.dresidual.ptr, p.dresidual.dtype, p.dresidual.offset<true>(row, col), d);
+    }
+  }
+  if (g.cluster_n > 1 && !waited) cluster_wait();
+
+  float* staging = smem + 2 * g.reduce_slots();
+  if constexpr (kDw) store_column_partial<kVec, kMaxVecs>(dw, p.dweight_part, g, c, staging);
+  if constexpr (kDb) store_column_partial<kVec, kMaxVecs>(db, p.dbias_part, g, c, staging);
+}
+
+}  // namespace quack::detail

@@ -1,0 +1,41 @@
+// Kernel parameters of RMSNorm (plain data, host and device). Built by rmsnorm.cpp after
+// validation; optional operands have ptr == nullptr.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "common/row_geometry.h"
+#include "common/row_io.h"
+
+namespace quack::detail {
+
+struct RmsNormFwdParams {
+  RowGeometry g;
+  RowIO x, residual, out, residual_out;  // (M, N)
+  RowIO weight, bias;                    // (N): row_stride 0
+  float* rstd = nullptr;                 // (M)
+  int64_t rstd_stride = 1;
+  float eps = 1e-6f;
+  float inv_n = 1.f;
+};
+
+struct RmsNormBwdParams {
+  RowGeometry g;
+  RowIO x, dout, dresidual_out, dx, dresidual;  // (M, N)
+  RowIO weight;                                 // (N)
+  const float* rstd = nullptr;                  // (M)
+  int64_t rstd_stride = 1;
+  float* dweight_part = nullptr;  // (P, N) per-cluster partial sums, P = clusters in the grid
+  float* dbias_part = nullptr;    // (P, N)
+  float inv_n = 1.f;
+};
+
+/// Launchers, one per direction; pick the instance for (x dtype, vector path, accumulators).
+void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, cudaStream_t stream);
+
+/// Persistent CTAs (or clusters) the backward launches for this geometry; P of the partials.
+int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, int device);
+void launch_rmsnorm_bwd(const RmsNormBwdParams& p, bool vec_path, int64_t grid,
+                        cudaStream_t stream);
+
+}  // namespace quack::detail
