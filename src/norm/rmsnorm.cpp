@@ -77,7 +77,7 @@ void rmsnorm_fwd(const RmsNormFwdArgs& a, cudaStream_t stream) {
                          detail::vector_ok(a.weight, vec) && detail::vector_ok(a.bias, vec);
   detail::RmsNormFwdParams p;
   const bool vec_path =
-      choose_geometry(M, N, vec, layout_ok, detail::kNormFwdValuesPerThread,
+      choose_geometry(M, N, vec, layout_ok, detail::kNormFwdVectorsPerThread * vec,
                       detail::kNormMaxCtaThreads, &p.g);
   p.x = detail::row_io(a.x);
   p.residual = detail::row_io(a.residual);

@@ -3,7 +3,6 @@
 #include "common/dispatch.h"
 #include "common/launch.h"
 #include "norm/rmsnorm_bwd_kernel.cuh"
-#include "norm/rmsnorm_general_kernel.cuh"
 
 namespace quack::detail {
 

@@ -2,7 +2,6 @@
 #include "common/dispatch.h"
 #include "common/launch.h"
 #include "norm/rmsnorm_fwd_kernel.cuh"
-#include "norm/rmsnorm_general_kernel.cuh"
 
 namespace quack::detail {
 
@@ -17,8 +16,7 @@ void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, cudaStream_t s
   dispatch_float(p.x.dtype, "rmsnorm_fwd", [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = 16 / sizeof(T);
-    constexpr int kMaxVecs = kNormFwdValuesPerThread / kVec;
-    launch(rmsnorm_fwd_kernel<T, kVec, kMaxVecs>, grid, p.g.cta_threads, smem, p.g.cluster_n,
+    launch(rmsnorm_fwd_kernel<T, kVec, kNormFwdVectorsPerThread>, grid, p.g.cta_threads, smem, p.g.cluster_n,
            stream, "rmsnorm_fwd", p);
   });
 }

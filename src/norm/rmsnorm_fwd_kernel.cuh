@@ -12,6 +12,7 @@
 
 #include "common/cluster.cuh"
 #include "common/reduce.cuh"
+#include "common/row_general.cuh"
 #include "common/vec.cuh"
 #include "norm/norm_config.h"
 #include "norm/rmsnorm_params.h"
@@ -87,6 +88,43 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads)
       for (int i = 0; i < kVec; ++i) y[i] += b[i];
     }
     store_any<kVec>(p.out.ptr, p.out.dtype, p.out.offset<kVecPath>(row, col), y);
+  }
+}
+
+// General path (any strides, dtypes, N): two passes over global memory per row;
+// outputs are written in pass 2 by the thread that read the same element (aliasing-safe).
+__global__ void __launch_bounds__(kNormMaxCtaThreads)
+    rmsnorm_fwd_general_kernel(const __grid_constant__ RmsNormFwdParams p) {
+  extern __shared__ float slots[];
+  const RowGeometry& g = p.g;
+  const RowCtx c(g);
+  if (g.cluster_n > 1) cluster_arrive_relaxed();
+  const int64_t row = c.row_block * g.rows_per_cta() + c.row_in_cta;
+  const bool row_ok = row < g.rows;
+  const ColumnRange cols(g, c);
+  float sumsq = 0.f;
+  if (row_ok) {
+#pragma unroll 4
+    for (int64_t col = cols.begin; col < cols.end; col += cols.step) {
+      float h = load1(p.x, row, col);
+      if (p.residual.ptr) h += load1(p.residual, row, col);
+      sumsq += h * h;
+    }
+  }
+  if (g.cluster_n > 1) cluster_wait();
+  const float total = row_allreduce(sumsq, g, c, slots, 0, SumOp{});
+  const float rstd = rsqrtf(total * p.inv_n + p.eps);
+  if (!row_ok) return;  // no barrier follows
+  if (p.rstd && c.rank == 0 && c.lane_in_row == 0) p.rstd[row * p.rstd_stride] = rstd;
+#pragma unroll 4
+  for (int64_t col = cols.begin; col < cols.end; col += cols.step) {
+    float h = load1(p.x, row, col);
+    if (p.residual.ptr) h += load1(p.residual, row, col);
+    float y = h * rstd;
+    if (p.weight.ptr) y *= load1(p.weight, 0, col);
+    if (p.bias.ptr) y += load1(p.bias, 0, col);
+    if (p.residual_out.ptr) store1(p.residual_out, row, col, h);
+    store1(p.out, row, col, y);
   }
 }
 

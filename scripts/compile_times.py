@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Per-TU compile times of the last Ninja build (from .ninja_log), slowest first.
+
+Usage: scripts/compile_times.py [build-dir] [--budget-row 20] [--budget-gemm 60]
+Budgets (DESIGN.md §4, on the 2-core build machine): row-kernel TU <= 20 s, GEMM TU <= 60 s.
+"""
+import os
+import sys
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    path = os.path.join(build, ".ninja_log")
+    if not os.path.exists(path):
+        print(f"compile_times: no {path}")
+        return 0
+    last = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            start, end, _, out, *_ = line.rstrip("\n").split("\t")
+            last[out] = (int(end) - int(start)) / 1000.0
+    rows = sorted(((t, o) for o, t in last.items() if o.endswith(".o")), reverse=True)
+    print(f"compile times ({len(rows)} TUs, {sum(t for t, _ in rows):.1f} s of compiler time):")
+    over = 0
+    for t, o in rows:
+        budget = 60.0 if "/gemm/" in o else 20.0
+        flag = "  OVER BUDGET" if t > budget and o.endswith(".cu.o") else ""
+        over += bool(flag)
+        print(f"  {t:7.1f} s  {o}{flag}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

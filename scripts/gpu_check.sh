@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# GPU check: on a Hopper machine (offline is fine), build everything, run every GPU test (C++
+# and Python), run the benchmarks and print a short table last.
+#
+#   scripts/gpu_check.sh [--quick|--full] [--demo] [--no-bench] [--no-tests]
+#
+# --quick (default): one dtype (bf16), a few shapes. --full: every benchmark shape and dtype
+# (acceptance). --demo also runs the LM demo (demo/train_lm.py). Results (logs, JSON, plots)
+# go to $OUT when set (the device tool's output folder), else results/.
+# Offline dependencies: .whl/ (wheels, e.g. liger-kernel), .data/ (demo corpus),
+# QUACK_CUTLASS_INCLUDE or .deps/cutlass/include (GEMM headers, when needed).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+MODE=quick; DEMO=0; BENCH=1; TESTS=1
+for a in "$@"; do
+  case "$a" in
+    --quick) MODE=quick ;; --full) MODE=full ;; --demo) DEMO=1 ;;
+    --no-bench) BENCH=0 ;; --no-tests) TESTS=0 ;;
+    *) echo "gpu_check: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+RES="${OUT:-results}"; mkdir -p "$RES"
+LOG="$RES/gpu_check.log"; : > "$LOG"
+JOBS=$(nproc)
+export PYTHONUNBUFFERED=1
+say() { echo "[gpu_check $(date +%T)] $*" | tee -a "$LOG"; }
+python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null \
+  || { echo "gpu_check: needs a CUDA GPU and torch"; exit 2; }
+[ -d .deps/cutlass/include ] && export QUACK_CUTLASS_INCLUDE="${QUACK_CUTLASS_INCLUDE:-$PWD/.deps/cutlass/include}"
+
+if ls .whl/*.whl >/dev/null 2>&1; then
+  say "installing carried wheels"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/quack_site .whl/*.whl >>"$LOG" 2>&1
+  export PYTHONPATH=/tmp/quack_site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+say "build (C++ library, tests, bench; $JOBS jobs)"
+t0=$(date +%s)
+cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >>"$LOG" 2>&1 \
+  && ninja -C build/gpu -j "$JOBS" >>"$LOG" 2>&1 || { tail -30 "$LOG"; echo "gpu_check: build FAILED"; exit 1; }
+say "python extension (pip install --no-build-isolation --no-deps .)"
+python3 -m pip install -q --no-build-isolation --no-deps . >>"$LOG" 2>&1 \
+  || { tail -30 "$LOG"; echo "gpu_check: pip install FAILED"; exit 1; }
+BUILD_S=$(( $(date +%s) - t0 ))
+python3 scripts/resource_report.py build/gpu > "$RES/resource_report.txt" 2>&1; SPILL_RC=$?
+
+declare -A PASS FAIL
+count_gtest() {  # family binary
+  local out; out=$("$2" --gtest_brief=1 2>&1); echo "$out" >> "$LOG"
+  PASS[$1]=$(echo "$out" | sed -n 's/.*PASSED.*\b\([0-9]\+\) test.*/\1/p' | tail -1)
+  FAIL[$1]=$(echo "$out" | sed -n 's/.*FAILED.*\b\([0-9]\+\) test.*/\1/p' | head -1)
+  echo "$out" | grep -E "^\[  FAILED  \]" | head -20
+}
+if [ "$TESTS" = 1 ]; then
+  say "C++ host tests";  count_gtest cpp_host build/gpu/tests/cpp/quack_host_tests
+  say "C++ GPU tests";   count_gtest cpp_gpu build/gpu/tests/cpp/quack_gpu_tests
+  say "Python tests"
+  pyout=$(python3 -m pytest tests/python -q -x --timeout=600 -p no:cacheprovider 2>&1 || true)
+  echo "$pyout" >> "$LOG"; echo "$pyout" | grep -E "^(FAILED|ERROR)" | head -20
+  summary=$(echo "$pyout" | tail -1)
+  PASS[python]=$(echo "$summary" | grep -oE "[0-9]+ passed" | grep -oE "[0-9]+" || echo 0)
+  FAIL[python]=$(echo "$summary" | grep -oE "[0-9]+ (failed|errors?)" | awk '{s+=$1} END {print s+0}')
+  SKIP_PY=$(echo "$summary" | grep -oE "[0-9]+ skipped" | grep -oE "[0-9]+" || echo 0)
+fi
+
+if [ "$BENCH" = 1 ]; then
+  say "C++ bench (quack-bench)"
+  B=build/gpu/bench/quack-bench
+  { $B copy; $B rmsnorm --dtype bf16 --shapes 16384x4096,16384x32768,8192x262144; } \
+    > "$RES/quack_bench.jsonl" 2>>"$LOG"
+  say "Python side-by-side bench ($MODE)"
+  python3 bench/bench_rmsnorm.py --$MODE --out "$RES/bench_rmsnorm.jsonl" \
+    --plot "$RES/rmsnorm_bw.png" > "$RES/bench_table.txt" 2>>"$LOG" || echo "bench FAILED (see log)"
+fi
+if [ "$DEMO" = 1 ]; then
+  say "demo"
+  python3 demo/train_lm.py --out "$RES" > "$RES/demo.txt" 2>&1; echo "demo exit $?" >> "$RES/demo.txt"
+fi
+
+echo
+echo "================ QuACK-C++ GPU check ($MODE) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') ================"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null | head -1
+echo "build ${BUILD_S}s; resource report: $([ $SPILL_RC = 0 ] && echo 'no spills' || echo 'SPILLS, see resource_report.txt')"
+if [ "$TESTS" = 1 ]; then
+  printf "%-10s %7s %7s\n" family passed failed
+  for f in cpp_host cpp_gpu python; do printf "%-10s %7s %7s\n" $f "${PASS[$f]:-0}" "${FAIL[$f]:-0}"; done
+  echo "python skipped: ${SKIP_PY:-0}"
+fi
+[ "$BENCH" = 1 ] && { echo "--- quack-bench (C++)"; cat "$RES/quack_bench.jsonl"; echo "--- side by side (TB/s)"; cat "$RES/bench_table.txt"; }
+[ "$DEMO" = 1 ] && { echo "--- demo"; tail -15 "$RES/demo.txt"; }

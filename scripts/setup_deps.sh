@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the build and test dependencies when missing (idempotent; quiet when present).
+#   Debian packages: cmake, ninja-build, ccache, libgtest-dev (needs root + apt)
+#   Python: nanobind, scikit-build-core, pytest, numpy; CUTLASS 4.2 headers (nvidia-cutlass)
+# Offline (the GPU machine): wheels in .whl/ are used with --no-index; CUTLASS headers can be
+# named with QUACK_CUTLASS_INCLUDE instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need_apt=()
+command -v ninja >/dev/null || need_apt+=(ninja-build)
+command -v ccache >/dev/null || need_apt+=(ccache)
+command -v cmake >/dev/null || need_apt+=(cmake)
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  echo "setup_deps: apt-get install ${need_apt[*]}"
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+py_missing=()
+python3 -c 'import nanobind' 2>/dev/null || py_missing+=(nanobind)
+python3 -c 'import scikit_build_core' 2>/dev/null || py_missing+=(scikit-build-core)
+python3 -c 'import pytest' 2>/dev/null || py_missing+=(pytest)
+python3 -c 'import numpy' 2>/dev/null || py_missing+=(numpy)
+if [ ${#py_missing[@]} -gt 0 ]; then
+  echo "setup_deps: pip install ${py_missing[*]}"
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --find-links .whl "${py_missing[@]}"
+  else
+    python3 -m pip install -q "${py_missing[@]}"
+  fi
+fi
+if [ -z "${QUACK_CUTLASS_INCLUDE:-}" ] && ! python3 -c 'import cutlass_library' 2>/dev/null; then
+  echo "setup_deps: pip install --no-deps nvidia-cutlass==4.2.0.0 (CuTe headers)"
+  python3 -m pip install -q --no-deps nvidia-cutlass==4.2.0.0 || echo "setup_deps: CUTLASS headers unavailable (GEMM needs them)"
+fi
