@@ -42,7 +42,17 @@ say "python extension (pip install --no-build-isolation --no-deps .)"
 python3 -m pip install -q --no-build-isolation --no-deps . >>"$LOG" 2>&1 \
   || { tail -30 "$LOG"; echo "gpu_check: pip install FAILED"; exit 1; }
 BUILD_S=$(( $(date +%s) - t0 ))
-python3 scripts/resource_report.py build/gpu > "$RES/resource_report.txt" 2>&1; SPILL_RC=$?
+SPILL_RC=0
+[ "${QUACK_RESOURCE_REPORT:-0}" = 1 ] && { python3 scripts/resource_report.py build/gpu > "$RES/resource_report.txt" 2>&1; SPILL_RC=$?; }
+# SASS: local-memory traffic, 16-byte global accesses, bulk copies (UBLKCP), HGMMA (GEMMs).
+if command -v cuobjdump >/dev/null; then
+  for o in $(find build/gpu/CMakeFiles/quack.dir -name '*.cu.o'); do
+    cuobjdump -sass "$o" > /tmp/sass.txt 2>/dev/null
+    printf "%-40s LDL/STL %4d  LDG.128 %4d  STG.128 %4d  UBLKCP %3d  HGMMA %4d\n" "$(basename "$o")" \
+      "$(grep -cE '\b(LDL|STL)' /tmp/sass.txt)" "$(grep -cE 'LDG\.E\.(128|ENL2\.128)|LDG.*\.128' /tmp/sass.txt)" \
+      "$(grep -cE 'STG.*\.128' /tmp/sass.txt)" "$(grep -c UBLKCP /tmp/sass.txt)" "$(grep -c HGMMA /tmp/sass.txt)"
+  done > "$RES/sass_summary.txt"
+fi
 
 declare -A PASS FAIL
 count_gtest() {  # family binary
@@ -81,6 +91,7 @@ echo
 echo "================ QuACK-C++ GPU check ($MODE) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') ================"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null | head -1
 echo "build ${BUILD_S}s; resource report: $([ $SPILL_RC = 0 ] && echo 'no spills' || echo 'SPILLS, see resource_report.txt')"
+[ -f "$RES/sass_summary.txt" ] && cat "$RES/sass_summary.txt"
 if [ "$TESTS" = 1 ]; then
   printf "%-10s %7s %7s\n" family passed failed
   for f in cpp_host cpp_gpu python; do printf "%-10s %7s %7s\n" $f "${PASS[$f]:-0}" "${FAIL[$f]:-0}"; done

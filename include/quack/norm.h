@@ -16,11 +16,15 @@ namespace quack {
 /// Arguments of rmsnorm_fwd. M rows of N ≥ 1 elements. All tensors live on one CUDA device; the
 /// launch goes to that device on `stream`.
 ///
-/// Paths: the vector path (16-byte accesses, values held in registers, one pass over HBM) is
-/// taken when every (M, N) tensor has column stride 1, 16-byte-aligned base and a row stride
-/// that keeps rows aligned, N is a multiple of 16 bytes of x's dtype and N ≤ 262144. Anything
-/// else (any strides, including 0; any N) takes the general path: same results, two passes.
+/// Paths: the vector path (rows staged in shared memory by the bulk-copy engine, 16-byte
+/// accesses, one pass over HBM) is taken when every (M, N) tensor has column stride 1, a
+/// 16-byte-aligned base and a row stride that keeps rows 16-byte aligned, N is a multiple of 16
+/// bytes of x's dtype, and the row fits (N ≤ 524288 for 16-bit x, ≤ 262144 for fp32, within
+/// 227 KB of shared memory per CTA). Anything else (any strides, including 0; any N) takes the
+/// general path: same results, two passes over global memory.
 /// Outputs may alias inputs of the same layout (out = x, residual_out = residual).
+/// Dtypes: every operand may be any of fp32, fp16, bf16 (each converted to fp32 on load; the
+/// table lists the combinations training uses); rstd is fp32.
 ///
 ///   h    = x + residual                      (x when no residual; fp32 sum)
 ///   rstd = 1 / sqrt(mean_j(h_j^2) + eps)     (fp32)
@@ -52,8 +56,9 @@ struct RmsNormFwdArgs {
 void rmsnorm_fwd(const RmsNormFwdArgs& args, cudaStream_t stream);
 
 /// Arguments of rmsnorm_bwd. `x` is the norm's input h (residual_out when the forward had a
-/// residual), `rstd` the forward's rstd. Paths as for the forward; the vector path also needs
-/// dout in x's dtype and N ≤ 262144 (16-bit x) or N ≤ 131072 (fp32 x).
+/// residual), `rstd` the forward's rstd. Paths as for the forward, with N ≤ 262144 (16-bit x)
+/// or N ≤ 131072 (fp32 x) on the vector path. dx (and dresidual) may alias dout of the same
+/// layout. Dtypes: any of fp32, fp16, bf16 per operand, as in the forward.
 ///
 ///   xhat = x * rstd;  g = dout * weight
 ///   dh   = rstd * (g - xhat * mean_j(g_j * xhat_j)) + dresidual_out

@@ -131,4 +131,13 @@ bool vector_ok(const TensorRef& t, int k) {
   return true;
 }
 
+bool staged_ok(const TensorRef& t, int64_t slice_elems) {
+  if (!t.present()) return true;
+  const int64_t es = dtype_size(t.dtype);
+  if (t.ndim != 2 || (t.stride[1] != 1 && t.shape[1] > 1)) return false;
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+  if (t.shape[0] > 1 && (t.stride[0] * es) % 16 != 0) return false;
+  return (t.shape[1] * es) % 16 == 0 && (slice_elems * es) % 16 == 0;
+}
+
 }  // namespace quack::detail

@@ -31,6 +31,11 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
   return __float2bfloat16_rn(v);
 }
 
+/// Bytes per element of a runtime dtype (device twin of quack::dtype_size).
+__device__ __forceinline__ int elt_bytes(DType t) {
+  return t == DType::kFloat32 || t == DType::kInt32 ? 4 : t == DType::kInt64 ? 8 : 2;
+}
+
 // Raw storage of kBytes bytes, as wide as one aligned access allows (16, 8, 4 or 2 bytes).
 template <int kBytes> struct RawWord;
 template <> struct RawWord<16> { using type = uint4; };
@@ -51,14 +56,15 @@ struct alignas(K * sizeof(U) >= 16 ? 16 : K * sizeof(U)) Packed {
   };
 };
 
-// Cache policy: the row streams are read or written once (evict-first); weights are reused by
-// every row and stay on the default policy.
-enum class Cache { kStream, kKeep };
+// Where a load goes: global row streams are read once (evict-first); weights are reused by
+// every row and stay on the default policy; kShared reads staged rows from shared memory.
+enum class Cache { kStream, kKeep, kShared };
 
 template <Cache kCache, typename W>
 __device__ __forceinline__ W load_word(const W* p) {
   if constexpr (kCache == Cache::kStream) return __ldcs(p);
-  else return __ldg(p);
+  else if constexpr (kCache == Cache::kKeep) return __ldg(p);
+  else return *p;
 }
 template <typename W>
 __device__ __forceinline__ void store_word(W* p, W v) { __stcs(p, v); }
@@ -71,6 +77,10 @@ __device__ __forceinline__ uint16_t load_word<Cache::kStream, uint16_t>(const ui
 template <>
 __device__ __forceinline__ uint16_t load_word<Cache::kKeep, uint16_t>(const uint16_t* p) {
   return __ldg(reinterpret_cast<const unsigned short*>(p));
+}
+template <>
+__device__ __forceinline__ uint16_t load_word<Cache::kShared, uint16_t>(const uint16_t* p) {
+  return *p;
 }
 
 /// Raw load of K elements of U (kept packed in registers: half the registers of fp32 for

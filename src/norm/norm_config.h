@@ -12,7 +12,7 @@
 namespace quack::detail {
 
 constexpr int kNormMaxCtaThreads = 512;     // __launch_bounds__ of the forward kernels
-constexpr int kNormBwdMaxCtaThreads = 256;  // backward: 255 registers for x, dout, dw, db
+constexpr int kNormBwdMaxCtaThreads = 512;  // backward (x, dout staged in shared memory)
 // Vector path: values a thread keeps in registers. Forward: 8 vectors (64 values for 16-bit
 // types, 32 for fp32) as fp32 h, 512-thread CTAs (128 registers): 128 bytes of loads in
 // flight per thread whatever the dtype (32 values of bf16 ran at 0.63x copy, 2026-11-30). Backward: 8 packed 16-byte vectors each of x and dout (64 values for 16-bit
@@ -20,12 +20,12 @@ constexpr int kNormBwdMaxCtaThreads = 256;  // backward: 255 registers for x, do
 // Longest vector-path rows: forward 524288 (16-bit), 262144 (fp32); backward 262144 (16-bit),
 // 131072 (fp32).
 constexpr int kNormFwdVectorsPerThread = 8;
-constexpr int kNormBwdVectorsPerThread = 8;
+constexpr int kNormBwdVectorsPerThread = 4;
 constexpr int kNormGeneralValuesPerThread = 16;  // general path: per pass, any N
 constexpr int kMaxClusterSize = 16;
 
 struct RowConfigKnobs {
-  int values_per_thread = 32;     // kMaxVecs · vec of the kernel
+  int values_per_thread = kNormFwdVectorsPerThread * 8;  // vectors · vec (set per kernel)
   int max_cta_threads = kNormMaxCtaThreads;         // the kernel's __launch_bounds__
   int max_cta_row_threads = 256;  // above this a row is split over a cluster
   int min_cta_threads = 128;      // small rows: pack rows_per_cta rows into one CTA

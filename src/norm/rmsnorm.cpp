@@ -76,9 +76,8 @@ void rmsnorm_fwd(const RmsNormFwdArgs& a, cudaStream_t stream) {
                          detail::vector_ok(a.out, vec) && detail::vector_ok(a.residual_out, vec) &&
                          detail::vector_ok(a.weight, vec) && detail::vector_ok(a.bias, vec);
   detail::RmsNormFwdParams p;
-  const bool vec_path =
-      choose_geometry(M, N, vec, layout_ok, detail::kNormFwdVectorsPerThread * vec,
-                      detail::kNormMaxCtaThreads, &p.g);
+  bool vec_path = choose_geometry(M, N, vec, layout_ok, detail::kNormFwdVectorsPerThread * vec,
+                                  detail::kNormMaxCtaThreads, &p.g);
   p.x = detail::row_io(a.x);
   p.residual = detail::row_io(a.residual);
   p.out = detail::row_io(a.out);
@@ -89,8 +88,14 @@ void rmsnorm_fwd(const RmsNormFwdArgs& a, cudaStream_t stream) {
   p.rstd_stride = a.rstd.present() ? a.rstd.stride[0] : 1;
   p.eps = a.eps;
   p.inv_n = 1.f / static_cast<float>(N);
+  const int64_t slice = int64_t(p.g.vpt) * p.g.tpr * p.g.vec;  // staged by the copy engine
+  if (vec_path && (!detail::staged_ok(a.x, slice) || !detail::staged_ok(a.residual, slice) ||
+                   detail::rmsnorm_fwd_smem(p) > detail::kMaxSmemPerCta)) {
+    vec_path = false;  // staged rows would not fit: the general path streams them
+    p.g = detail::make_general_geometry(M, N);
+  }
   detail::DeviceGuard guard(dev);
-  detail::launch_rmsnorm_fwd(p, vec_path, stream);
+  detail::launch_rmsnorm_fwd(p, vec_path, dev, stream);
 }
 
 namespace {
@@ -102,8 +107,8 @@ struct BwdPlan {
   size_t workspace = 0;
 };
 
-BwdPlan plan_bwd(const RmsNormBwdArgs& a) {
-  ArgCheck chk("rmsnorm_bwd");
+BwdPlan plan_bwd(const RmsNormBwdArgs& a, const char* fn) {
+  ArgCheck chk(fn);
   chk.matrix(a.x, "x", -1, -1);
   chk.float_dtype(a.x, "x");
   const int64_t M = a.x.shape[0], N = a.x.shape[1];
@@ -124,8 +129,7 @@ BwdPlan plan_bwd(const RmsNormBwdArgs& a) {
   BwdPlan plan;
   if (M == 0 || N == 0) return plan;
   const int vec = vec_elems(a.x.dtype);
-  // The vector kernel reads x and dout with one element type.
-  const bool layout_ok = a.dout.dtype == a.x.dtype && detail::vector_ok(a.x, vec) &&
+  const bool layout_ok = detail::vector_ok(a.x, vec) &&
                          detail::vector_ok(a.dout, vec) && detail::vector_ok(a.dresidual_out, vec) &&
                          detail::vector_ok(a.dx, vec) && detail::vector_ok(a.dresidual, vec) &&
                          detail::vector_ok(a.weight, vec);
@@ -142,6 +146,12 @@ BwdPlan plan_bwd(const RmsNormBwdArgs& a) {
   p.rstd = static_cast<const float*>(a.rstd.data);
   p.rstd_stride = a.rstd.stride[0];
   p.inv_n = 1.f / static_cast<float>(N);
+  const int64_t slice = int64_t(p.g.vpt) * p.g.tpr * p.g.vec;  // staged by the copy engine
+  if (plan.vec_path && (!detail::staged_ok(a.x, slice) || !detail::staged_ok(a.dout, slice) ||
+                        detail::rmsnorm_bwd_smem(p) > detail::kMaxSmemPerCta)) {
+    plan.vec_path = false;
+    p.g = detail::make_general_geometry(M, N);
+  }
   const int partials = (a.dweight.present() ? 1 : 0) + (a.dbias.present() ? 1 : 0);
   // Placeholders select the instance for the occupancy query; real pointers come at launch.
   static float marker;
@@ -154,11 +164,13 @@ BwdPlan plan_bwd(const RmsNormBwdArgs& a) {
 
 }  // namespace
 
-size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args) { return plan_bwd(args).workspace; }
+size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args) {
+  return plan_bwd(args, "rmsnorm_bwd_workspace_size").workspace;
+}
 
 void rmsnorm_bwd(const RmsNormBwdArgs& a, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream) {
-  BwdPlan plan = plan_bwd(a);
+  BwdPlan plan = plan_bwd(a, "rmsnorm_bwd");
   ArgCheck chk("rmsnorm_bwd");
   if (workspace_bytes < plan.workspace)
     chk.fail("workspace has " + std::to_string(workspace_bytes) + " bytes, expected at least " +

@@ -6,13 +6,17 @@
 
 namespace quack::detail {
 
+size_t rmsnorm_bwd_smem(const RmsNormBwdParams& p) {
+  const int elt_bytes[2] = {dtype_size(p.x.dtype), dtype_size(p.dout.dtype)};
+  return RowPipeline<2>::align16(2 * p.g.reduce_slots() * sizeof(float)) +
+         RowPipeline<2>::bytes(p.g, elt_bytes);
+}
+
 namespace {
 
-size_t bwd_smem(const RowGeometry& g, bool vec_path) {
-  const size_t staging = vec_path && g.rows_per_cta() > 1
-                             ? static_cast<size_t>(g.rows_per_cta()) * g.vpt * g.tpr * g.vec
-                             : 0;
-  return (2 * g.reduce_slots() + staging) * sizeof(float);
+size_t bwd_smem(const RmsNormBwdParams& p, bool vec_path) {
+  const int64_t slots = RowPipeline<2>::align16(2 * p.g.reduce_slots() * sizeof(float));
+  return vec_path ? rmsnorm_bwd_smem(p) : slots;
 }
 
 // Calls f(kernel) with the instance for p.
@@ -37,7 +41,7 @@ int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, int device) {
   int64_t resident = 0;
   with_bwd_kernel(p, vec_path, [&](auto kernel) {
     resident = max_resident(reinterpret_cast<const void*>(kernel), p.g.cta_threads,
-                            bwd_smem(p.g, vec_path), p.g.cluster_n, device, "rmsnorm_bwd");
+                            bwd_smem(p, vec_path), p.g.cluster_n, device, "rmsnorm_bwd");
   });
   return std::min<int64_t>(resident, p.g.row_blocks);
 }
@@ -45,7 +49,7 @@ int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, int device) {
 void launch_rmsnorm_bwd(const RmsNormBwdParams& p, bool vec_path, int64_t grid,
                         cudaStream_t stream) {
   with_bwd_kernel(p, vec_path, [&](auto kernel) {
-    launch(kernel, grid * p.g.cluster_n, p.g.cta_threads, bwd_smem(p.g, vec_path),
+    launch(kernel, grid * p.g.cluster_n, p.g.cta_threads, bwd_smem(p, vec_path),
            p.g.cluster_n, stream, "rmsnorm_bwd", p);
   });
 }

@@ -1,18 +1,21 @@
 // RMSNorm backward kernel (persistent).
 //
 // Thread -> data: RowGeometry (common/row_geometry.h); a cluster (or a lone CTA) loops over
-// row blocks rb, rb + clusters, ... Per row, each thread holds up to kMaxVecs 16-byte vectors
-// of x and dout packed in registers (x and dout share the dtype T, columns contiguous),
-// all-reduces sum(g·xhat) over the row, and writes dx = rstd·(g − xhat·mean(g·xhat)) (+ dresidual_out) to dx and dresidual.
+// row blocks rb, rb + clusters, ... The CTA's slices of x (dtype T) and dout (columns
+// contiguous; dout in any float dtype) are staged in shared memory by the bulk-copy engine, two row blocks ahead
+// (common/row_pipeline.cuh). Per row, each thread reads its kMaxVecs 16-byte vectors twice
+// from shared memory, all-reduces sum(g·xhat) over the row, and writes dx = rstd·(g − xhat·mean(g·xhat)) (+ dresidual_out) to dx and dresidual.
 // dweight/dbias: each thread keeps fp32 sums for its own columns across all its rows
 // (registers); at the end a CTA folds its rows_per_cta rows through shared memory in a fixed
 // order and writes one (N)-slice of the cluster's partial row; colsum adds the partial rows.
-// Shared memory: 2 stages of reduction slots, then the (rows_per_cta, slice) staging tile.
+// Shared memory: 2 stages of reduction slots, then the pipeline stages (reused at the end as
+// the (rows_per_cta, slice) fp32 staging tile of the column sums).
 #pragma once
 
 #include "common/cluster.cuh"
 #include "common/reduce.cuh"
 #include "common/row_general.cuh"
+#include "common/row_pipeline.cuh"
 #include "common/vec.cuh"
 #include "norm/norm_config.h"
 #include "norm/rmsnorm_params.h"
@@ -73,11 +76,21 @@ template <typename T, int kVec, int kMaxVecs, bool kDw, bool kDb>
 __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
     rmsnorm_bwd_kernel(const __grid_constant__ RmsNormBwdParams p) {
   static_assert(kVec > 1, "vector path only; the general kernel takes every other layout");
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) unsigned char smem[];
   const RowGeometry& g = p.g;
   const RowCtx c(g);
   if (g.cluster_n > 1) cluster_arrive_relaxed();
   bool waited = false;
+
+  // Shared memory: [reduction slots (2 stages)] [pipeline: 2 stages x (x, dout) row slices].
+  float* slots = reinterpret_cast<float*>(smem);
+  const int64_t slot_bytes = RowPipeline<2>::align16(2 * g.reduce_slots() * sizeof(float));
+  const DType ddt = p.dout.dtype;  // may differ from T (e.g. fp32 residual stream, bf16 dy)
+  const int kElt[2] = {sizeof(T), elt_bytes(ddt)};
+  const RowIO src[2] = {p.x, p.dout};
+  RowPipeline<2> pipe;
+  pipe.init(smem + slot_bytes, g, kElt);
+  __syncthreads();
 
   float dw[kMaxVecs][kVec], db[kMaxVecs][kVec];  // (vectors, elements) column sums
 #pragma unroll
@@ -86,35 +99,28 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
     for (int i = 0; i < kVec; ++i) dw[v][i] = db[v][i] = 0.f;
 
   const int64_t clusters = gridDim.x / g.cluster_n;
-  int stage = 0;
-  for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters) {
+  pipe.issue(0, c.row_block, g, c, src, kElt);
+  if (c.row_block + clusters < g.row_blocks) pipe.issue(1, c.row_block + clusters, g, c, src, kElt);
+  int k = 0;
+  for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters, ++k) {
+    const int stage = k & 1;
     const int64_t row = rb * g.rows_per_cta() + c.row_in_cta;
     const bool row_ok = row < g.rows;
     const float rstd = row_ok ? p.rstd[row * p.rstd_stride] : 0.f;
-    const T* x_row = static_cast<const T*>(p.x.ptr) + row * p.x.row_stride;
-    const T* dy_row = static_cast<const T*>(p.dout.ptr) + row * p.dout.row_stride;
-    // x and dout stay packed in their own dtype (half the registers of fp32 for 16-bit);
-    // xhat and g are recomputed from them in each pass.
-    Packed<T, kVec> xr[kMaxVecs], dr[kMaxVecs];
-#pragma unroll
-    for (int v = 0; v < kMaxVecs; ++v) {
-      const int col = c.vec_index(g, v) * kVec;
-      if (row_ok && v < g.vpt && col < g.cols) {
-        load_raw<T, kVec>(x_row + col, xr[v]);
-        load_raw<T, kVec>(dy_row + col, dr[v]);
-      } else {
-        zero_raw(xr[v]);
-        zero_raw(dr[v]);
-      }
-    }
+    const T* xs = reinterpret_cast<const T*>(pipe.row_ptr(stage, 0, c.row_in_cta, sizeof(T)));
+    const void* ds = pipe.row_ptr(stage, 1, c.row_in_cta, kElt[1]);
+    pipe.wait(stage, (k >> 1) & 1);
+
     float dot = 0.f;
 #pragma unroll
     for (int v = 0; v < kMaxVecs; ++v) {
       const int col = c.vec_index(g, v) * kVec;
+      if (!(row_ok && v < g.vpt && col < g.cols)) continue;
+      const int local = (v * g.tpr + c.lane_in_row) * kVec;  // element in the staged slice
       float xh[kVec], dy[kVec], w[kVec];
-      to_floats(xr[v], xh);
-      to_floats(dr[v], dy);
-      load_weight(p.weight, col, v < g.vpt && col < g.cols, w);
+      load_vec<T, kVec, Cache::kShared>(xs + local, xh);
+      load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
+      load_weight(p.weight, col, true, w);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
         xh[i] *= rstd;
@@ -127,15 +133,15 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       cluster_wait();
       waited = true;
     }
-    const float mean = row_allreduce(dot, g, c, smem, stage, SumOp{}) * p.inv_n;
-    stage ^= 1;
+    const float mean = row_allreduce(dot, g, c, slots, stage, SumOp{}) * p.inv_n;
 #pragma unroll
     for (int v = 0; v < kMaxVecs; ++v) {
       const int col = c.vec_index(g, v) * kVec;
       if (!(row_ok && v < g.vpt && col < g.cols)) continue;
+      const int local = (v * g.tpr + c.lane_in_row) * kVec;
       float xh[kVec], dy[kVec], w[kVec], d[kVec];
-      to_floats(xr[v], xh);
-      to_floats(dr[v], dy);
+      load_vec<T, kVec, Cache::kShared>(xs + local, xh);
+      load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
       load_weight(p.weight, col, true, w);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) d[i] = (dy[i] * w[i] - xh[i] * rstd * mean) * rstd;
@@ -150,10 +156,13 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       if (p.dresidual.ptr)
         store_any<kVec>(p.dresidual.ptr, p.dresidual.dtype, p.dresidual.offset<true>(row, col), d);
     }
+    __syncthreads();  // every read of this stage is done before the copy engine refills it
+    if (rb + 2 * clusters < g.row_blocks) pipe.issue(stage, rb + 2 * clusters, g, c, src, kElt);
   }
   if (g.cluster_n > 1 && !waited) cluster_wait();
 
-  float* staging = smem + 2 * g.reduce_slots();
+  // The stages are idle now: fold the rows of the CTA through them.
+  float* staging = reinterpret_cast<float*>(pipe.base);
   if constexpr (kDw) store_column_partial<kVec, kMaxVecs>(dw, p.dweight_part, g, c, staging);
   if constexpr (kDb) store_column_partial<kVec, kMaxVecs>(db, p.dbias_part, g, c, staging);
 }

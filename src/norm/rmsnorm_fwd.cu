@@ -1,23 +1,35 @@
-// RMSNorm forward launcher: x dtype -> vector-path instance (3), or the general kernel (1).
+// RMSNorm forward launcher: x dtype -> vector-path instance (3, persistent), or the general
+// kernel (1).
 #include "common/dispatch.h"
 #include "common/launch.h"
 #include "norm/rmsnorm_fwd_kernel.cuh"
 
 namespace quack::detail {
 
-void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, cudaStream_t stream) {
-  const size_t smem = 2 * p.g.reduce_slots() * sizeof(float);
-  const int64_t grid = p.g.row_blocks * p.g.cluster_n;
+size_t rmsnorm_fwd_smem(const RmsNormFwdParams& p) {
+  const int elt[2] = {dtype_size(p.x.dtype), p.residual.ptr ? dtype_size(p.residual.dtype) : 0};
+  return RowPipeline<2>::align16(2 * p.g.reduce_slots() * sizeof(float)) +
+         RowPipeline<2>::bytes(p.g, elt);
+}
+
+void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
+                        cudaStream_t stream) {
+  const size_t slots = RowPipeline<2>::align16(2 * p.g.reduce_slots() * sizeof(float));
   if (!vec_path) {
-    launch(rmsnorm_fwd_general_kernel, grid, p.g.cta_threads, smem, p.g.cluster_n, stream,
-           "rmsnorm_fwd", p);
+    launch(rmsnorm_fwd_general_kernel, p.g.row_blocks * p.g.cluster_n, p.g.cta_threads, slots,
+           p.g.cluster_n, stream, "rmsnorm_fwd", p);
     return;
   }
+  const size_t smem = rmsnorm_fwd_smem(p);
   dispatch_float(p.x.dtype, "rmsnorm_fwd", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    constexpr int kVec = 16 / sizeof(T);
-    launch(rmsnorm_fwd_kernel<T, kVec, kNormFwdVectorsPerThread>, grid, p.g.cta_threads, smem, p.g.cluster_n,
-           stream, "rmsnorm_fwd", p);
+    auto kernel = rmsnorm_fwd_kernel<T, 16 / sizeof(T)>;
+    // Persistent: as many CTAs (clusters) as are resident, at most one per row block.
+    const int64_t resident = max_resident(reinterpret_cast<const void*>(kernel), p.g.cta_threads,
+                                          smem, p.g.cluster_n, device, "rmsnorm_fwd");
+    const int64_t clusters = std::min<int64_t>(resident, p.g.row_blocks);
+    launch(kernel, clusters * p.g.cluster_n, p.g.cta_threads, smem, p.g.cluster_n, stream,
+           "rmsnorm_fwd", p);
   });
 }
 

@@ -30,8 +30,15 @@ struct RmsNormBwdParams {
   float inv_n = 1.f;
 };
 
+/// Dynamic shared memory of the vector-path kernels for p (the host falls back to the general
+/// path when it passes kMaxSmemPerCta).
+constexpr size_t kMaxSmemPerCta = 227 * 1024;
+size_t rmsnorm_fwd_smem(const RmsNormFwdParams& p);
+size_t rmsnorm_bwd_smem(const RmsNormBwdParams& p);
+
 /// Launchers, one per direction; pick the instance for (x dtype, vector path, accumulators).
-void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, cudaStream_t stream);
+void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
+                        cudaStream_t stream);
 
 /// Persistent CTAs (or clusters) the backward launches for this geometry; P of the partials.
 int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, int device);

@@ -1,0 +1,180 @@
+// quack_cpp._C: Python -> C++ API conversion for QuACK-C++ (nanobind). No logic, no CUDA code,
+// no torch headers: each tensor arrives as a plain tuple
+//
+//   (data_ptr: int, dtype_code: int, shape: tuple[int, ...], strides: tuple[int, ...], device: int)
+//
+// (strides in elements; device = CUDA ordinal, -1 for host memory) or None when absent, and
+// becomes a quack::TensorRef. dtype codes are quack::DType: 0 float32, 1 float16, 2 bfloat16,
+// 3 int32, 4 int64. Streams are cudaStream_t handles as ints (0: the legacy default stream).
+//
+// Errors: quack::InvalidArgument (a std::invalid_argument) -> ValueError, quack::CudaError
+// (a std::runtime_error) -> RuntimeError, by nanobind's standard translation.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "quack/quack.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+using TensorTuple =
+    std::tuple<uintptr_t, int, std::vector<int64_t>, std::vector<int64_t>, int>;
+using OptTensor = std::optional<TensorTuple>;
+
+// Tuple -> TensorRef; None -> an absent TensorRef. Only the conversion is checked here (the
+// tuple's own consistency); every semantic check is the C++ API's.
+quack::TensorRef to_ref(const OptTensor& t, const char* fn, const char* name) {
+  quack::TensorRef r;
+  if (!t) return r;
+  const auto& [ptr, code, shape, stride, device] = *t;
+  const std::string where = std::string(fn) + ": " + name;
+  if (code < 0 || code > static_cast<int>(quack::DType::kInt64))
+    throw quack::InvalidArgument(where + " has dtype code " + std::to_string(code) +
+                                 ", expected 0..4 (float32, float16, bfloat16, int32, int64)");
+  if (shape.size() != stride.size())
+    throw quack::InvalidArgument(where + " has " + std::to_string(shape.size()) +
+                                 " sizes but " + std::to_string(stride.size()) + " strides");
+  if (shape.empty() || shape.size() > static_cast<size_t>(quack::TensorRef::kMaxDims))
+    throw quack::InvalidArgument(where + " has " + std::to_string(shape.size()) +
+                                 " dimensions, expected 1 to " +
+                                 std::to_string(quack::TensorRef::kMaxDims));
+  r.data = reinterpret_cast<void*>(ptr);
+  r.dtype = static_cast<quack::DType>(code);
+  r.ndim = static_cast<int>(shape.size());
+  for (int i = 0; i < r.ndim; ++i) {
+    r.shape[i] = shape[i];
+    r.stride[i] = stride[i];
+  }
+  r.device = device;
+  return r;
+}
+
+cudaStream_t to_stream(uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
+
+quack::RmsNormBwdArgs bwd_args(const OptTensor& x, const OptTensor& weight, const OptTensor& dout,
+                               const OptTensor& rstd, const OptTensor& dresidual_out,
+                               const OptTensor& dx, const OptTensor& dresidual,
+                               const OptTensor& dweight, const OptTensor& dbias) {
+  const char* fn = "rmsnorm_bwd";
+  quack::RmsNormBwdArgs a;
+  a.x = to_ref(x, fn, "x");
+  a.weight = to_ref(weight, fn, "weight");
+  a.dout = to_ref(dout, fn, "dout");
+  a.rstd = to_ref(rstd, fn, "rstd");
+  a.dresidual_out = to_ref(dresidual_out, fn, "dresidual_out");
+  a.dx = to_ref(dx, fn, "dx");
+  a.dresidual = to_ref(dresidual, fn, "dresidual");
+  a.dweight = to_ref(dweight, fn, "dweight");
+  a.dbias = to_ref(dbias, fn, "dbias");
+  return a;
+}
+
+constexpr const char* kTensorDoc =
+    "Each tensor is a tuple (data_ptr, dtype_code, shape, strides, device) or None; strides in\n"
+    "elements; dtype_code 0 float32, 1 float16, 2 bfloat16, 3 int32, 4 int64; device is the\n"
+    "CUDA ordinal (-1: host memory, always rejected).\n";
+
+}  // namespace
+
+NB_MODULE(_C, m) {
+  m.doc() =
+      "QuACK-C++ extension: thin conversion from Python values to the C++ API (quack/norm.h).\n"
+      "Use quack_cpp.rmsnorm / quack_cpp.ops for torch tensors; these functions take raw\n"
+      "pointers and launch on the given stream without synchronising.";
+
+  m.def("version", []() { return std::string(quack::version()); },
+        "The C++ library's version, e.g. '0.1.0'.");
+
+  m.def(
+      "rmsnorm_fwd",
+      [](const OptTensor& x, const OptTensor& weight, const OptTensor& bias,
+         const OptTensor& residual, const OptTensor& out, const OptTensor& residual_out,
+         const OptTensor& rstd, double eps, uintptr_t stream) {
+        const char* fn = "rmsnorm_fwd";
+        quack::RmsNormFwdArgs a;
+        a.x = to_ref(x, fn, "x");
+        a.weight = to_ref(weight, fn, "weight");
+        a.bias = to_ref(bias, fn, "bias");
+        a.residual = to_ref(residual, fn, "residual");
+        a.out = to_ref(out, fn, "out");
+        a.residual_out = to_ref(residual_out, fn, "residual_out");
+        a.rstd = to_ref(rstd, fn, "rstd");
+        a.eps = static_cast<float>(eps);
+        nb::gil_scoped_release release;
+        quack::rmsnorm_fwd(a, to_stream(stream));
+      },
+      nb::arg("x"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("residual").none(),
+      nb::arg("out"), nb::arg("residual_out").none(), nb::arg("rstd").none(),
+      nb::arg("eps") = 1e-6, nb::arg("stream") = 0,
+      (std::string(
+           "RMSNorm forward (quack::rmsnorm_fwd; method of QuACK 0.2.0), written into out,\n"
+           "residual_out and rstd:\n"
+           "  h = x + residual (fp32 sum; x when residual is None)\n"
+           "  rstd = 1 / sqrt(mean_j(h_j^2) + eps)\n"
+           "  out = h * rstd * weight + bias;  residual_out = h\n"
+           "x, residual, out, residual_out: (M, N) fp32/fp16/bf16, any non-negative strides;\n"
+           "weight, bias: (N,); rstd: (M,) float32. M = 0 launches nothing.\n") +
+       kTensorDoc +
+       "Raises ValueError for a bad argument (the message names it), RuntimeError for a CUDA\n"
+       "error.")
+          .c_str());
+
+  m.def(
+      "rmsnorm_bwd_workspace_size",
+      [](const OptTensor& x, const OptTensor& weight, const OptTensor& dout, const OptTensor& rstd,
+         const OptTensor& dresidual_out, const OptTensor& dx, const OptTensor& dresidual,
+         const OptTensor& dweight, const OptTensor& dbias) {
+        quack::RmsNormBwdArgs a =
+            bwd_args(x, weight, dout, rstd, dresidual_out, dx, dresidual, dweight, dbias);
+        nb::gil_scoped_release release;
+        return quack::rmsnorm_bwd_workspace_size(a);
+      },
+      nb::arg("x"), nb::arg("weight").none(), nb::arg("dout"), nb::arg("rstd"),
+      nb::arg("dresidual_out").none(), nb::arg("dx"), nb::arg("dresidual").none(),
+      nb::arg("dweight").none(), nb::arg("dbias").none(),
+      (std::string("Bytes of device workspace rmsnorm_bwd needs for these arguments (fp32\n"
+                   "per-CTA partial sums of dweight and dbias; 0 when neither is asked for).\n"
+                   "Queries the device (occupancy) but does not synchronise or allocate.\n") +
+       kTensorDoc + "Raises like rmsnorm_bwd.")
+          .c_str());
+
+  m.def(
+      "rmsnorm_bwd",
+      [](const OptTensor& x, const OptTensor& weight, const OptTensor& dout, const OptTensor& rstd,
+         const OptTensor& dresidual_out, const OptTensor& dx, const OptTensor& dresidual,
+         const OptTensor& dweight, const OptTensor& dbias, uintptr_t workspace_ptr,
+         size_t workspace_bytes, uintptr_t stream) {
+        quack::RmsNormBwdArgs a =
+            bwd_args(x, weight, dout, rstd, dresidual_out, dx, dresidual, dweight, dbias);
+        nb::gil_scoped_release release;
+        quack::rmsnorm_bwd(a, reinterpret_cast<void*>(workspace_ptr), workspace_bytes,
+                           to_stream(stream));
+      },
+      nb::arg("x"), nb::arg("weight").none(), nb::arg("dout"), nb::arg("rstd"),
+      nb::arg("dresidual_out").none(), nb::arg("dx"), nb::arg("dresidual").none(),
+      nb::arg("dweight").none(), nb::arg("dbias").none(), nb::arg("workspace_ptr") = 0,
+      nb::arg("workspace_bytes") = 0, nb::arg("stream") = 0,
+      (std::string(
+           "RMSNorm backward (quack::rmsnorm_bwd; QuACK 0.2.0's kernel with the prenorm\n"
+           "residual gradient of QuACK >= 0.2.3). x is the norm's input h, rstd the forward's:\n"
+           "  xhat = x * rstd;  g = dout * weight\n"
+           "  dh = rstd * (g - xhat * mean_j(g_j * xhat_j)) + dresidual_out\n"
+           "  dx = dresidual = dh;  dweight = sum_rows dout * xhat;  dbias = sum_rows dout\n"
+           "(fp32 accumulation in a fixed order: identical bits run to run). dout may have any\n"
+           "strides, 0 included. The workspace (rmsnorm_bwd_workspace_size bytes, 16-byte\n"
+           "aligned, on the tensors' device) is overwritten. M = 0 writes dweight = dbias = 0.\n") +
+       kTensorDoc +
+       "Raises ValueError for a bad argument (a too-small workspace too), RuntimeError for a\n"
+       "CUDA error.")
+          .c_str());
+}

@@ -1,0 +1,101 @@
+"""torch.nn modules on QuACK-C++ kernels."""
+
+import numbers
+from typing import List, Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn import Module, Parameter, init
+
+from .ops import _FLOAT_DTYPES, rmsnorm
+
+__all__ = ["RMSNorm"]
+
+_shape_t = Union[int, List[int], Tuple[int, ...], torch.Size]
+
+
+class RMSNorm(Module):
+    r"""Root-mean-square layer normalisation; a drop-in for ``torch.nn.RMSNorm``.
+
+    Same signature, defaults, parameter (``weight``, initialised to ones), state dict,
+    ``reset_parameters`` and ``extra_repr`` as ``torch.nn.RMSNorm``, so the two load each
+    other's state dicts. Over the last ``len(normalized_shape)`` dimensions (flattened to
+    N = prod(normalized_shape)), per row, in fp32::
+
+        y = x / sqrt(mean(x^2) + eps) * weight
+
+    Args:
+        normalized_shape: int or tuple: the trailing shape of the input to normalise over.
+        eps: added to the mean square inside the square root. None (default): as torch, the
+            machine epsilon of the computation type, ``torch.finfo(torch.float32).eps`` for
+            float32/float16/bfloat16 inputs (float64 inputs: float64's).
+        elementwise_affine: learnable per-element weight (ones at init). Default True.
+        device, dtype: of the weight.
+
+    Shape: input (*, *normalized_shape); output the same shape, in the input's dtype.
+
+    Kernels: QuACK 0.2.0's RMSNorm through the C++ API (``quack_cpp.rmsnorm``) for CUDA inputs
+    of dtype float32/float16/bfloat16 (weight float32 or the input's dtype); the backward gives
+    d(input) and d(weight) (fp32-accumulated, bitwise reproducible). Any other input (CPU,
+    meta, float64) goes to ``torch.nn.functional.rms_norm`` so the module stays a drop-in.
+    Under autocast it runs in the input's dtype, like ``torch.nn.RMSNorm``.
+
+    Raises:
+        ValueError: the input's trailing dims differ from ``normalized_shape``; a weight dtype
+            or device the kernels reject (the message names the argument).
+    """
+
+    __constants__ = ["normalized_shape", "eps", "elementwise_affine"]
+    normalized_shape: Tuple[int, ...]
+    eps: Optional[float]
+    elementwise_affine: bool
+
+    def __init__(
+        self,
+        normalized_shape: _shape_t,
+        eps: Optional[float] = None,
+        elementwise_affine: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
+        factory_kwargs = {"device": device, "dtype": dtype}
+        super().__init__()
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if self.elementwise_affine:
+            self.weight = Parameter(torch.empty(self.normalized_shape, **factory_kwargs))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Resets the weight to ones (as ``torch.nn.RMSNorm``)."""
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalises ``x`` (*, *normalized_shape); returns the same shape and dtype."""
+        nd = len(self.normalized_shape)
+        if nd == 0 or x.device.type != "cuda" or x.dtype not in _FLOAT_DTYPES:
+            return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+        if x.dim() < nd or tuple(x.shape[x.dim() - nd :]) != self.normalized_shape:
+            raise ValueError(
+                f"RMSNorm: input has shape {tuple(x.shape)}, expected trailing dims "
+                f"{self.normalized_shape} (normalized_shape)"
+            )
+        eps = self.eps if self.eps is not None else torch.finfo(torch.float32).eps
+        weight = self.weight.reshape(-1) if self.weight is not None else None
+        if nd == 1:
+            return rmsnorm(x, weight, eps=eps)
+        # Several normalised dims: one row of N = prod(normalized_shape) elements.
+        return rmsnorm(x.flatten(x.dim() - nd), weight, eps=eps).view(x.shape)
+
+    def extra_repr(self) -> str:
+        return (
+            "{normalized_shape}, eps={eps}, "
+            "elementwise_affine={elementwise_affine}".format(**self.__dict__)
+        )

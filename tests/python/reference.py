@@ -1,0 +1,135 @@
+"""Float64 references, same-dtype torch baselines and the tolerance rule of the acceptance
+cases (shared/cases/handed.md, "Float64 reference and tolerance rules"). Needs torch."""
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+# --------------------------------------------------------------------------------------------
+# Implementations with one signature: fn(x, w, b, r, eps, prenorm, residual_dtype, out_dtype)
+# --------------------------------------------------------------------------------------------
+
+
+def ref_rmsnorm(x, w, b, r, eps, prenorm=False, residual_dtype=None, out_dtype=None):
+    """Float64 RMSNorm (inputs are cast to float64 by the caller): h = x + r; rstd =
+    1/sqrt(mean(h^2) + eps); out = h*rstd*w + b; returns out or (out, h)."""
+    h = x if r is None else x + r
+    rstd = torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    out = h * rstd
+    if w is not None:
+        out = out * w
+    if b is not None:
+        out = out + b
+    return (out, h) if prenorm else out
+
+
+def torch_rmsnorm(x, w, b, r, eps, prenorm=False, residual_dtype=None, out_dtype=None):
+    """PyTorch eager in the inputs' dtypes (torch_same_dtype of the tolerance rule)."""
+    if r is not None:
+        h = (x + r).to(residual_dtype or r.dtype)
+    elif residual_dtype is not None and residual_dtype != x.dtype:
+        h = x.to(residual_dtype)
+    else:
+        h = x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Mismatch dtype between input and weight"
+        out = F.rms_norm(h, (h.shape[-1],), w, eps)
+    if b is not None:
+        out = out + b
+    out = out.to(out_dtype or x.dtype)
+    return (out, h) if prenorm else out
+
+
+def run(fn, x, w=None, b=None, r=None, dy=None, dr=None, eps=1e-6, prenorm=False,
+        residual_dtype=None, out_dtype=None, f64=False):
+    """Runs fn forward and (when dy or dr is given) backward; returns a dict out,
+    residual_out, dx, dw, db, dr (None where absent). Inputs become fresh leaves (f64: cast
+    to float64), except tensors that already require grad, which are used as they are."""
+    def leaf(t):
+        if t is None:
+            return None
+        if f64:
+            return t.detach().double().requires_grad_(True)
+        if t.requires_grad:  # the caller's own (possibly strided, non-leaf) tensor: keep it
+            if not t.is_leaf:
+                t.retain_grad()
+            return t
+        return t.detach().clone().requires_grad_(True)
+
+    xl, wl, bl, rl = leaf(x), leaf(w), leaf(b), leaf(r)
+    res = fn(xl, wl, bl, rl, eps, prenorm, residual_dtype, out_dtype)
+    out, res_out = (res if prenorm else (res, None))
+    outs, grads = [], []
+    if dy is not None:
+        outs.append(out)
+        grads.append(dy.double() if f64 else dy)
+    if dr is not None:
+        outs.append(res_out)
+        grads.append(dr.double() if f64 else dr)
+    if outs:
+        torch.autograd.backward(outs, grads)
+    g = lambda t: None if t is None else t.grad
+    return dict(out=out.detach(), residual_out=None if res_out is None else res_out.detach(),
+                dx=g(xl), dw=g(wl), db=g(bl), dr=g(rl))
+
+
+# --------------------------------------------------------------------------------------------
+# Tolerance rule
+# --------------------------------------------------------------------------------------------
+
+
+def atol_for(dtype, max_ref):
+    """atol of the rule: 1e-6 (fp32), 1e-3*max|ref| (bf16/fp16). For fp32 we scale by
+    max(1, max|ref|) so fp32-accumulated sums over many rows (dweight ~ sqrt(M)) get the
+    same relative slack as normalised outputs."""
+    if dtype in LOW_PRECISION:
+        return 1e-3 * max_ref
+    return 1e-6 * max(1.0, max_ref)
+
+
+def assert_rule(name, lib, ref, tch=None, dtype=None, rtol_no_torch=None):
+    """error_lib <= 2*error_torch + atol (handed.md), with error = max|t - ref| over float64.
+    dtype picks atol (default: lib's dtype). Without a torch result: error_lib <=
+    rtol_no_torch * max(1, max|ref|). Any NaN/Inf where ref is finite fails."""
+    assert lib is not None, f"{name}: missing"
+    assert tuple(lib.shape) == tuple(ref.shape), f"{name}: shape {tuple(lib.shape)} != {tuple(ref.shape)}"
+    if ref.numel() == 0:
+        return
+    lib64, ref64 = lib.detach().double(), ref.detach().double()
+    finite = torch.isfinite(ref64)
+    bad = finite & ~torch.isfinite(lib64)
+    assert not bad.any(), f"{name}: {int(bad.sum())} non-finite values where the reference is finite"
+    max_ref = ref64[finite].abs().max().item() if finite.any() else 0.0
+    err_lib = (lib64 - ref64)[finite].abs().max().item()
+    dtype = dtype or lib.dtype
+    if tch is None:
+        tol = (rtol_no_torch or 1e-2) * max(1.0, max_ref)
+        assert err_lib <= tol, f"{name}: error {err_lib:.3e} > {tol:.3e} (max|ref| {max_ref:.3e})"
+        return
+    err_torch = (tch.detach().double() - ref64)[finite].abs().max().item()
+    bound = 2 * err_torch + atol_for(dtype, max_ref)
+    assert err_lib <= bound, (
+        f"{name}: error_lib {err_lib:.3e} > 2*error_torch {err_torch:.3e} + atol "
+        f"= {bound:.3e} (max|ref| {max_ref:.3e}, {dtype})")
+
+
+def compare_runs(lib, ref, tch, x_dtype, keys=("out", "residual_out", "dx", "dw", "db", "dr")):
+    """assert_rule for each key present in lib; atol from the lower of x's and the tensor's
+    precision."""
+    for k in keys:
+        if ref.get(k) is None:
+            assert lib.get(k) is None, f"{k}: expected None, got a tensor"
+            continue
+        t = lib.get(k)
+        assert t is not None, f"{k}: missing"
+        low = x_dtype if x_dtype in LOW_PRECISION else t.dtype
+        assert_rule(k, t, ref[k], None if tch is None else tch.get(k), dtype=low)
+
+
+def poison_(t):
+    """Fills a float tensor with NaN (so an unwritten element fails)."""
+    return t.fill_(float("nan"))
