@@ -3,6 +3,7 @@
 //   quack-bench copy                         4 GiB device-to-device copy (the roofline)
 //   quack-bench rmsnorm [--dtype bf16|fp16|fp32] [--shapes 16384x4096,8192x262144]
 //                       [--dir fwd|bwd|both] [--ms 100]
+//   quack-bench rmsnorm-sweep [same options]   every geometry knob setting (tuning)
 //
 // Method (device tool METHOD.md): warm-up, then CUDA events around each launch, median over
 // the repeats; inputs rotate over enough buffer sets to exceed 2x the L2, so no run reads a
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "norm/rmsnorm_tuning.h"
 #include "quack/quack.h"
 
 namespace {
@@ -123,8 +125,32 @@ int bench_copy(double budget_ms) {
   return 0;
 }
 
+// Geometry knob settings to time: the defaults first, then a grid around them.
+std::vector<quack::detail::RowConfigKnobs> knob_grid(quack::detail::RowConfigKnobs def, bool sweep,
+                                                     int vec, int max_values) {
+  std::vector<quack::detail::RowConfigKnobs> out{def};
+  if (!sweep) return out;
+  for (int vpt : {2, 4, 8, 16})
+    for (int row_threads : {64, 128, 256, 512})
+      for (int min_cta : {128, 256, 512}) {
+        auto k = def;
+        k.values_per_thread = vpt * vec;
+        k.max_cta_row_threads = row_threads;
+        k.min_cta_threads = min_cta;
+        if (k.values_per_thread > max_values || k.min_cta_threads > k.max_cta_threads) continue;
+        out.push_back(k);
+      }
+  return out;
+}
+
+std::string knob_json(const quack::detail::RowConfigKnobs& k) {
+  return ", \"values_per_thread\": " + std::to_string(k.values_per_thread) +
+         ", \"max_cta_row_threads\": " + std::to_string(k.max_cta_row_threads) +
+         ", \"min_cta_threads\": " + std::to_string(k.min_cta_threads);
+}
+
 int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long long>>& shapes,
-                  const std::string& dir, double budget_ms) {
+                  const std::string& dir, double budget_ms, bool sweep) {
   const char* name = quack::dtype_name(dt);
   const size_t es = quack::dtype_size(dt);
   for (auto [M, N] : shapes) {
@@ -152,9 +178,15 @@ int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long l
       a.rstd = quack::TensorRef::vector(rstd.p, quack::DType::kFloat32, M);
       return a;
     };
+    const int vec = 16 / static_cast<int>(es);
     if (dir != "bwd") {
-      double ms = time_median([&](int s) { quack::rmsnorm_fwd(fwd_args(s), nullptr); }, sets, budget_ms);
-      emit("rmsnorm_fwd", name, M, N, ms, 2.0 * mn * es);
+      const auto def = quack::detail::rmsnorm_fwd_knobs(dt);
+      for (const auto& k : knob_grid(def, sweep, vec, 16 * vec)) {
+        double ms = time_median(
+            [&](int s) { quack::detail::rmsnorm_fwd_with_knobs(fwd_args(s), k, nullptr); }, sets,
+            budget_ms);
+        emit("rmsnorm_fwd", name, M, N, ms, 2.0 * mn * es, sweep ? knob_json(k).c_str() : "");
+      }
     }
     if (dir != "fwd") {
       quack::rmsnorm_fwd(fwd_args(0), nullptr);  // a real rstd
@@ -168,10 +200,17 @@ int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long l
         a.dweight = quack::TensorRef::vector(dw.p, quack::DType::kFloat32, N);
         return a;
       };
-      const size_t ws_bytes = quack::rmsnorm_bwd_workspace_size(bwd_args(0));
-      Buffer ws(ws_bytes);
-      double ms = time_median([&](int s) { quack::rmsnorm_bwd(bwd_args(s), ws.p, ws_bytes, nullptr); }, sets, budget_ms);
-      emit("rmsnorm_bwd", name, M, N, ms, 3.0 * mn * es);
+      const auto def = quack::detail::rmsnorm_bwd_knobs(dt);
+      for (const auto& k : knob_grid(def, sweep, vec, def.values_per_thread)) {
+        const size_t ws_bytes = quack::detail::rmsnorm_bwd_workspace_size_with_knobs(bwd_args(0), k);
+        Buffer ws(ws_bytes);
+        double ms = time_median(
+            [&](int s) {
+              quack::detail::rmsnorm_bwd_with_knobs(bwd_args(s), k, ws.p, ws_bytes, nullptr);
+            },
+            sets, budget_ms);
+        emit("rmsnorm_bwd", name, M, N, ms, 3.0 * mn * es, sweep ? knob_json(k).c_str() : "");
+      }
     }
   }
   return 0;
@@ -219,7 +258,9 @@ int main(int argc, char** argv) {
   }
   try {
     if (cmd == "copy") return bench_copy(budget_ms);
-    if (cmd == "rmsnorm") return bench_rmsnorm(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms);
+    if (cmd == "rmsnorm" || cmd == "rmsnorm-sweep")
+      return bench_rmsnorm(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,
+                           cmd == "rmsnorm-sweep");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "quack-bench: %s\n", e.what());
     return 1;

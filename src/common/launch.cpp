@@ -41,22 +41,40 @@ int sm_count(int device) {
   return n;
 }
 
-// Function attributes are per device and per kernel; set each once.
+// Function attributes are per device and per kernel. The dynamic shared memory limit only
+// grows (a smaller later value must not shrink it under an earlier, larger launch), and
+// kernels that stage rows in shared memory ask for the largest carveout: persistent grids are
+// sized by the occupancy calculator, and a smaller carveout at launch would leave part of the
+// grid waiting for a second wave.
 static void prepare_kernel(const void* kernel, size_t smem, int cluster_n, const char* where) {
+  struct State {
+    size_t smem = 48 * 1024;
+    bool carveout = false;
+    bool non_portable = false;
+  };
   static std::mutex mu;
-  static std::set<std::tuple<int, const void*, size_t, bool>> done;
+  static std::map<std::pair<int, const void*>, State> states;
   int dev = 0;
   check_cuda(cudaGetDevice(&dev), where, "cudaGetDevice");
-  const bool non_portable = cluster_n > 8;
   std::lock_guard<std::mutex> lock(mu);
-  if (!done.insert({dev, kernel, smem, non_portable}).second) return;
-  if (smem > 48 * 1024)
+  State& st = states[{dev, kernel}];
+  if (smem > st.smem) {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)),
                where, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-  if (non_portable)
+    st.smem = smem;
+  }
+  if (smem > 0 && !st.carveout) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared),
+               where, "cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
+    st.carveout = true;
+  }
+  if (cluster_n > 8 && !st.non_portable) {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
                where, "cudaFuncSetAttribute(NonPortableClusterSizeAllowed)");
+    st.non_portable = true;
+  }
 }
 
 void launch_kernel(const void* kernel, void** args, int64_t grid, int block, size_t smem,

@@ -8,6 +8,7 @@
 #include "common/launch.h"
 #include "norm/norm_config.h"
 #include "norm/rmsnorm_params.h"
+#include "norm/rmsnorm_tuning.h"
 #include "quack/norm.h"
 
 namespace quack {
@@ -41,13 +42,10 @@ void check_rstd(const ArgCheck& chk, const TensorRef& t, int64_t M, int device) 
   chk.same_device(t, "rstd", device);
 }
 
-// Vector-path geometry when the layout allows it and N fits the registers; else the general
-// path. Returns whether the vector path was taken.
-bool choose_geometry(int64_t M, int64_t N, int vec, bool layout_ok, int values_per_thread,
-                     int max_cta_threads, detail::RowGeometry* g) {
-  detail::RowConfigKnobs knobs;
-  knobs.values_per_thread = values_per_thread;
-  knobs.max_cta_threads = max_cta_threads;
+// Vector-path geometry when the layout allows it and N fits; else the general path. Returns
+// whether the vector path was taken.
+bool choose_geometry(int64_t M, int64_t N, int vec, bool layout_ok,
+                     const detail::RowConfigKnobs& knobs, detail::RowGeometry* g) {
   if (layout_ok && detail::make_row_geometry(M, N, vec, knobs, g)) return true;
   *g = detail::make_general_geometry(M, N);
   return false;
@@ -55,7 +53,25 @@ bool choose_geometry(int64_t M, int64_t N, int vec, bool layout_ok, int values_p
 
 }  // namespace
 
-void rmsnorm_fwd(const RmsNormFwdArgs& a, cudaStream_t stream) {
+
+namespace detail {
+
+RowConfigKnobs rmsnorm_fwd_knobs(DType x) {
+  RowConfigKnobs k;
+  k.values_per_thread = kNormFwdVectorsPerThread * vec_elems(x);
+  k.max_cta_threads = kNormMaxCtaThreads;
+  return k;
+}
+
+RowConfigKnobs rmsnorm_bwd_knobs(DType x) {
+  RowConfigKnobs k;
+  k.values_per_thread = kNormBwdVectorsPerThread * vec_elems(x);
+  k.max_cta_threads = kNormBwdMaxCtaThreads;
+  return k;
+}
+
+void rmsnorm_fwd_with_knobs(const RmsNormFwdArgs& a, const RowConfigKnobs& knobs,
+                            cudaStream_t stream) {
   ArgCheck chk("rmsnorm_fwd");
   chk.matrix(a.x, "x", -1, -1);
   chk.float_dtype(a.x, "x");
@@ -76,8 +92,7 @@ void rmsnorm_fwd(const RmsNormFwdArgs& a, cudaStream_t stream) {
                          detail::vector_ok(a.out, vec) && detail::vector_ok(a.residual_out, vec) &&
                          detail::vector_ok(a.weight, vec) && detail::vector_ok(a.bias, vec);
   detail::RmsNormFwdParams p;
-  bool vec_path = choose_geometry(M, N, vec, layout_ok, detail::kNormFwdVectorsPerThread * vec,
-                                  detail::kNormMaxCtaThreads, &p.g);
+  bool vec_path = choose_geometry(M, N, vec, layout_ok, knobs, &p.g);
   p.x = detail::row_io(a.x);
   p.residual = detail::row_io(a.residual);
   p.out = detail::row_io(a.out);
@@ -98,6 +113,12 @@ void rmsnorm_fwd(const RmsNormFwdArgs& a, cudaStream_t stream) {
   detail::launch_rmsnorm_fwd(p, vec_path, dev, stream);
 }
 
+}  // namespace detail
+
+void rmsnorm_fwd(const RmsNormFwdArgs& a, cudaStream_t stream) {
+  detail::rmsnorm_fwd_with_knobs(a, detail::rmsnorm_fwd_knobs(a.x.dtype), stream);
+}
+
 namespace {
 
 struct BwdPlan {
@@ -107,7 +128,7 @@ struct BwdPlan {
   size_t workspace = 0;
 };
 
-BwdPlan plan_bwd(const RmsNormBwdArgs& a, const char* fn) {
+BwdPlan plan_bwd(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs, const char* fn) {
   ArgCheck chk(fn);
   chk.matrix(a.x, "x", -1, -1);
   chk.float_dtype(a.x, "x");
@@ -134,9 +155,7 @@ BwdPlan plan_bwd(const RmsNormBwdArgs& a, const char* fn) {
                          detail::vector_ok(a.dx, vec) && detail::vector_ok(a.dresidual, vec) &&
                          detail::vector_ok(a.weight, vec);
   auto& p = plan.p;
-  plan.vec_path = choose_geometry(M, N, vec, layout_ok,
-                                  detail::kNormBwdVectorsPerThread * vec,
-                                  detail::kNormBwdMaxCtaThreads, &p.g);
+  plan.vec_path = choose_geometry(M, N, vec, layout_ok, knobs, &p.g);
   p.x = detail::row_io(a.x);
   p.dout = detail::row_io(a.dout);
   p.dresidual_out = detail::row_io(a.dresidual_out);
@@ -165,12 +184,25 @@ BwdPlan plan_bwd(const RmsNormBwdArgs& a, const char* fn) {
 }  // namespace
 
 size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args) {
-  return plan_bwd(args, "rmsnorm_bwd_workspace_size").workspace;
+  return plan_bwd(args, detail::rmsnorm_bwd_knobs(args.x.dtype), "rmsnorm_bwd_workspace_size")
+      .workspace;
 }
 
 void rmsnorm_bwd(const RmsNormBwdArgs& a, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream) {
-  BwdPlan plan = plan_bwd(a, "rmsnorm_bwd");
+  detail::rmsnorm_bwd_with_knobs(a, detail::rmsnorm_bwd_knobs(a.x.dtype), workspace,
+                                 workspace_bytes, stream);
+}
+
+namespace detail {
+
+size_t rmsnorm_bwd_workspace_size_with_knobs(const RmsNormBwdArgs& a, const RowConfigKnobs& k) {
+  return plan_bwd(a, k, "rmsnorm_bwd_workspace_size").workspace;
+}
+
+void rmsnorm_bwd_with_knobs(const RmsNormBwdArgs& a, const RowConfigKnobs& knobs,
+                            void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  BwdPlan plan = plan_bwd(a, knobs, "rmsnorm_bwd");
   ArgCheck chk("rmsnorm_bwd");
   if (workspace_bytes < plan.workspace)
     chk.fail("workspace has " + std::to_string(workspace_bytes) + " bytes, expected at least " +
@@ -194,5 +226,7 @@ void rmsnorm_bwd(const RmsNormBwdArgs& a, void* workspace, size_t workspace_byte
   if (a.dbias.present())
     detail::launch_colsum(p.dbias_part, P, N, detail::row_io(a.dbias), stream, "rmsnorm_bwd");
 }
+
+}  // namespace detail
 
 }  // namespace quack
