@@ -1,18 +1,17 @@
 #include "common/check.h"
 
 #include <algorithm>
-#include <sstream>
 #include <utility>
 
 namespace quack {
 
+// No iostreams in the library: an ostream instantiated here against one libstdc++ and run
+// against another (torch's process) crashed in the Python extension.
 std::string describe(const TensorRef& t) {
   if (!t.present()) return "absent";
-  std::ostringstream s;
-  s << "(";
-  for (int i = 0; i < t.ndim; ++i) s << (i ? ", " : "") << t.shape[i];
-  s << (t.ndim == 1 ? ",)" : ")") << " " << dtype_name(t.dtype);
-  return s.str();
+  std::string s = "(";
+  for (int i = 0; i < t.ndim; ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+  return s + (t.ndim == 1 ? ",) " : ") ") + dtype_name(t.dtype);
 }
 
 const char* version() { return "0.1.0"; }
@@ -24,13 +23,11 @@ namespace quack::detail {
 void ArgCheck::fail(const std::string& msg) const { throw InvalidArgument(std::string(fn_) + ": " + msg); }
 
 std::string describe_full(const TensorRef& t) {
-  std::ostringstream s;
-  s << describe(t);
-  if (!t.present()) return s.str();
-  s << " strides (";
-  for (int i = 0; i < t.ndim; ++i) s << (i ? ", " : "") << t.stride[i];
-  s << ") on " << (t.device < 0 ? std::string("cpu") : "cuda:" + std::to_string(t.device));
-  return s.str();
+  std::string s = describe(t);
+  if (!t.present()) return s;
+  s += " strides (";
+  for (int i = 0; i < t.ndim; ++i) s += (i ? ", " : "") + std::to_string(t.stride[i]);
+  return s + ") on " + (t.device < 0 ? std::string("cpu") : "cuda:" + std::to_string(t.device));
 }
 
 void ArgCheck::required(const TensorRef& t, const char* name) const {
