@@ -131,10 +131,11 @@ bool vector_ok(const TensorRef& t, int k) {
 bool staged_ok(const TensorRef& t, int64_t slice_elems) {
   if (!t.present()) return true;
   const int64_t es = dtype_size(t.dtype);
-  if (t.ndim != 2 || (t.stride[1] != 1 && t.shape[1] > 1)) return false;
+  const int64_t n = t.shape[t.ndim - 1], col_stride = t.stride[t.ndim - 1];
+  if (t.ndim > 2 || (col_stride != 1 && n > 1)) return false;
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
-  if (t.shape[0] > 1 && (t.stride[0] * es) % 16 != 0) return false;
-  return (t.shape[1] * es) % 16 == 0 && (slice_elems * es) % 16 == 0;
+  if (t.ndim == 2 && t.shape[0] > 1 && (t.stride[0] * es) % 16 != 0) return false;
+  return (n * es) % 16 == 0 && (slice_elems * es) % 16 == 0;
 }
 
 }  // namespace quack::detail

@@ -40,9 +40,9 @@ RowIO row_io(const TensorRef& t);
 /// column stride 1 (or N == 1), base and row stride aligned to min(16, k·elt) bytes.
 bool vector_ok(const TensorRef& t, int k);
 
-/// True when the bulk-copy engine can stage rows of the 2-D tensor in slices that start every
-/// `slice_elems` elements: column stride 1, 16-byte aligned base, row stride, N and slice
-/// offsets multiples of 16 bytes. Absent tensors pass.
+/// True when the bulk-copy engine can stage rows of the 2-D tensor (or the 1-D vector) in
+/// slices that start every `slice_elems` elements: column stride 1, 16-byte aligned base, row
+/// stride, N and slice offsets multiples of 16 bytes. Absent tensors pass.
 bool staged_ok(const TensorRef& t, int64_t slice_elems);
 
 /// "(4096, 512) bfloat16 strides (512, 1) on cuda:0"

@@ -12,8 +12,10 @@
 // mbarrier with the bytes it will copy and issues the copies (a row beyond M arrives with
 // none); all threads wait on the stage parity; after the last read of a stage the CTA
 // synchronises before the stage is issued again (write-after-read across proxies).
-// Requirements (the vector path guarantees them): 16-byte aligned row starts, slices a
-// multiple of 16 bytes.
+// Per-column vectors (weight, bias) are staged once per CTA the same way (the CTA's columns
+// never change in a persistent loop), so the row loops read them from shared memory too.
+// Requirements (the vector path guarantees them): 16-byte aligned row starts and vectors,
+// slices a multiple of 16 bytes.
 #pragma once
 
 #include <cuda/ptx>
@@ -26,21 +28,28 @@
 
 namespace quack::detail {
 
-template <int kStreams>
+template <int kStreams, int kVectors = 2>
 struct RowPipeline {
   static constexpr int kStages = 2;
-  uint64_t* full;                     // [kStages] mbarriers
+  uint64_t* full;                     // [kStages] mbarriers, then the one-shot vector barrier
   unsigned char* base;                // stage 0, stream 0
   int64_t stream_offset[kStreams];    // bytes from a stage's start to stream s
   int64_t stage_bytes;
   int slice;                          // elements of the CTA's slice of one row
 
-  /// Shared-memory bytes for `elt_bytes[s]` per stream (excluding the caller's own areas).
-  __host__ __device__ static int64_t bytes(const RowGeometry& g, const int (&elt_bytes)[kStreams]) {
-    int64_t per_row = 0;
+  static constexpr int kBarrierBytes = 32;  // kStages + 1 mbarriers, padded to 16 bytes
+
+  /// Shared-memory bytes for `elt_bytes[s]` per stream and `vec_bytes[v]` per staged vector
+  /// (0: absent), excluding the caller's own areas.
+  __host__ __device__ static int64_t bytes(const RowGeometry& g, const int (&elt_bytes)[kStreams],
+                                           const int (&vec_bytes)[kVectors]) {
+    const int64_t slice = int64_t(g.vpt) * g.tpr * g.vec;
+    int64_t per_row = 0, vectors = 0;
 #pragma unroll
-    for (int s = 0; s < kStreams; ++s) per_row += align16(int64_t(g.vpt) * g.tpr * g.vec * elt_bytes[s]);
-    return 16 + kStages * per_row * g.rows_per_cta();
+    for (int s = 0; s < kStreams; ++s) per_row += align16(slice * elt_bytes[s]);
+#pragma unroll
+    for (int v = 0; v < kVectors; ++v) vectors += align16(slice * vec_bytes[v]);
+    return kBarrierBytes + kStages * per_row * g.rows_per_cta() + vectors;
   }
   __host__ __device__ static int64_t align16(int64_t b) { return (b + 15) / 16 * 16; }
 
@@ -48,7 +57,7 @@ struct RowPipeline {
   /// caller's __syncthreads() (before the first issue) publishes them.
   __device__ void init(unsigned char* smem, const RowGeometry& g, const int (&elt_bytes)[kStreams]) {
     full = reinterpret_cast<uint64_t*>(smem);
-    base = smem + 16;
+    base = smem + kBarrierBytes;
     slice = g.vpt * g.tpr * g.vec;
     int64_t off = 0;
 #pragma unroll
@@ -59,8 +68,46 @@ struct RowPipeline {
     stage_bytes = off;
     if (threadIdx.x == 0) {
       for (int i = 0; i < kStages; ++i) cuda::ptx::mbarrier_init(&full[i], g.rows_per_cta());
+      cuda::ptx::mbarrier_init(&full[kStages], 1);
       cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
     }
+  }
+
+  /// Start of staged vector v (after the stages); vec_bytes as given to bytes().
+  __device__ unsigned char* vector_ptr(int v, const int (&vec_bytes)[kVectors]) const {
+    unsigned char* p = base + kStages * stage_bytes;
+#pragma unroll
+    for (int i = 0; i + 1 < kVectors; ++i)
+      if (i < v) p += align16(int64_t(slice) * vec_bytes[i]);
+    return p;
+  }
+
+  /// Thread 0 copies this CTA's column slice of each present vector (src[v].ptr, contiguous)
+  /// into shared memory; every thread then waits for them. Call once, after the barrier that
+  /// publishes init().
+  __device__ void stage_vectors(const RowGeometry& g, const RowCtx& c, const RowIO (&src)[kVectors],
+                                const int (&vec_bytes)[kVectors]) const {
+    if (threadIdx.x == 0) {
+      const int64_t col0 = int64_t(c.rank) * slice;
+      const int64_t n = max(int64_t(0), min(int64_t(slice), g.cols - col0));
+      uint32_t total = 0;
+#pragma unroll
+      for (int v = 0; v < kVectors; ++v) total += src[v].ptr ? uint32_t(n * vec_bytes[v]) : 0;
+      if (total == 0) {
+        cuda::ptx::mbarrier_arrive(&full[kStages]);
+      } else {
+        cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
+                                             cuda::ptx::space_shared, &full[kStages], total);
+#pragma unroll
+        for (int v = 0; v < kVectors; ++v)
+          if (src[v].ptr)
+            cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global,
+                                     vector_ptr(v, vec_bytes),
+                                     static_cast<const unsigned char*>(src[v].ptr) + col0 * vec_bytes[v],
+                                     uint32_t(n * vec_bytes[v]), &full[kStages]);
+      }
+    }
+    wait(kStages, 0);
   }
 
   /// Row `row_in_cta`'s data of stream s in stage `stage` (elements of s's dtype).

@@ -105,6 +105,7 @@ void rmsnorm_fwd_with_knobs(const RmsNormFwdArgs& a, const RowConfigKnobs& knobs
   p.inv_n = 1.f / static_cast<float>(N);
   const int64_t slice = int64_t(p.g.vpt) * p.g.tpr * p.g.vec;  // staged by the copy engine
   if (vec_path && (!detail::staged_ok(a.x, slice) || !detail::staged_ok(a.residual, slice) ||
+                   !detail::staged_ok(a.weight, slice) || !detail::staged_ok(a.bias, slice) ||
                    detail::rmsnorm_fwd_smem(p) > detail::kMaxSmemPerCta)) {
     vec_path = false;  // staged rows would not fit: the general path streams them
     p.g = detail::make_general_geometry(M, N);
@@ -167,6 +168,7 @@ BwdPlan plan_bwd(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs, c
   p.inv_n = 1.f / static_cast<float>(N);
   const int64_t slice = int64_t(p.g.vpt) * p.g.tpr * p.g.vec;  // staged by the copy engine
   if (plan.vec_path && (!detail::staged_ok(a.x, slice) || !detail::staged_ok(a.dout, slice) ||
+                        !detail::staged_ok(a.weight, slice) ||
                         detail::rmsnorm_bwd_smem(p) > detail::kMaxSmemPerCta)) {
     plan.vec_path = false;
     p.g = detail::make_general_geometry(M, N);

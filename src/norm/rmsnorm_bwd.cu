@@ -8,8 +8,9 @@ namespace quack::detail {
 
 size_t rmsnorm_bwd_smem(const RmsNormBwdParams& p) {
   const int elt_bytes[2] = {dtype_size(p.x.dtype), dtype_size(p.dout.dtype)};
+  const int vec_bytes[2] = {p.weight.ptr ? dtype_size(p.weight.dtype) : 0, 0};
   return RowPipeline<2>::align16(2 * p.g.reduce_slots() * sizeof(float)) +
-         RowPipeline<2>::bytes(p.g, elt_bytes);
+         RowPipeline<2>::bytes(p.g, elt_bytes, vec_bytes);
 }
 
 namespace {

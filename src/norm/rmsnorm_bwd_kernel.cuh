@@ -61,11 +61,11 @@ __device__ __forceinline__ void store_column_partial(const float (&acc)[kMaxVecs
   }
 }
 
-// w = weight[col : col + K] (ones when absent or out of range); L1/L2-resident.
-template <int K>
-__device__ __forceinline__ void load_weight(const RowIO& w, int64_t col, bool ok, float (&out)[K]) {
-  if (w.ptr && ok) {
-    load_any<K, Cache::kKeep>(w.ptr, w.dtype, col * w.col_stride, out);
+// w = weight[col : col + K] (ones when absent).
+template <int K, Cache kCache>
+__device__ __forceinline__ void load_weight(const RowIO& w, int64_t col, float (&out)[K]) {
+  if (w.ptr) {
+    load_any<K, kCache>(w.ptr, w.dtype, col * w.col_stride, out);
   } else {
 #pragma unroll
     for (int i = 0; i < K; ++i) out[i] = 1.f;
@@ -88,6 +88,8 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
   const DType ddt = p.dout.dtype;  // may differ from T (e.g. fp32 residual stream, bf16 dy)
   const int kElt[2] = {sizeof(T), elt_bytes(ddt)};
   const RowIO src[2] = {p.x, p.dout};
+  const RowIO vsrc[2] = {p.weight, RowIO{}};
+  const int vbytes[2] = {p.weight.ptr ? elt_bytes(p.weight.dtype) : 0, 0};
   RowPipeline<2> pipe;
   pipe.init(smem + slot_bytes, g, kElt);
   __syncthreads();
@@ -101,6 +103,8 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
   const int64_t clusters = gridDim.x / g.cluster_n;
   pipe.issue(0, c.row_block, g, c, src, kElt);
   if (c.row_block + clusters < g.row_blocks) pipe.issue(1, c.row_block + clusters, g, c, src, kElt);
+  pipe.stage_vectors(g, c, vsrc, vbytes);  // the weight slice, once per CTA
+  const RowIO w_smem{pipe.vector_ptr(0, vbytes), 0, 1, p.weight.dtype};  // slice-local columns
   int k = 0;
   for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters, ++k) {
     const int stage = k & 1;
@@ -120,7 +124,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       float xh[kVec], dy[kVec], w[kVec];
       load_vec<T, kVec, Cache::kShared>(xs + local, xh);
       load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
-      load_weight(p.weight, col, true, w);
+      load_weight<kVec, Cache::kShared>(p.weight.ptr ? w_smem : RowIO{}, local, w);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
         xh[i] *= rstd;
@@ -142,7 +146,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       float xh[kVec], dy[kVec], w[kVec], d[kVec];
       load_vec<T, kVec, Cache::kShared>(xs + local, xh);
       load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
-      load_weight(p.weight, col, true, w);
+      load_weight<kVec, Cache::kShared>(p.weight.ptr ? w_smem : RowIO{}, local, w);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) d[i] = (dy[i] * w[i] - xh[i] * rstd * mean) * rstd;
       if (p.dresidual_out.ptr) {

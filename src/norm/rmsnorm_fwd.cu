@@ -8,8 +8,10 @@ namespace quack::detail {
 
 size_t rmsnorm_fwd_smem(const RmsNormFwdParams& p) {
   const int elt[2] = {dtype_size(p.x.dtype), p.residual.ptr ? dtype_size(p.residual.dtype) : 0};
+  const int vec[2] = {p.weight.ptr ? dtype_size(p.weight.dtype) : 0,
+                      p.bias.ptr ? dtype_size(p.bias.dtype) : 0};
   return RowPipeline<2>::align16(2 * p.g.reduce_slots() * sizeof(float)) +
-         RowPipeline<2>::bytes(p.g, elt);
+         RowPipeline<2>::bytes(p.g, elt, vec);
 }
 
 void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,

@@ -6,7 +6,8 @@
 // (common/row_pipeline.cuh). Per row each thread reads its vpt 16-byte vectors from shared
 // memory, folds sum(h^2) (h = x + residual in fp32), all-reduces it over the row (warp -> block
 // -> cluster, common/reduce.cuh), then re-reads them and writes residual_out and out =
-// h·rstd·w + b with 16-byte stores. Weight and bias come from L1/L2 (reused by every row).
+// h·rstd·w + b with 16-byte stores. The CTA's weight and bias slices are staged in shared
+// memory once (global loads of them stalled the row loops on L1TEX, ncu 2026-11-30).
 // Alignment: every (M, N) base and row stride keeps rows 16-byte aligned, N·elt and the
 // residual's vec·elt are multiples of 16 bytes, weight/bias contiguous (host-checked).
 #pragma once
@@ -38,7 +39,7 @@ __device__ __forceinline__ void load_h(const T* xs, const void* rs, DType rdt, b
 }
 
 template <typename T, int kVec>
-__global__ void __launch_bounds__(kNormMaxCtaThreads)
+__global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
     rmsnorm_fwd_kernel(const __grid_constant__ RmsNormFwdParams p) {
   static_assert(kVec > 1, "vector path only; the general kernel takes every other layout");
   extern __shared__ __align__(16) unsigned char smem[];
@@ -53,6 +54,9 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads)
   const DType rdt = p.residual.dtype;
   const int elt[2] = {sizeof(T), p.residual.ptr ? elt_bytes(rdt) : 0};
   const RowIO src[2] = {p.x, p.residual};
+  const RowIO vsrc[2] = {p.weight, p.bias};
+  const int vbytes[2] = {p.weight.ptr ? elt_bytes(p.weight.dtype) : 0,
+                         p.bias.ptr ? elt_bytes(p.bias.dtype) : 0};
   RowPipeline<2> pipe;
   pipe.init(smem + slot_bytes, g, elt);
   __syncthreads();
@@ -60,6 +64,9 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads)
   const int64_t clusters = gridDim.x / g.cluster_n;
   pipe.issue(0, c.row_block, g, c, src, elt);
   if (c.row_block + clusters < g.row_blocks) pipe.issue(1, c.row_block + clusters, g, c, src, elt);
+  pipe.stage_vectors(g, c, vsrc, vbytes);  // weight and bias slices, once per CTA
+  const void* ws = pipe.vector_ptr(0, vbytes);
+  const void* bs = pipe.vector_ptr(1, vbytes);
   int k = 0;
   for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters, ++k) {
     const int stage = k & 1;
@@ -99,15 +106,16 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads)
                         p.residual_out.offset<true>(row, col), h);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) y[i] = h[i] * rstd;
+      const int local = (v * g.tpr + c.lane_in_row) * kVec;
       if (p.weight.ptr) {
         float w[kVec];
-        load_any<kVec, Cache::kKeep>(p.weight.ptr, p.weight.dtype, col, w);
+        load_any<kVec, Cache::kShared>(ws, p.weight.dtype, local, w);
 #pragma unroll
         for (int i = 0; i < kVec; ++i) y[i] *= w[i];
       }
       if (p.bias.ptr) {
         float b[kVec];
-        load_any<kVec, Cache::kKeep>(p.bias.ptr, p.bias.dtype, col, b);
+        load_any<kVec, Cache::kShared>(bs, p.bias.dtype, local, b);
 #pragma unroll
         for (int i = 0; i < kVec; ++i) y[i] += b[i];
       }
