@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "norm/norm_config.h"
+#include "norm/rmsnorm_tuning.h"
 
 namespace quack::detail {
 namespace {
@@ -43,21 +44,21 @@ struct KnobCase {
   int max_vecs;  // the kernel instance's kMaxVecs (registers per thread)
 };
 
-// The settings rmsnorm.cpp passes: forward {kNormFwdVectorsPerThread · vec,
-// kNormMaxCtaThreads}, backward {kNormBwdVectorsPerThread · vec, kNormBwdMaxCtaThreads}; the
-// kernels are instantiated with kMaxVecs = k*VectorsPerThread; vec = 16 / sizeof(T)
-// (4: fp32, 8: fp16/bf16), plus vec = 1 for the heuristic itself.
+// The settings the API uses (rmsnorm_{fwd,bwd}_knobs per x dtype: vec = 4 for fp32, 8 for
+// 16-bit), plus the same knobs with vec = 1 for the heuristic itself; the kernels are
+// instantiated with kMaxVecs = k*VectorsPerThread.
 std::vector<KnobCase> knob_cases() {
   std::vector<KnobCase> out;
-  for (int vec : {1, 4, 8}) {
-    RowConfigKnobs fwd;
-    fwd.values_per_thread = kNormFwdVectorsPerThread * vec;
-    fwd.max_cta_threads = kNormMaxCtaThreads;
-    out.push_back({"fwd", fwd, vec, kNormFwdVectorsPerThread});
-    RowConfigKnobs bwd;
-    bwd.values_per_thread = kNormBwdVectorsPerThread * vec;
-    bwd.max_cta_threads = kNormBwdMaxCtaThreads;
-    out.push_back({"bwd", bwd, vec, kNormBwdVectorsPerThread});
+  for (quack::DType dt : {quack::DType::kFloat32, quack::DType::kBFloat16}) {
+    const int vec = 16 / quack::dtype_size(dt);
+    for (int v : {1, vec}) {
+      RowConfigKnobs fwd = quack::detail::rmsnorm_fwd_knobs(dt);
+      fwd.values_per_thread = fwd.values_per_thread / vec * v;
+      out.push_back({"fwd", fwd, v, kNormFwdVectorsPerThread});
+      RowConfigKnobs bwd = quack::detail::rmsnorm_bwd_knobs(dt);
+      bwd.values_per_thread = bwd.values_per_thread / vec * v;
+      out.push_back({"bwd", bwd, v, kNormBwdVectorsPerThread});
+    }
   }
   return out;
 }
