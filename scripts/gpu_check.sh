@@ -93,7 +93,7 @@ if [ "$DEMO" = 1 ]; then
 fi
 
 echo
-echo "================ QuACK-C++ GPU check ($MODE) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') ================"
+echo "================ QuACK-C++ GPU check ($MODE) commit ${QUACK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} ================"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null | head -1
 echo "build ${BUILD_S}s; resource report: $([ $SPILL_RC = 0 ] && echo 'no spills' || echo 'SPILLS, see resource_report.txt')"
 [ -f "$RES/sass_summary.txt" ] && cat "$RES/sass_summary.txt"

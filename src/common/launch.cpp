@@ -77,6 +77,17 @@ static void prepare_kernel(const void* kernel, size_t smem, int cluster_n, const
   }
 }
 
+// (cluster_n, 1, 1) clusters on cfg; attr must outlive cfg's use.
+static void set_cluster(cudaLaunchConfig_t& cfg, cudaLaunchAttribute& attr, int cluster_n) {
+  if (cluster_n <= 1) return;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster_n;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+}
+
 void launch_kernel(const void* kernel, void** args, int64_t grid, int block, size_t smem,
                    int cluster_n, cudaStream_t stream, const char* where) {
   prepare_kernel(kernel, smem, cluster_n, where);
@@ -85,15 +96,8 @@ void launch_kernel(const void* kernel, void** args, int64_t grid, int block, siz
   cfg.blockDim = dim3(block, 1, 1);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  if (cluster_n > 1) {
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cluster_n;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
+  cudaLaunchAttribute attr;
+  set_cluster(cfg, attr, cluster_n);
   check_cuda(cudaLaunchKernelExC(&cfg, kernel, args), where, "cudaLaunchKernelExC");
   check_cuda(cudaGetLastError(), where, "kernel launch");
 }
@@ -121,13 +125,8 @@ int64_t max_resident(const void* kernel, int block, size_t smem, int cluster_n, 
     cfg.gridDim = dim3(cluster_n, 1, 1);
     cfg.blockDim = dim3(block, 1, 1);
     cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cluster_n;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    set_cluster(cfg, attr, cluster_n);
     int clusters = 0;
     check_cuda(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg), where,
                "cudaOccupancyMaxActiveClusters");

@@ -143,6 +143,16 @@ struct RowPipeline {
     }
   }
 
+  /// Prologue of a persistent staged kernel: issues the CTA's first two row blocks (rb0 and
+  /// rb0 + clusters), then stages the per-column vectors and waits for them.
+  __device__ void start(int64_t rb0, int64_t clusters, const RowGeometry& g, const RowCtx& c,
+                        const RowIO (&src)[kStreams], const int (&elt_bytes)[kStreams],
+                        const RowIO (&vsrc)[kVectors], const int (&vec_bytes)[kVectors]) const {
+    issue(0, rb0, g, c, src, elt_bytes);
+    if (rb0 + clusters < g.row_blocks) issue(1, rb0 + clusters, g, c, src, elt_bytes);
+    stage_vectors(g, c, vsrc, vec_bytes);
+  }
+
   /// Blocks until `stage` holds its rows; `parity` flips each time a stage is reused.
   __device__ void wait(int stage, uint32_t parity) const {
     while (!cuda::ptx::mbarrier_try_wait_parity(&full[stage], parity)) {

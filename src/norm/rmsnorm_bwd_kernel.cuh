@@ -101,9 +101,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
     for (int i = 0; i < kVec; ++i) dw[v][i] = db[v][i] = 0.f;
 
   const int64_t clusters = gridDim.x / g.cluster_n;
-  pipe.issue(0, c.row_block, g, c, src, kElt);
-  if (c.row_block + clusters < g.row_blocks) pipe.issue(1, c.row_block + clusters, g, c, src, kElt);
-  pipe.stage_vectors(g, c, vsrc, vbytes);  // the weight slice, once per CTA
+  pipe.start(c.row_block, clusters, g, c, src, kElt, vsrc, vbytes);  // + the weight slice
   const RowIO w_smem{pipe.vector_ptr(0, vbytes), 0, 1, p.weight.dtype};  // slice-local columns
   int k = 0;
   for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters, ++k) {

@@ -62,9 +62,7 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
   __syncthreads();
 
   const int64_t clusters = gridDim.x / g.cluster_n;
-  pipe.issue(0, c.row_block, g, c, src, elt);
-  if (c.row_block + clusters < g.row_blocks) pipe.issue(1, c.row_block + clusters, g, c, src, elt);
-  pipe.stage_vectors(g, c, vsrc, vbytes);  // weight and bias slices, once per CTA
+  pipe.start(c.row_block, clusters, g, c, src, elt, vsrc, vbytes);  // + weight, bias slices
   const void* ws = pipe.vector_ptr(0, vbytes);
   const void* bs = pipe.vector_ptr(1, vbytes);
   int k = 0;
