@@ -56,14 +56,13 @@ struct alignas(K * sizeof(U) >= 16 ? 16 : K * sizeof(U)) Packed {
   };
 };
 
-// Where a load goes: global row streams are read once (evict-first); weights are reused by
-// every row and stay on the default policy; kShared reads staged rows from shared memory.
-enum class Cache { kStream, kKeep, kShared };
+// Where a load goes: global row streams are read once (evict-first); kShared reads staged
+// rows and vectors from shared memory.
+enum class Cache { kStream, kShared };
 
 template <Cache kCache, typename W>
 __device__ __forceinline__ W load_word(const W* p) {
   if constexpr (kCache == Cache::kStream) return __ldcs(p);
-  else if constexpr (kCache == Cache::kKeep) return __ldg(p);
   else return *p;
 }
 template <typename W>
@@ -75,34 +74,8 @@ __device__ __forceinline__ uint16_t load_word<Cache::kStream, uint16_t>(const ui
   return __ldcs(reinterpret_cast<const unsigned short*>(p));
 }
 template <>
-__device__ __forceinline__ uint16_t load_word<Cache::kKeep, uint16_t>(const uint16_t* p) {
-  return __ldg(reinterpret_cast<const unsigned short*>(p));
-}
-template <>
 __device__ __forceinline__ uint16_t load_word<Cache::kShared, uint16_t>(const uint16_t* p) {
   return *p;
-}
-
-/// Raw load of K elements of U (kept packed in registers: half the registers of fp32 for
-/// 16-bit types); unpack with to_floats.
-template <typename U, int K, Cache kCache = Cache::kStream>
-__device__ __forceinline__ void load_raw(const U* p, Packed<U, K>& v) {
-  using P = Packed<U, K>;
-  const auto* src = reinterpret_cast<const typename P::Word*>(p);
-#pragma unroll
-  for (int w = 0; w < P::kWords; ++w) v.word[w] = load_word<kCache>(src + w);
-}
-
-template <typename U, int K>
-__device__ __forceinline__ void to_floats(const Packed<U, K>& v, float (&out)[K]) {
-#pragma unroll
-  for (int i = 0; i < K; ++i) out[i] = to_float(v.elt[i]);
-}
-
-template <typename U, int K>
-__device__ __forceinline__ void zero_raw(Packed<U, K>& v) {
-#pragma unroll
-  for (int w = 0; w < Packed<U, K>::kWords; ++w) v.word[w] = {};
 }
 
 /// Loads K consecutive elements of type U starting at p (aligned to K·sizeof(U), max 16).
