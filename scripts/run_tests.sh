@@ -11,11 +11,11 @@ BUILD=${QUACK_BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 t0=$(date +%s)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  && cmake --build "$BUILD" -j "$JOBS" || { echo "run_tests: build FAILED"; echo "tests: 0 passed, 1 failed"; exit 1; }
+  && cmake --build "$BUILD" -j "$JOBS" || { echo "run_tests: build FAILED"; echo "tests: 0 passed, 1 failed, 0 skipped"; exit 1; }
 python3 scripts/compile_times.py "$BUILD" | head -12
 # The Python package (its own build tree, build/<wheel tag>; ccache serves the shared TUs).
 python3 -m pip install -q --no-build-isolation --no-deps . \
-  || { echo "run_tests: pip install FAILED"; echo "tests: 0 passed, 1 failed"; exit 1; }
+  || { echo "run_tests: pip install FAILED"; echo "tests: 0 passed, 1 failed, 0 skipped"; exit 1; }
 echo "run_tests: build took $(( $(date +%s) - t0 )) s"
 
 passed=0; failed=0; skipped=0

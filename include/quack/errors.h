@@ -2,7 +2,7 @@
 //
 // Host-visible bad input throws before any launch. Messages name the function, the argument,
 // what was expected and what came, e.g.
-//   "rmsnorm_fwd: weight has 4095 elements, expected N = 4096".
+//   "rmsnorm_fwd: weight has shape (4095,) float32, expected (4096,)".
 // The types derive from the standard ones so bindings map them without glue
 // (nanobind: std::invalid_argument -> ValueError, std::runtime_error -> RuntimeError).
 #pragma once

@@ -1,9 +1,11 @@
 // QuACK-C++ RMSNorm (forward and backward). Host-only header.
 //
 // Method: QuACK 0.2.0 (Dao-AILab/quack, quack/rmsnorm.py) and its blog "Getting memory-bound
-// kernels to speed of light": one CTA (or a cluster of up to 16 CTAs, for long rows) owns a
-// row; 16-byte vector loads; thread -> warp -> block -> cluster (distributed shared memory)
-// reductions in fp32. The prenorm residual gradient follows QuACK ≥ 0.2.3 (0.2.0 was wrong).
+// kernels to speed of light": a CTA (or a cluster of up to 16 CTAs, for long rows) owns one or
+// more rows; persistent CTAs stage their row slices in shared memory with the bulk-copy engine
+// (cp.async.bulk) two row blocks ahead; thread -> warp -> block -> cluster (distributed shared
+// memory) reductions in fp32. The prenorm residual gradient follows QuACK ≥ 0.2.3 (0.2.0 was
+// wrong).
 #pragma once
 
 #include <cstddef>
@@ -19,12 +21,14 @@ namespace quack {
 /// Paths: the vector path (rows staged in shared memory by the bulk-copy engine, 16-byte
 /// accesses, one pass over HBM) is taken when every (M, N) tensor has column stride 1, a
 /// 16-byte-aligned base and a row stride that keeps rows 16-byte aligned, N is a multiple of 16
-/// bytes of x's dtype, and the row fits (N ≤ 524288 for 16-bit x, ≤ 262144 for fp32, within
-/// 227 KB of shared memory per CTA). Anything else (any strides, including 0; any N) takes the
-/// general path: same results, two passes over global memory.
+/// bytes of x's dtype, and the CTA's staged slices fit 227 KB of shared memory: two row blocks
+/// of x and residual plus the weight and bias slices, with the row split over at most 16 CTAs
+/// of 512 threads (e.g. bf16 x with fp32 weight up to N ≈ 450K; with an fp32 residual up to
+/// N = 131072). Anything else (any strides, including 0; any N) takes the general path: same
+/// results, two passes over global memory.
 /// Outputs may alias inputs of the same layout (out = x, residual_out = residual).
-/// Dtypes: every operand may be any of fp32, fp16, bf16 (each converted to fp32 on load; the
-/// table lists the combinations training uses); rstd is fp32.
+/// Dtypes: every operand may be any of fp32, fp16, bf16 (each converted to fp32 on load); rstd
+/// is fp32.
 ///
 ///   h    = x + residual                      (x when no residual; fp32 sum)
 ///   rstd = 1 / sqrt(mean_j(h_j^2) + eps)     (fp32)
@@ -33,11 +37,11 @@ namespace quack {
 /// | tensor       | shape  | dtype                       | required |
 /// |--------------|--------|-----------------------------|----------|
 /// | x            | (M, N) | fp32, fp16, bf16            | yes      |
-/// | weight       | (N)    | x's dtype or fp32           | no       |
-/// | bias         | (N)    | x's dtype or fp32           | no       |
-/// | residual     | (M, N) | x's dtype or fp32           | no       |
-/// | out          | (M, N) | x's dtype or fp32           | yes      |
-/// | residual_out | (M, N) | x's dtype or fp32; h stored | no       |
+/// | weight       | (N)    | fp32, fp16, bf16            | no       |
+/// | bias         | (N)    | fp32, fp16, bf16            | no       |
+/// | residual     | (M, N) | fp32, fp16, bf16            | no       |
+/// | out          | (M, N) | fp32, fp16, bf16            | yes      |
+/// | residual_out | (M, N) | fp32, fp16, bf16; h stored | no       |
 /// | rstd         | (M)    | fp32, any stride            | no       |
 struct RmsNormFwdArgs {
   TensorRef x;
@@ -69,14 +73,14 @@ void rmsnorm_fwd(const RmsNormFwdArgs& args, cudaStream_t stream);
 /// | tensor        | shape  | dtype                       | required                |
 /// |---------------|--------|-----------------------------|-------------------------|
 /// | x             | (M, N) | fp32, fp16, bf16            | yes                     |
-/// | weight        | (N)    | x's dtype or fp32           | no                      |
-/// | dout          | (M, N) | x's dtype or fp32, any strides (0 too) | yes          |
+/// | weight        | (N)    | fp32, fp16, bf16            | no                      |
+/// | dout          | (M, N) | fp32, fp16, bf16, any strides (0 too) | yes          |
 /// | rstd          | (M)    | fp32, any stride            | yes                     |
-/// | dresidual_out | (M, N) | x's dtype or fp32           | no                      |
-/// | dx            | (M, N) | x's dtype or fp32           | yes                     |
-/// | dresidual     | (M, N) | x's dtype or fp32           | no (a second copy of dh)|
-/// | dweight       | (N)    | fp32 or weight's dtype      | no (needs weight)       |
-/// | dbias         | (N)    | fp32 or x's dtype           | no                      |
+/// | dresidual_out | (M, N) | fp32, fp16, bf16            | no                      |
+/// | dx            | (M, N) | fp32, fp16, bf16            | yes                     |
+/// | dresidual     | (M, N) | fp32, fp16, bf16            | no (a second copy of dh)|
+/// | dweight       | (N)    | fp32, fp16, bf16            | no (needs weight)       |
+/// | dbias         | (N)    | fp32, fp16, bf16            | no                      |
 struct RmsNormBwdArgs {
   TensorRef x;
   TensorRef weight;
@@ -89,9 +93,11 @@ struct RmsNormBwdArgs {
   TensorRef dbias;
 };
 
-/// Bytes of device workspace rmsnorm_bwd needs for these arguments on their device (per-CTA
-/// fp32 partial sums of dweight and dbias); 0 when neither is asked for. Throws like
-/// rmsnorm_bwd for bad arguments.
+/// Bytes of device workspace rmsnorm_bwd needs for these arguments on their device: fp32
+/// partial sums of dweight and dbias, one row of N per persistent cluster (or CTA), so
+/// (number asked for) × P × N × 4 with P the resident clusters of the chosen kernel on that
+/// device (it queries the device: occupancy); 0 when neither is asked for or M = 0. Throws
+/// InvalidArgument like rmsnorm_bwd for bad arguments and CudaError when the device query fails.
 size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args);
 
 /// Runs the RMSNorm backward on `stream`. `workspace` must hold rmsnorm_bwd_workspace_size(args)

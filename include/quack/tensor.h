@@ -15,7 +15,8 @@ namespace quack {
 /// Element types. Only fp32/fp16/bf16 are row-kernel data types; int32/int64 serve indices.
 enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kInt32 = 3, kInt64 = 4 };
 
-/// Bytes per element of `t`.
+/// Bytes per element of `t` (2 for fp16/bf16, 4 for fp32/int32, 8 for int64; 0 for a value
+/// outside the enum). Never throws.
 inline int dtype_size(DType t) {
   switch (t) {
     case DType::kFloat16:
@@ -51,15 +52,18 @@ struct TensorRef {
   int64_t stride[kMaxDims] = {0, 0, 0, 0};  // in elements
   int device = 0;
 
-  /// True when the argument was given. An empty tensor (a zero in its shape) is present.
+  /// True when the argument was given (ndim > 0). An empty tensor (a zero in its shape) is
+  /// present.
   bool present() const { return ndim > 0; }
+  /// Product of the extents (0 when absent or empty).
   int64_t numel() const {
     int64_t n = ndim > 0 ? 1 : 0;
     for (int i = 0; i < ndim; ++i) n *= shape[i];
     return n;
   }
 
-  /// A contiguous-or-strided vector of n elements.
+  /// An (n) vector at p with element stride st on CUDA device dev. Builds the view only: the
+  /// ops validate it (and throw InvalidArgument) when they receive it.
   static TensorRef vector(const void* p, DType t, int64_t n, int dev = 0, int64_t st = 1) {
     TensorRef r;
     r.data = const_cast<void*>(p);
@@ -70,7 +74,8 @@ struct TensorRef {
     r.device = dev;
     return r;
   }
-  /// An (rows, cols) matrix with the given strides (default: row-major, contiguous).
+  /// An (rows, cols) matrix at p on CUDA device dev with element strides row_stride (default
+  /// cols: row-major, contiguous) and col_stride (default 1). Builds the view only.
   static TensorRef matrix(const void* p, DType t, int64_t rows, int64_t cols, int dev = 0,
                           int64_t row_stride = -1, int64_t col_stride = 1) {
     TensorRef r;
@@ -86,7 +91,8 @@ struct TensorRef {
   }
 };
 
-/// "(4096, 512) bfloat16" — for error messages.
+/// "(4096, 512) bfloat16" (or "absent"), as the error messages print tensors. Never throws but
+/// for std::bad_alloc.
 std::string describe(const TensorRef& t);
 
 }  // namespace quack

@@ -1,3 +1,4 @@
+// QuACK-C++ version (semantic versioning; the Python package quack-cpp carries the same).
 #pragma once
 
 #define QUACK_VERSION_MAJOR 0
@@ -5,6 +6,6 @@
 #define QUACK_VERSION_PATCH 0
 
 namespace quack {
-/// "0.1.0"
+/// The library version, "MAJOR.MINOR.PATCH" from the macros above (e.g. "0.1.0"). Never throws.
 const char* version();
 }  // namespace quack

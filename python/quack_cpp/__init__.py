@@ -14,21 +14,24 @@ on first use and need torch:
 
 from . import _C
 
-__version__ = "0.1.0"
+__version__ = _C.version()  # one source: include/quack/version.h
 
 __all__ = ["__version__", "rmsnorm", "ops", "nn"]
 
 
 def __getattr__(name):
     # Lazy: torch is imported only when the torch layer is used.
-    if name in ("ops", "nn"):
+    if name in ("ops", "nn", "rmsnorm"):
         import importlib
 
-        return importlib.import_module(f"{__name__}.{name}")
-    if name == "rmsnorm":
-        from .ops import rmsnorm
-
-        return rmsnorm
+        try:
+            module = importlib.import_module(f"{__name__}.{'ops' if name == 'rmsnorm' else name}")
+        except ModuleNotFoundError as e:
+            if e.name == "torch":
+                raise ImportError(f"quack_cpp.{name} needs PyTorch (pip install torch); "
+                                  "quack_cpp._C works without it") from e
+            raise
+        return module.rmsnorm if name == "rmsnorm" else module
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

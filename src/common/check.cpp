@@ -1,4 +1,5 @@
 #include "common/check.h"
+#include "quack/version.h"
 
 #include <algorithm>
 #include <utility>
@@ -14,7 +15,12 @@ std::string describe(const TensorRef& t) {
   return s + (t.ndim == 1 ? ",) " : ") ") + dtype_name(t.dtype);
 }
 
-const char* version() { return "0.1.0"; }
+#define QUACK_STR2(x) #x
+#define QUACK_STR(x) QUACK_STR2(x)
+const char* version() {
+  return QUACK_STR(QUACK_VERSION_MAJOR) "." QUACK_STR(QUACK_VERSION_MINOR) "." QUACK_STR(
+      QUACK_VERSION_PATCH);
+}
 
 }  // namespace quack
 

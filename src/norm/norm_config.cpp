@@ -24,8 +24,8 @@ bool make_row_geometry(int64_t M, int64_t N, int vec, const RowConfigKnobs& k, R
     tpr = static_cast<int>(threads);
     cluster_n = 1;
   } else {
-    // Prefer one CTA of up to kNormMaxCtaThreads before reaching for a cluster only if the
-    // knob allows it; otherwise split into clusters of max_cta_row_threads-wide CTAs.
+    // Split into a cluster of max_cta_row_threads-wide CTAs; past 16 CTAs, widen the CTAs
+    // (up to max_cta_threads) instead.
     tpr = k.max_cta_row_threads;
     cluster_n = static_cast<int>(threads / tpr);
     if (cluster_n > kMaxClusterSize) {

@@ -1,8 +1,11 @@
 // Launch geometry for the norm kernels (host only, unit-tested without a GPU).
 //
-// Each vector-path kernel instance holds at most kMaxVecs vectors per thread in registers. The row is
-// split over the fewest threads that fit, rounded to a power of two; rows longer than one CTA
-// of max_cta_row_threads take a cluster of up to 16 CTAs (distributed shared memory reduce).
+// A thread handles at most values_per_thread / vec vectors of a row. The row is split over the
+// fewest threads that fit, rounded to a power of two; rows longer than one CTA of
+// max_cta_row_threads take a cluster of up to 16 CTAs (distributed shared memory reduce). Small
+// rows pack several rows into a CTA of min_cta_threads. The defaults per kernel are
+// rmsnorm_{fwd,bwd}_knobs (rmsnorm.cpp); rmsnorm.cpp also shrinks the geometry until the staged
+// slices fit in shared memory.
 #pragma once
 
 #include <cstdint>
@@ -13,12 +16,10 @@ namespace quack::detail {
 
 constexpr int kNormMaxCtaThreads = 512;     // __launch_bounds__ of the forward kernels
 constexpr int kNormBwdMaxCtaThreads = 512;  // backward (x, dout staged in shared memory)
-// Vector path: values a thread keeps in registers. Forward: 8 vectors (64 values for 16-bit
-// types, 32 for fp32) as fp32 h, 512-thread CTAs (128 registers): 128 bytes of loads in
-// flight per thread whatever the dtype (32 values of bf16 ran at 0.63x copy, 2026-11-30). Backward: 8 packed 16-byte vectors each of x and dout (64 values for 16-bit
-// types, 32 for fp32) plus their fp32 dweight/dbias sums, in 256-thread CTAs (255 registers).
-// Longest vector-path rows: forward 524288 (16-bit), 262144 (fp32); backward 262144 (16-bit),
-// 131072 (fp32).
+// Vectors per thread on the vector path. Forward: 8 (values live in shared memory; this sets
+// the slice per thread). Backward: 4, the kernel's kMaxVecs, because each thread keeps fp32
+// dweight/dbias sums of its columns in registers (32 values for 16-bit x, 16 for fp32) under the
+// 128-register cap of 512-thread CTAs; longest backward rows 262144 (16-bit), 131072 (fp32).
 constexpr int kNormFwdVectorsPerThread = 8;
 constexpr int kNormBwdVectorsPerThread = 4;
 constexpr int kNormGeneralValuesPerThread = 16;  // general path: per pass, any N

@@ -51,8 +51,75 @@ bool choose_geometry(int64_t M, int64_t N, int vec, bool layout_ok,
   return false;
 }
 
-}  // namespace
+// Fits the staged slices in shared memory: first fewer rows per CTA (halving the CTA), then
+// fewer values per thread (a longer cluster, so a smaller slice per CTA). Returns false when
+// nothing fits; the caller then takes the general path. smem() reads *g.
+template <typename SmemFn>
+bool fit_shared_memory(int64_t M, int64_t N, detail::RowConfigKnobs knobs,
+                       detail::RowGeometry* g, SmemFn smem) {
+  for (;;) {
+    while (smem() > detail::kMaxSmemPerCta && g->cta_threads > g->tpr && g->cta_threads > 32) {
+      g->cta_threads /= 2;
+      g->row_blocks = (g->rows + g->rows_per_cta() - 1) / g->rows_per_cta();
+    }
+    if (smem() <= detail::kMaxSmemPerCta) return true;
+    if (knobs.values_per_thread <= g->vec) return false;
+    knobs.values_per_thread /= 2;
+    if (!detail::make_row_geometry(M, N, g->vec, knobs, g)) return false;
+  }
+}
 
+struct FwdPlan {
+  detail::RmsNormFwdParams p;
+  bool vec_path = false;
+};
+
+// Validation and path/geometry choice of the forward (no CUDA call).
+FwdPlan plan_fwd(const RmsNormFwdArgs& a, const detail::RowConfigKnobs& knobs) {
+  ArgCheck chk("rmsnorm_fwd");
+  chk.matrix(a.x, "x", -1, -1);
+  chk.float_dtype(a.x, "x");
+  const int64_t M = a.x.shape[0], N = a.x.shape[1];
+  const int dev = a.x.device;
+  if (a.weight.present()) check_n(chk, a.weight, "weight", N, dev, false);
+  if (a.bias.present()) check_n(chk, a.bias, "bias", N, dev, false);
+  if (a.residual.present()) check_mn(chk, a.residual, "residual", M, N, dev, false);
+  check_mn(chk, a.out, "out", M, N, dev, true);
+  if (a.residual_out.present()) check_mn(chk, a.residual_out, "residual_out", M, N, dev, true);
+  if (a.rstd.present()) check_rstd(chk, a.rstd, M, dev);
+  if (!(a.eps >= 0.f)) chk.fail("eps is " + std::to_string(a.eps) + ", expected eps ≥ 0");
+  FwdPlan plan;
+  if (M == 0) return plan;
+
+  if (N == 0) chk.fail("x has N = 0 columns, expected N ≥ 1");
+  const int vec = vec_elems(a.x.dtype);
+  const bool layout_ok = detail::vector_ok(a.x, vec) && detail::vector_ok(a.residual, vec) &&
+                         detail::vector_ok(a.out, vec) && detail::vector_ok(a.residual_out, vec) &&
+                         detail::vector_ok(a.weight, vec) && detail::vector_ok(a.bias, vec);
+  detail::RmsNormFwdParams& p = plan.p;
+  plan.vec_path = choose_geometry(M, N, vec, layout_ok, knobs, &p.g);
+  p.x = detail::row_io(a.x);
+  p.residual = detail::row_io(a.residual);
+  p.out = detail::row_io(a.out);
+  p.residual_out = detail::row_io(a.residual_out);
+  p.weight = detail::row_io(a.weight);
+  p.bias = detail::row_io(a.bias);
+  p.rstd = static_cast<float*>(a.rstd.data);
+  p.rstd_stride = a.rstd.present() ? a.rstd.stride[0] : 1;
+  p.eps = a.eps;
+  p.inv_n = 1.f / static_cast<float>(N);
+  const int64_t slice = int64_t(p.g.vpt) * p.g.tpr * p.g.vec;  // staged by the copy engine
+  if (plan.vec_path &&
+      (!detail::staged_ok(a.x, slice) || !detail::staged_ok(a.residual, slice) ||
+       !detail::staged_ok(a.weight, slice) || !detail::staged_ok(a.bias, slice) ||
+       !fit_shared_memory(M, N, knobs, &p.g, [&] { return detail::rmsnorm_fwd_smem(p); }))) {
+    plan.vec_path = false;  // not stageable: the general path streams the rows
+    p.g = detail::make_general_geometry(M, N);
+  }
+  return plan;
+}
+
+}  // namespace
 
 namespace detail {
 
@@ -76,46 +143,14 @@ RowConfigKnobs rmsnorm_bwd_knobs(DType x) {
 
 void rmsnorm_fwd_with_knobs(const RmsNormFwdArgs& a, const RowConfigKnobs& knobs,
                             cudaStream_t stream) {
-  ArgCheck chk("rmsnorm_fwd");
-  chk.matrix(a.x, "x", -1, -1);
-  chk.float_dtype(a.x, "x");
-  const int64_t M = a.x.shape[0], N = a.x.shape[1];
-  const int dev = a.x.device;
-  if (a.weight.present()) check_n(chk, a.weight, "weight", N, dev, false);
-  if (a.bias.present()) check_n(chk, a.bias, "bias", N, dev, false);
-  if (a.residual.present()) check_mn(chk, a.residual, "residual", M, N, dev, false);
-  check_mn(chk, a.out, "out", M, N, dev, true);
-  if (a.residual_out.present()) check_mn(chk, a.residual_out, "residual_out", M, N, dev, true);
-  if (a.rstd.present()) check_rstd(chk, a.rstd, M, dev);
-  if (!(a.eps >= 0.f)) chk.fail("eps is " + std::to_string(a.eps) + ", expected eps ≥ 0");
-  if (M == 0) return;
+  const FwdPlan plan = plan_fwd(a, knobs);
+  if (a.x.shape[0] == 0) return;
+  DeviceGuard guard(a.x.device);
+  launch_rmsnorm_fwd(plan.p, plan.vec_path, a.x.device, stream);
+}
 
-  if (N == 0) chk.fail("x has N = 0 columns, expected N ≥ 1");
-  const int vec = vec_elems(a.x.dtype);
-  const bool layout_ok = detail::vector_ok(a.x, vec) && detail::vector_ok(a.residual, vec) &&
-                         detail::vector_ok(a.out, vec) && detail::vector_ok(a.residual_out, vec) &&
-                         detail::vector_ok(a.weight, vec) && detail::vector_ok(a.bias, vec);
-  detail::RmsNormFwdParams p;
-  bool vec_path = choose_geometry(M, N, vec, layout_ok, knobs, &p.g);
-  p.x = detail::row_io(a.x);
-  p.residual = detail::row_io(a.residual);
-  p.out = detail::row_io(a.out);
-  p.residual_out = detail::row_io(a.residual_out);
-  p.weight = detail::row_io(a.weight);
-  p.bias = detail::row_io(a.bias);
-  p.rstd = static_cast<float*>(a.rstd.data);
-  p.rstd_stride = a.rstd.present() ? a.rstd.stride[0] : 1;
-  p.eps = a.eps;
-  p.inv_n = 1.f / static_cast<float>(N);
-  const int64_t slice = int64_t(p.g.vpt) * p.g.tpr * p.g.vec;  // staged by the copy engine
-  if (vec_path && (!detail::staged_ok(a.x, slice) || !detail::staged_ok(a.residual, slice) ||
-                   !detail::staged_ok(a.weight, slice) || !detail::staged_ok(a.bias, slice) ||
-                   detail::rmsnorm_fwd_smem(p) > detail::kMaxSmemPerCta)) {
-    vec_path = false;  // staged rows would not fit: the general path streams them
-    p.g = detail::make_general_geometry(M, N);
-  }
-  detail::DeviceGuard guard(dev);
-  detail::launch_rmsnorm_fwd(p, vec_path, dev, stream);
+bool rmsnorm_fwd_vector_path(const RmsNormFwdArgs& a) {
+  return plan_fwd(a, rmsnorm_fwd_knobs(a.x.dtype)).vec_path;
 }
 
 }  // namespace detail
@@ -133,7 +168,9 @@ struct BwdPlan {
   size_t workspace = 0;
 };
 
-BwdPlan plan_bwd(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs, const char* fn) {
+// Validation and path/geometry choice of the backward (no CUDA call); plan_bwd adds the grid.
+BwdPlan plan_bwd_path(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs,
+                      const char* fn) {
   ArgCheck chk(fn);
   chk.matrix(a.x, "x", -1, -1);
   chk.float_dtype(a.x, "x");
@@ -171,18 +208,27 @@ BwdPlan plan_bwd(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs, c
   p.rstd_stride = a.rstd.stride[0];
   p.inv_n = 1.f / static_cast<float>(N);
   const int64_t slice = int64_t(p.g.vpt) * p.g.tpr * p.g.vec;  // staged by the copy engine
-  if (plan.vec_path && (!detail::staged_ok(a.x, slice) || !detail::staged_ok(a.dout, slice) ||
-                        !detail::staged_ok(a.weight, slice) ||
-                        detail::rmsnorm_bwd_smem(p) > detail::kMaxSmemPerCta)) {
+  if (plan.vec_path &&
+      (!detail::staged_ok(a.x, slice) || !detail::staged_ok(a.dout, slice) ||
+       !detail::staged_ok(a.weight, slice) ||
+       !fit_shared_memory(M, N, knobs, &p.g, [&] { return detail::rmsnorm_bwd_smem(p); }))) {
     plan.vec_path = false;
     p.g = detail::make_general_geometry(M, N);
   }
+  return plan;
+}
+
+BwdPlan plan_bwd(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs, const char* fn) {
+  BwdPlan plan = plan_bwd_path(a, knobs, fn);
+  const int64_t M = a.x.shape[0], N = a.x.shape[1];
+  if (M == 0 || N == 0) return plan;
+  auto& p = plan.p;
   const int partials = (a.dweight.present() ? 1 : 0) + (a.dbias.present() ? 1 : 0);
   // Placeholders select the instance for the occupancy query; real pointers come at launch.
   static float marker;
   p.dweight_part = a.dweight.present() ? &marker : nullptr;
   p.dbias_part = a.dbias.present() ? &marker : nullptr;
-  plan.grid = detail::rmsnorm_bwd_grid(p, plan.vec_path, dev);
+  plan.grid = detail::rmsnorm_bwd_grid(p, plan.vec_path, a.x.device);
   plan.workspace = static_cast<size_t>(partials) * plan.grid * N * sizeof(float);
   return plan;
 }
@@ -204,6 +250,10 @@ namespace detail {
 
 size_t rmsnorm_bwd_workspace_size_with_knobs(const RmsNormBwdArgs& a, const RowConfigKnobs& k) {
   return plan_bwd(a, k, "rmsnorm_bwd_workspace_size").workspace;
+}
+
+bool rmsnorm_bwd_vector_path(const RmsNormBwdArgs& a) {
+  return plan_bwd_path(a, rmsnorm_bwd_knobs(a.x.dtype), "rmsnorm_bwd").vec_path;
 }
 
 void rmsnorm_bwd_with_knobs(const RmsNormBwdArgs& a, const RowConfigKnobs& knobs,

@@ -21,4 +21,9 @@ size_t rmsnorm_bwd_workspace_size_with_knobs(const RmsNormBwdArgs& args,
 void rmsnorm_bwd_with_knobs(const RmsNormBwdArgs& args, const RowConfigKnobs& knobs,
                             void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
+/// Whether rmsnorm_fwd / rmsnorm_bwd would take the vector (staged) path for these arguments
+/// (validates them; no CUDA call). For tests of the path heuristic.
+bool rmsnorm_fwd_vector_path(const RmsNormFwdArgs& args);
+bool rmsnorm_bwd_vector_path(const RmsNormBwdArgs& args);
+
 }  // namespace quack::detail

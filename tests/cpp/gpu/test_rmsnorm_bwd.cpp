@@ -127,9 +127,10 @@ TEST_F(RmsNormBwd, C01DoutLayouts) {
       add([&](BwdCase& c) { c.dout_l.row_stride = N + 1; });
       // (d) transposed 2-D view: strides (1, M).
       add([&](BwdCase& c) { c.dout_l.row_stride = 1; c.dout_l.col_stride = M; });
-      // dout in another dtype than x (general path): fp32 dout for 16-bit x (the documented
-      // combination; for fp32 x the only allowed dout dtype is fp32).
+      // dout in another dtype than x (staged on the vector path with its own element size):
+      // fp32 dout for 16-bit x, bf16 dout for fp32 x (an fp32 residual stream with bf16 dy).
       if (xt != DType::kFloat32) add([&](BwdCase& c) { c.dout = DType::kFloat32; });
+      else add([&](BwdCase& c) { c.dout = DType::kBFloat16; });
       // Misaligned base.
       add([&](BwdCase& c) { c.dout_l.offset = 1; });
       for (const auto& c : cases) run_bwd(c);
