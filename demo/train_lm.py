@@ -49,6 +49,9 @@ def parse_args():
     p.add_argument("--out", default=os.path.join(REPO, "results"), help="output folder")
     p.add_argument("--no-quack", action="store_true",
                    help="only the two torch.nn.RMSNorm runs (a) and (c)")
+    p.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                   help="after the runs, profile STEPS steps of each norm (torch.profiler) and "
+                        "print the top ops by CUDA and CPU time (diagnoses step-time gaps)")
     p.add_argument("--cpu-smoke", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.steps is None:
@@ -266,6 +269,7 @@ def train_run(label, norm_name, norm_cls, seed, cfg, steps, train, val, vocab, d
     res = dict(label=label, norm=norm_name, seed=seed,
                n_params=n_params, init_checksum=checksum, losses=losses, step_ms=times,
                timed_from_step=steps - len(timed), median_step_ms=med,
+               median_host_ms=statistics.median(host_t[TIMING_WARMUP:] or host_t),
                tokens_per_s=cfg["batch"] * T / (med / 1e3),
                final_loss=sum(window) / len(window), val_loss=vl / max(1, vn),
                wall_s=wall)
@@ -323,6 +327,9 @@ def report(runs, cfg, steps, args, env):
               f"{r['val_loss']:>10.4f}{r['median_step_ms']:>11.2f}{r['tokens_per_s']:>12,.0f}")
     print(f"(final loss: mean of the last {min(FINAL_WINDOW, steps)} steps; step time: median "
           f"over steps {a['timed_from_step']}..{steps - 1}; tokens/s from the median)")
+    print("host enqueue ms per step (median; close to the step time means the CPU is the "
+          "bottleneck): " + ", ".join(f"{r['label']} {r['median_host_ms']:.2f}"
+                                      for r in runs.values()))
     if "c" in runs:
         summary["three_abs_a_minus_c"] = 3 * abs(a["final_loss"] - runs["c"]["final_loss"])
         summary["bound"] = max(MIN_BOUND, summary["three_abs_a_minus_c"])
@@ -383,6 +390,48 @@ def import_quack_norm():
     sys.exit(3)
 
 
+def profile_steps(label, norm_cls, cfg, steps, train, vocab, device, out_dir):
+    """Profiles `steps` training steps with torch.profiler; prints and saves the top ops."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    model = build_model(cfg, vocab, norm_cls, device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], fused=device.type == "cuda")
+    T = cfg["seq_len"]
+    starts = batch_starts(train.numel(), cfg, steps + 3).to(device)
+    offs = torch.arange(T + 1, device=device)
+
+    def step(i):
+        chunk = train[starts[i][:, None] + offs]
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            logits = model(chunk[:, :-1])
+        F.cross_entropy(logits.float().view(-1, vocab), chunk[:, 1:].reshape(-1)).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for i in range(3):  # warm-up
+        step(i)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for i in range(steps):
+            step(3 + i)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    avg = prof.key_averages()
+    sort = "cuda_time_total" if device.type == "cuda" else "cpu_time_total"
+    text = (f"== profile {label} ({steps} steps), by {sort} ==\n" +
+            avg.table(sort_by=sort, row_limit=15) +
+            f"\n== profile {label}, by self_cpu_time_total ==\n" +
+            avg.table(sort_by="self_cpu_time_total", row_limit=15))
+    print(text)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"train_lm_profile_{label}.txt"), "w") as f:
+        f.write(text)
+    del model, opt
+
+
 def main():
     args = parse_args()
     try:
@@ -439,6 +488,9 @@ def main():
     env["total_s"] = time.perf_counter() - t0
     summary = report(runs, cfg, steps, args, env)
     print(f"train_lm: total {env['total_s']:.1f} s")
+    if args.profile > 0:
+        for label, (name, cls), seed in plan[:2]:
+            profile_steps(label, cls, cfg, args.profile, train, vocab, device, args.out)
     if args.cpu_smoke and "b" in runs:
         assert summary["same_init"], "smoke: init differs between a and b"
         assert runs["a"]["losses"] == runs["b"]["losses"], "smoke: a and b losses differ"

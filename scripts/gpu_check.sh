@@ -89,7 +89,7 @@ if [ "$BENCH" = 1 ]; then
 fi
 if [ "$DEMO" = 1 ]; then
   say "demo"
-  python3 demo/train_lm.py --out "$RES" > "$RES/demo.txt" 2>&1; echo "demo exit $?" >> "$RES/demo.txt"
+  python3 demo/train_lm.py --out "$RES" --profile 3 > "$RES/demo.txt" 2>&1; echo "demo exit $?" >> "$RES/demo.txt"
 fi
 
 echo
