@@ -1,0 +1,129 @@
+// Host logic of the GEMM (issue 3), ahead of its kernel: the persistent tile order and the
+// autotuning disk cache.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gemm/autotune_cache.h"
+#include "gemm/tile_scheduler.h"
+
+namespace {
+
+using quack::detail::AutotuneCache;
+using quack::detail::TileScheduler;
+
+TEST(TileScheduler, IsABijectionOntoTheTileGrid) {
+  for (int64_t M : {1, 127, 128, 129, 1000, 8192})
+    for (int64_t N : {1, 255, 256, 3000, 8192})
+      for (int group : {1, 3, 8, 16})
+        for (bool raster_n : {false, true})
+          for (int64_t L : {1, 3}) {
+            const auto s = TileScheduler::make(M, N, L, 128, 256, 2, 1, group, raster_n);
+            std::set<std::tuple<int64_t, int64_t, int64_t>> seen;
+            for (int64_t i = 0; i < s.tiles(); ++i) {
+              const auto t = s.tile(i);
+              ASSERT_GE(t.m, 0);
+              ASSERT_LT(t.m, s.tiles_m);
+              ASSERT_GE(t.n, 0);
+              ASSERT_LT(t.n, s.tiles_n);
+              ASSERT_LT(t.batch, L);
+              ASSERT_TRUE(seen.insert({t.m, t.n, t.batch}).second)
+                  << "tile visited twice: M=" << M << " N=" << N << " group=" << group;
+            }
+            EXPECT_EQ(static_cast<int64_t>(seen.size()), s.tiles_m * s.tiles_n * L);
+          }
+}
+
+TEST(TileScheduler, CountsClusterTilesRoundedUp) {
+  const auto s = TileScheduler::make(1000, 3000, 2, 128, 256, 2, 1, 8, false);
+  EXPECT_EQ(s.tiles_m, 4);   // ceil(1000 / 256)
+  EXPECT_EQ(s.tiles_n, 12);  // ceil(3000 / 256)
+  EXPECT_EQ(s.tiles(), 96);
+}
+
+TEST(TileScheduler, GroupsWalkABandBeforeMovingOn) {
+  // Raster along M with bands of 4 rows: the first 4 indices are column 0, rows 0..3.
+  const auto s = TileScheduler::make(64 * 128, 64 * 256, 1, 128, 256, 1, 1, 4, false);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(s.tile(i).m, i);
+    EXPECT_EQ(s.tile(i).n, 0);
+  }
+  EXPECT_EQ(s.tile(4).m, 0);
+  EXPECT_EQ(s.tile(4).n, 1);
+}
+
+std::string temp_path(const char* name) {
+  char dir[] = "/tmp/quack_cache_XXXXXX";
+  const char* d = mkdtemp(dir);
+  return std::string(d ? d : "/tmp") + "/sub/" + name;
+}
+
+TEST(AutotuneCache, StoresPersistsAndReloads) {
+  const std::string path = temp_path("gemm_autotune.tsv");
+  {
+    AutotuneCache c(path);
+    EXPECT_FALSE(c.lookup("k1").has_value());
+    c.store("k1", "tile128x256_c2x1");
+    c.store("k2", "tile128x128_c1x1");
+    EXPECT_EQ(c.lookup("k1").value(), "tile128x256_c2x1");
+    EXPECT_EQ(c.last_error(), "");
+  }
+  AutotuneCache again(path);
+  EXPECT_EQ(again.lookup("k1").value(), "tile128x256_c2x1");
+  EXPECT_EQ(again.lookup("k2").value(), "tile128x128_c1x1");
+}
+
+TEST(AutotuneCache, ConcurrentProcessesLoseNoEntry) {
+  const std::string path = temp_path("gemm_autotune.tsv");
+  constexpr int kProcs = 4, kKeys = 50;
+  std::vector<pid_t> kids;
+  for (int p = 0; p < kProcs; ++p) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      AutotuneCache c(path);
+      for (int k = 0; k < kKeys; ++k)
+        c.store("p" + std::to_string(p) + "k" + std::to_string(k), "cfg" + std::to_string(k));
+      _exit(c.last_error().empty() ? 0 : 1);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  AutotuneCache c(path);
+  for (int p = 0; p < kProcs; ++p)
+    for (int k = 0; k < kKeys; ++k)
+      EXPECT_EQ(c.lookup("p" + std::to_string(p) + "k" + std::to_string(k)).value_or("missing"),
+                "cfg" + std::to_string(k));
+}
+
+TEST(AutotuneCache, UnwritableFolderKeepsTheChoiceInMemory) {
+  AutotuneCache c("/proc/quack_cannot_write_here/gemm_autotune.tsv");
+  c.store("k", "v");
+  EXPECT_EQ(c.lookup("k").value(), "v");
+  EXPECT_NE(c.last_error(), "");
+}
+
+TEST(AutotuneCache, KeyRoundsShapesUpToPowersOfTwo) {
+  EXPECT_EQ(quack::detail::autotune_key(5000, 8192, 4097, 1, "bf16.bf16>bf16", "A:k B:k C:-",
+                                        "none"),
+            "sm90 m8192 n8192 k8192 l1 bf16.bf16>bf16 A:k B:k C:- epi:none");
+}
+
+TEST(AutotuneCache, DefaultPathHonoursQuackCacheDir) {
+  setenv("QUACK_CACHE_DIR", "/tmp/qc", 1);
+  EXPECT_EQ(AutotuneCache::default_path(), "/tmp/qc/gemm_autotune.tsv");
+  unsetenv("QUACK_CACHE_DIR");
+}
+
+}  // namespace
