@@ -1,5 +1,6 @@
 // QuACK-C++: kernels for training transformer models on NVIDIA Hopper (sm_90a).
-// Umbrella header: include this and link quack::quack.
+// Umbrella header: include this and link quack::quack. The GEMM (quack/gemm.h) joins it once
+// it has been validated on a GPU; until then include quack/gemm.h yourself.
 #pragma once
 
 #include "quack/errors.h"

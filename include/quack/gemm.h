@@ -1,0 +1,78 @@
+// QuACK-C++ GEMM (Hopper, sm_90a). Host-only header.
+//
+// STATUS (2026-11-30): compiled (HGMMA in SASS, no spills) and host-tested, but NOT YET RUN ON A
+// GPU: treat results as unverified until tests/cpp/gpu/test_gemm.cpp has passed on an H200
+// (docs/status.md). Not included by quack/quack.h until then.
+//
+// Method: a persistent, warp-specialised TMA + WGMMA kernel written with CuTe atoms
+// (src/gemm/sm90/gemm_kernel.cuh; design (b) of docs/gemm-spike.md), following CUTLASS 3.x's
+// sm90 warp-specialised cooperative GEMM (sm90_mma_tma_gmma_ss_warpspecialized.hpp,
+// sm90_epilogue_tma_warpspecialized.hpp) and QuACK's gemm: one producer warp loads A and B tiles
+// with TMA into a shared-memory ring (B multicast across a 2x1 cluster), two consumer
+// warpgroups run WGMMA with fp32 accumulators, and the epilogue stages D through shared memory to
+// a TMA store. Host protocol after CUTLASS: arguments → can_implement → launch.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "quack/tensor.h"
+
+namespace quack {
+
+/// Arguments of gemm.
+///
+///   D[l] = alpha · (A[l] · B[l]) + beta · C[l]       for each batch l < L
+///
+/// products and sums in fp32 (WGMMA, fp32 accumulation), the result rounded once to D's dtype.
+/// With beta = 0 or without C, C is never read (NaN in C does not reach D).
+///
+/// | tensor | shape                | dtype                          | layout                          | required |
+/// |--------|----------------------|--------------------------------|---------------------------------|----------|
+/// | a      | (M, K) or (L, M, K)  | bf16, fp16                     | row-major: stride 1 along K     | yes      |
+/// | b      | (K, N) or (L, K, N)  | a's dtype                      | column-major: stride 1 along K  | yes      |
+/// | c      | (M, N) or (L, M, N)  | d's dtype                      | row-major: stride 1 along N     | if beta ≠ 0 |
+/// | d      | (M, N) or (L, M, N)  | a's dtype or fp32              | row-major: stride 1 along N     | yes      |
+///
+/// b column-major is the transpose of a row-major (N, K) matrix, e.g. an nn.Linear weight W:
+/// y = x · Wᵀ is gemm with a = x and b = Wᵀ (strides (1, K)).
+///
+/// All tensors are 2-D, or all 3-D with the same batch extent L. Strides are in elements. TMA
+/// alignment (checked when the operand is read or written): 16-byte aligned base; the leading
+/// stride (between rows of a, c, d; between columns of b) and, for L > 1, the batch stride are
+/// multiples of 16 bytes (8 elements of bf16/fp16, 4 of fp32), and the leading stride is at least
+/// the contiguous extent. So K must be padded in memory to a multiple of 8 unless M = 1 (a) and
+/// N = 1 (b), and N to a multiple of 8 (4 for fp32 d) unless M = 1. A stride along an extent
+/// of 1 is ignored. M, N, K, L ≤ 2^31 − 1.
+/// c may be the same tensor as d (identical pointer, dtype and strides); other overlaps between
+/// d and an input are undefined.
+///
+/// Not yet supported (InvalidArgument "... not yet supported"): a column-major, b row-major,
+/// c or d column-major or with a non-unit stride along N, a batch stride of 0 (broadcast) with
+/// L > 1, fp32 or other input dtypes, c of another dtype than d, a per-row/column alpha or bias,
+/// activations.
+struct GemmArgs {
+  TensorRef a;
+  TensorRef b;
+  TensorRef c;  // optional
+  TensorRef d;
+  float alpha = 1.f;
+  float beta = 0.f;
+};
+
+/// Validates `args` for gemm without touching the device (no CUDA call). Throws InvalidArgument,
+/// whose message starts with "gemm: " and names the argument, what came and what was expected
+/// (e.g. "gemm: b has shape (64, 128) bfloat16, expected (K, N) = (63, N)"), for: an absent a, b
+/// or d; a tensor in host memory, on another device than a, or with a null pointer; mixed 2-D/3-D
+/// tensors or other ranks; mismatched M, N, K or L; a dtype outside the table; beta ≠ 0 without
+/// c; a size above 2^31 − 1; negative strides; overlapping elements of d; a misaligned base or
+/// stride (TMA); the layouts listed as not yet supported above.
+void can_implement(const GemmArgs& args);
+
+/// D = alpha · A·B + beta · C on `stream`, on the tensors' device. Runs can_implement first.
+/// M = 0, N = 0 or L = 0: nothing is launched. K = 0: D = beta · C (zeros without c or with
+/// beta = 0) by a small elementwise kernel. Throws InvalidArgument as can_implement, CudaError
+/// when a CUDA call or the launch fails. Asynchronous: errors inside the kernel surface later on
+/// the stream.
+void gemm(const GemmArgs& args, cudaStream_t stream);
+
+}  // namespace quack

@@ -1,0 +1,320 @@
+// Hopper GEMM kernel: TMA + WGMMA, warp-specialised, persistent (device code; CuTe atoms).
+//
+//   D = epilogue(A · B, C), fp32 accumulation; A (M,K,L) and B (N,K,L) K-major, C/D (M,N,L)
+//   N-major (row-major). Design (b) of docs/gemm-spike.md, after CUTLASS's
+//   sm90_mma_tma_gmma_ss_warpspecialized.hpp (mainloop) and sm90_epilogue_tma_warpspecialized.hpp
+//   (epilogue partitioning), without the CollectiveBuilder.
+//
+// Threads → work: 384 threads = 3 warpgroups. WG0 is the producer: one elected thread of warp 0
+//   issues the TMA loads of A (BM x BK) and of its half of B (BN/2 x BK, multicast to both CTAs of
+//   the 2x1 cluster) into a Stages-deep ring (PipelineTmaAsync, full/empty mbarriers), and keeps
+//   40 registers (setmaxnreg). WG1 and WG2 are the consumers ("cooperative"): they split the
+//   BM x BN tile along M (64 rows each, one 64xBNx16 WGMMA atom per warpgroup), keep the fp32
+//   accumulators in registers (232 registers each) and run the epilogue.
+// Tile order: persistent static schedule; cluster c walks work indices c, c + clusters, ... of
+//   TileScheduler (src/gemm/tile_scheduler.h, grouped rasterisation); CTA rank r of the cluster
+//   takes m tile 2·m_cluster + r. Producer and consumers walk the same sequence.
+// Shared memory: A (BM,BK,Stages) and B (BN,BK,Stages) with 128-byte swizzle (GMMA K-major
+//   atoms); epilogue C (BM,EpiN) and D (BM,EpiN,2) subtiles, swizzled to their row width; the
+//   pipeline barriers and one mbarrier for C. All dynamic; ≤ 227 KB.
+// Epilogue, per (BM x EpiN) subtile: [C: TMA → smem → registers (LDSM)] → functor on fp32 →
+//   registers → smem (STSM) → one thread issues the TMA store (2 D buffers in flight).
+// Tails: TMA zero-fills out-of-bounds loads (zeros add nothing to the sum) and clips stores, so
+//   M, N, K need no predication here. Alignment (host-checked): bases and strides 16-byte
+//   multiples.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cute/arch/cluster_sm90.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/array.h>
+#include <cutlass/numeric_conversion.h>
+#include <cutlass/numeric_types.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "gemm/sm90/epilogue.cuh"
+#include "gemm/tile_scheduler.h"
+
+namespace quack::detail::sm90 {
+
+using namespace cute;
+
+/// One tile configuration: 128 x 256 x 64, 2 consumer warpgroups, 2x1 cluster.
+/// ElementAB: cutlass::bfloat16_t or cutlass::half_t; ElementD (= C's type): either, or float.
+template <class ElementAB_, class ElementD_>
+struct Config128x256 {
+  using ElementAB = ElementAB_;
+  using ElementD = ElementD_;
+  static constexpr int BM = 128, BN = 256, BK = 64;
+  static constexpr int EpiN = 32, EpiStagesD = 2;
+  static constexpr int kClusterM = 2;
+  static constexpr int kThreads = 384;
+  static constexpr int kConsumerThreads = 256;
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kMaxSmem = 232448;  // 227 KB, sm_90 opt-in maximum per CTA
+  static constexpr int kGroup = 8;         // raster band width of the tile scheduler (tiles)
+
+  using TileShape = Shape<Int<BM>, Int<BN>, Int<BK>>;
+  using ClusterShape = Shape<Int<kClusterM>, _1, _1>;
+  using EpiTile = Shape<Int<BM>, Int<EpiN>>;
+
+  // 2 consumer warpgroups stacked along M, each one 64 x BN x 16 WGMMA atom.
+  using MmaAtom = decltype(GMMA::ss_op_selector<ElementAB, ElementAB, float, Shape<_64, Int<BN>, Int<BK>>,
+                                                GMMA::Major::K, GMMA::Major::K>());
+  using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<_2, _1, _1>>{}));
+
+  // Epilogue smem: a D row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
+  // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom).
+  static constexpr bool kD16 = sizeof(ElementD) == 2;
+  using SmemAtomCD = conditional_t<kD16, GMMA::Layout_K_SW64_Atom<ElementD>, GMMA::Layout_K_SW128_Atom<ElementD>>;
+  using SmemLayoutC = decltype(tile_to_shape(SmemAtomCD{}, EpiTile{}));                                    // (BM,EpiN)
+  using SmemLayoutD = decltype(tile_to_shape(SmemAtomCD{}, Shape<Int<BM>, Int<EpiN>, Int<EpiStagesD>>{}));  // (BM,EpiN,2)
+  // Register <-> smem copies of the epilogue (CUTLASS sm90 builder choices for N-major C/D).
+  using CopyAtomC = Copy_Atom<SM90_U32x4_STSM_N, cutlass::half_t>;  // accumulator partition only
+  using CopyOpR2S = conditional_t<kD16, SM90_U32x4_STSM_N, AutoVectorizingCopyWithAssumedAlignment<128>>;
+  using CopyOpS2R = conditional_t<kD16, SM75_U32x4_LDSM_N, AutoVectorizingCopyWithAssumedAlignment<128>>;
+  static constexpr int kFrg = BM * EpiN / kConsumerThreads;  // values per thread per subtile (16)
+
+  // Mainloop stages: as many 48 KB (A+B) stages as fit beside the epilogue buffers, at most 4
+  // (4 for 16-bit D, 3 for fp32 D).
+  static constexpr int kStageBytes = (BM + BN) * BK * int(sizeof(ElementAB));
+  static constexpr int kEpiBytes = (1 + EpiStagesD) * BM * EpiN * int(sizeof(ElementD));
+  static constexpr int kStagesFit = (kMaxSmem - kEpiBytes - 2048) / kStageBytes;
+  static constexpr int Stages = kStagesFit < 4 ? kStagesFit : 4;
+  static_assert(Stages >= 2, "mainloop needs at least 2 stages");
+
+  using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<ElementAB>{},
+                                             Shape<Int<BM>, Int<BK>, Int<Stages>>{}));  // (BM,BK,PIPE)
+  using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<ElementAB>{},
+                                             Shape<Int<BN>, Int<BK>, Int<Stages>>{}));  // (BN,BK,PIPE)
+  using Pipeline = cutlass::PipelineTmaAsync<Stages>;
+
+  struct SharedStorage {
+    alignas(1024) ArrayEngine<ElementAB, cosize_v<SmemLayoutA>> A;
+    alignas(1024) ArrayEngine<ElementAB, cosize_v<SmemLayoutB>> B;
+    alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutC>> C;
+    alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutD>> D;
+    typename Pipeline::SharedStorage pipe;
+    alignas(8) uint64_t c_full;
+  };
+  static_assert(sizeof(SharedStorage) <= kMaxSmem, "shared memory budget");
+  // Bytes each CTA receives per stage: its A tile and the whole B tile (both halves, one from
+  // each CTA of the cluster).
+  static constexpr uint32_t kTxBytes = uint32_t(kStageBytes);
+  static constexpr uint32_t kCBytes = uint32_t(BM * EpiN * sizeof(ElementD));
+};
+
+/// Kernel parameters (__grid_constant__): TMA descriptors, problem size, epilogue functor.
+template <class TmaA, class TmaB, class TmaC, class TmaD, class Epilogue>
+struct Params {
+  TmaA tma_a;
+  TmaB tma_b;
+  TmaC tma_c;
+  TmaD tma_d;
+  int M, N, K, L;
+  Epilogue epi;
+  bool load_c;  // C present and epi.reads_c()
+  TileScheduler sched;
+};
+
+template <class Cfg, class P>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant__ P const p) {
+  using Pipeline = typename Cfg::Pipeline;
+  using ElementD = typename Cfg::ElementD;
+  constexpr int kFrg = Cfg::kFrg;
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& ss = *reinterpret_cast<typename Cfg::SharedStorage*>(smem_raw);
+  int const warp_group = cutlass::canonical_warp_group_idx();
+  int const warp_idx = cutlass::canonical_warp_idx_sync();
+  int const lane_pred = cute::elect_one_sync();
+  uint32_t const cta_rank = cute::block_rank_in_cluster();  // 0/1 along M
+
+  if (warp_idx == 0 && lane_pred) {
+    cute::prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_b.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_c.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_d.get_tma_descriptor());
+  }
+  typename Pipeline::Params pp;
+  pp.transaction_bytes = Cfg::kTxBytes;
+  pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x == 0;
+  pp.num_consumers = Cfg::kConsumerThreads;
+  Pipeline pipeline(ss.pipe, pp, typename Cfg::ClusterShape{});  // warp 0 initialises the barriers
+  if (warp_idx == 1 && lane_pred) cutlass::arch::ClusterTransactionBarrier::init(&ss.c_full, 1);
+  cutlass::arch::fence_barrier_init();
+  cute::cluster_arrive_relaxed();  // the peer's barriers exist before any multicast or remote arrive
+  cute::cluster_wait();
+
+  // TMA coordinate tensors.
+  Tensor mA = p.tma_a.get_tma_tensor(make_shape(p.M, p.K, p.L));  // (M,K,L)
+  Tensor mB = p.tma_b.get_tma_tensor(make_shape(p.N, p.K, p.L));  // (N,K,L)
+  Tensor mC = p.tma_c.get_tma_tensor(make_shape(p.M, p.N, p.L));  // (M,N,L)
+  Tensor mD = p.tma_d.get_tma_tensor(make_shape(p.M, p.N, p.L));  // (M,N,L)
+  int const k_tiles = (p.K + Cfg::BK - 1) / Cfg::BK;
+  int64_t const num_work = p.sched.tiles();
+  int64_t const cluster_id = blockIdx.x / Cfg::kClusterM;
+  int64_t const cluster_stride = gridDim.x / Cfg::kClusterM;
+
+  Tensor sA = make_tensor(make_smem_ptr(ss.A.begin()), typename Cfg::SmemLayoutA{});  // (BM,BK,PIPE)
+  Tensor sB = make_tensor(make_smem_ptr(ss.B.begin()), typename Cfg::SmemLayoutB{});  // (BN,BK,PIPE)
+
+  if (warp_group == 0) {
+    // ---------------- producer ----------------
+    cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
+    if (warp_idx == 0 && lane_pred) {
+      auto write = cutlass::make_producer_start_state<Pipeline>();
+      auto cta_tma_a = p.tma_a.get_slice(Int<0>{});
+      auto cta_tma_b = p.tma_b.get_slice(cta_rank);  // this CTA loads its half of B, multicast to both
+      uint16_t const mcast_b = uint16_t((1u << Cfg::kClusterM) - 1);
+      Tensor tAsA = cta_tma_a.partition_D(sA);  // (TMA,TMA_M,TMA_K,PIPE)
+      Tensor tBsB = cta_tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
+      for (int64_t w = cluster_id; w < num_work; w += cluster_stride) {
+        TileCoord const t = p.sched.tile(w);
+        int const l = int(t.batch);
+        int const m_blk = int(t.m) * Cfg::kClusterM + int(cta_rank), n_blk = int(t.n);
+        Tensor gA = local_tile(mA(_, _, l), select<0, 2>(typename Cfg::TileShape{}), make_coord(m_blk, _));  // (BM,BK,k)
+        Tensor gB = local_tile(mB(_, _, l), select<1, 2>(typename Cfg::TileShape{}), make_coord(n_blk, _));  // (BN,BK,k)
+        Tensor tAgA = cta_tma_a.partition_S(gA);  // (TMA,TMA_M,TMA_K,k)
+        Tensor tBgB = cta_tma_b.partition_S(gB);  // (TMA,TMA_N,TMA_K,k)
+        for (int k = 0; k < k_tiles; ++k) {
+          pipeline.producer_acquire(write);
+          auto* bar = pipeline.producer_get_barrier(write);
+          copy(p.tma_a.with(*bar), tAgA(_, _, _, k), tAsA(_, _, _, write.index()));
+          copy(p.tma_b.with(*bar, mcast_b), tBgB(_, _, _, k), tBsB(_, _, _, write.index()));
+          ++write;
+        }
+      }
+      pipeline.producer_tail(write);  // stay until every stage this CTA filled (and multicast) is released
+    }
+  } else {
+    // ---------------- consumers (2 warpgroups, cooperative) ----------------
+    cutlass::arch::warpgroup_reg_alloc<Cfg::kConsumerRegs>();
+    int const ctid = int(threadIdx.x) - 128;  // 0..255
+    typename Cfg::TiledMma mma;
+    auto thr_mma = mma.get_thread_slice(ctid);
+    Tensor tCsA = thr_mma.partition_A(sA);        // (MMA,MMA_M,MMA_K,PIPE)
+    Tensor tCsB = thr_mma.partition_B(sB);        // (MMA,MMA_N,MMA_K,PIPE)
+    Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // smem descriptors
+    Tensor tCrB = thr_mma.make_fragment_B(tCsB);
+    Tensor acc = partition_fragment_C(mma, select<0, 1>(typename Cfg::TileShape{}));  // (MMA,MMA_M,MMA_N) fp32
+
+    // Epilogue partitioning (CUTLASS sm90_epilogue_tma_warpspecialized.hpp, without the visitor tree).
+    Tensor sC = as_position_independent_swizzle_tensor(
+        make_tensor(make_smem_ptr(ss.C.begin()), typename Cfg::SmemLayoutC{}));  // (BM,EpiN)
+    Tensor sD = as_position_independent_swizzle_tensor(
+        make_tensor(make_smem_ptr(ss.D.begin()), typename Cfg::SmemLayoutD{}));  // (BM,EpiN,PIPE_D)
+    auto tiled_c_atom = make_tiled_copy_C_atom(typename Cfg::CopyAtomC{}, mma);
+    auto tiled_r2s = make_tiled_copy_S(Copy_Atom<typename Cfg::CopyOpR2S, ElementD>{}, tiled_c_atom);
+    auto thr_r2s = tiled_r2s.get_slice(ctid);
+    Tensor tRS_rAcc = thr_r2s.retile_S(acc);  // ((R2S,R2S_V),MMA_M,MMA_N)
+    Tensor tRS_sD = thr_r2s.partition_D(sD);  // (R2S,R2S_M,R2S_N,PIPE_D)
+    auto tRS_rD_layout = make_layout(take<0, 3>(shape(thr_r2s.partition_S(sD))));
+    Tensor tRS_rD = make_tensor<ElementD>(tRS_rD_layout);  // (R2S,R2S_M,R2S_N)
+    auto tiled_s2r = make_tiled_copy_S(Copy_Atom<typename Cfg::CopyOpS2R, ElementD>{}, tiled_c_atom);
+    auto thr_s2r = tiled_s2r.get_slice(ctid);
+    Tensor tSR_sC = thr_s2r.partition_S(sC);  // (S2R,S2R_M,S2R_N)
+    Tensor tRS_rC = make_tensor<ElementD>(tRS_rD_layout);
+    Tensor tSR_rC = thr_s2r.retile_D(tRS_rC);
+    Tensor tRS_rAcc_frg = recast<cutlass::Array<float, kFrg>>(tRS_rAcc);
+    Tensor tRS_rD_frg = recast<cutlass::Array<ElementD, kFrg>>(tRS_rD);
+    Tensor tRS_rC_frg = recast<cutlass::Array<ElementD, kFrg>>(tRS_rC);
+    static_assert(decltype(size<0>(tRS_rAcc))::value % kFrg == 0, "fragment does not vectorise");
+    static_assert(decltype(size<1>(tRS_rAcc))::value == 1 && decltype(size<2>(tRS_rAcc))::value == 1,
+                  "one MMA tile per CTA tile (the epilogue indexes fragments by subtile)");
+    auto tma_d_blk = p.tma_d.get_slice(Int<0>{});
+    auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
+    Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N)
+    Tensor bSG_sD = tma_d_blk.partition_S(sD);  // (TMA,TMA_M,TMA_N,PIPE_D)
+    bool const load_c = p.load_c;
+    uint32_t c_phase = 0;
+    int d_stage = 0;
+    auto epi_sync = [] { cutlass::arch::NamedBarrier::sync(Cfg::kConsumerThreads, 1); };
+
+    auto read = cutlass::PipelineState<Cfg::Stages>{};
+    for (int64_t w = cluster_id; w < num_work; w += cluster_stride) {
+      TileCoord const t = p.sched.tile(w);
+      int const l = int(t.batch);
+      int const m_blk = int(t.m) * Cfg::kClusterM + int(cta_rank), n_blk = int(t.n);
+
+      // ---- mainloop: one WGMMA batch in flight; release a stage once the batch reading it is done ----
+      auto release = read;
+      mma.accumulate_ = GMMA::ScaleOut::Zero;
+      warpgroup_fence_operand(acc);
+      for (int k = 0; k < k_tiles; ++k) {
+        pipeline.consumer_wait(read, pipeline.consumer_try_wait(read));
+        int const s = read.index();
+        warpgroup_fence_operand(acc);
+        warpgroup_arrive();
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+          cute::gemm(mma, tCrA(_, _, kb, s), tCrB(_, _, kb, s), acc);
+          mma.accumulate_ = GMMA::ScaleOut::One;
+        }
+        warpgroup_commit_batch();
+        warpgroup_wait<1>();  // the batch of k-1 is done: its stage may be refilled
+        warpgroup_fence_operand(acc);
+        if (k > 0) {
+          pipeline.consumer_release(release);
+          ++release;
+        }
+        ++read;
+      }
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc);
+      if (k_tiles > 0) pipeline.consumer_release(release);  // k_tiles ≥ 1 always (host: K = 0 never launches)
+
+      // ---- epilogue: (BM, EpiN) subtiles ----
+      Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Cfg::TileShape{}), make_coord(m_blk, n_blk)),
+                              typename Cfg::EpiTile{});  // (BM,EpiN,1,EPI_N)
+      Tensor gD = flat_divide(local_tile(mD(_, _, l), select<0, 1>(typename Cfg::TileShape{}), make_coord(m_blk, n_blk)),
+                              typename Cfg::EpiTile{});  // (BM,EpiN,1,EPI_N)
+      Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,1,EPI_N)
+      Tensor bSG_gD = tma_d_blk.partition_D(gD);  // (TMA,TMA_M,TMA_N,1,EPI_N)
+      CUTE_UNROLL
+      for (int epi_n = 0; epi_n < Cfg::BN / Cfg::EpiN; ++epi_n) {
+        int const r2s_v = epi_n * size(tRS_rD_frg);
+        if (load_c) {
+          epi_sync();  // every thread is done reading the previous C subtile
+          if (ctid == 0) {
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.c_full, Cfg::kCBytes);
+            copy(p.tma_c.with(ss.c_full), bGS_gC(_, _, _, 0, epi_n), bGS_sC);
+          }
+          cutlass::arch::ClusterTransactionBarrier::wait(&ss.c_full, c_phase);
+          c_phase ^= 1;
+          copy(tiled_s2r, tSR_sC, tSR_rC);
+        }
+        CUTE_UNROLL
+        for (int v = 0; v < size(tRS_rD_frg); ++v) {
+          cutlass::Array<float, kFrg> x = tRS_rAcc_frg(r2s_v + v);
+          if (load_c) {
+            cutlass::Array<float, kFrg> const c = cutlass::NumericArrayConverter<float, ElementD, kFrg>{}(tRS_rC_frg(v));
+            p.epi(x, c);
+          } else {
+            p.epi(x);
+          }
+          tRS_rD_frg(v) = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(x);
+        }
+        if (ctid == 0) tma_store_wait<Cfg::EpiStagesD - 1>();  // the store that read d_stage is done
+        epi_sync();
+        copy(tiled_r2s, tRS_rD, tRS_sD(_, _, _, d_stage));
+        cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
+        epi_sync();
+        if (ctid == 0) {
+          copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, 0, epi_n));
+          tma_store_arrive();
+        }
+        d_stage = (d_stage + 1) % Cfg::EpiStagesD;
+      }
+    }
+    if (ctid == 0) tma_store_wait<0>();  // smem must outlive the last stores
+  }
+  cute::cluster_arrive_relaxed();  // no CTA exits while its peer may still signal or multicast into it
+  cute::cluster_wait();
+}
+
+}  // namespace quack::detail::sm90

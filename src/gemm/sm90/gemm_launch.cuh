@@ -1,0 +1,57 @@
+// Host launcher of the Hopper GEMM kernel (compiled in the instance TUs, which see CuTe):
+// TMA descriptors from the GemmProblem, the persistent grid, the launch with 2x1 clusters.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "common/launch.h"
+#include "gemm/gemm_problem.h"
+#include "gemm/sm90/gemm_kernel.cuh"
+#include "gemm/tile_scheduler.h"
+
+namespace quack::detail::sm90 {
+
+/// Runs D = epi(A·B, C) for a validated problem (m, n, k ≥ 1) on `stream` (current device =
+/// p.device). Epilogue: LinearCombination{alpha, beta}.
+template <class Cfg>
+void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
+  using TA = typename Cfg::ElementAB;
+  using TD = typename Cfg::ElementD;
+  const int M = p.m, N = p.n, K = p.k, L = p.l;
+  // Global tensors; strides in elements (64-bit), unit strides static.
+  auto gA = make_tensor(make_gmem_ptr(static_cast<TA const*>(p.a)),
+                        make_layout(make_shape(M, K, L), make_stride(p.lda, _1{}, p.batch_a)));  // (M,K,L)
+  auto gB = make_tensor(make_gmem_ptr(static_cast<TA const*>(p.b)),
+                        make_layout(make_shape(N, K, L), make_stride(p.ldb, _1{}, p.batch_b)));  // (N,K,L)
+  // Without C the C descriptor points at D (never read: the kernel branches on load_c).
+  const bool load_c = p.c != nullptr && p.beta != 0.f;
+  auto gC = make_tensor(make_gmem_ptr(static_cast<TD const*>(load_c ? p.c : p.d)),
+                        make_layout(make_shape(M, N, L), make_stride(load_c ? p.ldc : p.ldd, _1{},
+                                                                     load_c ? p.batch_c : p.batch_d)));  // (M,N,L)
+  auto gD = make_tensor(make_gmem_ptr(static_cast<TD*>(p.d)),
+                        make_layout(make_shape(M, N, L), make_stride(p.ldd, _1{}, p.batch_d)));  // (M,N,L)
+  auto tma_a = make_tma_copy(SM90_TMA_LOAD{}, gA, typename Cfg::SmemLayoutA{}(_, _, 0),
+                             make_shape(Int<Cfg::BM>{}, Int<Cfg::BK>{}), _1{});
+  auto tma_b = make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, gB, typename Cfg::SmemLayoutB{}(_, _, 0),
+                             make_shape(Int<Cfg::BN>{}, Int<Cfg::BK>{}), Int<Cfg::kClusterM>{});
+  auto tma_c = make_tma_copy(SM90_TMA_LOAD{}, gC, typename Cfg::SmemLayoutC{}, typename Cfg::EpiTile{}, _1{});
+  auto tma_d = make_tma_copy(SM90_TMA_STORE{}, gD, typename Cfg::SmemLayoutD{}(_, _, 0), typename Cfg::EpiTile{}, _1{});
+
+  using P = Params<decltype(tma_a), decltype(tma_b), decltype(tma_c), decltype(tma_d), LinearCombination>;
+  P params{tma_a, tma_b, tma_c, tma_d, M, N, K, L, LinearCombination{p.alpha, load_c ? p.beta : 0.f}, load_c,
+           TileScheduler::make(M, N, L, Cfg::BM, Cfg::BN, Cfg::kClusterM, 1, Cfg::kGroup, false)};
+
+  auto kernel = &gemm_kernel<Cfg, P>;
+  const size_t smem = sizeof(typename Cfg::SharedStorage);
+  // Persistent grid: one cluster per work tile, at most as many clusters as fit at once.
+  const int64_t fit = max_resident(reinterpret_cast<const void*>(kernel), Cfg::kThreads, smem, Cfg::kClusterM,
+                                   p.device, where);
+  const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(params.sched.tiles(), fit));
+  void* args[] = {&params};
+  launch_kernel(reinterpret_cast<const void*>(kernel), args, clusters * Cfg::kClusterM, Cfg::kThreads, smem,
+                Cfg::kClusterM, stream, where);
+}
+
+}  // namespace quack::detail::sm90

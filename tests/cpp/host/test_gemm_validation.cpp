@@ -1,0 +1,299 @@
+// Tier 1: every validation path of gemm / can_implement throws quack::InvalidArgument (a
+// std::invalid_argument) whose message names the function, the argument, what came and what was
+// expected, before any CUDA call (no GPU).
+//
+// Pointers are fake, 16-byte aligned and never dereferenced. CUDA is hidden from the process (as
+// in test_validation.cpp), so a gemm call that gets past validation meets "no device" and throws
+// CudaError: the Baseline tests use that to show the unmodified arguments are valid, so each
+// negative test breaks exactly one thing.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "quack/errors.h"
+#include "quack/gemm.h"
+
+namespace quack {
+namespace {
+
+const bool kCudaHidden = [] {
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  return true;
+}();
+
+void* fake(uintptr_t k) { return reinterpret_cast<void*>(uintptr_t{0x100000} * k); }
+
+constexpr int64_t M = 128, N = 256, K = 64;
+
+// A (M, K) row-major, B (K, N) column-major, D (M, N) row-major, all bf16.
+GemmArgs args2d() {
+  GemmArgs g;
+  g.a = TensorRef::matrix(fake(1), DType::kBFloat16, M, K);
+  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, K, N, 0, /*row_stride=*/1, /*col_stride=*/K);
+  g.d = TensorRef::matrix(fake(3), DType::kBFloat16, M, N);
+  return g;
+}
+
+TensorRef make3(void* p, DType t, int64_t L, int64_t r, int64_t c, int64_t sb, int64_t sr, int64_t sc) {
+  TensorRef x;
+  x.data = p;
+  x.dtype = t;
+  x.ndim = 3;
+  x.shape[0] = L;
+  x.shape[1] = r;
+  x.shape[2] = c;
+  x.stride[0] = sb;
+  x.stride[1] = sr;
+  x.stride[2] = sc;
+  return x;
+}
+
+GemmArgs args3d(int64_t L = 4) {
+  GemmArgs g;
+  g.a = make3(fake(1), DType::kBFloat16, L, M, K, M * K, K, 1);
+  g.b = make3(fake(2), DType::kBFloat16, L, K, N, N * K, 1, K);
+  g.d = make3(fake(3), DType::kBFloat16, L, M, N, M * N, N, 1);
+  return g;
+}
+
+void expect_error(const GemmArgs& g, const std::string& part) {
+  try {
+    can_implement(g);
+    ADD_FAILURE() << "can_implement: no exception, expected one containing: " << part;
+  } catch (const InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("gemm: ", 0), 0u) << what;
+    EXPECT_NE(what.find(part), std::string::npos) << "message: " << what << "\nexpected part: " << part;
+  }
+  // gemm validates the same way before any CUDA call.
+  EXPECT_THROW(gemm(g, nullptr), InvalidArgument) << part;
+}
+
+void expect_valid(const GemmArgs& g) {
+  EXPECT_NO_THROW(can_implement(g));
+  // Past validation, gemm reaches CUDA, which is hidden: CudaError, never InvalidArgument.
+  EXPECT_THROW(gemm(g, nullptr), CudaError);
+}
+
+TEST(GemmValidation, IsInvalidArgument) {
+  static_assert(std::is_base_of<std::invalid_argument, InvalidArgument>::value, "");
+}
+
+TEST(GemmValidation, Baseline) {
+  expect_valid(args2d());
+  expect_valid(args3d());
+  GemmArgs g = args2d();
+  g.d.dtype = DType::kFloat32;
+  expect_valid(g);
+  g = args2d();
+  g.a.dtype = g.b.dtype = g.d.dtype = DType::kFloat16;
+  expect_valid(g);
+  g = args2d();
+  g.c = TensorRef::matrix(fake(4), DType::kBFloat16, M, N);
+  g.beta = 0.5f;
+  expect_valid(g);
+  g.d = g.c;  // in place
+  expect_valid(g);
+}
+
+TEST(GemmValidation, TailsAndPaddedStrides) {
+  GemmArgs g = args2d();
+  g.a = TensorRef::matrix(fake(1), DType::kBFloat16, 127, 63, 0, 64);
+  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, 63, 255, 0, 1, 64);
+  g.d = TensorRef::matrix(fake(3), DType::kBFloat16, 127, 255, 0, 256);
+  expect_valid(g);
+  // Extents of 1: their strides are ignored (torch gives any value there).
+  g.a = TensorRef::matrix(fake(1), DType::kBFloat16, 1, 1, 0, 1, 1);
+  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, 1, 1, 0, 1, 1);
+  g.d = TensorRef::matrix(fake(3), DType::kBFloat16, 1, 1, 0, 1, 1);
+  expect_valid(g);
+  g.d.dtype = DType::kFloat32;
+  expect_valid(g);
+}
+
+TEST(GemmValidation, EmptyLaunchesNothing) {
+  // M = 0, N = 0 or L = 0: validated, then no CUDA call at all (CUDA is hidden: no throw).
+  GemmArgs g = args2d();
+  g.a.shape[0] = 0;
+  g.d.shape[0] = 0;
+  EXPECT_NO_THROW(gemm(g, nullptr));
+  g = args2d();
+  g.b.shape[1] = 0;
+  g.d.shape[1] = 0;
+  EXPECT_NO_THROW(gemm(g, nullptr));
+  g = args3d(0);
+  EXPECT_NO_THROW(gemm(g, nullptr));
+  // Shapes are still checked when empty.
+  g = args2d();
+  g.a.shape[0] = 0;
+  expect_error(g, "d has shape (128, 256) bfloat16, expected (M, N) = (0, 256)");
+}
+
+TEST(GemmValidation, KZeroIgnoresInputLayouts) {
+  // K = 0: a and b are not read; their strides do not matter. D = beta·C or zeros.
+  GemmArgs g = args2d();
+  g.a = TensorRef::matrix(fake(1), DType::kBFloat16, M, 0, 0, 0, 1);
+  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, 0, N, 0, N, 1);  // row-major: fine when K = 0
+  expect_valid(g);
+  g.c = TensorRef::matrix(fake(4), DType::kBFloat16, M, N);
+  g.beta = 2.f;
+  expect_valid(g);
+}
+
+TEST(GemmValidation, MissingOrMisplaced) {
+  GemmArgs g = args2d();
+  g.a = TensorRef();
+  expect_error(g, "a is absent, expected a tensor");
+  g = args2d();
+  g.b = TensorRef();
+  expect_error(g, "b is absent, expected a tensor");
+  g = args2d();
+  g.d = TensorRef();
+  expect_error(g, "d is absent, expected a tensor");
+  g = args2d();
+  g.a.device = -1;
+  expect_error(g, "a is in host memory, expected a CUDA tensor");
+  g = args2d();
+  g.b.device = 1;
+  expect_error(g, "b is on cuda:1, expected cuda:0");
+  g = args2d();
+  g.d.device = 2;
+  expect_error(g, "d is on cuda:2, expected cuda:0");
+  g = args2d();
+  g.c = TensorRef::matrix(fake(4), DType::kBFloat16, M, N, 1);
+  expect_error(g, "c is on cuda:1, expected cuda:0");
+  g = args2d();
+  g.d.data = nullptr;
+  expect_error(g, "d has a null data pointer");
+}
+
+TEST(GemmValidation, RanksAndShapes) {
+  GemmArgs g = args2d();
+  g.a = TensorRef::vector(fake(1), DType::kBFloat16, K);
+  expect_error(g, "a has 1 dimensions (64,) bfloat16, expected 2 (M, K) or 3 (L, M, K)");
+  g = args2d();
+  g.b = args3d().b;
+  expect_error(g, "b has 3 dimensions (4, 64, 256) bfloat16, expected 2 like a");
+  g = args2d();
+  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, K + 1, N, 0, 1, K + 8);
+  expect_error(g, "b has shape (65, 256) bfloat16, expected (K, N) = (64, *)");
+  g = args2d();
+  g.d = TensorRef::matrix(fake(3), DType::kBFloat16, M, N + 8);
+  expect_error(g, "d has shape (128, 264) bfloat16, expected (M, N) = (128, 256)");
+  g = args2d();
+  g.c = TensorRef::matrix(fake(4), DType::kBFloat16, M - 1, N);
+  expect_error(g, "c has shape (127, 256) bfloat16, expected (M, N) = (128, 256)");
+  g = args3d();
+  g.d.shape[0] = 3;
+  expect_error(g, "d has shape (3, 128, 256) bfloat16, expected (L, M, N) = (4, 128, 256)");
+  g = args3d();
+  g.b.shape[0] = 5;
+  expect_error(g, "b has shape (5, 64, 256) bfloat16, expected (L, K, N) = (4, 64, *)");
+}
+
+TEST(GemmValidation, Dtypes) {
+  GemmArgs g = args2d();
+  g.a.dtype = g.b.dtype = DType::kFloat32;
+  expect_error(g, "a has dtype float32, expected bfloat16 or float16");
+  g = args2d();
+  g.b.dtype = DType::kFloat16;
+  expect_error(g, "b has dtype float16, expected bfloat16 (a's dtype");
+  g = args2d();
+  g.d.dtype = DType::kFloat16;
+  expect_error(g, "d has dtype float16, expected bfloat16 or float32");
+  g = args2d();
+  g.d.dtype = DType::kInt32;
+  expect_error(g, "d has dtype int32, expected bfloat16 or float32");
+  g = args2d();
+  g.c = TensorRef::matrix(fake(4), DType::kFloat32, M, N);
+  expect_error(g, "c has dtype float32, expected bfloat16 (d's dtype; c of another dtype is not yet supported)");
+}
+
+TEST(GemmValidation, BetaNeedsC) {
+  GemmArgs g = args2d();
+  g.beta = 0.5f;
+  expect_error(g, "beta is 0.500000 but c is absent, expected c when beta ≠ 0");
+}
+
+TEST(GemmValidation, TooLarge) {
+  GemmArgs g = args2d();
+  const int64_t big = int64_t(1) << 31;
+  g.a = TensorRef::matrix(fake(1), DType::kBFloat16, 1, big);
+  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, big, 1, 0, 1, big);
+  g.d = TensorRef::matrix(fake(3), DType::kBFloat16, 1, 1);
+  expect_error(g, "K = 2147483648 is too large, expected ≤ 2^31 − 1");
+}
+
+TEST(GemmValidation, NegativeStrides) {
+  GemmArgs g = args2d();
+  g.a.stride[0] = -K;
+  expect_error(g, "a has a negative stride");
+  g = args2d();
+  g.d.stride[1] = -1;
+  expect_error(g, "d has a negative stride");
+}
+
+TEST(GemmValidation, LayoutsNotYetSupported) {
+  GemmArgs g = args2d();
+  g.a = TensorRef::matrix(fake(1), DType::kBFloat16, M, K, 0, 1, M);  // column-major
+  expect_error(g, "a is column-major (");
+  expect_error(g, "not yet supported, expected row-major (M, K): stride 1 along K");
+  g = args2d();
+  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, K, N);  // row-major
+  expect_error(g, "b is row-major (");
+  expect_error(g, "not yet supported, expected column-major (K, N): stride 1 along K");
+  g = args2d();
+  g.d = TensorRef::matrix(fake(3), DType::kBFloat16, M, N, 0, 1, M);
+  expect_error(g, "d is column-major (");
+  g = args2d();
+  g.c = TensorRef::matrix(fake(4), DType::kBFloat16, M, N, 0, 1, M);
+  g.beta = 1.f;
+  expect_error(g, "c is column-major (");
+  g = args2d();
+  g.a = TensorRef::matrix(fake(1), DType::kBFloat16, M, K, 0, 2 * K, 2);  // every other element
+  expect_error(g, "a has stride 2 along its contiguous dimension");
+  g = args3d();
+  g.b.stride[0] = 0;  // one B for every batch
+  expect_error(g, "b has batch stride 0");
+  expect_error(g, "broadcasting over the batch is not yet supported");
+}
+
+TEST(GemmValidation, TmaAlignment) {
+  GemmArgs g = args2d();
+  g.a.data = static_cast<char*>(fake(1)) + 2;
+  expect_error(g, "a has a base address that is not 16-byte aligned");
+  g = args2d();
+  g.a = TensorRef::matrix(fake(1), DType::kBFloat16, M, 63);
+  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, 63, N, 0, 1, 64);
+  expect_error(g, "a has leading stride 63 elements = 126 bytes");
+  expect_error(g, "expected a multiple of 16 bytes (8 elements) for TMA; pad the rows to 64");
+  g = args2d();
+  g.b.stride[1] = 60;
+  expect_error(g, "b has leading stride 60 < 64 contiguous elements");
+  g = args2d();
+  g.d = TensorRef::matrix(fake(3), DType::kFloat32, M, N, 0, N + 2);
+  expect_error(g, "d has leading stride 258 elements = 1032 bytes");
+  g = args2d();
+  g.c = TensorRef::matrix(fake(4), DType::kBFloat16, M, N);
+  g.c.data = static_cast<char*>(fake(4)) + 8;
+  g.beta = 1.f;
+  expect_error(g, "c has a base address that is not 16-byte aligned");
+  g.beta = 0.f;  // c is not read: its layout does not matter
+  expect_valid(g);
+  g = args3d();
+  g.a.stride[0] = M * K + 4;
+  expect_error(g, "a has batch stride 8196 elements");
+}
+
+TEST(GemmValidation, OverlappingOutput) {
+  GemmArgs g = args3d();
+  g.d.stride[0] = 8;  // batches overlap
+  expect_error(g, "output d has overlapping elements");
+}
+
+}  // namespace
+}  // namespace quack
