@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-TU compile times of the last Ninja build (from .ninja_log), slowest first.
 
-Usage: scripts/compile_times.py [build-dir] [--budget-row 20] [--budget-gemm 60]
+Usage: scripts/compile_times.py [build-dir] [--top N]
 Budgets (DESIGN.md §4, on the 2-core build machine): row-kernel TU <= 20 s, GEMM TU <= 60 s.
 """
 import os
@@ -9,7 +9,13 @@ import sys
 
 
 def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    args = sys.argv[1:]
+    top = None
+    if "--top" in args:
+        i = args.index("--top")
+        top = int(args[i + 1])
+        del args[i:i + 2]
+    build = args[0] if args else "build"
     path = os.path.join(build, ".ninja_log")
     if not os.path.exists(path):
         print(f"compile_times: no {path}")
@@ -24,7 +30,7 @@ def main():
     rows = sorted(((t, o) for o, t in last.items() if o.endswith(".o")), reverse=True)
     print(f"compile times ({len(rows)} TUs, {sum(t for t, _ in rows):.1f} s of compiler time):")
     over = 0
-    for t, o in rows:
+    for t, o in rows[:top]:
         budget = 60.0 if "/gemm/" in o else 20.0
         flag = "  OVER BUDGET" if t > budget and o.endswith(".cu.o") else ""
         over += bool(flag)
