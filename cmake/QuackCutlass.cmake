@@ -1,9 +1,13 @@
 # Locates the CUTLASS/CuTe 4.2 headers (used by the GEMM only). Order:
 #   1. -DQUACK_CUTLASS_INCLUDE=<dir> or the environment variable QUACK_CUTLASS_INCLUDE
 #      (the offline GPU machine: a folder carried with the checkout, e.g. .deps/cutlass/include);
-#   2. the pip package nvidia-cutlass==4.2.0.0: <site-packages>/cutlass_library/source/include.
+#   2. <source>/.deps/cutlass/include (scripts/fetch_cutlass.sh puts a copy there);
+#   3. the pip package nvidia-cutlass==4.2.0.0: <site-packages>/cutlass_library/source/include.
 # Defines QUACK_CUTLASS_FOUND and the interface target quack::cutlass_headers.
 set(QUACK_CUTLASS_INCLUDE "$ENV{QUACK_CUTLASS_INCLUDE}" CACHE PATH "CUTLASS include folder")
+if(NOT QUACK_CUTLASS_INCLUDE AND EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/.deps/cutlass/include/cute/tensor.hpp")
+  set(QUACK_CUTLASS_INCLUDE "${CMAKE_CURRENT_SOURCE_DIR}/.deps/cutlass/include" CACHE PATH "CUTLASS include folder" FORCE)
+endif()
 if(NOT QUACK_CUTLASS_INCLUDE)
   find_package(Python3 COMPONENTS Interpreter QUIET)
   if(Python3_FOUND)

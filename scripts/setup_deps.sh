@@ -28,7 +28,8 @@ if [ ${#py_missing[@]} -gt 0 ]; then
     python3 -m pip install -q "${py_missing[@]}"
   fi
 fi
-if [ -z "${QUACK_CUTLASS_INCLUDE:-}" ] && ! python3 -c 'import cutlass_library' 2>/dev/null; then
+if [ -z "${QUACK_CUTLASS_INCLUDE:-}" ] && [ ! -f .deps/cutlass/include/cute/tensor.hpp ] &&
+   ! python3 -c 'import cutlass_library' 2>/dev/null; then
   echo "setup_deps: pip install --no-deps nvidia-cutlass==4.2.0.0 (CuTe headers)"
   python3 -m pip install -q --no-deps nvidia-cutlass==4.2.0.0 || echo "setup_deps: CUTLASS headers unavailable (GEMM needs them)"
 fi
