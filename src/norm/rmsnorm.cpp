@@ -224,11 +224,8 @@ BwdPlan plan_bwd(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs, c
   if (M == 0 || N == 0) return plan;
   auto& p = plan.p;
   const int partials = (a.dweight.present() ? 1 : 0) + (a.dbias.present() ? 1 : 0);
-  // Placeholders select the instance for the occupancy query; real pointers come at launch.
-  static float marker;
-  p.dweight_part = a.dweight.present() ? &marker : nullptr;
-  p.dbias_part = a.dbias.present() ? &marker : nullptr;
-  plan.grid = detail::rmsnorm_bwd_grid(p, plan.vec_path, a.x.device);
+  plan.grid = detail::rmsnorm_bwd_grid(p, plan.vec_path, a.dweight.present(), a.dbias.present(),
+                                       a.x.device);
   plan.workspace = static_cast<size_t>(partials) * plan.grid * N * sizeof(float);
   return plan;
 }

@@ -9,26 +9,25 @@ namespace quack::detail {
 size_t rmsnorm_bwd_smem(const RmsNormBwdParams& p) {
   const int elt_bytes[2] = {dtype_size(p.x.dtype), dtype_size(p.dout.dtype)};
   const int vec_bytes[2] = {p.weight.ptr ? dtype_size(p.weight.dtype) : 0, 0};
-  return RowPipeline<2>::align16(2 * p.g.reduce_slots() * sizeof(float)) +
+  return p.g.reduce_slot_bytes() +
          RowPipeline<2>::bytes(p.g, elt_bytes, vec_bytes);
 }
 
 namespace {
 
 size_t bwd_smem(const RmsNormBwdParams& p, bool vec_path) {
-  const int64_t slots = RowPipeline<2>::align16(2 * p.g.reduce_slots() * sizeof(float));
-  return vec_path ? rmsnorm_bwd_smem(p) : slots;
+  return vec_path ? rmsnorm_bwd_smem(p) : p.g.reduce_slot_bytes();
 }
 
-// Calls f(kernel) with the instance for p.
+// Calls f(kernel) with the instance for (x dtype, path, dweight?, dbias?).
 template <typename F>
-void with_bwd_kernel(const RmsNormBwdParams& p, bool vec_path, F&& f) {
+void with_bwd_kernel(const RmsNormBwdParams& p, bool vec_path, bool has_dw, bool has_db, F&& f) {
   if (!vec_path) return f(rmsnorm_bwd_general_kernel);
   dispatch_float(p.x.dtype, "rmsnorm_bwd", [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = 16 / sizeof(T);
-    dispatch_bool(p.dweight_part != nullptr, [&](auto dw) {
-      dispatch_bool(p.dbias_part != nullptr, [&](auto db) {
+    dispatch_bool(has_dw, [&](auto dw) {
+      dispatch_bool(has_db, [&](auto db) {
         f(rmsnorm_bwd_kernel<T, kVec, kNormBwdVectorsPerThread, decltype(dw)::value,
                              decltype(db)::value>);
       });
@@ -38,9 +37,10 @@ void with_bwd_kernel(const RmsNormBwdParams& p, bool vec_path, F&& f) {
 
 }  // namespace
 
-int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, int device) {
+int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, bool has_dw, bool has_db,
+                         int device) {
   int64_t resident = 0;
-  with_bwd_kernel(p, vec_path, [&](auto kernel) {
+  with_bwd_kernel(p, vec_path, has_dw, has_db, [&](auto kernel) {
     resident = max_resident(reinterpret_cast<const void*>(kernel), p.g.cta_threads,
                             bwd_smem(p, vec_path), p.g.cluster_n, device, "rmsnorm_bwd");
   });
@@ -49,7 +49,7 @@ int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, int device) {
 
 void launch_rmsnorm_bwd(const RmsNormBwdParams& p, bool vec_path, int64_t grid,
                         cudaStream_t stream) {
-  with_bwd_kernel(p, vec_path, [&](auto kernel) {
+  with_bwd_kernel(p, vec_path, p.dweight_part != nullptr, p.dbias_part != nullptr, [&](auto kernel) {
     launch(kernel, grid * p.g.cluster_n, p.g.cta_threads, bwd_smem(p, vec_path),
            p.g.cluster_n, stream, "rmsnorm_bwd", p);
   });

@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
 
   // Shared memory: [reduction slots (2 stages)] [pipeline: 2 stages x (x, dout) row slices].
   float* slots = reinterpret_cast<float*>(smem);
-  const int64_t slot_bytes = RowPipeline<2>::align16(2 * g.reduce_slots() * sizeof(float));
+  const int64_t slot_bytes = g.reduce_slot_bytes();
   const DType ddt = p.dout.dtype;  // may differ from T (e.g. fp32 residual stream, bf16 dy)
   const int kElt[2] = {sizeof(T), elt_bytes(ddt)};
   const RowIO src[2] = {p.x, p.dout};

@@ -10,13 +10,13 @@ size_t rmsnorm_fwd_smem(const RmsNormFwdParams& p) {
   const int elt[2] = {dtype_size(p.x.dtype), p.residual.ptr ? dtype_size(p.residual.dtype) : 0};
   const int vec[2] = {p.weight.ptr ? dtype_size(p.weight.dtype) : 0,
                       p.bias.ptr ? dtype_size(p.bias.dtype) : 0};
-  return RowPipeline<2>::align16(2 * p.g.reduce_slots() * sizeof(float)) +
+  return p.g.reduce_slot_bytes() +
          RowPipeline<2>::bytes(p.g, elt, vec);
 }
 
 void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
                         cudaStream_t stream) {
-  const size_t slots = RowPipeline<2>::align16(2 * p.g.reduce_slots() * sizeof(float));
+  const size_t slots = p.g.reduce_slot_bytes();
   if (!vec_path) {
     launch(rmsnorm_fwd_general_kernel, p.g.row_blocks * p.g.cluster_n, p.g.cta_threads, slots,
            p.g.cluster_n, stream, "rmsnorm_fwd", p);

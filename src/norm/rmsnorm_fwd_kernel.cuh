@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
 
   // Shared memory: [reduction slots (2 stages)] [pipeline: 2 stages x (x, residual) slices].
   float* slots = reinterpret_cast<float*>(smem);
-  const int64_t slot_bytes = RowPipeline<2>::align16(2 * g.reduce_slots() * sizeof(float));
+  const int64_t slot_bytes = g.reduce_slot_bytes();
   const DType rdt = p.residual.dtype;
   const int elt[2] = {sizeof(T), p.residual.ptr ? elt_bytes(rdt) : 0};
   const RowIO src[2] = {p.x, p.residual};

@@ -41,7 +41,8 @@ void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
                         cudaStream_t stream);
 
 /// Persistent CTAs (or clusters) the backward launches for this geometry; P of the partials.
-int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, int device);
+int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, bool has_dw, bool has_db,
+                         int device);
 void launch_rmsnorm_bwd(const RmsNormBwdParams& p, bool vec_path, int64_t grid,
                         cudaStream_t stream);
 
