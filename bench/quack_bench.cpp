@@ -4,14 +4,18 @@
 //   quack-bench rmsnorm [--dtype bf16|fp16|fp32] [--shapes 16384x4096,8192x262144]
 //                       [--dir fwd|bwd|both] [--ms 100]
 //   quack-bench rmsnorm-sweep [same options]   every geometry knob setting (tuning)
+//   quack-bench gemm [--shapes 8192x8192x8192,...] [--ms 300]   bf16 GEMM beside cuBLAS
 //
 // Method (device tool METHOD.md): warm-up, then CUDA events around each launch, median over
 // the repeats; inputs rotate over enough buffer sets to exceed 2x the L2, so no run reads a
-// warm cache. Bytes (QuACK's model): fwd 2·M·N·elt (x read, y written), bwd 3·M·N·elt (x and
+// warm cache. GEMM: ours and cuBLAS alternate launch by launch (A B A B) so clock drift hits
+// both alike; TFLOP/s = 2·M·N·K / time. Bytes (QuACK's model): fwd 2·M·N·elt (x read, y written), bwd 3·M·N·elt (x and
 // dy read, dx written); weights, rstd and partials are not counted.
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "norm/rmsnorm_tuning.h"
+#include "quack/gemm.h"
 #include "quack/quack.h"
 
 namespace {
@@ -216,6 +221,108 @@ int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long l
   return 0;
 }
 
+// GEMM D = A·B, bf16 in and out, fp32 accumulation: A (M, K) row-major, B (K, N) column-major
+// (a row-major (N, K) weight), D (M, N) row-major. cuBLAS (column-major) computes the same
+// product as Dᵀ (N×M) = Bᵀ·Aᵀ with op(B) = T, op(A) = N: the "TN" GEMM torch.matmul runs for
+// x @ W.t().
+int bench_gemm(const std::vector<std::vector<long long>>& shapes, double budget_ms) {
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "quack-bench: cublasCreate failed\n");
+    return 1;
+  }
+  const auto bf = quack::DType::kBFloat16;
+  for (const auto& s : shapes) {
+    const long long M = s[0], N = s[1], K = s[2];
+    Buffer a(M * K * 2), b(K * N * 2), d(M * N * 2), d_ref(M * N * 2);
+    fill_random(a.p, M * K, bf, 1);
+    fill_random(b.p, K * N, bf, 2);
+    quack::GemmArgs g;
+    g.a = quack::TensorRef::matrix(a.p, bf, M, K);
+    g.b = quack::TensorRef::matrix(b.p, bf, N, K);  // (N, K) row-major, seen as (K, N) col-major
+    std::swap(g.b.shape[0], g.b.shape[1]);
+    std::swap(g.b.stride[0], g.b.stride[1]);
+    g.d = quack::TensorRef::matrix(d.p, bf, M, N);
+    const float one = 1.f, zero = 0.f;
+    auto ours = [&] { quack::gemm(g, nullptr); };
+    auto cublas = [&] {
+      auto st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, b.p, CUDA_R_16BF, K, a.p,
+                             CUDA_R_16BF, K, &zero, d_ref.p, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT);
+      if (st != CUBLAS_STATUS_SUCCESS) {
+        std::fprintf(stderr, "quack-bench: cublasGemmEx failed (%d)\n", static_cast<int>(st));
+        std::exit(1);
+      }
+    };
+    // Agreement with cuBLAS on this input (same inputs, both fp32-accumulated): max |diff|
+    // relative to max |cuBLAS|, so a broken kernel shows in the bench too.
+    ours();
+    cublas();
+    check(cudaDeviceSynchronize(), "gemm");
+    std::vector<uint16_t> hd(M * N), hr(M * N);
+    check(cudaMemcpy(hd.data(), d.p, M * N * 2, cudaMemcpyDeviceToHost), "download");
+    check(cudaMemcpy(hr.data(), d_ref.p, M * N * 2, cudaMemcpyDeviceToHost), "download");
+    auto f = [](uint16_t v) { uint32_t u = uint32_t(v) << 16; float x; std::memcpy(&x, &u, 4); return x; };
+    double max_diff = 0, max_ref = 0;
+    for (long long i = 0; i < M * N; i += 7) {
+      max_diff = std::max<double>(max_diff, std::fabs(f(hd[i]) - f(hr[i])));
+      max_ref = std::max<double>(max_ref, std::fabs(f(hr[i])));
+    }
+    // A B A B: one launch of each per step, each timed by its own events.
+    cudaEvent_t e[3];
+    for (auto& x : e) check(cudaEventCreate(&x), "event");
+    for (int i = 0; i < 5; ++i) { ours(); cublas(); }
+    check(cudaDeviceSynchronize(), "warm-up");
+    std::vector<float> t_ours, t_cublas;
+    float spent = 0.f;
+    while ((spent < budget_ms || t_ours.size() < 10) && t_ours.size() < 2000) {
+      check(cudaEventRecord(e[0]), "record");
+      ours();
+      check(cudaEventRecord(e[1]), "record");
+      cublas();
+      check(cudaEventRecord(e[2]), "record");
+      check(cudaEventSynchronize(e[2]), "sync");
+      float x = 0.f, y = 0.f;
+      check(cudaEventElapsedTime(&x, e[0], e[1]), "elapsed");
+      check(cudaEventElapsedTime(&y, e[1], e[2]), "elapsed");
+      t_ours.push_back(x);
+      t_cublas.push_back(y);
+      spent += x + y;
+    }
+    for (auto& x : e) cudaEventDestroy(x);
+    auto median = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+    const double flop = 2.0 * M * N * K, mo = median(t_ours), mc = median(t_cublas);
+    std::printf("{\"op\": \"gemm\", \"dtype\": \"bf16\", \"M\": %lld, \"N\": %lld, \"K\": %lld, "
+                "\"ms_quack\": %.5f, \"ms_cublas\": %.5f, \"tflops_quack\": %.1f, "
+                "\"tflops_cublas\": %.1f, \"ratio\": %.3f, \"rel_diff_vs_cublas\": %.2e}\n",
+                M, N, K, mo, mc, flop / (mo * 1e-3) / 1e12, flop / (mc * 1e-3) / 1e12, mc / mo,
+                max_ref > 0 ? max_diff / max_ref : max_diff);
+    std::fflush(stdout);
+  }
+  cublasDestroy(h);
+  return 0;
+}
+
+std::vector<std::vector<long long>> parse_dims(const std::string& s) {
+  std::vector<std::vector<long long>> out;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    std::vector<long long> dims;
+    std::string item = s.substr(pos, end - pos);
+    for (size_t p = 0; p <= item.size();) {
+      size_t x = item.find('x', p);
+      if (x == std::string::npos) x = item.size();
+      dims.push_back(std::atoll(item.substr(p, x - p).c_str()));
+      p = x + 1;
+    }
+    out.push_back(dims);
+    pos = end + 1;
+  }
+  return out;
+}
+
 std::vector<std::pair<long long, long long>> parse_shapes(const std::string& s) {
   std::vector<std::pair<long long, long long>> out;
   size_t pos = 0;
@@ -234,16 +341,17 @@ std::vector<std::pair<long long, long long>> parse_shapes(const std::string& s) 
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: quack-bench copy|rmsnorm [--dtype bf16] [--shapes MxN,...] [--dir fwd|bwd|both] [--ms 100]\n");
+    std::fprintf(stderr, "usage: quack-bench copy|rmsnorm|gemm [--dtype bf16] [--shapes MxN,...] [--dir fwd|bwd|both] [--ms 100]\n");
     return 2;
   }
   std::string cmd = argv[1], dtype = "bf16", dir = "both";
   std::string shapes = "16384x4096,16384x32768,16384x131072,8192x262144";
   double budget_ms = 100;
+  bool shapes_given = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--dtype") dtype = v;
-    else if (k == "--shapes") shapes = v;
+    else if (k == "--shapes") shapes = v, shapes_given = true;
     else if (k == "--dir") dir = v;
     else if (k == "--ms") budget_ms = std::atof(v.c_str());
     else {
@@ -258,6 +366,14 @@ int main(int argc, char** argv) {
   }
   try {
     if (cmd == "copy") return bench_copy(budget_ms);
+    if (cmd == "gemm") {
+      if (!shapes_given)  // the shape set
+        shapes = "8192x8192x8192,4096x4096x4096,2048x2048x2048,16384x14336x4096,16384x4096x14336,"
+                 "16384x28672x4096,8192x128256x4096,128x8192x8192,8192x8192x128";
+      for (const auto& d : parse_dims(shapes))
+        if (d.size() != 3) { std::fprintf(stderr, "quack-bench: gemm shapes are MxNxK\n"); return 2; }
+      return bench_gemm(parse_dims(shapes), budget_ms);
+    }
     if (cmd == "rmsnorm" || cmd == "rmsnorm-sweep")
       return bench_rmsnorm(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,
                            cmd == "rmsnorm-sweep");
