@@ -19,8 +19,10 @@
 //   pipeline barriers and one mbarrier for C. All dynamic; ≤ 227 KB.
 // Epilogue, per (BM x EpiN) subtile: [C: TMA → smem → registers (LDSM)] → functor on fp32 →
 //   registers → smem (STSM) → one thread issues the TMA store (2 D buffers in flight).
-// Tails: TMA zero-fills out-of-bounds loads (zeros add nothing to the sum) and clips stores, so
-//   M, N, K need no predication here. Alignment (host-checked): bases and strides 16-byte
+// Tails: TMA zero-fills out-of-bounds loads (zeros add nothing to the sum) and clips stores
+//   along M; along N a TMA store clips exactly only when rows of D are 16-byte multiples, so
+//   otherwise the subtile crossing column N is stored with predicated plain stores
+//   (store_subtile_clipped), and subtiles wholly right of N are skipped. Alignment (host-checked): bases and strides 16-byte
 //   multiples.
 #pragma once
 
@@ -116,10 +118,31 @@ struct Params {
   TmaC tma_c;
   TmaD tma_d;
   int M, N, K, L;
+  // D's plain address for the stores TMA cannot make exactly: a TMA store whose box crosses
+  // column N wrote the row padding up to the next 16-byte boundary on the H200 (2026-11-30,
+  // test_gemm.cpp tails; every row but the last), so when N·sizeof(D) is not a multiple of 16
+  // the subtile that crosses column N is stored by the consumer threads instead.
+  void* d_ptr;
+  int64_t ldd, batch_d;
+  bool d_tail_manual;  // N·sizeof(D) % 16 != 0
   Epilogue epi;
   bool load_c;  // C present and epi.reads_c()
   TileScheduler sched;
 };
+
+/// Stores the (BM, EpiN) subtile staged in `sD` at D(m0.., n0..) of batch l with plain
+/// predicated stores by the 256 consumer threads (consecutive threads, consecutive columns):
+/// the exact-clipping path for the subtile that crosses column N (see Params::d_tail_manual).
+/// The caller's next barrier orders these smem reads before the buffer is rewritten.
+template <class Cfg, class SubTile, class P>
+CUTE_DEVICE void store_subtile_clipped(SubTile const& sD, P const& p, int l, int m0, int n0, int ctid) {
+  using ElementD = typename Cfg::ElementD;
+  ElementD* d = static_cast<ElementD*>(p.d_ptr) + int64_t(l) * p.batch_d;
+  for (int i = ctid; i < Cfg::BM * Cfg::EpiN; i += Cfg::kConsumerThreads) {
+    int const r = i / Cfg::EpiN, c = i % Cfg::EpiN;
+    if (m0 + r < p.M && n0 + c < p.N) d[int64_t(m0 + r) * p.ldd + n0 + c] = sD(r, c);
+  }
+}
 
 template <class Cfg, class P>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant__ P const p) {
@@ -278,6 +301,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
       CUTE_UNROLL
       for (int epi_n = 0; epi_n < Cfg::BN / Cfg::EpiN; ++epi_n) {
         int const r2s_v = epi_n * size(tRS_rD_frg);
+        int const n0 = n_blk * Cfg::BN + epi_n * Cfg::EpiN;  // first column of the subtile
+        if (n0 >= p.N) continue;  // wholly right of D: nothing to load or store (CTA-uniform)
         if (load_c) {
           epi_sync();  // every thread is done reading the previous C subtile
           if (ctid == 0) {
@@ -299,12 +324,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
           }
           tRS_rD_frg(v) = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(x);
         }
+        bool const manual = p.d_tail_manual && n0 + Cfg::EpiN > p.N;
         if (ctid == 0) tma_store_wait<Cfg::EpiStagesD - 1>();  // the store that read d_stage is done
         epi_sync();
         copy(tiled_r2s, tRS_rD, tRS_sD(_, _, _, d_stage));
         cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
         epi_sync();
-        if (ctid == 0) {
+        if (manual) {
+          store_subtile_clipped<Cfg>(sD(_, _, d_stage), p, l, m_blk * Cfg::BM, n0, ctid);
+        } else if (ctid == 0) {
           copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, 0, epi_n));
           tma_store_arrive();
         }

@@ -40,7 +40,9 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   auto tma_d = make_tma_copy(SM90_TMA_STORE{}, gD, typename Cfg::SmemLayoutD{}(_, _, 0), typename Cfg::EpiTile{}, _1{});
 
   using P = Params<decltype(tma_a), decltype(tma_b), decltype(tma_c), decltype(tma_d), LinearCombination>;
-  P params{tma_a, tma_b, tma_c, tma_d, M, N, K, L, LinearCombination{p.alpha, load_c ? p.beta : 0.f}, load_c,
+  const bool d_tail_manual = (int64_t(N) * int64_t(sizeof(TD))) % 16 != 0;
+  P params{tma_a, tma_b, tma_c, tma_d, M, N, K, L, p.d, p.ldd, p.batch_d, d_tail_manual,
+           LinearCombination{p.alpha, load_c ? p.beta : 0.f}, load_c,
            TileScheduler::make(M, N, L, Cfg::BM, Cfg::BN, Cfg::kClusterM, 1, Cfg::kGroup, false)};
 
   auto kernel = &gemm_kernel<Cfg, P>;

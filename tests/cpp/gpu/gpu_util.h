@@ -213,10 +213,23 @@ inline ::testing::AssertionResult gaps_untouched(const std::string& what, const 
   for (int64_t i = 0; i < d.rows; ++i)
     for (int64_t j = 0; j < d.cols; ++j)
       std::memset(mine.data() + (base + i * rs + j * cs) * es, 1, es);
-  for (size_t k = 0; k < img.size(); ++k)
-    if (!mine[k] && img[k] != 0xFF)
-      return ::testing::AssertionFailure() << what << ": byte " << k << " outside the tensor was written";
-  return ::testing::AssertionSuccess();
+  // Report how many elements outside the tensor were written and where the first few lie,
+  // as (row, column) of the row-stride grid, which is what locates a store-clipping bug.
+  int64_t count = 0;
+  std::string where;
+  for (size_t k = 0; k < img.size(); ++k) {
+    if (mine[k] || img[k] == 0xFF) continue;
+    const int64_t e = static_cast<int64_t>(k) / es - base;
+    if (count < 6) {
+      where += " byte " + std::to_string(k);
+      if (rs > 0) where += "=(" + std::to_string(e / rs) + "," + std::to_string(e % rs) + ")";
+    }
+    ++count;
+    k += es - 1 - k % es;  // one count per element
+  }
+  if (count == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": " << count << " elements outside the tensor were written:"
+                                       << where;
 }
 
 /// gtest assertion: got within the tolerance of the dtype (or the given rel) of ref.
