@@ -83,6 +83,9 @@ if [ "$BENCH" = 1 ]; then
   B=build/gpu/bench/quack-bench
   { $B copy; $B rmsnorm --dtype bf16 --shapes 16384x4096,16384x32768,8192x262144; } \
     > "$RES/quack_bench.jsonl" 2>>"$LOG"
+  say "GEMM bench beside cuBLAS (quack-bench gemm, A B A B)"
+  GEMM_SHAPES=""; [ "$MODE" = quick ] && GEMM_SHAPES="--shapes 8192x8192x8192,4096x4096x4096,16384x14336x4096,128x8192x8192,8192x8192x128"
+  $B gemm $GEMM_SHAPES --ms 150 > "$RES/quack_bench_gemm.jsonl" 2>>"$LOG" || echo "gemm bench FAILED (see log)"
   say "Python side-by-side bench ($MODE)"
   python3 bench/bench_rmsnorm.py --$MODE --out "$RES/bench_rmsnorm.jsonl" \
     --plot "$RES/rmsnorm_bw.png" > "$RES/bench_table.txt" 2>>"$LOG" || echo "bench FAILED (see log)"
@@ -105,5 +108,6 @@ if [ "$TESTS" = 1 ]; then
   for f in cpp_host cpp_gpu python; do printf "%-10s %7s %7s\n" $f "${PASS[$f]:-0}" "${FAIL[$f]:-0}"; done
   echo "python skipped: ${SKIP_PY:-0}"
 fi
-[ "$BENCH" = 1 ] && { echo "--- quack-bench (C++)"; cat "$RES/quack_bench.jsonl"; echo "--- side by side (TB/s)"; cat "$RES/bench_table.txt"; }
+[ "$BENCH" = 1 ] && { echo "--- quack-bench (C++)"; cat "$RES/quack_bench.jsonl"; echo "--- side by side (TB/s)"; cat "$RES/bench_table.txt";
+  echo "--- GEMM bf16 (TFLOP/s, ours vs cuBLAS, same run)"; python3 scripts/gemm_table.py "$RES/quack_bench_gemm.jsonl"; }
 [ "$DEMO" = 1 ] && { echo "--- demo"; tail -15 "$RES/demo.txt"; }
