@@ -19,6 +19,11 @@ if run 60 $T --gtest_filter='*GemmCases*M1_N1_K1:*GemmCases*M256_N512_K64'; then
   run 180 compute-sanitizer --tool racecheck $T --gtest_filter='*GemmCases*M256_N512_K64'
   run 180 compute-sanitizer --tool synccheck $T --gtest_filter='*GemmCases*M256_N512_K64'
   run 180 compute-sanitizer --tool memcheck $T --gtest_filter='*GemmCases*M127_N255_K63'
+  # Other layouts (MN-major mainloops, column-major d): smallest cases under a timeout first.
+  if run 60 $T --gtest_filter='Layouts/GemmCases.*/*_M127_N255_K63'; then
+    run 180 compute-sanitizer --tool racecheck $T --gtest_filter='Layouts/GemmCases.*/crr_M129_N257_K65'
+    run 180 compute-sanitizer --tool memcheck $T --gtest_filter='Layouts/GemmCases.*/ccc_M127_N255_K63'
+  fi
   run 240 $T --gtest_filter='*GemmCases*:Gemm.*' --gtest_brief=1
   run 200 build/gpu/bench/quack-bench gemm --ms ${GEMM_MS:-200}
 fi

@@ -1,8 +1,9 @@
 // QuACK-C++ GEMM (Hopper, sm_90a). Host-only header.
 //
-// STATUS (2026-11-30): compiled (HGMMA in SASS, no spills) and host-tested, but NOT YET RUN ON A
-// GPU: treat results as unverified until tests/cpp/gpu/test_gemm.cpp has passed on an H200
-// (docs/status.md). Not included by quack/quack.h until then.
+// STATUS: a row-major, b column-major, d row-major (the (K, K) mainloop) passed the GPU tests on an
+// H200 (2026-11-30, tests/cpp/gpu/test_gemm.cpp, ~0.98-1.02x cuBLAS at large shapes). The other
+// layouts below (MN-major mainloops, column-major d) are compiled and host-tested only, NOT YET
+// RUN ON A GPU (tests GemmCases/Layouts.*). Not included by quack/quack.h until they have.
 //
 // Method: a persistent, warp-specialised TMA + WGMMA kernel written with CuTe atoms
 // (src/gemm/sm90/gemm_kernel.cuh; design (b) of docs/gemm-spike.md), following CUTLASS 3.x's
@@ -26,30 +27,50 @@ namespace quack {
 /// products and sums in fp32 (WGMMA, fp32 accumulation), the result rounded once to D's dtype.
 /// With beta = 0 or without C, C is never read (NaN in C does not reach D).
 ///
-/// | tensor | shape                | dtype                          | layout                          | required |
-/// |--------|----------------------|--------------------------------|---------------------------------|----------|
-/// | a      | (M, K) or (L, M, K)  | bf16, fp16                     | row-major: stride 1 along K     | yes      |
-/// | b      | (K, N) or (L, K, N)  | a's dtype                      | column-major: stride 1 along K  | yes      |
-/// | c      | (M, N) or (L, M, N)  | d's dtype                      | row-major: stride 1 along N     | if beta ≠ 0 |
-/// | d      | (M, N) or (L, M, N)  | a's dtype or fp32              | row-major: stride 1 along N     | yes      |
+/// | tensor | shape                | dtype                          | layout (each either one)                  | required |
+/// |--------|----------------------|--------------------------------|-------------------------------------------|----------|
+/// | a      | (M, K) or (L, M, K)  | bf16, fp16                     | row-major (stride 1 along K) or column-major (along M) | yes |
+/// | b      | (K, N) or (L, K, N)  | a's dtype                      | column-major (stride 1 along K) or row-major (along N) | yes |
+/// | c      | (M, N) or (L, M, N)  | d's dtype                      | d's layout                                | if beta ≠ 0 |
+/// | d      | (M, N) or (L, M, N)  | a's dtype or fp32              | row-major (stride 1 along N) or column-major (along M) | yes |
+///
+/// Supported (a, b, d) layout combinations (row / column-major); the kernel's view in brackets:
+///
+/// | a      | b      | d      | bf16 → bf16, bf16 → fp32, fp16 → fp16 | fp16 → fp32 | typical use          |
+/// |--------|--------|--------|---------------------------------------|-------------|----------------------|
+/// | row    | column | row    | yes [A K-major, B K-major]            | yes         | y = x·Wᵀ (forward)   |
+/// | row    | row    | row    | yes [A K-major, B N-major]            | no          | dx = dy·W (dgrad)    |
+/// | column | row    | row    | yes [A M-major, B N-major]            | no          | dW = dyᵀ·x (wgrad)   |
+/// | row    | column | column | yes [as row, column, row on Dᵀ = Bᵀ·Aᵀ] | yes       |                      |
+/// | column | column | column | yes [as row, row, row on Dᵀ]          | no          |                      |
+/// | column | row    | column | yes [as column, row, row on Dᵀ]       | no          |                      |
+/// | column | column | row    | not yet (no A-M-major, B-K-major kernel instance) |   |                      |
+/// | row    | row    | column | not yet (the same kernel on Dᵀ)       |             |                      |
+///
+/// A column-major d is computed as its transpose: Dᵀ (N, M) = Bᵀ·Aᵀ + beta·Cᵀ, row-major, in the
+/// same memory (the operands trade places; no copy).
 ///
 /// b column-major is the transpose of a row-major (N, K) matrix, e.g. an nn.Linear weight W:
 /// y = x · Wᵀ is gemm with a = x and b = Wᵀ (strides (1, K)).
 ///
-/// All tensors are 2-D, or all 3-D with the same batch extent L. Strides are in elements. TMA
-/// alignment (checked when the operand is read or written): 16-byte aligned base; the leading
-/// stride (between rows of a, c, d; between columns of b) and, for L > 1, the batch stride are
-/// multiples of 16 bytes (8 elements of bf16/fp16, 4 of fp32), and the leading stride is at least
-/// the contiguous extent. So K must be padded in memory to a multiple of 8 unless M = 1 (a) and
-/// N = 1 (b), and N to a multiple of 8 (4 for fp32 d) unless M = 1. A stride along an extent
-/// of 1 is ignored. M, N, K, L ≤ 2^31 − 1.
+/// All tensors are 2-D, or all 3-D with the same batch extent L. Strides are in elements. A
+/// tensor's layout is read from its strides: row-major when the last dimension has stride 1,
+/// column-major when the one before has; a dimension of extent 1 has no stride that matters, so
+/// an (M, 1) tensor with strides (1, 1) (as torch makes it) is column-major and a (1, N) one with
+/// strides (N, 1) row-major. TMA alignment (checked when the operand is read or written): 16-byte
+/// aligned base; the leading stride (between rows of a row-major tensor, between columns of a
+/// column-major one) and, for L > 1, the batch stride are multiples of 16 bytes (8 elements of
+/// bf16/fp16, 4 of fp32), and the leading stride is at least the contiguous extent. So the
+/// contiguous extent (K of a row-major a, M of a column-major a, and so on) must be padded in
+/// memory to a multiple of 8 (4 for fp32 d) unless the other extent is 1. M, N, K, L ≤ 2^31 − 1.
 /// c may be the same tensor as d (identical pointer, dtype and strides); other overlaps between
 /// d and an input are undefined.
 ///
-/// Not yet supported (InvalidArgument "... not yet supported"): a column-major, b row-major,
-/// c or d column-major or with a non-unit stride along N, a batch stride of 0 (broadcast) with
-/// L > 1, fp32 or other input dtypes, c of another dtype than d, a per-row/column alpha or bias,
-/// activations.
+/// Not yet supported (InvalidArgument "... not yet supported"): the two layout combinations
+/// marked above, and fp16 → fp32 in any layout but those marked yes; a c whose layout differs
+/// from d's (when c is read); a tensor with no dimension of stride 1; a batch stride of 0
+/// (broadcast) with L > 1; fp32 or other input dtypes; c of another dtype than d; a per-row/column
+/// alpha or bias; activations.
 struct GemmArgs {
   TensorRef a;
   TensorRef b;
@@ -65,7 +86,8 @@ struct GemmArgs {
 /// or d; a tensor in host memory, on another device than a, or with a null pointer; mixed 2-D/3-D
 /// tensors or other ranks; mismatched M, N, K or L; a dtype outside the table; beta ≠ 0 without
 /// c; a size above 2^31 − 1; negative strides; overlapping elements of d; a misaligned base or
-/// stride (TMA); the layouts listed as not yet supported above.
+/// stride (TMA); the layouts and layout combinations listed as not yet supported above (the
+/// message lists the (a, b, d) combinations supported for the dtypes).
 void can_implement(const GemmArgs& args);
 
 /// D = alpha · A·B + beta · C on `stream`, on the tensors' device. Runs can_implement first.

@@ -1,5 +1,6 @@
 // GEMM public API: validation at the boundary (no CUDA call), problem description, dispatch to
-// the kernel instance of the dtypes (host only; the kernels are in src/gemm/sm90/instances/).
+// the kernel instance of the dtypes and operand majors (host only; the kernels are in
+// src/gemm/sm90/instances/). A column-major d becomes the kernel's row-major Dᵀ = Bᵀ·Aᵀ here.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -36,14 +37,35 @@ std::string expect_shape(int ndim, const char* names, int64_t L, int64_t r, int6
   return n + " = " + v;
 }
 
-// One matrix operand of the batched problem, in the kernel's terms: `inner` is the contiguous
-// extent, `outer` the other one; ld the stride between inner runs; batch the stride between
-// batches (0 when L == 1).
+// One matrix operand of the batched problem, in memory terms: ld is the stride between runs of
+// its contiguous dimension; batch the stride between batches (any valid value when L == 1).
 struct Operand {
   const TensorRef* t = nullptr;
   const char* name = "";
   int64_t ld = 0, batch = 0;
 };
+
+// Which of the two matrix dimensions of a 2-D (or batched) tensor is contiguous: the last
+// (row-major) or the one before (column-major).
+enum class Orient { kRow, kCol };
+
+const char* orient_name(Orient o) { return o == Orient::kRow ? "row-major" : "column-major"; }
+
+// The orientation the strides give: the dimension of extent > 1 with stride 1 (the last one
+// first). A dimension of extent 1 has no stride that matters, so otherwise an (R, 1) tensor is
+// row-major (rows apart by its first stride) and a (1, C) one column-major (columns apart by its
+// second stride); an (R, 1) tensor with strides (1, *), as torch makes it, is column-major.
+// False when neither applies (no dimension of stride 1, both extents > 1).
+bool orient_of(const TensorRef& t, Orient* out) {
+  const int o = t.ndim - 2;
+  const int64_t rows = t.shape[o], cols = t.shape[o + 1];
+  if (cols > 1 && t.stride[o + 1] == 1) *out = Orient::kRow;
+  else if (rows > 1 && t.stride[o] == 1) *out = Orient::kCol;
+  else if (cols == 1) *out = Orient::kRow;
+  else if (rows == 1) *out = Orient::kCol;
+  else return false;
+  return true;
+}
 
 // Shape of an operand: 2-D (rows, cols) or 3-D (L, rows, cols), same rank as a.
 void check_shape(const ArgCheck& chk, const TensorRef& t, const char* name, int ndim, int64_t L,
@@ -60,24 +82,35 @@ void check_shape(const ArgCheck& chk, const TensorRef& t, const char* name, int 
   chk.no_negative_strides(t, name);
 }
 
-// TMA layout of an operand whose contiguous dimension is `inner_dim` (the last or the one before):
-// stride 1 there (unless that extent is 1), 16-byte base, leading and batch strides multiples of
-// 16 bytes, leading stride ≥ the contiguous extent. `major_msg` names the expected layout for
-// the "not yet supported" message. Strides along extents of 1 are replaced by valid ones.
-Operand check_layout(const ArgCheck& chk, const TensorRef& t, const char* name, int inner_dim,
-                     const char* layout, const char* other_layout) {
+// The orientation of a, b or d (each may be either); `layouts` names both for the message.
+Orient check_orient(const ArgCheck& chk, const TensorRef& t, const char* name, const char* layouts) {
+  Orient o;
+  if (!orient_of(t, &o))
+    chk.fail(std::string(name) + " has no dimension of stride 1 (" + detail::describe_full(t) +
+             "): not yet supported, expected " + layouts);
+  return o;
+}
+
+// TMA layout of an operand of orientation `orient`: stride 1 along its contiguous dimension
+// (unless that extent is 1), 16-byte base, leading and batch strides multiples of 16 bytes,
+// leading stride ≥ the contiguous extent. `layout` names the expected layout for the "not yet
+// supported" message. Strides along extents of 1 are replaced by valid ones.
+Operand check_layout(const ArgCheck& chk, const TensorRef& t, const char* name, Orient orient,
+                     const std::string& layout) {
   const int o = t.ndim - 2;
+  const int inner_dim = orient == Orient::kRow ? 1 : 0;
   const int inner = o + inner_dim, outer = o + (1 - inner_dim);
   const int64_t n_in = t.shape[inner], n_out = t.shape[outer];
   const int64_t L = t.ndim == 3 ? t.shape[0] : 1;
   const int es = dtype_size(t.dtype);
   const int64_t align = 16 / es;  // elements per 16 bytes
   if (n_in > 1 && t.stride[inner] != 1) {
-    if (n_out == 1 || t.stride[outer] == 1)
-      chk.fail(std::string(name) + " is " + other_layout + " (" + detail::describe_full(t) +
+    Orient other;
+    if (orient_of(t, &other) && other != orient)
+      chk.fail(std::string(name) + " is " + orient_name(other) + " (" + detail::describe_full(t) +
                "): not yet supported, expected " + layout);
-    chk.fail(std::string(name) + " has stride " + str(t.stride[inner]) + " along its contiguous dimension (" +
-             detail::describe_full(t) + "): not yet supported, expected " + layout);
+    chk.fail(std::string(name) + " has no dimension of stride 1 (" + detail::describe_full(t) +
+             "): not yet supported, expected " + layout);
   }
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
     chk.fail(std::string(name) + " has a base address that is not 16-byte aligned (" +
@@ -93,7 +126,8 @@ Operand check_layout(const ArgCheck& chk, const TensorRef& t, const char* name, 
   if (op.ld % align != 0)
     chk.fail(std::string(name) + " has leading stride " + str(op.ld) + " elements = " + str(op.ld * es) +
              " bytes (" + detail::describe_full(t) + "), expected a multiple of 16 bytes (" + str(align) +
-             " elements) for TMA; pad the rows to " + str(n_in_padded));
+             " elements) for TMA; pad the " + (orient == Orient::kRow ? "rows" : "columns") + " to " +
+             str(n_in_padded));
   if (L > 1) {
     op.batch = t.stride[0];
     if (op.batch == 0)
@@ -108,9 +142,65 @@ Operand check_layout(const ArgCheck& chk, const TensorRef& t, const char* name, 
   return op;
 }
 
+// ---- kernel instances (src/gemm/sm90/instances/, one per TU) ----
+
+using detail::GemmMajor;
+using Launcher = void (*)(const GemmProblem&, cudaStream_t);
+
+struct Instance {
+  DType ab, d;         // A/B dtype, C/D dtype
+  GemmMajor a, b;      // operand majors in the kernel's terms (gemm_problem.h)
+  Launcher run;
+};
+
+constexpr GemmMajor kK = GemmMajor::kK, kMN = GemmMajor::kMN;
+constexpr DType kBf16 = DType::kBFloat16, kF16 = DType::kFloat16, kF32 = DType::kFloat32;
+
+// Every compiled instance. A combination missing here is rejected by can_implement with the
+// list of the ones present for its dtypes. No instance has A MN-major with B K-major (_mk), so
+// a column-major a with a column-major b and a row-major d is not yet supported, nor a row-major
+// a with a row-major b and a column-major d (the same kernel after the swap).
+constexpr Instance kInstances[] = {
+    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x256_bf16_bf16_kk},
+    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x256_bf16_bf16_km},
+    {kBf16, kBf16, kMN, kMN, detail::gemm_sm90_128x256_bf16_bf16_mm},
+    {kBf16, kF32, kK, kK, detail::gemm_sm90_128x256_bf16_f32_kk},
+    {kBf16, kF32, kK, kMN, detail::gemm_sm90_128x256_bf16_f32_km},
+    {kBf16, kF32, kMN, kMN, detail::gemm_sm90_128x256_bf16_f32_mm},
+    {kF16, kF16, kK, kK, detail::gemm_sm90_128x256_f16_f16_kk},
+    {kF16, kF16, kK, kMN, detail::gemm_sm90_128x256_f16_f16_km},
+    {kF16, kF16, kMN, kMN, detail::gemm_sm90_128x256_f16_f16_mm},
+    {kF16, kF32, kK, kK, detail::gemm_sm90_128x256_f16_f32_kk},
+};
+
+// The user's (a, b, d) orientations that the kernel combination (ka, kb) serves with a row-major
+// d (swap = false) or, through Dᵀ = Bᵀ·Aᵀ, a column-major d (swap = true).
+std::string user_layouts(GemmMajor ka, GemmMajor kb, bool swap) {
+  const GemmMajor ua = swap ? kb : ka, ub = swap ? ka : kb;  // the user's a and b
+  return std::string("(") + (ua == kK ? "row" : "column") + ", " + (ub == kK ? "column" : "row") + ", " +
+         (swap ? "column" : "row") + ")";
+}
+
+const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool swap) {
+  std::string offered;
+  for (const Instance& i : kInstances) {
+    if (i.ab != p.ab_dtype || i.d != p.d_dtype) continue;
+    if (i.a == p.a_major && i.b == p.b_major) return i;
+  }
+  for (bool s : {false, true})
+    for (const Instance& i : kInstances)
+      if (i.ab == p.ab_dtype && i.d == p.d_dtype) offered += (offered.empty() ? "" : ", ") + user_layouts(i.a, i.b, s);
+  const GemmMajor ua = swap ? p.b_major : p.a_major, ub = swap ? p.a_major : p.b_major;
+  chk.fail(std::string("a ") + (ua == kK ? "row-major" : "column-major") + " with b " +
+           (ub == kK ? "column-major" : "row-major") + " and d " + (swap ? "column-major" : "row-major") +
+           " is not yet supported for " + dtype_name(p.ab_dtype) + " inputs and " + dtype_name(p.d_dtype) +
+           " d (no kernel instance), expected (a, b, d) = " + offered);
+}
+
 struct Plan {
   GemmProblem p;
-  bool empty = false;  // M, N or L is 0: nothing to launch
+  bool empty = false;   // M, N or L is 0: nothing to launch
+  Launcher run = nullptr;  // K > 0: the kernel instance
 };
 
 Plan plan_gemm(const GemmArgs& g) {
@@ -163,29 +253,46 @@ Plan plan_gemm(const GemmArgs& g) {
     plan.empty = true;
     return plan;
   }
-  const char* kRowMajorMN = "row-major (M, N): stride 1 along N";
-  const Operand d = check_layout(chk, g.d, "d", 1, kRowMajorMN, "column-major");
+  // D row-major: the kernel's problem as given. D column-major: the kernel computes the row-major
+  // Dᵀ (N, M) = Bᵀ·Aᵀ in the same memory (gemm_problem.h).
+  const Orient d_or = check_orient(chk, g.d, "d", "row-major (M, N): stride 1 along N, or column-major: stride 1 along M");
+  const bool swap = d_or == Orient::kCol;
+  const std::string like_d = std::string(orient_name(d_or)) + " like d (c must have d's layout): stride 1 along " +
+                             (swap ? "M" : "N");
+  const Operand d = check_layout(chk, g.d, "d", d_or, orient_name(d_or));
   chk.non_overlapping(g.d, "d");
   p.d = g.d.data;
   p.ldd = d.ld;
   p.batch_d = d.batch;
   if (g.c.present() && g.beta != 0.f) {
-    const Operand c = check_layout(chk, g.c, "c", 1, kRowMajorMN, "column-major");
+    const Operand c = check_layout(chk, g.c, "c", d_or, like_d);
     p.c = g.c.data;
     p.ldc = c.ld;
     p.batch_c = c.batch;
   }
+  if (swap) {
+    p.m = int(N);
+    p.n = int(M);
+  }
   if (K > 0) {
-    const Operand a = check_layout(chk, g.a, "a", 1, "row-major (M, K): stride 1 along K", "column-major");
-    const Operand b = check_layout(chk, g.b, "b", 0,
-                                   "column-major (K, N): stride 1 along K (the transpose of a row-major (N, K))",
-                                   "row-major");
-    p.a = g.a.data;
-    p.lda = a.ld;
-    p.batch_a = a.batch;
-    p.b = g.b.data;
-    p.ldb = b.ld;
-    p.batch_b = b.batch;
+    const Orient a_or = check_orient(chk, g.a, "a", "row-major (M, K): stride 1 along K, or column-major: stride 1 along M");
+    const Orient b_or = check_orient(chk, g.b, "b", "column-major (K, N): stride 1 along K, or row-major: stride 1 along N");
+    const Operand a = check_layout(chk, g.a, "a", a_or, orient_name(a_or));
+    const Operand b = check_layout(chk, g.b, "b", b_or, orient_name(b_or));
+    const GemmMajor a_major = a_or == Orient::kRow ? kK : kMN;  // A (M, K): row-major = K contiguous
+    const GemmMajor b_major = b_or == Orient::kCol ? kK : kMN;  // B (K, N): column-major = K contiguous
+    // Without the swap the kernel's A is a and its B is b; with it, A is bᵀ and B is aᵀ.
+    const Operand& ka = swap ? b : a;
+    const Operand& kb = swap ? a : b;
+    p.a = ka.t->data;
+    p.lda = ka.ld;
+    p.batch_a = ka.batch;
+    p.a_major = swap ? b_major : a_major;
+    p.b = kb.t->data;
+    p.ldb = kb.ld;
+    p.batch_b = kb.batch;
+    p.b_major = swap ? a_major : b_major;
+    plan.run = find_instance(chk, p, swap).run;
   }
   return plan;
 }
@@ -203,18 +310,7 @@ void gemm(const GemmArgs& args, cudaStream_t stream) {
     detail::gemm_fill_k0(p, stream);
     return;
   }
-  const bool f32_out = p.d_dtype == DType::kFloat32;
-  if (p.ab_dtype == DType::kBFloat16) {
-    if (f32_out)
-      detail::gemm_sm90_128x256_bf16_f32(p, stream);
-    else
-      detail::gemm_sm90_128x256_bf16_bf16(p, stream);
-  } else {
-    if (f32_out)
-      detail::gemm_sm90_128x256_f16_f32(p, stream);
-    else
-      detail::gemm_sm90_128x256_f16_f16(p, stream);
-  }
+  plan.run(p, stream);
 }
 
 }  // namespace quack

@@ -3,9 +3,15 @@
 //
 //   D[l] = alpha · A[l] · B[l] + beta · C[l]      l < L, fp32 accumulation
 //
-// Layouts (elements): A[l](m, k) at a + l·batch_a + m·lda + k   (row-major, K contiguous)
-//                     B[l](k, n) at b + l·batch_b + n·ldb + k   (column-major, K contiguous)
-//                     C[l](m, n) at c + l·batch_c + m·ldc + n   (row-major); D likewise.
+// Layouts (elements), in the kernel's terms:
+//   A[l](m, k) at a + l·batch_a + m·lda + k   a_major = kK  (row-major, K contiguous)
+//                              + m + k·lda   a_major = kMN (column-major, M contiguous)
+//   B[l](k, n) at b + l·batch_b + n·ldb + k   b_major = kK  (column-major, K contiguous)
+//                              + n + k·ldb   b_major = kMN (row-major, N contiguous)
+//   C[l](m, n) at c + l·batch_c + m·ldc + n   (row-major, always); D likewise.
+// The public API maps a column-major D (and C) onto this by computing Dᵀ = Bᵀ·Aᵀ: the kernel's A
+// is the user's Bᵀ and its B the user's Aᵀ, M and N trade places, and each operand keeps its
+// memory (a K-major B is a K-major Bᵀ-as-A; an N-major B is an MN-major Bᵀ-as-A).
 // All leading and batch strides are multiples of 16 bytes and the bases 16-byte aligned (TMA).
 #pragma once
 
@@ -17,6 +23,10 @@
 
 namespace quack::detail {
 
+/// Which dimension of a GEMM operand is contiguous in memory (CuTe's GMMA::Major): K, or the
+/// other one (M for A, N for B).
+enum class GemmMajor { kK, kMN };
+
 struct GemmProblem {
   const void* a = nullptr;
   const void* b = nullptr;
@@ -25,6 +35,7 @@ struct GemmProblem {
   int m = 0, n = 0, k = 0, l = 1;
   int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
   int64_t batch_a = 0, batch_b = 0, batch_c = 0, batch_d = 0;
+  GemmMajor a_major = GemmMajor::kK, b_major = GemmMajor::kK;
   DType ab_dtype = DType::kBFloat16;  // A and B
   DType d_dtype = DType::kBFloat16;   // D and C
   float alpha = 1.f, beta = 0.f;      // beta is ignored when c is null
@@ -32,11 +43,22 @@ struct GemmProblem {
 };
 
 // Kernel launchers: src/gemm/sm90/instances/*.cu (one kernel per TU, DESIGN §4 budgets).
-// Require m, n, k ≥ 1. Name: gemm_sm90_<tile>_<A/B dtype>_<D dtype>.
-void gemm_sm90_128x256_bf16_bf16(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_bf16_f32(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_f16_f16(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_f16_f32(const GemmProblem& p, cudaStream_t stream);
+// Require m, n, k ≥ 1 and the problem's a_major / b_major to be the instance's.
+// Name: gemm_sm90_<tile>_<A/B dtype>_<D dtype>_<A major><B major>, one letter per operand in the
+// kernel's terms: k = K-major (GemmMajor::kK), m = MN-major (GemmMajor::kMN: stride 1 along M for
+// A, along N for B). So _kk: A row-major, B column-major (y = x·Wᵀ, a row-major weight W (N,K));
+// _km: A row-major, B row-major (dgrad dx = dy·W); _mm: A column-major, B row-major (wgrad
+// dW = dyᵀ·x). The fourth combination, _mk, has no instance yet (gemm.cpp's table lists them).
+void gemm_sm90_128x256_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x256_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x256_bf16_bf16_mm(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x256_bf16_f32_kk(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x256_bf16_f32_km(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x256_bf16_f32_mm(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x256_f16_f16_kk(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x256_f16_f16_km(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x256_f16_f16_mm(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x256_f16_f32_kk(const GemmProblem& p, cudaStream_t stream);
 
 // K = 0: D = beta · C (c non-null) or zeros. src/gemm/gemm_fill.cu. Requires m, n ≥ 1.
 void gemm_fill_k0(const GemmProblem& p, cudaStream_t stream);

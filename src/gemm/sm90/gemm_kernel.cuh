@@ -1,9 +1,11 @@
 // Hopper GEMM kernel: TMA + WGMMA, warp-specialised, persistent (device code; CuTe atoms).
 //
-//   D = epilogue(A · B, C), fp32 accumulation; A (M,K,L) and B (N,K,L) K-major, C/D (M,N,L)
-//   N-major (row-major). Design (b) of docs/gemm-spike.md, after CUTLASS's
-//   sm90_mma_tma_gmma_ss_warpspecialized.hpp (mainloop) and sm90_epilogue_tma_warpspecialized.hpp
-//   (epilogue partitioning), without the CollectiveBuilder.
+//   D = epilogue(A · B, C), fp32 accumulation; A (M,K,L) and B (N,K,L) each K-major (stride 1
+//   along K) or MN-major (stride 1 along M, resp. N): Config's MajorA / MajorB; C/D (M,N,L)
+//   N-major (row-major; the host maps a column-major D onto this by swapping A and B).
+//   Design (b) of docs/gemm-spike.md, after CUTLASS's sm90_mma_tma_gmma_ss_warpspecialized.hpp
+//   (mainloop) and sm90_epilogue_tma_warpspecialized.hpp (epilogue partitioning), without the
+//   CollectiveBuilder.
 //
 // Threads → work: 384 threads = 3 warpgroups. WG0 is the producer: one elected thread of warp 0
 //   issues the TMA loads of A (BM x BK) and of its half of B (BN/2 x BK, multicast to both CTAs of
@@ -14,9 +16,11 @@
 // Tile order: persistent static schedule; cluster c walks work indices c, c + clusters, ... of
 //   TileScheduler (src/gemm/tile_scheduler.h, grouped rasterisation); CTA rank r of the cluster
 //   takes m tile 2·m_cluster + r. Producer and consumers walk the same sequence.
-// Shared memory: A (BM,BK,Stages) and B (BN,BK,Stages) with 128-byte swizzle (GMMA K-major
-//   atoms); epilogue C (BM,EpiN) and D (BM,EpiN,2) subtiles, swizzled to their row width; the
-//   pipeline barriers and one mbarrier for C. All dynamic; ≤ 227 KB.
+// Shared memory: A (BM,BK,Stages) and B (BN,BK,Stages) with 128-byte swizzle: GMMA K-major
+//   atoms (8 x 64) for a K-major operand, MN-major atoms (64 x 8, repeated along K first, so one
+//   TMA box is 64 (M or N) x 64 (K)) for an MN-major one, as CUTLASS's sm90 builder (OperandSmem);
+//   epilogue C (BM,EpiN) and D (BM,EpiN,2) subtiles, swizzled to their row width; the pipeline
+//   barriers and one mbarrier for C. All dynamic; ≤ 227 KB. Same bytes for every major.
 // Epilogue, per (BM x EpiN) subtile: [C: TMA → smem → registers (LDSM)] → functor on fp32 →
 //   registers → smem (STSM) → one thread issues the TMA store (2 D buffers in flight).
 // Tails: TMA zero-fills out-of-bounds loads (zeros add nothing to the sum) and clips stores
@@ -45,12 +49,29 @@ namespace quack::detail::sm90 {
 
 using namespace cute;
 
+/// Shared-memory atom and tile order of a 16-bit GEMM operand of major `Mj`, after CUTLASS
+/// (ss_smem_selector in cutlass/gemm/collective/builders/sm90_common.inl: the 128-byte swizzle,
+/// since BK = 64 and BM, BN are multiples of 64; the tile order of
+/// sm90_mma_tma_gmma_ss_warpspecialized.hpp: MN-major atoms are repeated along K first).
+template <class T, GMMA::Major Mj>
+struct OperandSmem {
+  static constexpr bool kK = Mj == GMMA::Major::K;
+  using Atom = conditional_t<kK, GMMA::Layout_K_SW128_Atom<T>, GMMA::Layout_MN_SW128_Atom<T>>;  // (8,64) or (64,8)
+  using Order = conditional_t<kK, Step<_1, _2, _3>, Step<_2, _1, _3>>;
+  template <int MN, int K, int Stages>
+  using Layout = decltype(tile_to_shape(Atom{}, Shape<Int<MN>, Int<K>, Int<Stages>>{}, Order{}));  // (MN,K,PIPE)
+};
+
 /// One tile configuration: 128 x 256 x 64, 2 consumer warpgroups, 2x1 cluster.
 /// ElementAB: cutlass::bfloat16_t or cutlass::half_t; ElementD (= C's type): either, or float.
-template <class ElementAB_, class ElementD_>
+/// MajorA, MajorB: GMMA::Major::K (stride 1 along K) or GMMA::Major::MN (stride 1 along M for A,
+/// along N for B); the WGMMA reads either from shared memory.
+template <class ElementAB_, class ElementD_, GMMA::Major MajorA_ = GMMA::Major::K,
+          GMMA::Major MajorB_ = GMMA::Major::K>
 struct Config128x256 {
   using ElementAB = ElementAB_;
   using ElementD = ElementD_;
+  static constexpr GMMA::Major kMajorA = MajorA_, kMajorB = MajorB_;
   static constexpr int BM = 128, BN = 256, BK = 64;
   static constexpr int EpiN = 32, EpiStagesD = 2;
   static constexpr int kClusterM = 2;
@@ -66,7 +87,7 @@ struct Config128x256 {
 
   // 2 consumer warpgroups stacked along M, each one 64 x BN x 16 WGMMA atom.
   using MmaAtom = decltype(GMMA::ss_op_selector<ElementAB, ElementAB, float, Shape<_64, Int<BN>, Int<BK>>,
-                                                GMMA::Major::K, GMMA::Major::K>());
+                                                kMajorA, kMajorB>());
   using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<_2, _1, _1>>{}));
 
   // Epilogue smem: a D row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
@@ -89,10 +110,8 @@ struct Config128x256 {
   static constexpr int Stages = kStagesFit < 4 ? kStagesFit : 4;
   static_assert(Stages >= 2, "mainloop needs at least 2 stages");
 
-  using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<ElementAB>{},
-                                             Shape<Int<BM>, Int<BK>, Int<Stages>>{}));  // (BM,BK,PIPE)
-  using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<ElementAB>{},
-                                             Shape<Int<BN>, Int<BK>, Int<Stages>>{}));  // (BN,BK,PIPE)
+  using SmemLayoutA = typename OperandSmem<ElementAB, kMajorA>::template Layout<BM, BK, Stages>;  // (BM,BK,PIPE)
+  using SmemLayoutB = typename OperandSmem<ElementAB, kMajorB>::template Layout<BN, BK, Stages>;  // (BN,BK,PIPE)
   using Pipeline = cutlass::PipelineTmaAsync<Stages>;
 
   struct SharedStorage {

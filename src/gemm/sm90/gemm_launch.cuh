@@ -5,6 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "common/launch.h"
 #include "gemm/gemm_problem.h"
@@ -14,17 +17,31 @@
 namespace quack::detail::sm90 {
 
 /// Runs D = epi(A·B, C) for a validated problem (m, n, k ≥ 1) on `stream` (current device =
-/// p.device). Epilogue: LinearCombination{alpha, beta}.
+/// p.device). Epilogue: LinearCombination{alpha, beta}. p.a_major / p.b_major must be the
+/// instance's (Cfg::kMajorA / kMajorB; the dispatch in gemm.cpp picks the instance by them).
 template <class Cfg>
 void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   using TA = typename Cfg::ElementAB;
   using TD = typename Cfg::ElementD;
   const int M = p.m, N = p.n, K = p.k, L = p.l;
+  constexpr GemmMajor kA = Cfg::kMajorA == GMMA::Major::K ? GemmMajor::kK : GemmMajor::kMN;
+  constexpr GemmMajor kB = Cfg::kMajorB == GMMA::Major::K ? GemmMajor::kK : GemmMajor::kMN;
+  if (p.a_major != kA || p.b_major != kB)
+    throw std::logic_error(std::string(where) + ": internal error: the problem's operand majors do not match the instance");
   // Global tensors; strides in elements (64-bit), unit strides static.
+  // A and B: stride 1 along K (K-major) or along M / N (MN-major), as the instance was built.
+  auto operand_stride = [](auto major, int64_t ld, int64_t batch) {
+    if constexpr (decltype(major)::value == GMMA::Major::K)
+      return make_stride(ld, _1{}, batch);
+    else
+      return make_stride(_1{}, ld, batch);
+  };
   auto gA = make_tensor(make_gmem_ptr(static_cast<TA const*>(p.a)),
-                        make_layout(make_shape(M, K, L), make_stride(p.lda, _1{}, p.batch_a)));  // (M,K,L)
+                        make_layout(make_shape(M, K, L), operand_stride(std::integral_constant<GMMA::Major, Cfg::kMajorA>{},
+                                                                        p.lda, p.batch_a)));  // (M,K,L)
   auto gB = make_tensor(make_gmem_ptr(static_cast<TA const*>(p.b)),
-                        make_layout(make_shape(N, K, L), make_stride(p.ldb, _1{}, p.batch_b)));  // (N,K,L)
+                        make_layout(make_shape(N, K, L), operand_stride(std::integral_constant<GMMA::Major, Cfg::kMajorB>{},
+                                                                        p.ldb, p.batch_b)));  // (N,K,L)
   // Without C the C descriptor points at D (never read: the kernel branches on load_c).
   const bool load_c = p.c != nullptr && p.beta != 0.f;
   auto gC = make_tensor(make_gmem_ptr(static_cast<TD const*>(load_c ? p.c : p.d)),

@@ -1,5 +1,7 @@
 // Tier 2: gemm on the device against a float64 CPU reference. Skips without a GPU.
 //
+// Layouts: every (a, b, d) orientation with a kernel instance (kCases: a row-major, b column-major,
+// d row-major; layout_cases(): the others, instantiated as GemmCases/Layouts).
 // Inputs are random (never zero) and exact in their dtype; D (and its row padding) is poisoned
 // with NaN, so an unwritten element fails and a write outside D's elements is caught. For large
 // problems the reference is computed on a sample of rows (tile edges included) and every element
@@ -11,8 +13,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/gpu_util.h"
@@ -29,66 +33,104 @@ struct GemmCase {
   float alpha = 1.f, beta = 0.f;
   bool with_c = false;     // C present (read when beta ≠ 0; poisoned with NaN when beta = 0)
   int64_t pad = 0;         // extra elements on every leading stride (a multiple of 8)
+  const char* layout = "rcr";  // a, b, d: 'r' row-major, 'c' column-major; c has d's layout
   uint64_t seed = 1;
 };
 
 int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
-// A (L·M, K) row-major 2-D buffer seen as (L, M, K) when L > 1 (and likewise for B, C, D).
-TensorRef batched(const TensorRef& t2, int64_t L, int64_t rows, int64_t cols, int64_t s_rows,
-                  int64_t s_cols, int64_t s_batch) {
-  if (L == 1) return t2;
-  TensorRef r = t2;
-  r.ndim = 3;
-  r.shape[0] = L;
-  r.shape[1] = rows;
-  r.shape[2] = cols;
-  r.stride[0] = s_batch;
-  r.stride[1] = s_rows;
-  r.stride[2] = s_cols;
-  return r;
+// One operand: per batch an (R, C) matrix, row-major (rows ld apart) or column-major (columns ld
+// apart), ld = the contiguous extent rounded up to 16 bytes plus `pad`, batches one matrix apart.
+// The memory is a 2-D row-major buffer: (L·R, C) for row-major, and for column-major the
+// (L·C, R) of the transposed batches, so the test helpers (upload, download, gaps_untouched)
+// apply. `arg` is the (R, C) or (L, R, C) view handed to gemm.
+struct Mat {
+  DeviceTensor mem;
+  TensorRef arg;
+  bool col = false;
+  int64_t L = 1, R = 0, C = 0;
+};
+
+Mat make_mat(DType t, int64_t L, int64_t R, int64_t C, char orient, int64_t pad) {
+  Mat m;
+  m.col = orient == 'c';
+  m.L = L;
+  m.R = R;
+  m.C = C;
+  const int64_t inner = m.col ? R : C, outer = m.col ? C : R;
+  const int64_t ld = round_up(std::max<int64_t>(inner, 1), 16 / dtype_size(t)) + pad;
+  Layout lay;
+  lay.row_stride = ld;
+  m.mem = alloc_tensor(t, L * outer, inner, lay);  // NaN
+  void* p = m.mem.ref.data;
+  if (L == 1) {
+    m.arg = m.col ? TensorRef::matrix(p, t, R, C, 0, 1, ld) : TensorRef::matrix(p, t, R, C, 0, ld, 1);
+  } else {
+    TensorRef r;
+    r.data = p;
+    r.dtype = t;
+    r.ndim = 3;
+    r.shape[0] = L;
+    r.shape[1] = R;
+    r.shape[2] = C;
+    r.stride[0] = outer * ld;
+    r.stride[1] = m.col ? 1 : ld;
+    r.stride[2] = m.col ? ld : 1;
+    m.arg = r;
+  }
+  return m;
+}
+
+// Logical values [l][r][c] <-> the memory buffer's dense row-major order.
+std::vector<double> to_memory(const Mat& m, const std::vector<double>& v) {
+  if (!m.col) return v;
+  std::vector<double> out(v.size());
+  for (int64_t l = 0; l < m.L; ++l)
+    for (int64_t r = 0; r < m.R; ++r)
+      for (int64_t c = 0; c < m.C; ++c) out[size_t((l * m.C + c) * m.R + r)] = v[size_t((l * m.R + r) * m.C + c)];
+  return out;
+}
+
+std::vector<double> from_memory(const Mat& m, const std::vector<double>& v) {
+  if (!m.col) return v;
+  std::vector<double> out(v.size());
+  for (int64_t l = 0; l < m.L; ++l)
+    for (int64_t r = 0; r < m.R; ++r)
+      for (int64_t c = 0; c < m.C; ++c) out[size_t((l * m.R + r) * m.C + c)] = v[size_t((l * m.C + c) * m.R + r)];
+  return out;
 }
 
 void run_case(const GemmCase& c) {
   Rng rng(c.seed);
   const int64_t L = c.L, M = c.M, N = c.N, K = c.K;
-  const int64_t align_d = 16 / dtype_size(c.d);
-  const int64_t lda = round_up(std::max<int64_t>(K, 1), 8) + c.pad;
-  const int64_t ldb = lda;
-  const int64_t ldd = round_up(std::max<int64_t>(N, 1), align_d) + c.pad;
 
-  // Host values, dense row-major over the 2-D buffers' logical shapes.
-  const std::vector<double> a = random_values(rng, L * M * K, c.ab);  // (L·M, K)
-  const std::vector<double> b = random_values(rng, K * L * N, c.ab);  // (K, L·N)
-  const std::vector<double> cv = random_values(rng, L * M * N, c.d);  // (L·M, N)
+  // Host values, logical [l][row][col].
+  const std::vector<double> a = random_values(rng, L * M * K, c.ab);  // (L, M, K)
+  const std::vector<double> b = random_values(rng, L * K * N, c.ab);  // (L, K, N)
+  const std::vector<double> cv = random_values(rng, L * M * N, c.d);  // (L, M, N)
 
-  Layout la;
-  la.row_stride = lda;
-  DeviceTensor A = upload(a, c.ab, L * M, K, la);
-  Layout lb;  // column-major (K, L·N): stride 1 along K
-  lb.row_stride = 1;
-  lb.col_stride = ldb;
-  DeviceTensor B = upload(b, c.ab, K, L * N, lb);
-  Layout ld;
-  ld.row_stride = ldd;
-  DeviceTensor D = alloc_tensor(c.d, L * M, N, ld);  // NaN
-  DeviceTensor C;
+  Mat A = make_mat(c.ab, L, M, K, c.layout[0], c.pad);
+  upload_into(A.mem, to_memory(A, a));
+  Mat B = make_mat(c.ab, L, K, N, c.layout[1], c.pad);
+  upload_into(B.mem, to_memory(B, b));
+  Mat D = make_mat(c.d, L, M, N, c.layout[2], c.pad);  // NaN
+  Mat C;
   if (c.with_c) {
-    C = alloc_tensor(c.d, L * M, N, ld);  // NaN; filled only when it is read
-    if (c.beta != 0.f) upload_into(C, cv);
+    C = make_mat(c.d, L, M, N, c.layout[2], c.pad);  // NaN; filled only when it is read
+    if (c.beta != 0.f) upload_into(C.mem, to_memory(C, cv));
   }
 
   GemmArgs args;
-  args.a = batched(A.ref, L, M, K, lda, 1, M * lda);
-  args.b = batched(B.ref, L, K, N, 1, ldb, N * ldb);
-  args.d = batched(D.ref, L, M, N, ldd, 1, M * ldd);
-  if (c.with_c) args.c = batched(C.ref, L, M, N, ldd, 1, M * ldd);
+  args.a = A.arg;
+  args.b = B.arg;
+  args.d = D.arg;
+  if (c.with_c) args.c = C.arg;
   args.alpha = c.alpha;
   args.beta = c.beta;
   ASSERT_NO_THROW(gemm(args, nullptr));
   QUACK_CUDA_OK(cudaDeviceSynchronize());
-  const std::vector<double> got = download(D);
-  EXPECT_TRUE(gaps_untouched("d", D));
+  const std::vector<double> got = from_memory(D, download(D.mem));
+  EXPECT_TRUE(gaps_untouched("d", D.mem));
   if (M == 0 || N == 0 || L == 0) return;
 
   // Every element written (no NaN left from the poison).
@@ -111,7 +153,7 @@ void run_case(const GemmCase& c) {
     for (int64_t j = 0; j < N; ++j) {
       double s = 0.0, s_abs = 0.0;
       for (int64_t k = 0; k < K; ++k) {
-        const double t = a[size_t(r * K + k)] * b[size_t(k * L * N + l * N + j)];
+        const double t = a[size_t(r * K + k)] * b[size_t((l * K + k) * N + j)];
         s += t;
         s_abs += std::fabs(t);
       }
@@ -124,7 +166,7 @@ void run_case(const GemmCase& c) {
   }
   floor = K > 0 ? floor / std::sqrt(double(K)) : 0.0;
   EXPECT_TRUE(close("d", sub, ref, reduction_tolerance(c.d, K), N, floor))
-      << "L=" << L << " M=" << M << " N=" << N << " K=" << K << " (" << rows.size() << " rows checked)";
+      << c.layout << " L=" << L << " M=" << M << " N=" << N << " K=" << K << " (" << rows.size() << " rows checked)";
 }
 
 struct Named {
@@ -180,11 +222,79 @@ const std::vector<Named> kCases = {
     {"M64_N0_K64", mk(64, 0, 64)},
 };
 
+// The other layouts, named <a><b><d>_...: 'r' row-major, 'c' column-major (c like d). With d
+// row-major the kernel runs them as given: rrr on the (K, MN) mainloop (instances _km), crr on
+// (MN, MN) (_mm); with d column-major it computes Dᵀ = Bᵀ·Aᵀ: rcc on _kk, ccc on _km, crc on _mm.
+// Every leading stride is padded to 16 bytes in memory, so the tails along the contiguous
+// dimensions (N of a row-major d, M of a column-major one: 127, 255, 257 elements) are not 16-byte
+// multiples and exercise the clipped store of the last subtile.
+GemmCase lay(const char* layout, GemmCase c) {
+  c.layout = layout;
+  c.seed += uint64_t(layout[0] * 7 + layout[1] * 3 + layout[2]);
+  return c;
+}
+
+std::vector<Named> layout_cases() {
+  static std::deque<std::string> names;  // keeps the names' storage alive (push_back keeps references)
+  std::vector<std::pair<std::string, GemmCase>> v;
+  for (const char* l : {"rrr", "crr", "rcc", "ccc", "crc"}) {
+    const std::string p = std::string(l) + "_";
+    v.push_back({p + "M127_N255_K63", lay(l, mk(127, 255, 63))});
+    v.push_back({p + "M129_N257_K65", lay(l, mk(129, 257, 65))});
+    v.push_back({p + "M1000_N3000_K520", lay(l, mk(1000, 3000, 520))});
+    v.push_back({p + "batch3_M200_N300_K100", lay(l, with(mk(200, 300, 100), [](GemmCase& c) { c.L = 3; }))});
+    v.push_back({p + "padded_M200_N136_K72", lay(l, with(mk(200, 136, 72), [](GemmCase& c) { c.pad = 24; }))});
+    v.push_back({p + "fp16_M127_N255_K63",
+                 lay(l, with(mk(127, 255, 63), [](GemmCase& c) { c.ab = c.d = DType::kFloat16; }))});
+    v.push_back({p + "f32out_M127_N255_K63", lay(l, with(mk(127, 255, 63), [](GemmCase& c) { c.d = DType::kFloat32; }))});
+    v.push_back({p + "c_beta_M130_N260_K70", lay(l, with(mk(130, 260, 70), [](GemmCase& c) {
+                                                   c.with_c = true;
+                                                   c.alpha = 2.f;
+                                                   c.beta = 0.5f;
+                                                 }))});
+  }
+  v.push_back({"rrr_M2048_N2048_K2048", lay("rrr", mk(2048, 2048, 2048))});
+  v.push_back({"crr_M2048_N2048_K2048", lay("crr", mk(2048, 2048, 2048))});
+  v.push_back({"crr_M1_N255_K64", lay("crr", mk(1, 255, 64))});     // a (1, K) column-major, K apart by 8
+  v.push_back({"crr_M64_N8_K4096", lay("crr", mk(64, 8, 4096))});   // long K, MN-major A
+  v.push_back({"rrr_M64_N8_K4096", lay("rrr", mk(64, 8, 4096))});   // long K, MN-major B
+  v.push_back({"rcc_M255_N1_K64", lay("rcc", mk(255, 1, 64))});     // d (M, 1) column-major: kernel M' = 1
+  v.push_back({"rcc_M1_N255_K64", lay("rcc", mk(1, 255, 64))});
+  v.push_back({"rcc_fp16_f32out_M300_N200_K100", lay("rcc", with(mk(300, 200, 100), [](GemmCase& c) {
+                                                         c.ab = DType::kFloat16;
+                                                         c.d = DType::kFloat32;
+                                                       }))});
+  v.push_back({"ccc_c_beta_f32out_batch3_M130_N260_K70", lay("ccc", with(mk(130, 260, 70), [](GemmCase& c) {
+                                                                 c.L = 3;
+                                                                 c.with_c = true;
+                                                                 c.beta = -1.f;
+                                                                 c.d = DType::kFloat32;
+                                                               }))});
+  v.push_back({"crc_c_nan_beta0_M200_N300_K100", lay("crc", with(mk(200, 300, 100), [](GemmCase& c) { c.with_c = true; }))});
+  v.push_back({"rcc_K0_beta_c_M100_N300", lay("rcc", with(mk(100, 300, 0), [](GemmCase& c) {
+                                                  c.with_c = true;
+                                                  c.beta = 2.f;
+                                                }))});
+  v.push_back({"ccc_K0_batch2_f32out", lay("ccc", with(mk(33, 17, 0), [](GemmCase& c) {
+                                               c.L = 2;
+                                               c.d = DType::kFloat32;
+                                             }))});
+  std::vector<Named> out;
+  for (auto& [n, c] : v) {
+    names.push_back(n);
+    out.push_back({names.back().c_str(), c});
+  }
+  return out;
+}
+
 class GemmCases : public GpuTest, public ::testing::WithParamInterface<Named> {};
 
 TEST_P(GemmCases, MatchesReference) { run_case(GetParam().c); }
 
 INSTANTIATE_TEST_SUITE_P(All, GemmCases, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Named>& i) { return std::string(i.param.name); });
+
+INSTANTIATE_TEST_SUITE_P(Layouts, GemmCases, ::testing::ValuesIn(layout_cases()),
                          [](const ::testing::TestParamInfo<Named>& i) { return std::string(i.param.name); });
 
 // Two calls on one stream with different shapes reuse the kernel (attributes set once) and
@@ -205,6 +315,27 @@ TEST_F(Gemm, RepeatedCallsAndErrorAfterwards) {
   args.b = B.ref;
   args.d = D.ref;
   EXPECT_THROW(gemm(args, nullptr), InvalidArgument);
+}
+
+// Layout combinations without a kernel instance throw before any launch and leave no error.
+TEST_F(Gemm, LayoutsWithoutInstanceThrow) {
+  struct Bad {
+    const char* layout;
+    DType ab, d;
+  };
+  for (const Bad& x : {Bad{"ccr", DType::kBFloat16, DType::kBFloat16}, Bad{"rrc", DType::kFloat16, DType::kFloat16},
+                       Bad{"rrr", DType::kFloat16, DType::kFloat32}}) {
+    Mat A = make_mat(x.ab, 1, 64, 64, x.layout[0], 0);
+    Mat B = make_mat(x.ab, 1, 64, 64, x.layout[1], 0);
+    Mat D = make_mat(x.d, 1, 64, 64, x.layout[2], 0);
+    GemmArgs args;
+    args.a = A.arg;
+    args.b = B.arg;
+    args.d = D.arg;
+    EXPECT_THROW(gemm(args, nullptr), InvalidArgument) << x.layout;
+    EXPECT_TRUE(gaps_untouched("d", D.mem));
+    EXPECT_TRUE(std::isnan(download(D.mem)[0])) << x.layout << ": d was written";
+  }
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ void* fake(uintptr_t k) { return reinterpret_cast<void*>(uintptr_t{0x100000} * k
 
 constexpr int64_t M = 128, N = 256, K = 64;
 
-// A (M, K) row-major, B (K, N) column-major, D (M, N) row-major, all bf16.
+// A (M, K) row-major, B (K, N) column-major, D (M, N) row-major, all bf16 (the (K, K) mainloop).
 GemmArgs args2d() {
   GemmArgs g;
   g.a = TensorRef::matrix(fake(1), DType::kBFloat16, M, K);
@@ -52,6 +52,32 @@ TensorRef make3(void* p, DType t, int64_t L, int64_t r, int64_t c, int64_t sb, i
   return x;
 }
 
+// (rows, cols) matrices of either orientation, contiguous (leading stride = the contiguous extent).
+TensorRef row_major(void* p, DType t, int64_t r, int64_t c) { return TensorRef::matrix(p, t, r, c); }
+TensorRef col_major(void* p, DType t, int64_t r, int64_t c) { return TensorRef::matrix(p, t, r, c, 0, 1, r); }
+
+// a (M, K), b (K, N), d (M, N) with the given orientations ('r' row-major, 'c' column-major),
+// dtypes ab and dd; c (like d) with beta when with_c.
+GemmArgs args_layout(const char* abd, DType ab = DType::kBFloat16, DType dd = DType::kBFloat16,
+                     bool with_c = false) {
+  auto mk = [](char o, void* p, DType t, int64_t r, int64_t c) {
+    return o == 'r' ? row_major(p, t, r, c) : col_major(p, t, r, c);
+  };
+  GemmArgs g;
+  g.a = mk(abd[0], fake(1), ab, M, K);
+  g.b = mk(abd[1], fake(2), ab, K, N);
+  g.d = mk(abd[2], fake(3), dd, M, N);
+  if (with_c) {
+    g.c = mk(abd[2], fake(4), dd, M, N);
+    g.beta = 0.5f;
+  }
+  return g;
+}
+
+// Transposes the last two strides of a 3-D tensor's matrix part: (L, R, C) strides (R·C, C, 1)
+// become (R·C, 1, R) (column-major batches).
+TensorRef col_major3(void* p, DType t, int64_t L, int64_t r, int64_t c);
+
 GemmArgs args3d(int64_t L = 4) {
   GemmArgs g;
   g.a = make3(fake(1), DType::kBFloat16, L, M, K, M * K, K, 1);
@@ -59,6 +85,8 @@ GemmArgs args3d(int64_t L = 4) {
   g.d = make3(fake(3), DType::kBFloat16, L, M, N, M * N, N, 1);
   return g;
 }
+
+TensorRef col_major3(void* p, DType t, int64_t L, int64_t r, int64_t c) { return make3(p, t, L, r, c, r * c, 1, r); }
 
 void expect_error(const GemmArgs& g, const std::string& part) {
   try {
@@ -97,6 +125,85 @@ TEST(GemmValidation, Baseline) {
   g.beta = 0.5f;
   expect_valid(g);
   g.d = g.c;  // in place
+  expect_valid(g);
+}
+
+// Every (a, b, d) orientation with a kernel instance (gemm.cpp's table): the three mainloop
+// majors (a, b) = (row, column), (row, row), (column, row) with d row-major, and the same kernels
+// with the operands swapped for d column-major (Dᵀ = Bᵀ·Aᵀ).
+const char* const kSupported[] = {"rcr", "rrr", "crr", "rcc", "ccc", "crc"};
+
+TEST(GemmValidation, LayoutsAccepted) {
+  for (const char* l : kSupported) {
+    SCOPED_TRACE(l);
+    expect_valid(args_layout(l));
+    expect_valid(args_layout(l, DType::kBFloat16, DType::kBFloat16, /*with_c=*/true));
+    expect_valid(args_layout(l, DType::kFloat16, DType::kFloat16, true));
+    expect_valid(args_layout(l, DType::kBFloat16, DType::kFloat32, true));
+    // c of the other orientation is fine when it is not read (beta = 0).
+    GemmArgs g = args_layout(l);
+    g.c = l[2] == 'r' ? col_major(fake(4), DType::kBFloat16, M, N) : row_major(fake(4), DType::kBFloat16, M, N);
+    expect_valid(g);
+  }
+  // fp16 -> fp32 has only the (row, column) mainloop: d row-major or column-major.
+  expect_valid(args_layout("rcr", DType::kFloat16, DType::kFloat32, true));
+  expect_valid(args_layout("rcc", DType::kFloat16, DType::kFloat32, true));
+  // Batched, column-major operands and output; in place c = d column-major.
+  const int64_t L = 3;
+  GemmArgs g;
+  g.a = col_major3(fake(1), DType::kBFloat16, L, M, K);
+  g.b = make3(fake(2), DType::kBFloat16, L, K, N, K * N, N, 1);  // row-major
+  g.d = col_major3(fake(3), DType::kBFloat16, L, M, N);
+  expect_valid(g);  // (column, row, column)
+  g.c = g.d;
+  g.beta = 1.f;
+  expect_valid(g);
+  g.d = make3(fake(3), DType::kBFloat16, L, M, N, M * N, N, 1);
+  g.c = TensorRef();
+  g.beta = 0.f;
+  expect_valid(g);  // (column, row, row)
+}
+
+TEST(GemmValidation, LayoutCombinationsWithoutInstance) {
+  const std::string all = "expected (a, b, d) = (row, column, row), (row, row, row), (column, row, row), "
+                          "(row, column, column), (column, column, column), (column, row, column)";
+  // The A-MN-major, B-K-major mainloop (_mk) has no instance: (column, column, row) and, swapped,
+  // (row, row, column).
+  expect_error(args_layout("ccr"), "a column-major with b column-major and d row-major is not yet supported for "
+                                   "bfloat16 inputs and bfloat16 d (no kernel instance), " + all);
+  expect_error(args_layout("rrc"), "a row-major with b row-major and d column-major is not yet supported");
+  expect_error(args_layout("ccr", DType::kFloat16, DType::kFloat16), "for float16 inputs and float16 d");
+  expect_error(args_layout("rrc", DType::kBFloat16, DType::kFloat32), "for bfloat16 inputs and float32 d");
+  // fp16 -> fp32 has only the (row, column) mainloop.
+  for (const char* l : {"rrr", "crr", "ccc", "crc", "ccr", "rrc"}) {
+    SCOPED_TRACE(l);
+    expect_error(args_layout(l, DType::kFloat16, DType::kFloat32),
+                 "for float16 inputs and float32 d (no kernel instance), expected (a, b, d) = (row, column, row), "
+                 "(row, column, column)");
+  }
+}
+
+TEST(GemmValidation, DegenerateExtentsPickTheUsableLayout) {
+  // A dimension of extent 1 has no stride that matters: (M, 1) with strides (1, 1), as torch
+  // makes it, is column-major; (1, N) with strides (N, 1) row-major.
+  GemmArgs g = args2d();
+  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, K, 1, 0, 1, 1);  // (K, 1) contiguous
+  g.d = TensorRef::matrix(fake(3), DType::kBFloat16, M, 1, 0, 1, 1);  // (M, 1): column-major
+  expect_valid(g);                                                     // (row, column, column)
+  g.d.dtype = DType::kFloat32;
+  expect_valid(g);
+  g = args2d();
+  g.a = TensorRef::matrix(fake(1), DType::kBFloat16, 1, K, 0, K, 1);  // (1, K): row-major
+  g.d = TensorRef::matrix(fake(3), DType::kBFloat16, 1, N, 0, N, 1);
+  expect_valid(g);
+  g.a = TensorRef::matrix(fake(1), DType::kBFloat16, 1, K, 0, 1, 8);  // (1, K), K apart by 8: column-major, ld 8
+  expect_error(g, "a column-major with b column-major and d row-major is not yet supported");
+  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, K, N, 0, N, 1);  // row-major b
+  expect_valid(g);                                                    // (column, row, row)
+  // (M, 1) d with rows 8 apart: row-major.
+  g = args2d();
+  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, K, 1, 0, 1, K);
+  g.d = TensorRef::matrix(fake(3), DType::kBFloat16, M, 1, 0, 8, 1);
   expect_valid(g);
 }
 
@@ -142,6 +249,15 @@ TEST(GemmValidation, KZeroIgnoresInputLayouts) {
   g.c = TensorRef::matrix(fake(4), DType::kBFloat16, M, N);
   g.beta = 2.f;
   expect_valid(g);
+  // No kernel runs: a layout combination without an instance is fine, and so is fp16 -> fp32.
+  g = args_layout("rrc", DType::kFloat16, DType::kFloat32, /*with_c=*/true);
+  g.a.shape[1] = 0;
+  g.b.shape[0] = 0;
+  g.b.stride[0] = N;  // (0, N) row-major
+  expect_valid(g);
+  // c must still have d's layout when it is read.
+  g.c = row_major(fake(4), DType::kFloat32, M, N);
+  expect_error(g, "c is row-major (");
 }
 
 TEST(GemmValidation, MissingOrMisplaced) {
@@ -239,23 +355,32 @@ TEST(GemmValidation, NegativeStrides) {
 
 TEST(GemmValidation, LayoutsNotYetSupported) {
   GemmArgs g = args2d();
-  g.a = TensorRef::matrix(fake(1), DType::kBFloat16, M, K, 0, 1, M);  // column-major
-  expect_error(g, "a is column-major (");
-  expect_error(g, "not yet supported, expected row-major (M, K): stride 1 along K");
+  g.d = col_major(fake(3), DType::kBFloat16, M, N);
+  g.c = row_major(fake(4), DType::kBFloat16, M, N);  // read (beta ≠ 0): must have d's layout
+  g.beta = 1.f;
+  expect_error(g, "c is row-major (");
+  expect_error(g, "not yet supported, expected column-major like d (c must have d's layout): stride 1 along M");
   g = args2d();
-  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, K, N);  // row-major
-  expect_error(g, "b is row-major (");
-  expect_error(g, "not yet supported, expected column-major (K, N): stride 1 along K");
-  g = args2d();
-  g.d = TensorRef::matrix(fake(3), DType::kBFloat16, M, N, 0, 1, M);
-  expect_error(g, "d is column-major (");
-  g = args2d();
-  g.c = TensorRef::matrix(fake(4), DType::kBFloat16, M, N, 0, 1, M);
+  g.c = col_major(fake(4), DType::kBFloat16, M, N);
   g.beta = 1.f;
   expect_error(g, "c is column-major (");
+  expect_error(g, "expected row-major like d (c must have d's layout): stride 1 along N");
   g = args2d();
   g.a = TensorRef::matrix(fake(1), DType::kBFloat16, M, K, 0, 2 * K, 2);  // every other element
-  expect_error(g, "a has stride 2 along its contiguous dimension");
+  expect_error(g, "a has no dimension of stride 1 (");
+  expect_error(g, "not yet supported, expected row-major (M, K): stride 1 along K, or column-major: stride 1 along M");
+  g = args2d();
+  g.b = TensorRef::matrix(fake(2), DType::kBFloat16, K, N, 0, 2, 2 * K);
+  expect_error(g, "b has no dimension of stride 1 (");
+  expect_error(g, "expected column-major (K, N): stride 1 along K, or row-major: stride 1 along N");
+  g = args2d();
+  g.d = TensorRef::matrix(fake(3), DType::kBFloat16, M, N, 0, 2 * N, 2);
+  expect_error(g, "d has no dimension of stride 1 (");
+  expect_error(g, "expected row-major (M, N): stride 1 along N, or column-major: stride 1 along M");
+  g = args2d();
+  g.c = TensorRef::matrix(fake(4), DType::kBFloat16, M, N, 0, 2 * N, 2);
+  g.beta = 1.f;
+  expect_error(g, "c has no dimension of stride 1 (");
   g = args3d();
   g.b.stride[0] = 0;  // one B for every batch
   expect_error(g, "b has batch stride 0");
@@ -287,6 +412,25 @@ TEST(GemmValidation, TmaAlignment) {
   g = args3d();
   g.a.stride[0] = M * K + 4;
   expect_error(g, "a has batch stride 8196 elements");
+  // Column-major operands: the leading stride is between columns (M, resp. K or N, padded).
+  g = args2d();
+  g.a = TensorRef::matrix(fake(1), DType::kBFloat16, 127, K, 0, 1, 127);
+  g.b = row_major(fake(2), DType::kBFloat16, K, N);
+  g.d = row_major(fake(3), DType::kBFloat16, 127, N);
+  expect_error(g, "a has leading stride 127 elements = 254 bytes");
+  expect_error(g, "expected a multiple of 16 bytes (8 elements) for TMA; pad the columns to 128");
+  g.a.stride[1] = 128;
+  expect_valid(g);
+  g = args_layout("rcc");
+  g.d = TensorRef::matrix(fake(3), DType::kFloat32, M, N, 0, 1, M + 2);
+  expect_error(g, "d has leading stride 130 elements = 520 bytes");
+  g = args_layout("rcc");
+  g.d = TensorRef::matrix(fake(3), DType::kBFloat16, 127, N, 0, 1, 136);  // M = 127 padded: fine
+  g.a = row_major(fake(1), DType::kBFloat16, 127, K);
+  expect_valid(g);
+  g = args_layout("crc");
+  g.b.data = static_cast<char*>(fake(2)) + 4;
+  expect_error(g, "b has a base address that is not 16-byte aligned");
 }
 
 TEST(GemmValidation, OverlappingOutput) {
