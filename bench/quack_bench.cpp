@@ -4,7 +4,8 @@
 //   quack-bench rmsnorm [--dtype bf16|fp16|fp32] [--shapes 16384x4096,8192x262144]
 //                       [--dir fwd|bwd|both] [--ms 100]
 //   quack-bench rmsnorm-sweep [same options]   every geometry knob setting (tuning)
-//   quack-bench gemm [--shapes 8192x8192x8192,...] [--ms 300]   bf16 GEMM beside cuBLAS
+//   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
+//                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
 //
 // Method (device tool METHOD.md): warm-up, then CUDA events around each launch, median over
 // the repeats; inputs rotate over enough buffer sets to exceed 2x the L2, so no run reads a
@@ -221,34 +222,37 @@ int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long l
   return 0;
 }
 
-// GEMM D = A·B, bf16 in and out, fp32 accumulation: A (M, K) row-major, B (K, N) column-major
-// (a row-major (N, K) weight), D (M, N) row-major. cuBLAS (column-major) computes the same
-// product as Dᵀ (N×M) = Bᵀ·Aᵀ with op(B) = T, op(A) = N: the "TN" GEMM torch.matmul runs for
-// x @ W.t().
-int bench_gemm(const std::vector<std::vector<long long>>& shapes, double budget_ms) {
+// GEMM D = A·B, bf16 in and out, fp32 accumulation, D (M, N) row-major; A (M, K) and B (K, N)
+// each row- or column-major (layout "rc" = A row-major, B column-major, and so on). cuBLAS
+// (column-major) computes the same product as Dᵀ (N×M) = Bᵀ·Aᵀ: op(B) = N for a row-major B
+// (ld N), T for a column-major one (ld K); op(A) = N for a row-major A (ld K), T for a
+// column-major one (ld M) — as torch.matmul does for the same strides.
+int bench_gemm(const std::vector<std::vector<long long>>& shapes, const std::vector<std::string>& layouts,
+               double budget_ms) {
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "quack-bench: cublasCreate failed\n");
     return 1;
   }
   const auto bf = quack::DType::kBFloat16;
-  for (const auto& s : shapes) {
+  for (size_t si = 0; si < shapes.size(); ++si) {
+    const auto& s = shapes[si];
+    const std::string lay = layouts[si];
+    const bool a_row = lay[0] == 'r', b_row = lay[1] == 'r';
     const long long M = s[0], N = s[1], K = s[2];
     Buffer a(M * K * 2), b(K * N * 2), d(M * N * 2), d_ref(M * N * 2);
     fill_random(a.p, M * K, bf, 1);
     fill_random(b.p, K * N, bf, 2);
     quack::GemmArgs g;
-    g.a = quack::TensorRef::matrix(a.p, bf, M, K);
-    g.b = quack::TensorRef::matrix(b.p, bf, N, K);  // (N, K) row-major, seen as (K, N) col-major
-    std::swap(g.b.shape[0], g.b.shape[1]);
-    std::swap(g.b.stride[0], g.b.stride[1]);
+    g.a = a_row ? quack::TensorRef::matrix(a.p, bf, M, K, 0, K, 1) : quack::TensorRef::matrix(a.p, bf, M, K, 0, 1, M);
+    g.b = b_row ? quack::TensorRef::matrix(b.p, bf, K, N, 0, N, 1) : quack::TensorRef::matrix(b.p, bf, K, N, 0, 1, K);
     g.d = quack::TensorRef::matrix(d.p, bf, M, N);
     const float one = 1.f, zero = 0.f;
     auto ours = [&] { quack::gemm(g, nullptr); };
     auto cublas = [&] {
-      auto st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, b.p, CUDA_R_16BF, K, a.p,
-                             CUDA_R_16BF, K, &zero, d_ref.p, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
-                             CUBLAS_GEMM_DEFAULT);
+      auto st = cublasGemmEx(h, b_row ? CUBLAS_OP_N : CUBLAS_OP_T, a_row ? CUBLAS_OP_N : CUBLAS_OP_T, N, M, K, &one,
+                             b.p, CUDA_R_16BF, b_row ? N : K, a.p, CUDA_R_16BF, a_row ? K : M, &zero, d_ref.p,
+                             CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
       if (st != CUBLAS_STATUS_SUCCESS) {
         std::fprintf(stderr, "quack-bench: cublasGemmEx failed (%d)\n", static_cast<int>(st));
         std::exit(1);
@@ -292,10 +296,10 @@ int bench_gemm(const std::vector<std::vector<long long>>& shapes, double budget_
     for (auto& x : e) cudaEventDestroy(x);
     auto median = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
     const double flop = 2.0 * M * N * K, mo = median(t_ours), mc = median(t_cublas);
-    std::printf("{\"op\": \"gemm\", \"dtype\": \"bf16\", \"M\": %lld, \"N\": %lld, \"K\": %lld, "
+    std::printf("{\"op\": \"gemm\", \"dtype\": \"bf16\", \"majors\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, "
                 "\"ms_quack\": %.5f, \"ms_cublas\": %.5f, \"tflops_quack\": %.1f, "
                 "\"tflops_cublas\": %.1f, \"ratio\": %.3f, \"rel_diff_vs_cublas\": %.2e}\n",
-                M, N, K, mo, mc, flop / (mo * 1e-3) / 1e12, flop / (mc * 1e-3) / 1e12, mc / mo,
+                lay.c_str(), M, N, K, mo, mc, flop / (mo * 1e-3) / 1e12, flop / (mc * 1e-3) / 1e12, mc / mo,
                 max_ref > 0 ? max_diff / max_ref : max_diff);
     std::fflush(stdout);
   }
@@ -348,12 +352,14 @@ int main(int argc, char** argv) {
   std::string shapes = "16384x4096,16384x32768,16384x131072,8192x262144";
   double budget_ms = 100;
   bool shapes_given = false;
+  std::string layout = "rr";  // gemm: A then B, r = row-major, c = column-major
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--dtype") dtype = v;
     else if (k == "--shapes") shapes = v, shapes_given = true;
     else if (k == "--dir") dir = v;
     else if (k == "--ms") budget_ms = std::atof(v.c_str());
+    else if (k == "--layout") layout = v;
     else {
       std::fprintf(stderr, "quack-bench: unknown option %s\n", k.c_str());
       return 2;
@@ -367,12 +373,24 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "copy") return bench_copy(budget_ms);
     if (cmd == "gemm") {
-      if (!shapes_given)  // the issue's shape set
+      // Default: issue 3's set, A and B row-major, then the other three layouts at 8192³.
+      std::vector<std::string> lays;
+      if (!shapes_given) {
         shapes = "8192x8192x8192,4096x4096x4096,2048x2048x2048,16384x14336x4096,16384x4096x14336,"
-                 "16384x28672x4096,8192x128256x4096,128x8192x8192,8192x8192x128";
-      for (const auto& d : parse_dims(shapes))
+                 "16384x28672x4096,8192x128256x4096,128x8192x8192,8192x8192x128,"
+                 "8192x8192x8192,8192x8192x8192,8192x8192x8192";
+        lays = {"rr", "rr", "rr", "rr", "rr", "rr", "rr", "rr", "rr", "rc", "cr", "cc"};
+      }
+      const auto dims = parse_dims(shapes);
+      for (const auto& d : dims)
         if (d.size() != 3) { std::fprintf(stderr, "quack-bench: gemm shapes are MxNxK\n"); return 2; }
-      return bench_gemm(parse_dims(shapes), budget_ms);
+      if (lays.empty()) lays.assign(dims.size(), layout);
+      for (const auto& l : lays)
+        if (l.size() != 2 || (l[0] != 'r' && l[0] != 'c') || (l[1] != 'r' && l[1] != 'c')) {
+          std::fprintf(stderr, "quack-bench: --layout is rr, rc, cr or cc (A then B)\n");
+          return 2;
+        }
+      return bench_gemm(dims, lays, budget_ms);
     }
     if (cmd == "rmsnorm" || cmd == "rmsnorm-sweep")
       return bench_rmsnorm(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,

@@ -16,7 +16,7 @@ def main(path):
     print(f"{'M x N x K':>22} {'majors':>6} {'quack':>7} {'cuBLAS':>7} {'ratio':>6} {'rel diff':>9}")
     for r in rows:
         shape = f"{r['M']}x{r['N']}x{r['K']}"
-        print(f"{shape:>22} {r.get('majors', 'tn'):>6} {r['tflops_quack']:7.1f} {r['tflops_cublas']:7.1f} "
+        print(f"{shape:>22} {r.get('majors', 'rc'):>6} {r['tflops_quack']:7.1f} {r['tflops_cublas']:7.1f} "
               f"{r['ratio']:6.3f} {r['rel_diff_vs_cublas']:9.1e}")
     geo = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
     print(f"geometric mean of ratios over {len(rows)} rows: {geo:.3f}")

@@ -44,8 +44,8 @@ namespace quack {
 /// | row    | column | column | yes [as row, column, row on Dᵀ = Bᵀ·Aᵀ] | yes       |                      |
 /// | column | column | column | yes [as row, row, row on Dᵀ]          | no          |                      |
 /// | column | row    | column | yes [as column, row, row on Dᵀ]       | no          |                      |
-/// | column | column | row    | not yet (no A-M-major, B-K-major kernel instance) |   |                      |
-/// | row    | row    | column | not yet (the same kernel on Dᵀ)       |             |                      |
+/// | column | column | row    | bf16 → bf16 only [A M-major, B K-major]; others not yet | no |           |
+/// | row    | row    | column | bf16 → bf16 only [the same kernel on Dᵀ]; others not yet | no |           |
 ///
 /// A column-major d is computed as its transpose: Dᵀ (N, M) = Bᵀ·Aᵀ + beta·Cᵀ, row-major, in the
 /// same memory (the operands trade places; no copy).
@@ -67,7 +67,7 @@ namespace quack {
 /// d and an input are undefined.
 ///
 /// Not yet supported (InvalidArgument "... not yet supported"): the two layout combinations
-/// marked above, and fp16 → fp32 in any layout but those marked yes; a c whose layout differs
+/// marked "not yet" above for bf16 → fp32 and fp16 → fp16, and fp16 → fp32 in any layout but those marked yes; a c whose layout differs
 /// from d's (when c is read); a tensor with no dimension of stride 1; a batch stride of 0
 /// (broadcast) with L > 1; fp32 or other input dtypes; c of another dtype than d; a per-row/column
 /// alpha or bias; activations.

@@ -157,13 +157,14 @@ constexpr GemmMajor kK = GemmMajor::kK, kMN = GemmMajor::kMN;
 constexpr DType kBf16 = DType::kBFloat16, kF16 = DType::kFloat16, kF32 = DType::kFloat32;
 
 // Every compiled instance. A combination missing here is rejected by can_implement with the
-// list of the ones present for its dtypes. No instance has A MN-major with B K-major (_mk), so
-// a column-major a with a column-major b and a row-major d is not yet supported, nor a row-major
-// a with a row-major b and a column-major d (the same kernel after the swap).
+// list of the ones present for its dtypes. Only bf16 -> bf16 has A MN-major with B K-major (_mk:
+// a column-major a with a column-major b and a row-major d, or, swapped, a row-major a with a
+// row-major b and a column-major d); the other dtype pairs reject those two.
 constexpr Instance kInstances[] = {
     {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x256_bf16_bf16_kk},
     {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x256_bf16_bf16_km},
     {kBf16, kBf16, kMN, kMN, detail::gemm_sm90_128x256_bf16_bf16_mm},
+    {kBf16, kBf16, kMN, kK, detail::gemm_sm90_128x256_bf16_bf16_mk},
     {kBf16, kF32, kK, kK, detail::gemm_sm90_128x256_bf16_f32_kk},
     {kBf16, kF32, kK, kMN, detail::gemm_sm90_128x256_bf16_f32_km},
     {kBf16, kF32, kMN, kMN, detail::gemm_sm90_128x256_bf16_f32_mm},

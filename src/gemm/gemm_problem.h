@@ -52,6 +52,7 @@ struct GemmProblem {
 void gemm_sm90_128x256_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x256_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x256_bf16_bf16_mm(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x256_bf16_bf16_mk(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x256_bf16_f32_kk(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x256_bf16_f32_km(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x256_bf16_f32_mm(const GemmProblem& p, cudaStream_t stream);

@@ -253,6 +253,16 @@ std::vector<Named> layout_cases() {
                                                    c.beta = 0.5f;
                                                  }))});
   }
+  // A MN-major with B K-major (_mk, bf16 -> bf16 only), directly and swapped.
+  v.push_back({"ccr_M127_N255_K63", lay("ccr", mk(127, 255, 63))});
+  v.push_back({"ccr_M1000_N3000_K520", lay("ccr", mk(1000, 3000, 520))});
+  v.push_back({"ccr_batch3_M200_N300_K100", lay("ccr", with(mk(200, 300, 100), [](GemmCase& c) { c.L = 3; }))});
+  v.push_back({"ccr_c_beta_M130_N260_K70", lay("ccr", with(mk(130, 260, 70), [](GemmCase& c) {
+                                                 c.with_c = true;
+                                                 c.beta = 0.5f;
+                                               }))});
+  v.push_back({"rrc_M129_N257_K65", lay("rrc", mk(129, 257, 65))});
+  v.push_back({"rrc_M1000_N3000_K520", lay("rrc", mk(1000, 3000, 520))});
   v.push_back({"rrr_M2048_N2048_K2048", lay("rrr", mk(2048, 2048, 2048))});
   v.push_back({"crr_M2048_N2048_K2048", lay("crr", mk(2048, 2048, 2048))});
   v.push_back({"crr_M1_N255_K64", lay("crr", mk(1, 255, 64))});     // a (1, K) column-major, K apart by 8
@@ -323,7 +333,7 @@ TEST_F(Gemm, LayoutsWithoutInstanceThrow) {
     const char* layout;
     DType ab, d;
   };
-  for (const Bad& x : {Bad{"ccr", DType::kBFloat16, DType::kBFloat16}, Bad{"rrc", DType::kFloat16, DType::kFloat16},
+  for (const Bad& x : {Bad{"ccr", DType::kFloat16, DType::kFloat16}, Bad{"rrc", DType::kFloat16, DType::kFloat16},
                        Bad{"rrr", DType::kFloat16, DType::kFloat32}}) {
     Mat A = make_mat(x.ab, 1, 64, 64, x.layout[0], 0);
     Mat B = make_mat(x.ab, 1, 64, 64, x.layout[1], 0);
