@@ -7,6 +7,9 @@
 // becomes a quack::TensorRef. dtype codes are quack::DType: 0 float32, 1 float16, 2 bfloat16,
 // 3 int32, 4 int64. Streams are cudaStream_t handles as ints (0: the legacy default stream).
 //
+// GEMM (quack/gemm.h, not yet in quack/quack.h) is bound the same way: gemm_can_implement and
+// gemm take a, b, c (or None), d as tuples plus alpha and beta.
+//
 // Errors: quack::InvalidArgument (a std::invalid_argument) -> ValueError, quack::CudaError
 // (a std::runtime_error) -> RuntimeError, by nanobind's standard translation.
 #include <nanobind/nanobind.h>
@@ -21,6 +24,7 @@
 #include <tuple>
 #include <vector>
 
+#include "quack/gemm.h"
 #include "quack/quack.h"
 
 namespace nb = nanobind;
@@ -79,6 +83,29 @@ quack::RmsNormBwdArgs bwd_args(const OptTensor& x, const OptTensor& weight, cons
   return a;
 }
 
+quack::GemmArgs gemm_args(const OptTensor& a, const OptTensor& b, const OptTensor& c,
+                          const OptTensor& d, double alpha, double beta) {
+  const char* fn = "gemm";
+  quack::GemmArgs g;
+  g.a = to_ref(a, fn, "a");
+  g.b = to_ref(b, fn, "b");
+  g.c = to_ref(c, fn, "c");
+  g.d = to_ref(d, fn, "d");
+  g.alpha = static_cast<float>(alpha);
+  g.beta = static_cast<float>(beta);
+  return g;
+}
+
+constexpr const char* kGemmDoc =
+    "  D[l] = alpha * (A[l] @ B[l]) + beta * C[l]   for each batch l < L\n"
+    "fp32 accumulation (WGMMA), one rounding to d's dtype; with beta = 0 or c None, c is never\n"
+    "read (NaN in c does not reach d). a: (M, K) or (L, M, K) bf16/fp16; b: (K, N) or (L, K, N),\n"
+    "a's dtype; c, d: (M, N) or (L, M, N), d in a's dtype or fp32, c in d's dtype; all 2-D or all\n"
+    "3-D. Layouts, alignment (TMA: 16-byte base, leading and batch strides multiples of 16\n"
+    "bytes) and what is not yet supported: see quack/gemm.h, which decides (can_implement).\n"
+    "c may be d itself (same pointer, dtype and strides: in place). Method: QuACK 0.2.0's\n"
+    "GemmSm90 / CUTLASS 3.x sm90 warp-specialised TMA + WGMMA GEMM.\n";
+
 constexpr const char* kTensorDoc =
     "Each tensor is a tuple (data_ptr, dtype_code, shape, strides, device) or None; strides in\n"
     "elements; dtype_code 0 float32, 1 float16, 2 bfloat16, 3 int32, 4 int64; device is the\n"
@@ -88,7 +115,8 @@ constexpr const char* kTensorDoc =
 
 NB_MODULE(_C, m) {
   m.doc() =
-      "QuACK-C++ extension: thin conversion from Python values to the C++ API (quack/norm.h).\n"
+      "QuACK-C++ extension: thin conversion from Python values to the C++ API (quack/norm.h,\n"
+      "quack/gemm.h).\n"
       "Use quack_cpp.rmsnorm / quack_cpp.ops for torch tensors; these functions take raw\n"
       "pointers and launch on the given stream without synchronising.";
 
@@ -175,6 +203,41 @@ NB_MODULE(_C, m) {
            "aligned, on the tensors' device) is overwritten. M = 0 writes dweight = dbias = 0.\n") +
        kTensorDoc +
        "Raises ValueError for a bad argument (a too-small workspace too), RuntimeError for a\n"
+       "CUDA error.")
+          .c_str());
+
+  m.def(
+      "gemm_can_implement",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& d,
+         double alpha, double beta) {
+        quack::GemmArgs g = gemm_args(a, b, c, d, alpha, beta);
+        nb::gil_scoped_release release;
+        quack::can_implement(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("d"), nb::arg("alpha") = 1.0,
+      nb::arg("beta") = 0.0,
+      (std::string("Validates GEMM arguments (quack::can_implement) without any CUDA call;\n"
+                   "returns None or raises ValueError whose message starts with 'gemm: ' and\n"
+                   "names the argument. The problem:\n") +
+       kGemmDoc + kTensorDoc)
+          .c_str());
+
+  m.def(
+      "gemm",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& d,
+         double alpha, double beta, uintptr_t stream) {
+        quack::GemmArgs g = gemm_args(a, b, c, d, alpha, beta);
+        nb::gil_scoped_release release;
+        quack::gemm(g, to_stream(stream));
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("d"), nb::arg("alpha") = 1.0,
+      nb::arg("beta") = 0.0, nb::arg("stream") = 0,
+      (std::string("GEMM (quack::gemm), written into d on the given stream:\n") + kGemmDoc +
+       "M = 0, N = 0 or L = 0: validation only, nothing launched. K = 0: d = beta * c (zeros\n"
+       "without c). " +
+       kTensorDoc +
+       "Raises ValueError for a bad or not yet supported argument (the C++ message, e.g.\n"
+       "'gemm: b has shape (64, 128) bfloat16, expected (K, N) = (63, N)'), RuntimeError for a\n"
        "CUDA error.")
           .c_str());
 }

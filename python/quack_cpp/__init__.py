@@ -9,31 +9,46 @@ on first use and need torch:
 - ``quack_cpp.ops``: the custom ops ``torch.ops.quack_cpp.rmsnorm_fwd`` / ``rmsnorm_bwd``
   (``torch.library.custom_op`` with fake kernels: ``torch.compile(fullgraph=True)`` and CUDA
   graphs work);
-- ``quack_cpp.nn.RMSNorm``: a drop-in for ``torch.nn.RMSNorm``.
+- ``quack_cpp.gemm(A, B, out_dtype=None, alpha=1.0)``, ``gemm_add(A, B, C, alpha=1.0,
+  beta=1.0, out_dtype=None)``, ``gemm_add_inplace(A, B, out, alpha=1.0, beta=1.0)``,
+  ``linear(x, weight, fuse_grad_accum=False)``: the Hopper GEMM (see ``quack_cpp.gemm_ops``;
+  custom ops ``torch.ops.quack_cpp.gemm`` / ``gemm_add_inplace``);
+- ``quack_cpp.nn.RMSNorm``: a drop-in for ``torch.nn.RMSNorm``; ``quack_cpp.nn.Linear``: for
+  ``torch.nn.Linear`` without bias.
 """
 
 from . import _C
 
 __version__ = _C.version()  # one source: include/quack/version.h
 
-__all__ = ["__version__", "rmsnorm", "ops", "nn"]
+# Lazy attributes: name -> the submodule that holds it (None: the submodule itself).
+_LAZY = {
+    "ops": None, "nn": None, "gemm_ops": None, "rmsnorm": "ops",
+    "gemm": "gemm_ops", "gemm_add": "gemm_ops", "gemm_add_inplace": "gemm_ops",
+    "linear": "gemm_ops",
+}
+
+__all__ = ["__version__"] + list(_LAZY)
 
 
 def __getattr__(name):
     # Lazy: torch is imported only when the torch layer is used.
-    if name in ("ops", "nn", "rmsnorm"):
+    if name in _LAZY:
         import importlib
 
+        sub = _LAZY[name] or name
         try:
-            module = importlib.import_module(f"{__name__}.{'ops' if name == 'rmsnorm' else name}")
+            module = importlib.import_module(f"{__name__}.{sub}")
         except ModuleNotFoundError as e:
             if e.name == "torch":
                 raise ImportError(f"quack_cpp.{name} needs PyTorch (pip install torch); "
                                   "quack_cpp._C works without it") from e
             raise
-        return module.rmsnorm if name == "rmsnorm" else module
+        value = getattr(module, name) if _LAZY[name] else module
+        globals()[name] = value  # later lookups are plain attributes
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | {"rmsnorm", "ops", "nn"})
+    return sorted(set(globals()) | set(_LAZY))

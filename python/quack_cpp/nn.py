@@ -8,9 +8,11 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Module, Parameter, init
 
+from . import ops as _ops
+from .gemm_ops import linear, linear_dtype
 from .ops import _FLOAT_DTYPES, rmsnorm
 
-__all__ = ["RMSNorm"]
+__all__ = ["RMSNorm", "Linear"]
 
 _shape_t = Union[int, List[int], Tuple[int, ...], torch.Size]
 
@@ -99,3 +101,56 @@ class RMSNorm(Module):
             "{normalized_shape}, eps={eps}, "
             "elementwise_affine={elementwise_affine}".format(**self.__dict__)
         )
+
+
+class Linear(torch.nn.Linear):
+    r"""``y = x W^T`` on QuACK-C++'s GEMM; a drop-in for ``torch.nn.Linear(..., bias=False)``.
+
+    A subclass of ``torch.nn.Linear``: same parameter (``weight`` (out_features, in_features),
+    same initialisation), state dict, ``reset_parameters`` and ``extra_repr``, so the two load
+    each other's state dicts. The default ``bias=False`` follows QuACK's ``Linear``.
+
+    Forward ``y = x W^T`` for x (*, in_features) (leading dims flattened to M rows), output
+    (*, out_features); backward dgrad ``dx = dy W`` and wgrad ``dW = dy^T x``, all three with
+    ``quack_cpp.gemm_ops`` (fp32 accumulation; dW produced directly in weight's dtype). Under
+    ``torch.autocast`` x and weight are cast to the autocast dtype, like ``nn.Linear``.
+
+    The kernels run when x is a CUDA tensor, in_features and out_features are multiples of 8
+    (16-byte TMA rows) and the compute dtype (autocast's, else x's = weight's) is bfloat16 or
+    float16; otherwise ``torch.nn.functional.linear`` runs (an fp32 module outside autocast, a
+    CPU input), so the module stays a drop-in.
+
+    Args:
+        in_features, out_features: sizes of the last dim of x and y.
+        bias: must be False. True raises NotImplementedError (the GEMM has no bias epilogue
+            yet; use ``torch.nn.Linear``).
+        device, dtype: of the weight.
+        fuse_grad_accum: when ``weight.grad`` exists, accumulate the wgrad into it in place
+            with ``gemm_add_inplace`` (beta = 1) instead of producing a new tensor that autograd
+            then adds (QuACK's semantics; eager mode only: under ``torch.compile`` the plain
+            wgrad is used). Saves one (out, in) buffer and one add per micro-batch.
+
+    Raises:
+        NotImplementedError: bias=True.
+        ValueError, RuntimeError: as ``quack_cpp.gemm`` (e.g. a layout the C++ does not yet
+            support), with the C++ message.
+
+    Source: QuACK 0.2.0 ``quack/linear.py`` (``Linear``, ``LinearFunc``).
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None,
+                 dtype=None, fuse_grad_accum: bool = False) -> None:
+        if bias:
+            raise NotImplementedError(
+                "quack_cpp.nn.Linear: bias=True is not supported yet (the GEMM has no bias "
+                "epilogue); use bias=False or torch.nn.Linear")
+        super().__init__(in_features, out_features, bias=False, device=device, dtype=dtype)
+        self.fuse_grad_accum = fuse_grad_accum
+
+    def forward(self, input: Tensor) -> Tensor:
+        """y = input W^T; input (*, in_features), y (*, out_features)."""
+        if (input.device.type in _ops._DEVICE_TYPES and self.in_features % 8 == 0
+                and self.out_features % 8 == 0 and linear_dtype(input, self.weight) is not None):
+            return linear(input, self.weight, fuse_grad_accum=self.fuse_grad_accum)
+        return F.linear(input, self.weight)
+

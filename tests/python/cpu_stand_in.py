@@ -1,6 +1,7 @@
-"""CPU stand-in kernels for the custom ops quack_cpp::rmsnorm_fwd / rmsnorm_bwd, written in
-torch after the C++ API's contract (include/quack/norm.h: fp32 math, same outputs and
-placeholders). They let the torch layer and the test code run without a GPU:
+"""CPU stand-in kernels for the custom ops quack_cpp::rmsnorm_fwd / rmsnorm_bwd and
+quack_cpp::gemm / gemm_add_inplace, written in torch after the C++ API's contract
+(include/quack/norm.h, include/quack/gemm.h: fp32 math, same outputs and placeholders; the GEMM
+stand-in accepts every layout, it does not mimic can_implement). They let the torch layer and the test code run without a GPU:
 test_plumbing_cpu.py uses them, and QUACK_TEST_DEVICE=cpu runs the GPU test files against
 them (a self-check of the tests, not of the kernels). Needs torch."""
 
@@ -39,15 +40,37 @@ def rmsnorm_bwd_cpu(x, weight, dout, rstd, dresidual_out, dx_dtype, dresidual_dt
     return dh.to(dx_dtype), dres, dw, db
 
 
+def _gemm_f32(A, B, C, alpha, beta):
+    acc = alpha * torch.matmul(A.float(), B.float())
+    if C is not None and beta != 0:  # beta = 0: C is never read (NaN in C must not leak)
+        acc = acc + beta * C.float()
+    return acc
+
+
+def gemm_cpu(A, B, C, alpha, beta, out_dtype):
+    from quack_cpp.gemm_ops import _new_out
+
+    D = _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)  # the real op's layout
+    D.copy_(_gemm_f32(A, B, C, alpha, beta))
+    return D
+
+
+def gemm_add_inplace_cpu(A, B, out, alpha, beta):
+    out.copy_(_gemm_f32(A, B, out, alpha, beta))
+
+
 @contextlib.contextmanager
 def registered():
-    """Registers the stand-ins as the ops' CPU kernels and lets quack_cpp.rmsnorm accept CPU
-    tensors, for the duration of the block."""
+    """Registers the stand-ins as the ops' CPU kernels and lets quack_cpp's functions and
+    modules accept CPU tensors, for the duration of the block."""
+    import quack_cpp.gemm_ops  # noqa: F401 (defines the GEMM ops)
     import quack_cpp.ops as ops
 
     lib = torch.library.Library("quack_cpp", "IMPL")
     lib.impl("rmsnorm_fwd", rmsnorm_fwd_cpu, "CPU")
     lib.impl("rmsnorm_bwd", rmsnorm_bwd_cpu, "CPU")
+    lib.impl("gemm", gemm_cpu, "CPU")
+    lib.impl("gemm_add_inplace", gemm_add_inplace_cpu, "CPU")
     saved = ops._DEVICE_TYPES
     ops._DEVICE_TYPES = saved + ("cpu",)
     try:

@@ -79,3 +79,52 @@ def test_cuda_errors_are_runtime_errors():
             _C.rmsnorm_fwd(x, None, None, None, x, None, None, 1e-6, 0)
     else:
         assert ws > 0 and ws % 16 == 0
+
+
+# --------------------------------------------------------------------------------------------
+# GEMM binding (validation is host-only: no CUDA call, so these run without a GPU)
+# --------------------------------------------------------------------------------------------
+
+
+def _m(rows, cols, strides=None, dtype=2, device=0, ptr=4096):
+    """A bf16 (rows, cols) tuple; row-major unless strides are given."""
+    return (ptr, dtype, (rows, cols), strides or (cols, 1), device)
+
+
+def _gemm_ok(**kw):
+    args = dict(a=_m(128, 64), b=_m(64, 256, (1, 64)), c=None, d=_m(128, 256), alpha=1.0,
+                beta=0.0)
+    args.update(kw)
+    return args
+
+
+def test_gemm_surface():
+    for name in ("gemm", "gemm_can_implement"):
+        doc = getattr(_C, name).__doc__
+        assert "D[l] = alpha * (A[l] @ B[l]) + beta * C[l]" in doc, name
+    assert _C.gemm_can_implement(**_gemm_ok()) is None
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(b=_m(65, 256, (1, 65))), r"^gemm: b has shape \(65, 256\) bfloat16, expected \(K, N\) = \(64, \*\)"),
+    (dict(d=_m(128, 256, dtype=1)), r"^gemm: d has dtype float16, expected bfloat16 or float32"),
+    (dict(a=_m(128, 64, device=-1)), r"^gemm: a is in host memory, expected a CUDA tensor"),
+    (dict(b=_m(64, 256, (1, 64), device=1)), r"^gemm: b is on cuda:1, expected cuda:0"),
+    (dict(beta=0.5), r"^gemm: beta is 0.500000 but c is absent"),
+    (dict(c=_m(128, 256, dtype=0), beta=1.0), r"^gemm: c has dtype float32, expected bfloat16"),
+    (dict(a=_m(128, 63), b=_m(63, 256, (1, 63))), r"^gemm: a has leading stride 63 elements"),
+    (dict(d=_m(128, 256, (0, 1))), r"^gemm: d has leading stride 0 < 256 contiguous elements"),
+    (dict(a=(4096, 2, (128, 64), (64,), 0)), r"^gemm: a has 2 sizes but 1 strides"),
+])
+def test_gemm_validation_is_value_error(kwargs, match):
+    # Both entry points validate the same way, before any CUDA call.
+    with pytest.raises(ValueError, match=match):
+        _C.gemm_can_implement(**_gemm_ok(**kwargs))
+    with pytest.raises(ValueError, match=match):
+        _C.gemm(**_gemm_ok(**kwargs), stream=0)
+
+
+def test_gemm_empty_launches_nothing():
+    # M = 0 / N = 0: validation only, no CUDA call (fine with or without a GPU).
+    _C.gemm(_m(0, 64), _m(64, 256, (1, 64)), None, _m(0, 256), 1.0, 0.0, 0)
+    _C.gemm(_m(128, 64), _m(64, 0, (1, 64)), None, _m(128, 0, (8, 1)), 1.0, 0.0, 0)

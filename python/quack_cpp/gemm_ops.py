@@ -1,0 +1,459 @@
+"""GEMM for torch tensors on QuACK-C++'s Hopper kernel: custom ops, autograd, functional API.
+
+Layers (top to bottom):
+
+- ``gemm``, ``gemm_add``, ``gemm_add_inplace``, ``linear``: the functional API;
+- ``torch.ops.quack_cpp.gemm`` (functional, differentiable through ``register_autograd``) and
+  ``torch.ops.quack_cpp.gemm_add_inplace`` (``mutates_args=("out",)``): custom ops with fake
+  kernels, so ``torch.compile(fullgraph=True)`` traces them without a graph break;
+- ``quack_cpp._C.gemm``: the C++ API (``include/quack/gemm.h``), called with data pointers,
+  shapes, strides (in elements), alpha, beta and the current CUDA stream of the tensors' device.
+
+What the kernel supports (dtypes, majors, alignment) is decided by the C++ ``can_implement``;
+its ``ValueError`` (message starting with ``gemm: `` and naming ``a``, ``b``, ``c`` or ``d``, d
+being the output) reaches the caller unchanged. Strides are passed through: a transposed view
+is a column-major operand, never a copy. Outputs are allocated with torch's caching allocator
+on A's device (row-major unless C or the operands' layouts call for column-major, see
+``gemm_op``); launches go to ``torch.cuda.current_stream(A.device)``; nothing here synchronises
+with the host, so every call can be captured in a CUDA graph.
+
+Method: QuACK 0.2.0's GEMM interface (``quack/gemm_interface.py``: gemm, gemm_add,
+gemm_add_inplace; ``quack/linear.py``: LinearFunc with fused gradient accumulation) on a
+CUTLASS 3.x-style sm90 warp-specialised TMA + WGMMA kernel (``src/gemm/sm90/``).
+"""
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _C
+from . import ops as _ops
+from .ops import _dtype_name, _tensor_arg
+
+__all__ = ["gemm", "gemm_add", "gemm_add_inplace", "linear", "linear_dtype"]
+
+_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_INPUT_DTYPES = (torch.float16, torch.bfloat16)  # the kernels' A/B dtypes
+
+
+def _shape(t: Tensor) -> str:
+    return f"{tuple(t.shape)} {_dtype_name(t.dtype)}"
+
+
+def _out_shape(A: Tensor, B: Tensor) -> Tuple[int, ...]:
+    """(M, N) or (L, M, N) of A @ B. Repeats the C++'s rank, L and K checks with its messages,
+    so that fake tensors (torch.compile, meta) raise the same errors."""
+    if A.dim() not in (2, 3):
+        raise ValueError(f"gemm: a has {A.dim()} dimensions {_shape(A)}, expected 2 (M, K) or "
+                         "3 (L, M, K)")
+    if B.dim() != A.dim():
+        raise ValueError(f"gemm: b has {B.dim()} dimensions {_shape(B)}, expected {A.dim()} "
+                         "like a")
+    if B.shape[-2] != A.shape[-1] or B.shape[:-2] != A.shape[:-2]:
+        want = (f"(K, N) = ({A.shape[-1]}, *)" if A.dim() == 2
+                else f"(L, K, N) = ({A.shape[0]}, {A.shape[-1]}, *)")
+        raise ValueError(f"gemm: b has shape {_shape(B)}, expected {want}")
+    return tuple(A.shape[:-1]) + (B.shape[-1],)
+
+
+def _strides(shape, dtype: torch.dtype, col: bool) -> Tuple[int, ...]:
+    """Strides of a row-major (col=False) or column-major (M, N) / (L, M, N) matrix whose
+    contiguous run (N, or M) is padded to 16 bytes (TMA's leading-stride rule)."""
+    align = 16 // dtype.itemsize
+    m, n = shape[-2], shape[-1]
+    if col:
+        ld = -(-m // align) * align
+        return (1, ld) if len(shape) == 2 else (n * ld, 1, ld)
+    ld = -(-n // align) * align
+    return (ld, 1) if len(shape) == 2 else (m * ld, ld, 1)
+
+
+def _new_matrix(shape, dtype: torch.dtype, like: Tensor, col: bool = False) -> Tensor:
+    """An uninitialised matrix with _strides's layout on like's device (contiguous when the run
+    needs no padding and col is False)."""
+    return like.new_empty_strided(shape, _strides(shape, dtype, col), dtype=dtype)
+
+
+def _row_major(shape, dtype: torch.dtype, like: Tensor) -> Tensor:
+    return _new_matrix(shape, dtype, like, col=False)
+
+
+def _is_col_major(t: Tensor) -> bool:
+    """The C++'s reading of a layout (quack/gemm.h): row-major when the last dim (extent > 1)
+    has stride 1, else column-major when the one before has; extents of 1 decide the rest."""
+    rows, cols = t.shape[-2], t.shape[-1]
+    s = t.stride()
+    if cols > 1 and s[-1] == 1:
+        return False
+    if rows > 1 and s[-2] == 1:
+        return True
+    return cols != 1 and rows == 1
+
+
+def _meta(shape, strides, dtype: torch.dtype):
+    code = _ops._DTYPE_CODE.get(dtype)
+    return (256, -1 if code is None else code, tuple(int(v) for v in shape),
+            tuple(int(v) for v in strides), 0)
+
+
+@torch._dynamo.assume_constant_result
+def _can_implement(a, b, c, d, beta: float) -> bool:
+    # Pure in its tuple arguments: Dynamo evaluates it while tracing and keeps the answer.
+    try:
+        _C.gemm_can_implement(a, b, c, d, 1.0, beta)
+    except ValueError:
+        return False
+    return True
+
+
+def _accepts(A: Tensor, B: Tensor, C: Optional[Tensor], D, beta: float = 0.0) -> bool:
+    """Whether the C++ can_implement accepts these operands; D is a tensor or a (shape, dtype,
+    col) spec of a _new_matrix. A host-only check on metadata (a dummy aligned pointer, device
+    0), so it also runs on fake tensors and while torch.compile traces."""
+    def of(t):
+        return None if t is None else _meta(t.shape, t.stride(), t.dtype)
+
+    d = of(D) if isinstance(D, Tensor) else _meta(D[0], _strides(*D), D[1])
+    return _can_implement(of(A), of(B), of(C), d, float(beta))
+
+
+def _new_out(A: Tensor, B: Tensor, C: Optional[Tensor], beta: float,
+             dtype: torch.dtype) -> Tensor:
+    """D for gemm_op: C's layout when C is read (the C++ needs c and d alike); otherwise
+    row-major, or column-major when only that is supported for A's and B's layouts (e.g. both
+    column-major). Same result for real and fake tensors."""
+    shape = _out_shape(A, B)
+    if C is not None and beta != 0:
+        col = _is_col_major(C)
+    elif not _is_col_major(A) and _is_col_major(B):  # the usual case: no need to ask
+        col = False
+    else:
+        col = (not _accepts(A, B, None, (shape, dtype, False))
+               and _accepts(A, B, None, (shape, dtype, True)))
+    return _new_matrix(shape, dtype, A, col)
+
+
+def _as_operand(t: Tensor) -> Tensor:
+    """t itself when it is a row-major TMA operand (stride 1 along the last dim, leading and
+    batch strides multiples of 16 bytes, 16-byte aligned offset), else a row-major copy. For
+    tensors this layer receives from autograd (stride-0 or sliced gradients). The offset is
+    not checked while Dynamo traces (it cannot read it); the tensors there are fresh."""
+    align = 16 // t.dtype.itemsize
+    s = t.stride()
+    ok = t.shape[-1] <= 1 or s[-1] == 1
+    if not torch.compiler.is_compiling():
+        ok = ok and t.storage_offset() % align == 0
+    ok = ok and (t.shape[-2] <= 1 or (s[-2] % align == 0 and s[-2] >= t.shape[-1]))
+    if t.dim() == 3 and t.shape[0] > 1:
+        ok = ok and s[0] % align == 0 and s[0] > 0
+    if ok:
+        return t
+    out = _row_major(tuple(t.shape), t.dtype, t)
+    out.copy_(t)
+    return out
+
+
+def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
+            beta: float) -> None:
+    fn = "gemm"
+    _C.gemm(_tensor_arg(A, fn, "a"), _tensor_arg(B, fn, "b"), _tensor_arg(C, fn, "c"),
+            _tensor_arg(D, fn, "d"), float(alpha), float(beta), _stream(D))
+
+
+def _stream(t: Tensor) -> int:
+    # The current stream of t's device; 0 for host tensors, which the C++ rejects by name.
+    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
+
+
+# --------------------------------------------------------------------------------------------
+# Custom ops
+# --------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("quack_cpp::gemm", mutates_args=(), device_types="cuda")
+def gemm_op(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float,
+            out_dtype: torch.dtype) -> Tensor:
+    """D = alpha * A @ B + beta * C as a functional custom op (``torch.ops.quack_cpp.gemm``).
+
+    Args:
+        A: (M, K) or (L, M, K), bfloat16/float16, CUDA; any strides the C++ accepts.
+        B: (K, N) or (L, K, N), A's dtype.
+        C: (M, N) or (L, M, N) in out_dtype, or None (then beta is ignored).
+        alpha, beta: fp32 scalars. beta = 0: C is never read.
+        out_dtype: A's dtype or float32.
+
+    Returns:
+        D, same rank as A. Layout: C's (row- or column-major) when C is read; else row-major,
+        or column-major when the C++ supports only that for A's and B's layouts (A and B both
+        column-major). The contiguous run is padded to 16 bytes (row-major D is contiguous
+        unless N * itemsize % 16 != 0).
+
+    Raises:
+        ValueError: mismatched ranks/L/K (this layer), or anything the C++ ``can_implement``
+            rejects (its message). RuntimeError: a CUDA error.
+    """
+    beta = beta if C is not None else 0.0
+    D = _new_out(A, B, C, beta, out_dtype)
+    _launch(A, B, C, D, alpha, beta)
+    return D
+
+
+@gemm_op.register_fake
+def _gemm_fake(A, B, C, alpha, beta, out_dtype):
+    return _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
+
+
+@torch.library.custom_op("quack_cpp::gemm_add_inplace", mutates_args=("out",),
+                         device_types="cuda")
+def gemm_add_inplace_op(A: Tensor, B: Tensor, out: Tensor, alpha: float, beta: float) -> None:
+    """out = alpha * A @ B + beta * out, in place (``torch.ops.quack_cpp.gemm_add_inplace``).
+    C = D = out in the C++ call (tile-local read then write). Shapes and dtypes as
+    ``gemm_op`` with out as C and D. Not differentiable. Raises as ``gemm_op``."""
+    _out_shape(A, B)
+    _launch(A, B, out, out, alpha, beta)
+
+
+@gemm_add_inplace_op.register_fake
+def _gemm_add_inplace_fake(A, B, out, alpha, beta):
+    _out_shape(A, B)
+
+
+def _gemm_setup_context(ctx, inputs, output):
+    A, B, C, alpha, beta, out_dtype = inputs
+    need_a, need_b = ctx.needs_input_grad[:2]
+    ctx.alpha, ctx.beta = alpha, beta
+    ctx.a_dtype, ctx.b_dtype = A.dtype, B.dtype
+    ctx.c_dtype = C.dtype if C is not None else None
+    ctx.save_for_backward(A if need_b else None, B if need_a else None)
+
+
+def _gemm_backward(ctx, dD):
+    """dA = alpha * dD @ B^T, dB = alpha * A^T @ dD (our gemm, outputs in A's / B's dtype; dD
+    cast to A's dtype and made a row-major operand), dC = beta * dD."""
+    A, B = ctx.saved_tensors
+    need_a, need_b, need_c = ctx.needs_input_grad[:3]
+    dA = dB = dC = None
+    if need_c:
+        dC = (dD if ctx.beta == 1.0 else dD * ctx.beta).to(ctx.c_dtype)
+    if need_a or need_b:
+        g = _as_operand(dD.to(ctx.a_dtype))
+        if need_a:
+            dA = gemm_op(g, B.mT, None, ctx.alpha, 0.0, ctx.a_dtype)
+        if need_b:
+            dB = gemm_op(A.mT, g, None, ctx.alpha, 0.0, ctx.b_dtype)
+    return dA, dB, dC, None, None, None
+
+
+torch.library.register_autograd("quack_cpp::gemm", _gemm_backward,
+                                setup_context=_gemm_setup_context)
+
+
+# --------------------------------------------------------------------------------------------
+# Functional API
+# --------------------------------------------------------------------------------------------
+
+
+def _check(fn: str, **tensors) -> None:
+    for name, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn}: {name} is {type(t).__name__}, expected a torch.Tensor")
+        if t.device.type not in _ops._DEVICE_TYPES:
+            raise ValueError(f"{fn}: {name} is on {t.device}, expected a CUDA tensor")
+
+
+def _out_dtype(fn: str, out_dtype: Optional[torch.dtype], A: Tensor) -> torch.dtype:
+    if out_dtype is None:
+        return A.dtype
+    if out_dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"{fn}: out_dtype is {out_dtype}, expected float32, float16 or "
+                         "bfloat16")
+    return out_dtype
+
+
+def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
+         alpha: float = 1.0) -> Tensor:
+    """Matrix product ``D = alpha * A @ B`` (batched over L), differentiable.
+
+    Products and sums in fp32 (WGMMA accumulators), one rounding to out_dtype. Backward (our
+    gemm too): ``dA = alpha * dD @ B^T``, ``dB = alpha * A^T @ dD``, dD cast to A's dtype.
+
+    Args:
+        A: (M, K) or (L, M, K), bfloat16 or float16, CUDA. Any major (row-major, or a transposed
+            view: column-major), passed through with its strides.
+        B: (K, N) or (L, K, N), A's dtype; any major (``W.T`` of a row-major (N, K) weight is
+            the column-major fast path).
+        out_dtype: bfloat16, float16 or float32 (default: A's dtype; the C++ accepts A's dtype
+            or float32).
+        alpha: Python float (an int is converted).
+
+    Returns:
+        D (M, N) or (L, M, N) in out_dtype on A's device; row-major with the row stride N
+        rounded up to 16 bytes (contiguous unless N * itemsize % 16 != 0), except where the C++
+        supports only a column-major D for A's and B's layouts (A and B both column-major):
+        then column-major, the same padding along M. M = 0 or N = 0: an empty D, nothing
+        launched. K = 0: zeros.
+
+    Raises:
+        ValueError: a tensor not on a CUDA device, ranks other than 2/2 or 3/3, mismatched K or
+            L, a bad out_dtype (this layer); anything ``quack::can_implement`` rejects (dtypes,
+            layouts not yet supported, TMA alignment: leading strides must be multiples of 16
+            bytes, so K is padded in memory to a multiple of 8), with the C++ message, e.g.
+            ``gemm: a has leading stride 63 elements = 126 bytes (...), expected a multiple
+            of 16 bytes (8 elements) for TMA; pad the rows to 64``.
+        RuntimeError: a CUDA error.
+
+    Source: QuACK 0.2.0 ``gemm_interface.gemm``; kernel after CUTLASS 3.x sm90 TMA + WGMMA.
+    """
+    _check("gemm", A=A, B=B)
+    return gemm_op(A, B, None, float(alpha), 0.0, _out_dtype("gemm", out_dtype, A))
+
+
+def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: float = 1.0, beta: float = 1.0,
+             out_dtype: Optional[torch.dtype] = None) -> Tensor:
+    """``D = alpha * A @ B + beta * C`` (batched over L), differentiable (dC = beta * dD).
+
+    With beta = 0, C is never read: NaN or Inf in C does not reach D (BLAS rule).
+
+    Args:
+        A, B, out_dtype, alpha: as ``gemm``.
+        C: (M, N) or (L, M, N), CUDA, in out_dtype (C of another dtype than D is not yet
+            supported by the C++); row- or column-major with a 16-byte-multiple leading stride.
+        beta: Python float.
+
+    Returns:
+        D as ``gemm``, but in C's layout (row- or column-major) when beta != 0: the C++ needs
+        C and D alike.
+
+    Raises:
+        As ``gemm``; C's shape, dtype, device and layout are checked by the C++.
+
+    Source: QuACK 0.2.0 ``gemm_interface.gemm_add``.
+    """
+    _check("gemm_add", A=A, B=B, C=C)
+    return gemm_op(A, B, C, float(alpha), float(beta), _out_dtype("gemm_add", out_dtype, A))
+
+
+def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: float = 1.0,
+                     beta: float = 1.0) -> None:
+    """``out = alpha * A @ B + beta * out``, in place (C = D = out; each tile reads out then
+    writes it). Not differentiable (out must not require grad). Returns None, like QuACK.
+
+    Args:
+        A, B, alpha: as ``gemm``.
+        out: (M, N) or (L, M, N), CUDA, A's dtype or float32 (float32 accumulates bf16/fp16
+            products into fp32, e.g. a weight gradient); layout decided by the C++.
+        beta: Python float; beta = 0 overwrites out without reading it.
+
+    Raises:
+        As ``gemm``.
+
+    Source: QuACK 0.2.0 ``gemm_interface.gemm_add_inplace`` (used for fused gradient
+    accumulation).
+    """
+    _check("gemm_add_inplace", A=A, B=B, out=out)
+    gemm_add_inplace_op(A, B, out, float(alpha), float(beta))
+
+
+# --------------------------------------------------------------------------------------------
+# Linear (y = x @ W^T) with fused weight-gradient accumulation
+# --------------------------------------------------------------------------------------------
+
+
+def linear_dtype(x: Tensor, weight: Tensor) -> Optional[torch.dtype]:
+    """The dtype ``linear`` computes in for these inputs, or None when the kernels do not apply:
+    the autocast dtype when autocast is on for x's device type, else x's dtype, which must
+    equal weight's; it must be bfloat16 or float16."""
+    dev = x.device.type
+    if dev in ("cuda", "cpu") and torch.is_autocast_enabled(dev):
+        dtype = torch.get_autocast_dtype(dev)
+    elif x.dtype == weight.dtype:
+        dtype = x.dtype
+    else:
+        return None
+    return dtype if dtype in _INPUT_DTYPES else None
+
+
+class _LinearFunc(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, dtype, fuse_grad_accum):
+        K, N = weight.shape[1], weight.shape[0]
+        lead = x.shape[:-1]
+        x2 = _as_operand(x.to(dtype).reshape(-1, K))
+        w = weight.to(dtype)
+        y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype)
+        need_x, need_w = ctx.needs_input_grad[:2]
+        ctx.dtype, ctx.weight_dtype, ctx.lead, ctx.n = dtype, weight.dtype, lead, N
+        # Fused accumulation reads weight.grad at backward time: eager only (as QuACK).
+        ctx.fuse = bool(fuse_grad_accum and need_w and not torch.compiler.is_compiling())
+        ctx.save_for_backward(x2 if need_w else None, w if need_x else None,
+                              weight if ctx.fuse else None)
+        return y.view(*lead, N)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2, w, weight = ctx.saved_tensors
+        need_x, need_w = ctx.needs_input_grad[:2]
+        g = _as_operand(dy.to(ctx.dtype).reshape(-1, ctx.n))
+        dx = dw = None
+        if need_x:  # dgrad: dx = dy @ W
+            dx = gemm_op(g, w, None, 1.0, 0.0, ctx.dtype).view(*ctx.lead, w.shape[1])
+        if need_w:  # wgrad: dW = dy^T @ x, in weight's dtype where the C++ has that instance
+            a, b, wdt = g.mT, x2, ctx.weight_dtype
+            grad = weight.grad if ctx.fuse else None
+            if grad is not None and _accepts(a, b, grad, grad, 1.0):
+                gemm_add_inplace_op(a, b, grad, 1.0, 1.0)
+                weight.grad = None  # autograd's AccumulateGrad then takes grad as it is
+                dw = grad
+            else:  # e.g. fp16 -> fp32 for these layouts: fp16 dW, then cast (as torch does)
+                shape = (a.shape[0], b.shape[1])
+                ok = any(_accepts(a, b, None, (shape, wdt, col)) for col in (False, True))
+                dw = gemm_op(a, b, None, 1.0, 0.0, wdt if ok else ctx.dtype).to(wdt)
+        return dx, dw, None, None
+
+
+def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False) -> Tensor:
+    """``y = x @ weight^T`` (``torch.nn.functional.linear`` without bias) on our GEMM.
+
+    Forward ``gemm(x2, W^T)`` with x2 = x flattened to (M, K); backward: dgrad
+    ``dx = dy @ W`` and wgrad ``dW = dy^T @ x2``, both with our GEMM, dW produced directly in
+    weight's dtype (fp32 accumulation; an fp32 weight under autocast gets an fp32 gradient
+    without a bf16 rounding). Under ``torch.autocast`` x and weight are cast to the autocast
+    dtype first, like ``nn.Linear``.
+
+    Where the C++ has no kernel for the compute dtype to weight's dtype in the wgrad's layouts
+    (``can_implement`` says so; e.g. fp16 -> fp32), dW is computed in the compute dtype and
+    cast, as ``nn.Linear`` does under autocast.
+
+    fuse_grad_accum=True (eager only; ignored under torch.compile, as in QuACK): when
+    ``weight.grad`` already exists (in weight's dtype: fp32 or the compute dtype) and the C++
+    accepts it as C and D, the wgrad is accumulated into it in place with ``gemm_add_inplace`` (beta = 1), then handed to autograd
+    as the gradient with ``weight.grad`` cleared for the moment, so AccumulateGrad stores the
+    same tensor (no extra add, no new allocation; gradient hooks still run). Should anything
+    else hold a reference to that gradient tensor, AccumulateGrad stores a copy instead (the
+    values are the same).
+
+    Args:
+        x: (..., K) CUDA; bfloat16/float16, or any float dtype under autocast.
+        weight: (N, K), x's dtype (or any float dtype under autocast). The GEMM's layout rules
+            apply: K and N multiples of 8 for the backward's transposed operands.
+        fuse_grad_accum: see above.
+
+    Returns:
+        y (..., N) in the compute dtype (x's, or autocast's), contiguous.
+
+    Raises:
+        ValueError: no bfloat16/float16 compute dtype (see ``linear_dtype``), or what ``gemm``
+            raises. RuntimeError: a CUDA error.
+
+    Source: QuACK 0.2.0 ``linear.LinearFunc`` / ``linear_func``.
+    """
+    _check("linear", x=x, weight=weight)
+    dtype = linear_dtype(x, weight)
+    if dtype is None:
+        raise ValueError(f"linear: x {_shape(x)} and weight {_shape(weight)}: expected both "
+                         "bfloat16 or both float16 (or autocast to one of them)")
+    if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: x has shape {tuple(x.shape)} and weight {tuple(weight.shape)},"
+                         " expected (..., K) and (N, K)")
+    return _LinearFunc.apply(x, weight, dtype, fuse_grad_accum)

@@ -1,0 +1,261 @@
+"""quack_cpp.nn.Linear (and quack_cpp.linear) on the GPU against torch.nn.Linear with the same
+weights and a float64 reference (tolerance rule of shared/cases/handed.md).
+
+Covers: forward for 2-D/3-D/1-D inputs and M = 0; forward + backward (dgrad, wgrad) in bf16 and
+fp16; fuse_grad_accum (wgrad accumulated in place into an existing weight.grad, bf16 and fp32);
+autocast (fp32 module under torch.autocast(bf16): bf16 output, fp32 weight gradient); the
+F.linear fallback (sizes not multiples of 8, fp32 without autocast); torch.compile(fullgraph=
+True); CUDA-graph capture. Every backward needs the GEMM's transposed layouts (dx = dy W with W
+row-major as B; dW = dy^T x with dy^T column-major as A): marker all_majors.
+
+Skips without torch, quack_cpp or a CUDA GPU. QUACK_TEST_DEVICE=cpu runs them against the CPU
+stand-ins (tests/python/cpu_stand_in.py; autocast is then CPU autocast): a self-check only.
+"""
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+quack_cpp = pytest.importorskip("quack_cpp")
+qnn = pytest.importorskip("quack_cpp.nn")
+
+import cpu_stand_in  # noqa: E402
+import quack_cpp.gemm_ops as gemm_ops  # noqa: E402
+from reference import assert_rule  # noqa: E402
+
+DEVICE = os.environ.get("QUACK_TEST_DEVICE", "cuda")
+if DEVICE == "cuda":
+    pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+cuda_only = pytest.mark.skipif(DEVICE != "cuda", reason="checks CUDA itself")
+all_majors = pytest.mark.all_majors
+
+f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kernels():
+    if DEVICE == "cpu":
+        with cpu_stand_in.registered():
+            yield
+    else:
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def pair(in_f, out_f, dtype, fuse=False):
+    """(ours, torch.nn.Linear) with the same weight, on DEVICE."""
+    q = qnn.Linear(in_f, out_f, device=DEVICE, dtype=dtype, fuse_grad_accum=fuse)
+    t = torch.nn.Linear(in_f, out_f, bias=False, device=DEVICE, dtype=dtype)
+    t.load_state_dict(q.state_dict())
+    return q, t
+
+
+def run(module, x, dy=None, f64=False):
+    """Forward (and backward with dy); returns y, dx, dW. f64: a float64 copy of the module."""
+    if f64:
+        m = torch.nn.Linear(module.in_features, module.out_features, bias=False,
+                            device=x.device, dtype=torch.float64)
+        with torch.no_grad():
+            m.weight.copy_(module.weight.double())
+        module, x, dy = m, x.double(), None if dy is None else dy.double()
+    x = x.detach().clone().requires_grad_(dy is not None)
+    y = module(x)
+    if dy is None:
+        return y.detach(), None, None
+    y.backward(dy)
+    return y.detach(), x.grad, module.weight.grad
+
+
+def compare(lib, ref, tch, dtype, names=("y", "dx", "dW")):
+    """The tolerance rule per tensor; dtype: the compute precision (picks atol)."""
+    for name, a, r, t in zip(names, lib, ref, tch):
+        if r is not None:
+            assert_rule(name, a, r, t, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [bf16, f16], ids=str)
+@pytest.mark.parametrize("shape,in_f,out_f", [((2, 37, 256), 256, 384), ((1000, 512), 512, 264),
+                                              ((72,), 72, 136), ((0, 64), 64, 128)])
+def test_forward(shape, in_f, out_f, dtype):
+    q, t = pair(in_f, out_f, dtype)
+    x = torch.randn(shape, device=DEVICE).to(dtype)
+    with torch.no_grad():
+        lib = run(q, x)
+    assert lib[0].shape == shape[:-1] + (out_f,) and lib[0].dtype == dtype
+    assert lib[0].is_contiguous()
+    compare(lib, run(q, x, f64=True), run(t, x), dtype, names=("y",))
+
+
+@all_majors
+@pytest.mark.parametrize("dtype", [bf16, f16], ids=str)
+@pytest.mark.parametrize("shape,in_f,out_f", [((2, 37, 256), 256, 384), ((1000, 512), 512, 264),
+                                              ((72,), 72, 136)])
+def test_forward_backward(shape, in_f, out_f, dtype):
+    q, t = pair(in_f, out_f, dtype)
+    x = torch.randn(shape, device=DEVICE).to(dtype)
+    dy = torch.randn(shape[:-1] + (out_f,), device=DEVICE).to(dtype)
+    lib = run(q, x, dy)
+    assert lib[1].dtype == dtype and lib[2].dtype == dtype
+    compare(lib, run(q, x, dy, f64=True), run(t, x, dy), dtype)
+
+
+@all_majors
+def test_empty_batch_backward():
+    q, _ = pair(64, 128, bf16)
+    x = torch.randn(0, 64, device=DEVICE).to(bf16).requires_grad_(True)
+    q(x).sum().backward()
+    assert x.grad.shape == (0, 64)
+    assert torch.equal(q.weight.grad, torch.zeros_like(q.weight))
+
+
+@all_majors
+@pytest.mark.parametrize("wdtype,autocast", [(bf16, None), (f32, bf16), (f32, f16)], ids=str)
+def test_fuse_grad_accum(wdtype, autocast, monkeypatch):
+    calls = []
+    inplace = gemm_ops.gemm_add_inplace_op
+    monkeypatch.setattr(gemm_ops, "gemm_add_inplace_op",
+                        lambda *a: calls.append(a[2].data_ptr()) or inplace(*a))
+    q, t = pair(256, 384, wdtype, fuse=True)
+    cdt = autocast or wdtype  # compute dtype
+    ac = torch.autocast(DEVICE, dtype=cdt, enabled=autocast is not None)
+    x1, x2 = (torch.randn(3, 40, 256, device=DEVICE).to(wdtype) for _ in range(2))
+    dy1, dy2 = (torch.randn(3, 40, 384, device=DEVICE).to(cdt) for _ in range(2))
+    hooks = []
+    q.weight.register_post_accumulate_grad_hook(lambda p: hooks.append(p.grad.data_ptr()))
+    for m in (q, t):
+        for x, dy in ((x1, dy1), (x2, dy2)):
+            with ac:
+                y = m(x)
+            y.backward(dy)
+            if m is q and len(hooks) == 1:
+                first_ptr = q.weight.grad.data_ptr()
+                first = q.weight.grad.clone()
+    # The second backward accumulated into weight.grad in place (gemm_add_inplace) where the
+    # C++ has the kernel (bf16 inputs: yes once all majors are in; fp16 -> fp32: maybe not),
+    # and AccumulateGrad kept that tensor (no new gradient buffer; the hook still ran).
+    g2 = dy2.flatten(0, -2).T
+    fused = gemm_ops._accepts(g2, x2.to(cdt).flatten(0, -2), q.weight.grad, q.weight.grad, 1.0)
+    if DEVICE == "cuda" and cdt == bf16:
+        assert fused, "the C++ rejects bf16 wgrad accumulation (dy^T column-major, x row-major)"
+    assert calls == ([first_ptr] if fused else [])
+    assert q.weight.grad.data_ptr() == first_ptr and hooks == [first_ptr, first_ptr]
+    assert q.weight.grad.dtype == wdtype
+    dw64 = [dy.double().flatten(0, -2).T @ x.to(cdt).double().flatten(0, -2)
+            for x, dy in ((x1, dy1), (x2, dy2))]
+    assert_rule("dW first", first, dw64[0], None, rtol_no_torch=1e-2)
+    assert_rule("dW sum", q.weight.grad, dw64[0] + dw64[1], t.weight.grad, dtype=cdt)
+
+
+@all_majors
+@pytest.mark.parametrize("cdt", [bf16, f16], ids=str)
+def test_autocast_matches_torch_module(cdt):
+    q, t = pair(256, 384, f32)
+    x = torch.randn(4, 33, 256, device=DEVICE)
+    dy = torch.randn(4, 33, 384, device=DEVICE).to(cdt)
+    with torch.autocast(DEVICE, dtype=cdt):
+        lib = run(q, x, dy)
+        tch = run(t, x, dy)
+    assert lib[0].dtype == cdt == tch[0].dtype
+    assert lib[1].dtype == f32 and lib[2].dtype == f32  # as nn.Linear under autocast
+    # Reference: autocast rounds x and W to cdt, then float64 math.
+    xb, wb, g = x.to(cdt).double(), q.weight.detach().to(cdt).double(), dy.double()
+    ref = (xb @ wb.T, g @ wb, g.flatten(0, -2).T @ xb.flatten(0, -2))
+    compare(lib, ref, tch, cdt)
+
+
+def test_autocast_forward_only():
+    q, t = pair(256, 384, f32)
+    x = torch.randn(50, 256, device=DEVICE)
+    with torch.no_grad(), torch.autocast(DEVICE, dtype=bf16):
+        y, yt = q(x), t(x)
+    assert y.dtype == bf16
+    ref = x.to(bf16).double() @ q.weight.detach().to(bf16).double().T
+    assert_rule("y", y, ref, yt)
+
+
+@pytest.mark.parametrize("in_f,out_f,dtype", [(20, 64, bf16), (64, 36, bf16), (64, 64, f32)])
+def test_fallback_is_torch(in_f, out_f, dtype):
+    q, t = pair(in_f, out_f, dtype)
+    x = torch.randn(5, in_f, device=DEVICE).to(dtype).requires_grad_(True)
+    xt = x.detach().clone().requires_grad_(True)
+    q(x).sum().backward()
+    t(xt).sum().backward()
+    assert torch.equal(x.grad, xt.grad) and torch.equal(q.weight.grad, t.weight.grad)
+
+
+def test_compile_fullgraph_forward():
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    q, _ = pair(256, 384, bf16)
+    x = torch.randn(2, 37, 256, device=DEVICE).to(bf16)
+    cq = torch.compile(q, fullgraph=True, dynamic=False)
+    with torch.no_grad():
+        assert torch.equal(cq(x), q(x))
+    assert sum(counters["graph_break"].values()) == 0
+
+
+@all_majors
+@pytest.mark.parametrize("autocast", [False, True])
+def test_compile_fullgraph_backward(autocast):
+    torch._dynamo.reset()
+    dtype = f32 if autocast else bf16
+    q, _ = pair(256, 384, dtype, fuse=True)
+    x = torch.randn(2, 37, 256, device=DEVICE).to(dtype)
+
+    def loss(m, x):
+        with torch.autocast(DEVICE, dtype=bf16, enabled=autocast):
+            return m(x).float().square().mean()
+
+    def grads(fn):
+        q.weight.grad = None
+        xl = x.detach().clone().requires_grad_(True)
+        out = fn(q, xl)
+        out.backward()
+        return out.detach(), xl.grad, q.weight.grad.clone()
+
+    eager = grads(loss)
+    compiled = grads(torch.compile(loss, fullgraph=True, dynamic=False))
+    for e, c in zip(eager, compiled):
+        torch.testing.assert_close(c, e, rtol=1e-2, atol=1e-3)
+
+
+@cuda_only
+@pytest.mark.parametrize("backward", [False, pytest.param(True, marks=all_majors)])
+def test_cuda_graph(backward):
+    q, _ = pair(256, 384, bf16)
+    x = torch.randn(64, 256, device="cuda").to(bf16).requires_grad_(backward)
+    dy = torch.randn(64, 384, device="cuda").to(bf16)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), torch.set_grad_enabled(backward):
+        for _ in range(2):
+            y = q(x)
+            if backward:
+                y.backward(dy)
+    torch.cuda.current_stream().wait_stream(s)
+    q.weight.grad = None
+    x.grad = None
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g), torch.set_grad_enabled(backward):
+        y = q(x)
+        if backward:
+            y.backward(dy)
+    with torch.no_grad():
+        x.copy_(torch.randn(64, 256, device="cuda").to(bf16))
+    g.replay()
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        assert torch.equal(y, q(x))
+    if backward:
+        xe = x.detach().clone().requires_grad_(True)
+        q2, _ = pair(256, 384, bf16)
+        q2.load_state_dict(q.state_dict())
+        q2(xe).backward(dy)
+        assert torch.equal(x.grad, xe.grad) and torch.equal(q.weight.grad, q2.weight.grad)
