@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <cstdlib>
 #include <string>
 
 #include "common/check.h"
@@ -151,6 +152,7 @@ struct Instance {
   DType ab, d;         // A/B dtype, C/D dtype
   GemmMajor a, b;      // operand majors in the kernel's terms (gemm_problem.h)
   Launcher run;
+  int bn = 256;        // CTA tile N (tile M is 128); 256 with a 2x1 cluster, 64 without
 };
 
 constexpr GemmMajor kK = GemmMajor::kK, kMN = GemmMajor::kMN;
@@ -165,6 +167,8 @@ constexpr Instance kInstances[] = {
     {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x256_bf16_bf16_km},
     {kBf16, kBf16, kMN, kMN, detail::gemm_sm90_128x256_bf16_bf16_mm},
     {kBf16, kBf16, kMN, kK, detail::gemm_sm90_128x256_bf16_bf16_mk},
+    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x64c1_bf16_bf16_kk, 64},
+    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x64c1_bf16_bf16_km, 64},
     {kBf16, kF32, kK, kK, detail::gemm_sm90_128x256_bf16_f32_kk},
     {kBf16, kF32, kK, kMN, detail::gemm_sm90_128x256_bf16_f32_km},
     {kBf16, kF32, kMN, kMN, detail::gemm_sm90_128x256_bf16_f32_mm},
@@ -185,12 +189,12 @@ std::string user_layouts(GemmMajor ka, GemmMajor kb, bool swap) {
 const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool swap) {
   std::string offered;
   for (const Instance& i : kInstances) {
-    if (i.ab != p.ab_dtype || i.d != p.d_dtype) continue;
+    if (i.ab != p.ab_dtype || i.d != p.d_dtype || i.bn != 256) continue;
     if (i.a == p.a_major && i.b == p.b_major) return i;
   }
   for (bool s : {false, true})
     for (const Instance& i : kInstances)
-      if (i.ab == p.ab_dtype && i.d == p.d_dtype) offered += (offered.empty() ? "" : ", ") + user_layouts(i.a, i.b, s);
+      if (i.ab == p.ab_dtype && i.d == p.d_dtype && i.bn == 256) offered += (offered.empty() ? "" : ", ") + user_layouts(i.a, i.b, s);
   const GemmMajor ua = swap ? p.b_major : p.a_major, ub = swap ? p.a_major : p.b_major;
   chk.fail(std::string("a ") + (ua == kK ? "row-major" : "column-major") + " with b " +
            (ub == kK ? "column-major" : "row-major") + " and d " + (swap ? "column-major" : "row-major") +
@@ -198,10 +202,25 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
            " d (no kernel instance), expected (a, b, d) = " + offered);
 }
 
+// Tile choice (at launch; can_implement makes no CUDA call): the 128x256 tiles (2x1 clusters)
+// unless they would keep fewer than 3/4 of the SMs busy and a 128x64 instance (no cluster) of
+// the same dtypes and majors exists: e.g. M = 128, N = 8192 gives 32 busy CTAs with 128x256
+// and 128 with 128x64. QUACK_GEMM_TILE_N=256|64 forces one (benchmarks of the configs).
+Launcher choose_tile(const Instance& base, const GemmProblem& p) {
+  int want = 256;
+  const int64_t mt = (p.m + 127) / 128;
+  const int64_t busy256 = mt * ((p.n + 255) / 256) * p.l, ctas64 = mt * ((p.n + 63) / 64) * p.l;
+  if (4 * busy256 < 3 * int64_t(detail::sm_count(p.device)) && ctas64 > busy256) want = 64;
+  if (const char* e = std::getenv("QUACK_GEMM_TILE_N")) want = std::atoi(e);
+  for (const Instance& i : kInstances)
+    if (i.bn == want && i.ab == base.ab && i.d == base.d && i.a == base.a && i.b == base.b) return i.run;
+  return base.run;
+}
+
 struct Plan {
   GemmProblem p;
   bool empty = false;   // M, N or L is 0: nothing to launch
-  Launcher run = nullptr;  // K > 0: the kernel instance
+  const Instance* inst = nullptr;  // K > 0: the kernel instance (128x256)
 };
 
 Plan plan_gemm(const GemmArgs& g) {
@@ -293,7 +312,7 @@ Plan plan_gemm(const GemmArgs& g) {
     p.ldb = kb.ld;
     p.batch_b = kb.batch;
     p.b_major = swap ? a_major : b_major;
-    plan.run = find_instance(chk, p, swap).run;
+    plan.inst = &find_instance(chk, p, swap);
   }
   return plan;
 }
@@ -311,7 +330,7 @@ void gemm(const GemmArgs& args, cudaStream_t stream) {
     detail::gemm_fill_k0(p, stream);
     return;
   }
-  plan.run(p, stream);
+  choose_tile(*plan.inst, p)(p, stream);
 }
 
 }  // namespace quack

@@ -62,19 +62,23 @@ struct OperandSmem {
   using Layout = decltype(tile_to_shape(Atom{}, Shape<Int<MN>, Int<K>, Int<Stages>>{}, Order{}));  // (MN,K,PIPE)
 };
 
-/// One tile configuration: 128 x 256 x 64, 2 consumer warpgroups, 2x1 cluster.
+/// One tile configuration: 128 x BN x 64, 2 consumer warpgroups, a ClusterM x 1 cluster.
 /// ElementAB: cutlass::bfloat16_t or cutlass::half_t; ElementD (= C's type): either, or float.
 /// MajorA, MajorB: GMMA::Major::K (stride 1 along K) or GMMA::Major::MN (stride 1 along M for A,
 /// along N for B); the WGMMA reads either from shared memory.
+/// BN: 256 (the default, large problems) or 128 / 64 (more tiles for small M·N); ClusterM: 2
+/// (B multicast to both CTAs) or 1 (no multicast: every CTA busy when there is one M tile).
 template <class ElementAB_, class ElementD_, GMMA::Major MajorA_ = GMMA::Major::K,
-          GMMA::Major MajorB_ = GMMA::Major::K>
-struct Config128x256 {
+          GMMA::Major MajorB_ = GMMA::Major::K, int BN_ = 256, int ClusterM_ = 2>
+struct GemmConfig {
   using ElementAB = ElementAB_;
   using ElementD = ElementD_;
   static constexpr GMMA::Major kMajorA = MajorA_, kMajorB = MajorB_;
-  static constexpr int BM = 128, BN = 256, BK = 64;
+  static constexpr int BM = 128, BN = BN_, BK = 64;
   static constexpr int EpiN = 32, EpiStagesD = 2;
-  static constexpr int kClusterM = 2;
+  static constexpr int kClusterM = ClusterM_;
+  static_assert(BN == 64 || BN == 128 || BN == 256, "BN: one 64xBNx16 WGMMA atom per warpgroup");
+  static_assert(kClusterM == 1 || kClusterM == 2, "clusters 1x1 and 2x1");
   static constexpr int kThreads = 384;
   static constexpr int kConsumerThreads = 256;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
@@ -107,7 +111,8 @@ struct Config128x256 {
   static constexpr int kStageBytes = (BM + BN) * BK * int(sizeof(ElementAB));
   static constexpr int kEpiBytes = (1 + EpiStagesD) * BM * EpiN * int(sizeof(ElementD));
   static constexpr int kStagesFit = (kMaxSmem - kEpiBytes - 2048) / kStageBytes;
-  static constexpr int Stages = kStagesFit < 4 ? kStagesFit : 4;
+  static constexpr int kMaxStages = 8;  // 4 fit at BN = 256; narrower tiles take more
+  static constexpr int Stages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
   static_assert(Stages >= 2, "mainloop needs at least 2 stages");
 
   using SmemLayoutA = typename OperandSmem<ElementAB, kMajorA>::template Layout<BM, BK, Stages>;  // (BM,BK,PIPE)
@@ -123,11 +128,15 @@ struct Config128x256 {
     alignas(8) uint64_t c_full;
   };
   static_assert(sizeof(SharedStorage) <= kMaxSmem, "shared memory budget");
-  // Bytes each CTA receives per stage: its A tile and the whole B tile (both halves, one from
-  // each CTA of the cluster).
+  // Bytes each CTA receives per stage: its A tile and the whole B tile (with a 2x1 cluster both
+  // halves, one from each CTA).
   static constexpr uint32_t kTxBytes = uint32_t(kStageBytes);
   static constexpr uint32_t kCBytes = uint32_t(BM * EpiN * sizeof(ElementD));
 };
+
+/// The default tile: 128 x 256 x 64, 2x1 cluster.
+template <class ElementAB, class ElementD, GMMA::Major MajorA = GMMA::Major::K, GMMA::Major MajorB = GMMA::Major::K>
+using Config128x256 = GemmConfig<ElementAB, ElementD, MajorA, MajorB, 256, 2>;
 
 /// Kernel parameters (__grid_constant__): TMA descriptors, problem size, epilogue functor.
 template <class TmaA, class TmaB, class TmaC, class TmaD, class Epilogue>

@@ -51,7 +51,9 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
                         make_layout(make_shape(M, N, L), make_stride(p.ldd, _1{}, p.batch_d)));  // (M,N,L)
   auto tma_a = make_tma_copy(SM90_TMA_LOAD{}, gA, typename Cfg::SmemLayoutA{}(_, _, 0),
                              make_shape(Int<Cfg::BM>{}, Int<Cfg::BK>{}), _1{});
-  auto tma_b = make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, gB, typename Cfg::SmemLayoutB{}(_, _, 0),
+  // B: multicast to both CTAs of a 2x1 cluster (each loads half of the box); a plain load alone.
+  using TmaLoadB = conditional_t<Cfg::kClusterM == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
+  auto tma_b = make_tma_copy(TmaLoadB{}, gB, typename Cfg::SmemLayoutB{}(_, _, 0),
                              make_shape(Int<Cfg::BN>{}, Int<Cfg::BK>{}), Int<Cfg::kClusterM>{});
   auto tma_c = make_tma_copy(SM90_TMA_LOAD{}, gC, typename Cfg::SmemLayoutC{}, typename Cfg::EpiTile{}, _1{});
   auto tma_d = make_tma_copy(SM90_TMA_STORE{}, gD, typename Cfg::SmemLayoutD{}(_, _, 0), typename Cfg::EpiTile{}, _1{});
