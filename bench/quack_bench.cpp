@@ -296,10 +296,11 @@ int bench_gemm(const std::vector<std::vector<long long>>& shapes, const std::vec
     for (auto& x : e) cudaEventDestroy(x);
     auto median = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
     const double flop = 2.0 * M * N * K, mo = median(t_ours), mc = median(t_cublas);
-    std::printf("{\"op\": \"gemm\", \"dtype\": \"bf16\", \"majors\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, "
+    const char* tile = std::getenv("QUACK_GEMM_TILE_N");  // gemm.cpp's choose_tile
+    std::printf("{\"op\": \"gemm\", \"dtype\": \"bf16\", \"tile_n\": \"%s\", \"majors\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, "
                 "\"ms_quack\": %.5f, \"ms_cublas\": %.5f, \"tflops_quack\": %.1f, "
                 "\"tflops_cublas\": %.1f, \"ratio\": %.3f, \"rel_diff_vs_cublas\": %.2e}\n",
-                lay.c_str(), M, N, K, mo, mc, flop / (mo * 1e-3) / 1e12, flop / (mc * 1e-3) / 1e12, mc / mo,
+                tile ? tile : "256", lay.c_str(), M, N, K, mo, mc, flop / (mo * 1e-3) / 1e12, flop / (mc * 1e-3) / 1e12, mc / mo,
                 max_ref > 0 ? max_diff / max_ref : max_diff);
     std::fflush(stdout);
   }

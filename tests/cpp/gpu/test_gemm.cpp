@@ -329,15 +329,16 @@ TEST_F(Gemm, RepeatedCallsAndErrorAfterwards) {
 }
 
 // Layout combinations without a kernel instance throw before any launch and leave no error.
-// Both tile configurations of bf16 -> bf16 (gemm.cpp's choose_tile picks 128x64 without a
-// cluster for small M·N, 128x256 with a 2x1 cluster otherwise), forced through
-// QUACK_GEMM_TILE_N on tails, batches, C and the row-major B of dgrad.
+// Both tile configurations of bf16 -> bf16 (128x256 with a 2x1 cluster, the default; 128x64
+// without a cluster, gemm.cpp's choose_tile under QUACK_GEMM_TILE_N=auto for small M·N), forced
+// through QUACK_GEMM_TILE_N on tails, batches, C and the row-major B of dgrad, then "auto".
 TEST_F(Gemm, BothTileConfigs) {
   std::vector<GemmCase> cases = {mk(127, 255, 63), mk(129, 257, 65), mk(1000, 3000, 520), mk(128, 8192, 512),
                                  lay("rrr", mk(200, 300, 100)), lay("rrr", mk(129, 1000, 4096))};
   cases.push_back(with(mk(200, 300, 100), [](GemmCase& c) { c.L = 3; }));
   cases.push_back(with(mk(130, 260, 70), [](GemmCase& c) { c.with_c = true; c.beta = 0.5f; }));
-  for (const char* tile : {"256", "64"}) {
+  cases.push_back(lay("rrr", mk(74, 256, 384)));  // the Linear dgrad that crashed in Python (auto -> 128x64)
+  for (const char* tile : {"256", "64", "auto"}) {
     setenv("QUACK_GEMM_TILE_N", tile, 1);
     for (const GemmCase& c : cases) {
       SCOPED_TRACE(std::string("tile N ") + tile + ", M " + std::to_string(c.M) + " N " + std::to_string(c.N));
