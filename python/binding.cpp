@@ -7,7 +7,7 @@
 // becomes a quack::TensorRef. dtype codes are quack::DType: 0 float32, 1 float16, 2 bfloat16,
 // 3 int32, 4 int64. Streams are cudaStream_t handles as ints (0: the legacy default stream).
 //
-// GEMM (quack/gemm.h, not yet in quack/quack.h) is bound the same way: gemm_can_implement and
+// GEMM (quack/gemm.h) is bound the same way: gemm_can_implement and
 // gemm take a, b, c (or None), d as tuples plus alpha and beta.
 //
 // Errors: quack::InvalidArgument (a std::invalid_argument) -> ValueError, quack::CudaError
