@@ -122,5 +122,5 @@ if [ "$TESTS" = 1 ]; then
   echo "python skipped: ${SKIP_PY:-0}"
 fi
 [ "$BENCH" = 1 ] && { echo "--- quack-bench (C++)"; cat "$RES/quack_bench.jsonl"; echo "--- side by side (TB/s)"; cat "$RES/bench_table.txt" 2>/dev/null;
-  echo "--- GEMM bf16 (TFLOP/s, ours vs cuBLAS, same run)"; python3 scripts/gemm_table.py "$RES/quack_bench_gemm.jsonl"; }
+  echo "--- GEMM bf16 (TFLOP/s, ours vs cuBLAS, same run)"; python3 scripts/gemm_table.py "$RES/quack_bench_gemm.jsonl" --plot "$RES/gemm_tflops.png"; }
 [ "$DEMO" = 1 ] && { echo "--- demo"; tail -15 "$RES/demo.txt"; }
