@@ -102,6 +102,9 @@ if [ "$BENCH" = 1 ] && [ "$PY_OK" = 1 ] && [ "${QUACK_PY_BENCH:-1}" = 1 ]; then
   say "Python side-by-side bench ($MODE)"
   python3 bench/bench_rmsnorm.py --$MODE --out "$RES/bench_rmsnorm.jsonl" \
     --plot "$RES/rmsnorm_bw.png" > "$RES/bench_table.txt" 2>>"$LOG" || echo "bench FAILED (see log)"
+  say "Python GEMM bench beside torch.matmul"
+  python3 bench/bench_gemm.py --out "$RES/bench_gemm_torch.jsonl" --rep-ms "$([ "$MODE" = quick ] && echo 100 || echo 200)" \
+    >>"$LOG" 2>&1 || echo "gemm torch bench FAILED (see log)"
 fi
 if [ "$DEMO" = 1 ] && [ "$PY_OK" = 1 ]; then
   say "demo"
@@ -122,5 +125,6 @@ if [ "$TESTS" = 1 ]; then
   echo "python skipped: ${SKIP_PY:-0}"
 fi
 [ "$BENCH" = 1 ] && { echo "--- quack-bench (C++)"; cat "$RES/quack_bench.jsonl"; echo "--- side by side (TB/s)"; cat "$RES/bench_table.txt" 2>/dev/null;
-  echo "--- GEMM bf16 (TFLOP/s, ours vs cuBLAS, same run)"; python3 scripts/gemm_table.py "$RES/quack_bench_gemm.jsonl" --plot "$RES/gemm_tflops.png"; }
+  echo "--- GEMM bf16 (TFLOP/s, ours vs cuBLAS, same run)"; python3 scripts/gemm_table.py "$RES/quack_bench_gemm.jsonl" --plot "$RES/gemm_tflops.png";
+  [ -f "$RES/bench_gemm_torch.jsonl" ] && { echo "--- GEMM bf16 beside torch.matmul (Python)"; python3 scripts/gemm_table.py "$RES/bench_gemm_torch.jsonl"; }; }
 [ "$DEMO" = 1 ] && { echo "--- demo"; tail -15 "$RES/demo.txt"; }
