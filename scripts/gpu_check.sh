@@ -21,7 +21,7 @@ for a in "$@"; do
     *) echo "gpu_check: unknown option $a" >&2; exit 2 ;;
   esac
 done
-RES="${OUT:-results}"; mkdir -p "$RES"
+RES="${OUT:-results}"; RAW="$RES/raw"; mkdir -p "$RES" "$RAW"  # raw/ is packed into raw.tgz at the end (the device returns ≤ 8 files)
 LOG="$RES/gpu_check.log"; : > "$LOG"
 JOBS=$(nproc)
 export PYTHONUNBUFFERED=1
@@ -52,7 +52,7 @@ build_python() {
   PY_BUILD_S=$(( $(date +%s) - t1 ))
 }
 SPILL_RC=0
-[ "${QUACK_RESOURCE_REPORT:-0}" = 1 ] && { python3 scripts/resource_report.py build/gpu > "$RES/resource_report.txt" 2>&1; SPILL_RC=$?; }
+[ "${QUACK_RESOURCE_REPORT:-0}" = 1 ] && { python3 scripts/resource_report.py build/gpu > "$RAW/resource_report.txt" 2>&1; SPILL_RC=$?; }
 # SASS: local-memory traffic, 16-byte global accesses, bulk copies (UBLKCP), HGMMA (GEMMs).
 if command -v cuobjdump >/dev/null; then
   for o in $(find build/gpu/CMakeFiles/quack.dir -name '*.cu.o'); do
@@ -60,7 +60,7 @@ if command -v cuobjdump >/dev/null; then
     printf "%-40s LDL/STL %4d  LDG.128 %4d  STG.128 %4d  UBLKCP %3d  HGMMA %4d\n" "$(basename "$o")" \
       "$(grep -cE '\b(LDL|STL)' /tmp/sass.txt)" "$(grep -cE 'LDG\.E\.(128|ENL2\.128)|LDG.*\.128' /tmp/sass.txt)" \
       "$(grep -cE 'STG.*\.128' /tmp/sass.txt)" "$(grep -c UBLKCP /tmp/sass.txt)" "$(grep -c HGMMA /tmp/sass.txt)"
-  done > "$RES/sass_summary.txt"
+  done > "$RAW/sass_summary.txt"
 fi
 
 declare -A PASS FAIL
@@ -79,9 +79,9 @@ if [ "$BENCH" = 1 ]; then
   say "C++ bench (quack-bench)"
   B=build/gpu/bench/quack-bench
   { $B copy; $B rmsnorm --dtype bf16 --shapes 16384x4096,16384x32768,8192x262144; } \
-    > "$RES/quack_bench.jsonl" 2>>"$LOG"
+    > "$RAW/quack_bench.jsonl" 2>>"$LOG"
   say "GEMM bench beside cuBLAS (quack-bench gemm, A B A B)"
-  $B gemm --ms "$([ "$MODE" = quick ] && echo 100 || echo 200)" > "$RES/quack_bench_gemm.jsonl" 2>>"$LOG" || echo "gemm bench FAILED (see log)"
+  $B gemm --ms "$([ "$MODE" = quick ] && echo 100 || echo 200)" > "$RAW/quack_bench_gemm.jsonl" 2>>"$LOG" || echo "gemm bench FAILED (see log)"
 fi
 { [ "$TESTS" = 1 ] || [ "$BENCH" = 1 ] || [ "$DEMO" = 1 ]; } && build_python
 if [ "$TESTS" = 1 ] && [ "$PY_OK" = 1 ]; then
@@ -100,10 +100,10 @@ if [ "$TESTS" = 1 ] && [ "$PY_OK" = 1 ]; then
 fi
 if [ "$BENCH" = 1 ] && [ "$PY_OK" = 1 ] && [ "${QUACK_PY_BENCH:-1}" = 1 ]; then
   say "Python side-by-side bench ($MODE)"
-  python3 bench/bench_rmsnorm.py --$MODE --out "$RES/bench_rmsnorm.jsonl" \
-    --plot "$RES/rmsnorm_bw.png" > "$RES/bench_table.txt" 2>>"$LOG" || echo "bench FAILED (see log)"
+  python3 bench/bench_rmsnorm.py --$MODE --out "$RAW/bench_rmsnorm.jsonl" \
+    --plot "$RES/rmsnorm_bw.png" > "$RAW/bench_table.txt" 2>>"$LOG" || echo "bench FAILED (see log)"
   say "Python GEMM bench beside torch.matmul"
-  python3 bench/bench_gemm.py --out "$RES/bench_gemm_torch.jsonl" --rep-ms "$([ "$MODE" = quick ] && echo 100 || echo 200)" \
+  python3 bench/bench_gemm.py --out "$RAW/bench_gemm_torch.jsonl" --rep-ms "$([ "$MODE" = quick ] && echo 100 || echo 200)" \
     >>"$LOG" 2>&1 || echo "gemm torch bench FAILED (see log)"
 fi
 if [ "$DEMO" = 1 ] && [ "$PY_OK" = 1 ]; then
@@ -118,13 +118,14 @@ echo
 echo "================ QuACK-C++ GPU check ($MODE) commit ${QUACK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} ================"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null | head -1
 echo "build ${BUILD_S}s (C++), ${PY_BUILD_S:-0}s (Python extension); resource report: $([ $SPILL_RC = 0 ] && echo 'no spills' || echo 'SPILLS, see resource_report.txt')"
-[ -f "$RES/sass_summary.txt" ] && cat "$RES/sass_summary.txt"
+[ -f "$RAW/sass_summary.txt" ] && cat "$RAW/sass_summary.txt"
 if [ "$TESTS" = 1 ]; then
   printf "%-10s %7s %7s\n" family passed failed
   for f in cpp_host cpp_gpu python; do printf "%-10s %7s %7s\n" $f "${PASS[$f]:-0}" "${FAIL[$f]:-0}"; done
   echo "python skipped: ${SKIP_PY:-0}"
 fi
-[ "$BENCH" = 1 ] && { echo "--- quack-bench (C++)"; cat "$RES/quack_bench.jsonl"; echo "--- side by side (TB/s)"; cat "$RES/bench_table.txt" 2>/dev/null;
-  echo "--- GEMM bf16 (TFLOP/s, ours vs cuBLAS, same run)"; python3 scripts/gemm_table.py "$RES/quack_bench_gemm.jsonl" --plot "$RES/gemm_tflops.png";
-  [ -f "$RES/bench_gemm_torch.jsonl" ] && { echo "--- GEMM bf16 beside torch.matmul (Python)"; python3 scripts/gemm_table.py "$RES/bench_gemm_torch.jsonl"; }; }
+[ "$BENCH" = 1 ] && { echo "--- quack-bench (C++)"; cat "$RAW/quack_bench.jsonl"; echo "--- side by side (TB/s)"; cat "$RAW/bench_table.txt" 2>/dev/null;
+  echo "--- GEMM bf16 (TFLOP/s, ours vs cuBLAS, same run)"; python3 scripts/gemm_table.py "$RAW/quack_bench_gemm.jsonl" --plot "$RES/gemm_tflops.png";
+  [ -f "$RAW/bench_gemm_torch.jsonl" ] && { echo "--- GEMM bf16 beside torch.matmul (Python)"; python3 scripts/gemm_table.py "$RAW/bench_gemm_torch.jsonl"; }; }
 [ "$DEMO" = 1 ] && { echo "--- demo"; tail -15 "$RES/demo.txt"; }
+[ -n "${OUT:-}" ] && tar -czf "$RES/raw.tgz" -C "$RES" raw && rm -rf "$RAW"  # device: one file for all raw outputs
