@@ -78,6 +78,16 @@ struct GemmArgs {
   TensorRef d;
   float alpha = 1.f;
   float beta = 0.f;
+  /// Autotuning (QuACK's tuned=True): false runs the default tile configuration (or
+  /// QUACK_GEMM_TILE_N's); true picks, per (M, N, K rounded up to powers of two, L, dtypes,
+  /// majors, C read or not), the fastest compiled configuration of the problem's dtypes and
+  /// majors, timed on the first call on `stream` with a scratch D (the caller's D is written
+  /// once, by the chosen kernel) and cached on disk ($QUACK_CACHE_DIR/gemm_autotune.tsv, else
+  /// $XDG_CACHE_HOME or ~/.cache /quack_cpp/; safe under concurrent processes). During CUDA-graph
+  /// capture nothing is timed: the cached choice, else the default. The first tuned call
+  /// synchronises the stream and allocates; only bf16 -> bf16 with a row-major or column-major
+  /// b (and row-major a) has more than one configuration today.
+  bool tuned = false;
 };
 
 /// Validates `args` for gemm without touching the device (no CUDA call). Throws InvalidArgument,

@@ -7,10 +7,12 @@
 #include <limits>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "common/check.h"
 #include "common/launch.h"
 #include "gemm/gemm_problem.h"
+#include "gemm/gemm_tune.h"
 #include "quack/errors.h"
 #include "quack/gemm.h"
 
@@ -211,6 +213,16 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
 // 0.81x cuBLAS, but tests/python/test_linear.py::test_forward_backward died with SIGSEGV in
 // the dgrad call (_C.gemm, A (74, 384) row-major, B (384, 256) row-major, 128x64 km instance)
 // and no device time was left to find why (docs/status.md).
+// The configurations of base's dtypes and majors, the 128x256 one first (the default).
+std::vector<detail::GemmCandidate> candidates(const Instance& base) {
+  std::vector<detail::GemmCandidate> out;
+  for (int bn : {256, 64})
+    for (const Instance& i : kInstances)
+      if (i.bn == bn && i.ab == base.ab && i.d == base.d && i.a == base.a && i.b == base.b)
+        out.push_back({bn == 256 ? "128x256" : "128x64c1", i.run});
+  return out;
+}
+
 Launcher choose_tile(const Instance& base, const GemmProblem& p) {
   int want = 256;
   const char* e = std::getenv("QUACK_GEMM_TILE_N");
@@ -230,6 +242,7 @@ struct Plan {
   GemmProblem p;
   bool empty = false;   // M, N or L is 0: nothing to launch
   const Instance* inst = nullptr;  // K > 0: the kernel instance (128x256)
+  bool tuned = false;
 };
 
 Plan plan_gemm(const GemmArgs& g) {
@@ -277,6 +290,7 @@ Plan plan_gemm(const GemmArgs& g) {
   p.d_dtype = g.d.dtype;
   p.alpha = g.alpha;
   p.beta = g.beta;
+  plan.tuned = g.tuned;
   p.device = dev;
   if (M == 0 || N == 0 || L == 0) {
     plan.empty = true;
@@ -339,7 +353,10 @@ void gemm(const GemmArgs& args, cudaStream_t stream) {
     detail::gemm_fill_k0(p, stream);
     return;
   }
-  choose_tile(*plan.inst, p)(p, stream);
+  if (plan.tuned)
+    detail::gemm_tuned_launcher(p, candidates(*plan.inst), stream)(p, stream);
+  else
+    choose_tile(*plan.inst, p)(p, stream);
 }
 
 }  // namespace quack

@@ -10,6 +10,7 @@
 // dtype, rel = reduction_tolerance(d, K), scale = max(max|ref|, max Σ_k|a·b| / sqrt(K)).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -35,6 +36,8 @@ struct GemmCase {
   bool with_c = false;     // C present (read when beta ≠ 0; poisoned with NaN when beta = 0)
   int64_t pad = 0;         // extra elements on every leading stride (a multiple of 8)
   const char* layout = "rcr";  // a, b, d: 'r' row-major, 'c' column-major; c has d's layout
+  bool in_place = false;   // with_c: C is D itself (D holds C's values before the call)
+  bool tuned = false;      // GemmArgs::tuned
   uint64_t seed = 1;
 };
 
@@ -116,18 +119,20 @@ void run_case(const GemmCase& c) {
   upload_into(B.mem, to_memory(B, b));
   Mat D = make_mat(c.d, L, M, N, c.layout[2], c.pad);  // NaN
   Mat C;
-  if (c.with_c) {
+  if (c.with_c && !c.in_place) {
     C = make_mat(c.d, L, M, N, c.layout[2], c.pad);  // NaN; filled only when it is read
     if (c.beta != 0.f) upload_into(C.mem, to_memory(C, cv));
   }
+  if (c.with_c && c.in_place) upload_into(D.mem, to_memory(D, cv));  // out = alpha·A·B + beta·out
 
   GemmArgs args;
   args.a = A.arg;
   args.b = B.arg;
   args.d = D.arg;
-  if (c.with_c) args.c = C.arg;
+  if (c.with_c) args.c = c.in_place ? D.arg : C.arg;
   args.alpha = c.alpha;
   args.beta = c.beta;
+  args.tuned = c.tuned;
   ASSERT_NO_THROW(gemm(args, nullptr));
   QUACK_CUDA_OK(cudaDeviceSynchronize());
   const std::vector<double> got = from_memory(D, download(D.mem));
@@ -346,6 +351,26 @@ TEST_F(Gemm, BothTileConfigs) {
     }
   }
   unsetenv("QUACK_GEMM_TILE_N");
+}
+
+// tuned = true: the first call per key times both bf16 configurations on a scratch D and
+// caches the choice (QUACK_CACHE_DIR points at a fresh folder); results match the reference,
+// also in place (C = D, which must not be written while tuning), and a second call is served
+// from the cache.
+TEST_F(Gemm, TunedCallsAreCorrectAndCached) {
+  const std::string dir = "/tmp/quack_tune_test_" + std::to_string(::getpid());
+  setenv("QUACK_CACHE_DIR", dir.c_str(), 1);
+  for (const GemmCase& base : {mk(128, 1024, 512), lay("rrr", mk(200, 300, 100))}) {
+    GemmCase c = base;
+    c.tuned = true;
+    run_case(c);
+    run_case(c);  // cached
+    c.with_c = true;
+    c.beta = 1.f;
+    c.in_place = true;
+    run_case(c);
+  }
+  unsetenv("QUACK_CACHE_DIR");
 }
 
 TEST_F(Gemm, LayoutsWithoutInstanceThrow) {

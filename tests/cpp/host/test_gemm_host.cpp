@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gemm/autotune_cache.h"
+#include "gemm/gemm_tune.h"
 #include "gemm/tile_scheduler.h"
 
 namespace {
@@ -118,6 +119,30 @@ TEST(AutotuneCache, KeyRoundsShapesUpToPowersOfTwo) {
   EXPECT_EQ(quack::detail::autotune_key(5000, 8192, 4097, 1, "bf16.bf16>bf16", "A:k B:k C:-",
                                         "none"),
             "sm90 m8192 n8192 k8192 l1 bf16.bf16>bf16 A:k B:k C:- epi:none");
+}
+
+TEST(AutotuneCache, GemmKeyNamesDtypesMajorsAndWhetherCIsRead) {
+  quack::detail::GemmProblem p;
+  p.m = 128;
+  p.n = 8000;
+  p.k = 8192;
+  p.l = 1;
+  p.ab_dtype = quack::DType::kBFloat16;
+  p.d_dtype = quack::DType::kBFloat16;
+  p.a_major = quack::detail::GemmMajor::kK;
+  p.b_major = quack::detail::GemmMajor::kMN;
+  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m epi:lincomb");
+  int c = 0;
+  p.c = &c;  // C read (beta != 0): another key
+  p.d_dtype = quack::DType::kFloat32;
+  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m128 n8192 k8192 l1 bf16.bf16>f32 A:k B:m epi:lincomb+c");
+}
+
+// One candidate: no tuning, no CUDA call (this runs without a GPU).
+TEST(AutotuneCache, SingleCandidateIsTakenWithoutTiming) {
+  quack::detail::GemmProblem p;
+  auto run = [](const quack::detail::GemmProblem&, cudaStream_t) {};
+  EXPECT_EQ(quack::detail::gemm_tuned_launcher(p, {{"128x256", run}}, nullptr), +run);
 }
 
 TEST(AutotuneCache, DefaultPathHonoursQuackCacheDir) {

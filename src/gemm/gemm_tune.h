@@ -1,0 +1,37 @@
+// Autotuning of the GEMM's kernel instance (GemmArgs::tuned; host only).
+//
+// On first use per key (M, N, K rounded up to powers of two, L, dtypes, majors, epilogue) the
+// candidates -- every compiled instance of the problem's dtypes and majors -- are timed on the
+// caller's stream (2 warm-up + 5 timed launches each, median, CUDA events) writing a scratch D,
+// so the caller's D is never written while tuning (in-place C = D stays read-only); the fastest
+// one's name is stored in the AutotuneCache (memory and disk, src/gemm/autotune_cache.h). While
+// the stream is capturing a CUDA graph nothing is timed: the cached choice, else the first
+// candidate (the default). Method: QuACK 0.2.0's autotuner (first call per key, disk cache),
+// CUTLASS's profiler for the timing loop.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "gemm/gemm_problem.h"
+
+namespace quack::detail {
+
+using GemmLauncher = void (*)(const GemmProblem&, cudaStream_t);
+
+struct GemmCandidate {
+  std::string name;  // e.g. "128x256", "128x64c1"
+  GemmLauncher run;
+};
+
+/// Key of a problem in the autotuning cache (see autotune_key).
+std::string gemm_tune_key(const GemmProblem& p);
+
+/// The launcher to use for p: candidates[0] when there is one candidate; else the cached or
+/// freshly timed choice (see the file comment). Throws CudaError when a CUDA call fails.
+GemmLauncher gemm_tuned_launcher(const GemmProblem& p, const std::vector<GemmCandidate>& candidates,
+                                 cudaStream_t stream);
+
+}  // namespace quack::detail
