@@ -78,6 +78,13 @@ struct GemmArgs {
   TensorRef d;
   float alpha = 1.f;
   float beta = 0.f;
+  /// Optional device pointers to one fp32 value each, used instead of alpha / beta and read by
+  /// the kernel when it runs (a CUDA graph replays with the values of the moment). With
+  /// beta_device, c is required, and C is read only when *beta_device ≠ 0 at run time (so NaN
+  /// in C never reaches D when it is 0). 4-byte aligned device (or managed) memory on d's
+  /// device; not checked beyond alignment (a host pointer is undefined behaviour).
+  const float* alpha_device = nullptr;
+  const float* beta_device = nullptr;
   /// Autotuning (QuACK's tuned=True): false runs the default tile configuration (or
   /// QUACK_GEMM_TILE_N's); true picks, per (M, N, K rounded up to powers of two, L, dtypes,
   /// majors, C read or not), the fastest compiled configuration of the problem's dtypes and

@@ -273,6 +273,12 @@ Plan plan_gemm(const GemmArgs& g) {
   if (g.c.present()) chk.same_device(g.c, "c", dev);
   if (g.beta != 0.f && !g.c.present())
     chk.fail("beta is " + std::to_string(g.beta) + " but c is absent, expected c when beta ≠ 0");
+  if (g.beta_device && !g.c.present())
+    chk.fail("beta_device is given but c is absent, expected c with a device beta");
+  if (reinterpret_cast<uintptr_t>(g.alpha_device) % 4 != 0)
+    chk.fail("alpha_device is not 4-byte aligned, expected a pointer to one fp32");
+  if (reinterpret_cast<uintptr_t>(g.beta_device) % 4 != 0)
+    chk.fail("beta_device is not 4-byte aligned, expected a pointer to one fp32");
 
   const int64_t ext[] = {M, N, K, L};
   const char* ext_name[] = {"M", "N", "K", "L"};
@@ -290,6 +296,8 @@ Plan plan_gemm(const GemmArgs& g) {
   p.d_dtype = g.d.dtype;
   p.alpha = g.alpha;
   p.beta = g.beta;
+  p.alpha_dev = g.alpha_device;
+  p.beta_dev = g.beta_device;
   plan.tuned = g.tuned;
   p.device = dev;
   if (M == 0 || N == 0 || L == 0) {
@@ -307,7 +315,7 @@ Plan plan_gemm(const GemmArgs& g) {
   p.d = g.d.data;
   p.ldd = d.ld;
   p.batch_d = d.batch;
-  if (g.c.present() && g.beta != 0.f) {
+  if (g.c.present() && (g.beta != 0.f || g.beta_device)) {
     const Operand c = check_layout(chk, g.c, "c", d_or, like_d);
     p.c = g.c.data;
     p.ldc = c.ld;

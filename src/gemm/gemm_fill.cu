@@ -1,6 +1,7 @@
 // K = 0 GEMM: D = beta · C, or zeros without C (plain CUDA, no CuTe).
 // One thread per element of D (grid-stride over L·M·N, 64-bit indices); C and D dtypes are
-// runtime values (load/store through fp32). C is read only when p.c is non-null.
+// runtime values (load/store through fp32). C is read only when p.c is non-null and beta (the
+// device scalar when given) is not 0.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,9 +20,10 @@ __global__ void gemm_fill_kernel(const GemmProblem p) {
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t col = i % p.n, row = (i / p.n) % p.m, b = i / (int64_t(p.m) * p.n);
     float v[1] = {0.f};
-    if (p.c != nullptr) {
+    const float beta = p.beta_dev ? *p.beta_dev : p.beta;
+    if (p.c != nullptr && beta != 0.f) {
       load_any<1>(p.c, p.d_dtype, b * p.batch_c + row * p.ldc + col, v);
-      v[0] *= p.beta;
+      v[0] *= beta;
     }
     store_any<1>(p.d, p.d_dtype, b * p.batch_d + row * p.ldd + col, v);
   }

@@ -39,6 +39,10 @@ struct GemmProblem {
   DType ab_dtype = DType::kBFloat16;  // A and B
   DType d_dtype = DType::kBFloat16;   // D and C
   float alpha = 1.f, beta = 0.f;      // beta is ignored when c is null
+  // Device fp32 scalars read by the kernel instead of alpha / beta when non-null; with
+  // beta_dev, c is non-null and the kernel reads C only when *beta_dev != 0.
+  const float* alpha_dev = nullptr;
+  const float* beta_dev = nullptr;
   int device = 0;
 };
 

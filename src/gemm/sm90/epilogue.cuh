@@ -22,6 +22,12 @@ struct LinearCombination {
 
   CUTE_HOST_DEVICE bool reads_c() const { return beta != 0.f; }
 
+  /// Device scalars (GemmArgs::alpha_device / beta_device) replace the host values when given.
+  CUTE_DEVICE void load_scalars(const float* alpha_dev, const float* beta_dev) {
+    if (alpha_dev) alpha = *alpha_dev;
+    if (beta_dev) beta = *beta_dev;
+  }
+
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N>& x) const {
     CUTE_UNROLL

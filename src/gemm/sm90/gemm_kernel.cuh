@@ -154,7 +154,9 @@ struct Params {
   int64_t ldd, batch_d;
   bool d_tail_manual;  // N·sizeof(D) % 16 != 0
   Epilogue epi;
-  bool load_c;  // C present and epi.reads_c()
+  bool load_c;  // C present and (epi.reads_c() or a device beta)
+  const float* alpha_dev;  // device scalars (null: epi's host values)
+  const float* beta_dev;
   TileScheduler sched;
 };
 
@@ -281,7 +283,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
     auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
     Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N)
     Tensor bSG_sD = tma_d_blk.partition_S(sD);  // (TMA,TMA_M,TMA_N,PIPE_D)
-    bool const load_c = p.load_c;
+    // Device scalars are read once per CTA; a device beta of 0 means C is not read.
+    auto epi = p.epi;
+    epi.load_scalars(p.alpha_dev, p.beta_dev);
+    bool const load_c = p.load_c && epi.reads_c();
     uint32_t c_phase = 0;
     int d_stage = 0;
     auto epi_sync = [] { cutlass::arch::NamedBarrier::sync(Cfg::kConsumerThreads, 1); };
@@ -346,9 +351,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
           cutlass::Array<float, kFrg> x = tRS_rAcc_frg(r2s_v + v);
           if (load_c) {
             cutlass::Array<float, kFrg> const c = cutlass::NumericArrayConverter<float, ElementD, kFrg>{}(tRS_rC_frg(v));
-            p.epi(x, c);
+            epi(x, c);
           } else {
-            p.epi(x);
+            epi(x);
           }
           tRS_rD_frg(v) = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(x);
         }

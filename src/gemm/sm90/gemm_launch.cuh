@@ -43,7 +43,7 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
                         make_layout(make_shape(N, K, L), operand_stride(std::integral_constant<GMMA::Major, Cfg::kMajorB>{},
                                                                         p.ldb, p.batch_b)));  // (N,K,L)
   // Without C the C descriptor points at D (never read: the kernel branches on load_c).
-  const bool load_c = p.c != nullptr && p.beta != 0.f;
+  const bool load_c = p.c != nullptr && (p.beta != 0.f || p.beta_dev != nullptr);
   auto gC = make_tensor(make_gmem_ptr(static_cast<TD const*>(load_c ? p.c : p.d)),
                         make_layout(make_shape(M, N, L), make_stride(load_c ? p.ldc : p.ldd, _1{},
                                                                      load_c ? p.batch_c : p.batch_d)));  // (M,N,L)
@@ -61,7 +61,7 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   using P = Params<decltype(tma_a), decltype(tma_b), decltype(tma_c), decltype(tma_d), LinearCombination>;
   const bool d_tail_manual = (int64_t(N) * int64_t(sizeof(TD))) % 16 != 0;
   P params{tma_a, tma_b, tma_c, tma_d, M, N, K, L, p.d, p.ldd, p.batch_d, d_tail_manual,
-           LinearCombination{p.alpha, load_c ? p.beta : 0.f}, load_c,
+           LinearCombination{p.alpha, load_c ? p.beta : 0.f}, load_c, p.alpha_dev, p.beta_dev,
            TileScheduler::make(M, N, L, Cfg::BM, Cfg::BN, Cfg::kClusterM, 1, Cfg::kGroup, false)};
 
   auto kernel = &gemm_kernel<Cfg, P>;

@@ -38,6 +38,7 @@ struct GemmCase {
   const char* layout = "rcr";  // a, b, d: 'r' row-major, 'c' column-major; c has d's layout
   bool in_place = false;   // with_c: C is D itself (D holds C's values before the call)
   bool tuned = false;      // GemmArgs::tuned
+  bool device_scalars = false;  // alpha (and beta, with C) from device memory; host values wrong
   uint64_t seed = 1;
 };
 
@@ -133,6 +134,16 @@ void run_case(const GemmCase& c) {
   args.alpha = c.alpha;
   args.beta = c.beta;
   args.tuned = c.tuned;
+  DeviceBuffer scalars;
+  if (c.device_scalars) {
+    scalars = DeviceBuffer(2 * sizeof(float));
+    const float host[2] = {c.alpha, c.beta};
+    QUACK_CUDA_OK(cudaMemcpy(scalars.get(), host, sizeof(host), cudaMemcpyHostToDevice));
+    args.alpha_device = static_cast<const float*>(scalars.get());
+    if (c.with_c) args.beta_device = static_cast<const float*>(scalars.get()) + 1;
+    args.alpha = 7.f;  // ignored: the device values win
+    args.beta = 0.f;
+  }
   ASSERT_NO_THROW(gemm(args, nullptr));
   QUACK_CUDA_OK(cudaDeviceSynchronize());
   const std::vector<double> got = from_memory(D, download(D.mem));
@@ -351,6 +362,21 @@ TEST_F(Gemm, BothTileConfigs) {
     }
   }
   unsetenv("QUACK_GEMM_TILE_N");
+}
+
+// alpha and beta from device memory (GemmArgs::alpha_device / beta_device); a device beta of 0
+// must not read C (NaN there).
+TEST_F(Gemm, DeviceScalars) {
+  auto dev = [](GemmCase c) {
+    c.device_scalars = true;
+    return c;
+  };
+  run_case(dev(with(mk(127, 255, 63), [](GemmCase& c) { c.alpha = -1.5f; })));
+  run_case(dev(with(mk(300, 520, 200), [](GemmCase& c) { c.with_c = true; c.alpha = 0.5f; c.beta = -2.f; })));
+  run_case(dev(with(mk(300, 520, 200), [](GemmCase& c) { c.with_c = true; c.alpha = 2.f; c.beta = 0.f; })));  // NaN C
+  run_case(dev(with(lay("rcc", mk(130, 260, 70)), [](GemmCase& c) { c.with_c = true; c.beta = 0.25f; })));
+  run_case(dev(with(mk(100, 300, 0), [](GemmCase& c) { c.with_c = true; c.beta = 3.f; })));  // K = 0
+  run_case(dev(with(mk(100, 300, 0), [](GemmCase& c) { c.with_c = true; c.beta = 0.f; })));  // K = 0, NaN C
 }
 
 // tuned = true: the first call per key times both bf16 configurations on a scratch D and

@@ -442,5 +442,17 @@ TEST(GemmValidation, OverlappingOutput) {
   expect_error(g, "output d has overlapping elements");
 }
 
+TEST(GemmValidation, DeviceScalars) {
+  GemmArgs g = args2d();
+  float* fake_scalar = reinterpret_cast<float*>(fake(9));
+  g.alpha_device = fake_scalar;
+  expect_valid(g);
+  g.beta_device = fake_scalar;
+  expect_error(g, "gemm: beta_device is given but c is absent, expected c with a device beta");
+  g.beta_device = nullptr;
+  g.alpha_device = reinterpret_cast<const float*>(reinterpret_cast<char*>(fake_scalar) + 2);
+  expect_error(g, "gemm: alpha_device is not 4-byte aligned");
+}
+
 }  // namespace
 }  // namespace quack
