@@ -346,7 +346,10 @@ std::vector<std::pair<long long, long long>> parse_shapes(const std::string& s) 
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: quack-bench copy|rmsnorm|gemm [--dtype bf16] [--shapes MxN,...] [--dir fwd|bwd|both] [--ms 100]\n");
+    std::fprintf(stderr,
+                 "usage: quack-bench copy|rmsnorm|rmsnorm-sweep [--dtype bf16|fp16|fp32] [--shapes MxN,...] "
+                 "[--dir fwd|bwd|both] [--ms 100]\n"
+                 "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n");
     return 2;
   }
   std::string cmd = argv[1], dtype = "bf16", dir = "both";

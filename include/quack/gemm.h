@@ -1,9 +1,16 @@
 // QuACK-C++ GEMM (Hopper, sm_90a). Host-only header.
 //
 // STATUS (2026-11-30, session 2): every layout below passed the GPU tests on an H200
-// (tests/cpp/gpu/test_gemm.cpp, 100 GEMM cases incl. tails, batches, C/beta, K = 0;
+// (tests/cpp/gpu/test_gemm.cpp, ~90 GEMM cases incl. tails, batches, C/beta, K = 0;
 // compute-sanitizer memcheck/racecheck/synccheck clean on samples); 0.96-1.00x cuBLAS at the
 // large shapes, less at small ones (docs/performance.md "GEMM").
+//
+// Tile configurations: 128x256x64 with 2x1 clusters (every dtype and layout; the default) and,
+// for bf16 -> bf16 with a row-major a, 128x64x64 without a cluster (small M·N). Which one runs:
+// GemmArgs::tuned (timed once per shape class, cached), else the environment variable
+// QUACK_GEMM_TILE_N = 256 | 64 | auto (auto: 128x64 when 128x256 tiles would leave more than a
+// quarter of the SMs idle; opt-in because of an open crash report, docs/status.md), else 256.
+// Hardware: sm_90a (H100/H200) only; on another GPU the launch fails with CudaError.
 //
 // Method: a persistent, warp-specialised TMA + WGMMA kernel written with CuTe atoms
 // (src/gemm/sm90/gemm_kernel.cuh; design (b) of docs/gemm-spike.md), following CUTLASS 3.x's
