@@ -155,10 +155,10 @@ def _as_operand(t: Tensor) -> Tensor:
 
 
 def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
-            beta: float) -> None:
+            beta: float, tuned: bool = False) -> None:
     fn = "gemm"
     _C.gemm(_tensor_arg(A, fn, "a"), _tensor_arg(B, fn, "b"), _tensor_arg(C, fn, "c"),
-            _tensor_arg(D, fn, "d"), float(alpha), float(beta), _stream(D))
+            _tensor_arg(D, fn, "d"), float(alpha), float(beta), _stream(D), bool(tuned))
 
 
 def _stream(t: Tensor) -> int:
@@ -173,7 +173,7 @@ def _stream(t: Tensor) -> int:
 
 @torch.library.custom_op("quack_cpp::gemm", mutates_args=(), device_types="cuda")
 def gemm_op(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float,
-            out_dtype: torch.dtype) -> Tensor:
+            out_dtype: torch.dtype, tuned: bool = False) -> Tensor:
     """D = alpha * A @ B + beta * C as a functional custom op (``torch.ops.quack_cpp.gemm``).
 
     Args:
@@ -182,6 +182,8 @@ def gemm_op(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float
         C: (M, N) or (L, M, N) in out_dtype, or None (then beta is ignored).
         alpha, beta: fp32 scalars. beta = 0: C is never read.
         out_dtype: A's dtype or float32.
+        tuned: autotune the tile configuration on first use per shape class (quack::GemmArgs::
+            tuned: timed on a scratch output, cached on disk; never during graph capture).
 
     Returns:
         D, same rank as A. Layout: C's (row- or column-major) when C is read; else row-major,
@@ -195,32 +197,33 @@ def gemm_op(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float
     """
     beta = beta if C is not None else 0.0
     D = _new_out(A, B, C, beta, out_dtype)
-    _launch(A, B, C, D, alpha, beta)
+    _launch(A, B, C, D, alpha, beta, tuned)
     return D
 
 
 @gemm_op.register_fake
-def _gemm_fake(A, B, C, alpha, beta, out_dtype):
+def _gemm_fake(A, B, C, alpha, beta, out_dtype, tuned=False):
     return _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
 
 
 @torch.library.custom_op("quack_cpp::gemm_add_inplace", mutates_args=("out",),
                          device_types="cuda")
-def gemm_add_inplace_op(A: Tensor, B: Tensor, out: Tensor, alpha: float, beta: float) -> None:
+def gemm_add_inplace_op(A: Tensor, B: Tensor, out: Tensor, alpha: float, beta: float,
+                        tuned: bool = False) -> None:
     """out = alpha * A @ B + beta * out, in place (``torch.ops.quack_cpp.gemm_add_inplace``).
     C = D = out in the C++ call (tile-local read then write). Shapes and dtypes as
     ``gemm_op`` with out as C and D. Not differentiable. Raises as ``gemm_op``."""
     _out_shape(A, B)
-    _launch(A, B, out, out, alpha, beta)
+    _launch(A, B, out, out, alpha, beta, tuned)
 
 
 @gemm_add_inplace_op.register_fake
-def _gemm_add_inplace_fake(A, B, out, alpha, beta):
+def _gemm_add_inplace_fake(A, B, out, alpha, beta, tuned=False):
     _out_shape(A, B)
 
 
 def _gemm_setup_context(ctx, inputs, output):
-    A, B, C, alpha, beta, out_dtype = inputs
+    A, B, C, alpha, beta, out_dtype = inputs[:6]
     need_a, need_b = ctx.needs_input_grad[:2]
     ctx.alpha, ctx.beta = alpha, beta
     ctx.a_dtype, ctx.b_dtype = A.dtype, B.dtype
@@ -242,7 +245,7 @@ def _gemm_backward(ctx, dD):
             dA = gemm_op(g, B.mT, None, ctx.alpha, 0.0, ctx.a_dtype)
         if need_b:
             dB = gemm_op(A.mT, g, None, ctx.alpha, 0.0, ctx.b_dtype)
-    return dA, dB, dC, None, None, None
+    return dA, dB, dC, None, None, None, None
 
 
 torch.library.register_autograd("quack_cpp::gemm", _gemm_backward,
@@ -272,7 +275,7 @@ def _out_dtype(fn: str, out_dtype: Optional[torch.dtype], A: Tensor) -> torch.dt
 
 
 def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
-         alpha: float = 1.0) -> Tensor:
+         alpha: float = 1.0, tuned: bool = False) -> Tensor:
     """Matrix product ``D = alpha * A @ B`` (batched over L), differentiable.
 
     Products and sums in fp32 (WGMMA accumulators), one rounding to out_dtype. Backward (our
@@ -286,6 +289,10 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
         out_dtype: bfloat16, float16 or float32 (default: A's dtype; the C++ accepts A's dtype
             or float32).
         alpha: Python float (an int is converted).
+        tuned: QuACK's ``tuned=True``: the forward GEMM picks the fastest compiled tile
+            configuration, timed on the first call per (M, N, K rounded up to powers of two,
+            dtypes, layouts) on a scratch output and cached on disk (QUACK_CACHE_DIR); never
+            timed during CUDA-graph capture. The backward GEMMs use the default.
 
     Returns:
         D (M, N) or (L, M, N) in out_dtype on A's device; row-major with the row stride N
@@ -306,17 +313,17 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
     Source: QuACK 0.2.0 ``gemm_interface.gemm``; kernel after CUTLASS 3.x sm90 TMA + WGMMA.
     """
     _check("gemm", A=A, B=B)
-    return gemm_op(A, B, None, float(alpha), 0.0, _out_dtype("gemm", out_dtype, A))
+    return gemm_op(A, B, None, float(alpha), 0.0, _out_dtype("gemm", out_dtype, A), bool(tuned))
 
 
 def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: float = 1.0, beta: float = 1.0,
-             out_dtype: Optional[torch.dtype] = None) -> Tensor:
+             out_dtype: Optional[torch.dtype] = None, tuned: bool = False) -> Tensor:
     """``D = alpha * A @ B + beta * C`` (batched over L), differentiable (dC = beta * dD).
 
     With beta = 0, C is never read: NaN or Inf in C does not reach D (BLAS rule).
 
     Args:
-        A, B, out_dtype, alpha: as ``gemm``.
+        A, B, out_dtype, alpha, tuned: as ``gemm``.
         C: (M, N) or (L, M, N), CUDA, in out_dtype (C of another dtype than D is not yet
             supported by the C++); row- or column-major with a 16-byte-multiple leading stride.
         beta: Python float.
@@ -331,16 +338,17 @@ def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: float = 1.0, beta: float = 
     Source: QuACK 0.2.0 ``gemm_interface.gemm_add``.
     """
     _check("gemm_add", A=A, B=B, C=C)
-    return gemm_op(A, B, C, float(alpha), float(beta), _out_dtype("gemm_add", out_dtype, A))
+    return gemm_op(A, B, C, float(alpha), float(beta), _out_dtype("gemm_add", out_dtype, A),
+                   bool(tuned))
 
 
 def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: float = 1.0,
-                     beta: float = 1.0) -> None:
+                     beta: float = 1.0, tuned: bool = False) -> None:
     """``out = alpha * A @ B + beta * out``, in place (C = D = out; each tile reads out then
     writes it). Not differentiable (out must not require grad). Returns None, like QuACK.
 
     Args:
-        A, B, alpha: as ``gemm``.
+        A, B, alpha, tuned: as ``gemm`` (tuning times a scratch output: out is written once).
         out: (M, N) or (L, M, N), CUDA, A's dtype or float32 (float32 accumulates bf16/fp16
             products into fp32, e.g. a weight gradient); layout decided by the C++.
         beta: Python float; beta = 0 overwrites out without reading it.
@@ -352,7 +360,7 @@ def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: float = 1.0,
     accumulation).
     """
     _check("gemm_add_inplace", A=A, B=B, out=out)
-    gemm_add_inplace_op(A, B, out, float(alpha), float(beta))
+    gemm_add_inplace_op(A, B, out, float(alpha), float(beta), bool(tuned))
 
 
 # --------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def _gemm_f32(A, B, C, alpha, beta):
     return acc
 
 
-def gemm_cpu(A, B, C, alpha, beta, out_dtype):
+def gemm_cpu(A, B, C, alpha, beta, out_dtype, tuned=False):
     from quack_cpp.gemm_ops import _new_out
 
     D = _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)  # the real op's layout
@@ -55,7 +55,7 @@ def gemm_cpu(A, B, C, alpha, beta, out_dtype):
     return D
 
 
-def gemm_add_inplace_cpu(A, B, out, alpha, beta):
+def gemm_add_inplace_cpu(A, B, out, alpha, beta, tuned=False):
     out.copy_(_gemm_f32(A, B, out, alpha, beta))
 
 

@@ -271,3 +271,19 @@ def test_compile_fullgraph(cpu_kernels, backend):
     compiled = grads(torch.compile(f, fullgraph=True, backend=backend, dynamic=False))
     for e, c in zip(eager, compiled):
         torch.testing.assert_close(c, e, rtol=2e-2, atol=2e-2)
+
+
+def test_tuned_flag_reaches_the_op(cpu_kernels):
+    """tuned=True is part of the custom ops' schema and does not change the result (the C++
+    picks a tile configuration; the CPU stand-in ignores it)."""
+    assert "tuned" in str(torch.ops.quack_cpp.gemm.default._schema)
+    assert "tuned" in str(torch.ops.quack_cpp.gemm_add_inplace.default._schema)
+    a, b = rand(33, 40), rand(40, 24)
+    c = rand(33, 24)
+    torch.testing.assert_close(quack_cpp.gemm(a, b, tuned=True), quack_cpp.gemm(a, b))
+    torch.testing.assert_close(quack_cpp.gemm_add(a, b, c, beta=0.5, tuned=True),
+                               quack_cpp.gemm_add(a, b, c, beta=0.5))
+    out, ref = c.clone(), c.clone()
+    quack_cpp.gemm_add_inplace(a, b, out, tuned=True)
+    quack_cpp.gemm_add_inplace(a, b, ref)
+    torch.testing.assert_close(out, ref)
