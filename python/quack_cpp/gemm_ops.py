@@ -292,7 +292,10 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
         tuned: QuACK's ``tuned=True``: the forward GEMM picks the fastest compiled tile
             configuration, timed on the first call per (M, N, K rounded up to powers of two,
             dtypes, layouts) on a scratch output and cached on disk (QUACK_CACHE_DIR); never
-            timed during CUDA-graph capture. The backward GEMMs use the default.
+            timed during CUDA-graph capture. The backward GEMMs use the default. Default False
+            (QuACK 0.2.0 defaults to True; ours is not yet GPU-validated). Unlike QuACK's,
+            tuning never runs candidates on the real output, so an in-place call accumulates
+            once (QuACK reference §16 hazard).
 
     Returns:
         D (M, N) or (L, M, N) in out_dtype on A's device; row-major with the row stride N
