@@ -13,8 +13,11 @@ find_package(CUDAToolkit 12.8 REQUIRED)
 
 find_program(QUACK_CCACHE ccache)
 if(QUACK_CCACHE)
-  set(CMAKE_CXX_COMPILER_LAUNCHER ${QUACK_CCACHE})
-  set(CMAKE_CUDA_COMPILER_LAUNCHER ${QUACK_CCACHE})
+  # base_dir: paths under the source tree are hashed relative, so clones and worktrees at other
+  # paths (CI clones, helpers' worktrees) share cache entries.
+  # (ccache 4.7 takes no key=value arguments: the setting travels in the environment.)
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${CMAKE_COMMAND} -E env CCACHE_BASEDIR=${CMAKE_SOURCE_DIR} ${QUACK_CCACHE})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${CMAKE_COMMAND} -E env CCACHE_BASEDIR=${CMAKE_SOURCE_DIR} ${QUACK_CCACHE})
 endif()
 
 function(quack_cuda_flags target)
