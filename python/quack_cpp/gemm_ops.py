@@ -387,12 +387,12 @@ def linear_dtype(x: Tensor, weight: Tensor) -> Optional[torch.dtype]:
 
 class _LinearFunc(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, dtype, fuse_grad_accum):
+    def forward(ctx, x, weight, dtype, fuse_grad_accum, tuned=False):
         K, N = weight.shape[1], weight.shape[0]
         lead = x.shape[:-1]
         x2 = _as_operand(x.to(dtype).reshape(-1, K))
         w = weight.to(dtype)
-        y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype)
+        y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned))
         need_x, need_w = ctx.needs_input_grad[:2]
         ctx.dtype, ctx.weight_dtype, ctx.lead, ctx.n = dtype, weight.dtype, lead, N
         # Fused accumulation reads weight.grad at backward time: eager only (as QuACK).
@@ -420,10 +420,11 @@ class _LinearFunc(torch.autograd.Function):
                 shape = (a.shape[0], b.shape[1])
                 ok = any(_accepts(a, b, None, (shape, wdt, col)) for col in (False, True))
                 dw = gemm_op(a, b, None, 1.0, 0.0, wdt if ok else ctx.dtype).to(wdt)
-        return dx, dw, None, None
+        return dx, dw, None, None, None
 
 
-def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False) -> Tensor:
+def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False,
+           tuned: bool = False) -> Tensor:
     """``y = x @ weight^T`` (``torch.nn.functional.linear`` without bias) on our GEMM.
 
     Forward ``gemm(x2, W^T)`` with x2 = x flattened to (M, K); backward: dgrad
@@ -449,6 +450,7 @@ def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False) -> Tensor:
         weight: (N, K), x's dtype (or any float dtype under autocast). The GEMM's layout rules
             apply: K and N multiples of 8 for the backward's transposed operands.
         fuse_grad_accum: see above.
+        tuned: autotune the forward GEMM's tile configuration (as ``gemm``'s ``tuned``).
 
     Returns:
         y (..., N) in the compute dtype (x's, or autocast's), contiguous.
@@ -467,4 +469,4 @@ def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False) -> Tensor:
     if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: x has shape {tuple(x.shape)} and weight {tuple(weight.shape)},"
                          " expected (..., K) and (N, K)")
-    return _LinearFunc.apply(x, weight, dtype, fuse_grad_accum)
+    return _LinearFunc.apply(x, weight, dtype, fuse_grad_accum, tuned)

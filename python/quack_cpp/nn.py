@@ -129,6 +129,8 @@ class Linear(torch.nn.Linear):
             with ``gemm_add_inplace`` (beta = 1) instead of producing a new tensor that autograd
             then adds (QuACK's semantics; eager mode only: under ``torch.compile`` the plain
             wgrad is used). Saves one (out, in) buffer and one add per micro-batch.
+        tuned: autotune the forward GEMM's tile configuration on first use per shape class
+            (``quack_cpp.gemm``'s ``tuned``; default False, QuACK's default is True).
 
     Raises:
         NotImplementedError: bias=True.
@@ -139,18 +141,19 @@ class Linear(torch.nn.Linear):
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None,
-                 dtype=None, fuse_grad_accum: bool = False) -> None:
+                 dtype=None, fuse_grad_accum: bool = False, tuned: bool = False) -> None:
         if bias:
             raise NotImplementedError(
                 "quack_cpp.nn.Linear: bias=True is not supported yet (the GEMM has no bias "
                 "epilogue); use bias=False or torch.nn.Linear")
         super().__init__(in_features, out_features, bias=False, device=device, dtype=dtype)
         self.fuse_grad_accum = fuse_grad_accum
+        self.tuned = tuned
 
     def forward(self, input: Tensor) -> Tensor:
         """y = input W^T; input (*, in_features), y (*, out_features)."""
         if (input.device.type in _ops._DEVICE_TYPES and self.in_features % 8 == 0
                 and self.out_features % 8 == 0 and linear_dtype(input, self.weight) is not None):
-            return linear(input, self.weight, fuse_grad_accum=self.fuse_grad_accum)
+            return linear(input, self.weight, fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
         return F.linear(input, self.weight)
 

@@ -283,6 +283,12 @@ def test_tuned_flag_reaches_the_op(cpu_kernels):
     torch.testing.assert_close(quack_cpp.gemm(a, b, tuned=True), quack_cpp.gemm(a, b))
     torch.testing.assert_close(quack_cpp.gemm_add(a, b, c, beta=0.5, tuned=True),
                                quack_cpp.gemm_add(a, b, c, beta=0.5))
+    x, w = rand(6, 40).requires_grad_(True), rand(24, 40).requires_grad_(True)
+    y = quack_cpp.linear(x, w, tuned=True)
+    y.backward(torch.ones_like(y))
+    assert x.grad is not None and w.grad is not None
+    m = qnn.Linear(40, 24, dtype=bf16, tuned=True)
+    assert m.tuned and m(rand(3, 40)).shape == (3, 24)
     out, ref = c.clone(), c.clone()
     quack_cpp.gemm_add_inplace(a, b, out, tuned=True)
     quack_cpp.gemm_add_inplace(a, b, ref)
