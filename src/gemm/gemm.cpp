@@ -213,12 +213,17 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
 // 0.81x cuBLAS, but tests/python/test_linear.py::test_forward_backward died with SIGSEGV in
 // the dgrad call (_C.gemm, A (74, 384) row-major, B (384, 256) row-major, 128x64 km instance)
 // and no device time was left to find why (docs/status.md).
+// Instances that compute the same problem as base (same dtypes and majors), any tile.
+bool same_problem(const Instance& i, const Instance& base) {
+  return i.ab == base.ab && i.d == base.d && i.a == base.a && i.b == base.b;
+}
+
 // The configurations of base's dtypes and majors, the 128x256 one first (the default).
 std::vector<detail::GemmCandidate> candidates(const Instance& base) {
   std::vector<detail::GemmCandidate> out;
   for (int bn : {256, 64})
     for (const Instance& i : kInstances)
-      if (i.bn == bn && i.ab == base.ab && i.d == base.d && i.a == base.a && i.b == base.b)
+      if (i.bn == bn && same_problem(i, base))
         out.push_back({bn == 256 ? "128x256" : "128x64c1", i.run});
   return out;
 }
@@ -234,7 +239,7 @@ Launcher choose_tile(const Instance& base, const GemmProblem& p) {
     want = std::atoi(e);
   }
   for (const Instance& i : kInstances)
-    if (i.bn == want && i.ab == base.ab && i.d == base.d && i.a == base.a && i.b == base.b) return i.run;
+    if (i.bn == want && same_problem(i, base)) return i.run;
   return base.run;
 }
 
@@ -242,7 +247,6 @@ struct Plan {
   GemmProblem p;
   bool empty = false;   // M, N or L is 0: nothing to launch
   const Instance* inst = nullptr;  // K > 0: the kernel instance (128x256)
-  bool tuned = false;
 };
 
 Plan plan_gemm(const GemmArgs& g) {
@@ -298,7 +302,6 @@ Plan plan_gemm(const GemmArgs& g) {
   p.beta = g.beta;
   p.alpha_dev = g.alpha_device;
   p.beta_dev = g.beta_device;
-  plan.tuned = g.tuned;
   p.device = dev;
   if (M == 0 || N == 0 || L == 0) {
     plan.empty = true;
@@ -361,7 +364,7 @@ void gemm(const GemmArgs& args, cudaStream_t stream) {
     detail::gemm_fill_k0(p, stream);
     return;
   }
-  if (plan.tuned)
+  if (args.tuned)
     detail::gemm_tuned_launcher(p, candidates(*plan.inst), stream)(p, stream);
   else
     choose_tile(*plan.inst, p)(p, stream);
