@@ -21,7 +21,6 @@ torch = pytest.importorskip("torch")
 quack_cpp = pytest.importorskip("quack_cpp")
 ops = pytest.importorskip("quack_cpp.ops")
 
-import cpu_stand_in  # noqa: E402
 from reference import (  # noqa: E402
     assert_rule,
     compare_runs,
@@ -40,13 +39,7 @@ f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
 DTYPES = [f32, f16, bf16]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _kernels():
-    if DEVICE == "cpu":
-        with cpu_stand_in.registered():
-            yield
-    else:
-        yield
+STAND_IN = True  # QUACK_TEST_DEVICE=cpu runs this module on the CPU stand-ins (conftest.py)
 
 
 @pytest.fixture(autouse=True)
