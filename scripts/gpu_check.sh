@@ -2,7 +2,7 @@
 # GPU check: on a Hopper machine (offline is fine), build everything, run every GPU test (C++
 # and Python), run the benchmarks and print a short table last.
 #
-#   scripts/gpu_check.sh [--quick|--full] [--demo] [--no-bench] [--no-tests]
+#   scripts/gpu_check.sh [--quick|--full] [--demo] [--no-bench] [--no-tests] [--pip]
 #
 # --quick (default): one dtype (bf16), a few shapes. --full: every benchmark shape and dtype
 # (acceptance). --demo also runs the LM demo (demo/train_lm.py). Results (logs, JSON, plots)
@@ -13,11 +13,11 @@
 # QUACK_CUTLASS_INCLUDE or .deps/cutlass/include (GEMM headers, when needed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-MODE=quick; DEMO=0; BENCH=1; TESTS=1
+MODE=quick; DEMO=0; BENCH=1; TESTS=1; PIP=0
 for a in "$@"; do
   case "$a" in
     --quick) MODE=quick ;; --full) MODE=full ;; --demo) DEMO=1 ;;
-    --no-bench) BENCH=0 ;; --no-tests) TESTS=0 ;;
+    --no-bench) BENCH=0 ;; --no-tests) TESTS=0 ;; --pip) PIP=1 ;;
     *) echo "gpu_check: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -38,17 +38,29 @@ fi
 
 say "build (C++ library, tests, bench; $JOBS jobs)"
 t0=$(date +%s)
-cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >>"$LOG" 2>&1 \
+# The extension is built in the same tree (one compile of every kernel, not two) unless --pip
+# asks for the user's path (pip install ., a second CMake build).
+PYEXT=OFF; [ "$PIP" = 0 ] && python3 -m nanobind --cmake_dir >/dev/null 2>&1 && PYEXT=ON
+cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=$PYEXT >>"$LOG" 2>&1 \
   && ninja -C build/gpu -j "$JOBS" >>"$LOG" 2>&1 || { tail -30 "$LOG"; echo "gpu_check: build FAILED"; exit 1; }
 BUILD_S=$(( $(date +%s) - t0 ))
 # The Python extension is built after the C++ tests and benchmarks, so a short device slot
 # still returns the C++ results.
 PY_OK=0
 build_python() {
-  say "python extension (pip install --no-build-isolation --no-deps .)"
   local t1; t1=$(date +%s)
-  if python3 -m pip install -q --no-build-isolation --no-deps . >>"$LOG" 2>&1; then PY_OK=1
-  else tail -30 "$LOG"; echo "gpu_check: pip install FAILED"; fi
+  if [ "$PYEXT" = ON ]; then
+    # Stage the package: python/quack_cpp sources + the extension from build/gpu.
+    say "python extension (from build/gpu, staged in build/gpu/pystage)"
+    rm -rf build/gpu/pystage && mkdir -p build/gpu/pystage/quack_cpp \
+      && cp python/quack_cpp/*.py build/gpu/pystage/quack_cpp/ \
+      && cp build/gpu/python/_C*.so build/gpu/pystage/quack_cpp/ && PY_OK=1 \
+      && export PYTHONPATH=$PWD/build/gpu/pystage${PYTHONPATH:+:$PYTHONPATH}
+  else
+    say "python extension (pip install --no-build-isolation --no-deps .)"
+    if python3 -m pip install -q --no-build-isolation --no-deps . >>"$LOG" 2>&1; then PY_OK=1
+    else tail -30 "$LOG"; echo "gpu_check: pip install FAILED"; fi
+  fi
   PY_BUILD_S=$(( $(date +%s) - t1 ))
 }
 SPILL_RC=0
