@@ -3,6 +3,8 @@
 # under a timeout (a barrier/phase bug hangs rather than fails), the sanitizers on one case, then
 # every GEMM test and the cuBLAS comparison. Output: $OUT/gemm_bringup.log and a short summary.
 #   scripts/gemm_bringup.sh [--rmsnorm]   (--rmsnorm: also every RMSNorm GPU test and a quick bench)
+# Env: GEMM_TILES (QUACK_GEMM_TILE_N values to bench, default "256 128 auto"), GEMM_MS,
+# SANITIZE_ALL=1 (the sanitizers on the default tiles too).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RES="${OUT:-results}"; mkdir -p "$RES"; LOG="$RES/gemm_bringup.log"; : > "$LOG"
@@ -16,16 +18,23 @@ T=build/gpu/tests/cpp/quack_gpu_tests
 run() { local t=$1; shift; say "$*"; timeout "$t" "$@" >>"$LOG" 2>&1; local rc=$?; say "  rc=$rc"; return $rc; }
 brief() { grep -E "^\[  (PASSED|FAILED) |rc=|ERROR SUMMARY|Errors|RACECHECK SUMMARY|tflops" "$LOG" | tail -${1:-5}; }
 if run 60 $T --gtest_filter='*GemmCases*M1_N1_K1:*GemmCases*M256_N512_K64'; then
-  run 180 compute-sanitizer --tool racecheck $T --gtest_filter='*GemmCases*M256_N512_K64'
-  run 180 compute-sanitizer --tool synccheck $T --gtest_filter='*GemmCases*M256_N512_K64'
-  run 180 compute-sanitizer --tool memcheck $T --gtest_filter='*GemmCases*M127_N255_K63'
-  # Other layouts (MN-major mainloops, column-major d): smallest cases under a timeout first.
-  if run 60 $T --gtest_filter='Layouts/GemmCases.*/*_M127_N255_K63'; then
-    run 180 compute-sanitizer --tool racecheck $T --gtest_filter='Layouts/GemmCases.*/crr_M129_N257_K65'
+  # Pingpong (128x128pp) first under a timeout: an order-barrier or stage-skipping bug hangs.
+  QUACK_GEMM_TILE_N=128 run 90 $T --gtest_filter='*GemmCases*M256_N512_K64:*GemmCases*M127_N255_K63:Gemm.EveryTileConfig'
+  QUACK_GEMM_TILE_N=128 run 180 compute-sanitizer --tool racecheck $T --gtest_filter='*GemmCases*M256_N512_K64'
+  QUACK_GEMM_TILE_N=128 run 180 compute-sanitizer --tool synccheck $T --gtest_filter='*GemmCases*M256_N512_K64'
+  QUACK_GEMM_TILE_N=128 run 180 compute-sanitizer --tool memcheck $T --gtest_filter='*GemmCases*M127_N255_K63'
+  if [ "${SANITIZE_ALL:-0}" = 1 ]; then
+    run 180 compute-sanitizer --tool racecheck $T --gtest_filter='*GemmCases*M256_N512_K64'
+    run 180 compute-sanitizer --tool memcheck $T --gtest_filter='*GemmCases*M127_N255_K63'
     run 180 compute-sanitizer --tool memcheck $T --gtest_filter='Layouts/GemmCases.*/ccc_M127_N255_K63'
   fi
   run 240 $T --gtest_filter='*GemmCases*:Gemm.*' --gtest_brief=1
-  run 200 build/gpu/bench/quack-bench gemm --ms ${GEMM_MS:-200}
+  QUACK_GEMM_TILE_N=128 run 240 $T --gtest_filter='*GemmCases*:Gemm.*' --gtest_brief=1
+  # The bench once per tile choice (GEMM_TILES, default "256 128 auto"): gemm_table.py compares.
+  for tile in ${GEMM_TILES:-256 128 auto}; do
+    QUACK_GEMM_TILE_N=$tile run 200 build/gpu/bench/quack-bench gemm --ms ${GEMM_MS:-200}
+    grep '"op": "gemm"' "$LOG" | tail -24 > "$RES/gemm_tile_$tile.jsonl"
+  done
 fi
 if [ "${1:-}" = --rmsnorm ]; then
   run 240 $T --gtest_filter='-*Gemm*' --gtest_brief=1

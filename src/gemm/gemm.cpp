@@ -154,7 +154,8 @@ struct Instance {
   DType ab, d;         // A/B dtype, C/D dtype
   GemmMajor a, b;      // operand majors in the kernel's terms (gemm_problem.h)
   Launcher run;
-  int bn = 256;        // CTA tile N (tile M is 128); 256 with a 2x1 cluster, 64 without
+  int bn = 256;        // CTA tile N (tile M is 128): 256 cooperative, 2x1 cluster; 128 pingpong,
+                       // 2x1 cluster; 64 cooperative without a cluster
 };
 
 constexpr GemmMajor kK = GemmMajor::kK, kMN = GemmMajor::kMN;
@@ -171,6 +172,8 @@ constexpr Instance kInstances[] = {
     {kBf16, kBf16, kMN, kK, detail::gemm_sm90_128x256_bf16_bf16_mk},
     {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x64c1_bf16_bf16_kk, 64},
     {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x64c1_bf16_bf16_km, 64},
+    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x128pp_bf16_bf16_kk, 128},
+    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x128pp_bf16_bf16_km, 128},
     {kBf16, kF32, kK, kK, detail::gemm_sm90_128x256_bf16_f32_kk},
     {kBf16, kF32, kK, kMN, detail::gemm_sm90_128x256_bf16_f32_km},
     {kBf16, kF32, kMN, kMN, detail::gemm_sm90_128x256_bf16_f32_mm},
@@ -221,10 +224,10 @@ bool same_problem(const Instance& i, const Instance& base) {
 // The configurations of base's dtypes and majors, the 128x256 one first (the default).
 std::vector<detail::GemmCandidate> candidates(const Instance& base) {
   std::vector<detail::GemmCandidate> out;
-  for (int bn : {256, 64})
+  for (int bn : {256, 128, 64})
     for (const Instance& i : kInstances)
       if (i.bn == bn && same_problem(i, base))
-        out.push_back({bn == 256 ? "128x256" : "128x64c1", i.run});
+        out.push_back({bn == 256 ? "128x256" : bn == 128 ? "128x128pp" : "128x64c1", i.run});
   return out;
 }
 

@@ -10,18 +10,24 @@
 // Threads → work: 384 threads = 3 warpgroups. WG0 is the producer: one elected thread of warp 0
 //   issues the TMA loads of A (BM x BK) and of its half of B (BN/2 x BK, multicast to both CTAs of
 //   the 2x1 cluster) into a Stages-deep ring (PipelineTmaAsync, full/empty mbarriers), and keeps
-//   40 registers (setmaxnreg). WG1 and WG2 are the consumers ("cooperative"): they split the
-//   BM x BN tile along M (64 rows each, one 64xBNx16 WGMMA atom per warpgroup), keep the fp32
-//   accumulators in registers (232 registers each) and run the epilogue.
+//   40 registers (setmaxnreg). WG1 and WG2 are the consumers (232 registers each), in one of two
+//   modes (Config::kPingpong):
+//   - cooperative: they split the BM x BN tile along M (64 rows each, one 64xBNx16 WGMMA atom per
+//     warpgroup) and run its epilogue together (256 threads);
+//   - pingpong: each owns whole tiles (the atom twice along M), alternating; an ordered barrier
+//     gives the tensor cores to one warpgroup's mainloop at a time, so one warpgroup's epilogue
+//     runs under the other's MMAs; each has its own epilogue buffers (128 threads).
 // Tile order: persistent static schedule; cluster c walks work indices c, c + clusters, ... of
 //   TileScheduler (src/gemm/tile_scheduler.h, grouped rasterisation); CTA rank r of the cluster
-//   takes m tile 2·m_cluster + r. Producer and consumers walk the same sequence.
+//   takes m tile 2·m_cluster + r. The producer walks the whole sequence; cooperative consumers
+//   too, pingpong consumer i the indices of parity i (and skips the other's stages).
 // Shared memory: A (BM,BK,Stages) and B (BN,BK,Stages) with 128-byte swizzle: GMMA K-major
 //   atoms (8 x 64) for a K-major operand, MN-major atoms (64 x 8, repeated along K first, so one
 //   TMA box is 64 (M or N) x 64 (K)) for an MN-major one, as CUTLASS's sm90 builder (OperandSmem);
-//   epilogue C (BM,EpiN) and D (BM,EpiN,2) subtiles, swizzled to their row width; the pipeline
-//   barriers and one mbarrier for C. All dynamic; ≤ 227 KB. Same bytes for every major.
-// Epilogue, per (BM x EpiN) subtile: [C: TMA → smem → registers (LDSM)] → functor on fp32 →
+//   per epilogue group, C (EpiM,EpiN) and D (EpiM,EpiN,EpiStagesD) subtiles, swizzled to their
+//   row width; the pipeline barriers, the pingpong order barrier and one mbarrier per group for
+//   C. All dynamic; ≤ 227 KB. Same bytes for every major.
+// Epilogue, per (EpiM x EpiN) subtile: [C: TMA → smem → registers (LDSM)] → functor on fp32 →
 //   registers → smem (STSM) → one thread issues the TMA store (2 D buffers in flight).
 // Tails: TMA zero-fills out-of-bounds loads (zeros add nothing to the sum) and clips stores
 //   along M; along N a TMA store clips exactly only when rows of D are 16-byte multiples, so
@@ -63,19 +69,33 @@ struct OperandSmem {
 };
 
 /// One tile configuration: 128 x BN x 64, 2 consumer warpgroups, a ClusterM x 1 cluster.
+/// Cooperative (Pingpong = false): both warpgroups split one 128 x BN tile along M (64 rows each)
+/// and run its epilogue together. Pingpong (true): each warpgroup owns whole 128 x BN tiles
+/// (tiles alternate between them); their mainloops take turns on the tensor cores (an ordered
+/// barrier) so one warpgroup's epilogue runs under the other's MMAs (CUTLASS
+/// KernelTmaWarpSpecializedPingpong; QuACK's pingpong=True). Each then has its own epilogue
+/// buffers and barriers ("epilogue group").
 /// ElementAB: cutlass::bfloat16_t or cutlass::half_t; ElementD (= C's type): either, or float.
 /// MajorA, MajorB: GMMA::Major::K (stride 1 along K) or GMMA::Major::MN (stride 1 along M for A,
 /// along N for B); the WGMMA reads either from shared memory.
 /// BN: 256 (the default, large problems) or 128 / 64 (more tiles for small M·N); ClusterM: 2
 /// (B multicast to both CTAs) or 1 (no multicast: every CTA busy when there is one M tile).
 template <class ElementAB_, class ElementD_, GMMA::Major MajorA_ = GMMA::Major::K,
-          GMMA::Major MajorB_ = GMMA::Major::K, int BN_ = 256, int ClusterM_ = 2>
+          GMMA::Major MajorB_ = GMMA::Major::K, int BN_ = 256, int ClusterM_ = 2, bool Pingpong_ = false>
 struct GemmConfig {
   using ElementAB = ElementAB_;
   using ElementD = ElementD_;
   static constexpr GMMA::Major kMajorA = MajorA_, kMajorB = MajorB_;
   static constexpr int BM = 128, BN = BN_, BK = 64;
-  static constexpr int EpiN = 32, EpiStagesD = 2;
+  static constexpr bool kPingpong = Pingpong_;
+  static_assert(!kPingpong || BN <= 128, "pingpong: a 128 x BN fp32 accumulator per warpgroup (BN ≤ 128)");
+  // Epilogue groups: the threads that run one tile's epilogue (both warpgroups, or each one).
+  static constexpr int kEpiGroups = kPingpong ? 2 : 1;
+  static constexpr int kEpiThreads = kPingpong ? 128 : 256;
+  // Epilogue subtile (EpiM, EpiN): EpiM = the tiled MMA's M extent (rows one MMA step covers).
+  static constexpr int EpiM = kPingpong ? 64 : 128, EpiN = 32;
+  // D buffers in flight per group; pingpong's narrower tiles leave room for more.
+  static constexpr int EpiStagesD = kPingpong ? 4 : 2;
   static constexpr int kClusterM = ClusterM_;
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN: one 64xBNx16 WGMMA atom per warpgroup");
   static_assert(kClusterM == 1 || kClusterM == 2, "clusters 1x1 and 2x1");
@@ -87,29 +107,30 @@ struct GemmConfig {
 
   using TileShape = Shape<Int<BM>, Int<BN>, Int<BK>>;
   using ClusterShape = Shape<Int<kClusterM>, _1, _1>;
-  using EpiTile = Shape<Int<BM>, Int<EpiN>>;
+  using EpiTile = Shape<Int<EpiM>, Int<EpiN>>;
 
-  // 2 consumer warpgroups stacked along M, each one 64 x BN x 16 WGMMA atom.
+  // Cooperative: 2 warpgroups stacked along M, each one 64 x BN x 16 WGMMA atom. Pingpong: one
+  // warpgroup, the atom repeated twice along M (MMA_M = 2).
   using MmaAtom = decltype(GMMA::ss_op_selector<ElementAB, ElementAB, float, Shape<_64, Int<BN>, Int<BK>>,
                                                 kMajorA, kMajorB>());
-  using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<_2, _1, _1>>{}));
+  using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kPingpong ? 1 : 2>, _1, _1>>{}));
 
   // Epilogue smem: a D row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
   // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom).
   static constexpr bool kD16 = sizeof(ElementD) == 2;
   using SmemAtomCD = conditional_t<kD16, GMMA::Layout_K_SW64_Atom<ElementD>, GMMA::Layout_K_SW128_Atom<ElementD>>;
-  using SmemLayoutC = decltype(tile_to_shape(SmemAtomCD{}, EpiTile{}));                                    // (BM,EpiN)
-  using SmemLayoutD = decltype(tile_to_shape(SmemAtomCD{}, Shape<Int<BM>, Int<EpiN>, Int<EpiStagesD>>{}));  // (BM,EpiN,2)
+  using SmemLayoutC = decltype(tile_to_shape(SmemAtomCD{}, EpiTile{}));                                    // (EpiM,EpiN)
+  using SmemLayoutD = decltype(tile_to_shape(SmemAtomCD{}, Shape<Int<EpiM>, Int<EpiN>, Int<EpiStagesD>>{}));  // (EpiM,EpiN,PIPE_D)
   // Register <-> smem copies of the epilogue (CUTLASS sm90 builder choices for N-major C/D).
   using CopyAtomC = Copy_Atom<SM90_U32x4_STSM_N, cutlass::half_t>;  // accumulator partition only
   using CopyOpR2S = conditional_t<kD16, SM90_U32x4_STSM_N, AutoVectorizingCopyWithAssumedAlignment<128>>;
   using CopyOpS2R = conditional_t<kD16, SM75_U32x4_LDSM_N, AutoVectorizingCopyWithAssumedAlignment<128>>;
-  static constexpr int kFrg = BM * EpiN / kConsumerThreads;  // values per thread per subtile (16)
+  static constexpr int kFrg = EpiM * EpiN / kEpiThreads;  // values per thread per subtile (16)
 
   // Mainloop stages: as many 48 KB (A+B) stages as fit beside the epilogue buffers, at most 4
   // (4 for 16-bit D, 3 for fp32 D).
   static constexpr int kStageBytes = (BM + BN) * BK * int(sizeof(ElementAB));
-  static constexpr int kEpiBytes = (1 + EpiStagesD) * BM * EpiN * int(sizeof(ElementD));
+  static constexpr int kEpiBytes = kEpiGroups * (1 + EpiStagesD) * EpiM * EpiN * int(sizeof(ElementD));
   static constexpr int kStagesFit = (kMaxSmem - kEpiBytes - 2048) / kStageBytes;
   static constexpr int kMaxStages = 8;  // 4 fit at BN = 256; narrower tiles take more
   static constexpr int Stages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
@@ -118,20 +139,25 @@ struct GemmConfig {
   using SmemLayoutA = typename OperandSmem<ElementAB, kMajorA>::template Layout<BM, BK, Stages>;  // (BM,BK,PIPE)
   using SmemLayoutB = typename OperandSmem<ElementAB, kMajorB>::template Layout<BN, BK, Stages>;  // (BN,BK,PIPE)
   using Pipeline = cutlass::PipelineTmaAsync<Stages>;
+  // Threads that consume (and release) each stage: both warpgroups, or the one owning the tile.
+  static constexpr int kStageConsumers = kPingpong ? 128 : kConsumerThreads;
+  // Pingpong: the two warpgroups' mainloops alternate (one sequence, depth 1).
+  using MmaOrder = cutlass::OrderedSequenceBarrier<1, 2>;
 
   struct SharedStorage {
     alignas(1024) ArrayEngine<ElementAB, cosize_v<SmemLayoutA>> A;
     alignas(1024) ArrayEngine<ElementAB, cosize_v<SmemLayoutB>> B;
-    alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutC>> C;
-    alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutD>> D;
+    alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutC>> C[kEpiGroups];  // per epilogue group
+    alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutD>> D[kEpiGroups];
     typename Pipeline::SharedStorage pipe;
-    alignas(8) uint64_t c_full;
+    typename MmaOrder::SharedStorage mma_order;
+    alignas(8) uint64_t c_full[kEpiGroups];
   };
   static_assert(sizeof(SharedStorage) <= kMaxSmem, "shared memory budget");
   // Bytes each CTA receives per stage: its A tile and the whole B tile (with a 2x1 cluster both
   // halves, one from each CTA).
   static constexpr uint32_t kTxBytes = uint32_t(kStageBytes);
-  static constexpr uint32_t kCBytes = uint32_t(BM * EpiN * sizeof(ElementD));
+  static constexpr uint32_t kCBytes = uint32_t(EpiM * EpiN * sizeof(ElementD));
 };
 
 /// The default tile: 128 x 256 x 64, 2x1 cluster.
@@ -160,15 +186,15 @@ struct Params {
   TileScheduler sched;
 };
 
-/// Stores the (BM, EpiN) subtile staged in `sD` at D(m0.., n0..) of batch l with plain
-/// predicated stores by the 256 consumer threads (consecutive threads, consecutive columns):
+/// Stores the (EpiM, EpiN) subtile staged in `sD` at D(m0.., n0..) of batch l with plain
+/// predicated stores by the epilogue group's threads (consecutive threads, consecutive columns):
 /// the exact-clipping path for the subtile that crosses column N (see Params::d_tail_manual).
 /// The caller's next barrier orders these smem reads before the buffer is rewritten.
 template <class Cfg, class SubTile, class P>
-CUTE_DEVICE void store_subtile_clipped(SubTile const& sD, P const& p, int l, int m0, int n0, int ctid) {
+CUTE_DEVICE void store_subtile_clipped(SubTile const& sD, P const& p, int l, int m0, int n0, int etid) {
   using ElementD = typename Cfg::ElementD;
   ElementD* d = static_cast<ElementD*>(p.d_ptr) + int64_t(l) * p.batch_d;
-  for (int i = ctid; i < Cfg::BM * Cfg::EpiN; i += Cfg::kConsumerThreads) {
+  for (int i = etid; i < Cfg::EpiM * Cfg::EpiN; i += Cfg::kEpiThreads) {
     int const r = i / Cfg::EpiN, c = i % Cfg::EpiN;
     if (m0 + r < p.M && n0 + c < p.N) d[int64_t(m0 + r) * p.ldd + n0 + c] = sD(r, c);
   }
@@ -196,9 +222,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
   pp.transaction_bytes = Cfg::kTxBytes;
   pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pp.is_leader = threadIdx.x == 0;
-  pp.num_consumers = Cfg::kConsumerThreads;
+  pp.num_consumers = Cfg::kStageConsumers;
   Pipeline pipeline(ss.pipe, pp, typename Cfg::ClusterShape{});  // warp 0 initialises the barriers
-  if (warp_idx == 1 && lane_pred) cutlass::arch::ClusterTransactionBarrier::init(&ss.c_full, 1);
+  // Pingpong turn-taking of the consumer warpgroups (group 0 = WG1 goes first); unused otherwise.
+  typename Cfg::MmaOrder::Params op;
+  op.group_id = warp_group == 0 ? 0u : uint32_t(warp_group - 1);
+  op.group_size = 128;
+  typename Cfg::MmaOrder mma_order(ss.mma_order, op);
+  if (warp_idx == 1 && lane_pred)
+    for (int g = 0; g < Cfg::kEpiGroups; ++g) cutlass::arch::ClusterTransactionBarrier::init(&ss.c_full[g], 1);
   cutlass::arch::fence_barrier_init();
   cute::cluster_arrive_relaxed();  // the peer's barriers exist before any multicast or remote arrive
   cute::cluster_wait();
@@ -245,11 +277,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
       pipeline.producer_tail(write);  // stay until every stage this CTA filled (and multicast) is released
     }
   } else {
-    // ---------------- consumers (2 warpgroups, cooperative) ----------------
+    // ---------------- consumers (2 warpgroups: cooperative or pingpong) ----------------
     cutlass::arch::warpgroup_reg_alloc<Cfg::kConsumerRegs>();
-    int const ctid = int(threadIdx.x) - 128;  // 0..255
+    int const mma_wg = warp_group - 1;                // 0 or 1
+    int const grp = Cfg::kPingpong ? mma_wg : 0;       // epilogue group: own smem, barriers, tiles
+    int const etid = int(threadIdx.x) - 128 - grp * Cfg::kEpiThreads;  // thread in the group
     typename Cfg::TiledMma mma;
-    auto thr_mma = mma.get_thread_slice(ctid);
+    auto thr_mma = mma.get_thread_slice(etid);
     Tensor tCsA = thr_mma.partition_A(sA);        // (MMA,MMA_M,MMA_K,PIPE)
     Tensor tCsB = thr_mma.partition_B(sB);        // (MMA,MMA_N,MMA_K,PIPE)
     Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // smem descriptors
@@ -258,27 +292,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
 
     // Epilogue partitioning (CUTLASS sm90_epilogue_tma_warpspecialized.hpp, without the visitor tree).
     Tensor sC = as_position_independent_swizzle_tensor(
-        make_tensor(make_smem_ptr(ss.C.begin()), typename Cfg::SmemLayoutC{}));  // (BM,EpiN)
+        make_tensor(make_smem_ptr(ss.C[grp].begin()), typename Cfg::SmemLayoutC{}));  // (EpiM,EpiN)
     Tensor sD = as_position_independent_swizzle_tensor(
-        make_tensor(make_smem_ptr(ss.D.begin()), typename Cfg::SmemLayoutD{}));  // (BM,EpiN,PIPE_D)
+        make_tensor(make_smem_ptr(ss.D[grp].begin()), typename Cfg::SmemLayoutD{}));  // (EpiM,EpiN,PIPE_D)
     auto tiled_c_atom = make_tiled_copy_C_atom(typename Cfg::CopyAtomC{}, mma);
     auto tiled_r2s = make_tiled_copy_S(Copy_Atom<typename Cfg::CopyOpR2S, ElementD>{}, tiled_c_atom);
-    auto thr_r2s = tiled_r2s.get_slice(ctid);
+    auto thr_r2s = tiled_r2s.get_slice(etid);
     Tensor tRS_rAcc = thr_r2s.retile_S(acc);  // ((R2S,R2S_V),MMA_M,MMA_N)
     Tensor tRS_sD = thr_r2s.partition_D(sD);  // (R2S,R2S_M,R2S_N,PIPE_D)
     auto tRS_rD_layout = make_layout(take<0, 3>(shape(thr_r2s.partition_S(sD))));
     Tensor tRS_rD = make_tensor<ElementD>(tRS_rD_layout);  // (R2S,R2S_M,R2S_N)
     auto tiled_s2r = make_tiled_copy_S(Copy_Atom<typename Cfg::CopyOpS2R, ElementD>{}, tiled_c_atom);
-    auto thr_s2r = tiled_s2r.get_slice(ctid);
+    auto thr_s2r = tiled_s2r.get_slice(etid);
     Tensor tSR_sC = thr_s2r.partition_S(sC);  // (S2R,S2R_M,S2R_N)
     Tensor tRS_rC = make_tensor<ElementD>(tRS_rD_layout);
     Tensor tSR_rC = thr_s2r.retile_D(tRS_rC);
-    Tensor tRS_rAcc_frg = recast<cutlass::Array<float, kFrg>>(tRS_rAcc);
+    Tensor tRS_rAcc_frg = recast<cutlass::Array<float, kFrg>>(tRS_rAcc);  // (V,MMA_M,MMA_N)
     Tensor tRS_rD_frg = recast<cutlass::Array<ElementD, kFrg>>(tRS_rD);
     Tensor tRS_rC_frg = recast<cutlass::Array<ElementD, kFrg>>(tRS_rC);
     static_assert(decltype(size<0>(tRS_rAcc))::value % kFrg == 0, "fragment does not vectorise");
-    static_assert(decltype(size<1>(tRS_rAcc))::value == 1 && decltype(size<2>(tRS_rAcc))::value == 1,
-                  "one MMA tile per CTA tile (the epilogue indexes fragments by subtile)");
+    static_assert(decltype(size<1>(tRS_rAcc))::value == Cfg::BM / Cfg::EpiM && decltype(size<2>(tRS_rAcc))::value == 1,
+                  "one MMA step per EpiM rows, one along N (the epilogue indexes fragments by subtile)");
     auto tma_d_blk = p.tma_d.get_slice(Int<0>{});
     auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
     Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N)
@@ -289,15 +323,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
     bool const load_c = p.load_c && epi.reads_c();
     uint32_t c_phase = 0;
     int d_stage = 0;
-    auto epi_sync = [] { cutlass::arch::NamedBarrier::sync(Cfg::kConsumerThreads, 1); };
+    auto epi_sync = [grp] { cutlass::arch::NamedBarrier::sync(Cfg::kEpiThreads, 1 + grp); };
 
+    // Pingpong: this warpgroup takes every other work index of the cluster's sequence, and its
+    // pipeline state skips the stages of the other warpgroup's tiles (all tiles have k_tiles).
     auto read = cutlass::PipelineState<Cfg::Stages>{};
-    for (int64_t w = cluster_id; w < num_work; w += cluster_stride) {
+    int64_t const w0 = cluster_id + (Cfg::kPingpong ? mma_wg * cluster_stride : 0);
+    int64_t const w_step = cluster_stride * Cfg::kEpiGroups;
+    if (Cfg::kPingpong && mma_wg == 1) read.advance(k_tiles);
+    for (int64_t w = w0; w < num_work; w += w_step) {
       TileCoord const t = p.sched.tile(w);
       int const l = int(t.batch);
       int const m_blk = int(t.m) * Cfg::kClusterM + int(cta_rank), n_blk = int(t.n);
 
       // ---- mainloop: one WGMMA batch in flight; release a stage once the batch reading it is done ----
+      if constexpr (Cfg::kPingpong) mma_order.wait();  // our turn on the tensor cores
       auto release = read;
       mma.accumulate_ = GMMA::ScaleOut::Zero;
       warpgroup_fence_operand(acc);
@@ -320,59 +360,65 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
         }
         ++read;
       }
+      if constexpr (Cfg::kPingpong) mma_order.arrive();  // the other warpgroup may issue now
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc);
       if (k_tiles > 0) pipeline.consumer_release(release);  // k_tiles ≥ 1 always (host: K = 0 never launches)
+      if (Cfg::kPingpong) read.advance(k_tiles);  // the other warpgroup's next tile
 
-      // ---- epilogue: (BM, EpiN) subtiles ----
+      // ---- epilogue: (EpiM, EpiN) subtiles ----
       Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Cfg::TileShape{}), make_coord(m_blk, n_blk)),
-                              typename Cfg::EpiTile{});  // (BM,EpiN,1,EPI_N)
+                              typename Cfg::EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
       Tensor gD = flat_divide(local_tile(mD(_, _, l), select<0, 1>(typename Cfg::TileShape{}), make_coord(m_blk, n_blk)),
-                              typename Cfg::EpiTile{});  // (BM,EpiN,1,EPI_N)
-      Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,1,EPI_N)
-      Tensor bSG_gD = tma_d_blk.partition_D(gD);  // (TMA,TMA_M,TMA_N,1,EPI_N)
+                              typename Cfg::EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+      Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+      Tensor bSG_gD = tma_d_blk.partition_D(gD);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
       CUTE_UNROLL
-      for (int epi_n = 0; epi_n < Cfg::BN / Cfg::EpiN; ++epi_n) {
-        int const r2s_v = epi_n * size(tRS_rD_frg);
-        int const n0 = n_blk * Cfg::BN + epi_n * Cfg::EpiN;  // first column of the subtile
-        if (n0 >= p.N) continue;  // wholly right of D: nothing to load or store (CTA-uniform)
-        if (load_c) {
-          epi_sync();  // every thread is done reading the previous C subtile
-          if (ctid == 0) {
-            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.c_full, Cfg::kCBytes);
-            copy(p.tma_c.with(ss.c_full), bGS_gC(_, _, _, 0, epi_n), bGS_sC);
-          }
-          cutlass::arch::ClusterTransactionBarrier::wait(&ss.c_full, c_phase);
-          c_phase ^= 1;
-          copy(tiled_s2r, tSR_sC, tSR_rC);
-        }
+      for (int epi_m = 0; epi_m < Cfg::BM / Cfg::EpiM; ++epi_m) {
+        int const m0 = m_blk * Cfg::BM + epi_m * Cfg::EpiM;  // first row of the subtile
         CUTE_UNROLL
-        for (int v = 0; v < size(tRS_rD_frg); ++v) {
-          cutlass::Array<float, kFrg> x = tRS_rAcc_frg(r2s_v + v);
+        for (int epi_n = 0; epi_n < Cfg::BN / Cfg::EpiN; ++epi_n) {
+          int const r2s_v = epi_n * size(tRS_rD_frg);
+          int const n0 = n_blk * Cfg::BN + epi_n * Cfg::EpiN;  // first column of the subtile
+          if (n0 >= p.N || m0 >= p.M) continue;  // wholly outside D: nothing to load or store (group-uniform)
           if (load_c) {
-            cutlass::Array<float, kFrg> const c = cutlass::NumericArrayConverter<float, ElementD, kFrg>{}(tRS_rC_frg(v));
-            epi(x, c);
-          } else {
-            epi(x);
+            epi_sync();  // every thread is done reading the previous C subtile
+            if (etid == 0) {
+              cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.c_full[grp], Cfg::kCBytes);
+              copy(p.tma_c.with(ss.c_full[grp]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC);
+            }
+            cutlass::arch::ClusterTransactionBarrier::wait(&ss.c_full[grp], c_phase);
+            c_phase ^= 1;
+            copy(tiled_s2r, tSR_sC, tSR_rC);
           }
-          tRS_rD_frg(v) = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(x);
+          CUTE_UNROLL
+          for (int v = 0; v < size(tRS_rD_frg); ++v) {
+            cutlass::Array<float, kFrg> x = tRS_rAcc_frg(r2s_v + v, epi_m, 0);
+            if (load_c) {
+              cutlass::Array<float, kFrg> const c = cutlass::NumericArrayConverter<float, ElementD, kFrg>{}(tRS_rC_frg(v));
+              epi(x, c);
+            } else {
+              epi(x);
+            }
+            tRS_rD_frg(v) = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(x);
+          }
+          bool const manual = p.d_tail_manual && n0 + Cfg::EpiN > p.N;
+          if (etid == 0) tma_store_wait<Cfg::EpiStagesD - 1>();  // the store that read d_stage is done
+          epi_sync();
+          copy(tiled_r2s, tRS_rD, tRS_sD(_, _, _, d_stage));
+          cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
+          epi_sync();
+          if (manual) {
+            store_subtile_clipped<Cfg>(sD(_, _, d_stage), p, l, m0, n0, etid);
+          } else if (etid == 0) {
+            copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
+            tma_store_arrive();
+          }
+          d_stage = (d_stage + 1) % Cfg::EpiStagesD;
         }
-        bool const manual = p.d_tail_manual && n0 + Cfg::EpiN > p.N;
-        if (ctid == 0) tma_store_wait<Cfg::EpiStagesD - 1>();  // the store that read d_stage is done
-        epi_sync();
-        copy(tiled_r2s, tRS_rD, tRS_sD(_, _, _, d_stage));
-        cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
-        epi_sync();
-        if (manual) {
-          store_subtile_clipped<Cfg>(sD(_, _, d_stage), p, l, m_blk * Cfg::BM, n0, ctid);
-        } else if (ctid == 0) {
-          copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, 0, epi_n));
-          tma_store_arrive();
-        }
-        d_stage = (d_stage + 1) % Cfg::EpiStagesD;
       }
     }
-    if (ctid == 0) tma_store_wait<0>();  // smem must outlive the last stores
+    if (etid == 0) tma_store_wait<0>();  // smem must outlive the last stores
   }
   cute::cluster_arrive_relaxed();  // no CTA exits while its peer may still signal or multicast into it
   cute::cluster_wait();

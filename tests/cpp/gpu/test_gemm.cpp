@@ -160,7 +160,7 @@ void run_case(const GemmCase& c) {
   const bool full = double(L) * M * N * std::max<int64_t>(K, 1) <= double(1 << 26);
   for (int64_t r = 0; r < L * M; ++r) {
     const int64_t i = r % M;
-    const bool edge = i < 2 || i >= M - 2 || i % 128 == 0 || i % 128 == 127 || i % 256 == 255;
+    const bool edge = i < 2 || i >= M - 2 || i % 64 == 0 || i % 64 == 63 || i % 256 == 255;
     if (full || edge || r % std::max<int64_t>(1, (L * M) / 48) == 0) rows.insert(r);
   }
   std::vector<double> ref, sub;
@@ -345,16 +345,21 @@ TEST_F(Gemm, RepeatedCallsAndErrorAfterwards) {
 }
 
 // Layout combinations without a kernel instance throw before any launch and leave no error.
-// Both tile configurations of bf16 -> bf16 (128x256 with a 2x1 cluster, the default; 128x64
-// without a cluster, gemm.cpp's choose_tile under QUACK_GEMM_TILE_N=auto for small M·N), forced
-// through QUACK_GEMM_TILE_N on tails, batches, C and the row-major B of dgrad, then "auto".
-TEST_F(Gemm, BothTileConfigs) {
+// Every tile configuration of bf16 -> bf16 (128x256 cooperative with a 2x1 cluster, the default;
+// 128x128 pingpong with a 2x1 cluster; 128x64 without a cluster, gemm.cpp's choose_tile under
+// QUACK_GEMM_TILE_N=auto for small M·N), forced through QUACK_GEMM_TILE_N on tails, batches, C
+// and the row-major B of dgrad, then "auto". The last cases give each persistent CTA several
+// tiles (pingpong: both warpgroups, several turns each; K = 64 is one k-tile per tile).
+TEST_F(Gemm, EveryTileConfig) {
   std::vector<GemmCase> cases = {mk(127, 255, 63), mk(129, 257, 65), mk(1000, 3000, 520), mk(128, 8192, 512),
                                  lay("rrr", mk(200, 300, 100)), lay("rrr", mk(129, 1000, 4096))};
   cases.push_back(with(mk(200, 300, 100), [](GemmCase& c) { c.L = 3; }));
   cases.push_back(with(mk(130, 260, 70), [](GemmCase& c) { c.with_c = true; c.beta = 0.5f; }));
   cases.push_back(lay("rrr", mk(74, 256, 384)));  // the Linear dgrad that crashed in Python (auto -> 128x64)
-  for (const char* tile : {"256", "64", "auto"}) {
+  cases.push_back(mk(4096, 4096, 200));
+  cases.push_back(lay("rrr", mk(2048, 4096, 64)));
+  cases.push_back(with(lay("rrr", mk(3000, 2000, 333)), [](GemmCase& c) { c.with_c = true; c.beta = -1.5f; }));
+  for (const char* tile : {"256", "128", "64", "auto"}) {
     setenv("QUACK_GEMM_TILE_N", tile, 1);
     for (const GemmCase& c : cases) {
       SCOPED_TRACE(std::string("tile N ") + tile + ", M " + std::to_string(c.M) + " N " + std::to_string(c.N));

@@ -1,0 +1,14 @@
+// One GEMM kernel instance per TU (DESIGN §4: ≤ 60 s, ≤ 3 GB per GEMM TU; docs/gemm-spike.md).
+// A, B: cutlass::bfloat16_t; C, D: cutlass::bfloat16_t; tile 128x128x64 per consumer warpgroup,
+// pingpong (the two warpgroups alternate tiles, one's epilogue under the other's MMAs), 2x1 cluster.
+// Majors (kernel terms, gemm_problem.h): A K-major (row-major), B MN-major (row-major).
+#include "gemm/sm90/gemm_launch.cuh"
+
+namespace quack::detail {
+
+void gemm_sm90_128x128pp_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream) {
+  sm90::run_gemm<sm90::GemmConfig<cutlass::bfloat16_t, cutlass::bfloat16_t, cute::GMMA::Major::K,
+                                  cute::GMMA::Major::MN, 128, 2, true>>(p, stream, "gemm");
+}
+
+}  // namespace quack::detail
