@@ -5,11 +5,13 @@
 // compute-sanitizer memcheck/racecheck/synccheck clean on samples); 0.96-1.00x cuBLAS at the
 // large shapes, less at small ones (docs/performance.md "GEMM").
 //
-// Tile configurations: 128x256x64 with 2x1 clusters (every dtype and layout; the default) and,
-// for bf16 -> bf16 with a row-major a, 128x64x64 without a cluster (small M·N). Which one runs:
-// GemmArgs::tuned (timed once per shape class, cached), else the environment variable
-// QUACK_GEMM_TILE_N = 256 | 64 | auto (auto: 128x64 when 128x256 tiles would leave more than a
-// quarter of the SMs idle; opt-in because of an open crash report, docs/status.md), else 256.
+// Tile configurations: 128x256x64 cooperative with 2x1 clusters (every dtype and layout) and,
+// for bf16 -> bf16 with a row-major a, 128x128x64 pingpong with 2x1 clusters (large problems)
+// and 128x64x64 cooperative without a cluster (small M·N). Which one runs: GemmArgs::tuned
+// (timed once per shape class, cached), else the environment variable QUACK_GEMM_TILE_N =
+// 256 | 128 | 64 (forces one where it exists), else the shape rule of src/gemm/gemm.cpp
+// (choose_tile: 128x64 when 128x256 tiles would leave more than a quarter of the SMs idle,
+// 128x128 pingpong with ≥ 4 of its tiles per SM, else 128x256).
 // Hardware: sm_90a (H100/H200) only; on another GPU the launch fails with CudaError.
 //
 // Method: a persistent, warp-specialised TMA + WGMMA kernel written with CuTe atoms

@@ -15,13 +15,17 @@ void check_cuda(cudaError_t err, const char* where, const char* call) {
                   " (" + cudaGetErrorString(err) + ")");
 }
 
+// cudaSetDevice even when `device` is already current: it makes the device's primary context
+// current on this thread. A thread that has made no runtime call yet (PyTorch's autograd worker,
+// any new std::thread) reports device 0 from cudaGetDevice without a current context, and the
+// driver calls of the GEMM host code (cuTensorMapEncodeTiled, through CuTe's make_tma_copy) then
+// fail — on the H200 (2026-11-30) CuTe printed "TMA Desc Addr" and the process died with SIGSEGV
+// in the Linear backward. cudaSetDevice costs well under a microsecond.
 DeviceGuard::DeviceGuard(int device) {
   int cur = -1;
   check_cuda(cudaGetDevice(&cur), "DeviceGuard", "cudaGetDevice");
-  if (cur != device) {
-    check_cuda(cudaSetDevice(device), "DeviceGuard", "cudaSetDevice");
-    previous_ = cur;
-  }
+  check_cuda(cudaSetDevice(device), "DeviceGuard", "cudaSetDevice");
+  if (cur != device) previous_ = cur;
 }
 
 DeviceGuard::~DeviceGuard() {

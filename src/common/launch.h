@@ -14,7 +14,8 @@ namespace quack::detail {
 /// Throws CudaError("<where>: <call> failed: <CUDA text>") when `err` is not cudaSuccess.
 void check_cuda(cudaError_t err, const char* where, const char* call);
 
-/// Sets the current device to `device` for the guard's lifetime (no-op when already current).
+/// Sets the current device to `device` for the guard's lifetime and makes its primary context
+/// current on the calling thread (needed by driver calls on threads new to CUDA).
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);

@@ -207,15 +207,17 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
            " d (no kernel instance), expected (a, b, d) = " + offered);
 }
 
-// Tile choice (at launch; can_implement makes no CUDA call). Default: the 128x256 tiles (2x1
-// clusters). QUACK_GEMM_TILE_N=auto picks the 128x64 instance (no cluster) of the same dtypes
-// and majors when 128x256 tiles would keep fewer than 3/4 of the SMs busy (M = 128, N = 8192:
-// 32 busy CTAs with 128x256, 128 with 128x64); =256 or =64 forces one.
-// Why auto is not the default yet (2026-11-30, session 2): with it, every C++ GPU test passed
-// (275, both tiles, compute-sanitizer memcheck clean) and 128x8192x8192 went from 0.42x to
-// 0.81x cuBLAS, but tests/python/test_linear.py::test_forward_backward died with SIGSEGV in
-// the dgrad call (_C.gemm, A (74, 384) row-major, B (384, 256) row-major, 128x64 km instance)
-// and no device time was left to find why (docs/status.md).
+// Tile choice (at launch; can_implement makes no CUDA call), among the instances of the same
+// dtypes and majors (128x256 cooperative for every one; 128x128 pingpong and 128x64 without a
+// cluster for bf16 -> bf16 with a row-major a):
+// - 128x64 when 128x256 tiles would keep fewer than 3/4 of the SMs busy (M = 128, N = 8192: 32
+//   busy CTAs with 128x256, 128 with 128x64);
+// - else 128x128 pingpong when there are ≥ 4 tiles of 128x128 per SM (each warpgroup gets ≥ 2
+//   tiles, so one's epilogue hides under the other's mainloop);
+// - else 128x256.
+// Measured on the H200 (071ea04, docs/performance.md g3): pingpong 0.999–1.016x cuBLAS at
+// 8192³ and the four LLM shapes (128x256: 0.962–0.995), 0.749 at 2048³ (128x256: 0.783).
+// QUACK_GEMM_TILE_N = 256 | 128 | 64 forces a tile where its instance exists (auto = default).
 // Instances that compute the same problem as base (same dtypes and majors), any tile.
 bool same_problem(const Instance& i, const Instance& base) {
   return i.ab == base.ab && i.d == base.d && i.a == base.a && i.b == base.b;
@@ -231,18 +233,25 @@ std::vector<detail::GemmCandidate> candidates(const Instance& base) {
   return out;
 }
 
-Launcher choose_tile(const Instance& base, const GemmProblem& p) {
-  int want = 256;
-  const char* e = std::getenv("QUACK_GEMM_TILE_N");
-  if (e && std::string(e) == "auto") {
-    const int64_t mt = (p.m + 127) / 128;
-    const int64_t busy256 = mt * ((p.n + 255) / 256) * p.l, ctas64 = mt * ((p.n + 63) / 64) * p.l;
-    if (4 * busy256 < 3 * int64_t(detail::sm_count(p.device)) && ctas64 > busy256) want = 64;
-  } else if (e) {
-    want = std::atoi(e);
-  }
+// The instance of base's dtypes and majors with tile N `bn`, or null.
+const Instance* with_tile(const Instance& base, int bn) {
   for (const Instance& i : kInstances)
-    if (i.bn == want && same_problem(i, base)) return i.run;
+    if (i.bn == bn && same_problem(i, base)) return &i;
+  return nullptr;
+}
+
+Launcher choose_tile(const Instance& base, const GemmProblem& p) {
+  const char* e = std::getenv("QUACK_GEMM_TILE_N");
+  if (e && std::string(e) != "auto") {
+    const Instance* i = with_tile(base, std::atoi(e));
+    return i ? i->run : base.run;
+  }
+  const int64_t sms = detail::sm_count(p.device), mt = (p.m + 127) / 128;
+  const int64_t busy256 = mt * ((p.n + 255) / 256) * p.l, ctas64 = mt * ((p.n + 63) / 64) * p.l;
+  const Instance* i64 = with_tile(base, 64);
+  if (i64 && 4 * busy256 < 3 * sms && ctas64 > busy256) return i64->run;
+  const Instance* i128 = with_tile(base, 128);
+  if (i128 && mt * ((p.n + 127) / 128) * p.l >= 4 * sms) return i128->run;
   return base.run;
 }
 

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <deque>
 #include <set>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -365,6 +366,46 @@ TEST_F(Gemm, EveryTileConfig) {
       SCOPED_TRACE(std::string("tile N ") + tile + ", M " + std::to_string(c.M) + " N " + std::to_string(c.N));
       run_case(c);
     }
+  }
+  unsetenv("QUACK_GEMM_TILE_N");
+}
+
+// A call from a thread that has made no CUDA call yet (PyTorch's autograd worker runs the
+// Linear backward on one): the host code's driver calls need the primary context current there
+// (DeviceGuard). Before the fix CuTe's TMA descriptor encoding failed and the process died.
+TEST_F(Gemm, CallFromNewThread) {
+  Rng rng(11);
+  const int64_t M = 74, N = 256, K = 384;  // the Linear dgrad of test_linear.py: a, b row-major
+  Mat A = make_mat(DType::kBFloat16, 1, M, K, 'r', 0);
+  upload_into(A.mem, random_values(rng, M * K, DType::kBFloat16));
+  Mat B = make_mat(DType::kBFloat16, 1, K, N, 'r', 0);
+  upload_into(B.mem, random_values(rng, K * N, DType::kBFloat16));
+  for (const char* tile : {"256", "128", "64"}) {
+    SCOPED_TRACE(std::string("tile N ") + tile);
+    setenv("QUACK_GEMM_TILE_N", tile, 1);
+    Mat D_thread = make_mat(DType::kBFloat16, 1, M, N, 'r', 0), D_main = make_mat(DType::kBFloat16, 1, M, N, 'r', 0);
+    GemmArgs args;
+    args.a = A.arg;
+    args.b = B.arg;
+    args.d = D_thread.arg;
+    std::string error;
+    std::thread t([&] {  // only the library call on this thread: no CUDA call before it
+      try {
+        gemm(args, nullptr);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    t.join();
+    EXPECT_EQ(error, "");
+    args.d = D_main.arg;
+    ASSERT_NO_THROW(gemm(args, nullptr));
+    QUACK_CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<double> got = download(D_thread.mem), want = download(D_main.mem);
+    int64_t finite = 0;
+    for (double v : want) finite += std::isfinite(v) ? 1 : 0;
+    EXPECT_EQ(finite, M * N);  // the main-thread result is complete (NaN poison replaced)
+    EXPECT_TRUE(got == want) << "the new thread's d differs from the main thread's";
   }
   unsetenv("QUACK_GEMM_TILE_N");
 }
