@@ -404,6 +404,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (!fwd_path.empty() && fwd_path != "staged" && fwd_path != "simple" && fwd_path != "both" &&
+      fwd_path != "simple-all") {
+    std::fprintf(stderr, "quack-bench: --fwd-path is staged, simple, both or simple-all\n");
+    return 2;
+  }
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
     std::fprintf(stderr, "quack-bench: no CUDA device\n");
@@ -431,15 +436,9 @@ int main(int argc, char** argv) {
         }
       return bench_gemm(dims, lays, budget_ms);
     }
-    if (cmd == "rmsnorm" || cmd == "rmsnorm-sweep") {
-      if (!fwd_path.empty() && fwd_path != "staged" && fwd_path != "simple" &&
-          fwd_path != "both" && fwd_path != "simple-all") {
-        std::fprintf(stderr, "quack-bench: --fwd-path is staged, simple, both or simple-all\n");
-        return 2;
-      }
+    if (cmd == "rmsnorm" || cmd == "rmsnorm-sweep")
       return bench_rmsnorm(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,
                            cmd == "rmsnorm-sweep", fwd_path);
-    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "quack-bench: %s\n", e.what());
     return 1;
