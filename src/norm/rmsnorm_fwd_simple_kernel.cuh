@@ -107,6 +107,10 @@ __global__ void __launch_bounds__(kTpr * kRows)
     store_packed(reinterpret_cast<T*>(out + o), y);
   };
   auto ptr = [](auto* base, int o) { return reinterpret_cast<decltype(&base->elt[0])>(base + o); };
+  auto zero = [](XV& v) {
+#pragma unroll
+    for (int w = 0; w < XV::kWords; ++w) v.word[w] = make_uint4(0, 0, 0, 0);
+  };
 
   float sumsq = 0.f;
   if constexpr (!kLooped) {
@@ -163,6 +167,8 @@ __global__ void __launch_bounds__(kTpr * kRows)
       XV xv[kVecs], rv[kVecs];
 #pragma unroll
       for (int v = 0; v < kVecs; ++v) {
+        zero(xv[v]);  // vectors past the row's end: 0, so the sum needs no branch and the
+        zero(rv[v]);  // next chunk's loads can be hoisted above it
         if (o + v * kTpr < n) {
           load_packed<Cache::kNormal>(ptr(x, o + v * kTpr), xv[v]);
           if constexpr (kResidual) load_packed<Cache::kNormal>(ptr(res, o + v * kTpr), rv[v]);
@@ -170,12 +176,10 @@ __global__ void __launch_bounds__(kTpr * kRows)
       }
 #pragma unroll
       for (int v = 0; v < kVecs; ++v) {
-        if (o + v * kTpr < n) {
-          float h[kVec];
-          h_of(xv[v], rv[v], h);
+        float h[kVec];
+        h_of(xv[v], rv[v], h);
 #pragma unroll
-          for (int i = 0; i < kVec; ++i) sumsq = fmaf(h[i], h[i], sumsq);
-        }
+        for (int i = 0; i < kVec; ++i) sumsq = fmaf(h[i], h[i], sumsq);
       }
     }
     const float rstd = rsqrtf(Reduce::allreduce(sumsq, slots, SumOp{}) * p.inv_n + p.eps);
