@@ -2,7 +2,11 @@
 //
 //   quack-bench copy                         4 GiB device-to-device copy (the roofline)
 //   quack-bench rmsnorm [--dtype bf16|fp16|fp32] [--shapes 16384x4096,8192x262144]
-//                       [--dir fwd|bwd|both] [--ms 100]
+//                       [--dir fwd|bwd|both] [--ms 100] [--fwd-path staged|simple|both|simple-all]
+//                       forward path (rmsnorm_tuning.h): default the library's (QUACK_RMSNORM_FWD);
+//                       both = staged then simple per shape ("impl": "quack" / "quack-simple");
+//                       simple-all = every compiled simple instance that takes the shape
+//                       ("config": its name)
 //   quack-bench rmsnorm-sweep [same options]   every geometry knob setting (tuning)
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
@@ -115,10 +119,10 @@ quack::DType parse_dtype(const std::string& s) {
 }
 
 void emit(const char* op, const char* dtype, long long M, long long N, double ms, double bytes,
-          const char* extra = "") {
-  std::printf("{\"op\": \"%s\", \"impl\": \"quack\", \"dtype\": \"%s\", \"M\": %lld, \"N\": %lld, "
+          const char* extra = "", const char* impl = "quack") {
+  std::printf("{\"op\": \"%s\", \"impl\": \"%s\", \"dtype\": \"%s\", \"M\": %lld, \"N\": %lld, "
               "\"ms\": %.5f, \"tbps\": %.4f%s}\n",
-              op, dtype, M, N, ms, bytes / (ms * 1e-3) / 1e12, extra);
+              op, impl, dtype, M, N, ms, bytes / (ms * 1e-3) / 1e12, extra);
   std::fflush(stdout);
 }
 
@@ -156,7 +160,9 @@ std::string knob_json(const quack::detail::RowConfigKnobs& k) {
 }
 
 int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long long>>& shapes,
-                  const std::string& dir, double budget_ms, bool sweep) {
+                  const std::string& dir, double budget_ms, bool sweep,
+                  const std::string& fwd_path) {
+  using quack::detail::RmsNormFwdPath;
   const char* name = quack::dtype_name(dt);
   const size_t es = quack::dtype_size(dt);
   for (auto [M, N] : shapes) {
@@ -185,14 +191,41 @@ int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long l
       return a;
     };
     const int vec = 16 / static_cast<int>(es);
-    if (dir != "bwd") {
+    // One forward timing on `path` (simple_config as rmsnorm_fwd_with_path); "impl" says which
+    // kernel ran: quack (staged) or quack-simple.
+    auto time_fwd = [&](RmsNormFwdPath path, int simple_config) {
+      const int cfg = path == RmsNormFwdPath::kSimple
+                          ? quack::detail::rmsnorm_fwd_simple_config(fwd_args(0), simple_config)
+                          : -1;
+      double ms = time_median(
+          [&](int s) {
+            quack::detail::rmsnorm_fwd_with_path(fwd_args(s), path, simple_config, nullptr);
+          },
+          sets, budget_ms);
+      const std::string extra =
+          cfg >= 0 ? std::string(", \"config\": \"") + quack::detail::kSimpleFwdConfigs[cfg].name + "\"" : "";
+      emit("rmsnorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str(),
+           cfg >= 0 ? "quack-simple" : "quack");
+    };
+    if (dir != "bwd" && sweep) {
       const auto def = quack::detail::rmsnorm_fwd_knobs(dt);
       for (const auto& k : knob_grid(def, sweep, vec, 16 * vec)) {
         double ms = time_median(
             [&](int s) { quack::detail::rmsnorm_fwd_with_knobs(fwd_args(s), k, nullptr); }, sets,
             budget_ms);
-        emit("rmsnorm_fwd", name, M, N, ms, 2.0 * mn * es, sweep ? knob_json(k).c_str() : "");
+        emit("rmsnorm_fwd", name, M, N, ms, 2.0 * mn * es, knob_json(k).c_str());
       }
+    } else if (dir != "bwd") {
+      if (fwd_path.empty()) {
+        time_fwd(quack::detail::rmsnorm_fwd_path(), -1);
+      } else if (fwd_path == "staged" || fwd_path == "both") {
+        time_fwd(RmsNormFwdPath::kStaged, -1);
+      }
+      if (fwd_path == "simple" || fwd_path == "both") time_fwd(RmsNormFwdPath::kSimple, -1);
+      if (fwd_path == "simple-all")
+        for (int c = 0; c < quack::detail::kSimpleFwdConfigCount; ++c)
+          if (quack::detail::rmsnorm_fwd_simple_config(fwd_args(0), c) == c)
+            time_fwd(RmsNormFwdPath::kSimple, c);
     }
     if (dir != "fwd") {
       quack::rmsnorm_fwd(fwd_args(0), nullptr);  // a real rstd
@@ -348,7 +381,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: quack-bench copy|rmsnorm|rmsnorm-sweep [--dtype bf16|fp16|fp32] [--shapes MxN,...] "
-                 "[--dir fwd|bwd|both] [--ms 100]\n"
+                 "[--dir fwd|bwd|both] [--ms 100] [--fwd-path staged|simple|both|simple-all]\n"
                  "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n");
     return 2;
   }
@@ -357,6 +390,7 @@ int main(int argc, char** argv) {
   double budget_ms = 100;
   bool shapes_given = false;
   std::string layout = "rr";  // gemm: A then B, r = row-major, c = column-major
+  std::string fwd_path;       // rmsnorm: empty = the library's default path
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--dtype") dtype = v;
@@ -364,10 +398,16 @@ int main(int argc, char** argv) {
     else if (k == "--dir") dir = v;
     else if (k == "--ms") budget_ms = std::atof(v.c_str());
     else if (k == "--layout") layout = v;
+    else if (k == "--fwd-path") fwd_path = v;
     else {
       std::fprintf(stderr, "quack-bench: unknown option %s\n", k.c_str());
       return 2;
     }
+  }
+  if (!fwd_path.empty() && fwd_path != "staged" && fwd_path != "simple" && fwd_path != "both" &&
+      fwd_path != "simple-all") {
+    std::fprintf(stderr, "quack-bench: --fwd-path is staged, simple, both or simple-all\n");
+    return 2;
   }
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -398,7 +438,7 @@ int main(int argc, char** argv) {
     }
     if (cmd == "rmsnorm" || cmd == "rmsnorm-sweep")
       return bench_rmsnorm(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,
-                           cmd == "rmsnorm-sweep");
+                           cmd == "rmsnorm-sweep", fwd_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "quack-bench: %s\n", e.what());
     return 1;

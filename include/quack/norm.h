@@ -26,6 +26,10 @@ namespace quack {
 /// of 512 threads (e.g. bf16 x with fp32 weight up to N ≈ 450K; with an fp32 residual up to
 /// N = 131072). Anything else (any strides, including 0; any N) takes the general path: same
 /// results, two passes over global memory.
+/// QUACK_RMSNORM_FWD=simple (read once; default staged) selects an experimental kernel for
+/// aligned rows with a weight (x's dtype or fp32), no bias, out and residual/residual_out in
+/// x's dtype: one row per CTA, the row in registers (two passes through L2 beyond 64 KB rows);
+/// other arguments keep the paths above. Same results within the tolerance of one fp32 sum.
 /// Outputs may alias inputs of the same layout (out = x, residual_out = residual).
 /// Dtypes: every operand may be any of fp32, fp16, bf16 (each converted to fp32 on load); rstd
 /// is fp32.
@@ -56,7 +60,8 @@ struct RmsNormFwdArgs {
 
 /// Runs the RMSNorm forward on `stream`. M = 0 launches nothing. Throws InvalidArgument (naming
 /// the argument, expected and actual value) for a wrong shape, dtype, device, negative or
-/// overlapping output strides, N = 0 with M > 0, or eps < 0; CudaError when the launch fails.
+/// overlapping output strides, N = 0 with M > 0, eps < 0, or a QUACK_RMSNORM_FWD other than
+/// simple or staged; CudaError when the launch fails.
 void rmsnorm_fwd(const RmsNormFwdArgs& args, cudaStream_t stream);
 
 /// Arguments of rmsnorm_bwd. `x` is the norm's input h (residual_out when the forward had a

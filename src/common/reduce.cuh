@@ -12,6 +12,9 @@
 // Slots are double-buffered by `stage`: a kernel that reduces more than once alternates
 // stages, and the barrier of reduction k+1 proves every reader of reduction k has finished,
 // so one barrier per reduction suffices and no trailing barrier is needed before exit.
+//
+// StaticRowReduce is the same scheme (steps 2-4, no cluster) for kernels whose geometry is
+// compile time (threads per row, rows per CTA): no divisions, no runtime branches.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -87,5 +90,38 @@ __device__ __forceinline__ float row_allreduce(float v, const RowGeometry& g, co
   for (int i = c.lane; i < nslots; i += 32) r = op(r, row_slots[i]);
   return warp_allreduce(r, 32, op);
 }
+
+/// All-reduce over rows of kTpr consecutive threads (a power of two), kRows rows per CTA,
+/// geometry fixed at compile time. Threads kTpr·r .. kTpr·(r+1)-1 of the CTA form row r.
+/// Rows of ≤ 32 threads reduce by shuffles alone; wider rows also exchange one partial per warp
+/// through `slots` (kSlots floats of shared memory) behind one __syncthreads, and every warp
+/// then re-reduces the row's partials in the same order, so all threads of a row get
+/// bit-identical results. The slots serve one call: a kernel that reduces again must barrier
+/// before reusing them (or pass other slots).
+template <int kTpr, int kRows>
+struct StaticRowReduce {
+  static_assert(kTpr >= 1 && (kTpr & (kTpr - 1)) == 0 && kTpr <= 1024, "kTpr: power of two ≤ 1024");
+  static_assert(kTpr * kRows % 32 == 0, "whole warps: the shuffles use the full mask");
+  static constexpr int kWarpsPerRow = kTpr > 32 ? kTpr / 32 : 1;
+  static constexpr int kSlots = kTpr > 32 ? kRows * kWarpsPerRow : 1;
+
+  template <typename Op>
+  __device__ __forceinline__ static float allreduce(float v, float* slots, Op op) {
+    v = warp_allreduce(v, kTpr < 32 ? kTpr : 32, op);
+    if constexpr (kTpr <= 32) {
+      return v;
+    } else {
+      const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+      if (lane == 0) slots[warp] = v;
+      __syncthreads();
+      // Lane i < kWarpsPerRow of every warp of the row reads partial i; the butterfly over
+      // those lanes runs the same operations in every warp; lane 0's result is broadcast.
+      const float* row_slots = slots + (warp / kWarpsPerRow) * kWarpsPerRow;
+      const float r = warp_allreduce(lane < kWarpsPerRow ? row_slots[lane] : Op::kIdentity,
+                                     kWarpsPerRow, op);
+      return __shfl_sync(0xffffffffu, r, 0);
+    }
+  }
+};
 
 }  // namespace quack::detail

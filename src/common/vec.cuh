@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cstdint>
+#include <type_traits>
 
 #include "quack/tensor.h"
 
@@ -57,12 +58,15 @@ struct alignas(K * sizeof(U) >= 16 ? 16 : K * sizeof(U)) Packed {
 };
 
 // Where a load goes: global row streams are read once (evict-first); kShared reads staged
-// rows and vectors from shared memory.
-enum class Cache { kStream, kShared };
+// rows and vectors from shared memory; kNormal is a plain global load (default L1/L2 policy:
+// for data a kernel re-reads from L2); kReadOnly goes through the read-only path and stays in
+// L1 (weights every row of an SM re-reads).
+enum class Cache { kStream, kShared, kNormal, kReadOnly };
 
 template <Cache kCache, typename W>
 __device__ __forceinline__ W load_word(const W* p) {
   if constexpr (kCache == Cache::kStream) return __ldcs(p);
+  else if constexpr (kCache == Cache::kReadOnly) return __ldg(p);
   else return *p;
 }
 template <typename W>
@@ -78,14 +82,50 @@ __device__ __forceinline__ uint16_t load_word<Cache::kShared, uint16_t>(const ui
   return *p;
 }
 
+/// Loads K consecutive elements of type U starting at p into a Packed, unconverted (kernels
+/// that keep values in registers across a reduction hold them packed: half the registers of
+/// fp32 for 16-bit types).
+template <Cache kCache, typename U, int K>
+__device__ __forceinline__ void load_packed(const U* p, Packed<U, K>& v) {
+  const auto* src = reinterpret_cast<const typename Packed<U, K>::Word*>(p);
+#pragma unroll
+  for (int w = 0; w < Packed<U, K>::kWords; ++w) v.word[w] = load_word<kCache>(src + w);
+}
+
+/// Stores a Packed at p (streaming: outputs are not re-read by the kernel).
+template <typename U, int K>
+__device__ __forceinline__ void store_packed(U* p, const Packed<U, K>& v) {
+  auto* dst = reinterpret_cast<typename Packed<U, K>::Word*>(p);
+#pragma unroll
+  for (int w = 0; w < Packed<U, K>::kWords; ++w) store_word(dst + w, v.word[w]);
+}
+
+/// The K elements of a Packed in fp32. bf16 pairs convert by bit operations on each 32-bit
+/// word (lo << 16, hi & 0xffff0000), so the packed registers stay packed until their use (the
+/// per-element path extracts high halves into extra registers right after the load).
+template <typename U, int K>
+__device__ __forceinline__ void unpack(const Packed<U, K>& v, float (&out)[K]) {
+  if constexpr (std::is_same_v<U, __nv_bfloat16> && Packed<U, K>::kWordBytes == 16) {
+#pragma unroll
+    for (int w = 0; w < Packed<U, K>::kWords; ++w) {
+      const uint32_t u[4] = {v.word[w].x, v.word[w].y, v.word[w].z, v.word[w].w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        out[w * 8 + 2 * k] = __uint_as_float(u[k] << 16);
+        out[w * 8 + 2 * k + 1] = __uint_as_float(u[k] & 0xffff0000u);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < K; ++i) out[i] = to_float(v.elt[i]);
+  }
+}
+
 /// Loads K consecutive elements of type U starting at p (aligned to K·sizeof(U), max 16).
 template <typename U, int K, Cache kCache = Cache::kStream>
 __device__ __forceinline__ void load_vec(const U* p, float (&out)[K]) {
-  using P = Packed<U, K>;
-  P v;
-  const auto* src = reinterpret_cast<const typename P::Word*>(p);
-#pragma unroll
-  for (int w = 0; w < P::kWords; ++w) v.word[w] = load_word<kCache>(src + w);
+  Packed<U, K> v;
+  load_packed<kCache>(p, v);
 #pragma unroll
   for (int i = 0; i < K; ++i) out[i] = to_float(v.elt[i]);
 }
@@ -93,13 +133,10 @@ __device__ __forceinline__ void load_vec(const U* p, float (&out)[K]) {
 /// Stores K consecutive elements of type U at p (aligned as for load_vec).
 template <typename U, int K>
 __device__ __forceinline__ void store_vec(U* p, const float (&in)[K]) {
-  using P = Packed<U, K>;
-  P v;
+  Packed<U, K> v;
 #pragma unroll
   for (int i = 0; i < K; ++i) v.elt[i] = from_float<U>(in[i]);
-  auto* dst = reinterpret_cast<typename P::Word*>(p);
-#pragma unroll
-  for (int w = 0; w < P::kWords; ++w) store_word(dst + w, v.word[w]);
+  store_packed(p, v);
 }
 
 /// load_vec for an element type known only at run time (uniform across the grid).

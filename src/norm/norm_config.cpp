@@ -64,4 +64,24 @@ RowGeometry make_general_geometry(int64_t M, int64_t N) {
   return g;
 }
 
+bool simple_fwd_config_fits(int config, int64_t rows, int64_t row_bytes) {
+  if (config < 0 || config >= kSimpleFwdConfigCount) return false;
+  const SimpleFwdConfig& c = kSimpleFwdConfigs[config];
+  const int64_t grid = (rows + c.rows - 1) / c.rows;
+  if (grid > 0x7fffffff) return false;  // gridDim.x
+  if (row_bytes / 16 > 0x7fffffff) return false;  // vector indices are 32-bit
+  return c.looped || row_bytes <= c.capacity_bytes();
+}
+
+int simple_fwd_config(int64_t row_bytes) {
+  // Single pass while the row fits the registers of one CTA of up to 1024 threads x 4 vectors
+  // (64 KB); longer rows loop (two passes, the second from L2). Untuned first guess
+  // (2026-12): the lead's A/B (quack-bench rmsnorm --fwd-path simple-all) sets it.
+  if (row_bytes <= 2 * 1024) return 0;   // r4t32v4
+  if (row_bytes <= 8 * 1024) return 2;   // t256v2
+  if (row_bytes <= 16 * 1024) return 3;  // t512v2
+  if (row_bytes <= 64 * 1024) return 5;  // t1024v4
+  return 8;                              // t1024v2-looped
+}
+
 }  // namespace quack::detail

@@ -44,4 +44,40 @@ RowGeometry make_general_geometry(int64_t M, int64_t N);
 /// Largest N make_row_geometry accepts for these knobs.
 int64_t max_row_length(const RowConfigKnobs& knobs);
 
+/// Compile-time geometry of one instance of the simple forward kernel
+/// (rmsnorm_fwd_simple_kernel.cuh): `rows` rows per CTA of `tpr` threads each, every thread
+/// holding `vecs` 16-byte vectors of x per pass. Single pass (the row in registers) takes rows
+/// of at most capacity_bytes(); looped instances take any row, in chunks of capacity_bytes().
+struct SimpleFwdConfig {
+  int tpr, rows, vecs;
+  bool looped;
+  const char* name;
+  constexpr int threads() const { return tpr * rows; }
+  constexpr int64_t capacity_bytes() const { return int64_t{tpr} * vecs * 16; }
+};
+
+/// Every compiled instance (per x dtype, weight dtype and residual flag); indices are stable
+/// within a build. The table below picks one per row length; quack-bench can time them all.
+inline constexpr SimpleFwdConfig kSimpleFwdConfigs[] = {
+    {32, 4, 4, false, "r4t32v4"},          // 0: row ≤ 2 KB (bf16 N ≤ 1024), one warp per row
+    {128, 1, 4, false, "t128v4"},          // 1: ≤ 8 KB
+    {256, 1, 2, false, "t256v2"},          // 2: ≤ 8 KB (bf16 4096: Liger's 8 warps x 16 values)
+    {512, 1, 2, false, "t512v2"},          // 3: ≤ 16 KB
+    {256, 1, 4, false, "t256v4"},          // 4: ≤ 16 KB
+    {1024, 1, 4, false, "t1024v4"},        // 5: ≤ 64 KB
+    {256, 1, 2, true, "t256v2-looped"},    // 6: any row, 8 KB chunks, small CTAs (Inductor-like)
+    {512, 1, 4, true, "t512v4-looped"},    // 7: any row, 32 KB chunks
+    {1024, 1, 2, true, "t1024v2-looped"},  // 8: any row, 32 KB chunks (pass 1: two in flight)
+    // No t1024v4-looped: with a residual it spills under the 64-register cap of 1024 threads.
+};
+inline constexpr int kSimpleFwdConfigCount =
+    static_cast<int>(sizeof(kSimpleFwdConfigs) / sizeof(kSimpleFwdConfigs[0]));
+
+/// Whether instance `config` takes rows of row_bytes (= N · sizeof(x)) and `rows` rows (the
+/// grid, rows / config rows, fits a 1-D launch).
+bool simple_fwd_config_fits(int config, int64_t rows, int64_t row_bytes);
+
+/// The table: the instance the simple forward runs for rows of row_bytes (= N · sizeof(x)).
+int simple_fwd_config(int64_t row_bytes);
+
 }  // namespace quack::detail

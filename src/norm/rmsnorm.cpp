@@ -1,6 +1,8 @@
 // RMSNorm public API: validation at the boundary, geometry, launch (host only).
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "common/check.h"
@@ -72,10 +74,33 @@ bool fit_shared_memory(int64_t M, int64_t N, detail::RowConfigKnobs knobs,
 struct FwdPlan {
   detail::RmsNormFwdParams p;
   bool vec_path = false;
+  int simple = -1;  // kSimpleFwdConfigs entry of the simple path; -1: staged (or general)
 };
 
-// Validation and path/geometry choice of the forward (no CUDA call).
-FwdPlan plan_fwd(const RmsNormFwdArgs& a, const detail::RowConfigKnobs& knobs) {
+// The simple path's instance for these (validated) arguments, or -1 when it does not take
+// them (rmsnorm_tuning.h lists what it takes). forced ≥ 0: that instance, if it fits.
+int simple_path_config(const RmsNormFwdArgs& a, int forced) {
+  const DType xt = a.x.dtype;
+  const int64_t M = a.x.shape[0], N = a.x.shape[1];
+  if (!a.weight.present() || a.bias.present() || a.out.dtype != xt) return -1;
+  if (a.weight.dtype != xt && a.weight.dtype != DType::kFloat32) return -1;
+  if (a.residual.present() && a.residual.dtype != xt) return -1;
+  if (a.residual_out.present() && (!a.residual.present() || a.residual_out.dtype != xt))
+    return -1;
+  const int vec = vec_elems(xt);  // vector_ok: N % vec == 0, column stride 1, 16-byte rows
+  if (!detail::vector_ok(a.x, vec) || !detail::vector_ok(a.residual, vec) ||
+      !detail::vector_ok(a.out, vec) || !detail::vector_ok(a.residual_out, vec) ||
+      !detail::vector_ok(a.weight, vec))
+    return -1;
+  const int64_t row_bytes = N * dtype_size(xt);
+  const int config = forced >= 0 ? forced : detail::simple_fwd_config(row_bytes);
+  return detail::simple_fwd_config_fits(config, M, row_bytes) ? config : -1;
+}
+
+// Validation and path/geometry choice of the forward (no CUDA call). simple_config: -2 keeps
+// the staged path, -1 takes the simple path's table, ≥ 0 forces a simple instance.
+FwdPlan plan_fwd(const RmsNormFwdArgs& a, const detail::RowConfigKnobs& knobs,
+                 int simple_config = -2) {
   ArgCheck chk("rmsnorm_fwd");
   chk.matrix(a.x, "x", -1, -1);
   chk.float_dtype(a.x, "x");
@@ -116,8 +141,21 @@ FwdPlan plan_fwd(const RmsNormFwdArgs& a, const detail::RowConfigKnobs& knobs) {
     plan.vec_path = false;  // not stageable: the general path streams the rows
     p.g = detail::make_general_geometry(M, N);
   }
+  if (simple_config >= -1) plan.simple = simple_path_config(a, simple_config);
   return plan;
 }
+
+detail::RmsNormFwdPath path_from_env() {
+  const char* v = std::getenv("QUACK_RMSNORM_FWD");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "staged") return detail::RmsNormFwdPath::kStaged;
+  if (s == "simple") return detail::RmsNormFwdPath::kSimple;
+  throw InvalidArgument("rmsnorm_fwd: environment variable QUACK_RMSNORM_FWD is '" + s +
+                        "', expected simple or staged");
+}
+
+// -1: not set (read the environment on first use), else an RmsNormFwdPath.
+std::atomic<int> g_fwd_path{-1};
 
 }  // namespace
 
@@ -149,6 +187,35 @@ void rmsnorm_fwd_with_knobs(const RmsNormFwdArgs& a, const RowConfigKnobs& knobs
   launch_rmsnorm_fwd(plan.p, plan.vec_path, a.x.device, stream);
 }
 
+RmsNormFwdPath rmsnorm_fwd_path() {
+  int v = g_fwd_path.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = static_cast<int>(path_from_env());  // throws on a bad value (and again next call)
+    int expected = -1;
+    if (!g_fwd_path.compare_exchange_strong(expected, v)) v = expected;  // a setter won
+  }
+  return static_cast<RmsNormFwdPath>(v);
+}
+
+void set_rmsnorm_fwd_path(RmsNormFwdPath path) { g_fwd_path.store(static_cast<int>(path)); }
+
+void rmsnorm_fwd_with_path(const RmsNormFwdArgs& a, RmsNormFwdPath path, int simple_config,
+                           cudaStream_t stream) {
+  const FwdPlan plan = plan_fwd(a, rmsnorm_fwd_knobs(a.x.dtype),
+                                path == RmsNormFwdPath::kSimple ? simple_config : -2);
+  if (a.x.shape[0] == 0) return;
+  DeviceGuard guard(a.x.device);
+  if (plan.simple >= 0)
+    launch_rmsnorm_fwd_simple(plan.p, plan.simple, stream);
+  else
+    launch_rmsnorm_fwd(plan.p, plan.vec_path, a.x.device, stream);
+}
+
+int rmsnorm_fwd_simple_config(const RmsNormFwdArgs& a, int simple_config) {
+  return plan_fwd(a, rmsnorm_fwd_knobs(a.x.dtype), simple_config < 0 ? -1 : simple_config)
+      .simple;
+}
+
 bool rmsnorm_fwd_vector_path(const RmsNormFwdArgs& a) {
   return plan_fwd(a, rmsnorm_fwd_knobs(a.x.dtype)).vec_path;
 }
@@ -156,7 +223,7 @@ bool rmsnorm_fwd_vector_path(const RmsNormFwdArgs& a) {
 }  // namespace detail
 
 void rmsnorm_fwd(const RmsNormFwdArgs& a, cudaStream_t stream) {
-  detail::rmsnorm_fwd_with_knobs(a, detail::rmsnorm_fwd_knobs(a.x.dtype), stream);
+  detail::rmsnorm_fwd_with_path(a, detail::rmsnorm_fwd_path(), -1, stream);
 }
 
 namespace {

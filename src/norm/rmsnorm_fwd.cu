@@ -1,5 +1,5 @@
-// RMSNorm forward launcher: x dtype -> vector-path instance (3, persistent), or the general
-// kernel (1).
+// RMSNorm forward launchers: x dtype -> vector-path instance (3, persistent), or the general
+// kernel (1); the simple path's instances live in rmsnorm_fwd_simple_<dtype>.cu.
 #include "common/dispatch.h"
 #include "common/launch.h"
 #include "norm/rmsnorm_fwd_kernel.cuh"
@@ -32,6 +32,12 @@ void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
     const int64_t clusters = std::min<int64_t>(resident, p.g.row_blocks);
     launch(kernel, clusters * p.g.cluster_n, p.g.cta_threads, smem, p.g.cluster_n, stream,
            "rmsnorm_fwd", p);
+  });
+}
+
+void launch_rmsnorm_fwd_simple(const RmsNormFwdParams& p, int config, cudaStream_t stream) {
+  dispatch_float(p.x.dtype, "rmsnorm_fwd", [&](auto tag) {
+    launch_rmsnorm_fwd_simple_t<typename decltype(tag)::type>(p, config, stream);
   });
 }
 

@@ -40,6 +40,13 @@ size_t rmsnorm_bwd_smem(const RmsNormBwdParams& p);
 void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
                         cudaStream_t stream);
 
+/// Simple path (rmsnorm_fwd_simple_kernel.cuh): instance `config` of kSimpleFwdConfigs for
+/// x's dtype, the weight's dtype and the residual (host-checked by rmsnorm.cpp). Defined per x
+/// dtype T in rmsnorm_fwd_simple_<dtype>.cu; launch_rmsnorm_fwd_simple dispatches on x's dtype.
+template <typename T>
+void launch_rmsnorm_fwd_simple_t(const RmsNormFwdParams& p, int config, cudaStream_t stream);
+void launch_rmsnorm_fwd_simple(const RmsNormFwdParams& p, int config, cudaStream_t stream);
+
 /// Persistent CTAs (or clusters) the backward launches for this geometry; P of the partials.
 int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, bool has_dw, bool has_db,
                          int device);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gpu/gpu_util.h"
+#include "norm/rmsnorm_tuning.h"
 #include "quack/norm.h"
 #include "reference/random.h"
 #include "reference/rmsnorm_ref.h"
@@ -26,6 +27,26 @@ inline std::string layout_name(const Layout& l) {
 
 // ---------------------------------------------------------------- forward
 
+using detail::RmsNormFwdPath;
+
+inline const char* path_name(RmsNormFwdPath p) {
+  return p == RmsNormFwdPath::kSimple ? "simple" : "staged";
+}
+
+/// Sets the forward path rmsnorm_fwd takes for the guard's lifetime (process-wide).
+class ScopedFwdPath {
+ public:
+  explicit ScopedFwdPath(RmsNormFwdPath p) : previous_(detail::rmsnorm_fwd_path()) {
+    detail::set_rmsnorm_fwd_path(p);
+  }
+  ~ScopedFwdPath() { detail::set_rmsnorm_fwd_path(previous_); }
+  ScopedFwdPath(const ScopedFwdPath&) = delete;
+  ScopedFwdPath& operator=(const ScopedFwdPath&) = delete;
+
+ private:
+  RmsNormFwdPath previous_;
+};
+
 struct FwdCase {
   int64_t M = 1, N = 1;
   DType x = DType::kBFloat16;
@@ -38,6 +59,10 @@ struct FwdCase {
   bool residual_out_aliases_residual = false;
   float eps = 1e-6f;
   uint64_t seed = 1;
+  // Simple path: require that rmsnorm_fwd takes it (under ScopedFwdPath(kSimple)), or run
+  // entry simple_config of kSimpleFwdConfigs through rmsnorm_fwd_with_path and require it.
+  bool require_simple = false;
+  int simple_config = -1;
 
   DType out_dtype() const { return out ? *out : x; }
   std::string name() const {
@@ -51,6 +76,8 @@ struct FwdCase {
     if (rstd) s << " rstd" << (rstd_stride != 1 ? "[s" + std::to_string(rstd_stride) + "]" : "");
     if (out_aliases_x) s << " out=x";
     if (residual_out_aliases_residual) s << " res_out=res";
+    if (simple_config >= 0) s << " simple[" << detail::kSimpleFwdConfigs[simple_config].name << "]";
+    s << " path=" << path_name(detail::rmsnorm_fwd_path());
     return s.str();
   }
 };
@@ -102,7 +129,19 @@ inline void run_fwd(const FwdCase& c) {
     a.rstd = drstd.ref;
   }
 
-  ASSERT_NO_THROW(rmsnorm_fwd(a, nullptr));
+  if (c.simple_config >= 0) {
+    ASSERT_EQ(detail::rmsnorm_fwd_simple_config(a, c.simple_config), c.simple_config)
+        << "the simple path does not take this case";
+    ASSERT_NO_THROW(detail::rmsnorm_fwd_with_path(a, RmsNormFwdPath::kSimple, c.simple_config,
+                                                  nullptr));
+  } else {
+    if (c.require_simple) {
+      ASSERT_EQ(detail::rmsnorm_fwd_path(), RmsNormFwdPath::kSimple);
+      ASSERT_GE(detail::rmsnorm_fwd_simple_config(a), 0)
+          << "the simple path does not take this case";
+    }
+    ASSERT_NO_THROW(rmsnorm_fwd(a, nullptr));
+  }
   QUACK_CUDA_OK(cudaDeviceSynchronize());
 
   const auto ref = ref::rmsnorm_fwd_ref(M, N, x.data(), c.weight ? w.data() : nullptr,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu/gpu_util.h"
+#include "gpu/rmsnorm_runner.h"
 #include "quack/norm.h"
 #include "reference/random.h"
 #include "reference/rmsnorm_ref.h"
@@ -107,18 +108,25 @@ TEST_F(RmsNormLarge, Large64BitOffsets) {
   DeviceTensor rstd = alloc_tensor(DType::kFloat32, 1, kM, {}, true);
   const float eps = 1e-6f;
 
-  // Forward: vector path (contiguous weight), then general path (weight with stride 2).
-  for (int pass = 0; pass < 2; ++pass) {
-    SCOPED_TRACE(pass == 0 ? "fwd vector path" : "fwd general path");
-    const auto& wv = pass == 0 ? w_dense : w_strided;
+  // Forward: vector (staged) path (contiguous weight), general path (weight with stride 2),
+  // simple path (contiguous weight, looped: 8 chunks per row).
+  for (int pass = 0; pass < 3; ++pass) {
+    SCOPED_TRACE(pass == 0 ? "fwd vector path" : pass == 1 ? "fwd general path" : "fwd simple path");
+    const auto& wv = pass == 1 ? w_strided : w_dense;
     out.poison();
     rstd.poison();
     RmsNormFwdArgs a;
     a.x = TensorRef::matrix(x.get(), kT, kM, kN);
-    a.weight = pass == 0 ? wd.ref : w_strided_ref;
+    a.weight = pass == 1 ? w_strided_ref : wd.ref;
     a.out = TensorRef::matrix(out.get(), kT, kM, kN);
     a.rstd = rstd.ref;
     a.eps = eps;
+    ScopedFwdPath path(pass == 2 ? RmsNormFwdPath::kSimple : RmsNormFwdPath::kStaged);
+    if (pass == 2) {
+      ASSERT_GE(detail::rmsnorm_fwd_simple_config(a), 0);
+    } else {
+      ASSERT_EQ(detail::rmsnorm_fwd_vector_path(a), pass == 0);
+    }
     ASSERT_NO_THROW(rmsnorm_fwd(a, nullptr));
     QUACK_CUDA_OK(cudaDeviceSynchronize());
     const auto ref = ref::rmsnorm_fwd_ref(K, kN, xc.data(), wv.data(), nullptr, nullptr, eps);

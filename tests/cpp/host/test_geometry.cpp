@@ -233,3 +233,46 @@ TEST(GeneralGeometry, SweepRows) {
 
 }  // namespace
 }  // namespace quack::detail
+
+namespace {
+
+TEST(SimpleFwdConfig, InstancesAreLaunchable) {
+  for (int i = 0; i < quack::detail::kSimpleFwdConfigCount; ++i) {
+    const auto& c = quack::detail::kSimpleFwdConfigs[i];
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(c.tpr & (c.tpr - 1), 0) << "tpr a power of two";
+    EXPECT_GE(c.rows, 1);
+    EXPECT_EQ(c.threads() % 32, 0) << "whole warps";
+    EXPECT_LE(c.threads(), 1024);
+    EXPECT_TRUE(c.rows == 1 || c.tpr <= 32) << "several rows per CTA only with warp-wide rows";
+  }
+}
+
+TEST(SimpleFwdConfig, TableFitsEveryRow) {
+  // Rows of 16 bytes to 4 MB (16-byte steps up to 128 KB, then powers of two and odd sizes).
+  std::vector<int64_t> sizes;
+  for (int64_t b = 16; b <= 128 * 1024; b += 16) sizes.push_back(b);
+  for (int64_t b = 256 * 1024; b <= 4 * 1024 * 1024; b *= 2) sizes.push_back(b), sizes.push_back(b + 16);
+  for (int64_t b : sizes) {
+    const int cfg = quack::detail::simple_fwd_config(b);
+    ASSERT_TRUE(quack::detail::simple_fwd_config_fits(cfg, 16384, b)) << b << " bytes";
+    // Single pass whenever a single-pass instance of ≤ 1024 threads x 4 vectors holds the row.
+    EXPECT_EQ(quack::detail::kSimpleFwdConfigs[cfg].looped, b > 64 * 1024) << b << " bytes";
+  }
+  // The lead's benchmark shapes (bf16): 4096 -> t256v2, 8192 -> t512v2, 32768 -> t1024v4.
+  EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(4096 * 2)].name, "t256v2");
+  EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(8192 * 2)].name, "t512v2");
+  EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(32768 * 2)].name, "t1024v4");
+}
+
+TEST(SimpleFwdConfig, GridLimit) {
+  // One CTA per row: 2^31 - 1 rows is the most a 1-D grid takes.
+  EXPECT_TRUE(quack::detail::simple_fwd_config_fits(2, (int64_t{1} << 31) - 1, 8192));
+  EXPECT_FALSE(quack::detail::simple_fwd_config_fits(2, int64_t{1} << 31, 8192));
+  EXPECT_TRUE(quack::detail::simple_fwd_config_fits(0, int64_t{1} << 31, 256));  // 4 rows per CTA
+  EXPECT_FALSE(quack::detail::simple_fwd_config_fits(-1, 1, 256));
+  EXPECT_FALSE(quack::detail::simple_fwd_config_fits(quack::detail::kSimpleFwdConfigCount, 1, 256));
+  EXPECT_FALSE(quack::detail::simple_fwd_config_fits(2, 1, 8192 + 16));  // single pass: too long
+}
+
+}  // namespace
