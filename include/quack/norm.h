@@ -26,10 +26,10 @@ namespace quack {
 /// of 512 threads (e.g. bf16 x with fp32 weight up to N ≈ 450K; with an fp32 residual up to
 /// N = 131072). Anything else (any strides, including 0; any N) takes the general path: same
 /// results, two passes over global memory.
-/// QUACK_RMSNORM_FWD=simple (read once; default staged) selects an experimental kernel for
+/// The default forward ("simple" path; QUACK_RMSNORM_FWD=staged, read once, turns it off) takes
 /// aligned rows with a weight (x's dtype or fp32), no bias, out and residual/residual_out in
 /// x's dtype: one row per CTA, the row in registers (two passes through L2 beyond 64 KB rows);
-/// other arguments keep the paths above. Same results within the tolerance of one fp32 sum.
+/// rows of 16-32 KB and other arguments keep the paths above. Same results within the tolerance of one fp32 sum.
 /// Outputs may alias inputs of the same layout (out = x, residual_out = residual).
 /// Dtypes: every operand may be any of fp32, fp16, bf16 (each converted to fp32 on load); rstd
 /// is fp32.

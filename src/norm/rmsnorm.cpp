@@ -148,8 +148,8 @@ FwdPlan plan_fwd(const RmsNormFwdArgs& a, const detail::RowConfigKnobs& knobs,
 detail::RmsNormFwdPath path_from_env() {
   const char* v = std::getenv("QUACK_RMSNORM_FWD");
   const std::string s = v ? v : "";
-  if (s.empty() || s == "staged") return detail::RmsNormFwdPath::kStaged;
-  if (s == "simple") return detail::RmsNormFwdPath::kSimple;
+  if (s.empty() || s == "simple") return detail::RmsNormFwdPath::kSimple;  // default since c493320's A/B
+  if (s == "staged") return detail::RmsNormFwdPath::kStaged;
   throw InvalidArgument("rmsnorm_fwd: environment variable QUACK_RMSNORM_FWD is '" + s +
                         "', expected simple or staged");
 }

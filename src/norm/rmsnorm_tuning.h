@@ -31,7 +31,7 @@ void rmsnorm_bwd_with_knobs(const RmsNormBwdArgs& args, const RowConfigKnobs& kn
 enum class RmsNormFwdPath { kStaged, kSimple };
 
 /// The path rmsnorm_fwd takes: the last set_rmsnorm_fwd_path, else the environment variable
-/// QUACK_RMSNORM_FWD (simple | staged, read once; unset or empty: staged). Throws
+/// QUACK_RMSNORM_FWD (simple | staged, read once; unset or empty: simple). Throws
 /// InvalidArgument naming the variable for any other value.
 RmsNormFwdPath rmsnorm_fwd_path();
 /// Overrides QUACK_RMSNORM_FWD for the whole process (tests, benchmarks).
