@@ -22,7 +22,7 @@ gemm_add_inplace; ``quack/linear.py``: LinearFunc with fused gradient accumulati
 CUTLASS 3.x-style sm90 warp-specialised TMA + WGMMA kernel (``src/gemm/sm90/``).
 """
 
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -155,10 +155,26 @@ def _as_operand(t: Tensor) -> Tensor:
 
 
 def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
-            beta: float, tuned: bool = False) -> None:
+            beta: float, tuned: bool = False, alpha_t: Optional[Tensor] = None,
+            beta_t: Optional[Tensor] = None) -> None:
     fn = "gemm"
     _C.gemm(_tensor_arg(A, fn, "a"), _tensor_arg(B, fn, "b"), _tensor_arg(C, fn, "c"),
-            _tensor_arg(D, fn, "d"), float(alpha), float(beta), _stream(D), bool(tuned))
+            _tensor_arg(D, fn, "d"), float(alpha), float(beta), _stream(D), bool(tuned),
+            alpha_t.data_ptr() if alpha_t is not None else 0,
+            beta_t.data_ptr() if beta_t is not None else 0)
+
+
+def _scalar(fn: str, name: str, v, A: Tensor) -> Tuple[float, Optional[Tensor]]:
+    """alpha / beta as (host value, device scalar or None). A tensor must be one fp32 element on
+    A's device; it is read by the kernel when it runs (CUDA-graph replays see its current
+    value), and its host placeholder is 1.0 (so C counts as read for the layout choice)."""
+    if not isinstance(v, Tensor):
+        return float(v), None
+    if v.dtype != torch.float32 or v.numel() != 1 or v.device != A.device:
+        raise ValueError(f"{fn}: {name} is a tensor of shape {tuple(v.shape)} {_dtype_name(v.dtype)} "
+                         f"on {v.device}, expected one float32 element on {A.device} (or a "
+                         "Python float)")
+    return 1.0, v
 
 
 def _stream(t: Tensor) -> int:
@@ -173,7 +189,8 @@ def _stream(t: Tensor) -> int:
 
 @torch.library.custom_op("quack_cpp::gemm", mutates_args=(), device_types="cuda")
 def gemm_op(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float,
-            out_dtype: torch.dtype, tuned: bool = False) -> Tensor:
+            out_dtype: torch.dtype, tuned: bool = False, alpha_t: Optional[Tensor] = None,
+            beta_t: Optional[Tensor] = None) -> Tensor:
     """D = alpha * A @ B + beta * C as a functional custom op (``torch.ops.quack_cpp.gemm``).
 
     Args:
@@ -182,6 +199,8 @@ def gemm_op(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float
         C: (M, N) or (L, M, N) in out_dtype, or None (then beta is ignored).
         alpha, beta: fp32 scalars. beta = 0: C is never read.
         out_dtype: A's dtype or float32.
+        alpha_t, beta_t: optional one-element fp32 tensors on A's device that replace alpha /
+            beta, read by the kernel (device scalars; a device beta of 0 reads no C).
         tuned: autotune the tile configuration on first use per shape class (quack::GemmArgs::
             tuned: timed on a scratch output, cached on disk; never during graph capture).
 
@@ -196,56 +215,64 @@ def gemm_op(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float
             rejects (its message). RuntimeError: a CUDA error.
     """
     beta = beta if C is not None else 0.0
-    D = _new_out(A, B, C, beta, out_dtype)
-    _launch(A, B, C, D, alpha, beta, tuned)
+    beta_t = beta_t if C is not None else None
+    D = _new_out(A, B, C, 1.0 if beta_t is not None else beta, out_dtype)
+    _launch(A, B, C, D, alpha, beta, tuned, alpha_t, beta_t)
     return D
 
 
 @gemm_op.register_fake
-def _gemm_fake(A, B, C, alpha, beta, out_dtype, tuned=False):
+def _gemm_fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
+    beta = 1.0 if (beta_t is not None and C is not None) else beta
     return _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
 
 
 @torch.library.custom_op("quack_cpp::gemm_add_inplace", mutates_args=("out",),
                          device_types="cuda")
 def gemm_add_inplace_op(A: Tensor, B: Tensor, out: Tensor, alpha: float, beta: float,
-                        tuned: bool = False) -> None:
+                        tuned: bool = False, alpha_t: Optional[Tensor] = None,
+                        beta_t: Optional[Tensor] = None) -> None:
     """out = alpha * A @ B + beta * out, in place (``torch.ops.quack_cpp.gemm_add_inplace``).
     C = D = out in the C++ call (tile-local read then write). Shapes and dtypes as
     ``gemm_op`` with out as C and D. Not differentiable. Raises as ``gemm_op``."""
     _out_shape(A, B)
-    _launch(A, B, out, out, alpha, beta, tuned)
+    _launch(A, B, out, out, alpha, beta, tuned, alpha_t, beta_t)
 
 
 @gemm_add_inplace_op.register_fake
-def _gemm_add_inplace_fake(A, B, out, alpha, beta, tuned=False):
+def _gemm_add_inplace_fake(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
     _out_shape(A, B)
 
 
 def _gemm_setup_context(ctx, inputs, output):
     A, B, C, alpha, beta, out_dtype = inputs[:6]
+    alpha_t, beta_t = (list(inputs[7:9]) + [None, None])[:2]
     need_a, need_b = ctx.needs_input_grad[:2]
     ctx.alpha, ctx.beta = alpha, beta
     ctx.a_dtype, ctx.b_dtype = A.dtype, B.dtype
     ctx.c_dtype = C.dtype if C is not None else None
-    ctx.save_for_backward(A if need_b else None, B if need_a else None)
+    ctx.save_for_backward(A if need_b else None, B if need_a else None, alpha_t, beta_t)
 
 
 def _gemm_backward(ctx, dD):
     """dA = alpha * dD @ B^T, dB = alpha * A^T @ dD (our gemm, outputs in A's / B's dtype; dD
-    cast to A's dtype and made a row-major operand), dC = beta * dD."""
-    A, B = ctx.saved_tensors
+    cast to A's dtype and made a row-major operand), dC = beta * dD. Device scalars pass on to
+    the backward GEMMs (alpha) or multiply dD (beta); they get no gradient themselves."""
+    A, B, alpha_t, beta_t = ctx.saved_tensors
     need_a, need_b, need_c = ctx.needs_input_grad[:3]
     dA = dB = dC = None
     if need_c:
-        dC = (dD if ctx.beta == 1.0 else dD * ctx.beta).to(ctx.c_dtype)
+        if beta_t is not None:
+            dC = (dD * beta_t.reshape(())).to(ctx.c_dtype)
+        else:
+            dC = (dD if ctx.beta == 1.0 else dD * ctx.beta).to(ctx.c_dtype)
     if need_a or need_b:
         g = _as_operand(dD.to(ctx.a_dtype))
         if need_a:
-            dA = gemm_op(g, B.mT, None, ctx.alpha, 0.0, ctx.a_dtype)
+            dA = gemm_op(g, B.mT, None, ctx.alpha, 0.0, ctx.a_dtype, False, alpha_t, None)
         if need_b:
-            dB = gemm_op(A.mT, g, None, ctx.alpha, 0.0, ctx.b_dtype)
-    return dA, dB, dC, None, None, None, None
+            dB = gemm_op(A.mT, g, None, ctx.alpha, 0.0, ctx.b_dtype, False, alpha_t, None)
+    return dA, dB, dC, None, None, None, None, None, None
 
 
 torch.library.register_autograd("quack_cpp::gemm", _gemm_backward,
@@ -275,7 +302,7 @@ def _out_dtype(fn: str, out_dtype: Optional[torch.dtype], A: Tensor) -> torch.dt
 
 
 def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
-         alpha: float = 1.0, tuned: bool = False) -> Tensor:
+         alpha: Union[float, Tensor] = 1.0, tuned: bool = False) -> Tensor:
     """Matrix product ``D = alpha * A @ B`` (batched over L), differentiable.
 
     Products and sums in fp32 (WGMMA accumulators), one rounding to out_dtype. Backward (our
@@ -288,7 +315,10 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
             the column-major fast path).
         out_dtype: bfloat16, float16 or float32 (default: A's dtype; the C++ accepts A's dtype
             or float32).
-        alpha: Python float (an int is converted).
+        alpha: Python float (an int is converted), or a device scalar: a one-element float32
+            tensor on A's device, read by the kernel when it runs (so a captured CUDA graph
+            uses its value at replay time; QuACK's alpha pointer mode). No gradient flows to a
+            tensor alpha; the backward GEMMs use it too.
         tuned: QuACK's ``tuned=True``: the forward GEMM picks the fastest compiled tile
             configuration, timed on the first call per (M, N, K rounded up to powers of two,
             dtypes, layouts) on a scratch output and cached on disk (QUACK_CACHE_DIR); never
@@ -316,11 +346,13 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
     Source: QuACK 0.2.0 ``gemm_interface.gemm``; kernel after CUTLASS 3.x sm90 TMA + WGMMA.
     """
     _check("gemm", A=A, B=B)
-    return gemm_op(A, B, None, float(alpha), 0.0, _out_dtype("gemm", out_dtype, A), bool(tuned))
+    a, a_t = _scalar("gemm", "alpha", alpha, A)
+    return gemm_op(A, B, None, a, 0.0, _out_dtype("gemm", out_dtype, A), bool(tuned), a_t, None)
 
 
-def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: float = 1.0, beta: float = 1.0,
-             out_dtype: Optional[torch.dtype] = None, tuned: bool = False) -> Tensor:
+def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: Union[float, Tensor] = 1.0,
+             beta: Union[float, Tensor] = 1.0, out_dtype: Optional[torch.dtype] = None,
+             tuned: bool = False) -> Tensor:
     """``D = alpha * A @ B + beta * C`` (batched over L), differentiable (dC = beta * dD).
 
     With beta = 0, C is never read: NaN or Inf in C does not reach D (BLAS rule).
@@ -329,7 +361,8 @@ def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: float = 1.0, beta: float = 
         A, B, out_dtype, alpha, tuned: as ``gemm``.
         C: (M, N) or (L, M, N), CUDA, in out_dtype (C of another dtype than D is not yet
             supported by the C++); row- or column-major with a 16-byte-multiple leading stride.
-        beta: Python float.
+        beta: Python float, or a device scalar as ``gemm``'s alpha (a device beta of 0 reads no
+            C; with a tensor beta, D takes C's layout).
 
     Returns:
         D as ``gemm``, but in C's layout (row- or column-major) when beta != 0: the C++ needs
@@ -341,12 +374,13 @@ def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: float = 1.0, beta: float = 
     Source: QuACK 0.2.0 ``gemm_interface.gemm_add``.
     """
     _check("gemm_add", A=A, B=B, C=C)
-    return gemm_op(A, B, C, float(alpha), float(beta), _out_dtype("gemm_add", out_dtype, A),
-                   bool(tuned))
+    a, a_t = _scalar("gemm_add", "alpha", alpha, A)
+    b, b_t = _scalar("gemm_add", "beta", beta, A)
+    return gemm_op(A, B, C, a, b, _out_dtype("gemm_add", out_dtype, A), bool(tuned), a_t, b_t)
 
 
-def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: float = 1.0,
-                     beta: float = 1.0, tuned: bool = False) -> None:
+def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: Union[float, Tensor] = 1.0,
+                     beta: Union[float, Tensor] = 1.0, tuned: bool = False) -> None:
     """``out = alpha * A @ B + beta * out``, in place (C = D = out; each tile reads out then
     writes it). Not differentiable (out must not require grad). Returns None, like QuACK.
 
@@ -354,7 +388,8 @@ def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: float = 1.0,
         A, B, alpha, tuned: as ``gemm`` (tuning times a scratch output: out is written once).
         out: (M, N) or (L, M, N), CUDA, A's dtype or float32 (float32 accumulates bf16/fp16
             products into fp32, e.g. a weight gradient); layout decided by the C++.
-        beta: Python float; beta = 0 overwrites out without reading it.
+        beta: Python float, or a device scalar as ``gemm``'s alpha; beta = 0 overwrites out
+            without reading it.
 
     Raises:
         As ``gemm``.
@@ -363,7 +398,9 @@ def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: float = 1.0,
     accumulation).
     """
     _check("gemm_add_inplace", A=A, B=B, out=out)
-    gemm_add_inplace_op(A, B, out, float(alpha), float(beta), bool(tuned))
+    a, a_t = _scalar("gemm_add_inplace", "alpha", alpha, A)
+    b, b_t = _scalar("gemm_add_inplace", "beta", beta, A)
+    gemm_add_inplace_op(A, B, out, a, b, bool(tuned), a_t, b_t)
 
 
 # --------------------------------------------------------------------------------------------

@@ -154,8 +154,11 @@ struct Instance {
   DType ab, d;         // A/B dtype, C/D dtype
   GemmMajor a, b;      // operand majors in the kernel's terms (gemm_problem.h)
   Launcher run;
-  int bn = 256;        // CTA tile N (tile M is 128): 256 cooperative, 2x1 cluster; 128 pingpong,
-                       // 2x1 cluster; 64 cooperative without a cluster
+  // The tile configuration (tile M is 128), also QUACK_GEMM_TILE_N's value that forces it:
+  // "256" cooperative 128x256, 2x1 cluster; "128" pingpong 128x128, 2x1 cluster; "64"
+  // cooperative 128x64, no cluster; "64x2" cooperative 128x64, 1x2 cluster (A multicast).
+  const char* tile = "256";
+  const char* name = "128x256";  // the kernel name's tile part (autotune candidates)
 };
 
 constexpr GemmMajor kK = GemmMajor::kK, kMN = GemmMajor::kMN;
@@ -170,10 +173,12 @@ constexpr Instance kInstances[] = {
     {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x256_bf16_bf16_km},
     {kBf16, kBf16, kMN, kMN, detail::gemm_sm90_128x256_bf16_bf16_mm},
     {kBf16, kBf16, kMN, kK, detail::gemm_sm90_128x256_bf16_bf16_mk},
-    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x64c1_bf16_bf16_kk, 64},
-    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x64c1_bf16_bf16_km, 64},
-    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x128pp_bf16_bf16_kk, 128},
-    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x128pp_bf16_bf16_km, 128},
+    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x128pp_bf16_bf16_kk, "128", "128x128pp"},
+    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x128pp_bf16_bf16_km, "128", "128x128pp"},
+    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x64c1_bf16_bf16_kk, "64", "128x64c1"},
+    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x64c1_bf16_bf16_km, "64", "128x64c1"},
+    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x64c1x2_bf16_bf16_kk, "64x2", "128x64c1x2"},
+    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x64c1x2_bf16_bf16_km, "64x2", "128x64c1x2"},
     {kBf16, kF32, kK, kK, detail::gemm_sm90_128x256_bf16_f32_kk},
     {kBf16, kF32, kK, kMN, detail::gemm_sm90_128x256_bf16_f32_km},
     {kBf16, kF32, kMN, kMN, detail::gemm_sm90_128x256_bf16_f32_mm},
@@ -191,15 +196,18 @@ std::string user_layouts(GemmMajor ka, GemmMajor kb, bool swap) {
          (swap ? "column" : "row") + ")";
 }
 
+// Every dtype and layout has the 128x256 instance; the others are alternatives to it.
+bool is_default(const Instance& i) { return std::string(i.tile) == "256"; }
+
 const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool swap) {
   std::string offered;
   for (const Instance& i : kInstances) {
-    if (i.ab != p.ab_dtype || i.d != p.d_dtype || i.bn != 256) continue;
+    if (i.ab != p.ab_dtype || i.d != p.d_dtype || !is_default(i)) continue;
     if (i.a == p.a_major && i.b == p.b_major) return i;
   }
   for (bool s : {false, true})
     for (const Instance& i : kInstances)
-      if (i.ab == p.ab_dtype && i.d == p.d_dtype && i.bn == 256) offered += (offered.empty() ? "" : ", ") + user_layouts(i.a, i.b, s);
+      if (i.ab == p.ab_dtype && i.d == p.d_dtype && is_default(i)) offered += (offered.empty() ? "" : ", ") + user_layouts(i.a, i.b, s);
   const GemmMajor ua = swap ? p.b_major : p.a_major, ub = swap ? p.a_major : p.b_major;
   chk.fail(std::string("a ") + (ua == kK ? "row-major" : "column-major") + " with b " +
            (ub == kK ? "column-major" : "row-major") + " and d " + (swap ? "column-major" : "row-major") +
@@ -217,7 +225,9 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
 // - else 128x256.
 // Measured on the H200 (071ea04, docs/performance.md g3): pingpong 0.999–1.016x cuBLAS at
 // 8192³ and the four LLM shapes (128x256: 0.962–0.995), 0.749 at 2048³ (128x256: 0.783).
-// QUACK_GEMM_TILE_N = 256 | 128 | 64 forces a tile where its instance exists (auto = default).
+// QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x2 forces a tile where its instance exists (auto or
+// unset: this rule). 64x2 (128x64 with a 1x2 cluster, A multicast) is not in the rule yet:
+// unmeasured (session 3).
 // Instances that compute the same problem as base (same dtypes and majors), any tile.
 bool same_problem(const Instance& i, const Instance& base) {
   return i.ab == base.ab && i.d == base.d && i.a == base.a && i.b == base.b;
@@ -226,31 +236,29 @@ bool same_problem(const Instance& i, const Instance& base) {
 // The configurations of base's dtypes and majors, the 128x256 one first (the default).
 std::vector<detail::GemmCandidate> candidates(const Instance& base) {
   std::vector<detail::GemmCandidate> out;
-  for (int bn : {256, 128, 64})
-    for (const Instance& i : kInstances)
-      if (i.bn == bn && same_problem(i, base))
-        out.push_back({bn == 256 ? "128x256" : bn == 128 ? "128x128pp" : "128x64c1", i.run});
+  for (const Instance& i : kInstances)
+    if (same_problem(i, base)) out.push_back({i.name, i.run});
   return out;
 }
 
-// The instance of base's dtypes and majors with tile N `bn`, or null.
-const Instance* with_tile(const Instance& base, int bn) {
+// The instance of base's dtypes and majors with tile configuration `tile` (Instance::tile), or null.
+const Instance* with_tile(const Instance& base, const std::string& tile) {
   for (const Instance& i : kInstances)
-    if (i.bn == bn && same_problem(i, base)) return &i;
+    if (tile == i.tile && same_problem(i, base)) return &i;
   return nullptr;
 }
 
 Launcher choose_tile(const Instance& base, const GemmProblem& p) {
   const char* e = std::getenv("QUACK_GEMM_TILE_N");
-  if (e && std::string(e) != "auto") {
-    const Instance* i = with_tile(base, std::atoi(e));
+  if (e && *e && std::string(e) != "auto") {
+    const Instance* i = with_tile(base, e);
     return i ? i->run : base.run;
   }
   const int64_t sms = detail::sm_count(p.device), mt = (p.m + 127) / 128;
   const int64_t busy256 = mt * ((p.n + 255) / 256) * p.l, ctas64 = mt * ((p.n + 63) / 64) * p.l;
-  const Instance* i64 = with_tile(base, 64);
+  const Instance* i64 = with_tile(base, "64");
   if (i64 && 4 * busy256 < 3 * sms && ctas64 > busy256) return i64->run;
-  const Instance* i128 = with_tile(base, 128);
+  const Instance* i128 = with_tile(base, "128");
   if (i128 && mt * ((p.n + 127) / 128) * p.l >= 4 * sms) return i128->run;
   return base.run;
 }

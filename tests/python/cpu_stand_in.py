@@ -47,15 +47,25 @@ def _gemm_f32(A, B, C, alpha, beta):
     return acc
 
 
-def gemm_cpu(A, B, C, alpha, beta, out_dtype, tuned=False):
+def _device_scalars(alpha, beta, alpha_t, beta_t):
+    # Device scalars replace the host values (the C++ reads them in the kernel).
+    return (float(alpha_t) if alpha_t is not None else alpha,
+            float(beta_t) if beta_t is not None else beta)
+
+
+def gemm_cpu(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
     from quack_cpp.gemm_ops import _new_out
 
-    D = _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)  # the real op's layout
+    beta_t = beta_t if C is not None else None
+    D = _new_out(A, B, C, 1.0 if beta_t is not None else (beta if C is not None else 0.0),
+                 out_dtype)  # the real op's layout
+    alpha, beta = _device_scalars(alpha, beta, alpha_t, beta_t)
     D.copy_(_gemm_f32(A, B, C, alpha, beta))
     return D
 
 
-def gemm_add_inplace_cpu(A, B, out, alpha, beta, tuned=False):
+def gemm_add_inplace_cpu(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
+    alpha, beta = _device_scalars(alpha, beta, alpha_t, beta_t)
     out.copy_(_gemm_f32(A, B, out, alpha, beta))
 
 

@@ -234,6 +234,81 @@ def test_c09_nan_in_c_shows_with_beta():
 
 
 # --------------------------------------------------------------------------------------------
+# Device scalars: alpha / beta as one-element fp32 tensors (read by the kernel)
+# --------------------------------------------------------------------------------------------
+
+
+def dev_scalar(v):
+    return torch.tensor(v, device=DEVICE, dtype=f32)
+
+
+@pytest.mark.parametrize("alpha,beta", [(0.5, -1.5), (2.0, 0.0), (-1.0, 1.0)])
+def test_device_scalars(alpha, beta):
+    M, N, K = 257, 264, 136
+    A, B, C = mat(M, K), mat(K, N, "col"), mat(M, N)
+    if beta == 0.0:
+        C[7, 9] = float("nan")  # a device beta of 0 must not read C either
+    D = quack_cpp.gemm_add(A, B, C, alpha=dev_scalar(alpha), beta=dev_scalar(beta))
+    assert torch.isfinite(D).all()
+    check("D", D, ref_gemm(A, B, C, alpha, beta), torch_gemm(A, B, C, alpha, beta))
+    # The device values replace the host ones exactly: same bits as host scalars.
+    assert torch.equal(D, quack_cpp.gemm_add(A, B, C, alpha=alpha, beta=beta))
+    G = quack_cpp.gemm(A, B, alpha=dev_scalar(alpha))
+    assert torch.equal(G, quack_cpp.gemm(A, B, alpha=alpha))
+    out = C.clone()
+    quack_cpp.gemm_add_inplace(A, B, out, alpha=dev_scalar(alpha), beta=dev_scalar(beta))
+    assert torch.equal(out, D)
+
+
+def test_device_scalar_gradients():
+    M, N, K = 129, 136, 72
+    A = mat(M, K).requires_grad_(True)
+    B = mat(K, N, "col").requires_grad_(True)
+    C = mat(M, N).requires_grad_(True)
+    dD = mat(M, N)
+    D = quack_cpp.gemm_add(A, B, C, alpha=dev_scalar(-0.5), beta=dev_scalar(2.0))
+    D.backward(dD)
+    grads_dev = [t.grad.clone() for t in (A, B, C)]
+    for t in (A, B, C):
+        t.grad = None
+    quack_cpp.gemm_add(A, B, C, alpha=-0.5, beta=2.0).backward(dD)
+    for name, g_dev, t in zip("ABC", grads_dev, (A, B, C)):
+        assert torch.equal(g_dev, t.grad), name
+
+
+def test_device_scalar_errors():
+    A, B = mat(128, 64), mat(64, 128, "col")
+    for bad, what in [(torch.tensor([1.0, 2.0], device=DEVICE), r"shape \(2,\)"),
+                      (torch.tensor(1.0, device=DEVICE, dtype=bf16), "bfloat16"),
+                      (torch.tensor(1.0, device="cpu") if DEVICE == "cuda" else None, "cpu")]:
+        if bad is None:
+            continue
+        with pytest.raises(ValueError, match=r"gemm: alpha is a tensor .*" + what):
+            quack_cpp.gemm(A, B, alpha=bad)
+
+
+@cuda_only
+def test_device_scalars_in_cuda_graph():
+    """A captured graph reads the device scalars at replay: new values, no re-capture."""
+    A, B, C = mat(257, 200), mat(200, 264, "col"), mat(257, 264)
+    alpha, beta = dev_scalar(1.0), dev_scalar(1.0)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up outside the capture
+        quack_cpp.gemm_add(A, B, C, alpha=alpha, beta=beta)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        D = quack_cpp.gemm_add(A, B, C, alpha=alpha, beta=beta)
+    for a, b in [(0.5, -2.0), (3.0, 0.0), (-1.0, 0.25)]:
+        alpha.fill_(a)
+        beta.fill_(b)
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(D, quack_cpp.gemm_add(A, B, C, alpha=a, beta=b)), (a, b)
+
+
+# --------------------------------------------------------------------------------------------
 # gemm_add_inplace
 # --------------------------------------------------------------------------------------------
 

@@ -177,7 +177,8 @@ def test_backward_computes_only_needed_grads(cpu_kernels, monkeypatch):
     calls = _spy(monkeypatch)
     D.sum().backward()  # fp32 stride-0 dD: cast to A's dtype, made a row-major operand
     assert len(calls) == 1 and B.grad is None
-    (_, (dD, Bt, c, alpha, beta, out_dtype)), = calls
+    (_, (dD, Bt, c, alpha, beta, out_dtype, tuned, alpha_t, beta_t)), = calls
+    assert (tuned, alpha_t, beta_t) == (False, None, None)
     assert dD[:2] == (bf16, (24, 1)) and Bt[:2] == (bf16, (1, 24))
     assert (c, alpha, beta, out_dtype) == (None, 2.0, 0.0, bf16)
     torch.testing.assert_close(A.grad, (2 * torch.ones(5, 24) @ B.float().T).to(bf16))

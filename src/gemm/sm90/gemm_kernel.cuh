@@ -8,8 +8,9 @@
 //   CollectiveBuilder.
 //
 // Threads → work: 384 threads = 3 warpgroups. WG0 is the producer: one elected thread of warp 0
-//   issues the TMA loads of A (BM x BK) and of its half of B (BN/2 x BK, multicast to both CTAs of
-//   the 2x1 cluster) into a Stages-deep ring (PipelineTmaAsync, full/empty mbarriers), and keeps
+//   issues the TMA loads of A (BM x BK) and B (BN x BK) — in a 2x1 cluster only its half of B,
+//   multicast to both CTAs, in a 1x2 cluster its half of A — into a Stages-deep ring
+//   (PipelineTmaAsync, full/empty mbarriers), and keeps
 //   40 registers (setmaxnreg). WG1 and WG2 are the consumers (232 registers each), in one of two
 //   modes (Config::kPingpong):
 //   - cooperative: they split the BM x BN tile along M (64 rows each, one 64xBNx16 WGMMA atom per
@@ -81,7 +82,8 @@ struct OperandSmem {
 /// BN: 256 (the default, large problems) or 128 / 64 (more tiles for small M·N); ClusterM: 2
 /// (B multicast to both CTAs) or 1 (no multicast: every CTA busy when there is one M tile).
 template <class ElementAB_, class ElementD_, GMMA::Major MajorA_ = GMMA::Major::K,
-          GMMA::Major MajorB_ = GMMA::Major::K, int BN_ = 256, int ClusterM_ = 2, bool Pingpong_ = false>
+          GMMA::Major MajorB_ = GMMA::Major::K, int BN_ = 256, int ClusterM_ = 2, bool Pingpong_ = false,
+          int ClusterN_ = 1>
 struct GemmConfig {
   using ElementAB = ElementAB_;
   using ElementD = ElementD_;
@@ -96,9 +98,14 @@ struct GemmConfig {
   static constexpr int EpiM = kPingpong ? 64 : 128, EpiN = 32;
   // D buffers in flight per group; pingpong's narrower tiles leave room for more.
   static constexpr int EpiStagesD = kPingpong ? 4 : 2;
-  static constexpr int kClusterM = ClusterM_;
+  // Cluster of kClusterM x kClusterN tiles (launched as a 1-D cluster of kClusterSize CTAs):
+  // 2x1 multicasts B to the two CTAs of a tile column pair (same n tile), 1x2 multicasts A to
+  // the two CTAs of a tile row pair (same m tile: the small-M shapes, where A is re-read by
+  // every CTA).
+  static constexpr int kClusterM = ClusterM_, kClusterN = ClusterN_;
+  static constexpr int kClusterSize = kClusterM * kClusterN;
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN: one 64xBNx16 WGMMA atom per warpgroup");
-  static_assert(kClusterM == 1 || kClusterM == 2, "clusters 1x1 and 2x1");
+  static_assert(kClusterSize == 1 || kClusterSize == 2, "clusters 1x1, 2x1 and 1x2");
   static constexpr int kThreads = 384;
   static constexpr int kConsumerThreads = 256;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
@@ -106,7 +113,10 @@ struct GemmConfig {
   static constexpr int kGroup = 8;         // raster band width of the tile scheduler (tiles)
 
   using TileShape = Shape<Int<BM>, Int<BN>, Int<BK>>;
-  using ClusterShape = Shape<Int<kClusterM>, _1, _1>;
+  using ClusterShape = Shape<Int<kClusterM>, Int<kClusterN>, _1>;
+  // The hardware cluster (kClusterSize, 1, 1). The pipeline takes this shape: with 2 CTAs either
+  // operand's multicast makes each CTA write into both, so each releases every stage to both.
+  using HwClusterShape = Shape<Int<kClusterSize>, _1, _1>;
   using EpiTile = Shape<Int<EpiM>, Int<EpiN>>;
 
   // Cooperative: 2 warpgroups stacked along M, each one 64 x BN x 16 WGMMA atom. Pingpong: one
@@ -210,7 +220,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
   int const warp_group = cutlass::canonical_warp_group_idx();
   int const warp_idx = cutlass::canonical_warp_idx_sync();
   int const lane_pred = cute::elect_one_sync();
-  uint32_t const cta_rank = cute::block_rank_in_cluster();  // 0/1 along M
+  uint32_t const cta_rank = cute::block_rank_in_cluster();  // 0/1 along M (2x1) or N (1x2)
+  // This CTA's offset inside its cluster tile, along M and along N.
+  int const rank_m = Cfg::kClusterM > 1 ? int(cta_rank) : 0, rank_n = Cfg::kClusterN > 1 ? int(cta_rank) : 0;
 
   if (warp_idx == 0 && lane_pred) {
     cute::prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
@@ -223,7 +235,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
   pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pp.is_leader = threadIdx.x == 0;
   pp.num_consumers = Cfg::kStageConsumers;
-  Pipeline pipeline(ss.pipe, pp, typename Cfg::ClusterShape{});  // warp 0 initialises the barriers
+  Pipeline pipeline(ss.pipe, pp, typename Cfg::HwClusterShape{});  // warp 0 initialises the barriers
   // Pingpong turn-taking of the consumer warpgroups (group 0 = WG1 goes first); unused otherwise.
   typename Cfg::MmaOrder::Params op;
   op.group_id = warp_group == 0 ? 0u : uint32_t(warp_group - 1);
@@ -242,8 +254,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
   Tensor mD = p.tma_d.get_tma_tensor(make_shape(p.M, p.N, p.L));  // (M,N,L)
   int const k_tiles = (p.K + Cfg::BK - 1) / Cfg::BK;
   int64_t const num_work = p.sched.tiles();
-  int64_t const cluster_id = blockIdx.x / Cfg::kClusterM;
-  int64_t const cluster_stride = gridDim.x / Cfg::kClusterM;
+  int64_t const cluster_id = blockIdx.x / Cfg::kClusterSize;
+  int64_t const cluster_stride = gridDim.x / Cfg::kClusterSize;
 
   Tensor sA = make_tensor(make_smem_ptr(ss.A.begin()), typename Cfg::SmemLayoutA{});  // (BM,BK,PIPE)
   Tensor sB = make_tensor(make_smem_ptr(ss.B.begin()), typename Cfg::SmemLayoutB{});  // (BN,BK,PIPE)
@@ -253,15 +265,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
     cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
     if (warp_idx == 0 && lane_pred) {
       auto write = cutlass::make_producer_start_state<Pipeline>();
-      auto cta_tma_a = p.tma_a.get_slice(Int<0>{});
-      auto cta_tma_b = p.tma_b.get_slice(cta_rank);  // this CTA loads its half of B, multicast to both
+      // The multicast operand (B with 2x1, A with 1x2): this CTA loads its half of the box into
+      // both CTAs; the other operand: the whole box, this CTA only.
+      auto cta_tma_a = p.tma_a.get_slice(rank_n);
+      auto cta_tma_b = p.tma_b.get_slice(rank_m);
+      uint16_t const mcast_a = uint16_t((1u << Cfg::kClusterN) - 1);
       uint16_t const mcast_b = uint16_t((1u << Cfg::kClusterM) - 1);
       Tensor tAsA = cta_tma_a.partition_D(sA);  // (TMA,TMA_M,TMA_K,PIPE)
       Tensor tBsB = cta_tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
       for (int64_t w = cluster_id; w < num_work; w += cluster_stride) {
         TileCoord const t = p.sched.tile(w);
         int const l = int(t.batch);
-        int const m_blk = int(t.m) * Cfg::kClusterM + int(cta_rank), n_blk = int(t.n);
+        int const m_blk = int(t.m) * Cfg::kClusterM + rank_m, n_blk = int(t.n) * Cfg::kClusterN + rank_n;
         Tensor gA = local_tile(mA(_, _, l), select<0, 2>(typename Cfg::TileShape{}), make_coord(m_blk, _));  // (BM,BK,k)
         Tensor gB = local_tile(mB(_, _, l), select<1, 2>(typename Cfg::TileShape{}), make_coord(n_blk, _));  // (BN,BK,k)
         Tensor tAgA = cta_tma_a.partition_S(gA);  // (TMA,TMA_M,TMA_K,k)
@@ -269,7 +284,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
         for (int k = 0; k < k_tiles; ++k) {
           pipeline.producer_acquire(write);
           auto* bar = pipeline.producer_get_barrier(write);
-          copy(p.tma_a.with(*bar), tAgA(_, _, _, k), tAsA(_, _, _, write.index()));
+          copy(p.tma_a.with(*bar, mcast_a), tAgA(_, _, _, k), tAsA(_, _, _, write.index()));
           copy(p.tma_b.with(*bar, mcast_b), tBgB(_, _, _, k), tBsB(_, _, _, write.index()));
           ++write;
         }
@@ -334,7 +349,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
     for (int64_t w = w0; w < num_work; w += w_step) {
       TileCoord const t = p.sched.tile(w);
       int const l = int(t.batch);
-      int const m_blk = int(t.m) * Cfg::kClusterM + int(cta_rank), n_blk = int(t.n);
+      int const m_blk = int(t.m) * Cfg::kClusterM + rank_m, n_blk = int(t.n) * Cfg::kClusterN + rank_n;
 
       // ---- mainloop: one WGMMA batch in flight; release a stage once the batch reading it is done ----
       if constexpr (Cfg::kPingpong) mma_order.wait();  // our turn on the tensor cores

@@ -1,5 +1,5 @@
 // Host launcher of the Hopper GEMM kernel (compiled in the instance TUs, which see CuTe):
-// TMA descriptors from the GemmProblem, the persistent grid, the launch with 2x1 clusters.
+// TMA descriptors from the GemmProblem, the persistent grid, the launch with 2x1 / 1x2 clusters.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,9 +49,11 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
                                                                      load_c ? p.batch_c : p.batch_d)));  // (M,N,L)
   auto gD = make_tensor(make_gmem_ptr(static_cast<TD*>(p.d)),
                         make_layout(make_shape(M, N, L), make_stride(p.ldd, _1{}, p.batch_d)));  // (M,N,L)
-  auto tma_a = make_tma_copy(SM90_TMA_LOAD{}, gA, typename Cfg::SmemLayoutA{}(_, _, 0),
-                             make_shape(Int<Cfg::BM>{}, Int<Cfg::BK>{}), _1{});
-  // B: multicast to both CTAs of a 2x1 cluster (each loads half of the box); a plain load alone.
+  // A: multicast to both CTAs of a 1x2 cluster, B to both of a 2x1 cluster (each CTA loads half
+  // of the box); a plain load otherwise.
+  using TmaLoadA = conditional_t<Cfg::kClusterN == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
+  auto tma_a = make_tma_copy(TmaLoadA{}, gA, typename Cfg::SmemLayoutA{}(_, _, 0),
+                             make_shape(Int<Cfg::BM>{}, Int<Cfg::BK>{}), Int<Cfg::kClusterN>{});
   using TmaLoadB = conditional_t<Cfg::kClusterM == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
   auto tma_b = make_tma_copy(TmaLoadB{}, gB, typename Cfg::SmemLayoutB{}(_, _, 0),
                              make_shape(Int<Cfg::BN>{}, Int<Cfg::BK>{}), Int<Cfg::kClusterM>{});
@@ -62,17 +64,17 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   const bool d_tail_manual = (int64_t(N) * int64_t(sizeof(TD))) % 16 != 0;
   P params{tma_a, tma_b, tma_c, tma_d, M, N, K, L, p.d, p.ldd, p.batch_d, d_tail_manual,
            LinearCombination{p.alpha, load_c ? p.beta : 0.f}, load_c, p.alpha_dev, p.beta_dev,
-           TileScheduler::make(M, N, L, Cfg::BM, Cfg::BN, Cfg::kClusterM, 1, Cfg::kGroup, false)};
+           TileScheduler::make(M, N, L, Cfg::BM, Cfg::BN, Cfg::kClusterM, Cfg::kClusterN, Cfg::kGroup, false)};
 
   auto kernel = &gemm_kernel<Cfg, P>;
   const size_t smem = sizeof(typename Cfg::SharedStorage);
   // Persistent grid: one cluster per work tile, at most as many clusters as fit at once.
-  const int64_t fit = max_resident(reinterpret_cast<const void*>(kernel), Cfg::kThreads, smem, Cfg::kClusterM,
+  const int64_t fit = max_resident(reinterpret_cast<const void*>(kernel), Cfg::kThreads, smem, Cfg::kClusterSize,
                                    p.device, where);
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(params.sched.tiles(), fit));
   void* args[] = {&params};
-  launch_kernel(reinterpret_cast<const void*>(kernel), args, clusters * Cfg::kClusterM, Cfg::kThreads, smem,
-                Cfg::kClusterM, stream, where);
+  launch_kernel(reinterpret_cast<const void*>(kernel), args, clusters * Cfg::kClusterSize, Cfg::kThreads, smem,
+                Cfg::kClusterSize, stream, where);
 }
 
 }  // namespace quack::detail::sm90

@@ -347,8 +347,8 @@ TEST_F(Gemm, RepeatedCallsAndErrorAfterwards) {
 
 // Layout combinations without a kernel instance throw before any launch and leave no error.
 // Every tile configuration of bf16 -> bf16 (128x256 cooperative with a 2x1 cluster, the default;
-// 128x128 pingpong with a 2x1 cluster; 128x64 without a cluster, gemm.cpp's choose_tile under
-// QUACK_GEMM_TILE_N=auto for small M·N), forced through QUACK_GEMM_TILE_N on tails, batches, C
+// 128x128 pingpong with a 2x1 cluster; 128x64 without a cluster and with a 1x2 cluster (A
+// multicast), gemm.cpp's choose_tile for small M·N), forced through QUACK_GEMM_TILE_N on tails, batches, C
 // and the row-major B of dgrad, then "auto". The last cases give each persistent CTA several
 // tiles (pingpong: both warpgroups, several turns each; K = 64 is one k-tile per tile).
 TEST_F(Gemm, EveryTileConfig) {
@@ -360,7 +360,7 @@ TEST_F(Gemm, EveryTileConfig) {
   cases.push_back(mk(4096, 4096, 200));
   cases.push_back(lay("rrr", mk(2048, 4096, 64)));
   cases.push_back(with(lay("rrr", mk(3000, 2000, 333)), [](GemmCase& c) { c.with_c = true; c.beta = -1.5f; }));
-  for (const char* tile : {"256", "128", "64", "auto"}) {
+  for (const char* tile : {"256", "128", "64", "64x2", "auto"}) {
     setenv("QUACK_GEMM_TILE_N", tile, 1);
     for (const GemmCase& c : cases) {
       SCOPED_TRACE(std::string("tile N ") + tile + ", M " + std::to_string(c.M) + " N " + std::to_string(c.N));
@@ -380,7 +380,7 @@ TEST_F(Gemm, CallFromNewThread) {
   upload_into(A.mem, random_values(rng, M * K, DType::kBFloat16));
   Mat B = make_mat(DType::kBFloat16, 1, K, N, 'r', 0);
   upload_into(B.mem, random_values(rng, K * N, DType::kBFloat16));
-  for (const char* tile : {"256", "128", "64"}) {
+  for (const char* tile : {"256", "128", "64", "64x2"}) {
     SCOPED_TRACE(std::string("tile N ") + tile);
     setenv("QUACK_GEMM_TILE_N", tile, 1);
     Mat D_thread = make_mat(DType::kBFloat16, 1, M, N, 'r', 0), D_main = make_mat(DType::kBFloat16, 1, M, N, 'r', 0);
