@@ -10,6 +10,7 @@
 //   quack-bench rmsnorm-sweep [same options]   every geometry knob setting (tuning)
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
+//     (env QUACK_GEMM_TILE_N forces a tile; QUACK_BENCH_TILE_COUNTER=1 uses the dynamic scheduler)
 //
 // Method (device tool METHOD.md): warm-up, then CUDA events around each launch, median over
 // the repeats; inputs rotate over enough buffer sets to exceed 2x the L2, so no run reads a
@@ -280,6 +281,14 @@ int bench_gemm(const std::vector<std::vector<long long>>& shapes, const std::vec
     g.a = a_row ? quack::TensorRef::matrix(a.p, bf, M, K, 0, K, 1) : quack::TensorRef::matrix(a.p, bf, M, K, 0, 1, M);
     g.b = b_row ? quack::TensorRef::matrix(b.p, bf, K, N, 0, N, 1) : quack::TensorRef::matrix(b.p, bf, K, N, 0, 1, K);
     g.d = quack::TensorRef::matrix(d.p, bf, M, N);
+    // QUACK_BENCH_TILE_COUNTER=1: the dynamic tile scheduler (GemmArgs::tile_counter).
+    const char* dyn_env = std::getenv("QUACK_BENCH_TILE_COUNTER");
+    const bool dyn = dyn_env && std::string(dyn_env) == "1";
+    Buffer counter(4);
+    if (dyn) {
+      check(cudaMemset(counter.p, 0, 4), "memset");
+      g.tile_counter = static_cast<uint32_t*>(counter.p);
+    }
     const float one = 1.f, zero = 0.f;
     auto ours = [&] { quack::gemm(g, nullptr); };
     auto cublas = [&] {
@@ -329,11 +338,12 @@ int bench_gemm(const std::vector<std::vector<long long>>& shapes, const std::vec
     for (auto& x : e) cudaEventDestroy(x);
     auto median = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
     const double flop = 2.0 * M * N * K, mo = median(t_ours), mc = median(t_cublas);
-    const char* tile = std::getenv("QUACK_GEMM_TILE_N");  // gemm.cpp's choose_tile
+    const char* tile_env = std::getenv("QUACK_GEMM_TILE_N");  // gemm.cpp's choose_tile
+    const std::string tile = std::string(tile_env ? tile_env : "auto") + (dyn ? "+dyn" : "");
     std::printf("{\"op\": \"gemm\", \"dtype\": \"bf16\", \"tile_n\": \"%s\", \"majors\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, "
                 "\"ms_quack\": %.5f, \"ms_cublas\": %.5f, \"tflops_quack\": %.1f, "
                 "\"tflops_cublas\": %.1f, \"ratio\": %.3f, \"rel_diff_vs_cublas\": %.2e}\n",
-                tile ? tile : "256", lay.c_str(), M, N, K, mo, mc, flop / (mo * 1e-3) / 1e12, flop / (mc * 1e-3) / 1e12, mc / mo,
+                tile.c_str(), lay.c_str(), M, N, K, mo, mc, flop / (mo * 1e-3) / 1e12, flop / (mc * 1e-3) / 1e12, mc / mo,
                 max_ref > 0 ? max_diff / max_ref : max_diff);
     std::fflush(stdout);
   }

@@ -4,6 +4,8 @@
 #
 #   scripts/gpu_check.sh [--quick|--full] [--demo] [--no-bench] [--no-tests] [--pip]
 #
+# Env: QUACK_GTEST_FILTER (C++ tests to run, default all), QUACK_GTEST_TIMEOUT (s, default 300),
+# QUACK_PY_JOBS (Python test files at a time, default 3), QUACK_PY_BENCH=0 (no Python bench).
 # --quick (default): one dtype (bf16), a few shapes. --full: every benchmark shape and dtype
 # (acceptance). --demo also runs the LM demo (demo/train_lm.py). Results (logs, JSON, plots)
 # go to $OUT when set (the device tool's output folder), else results/.
@@ -76,8 +78,11 @@ if command -v cuobjdump >/dev/null; then
 fi
 
 declare -A PASS FAIL
-count_gtest() {  # family binary
-  local out; out=$("$2" --gtest_brief=1 2>&1); echo "$out" >> "$LOG"
+count_gtest() {  # family binary: under a timeout (a kernel that hangs fails the family, not the run)
+  local out; out=$(timeout "${QUACK_GTEST_TIMEOUT:-300}" "$2" --gtest_brief=1 --gtest_filter="${QUACK_GTEST_FILTER:-*}" 2>&1)
+  [ $? = 124 ] && out="$out
+[  FAILED  ] 1 test, listed below: timed out after ${QUACK_GTEST_TIMEOUT:-300} s"
+  echo "$out" >> "$LOG"
   PASS[$1]=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
   FAIL[$1]=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed below.*/\1/p' | tail -1)
   echo "$out" | grep -E "^\[  FAILED  \]" | head -20
@@ -97,10 +102,15 @@ if [ "$BENCH" = 1 ]; then
 fi
 { [ "$TESTS" = 1 ] || [ "$BENCH" = 1 ] || [ "$DEMO" = 1 ]; } && build_python
 if [ "$TESTS" = 1 ] && [ "$PY_OK" = 1 ]; then
-  say "Python tests (one process per file: a crash in one hides no other)"
+  # One process per file (a crash in one hides no other), QUACK_PY_JOBS files at a time (default
+  # 3: the files are small GPU jobs and torch.compile is CPU-bound; the device has 16 cores).
+  say "Python tests (one process per file, ${QUACK_PY_JOBS:-3} at a time)"
   PASS[python]=0; FAIL[python]=0; SKIP_PY=0
+  PYLOG=$(mktemp -d)
+  ls tests/python/test_*.py | xargs -P "${QUACK_PY_JOBS:-3}" -I{} sh -c \
+    'f={}; python3 -m pytest "$f" -q -p no:cacheprovider > '"$PYLOG"'/$(basename "$f").log 2>&1; echo $? > '"$PYLOG"'/$(basename "$f").rc'
   for f in tests/python/test_*.py; do
-    pyout=$(python3 -m pytest "$f" -q -p no:cacheprovider 2>&1); prc=$?
+    b=$(basename "$f"); pyout=$(cat "$PYLOG/$b.log"); prc=$(cat "$PYLOG/$b.rc")
     echo "$pyout" >> "$LOG"; echo "$pyout" | grep -E "^(FAILED|ERROR)|Fatal Python error" | head -10
     summary=$(echo "$pyout" | tail -1)
     p=$(echo "$summary" | grep -oE "[0-9]+ passed" | grep -oE "[0-9]+"); p=${p:-0}
@@ -109,6 +119,7 @@ if [ "$TESTS" = 1 ] && [ "$PY_OK" = 1 ]; then
     if [ "$prc" != 0 ] && [ "$prc" != 5 ] && [ "$fl" = 0 ]; then fl=1; echo "$f: exit $prc"; fi
     PASS[python]=$((PASS[python] + p)); FAIL[python]=$((FAIL[python] + fl)); SKIP_PY=$((SKIP_PY + sk))
   done
+  rm -rf "$PYLOG"
 fi
 if [ "$BENCH" = 1 ] && [ "$PY_OK" = 1 ] && [ "${QUACK_PY_BENCH:-1}" = 1 ]; then
   say "Python side-by-side bench ($MODE)"

@@ -1,26 +1,28 @@
 // QuACK-C++ GEMM (Hopper, sm_90a). Host-only header.
 //
-// STATUS (2026-11-30, session 2): every layout below passed the GPU tests on an H200
-// (tests/cpp/gpu/test_gemm.cpp, ~90 GEMM cases incl. tails, batches, C/beta, K = 0;
-// compute-sanitizer memcheck/racecheck/synccheck clean on samples); 0.96-1.00x cuBLAS at the
-// large shapes, less at small ones (docs/performance.md "GEMM").
+// STATUS (2026-11-30, session 3): every layout below passed the GPU tests on an H200
+// (tests/cpp/gpu/test_gemm.cpp, ~100 GEMM cases incl. tails, batches, C/beta, K = 0, every tile
+// configuration; compute-sanitizer memcheck/racecheck/synccheck clean on samples); 1.00-1.02x
+// cuBLAS at 8192³ and the LLM shapes, less at small ones (docs/performance.md "GEMM").
 //
 // Tile configurations: 128x256x64 cooperative with 2x1 clusters (every dtype and layout) and,
-// for bf16 -> bf16 with a row-major a, 128x128x64 pingpong with 2x1 clusters (large problems)
-// and 128x64x64 cooperative without a cluster (small M·N). Which one runs: GemmArgs::tuned
-// (timed once per shape class, cached), else the environment variable QUACK_GEMM_TILE_N =
-// 256 | 128 | 64 (forces one where it exists), else the shape rule of src/gemm/gemm.cpp
-// (choose_tile: 128x64 when 128x256 tiles would leave more than a quarter of the SMs idle,
-// 128x128 pingpong with ≥ 4 of its tiles per SM, else 128x256).
+// for bf16 -> bf16 with a row-major a, 128x128x64 pingpong with 2x1 clusters (large problems),
+// 128x64x64 cooperative without a cluster (small M·N) and 128x64x64 with a 1x2 cluster (A
+// multicast; forced only, until measured). Which one runs: GemmArgs::tuned (timed once per
+// shape class, cached), else the environment variable QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x2
+// (forces one where it exists), else the shape rule of src/gemm/gemm.cpp (choose_tile: 128x64
+// when 128x256 tiles would leave more than a quarter of the SMs idle, 128x128 pingpong with ≥ 4
+// of its tiles per SM, else 128x256). Scheduling: static persistent, or dynamic (an atomic tile
+// counter) with GemmArgs::tile_counter.
 // Hardware: sm_90a (H100/H200) only; on another GPU the launch fails with CudaError.
 //
 // Method: a persistent, warp-specialised TMA + WGMMA kernel written with CuTe atoms
 // (src/gemm/sm90/gemm_kernel.cuh; design (b) of docs/gemm-spike.md), following CUTLASS 3.x's
 // sm90 warp-specialised cooperative GEMM (sm90_mma_tma_gmma_ss_warpspecialized.hpp,
 // sm90_epilogue_tma_warpspecialized.hpp) and QuACK's gemm: one producer warp loads A and B tiles
-// with TMA into a shared-memory ring (B multicast across a 2x1 cluster), two consumer
-// warpgroups run WGMMA with fp32 accumulators, and the epilogue stages D through shared memory to
-// a TMA store. Host protocol after CUTLASS: arguments → can_implement → launch.
+// with TMA into a shared-memory ring (B multicast across a 2x1 cluster, A across a 1x2 one), two
+// consumer warpgroups (cooperative on one tile, or pingpong on alternate tiles) run WGMMA with
+// fp32 accumulators, and the epilogue stages D through shared memory to a TMA store. Host protocol after CUTLASS: arguments → can_implement → launch.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -78,7 +80,9 @@ namespace quack {
 /// Not yet supported (InvalidArgument "... not yet supported"): the two layout combinations
 /// marked "not yet" above for bf16 → fp32 and fp16 → fp16, and fp16 → fp32 in any layout but those marked yes; a c whose layout differs
 /// from d's (when c is read); a tensor with no dimension of stride 1; a batch stride of 0
-/// (broadcast) with L > 1; fp32 or other input dtypes; c of another dtype than d; a per-row/column
+/// (broadcast) with L > 1; fp32 or other input dtypes; c of another dtype than d except an fp32
+/// c with bf16 a, b and d for (a, b, d) = (row, column, row), (row, row, row), (row, column,
+/// column), (column, column, column) (c like d); a per-row/column
 /// alpha or bias; activations.
 struct GemmArgs {
   TensorRef a;
@@ -104,6 +108,13 @@ struct GemmArgs {
   /// synchronises the stream and allocates; only bf16 -> bf16 with a row-major or column-major
   /// b (and row-major a) has more than one configuration today.
   bool tuned = false;
+  /// Dynamic tile scheduler (QuACK's tile_count_semaphore): null runs the static persistent
+  /// schedule; else a pointer to one uint32 in device memory on d's device, zero before the
+  /// first use, that persistent clusters take output tiles from with atomicInc. Every completed
+  /// launch leaves it at 0 again (the increments wrap at the tile count), so it needs no reset
+  /// between calls or graph replays; it must not be shared by launches that may run at the
+  /// same time (keep one per stream). 4-byte aligned; not checked beyond alignment.
+  uint32_t* tile_counter = nullptr;
 };
 
 /// Validates `args` for gemm without touching the device (no CUDA call). Throws InvalidArgument,

@@ -159,6 +159,7 @@ struct Instance {
   // cooperative 128x64, no cluster; "64x2" cooperative 128x64, 1x2 cluster (A multicast).
   const char* tile = "256";
   const char* name = "128x256";  // the kernel name's tile part (autotune candidates)
+  bool c_f32 = false;  // C is float32 while D is 16-bit (else C has D's dtype)
 };
 
 constexpr GemmMajor kK = GemmMajor::kK, kMN = GemmMajor::kMN;
@@ -173,6 +174,8 @@ constexpr Instance kInstances[] = {
     {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x256_bf16_bf16_km},
     {kBf16, kBf16, kMN, kMN, detail::gemm_sm90_128x256_bf16_bf16_mm},
     {kBf16, kBf16, kMN, kK, detail::gemm_sm90_128x256_bf16_bf16_mk},
+    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x256_bf16_bf16_cf32_kk, "256", "128x256", true},
+    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x256_bf16_bf16_cf32_km, "256", "128x256", true},
     {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x128pp_bf16_bf16_kk, "128", "128x128pp"},
     {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x128pp_bf16_bf16_km, "128", "128x128pp"},
     {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x64c1_bf16_bf16_kk, "64", "128x64c1"},
@@ -199,20 +202,27 @@ std::string user_layouts(GemmMajor ka, GemmMajor kb, bool swap) {
 // Every dtype and layout has the 128x256 instance; the others are alternatives to it.
 bool is_default(const Instance& i) { return std::string(i.tile) == "256"; }
 
+// Whether instance i computes p's dtypes (C's dtype counts only when C is read).
+bool dtypes_match(const Instance& i, const GemmProblem& p) {
+  const bool c_f32 = p.c != nullptr && p.c_dtype != p.d_dtype;
+  return i.ab == p.ab_dtype && i.d == p.d_dtype && i.c_f32 == c_f32;
+}
+
 const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool swap) {
   std::string offered;
   for (const Instance& i : kInstances) {
-    if (i.ab != p.ab_dtype || i.d != p.d_dtype || !is_default(i)) continue;
+    if (!dtypes_match(i, p) || !is_default(i)) continue;
     if (i.a == p.a_major && i.b == p.b_major) return i;
   }
   for (bool s : {false, true})
     for (const Instance& i : kInstances)
-      if (i.ab == p.ab_dtype && i.d == p.d_dtype && is_default(i)) offered += (offered.empty() ? "" : ", ") + user_layouts(i.a, i.b, s);
+      if (dtypes_match(i, p) && is_default(i)) offered += (offered.empty() ? "" : ", ") + user_layouts(i.a, i.b, s);
   const GemmMajor ua = swap ? p.b_major : p.a_major, ub = swap ? p.a_major : p.b_major;
+  const std::string c_part = p.c != nullptr && p.c_dtype != p.d_dtype ? std::string(", ") + dtype_name(p.c_dtype) + " c" : "";
   chk.fail(std::string("a ") + (ua == kK ? "row-major" : "column-major") + " with b " +
            (ub == kK ? "column-major" : "row-major") + " and d " + (swap ? "column-major" : "row-major") +
            " is not yet supported for " + dtype_name(p.ab_dtype) + " inputs and " + dtype_name(p.d_dtype) +
-           " d (no kernel instance), expected (a, b, d) = " + offered);
+           " d" + c_part + " (no kernel instance), expected (a, b, d) = " + offered);
 }
 
 // Tile choice (at launch; can_implement makes no CUDA call), among the instances of the same
@@ -230,7 +240,7 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
 // unmeasured (session 3).
 // Instances that compute the same problem as base (same dtypes and majors), any tile.
 bool same_problem(const Instance& i, const Instance& base) {
-  return i.ab == base.ab && i.d == base.d && i.a == base.a && i.b == base.b;
+  return i.ab == base.ab && i.d == base.d && i.c_f32 == base.c_f32 && i.a == base.a && i.b == base.b;
 }
 
 // The configurations of base's dtypes and majors, the 128x256 one first (the default).
@@ -287,9 +297,11 @@ Plan plan_gemm(const GemmArgs& g) {
     chk.fail(std::string("b has dtype ") + dtype_name(g.b.dtype) + ", expected " + dtype_name(g.a.dtype) +
              " (a's dtype; mixed input dtypes are not supported)");
   chk.dtype_in(g.d, "d", {g.a.dtype, DType::kFloat32});
-  if (g.c.present() && g.c.dtype != g.d.dtype)
+  // C: d's dtype, or float32 added into a bf16 d of bf16 inputs (the one mixed instance pair).
+  const bool c_f32_ok = g.a.dtype == DType::kBFloat16 && g.d.dtype == DType::kBFloat16;
+  if (g.c.present() && g.c.dtype != g.d.dtype && !(c_f32_ok && g.c.dtype == DType::kFloat32))
     chk.fail(std::string("c has dtype ") + dtype_name(g.c.dtype) + ", expected " + dtype_name(g.d.dtype) +
-             " (d's dtype; c of another dtype is not yet supported)");
+             (c_f32_ok ? " (d's dtype) or float32" : " (d's dtype; c of another dtype is supported only as float32 with bf16 a, b and d)"));
 
   const int dev = g.a.device;
   chk.same_device(g.b, "b", dev);
@@ -303,6 +315,8 @@ Plan plan_gemm(const GemmArgs& g) {
     chk.fail("alpha_device is not 4-byte aligned, expected a pointer to one fp32");
   if (reinterpret_cast<uintptr_t>(g.beta_device) % 4 != 0)
     chk.fail("beta_device is not 4-byte aligned, expected a pointer to one fp32");
+  if (reinterpret_cast<uintptr_t>(g.tile_counter) % 4 != 0)
+    chk.fail("tile_counter is not 4-byte aligned, expected a pointer to one uint32");
 
   const int64_t ext[] = {M, N, K, L};
   const char* ext_name[] = {"M", "N", "K", "L"};
@@ -318,10 +332,12 @@ Plan plan_gemm(const GemmArgs& g) {
   p.l = int(L);
   p.ab_dtype = g.a.dtype;
   p.d_dtype = g.d.dtype;
+  p.c_dtype = g.c.present() ? g.c.dtype : g.d.dtype;
   p.alpha = g.alpha;
   p.beta = g.beta;
   p.alpha_dev = g.alpha_device;
   p.beta_dev = g.beta_device;
+  p.tile_counter = g.tile_counter;
   p.device = dev;
   if (M == 0 || N == 0 || L == 0) {
     plan.empty = true;

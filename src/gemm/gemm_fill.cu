@@ -22,7 +22,7 @@ __global__ void gemm_fill_kernel(const GemmProblem p) {
     float v[1] = {0.f};
     const float beta = p.beta_dev ? *p.beta_dev : p.beta;
     if (p.c != nullptr && beta != 0.f) {
-      load_any<1>(p.c, p.d_dtype, b * p.batch_c + row * p.ldc + col, v);
+      load_any<1>(p.c, p.c_dtype, b * p.batch_c + row * p.ldc + col, v);
       v[0] *= beta;
     }
     store_any<1>(p.d, p.d_dtype, b * p.batch_d + row * p.ldd + col, v);

@@ -37,18 +37,21 @@ struct GemmProblem {
   int64_t batch_a = 0, batch_b = 0, batch_c = 0, batch_d = 0;
   GemmMajor a_major = GemmMajor::kK, b_major = GemmMajor::kK;
   DType ab_dtype = DType::kBFloat16;  // A and B
-  DType d_dtype = DType::kBFloat16;   // D and C
+  DType d_dtype = DType::kBFloat16;   // D
+  DType c_dtype = DType::kBFloat16;   // C (d_dtype, or float32 with a 16-bit D where an instance has it)
   float alpha = 1.f, beta = 0.f;      // beta is ignored when c is null
   // Device fp32 scalars read by the kernel instead of alpha / beta when non-null; with
   // beta_dev, c is non-null and the kernel reads C only when *beta_dev != 0.
   const float* alpha_dev = nullptr;
   const float* beta_dev = nullptr;
+  uint32_t* tile_counter = nullptr;  // dynamic tile scheduler (GemmArgs::tile_counter) when non-null
   int device = 0;
 };
 
 // Kernel launchers: src/gemm/sm90/instances/*.cu (one kernel per TU, DESIGN §4 budgets).
 // Require m, n, k ≥ 1 and the problem's a_major / b_major to be the instance's.
-// Name: gemm_sm90_<tile>_<A/B dtype>_<D dtype>_<A major><B major>, one letter per operand in the
+// Name: gemm_sm90_<tile>_<A/B dtype>_<D dtype>[_c<C dtype>]_<A major><B major> (C's dtype only
+// when it differs from D's), one letter per operand in the
 // kernel's terms: k = K-major (GemmMajor::kK), m = MN-major (GemmMajor::kMN: stride 1 along M for
 // A, along N for B). So _kk: A row-major, B column-major (y = x·Wᵀ, a row-major weight W (N,K));
 // _km: A row-major, B row-major (dgrad dx = dy·W); _mm: A column-major, B row-major (wgrad
@@ -60,6 +63,8 @@ void gemm_sm90_128x256_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x256_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x256_bf16_bf16_mm(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x256_bf16_bf16_mk(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x256_bf16_bf16_cf32_kk(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x256_bf16_bf16_cf32_km(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x64c1_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x64c1_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x64c1x2_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);

@@ -209,6 +209,20 @@ def test_gemm_add_alpha_beta(alpha, beta, c_dtype, c_major):
     check("D", D, ref_gemm(A, B, C, alpha, beta), torch_gemm(A, B, C, alpha, beta, c_dtype))
 
 
+@pytest.mark.parametrize("alpha,beta", [(1.0, 1.0), (0.5, -1.5)])
+@pytest.mark.parametrize("c_major", ["row", pytest.param("col", marks=all_majors)])
+def test_gemm_add_fp32_c_into_bf16_d(alpha, beta, c_major):
+    """C in float32 (e.g. a residual stream kept in fp32) added into a bf16 D: one rounding."""
+    M, N, K = 257, 264, 136
+    A, B = mat(M, K), mat(K, N, "col")
+    C = mat(M, N, c_major, dtype=f32)
+    D = quack_cpp.gemm_add(A, B, C, alpha=alpha, beta=beta)
+    assert D.dtype == bf16 and layout(D) == c_major
+    ref = ref_gemm(A, B, C, alpha, beta)
+    tch = (alpha * (A.float() @ B.float()) + beta * C).to(bf16)
+    check("D", D, ref, tch)
+
+
 @pytest.mark.parametrize("fill", [float("nan"), float("inf")])
 @pytest.mark.parametrize("alpha", [1.0, 0.5])
 def test_c09_beta0_never_reads_c(fill, alpha):
@@ -545,8 +559,8 @@ def test_c07_non_current_device():
                             out_dtype=bf16), r"^gemm: d has dtype bfloat16, expected float16"),
     (lambda: quack_cpp.gemm(mat(64, 64), mat(64, 64, "col", dtype=f16)),
      r"^gemm: b has dtype float16, expected bfloat16"),
-    (lambda: quack_cpp.gemm_add(mat(64, 64), mat(64, 64, "col"), mat(64, 64, dtype=f32)),
-     r"^gemm: c has dtype float32, expected bfloat16"),
+    (lambda: quack_cpp.gemm_add(mat(64, 64), mat(64, 64, "col"), mat(64, 64, dtype=f16)),
+     r"^gemm: c has dtype float16, expected bfloat16 \(d's dtype\) or float32"),
     (lambda: quack_cpp.gemm_add(mat(64, 64), mat(64, 64, "col"), mat(63, 64)),
      r"^gemm: c has shape \(63, 64\) bfloat16, expected \(M, N\) = \(64, 64\)"),
     (lambda: quack_cpp.gemm(torch.randn(64, 63, device="cuda").to(bf16),

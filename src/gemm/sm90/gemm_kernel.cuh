@@ -18,8 +18,9 @@
 //   - pingpong: each owns whole tiles (the atom twice along M), alternating; an ordered barrier
 //     gives the tensor cores to one warpgroup's mainloop at a time, so one warpgroup's epilogue
 //     runs under the other's MMAs; each has its own epilogue buffers (128 threads).
-// Tile order: persistent static schedule; cluster c walks work indices c, c + clusters, ... of
-//   TileScheduler (src/gemm/tile_scheduler.h, grouped rasterisation); CTA rank r of the cluster
+// Tile order: persistent; cluster c walks work indices c, c + clusters, ... of TileScheduler
+//   (src/gemm/tile_scheduler.h, grouped rasterisation), or with a tile counter takes them from
+//   an atomic counter, published by CTA 0's producer (work_queue.cuh); CTA rank r of the cluster
 //   takes m tile 2·m_cluster + r. The producer walks the whole sequence; cooperative consumers
 //   too, pingpong consumer i the indices of parity i (and skips the other's stages).
 // Shared memory: A (BM,BK,Stages) and B (BN,BK,Stages) with 128-byte swizzle: GMMA K-major
@@ -50,6 +51,7 @@
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "gemm/sm90/epilogue.cuh"
+#include "gemm/sm90/work_queue.cuh"
 #include "gemm/tile_scheduler.h"
 
 namespace quack::detail::sm90 {
@@ -81,12 +83,14 @@ struct OperandSmem {
 /// along N for B); the WGMMA reads either from shared memory.
 /// BN: 256 (the default, large problems) or 128 / 64 (more tiles for small M·N); ClusterM: 2
 /// (B multicast to both CTAs) or 1 (no multicast: every CTA busy when there is one M tile).
+/// ElementC_: C's type when it differs from D's (e.g. an fp32 C added into a bf16 D); void: D's.
 template <class ElementAB_, class ElementD_, GMMA::Major MajorA_ = GMMA::Major::K,
           GMMA::Major MajorB_ = GMMA::Major::K, int BN_ = 256, int ClusterM_ = 2, bool Pingpong_ = false,
-          int ClusterN_ = 1>
+          int ClusterN_ = 1, class ElementC_ = void>
 struct GemmConfig {
   using ElementAB = ElementAB_;
   using ElementD = ElementD_;
+  using ElementC = conditional_t<is_void_v<ElementC_>, ElementD_, ElementC_>;
   static constexpr GMMA::Major kMajorA = MajorA_, kMajorB = MajorB_;
   static constexpr int BM = 128, BN = BN_, BK = 64;
   static constexpr bool kPingpong = Pingpong_;
@@ -127,20 +131,22 @@ struct GemmConfig {
 
   // Epilogue smem: a D row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
   // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom).
-  static constexpr bool kD16 = sizeof(ElementD) == 2;
-  using SmemAtomCD = conditional_t<kD16, GMMA::Layout_K_SW64_Atom<ElementD>, GMMA::Layout_K_SW128_Atom<ElementD>>;
-  using SmemLayoutC = decltype(tile_to_shape(SmemAtomCD{}, EpiTile{}));                                    // (EpiM,EpiN)
-  using SmemLayoutD = decltype(tile_to_shape(SmemAtomCD{}, Shape<Int<EpiM>, Int<EpiN>, Int<EpiStagesD>>{}));  // (EpiM,EpiN,PIPE_D)
+  static constexpr bool kD16 = sizeof(ElementD) == 2, kC16 = sizeof(ElementC) == 2;
+  using SmemAtomD = conditional_t<kD16, GMMA::Layout_K_SW64_Atom<ElementD>, GMMA::Layout_K_SW128_Atom<ElementD>>;
+  using SmemAtomC = conditional_t<kC16, GMMA::Layout_K_SW64_Atom<ElementC>, GMMA::Layout_K_SW128_Atom<ElementC>>;
+  using SmemLayoutC = decltype(tile_to_shape(SmemAtomC{}, EpiTile{}));                                     // (EpiM,EpiN)
+  using SmemLayoutD = decltype(tile_to_shape(SmemAtomD{}, Shape<Int<EpiM>, Int<EpiN>, Int<EpiStagesD>>{}));  // (EpiM,EpiN,PIPE_D)
   // Register <-> smem copies of the epilogue (CUTLASS sm90 builder choices for N-major C/D).
   using CopyAtomC = Copy_Atom<SM90_U32x4_STSM_N, cutlass::half_t>;  // accumulator partition only
   using CopyOpR2S = conditional_t<kD16, SM90_U32x4_STSM_N, AutoVectorizingCopyWithAssumedAlignment<128>>;
-  using CopyOpS2R = conditional_t<kD16, SM75_U32x4_LDSM_N, AutoVectorizingCopyWithAssumedAlignment<128>>;
+  using CopyOpS2R = conditional_t<kC16, SM75_U32x4_LDSM_N, AutoVectorizingCopyWithAssumedAlignment<128>>;  // C
   static constexpr int kFrg = EpiM * EpiN / kEpiThreads;  // values per thread per subtile (16)
 
   // Mainloop stages: as many 48 KB (A+B) stages as fit beside the epilogue buffers, at most 4
   // (4 for 16-bit D, 3 for fp32 D).
   static constexpr int kStageBytes = (BM + BN) * BK * int(sizeof(ElementAB));
-  static constexpr int kEpiBytes = kEpiGroups * (1 + EpiStagesD) * EpiM * EpiN * int(sizeof(ElementD));
+  static constexpr int kEpiBytes =
+      kEpiGroups * EpiM * EpiN * (int(sizeof(ElementC)) + EpiStagesD * int(sizeof(ElementD)));
   static constexpr int kStagesFit = (kMaxSmem - kEpiBytes - 2048) / kStageBytes;
   static constexpr int kMaxStages = 8;  // 4 fit at BN = 256; narrower tiles take more
   static constexpr int Stages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
@@ -153,21 +159,26 @@ struct GemmConfig {
   static constexpr int kStageConsumers = kPingpong ? 128 : kConsumerThreads;
   // Pingpong: the two warpgroups' mainloops alternate (one sequence, depth 1).
   using MmaOrder = cutlass::OrderedSequenceBarrier<1, 2>;
+  // Dynamic scheduler ring (work_queue.cuh): slots, and readers per slot and CTA (the producer
+  // thread and the consumer warps that take that work).
+  using WorkRingT = WorkRing<4>;
+  static constexpr int kWorkReaders = 1 + (kPingpong ? 4 : 8);
 
   struct SharedStorage {
     alignas(1024) ArrayEngine<ElementAB, cosize_v<SmemLayoutA>> A;
     alignas(1024) ArrayEngine<ElementAB, cosize_v<SmemLayoutB>> B;
-    alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutC>> C[kEpiGroups];  // per epilogue group
+    alignas(1024) ArrayEngine<ElementC, cosize_v<SmemLayoutC>> C[kEpiGroups];  // per epilogue group
     alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutD>> D[kEpiGroups];
     typename Pipeline::SharedStorage pipe;
     typename MmaOrder::SharedStorage mma_order;
+    WorkRingT work;
     alignas(8) uint64_t c_full[kEpiGroups];
   };
   static_assert(sizeof(SharedStorage) <= kMaxSmem, "shared memory budget");
   // Bytes each CTA receives per stage: its A tile and the whole B tile (with a 2x1 cluster both
   // halves, one from each CTA).
   static constexpr uint32_t kTxBytes = uint32_t(kStageBytes);
-  static constexpr uint32_t kCBytes = uint32_t(EpiM * EpiN * sizeof(ElementD));
+  static constexpr uint32_t kCBytes = uint32_t(EpiM * EpiN * sizeof(ElementC));
 };
 
 /// The default tile: 128 x 256 x 64, 2x1 cluster.
@@ -194,6 +205,7 @@ struct Params {
   const float* alpha_dev;  // device scalars (null: epi's host values)
   const float* beta_dev;
   TileScheduler sched;
+  uint32_t* tile_counter;  // dynamic scheduler (work_queue.cuh) when non-null
 };
 
 /// Stores the (EpiM, EpiN) subtile staged in `sD` at D(m0.., n0..) of batch l with plain
@@ -243,6 +255,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
   typename Cfg::MmaOrder mma_order(ss.mma_order, op);
   if (warp_idx == 1 && lane_pred)
     for (int g = 0; g < Cfg::kEpiGroups; ++g) cutlass::arch::ClusterTransactionBarrier::init(&ss.c_full[g], 1);
+  int64_t const num_work = p.sched.tiles();
+  int64_t const cluster_id = blockIdx.x / Cfg::kClusterSize;
+  int64_t const cluster_stride = gridDim.x / Cfg::kClusterSize;
+  WorkQueue<Cfg::WorkRingT::kStages> const queue{&ss.work, p.tile_counter, num_work, cluster_id, cluster_stride,
+                                                 cta_rank, Cfg::kClusterSize};
+  queue.init(warp_idx == 2 && lane_pred, Cfg::kWorkReaders);
   cutlass::arch::fence_barrier_init();
   cute::cluster_arrive_relaxed();  // the peer's barriers exist before any multicast or remote arrive
   cute::cluster_wait();
@@ -253,9 +271,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
   Tensor mC = p.tma_c.get_tma_tensor(make_shape(p.M, p.N, p.L));  // (M,N,L)
   Tensor mD = p.tma_d.get_tma_tensor(make_shape(p.M, p.N, p.L));  // (M,N,L)
   int const k_tiles = (p.K + Cfg::BK - 1) / Cfg::BK;
-  int64_t const num_work = p.sched.tiles();
-  int64_t const cluster_id = blockIdx.x / Cfg::kClusterSize;
-  int64_t const cluster_stride = gridDim.x / Cfg::kClusterSize;
 
   Tensor sA = make_tensor(make_smem_ptr(ss.A.begin()), typename Cfg::SmemLayoutA{});  // (BM,BK,PIPE)
   Tensor sB = make_tensor(make_smem_ptr(ss.B.begin()), typename Cfg::SmemLayoutB{});  // (BN,BK,PIPE)
@@ -273,7 +288,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
       uint16_t const mcast_b = uint16_t((1u << Cfg::kClusterM) - 1);
       Tensor tAsA = cta_tma_a.partition_D(sA);  // (TMA,TMA_M,TMA_K,PIPE)
       Tensor tBsB = cta_tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,PIPE)
-      for (int64_t w = cluster_id; w < num_work; w += cluster_stride) {
+      for (uint32_t seq = 0;; ++seq) {
+        int64_t const w = queue.producer_next(seq);
+        if (w >= num_work) {
+          if constexpr (Cfg::kPingpong) queue.producer_stop_next(seq);
+          break;
+        }
         TileCoord const t = p.sched.tile(w);
         int const l = int(t.batch);
         int const m_blk = int(t.m) * Cfg::kClusterM + rank_m, n_blk = int(t.n) * Cfg::kClusterN + rank_n;
@@ -317,14 +337,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
     Tensor tRS_sD = thr_r2s.partition_D(sD);  // (R2S,R2S_M,R2S_N,PIPE_D)
     auto tRS_rD_layout = make_layout(take<0, 3>(shape(thr_r2s.partition_S(sD))));
     Tensor tRS_rD = make_tensor<ElementD>(tRS_rD_layout);  // (R2S,R2S_M,R2S_N)
-    auto tiled_s2r = make_tiled_copy_S(Copy_Atom<typename Cfg::CopyOpS2R, ElementD>{}, tiled_c_atom);
+    using ElementC = typename Cfg::ElementC;
+    auto tiled_s2r = make_tiled_copy_S(Copy_Atom<typename Cfg::CopyOpS2R, ElementC>{}, tiled_c_atom);
     auto thr_s2r = tiled_s2r.get_slice(etid);
     Tensor tSR_sC = thr_s2r.partition_S(sC);  // (S2R,S2R_M,S2R_N)
-    Tensor tRS_rC = make_tensor<ElementD>(tRS_rD_layout);
+    Tensor tRS_rC = make_tensor<ElementC>(tRS_rD_layout);
     Tensor tSR_rC = thr_s2r.retile_D(tRS_rC);
     Tensor tRS_rAcc_frg = recast<cutlass::Array<float, kFrg>>(tRS_rAcc);  // (V,MMA_M,MMA_N)
     Tensor tRS_rD_frg = recast<cutlass::Array<ElementD, kFrg>>(tRS_rD);
-    Tensor tRS_rC_frg = recast<cutlass::Array<ElementD, kFrg>>(tRS_rC);
+    Tensor tRS_rC_frg = recast<cutlass::Array<ElementC, kFrg>>(tRS_rC);
     static_assert(decltype(size<0>(tRS_rAcc))::value % kFrg == 0, "fragment does not vectorise");
     static_assert(decltype(size<1>(tRS_rAcc))::value == Cfg::BM / Cfg::EpiM && decltype(size<2>(tRS_rAcc))::value == 1,
                   "one MMA step per EpiM rows, one along N (the epilogue indexes fragments by subtile)");
@@ -343,10 +364,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
     // Pingpong: this warpgroup takes every other work index of the cluster's sequence, and its
     // pipeline state skips the stages of the other warpgroup's tiles (all tiles have k_tiles).
     auto read = cutlass::PipelineState<Cfg::Stages>{};
-    int64_t const w0 = cluster_id + (Cfg::kPingpong ? mma_wg * cluster_stride : 0);
-    int64_t const w_step = cluster_stride * Cfg::kEpiGroups;
     if (Cfg::kPingpong && mma_wg == 1) read.advance(k_tiles);
-    for (int64_t w = w0; w < num_work; w += w_step) {
+    for (uint32_t seq = Cfg::kPingpong ? uint32_t(mma_wg) : 0u;; seq += Cfg::kEpiGroups) {
+      int64_t const w = queue.consumer_get(seq);
+      if (w >= num_work) break;
       TileCoord const t = p.sched.tile(w);
       int const l = int(t.batch);
       int const m_blk = int(t.m) * Cfg::kClusterM + rank_m, n_blk = int(t.n) * Cfg::kClusterN + rank_n;
@@ -410,7 +431,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
           for (int v = 0; v < size(tRS_rD_frg); ++v) {
             cutlass::Array<float, kFrg> x = tRS_rAcc_frg(r2s_v + v, epi_m, 0);
             if (load_c) {
-              cutlass::Array<float, kFrg> const c = cutlass::NumericArrayConverter<float, ElementD, kFrg>{}(tRS_rC_frg(v));
+              cutlass::Array<float, kFrg> const c = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(tRS_rC_frg(v));
               epi(x, c);
             } else {
               epi(x);

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -23,6 +24,7 @@ template <class Cfg>
 void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   using TA = typename Cfg::ElementAB;
   using TD = typename Cfg::ElementD;
+  using TC = typename Cfg::ElementC;
   const int M = p.m, N = p.n, K = p.k, L = p.l;
   constexpr GemmMajor kA = Cfg::kMajorA == GMMA::Major::K ? GemmMajor::kK : GemmMajor::kMN;
   constexpr GemmMajor kB = Cfg::kMajorB == GMMA::Major::K ? GemmMajor::kK : GemmMajor::kMN;
@@ -42,11 +44,14 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   auto gB = make_tensor(make_gmem_ptr(static_cast<TA const*>(p.b)),
                         make_layout(make_shape(N, K, L), operand_stride(std::integral_constant<GMMA::Major, Cfg::kMajorB>{},
                                                                         p.ldb, p.batch_b)));  // (N,K,L)
-  // Without C the C descriptor points at D (never read: the kernel branches on load_c).
+  // Without C the C descriptor points at D (never read: the kernel branches on load_c), with
+  // D's byte strides in C elements (16-byte multiples either way: a valid descriptor).
   const bool load_c = p.c != nullptr && (p.beta != 0.f || p.beta_dev != nullptr);
-  auto gC = make_tensor(make_gmem_ptr(static_cast<TD const*>(load_c ? p.c : p.d)),
-                        make_layout(make_shape(M, N, L), make_stride(load_c ? p.ldc : p.ldd, _1{},
-                                                                     load_c ? p.batch_c : p.batch_d)));  // (M,N,L)
+  const int64_t d_as_c = int64_t(sizeof(TD)), c_size = int64_t(sizeof(TC));
+  auto gC = make_tensor(make_gmem_ptr(static_cast<TC const*>(load_c ? p.c : p.d)),
+                        make_layout(make_shape(M, N, L),
+                                    make_stride(load_c ? p.ldc : p.ldd * d_as_c / c_size, _1{},
+                                                load_c ? p.batch_c : p.batch_d * d_as_c / c_size)));  // (M,N,L)
   auto gD = make_tensor(make_gmem_ptr(static_cast<TD*>(p.d)),
                         make_layout(make_shape(M, N, L), make_stride(p.ldd, _1{}, p.batch_d)));  // (M,N,L)
   // A: multicast to both CTAs of a 1x2 cluster, B to both of a 2x1 cluster (each CTA loads half
@@ -64,7 +69,11 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   const bool d_tail_manual = (int64_t(N) * int64_t(sizeof(TD))) % 16 != 0;
   P params{tma_a, tma_b, tma_c, tma_d, M, N, K, L, p.d, p.ldd, p.batch_d, d_tail_manual,
            LinearCombination{p.alpha, load_c ? p.beta : 0.f}, load_c, p.alpha_dev, p.beta_dev,
-           TileScheduler::make(M, N, L, Cfg::BM, Cfg::BN, Cfg::kClusterM, Cfg::kClusterN, Cfg::kGroup, false)};
+           TileScheduler::make(M, N, L, Cfg::BM, Cfg::BN, Cfg::kClusterM, Cfg::kClusterN, Cfg::kGroup, false),
+           p.tile_counter};
+  // The dynamic scheduler counts work in 32-bit atomics: beyond 2^31 - 1 cluster tiles (far past
+  // any real problem) the static schedule runs instead.
+  if (params.sched.tiles() > int64_t(INT32_MAX)) params.tile_counter = nullptr;
 
   auto kernel = &gemm_kernel<Cfg, P>;
   const size_t smem = sizeof(typename Cfg::SharedStorage);

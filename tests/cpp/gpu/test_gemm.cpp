@@ -40,7 +40,10 @@ struct GemmCase {
   bool in_place = false;   // with_c: C is D itself (D holds C's values before the call)
   bool tuned = false;      // GemmArgs::tuned
   bool device_scalars = false;  // alpha (and beta, with C) from device memory; host values wrong
+  DType c_dt = DType::kInt32;   // C's dtype; kInt32 (the default) means d's
+  bool dynamic = false;         // GemmArgs::tile_counter: one counter shared by every such case
   uint64_t seed = 1;
+  DType c_dtype() const { return c_dt == DType::kInt32 ? d : c_dt; }
 };
 
 int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
@@ -113,7 +116,7 @@ void run_case(const GemmCase& c) {
   // Host values, logical [l][row][col].
   const std::vector<double> a = random_values(rng, L * M * K, c.ab);  // (L, M, K)
   const std::vector<double> b = random_values(rng, L * K * N, c.ab);  // (L, K, N)
-  const std::vector<double> cv = random_values(rng, L * M * N, c.d);  // (L, M, N)
+  const std::vector<double> cv = random_values(rng, L * M * N, c.c_dtype());  // (L, M, N)
 
   Mat A = make_mat(c.ab, L, M, K, c.layout[0], c.pad);
   upload_into(A.mem, to_memory(A, a));
@@ -122,7 +125,7 @@ void run_case(const GemmCase& c) {
   Mat D = make_mat(c.d, L, M, N, c.layout[2], c.pad);  // NaN
   Mat C;
   if (c.with_c && !c.in_place) {
-    C = make_mat(c.d, L, M, N, c.layout[2], c.pad);  // NaN; filled only when it is read
+    C = make_mat(c.c_dtype(), L, M, N, c.layout[2], c.pad);  // NaN; filled only when it is read
     if (c.beta != 0.f) upload_into(C.mem, to_memory(C, cv));
   }
   if (c.with_c && c.in_place) upload_into(D.mem, to_memory(D, cv));  // out = alpha·A·B + beta·out
@@ -145,8 +148,21 @@ void run_case(const GemmCase& c) {
     args.alpha = 7.f;  // ignored: the device values win
     args.beta = 0.f;
   }
+  // One counter for every dynamic case of the process: zeroed once, and each launch must leave
+  // it at 0 (checked below), which the next case relies on.
+  static DeviceBuffer* counter = nullptr;
+  if (c.dynamic && counter == nullptr) {
+    counter = new DeviceBuffer(sizeof(uint32_t));
+    QUACK_CUDA_OK(cudaMemset(counter->get(), 0, sizeof(uint32_t)));
+  }
+  if (c.dynamic) args.tile_counter = static_cast<uint32_t*>(counter->get());
   ASSERT_NO_THROW(gemm(args, nullptr));
   QUACK_CUDA_OK(cudaDeviceSynchronize());
+  if (c.dynamic) {
+    uint32_t left = 1;
+    QUACK_CUDA_OK(cudaMemcpy(&left, counter->get(), sizeof(left), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(left, 0u) << "the tile counter is not back at 0 after the launch";
+  }
   const std::vector<double> got = from_memory(D, download(D.mem));
   EXPECT_TRUE(gaps_untouched("d", D.mem));
   if (M == 0 || N == 0 || L == 0) return;
@@ -233,6 +249,12 @@ const std::vector<Named> kCases = {
     {"c_beta_f32out_M130_N260_K70",
      with(mk(130, 260, 70), [](GemmCase& c) { c.with_c = true; c.beta = 0.25f; c.d = DType::kFloat32; })},
     {"c_nan_beta0_M200_N300_K100", with(mk(200, 300, 100), [](GemmCase& c) { c.with_c = true; })},  // C never read
+    // fp32 C into a bf16 D (the _cf32 instances), tails and a batch; beta = 0 never reads it.
+    {"cf32_M127_N255_K63", with(mk(127, 255, 63), [](GemmCase& c) { c.with_c = true; c.beta = 0.5f; c.c_dt = DType::kFloat32; })},
+    {"cf32_M1000_N600_K200_L2",
+     with(mk(1000, 600, 200), [](GemmCase& c) { c.with_c = true; c.beta = -1.f; c.L = 2; c.c_dt = DType::kFloat32; })},
+    {"cf32_nan_beta0_M200_N300_K100", with(mk(200, 300, 100), [](GemmCase& c) { c.with_c = true; c.c_dt = DType::kFloat32; })},
+    {"cf32_K0_M100_N300", with(mk(100, 300, 0), [](GemmCase& c) { c.with_c = true; c.beta = 2.f; c.c_dt = DType::kFloat32; })},
     {"K0_zeros_M100_N300", mk(100, 300, 0)},
     {"K0_beta_c_M100_N300", with(mk(100, 300, 0), [](GemmCase& c) { c.with_c = true; c.beta = 2.f; })},
     {"K0_batch2_f32out", with(mk(33, 17, 0), [](GemmCase& c) { c.L = 2; c.d = DType::kFloat32; })},
@@ -406,6 +428,26 @@ TEST_F(Gemm, CallFromNewThread) {
     for (double v : want) finite += std::isfinite(v) ? 1 : 0;
     EXPECT_EQ(finite, M * N);  // the main-thread result is complete (NaN poison replaced)
     EXPECT_TRUE(got == want) << "the new thread's d differs from the main thread's";
+  }
+  unsetenv("QUACK_GEMM_TILE_N");
+}
+
+// The dynamic tile scheduler (GemmArgs::tile_counter) on every tile configuration: one wave,
+// several tiles per cluster (pingpong: both warpgroups, several turns), tails, batches, C, the
+// 2x1 and 1x2 clusters; the counter is shared by all cases and must be 0 after each launch.
+TEST_F(Gemm, DynamicScheduler) {
+  std::vector<GemmCase> cases = {mk(127, 255, 63), mk(1000, 3000, 520), lay("rrr", mk(2048, 4096, 64)),
+                                 mk(4096, 4096, 200), lay("rrr", mk(128, 8192, 512))};
+  cases.push_back(with(mk(200, 300, 100), [](GemmCase& c) { c.L = 3; }));
+  cases.push_back(with(lay("rrr", mk(3000, 2000, 333)), [](GemmCase& c) { c.with_c = true; c.beta = -1.5f; }));
+  for (const char* tile : {"256", "128", "64", "64x2"}) {
+    setenv("QUACK_GEMM_TILE_N", tile, 1);
+    for (GemmCase c : cases) {
+      c.dynamic = true;
+      SCOPED_TRACE(std::string("tile N ") + tile + ", M " + std::to_string(c.M) + " N " + std::to_string(c.N) +
+                   " K " + std::to_string(c.K));
+      run_case(c);
+    }
   }
   unsetenv("QUACK_GEMM_TILE_N");
 }
