@@ -4,6 +4,8 @@
 // every config of kSimpleFwdConfigs; _res: with a residual (in T, optional residual_out) (cluster configs launch (cluster, 1, 1) clusters).
 #pragma once
 
+#include <cstdio>
+#include <mutex>
 #include <utility>
 
 #include "common/dispatch.h"
@@ -23,6 +25,12 @@ void launch_rmsnorm_fwd_simple_config(const RmsNormFwdParams& p, cudaStream_t st
     // one GPC) would fail at launch: run the looped instance (same result) in its place.
     if (!cluster_fits(reinterpret_cast<const void*>(kernel), c.threads(), 0, c.cluster,
                       "rmsnorm_fwd")) {
+      static std::once_flag note;  // say so once: benchmarks label the time with c.name
+      std::call_once(note, [&] {
+        std::fprintf(stderr, "quack: rmsnorm_fwd %s: the device cannot place a cluster of %d "
+                     "CTAs; running %s instead\n", c.name, c.cluster,
+                     kSimpleFwdConfigs[kSimpleFwdLoopedFallback].name);
+      });
       launch_rmsnorm_fwd_simple_config<T, TW, kResidual, kSimpleFwdLoopedFallback>(p, stream);
       return;
     }
