@@ -109,7 +109,8 @@ TEST_F(RmsNormLarge, Large64BitOffsets) {
   const float eps = 1e-6f;
 
   // Forward: vector (staged) path (contiguous weight), general path (weight with stride 2),
-  // simple path (contiguous weight, looped: 8 chunks per row).
+  // simple path (contiguous weight; 512 KB rows: a cluster instance, 16 CTAs per row, so the
+  // grid has 8193 x 16 CTAs and the last row's CTAs address past 2^31 elements).
   for (int pass = 0; pass < 3; ++pass) {
     SCOPED_TRACE(pass == 0 ? "fwd vector path" : pass == 1 ? "fwd general path" : "fwd simple path");
     const auto& wv = pass == 1 ? w_strided : w_dense;
@@ -123,7 +124,9 @@ TEST_F(RmsNormLarge, Large64BitOffsets) {
     a.eps = eps;
     ScopedFwdPath path(pass == 2 ? RmsNormFwdPath::kSimple : RmsNormFwdPath::kStaged);
     if (pass == 2) {
-      ASSERT_GE(detail::rmsnorm_fwd_simple_config(a), 0);
+      const int cfg = detail::rmsnorm_fwd_simple_config(a);
+      ASSERT_GE(cfg, 0);
+      ASSERT_GT(detail::kSimpleFwdConfigs[cfg].cluster, 1) << detail::kSimpleFwdConfigs[cfg].name;
     } else {
       ASSERT_EQ(detail::rmsnorm_fwd_vector_path(a), pass == 0);
     }

@@ -187,11 +187,14 @@ TEST(RmsNormPath, ForwardPathSetting) {
 }
 
 TEST(RmsNormPath, LargeTestShapesTakeTheirPaths) {
-  // test_rmsnorm_large.cpp's forward passes: (8193, 262144) bf16 with a bf16 weight.
+  // test_rmsnorm_large.cpp's forward passes: (8193, 262144) bf16 with a bf16 weight; the simple
+  // path runs a cluster instance there (512 KB rows: t512v4c16).
   const int64_t M = 8193, N = 262144;
   auto a = simple_args(DType::kBFloat16, M, N, DType::kBFloat16);
   EXPECT_TRUE(quack::detail::rmsnorm_fwd_vector_path(a));
-  EXPECT_GE(quack::detail::rmsnorm_fwd_simple_config(a), 0);
+  const int cfg = quack::detail::rmsnorm_fwd_simple_config(a);
+  ASSERT_GE(cfg, 0);
+  EXPECT_GT(quack::detail::kSimpleFwdConfigs[cfg].cluster, 1);
   a.weight = TensorRef::vector(fake(1), DType::kBFloat16, N, 0, 2);
   EXPECT_FALSE(quack::detail::rmsnorm_fwd_vector_path(a));
 }
