@@ -1,5 +1,5 @@
 // RMSNorm backward launchers: (x dtype, dweight?, dbias?) -> vector-path instance (12), or
-// the general kernel (1).
+// the general kernel (1); the simple path's instances live in rmsnorm_bwd_simple_<dtype>.cu.
 #include "common/dispatch.h"
 #include "common/launch.h"
 #include "norm/rmsnorm_bwd_kernel.cuh"
@@ -52,6 +52,22 @@ void launch_rmsnorm_bwd(const RmsNormBwdParams& p, bool vec_path, int64_t grid,
   with_bwd_kernel(p, vec_path, p.dweight_part != nullptr, p.dbias_part != nullptr, [&](auto kernel) {
     launch(kernel, grid * p.g.cluster_n, p.g.cta_threads, bwd_smem(p, vec_path),
            p.g.cluster_n, stream, "rmsnorm_bwd", p);
+  });
+}
+
+int64_t rmsnorm_bwd_simple_resident(const RmsNormBwdParams& p, int config, int accumulators,
+                                    int device) {
+  return dispatch_float(p.x.dtype, "rmsnorm_bwd", [&](auto tag) {
+    return rmsnorm_bwd_simple_resident_t<typename decltype(tag)::type>(p, config, accumulators,
+                                                                      device);
+  });
+}
+
+void launch_rmsnorm_bwd_simple(const RmsNormBwdParams& p, int config, int rows_per_cta,
+                               int64_t grid, cudaStream_t stream) {
+  dispatch_float(p.x.dtype, "rmsnorm_bwd", [&](auto tag) {
+    launch_rmsnorm_bwd_simple_t<typename decltype(tag)::type>(p, config, rows_per_cta, grid,
+                                                              stream);
   });
 }
 
