@@ -304,6 +304,10 @@ TEST(RmsNormPath, LargeTestShapesTakeTheirPaths) {
   EXPECT_GE(quack::detail::rmsnorm_fwd_simple_config(a), 0);
   a.weight = TensorRef::vector(fake(1), DType::kBFloat16, N, 0, 2);
   EXPECT_FALSE(quack::detail::rmsnorm_fwd_vector_path(a));
+  // Large64BitOffsetsSimpleBwd: (131073, 16384) bf16, bf16 weight, dweight and dbias.
+  EXPECT_GE(quack::detail::rmsnorm_bwd_simple_config(
+                simple_bwd_args(DType::kBFloat16, 131073, 16384, DType::kBFloat16, true)),
+            0);
 }
 
 }  // namespace
