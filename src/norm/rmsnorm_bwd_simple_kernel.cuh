@@ -208,8 +208,9 @@ __global__ void __launch_bounds__(kTpr)
         if (dres_in) store_packed(ptr(dres_in, v * kTpr), o);
       }
     }
-    // Column sums, after the stores (xhat and dy unpacked again from the registers).
-    if (has_dw || has_db) {
+    // Column sums, after the stores (xhat and dy unpacked again from the registers); one
+    // loop per sum, so each issues its shared-memory loads together.
+    if (has_dw) {
 #pragma unroll
       for (int v = 0; v < kVecs; ++v) {
         if (v * kTpr < n) {
@@ -218,20 +219,28 @@ __global__ void __launch_bounds__(kTpr)
           unpack(dv[v], df);
 #pragma unroll
           for (int q = 0; q < kQuads; ++q) {
-            if (has_dw) {
-              float4& a = dw_acc[slot(v, q)];
-              a.x = fmaf(df[4 * q], xf[4 * q] * rstd, a.x);
-              a.y = fmaf(df[4 * q + 1], xf[4 * q + 1] * rstd, a.y);
-              a.z = fmaf(df[4 * q + 2], xf[4 * q + 2] * rstd, a.z);
-              a.w = fmaf(df[4 * q + 3], xf[4 * q + 3] * rstd, a.w);
-            }
-            if (has_db) {
-              float4& a = db_acc[slot(v, q)];
-              a.x += df[4 * q];
-              a.y += df[4 * q + 1];
-              a.z += df[4 * q + 2];
-              a.w += df[4 * q + 3];
-            }
+            float4& a = dw_acc[slot(v, q)];
+            a.x = fmaf(df[4 * q], xf[4 * q] * rstd, a.x);
+            a.y = fmaf(df[4 * q + 1], xf[4 * q + 1] * rstd, a.y);
+            a.z = fmaf(df[4 * q + 2], xf[4 * q + 2] * rstd, a.z);
+            a.w = fmaf(df[4 * q + 3], xf[4 * q + 3] * rstd, a.w);
+          }
+        }
+      }
+    }
+    if (has_db) {
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v) {
+        if (v * kTpr < n) {
+          float df[kVec];
+          unpack(dv[v], df);
+#pragma unroll
+          for (int q = 0; q < kQuads; ++q) {
+            float4& a = db_acc[slot(v, q)];
+            a.x += df[4 * q];
+            a.y += df[4 * q + 1];
+            a.z += df[4 * q + 2];
+            a.w += df[4 * q + 3];
           }
         }
       }
