@@ -102,9 +102,9 @@ int simple_bwd_config(int64_t row_bytes) {
   // per CTA, 1-2 CTAs per SM.
   if (row_bytes <= 4 * 1024) return 0;   // t128v2p (79 registers: 6 CTAs/SM)
   if (row_bytes <= 8 * 1024) return 1;   // t256v2p (79: 3 CTAs/SM, 6 rows in flight)
-  if (row_bytes <= 16 * 1024) return 3;  // t256v4 (96: 2 CTAs/SM)
+  if (row_bytes <= 16 * 1024) return 3;  // t256v4 (90: 2 CTAs/SM)
   if (row_bytes <= 32 * 1024) return 6;  // t1024v2 (60: 1 CTA/SM)
-  if (row_bytes <= 64 * 1024) return 7;  // t1024v4 (62: 1 CTA/SM)
+  if (row_bytes <= 64 * 1024) return 7;  // t1024v4 (64: 1 CTA/SM)
   return -1;                             // the staged kernel (clusters)
 }
 
