@@ -106,4 +106,30 @@ int simple_fwd_config(int64_t rows, int64_t row_bytes) {
              : -1;
 }
 
+bool simple_bwd_config_fits(int config, int64_t row_bytes, int elt_bytes, int accumulators) {
+  if (config < 0 || config >= kSimpleBwdConfigCount || elt_bytes < 1) return false;
+  const SimpleBwdConfig& c = kSimpleBwdConfigs[config];
+  if (row_bytes > c.capacity_bytes()) return false;
+  const int64_t smem = int64_t{accumulators} * c.tpr * c.vecs * (16 / elt_bytes) * 4;
+  return smem <= 227 * 1024;
+}
+
+int simple_bwd_config(int64_t row_bytes) {
+  // Prepared, not measured yet (docs/performance.md "bwd v1"; registers from ptxas, bf16 x):
+  // short rows prefetch the next row (two rows in flight per CTA); 16-64 KB rows hold one row
+  // per CTA, 1-2 CTAs per SM.
+  if (row_bytes <= 4 * 1024) return 0;   // t128v2p (79 registers: 6 CTAs/SM)
+  if (row_bytes <= 8 * 1024) return 1;   // t256v2p (79: 3 CTAs/SM, 6 rows in flight)
+  if (row_bytes <= 16 * 1024) return 3;  // t256v4 (90: 2 CTAs/SM)
+  if (row_bytes <= 32 * 1024) return 6;  // t1024v2 (60: 1 CTA/SM)
+  if (row_bytes <= 64 * 1024) return 7;  // t1024v4 (64: 1 CTA/SM)
+  return -1;                             // the staged kernel (clusters)
+}
+
+int64_t simple_bwd_rows_per_cta(int64_t M, int64_t resident, int waves) {
+  const int64_t ctas = std::max<int64_t>(1, resident) * std::max(1, waves);
+  const int64_t r = std::max<int64_t>(1, (M + ctas - 1) / ctas);
+  return std::min<int64_t>(r, 0x7fffffff);
+}
+
 }  // namespace quack::detail

@@ -103,4 +103,49 @@ int simple_fwd_config(int64_t row_bytes);
 /// fallback (kSimpleFwdLoopedFallback) when that fits, else -1.
 int simple_fwd_config(int64_t rows, int64_t row_bytes);
 
+/// Compile-time geometry of one instance of the simple backward kernel
+/// (rmsnorm_bwd_simple_kernel.cuh): one row at a time per CTA of `tpr` threads, each holding
+/// `vecs` 16-byte vectors of x and of dy (the row in registers: rows of at most
+/// capacity_bytes()); `prefetch` loads the next row before reducing the current one.
+struct SimpleBwdConfig {
+  int tpr, vecs;
+  bool prefetch;
+  const char* name;
+  constexpr int threads() const { return tpr; }
+  constexpr int64_t capacity_bytes() const { return int64_t{tpr} * vecs * 16; }
+};
+
+/// Every compiled instance (per x dtype and weight: absent, x's dtype or fp32); indices are
+/// stable within a build. simple_bwd_config picks one per row length; quack-bench can time all.
+inline constexpr SimpleBwdConfig kSimpleBwdConfigs[] = {
+    {128, 2, true, "t128v2p"},    // 0: row ≤ 4 KB (bf16 N ≤ 2048)
+    {256, 2, true, "t256v2p"},    // 1: ≤ 8 KB (bf16 4096)
+    {256, 2, false, "t256v2"},    // 2: ≤ 8 KB, one row in flight per CTA
+    {256, 4, false, "t256v4"},    // 3: ≤ 16 KB
+    {512, 2, true, "t512v2p"},    // 4: ≤ 16 KB (bf16 8192, fp32 4096)
+    {512, 4, false, "t512v4"},    // 5: ≤ 32 KB
+    {1024, 2, false, "t1024v2"},  // 6: ≤ 32 KB (bf16 16384, fp32 8192)
+    {1024, 4, false, "t1024v4"},  // 7: ≤ 64 KB (bf16 32768, fp32 16384)
+};
+inline constexpr int kSimpleBwdConfigCount =
+    static_cast<int>(sizeof(kSimpleBwdConfigs) / sizeof(kSimpleBwdConfigs[0]));
+
+/// Whether instance `config` takes rows of row_bytes (= N · elt_bytes, elt_bytes the size of
+/// x's dtype) with `accumulators` column sums (dweight, dbias: 0-2) in shared memory (one fp32
+/// per column of capacity each, at most 227 KB).
+bool simple_bwd_config_fits(int config, int64_t row_bytes, int elt_bytes, int accumulators);
+
+/// The table: the instance the simple backward runs for rows of row_bytes, or -1 (the staged
+/// kernel) for rows longer than 64 KB.
+int simple_bwd_config(int64_t row_bytes);
+
+/// Waves of resident CTAs the simple backward's grid spans by default: 1, so P (the partial
+/// rows colsum adds, P·N·8 bytes of extra traffic) stays at the resident CTAs, as for the
+/// staged kernel; every CTA then walks ~M / resident rows.
+constexpr int kSimpleBwdWaves = 1;
+
+/// Rows per CTA of the simple backward: M rows over `waves` x `resident` CTAs (at least one
+/// row each). The grid is ceil(M / rows_per_cta) CTAs, P of the partial sums.
+int64_t simple_bwd_rows_per_cta(int64_t M, int64_t resident, int waves);
+
 }  // namespace quack::detail

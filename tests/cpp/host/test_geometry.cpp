@@ -298,6 +298,62 @@ TEST(SimpleFwdConfig, TableFitsEveryRow) {
   EXPECT_STREQ(name(524288 * 4), "t1024v2-looped");
 }
 
+TEST(SimpleBwdConfig, InstancesAreLaunchable) {
+  for (int i = 0; i < quack::detail::kSimpleBwdConfigCount; ++i) {
+    const auto& c = quack::detail::kSimpleBwdConfigs[i];
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(c.tpr & (c.tpr - 1), 0) << "tpr a power of two";
+    EXPECT_EQ(c.threads() % 32, 0) << "whole warps";
+    EXPECT_LE(c.threads(), 1024);
+    EXPECT_GE(c.vecs, 1);
+    // dweight alone always fits shared memory at capacity, for every x dtype.
+    for (int elt : {2, 4})
+      EXPECT_TRUE(quack::detail::simple_bwd_config_fits(i, c.capacity_bytes(), elt, 1)) << elt;
+    EXPECT_FALSE(quack::detail::simple_bwd_config_fits(i, c.capacity_bytes() + 16, 2, 1));
+  }
+  EXPECT_FALSE(quack::detail::simple_bwd_config_fits(-1, 16, 2, 1));
+  EXPECT_FALSE(quack::detail::simple_bwd_config_fits(quack::detail::kSimpleBwdConfigCount, 16, 2, 1));
+}
+
+TEST(SimpleBwdConfig, TableFitsEveryRow) {
+  for (int64_t b = 16; b <= 128 * 1024; b += 16) {
+    const int cfg = quack::detail::simple_bwd_config(b);
+    if (b > 64 * 1024) {  // longer rows: the staged kernel (clusters)
+      EXPECT_EQ(cfg, -1) << b << " bytes";
+      continue;
+    }
+    for (int elt : {2, 4}) {
+      ASSERT_TRUE(quack::detail::simple_bwd_config_fits(cfg, b, elt, 1)) << b << " bytes";
+      // dweight + dbias: fit except for 16-bit rows past 32 KB (2 x 128 KB of column sums).
+      EXPECT_EQ(quack::detail::simple_bwd_config_fits(cfg, b, elt, 2), elt == 4 || b <= 32 * 1024)
+          << b << " bytes, elt " << elt;
+    }
+  }
+  // The benchmark shapes (bf16 rows): 4096 -> t256v2p, 8192 -> t256v4, 16384 -> t1024v2,
+  // 32768 -> t1024v4 (prepared, not measured).
+  auto name = [](int64_t b) { return quack::detail::kSimpleBwdConfigs[quack::detail::simple_bwd_config(b)].name; };
+  EXPECT_STREQ(name(4096 * 2), "t256v2p");
+  EXPECT_STREQ(name(8192 * 2), "t256v4");
+  EXPECT_STREQ(name(16384 * 2), "t1024v2");
+  EXPECT_STREQ(name(32768 * 2), "t1024v4");
+}
+
+TEST(SimpleBwdConfig, RowsPerCta) {
+  using quack::detail::simple_bwd_rows_per_cta;
+  EXPECT_EQ(simple_bwd_rows_per_cta(16384, 396, 1), 42);  // grid 391 <= 396 resident
+  EXPECT_EQ(simple_bwd_rows_per_cta(16384, 396, 2), 21);
+  EXPECT_EQ(simple_bwd_rows_per_cta(1, 1000, 1), 1);
+  EXPECT_EQ(simple_bwd_rows_per_cta(100, 0, 0), 100);     // degenerate inputs: one CTA
+  EXPECT_EQ(simple_bwd_rows_per_cta(int64_t{1} << 40, 1, 1), 0x7fffffff);
+  for (int64_t M : {int64_t{1}, int64_t{7}, int64_t{4099}, int64_t{65537}, int64_t{1} << 24})
+    for (int64_t resident : {132, 396, 1056}) {
+      const int64_t r = simple_bwd_rows_per_cta(M, resident, 1);
+      const int64_t grid = (M + r - 1) / r;
+      EXPECT_LE(grid, resident) << M;        // one wave: P ≤ resident CTAs
+      EXPECT_LT((grid - 1) * r, M) << M;     // every CTA has rows
+    }
+}
+
 TEST(SimpleFwdConfig, GridLimit) {
   // One CTA per row: 2^31 - 1 rows is the most a 1-D grid takes.
   EXPECT_TRUE(quack::detail::simple_fwd_config_fits(2, (int64_t{1} << 31) - 1, 8192));
