@@ -7,10 +7,6 @@
 //                       both = staged then simple per shape ("impl": "quack" / "quack-simple");
 //                       simple-all = every compiled simple instance that takes the shape
 //                       ("config": its name)
-//                       [--bwd-path staged|simple|both|simple-all] [--bwd-waves W]
-//                       backward path, the same way (QUACK_RMSNORM_BWD; "impl": "quack" /
-//                       "quack-simple" with "config" and "waves"); --bwd-waves overrides the
-//                       simple path's waves of resident CTAs (P of the partial sums)
 //   quack-bench rmsnorm-sweep [same options]   every geometry knob setting (tuning)
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
@@ -166,8 +162,7 @@ std::string knob_json(const quack::detail::RowConfigKnobs& k) {
 
 int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long long>>& shapes,
                   const std::string& dir, double budget_ms, bool sweep,
-                  const std::string& fwd_path, const std::string& bwd_path, int bwd_waves) {
-  using quack::detail::RmsNormBwdPath;
+                  const std::string& fwd_path) {
   using quack::detail::RmsNormFwdPath;
   const char* name = quack::dtype_name(dt);
   const size_t es = quack::dtype_size(dt);
@@ -245,43 +240,6 @@ int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long l
         a.dweight = quack::TensorRef::vector(dw.p, quack::DType::kFloat32, N);
         return a;
       };
-      // One backward timing on `path` (simple_config as rmsnorm_bwd_with_path).
-      auto time_bwd = [&](RmsNormBwdPath path, int simple_config) {
-        const int cfg = path == RmsNormBwdPath::kSimple
-                            ? quack::detail::rmsnorm_bwd_simple_config(bwd_args(0), simple_config)
-                            : -1;
-        const size_t ws_bytes = quack::detail::rmsnorm_bwd_workspace_size_with_path(
-            bwd_args(0), path, simple_config, bwd_waves);
-        Buffer ws(ws_bytes);
-        double ms = time_median(
-            [&](int s) {
-              quack::detail::rmsnorm_bwd_with_path(bwd_args(s), path, simple_config, ws.p,
-                                                   ws_bytes, nullptr, bwd_waves);
-            },
-            sets, budget_ms);
-        std::string extra;
-        if (cfg >= 0) {
-          const int64_t P = static_cast<int64_t>(ws_bytes / (4 * static_cast<size_t>(N)));
-          extra = std::string(", \"config\": \"") + quack::detail::kSimpleBwdConfigs[cfg].name +
-                  "\", \"partials\": " + std::to_string(P) +
-                  (bwd_waves > 0 ? ", \"waves\": " + std::to_string(bwd_waves) : "");
-        }
-        emit("rmsnorm_bwd", name, M, N, ms, 3.0 * mn * es, extra.c_str(),
-             cfg >= 0 ? "quack-simple" : "quack");
-      };
-      if (!sweep && !bwd_path.empty()) {
-        if (bwd_path == "staged" || bwd_path == "both") time_bwd(RmsNormBwdPath::kStaged, -1);
-        if (bwd_path == "simple" || bwd_path == "both") time_bwd(RmsNormBwdPath::kSimple, -1);
-        if (bwd_path == "simple-all")
-          for (int c = 0; c < quack::detail::kSimpleBwdConfigCount; ++c)
-            if (quack::detail::rmsnorm_bwd_simple_config(bwd_args(0), c) == c)
-              time_bwd(RmsNormBwdPath::kSimple, c);
-        continue;
-      }
-      if (!sweep) {
-        time_bwd(quack::detail::rmsnorm_bwd_path(), -1);
-        continue;
-      }
       const auto def = quack::detail::rmsnorm_bwd_knobs(dt);
       for (const auto& k : knob_grid(def, sweep, vec, def.values_per_thread)) {
         const size_t ws_bytes = quack::detail::rmsnorm_bwd_workspace_size_with_knobs(bwd_args(0), k);
@@ -434,7 +392,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: quack-bench copy|rmsnorm|rmsnorm-sweep [--dtype bf16|fp16|fp32] [--shapes MxN,...] "
                  "[--dir fwd|bwd|both] [--ms 100] [--fwd-path staged|simple|both|simple-all]\n"
-                 "       [--bwd-path staged|simple|both|simple-all] [--bwd-waves W]\n"
                  "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n");
     return 2;
   }
@@ -444,8 +401,6 @@ int main(int argc, char** argv) {
   bool shapes_given = false;
   std::string layout = "rr";  // gemm: A then B, r = row-major, c = column-major
   std::string fwd_path;       // rmsnorm: empty = the library's default path
-  std::string bwd_path;       // rmsnorm: empty = the library's default path
-  int bwd_waves = 0;          // rmsnorm simple backward: 0 = the library's default
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--dtype") dtype = v;
@@ -454,8 +409,6 @@ int main(int argc, char** argv) {
     else if (k == "--ms") budget_ms = std::atof(v.c_str());
     else if (k == "--layout") layout = v;
     else if (k == "--fwd-path") fwd_path = v;
-    else if (k == "--bwd-path") bwd_path = v;
-    else if (k == "--bwd-waves") bwd_waves = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "quack-bench: unknown option %s\n", k.c_str());
       return 2;
@@ -464,11 +417,6 @@ int main(int argc, char** argv) {
   if (!fwd_path.empty() && fwd_path != "staged" && fwd_path != "simple" && fwd_path != "both" &&
       fwd_path != "simple-all") {
     std::fprintf(stderr, "quack-bench: --fwd-path is staged, simple, both or simple-all\n");
-    return 2;
-  }
-  if (!bwd_path.empty() && bwd_path != "staged" && bwd_path != "simple" && bwd_path != "both" &&
-      bwd_path != "simple-all") {
-    std::fprintf(stderr, "quack-bench: --bwd-path is staged, simple, both or simple-all\n");
     return 2;
   }
   int n = 0;
@@ -500,7 +448,7 @@ int main(int argc, char** argv) {
     }
     if (cmd == "rmsnorm" || cmd == "rmsnorm-sweep")
       return bench_rmsnorm(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,
-                           cmd == "rmsnorm-sweep", fwd_path, bwd_path, bwd_waves);
+                           cmd == "rmsnorm-sweep", fwd_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "quack-bench: %s\n", e.what());
     return 1;

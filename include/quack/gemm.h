@@ -80,9 +80,10 @@ namespace quack {
 /// Not yet supported (InvalidArgument "... not yet supported"): the two layout combinations
 /// marked "not yet" above for bf16 → fp32 and fp16 → fp16, and fp16 → fp32 in any layout but those marked yes; a c whose layout differs
 /// from d's (when c is read); a tensor with no dimension of stride 1; a batch stride of 0
-/// (broadcast) with L > 1; fp32 or other input dtypes; c of another dtype than d except an fp32
-/// c with bf16 a, b and d for (a, b, d) = (row, column, row), (row, row, row), (row, column,
-/// column), (column, column, column) (c like d); a per-row/column
+/// (broadcast) with L > 1; fp32 or other input dtypes; c of another dtype than d (experimental,
+/// not yet GPU-validated: an fp32 c with bf16 a, b and d when the environment variable
+/// QUACK_GEMM_EXPERIMENTAL_CF32=1, for (a, b, d) = (row, column, row), (row, row, row), (row,
+/// column, column), (column, column, column), c like d); a per-row/column
 /// alpha or bias; activations.
 struct GemmArgs {
   TensorRef a;
@@ -113,7 +114,9 @@ struct GemmArgs {
   /// first use, that persistent clusters take output tiles from with atomicInc. Every completed
   /// launch leaves it at 0 again (the increments wrap at the tile count), so it needs no reset
   /// between calls or graph replays; it must not be shared by launches that may run at the
-  /// same time (keep one per stream). 4-byte aligned; not checked beyond alignment.
+  /// same time (keep one per stream). 4-byte aligned; not checked beyond alignment. The
+  /// cluster-less 128x64 configuration ignores it (static schedule). GPU-validated with the
+  /// 2x1-cluster configurations (session 3); the 1x2 one not yet.
   uint32_t* tile_counter = nullptr;
 };
 

@@ -142,31 +142,4 @@ int64_t max_resident(const void* kernel, int block, size_t smem, int cluster_n, 
   return n;
 }
 
-bool cluster_fits(const void* kernel, int block, size_t smem, int cluster_n, const char* where) {
-  if (cluster_n <= 1) return true;
-  static std::mutex mu;
-  static std::map<std::tuple<const void*, int, size_t, int, int>, bool> cache;
-  int dev = 0;
-  check_cuda(cudaGetDevice(&dev), where, "cudaGetDevice");
-  auto key = std::make_tuple(kernel, block, smem, cluster_n, dev);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  prepare_kernel(kernel, smem, cluster_n, where);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(cluster_n, 1, 1);
-  cfg.blockDim = dim3(block, 1, 1);
-  cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr;
-  set_cluster(cfg, attr, cluster_n);
-  int clusters = 0;
-  check_cuda(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg), where,
-             "cudaOccupancyMaxActiveClusters");
-  std::lock_guard<std::mutex> lock(mu);
-  cache[key] = clusters > 0;
-  return clusters > 0;
-}
-
 }  // namespace quack::detail

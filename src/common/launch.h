@@ -39,10 +39,6 @@ void launch_kernel(const void* kernel, void** args, int64_t grid, int block, siz
 int64_t max_resident(const void* kernel, int block, size_t smem, int cluster_n, int device,
                      const char* where);
 
-/// Whether the device can run at least one (cluster_n, 1, 1) cluster of `kernel` at once
-/// (cudaOccupancyMaxActiveClusters > 0; cached per device, kernel and geometry).
-bool cluster_fits(const void* kernel, int block, size_t smem, int cluster_n, const char* where);
-
 template <typename T> struct NoDeduce { using type = T; };
 
 /// Typed front of launch_kernel: arguments convert to the kernel's parameter types.

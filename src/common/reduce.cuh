@@ -13,13 +13,12 @@
 // stages, and the barrier of reduction k+1 proves every reader of reduction k has finished,
 // so one barrier per reduction suffices and no trailing barrier is needed before exit.
 //
-// StaticRowReduce is the same scheme (steps 2-4) for kernels whose geometry is compile time
-// (threads per row, rows per CTA, CTAs per row): no divisions, no runtime branches.
+// StaticRowReduce is the same scheme (steps 2-4, no cluster) for kernels whose geometry is
+// compile time (threads per row, rows per CTA): no divisions, no runtime branches.
 #pragma once
 
 #include <cooperative_groups.h>
 
-#include "common/cluster.cuh"
 #include "common/row_geometry.h"
 
 namespace quack::detail {
@@ -99,58 +98,17 @@ __device__ __forceinline__ float row_allreduce(float v, const RowGeometry& g, co
 /// then re-reduces the row's partials in the same order, so all threads of a row get
 /// bit-identical results. The slots serve one call: a kernel that reduces again must barrier
 /// before reusing them (or pass other slots).
-///
-/// kCluster > 1: one row spans the kCluster CTAs of a (kCluster, 1, 1) cluster (kRows == 1,
-/// rank = blockIdx.x % kCluster). Lanes 0..kCluster-1 of each warp store the warp's partial
-/// into slot [rank·kWarpsPerRow + warp] of CTA `lane`'s slots (DSMEM; lane == rank is the local
-/// copy), then one cluster barrier (arrive.release / wait.acquire) publishes them and each CTA
-/// re-reduces its own full copy in the same fixed order: bit-identical in every CTA. Barriers,
-/// per thread: begin() (arrive, relaxed) at kernel entry; in allreduce a wait before the first
-/// remote store (a peer's shared memory exists only once the peer has started, and the wait
-/// proves every peer arrived), then arrive + wait once all stores are issued. After that
-/// barrier no CTA touches another's shared memory, so CTAs may exit without a trailing barrier.
-/// Every thread of every CTA of the cluster must call begin() and allreduce() exactly once (no
-/// early return), or the cluster hangs.
-template <int kTpr, int kRows, int kCluster = 1>
+template <int kTpr, int kRows>
 struct StaticRowReduce {
   static_assert(kTpr >= 1 && (kTpr & (kTpr - 1)) == 0 && kTpr <= 1024, "kTpr: power of two ≤ 1024");
   static_assert(kTpr * kRows % 32 == 0, "whole warps: the shuffles use the full mask");
-  static_assert(kCluster == 1 || (kRows == 1 && kTpr >= 32 && kCluster <= 16 &&
-                                  (kCluster & (kCluster - 1)) == 0),
-                "cluster rows: one row of whole warps per CTA, 2..16 CTAs (a power of two)");
   static constexpr int kWarpsPerRow = kTpr > 32 ? kTpr / 32 : 1;
-  static constexpr int kSlots =
-      kCluster > 1 ? kWarpsPerRow * kCluster : kTpr > 32 ? kRows * kWarpsPerRow : 1;
-
-  /// Rank of this CTA in its cluster (0 without clusters).
-  __device__ __forceinline__ static int rank() {
-    return kCluster > 1 ? static_cast<int>(blockIdx.x % kCluster) : 0;
-  }
-  /// Call once at kernel entry, every thread (no-op without clusters): the first half of the
-  /// "every peer has started" barrier, whose wait allreduce issues before its remote stores.
-  __device__ __forceinline__ static void begin() {
-    if constexpr (kCluster > 1) cluster_arrive_relaxed();
-  }
+  static constexpr int kSlots = kTpr > 32 ? kRows * kWarpsPerRow : 1;
 
   template <typename Op>
   __device__ __forceinline__ static float allreduce(float v, float* slots, Op op) {
     v = warp_allreduce(v, kTpr < 32 ? kTpr : 32, op);
-    if constexpr (kCluster > 1) {
-      const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-      namespace cg = cooperative_groups;
-      cg::cluster_group cluster = cg::this_cluster();
-      cluster_wait();  // every peer has started (begin()'s arrive)
-      if (lane < kCluster)
-        *cluster.map_shared_rank(slots + rank() * kWarpsPerRow + warp, lane) = v;
-      cluster.sync();  // release/acquire: every peer's partials are in `slots` now
-      // Lane i folds slots i, i + 32, ... in order, then the butterfly: the same operations
-      // in every warp of every CTA.
-      float r = Op::kIdentity;
-#pragma unroll
-      for (int i = 0; i < (kSlots + 31) / 32; ++i)
-        if (kSlots % 32 == 0 || lane + 32 * i < kSlots) r = op(r, slots[lane + 32 * i]);
-      return warp_allreduce(r, 32, op);
-    } else if constexpr (kTpr <= 32) {
+    if constexpr (kTpr <= 32) {
       return v;
     } else {
       const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

@@ -297,11 +297,15 @@ Plan plan_gemm(const GemmArgs& g) {
     chk.fail(std::string("b has dtype ") + dtype_name(g.b.dtype) + ", expected " + dtype_name(g.a.dtype) +
              " (a's dtype; mixed input dtypes are not supported)");
   chk.dtype_in(g.d, "d", {g.a.dtype, DType::kFloat32});
-  // C: d's dtype, or float32 added into a bf16 d of bf16 inputs (the one mixed instance pair).
-  const bool c_f32_ok = g.a.dtype == DType::kBFloat16 && g.d.dtype == DType::kBFloat16;
+  // C: d's dtype. The _cf32 instances (float32 c added into a bf16 d of bf16 inputs) are built
+  // and tested but have not passed their GPU tests yet (session 3: the device call that ran
+  // them had lost its context first): opt in with QUACK_GEMM_EXPERIMENTAL_CF32=1.
+  const char* cf32_env = std::getenv("QUACK_GEMM_EXPERIMENTAL_CF32");
+  const bool c_f32_ok = cf32_env && std::string(cf32_env) == "1" && g.a.dtype == DType::kBFloat16 &&
+                        g.d.dtype == DType::kBFloat16;
   if (g.c.present() && g.c.dtype != g.d.dtype && !(c_f32_ok && g.c.dtype == DType::kFloat32))
     chk.fail(std::string("c has dtype ") + dtype_name(g.c.dtype) + ", expected " + dtype_name(g.d.dtype) +
-             (c_f32_ok ? " (d's dtype) or float32" : " (d's dtype; c of another dtype is supported only as float32 with bf16 a, b and d)"));
+             " (d's dtype; c of another dtype is not yet supported)");
 
   const int dev = g.a.device;
   chk.same_device(g.b, "b", dev);

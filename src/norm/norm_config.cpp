@@ -67,7 +67,7 @@ RowGeometry make_general_geometry(int64_t M, int64_t N) {
 bool simple_fwd_config_fits(int config, int64_t rows, int64_t row_bytes) {
   if (config < 0 || config >= kSimpleFwdConfigCount) return false;
   const SimpleFwdConfig& c = kSimpleFwdConfigs[config];
-  const int64_t grid = (rows + c.rows - 1) / c.rows * c.cluster;
+  const int64_t grid = (rows + c.rows - 1) / c.rows;
   if (grid > 0x7fffffff) return false;  // gridDim.x
   if (row_bytes / 16 > 0x7fffffff) return false;  // vector indices are 32-bit
   return c.looped || row_bytes <= c.capacity_bytes();
@@ -78,58 +78,14 @@ int simple_fwd_config(int64_t row_bytes) {
   // (64 KB); longer rows loop (two passes, the second from L2). From the H200 A/B at c493320
   // (quack-bench rmsnorm --fwd-path simple-all, bf16 16384 x N; docs/performance.md v3):
   // 1024 r4t32v4 2.76 TB/s, 4096 t256v2 3.69, 8192 t256v4 3.92, 32768 t1024v4 4.10, 65536 and
-  // 262144 t1024v2-looped 3.65 / 2.97.
-  // v4 (prepared, not measured; docs/performance.md v4): rows of 16-32 KB (bf16 16384, fp32
-  // 8192) take t512v4 — the staged kernel had them (fp32 8192: 3.61 against t1024v4's 3.03,
-  // half of whose threads idle); rows of 64 KB-1 MB take a cluster (one DRAM pass in place of
-  // the looped form's two): 4 CTAs of 32 KB up to 128 KB, 8 up to 256 KB, 16 up to 512 KB,
-  // 16 of 64 KB up to 1 MB; longer rows loop.
-  if (row_bytes <= 2 * 1024) return 0;      // r4t32v4
-  if (row_bytes <= 8 * 1024) return 2;      // t256v2
-  if (row_bytes <= 16 * 1024) return 4;     // t256v4
-  if (row_bytes <= 32 * 1024) return 11;    // t512v4
-  if (row_bytes <= 64 * 1024) return 5;     // t1024v4
-  if (row_bytes <= 128 * 1024) return 13;   // t512v4c4
-  if (row_bytes <= 256 * 1024) return 14;   // t512v4c8
-  if (row_bytes <= 512 * 1024) return 15;   // t512v4c16
-  if (row_bytes <= 1024 * 1024) return 17;  // t1024v4c16
-  return kSimpleFwdLoopedFallback;          // t1024v2-looped
-}
-
-int simple_fwd_config(int64_t rows, int64_t row_bytes) {
-  const int config = simple_fwd_config(row_bytes);
-  if (config < 0 || simple_fwd_config_fits(config, rows, row_bytes)) return config;
-  // A cluster grid is rows x cluster CTAs: past 2^31 - 1 CTAs, the looped instance (one CTA
-  // per row) still fits.
-  return simple_fwd_config_fits(kSimpleFwdLoopedFallback, rows, row_bytes)
-             ? kSimpleFwdLoopedFallback
-             : -1;
-}
-
-bool simple_bwd_config_fits(int config, int64_t row_bytes, int elt_bytes, int accumulators) {
-  if (config < 0 || config >= kSimpleBwdConfigCount || elt_bytes < 1) return false;
-  const SimpleBwdConfig& c = kSimpleBwdConfigs[config];
-  if (row_bytes > c.capacity_bytes()) return false;
-  const int64_t smem = int64_t{accumulators} * c.tpr * c.vecs * (16 / elt_bytes) * 4;
-  return smem <= 227 * 1024;
-}
-
-int simple_bwd_config(int64_t row_bytes) {
-  // Prepared, not measured yet (docs/performance.md "bwd v1"; registers from ptxas, bf16 x):
-  // short rows prefetch the next row (two rows in flight per CTA); 16-64 KB rows hold one row
-  // per CTA, 1-2 CTAs per SM.
-  if (row_bytes <= 4 * 1024) return 0;   // t128v2p (79 registers: 6 CTAs/SM)
-  if (row_bytes <= 8 * 1024) return 1;   // t256v2p (79: 3 CTAs/SM, 6 rows in flight)
-  if (row_bytes <= 16 * 1024) return 3;  // t256v4 (90: 2 CTAs/SM)
-  if (row_bytes <= 32 * 1024) return 6;  // t1024v2 (60: 1 CTA/SM)
-  if (row_bytes <= 64 * 1024) return 7;  // t1024v4 (64: 1 CTA/SM)
-  return -1;                             // the staged kernel (clusters)
-}
-
-int64_t simple_bwd_rows_per_cta(int64_t M, int64_t resident, int waves) {
-  const int64_t ctas = std::max<int64_t>(1, resident) * std::max(1, waves);
-  const int64_t r = std::max<int64_t>(1, (M + ctas - 1) / ctas);
-  return std::min<int64_t>(r, 0x7fffffff);
+  // 262144 t1024v2-looped 3.65 / 2.97. Rows of 16-32 KB (bf16 16384, fp32 8192) have no good
+  // instance yet (fp32 8192: t1024v4 3.03 against the staged kernel's 3.61): staged (-1).
+  if (row_bytes <= 2 * 1024) return 0;   // r4t32v4
+  if (row_bytes <= 8 * 1024) return 2;   // t256v2
+  if (row_bytes <= 16 * 1024) return 4;  // t256v4
+  if (row_bytes <= 32 * 1024) return -1; // the staged kernel
+  if (row_bytes <= 64 * 1024) return 5;  // t1024v4
+  return 8;                              // t1024v2-looped
 }
 
 }  // namespace quack::detail

@@ -1,7 +1,6 @@
 // RMSNorm public API: validation at the boundary, geometry, launch (host only).
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -94,8 +93,8 @@ int simple_path_config(const RmsNormFwdArgs& a, int forced) {
       !detail::vector_ok(a.weight, vec))
     return -1;
   const int64_t row_bytes = N * dtype_size(xt);
-  if (forced < 0) return detail::simple_fwd_config(M, row_bytes);
-  return detail::simple_fwd_config_fits(forced, M, row_bytes) ? forced : -1;
+  const int config = forced >= 0 ? forced : detail::simple_fwd_config(row_bytes);
+  return detail::simple_fwd_config_fits(config, M, row_bytes) ? config : -1;
 }
 
 // Validation and path/geometry choice of the forward (no CUDA call). simple_config: -2 keeps
@@ -232,32 +231,9 @@ namespace {
 struct BwdPlan {
   detail::RmsNormBwdParams p;
   bool vec_path = false;
-  int64_t grid = 0;  // persistent clusters (simple path: CTAs); P of the partial sums
+  int64_t grid = 0;  // persistent clusters; P of the partial sums
   size_t workspace = 0;
-  int simple = -1;        // kSimpleBwdConfigs entry of the simple path; -1: staged (or general)
-  int rows_per_cta = 0;   // simple path
 };
-
-// The simple backward's instance for these (validated) arguments, or -1 when it does not take
-// them (rmsnorm_tuning.h lists what it takes). forced ≥ 0: that instance, if it fits.
-int simple_bwd_path_config(const RmsNormBwdArgs& a, int forced) {
-  const DType xt = a.x.dtype;
-  const int64_t N = a.x.shape[1];
-  if (a.dout.dtype != xt || a.dx.dtype != xt) return -1;
-  if (a.dresidual_out.present() && a.dresidual_out.dtype != xt) return -1;
-  if (a.dresidual.present() && a.dresidual.dtype != xt) return -1;
-  if (a.weight.present() && a.weight.dtype != xt && a.weight.dtype != DType::kFloat32) return -1;
-  const int vec = vec_elems(xt);  // vector_ok: N % vec == 0, column stride 1, 16-byte rows
-  if (!detail::vector_ok(a.x, vec) || !detail::vector_ok(a.dout, vec) ||
-      !detail::vector_ok(a.dresidual_out, vec) || !detail::vector_ok(a.dx, vec) ||
-      !detail::vector_ok(a.dresidual, vec) || !detail::vector_ok(a.weight, vec))
-    return -1;
-  const int elt = dtype_size(xt);
-  const int64_t row_bytes = N * elt;
-  const int accumulators = (a.dweight.present() ? 1 : 0) + (a.dbias.present() ? 1 : 0);
-  const int config = forced >= 0 ? forced : detail::simple_bwd_config(row_bytes);
-  return detail::simple_bwd_config_fits(config, row_bytes, elt, accumulators) ? config : -1;
-}
 
 // Validation and path/geometry choice of the backward (no CUDA call); plan_bwd adds the grid.
 BwdPlan plan_bwd_path(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs,
@@ -309,88 +285,29 @@ BwdPlan plan_bwd_path(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& kno
   return plan;
 }
 
-// simple_config: -2 keeps the staged path, -1 takes the simple path's table, ≥ 0 forces a
-// simple instance; waves ≤ 0: kSimpleBwdWaves.
-BwdPlan plan_bwd(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs, const char* fn,
-                 int simple_config = -2, int waves = 0) {
+BwdPlan plan_bwd(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs, const char* fn) {
   BwdPlan plan = plan_bwd_path(a, knobs, fn);
   const int64_t M = a.x.shape[0], N = a.x.shape[1];
   if (M == 0 || N == 0) return plan;
   auto& p = plan.p;
   const int partials = (a.dweight.present() ? 1 : 0) + (a.dbias.present() ? 1 : 0);
-  if (simple_config >= -1) plan.simple = simple_bwd_path_config(a, simple_config);
-  if (plan.simple >= 0) {
-    const int64_t resident =
-        detail::rmsnorm_bwd_simple_resident(p, plan.simple, partials, a.x.device);
-    const int64_t r = detail::simple_bwd_rows_per_cta(
-        M, resident, waves > 0 ? waves : detail::kSimpleBwdWaves);
-    plan.rows_per_cta = static_cast<int>(r);
-    plan.grid = (M + r - 1) / r;
-  } else {
-    plan.grid = detail::rmsnorm_bwd_grid(p, plan.vec_path, a.dweight.present(),
-                                         a.dbias.present(), a.x.device);
-  }
+  plan.grid = detail::rmsnorm_bwd_grid(p, plan.vec_path, a.dweight.present(), a.dbias.present(),
+                                       a.x.device);
   plan.workspace = static_cast<size_t>(partials) * plan.grid * N * sizeof(float);
   return plan;
-}
-
-// Checks the workspace, launches the plan's row kernel and the column sums.
-void run_bwd(BwdPlan& plan, const RmsNormBwdArgs& a, void* workspace, size_t workspace_bytes,
-             cudaStream_t stream) {
-  ArgCheck chk("rmsnorm_bwd");
-  if (workspace_bytes < plan.workspace)
-    chk.fail("workspace has " + std::to_string(workspace_bytes) + " bytes, expected at least " +
-             std::to_string(plan.workspace) + " (rmsnorm_bwd_workspace_size)");
-  if (plan.workspace > 0 && reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
-    chk.fail("workspace is not 16-byte aligned");
-  const int64_t M = a.x.shape[0], N = a.x.shape[1];
-  if (N == 0) return;
-  detail::DeviceGuard guard(a.x.device);
-  auto& p = plan.p;
-  float* ws = static_cast<float*>(workspace);
-  if (M > 0) {
-    p.dweight_part = a.dweight.present() ? ws : nullptr;
-    p.dbias_part = a.dbias.present() ? ws + (a.dweight.present() ? plan.grid * N : 0) : nullptr;
-    if (plan.simple >= 0)
-      detail::launch_rmsnorm_bwd_simple(p, plan.simple, plan.rows_per_cta, plan.grid, stream);
-    else
-      detail::launch_rmsnorm_bwd(p, plan.vec_path, plan.grid, stream);
-  }
-  // P = 0 rows of partials (M == 0) makes colsum write zeros.
-  const int64_t P = M > 0 ? plan.grid : 0;
-  if (a.dweight.present())
-    detail::launch_colsum(p.dweight_part, P, N, detail::row_io(a.dweight), stream, "rmsnorm_bwd");
-  if (a.dbias.present())
-    detail::launch_colsum(p.dbias_part, P, N, detail::row_io(a.dbias), stream, "rmsnorm_bwd");
-}
-
-detail::RmsNormBwdPath bwd_path_from_env() {
-  const char* v = std::getenv("QUACK_RMSNORM_BWD");
-  const std::string s = v ? v : "";
-  if (s.empty() || s == "staged") return detail::RmsNormBwdPath::kStaged;  // until measured
-  if (s == "simple") return detail::RmsNormBwdPath::kSimple;
-  throw InvalidArgument("rmsnorm_bwd: environment variable QUACK_RMSNORM_BWD is '" + s +
-                        "', expected simple or staged");
-}
-
-// -1: not set (read the environment on first use), else an RmsNormBwdPath.
-std::atomic<int> g_bwd_path{-1};
-
-// simple_config for plan_bwd on `path`.
-int simple_arg(detail::RmsNormBwdPath path, int simple_config) {
-  return path == detail::RmsNormBwdPath::kSimple ? std::max(simple_config, -1) : -2;
 }
 
 }  // namespace
 
 size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args) {
-  return detail::rmsnorm_bwd_workspace_size_with_path(args, detail::rmsnorm_bwd_path(), -1);
+  return plan_bwd(args, detail::rmsnorm_bwd_knobs(args.x.dtype), "rmsnorm_bwd_workspace_size")
+      .workspace;
 }
 
 void rmsnorm_bwd(const RmsNormBwdArgs& a, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream) {
-  detail::rmsnorm_bwd_with_path(a, detail::rmsnorm_bwd_path(), -1, workspace, workspace_bytes,
-                                stream);
+  detail::rmsnorm_bwd_with_knobs(a, detail::rmsnorm_bwd_knobs(a.x.dtype), workspace,
+                                 workspace_bytes, stream);
 }
 
 namespace detail {
@@ -406,41 +323,28 @@ bool rmsnorm_bwd_vector_path(const RmsNormBwdArgs& a) {
 void rmsnorm_bwd_with_knobs(const RmsNormBwdArgs& a, const RowConfigKnobs& knobs,
                             void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   BwdPlan plan = plan_bwd(a, knobs, "rmsnorm_bwd");
-  run_bwd(plan, a, workspace, workspace_bytes, stream);
-}
-
-RmsNormBwdPath rmsnorm_bwd_path() {
-  int v = g_bwd_path.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = static_cast<int>(bwd_path_from_env());  // throws on a bad value (and again next call)
-    int expected = -1;
-    if (!g_bwd_path.compare_exchange_strong(expected, v)) v = expected;  // a setter won
+  ArgCheck chk("rmsnorm_bwd");
+  if (workspace_bytes < plan.workspace)
+    chk.fail("workspace has " + std::to_string(workspace_bytes) + " bytes, expected at least " +
+             std::to_string(plan.workspace) + " (rmsnorm_bwd_workspace_size)");
+  if (plan.workspace > 0 && reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+    chk.fail("workspace is not 16-byte aligned");
+  const int64_t M = a.x.shape[0], N = a.x.shape[1];
+  if (N == 0) return;
+  detail::DeviceGuard guard(a.x.device);
+  auto& p = plan.p;
+  float* ws = static_cast<float*>(workspace);
+  if (M > 0) {
+    p.dweight_part = a.dweight.present() ? ws : nullptr;
+    p.dbias_part = a.dbias.present() ? ws + (a.dweight.present() ? plan.grid * N : 0) : nullptr;
+    detail::launch_rmsnorm_bwd(p, plan.vec_path, plan.grid, stream);
   }
-  return static_cast<RmsNormBwdPath>(v);
-}
-
-void set_rmsnorm_bwd_path(RmsNormBwdPath path) { g_bwd_path.store(static_cast<int>(path)); }
-
-size_t rmsnorm_bwd_workspace_size_with_path(const RmsNormBwdArgs& a, RmsNormBwdPath path,
-                                            int simple_config, int waves) {
-  return plan_bwd(a, rmsnorm_bwd_knobs(a.x.dtype), "rmsnorm_bwd_workspace_size",
-                  simple_arg(path, simple_config), waves)
-      .workspace;
-}
-
-void rmsnorm_bwd_with_path(const RmsNormBwdArgs& a, RmsNormBwdPath path, int simple_config,
-                           void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                           int waves) {
-  BwdPlan plan = plan_bwd(a, rmsnorm_bwd_knobs(a.x.dtype), "rmsnorm_bwd",
-                          simple_arg(path, simple_config), waves);
-  run_bwd(plan, a, workspace, workspace_bytes, stream);
-}
-
-int rmsnorm_bwd_simple_config(const RmsNormBwdArgs& a, int simple_config) {
-  // Validation and eligibility only (no occupancy query).
-  plan_bwd_path(a, rmsnorm_bwd_knobs(a.x.dtype), "rmsnorm_bwd");
-  if (a.x.shape[0] == 0 || a.x.shape[1] == 0) return -1;
-  return simple_bwd_path_config(a, simple_config < 0 ? -1 : simple_config);
+  // P = 0 rows of partials (M == 0) makes colsum write zeros.
+  const int64_t P = M > 0 ? plan.grid : 0;
+  if (a.dweight.present())
+    detail::launch_colsum(p.dweight_part, P, N, detail::row_io(a.dweight), stream, "rmsnorm_bwd");
+  if (a.dbias.present())
+    detail::launch_colsum(p.dbias_part, P, N, detail::row_io(a.dbias), stream, "rmsnorm_bwd");
 }
 
 }  // namespace detail

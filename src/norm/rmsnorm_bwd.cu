@@ -1,5 +1,5 @@
 // RMSNorm backward launchers: (x dtype, dweight?, dbias?) -> vector-path instance (12), or
-// the general kernel (1); the simple path's instances live in rmsnorm_bwd_simple_<x>[_<w>].cu.
+// the general kernel (1).
 #include "common/dispatch.h"
 #include "common/launch.h"
 #include "norm/rmsnorm_bwd_kernel.cuh"
@@ -52,34 +52,6 @@ void launch_rmsnorm_bwd(const RmsNormBwdParams& p, bool vec_path, int64_t grid,
   with_bwd_kernel(p, vec_path, p.dweight_part != nullptr, p.dbias_part != nullptr, [&](auto kernel) {
     launch(kernel, grid * p.g.cluster_n, p.g.cta_threads, bwd_smem(p, vec_path),
            p.g.cluster_n, stream, "rmsnorm_bwd", p);
-  });
-}
-
-// Calls f(Tag<T>, Tag<TW>, kWeight) for p's x dtype and weight (absent, x's dtype or fp32).
-template <typename F>
-decltype(auto) dispatch_bwd_simple(const RmsNormBwdParams& p, F&& f) {
-  return dispatch_float(p.x.dtype, "rmsnorm_bwd", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (!p.weight.ptr) return f(tag, tag, std::false_type{});
-    if (sizeof(T) == 4 || p.weight.dtype == DType::kFloat32)
-      return f(tag, Tag<float>{}, std::true_type{});
-    return f(tag, tag, std::true_type{});
-  });
-}
-
-int64_t rmsnorm_bwd_simple_resident(const RmsNormBwdParams& p, int config, int accumulators,
-                                    int device) {
-  return dispatch_bwd_simple(p, [&](auto t, auto tw, auto w) {
-    return rmsnorm_bwd_simple_resident_w<typename decltype(t)::type, typename decltype(tw)::type,
-                                         decltype(w)::value>(p, config, accumulators, device);
-  });
-}
-
-void launch_rmsnorm_bwd_simple(const RmsNormBwdParams& p, int config, int rows_per_cta,
-                               int64_t grid, cudaStream_t stream) {
-  dispatch_bwd_simple(p, [&](auto t, auto tw, auto w) {
-    launch_rmsnorm_bwd_simple_w<typename decltype(t)::type, typename decltype(tw)::type,
-                                decltype(w)::value>(p, config, rows_per_cta, grid, stream);
   });
 }
 

@@ -1,11 +1,9 @@
 // Launcher template of the simple forward path (rmsnorm_fwd_simple_kernel.cuh), instantiated
-// once per x dtype and residual flag in rmsnorm_fwd_simple_{bf16,f16,f32}{,_res}.cu so the
-// instances compile in parallel TUs (each under the 20 s budget): weight dtype (T or fp32) x
-// every config of kSimpleFwdConfigs; _res: with a residual (in T, optional residual_out) (cluster configs launch (cluster, 1, 1) clusters).
+// once per x dtype in rmsnorm_fwd_simple_{bf16,f16,f32}.cu so the instances compile in parallel
+// TUs: weight dtype (T or fp32) x residual (absent, or T with an optional residual_out) x every
+// config of kSimpleFwdConfigs.
 #pragma once
 
-#include <cstdio>
-#include <mutex>
 #include <utility>
 
 #include "common/dispatch.h"
@@ -18,26 +16,8 @@ namespace quack::detail {
 template <typename T, typename TW, bool kResidual, size_t kConfig>
 void launch_rmsnorm_fwd_simple_config(const RmsNormFwdParams& p, cudaStream_t stream) {
   constexpr SimpleFwdConfig c = kSimpleFwdConfigs[kConfig];
-  auto* const kernel =
-      &rmsnorm_fwd_simple_kernel<T, TW, kResidual, c.tpr, c.rows, c.vecs, c.looped, c.cluster>;
-  if constexpr (c.cluster > 1) {
-    // A cluster the device cannot place at all (16 CTAs that each fill an SM need 16 SMs of
-    // one GPC) would fail at launch: run the looped instance (same result) in its place.
-    if (!cluster_fits(reinterpret_cast<const void*>(kernel), c.threads(), 0, c.cluster,
-                      "rmsnorm_fwd")) {
-      static std::once_flag note;  // say so once: benchmarks label the time with c.name
-      std::call_once(note, [&] {
-        std::fprintf(stderr, "quack: rmsnorm_fwd %s: the device cannot place a cluster of %d "
-                     "CTAs; running %s instead\n", c.name, c.cluster,
-                     kSimpleFwdConfigs[kSimpleFwdLoopedFallback].name);
-      });
-      launch_rmsnorm_fwd_simple_config<T, TW, kResidual, kSimpleFwdLoopedFallback>(p, stream);
-      return;
-    }
-  }
-  // Grid: one CTA per c.rows rows, times c.cluster CTAs per row ((c.cluster, 1, 1) clusters).
-  launch(kernel, (p.g.rows + c.rows - 1) / c.rows * c.cluster, c.threads(), 0, c.cluster, stream,
-         "rmsnorm_fwd", p);
+  launch(rmsnorm_fwd_simple_kernel<T, TW, kResidual, c.tpr, c.rows, c.vecs, c.looped>,
+         (p.g.rows + c.rows - 1) / c.rows, c.threads(), 0, 1, stream, "rmsnorm_fwd", p);
 }
 
 template <typename T, typename TW, bool kResidual, size_t... kConfigs>
@@ -49,18 +29,21 @@ void launch_rmsnorm_fwd_simple_configs(const RmsNormFwdParams& p, int config, cu
    ...);
 }
 
-/// The instance for x dtype T, p's weight dtype, residual kResidual and `config` (host-checked:
+/// The instance for x dtype T, p's weight dtype and residual, and `config` (host-checked:
 /// rmsnorm.cpp's simple_path_config).
-template <typename T, bool kResidual>
+template <typename T>
 void launch_rmsnorm_fwd_simple_t(const RmsNormFwdParams& p, int config, cudaStream_t stream) {
-  auto go = [&](auto tw) {
+  const bool w32 = p.weight.dtype == DType::kFloat32;
+  auto go = [&](auto tw, auto residual) {
     using TW = typename decltype(tw)::type;
-    launch_rmsnorm_fwd_simple_configs<T, TW, kResidual>(
+    launch_rmsnorm_fwd_simple_configs<T, TW, decltype(residual)::value>(
         p, config, stream, std::make_index_sequence<kSimpleFwdConfigCount>{});
   };
-  if constexpr (sizeof(T) == 4) go(Tag<float>{});
-  else if (p.weight.dtype == DType::kFloat32) go(Tag<float>{});
-  else go(Tag<T>{});
+  dispatch_bool(p.residual.ptr != nullptr, [&](auto residual) {
+    if constexpr (sizeof(T) == 4) go(Tag<float>{}, residual);
+    else if (w32) go(Tag<float>{}, residual);
+    else go(Tag<T>{}, residual);
+  });
 }
 
 }  // namespace quack::detail

@@ -6,16 +6,7 @@
 // the 16-byte vectors j = v·kTpr + t (v < kVecs) of each chunk of kTpr·kVecs vectors, so
 // consecutive threads read consecutive vectors (coalesced). Vector indices are 32-bit (a row
 // has < 2^31 vectors); the row offset is 64-bit (M·N may pass 2^31). Grid: one CTA per kRows
-// rows (or kCluster CTAs per row), 1-D, not persistent.
-//
-// Cluster (kCluster > 1, single pass, kRows == 1): a row longer than one CTA's registers is
-// split over the kCluster CTAs of a (kCluster, 1, 1) cluster, so it is read from DRAM once
-// (the looped form reads it twice, the second time mostly from DRAM at 512 KB rows: v3 in
-// docs/performance.md). CTA rank k = blockIdx.x % kCluster holds the contiguous slice of
-// vectors [k·kChunk, (k+1)·kChunk), laid out inside the slice as above (coalesced); vectors
-// past the row's end are predicated off (the last CTAs of a short row may hold none, but still
-// take part in the reduction's barriers). The partial sums meet through distributed shared
-// memory (StaticRowReduce<.., kCluster>); rank 0 writes rstd.
+// rows, 1-D, not persistent, no clusters.
 //
 // Single pass (!kLooped, the row fits one chunk): every load of x, the residual and the weight
 // is issued first; fp32 sum of h² (h = x + residual) per thread -> StaticRowReduce (shuffles,
@@ -40,7 +31,6 @@
 //   T        x, out (and residual, residual_out when kResidual)
 //   TW       weight (T or fp32)
 //   kTpr     threads per row (power of two), kRows rows per CTA, kVecs vectors per thread
-//   kCluster CTAs per row (1, or 2..16 with kRows == 1 and !kLooped)
 #pragma once
 
 #include "common/reduce.cuh"
@@ -49,30 +39,19 @@
 
 namespace quack::detail {
 
-// Cluster CTAs of ≤ 512 threads ask for two resident CTAs per SM (≤ 64 registers): one CTA's
-// cluster barrier and output phase then overlap the other's loads.
-template <int kThreads, int kCluster>
-inline constexpr int kSimpleFwdMinBlocks = kCluster > 1 && kThreads <= 512 ? 2 : 1;
-
-template <typename T, typename TW, bool kResidual, int kTpr, int kRows, int kVecs, bool kLooped,
-          int kCluster>
-__global__ void __launch_bounds__(kTpr * kRows, (kSimpleFwdMinBlocks<kTpr * kRows, kCluster>))
+template <typename T, typename TW, bool kResidual, int kTpr, int kRows, int kVecs, bool kLooped>
+__global__ void __launch_bounds__(kTpr * kRows)
     rmsnorm_fwd_simple_kernel(const __grid_constant__ RmsNormFwdParams p) {
-  static_assert(kCluster == 1 || (kRows == 1 && !kLooped), "cluster rows: one row, one pass");
   constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte vector
-  constexpr int kChunk = kTpr * kVecs;  // vectors per row and pass (chunk), per CTA
+  constexpr int kChunk = kTpr * kVecs;  // vectors per row and pass (chunk)
   using XV = Packed<T, kVec>;           // 16 bytes
   using WV = Packed<TW, kVec>;          // 16 or 32 bytes
-  using Reduce = StaticRowReduce<kTpr, kRows, kCluster>;
-  Reduce::begin();  // cluster: arrive early, the wait (before the DSMEM stores) is then free
+  using Reduce = StaticRowReduce<kTpr, kRows>;
   // The weight is loaded with x (single pass) or with x in pass 2 (looped) when x, the
-  // residual and the weight fit the register budget of the CTA size (65536 / threads / min
-  // resident CTAs, ≤ 255, minus ~24 for addresses and scalars); otherwise one vector at a time
-  // just before its use (after the reduction in the single pass).
-  constexpr int kMinBlocks = kSimpleFwdMinBlocks<kTpr * kRows, kCluster>;
-  constexpr int kRegCap = 65536 / (kTpr * kRows * kMinBlocks) < 255
-                              ? 65536 / (kTpr * kRows * kMinBlocks)
-                              : 255;
+  // residual and the weight fit the register budget of the CTA size (65536 / threads, ≤ 255,
+  // minus ~24 for addresses and scalars); otherwise one vector at a time just before its use
+  // (after the reduction in the single pass).
+  constexpr int kRegCap = 65536 / (kTpr * kRows) < 255 ? 65536 / (kTpr * kRows) : 255;
   constexpr int kValueRegs = kVecs * (4 * (kResidual ? 2 : 1) + int{sizeof(WV)} / 4);
   constexpr bool kWeightEarly = kValueRegs + 24 <= kRegCap;
   // Looped pass 1: two chunks of x (and the residual) in flight when their registers fit.
@@ -80,30 +59,26 @@ __global__ void __launch_bounds__(kTpr * kRows, (kSimpleFwdMinBlocks<kTpr * kRow
   __shared__ float slots[Reduce::kSlots];
 
   const int t = kRows == 1 ? static_cast<int>(threadIdx.x) : threadIdx.x % kTpr;
-  const int rank = Reduce::rank();  // cluster: this CTA's slice of the row
-  const int64_t row = kCluster > 1 ? int64_t{blockIdx.x / kCluster}
-                                   : int64_t{blockIdx.x} * kRows + (kRows == 1 ? 0 : threadIdx.x / kTpr);
+  const int64_t row = int64_t{blockIdx.x} * kRows + (kRows == 1 ? 0 : threadIdx.x / kTpr);
   const bool row_ok = row < p.g.rows;
   // Vectors of this row still ahead of this thread's first one: vector v·kTpr of the
-  // thread's pointers (chunk c: c·kChunk + v·kTpr) exists when v·kTpr < n (cluster: ≤ 0 on
-  // threads of a slice past the row's end).
-  const int first = rank * kChunk + t;  // the thread's first vector in the row
-  const int n = row_ok ? static_cast<int>(p.g.cols / kVec) - first : 0;
+  // thread's pointers (chunk c: c·kChunk + v·kTpr) exists when v·kTpr < n.
+  const int n = row_ok ? static_cast<int>(p.g.cols / kVec) - t : 0;
   const int64_t r = row_ok ? row : 0;
-  // Per-thread base pointers (vector `first` of the row): the loops index them with compile-time
+  // Per-thread base pointers (vector t of the row): the loops index them with compile-time
   // offsets v·kTpr (immediates in the instruction).
-  const XV* x = reinterpret_cast<const XV*>(static_cast<const T*>(p.x.ptr) + r * p.x.row_stride) + first;
+  const XV* x = reinterpret_cast<const XV*>(static_cast<const T*>(p.x.ptr) + r * p.x.row_stride) + t;
   const XV* res = nullptr;
   XV* res_out = nullptr;
   if constexpr (kResidual) {
     res = reinterpret_cast<const XV*>(static_cast<const T*>(p.residual.ptr) +
-                                      r * p.residual.row_stride) + first;
+                                      r * p.residual.row_stride) + t;
     if (p.residual_out.ptr)
       res_out = reinterpret_cast<XV*>(static_cast<T*>(p.residual_out.ptr) +
-                                      r * p.residual_out.row_stride) + first;
+                                      r * p.residual_out.row_stride) + t;
   }
-  XV* out = reinterpret_cast<XV*>(static_cast<T*>(p.out.ptr) + r * p.out.row_stride) + first;
-  const WV* w = reinterpret_cast<const WV*>(p.weight.ptr) + first;
+  XV* out = reinterpret_cast<XV*>(static_cast<T*>(p.out.ptr) + r * p.out.row_stride) + t;
+  const WV* w = reinterpret_cast<const WV*>(p.weight.ptr) + t;
 
   // h = x (+ residual) of one vector, fp32.
   auto h_of = [](const XV& xv, const XV& rv, float (&h)[kVec]) {
@@ -153,13 +128,6 @@ __global__ void __launch_bounds__(kTpr * kRows, (kSimpleFwdMinBlocks<kTpr * kRow
 #pragma unroll
       for (int v = 0; v < kVecs; ++v)
         if (v * kTpr < n) load_packed<Cache::kReadOnly>(ptr(w, v * kTpr), wv[v]);
-    } else if constexpr (kCluster > 1) {
-      // No registers for the weight before the reduction, and the cluster barrier is long:
-      // pull the slice into L1 meanwhile (no registers), so the one-at-a-time loads after the
-      // reduction hit L1 rather than wait on L2 four times in a row.
-#pragma unroll
-      for (int v = 0; v < kVecs; ++v)
-        if (v * kTpr < n) asm volatile("prefetch.global.L1 [%0];" ::"l"(w + v * kTpr));
     }
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
@@ -177,7 +145,7 @@ __global__ void __launch_bounds__(kTpr * kRows, (kSimpleFwdMinBlocks<kTpr * kRow
       }
     }
     const float rstd = rsqrtf(Reduce::allreduce(sumsq, slots, SumOp{}) * p.inv_n + p.eps);
-    if (p.rstd && row_ok && t == 0 && rank == 0) p.rstd[row * p.rstd_stride] = rstd;
+    if (p.rstd && row_ok && t == 0) p.rstd[row * p.rstd_stride] = rstd;
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
       if (v * kTpr < n) {
@@ -215,7 +183,7 @@ __global__ void __launch_bounds__(kTpr * kRows, (kSimpleFwdMinBlocks<kTpr * kRow
       }
     }
     const float rstd = rsqrtf(Reduce::allreduce(sumsq, slots, SumOp{}) * p.inv_n + p.eps);
-    if (p.rstd && row_ok && t == 0 && rank == 0) p.rstd[row * p.rstd_stride] = rstd;
+    if (p.rstd && row_ok && t == 0) p.rstd[row * p.rstd_stride] = rstd;
 #pragma unroll 1
     for (int c = chunks - 1; c >= 0; --c) {
       const int o = c * kChunk;

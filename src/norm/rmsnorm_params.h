@@ -42,9 +42,8 @@ void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
 
 /// Simple path (rmsnorm_fwd_simple_kernel.cuh): instance `config` of kSimpleFwdConfigs for
 /// x's dtype, the weight's dtype and the residual (host-checked by rmsnorm.cpp). Defined per x
-/// dtype T and residual flag in rmsnorm_fwd_simple_<dtype>{,_res}.cu; launch_rmsnorm_fwd_simple
-/// dispatches on both.
-template <typename T, bool kResidual>
+/// dtype T in rmsnorm_fwd_simple_<dtype>.cu; launch_rmsnorm_fwd_simple dispatches on x's dtype.
+template <typename T>
 void launch_rmsnorm_fwd_simple_t(const RmsNormFwdParams& p, int config, cudaStream_t stream);
 void launch_rmsnorm_fwd_simple(const RmsNormFwdParams& p, int config, cudaStream_t stream);
 
@@ -53,22 +52,5 @@ int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, bool has_dw, 
                          int device);
 void launch_rmsnorm_bwd(const RmsNormBwdParams& p, bool vec_path, int64_t grid,
                         cudaStream_t stream);
-
-/// Simple backward path (rmsnorm_bwd_simple_kernel.cuh): instance `config` of
-/// kSimpleBwdConfigs for x's dtype and p's weight (host-checked by rmsnorm.cpp), rows_per_cta
-/// rows per CTA, grid = ceil(M / rows_per_cta) CTAs (P of the partials). Defined per x dtype
-/// T, weight dtype TW and kWeight (absent: TW = T, false) in rmsnorm_bwd_simple_<x>[_<w>].cu;
-/// the untyped functions (rmsnorm_bwd.cu) dispatch on p.
-template <typename T, typename TW, bool kWeight>
-int64_t rmsnorm_bwd_simple_resident_w(const RmsNormBwdParams& p, int config, int accumulators,
-                                      int device);
-template <typename T, typename TW, bool kWeight>
-void launch_rmsnorm_bwd_simple_w(const RmsNormBwdParams& p, int config, int rows_per_cta,
-                                 int64_t grid, cudaStream_t stream);
-/// Resident CTAs of the instance on `device` with `accumulators` (0-2) column sums.
-int64_t rmsnorm_bwd_simple_resident(const RmsNormBwdParams& p, int config, int accumulators,
-                                    int device);
-void launch_rmsnorm_bwd_simple(const RmsNormBwdParams& p, int config, int rows_per_cta,
-                               int64_t grid, cudaStream_t stream);
 
 }  // namespace quack::detail

@@ -46,38 +46,6 @@ void rmsnorm_fwd_with_path(const RmsNormFwdArgs& args, RmsNormFwdPath path, int 
 /// when it takes the staged path (validates the arguments; no CUDA call).
 int rmsnorm_fwd_simple_config(const RmsNormFwdArgs& args, int simple_config = -1);
 
-/// Backward kernels: kStaged is the persistent kernel that stages x and dout in shared memory
-/// (rmsnorm_bwd_kernel.cuh, with its general fallback); kSimple the kernel whose CTAs walk
-/// consecutive rows with the row in registers and compile-time geometry
-/// (rmsnorm_bwd_simple_kernel.cuh) where it applies: dout, dx, dresidual_out and dresidual in
-/// x's dtype, weight absent, in x's dtype or fp32, N a multiple of 16 bytes, 16-byte aligned
-/// rows, rows of at most 64 KB (simple_bwd_config; longer: staged), the column-sum slots in
-/// shared memory. Other arguments take the staged path on either setting. Both write the same
-/// (P, N) partials protocol; the workspace query plans with the same path as the run.
-enum class RmsNormBwdPath { kStaged, kSimple };
-
-/// The path rmsnorm_bwd (and rmsnorm_bwd_workspace_size) take: the last set_rmsnorm_bwd_path,
-/// else QUACK_RMSNORM_BWD (simple | staged, read once; unset or empty: staged). Throws
-/// InvalidArgument naming the variable for any other value.
-RmsNormBwdPath rmsnorm_bwd_path();
-/// Overrides QUACK_RMSNORM_BWD for the whole process (tests, benchmarks). Query the workspace
-/// after setting it: the simple path's P differs from the staged one's.
-void set_rmsnorm_bwd_path(RmsNormBwdPath path);
-
-/// rmsnorm_bwd on `path`. simple_config ≥ 0 runs that entry of kSimpleBwdConfigs (when it fits
-/// the row; else the staged path), -1 the table's (simple_bwd_config). waves > 0 overrides
-/// kSimpleBwdWaves (benchmarks). The workspace must come from
-/// rmsnorm_bwd_workspace_size_with_path with the same path, config and waves.
-size_t rmsnorm_bwd_workspace_size_with_path(const RmsNormBwdArgs& args, RmsNormBwdPath path,
-                                            int simple_config, int waves = 0);
-void rmsnorm_bwd_with_path(const RmsNormBwdArgs& args, RmsNormBwdPath path, int simple_config,
-                           void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                           int waves = 0);
-
-/// The kSimpleBwdConfigs entry rmsnorm_bwd_with_path(args, kSimple, simple_config) runs, or -1
-/// when it takes the staged path (validates the arguments; no CUDA call).
-int rmsnorm_bwd_simple_config(const RmsNormBwdArgs& args, int simple_config = -1);
-
 /// Whether rmsnorm_fwd / rmsnorm_bwd would take the vector (staged) path for these arguments
 /// (validates them; no CUDA call). For tests of the path heuristic.
 bool rmsnorm_fwd_vector_path(const RmsNormFwdArgs& args);

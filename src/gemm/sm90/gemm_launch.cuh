@@ -72,8 +72,10 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
            TileScheduler::make(M, N, L, Cfg::BM, Cfg::BN, Cfg::kClusterM, Cfg::kClusterN, Cfg::kGroup, false),
            p.tile_counter};
   // The dynamic scheduler counts work in 32-bit atomics: beyond 2^31 - 1 cluster tiles (far past
-  // any real problem) the static schedule runs instead.
-  if (params.sched.tiles() > int64_t(INT32_MAX)) params.tile_counter = nullptr;
+  // any real problem) the static schedule runs instead. It also needs a cluster launch: its
+  // st.async / mapa exchange raised "illegal instruction" in a launch without clusters (H200,
+  // 1d1e1ff, 128x64c1), so the cluster-less instances run the static schedule.
+  if (params.sched.tiles() > int64_t(INT32_MAX) || Cfg::kClusterSize == 1) params.tile_counter = nullptr;
 
   auto kernel = &gemm_kernel<Cfg, P>;
   const size_t smem = sizeof(typename Cfg::SharedStorage);

@@ -163,26 +163,6 @@ inline void run_fwd(const FwdCase& c) {
 
 // ---------------------------------------------------------------- backward
 
-using detail::RmsNormBwdPath;
-
-inline const char* path_name(RmsNormBwdPath p) {
-  return p == RmsNormBwdPath::kSimple ? "simple" : "staged";
-}
-
-/// Sets the backward path rmsnorm_bwd (and its workspace query) take for the guard's lifetime.
-class ScopedBwdPath {
- public:
-  explicit ScopedBwdPath(RmsNormBwdPath p) : previous_(detail::rmsnorm_bwd_path()) {
-    detail::set_rmsnorm_bwd_path(p);
-  }
-  ~ScopedBwdPath() { detail::set_rmsnorm_bwd_path(previous_); }
-  ScopedBwdPath(const ScopedBwdPath&) = delete;
-  ScopedBwdPath& operator=(const ScopedBwdPath&) = delete;
-
- private:
-  RmsNormBwdPath previous_;
-};
-
 struct BwdCase {
   int64_t M = 1, N = 1;
   DType x = DType::kBFloat16;
@@ -198,10 +178,6 @@ struct BwdCase {
   float eps = 1e-6f;
   uint64_t seed = 1;
   bool weight_ones = false;      // weight = 1 (C01)
-  // Simple path: require that rmsnorm_bwd takes it (under ScopedBwdPath(kSimple)), or run
-  // entry simple_config of kSimpleBwdConfigs through rmsnorm_bwd_with_path and require it.
-  bool require_simple = false;
-  int simple_config = -1;
 
   DType dout_dtype() const { return dout ? *dout : x; }
   DType dx_dtype() const { return dx ? *dx : x; }
@@ -218,18 +194,13 @@ struct BwdCase {
     if (dbias) s << " db=" << short_name(*dbias);
     if (rstd_stride != 1) s << " rstd[s" << rstd_stride << "]";
     if (dx_aliases_dout) s << " dx=dout";
-    if (simple_config >= 0) s << " simple[" << detail::kSimpleBwdConfigs[simple_config].name << "]";
-    s << " path=" << path_name(detail::rmsnorm_bwd_path());
     return s.str();
   }
 };
 
-/// Workspace for a backward call, sized by rmsnorm_bwd_workspace_size (or, for a forced
-/// simple instance, by rmsnorm_bwd_workspace_size_with_path).
-inline DeviceBuffer bwd_workspace(const RmsNormBwdArgs& a, size_t* bytes, int simple_config = -1) {
-  *bytes = simple_config >= 0 ? detail::rmsnorm_bwd_workspace_size_with_path(
-                                    a, RmsNormBwdPath::kSimple, simple_config)
-                              : rmsnorm_bwd_workspace_size(a);
+/// Workspace for a backward call, sized by rmsnorm_bwd_workspace_size.
+inline DeviceBuffer bwd_workspace(const RmsNormBwdArgs& a, size_t* bytes) {
+  *bytes = rmsnorm_bwd_workspace_size(a);
   DeviceBuffer ws(*bytes);
   ws.poison();
   return ws;
@@ -290,16 +261,9 @@ inline BwdResult run_bwd(const BwdCase& c, int runs = 1) {
     a.dbias = ddb.ref;
   }
 
-  if (c.simple_config >= 0) {
-    EXPECT_EQ(detail::rmsnorm_bwd_simple_config(a, c.simple_config), c.simple_config)
-        << "the simple path does not take this case";
-  } else if (c.require_simple) {
-    EXPECT_EQ(detail::rmsnorm_bwd_path(), RmsNormBwdPath::kSimple);
-    EXPECT_GE(detail::rmsnorm_bwd_simple_config(a), 0) << "the simple path does not take this case";
-  }
   size_t ws_bytes = 0;
   DeviceBuffer ws;
-  EXPECT_NO_THROW(ws = bwd_workspace(a, &ws_bytes, c.simple_config));
+  EXPECT_NO_THROW(ws = bwd_workspace(a, &ws_bytes));
   if ((c.dweight || c.dbias) && M > 0) {
     EXPECT_GT(ws_bytes, 0u);
   }
@@ -318,12 +282,7 @@ inline BwdResult run_bwd(const BwdCase& c, int runs = 1) {
       if (c.dbias) ddb.poison();
       ws.poison();
     }
-    if (c.simple_config >= 0) {
-      EXPECT_NO_THROW(detail::rmsnorm_bwd_with_path(a, RmsNormBwdPath::kSimple, c.simple_config,
-                                                    ws.get(), ws_bytes, nullptr));
-    } else {
-      EXPECT_NO_THROW(rmsnorm_bwd(a, ws.get(), ws_bytes, nullptr));
-    }
+    EXPECT_NO_THROW(rmsnorm_bwd(a, ws.get(), ws_bytes, nullptr));
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
     if (run == 0) {  // later runs: bitwise equal to run 0 (below)

@@ -1,12 +1,8 @@
 // Tier 2: rmsnorm_bwd on the device against the float64 reference. Skips without a GPU.
-// Every suite runs on both backward paths (staged and simple, rmsnorm_tuning.h); cases the
-// simple path takes must take it (require_simple), the others fall back to the staged one.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -37,36 +33,12 @@ const std::vector<DtypePair> kDtypes = {{DType::kFloat32, DType::kFloat32},
                                         {DType::kBFloat16, DType::kBFloat16},
                                         {DType::kBFloat16, DType::kFloat32}};
 const DType kXTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
-const RmsNormBwdPath kPaths[] = {RmsNormBwdPath::kStaged, RmsNormBwdPath::kSimple};
 
-// Whether the simple path takes case c: rmsnorm_tuning.h's list (dout, dx, dresidual_out,
-// dresidual in x's dtype; weight absent, in x's dtype or fp32; 16-byte rows of contiguous
-// columns; a row length the table gives an instance whose column sums fit shared memory).
-bool simple_expected(const BwdCase& c) {
-  const int64_t vec = 16 / dtype_size(c.x);
-  auto rows_ok = [&](const Layout& l) {
-    return (l.col_stride == 1 || c.N == 1) && l.offset % vec == 0 &&
-           (l.row_stride < 0 || c.M == 1 || l.row_stride % vec == 0);
-  };
-  if (c.dout_dtype() != c.x || c.dx_dtype() != c.x) return false;
-  if (c.dresidual_out && *c.dresidual_out != c.x) return false;
-  if (c.dresidual && *c.dresidual != c.x) return false;
-  if (c.weight && *c.weight != c.x && *c.weight != DType::kFloat32) return false;
-  if (c.N % vec != 0) return false;
-  const int64_t row_bytes = c.N * dtype_size(c.x);
-  const int cfg = detail::simple_bwd_config(row_bytes);
-  const int acc = (c.dweight ? 1 : 0) + (c.dbias ? 1 : 0);
-  if (!detail::simple_bwd_config_fits(cfg, row_bytes, dtype_size(c.x), acc)) return false;
-  return rows_ok(c.x_l) && rows_ok(c.dout_l) && (c.dx_aliases_dout || rows_ok(c.dx_l)) &&
-         (!c.dresidual_out || rows_ok(c.dres_out_l)) && (!c.dresidual || rows_ok(c.dres_l));
-}
-
-using ShapeParam = std::tuple<Shape, DtypePair, RmsNormBwdPath>;
-class RmsNormBwdShapes : public GpuTest, public ::testing::WithParamInterface<ShapeParam> {};
+class RmsNormBwdShapes : public GpuTest,
+                         public ::testing::WithParamInterface<std::tuple<Shape, DtypePair>> {};
 
 TEST_P(RmsNormBwdShapes, MatchesReference) {
-  const auto [shape, dt, path] = GetParam();
-  ScopedBwdPath guard(path);
+  const auto [shape, dt] = GetParam();
   BwdCase c;
   c.M = shape.first;
   c.N = shape.second;
@@ -75,95 +47,22 @@ TEST_P(RmsNormBwdShapes, MatchesReference) {
   c.dweight = DType::kFloat32;
   c.dbias = DType::kFloat32;
   c.seed = static_cast<uint64_t>(c.M * 1000003 + c.N + 17);
-  c.require_simple = path == RmsNormBwdPath::kSimple && simple_expected(c);
   run_bwd(c);
 }
 
-std::string shape_name(const ::testing::TestParamInfo<ShapeParam>& info) {
-  const auto [s, d, path] = info.param;
+std::string shape_name(const ::testing::TestParamInfo<std::tuple<Shape, DtypePair>>& info) {
+  const auto [s, d] = info.param;
   return "M" + std::to_string(s.first) + "_N" + std::to_string(s.second) + "_x" +
-         short_name(d.x) + "_w" + short_name(d.w) + "_" + path_name(path);
+         short_name(d.x) + "_w" + short_name(d.w);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, RmsNormBwdShapes,
-                         ::testing::Combine(::testing::ValuesIn(kShapes), ::testing::ValuesIn(kDtypes),
-                                            ::testing::ValuesIn(kPaths)),
+                         ::testing::Combine(::testing::ValuesIn(kShapes), ::testing::ValuesIn(kDtypes)),
                          shape_name);
 
-// Every compiled simple instance (kSimpleBwdConfigs) for each x dtype, weight (fp32, x's
-// dtype, absent), with and without dresidual_out / dresidual and dbias, on rows that fill its
-// capacity or end inside its last vector group, and on many 16-byte rows (several rows per
-// CTA: the prefetch and the column sums across rows). Every case runs twice: identical bits.
-class RmsNormBwdSimpleConfigs : public GpuTest, public ::testing::WithParamInterface<int> {};
+class RmsNormBwd : public GpuTest {};
 
-TEST_P(RmsNormBwdSimpleConfigs, MatchesReferenceAndIsDeterministic) {
-  const int cfg = GetParam();
-  const detail::SimpleBwdConfig& k = detail::kSimpleBwdConfigs[cfg];
-  uint64_t seed = 9000 + 100 * cfg;
-  for (DType xt : kXTypes) {
-    const int64_t vec = 16 / dtype_size(xt);
-    const int64_t cap = k.capacity_bytes() / dtype_size(xt);  // elements per row
-    for (int64_t N : {vec, cap / 2 + vec, cap})
-      for (int variant = 0; variant < 4; ++variant) {
-        BwdCase c;
-        c.N = N;
-        // Many rows for short ones (several per CTA); ≤ 1M elements for long ones.
-        c.M = N == vec ? 4099 : std::max<int64_t>(3, std::min<int64_t>(257, (int64_t{1} << 20) / N));
-        c.x = xt;
-        c.weight = variant == 1 ? std::optional<DType>(xt) : DType::kFloat32;
-        if (variant == 2) {  // no weight: dbias only
-          c.weight.reset();
-          c.dweight.reset();
-        }
-        if (variant == 3) {  // prenorm: dresidual_out in, dresidual out; no dbias
-          c.dresidual_out = xt;
-          c.dresidual = xt;
-          c.dbias.reset();
-        }
-        const int acc = (c.dweight ? 1 : 0) + (c.dbias ? 1 : 0);
-        if (!detail::simple_bwd_config_fits(cfg, N * dtype_size(xt), dtype_size(xt), acc))
-          continue;  // column sums beyond shared memory: the host never picks it
-        c.simple_config = cfg;
-        c.seed = ++seed;
-        run_bwd(c, /*runs=*/2);
-      }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(All, RmsNormBwdSimpleConfigs,
-                         ::testing::Range(0, detail::kSimpleBwdConfigCount),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return std::string(detail::kSimpleBwdConfigs[info.param].name);
-                         });
-
-// The remaining suites run on both paths (the fixture sets it for each test).
-class RmsNormBwd : public GpuTest, public ::testing::WithParamInterface<RmsNormBwdPath> {
- protected:
-  void SetUp() override {
-    GpuTest::SetUp();
-    previous_ = detail::rmsnorm_bwd_path();
-    detail::set_rmsnorm_bwd_path(GetParam());
-  }
-  void TearDown() override {
-    detail::set_rmsnorm_bwd_path(previous_);
-    GpuTest::TearDown();
-  }
-  bool simple() const { return GetParam() == RmsNormBwdPath::kSimple; }
-  void run(BwdCase c, int runs = 1) {
-    c.require_simple = simple() && simple_expected(c);
-    run_bwd(c, runs);
-  }
-
- private:
-  RmsNormBwdPath previous_ = RmsNormBwdPath::kStaged;
-};
-
-INSTANTIATE_TEST_SUITE_P(Paths, RmsNormBwd, ::testing::ValuesIn(kPaths),
-                         [](const ::testing::TestParamInfo<RmsNormBwdPath>& info) {
-                           return std::string(path_name(info.param));
-                         });
-
-TEST_P(RmsNormBwd, OptionalOperandsAndDtypes) {
+TEST_F(RmsNormBwd, OptionalOperandsAndDtypes) {
   const DType f32 = DType::kFloat32;
   uint64_t seed = 2000;
   for (const auto& [M, N] : {Shape{5, 127}, Shape{64, 4096}, Shape{3, 16384}})
@@ -191,14 +90,14 @@ TEST_P(RmsNormBwd, OptionalOperandsAndDtypes) {
       add([&](BwdCase& c) { c.dweight.reset(); });
       add([&](BwdCase& c) { c.rstd_stride = 2; });
       add([&](BwdCase& c) { c.dx = f32; });
-      for (const auto& c : cases) run(c);
+      for (const auto& c : cases) run_bwd(c);
     }
 }
 
 // C01: the upstream gradient in every layout autograd hands over. (2·1024, 256) bf16 with
 // w = ones (fp32), eps = 1e-6, dy = ones expanded (both strides 0), then random dy that is
 // column-strided, row-strided (a slice of a wider buffer), transposed, in another dtype.
-TEST_P(RmsNormBwd, C01DoutLayouts) {
+TEST_F(RmsNormBwd, C01DoutLayouts) {
   uint64_t seed = 3000;
   for (const auto& [M, N] : {Shape{2048, 256}, Shape{257, 500}, Shape{3, 65536}, Shape{7, 127}})
     for (DType xt : kXTypes) {
@@ -234,11 +133,11 @@ TEST_P(RmsNormBwd, C01DoutLayouts) {
       else add([&](BwdCase& c) { c.dout = DType::kBFloat16; });
       // Misaligned base.
       add([&](BwdCase& c) { c.dout_l.offset = 1; });
-      for (const auto& c : cases) run(c);
+      for (const auto& c : cases) run_bwd(c);
     }
 }
 
-TEST_P(RmsNormBwd, OtherLayouts) {
+TEST_F(RmsNormBwd, OtherLayouts) {
   // x, dresidual_out, dx and dresidual as slices of wider buffers, strided or transposed.
   uint64_t seed = 4000;
   for (const auto& [M, N] : {Shape{64, 4096}, Shape{5, 128}, Shape{3, 65536}, Shape{7, 127}})
@@ -266,11 +165,11 @@ TEST_P(RmsNormBwd, OtherLayouts) {
       add([&](BwdCase& c) { c.dresidual = xt; c.dres_l.row_stride = 2 * N; c.dres_l.col_stride = 2; });
       add([&](BwdCase& c) { c.dresidual_out = xt; c.dres_out_l.offset = 1; });
       add([&](BwdCase& c) { c.x_l.offset = 1; });
-      for (const auto& c : cases) run(c);
+      for (const auto& c : cases) run_bwd(c);
     }
 }
 
-TEST_P(RmsNormBwd, InPlaceDxAliasesDout) {
+TEST_F(RmsNormBwd, InPlaceDxAliasesDout) {
   // dx = dout (same dtype and layout): the kernels read an element before they write it.
   uint64_t seed = 5000;
   for (const auto& [M, N] : {Shape{64, 4096}, Shape{5, 127}, Shape{2, 262144}})
@@ -281,16 +180,15 @@ TEST_P(RmsNormBwd, InPlaceDxAliasesDout) {
       c.x = xt;
       c.dx_aliases_dout = true;
       c.seed = ++seed;
-      run(c);
+      run_bwd(c);
     }
 }
 
-TEST_P(RmsNormBwd, DeterministicDweight) {
+TEST_F(RmsNormBwd, DeterministicDweight) {
   // dweight / dbias (and dx) have identical bits run to run: many rows, so many CTAs add
   // partial sums. Vector path, cluster path and general path.
   uint64_t seed = 6000;
-  for (const auto& [M, N] :
-       {Shape{4096, 256}, Shape{3001, 255}, Shape{64, 65536}, Shape{2048, 4096}})
+  for (const auto& [M, N] : {Shape{4096, 256}, Shape{3001, 255}, Shape{64, 65536}})
     for (DType xt : {DType::kBFloat16, DType::kFloat32}) {
       BwdCase c;
       c.M = M;
@@ -298,11 +196,11 @@ TEST_P(RmsNormBwd, DeterministicDweight) {
       c.x = xt;
       c.weight = xt;
       c.seed = ++seed;
-      run(c, /*runs=*/3);
+      run_bwd(c, /*runs=*/3);
     }
 }
 
-TEST_P(RmsNormBwd, EmptyBatchZeroFillsDweightDbias) {
+TEST_F(RmsNormBwd, EmptyBatchZeroFillsDweightDbias) {
   // C02: M = 0 -> dx empty, dweight = dbias = 0 exactly (they were NaN-poisoned), no error
   // now or at a later CUDA call. N = 2520 (the C02 shape; vector-path width in bf16), 4096,
   // 127 (general), 262144.
@@ -337,7 +235,7 @@ TEST_P(RmsNormBwd, EmptyBatchZeroFillsDweightDbias) {
       }
 }
 
-TEST_P(RmsNormBwd, WorkspaceChecks) {
+TEST_F(RmsNormBwd, WorkspaceChecks) {
   // Too small and misaligned workspaces throw InvalidArgument before any launch: dx keeps its
   // poison.
   const int64_t M = 64, N = 4096;
@@ -393,7 +291,7 @@ TEST_P(RmsNormBwd, WorkspaceChecks) {
   EXPECT_NO_THROW(rmsnorm_bwd(a, nullptr, 0, nullptr));
 }
 
-TEST_P(RmsNormBwd, PrenormChainFwdThenBwd) {
+TEST_F(RmsNormBwd, PrenormChainFwdThenBwd) {
   // The prenorm pattern end to end: forward with a residual writes residual_out (h) and rstd;
   // the backward takes x = residual_out, that rstd and the incoming d(residual_out), and
   // returns dx = dresidual. Reference computed from the downloaded h and rstd.
@@ -430,9 +328,6 @@ TEST_P(RmsNormBwd, PrenormChainFwdThenBwd) {
       b.dx = ddx.ref;
       b.dresidual = ddres.ref;
       b.dweight = ddw.ref;
-      if (simple() && N % (16 / dtype_size(xt)) == 0 && N * dtype_size(xt) <= 64 * 1024) {
-        EXPECT_GE(detail::rmsnorm_bwd_simple_config(b), 0);
-      }
       size_t wsb = 0;
       ASSERT_NO_THROW(wsb = rmsnorm_bwd_workspace_size(b));
       DeviceBuffer ws(wsb);

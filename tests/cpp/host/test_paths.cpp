@@ -186,131 +186,14 @@ TEST(RmsNormPath, ForwardPathSetting) {
   quack::detail::set_rmsnorm_fwd_path(before);
 }
 
-// ------------------------------------------------------------------ simple backward path
-
-quack::RmsNormBwdArgs simple_bwd_args(DType x, int64_t M, int64_t N, DType w, bool dbias = false) {
-  quack::RmsNormBwdArgs a;
-  a.x = TensorRef::matrix(fake(0), x, M, N);
-  a.weight = TensorRef::vector(fake(1), w, N);
-  a.dout = TensorRef::matrix(fake(2), x, M, N);
-  a.rstd = TensorRef::vector(fake(3), DType::kFloat32, M);
-  a.dx = TensorRef::matrix(fake(4), x, M, N);
-  a.dweight = TensorRef::vector(fake(5), DType::kFloat32, N);
-  if (dbias) a.dbias = TensorRef::vector(fake(6), DType::kFloat32, N);
-  return a;
-}
-
-TEST(RmsNormPath, SimpleBackwardTakesTrainingLayouts) {
-  const int64_t M = 8192;
-  for (const Case& c : kCases)
-    for (int wv = 0; wv < 3; ++wv)  // fp32 weight, x's dtype, none
-      for (bool prenorm : {false, true}) {
-        auto a = simple_bwd_args(c.x, M, c.N, wv == 1 ? c.x : DType::kFloat32);
-        if (wv == 2) {
-          a.weight = TensorRef();
-          a.dweight = TensorRef();
-        }
-        if (prenorm) {
-          a.dresidual_out = TensorRef::matrix(fake(7), c.x, M, c.N);
-          a.dresidual = TensorRef::matrix(fake(8), c.x, M, c.N);
-        }
-        const int64_t row_bytes = c.N * quack::dtype_size(c.x);
-        const int cfg = quack::detail::rmsnorm_bwd_simple_config(a);
-        const int want = quack::detail::simple_bwd_config(row_bytes);
-        EXPECT_EQ(cfg, want) << name(c) << " weight " << wv << " prenorm " << prenorm;
-        EXPECT_EQ(cfg >= 0, row_bytes <= 64 * 1024) << name(c);
-      }
-}
-
-TEST(RmsNormPath, SimpleBackwardFallsBackToStaged) {
-  const int64_t M = 64, N = 4096;
-  const DType bf = DType::kBFloat16, f32 = DType::kFloat32, f16 = DType::kFloat16;
-  auto expect_staged = [](const quack::RmsNormBwdArgs& a, const char* why) {
-    EXPECT_EQ(quack::detail::rmsnorm_bwd_simple_config(a), -1) << why;
-  };
-  const auto a = simple_bwd_args(bf, M, N, f32, /*dbias=*/true);
-  ASSERT_GE(quack::detail::rmsnorm_bwd_simple_config(a), 0);
-  {
-    auto b = a;
-    b.dout = TensorRef::matrix(fake(2), f32, M, N);
-    expect_staged(b, "dout fp32 with bf16 x");
-  }
-  {
-    auto b = a;
-    b.dx = TensorRef::matrix(fake(4), f32, M, N);
-    expect_staged(b, "dx fp32 with bf16 x");
-  }
-  {
-    auto b = a;
-    b.dresidual_out = TensorRef::matrix(fake(7), f32, M, N);
-    expect_staged(b, "dresidual_out fp32 with bf16 x");
-  }
-  {
-    auto b = a;
-    b.dresidual = TensorRef::matrix(fake(8), f32, M, N);
-    expect_staged(b, "dresidual fp32 with bf16 x");
-  }
-  expect_staged(simple_bwd_args(bf, M, N, f16), "weight fp16 with bf16 x");
-  expect_staged(simple_bwd_args(bf, M, N + 4, f32), "N not a multiple of 8");
-  {
-    auto b = a;
-    b.x = TensorRef::matrix(fake(0), bf, M, N, 0, /*row_stride=*/N + 4);
-    expect_staged(b, "rows 8-byte aligned");
-  }
-  {
-    auto b = a;
-    b.dout = TensorRef::matrix(static_cast<char*>(fake(2)) + 2, bf, M, N);
-    expect_staged(b, "misaligned dout");
-  }
-  {
-    auto b = a;
-    b.weight = TensorRef::vector(fake(1), f32, N, 0, /*stride=*/2);
-    expect_staged(b, "strided weight");
-  }
-  expect_staged(simple_bwd_args(bf, M, 65536, f32), "rows over 64 KB");
-  // bf16 rows of 64 KB: dweight alone fits shared memory (128 KB), dweight + dbias do not.
-  EXPECT_GE(quack::detail::rmsnorm_bwd_simple_config(simple_bwd_args(bf, M, 32768, f32)), 0);
-  expect_staged(simple_bwd_args(bf, M, 32768, f32, /*dbias=*/true), "column sums beyond 227 KB");
-}
-
-TEST(RmsNormPath, SimpleBackwardForcedConfigs) {
-  for (DType xt : {DType::kBFloat16, DType::kFloat32})
-    for (int cfg = 0; cfg < quack::detail::kSimpleBwdConfigCount; ++cfg) {
-      const auto& k = quack::detail::kSimpleBwdConfigs[cfg];
-      const int64_t vec = 16 / quack::dtype_size(xt);
-      const int64_t cap = k.capacity_bytes() / quack::dtype_size(xt);
-      auto a = simple_bwd_args(xt, 100, cap, DType::kFloat32);
-      EXPECT_EQ(quack::detail::rmsnorm_bwd_simple_config(a, cfg), cfg) << k.name;
-      a = simple_bwd_args(xt, 100, cap + vec, DType::kFloat32);
-      EXPECT_EQ(quack::detail::rmsnorm_bwd_simple_config(a, cfg), -1) << k.name;
-    }
-}
-
-TEST(RmsNormPath, BackwardPathSetting) {
-  using quack::detail::RmsNormBwdPath;
-  const RmsNormBwdPath before = quack::detail::rmsnorm_bwd_path();
-  quack::detail::set_rmsnorm_bwd_path(RmsNormBwdPath::kSimple);
-  EXPECT_EQ(quack::detail::rmsnorm_bwd_path(), RmsNormBwdPath::kSimple);
-  quack::detail::set_rmsnorm_bwd_path(RmsNormBwdPath::kStaged);
-  EXPECT_EQ(quack::detail::rmsnorm_bwd_path(), RmsNormBwdPath::kStaged);
-  quack::detail::set_rmsnorm_bwd_path(before);
-}
-
 TEST(RmsNormPath, LargeTestShapesTakeTheirPaths) {
-  // test_rmsnorm_large.cpp's forward passes: (8193, 262144) bf16 with a bf16 weight; the simple
-  // path runs a cluster instance there (512 KB rows: t512v4c16).
+  // test_rmsnorm_large.cpp's forward passes: (8193, 262144) bf16 with a bf16 weight.
   const int64_t M = 8193, N = 262144;
   auto a = simple_args(DType::kBFloat16, M, N, DType::kBFloat16);
   EXPECT_TRUE(quack::detail::rmsnorm_fwd_vector_path(a));
-  const int cfg = quack::detail::rmsnorm_fwd_simple_config(a);
-  ASSERT_GE(cfg, 0);
-  EXPECT_GT(quack::detail::kSimpleFwdConfigs[cfg].cluster, 1);
+  EXPECT_GE(quack::detail::rmsnorm_fwd_simple_config(a), 0);
   a.weight = TensorRef::vector(fake(1), DType::kBFloat16, N, 0, 2);
   EXPECT_FALSE(quack::detail::rmsnorm_fwd_vector_path(a));
-  // Large64BitOffsetsSimpleBwd: (131073, 16384) bf16, bf16 weight, dweight and dbias.
-  EXPECT_GE(quack::detail::rmsnorm_bwd_simple_config(
-                simple_bwd_args(DType::kBFloat16, 131073, 16384, DType::kBFloat16, true)),
-            0);
 }
 
 }  // namespace
