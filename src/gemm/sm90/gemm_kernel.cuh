@@ -21,7 +21,7 @@
 // Tile order: persistent; cluster c walks work indices c, c + clusters, ... of TileScheduler
 //   (src/gemm/tile_scheduler.h, grouped rasterisation), or with a tile counter takes them from
 //   an atomic counter, published by CTA 0's producer (work_queue.cuh); CTA rank r of the cluster
-//   takes m tile 2·m_cluster + r. The producer walks the whole sequence; cooperative consumers
+//   takes m tile 2·m + r (2x1) or n tile 2·n + r (1x2). The producer walks the whole sequence; cooperative consumers
 //   too, pingpong consumer i the indices of parity i (and skips the other's stages).
 // Shared memory: A (BM,BK,Stages) and B (BN,BK,Stages) with 128-byte swizzle: GMMA K-major
 //   atoms (8 x 64) for a K-major operand, MN-major atoms (64 x 8, repeated along K first, so one
