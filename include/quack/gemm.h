@@ -8,7 +8,7 @@
 // Tile configurations: 128x256x64 cooperative with 2x1 clusters (every dtype and layout) and,
 // for bf16 -> bf16 with a row-major a, 128x128x64 pingpong with 2x1 clusters (large problems),
 // 128x64x64 cooperative without a cluster (small M·N) and 128x64x64 with a 1x2 cluster (A
-// multicast; forced only, until measured). Which one runs: GemmArgs::tuned (timed once per
+// multicast; forced only: measured slower than 128x64 without a cluster, docs/performance.md g4). Which one runs: GemmArgs::tuned (timed once per
 // shape class, cached), else the environment variable QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x2
 // (forces one where it exists), else the shape rule of src/gemm/gemm.cpp (choose_tile: 128x64
 // when 128x256 tiles would leave more than a quarter of the SMs idle, 128x128 pingpong with ≥ 4
@@ -115,8 +115,8 @@ struct GemmArgs {
   /// launch leaves it at 0 again (the increments wrap at the tile count), so it needs no reset
   /// between calls or graph replays; it must not be shared by launches that may run at the
   /// same time (keep one per stream). 4-byte aligned; not checked beyond alignment. The
-  /// cluster-less 128x64 configuration ignores it (static schedule). GPU-validated with the
-  /// 2x1-cluster configurations (session 3); the 1x2 one not yet.
+  /// cluster-less 128x64 configuration ignores it (static schedule). Its cases passed on an H200
+  /// with the 2x1-cluster configurations (session 3); the 1x2 one and the fixed test not yet.
   uint32_t* tile_counter = nullptr;
 };
 

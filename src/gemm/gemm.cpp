@@ -236,8 +236,8 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
 // Measured on the H200 (071ea04, docs/performance.md g3): pingpong 0.999–1.016x cuBLAS at
 // 8192³ and the four LLM shapes (128x256: 0.962–0.995), 0.749 at 2048³ (128x256: 0.783).
 // QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x2 forces a tile where its instance exists (auto or
-// unset: this rule). 64x2 (128x64 with a 1x2 cluster, A multicast) is not in the rule yet:
-// unmeasured (session 3).
+// unset: this rule). 64x2 (128x64 with a 1x2 cluster, A multicast) is not in the rule: it
+// measured slower than 64 at M = 128 and 256 (docs/performance.md g4).
 // Instances that compute the same problem as base (same dtypes and majors), any tile.
 bool same_problem(const Instance& i, const Instance& base) {
   return i.ab == base.ab && i.d == base.d && i.c_f32 == base.c_f32 && i.a == base.a && i.b == base.b;
