@@ -89,6 +89,21 @@ struct TensorRef {
     r.device = dev;
     return r;
   }
+  /// A batch of `batches` (rows, cols) matrices at p on CUDA device dev, shape (batches, rows,
+  /// cols), with element strides batch_stride, row_stride and col_stride (e.g. a batched GEMM
+  /// operand: row-major is (rows·ld, ld, 1), column-major (cols·ld, 1, ld)). Builds the view only.
+  static TensorRef batched(const void* p, DType t, int64_t batches, int64_t rows, int64_t cols, int dev,
+                           int64_t batch_stride, int64_t row_stride, int64_t col_stride) {
+    TensorRef r = matrix(p, t, rows, cols, dev, row_stride, col_stride);
+    r.ndim = 3;
+    r.shape[0] = batches;
+    r.shape[1] = rows;
+    r.shape[2] = cols;
+    r.stride[0] = batch_stride;
+    r.stride[1] = row_stride;
+    r.stride[2] = col_stride;
+    return r;
+  }
 };
 
 /// "(4096, 512) bfloat16" (or "absent"), as the error messages print tensors. Never throws but

@@ -72,42 +72,26 @@ Mat make_mat(DType t, int64_t L, int64_t R, int64_t C, char orient, int64_t pad)
   lay.row_stride = ld;
   m.mem = alloc_tensor(t, L * outer, inner, lay);  // NaN
   void* p = m.mem.ref.data;
-  if (L == 1) {
-    m.arg = m.col ? TensorRef::matrix(p, t, R, C, 0, 1, ld) : TensorRef::matrix(p, t, R, C, 0, ld, 1);
-  } else {
-    TensorRef r;
-    r.data = p;
-    r.dtype = t;
-    r.ndim = 3;
-    r.shape[0] = L;
-    r.shape[1] = R;
-    r.shape[2] = C;
-    r.stride[0] = outer * ld;
-    r.stride[1] = m.col ? 1 : ld;
-    r.stride[2] = m.col ? ld : 1;
-    m.arg = r;
-  }
+  const int64_t sr = m.col ? 1 : ld, sc = m.col ? ld : 1;
+  m.arg = L == 1 ? TensorRef::matrix(p, t, R, C, 0, sr, sc) : TensorRef::batched(p, t, L, R, C, 0, outer * ld, sr, sc);
   return m;
 }
 
-// Logical values [l][r][c] <-> the memory buffer's dense row-major order.
-std::vector<double> to_memory(const Mat& m, const std::vector<double>& v) {
+// Logical values [l][r][c] <-> the memory buffer's dense row-major order (for a column-major
+// matrix, per batch the transpose).
+std::vector<double> convert(const Mat& m, const std::vector<double>& v, bool to_mem) {
   if (!m.col) return v;
   std::vector<double> out(v.size());
   for (int64_t l = 0; l < m.L; ++l)
     for (int64_t r = 0; r < m.R; ++r)
-      for (int64_t c = 0; c < m.C; ++c) out[size_t((l * m.C + c) * m.R + r)] = v[size_t((l * m.R + r) * m.C + c)];
+      for (int64_t c = 0; c < m.C; ++c) {
+        const size_t logical = size_t((l * m.R + r) * m.C + c), memory = size_t((l * m.C + c) * m.R + r);
+        out[to_mem ? memory : logical] = v[to_mem ? logical : memory];
+      }
   return out;
 }
-
-std::vector<double> from_memory(const Mat& m, const std::vector<double>& v) {
-  if (!m.col) return v;
-  std::vector<double> out(v.size());
-  for (int64_t l = 0; l < m.L; ++l)
-    for (int64_t r = 0; r < m.R; ++r)
-      for (int64_t c = 0; c < m.C; ++c) out[size_t((l * m.R + r) * m.C + c)] = v[size_t((l * m.C + c) * m.R + r)];
-  return out;
-}
+std::vector<double> to_memory(const Mat& m, const std::vector<double>& v) { return convert(m, v, true); }
+std::vector<double> from_memory(const Mat& m, const std::vector<double>& v) { return convert(m, v, false); }
 
 void run_case(const GemmCase& c) {
   Rng rng(c.seed);

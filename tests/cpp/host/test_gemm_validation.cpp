@@ -38,20 +38,6 @@ GemmArgs args2d() {
   return g;
 }
 
-TensorRef make3(void* p, DType t, int64_t L, int64_t r, int64_t c, int64_t sb, int64_t sr, int64_t sc) {
-  TensorRef x;
-  x.data = p;
-  x.dtype = t;
-  x.ndim = 3;
-  x.shape[0] = L;
-  x.shape[1] = r;
-  x.shape[2] = c;
-  x.stride[0] = sb;
-  x.stride[1] = sr;
-  x.stride[2] = sc;
-  return x;
-}
-
 // (rows, cols) matrices of either orientation, contiguous (leading stride = the contiguous extent).
 TensorRef row_major(void* p, DType t, int64_t r, int64_t c) { return TensorRef::matrix(p, t, r, c); }
 TensorRef col_major(void* p, DType t, int64_t r, int64_t c) { return TensorRef::matrix(p, t, r, c, 0, 1, r); }
@@ -80,13 +66,13 @@ TensorRef col_major3(void* p, DType t, int64_t L, int64_t r, int64_t c);
 
 GemmArgs args3d(int64_t L = 4) {
   GemmArgs g;
-  g.a = make3(fake(1), DType::kBFloat16, L, M, K, M * K, K, 1);
-  g.b = make3(fake(2), DType::kBFloat16, L, K, N, N * K, 1, K);
-  g.d = make3(fake(3), DType::kBFloat16, L, M, N, M * N, N, 1);
+  g.a = TensorRef::batched(fake(1), DType::kBFloat16, L, M, K, 0, M * K, K, 1);
+  g.b = TensorRef::batched(fake(2), DType::kBFloat16, L, K, N, 0, N * K, 1, K);
+  g.d = TensorRef::batched(fake(3), DType::kBFloat16, L, M, N, 0, M * N, N, 1);
   return g;
 }
 
-TensorRef col_major3(void* p, DType t, int64_t L, int64_t r, int64_t c) { return make3(p, t, L, r, c, r * c, 1, r); }
+TensorRef col_major3(void* p, DType t, int64_t L, int64_t r, int64_t c) { return TensorRef::batched(p, t, L, r, c, 0, r * c, 1, r); }
 
 void expect_error(const GemmArgs& g, const std::string& part) {
   try {
@@ -152,13 +138,13 @@ TEST(GemmValidation, LayoutsAccepted) {
   const int64_t L = 3;
   GemmArgs g;
   g.a = col_major3(fake(1), DType::kBFloat16, L, M, K);
-  g.b = make3(fake(2), DType::kBFloat16, L, K, N, K * N, N, 1);  // row-major
+  g.b = TensorRef::batched(fake(2), DType::kBFloat16, L, K, N, 0, K * N, N, 1);  // row-major
   g.d = col_major3(fake(3), DType::kBFloat16, L, M, N);
   expect_valid(g);  // (column, row, column)
   g.c = g.d;
   g.beta = 1.f;
   expect_valid(g);
-  g.d = make3(fake(3), DType::kBFloat16, L, M, N, M * N, N, 1);
+  g.d = TensorRef::batched(fake(3), DType::kBFloat16, L, M, N, 0, M * N, N, 1);
   g.c = TensorRef();
   g.beta = 0.f;
   expect_valid(g);  // (column, row, row)
