@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -200,7 +201,7 @@ std::string user_layouts(GemmMajor ka, GemmMajor kb, bool swap) {
 }
 
 // Every dtype and layout has the 128x256 instance; the others are alternatives to it.
-bool is_default(const Instance& i) { return std::string(i.tile) == "256"; }
+bool is_default(const Instance& i) { return std::strcmp(i.tile, "256") == 0; }
 
 // Whether instance i computes p's dtypes (C's dtype counts only when C is read).
 bool dtypes_match(const Instance& i, const GemmProblem& p) {
@@ -252,15 +253,15 @@ std::vector<detail::GemmCandidate> candidates(const Instance& base) {
 }
 
 // The instance of base's dtypes and majors with tile configuration `tile` (Instance::tile), or null.
-const Instance* with_tile(const Instance& base, const std::string& tile) {
+const Instance* with_tile(const Instance& base, const char* tile) {
   for (const Instance& i : kInstances)
-    if (tile == i.tile && same_problem(i, base)) return &i;
+    if (std::strcmp(tile, i.tile) == 0 && same_problem(i, base)) return &i;
   return nullptr;
 }
 
 Launcher choose_tile(const Instance& base, const GemmProblem& p) {
   const char* e = std::getenv("QUACK_GEMM_TILE_N");
-  if (e && *e && std::string(e) != "auto") {
+  if (e && *e && std::strcmp(e, "auto") != 0) {
     const Instance* i = with_tile(base, e);
     return i ? i->run : base.run;
   }
