@@ -100,7 +100,7 @@ constexpr const char* kGemmDoc =
     "  D[l] = alpha * (A[l] @ B[l]) + beta * C[l]   for each batch l < L\n"
     "fp32 accumulation (WGMMA), one rounding to d's dtype; with beta = 0 or c None, c is never\n"
     "read (NaN in c does not reach d). a: (M, K) or (L, M, K) bf16/fp16; b: (K, N) or (L, K, N),\n"
-    "a's dtype; c, d: (M, N) or (L, M, N), d in a's dtype or fp32, c in d's dtype; all 2-D or all\n"
+    "a's dtype; c, d: (M, N) or (L, M, N), d in a's dtype or fp32, c in d's dtype (or fp32 into a bf16 d); all 2-D or all\n"
     "3-D. Layouts, alignment (TMA: 16-byte base, leading and batch strides multiples of 16\n"
     "bytes) and what is not yet supported: see quack/gemm.h, which decides (can_implement).\n"
     "c may be d itself (same pointer, dtype and strides: in place). Method: QuACK 0.2.0's\n"

@@ -7,12 +7,12 @@
 //
 // Tile configurations: 128x256x64 cooperative with 2x1 clusters (every dtype and layout) and,
 // for bf16 -> bf16 with a row-major a, 128x128x64 pingpong with 2x1 clusters (large problems),
-// 128x64x64 cooperative without a cluster (small M·N) and 128x64x64 with a 1x2 cluster (A
-// multicast; forced only: measured slower than 128x64 without a cluster, docs/performance.md g4). Which one runs: GemmArgs::tuned (timed once per
-// shape class, cached), else the environment variable QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x2
-// (forces one where it exists), else the shape rule of src/gemm/gemm.cpp (choose_tile: 128x64
-// when 128x256 tiles would leave more than a quarter of the SMs idle, 128x128 pingpong with ≥ 4
-// of its tiles per SM, else 128x256). Scheduling: static persistent, or dynamic (an atomic tile
+// 128x64x64 cooperative without a cluster and 64x128x64 (one consumer warpgroup) with a 2x1
+// cluster (small M·N). Which one runs: GemmArgs::tuned (timed once per shape class, cached),
+// else the environment variable QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x128 (forces one where
+// it exists), else the shape rule of src/gemm/gemm.cpp (choose_tile: 64x128 or 128x64 when
+// 128x256 tiles would leave more than a quarter of the SMs idle, 128x128 pingpong with ≥ 4 of
+// its tiles per SM, else 128x256). Scheduling: static persistent, or dynamic (an atomic tile
 // counter) with GemmArgs::tile_counter.
 // Hardware: sm_90a (H100/H200) only; on another GPU the launch fails with CudaError.
 //
@@ -80,10 +80,9 @@ namespace quack {
 /// Not yet supported (InvalidArgument "... not yet supported"): the two layout combinations
 /// marked "not yet" above for bf16 → fp32 and fp16 → fp16, and fp16 → fp32 in any layout but those marked yes; a c whose layout differs
 /// from d's (when c is read); a tensor with no dimension of stride 1; a batch stride of 0
-/// (broadcast) with L > 1; fp32 or other input dtypes; c of another dtype than d (experimental,
-/// not yet GPU-validated: an fp32 c with bf16 a, b and d when the environment variable
-/// QUACK_GEMM_EXPERIMENTAL_CF32=1, for (a, b, d) = (row, column, row), (row, row, row), (row,
-/// column, column), (column, column, column), c like d); a per-row/column
+/// (broadcast) with L > 1; fp32 or other input dtypes; c of another dtype than d, except an
+/// fp32 c with bf16 a, b and d (supported for (a, b, d) = (row, column, row), (row, row, row),
+/// (row, column, column), (column, column, column), c like d); a per-row/column
 /// alpha or bias; activations.
 struct GemmArgs {
   TensorRef a;

@@ -359,9 +359,8 @@ def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: Union[float, Tensor] = 1.0,
 
     Args:
         A, B, out_dtype, alpha, tuned: as ``gemm``.
-        C: (M, N) or (L, M, N), CUDA, in out_dtype (float32 with bfloat16 A, B and D — an fp32
-            residual added into a bf16 result — only with the experimental
-            QUACK_GEMM_EXPERIMENTAL_CF32=1); row- or column-major with a 16-byte-multiple
+        C: (M, N) or (L, M, N), CUDA, in out_dtype (or float32 with bfloat16 A, B and D: an fp32
+            residual added into a bf16 result, rounded once); row- or column-major with a 16-byte-multiple
             leading stride.
         beta: Python float, or a device scalar as ``gemm``'s alpha (a device beta of 0 reads no
             C; with a tensor beta, D takes C's layout).

@@ -155,9 +155,9 @@ struct Instance {
   DType ab, d;         // A/B dtype, C/D dtype
   GemmMajor a, b;      // operand majors in the kernel's terms (gemm_problem.h)
   Launcher run;
-  // The tile configuration (tile M is 128), also QUACK_GEMM_TILE_N's value that forces it:
-  // "256" cooperative 128x256, 2x1 cluster; "128" pingpong 128x128, 2x1 cluster; "64"
-  // cooperative 128x64, no cluster; "64x2" cooperative 128x64, 1x2 cluster (A multicast).
+  // The tile configuration, also QUACK_GEMM_TILE_N's value that forces it: "256" cooperative
+  // 128x256, 2x1 cluster; "128" pingpong 128x128, 2x1 cluster; "64" cooperative 128x64, no
+  // cluster; "64x128" cooperative 64x128 (one consumer warpgroup), 2x1 cluster (B multicast).
   const char* tile = "256";
   const char* name = "128x256";  // the kernel name's tile part (autotune candidates)
   bool c_f32 = false;  // C is float32 while D is 16-bit (else C has D's dtype)
@@ -181,8 +181,8 @@ constexpr Instance kInstances[] = {
     {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x128pp_bf16_bf16_km, "128", "128x128pp"},
     {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x64c1_bf16_bf16_kk, "64", "128x64c1"},
     {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x64c1_bf16_bf16_km, "64", "128x64c1"},
-    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x64c1x2_bf16_bf16_kk, "64x2", "128x64c1x2"},
-    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x64c1x2_bf16_bf16_km, "64x2", "128x64c1x2"},
+    {kBf16, kBf16, kK, kK, detail::gemm_sm90_64x128_bf16_bf16_kk, "64x128", "64x128"},
+    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_64x128_bf16_bf16_km, "64x128", "64x128"},
     {kBf16, kF32, kK, kK, detail::gemm_sm90_128x256_bf16_f32_kk},
     {kBf16, kF32, kK, kMN, detail::gemm_sm90_128x256_bf16_f32_km},
     {kBf16, kF32, kMN, kMN, detail::gemm_sm90_128x256_bf16_f32_mm},
@@ -227,18 +227,20 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
 }
 
 // Tile choice (at launch; can_implement makes no CUDA call), among the instances of the same
-// dtypes and majors (128x256 cooperative for every one; 128x128 pingpong and 128x64 without a
-// cluster for bf16 -> bf16 with a row-major a):
-// - 128x64 when 128x256 tiles would keep fewer than 3/4 of the SMs busy (M = 128, N = 8192: 32
-//   busy CTAs with 128x256, 128 with 128x64);
+// dtypes and majors (128x256 cooperative for every one; 128x128 pingpong, 128x64 without a
+// cluster and 64x128 with a 2x1 cluster for bf16 -> bf16 with a row-major a):
+// - when 128x256 tiles would keep fewer than 3/4 of the SMs busy (M = 128, N = 8192: 32 busy
+//   CTAs with 128x256, 128 with 128x64): 64x128 if it keeps as many CTAs busy as 128x64 (its
+//   cluster pairs read each B tile once: M = 128 moves 2/3 of 128x64's bytes into the SMs),
+//   else 128x64;
 // - else 128x128 pingpong when there are ≥ 4 tiles of 128x128 per SM (each warpgroup gets ≥ 2
 //   tiles, so one's epilogue hides under the other's mainloop);
 // - else 128x256.
 // Measured on the H200 (071ea04, docs/performance.md g3): pingpong 0.999–1.016x cuBLAS at
 // 8192³ and the four LLM shapes (128x256: 0.962–0.995), 0.749 at 2048³ (128x256: 0.783).
-// QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x2 forces a tile where its instance exists (auto or
-// unset: this rule). 64x2 (128x64 with a 1x2 cluster, A multicast) is not in the rule: it
-// measured slower than 64 at M = 128 and 256 (docs/performance.md g4).
+// QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x128 forces a tile where its instance exists (auto or
+// unset: this rule). (128x64 with a 1x2 cluster, A multicast, measured slower than 128x64
+// without one at M = 128 and 256, docs/performance.md g4, and was removed.)
 // Instances that compute the same problem as base (same dtypes and majors), any tile.
 bool same_problem(const Instance& i, const Instance& base) {
   return i.ab == base.ab && i.d == base.d && i.c_f32 == base.c_f32 && i.a == base.a && i.b == base.b;
@@ -268,7 +270,11 @@ Launcher choose_tile(const Instance& base, const GemmProblem& p) {
   const int64_t sms = detail::sm_count(p.device), mt = (p.m + 127) / 128;
   const int64_t busy256 = mt * ((p.n + 255) / 256) * p.l, ctas64 = mt * ((p.n + 63) / 64) * p.l;
   const Instance* i64 = with_tile(base, "64");
-  if (i64 && 4 * busy256 < 3 * sms && ctas64 > busy256) return i64->run;
+  if (i64 && 4 * busy256 < 3 * sms && ctas64 > busy256) {
+    const Instance* i64m = with_tile(base, "64x128");
+    const int64_t busy64m = (p.m + 63) / 64 * ((p.n + 127) / 128) * p.l;
+    return i64m && busy64m >= ctas64 ? i64m->run : i64->run;
+  }
   const Instance* i128 = with_tile(base, "128");
   if (i128 && mt * ((p.n + 127) / 128) * p.l >= 4 * sms) return i128->run;
   return base.run;
@@ -298,12 +304,9 @@ Plan plan_gemm(const GemmArgs& g) {
     chk.fail(std::string("b has dtype ") + dtype_name(g.b.dtype) + ", expected " + dtype_name(g.a.dtype) +
              " (a's dtype; mixed input dtypes are not supported)");
   chk.dtype_in(g.d, "d", {g.a.dtype, DType::kFloat32});
-  // C: d's dtype. The _cf32 instances (float32 c added into a bf16 d of bf16 inputs) are built
-  // and tested but have not passed their GPU tests yet (session 3: the device call that ran
-  // them had lost its context first): opt in with QUACK_GEMM_EXPERIMENTAL_CF32=1.
-  const char* cf32_env = std::getenv("QUACK_GEMM_EXPERIMENTAL_CF32");
-  const bool c_f32_ok = cf32_env && std::string(cf32_env) == "1" && g.a.dtype == DType::kBFloat16 &&
-                        g.d.dtype == DType::kBFloat16;
+  // C: d's dtype, or float32 added into a bf16 d of bf16 inputs (the _cf32 instances; GPU
+  // tests passed on the H200 at 4c9df5f).
+  const bool c_f32_ok = g.a.dtype == DType::kBFloat16 && g.d.dtype == DType::kBFloat16;
   if (g.c.present() && g.c.dtype != g.d.dtype && !(c_f32_ok && g.c.dtype == DType::kFloat32))
     chk.fail(std::string("c has dtype ") + dtype_name(g.c.dtype) + ", expected " + dtype_name(g.d.dtype) +
              " (d's dtype; c of another dtype is not yet supported)");

@@ -211,10 +211,8 @@ def test_gemm_add_alpha_beta(alpha, beta, c_dtype, c_major):
 
 @pytest.mark.parametrize("alpha,beta", [(1.0, 1.0), (0.5, -1.5)])
 @pytest.mark.parametrize("c_major", ["row", pytest.param("col", marks=all_majors)])
-def test_gemm_add_fp32_c_into_bf16_d(alpha, beta, c_major, monkeypatch):
-    """C in float32 (e.g. a residual stream kept in fp32) added into a bf16 D: one rounding.
-    Experimental in the C++ (QUACK_GEMM_EXPERIMENTAL_CF32=1) until its GPU tests have passed."""
-    monkeypatch.setenv("QUACK_GEMM_EXPERIMENTAL_CF32", "1")
+def test_gemm_add_fp32_c_into_bf16_d(alpha, beta, c_major):
+    """C in float32 (e.g. a residual stream kept in fp32) added into a bf16 D: one rounding."""
     M, N, K = 257, 264, 136
     A, B = mat(M, K), mat(K, N, "col")
     C = mat(M, N, c_major, dtype=f32)

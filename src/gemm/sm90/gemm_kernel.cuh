@@ -14,7 +14,8 @@
 //   40 registers (setmaxnreg). WG1 and WG2 are the consumers (232 registers each), in one of two
 //   modes (Config::kPingpong):
 //   - cooperative: they split the BM x BN tile along M (64 rows each, one 64xBNx16 WGMMA atom per
-//     warpgroup) and run its epilogue together (256 threads);
+//     warpgroup) and run its epilogue together (256 threads); a BM = 64 tile has one consumer
+//     warpgroup (256 threads in all, no register rebalancing);
 //   - pingpong: each owns whole tiles (the atom twice along M), alternating; an ordered barrier
 //     gives the tensor cores to one warpgroup's mainloop at a time, so one warpgroup's epilogue
 //     runs under the other's MMAs; each has its own epilogue buffers (128 threads).
@@ -26,11 +27,12 @@
 // Shared memory: A (BM,BK,Stages) and B (BN,BK,Stages) with 128-byte swizzle: GMMA K-major
 //   atoms (8 x 64) for a K-major operand, MN-major atoms (64 x 8, repeated along K first, so one
 //   TMA box is 64 (M or N) x 64 (K)) for an MN-major one, as CUTLASS's sm90 builder (OperandSmem);
-//   per epilogue group, C (EpiM,EpiN) and D (EpiM,EpiN,EpiStagesD) subtiles, swizzled to their
+//   per epilogue group, D (EpiM,EpiN,EpiStagesD) subtiles and, unless C has D's width and is
+//   loaded into the D buffer it becomes (kReuseSmemC), a C (EpiM,EpiN) subtile, swizzled to their
 //   row width; the pipeline barriers, the pingpong order barrier and one mbarrier per group for
 //   C. All dynamic; ≤ 227 KB. Same bytes for every major.
 // Epilogue, per (EpiM x EpiN) subtile: [C: TMA → smem → registers (LDSM)] → functor on fp32 →
-//   registers → smem (STSM) → one thread issues the TMA store (2 D buffers in flight).
+//   registers → smem (STSM) → one thread issues the TMA store (EpiStagesD buffers in flight).
 // Tails: TMA zero-fills out-of-bounds loads (zeros add nothing to the sum) and clips stores
 //   along M; along N a TMA store clips exactly only when rows of D are 16-byte multiples, so
 //   otherwise the subtile crossing column N is stored with predicated plain stores
@@ -73,7 +75,9 @@ struct OperandSmem {
 
 /// One tile configuration: 128 x BN x 64, 2 consumer warpgroups, a ClusterM x 1 cluster.
 /// Cooperative (Pingpong = false): both warpgroups split one 128 x BN tile along M (64 rows each)
-/// and run its epilogue together. Pingpong (true): each warpgroup owns whole 128 x BN tiles
+/// and run its epilogue together; with BM = 64 one consumer warpgroup owns the 64 x BN tile
+/// (small M: with a 2x1 cluster the two CTAs of M = 128 share B's tile by multicast, as
+/// cuBLAS's nvjet 64x128 kernel does at M = 128). Pingpong (true): each warpgroup owns whole 128 x BN tiles
 /// (tiles alternate between them); their mainloops take turns on the tensor cores (an ordered
 /// barrier) so one warpgroup's epilogue runs under the other's MMAs (CUTLASS
 /// KernelTmaWarpSpecializedPingpong; QuACK's pingpong=True). Each then has its own epilogue
@@ -84,24 +88,35 @@ struct OperandSmem {
 /// BN: 256 (the default, large problems) or 128 / 64 (more tiles for small M·N); ClusterM: 2
 /// (B multicast to both CTAs) or 1 (no multicast: every CTA busy when there is one M tile).
 /// ElementC_: C's type when it differs from D's (e.g. an fp32 C added into a bf16 D); void: D's.
+/// BM_: 128, or 64 (cooperative only: one consumer warpgroup).
 template <class ElementAB_, class ElementD_, GMMA::Major MajorA_ = GMMA::Major::K,
           GMMA::Major MajorB_ = GMMA::Major::K, int BN_ = 256, int ClusterM_ = 2, bool Pingpong_ = false,
-          int ClusterN_ = 1, class ElementC_ = void>
+          int ClusterN_ = 1, class ElementC_ = void, int BM_ = 128>
 struct GemmConfig {
   using ElementAB = ElementAB_;
   using ElementD = ElementD_;
   using ElementC = conditional_t<is_void_v<ElementC_>, ElementD_, ElementC_>;
   static constexpr GMMA::Major kMajorA = MajorA_, kMajorB = MajorB_;
-  static constexpr int BM = 128, BN = BN_, BK = 64;
+  static constexpr int BM = BM_, BN = BN_, BK = 64;
   static constexpr bool kPingpong = Pingpong_;
   static_assert(!kPingpong || BN <= 128, "pingpong: a 128 x BN fp32 accumulator per warpgroup (BN ≤ 128)");
-  // Epilogue groups: the threads that run one tile's epilogue (both warpgroups, or each one).
+  static_assert(BM == 128 || (BM == 64 && !kPingpong), "BM: 128, or 64 with one cooperative warpgroup");
+  // Consumer warpgroups: 2 (cooperative 128 rows, or pingpong), 1 (cooperative 64 rows).
+  static constexpr int kConsumerWGs = kPingpong ? 2 : BM / 64;
+  // Epilogue groups: the threads that run one tile's epilogue (all consumers, or each warpgroup).
   static constexpr int kEpiGroups = kPingpong ? 2 : 1;
-  static constexpr int kEpiThreads = kPingpong ? 128 : 256;
+  static constexpr int kEpiThreads = kPingpong ? 128 : 128 * kConsumerWGs;
   // Epilogue subtile (EpiM, EpiN): EpiM = the tiled MMA's M extent (rows one MMA step covers).
-  static constexpr int EpiM = kPingpong ? 64 : 128, EpiN = 32;
-  // D buffers in flight per group; pingpong's narrower tiles leave room for more.
-  static constexpr int EpiStagesD = kPingpong ? 4 : 2;
+  // Pingpong: 64 x 64 (8 KB of 16-bit D; half the barriers of 64 x 32 per tile).
+  static constexpr int EpiM = kPingpong ? 64 : BM, EpiN = EpiM == 64 ? 64 : 32;
+  // C is loaded into the D buffer it is about to become (CUTLASS's ReuseSmemC) when both have
+  // the same width; the saved C buffer pays for more D buffers in flight. The stores' smem
+  // reads complete about a microsecond after issue on the H200 under a full write load (ncu,
+  // 8192x8192x128 at 4c9df5f: 16 KB of stores in flight per SM gave 1.6 TB/s of D; cuBLAS's
+  // same 128x256 tile 2.5 TB/s), so the bytes in flight per SM set the epilogue's speed.
+  static constexpr bool kReuseSmemC = sizeof(ElementC) == sizeof(ElementD);
+  static constexpr int EpiStagesD = kReuseSmemC ? 4 : 2;  // D buffers in flight per group
+  static constexpr int kStagesC = kReuseSmemC ? EpiStagesD : 1;  // C buffers (aliasing D's when reused)
   // Cluster of kClusterM x kClusterN tiles (launched as a 1-D cluster of kClusterSize CTAs):
   // 2x1 multicasts B to the two CTAs of a tile column pair (same n tile), 1x2 multicasts A to
   // the two CTAs of a tile row pair (same m tile: the small-M shapes, where A is re-read by
@@ -110,8 +125,10 @@ struct GemmConfig {
   static constexpr int kClusterSize = kClusterM * kClusterN;
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN: one 64xBNx16 WGMMA atom per warpgroup");
   static_assert(kClusterSize == 1 || kClusterSize == 2, "clusters 1x1, 2x1 and 1x2");
-  static constexpr int kThreads = 384;
-  static constexpr int kConsumerThreads = 256;
+  static constexpr int kThreads = 128 * (1 + kConsumerWGs);
+  static constexpr int kConsumerThreads = 128 * kConsumerWGs;
+  // setmaxnreg with 3 warpgroups (168 registers each at launch); with 2, each thread may hold 255.
+  static constexpr bool kRegRebalance = kConsumerWGs == 2;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kMaxSmem = 232448;  // 227 KB, sm_90 opt-in maximum per CTA
   static constexpr int kGroup = 8;         // raster band width of the tile scheduler (tiles)
@@ -127,15 +144,15 @@ struct GemmConfig {
   // warpgroup, the atom repeated twice along M (MMA_M = 2).
   using MmaAtom = decltype(GMMA::ss_op_selector<ElementAB, ElementAB, float, Shape<_64, Int<BN>, Int<BK>>,
                                                 kMajorA, kMajorB>());
-  using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kPingpong ? 1 : 2>, _1, _1>>{}));
+  using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kPingpong ? 1 : kConsumerWGs>, _1, _1>>{}));
 
   // Epilogue smem: a D row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
   // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom).
   static constexpr bool kD16 = sizeof(ElementD) == 2, kC16 = sizeof(ElementC) == 2;
-  using SmemAtomD = conditional_t<kD16, GMMA::Layout_K_SW64_Atom<ElementD>, GMMA::Layout_K_SW128_Atom<ElementD>>;
-  using SmemAtomC = conditional_t<kC16, GMMA::Layout_K_SW64_Atom<ElementC>, GMMA::Layout_K_SW128_Atom<ElementC>>;
-  using SmemLayoutC = decltype(tile_to_shape(SmemAtomC{}, EpiTile{}));                                     // (EpiM,EpiN)
-  using SmemLayoutD = decltype(tile_to_shape(SmemAtomD{}, Shape<Int<EpiM>, Int<EpiN>, Int<EpiStagesD>>{}));  // (EpiM,EpiN,PIPE_D)
+  template <class T>
+  using SmemAtomEpi = conditional_t<EpiN * sizeof(T) == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>;
+  using SmemLayoutC = decltype(tile_to_shape(SmemAtomEpi<ElementC>{}, Shape<Int<EpiM>, Int<EpiN>, Int<kStagesC>>{}));   // (EpiM,EpiN,PIPE_C)
+  using SmemLayoutD = decltype(tile_to_shape(SmemAtomEpi<ElementD>{}, Shape<Int<EpiM>, Int<EpiN>, Int<EpiStagesD>>{}));  // (EpiM,EpiN,PIPE_D)
   // Register <-> smem copies of the epilogue (CUTLASS sm90 builder choices for N-major C/D).
   using CopyAtomC = Copy_Atom<SM90_U32x4_STSM_N, cutlass::half_t>;  // accumulator partition only
   using CopyOpR2S = conditional_t<kD16, SM90_U32x4_STSM_N, AutoVectorizingCopyWithAssumedAlignment<128>>;
@@ -146,7 +163,7 @@ struct GemmConfig {
   // (4 for 16-bit D, 3 for fp32 D).
   static constexpr int kStageBytes = (BM + BN) * BK * int(sizeof(ElementAB));
   static constexpr int kEpiBytes =
-      kEpiGroups * EpiM * EpiN * (int(sizeof(ElementC)) + EpiStagesD * int(sizeof(ElementD)));
+      kEpiGroups * EpiM * EpiN * ((kReuseSmemC ? 0 : int(sizeof(ElementC))) + EpiStagesD * int(sizeof(ElementD)));
   static constexpr int kStagesFit = (kMaxSmem - kEpiBytes - 2048) / kStageBytes;
   static constexpr int kMaxStages = 8;  // 4 fit at BN = 256; narrower tiles take more
   static constexpr int Stages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
@@ -162,13 +179,17 @@ struct GemmConfig {
   // Dynamic scheduler ring (work_queue.cuh): slots, and readers per slot and CTA (the producer
   // thread and the consumer warps that take that work).
   using WorkRingT = WorkRing<4>;
-  static constexpr int kWorkReaders = 1 + (kPingpong ? 4 : 8);
+  static constexpr int kWorkReaders = 1 + (kPingpong ? 4 : kConsumerThreads / 32);
 
+  struct SmemC {  // a C buffer per epilogue group (absent when C reuses D's buffers)
+    alignas(1024) ArrayEngine<ElementC, cosize_v<SmemLayoutC>> buf[kEpiGroups];
+  };
+  struct NoSmemC {};
   struct SharedStorage {
     alignas(1024) ArrayEngine<ElementAB, cosize_v<SmemLayoutA>> A;
     alignas(1024) ArrayEngine<ElementAB, cosize_v<SmemLayoutB>> B;
-    alignas(1024) ArrayEngine<ElementC, cosize_v<SmemLayoutC>> C[kEpiGroups];  // per epilogue group
-    alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutD>> D[kEpiGroups];
+    alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutD>> D[kEpiGroups];  // per epilogue group
+    conditional_t<kReuseSmemC, NoSmemC, SmemC> C;
     typename Pipeline::SharedStorage pipe;
     typename MmaOrder::SharedStorage mma_order;
     WorkRingT work;
@@ -277,7 +298,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
 
   if (warp_group == 0) {
     // ---------------- producer ----------------
-    cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
+    if constexpr (Cfg::kRegRebalance) cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
     if (warp_idx == 0 && lane_pred) {
       auto write = cutlass::make_producer_start_state<Pipeline>();
       // The multicast operand (B with 2x1, A with 1x2): this CTA loads its half of the box into
@@ -312,8 +333,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
       pipeline.producer_tail(write);  // stay until every stage this CTA filled (and multicast) is released
     }
   } else {
-    // ---------------- consumers (2 warpgroups: cooperative or pingpong) ----------------
-    cutlass::arch::warpgroup_reg_alloc<Cfg::kConsumerRegs>();
+    // ---------------- consumers (1 or 2 warpgroups: cooperative or pingpong) ----------------
+    if constexpr (Cfg::kRegRebalance) cutlass::arch::warpgroup_reg_alloc<Cfg::kConsumerRegs>();
     int const mma_wg = warp_group - 1;                // 0 or 1
     int const grp = Cfg::kPingpong ? mma_wg : 0;       // epilogue group: own smem, barriers, tiles
     int const etid = int(threadIdx.x) - 128 - grp * Cfg::kEpiThreads;  // thread in the group
@@ -326,8 +347,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
     Tensor acc = partition_fragment_C(mma, select<0, 1>(typename Cfg::TileShape{}));  // (MMA,MMA_M,MMA_N) fp32
 
     // Epilogue partitioning (CUTLASS sm90_epilogue_tma_warpspecialized.hpp, without the visitor tree).
+    using ElementC = typename Cfg::ElementC;
+    ElementC* c_smem;
+    if constexpr (Cfg::kReuseSmemC)
+      c_smem = reinterpret_cast<ElementC*>(ss.D[grp].begin());  // same layout, same width
+    else
+      c_smem = ss.C.buf[grp].begin();
     Tensor sC = as_position_independent_swizzle_tensor(
-        make_tensor(make_smem_ptr(ss.C[grp].begin()), typename Cfg::SmemLayoutC{}));  // (EpiM,EpiN)
+        make_tensor(make_smem_ptr(c_smem), typename Cfg::SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
     Tensor sD = as_position_independent_swizzle_tensor(
         make_tensor(make_smem_ptr(ss.D[grp].begin()), typename Cfg::SmemLayoutD{}));  // (EpiM,EpiN,PIPE_D)
     auto tiled_c_atom = make_tiled_copy_C_atom(typename Cfg::CopyAtomC{}, mma);
@@ -337,10 +364,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
     Tensor tRS_sD = thr_r2s.partition_D(sD);  // (R2S,R2S_M,R2S_N,PIPE_D)
     auto tRS_rD_layout = make_layout(take<0, 3>(shape(thr_r2s.partition_S(sD))));
     Tensor tRS_rD = make_tensor<ElementD>(tRS_rD_layout);  // (R2S,R2S_M,R2S_N)
-    using ElementC = typename Cfg::ElementC;
     auto tiled_s2r = make_tiled_copy_S(Copy_Atom<typename Cfg::CopyOpS2R, ElementC>{}, tiled_c_atom);
     auto thr_s2r = tiled_s2r.get_slice(etid);
-    Tensor tSR_sC = thr_s2r.partition_S(sC);  // (S2R,S2R_M,S2R_N)
+    Tensor tSR_sC = thr_s2r.partition_S(sC);  // (S2R,S2R_M,S2R_N,PIPE_C)
     Tensor tRS_rC = make_tensor<ElementC>(tRS_rD_layout);
     Tensor tSR_rC = thr_s2r.retile_D(tRS_rC);
     Tensor tRS_rAcc_frg = recast<cutlass::Array<float, kFrg>>(tRS_rAcc);  // (V,MMA_M,MMA_N)
@@ -351,7 +377,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
                   "one MMA step per EpiM rows, one along N (the epilogue indexes fragments by subtile)");
     auto tma_d_blk = p.tma_d.get_slice(Int<0>{});
     auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
-    Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N)
+    Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N,PIPE_C)
     Tensor bSG_sD = tma_d_blk.partition_S(sD);  // (TMA,TMA_M,TMA_N,PIPE_D)
     // Device scalars are read once per CTA; a device beta of 0 means C is not read.
     auto epi = p.epi;
@@ -417,15 +443,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
           int const r2s_v = epi_n * size(tRS_rD_frg);
           int const n0 = n_blk * Cfg::BN + epi_n * Cfg::EpiN;  // first column of the subtile
           if (n0 >= p.N || m0 >= p.M) continue;  // wholly outside D: nothing to load or store (group-uniform)
+          int const c_stage = Cfg::kReuseSmemC ? d_stage : 0;
           if (load_c) {
-            epi_sync();  // every thread is done reading the previous C subtile
+            // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
+            // store's reads of the D buffer it aliases) came before the last epi_sync; with
+            // reuse, the TMA store that read the buffer must also be done.
             if (etid == 0) {
+              if constexpr (Cfg::kReuseSmemC) tma_store_wait<Cfg::EpiStagesD - 1>();
+              cutlass::arch::fence_view_async_shared();  // generic reads before the async write
               cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.c_full[grp], Cfg::kCBytes);
-              copy(p.tma_c.with(ss.c_full[grp]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC);
+              copy(p.tma_c.with(ss.c_full[grp]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
             }
             cutlass::arch::ClusterTransactionBarrier::wait(&ss.c_full[grp], c_phase);
             c_phase ^= 1;
-            copy(tiled_s2r, tSR_sC, tSR_rC);
+            copy(tiled_s2r, tSR_sC(_, _, _, c_stage), tSR_rC);
           }
           CUTE_UNROLL
           for (int v = 0; v < size(tRS_rD_frg); ++v) {
@@ -440,14 +471,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
           }
           bool const manual = p.d_tail_manual && n0 + Cfg::EpiN > p.N;
           if (etid == 0) tma_store_wait<Cfg::EpiStagesD - 1>();  // the store that read d_stage is done
-          epi_sync();
+          epi_sync();  // ... and every thread's LDSM of C from it (reuse)
           copy(tiled_r2s, tRS_rD, tRS_sD(_, _, _, d_stage));
           cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
           epi_sync();
-          if (manual) {
-            store_subtile_clipped<Cfg>(sD(_, _, d_stage), p, l, m0, n0, etid);
-          } else if (etid == 0) {
-            copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
+          if (manual) store_subtile_clipped<Cfg>(sD(_, _, d_stage), p, l, m0, n0, etid);
+          if (etid == 0) {
+            if (!manual) copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
+            // One bulk group per D buffer, empty for a clipped subtile: tma_store_wait<S - 1>
+            // then always means "the store that read this buffer is done".
             tma_store_arrive();
           }
           d_stage = (d_stage + 1) % Cfg::EpiStagesD;

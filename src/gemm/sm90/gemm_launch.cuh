@@ -62,7 +62,7 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   using TmaLoadB = conditional_t<Cfg::kClusterM == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
   auto tma_b = make_tma_copy(TmaLoadB{}, gB, typename Cfg::SmemLayoutB{}(_, _, 0),
                              make_shape(Int<Cfg::BN>{}, Int<Cfg::BK>{}), Int<Cfg::kClusterM>{});
-  auto tma_c = make_tma_copy(SM90_TMA_LOAD{}, gC, typename Cfg::SmemLayoutC{}, typename Cfg::EpiTile{}, _1{});
+  auto tma_c = make_tma_copy(SM90_TMA_LOAD{}, gC, typename Cfg::SmemLayoutC{}(_, _, 0), typename Cfg::EpiTile{}, _1{});
   auto tma_d = make_tma_copy(SM90_TMA_STORE{}, gD, typename Cfg::SmemLayoutD{}(_, _, 0), typename Cfg::EpiTile{}, _1{});
 
   using P = Params<decltype(tma_a), decltype(tma_b), decltype(tma_c), decltype(tma_d), LinearCombination>;

@@ -356,11 +356,14 @@ TEST_F(Gemm, EveryTileConfig) {
                                  lay("rrr", mk(200, 300, 100)), lay("rrr", mk(129, 1000, 4096))};
   cases.push_back(with(mk(200, 300, 100), [](GemmCase& c) { c.L = 3; }));
   cases.push_back(with(mk(130, 260, 70), [](GemmCase& c) { c.with_c = true; c.beta = 0.5f; }));
+  // C loaded into the D buffers (kReuseSmemC) beside a clipped subtile (N = 255: plain stores).
+  cases.push_back(with(mk(300, 255, 130), [](GemmCase& c) { c.with_c = true; c.beta = -2.f; }));
+  cases.push_back(with(mk(1000, 1000, 128), [](GemmCase& c) { c.with_c = true; c.beta = 1.f; c.L = 2; }));
   cases.push_back(lay("rrr", mk(74, 256, 384)));  // the Linear dgrad that crashed in Python (auto -> 128x64)
   cases.push_back(mk(4096, 4096, 200));
   cases.push_back(lay("rrr", mk(2048, 4096, 64)));
   cases.push_back(with(lay("rrr", mk(3000, 2000, 333)), [](GemmCase& c) { c.with_c = true; c.beta = -1.5f; }));
-  for (const char* tile : {"256", "128", "64", "64x2", "auto"}) {
+  for (const char* tile : {"256", "128", "64", "64x128", "auto"}) {
     setenv("QUACK_GEMM_TILE_N", tile, 1);
     for (const GemmCase& c : cases) {
       SCOPED_TRACE(std::string("tile N ") + tile + ", M " + std::to_string(c.M) + " N " + std::to_string(c.N));
@@ -380,7 +383,7 @@ TEST_F(Gemm, CallFromNewThread) {
   upload_into(A.mem, random_values(rng, M * K, DType::kBFloat16));
   Mat B = make_mat(DType::kBFloat16, 1, K, N, 'r', 0);
   upload_into(B.mem, random_values(rng, K * N, DType::kBFloat16));
-  for (const char* tile : {"256", "128", "64", "64x2"}) {
+  for (const char* tile : {"256", "128", "64", "64x128"}) {
     SCOPED_TRACE(std::string("tile N ") + tile);
     setenv("QUACK_GEMM_TILE_N", tile, 1);
     Mat D_thread = make_mat(DType::kBFloat16, 1, M, N, 'r', 0), D_main = make_mat(DType::kBFloat16, 1, M, N, 'r', 0);
@@ -410,10 +413,9 @@ TEST_F(Gemm, CallFromNewThread) {
   unsetenv("QUACK_GEMM_TILE_N");
 }
 
-// fp32 C into a bf16 D (the _cf32 instances, opt-in with QUACK_GEMM_EXPERIMENTAL_CF32=1 until
-// these pass on a GPU), tails and a batch; beta = 0 never reads C; K = 0 reads it as fp32.
+// fp32 C into a bf16 D (the _cf32 instances), tails and a batch; beta = 0 never reads C; K = 0
+// reads it as fp32.
 TEST_F(Gemm, Float32CIntoBf16D) {
-  setenv("QUACK_GEMM_EXPERIMENTAL_CF32", "1", 1);
   const std::vector<GemmCase> cases = {
       with(mk(127, 255, 63), [](GemmCase& c) { c.with_c = true; c.beta = 0.5f; c.c_dt = DType::kFloat32; }),
       with(mk(1000, 600, 200), [](GemmCase& c) { c.with_c = true; c.beta = -1.f; c.L = 2; c.c_dt = DType::kFloat32; }),
@@ -424,7 +426,6 @@ TEST_F(Gemm, Float32CIntoBf16D) {
     SCOPED_TRACE("M " + std::to_string(c.M) + " N " + std::to_string(c.N) + " K " + std::to_string(c.K));
     run_case(c);
   }
-  unsetenv("QUACK_GEMM_EXPERIMENTAL_CF32");
 }
 
 // The dynamic tile scheduler (GemmArgs::tile_counter) on every tile configuration (128x64
@@ -436,7 +437,7 @@ TEST_F(Gemm, DynamicScheduler) {
                                  mk(4096, 4096, 200), lay("rrr", mk(128, 8192, 512))};
   cases.push_back(with(mk(200, 300, 100), [](GemmCase& c) { c.L = 3; }));
   cases.push_back(with(lay("rrr", mk(3000, 2000, 333)), [](GemmCase& c) { c.with_c = true; c.beta = -1.5f; }));
-  for (const char* tile : {"256", "128", "64", "64x2"}) {
+  for (const char* tile : {"256", "128", "64", "64x128"}) {
     setenv("QUACK_GEMM_TILE_N", tile, 1);
     for (GemmCase c : cases) {
       c.dynamic = true;

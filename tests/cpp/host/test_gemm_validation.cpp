@@ -315,13 +315,10 @@ TEST(GemmValidation, Dtypes) {
   expect_error(g, "d has dtype int32, expected bfloat16 or float32");
   g = args2d();
   g.c = TensorRef::matrix(fake(4), DType::kFloat32, M, N);
-  expect_error(g, "c has dtype float32, expected bfloat16 (d's dtype; c of another dtype is not yet supported)");
-  g.beta = 1.f;  // fp32 c into a bf16 d: the _cf32 instances, behind QUACK_GEMM_EXPERIMENTAL_CF32=1
-  setenv("QUACK_GEMM_EXPERIMENTAL_CF32", "1", 1);
+  g.beta = 1.f;  // fp32 c into a bf16 d: the _cf32 instances
   EXPECT_NO_THROW(can_implement(g));
   g.c = TensorRef::matrix(fake(4), DType::kFloat16, M, N);
   expect_error(g, "c has dtype float16, expected bfloat16 (d's dtype; c of another dtype is not yet supported)");
-  unsetenv("QUACK_GEMM_EXPERIMENTAL_CF32");
 }
 
 TEST(GemmValidation, BetaNeedsC) {
