@@ -14,13 +14,18 @@
 //
 // Method (device tool METHOD.md): warm-up, then CUDA events around each launch, median over
 // the repeats; inputs rotate over enough buffer sets to exceed 2x the L2, so no run reads a
-// warm cache. GEMM: ours and cuBLAS alternate launch by launch (A B A B) so clock drift hits
-// both alike; TFLOP/s = 2·M·N·K / time. Bytes (QuACK's model): fwd 2·M·N·elt (x read, y written), bwd 3·M·N·elt (x and
+// warm cache. Each timed launch is enqueued behind a 30 µs spin kernel (gpu_busy.cu), so its
+// host-side launch work is not timed as GPU idle time (as bench_gemm.py's torch.cuda._sleep
+// and triton's do_bench); GEMM lines also report that host work ("host_us_*": median wall
+// time of the call) and the ratio with the launch started on an idle GPU ("ratio_idle").
+// GEMM: ours and cuBLAS alternate launch by launch (A B A B) so clock drift hits both alike;
+// TFLOP/s = 2·M·N·K / time. Bytes (QuACK's model): fwd 2·M·N·elt (x read, y written), bwd 3·M·N·elt (x and
 // dy read, dx written); weights, rstd and partials are not counted.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -35,7 +40,11 @@
 #include "quack/gemm.h"
 #include "quack/quack.h"
 
+cudaError_t gpu_busy(double us);  // gpu_busy.cu
+
 namespace {
+
+constexpr double kBusyUs = 30.0;  // longer than any host launch path measured (GEMM ≈ 5–10 µs)
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
@@ -61,6 +70,7 @@ double time_median(const std::function<void(int)>& fn, int sets, double budget_m
   std::vector<float> ms;
   float spent = 0.f;
   for (int i = 0; (spent < budget_ms || ms.size() < 10) && ms.size() < 2000; ++i) {
+    check(gpu_busy(kBusyUs), "gpu_busy");
     check(cudaEventRecord(a), "record");
     fn(i % sets);
     check(cudaEventRecord(b), "record");
@@ -314,37 +324,61 @@ int bench_gemm(const std::vector<std::vector<long long>>& shapes, const std::vec
       max_diff = std::max<double>(max_diff, std::fabs(f(hd[i]) - f(hr[i])));
       max_ref = std::max<double>(max_ref, std::fabs(f(hr[i])));
     }
-    // A B A B: one launch of each per step, each timed by its own events.
-    cudaEvent_t e[3];
+    // A B A B: one launch of each per step, each timed by its own events, each enqueued behind
+    // the spin kernel (its host work hidden); then the same pair started on an idle GPU (the
+    // host work counted: what a caller that waits on each result sees).
+    cudaEvent_t e[6];
     for (auto& x : e) check(cudaEventCreate(&x), "event");
     for (int i = 0; i < 5; ++i) { ours(); cublas(); }
     check(cudaDeviceSynchronize(), "warm-up");
-    std::vector<float> t_ours, t_cublas;
+    std::vector<float> t_ours, t_cublas, t_ours_idle, t_cublas_idle, h_ours, h_cublas;
+    auto host_us = [](auto&& fn) {
+      auto t0 = std::chrono::steady_clock::now();
+      fn();
+      return std::chrono::duration<float, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    };
+    auto elapsed = [&](int i, int j) {
+      float x = 0.f;
+      check(cudaEventElapsedTime(&x, e[i], e[j]), "elapsed");
+      return x;
+    };
     float spent = 0.f;
     while ((spent < budget_ms || t_ours.size() < 10) && t_ours.size() < 2000) {
+      check(gpu_busy(kBusyUs), "gpu_busy");
       check(cudaEventRecord(e[0]), "record");
-      ours();
+      h_ours.push_back(host_us(ours));
       check(cudaEventRecord(e[1]), "record");
-      cublas();
+      check(gpu_busy(kBusyUs), "gpu_busy");
       check(cudaEventRecord(e[2]), "record");
-      check(cudaEventSynchronize(e[2]), "sync");
-      float x = 0.f, y = 0.f;
-      check(cudaEventElapsedTime(&x, e[0], e[1]), "elapsed");
-      check(cudaEventElapsedTime(&y, e[1], e[2]), "elapsed");
-      t_ours.push_back(x);
-      t_cublas.push_back(y);
-      spent += x + y;
+      h_cublas.push_back(host_us(cublas));
+      check(cudaEventRecord(e[3]), "record");
+      check(cudaEventSynchronize(e[3]), "sync");
+      t_ours.push_back(elapsed(0, 1));
+      t_cublas.push_back(elapsed(2, 3));
+      check(cudaEventRecord(e[4]), "record");  // idle start: ours, then cuBLAS behind it
+      ours();
+      check(cudaEventRecord(e[5]), "record");
+      check(cudaEventSynchronize(e[5]), "sync");
+      t_ours_idle.push_back(elapsed(4, 5));
+      check(cudaEventRecord(e[4]), "record");
+      cublas();
+      check(cudaEventRecord(e[5]), "record");
+      check(cudaEventSynchronize(e[5]), "sync");
+      t_cublas_idle.push_back(elapsed(4, 5));
+      spent += 2.f * (t_ours.back() + t_cublas.back());
     }
     for (auto& x : e) cudaEventDestroy(x);
     auto median = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
     const double flop = 2.0 * M * N * K, mo = median(t_ours), mc = median(t_cublas);
+    const double ratio_idle = median(t_cublas_idle) / median(t_ours_idle);
     const char* tile_env = std::getenv("QUACK_GEMM_TILE_N");  // gemm.cpp's choose_tile
     const std::string tile = std::string(tile_env ? tile_env : "auto") + (dyn ? "+dyn" : "");
     std::printf("{\"op\": \"gemm\", \"dtype\": \"bf16\", \"tile_n\": \"%s\", \"majors\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, "
                 "\"ms_quack\": %.5f, \"ms_cublas\": %.5f, \"tflops_quack\": %.1f, "
-                "\"tflops_cublas\": %.1f, \"ratio\": %.3f, \"rel_diff_vs_cublas\": %.2e}\n",
+                "\"tflops_cublas\": %.1f, \"ratio\": %.3f, \"ratio_idle\": %.3f, \"host_us_quack\": %.1f, "
+                "\"host_us_cublas\": %.1f, \"rel_diff_vs_cublas\": %.2e}\n",
                 tile.c_str(), lay.c_str(), M, N, K, mo, mc, flop / (mo * 1e-3) / 1e12, flop / (mc * 1e-3) / 1e12, mc / mo,
-                max_ref > 0 ? max_diff / max_ref : max_diff);
+                ratio_idle, median(h_ours), median(h_cublas), max_ref > 0 ? max_diff / max_ref : max_diff);
     std::fflush(stdout);
   }
   cublasDestroy(h);

@@ -20,13 +20,21 @@ def label(r):
 
 
 def table(rows):
-    print(f"{'M x N x K':>22} {'majors':>6} {'quack':>7} {'cuBLAS':>7} {'ratio':>6} {'rel diff':>9}")
+    # ratio: launches enqueued behind a spin kernel (host work hidden, as do_bench); idle: each
+    # launch started on an idle GPU (host work counted); host µs: the call's wall time.
+    print(f"{'M x N x K':>22} {'majors':>6} {'quack':>7} {'cuBLAS':>7} {'ratio':>6} {'idle':>6} "
+          f"{'host us q/c':>12} {'rel diff':>9}")
     for r in rows:
         shape = f"{r['M']}x{r['N']}x{r['K']}"
+        idle = f"{r['ratio_idle']:6.3f}" if "ratio_idle" in r else f"{'-':>6}"
+        host = f"{r['host_us_quack']:5.1f}/{r['host_us_cublas']:<5.1f}" if "host_us_quack" in r else "-"
         print(f"{shape:>22} {r.get('majors', 'rc'):>6} {r['tflops_quack']:7.1f} {r['tflops_cublas']:7.1f} "
-              f"{r['ratio']:6.3f} {r['rel_diff_vs_cublas']:9.1e}")
+              f"{r['ratio']:6.3f} {idle} {host:>12} {r['rel_diff_vs_cublas']:9.1e}")
     geo = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
     print(f"geometric mean of ratios over {len(rows)} rows: {geo:.3f}")
+    if all("ratio_idle" in r for r in rows):
+        geo_idle = math.exp(sum(math.log(r["ratio_idle"]) for r in rows) / len(rows))
+        print(f"geometric mean of idle-start ratios: {geo_idle:.3f}")
     return geo
 
 
