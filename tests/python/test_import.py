@@ -111,7 +111,7 @@ def test_gemm_surface():
     (dict(a=_m(128, 64, device=-1)), r"^gemm: a is in host memory, expected a CUDA tensor"),
     (dict(b=_m(64, 256, (1, 64), device=1)), r"^gemm: b is on cuda:1, expected cuda:0"),
     (dict(beta=0.5), r"^gemm: beta is 0.500000 but c is absent"),
-    (dict(c=_m(128, 256, dtype=0), beta=1.0), r"^gemm: c has dtype float32, expected bfloat16"),
+    (dict(c=_m(128, 256, dtype=1), beta=1.0), r"^gemm: c has dtype float16, expected bfloat16"),
     (dict(a=_m(128, 63), b=_m(63, 256, (1, 63))), r"^gemm: a has leading stride 63 elements"),
     (dict(d=_m(128, 256, (0, 1))), r"^gemm: d has leading stride 0 < 256 contiguous elements"),
     (dict(a=(4096, 2, (128, 64), (64,), 0)), r"^gemm: a has 2 sizes but 1 strides"),
