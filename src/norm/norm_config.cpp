@@ -88,4 +88,56 @@ int simple_fwd_config(int64_t row_bytes) {
   return 8;                              // t1024v2-looped
 }
 
+bool rowblock_bwd_config_fits(int config, int64_t row_bytes, int elt_bytes, int accumulators) {
+  if (config < 0 || config >= kRowBlockBwdConfigCount || (elt_bytes != 2 && elt_bytes != 4))
+    return false;
+  const RowBlockBwdConfig& c = kRowBlockBwdConfigs[config];
+  return row_bytes <= c.capacity_bytes() && rowblock_bwd_compiles(c, elt_bytes, accumulators);
+}
+
+int rowblock_bwd_config(int64_t row_bytes, int elt_bytes, int accumulators) {
+  // Prepared, not measured (docs/performance.md "bwd v2"): per row size, the instance with 16
+  // columns per thread (8 for fp32 where that is the only way to 2 CTAs per SM), so the
+  // dweight sums cost 16 registers; then the wider-per-thread fallbacks.
+  static constexpr int kOrder[][3] = {
+      {0, 1, 3},   // ≤ 4 KB: t128v2, t256v2, t128v4
+      {1, 3, 6},   // ≤ 8 KB: t256v2, t128v4, t256v4
+      {4, 6, 9},   // ≤ 16 KB: t512v2, t256v4, t512v4
+      {8, 9, 9},   // ≤ 32 KB: t1024v2, t512v4
+  };
+  int cls = 0;
+  while (cls < 4 && row_bytes > (int64_t{4} * 1024 << cls)) ++cls;
+  if (cls == 4) return -1;  // longer rows: the staged kernel (clusters)
+  for (int cfg : kOrder[cls])
+    if (rowblock_bwd_config_fits(cfg, row_bytes, elt_bytes, accumulators)) return cfg;
+  return -1;
+}
+
+RowBlockBwdGrid rowblock_bwd_grid(int64_t M, int elt_bytes, int partial_rows, int rows_per_cta,
+                                  int cluster) {
+  RowBlockBwdGrid g;
+  int64_t r = rows_per_cta;
+  if (r <= 0) {  // 8, or fewer so ceil(M / R) keeps ≥ 1024 CTAs (a few waves on 132 SMs)
+    r = 8;
+    while (r > 1 && (M + r - 1) / r < 1024) r /= 2;
+  }
+  r = std::min<int64_t>(r, std::max<int64_t>(M, 1));
+  const int64_t row_ctas = (M + r - 1) / r;
+  int64_t c = cluster;
+  if (c <= 0) {
+    c = 1;
+    if (partial_rows > 0) {
+      // Rows per partial so that partial_rows·P·N·8 ≤ 5 % of 3·M·N·elt.
+      const int64_t need = (8 * partial_rows * 20 + 3 * elt_bytes - 1) / (3 * elt_bytes);
+      while (c < 8 && r * c < need) c *= 2;
+    }
+    while (c > 1 && c > row_ctas) c /= 2;  // tiny M: no empty clusters of CTAs
+  }
+  g.rows_per_cta = static_cast<int>(r);
+  g.cluster = static_cast<int>(c);
+  g.ctas = (row_ctas + c - 1) / c * c;
+  g.partials = g.ctas / c;
+  return g;
+}
+
 }  // namespace quack::detail
