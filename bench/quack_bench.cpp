@@ -7,14 +7,6 @@
 //                       both = staged then simple per shape ("impl": "quack" / "quack-simple");
 //                       simple-all = every compiled simple instance that takes the shape
 //                       ("config": its name)
-//                       [--bwd-path staged|v2|both|v2-all] [--bwd-rows 4,8,16] [--bwd-cluster 1,2,4]
-//                       backward path (rmsnorm_tuning.h; default the library's, QUACK_RMSNORM_BWD):
-//                       staged = the persistent kernel ("impl": "quack"); v2 = the row-block
-//                       kernel with its table's instance ("impl": "quack-v2", with "config",
-//                       "rows_per_cta", "cluster", "partials"); both = staged then v2 per shape;
-//                       v2-all = every compiled row-block instance that takes the shape. The
-//                       row-block timings run once per R in --bwd-rows and C in --bwd-cluster
-//                       (default: the library's rule, rowblock_bwd_grid)
 //   quack-bench rmsnorm-sweep [same options]   every geometry knob setting (tuning)
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
@@ -180,9 +172,7 @@ std::string knob_json(const quack::detail::RowConfigKnobs& k) {
 
 int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long long>>& shapes,
                   const std::string& dir, double budget_ms, bool sweep,
-                  const std::string& fwd_path, const std::string& bwd_path,
-                  const std::vector<int>& bwd_rows, const std::vector<int>& bwd_cluster) {
-  using quack::detail::RmsNormBwdPath;
+                  const std::string& fwd_path) {
   using quack::detail::RmsNormFwdPath;
   const char* name = quack::dtype_name(dt);
   const size_t es = quack::dtype_size(dt);
@@ -260,53 +250,6 @@ int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long l
         a.dweight = quack::TensorRef::vector(dw.p, quack::DType::kFloat32, N);
         return a;
       };
-      // One backward timing on `path` (choice as rmsnorm_bwd_with_path).
-      auto time_bwd = [&](RmsNormBwdPath path, quack::detail::RowBlockBwdChoice choice) {
-        quack::detail::RowBlockBwdPlan plan;
-        if (path == RmsNormBwdPath::kRowBlock)
-          plan = quack::detail::rmsnorm_bwd_rowblock_plan(bwd_args(0), choice);
-        const size_t ws_bytes =
-            quack::detail::rmsnorm_bwd_workspace_size_with_path(bwd_args(0), path, choice);
-        Buffer ws(ws_bytes);
-        double ms = time_median(
-            [&](int s) {
-              quack::detail::rmsnorm_bwd_with_path(bwd_args(s), path, choice, ws.p, ws_bytes,
-                                                   nullptr);
-            },
-            sets, budget_ms);
-        std::string extra;
-        if (plan.config >= 0)
-          extra = std::string(", \"config\": \"") +
-                  quack::detail::kRowBlockBwdConfigs[plan.config].name +
-                  "\", \"rows_per_cta\": " + std::to_string(plan.grid.rows_per_cta) +
-                  ", \"cluster\": " + std::to_string(plan.grid.cluster) +
-                  ", \"partials\": " + std::to_string(plan.grid.partials);
-        emit("rmsnorm_bwd", name, M, N, ms, 3.0 * mn * es, extra.c_str(),
-             plan.config >= 0 ? "quack-v2" : "quack");
-      };
-      // Row-block timings of instance `config` (-1: the table's) over the R and C lists.
-      auto time_v2 = [&](int config) {
-        for (int r : bwd_rows)
-          for (int c : bwd_cluster) {
-            quack::detail::RowBlockBwdChoice ch;
-            ch.config = config;
-            ch.rows_per_cta = r;
-            ch.cluster = c;
-            time_bwd(RmsNormBwdPath::kRowBlock, ch);
-          }
-      };
-      if (!sweep) {
-        if (bwd_path.empty()) time_bwd(quack::detail::rmsnorm_bwd_path(), {});
-        if (bwd_path == "staged" || bwd_path == "both") time_bwd(RmsNormBwdPath::kStaged, {});
-        if (bwd_path == "v2" || bwd_path == "both") time_v2(-1);
-        if (bwd_path == "v2-all")
-          for (int c = 0; c < quack::detail::kRowBlockBwdConfigCount; ++c) {
-            quack::detail::RowBlockBwdChoice ch;
-            ch.config = c;
-            if (quack::detail::rmsnorm_bwd_rowblock_plan(bwd_args(0), ch).config == c) time_v2(c);
-          }
-        continue;
-      }
       const auto def = quack::detail::rmsnorm_bwd_knobs(dt);
       for (const auto& k : knob_grid(def, sweep, vec, def.values_per_thread)) {
         const size_t ws_bytes = quack::detail::rmsnorm_bwd_workspace_size_with_knobs(bwd_args(0), k);
@@ -483,7 +426,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: quack-bench copy|rmsnorm|rmsnorm-sweep [--dtype bf16|fp16|fp32] [--shapes MxN,...] "
                  "[--dir fwd|bwd|both] [--ms 100] [--fwd-path staged|simple|both|simple-all]\n"
-                 "       [--bwd-path staged|v2|both|v2-all] [--bwd-rows R,...] [--bwd-cluster C,...]\n"
                  "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n");
     return 2;
   }
@@ -493,18 +435,6 @@ int main(int argc, char** argv) {
   bool shapes_given = false;
   std::string layout = "rr";  // gemm: A then B, r = row-major, c = column-major
   std::string fwd_path;       // rmsnorm: empty = the library's default path
-  std::string bwd_path;       // rmsnorm: empty = the library's default path
-  std::vector<int> bwd_rows{0}, bwd_cluster{0};  // row-block R and C lists (0: the rule's)
-  auto int_list = [](const std::string& v) {
-    std::vector<int> out;
-    for (size_t pos = 0; pos <= v.size();) {
-      size_t end = v.find(',', pos);
-      if (end == std::string::npos) end = v.size();
-      out.push_back(std::atoi(v.substr(pos, end - pos).c_str()));
-      pos = end + 1;
-    }
-    return out;
-  };
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--dtype") dtype = v;
@@ -513,9 +443,6 @@ int main(int argc, char** argv) {
     else if (k == "--ms") budget_ms = std::atof(v.c_str());
     else if (k == "--layout") layout = v;
     else if (k == "--fwd-path") fwd_path = v;
-    else if (k == "--bwd-path") bwd_path = v;
-    else if (k == "--bwd-rows") bwd_rows = int_list(v);
-    else if (k == "--bwd-cluster") bwd_cluster = int_list(v);
     else {
       std::fprintf(stderr, "quack-bench: unknown option %s\n", k.c_str());
       return 2;
@@ -524,11 +451,6 @@ int main(int argc, char** argv) {
   if (!fwd_path.empty() && fwd_path != "staged" && fwd_path != "simple" && fwd_path != "both" &&
       fwd_path != "simple-all") {
     std::fprintf(stderr, "quack-bench: --fwd-path is staged, simple, both or simple-all\n");
-    return 2;
-  }
-  if (!bwd_path.empty() && bwd_path != "staged" && bwd_path != "v2" && bwd_path != "both" &&
-      bwd_path != "v2-all") {
-    std::fprintf(stderr, "quack-bench: --bwd-path is staged, v2, both or v2-all\n");
     return 2;
   }
   int n = 0;
@@ -560,7 +482,7 @@ int main(int argc, char** argv) {
     }
     if (cmd == "rmsnorm" || cmd == "rmsnorm-sweep")
       return bench_rmsnorm(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,
-                           cmd == "rmsnorm-sweep", fwd_path, bwd_path, bwd_rows, bwd_cluster);
+                           cmd == "rmsnorm-sweep", fwd_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "quack-bench: %s\n", e.what());
     return 1;

@@ -101,18 +101,14 @@ struct RmsNormBwdArgs {
 /// Bytes of device workspace rmsnorm_bwd needs for these arguments on their device: fp32
 /// partial sums of dweight and dbias, one row of N per persistent cluster (or CTA), so
 /// (number asked for) × P × N × 4 with P the resident clusters of the chosen kernel on that
-/// device (it queries the device: occupancy); 0 when neither is asked for or M = 0. With
-/// QUACK_RMSNORM_BWD=rowblock (read once per process; unset: staged) arguments the row-block
-/// kernel takes need P = ceil(ceil(M / R) / C) rows instead (R rows per CTA, clusters of C; no
-/// device query), so query it in the process that runs rmsnorm_bwd. Throws InvalidArgument like
-/// rmsnorm_bwd for bad arguments and CudaError when the device query fails.
+/// device (it queries the device: occupancy); 0 when neither is asked for or M = 0. Throws
+/// InvalidArgument like rmsnorm_bwd for bad arguments and CudaError when the device query fails.
 size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args);
 
 /// Runs the RMSNorm backward on `stream`. `workspace` must hold rmsnorm_bwd_workspace_size(args)
 /// bytes, 16-byte aligned, on the tensors' device; it is overwritten. M = 0 writes dweight =
 /// dbias = 0 (no row kernel). Throws InvalidArgument for bad arguments (including a too-small
-/// workspace, or a QUACK_RMSNORM_BWD other than staged or rowblock), CudaError when a launch
-/// fails.
+/// workspace), CudaError when a launch fails.
 void rmsnorm_bwd(const RmsNormBwdArgs& args, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream);
 

@@ -231,34 +231,9 @@ namespace {
 struct BwdPlan {
   detail::RmsNormBwdParams p;
   bool vec_path = false;
-  int64_t grid = 0;  // persistent clusters (row-block path: partial rows); P of the partials
+  int64_t grid = 0;  // persistent clusters; P of the partial sums
   size_t workspace = 0;
-  int rowblock = -1;  // kRowBlockBwdConfigs entry of the row-block path; -1: staged (or general)
-  detail::RowBlockBwdGrid rb;
 };
-
-// The row-block backward's instance for these (validated, M, N ≥ 1) arguments, or -1 when it
-// does not take them (rmsnorm_tuning.h lists what it takes). forced ≥ 0: that instance, if it
-// fits.
-int rowblock_path_config(const RmsNormBwdArgs& a, int forced) {
-  const DType xt = a.x.dtype;
-  const int64_t N = a.x.shape[1];
-  if (a.dout.dtype != xt || a.dx.dtype != xt) return -1;
-  if (a.dresidual_out.present() && a.dresidual_out.dtype != xt) return -1;
-  if (a.dresidual.present() && a.dresidual.dtype != xt) return -1;
-  if (a.weight.present() && a.weight.dtype != xt && a.weight.dtype != DType::kFloat32) return -1;
-  const int vec = vec_elems(xt);  // vector_ok: N % vec == 0, column stride 1, 16-byte rows
-  if (!detail::vector_ok(a.x, vec) || !detail::vector_ok(a.dout, vec) ||
-      !detail::vector_ok(a.dresidual_out, vec) || !detail::vector_ok(a.dx, vec) ||
-      !detail::vector_ok(a.dresidual, vec) || !detail::vector_ok(a.weight, vec))
-    return -1;
-  const int elt = dtype_size(xt);
-  const int64_t row_bytes = N * elt;
-  // Register sums: dweight whenever the weight is present (written only when asked for).
-  const int acc = (a.weight.present() ? 1 : 0) + (a.dbias.present() ? 1 : 0);
-  const int config = forced >= 0 ? forced : detail::rowblock_bwd_config(row_bytes, elt, acc);
-  return detail::rowblock_bwd_config_fits(config, row_bytes, elt, acc) ? config : -1;
-}
 
 // Validation and path/geometry choice of the backward (no CUDA call); plan_bwd adds the grid.
 BwdPlan plan_bwd_path(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs,
@@ -310,104 +285,29 @@ BwdPlan plan_bwd_path(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& kno
   return plan;
 }
 
-void check_rowblock_choice(const detail::RowBlockBwdChoice& c, const char* fn) {
-  ArgCheck chk(fn);
-  if (c.config < -1 || c.config >= detail::kRowBlockBwdConfigCount)
-    chk.fail("row-block config is " + std::to_string(c.config) + ", expected -1 (the table) or 0.." +
-             std::to_string(detail::kRowBlockBwdConfigCount - 1));
-  if (c.rows_per_cta < 0)
-    chk.fail("row-block rows_per_cta is " + std::to_string(c.rows_per_cta) +
-             ", expected ≥ 1 (or 0: the default)");
-  if (c.cluster != 0 && c.cluster != 1 && c.cluster != 2 && c.cluster != 4 && c.cluster != 8)
-    chk.fail("row-block cluster is " + std::to_string(c.cluster) +
-             ", expected 1, 2, 4 or 8 (or 0: the default)");
-}
-
-// rowblock: nullptr keeps the staged path; else the row-block path with that choice (config
-// -1: the table's; rows_per_cta / cluster 0: rowblock_bwd_grid's rule), where it applies.
-BwdPlan plan_bwd(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs, const char* fn,
-                 const detail::RowBlockBwdChoice* rowblock = nullptr) {
+BwdPlan plan_bwd(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs, const char* fn) {
   BwdPlan plan = plan_bwd_path(a, knobs, fn);
-  if (rowblock) check_rowblock_choice(*rowblock, fn);
   const int64_t M = a.x.shape[0], N = a.x.shape[1];
   if (M == 0 || N == 0) return plan;
   auto& p = plan.p;
   const int partials = (a.dweight.present() ? 1 : 0) + (a.dbias.present() ? 1 : 0);
-  if (rowblock) plan.rowblock = rowblock_path_config(a, rowblock->config);
-  if (plan.rowblock >= 0) {
-    plan.rb = detail::rowblock_bwd_grid(M, dtype_size(a.x.dtype), partials,
-                                        rowblock->rows_per_cta, rowblock->cluster);
-    if (plan.rb.ctas > 0x7fffffff) {  // gridDim.x: the staged kernel takes it
-      plan.rowblock = -1;
-    } else {
-      plan.grid = plan.rb.partials;
-    }
-  }
-  if (plan.rowblock < 0)
-    plan.grid = detail::rmsnorm_bwd_grid(p, plan.vec_path, a.dweight.present(),
-                                         a.dbias.present(), a.x.device);
+  plan.grid = detail::rmsnorm_bwd_grid(p, plan.vec_path, a.dweight.present(), a.dbias.present(),
+                                       a.x.device);
   plan.workspace = static_cast<size_t>(partials) * plan.grid * N * sizeof(float);
   return plan;
-}
-
-// Checks the workspace, launches the plan's row kernel and the column sums.
-void run_bwd(BwdPlan& plan, const RmsNormBwdArgs& a, void* workspace, size_t workspace_bytes,
-             cudaStream_t stream) {
-  ArgCheck chk("rmsnorm_bwd");
-  if (workspace_bytes < plan.workspace)
-    chk.fail("workspace has " + std::to_string(workspace_bytes) + " bytes, expected at least " +
-             std::to_string(plan.workspace) + " (rmsnorm_bwd_workspace_size)");
-  if (plan.workspace > 0 && reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
-    chk.fail("workspace is not 16-byte aligned");
-  const int64_t M = a.x.shape[0], N = a.x.shape[1];
-  if (N == 0) return;
-  detail::DeviceGuard guard(a.x.device);
-  auto& p = plan.p;
-  float* ws = static_cast<float*>(workspace);
-  if (M > 0) {
-    p.dweight_part = a.dweight.present() ? ws : nullptr;
-    p.dbias_part = a.dbias.present() ? ws + (a.dweight.present() ? plan.grid * N : 0) : nullptr;
-    if (plan.rowblock >= 0)
-      detail::launch_rmsnorm_bwd_rowblock(p, plan.rowblock, plan.rb, stream);
-    else
-      detail::launch_rmsnorm_bwd(p, plan.vec_path, plan.grid, stream);
-  }
-  // P = 0 rows of partials (M == 0) makes colsum write zeros.
-  const int64_t P = M > 0 ? plan.grid : 0;
-  if (a.dweight.present())
-    detail::launch_colsum(p.dweight_part, P, N, detail::row_io(a.dweight), stream, "rmsnorm_bwd");
-  if (a.dbias.present())
-    detail::launch_colsum(p.dbias_part, P, N, detail::row_io(a.dbias), stream, "rmsnorm_bwd");
-}
-
-detail::RmsNormBwdPath bwd_path_from_env() {
-  const char* v = std::getenv("QUACK_RMSNORM_BWD");
-  const std::string s = v ? v : "";
-  if (s.empty() || s == "staged") return detail::RmsNormBwdPath::kStaged;  // until measured
-  if (s == "rowblock" || s == "v2" || s == "simple2") return detail::RmsNormBwdPath::kRowBlock;
-  throw InvalidArgument("rmsnorm_bwd: environment variable QUACK_RMSNORM_BWD is '" + s +
-                        "', expected staged or rowblock (aliases v2, simple2)");
-}
-
-// -1: not set (read the environment on first use), else an RmsNormBwdPath.
-std::atomic<int> g_bwd_path{-1};
-
-// plan_bwd's rowblock argument for `path`.
-const detail::RowBlockBwdChoice* choice_for(detail::RmsNormBwdPath path,
-                                            const detail::RowBlockBwdChoice& choice) {
-  return path == detail::RmsNormBwdPath::kRowBlock ? &choice : nullptr;
 }
 
 }  // namespace
 
 size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args) {
-  return detail::rmsnorm_bwd_workspace_size_with_path(args, detail::rmsnorm_bwd_path());
+  return plan_bwd(args, detail::rmsnorm_bwd_knobs(args.x.dtype), "rmsnorm_bwd_workspace_size")
+      .workspace;
 }
 
 void rmsnorm_bwd(const RmsNormBwdArgs& a, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream) {
-  detail::rmsnorm_bwd_with_path(a, detail::rmsnorm_bwd_path(), {}, workspace, workspace_bytes,
-                                stream);
+  detail::rmsnorm_bwd_with_knobs(a, detail::rmsnorm_bwd_knobs(a.x.dtype), workspace,
+                                 workspace_bytes, stream);
 }
 
 namespace detail {
@@ -423,50 +323,28 @@ bool rmsnorm_bwd_vector_path(const RmsNormBwdArgs& a) {
 void rmsnorm_bwd_with_knobs(const RmsNormBwdArgs& a, const RowConfigKnobs& knobs,
                             void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   BwdPlan plan = plan_bwd(a, knobs, "rmsnorm_bwd");
-  run_bwd(plan, a, workspace, workspace_bytes, stream);
-}
-
-RmsNormBwdPath rmsnorm_bwd_path() {
-  int v = g_bwd_path.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = static_cast<int>(bwd_path_from_env());  // throws on a bad value (and again next call)
-    int expected = -1;
-    if (!g_bwd_path.compare_exchange_strong(expected, v)) v = expected;  // a setter won
-  }
-  return static_cast<RmsNormBwdPath>(v);
-}
-
-void set_rmsnorm_bwd_path(RmsNormBwdPath path) { g_bwd_path.store(static_cast<int>(path)); }
-
-size_t rmsnorm_bwd_workspace_size_with_path(const RmsNormBwdArgs& a, RmsNormBwdPath path,
-                                            const RowBlockBwdChoice& choice) {
-  return plan_bwd(a, rmsnorm_bwd_knobs(a.x.dtype), "rmsnorm_bwd_workspace_size",
-                  choice_for(path, choice))
-      .workspace;
-}
-
-void rmsnorm_bwd_with_path(const RmsNormBwdArgs& a, RmsNormBwdPath path,
-                           const RowBlockBwdChoice& choice, void* workspace,
-                           size_t workspace_bytes, cudaStream_t stream) {
-  BwdPlan plan =
-      plan_bwd(a, rmsnorm_bwd_knobs(a.x.dtype), "rmsnorm_bwd", choice_for(path, choice));
-  run_bwd(plan, a, workspace, workspace_bytes, stream);
-}
-
-RowBlockBwdPlan rmsnorm_bwd_rowblock_plan(const RmsNormBwdArgs& a, const RowBlockBwdChoice& choice) {
-  // Validation and the row-block choice only: no CUDA call on the row-block path.
-  RowBlockBwdPlan out;
-  plan_bwd_path(a, rmsnorm_bwd_knobs(a.x.dtype), "rmsnorm_bwd");
-  check_rowblock_choice(choice, "rmsnorm_bwd");
+  ArgCheck chk("rmsnorm_bwd");
+  if (workspace_bytes < plan.workspace)
+    chk.fail("workspace has " + std::to_string(workspace_bytes) + " bytes, expected at least " +
+             std::to_string(plan.workspace) + " (rmsnorm_bwd_workspace_size)");
+  if (plan.workspace > 0 && reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+    chk.fail("workspace is not 16-byte aligned");
   const int64_t M = a.x.shape[0], N = a.x.shape[1];
-  if (M == 0 || N == 0) return out;
-  out.config = rowblock_path_config(a, choice.config);
-  if (out.config < 0) return out;
-  const int partials = (a.dweight.present() ? 1 : 0) + (a.dbias.present() ? 1 : 0);
-  out.grid = rowblock_bwd_grid(M, dtype_size(a.x.dtype), partials, choice.rows_per_cta,
-                               choice.cluster);
-  if (out.grid.ctas > 0x7fffffff) out.config = -1;
-  return out;
+  if (N == 0) return;
+  detail::DeviceGuard guard(a.x.device);
+  auto& p = plan.p;
+  float* ws = static_cast<float*>(workspace);
+  if (M > 0) {
+    p.dweight_part = a.dweight.present() ? ws : nullptr;
+    p.dbias_part = a.dbias.present() ? ws + (a.dweight.present() ? plan.grid * N : 0) : nullptr;
+    detail::launch_rmsnorm_bwd(p, plan.vec_path, plan.grid, stream);
+  }
+  // P = 0 rows of partials (M == 0) makes colsum write zeros.
+  const int64_t P = M > 0 ? plan.grid : 0;
+  if (a.dweight.present())
+    detail::launch_colsum(p.dweight_part, P, N, detail::row_io(a.dweight), stream, "rmsnorm_bwd");
+  if (a.dbias.present())
+    detail::launch_colsum(p.dbias_part, P, N, detail::row_io(a.dbias), stream, "rmsnorm_bwd");
 }
 
 }  // namespace detail

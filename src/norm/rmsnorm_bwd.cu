@@ -1,5 +1,5 @@
 // RMSNorm backward launchers: (x dtype, dweight?, dbias?) -> vector-path instance (12), or
-// the general kernel (1); the row-block path's instances live in rmsnorm_bwd_rowblock_<x>_<w>.cu.
+// the general kernel (1).
 #include "common/dispatch.h"
 #include "common/launch.h"
 #include "norm/rmsnorm_bwd_kernel.cuh"
@@ -52,19 +52,6 @@ void launch_rmsnorm_bwd(const RmsNormBwdParams& p, bool vec_path, int64_t grid,
   with_bwd_kernel(p, vec_path, p.dweight_part != nullptr, p.dbias_part != nullptr, [&](auto kernel) {
     launch(kernel, grid * p.g.cluster_n, p.g.cta_threads, bwd_smem(p, vec_path),
            p.g.cluster_n, stream, "rmsnorm_bwd", p);
-  });
-}
-
-void launch_rmsnorm_bwd_rowblock(const RmsNormBwdParams& p, int config, const RowBlockBwdGrid& g,
-                                 cudaStream_t stream) {
-  dispatch_float(p.x.dtype, "rmsnorm_bwd", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (!p.weight.ptr)
-      launch_rmsnorm_bwd_rowblock_w<T, T, false>(p, config, g, stream);
-    else if (sizeof(T) == 4 || p.weight.dtype == DType::kFloat32)
-      launch_rmsnorm_bwd_rowblock_w<T, float, true>(p, config, g, stream);
-    else
-      launch_rmsnorm_bwd_rowblock_w<T, T, true>(p, config, g, stream);
   });
 }
 

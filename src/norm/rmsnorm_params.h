@@ -6,7 +6,6 @@
 
 #include "common/row_geometry.h"
 #include "common/row_io.h"
-#include "norm/norm_config.h"
 
 namespace quack::detail {
 
@@ -53,16 +52,5 @@ int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, bool has_dw, 
                          int device);
 void launch_rmsnorm_bwd(const RmsNormBwdParams& p, bool vec_path, int64_t grid,
                         cudaStream_t stream);
-
-/// Row-block backward ("bwd v2", rmsnorm_bwd_rowblock_kernel.cuh): instance `config` of
-/// kRowBlockBwdConfigs for x's dtype and p's weight (host-checked by rmsnorm.cpp), on grid g
-/// (rowblock_bwd_grid: R rows per CTA, clusters of C, P = g.partials partial rows). Defined per
-/// x dtype T and weight (TW, kWeight; absent: TW = T, false) in rmsnorm_bwd_rowblock_<x>_<w>.cu;
-/// launch_rmsnorm_bwd_rowblock (rmsnorm_bwd.cu) dispatches on p.
-template <typename T, typename TW, bool kWeight>
-void launch_rmsnorm_bwd_rowblock_w(const RmsNormBwdParams& p, int config,
-                                   const RowBlockBwdGrid& g, cudaStream_t stream);
-void launch_rmsnorm_bwd_rowblock(const RmsNormBwdParams& p, int config, const RowBlockBwdGrid& g,
-                                 cudaStream_t stream);
 
 }  // namespace quack::detail

@@ -46,52 +46,6 @@ void rmsnorm_fwd_with_path(const RmsNormFwdArgs& args, RmsNormFwdPath path, int 
 /// when it takes the staged path (validates the arguments; no CUDA call).
 int rmsnorm_fwd_simple_config(const RmsNormFwdArgs& args, int simple_config = -1);
 
-/// Backward kernels: kStaged is the persistent kernel that stages x and dout in shared memory
-/// (rmsnorm_bwd_kernel.cuh, with its general fallback); kRowBlock ("bwd v2") the kernel whose
-/// CTAs each walk R consecutive rows with the row and the column sums in registers, many waves,
-/// clusters of C CTAs adding their column sums through distributed shared memory
-/// (rmsnorm_bwd_rowblock_kernel.cuh), where it applies: dout, dx, dresidual_out and dresidual
-/// in x's dtype, weight absent, in x's dtype or fp32, N a multiple of 16 bytes, 16-byte
-/// aligned rows of contiguous columns (so no stride-0 or transposed dout), a row length
-/// rowblock_bwd_config gives an instance for (rows ≤ 32 KB for 16-bit x; fp32 x up to 32 KB).
-/// Other arguments take the staged path on either setting. Both write the same (P, N)
-/// partials protocol; the workspace query plans with the same path as the run.
-enum class RmsNormBwdPath { kStaged, kRowBlock };
-
-/// The path rmsnorm_bwd (and rmsnorm_bwd_workspace_size) take: the last set_rmsnorm_bwd_path,
-/// else QUACK_RMSNORM_BWD (staged | rowblock, aliases v2 and simple2; read once; unset or
-/// empty: staged). Throws InvalidArgument naming the variable for any other value.
-RmsNormBwdPath rmsnorm_bwd_path();
-/// Overrides QUACK_RMSNORM_BWD for the whole process (tests, benchmarks). Query the workspace
-/// after setting it: the row-block path's P differs from the staged one's.
-void set_rmsnorm_bwd_path(RmsNormBwdPath path);
-
-/// Row-block knobs: config ≥ 0 forces that entry of kRowBlockBwdConfigs (when it fits the row;
-/// else the staged path), -1 the table's (rowblock_bwd_config); rows_per_cta (R) and cluster
-/// (C ∈ {1, 2, 4, 8}) > 0 override rowblock_bwd_grid's rule. Bad values throw InvalidArgument.
-struct RowBlockBwdChoice {
-  int config = -1;
-  int rows_per_cta = 0;
-  int cluster = 0;
-};
-
-/// rmsnorm_bwd on `path` with the row-block `choice`. The workspace must come from
-/// rmsnorm_bwd_workspace_size_with_path with the same path and choice.
-size_t rmsnorm_bwd_workspace_size_with_path(const RmsNormBwdArgs& args, RmsNormBwdPath path,
-                                            const RowBlockBwdChoice& choice = {});
-void rmsnorm_bwd_with_path(const RmsNormBwdArgs& args, RmsNormBwdPath path,
-                           const RowBlockBwdChoice& choice, void* workspace,
-                           size_t workspace_bytes, cudaStream_t stream);
-
-/// What rmsnorm_bwd_with_path(args, kRowBlock, choice) runs: the kRowBlockBwdConfigs entry
-/// (-1: the staged path) and its grid (R, C, CTAs, P). Validates the arguments; no CUDA call.
-struct RowBlockBwdPlan {
-  int config = -1;
-  RowBlockBwdGrid grid;
-};
-RowBlockBwdPlan rmsnorm_bwd_rowblock_plan(const RmsNormBwdArgs& args,
-                                          const RowBlockBwdChoice& choice = {});
-
 /// Whether rmsnorm_fwd / rmsnorm_bwd would take the vector (staged) path for these arguments
 /// (validates them; no CUDA call). For tests of the path heuristic.
 bool rmsnorm_fwd_vector_path(const RmsNormFwdArgs& args);

@@ -163,26 +163,6 @@ inline void run_fwd(const FwdCase& c) {
 
 // ---------------------------------------------------------------- backward
 
-using detail::RmsNormBwdPath;
-
-inline const char* path_name(RmsNormBwdPath p) {
-  return p == RmsNormBwdPath::kRowBlock ? "rowblock" : "staged";
-}
-
-/// Sets the backward path rmsnorm_bwd (and its workspace query) take for the guard's lifetime.
-class ScopedBwdPath {
- public:
-  explicit ScopedBwdPath(RmsNormBwdPath p) : previous_(detail::rmsnorm_bwd_path()) {
-    detail::set_rmsnorm_bwd_path(p);
-  }
-  ~ScopedBwdPath() { detail::set_rmsnorm_bwd_path(previous_); }
-  ScopedBwdPath(const ScopedBwdPath&) = delete;
-  ScopedBwdPath& operator=(const ScopedBwdPath&) = delete;
-
- private:
-  RmsNormBwdPath previous_;
-};
-
 struct BwdCase {
   int64_t M = 1, N = 1;
   DType x = DType::kBFloat16;
@@ -198,11 +178,6 @@ struct BwdCase {
   float eps = 1e-6f;
   uint64_t seed = 1;
   bool weight_ones = false;      // weight = 1 (C01)
-  // Row-block path: run it through rmsnorm_bwd_with_path with this choice and require that it
-  // takes the case (config ≥ 0: that instance). require_rowblock: rmsnorm_bwd (the public
-  // path) must take the row-block kernel.
-  std::optional<detail::RowBlockBwdChoice> rowblock;
-  bool require_rowblock = false;
 
   DType dout_dtype() const { return dout ? *dout : x; }
   DType dx_dtype() const { return dx ? *dx : x; }
@@ -219,23 +194,13 @@ struct BwdCase {
     if (dbias) s << " db=" << short_name(*dbias);
     if (rstd_stride != 1) s << " rstd[s" << rstd_stride << "]";
     if (dx_aliases_dout) s << " dx=dout";
-    if (rowblock) {
-      s << " rowblock[";
-      if (rowblock->config >= 0) s << detail::kRowBlockBwdConfigs[rowblock->config].name;
-      s << " R" << rowblock->rows_per_cta << " C" << rowblock->cluster << "]";
-    }
-    s << " path=" << path_name(detail::rmsnorm_bwd_path());
     return s.str();
   }
 };
 
-/// Workspace for a backward call, sized by rmsnorm_bwd_workspace_size (or, for a forced
-/// row-block choice, by rmsnorm_bwd_workspace_size_with_path).
-inline DeviceBuffer bwd_workspace(const RmsNormBwdArgs& a, size_t* bytes,
-                                  const detail::RowBlockBwdChoice* rowblock = nullptr) {
-  *bytes = rowblock ? detail::rmsnorm_bwd_workspace_size_with_path(a, RmsNormBwdPath::kRowBlock,
-                                                                    *rowblock)
-                    : rmsnorm_bwd_workspace_size(a);
+/// Workspace for a backward call, sized by rmsnorm_bwd_workspace_size.
+inline DeviceBuffer bwd_workspace(const RmsNormBwdArgs& a, size_t* bytes) {
+  *bytes = rmsnorm_bwd_workspace_size(a);
   DeviceBuffer ws(*bytes);
   ws.poison();
   return ws;
@@ -296,19 +261,9 @@ inline BwdResult run_bwd(const BwdCase& c, int runs = 1) {
     a.dbias = ddb.ref;
   }
 
-  const detail::RowBlockBwdChoice* rb = c.rowblock ? &*c.rowblock : nullptr;
-  if (rb) {
-    const int cfg = detail::rmsnorm_bwd_rowblock_plan(a, *rb).config;
-    if (rb->config >= 0) EXPECT_EQ(cfg, rb->config) << "the row-block path does not take this case";
-    else EXPECT_GE(cfg, 0) << "the row-block path does not take this case";
-  } else if (c.require_rowblock) {
-    EXPECT_EQ(detail::rmsnorm_bwd_path(), RmsNormBwdPath::kRowBlock);
-    EXPECT_GE(detail::rmsnorm_bwd_rowblock_plan(a).config, 0)
-        << "the row-block path does not take this case";
-  }
   size_t ws_bytes = 0;
   DeviceBuffer ws;
-  EXPECT_NO_THROW(ws = bwd_workspace(a, &ws_bytes, rb));
+  EXPECT_NO_THROW(ws = bwd_workspace(a, &ws_bytes));
   if ((c.dweight || c.dbias) && M > 0) {
     EXPECT_GT(ws_bytes, 0u);
   }
@@ -327,12 +282,7 @@ inline BwdResult run_bwd(const BwdCase& c, int runs = 1) {
       if (c.dbias) ddb.poison();
       ws.poison();
     }
-    if (rb) {
-      EXPECT_NO_THROW(detail::rmsnorm_bwd_with_path(a, RmsNormBwdPath::kRowBlock, *rb, ws.get(),
-                                                    ws_bytes, nullptr));
-    } else {
-      EXPECT_NO_THROW(rmsnorm_bwd(a, ws.get(), ws_bytes, nullptr));
-    }
+    EXPECT_NO_THROW(rmsnorm_bwd(a, ws.get(), ws_bytes, nullptr));
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
     if (run == 0) {  // later runs: bitwise equal to run 0 (below)
