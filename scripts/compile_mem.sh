@@ -15,7 +15,8 @@ while read -r cmd; do
   tu=$(echo "$cmd" | grep -oE "${PAT}[A-Za-z0-9_]*\.cu\.o" | head -1)
   out="$TMP/$i.o"
   ( cd "$BUILD" && /usr/bin/time -f "%e %M" -o "$TMP/$i.time" bash -c "${cmd% -o *} -o $out" > /dev/null 2>&1
-    read -r s kb < "$TMP/$i.time"; printf "%-46s %6.1f s %6.2f GiB %6.2f GB\n" "$tu" "$s" "$(echo "$kb/1048576" | bc -l)" "$(echo "$kb*1024/1e9" | bc -l)" ) &
+    read -r s kb < "$TMP/$i.time"
+    awk -v tu="$tu" -v s="$s" -v kb="$kb" 'BEGIN { printf "%-46s %6.1f s %6.2f GiB %6.2f GB\n", tu, s, kb / 1048576, kb * 1024 / 1e9 }' ) &
   [ $((i % JOBS)) = 0 ] && wait
 done < "$TMP/cmds"
 wait
