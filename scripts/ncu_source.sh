@@ -35,8 +35,11 @@ try:
     src = list(csv.reader(open(sys.argv[2])))
 except Exception as e:
     src = []
-if src:
-    head = src[0]
+# ncu's source page starts with a "Kernel Name" row; the column header row is the first that
+# names the stall-sampling column.
+hi = next((i for i, r in enumerate(src) if any(h.startswith("Warp Stall Sampling (All") for h in r)), None)
+if src and hi is not None:
+    head, src = src[hi], src[hi:]
     col = next((i for i, h in enumerate(head) if h.startswith("Warp Stall Sampling (All")), None)
     srccol = next((i for i, h in enumerate(head) if h == "Source"), 1)
     if col is not None:
@@ -51,5 +54,5 @@ if src:
     else:
         print("source page columns:", head[:12])
 else:
-    print("no source page")
+    print("no stall-sampling column in the source page; first rows:", [r[:3] for r in src[:3]])
 PY
