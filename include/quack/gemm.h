@@ -8,9 +8,9 @@
 // Tile configurations: 128x256x64 cooperative with 2x1 clusters (every dtype and layout) and,
 // for bf16 -> bf16 with a row-major a, 128x128x64 pingpong with 2x1 clusters (large problems),
 // 128x64x64 cooperative without a cluster and 64x128x64 (one consumer warpgroup) with a 2x1
-// cluster (small M·N). Which one runs: GemmArgs::tuned (timed once per shape class, cached),
-// else the environment variable QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x128 (forces one where
-// it exists), else the shape rule of src/gemm/gemm.cpp (choose_tile: 64x128 or 128x64 when
+// cluster (small M·N), 128x64x64 with a 1x2 cluster (A multicast; forced only). Which one runs:
+// GemmArgs::tuned (timed once per shape class, cached), else the environment variable
+// QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x128 | 64x2 (forces one where it exists), else the shape rule of src/gemm/gemm.cpp (choose_tile: 64x128 or 128x64 when
 // 128x256 tiles would leave more than a quarter of the SMs idle, 128x128 pingpong with ≥ 4 of
 // its tiles per SM, else 128x256). Scheduling: static persistent, or dynamic (an atomic tile
 // counter) with GemmArgs::tile_counter.

@@ -157,7 +157,8 @@ struct Instance {
   Launcher run;
   // The tile configuration, also QUACK_GEMM_TILE_N's value that forces it: "256" cooperative
   // 128x256, 2x1 cluster; "128" pingpong 128x128, 2x1 cluster; "64" cooperative 128x64, no
-  // cluster; "64x128" cooperative 64x128 (one consumer warpgroup), 2x1 cluster (B multicast).
+  // cluster; "64x128" cooperative 64x128 (one consumer warpgroup), 2x1 cluster (B multicast);
+  // "64x2" cooperative 128x64, 1x2 cluster (A multicast; forced only).
   const char* tile = "256";
   const char* name = "128x256";  // the kernel name's tile part (autotune candidates)
   bool c_f32 = false;  // C is float32 while D is 16-bit (else C has D's dtype)
@@ -183,6 +184,8 @@ constexpr Instance kInstances[] = {
     {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x64c1_bf16_bf16_km, "64", "128x64c1"},
     {kBf16, kBf16, kK, kK, detail::gemm_sm90_64x128_bf16_bf16_kk, "64x128", "64x128"},
     {kBf16, kBf16, kK, kMN, detail::gemm_sm90_64x128_bf16_bf16_km, "64x128", "64x128"},
+    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x64c1x2_bf16_bf16_kk, "64x2", "128x64c1x2"},
+    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x64c1x2_bf16_bf16_km, "64x2", "128x64c1x2"},
     {kBf16, kF32, kK, kK, detail::gemm_sm90_128x256_bf16_f32_kk},
     {kBf16, kF32, kK, kMN, detail::gemm_sm90_128x256_bf16_f32_km},
     {kBf16, kF32, kMN, kMN, detail::gemm_sm90_128x256_bf16_f32_mm},
@@ -238,9 +241,10 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
 // - else 128x256.
 // Measured on the H200 (071ea04, docs/performance.md g3): pingpong 0.999–1.016x cuBLAS at
 // 8192³ and the four LLM shapes (128x256: 0.962–0.995), 0.749 at 2048³ (128x256: 0.783).
-// QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x128 forces a tile where its instance exists (auto or
-// unset: this rule). (128x64 with a 1x2 cluster, A multicast, measured slower than 128x64
-// without one at M = 128 and 256, docs/performance.md g4, and was removed.)
+// QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x128 | 64x2 forces a tile where its instance exists
+// (auto or unset: this rule). 64x2 (128x64 with a 1x2 cluster, A multicast: the 1x2 cluster
+// shape of issue 3) is not in the rule: it measured slower than 128x64 without a cluster at
+// M = 128 and 256 (docs/performance.md g4).
 // Instances that compute the same problem as base (same dtypes and majors), any tile.
 bool same_problem(const Instance& i, const Instance& base) {
   return i.ab == base.ab && i.d == base.d && i.c_f32 == base.c_f32 && i.a == base.a && i.b == base.b;

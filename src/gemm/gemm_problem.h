@@ -56,7 +56,8 @@ struct GemmProblem {
 // A, along N for B). So _kk: A row-major, B column-major (y = x·Wᵀ, a row-major weight W (N,K));
 // _km: A row-major, B row-major (dgrad dx = dy·W); _mm: A column-major, B row-major (wgrad
 // dW = dyᵀ·x); _mk: A column-major, B column-major (bf16 -> bf16 only). <tile> is the CTA tile,
-// M x N, with a 2x1 cluster unless it ends in c1 (no cluster); pp: pingpong consumers (each
+// M x N, with a 2x1 cluster unless it ends in c1 (no cluster) or c1x2 (a 1x2 cluster: A
+// multicast); pp: pingpong consumers (each
 // warpgroup owns whole tiles), else cooperative. gemm.cpp's table lists them.
 void gemm_sm90_128x256_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x256_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
@@ -68,6 +69,8 @@ void gemm_sm90_128x64c1_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x64c1_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_64x128_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_64x128_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x64c1x2_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
+void gemm_sm90_128x64c1x2_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x128pp_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x128pp_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
 void gemm_sm90_128x256_bf16_f32_kk(const GemmProblem& p, cudaStream_t stream);

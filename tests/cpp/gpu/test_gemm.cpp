@@ -363,7 +363,7 @@ TEST_F(Gemm, EveryTileConfig) {
   cases.push_back(mk(4096, 4096, 200));
   cases.push_back(lay("rrr", mk(2048, 4096, 64)));
   cases.push_back(with(lay("rrr", mk(3000, 2000, 333)), [](GemmCase& c) { c.with_c = true; c.beta = -1.5f; }));
-  for (const char* tile : {"256", "128", "64", "64x128", "auto"}) {
+  for (const char* tile : {"256", "128", "64", "64x128", "64x2", "auto"}) {
     setenv("QUACK_GEMM_TILE_N", tile, 1);
     for (const GemmCase& c : cases) {
       SCOPED_TRACE(std::string("tile N ") + tile + ", M " + std::to_string(c.M) + " N " + std::to_string(c.N));
@@ -383,7 +383,7 @@ TEST_F(Gemm, CallFromNewThread) {
   upload_into(A.mem, random_values(rng, M * K, DType::kBFloat16));
   Mat B = make_mat(DType::kBFloat16, 1, K, N, 'r', 0);
   upload_into(B.mem, random_values(rng, K * N, DType::kBFloat16));
-  for (const char* tile : {"256", "128", "64", "64x128"}) {
+  for (const char* tile : {"256", "128", "64", "64x128", "64x2"}) {
     SCOPED_TRACE(std::string("tile N ") + tile);
     setenv("QUACK_GEMM_TILE_N", tile, 1);
     Mat D_thread = make_mat(DType::kBFloat16, 1, M, N, 'r', 0), D_main = make_mat(DType::kBFloat16, 1, M, N, 'r', 0);
@@ -437,7 +437,7 @@ TEST_F(Gemm, DynamicScheduler) {
                                  mk(4096, 4096, 200), lay("rrr", mk(128, 8192, 512))};
   cases.push_back(with(mk(200, 300, 100), [](GemmCase& c) { c.L = 3; }));
   cases.push_back(with(lay("rrr", mk(3000, 2000, 333)), [](GemmCase& c) { c.with_c = true; c.beta = -1.5f; }));
-  for (const char* tile : {"256", "128", "64", "64x128"}) {
+  for (const char* tile : {"256", "128", "64", "64x128", "64x2"}) {
     setenv("QUACK_GEMM_TILE_N", tile, 1);
     for (GemmCase c : cases) {
       c.dynamic = true;
