@@ -2,10 +2,23 @@
 """Per-TU compile times of the last Ninja build (from .ninja_log), slowest first.
 
 Usage: scripts/compile_times.py [build-dir] [--top N]
+Times are wall seconds as Ninja logged them: they grow with whatever else ran on the machine
+(scripts/compile_mem.sh measures each GEMM TU alone, with its peak memory).
 Budgets (DESIGN.md §4, on the 2-core build machine): row-kernel TU <= 20 s, GEMM TU <= 60 s.
 """
 import os
+import subprocess
 import sys
+
+
+def build_outputs(build):
+    """The outputs of the build graph (`ninja -t targets all`), or None without ninja."""
+    try:
+        out = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"], capture_output=True,
+                             text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {line.split(":", 1)[0] for line in out.splitlines() if ":" in line}
 
 
 def main():
@@ -27,7 +40,11 @@ def main():
                 continue
             start, end, _, out, *_ = line.rstrip("\n").split("\t")
             last[out] = (int(end) - int(start)) / 1000.0
-    rows = sorted(((t, o) for o, t in last.items() if o.endswith(".o")), reverse=True)
+    # .ninja_log keeps entries of outputs that the build no longer has (a renamed or deleted
+    # TU): list only what the current build graph still produces.
+    current = build_outputs(build)
+    rows = sorted(((t, o) for o, t in last.items() if o.endswith(".o") and (current is None or o in current)),
+                  reverse=True)
     print(f"compile times ({len(rows)} TUs, {sum(t for t, _ in rows):.1f} s of compiler time):")
     over = 0
     for t, o in rows[:top]:
