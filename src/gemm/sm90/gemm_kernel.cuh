@@ -7,7 +7,7 @@
 //   (mainloop) and sm90_epilogue_tma_warpspecialized.hpp (epilogue partitioning), without the
 //   CollectiveBuilder.
 //
-// Threads → work: 384 threads = 3 warpgroups. WG0 is the producer: one elected thread of warp 0
+// Threads → work: 384 threads = 3 warpgroups (256 = 2 with BM = 64). WG0 is the producer: one elected thread of warp 0
 //   issues the TMA loads of A (BM x BK) and B (BN x BK) — in a 2x1 cluster only its half of B,
 //   multicast to both CTAs, in a 1x2 cluster its half of A — into a Stages-deep ring
 //   (PipelineTmaAsync, full/empty mbarriers), and keeps
@@ -73,7 +73,7 @@ struct OperandSmem {
   using Layout = decltype(tile_to_shape(Atom{}, Shape<Int<MN>, Int<K>, Int<Stages>>{}, Order{}));  // (MN,K,PIPE)
 };
 
-/// One tile configuration: 128 x BN x 64, 2 consumer warpgroups, a ClusterM x 1 cluster.
+/// One tile configuration: BM x BN x 64, 1–2 consumer warpgroups, a ClusterM x ClusterN cluster.
 /// Cooperative (Pingpong = false): both warpgroups split one 128 x BN tile along M (64 rows each)
 /// and run its epilogue together; with BM = 64 one consumer warpgroup owns the 64 x BN tile
 /// (small M: with a 2x1 cluster the two CTAs of M = 128 share B's tile by multicast, as
@@ -159,8 +159,8 @@ struct GemmConfig {
   using CopyOpS2R = conditional_t<kC16, SM75_U32x4_LDSM_N, AutoVectorizingCopyWithAssumedAlignment<128>>;  // C
   static constexpr int kFrg = EpiM * EpiN / kEpiThreads;  // values per thread per subtile (16)
 
-  // Mainloop stages: as many 48 KB (A+B) stages as fit beside the epilogue buffers, at most 4
-  // (4 for 16-bit D, 3 for fp32 D).
+  // Mainloop stages: as many (BM + BN) x BK stages as fit beside the epilogue buffers, at most
+  // kMaxStages (128x256: 4 for 16-bit D, 3 for fp32 D; pingpong 128x128: 5; 64x128: 8).
   static constexpr int kStageBytes = (BM + BN) * BK * int(sizeof(ElementAB));
   static constexpr int kEpiBytes =
       kEpiGroups * EpiM * EpiN * ((kReuseSmemC ? 0 : int(sizeof(ElementC))) + EpiStagesD * int(sizeof(ElementD)));
