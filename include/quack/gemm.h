@@ -113,9 +113,9 @@ struct GemmArgs {
   /// first use, that persistent clusters take output tiles from with atomicInc. Every completed
   /// launch leaves it at 0 again (the increments wrap at the tile count), so it needs no reset
   /// between calls or graph replays; it must not be shared by launches that may run at the
-  /// same time (keep one per stream). 4-byte aligned; not checked beyond alignment. The
-  /// cluster-less 128x64 configuration ignores it (static schedule). Its cases passed on an H200
-  /// with the 2x1-cluster configurations (session 3); the 1x2 one and the fixed test not yet.
+  /// same time (keep one per stream). 4-byte aligned (InvalidArgument otherwise); not checked
+  /// beyond alignment. The cluster-less 128x64 configuration ignores it (static schedule). Its
+  /// GPU tests passed on an H200 on every tile configuration at 4c9df5f.
   uint32_t* tile_counter = nullptr;
 };
 

@@ -101,6 +101,12 @@ def test_python_level_errors(cpu_kernels):
         quack_cpp.gemm(A, B, out_dtype=torch.int32)
     with pytest.raises(ValueError, match="linear: x .* expected both bfloat16 or both float16"):
         quack_cpp.linear(rand(4, 16, dtype=f32), rand(8, 16))
+    # Device scalars: one float32 element on A's device, else a clear error before any launch.
+    with pytest.raises(ValueError, match=r"^gemm: alpha is a tensor of shape \(2,\) float32 on cpu, "
+                                         r"expected one float32 element on cpu"):
+        quack_cpp.gemm(A, B, alpha=torch.ones(2))
+    with pytest.raises(ValueError, match=r"^gemm_add: beta is a tensor of shape \(1,\) bfloat16"):
+        quack_cpp.gemm_add(A, B, rand(4, 8), beta=torch.ones(1, dtype=bf16))
 
 
 def test_cpu_tensors_rejected_without_stand_in():

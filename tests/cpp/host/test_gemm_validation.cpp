@@ -443,5 +443,13 @@ TEST(GemmValidation, DeviceScalars) {
   expect_error(g, "gemm: alpha_device is not 4-byte aligned");
 }
 
+TEST(GemmValidation, TileCounterAlignment) {
+  GemmArgs g = args2d();
+  g.tile_counter = reinterpret_cast<uint32_t*>(fake(10));
+  expect_valid(g);
+  g.tile_counter = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(fake(10)) + 2);
+  expect_error(g, "gemm: tile_counter is not 4-byte aligned, expected a pointer to one uint32");
+}
+
 }  // namespace
 }  // namespace quack
