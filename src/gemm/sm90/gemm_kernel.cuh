@@ -53,6 +53,7 @@
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "gemm/sm90/epilogue.cuh"
+#include "gemm/sm90/epilogue_smem.cuh"
 #include "gemm/sm90/work_queue.cuh"
 #include "gemm/tile_scheduler.h"
 
@@ -148,15 +149,11 @@ struct GemmConfig {
 
   // Epilogue smem: a D row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
   // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom).
-  static constexpr bool kD16 = sizeof(ElementD) == 2, kC16 = sizeof(ElementC) == 2;
   template <class T>
   using SmemAtomEpi = conditional_t<EpiN * sizeof(T) == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>;
   using SmemLayoutC = decltype(tile_to_shape(SmemAtomEpi<ElementC>{}, Shape<Int<EpiM>, Int<EpiN>, Int<kStagesC>>{}));   // (EpiM,EpiN,PIPE_C)
   using SmemLayoutD = decltype(tile_to_shape(SmemAtomEpi<ElementD>{}, Shape<Int<EpiM>, Int<EpiN>, Int<EpiStagesD>>{}));  // (EpiM,EpiN,PIPE_D)
-  // Register <-> smem copies of the epilogue (CUTLASS sm90 builder choices for N-major C/D).
-  using CopyAtomC = Copy_Atom<SM90_U32x4_STSM_N, cutlass::half_t>;  // accumulator partition only
-  using CopyOpR2S = conditional_t<kD16, SM90_U32x4_STSM_N, AutoVectorizingCopyWithAssumedAlignment<128>>;
-  using CopyOpS2R = conditional_t<kC16, SM75_U32x4_LDSM_N, AutoVectorizingCopyWithAssumedAlignment<128>>;  // C
+  // Register <-> smem: epilogue_smem.cuh (STSM / LDSM x4 for 16-bit data, 8-byte accesses for fp32).
   static constexpr int kFrg = EpiM * EpiN / kEpiThreads;  // values per thread per subtile (16)
 
   // Mainloop stages: as many (BM + BN) x BK stages as fit beside the epilogue buffers, at most
@@ -229,17 +226,17 @@ struct Params {
   uint32_t* tile_counter;  // dynamic scheduler (work_queue.cuh) when non-null
 };
 
-/// Stores the (EpiM, EpiN) subtile staged in `sD` at D(m0.., n0..) of batch l with plain
+/// Stores the (EpiM, EpiN) subtile staged in buffer stage `buf` at D(m0.., n0..) of batch l with plain
 /// predicated stores by the epilogue group's threads (consecutive threads, consecutive columns):
 /// the exact-clipping path for the subtile that crosses column N (see Params::d_tail_manual).
 /// The caller's next barrier orders these smem reads before the buffer is rewritten.
-template <class Cfg, class SubTile, class P>
-CUTE_DEVICE void store_subtile_clipped(SubTile const& sD, P const& p, int l, int m0, int n0, int etid) {
+template <class Cfg, class P>
+CUTE_DEVICE void store_subtile_clipped(typename Cfg::ElementD const* buf, P const& p, int l, int m0, int n0, int etid) {
   using ElementD = typename Cfg::ElementD;
   ElementD* d = static_cast<ElementD*>(p.d_ptr) + int64_t(l) * p.batch_d;
   for (int i = etid; i < Cfg::EpiM * Cfg::EpiN; i += Cfg::kEpiThreads) {
     int const r = i / Cfg::EpiN, c = i % Cfg::EpiN;
-    if (m0 + r < p.M && n0 + c < p.N) d[int64_t(m0 + r) * p.ldd + n0 + c] = sD(r, c);
+    if (m0 + r < p.M && n0 + c < p.N) d[int64_t(m0 + r) * p.ldd + n0 + c] = subtile_at<Cfg::EpiN>(buf, r, c);
   }
 }
 
@@ -346,35 +343,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
     Tensor tCrB = thr_mma.make_fragment_B(tCsB);
     Tensor acc = partition_fragment_C(mma, select<0, 1>(typename Cfg::TileShape{}));  // (MMA,MMA_M,MMA_N) fp32
 
-    // Epilogue partitioning (CUTLASS sm90_epilogue_tma_warpspecialized.hpp, without the visitor tree).
+    // Epilogue buffers: registers <-> smem by epilogue_smem.cuh (fragment layout and swizzle
+    // by hand), smem <-> global by TMA (CuTe's partitions of the swizzled buffers).
     using ElementC = typename Cfg::ElementC;
     ElementC* c_smem;
     if constexpr (Cfg::kReuseSmemC)
       c_smem = reinterpret_cast<ElementC*>(ss.D[grp].begin());  // same layout, same width
     else
       c_smem = ss.C.buf[grp].begin();
+    constexpr int kSubtile = Cfg::EpiM * Cfg::EpiN;  // elements per buffer stage
     Tensor sC = as_position_independent_swizzle_tensor(
         make_tensor(make_smem_ptr(c_smem), typename Cfg::SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
     Tensor sD = as_position_independent_swizzle_tensor(
         make_tensor(make_smem_ptr(ss.D[grp].begin()), typename Cfg::SmemLayoutD{}));  // (EpiM,EpiN,PIPE_D)
-    auto tiled_c_atom = make_tiled_copy_C_atom(typename Cfg::CopyAtomC{}, mma);
-    auto tiled_r2s = make_tiled_copy_S(Copy_Atom<typename Cfg::CopyOpR2S, ElementD>{}, tiled_c_atom);
-    auto thr_r2s = tiled_r2s.get_slice(etid);
-    Tensor tRS_rAcc = thr_r2s.retile_S(acc);  // ((R2S,R2S_V),MMA_M,MMA_N)
-    Tensor tRS_sD = thr_r2s.partition_D(sD);  // (R2S,R2S_M,R2S_N,PIPE_D)
-    auto tRS_rD_layout = make_layout(take<0, 3>(shape(thr_r2s.partition_S(sD))));
-    Tensor tRS_rD = make_tensor<ElementD>(tRS_rD_layout);  // (R2S,R2S_M,R2S_N)
-    auto tiled_s2r = make_tiled_copy_S(Copy_Atom<typename Cfg::CopyOpS2R, ElementC>{}, tiled_c_atom);
-    auto thr_s2r = tiled_s2r.get_slice(etid);
-    Tensor tSR_sC = thr_s2r.partition_S(sC);  // (S2R,S2R_M,S2R_N,PIPE_C)
-    Tensor tRS_rC = make_tensor<ElementC>(tRS_rD_layout);
-    Tensor tSR_rC = thr_s2r.retile_D(tRS_rC);
-    Tensor tRS_rAcc_frg = recast<cutlass::Array<float, kFrg>>(tRS_rAcc);  // (V,MMA_M,MMA_N)
-    Tensor tRS_rD_frg = recast<cutlass::Array<ElementD, kFrg>>(tRS_rD);
-    Tensor tRS_rC_frg = recast<cutlass::Array<ElementC, kFrg>>(tRS_rC);
-    static_assert(decltype(size<0>(tRS_rAcc))::value % kFrg == 0, "fragment does not vectorise");
-    static_assert(decltype(size<1>(tRS_rAcc))::value == Cfg::BM / Cfg::EpiM && decltype(size<2>(tRS_rAcc))::value == 1,
-                  "one MMA step per EpiM rows, one along N (the epilogue indexes fragments by subtile)");
+    static_assert(decltype(size<0>(acc))::value == kFrg * (Cfg::BN / Cfg::EpiN) &&
+                      decltype(size<1>(acc))::value == Cfg::BM / Cfg::EpiM && decltype(size<2>(acc))::value == 1,
+                  "the accumulator holds BN / EpiN subtiles' fragments along its first mode, one per EpiM rows");
     auto tma_d_blk = p.tma_d.get_slice(Int<0>{});
     auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
     Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N,PIPE_C)
@@ -440,10 +424,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
         int const m0 = m_blk * Cfg::BM + epi_m * Cfg::EpiM;  // first row of the subtile
         CUTE_UNROLL
         for (int epi_n = 0; epi_n < Cfg::BN / Cfg::EpiN; ++epi_n) {
-          int const r2s_v = epi_n * size(tRS_rD_frg);
           int const n0 = n_blk * Cfg::BN + epi_n * Cfg::EpiN;  // first column of the subtile
           if (n0 >= p.N || m0 >= p.M) continue;  // wholly outside D: nothing to load or store (group-uniform)
           int const c_stage = Cfg::kReuseSmemC ? d_stage : 0;
+          cutlass::Array<float, kFrg> x;  // this subtile's accumulator values (fragment order)
+          CUTE_UNROLL
+          for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
           if (load_c) {
             // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
             // store's reads of the D buffer it aliases) came before the last epi_sync; with
@@ -456,26 +442,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gemm_kernel(__grid_constant_
             }
             cutlass::arch::ClusterTransactionBarrier::wait(&ss.c_full[grp], c_phase);
             c_phase ^= 1;
-            copy(tiled_s2r, tSR_sC(_, _, _, c_stage), tSR_rC);
+            cutlass::Array<ElementC, kFrg> c;
+            load_subtile<Cfg::EpiN>(c, c_smem + c_stage * kSubtile, etid);
+            epi(x, cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c));
+          } else {
+            epi(x);
           }
-          CUTE_UNROLL
-          for (int v = 0; v < size(tRS_rD_frg); ++v) {
-            cutlass::Array<float, kFrg> x = tRS_rAcc_frg(r2s_v + v, epi_m, 0);
-            if (load_c) {
-              cutlass::Array<float, kFrg> const c = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(tRS_rC_frg(v));
-              epi(x, c);
-            } else {
-              epi(x);
-            }
-            tRS_rD_frg(v) = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(x);
-          }
+          cutlass::Array<ElementD, kFrg> const d = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(x);
           bool const manual = p.d_tail_manual && n0 + Cfg::EpiN > p.N;
           if (etid == 0) tma_store_wait<Cfg::EpiStagesD - 1>();  // the store that read d_stage is done
           epi_sync();  // ... and every thread's LDSM of C from it (reuse)
-          copy(tiled_r2s, tRS_rD, tRS_sD(_, _, _, d_stage));
+          store_subtile<Cfg::EpiN>(d, ss.D[grp].begin() + d_stage * kSubtile, etid);
           cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
           epi_sync();
-          if (manual) store_subtile_clipped<Cfg>(sD(_, _, d_stage), p, l, m0, n0, etid);
+          if (manual) store_subtile_clipped<Cfg>(ss.D[grp].begin() + d_stage * kSubtile, p, l, m0, n0, etid);
           if (etid == 0) {
             if (!manual) copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
             // One bulk group per D buffer, empty for a clipped subtile: tma_store_wait<S - 1>

@@ -1,0 +1,112 @@
+// Register <-> shared-memory traffic of the GEMM epilogue, one (EpiM, EpiN) subtile at a time,
+// written against WGMMA's accumulator layout and TMA's swizzle directly.
+//
+// Why not CuTe's tiled copies (make_tiled_copy_C_atom / make_tiled_copy_S and their partitions,
+// as CUTLASS's sm90 epilogue): their layout algebra cost cicc's front end about 1 GB per GEMM TU
+// (docs/performance.md "Compile budget"), which put TUs over the 3 GB budget of DESIGN.md §4.
+// The instructions are the same: STSM / LDSM (x4) for 16-bit data, 8-byte accesses for fp32.
+//
+// Fragment layout (PTX ISA "Register fragment of wgmma D"; CuTe's CLayout_64xN): in a subtile,
+// epilogue thread t (0 ≤ t < kEpiThreads; warp t / 32 owns rows 16·(t / 32) ..) holds kFrg
+// values; value i = c + 2·h + 4·j (c, h ∈ {0, 1}, 0 ≤ j < EpiN / 8) sits at
+//   row 16·(t / 32) + 8·h + (t % 32) / 4,   column 8·j + 2·(t % 4) + c.
+// A thread's accumulator holds the subtiles (epi_m, epi_n) of its tile as the slices
+// [epi_n·kFrg, (epi_n + 1)·kFrg) of its first mode at MMA_M = epi_m, in that order
+// (tests/cpp/host/test_gemm_epilogue_layout.cu checks both against CuTe).
+// Buffer layout: a subtile buffer is row-major, RowBytes = EpiN·sizeof(T) ∈ {64, 128} per row,
+// with TMA's 64B / 128B swizzle (CuTe's GMMA::Layout_K_SW64/SW128 atoms: 16-byte chunk bits
+// [4, 4 + log2(RowBytes / 16)) of the byte offset XOR bits [7, ..)); buffers are 1024-byte aligned.
+#pragma once
+
+#include <cute/arch/copy_sm75.hpp>
+#include <cute/arch/copy_sm90.hpp>
+#include <cute/config.hpp>
+#include <cutlass/array.h>
+
+#include <cstdint>
+
+namespace quack::detail::sm90 {
+
+/// Byte offset of byte `byte_in_row` of row `row` in a swizzled subtile buffer of RowBytes rows.
+template <int RowBytes>
+CUTE_HOST_DEVICE constexpr uint32_t swizzled_offset(uint32_t row, uint32_t byte_in_row) {
+  static_assert(RowBytes == 64 || RowBytes == 128, "subtile rows of 64 or 128 bytes (SW64 / SW128)");
+  uint32_t const off = row * RowBytes + byte_in_row;
+  constexpr uint32_t kMask = RowBytes == 128 ? 7u : 3u;
+  return off ^ (((off >> 7) & kMask) << 4);
+}
+
+/// Row of values with h (value i = c + 2·h + 4·j) of epilogue thread t in its subtile.
+CUTE_HOST_DEVICE constexpr int frag_row(int t, int h) { return 16 * (t / 32) + 8 * h + (t % 32) / 4; }
+/// Column of value i of epilogue thread t in its subtile.
+CUTE_HOST_DEVICE constexpr int frag_col(int t, int i) { return 8 * (i / 4) + 2 * (t % 4) + i % 2; }
+
+/// Row and 16-byte chunk that lane `t % 32` addresses in STSM / LDSM x4 number jj (matrices
+/// q = 0..3 of 8 x 8 16-bit values: rows 8·(q % 2).., columns 8·(2·jj + q / 2)..); register q
+/// of that instruction holds the values 2q, 2q + 1 of the thread's 8-value group jj, i.e. values
+/// i = 8·jj + 2q + c — the pair (h = q % 2, j = 2·jj + q / 2) of the fragment layout above.
+CUTE_HOST_DEVICE constexpr int matrix_row(int t) {
+  int const lane = t % 32, q = lane / 8;
+  return 16 * (t / 32) + 8 * (q % 2) + lane % 8;
+}
+CUTE_HOST_DEVICE constexpr int matrix_chunk(int t, int jj) { return 2 * jj + (t % 32) / 16; }
+
+/// Stores a thread's kFrg values of one subtile into the swizzled buffer `buf` (one stage).
+template <int EpiN, class T, int N>
+CUTE_DEVICE void store_subtile(cutlass::Array<T, N> const& v, T* buf, int t) {
+  constexpr int kRowBytes = EpiN * int(sizeof(T));
+  char* const base = reinterpret_cast<char*>(buf);
+  if constexpr (sizeof(T) == 2) {
+    static_assert(N == EpiN / 2, "16-bit subtile: EpiN / 8 column blocks of 4 values");
+    uint32_t const* r = reinterpret_cast<uint32_t const*>(v.data());  // value pairs (c = 0, 1)
+    CUTE_UNROLL
+    for (int jj = 0; jj < EpiN / 16; ++jj) {
+      uint32_t const off = swizzled_offset<kRowBytes>(matrix_row(t), 16 * matrix_chunk(t, jj));
+      cute::SM90_U32x4_STSM_N::copy(r[4 * jj], r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3],
+                                    *reinterpret_cast<cute::uint128_t*>(base + off));
+    }
+  } else {
+    static_assert(sizeof(T) == 4 && N == EpiN / 2, "fp32 subtile");
+    CUTE_UNROLL
+    for (int p = 0; p < N / 2; ++p) {  // value pair p = (h, j) = (p % 2, p / 2)
+      uint32_t const off = swizzled_offset<kRowBytes>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
+      *reinterpret_cast<float2*>(base + off) = make_float2(float(v[2 * p]), float(v[2 * p + 1]));
+    }
+  }
+}
+
+/// Loads a thread's kFrg values of one subtile from the swizzled buffer `buf` (one stage).
+template <int EpiN, class T, int N>
+CUTE_DEVICE void load_subtile(cutlass::Array<T, N>& v, T const* buf, int t) {
+  constexpr int kRowBytes = EpiN * int(sizeof(T));
+  char const* const base = reinterpret_cast<char const*>(buf);
+  if constexpr (sizeof(T) == 2) {
+    static_assert(N == EpiN / 2, "16-bit subtile");
+    uint32_t* r = reinterpret_cast<uint32_t*>(v.data());
+    CUTE_UNROLL
+    for (int jj = 0; jj < EpiN / 16; ++jj) {
+      uint32_t const off = swizzled_offset<kRowBytes>(matrix_row(t), 16 * matrix_chunk(t, jj));
+      cute::SM75_U32x4_LDSM_N::copy(*reinterpret_cast<cute::uint128_t const*>(base + off), r[4 * jj],
+                                    r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3]);
+    }
+  } else {
+    static_assert(sizeof(T) == 4 && N == EpiN / 2, "fp32 subtile");
+    CUTE_UNROLL
+    for (int p = 0; p < N / 2; ++p) {
+      uint32_t const off = swizzled_offset<kRowBytes>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
+      float2 const x = *reinterpret_cast<float2 const*>(base + off);
+      v[2 * p] = T(x.x);
+      v[2 * p + 1] = T(x.y);
+    }
+  }
+}
+
+/// Element (r, c) of a swizzled subtile buffer (one stage), for the plain clipped stores.
+template <int EpiN, class T>
+CUTE_HOST_DEVICE T const& subtile_at(T const* buf, int r, int c) {
+  constexpr int kRowBytes = EpiN * int(sizeof(T));
+  return *reinterpret_cast<T const*>(reinterpret_cast<char const*>(buf) +
+                                     swizzled_offset<kRowBytes>(r, c * int(sizeof(T))));
+}
+
+}  // namespace quack::detail::sm90

@@ -1,0 +1,139 @@
+// The GEMM epilogue's hand-written register <-> smem mapping (src/gemm/sm90/epilogue_smem.cuh)
+// against CuTe, on the host: the swizzle of the subtile buffers against the CuTe layouts the TMA
+// descriptors are built from, the fragment formula against the TiledMma's accumulator
+// partition, and the STSM / LDSM x4 addressing against the PTX fragment of stmatrix / ldmatrix
+// (lane l holds row l / 4, columns 2·(l % 4), +1 of each 8 x 8 matrix; lanes 8q .. 8q + 7 give
+// the row addresses of matrix q).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "gemm/sm90/gemm_kernel.cuh"
+
+namespace {
+
+using namespace quack::detail::sm90;
+using bf16 = cutlass::bfloat16_t;
+using KMaj = std::integral_constant<GMMA::Major, GMMA::Major::K>;
+
+template <class T, class SmemLayout, int EpiM, int EpiN, int Stages>
+void expect_swizzle_matches_cute(const char* what) {
+  // A 1024-byte aligned buffer: the swizzle acts on address bits, as in shared memory.
+  constexpr size_t kBytes = size_t(EpiM) * EpiN * Stages * sizeof(T);
+  void* raw = std::aligned_alloc(1024, kBytes);
+  ASSERT_NE(raw, nullptr);
+  T* buf = static_cast<T*>(raw);
+  auto s = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(buf), SmemLayout{}));
+  constexpr int kRowBytes = EpiN * int(sizeof(T));
+  int bad = 0;
+  for (int st = 0; st < Stages; ++st)
+    for (int r = 0; r < EpiM; ++r)
+      for (int c = 0; c < EpiN; ++c) {
+        const auto cute_off = reinterpret_cast<const char*>(&s(r, c, st)) - reinterpret_cast<const char*>(buf);
+        const auto ours = size_t(st) * EpiM * EpiN * sizeof(T) + swizzled_offset<kRowBytes>(r, c * int(sizeof(T)));
+        if (size_t(cute_off) != ours && bad++ < 5)
+          ADD_FAILURE() << what << ": (" << r << ", " << c << ", stage " << st << ") CuTe byte " << cute_off
+                        << ", ours " << ours;
+      }
+  std::free(raw);
+}
+
+template <class Cfg>
+void expect_fragment_matches_cute() {
+  constexpr int kFrg = Cfg::kFrg;
+  typename Cfg::TiledMma mma;
+  // An epilogue group's threads: both warpgroups (cooperative) or one (pingpong, BM = 64).
+  for (int t = 0; t < Cfg::kEpiThreads; ++t) {
+    auto coord = mma.get_thread_slice(t).partition_C(make_identity_tensor(select<0, 1>(typename Cfg::TileShape{})));
+    ASSERT_EQ(int(size<0>(coord)), kFrg * (Cfg::BN / Cfg::EpiN));
+    ASSERT_EQ(int(size<1>(coord)), Cfg::BM / Cfg::EpiM);
+    for (int epi_m = 0; epi_m < Cfg::BM / Cfg::EpiM; ++epi_m)
+      for (int epi_n = 0; epi_n < Cfg::BN / Cfg::EpiN; ++epi_n)
+        for (int i = 0; i < kFrg; ++i) {
+          auto rc = coord(epi_n * kFrg + i, epi_m, 0);
+          ASSERT_EQ(int(get<0>(rc)), epi_m * Cfg::EpiM + frag_row(t, (i / 2) % 2))
+              << "thread " << t << " subtile (" << epi_m << ", " << epi_n << ") value " << i;
+          ASSERT_EQ(int(get<1>(rc)), epi_n * Cfg::EpiN + frag_col(t, i))
+              << "thread " << t << " subtile (" << epi_m << ", " << epi_n << ") value " << i;
+        }
+  }
+}
+
+// Where stmatrix x4 number jj puts thread t's values 8·jj + 2q + c (register q, half c), from the
+// addresses matrix_row / matrix_chunk give each lane, against where the fragment formula says
+// they belong. (ldmatrix uses the same addressing in the other direction.)
+template <int EpiN, class T, int EpiThreads>
+void expect_matrix_addressing_matches_fragment() {
+  constexpr int kRowBytes = EpiN * int(sizeof(T));
+  for (int t = 0; t < EpiThreads; ++t) {
+    const int lane = t % 32, warp0 = t - lane;
+    for (int jj = 0; jj < EpiN / 16; ++jj)
+      for (int q = 0; q < 4; ++q)
+        for (int c = 0; c < 2; ++c) {
+          const int giver = warp0 + 8 * q + lane / 4;  // the lane that addresses row lane / 4 of matrix q
+          const uint32_t row_addr = swizzled_offset<kRowBytes>(matrix_row(giver), 16 * matrix_chunk(giver, jj));
+          const uint32_t written = row_addr + uint32_t((2 * (lane % 4) + c) * sizeof(T));
+          const int i = 8 * jj + 2 * q + c;
+          const uint32_t expected = swizzled_offset<kRowBytes>(frag_row(t, (i / 2) % 2), frag_col(t, i) * int(sizeof(T)));
+          ASSERT_EQ(written, expected) << "thread " << t << " jj " << jj << " q " << q << " c " << c;
+        }
+  }
+}
+
+using Coop = GemmConfig<bf16, bf16>;                                              // 128x256, EpiN 32
+using CoopF32D = GemmConfig<bf16, float>;                                         // fp32 D (128-byte rows)
+using CoopF32C = GemmConfig<bf16, bf16, GMMA::Major::K, GMMA::Major::K, 256, 2, false, 1, float>;
+using Pingpong = GemmConfig<bf16, bf16, GMMA::Major::K, GMMA::Major::K, 128, 2, true>;  // 64x64 subtiles
+using Bm64 = GemmConfig<bf16, bf16, GMMA::Major::K, GMMA::Major::K, 128, 2, false, 1, void, 64>;
+using Bn64 = GemmConfig<bf16, bf16, GMMA::Major::K, GMMA::Major::K, 64, 1>;
+
+template <class Cfg>
+void expect_buffers_match_cute(const char* what) {
+  expect_swizzle_matches_cute<typename Cfg::ElementD, typename Cfg::SmemLayoutD, Cfg::EpiM, Cfg::EpiN,
+                              Cfg::EpiStagesD>(what);
+  expect_swizzle_matches_cute<typename Cfg::ElementC, typename Cfg::SmemLayoutC, Cfg::EpiM, Cfg::EpiN,
+                              Cfg::kStagesC>(what);
+}
+
+TEST(GemmEpilogueLayout, SwizzleMatchesCuteBuffers) {
+  expect_buffers_match_cute<Coop>("128x256");
+  expect_buffers_match_cute<CoopF32D>("128x256 fp32 D");
+  expect_buffers_match_cute<CoopF32C>("128x256 fp32 C");
+  expect_buffers_match_cute<Pingpong>("128x128 pingpong");
+  expect_buffers_match_cute<Bm64>("64x128");
+}
+
+TEST(GemmEpilogueLayout, FragmentMatchesCuteAccumulator) {
+  expect_fragment_matches_cute<Coop>();
+  expect_fragment_matches_cute<Pingpong>();
+  expect_fragment_matches_cute<Bm64>();
+  expect_fragment_matches_cute<Bn64>();
+}
+
+TEST(GemmEpilogueLayout, MatrixAddressingMatchesFragment) {
+  expect_matrix_addressing_matches_fragment<32, bf16, 256>();  // cooperative 128x256 / 128x64
+  expect_matrix_addressing_matches_fragment<64, bf16, 128>();  // pingpong, 64x128
+}
+
+TEST(GemmEpilogueLayout, SwizzleIsABijectionWithinEachStage) {
+  for (int row_bytes : {64, 128}) {
+    std::vector<int> seen(size_t(row_bytes) * 128, 0);
+    for (int r = 0; r < 128; ++r)
+      for (int b = 0; b < row_bytes; b += 16) {
+        const uint32_t off = row_bytes == 64 ? swizzled_offset<64>(r, b) : swizzled_offset<128>(r, b);
+        ASSERT_LT(off, seen.size());
+        ASSERT_EQ(off % 16, 0u);
+        ++seen[off];
+      }
+    int chunks = 0;
+    for (size_t i = 0; i < seen.size(); i += 16) {
+      EXPECT_EQ(seen[i], 1) << "row_bytes " << row_bytes << " chunk at byte " << i;
+      ++chunks;
+    }
+    EXPECT_EQ(chunks, row_bytes * 128 / 16);
+  }
+}
+
+}  // namespace
