@@ -15,6 +15,9 @@ on first use and need torch:
   custom ops ``torch.ops.quack_cpp.gemm`` / ``gemm_add_inplace``);
 - ``quack_cpp.nn.RMSNorm``: a drop-in for ``torch.nn.RMSNorm``; ``quack_cpp.nn.Linear``: for
   ``torch.nn.Linear`` without bias.
+
+In plain eager mode on CUDA tensors the functions skip the dispatcher (the eager fast path, see
+``quack_cpp.ops``); ``QUACK_EAGER_CUSTOM_OP=1`` makes every call use the custom ops.
 """
 
 from . import _C

@@ -17,6 +17,15 @@ on A's device (row-major unless C or the operands' layouts call for column-major
 ``gemm_op``); launches go to ``torch.cuda.current_stream(A.device)``; nothing here synchronises
 with the host, so every call can be captured in a CUDA graph.
 
+Eager fast path (as ``quack_cpp.ops``, which says why): when ``ops.eager_fast_path`` holds for
+the tensors of a call, ``_gemm`` / ``_gemm_add_inplace`` run the custom ops' implementations
+(``_gemm_impl`` / ``_gemm_add_inplace_impl``) directly, inside ``_GemmFn`` (an
+autograd.Function with the op's setup_context and backward formula) when autograd records the
+call; the in-place one bumps ``out``'s version counter as the op does. ``gemm``, ``gemm_add``,
+``gemm_add_inplace`` and ``linear`` (forward and backward GEMMs) all go through them. Under
+torch.compile, on fake, meta or CPU tensors, or with ``QUACK_EAGER_CUSTOM_OP=1`` (or
+``quack_cpp.ops.FORCE_CUSTOM_OP = True``), the custom ops run, unchanged.
+
 Method: QuACK 0.2.0's GEMM interface (``quack/gemm_interface.py``: gemm, gemm_add,
 gemm_add_inplace; ``quack/linear.py``: LinearFunc with fused gradient accumulation) on a
 CUTLASS 3.x-style sm90 warp-specialised TMA + WGMMA kernel (``src/gemm/sm90/``).
@@ -29,7 +38,7 @@ from torch import Tensor
 
 from . import _C
 from . import ops as _ops
-from .ops import _dtype_name, _tensor_arg
+from .ops import _dtype_name, _records_grad, _stream, _tensor_arg, eager_fast_path
 
 __all__ = ["gemm", "gemm_add", "gemm_add_inplace", "linear", "linear_dtype"]
 
@@ -177,14 +186,19 @@ def _scalar(fn: str, name: str, v, A: Tensor) -> Tuple[float, Optional[Tensor]]:
     return 1.0, v
 
 
-def _stream(t: Tensor) -> int:
-    # The current stream of t's device; 0 for host tensors, which the C++ rejects by name.
-    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
-
-
 # --------------------------------------------------------------------------------------------
 # Custom ops
 # --------------------------------------------------------------------------------------------
+
+
+def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
+    """gemm_op's implementation, shared by the custom op and the eager fast path: D allocated
+    by ``_new_out``, then ``_C.gemm``."""
+    beta = beta if C is not None else 0.0
+    beta_t = beta_t if C is not None else None
+    D = _new_out(A, B, C, 1.0 if beta_t is not None else beta, out_dtype)
+    _launch(A, B, C, D, alpha, beta, tuned, alpha_t, beta_t)
+    return D
 
 
 @torch.library.custom_op("quack_cpp::gemm", mutates_args=(), device_types="cuda")
@@ -214,17 +228,19 @@ def gemm_op(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float
         ValueError: mismatched ranks/L/K (this layer), or anything the C++ ``can_implement``
             rejects (its message). RuntimeError: a CUDA error.
     """
-    beta = beta if C is not None else 0.0
-    beta_t = beta_t if C is not None else None
-    D = _new_out(A, B, C, 1.0 if beta_t is not None else beta, out_dtype)
-    _launch(A, B, C, D, alpha, beta, tuned, alpha_t, beta_t)
-    return D
+    return _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t)
 
 
 @gemm_op.register_fake
 def _gemm_fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
     beta = 1.0 if (beta_t is not None and C is not None) else beta
     return _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
+
+
+def _gemm_add_inplace_impl(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
+    """gemm_add_inplace_op's implementation (both paths): ``_C.gemm`` with C = D = out."""
+    _out_shape(A, B)
+    _launch(A, B, out, out, alpha, beta, tuned, alpha_t, beta_t)
 
 
 @torch.library.custom_op("quack_cpp::gemm_add_inplace", mutates_args=("out",),
@@ -235,8 +251,7 @@ def gemm_add_inplace_op(A: Tensor, B: Tensor, out: Tensor, alpha: float, beta: f
     """out = alpha * A @ B + beta * out, in place (``torch.ops.quack_cpp.gemm_add_inplace``).
     C = D = out in the C++ call (tile-local read then write). Shapes and dtypes as
     ``gemm_op`` with out as C and D. Not differentiable. Raises as ``gemm_op``."""
-    _out_shape(A, B)
-    _launch(A, B, out, out, alpha, beta, tuned, alpha_t, beta_t)
+    _gemm_add_inplace_impl(A, B, out, alpha, beta, tuned, alpha_t, beta_t)
 
 
 @gemm_add_inplace_op.register_fake
@@ -254,10 +269,11 @@ def _gemm_setup_context(ctx, inputs, output):
     ctx.save_for_backward(A if need_b else None, B if need_a else None, alpha_t, beta_t)
 
 
-def _gemm_backward(ctx, dD):
-    """dA = alpha * dD @ B^T, dB = alpha * A^T @ dD (our gemm, outputs in A's / B's dtype; dD
-    cast to A's dtype and made a row-major operand), dC = beta * dD. Device scalars pass on to
-    the backward GEMMs (alpha) or multiply dD (beta); they get no gradient themselves."""
+def _gemm_grads(ctx, dD, mm):
+    """dA = alpha * dD @ B^T, dB = alpha * A^T @ dD (our gemm through ``mm``: the custom op, or
+    ``_gemm`` on the fast path; outputs in A's / B's dtype; dD cast to A's dtype and made a
+    row-major operand), dC = beta * dD. Device scalars pass on to the backward GEMMs (alpha) or
+    multiply dD (beta); they get no gradient themselves."""
     A, B, alpha_t, beta_t = ctx.saved_tensors
     need_a, need_b, need_c = ctx.needs_input_grad[:3]
     dA = dB = dC = None
@@ -269,14 +285,66 @@ def _gemm_backward(ctx, dD):
     if need_a or need_b:
         g = _as_operand(dD.to(ctx.a_dtype))
         if need_a:
-            dA = gemm_op(g, B.mT, None, ctx.alpha, 0.0, ctx.a_dtype, False, alpha_t, None)
+            dA = mm(g, B.mT, None, ctx.alpha, 0.0, ctx.a_dtype, False, alpha_t, None)
         if need_b:
-            dB = gemm_op(A.mT, g, None, ctx.alpha, 0.0, ctx.b_dtype, False, alpha_t, None)
+            dB = mm(A.mT, g, None, ctx.alpha, 0.0, ctx.b_dtype, False, alpha_t, None)
     return dA, dB, dC, None, None, None, None, None, None
+
+
+def _gemm_backward(ctx, dD):
+    # The custom op's backward: GEMMs through the gemm custom op.
+    return _gemm_grads(ctx, dD, gemm_op)
 
 
 torch.library.register_autograd("quack_cpp::gemm", _gemm_backward,
                                 setup_context=_gemm_setup_context)
+
+
+# --------------------------------------------------------------------------------------------
+# Eager fast path: the same implementations, setup_context and formula without the dispatcher
+# --------------------------------------------------------------------------------------------
+
+
+class _GemmFn(torch.autograd.Function):
+    """gemm_op with its registered autograd, as an autograd.Function (the eager fast path):
+    forward ``_gemm_impl`` then the op's ``_gemm_setup_context`` (in forward, as in
+    ``ops._RMSNormFn``), backward the op's formula with ``_gemm`` (so create_graph=True
+    records differentiable GEMMs, as the op's backward does). All 9 arguments positional."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _gemm_impl(*inputs)
+        _gemm_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, dD):
+        return _gemm_grads(ctx, dD, _gemm)
+
+
+def _gemm(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
+    """gemm_op's semantics on the cheapest path that is the same: the custom op unless
+    ``eager_fast_path``; else ``_GemmFn`` when autograd records the call, ``_gemm_impl``
+    when it does not (no_grad, inference, inside an autograd.Function)."""
+    args = (A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t)
+    if not eager_fast_path(A, B, C, alpha_t, beta_t):
+        return gemm_op(*args)
+    if _records_grad(A, B, C, alpha_t, beta_t):
+        return _GemmFn.apply(*args)
+    return _gemm_impl(*args)
+
+
+def _gemm_add_inplace(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
+    """gemm_add_inplace_op's semantics: ``_gemm_add_inplace_impl`` directly when
+    ``eager_fast_path`` holds and autograd would not record the call, after bumping out's
+    version counter as the op's ADInplaceOrView kernel does (so autograd still catches a saved
+    tensor modified in place); else the custom op."""
+    args = (A, B, out, alpha, beta, tuned, alpha_t, beta_t)
+    if (not eager_fast_path(A, B, out, alpha_t, beta_t)
+            or _records_grad(A, B, out, alpha_t, beta_t)):
+        return gemm_add_inplace_op(*args)
+    torch.autograd.graph.increment_version(out)
+    _gemm_add_inplace_impl(*args)
 
 
 # --------------------------------------------------------------------------------------------
@@ -347,7 +415,7 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
     """
     _check("gemm", A=A, B=B)
     a, a_t = _scalar("gemm", "alpha", alpha, A)
-    return gemm_op(A, B, None, a, 0.0, _out_dtype("gemm", out_dtype, A), bool(tuned), a_t, None)
+    return _gemm(A, B, None, a, 0.0, _out_dtype("gemm", out_dtype, A), bool(tuned), a_t, None)
 
 
 def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: Union[float, Tensor] = 1.0,
@@ -377,7 +445,7 @@ def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: Union[float, Tensor] = 1.0,
     _check("gemm_add", A=A, B=B, C=C)
     a, a_t = _scalar("gemm_add", "alpha", alpha, A)
     b, b_t = _scalar("gemm_add", "beta", beta, A)
-    return gemm_op(A, B, C, a, b, _out_dtype("gemm_add", out_dtype, A), bool(tuned), a_t, b_t)
+    return _gemm(A, B, C, a, b, _out_dtype("gemm_add", out_dtype, A), bool(tuned), a_t, b_t)
 
 
 def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: Union[float, Tensor] = 1.0,
@@ -401,7 +469,7 @@ def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: Union[float, Tens
     _check("gemm_add_inplace", A=A, B=B, out=out)
     a, a_t = _scalar("gemm_add_inplace", "alpha", alpha, A)
     b, b_t = _scalar("gemm_add_inplace", "beta", beta, A)
-    gemm_add_inplace_op(A, B, out, a, b, bool(tuned), a_t, b_t)
+    _gemm_add_inplace(A, B, out, a, b, bool(tuned), a_t, b_t)
 
 
 # --------------------------------------------------------------------------------------------
@@ -430,7 +498,7 @@ class _LinearFunc(torch.autograd.Function):
         lead = x.shape[:-1]
         x2 = _as_operand(x.to(dtype).reshape(-1, K))
         w = weight.to(dtype)
-        y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned))
+        y = _gemm(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned))
         need_x, need_w = ctx.needs_input_grad[:2]
         ctx.dtype, ctx.weight_dtype, ctx.lead, ctx.n = dtype, weight.dtype, lead, N
         # Fused accumulation reads weight.grad at backward time: eager only (as QuACK).
@@ -446,18 +514,18 @@ class _LinearFunc(torch.autograd.Function):
         g = _as_operand(dy.to(ctx.dtype).reshape(-1, ctx.n))
         dx = dw = None
         if need_x:  # dgrad: dx = dy @ W
-            dx = gemm_op(g, w, None, 1.0, 0.0, ctx.dtype).view(*ctx.lead, w.shape[1])
+            dx = _gemm(g, w, None, 1.0, 0.0, ctx.dtype).view(*ctx.lead, w.shape[1])
         if need_w:  # wgrad: dW = dy^T @ x, in weight's dtype where the C++ has that instance
             a, b, wdt = g.mT, x2, ctx.weight_dtype
             grad = weight.grad if ctx.fuse else None
             if grad is not None and _accepts(a, b, grad, grad, 1.0):
-                gemm_add_inplace_op(a, b, grad, 1.0, 1.0)
+                _gemm_add_inplace(a, b, grad, 1.0, 1.0)
                 weight.grad = None  # autograd's AccumulateGrad then takes grad as it is
                 dw = grad
             else:  # e.g. fp16 -> fp32 for these layouts: fp16 dW, then cast (as torch does)
                 shape = (a.shape[0], b.shape[1])
                 ok = any(_accepts(a, b, None, (shape, wdt, col)) for col in (False, True))
-                dw = gemm_op(a, b, None, 1.0, 0.0, wdt if ok else ctx.dtype).to(wdt)
+                dw = _gemm(a, b, None, 1.0, 0.0, wdt if ok else ctx.dtype).to(wdt)
         return dx, dw, None, None, None
 
 

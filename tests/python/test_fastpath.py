@@ -1,0 +1,296 @@
+"""The eager fast path on the GPU: ``quack_cpp.rmsnorm``, ``gemm``, ``gemm_add``,
+``gemm_add_inplace``, ``linear`` / ``nn.Linear`` and ``nn.RMSNorm`` give bit-for-bit the same
+outputs and gradients on the fast path (``_C`` called from autograd.Functions) as on the custom
+ops (``quack_cpp.ops.FORCE_CUSTOM_OP = True``, what ``QUACK_EAGER_CUSTOM_OP=1`` sets), on random
+data; each test also checks that the fast path was the one taken. Plus: CUDA-graph capture and
+replay through the fast path, no host synchronisation (sync debug mode), a side stream.
+
+Backward GEMMs need the transposed layouts: marker all_majors (as test_gemm.py).
+Skips without a CUDA GPU (and with QUACK_TEST_DEVICE=cpu): the plumbing is checked on CPU in
+test_fastpath_cpu.py.
+"""
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+quack_cpp = pytest.importorskip("quack_cpp")
+ops = pytest.importorskip("quack_cpp.ops")
+gemm_ops = pytest.importorskip("quack_cpp.gemm_ops")
+qnn = pytest.importorskip("quack_cpp.nn")
+
+DEVICE = "cuda"
+pytestmark = pytest.mark.skipif(
+    os.environ.get("QUACK_TEST_DEVICE", "cuda") != "cuda" or not torch.cuda.is_available(),
+    reason="needs a CUDA GPU (CPU plumbing: test_fastpath_cpu.py)")
+all_majors = pytest.mark.all_majors
+
+f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
+
+
+@pytest.fixture(autouse=True)
+def _fast_by_default(monkeypatch):
+    monkeypatch.setattr(ops, "FORCE_CUSTOM_OP", False)
+
+
+def _both(fn, monkeypatch):
+    """fn(seed-0 generator) on the fast path, then on the custom ops."""
+    def once():
+        return fn(torch.Generator(DEVICE).manual_seed(0))
+
+    fast = once()
+    monkeypatch.setattr(ops, "FORCE_CUSTOM_OP", True)
+    try:
+        slow = once()
+    finally:
+        monkeypatch.setattr(ops, "FORCE_CUSTOM_OP", False)
+    return fast, slow
+
+
+def _assert_equal(fast, slow):
+    assert len(fast) == len(slow)
+    for i, (a, b) in enumerate(zip(fast, slow)):
+        assert (a is None) == (b is None), i
+        if a is not None:
+            assert (a.dtype, a.shape, a.stride()) == (b.dtype, b.shape, b.stride()), i
+            assert torch.equal(a, b), i
+
+
+def _node(t):
+    """The autograd node that made t (through the (..., N) view)."""
+    return type((t if t._base is None else t._base).grad_fn)
+
+
+def randn(g, *shape, dtype=f32, scale=1.0, shift=0.0):
+    return (torch.randn(*shape, device=DEVICE, generator=g) * scale + shift).to(dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# RMSNorm
+# --------------------------------------------------------------------------------------------
+
+RMS_CASES = [
+    # M, N, x dtype, weight dtype, residual dtype (None: no residual), bias, prenorm,
+    # residual_dtype arg, out_dtype, which of x, w, b, r require grad
+    (257, 4096, bf16, f32, None, False, False, None, None, "xw"),
+    (8192, 4096, bf16, f32, f32, False, True, None, None, "xwr"),
+    (7, 65536, bf16, bf16, bf16, True, True, None, None, "xwbr"),
+    (1, 127, f32, f32, None, True, False, None, None, "xwb"),
+    (257, 500, f16, f32, f16, False, True, f32, None, "x"),
+    (64, 1024, bf16, f32, None, False, False, None, f32, "w"),
+    (33, 2048, bf16, None, None, False, True, f32, None, "x"),
+    (257, 4096, bf16, f32, bf16, False, False, None, None, ""),
+]
+
+
+def _rms_run(case, g, strided=False, sum_dy=False):
+    M, N, dtype, wdtype, rdtype, bias, prenorm, rd_arg, out_dtype, req = case
+    x = randn(g, M, N + 64 if strided else N, dtype=dtype)[:, :N]  # row stride > N if strided
+    w = randn(g, N, scale=0.5, shift=1.0, dtype=wdtype) if wdtype is not None else None
+    b = randn(g, N, scale=0.1, dtype=wdtype or dtype) if bias else None
+    r = randn(g, M, N, dtype=rdtype) if rdtype is not None else None
+    leaves = [t.requires_grad_(k in req) if t is not None else None
+              for k, t in zip("xwbr", (x, w, b, r))]
+    outs = quack_cpp.rmsnorm(*leaves, eps=1e-5, prenorm=prenorm, residual_dtype=rd_arg,
+                             out_dtype=out_dtype)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    fast = _node(outs[0]) is ops._RMSNormFn._backward_cls
+    diff = [o for o in outs if o.requires_grad]
+    if sum_dy and diff:
+        sum(o.float().sum() for o in diff).backward()  # stride-0 dy
+    elif diff:
+        torch.autograd.backward(diff, [randn(g, *o.shape, dtype=o.dtype) for o in diff])
+    grads = [t.grad if t is not None else None for t in leaves]
+    return [o.detach() for o in outs] + grads, fast
+
+
+@pytest.mark.parametrize("case", RMS_CASES,
+                         ids=lambda c: f"{c[0]}x{c[1]}-{c[2]}-grad{c[9] or 'none'}")
+def test_rmsnorm_bitwise(case, monkeypatch):
+    (fast, ffast), (slow, sfast) = _both(lambda g: _rms_run(case, g), monkeypatch)
+    assert ffast == bool(case[-1]) and not sfast
+    _assert_equal(fast, slow)
+
+
+@pytest.mark.parametrize("sum_dy", [False, True])
+def test_rmsnorm_strided_x_and_stride0_dy(sum_dy, monkeypatch):
+    case = RMS_CASES[1]
+    (fast, ffast), (slow, _) = _both(lambda g: _rms_run(case, g, strided=True, sum_dy=sum_dy),
+                                     monkeypatch)
+    assert ffast
+    _assert_equal(fast, slow)
+
+
+@pytest.mark.parametrize("x_dtype", [f32, bf16], ids=str)
+def test_rmsnorm_module_autocast(x_dtype, monkeypatch):
+    def go(g):
+        m = qnn.RMSNorm(2048, device=DEVICE)
+        with torch.no_grad():
+            m.weight.copy_(randn(g, 2048, scale=0.5, shift=1.0))
+        x = randn(g, 16, 64, 2048, dtype=x_dtype).requires_grad_(True)
+        with torch.autocast(DEVICE, dtype=bf16):
+            y = m(x)
+        y.backward(randn(g, *y.shape, dtype=y.dtype))
+        return [y.detach(), x.grad, m.weight.grad], _node(y) is ops._RMSNormFn._backward_cls
+
+    (fast, ffast), (slow, sfast) = _both(go, monkeypatch)
+    assert ffast and not sfast
+    _assert_equal(fast, slow)
+
+
+# --------------------------------------------------------------------------------------------
+# GEMM, gemm_add, gemm_add_inplace, Linear
+# --------------------------------------------------------------------------------------------
+
+
+def _gemm_fwd(g):
+    A, Bt = randn(g, 1000, 512, dtype=bf16), randn(g, 768, 512, dtype=bf16)
+    with torch.no_grad():
+        return [quack_cpp.gemm(A, Bt.T), quack_cpp.gemm(A, Bt.T, out_dtype=f32, alpha=0.5)]
+
+
+def _gemm_add_fwd(g):
+    A, Bt = randn(g, 3, 256, 512, dtype=bf16), randn(g, 3, 384, 512, dtype=bf16)
+    C = randn(g, 3, 256, 384)
+    beta = torch.tensor(-2.0, device=DEVICE)
+    return [quack_cpp.gemm_add(A, Bt.mT, C, alpha=0.5, beta=beta, out_dtype=f32),
+            quack_cpp.gemm_add(A, Bt.mT, C.to(bf16), beta=0.25)]
+
+
+def _gemm_add_inplace(g):
+    A, Bt = randn(g, 512, 256, dtype=bf16), randn(g, 384, 256, dtype=bf16)
+    out = randn(g, 512, 384)
+    v = out._version
+    quack_cpp.gemm_add_inplace(A, Bt.T, out, alpha=2.0, beta=torch.tensor(0.5, device=DEVICE))
+    return [out, torch.tensor(out._version - v)]
+
+
+def _gemm_bwd(g):
+    A = randn(g, 1000, 512, dtype=bf16).requires_grad_(True)
+    B = randn(g, 512, 768, dtype=bf16).requires_grad_(True)
+    C = randn(g, 1000, 768).requires_grad_(True)
+    D = quack_cpp.gemm_add(A, B, C, alpha=0.5, beta=-3.0, out_dtype=f32)
+    assert (_node(D) is gemm_ops._GemmFn._backward_cls) == (not ops.FORCE_CUSTOM_OP)
+    D.backward(randn(g, 1000, 768))
+    E = quack_cpp.gemm(A, B)
+    E.sum().backward()  # stride-0 dD
+    return [D.detach(), E.detach(), A.grad, B.grad, C.grad]
+
+
+def _linear(wdtype, autocast):
+    def go(g):
+        q = qnn.Linear(512, 768, device=DEVICE, dtype=wdtype, fuse_grad_accum=True)
+        with torch.no_grad():
+            q.weight.copy_(randn(g, 768, 512, scale=0.05))
+        x = randn(g, 4, 100, 512, dtype=wdtype).requires_grad_(True)
+        res = []
+        for _ in range(2):  # the second backward accumulates into weight.grad in place
+            with torch.autocast(DEVICE, dtype=bf16, enabled=autocast):
+                y = q(x)
+            y.backward(randn(g, *y.shape, dtype=y.dtype))
+            res += [y.detach(), x.grad.clone(), q.weight.grad.clone()]
+        return res
+    go.__name__ = f"linear_{wdtype}_{'autocast' if autocast else 'plain'}"
+    return go
+
+
+GEMM_FWD = [_gemm_fwd, _gemm_add_fwd, _gemm_add_inplace]
+GEMM_BWD = [_gemm_bwd, _linear(bf16, False), _linear(f32, True)]
+
+
+@pytest.mark.parametrize("scenario", GEMM_FWD, ids=lambda f: f.__name__)
+def test_gemm_forward_bitwise(scenario, monkeypatch):
+    fast, slow = _both(scenario, monkeypatch)
+    _assert_equal(fast, slow)
+
+
+@all_majors
+@pytest.mark.parametrize("scenario", GEMM_BWD, ids=lambda f: f.__name__)
+def test_gemm_backward_bitwise(scenario, monkeypatch):
+    fast, slow = _both(scenario, monkeypatch)
+    _assert_equal(fast, slow)
+
+
+# --------------------------------------------------------------------------------------------
+# CUDA graphs, host synchronisation, streams
+# --------------------------------------------------------------------------------------------
+
+
+@all_majors
+def test_cuda_graph_capture_fast_path():
+    """An RMSNorm (residual, prenorm) + Linear step, forward and backward, captured through the
+    fast path and replayed on new inputs, equals the eager fast path on those inputs."""
+    g = torch.Generator(DEVICE).manual_seed(0)
+    M, N = 512, 1024
+    x = randn(g, M, N, dtype=bf16).requires_grad_(True)
+    r = randn(g, M, N, dtype=bf16).requires_grad_(True)
+    w = randn(g, N, scale=0.5, shift=1.0).requires_grad_(True)
+    lin = qnn.Linear(N, 768, device=DEVICE, dtype=bf16)
+    dy, dh = randn(g, M, 768, dtype=bf16), randn(g, M, N, dtype=bf16)
+    params = (x, r, w, lin.weight)
+
+    def step():
+        y, h = quack_cpp.rmsnorm(x, w, residual=r, prenorm=True)
+        z = lin(y)
+        assert _node(y) is ops._RMSNormFn._backward_cls  # the fast path, also when capturing
+        torch.autograd.backward([z, h], [dy, dh])
+        return z, h
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):  # warm-up
+            for p in params:
+                p.grad = None
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    for p in params:
+        p.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        z_s, h_s = step()
+    with torch.no_grad():
+        for t in (x, r, dy, dh):
+            t.copy_(randn(g, *t.shape, dtype=t.dtype))
+    graph.replay()
+    torch.cuda.synchronize()
+    got = [z_s.clone(), h_s.clone()] + [p.grad.clone() for p in params]
+    for p in params:
+        p.grad = None
+    z, h = step()
+    _assert_equal(got, [z.detach(), h.detach()] + [p.grad for p in params])
+
+
+@all_majors
+def test_no_host_sync():
+    g = torch.Generator(DEVICE).manual_seed(0)
+    x = randn(g, 256, 1024, dtype=bf16).requires_grad_(True)
+    w = randn(g, 1024).requires_grad_(True)
+    lin = qnn.Linear(1024, 512, device=DEVICE, dtype=bf16, fuse_grad_accum=True)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(2):
+            lin(quack_cpp.rmsnorm(x, w)).sum().backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+
+
+def test_side_stream():
+    g = torch.Generator(DEVICE).manual_seed(0)
+    x = randn(g, 1024, 4096, dtype=bf16).requires_grad_(True)
+    w = randn(g, 4096, scale=0.5, shift=1.0)
+    dy = randn(g, 1024, 4096, dtype=bf16)
+    y0 = quack_cpp.rmsnorm(x, w)
+    y0.backward(dy)
+    dx0, x.grad = x.grad, None
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        x2 = x * 1  # made on s: a launch on another stream would race with it
+        y = quack_cpp.rmsnorm(x2, w)
+        y.backward(dy)
+    torch.cuda.current_stream().wait_stream(s)
+    assert torch.equal(y, y0) and torch.equal(x.grad, dx0)
