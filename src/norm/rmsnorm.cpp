@@ -53,13 +53,15 @@ bool choose_geometry(int64_t M, int64_t N, int vec, bool layout_ok,
   return false;
 }
 
-// Fits the staged slices in shared memory: first fewer rows per CTA (halving the CTA), then
-// fewer values per thread (a longer cluster, so a smaller slice per CTA). Returns false when
+// Fits the staged slices in shared memory: first fewer stages (down to 2), then fewer rows per
+// CTA (halving the CTA), then fewer values per thread (a longer cluster, so a smaller slice per
+// CTA). Returns false when
 // nothing fits; the caller then takes the general path. smem() reads *g.
 template <typename SmemFn>
 bool fit_shared_memory(int64_t M, int64_t N, detail::RowConfigKnobs knobs,
                        detail::RowGeometry* g, SmemFn smem) {
   for (;;) {
+    while (smem() > detail::kMaxSmemPerCta && g->stages > 2) --g->stages;
     while (smem() > detail::kMaxSmemPerCta && g->cta_threads > g->tpr && g->cta_threads > 32) {
       g->cta_threads /= 2;
       g->row_blocks = (g->rows + g->rows_per_cta() - 1) / g->rows_per_cta();
@@ -176,6 +178,9 @@ RowConfigKnobs rmsnorm_bwd_knobs(DType x) {
   k.max_cta_threads = kNormBwdMaxCtaThreads;
   k.max_cta_row_threads = 512;
   k.min_cta_threads = 256;  // sweep 2026-11-30: bf16 N=4096 2.77 -> 2.99, N=32768 3.12 -> 3.18
+  // 4 row blocks in flight: with 2, ncu (bf16 16384 x 4096, 2026-11-30) showed 2 CTAs per SM
+  // reading 2.1 TB/s with 64 KB in flight per SM — latency-bound, not DRAM-bound.
+  k.stages = 4;
   return k;
 }
 
