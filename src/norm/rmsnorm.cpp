@@ -178,9 +178,10 @@ RowConfigKnobs rmsnorm_bwd_knobs(DType x) {
   k.max_cta_threads = kNormBwdMaxCtaThreads;
   k.max_cta_row_threads = 512;
   k.min_cta_threads = 256;  // sweep 2026-11-30: bf16 N=4096 2.77 -> 2.99, N=32768 3.12 -> 3.18
-  // 4 row blocks in flight: with 2, ncu (bf16 16384 x 4096, 2026-11-30) showed 2 CTAs per SM
-  // reading 2.1 TB/s with 64 KB in flight per SM — latency-bound, not DRAM-bound.
-  k.stages = 4;
+  // 2 stages: 4 (sweep at a4545bb, bf16 16384 x 4096) leave one CTA per SM and fell from 3.00
+  // to 2.08 TB/s: the backward is bound by its warps' issue (ncu: 16 warps per SM, 53 % SM
+  // throughput), not by the bytes in flight.
+  k.stages = 2;
   return k;
 }
 

@@ -1,5 +1,5 @@
-// RMSNorm backward launchers: (x dtype, dweight?, dbias?) -> vector-path instance (12), or
-// the general kernel (1).
+// RMSNorm backward launchers: (x dtype, dweight?, dbias?, plain?) -> vector-path instance (18),
+// or the general kernel (1).
 #include "common/dispatch.h"
 #include "common/launch.h"
 #include "norm/rmsnorm_bwd_kernel.cuh"
@@ -26,10 +26,16 @@ void with_bwd_kernel(const RmsNormBwdParams& p, bool vec_path, bool has_dw, bool
   dispatch_float(p.x.dtype, "rmsnorm_bwd", [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = 16 / sizeof(T);
+    // The plain instances (rmsnorm_bwd_kernel's kPlain) exist without dbias only.
+    const bool plain = !has_db && p.dout.dtype == p.x.dtype && p.dx.dtype == p.x.dtype &&
+                       !p.dresidual_out.ptr && !p.dresidual.ptr;
     dispatch_bool(has_dw, [&](auto dw) {
       dispatch_bool(has_db, [&](auto db) {
-        f(rmsnorm_bwd_kernel<T, kVec, kNormBwdVectorsPerThread, decltype(dw)::value,
-                             decltype(db)::value>);
+        constexpr bool kDw = decltype(dw)::value, kDb = decltype(db)::value;
+        if constexpr (!kDb) {
+          if (plain) return f(rmsnorm_bwd_kernel<T, kVec, kNormBwdVectorsPerThread, kDw, false, true>);
+        }
+        f(rmsnorm_bwd_kernel<T, kVec, kNormBwdVectorsPerThread, kDw, kDb>);
       });
     });
   });

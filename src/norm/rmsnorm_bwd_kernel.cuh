@@ -72,7 +72,10 @@ __device__ __forceinline__ void load_weight(const RowIO& w, int64_t col, float (
   }
 }
 
-template <typename T, int kVec, int kMaxVecs, bool kDw, bool kDb>
+// kPlain: dout and dx in x's dtype T, no dresidual_out, no dresidual (training's usual call):
+// typed loads and stores instead of the runtime-dtype ones, and one row pointer for dx (the bf16
+// kernel issued ~2x the instructions its arithmetic needs, and ran issue-bound: ncu 2026-11-30).
+template <typename T, int kVec, int kMaxVecs, bool kDw, bool kDb, bool kPlain = false>
 __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
     rmsnorm_bwd_kernel(const __grid_constant__ RmsNormBwdParams p) {
   static_assert(kVec > 1, "vector path only; the general kernel takes every other layout");
@@ -121,7 +124,10 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       const int local = (v * g.tpr + c.lane_in_row) * kVec;  // element in the staged slice
       float xh[kVec], dy[kVec], w[kVec];
       load_vec<T, kVec, Cache::kShared>(xs + local, xh);
-      load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
+      if constexpr (kPlain)
+        load_vec<T, kVec, Cache::kShared>(static_cast<const T*>(ds) + local, dy);
+      else
+        load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
       load_weight<kVec, Cache::kShared>(p.weight.ptr ? w_smem : RowIO{}, local, w);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
@@ -143,10 +149,17 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       const int local = (v * g.tpr + c.lane_in_row) * kVec;
       float xh[kVec], dy[kVec], w[kVec], d[kVec];
       load_vec<T, kVec, Cache::kShared>(xs + local, xh);
-      load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
+      if constexpr (kPlain)
+        load_vec<T, kVec, Cache::kShared>(static_cast<const T*>(ds) + local, dy);
+      else
+        load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
       load_weight<kVec, Cache::kShared>(p.weight.ptr ? w_smem : RowIO{}, local, w);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) d[i] = (dy[i] * w[i] - xh[i] * rstd * mean) * rstd;
+      if constexpr (kPlain) {
+        store_vec<T, kVec>(static_cast<T*>(p.dx.ptr) + row * p.dx.row_stride + col, d);
+        continue;
+      }
       if (p.dresidual_out.ptr) {
         float r[kVec];
         load_any<kVec>(p.dresidual_out.ptr, p.dresidual_out.dtype,
