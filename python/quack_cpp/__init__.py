@@ -1,7 +1,8 @@
 """quack_cpp: the PyTorch layer of QuACK-C++ (CUDA C++ kernels for Hopper, sm_90a).
 
-``import quack_cpp`` needs neither torch nor a GPU: it loads the extension ``quack_cpp._C``
-(pointer-level bindings of the C++ API) and gives ``__version__``. The torch-facing parts load
+``import quack_cpp`` needs neither torch nor a GPU (it imports torch first when installed): it
+loads the extension ``quack_cpp._C`` (pointer-level bindings of the C++ API) and gives
+``__version__``. The torch-facing parts load
 on first use and need torch:
 
 - ``quack_cpp.rmsnorm(x, weight=None, bias=None, residual=None, eps=1e-6, prenorm=False,
@@ -19,6 +20,15 @@ on first use and need torch:
 In plain eager mode on CUDA tensors the functions skip the dispatcher (the eager fast path, see
 ``quack_cpp.ops``); ``QUACK_EAGER_CUSTOM_OP=1`` makes every call use the custom ops.
 """
+
+try:
+    # torch first when it is installed: on the H200 machine (torch 2.11+cu130) a fresh process
+    # that loaded _C before torch died with SIGSEGV while importing torch (ad3ad86,
+    # tests/python/test_fastpath_cpu.py::test_env_switch_read_at_import). Without torch the
+    # extension loads alone.
+    import torch  # noqa: F401
+except ImportError:
+    pass
 
 from . import _C
 

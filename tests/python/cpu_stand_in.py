@@ -66,7 +66,9 @@ def gemm_cpu(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=
 
 def gemm_add_inplace_cpu(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
     alpha, beta = _device_scalars(alpha, beta, alpha_t, beta_t)
-    out.copy_(_gemm_f32(A, B, out, alpha, beta))
+    # Through .data (a separate version counter), as the CUDA kernel writes through a raw
+    # pointer: the version bump is the op's (or the eager fast path's), exactly once.
+    out.data.copy_(_gemm_f32(A, B, out, alpha, beta))
 
 
 @contextlib.contextmanager

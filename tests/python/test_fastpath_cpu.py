@@ -182,9 +182,9 @@ def test_env_switch_read_at_import():
     code = "import quack_cpp.ops as o; print(o.FORCE_CUSTOM_OP)"
     for value, want in (("1", "True"), ("0", "False")):
         env = dict(os.environ, QUACK_EAGER_CUSTOM_OP=value, PYTHONPATH=os.pathsep.join(sys.path))
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, check=True).stdout.split()
-        assert out[-1] == want, (value, out)
+        res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert res.returncode == 0, (value, res.returncode, res.stderr[-2000:])
+        assert res.stdout.split()[-1] == want, (value, res.stdout)
 
 
 # --------------------------------------------------------------------------------------------
