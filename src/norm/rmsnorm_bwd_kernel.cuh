@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
 #pragma unroll
       for (int i = 0; i < kVec; ++i) d[i] = (dy[i] * w[i] - xh[i] * rstd * mean) * rstd;
       if constexpr (kPlain) {
-        store_vec<T, kVec>(static_cast<T*>(p.dx.ptr) + row * p.dx.row_stride + col, d);
+        store_vec<T, kVec>(static_cast<T*>(p.dx.ptr) + p.dx.offset<true>(row, col), d);
         continue;
       }
       if (p.dresidual_out.ptr) {
