@@ -122,12 +122,17 @@ def _placeholder(x: Tensor, dtype: Optional[torch.dtype] = None) -> Tensor:
 FORCE_CUSTOM_OP = os.environ.get("QUACK_EAGER_CUSTOM_OP", "") not in ("", "0")
 _PLAIN_TYPES = (Tensor, torch.nn.Parameter)
 _KERNEL_DTYPES = frozenset(_FLOAT_DTYPES)
+_STRIDED = torch.strided
+# The mode / trace / transform queries of eager_fast_path, bound once (attribute lookups).
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_jit_tracing_state = torch._C._get_tracing_state
+_functorch_level = torch._C._functorch.peek_interpreter_stack
 
 
 def _is_plain_cuda(t: Tensor) -> bool:
     """A dense CUDA tensor of a kernel dtype whose class is exactly Tensor or Parameter (a
     subclass may wrap or intercept: FakeTensor, FunctionalTensor, DTensor, ...)."""
-    return (type(t) in _PLAIN_TYPES and t.is_cuda and t.layout == torch.strided
+    return (type(t) in _PLAIN_TYPES and t.is_cuda and t.layout == _STRIDED
             and not t.is_nested and t.dtype in _KERNEL_DTYPES)
 
 
@@ -139,8 +144,8 @@ def eager_fast_path(*tensors: Optional[Tensor]) -> bool:
     grad, functionalize), and every tensor ``_is_plain_cuda``. Host-only, about 1-2 µs."""
     if torch.compiler.is_compiling() or FORCE_CUSTOM_OP:
         return False
-    if (torch._C._len_torch_dispatch_stack() or torch._C._get_tracing_state() is not None
-            or torch._C._functorch.peek_interpreter_stack() is not None):
+    if (_dispatch_modes() or _jit_tracing_state() is not None
+            or _functorch_level() is not None):
         return False
     for t in tensors:
         if t is not None and not _is_plain_cuda(t):
