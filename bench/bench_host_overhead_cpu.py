@@ -64,10 +64,11 @@ class StubC:
 
 def patch(ops, gemm_ops, torch):
     """CPU tensors take the fast path (as test_fastpath_cpu.py's as_cuda) and _C is stubbed."""
-    def cpu_as_cuda(t):
-        return (type(t) in ops._PLAIN_TYPES and t.device.type == "cpu"
-                and t.layout == torch.strided and not t.is_nested
-                and t.dtype in ops._KERNEL_DTYPES)
+    plain, strided, dtypes = ops._PLAIN_TYPES, torch.strided, ops._KERNEL_DTYPES
+
+    def cpu_as_cuda(t):  # ops._is_plain_cuda with is_cpu for is_cuda: the same host cost
+        return (type(t) in plain and t.is_cpu and t.layout == strided and not t.is_nested
+                and t.dtype in dtypes)
 
     ops._is_plain_cuda = cpu_as_cuda
     ops._DEVICE_TYPES = ops._DEVICE_TYPES + ("cpu",)

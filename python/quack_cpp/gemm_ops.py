@@ -201,12 +201,12 @@ def _as_operand(t: Tensor) -> Tensor:
     tensors this layer receives from autograd (stride-0 or sliced gradients). The offset is
     not checked while Dynamo traces (it cannot read it); the tensors there are fresh."""
     align = 16 // t.dtype.itemsize
-    s = t.stride()
-    ok = t.shape[-1] <= 1 or s[-1] == 1
+    sh, s = t.shape, t.stride()  # each t.shape builds a torch.Size: read once
+    ok = sh[-1] <= 1 or s[-1] == 1
     if not torch.compiler.is_compiling():
         ok = ok and t.storage_offset() % align == 0
-    ok = ok and (t.shape[-2] <= 1 or (s[-2] % align == 0 and s[-2] >= t.shape[-1]))
-    if t.dim() == 3 and t.shape[0] > 1:
+    ok = ok and (sh[-2] <= 1 or (s[-2] % align == 0 and s[-2] >= sh[-1]))
+    if len(sh) == 3 and sh[0] > 1:
         ok = ok and s[0] % align == 0 and s[0] > 0
     if ok:
         return t
@@ -588,8 +588,11 @@ class _LinearFunc(torch.autograd.Function):
                 weight.grad = None  # autograd's AccumulateGrad then takes grad as it is
                 dw = grad
             else:  # e.g. fp16 -> fp32 for these layouts: fp16 dW, then cast (as torch does)
+                # Asked only where the answer matters: wdt == ctx.dtype computes in ctx.dtype
+                # either way.
                 shape = (a.shape[0], b.shape[1])
-                ok = any(_accepts(a, b, None, (shape, wdt, col)) for col in (False, True))
+                ok = wdt == ctx.dtype or any(_accepts(a, b, None, (shape, wdt, col))
+                                             for col in (False, True))
                 dw = _cast(_gemm(a, b, None, 1.0, 0.0, wdt if ok else ctx.dtype), wdt)
         return dx, dw, None, None, None
 

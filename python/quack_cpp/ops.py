@@ -104,7 +104,7 @@ def _stream(t: Tensor) -> int:
 def _rows_cols(x: Tensor, fn: str):
     if x.dim() != 2:
         raise ValueError(f"{fn}: x has {x.dim()} dimensions {tuple(x.shape)}, expected 2 (M, N)")
-    return x.shape[0], x.shape[1]
+    return x.shape  # (M, N), unpacked by the callers (one torch.Size, not two)
 
 
 def _placeholder(x: Tensor, dtype: Optional[torch.dtype] = None) -> Tensor:
