@@ -175,24 +175,35 @@ def _new_out(A: Tensor, B: Tensor, C: Optional[Tensor], beta: float,
     return _new_matrix(shape, dtype, A, col)
 
 
-# _new_out's D (shape, strides) for calls that read no C, by (dtype, shape, strides) of A and B,
-# the out dtype and _can_implement (as _ACCEPTS). Real tensors only (filled by _gemm_impl).
-_OUT_LAYOUT = {}
+# _gemm_impl's plans for calls that read no C, by _can_implement (as _ACCEPTS), the (dtype,
+# shape, strides) of A and B, and the out dtype: the (dtype code, shape, strides) parts of the
+# _C.gemm arguments of A, B and D (D's shape and strides as _new_out decides them). Real
+# tensors only.
+_PLANS = {}
 
 
-def _new_out_cached(A: Tensor, B: Tensor, dtype: torch.dtype) -> Tensor:
-    """_new_out(A, B, None, 0.0, dtype) (C not read) with its layout decision cached: the rank,
-    K and L checks, majors and can_implement queries run once per key (~1 µs a hit against
-    3-6 µs)."""
+def _new_out_and_args(A: Tensor, B: Tensor, C: Optional[Tensor], dtype: torch.dtype):
+    """(D, (a, b, c, d)) for a call that reads no C: D as ``_new_out(A, B, None, 0.0, dtype)``
+    and the _C.gemm tensor arguments as ``_tensor_arg`` makes them, with all but pointers and
+    devices cached per plan (the rank, K and L checks, majors, can_implement queries and
+    metadata reads run once per key; ~2 µs a hit against 5-8 µs). A miss runs the uncached
+    code, so errors come in the same order."""
     key = (_can_implement, A.dtype, A.shape, A.stride(), B.dtype, B.shape, B.stride(), dtype)
-    spec = _OUT_LAYOUT.get(key)
-    if spec is not None:
-        return A.new_empty_strided(spec[0], spec[1], dtype=dtype)
-    D = _new_out(A, B, None, 0.0, dtype)
-    if len(_OUT_LAYOUT) >= _ACCEPTS_MAX:
-        _OUT_LAYOUT.clear()
-    _OUT_LAYOUT[key] = (tuple(D.shape), D.stride())
-    return D
+    plan = _PLANS.get(key)
+    if plan is None:
+        D = _new_out(A, B, None, 0.0, dtype)
+        args = (_tensor_arg(A, "gemm", "a"), _tensor_arg(B, "gemm", "b"),
+                _tensor_arg(C, "gemm", "c"), _tensor_arg(D, "gemm", "d"))
+        if len(_PLANS) >= _ACCEPTS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = (args[0][1:4], args[1][1:4], args[3][1:4])
+        return D, args
+    a, b, d = plan
+    D = A.new_empty_strided(d[1], d[2], dtype=dtype)
+    dev = A.get_device() if A.is_cuda else -1  # D's too
+    return D, ((A.data_ptr(),) + a + (dev,),
+               (B.data_ptr(),) + b + (B.get_device() if B.is_cuda else -1,),
+               _tensor_arg(C, "gemm", "c"), (D.data_ptr(),) + d + (dev,))
 
 
 def _as_operand(t: Tensor) -> Tensor:
@@ -217,10 +228,12 @@ def _as_operand(t: Tensor) -> Tensor:
 
 def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
             beta: float, tuned: bool = False, alpha_t: Optional[Tensor] = None,
-            beta_t: Optional[Tensor] = None) -> None:
+            beta_t: Optional[Tensor] = None, args=None) -> None:
+    # args: the four tensor arguments when already made (_new_out_and_args).
     fn = "gemm"
-    _C.gemm(_tensor_arg(A, fn, "a"), _tensor_arg(B, fn, "b"), _tensor_arg(C, fn, "c"),
-            _tensor_arg(D, fn, "d"), float(alpha), float(beta), _stream(D), bool(tuned),
+    a, b, c, d = args or (_tensor_arg(A, fn, "a"), _tensor_arg(B, fn, "b"),
+                          _tensor_arg(C, fn, "c"), _tensor_arg(D, fn, "d"))
+    _C.gemm(a, b, c, d, float(alpha), float(beta), _stream(D), bool(tuned),
             alpha_t.data_ptr() if alpha_t is not None else 0,
             beta_t.data_ptr() if beta_t is not None else 0)
 
@@ -245,13 +258,16 @@ def _scalar(fn: str, name: str, v, A: Tensor) -> Tuple[float, Optional[Tensor]]:
 
 def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
     """gemm_op's implementation, shared by the custom op and the eager fast path: D allocated
-    by ``_new_out``, then ``_C.gemm``."""
+    by ``_new_out`` (through ``_new_out_and_args``'s plan cache when C is not read), then
+    ``_C.gemm``."""
     beta = beta if C is not None else 0.0
     beta_t = beta_t if C is not None else None
     beta_d = 1.0 if beta_t is not None else beta  # what _new_out sees
-    D = (_new_out_cached(A, B, out_dtype) if C is None or beta_d == 0
-         else _new_out(A, B, C, beta_d, out_dtype))
-    _launch(A, B, C, D, alpha, beta, tuned, alpha_t, beta_t)
+    if C is None or beta_d == 0:  # the usual case: planned once per layout
+        D, args = _new_out_and_args(A, B, C, out_dtype)
+    else:  # D in C's layout
+        D, args = _new_out(A, B, C, beta_d, out_dtype), None
+    _launch(A, B, C, D, alpha, beta, tuned, alpha_t, beta_t, args)
     return D
 
 
