@@ -587,9 +587,7 @@ def rmsnorm(
             raise ValueError(
                 f"rmsnorm: {name} is {_dtype_name(dt)}, expected float32, float16 or bfloat16"
             )
-    need_grad = torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (x, weight, bias, residual)
-    )
+    need_grad = _records_grad(x, weight, bias, residual)
     if residual is not None:
         # Stored when returned (prenorm) or when the backward needs h.
         res_out_dtype = (
