@@ -152,8 +152,9 @@ class Linear(torch.nn.Linear):
 
     def forward(self, input: Tensor) -> Tensor:
         """y = input W^T; input (*, in_features), y (*, out_features)."""
+        weight = self.weight  # one nn.Module.__getattr__
         if (input.device.type in _ops._DEVICE_TYPES and self.in_features % 8 == 0
-                and self.out_features % 8 == 0 and linear_dtype(input, self.weight) is not None):
-            return linear(input, self.weight, fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
-        return F.linear(input, self.weight)
+                and self.out_features % 8 == 0 and linear_dtype(input, weight) is not None):
+            return linear(input, weight, fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
+        return F.linear(input, weight)
 

@@ -126,6 +126,41 @@ def test_cpp_errors_reach_python_unchanged():
         gemm_ops._launch(A.double(), B, None, D, 1.0, 0.0)
 
 
+@pytest.mark.skipif(not hasattr(quack_cpp._C, "gemm"), reason="extension built before gemm")
+def test_layout_caches_match_uncached(monkeypatch):
+    """_accepts and _gemm_impl's plans (_new_out_and_args: D's layout, the _C.gemm tensor
+    arguments) are cached by layout metadata: a hit gives the uncached answer for every major,
+    padding, misalignment, batch and dtype tried; errors are not cached; a replaced
+    _can_implement is asked again."""
+    M, K, N = 8, 16, 24
+    As = [rand(M, K), rand(K, M).mT, rand(M, K + 8)[:, :K], rand(M, K + 1)[:, :K],
+          rand(M, K, dtype=f16)]
+    Bs = [rand(K, N), rand(N, K).mT, rand(K, N + 8)[:, :N], rand(N, K + 1)[:, :K].mT]
+    cases = [(a, b) for a in As for b in Bs] + [(rand(2, M, K), rand(2, N, K).mT),
+                                                (rand(2, M, K), rand(2, K, N))]
+    for A, B in cases:
+        for dtype in (A.dtype, f32):
+            shape = (A.shape[0], M, N) if A.dim() == 3 else (M, N)
+            for col in (False, True):
+                want = gemm_ops._accepts_uncached(A, B, None, (shape, dtype, col), 0.0)
+                for _ in range(2):  # miss, then hit
+                    assert gemm_ops._accepts(A, B, None, (shape, dtype, col), 0.0) == want
+            want = gemm_ops._new_out(A, B, None, 0.0, dtype)
+            for _ in range(2):
+                got, args = gemm_ops._new_out_and_args(A, B, None, dtype)
+                assert (got.shape, got.stride(), got.dtype) == (want.shape, want.stride(), dtype)
+                assert args == tuple(gemm_ops._tensor_arg(t, "gemm", n)
+                                     for t, n in ((A, "a"), (B, "b"), (None, "c"), (got, "d")))
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"^gemm: b has shape \(15, 24\) bfloat16"):
+            gemm_ops._new_out_and_args(rand(M, K), rand(K - 1, N), None, bf16)
+    A, B, spec = rand(M, K), rand(K, N), ((M, N), bf16, False)
+    monkeypatch.setattr(gemm_ops, "_can_implement", lambda *a: False)
+    assert not gemm_ops._accepts(A, B, None, spec)
+    monkeypatch.setattr(gemm_ops, "_can_implement", lambda *a: True)
+    assert gemm_ops._accepts(A, B, None, spec)
+
+
 # --------------------------------------------------------------------------------------------
 # Fake kernels, opcheck, meta
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,157 @@
+"""Python host time per call of the eager fast path, on the CPU with ``_C`` stubbed (no GPU).
+
+How to run (repository root; quack_cpp importable, e.g. installed, or the Python files staged
+next to a built ``_C*.so`` on PYTHONPATH; any torch build, CPU is enough):
+
+    python3 bench/bench_host_overhead_cpu.py                  # M=8, N=K=1024 (bench_op_overhead's)
+    python3 bench/bench_host_overhead_cpu.py --profile linear # cProfile of one case
+
+Cases (each: one call = what bench_op_overhead.py times on the GPU, minus the GPU):
+  rmsnorm fwd+bwd  quack_cpp.rmsnorm(x bf16 (M, N), w fp32).backward(dy); grads reset to None
+  linear fwd+bwd   quack_cpp.nn.Linear(K, N, bf16)(x bf16 (M, K)).backward(dy): forward GEMM,
+                   dgrad, wgrad; grads reset to None
+  gemm fwd         quack_cpp.gemm(A bf16 (M, K), W.T) with no grad (``_gemm_impl`` only)
+
+Method: CPU tensors are let through ``ops.eager_fast_path`` as test_fastpath_cpu.py's ``as_cuda``
+fixture does (so they take the CUDA fast path), and the launches (``_C.gemm``,
+``_C.rmsnorm_fwd``, ``_C.rmsnorm_bwd``, ``_C.rmsnorm_bwd_workspace_size``) are Python no-ops;
+``_C.gemm_can_implement`` is the real host-only C++ query. What is measured is therefore the
+torch layer's Python + torch's own host work (allocation, autograd), not the C++ side (~7-9 µs
+per GEMM on the H200 host) nor ``torch.cuda.current_stream`` (CPU tensors get stream 0 without
+asking CUDA). Each round times ``iters`` calls with time.perf_counter; the median and the
+minimum over the rounds are printed (on a noisy shared host the minimum is the steadier
+figure). Absolute numbers depend on the CPU; compare runs on the same machine.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--M", type=int, default=8)
+    p.add_argument("--N", type=int, default=1024)
+    p.add_argument("--K", type=int, default=1024)
+    p.add_argument("--iters", type=int, default=2000, help="calls per round")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--profile", default="", help="cProfile one case: rmsnorm, linear or gemm")
+    return p.parse_args()
+
+
+class StubC:
+    """quack_cpp._C with no-op launches; anything else is the real extension's."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def gemm(self, *a):
+        pass
+
+    def rmsnorm_fwd(self, *a):
+        pass
+
+    def rmsnorm_bwd(self, *a):
+        pass
+
+    def rmsnorm_bwd_workspace_size(self, *a):
+        return 4096
+
+
+def patch(ops, gemm_ops, torch):
+    """CPU tensors take the fast path (as test_fastpath_cpu.py's as_cuda) and _C is stubbed."""
+    plain, strided, dtypes = ops._PLAIN_TYPES, torch.strided, ops._KERNEL_DTYPES
+
+    def cpu_as_cuda(t):  # ops._is_plain_cuda with is_cpu for is_cuda: the same host cost
+        return (type(t) in plain and t.is_cpu and t.layout == strided and not t.is_nested
+                and t.dtype in dtypes)
+
+    ops._is_plain_cuda = cpu_as_cuda
+    ops._DEVICE_TYPES = ops._DEVICE_TYPES + ("cpu",)
+    ops.FORCE_CUSTOM_OP = False
+    stub = StubC(ops._C)
+    ops._C = stub
+    gemm_ops._C = stub
+
+
+def cases(torch, a):
+    import quack_cpp
+    import quack_cpp.nn as qnn
+
+    bf16 = torch.bfloat16
+    x = torch.randn(a.M, a.N, dtype=bf16, requires_grad=True)
+    w = torch.ones(a.N, requires_grad=True)
+    dy = torch.randn(a.M, a.N, dtype=bf16)
+
+    def rmsnorm():
+        quack_cpp.rmsnorm(x, w, eps=1e-6).backward(dy)
+        x.grad = w.grad = None
+
+    xl = torch.randn(a.M, a.K, dtype=bf16, requires_grad=True)
+    q = qnn.Linear(a.K, a.N, dtype=bf16)
+    dyl = torch.randn(a.M, a.N, dtype=bf16)
+
+    def linear():
+        q(xl).backward(dyl)
+        xl.grad = q.weight.grad = None
+
+    A, Bt = xl.detach(), q.weight.detach()
+
+    def gemm():
+        with torch.no_grad():
+            quack_cpp.gemm(A, Bt.mT)
+
+    return {"rmsnorm": ("rmsnorm fwd+bwd", rmsnorm), "linear": ("linear fwd+bwd", linear),
+            "gemm": ("gemm fwd", gemm)}
+
+
+def main():
+    a = parse_args()
+    import torch
+
+    import quack_cpp.gemm_ops as gemm_ops
+    import quack_cpp.ops as ops
+
+    patch(ops, gemm_ops, torch)
+    table = cases(torch, a)
+    if a.profile:
+        import cProfile
+        import pstats
+
+        fn = table[a.profile][1]
+        for _ in range(200):
+            fn()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(a.iters):
+            fn()
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+        return 0
+
+    def timed(fn, n):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        return 1e6 * (time.perf_counter() - t0) / n
+
+    for _, fn in table.values():
+        timed(fn, 200)  # warm-up
+    res = {k: [] for k in table}
+    for _ in range(a.rounds):  # cases alternate round by round
+        for k, (_, fn) in table.items():
+            res[k].append(timed(fn, a.iters))
+    print(f"torch {torch.__version__}, CPU, _C stubbed, M={a.M} N={a.N} K={a.K}, "
+          f"{a.iters} calls x {a.rounds} rounds")
+    print(f"{'case':18s} {'median':>8s} {'min':>8s}  (us/call)")
+    for k, (name, _) in table.items():
+        print(f"{name:18s} {statistics.median(res[k]):8.1f} {min(res[k]):8.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
