@@ -1,5 +1,8 @@
 // RMSNorm backward launchers: (x dtype, dweight?, dbias?, plain?) -> vector-path instance (18),
 // or the general kernel (1).
+#include <cstdlib>
+#include <string>
+
 #include "common/dispatch.h"
 #include "common/launch.h"
 #include "norm/rmsnorm_bwd_kernel.cuh"
@@ -27,7 +30,12 @@ void with_bwd_kernel(const RmsNormBwdParams& p, bool vec_path, bool has_dw, bool
     using T = typename decltype(tag)::type;
     constexpr int kVec = 16 / sizeof(T);
     // The plain instances (rmsnorm_bwd_kernel's kPlain) exist without dbias only.
-    const bool plain = !has_db && p.dout.dtype == p.x.dtype && p.dx.dtype == p.x.dtype &&
+    // QUACK_RMSNORM_BWD_PLAIN=0 turns them off (A/B timing), read once.
+    static const bool plain_on = [] {
+      const char* v = std::getenv("QUACK_RMSNORM_BWD_PLAIN");
+      return !(v && std::string(v) == "0");
+    }();
+    const bool plain = plain_on && !has_db && p.dout.dtype == p.x.dtype && p.dx.dtype == p.x.dtype &&
                        !p.dresidual_out.ptr && !p.dresidual.ptr;
     dispatch_bool(has_dw, [&](auto dw) {
       dispatch_bool(has_db, [&](auto db) {
