@@ -153,24 +153,21 @@ std::vector<quack::detail::RowConfigKnobs> knob_grid(quack::detail::RowConfigKno
   if (!sweep) return out;
   for (int vpt : {2, 4, 8, 16})
     for (int row_threads : {64, 128, 256, 512})
-      for (int min_cta : {128, 256, 512})
-        for (int stages : {2, 3, 4}) {
-          auto k = def;
-          k.values_per_thread = vpt * vec;
-          k.max_cta_row_threads = row_threads;
-          k.min_cta_threads = min_cta;
-          k.stages = stages;
-          if (k.values_per_thread > max_values || k.min_cta_threads > k.max_cta_threads) continue;
-          out.push_back(k);
-        }
+      for (int min_cta : {128, 256, 512}) {
+        auto k = def;
+        k.values_per_thread = vpt * vec;
+        k.max_cta_row_threads = row_threads;
+        k.min_cta_threads = min_cta;
+        if (k.values_per_thread > max_values || k.min_cta_threads > k.max_cta_threads) continue;
+        out.push_back(k);
+      }
   return out;
 }
 
 std::string knob_json(const quack::detail::RowConfigKnobs& k) {
   return ", \"values_per_thread\": " + std::to_string(k.values_per_thread) +
          ", \"max_cta_row_threads\": " + std::to_string(k.max_cta_row_threads) +
-         ", \"min_cta_threads\": " + std::to_string(k.min_cta_threads) +
-         ", \"stages\": " + std::to_string(k.stages);
+         ", \"min_cta_threads\": " + std::to_string(k.min_cta_threads);
 }
 
 int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long long>>& shapes,

@@ -1,8 +1,6 @@
-// Multi-buffered row staging for persistent row kernels: the CTA's slice of each of its rows
+// Double-buffered row staging for persistent row kernels: the CTA's slice of each of its rows
 // is copied global -> shared by the bulk-copy engine (cp.async.bulk, completing on an mbarrier)
-// g.stages row blocks ahead (2..4) while the threads work on the current one. The bytes in flight
-// per SM set the bandwidth (Little's law: ~4 TB/s x ~2 µs of loaded DRAM latency / 132 SMs is
-// ~60 KB per SM), so short stages want more of them. Values live in shared memory, not in
+// while the threads work on the previous row block. Values live in shared memory, not in
 // registers, so a thread's register count no longer grows with N and every SM keeps a whole
 // row block of loads in flight during the reduction and the stores.
 //
@@ -32,15 +30,14 @@ namespace quack::detail {
 
 template <int kStreams, int kVectors = 2>
 struct RowPipeline {
-  static constexpr int kMaxStages = 4;
-  uint64_t* full;                     // [kMaxStages] mbarriers, then the one-shot vector barrier
+  static constexpr int kStages = 2;
+  uint64_t* full;                     // [kStages] mbarriers, then the one-shot vector barrier
   unsigned char* base;                // stage 0, stream 0
   int64_t stream_offset[kStreams];    // bytes from a stage's start to stream s
   int64_t stage_bytes;
   int slice;                          // elements of the CTA's slice of one row
-  int stages;                         // g.stages
 
-  static constexpr int kBarrierBytes = 48;  // kMaxStages + 1 mbarriers, padded to 16 bytes
+  static constexpr int kBarrierBytes = 32;  // kStages + 1 mbarriers, padded to 16 bytes
 
   /// Shared-memory bytes for `elt_bytes[s]` per stream and `vec_bytes[v]` per staged vector
   /// (0: absent), excluding the caller's own areas.
@@ -52,7 +49,7 @@ struct RowPipeline {
     for (int s = 0; s < kStreams; ++s) per_row += align16(slice * elt_bytes[s]);
 #pragma unroll
     for (int v = 0; v < kVectors; ++v) vectors += align16(slice * vec_bytes[v]);
-    return kBarrierBytes + int64_t(g.stages) * per_row * g.rows_per_cta() + vectors;
+    return kBarrierBytes + kStages * per_row * g.rows_per_cta() + vectors;
   }
   __host__ __device__ static int64_t align16(int64_t b) { return (b + 15) / 16 * 16; }
 
@@ -62,7 +59,6 @@ struct RowPipeline {
     full = reinterpret_cast<uint64_t*>(smem);
     base = smem + kBarrierBytes;
     slice = g.vpt * g.tpr * g.vec;
-    stages = g.stages;
     int64_t off = 0;
 #pragma unroll
     for (int s = 0; s < kStreams; ++s) {
@@ -71,15 +67,15 @@ struct RowPipeline {
     }
     stage_bytes = off;
     if (threadIdx.x == 0) {
-      for (int i = 0; i < kMaxStages; ++i) cuda::ptx::mbarrier_init(&full[i], g.rows_per_cta());
-      cuda::ptx::mbarrier_init(&full[kMaxStages], 1);
+      for (int i = 0; i < kStages; ++i) cuda::ptx::mbarrier_init(&full[i], g.rows_per_cta());
+      cuda::ptx::mbarrier_init(&full[kStages], 1);
       cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
     }
   }
 
   /// Start of staged vector v (after the stages); vec_bytes as given to bytes().
   __device__ unsigned char* vector_ptr(int v, const int (&vec_bytes)[kVectors]) const {
-    unsigned char* p = base + stages * stage_bytes;
+    unsigned char* p = base + kStages * stage_bytes;
 #pragma unroll
     for (int i = 0; i + 1 < kVectors; ++i)
       if (i < v) p += align16(int64_t(slice) * vec_bytes[i]);
@@ -98,20 +94,20 @@ struct RowPipeline {
 #pragma unroll
       for (int v = 0; v < kVectors; ++v) total += src[v].ptr ? uint32_t(n * vec_bytes[v]) : 0;
       if (total == 0) {
-        cuda::ptx::mbarrier_arrive(&full[kMaxStages]);
+        cuda::ptx::mbarrier_arrive(&full[kStages]);
       } else {
         cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
-                                             cuda::ptx::space_shared, &full[kMaxStages], total);
+                                             cuda::ptx::space_shared, &full[kStages], total);
 #pragma unroll
         for (int v = 0; v < kVectors; ++v)
           if (src[v].ptr)
             cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global,
                                      vector_ptr(v, vec_bytes),
                                      static_cast<const unsigned char*>(src[v].ptr) + col0 * vec_bytes[v],
-                                     uint32_t(n * vec_bytes[v]), &full[kMaxStages]);
+                                     uint32_t(n * vec_bytes[v]), &full[kStages]);
       }
     }
-    wait(kMaxStages, 0);
+    wait(kStages, 0);
   }
 
   /// Row `row_in_cta`'s data of stream s in stage `stage` (elements of s's dtype).
@@ -147,13 +143,13 @@ struct RowPipeline {
     }
   }
 
-  /// Prologue of a persistent staged kernel: issues the CTA's first `stages` row blocks (rb0,
-  /// rb0 + clusters, ...), then stages the per-column vectors and waits for them.
+  /// Prologue of a persistent staged kernel: issues the CTA's first two row blocks (rb0 and
+  /// rb0 + clusters), then stages the per-column vectors and waits for them.
   __device__ void start(int64_t rb0, int64_t clusters, const RowGeometry& g, const RowCtx& c,
                         const RowIO (&src)[kStreams], const int (&elt_bytes)[kStreams],
                         const RowIO (&vsrc)[kVectors], const int (&vec_bytes)[kVectors]) const {
-    for (int s = 0; s < stages && rb0 + s * clusters < g.row_blocks; ++s)
-      issue(s, rb0 + s * clusters, g, c, src, elt_bytes);
+    issue(0, rb0, g, c, src, elt_bytes);
+    if (rb0 + clusters < g.row_blocks) issue(1, rb0 + clusters, g, c, src, elt_bytes);
     stage_vectors(g, c, vsrc, vec_bytes);
   }
 

@@ -53,15 +53,13 @@ bool choose_geometry(int64_t M, int64_t N, int vec, bool layout_ok,
   return false;
 }
 
-// Fits the staged slices in shared memory: first fewer stages (down to 2), then fewer rows per
-// CTA (halving the CTA), then fewer values per thread (a longer cluster, so a smaller slice per
-// CTA). Returns false when
+// Fits the staged slices in shared memory: first fewer rows per CTA (halving the CTA), then
+// fewer values per thread (a longer cluster, so a smaller slice per CTA). Returns false when
 // nothing fits; the caller then takes the general path. smem() reads *g.
 template <typename SmemFn>
 bool fit_shared_memory(int64_t M, int64_t N, detail::RowConfigKnobs knobs,
                        detail::RowGeometry* g, SmemFn smem) {
   for (;;) {
-    while (smem() > detail::kMaxSmemPerCta && g->stages > 2) --g->stages;
     while (smem() > detail::kMaxSmemPerCta && g->cta_threads > g->tpr && g->cta_threads > 32) {
       g->cta_threads /= 2;
       g->row_blocks = (g->rows + g->rows_per_cta() - 1) / g->rows_per_cta();
@@ -178,10 +176,10 @@ RowConfigKnobs rmsnorm_bwd_knobs(DType x) {
   k.max_cta_threads = kNormBwdMaxCtaThreads;
   k.max_cta_row_threads = 512;
   k.min_cta_threads = 256;  // sweep 2026-11-30: bf16 N=4096 2.77 -> 2.99, N=32768 3.12 -> 3.18
-  // 2 stages: 4 (sweep at a4545bb, bf16 16384 x 4096) leave one CTA per SM and fell from 3.00
-  // to 2.08 TB/s: the backward is bound by its warps' issue (ncu: 16 warps per SM, 53 % SM
-  // throughput), not by the bytes in flight.
-  k.stages = 2;
+  // Two row blocks in flight (RowPipeline's kStages). A runtime stage count (a4545bb, reverted)
+  // found 2 best: 4 stages leave one CTA per SM (bf16 16384 x 4096: 3.00 -> 2.08 TB/s; the
+  // backward is bound by its warps' issue, ncu: 16 warps per SM, 53 % SM throughput), and the
+  // runtime count itself cost long rows 8-15 % (bf16 8192 x 262144: 2.60 -> 2.22 TB/s).
   return k;
 }
 

@@ -2,7 +2,7 @@
 //
 // Thread -> data: RowGeometry (common/row_geometry.h); a cluster (or a lone CTA) loops over
 // row blocks rb, rb + clusters, ... The CTA's slices of x (dtype T) and dout (columns
-// contiguous; dout in any float dtype) are staged in shared memory by the bulk-copy engine, g.stages row blocks ahead
+// contiguous; dout in any float dtype) are staged in shared memory by the bulk-copy engine, two row blocks ahead
 // (common/row_pipeline.cuh). Per row, each thread reads its kMaxVecs 16-byte vectors twice
 // from shared memory, all-reduces sum(g·xhat) over the row, and writes dx = rstd·(g − xhat·mean(g·xhat)) (+ dresidual_out) to dx and dresidual.
 // dweight/dbias: each thread keeps fp32 sums for its own columns across all its rows
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
   if (g.cluster_n > 1) cluster_arrive_relaxed();
   bool waited = false;
 
-  // Shared memory: [reduction slots (2 stages)] [pipeline: g.stages stages x (x, dout) row slices].
+  // Shared memory: [reduction slots (2 stages)] [pipeline: 2 stages x (x, dout) row slices].
   float* slots = reinterpret_cast<float*>(smem);
   const int64_t slot_bytes = g.reduce_slot_bytes();
   const DType ddt = p.dout.dtype;  // may differ from T (e.g. fp32 residual stream, bf16 dy)
@@ -106,15 +106,15 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
   const int64_t clusters = gridDim.x / g.cluster_n;
   pipe.start(c.row_block, clusters, g, c, src, kElt, vsrc, vbytes);  // + the weight slice
   const RowIO w_smem{pipe.vector_ptr(0, vbytes), 0, 1, p.weight.dtype};  // slice-local columns
-  int k = 0, stage = 0;  // row block k of this CTA sits in pipeline stage k % g.stages
-  uint32_t phase = 0;     // ... and completes that stage's barrier phase (k / g.stages) & 1
+  int k = 0;
   for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters, ++k) {
+    const int stage = k & 1;
     const int64_t row = rb * g.rows_per_cta() + c.row_in_cta;
     const bool row_ok = row < g.rows;
     const float rstd = row_ok ? p.rstd[row * p.rstd_stride] : 0.f;
     const T* xs = reinterpret_cast<const T*>(pipe.row_ptr(stage, 0, c.row_in_cta, sizeof(T)));
     const void* ds = pipe.row_ptr(stage, 1, c.row_in_cta, kElt[1]);
-    pipe.wait(stage, phase);
+    pipe.wait(stage, (k >> 1) & 1);
 
     float dot = 0.f;
 #pragma unroll
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       cluster_wait();
       waited = true;
     }
-    const float mean = row_allreduce(dot, g, c, slots, k & 1, SumOp{}) * p.inv_n;
+    const float mean = row_allreduce(dot, g, c, slots, stage, SumOp{}) * p.inv_n;
 #pragma unroll
     for (int v = 0; v < kMaxVecs; ++v) {
       const int col = c.vec_index(g, v) * kVec;
@@ -172,9 +172,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
         store_any<kVec>(p.dresidual.ptr, p.dresidual.dtype, p.dresidual.offset<true>(row, col), d);
     }
     __syncthreads();  // every read of this stage is done before the copy engine refills it
-    const int64_t next = rb + int64_t(g.stages) * clusters;
-    if (next < g.row_blocks) pipe.issue(stage, next, g, c, src, kElt);
-    if (++stage == g.stages) stage = 0, phase ^= 1;
+    if (rb + 2 * clusters < g.row_blocks) pipe.issue(stage, rb + 2 * clusters, g, c, src, kElt);
   }
   if (g.cluster_n > 1 && !waited) cluster_wait();
 

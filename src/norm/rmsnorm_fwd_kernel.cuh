@@ -2,7 +2,7 @@
 //
 // Vector path (persistent): thread -> data as RowGeometry (common/row_geometry.h); a cluster
 // (or a lone CTA) loops over row blocks rb, rb + clusters, ... The CTA's slices of x and the
-// residual are staged in shared memory by the bulk-copy engine g.stages row blocks ahead
+// residual are staged in shared memory by the bulk-copy engine two row blocks ahead
 // (common/row_pipeline.cuh). Per row each thread reads its vpt 16-byte vectors from shared
 // memory, folds sum(h^2) (h = x + residual in fp32), all-reduces it over the row (warp -> block
 // -> cluster, common/reduce.cuh), then re-reads them and writes residual_out and out =
@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
   if (g.cluster_n > 1) cluster_arrive_relaxed();
   bool waited = false;
 
-  // Shared memory: [reduction slots (2 stages)] [pipeline: g.stages stages x (x, residual) slices].
+  // Shared memory: [reduction slots (2 stages)] [pipeline: 2 stages x (x, residual) slices].
   float* slots = reinterpret_cast<float*>(smem);
   const int64_t slot_bytes = g.reduce_slot_bytes();
   const DType rdt = p.residual.dtype;
@@ -65,14 +65,14 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
   pipe.start(c.row_block, clusters, g, c, src, elt, vsrc, vbytes);  // + weight, bias slices
   const void* ws = pipe.vector_ptr(0, vbytes);
   const void* bs = pipe.vector_ptr(1, vbytes);
-  int k = 0, stage = 0;  // row block k of this CTA sits in pipeline stage k % g.stages
-  uint32_t phase = 0;     // ... and completes that stage's barrier phase (k / g.stages) & 1
+  int k = 0;
   for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters, ++k) {
+    const int stage = k & 1;
     const int64_t row = rb * g.rows_per_cta() + c.row_in_cta;
     const bool row_ok = row < g.rows;
     const T* xs = reinterpret_cast<const T*>(pipe.row_ptr(stage, 0, c.row_in_cta, elt[0]));
     const void* rs = pipe.row_ptr(stage, 1, c.row_in_cta, elt[1]);
-    pipe.wait(stage, phase);
+    pipe.wait(stage, (k >> 1) & 1);
 
     // Values are staged in shared memory, so the vector loops need no register arrays:
     // partial unrolling gives the loads enough independence.
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
       cluster_wait();
       waited = true;
     }
-    const float total = row_allreduce(sumsq, g, c, slots, k & 1, SumOp{});
+    const float total = row_allreduce(sumsq, g, c, slots, stage, SumOp{});
     const float rstd = rsqrtf(total * p.inv_n + p.eps);
     if (p.rstd && row_ok && c.rank == 0 && c.lane_in_row == 0) p.rstd[row * p.rstd_stride] = rstd;
 #pragma unroll 2
@@ -120,9 +120,7 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
       store_any<kVec>(p.out.ptr, p.out.dtype, p.out.offset<true>(row, col), y);
     }
     __syncthreads();  // every read of this stage is done before the copy engine refills it
-    const int64_t next = rb + int64_t(g.stages) * clusters;
-    if (next < g.row_blocks) pipe.issue(stage, next, g, c, src, elt);
-    if (++stage == g.stages) stage = 0, phase ^= 1;
+    if (rb + 2 * clusters < g.row_blocks) pipe.issue(stage, rb + 2 * clusters, g, c, src, elt);
   }
   if (g.cluster_n > 1 && !waited) cluster_wait();
 }
