@@ -11,7 +11,7 @@ namespace quack::detail {
 
 size_t rmsnorm_bwd_smem(const RmsNormBwdParams& p) {
   const int elt_bytes[2] = {dtype_size(p.x.dtype), dtype_size(p.dout.dtype)};
-  const int vec_bytes[2] = {p.weight.ptr ? dtype_size(p.weight.dtype) : 0, 0};
+  const int vec_bytes[2] = {4, 0};  // the weight slice in fp32 (ones when absent)
   return p.g.reduce_slot_bytes() +
          RowPipeline<2>::bytes(p.g, elt_bytes, vec_bytes);
 }

@@ -75,27 +75,53 @@ __device__ __forceinline__ void load_weight(const RowIO& w, int64_t col, float (
 // kPlain: dout and dx in x's dtype T, no dresidual_out, no dresidual (training's usual call):
 // typed loads and stores instead of the runtime-dtype ones, and one row pointer for dx (the bf16
 // kernel issued ~2x the instructions its arithmetic needs, and ran issue-bound: ncu 2026-11-30).
+// Per-thread constants are hoisted out of the row loop (a thread's columns never change): its
+// count of valid vectors, their slice offsets, and the weight, converted once to fp32 in shared
+// memory (ones when absent), so the loops have no dtype switch and no conversion for it.
 template <typename T, int kVec, int kMaxVecs, bool kDw, bool kDb, bool kPlain = false>
 __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
     rmsnorm_bwd_kernel(const __grid_constant__ RmsNormBwdParams p) {
-  static_assert(kVec > 1, "vector path only; the general kernel takes every other layout");
+  static_assert(kVec > 1 && kVec % 4 == 0, "vector path only (16-byte vectors); the general kernel takes the rest");
   extern __shared__ __align__(16) unsigned char smem[];
   const RowGeometry& g = p.g;
   const RowCtx c(g);
   if (g.cluster_n > 1) cluster_arrive_relaxed();
   bool waited = false;
 
-  // Shared memory: [reduction slots (2 stages)] [pipeline: 2 stages x (x, dout) row slices].
+  // Shared memory: [reduction slots (2 stages)] [pipeline: 2 stages x (x, dout) row slices]
+  // [weight slice in fp32 (a pipeline vector no copy fills: each thread writes its own columns)].
   float* slots = reinterpret_cast<float*>(smem);
   const int64_t slot_bytes = g.reduce_slot_bytes();
   const DType ddt = p.dout.dtype;  // may differ from T (e.g. fp32 residual stream, bf16 dy)
   const int kElt[2] = {sizeof(T), elt_bytes(ddt)};
   const RowIO src[2] = {p.x, p.dout};
-  const RowIO vsrc[2] = {p.weight, RowIO{}};
-  const int vbytes[2] = {p.weight.ptr ? elt_bytes(p.weight.dtype) : 0, 0};
+  const RowIO vsrc[2] = {RowIO{}, RowIO{}};
+  const int vbytes[2] = {sizeof(float), 0};
   RowPipeline<2> pipe;
   pipe.init(smem + slot_bytes, g, kElt);
   __syncthreads();
+
+  // This thread's vectors: v < nv are inside the row; vector v sits at slice element
+  // local0 + v·step and at row column col0 + v·step.
+  const int step = g.tpr * kVec;
+  const int local0 = c.lane_in_row * kVec;
+  const int64_t col0 = int64_t(c.vec_index(g, 0)) * kVec;
+  int nv = 0;
+#pragma unroll
+  for (int v = 0; v < kMaxVecs; ++v)
+    if (v < g.vpt && col0 + v * step < g.cols) nv = v + 1;
+
+  float* w32 = reinterpret_cast<float*>(pipe.vector_ptr(0, vbytes));
+#pragma unroll
+  for (int v = 0; v < kMaxVecs; ++v) {
+    if (v >= nv) continue;
+    float w[kVec];
+    load_weight<kVec, Cache::kReadOnly>(p.weight, col0 + v * step, w);
+    auto* dst = reinterpret_cast<float4*>(w32 + local0 + v * step);  // read by this thread only
+#pragma unroll
+    for (int j = 0; j < kVec / 4; ++j)
+      dst[j] = make_float4(w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]);
+  }
 
   float dw[kMaxVecs][kVec], db[kMaxVecs][kVec];  // (vectors, elements) column sums
 #pragma unroll
@@ -104,8 +130,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
     for (int i = 0; i < kVec; ++i) dw[v][i] = db[v][i] = 0.f;
 
   const int64_t clusters = gridDim.x / g.cluster_n;
-  pipe.start(c.row_block, clusters, g, c, src, kElt, vsrc, vbytes);  // + the weight slice
-  const RowIO w_smem{pipe.vector_ptr(0, vbytes), 0, 1, p.weight.dtype};  // slice-local columns
+  pipe.start(c.row_block, clusters, g, c, src, kElt, vsrc, vbytes);
   int k = 0;
   for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters, ++k) {
     const int stage = k & 1;
@@ -116,19 +141,19 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
     const void* ds = pipe.row_ptr(stage, 1, c.row_in_cta, kElt[1]);
     pipe.wait(stage, (k >> 1) & 1);
 
+    // Pass 1: dot = sum(dy·w·xhat) over this thread's columns; column sums.
     float dot = 0.f;
 #pragma unroll
     for (int v = 0; v < kMaxVecs; ++v) {
-      const int col = c.vec_index(g, v) * kVec;
-      if (!(row_ok && v < g.vpt && col < g.cols)) continue;
-      const int local = (v * g.tpr + c.lane_in_row) * kVec;  // element in the staged slice
+      if (!row_ok || v >= nv) continue;
+      const int local = local0 + v * step;
       float xh[kVec], dy[kVec], w[kVec];
       load_vec<T, kVec, Cache::kShared>(xs + local, xh);
       if constexpr (kPlain)
         load_vec<T, kVec, Cache::kShared>(static_cast<const T*>(ds) + local, dy);
       else
         load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
-      load_weight<kVec, Cache::kShared>(p.weight.ptr ? w_smem : RowIO{}, local, w);
+      load_vec<float, kVec, Cache::kShared>(w32 + local, w);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
         xh[i] *= rstd;
@@ -142,20 +167,22 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       waited = true;
     }
     const float mean = row_allreduce(dot, g, c, slots, stage, SumOp{}) * p.inv_n;
+    // Pass 2: dx = (dy·w − xhat·mean)·rstd = rstd·(dy·w) − x·(rstd²·mean).
+    const float x_scale = rstd * rstd * mean;
 #pragma unroll
     for (int v = 0; v < kMaxVecs; ++v) {
-      const int col = c.vec_index(g, v) * kVec;
-      if (!(row_ok && v < g.vpt && col < g.cols)) continue;
-      const int local = (v * g.tpr + c.lane_in_row) * kVec;
-      float xh[kVec], dy[kVec], w[kVec], d[kVec];
-      load_vec<T, kVec, Cache::kShared>(xs + local, xh);
+      if (!row_ok || v >= nv) continue;
+      const int local = local0 + v * step;
+      const int64_t col = col0 + v * step;
+      float x[kVec], dy[kVec], w[kVec], d[kVec];
+      load_vec<T, kVec, Cache::kShared>(xs + local, x);
       if constexpr (kPlain)
         load_vec<T, kVec, Cache::kShared>(static_cast<const T*>(ds) + local, dy);
       else
         load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
-      load_weight<kVec, Cache::kShared>(p.weight.ptr ? w_smem : RowIO{}, local, w);
+      load_vec<float, kVec, Cache::kShared>(w32 + local, w);
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) d[i] = (dy[i] * w[i] - xh[i] * rstd * mean) * rstd;
+      for (int i = 0; i < kVec; ++i) d[i] = fmaf(dy[i] * w[i], rstd, -x[i] * x_scale);
       if constexpr (kPlain) {
         store_vec<T, kVec>(static_cast<T*>(p.dx.ptr) + p.dx.offset<true>(row, col), d);
         continue;
