@@ -28,18 +28,16 @@
 
 namespace quack::detail {
 
-template <int kStreams, int kVectors = 2, int kStagesT = 2>
+template <int kStreams, int kVectors = 2>
 struct RowPipeline {
-  // Row blocks in flight: a compile-time count (a runtime one cost 8-35 %, session 6).
-  static constexpr int kStages = kStagesT;
-  static_assert(kStages >= 2 && kStages <= 4, "2..4 stages");
+  static constexpr int kStages = 2;
   uint64_t* full;                     // [kStages] mbarriers, then the one-shot vector barrier
   unsigned char* base;                // stage 0, stream 0
   int64_t stream_offset[kStreams];    // bytes from a stage's start to stream s
   int64_t stage_bytes;
   int slice;                          // elements of the CTA's slice of one row
 
-  static constexpr int kBarrierBytes = (kStages + 1 + 1) / 2 * 16;  // kStages + 1 mbarriers, 16-byte padded
+  static constexpr int kBarrierBytes = 32;  // kStages + 1 mbarriers, padded to 16 bytes
 
   /// Shared-memory bytes for `elt_bytes[s]` per stream and `vec_bytes[v]` per staged vector
   /// (0: absent), excluding the caller's own areas.
@@ -145,21 +143,15 @@ struct RowPipeline {
     }
   }
 
-  /// Prologue of a persistent staged kernel: issues the CTA's first kStages row blocks (rb0,
-  /// rb0 + clusters, ...), then stages the per-column vectors and waits for them.
+  /// Prologue of a persistent staged kernel: issues the CTA's first two row blocks (rb0 and
+  /// rb0 + clusters), then stages the per-column vectors and waits for them.
   __device__ void start(int64_t rb0, int64_t clusters, const RowGeometry& g, const RowCtx& c,
                         const RowIO (&src)[kStreams], const int (&elt_bytes)[kStreams],
                         const RowIO (&vsrc)[kVectors], const int (&vec_bytes)[kVectors]) const {
     issue(0, rb0, g, c, src, elt_bytes);
-#pragma unroll
-    for (int s = 1; s < kStages; ++s)
-      if (rb0 + s * clusters < g.row_blocks) issue(s, rb0 + s * clusters, g, c, src, elt_bytes);
+    if (rb0 + clusters < g.row_blocks) issue(1, rb0 + clusters, g, c, src, elt_bytes);
     stage_vectors(g, c, vsrc, vec_bytes);
   }
-
-  /// Stage and barrier parity of the CTA's k-th row block.
-  __device__ static int stage_of(int k) { return k % kStages; }
-  __device__ static uint32_t parity_of(int k) { return (k / kStages) & 1; }
 
   /// Blocks until `stage` holds its rows; `parity` flips each time a stage is reused.
   __device__ void wait(int stage, uint32_t parity) const {

@@ -42,7 +42,6 @@ bool make_row_geometry(int64_t M, int64_t N, int vec, const RowConfigKnobs& k, R
   g->vpt = static_cast<int>((nvec + static_cast<int64_t>(tpr) * cluster_n - 1) /
                             (static_cast<int64_t>(tpr) * cluster_n));
   g->cta_threads = std::max(tpr, k.min_cta_threads);
-  g->stages = k.stages;
   const int rows_per_cta = g->cta_threads / tpr;
   g->row_blocks = (M + rows_per_cta - 1) / rows_per_cta;
   return true;

@@ -30,7 +30,6 @@ struct RowConfigKnobs {
   int max_cta_threads = kNormMaxCtaThreads;         // the kernel's __launch_bounds__
   int max_cta_row_threads = 256;  // above this a row is split over a cluster
   int min_cta_threads = 128;      // small rows: pack rows_per_cta rows into one CTA
-  int stages = 2;                 // staged kernels: 2 or 4 row blocks in flight (2 when short of smem)
 };
 
 /// Geometry for M rows of N elements with `vec` elements per access. Returns false when N

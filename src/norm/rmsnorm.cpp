@@ -53,14 +53,13 @@ bool choose_geometry(int64_t M, int64_t N, int vec, bool layout_ok,
   return false;
 }
 
-// Fits the staged slices in shared memory: first 2 stages instead of 4, then fewer rows per CTA (halving the CTA), then
+// Fits the staged slices in shared memory: first fewer rows per CTA (halving the CTA), then
 // fewer values per thread (a longer cluster, so a smaller slice per CTA). Returns false when
 // nothing fits; the caller then takes the general path. smem() reads *g.
 template <typename SmemFn>
 bool fit_shared_memory(int64_t M, int64_t N, detail::RowConfigKnobs knobs,
                        detail::RowGeometry* g, SmemFn smem) {
   for (;;) {
-    if (smem() > detail::kMaxSmemPerCta) g->stages = 2;
     while (smem() > detail::kMaxSmemPerCta && g->cta_threads > g->tpr && g->cta_threads > 32) {
       g->cta_threads /= 2;
       g->row_blocks = (g->rows + g->rows_per_cta() - 1) / g->rows_per_cta();
@@ -162,21 +161,8 @@ std::atomic<int> g_fwd_path{-1};
 
 namespace detail {
 
-// Stage count of the staged kernels from QUACK_RMSNORM_{FWD,BWD}_STAGES (2 or 4; A/B timing),
-// else `def`; read once per variable.
-static int stages_from_env(const char* name, int def) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return def;
-  const std::string s = v;
-  if (s == "2" || s == "4") return s[0] - '0';
-  throw InvalidArgument(std::string("rmsnorm: environment variable ") + name + " is '" + s +
-                        "', expected 2 or 4");
-}
-
 RowConfigKnobs rmsnorm_fwd_knobs(DType x) {
-  static const int stages = stages_from_env("QUACK_RMSNORM_FWD_STAGES", 2);
   RowConfigKnobs k;
-  k.stages = stages;
   k.values_per_thread = kNormFwdVectorsPerThread * vec_elems(x);
   k.max_cta_threads = kNormMaxCtaThreads;
   k.max_cta_row_threads = 256;
@@ -185,9 +171,7 @@ RowConfigKnobs rmsnorm_fwd_knobs(DType x) {
 }
 
 RowConfigKnobs rmsnorm_bwd_knobs(DType x) {
-  static const int stages = stages_from_env("QUACK_RMSNORM_BWD_STAGES", 2);
   RowConfigKnobs k;
-  k.stages = stages;
   k.values_per_thread = kNormBwdVectorsPerThread * vec_elems(x);
   k.max_cta_threads = kNormBwdMaxCtaThreads;
   k.max_cta_row_threads = 512;
@@ -294,7 +278,6 @@ BwdPlan plan_bwd_path(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& kno
   p.rstd = static_cast<const float*>(a.rstd.data);
   p.rstd_stride = a.rstd.stride[0];
   p.inv_n = 1.f / static_cast<float>(N);
-  if (!detail::rmsnorm_bwd_plain(p, a.dbias.present())) p.g.stages = 2;  // no 4-stage instance
   const int64_t slice = int64_t(p.g.vpt) * p.g.tpr * p.g.vec;  // staged by the copy engine
   if (plan.vec_path &&
       (!detail::staged_ok(a.x, slice) || !detail::staged_ok(a.dout, slice) ||

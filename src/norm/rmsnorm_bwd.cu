@@ -1,4 +1,4 @@
-// RMSNorm backward launchers: (x dtype, dweight?, dbias?, plain?, stages) -> vector-path instance (24),
+// RMSNorm backward launchers: (x dtype, dweight?, dbias?, plain?) -> vector-path instance (18),
 // or the general kernel (1).
 #include <cstdlib>
 #include <string>
@@ -13,18 +13,7 @@ size_t rmsnorm_bwd_smem(const RmsNormBwdParams& p) {
   const int elt_bytes[2] = {dtype_size(p.x.dtype), dtype_size(p.dout.dtype)};
   const int vec_bytes[2] = {4, 0};  // the weight slice in fp32 (ones when absent)
   return p.g.reduce_slot_bytes() +
-         (p.g.stages == 4 ? RowPipeline<2, 2, 4>::bytes(p.g, elt_bytes, vec_bytes)
-                          : RowPipeline<2>::bytes(p.g, elt_bytes, vec_bytes));
-}
-
-bool rmsnorm_bwd_plain(const RmsNormBwdParams& p, bool has_db) {
-  // QUACK_RMSNORM_BWD_PLAIN=0 turns the plain instances off (A/B timing), read once.
-  static const bool plain_on = [] {
-    const char* v = std::getenv("QUACK_RMSNORM_BWD_PLAIN");
-    return !(v && std::string(v) == "0");
-  }();
-  return plain_on && !has_db && p.dout.dtype == p.x.dtype && p.dx.dtype == p.x.dtype &&
-         !p.dresidual_out.ptr && !p.dresidual.ptr;
+         RowPipeline<2>::bytes(p.g, elt_bytes, vec_bytes);
 }
 
 namespace {
@@ -40,15 +29,18 @@ void with_bwd_kernel(const RmsNormBwdParams& p, bool vec_path, bool has_dw, bool
   dispatch_float(p.x.dtype, "rmsnorm_bwd", [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = 16 / sizeof(T);
-    // The plain instances (rmsnorm_bwd_kernel's kPlain) exist without dbias only; they alone
-    // have 4-stage twins (the planner asks for 4 stages on plain calls only).
-    const bool plain = rmsnorm_bwd_plain(p, has_db);
+    // The plain instances (rmsnorm_bwd_kernel's kPlain) exist without dbias only.
+    // QUACK_RMSNORM_BWD_PLAIN=0 turns them off (A/B timing), read once.
+    static const bool plain_on = [] {
+      const char* v = std::getenv("QUACK_RMSNORM_BWD_PLAIN");
+      return !(v && std::string(v) == "0");
+    }();
+    const bool plain = plain_on && !has_db && p.dout.dtype == p.x.dtype && p.dx.dtype == p.x.dtype &&
+                       !p.dresidual_out.ptr && !p.dresidual.ptr;
     dispatch_bool(has_dw, [&](auto dw) {
       dispatch_bool(has_db, [&](auto db) {
         constexpr bool kDw = decltype(dw)::value, kDb = decltype(db)::value;
         if constexpr (!kDb) {
-          if (plain && p.g.stages == 4)
-            return f(rmsnorm_bwd_kernel<T, kVec, kNormBwdVectorsPerThread, kDw, false, true, 4>);
           if (plain) return f(rmsnorm_bwd_kernel<T, kVec, kNormBwdVectorsPerThread, kDw, false, true>);
         }
         f(rmsnorm_bwd_kernel<T, kVec, kNormBwdVectorsPerThread, kDw, kDb>);

@@ -78,8 +78,7 @@ __device__ __forceinline__ void load_weight(const RowIO& w, int64_t col, float (
 // Per-thread constants are hoisted out of the row loop (a thread's columns never change): its
 // count of valid vectors, their slice offsets, and the weight, converted once to fp32 in shared
 // memory (ones when absent), so the loops have no dtype switch and no conversion for it.
-template <typename T, int kVec, int kMaxVecs, bool kDw, bool kDb, bool kPlain = false,
-          int kStages = 2>
+template <typename T, int kVec, int kMaxVecs, bool kDw, bool kDb, bool kPlain = false>
 __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
     rmsnorm_bwd_kernel(const __grid_constant__ RmsNormBwdParams p) {
   static_assert(kVec > 1 && kVec % 4 == 0, "vector path only (16-byte vectors); the general kernel takes the rest");
@@ -89,7 +88,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
   if (g.cluster_n > 1) cluster_arrive_relaxed();
   bool waited = false;
 
-  // Shared memory: [reduction slots (2 halves)] [pipeline: kStages x (x, dout) row slices]
+  // Shared memory: [reduction slots (2 stages)] [pipeline: 2 stages x (x, dout) row slices]
   // [weight slice in fp32 (a pipeline vector no copy fills: each thread writes its own columns)].
   float* slots = reinterpret_cast<float*>(smem);
   const int64_t slot_bytes = g.reduce_slot_bytes();
@@ -98,7 +97,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
   const RowIO src[2] = {p.x, p.dout};
   const RowIO vsrc[2] = {RowIO{}, RowIO{}};
   const int vbytes[2] = {sizeof(float), 0};
-  RowPipeline<2, 2, kStages> pipe;
+  RowPipeline<2> pipe;
   pipe.init(smem + slot_bytes, g, kElt);
   __syncthreads();
 
@@ -134,13 +133,13 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
   pipe.start(c.row_block, clusters, g, c, src, kElt, vsrc, vbytes);
   int k = 0;
   for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters, ++k) {
-    const int stage = pipe.stage_of(k);
+    const int stage = k & 1;
     const int64_t row = rb * g.rows_per_cta() + c.row_in_cta;
     const bool row_ok = row < g.rows;
     const float rstd = row_ok ? p.rstd[row * p.rstd_stride] : 0.f;
     const T* xs = reinterpret_cast<const T*>(pipe.row_ptr(stage, 0, c.row_in_cta, sizeof(T)));
     const void* ds = pipe.row_ptr(stage, 1, c.row_in_cta, kElt[1]);
-    pipe.wait(stage, pipe.parity_of(k));
+    pipe.wait(stage, (k >> 1) & 1);
 
     // Pass 1: dot = sum(dy·w·xhat) over this thread's columns; column sums.
     float dot = 0.f;
@@ -167,7 +166,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       cluster_wait();
       waited = true;
     }
-    const float mean = row_allreduce(dot, g, c, slots, k & 1, SumOp{}) * p.inv_n;
+    const float mean = row_allreduce(dot, g, c, slots, stage, SumOp{}) * p.inv_n;
     // Pass 2: dx = (dy·w − xhat·mean)·rstd = rstd·(dy·w) − x·(rstd²·mean).
     const float x_scale = rstd * rstd * mean;
 #pragma unroll
@@ -200,8 +199,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
         store_any<kVec>(p.dresidual.ptr, p.dresidual.dtype, p.dresidual.offset<true>(row, col), d);
     }
     __syncthreads();  // every read of this stage is done before the copy engine refills it
-    const int64_t next = rb + int64_t(kStages) * clusters;
-    if (next < g.row_blocks) pipe.issue(stage, next, g, c, src, kElt);
+    if (rb + 2 * clusters < g.row_blocks) pipe.issue(stage, rb + 2 * clusters, g, c, src, kElt);
   }
   if (g.cluster_n > 1 && !waited) cluster_wait();
 

@@ -1,4 +1,4 @@
-// RMSNorm forward launchers: (x dtype, 2 or 4 stages) -> vector-path instance (6, persistent), or the general
+// RMSNorm forward launchers: x dtype -> vector-path instance (3, persistent), or the general
 // kernel (1); the simple path's instances live in rmsnorm_fwd_simple_<dtype>.cu.
 #include "common/dispatch.h"
 #include "common/launch.h"
@@ -10,8 +10,8 @@ size_t rmsnorm_fwd_smem(const RmsNormFwdParams& p) {
   const int elt[2] = {dtype_size(p.x.dtype), p.residual.ptr ? dtype_size(p.residual.dtype) : 0};
   const int vec[2] = {p.weight.ptr ? dtype_size(p.weight.dtype) : 0,
                       p.bias.ptr ? dtype_size(p.bias.dtype) : 0};
-  return p.g.reduce_slot_bytes() + (p.g.stages == 4 ? RowPipeline<2, 2, 4>::bytes(p.g, elt, vec)
-                                                    : RowPipeline<2>::bytes(p.g, elt, vec));
+  return p.g.reduce_slot_bytes() +
+         RowPipeline<2>::bytes(p.g, elt, vec);
 }
 
 void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
@@ -25,8 +25,7 @@ void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
   const size_t smem = rmsnorm_fwd_smem(p);
   dispatch_float(p.x.dtype, "rmsnorm_fwd", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto kernel = p.g.stages == 4 ? rmsnorm_fwd_kernel<T, 16 / sizeof(T), 4>
-                                  : rmsnorm_fwd_kernel<T, 16 / sizeof(T)>;
+    auto kernel = rmsnorm_fwd_kernel<T, 16 / sizeof(T)>;
     // Persistent: as many CTAs (clusters) as are resident, at most one per row block.
     const int64_t resident = max_resident(reinterpret_cast<const void*>(kernel), p.g.cta_threads,
                                           smem, p.g.cluster_n, device, "rmsnorm_fwd");

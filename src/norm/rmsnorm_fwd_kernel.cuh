@@ -38,7 +38,7 @@ __device__ __forceinline__ void load_h(const T* xs, const void* rs, DType rdt, b
   }
 }
 
-template <typename T, int kVec, int kStages = 2>
+template <typename T, int kVec>
 __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
     rmsnorm_fwd_kernel(const __grid_constant__ RmsNormFwdParams p) {
   static_assert(kVec > 1, "vector path only; the general kernel takes every other layout");
@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
   if (g.cluster_n > 1) cluster_arrive_relaxed();
   bool waited = false;
 
-  // Shared memory: [reduction slots (2 halves)] [pipeline: kStages x (x, residual) slices].
+  // Shared memory: [reduction slots (2 stages)] [pipeline: 2 stages x (x, residual) slices].
   float* slots = reinterpret_cast<float*>(smem);
   const int64_t slot_bytes = g.reduce_slot_bytes();
   const DType rdt = p.residual.dtype;
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
   const RowIO vsrc[2] = {p.weight, p.bias};
   const int vbytes[2] = {p.weight.ptr ? elt_bytes(p.weight.dtype) : 0,
                          p.bias.ptr ? elt_bytes(p.bias.dtype) : 0};
-  RowPipeline<2, 2, kStages> pipe;
+  RowPipeline<2> pipe;
   pipe.init(smem + slot_bytes, g, elt);
   __syncthreads();
 
@@ -67,12 +67,12 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
   const void* bs = pipe.vector_ptr(1, vbytes);
   int k = 0;
   for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters, ++k) {
-    const int stage = pipe.stage_of(k);
+    const int stage = k & 1;
     const int64_t row = rb * g.rows_per_cta() + c.row_in_cta;
     const bool row_ok = row < g.rows;
     const T* xs = reinterpret_cast<const T*>(pipe.row_ptr(stage, 0, c.row_in_cta, elt[0]));
     const void* rs = pipe.row_ptr(stage, 1, c.row_in_cta, elt[1]);
-    pipe.wait(stage, pipe.parity_of(k));
+    pipe.wait(stage, (k >> 1) & 1);
 
     // Values are staged in shared memory, so the vector loops need no register arrays:
     // partial unrolling gives the loads enough independence.
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
       cluster_wait();
       waited = true;
     }
-    const float total = row_allreduce(sumsq, g, c, slots, k & 1, SumOp{});
+    const float total = row_allreduce(sumsq, g, c, slots, stage, SumOp{});
     const float rstd = rsqrtf(total * p.inv_n + p.eps);
     if (p.rstd && row_ok && c.rank == 0 && c.lane_in_row == 0) p.rstd[row * p.rstd_stride] = rstd;
 #pragma unroll 2
@@ -120,8 +120,7 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
       store_any<kVec>(p.out.ptr, p.out.dtype, p.out.offset<true>(row, col), y);
     }
     __syncthreads();  // every read of this stage is done before the copy engine refills it
-    const int64_t next = rb + int64_t(kStages) * clusters;
-    if (next < g.row_blocks) pipe.issue(stage, next, g, c, src, elt);
+    if (rb + 2 * clusters < g.row_blocks) pipe.issue(stage, rb + 2 * clusters, g, c, src, elt);
   }
   if (g.cluster_n > 1 && !waited) cluster_wait();
 }

@@ -47,10 +47,6 @@ template <typename T>
 void launch_rmsnorm_fwd_simple_t(const RmsNormFwdParams& p, int config, cudaStream_t stream);
 void launch_rmsnorm_fwd_simple(const RmsNormFwdParams& p, int config, cudaStream_t stream);
 
-/// Whether the backward runs a "plain" instance for p (dout, dx in x's dtype; no residual
-/// gradients, no dbias): only those have 4-stage instances.
-bool rmsnorm_bwd_plain(const RmsNormBwdParams& p, bool has_db);
-
 /// Persistent CTAs (or clusters) the backward launches for this geometry; P of the partials.
 int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, bool has_dw, bool has_db,
                          int device);
