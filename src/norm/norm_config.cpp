@@ -78,12 +78,12 @@ int simple_fwd_config(int64_t row_bytes) {
   // (64 KB); longer rows loop (two passes, the second from L2). From the H200 A/B at c493320
   // (quack-bench rmsnorm --fwd-path simple-all, bf16 16384 x N; docs/performance.md v3):
   // 1024 r4t32v4 2.76 TB/s, 4096 t256v2 3.69, 8192 t256v4 3.92, 32768 t1024v4 4.10, 65536 and
-  // 262144 t1024v2-looped 3.65 / 2.97. Rows of 16-32 KB (bf16 16384, fp32 8192) have no good
-  // instance yet (fp32 8192: t1024v4 3.03 against the staged kernel's 3.61): staged (-1).
+  // 262144 t1024v2-looped 3.65 / 2.97. Rows of 16-32 KB (bf16 16384, fp32 8192): t512v4
+  // (session 6, 9b38c55: 4.17 / 4.17 against the staged kernel's 3.67 / 3.68).
   if (row_bytes <= 2 * 1024) return 0;   // r4t32v4
   if (row_bytes <= 8 * 1024) return 2;   // t256v2
   if (row_bytes <= 16 * 1024) return 4;  // t256v4
-  if (row_bytes <= 32 * 1024) return -1; // the staged kernel
+  if (row_bytes <= 32 * 1024) return 9;  // t512v4
   if (row_bytes <= 64 * 1024) return 5;  // t1024v4
   return 8;                              // t1024v2-looped
 }

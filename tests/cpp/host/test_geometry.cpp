@@ -255,19 +255,15 @@ TEST(SimpleFwdConfig, TableFitsEveryRow) {
   for (int64_t b = 256 * 1024; b <= 4 * 1024 * 1024; b *= 2) sizes.push_back(b), sizes.push_back(b + 16);
   for (int64_t b : sizes) {
     const int cfg = quack::detail::simple_fwd_config(b);
-    if (b > 16 * 1024 && b <= 32 * 1024) {  // no good simple instance measured: the staged kernel
-      EXPECT_EQ(cfg, -1) << b << " bytes";
-      continue;
-    }
     ASSERT_TRUE(quack::detail::simple_fwd_config_fits(cfg, 16384, b)) << b << " bytes";
     // Single pass whenever a single-pass instance of ≤ 1024 threads x 4 vectors holds the row.
     EXPECT_EQ(quack::detail::kSimpleFwdConfigs[cfg].looped, b > 64 * 1024) << b << " bytes";
   }
   // The benchmark shapes (bf16; H200 A/B at c493320): 4096 -> t256v2, 8192 -> t256v4,
-  // 16384 -> staged, 32768 -> t1024v4.
+  // 16384 -> t512v4, 32768 -> t1024v4.
   EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(4096 * 2)].name, "t256v2");
   EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(8192 * 2)].name, "t256v4");
-  EXPECT_EQ(quack::detail::simple_fwd_config(16384 * 2), -1);
+  EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(16384 * 2)].name, "t512v4");
   EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(32768 * 2)].name, "t1024v4");
 }
 
