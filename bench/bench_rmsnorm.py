@@ -63,6 +63,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="3 bf16 shapes")
+    p.add_argument("--full", action="store_true", help="every shape, bf16 and fp32 (the default)")
     p.add_argument("--out", default="results/bench_rmsnorm.jsonl")
     p.add_argument("--plot", default="results/rmsnorm_bw.png")
     p.add_argument("--replot", metavar="JSONL", help="only read JSONL, print the table, plot")
