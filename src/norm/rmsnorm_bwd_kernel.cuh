@@ -2,14 +2,16 @@
 //
 // Thread -> data: RowGeometry (common/row_geometry.h); a cluster (or a lone CTA) loops over
 // row blocks rb, rb + clusters, ... The CTA's slices of x (dtype T) and dout (columns
-// contiguous; dout in any float dtype) are staged in shared memory by the bulk-copy engine, two row blocks ahead
-// (common/row_pipeline.cuh). Per row, each thread reads its kMaxVecs 16-byte vectors twice
-// from shared memory, all-reduces sum(g·xhat) over the row, and writes dx = rstd·(g − xhat·mean(g·xhat)) (+ dresidual_out) to dx and dresidual.
+// contiguous; dout in any float dtype) are staged in shared memory by the bulk-copy engine,
+// two row blocks ahead (common/row_pipeline.cuh). Per row, each thread reads its kMaxVecs
+// 16-byte vectors twice from shared memory (the weight from an fp32 copy each thread wrote
+// once), all-reduces sum(g·xhat) over the row (g = dout·w), and writes
+// dx = rstd·(g − xhat·mean(g·xhat)) (+ dresidual_out) to dx and dresidual.
 // dweight/dbias: each thread keeps fp32 sums for its own columns across all its rows
 // (registers); at the end a CTA folds its rows_per_cta rows through shared memory in a fixed
 // order and writes one (N)-slice of the cluster's partial row; colsum adds the partial rows.
-// Shared memory: 2 stages of reduction slots, then the pipeline stages (reused at the end as
-// the (rows_per_cta, slice) fp32 staging tile of the column sums).
+// Shared memory: 2 halves of reduction slots, the 2 pipeline stages (reused at the end as the
+// (rows_per_cta, slice) fp32 staging tile of the column sums), the fp32 weight slice.
 #pragma once
 
 #include "common/cluster.cuh"
