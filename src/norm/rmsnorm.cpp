@@ -176,10 +176,9 @@ RowConfigKnobs rmsnorm_bwd_knobs(DType x) {
   k.max_cta_threads = kNormBwdMaxCtaThreads;
   k.max_cta_row_threads = 512;
   k.min_cta_threads = 256;  // sweep 2026-11-30: bf16 N=4096 2.77 -> 2.99, N=32768 3.12 -> 3.18
-  // Two row blocks in flight (RowPipeline's kStages). A runtime stage count (a4545bb, reverted)
-  // found 2 best: 4 stages leave one CTA per SM (bf16 16384 x 4096: 3.00 -> 2.08 TB/s; the
-  // backward is bound by its warps' issue, ncu: 16 warps per SM, 53 % SM throughput), and the
-  // runtime count itself cost long rows 8-15 % (bf16 8192 x 262144: 2.60 -> 2.22 TB/s).
+  // Two row blocks in flight (RowPipeline's kStages). 4 stages leave one CTA per SM (bf16
+  // 16384 x 4096: -17 %) and move long rows by ±0.5 % (9b38c55, session 6); a runtime stage
+  // count (a4545bb, reverted) cost 8-35 % by itself.
   return k;
 }
 

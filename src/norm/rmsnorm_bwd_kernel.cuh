@@ -74,6 +74,20 @@ __device__ __forceinline__ void load_weight(const RowIO& w, int64_t col, float (
   }
 }
 
+// x, dy and w of the staged vector at slice element `local` (xs, ds: this row's x and dout
+// slices; w32: the fp32 weight slice). kPlain: dout is in T, else in the runtime dtype ddt.
+template <typename T, int kVec, bool kPlain>
+__device__ __forceinline__ void load_staged(const T* xs, const void* ds, DType ddt,
+                                            const float* w32, int local, float (&x)[kVec],
+                                            float (&dy)[kVec], float (&w)[kVec]) {
+  load_vec<T, kVec, Cache::kShared>(xs + local, x);
+  if constexpr (kPlain)
+    load_vec<T, kVec, Cache::kShared>(static_cast<const T*>(ds) + local, dy);
+  else
+    load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
+  load_vec<float, kVec, Cache::kShared>(w32 + local, w);
+}
+
 // kPlain: dout and dx in x's dtype T, no dresidual_out, no dresidual (training's usual call):
 // typed loads and stores instead of the runtime-dtype ones, and one row pointer for dx (the bf16
 // kernel issued ~2x the instructions its arithmetic needs, and ran issue-bound: ncu 2026-11-30).
@@ -90,7 +104,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
   if (g.cluster_n > 1) cluster_arrive_relaxed();
   bool waited = false;
 
-  // Shared memory: [reduction slots (2 stages)] [pipeline: 2 stages x (x, dout) row slices]
+  // Shared memory: [reduction slots (2 halves)] [pipeline: 2 stages x (x, dout) row slices]
   // [weight slice in fp32 (a pipeline vector no copy fills: each thread writes its own columns)].
   float* slots = reinterpret_cast<float*>(smem);
   const int64_t slot_bytes = g.reduce_slot_bytes();
@@ -150,12 +164,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       if (!row_ok || v >= nv) continue;
       const int local = local0 + v * step;
       float xh[kVec], dy[kVec], w[kVec];
-      load_vec<T, kVec, Cache::kShared>(xs + local, xh);
-      if constexpr (kPlain)
-        load_vec<T, kVec, Cache::kShared>(static_cast<const T*>(ds) + local, dy);
-      else
-        load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
-      load_vec<float, kVec, Cache::kShared>(w32 + local, w);
+      load_staged<T, kVec, kPlain>(xs, ds, ddt, w32, local, xh, dy, w);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
         xh[i] *= rstd;
@@ -177,12 +186,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       const int local = local0 + v * step;
       const int64_t col = col0 + v * step;
       float x[kVec], dy[kVec], w[kVec], d[kVec];
-      load_vec<T, kVec, Cache::kShared>(xs + local, x);
-      if constexpr (kPlain)
-        load_vec<T, kVec, Cache::kShared>(static_cast<const T*>(ds) + local, dy);
-      else
-        load_any<kVec, Cache::kShared>(ds, ddt, local, dy);
-      load_vec<float, kVec, Cache::kShared>(w32 + local, w);
+      load_staged<T, kVec, kPlain>(xs, ds, ddt, w32, local, x, dy, w);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) d[i] = fmaf(dy[i] * w[i], rstd, -x[i] * x_scale);
       if constexpr (kPlain) {
