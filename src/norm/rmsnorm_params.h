@@ -47,6 +47,16 @@ template <typename T>
 void launch_rmsnorm_fwd_simple_t(const RmsNormFwdParams& p, int config, cudaStream_t stream);
 void launch_rmsnorm_fwd_simple(const RmsNormFwdParams& p, int config, cudaStream_t stream);
 
+/// Every backward kernel's type; the vector-path instance for x dtype T (defined per dtype in
+/// rmsnorm_bwd_{bf16,f16,f32}.cu; rmsnorm_bwd_vec.cuh).
+using RmsNormBwdKernel = void (*)(RmsNormBwdParams);
+template <typename T>
+RmsNormBwdKernel rmsnorm_bwd_vec_kernel_t(bool has_dw, bool has_db, bool plain);
+
+/// Whether the backward takes a "plain" instance for p (dout and dx in x's dtype, no residual
+/// gradients, no dbias; QUACK_RMSNORM_BWD_PLAIN=0 turns them off).
+bool rmsnorm_bwd_plain(const RmsNormBwdParams& p, bool has_db);
+
 /// Persistent CTAs (or clusters) the backward launches for this geometry; P of the partials.
 int64_t rmsnorm_bwd_grid(const RmsNormBwdParams& p, bool vec_path, bool has_dw, bool has_db,
                          int device);
