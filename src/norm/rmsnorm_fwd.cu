@@ -37,7 +37,9 @@ void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
 
 void launch_rmsnorm_fwd_simple(const RmsNormFwdParams& p, int config, cudaStream_t stream) {
   dispatch_float(p.x.dtype, "rmsnorm_fwd", [&](auto tag) {
-    launch_rmsnorm_fwd_simple_t<typename decltype(tag)::type>(p, config, stream);
+    using T = typename decltype(tag)::type;
+    if (p.residual.ptr) launch_rmsnorm_fwd_simple_t<T, true>(p, config, stream);
+    else launch_rmsnorm_fwd_simple_t<T, false>(p, config, stream);
   });
 }
 

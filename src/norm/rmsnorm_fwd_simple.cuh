@@ -1,7 +1,7 @@
 // Launcher template of the simple forward path (rmsnorm_fwd_simple_kernel.cuh), instantiated
-// once per x dtype in rmsnorm_fwd_simple_{bf16,f16,f32}.cu so the instances compile in parallel
-// TUs: weight dtype (T or fp32) x residual (absent, or T with an optional residual_out) x every
-// config of kSimpleFwdConfigs.
+// once per x dtype and residual flag in rmsnorm_fwd_simple_{bf16,f16,f32}{,_res}.cu so the
+// instances compile in parallel TUs: weight dtype (T or fp32) x every config of
+// kSimpleFwdConfigs; _res: with a residual (in T, with an optional residual_out).
 #pragma once
 
 #include <utility>
@@ -29,21 +29,17 @@ void launch_rmsnorm_fwd_simple_configs(const RmsNormFwdParams& p, int config, cu
    ...);
 }
 
-/// The instance for x dtype T, p's weight dtype and residual, and `config` (host-checked:
-/// rmsnorm.cpp's simple_path_config).
-template <typename T>
+/// The instance for x dtype T, residual present (kResidual), p's weight dtype and `config`
+/// (host-checked: rmsnorm.cpp's simple_path_config).
+template <typename T, bool kResidual>
 void launch_rmsnorm_fwd_simple_t(const RmsNormFwdParams& p, int config, cudaStream_t stream) {
-  const bool w32 = p.weight.dtype == DType::kFloat32;
-  auto go = [&](auto tw, auto residual) {
-    using TW = typename decltype(tw)::type;
-    launch_rmsnorm_fwd_simple_configs<T, TW, decltype(residual)::value>(
+  auto go = [&](auto tw) {
+    launch_rmsnorm_fwd_simple_configs<T, typename decltype(tw)::type, kResidual>(
         p, config, stream, std::make_index_sequence<kSimpleFwdConfigCount>{});
   };
-  dispatch_bool(p.residual.ptr != nullptr, [&](auto residual) {
-    if constexpr (sizeof(T) == 4) go(Tag<float>{}, residual);
-    else if (w32) go(Tag<float>{}, residual);
-    else go(Tag<T>{}, residual);
-  });
+  if constexpr (sizeof(T) == 4) go(Tag<float>{});
+  else if (p.weight.dtype == DType::kFloat32) go(Tag<float>{});
+  else go(Tag<T>{});
 }
 
 }  // namespace quack::detail

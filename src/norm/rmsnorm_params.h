@@ -42,8 +42,9 @@ void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
 
 /// Simple path (rmsnorm_fwd_simple_kernel.cuh): instance `config` of kSimpleFwdConfigs for
 /// x's dtype, the weight's dtype and the residual (host-checked by rmsnorm.cpp). Defined per x
-/// dtype T in rmsnorm_fwd_simple_<dtype>.cu; launch_rmsnorm_fwd_simple dispatches on x's dtype.
-template <typename T>
+/// dtype T and residual flag in rmsnorm_fwd_simple_<dtype>{,_res}.cu; launch_rmsnorm_fwd_simple
+/// dispatches on both.
+template <typename T, bool kResidual>
 void launch_rmsnorm_fwd_simple_t(const RmsNormFwdParams& p, int config, cudaStream_t stream);
 void launch_rmsnorm_fwd_simple(const RmsNormFwdParams& p, int config, cudaStream_t stream);
 
