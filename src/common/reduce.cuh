@@ -1,24 +1,28 @@
 // Row reductions: thread -> warp (shuffles) -> block (shared memory) -> cluster (distributed
 // shared memory). Written once; every row kernel reduces through row_allreduce.
 //
-// Scheme (QuACK's, with a plain cluster barrier in place of its mbarrier/st.async handshake):
+// Scheme (QuACK's):
 //  1. each thread folds its own values (the caller does this);
 //  2. butterfly shuffles over the min(tpr, 32) lanes of a row;
-//  3. if a row spans several warps or CTAs: lane 0 of each warp writes its partial into slot
-//     [rank·warps_per_row + warp_in_row] of the row's slot array in every CTA of the cluster
-//     (a remote DSMEM store when cluster_n > 1), then one barrier (CTA or cluster);
+//  3. if a row spans several warps or CTAs: each warp writes its partial into slot
+//     [rank·warps_per_row + warp_in_row] of the row's slot array in every CTA of the cluster,
+//     then one CTA barrier, or (cluster) st.async stores that complete on each CTA's mbarrier
+//     (cluster_exchange, cluster.cuh: no cluster barrier per row);
 //  4. every warp of the row re-reduces all slots in the same fixed order, so all threads of
 //     all CTAs of the cluster get bit-identical results.
-// Slots are double-buffered by `stage`: a kernel that reduces more than once alternates
-// stages, and the barrier of reduction k+1 proves every reader of reduction k has finished,
-// so one barrier per reduction suffices and no trailing barrier is needed before exit.
+// Slots are double-buffered by the call index k (stage k & 1): a warp sends its partial of
+// reduction k+1 only after it has read the slots of reduction k, and reduction k+1 completes
+// only when every warp's partial has arrived, so the writes of reduction k+2 into stage k & 1
+// never overtake a reader; one barrier (or exchange) per reduction suffices, and no trailing
+// barrier is needed before exit (a CTA's slots receive nothing after its last wait).
 //
 // StaticRowReduce is the same scheme (steps 2-4, no cluster) for kernels whose geometry is
 // compile time (threads per row, rows per CTA): no divisions, no runtime branches.
 #pragma once
 
-#include <cooperative_groups.h>
+#include <cstdint>
 
+#include "common/cluster.cuh"
 #include "common/row_geometry.h"
 
 namespace quack::detail {
@@ -64,15 +68,30 @@ struct RowCtx {
   }
 };
 
+/// row_allreduce's two mbarriers (clusters only), after the two stages of slots: they take the
+/// last 16 bytes of RowGeometry::reduce_slot_bytes().
+__device__ __forceinline__ uint64_t* row_reduce_bars(const RowGeometry& g, float* slots) {
+  return reinterpret_cast<uint64_t*>(slots + 2 * g.reduce_slots());
+}
+
+/// Thread 0, before the kernel's cluster arrive (cluster.cuh): sets up row_allreduce's
+/// mbarriers when the row spans a cluster.
+__device__ __forceinline__ void row_allreduce_init(const RowGeometry& g, float* slots) {
+  if (g.cluster_n > 1) init_exchange_barriers(row_reduce_bars(g, slots), 2);
+}
+
 /// All-reduce `v` over one row. `slots` points at the kernel's reduction buffer of
-/// 2 · g.reduce_slots() floats; `stage` (0/1) picks the half. Every thread of the CTA (and of
-/// the cluster) must call this the same number of times: it contains barriers.
+/// g.reduce_slot_bytes(); k is the call's index in this kernel (0, 1, ...: stage k & 1 of the
+/// slots). Every thread of the CTA (and of the cluster) must make the same calls: they contain
+/// barriers. Clusters: row_allreduce_init first, and the kernel's cluster barrier between it
+/// and the first call.
 template <typename Op>
 __device__ __forceinline__ float row_allreduce(float v, const RowGeometry& g, const RowCtx& c,
-                                               float* slots, int stage, Op op) {
+                                               float* slots, int k, Op op) {
   v = warp_allreduce(v, g.tpr, op);
   if (g.tpr <= 32 && g.cluster_n == 1) return v;
 
+  const int stage = k & 1;
   const int warps_per_row = g.tpr / 32;
   const int nslots = warps_per_row * g.cluster_n;
   float* row_slots = slots + stage * g.reduce_slots() + c.row_in_cta * nslots;
@@ -81,10 +100,9 @@ __device__ __forceinline__ float row_allreduce(float v, const RowGeometry& g, co
     if (c.lane == 0) row_slots[my_slot] = v;
     __syncthreads();
   } else {
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    if (c.lane < g.cluster_n) *cluster.map_shared_rank(row_slots + my_slot, c.lane) = v;
-    cluster.sync();  // release/acquire: remote stores are visible after this
+    cluster_exchange(v, row_slots + my_slot, true, g.cluster_n,
+                     row_reduce_bars(g, slots) + stage,
+                     static_cast<uint32_t>(g.reduce_slots() * 4), k);
   }
   float r = Op::kIdentity;
   for (int i = c.lane; i < nslots; i += 32) r = op(r, row_slots[i]);
@@ -121,6 +139,42 @@ struct StaticRowReduce {
                                      kWarpsPerRow, op);
       return __shfl_sync(0xffffffffu, r, 0);
     }
+  }
+};
+
+/// Row sum of a one-row-per-CTA kernel with compile-time warps (kWarps) whose rows span a
+/// cluster of cluster_n ≤ kMaxCluster CTAs (runtime; 1: no cluster): the scheme above with
+/// every warp's partial in slot [rank·kWarps + warp]. Shared memory: kBytes at `smem` (16-byte
+/// aligned): 2 stages of slots, then the 2 mbarriers of cluster_exchange.
+template <int kWarps, int kMaxCluster>
+struct ClusterRowSum {
+  static constexpr int kStageSlots = kWarps * kMaxCluster;
+  static constexpr size_t kBytes = 2 * kStageSlots * 4 + 16;
+  float* slots;
+  uint64_t* bars;
+
+  __device__ explicit ClusterRowSum(unsigned char* smem)
+      : slots(reinterpret_cast<float*>(smem)),
+        bars(reinterpret_cast<uint64_t*>(smem + 2 * kStageSlots * 4)) {}
+
+  /// Thread 0, before the kernel's cluster arrive.
+  __device__ void init() const { init_exchange_barriers(bars, 2); }
+
+  /// Call k (0, 1, ...) of the kernel: every thread of every CTA of the cluster calls.
+  __device__ float sum(float v, int k, int cluster_n, int rank) const {
+    v = warp_allreduce(v, 32, SumOp{});
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float* s = slots + (k & 1) * kStageSlots;
+    if (cluster_n == 1) {
+      if (lane == 0) s[warp] = v;
+      __syncthreads();
+    } else {
+      cluster_exchange(v, s + rank * kWarps + warp, true, cluster_n, bars + (k & 1),
+                       static_cast<uint32_t>(kWarps * cluster_n * 4), k);
+    }
+    float r = 0.f;
+    for (int i = lane; i < kWarps * cluster_n; i += 32) r += s[i];
+    return warp_allreduce(r, 32, SumOp{});
   }
 };
 

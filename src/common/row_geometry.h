@@ -33,10 +33,11 @@ struct RowGeometry {
   QUACK_HOST_DEVICE int warps() const { return cta_threads / 32; }
   // Reduction slots per stage in shared memory: one per warp of a row, per CTA of the cluster.
   QUACK_HOST_DEVICE int reduce_slots() const { return warps() * cluster_n; }
-  // Shared-memory bytes of row_allreduce's two stages of slots, padded to 16 bytes so a
-  // staging area can follow them; every row kernel's dynamic shared memory starts with them.
+  // Shared-memory bytes of row_allreduce's two stages of slots (and, for clusters, its two
+  // mbarriers), padded to 16 bytes so a staging area can follow them; every row kernel's
+  // dynamic shared memory starts with them.
   QUACK_HOST_DEVICE int64_t reduce_slot_bytes() const {
-    return (2 * int64_t(reduce_slots()) * 4 + 15) / 16 * 16;
+    return (2 * int64_t(reduce_slots()) * 4 + 15) / 16 * 16 + (cluster_n > 1 ? 16 : 0);
   }
 };
 

@@ -64,16 +64,17 @@ RowGeometry make_general_geometry(int64_t M, int64_t N) {
   return g;
 }
 
-bool simple_fwd_config_fits(int config, int64_t rows, int64_t row_bytes) {
+bool simple_fwd_config_fits(int config, int64_t rows, int64_t row_bytes, bool residual) {
   if (config < 0 || config >= kSimpleFwdConfigCount) return false;
   const SimpleFwdConfig& c = kSimpleFwdConfigs[config];
+  if (c.prefetch) return !residual && row_bytes <= c.capacity_bytes();  // persistent grid
   const int64_t grid = (rows + c.rows - 1) / c.rows;
   if (grid > 0x7fffffff) return false;  // gridDim.x
   if (row_bytes / 16 > 0x7fffffff) return false;  // vector indices are 32-bit
   return c.looped || row_bytes <= c.capacity_bytes();
 }
 
-int simple_fwd_config(int64_t row_bytes) {
+int simple_fwd_config(int64_t row_bytes, bool residual) {
   // Single pass while the row fits the registers of one CTA of up to 1024 threads x 4 vectors
   // (64 KB); longer rows loop (two passes, the second from L2). From the H200 A/B at c493320
   // (quack-bench rmsnorm --fwd-path simple-all, bf16 16384 x N; docs/performance.md v3):
@@ -85,6 +86,8 @@ int simple_fwd_config(int64_t row_bytes) {
   if (row_bytes <= 16 * 1024) return 4;  // t256v4
   if (row_bytes <= 32 * 1024) return 9;  // t512v4
   if (row_bytes <= 64 * 1024) return 5;  // t1024v4
+  if (!residual && row_bytes <= kSimpleFwdConfigs[10].capacity_bytes())
+    return 10;                           // t1024v8-prefetch
   return 8;                              // t1024v2-looped
 }
 

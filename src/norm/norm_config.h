@@ -52,8 +52,15 @@ struct SimpleFwdConfig {
   int tpr, rows, vecs;
   bool looped;
   const char* name;
+  // Persistent prefetch kernel (rmsnorm_fwd_prefetch_kernel.cuh): a CTA's slice of tpr·vecs
+  // vectors per row, rows split over clusters of up to kPrefetchMaxCluster CTAs; no residual.
+  bool prefetch = false;
+  static constexpr int kPrefetchMaxCluster = 8;
   constexpr int threads() const { return tpr * rows; }
-  constexpr int64_t capacity_bytes() const { return int64_t{tpr} * vecs * 16; }
+  constexpr int64_t slice_bytes() const { return int64_t{tpr} * vecs * 16; }
+  constexpr int64_t capacity_bytes() const {
+    return slice_bytes() * (prefetch ? kPrefetchMaxCluster : 1);
+  }
 };
 
 /// Every compiled instance (per x dtype, weight dtype and residual flag); indices are stable
@@ -69,16 +76,21 @@ inline constexpr SimpleFwdConfig kSimpleFwdConfigs[] = {
     {512, 1, 4, true, "t512v4-looped"},    // 7: any row, 32 KB chunks
     {1024, 1, 2, true, "t1024v2-looped"},  // 8: any row, 32 KB chunks (pass 1: two in flight)
     {512, 1, 4, false, "t512v4"},          // 9: ≤ 32 KB (fp32 8192: 4.08 vs staged 3.62, v4)
+    // Prefetch instances (no residual): 64 / 128 KB slices per CTA, up to 8 CTAs per row.
+    {1024, 1, 8, false, "t1024v8-prefetch", true},  // 10: 128 KB slices, one CTA per SM
+    {1024, 1, 4, false, "t1024v4-prefetch", true},  // 11: 64 KB slices
+    {512, 1, 8, false, "t512v8-prefetch", true},    // 12: 64 KB slices, two CTAs per SM
     // No t1024v4-looped: with a residual it spills under the 64-register cap of 1024 threads.
 };
 inline constexpr int kSimpleFwdConfigCount =
     static_cast<int>(sizeof(kSimpleFwdConfigs) / sizeof(kSimpleFwdConfigs[0]));
 
 /// Whether instance `config` takes rows of row_bytes (= N · sizeof(x)) and `rows` rows (the
-/// grid, rows / config rows, fits a 1-D launch).
-bool simple_fwd_config_fits(int config, int64_t rows, int64_t row_bytes);
+/// grid, rows / config rows, fits a 1-D launch), with or without a residual.
+bool simple_fwd_config_fits(int config, int64_t rows, int64_t row_bytes, bool residual = false);
 
-/// The table: the instance the simple forward runs for rows of row_bytes (= N · sizeof(x)).
-int simple_fwd_config(int64_t row_bytes);
+/// The table: the instance the simple forward runs for rows of row_bytes (= N · sizeof(x)),
+/// with or without a residual (prefetch instances take none).
+int simple_fwd_config(int64_t row_bytes, bool residual = false);
 
 }  // namespace quack::detail

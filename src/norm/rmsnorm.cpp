@@ -93,8 +93,9 @@ int simple_path_config(const RmsNormFwdArgs& a, int forced) {
       !detail::vector_ok(a.weight, vec))
     return -1;
   const int64_t row_bytes = N * dtype_size(xt);
-  const int config = forced >= 0 ? forced : detail::simple_fwd_config(row_bytes);
-  return detail::simple_fwd_config_fits(config, M, row_bytes) ? config : -1;
+  const bool residual = a.residual.present();
+  const int config = forced >= 0 ? forced : detail::simple_fwd_config(row_bytes, residual);
+  return detail::simple_fwd_config_fits(config, M, row_bytes, residual) ? config : -1;
 }
 
 // Validation and path/geometry choice of the forward (no CUDA call). simple_config: -2 keeps

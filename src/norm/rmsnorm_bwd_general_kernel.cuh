@@ -12,12 +12,14 @@
 namespace quack::detail {
 
 // dweight/dbias: each thread adds into its own columns of its cluster's partial row in global
-// memory (no atomics, fixed order: deterministic).
-__global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
+// memory (no atomics, fixed order: deterministic). The explicit 1 CTA per SM minimum keeps
+// ptxas from capping the kernel at 40 registers and spilling (it did with the cluster exchange).
+__global__ void __launch_bounds__(kNormBwdMaxCtaThreads, 1)
     rmsnorm_bwd_general_kernel(const __grid_constant__ RmsNormBwdParams p) {
   extern __shared__ float slots[];
   const RowGeometry& g = p.g;
   const RowCtx c(g);
+  if (c.tid == 0) row_allreduce_init(g, slots);
   if (g.cluster_n > 1) cluster_arrive_relaxed();
   bool waited = false;
   const ColumnRange cols(g, c);
@@ -25,7 +27,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
   float* dw_part = p.dweight_part ? p.dweight_part + cluster * g.cols : nullptr;
   float* db_part = p.dbias_part ? p.dbias_part + cluster * g.cols : nullptr;
   const int64_t clusters = gridDim.x / g.cluster_n;
-  int stage = 0;
+  int k = 0;  // reductions so far
   // Every row group of a CTA owns the same partial columns: group 0 zeroes them, then the
   // groups add in row_in_cta order (below), one barrier apart.
   if (c.row_in_cta == 0)
@@ -50,8 +52,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       cluster_wait();
       waited = true;
     }
-    const float mean = row_allreduce(dot, g, c, slots, stage, SumOp{}) * p.inv_n;
-    stage ^= 1;
+    const float mean = row_allreduce(dot, g, c, slots, k++, SumOp{}) * p.inv_n;
     // Rows of one CTA update the same partial columns: take turns in row_in_cta order.
     for (int r = 0; r < g.rows_per_cta(); ++r) {
       if (row_ok && c.row_in_cta == r) {

@@ -100,7 +100,6 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   const RowGeometry& g = p.g;
   const RowCtx c(g);
-  if (g.cluster_n > 1) cluster_arrive_relaxed();
   bool waited = false;
 
   // Shared memory: [reduction slots (2 halves)] [pipeline: 2 stages x (x, dout) row slices]
@@ -114,7 +113,9 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
   const int vbytes[2] = {sizeof(float), 0};
   RowPipeline<2> pipe;
   pipe.init(smem + slot_bytes, g, kElt);
+  if (c.tid == 0) row_allreduce_init(g, slots);
   __syncthreads();
+  if (g.cluster_n > 1) cluster_arrive_relaxed();  // waited on before the first reduction
 
   // This thread's vectors: v < nv are inside the row; vector v sits at slice element
   // local0 + v·step and at row column col0 + v·step.
@@ -176,7 +177,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
       cluster_wait();
       waited = true;
     }
-    const float mean = row_allreduce(dot, g, c, slots, stage, SumOp{}) * p.inv_n;
+    const float mean = row_allreduce(dot, g, c, slots, k, SumOp{}) * p.inv_n;
     // Pass 2: dx = (dy·w − xhat·mean)·rstd = rstd·(dy·w) − x·(rstd²·mean).
     const float x_scale = rstd * rstd * mean;
 #pragma unroll

@@ -45,7 +45,6 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
   extern __shared__ __align__(16) unsigned char smem[];
   const RowGeometry& g = p.g;
   const RowCtx c(g);
-  if (g.cluster_n > 1) cluster_arrive_relaxed();
   bool waited = false;
 
   // Shared memory: [reduction slots (2 stages)] [pipeline: 2 stages x (x, residual) slices].
@@ -59,7 +58,9 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
                          p.bias.ptr ? elt_bytes(p.bias.dtype) : 0};
   RowPipeline<2> pipe;
   pipe.init(smem + slot_bytes, g, elt);
+  if (c.tid == 0) row_allreduce_init(g, slots);
   __syncthreads();
+  if (g.cluster_n > 1) cluster_arrive_relaxed();  // waited on before the first reduction
 
   const int64_t clusters = gridDim.x / g.cluster_n;
   pipe.start(c.row_block, clusters, g, c, src, elt, vsrc, vbytes);  // + weight, bias slices
@@ -90,7 +91,7 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
       cluster_wait();
       waited = true;
     }
-    const float total = row_allreduce(sumsq, g, c, slots, stage, SumOp{});
+    const float total = row_allreduce(sumsq, g, c, slots, k, SumOp{});
     const float rstd = rsqrtf(total * p.inv_n + p.eps);
     if (p.rstd && row_ok && c.rank == 0 && c.lane_in_row == 0) p.rstd[row * p.rstd_stride] = rstd;
 #pragma unroll 2
@@ -132,6 +133,7 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads)
   extern __shared__ float slots[];
   const RowGeometry& g = p.g;
   const RowCtx c(g);
+  if (c.tid == 0) row_allreduce_init(g, slots);
   if (g.cluster_n > 1) cluster_arrive_relaxed();
   const int64_t row = c.row_block * g.rows_per_cta() + c.row_in_cta;
   const bool row_ok = row < g.rows;

@@ -4,20 +4,45 @@
 // kSimpleFwdConfigs; _res: with a residual (in T, with an optional residual_out).
 #pragma once
 
+#include <algorithm>
 #include <utility>
 
 #include "common/dispatch.h"
 #include "common/launch.h"
 #include "norm/norm_config.h"
+#include "norm/rmsnorm_fwd_prefetch_kernel.cuh"
 #include "norm/rmsnorm_fwd_simple_kernel.cuh"
 
 namespace quack::detail {
 
+// Persistent grid of the prefetch kernel: as many clusters of ceil(N / slice) CTAs as fit the
+// device at once (at most one per row).
+template <typename T, typename TW, size_t kConfig>
+void launch_rmsnorm_fwd_prefetch(const RmsNormFwdParams& p, cudaStream_t stream) {
+  constexpr SimpleFwdConfig c = kSimpleFwdConfigs[kConfig];
+  constexpr auto kernel = rmsnorm_fwd_prefetch_kernel<T, TW, c.tpr, c.vecs>;
+  constexpr size_t smem = prefetch_fwd_smem<c.tpr, c.vecs>();
+  const int64_t slice = c.slice_bytes() / sizeof(T);  // elements
+  RmsNormFwdParams q = p;
+  q.g.cluster_n = static_cast<int>((p.g.cols + slice - 1) / slice);  // ≤ 8: host-checked
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "rmsnorm_fwd", "cudaGetDevice");
+  const int64_t clusters = std::min<int64_t>(
+      p.g.rows, max_resident(reinterpret_cast<const void*>(kernel), c.tpr, smem, q.g.cluster_n,
+                             device, "rmsnorm_fwd"));
+  launch(kernel, clusters * q.g.cluster_n, c.tpr, smem, q.g.cluster_n, stream, "rmsnorm_fwd", q);
+}
+
 template <typename T, typename TW, bool kResidual, size_t kConfig>
 void launch_rmsnorm_fwd_simple_config(const RmsNormFwdParams& p, cudaStream_t stream) {
   constexpr SimpleFwdConfig c = kSimpleFwdConfigs[kConfig];
-  launch(rmsnorm_fwd_simple_kernel<T, TW, kResidual, c.tpr, c.rows, c.vecs, c.looped>,
-         (p.g.rows + c.rows - 1) / c.rows, c.threads(), 0, 1, stream, "rmsnorm_fwd", p);
+  if constexpr (c.prefetch) {
+    if constexpr (!kResidual) launch_rmsnorm_fwd_prefetch<T, TW, kConfig>(p, stream);
+    // with a residual: never chosen (simple_fwd_config_fits)
+  } else {
+    launch(rmsnorm_fwd_simple_kernel<T, TW, kResidual, c.tpr, c.rows, c.vecs, c.looped>,
+           (p.g.rows + c.rows - 1) / c.rows, c.threads(), 0, 1, stream, "rmsnorm_fwd", p);
+  }
 }
 
 template <typename T, typename TW, bool kResidual, size_t... kConfigs>

@@ -54,7 +54,7 @@ bool simple_expected(const FwdCase& c) {
   if (c.residual && *c.residual != c.x) return false;
   if (c.residual_out && (!c.residual || *c.residual_out != c.x)) return false;
   if (c.N % vec != 0) return false;
-  if (detail::simple_fwd_config(c.N * dtype_size(c.x)) < 0) return false;  // the table routes this row size to staged
+  if (detail::simple_fwd_config(c.N * dtype_size(c.x), c.residual.has_value()) < 0) return false;  // the table routes this row size to staged
   return rows_ok(c.x_l) && rows_ok(c.out_l) && (!c.residual || rows_ok(c.res_l)) &&
          (!c.residual_out || rows_ok(c.res_out_l));
 }
@@ -98,12 +98,17 @@ TEST_P(RmsNormFwdSimpleConfigs, MatchesReference) {
   for (DType xt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
     const int64_t vec = 16 / dtype_size(xt);
     const int64_t cap = k.capacity_bytes() / dtype_size(xt);  // elements per pass
+    const int64_t slice = k.slice_bytes() / dtype_size(xt);    // prefetch: per CTA
     std::vector<int64_t> ns = {vec, cap / 2 + vec, cap};
     if (k.looped) ns.push_back(2 * cap + cap / 2 + vec);
+    // Prefetch: one CTA, a cluster of 2 with a one-vector last slice, 3 (not a power of two).
+    if (k.prefetch) ns = {vec, slice / 2 + vec, slice, slice + vec, 3 * slice - vec, cap};
     for (int64_t N : ns)
-      for (int variant = 0; variant < 4; ++variant) {
+      for (int variant = 0; variant < (k.prefetch ? 2 : 4); ++variant) {  // prefetch: no residual
         FwdCase c;
-        c.M = 2 * k.rows + 1;  // a partial last CTA when rows > 1
+        // A partial last CTA when rows > 1; prefetch: more rows than resident clusters (each
+        // CTA loops, the copy and reduction barriers change phase) at two row lengths.
+        c.M = k.prefetch && (N == slice || N == slice + vec) ? 397 : 2 * k.rows + 1;
         c.N = N;
         c.x = xt;
         c.weight = variant % 2 == 0 ? DType::kFloat32 : xt;

@@ -253,12 +253,17 @@ TEST(SimpleFwdConfig, TableFitsEveryRow) {
   std::vector<int64_t> sizes;
   for (int64_t b = 16; b <= 128 * 1024; b += 16) sizes.push_back(b);
   for (int64_t b = 256 * 1024; b <= 4 * 1024 * 1024; b *= 2) sizes.push_back(b), sizes.push_back(b + 16);
-  for (int64_t b : sizes) {
-    const int cfg = quack::detail::simple_fwd_config(b);
-    ASSERT_TRUE(quack::detail::simple_fwd_config_fits(cfg, 16384, b)) << b << " bytes";
-    // Single pass whenever a single-pass instance of ≤ 1024 threads x 4 vectors holds the row.
-    EXPECT_EQ(quack::detail::kSimpleFwdConfigs[cfg].looped, b > 64 * 1024) << b << " bytes";
-  }
+  for (int64_t b : sizes)
+    for (bool residual : {false, true}) {
+      const int cfg = quack::detail::simple_fwd_config(b, residual);
+      const auto& c = quack::detail::kSimpleFwdConfigs[cfg];
+      ASSERT_TRUE(quack::detail::simple_fwd_config_fits(cfg, 16384, b, residual)) << b << " bytes";
+      // Single pass in one CTA whenever ≤ 1024 threads x 4 vectors hold the row; longer rows
+      // without a residual: the prefetch kernel up to its 8 x 128 KB; else looped.
+      EXPECT_EQ(!c.looped && !c.prefetch, b <= 64 * 1024) << b << " bytes";
+      EXPECT_EQ(c.prefetch, !residual && b > 64 * 1024 && b <= 1024 * 1024) << b << " bytes";
+      EXPECT_EQ(c.looped, b > 64 * 1024 && (residual || b > 1024 * 1024)) << b << " bytes";
+    }
   // The benchmark shapes (bf16; H200 A/B at c493320): 4096 -> t256v2, 8192 -> t256v4,
   // 16384 -> t512v4, 32768 -> t1024v4.
   EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(4096 * 2)].name, "t256v2");
@@ -275,6 +280,10 @@ TEST(SimpleFwdConfig, GridLimit) {
   EXPECT_FALSE(quack::detail::simple_fwd_config_fits(-1, 1, 256));
   EXPECT_FALSE(quack::detail::simple_fwd_config_fits(quack::detail::kSimpleFwdConfigCount, 1, 256));
   EXPECT_FALSE(quack::detail::simple_fwd_config_fits(2, 1, 8192 + 16));  // single pass: too long
+  // Prefetch instances: any M (persistent grid), up to 8 slices per row, no residual.
+  EXPECT_TRUE(quack::detail::simple_fwd_config_fits(10, int64_t{1} << 40, 1024 * 1024));
+  EXPECT_FALSE(quack::detail::simple_fwd_config_fits(10, 1, 1024 * 1024 + 16));
+  EXPECT_FALSE(quack::detail::simple_fwd_config_fits(10, 1, 65536, /*residual=*/true));
 }
 
 }  // namespace

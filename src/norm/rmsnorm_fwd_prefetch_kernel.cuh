@@ -1,0 +1,153 @@
+// RMSNorm forward, prefetch path: rows of 64 KB and more, read once from DRAM and written once.
+//
+// Why: the looped simple kernel reads such rows twice (the second time from L2, which also
+// serves the weight), and the staged kernel keeps the row in shared memory and re-reads it
+// there; both fell to 0.70-0.85 x copy at 128-512 KB rows (docs/performance.md). Here a row
+// lives in registers while the copy engine already fetches the CTA's next row into shared
+// memory, so the DRAM read stream never waits on the reduction or the stores.
+//
+// Persistent: clusters of cluster_n CTAs (runtime, ≤ kMaxPrefetchCluster, from the row
+// length; 1 = no cluster) take rows cl, cl + clusters, ... CTA `rank` owns the row's 16-byte
+// vectors [rank·kChunk, rank·kChunk + kChunk) (kChunk = kTpr·kVecs); thread t holds vectors
+// v·kTpr + t (v < kVecs) of that slice, packed (16-bit: half the registers of fp32). Per row:
+//   1. wait for the slice in shared memory (one bulk copy, mbarrier), copy it to registers
+//      (LDS.128, consecutive threads on consecutive vectors: conflict-free), fold sum(x²);
+//   2. __syncthreads (every read of the buffer done), then thread 0 issues the next row's
+//      copy into the same buffer;
+//   3. all-reduce sum(x²) (ClusterRowSum, common/reduce.cuh: one partial per warp; a cluster
+//      exchanges them by st.async and mbarriers, no cluster barrier per row);
+//   4. out = x·rstd·w from the registers; w through L1 (__ldg), one or two vectors ahead (issued
+//      first before the reduction's barrier).
+// Host-checked (rmsnorm.cpp, launcher): no residual, no bias, out in x's dtype, weight in x's
+// dtype or fp32, N a multiple of the vector, 16-byte aligned rows and weight, cluster_n =
+// ceil(N / (kChunk·vec)) ≤ kMaxPrefetchCluster.
+//
+//   T   x and out;  TW  weight (T or fp32);  kTpr threads per CTA;  kVecs vectors per thread
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda/ptx>
+
+#include "common/cluster.cuh"
+#include "common/reduce.cuh"
+#include "common/vec.cuh"
+#include "norm/norm_config.h"
+#include "norm/rmsnorm_params.h"
+
+namespace quack::detail {
+
+inline constexpr int kMaxPrefetchCluster = SimpleFwdConfig::kPrefetchMaxCluster;
+
+/// Dynamic shared memory of a prefetch instance: [x slice] [ClusterRowSum's slots, mbarriers]
+/// [copy mbarrier].
+template <int kTpr, int kVecs>
+constexpr size_t prefetch_fwd_smem() {
+  return size_t{kTpr} * kVecs * 16 + ClusterRowSum<kTpr / 32, kMaxPrefetchCluster>::kBytes + 16;
+}
+
+template <typename T, typename TW, int kTpr, int kVecs>
+__global__ void __launch_bounds__(kTpr, 1024 / kTpr)
+    rmsnorm_fwd_prefetch_kernel(const __grid_constant__ RmsNormFwdParams p) {
+  constexpr int kVec = 16 / sizeof(T);   // elements per 16-byte vector
+  constexpr int kChunk = kTpr * kVecs;   // vectors of a CTA's slice
+  constexpr int kWarps = kTpr / 32;
+  using XV = Packed<T, kVec>;   // 16 bytes
+  using WV = Packed<TW, kVec>;  // 16 or 32 bytes
+  // Weight vectors in flight: x takes 4·kVecs of the 64 registers; 2 when the rest fits.
+  constexpr int kAhead = 4 * kVecs + 2 * int{sizeof(WV)} / 4 + 24 <= 64 ? 2 : 1;
+  using Sum = ClusterRowSum<kWarps, kMaxPrefetchCluster>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  XV* buf = reinterpret_cast<XV*>(smem);  // (kChunk) vectors
+  const Sum sum(smem + size_t{kChunk} * 16);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + size_t{kChunk} * 16 + Sum::kBytes);
+
+  const int cluster_n = p.g.cluster_n;
+  const int rank = cluster_n > 1 ? static_cast<int>(blockIdx.x % cluster_n) : 0;
+  const int64_t clusters = gridDim.x / cluster_n;
+  const int t = threadIdx.x;
+  const int64_t M = p.g.rows;
+  const int row_vecs = static_cast<int>(p.g.cols / kVec);
+  const int slice_vecs = max(0, min(kChunk, row_vecs - rank * kChunk));
+  const int n = slice_vecs - t;  // vector v·kTpr of this thread exists when v·kTpr < n
+  const T* x0 = static_cast<const T*>(p.x.ptr) + int64_t{rank} * kChunk * kVec;
+  T* out0 = static_cast<T*>(p.out.ptr) + int64_t{rank} * kChunk * kVec + int64_t{t} * kVec;
+  const WV* w = reinterpret_cast<const WV*>(static_cast<const TW*>(p.weight.ptr) +
+                                            int64_t{rank} * kChunk * kVec) + t;
+
+  if (t == 0) {
+    cuda::ptx::mbarrier_init(full, 1);
+    sum.init();  // fences the mbarrier inits for the cluster
+  }
+  __syncthreads();
+  if (cluster_n > 1) cluster_arrive_relaxed();  // waited on before the first remote store
+  // Thread 0: this CTA's slice of `row` into buf.
+  auto issue = [&](int64_t row) {
+    const uint32_t bytes = static_cast<uint32_t>(slice_vecs) * 16;
+    if (bytes == 0) {
+      cuda::ptx::mbarrier_arrive(full);
+      return;
+    }
+    cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
+                                         cuda::ptx::space_shared, full, bytes);
+    cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, buf,
+                             x0 + row * p.x.row_stride, bytes, full);
+  };
+  int64_t row = blockIdx.x / cluster_n;
+  if (t == 0 && row < M) issue(row);
+  bool waited = false;
+  for (int k = 0; row < M; row += clusters, ++k) {
+    while (!cuda::ptx::mbarrier_try_wait_parity(full, static_cast<uint32_t>(k & 1))) {
+    }
+    XV xv[kVecs];
+    float sumsq = 0.f;
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      if (v * kTpr < n) {
+        load_packed<Cache::kShared>(&buf[v * kTpr + t].elt[0], xv[v]);
+        float h[kVec];
+        unpack(xv[v], h);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) sumsq = fmaf(h[i], h[i], sumsq);
+      }
+    }
+    __syncthreads();  // every read of buf is done before the copy engine refills it
+    if (t == 0 && row + clusters < M) issue(row + clusters);
+
+    // Opaque per row: otherwise the per-vector weight addresses are hoisted out of the row
+    // loop as 64-bit invariants and spilled (they are immediates off one base this way).
+    asm volatile("" : "+l"(w));
+    WV wv[kAhead];  // the weight kAhead vectors ahead of its use
+#pragma unroll
+    for (int v = 0; v < kAhead && v < kVecs; ++v)
+      if (v * kTpr < n) load_packed<Cache::kReadOnly>(&w[v * kTpr].elt[0], wv[v]);
+    if (cluster_n > 1 && !waited) {
+      cluster_wait();
+      waited = true;
+    }
+    const float total = sum.sum(sumsq, k, cluster_n, rank);
+    const float rstd = rsqrtf(total * p.inv_n + p.eps);
+    if (p.rstd && rank == 0 && t == 0) p.rstd[row * p.rstd_stride] = rstd;
+    T* out = out0 + row * p.out.row_stride;
+    asm volatile("" : "+l"(out));  // as w: per-vector addresses as immediate offsets
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      if (v * kTpr < n) {
+        float h[kVec], wf[kVec];
+        unpack(xv[v], h);
+        unpack(wv[v % kAhead], wf);
+        XV y;
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) y.elt[i] = from_float<T>(h[i] * rstd * wf[i]);
+        store_packed(out + v * kTpr * kVec, y);
+        if (v + kAhead < kVecs && (v + kAhead) * kTpr < n)
+          load_packed<Cache::kReadOnly>(&w[(v + kAhead) * kTpr].elt[0], wv[v % kAhead]);
+        // Keeps later weight loads behind this store: hoisted, they would need registers the
+        // 64-register budget of 1024 threads does not have.
+        asm volatile("" ::: "memory");
+      }
+    }
+  }
+  if (cluster_n > 1 && !waited) cluster_wait();
+}
+
+}  // namespace quack::detail
