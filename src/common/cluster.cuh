@@ -5,10 +5,10 @@
 // mbarriers are initialised and fenced, and waits right before its first remote store, so the
 // barrier's latency overlaps the first loads.
 //
-// cluster_exchange: the per-row exchange of reduction partials (QuACK's scheme). Each sender
-// writes its value into a slot of every CTA of the cluster with st.async, which completes its
-// bytes on that CTA's mbarrier; a CTA's thread 0 expects the bytes all senders will write;
-// every thread then waits on its own CTA's mbarrier. No cluster barrier per row: the
+// cluster_exchange: the per-row exchange of reduction partials (after QuACK's scheme): one
+// warp copies the CTA's partials into every other CTA with st.async, which completes bytes on
+// that CTA's mbarrier; a CTA's thread 0 expects the bytes the others will write; every thread
+// then waits on its own CTA's mbarrier. No cluster barrier per row: the
 // barrier's arrive has release semantics, compiled to MEMBAR.ALL.GPU, which makes each thread
 // wait until every global store it issued before (the previous row's outputs) is visible
 // GPU-wide — in a persistent row kernel that serialises the stores with the reduction.
@@ -33,31 +33,45 @@ __device__ __forceinline__ void init_exchange_barriers(uint64_t* bars, int n) {
   cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
 }
 
-/// Exchange step k (0, 1, ...) on `bar` (one of two alternating mbarriers: the caller passes
-/// bars[k & 1]): threads with `send` store v into `slot` (a local shared address) of every CTA
-/// of the cluster; thread 0 expects `bytes` (all senders' stores into this CTA); every thread
-/// returns once this CTA's slots are complete. Senders must be lanes 0..cluster_n-1 of warps
-/// (lane i writes CTA i), as the callers arrange.
-__device__ __forceinline__ void cluster_exchange(float v, float* slot, bool send, int cluster_n,
-                                                 uint64_t* bar, uint32_t bytes, int k) {
+/// Exchange step k (0, 1, ...) of reduction partials between the CTAs of a cluster. Each CTA's
+/// partials are `rows` blocks of W floats (row r's block at blocks + r·row_stride, the same
+/// offsets in every CTA's slots; W a power of two ≥ 4, rows·W/4 ≤ 32, blocks 16-byte aligned),
+/// already written to its own slots and published by the caller's __syncthreads. Lanes of warp
+/// 0 copy them, 16 bytes each, into every other CTA with st.async, completing bytes on the
+/// receiver's `bar` (bars[k & 1] of two alternating mbarriers); thread 0 expects what the
+/// others send. Every thread returns once this CTA holds every CTA's blocks.
+/// Few wide messages from one warp: QuACK's one 4-byte message per warp and CTA cost 3-8 % on
+/// 64-128 KB rows (H200, session 7); each is a transaction on the receiver's mbarrier.
+__device__ __forceinline__ void cluster_exchange(float* blocks, int row_stride, int W, int rows,
+                                                 int cluster_n, int rank, uint64_t* bar, int k) {
   // CTA scope: thread 0 publishes nothing (a cluster-scope release compiles to MEMBAR.ALL.GPU).
   if (threadIdx.x == 0)
-    cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
-                                         cuda::ptx::space_shared, bar, bytes);
-  const int lane = threadIdx.x & 31;
-  if (send && lane < cluster_n) {
-    // 32-bit shared::cluster addresses (mapa), not generic pointers: fewer registers.
-    const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(slot));
+    cuda::ptx::mbarrier_arrive_expect_tx(
+        cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, bar,
+        static_cast<uint32_t>((cluster_n - 1) * rows * W * 4));
+  const int per_row_log2 = __ffs(W) - 3;  // log2(W / 4): 16-byte chunks per row block
+  const int c = threadIdx.x;              // this lane's chunk
+  if (c < (rows << per_row_log2)) {
+    const float* src =
+        blocks + (c >> per_row_log2) * row_stride + (c & ((1 << per_row_log2) - 1)) * 4;
+    const float4 v = *reinterpret_cast<const float4*>(src);
+    const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(src));
     const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
-    uint32_t rs, rb;
-    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rs) : "r"(s), "r"(lane));
-    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(b), "r"(lane));
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
-                 :: "r"(rs), "r"(__float_as_uint(v)), "r"(rb) : "memory");
+    for (int d = 1; d < cluster_n; ++d) {
+      const int dst = rank + d < cluster_n ? rank + d : rank + d - cluster_n;
+      uint32_t rs, rb;  // 32-bit shared::cluster addresses of the peer's block and mbarrier
+      asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rs) : "r"(s), "r"(dst));
+      asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(b), "r"(dst));
+      asm volatile(
+          "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
+          :: "r"(rs), "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)),
+             "r"(__float_as_uint(v.z)), "r"(__float_as_uint(v.w)), "r"(rb) : "memory");
+    }
   }
+  // Default (CTA-scope acquire) wait, as CUTLASS's cluster barriers: the bytes arrived in this
+  // CTA's shared memory; a cluster-scope acquire would add an L1 invalidation (CCTL.IVALL).
   const uint32_t parity = static_cast<uint32_t>((k >> 1) & 1);
-  while (!cuda::ptx::mbarrier_try_wait_parity(cuda::ptx::sem_acquire, cuda::ptx::scope_cluster,
-                                              bar, parity)) {
+  while (!cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
   }
 }
 

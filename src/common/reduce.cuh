@@ -5,15 +5,15 @@
 //  1. each thread folds its own values (the caller does this);
 //  2. butterfly shuffles over the min(tpr, 32) lanes of a row;
 //  3. if a row spans several warps or CTAs: each warp writes its partial into slot
-//     [rank·warps_per_row + warp_in_row] of the row's slot array in every CTA of the cluster,
-//     then one CTA barrier, or (cluster) st.async stores that complete on each CTA's mbarrier
-//     (cluster_exchange, cluster.cuh: no cluster barrier per row);
+//     [rank·warps_per_row + warp_in_row] of the row's slot array, one CTA barrier; in a
+//     cluster, warp 0 then copies the CTA's partials into every other CTA by st.async, which
+//     completes on each CTA's mbarrier (cluster_exchange, cluster.cuh: no cluster barrier);
 //  4. every warp of the row re-reduces all slots in the same fixed order, so all threads of
 //     all CTAs of the cluster get bit-identical results.
-// Slots are double-buffered by the call index k (stage k & 1): a warp sends its partial of
-// reduction k+1 only after it has read the slots of reduction k, and reduction k+1 completes
-// only when every warp's partial has arrived, so the writes of reduction k+2 into stage k & 1
-// never overtake a reader; one barrier (or exchange) per reduction suffices, and no trailing
+// Slots are double-buffered by the call index k (stage k & 1): a CTA sends its partials of
+// reduction k+1 only after the __syncthreads that all its warps reach after reading the slots
+// of reduction k, and reduction k+1 completes only when every CTA's partials have arrived, so
+// the writes of reduction k+2 into stage k & 1 never overtake a reader; one barrier (or exchange) per reduction suffices, and no trailing
 // barrier is needed before exit (a CTA's slots receive nothing after its last wait).
 //
 // StaticRowReduce is the same scheme (steps 2-4, no cluster) for kernels whose geometry is
@@ -96,14 +96,12 @@ __device__ __forceinline__ float row_allreduce(float v, const RowGeometry& g, co
   const int nslots = warps_per_row * g.cluster_n;
   float* row_slots = slots + stage * g.reduce_slots() + c.row_in_cta * nslots;
   const int my_slot = c.rank * warps_per_row + c.lane_in_row / 32;
-  if (g.cluster_n == 1) {
-    if (c.lane == 0) row_slots[my_slot] = v;
-    __syncthreads();
-  } else {
-    cluster_exchange(v, row_slots + my_slot, true, g.cluster_n,
-                     row_reduce_bars(g, slots) + stage,
-                     static_cast<uint32_t>(g.reduce_slots() * 4), k);
-  }
+  if (c.lane == 0) row_slots[my_slot] = v;
+  __syncthreads();
+  if (g.cluster_n > 1)
+    cluster_exchange(slots + stage * g.reduce_slots() + c.rank * warps_per_row, nslots,
+                     warps_per_row, g.rows_per_cta(), g.cluster_n, c.rank,
+                     row_reduce_bars(g, slots) + stage, k);
   float r = Op::kIdentity;
   for (int i = c.lane; i < nslots; i += 32) r = op(r, row_slots[i]);
   return warp_allreduce(r, 32, op);
@@ -165,13 +163,10 @@ struct ClusterRowSum {
     v = warp_allreduce(v, 32, SumOp{});
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float* s = slots + (k & 1) * kStageSlots;
-    if (cluster_n == 1) {
-      if (lane == 0) s[warp] = v;
-      __syncthreads();
-    } else {
-      cluster_exchange(v, s + rank * kWarps + warp, true, cluster_n, bars + (k & 1),
-                       static_cast<uint32_t>(kWarps * cluster_n * 4), k);
-    }
+    if (lane == 0) s[rank * kWarps + warp] = v;
+    __syncthreads();
+    if (cluster_n > 1)
+      cluster_exchange(s + rank * kWarps, kWarps, kWarps, 1, cluster_n, rank, bars + (k & 1), k);
     float r = 0.f;
     for (int i = lane; i < kWarps * cluster_n; i += 32) r += s[i];
     return warp_allreduce(r, 32, SumOp{});

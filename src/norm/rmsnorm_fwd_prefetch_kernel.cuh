@@ -11,9 +11,9 @@
 // vectors [rank·kChunk, rank·kChunk + kChunk) (kChunk = kTpr·kVecs); thread t holds vectors
 // v·kTpr + t (v < kVecs) of that slice, packed (16-bit: half the registers of fp32). Per row:
 //   1. wait for the slice in shared memory (one bulk copy, mbarrier), copy it to registers
-//      (LDS.128, consecutive threads on consecutive vectors: conflict-free), fold sum(x²);
+//      (LDS.128, consecutive threads on consecutive vectors: conflict-free);
 //   2. __syncthreads (every read of the buffer done), then thread 0 issues the next row's
-//      copy into the same buffer;
+//      copy into the same buffer; fold sum(x²) from the registers;
 //   3. all-reduce sum(x²) (ClusterRowSum, common/reduce.cuh: one partial per warp; a cluster
 //      exchanges them by st.async and mbarriers, no cluster barrier per row);
 //   4. out = x·rstd·w from the registers; w through L1 (__ldg), one or two vectors ahead (issued
@@ -98,20 +98,23 @@ __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
   for (int k = 0; row < M; row += clusters, ++k) {
     while (!cuda::ptx::mbarrier_try_wait_parity(full, static_cast<uint32_t>(k & 1))) {
     }
+    // Copy first, sum after the refill is issued: the copy engine idles only for the LDS.
     XV xv[kVecs];
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v)
+      if (v * kTpr < n) load_packed<Cache::kShared>(&buf[v * kTpr + t].elt[0], xv[v]);
+    __syncthreads();  // every read of buf is done before the copy engine refills it
+    if (t == 0 && row + clusters < M) issue(row + clusters);
     float sumsq = 0.f;
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
       if (v * kTpr < n) {
-        load_packed<Cache::kShared>(&buf[v * kTpr + t].elt[0], xv[v]);
         float h[kVec];
         unpack(xv[v], h);
 #pragma unroll
         for (int i = 0; i < kVec; ++i) sumsq = fmaf(h[i], h[i], sumsq);
       }
     }
-    __syncthreads();  // every read of buf is done before the copy engine refills it
-    if (t == 0 && row + clusters < M) issue(row + clusters);
 
     // Opaque per row: otherwise the per-vector weight addresses are hoisted out of the row
     // loop as 64-bit invariants and spilled (they are immediates off one base this way).
