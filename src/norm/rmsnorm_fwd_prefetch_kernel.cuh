@@ -10,10 +10,11 @@
 // length; 1 = no cluster) take rows cl, cl + clusters, ... CTA `rank` owns the row's 16-byte
 // vectors [rank·kChunk, rank·kChunk + kChunk) (kChunk = kTpr·kVecs); thread t holds vectors
 // v·kTpr + t (v < kVecs) of that slice, packed (16-bit: half the registers of fp32). Per row:
-//   1. wait for the slice in shared memory (one bulk copy, mbarrier), copy it to registers
-//      (LDS.128, consecutive threads on consecutive vectors: conflict-free);
-//   2. __syncthreads (every read of the buffer done), then thread 0 issues the next row's
-//      copy into the same buffer; fold sum(x²) from the registers;
+//   1. wait for the slice in shared memory (one bulk copy per row into one of kPrefetchStages
+//      buffers, mbarrier), copy it to registers (LDS.128, consecutive threads on consecutive
+//      vectors: conflict-free);
+//   2. __syncthreads (every read of the buffer done), then thread 0 issues the copy of the row
+//      kPrefetchStages rows ahead into that buffer; fold sum(x²) from the registers;
 //   3. all-reduce sum(x²) (ClusterRowSum, common/reduce.cuh: one partial per warp; a cluster
 //      exchanges them by st.async and mbarriers, no cluster barrier per row);
 //   4. out = x·rstd·w from the registers; w through L1 (__ldg), one or two vectors ahead (issued
@@ -37,12 +38,16 @@
 namespace quack::detail {
 
 inline constexpr int kMaxPrefetchCluster = SimpleFwdConfig::kPrefetchMaxCluster;
+// Slices in flight: two, so the copy engine reads row k+2 while row k+1's slice waits for the
+// registers (one buffer left it idle from each copy's completion to the next issue).
+inline constexpr int kPrefetchStages = 2;
 
 /// Dynamic shared memory of a prefetch instance: [x slice] [ClusterRowSum's slots, mbarriers]
 /// [copy mbarrier].
 template <int kTpr, int kVecs>
 constexpr size_t prefetch_fwd_smem() {
-  return size_t{kTpr} * kVecs * 16 + ClusterRowSum<kTpr / 32, kMaxPrefetchCluster>::kBytes + 16;
+  return kPrefetchStages * size_t{kTpr} * kVecs * 16 +
+         ClusterRowSum<kTpr / 32, kMaxPrefetchCluster>::kBytes + 16;
 }
 
 template <typename T, typename TW, int kTpr, int kVecs>
@@ -57,9 +62,10 @@ __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
   constexpr int kAhead = 4 * kVecs + 2 * int{sizeof(WV)} / 4 + 24 <= 64 ? 2 : 1;
   using Sum = ClusterRowSum<kWarps, kMaxPrefetchCluster>;
   extern __shared__ __align__(128) unsigned char smem[];
-  XV* buf = reinterpret_cast<XV*>(smem);  // (kChunk) vectors
-  const Sum sum(smem + size_t{kChunk} * 16);
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + size_t{kChunk} * 16 + Sum::kBytes);
+  XV* bufs = reinterpret_cast<XV*>(smem);  // (kPrefetchStages, kChunk) vectors
+  const Sum sum(smem + kPrefetchStages * size_t{kChunk} * 16);
+  uint64_t* full =  // [kPrefetchStages]
+      reinterpret_cast<uint64_t*>(smem + kPrefetchStages * size_t{kChunk} * 16 + Sum::kBytes);
 
   const int cluster_n = p.g.cluster_n;
   const int rank = cluster_n > 1 ? static_cast<int>(blockIdx.x % cluster_n) : 0;
@@ -75,28 +81,33 @@ __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
                                             int64_t{rank} * kChunk * kVec) + t;
 
   if (t == 0) {
-    cuda::ptx::mbarrier_init(full, 1);
+    for (int i = 0; i < kPrefetchStages; ++i) cuda::ptx::mbarrier_init(&full[i], 1);
     sum.init();  // fences the mbarrier inits for the cluster
   }
   __syncthreads();
   if (cluster_n > 1) cluster_arrive_relaxed();  // waited on before the first remote store
-  // Thread 0: this CTA's slice of `row` into buf.
-  auto issue = [&](int64_t row) {
+  // Thread 0: this CTA's slice of `row` into stage `st`.
+  auto issue = [&](int64_t row, int st) {
     const uint32_t bytes = static_cast<uint32_t>(slice_vecs) * 16;
     if (bytes == 0) {
-      cuda::ptx::mbarrier_arrive(full);
+      cuda::ptx::mbarrier_arrive(&full[st]);
       return;
     }
     cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
-                                         cuda::ptx::space_shared, full, bytes);
-    cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, buf,
-                             x0 + row * p.x.row_stride, bytes, full);
+                                         cuda::ptx::space_shared, &full[st], bytes);
+    cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global,
+                             bufs + st * kChunk, x0 + row * p.x.row_stride, bytes, &full[st]);
   };
   int64_t row = blockIdx.x / cluster_n;
-  if (t == 0 && row < M) issue(row);
+  if (t == 0)
+    for (int st = 0; st < kPrefetchStages && row + st * clusters < M; ++st)
+      issue(row + st * clusters, st);
   bool waited = false;
   for (int k = 0; row < M; row += clusters, ++k) {
-    while (!cuda::ptx::mbarrier_try_wait_parity(full, static_cast<uint32_t>(k & 1))) {
+    const int st = k % kPrefetchStages;
+    const XV* buf = bufs + st * kChunk;
+    while (!cuda::ptx::mbarrier_try_wait_parity(
+        &full[st], static_cast<uint32_t>((k / kPrefetchStages) & 1))) {
     }
     // Copy first, sum after the refill is issued: the copy engine idles only for the LDS.
     XV xv[kVecs];
@@ -104,7 +115,8 @@ __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
     for (int v = 0; v < kVecs; ++v)
       if (v * kTpr < n) load_packed<Cache::kShared>(&buf[v * kTpr + t].elt[0], xv[v]);
     __syncthreads();  // every read of buf is done before the copy engine refills it
-    if (t == 0 && row + clusters < M) issue(row + clusters);
+    if (t == 0 && row + kPrefetchStages * clusters < M)
+      issue(row + kPrefetchStages * clusters, st);
     float sumsq = 0.f;
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
