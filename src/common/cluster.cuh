@@ -54,6 +54,7 @@ __device__ __forceinline__ void cluster_exchange(float* blocks, int row_stride, 
   if (c < (rows << per_row_log2)) {
     const float* src =
         blocks + (c >> per_row_log2) * row_stride + (c & ((1 << per_row_log2) - 1)) * 4;
+    const float4 v = *reinterpret_cast<const float4*>(src);
     const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(src));
     const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
     for (int d = 1; d < cluster_n; ++d) {
@@ -61,7 +62,6 @@ __device__ __forceinline__ void cluster_exchange(float* blocks, int row_stride, 
       uint32_t rs, rb;  // 32-bit shared::cluster addresses of the peer's block and mbarrier
       asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rs) : "r"(s), "r"(dst));
       asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(b), "r"(dst));
-      const float4 v = *reinterpret_cast<const float4*>(src);  // per message: fewer live registers
       asm volatile(
           "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
           :: "r"(rs), "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)),

@@ -74,21 +74,33 @@ bool simple_fwd_config_fits(int config, int64_t rows, int64_t row_bytes, bool re
   return c.looped || row_bytes <= c.capacity_bytes();
 }
 
-int simple_fwd_config(int64_t row_bytes, bool residual) {
+int simple_fwd_config(int64_t row_bytes, int elt_bytes, bool residual) {
   // Single pass while the row fits the registers of one CTA of up to 1024 threads x 4 vectors
   // (64 KB); longer rows loop (two passes, the second from L2). From the H200 A/B at c493320
   // (quack-bench rmsnorm --fwd-path simple-all, bf16 16384 x N; docs/performance.md v3):
-  // 1024 r4t32v4 2.76 TB/s, 4096 t256v2 3.69, 8192 t256v4 3.92, 32768 t1024v4 4.10, 65536 and
-  // 262144 t1024v2-looped 3.65 / 2.97. Rows of 16-32 KB (bf16 16384, fp32 8192): t512v4
-  // (session 6, 9b38c55: 4.17 / 4.17 against the staged kernel's 3.67 / 3.68).
+  // 1024 r4t32v4 2.76 TB/s, 4096 t256v2 3.69, 8192 t256v4 3.92, 32768 t1024v4 4.10. Rows of
+  // 16-32 KB (bf16 16384, fp32 8192): t512v4 (session 6, 9b38c55: 4.17 / 4.17 against the
+  // staged kernel's 3.67 / 3.68).
   if (row_bytes <= 2 * 1024) return 0;   // r4t32v4
   if (row_bytes <= 8 * 1024) return 2;   // t256v2
   if (row_bytes <= 16 * 1024) return 4;  // t256v4
   if (row_bytes <= 32 * 1024) return 9;  // t512v4
   if (row_bytes <= 64 * 1024) return 5;  // t1024v4
-  if (!residual && row_bytes <= kSimpleFwdConfigs[10].capacity_bytes())
-    return 10;                           // t1024v8-prefetch
-  return 8;                              // t1024v2-looped
+  // Longer rows without a residual: the prefetch kernel (session 7, H200 at c36a54a, TB/s,
+  // M = 16384; 262144: M = 8192), except fp32 rows of 128 KB, where the looped kernel's second
+  // pass still hits L2:
+  //   bf16 65536  t1024v4-prefetch 3.80, t512v4-prefetch 3.74, t1024v2-looped 3.66
+  //   bf16 131072 t512v4-prefetch 3.77, t1024v4-prefetch 3.70, looped 3.14
+  //   bf16 262144 t1024v4-prefetch 3.64-3.70, looped 2.99
+  //   fp32 32768  t1024v2-looped 4.01, t1024v4-prefetch 3.87
+  //   fp32 65536  t512v4-prefetch 3.89, t1024v4-prefetch 3.81, looped 3.31
+  //   fp32 131072 t1024v4-prefetch 3.86, looped 3.12
+  if (!residual && !(elt_bytes == 4 && row_bytes <= 128 * 1024)) {
+    if (row_bytes > 128 * 1024 && row_bytes <= kSimpleFwdConfigs[11].capacity_bytes())
+      return 11;  // t512v4-prefetch: 256 KB rows in clusters of 8 at two CTAs per SM
+    if (row_bytes <= kSimpleFwdConfigs[10].capacity_bytes()) return 10;  // t1024v4-prefetch
+  }
+  return 8;  // t1024v2-looped
 }
 
 }  // namespace quack::detail

@@ -90,8 +90,8 @@ inline constexpr int kSimpleFwdConfigCount =
 /// grid, rows / config rows, fits a 1-D launch), with or without a residual.
 bool simple_fwd_config_fits(int config, int64_t rows, int64_t row_bytes, bool residual = false);
 
-/// The table: the instance the simple forward runs for rows of row_bytes (= N · sizeof(x)),
-/// with or without a residual (prefetch instances take none).
-int simple_fwd_config(int64_t row_bytes, bool residual = false);
+/// The table: the instance the simple forward runs for rows of row_bytes (= N · elt_bytes,
+/// x's element size), with or without a residual (prefetch instances take none).
+int simple_fwd_config(int64_t row_bytes, int elt_bytes, bool residual);
 
 }  // namespace quack::detail

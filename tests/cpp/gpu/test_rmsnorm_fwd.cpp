@@ -54,7 +54,7 @@ bool simple_expected(const FwdCase& c) {
   if (c.residual && *c.residual != c.x) return false;
   if (c.residual_out && (!c.residual || *c.residual_out != c.x)) return false;
   if (c.N % vec != 0) return false;
-  if (detail::simple_fwd_config(c.N * dtype_size(c.x), c.residual.has_value()) < 0) return false;  // the table routes this row size to staged
+  if (detail::simple_fwd_config(c.N * dtype_size(c.x), dtype_size(c.x), c.residual.has_value()) < 0) return false;  // the table routes this row size to staged
   return rows_ok(c.x_l) && rows_ok(c.out_l) && (!c.residual || rows_ok(c.res_l)) &&
          (!c.residual_out || rows_ok(c.res_out_l));
 }

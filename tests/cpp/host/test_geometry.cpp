@@ -254,22 +254,35 @@ TEST(SimpleFwdConfig, TableFitsEveryRow) {
   for (int64_t b = 16; b <= 128 * 1024; b += 16) sizes.push_back(b);
   for (int64_t b = 256 * 1024; b <= 4 * 1024 * 1024; b *= 2) sizes.push_back(b), sizes.push_back(b + 16);
   for (int64_t b : sizes)
-    for (bool residual : {false, true}) {
-      const int cfg = quack::detail::simple_fwd_config(b, residual);
-      const auto& c = quack::detail::kSimpleFwdConfigs[cfg];
-      ASSERT_TRUE(quack::detail::simple_fwd_config_fits(cfg, 16384, b, residual)) << b << " bytes";
-      // Single pass in one CTA whenever ≤ 1024 threads x 4 vectors hold the row; longer rows
-      // without a residual: the prefetch kernel up to its 8 x 128 KB; else looped.
-      EXPECT_EQ(!c.looped && !c.prefetch, b <= 64 * 1024) << b << " bytes";
-      EXPECT_EQ(c.prefetch, !residual && b > 64 * 1024 && b <= 1024 * 1024) << b << " bytes";
-      EXPECT_EQ(c.looped, b > 64 * 1024 && (residual || b > 1024 * 1024)) << b << " bytes";
-    }
-  // The benchmark shapes (bf16; H200 A/B at c493320): 4096 -> t256v2, 8192 -> t256v4,
-  // 16384 -> t512v4, 32768 -> t1024v4.
-  EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(4096 * 2)].name, "t256v2");
-  EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(8192 * 2)].name, "t256v4");
-  EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(16384 * 2)].name, "t512v4");
-  EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(32768 * 2)].name, "t1024v4");
+    for (int elt : {2, 4})
+      for (bool residual : {false, true}) {
+        const int cfg = quack::detail::simple_fwd_config(b, elt, residual);
+        const auto& c = quack::detail::kSimpleFwdConfigs[cfg];
+        ASSERT_TRUE(quack::detail::simple_fwd_config_fits(cfg, 16384, b, residual)) << b << " bytes";
+        // Single pass in one CTA whenever ≤ 1024 threads x 4 vectors hold the row; longer rows
+        // without a residual: the prefetch kernel up to its 8 x 64 KB (fp32: from 128 KB up);
+        // else looped.
+        const bool prefetch = !residual && b > (elt == 4 ? 128 : 64) * 1024 && b <= 512 * 1024;
+        EXPECT_EQ(!c.looped && !c.prefetch, b <= 64 * 1024) << b << " bytes";
+        EXPECT_EQ(c.prefetch, prefetch) << b << " bytes, elt " << elt << ", residual " << residual;
+        EXPECT_EQ(c.looped, b > 64 * 1024 && !prefetch) << b << " bytes";
+      }
+  // The benchmark shapes (bf16; H200 A/B at c493320, session 7 at c36a54a): 4096 -> t256v2,
+  // 8192 -> t256v4, 16384 -> t512v4, 32768 -> t1024v4, 65536 / 262144 -> t1024v4-prefetch,
+  // 131072 -> t512v4-prefetch; fp32 32768 -> t1024v2-looped.
+  auto name = [](int64_t n, int elt) {
+    return quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(n * elt, elt, false)].name;
+  };
+  EXPECT_STREQ(name(4096, 2), "t256v2");
+  EXPECT_STREQ(name(8192, 2), "t256v4");
+  EXPECT_STREQ(name(16384, 2), "t512v4");
+  EXPECT_STREQ(name(32768, 2), "t1024v4");
+  EXPECT_STREQ(name(65536, 2), "t1024v4-prefetch");
+  EXPECT_STREQ(name(131072, 2), "t512v4-prefetch");
+  EXPECT_STREQ(name(262144, 2), "t1024v4-prefetch");
+  EXPECT_STREQ(name(32768, 4), "t1024v2-looped");
+  EXPECT_STREQ(name(65536, 4), "t512v4-prefetch");
+  EXPECT_STREQ(name(131072, 4), "t1024v4-prefetch");
 }
 
 TEST(SimpleFwdConfig, GridLimit) {
@@ -281,8 +294,8 @@ TEST(SimpleFwdConfig, GridLimit) {
   EXPECT_FALSE(quack::detail::simple_fwd_config_fits(quack::detail::kSimpleFwdConfigCount, 1, 256));
   EXPECT_FALSE(quack::detail::simple_fwd_config_fits(2, 1, 8192 + 16));  // single pass: too long
   // Prefetch instances: any M (persistent grid), up to 8 slices per row, no residual.
-  EXPECT_TRUE(quack::detail::simple_fwd_config_fits(10, int64_t{1} << 40, 1024 * 1024));
-  EXPECT_FALSE(quack::detail::simple_fwd_config_fits(10, 1, 1024 * 1024 + 16));
+  EXPECT_TRUE(quack::detail::simple_fwd_config_fits(10, int64_t{1} << 40, 512 * 1024));
+  EXPECT_FALSE(quack::detail::simple_fwd_config_fits(10, 1, 512 * 1024 + 16));
   EXPECT_FALSE(quack::detail::simple_fwd_config_fits(10, 1, 65536, /*residual=*/true));
 }
 
