@@ -86,20 +86,20 @@ int simple_fwd_config(int64_t row_bytes, int elt_bytes, bool residual) {
   if (row_bytes <= 16 * 1024) return 4;  // t256v4
   if (row_bytes <= 32 * 1024) return 9;  // t512v4
   if (row_bytes <= 64 * 1024) return 5;  // t1024v4
-  // Longer rows without a residual: the prefetch kernel (session 7, H200 at c36a54a, TB/s,
-  // M = 16384; 262144: M = 8192), except fp32 rows of 128 KB, where the looped kernel's second
-  // pass still hits L2:
-  //   bf16 65536  t1024v4-prefetch 3.80, t512v4-prefetch 3.74, t1024v2-looped 3.66
-  //   bf16 131072 t512v4-prefetch 3.77, t1024v4-prefetch 3.70, looped 3.14
-  //   bf16 262144 t1024v4-prefetch 3.64-3.70, looped 2.99
+  // Longer rows without a residual: t1024v4-prefetch (session 7, H200, TB/s, M = 16384;
+  // 262144: M = 8192), except fp32 rows of 128 KB, where the looped kernel's second pass still
+  // hits L2. t512v4-prefetch (2 CTAs per SM) measured 3.74-3.77 at bf16 131072 / 3.89 at fp32
+  // 65536 in one run (c36a54a) but 3.61 / 3.77 in the next (71f64dd); t1024v4-prefetch held
+  // 3.70-3.72 / 3.81-3.82 in both, so the table takes it:
+  //   bf16 65536  t1024v4-prefetch 3.79-3.80, t1024v2-looped 3.66
+  //   bf16 131072 t1024v4-prefetch 3.70-3.72, looped 3.14
+  //   bf16 262144 t1024v4-prefetch 3.58-3.70, looped 2.99
   //   fp32 32768  t1024v2-looped 4.01, t1024v4-prefetch 3.87
-  //   fp32 65536  t512v4-prefetch 3.89, t1024v4-prefetch 3.81, looped 3.31
-  //   fp32 131072 t1024v4-prefetch 3.86, looped 3.12
-  if (!residual && !(elt_bytes == 4 && row_bytes <= 128 * 1024)) {
-    if (row_bytes > 128 * 1024 && row_bytes <= kSimpleFwdConfigs[11].capacity_bytes())
-      return 11;  // t512v4-prefetch: 256 KB rows in clusters of 8 at two CTAs per SM
-    if (row_bytes <= kSimpleFwdConfigs[10].capacity_bytes()) return 10;  // t1024v4-prefetch
-  }
+  //   fp32 65536  t1024v4-prefetch 3.81, looped 3.31
+  //   fp32 131072 t1024v4-prefetch 3.86-3.87, looped 3.12
+  if (!residual && !(elt_bytes == 4 && row_bytes <= 128 * 1024) &&
+      row_bytes <= kSimpleFwdConfigs[10].capacity_bytes())
+    return 10;  // t1024v4-prefetch
   return 8;  // t1024v2-looped
 }
 

@@ -268,8 +268,8 @@ TEST(SimpleFwdConfig, TableFitsEveryRow) {
         EXPECT_EQ(c.looped, b > 64 * 1024 && !prefetch) << b << " bytes";
       }
   // The benchmark shapes (bf16; H200 A/B at c493320, session 7 at c36a54a): 4096 -> t256v2,
-  // 8192 -> t256v4, 16384 -> t512v4, 32768 -> t1024v4, 65536 / 262144 -> t1024v4-prefetch,
-  // 131072 -> t512v4-prefetch; fp32 32768 -> t1024v2-looped.
+  // 8192 -> t256v4, 16384 -> t512v4, 32768 -> t1024v4, longer -> t1024v4-prefetch; fp32
+  // 32768 -> t1024v2-looped.
   auto name = [](int64_t n, int elt) {
     return quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(n * elt, elt, false)].name;
   };
@@ -278,10 +278,10 @@ TEST(SimpleFwdConfig, TableFitsEveryRow) {
   EXPECT_STREQ(name(16384, 2), "t512v4");
   EXPECT_STREQ(name(32768, 2), "t1024v4");
   EXPECT_STREQ(name(65536, 2), "t1024v4-prefetch");
-  EXPECT_STREQ(name(131072, 2), "t512v4-prefetch");
+  EXPECT_STREQ(name(131072, 2), "t1024v4-prefetch");
   EXPECT_STREQ(name(262144, 2), "t1024v4-prefetch");
   EXPECT_STREQ(name(32768, 4), "t1024v2-looped");
-  EXPECT_STREQ(name(65536, 4), "t512v4-prefetch");
+  EXPECT_STREQ(name(65536, 4), "t1024v4-prefetch");
   EXPECT_STREQ(name(131072, 4), "t1024v4-prefetch");
 }
 
