@@ -1,10 +1,11 @@
-// RMSNorm forward, prefetch path: rows of 64 KB and more, read once from DRAM and written once.
+// RMSNorm forward, prefetch path: rows longer than 64 KB (the table: fp32 longer than 128 KB),
+// read once from DRAM and written once.
 //
 // Why: the looped simple kernel reads such rows twice (the second time from L2, which also
 // serves the weight), and the staged kernel keeps the row in shared memory and re-reads it
 // there; both fell to 0.70-0.85 x copy at 128-512 KB rows (docs/performance.md). Here a row
-// lives in registers while the copy engine already fetches the CTA's next row into shared
-// memory, so the DRAM read stream never waits on the reduction or the stores.
+// lives in registers while the copy engine already fetches the CTA's next two rows into shared
+// memory, so the DRAM read stream does not wait on the reduction or the stores.
 //
 // Persistent: clusters of cluster_n CTAs (runtime, ≤ kMaxPrefetchCluster, from the row
 // length; 1 = no cluster) take rows cl, cl + clusters, ... CTA `rank` owns the row's 16-byte
@@ -26,7 +27,6 @@
 //   T   x and out;  TW  weight (T or fp32);  kTpr threads per CTA;  kVecs vectors per thread
 #pragma once
 
-#include <cooperative_groups.h>
 #include <cuda/ptx>
 
 #include "common/cluster.cuh"
@@ -41,9 +41,10 @@ inline constexpr int kMaxPrefetchCluster = SimpleFwdConfig::kPrefetchMaxCluster;
 // Slices in flight: two, so the copy engine reads row k+2 while row k+1's slice waits for the
 // registers (one buffer left it idle from each copy's completion to the next issue).
 inline constexpr int kPrefetchStages = 2;
+static_assert(kPrefetchStages * 8 <= 16, "the copy mbarriers take the last 16 bytes");
 
-/// Dynamic shared memory of a prefetch instance: [x slice] [ClusterRowSum's slots, mbarriers]
-/// [copy mbarrier].
+/// Dynamic shared memory of a prefetch instance: [kPrefetchStages x-slice buffers]
+/// [ClusterRowSum's slots and mbarriers] [kPrefetchStages copy mbarriers (16 bytes)].
 template <int kTpr, int kVecs>
 constexpr size_t prefetch_fwd_smem() {
   return kPrefetchStages * size_t{kTpr} * kVecs * 16 +

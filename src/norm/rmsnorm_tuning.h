@@ -24,7 +24,8 @@ void rmsnorm_bwd_with_knobs(const RmsNormBwdArgs& args, const RowConfigKnobs& kn
 
 /// Forward kernels: kStaged is the persistent kernel that stages rows in shared memory
 /// (rmsnorm_fwd_kernel.cuh, with its general two-pass fallback); kSimple the one-row-per-CTA
-/// kernel with compile-time geometry (rmsnorm_fwd_simple_kernel.cuh) where it applies: weight
+/// kernel with compile-time geometry (rmsnorm_fwd_simple_kernel.cuh; for long rows without a
+/// residual, the prefetch kernel, rmsnorm_fwd_prefetch_kernel.cuh) where it applies: weight
 /// present (x's dtype or fp32), no bias, out in x's dtype, residual absent or in x's dtype
 /// (residual_out, if any, too), N a multiple of 16 bytes, 16-byte aligned rows. Other
 /// arguments take the staged path on either setting.
