@@ -20,8 +20,6 @@
 // compile time (threads per row, rows per CTA): no divisions, no runtime branches.
 #pragma once
 
-#include <cooperative_groups.h>
-
 #include <cstdint>
 
 #include "common/cluster.cuh"
@@ -98,21 +96,12 @@ __device__ __forceinline__ float row_allreduce(float v, const RowGeometry& g, co
   const int nslots = warps_per_row * g.cluster_n;
   float* row_slots = slots + stage * g.reduce_slots() + c.row_in_cta * nslots;
   const int my_slot = c.rank * warps_per_row + c.lane_in_row / 32;
-  if (g.cluster_n > 1 && g.cluster_barrier) {
-    // Remote stores, then one cluster barrier (its release arrive is a MEMBAR.ALL.GPU): faster
-    // than the exchange for some backward geometries (g.cluster_barrier, rmsnorm.cpp).
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    if (c.lane < g.cluster_n) *cluster.map_shared_rank(row_slots + my_slot, c.lane) = v;
-    cluster.sync();
-  } else {
-    if (c.lane == 0) row_slots[my_slot] = v;
-    __syncthreads();
-    if (g.cluster_n > 1)
-      cluster_exchange(slots + stage * g.reduce_slots() + c.rank * warps_per_row, nslots,
-                       warps_per_row, g.rows_per_cta(), g.cluster_n, c.rank,
-                       row_reduce_bars(g, slots) + stage, k);
-  }
+  if (c.lane == 0) row_slots[my_slot] = v;
+  __syncthreads();
+  if (g.cluster_n > 1)
+    cluster_exchange(slots + stage * g.reduce_slots() + c.rank * warps_per_row, nslots,
+                     warps_per_row, g.rows_per_cta(), g.cluster_n, c.rank,
+                     row_reduce_bars(g, slots) + stage, k);
   float r = Op::kIdentity;
   for (int i = c.lane; i < nslots; i += 32) r = op(r, row_slots[i]);
   return warp_allreduce(r, 32, op);

@@ -239,27 +239,6 @@ struct BwdPlan {
   size_t workspace = 0;
 };
 
-// How the staged backward's row sums meet across a cluster: barrier.cluster where it measured
-// faster than the st.async exchange (H200, session 7, TB/s barrier / exchange: bf16 N = 32768
-// (clusters of 2) 3.60 / 3.46, fp32 32768 / 65536 (4 / 8) 3.76 / 3.47, 3.69 / 3.54; the
-// exchange wins from bf16 clusters of 4 (65536: 3.40 / 3.52, 262144: 3.01 / 3.42) and fp32
-// clusters of 16 (131072: 3.33 / 3.49)). QUACK_RMSNORM_CLUSTER_SYNC = barrier | exchange
-// forces one (A/B timing), read once.
-bool bwd_cluster_barrier(DType x, int cluster_n) {
-  static const int forced = [] {
-    const char* v = std::getenv("QUACK_RMSNORM_CLUSTER_SYNC");
-    const std::string s = v ? v : "";
-    if (s.empty()) return -1;
-    if (s == "barrier") return 1;
-    if (s == "exchange") return 0;
-    throw InvalidArgument("rmsnorm_bwd: environment variable QUACK_RMSNORM_CLUSTER_SYNC is '" +
-                          s + "', expected barrier or exchange");
-  }();
-  if (cluster_n < 2) return false;
-  if (forced >= 0) return forced == 1;
-  return x == DType::kFloat32 ? cluster_n <= 8 : cluster_n <= 2;
-}
-
 // Validation and path/geometry choice of the backward (no CUDA call); plan_bwd adds the grid.
 BwdPlan plan_bwd_path(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& knobs,
                       const char* fn) {
@@ -307,7 +286,6 @@ BwdPlan plan_bwd_path(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& kno
     plan.vec_path = false;
     p.g = detail::make_general_geometry(M, N);
   }
-  if (plan.vec_path) p.g.cluster_barrier = bwd_cluster_barrier(a.x.dtype, p.g.cluster_n);
   return plan;
 }
 
