@@ -216,6 +216,29 @@ TEST(RowGeometry, LongRowsUseClusters) {
   return ::testing::AssertionSuccess();
 }
 
+// row_allreduce's layout: 2 stages of slots, then (clusters) the exchange's two mbarriers with
+// 128 bytes to themselves before the next area (sharing that line with the copy pipeline cost
+// the cluster backward 10-20 % on the H200, session 7); no mbarriers without a cluster.
+TEST(RowGeometry, ExchangeBarriersOwnTheirLine) {
+  for (int warps : {1, 4, 8, 16, 32})
+    for (int cluster : {1, 2, 4, 8, 16}) {
+      quack::detail::RowGeometry g;
+      g.cta_threads = 32 * warps;
+      g.tpr = g.cta_threads;
+      g.cluster_n = cluster;
+      const int64_t slots = 2 * int64_t(g.reduce_slots()) * 4;  // bytes
+      const int64_t bytes = g.reduce_slot_bytes();
+      SCOPED_TRACE(std::to_string(warps) + " warps, cluster " + std::to_string(cluster));
+      EXPECT_EQ(bytes % 16, 0);
+      if (cluster == 1) {
+        EXPECT_LT(bytes - slots, 16);  // padding only
+      } else {
+        EXPECT_EQ(slots % 8, 0);        // the mbarriers (at `slots`) are 8-byte aligned
+        EXPECT_GE(bytes - slots, 128);  // and alone up to the next area
+      }
+    }
+}
+
 TEST(GeneralGeometry, SweepColumns) {
   auto ns = sample_n();
   for (int64_t p = 524288; p <= (int64_t{1} << 24); p *= 2)
