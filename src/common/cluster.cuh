@@ -40,8 +40,9 @@ __device__ __forceinline__ void init_exchange_barriers(uint64_t* bars, int n) {
 /// 0 copy them, 16 bytes each, into every other CTA with st.async, completing bytes on the
 /// receiver's `bar` (bars[k & 1] of two alternating mbarriers); thread 0 expects what the
 /// others send. Every thread returns once this CTA holds every CTA's blocks.
-/// Few wide messages from one warp: QuACK's one 4-byte message per warp and CTA cost 3-8 % on
-/// 64-128 KB rows (H200, session 7); each is a transaction on the receiver's mbarrier.
+/// Few wide messages from one warp: QuACK's one 4-byte message per warp and CTA measured 0-6 %
+/// slower in the backward (most at 512 KB rows: 3.21 vs 3.42 TB/s; H200, session 7); each
+/// message is a transaction on the receiver's mbarrier.
 __device__ __forceinline__ void cluster_exchange(float* blocks, int row_stride, int W, int rows,
                                                  int cluster_n, int rank, uint64_t* bar, int k) {
   // CTA scope: thread 0 publishes nothing (a cluster-scope release compiles to MEMBAR.ALL.GPU).

@@ -74,17 +74,21 @@ __device__ __forceinline__ uint64_t* row_reduce_bars(const RowGeometry& g, float
   return reinterpret_cast<uint64_t*>(slots + 2 * g.reduce_slots());
 }
 
-/// Thread 0, before the kernel's cluster arrive (cluster.cuh): sets up row_allreduce's
-/// mbarriers when the row spans a cluster.
-__device__ __forceinline__ void row_allreduce_init(const RowGeometry& g, float* slots) {
-  if (g.cluster_n > 1) init_exchange_barriers(row_reduce_bars(g, slots), 2);
+/// Every thread, once at kernel start: thread 0 sets up row_allreduce's mbarriers when the row
+/// spans a cluster, then every thread arrives (relaxed) on the cluster barrier; the kernel waits
+/// on it (cluster_wait) before its first row_allreduce, so peers' mbarriers exist by then.
+__device__ __forceinline__ void row_allreduce_start(const RowGeometry& g, const RowCtx& c,
+                                                    float* slots) {
+  if (g.cluster_n == 1) return;
+  if (c.tid == 0) init_exchange_barriers(row_reduce_bars(g, slots), 2);
+  cluster_arrive_relaxed();
 }
 
 /// All-reduce `v` over one row. `slots` points at the kernel's reduction buffer of
 /// g.reduce_slot_bytes(); k is the call's index in this kernel (0, 1, ...: stage k & 1 of the
 /// slots). Every thread of the CTA (and of the cluster) must make the same calls: they contain
-/// barriers. Clusters: row_allreduce_init first, and the kernel's cluster barrier between it
-/// and the first call.
+/// barriers. Clusters: row_allreduce_start first, and its cluster barrier waited on before the
+/// first call.
 template <typename Op>
 __device__ __forceinline__ float row_allreduce(float v, const RowGeometry& g, const RowCtx& c,
                                                float* slots, int k, Op op) {

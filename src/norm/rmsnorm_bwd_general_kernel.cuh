@@ -19,8 +19,7 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads, 1)
   extern __shared__ float slots[];
   const RowGeometry& g = p.g;
   const RowCtx c(g);
-  if (c.tid == 0) row_allreduce_init(g, slots);
-  if (g.cluster_n > 1) cluster_arrive_relaxed();
+  row_allreduce_start(g, c, slots);
   bool waited = false;
   const ColumnRange cols(g, c);
   const int64_t cluster = blockIdx.x / g.cluster_n;

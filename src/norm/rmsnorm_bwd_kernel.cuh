@@ -113,9 +113,8 @@ __global__ void __launch_bounds__(kNormBwdMaxCtaThreads)
   const int vbytes[2] = {sizeof(float), 0};
   RowPipeline<2> pipe;
   pipe.init(smem + slot_bytes, g, kElt);
-  if (c.tid == 0) row_allreduce_init(g, slots);
+  row_allreduce_start(g, c, slots);  // waited on before the first reduction
   __syncthreads();
-  if (g.cluster_n > 1) cluster_arrive_relaxed();  // waited on before the first reduction
 
   // This thread's vectors: v < nv are inside the row; vector v sits at slice element
   // local0 + v·step and at row column col0 + v·step.

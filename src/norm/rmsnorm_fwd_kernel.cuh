@@ -58,9 +58,8 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads, 1)
                          p.bias.ptr ? elt_bytes(p.bias.dtype) : 0};
   RowPipeline<2> pipe;
   pipe.init(smem + slot_bytes, g, elt);
-  if (c.tid == 0) row_allreduce_init(g, slots);
+  row_allreduce_start(g, c, slots);  // waited on before the first reduction
   __syncthreads();
-  if (g.cluster_n > 1) cluster_arrive_relaxed();  // waited on before the first reduction
 
   const int64_t clusters = gridDim.x / g.cluster_n;
   pipe.start(c.row_block, clusters, g, c, src, elt, vsrc, vbytes);  // + weight, bias slices
@@ -133,8 +132,7 @@ __global__ void __launch_bounds__(kNormMaxCtaThreads)
   extern __shared__ float slots[];
   const RowGeometry& g = p.g;
   const RowCtx c(g);
-  if (c.tid == 0) row_allreduce_init(g, slots);
-  if (g.cluster_n > 1) cluster_arrive_relaxed();
+  row_allreduce_start(g, c, slots);
   const int64_t row = c.row_block * g.rows_per_cta() + c.row_in_cta;
   const bool row_ok = row < g.rows;
   const ColumnRange cols(g, c);
