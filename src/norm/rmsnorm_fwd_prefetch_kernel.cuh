@@ -18,7 +18,7 @@
 //      kPrefetchStages rows ahead into that buffer; fold sum(x²) from the registers;
 //   3. all-reduce sum(x²) (ClusterRowSum, common/reduce.cuh: one partial per warp; a cluster
 //      exchanges them by st.async and mbarriers, no cluster barrier per row);
-//   4. out = x·rstd·w from the registers; w through L1 (__ldg), one or two vectors ahead (issued
+//   4. out = x·rstd·w from the registers; w through L1 (__ldg), two vectors ahead (issued
 //      first before the reduction's barrier).
 // Host-checked (rmsnorm.cpp, launcher): no residual, no bias, out in x's dtype, weight in x's
 // dtype or fp32, N a multiple of the vector, 16-byte aligned rows and weight, cluster_n =
@@ -59,8 +59,10 @@ __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
   constexpr int kWarps = kTpr / 32;
   using XV = Packed<T, kVec>;   // 16 bytes
   using WV = Packed<TW, kVec>;  // 16 or 32 bytes
-  // Weight vectors in flight: x takes 4·kVecs of the 64 registers; 2 when the rest fits.
-  constexpr int kAhead = 4 * kVecs + 2 * int{sizeof(WV)} / 4 + 24 <= 64 ? 2 : 1;
+  // Weight vectors in flight: 2. x takes 4·kVecs of the 64 registers, the weight 2 vectors,
+  // addresses and scalars ~24 (the 8-vector instances spilled: session 7).
+  constexpr int kAhead = 2;
+  static_assert(4 * kVecs + kAhead * int{sizeof(WV)} / 4 + 24 <= 64, "x and 2 weight vectors must fit 64 registers");
   using Sum = ClusterRowSum<kWarps, kMaxPrefetchCluster>;
   extern __shared__ __align__(128) unsigned char smem[];
   XV* bufs = reinterpret_cast<XV*>(smem);  // (kPrefetchStages, kChunk) vectors
