@@ -29,7 +29,7 @@ for k in ("gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_
           "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps", "launch__occupancy_limit_blocks",
           "launch__waves_per_multiprocessor", "smsp__inst_executed.sum", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"):
     if k in d: print(f"  {k:60s} {d[k]}")
-st = [(h, v) for h, v in d.items() if "warps_issue_stalled" in h and h.endswith("_per_warp_active.pct")]
+st = [(h, v) for h, v in d.items() if "warps_issue_stalled" in h and (h.endswith("_per_warp_active.pct") or h.endswith("_per_issue_active.ratio"))]
 print("  stall reasons (% of active warp cycles, top 8):")
 for h, v in sorted(st, key=lambda x: -num(x[1]))[:8]:
     print(f"    {h.replace('smsp__average_warps_issue_stalled_', '').replace('_per_warp_active.pct', ''):40s} {v}")

@@ -37,7 +37,8 @@ struct RowPipeline {
   int64_t stage_bytes;
   int slice;                          // elements of the CTA's slice of one row
 
-  static constexpr int kBarrierBytes = 32;  // kStages + 1 mbarriers, padded to 16 bytes
+  // kStages + 1 mbarriers, alone in a 128-byte line (not beside stage 0's first bytes).
+  static constexpr int kBarrierBytes = 128;
 
   /// Shared-memory bytes for `elt_bytes[s]` per stream and `vec_bytes[v]` per staged vector
   /// (0: absent), excluding the caller's own areas.

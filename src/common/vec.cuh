@@ -82,6 +82,12 @@ __device__ __forceinline__ uint16_t load_word<Cache::kShared, uint16_t>(const ui
   return *p;
 }
 
+/// Asks the copy engine to bring `bytes` (a multiple of 16) from global address p (16-byte
+/// aligned) into L2, without a destination or completion (cp.async.bulk.prefetch.L2, sm_90).
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+
 /// Loads K consecutive elements of type U starting at p into a Packed, unconverted (kernels
 /// that keep values in registers across a reduction hold them packed: half the registers of
 /// fp32 for 16-bit types).

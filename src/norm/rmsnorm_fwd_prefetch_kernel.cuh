@@ -5,7 +5,8 @@
 // serves the weight), and the staged kernel keeps the row in shared memory and re-reads it
 // there; both fell to 0.70-0.85 x copy at 128-512 KB rows (docs/performance.md). Here a row
 // lives in registers while the copy engine already fetches the CTA's next two rows into shared
-// memory, so the DRAM read stream does not wait on the reduction or the stores.
+// memory and the one after those into L2, so the DRAM read stream does not wait on the
+// reduction or the stores.
 //
 // Persistent: clusters of cluster_n CTAs (runtime, ≤ kMaxPrefetchCluster, from the row
 // length; 1 = no cluster) take rows cl, cl + clusters, ... CTA `rank` owns the row's 16-byte
@@ -15,7 +16,8 @@
 //      buffers, mbarrier), copy it to registers (LDS.128, consecutive threads on consecutive
 //      vectors: conflict-free);
 //   2. __syncthreads (every read of the buffer done), then thread 0 issues the copy of the row
-//      kPrefetchStages rows ahead into that buffer; fold sum(x²) from the registers;
+//      kPrefetchStages rows ahead into that buffer and the L2 prefetch of the row after it;
+//      fold sum(x²) from the registers;
 //   3. all-reduce sum(x²) (ClusterRowSum, common/reduce.cuh: one partial per warp; a cluster
 //      exchanges them by st.async and mbarriers, no cluster barrier per row);
 //   4. out = x·rstd·w from the registers; w through L1 (__ldg), two vectors ahead (issued
@@ -42,6 +44,11 @@ inline constexpr int kMaxPrefetchCluster = SimpleFwdConfig::kPrefetchMaxCluster;
 // registers (one buffer left it idle from each copy's completion to the next issue).
 inline constexpr int kPrefetchStages = 2;
 static_assert(kPrefetchStages * 8 <= 16, "the copy mbarriers take the last 16 bytes");
+// Rows fetched into L2 beyond the shared-memory stages: one. Two slices in shared memory leave
+// 128 KB in flight per SM, too few for DRAM; the L2 prefetch of the next row lifted bf16
+// 65536-262144 from 3.74 / 3.64 / 3.56 to 3.93 / 3.83 / 3.70-3.76 TB/s (H200, session 8),
+// while 2 or 3 rows ahead fell to 3.26 / 2.89 (the prefetches queue before the copies).
+inline constexpr int kL2Ahead = 1;
 
 /// Dynamic shared memory of a prefetch instance: [kPrefetchStages x-slice buffers]
 /// [ClusterRowSum's slots and mbarriers] [kPrefetchStages copy mbarriers (16 bytes)].
@@ -101,10 +108,18 @@ __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
     cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global,
                              bufs + st * kChunk, x0 + row * p.x.row_stride, bytes, &full[st]);
   };
+  // Thread 0: this CTA's slice of `row` into L2 only.
+  auto prefetch = [&](int64_t row) {
+    if (slice_vecs > 0)
+      prefetch_l2_bulk(x0 + row * p.x.row_stride, static_cast<uint32_t>(slice_vecs) * 16);
+  };
   int64_t row = blockIdx.x / cluster_n;
-  if (t == 0)
+  if (t == 0) {
     for (int st = 0; st < kPrefetchStages && row + st * clusters < M; ++st)
       issue(row + st * clusters, st);
+    for (int a = 0; a < kL2Ahead && row + (kPrefetchStages + a) * clusters < M; ++a)
+      prefetch(row + (kPrefetchStages + a) * clusters);
+  }
   bool waited = false;
   for (int k = 0; row < M; row += clusters, ++k) {
     const int st = k % kPrefetchStages;
@@ -120,6 +135,8 @@ __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
     __syncthreads();  // every read of buf is done before the copy engine refills it
     if (t == 0 && row + kPrefetchStages * clusters < M)
       issue(row + kPrefetchStages * clusters, st);
+    if (t == 0 && row + (kPrefetchStages + kL2Ahead) * clusters < M)
+      prefetch(row + (kPrefetchStages + kL2Ahead) * clusters);
     float sumsq = 0.f;
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
