@@ -210,7 +210,7 @@ void rmsnorm_fwd_with_path(const RmsNormFwdArgs& a, RmsNormFwdPath path, int sim
   if (a.x.shape[0] == 0) return;
   DeviceGuard guard(a.x.device);
   if (plan.simple >= 0)
-    launch_rmsnorm_fwd_simple(plan.p, plan.simple, stream);
+    launch_rmsnorm_fwd_simple(plan.p, plan.simple, a.x.device, stream);
   else
     launch_rmsnorm_fwd(plan.p, plan.vec_path, a.x.device, stream);
 }

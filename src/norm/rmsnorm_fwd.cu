@@ -35,11 +35,12 @@ void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
   });
 }
 
-void launch_rmsnorm_fwd_simple(const RmsNormFwdParams& p, int config, cudaStream_t stream) {
+void launch_rmsnorm_fwd_simple(const RmsNormFwdParams& p, int config, int device,
+                               cudaStream_t stream) {
   dispatch_float(p.x.dtype, "rmsnorm_fwd", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (p.residual.ptr) launch_rmsnorm_fwd_simple_t<T, true>(p, config, stream);
-    else launch_rmsnorm_fwd_simple_t<T, false>(p, config, stream);
+    if (p.residual.ptr) launch_rmsnorm_fwd_simple_t<T, true>(p, config, device, stream);
+    else launch_rmsnorm_fwd_simple_t<T, false>(p, config, device, stream);
   });
 }
 

@@ -18,15 +18,13 @@ namespace quack::detail {
 // Persistent grid of the prefetch kernel: as many clusters of ceil(N / slice) CTAs as fit the
 // device at once (at most one per row).
 template <typename T, typename TW, size_t kConfig>
-void launch_rmsnorm_fwd_prefetch(const RmsNormFwdParams& p, cudaStream_t stream) {
+void launch_rmsnorm_fwd_prefetch(const RmsNormFwdParams& p, int device, cudaStream_t stream) {
   constexpr SimpleFwdConfig c = kSimpleFwdConfigs[kConfig];
   constexpr auto kernel = rmsnorm_fwd_prefetch_kernel<T, TW, c.tpr, c.vecs>;
   constexpr size_t smem = prefetch_fwd_smem<c.tpr, c.vecs>();
   const int64_t slice = c.slice_bytes() / sizeof(T);  // elements
   RmsNormFwdParams q = p;
   q.g.cluster_n = static_cast<int>((p.g.cols + slice - 1) / slice);  // ≤ 8: host-checked
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "rmsnorm_fwd", "cudaGetDevice");
   const int64_t clusters = std::min<int64_t>(
       p.g.rows, max_resident(reinterpret_cast<const void*>(kernel), c.tpr, smem, q.g.cluster_n,
                              device, "rmsnorm_fwd"));
@@ -34,10 +32,11 @@ void launch_rmsnorm_fwd_prefetch(const RmsNormFwdParams& p, cudaStream_t stream)
 }
 
 template <typename T, typename TW, bool kResidual, size_t kConfig>
-void launch_rmsnorm_fwd_simple_config(const RmsNormFwdParams& p, cudaStream_t stream) {
+void launch_rmsnorm_fwd_simple_config(const RmsNormFwdParams& p, int device,
+                                      cudaStream_t stream) {
   constexpr SimpleFwdConfig c = kSimpleFwdConfigs[kConfig];
   if constexpr (c.prefetch) {
-    if constexpr (!kResidual) launch_rmsnorm_fwd_prefetch<T, TW, kConfig>(p, stream);
+    if constexpr (!kResidual) launch_rmsnorm_fwd_prefetch<T, TW, kConfig>(p, device, stream);
     // with a residual: never chosen (simple_fwd_config_fits)
   } else {
     launch(rmsnorm_fwd_simple_kernel<T, TW, kResidual, c.tpr, c.rows, c.vecs, c.looped>,
@@ -46,10 +45,10 @@ void launch_rmsnorm_fwd_simple_config(const RmsNormFwdParams& p, cudaStream_t st
 }
 
 template <typename T, typename TW, bool kResidual, size_t... kConfigs>
-void launch_rmsnorm_fwd_simple_configs(const RmsNormFwdParams& p, int config, cudaStream_t stream,
-                                       std::index_sequence<kConfigs...>) {
+void launch_rmsnorm_fwd_simple_configs(const RmsNormFwdParams& p, int config, int device,
+                                       cudaStream_t stream, std::index_sequence<kConfigs...>) {
   ((config == static_cast<int>(kConfigs)
-        ? launch_rmsnorm_fwd_simple_config<T, TW, kResidual, kConfigs>(p, stream)
+        ? launch_rmsnorm_fwd_simple_config<T, TW, kResidual, kConfigs>(p, device, stream)
         : void()),
    ...);
 }
@@ -57,10 +56,11 @@ void launch_rmsnorm_fwd_simple_configs(const RmsNormFwdParams& p, int config, cu
 /// The instance for x dtype T, residual present (kResidual), p's weight dtype and `config`
 /// (host-checked: rmsnorm.cpp's simple_path_config).
 template <typename T, bool kResidual>
-void launch_rmsnorm_fwd_simple_t(const RmsNormFwdParams& p, int config, cudaStream_t stream) {
+void launch_rmsnorm_fwd_simple_t(const RmsNormFwdParams& p, int config, int device,
+                                 cudaStream_t stream) {
   auto go = [&](auto tw) {
     launch_rmsnorm_fwd_simple_configs<T, typename decltype(tw)::type, kResidual>(
-        p, config, stream, std::make_index_sequence<kSimpleFwdConfigCount>{});
+        p, config, device, stream, std::make_index_sequence<kSimpleFwdConfigCount>{});
   };
   if constexpr (sizeof(T) == 4) go(Tag<float>{});
   else if (p.weight.dtype == DType::kFloat32) go(Tag<float>{});

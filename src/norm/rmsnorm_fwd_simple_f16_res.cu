@@ -3,6 +3,7 @@
 
 namespace quack::detail {
 
-template void launch_rmsnorm_fwd_simple_t<__half, true>(const RmsNormFwdParams&, int, cudaStream_t);
+template void launch_rmsnorm_fwd_simple_t<__half, true>(const RmsNormFwdParams&, int, int,
+                                                                 cudaStream_t);
 
 }  // namespace quack::detail

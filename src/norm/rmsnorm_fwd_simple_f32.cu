@@ -3,6 +3,7 @@
 
 namespace quack::detail {
 
-template void launch_rmsnorm_fwd_simple_t<float, false>(const RmsNormFwdParams&, int, cudaStream_t);
+template void launch_rmsnorm_fwd_simple_t<float, false>(const RmsNormFwdParams&, int, int,
+                                                                 cudaStream_t);
 
 }  // namespace quack::detail

@@ -44,9 +44,12 @@ void launch_rmsnorm_fwd(const RmsNormFwdParams& p, bool vec_path, int device,
 /// x's dtype, the weight's dtype and the residual (host-checked by rmsnorm.cpp). Defined per x
 /// dtype T and residual flag in rmsnorm_fwd_simple_<dtype>{,_res}.cu; launch_rmsnorm_fwd_simple
 /// dispatches on both.
+/// `device`: x's device (current; the prefetch instances size their persistent grid for it).
 template <typename T, bool kResidual>
-void launch_rmsnorm_fwd_simple_t(const RmsNormFwdParams& p, int config, cudaStream_t stream);
-void launch_rmsnorm_fwd_simple(const RmsNormFwdParams& p, int config, cudaStream_t stream);
+void launch_rmsnorm_fwd_simple_t(const RmsNormFwdParams& p, int config, int device,
+                                 cudaStream_t stream);
+void launch_rmsnorm_fwd_simple(const RmsNormFwdParams& p, int config, int device,
+                               cudaStream_t stream);
 
 /// Every backward kernel's type; the vector-path instance for x dtype T (defined per dtype in
 /// rmsnorm_bwd_{bf16,f16,f32}.cu; rmsnorm_bwd_vec.cuh).
