@@ -94,7 +94,8 @@ int simple_path_config(const RmsNormFwdArgs& a, int forced) {
     return -1;
   const int64_t row_bytes = N * dtype_size(xt);
   const bool residual = a.residual.present();
-  const int config = forced >= 0 ? forced : detail::simple_fwd_config(row_bytes, dtype_size(xt), residual);
+  const int config =
+      forced >= 0 ? forced : detail::simple_fwd_config(row_bytes, dtype_size(xt), residual);
   return detail::simple_fwd_config_fits(config, M, row_bytes, residual) ? config : -1;
 }
 

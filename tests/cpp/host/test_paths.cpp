@@ -101,7 +101,8 @@ TEST(RmsNormPath, SimpleForwardTakesTrainingLayouts) {
           a.residual_out = TensorRef::matrix(fake(5), c.x, M, c.N);
         }
         const int cfg = quack::detail::rmsnorm_fwd_simple_config(a);
-        EXPECT_EQ(cfg, quack::detail::simple_fwd_config(c.N * quack::dtype_size(c.x), quack::dtype_size(c.x), residual))
+        const int elt = quack::dtype_size(c.x);
+        EXPECT_EQ(cfg, quack::detail::simple_fwd_config(c.N * elt, elt, residual))
             << name(c) << " w " << quack::dtype_name(w) << " residual " << residual;
       }
 }
