@@ -68,6 +68,7 @@ bool simple_fwd_config_fits(int config, int64_t rows, int64_t row_bytes, bool re
   if (config < 0 || config >= kSimpleFwdConfigCount) return false;
   const SimpleFwdConfig& c = kSimpleFwdConfigs[config];
   if (c.prefetch) return !residual && row_bytes <= c.capacity_bytes();  // persistent grid
+  if (c.no_residual && residual) return false;
   const int64_t grid = (rows + c.rows - 1) / c.rows;
   if (grid > 0x7fffffff) return false;  // gridDim.x
   if (row_bytes / 16 > 0x7fffffff) return false;  // vector indices are 32-bit
@@ -97,6 +98,9 @@ int simple_fwd_config(int64_t row_bytes, int elt_bytes, bool residual) {
   //   fp32 32768  t1024v2-looped 4.01, t1024v4-prefetch 3.87
   //   fp32 65536  t1024v4-prefetch 3.81, looped 3.31
   //   fp32 131072 t1024v4-prefetch 3.86-3.87, looped 3.12
+  //   fp32 32768  t1024v8 4.18 (session 8; single pass, no residual)
+  if (!residual && elt_bytes == 4 && row_bytes <= kSimpleFwdConfigs[12].capacity_bytes())
+    return 12;  // t1024v8
   if (!residual && !(elt_bytes == 4 && row_bytes <= 128 * 1024) &&
       row_bytes <= kSimpleFwdConfigs[10].capacity_bytes())
     return 10;  // t1024v4-prefetch

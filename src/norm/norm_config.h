@@ -55,6 +55,8 @@ struct SimpleFwdConfig {
   // Persistent prefetch kernel (rmsnorm_fwd_prefetch_kernel.cuh): a CTA's slice of tpr·vecs
   // vectors per row, rows split over clusters of up to kPrefetchMaxCluster CTAs; no residual.
   bool prefetch = false;
+  // Without a residual only (its registers would not fit: x and the residual take 8·vecs).
+  bool no_residual = false;
   static constexpr int kPrefetchMaxCluster = 8;
   constexpr int threads() const { return tpr * rows; }
   constexpr int64_t slice_bytes() const { return int64_t{tpr} * vecs * 16; }
@@ -81,6 +83,9 @@ inline constexpr SimpleFwdConfig kSimpleFwdConfigs[] = {
     // 128-512 KB (H200, 413046a), and spill under the 64-register cap: not kept.
     {1024, 1, 4, false, "t1024v4-prefetch", true},  // 10: 64 KB slices, one CTA per SM
     {512, 1, 4, false, "t512v4-prefetch", true},    // 11: 32 KB slices, two CTAs per SM
+    // 12: ≤ 128 KB in one pass, one CTA per SM (63 registers); fp32 32768: 4.18 against
+    // t1024v2-looped's 3.99 and t1024v4-prefetch's 3.98 (H200, session 8, simple-all).
+    {1024, 1, 8, false, "t1024v8", false, true},
     // No t1024v4-looped: with a residual it spills under the 64-register cap of 1024 threads.
 };
 inline constexpr int kSimpleFwdConfigCount =

@@ -282,17 +282,19 @@ TEST(SimpleFwdConfig, TableFitsEveryRow) {
         const int cfg = quack::detail::simple_fwd_config(b, elt, residual);
         const auto& c = quack::detail::kSimpleFwdConfigs[cfg];
         ASSERT_TRUE(quack::detail::simple_fwd_config_fits(cfg, 16384, b, residual)) << b << " bytes";
-        // Single pass in one CTA whenever ≤ 1024 threads x 4 vectors hold the row; longer rows
-        // without a residual: the prefetch kernel up to its 8 x 64 KB (fp32: from 128 KB up);
-        // else looped.
+        // Single pass in one CTA whenever ≤ 1024 threads x 4 vectors hold the row (fp32 without
+        // a residual: x 8 vectors, 128 KB); longer rows without a residual: the prefetch kernel
+        // up to its 8 x 64 KB (fp32: from 128 KB up); else looped.
+        const bool v8 = !residual && elt == 4 && b > 64 * 1024 && b <= 128 * 1024;
         const bool prefetch = !residual && b > (elt == 4 ? 128 : 64) * 1024 && b <= 512 * 1024;
-        EXPECT_EQ(!c.looped && !c.prefetch, b <= 64 * 1024) << b << " bytes";
+        EXPECT_EQ(!c.looped && !c.prefetch, b <= 64 * 1024 || v8) << b << " bytes";
         EXPECT_EQ(c.prefetch, prefetch) << b << " bytes, elt " << elt << ", residual " << residual;
-        EXPECT_EQ(c.looped, b > 64 * 1024 && !prefetch) << b << " bytes";
+        EXPECT_EQ(c.looped, b > 64 * 1024 && !prefetch && !v8) << b << " bytes";
+        EXPECT_FALSE(c.no_residual && residual) << b << " bytes";
       }
   // The benchmark shapes (bf16; H200 A/B at c493320, session 7 at c36a54a): 4096 -> t256v2,
   // 8192 -> t256v4, 16384 -> t512v4, 32768 -> t1024v4, longer -> t1024v4-prefetch; fp32
-  // 32768 -> t1024v2-looped.
+  // 32768 -> t1024v8 (session 8).
   auto name = [](int64_t n, int elt) {
     return quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(n * elt, elt, false)].name;
   };
@@ -303,7 +305,9 @@ TEST(SimpleFwdConfig, TableFitsEveryRow) {
   EXPECT_STREQ(name(65536, 2), "t1024v4-prefetch");
   EXPECT_STREQ(name(131072, 2), "t1024v4-prefetch");
   EXPECT_STREQ(name(262144, 2), "t1024v4-prefetch");
-  EXPECT_STREQ(name(32768, 4), "t1024v2-looped");
+  EXPECT_STREQ(name(32768, 4), "t1024v8");
+  EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(32768 * 4, 4, true)].name,
+               "t1024v2-looped");
   EXPECT_STREQ(name(65536, 4), "t1024v4-prefetch");
   EXPECT_STREQ(name(131072, 4), "t1024v4-prefetch");
 }
