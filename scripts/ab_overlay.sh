@@ -25,6 +25,7 @@ cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=OFF > 
 el "built base"
 ORIG=$(mktemp -d); cp -r src tests "$ORIG/"
 restore() {  # copy back every file an overlay replaces (new mtimes: dependents rebuild)
+  local v
   for v in "${VARS[@]}"; do
     (cd .dev/ov/$v && find . -type f | cut -c3-) | while read -r f; do cp "$ORIG/$f" "$f"; done
   done
