@@ -84,7 +84,8 @@ inline constexpr SimpleFwdConfig kSimpleFwdConfigs[] = {
     {1024, 1, 4, false, "t1024v4-prefetch", true},  // 10: 64 KB slices, one CTA per SM
     {512, 1, 4, false, "t512v4-prefetch", true},    // 11: 32 KB slices, two CTAs per SM
     // 12: ≤ 128 KB in one pass, one CTA per SM (63 registers); fp32 32768: 4.18 against
-    // t1024v2-looped's 3.99 and t1024v4-prefetch's 3.98 (H200, session 8, simple-all).
+    // t1024v2-looped's 3.99 and t1024v4-prefetch's 3.98 (H200, session 8, simple-all;
+    // session 9's A/B against main: 4.176 against 4.01-4.02).
     {1024, 1, 8, false, "t1024v8", false, true},
     // No t1024v4-looped: with a residual it spills under the 64-register cap of 1024 threads.
 };

@@ -306,8 +306,8 @@ TEST(SimpleFwdConfig, TableFitsEveryRow) {
   EXPECT_STREQ(name(131072, 2), "t1024v4-prefetch");
   EXPECT_STREQ(name(262144, 2), "t1024v4-prefetch");
   EXPECT_STREQ(name(32768, 4), "t1024v8");
-  EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[quack::detail::simple_fwd_config(32768 * 4, 4, true)].name,
-               "t1024v2-looped");
+  const int with_residual = quack::detail::simple_fwd_config(32768 * 4, 4, true);
+  EXPECT_STREQ(quack::detail::kSimpleFwdConfigs[with_residual].name, "t1024v2-looped");
   EXPECT_STREQ(name(65536, 4), "t1024v4-prefetch");
   EXPECT_STREQ(name(131072, 4), "t1024v4-prefetch");
 }
