@@ -67,8 +67,8 @@ RowGeometry make_general_geometry(int64_t M, int64_t N) {
 bool simple_fwd_config_fits(int config, int64_t rows, int64_t row_bytes, bool residual) {
   if (config < 0 || config >= kSimpleFwdConfigCount) return false;
   const SimpleFwdConfig& c = kSimpleFwdConfigs[config];
-  if (c.prefetch) return !residual && row_bytes <= c.capacity_bytes();  // persistent grid
   if (c.no_residual && residual) return false;
+  if (c.prefetch) return row_bytes <= c.capacity_bytes();  // persistent grid
   const int64_t grid = (rows + c.rows - 1) / c.rows;
   if (grid > 0x7fffffff) return false;  // gridDim.x
   if (row_bytes / 16 > 0x7fffffff) return false;  // vector indices are 32-bit
@@ -87,9 +87,8 @@ int simple_fwd_config(int64_t row_bytes, int elt_bytes, bool residual) {
   if (row_bytes <= 16 * 1024) return 4;  // t256v4
   if (row_bytes <= 32 * 1024) return 9;  // t512v4
   if (row_bytes <= 64 * 1024) return 5;  // t1024v4
-  // Longer rows without a residual: t1024v4-prefetch (session 7, H200, TB/s, M = 16384;
-  // 262144: M = 8192), except fp32 rows of 128 KB, where the looped kernel's second pass still
-  // hits L2. t512v4-prefetch (2 CTAs per SM) measured 3.74-3.77 at bf16 131072 / 3.89 at fp32
+  // Longer rows without a residual: fp32 rows of up to 128 KB in one pass (t1024v8), the rest
+  // t1024v4-prefetch (session 7, H200, TB/s, M = 16384; 262144: M = 8192). t512v4-prefetch (2 CTAs per SM) measured 3.74-3.77 at bf16 131072 / 3.89 at fp32
   // 65536 in one run (c36a54a) but 3.61 / 3.77 in the next (71f64dd); t1024v4-prefetch held
   // 3.70-3.72 / 3.81-3.82 in both, so the table takes it:
   //   bf16 65536  t1024v4-prefetch 3.79-3.80, t1024v2-looped 3.66
@@ -101,8 +100,7 @@ int simple_fwd_config(int64_t row_bytes, int elt_bytes, bool residual) {
   //   fp32 32768  t1024v8 4.18 (single pass, no residual; session 9 A/B: 4.176 vs looped 4.01)
   if (!residual && elt_bytes == 4 && row_bytes <= kSimpleFwdConfigs[12].capacity_bytes())
     return 12;  // t1024v8
-  if (!residual && !(elt_bytes == 4 && row_bytes <= 128 * 1024) &&
-      row_bytes <= kSimpleFwdConfigs[10].capacity_bytes())
+  if (!residual && row_bytes <= kSimpleFwdConfigs[10].capacity_bytes())
     return 10;  // t1024v4-prefetch
   return 8;  // t1024v2-looped
 }

@@ -53,9 +53,10 @@ struct SimpleFwdConfig {
   bool looped;
   const char* name;
   // Persistent prefetch kernel (rmsnorm_fwd_prefetch_kernel.cuh): a CTA's slice of tpr·vecs
-  // vectors per row, rows split over clusters of up to kPrefetchMaxCluster CTAs; no residual.
+  // vectors per row, rows split over clusters of up to kPrefetchMaxCluster CTAs (no residual).
   bool prefetch = false;
-  // Without a residual only (its registers would not fit: x and the residual take 8·vecs).
+  // Takes no residual: the prefetch instances, and t1024v8 (x and a residual would take 8·vecs
+  // registers). Never chosen, nor compiled, for calls with one.
   bool no_residual = false;
   static constexpr int kPrefetchMaxCluster = 8;
   constexpr int threads() const { return tpr * rows; }
@@ -81,8 +82,8 @@ inline constexpr SimpleFwdConfig kSimpleFwdConfigs[] = {
     // Prefetch instances (no residual), up to 8 CTAs per row. 128 KB slices (t1024v8, t512v8
     // at 2 CTAs per SM) measured 3.2-3.5 TB/s against t1024v4's 3.70-3.78 on bf16 rows of
     // 128-512 KB (H200, 413046a), and spill under the 64-register cap: not kept.
-    {1024, 1, 4, false, "t1024v4-prefetch", true},  // 10: 64 KB slices, one CTA per SM
-    {512, 1, 4, false, "t512v4-prefetch", true},    // 11: 32 KB slices, two CTAs per SM
+    {1024, 1, 4, false, "t1024v4-prefetch", true, true},  // 10: 64 KB slices, 1 CTA per SM
+    {512, 1, 4, false, "t512v4-prefetch", true, true},    // 11: 32 KB slices, 2 CTAs per SM
     // 12: ≤ 128 KB in one pass, one CTA per SM (63 registers); fp32 32768: 4.18 against
     // t1024v2-looped's 3.99 and t1024v4-prefetch's 3.98 (H200, session 8, simple-all;
     // session 9's A/B against main: 4.176 against 4.01-4.02).

@@ -92,10 +92,10 @@ int simple_path_config(const RmsNormFwdArgs& a, int forced) {
       !detail::vector_ok(a.out, vec) || !detail::vector_ok(a.residual_out, vec) ||
       !detail::vector_ok(a.weight, vec))
     return -1;
-  const int64_t row_bytes = N * dtype_size(xt);
+  const int elt = dtype_size(xt);
+  const int64_t row_bytes = N * elt;
   const bool residual = a.residual.present();
-  const int config =
-      forced >= 0 ? forced : detail::simple_fwd_config(row_bytes, dtype_size(xt), residual);
+  const int config = forced >= 0 ? forced : detail::simple_fwd_config(row_bytes, elt, residual);
   return detail::simple_fwd_config_fits(config, M, row_bytes, residual) ? config : -1;
 }
 

@@ -35,11 +35,10 @@ template <typename T, typename TW, bool kResidual, size_t kConfig>
 void launch_rmsnorm_fwd_simple_config(const RmsNormFwdParams& p, int device,
                                       cudaStream_t stream) {
   constexpr SimpleFwdConfig c = kSimpleFwdConfigs[kConfig];
-  if constexpr (c.prefetch) {
-    if constexpr (!kResidual) launch_rmsnorm_fwd_prefetch<T, TW, kConfig>(p, device, stream);
-    // with a residual: never chosen (simple_fwd_config_fits)
-  } else if constexpr (c.no_residual && kResidual) {
+  if constexpr (c.no_residual && kResidual) {
     // never chosen (simple_fwd_config_fits): not compiled
+  } else if constexpr (c.prefetch) {
+    launch_rmsnorm_fwd_prefetch<T, TW, kConfig>(p, device, stream);
   } else {
     launch(rmsnorm_fwd_simple_kernel<T, TW, kResidual, c.tpr, c.rows, c.vecs, c.looped>,
            (p.g.rows + c.rows - 1) / c.rows, c.threads(), 0, 1, stream, "rmsnorm_fwd", p);
