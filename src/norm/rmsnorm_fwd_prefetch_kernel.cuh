@@ -3,25 +3,24 @@
 //
 // Why: the looped simple kernel reads such rows twice (the second time from L2, which also
 // serves the weight), and the staged kernel keeps the row in shared memory and re-reads it
-// there; both fell to 0.70-0.85 x copy at 128-512 KB rows (docs/performance.md). Here a row
-// lives in registers while the copy engine already fetches the CTA's next two rows into shared
-// memory and the one after those into L2, so the DRAM read stream does not wait on the
-// reduction or the stores.
+// there; both fell to 0.70-0.85 x copy at 128-512 KB rows (docs/performance.md). Here the copy
+// engine fetches the CTA's next rows into shared memory and the one after those into L2, so
+// the DRAM read stream does not wait on the reduction or the stores, and the CTA's weight
+// slice sits in registers for the whole kernel: re-read from L2 every row, a bf16 CTA's fp32
+// weight slice (twice its x bytes) cost the bf16 262144 forward 9 % (session 9).
 //
 // Persistent: clusters of cluster_n CTAs (runtime, ≤ kMaxPrefetchCluster, from the row
 // length; 1 = no cluster) take rows cl, cl + clusters, ... CTA `rank` owns the row's 16-byte
-// vectors [rank·kChunk, rank·kChunk + kChunk) (kChunk = kTpr·kVecs); thread t holds vectors
-// v·kTpr + t (v < kVecs) of that slice, packed (16-bit: half the registers of fp32). Per row:
+// vectors [rank·kChunk, rank·kChunk + kChunk) (kChunk = kTpr·kVecs); thread t handles vectors
+// v·kTpr + t (v < kVecs) of that slice and holds their weight. Per row:
 //   1. wait for the slice in shared memory (one bulk copy per row into one of kPrefetchStages
-//      buffers, mbarrier), copy it to registers (LDS.128, consecutive threads on consecutive
+//      buffers, mbarrier); fold sum(x²) from it (LDS.128, consecutive threads on consecutive
 //      vectors: conflict-free);
-//   2. __syncthreads (every read of the buffer done), then thread 0 issues the copy of the row
-//      kPrefetchStages rows ahead into that buffer and the L2 prefetch of the row after it;
-//      fold sum(x²) from the registers;
-//   3. all-reduce sum(x²) (ClusterRowSum, common/reduce.cuh: one partial per warp; a cluster
+//   2. all-reduce sum(x²) (ClusterRowSum, common/reduce.cuh: one partial per warp; a cluster
 //      exchanges them by st.async and mbarriers, no cluster barrier per row);
-//   4. out = x·rstd·w from the registers; w through L1 (__ldg), two vectors ahead (issued
-//      first before the reduction's barrier).
+//   3. out = x·rstd·w, x read from the buffer again, w from the registers;
+//   4. __syncthreads (every read of the buffer done), then thread 0 issues the copy of the row
+//      kPrefetchStages rows ahead into that buffer and the L2 prefetch of the row after it.
 // Host-checked (rmsnorm.cpp, launcher): no residual, no bias, out in x's dtype, weight in x's
 // dtype or fp32, N a multiple of the vector, 16-byte aligned rows and weight, cluster_n =
 // ceil(N / (kChunk·vec)) ≤ kMaxPrefetchCluster.
@@ -40,10 +39,11 @@
 namespace quack::detail {
 
 inline constexpr int kMaxPrefetchCluster = SimpleFwdConfig::kPrefetchMaxCluster;
-// Slices in flight: two, so the copy engine reads row k+2 while row k+1's slice waits for the
-// registers (one buffer left it idle from each copy's completion to the next issue).
-inline constexpr int kPrefetchStages = 2;
-static_assert(kPrefetchStages * 8 <= 16, "the copy mbarriers take the last 16 bytes");
+// Slices in flight: three. A buffer is refilled only after its row's stores (x is read from
+// it twice), so three buffers keep two rows in flight while the third is worked on (with x
+// in registers, before session 9, two did: the refill followed the copy into registers).
+inline constexpr int kPrefetchStages = 3;
+static_assert(kPrefetchStages * 8 <= 32, "the copy mbarriers take the last 32 bytes");
 // Rows fetched into L2 beyond the shared-memory stages: one. Two slices in shared memory leave
 // 128 KB in flight per SM, too few for DRAM; the L2 prefetch of the next row lifted bf16
 // 65536-262144 from 3.74 / 3.64 / 3.56 to 3.93 / 3.83 / 3.70-3.76 TB/s (H200, session 8),
@@ -51,11 +51,11 @@ static_assert(kPrefetchStages * 8 <= 16, "the copy mbarriers take the last 16 by
 inline constexpr int kL2Ahead = 1;
 
 /// Dynamic shared memory of a prefetch instance: [kPrefetchStages x-slice buffers]
-/// [ClusterRowSum's slots and mbarriers] [kPrefetchStages copy mbarriers (16 bytes)].
+/// [ClusterRowSum's slots and mbarriers] [kPrefetchStages copy mbarriers (32 bytes)].
 template <int kTpr, int kVecs>
 constexpr size_t prefetch_fwd_smem() {
   return kPrefetchStages * size_t{kTpr} * kVecs * 16 +
-         ClusterRowSum<kTpr / 32, kMaxPrefetchCluster>::kBytes + 16;
+         ClusterRowSum<kTpr / 32, kMaxPrefetchCluster>::kBytes + 32;
 }
 
 template <typename T, typename TW, int kTpr, int kVecs>
@@ -66,10 +66,11 @@ __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
   constexpr int kWarps = kTpr / 32;
   using XV = Packed<T, kVec>;   // 16 bytes
   using WV = Packed<TW, kVec>;  // 16 or 32 bytes
-  // Weight vectors in flight: 2. x takes 4·kVecs of the 64 registers, the weight 2 vectors,
-  // addresses and scalars ~24 (the 8-vector instances spilled: session 7).
-  constexpr int kAhead = 2;
-  static_assert(4 * kVecs + kAhead * int{sizeof(WV)} / 4 + 24 <= 64, "x and 2 weight vectors must fit 64 registers");
+  // The CTA's weight slice lives in registers for the whole kernel (kVecs vectors: 8·kVecs
+  // registers for an fp32 weight of 16-bit x); x is read from shared memory in both passes.
+  // A timing-only variant without the weight's loads read bf16 8192 x 262144 at 4.05 TB/s
+  // against 3.71 (session 9): the per-row weight reads from L2 were the bf16 long-row limit.
+  static_assert(kVecs * int{sizeof(WV)} / 4 + 4 + 24 <= 64, "the weight slice must fit 64 registers");
   using Sum = ClusterRowSum<kWarps, kMaxPrefetchCluster>;
   extern __shared__ __align__(128) unsigned char smem[];
   XV* bufs = reinterpret_cast<XV*>(smem);  // (kPrefetchStages, kChunk) vectors
@@ -113,6 +114,10 @@ __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
     if (slice_vecs > 0)
       prefetch_l2_bulk(x0 + row * p.x.row_stride, static_cast<uint32_t>(slice_vecs) * 16);
   };
+  WV wr[kVecs];  // this thread's weight vectors v·kTpr + t of the CTA's slice
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v)
+    if (v * kTpr < n) load_packed<Cache::kReadOnly>(&w[v * kTpr].elt[0], wr[v]);
   int64_t row = blockIdx.x / cluster_n;
   if (t == 0) {
     for (int st = 0; st < kPrefetchStages && row + st * clusters < M; ++st)
@@ -123,38 +128,22 @@ __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
   bool waited = false;
   for (int k = 0; row < M; row += clusters, ++k) {
     const int st = k % kPrefetchStages;
-    const XV* buf = bufs + st * kChunk;
+    const XV* buf = bufs + st * kChunk + t;
     while (!cuda::ptx::mbarrier_try_wait_parity(
         &full[st], static_cast<uint32_t>((k / kPrefetchStages) & 1))) {
     }
-    // Copy first, sum after the refill is issued: the copy engine idles only for the LDS.
-    XV xv[kVecs];
-#pragma unroll
-    for (int v = 0; v < kVecs; ++v)
-      if (v * kTpr < n) load_packed<Cache::kShared>(&buf[v * kTpr + t].elt[0], xv[v]);
-    __syncthreads();  // every read of buf is done before the copy engine refills it
-    if (t == 0 && row + kPrefetchStages * clusters < M)
-      issue(row + kPrefetchStages * clusters, st);
-    if (t == 0 && row + (kPrefetchStages + kL2Ahead) * clusters < M)
-      prefetch(row + (kPrefetchStages + kL2Ahead) * clusters);
     float sumsq = 0.f;
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
       if (v * kTpr < n) {
+        XV xv;
+        load_packed<Cache::kShared>(&buf[v * kTpr].elt[0], xv);
         float h[kVec];
-        unpack(xv[v], h);
+        unpack(xv, h);
 #pragma unroll
         for (int i = 0; i < kVec; ++i) sumsq = fmaf(h[i], h[i], sumsq);
       }
     }
-
-    // Opaque per row: otherwise the per-vector weight addresses are hoisted out of the row
-    // loop as 64-bit invariants and spilled (they are immediates off one base this way).
-    asm volatile("" : "+l"(w));
-    WV wv[kAhead];  // the weight kAhead vectors ahead of its use
-#pragma unroll
-    for (int v = 0; v < kAhead && v < kVecs; ++v)
-      if (v * kTpr < n) load_packed<Cache::kReadOnly>(&w[v * kTpr].elt[0], wv[v]);
     if (cluster_n > 1 && !waited) {
       cluster_wait();
       waited = true;
@@ -163,24 +152,26 @@ __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
     const float rstd = rsqrtf(total * p.inv_n + p.eps);
     if (p.rstd && rank == 0 && t == 0) p.rstd[row * p.rstd_stride] = rstd;
     T* out = out0 + row * p.out.row_stride;
-    asm volatile("" : "+l"(out));  // as w: per-vector addresses as immediate offsets
+    asm volatile("" : "+l"(out));  // per-vector addresses as immediate offsets off one base
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
       if (v * kTpr < n) {
+        XV xv;
+        load_packed<Cache::kShared>(&buf[v * kTpr].elt[0], xv);
         float h[kVec], wf[kVec];
-        unpack(xv[v], h);
-        unpack(wv[v % kAhead], wf);
+        unpack(xv, h);
+        unpack(wr[v], wf);
         XV y;
 #pragma unroll
         for (int i = 0; i < kVec; ++i) y.elt[i] = from_float<T>(h[i] * rstd * wf[i]);
         store_packed(out + v * kTpr * kVec, y);
-        if (v + kAhead < kVecs && (v + kAhead) * kTpr < n)
-          load_packed<Cache::kReadOnly>(&w[(v + kAhead) * kTpr].elt[0], wv[v % kAhead]);
-        // Keeps later weight loads behind this store: hoisted, they would need registers the
-        // 64-register budget of 1024 threads does not have.
-        asm volatile("" ::: "memory");
       }
     }
+    __syncthreads();  // every read of buf is done before the copy engine refills it
+    if (t == 0 && row + kPrefetchStages * clusters < M)
+      issue(row + kPrefetchStages * clusters, st);
+    if (t == 0 && row + (kPrefetchStages + kL2Ahead) * clusters < M)
+      prefetch(row + (kPrefetchStages + kL2Ahead) * clusters);
   }
   if (cluster_n > 1 && !waited) cluster_wait();
 }
