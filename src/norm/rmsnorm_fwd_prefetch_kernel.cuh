@@ -50,13 +50,15 @@ static_assert(kPrefetchStages * 8 <= 32, "the copy mbarriers take the last 32 by
 // while 2 or 3 rows ahead fell to 3.26 / 2.89 (the prefetches queue before the copies).
 inline constexpr int kL2Ahead = 1;
 
-/// Dynamic shared memory of a prefetch instance: [kPrefetchStages x-slice buffers]
-/// [ClusterRowSum's slots and mbarriers] [kPrefetchStages copy mbarriers (32 bytes)].
+/// Dynamic shared memory of a prefetch instance, offsets in bytes: [kPrefetchStages x-slice
+/// buffers: (kPrefetchStages, kTpr·kVecs) 16-byte vectors] [ClusterRowSum's slots and
+/// mbarriers] [kPrefetchStages copy mbarriers (32 bytes)]. The kernel and its launcher read it.
 template <int kTpr, int kVecs>
-constexpr size_t prefetch_fwd_smem() {
-  return kPrefetchStages * size_t{kTpr} * kVecs * 16 +
-         ClusterRowSum<kTpr / 32, kMaxPrefetchCluster>::kBytes + 32;
-}
+struct PrefetchFwdSmem {
+  static constexpr size_t kSum = kPrefetchStages * size_t{kTpr} * kVecs * 16;
+  static constexpr size_t kFull = kSum + ClusterRowSum<kTpr / 32, kMaxPrefetchCluster>::kBytes;
+  static constexpr size_t kBytes = kFull + 32;
+};
 
 template <typename T, typename TW, int kTpr, int kVecs>
 __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
@@ -73,10 +75,10 @@ __global__ void __launch_bounds__(kTpr, 1024 / kTpr)
   static_assert(kVecs * int{sizeof(WV)} / 4 + 4 + 24 <= 64, "the weight slice must fit 64 registers");
   using Sum = ClusterRowSum<kWarps, kMaxPrefetchCluster>;
   extern __shared__ __align__(128) unsigned char smem[];
+  using Layout = PrefetchFwdSmem<kTpr, kVecs>;
   XV* bufs = reinterpret_cast<XV*>(smem);  // (kPrefetchStages, kChunk) vectors
-  const Sum sum(smem + kPrefetchStages * size_t{kChunk} * 16);
-  uint64_t* full =  // [kPrefetchStages]
-      reinterpret_cast<uint64_t*>(smem + kPrefetchStages * size_t{kChunk} * 16 + Sum::kBytes);
+  const Sum sum(smem + Layout::kSum);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + Layout::kFull);  // [kPrefetchStages]
 
   const int cluster_n = p.g.cluster_n;
   const int rank = cluster_n > 1 ? static_cast<int>(blockIdx.x % cluster_n) : 0;

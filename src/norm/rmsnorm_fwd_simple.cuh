@@ -21,7 +21,7 @@ template <typename T, typename TW, size_t kConfig>
 void launch_rmsnorm_fwd_prefetch(const RmsNormFwdParams& p, int device, cudaStream_t stream) {
   constexpr SimpleFwdConfig c = kSimpleFwdConfigs[kConfig];
   constexpr auto kernel = rmsnorm_fwd_prefetch_kernel<T, TW, c.tpr, c.vecs>;
-  constexpr size_t smem = prefetch_fwd_smem<c.tpr, c.vecs>();
+  constexpr size_t smem = PrefetchFwdSmem<c.tpr, c.vecs>::kBytes;
   const int64_t slice = c.slice_bytes() / sizeof(T);  // elements
   RmsNormFwdParams q = p;
   q.g.cluster_n = static_cast<int>((p.g.cols + slice - 1) / slice);  // ≤ 8: host-checked
