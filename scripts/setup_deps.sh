@@ -13,8 +13,15 @@ command -v cmake >/dev/null || need_apt+=(cmake)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
 if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   echo "setup_deps: apt-get install ${need_apt[*]}"
-  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # Offline (the GPU machine has no network): carry on with what is installed; only a missing
+  # required tool is an error (ccache is optional: CMake uses it where present).
+  { apt-get update -qq >/dev/null 2>&1 &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null; } ||
+    echo "setup_deps: apt-get failed (offline?); continuing with what is installed"
 fi
+for tool in cmake ninja; do
+  command -v "$tool" >/dev/null || { echo "setup_deps: $tool is required and missing (install it, e.g. apt-get install ${tool/ninja/ninja-build})"; exit 1; }
+done
 py_missing=()
 python3 -c 'import nanobind' 2>/dev/null || py_missing+=(nanobind)
 python3 -c 'import scikit_build_core' 2>/dev/null || py_missing+=(scikit-build-core)
