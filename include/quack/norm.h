@@ -1,11 +1,14 @@
 // QuACK-C++ RMSNorm (forward and backward). Host-only header.
 //
 // Method: QuACK 0.2.0 (Dao-AILab/quack, quack/rmsnorm.py) and its blog "Getting memory-bound
-// kernels to speed of light": a CTA (or a cluster of up to 16 CTAs, for long rows) owns one or
-// more rows; persistent CTAs stage their row slices in shared memory with the bulk-copy engine
-// (cp.async.bulk) two row blocks ahead; thread -> warp -> block -> cluster (distributed shared
-// memory) reductions in fp32. The prenorm residual gradient follows QuACK ≥ 0.2.3 (0.2.0 was
-// wrong).
+// kernels to speed of light" (media/2025-07-10-membound-sol.md in that repository): read each
+// element from HBM once, keep the row on chip, reduce thread -> warp -> block -> cluster
+// (distributed shared memory, up to 16 CTAs per row) in fp32. Three kernels share that plan
+// (docs/architecture.md): "simple" (one row per CTA in registers, compile-time geometry, as
+// Liger-Kernel's and Inductor's row kernels), "prefetch" (long rows: persistent clusters, the
+// bulk-copy engine fetching rows ahead into shared memory, QuACK's pipeline) and "staged"
+// (QuACK's general-geometry kernel: persistent CTAs stage row blocks in shared memory with
+// cp.async.bulk). The prenorm residual gradient follows QuACK ≥ 0.2.3 (0.2.0 was wrong).
 #pragma once
 
 #include <cstddef>
@@ -18,18 +21,21 @@ namespace quack {
 /// Arguments of rmsnorm_fwd. M rows of N ≥ 1 elements. All tensors live on one CUDA device; the
 /// launch goes to that device on `stream`.
 ///
-/// Paths: the vector path (rows staged in shared memory by the bulk-copy engine, 16-byte
-/// accesses, one pass over HBM) is taken when every (M, N) tensor has column stride 1, a
-/// 16-byte-aligned base and a row stride that keeps rows 16-byte aligned, N is a multiple of 16
-/// bytes of x's dtype, and the CTA's staged slices fit 227 KB of shared memory: two row blocks
-/// of x and residual plus the weight and bias slices, with the row split over at most 16 CTAs
-/// of 512 threads (e.g. bf16 x with fp32 weight up to N ≈ 450K; with an fp32 residual up to
-/// N = 131072). Anything else (any strides, including 0; any N) takes the general path: same
-/// results, two passes over global memory.
-/// The default forward ("simple" path; QUACK_RMSNORM_FWD=staged, read once, turns it off) takes
-/// aligned rows with a weight (x's dtype or fp32), no bias, out and residual/residual_out in
-/// x's dtype: one row per CTA, the row in registers (two passes through L2 beyond 64 KB rows);
-/// rows of 16-32 KB and other arguments keep the paths above. Same results within the tolerance of one fp32 sum.
+/// Paths, picked on the host from the arguments (same results within the tolerance of one
+/// fp32 sum; docs/architecture.md):
+/// - simple (default): a weight in x's dtype or fp32, no bias, out and residual/residual_out
+///   in x's dtype, every (M, N) tensor with column stride 1 and 16-byte-aligned rows, N a
+///   multiple of 16 bytes of x's dtype. Rows ≤ 64 KB: one row per CTA in registers, one pass.
+///   Longer rows without a residual: fp32 rows ≤ 128 KB in one pass (1024 threads × 8
+///   vectors), other rows ≤ 512 KB (bf16/fp16 N ≤ 262144, fp32 N ≤ 131072) on the prefetch
+///   kernel (clusters of ≤ 8 CTAs, one HBM read); longer rows, and long rows with a residual,
+///   loop over the row twice (the second pass from L2).
+/// - staged (aligned layouts the simple path does not take, or QUACK_RMSNORM_FWD=staged, read
+///   once): rows staged in shared memory, split over ≤ 16 CTAs of 512 threads, while two row
+///   blocks of x and residual plus the weight and bias slices fit 227 KB per CTA: N ≤ 524288
+///   for bf16/fp16 x with a weight of its dtype, 458752 with an fp32 weight, 262144 for fp32 x,
+///   229376 for bf16 x with an fp32 residual, 163840 for fp32 x with an fp32 residual.
+/// - general: anything else (any strides, including 0; any N): two passes over global memory.
 /// Outputs may alias inputs of the same layout (out = x, residual_out = residual).
 /// Dtypes: every operand may be any of fp32, fp16, bf16 (each converted to fp32 on load); rstd
 /// is fp32.
@@ -38,15 +44,17 @@ namespace quack {
 ///   rstd = 1 / sqrt(mean_j(h_j^2) + eps)     (fp32)
 ///   out  = h * rstd * weight + bias          (weight = 1 and bias = 0 when absent)
 ///
-/// | tensor       | shape  | dtype                       | required |
-/// |--------------|--------|-----------------------------|----------|
-/// | x            | (M, N) | fp32, fp16, bf16            | yes      |
-/// | weight       | (N)    | fp32, fp16, bf16            | no       |
-/// | bias         | (N)    | fp32, fp16, bf16            | no       |
-/// | residual     | (M, N) | fp32, fp16, bf16            | no       |
-/// | out          | (M, N) | fp32, fp16, bf16            | yes      |
-/// | residual_out | (M, N) | fp32, fp16, bf16; h stored | no       |
-/// | rstd         | (M)    | fp32, any stride            | no       |
+/// Layout: any non-negative strides (the fast paths need the layouts listed above).
+///
+/// | tensor       | shape  | dtype            | required          |
+/// |--------------|--------|------------------|-------------------|
+/// | x            | (M, N) | fp32, fp16, bf16 | yes               |
+/// | weight       | (N)    | fp32, fp16, bf16 | no                |
+/// | bias         | (N)    | fp32, fp16, bf16 | no                |
+/// | residual     | (M, N) | fp32, fp16, bf16 | no                |
+/// | out          | (M, N) | fp32, fp16, bf16 | yes               |
+/// | residual_out | (M, N) | fp32, fp16, bf16 | no (h is stored)  |
+/// | rstd         | (M)    | fp32             | no                |
 struct RmsNormFwdArgs {
   TensorRef x;
   TensorRef weight;
@@ -59,14 +67,16 @@ struct RmsNormFwdArgs {
 };
 
 /// Runs the RMSNorm forward on `stream`. M = 0 launches nothing. Throws InvalidArgument (naming
-/// the argument, expected and actual value) for a wrong shape, dtype, device, negative or
-/// overlapping output strides, N = 0 with M > 0, eps < 0, or a QUACK_RMSNORM_FWD other than
-/// simple or staged; CudaError when the launch fails.
+/// the argument, expected and actual value) for a wrong shape, dtype or device, a negative
+/// stride (any operand), an output whose elements overlap (out, residual_out, rstd: e.g. a
+/// stride of 0 with more than one element), N = 0 with M > 0, eps < 0 or NaN, or a
+/// QUACK_RMSNORM_FWD other than simple or staged; CudaError when the launch fails.
 void rmsnorm_fwd(const RmsNormFwdArgs& args, cudaStream_t stream);
 
 /// Arguments of rmsnorm_bwd. `x` is the norm's input h (residual_out when the forward had a
-/// residual), `rstd` the forward's rstd. Paths as for the forward, with N ≤ 262144 (16-bit x)
-/// or N ≤ 131072 (fp32 x) on the vector path. dx (and dresidual) may alias dout of the same
+/// residual), `rstd` the forward's rstd. Paths: the staged kernel (as the forward's, with
+/// dweight/dbias partials per persistent cluster) for aligned layouts with N ≤ 262144 (16-bit
+/// x) or N ≤ 131072 (fp32 x); the general kernel (two passes) for anything else. No simple path. dx (and dresidual) may alias dout of the same
 /// layout. Dtypes: any of fp32, fp16, bf16 per operand, as in the forward.
 ///
 ///   xhat = x * rstd;  g = dout * weight
@@ -75,17 +85,20 @@ void rmsnorm_fwd(const RmsNormFwdArgs& args, cudaStream_t stream);
 ///   dweight = sum_rows dout * xhat;  dbias = sum_rows dout   (fp32 accumulation, fixed order:
 ///                                                             identical bits run to run)
 ///
-/// | tensor        | shape  | dtype                       | required                |
-/// |---------------|--------|-----------------------------|-------------------------|
-/// | x             | (M, N) | fp32, fp16, bf16            | yes                     |
-/// | weight        | (N)    | fp32, fp16, bf16            | no                      |
-/// | dout          | (M, N) | fp32, fp16, bf16, any strides (0 too) | yes          |
-/// | rstd          | (M)    | fp32, any stride            | yes                     |
-/// | dresidual_out | (M, N) | fp32, fp16, bf16            | no                      |
-/// | dx            | (M, N) | fp32, fp16, bf16            | yes                     |
-/// | dresidual     | (M, N) | fp32, fp16, bf16            | no (a second copy of dh)|
-/// | dweight       | (N)    | fp32, fp16, bf16            | no (needs weight)       |
-/// | dbias         | (N)    | fp32, fp16, bf16            | no                      |
+/// Layout: any non-negative strides; inputs may have stride 0 (dout from y.sum().backward()),
+/// outputs may not overlap.
+///
+/// | tensor        | shape  | dtype            | required                 |
+/// |---------------|--------|------------------|--------------------------|
+/// | x             | (M, N) | fp32, fp16, bf16 | yes                      |
+/// | weight        | (N)    | fp32, fp16, bf16 | no                       |
+/// | dout          | (M, N) | fp32, fp16, bf16 | yes                      |
+/// | rstd          | (M)    | fp32             | yes                      |
+/// | dresidual_out | (M, N) | fp32, fp16, bf16 | no                       |
+/// | dx            | (M, N) | fp32, fp16, bf16 | yes                      |
+/// | dresidual     | (M, N) | fp32, fp16, bf16 | no (a second copy of dh) |
+/// | dweight       | (N)    | fp32, fp16, bf16 | no (needs weight)        |
+/// | dbias         | (N)    | fp32, fp16, bf16 | no                       |
 struct RmsNormBwdArgs {
   TensorRef x;
   TensorRef weight;

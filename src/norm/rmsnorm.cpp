@@ -38,10 +38,11 @@ void check_n(const ArgCheck& chk, const TensorRef& t, const char* name, int64_t 
   if (output) chk.non_overlapping(t, name);
 }
 
-void check_rstd(const ArgCheck& chk, const TensorRef& t, int64_t M, int device) {
+void check_rstd(const ArgCheck& chk, const TensorRef& t, int64_t M, int device, bool output) {
   chk.vector(t, "rstd", M);
   chk.dtype_in(t, "rstd", {DType::kFloat32});
   chk.same_device(t, "rstd", device);
+  if (output) chk.non_overlapping(t, "rstd");  // the forward's rows would race on one address
 }
 
 // Vector-path geometry when the layout allows it and N fits; else the general path. Returns
@@ -113,7 +114,7 @@ FwdPlan plan_fwd(const RmsNormFwdArgs& a, const detail::RowConfigKnobs& knobs,
   if (a.residual.present()) check_mn(chk, a.residual, "residual", M, N, dev, false);
   check_mn(chk, a.out, "out", M, N, dev, true);
   if (a.residual_out.present()) check_mn(chk, a.residual_out, "residual_out", M, N, dev, true);
-  if (a.rstd.present()) check_rstd(chk, a.rstd, M, dev);
+  if (a.rstd.present()) check_rstd(chk, a.rstd, M, dev, /*output=*/true);
   if (!(a.eps >= 0.f)) chk.fail("eps is " + std::to_string(a.eps) + ", expected eps ≥ 0");
   FwdPlan plan;
   if (M == 0) return plan;
@@ -250,7 +251,7 @@ BwdPlan plan_bwd_path(const RmsNormBwdArgs& a, const detail::RowConfigKnobs& kno
   const int dev = a.x.device;
   if (a.weight.present()) check_n(chk, a.weight, "weight", N, dev, false);
   check_mn(chk, a.dout, "dout", M, N, dev, false);
-  check_rstd(chk, a.rstd, M, dev);
+  check_rstd(chk, a.rstd, M, dev, /*output=*/false);
   if (a.dresidual_out.present()) check_mn(chk, a.dresidual_out, "dresidual_out", M, N, dev, false);
   check_mn(chk, a.dx, "dx", M, N, dev, true);
   if (a.dresidual.present()) check_mn(chk, a.dresidual, "dresidual", M, N, dev, true);

@@ -340,6 +340,10 @@ TEST(RmsNormFwdValidation, Rstd) {
   a = fwd_args();
   a.rstd.stride[0] = -1;
   expect_fwd_invalid(a, {"rstd", "negative stride"});
+
+  a = fwd_args();
+  a.rstd.stride[0] = 0;  // every row's rstd at one address: an output race
+  expect_fwd_invalid(a, {"rstd", "overlapping"});
 }
 
 TEST(RmsNormFwdValidation, ZeroColumnsWithRows) {
