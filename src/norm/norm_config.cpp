@@ -77,7 +77,8 @@ bool simple_fwd_config_fits(int config, int64_t rows, int64_t row_bytes, bool re
 
 int simple_fwd_config(int64_t row_bytes, int elt_bytes, bool residual) {
   // Single pass while the row fits the registers of one CTA of up to 1024 threads x 4 vectors
-  // (64 KB); longer rows loop (two passes, the second from L2). From the H200 A/B at c493320
+  // (64 KB); longer rows: below (prefetch or t1024v8 without a residual; with one, or beyond
+  // 512 KB, a loop of two passes, the second from L2). From the H200 A/B at c493320
   // (quack-bench rmsnorm --fwd-path simple-all, bf16 16384 x N; docs/performance.md v3):
   // 1024 r4t32v4 2.76 TB/s, 4096 t256v2 3.69, 8192 t256v4 3.92, 32768 t1024v4 4.10. Rows of
   // 16-32 KB (bf16 16384, fp32 8192): t512v4 (session 6, 9b38c55: 4.17 / 4.17 against the
