@@ -13,7 +13,7 @@ t0=$(date +%s)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   && cmake --build "$BUILD" -j "$JOBS" || { echo "run_tests: build FAILED"; echo "tests: 0 passed, 1 failed, 0 skipped"; exit 1; }
 python3 scripts/compile_times.py "$BUILD" --top 12
-# The Python package (its own build tree, build/<wheel tag>; ccache serves the shared TUs).
+# The Python package (its own build tree, build-py/; ccache serves the shared TUs: pyproject.toml).
 python3 -m pip install -q --no-build-isolation --no-deps . \
   || { echo "run_tests: pip install FAILED"; echo "tests: 0 passed, 1 failed, 0 skipped"; exit 1; }
 echo "run_tests: build took $(( $(date +%s) - t0 )) s"
