@@ -1,5 +1,6 @@
 // RMSNorm backward launchers: (x dtype, dweight?, dbias?, plain?) -> vector-path instance (18,
-// compiled per dtype in rmsnorm_bwd_{bf16,f16,f32}.cu), or the general kernel (1, here).
+// compiled per dtype and dbias flag in rmsnorm_bwd_{bf16,f16,f32}{,_dbias}.cu), or the general
+// kernel (1, here).
 #include <cstdlib>
 #include <string>
 
@@ -38,7 +39,9 @@ RmsNormBwdKernel bwd_kernel(const RmsNormBwdParams& p, bool vec_path, bool has_d
   if (!vec_path) return rmsnorm_bwd_general_kernel;
   const bool plain = rmsnorm_bwd_plain(p, has_db);
   return dispatch_float(p.x.dtype, "rmsnorm_bwd", [&](auto tag) {
-    return rmsnorm_bwd_vec_kernel_t<typename decltype(tag)::type>(has_dw, has_db, plain);
+    using T = typename decltype(tag)::type;
+    return has_db ? rmsnorm_bwd_vec_dbias_kernel_t<T>(has_dw)
+                  : rmsnorm_bwd_vec_kernel_t<T>(has_dw, plain);
   });
 }
 

@@ -51,11 +51,13 @@ void launch_rmsnorm_fwd_simple_t(const RmsNormFwdParams& p, int config, int devi
 void launch_rmsnorm_fwd_simple(const RmsNormFwdParams& p, int config, int device,
                                cudaStream_t stream);
 
-/// Every backward kernel's type; the vector-path instance for x dtype T (defined per dtype in
-/// rmsnorm_bwd_{bf16,f16,f32}.cu; rmsnorm_bwd_vec.cuh).
+/// Every backward kernel's type; the vector-path instances for x dtype T without and with dbias
+/// (defined per dtype in rmsnorm_bwd_{bf16,f16,f32}{,_dbias}.cu; rmsnorm_bwd_vec.cuh).
 using RmsNormBwdKernel = void (*)(RmsNormBwdParams);
 template <typename T>
-RmsNormBwdKernel rmsnorm_bwd_vec_kernel_t(bool has_dw, bool has_db, bool plain);
+RmsNormBwdKernel rmsnorm_bwd_vec_kernel_t(bool has_dw, bool plain);
+template <typename T>
+RmsNormBwdKernel rmsnorm_bwd_vec_dbias_kernel_t(bool has_dw);
 
 /// Whether the backward takes a "plain" instance for p (dout and dx in x's dtype, no residual
 /// gradients, no dbias; QUACK_RMSNORM_BWD_PLAIN=0 turns them off).
