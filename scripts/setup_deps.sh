@@ -29,11 +29,11 @@ python3 -c 'import pytest' 2>/dev/null || py_missing+=(pytest)
 python3 -c 'import numpy' 2>/dev/null || py_missing+=(numpy)
 if [ ${#py_missing[@]} -gt 0 ]; then
   echo "setup_deps: pip install ${py_missing[*]}"
-  if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --find-links .whl "${py_missing[@]}"
-  else
+  # The carried wheels first (offline GPU machine), then the package index (a machine where
+  # .whl/ holds only the benchmark peers).
+  { ls .whl/*.whl >/dev/null 2>&1 &&
+      python3 -m pip install -q --no-index --find-links .whl "${py_missing[@]}" 2>/dev/null; } ||
     python3 -m pip install -q "${py_missing[@]}"
-  fi
 fi
 if [ -z "${QUACK_CUTLASS_INCLUDE:-}" ] && [ ! -f .deps/cutlass/include/cute/tensor.hpp ] &&
    ! python3 -c 'import cutlass_library' 2>/dev/null; then
