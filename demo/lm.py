@@ -66,7 +66,8 @@ class Head(nn.Module):
 
     ``ce``: "torch_fp32" (run (a): F.cross_entropy on the logits cast to fp32, as a plain
     training loop does), "torch_lowp" (F.cross_entropy on the logits in their compute dtype,
-    outside autocast: no fp32 copy of the logits; the reductions still accumulate in fp32), or a
+    outside autocast: no fp32 copy of the logits, log-softmax in fp32 registers but stored in
+    bf16; per-token losses averaged in fp32), or a
     callable ``ce(logits_2d, targets_1d) -> mean loss`` (e.g. quack_cpp.cross_entropy)."""
 
     def __init__(self, d, vocab, linear: Callable, ce="torch_fp32"):
@@ -83,8 +84,10 @@ class Head(nn.Module):
         if self.ce == "torch_fp32":
             return F.cross_entropy(logits.float(), targets)
         if self.ce == "torch_lowp":
+            # Per-token losses in the logits' dtype (rounded once each, unbiased), their mean
+            # in fp32: a bf16 mean would round the loss itself to ~0.4 %.
             with torch.autocast(device_type=h.device.type, enabled=False):
-                return F.cross_entropy(logits, targets)
+                return F.cross_entropy(logits, targets, reduction="none").float().mean()
         return self.ce(logits, targets)
 
     def logits(self, h):

@@ -243,13 +243,17 @@ def make_backend(base):
     """A torch.compile backend that records which ops each captured graph calls (to list the
     quack_cpp ops the compiled run holds) and hands the graph to ``base`` unchanged."""
     import collections
+
+    import torch
     from torch._dynamo.backends.registry import lookup_backend
     inner = lookup_backend(base)
     graphs = []
 
     def backend(gm, example_inputs):
+        # Nested graphs too (an autograd.Function's forward is a subgraph of its own).
         graphs.append(collections.Counter(
-            str(n.target) for n in gm.graph.nodes if n.op == "call_function"))
+            str(n.target) for m in gm.modules() if isinstance(m, torch.fx.GraphModule)
+            for n in m.graph.nodes if n.op == "call_function"))
         return inner(gm, example_inputs)
     return backend, graphs
 

@@ -195,3 +195,21 @@ def test_kernel_families():
     assert f("triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0") == "Triton (compiled)"
     assert f("void at::native::(anonymous namespace)::multi_tensor_apply_kernel") == "optimizer"
     assert f("void at::native::vectorized_elementwise_kernel<4, ...>") == "other"
+
+
+def test_demo_on_quack_cpp_python_layer(corpus, tmp_path, monkeypatch):
+    """Runs (a), (c), (d) with the installed quack_cpp's Python layer in place of the
+    stand-ins, its kernels replaced by the CPU stand-ins of cpu_stand_in.py (the custom ops,
+    their autograd and fake kernels, our modules' constructors and dispatch all run; the GEMM
+    ops are counted in the compiled graph). Needs a built quack_cpp (skips without)."""
+    quack_cpp = pytest.importorskip("quack_cpp")
+    import quack_cpp.nn  # noqa: F401
+    cpu_stand_in = pytest.importorskip("cpu_stand_in")
+    monkeypatch.setattr(ours, "cpu_stand_ins", lambda: quack_cpp)
+    with cpu_stand_in.registered():
+        code, out = run_main(["--cpu-smoke", "--data", corpus, "--out", str(tmp_path),
+                              "--steps", "2", "--runs", "a,c,d"])
+    assert code == 0, out
+    rec = json.loads((tmp_path / "train_lm.json").read_text())
+    assert {"rmsnorm", "linear"} <= set(rec["env"]["ours_used"])
+    assert "gemm x" in rec["runs"]["d"]["compiled_graphs"], rec["runs"]["d"]["compiled_graphs"]
