@@ -399,8 +399,9 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
     else:
         head = lambda d, v: Head(d, v, linear, "torch_lowp")  # noqa: E731
         ops.append(f"head + loss: {lin_name} + F.cross_entropy on the bf16 logits")
+    in_model = [o for o in OPS if o in used and not (o == "ce" and "lce" in used)]
     return Parts(name="ours", norm=norm, linear=linear, mlp=mlp, head=head, ops=ops,
-                 used=sorted(used, key=OPS.index))
+                 used=in_model)
 
 
 OPS_API = {"rmsnorm": "nn.RMSNorm", "linear": "nn.Linear", "mlp": "nn.MLP",

@@ -286,6 +286,7 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
     desc = RUNS[label][0]
     cuda = device.type == "cuda"
     free_memory()
+    mem_start = torch.cuda.memory_allocated() / 2**30 if cuda else None
     t_build = time.perf_counter()
     torch.manual_seed(seed)
     model = LM(cfg, parts, device)
@@ -309,7 +310,8 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
         else:
             fwd = torch.compile(model, backend=backend)
     print(f"run {label}: {desc}, seed {seed}, {n_params / 1e6:.1f} M parameters, init "
-          f"checksum {chk:.6f}", flush=True)
+          f"checksum {chk:.6f}" + (f", {mem_start:.2f} GiB allocated before the model"
+                                   if cuda else ""), flush=True)
 
     T = cfg["seq_len"]
     starts = batch_starts(train.numel(), cfg, steps).to(device)
@@ -395,7 +397,8 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
                median_host_ms=statistics.median(host_ms[TIMING_WARMUP:] or host_ms),
                tokens_per_s=cfg["batch"] * T / (med / 1e3),
                final_loss=sum(window) / len(window), val_loss=vl / max(1, vn),
-               peak_gib=peak, peak_reserved_gib=peak_reserved, first_step_s=first_step_s,
+               peak_gib=peak, peak_reserved_gib=peak_reserved, mem_start_gib=mem_start,
+               first_step_s=first_step_s,
                train_s=train_s, wall_s=time.perf_counter() - t_build, census=cen)
     if graphs is not None:
         res["compiled_graphs"] = compiled_ops_line(graphs)
@@ -695,6 +698,15 @@ def _main(args):
     if runs:
         print_table(runs, args.steps)
         print_summary(summary, runs)
+    for k in ("c", "d"):
+        if k in runs:
+            r = runs[k]
+            ran = (", ".join(f"{n} {ms:.1f} ms" for n, ms in sorted(r["census"]["ours_ms"].items()))
+                   if r.get("census") else "no census")
+            print(f"our kernels in ({k}): {', '.join(r['used']) or 'none'} in the model; GPU "
+                  f"time per step in our kernels: {ran or 'none seen'}"
+                  + (f"; compiled graph: {r['compiled_graphs']}" if r.get("compiled_graphs")
+                     else ""))
     for k, v in failed.items():
         print(f"FAILED: {k}: {v}")
     os.makedirs(args.out, exist_ok=True)

@@ -55,7 +55,7 @@ def test_cpu_smoke_all_runs(corpus, tmp_path):
     assert "train_lm: cpu smoke OK" in out
     rec = json.loads((tmp_path / "train_lm.json").read_text())
     assert list(rec["runs"]) == list("abcde")
-    assert rec["env"]["ours_used"] == list(ours.OPS)
+    assert rec["env"]["ours_used"] == ["rmsnorm", "linear", "mlp", "lce"]  # lce replaces ce
     runs = rec["runs"]
     # Same weights and batches: (a)-(d) agree on the first loss; (e) starts elsewhere.
     for k in "bcd":
