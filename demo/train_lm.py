@@ -182,7 +182,7 @@ def kernel_family(name):
         return "Triton (compiled)"
     if any(k in n for k in ("nvjet", "xmma", "gemm", "cublas", "cutlass", "sm90_")):
         return "GEMM (cuBLAS)"
-    if any(k in n for k in ("adam", "multi_tensor", "norm_kernel", "lpnorm")):
+    if any(k in n for k in ("adam", "multi_tensor", "lpnorm")):
         return "optimizer"
     return "other"
 
@@ -413,7 +413,7 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
           f", first step {first_step_s:.1f} s, {res['wall_s']:.0f} s", flush=True)
     if after is not None:
         after(model, res)
-    del model, opt, fwd, params
+    model = opt = fwd = params = step_fn = None   # the closure's cells too: frees the run
     if compiled:
         torch._dynamo.reset()
     free_memory()
