@@ -161,7 +161,7 @@ if [ "$DEMO" = 1 ] && [ "$PY_OK" = 1 ]; then
   # The device returns at most 8 files: keep the demo's JSON and profiles aside, bring the
   # printed report (it includes the profile tables) and the loss plot.
   python3 demo/train_lm.py --out /tmp/quack_demo --profile 3 > "$RES/demo.txt" 2>&1
-  echo "demo exit $?" >> "$RES/demo.txt"; cp /tmp/quack_demo/train_lm_loss.png "$RES/" 2>/dev/null
+  echo "demo exit $?" >> "$RES/demo.txt"; cp /tmp/quack_demo/train_lm.png "$RES/" 2>/dev/null
 fi
 
 echo
