@@ -1,6 +1,7 @@
 // The row skeleton's host side: plan (policy, configuration, geometry) and the call/launch glue.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "common/check.h"
@@ -167,7 +168,12 @@ void run_row_call(const RowCall& c, const RowPlan& plan, cudaStream_t stream) {
     ArgCheck(c.fn).fail("operands of (M, N) = (" + std::to_string(plan.g.rows) + ", " +
                         std::to_string(plan.g.cols) + ") need " + std::to_string(plan.grid) +
                         " CTAs on this layout, expected at most 2^31 - 1 (one launch)");
-  DeviceGuard guard(c.device);
+  std::optional<DeviceGuard> guard;
+  try {
+    guard.emplace(c.device);
+  } catch (const CudaError& e) {  // e.g. no driver: say which call met it
+    throw CudaError(std::string(c.fn) + ": " + e.what());
+  }
   RowParams p = c.p;
   p.g = plan.g;
   c.op->launch(plan, p, c.device, stream, c.fn);
