@@ -58,7 +58,8 @@ inline double underflow_floor(DType t) {
   return t == DType::kFloat16 ? 6e-8 : 1.2e-38;
 }
 
-/// Row-by-row comparison: tolerance.h's rule with scale = max(max|ref of the row|, floor[i]);
+/// Row-by-row comparison: tolerance.h's rule with scale = max(max|ref of the row|, floor[i])
+/// (floors: log_softmax max|x| + max|y|, the backward's terms, softmax_ref.h);
 /// with `elementwise`, also |got − ref| ≤ rel·|ref| + underflow for every element (softmax
 /// outputs: positive, relative errors; a row-wide scale would hide wrong small elements).
 inline ::testing::AssertionResult close_rows(const std::string& what, const std::vector<double>& got,
@@ -128,8 +129,23 @@ inline detail::RowPlan run_softmax_case(const SoftmaxCase& c) {
   std::vector<double> a_host = download(a);  // exactly what the device holds
   DeviceTensor b, out;
   std::vector<double> b_host;
+  std::vector<double> log_floors;
   if (!c.bwd) {
     ref = ref::softmax_fwd_ref(M, N, a_host.data(), c.log);
+    if (c.log) {
+      // log_softmax's terms x and lse cancel (N = 1: y = 0): floor each row's scale at their
+      // size, max|x| + max|y|.
+      log_floors.assign(static_cast<size_t>(M), 0.0);
+      for (int64_t i = 0; i < M; ++i) {
+        double mx = 0, my = 0;
+        for (int64_t j = 0; j < N; ++j) {
+          if (std::isfinite(a_host[i * N + j])) mx = std::fmax(mx, std::fabs(a_host[i * N + j]));
+          if (std::isfinite(ref[i * N + j])) my = std::fmax(my, std::fabs(ref[i * N + j]));
+        }
+        log_floors[static_cast<size_t>(i)] = mx + my;
+      }
+      floors = &log_floors;
+    }
   } else {
     // y: the forward's output of random x, rounded to y's dtype (re-uploaded in a's layout).
     std::vector<double> y = ref::softmax_fwd_ref(M, N, a_host.data(), c.log);
