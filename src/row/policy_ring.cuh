@@ -98,10 +98,10 @@ __global__ void __launch_bounds__(kTpr, 1) row_ring_kernel(const __grid_constant
                                          cuda::ptx::space_shared, &full[st], kIn * slice_bytes);
 #pragma unroll
     for (int s = 0; s < kIn; ++s)
-      cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global,
-                               bufs + (st * kIn + s) * kChunk,
-                               static_cast<const TIn*>(p.in[s].ptr) + row * p.in[s].row_stride + col0,
-                               slice_bytes, &full[st]);
+      cuda::ptx::cp_async_bulk(
+          cuda::ptx::space_cluster, cuda::ptx::space_global, bufs + (st * kIn + s) * kChunk,
+          static_cast<const TIn*>(p.in[s].ptr) + row * p.in[s].row_stride + col0, slice_bytes,
+          &full[st]);
   };
   // Thread 0: this CTA's slices of `row` into L2 only.
   auto prefetch = [&](int64_t row) {

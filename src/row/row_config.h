@@ -87,11 +87,14 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRing, 1024, 1, 4, 1, 2, 2, "ring-t1024v4-s1"},  // 10: ≤ 16 x 64 KB (2+ streams)
     {RowPolicy::kLooped, 1024, 1, 2, 0, 1, 2, "t1024v2-looped"},  // 11: any row
 };
-inline constexpr int kRowConfigCount = static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
+inline constexpr int kRowConfigCount =
+    static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
 
 /// Floats of shared memory per reduction slot for a reduction of `floats` floats (slots are
 /// padded to a power of two so cluster_exchange moves whole 16-byte chunks).
-QUACK_ROW_HD constexpr int row_slot_floats(int floats) { return floats <= 1 ? 1 : floats <= 2 ? 2 : 4; }
+QUACK_ROW_HD constexpr int row_slot_floats(int floats) {
+  return floats <= 1 ? 1 : floats <= 2 ? 2 : 4;
+}
 
 /// Shared memory of the ring policy's cluster reduction: two stages of one slot per warp and
 /// cluster CTA, then the exchange's two mbarriers (16 bytes). ClusterRowReducer::kBytes.
@@ -110,8 +113,8 @@ QUACK_ROW_HD constexpr int64_t row_ring_smem_bytes(const RowConfig& c, int n_in,
 /// red_floats floats, per-column vectors (n_cols) and input elements of in_elt bytes:
 /// register policies hold n_in x vecs packed vectors (4 registers each) under the CTA's
 /// register cap (65536 / threads, at most 255); the ring's stages fit 227 KB.
-QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int red_floats, int n_cols,
-                                 int in_elt) {
+QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int red_floats,
+                                              int n_cols, int in_elt) {
   if (n_cols != 0) return false;  // per-column vectors: not yet in the kernels (op_traits.cuh)
   if (n_in < c.min_in || in_elt < c.min_elt) return false;
   if (c.policy == RowPolicy::kRegister || c.policy == RowPolicy::kLooped) {

@@ -24,6 +24,8 @@ __device__ __forceinline__ float log2_approx(float x) {
 
 /// e^(x - m) with the difference taken first (exact when x and m are close, so shifted inputs
 /// such as x + 100 lose no accuracy), then one multiply and the MUFU.
-__device__ __forceinline__ float exp_diff(float x, float m) { return exp2_approx((x - m) * kLog2e); }
+__device__ __forceinline__ float exp_diff(float x, float m) {
+  return exp2_approx((x - m) * kLog2e);
+}
 
 }  // namespace quack::detail

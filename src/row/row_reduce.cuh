@@ -151,7 +151,8 @@ __device__ __forceinline__ typename R::Val load_slot(const float* slot) {
 /// static shared memory) serve one call.
 template <int kTpr, int kRows, class R>
 struct StaticRowReducer {
-  static_assert(kTpr >= 1 && (kTpr & (kTpr - 1)) == 0 && kTpr <= 1024, "kTpr: power of two ≤ 1024");
+  static_assert(kTpr >= 1 && (kTpr & (kTpr - 1)) == 0 && kTpr <= 1024,
+                "kTpr: power of two ≤ 1024");
   static_assert(kTpr * kRows % 32 == 0, "whole warps: the shuffles use the full mask");
   static constexpr int kWarpsPerRow = kTpr > 32 ? kTpr / 32 : 1;
   static constexpr int kSlot = row_slot_floats(R::kFloats);
@@ -215,7 +216,8 @@ struct ClusterRowReducer {
       cluster_exchange(s + rank * kWarps * kSlot, kWarps * kSlot, kWarps * kSlot, 1, cluster_n,
                        rank, bars + (k & 1), k);
     Val r = R::identity();
-    for (int i = lane; i < kWarps * cluster_n; i += 32) r = R::combine(r, load_slot<R>(s + i * kSlot));
+    for (int i = lane; i < kWarps * cluster_n; i += 32)
+      r = R::combine(r, load_slot<R>(s + i * kSlot));
     return warp_allreduce_red<R>(r, 32);
   }
 };
