@@ -191,7 +191,7 @@ __device__ __forceinline__ float ce_grad(const RowParams& p, const CeGradRow& r,
   float y = x, th = 0.f;
   if constexpr (kCap) {
     th = tanh_mufu(x * p.scalar[ce::kInvCap]);
-    y = p.scalar[ce::kCap] * th;  // the fold's y, bit for bit
+    y = p.scalar[ce::kCap] * th;  // the fold's y (same expression)
   }
   const float pj = exp_diff(y, r.lse);
   float g = fmaf(r.a, pj, kWS ? -r.b * ce_weight(p, col) : -r.b);
