@@ -1,8 +1,8 @@
 // The cross-entropy forward's prep and finish kernels and the gradient rescale
 // (cross_entropy_aux.h).
 //
-// prep, finish: one CTA of 1024 threads; thread k takes elements k, k + 1024, ... in order and
-// accumulates in fp64, then a fixed-order block sum (warp tree, then warp 0 over the warp
+// prep, finish: one CTA of 1024 threads; thread k takes elements k, k + 1024, ... in order
+// (8 loads in flight per thread) and accumulates in fp64, then a fixed-order block sum (warp tree, then warp 0 over the warp
 // partials): the same bits on every run. One CTA reads M targets or M per-row parts (128 KB
 // at M = 16384: a few µs); no counters, so the workspace needs no zeroing and a CUDA graph
 // replays them as they are.
@@ -53,6 +53,7 @@ __device__ __forceinline__ float load_weight(const RowIO& w, int64_t j) {
 __global__ void __launch_bounds__(kAuxThreads) ce_prep_kernel(const CePrepParams q) {
   __shared__ double red[32];
   double count = 0.0, wsum = 0.0, wall = 0.0;
+#pragma unroll 8
   for (int64_t i = threadIdx.x; i < q.M; i += kAuxThreads) {
     const int64_t t = load_index(q.target, i);
     if (t != q.ignore_index && t >= 0 && t < q.V) {
@@ -60,8 +61,10 @@ __global__ void __launch_bounds__(kAuxThreads) ce_prep_kernel(const CePrepParams
       wsum += q.weight.ptr ? double(load_weight(q.weight, t)) : 1.0;
     }
   }
-  if (q.weight_sum)
+  if (q.weight_sum) {
+#pragma unroll 8
     for (int64_t j = threadIdx.x; j < q.V; j += kAuxThreads) wall += load_weight(q.weight, j);
+  }
   count = block_sum(count, red);
   wsum = block_sum(wsum, red);
   wall = block_sum(wall, red);
@@ -77,6 +80,7 @@ __global__ void __launch_bounds__(kAuxThreads) ce_prep_kernel(const CePrepParams
 __global__ void __launch_bounds__(kAuxThreads) ce_finish_kernel(const CeFinishParams q) {
   __shared__ double red[32];
   double ce = 0.0, z = 0.0;
+#pragma unroll 8
   for (int64_t i = threadIdx.x; i < q.M; i += kAuxThreads) {
     ce += q.ce_rows[i];
     if (q.z_rows) z += q.z_rows[i];
