@@ -233,7 +233,9 @@ struct CrossEntropyFwd : RowOpBase {
                                                const Red::Val& tot, int64_t row, bool writer) {
     const int64_t flags = p.iscalar[ce::kFlags];
     const float m = tot.v[0];
-    const float ln_s = log2_approx(tot.v[1]) * kLn2;
+    // s = 1 (one finite logit, or V = 1): ln s = 0 exactly, so that row's loss and dx are
+    // exactly 0 (lg2.approx(1) is not).
+    const float ln_s = tot.v[1] == 1.f ? 0.f : log2_approx(tot.v[1]) * kLn2;
     const float lse = m + ln_s;
     const float wt = ce_target_weight(p, in.t);
     const float wsum =
