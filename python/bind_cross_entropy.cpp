@@ -47,7 +47,8 @@ void bind_cross_entropy(nb::module_& m) {
       },
       nb::arg("target"), nb::arg("reduction"), nb::arg("label_smoothing") = 0.0,
       nb::arg("z_loss_scale") = 0.0, nb::arg("weight").none() = nb::none(),
-      "Bytes of device workspace cross_entropy_fwd needs (quack::cross_entropy_fwd_workspace_size):\n"
+      "Bytes of device workspace cross_entropy_fwd needs\n"
+      "(quack::cross_entropy_fwd_workspace_size):\n"
       "0 for 'none' without class weights and label smoothing; else 64 + 4·M (+ 4·M with a\n"
       "z-loss) for 'sum'/'mean'. 16-byte aligned, contents irrelevant.");
 
@@ -81,7 +82,8 @@ void bind_cross_entropy(nb::module_& m) {
         nb::gil_scoped_release release;
         quack::cross_entropy_fwd(a, to_stream(stream));
       },
-      nb::arg("x").none(), nb::arg("target"), nb::arg("loss"), nb::arg("weight").none() = nb::none(),
+      nb::arg("x").none(), nb::arg("target"), nb::arg("loss"),
+      nb::arg("weight").none() = nb::none(),
       nb::arg("lse_partial").none() = nb::none(), nb::arg("target_logit").none() = nb::none(),
       nb::arg("lse").none() = nb::none(), nb::arg("z_loss").none() = nb::none(),
       nb::arg("dx").none() = nb::none(), nb::arg("ignore_index") = -100,
@@ -128,8 +130,8 @@ void bind_cross_entropy(nb::module_& m) {
       nb::arg("label_smoothing") = 0.0, nb::arg("z_loss_scale") = 0.0,
       nb::arg("logit_softcap") = 0.0, nb::arg("stream") = 0,
       (std::string("Cross-entropy backward from lse (quack::cross_entropy_bwd) into dx (M, V):\n"
-                   "dx_ij = dloss_i * d loss_i / d x_ij with the forward's options; dloss (M), any\n"
-                   "stride including 0, or (1) for every row; dx may be x itself.\n") +
+                   "dx_ij = dloss_i * d loss_i / d x_ij with the forward's options; dloss\n"
+                   "(M), any stride including 0, or (1) for every row; dx may be x itself.\n") +
        quack_py::kTensorDoc + kRaises)
           .c_str());
 

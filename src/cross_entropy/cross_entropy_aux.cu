@@ -2,10 +2,10 @@
 // (cross_entropy_aux.h).
 //
 // prep, finish: one CTA of 1024 threads; thread k takes elements k, k + 1024, ... in order
-// (8 loads in flight per thread) and accumulates in fp64, then a fixed-order block sum (warp tree, then warp 0 over the warp
-// partials): the same bits on every run. One CTA reads M targets or M per-row parts (128 KB
-// at M = 16384: a few µs); no counters, so the workspace needs no zeroing and a CUDA graph
-// replays them as they are.
+// (8 loads in flight per thread) and accumulates in fp64, then a fixed-order block sum (warp
+// tree, then warp 0 over the warp partials): the same bits on every run. One CTA reads M
+// targets or M per-row parts (128 KB at M = 16384: a few µs); no counters, so the workspace
+// needs no zeroing and a CUDA graph replays them as they are.
 // scale: reads g first and returns when g == 1 (every CTA; nothing else is read or written);
 // otherwise CTAs take rows b, b + grid, ... and their threads 16-byte vectors (or elements) of
 // the row.

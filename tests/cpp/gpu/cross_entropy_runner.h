@@ -206,7 +206,8 @@ inline detail::RowPlan run_ce_case(const CeCase& c) {
     const detail::RowCall call = detail::cross_entropy_bwd_call(a);
     plan = detail::plan_row_call(call, c.config);
     if (c.config >= 0) {
-      EXPECT_NE(plan.policy, detail::RowPolicy::kNone) << "the forced configuration does not take the case";
+      EXPECT_NE(plan.policy, detail::RowPolicy::kNone)
+          << "the forced configuration does not take the case";
       if (plan.policy == detail::RowPolicy::kNone) return plan;
       detail::run_row_call(call, plan, nullptr);
     } else {
@@ -228,8 +229,9 @@ inline detail::RowPlan run_ce_case(const CeCase& c) {
       for (int64_t i = 0; i < M; ++i)
         for (int64_t k = 0; k < K; ++k) {
           double m = -std::numeric_limits<double>::infinity(), s = 0.0;
-          for (int64_t j = k * chunk; j < std::min(V, (k + 1) * chunk); ++j) m = std::fmax(m, xh[i * V + j]);
-          for (int64_t j = k * chunk; j < std::min(V, (k + 1) * chunk); ++j) s += std::exp(xh[i * V + j] - m);
+          const int64_t end = std::min(V, (k + 1) * chunk);
+          for (int64_t j = k * chunk; j < end; ++j) m = std::fmax(m, xh[i * V + j]);
+          for (int64_t j = k * chunk; j < end; ++j) s += std::exp(xh[i * V + j] - m);
           ph[i * K + k] = m + std::log(s);
         }
       round_all(DType::kFloat32, ph);
@@ -261,7 +263,8 @@ inline detail::RowPlan run_ce_case(const CeCase& c) {
     const detail::CeFwdCall call = detail::cross_entropy_fwd_call(a);
     plan = detail::plan_row_call(call.row, c.config);
     if (c.config >= 0) {
-      EXPECT_NE(plan.policy, detail::RowPolicy::kNone) << "the forced configuration does not take the case";
+      EXPECT_NE(plan.policy, detail::RowPolicy::kNone)
+          << "the forced configuration does not take the case";
       if (plan.policy == detail::RowPolicy::kNone) return plan;
       detail::run_cross_entropy_fwd(call, plan, nullptr);
     } else {

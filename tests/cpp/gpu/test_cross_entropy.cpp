@@ -366,10 +366,10 @@ TEST_F(CeCases, LayoutsAndDtypes) {
 class CeScaleGrad : public GpuTest {};
 
 TEST_F(CeScaleGrad, OneLeavesDxUntouchedOthersScale) {
-  for (auto [M, V, dt, rs] : {std::tuple<int64_t, int64_t, DType, int64_t>{33, 4096, DType::kBFloat16, -1},
-                              {5, 1001, DType::kFloat32, -1},
-                              {6, 512, DType::kFloat16, 520},
-                              {4, 300, DType::kBFloat16, 301}}) {
+  using Dx = std::tuple<int64_t, int64_t, DType, int64_t>;  // M, V, dtype, row stride
+  for (auto [M, V, dt, rs] :
+       {Dx{33, 4096, DType::kBFloat16, -1}, Dx{5, 1001, DType::kFloat32, -1},
+        Dx{6, 512, DType::kFloat16, 520}, Dx{4, 300, DType::kBFloat16, 301}}) {
     SCOPED_TRACE("M=" + std::to_string(M) + " V=" + std::to_string(V));
     Rng rng(static_cast<uint64_t>(M * V));
     Layout l;

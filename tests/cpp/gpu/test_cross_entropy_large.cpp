@@ -140,7 +140,8 @@ void run_shape(int64_t M, int64_t V) {
       const detail::CeFwdCall call2 = detail::cross_entropy_fwd_call(b);
       detail::run_cross_entropy_fwd(call2, detail::plan_row_call(call2.row, config), nullptr);
       QUACK_CUDA_OK(cudaDeviceSynchronize());
-      EXPECT_TRUE(close("loss", get_floats(rows, checked), r.loss_rows, tolerance(DType::kFloat32)));
+      EXPECT_TRUE(
+          close("loss", get_floats(rows, checked), r.loss_rows, tolerance(DType::kFloat32)));
       EXPECT_TRUE(close("lse", get_floats(lse, checked), r.lse, tolerance(DType::kFloat32)));
 
       // Backward from the device's lse, dloss per row.

@@ -59,7 +59,8 @@ void expect_invalid(const std::function<void()>& f, const std::string& fn,
     f();
   } catch (const InvalidArgument& e) {
     const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(fn + ": ", 0), 0u) << "message does not start with '" << fn << ": ': " << msg;
+    EXPECT_EQ(msg.rfind(fn + ": ", 0), 0u)
+        << "message does not start with '" << fn << ": ': " << msg;
     for (const auto& p : parts)
       EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
     return;

@@ -117,7 +117,8 @@ inline CeRef cross_entropy_ref(int64_t M, int64_t V, const double* x, const int6
       sz = 1.0 / r.denom_z;
     }
     const double ev = o.eps / static_cast<double>(V);
-    const double a = sce * ((1.0 - o.eps) * w(t) + ev * W) + (o.zs != 0.0 ? sz * 2.0 * o.zs * lse : 0.0);
+    const double a = sce * ((1.0 - o.eps) * w(t) + ev * W) +
+                     (o.zs != 0.0 ? sz * 2.0 * o.zs * lse : 0.0);
     const double c = sce * (1.0 - o.eps) * w(t);
     for (int64_t j = 0; j < V; ++j) {
       const double p = std::exp(y[j] - lse);
