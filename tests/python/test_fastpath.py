@@ -95,7 +95,7 @@ def _rms_run(case, g, strided=False, sum_dy=False):
     outs = quack_cpp.rmsnorm(*leaves, eps=1e-5, prenorm=prenorm, residual_dtype=rd_arg,
                              out_dtype=out_dtype)
     outs = outs if isinstance(outs, tuple) else (outs,)
-    fast = _node(outs[0]) is ops._RMSNormFn._backward_cls
+    fast = _node(outs[0]) is ops.rmsnorm_fwd.Function._backward_cls
     diff = [o for o in outs if o.requires_grad]
     if sum_dy and diff:
         sum(o.float().sum() for o in diff).backward()  # stride-0 dy
@@ -132,7 +132,7 @@ def test_rmsnorm_module_autocast(x_dtype, monkeypatch):
         with torch.autocast(DEVICE, dtype=bf16):
             y = m(x)
         y.backward(randn(g, *y.shape, dtype=y.dtype))
-        return [y.detach(), x.grad, m.weight.grad], _node(y) is ops._RMSNormFn._backward_cls
+        return [y.detach(), x.grad, m.weight.grad], _node(y) is ops.rmsnorm_fwd.Function._backward_cls
 
     (fast, ffast), (slow, sfast) = _both(go, monkeypatch)
     assert ffast and not sfast
@@ -171,7 +171,7 @@ def _gemm_bwd(g):
     B = randn(g, 512, 768, dtype=bf16).requires_grad_(True)
     C = randn(g, 1000, 768).requires_grad_(True)
     D = quack_cpp.gemm_add(A, B, C, alpha=0.5, beta=-3.0, out_dtype=f32)
-    assert (_node(D) is gemm_ops._GemmFn._backward_cls) == (not ops.FORCE_CUSTOM_OP)
+    assert (_node(D) is gemm_ops.gemm_op.Function._backward_cls) == (not ops.FORCE_CUSTOM_OP)
     D.backward(randn(g, 1000, 768))
     E = quack_cpp.gemm(A, B)
     E.sum().backward()  # stride-0 dD
@@ -233,7 +233,7 @@ def test_cuda_graph_capture_fast_path():
     def step():
         y, h = quack_cpp.rmsnorm(x, w, residual=r, prenorm=True)
         z = lin(y)
-        assert _node(y) is ops._RMSNormFn._backward_cls  # the fast path, also when capturing
+        assert _node(y) is ops.rmsnorm_fwd.Function._backward_cls  # the fast path, also when capturing
         torch.autograd.backward([z, h], [dy, dh])
         return z, h
 
