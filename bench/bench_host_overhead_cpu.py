@@ -5,14 +5,19 @@ next to a built ``_C*.so`` on PYTHONPATH; any torch build, CPU is enough):
 
     python3 bench/bench_host_overhead_cpu.py                  # M=8, N=K=1024 (bench_op_overhead's)
     python3 bench/bench_host_overhead_cpu.py --profile linear # cProfile of one case
+    python3 bench/bench_host_overhead_cpu.py --custom-op      # the custom ops' path
 
-Cases (each: one call = what bench_op_overhead.py times on the GPU, minus the GPU):
-  rmsnorm fwd+bwd  quack_cpp.rmsnorm(x bf16 (M, N), w fp32).backward(dy); grads reset to None
+Cases (each: one call = what bench_host_time.py / bench_op_overhead.py time on the GPU, minus
+the GPU):
+  rmsnorm fwd      quack_cpp.rmsnorm(x, w, b) under no_grad: x bf16 (M, N), w and b bf16 (N,)
+                   (bench_host_time.py's call)
+  rmsnorm fwd+bwd  torch.autograd.grad(quack_cpp.rmsnorm(xr, wr, br), (xr, wr, br), dy) (ditto)
+  rmsnorm .backward quack_cpp.rmsnorm(x bf16 (M, N), w fp32).backward(dy); grads reset to None
   linear fwd+bwd   quack_cpp.nn.Linear(K, N, bf16)(x bf16 (M, K)).backward(dy): forward GEMM,
                    dgrad, wgrad; grads reset to None
   gemm fwd         quack_cpp.gemm(A bf16 (M, K), W.T) with no grad (``_gemm_impl`` only)
 
-Method: CPU tensors are let through ``ops.eager_fast_path`` as test_fastpath_cpu.py's ``as_cuda``
+Method: CPU tensors are let through ``_registrar.route`` as test_fastpath_cpu.py's ``as_cuda``
 fixture does (so they take the CUDA fast path), and the launches (``_C.gemm``,
 ``_C.rmsnorm_fwd``, ``_C.rmsnorm_bwd``, ``_C.rmsnorm_bwd_workspace_size``) are Python no-ops;
 ``_C.gemm_can_implement`` is the real host-only C++ query. What is measured is therefore the
@@ -36,7 +41,10 @@ def parse_args():
     p.add_argument("--K", type=int, default=1024)
     p.add_argument("--iters", type=int, default=2000, help="calls per round")
     p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--profile", default="", help="cProfile one case: rmsnorm, linear or gemm")
+    p.add_argument("--profile", default="",
+                   help="cProfile one case: rmsnorm_fwd, rmsnorm_grad, rmsnorm, linear or gemm")
+    p.add_argument("--custom-op", action="store_true",
+                   help="time the custom-op path (FORCE_CUSTOM_OP) instead of the fast path")
     return p.parse_args()
 
 
@@ -62,20 +70,26 @@ class StubC:
         return 4096
 
 
-def patch(ops, gemm_ops, torch):
-    """CPU tensors take the fast path (as test_fastpath_cpu.py's as_cuda) and _C is stubbed."""
-    plain, strided, dtypes = ops._PLAIN_TYPES, torch.strided, ops._KERNEL_DTYPES
+def patch(reg, ops, gemm_ops, torch, force_custom_op):
+    """CPU tensors take the fast path (as test_fastpath_cpu.py's as_cuda) and _C is stubbed;
+    with force_custom_op, the custom ops run (their CPU kernels: the CUDA kernels' bodies)."""
+    plain, strided, dtypes = reg._PLAIN_TYPES, torch.strided, reg.KERNEL_DTYPES
+    wrapped = reg._is_wrapped
 
-    def cpu_as_cuda(t):  # ops._is_plain_cuda with is_cpu for is_cuda: the same host cost
+    def cpu_as_cuda(t):  # _registrar._is_plain_cuda with is_cpu for is_cuda: the same cost
         return (type(t) in plain and t.is_cpu and t.layout == strided and not t.is_nested
-                and t.dtype in dtypes)
+                and t.dtype in dtypes and not wrapped(t))
 
-    ops._is_plain_cuda = cpu_as_cuda
-    ops._DEVICE_TYPES = ops._DEVICE_TYPES + ("cpu",)
-    ops.FORCE_CUSTOM_OP = False
+    reg._is_plain_cuda = cpu_as_cuda
+    reg.DEVICE_TYPES = reg.DEVICE_TYPES + ("cpu",)
+    ops.FORCE_CUSTOM_OP = force_custom_op
     stub = StubC(ops._C)
     ops._C = stub
     gemm_ops._C = stub
+    lib = torch.library.Library("quack_cpp", "IMPL")
+    for op in (ops.rmsnorm_fwd, ops.rmsnorm_bwd, gemm_ops.gemm_op, gemm_ops.gemm_add_inplace_op):
+        lib.impl(op.__name__, op.kernel, "CPU")
+    return lib
 
 
 def cases(torch, a):
@@ -83,6 +97,17 @@ def cases(torch, a):
     import quack_cpp.nn as qnn
 
     bf16 = torch.bfloat16
+    xb, wb, bb = (torch.randn(*s, dtype=bf16) for s in ((a.M, a.N), (a.N,), (a.N,)))
+    xr, wr, br = (t.clone().requires_grad_(True) for t in (xb, wb, bb))
+    dyb = torch.randn(a.M, a.N, dtype=bf16)
+
+    def rmsnorm_fwd():
+        with torch.no_grad():
+            quack_cpp.rmsnorm(xb, wb, bb)
+
+    def rmsnorm_grad():
+        torch.autograd.grad(quack_cpp.rmsnorm(xr, wr, br), (xr, wr, br), dyb)
+
     x = torch.randn(a.M, a.N, dtype=bf16, requires_grad=True)
     w = torch.ones(a.N, requires_grad=True)
     dy = torch.randn(a.M, a.N, dtype=bf16)
@@ -105,7 +130,9 @@ def cases(torch, a):
         with torch.no_grad():
             quack_cpp.gemm(A, Bt.mT)
 
-    return {"rmsnorm": ("rmsnorm fwd+bwd", rmsnorm), "linear": ("linear fwd+bwd", linear),
+    return {"rmsnorm_fwd": ("rmsnorm fwd", rmsnorm_fwd),
+            "rmsnorm_grad": ("rmsnorm fwd+bwd", rmsnorm_grad),
+            "rmsnorm": ("rmsnorm .backward", rmsnorm), "linear": ("linear fwd+bwd", linear),
             "gemm": ("gemm fwd", gemm)}
 
 
@@ -113,10 +140,11 @@ def main():
     a = parse_args()
     import torch
 
+    import quack_cpp._registrar as reg
     import quack_cpp.gemm_ops as gemm_ops
     import quack_cpp.ops as ops
 
-    patch(ops, gemm_ops, torch)
+    lib = patch(reg, ops, gemm_ops, torch, a.custom_op)  # noqa: F841 (kept registered)
     table = cases(torch, a)
     if a.profile:
         import cProfile
@@ -146,7 +174,8 @@ def main():
         for k, (_, fn) in table.items():
             res[k].append(timed(fn, a.iters))
     print(f"torch {torch.__version__}, CPU, _C stubbed, M={a.M} N={a.N} K={a.K}, "
-          f"{a.iters} calls x {a.rounds} rounds")
+          f"{a.iters} calls x {a.rounds} rounds, "
+          f"{'custom-op path' if a.custom_op else 'fast path'}")
     print(f"{'case':18s} {'median':>8s} {'min':>8s}  (us/call)")
     for k, (name, _) in table.items():
         print(f"{name:18s} {statistics.median(res[k]):8.1f} {min(res[k]):8.1f}")

@@ -91,6 +91,7 @@ fast path exists, and what it saves per call: docs/architecture.md, "The Python 
 """
 
 import inspect
+import operator
 import os
 from typing import Optional
 
@@ -290,6 +291,17 @@ def _is_tensor_annotation(a) -> bool:
     return a is Tensor or a == Optional[Tensor]
 
 
+def _getter(positions):
+    """args -> the tuple of args[i] for i in positions (operator.itemgetter, which returns a
+    bare item for one position)."""
+    if len(positions) == 1:
+        i = positions[0]
+        return lambda args: (args[i],)
+    if not positions:
+        return lambda args: ()
+    return operator.itemgetter(*positions)
+
+
 class Op:
     """A registered op (see the module docstring): call it like the custom op (positional or
     keyword arguments of ``signature``); it takes the cheapest path that is the same.
@@ -319,6 +331,7 @@ class Op:
                                     if p.default is not inspect.Parameter.empty), len(params))
         self.tensor_positions = tuple(i for i, p in enumerate(params)
                                       if _is_tensor_annotation(p.annotation))
+        self._tensors_of = _getter(self.tensor_positions)
         self.mutated_positions = tuple(i for i, p in enumerate(params) if p.name in mutates)
         self._absent = tuple(getattr(desc, "absent", ()))
         outputs, launch = getattr(desc, "outputs", None), getattr(desc, "launch", None)
@@ -419,11 +432,14 @@ class Op:
 
     def route(self, args) -> int:
         """``route`` of this op's tensor arguments in a full positional tuple."""
-        return route(*[args[i] for i in self.tensor_positions])
+        return route(*self._tensors_of(args))
 
     def __call__(self, *args, **kwargs):
-        args = self._full(args, kwargs)
-        return self.run(route(*[args[i] for i in self.tensor_positions]), *args)
+        if _is_compiling():  # first: Dynamo then traces only the custom op's call
+            return self.custom_op(*args, **kwargs)
+        if kwargs or len(args) < self._nparams:
+            args = self._full(args, kwargs)
+        return self.run(route(*self._tensors_of(args)), *args)
 
     def run(self, path: int, *args):
         """Runs the op on ``path`` (from ``route`` over this op's tensor arguments, which the
@@ -486,6 +502,7 @@ class FunctionOp:
         self.signature = sig.replace(parameters=params)
         self.tensor_positions = tuple(i for i, p in enumerate(params)
                                       if _is_tensor_annotation(p.annotation))
+        self._tensors_of = _getter(self.tensor_positions)
         self._forward = desc.forward
         name = "".join(p.capitalize() for p in self.__name__.split("_")) + "Function"
         self.Function = type(name, (torch.autograd.Function,), {
@@ -495,7 +512,9 @@ class FunctionOp:
 
     def __call__(self, *args):
         """Positional arguments of ``forward`` after ctx, all of them."""
-        return self.run(route(*[args[i] for i in self.tensor_positions]), *args)
+        if _is_compiling():  # first: Dynamo then traces Function.apply
+            return self.Function.apply(*args)
+        return self.run(route(*self._tensors_of(args)), *args)
 
     def run(self, path: int, *args):
         if path == EAGER:

@@ -536,7 +536,7 @@ class Linear:
         K, N = weight.shape[1], weight.shape[0]
         x2 = _as_operand(_rows(_cast(x, dtype), K))
         w = _cast(weight, dtype)
-        y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned))
+        y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned), None, None)
         need_x, need_w = ctx.needs_input_grad[:2]
         lead = x.shape[:-1]
         ctx.dtype, ctx.weight_dtype, ctx.lead, ctx.n = dtype, weight.dtype, lead, N
@@ -552,14 +552,14 @@ class Linear:
         g = _as_operand(_rows(_cast(dy, ctx.dtype), ctx.n))
         dx = dw = None
         if need_x:  # dgrad: dx = dy @ W
-            dx = gemm_op(g, w, None, 1.0, 0.0, ctx.dtype)
+            dx = gemm_op(g, w, None, 1.0, 0.0, ctx.dtype, False, None, None)
             if len(ctx.lead) != 1:
                 dx = dx.view(*ctx.lead, w.shape[1])
         if need_w:  # wgrad: dW = dy^T @ x, in weight's dtype where the C++ has that instance
             a, b, wdt = g.mT, x2, ctx.weight_dtype
             grad = weight.grad if ctx.fuse else None
             if grad is not None and _accepts(a, b, grad, grad, 1.0):
-                gemm_add_inplace_op(a, b, grad, 1.0, 1.0)
+                gemm_add_inplace_op(a, b, grad, 1.0, 1.0, False, None, None)
                 weight.grad = None  # autograd's AccumulateGrad then takes grad as it is
                 dw = grad
             else:  # e.g. fp16 -> fp32 for these layouts: fp16 dW, then cast (as torch does)
@@ -568,7 +568,8 @@ class Linear:
                 shape = (a.shape[0], b.shape[1])
                 ok = wdt == ctx.dtype or any(_accepts(a, b, None, (shape, wdt, col))
                                              for col in (False, True))
-                dw = _cast(gemm_op(a, b, None, 1.0, 0.0, wdt if ok else ctx.dtype), wdt)
+                dw = _cast(gemm_op(a, b, None, 1.0, 0.0, wdt if ok else ctx.dtype, False,
+                                   None, None), wdt)
         return dx, dw, None, None, None
 
 
@@ -613,7 +614,9 @@ def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False,
 
     Source: QuACK 0.2.0 ``linear.LinearFunc`` / ``linear_func``.
     """
-    _check("linear", x=x, weight=weight)
+    path = _reg.route(x, weight)
+    if path == _reg.CUSTOM:
+        _check("linear", x=x, weight=weight)
     dtype = linear_dtype(x, weight)
     if dtype is None:
         raise ValueError(f"linear: x {_shape(x)} and weight {_shape(weight)}: expected both "
@@ -621,4 +624,4 @@ def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False,
     if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: x has shape {tuple(x.shape)} and weight {tuple(weight.shape)},"
                          " expected (..., K) and (N, K)")
-    return linear_op(x, weight, dtype, bool(fuse_grad_accum), bool(tuned))
+    return linear_op.run(path, x, weight, dtype, bool(fuse_grad_accum), bool(tuned))

@@ -102,12 +102,13 @@ class RMSNormFwd:
         """
 
     def outputs(x, weight, bias, residual, eps, out_dtype, residual_out_dtype, store_rstd):
+        # Sizes as separate ints: torch parses a size tuple ~0.3 µs slower, a torch.Size ~0.8.
         M, N = rows_cols(x, "rmsnorm_fwd")
         return (
-            x.new_empty((M, N), dtype=out_dtype),
-            x.new_empty((M, N), dtype=residual_out_dtype)
+            x.new_empty(M, N, dtype=out_dtype),
+            x.new_empty(M, N, dtype=residual_out_dtype)
             if residual_out_dtype is not None else None,
-            x.new_empty((M,), dtype=torch.float32) if store_rstd else None,
+            x.new_empty(M, dtype=torch.float32) if store_rstd else None,
         )
 
     def launch(outs, x, weight, bias, residual, eps, out_dtype, residual_out_dtype, store_rstd):
@@ -233,10 +234,10 @@ class RMSNormBwd:
         if need_dweight and weight is None:
             raise ValueError(f"{fn}: need_dweight is True but weight is None, expected a weight")
         return (
-            x.new_empty((M, N), dtype=dx_dtype),
-            x.new_empty((M, N), dtype=dresidual_dtype) if dresidual_dtype is not None else None,
-            x.new_empty((N,), dtype=weight.dtype) if need_dweight else None,
-            x.new_empty((N,), dtype=dbias_dtype) if dbias_dtype is not None else None,
+            x.new_empty(M, N, dtype=dx_dtype),
+            x.new_empty(M, N, dtype=dresidual_dtype) if dresidual_dtype is not None else None,
+            x.new_empty(N, dtype=weight.dtype) if need_dweight else None,
+            x.new_empty(N, dtype=dbias_dtype) if dbias_dtype is not None else None,
         )
 
     def launch(outs, x, weight, dout, rstd, dresidual_out, dx_dtype, dresidual_dtype,
@@ -256,7 +257,7 @@ class RMSNormBwd:
         )
         # The workspace (fp32 partial sums of dweight/dbias), allocated with torch.
         ws_bytes = _C.rmsnorm_bwd_workspace_size(*args)
-        workspace = x.new_empty((ws_bytes,), dtype=torch.uint8)
+        workspace = x.new_empty(ws_bytes, dtype=torch.uint8)
         _C.rmsnorm_bwd(*args, workspace.data_ptr(), ws_bytes, stream(x))
 
 
@@ -377,12 +378,12 @@ def rmsnorm(
         need_grad,
     )
     if nd != 2:
-        out = out.view(x.shape)
+        out = out.view(*x.shape)  # unpacked: view(torch.Size) parses ~1 µs slower
     if not prenorm:
         return out
     if res_out_dtype is None:
         return out, x
-    return out, (res_out if nd == 2 else res_out.view(x.shape))
+    return out, (res_out if nd == 2 else res_out.view(*x.shape))
 
 
 # --------------------------------------------------------------------------------------------
