@@ -19,6 +19,9 @@ GPU busy for the whole round, then 100 back-to-back calls timed with time.perf_c
 to issue them: host time), then a synchronisation outside the timing; median of 9 rounds
 (rounds of all rows alternate). A round whose sleep had ended before its last call returned is
 repeated with a longer sleep (the GPU must stay busy, else kernel completion would be timed).
+The longest single call of each row is printed too: a call far longer than the median means the
+host waited for the GPU (e.g. a full launch queue behind the sleep), which the median per call
+of a round would hide inside "host time".
 
 Bar (issue 15): each row op's fwd <= 1.25 x and fwd+bwd <= 1.5 x F.layer_norm's in the same run.
 
@@ -26,9 +29,11 @@ Diagnostic rows (not in the bar; they say where our time goes):
   custom op     the same call with quack_cpp.ops.FORCE_CUSTOM_OP = True (the dispatcher path)
   python only   the same call with every quack_cpp._C function replaced by a no-op returning 0
                 (the Python layer plus torch's allocations and autograd, without the C++)
-  _C direct     the C++ launches alone: _C.rmsnorm_fwd / _C.rmsnorm_bwd_workspace_size +
-                _C.rmsnorm_bwd on pre-made tensor tuples and outputs (nanobind conversion,
-                validation, planning, cudaLaunchKernelExC)
+  _C direct     the C++ alone on pre-made tensor tuples and outputs: _C.rmsnorm_fwd with M = 0
+                (conversion, validation and plan; no DeviceGuard, no launch), _C.rmsnorm_fwd,
+                _C.rmsnorm_bwd_workspace_size, it + _C.rmsnorm_bwd (two plans, three
+                launches with dweight and dbias), _C.gemm_can_implement and _C.gemm (TMA
+                descriptors, launch)
 plus torch's own F.rms_norm, F.softmax and matmul, and quack_cpp.gemm (no grad), as context.
 
 Exit status 2 without torch or a CUDA GPU (nothing measured).
@@ -39,6 +44,8 @@ import json
 import statistics
 import sys
 import time
+
+DEVICE = "cuda"  # a dry run of this script's plumbing on the CPU replaces it (and torch.cuda)
 
 
 def parse_args():
@@ -79,19 +86,22 @@ class Busy:
         self.cycles_per_ms = 2_000_000 / max(s.elapsed_time(e), 1e-3)
 
     def round(self, fn, calls, sleep_ms):
-        """Per-call host µs of `calls` calls issued behind a sleep of sleep_ms, and whether the
-        GPU was still asleep when the last call returned."""
+        """(per-call host µs, longest single call µs, whether the GPU was still asleep when the
+        last call returned) of `calls` calls issued behind a sleep of sleep_ms."""
         torch = self.torch
+        clock = time.perf_counter
         torch.cuda._sleep(int(sleep_ms * self.cycles_per_ms))
         asleep = torch.cuda.Event()
         asleep.record()  # completes when the sleep ends
-        t0 = time.perf_counter()
-        for _ in range(calls):
+        stamps = [0.0] * (calls + 1)
+        stamps[0] = clock()
+        for i in range(1, calls + 1):
             fn()
-        t1 = time.perf_counter()
+            stamps[i] = clock()
         busy = not asleep.query()
         torch.cuda.synchronize()
-        return 1e6 * (t1 - t0) / calls, busy
+        longest = max(stamps[i + 1] - stamps[i] for i in range(calls))
+        return 1e6 * (stamps[-1] - stamps[0]) / calls, 1e6 * longest, busy
 
 
 def make_rows(torch, quack_cpp, a):
@@ -100,7 +110,7 @@ def make_rows(torch, quack_cpp, a):
     import torch.nn.functional as F
 
     ops = quack_cpp.ops
-    dev, bf16 = "cuda", torch.bfloat16
+    dev, bf16 = DEVICE, torch.bfloat16
     M, N = a.M, a.N
     g = torch.Generator(dev).manual_seed(0)
     x = torch.randn(M, N, device=dev, generator=g).to(bf16)
@@ -170,15 +180,39 @@ def make_rows(torch, quack_cpp, a):
     ws = torch.empty(C.rmsnorm_bwd_workspace_size(*bwd_args), device=dev, dtype=torch.uint8)
     ws_args = (ws.data_ptr(), ws.numel(), stream(x))
 
+    # M = 0: the same conversion, validation and plan, then no DeviceGuard and no launch.
+    x0, out0 = x[:0], out[:0]
+    fwd_args0 = (T(x0), T(w), T(b), None, T(out0), None, None, 1e-6, stream(x))
+
     def c_fwd():
         C.rmsnorm_fwd(*fwd_args)
+
+    def c_fwd_plan():
+        C.rmsnorm_fwd(*fwd_args0)
+
+    def c_bwd_ws():
+        C.rmsnorm_bwd_workspace_size(*bwd_args)
 
     def c_bwd():
         C.rmsnorm_bwd_workspace_size(*bwd_args)
         C.rmsnorm_bwd(*bwd_args, *ws_args)
 
-    rows += [("_C direct", "rmsnorm_fwd", None, c_fwd, None),
-             ("_C direct", "rmsnorm_bwd (+workspace_size)", None, c_bwd, None)]
+    A0, B0 = x, torch.randn(N, N, device=dev, generator=g).to(bf16).T
+    D0 = torch.empty(M, N, device=dev, dtype=bf16)
+    gemm_args = (T(A0), T(B0), None, T(D0))
+
+    def c_gemm_check():
+        C.gemm_can_implement(*gemm_args, 1.0, 0.0)
+
+    def c_gemm():
+        C.gemm(*gemm_args, 1.0, 0.0, stream(x), False, 0, 0)
+
+    rows += [("_C direct", "rmsnorm_fwd M=0 (no launch)", None, c_fwd_plan, None),
+             ("_C direct", "rmsnorm_fwd", None, c_fwd, None),
+             ("_C direct", "rmsnorm_bwd_workspace_size", None, c_bwd_ws, None),
+             ("_C direct", "rmsnorm_bwd (+workspace_size)", None, c_bwd, None),
+             ("_C direct", "gemm_can_implement (no launch)", None, c_gemm_check, None),
+             ("_C direct", "gemm", None, c_gemm, None)]
 
     # Context: torch's own row ops and the GEMM.
     A, Bt = x, torch.randn(N, N, device=dev, generator=g).to(bf16)
@@ -232,23 +266,25 @@ def main():
         torch.cuda.synchronize()
         sleep_ms[id(row)] = min(2000.0, 3.0 * a.calls * est_ms + 5.0)
     samples = {id(r): [] for r in rows}
+    longest = {id(r): 0.0 for r in rows}
     idle_rounds = 0
     for _ in range(a.rounds):
         for row in rows:
-            for attempt in range(4):
+            for attempt in range(3):
                 switch = row[4]
                 if switch:
                     switch[0]()
                 try:
-                    us, was_busy = busy.round(row[3], a.calls, sleep_ms[id(row)])
+                    us, long_us, was_busy = busy.round(row[3], a.calls, sleep_ms[id(row)])
                 finally:
                     if switch:
                         switch[1]()
                 if was_busy:
                     break
                 idle_rounds += 1
-                sleep_ms[id(row)] *= 2
+                sleep_ms[id(row)] = min(4000.0, 2 * sleep_ms[id(row)])
             samples[id(row)].append(us)
+            longest[id(row)] = max(longest[id(row)], long_us)
 
     med = {id(r): statistics.median(samples[id(r)]) for r in rows}
     ref = {kind: med[id(r)] for r in rows for kind in ("fwd", "fwd+bwd")
@@ -257,7 +293,8 @@ def main():
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, x ({a.M}, {a.N}) bf16, "
           f"median of {a.rounds} rounds x {a.calls} calls, GPU kept busy"
           + (f" ({idle_rounds} rounds repeated with a longer sleep)" if idle_rounds else ""))
-    print(f"{'':12s} {'op':30s} {'call':8s} {'us/call':>9s} {'x F.layer_norm':>15s} {'bar':>6s}")
+    print(f"{'':12s} {'op':30s} {'call':8s} {'us/call':>9s} {'x F.layer_norm':>15s} {'bar':>6s}"
+          f" {'longest call':>13s}")
     out, failed = [], []
     for row in rows:
         group, name, kind = row[:3]
@@ -269,15 +306,22 @@ def main():
             verdict = "ok" if ok else "MISS"
             if not ok:
                 failed.append(f"{name} {kind}")
+        stall = longest[id(row)] > max(1000.0, 20 * us)
         print(f"{group:12s} {name:30s} {kind or '':8s} {us:9.1f} "
-              f"{(f'{rel:.2f}' if rel is not None else ''):>15s} {verdict:>6s}")
+              f"{(f'{rel:.2f}' if rel is not None else ''):>15s} {verdict:>6s} "
+              f"{longest[id(row)]:13.1f}" + (" stall" if stall else ""))
         out.append({"group": group, "op": name, "call": kind, "us_per_call": us,
-                    "rounds_us": samples[id(row)], "vs_layer_norm": rel, "bar": verdict})
+                    "rounds_us": samples[id(row)], "longest_call_us": longest[id(row)],
+                    "vs_layer_norm": rel, "bar": verdict})
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(),
                        "M": a.M, "N": a.N, "rounds": a.rounds, "calls": a.calls,
                        "rows": out}, f, indent=1)
+    if any(longest[id(r)] > max(1000.0, 20 * med[id(r)]) for r in rows):
+        print("stall: a single call took > 20x its row's median (and > 1 ms): the host waited "
+              "for the GPU (a launch queue full behind the sleep?); the row's figure is not "
+              "host time alone. Compare with --calls 25.")
     if failed:
         print("bar missed: " + ", ".join(failed))
     return 1 if (a.check and failed) else 0
