@@ -23,9 +23,10 @@ fixture does (so they take the CUDA fast path), and the launches (``_C.gemm``,
 ``_C.gemm_can_implement`` is the real host-only C++ query. What is measured is therefore the
 torch layer's Python + torch's own host work (allocation, autograd), not the C++ side (~7-9 µs
 per GEMM on the H200 host) nor ``torch.cuda.current_stream`` (CPU tensors get stream 0 without
-asking CUDA). Each round times ``iters`` calls with time.perf_counter; the median and the
-minimum over the rounds are printed (on a noisy shared host the minimum is the steadier
-figure). Absolute numbers depend on the CPU; compare runs on the same machine.
+asking CUDA). Each round times ``iters`` calls with the thread's CPU time (time.thread_time:
+time the process waited for a core does not count, so a shared host's load matters less;
+``--clock wall`` for time.perf_counter); the median and the minimum over the rounds are printed
+(the minimum is the steadier figure). Absolute numbers depend on the CPU; compare runs on the same machine.
 """
 
 import argparse
@@ -43,6 +44,9 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--profile", default="",
                    help="cProfile one case: rmsnorm_fwd, rmsnorm_grad, rmsnorm, linear or gemm")
+    p.add_argument("--clock", choices=("thread", "wall"), default="thread",
+                   help="thread: CPU time of this thread (default; other processes on a shared "
+                   "host do not count), wall: time.perf_counter")
     p.add_argument("--custom-op", action="store_true",
                    help="time the custom-op path (FORCE_CUSTOM_OP) instead of the fast path")
     return p.parse_args()
@@ -161,11 +165,13 @@ def main():
         pstats.Stats(prof).sort_stats("tottime").print_stats(30)
         return 0
 
+    clock = time.thread_time if a.clock == "thread" else time.perf_counter
+
     def timed(fn, n):
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(n):
             fn()
-        return 1e6 * (time.perf_counter() - t0) / n
+        return 1e6 * (clock() - t0) / n
 
     for _, fn in table.values():
         timed(fn, 200)  # warm-up
@@ -174,7 +180,7 @@ def main():
         for k, (_, fn) in table.items():
             res[k].append(timed(fn, a.iters))
     print(f"torch {torch.__version__}, CPU, _C stubbed, M={a.M} N={a.N} K={a.K}, "
-          f"{a.iters} calls x {a.rounds} rounds, "
+          f"{a.iters} calls x {a.rounds} rounds, {a.clock} clock, "
           f"{'custom-op path' if a.custom_op else 'fast path'}")
     print(f"{'case':18s} {'median':>8s} {'min':>8s}  (us/call)")
     for k, (name, _) in table.items():
