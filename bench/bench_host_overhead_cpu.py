@@ -17,6 +17,9 @@ the GPU):
                    dgrad, wgrad; grads reset to None
   gemm fwd         quack_cpp.gemm(A bf16 (M, K), W.T) with no grad (``_gemm_impl`` only)
 
+RMSNorm takes the C++ fast path (quack_cpp._torch, its launches skipped) where it is built,
+unless --python-eager.
+
 Method: CPU tensors are let through ``_registrar.route`` as test_fastpath_cpu.py's ``as_cuda``
 fixture does (so they take the CUDA fast path), and the launches (``_C.gemm``,
 ``_C.rmsnorm_fwd``, ``_C.rmsnorm_bwd``, ``_C.rmsnorm_bwd_workspace_size``) are Python no-ops;
@@ -26,7 +29,8 @@ per GEMM on the H200 host) nor ``torch.cuda.current_stream`` (CPU tensors get st
 asking CUDA). Each round times ``iters`` calls with the thread's CPU time (time.thread_time:
 time the process waited for a core does not count, so a shared host's load matters less;
 ``--clock wall`` for time.perf_counter); the median and the minimum over the rounds are printed
-(the minimum is the steadier figure). Absolute numbers depend on the CPU; compare runs on the same machine.
+(the minimum is the steadier figure). Absolute numbers depend on the CPU; compare runs on the
+same machine.
 """
 
 import argparse
@@ -47,6 +51,8 @@ def parse_args():
     p.add_argument("--clock", choices=("thread", "wall"), default="thread",
                    help="thread: CPU time of this thread (default; other processes on a shared "
                    "host do not count), wall: time.perf_counter")
+    p.add_argument("--python-eager", action="store_true",
+                   help="the Python fast path even where quack_cpp._torch (the C++ one) is built")
     p.add_argument("--custom-op", action="store_true",
                    help="time the custom-op path (FORCE_CUSTOM_OP) instead of the fast path")
     return p.parse_args()
@@ -74,7 +80,7 @@ class StubC:
         return 4096
 
 
-def patch(reg, ops, gemm_ops, torch, force_custom_op):
+def patch(reg, ops, gemm_ops, torch, force_custom_op, cpp_eager=True):
     """CPU tensors take the fast path (as test_fastpath_cpu.py's as_cuda) and _C is stubbed;
     with force_custom_op, the custom ops run (their CPU kernels: the CUDA kernels' bodies)."""
     plain, strided, dtypes = reg._PLAIN_TYPES, torch.strided, reg.KERNEL_DTYPES
@@ -87,6 +93,9 @@ def patch(reg, ops, gemm_ops, torch, force_custom_op):
     reg._is_plain_cuda = cpu_as_cuda
     reg.DEVICE_TYPES = reg.DEVICE_TYPES + ("cpu",)
     ops.FORCE_CUSTOM_OP = force_custom_op
+    reg.CPP_EAGER = cpp_eager
+    if ops._torch_ext is not None:  # the C++ eager path: allocation and autograd, no launch
+        ops._torch_ext._set_stub_launches(True)
     stub = StubC(ops._C)
     ops._C = stub
     gemm_ops._C = stub
@@ -148,7 +157,8 @@ def main():
     import quack_cpp.gemm_ops as gemm_ops
     import quack_cpp.ops as ops
 
-    lib = patch(reg, ops, gemm_ops, torch, a.custom_op)  # noqa: F841 (kept registered)
+    cpp = not a.python_eager and ops._torch_ext is not None
+    lib = patch(reg, ops, gemm_ops, torch, a.custom_op, cpp)  # noqa: F841 (kept registered)
     table = cases(torch, a)
     if a.profile:
         import cProfile
@@ -181,7 +191,7 @@ def main():
             res[k].append(timed(fn, a.iters))
     print(f"torch {torch.__version__}, CPU, _C stubbed, M={a.M} N={a.N} K={a.K}, "
           f"{a.iters} calls x {a.rounds} rounds, {a.clock} clock, "
-          f"{'custom-op path' if a.custom_op else 'fast path'}")
+          f"{'custom-op path' if a.custom_op else 'C++ fast path' if cpp else 'fast path'}")
     print(f"{'case':18s} {'median':>8s} {'min':>8s}  (us/call)")
     for k, (name, _) in table.items():
         print(f"{name:18s} {statistics.median(res[k]):8.1f} {min(res[k]):8.1f}")

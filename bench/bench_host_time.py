@@ -25,10 +25,17 @@ of a round would hide inside "host time".
 
 Bar (issue 15): each row op's fwd <= 1.25 x and fwd+bwd <= 1.5 x F.layer_norm's in the same run.
 
+"ours" is the default path: RMSNorm's C++ fast path (quack_cpp._torch) where it is built
+(pip install ... -C cmake.define.QUACK_BUILD_TORCH_EXT=ON) and QUACK_CPP_EAGER is not 0, else
+the Python fast path.
+
 Diagnostic rows (not in the bar; they say where our time goes):
   custom op     the same call with quack_cpp.ops.FORCE_CUSTOM_OP = True (the dispatcher path)
-  python only   the same call with every quack_cpp._C function replaced by a no-op returning 0
-                (the Python layer plus torch's allocations and autograd, without the C++)
+  python path   (C++ fast path built) the same call on the Python fast path (CPP_EAGER off)
+  C++ no launch (C++ fast path built) the C++ fast path with its kernel launches skipped
+                (allocation, autograd and the Python wrapper)
+  python only   the Python fast path with every quack_cpp._C function replaced by a no-op
+                returning 0 (the Python layer plus torch's allocations and autograd, no C++)
   _C direct     the C++ alone on pre-made tensor tuples and outputs: _C.rmsnorm_fwd with M = 0
                 (conversion, validation and plan; no DeviceGuard, no launch), _C.rmsnorm_fwd,
                 _C.rmsnorm_bwd_workspace_size, it + _C.rmsnorm_bwd (two plans, three
@@ -145,14 +152,25 @@ def make_rows(torch, quack_cpp, a):
         except (AttributeError, ImportError):
             pass
 
+    import quack_cpp._registrar as reg
+
     force_on = (lambda: setattr(ops, "FORCE_CUSTOM_OP", True),
                 lambda: setattr(ops, "FORCE_CUSTOM_OP", False))
     mods = [m for k, m in sorted(sys.modules.items())
             if k.startswith("quack_cpp.") and m is not None and hasattr(m, "_C")]
     real_c = quack_cpp._C
     stub = NoOpC(real_c)
-    stub_on = (lambda: [setattr(m, "_C", stub) for m in mods],
-               lambda: [setattr(m, "_C", real_c) for m in mods])
+    cpp0 = reg.CPP_EAGER
+    ext = ops._torch_ext if cpp0 else None  # the C++ fast path, where built and on
+
+    def set_stub(on):
+        for m in mods:
+            m._C = stub if on else real_c
+        reg.CPP_EAGER = cpp0 and not on
+
+    stub_on = (lambda: set_stub(True), lambda: set_stub(False))
+    py_on = (lambda: setattr(reg, "CPP_EAGER", False), lambda: setattr(reg, "CPP_EAGER", cpp0))
+    cpp_stub_on = (lambda: ext._set_stub_launches(True), lambda: ext._set_stub_launches(False))
 
     rows = [("torch", "F.layer_norm", "fwd", fwd(layer_norm), None),
             ("torch", "F.layer_norm", "fwd+bwd", fwd_bwd(layer_norm), None)]
@@ -163,8 +181,13 @@ def make_rows(torch, quack_cpp, a):
         return rows
     for name, op, unary in ours:
         rows += [("custom op", name, "fwd", fwd(op, unary), force_on),
-                 ("custom op", name, "fwd+bwd", fwd_bwd(op, unary), force_on),
-                 ("python only", name, "fwd", fwd(op, unary), stub_on),
+                 ("custom op", name, "fwd+bwd", fwd_bwd(op, unary), force_on)]
+        if ext is not None and name == "rmsnorm":
+            rows += [("python path", name, "fwd", fwd(op, unary), py_on),
+                     ("python path", name, "fwd+bwd", fwd_bwd(op, unary), py_on),
+                     ("C++ no launch", name, "fwd", fwd(op, unary), cpp_stub_on),
+                     ("C++ no launch", name, "fwd+bwd", fwd_bwd(op, unary), cpp_stub_on)]
+        rows += [("python only", name, "fwd", fwd(op, unary), stub_on),
                  ("python only", name, "fwd+bwd", fwd_bwd(op, unary), stub_on)]
 
     # The C++ launches alone, on pre-made tuples (what the Python layer passes).
@@ -293,7 +316,7 @@ def main():
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, x ({a.M}, {a.N}) bf16, "
           f"median of {a.rounds} rounds x {a.calls} calls, GPU kept busy"
           + (f" ({idle_rounds} rounds repeated with a longer sleep)" if idle_rounds else ""))
-    print(f"{'':12s} {'op':30s} {'call':8s} {'us/call':>9s} {'x F.layer_norm':>15s} {'bar':>6s}"
+    print(f"{'':13s} {'op':30s} {'call':8s} {'us/call':>9s} {'x F.layer_norm':>15s} {'bar':>6s}"
           f" {'longest call':>13s}")
     out, failed = [], []
     for row in rows:
@@ -307,7 +330,7 @@ def main():
             if not ok:
                 failed.append(f"{name} {kind}")
         stall = longest[id(row)] > max(1000.0, 20 * us)
-        print(f"{group:12s} {name:30s} {kind or '':8s} {us:9.1f} "
+        print(f"{group:13s} {name:30s} {kind or '':8s} {us:9.1f} "
               f"{(f'{rel:.2f}' if rel is not None else ''):>15s} {verdict:>6s} "
               f"{longest[id(row)]:13.1f}" + (" stall" if stall else ""))
         out.append({"group": group, "op": name, "call": kind, "us_per_call": us,

@@ -63,6 +63,12 @@ Description fields:
   (nothing allocated); the custom op, which must return tensors, returns an empty (0,)
   placeholder in ``absent[i]``'s dtype (default: the first tensor argument's dtype). Callers
   must not read an absent output.
+- ``eager`` (optional) and ``eager_node``: a C++ implementation of the fast path (e.g.
+  ``quack_cpp._torch.rmsnorm_fwd``, built with QUACK_BUILD_TORCH_EXT=ON): called with the full
+  positional arguments on both fast paths; it returns the outputs (None where absent) and makes
+  its own C++ autograd node (named ``torch::autograd::CppNode<ns::<eager_node>>``) where autograd
+  records the call. It must match impl + setup_context + backward exactly; ``CPP_EAGER``
+  (``QUACK_CPP_EAGER=0``) turns it off. Functional ops only.
 - ``setup_context(ctx, inputs, output)`` and ``backward(ctx, *grads)``: as
   ``torch.library.register_autograd`` takes them; used by the custom op and, unchanged, by the
   fast path's autograd.Function. ``inputs`` is the full positional argument tuple (defaults
@@ -84,6 +90,8 @@ Paths (``Op.__call__``; ``route`` computes which):
   ADInplaceOrView kernel does.
 - ``EAGER_GRAD``: autograd records the call: ``Op.Function`` (impl + setup_context forward,
   the description's backward) with the C apply, skipping the dispatcher.
+- Both eager paths go to the description's C++ ``eager`` instead when it has one and
+  ``CPP_EAGER`` is set.
 
 All three give the same outputs, errors, streams and CUDA-graph behaviour; only the custom op
 shows as a ``quack_cpp::*`` row in profiler traces and to Python TorchFunctionModes. Why the
@@ -231,6 +239,9 @@ CUSTOM, EAGER, EAGER_GRAD = 0, 1, 2
 # lookup per call would cost more than the rest of route). quack_cpp.ops.FORCE_CUSTOM_OP
 # reads and writes this flag.
 FORCE_CUSTOM_OP = os.environ.get("QUACK_EAGER_CUSTOM_OP", "") not in ("", "0")
+# True: ops whose description has a C++ eager path (``eager``, from quack_cpp._torch) take it on
+# the fast path; QUACK_CPP_EAGER=0 at import (or this flag at run time) keeps the Python one.
+CPP_EAGER = os.environ.get("QUACK_CPP_EAGER", "1") not in ("", "0")
 _PLAIN_TYPES = (Tensor, torch.nn.Parameter)
 KERNEL_DTYPES = frozenset(FLOAT_DTYPES)
 _STRIDED = torch.strided
@@ -370,6 +381,12 @@ class Op:
                                                  device_types="cuda", schema=schema)
         self.custom_op.register_fake(fake_kernel)
         self.default = getattr(getattr(torch.ops, ns), short).default
+        # The C++ eager path (optional): a callable with the signature's arguments that runs
+        # the op and, where autograd records the call, its C++ autograd node.
+        self.eager = getattr(desc, "eager", None)
+        self.eager_node = getattr(desc, "eager_node", None)
+        if self.eager is not None and mutates:
+            raise TypeError(f"{desc.name}: a C++ eager path is for functional ops only")
         backward = getattr(desc, "backward", None)
         setup_context = getattr(desc, "setup_context", None)
         self.Function = None
@@ -434,6 +451,15 @@ class Op:
         """``route`` of this op's tensor arguments in a full positional tuple."""
         return route(*self._tensors_of(args))
 
+    def is_fast_node(self, node) -> bool:
+        """Whether an autograd node (a ``grad_fn``) was made by this op's fast path: its
+        ``Function``'s, or the C++ eager path's node (named ``...<...::<eager_node>>``)."""
+        if node is None:
+            return False
+        if self.Function is not None and type(node) is self.Function._backward_cls:
+            return True
+        return self.eager_node is not None and node.name().endswith(f"::{self.eager_node}>")
+
     def __call__(self, *args, **kwargs):
         if _is_compiling():  # first: Dynamo then traces only the custom op's call
             return self.custom_op(*args, **kwargs)
@@ -446,6 +472,8 @@ class Op:
         caller computed, e.g. with other checks); args positional, defaults may be left out."""
         if len(args) < self._nparams:
             args = self._full(args)
+        if path != CUSTOM and self.eager is not None and CPP_EAGER:
+            return self.eager(*args)
         if path == EAGER:
             for i in self.mutated_positions:
                 torch.autograd.graph.increment_version(args[i])

@@ -246,7 +246,8 @@ def _scalar(fn: str, name: str, v, A: Tensor) -> Tuple[float, Optional[Tensor]]:
     if not isinstance(v, Tensor):
         return float(v), None
     if v.dtype != torch.float32 or v.numel() != 1 or v.device != A.device:
-        raise ValueError(f"{fn}: {name} is a tensor of shape {tuple(v.shape)} {dtype_name(v.dtype)} "
+        raise ValueError(f"{fn}: {name} is a tensor of shape {tuple(v.shape)} "
+                         f"{dtype_name(v.dtype)} "
                          f"on {v.device}, expected one float32 element on {A.device} (or a "
                          "Python float)")
     return 1.0, v

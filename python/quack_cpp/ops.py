@@ -45,6 +45,11 @@ from ._registrar import (CUSTOM, EAGER_GRAD, FLOAT_DTYPES, as_rows, check_float,
 
 __all__ = ["rmsnorm", "rmsnorm_fwd", "rmsnorm_bwd", "dtype_code", "eager_fast_path"]
 
+try:  # the C++ eager path (python/torch_ext.cpp), built with QUACK_BUILD_TORCH_EXT=ON
+    from . import _torch as _torch_ext
+except ImportError:
+    _torch_ext = None
+
 _FLOAT_DTYPES = FLOAT_DTYPES  # quack_cpp.nn reads it
 
 
@@ -62,6 +67,9 @@ def eager_fast_path(*tensors: Optional[Tensor]) -> bool:
 class RMSNormFwd:
     name = "quack_cpp::rmsnorm_fwd"
     absent = (None, None, torch.float32)  # placeholder dtypes: residual_out x's, rstd fp32
+    # The fast path in C++ where built: outputs + launch + setup_context + backward below.
+    eager = _torch_ext.rmsnorm_fwd if _torch_ext is not None else None
+    eager_node = "RMSNormFn"
 
     def signature(
         x: Tensor,

@@ -122,6 +122,7 @@ def _cpu_as_cuda(t):
 def as_cuda(monkeypatch):
     monkeypatch.setattr(reg, "_is_plain_cuda", _cpu_as_cuda)
     monkeypatch.setattr(reg, "FORCE_CUSTOM_OP", False)
+    monkeypatch.setattr(reg, "CPP_EAGER", False)
 
 
 @pytest.fixture(autouse=True)
