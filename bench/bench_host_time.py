@@ -26,7 +26,7 @@ of a round would hide inside "host time".
 Bar (issue 15): each row op's fwd <= 1.25 x and fwd+bwd <= 1.5 x F.layer_norm's in the same run.
 
 "ours" is the default path: RMSNorm's C++ fast path (quack_cpp._torch) where it is built
-(pip install ... -C cmake.define.QUACK_BUILD_TORCH_EXT=ON) and QUACK_CPP_EAGER is not 0, else
+(built by pip where torch is importable) and QUACK_CPP_EAGER is not 0, else
 the Python fast path.
 
 Diagnostic rows (not in the bar; they say where our time goes):
@@ -313,6 +313,15 @@ def main():
     ref = {kind: med[id(r)] for r in rows for kind in ("fwd", "fwd+bwd")
            if r[0] == "torch" and r[1] == "F.layer_norm" and r[2] == kind}
     bars = {"fwd": 1.25, "fwd+bwd": 1.5}
+    import quack_cpp._registrar as reg
+
+    ops = quack_cpp.ops
+    fast = ("C++ (quack_cpp._torch)" if ops._torch_ext is not None and reg.CPP_EAGER
+            else "Python")
+    err = ops._torch_ext_error or ""
+    built = not err.startswith("cannot import name '_torch'")  # else: not built, no noise
+    print(f"ours: rmsnorm's fast path in {fast}"
+          + (f"; quack_cpp._torch did not import: {err}" if err and built else ""))
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, x ({a.M}, {a.N}) bf16, "
           f"median of {a.rounds} rounds x {a.calls} calls, GPU kept busy"
           + (f" ({idle_rounds} rounds repeated with a longer sleep)" if idle_rounds else ""))

@@ -1,6 +1,6 @@
-// quack_cpp._torch: the eager fast path of RMSNorm in C++ (torch extension; built only with
-// QUACK_BUILD_TORCH_EXT=ON, where torch is importable). quack_cpp._C and the C++ library stay
-// torch-free; this module is the one place that includes torch headers.
+// quack_cpp._torch: the eager fast path of RMSNorm in C++ (torch extension; built by pip where
+// the building Python imports torch: python/CMakeLists.txt, QUACK_BUILD_TORCH_EXT). quack_cpp._C
+// and the C++ library stay torch-free; this module is the one place that includes torch headers.
 //
 // rmsnorm_fwd(x, weight, bias, residual, eps, out_dtype, residual_out_dtype, store_rstd)
 //   The same arguments, outputs and gradients as torch.ops.quack_cpp.rmsnorm_fwd on the eager

@@ -64,7 +64,7 @@ Description fields:
   placeholder in ``absent[i]``'s dtype (default: the first tensor argument's dtype). Callers
   must not read an absent output.
 - ``eager`` (optional) and ``eager_node``: a C++ implementation of the fast path (e.g.
-  ``quack_cpp._torch.rmsnorm_fwd``, built with QUACK_BUILD_TORCH_EXT=ON): called with the full
+  ``quack_cpp._torch.rmsnorm_fwd``, built where torch is importable): called with the full
   positional arguments on both fast paths; it returns the outputs (None where absent) and makes
   its own C++ autograd node (named ``torch::autograd::CppNode<ns::<eager_node>>``) where autograd
   records the call. It must match impl + setup_context + backward exactly; ``CPP_EAGER``

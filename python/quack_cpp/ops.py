@@ -45,10 +45,13 @@ from ._registrar import (CUSTOM, EAGER_GRAD, FLOAT_DTYPES, as_rows, check_float,
 
 __all__ = ["rmsnorm", "rmsnorm_fwd", "rmsnorm_bwd", "dtype_code", "eager_fast_path"]
 
-try:  # the C++ eager path (python/torch_ext.cpp), built with QUACK_BUILD_TORCH_EXT=ON
+try:  # the C++ eager path (python/torch_ext.cpp), built where torch is importable
     from . import _torch as _torch_ext
-except ImportError:
+
+    _torch_ext_error = None
+except ImportError as e:  # not built (the Python fast path runs), or built for another torch
     _torch_ext = None
+    _torch_ext_error = str(e)
 
 _FLOAT_DTYPES = FLOAT_DTYPES  # quack_cpp.nn reads it
 

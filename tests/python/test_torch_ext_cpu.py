@@ -1,4 +1,4 @@
-"""RMSNorm's C++ eager path (quack_cpp._torch, built with QUACK_BUILD_TORCH_EXT=ON) without a
+"""RMSNorm's C++ eager path (quack_cpp._torch, built by pip where torch is importable) without a
 GPU: with its launches skipped (``_set_stub_launches``) and CPU tensors let through the route,
 every case gives the outputs (shape, dtype, strides, None where absent), the autograd node, the
 gradients' metadata and the errors that the Python fast path gives. The values are the GPU
@@ -12,7 +12,7 @@ quack_cpp = pytest.importorskip("quack_cpp")
 ops = pytest.importorskip("quack_cpp.ops")
 reg = pytest.importorskip("quack_cpp._registrar")
 if ops._torch_ext is None:
-    pytest.skip("quack_cpp._torch not built (QUACK_BUILD_TORCH_EXT=ON)", allow_module_level=True)
+    pytest.skip("quack_cpp._torch not built (torch was not importable at build time)", allow_module_level=True)
 
 from test_fastpath_cpu import RMS_CASES, _cpu_as_cuda  # noqa: E402
 
