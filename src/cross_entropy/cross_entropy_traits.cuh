@@ -41,13 +41,6 @@ namespace quack::detail {
 
 inline constexpr float kCeNaN = __builtin_nanf("");
 
-/// 1/x (rcp.approx.ftz.f32: 1/inf = 0, 1/0 = inf; relative error ≤ 2^-23).
-__device__ __forceinline__ float rcp_approx(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 /// tanh(u) = 1 − 2 / (e^(2u) + 1) on the MUFU (ex2, rcp): absolute error ~2^-23, exactly ±1
 /// for |u| > 44 (tanh.approx.f32's relative 2^-11 is too coarse for fp32 losses).
 __device__ __forceinline__ float tanh_mufu(float u) {
@@ -78,6 +71,7 @@ __device__ __forceinline__ int ce_target(const RowParams& p, int64_t row) {
 /// combined in one exchange. Bitwise commutative (__fadd_rn / __fmul_rn, see row_reduce.cuh).
 struct CeRed {
   static constexpr int kFloats = 4;
+  static constexpr bool kOnline = true;  // all-reduces: max first, then sums (row_reduce.cuh)
   using Val = RedVal<4>;
   __device__ __forceinline__ static Val identity() { return {{kNegInf, 0.f, 0.f, 0.f}}; }
   __device__ __forceinline__ static Val combine(const Val& a, const Val& b) {
@@ -104,30 +98,37 @@ __device__ __forceinline__ float ce_y(const RowParams& p, float x) {
 }
 
 /// The thread's CeRed value over the elements of `view`; `pick` is the target column whose y
-/// goes to v[3] (−1: none). kWeighted: v[2] = Σ w_j·y_j (w read per element from the (V)
-/// weight vector), else Σ y_j. On-chip views: the max of x first (the softcap is increasing, so
-/// max y = y(max x): one tanh per element less), then one sweep for the rest; global views: one
-/// online sweep (OnlineMaxSum's).
+/// goes to v[3] (−1: none). v[2]: with `smooth` (label smoothing), Σ_j w_j·y_j (kWeighted: w
+/// read per element from the (V) weight vector) or Σ_j y_j; without, 0. On-chip views: the max
+/// of x first from the packed values (the softcap is increasing, so max y = y(max x): one tanh
+/// per element less), then one sweep for the rest (per element: one FFMA and the MUFU for the
+/// exponential (ExpShift), one FADD; the softcap's tanh; Σ y only with `smooth`), and y_t
+/// from the one thread holding column t (View::value_at, once per row, no per-element compare);
+/// global views: one online sweep (OnlineMaxSum's).
 template <bool kCap, bool kWeighted, class View>
-__device__ __forceinline__ CeRed::Val ce_fold(const RowParams& p, int pick, const View& view) {
+__device__ __forceinline__ CeRed::Val ce_fold(const RowParams& p, int pick, bool smooth,
+                                              const View& view) {
   const auto wy = [&](const auto& e, float y) {
     if constexpr (kWeighted) return ce_weight(p, e.col) * y;
     else return y;
   };
   float s = 0.f, sy = 0.f, yt = 0.f;
   if constexpr (View::kOnChip) {
-    float mx = kNegInf;
-    view.for_each([&](const auto& e) { mx = fmaxf(mx, e.in[0]); });
     // With a softcap a thread without elements gets (−c, 0, 0, 0): s = 0 makes it neutral.
-    const float m = ce_y<kCap>(p, mx);
-    const float mr = m == kNegInf ? 0.f : m;
-    view.for_each([&](const auto& e) {
-      const float y = ce_y<kCap>(p, e.in[0]);
-      s += exp_diff(y, mr);
-      sy += wy(e, y);
-      if (static_cast<int>(e.col) == pick) yt = y;  // columns < V < 2^31
-    });
-    return {{m, s, sy, yt}};
+    const float m = ce_y<kCap>(p, view.max_in0());
+    const ExpShift es = ExpShift::make(m == kNegInf ? 0.f : m);
+    if (kWeighted || smooth) {
+      view.for_each([&](const auto& e) {
+        const float y = ce_y<kCap>(p, e.in[0]);
+        s += es.term(y);
+        sy += wy(e, y);
+      });
+    } else {
+      view.for_each([&](const auto& e) { s += es.term(ce_y<kCap>(p, e.in[0])); });
+    }
+    float xt;
+    if (pick >= 0 && view.value_at(pick, xt)) yt = ce_y<kCap>(p, xt);
+    return {{m, es.normalize(s), sy, yt}};
   } else {
     float m = kNegInf;
     view.for_each([&](const auto& e) {
@@ -145,7 +146,9 @@ __device__ __forceinline__ CeRed::Val ce_fold(const RowParams& p, int pick, cons
   }
 }
 
-/// What every element of a row needs for its gradient.
+/// What every element of a row needs for its gradient. p_j = e^(y_j − lse) takes the
+/// difference first (exp_diff), so p_j = 1 exactly where y_j = lse (V = 1, or one finite
+/// logit: dx exactly 0).
 struct CeGradRow {
   float lse = 0.f, a = 0.f, b = 0.f, c = 0.f;
   int t = kCeIgnored;  // the one-hot column; kCeIgnored: dx = 0 exactly; kCeOutOfRange: a = NaN
@@ -193,9 +196,8 @@ __device__ __forceinline__ float ce_grad(const RowParams& p, const CeGradRow& r,
     th = tanh_mufu(x * p.scalar[ce::kInvCap]);
     y = p.scalar[ce::kCap] * th;  // the fold's y (same expression)
   }
-  const float pj = exp_diff(y, r.lse);
-  float g = fmaf(r.a, pj, kWS ? -r.b * ce_weight(p, col) : -r.b);
-  if (static_cast<int>(col) == r.t) g -= r.c;
+  float g = fmaf(r.a, exp_diff(y, r.lse), kWS ? -r.b * ce_weight(p, col) : -r.b);
+  if (r.t - static_cast<int>(col) == 0) g -= r.c;  // columns < V < 2^31
   if constexpr (kCap) g *= fmaf(-th, th, 1.f);
   return r.t == kCeIgnored ? 0.f : g;
 }
@@ -211,6 +213,7 @@ template <bool kGrad, bool kCap, bool kWS>
 struct CrossEntropyFwd : RowOpBase {
   static constexpr int kIn = 1;              // x (or lse_partial)
   static constexpr int kOut = kGrad ? 1 : 0; // dx
+  static constexpr bool kFullSm = !kGrad;    // dx's coefficients spill at 32 registers
   using Red = CeRed;
   struct RowIn {
     int t = kCeIgnored;
@@ -226,7 +229,7 @@ struct CrossEntropyFwd : RowOpBase {
                                                     const View& v) {
     const int64_t flags = p.iscalar[ce::kFlags];
     const int pick = (flags & (ce::kTargetGiven | ce::kTargetGather)) ? kCeIgnored : in.t;
-    return ce_fold<kCap, kWS>(p, pick, v);
+    return ce_fold<kCap, kWS>(p, pick, p.scalar[ce::kEps] != 0.f, v);
   }
 
   __device__ __forceinline__ static Row finish(const RowParams& p, const RowIn& in,
@@ -282,6 +285,7 @@ template <bool kCap, bool kWS>
 struct CrossEntropyBwd : RowOpBase {
   static constexpr int kIn = 1;   // x
   static constexpr int kOut = 1;  // dx
+  static constexpr bool kFullSm = false;  // spills at 32 registers
   using Red = RedSum;             // W (weighted smoothing), else 0
   struct RowIn {
     int t = kCeIgnored;

@@ -62,9 +62,12 @@ struct RowElem {
   int64_t col;
 };
 
-/// Defaults of a traits struct: no per-column vectors, no per-row inputs.
+/// Defaults of a traits struct: no per-column vectors, no per-row inputs, register kernels of
+/// ≤ 4 packed vectors per stream held to 32 registers (kFullSm: 2048 threads per SM; false
+/// where the op's per-element math spills at 32).
 struct RowOpBase {
   static constexpr int kCols = 0;
+  static constexpr bool kFullSm = true;
   struct RowIn {};
   __device__ __forceinline__ static RowIn load_row(const RowParams&, int64_t) { return {}; }
 };

@@ -31,8 +31,13 @@
 
 namespace quack::detail {
 
+// Rows of ≤ 4 packed vectors per thread (16 registers) keep a full SM (2048 threads: 32
+// registers) when ptxas is held to it; left free, its schedule of the fold (FFMAs hoisted ahead
+// of the MUFU) took 36-42 registers: one 1024-thread CTA per SM instead of two. Ops whose
+// per-element math spills at 32 say so (Op::kFullSm, op_traits.cuh).
 template <class Op, typename TIn, typename TOut, int kTpr, int kRows, int kVecs>
-__global__ void __launch_bounds__(kTpr * kRows)
+__global__ void __launch_bounds__(kTpr * kRows,
+                                  Op::kIn * kVecs <= 4 && Op::kFullSm ? 2048 / (kTpr * kRows) : 1)
     row_register_kernel(const __grid_constant__ RowParams p) {
   static_assert(Op::kCols == 0, "per-column vectors: not yet in the register policy");
   constexpr int kIn = Op::kIn, kOut = Op::kOut;

@@ -54,8 +54,10 @@ struct RingSmem {
   static constexpr size_t kBytes = kFull + (kStages * 8 + 15) / 16 * 16;
 };
 
+// One 1024-thread CTA per SM, or 1024 / kTpr smaller ones (row_ring_ctas_per_sm).
 template <class Op, typename TIn, typename TOut, int kTpr, int kVecs, int kStages>
-__global__ void __launch_bounds__(kTpr, 1) row_ring_kernel(const __grid_constant__ RowParams p) {
+__global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
+    row_ring_kernel(const __grid_constant__ RowParams p) {
   static_assert(Op::kCols == 0, "per-column vectors: not yet in the ring policy");
   constexpr int kIn = Op::kIn, kOut = Op::kOut;
   constexpr int kVec = 16 / sizeof(TIn);  // elements per 16-byte vector

@@ -37,6 +37,8 @@ enum class RowPolicy : int { kNone, kRegister, kLooped, kStaged, kRing, kGeneral
 
 inline constexpr int kRowMaxCluster = 16;              // CTAs per row (non-portable above 8)
 inline constexpr int64_t kRowMaxSmem = 227 * 1024;     // dynamic shared memory per CTA
+inline constexpr int64_t kRowSmSmem = 228 * 1024;      // shared memory per SM
+inline constexpr int64_t kRowCtaSmemReserve = 1024;    // reserved per CTA (by the system)
 inline constexpr int kRowRegisterBudgetSlack = 24;     // registers for addresses and scalars
 
 /// One compiled geometry of a vector policy. Sizes are in 16-byte vectors of the op's input
@@ -73,6 +75,18 @@ struct RowConfig {
 //    (ring-t1024v2-s3, the same 192 KB in flight) and, for rows of 512 KB-1 MB per stream, one
 //    64 KB x 2 stage (the only way 16 CTAs hold fp32 262144 x 2 streams on chip; unmeasured).
 //  - t1024v2-looped: RMSNorm's looped instance for rows beyond on-chip capacity.
+// Entries after t1024v2-looped (which takes any row) are never the plan's choice: they are
+// forced by plan_row(op, problem, config) (GPU tests, `quack-bench ... --config all`) until
+// their measurements place them above it:
+//  - r64t4v4, r32t8v4 (rows of ≤ 256 / 512 B), r4t32v8 (≤ 4 KB, one warp per row), t128v4
+//    (≤ 8 KB): 4-8 vectors per thread, so more bytes in flight per thread and fewer threads per
+//    row (a shorter reduction) than r16t16v1, r8t32v1 and t256v2 (1-2 vectors) at those rows;
+//  - t512v8 (≤ 64 KB): half t1024v4's threads per row, 64 elements each (16-bit), two CTAs per
+//    SM up to 64 registers: for cross-entropy's forward with dx (t1024v4: 42 registers, one
+//    CTA per SM) and a cheaper reduction per element elsewhere;
+//  - ring-t512v4-s3 and ring-t512v8-s1: 512-thread rings, two CTAs per SM (one CTA's reduction
+//    and cluster exchange overlap the other's fold and stores, which a 1024-thread CTA per SM
+//    leaves exposed); t512v8-s1's 64 KB slices hold fp32 rows of 1 MB in 16 CTAs on 8 SMs.
 inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRegister, 16, 16, 1, 0, 1, 2, "r16t16v1"},   // 0: ≤ 256 B
     {RowPolicy::kRegister, 32, 8, 1, 0, 1, 2, "r8t32v1"},     // 1: ≤ 512 B
@@ -86,6 +100,13 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRing, 1024, 1, 2, 3, 2, 2, "ring-t1024v2-s3"},  // 9: ≤ 16 x 32 KB (2+ streams)
     {RowPolicy::kRing, 1024, 1, 4, 1, 2, 2, "ring-t1024v4-s1"},  // 10: ≤ 16 x 64 KB (2+ streams)
     {RowPolicy::kLooped, 1024, 1, 2, 0, 1, 2, "t1024v2-looped"},  // 11: any row
+    {RowPolicy::kRegister, 4, 64, 4, 0, 1, 2, "r64t4v4"},     // 12: ≤ 256 B
+    {RowPolicy::kRegister, 8, 32, 4, 0, 1, 2, "r32t8v4"},     // 13: ≤ 512 B
+    {RowPolicy::kRegister, 32, 4, 8, 0, 1, 2, "r4t32v8"},     // 14: ≤ 4 KB
+    {RowPolicy::kRegister, 128, 1, 4, 0, 1, 2, "t128v4"},     // 15: ≤ 8 KB
+    {RowPolicy::kRegister, 512, 1, 8, 0, 1, 2, "t512v8"},     // 16: ≤ 64 KB
+    {RowPolicy::kRing, 512, 1, 4, 3, 1, 2, "ring-t512v4-s3"},  // 17: ≤ 16 x 32 KB, 2 CTAs/SM
+    {RowPolicy::kRing, 512, 1, 8, 1, 1, 2, "ring-t512v8-s1"},  // 18: ≤ 16 x 64 KB, 2 CTAs/SM
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -109,10 +130,17 @@ QUACK_ROW_HD constexpr int64_t row_ring_smem_bytes(const RowConfig& c, int n_in,
          (c.stages * 8 + 15) / 16 * 16;
 }
 
+/// CTAs per SM a ring configuration is meant for: 1024 threads per SM (a ring of fewer threads
+/// per CTA overlaps one CTA's reduction with another's fold and stores).
+QUACK_ROW_HD constexpr int row_ring_ctas_per_sm(const RowConfig& c) {
+  return c.tpr >= 1024 ? 1 : 1024 / c.tpr;
+}
+
 /// Whether configuration c is compiled for an op with n_in input streams, a reduction of
 /// red_floats floats, per-column vectors (n_cols) and input elements of in_elt bytes:
 /// register policies hold n_in x vecs packed vectors (4 registers each) under the CTA's
-/// register cap (65536 / threads, at most 255); the ring's stages fit 227 KB.
+/// register cap (65536 / threads, at most 255); the ring's stages fit 227 KB, and
+/// row_ring_ctas_per_sm of them fit an SM's 228 KB.
 QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int red_floats,
                                               int n_cols, int in_elt) {
   if (n_cols != 0) return false;  // per-column vectors: not yet in the kernels (op_traits.cuh)
@@ -121,7 +149,11 @@ QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int 
     const int cap = 65536 / c.threads() < 255 ? 65536 / c.threads() : 255;
     return c.vecs * 4 * n_in + kRowRegisterBudgetSlack <= cap;
   }
-  if (c.policy == RowPolicy::kRing) return row_ring_smem_bytes(c, n_in, red_floats) <= kRowMaxSmem;
+  if (c.policy == RowPolicy::kRing) {
+    const int64_t smem = row_ring_smem_bytes(c, n_in, red_floats);
+    return smem <= kRowMaxSmem &&
+           row_ring_ctas_per_sm(c) * (smem + kRowCtaSmemReserve) <= kRowSmSmem;
+  }
   return false;
 }
 

@@ -17,9 +17,15 @@
 // and (b, a) in its partner): written with __fadd_rn / __fmul_rn where a compiler contraction
 // into an FMA would break the symmetry. Then every thread of every CTA of the row holds the
 // same bits, run to run (deterministic).
+// Online kinds (kOnline: v[0] a max m, v[1] a sum of e^(x − m), v[2..K) plain sums; the online
+// softmax pair and cross-entropy's) skip the combine's two exponentials per butterfly step: a
+// step set takes the max first (shuffles + FMNMX), rescales each lane's v[1] once to it, then
+// sums (shuffles + FADD), as QuACK's online_softmax_reduce; a lane combining many slots takes
+// their max, then one exponential per slot.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cluster.cuh"
 #include "common/reduce.cuh"
@@ -81,6 +87,7 @@ struct RedMax {
 /// ops turn into NaN as PyTorch does (e^(x − m) = e^NaN). A NaN element makes s NaN.
 struct OnlineMaxSum {
   static constexpr int kFloats = 2;
+  static constexpr bool kOnline = true;
   using Val = RedVal<2>;  // v[0] = m, v[1] = s
   __device__ __forceinline__ static Val identity() { return {{kNegInf, 0.f}}; }
   __device__ __forceinline__ static Val combine(const Val& a, const Val& b) {
@@ -90,17 +97,14 @@ struct OnlineMaxSum {
                           __fmul_rn(b.v[1], exp_diff(b.v[0], mr)))}};
   }
   /// On-chip views (registers, shared memory) are swept twice: the thread's max, then the sum
-  /// of e^(x − max) (one exponential per element). Views over global memory are swept once,
-  /// online per element (a rescale only when the max grows).
+  /// of e^(x − max) (one FFMA and one exponential per element, ExpShift). Views over global
+  /// memory are swept once, online per element (a rescale only when the max grows).
   template <class View, class F>
   __device__ __forceinline__ static Val fold(const View& view, F value) {
     if constexpr (View::kOnChip) {
       float m = kNegInf;
       view.for_each([&](const auto& e) { m = fmaxf(m, value(e)); });
-      const float mr = m == kNegInf ? 0.f : m;
-      float s = 0.f;
-      view.for_each([&](const auto& e) { s += exp_diff(value(e), mr); });
-      return {{m, s}};
+      return sum_terms(view, value, m);
     } else {
       float m = kNegInf, s = 0.f;
       view.for_each([&](const auto& e) {
@@ -115,22 +119,67 @@ struct OnlineMaxSum {
       return {{m, s}};
     }
   }
+  /// fold(view, x of stream 0): on-chip, the max over the packed values (16-bit pairs: one
+  /// max.bf16x2 / max.f16x2 per two elements, View::max_in0).
+  template <class View>
+  __device__ __forceinline__ static Val fold_in0(const View& view) {
+    const auto x0 = [](const auto& e) { return e.in[0]; };
+    if constexpr (View::kOnChip) return sum_terms(view, x0, view.max_in0());
+    else return fold(view, x0);
+  }
+  /// (m, Σ e^(value − m)) over an on-chip view whose max of value is m.
+  template <class View, class F>
+  __device__ __forceinline__ static Val sum_terms(const View& view, F value, float m) {
+    const ExpShift es = ExpShift::make(m == kNegInf ? 0.f : m);
+    float s = 0.f;
+    view.for_each([&](const auto& e) { s += es.term(value(e)); });
+    return {{m, es.normalize(s)}};
+  }
 };
+
+/// Whether reduction kind R is online (R::kOnline; see the head comment).
+template <class R, class = void>
+struct RedIsOnline : std::false_type {};
+template <class R>
+struct RedIsOnline<R, std::void_t<decltype(R::kOnline)>> : std::bool_constant<R::kOnline> {};
 
 // ---------------------------------------------------------------------- all-reduces
 
+/// The butterfly over groups of `width` lanes (a power of two ≤ 32; groups never mix). Online
+/// kinds: max, one rescale per lane, then sums (every lane of a group ends with the same bits:
+/// the same max, and sums of the same operands in either order).
 template <class R>
 __device__ __forceinline__ typename R::Val warp_allreduce_red(typename R::Val v, int width) {
+  if constexpr (RedIsOnline<R>::value) {
+    float m = v.v[0];
 #pragma unroll
-  for (int off = 16; off >= 1; off >>= 1) {
-    if (off < width) {
-      typename R::Val o;
+    for (int off = 16; off >= 1; off >>= 1)
+      if (off < width) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    v.v[1] = __fmul_rn(v.v[1], exp_diff(v.v[0], m == kNegInf ? 0.f : m));
+    v.v[0] = m;
 #pragma unroll
-      for (int i = 0; i < R::kFloats; ++i) o.v[i] = __shfl_xor_sync(0xffffffffu, v.v[i], off);
-      v = R::combine(v, o);
+    for (int off = 16; off >= 1; off >>= 1) {
+      if (off < width) {
+        float o[R::kFloats];
+#pragma unroll
+        for (int i = 1; i < R::kFloats; ++i) o[i] = __shfl_xor_sync(0xffffffffu, v.v[i], off);
+#pragma unroll
+        for (int i = 1; i < R::kFloats; ++i) v.v[i] = __fadd_rn(v.v[i], o[i]);
+      }
     }
+    return v;
+  } else {
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1) {
+      if (off < width) {
+        typename R::Val o;
+#pragma unroll
+        for (int i = 0; i < R::kFloats; ++i) o.v[i] = __shfl_xor_sync(0xffffffffu, v.v[i], off);
+        v = R::combine(v, o);
+      }
+    }
+    return v;
   }
-  return v;
 }
 
 template <class R>
@@ -144,6 +193,29 @@ __device__ __forceinline__ typename R::Val load_slot(const float* slot) {
 #pragma unroll
   for (int i = 0; i < R::kFloats; ++i) v.v[i] = slot[i];
   return v;
+}
+
+/// This lane's combination of slots i = lane, lane + 32, ... < n (slot i at slots + i·kSlot), in
+/// a fixed order; identity for none. Online kinds: the max over the slots first, then one
+/// exponential per slot.
+template <class R, int kSlot>
+__device__ __forceinline__ typename R::Val combine_slots(const float* slots, int lane, int n) {
+  typename R::Val r = R::identity();
+  if constexpr (RedIsOnline<R>::value) {
+#pragma unroll 4
+    for (int i = lane; i < n; i += 32) r.v[0] = fmaxf(r.v[0], slots[i * kSlot]);
+    const float mr = r.v[0] == kNegInf ? 0.f : r.v[0];
+#pragma unroll 4
+    for (int i = lane; i < n; i += 32) {
+      const typename R::Val o = load_slot<R>(slots + i * kSlot);
+      r.v[1] = fmaf(o.v[1], exp_diff(o.v[0], mr), r.v[1]);
+#pragma unroll
+      for (int k = 2; k < R::kFloats; ++k) r.v[k] += o.v[k];
+    }
+  } else {
+    for (int i = lane; i < n; i += 32) r = R::combine(r, load_slot<R>(slots + i * kSlot));
+  }
+  return r;
 }
 
 /// All-reduce over rows of kTpr consecutive threads, kRows rows per CTA, geometry fixed at
@@ -215,10 +287,7 @@ struct ClusterRowReducer {
     if (cluster_n > 1)
       cluster_exchange(s + rank * kWarps * kSlot, kWarps * kSlot, kWarps * kSlot, 1, cluster_n,
                        rank, bars + (k & 1), k);
-    Val r = R::identity();
-    for (int i = lane; i < kWarps * cluster_n; i += 32)
-      r = R::combine(r, load_slot<R>(s + i * kSlot));
-    return warp_allreduce_red<R>(r, 32);
+    return warp_allreduce_red<R>(combine_slots<R, kSlot>(s, lane, kWarps * cluster_n), 32);
   }
 };
 
@@ -260,9 +329,7 @@ __device__ __forceinline__ typename R::Val row_allreduce_red(typename R::Val v,
     cluster_exchange(stage_slots + c.rank * warps_per_row * kSlot, nslots * kSlot,
                      warps_per_row * kSlot, g.rows_per_cta(), g.cluster_n, c.rank,
                      row_reduce_red_bars<R>(g, slots) + stage, k);
-  typename R::Val r = R::identity();
-  for (int i = c.lane; i < nslots; i += 32) r = R::combine(r, load_slot<R>(row_slots + i * kSlot));
-  return warp_allreduce_red<R>(r, 32);
+  return warp_allreduce_red<R>(combine_slots<R, kSlot>(row_slots, c.lane, nslots), 32);
 }
 
 }  // namespace quack::detail

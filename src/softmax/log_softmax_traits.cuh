@@ -24,7 +24,7 @@ struct LogSoftmaxFwd : RowOpBase {
 
   template <class View>
   __device__ __forceinline__ static Red::Val reduce(const RowParams&, const RowIn&, const View& v) {
-    return Red::fold(v, [](const auto& e) { return e.in[0]; });
+    return Red::fold_in0(v);
   }
   __device__ __forceinline__ static Row finish(const RowParams&, const RowIn&, const Red::Val& t,
                                                int64_t, bool) {

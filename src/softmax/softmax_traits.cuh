@@ -20,20 +20,23 @@ struct SoftmaxFwd : RowOpBase {
   static constexpr int kOut = 1;  // y
   using Red = OnlineMaxSum;
   struct Row {
-    float m, inv_s;
+    ExpShift e;   // e^(x − m) = e.term(x)·e.fix
+    float scale;  // e.fix / s
   };
 
   template <class View>
   __device__ __forceinline__ static Red::Val reduce(const RowParams&, const RowIn&, const View& v) {
-    return Red::fold(v, [](const auto& e) { return e.in[0]; });
+    return Red::fold_in0(v);
   }
   __device__ __forceinline__ static Row finish(const RowParams&, const RowIn&, const Red::Val& t,
                                                int64_t, bool) {
-    return {t.v[0], 1.f / t.v[1]};
+    // m = −inf (a row of all −inf): fix = NaN, so y = NaN.
+    const ExpShift e = ExpShift::make(t.v[0]);
+    return {e, e.fix / t.v[1]};
   }
   __device__ __forceinline__ static void apply(const RowParams&, const Row& r,
                                                const RowElem<kIn, kCols>& e, float (&out)[kOut]) {
-    out[0] = exp_diff(e.in[0], r.m) * r.inv_s;
+    out[0] = r.e.term(e.in[0]) * r.scale;  // one FFMA, the MUFU, one FMUL
   }
 };
 
