@@ -1,9 +1,9 @@
 # The row skeleton's instance generator. src/row/row_ops.cmake lists the row ops, one
 # quack_row_op(...) line per op and direction; for each it writes, at configure time, into
 # ${QUACK_ROW_GEN_DIR}:
-#   <name>_<in>.cu     one TU per input dtype: launch_row_vector<Traits, TIn, TOut> for each of
-#                      the op's pairs with that input (every configuration of row_config.h the
-#                      op can use: src/row/row_launch.cuh)
+#   <name>_<in>.cu     one TU per input dtype: launch_row_vector<Traits, TIn, TOut, TVec> for
+#                      each of the op's triples with that input (every configuration of
+#                      row_config.h the op can use: src/row/row_launch.cuh)
 #   <name>_entry.cu    the op's RowOpEntry (src/row/row_entry.cuh): info from its traits, the
 #                      pair table, the general-policy kernel; `const RowOpEntry& row_op_<name>()`
 #   row_gen/row_ops.h  the declarations of every row_op_<name>() (written by
@@ -41,12 +41,13 @@ function(_quack_row_types tok ctype_var dtype_var)
   endif()
 endfunction()
 
-# quack_row_op(<name> <traits header> <traits type> <in>:<out> ...)
+# quack_row_op(<name> <traits header> <traits type> <in>:<out>[:<vec>] ...)
 #   name           the op and direction, e.g. softmax_fwd: row_op_softmax_fwd()
 #   traits header  path under src/, e.g. softmax/softmax_traits.cuh
 #   traits type    the traits struct in quack::detail, e.g. SoftmaxFwd
-#   <in>:<out>     the vector-path dtype pairs (every input stream in <in>, every output in
-#                  <out>); any other mix runs on the general policy
+#   <in>:<out>[:<vec>]  the vector-path dtypes (every input stream in <in>, every output in
+#                  <out>, every per-column vector in <vec>; <vec> defaults to <in>); any other
+#                  mix runs on the general policy
 function(quack_row_op name header traits)
   if(ARGC LESS 4)
     message(FATAL_ERROR "quack_row_op(${name}): no dtype pair given")
@@ -58,17 +59,24 @@ function(quack_row_op name header traits)
   foreach(pair IN LISTS ARGN)
     string(REPLACE ":" ";" io "${pair}")
     list(LENGTH io n)
-    if(NOT n EQUAL 2)
-      message(FATAL_ERROR "quack_row_op(${name}): pair '${pair}' is not <in>:<out>")
+    if(NOT n EQUAL 2 AND NOT n EQUAL 3)
+      message(FATAL_ERROR "quack_row_op(${name}): '${pair}' is not <in>:<out>[:<vec>]")
     endif()
     list(GET io 0 in)
     list(GET io 1 out)
+    if(n EQUAL 3)
+      list(GET io 2 vt)
+    else()
+      set(vt ${in})
+    endif()
     _quack_row_types(${in} cin din)
     _quack_row_types(${out} cout dout)
-    set(sig "launch_row_vector<${traits}, ${cin}, ${cout}>(const RowPlan&, const RowParams&, int, cudaStream_t, const char*)")
+    _quack_row_types(${vt} cvec dvec)
+    set(fn "launch_row_vector<${traits}, ${cin}, ${cout}, ${cvec}>")
+    set(sig "${fn}(const RowPlan&, const RowParams&, int, cudaStream_t, const char*, int64_t*)")
     string(APPEND inst_${in} "template void ${sig};\n")
     string(APPEND externs "extern template void ${sig};\n")
-    string(APPEND pair_rows "    {${din}, ${dout}, &launch_row_vector<${traits}, ${cin}, ${cout}>},\n")
+    string(APPEND pair_rows "    {${din}, ${dout}, ${dvec}, &${fn}},\n")
     list(APPEND ins ${in})
   endforeach()
   list(REMOVE_DUPLICATES ins)
@@ -100,17 +108,24 @@ namespace {
 constexpr RowPair k_${name}_pairs[] = {
 ${pair_rows}};
 
-bool has_pair(DType in, DType out) { return row_find_pair(k_${name}_pairs, in, out) != nullptr; }
+bool find_pair(DType in, DType out, int vec, DType* vec_out) {
+  return row_find_pair_entry(k_${name}_pairs, in, out, vec, vec_out);
+}
 
 void launch_op(const RowPlan& plan, const RowParams& p, int device, cudaStream_t stream,
                const char* where) {
   row_launch_entry<${traits}>(k_${name}_pairs, plan, p, device, stream, where);
 }
 
+int64_t resident_op(const RowPlan& plan, const RowParams& p, int device, const char* where) {
+  return row_resident_entry<${traits}>(k_${name}_pairs, plan, p, device, where);
+}
+
 }  // namespace
 
 const RowOpEntry& row_op_${name}() {
-  static const RowOpEntry entry{row_op_info<${traits}>(\"${name}\"), has_pair, launch_op};
+  static const RowOpEntry entry{row_op_info<${traits}>(\"${name}\"), find_pair, launch_op,
+                                resident_op};
   return entry;
 }
 
