@@ -13,6 +13,12 @@
 //                       softmax (--log 1: log_softmax), out and dx in x's dtype; "config": the
 //                       row skeleton's plan (row_plan_name); all = every configuration of
 //                       src/row/row_config.h that takes the shape, and the general policy
+//   quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
+//                       [--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]
+//                       LayerNorm with a weight and (--bias 1) a bias in fp32 or x's dtype, out
+//                       and dx in x's dtype; the forward writes mean and rstd, the backward
+//                       dweight and dbias (fp32; its workspace allocated once); "config" as for
+//                       softmax
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
 //     (env QUACK_GEMM_TILE_N forces a tile; QUACK_BENCH_TILE_COUNTER=1 uses the dynamic scheduler)
@@ -26,7 +32,8 @@
 // GEMM: ours and cuBLAS alternate launch by launch (A B A B) so clock drift hits both alike;
 // TFLOP/s = 2·M·N·K / time. Bytes (QuACK's model): fwd 2·M·N·elt (x read, y written), bwd 3·M·N·elt (x and
 // dy read, dx written); weights, rstd and partials are not counted. softmax: fwd 2·M·N·elt (x
-// read, y written), bwd 3·M·N·elt (y and dy read, dx written).
+// read, y written), bwd 3·M·N·elt (y and dy read, dx written). layernorm: as rmsnorm (weight,
+// bias, mean, rstd and partials are not counted).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -42,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "norm/layernorm_internal.h"
 #include "norm/rmsnorm_tuning.h"
 #include "row/row_config.h"
 #include "row/row_op.h"
@@ -360,6 +368,100 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
   return 0;
 }
 
+// LayerNorm forward and backward, x, out, dout, dx in `dt`, weight (and bias) in `wdt`,
+// contiguous; as bench_softmax (all_configs: every configuration that takes the shape, then the
+// general policy).
+int bench_layernorm(quack::DType dt, quack::DType wdt, bool bias,
+                    const std::vector<std::pair<long long, long long>>& shapes,
+                    const std::string& dir, double budget_ms, bool all_configs) {
+  namespace d = quack::detail;
+  const char* name = quack::dtype_name(dt);
+  const size_t es = quack::dtype_size(dt), ws = quack::dtype_size(wdt);
+  std::vector<int> configs = {-1};
+  if (all_configs) {
+    configs.clear();
+    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);  // last: general
+  }
+  const std::string wextra = std::string(", \"weight\": \"") + quack::dtype_name(wdt) +
+                             "\", \"bias\": " + (bias ? "true" : "false");
+  for (auto [M, N] : shapes) {
+    const size_t mn = static_cast<size_t>(M) * N;
+    const int sets = static_cast<int>(std::max<size_t>(1, std::min<size_t>(8, (256ull << 20) / (mn * es) + 1)));
+    std::vector<std::unique_ptr<Buffer>> x, y, dy, dx, mean, rstd;
+    Buffer w(N * ws), b(N * ws), dw(N * 4), db(N * 4);
+    fill_random(w.p, N, wdt, 7);
+    fill_random(b.p, N, wdt, 8);
+    for (int s = 0; s < sets; ++s) {
+      x.emplace_back(new Buffer(mn * es));
+      y.emplace_back(new Buffer(mn * es));
+      mean.emplace_back(new Buffer(M * 4));
+      rstd.emplace_back(new Buffer(M * 4));
+      fill_random(x.back()->p, mn, dt, 1 + s);
+      if (dir != "fwd") {
+        dy.emplace_back(new Buffer(mn * es));
+        dx.emplace_back(new Buffer(mn * es));
+        fill_random(dy.back()->p, mn, dt, 100 + s);
+      }
+    }
+    auto fwd_args = [&](int s) {
+      quack::LayerNormFwdArgs a;
+      a.x = quack::TensorRef::matrix(x[s]->p, dt, M, N);
+      a.weight = quack::TensorRef::vector(w.p, wdt, N);
+      if (bias) a.bias = quack::TensorRef::vector(b.p, wdt, N);
+      a.out = quack::TensorRef::matrix(y[s]->p, dt, M, N);
+      a.mean = quack::TensorRef::vector(mean[s]->p, quack::DType::kFloat32, M);
+      a.rstd = quack::TensorRef::vector(rstd[s]->p, quack::DType::kFloat32, M);
+      return a;
+    };
+    auto bwd_args = [&](int s) {
+      quack::LayerNormBwdArgs a;
+      a.x = quack::TensorRef::matrix(x[s]->p, dt, M, N);
+      a.weight = quack::TensorRef::vector(w.p, wdt, N);
+      a.dout = quack::TensorRef::matrix(dy[s]->p, dt, M, N);
+      a.mean = quack::TensorRef::vector(mean[s]->p, quack::DType::kFloat32, M);
+      a.rstd = quack::TensorRef::vector(rstd[s]->p, quack::DType::kFloat32, M);
+      a.dx = quack::TensorRef::matrix(dx[s]->p, dt, M, N);
+      a.dweight = quack::TensorRef::vector(dw.p, quack::DType::kFloat32, N);
+      if (bias) a.dbias = quack::TensorRef::vector(db.p, quack::DType::kFloat32, N);
+      return a;
+    };
+    char plan_name[96];
+    for (int cfg : configs) {
+      if (dir == "bwd") break;
+      const d::RowPlan plan = d::plan_row_call(d::layernorm_fwd_call(fwd_args(0)), cfg);
+      if (plan.policy == d::RowPolicy::kNone) continue;
+      const double ms = time_median(
+          [&](int s) {
+            if (cfg < 0) quack::layernorm_fwd(fwd_args(s), nullptr);
+            else d::run_row_call(d::layernorm_fwd_call(fwd_args(s)), plan, nullptr);
+          },
+          sets, budget_ms);
+      const std::string extra = std::string(", \"config\": \"") +
+                                d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra;
+      emit("layernorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str());
+    }
+    if (dir == "fwd") continue;
+    for (int s = 0; s < sets; ++s) quack::layernorm_fwd(fwd_args(s), nullptr);  // mean, rstd
+    for (int cfg : configs) {
+      const d::RowCall call0 = d::layernorm_bwd_call(bwd_args(0));
+      d::RowPlan plan = d::plan_row_call(call0, cfg);
+      if (plan.policy == d::RowPolicy::kNone) continue;
+      const size_t bytes = d::row_call_workspace(call0, plan);  // fixes the persistent grid
+      Buffer work(std::max<size_t>(bytes, 16));
+      const double ms = time_median(
+          [&](int s) {
+            d::run_row_call(d::layernorm_bwd_call(bwd_args(s)), plan, nullptr, work.p, bytes);
+          },
+          sets, budget_ms);
+      const std::string extra = std::string(", \"config\": \"") +
+                                d::row_plan_name(plan, plan_name, sizeof(plan_name)) +
+                                "\", \"partials\": " + std::to_string(plan.partials) + wextra;
+      emit("layernorm_bwd", name, M, N, ms, 3.0 * mn * es, extra.c_str());
+    }
+  }
+  return 0;
+}
+
 // GEMM D = A·B, bf16 in and out, fp32 accumulation, D (M, N) row-major; A (M, K) and B (K, N)
 // each row- or column-major (layout "rc" = A row-major, B column-major, and so on). cuBLAS
 // (column-major) computes the same product as Dᵀ (N×M) = Bᵀ·Aᵀ: op(B) = N for a row-major B
@@ -522,6 +624,8 @@ int main(int argc, char** argv) {
                  "[--dir fwd|bwd|both] [--ms 100] [--fwd-path staged|simple|both|simple-all]\n"
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
+                 "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
+                 "[--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n");
     return 2;
   }
@@ -532,7 +636,9 @@ int main(int argc, char** argv) {
   std::string layout = "rr";  // gemm: A then B, r = row-major, c = column-major
   std::string fwd_path;       // rmsnorm: empty = the library's default path
   bool log = false;           // softmax: log_softmax
-  std::string config = "auto";  // softmax: auto (the plan) or all
+  std::string config = "auto";  // softmax, layernorm: auto (the plan) or all
+  std::string wdtype = "fp32";  // layernorm: weight and bias dtype (fp32 or x)
+  bool bias = true;             // layernorm: with a bias
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--dtype") dtype = v;
@@ -543,6 +649,8 @@ int main(int argc, char** argv) {
     else if (k == "--fwd-path") fwd_path = v;
     else if (k == "--log") log = v == "1" || v == "true";
     else if (k == "--config") config = v;
+    else if (k == "--wdtype") wdtype = v;
+    else if (k == "--bias") bias = v == "1" || v == "true";
     else {
       std::fprintf(stderr, "quack-bench: unknown option %s\n", k.c_str());
       return 2;
@@ -587,6 +695,11 @@ int main(int argc, char** argv) {
     if (cmd == "softmax")
       return bench_softmax(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms, log,
                            config == "all");
+    if (cmd == "layernorm") {
+      const quack::DType xt = parse_dtype(dtype);
+      return bench_layernorm(xt, wdtype == "x" ? xt : parse_dtype(wdtype), bias,
+                             parse_shapes(shapes), dir, budget_ms, config == "all");
+    }
     if (cmd == "rmsnorm" || cmd == "rmsnorm-sweep")
       return bench_rmsnorm(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,
                            cmd == "rmsnorm-sweep", fwd_path);

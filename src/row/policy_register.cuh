@@ -19,8 +19,10 @@
 // pass, so an output may alias an input of the same layout.
 //
 // Per-column vectors (kCols): 16-byte read-only loads (L1-cached: every row of an SM re-reads
-// them), issued with the row's loads when the registers allow it or the fold reads them
-// (kColsEarly), else one vector at a time right before its use (RMSNorm's simple forward).
+// them). kRegister: issued with the row's loads (the plan takes this policy for ops with vectors
+// only where they fit the registers: row_config_usable). kLooped: with each pass-2 chunk when
+// they fit (row_cols_early), else one vector at a time right before its use (RMSNorm's simple
+// forward).
 // Absent optional input streams hold zeros and are not read; absent vectors read as 0.
 //
 // Registers only; shared memory holds the reduction's partials (one slot per warp).
@@ -39,19 +41,18 @@
 
 namespace quack::detail {
 
-/// Whether a register-policy instance loads the per-column vectors with the row (before the
+/// Whether a register or looped instance loads the per-column vectors with the row (before the
 /// reduction): when the fold reads them, or when they fit the CTA's register cap beside the
-/// row's packed values.
+/// row's packed values (row_register_cols_fit). The plan runs the register policy for ops with
+/// vectors only where they fit (row_config_usable); the looped policy loads them where used
+/// otherwise.
 template <class Op, typename TIn, typename TVec, int kThreads, int kVecs>
 __host__ __device__ constexpr bool row_cols_early() {
   constexpr int kVec = 16 / sizeof(TIn);
   constexpr int kRegCap = 65536 / kThreads < 255 ? 65536 / kThreads : 255;
   constexpr int kColRegs = Op::kCols * kVecs * kVec * int{sizeof(TVec)} / 4;
-  // Twice the slack: LayerNorm's looped fp16 instance with an fp32 weight and bias spilled at
-  // the single slack (64 registers, 1024 threads).
   return Op::kCols > 0 &&
-         (Op::kReduceCols ||
-          kVecs * 4 * Op::kIn + kColRegs + 2 * kRowRegisterBudgetSlack <= kRegCap);
+         (Op::kReduceCols || row_register_cols_fit(kVecs * 4 * Op::kIn, kColRegs, kRegCap));
 }
 
 template <class Op, typename TIn, typename TOut, typename TVec, int kTpr, int kRows, int kVecs>
@@ -63,6 +64,8 @@ __global__ void __launch_bounds__(kTpr * kRows)
   using V = Packed<TIn, kVec>;
   using CV = Packed<TVec, kVec>;
   constexpr bool kEarly = row_cols_early<Op, TIn, TVec, kTpr * kRows, kVecs>();
+  static_assert(Op::kCols == 0 || kEarly, "row_config_usable compiles only instances whose "
+                                          "vectors fit beside the row");
   using Reducer = StaticRowReducer<kTpr, kRows, typename Op::Red>;
   __shared__ float slots[Reducer::kSlotFloats];
 
@@ -121,20 +124,8 @@ __global__ void __launch_bounds__(kTpr * kRows)
 #pragma unroll
         for (int s = 0; s < kIn; ++s) unpack(xv[s][j], x[s]);
         if constexpr (Op::kCols > 0) {
-          if constexpr (kEarly) {
 #pragma unroll
-            for (int c = 0; c < Op::kCols; ++c) unpack(cv[c][j], v[c]);
-          } else {
-#pragma unroll
-            for (int c = 0; c < Op::kCols; ++c) {
-              CV w;
-              load_col_packed<TVec, kVec>(p.vec[c], col_t + off, w);
-              unpack(w, v[c]);
-            }
-            // Keeps the next vector's loads after this vector's stores: hoisted, they would
-            // need the registers row_cols_early found missing.
-            asm volatile("" ::: "memory");
-          }
+          for (int c = 0; c < Op::kCols; ++c) unpack(cv[c][j], v[c]);
         }
         apply_store<Op, TOut, kVec>(p, rr, x, v, col_t + off, dst, off);
       }
@@ -253,7 +244,9 @@ __global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::kCols == 0 ? 2048 / 
                 unpack(w, v[cc]);
               }
             }
-            if constexpr (!kEarly) asm volatile("" ::: "memory");  // as in the register kernel
+            // Keeps the next vector's loads below this point: hoisted, they would need the
+            // registers row_cols_early found missing (RMSNorm's simple forward does the same).
+            if constexpr (!kEarly) asm volatile("" ::: "memory");
           }
           apply_store<Op, TOut, kVec>(p, rr, x, v, col_t + off, dst, off);
         }

@@ -164,12 +164,22 @@ QUACK_ROW_HD constexpr int row_col_regs(const RowConfig& c, int n_cols, int in_e
   return n_cols * c.vecs * (16 / in_elt) * vec_elt / 4;
 }
 
+/// Whether a register-policy thread holds the row's packed values (row_regs) and its
+/// per-column vectors' values (col_regs) under the cap, with twice the usual slack (LayerNorm's
+/// looped fp16 instance with an fp32 weight and bias spilled at the single slack).
+QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, int cap) {
+  return row_regs + col_regs + 2 * kRowRegisterBudgetSlack <= cap;
+}
+
 /// Whether configuration c is compiled for an op with n_in input streams, a reduction of
 /// red_floats floats, n_cols per-column vectors of vec_elt-byte elements, n_acc column
 /// accumulations and input elements of in_elt bytes:
 ///  - register and looped policies: not persistent, so no column accumulations; n_in x vecs
 ///    packed vectors (4 registers each) under the CTA's register cap (65536 / threads, at most
-///    255); per-column vectors are loaded where used;
+///    255); the register policy also holds the per-column vectors' values of its row beside
+///    them (loaded with the row; loaded one vector at a time after the reduction instead, each
+///    waits on L1/L2 in turn with one 1024-thread CTA per SM), the looped policy loads them
+///    where used;
 ///  - ring: no column accumulations; the stages fit 227 KB; the CTA's vector slices fit
 ///    kRowRingColRegs registers;
 ///  - staged: any op (its geometry and shared memory are checked per call by the plan).
@@ -180,6 +190,9 @@ QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int 
   if (c.policy == RowPolicy::kRegister || c.policy == RowPolicy::kLooped) {
     if (n_acc != 0) return false;
     const int cap = 65536 / c.threads() < 255 ? 65536 / c.threads() : 255;
+    if (c.policy == RowPolicy::kRegister && n_cols > 0)
+      return row_register_cols_fit(c.vecs * 4 * n_in, row_col_regs(c, n_cols, in_elt, vec_elt),
+                                   cap);
     return c.vecs * 4 * n_in + kRowRegisterBudgetSlack <= cap;
   }
   if (c.policy == RowPolicy::kRing)
