@@ -33,7 +33,8 @@ namespace nb = nanobind;
 
 using quack_py::kTensorDoc;
 
-void bind_softmax(nb::module_& m);  // bind_softmax.cpp
+void bind_softmax(nb::module_& m);    // bind_softmax.cpp
+void bind_layernorm(nb::module_& m);  // bind_layernorm.cpp
 
 namespace {
 
@@ -95,6 +96,7 @@ NB_MODULE(_C, m) {
         "The C++ library's version, e.g. '0.1.0'.");
 
   bind_softmax(m);
+  bind_layernorm(m);
 
   m.def(
       "rmsnorm_fwd",

@@ -93,7 +93,7 @@ struct RedSums {
 /// M2_t = Σ (x − μ_t)²) about its own mean μ_t = s_t / n_t: two sweeps over on-chip views,
 /// Welford's update over global memory; chunks of one thread merge by Chan's formula
 /// (Chan, Golub & LeVeque 1983). Across threads, warps, CTAs and clusters the all-reduce takes
-/// two exact sum stages (kTwoStage) rather than a tree of Chan merges (a reciprocal each, up to
+/// two plain sum stages (kTwoStage) rather than a tree of Chan merges (a reciprocal each, up to
 /// 26 per row and thread in a 16-CTA cluster):
 ///   stage 1  (N, S) = Σ (n_t, s_t);            μ = S / N
 ///   stage 2  M2 = Σ [M2_t + n_t·(μ_t − μ)²]    (every term ≥ 0: no cancellation)
@@ -148,9 +148,9 @@ struct RedMeanM2 {
     }
   }
   __device__ __forceinline__ static Stage1::Val stage1(const Val& v) { return {{v.v[0], v.v[1]}}; }
-  __device__ __forceinline__ static float mid(const Stage1::Val& t) {
-    return __fdividef(t.v[1], t.v[0]);
-  }
+  /// μ = S / N, correctly rounded (a row of one repeated value gets exactly that value, so
+  /// h − μ = 0 there, as PyTorch's).
+  __device__ __forceinline__ static float mid(const Stage1::Val& t) { return __fdiv_rn(t.v[1], t.v[0]); }
   __device__ __forceinline__ static Stage2::Val stage2(const Val& v, float mu) {
     if (v.v[0] == 0.f) return {{0.f}};
     const float d = mean_of(v) - mu;
