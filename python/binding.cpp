@@ -9,7 +9,8 @@
 //
 // GEMM (quack/gemm.h) is bound the same way: gemm_can_implement and
 // gemm take a, b, c (or None), d as tuples plus alpha and beta. Softmax (quack/softmax.h):
-// bind_softmax.cpp. The tuple conversion is bind_util.h's.
+// bind_softmax.cpp; cross-entropy (quack/cross_entropy.h): bind_cross_entropy.cpp. The tuple
+// conversion is bind_util.h's.
 //
 // Errors: quack::InvalidArgument (a std::invalid_argument) -> ValueError, quack::CudaError
 // (a std::runtime_error) -> RuntimeError, by nanobind's standard translation.
@@ -33,8 +34,9 @@ namespace nb = nanobind;
 
 using quack_py::kTensorDoc;
 
-void bind_softmax(nb::module_& m);    // bind_softmax.cpp
-void bind_layernorm(nb::module_& m);  // bind_layernorm.cpp
+void bind_softmax(nb::module_& m);        // bind_softmax.cpp
+void bind_cross_entropy(nb::module_& m);  // bind_cross_entropy.cpp
+void bind_layernorm(nb::module_& m);      // bind_layernorm.cpp
 
 namespace {
 
@@ -96,6 +98,7 @@ NB_MODULE(_C, m) {
         "The C++ library's version, e.g. '0.1.0'.");
 
   bind_softmax(m);
+  bind_cross_entropy(m);
   bind_layernorm(m);
 
   m.def(

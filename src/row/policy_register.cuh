@@ -133,12 +133,15 @@ __global__ void __launch_bounds__(kTpr * kRows)
   }
 }
 
-// Two CTAs per SM for one input stream without vectors (32 registers at 1024 threads: the
-// chunk's packed values and the fold fit), one for more (without the bound ptxas kept the
-// two-stream fp32 instance at 32 registers and spilled; LayerNorm's weight and bias spilled
-// at 32).
+// Two CTAs per SM for one input stream, a reduction of ≤ 2 floats and no per-column vectors
+// (32 registers at 1024 threads: the chunk's packed values and the fold fit), one for more
+// (without the bound ptxas kept the two-stream fp32 instance, cross-entropy's 4-float one and
+// LayerNorm's weight and bias at 32 and spilled).
 template <class Op, typename TIn, typename TOut, typename TVec, int kTpr, int kVecs>
-__global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::kCols == 0 ? 2048 / kTpr : 1)
+__global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 &&
+                                                Op::kCols == 0
+                                            ? 2048 / kTpr
+                                            : 1)
     row_looped_kernel(const __grid_constant__ RowParams p) {
   static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);

@@ -12,6 +12,7 @@
 //               (P, N), row stride N: one row per persistent cluster; run_row_call adds them
 //               (colsum) into the accumulation's output; nullptr: not asked for
 //   scalar[i]   op scalars                              e.g. eps, weight offset
+//   iscalar[i]  op integer scalars                      e.g. ignore_index, classes, flags
 //
 // A (M) vector is read as an (M, 1) operand: RowIO::offset(row, 0) (row_vector_io, row_op.h).
 // Absent operands (optional streams, vectors, per-row tensors) have ptr == nullptr.
@@ -27,9 +28,10 @@ namespace quack::detail {
 inline constexpr int kRowMaxIn = 3;
 inline constexpr int kRowMaxOut = 2;
 inline constexpr int kRowMaxVec = 2;
-inline constexpr int kRowMaxRowIO = 2;
+inline constexpr int kRowMaxRowIO = 4;  // cross-entropy: target, target logit, lse, dloss
 inline constexpr int kRowMaxScalars = 4;
 inline constexpr int kRowMaxAcc = 2;
+inline constexpr int kRowMaxIScalars = 4;
 
 struct RowParams {
   RowGeometry g;  // rows = M, cols = N; cluster_n of the ring and general policies
@@ -40,6 +42,7 @@ struct RowParams {
   RowIO row_out[kRowMaxRowIO];
   float* part[kRowMaxAcc] = {nullptr, nullptr};
   float scalar[kRowMaxScalars] = {0.f, 0.f, 0.f, 0.f};
+  int64_t iscalar[kRowMaxIScalars] = {0, 0, 0, 0};
 };
 
 }  // namespace quack::detail
