@@ -4,6 +4,7 @@
 
 #include "quack/errors.h"
 #include "quack/gemm.h"
+#include "quack/gemm_act.h"
 #include "quack/norm.h"
 #include "quack/tensor.h"
 #include "quack/version.h"
