@@ -35,8 +35,8 @@ namespace quack {
 /// | kTanh             | "tanh"             | tanh(x)                                       | 1 − tanh²(x)                         |
 ///
 /// tanh is the hardware's tanh.approx.f32 (relative error about 2^-11), as in QuACK. NaN in x
-/// propagates to act(x) (relu(NaN) = NaN, as torch.relu); relu's and relu_sq's gradients at a NaN
-/// are 0.
+/// propagates to act(x) (relu(NaN) = NaN, as torch.relu) and to the gradients, except relu's
+/// (dout·[x > 0] is 0 at a NaN, as QuACK's drelu).
 enum class Activation : int { kIdentity = 0, kRelu = 1, kReluSq = 2, kGeluTanhApprox = 3, kSilu = 4, kTanh = 5 };
 
 /// The name in the table above ("unknown" for a value outside the enum). Never throws.
