@@ -960,6 +960,7 @@ int main(int argc, char** argv) {
       const quack::DType xt = parse_dtype(dtype);
       return bench_layernorm(xt, wdtype == "x" ? xt : parse_dtype(wdtype), bias,
                              parse_shapes(shapes), dir, budget_ms, config == "all");
+    }
     if (cmd == "gemm-act" || cmd == "gemm-dact") {
       if (!shapes_given) shapes = "16384x14336x4096,16384x4096x14336,8192x8192x8192";
       const auto dims = parse_dims(shapes);
