@@ -63,7 +63,10 @@ __device__ __forceinline__ T topk_worst(bool largest) {
 template <typename T, int kV>
 __device__ __forceinline__ float topk_elem(const Packed<T, kV>& v, int i) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const uint32_t w = reinterpret_cast<const uint32_t*>(&v)[i / 2];
+    static_assert(kV == 8, "one 16-byte word");
+    const uint4 w4 = v.word[0];
+    const int j = i / 2;  // compile-time after unrolling
+    const uint32_t w = j == 0 ? w4.x : j == 1 ? w4.y : j == 2 ? w4.z : w4.w;
     return __uint_as_float(i % 2 ? (w & 0xffff0000u) : (w << 16));
   } else {
     return to_float(v.elt[i]);
@@ -81,9 +84,8 @@ __device__ __forceinline__ int64_t topk_opaque(int64_t v) {
 }
 template <typename T, int kV>
 __device__ __forceinline__ Packed<T, kV> topk_opaque(Packed<T, kV> v) {
-  auto* w = reinterpret_cast<uint32_t*>(&v);
-#pragma unroll
-  for (int j = 0; j < static_cast<int>(sizeof(v) / 4); ++j) asm volatile("" : "+r"(w[j]));
+  static_assert(Packed<T, kV>::kWords == 1 && Packed<T, kV>::kWordBytes == 16, "one uint4");
+  asm volatile("" : "+r"(v.word[0].x), "+r"(v.word[0].y), "+r"(v.word[0].z), "+r"(v.word[0].w));
   return v;
 }
 
@@ -115,6 +117,7 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
   constexpr int kSlots = kU * kV;          // elements per lane and iteration
   constexpr unsigned kFull = 0xffffffffu;
   static_assert(sizeof(P) == 8 || sizeof(T) == 2, "32-bit entries hold 16-bit keys only");
+  static_assert(kSlots <= 32, "one bit per slot");
 
   extern __shared__ __align__(16) unsigned char topk_smem[];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
@@ -207,13 +210,19 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
     if (first) {  // first-block bound (warp-uniform branch)
       first = false;
       if (p.k <= 32) {
+        // Maxima of x' per vector over its valid elements, starting from NaN (fmaxf ignores a
+        // NaN operand): a vector of only NaNs keeps NaN, whose key is its elements' key; a
+        // vector with numbers gets its largest number, whose key is ≤ its best element's
+        // (NaN ranks above every number; −0 or +0 for a zero, and key(−0) < key(+0)).
+        // A vector without a valid element has key 0, the bound that excludes nothing.
         uint32_t d[kU];
 #pragma unroll
         for (int u = 0; u < kU; ++u) {
-          d[u] = 0;
+          float mx = __uint_as_float(0x7fffffffu);
 #pragma unroll
           for (int i = 0; i < kV; ++i)
-            if (off_of(u, i) < lim) d[u] = max(d[u], Key::key(topk_flip(x_at(u, i), sgn), largest));
+            if (off_of(u, i) < lim) mx = fmaxf(mx, topk_flip(x_at(u, i), sgn));
+          d[u] = off_of(u, 0) < lim ? Key::key(mx, largest) : 0u;
         }
         uint32_t bound;
         if (p.k <= 8) {  // k-th of the 32 lane maxima
@@ -247,6 +256,18 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
     }
     if (!__any_sync(kFull, hit)) continue;
 
+    // The slots with a candidate in some lane (the threshold only rises from here, so this is
+    // a superset of the slots that can still insert): the others are skipped by one test.
+    unsigned cand = 0;
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int i = 0; i < kV; ++i) {
+        const float x = x_at(u, i);
+        cand |= static_cast<unsigned>(largest ? !(x < thr_x) : !(x > thr_x)) << (u * kV + i);
+      }
+    const unsigned slots = __reduce_or_sync(kFull, cand);
+
     // Offer the slots in order; one copy of the slot code and one of the merge: a pass stops
     // when the buffer holds 32, merges, and the next pass resumes at the following slot.
     int next = 0;
@@ -259,7 +280,7 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
       const int64_t cb = topk_opaque(c0);
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
-        if (s >= next && buf_n < 32) {
+        if (((slots >> s) & 1u) && s >= next && buf_n < 32) {
           next = s + 1;
           const int u = s / kV, i = s % kV;
           const float xv = topk_flip(topk_elem(pk[u], i), sgn);
