@@ -34,6 +34,7 @@ namespace nb = nanobind;
 using quack_py::kTensorDoc;
 
 void bind_softmax(nb::module_& m);  // bind_softmax.cpp
+void bind_topk(nb::module_& m);     // bind_topk.cpp
 
 namespace {
 
@@ -87,7 +88,7 @@ constexpr const char* kGemmDoc =
 NB_MODULE(_C, m) {
   m.doc() =
       "QuACK-C++ extension: thin conversion from Python values to the C++ API (quack/norm.h,\n"
-      "quack/softmax.h, quack/gemm.h).\n"
+      "quack/softmax.h, quack/topk.h, quack/gemm.h).\n"
       "Use quack_cpp.rmsnorm / quack_cpp.ops for torch tensors; these functions take raw\n"
       "pointers and launch on the given stream without synchronising.";
 
@@ -95,6 +96,7 @@ NB_MODULE(_C, m) {
         "The C++ library's version, e.g. '0.1.0'.");
 
   bind_softmax(m);
+  bind_topk(m);
 
   m.def(
       "rmsnorm_fwd",
