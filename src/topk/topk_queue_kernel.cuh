@@ -17,8 +17,8 @@
 // merged into q (warp_queue_merge), which raises thr. At the end the buffer's rest is merged;
 // with W > 1 warp 0 of the row merges the other warps' queues from shared memory.
 //
-// First-block bound (k ≤ 32): the k-th largest of 32 lane maxima (k ≤ 8) or of 32·kU vector
-// maxima of the first iteration's keys is ≤ the k-th best of the row (k disjoint groups each
+// First-block bound (k ≤ 16·kU = 64): the k-th largest of 32 lane maxima (k ≤ 8) or of 32·kU
+// vector maxima of the first iteration is ≤ the k-th best of the row (k disjoint groups each
 // hold an element at least that large), so elements with a smaller key are rejected from the
 // start instead of after the queue has filled.
 //
@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
 
     if (first) {  // first-block bound (warp-uniform branch)
       first = false;
-      if (p.k <= 32) {
+      if (p.k <= 16 * kU) {  // a useful bound: at least 2k delegates
         // Maxima of x' per vector over its valid elements, starting from NaN (fmaxf ignores a
         // NaN operand): a vector of only NaNs keeps NaN, whose key is its elements' key; a
         // vector with numbers gets its largest number, whose key is ≤ its best element's
@@ -231,9 +231,9 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
           for (int u = 1; u < kU; ++u) t[0] = max(t[0], d[u]);
           warp_bitonic_sort<true, 1>(t, lane);
           bound = __shfl_sync(kFull, t[0], p.k - 1);
-        } else {  // k-th of the 32·kU vector maxima (entry k − 1 < 32 is in register 0)
+        } else {  // k-th of the 32·kU vector maxima
           warp_bitonic_sort<true, kU>(d, lane);
-          bound = __shfl_sync(kFull, d[0], p.k - 1);
+          bound = warp_queue_at<kU>(d, p.k - 1);
         }
         thr = Pk::floor(bound);
         thr_f = Key::value(bound);
