@@ -27,11 +27,13 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps) {
   // (16-bit key, 16-bit column) entries need every column < 2^16 − 1 (the column part ≥ 1).
   plan.packed_bits = elt == 2 && pr.N < 65536 ? 32 : 64;
   plan.vec_io = pr.vec_ok;
-  // Warps per row: one, unless the rows are too few to give the device ~32 warps per SM and
-  // long enough that each warp's slice stays ≥ 16·k columns (a warp's first k entries of its
-  // slice are accepted before its threshold tightens) and ≥ one iteration.
+  // Warps per row: one, unless the rows are too few to give the device 16 warps per SM and
+  // long enough that each warp's slice stays ≥ 16·k columns and ≥ one iteration. More warps
+  // per row cost work: each warp accepts ~k·(1 + ln(slice / k)) elements of its own slice
+  // (random rows; model in tests), W·k·(1 + ln(N / (W·k))) in all, and the long rows are
+  // issue-bound on those merges, not on HBM, once 16 warps per SM stream (2 KB in flight each).
   const int64_t iter = topk_iter_cols(elt);
-  const int64_t target_warps = static_cast<int64_t>(std::max(pr.sm_count, 1)) * 32;
+  const int64_t target_warps = static_cast<int64_t>(std::max(pr.sm_count, 1)) * 16;
   const int64_t min_slice = std::max<int64_t>(iter, 16 * pr.k);
   int w = 1;
   while (w < kTopkMaxWarpsPerRow && pr.M * w < target_warps && pr.N / (2 * w) >= min_slice)
