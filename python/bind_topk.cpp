@@ -17,9 +17,9 @@ using quack_py::to_stream;
 
 constexpr const char* kFwd = "topk_fwd";
 
-quack::TopkFwdArgs fwd_args(const OptTensor& x, const OptTensor& values,
-                            const OptTensor& indices, const OptTensor& lse, bool largest,
-                            bool sorted, int softmax, const char* fn) {
+quack::TopkFwdArgs fwd_args(const OptTensor& x, const OptTensor& values, const OptTensor& indices,
+                            const OptTensor& lse, bool largest, bool sorted, int softmax,
+                            const char* fn) {
   quack::TopkFwdArgs a;
   a.x = to_ref(x, fn, "x");
   a.values = to_ref(values, fn, "values");

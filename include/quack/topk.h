@@ -18,8 +18,9 @@
 //   ties keep the lower index first) in a caller-provided workspace; correct, slower.
 #pragma once
 
-#include <cstddef>
 #include <cuda_runtime_api.h>
+
+#include <cstddef>
 
 #include "quack/tensor.h"
 
@@ -41,7 +42,8 @@ enum class TopkSoftmax : int {
 /// = false allows any order of the k (the kernels return them sorted either way).
 ///
 ///   kNone:      values[i, j]  = x[i, c_ij],        indices[i, j] = c_ij
-///   kSelected:  values[i, j]  = e^(x[i, c_ij] − m_i) / Σ_l e^(x[i, c_il] − m_i),  m_i = max_l x[i, c_il]
+///   kSelected:  values[i, j]  = e^(x[i, c_ij] − m_i) / Σ_l e^(x[i, c_il] − m_i),
+///               m_i = max_l x[i, c_il]
 ///   kRow:       values[i, j]  = e^(x[i, c_ij] − lse_i),  lse_i = ln Σ_{n<N} e^(x[i, n])
 ///
 /// where c_i0, c_i1, ... are the columns of row i in the order above. The selection is made on
@@ -96,7 +98,8 @@ void topk_fwd(const TopkFwdArgs& args, cudaStream_t stream);
 ///   kSelected:  dx[i, c_ij] = p_ij·(dvalues[i, j] − s_i),  s_i = Σ_l p_il·dvalues[i, l],
 ///               p = values (the forward's output); 0 elsewhere
 ///   kRow:       dx[i, n] = y_in·(g_in − s_i),  y_in = e^(x[i, n] − lse_i),
-///               g_in = dvalues[i, j] where n = c_ij (0 elsewhere),  s_i = Σ_l y_{i c_il}·dvalues[i, l]
+///               g_in = dvalues[i, j] where n = c_ij (0 elsewhere),
+///               s_i = Σ_l y_{i c_il}·dvalues[i, l]
 ///
 /// fp32 math, one rounding to dx's dtype. Index entries outside [0, N) are skipped (never an
 /// out-of-bounds access); an index repeated within a row (not topk_fwd's output) leaves one

@@ -1,4 +1,6 @@
 // Top-k public API (quack/topk.h): validation at the boundary, the plan, the launch (host).
+#include "quack/topk.h"
+
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -7,7 +9,6 @@
 #include "common/check.h"
 #include "common/launch.h"
 #include "quack/errors.h"
-#include "quack/topk.h"
 #include "topk/topk_internal.h"
 
 namespace quack {
@@ -31,7 +32,8 @@ const char* softmax_name(TopkSoftmax s) {
 void check_softmax(const ArgCheck& chk, TopkSoftmax s) {
   const int v = static_cast<int>(s);
   if (v < 0 || v > 2)
-    chk.fail("softmax is " + std::to_string(v) + ", expected TopkSoftmax::kNone (0), kSelected "
+    chk.fail("softmax is " + std::to_string(v) +
+             ", expected TopkSoftmax::kNone (0), kSelected "
              "(1) or kRow (2)");
 }
 
@@ -103,8 +105,8 @@ TopkCall topk_fwd_call(const TopkFwdArgs& a, int sm_count_override) {
   chk.same_device(a.indices, "indices", dev);
   chk.non_overlapping(a.indices, "indices");
   if (k > N)
-    chk.fail("values has k = " + std::to_string(k) + " columns, expected k ≤ N = " +
-             std::to_string(N) + " (the columns of x)");
+    chk.fail("values has k = " + std::to_string(k) +
+             " columns, expected k ≤ N = " + std::to_string(N) + " (the columns of x)");
   if (N > kMaxN)
     chk.fail("x has N = " + std::to_string(N) + " columns, expected N ≤ " + std::to_string(kMaxN));
   check_softmax(chk, a.softmax);
@@ -170,9 +172,9 @@ void topk_run_call(const TopkCall& c, void* workspace, size_t workspace_bytes,
     return;
   }
   const bool p32 = c.plan.packed_bits == 32;
-  const TopkQueueLaunch run = c.x_dtype == DType::kBFloat16 ? (p32 ? topk_queue_bf16_p32 : topk_queue_bf16_p64)
-                              : c.x_dtype == DType::kFloat16 ? (p32 ? topk_queue_f16_p32 : topk_queue_f16_p64)
-                                                             : topk_queue_f32_p64;
+  TopkQueueLaunch run = topk_queue_f32_p64;
+  if (c.x_dtype == DType::kBFloat16) run = p32 ? topk_queue_bf16_p32 : topk_queue_bf16_p64;
+  if (c.x_dtype == DType::kFloat16) run = p32 ? topk_queue_f16_p32 : topk_queue_f16_p64;
   run(c.plan, p, stream, fn);
 }
 
@@ -206,9 +208,9 @@ void topk_fwd(const TopkFwdArgs& args, void* workspace, size_t workspace_bytes,
     const detail::ArgCheck chk("topk_fwd");
     if (workspace_bytes < need || (need > 0 && workspace == nullptr))
       chk.fail("workspace has " + std::to_string(workspace == nullptr ? 0 : workspace_bytes) +
-               " bytes, expected at least topk_fwd_workspace_size(args) = " +
-               std::to_string(need) + " (k = " + std::to_string(c.p.k) + " > " +
-               std::to_string(detail::kTopkQueueMaxK) + " sorts each row)");
+               " bytes, expected at least topk_fwd_workspace_size(args) = " + std::to_string(need) +
+               " (k = " + std::to_string(c.p.k) + " > " + std::to_string(detail::kTopkQueueMaxK) +
+               " sorts each row)");
     if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
       chk.fail("workspace is not 256-byte aligned, expected a cudaMalloc-style allocation");
   }
@@ -232,8 +234,8 @@ void topk_bwd(const TopkBwdArgs& a, cudaStream_t stream) {
   chk.dtype_in(a.indices, "indices", {DType::kInt64, DType::kInt32});
   chk.same_device(a.indices, "indices", dev);
   if (k > N)
-    chk.fail("dvalues has k = " + std::to_string(k) + " columns, expected k ≤ N = " +
-             std::to_string(N) + " (the columns of dx)");
+    chk.fail("dvalues has k = " + std::to_string(k) +
+             " columns, expected k ≤ N = " + std::to_string(N) + " (the columns of dx)");
   if (N > d::kMaxN)
     chk.fail("dx has N = " + std::to_string(N) + " columns, expected N ≤ " +
              std::to_string(d::kMaxN));

@@ -28,8 +28,7 @@ TopkCall topk_fwd_call(const TopkFwdArgs& args, int sm_count = -1);
 /// Runs a call with its plan (c.plan may be replaced by another plan of c.problem, e.g.
 /// plan_topk(problem, forced_warps), or with problem.vec_ok = false: the element path).
 /// The sort path needs `workspace` (topk_fwd_workspace_size); nothing runs for kNone.
-void topk_run_call(const TopkCall& c, void* workspace, size_t workspace_bytes,
-                   cudaStream_t stream);
+void topk_run_call(const TopkCall& c, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 /// Launchers of the warp-queue kernel, one TU per x dtype and entry width
 /// (topk_queue_<dtype>_p<bits>.cu; fp32 keys need 64-bit entries).

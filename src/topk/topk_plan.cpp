@@ -36,8 +36,7 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps) {
   const int64_t target_warps = static_cast<int64_t>(std::max(pr.sm_count, 1)) * 16;
   const int64_t min_slice = std::max<int64_t>(iter, 16 * pr.k);
   int w = 1;
-  while (w < kTopkMaxWarpsPerRow && pr.M * w < target_warps && pr.N / (2 * w) >= min_slice)
-    w *= 2;
+  while (w < kTopkMaxWarpsPerRow && pr.M * w < target_warps && pr.N / (2 * w) >= min_slice) w *= 2;
   if (forced_warps > 0) w = forced_warps;
   plan.warps_per_row = w;
   plan.rows_per_cta = w >= 4 ? 1 : 4 / w;
@@ -50,12 +49,8 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps) {
 
 const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len) {
   switch (plan.path) {
-    case TopkPath::kNone:
-      std::snprintf(buf, len, "none");
-      break;
-    case TopkPath::kSort:
-      std::snprintf(buf, len, "sort");
-      break;
+    case TopkPath::kNone: std::snprintf(buf, len, "none"); break;
+    case TopkPath::kSort: std::snprintf(buf, len, "sort"); break;
     case TopkPath::kQueue:
       std::snprintf(buf, len, "queue-q%d-p%d-%s-w%dr%d", 32 * plan.queue_regs, plan.packed_bits,
                     plan.vec_io ? "vec" : "elt", plan.warps_per_row, plan.rows_per_cta);

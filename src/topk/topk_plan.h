@@ -55,7 +55,9 @@ struct TopkPlan {
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0);
 
 /// Columns one warp covers per iteration: kTopkUnroll 16-byte vectors per lane.
-inline constexpr int64_t topk_iter_cols(int elt_bytes) { return kTopkUnroll * 32 * (16 / elt_bytes); }
+inline constexpr int64_t topk_iter_cols(int elt_bytes) {
+  return kTopkUnroll * 32 * (16 / elt_bytes);
+}
 
 /// Shared-memory layout of the queue kernel (bytes from the dynamic base), one function for the
 /// host plan and the kernel: per warp a buffer of kTopkBufEntries packed entries; with W > 1,

@@ -5,7 +5,7 @@
 namespace quack::detail {
 
 void topk_queue_bf16_p32(const TopkPlan& plan, const TopkParams& p, cudaStream_t stream,
-                   const char* where) {
+                         const char* where) {
   launch_topk_queue<__nv_bfloat16, uint32_t>(plan, p, stream, where);
 }
 

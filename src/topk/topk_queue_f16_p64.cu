@@ -5,7 +5,7 @@
 namespace quack::detail {
 
 void topk_queue_f16_p64(const TopkPlan& plan, const TopkParams& p, cudaStream_t stream,
-                   const char* where) {
+                        const char* where) {
   launch_topk_queue<__half, uint64_t>(plan, p, stream, where);
 }
 

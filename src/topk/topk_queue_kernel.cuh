@@ -54,8 +54,10 @@ __device__ __forceinline__ float topk_flip(float v, uint32_t sgn) {
 /// The worst value of T for the mode: −inf (largest) or +inf (smallest).
 template <typename T>
 __device__ __forceinline__ T topk_worst(bool largest) {
-  if constexpr (std::is_same_v<T, float>) return __uint_as_float(largest ? 0xff800000u : 0x7f800000u);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __ushort_as_bfloat16(largest ? 0xff80 : 0x7f80);
+  if constexpr (std::is_same_v<T, float>)
+    return __uint_as_float(largest ? 0xff800000u : 0x7f800000u);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __ushort_as_bfloat16(largest ? 0xff80 : 0x7f80);
   else return __ushort_as_half(largest ? 0xfc00 : 0x7c00);
 }
 
@@ -110,11 +112,11 @@ template <typename T, typename P, int kQ>
 __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) {
   using Key = TopkKey<T>;
   using Pk = TopkPack<P>;
-  constexpr int kV = 16 / sizeof(T);       // elements per 16-byte vector
-  constexpr int kU = kTopkUnroll;          // vectors per lane per iteration
-  constexpr int kStep = 32 * kV;           // columns per warp and vector
-  constexpr int kIter = kU * kStep;        // columns per warp and iteration
-  constexpr int kSlots = kU * kV;          // elements per lane and iteration
+  constexpr int kV = 16 / sizeof(T);  // elements per 16-byte vector
+  constexpr int kU = kTopkUnroll;     // vectors per lane per iteration
+  constexpr int kStep = 32 * kV;      // columns per warp and vector
+  constexpr int kIter = kU * kStep;   // columns per warp and iteration
+  constexpr int kSlots = kU * kV;     // elements per lane and iteration
   constexpr unsigned kFull = 0xffffffffu;
   static_assert(sizeof(P) == 8 || sizeof(T) == 2, "32-bit entries hold 16-bit keys only");
   static_assert(kSlots <= 32, "one bit per slot");
@@ -146,9 +148,9 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
   P q[kQ];
 #pragma unroll
   for (int r = 0; r < kQ; ++r) q[r] = 0;
-  P thr = 0;                                    // entries ≤ thr are out
-  float thr_f = __uint_as_float(0x7fffffffu);   // x' below it is out (NaN: nothing is)
-  int buf_n = 0;                                // entries in buf (warp-uniform)
+  P thr = 0;                                   // entries ≤ thr are out
+  float thr_f = __uint_as_float(0x7fffffffu);  // x' below it is out (NaN: nothing is)
+  int buf_n = 0;                               // entries in buf (warp-uniform)
   OnlineMaxSum::Val st = OnlineMaxSum::identity();
   bool first = true;
 
@@ -329,7 +331,8 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
           warp_queue_merge<kQ>(q, other[r * 32 + lane], lane);
           kth = warp_queue_at<kQ>(q, p.k - 1);
         }
-        if (row_softmax) st = OnlineMaxSum::combine(st, {{sts[2 * (warp + w)], sts[2 * (warp + w) + 1]}});
+        if (row_softmax)
+          st = OnlineMaxSum::combine(st, {{sts[2 * (warp + w)], sts[2 * (warp + w) + 1]}});
       }
     }
   }

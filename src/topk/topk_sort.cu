@@ -49,10 +49,9 @@ __device__ OnlineMaxSum::Val topk_block_allreduce(OnlineMaxSum::Val v, float* re
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kSortThreads) topk_sort_prep_kernel(const TopkParams p,
-                                                                      int64_t row0, int64_t rows,
-                                                                      uint32_t* keys,
-                                                                      int32_t* cols) {
+__global__ void __launch_bounds__(kSortThreads)
+    topk_sort_prep_kernel(const TopkParams p, int64_t row0, int64_t rows, uint32_t* keys,
+                          int32_t* cols) {
   using Key = TopkKey<T>;
   const uint32_t sgn = p.largest ? 0u : 0x80000000u;
   const int64_t n = rows * p.N;
@@ -67,10 +66,9 @@ __global__ void __launch_bounds__(kSortThreads) topk_sort_prep_kernel(const Topk
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kSortThreads) topk_sort_epilogue_kernel(const TopkParams p,
-                                                                          int64_t row0,
-                                                                          const uint32_t* keys,
-                                                                          const int32_t* cols) {
+__global__ void __launch_bounds__(kSortThreads)
+    topk_sort_epilogue_kernel(const TopkParams p, int64_t row0, const uint32_t* keys,
+                              const int32_t* cols) {
   using Key = TopkKey<T>;
   __shared__ float red[2 * kSortThreads / 32];
   const int64_t r = blockIdx.x, row = row0 + r;

@@ -1,8 +1,9 @@
 // CUB's segmented radix sort for top-k's sort path (topk_sort.cu), in a TU of its own (CUB's
 // dispatch is most of the sort path's compile time). One segment per row: offsets i·N.
-#include <cub/device/device_segmented_radix_sort.cuh>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
+
+#include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "common/launch.h"
 #include "topk/topk_internal.h"
@@ -24,10 +25,9 @@ size_t topk_cub_sort_temp_bytes(int64_t rows, int64_t N, int bits, const char* w
   cub::DoubleBuffer<int32_t> cb(nullptr, nullptr);
   const OffsetIt it(thrust::counting_iterator<int64_t>(0), RowOffset{N});
   size_t bytes = 0;
-  check_cuda(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, bytes, kb, cb,
-                                                       static_cast<int>(rows * N),
-                                                       static_cast<int>(rows), it, it + 1, 0, bits,
-                                                       cudaStream_t{}),
+  check_cuda(cub::DeviceSegmentedRadixSort::SortPairs(
+                 nullptr, bytes, kb, cb, static_cast<int>(rows * N), static_cast<int>(rows), it,
+                 it + 1, 0, bits, cudaStream_t{}),
              where, "cub::DeviceSegmentedRadixSort::SortPairs (size query)");
   return bytes;
 }
@@ -38,11 +38,10 @@ void topk_cub_sort(void* temp, size_t temp_bytes, uint32_t* k0, uint32_t* k1, in
   cub::DoubleBuffer<uint32_t> kb(k0, k1);
   cub::DoubleBuffer<int32_t> cb(c0, c1);
   const OffsetIt it(thrust::counting_iterator<int64_t>(0), RowOffset{N});
-  check_cuda(cub::DeviceSegmentedRadixSort::SortPairs(temp, temp_bytes, kb, cb,
-                                                       static_cast<int>(rows * N),
-                                                       static_cast<int>(rows), it, it + 1, 0, bits,
-                                                       stream),
-             where, "cub::DeviceSegmentedRadixSort::SortPairs");
+  check_cuda(
+      cub::DeviceSegmentedRadixSort::SortPairs(temp, temp_bytes, kb, cb, static_cast<int>(rows * N),
+                                               static_cast<int>(rows), it, it + 1, 0, bits, stream),
+      where, "cub::DeviceSegmentedRadixSort::SortPairs");
   check_cuda(cudaGetLastError(), where, "cub::DeviceSegmentedRadixSort::SortPairs (launch)");
   *keys = kb.Current();
   *cols = cb.Current();

@@ -66,17 +66,25 @@ struct TopkPack {
   }
   /// Entry that beats exactly the entries with a key > `key` (and none with an equal key is
   /// excluded): pack(key, ·) > floor(key) for every column.
-  __device__ __forceinline__ static P floor(uint32_t key) { return static_cast<P>(key) << kIdxBits; }
-  __device__ __forceinline__ static uint32_t key(P e) { return static_cast<uint32_t>(e >> kIdxBits); }
+  __device__ __forceinline__ static P floor(uint32_t key) {
+    return static_cast<P>(key) << kIdxBits;
+  }
+  __device__ __forceinline__ static uint32_t key(P e) {
+    return static_cast<uint32_t>(e >> kIdxBits);
+  }
   __device__ __forceinline__ static int64_t col(P e) {
     return static_cast<int64_t>(kIdxMax - static_cast<uint32_t>(e & kIdxMax));
   }
 };
 
 template <typename P>
-__device__ __forceinline__ P topk_max(P a, P b) { return a > b ? a : b; }
+__device__ __forceinline__ P topk_max(P a, P b) {
+  return a > b ? a : b;
+}
 template <typename P>
-__device__ __forceinline__ P topk_min(P a, P b) { return a < b ? a : b; }
+__device__ __forceinline__ P topk_min(P a, P b) {
+  return a < b ? a : b;
+}
 
 /// Bitonic sort of the warp's 32·R entries (entry e = 32·r + lane), descending when kDesc.
 template <bool kDesc, int R, typename P>

@@ -46,14 +46,14 @@ struct TopkCase {
   bool lse = false;
   Layout x_l, v_l, i_l;
   Data data = Data::kRandom;
-  int forced_warps = 0;   // > 0: plan_topk(problem, forced_warps)
+  int forced_warps = 0;       // > 0: plan_topk(problem, forced_warps)
   bool element_path = false;  // force the element-at-a-time loads
   uint64_t seed = 1;
 };
 
 std::string case_name(const TopkCase& c) {
-  return "topk M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " k=" +
-         std::to_string(c.k) + " " + short_name(c.x) + "->" + short_name(c.values) +
+  return "topk M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +
+         " k=" + std::to_string(c.k) + " " + short_name(c.x) + "->" + short_name(c.values) +
          (c.indices == DType::kInt32 ? " int32" : "") + (c.largest ? " largest" : " smallest") +
          " softmax=" + std::to_string(static_cast<int>(c.softmax)) +
          " data=" + std::to_string(static_cast<int>(c.data)) +
@@ -78,15 +78,28 @@ std::vector<double> make_x(const TopkCase& c) {
       for (int64_t i = 0; i < c.M; ++i) {
         double* r = x.data() + i * c.N;
         switch (i % 7) {
-          case 0: for (int64_t j = 0; j < c.N; ++j) r[j] = -inf; break;            // all −inf
-          case 1: for (int64_t j = 0; j < c.N; j += 3) r[j] = nan; break;          // NaNs
-          case 2: for (int64_t j = 0; j < c.N; ++j) r[j] = nan; break;             // all NaN
-          case 3:                                                                  // ±0 and negatives
-            for (int64_t j = 0; j < c.N; ++j) r[j] = j % 3 == 0 ? 0.0 : j % 3 == 1 ? -0.0 : -std::fabs(r[j]);
+          case 0:  // all −inf
+            for (int64_t j = 0; j < c.N; ++j) r[j] = -inf;
             break;
-          case 4: for (int64_t j = 0; j < c.N; j += 5) r[j] = j % 2 ? inf : -inf; break;  // ±inf
-          case 5: for (int64_t j = 0; j < c.N; j += 2) r[j] = -inf; break;         // half −inf
-          default: r[c.N / 2] = nan; break;                                        // one NaN
+          case 1:  // every third NaN
+            for (int64_t j = 0; j < c.N; j += 3) r[j] = nan;
+            break;
+          case 2:  // all NaN
+            for (int64_t j = 0; j < c.N; ++j) r[j] = nan;
+            break;
+          case 3:  // ±0 and negatives
+            for (int64_t j = 0; j < c.N; ++j)
+              r[j] = j % 3 == 0 ? 0.0 : j % 3 == 1 ? -0.0 : -std::fabs(r[j]);
+            break;
+          case 4:  // ±inf
+            for (int64_t j = 0; j < c.N; j += 5) r[j] = j % 2 ? inf : -inf;
+            break;
+          case 5:  // every other −inf
+            for (int64_t j = 0; j < c.N; j += 2) r[j] = -inf;
+            break;
+          default:  // one NaN
+            r[c.N / 2] = nan;
+            break;
         }
       }
       break;
@@ -148,9 +161,8 @@ DeviceTensor upload_indices(const std::vector<int64_t>& v, DType t, int64_t M, i
     const bool ok = (std::isnan(e) && std::isnan(got[i])) ||
                     (got[i] == e && std::signbit(got[i]) == std::signbit(e));
     if (!ok)
-      return ::testing::AssertionFailure()
-             << what << ": element (" << i / cols << ", " << i % cols << ") is " << got[i]
-             << ", expected " << e;
+      return ::testing::AssertionFailure() << what << ": element (" << i / cols << ", " << i % cols
+                                           << ") is " << got[i] << ", expected " << e;
   }
   return ::testing::AssertionSuccess();
 }
@@ -159,9 +171,8 @@ DeviceTensor upload_indices(const std::vector<int64_t>& v, DType t, int64_t M, i
                                         const std::vector<int64_t>& ref, int64_t cols) {
   for (size_t i = 0; i < ref.size(); ++i)
     if (got[i] != ref[i])
-      return ::testing::AssertionFailure() << what << ": index (" << i / cols << ", "
-                                           << i % cols << ") is " << got[i] << ", expected "
-                                           << ref[i];
+      return ::testing::AssertionFailure() << what << ": index (" << i / cols << ", " << i % cols
+                                           << ") is " << got[i] << ", expected " << ref[i];
   return ::testing::AssertionSuccess();
 }
 
@@ -239,11 +250,11 @@ struct Mnk {
   int64_t M, N, k;
 };
 const std::vector<Mnk> kShapes = {
-    {1, 1, 1},       {3, 7, 1},       {3, 7, 7},      {5, 127, 5},     {7, 1000, 8},
-    {33, 1024, 8},   {9, 4096, 32},   {5, 4096, 128}, {3, 4099, 100},  {4, 32768, 64},
-    {2, 131072, 256}, {2, 70001, 255}, {3, 65537, 17}, {1, 262144, 8},  {3, 100, 100},
-    {65, 256, 8},    {17, 64, 2},     {6, 2048, 33},  {4, 8192, 200},  {2, 300, 257},
-    {3, 1000, 1000}, {0, 4096, 8},    {4, 0, 0},      {4, 16, 0},      {300, 512, 16}};
+    {1, 1, 1},        {3, 7, 1},       {3, 7, 7},      {5, 127, 5},    {7, 1000, 8},
+    {33, 1024, 8},    {9, 4096, 32},   {5, 4096, 128}, {3, 4099, 100}, {4, 32768, 64},
+    {2, 131072, 256}, {2, 70001, 255}, {3, 65537, 17}, {1, 262144, 8}, {3, 100, 100},
+    {65, 256, 8},     {17, 64, 2},     {6, 2048, 33},  {4, 8192, 200}, {2, 300, 257},
+    {3, 1000, 1000},  {0, 4096, 8},    {4, 0, 0},      {4, 16, 0},     {300, 512, 16}};
 const DType kDtypes[] = {DType::kBFloat16, DType::kFloat16, DType::kFloat32};
 
 using ShapeParam = std::tuple<int, int, bool>;  // shape, dtype, largest
@@ -406,7 +417,8 @@ TEST_F(TopkLayouts, BroadcastRows) {
   l.row_stride = 0;
   DeviceTensor xd = alloc_tensor(c.x, c.M, c.N, l);
   upload_into(xd, x);
-  DeviceTensor values = alloc_tensor(c.values, c.M, c.k), indices = alloc_tensor(DType::kInt64, c.M, c.k);
+  DeviceTensor values = alloc_tensor(c.values, c.M, c.k),
+               indices = alloc_tensor(DType::kInt64, c.M, c.k);
   TopkFwdArgs a;
   a.x = xd.ref;
   a.values = values.ref;
@@ -425,8 +437,8 @@ class TopkSoftmaxTest : public GpuTest, public ::testing::WithParamInterface<Sof
 
 TEST_P(TopkSoftmaxTest, MatchesReference) {
   const auto [di, row] = GetParam();
-  const Mnk shapes[] = {{64, 64, 8}, {33, 256, 8}, {9, 4096, 32}, {4, 32768, 128}, {3, 3000, 300},
-                        {2, 131072, 64}, {14, 200, 6}};
+  const Mnk shapes[] = {{64, 64, 8},    {33, 256, 8},    {9, 4096, 32}, {4, 32768, 128},
+                        {3, 3000, 300}, {2, 131072, 64}, {14, 200, 6}};
   uint64_t seed = 7000 + 10 * di + row;
   int n = 0;
   for (const Mnk& s : shapes)
@@ -447,7 +459,8 @@ TEST_P(TopkSoftmaxTest, MatchesReference) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, TopkSoftmaxTest, ::testing::Combine(::testing::Range(0, 3), ::testing::Bool()),
+INSTANTIATE_TEST_SUITE_P(All, TopkSoftmaxTest,
+                         ::testing::Combine(::testing::Range(0, 3), ::testing::Bool()),
                          [](const ::testing::TestParamInfo<SoftmaxParam>& info) {
                            return std::string(short_name(kDtypes[std::get<0>(info.param)])) +
                                   (std::get<1>(info.param) ? "_row" : "_selected");
@@ -461,8 +474,8 @@ class TopkBackward : public GpuTest, public ::testing::WithParamInterface<BwdPar
 TEST_P(TopkBackward, MatchesReference) {
   const auto [mode, di] = GetParam();
   const TopkSoftmax sm = static_cast<TopkSoftmax>(mode);
-  const Mnk shapes[] = {{64, 64, 8}, {7, 1000, 50}, {5, 4096, 128}, {3, 20000, 300}, {1, 1, 1},
-                        {4, 100, 0}, {0, 50, 5}};
+  const Mnk shapes[] = {{64, 64, 8}, {7, 1000, 50}, {5, 4096, 128}, {3, 20000, 300},
+                        {1, 1, 1},   {4, 100, 0},   {0, 50, 5}};
   uint64_t seed = 8000 + 10 * mode + di;
   for (const Mnk& s : shapes) {
     TopkCase c;
@@ -499,20 +512,19 @@ TEST_P(TopkBackward, MatchesReference) {
     const std::vector<int64_t> idx = c.k > 0 ? download_indices(f.indices) : std::vector<int64_t>{};
     const std::vector<double> vals = c.k > 0 ? download(f.values) : std::vector<double>{};
     const std::vector<double> lse = c.lse ? download(f.lse) : std::vector<double>(c.M, 0.0);
-    const std::vector<double> ref = topk_bwd_reference(
-        dv, idx, vals, f.x, lse, c.M, c.N, c.k, static_cast<TopkRefSoftmax>(mode));
+    const std::vector<double> ref = topk_bwd_reference(dv, idx, vals, f.x, lse, c.M, c.N, c.k,
+                                                       static_cast<TopkRefSoftmax>(mode));
     const std::vector<double> got = download(dx);
-    if (sm == TopkSoftmax::kNone)
-      EXPECT_TRUE(same_values("dx", got, ref, dxt, c.N));
-    else
-      EXPECT_TRUE(close("dx", got, ref, 2 * tolerance(dxt), c.N));
+    if (sm == TopkSoftmax::kNone) EXPECT_TRUE(same_values("dx", got, ref, dxt, c.N));
+    else EXPECT_TRUE(close("dx", got, ref, 2 * tolerance(dxt), c.N));
     EXPECT_TRUE(gaps_untouched("dx", dx));
   }
 }
 
 const char* const kModeNames[] = {"none", "selected", "row"};
 
-INSTANTIATE_TEST_SUITE_P(All, TopkBackward, ::testing::Combine(::testing::Range(0, 3), ::testing::Range(0, 3)),
+INSTANTIATE_TEST_SUITE_P(All, TopkBackward,
+                         ::testing::Combine(::testing::Range(0, 3), ::testing::Range(0, 3)),
                          [](const ::testing::TestParamInfo<BwdParam>& info) {
                            return std::string(kModeNames[std::get<0>(info.param)]) + "_" +
                                   short_name(kDtypes[std::get<1>(info.param)]);

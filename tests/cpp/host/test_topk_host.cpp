@@ -57,7 +57,8 @@ void expect_invalid(const std::function<void()>& f, const std::string& fn,
     f();
   } catch (const InvalidArgument& e) {
     const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(fn + ": ", 0), 0u) << "message does not start with '" << fn << ": ': " << msg;
+    EXPECT_EQ(msg.rfind(fn + ": ", 0), 0u)
+        << "message does not start with '" << fn << ": ': " << msg;
     for (const auto& p : parts)
       EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
     return;
@@ -262,8 +263,8 @@ using detail::TopkPlan;
 using detail::TopkProblem;
 
 TEST(TopkPlan, SweepInvariants) {
-  const int64_t Ns[] = {1, 7, 64, 100, 1000, 1024, 4096, 4099, 32768, 65535, 65536, 131072,
-                        262144, 1000000};
+  const int64_t Ns[] = {1,    7,     64,    100,   1000,   1024,   4096,
+                        4099, 32768, 65535, 65536, 131072, 262144, 1000000};
   const int64_t Ms[] = {1, 3, 64, 4096, 65536};
   const int64_t ks[] = {1, 2, 8, 31, 32, 33, 64, 100, 128, 200, 256, 257, 5000};
   for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
@@ -279,15 +280,16 @@ TEST(TopkPlan, SweepInvariants) {
           pr.vec_ok = (n % 3) != 0;
           pr.sm_count = 132;
           const TopkPlan p = plan_topk(pr);
-          SCOPED_TRACE("M=" + std::to_string(m) + " N=" + std::to_string(n) + " k=" +
-                       std::to_string(k) + " " + dtype_name(t));
+          SCOPED_TRACE("M=" + std::to_string(m) + " N=" + std::to_string(n) +
+                       " k=" + std::to_string(k) + " " + dtype_name(t));
           if (k > detail::kTopkQueueMaxK) {
             EXPECT_EQ(p.path, TopkPath::kSort);
             continue;
           }
           ASSERT_EQ(p.path, TopkPath::kQueue);
           EXPECT_GE(32 * p.queue_regs, k);
-          EXPECT_LT(16 * p.queue_regs, std::max<int64_t>(k, 17)) << "the smallest queue that holds k";
+          EXPECT_LT(16 * p.queue_regs, std::max<int64_t>(k, 17))
+              << "the smallest queue that holds k";
           EXPECT_EQ(p.packed_bits, dtype_size(t) == 2 && n < 65536 ? 32 : 64);
           EXPECT_EQ(p.vec_io, pr.vec_ok);
           const int64_t iter = detail::topk_iter_cols(dtype_size(t));
@@ -335,8 +337,10 @@ TEST(TopkPlan, BenchmarkShapes) {
     int64_t M, N, k;
     int w, q, bits;
   };
-  const S shapes[] = {{65536, 1024, 8, 1, 1, 32},    {65536, 4096, 32, 1, 1, 32},
-                      {16384, 4096, 128, 1, 4, 32},  {16384, 32768, 64, 1, 2, 32},
+  const S shapes[] = {{65536, 1024, 8, 1, 1, 32},
+                      {65536, 4096, 32, 1, 1, 32},
+                      {16384, 4096, 128, 1, 4, 32},
+                      {16384, 32768, 64, 1, 2, 32},
                       {4096, 131072, 256, 1, 8, 64}};
   for (const S& s : shapes) {
     TopkProblem pr;

@@ -33,9 +33,8 @@ inline bool topk_ref_before(double a, double b, bool largest) {
 inline std::vector<int64_t> topk_ref_order(const double* row, int64_t N, bool largest) {
   std::vector<int64_t> cols(static_cast<size_t>(N));
   std::iota(cols.begin(), cols.end(), int64_t{0});
-  std::stable_sort(cols.begin(), cols.end(), [&](int64_t a, int64_t b) {
-    return topk_ref_before(row[a], row[b], largest);
-  });
+  std::stable_sort(cols.begin(), cols.end(),
+                   [&](int64_t a, int64_t b) { return topk_ref_before(row[a], row[b], largest); });
   return cols;
 }
 
@@ -106,8 +105,8 @@ inline std::vector<double> topk_bwd_reference(const std::vector<double>& dvalues
                                               const std::vector<int64_t>& indices,
                                               const std::vector<double>& values,
                                               const std::vector<double>& x,
-                                              const std::vector<double>& lse, int64_t M,
-                                              int64_t N, int64_t k, TopkRefSoftmax softmax) {
+                                              const std::vector<double>& lse, int64_t M, int64_t N,
+                                              int64_t k, TopkRefSoftmax softmax) {
   std::vector<double> dx(static_cast<size_t>(M * N), 0.0);
   for (int64_t i = 0; i < M; ++i) {
     auto prob = [&](int64_t j, int64_t c) {
