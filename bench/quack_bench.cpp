@@ -18,6 +18,13 @@
 //                    top-k, values in x's dtype, int64 indices (default: issue 19's shapes,
 //                    forward only); TB/s = M·N·elt of x / time; "config": the plan
 //                    (topk_plan_name); all = each warps-per-row count forced, then the element path
+//   quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] [--dir fwd|bwd|fwdbwd|all]
+//                       [--config auto|all] [--ms 100]
+//                       ce_fwd: reduction 'none', no dx (loss only); ce_bwd: dx from x, lse and a
+//                       per-row dloss; ce_fwd_bwd: the training path, 'mean' with dx in the forward
+//                       (prep + row kernel + finish) then cross_entropy_scale_grad with
+//                       grad_output 1 (returns at once), and ce_fwd_bwd_scaled with grad_output
+//                       0.5 (rescales dx); random targets, none ignored; "config" as softmax's
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
 //     (env QUACK_GEMM_TILE_N forces a tile; QUACK_BENCH_TILE_COUNTER=1 uses the dynamic scheduler)
@@ -31,7 +38,9 @@
 // GEMM: ours and cuBLAS alternate launch by launch (A B A B) so clock drift hits both alike;
 // TFLOP/s = 2·M·N·K / time. Bytes (QuACK's model): fwd 2·M·N·elt (x read, y written), bwd 3·M·N·elt (x and
 // dy read, dx written); weights, rstd and partials are not counted. softmax: fwd 2·M·N·elt (x
-// read, y written), bwd 3·M·N·elt (y and dy read, dx written).
+// read, y written), bwd 3·M·N·elt (y and dy read, dx written). cross-entropy: fwd M·V·elt
+// (logits read once), bwd and fwd+bwd 2·M·V·elt (logits read, dx written); targets, losses,
+// lse and the scaled pass of ce_fwd_bwd_scaled are not counted.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -50,6 +59,7 @@
 #include "norm/rmsnorm_tuning.h"
 #include "row/row_config.h"
 #include "row/row_op.h"
+#include "cross_entropy/cross_entropy_internal.h"
 #include "softmax/softmax_internal.h"
 #include "topk/topk_internal.h"
 #include "quack/gemm.h"
@@ -457,6 +467,122 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
   return 0;
 }
 
+// Cross-entropy forward, backward and the training path (fwd with dx, then the rescale), every
+// logits tensor in `dt`, contiguous, fp32 loss/lse/dloss, int64 targets uniform in [0, V).
+int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, long long>>& shapes,
+                        const std::string& dir, double budget_ms, bool all_configs) {
+  namespace d = quack::detail;
+  using quack::TensorRef;
+  const char* name = quack::dtype_name(dt);
+  const size_t es = quack::dtype_size(dt);
+  const auto F32 = quack::DType::kFloat32;
+  std::vector<int> configs = {-1};
+  if (all_configs) {
+    configs.clear();
+    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);
+  }
+  const bool run_fwd = dir == "fwd" || dir == "all", run_bwd = dir == "bwd" || dir == "all";
+  const bool run_train = dir == "fwdbwd" || dir == "all";
+  for (auto [M, V] : shapes) {
+    const size_t mv = static_cast<size_t>(M) * V;
+    const int sets = static_cast<int>(std::max<size_t>(1, std::min<size_t>(8, (256ull << 20) / (mv * es) + 1)));
+    std::vector<std::unique_ptr<Buffer>> x, dx;
+    for (int s = 0; s < sets; ++s) {
+      x.emplace_back(new Buffer(mv * es));
+      fill_random(x.back()->p, mv, dt, 1 + s);
+      if (run_bwd || run_train) dx.emplace_back(new Buffer(mv * es));
+    }
+    std::vector<int64_t> th(static_cast<size_t>(M));
+    std::mt19937_64 gen(static_cast<uint64_t>(M * 31 + V));
+    for (auto& t : th) t = static_cast<int64_t>(gen() % static_cast<uint64_t>(V));
+    Buffer tg(static_cast<size_t>(M) * 8), loss(static_cast<size_t>(M) * 4),
+        lse(static_cast<size_t>(M) * 4), dloss(static_cast<size_t>(M) * 4), grad(16);
+    check(cudaMemcpy(tg.p, th.data(), th.size() * 8, cudaMemcpyHostToDevice), "targets");
+    fill_random(dloss.p, static_cast<size_t>(M), F32, 7);
+    const TensorRef target = TensorRef::vector(tg.p, quack::DType::kInt64, M);
+    auto mat = [&](void* p) { return TensorRef::matrix(p, dt, M, V); };
+    auto fwd_args = [&](int s, bool train) {
+      quack::CrossEntropyFwdArgs a;
+      a.x = mat(x[s]->p);
+      a.target = target;
+      a.reduction = train ? quack::Reduction::kMean : quack::Reduction::kNone;
+      a.loss = TensorRef::vector(loss.p, F32, train ? 1 : M);
+      if (train) a.dx = mat(dx[s]->p);
+      return a;
+    };
+    const size_t ws_bytes = quack::cross_entropy_fwd_workspace_size(fwd_args(0, true));
+    Buffer ws(ws_bytes);
+    auto with_ws = [&](quack::CrossEntropyFwdArgs a) {
+      a.workspace = ws.p;
+      a.workspace_bytes = ws_bytes;
+      return a;
+    };
+    auto bwd_args = [&](int s) {
+      quack::CrossEntropyBwdArgs a;
+      a.x = mat(x[s]->p);
+      a.target = target;
+      a.lse = TensorRef::vector(lse.p, F32, M);
+      a.dloss = TensorRef::vector(dloss.p, F32, M);
+      a.dx = mat(dx[s]->p);
+      return a;
+    };
+    auto set_grad = [&](float g) {
+      check(cudaMemcpy(grad.p, &g, 4, cudaMemcpyHostToDevice), "grad_output");
+    };
+    auto scale = [&](int s) {
+      quack::CrossEntropyScaleGradArgs a;
+      a.dx = mat(dx[s]->p);
+      a.grad_output = TensorRef::vector(grad.p, F32, 1);
+      quack::cross_entropy_scale_grad(a, nullptr);
+    };
+    char plan_name[64];
+    auto extra_of = [&](const d::RowPlan& plan) {
+      return std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
+    };
+    for (int cfg : configs) {
+      if (run_fwd) {
+        const d::RowPlan plan = d::plan_row_call(d::cross_entropy_fwd_call(fwd_args(0, false)).row, cfg);
+        if (plan.policy != d::RowPolicy::kNone) {
+          const double ms = time_median(
+              [&](int s) { d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(fwd_args(s, false)), plan, nullptr); },
+              sets, budget_ms);
+          emit("ce_fwd", name, M, V, ms, 1.0 * mv * es, extra_of(plan).c_str());
+        }
+      }
+      if (run_bwd) {
+        {  // the lse of set 0 (every set reads it: timing only)
+          quack::CrossEntropyFwdArgs a = fwd_args(0, false);
+          a.lse = TensorRef::vector(lse.p, F32, M);
+          quack::cross_entropy_fwd(a, nullptr);
+        }
+        const d::RowPlan plan = d::plan_row_call(d::cross_entropy_bwd_call(bwd_args(0)), cfg);
+        if (plan.policy != d::RowPolicy::kNone) {
+          const double ms = time_median(
+              [&](int s) { d::run_row_call(d::cross_entropy_bwd_call(bwd_args(s)), plan, nullptr); },
+              sets, budget_ms);
+          emit("ce_bwd", name, M, V, ms, 2.0 * mv * es, extra_of(plan).c_str());
+        }
+      }
+      if (run_train) {
+        const d::RowPlan plan = d::plan_row_call(d::cross_entropy_fwd_call(with_ws(fwd_args(0, true))).row, cfg);
+        if (plan.policy == d::RowPolicy::kNone) continue;
+        for (float g : {1.f, 0.5f}) {
+          set_grad(g);
+          const double ms = time_median(
+              [&](int s) {
+                d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(with_ws(fwd_args(s, true))), plan, nullptr);
+                scale(s);
+              },
+              sets, budget_ms);
+          emit(g == 1.f ? "ce_fwd_bwd" : "ce_fwd_bwd_scaled", name, M, V, ms, 2.0 * mv * es,
+               extra_of(plan).c_str());
+        }
+      }
+    }
+  }
+  return 0;
+}
+
 // GEMM D = A·B, bf16 in and out, fp32 accumulation, D (M, N) row-major; A (M, K) and B (K, N)
 // each row- or column-major (layout "rc" = A row-major, B column-major, and so on). cuBLAS
 // (column-major) computes the same product as Dᵀ (N×M) = Bᵀ·Aᵀ: op(B) = N for a row-major B
@@ -621,6 +747,8 @@ int main(int argc, char** argv) {
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
                  "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--ms 100]\n"
+                 "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
+                 "[--dir fwd|bwd|fwdbwd|all] [--config auto|all] [--ms 100]\n"
                  "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n");
     return 2;
   }
@@ -702,6 +830,16 @@ int main(int argc, char** argv) {
         }
       return bench_topk(parse_dtype(dtype), dims, dir_given ? dir : "fwd", budget_ms, softmax,
                         largest, config == "all");
+    }
+    if (cmd == "cross-entropy") {
+      if (dir == "both") dir = "all";
+      if (dir != "fwd" && dir != "bwd" && dir != "fwdbwd" && dir != "all") {
+        std::fprintf(stderr, "quack-bench: cross-entropy --dir is fwd, bwd, fwdbwd or all\n");
+        return 2;
+      }
+      if (!shapes_given) shapes = "16384x4096,16384x32768,16384x131072,8192x262144";
+      return bench_cross_entropy(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,
+                                 config == "all");
     }
     if (cmd == "softmax")
       return bench_softmax(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms, log,

@@ -9,7 +9,8 @@
 //
 // GEMM (quack/gemm.h) is bound the same way: gemm_can_implement and
 // gemm take a, b, c (or None), d as tuples plus alpha and beta. Softmax (quack/softmax.h):
-// bind_softmax.cpp. The tuple conversion is bind_util.h's.
+// bind_softmax.cpp; cross-entropy (quack/cross_entropy.h): bind_cross_entropy.cpp. The tuple
+// conversion is bind_util.h's.
 //
 // Errors: quack::InvalidArgument (a std::invalid_argument) -> ValueError, quack::CudaError
 // (a std::runtime_error) -> RuntimeError, by nanobind's standard translation.
@@ -33,8 +34,9 @@ namespace nb = nanobind;
 
 using quack_py::kTensorDoc;
 
-void bind_softmax(nb::module_& m);  // bind_softmax.cpp
-void bind_topk(nb::module_& m);     // bind_topk.cpp
+void bind_softmax(nb::module_& m);        // bind_softmax.cpp
+void bind_cross_entropy(nb::module_& m);  // bind_cross_entropy.cpp
+void bind_topk(nb::module_& m);           // bind_topk.cpp
 
 namespace {
 
@@ -88,7 +90,7 @@ constexpr const char* kGemmDoc =
 NB_MODULE(_C, m) {
   m.doc() =
       "QuACK-C++ extension: thin conversion from Python values to the C++ API (quack/norm.h,\n"
-      "quack/softmax.h, quack/topk.h, quack/gemm.h).\n"
+      "quack/softmax.h, quack/cross_entropy.h, quack/topk.h, quack/gemm.h).\n"
       "Use quack_cpp.rmsnorm / quack_cpp.ops for torch tensors; these functions take raw\n"
       "pointers and launch on the given stream without synchronising.";
 
@@ -96,6 +98,7 @@ NB_MODULE(_C, m) {
         "The C++ library's version, e.g. '0.1.0'.");
 
   bind_softmax(m);
+  bind_cross_entropy(m);
   bind_topk(m);
 
   m.def(

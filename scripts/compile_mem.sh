@@ -2,10 +2,10 @@
 # Wall time and peak memory of each GEMM instance TU's compile (the budget of DESIGN.md §4:
 # ≤ 60 s and ≤ 3 GB per GEMM TU on the 2-core build machine): each TU's nvcc command from the
 # Ninja build, without the ccache launcher, under /usr/bin/time, JOBS at a time (default 2).
-#   scripts/compile_mem.sh [build-dir, default build] [regex of TUs, default gemm_sm90_]
+#   scripts/compile_mem.sh [build-dir, default build] [regex of TUs, default gemm_([a-z]+_)?sm90_]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BUILD="${1:-build}"; PAT="${2:-gemm_sm90_}"; JOBS="${JOBS:-2}"
+BUILD="${1:-build}"; PAT="${2:-gemm_([a-z]+_)?sm90_}"; JOBS="${JOBS:-2}"
 TMP=$(mktemp -d)
 ninja -C "$BUILD" -t commands | grep -E "nvcc.*${PAT}[^ ]*\.cu\.o" | grep -v "^ *$" > "$TMP/cmds"
 i=0

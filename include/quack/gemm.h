@@ -17,7 +17,7 @@
 // Hardware: sm_90a (H100/H200) only; on another GPU the launch fails with CudaError.
 //
 // Method: a persistent, warp-specialised TMA + WGMMA kernel written with CuTe atoms
-// (src/gemm/sm90/gemm_kernel.cuh; design (b) of docs/gemm-spike.md), following CUTLASS 3.x's
+// (src/gemm/sm90/kernel.cuh and the collectives beside it; design (b) of docs/gemm-spike.md), following CUTLASS 3.x's
 // sm90 warp-specialised cooperative GEMM (sm90_mma_tma_gmma_ss_warpspecialized.hpp,
 // sm90_epilogue_tma_warpspecialized.hpp) and QuACK's gemm: one producer warp loads A and B tiles
 // with TMA into a shared-memory ring (B multicast across a 2x1 cluster, A across a 1x2 one), two

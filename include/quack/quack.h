@@ -2,6 +2,7 @@
 // Umbrella header: include this and link quack::quack.
 #pragma once
 
+#include "quack/cross_entropy.h"
 #include "quack/errors.h"
 #include "quack/gemm.h"
 #include "quack/norm.h"

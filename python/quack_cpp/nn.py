@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Module, Parameter, init
 
-from . import ops as _ops
+from . import _registrar as _reg
 from .gemm_ops import linear, linear_dtype
 from .ops import _FLOAT_DTYPES, rmsnorm
 
@@ -153,7 +153,7 @@ class Linear(torch.nn.Linear):
     def forward(self, input: Tensor) -> Tensor:
         """y = input W^T; input (*, in_features), y (*, out_features)."""
         weight = self.weight  # one nn.Module.__getattr__
-        if (input.device.type in _ops._DEVICE_TYPES and self.in_features % 8 == 0
+        if (input.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
                 and self.out_features % 8 == 0 and linear_dtype(input, weight) is not None):
             return linear(input, weight, fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
         return F.linear(input, weight)

@@ -1,6 +1,6 @@
 // GEMM public API: validation at the boundary (no CUDA call), problem description, dispatch to
-// the kernel instance of the dtypes and operand majors (host only; the kernels are in
-// src/gemm/sm90/instances/). A column-major d becomes the kernel's row-major Dᵀ = Bᵀ·Aᵀ here.
+// the kernel instance of the dtypes and operand majors (host only; the instances are generated
+// from src/gemm/sm90/instances.txt). A column-major d becomes the kernel's row-major Dᵀ = Bᵀ·Aᵀ here.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 
 #include "common/check.h"
 #include "common/launch.h"
+#include "gemm/gemm_instances.h"
 #include "gemm/gemm_problem.h"
 #include "gemm/gemm_tune.h"
 #include "quack/errors.h"
@@ -146,54 +147,42 @@ Operand check_layout(const ArgCheck& chk, const TensorRef& t, const char* name, 
   return op;
 }
 
-// ---- kernel instances (src/gemm/sm90/instances/, one per TU) ----
+// ---- kernel instances (generated from src/gemm/sm90/instances.txt, one per TU) ----
 
+using detail::GemmEpilogue;
+using detail::GemmInstance;
 using detail::GemmMajor;
-using Launcher = void (*)(const GemmProblem&, cudaStream_t);
-
-struct Instance {
-  DType ab, d;         // A/B dtype, C/D dtype
-  GemmMajor a, b;      // operand majors in the kernel's terms (gemm_problem.h)
-  Launcher run;
-  // The tile configuration, also QUACK_GEMM_TILE_N's value that forces it: "256" cooperative
-  // 128x256, 2x1 cluster; "128" pingpong 128x128, 2x1 cluster; "64" cooperative 128x64, no
-  // cluster; "64x128" cooperative 64x128 (one consumer warpgroup), 2x1 cluster (B multicast);
-  // "64x2" cooperative 128x64, 1x2 cluster (A multicast; forced only).
-  const char* tile = "256";
-  const char* name = "128x256";  // the kernel name's tile part (autotune candidates)
-  bool c_f32 = false;  // C is float32 while D is 16-bit (else C has D's dtype)
-};
+using detail::kGemmInstances;
+using Launcher = detail::GemmLauncher;
+using Instance = GemmInstance;
 
 constexpr GemmMajor kK = GemmMajor::kK, kMN = GemmMajor::kMN;
-constexpr DType kBf16 = DType::kBFloat16, kF16 = DType::kFloat16, kF32 = DType::kFloat32;
 
-// Every compiled instance. A combination missing here is rejected by can_implement with the
-// list of the ones present for its dtypes. Only bf16 -> bf16 has A MN-major with B K-major (_mk:
-// a column-major a with a column-major b and a row-major d, or, swapped, a row-major a with a
-// row-major b and a column-major d); the other dtype pairs reject those two.
-constexpr Instance kInstances[] = {
-    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x256_bf16_bf16_kk},
-    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x256_bf16_bf16_km},
-    {kBf16, kBf16, kMN, kMN, detail::gemm_sm90_128x256_bf16_bf16_mm},
-    {kBf16, kBf16, kMN, kK, detail::gemm_sm90_128x256_bf16_bf16_mk},
-    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x256_bf16_bf16_cf32_kk, "256", "128x256", true},
-    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x256_bf16_bf16_cf32_km, "256", "128x256", true},
-    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x128pp_bf16_bf16_kk, "128", "128x128pp"},
-    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x128pp_bf16_bf16_km, "128", "128x128pp"},
-    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x64c1_bf16_bf16_kk, "64", "128x64c1"},
-    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x64c1_bf16_bf16_km, "64", "128x64c1"},
-    {kBf16, kBf16, kK, kK, detail::gemm_sm90_64x128_bf16_bf16_kk, "64x128", "64x128"},
-    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_64x128_bf16_bf16_km, "64x128", "64x128"},
-    {kBf16, kBf16, kK, kK, detail::gemm_sm90_128x64c1x2_bf16_bf16_kk, "64x2", "128x64c1x2"},
-    {kBf16, kBf16, kK, kMN, detail::gemm_sm90_128x64c1x2_bf16_bf16_km, "64x2", "128x64c1x2"},
-    {kBf16, kF32, kK, kK, detail::gemm_sm90_128x256_bf16_f32_kk},
-    {kBf16, kF32, kK, kMN, detail::gemm_sm90_128x256_bf16_f32_km},
-    {kBf16, kF32, kMN, kMN, detail::gemm_sm90_128x256_bf16_f32_mm},
-    {kF16, kF16, kK, kK, detail::gemm_sm90_128x256_f16_f16_kk},
-    {kF16, kF16, kK, kMN, detail::gemm_sm90_128x256_f16_f16_km},
-    {kF16, kF16, kMN, kMN, detail::gemm_sm90_128x256_f16_f16_mm},
-    {kF16, kF32, kK, kK, detail::gemm_sm90_128x256_f16_f32_kk},
-};
+// QUACK_GEMM_TILE_N's value that forces instance i's tile configuration: "256" cooperative
+// 128x256, 2x1 cluster (the default); "128" pingpong 128x128, 2x1 cluster; "64" cooperative
+// 128x64, no cluster; "64x128" cooperative 64x128 (one consumer warpgroup), 2x1 cluster (B
+// multicast); "64x2" cooperative 128x64, 1x2 cluster (A multicast). The kernel name's tile part
+// (Instance::tile, e.g. "128x128pp") is accepted too.
+std::string tile_key(const Instance& i) {
+  if (i.bm != 128) return str(i.bm) + "x" + str(i.bn);
+  if (i.cluster_n == 2) return str(i.bn) + "x2";
+  return str(i.bn);
+}
+
+// Every dtype, layout and epilogue has the 128x256 cooperative instance with a 2x1 cluster; the
+// others are alternatives to it.
+bool is_default(const Instance& i) {
+  return i.bm == 128 && i.bn == 256 && !i.pingpong && i.cluster_m == 2 && i.cluster_n == 1;
+}
+
+// Whether instance i computes p's epilogue and dtypes (C's dtype counts only when C is read;
+// output 1's only when the epilogue has one).
+bool dtypes_match(const Instance& i, const GemmProblem& p) {
+  const DType c = p.c != nullptr ? p.c_dtype : p.d_dtype;
+  const bool two = p.epilogue != GemmEpilogue::kLinComb;
+  return i.epilogue == p.epilogue && i.ab == p.ab_dtype && i.d == p.d_dtype && i.c == c &&
+         (!two || i.d1 == p.d1_dtype);
+}
 
 // The user's (a, b, d) orientations that the kernel combination (ka, kb) serves with a row-major
 // d (swap = false) or, through Dᵀ = Bᵀ·Aᵀ, a column-major d (swap = true).
@@ -203,30 +192,24 @@ std::string user_layouts(GemmMajor ka, GemmMajor kb, bool swap) {
          (swap ? "column" : "row") + ")";
 }
 
-// Every dtype and layout has the 128x256 instance; the others are alternatives to it.
-bool is_default(const Instance& i) { return std::strcmp(i.tile, "256") == 0; }
-
-// Whether instance i computes p's dtypes (C's dtype counts only when C is read).
-bool dtypes_match(const Instance& i, const GemmProblem& p) {
-  const bool c_f32 = p.c != nullptr && p.c_dtype != p.d_dtype;
-  return i.ab == p.ab_dtype && i.d == p.d_dtype && i.c_f32 == c_f32;
-}
-
-const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool swap) {
+// The instance of p's epilogue, dtypes and majors with the default tile, or InvalidArgument
+// naming the combination and listing the (a, b, d) layouts compiled for its dtypes. `dtypes`
+// describes the problem's dtypes in the caller's terms ("bfloat16 inputs and bfloat16 d").
+const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool swap, const std::string& dtypes,
+                              const char* d_name) {
   std::string offered;
-  for (const Instance& i : kInstances) {
+  for (const Instance& i : kGemmInstances) {
     if (!dtypes_match(i, p) || !is_default(i)) continue;
     if (i.a == p.a_major && i.b == p.b_major) return i;
   }
   for (bool s : {false, true})
-    for (const Instance& i : kInstances)
+    for (const Instance& i : kGemmInstances)
       if (dtypes_match(i, p) && is_default(i)) offered += (offered.empty() ? "" : ", ") + user_layouts(i.a, i.b, s);
   const GemmMajor ua = swap ? p.b_major : p.a_major, ub = swap ? p.a_major : p.b_major;
-  const std::string c_part = p.c != nullptr && p.c_dtype != p.d_dtype ? std::string(", ") + dtype_name(p.c_dtype) + " c" : "";
   chk.fail(std::string("a ") + (ua == kK ? "row-major" : "column-major") + " with b " +
-           (ub == kK ? "column-major" : "row-major") + " and d " + (swap ? "column-major" : "row-major") +
-           " is not yet supported for " + dtype_name(p.ab_dtype) + " inputs and " + dtype_name(p.d_dtype) +
-           " d" + c_part + " (no kernel instance), expected (a, b, d) = " + offered);
+           (ub == kK ? "column-major" : "row-major") + " and " + d_name + " " + (swap ? "column-major" : "row-major") +
+           " is not yet supported for " + dtypes + " (no kernel instance), expected (a, b, " + d_name + ") = " +
+           (offered.empty() ? std::string("none: no instance for these dtypes") : offered));
 }
 
 // Tile choice (at launch; can_implement makes no CUDA call), among the instances of the same
@@ -247,21 +230,23 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
 // M = 128 and 256 (docs/performance.md g4).
 // Instances that compute the same problem as base (same dtypes and majors), any tile.
 bool same_problem(const Instance& i, const Instance& base) {
-  return i.ab == base.ab && i.d == base.d && i.c_f32 == base.c_f32 && i.a == base.a && i.b == base.b;
+  return i.epilogue == base.epilogue && i.ab == base.ab && i.d == base.d && i.c == base.c && i.d1 == base.d1 &&
+         i.a == base.a && i.b == base.b;
 }
 
-// The configurations of base's dtypes and majors, the 128x256 one first (the default).
+// The configurations of base's dtypes and majors, base (the default) first.
 std::vector<detail::GemmCandidate> candidates(const Instance& base) {
-  std::vector<detail::GemmCandidate> out;
-  for (const Instance& i : kInstances)
-    if (same_problem(i, base)) out.push_back({i.name, i.run});
+  std::vector<detail::GemmCandidate> out{{base.tile, base.run}};
+  for (const Instance& i : kGemmInstances)
+    if (&i != &base && same_problem(i, base)) out.push_back({i.tile, i.run});
   return out;
 }
 
-// The instance of base's dtypes and majors with tile configuration `tile` (Instance::tile), or null.
+// The instance of base's dtypes and majors with tile configuration `tile` (tile_key, or the name's
+// tile part), or null.
 const Instance* with_tile(const Instance& base, const char* tile) {
-  for (const Instance& i : kInstances)
-    if (std::strcmp(tile, i.tile) == 0 && same_problem(i, base)) return &i;
+  for (const Instance& i : kGemmInstances)
+    if ((tile_key(i) == tile || std::strcmp(tile, i.tile) == 0) && same_problem(i, base)) return &i;
   return nullptr;
 }
 
@@ -394,17 +379,17 @@ Plan plan_gemm(const GemmArgs& g) {
     p.ldb = kb.ld;
     p.batch_b = kb.batch;
     p.b_major = swap ? a_major : b_major;
-    plan.inst = &find_instance(chk, p, swap);
+    const std::string c_part =
+        p.c != nullptr && p.c_dtype != p.d_dtype ? std::string(", ") + dtype_name(p.c_dtype) + " c" : "";
+    plan.inst = &find_instance(chk, p, swap,
+                               std::string(dtype_name(p.ab_dtype)) + " inputs and " + dtype_name(p.d_dtype) + " d" + c_part,
+                               "d");
   }
   return plan;
 }
 
-}  // namespace
-
-void can_implement(const GemmArgs& args) { (void)plan_gemm(args); }
-
-void gemm(const GemmArgs& args, cudaStream_t stream) {
-  const Plan plan = plan_gemm(args);
+// Runs a validated plan: nothing (empty), the K = 0 fill, the tuned or the rule's instance.
+void run_plan(const Plan& plan, bool tuned, cudaStream_t stream) {
   if (plan.empty) return;
   const GemmProblem& p = plan.p;
   detail::DeviceGuard guard(p.device);
@@ -412,10 +397,16 @@ void gemm(const GemmArgs& args, cudaStream_t stream) {
     detail::gemm_fill_k0(p, stream);
     return;
   }
-  if (args.tuned)
+  if (tuned)
     detail::gemm_tuned_launcher(p, candidates(*plan.inst), stream)(p, stream);
   else
     choose_tile(*plan.inst, p)(p, stream);
 }
+
+}  // namespace
+
+void can_implement(const GemmArgs& args) { (void)plan_gemm(args); }
+
+void gemm(const GemmArgs& args, cudaStream_t stream) { run_plan(plan_gemm(args), args.tuned, stream); }
 
 }  // namespace quack

@@ -1,14 +1,17 @@
 // Internal description of one validated GEMM problem (host only; no CUTLASS): what the public
 // API (src/gemm/gemm.cpp) hands to the kernel launchers of src/gemm/sm90/ and to the K = 0 fill.
 //
-//   D[l] = alpha · A[l] · B[l] + beta · C[l]      l < L, fp32 accumulation
+//   acc[l] = A[l] · B[l]      l < L, fp32 accumulation, then per epilogue (GemmEpilogue):
+//   kLinComb: D = alpha · acc + beta · C
+//   kAct:     D = preact = alpha · acc + beta · C (stored when d is non-null), D1 = act(preact)
+//   kDAct:    C = preact (read), D = acc ⊙ act'(C), D1 = act(C) (stored when d1 is non-null)
 //
 // Layouts (elements), in the kernel's terms:
 //   A[l](m, k) at a + l·batch_a + m·lda + k   a_major = kK  (row-major, K contiguous)
 //                              + m + k·lda   a_major = kMN (column-major, M contiguous)
 //   B[l](k, n) at b + l·batch_b + n·ldb + k   b_major = kK  (column-major, K contiguous)
 //                              + n + k·ldb   b_major = kMN (row-major, N contiguous)
-//   C[l](m, n) at c + l·batch_c + m·ldc + n   (row-major, always); D likewise.
+//   C[l](m, n) at c + l·batch_c + m·ldc + n   (row-major, always); D and D1 likewise.
 // The public API maps a column-major D (and C) onto this by computing Dᵀ = Bᵀ·Aᵀ: the kernel's A
 // is the user's Bᵀ and its B the user's Aᵀ, M and N trade places, and each operand keeps its
 // memory (a K-major B is a K-major Bᵀ-as-A; an N-major B is an MN-major Bᵀ-as-A).
@@ -27,18 +30,25 @@ namespace quack::detail {
 /// other one (M for A, N for B).
 enum class GemmMajor { kK, kMN };
 
+/// The epilogue visitor (src/gemm/sm90/epilogue_ops.cuh) of an instance: LinearCombination,
+/// ActEpilogue, DActEpilogue.
+enum class GemmEpilogue { kLinComb, kAct, kDAct };
+
 struct GemmProblem {
   const void* a = nullptr;
   const void* b = nullptr;
   const void* c = nullptr;  // null when C is not read (absent, or beta = 0)
-  void* d = nullptr;
+  void* d = nullptr;        // output 0; null for gemm_act without preact (not stored)
+  void* d1 = nullptr;       // output 1 (kAct, kDAct: postact); null: not stored
   int m = 0, n = 0, k = 0, l = 1;
-  int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
-  int64_t batch_a = 0, batch_b = 0, batch_c = 0, batch_d = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0, ldd1 = 0;
+  int64_t batch_a = 0, batch_b = 0, batch_c = 0, batch_d = 0, batch_d1 = 0;
   GemmMajor a_major = GemmMajor::kK, b_major = GemmMajor::kK;
   DType ab_dtype = DType::kBFloat16;  // A and B
   DType d_dtype = DType::kBFloat16;   // D
   DType c_dtype = DType::kBFloat16;   // C (d_dtype, or float32 with a 16-bit D where an instance has it)
+  DType d1_dtype = DType::kBFloat16;  // D1
+  GemmEpilogue epilogue = GemmEpilogue::kLinComb;
   float alpha = 1.f, beta = 0.f;      // beta is ignored when c is null
   // Device fp32 scalars read by the kernel instead of alpha / beta when non-null; with
   // beta_dev, c is non-null and the kernel reads C only when *beta_dev != 0.
@@ -48,40 +58,14 @@ struct GemmProblem {
   int device = 0;
 };
 
-// Kernel launchers: src/gemm/sm90/instances/*.cu (one kernel per TU, DESIGN §4 budgets).
-// Require m, n, k ≥ 1 and the problem's a_major / b_major to be the instance's.
-// Name: gemm_sm90_<tile>_<A/B dtype>_<D dtype>[_c<C dtype>]_<A major><B major> (C's dtype only
-// when it differs from D's), one letter per operand in the
-// kernel's terms: k = K-major (GemmMajor::kK), m = MN-major (GemmMajor::kMN: stride 1 along M for
-// A, along N for B). So _kk: A row-major, B column-major (y = x·Wᵀ, a row-major weight W (N,K));
-// _km: A row-major, B row-major (dgrad dx = dy·W); _mm: A column-major, B row-major (wgrad
-// dW = dyᵀ·x); _mk: A column-major, B column-major (bf16 -> bf16 only). <tile> is the CTA tile,
-// M x N, with a 2x1 cluster unless it ends in c1 (no cluster) or c1x2 (a 1x2 cluster: A
-// multicast); pp: pingpong consumers (each
-// warpgroup owns whole tiles), else cooperative. gemm.cpp's table lists them.
-void gemm_sm90_128x256_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_bf16_bf16_mm(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_bf16_bf16_mk(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_bf16_bf16_cf32_kk(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_bf16_bf16_cf32_km(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x64c1_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x64c1_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_64x128_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_64x128_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x64c1x2_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x64c1x2_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x128pp_bf16_bf16_kk(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x128pp_bf16_bf16_km(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_bf16_f32_kk(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_bf16_f32_km(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_bf16_f32_mm(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_f16_f16_kk(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_f16_f16_km(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_f16_f16_mm(const GemmProblem& p, cudaStream_t stream);
-void gemm_sm90_128x256_f16_f32_kk(const GemmProblem& p, cudaStream_t stream);
+// Kernel launchers: one per instance, generated from src/gemm/sm90/instances.txt
+// (cmake/QuackGemmInstances.cmake): their declarations and the dispatch table are in the
+// generated header gemm/gemm_instances.h. Require m, n, k ≥ 1 and the problem's a_major /
+// b_major to be the instance's.
+using GemmLauncher = void (*)(const GemmProblem&, cudaStream_t);
 
-// K = 0: D = beta · C (c non-null) or zeros. src/gemm/gemm_fill.cu. Requires m, n ≥ 1.
+// K = 0: acc = 0, then the epilogue (D = beta · C or zeros; gemm_act: preact and postact;
+// gemm_dact: dpreact = 0, postact = act(C)). src/gemm/gemm_fill.cu. Requires m, n ≥ 1.
 void gemm_fill_k0(const GemmProblem& p, cudaStream_t stream);
 
 }  // namespace quack::detail

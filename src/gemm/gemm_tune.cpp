@@ -48,7 +48,13 @@ std::string gemm_tune_key(const GemmProblem& p) {
                              short_name(p.d_dtype);
   const std::string majors = std::string("A:") + (p.a_major == GemmMajor::kK ? "k" : "m") +
                              " B:" + (p.b_major == GemmMajor::kK ? "k" : "m");
-  return autotune_key(p.m, p.n, p.k, p.l, dtypes, majors, p.c ? "lincomb+c" : "lincomb");
+  const bool two = p.epilogue != GemmEpilogue::kLinComb;
+  const std::string epi = std::string(p.epilogue == GemmEpilogue::kLinComb ? "lincomb"
+                                      : p.epilogue == GemmEpilogue::kAct   ? "act"
+                                                                           : "dact") +
+                          (p.c && p.epilogue != GemmEpilogue::kDAct ? "+c" : "") +
+                          (two ? std::string(",") + short_name(p.d1_dtype) : "");
+  return autotune_key(p.m, p.n, p.k, p.l, dtypes, majors, epi);
 }
 
 GemmLauncher gemm_tuned_launcher(const GemmProblem& p, const std::vector<GemmCandidate>& candidates,
@@ -62,13 +68,19 @@ GemmLauncher gemm_tuned_launcher(const GemmProblem& p, const std::vector<GemmCan
   check_cuda(cudaStreamIsCapturing(stream, &capture), "gemm", "cudaStreamIsCapturing");
   if (capture != cudaStreamCaptureStatusNone) return candidates[0].run;  // never time in a capture
 
-  // Scratch D spanning the problem's D (kernel terms: row-major (L, M, N) with ldd, batch_d).
-  const size_t es = dtype_size(p.d_dtype);
-  const size_t span = size_t(p.l - 1) * size_t(p.batch_d) + size_t(p.m - 1) * size_t(p.ldd) + size_t(p.n);
+  // Scratch outputs spanning the problem's D and D1 (kernel terms: row-major (L, M, N) with their
+  // leading and batch strides); C stays the caller's (read only), also when C is D.
+  auto span_bytes = [&](int64_t ld, int64_t batch, DType t) {
+    return (size_t(p.l - 1) * size_t(batch) + size_t(p.m - 1) * size_t(ld) + size_t(p.n)) * size_t(dtype_size(t));
+  };
+  const size_t d_bytes = p.d ? span_bytes(p.ldd, p.batch_d, p.d_dtype) : 0;
+  const size_t d1_bytes = p.d1 ? span_bytes(p.ldd1, p.batch_d1, p.d1_dtype) : 0;
+  const size_t d1_off = (d_bytes + 255) / 256 * 256;
   void* scratch = nullptr;
-  check_cuda(cudaMalloc(&scratch, span * es), "gemm (tuning)", "cudaMalloc");
+  check_cuda(cudaMalloc(&scratch, d1_off + d1_bytes), "gemm (tuning)", "cudaMalloc");
   GemmProblem q = p;
-  q.d = scratch;  // q.c stays the caller's C (read only), also when C is D
+  if (p.d) q.d = scratch;
+  if (p.d1) q.d1 = static_cast<char*>(scratch) + d1_off;
   size_t best = 0;
   float best_ms = 0.f;
   try {

@@ -19,7 +19,6 @@
 
 namespace quack::detail {
 
-using GemmLauncher = void (*)(const GemmProblem&, cudaStream_t);
 
 struct GemmCandidate {
   std::string name;  // e.g. "128x256", "128x64c1"

@@ -14,7 +14,8 @@
 //                                      // identity, bitwise-commutative combine, fold)
 //     struct Row { ... };              // what the finish hands to every element
 //
-//     // (optional, RowOpBase: none) per-row inputs, read once per row before the fold:
+//     // (optional, RowOpBase: none) per-row inputs, read once per row before the fold (the
+//     // ring policy reads them one row ahead: they must not be what the kernel writes):
 //     // struct RowIn { float rstd; };  static RowIn load_row(const RowParams&, int64_t row);
 //
 //     // This thread's part of the row's reduction: a fold over the elements the thread holds.

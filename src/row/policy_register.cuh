@@ -80,11 +80,11 @@ __global__ void __launch_bounds__(kTpr * kRows)
   }
 }
 
-// Two CTAs per SM for one input stream (32 registers at 1024 threads: the chunk's packed
-// values and the fold fit), one for more (without the bound ptxas kept the two-stream fp32
-// instance at 32 registers and spilled).
+// Two CTAs per SM for one input stream and a reduction of ≤ 2 floats (32 registers at 1024
+// threads: the chunk's packed values and the fold fit), one for more (without the bound ptxas
+// kept the two-stream fp32 instance, and cross-entropy's 4-float one, at 32 and spilled).
 template <class Op, typename TIn, typename TOut, int kTpr, int kVecs>
-__global__ void __launch_bounds__(kTpr, Op::kIn == 1 ? 2048 / kTpr : 1)
+__global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 ? 2048 / kTpr : 1)
     row_looped_kernel(const __grid_constant__ RowParams p) {
   static_assert(Op::kCols == 0, "per-column vectors: not yet in the looped policy");
   constexpr int kIn = Op::kIn, kOut = Op::kOut;

@@ -13,6 +13,7 @@
 // cluster_n slices of S = ceil(R / cluster_n) ≤ kTpr·kVecs vectors; CTA `rank` owns vectors
 // [rank·S, min(R, rank·S + S)) of every input stream, and thread t the vectors j·kTpr + t
 // (j < kVecs) of that slice. Per row:
+//   0. the op's per-row inputs of the next row are read (load_row, one row ahead);
 //   1. wait for the stage's slices (one bulk copy per stream into one of kStages buffers,
 //      completing on the stage's mbarrier);
 //   2. the traits' fold over the slice in shared memory (LDS.128, conflict-free);
@@ -118,12 +119,17 @@ __global__ void __launch_bounds__(kTpr, 1) row_ring_kernel(const __grid_constant
       prefetch(row + (kStages + a) * clusters);
   }
   bool waited = false;
+  // Per-row inputs (Op::load_row) are read one row ahead, so their latency overlaps the
+  // previous row's work instead of adding to each row's (a persistent CTA has no other rows
+  // in flight to hide it).
+  typename Op::RowIn rin_next = row < M ? Op::load_row(p, row) : typename Op::RowIn{};
   for (int k = 0; row < M; row += clusters, ++k) {
     const int st = k % kStages;
     const V* buf[kIn];
 #pragma unroll
     for (int s = 0; s < kIn; ++s) buf[s] = bufs + (st * kIn + s) * kChunk + t;
-    const typename Op::RowIn rin = Op::load_row(p, row);
+    const typename Op::RowIn rin = rin_next;
+    if (row + clusters < M) rin_next = Op::load_row(p, row + clusters);
     while (!cuda::ptx::mbarrier_try_wait_parity(
         &full[st], static_cast<uint32_t>((k / kStages) & 1))) {
     }

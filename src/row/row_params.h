@@ -9,6 +9,7 @@
 //   row_out[r]  per-row outputs, (M)   element stride   e.g. rstd, mean, loss     load_row /
 //                                                                                  finish)
 //   scalar[i]   op scalars                              e.g. eps, weight offset
+//   iscalar[i]  op integer scalars                      e.g. ignore_index, classes, flags
 //
 // A (M) vector is read as an (M, 1) operand: RowIO::offset(row, 0).
 #pragma once
@@ -23,8 +24,9 @@ namespace quack::detail {
 inline constexpr int kRowMaxIn = 3;
 inline constexpr int kRowMaxOut = 2;
 inline constexpr int kRowMaxVec = 2;
-inline constexpr int kRowMaxRowIO = 2;
+inline constexpr int kRowMaxRowIO = 4;  // cross-entropy: target, target logit, lse, dloss
 inline constexpr int kRowMaxScalars = 4;
+inline constexpr int kRowMaxIScalars = 4;
 
 struct RowParams {
   RowGeometry g;  // rows = M, cols = N; cluster_n of the ring and general policies
@@ -34,6 +36,7 @@ struct RowParams {
   RowIO row_in[kRowMaxRowIO];
   RowIO row_out[kRowMaxRowIO];
   float scalar[kRowMaxScalars] = {0.f, 0.f, 0.f, 0.f};
+  int64_t iscalar[kRowMaxIScalars] = {0, 0, 0, 0};
 };
 
 }  // namespace quack::detail

@@ -75,18 +75,19 @@ def gemm_add_inplace_cpu(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta
 def registered():
     """Registers the stand-ins as the ops' CPU kernels and lets quack_cpp's functions and
     modules accept CPU tensors, for the duration of the block."""
+    import quack_cpp._registrar as reg
     import quack_cpp.gemm_ops  # noqa: F401 (defines the GEMM ops)
-    import quack_cpp.ops as ops
+    import quack_cpp.ops  # noqa: F401 (defines the RMSNorm ops)
 
     lib = torch.library.Library("quack_cpp", "IMPL")
     lib.impl("rmsnorm_fwd", rmsnorm_fwd_cpu, "CPU")
     lib.impl("rmsnorm_bwd", rmsnorm_bwd_cpu, "CPU")
     lib.impl("gemm", gemm_cpu, "CPU")
     lib.impl("gemm_add_inplace", gemm_add_inplace_cpu, "CPU")
-    saved = ops._DEVICE_TYPES
-    ops._DEVICE_TYPES = saved + ("cpu",)
+    saved = reg.DEVICE_TYPES
+    reg.DEVICE_TYPES = saved + ("cpu",)
     try:
         yield
     finally:
-        ops._DEVICE_TYPES = saved
+        reg.DEVICE_TYPES = saved
         lib._destroy()

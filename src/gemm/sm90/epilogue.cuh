@@ -1,43 +1,334 @@
-// Epilogue functors of the Hopper GEMM (device). The kernel (gemm_kernel.cuh) hands each functor
-// one fragment of kFrg fp32 accumulator values of a thread, and C's values at the same positions
-// converted to fp32 when the functor reads C, and stores what the functor leaves in the fragment.
-// A functor is a small trivially copyable struct (it travels in the kernel's __grid_constant__
-// parameters) with:
-//   bool reads_c() const;                                   uniform over the grid
-//   void operator()(Array<float, N>& x) const;              x := f(acc)
-//   void operator()(Array<float, N>& x, Array<float, N> const& c) const;   x := f(acc, c)
-// Later stages (activation, gated activation, activation gradient, bias, extra outputs) are
-// further functors of this shape plus, where they need it, their own smem stage in the kernel.
+// Collective epilogue of the Hopper GEMM (device code; CuTe atoms for TMA): per output tile,
+// the consumer threads of one epilogue group walk its (EpiM x EpiN) subtiles and, for each,
+//   [C: TMA → smem → registers (LDSM)] → visitor on the fp32 accumulator values (epilogue_ops.cuh)
+//   → one or two outputs: registers → smem (STSM) → one thread issues their TMA stores,
+// with EpiStagesD buffers per output in flight per group. After CUTLASS's
+// sm90_epilogue_tma_warpspecialized.hpp (subtile partitioning, ReuseSmemC) and QuACK's
+// GemmSm90.epilogue / GemmActSm90 (a second output stored beside D).
+//
+// Shared memory, per epilogue group: D (EpiM,EpiN,EpiStagesD) subtiles, D1 (EpiM,EpiN,EpiStagesD)
+//   for a second output and, unless C has D's width and is loaded into the D buffer it becomes
+//   (kReuseSmemC), a C (EpiM,EpiN) subtile, each swizzled to its row width; one mbarrier per
+//   group for C.
+// Registers <-> smem: epilogue_smem.cuh (written against WGMMA's fragment layout and TMA's
+//   swizzle by hand: CuTe's tiled copies cost ~1 GB of compiler memory per TU).
+// Tails: TMA clips stores along M; along N a TMA store clips exactly only when rows of the output
+//   are 16-byte multiples, so otherwise the subtile crossing column N is stored with predicated
+//   plain stores (store_subtile_clipped), and subtiles wholly right of N are skipped.
 #pragma once
 
+#include <cute/tensor.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cutlass/arch/barrier.h>
 #include <cutlass/array.h>
-#include <cute/config.hpp>
+#include <cutlass/numeric_conversion.h>
+
+#include <type_traits>
+
+#include "gemm/gemm_problem.h"
+#include "gemm/sm90/epilogue_ops.cuh"
+#include "gemm/sm90/epilogue_smem.cuh"
+#include "gemm/sm90/tile_config.cuh"
 
 namespace quack::detail::sm90 {
 
-/// D = alpha · acc + beta · C (CUTLASS's LinearCombination). C is read only when beta ≠ 0.
-struct LinearCombination {
-  float alpha = 1.f;
-  float beta = 0.f;
+using namespace cute;
 
-  CUTE_HOST_DEVICE bool reads_c() const { return beta != 0.f; }
+/// Stand-in for the TMA descriptor of an output an epilogue does not have.
+struct NoTma {};
 
-  /// Device scalars (GemmArgs::alpha_device / beta_device) replace the host values when given.
-  CUTE_DEVICE void load_scalars(const float* alpha_dev, const float* beta_dev) {
-    if (alpha_dev) alpha = *alpha_dev;
-    if (beta_dev) beta = *beta_dev;
+/// Kernel parameters of the epilogue (__grid_constant__).
+template <class TmaC, class TmaD, class TmaD1, class Op>
+struct EpilogueParams {
+  TmaC tma_c;
+  TmaD tma_d;
+  TmaD1 tma_d1;  // NoTma with one output
+  // Plain addresses of the outputs for the stores TMA cannot make exactly: a TMA store whose box
+  // crosses column N wrote the row padding up to the next 16-byte boundary on the H200
+  // (2026-11-30, test_gemm.cpp tails; every row but the last), so when a row of an output is not
+  // a multiple of 16 bytes the subtile that crosses column N is stored by the consumer threads.
+  void* d_ptr;
+  int64_t ldd, batch_d;
+  void* d1_ptr;
+  int64_t ldd1, batch_d1;
+  bool tail_manual;  // N·sizeof(D) % 16 != 0 (or D1's, with two outputs)
+  bool store_d, store_d1;  // outputs written (two outputs: each may be absent)
+  Op op;
+  bool load_c;  // C present and (op.reads_c() or a device beta)
+  const float* alpha_dev;  // device scalars (null: op's host values)
+  const float* beta_dev;
+};
+
+/// Epilogue of tile configuration Tile with visitor Op, output dtype ElementD (output 0), C's
+/// dtype ElementC (void: D's) and, for a visitor with two outputs, output 1's ElementD1 (void: D's).
+template <class Tile_, class Op_, class ElementD_, class ElementC_ = void, class ElementD1_ = void>
+struct CollectiveEpilogue {
+  using Tile = Tile_;
+  using Op = Op_;
+  using ElementD = ElementD_;
+  using ElementC = conditional_t<is_void_v<ElementC_>, ElementD_, ElementC_>;
+  using ElementD1 = conditional_t<is_void_v<ElementD1_>, ElementD_, ElementD1_>;
+  static constexpr int kOutputs = Op::kOutputs;
+  static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
+  static constexpr int EpiM = Tile::EpiM, EpiN = Tile::EpiN, kFrg = Tile::kFrg;
+  static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
+  // C is loaded into the D buffer it is about to become (CUTLASS's ReuseSmemC) when both have
+  // the same width; the saved C buffer pays for more D buffers in flight. The stores' smem
+  // reads complete about a microsecond after issue on the H200 under a full write load (ncu,
+  // 8192x8192x128 at 4c9df5f: 16 KB of stores in flight per SM gave 1.6 TB/s of D; cuBLAS's
+  // same 128x256 tile 2.5 TB/s), so the bytes in flight per SM set the epilogue's speed.
+  static constexpr bool kReuseSmemC = sizeof(ElementC) == sizeof(ElementD);
+  // Buffers in flight per output and group: 4 (2 without reuse) for one output; two outputs
+  // take 2 each, the same bytes in flight as one output's 4, so the mainloop keeps its stages.
+  static constexpr int EpiStagesD = kOutputs == 2 ? 2 : kReuseSmemC ? 4 : 2;
+  static constexpr int kStagesC = kReuseSmemC ? EpiStagesD : 1;  // C buffers (aliasing D's when reused)
+
+  // Epilogue smem: a row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
+  // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom).
+  template <class T>
+  using SmemAtomEpi = conditional_t<EpiN * sizeof(T) == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>;
+  using SmemLayoutC = decltype(tile_to_shape(SmemAtomEpi<ElementC>{}, Shape<Int<EpiM>, Int<EpiN>, Int<kStagesC>>{}));     // (EpiM,EpiN,PIPE_C)
+  using SmemLayoutD = decltype(tile_to_shape(SmemAtomEpi<ElementD>{}, Shape<Int<EpiM>, Int<EpiN>, Int<EpiStagesD>>{}));   // (EpiM,EpiN,PIPE_D)
+  using SmemLayoutD1 = decltype(tile_to_shape(SmemAtomEpi<ElementD1>{}, Shape<Int<EpiM>, Int<EpiN>, Int<EpiStagesD>>{}));  // (EpiM,EpiN,PIPE_D)
+  static constexpr int kSubtile = EpiM * EpiN;  // elements per buffer stage
+  static constexpr uint32_t kCBytes = uint32_t(kSubtile * sizeof(ElementC));
+  // Shared memory of the buffers (all groups): what the mainloop's stages must leave free.
+  static constexpr int kSmemBytes =
+      kEpiGroups * kSubtile *
+      ((kReuseSmemC ? 0 : int(sizeof(ElementC))) +
+       EpiStagesD * (int(sizeof(ElementD)) + (kOutputs == 2 ? int(sizeof(ElementD1)) : 0)));
+
+  // Shared memory: D, then C and D1 where present (empty bases take no space), each 1024-byte
+  // aligned with sizes multiples of 1024.
+  struct StorageD {
+    alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutD>> D[kEpiGroups];  // per epilogue group
+  };
+  struct StorageC {
+    alignas(1024) ArrayEngine<ElementC, cosize_v<SmemLayoutC>> C[kEpiGroups];
+  };
+  struct StorageD1 {
+    alignas(1024) ArrayEngine<ElementD1, cosize_v<SmemLayoutD1>> D1[kEpiGroups];
+  };
+  struct NoC {};
+  struct NoD1 {};
+  struct TensorStorage : StorageD, conditional_t<kReuseSmemC, NoC, StorageC>, conditional_t<kOutputs == 2, StorageD1, NoD1> {};
+  struct BarrierStorage {
+    alignas(8) uint64_t c_full[kEpiGroups];
+  };
+
+  // ---- host ----
+
+  /// TMA descriptors and the visitor for problem p. Absent tensors get descriptors of present
+  /// memory with valid strides (never used): C → D (or D1), D → D1.
+  static auto make_params(const GemmProblem& p) {
+    using TD = ElementD;
+    using TC = ElementC;
+    using TD1 = ElementD1;
+    const int M = p.m, N = p.n, L = p.l;
+    const bool load_c = p.c != nullptr && (Op::kNeedsC || p.beta != 0.f || p.beta_dev != nullptr);
+    const bool store_d = kOutputs == 1 || p.d != nullptr;
+    const bool store_d1 = kOutputs == 2 && p.d1 != nullptr;
+    // A row-major (M, N, L) tensor of T over the memory at `ptr`, whose leading and batch strides
+    // are given in elements of `es` bytes (another output's: converted to T's elements; 16-byte
+    // multiples either way).
+    auto rows = [&](auto* ptr, int64_t es, int64_t ld, int64_t batch) {
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(ptr)>>;
+      const int64_t t = int64_t(sizeof(T));
+      return make_tensor(make_gmem_ptr(ptr), make_layout(make_shape(M, N, L), make_stride(ld * es / t, _1{}, batch * es / t)));
+    };
+    // Output 0's memory, or output 1's when output 0 is not stored.
+    void* const d_mem = store_d ? p.d : p.d1;
+    const int64_t d_ld = store_d ? p.ldd : p.ldd1, d_batch = store_d ? p.batch_d : p.batch_d1;
+    const int64_t d_es = store_d ? int64_t(sizeof(TD)) : int64_t(sizeof(TD1));
+    auto gD = rows(static_cast<TD*>(d_mem), d_es, d_ld, d_batch);
+    // Without C the C descriptor points at output 0's memory (never read: the kernel branches on load_c).
+    auto gC = load_c ? rows(static_cast<TC const*>(p.c), int64_t(sizeof(TC)), p.ldc, p.batch_c)
+                     : rows(static_cast<TC const*>(d_mem), d_es, d_ld, d_batch);
+    auto tma_c = make_tma_copy(SM90_TMA_LOAD{}, gC, SmemLayoutC{}(_, _, 0), typename Tile::EpiTile{}, _1{});
+    auto tma_d = make_tma_copy(SM90_TMA_STORE{}, gD, SmemLayoutD{}(_, _, 0), typename Tile::EpiTile{}, _1{});
+    auto tma_d1 = [&] {
+      if constexpr (kOutputs == 2) {
+        // Without output 1 its descriptor points at output 0's memory (never written through it).
+        auto gD1 = store_d1 ? rows(static_cast<TD1*>(p.d1), int64_t(sizeof(TD1)), p.ldd1, p.batch_d1)
+                            : rows(static_cast<TD1*>(d_mem), d_es, d_ld, d_batch);
+        return make_tma_copy(SM90_TMA_STORE{}, gD1, SmemLayoutD1{}(_, _, 0), typename Tile::EpiTile{}, _1{});
+      } else {
+        return NoTma{};
+      }
+    }();
+    const bool tail_manual = (store_d && (int64_t(N) * int64_t(sizeof(TD))) % 16 != 0) ||
+                             (store_d1 && (int64_t(N) * int64_t(sizeof(TD1))) % 16 != 0);
+    using P = EpilogueParams<decltype(tma_c), decltype(tma_d), decltype(tma_d1), Op>;
+    return P{tma_c, tma_d, tma_d1, p.d, p.ldd, p.batch_d, p.d1, p.ldd1, p.batch_d1, tail_manual, store_d, store_d1,
+             Op::make(p, load_c), load_c, p.alpha_dev, p.beta_dev};
   }
 
-  template <int N>
-  CUTE_DEVICE void operator()(cutlass::Array<float, N>& x) const {
-    CUTE_UNROLL
-    for (int i = 0; i < N; ++i) x[i] = alpha * x[i];
+  // ---- device ----
+
+  template <class P>
+  CUTE_DEVICE static void prefetch_descriptors(P const& p) {
+    cute::prefetch_tma_descriptor(p.tma_c.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_d.get_tma_descriptor());
+    if constexpr (kOutputs == 2) cute::prefetch_tma_descriptor(p.tma_d1.get_tma_descriptor());
   }
 
-  template <int N>
-  CUTE_DEVICE void operator()(cutlass::Array<float, N>& x, cutlass::Array<float, N> const& c) const {
+  /// One thread initialises the C mbarriers (before fence_barrier_init and the cluster sync).
+  CUTE_DEVICE static void init_barriers(BarrierStorage& bs, bool leader) {
+    if (leader)
+      for (int g = 0; g < kEpiGroups; ++g) cutlass::arch::ClusterTransactionBarrier::init(&bs.c_full[g], 1);
+  }
+
+  /// Stores the (EpiM, EpiN) subtile staged in `buf` (one buffer stage) at out(m0.., n0..) of
+  /// batch l with plain predicated stores by the epilogue group's threads (consecutive threads,
+  /// consecutive columns): the exact-clipping path for the subtile that crosses column N (see
+  /// EpilogueParams::d_ptr). The caller's next barrier orders these smem reads before the buffer
+  /// is rewritten.
+  template <class T>
+  CUTE_DEVICE static void store_subtile_clipped(T const* buf, void* ptr, int64_t ld, int64_t batch, int M, int N,
+                                                int l, int m0, int n0, int etid) {
+    T* d = static_cast<T*>(ptr) + int64_t(l) * batch;
+    for (int i = etid; i < EpiM * EpiN; i += kEpiThreads) {
+      int const r = i / EpiN, c = i % EpiN;
+      if (m0 + r < M && n0 + c < N) d[int64_t(m0 + r) * ld + n0 + c] = subtile_at<EpiN>(buf, r, c);
+    }
+  }
+
+  // Per consumer thread: its group's buffers, the visitor (device scalars read once per CTA) and
+  // the running buffer stage and C barrier phase.
+  TensorStorage& ts;
+  BarrierStorage& bs;
+  int grp, etid;
+  Op op;
+  bool load_c;
+  uint32_t c_phase = 0;
+  int d_stage = 0;
+
+  template <class P>
+  CUTE_DEVICE CollectiveEpilogue(P const& p, TensorStorage& ts_, BarrierStorage& bs_, int grp_, int etid_)
+      : ts(ts_), bs(bs_), grp(grp_), etid(etid_), op(p.op) {
+    // Device scalars are read once per CTA; a device beta of 0 means C is not read.
+    op.load_scalars(p.alpha_dev, p.beta_dev);
+    load_c = p.load_c && op.reads_c();
+  }
+
+  /// The epilogue of output tile (m_blk, n_blk) of batch l from the accumulator `acc`
+  /// ((MMA,MMA_M,MMA_N) fp32: BN / EpiN subtiles' fragments along its first mode, one per EpiM rows).
+  template <class P, class Acc>
+  CUTE_DEVICE void store_tile(P const& p, Acc const& acc, int M, int N, int L, int m_blk, int n_blk, int l) {
+    static_assert(decltype(size<0>(acc))::value == kFrg * (Tile::BN / EpiN) &&
+                      decltype(size<1>(acc))::value == Tile::BM / EpiM && decltype(size<2>(acc))::value == 1,
+                  "the accumulator holds BN / EpiN subtiles' fragments along its first mode, one per EpiM rows");
+    ElementC* c_smem;
+    if constexpr (kReuseSmemC)
+      c_smem = reinterpret_cast<ElementC*>(ts.D[grp].begin());  // same layout, same width
+    else
+      c_smem = ts.C[grp].begin();
+    ElementD* const d_smem = ts.D[grp].begin();
+    Tensor sC = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(c_smem), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
+    Tensor sD = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(d_smem), SmemLayoutD{}));  // (EpiM,EpiN,PIPE_D)
+    auto tma_d_blk = p.tma_d.get_slice(Int<0>{});
+    auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
+    Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N,PIPE_C)
+    Tensor bSG_sD = tma_d_blk.partition_S(sD);  // (TMA,TMA_M,TMA_N,PIPE_D)
+    Tensor mC = p.tma_c.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
+    Tensor mD = p.tma_d.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
+    Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
+                            typename Tile::EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+    Tensor gD = flat_divide(local_tile(mD(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
+                            typename Tile::EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+    Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+    Tensor bSG_gD = tma_d_blk.partition_D(gD);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+    auto epi_sync = [this] { cutlass::arch::NamedBarrier::sync(kEpiThreads, 1 + grp); };
     CUTE_UNROLL
-    for (int i = 0; i < N; ++i) x[i] = alpha * x[i] + beta * c[i];
+    for (int epi_m = 0; epi_m < Tile::BM / EpiM; ++epi_m) {
+      int const m0 = m_blk * Tile::BM + epi_m * EpiM;  // first row of the subtile
+      CUTE_UNROLL
+      for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n) {
+        int const n0 = n_blk * Tile::BN + epi_n * EpiN;  // first column of the subtile
+        if (n0 >= N || m0 >= M) continue;  // wholly outside the output: nothing to load or store (group-uniform)
+        int const c_stage = kReuseSmemC ? d_stage : 0;
+        cutlass::Array<float, kFrg> x;  // this subtile's accumulator values (fragment order)
+        CUTE_UNROLL
+        for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
+        cutlass::Array<float, kFrg> out[kOutputs];
+        SubtileCoord const coord{m0, n0, etid};
+        if (Op::kNeedsC || load_c) {
+          // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
+          // store's reads of the D buffer it aliases) came before the last epi_sync; with
+          // reuse, the TMA store that read the buffer must also be done.
+          if (etid == 0) {
+            if constexpr (kReuseSmemC) tma_store_wait<EpiStagesD - 1>();
+            cutlass::arch::fence_view_async_shared();  // generic reads before the async write
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp], kCBytes);
+            copy(p.tma_c.with(bs.c_full[grp]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
+          }
+          cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp], c_phase);
+          c_phase ^= 1;
+          cutlass::Array<ElementC, kFrg> c;
+          load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
+          cutlass::Array<float, kFrg> const cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
+          op(out, x, &cf, coord);
+        } else {
+          op(out, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr), coord);
+        }
+        cutlass::Array<ElementD, kFrg> const d = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(out[0]);
+        cutlass::Array<ElementD1, kFrg> d1;
+        if constexpr (kOutputs == 2) d1 = cutlass::NumericArrayConverter<ElementD1, float, kFrg>{}(out[kOutputs - 1]);
+        bool const manual = p.tail_manual && n0 + EpiN > N;
+        bool const store_d = kOutputs == 1 || p.store_d;
+        bool const store_d1 = kOutputs == 2 && p.store_d1;
+        if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
+        epi_sync();  // ... and every thread's LDSM of C from it (reuse)
+        if (store_d) store_subtile<EpiN>(d, d_smem + d_stage * kSubtile, etid);
+        if constexpr (kOutputs == 2)
+          if (store_d1) store_subtile<EpiN>(d1, ts.D1[grp].begin() + d_stage * kSubtile, etid);
+        cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
+        epi_sync();
+        if (manual) {
+          if (store_d)
+            store_subtile_clipped(d_smem + d_stage * kSubtile, p.d_ptr, p.ldd, p.batch_d, M, N, l, m0, n0, etid);
+          if constexpr (kOutputs == 2)
+            if (store_d1)
+              store_subtile_clipped(ts.D1[grp].begin() + d_stage * kSubtile, p.d1_ptr, p.ldd1, p.batch_d1, M, N, l,
+                                    m0, n0, etid);
+        }
+        if (etid == 0) {
+          if (!manual) {
+            if (store_d) copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
+            if constexpr (kOutputs == 2)
+              if (store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L);
+          }
+          // One bulk group per buffer stage (both outputs' stores; empty for a clipped
+          // subtile): tma_store_wait<S - 1> then always means "the stores that read this stage
+          // are done".
+          tma_store_arrive();
+        }
+        d_stage = (d_stage + 1) % EpiStagesD;
+      }
+    }
+  }
+
+  /// Waits until the last TMA stores have read shared memory (before the CTA exits).
+  CUTE_DEVICE void finish() const {
+    if (etid == 0) tma_store_wait<0>();  // smem must outlive the last stores
+  }
+
+ private:
+  /// Output 1's TMA store of subtile (epi_m, epi_n) from buffer stage d_stage (one thread).
+  template <class P>
+  CUTE_DEVICE void store_d1_subtile(P const& p, int l, int m_blk, int n_blk, int epi_m, int epi_n, int M, int N,
+                                    int L) const {
+    Tensor sD1 = as_position_independent_swizzle_tensor(
+        make_tensor(make_smem_ptr(ts.D1[grp].begin()), SmemLayoutD1{}));  // (EpiM,EpiN,PIPE_D)
+    auto tma_blk = p.tma_d1.get_slice(Int<0>{});
+    Tensor bSG_sD1 = tma_blk.partition_S(sD1);  // (TMA,TMA_M,TMA_N,PIPE_D)
+    Tensor mD1 = p.tma_d1.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
+    Tensor gD1 = flat_divide(local_tile(mD1(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
+                             typename Tile::EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+    Tensor bSG_gD1 = tma_blk.partition_D(gD1);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+    copy(p.tma_d1, bSG_sD1(_, _, _, d_stage), bSG_gD1(_, _, _, epi_m, epi_n));
   }
 };
 

@@ -20,6 +20,7 @@
 
 #include <cute/arch/copy_sm75.hpp>
 #include <cute/arch/copy_sm90.hpp>
+#include <cute/arch/util.hpp>
 #include <cute/config.hpp>
 #include <cutlass/array.h>
 
@@ -51,6 +52,17 @@ CUTE_HOST_DEVICE constexpr int matrix_row(int t) {
 }
 CUTE_HOST_DEVICE constexpr int matrix_chunk(int t, int jj) { return 2 * jj + (t % 32) / 16; }
 
+// Shared-memory accesses through 32-bit shared addresses (as the STSM / LDSM atoms), so they stay
+// LDS / STS whatever the compiler can prove about the buffer pointer's address space.
+CUTE_DEVICE void st_shared_f32x2(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y));
+}
+CUTE_DEVICE float2 ld_shared_f32x2(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+  return v;
+}
+
 /// Stores a thread's kFrg values of one subtile into the swizzled buffer `buf` (one stage).
 template <int EpiN, class T, int N>
 CUTE_DEVICE void store_subtile(cutlass::Array<T, N> const& v, T* buf, int t) {
@@ -67,10 +79,11 @@ CUTE_DEVICE void store_subtile(cutlass::Array<T, N> const& v, T* buf, int t) {
     }
   } else {
     static_assert(sizeof(T) == 4 && N == EpiN / 2, "fp32 subtile");
+    uint32_t const sbase = cute::cast_smem_ptr_to_uint(base);
     CUTE_UNROLL
     for (int p = 0; p < N / 2; ++p) {  // value pair p = (h, j) = (p % 2, p / 2)
       uint32_t const off = swizzled_offset<kRowBytes>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
-      *reinterpret_cast<float2*>(base + off) = make_float2(float(v[2 * p]), float(v[2 * p + 1]));
+      st_shared_f32x2(sbase + off, float(v[2 * p]), float(v[2 * p + 1]));
     }
   }
 }
@@ -91,22 +104,33 @@ CUTE_DEVICE void load_subtile(cutlass::Array<T, N>& v, T const* buf, int t) {
     }
   } else {
     static_assert(sizeof(T) == 4 && N == EpiN / 2, "fp32 subtile");
+    uint32_t const sbase = cute::cast_smem_ptr_to_uint(base);
     CUTE_UNROLL
     for (int p = 0; p < N / 2; ++p) {
       uint32_t const off = swizzled_offset<kRowBytes>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
-      float2 const x = *reinterpret_cast<float2 const*>(base + off);
+      float2 const x = ld_shared_f32x2(sbase + off);
       v[2 * p] = T(x.x);
       v[2 * p + 1] = T(x.y);
     }
   }
 }
 
-/// Element (r, c) of a swizzled subtile buffer (one stage), for the plain clipped stores.
+/// Element (r, c) of a swizzled subtile buffer (one stage), for the plain clipped stores
+/// (a shared-memory load through its 32-bit address).
 template <int EpiN, class T>
-CUTE_HOST_DEVICE T const& subtile_at(T const* buf, int r, int c) {
+CUTE_DEVICE T subtile_at(T const* buf, int r, int c) {
   constexpr int kRowBytes = EpiN * int(sizeof(T));
-  return *reinterpret_cast<T const*>(reinterpret_cast<char const*>(buf) +
-                                     swizzled_offset<kRowBytes>(r, c * int(sizeof(T))));
+  uint32_t const a = cute::cast_smem_ptr_to_uint(buf) + swizzled_offset<kRowBytes>(r, c * int(sizeof(T)));
+  if constexpr (sizeof(T) == 2) {
+    uint16_t bits;
+    asm volatile("ld.shared.b16 %0, [%1];\n" : "=h"(bits) : "r"(a));
+    return T::bitcast(bits);  // cutlass::half_t, cutlass::bfloat16_t
+  } else {
+    static_assert(sizeof(T) == 4, "16-bit or fp32 elements");
+    float x;
+    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(x) : "r"(a));
+    return x;
+  }
 }
 
 }  // namespace quack::detail::sm90

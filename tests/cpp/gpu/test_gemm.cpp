@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/gemm_mat.h"
 #include "gpu/gpu_util.h"
 #include "quack/errors.h"
 #include "quack/gemm.h"
@@ -45,53 +46,6 @@ struct GemmCase {
   uint64_t seed = 1;
   DType c_dtype() const { return c_dt == DType::kInt32 ? d : c_dt; }
 };
-
-int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
-
-// One operand: per batch an (R, C) matrix, row-major (rows ld apart) or column-major (columns ld
-// apart), ld = the contiguous extent rounded up to 16 bytes plus `pad`, batches one matrix apart.
-// The memory is a 2-D row-major buffer: (L·R, C) for row-major, and for column-major the
-// (L·C, R) of the transposed batches, so the test helpers (upload, download, gaps_untouched)
-// apply. `arg` is the (R, C) or (L, R, C) view handed to gemm.
-struct Mat {
-  DeviceTensor mem;
-  TensorRef arg;
-  bool col = false;
-  int64_t L = 1, R = 0, C = 0;
-};
-
-Mat make_mat(DType t, int64_t L, int64_t R, int64_t C, char orient, int64_t pad) {
-  Mat m;
-  m.col = orient == 'c';
-  m.L = L;
-  m.R = R;
-  m.C = C;
-  const int64_t inner = m.col ? R : C, outer = m.col ? C : R;
-  const int64_t ld = round_up(std::max<int64_t>(inner, 1), 16 / dtype_size(t)) + pad;
-  Layout lay;
-  lay.row_stride = ld;
-  m.mem = alloc_tensor(t, L * outer, inner, lay);  // NaN
-  void* p = m.mem.ref.data;
-  const int64_t sr = m.col ? 1 : ld, sc = m.col ? ld : 1;
-  m.arg = L == 1 ? TensorRef::matrix(p, t, R, C, 0, sr, sc) : TensorRef::batched(p, t, L, R, C, 0, outer * ld, sr, sc);
-  return m;
-}
-
-// Logical values [l][r][c] <-> the memory buffer's dense row-major order (for a column-major
-// matrix, per batch the transpose).
-std::vector<double> convert(const Mat& m, const std::vector<double>& v, bool to_mem) {
-  if (!m.col) return v;
-  std::vector<double> out(v.size());
-  for (int64_t l = 0; l < m.L; ++l)
-    for (int64_t r = 0; r < m.R; ++r)
-      for (int64_t c = 0; c < m.C; ++c) {
-        const size_t logical = size_t((l * m.R + r) * m.C + c), memory = size_t((l * m.C + c) * m.R + r);
-        out[to_mem ? memory : logical] = v[to_mem ? logical : memory];
-      }
-  return out;
-}
-std::vector<double> to_memory(const Mat& m, const std::vector<double>& v) { return convert(m, v, true); }
-std::vector<double> from_memory(const Mat& m, const std::vector<double>& v) { return convert(m, v, false); }
 
 void run_case(const GemmCase& c) {
   Rng rng(c.seed);
@@ -429,7 +383,7 @@ TEST_F(Gemm, Float32CIntoBf16D) {
 }
 
 // The dynamic tile scheduler (GemmArgs::tile_counter) on every tile configuration (128x64
-// without a cluster runs the static schedule: gemm_launch.cuh): one wave,
+// without a cluster runs the static schedule: launch.cuh): one wave,
 // several tiles per cluster (pingpong: both warpgroups, several turns), tails, batches, C, the
 // 2x1 and 1x2 clusters; the counter is shared by all cases and must be 0 after each launch.
 TEST_F(Gemm, DynamicScheduler) {

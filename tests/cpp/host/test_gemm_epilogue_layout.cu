@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "gemm/sm90/gemm_kernel.cuh"
+#include "gemm/sm90/kernel.cuh"
 
 namespace {
 
@@ -82,12 +82,16 @@ void expect_matrix_addressing_matches_fragment() {
   }
 }
 
-using Coop = GemmConfig<bf16, bf16>;                                              // 128x256, EpiN 32
-using CoopF32D = GemmConfig<bf16, float>;                                         // fp32 D (128-byte rows)
-using CoopF32C = GemmConfig<bf16, bf16, GMMA::Major::K, GMMA::Major::K, 256, 2, false, 1, float>;
-using Pingpong = GemmConfig<bf16, bf16, GMMA::Major::K, GMMA::Major::K, 128, 2, true>;  // 64x64 subtiles
-using Bm64 = GemmConfig<bf16, bf16, GMMA::Major::K, GMMA::Major::K, 128, 2, false, 1, void, 64>;
-using Bn64 = GemmConfig<bf16, bf16, GMMA::Major::K, GMMA::Major::K, 64, 1>;
+constexpr GMMA::Major kK = GMMA::Major::K;
+using CoopTile = TileConfig<bf16, kK, kK, 128, 256, 2, 1, false>;     // 128x256, EpiN 32
+using PingpongTile = TileConfig<bf16, kK, kK, 128, 128, 2, 1, true>;  // 64x64 subtiles
+using Bm64Tile = TileConfig<bf16, kK, kK, 64, 128, 2, 1, false>;
+using Bn64Tile = TileConfig<bf16, kK, kK, 128, 64, 1, 1, false>;
+using Coop = CollectiveEpilogue<CoopTile, LinearCombination, bf16>;
+using CoopF32D = CollectiveEpilogue<CoopTile, LinearCombination, float>;  // fp32 D (128-byte rows)
+using CoopF32C = CollectiveEpilogue<CoopTile, LinearCombination, bf16, float>;
+using Pingpong = CollectiveEpilogue<PingpongTile, LinearCombination, bf16>;
+using Bm64 = CollectiveEpilogue<Bm64Tile, LinearCombination, bf16>;
 
 template <class Cfg>
 void expect_buffers_match_cute(const char* what) {
@@ -95,6 +99,9 @@ void expect_buffers_match_cute(const char* what) {
                               Cfg::EpiStagesD>(what);
   expect_swizzle_matches_cute<typename Cfg::ElementC, typename Cfg::SmemLayoutC, Cfg::EpiM, Cfg::EpiN,
                               Cfg::kStagesC>(what);
+  if constexpr (Cfg::kOutputs == 2)
+    expect_swizzle_matches_cute<typename Cfg::ElementD1, typename Cfg::SmemLayoutD1, Cfg::EpiM, Cfg::EpiN,
+                                Cfg::EpiStagesD>(what);
 }
 
 TEST(GemmEpilogueLayout, SwizzleMatchesCuteBuffers) {
@@ -105,11 +112,23 @@ TEST(GemmEpilogueLayout, SwizzleMatchesCuteBuffers) {
   expect_buffers_match_cute<Bm64>("64x128");
 }
 
+// The mainloop's stages beside each epilogue (GemmKernel): as many as fit beside the buffers.
+TEST(GemmEpilogueLayout, StagesBesideTheEpilogue) {
+  EXPECT_EQ((GemmKernel<CoopTile, Coop>::Stages), 4);
+  EXPECT_EQ((GemmKernel<CoopTile, CoopF32D>::Stages), 3);
+  EXPECT_EQ((GemmKernel<CoopTile, CoopF32C>::Stages), 4);
+  EXPECT_EQ((GemmKernel<PingpongTile, Pingpong>::Stages), 5);
+  EXPECT_EQ((GemmKernel<Bm64Tile, Bm64>::Stages), 8);
+  EXPECT_EQ(Coop::EpiStagesD, 4);
+  // Without a C buffer or a second output the epilogue's storage is D's buffers alone.
+  EXPECT_EQ(sizeof(Coop::TensorStorage), sizeof(Coop::StorageD));
+}
+
 TEST(GemmEpilogueLayout, FragmentMatchesCuteAccumulator) {
-  expect_fragment_matches_cute<Coop>();
-  expect_fragment_matches_cute<Pingpong>();
-  expect_fragment_matches_cute<Bm64>();
-  expect_fragment_matches_cute<Bn64>();
+  expect_fragment_matches_cute<CoopTile>();
+  expect_fragment_matches_cute<PingpongTile>();
+  expect_fragment_matches_cute<Bm64Tile>();
+  expect_fragment_matches_cute<Bn64Tile>();
 }
 
 TEST(GemmEpilogueLayout, MatrixAddressingMatchesFragment) {

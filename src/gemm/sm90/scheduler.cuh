@@ -1,5 +1,8 @@
-// Work distribution of the persistent GEMM kernel (device code): which work index (cluster
-// tile, src/gemm/tile_scheduler.h) each role of each CTA takes next.
+// Persistent tile scheduling of the GEMM kernel (device code): the tile order (TileScheduler,
+// src/gemm/tile_scheduler.h: work index -> cluster tile, grouped rasterisation) and the work
+// queue, which work index each role of each CTA takes next. CTA rank r of a cluster takes m tile
+// 2·m + r (2x1 cluster) or n tile 2·n + r (1x2); the producer walks the whole sequence,
+// cooperative consumers too, pingpong consumer i the sequence numbers of parity i.
 //
 // Static (counter == nullptr): sequence number seq of cluster c is work c + seq · clusters, the
 //   same in every thread; nothing is shared.
@@ -22,6 +25,8 @@
 #include <cutlass/arch/barrier.h>
 
 #include <cstdint>
+
+#include "gemm/tile_scheduler.h"
 
 namespace quack::detail::sm90 {
 

@@ -1,0 +1,174 @@
+// Hopper GEMM kernel: TMA + WGMMA, warp-specialised, persistent (device code; CuTe atoms). It
+// composes the mainloop (mainloop.cuh), the epilogue (epilogue.cuh, its visitor in
+// epilogue_ops.cuh) and the tile scheduler (scheduler.cuh) for one tile configuration
+// (tile_config.cuh), as CUTLASS's sm90_gemm_tma_warpspecialized_{cooperative,pingpong}.hpp do,
+// without the CollectiveBuilder.
+//
+//   D = epilogue(A · B, C), fp32 accumulation; A (M,K,L) and B (N,K,L) each K-major (stride 1
+//   along K) or MN-major (stride 1 along M, resp. N): Tile's MajorA / MajorB; C and the outputs
+//   (M,N,L) N-major (row-major; the host maps a column-major D onto this by swapping A and B).
+//   Design (b) of docs/gemm-spike.md.
+//
+// Threads → work: 384 threads = 3 warpgroups (256 = 2 with BM = 64). WG0 is the producer: one
+//   elected thread of warp 0 runs the mainloop's loads, and the warpgroup keeps 40 registers
+//   (setmaxnreg). WG1 and WG2 are the consumers (232 registers each), in one of two modes
+//   (Tile::kPingpong):
+//   - cooperative: they split the BM x BN tile along M (64 rows each, one 64xBNx16 WGMMA atom per
+//     warpgroup) and run its epilogue together (256 threads); a BM = 64 tile has one consumer
+//     warpgroup (256 threads in all, no register rebalancing);
+//   - pingpong: each owns whole tiles (the atom twice along M), alternating; an ordered barrier
+//     gives the tensor cores to one warpgroup's mainloop at a time, so one warpgroup's epilogue
+//     runs under the other's MMAs; each has its own epilogue buffers (128 threads).
+// Tile order: persistent; cluster c walks work indices c, c + clusters, ... of TileScheduler
+//   (grouped rasterisation), or with a tile counter takes them from an atomic counter, published
+//   by CTA 0's producer (scheduler.cuh). The producer walks the whole sequence; cooperative
+//   consumers too, pingpong consumer i the indices of parity i (and skips the other's stages).
+// Shared memory: the mainloop's A and B rings, the epilogue's buffers, then the barriers (the
+//   pipeline's, the pingpong order barrier, the work ring, the epilogue's C mbarriers). All
+//   dynamic; ≤ 227 KB. The mainloop takes as many stages as fit beside the epilogue (GemmKernel).
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cute/arch/cluster_sm90.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "gemm/sm90/epilogue.cuh"
+#include "gemm/sm90/mainloop.cuh"
+#include "gemm/sm90/scheduler.cuh"
+#include "gemm/sm90/tile_config.cuh"
+
+namespace quack::detail::sm90 {
+
+using namespace cute;
+
+/// Kernel parameters (__grid_constant__): the collectives' parameters, problem size, schedule.
+template <class MainloopP, class EpilogueP>
+struct KernelParams {
+  MainloopP mainloop;
+  EpilogueP epilogue;
+  int M, N, K, L;
+  TileScheduler sched;
+  uint32_t* tile_counter;  // dynamic scheduler (scheduler.cuh) when non-null
+};
+
+/// The kernel of tile configuration Tile with epilogue Epilogue (a CollectiveEpilogue of Tile).
+template <class Tile_, class Epilogue_>
+struct GemmKernel {
+  using Tile = Tile_;
+  using Epilogue = Epilogue_;
+  // Mainloop stages: as many (BM + BN) x BK stages as fit beside the epilogue buffers, at most
+  // kMaxStages (128x256: 4 for a 16-bit D, 3 for an fp32 D; pingpong 128x128: 5; 64x128: 8).
+  static constexpr int kStageBytes = (Tile::BM + Tile::BN) * Tile::BK * int(sizeof(typename Tile::ElementAB));
+  static constexpr int kStagesFit = (Tile::kMaxSmem - Epilogue::kSmemBytes - 2048) / kStageBytes;
+  static constexpr int kMaxStages = 8;  // 4 fit at BN = 256; narrower tiles take more
+  static constexpr int Stages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
+  using Mainloop = CollectiveMainloop<Tile, Stages>;
+  using Pipeline = typename Mainloop::Pipeline;
+
+  struct SharedStorage {
+    typename Mainloop::TensorStorage mainloop;  // A, B
+    typename Epilogue::TensorStorage epilogue;  // D, C, D1
+    typename Pipeline::SharedStorage pipe;
+    typename Tile::MmaOrder::SharedStorage mma_order;
+    typename Tile::WorkRingT work;
+    typename Epilogue::BarrierStorage epi;
+  };
+  static_assert(sizeof(SharedStorage) <= Tile::kMaxSmem, "shared memory budget");
+};
+
+template <class Kernel, class P>
+__global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_constant__ P const p) {
+  using Tile = typename Kernel::Tile;
+  using Mainloop = typename Kernel::Mainloop;
+  using Epilogue = typename Kernel::Epilogue;
+  using Pipeline = typename Kernel::Pipeline;
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& ss = *reinterpret_cast<typename Kernel::SharedStorage*>(smem_raw);
+  int const warp_group = cutlass::canonical_warp_group_idx();
+  int const warp_idx = cutlass::canonical_warp_idx_sync();
+  int const lane_pred = cute::elect_one_sync();
+  uint32_t const cta_rank = cute::block_rank_in_cluster();  // 0/1 along M (2x1) or N (1x2)
+  // This CTA's offset inside its cluster tile, along M and along N.
+  int const rank_m = Tile::kClusterM > 1 ? int(cta_rank) : 0, rank_n = Tile::kClusterN > 1 ? int(cta_rank) : 0;
+
+  if (warp_idx == 0 && lane_pred) {
+    Mainloop::prefetch_descriptors(p.mainloop);
+    Epilogue::prefetch_descriptors(p.epilogue);
+  }
+  Pipeline pipeline = Mainloop::make_pipeline(ss.pipe, warp_group == 0);  // warp 0 initialises the barriers
+  // Pingpong turn-taking of the consumer warpgroups (group 0 = WG1 goes first); unused otherwise.
+  typename Tile::MmaOrder::Params op;
+  op.group_id = warp_group == 0 ? 0u : uint32_t(warp_group - 1);
+  op.group_size = 128;
+  typename Tile::MmaOrder mma_order(ss.mma_order, op);
+  Epilogue::init_barriers(ss.epi, warp_idx == 1 && lane_pred);
+  int64_t const num_work = p.sched.tiles();
+  int64_t const cluster_id = blockIdx.x / Tile::kClusterSize;
+  int64_t const cluster_stride = gridDim.x / Tile::kClusterSize;
+  WorkQueue<Tile::WorkRingT::kStages> const queue{&ss.work, p.tile_counter, num_work, cluster_id, cluster_stride,
+                                                  cta_rank, Tile::kClusterSize};
+  queue.init(warp_idx == 2 && lane_pred, Tile::kWorkReaders);
+  cutlass::arch::fence_barrier_init();
+  cute::cluster_arrive_relaxed();  // the peer's barriers exist before any multicast or remote arrive
+  cute::cluster_wait();
+
+  int const k_tiles = (p.K + Tile::BK - 1) / Tile::BK;
+
+  if (warp_group == 0) {
+    // ---------------- producer ----------------
+    if constexpr (Tile::kRegRebalance) cutlass::arch::warpgroup_reg_dealloc<Tile::kProducerRegs>();
+    if (warp_idx == 0 && lane_pred) {
+      auto write = cutlass::make_producer_start_state<Pipeline>();
+      auto const load_in = Mainloop::load_init(p.mainloop, ss.mainloop, p.M, p.N, p.K, p.L, rank_m, rank_n);
+      for (uint32_t seq = 0;; ++seq) {
+        int64_t const w = queue.producer_next(seq);
+        if (w >= num_work) {
+          if constexpr (Tile::kPingpong) queue.producer_stop_next(seq);
+          break;
+        }
+        TileCoord const t = p.sched.tile(w);
+        int const l = int(t.batch);
+        int const m_blk = int(t.m) * Tile::kClusterM + rank_m, n_blk = int(t.n) * Tile::kClusterN + rank_n;
+        Mainloop::load(p.mainloop, load_in, pipeline, write, m_blk, n_blk, l, k_tiles);
+      }
+      pipeline.producer_tail(write);  // stay until every stage this CTA filled (and multicast) is released
+    }
+  } else {
+    // ---------------- consumers (1 or 2 warpgroups: cooperative or pingpong) ----------------
+    if constexpr (Tile::kRegRebalance) cutlass::arch::warpgroup_reg_alloc<Tile::kConsumerRegs>();
+    int const mma_wg = warp_group - 1;                // 0 or 1
+    int const grp = Tile::kPingpong ? mma_wg : 0;     // epilogue group: own smem, barriers, tiles
+    int const etid = int(threadIdx.x) - 128 - grp * Tile::kEpiThreads;  // thread in the group
+    typename Tile::TiledMma tiled_mma;
+    auto const mma_in = Mainloop::mma_init(ss.mainloop, tiled_mma, etid);
+    Tensor acc = partition_fragment_C(tiled_mma, select<0, 1>(typename Tile::TileShape{}));  // (MMA,MMA_M,MMA_N) fp32
+    Epilogue epilogue(p.epilogue, ss.epilogue, ss.epi, grp, etid);
+
+    // Pingpong: this warpgroup takes every other work index of the cluster's sequence, and its
+    // pipeline state skips the stages of the other warpgroup's tiles (all tiles have k_tiles).
+    auto read = typename Mainloop::PipelineState{};
+    if (Tile::kPingpong && mma_wg == 1) read.advance(k_tiles);
+    for (uint32_t seq = Tile::kPingpong ? uint32_t(mma_wg) : 0u;; seq += Tile::kEpiGroups) {
+      int64_t const w = queue.consumer_get(seq);
+      if (w >= num_work) break;
+      TileCoord const t = p.sched.tile(w);
+      int const l = int(t.batch);
+      int const m_blk = int(t.m) * Tile::kClusterM + rank_m, n_blk = int(t.n) * Tile::kClusterN + rank_n;
+
+      if constexpr (Tile::kPingpong) mma_order.wait();  // our turn on the tensor cores
+      auto release = read;
+      Mainloop::mma(tiled_mma, mma_in, pipeline, read, release, acc, k_tiles);
+      if constexpr (Tile::kPingpong) mma_order.arrive();  // the other warpgroup may issue now
+      Mainloop::mma_tail(pipeline, release, acc, k_tiles);
+      if (Tile::kPingpong) read.advance(k_tiles);  // the other warpgroup's next tile
+
+      epilogue.store_tile(p.epilogue, acc, p.M, p.N, p.L, m_blk, n_blk, l);
+    }
+    epilogue.finish();
+  }
+  cute::cluster_arrive_relaxed();  // no CTA exits while its peer may still signal or multicast into it
+  cute::cluster_wait();
+}
+
+}  // namespace quack::detail::sm90

@@ -1,0 +1,59 @@
+// Host launcher of the Hopper GEMM kernel (compiled in the instance TUs, which see CuTe): the
+// collectives' parameters (TMA descriptors) from the GemmProblem, the persistent grid, the launch
+// with 2x1 / 1x2 clusters. Each instance TU (generated from src/gemm/sm90/instances.txt) calls
+// run_gemm with its tile configuration, visitor and dtypes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "common/launch.h"
+#include "gemm/gemm_problem.h"
+#include "gemm/sm90/kernel.cuh"
+#include "gemm/tile_scheduler.h"
+
+namespace quack::detail::sm90 {
+
+/// Runs the GEMM of tile configuration Tile with visitor Op (output dtypes ElementD and, for a
+/// second output, ElementD1; C's dtype ElementC, void: D's) for a validated problem (m, n, k ≥ 1)
+/// on `stream` (current device = p.device). p.a_major / p.b_major must be the instance's
+/// (Tile::kMajorA / kMajorB; the dispatch in gemm.cpp picks the instance by them).
+template <class Tile, class Op, class ElementD, class ElementC = void, class ElementD1 = void>
+void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
+  using Epilogue = CollectiveEpilogue<Tile, Op, ElementD, ElementC, ElementD1>;
+  using Kernel = GemmKernel<Tile, Epilogue>;
+  using Mainloop = typename Kernel::Mainloop;
+  constexpr GemmMajor kA = Tile::kMajorA == GMMA::Major::K ? GemmMajor::kK : GemmMajor::kMN;
+  constexpr GemmMajor kB = Tile::kMajorB == GMMA::Major::K ? GemmMajor::kK : GemmMajor::kMN;
+  if (p.a_major != kA || p.b_major != kB)
+    throw std::logic_error(std::string(where) + ": internal error: the problem's operand majors do not match the instance");
+  const int M = p.m, N = p.n, K = p.k, L = p.l;
+
+  auto mainloop = Mainloop::make_params(p);
+  auto epilogue = Epilogue::make_params(p);
+  using P = KernelParams<decltype(mainloop), decltype(epilogue)>;
+  P params{mainloop, epilogue, M, N, K, L,
+           TileScheduler::make(M, N, L, Tile::BM, Tile::BN, Tile::kClusterM, Tile::kClusterN, Tile::kGroup, false),
+           p.tile_counter};
+  // The dynamic scheduler counts work in 32-bit atomics: beyond 2^31 - 1 cluster tiles (far past
+  // any real problem) the static schedule runs instead. It also needs a cluster launch: its
+  // st.async / mapa exchange raised "illegal instruction" in a launch without clusters (H200,
+  // 1d1e1ff, 128x64c1), so the cluster-less instances run the static schedule.
+  if (params.sched.tiles() > int64_t(INT32_MAX) || Tile::kClusterSize == 1) params.tile_counter = nullptr;
+
+  auto kernel = &gemm_kernel<Kernel, P>;
+  const size_t smem = sizeof(typename Kernel::SharedStorage);
+  // Persistent grid: one cluster per work tile, at most as many clusters as fit at once.
+  const int64_t fit = max_resident(reinterpret_cast<const void*>(kernel), Tile::kThreads, smem, Tile::kClusterSize,
+                                   p.device, where);
+  const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(params.sched.tiles(), fit));
+  void* args[] = {&params};
+  launch_kernel(reinterpret_cast<const void*>(kernel), args, clusters * Tile::kClusterSize, Tile::kThreads, smem,
+                Tile::kClusterSize, stream, where);
+}
+
+}  // namespace quack::detail::sm90

@@ -1,0 +1,80 @@
+// The generated table of GEMM kernel instances (gemm/gemm_instances.h, from
+// src/gemm/sm90/instances.txt by cmake/QuackGemmInstances.cmake): names follow the naming rule of
+// the list, every dtype / layout / epilogue group has the default tile, nothing is listed twice.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "gemm/gemm_instances.h"
+
+namespace {
+
+using quack::DType;
+using quack::detail::GemmEpilogue;
+using quack::detail::GemmInstance;
+using quack::detail::GemmMajor;
+using quack::detail::kGemmInstances;
+
+std::string short_name(DType t) {
+  return t == DType::kBFloat16 ? "bf16" : t == DType::kFloat16 ? "f16" : t == DType::kFloat32 ? "f32" : "?";
+}
+
+// The list's naming rule (instances.txt): gemm[_act|_dact]_sm90_<BMxBN>[pp][c1|c1x2]_<ab>_<d>[_c<c>][_p<postact>]_<majors>.
+std::string expected_tile(const GemmInstance& i) {
+  std::string t = std::to_string(i.bm) + "x" + std::to_string(i.bn) + (i.pingpong ? "pp" : "");
+  if (i.cluster_m == 1 && i.cluster_n == 1) t += "c1";
+  if (i.cluster_m == 1 && i.cluster_n == 2) t += "c1x2";
+  return t;
+}
+
+std::string expected_name(const GemmInstance& i) {
+  const char* prefix = i.epilogue == GemmEpilogue::kLinComb ? "gemm" : i.epilogue == GemmEpilogue::kAct ? "gemm_act" : "gemm_dact";
+  std::string n = std::string(prefix) + "_sm90_" + expected_tile(i) + "_" + short_name(i.ab) + "_" + short_name(i.d);
+  if (i.c != i.d) n += "_c" + short_name(i.c);
+  if (i.epilogue != GemmEpilogue::kLinComb && i.d1 != i.d) n += "_p" + short_name(i.d1);
+  n += std::string("_") + (i.a == GemmMajor::kK ? "k" : "m") + (i.b == GemmMajor::kK ? "k" : "m");
+  return n;
+}
+
+bool is_default(const GemmInstance& i) {
+  return i.bm == 128 && i.bn == 256 && !i.pingpong && i.cluster_m == 2 && i.cluster_n == 1;
+}
+
+TEST(GemmInstances, NamesFollowTheListsRule) {
+  ASSERT_GT(std::size(kGemmInstances), 0u);
+  std::set<std::string> names;
+  for (const GemmInstance& i : kGemmInstances) {
+    EXPECT_EQ(std::string(i.name), expected_name(i));
+    EXPECT_EQ(std::string(i.tile), expected_tile(i)) << i.name;
+    EXPECT_TRUE(names.insert(i.name).second) << i.name << " is listed twice";
+    EXPECT_NE(i.run, nullptr) << i.name;
+    if (i.epilogue == GemmEpilogue::kLinComb) EXPECT_EQ(i.d1, i.d) << i.name << ": one output";
+  }
+}
+
+TEST(GemmInstances, ShapesAreCompilable) {
+  for (const GemmInstance& i : kGemmInstances) {
+    EXPECT_TRUE(i.bm == 128 || (i.bm == 64 && !i.pingpong)) << i.name;
+    EXPECT_TRUE(i.bn == 64 || i.bn == 128 || i.bn == 256) << i.name;
+    EXPECT_TRUE(!i.pingpong || i.bn <= 128) << i.name;
+    EXPECT_LE(i.cluster_m * i.cluster_n, 2) << i.name;
+  }
+}
+
+// gemm.cpp falls back to the 128x256 cooperative tile and lists the layouts it has, so every
+// group of instances that compute the same problem must have one.
+TEST(GemmInstances, EveryGroupHasTheDefaultTile) {
+  using Key = std::tuple<int, int, int, int, int, int, int>;
+  auto key = [](const GemmInstance& i) {
+    return Key{int(i.epilogue), int(i.ab), int(i.d), int(i.c), int(i.d1), int(i.a), int(i.b)};
+  };
+  std::set<Key> with_default;
+  for (const GemmInstance& i : kGemmInstances)
+    if (is_default(i)) EXPECT_TRUE(with_default.insert(key(i)).second) << i.name << ": two default instances";
+  for (const GemmInstance& i : kGemmInstances)
+    EXPECT_TRUE(with_default.count(key(i))) << i.name << " has no 128x256 cooperative instance beside it";
+}
+
+}  // namespace
