@@ -13,6 +13,11 @@
 //                       softmax (--log 1: log_softmax), out and dx in x's dtype; "config": the
 //                       row skeleton's plan (row_plan_name); all = every configuration of
 //                       src/row/row_config.h that takes the shape, and the general policy
+//   quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row]
+//                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--ms 100]
+//                    top-k, values in x's dtype, int64 indices (default: issue 19's shapes,
+//                    forward only); TB/s = M·N·elt of x / time; "config": the plan
+//                    (topk_plan_name); all = each warps-per-row count forced, then the element path
 //   quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
 //                       [--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]
 //                       LayerNorm with a weight and (--bias 1) a bias in fp32 or x's dtype, out
@@ -74,6 +79,7 @@
 #include "row/row_op.h"
 #include "cross_entropy/cross_entropy_internal.h"
 #include "softmax/softmax_internal.h"
+#include "topk/topk_internal.h"
 #include "quack/gemm.h"
 #include "quack/gemm_act.h"
 #include "quack/quack.h"
@@ -385,6 +391,97 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
           std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
       emit(bwd_op.c_str(), name, M, N, ms, 3.0 * mn * es, extra.c_str());
     }
+  }
+  return 0;
+}
+
+// top-k (issue 19): values in x's dtype, int64 indices, contiguous x. TB/s = input bytes
+// (M·N·elt) / time, the anchors' model. all_configs: the plan with each warps-per-row count
+// (1..16, quack::detail::plan_topk forced), then the element path. bwd: topk_bwd of the same
+// softmax mode into dx in x's dtype (TB/s = dx bytes / time).
+int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shapes,
+               const std::string& dir, double budget_ms, const std::string& softmax,
+               bool largest, bool all_configs) {
+  namespace d = quack::detail;
+  const char* name = quack::dtype_name(dt);
+  const size_t es = quack::dtype_size(dt);
+  const quack::TopkSoftmax sm = softmax == "selected" ? quack::TopkSoftmax::kSelected
+                                : softmax == "row"    ? quack::TopkSoftmax::kRow
+                                                      : quack::TopkSoftmax::kNone;
+  for (const auto& s : shapes) {
+    const long long M = s[0], N = s[1], K = s[2];
+    const size_t mn = static_cast<size_t>(M) * N, mk = static_cast<size_t>(M) * K;
+    const int sets = static_cast<int>(std::max<size_t>(1, std::min<size_t>(8, (256ull << 20) / (mn * es) + 1)));
+    std::vector<std::unique_ptr<Buffer>> x, vals, idx, lse, dv, dx;
+    for (int i = 0; i < sets; ++i) {
+      x.emplace_back(new Buffer(mn * es));
+      vals.emplace_back(new Buffer(mk * es));
+      idx.emplace_back(new Buffer(mk * 8));
+      lse.emplace_back(new Buffer(M * 4));
+      fill_random(x.back()->p, mn, dt, 1 + i);
+      if (dir != "fwd") {
+        dv.emplace_back(new Buffer(mk * es));
+        dx.emplace_back(new Buffer(mn * es));
+        fill_random(dv.back()->p, mk, dt, 100 + i);
+      }
+    }
+    auto fwd_args = [&](int i) {
+      quack::TopkFwdArgs a;
+      a.x = quack::TensorRef::matrix(x[i]->p, dt, M, N);
+      a.values = quack::TensorRef::matrix(vals[i]->p, dt, M, K);
+      a.indices = quack::TensorRef::matrix(idx[i]->p, quack::DType::kInt64, M, K);
+      if (sm == quack::TopkSoftmax::kRow)
+        a.lse = quack::TensorRef::vector(lse[i]->p, quack::DType::kFloat32, M);
+      a.largest = largest;
+      a.softmax = sm;
+      return a;
+    };
+    const size_t ws_bytes = quack::topk_fwd_workspace_size(fwd_args(0));
+    Buffer ws(ws_bytes);
+    std::vector<std::pair<int, bool>> plans = {{0, true}};  // (forced warps, vector loads)
+    if (all_configs) {
+      plans.clear();
+      for (int w : {1, 2, 4, 8, 16}) plans.push_back({w, true});
+      plans.push_back({0, false});
+    }
+    char plan_name[96];
+    for (auto [w, vec] : plans) {
+      if (dir == "bwd") break;
+      d::TopkCall call = d::topk_fwd_call(fwd_args(0));
+      if (!vec) call.problem.vec_ok = false;
+      const d::TopkPlan plan = (w > 0 || !vec) ? d::plan_topk(call.problem, w) : call.plan;
+      if (plan.path == d::TopkPath::kQueue && w > 0 && (N + plan.slice - 1) / plan.slice < w) continue;
+      const double ms = time_median(
+          [&](int i) {
+            d::TopkCall c = d::topk_fwd_call(fwd_args(i));
+            c.problem = call.problem;
+            c.plan = plan;
+            d::topk_run_call(c, ws.p, ws_bytes, nullptr);
+          },
+          sets, budget_ms);
+      const std::string extra = ", \"k\": " + std::to_string(K) + ", \"softmax\": \"" + softmax +
+                                "\", \"config\": \"" + d::topk_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
+      emit("topk_fwd", name, M, N, ms, 1.0 * mn * es, extra.c_str());
+    }
+    if (dir == "fwd") continue;
+    for (int i = 0; i < sets; ++i) quack::topk_fwd(fwd_args(i), ws.p, ws_bytes, nullptr);
+    const double ms = time_median(
+        [&](int i) {
+          quack::TopkBwdArgs b;
+          b.dvalues = quack::TensorRef::matrix(dv[i]->p, dt, M, K);
+          b.indices = quack::TensorRef::matrix(idx[i]->p, quack::DType::kInt64, M, K);
+          b.dx = quack::TensorRef::matrix(dx[i]->p, dt, M, N);
+          b.softmax = sm;
+          if (sm == quack::TopkSoftmax::kSelected) b.values = quack::TensorRef::matrix(vals[i]->p, dt, M, K);
+          if (sm == quack::TopkSoftmax::kRow) {
+            b.x = quack::TensorRef::matrix(x[i]->p, dt, M, N);
+            b.lse = quack::TensorRef::vector(lse[i]->p, quack::DType::kFloat32, M);
+          }
+          quack::topk_bwd(b, nullptr);
+        },
+        sets, budget_ms);
+    const std::string extra = ", \"k\": " + std::to_string(K) + ", \"softmax\": \"" + softmax + "\"";
+    emit("topk_bwd", name, M, N, ms, 1.0 * mn * es, extra.c_str());
   }
   return 0;
 }
@@ -868,6 +965,8 @@ int main(int argc, char** argv) {
                  "[--dir fwd|bwd|both] [--ms 100] [--fwd-path staged|simple|both|simple-all]\n"
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
+                 "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
+                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--ms 100]\n"
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
@@ -883,16 +982,21 @@ int main(int argc, char** argv) {
   std::string layout = "rr";  // gemm: A then B, r = row-major, c = column-major
   std::string fwd_path;       // rmsnorm: empty = the library's default path
   bool log = false;           // softmax: log_softmax
-  std::string config = "auto";  // softmax, layernorm: auto (the plan) or all
+  std::string config = "auto";  // softmax, layernorm, topk: auto (the plan) or all
   std::string wdtype = "fp32";  // layernorm: weight and bias dtype (fp32 or x)
   bool bias = true;             // layernorm: with a bias
   std::string act = "gelu_tanh_approx";  // gemm-act, gemm-dact
   bool store_preact = true;              // gemm-act
+  std::string softmax = "none";  // topk: none, selected or row
+  bool largest = true;           // topk
+  bool dir_given = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--dtype") dtype = v;
     else if (k == "--shapes") shapes = v, shapes_given = true;
-    else if (k == "--dir") dir = v;
+    else if (k == "--dir") dir = v, dir_given = true;
+    else if (k == "--softmax") softmax = v;
+    else if (k == "--largest") largest = !(v == "0" || v == "false");
     else if (k == "--ms") budget_ms = std::atof(v.c_str());
     else if (k == "--layout") layout = v;
     else if (k == "--fwd-path") fwd_path = v;
@@ -943,6 +1047,21 @@ int main(int argc, char** argv) {
         }
       return bench_gemm(dims, lays, budget_ms);
     }
+    if (cmd == "topk") {
+      if (softmax != "none" && softmax != "selected" && softmax != "row") {
+        std::fprintf(stderr, "quack-bench: --softmax is none, selected or row\n");
+        return 2;
+      }
+      if (!shapes_given) shapes = "65536x1024x8,65536x4096x32,16384x4096x128,16384x32768x64,4096x131072x256";
+      const auto dims = parse_dims(shapes);
+      for (const auto& d : dims)
+        if (d.size() != 3 || d[2] < 1 || d[2] > d[1]) {
+          std::fprintf(stderr, "quack-bench: topk shapes are MxNxK with 1 <= K <= N\n");
+          return 2;
+        }
+      return bench_topk(parse_dtype(dtype), dims, dir_given ? dir : "fwd", budget_ms, softmax,
+                        largest, config == "all");
+    }
     if (cmd == "cross-entropy") {
       if (dir == "both") dir = "all";
       if (dir != "fwd" && dir != "bwd" && dir != "fwdbwd" && dir != "all") {
@@ -960,6 +1079,7 @@ int main(int argc, char** argv) {
       const quack::DType xt = parse_dtype(dtype);
       return bench_layernorm(xt, wdtype == "x" ? xt : parse_dtype(wdtype), bias,
                              parse_shapes(shapes), dir, budget_ms, config == "all");
+    }
     if (cmd == "gemm-act" || cmd == "gemm-dact") {
       if (!shapes_given) shapes = "16384x14336x4096,16384x4096x14336,8192x8192x8192";
       const auto dims = parse_dims(shapes);

@@ -10,8 +10,8 @@
 // GEMM (quack/gemm.h) is bound the same way: gemm_can_implement and
 // gemm take a, b, c (or None), d as tuples plus alpha and beta. One file per further family:
 // softmax (quack/softmax.h) bind_softmax.cpp, cross-entropy bind_cross_entropy.cpp, LayerNorm
-// bind_layernorm.cpp, gemm_act / gemm_dact (quack/gemm_act.h) bind_gemm_act.cpp. The tuple
-// conversion is bind_util.h's.
+// bind_layernorm.cpp, gemm_act / gemm_dact (quack/gemm_act.h) bind_gemm_act.cpp, top-k
+// (quack/topk.h) bind_topk.cpp. The tuple conversion is bind_util.h's.
 //
 // Errors: quack::InvalidArgument (a std::invalid_argument) -> ValueError, quack::CudaError
 // (a std::runtime_error) -> RuntimeError, by nanobind's standard translation.
@@ -39,6 +39,7 @@ void bind_softmax(nb::module_& m);        // bind_softmax.cpp
 void bind_cross_entropy(nb::module_& m);  // bind_cross_entropy.cpp
 void bind_layernorm(nb::module_& m);      // bind_layernorm.cpp
 void bind_gemm_act(nb::module_& m);       // bind_gemm_act.cpp
+void bind_topk(nb::module_& m);           // bind_topk.cpp
 
 namespace {
 
@@ -92,7 +93,7 @@ constexpr const char* kGemmDoc =
 NB_MODULE(_C, m) {
   m.doc() =
       "QuACK-C++ extension: thin conversion from Python values to the C++ API (quack/norm.h,\n"
-      "quack/softmax.h, quack/gemm.h).\n"
+      "quack/softmax.h, quack/cross_entropy.h, quack/topk.h, quack/gemm.h).\n"
       "Use quack_cpp.rmsnorm / quack_cpp.ops for torch tensors; these functions take raw\n"
       "pointers and launch on the given stream without synchronising.";
 
@@ -103,6 +104,7 @@ NB_MODULE(_C, m) {
   bind_cross_entropy(m);
   bind_layernorm(m);
   bind_gemm_act(m);
+  bind_topk(m);
 
   m.def(
       "rmsnorm_fwd",

@@ -9,4 +9,5 @@
 #include "quack/norm.h"
 #include "quack/softmax.h"
 #include "quack/tensor.h"
+#include "quack/topk.h"
 #include "quack/version.h"

@@ -18,6 +18,10 @@ on first use and need torch:
   beta=1.0, out_dtype=None)``, ``gemm_add_inplace(A, B, out, alpha=1.0, beta=1.0)``,
   ``linear(x, weight, fuse_grad_accum=False)``: the Hopper GEMM (see ``quack_cpp.gemm_ops``;
   custom ops ``torch.ops.quack_cpp.gemm`` / ``gemm_add_inplace``);
+- ``quack_cpp.topk(x, k, dim=-1, largest=True, sorted=True, softmax=False)``: top-k like
+  ``torch.topk`` (int64 indices; NaN largest; ties: lower index first), with the MoE router's
+  softmax fused (``softmax=True``: over the k values; ``"pre"``: over the row), differentiable
+  (see ``quack_cpp.topk_ops``; custom ops ``torch.ops.quack_cpp.topk_fwd`` / ``topk_bwd``);
 - ``quack_cpp.nn.RMSNorm``: a drop-in for ``torch.nn.RMSNorm``; ``quack_cpp.nn.LayerNorm``:
   for ``torch.nn.LayerNorm``; ``quack_cpp.nn.Linear``: for ``torch.nn.Linear`` without bias.
 
@@ -43,7 +47,7 @@ _LAZY = {
     "ops": None, "nn": None, "gemm_ops": None, "layernorm_ops": None, "rmsnorm": "ops",
     "layernorm": "layernorm_ops",
     "gemm": "gemm_ops", "gemm_add": "gemm_ops", "gemm_add_inplace": "gemm_ops",
-    "linear": "gemm_ops",
+    "linear": "gemm_ops", "topk_ops": None, "topk": "topk_ops",
 }
 
 __all__ = ["__version__"] + list(_LAZY)

@@ -1,7 +1,9 @@
 """CPU stand-in kernels for the custom ops quack_cpp::rmsnorm_fwd / rmsnorm_bwd,
-quack_cpp::layernorm_fwd / layernorm_bwd and quack_cpp::gemm / gemm_add_inplace, written in torch after the C++ API's contract
-(include/quack/norm.h, include/quack/gemm.h: fp32 math, same outputs and placeholders; the GEMM
-stand-in accepts every layout, it does not mimic can_implement). They let the torch layer and the test code run without a GPU:
+quack_cpp::layernorm_fwd / layernorm_bwd, quack_cpp::gemm / gemm_add_inplace and
+quack_cpp::topk_fwd / topk_bwd, written in torch after the C++ API's contract
+(include/quack/norm.h, include/quack/gemm.h, include/quack/topk.h: fp32 math, same outputs and
+placeholders; the GEMM stand-in accepts every layout, it does not mimic can_implement). They
+let the torch layer and the test code run without a GPU:
 test_plumbing_cpu.py uses them, and QUACK_TEST_DEVICE=cpu runs the GPU test files against
 them (a self-check of the tests, not of the kernels). Needs torch."""
 
@@ -101,6 +103,40 @@ def gemm_add_inplace_cpu(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta
     out.data.copy_(_gemm_f32(A, B, out, alpha, beta))
 
 
+def topk_fwd_cpu(x, k, largest, softmax, index_dtype, values_dtype, store_lse):
+    # torch.sort (stable): NaN first when descending, last when ascending; ties keep the lower
+    # index first (+0 and -0 count as equal here: the kernels rank +0 first; tests avoid zeros).
+    order = torch.sort(x, dim=-1, descending=largest, stable=True).indices[:, :k].contiguous()
+    values = x.gather(1, order).float()
+    lse = torch.logsumexp(x.float(), dim=-1)
+    if softmax == 1:
+        values = torch.softmax(values, dim=-1)
+    elif softmax == 2:
+        values = torch.exp(values - lse[:, None])
+    return (values.to(values_dtype), order.to(index_dtype),
+            lse if store_lse else _empty(x, torch.float32))
+
+
+def topk_bwd_cpu(dvalues, indices, values, x, lse, N, dx_dtype, softmax):
+    M = dvalues.shape[0]
+    dv = dvalues.float()
+    idx = indices.long()
+    dx = torch.zeros(M, N, dtype=torch.float32)
+    if softmax == 0:
+        g = dv
+    elif softmax == 1:
+        p = values.float()
+        g = p * (dv - (p * dv).sum(-1, keepdim=True))
+    else:
+        y = torch.exp(x.float() - lse[:, None])
+        p = y.gather(1, idx)
+        s = (p * dv).sum(-1, keepdim=True)
+        dx = -y * s
+        g = p * (dv - s)
+    dx.scatter_(1, idx, g)
+    return dx.to(dx_dtype)
+
+
 @contextlib.contextmanager
 def registered():
     """Registers the stand-ins as the ops' CPU kernels and lets quack_cpp's functions and
@@ -109,6 +145,7 @@ def registered():
     import quack_cpp.gemm_ops  # noqa: F401 (defines the GEMM ops)
     import quack_cpp.layernorm_ops  # noqa: F401 (defines the LayerNorm ops)
     import quack_cpp.ops  # noqa: F401 (defines the RMSNorm ops)
+    import quack_cpp.topk_ops  # noqa: F401 (defines the top-k ops)
 
     lib = torch.library.Library("quack_cpp", "IMPL")
     lib.impl("rmsnorm_fwd", rmsnorm_fwd_cpu, "CPU")
@@ -117,6 +154,8 @@ def registered():
     lib.impl("layernorm_bwd", layernorm_bwd_cpu, "CPU")
     lib.impl("gemm", gemm_cpu, "CPU")
     lib.impl("gemm_add_inplace", gemm_add_inplace_cpu, "CPU")
+    lib.impl("topk_fwd", topk_fwd_cpu, "CPU")
+    lib.impl("topk_bwd", topk_bwd_cpu, "CPU")
     saved = reg.DEVICE_TYPES
     reg.DEVICE_TYPES = saved + ("cpu",)
     try:
