@@ -69,7 +69,8 @@ __host__ __device__ constexpr int row_register_min_ctas() {
 }
 
 template <class Op, typename TIn, typename TOut, typename TVec, int kTpr, int kRows, int kVecs>
-__global__ void __launch_bounds__(kTpr * kRows, row_register_min_ctas<Op, kTpr * kRows, kVecs>())
+__global__ void __launch_bounds__(kTpr * kRows,
+                                  row_register_min_ctas<Op, kTpr * kRows, kVecs>())
     row_register_kernel(const __grid_constant__ RowParams p) {
   static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
