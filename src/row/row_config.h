@@ -179,6 +179,21 @@ QUACK_ROW_HD constexpr int64_t row_ring_smem_bytes(const RowConfig& c, int n_in,
          (c.stages * 8 + 15) / 16 * 16;
 }
 
+/// Whether a thread of a vector policy holds column `col`, and where: its vector j (of at most
+/// `vecs`, each of `vec` elements) covers columns col0 + j·step + [0, vec) and exists when
+/// j·stride < n (register and ring views: step = tpr·vec, stride = tpr, n = the row's or slice's
+/// vectors from the thread's first; staged: runtime step, stride 1, n = the thread's vectors).
+/// Exactly one thread of a row holds each column (tests/cpp/host/test_row_plan.cpp). Columns of
+/// the vector policies are < 2^31 (32-bit math).
+QUACK_ROW_HD constexpr bool row_vector_owner(int64_t col, int64_t col0, int step, int stride,
+                                             int n, int vec, int vecs, int& j, int& i) {
+  const int d = static_cast<int>(col) - static_cast<int>(col0);
+  if (d < 0) return false;
+  j = d / step;
+  i = d - j * step;
+  return i < vec && j < vecs && j * stride < n;
+}
+
 /// CTAs per SM a ring configuration is meant for: 1024 threads per SM (a ring of fewer threads
 /// per CTA overlaps one CTA's reduction with another's fold and stores).
 QUACK_ROW_HD constexpr int row_ring_ctas_per_sm(const RowConfig& c) {

@@ -63,19 +63,6 @@ struct PackedMax<__nv_bfloat16> : PackedMax16<__nv_bfloat16> {};
 template <>
 struct PackedMax<__half> : PackedMax16<__half> {};
 
-/// Which of a thread's vectors holds column `col`, for a thread whose first element is column
-/// col0 and whose vector j holds columns col0 + j·kTpr·kVec + [0, kVec) when j·kTpr < n: the
-/// vector j and element i, or false. Columns of the vector policies are < 2^31 (32-bit math).
-template <int kTpr, int kVec, int kVecs>
-__device__ __forceinline__ bool row_view_owner(int64_t col, int64_t col0, int n, int& j, int& i) {
-  const int d = static_cast<int>(col) - static_cast<int>(col0);
-  if (d < 0) return false;
-  constexpr unsigned kSpan = kTpr * kVec;  // columns from one of the thread's vectors to the next
-  const unsigned ud = static_cast<unsigned>(d);
-  j = static_cast<int>(ud / kSpan);
-  i = static_cast<int>(ud % kSpan);
-  return i < kVec && j < kVecs && j * kTpr < n;
-}
 
 template <typename U, int K>
 __device__ __forceinline__ void zero_packed(Packed<U, K>& v) {
@@ -224,7 +211,7 @@ struct RegisterView {
   /// it selected from the registers by compile-time indices (no local memory), then converted.
   __device__ __forceinline__ bool value_at(int64_t col, float& x) const {
     int j, i;
-    if (!row_view_owner<kTpr, kVec, kVecs>(col, col0, n, j, i)) return false;
+    if (!row_vector_owner(col, col0, kTpr * kVec, kTpr, n, kVec, kVecs, j, i)) return false;
     static_assert(V::kWordBytes == 16, "16-byte vectors");
     constexpr int kPerWord = 4 / sizeof(TIn);     // elements per 32-bit word
     const int w = j * 4 + i / kPerWord;           // the word among the thread's kVecs·4
@@ -318,10 +305,8 @@ struct SharedView {
   /// col0 + j·step + [0, kVec)), and its value (one shared load).
   __device__ __forceinline__ bool value_at(int64_t col, float& x) const {
     static_assert(!row_in_optional<Op>(0), "stream 0 is always present");
-    const int d = static_cast<int>(col) - static_cast<int>(col0);  // columns < 2^31
-    if (d < 0) return false;
-    const int j = d / step, i = d - j * step;
-    if (i >= kVec || j >= kVecs || j * kStride >= n) return false;
+    int j, i;
+    if (!row_vector_owner(col, col0, step, kStride, n, kVec, kVecs, j, i)) return false;
     x = to_float(buf[0][j * step + i]);
     return true;
   }

@@ -282,5 +282,68 @@ TEST(RowPlan, SoftmaxCallsPickTheirPolicy) {
   EXPECT_EQ(bwd(bf, bf, bf, 4096, 64), RowPolicy::kGeneral); // dy column-major
 }
 
+// View::value_at's ownership rule (row_vector_owner): over the thread layouts of the register,
+// looped and ring configurations, each thread claims exactly the columns of its own vectors (at
+// the right vector and element, and not the columns just outside them), and those cover every
+// column of the row once.
+TEST(RowPlan, EveryColumnHasOneOwner) {
+  for (int c = 0; c < kRowConfigCount; ++c) {
+    const RowConfig& k = kRowConfigs[c];
+    if (k.policy != RowPolicy::kRegister && k.policy != RowPolicy::kLooped &&
+        k.policy != RowPolicy::kRing)
+      continue;
+    for (int vec : {8, 4}) {
+      const int chunk = k.tpr * k.vecs;  // vectors of a pass or slice
+      const int step = k.tpr * vec;      // columns from a thread's vector to its next
+      std::vector<int> rows = {1, chunk / 2 + 1, chunk};
+      if (k.policy == RowPolicy::kLooped) rows = {1, chunk, 2 * chunk + chunk / 2 + 1};
+      if (k.policy == RowPolicy::kRing) rows = {chunk, chunk + 1, 3 * chunk - 1, 16 * chunk};
+      for (int R : rows) {  // the row's vectors
+        const int64_t cols = int64_t{R} * vec;
+        std::vector<int> owners(static_cast<size_t>(cols), 0);
+        // A thread whose vector 0 starts at column col0 with n vectors of the row or slice
+        // ahead of its first one.
+        auto visit = [&](int64_t col0, int n) {
+          int j = -1, i = -1;
+          if (col0 > 0) ASSERT_FALSE(row_vector_owner(col0 - 1, col0, step, k.tpr, n, vec, k.vecs, j, i));
+          for (int jj = 0; jj < k.vecs && jj * k.tpr < n; ++jj) {
+            for (int ii = 0; ii < vec; ++ii) {
+              const int64_t col = col0 + int64_t{jj} * step + ii;
+              ASSERT_LT(col, cols) << k.name;
+              ASSERT_TRUE(row_vector_owner(col, col0, step, k.tpr, n, vec, k.vecs, j, i)) << k.name;
+              ASSERT_EQ(j, jj);
+              ASSERT_EQ(i, ii);
+              ++owners[static_cast<size_t>(col)];
+            }
+            const int64_t after = col0 + int64_t{jj} * step + vec;  // the next thread's column
+            if (after < cols)
+              ASSERT_FALSE(row_vector_owner(after, col0, step, k.tpr, n, vec, k.vecs, j, i))
+                  << k.name;
+          }
+          const int64_t beyond = col0 + int64_t{k.vecs} * step;  // past the thread's vectors
+          if (beyond < cols)
+            ASSERT_FALSE(row_vector_owner(beyond, col0, step, k.tpr, n, vec, k.vecs, j, i));
+        };
+        if (k.policy == RowPolicy::kRing) {
+          const int cluster = (R + chunk - 1) / chunk;
+          const int per_cta = (R + cluster - 1) / cluster;
+          for (int rank = 0; rank < cluster; ++rank) {
+            const int slice = std::max(0, std::min(per_cta, R - rank * per_cta));
+            for (int t = 0; t < k.tpr; ++t)
+              visit((int64_t{rank} * per_cta + t) * vec, slice - t);
+          }
+        } else if (k.policy == RowPolicy::kLooped) {
+          for (int t = 0; t < k.tpr; ++t)
+            for (int o = 0; o < R - t; o += chunk) visit(int64_t{o + t} * vec, R - t - o);
+        } else {
+          for (int t = 0; t < k.tpr; ++t) visit(int64_t{t} * vec, R - t);
+        }
+        for (size_t col = 0; col < owners.size(); ++col)
+          ASSERT_EQ(owners[col], 1) << k.name << " vec " << vec << " R " << R << " col " << col;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace quack::detail
