@@ -62,14 +62,11 @@ quack::LinearCrossEntropyFwdArgs fwd_args(const char* fn, const FwdIn& t, bool a
   return a;
 }
 
-quack::LinearCrossEntropyBwdArgs bwd_args(const char* fn, const OptTensor& x,
-                                          const OptTensor& weight, const OptTensor& bias,
-                                          const OptTensor& target, const OptTensor& lse,
-                                          const OptTensor& dloss, const OptTensor& dx,
-                                          const OptTensor& dweight, const OptTensor& dbias,
-                                          bool accumulate, int64_t ignore_index, double eps,
-                                          double zs, double cap, bool low_memory,
-                                          int64_t vocab_chunk_size) {
+quack::LinearCrossEntropyBwdArgs bwd_args(
+    const char* fn, const OptTensor& x, const OptTensor& weight, const OptTensor& bias,
+    const OptTensor& target, const OptTensor& lse, const OptTensor& dloss, const OptTensor& dx,
+    const OptTensor& dweight, const OptTensor& dbias, bool accumulate, int64_t ignore_index,
+    double eps, double zs, double cap, bool low_memory, int64_t vocab_chunk_size) {
   quack::LinearCrossEntropyBwdArgs a;
   a.x = to_ref(x, fn, "x");
   a.weight = to_ref(weight, fn, "weight");
@@ -120,13 +117,12 @@ void bind_linear_cross_entropy(nb::module_& m) {
          const std::string& reduction, double eps, double zs, double cap, bool low_memory,
          int64_t chunk_size, int64_t vocab_chunk_size) {
         const char* fn = "linear_cross_entropy_fwd_workspace_size";
-        return quack::linear_cross_entropy_fwd_workspace_size(
-            fwd_args(fn, FwdIn{x, weight, bias, target, loss, lse, z_loss, dx, dweight, dbias},
-                     accumulate, ignore_index, reduction, eps, zs, cap, low_memory, chunk_size,
-                     vocab_chunk_size));
+        return quack::linear_cross_entropy_fwd_workspace_size(fwd_args(
+            fn, FwdIn{x, weight, bias, target, loss, lse, z_loss, dx, dweight, dbias}, accumulate,
+            ignore_index, reduction, eps, zs, cap, low_memory, chunk_size, vocab_chunk_size));
       },
-      nb::arg("x"), nb::arg("weight"), nb::arg("bias").none(), nb::arg("target"),
-      nb::arg("loss"), nb::arg("lse").none() = nb::none(), nb::arg("z_loss").none() = nb::none(),
+      nb::arg("x"), nb::arg("weight"), nb::arg("bias").none(), nb::arg("target"), nb::arg("loss"),
+      nb::arg("lse").none() = nb::none(), nb::arg("z_loss").none() = nb::none(),
       nb::arg("dx").none() = nb::none(), nb::arg("dweight").none() = nb::none(),
       nb::arg("dbias").none() = nb::none(), nb::arg("accumulate") = false,
       nb::arg("ignore_index") = -100, nb::arg("reduction") = "mean",
@@ -146,29 +142,29 @@ void bind_linear_cross_entropy(nb::module_& m) {
          int64_t chunk_size, int64_t vocab_chunk_size, uintptr_t workspace_ptr,
          size_t workspace_bytes, uintptr_t stream) {
         const char* fn = "linear_cross_entropy_fwd";
-        quack::LinearCrossEntropyFwdArgs a =
-            fwd_args(fn, FwdIn{x, weight, bias, target, loss, lse, z_loss, dx, dweight, dbias},
-                     accumulate, ignore_index, reduction, eps, zs, cap, low_memory, chunk_size,
-                     vocab_chunk_size);
+        quack::LinearCrossEntropyFwdArgs a = fwd_args(
+            fn, FwdIn{x, weight, bias, target, loss, lse, z_loss, dx, dweight, dbias}, accumulate,
+            ignore_index, reduction, eps, zs, cap, low_memory, chunk_size, vocab_chunk_size);
         a.workspace = reinterpret_cast<void*>(workspace_ptr);
         a.workspace_bytes = workspace_bytes;
         nb::gil_scoped_release release;
         quack::linear_cross_entropy_fwd(a, to_stream(stream));
       },
-      nb::arg("x"), nb::arg("weight"), nb::arg("bias").none(), nb::arg("target"),
-      nb::arg("loss"), nb::arg("lse").none() = nb::none(), nb::arg("z_loss").none() = nb::none(),
+      nb::arg("x"), nb::arg("weight"), nb::arg("bias").none(), nb::arg("target"), nb::arg("loss"),
+      nb::arg("lse").none() = nb::none(), nb::arg("z_loss").none() = nb::none(),
       nb::arg("dx").none() = nb::none(), nb::arg("dweight").none() = nb::none(),
       nb::arg("dbias").none() = nb::none(), nb::arg("accumulate") = false,
       nb::arg("ignore_index") = -100, nb::arg("reduction") = "mean",
       nb::arg("label_smoothing") = 0.0, nb::arg("z_loss_scale") = 0.0,
       nb::arg("logit_softcap") = 0.0, nb::arg("low_memory") = false, nb::arg("chunk_size") = 0,
-      nb::arg("vocab_chunk_size") = 0, nb::arg("workspace_ptr") = 0,
-      nb::arg("workspace_bytes") = 0, nb::arg("stream") = 0,
+      nb::arg("vocab_chunk_size") = 0, nb::arg("workspace_ptr") = 0, nb::arg("workspace_bytes") = 0,
+      nb::arg("stream") = 0,
       (std::string(
            "Linear + cross-entropy forward (quack::linear_cross_entropy_fwd): z = x W^T + bias,\n"
            "loss = cross_entropy(z, target) with cross_entropy_fwd's options (no class weights),\n"
            "chunk by chunk without the (T, V) logits; lse (T), z_loss optional; dx (T, D),\n"
-           "dweight (V, D), dbias (V) optional: the gradients for grad_output 1 (accumulate: added\n"
+           "dweight (V, D), dbias (V) optional: the gradients for grad_output 1 (accumulate: "
+           "added\n"
            "into dweight and dbias). x bfloat16 (T, D) and weight (V, D) row-major with 16-byte\n"
            "rows. low_memory: no fp32 accumulator spans the weight. chunk_size tokens per chunk,\n"
            "vocab_chunk_size columns per slice (0: the rules).\n") +
@@ -178,32 +174,29 @@ void bind_linear_cross_entropy(nb::module_& m) {
   m.def(
       "linear_cross_entropy_bwd_workspace_size",
       [](const OptTensor& x, const OptTensor& weight, const OptTensor& bias,
-         const OptTensor& target, const OptTensor& lse, const OptTensor& dloss,
-         const OptTensor& dx, const OptTensor& dweight, const OptTensor& dbias, bool accumulate,
-         int64_t ignore_index, double eps, double zs, double cap, bool low_memory,
-         int64_t vocab_chunk_size) {
-        return quack::linear_cross_entropy_bwd_workspace_size(
-            bwd_args("linear_cross_entropy_bwd_workspace_size", x, weight, bias, target, lse,
-                     dloss, dx, dweight, dbias, accumulate, ignore_index, eps, zs, cap,
-                     low_memory, vocab_chunk_size));
+         const OptTensor& target, const OptTensor& lse, const OptTensor& dloss, const OptTensor& dx,
+         const OptTensor& dweight, const OptTensor& dbias, bool accumulate, int64_t ignore_index,
+         double eps, double zs, double cap, bool low_memory, int64_t vocab_chunk_size) {
+        return quack::linear_cross_entropy_bwd_workspace_size(bwd_args(
+            "linear_cross_entropy_bwd_workspace_size", x, weight, bias, target, lse, dloss, dx,
+            dweight, dbias, accumulate, ignore_index, eps, zs, cap, low_memory, vocab_chunk_size));
       },
       nb::arg("x"), nb::arg("weight"), nb::arg("bias").none(), nb::arg("target"), nb::arg("lse"),
       nb::arg("dloss"), nb::arg("dx").none() = nb::none(), nb::arg("dweight").none() = nb::none(),
       nb::arg("dbias").none() = nb::none(), nb::arg("accumulate") = false,
       nb::arg("ignore_index") = -100, nb::arg("label_smoothing") = 0.0,
-      nb::arg("z_loss_scale") = 0.0, nb::arg("logit_softcap") = 0.0,
-      nb::arg("low_memory") = false, nb::arg("vocab_chunk_size") = 0,
+      nb::arg("z_loss_scale") = 0.0, nb::arg("logit_softcap") = 0.0, nb::arg("low_memory") = false,
+      nb::arg("vocab_chunk_size") = 0,
       "Bytes of device workspace linear_cross_entropy_bwd needs\n"
       "(quack::linear_cross_entropy_bwd_workspace_size; validates as the call does).");
 
   m.def(
       "linear_cross_entropy_bwd",
       [](const OptTensor& x, const OptTensor& weight, const OptTensor& bias,
-         const OptTensor& target, const OptTensor& lse, const OptTensor& dloss,
-         const OptTensor& dx, const OptTensor& dweight, const OptTensor& dbias, bool accumulate,
-         int64_t ignore_index, double eps, double zs, double cap, bool low_memory,
-         int64_t vocab_chunk_size, uintptr_t workspace_ptr, size_t workspace_bytes,
-         uintptr_t stream) {
+         const OptTensor& target, const OptTensor& lse, const OptTensor& dloss, const OptTensor& dx,
+         const OptTensor& dweight, const OptTensor& dbias, bool accumulate, int64_t ignore_index,
+         double eps, double zs, double cap, bool low_memory, int64_t vocab_chunk_size,
+         uintptr_t workspace_ptr, size_t workspace_bytes, uintptr_t stream) {
         const char* fn = "linear_cross_entropy_bwd";
         quack::LinearCrossEntropyBwdArgs a =
             bwd_args(fn, x, weight, bias, target, lse, dloss, dx, dweight, dbias, accumulate,
@@ -217,9 +210,9 @@ void bind_linear_cross_entropy(nb::module_& m) {
       nb::arg("dloss"), nb::arg("dx").none() = nb::none(), nb::arg("dweight").none() = nb::none(),
       nb::arg("dbias").none() = nb::none(), nb::arg("accumulate") = false,
       nb::arg("ignore_index") = -100, nb::arg("label_smoothing") = 0.0,
-      nb::arg("z_loss_scale") = 0.0, nb::arg("logit_softcap") = 0.0,
-      nb::arg("low_memory") = false, nb::arg("vocab_chunk_size") = 0,
-      nb::arg("workspace_ptr") = 0, nb::arg("workspace_bytes") = 0, nb::arg("stream") = 0,
+      nb::arg("z_loss_scale") = 0.0, nb::arg("logit_softcap") = 0.0, nb::arg("low_memory") = false,
+      nb::arg("vocab_chunk_size") = 0, nb::arg("workspace_ptr") = 0, nb::arg("workspace_bytes") = 0,
+      nb::arg("stream") = 0,
       (std::string("Linear + cross-entropy backward from lse (quack::linear_cross_entropy_bwd):\n"
                    "R = dloss_i * d loss_i / d z_i, dx = R W, dweight (+)= R^T x, dbias (+)=\n"
                    "sum_i R_i, by vocabulary slices (the logits recomputed). dloss (T) or (1).\n") +

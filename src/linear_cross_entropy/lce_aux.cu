@@ -12,8 +12,6 @@
 //          writes them; a later launch over [a, b) with b ≤ 2a writes bytes [2a, 2b), which
 //          held elements below a (moved by earlier launches), and reads bytes [4a, 4b): its
 //          reads and writes never meet, and stream order separates the launches.
-#include "linear_cross_entropy/lce_aux.h"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -22,6 +20,7 @@
 #include "common/launch.h"
 #include "common/row_general.cuh"
 #include "common/vec.cuh"
+#include "linear_cross_entropy/lce_aux.h"
 
 namespace quack::detail {
 
@@ -37,7 +36,8 @@ __global__ void __launch_bounds__(kThreads) lce_fill_kernel(const LceFillParams 
 #pragma unroll
   for (int k = 0; k < 8; ++k)
     b[k] = q.bias.ptr != nullptr && c0 + k < q.cols ? load1(q.bias, 0, c0 + k) : 0.f;
-  for (int64_t r = blockIdx.y; r < q.rows; r += gridDim.y) store_any<8>(q.dst, q.dtype, r * q.ld + c0, b);
+  for (int64_t r = blockIdx.y; r < q.rows; r += gridDim.y)
+    store_any<8>(q.dst, q.dtype, r * q.ld + c0, b);
 }
 
 __global__ void __launch_bounds__(kThreads) lce_colsum_kernel(const LceColsumParams q) {
@@ -74,9 +74,12 @@ __global__ void __launch_bounds__(kThreads) lce_shift_kernel(const LceShiftParam
                           ? static_cast<const int64_t*>(q.target.ptr)[off]
                           : int64_t{static_cast<const int32_t*>(q.target.ptr)[off]};
     int32_t s;
-    if (t == q.ignore_index) s = -1;
-    else if (t < 0 || t >= q.V) s = -2;
-    else s = static_cast<int32_t>(t >= q.v0 ? t - q.v0 : t - q.v0 + q.V);
+    if (t == q.ignore_index)
+      s = -1;
+    else if (t < 0 || t >= q.V)
+      s = -2;
+    else
+      s = static_cast<int32_t>(t >= q.v0 ? t - q.v0 : t - q.v0 + q.V);
     q.out[i] = s;
   }
 }
@@ -134,7 +137,8 @@ void check_launch(const char* where, const char* kernel) {
 }
 
 unsigned grid_of(int64_t items, int64_t per_cta, int64_t cap) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(cap, (items + per_cta - 1) / per_cta)));
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min(cap, (items + per_cta - 1) / per_cta)));
 }
 
 }  // namespace
@@ -172,15 +176,19 @@ void launch_lce_compact(void* buf, int64_t n, DType dtype, int device, cudaStrea
   if (n <= 0) return;
   const bool bf16 = dtype == DType::kBFloat16;
   const int64_t n0 = std::min<int64_t>(n, kCompactFirst);
-  if (bf16) lce_compact_first_kernel<__nv_bfloat16><<<1, 1024, 0, stream>>>(buf, n0);
-  else lce_compact_first_kernel<__half><<<1, 1024, 0, stream>>>(buf, n0);
+  if (bf16)
+    lce_compact_first_kernel<__nv_bfloat16><<<1, 1024, 0, stream>>>(buf, n0);
+  else
+    lce_compact_first_kernel<__half><<<1, 1024, 0, stream>>>(buf, n0);
   check_launch(where, "lce_compact_first_kernel launch");
   const int64_t cap = int64_t{sm_count(device)} * 8;
   for (int64_t a = n0; a < n;) {
     const int64_t b = std::min(2 * a, n);
     const unsigned grid = grid_of((b - a) / 8, kThreads, cap);
-    if (bf16) lce_compact_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(buf, a, b);
-    else lce_compact_kernel<__half><<<grid, kThreads, 0, stream>>>(buf, a, b);
+    if (bf16)
+      lce_compact_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(buf, a, b);
+    else
+      lce_compact_kernel<__half><<<grid, kThreads, 0, stream>>>(buf, a, b);
     check_launch(where, "lce_compact_kernel launch");
     a = b;
   }

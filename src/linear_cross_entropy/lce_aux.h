@@ -23,34 +23,34 @@
 namespace quack::detail {
 
 struct LceFillParams {
-  void* dst = nullptr;     // (rows, ld) of `dtype`, 16-byte aligned, ld a multiple of 8
+  void* dst = nullptr;  // (rows, ld) of `dtype`, 16-byte aligned, ld a multiple of 8
   DType dtype = DType::kBFloat16;
   int64_t rows = 0, cols = 0, ld = 0;  // columns [cols, round_up(cols, 8)) are written 0
-  RowIO bias;              // (cols) vector (row_stride 0); ptr == nullptr: zeros
+  RowIO bias;                          // (cols) vector (row_stride 0); ptr == nullptr: zeros
 };
 
 struct LceColsumParams {
   const void* src = nullptr;  // (rows, cols) of `dtype`, row stride ld (multiple of 8), aligned
   DType dtype = DType::kBFloat16;
   int64_t rows = 0, cols = 0, ld = 0;
-  RowIO out;                  // (cols) vector of any float dtype and stride
-  bool add = false;           // out += Σ (fp32 math, one rounding), else out = Σ
+  RowIO out;         // (cols) vector of any float dtype and stride
+  bool add = false;  // out += Σ (fp32 math, one rounding), else out = Σ
 };
 
 struct LceShiftParams {
-  RowIO target;               // (T) int32/int64, row_stride = the element stride
-  int32_t* out = nullptr;     // (T)
+  RowIO target;            // (T) int32/int64, row_stride = the element stride
+  int32_t* out = nullptr;  // (T)
   int64_t T = 0, v0 = 0, V = 0, ignore_index = -100;
 };
 
 struct LceCastParams {
   const float* src = nullptr;  // (rows, cols), row stride ld_src
   int64_t ld_src = 0;
-  RowIO dst;                   // (rows, cols) of any float dtype and strides
+  RowIO dst;  // (rows, cols) of any float dtype and strides
   int64_t rows = 0, cols = 0;
-  bool add = false;            // dst = src + dst (one rounding), else dst = src
-  bool vec = false;            // 8-element vectors: cols, ld_src and dst's row stride multiples
-                               // of 8, unit column stride, 16-byte aligned bases
+  bool add = false;  // dst = src + dst (one rounding), else dst = src
+  bool vec = false;  // 8-element vectors: cols, ld_src and dst's row stride multiples
+                     // of 8, unit column stride, 16-byte aligned bases
 };
 
 void launch_lce_fill(const LceFillParams& q, cudaStream_t stream, const char* where);

@@ -32,29 +32,29 @@ enum class LceDw : int {
 
 struct LcePlan {
   int64_t T = 0, D = 0, V = 0;
-  int64_t ld = 0;        // row stride (elements) of a logits chunk: round_up(V, 8)
-  int elt = 2;           // bytes per element of x (and of the logits buffer)
+  int64_t ld = 0;  // row stride (elements) of a logits chunk: round_up(V, 8)
+  int elt = 2;     // bytes per element of x (and of the logits buffer)
   // token-chunk pass
-  int64_t chunk = 0;     // tokens per chunk (≥ 1 when T > 0)
+  int64_t chunk = 0;  // tokens per chunk (≥ 1 when T > 0)
   int64_t n_chunks = 0;
-  bool grads = false;    // the CE forward writes the gradient (dx, dweight or dbias asked)
+  bool grads = false;  // the CE forward writes the gradient (dx, dweight or dbias asked)
   LceDw dw = LceDw::kNone;
-  int64_t dw_rows = 0;   // dweight rows of the token-chunk pass (V, or the low-memory V0)
-  int64_t acc_in_dw = 0; // kAcc: fp32 rows living inside dweight's memory
+  int64_t dw_rows = 0;    // dweight rows of the token-chunk pass (V, or the low-memory V0)
+  int64_t acc_in_dw = 0;  // kAcc: fp32 rows living inside dweight's memory
   // vocabulary pass (forward: [dw_rows, V) with kLowMemory; backward: [0, V))
-  int64_t v_begin = 0;   // first column; V: no vocabulary pass
-  int64_t vslice = 0;    // columns per slice (multiple of 8 unless it is the whole range)
-  int64_t vslice_ld = 0; // row stride of a slice buffer: round_up(vslice, 8)
+  int64_t v_begin = 0;    // first column; V: no vocabulary pass
+  int64_t vslice = 0;     // columns per slice (multiple of 8 unless it is the whole range)
+  int64_t vslice_ld = 0;  // row stride of a slice buffer: round_up(vslice, 8)
   int64_t n_slices = 0;
-  bool dx_acc = false;   // backward: dx accumulated in an fp32 workspace across slices
+  bool dx_acc = false;  // backward: dx accumulated in an fp32 workspace across slices
   // workspace layout (byte offsets, 256-byte aligned regions; size 0: absent)
-  size_t off_scalars = 0;  // 256 bytes: the vocabulary pass's dloss scalar 1.0
-  size_t off_ce = 0, ce_bytes = 0;         // cross_entropy_fwd's workspace for all T rows
-  size_t off_lse = 0, lse_bytes = 0;       // (T) fp32 lse
-  size_t off_target = 0, target_bytes = 0; // (T) int32 targets of a vocabulary slice
-  size_t off_logits = 0, logits_bytes = 0; // a logits chunk or slice
-  size_t off_acc = 0, acc_bytes = 0;       // fp32 dweight rows [acc_in_dw, dw_rows), or dx (T, D)
-  size_t off_dbias = 0, dbias_bytes = 0;   // (V) fp32 dbias accumulator
+  size_t off_scalars = 0;                   // 256 bytes: the vocabulary pass's dloss scalar 1.0
+  size_t off_ce = 0, ce_bytes = 0;          // cross_entropy_fwd's workspace for all T rows
+  size_t off_lse = 0, lse_bytes = 0;        // (T) fp32 lse
+  size_t off_target = 0, target_bytes = 0;  // (T) int32 targets of a vocabulary slice
+  size_t off_logits = 0, logits_bytes = 0;  // a logits chunk or slice
+  size_t off_acc = 0, acc_bytes = 0;        // fp32 dweight rows [acc_in_dw, dw_rows), or dx (T, D)
+  size_t off_dbias = 0, dbias_bytes = 0;    // (V) fp32 dbias accumulator
   size_t total = 0;
 };
 

@@ -3,6 +3,8 @@
 // our GEMM (quack/gemm.h), the cross-entropy row kernels (src/cross_entropy/, driven through
 // their internal call builders so that one prep kernel counts the targets of all chunks), and
 // the small kernels of lce_aux.cu. Host only.
+#include "quack/linear_cross_entropy.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -17,7 +19,6 @@
 #include "linear_cross_entropy/lce_aux.h"
 #include "linear_cross_entropy/lce_plan.h"
 #include "quack/gemm.h"
-#include "quack/linear_cross_entropy.h"
 #include "row/row_op.h"
 
 namespace quack {
@@ -29,10 +30,10 @@ namespace {
 constexpr const char* kFwd = "linear_cross_entropy_fwd";
 constexpr const char* kBwd = "linear_cross_entropy_bwd";
 constexpr const char* kScale = "linear_cross_entropy_scale_grad";
-constexpr size_t kBudget = size_t{1} << 30;         // logits bytes per chunk or slice
-constexpr size_t kBudgetLow = size_t{512} << 20;    // kLowMemory's
-constexpr size_t kBudgetMin = size_t{64} << 20;     // floor of free_bytes / 4
-constexpr int64_t kAlignRows = 128;                 // chunk and slice granularity (GEMM tiles)
+constexpr size_t kBudget = size_t{1} << 30;       // logits bytes per chunk or slice
+constexpr size_t kBudgetLow = size_t{512} << 20;  // kLowMemory's
+constexpr size_t kBudgetMin = size_t{64} << 20;   // floor of free_bytes / 4
+constexpr int64_t kAlignRows = 128;               // chunk and slice granularity (GEMM tiles)
 constexpr DType kBF16 = DType::kBFloat16, kF32 = DType::kFloat32;
 
 std::string str(int64_t v) { return std::to_string(v); }
@@ -62,7 +63,8 @@ void check_rowmajor(const ArgCheck& chk, const TensorRef& t, const char* name, i
              ", expected a multiple of " + str(align) + " elements (16 bytes, the GEMM's TMA) " +
              "and at least " + str(t.shape[1]) + "; pad the rows");
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
-    chk.fail(n + " " + describe_full(t) + " is not 16-byte aligned, expected a 16-byte aligned "
+    chk.fail(n + " " + describe_full(t) +
+             " is not 16-byte aligned, expected a 16-byte aligned "
              "base (the GEMM's TMA)");
 }
 
@@ -137,8 +139,8 @@ void check_workspace(const ArgCheck& chk, const LcePlan& p, const void* ws, size
                      const char* query) {
   if (p.total == 0) return;
   if (ws == nullptr || bytes < p.total)
-    chk.fail("workspace has " + std::to_string(ws == nullptr ? 0 : bytes) +
-             " bytes, expected ≥ " + std::to_string(p.total) + " (" + query + ")");
+    chk.fail("workspace has " + std::to_string(ws == nullptr ? 0 : bytes) + " bytes, expected ≥ " +
+             std::to_string(p.total) + " (" + query + ")");
   if (reinterpret_cast<uintptr_t>(ws) % 256 != 0)
     chk.fail("workspace is not 256-byte aligned, expected a 256-byte aligned device pointer");
 }
@@ -176,8 +178,9 @@ int64_t lce_vocab_slice(int64_t T, int64_t v_begin, int64_t V, int elt, size_t b
   if (range <= 0) return 0;
   const double col = static_cast<double>(std::max<int64_t>(T, 1)) * elt;  // bytes per column
   if (col * static_cast<double>(round_up(range, 8)) <= static_cast<double>(budget)) return range;
-  const int64_t smax = std::max<int64_t>(
-      kAlignRows, static_cast<int64_t>(static_cast<double>(budget) / col) / kAlignRows * kAlignRows);
+  const int64_t smax =
+      std::max<int64_t>(kAlignRows, static_cast<int64_t>(static_cast<double>(budget) / col) /
+                                        kAlignRows * kAlignRows);
   const int64_t k = ceil_div(range, smax);
   const int64_t s = std::min(smax, round_up(ceil_div(range, k), kAlignRows));
   return s >= range ? range : s;
@@ -187,8 +190,7 @@ LcePlan lce_plan_fwd(const LinearCrossEntropyFwdArgs& a) {
   const ArgCheck chk(kFwd);
   const Shapes s = check_common(chk, a.x, a.weight, a.bias, a.target, a.dx, a.dweight, a.dbias);
   const int r = static_cast<int>(a.reduction);
-  if (r < 0 || r > 2)
-    chk.fail("reduction has value " + str(r) + ", expected kNone, kSum or kMean");
+  if (r < 0 || r > 2) chk.fail("reduction has value " + str(r) + ", expected kNone, kSum or kMean");
   const bool none = a.reduction == Reduction::kNone;
   check_vec(chk, a.loss, "loss", none ? s.T : 1, {kF32, DType::kFloat16, kBF16}, s.device, true);
   if (a.lse.present())
@@ -263,8 +265,7 @@ LcePlan lce_plan_bwd(const LinearCrossEntropyBwdArgs& a) {
   check_vec(chk, a.lse, "lse", s.T, {kF32, DType::kFloat16, kBF16}, s.device, false);
   chk.required(a.dloss, "dloss");
   const bool one = a.dloss.ndim == 1 && a.dloss.shape[0] == 1 && s.T != 1;
-  check_vec(chk, a.dloss, "dloss", one ? 1 : s.T, {kF32, DType::kFloat16, kBF16}, s.device,
-            false);
+  check_vec(chk, a.dloss, "dloss", one ? 1 : s.T, {kF32, DType::kFloat16, kBF16}, s.device, false);
   check_options(chk, a.label_smoothing, a.z_loss_scale, a.logit_softcap, a.mode);
   if (a.vocab_chunk_size < 0)
     chk.fail("vocab_chunk_size is " + str(a.vocab_chunk_size) +
@@ -292,8 +293,7 @@ LcePlan lce_plan_bwd(const LinearCrossEntropyBwdArgs& a) {
     w.add(p.off_logits, p.logits_bytes,
           static_cast<size_t>(s.T) * static_cast<size_t>(p.vslice_ld) * p.elt);
   }
-  if (p.dx_acc)
-    w.add(p.off_acc, p.acc_bytes, static_cast<size_t>(s.T) * round_up(s.D, 8) * 4);
+  if (p.dx_acc) w.add(p.off_acc, p.acc_bytes, static_cast<size_t>(s.T) * round_up(s.D, 8) * 4);
   p.total = w.off;
   return p;
 }
@@ -364,9 +364,9 @@ struct Ctx {
       launch_lce_fill(q, s, fn);
     }
     if (p.D > 0) {
-      const TensorRef wt = TensorRef::matrix(static_cast<char*>(weight.data) +
-                                                 v0 * weight.stride[0] * dtype_size(weight.dtype),
-                                             kBF16, p.D, vn, device, 1, weight.stride[0]);
+      const TensorRef wt = TensorRef::matrix(
+          static_cast<char*>(weight.data) + v0 * weight.stride[0] * dtype_size(weight.dtype), kBF16,
+          p.D, vn, device, 1, weight.stride[0]);
       run_gemm(rows_of(x, r0, rn), wt, L, with_bias, s);
     }
     return L;
@@ -412,9 +412,9 @@ struct Ctx {
   void vocab_pass(const TensorRef& lse_ref, const TensorRef& dloss, const TensorRef& dx,
                   const TensorRef& dweight, const TensorRef& dbias, bool accumulate) const {
     int32_t* shifted = reinterpret_cast<int32_t*>(ws + p.off_target);
-    const TensorRef dx_acc = p.dx_acc ? TensorRef::matrix(ws + p.off_acc, kF32, p.T, p.D, device,
-                                                          round_up(p.D, 8), 1)
-                                      : dx;
+    const TensorRef dx_acc =
+        p.dx_acc ? TensorRef::matrix(ws + p.off_acc, kF32, p.T, p.D, device, round_up(p.D, 8), 1)
+                 : dx;
     for (int64_t v0 = p.v_begin; v0 < p.V; v0 += p.vslice) {
       const int64_t vn = std::min(p.vslice, p.V - v0);
       LceShiftParams q;
@@ -444,8 +444,7 @@ struct Ctx {
         run_gemm(lt, x, rows_of(dweight, v0, vn), accumulate, s);
       }
       if (dbias.present()) colsum(L, elems_of(dbias, v0, vn), accumulate);
-      if (p.D > 0 && dx.present())
-        run_gemm(L, rows_of(weight, v0, vn), dx_acc, v0 > p.v_begin, s);
+      if (p.D > 0 && dx.present()) run_gemm(L, rows_of(weight, v0, vn), dx_acc, v0 > p.v_begin, s);
     }
     if (p.dx_acc) cast(static_cast<const float*>(dx_acc.data), dx_acc.stride[0], dx, false);
   }
@@ -465,9 +464,19 @@ void run_fwd(const LinearCrossEntropyFwdArgs& a, const LcePlan& p, cudaStream_t 
   const int device = a.x.device;
   guard_device(guard, device, kFwd);
   char* ws = static_cast<char*>(a.workspace);
-  const Ctx c{p,          a.x,     a.weight,        a.bias,          a.target,
-              a.ignore_index, a.label_smoothing, a.z_loss_scale, a.logit_softcap, ws,
-              device,     s,       kFwd};
+  const Ctx c{p,
+              a.x,
+              a.weight,
+              a.bias,
+              a.target,
+              a.ignore_index,
+              a.label_smoothing,
+              a.z_loss_scale,
+              a.logit_softcap,
+              ws,
+              device,
+              s,
+              kFwd};
   float* dev = reinterpret_cast<float*>(ws + p.off_ce);  // the CE prep kernel's scalars
   float* ce_rows = reinterpret_cast<float*>(ws + p.off_ce + ce::kScalarBytes);
   const size_t row_bytes = (static_cast<size_t>(p.T) * 4 + 15) / 16 * 16;
@@ -485,9 +494,9 @@ void run_fwd(const LinearCrossEntropyFwdArgs& a, const LcePlan& p, cudaStream_t 
   }
 
   // ---- token-chunk pass
-  const TensorRef dw_in = p.acc_in_dw > 0 ? TensorRef::matrix(a.dweight.data, kF32, p.acc_in_dw,
-                                                              p.D, device, p.D, 1)
-                                          : TensorRef();
+  const TensorRef dw_in =
+      p.acc_in_dw > 0 ? TensorRef::matrix(a.dweight.data, kF32, p.acc_in_dw, p.D, device, p.D, 1)
+                      : TensorRef();
   const TensorRef dw_ws = p.dw == LceDw::kAcc && p.dw_rows > p.acc_in_dw
                               ? TensorRef::matrix(ws + p.off_acc, kF32, p.dw_rows - p.acc_in_dw,
                                                   p.D, device, round_up(p.D, 8), 1)
@@ -535,8 +544,7 @@ void run_fwd(const LinearCrossEntropyFwdArgs& a, const LcePlan& p, cudaStream_t 
       run_gemm(lt(0, p.V), xc, a.dweight, a.accumulate || k > 0, s);
     } else if (p.dw == LceDw::kAcc) {
       if (dw_in.present()) run_gemm(lt(0, p.acc_in_dw), xc, dw_in, k > 0, s);
-      if (dw_ws.present())
-        run_gemm(lt(p.acc_in_dw, p.dw_rows - p.acc_in_dw), xc, dw_ws, k > 0, s);
+      if (dw_ws.present()) run_gemm(lt(p.acc_in_dw, p.dw_rows - p.acc_in_dw), xc, dw_ws, k > 0, s);
     }
     if (db_acc.present()) c.colsum(L, db_acc, k > 0);
   }
@@ -585,9 +593,19 @@ void run_bwd(const LinearCrossEntropyBwdArgs& a, const LcePlan& p, cudaStream_t 
   std::optional<DeviceGuard> guard;
   const int device = a.x.device;
   guard_device(guard, device, kBwd);
-  const Ctx c{p,          a.x,     a.weight,        a.bias,          a.target,
-              a.ignore_index, a.label_smoothing, a.z_loss_scale, a.logit_softcap,
-              static_cast<char*>(a.workspace), device, s, kBwd};
+  const Ctx c{p,
+              a.x,
+              a.weight,
+              a.bias,
+              a.target,
+              a.ignore_index,
+              a.label_smoothing,
+              a.z_loss_scale,
+              a.logit_softcap,
+              static_cast<char*>(a.workspace),
+              device,
+              s,
+              kBwd};
   if (p.T == 0 || p.D == 0) {
     if (!a.accumulate) zero_fill(a.dweight, s, kBwd);
   }
@@ -612,17 +630,17 @@ int64_t linear_cross_entropy_chunk_size(int64_t T, int64_t D, int64_t V, DType x
   const double budget = static_cast<double>(detail::lce_logits_budget(mode, free_bytes));
   const double single = static_cast<double>(T) * row;
   if (single <= budget) return T;
-  const int64_t cmax = std::max<int64_t>(
-      kAlignRows, static_cast<int64_t>(budget / row) / kAlignRows * kAlignRows);
+  const int64_t cmax =
+      std::max<int64_t>(kAlignRows, static_cast<int64_t>(budget / row) / kAlignRows * kAlignRows);
   const int64_t k = detail::ceil_div(T, cmax);
   const int64_t c = std::min(cmax, detail::round_up(detail::ceil_div(T, k), kAlignRows));
   if (c >= T) return T;
   if (mode == LinearCrossEntropyMode::kDefault && need_dweight) {
     // Chunks add the fp32 accumulator's workspace half (the other half is inside dweight);
     // one chunk of all T tokens needs none.
-    const double multi = static_cast<double>(c) * row +
-                         4.0 * static_cast<double>(V - detail::lce_split_rows(V)) *
-                             static_cast<double>(std::max<int64_t>(D, 0));
+    const double multi =
+        static_cast<double>(c) * row + 4.0 * static_cast<double>(V - detail::lce_split_rows(V)) *
+                                           static_cast<double>(std::max<int64_t>(D, 0));
     const bool fits = free_bytes == 0 || single <= static_cast<double>(free_bytes) / 2;
     if (single <= multi && fits) return T;
   }
@@ -635,8 +653,8 @@ size_t linear_cross_entropy_fwd_workspace_size(const LinearCrossEntropyFwdArgs& 
 
 void linear_cross_entropy_fwd(const LinearCrossEntropyFwdArgs& args, cudaStream_t stream) {
   const detail::LcePlan p = detail::lce_plan_fwd(args);
-  detail::check_workspace(detail::ArgCheck(detail::kFwd), p, args.workspace,
-                          args.workspace_bytes, "linear_cross_entropy_fwd_workspace_size");
+  detail::check_workspace(detail::ArgCheck(detail::kFwd), p, args.workspace, args.workspace_bytes,
+                          "linear_cross_entropy_fwd_workspace_size");
   detail::run_fwd(args, p, stream);
 }
 
@@ -646,8 +664,8 @@ size_t linear_cross_entropy_bwd_workspace_size(const LinearCrossEntropyBwdArgs& 
 
 void linear_cross_entropy_bwd(const LinearCrossEntropyBwdArgs& args, cudaStream_t stream) {
   const detail::LcePlan p = detail::lce_plan_bwd(args);
-  detail::check_workspace(detail::ArgCheck(detail::kBwd), p, args.workspace,
-                          args.workspace_bytes, "linear_cross_entropy_bwd_workspace_size");
+  detail::check_workspace(detail::ArgCheck(detail::kBwd), p, args.workspace, args.workspace_bytes,
+                          "linear_cross_entropy_bwd_workspace_size");
   detail::run_bwd(args, p, stream);
 }
 

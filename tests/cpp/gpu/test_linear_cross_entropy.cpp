@@ -57,18 +57,18 @@ struct LceCase {
   double eps = 0.0, zs = 0.0, cap = 0.0;
   int64_t ignore_index = -100;
   double ignore_frac = 0.2;
-  int bad_targets = 0;      // rows with targets outside [0, V) (C10)
+  int bad_targets = 0;  // rows with targets outside [0, V) (C10)
   bool all_ignored = false;
   bool want_dx = true, want_dw = true, want_db = true;  // db only with bias
   DType dx_dt = kBF, dw_dt = kBF, db_dt = kBF;
   bool accumulate = false;
   Mode mode = Mode::kDefault;
   int64_t chunk = 0, vchunk = 0;
-  int64_t x_pad = 0;        // extra elements per row of x, weight and dx (D + pad: 8-aligned)
-  int64_t dw_pad = 0;       // extra elements per row of dweight
+  int64_t x_pad = 0;   // extra elements per row of x, weight and dx (D + pad: 8-aligned)
+  int64_t dw_pad = 0;  // extra elements per row of dweight
   DType target_dt = DType::kInt64;
-  bool bwd = false;         // linear_cross_entropy_bwd with dloss
-  int dloss_kind = 0;       // bwd: 0 per row (stride 1), 1 per row broadcast (stride 0), 2 (1)
+  bool bwd = false;    // linear_cross_entropy_bwd with dloss
+  int dloss_kind = 0;  // bwd: 0 per row (stride 1), 1 per row broadcast (stride 0), 2 (1)
   uint64_t seed = 1;
 };
 
@@ -100,7 +100,8 @@ Data make_data(const LceCase& c) {
     if (c.bias) d.db0 = random_uniform(rng, c.V, c.db_dt, -0.05, 0.05);
   }
   if (c.bwd) d.dloss = random_uniform(rng, c.T, kF32, 0.5, 2.0);
-  if (c.bwd && c.dloss_kind > 0) std::fill(d.dloss.begin(), d.dloss.end(), d.dloss.empty() ? 0.0 : d.dloss[0]);
+  if (c.bwd && c.dloss_kind > 0)
+    std::fill(d.dloss.begin(), d.dloss.end(), d.dloss.empty() ? 0.0 : d.dloss[0]);
   return d;
 }
 
@@ -125,8 +126,8 @@ Ref reference(const LceCase& c, const Data& d) {
   o.zs = c.zs;
   o.cap = c.cap;
   Ref r;
-  r.ce = ref::cross_entropy_ref(T, V, z.data(), d.t.data(), o, true,
-                                c.bwd ? d.dloss.data() : nullptr);
+  r.ce =
+      ref::cross_entropy_ref(T, V, z.data(), d.t.data(), o, true, c.bwd ? d.dloss.data() : nullptr);
   const std::vector<double>& R = r.ce.dx;
   r.dx.assign(static_cast<size_t>(T * D), 0.0);
   r.dw.assign(static_cast<size_t>(V * D), 0.0);
@@ -183,7 +184,8 @@ LceRun run_case(const LceCase& c) {
   {  // integers: upload as raw bytes
     std::vector<unsigned char> img(t.buf.bytes(), 0);
     for (int64_t i = 0; i < T; ++i) {
-      if (c.target_dt == DType::kInt64) std::memcpy(img.data() + i * 8, &d.t[i], 8);
+      if (c.target_dt == DType::kInt64)
+        std::memcpy(img.data() + i * 8, &d.t[i], 8);
       else {
         const int32_t v = static_cast<int32_t>(d.t[i]);
         std::memcpy(img.data() + i * 4, &v, 4);
@@ -278,17 +280,19 @@ LceRun run_case(const LceCase& c) {
   }
 
   const Ref r = reference(c, d);
-  const std::string where = " (T=" + std::to_string(T) + " D=" + std::to_string(D) +
-                            " V=" + std::to_string(V) + ")";
+  const std::string where =
+      " (T=" + std::to_string(T) + " D=" + std::to_string(D) + " V=" + std::to_string(V) + ")";
   if (!c.bwd) {
     const std::vector<double> got = download(loss);
     if (none) {
       EXPECT_TRUE(close("loss" + where, got, r.ce.loss_rows, 1e-3));
     } else {
       const double want = r.ce.loss;
-      if (std::isnan(want)) EXPECT_TRUE(std::isnan(got[0])) << "loss" << where << ": " << got[0];
-      else EXPECT_NEAR(got[0], want, 1e-3 * std::fmax(std::fabs(want), r.ce.loss_terms) + 1e-6)
-               << "loss" << where;
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan(got[0])) << "loss" << where << ": " << got[0];
+      else
+        EXPECT_NEAR(got[0], want, 1e-3 * std::fmax(std::fabs(want), r.ce.loss_terms) + 1e-6)
+            << "loss" << where;
     }
   }
   EXPECT_TRUE(close("lse" + where, download(lse), r.ce.lse, 1e-3));
@@ -316,7 +320,7 @@ LceRun run_case(const LceCase& c) {
 struct Shape {
   int64_t T, D, V;
 };
-const std::vector<Shape> kShapes = {{1, 64, 15},    {7, 64, 1000},  {129, 128, 1001},
+const std::vector<Shape> kShapes = {{1, 64, 15},     {7, 64, 1000},    {129, 128, 1001},
                                     {257, 64, 4099}, {300, 256, 2048}, {1000, 64, 333},
                                     {64, 8, 8},      {33, 16, 100000}};
 
@@ -341,12 +345,14 @@ TEST_P(LceShapes, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, LceShapes,
-                         ::testing::Combine(::testing::ValuesIn(kShapes), ::testing::Values(0, 1, 2),
-                                            ::testing::Bool(), ::testing::Values(int64_t{0}, int64_t{64})),
+                         ::testing::Combine(::testing::ValuesIn(kShapes),
+                                            ::testing::Values(0, 1, 2), ::testing::Bool(),
+                                            ::testing::Values(int64_t{0}, int64_t{64})),
                          [](const auto& info) {
                            const Shape s = std::get<0>(info.param);
                            return "T" + std::to_string(s.T) + "_D" + std::to_string(s.D) + "_V" +
-                                  std::to_string(s.V) + "_r" + std::to_string(std::get<1>(info.param)) +
+                                  std::to_string(s.V) + "_r" +
+                                  std::to_string(std::get<1>(info.param)) +
                                   (std::get<2>(info.param) ? "_bias" : "") + "_c" +
                                   std::to_string(std::get<3>(info.param));
                          });
@@ -524,7 +530,8 @@ TEST_P(LceOptions, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, LceOptions,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values(0, 1, 2),
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(0, 1, 2),
                                             ::testing::Values(Mode::kDefault, Mode::kLowMemory)));
 
 // ------------------------------------------------------------------ backward from lse
@@ -729,7 +736,8 @@ TEST_F(LceLarge, TokensTimesVocabularyAbove2To31) {
     DeviceTensor x = upload(vx, kBF, T, D), w = upload(vw, kBF, V, D);
     DeviceTensor t = alloc_tensor(DType::kInt64, 1, T, {}, true);
     ASSERT_EQ(cudaMemcpy(t.buf.get(), tg.data(), T * 8, cudaMemcpyHostToDevice), cudaSuccess);
-    DeviceTensor loss = alloc_tensor(kF32, 1, 1, {}, true), lse = alloc_tensor(kF32, 1, T, {}, true);
+    DeviceTensor loss = alloc_tensor(kF32, 1, 1, {}, true),
+                 lse = alloc_tensor(kF32, 1, T, {}, true);
     DeviceTensor dx = alloc_tensor(kBF, T, D), dw = alloc_tensor(kBF, V, D);
     LinearCrossEntropyFwdArgs a;
     a.x = x.ref;
@@ -790,7 +798,8 @@ TEST_F(LceLarge, TokensTimesVocabularyAbove2To31) {
         err = std::fmax(err, std::fabs(gdw[v * D + k] - s));
         scale = std::fmax(scale, std::fabs(s));
       }
-      EXPECT_LE(err, 2e-2 * scale + 1e-2) << "dweight row " << v << ", mode " << static_cast<int>(mode);
+      EXPECT_LE(err, 2e-2 * scale + 1e-2)
+          << "dweight row " << v << ", mode " << static_cast<int>(mode);
     }
     for (double e : gdw) ASSERT_TRUE(std::isfinite(e));
   }

@@ -69,7 +69,8 @@ void expect_invalid(const std::function<void()>& f, const std::string& fn,
     f();
   } catch (const InvalidArgument& e) {
     const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(fn + ": ", 0), 0u) << "message does not start with '" << fn << ": ': " << msg;
+    EXPECT_EQ(msg.rfind(fn + ": ", 0), 0u)
+        << "message does not start with '" << fn << ": ': " << msg;
     for (const auto& p : parts)
       EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
     return;
@@ -117,7 +118,8 @@ TEST(LceChunkRule, BenchmarkShapes) {
 }
 
 TEST(LceChunkRule, LowMemoryAndFreeMemory) {
-  EXPECT_EQ(linear_cross_entropy_chunk_size(16384, 4096, 128256, kBF, Mode::kLowMemory, true), 2048);
+  EXPECT_EQ(linear_cross_entropy_chunk_size(16384, 4096, 128256, kBF, Mode::kLowMemory, true),
+            2048);
   // A quarter of 2 GiB free: 512 MiB → 2048 tokens.
   EXPECT_EQ(linear_cross_entropy_chunk_size(16384, 4096, 128256, kBF, Mode::kDefault, true,
                                             size_t{2} << 30),
