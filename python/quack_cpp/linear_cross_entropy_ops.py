@@ -281,6 +281,13 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
     Returns:
         float32 loss: a 0-d tensor for 'mean' and 'sum', target's shape for 'none'.
 
+    The backward of 'mean' and 'sum' scales the gradients saved by the forward in place and
+    hands them to autograd (no copy): a second backward through the same graph
+    (``retain_graph=True``) raises torch's in-place modification error instead of returning
+    twice-scaled gradients ('none' recomputes and supports it). Bitwise reproducible for a
+    fixed ``chunk_size``; with None the chunk may follow the free memory, which moves the fp32
+    summation order of dweight across chunks.
+
     Raises:
         ValueError: a shape, dtype (x and weight must compute in bfloat16), device, layout or
             option the C++ rejects (its message), a bad reduction or chunk_size.

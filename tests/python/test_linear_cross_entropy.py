@@ -269,6 +269,27 @@ def test_c02_empty(reduction):
         assert torch.equal(b.grad, torch.zeros_like(b))
 
 
+def test_retain_graph_second_backward_is_loud():
+    # 'mean'/'sum' scale the forward's saved gradients in place: a second backward through the
+    # same graph must raise (torch's in-place version check), never return wrong gradients;
+    # 'none' recomputes and may run twice.
+    x, w, b, t = make(40, 32, 100, seed=13)
+    x = x.detach().requires_grad_(True)
+    loss = lce(x, w, t)
+    loss.backward(torch.tensor(2.0, device=DEVICE), retain_graph=True)
+    first = x.grad.clone()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward(torch.tensor(2.0, device=DEVICE))
+    assert torch.equal(x.grad, first)
+    x.grad = None
+    rows = lce(x, w, t, reduction="none")
+    g = torch.randn(40, device=DEVICE)
+    rows.backward(g, retain_graph=True)
+    once = x.grad.clone()
+    rows.backward(g)
+    torch.testing.assert_close(x.grad.float(), 2 * once.float(), atol=1e-2, rtol=1e-2)
+
+
 # --------------------------------------------------------------------------------------------
 # Fused gradient accumulation, nn module
 # --------------------------------------------------------------------------------------------
