@@ -368,9 +368,12 @@ _keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", 
 def graph_retained() -> bool:
     """In a backward formula: whether the running backward keeps the graph (retain_graph=True
     or create_graph=True), i.e. whether this node's backward may run again on the same saved
-    tensors. True outside a backward (and where torch lacks the query): the safe answer for a
-    formula that would otherwise consume a saved tensor in place."""
-    return True if _keep_graph is None else bool(_keep_graph())
+    tensors. True outside a backward, while compiling (Dynamo cannot trace the query) and where
+    torch lacks it: the safe answer for a formula that would otherwise consume a saved tensor
+    in place."""
+    if _keep_graph is None or _is_compiling():
+        return True
+    return bool(_keep_graph())
 
 
 def records_grad(*tensors: Optional[Tensor]) -> bool:
