@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from . import _C
+from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
 from ._registrar import (CUSTOM, autocast_fp32, check_float, from_rows, register, route,
                          rows_cols, stream, tensor_arg, to_rows)
 
@@ -61,6 +62,9 @@ def _describe(kind: str):
 
     class Fwd:
         name = f"quack_cpp::{fwd}"
+        # The fast path in C++ where built: outputs + launch + setup_context + backward below.
+        eager = getattr(_torch_ext, fwd, None) if _torch_ext is not None else None
+        eager_node = {"softmax": "SoftmaxFn", "log_softmax": "LogSoftmaxFn"}[kind]
 
         def signature(x: Tensor, out_dtype: torch.dtype) -> Tensor:
             pass
