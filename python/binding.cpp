@@ -8,8 +8,9 @@
 // 3 int32, 4 int64. Streams are cudaStream_t handles as ints (0: the legacy default stream).
 //
 // GEMM (quack/gemm.h) is bound the same way: gemm_can_implement and
-// gemm take a, b, c (or None), d as tuples plus alpha and beta. Softmax (quack/softmax.h):
-// bind_softmax.cpp; cross-entropy (quack/cross_entropy.h): bind_cross_entropy.cpp. The tuple
+// gemm take a, b, c (or None), d as tuples plus alpha and beta. One file per further family:
+// softmax (quack/softmax.h) bind_softmax.cpp, cross-entropy bind_cross_entropy.cpp, LayerNorm
+// bind_layernorm.cpp, gemm_act / gemm_dact (quack/gemm_act.h) bind_gemm_act.cpp. The tuple
 // conversion is bind_util.h's.
 //
 // Errors: quack::InvalidArgument (a std::invalid_argument) -> ValueError, quack::CudaError
@@ -36,6 +37,8 @@ using quack_py::kTensorDoc;
 
 void bind_softmax(nb::module_& m);        // bind_softmax.cpp
 void bind_cross_entropy(nb::module_& m);  // bind_cross_entropy.cpp
+void bind_layernorm(nb::module_& m);      // bind_layernorm.cpp
+void bind_gemm_act(nb::module_& m);       // bind_gemm_act.cpp
 
 namespace {
 
@@ -98,6 +101,8 @@ NB_MODULE(_C, m) {
 
   bind_softmax(m);
   bind_cross_entropy(m);
+  bind_layernorm(m);
+  bind_gemm_act(m);
 
   m.def(
       "rmsnorm_fwd",

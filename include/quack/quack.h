@@ -5,6 +5,7 @@
 #include "quack/cross_entropy.h"
 #include "quack/errors.h"
 #include "quack/gemm.h"
+#include "quack/gemm_act.h"
 #include "quack/norm.h"
 #include "quack/softmax.h"
 #include "quack/tensor.h"

@@ -22,16 +22,7 @@ constexpr const char* kFwd = "cross_entropy_fwd";
 constexpr const char* kBwd = "cross_entropy_bwd";
 constexpr const char* kScale = "cross_entropy_scale_grad";
 
-// An (M) operand as the row kernels read it: element i at ptr + i·stride (RowIO::offset(i, 0)).
-RowIO row_vector_io(const TensorRef& t) {
-  RowIO io;
-  if (!t.present()) return io;
-  io.ptr = t.data;
-  io.dtype = t.dtype;
-  io.row_stride = t.stride[0];
-  io.col_stride = 1;
-  return io;
-}
+// (M) operands as the row kernels read them: row_vector_io (row/row_op.h).
 
 RowIO scalars_io(void* p) {
   RowIO io;

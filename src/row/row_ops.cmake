@@ -3,11 +3,14 @@
 # skeleton"). cmake/QuackRowOps.cmake turns each line into the op's TUs (one per input dtype)
 # and its entry row_op_<name>(); a line without pairs is an op on the general policy only.
 #
-#            name             traits header                   traits type     vector-path pairs (inputs:outputs)
+#            name             traits header                   traits type     vector-path dtypes (inputs:outputs[:vectors])
 quack_row_op(softmax_fwd      softmax/softmax_traits.cuh      SoftmaxFwd      bf16:bf16 bf16:f32 f16:f16 f16:f32 f32:f32)
 quack_row_op(softmax_bwd      softmax/softmax_traits.cuh      SoftmaxBwd      bf16:bf16 f16:f16 f32:f32 f32:bf16 f32:f16)
 quack_row_op(log_softmax_fwd  softmax/log_softmax_traits.cuh  LogSoftmaxFwd   bf16:bf16 bf16:f32 f16:f16 f16:f32 f32:f32)
 quack_row_op(log_softmax_bwd  softmax/log_softmax_traits.cuh  LogSoftmaxBwd   bf16:bf16 f16:f16 f32:f32 f32:bf16 f32:f16)
+quack_row_op(layernorm_fwd     norm/layernorm_traits.cuh       LayerNormFwd    bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32)
+quack_row_op(layernorm_fwd_res norm/layernorm_traits.cuh       LayerNormFwdRes bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32)
+quack_row_op(layernorm_bwd     norm/layernorm_traits.cuh       LayerNormBwd    bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32)
 # Cross-entropy: loss (+ lse, z part), loss + dx (the gradient in the forward), dx from lse; the
 # softcap variants are their own instances (tanh per element), for bf16 and fp32 logits; the
 # weighted-smoothing variants (class weights with ε > 0) run on the general policy only.

@@ -1,9 +1,10 @@
 """CPU stand-in kernels for the custom ops quack_cpp::rmsnorm_fwd / rmsnorm_bwd,
-quack_cpp::gemm / gemm_add_inplace, softmax / log_softmax fwd and bwd and the cross-entropy
-ops (cross_entropy_fwd / _bwd / _scale_grad), written in torch after the C++ API's contract
-(include/quack/norm.h, gemm.h, softmax.h, cross_entropy.h: fp32 math, same outputs and
-placeholders, the cross-entropy's NaN rows for bad targets and exact zeros for ignored ones; the
-GEMM stand-in accepts every layout, it does not mimic can_implement). They let the torch layer and the test code run without a GPU:
+quack_cpp::layernorm_fwd / layernorm_bwd, quack_cpp::gemm / gemm_add_inplace, softmax /
+log_softmax fwd and bwd and the cross-entropy ops (cross_entropy_fwd / _bwd / _scale_grad),
+written in torch after the C++ API's contract (include/quack/norm.h, gemm.h, softmax.h,
+cross_entropy.h: fp32 math, same outputs and placeholders, the cross-entropy's NaN rows for bad
+targets and exact zeros for ignored ones; the GEMM stand-in accepts every layout, it does not
+mimic can_implement). They let the torch layer and the test code run without a GPU:
 test_plumbing_cpu.py uses them, and QUACK_TEST_DEVICE=cpu runs the GPU test files against
 them (a self-check of the tests, not of the kernels). Needs torch."""
 
@@ -34,6 +35,36 @@ def rmsnorm_bwd_cpu(x, weight, dout, rstd, dresidual_out, dx_dtype, dresidual_dt
     dy = dout.float()
     g = dy * weight.float() if weight is not None else dy
     dh = rstd[:, None] * (g - xhat * (g * xhat).mean(-1, keepdim=True))
+    if dresidual_out is not None:
+        dh = dh + dresidual_out.float()
+    dres = dh.to(dresidual_dtype) if dresidual_dtype is not None else _empty(x)
+    dw = (dy * xhat).sum(0).to(weight.dtype) if need_dweight else _empty(x)
+    db = dy.sum(0).to(dbias_dtype) if dbias_dtype is not None else _empty(x)
+    return dh.to(dx_dtype), dres, dw, db
+
+
+def layernorm_fwd_cpu(x, weight, bias, residual, eps, weight_offset, out_dtype,
+                      residual_out_dtype, store_stats):
+    h = x.float() + (residual.float() if residual is not None else 0)
+    mean = h.mean(-1)
+    rstd = torch.rsqrt((h - mean[:, None]).pow(2).mean(-1) + eps)
+    out = (h - mean[:, None]) * rstd[:, None]
+    if weight is not None:
+        out = out * (weight.float() + weight_offset)
+    if bias is not None:
+        out = out + bias.float()
+    res_out = h.to(residual_out_dtype) if residual_out_dtype is not None else _empty(x)
+    f32 = torch.float32
+    return (out.to(out_dtype), res_out, mean if store_stats else _empty(x, f32),
+            rstd if store_stats else _empty(x, f32))
+
+
+def layernorm_bwd_cpu(x, weight, dout, mean, rstd, dresidual_out, weight_offset, dx_dtype,
+                      dresidual_dtype, need_dweight, dbias_dtype):
+    xhat = (x.float() - mean[:, None]) * rstd[:, None]
+    dy = dout.float()
+    g = dy * (weight.float() + weight_offset) if weight is not None else dy
+    dh = rstd[:, None] * (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True))
     if dresidual_out is not None:
         dh = dh + dresidual_out.float()
     dres = dh.to(dresidual_dtype) if dresidual_dtype is not None else _empty(x)
@@ -176,7 +207,8 @@ def cross_entropy_scale_grad_cpu(dx, grad_output):
 
 
 STAND_INS = {  # custom op name -> its CPU stand-in
-    "rmsnorm_fwd": rmsnorm_fwd_cpu, "rmsnorm_bwd": rmsnorm_bwd_cpu, "gemm": gemm_cpu,
+    "rmsnorm_fwd": rmsnorm_fwd_cpu, "rmsnorm_bwd": rmsnorm_bwd_cpu,
+    "layernorm_fwd": layernorm_fwd_cpu, "layernorm_bwd": layernorm_bwd_cpu, "gemm": gemm_cpu,
     "gemm_add_inplace": gemm_add_inplace_cpu, "softmax_fwd": softmax_fwd_cpu,
     "softmax_bwd": softmax_bwd_cpu, "log_softmax_fwd": log_softmax_fwd_cpu,
     "log_softmax_bwd": log_softmax_bwd_cpu, "cross_entropy_fwd": cross_entropy_fwd_cpu,
@@ -192,6 +224,7 @@ def registered():
     import quack_cpp._registrar as reg
     import quack_cpp.cross_entropy_ops  # noqa: F401 (defines the cross-entropy ops)
     import quack_cpp.gemm_ops  # noqa: F401 (defines the GEMM ops)
+    import quack_cpp.layernorm_ops  # noqa: F401 (defines the LayerNorm ops)
     import quack_cpp.ops  # noqa: F401 (defines the RMSNorm ops)
     import quack_cpp.softmax_ops  # noqa: F401 (defines the softmax ops)
 
