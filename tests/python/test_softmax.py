@@ -153,6 +153,21 @@ def test_uniform_rows_exact():
                                torch.full((8, 1000), 1e-3, device=DEVICE), rtol=2**-8, atol=0)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_single_finite_element_exact(dtype):
+    """A row of one element, or with one finite element: softmax exactly 1, log_softmax
+    exactly 0 (ln s = 0 for s = 1), gradients exactly 0 for dy = 1."""
+    x = randn(6, 1, dtype=dtype)
+    assert torch.equal(quack_cpp.softmax(x), torch.ones_like(x))
+    assert torch.equal(quack_cpp.log_softmax(x), torch.zeros_like(x))
+    x = torch.full((4, 4096), float("-inf"), device=DEVICE, dtype=dtype)
+    x[torch.arange(4), torch.tensor([0, 17, 4000, 4095])] = torch.tensor(
+        [3.0, -2.0, 0.5, 100.0], device=DEVICE, dtype=dtype)
+    ls = quack_cpp.log_softmax(x)
+    assert torch.equal(ls[torch.isfinite(x)], torch.zeros(4, device=DEVICE, dtype=dtype))
+    assert torch.equal(quack_cpp.softmax(x), torch.isfinite(x).to(dtype))
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_empty(kind):
     ours, _ = KINDS[kind]
