@@ -17,11 +17,12 @@ and, where quack_cpp has them, quack_cpp.layernorm(x, w, b); softmax and log_sof
 alone (op(x) and grad(op(xr), xr, dy)). Cross-entropy (not in the bar; beside
 F.cross_entropy with the same calls): fwd = cross_entropy(x, t, reduction="none") with x not
 requiring grad (issue 18's ce fwd), fwd+bwd = grad(cross_entropy(xr, t), xr) ('mean',
-grad_output 1: the gradient in the forward, the device-side rescale), t int64 (8,). Each round: a torch.cuda._sleep long enough to keep the
-GPU busy for the whole round, then 100 back-to-back calls timed with time.perf_counter (the time
-to issue them: host time), then a synchronisation outside the timing; median of 9 rounds
-(rounds of all rows alternate). A round whose sleep had ended before its last call returned is
-repeated with a longer sleep (the GPU must stay busy, else kernel completion would be timed).
+grad_output 1: the gradient in the forward, the device-side rescale), t int64 (8,).
+Each round: a torch.cuda._sleep long enough to keep the GPU busy for the whole round, then
+100 back-to-back calls timed with time.perf_counter (the time to issue them: host time), then
+a synchronisation outside the timing; median of 9 rounds (rounds of all rows alternate). A
+round whose sleep had ended before its last call returned is repeated with a longer sleep
+(the GPU must stay busy, else kernel completion would be timed).
 The longest single call of each row is printed too: a call far longer than the median means the
 host waited for the GPU (e.g. a full launch queue behind the sleep), which the median per call
 of a round would hide inside "host time".

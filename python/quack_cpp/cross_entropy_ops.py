@@ -47,7 +47,7 @@ import torch
 from torch import Tensor
 
 from . import _C
-from ._registrar import (CUSTOM, EAGER, EAGER_GRAD, check_float, check_index, dtype_name,
+from ._registrar import (CUSTOM, EAGER, EAGER_GRAD, check_float, check_index,
                          functional_context, graph_retained, records_grad, register, route,
                          route_index, scalar_arg, stream, tensor_arg)
 

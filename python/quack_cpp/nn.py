@@ -239,9 +239,9 @@ class CrossEntropyLoss(torch.nn.CrossEntropyLoss):
 
     A subclass of ``torch.nn.CrossEntropyLoss``: same signature and defaults (``weight``,
     ``size_average``, ``ignore_index``, ``reduce``, ``reduction``, ``label_smoothing``), the
-    ``weight`` buffer, state dict and (with the defaults) repr. Extra keyword-only options of our kernel: ``z_loss``
-    (scale of lse^2 per counted row), ``logit_softcap`` and ``inplace_backward`` (see
-    ``quack_cpp.cross_entropy``).
+    ``weight`` buffer, state dict and (with the defaults) repr. Extra keyword-only options of
+    our kernel: ``z_loss`` (scale of lse^2 per counted row), ``logit_softcap`` and
+    ``inplace_backward`` (see ``quack_cpp.cross_entropy``).
 
     Our kernel runs for (N, C) logits of dtype float32/float16/bfloat16 on a CUDA device with
     (N,) int32/int64 targets; the loss is then float32 (torch's is the logits' dtype outside

@@ -11,10 +11,10 @@ Covers: every option (ignore_index, reduction, label_smoothing, weight, z_loss, 
 logit_softcap, return_lse, inplace_backward, lse_partial, target_logit, logits=None) and their
 combinations with ignored rows; dtypes fp32/fp16/bf16; int32/int64 targets; V = 1, V not a
 multiple of 8, long rows; strided logits; grad_output 1, 0.5 and per row; retain_graph (twice,
-grad_output 0.5); the handed cases C03 (M*V > 2^31), C04, C05, C08, C10; M = 0; -inf logits;
-eager, torch.compile(fullgraph=True), CUDA-graph capture with the grad_output decided on the
-device; fast path vs custom op bit for bit; no host sync; autocast; nn.CrossEntropyLoss against
-torch.nn.CrossEntropyLoss; bad input; opcheck.
+grad_output 0.5); the handed cases C03 (M*V > 2^31), C04, C05, C07 (2 GPUs), C08, C10; M = 0;
+-inf logits; eager, torch.compile(fullgraph=True), CUDA-graph capture with the grad_output
+decided on the device; fast path vs custom op bit for bit; no host sync; autocast;
+nn.CrossEntropyLoss against torch.nn.CrossEntropyLoss; bad input; opcheck.
 
 Skips without torch, quack_cpp or a CUDA GPU. QUACK_TEST_DEVICE=cpu runs the device-agnostic
 tests against the CPU stand-ins (tests/python/cpu_stand_in.py): a self-check of this file and
@@ -851,3 +851,33 @@ def test_c03_large(M, V):
     assert_rule("dx rows", xg.grad[rows], want, None, rtol_no_torch=1e-2 / M)
     del xg, x
     torch.cuda.empty_cache()
+
+
+# --------------------------------------------------------------------------------------------
+# C07: tensors on a non-current device (2 GPUs)
+# --------------------------------------------------------------------------------------------
+
+
+def _two_gpus():
+    return DEVICE == "cuda" and torch.cuda.is_available() and torch.cuda.device_count() >= 2
+
+
+@pytest.mark.skipif(not _two_gpus(), reason="C07 needs 2 GPUs")
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_c07_non_current_device(reduction):
+    torch.cuda.set_device(0)
+    x0 = logits_of(8, 4096, bf16)
+    t0 = targets_of(8, 4096)
+    g0 = torch.randn(8, device="cuda:0") if reduction == "none" else 0.5
+    res = []
+    for dev in ("cuda:0", "cuda:1"):
+        g = g0.to(dev) if torch.is_tensor(g0) else g0
+        res.append(run_lib(x0.to(dev), t0.to(dev), reduction, g, label_smoothing=0.1))
+    assert torch.cuda.current_device() == 0
+    for k in ("loss", "lse", "z", "dx"):
+        assert res[1][k].device == torch.device("cuda:1"), k
+        assert torch.equal(res[1][k].cpu(), res[0][k].cpu()), k
+    with pytest.raises(ValueError, match="target"):
+        quack_cpp.cross_entropy(x0.to("cuda:1"), t0)
+    torch.cuda.synchronize("cuda:0")
+    torch.cuda.synchronize("cuda:1")

@@ -8,7 +8,7 @@ inputs and every ``dim`` (moved to the last axis), 0-d and 1-d inputs, strided i
 forward and backward through autograd (dy of every layout, stride 0 from .sum()), eager and
 torch.compile(fullgraph=True), CUDA-graph capture, autocast (float32 out, as torch's), the fast
 path against the custom op bit for bit, no host sync, opcheck, direct _C calls on NaN-poisoned
-outputs.
+outputs, C07 (2 GPUs).
 
 Skips without torch, quack_cpp or a CUDA GPU. QUACK_TEST_DEVICE=cpu runs the device-agnostic
 tests against the CPU stand-ins (tests/python/cpu_stand_in.py).
@@ -272,7 +272,12 @@ def test_autocast_matches_torch(kind, x_dtype):
 
 
 @cuda_only
-def test_fast_path_matches_custom_op(monkeypatch):
+@pytest.mark.parametrize("cpp", [True, False], ids=["cpp_fast_path", "python_fast_path"])
+def test_fast_path_matches_custom_op(monkeypatch, cpp):
+    if cpp and sm_ops.softmax_fwd.eager is None:
+        pytest.skip("quack_cpp._torch not built")
+    monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+
     def go():
         torch.manual_seed(1)
         res = []
@@ -350,3 +355,28 @@ def test_c_api_poisoned_outputs(kind):
     xt = x.float().requires_grad_(True)
     ref(xt, -1).backward(dy)
     assert_rule("dx", dx, x64.grad, xt.grad.to(bf16), dtype=bf16)
+
+
+def _two_gpus():
+    return DEVICE == "cuda" and torch.cuda.is_available() and torch.cuda.device_count() >= 2
+
+
+@pytest.mark.skipif(not _two_gpus(), reason="C07 needs 2 GPUs")
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_c07_non_current_device(kind):
+    ours, _ = KINDS[kind]
+    torch.cuda.set_device(0)
+    x0 = randn(8, 4096, dtype=bf16)
+    dy0 = randn(8, 4096, dtype=bf16)
+    y0, dx0 = run(ours, x0, dy0)
+    y1, dx1 = run(ours, x0.to("cuda:1"), dy0.to("cuda:1"))
+    assert torch.cuda.current_device() == 0
+    assert y1.device == dx1.device == torch.device("cuda:1")
+    assert torch.equal(y1.cpu(), y0.cpu()) and torch.equal(dx1.cpu(), dx0.cpu())
+    s1 = torch.cuda.Stream(device="cuda:1")
+    x1 = x0.to("cuda:1")
+    s1.wait_stream(torch.cuda.current_stream("cuda:1"))
+    with torch.cuda.stream(s1):
+        y = ours(x1)
+    torch.cuda.current_stream("cuda:1").wait_stream(s1)
+    assert torch.equal(y.cpu(), y0.cpu()) and torch.cuda.current_device() == 0

@@ -1,7 +1,8 @@
 """The C++ eager paths (quack_cpp._torch, built by pip where torch is importable: rmsnorm,
 softmax, log_softmax) without a GPU: with their launches skipped (``_set_stub_launches``) and
-CPU tensors let through the route, every case gives the outputs (shape, dtype, strides, None where absent), the autograd node, the
-gradients' metadata and the errors that the Python fast path gives. The values are the GPU
+CPU tensors let through the route, every case gives the outputs (shape, dtype, strides, None
+where absent), the autograd node, the gradients' metadata and the errors that the Python fast
+path gives. The values are the GPU
 tests' (test_fastpath.py runs every case on both fast paths against the custom ops). Skips
 where the extension is not built."""
 
