@@ -28,18 +28,14 @@ from torch import Tensor
 
 from . import _C
 from . import _registrar as _reg
-from ._registrar import dtype_name, register, stream, tensor_arg
+from ._registrar import (dtype_name, functional_context, graph_retained, register, route,
+                         route_index, scalar_arg, stream, tensor_arg)
 from .gemm_ops import _as_operand
 
 __all__ = ["linear_cross_entropy"]
 
 _REDUCTIONS = ("none", "sum", "mean")
 _F32 = torch.float32
-
-
-def _vector_arg(t: Tensor):
-    """A one-element (or 0-d) tensor as the (1,) vector _C takes."""
-    return (t.data_ptr(), _reg.DTYPE_CODE[t.dtype], (1,), (1,), t.get_device() if t.is_cuda else -1)
 
 
 def _free_bytes(device: torch.device) -> int:
@@ -59,6 +55,7 @@ def _workspace(nbytes: int, like: Tensor):
 class LinearCrossEntropyFwd:
     name = "quack_cpp::linear_cross_entropy_fwd"
     absent = (None, None, None, None, None)
+    index_args = ("target",)
 
     def signature(x: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor,
                   ignore_index: int, reduction: str, label_smoothing: float, z_loss: float,
@@ -98,7 +95,7 @@ class LinearCrossEntropyFwd:
                 _free_bytes(x.device))
         args = (tensor_arg(x, fn, "x"), tensor_arg(weight, fn, "weight"),
                 tensor_arg(bias, fn, "bias"), tensor_arg(target, fn, "target"),
-                tensor_arg(loss, fn, "loss") if reduction == "none" else _vector_arg(loss),
+                tensor_arg(loss, fn, "loss") if reduction == "none" else scalar_arg(loss, fn, "loss"),
                 tensor_arg(lse, fn, "lse"), None, tensor_arg(dx, fn, "dx"),
                 tensor_arg(dw, fn, "dweight"), tensor_arg(db, fn, "dbias"), False,
                 int(ignore_index), reduction, float(label_smoothing), float(z_loss),
@@ -126,9 +123,11 @@ class LinearCrossEntropyFwd:
                                   weight if ctx.fuse else None)
 
     def backward(ctx, dloss, dlse, ddx, ddw, ddb):
-        """'mean'/'sum': the forward's gradients times grad_output (scaled in place on the
-        device; nothing happens when it is exactly 1). 'none': recomputed by vocabulary slices
-        with the per-token grad_output (``lce_bwd``)."""
+        """'mean'/'sum': the forward's gradients times grad_output: scaled in place on the
+        device (nothing happens when it is exactly 1) and handed to autograd, unless the graph
+        is retained or traced (then ``g * grad_output`` in fresh buffers, the saved ones left as
+        they are, so every backward through the graph gets its own grad_output's gradients).
+        'none': recomputed by vocabulary slices with the per-token grad_output (``lce_bwd``)."""
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         none = (None,) * 12
         if dloss is None:
@@ -136,35 +135,45 @@ class LinearCrossEntropyFwd:
         if ctx.recompute:
             x, weight, bias, target, lse = ctx.saved_tensors
             ignore_index, eps, zs, cap, low_memory = ctx.options
-            # route over the float tensors (int targets would send it to the custom op).
-            dx, dw, db = lce_bwd.run(_reg.route(x, weight, bias, lse, dloss), x, weight, bias,
-                                     target, lse, dloss, ignore_index, eps, zs, cap,
-                                     bool(need_x), bool(need_w),
+            path = route_index(route(x, weight, bias, lse, dloss), target)
+            dx, dw, db = lce_bwd.run(path, x, weight, bias, target, lse, dloss, ignore_index,
+                                     eps, zs, cap, bool(need_x), bool(need_w),
                                      bool(need_b and bias is not None), low_memory)
             return (dx if need_x else None, dw if need_w else None,
                     db if need_b else None) + none
         dx, dw, db, weight = ctx.saved_tensors
-        if need_x and dx is not None:
-            lce_scale(dx, dloss)
-        if need_b and db is not None:
-            lce_scale(db, dloss)
+        keep = functional_context(dx, dw, db, dloss) or graph_retained()
+
+        def scaled(g):  # the gradient times grad_output (bf16 · fp32 0-d: fp32 math, bf16)
+            if g is None:
+                return None
+            if keep:
+                return g * dloss
+            lce_scale(g, dloss)
+            return g
+
+        dx = scaled(dx) if need_x else None
+        db = scaled(db) if need_b else None
         if need_w and dw is not None:
             grad = weight.grad if ctx.fuse else None
             if grad is not None and grad.dtype == dw.dtype and grad.shape == dw.shape:
-                # weight.grad += dweight * grad_output in one pass, fp32 math, one rounding; then
-                # handed to autograd with weight.grad cleared, so AccumulateGrad stores it as is.
+                # weight.grad += dweight * grad_output in one pass, fp32 math, one rounding (dw
+                # itself untouched); handed to autograd with weight.grad cleared, so
+                # AccumulateGrad stores it as it is.
                 grad.addcmul_(dw, dloss.to(_F32))
                 weight.grad = None
                 dw = grad
             else:
-                lce_scale(dw, dloss)
-        return (dx if need_x else None, dw if need_w else None,
-                db if need_b else None) + none
+                dw = scaled(dw)
+        else:
+            dw = None
+        return (dx, dw, db) + none
 
 
 class LinearCrossEntropyBwd:
     name = "quack_cpp::linear_cross_entropy_bwd"
     absent = (None, None, None)
+    index_args = ("target",)
 
     def signature(x: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor,
                   lse: Tensor, dloss: Tensor, ignore_index: int, label_smoothing: float,
@@ -185,7 +194,7 @@ class LinearCrossEntropyBwd:
                logit_softcap, need_dx, need_dw, need_db, low_memory):
         fn = "linear_cross_entropy_bwd"
         dx, dw, db = outs
-        g = _vector_arg(dloss) if dloss.dim() == 0 else tensor_arg(dloss, fn, "dloss")
+        g = scalar_arg(dloss, fn, "dloss") if dloss.dim() == 0 else tensor_arg(dloss, fn, "dloss")
         args = (tensor_arg(x, fn, "x"), tensor_arg(weight, fn, "weight"),
                 tensor_arg(bias, fn, "bias"), tensor_arg(target, fn, "target"),
                 tensor_arg(lse, fn, "lse"), g, tensor_arg(dx, fn, "dx"),
@@ -211,7 +220,7 @@ class LinearCrossEntropyScaleGrad:
         g = tensor_arg(grad, fn, "grad")
         _C.linear_cross_entropy_scale_grad(g if grad.dim() == 2 else None, None,
                                            g if grad.dim() == 1 else None,
-                                           _vector_arg(grad_output), stream(grad))
+                                           scalar_arg(grad_output, fn, "grad_output"), stream(grad))
 
     def fake(grad, grad_output):
         return None
@@ -282,11 +291,11 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
         float32 loss: a 0-d tensor for 'mean' and 'sum', target's shape for 'none'.
 
     The backward of 'mean' and 'sum' scales the gradients saved by the forward in place and
-    hands them to autograd (no copy): a second backward through the same graph
-    (``retain_graph=True``) raises torch's in-place modification error instead of returning
-    twice-scaled gradients ('none' recomputes and supports it). Bitwise reproducible for a
-    fixed ``chunk_size``; with None the chunk may follow the free memory, which moves the fp32
-    summation order of dweight across chunks.
+    hands them to autograd (no copy); where the graph is retained (``retain_graph=True``) or
+    traced (torch.compile) it returns scaled copies instead, so every backward gets its own
+    grad_output's gradients ('none' recomputes the gradients in each backward). Bitwise
+    reproducible for a fixed ``chunk_size``; with None the chunk may follow the free memory,
+    which moves the fp32 summation order of dweight across chunks.
 
     Raises:
         ValueError: a shape, dtype (x and weight must compute in bfloat16), device, layout or
@@ -330,7 +339,7 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
     need_dw = grad and weight.requires_grad
     need_db = grad and b is not None and bias.requires_grad
     fuse = bool(fuse_grad_accum) and w is weight
-    path = _reg.route(x2, w, b)  # the float tensors: int targets would force the custom op
+    path = route_index(route(x2, w, b), t)
     loss = lce_fwd.run(path, x2, w, b, t, int(ignore_index), reduction, float(label_smoothing),
                        float(z_loss), cap, need_dx, need_dw, need_db, bool(low_memory),
                        int(chunk_size or 0), fuse)[0]
