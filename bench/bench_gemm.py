@@ -1,24 +1,28 @@
-"""GEMM throughput: quack_cpp.gemm beside torch.matmul (cuBLAS) in one process, on one GPU.
+"""GEMM by both methods of DESIGN §8: quack_cpp beside cuBLAS (torch.matmul) and QuACK 0.2.0.
 
-How to run (repository root, after `pip install --no-build-isolation --no-deps .`):
+    python3 bench/bench_gemm.py                        # issue 16's whole set, both methods
+    python3 bench/bench_gemm.py --quick                # the five LLM shapes, both methods
+    python3 bench/bench_gemm.py --shapes 8192x8192x8192 --layouts rr,cc --methods burst
 
-    python3 bench/bench_gemm.py                    # issue 3's set (A and B row-major) + layouts
-    python3 bench/bench_gemm.py --shapes 8192x8192x8192 --layouts rr,cc
-    python3 scripts/gemm_table.py results/bench_gemm.jsonl --plot results/gemm_torch.png
+Workload: bf16 A (M, K) and B (K, N), each row-major ("r") or column-major ("c": the transposed
+view of a contiguous tensor, as W.t() gives), D = A @ B in bf16 with fp32 accumulation.
+  ours    quack_cpp.gemm(A, B)                              (default tile rule, tuned=False)
+  cublas  torch.matmul(A, B)
+  quack   quack.gemm_interface.gemm(A, B, tuned=False)      (its default: pingpong 128x192, 2x1)
 
-Workload: bf16 A (M, K) and B (K, N), each row-major ("r") or column-major ("c": a transposed
-view of a contiguous tensor, as x.t() gives), D = A @ B in bf16 with fp32 accumulation.
-  ours   quack_cpp.gemm(A, B)      (the custom op; row-major D)
-  torch  torch.matmul(A, B)        (cuBLAS / cuBLASLt as torch dispatches it)
+Methods (the order of the implementations rotates between rounds: A B C, B C A, C A B):
+  burst      triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") (it clears L2
+             before every call), --burst-rounds rounds, median of the rounds' medians. The
+             acceptance method: the clocks are high after do_bench's short idle gaps.
+  sustained  the GPU at its power limit, as in training: batches of >= --batch-ms of back-to-back
+             calls, each behind a torch.cuda._sleep just long enough for the host to enqueue the
+             batch (GPU busy >= 90 % of the time), no L2 clear, --rounds rounds, the first
+             --drop dropped, median per call. The SM clock seen (nvidia-smi, sampled every 50 ms
+             during the rounds) is printed beside the figures.
+TFLOP/s = 2·M·N·K / time.
 
-Timing (device METHOD notes): CUDA events around batches of back-to-back calls, each batch after
-a torch.cuda._sleep long enough for the CPU to enqueue it (launch overhead hidden), warm-up
-first (the sleep is sized from the measured host enqueue time per call), ours and torch alternating batch by batch (A B A B) until each has --rep-ms of measured
-time (at least 5 batches); median per-call time; TFLOP/s = 2·M·N·K / time. GEMMs at these sizes
-are compute-bound; inputs are not rotated.
-
-Output: JSON lines with the fields of `quack-bench gemm` (so scripts/gemm_table.py reads both),
-"impl_peer": "torch.matmul", plus max |ours − torch| / max |torch| on a sample.
+Output: JSON lines (--out), and a table last: TFLOP/s per implementation and method, ours /
+max(cuBLAS, QuACK), ours / cuBLAS, geometric means, the SM clock.
 """
 
 import argparse
@@ -26,32 +30,41 @@ import json
 import math
 import os
 import statistics
+import subprocess
+import sys
 import time
 
-SET = [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (16384, 14336, 4096),
-       (16384, 4096, 14336), (16384, 28672, 4096), (8192, 128256, 4096), (128, 8192, 8192),
-       (8192, 8192, 128)]
+LLM = [(8192, 8192, 8192), (16384, 14336, 4096), (16384, 4096, 14336), (16384, 28672, 4096),
+       (8192, 128256, 4096)]
+OTHERS = [(4096, 4096, 4096), (2048, 2048, 2048), (128, 8192, 8192), (8192, 8192, 128)]
 OTHER_LAYOUTS = ("rc", "cr", "cc")  # at 8192³
+IMPLS = ("ours", "cublas", "quack")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--shapes", help="comma list of MxNxK (default: issue 3's set)")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="the five LLM shapes, A and B row-major")
+    p.add_argument("--shapes", help="comma list of MxNxK")
     p.add_argument("--layouts", default=None, help="comma list of rr, rc, cr, cc (A then B)")
-    p.add_argument("--out", default="results/bench_gemm.jsonl")
-    p.add_argument("--warmup-ms", type=float, default=50.0)
-    p.add_argument("--rep-ms", type=float, default=200.0)
-    p.add_argument("--batch-ms", type=float, default=10.0)
+    p.add_argument("--methods", default="burst,sustained")
+    p.add_argument("--impls", default=",".join(IMPLS))
+    p.add_argument("--burst-rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=12, help="sustained rounds")
+    p.add_argument("--drop", type=int, default=2, help="sustained rounds dropped first")
+    p.add_argument("--batch-ms", type=float, default=60.0)
+    p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "results"), "bench_gemm.jsonl"))
     return p.parse_args(argv)
 
 
 def cases(args):
     if args.shapes:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-        layouts = (args.layouts or "rr").split(",")
-        return [(s, l) for s in shapes for l in layouts]
-    out = [(s, "rr") for s in SET]
-    return out + [((8192, 8192, 8192), l) for l in OTHER_LAYOUTS]
+        return [(s, l) for s in shapes for l in (args.layouts or "rr").split(",")]
+    out = [(s, "rr") for s in LLM]
+    if not args.quick:
+        out += [(s, "rr") for s in OTHERS] + [((8192, 8192, 8192), l) for l in OTHER_LAYOUTS]
+    return out
 
 
 def operand(torch, rows, cols, layout, seed):
@@ -61,93 +74,184 @@ def operand(torch, rows, cols, layout, seed):
     return torch.randn(cols, rows, device="cuda", dtype=torch.bfloat16, generator=g).t()
 
 
-def timed_batches(torch, fns, warmup_ms, rep_ms, batch_ms):
-    """Median milliseconds per call of each fn, batches alternating A B A B."""
-    for fn in fns:  # warm-up, and one timed call to size the batches
-        fn()
-    torch.cuda.synchronize()
-    per_call = []
-    for fn in fns:
+def make_calls(torch, impls, a, b):
+    calls = {}
+    for impl in impls:
+        try:
+            if impl == "ours":
+                import quack_cpp
+
+                f = lambda: quack_cpp.gemm(a, b)
+            elif impl == "cublas":
+                f = lambda: torch.matmul(a, b)
+            elif impl == "quack":
+                from quack.gemm_interface import gemm as quack_gemm
+
+                f = lambda: quack_gemm(a, b, tuned=False)
+            else:
+                raise ValueError(impl)
+            f()  # compile / JIT / first-call work
+            torch.cuda.synchronize()
+            calls[impl] = f
+        except Exception as e:
+            print(f"  {impl}: skipped ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})")
+    return calls
+
+
+def rotated(names, r):
+    k = r % len(names)
+    return names[k:] + names[:k]
+
+
+def burst(torch, calls, args):
+    from triton.testing import do_bench
+
+    names = list(calls)
+    samples = {n: [] for n in names}
+    for r in range(args.burst_rounds):
+        for n in rotated(names, r):
+            samples[n].append(do_bench(calls[n], warmup=25, rep=100, return_mode="median"))
+    return {n: statistics.median(s) for n, s in samples.items()}
+
+
+class ClockSampler:
+    """nvidia-smi's SM clock every 50 ms while active (None where nvidia-smi is missing)."""
+
+    def __init__(self):
+        self.proc = None
+        self.values = []
+
+    def __enter__(self):
+        try:
+            self.proc = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-lms", "50",
+                 "-i", str(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or 0)],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except (OSError, ValueError):
+            self.proc = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=5)
+        self.values = [int(v) for v in out.split() if v.strip().isdigit()]
+
+    def median(self):
+        return statistics.median(self.values) if self.values else None
+
+
+def sustained(torch, calls, args):
+    names = list(calls)
+    per_call, enqueue = {}, {}
+    for n, f in calls.items():  # GPU ms per call and host ms to enqueue one
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        fn()
+        for _ in range(3):
+            f()
         e.record()
         torch.cuda.synchronize()
-        per_call.append(max(s.elapsed_time(e), 1e-3))
-    calls = [max(1, int(batch_ms / t)) for t in per_call]
-    # Host time to enqueue one call (custom-op dispatch is tens of µs): the sleep before each
-    # batch covers the whole batch's enqueue, so the GPU never waits for the CPU.
-    cpu_ms = []
-    for fn in fns:
+        per_call[n] = max(s.elapsed_time(e) / 3, 1e-3)
         t0 = time.perf_counter()
-        for _ in range(20):
-            fn()
-        cpu_ms.append((time.perf_counter() - t0) * 1e3 / 20)
-    torch.cuda.synchronize()
-    sleep_cycles = [int(2e6 * (1.0 + 1.5 * calls[i] * cpu_ms[i])) for i in range(len(fns))]  # ~2e6 cycles/ms
-    t_end = [0.0] * len(fns)
-    for i, fn in enumerate(fns):
-        t0 = 0.0
-        while t0 < warmup_ms:
-            for _ in range(calls[i]):
-                fn()
-            t0 += calls[i] * per_call[i]
-    samples = [[] for _ in fns]
-    while min(t_end) < rep_ms or min(len(s) for s in samples) < 5:
-        for i, fn in enumerate(fns):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda._sleep(sleep_cycles[i])  # the CPU enqueues the batch before it starts
-            s.record()
-            for _ in range(calls[i]):
-                fn()
-            e.record()
-            torch.cuda.synchronize()
-            ms = s.elapsed_time(e)
-            samples[i].append(ms / calls[i])
-            t_end[i] += ms
-        if min(len(s) for s in samples) >= 200:
-            break
-    return [statistics.median(s) for s in samples]
-
-
-def bench_case(torch, quack_cpp, M, N, K, layout, args):
-    a = operand(torch, M, K, layout[0], 1)
-    b = operand(torch, K, N, layout[1], 2)
-    ours = quack_cpp.gemm(a, b)
-    ref = torch.matmul(a, b)
-    torch.cuda.synchronize()
-    sample = (slice(None, None, max(1, M // 64)), slice(None, None, max(1, N // 64)))
-    diff = (ours[sample].float() - ref[sample].float()).abs().max().item()
-    scale = ref[sample].float().abs().max().item()
-    ms_q, ms_t = timed_batches(torch, [lambda: quack_cpp.gemm(a, b), lambda: torch.matmul(a, b)],
-                               args.warmup_ms, args.rep_ms, args.batch_ms)
-    flop = 2.0 * M * N * K
-    return {"op": "gemm", "dtype": "bf16", "majors": layout, "M": M, "N": N, "K": K,
-            "impl_peer": "torch.matmul", "tile_n": os.environ.get("QUACK_GEMM_TILE_N", "256"),
-            "ms_quack": ms_q, "ms_cublas": ms_t, "tflops_quack": flop / ms_q / 1e9,
-            "tflops_cublas": flop / ms_t / 1e9, "ratio": ms_t / ms_q,
-            "rel_diff_vs_cublas": diff / scale if scale > 0 else diff}
+        for _ in range(10):
+            f()
+        enqueue[n] = (time.perf_counter() - t0) * 1e3 / 10
+        torch.cuda.synchronize()
+    torch.cuda._sleep(1000)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    torch.cuda._sleep(1_000_000)
+    e.record()
+    e.synchronize()
+    cycles_per_ms = 1_000_000 / max(s.elapsed_time(e), 1e-3)
+    n_calls = {n: max(2, math.ceil(args.batch_ms / per_call[n])) for n in names}
+    # The sleep covers the host's enqueue of the whole batch, with a margin.
+    sleep = {n: int(cycles_per_ms * (0.3 + 1.3 * n_calls[n] * enqueue[n])) for n in names}
+    samples = {n: [] for n in names}
+    with ClockSampler() as clock:
+        for r in range(args.rounds):
+            for n in rotated(names, r):
+                torch.cuda._sleep(sleep[n])
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                for _ in range(n_calls[n]):
+                    calls[n]()
+                e.record()
+                e.synchronize()
+                if r >= args.drop:
+                    samples[n].append(s.elapsed_time(e) / n_calls[n])
+    return {n: statistics.median(v) for n, v in samples.items()}, clock.median()
 
 
 def main(argv=None):
     args = parse_args(argv)
-    import torch
-    import quack_cpp
+    try:
+        import torch
+    except ImportError:
+        print("bench_gemm: needs torch")
+        return 2
     if not torch.cuda.is_available():
-        raise SystemExit("bench_gemm: needs a CUDA GPU")
+        print("bench_gemm: needs a CUDA GPU")
+        return 2
+    methods = args.methods.split(",")
+    impls = args.impls.split(",")
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     rows = []
-    with open(args.out, "w") as f:
+    with open(args.out, "w") as fout:
         for (M, N, K), layout in cases(args):
-            r = bench_case(torch, quack_cpp, M, N, K, layout, args)
-            rows.append(r)
-            f.write(json.dumps(r) + "\n")
-            f.flush()
-            print(f"{M}x{N}x{K} {layout}: ours {r['tflops_quack']:.1f} torch {r['tflops_cublas']:.1f} "
-                  f"TFLOP/s, ratio {r['ratio']:.3f}", flush=True)
-    geo = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
-    print(f"geometric mean of ratios over {len(rows)} rows: {geo:.3f}")
+            a = operand(torch, M, K, layout[0], 1)
+            b = operand(torch, K, N, layout[1], 2)
+            calls = make_calls(torch, impls, a, b)
+            if "ours" in calls and "cublas" in calls:
+                ref = torch.matmul(a, b).float()
+                d = (calls["ours"]().float() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+                del ref
+            else:
+                d = None
+            flop = 2.0 * M * N * K
+            for m in methods:
+                if m == "burst":
+                    ms, clk = burst(torch, calls, args), None
+                else:
+                    ms, clk = sustained(torch, calls, args)
+                rec = dict(op="gemm", M=M, N=N, K=K, layout=layout, method=m, sm_mhz=clk,
+                           rel_diff_vs_cublas=d,
+                           **{f"ms_{n}": v for n, v in ms.items()},
+                           **{f"tflops_{n}": flop / v / 1e9 for n, v in ms.items()})
+                rows.append(rec)
+                fout.write(json.dumps(rec) + "\n")
+                fout.flush()
+                print(f"{M}x{N}x{K} {layout} {m}: " + "  ".join(
+                    f"{n} {flop / v / 1e9:.1f}" for n, v in ms.items()) +
+                    (f"  SM {clk:.0f} MHz" if clk else ""), flush=True)
+            del a, b, calls
+            torch.cuda.empty_cache()
+    report(rows)
+    return 0
+
+
+def report(rows):
+    print("\n| M x N x K | layout | method | ours | cuBLAS | QuACK | ours/max | ours/cuBLAS | SM MHz |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    geo = {}
+    for r in rows:
+        o, c, q = (r.get(f"tflops_{n}") for n in IMPLS)
+        best = max(v for v in (c, q) if v) if (c or q) else None
+        vs_max = o / best if o and best else None
+        vs_c = o / c if o and c else None
+        f = lambda v: f"{v:.1f}" if v else "-"
+        g = lambda v: f"{v:.3f}" if v else "-"
+        print(f"| {r['M']}x{r['N']}x{r['K']} | {r['layout']} | {r['method']} | {f(o)} | {f(c)} | {f(q)} "
+              f"| {g(vs_max)} | {g(vs_c)} | {r['sm_mhz'] or '-'} |")
+        llm = (r["M"], r["N"], r["K"]) in LLM and r["layout"] == "rr"
+        for key, v in (("max_llm", vs_max if llm else None), ("cublas_all", vs_c)):
+            if v:
+                geo.setdefault((r["method"], key), []).append(v)
+    for (m, key), vs in sorted(geo.items()):
+        print(f"geomean {m} ours/{'max(cuBLAS, QuACK) over the LLM shapes' if key == 'max_llm' else 'cuBLAS over all'}"
+              f": {math.exp(sum(map(math.log, vs)) / len(vs)):.3f} ({len(vs)} shapes)")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

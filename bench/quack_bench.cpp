@@ -8,6 +8,11 @@
 //                       simple-all = every compiled simple instance that takes the shape
 //                       ("config": its name)
 //   quack-bench rmsnorm-sweep [same options]   every geometry knob setting (tuning)
+//   quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
+//                       [--log 0|1] [--config auto|all] [--ms 100]
+//                       softmax (--log 1: log_softmax), out and dx in x's dtype; "config": the
+//                       row skeleton's plan (row_plan_name); all = every configuration of
+//                       src/row/row_config.h that takes the shape, and the general policy
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
 //     (env QUACK_GEMM_TILE_N forces a tile; QUACK_BENCH_TILE_COUNTER=1 uses the dynamic scheduler)
@@ -20,7 +25,8 @@
 // time of the call) and the ratio with the launch started on an idle GPU ("ratio_idle").
 // GEMM: ours and cuBLAS alternate launch by launch (A B A B) so clock drift hits both alike;
 // TFLOP/s = 2·M·N·K / time. Bytes (QuACK's model): fwd 2·M·N·elt (x read, y written), bwd 3·M·N·elt (x and
-// dy read, dx written); weights, rstd and partials are not counted.
+// dy read, dx written); weights, rstd and partials are not counted. softmax: fwd 2·M·N·elt (x
+// read, y written), bwd 3·M·N·elt (y and dy read, dx written).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -37,6 +43,9 @@
 #include <vector>
 
 #include "norm/rmsnorm_tuning.h"
+#include "row/row_config.h"
+#include "row/row_op.h"
+#include "softmax/softmax_internal.h"
 #include "quack/gemm.h"
 #include "quack/quack.h"
 
@@ -266,6 +275,91 @@ int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long l
   return 0;
 }
 
+// softmax / log_softmax forward and backward, every tensor in `dt`, contiguous. all_configs:
+// every configuration of the row skeleton's table that takes the shape, then the general
+// policy (forced through the internal call, quack::detail::run_row_call); otherwise the public
+// functions with the library's plan.
+int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long long>>& shapes,
+                  const std::string& dir, double budget_ms, bool log, bool all_configs) {
+  namespace d = quack::detail;
+  const char* name = quack::dtype_name(dt);
+  const size_t es = quack::dtype_size(dt);
+  const std::string fwd_op = std::string(log ? "log_softmax" : "softmax") + "_fwd";
+  const std::string bwd_op = std::string(log ? "log_softmax" : "softmax") + "_bwd";
+  std::vector<int> configs = {-1};
+  if (all_configs) {
+    configs.clear();
+    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);  // last: general
+  }
+  for (auto [M, N] : shapes) {
+    const size_t mn = static_cast<size_t>(M) * N;
+    const int sets = static_cast<int>(std::max<size_t>(1, std::min<size_t>(8, (256ull << 20) / (mn * es) + 1)));
+    std::vector<std::unique_ptr<Buffer>> x, y, dy, dx;
+    for (int s = 0; s < sets; ++s) {
+      x.emplace_back(new Buffer(mn * es));
+      y.emplace_back(new Buffer(mn * es));
+      fill_random(x.back()->p, mn, dt, 1 + s);
+      if (dir != "fwd") {
+        dy.emplace_back(new Buffer(mn * es));
+        dx.emplace_back(new Buffer(mn * es));
+        fill_random(dy.back()->p, mn, dt, 100 + s);
+      }
+    }
+    auto fwd_args = [&](int s) {
+      quack::SoftmaxFwdArgs a;
+      a.x = quack::TensorRef::matrix(x[s]->p, dt, M, N);
+      a.out = quack::TensorRef::matrix(y[s]->p, dt, M, N);
+      return a;
+    };
+    auto bwd_args = [&](int s) {
+      quack::SoftmaxBwdArgs a;
+      a.y = quack::TensorRef::matrix(y[s]->p, dt, M, N);
+      a.dy = quack::TensorRef::matrix(dy[s]->p, dt, M, N);
+      a.dx = quack::TensorRef::matrix(dx[s]->p, dt, M, N);
+      return a;
+    };
+    auto run_fwd = [&](int s) {
+      if (log) quack::log_softmax_fwd(fwd_args(s), nullptr);
+      else quack::softmax_fwd(fwd_args(s), nullptr);
+    };
+    auto run_bwd = [&](int s) {
+      if (log) quack::log_softmax_bwd(bwd_args(s), nullptr);
+      else quack::softmax_bwd(bwd_args(s), nullptr);
+    };
+    char plan_name[64];
+    for (int cfg : configs) {
+      if (dir == "bwd") break;
+      const d::RowPlan plan = d::plan_row_call(d::softmax_fwd_call(fwd_args(0), log), cfg);
+      if (plan.policy == d::RowPolicy::kNone) continue;
+      const double ms = time_median(
+          [&](int s) {
+            if (cfg < 0) run_fwd(s);
+            else d::run_row_call(d::softmax_fwd_call(fwd_args(s), log), plan, nullptr);
+          },
+          sets, budget_ms);
+      const std::string extra =
+          std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
+      emit(fwd_op.c_str(), name, M, N, ms, 2.0 * mn * es, extra.c_str());
+    }
+    if (dir == "fwd") continue;
+    for (int s = 0; s < sets; ++s) run_fwd(s);  // y: real forward outputs
+    for (int cfg : configs) {
+      const d::RowPlan plan = d::plan_row_call(d::softmax_bwd_call(bwd_args(0), log), cfg);
+      if (plan.policy == d::RowPolicy::kNone) continue;
+      const double ms = time_median(
+          [&](int s) {
+            if (cfg < 0) run_bwd(s);
+            else d::run_row_call(d::softmax_bwd_call(bwd_args(s), log), plan, nullptr);
+          },
+          sets, budget_ms);
+      const std::string extra =
+          std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
+      emit(bwd_op.c_str(), name, M, N, ms, 3.0 * mn * es, extra.c_str());
+    }
+  }
+  return 0;
+}
+
 // GEMM D = A·B, bf16 in and out, fp32 accumulation, D (M, N) row-major; A (M, K) and B (K, N)
 // each row- or column-major (layout "rc" = A row-major, B column-major, and so on). cuBLAS
 // (column-major) computes the same product as Dᵀ (N×M) = Bᵀ·Aᵀ: op(B) = N for a row-major B
@@ -426,6 +520,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: quack-bench copy|rmsnorm|rmsnorm-sweep [--dtype bf16|fp16|fp32] [--shapes MxN,...] "
                  "[--dir fwd|bwd|both] [--ms 100] [--fwd-path staged|simple|both|simple-all]\n"
+                 "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
+                 "[--log 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n");
     return 2;
   }
@@ -435,6 +531,8 @@ int main(int argc, char** argv) {
   bool shapes_given = false;
   std::string layout = "rr";  // gemm: A then B, r = row-major, c = column-major
   std::string fwd_path;       // rmsnorm: empty = the library's default path
+  bool log = false;           // softmax: log_softmax
+  std::string config = "auto";  // softmax: auto (the plan) or all
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--dtype") dtype = v;
@@ -443,6 +541,8 @@ int main(int argc, char** argv) {
     else if (k == "--ms") budget_ms = std::atof(v.c_str());
     else if (k == "--layout") layout = v;
     else if (k == "--fwd-path") fwd_path = v;
+    else if (k == "--log") log = v == "1" || v == "true";
+    else if (k == "--config") config = v;
     else {
       std::fprintf(stderr, "quack-bench: unknown option %s\n", k.c_str());
       return 2;
@@ -453,9 +553,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "quack-bench: --fwd-path is staged, simple, both or simple-all\n");
     return 2;
   }
+  if (config != "auto" && config != "all") {
+    std::fprintf(stderr, "quack-bench: --config is auto or all\n");
+    return 2;
+  }
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    std::fprintf(stderr, "quack-bench: no CUDA device\n");
+    std::fprintf(stderr, "quack-bench: no CUDA driver/GPU\n");
     return 3;
   }
   try {
@@ -480,6 +584,9 @@ int main(int argc, char** argv) {
         }
       return bench_gemm(dims, lays, budget_ms);
     }
+    if (cmd == "softmax")
+      return bench_softmax(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms, log,
+                           config == "all");
     if (cmd == "rmsnorm" || cmd == "rmsnorm-sweep")
       return bench_rmsnorm(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,
                            cmd == "rmsnorm-sweep", fwd_path);

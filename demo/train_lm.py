@@ -1,503 +1,764 @@
-"""Train a small Llama-style LM with torch.nn.RMSNorm vs quack_cpp.nn.RMSNorm.
+"""Train the demo's LLM with torch and with QuACK-C++, and compare speed, memory and loss.
 
-What it shows: swapping the model's RMSNorm layers for quack_cpp.nn.RMSNorm
-leaves training unchanged (same loss curve, within run-to-run noise) and how
-the step time compares. Three runs of the same model on the same batches:
-  (a) torch.nn.RMSNorm, seed 0   (b) quack_cpp.nn.RMSNorm, seed 0
-  (c) torch.nn.RMSNorm, seed 1   -- the noise yardstick
-PASS when |a-b| <= max(0.02, 3*|a-c|), comparing each run's mean training loss
-over its last 20 steps.
+The model (demo/lm.py, fixed so figures compare across commits): a Llama-style decoder, 12
+layers, d 2048, 16 heads, SwiGLU 5632, RMSNorm, rotary, SDPA, untied embedding and head,
+vocabulary 32768 (~751 M parameters); sequence 2048 x micro-batch 8 = 16384 tokens a step; AdamW
+(fused; lr 3e-4, 20 warm-up steps, cosine to 10 %, weight decay 0.1, clip 1.0), bf16 autocast;
+the KJV corpus tokenized by scripts/prepare_corpus.sh (.data/).
 
-Model: 8 decoder layers, d=1024, 16 heads, SwiGLU MLP (hidden 2816), RoPE,
-pre-norm RMSNorm before attention and MLP plus a final norm, embeddings tied
-to the output head (~111M parameters); bf16 autocast, AdamW with linear
-warm-up and cosine decay, seq len 512, 16 sequences (8192 tokens) a step.
+Five runs on the same batches (issue 21):
+  (a) torch eager                 seed 0   torch.nn.RMSNorm / Linear, silu * mul, F.cross_entropy
+  (b) torch.compile of (a)        seed 0
+  (c) ours (quack_cpp), eager     seed 0   each op of ours that the package has (demo/ours.py)
+  (d) torch.compile of (c)        seed 0
+  (e) torch eager                 seed 1   the run-to-run yardstick
+Each prints tokens/s (median step after the first 10), peak memory and its loss curve; a step
+of each is profiled (the GPU time by kernel family: ours, cuBLAS, attention, Triton, other),
+which shows which of our kernels ran. After (c) the trained model writes a few lines from a
+prompt (our kernels, same process). Then one table, the parity check (the mean loss of the last
+20 steps of (c) and of (d) each within max(0.02, 3 |a - e|) of (a)), the acceptance bars of
+issue 21, a plot and a JSON record in the output folder ($OUT when set, else results/).
 
-Run (repo root, on a Hopper GPU, after scripts/prepare_corpus.sh):
-    python3 demo/train_lm.py              # 3 x 200 steps
-    python3 demo/train_lm.py --quick      # 3 x 30 steps
-    python3 demo/train_lm.py --no-quack   # torch runs only
-Writes results/train_lm.json and results/train_lm_loss.png (see --out).
+    python3 demo/train_lm.py                 # 5 x 300 steps (about 8 minutes on an H200)
+    python3 demo/train_lm.py --quick         # 5 x 50 steps
+    python3 demo/train_lm.py --runs a,c      # a subset; --ours rmsnorm,linear: a subset of ours
+    python3 demo/train_lm.py --cpu-smoke     # no GPU: a 2-layer model, 3 steps a run, on the
+                                             # CPU with torch stand-ins of our ops
+
+Exit: 0 parity holds and every run finished; 1 a run failed, parity failed or no text was
+generated; 2 no GPU / no PyTorch / no corpus / a reserved option; 3 quack_cpp missing;
+4 one of our ops computed a wrong result in its probe (demo/ours.py). The speed and memory
+bars are printed, not part of the exit code.
 """
 
 import argparse
+import gc
 import json
 import math
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+import traceback
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA_SEED = 1234          # batch order; independent of the model seed
-TIMING_WARMUP = 10        # steps left out of the step-time statistics
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+DATA_SEED = 1234          # batch order, independent of the model seeds
+TIMING_WARMUP = 10        # steps left out of the step-time median (compile, autotune, caches)
+CENSUS_STEP = 5           # the step profiled for the kernel census (inside the warm-up)
 FINAL_WINDOW = 20         # steps averaged for the final loss
-COMPARE_FIRST = 20        # steps for the per-step |a-b| check
-MIN_BOUND = 0.02          # floor of the acceptance bound
+MIN_BOUND = 0.02          # floor of the parity bound
+RUNS = {  # label: (description, parts, seed, compiled)
+    "a": ("torch eager", "torch", 0, False),
+    "b": ("torch.compile", "torch", 0, True),
+    "c": ("ours (quack_cpp)", "ours", 0, False),
+    "d": ("ours + torch.compile", "ours", 0, True),
+    "e": ("torch eager", "torch", 1, False),
+}
+BARS = (  # issue 21's acceptance bars on speed and memory: (num, den, min ratio)
+    ("c", "a", 1.15), ("c", "b", 1.0), ("d", "b", 1.03))
+PROMPTS = ("In the beginning", "And Jesus said unto them,")
+EXIT_FAIL, EXIT_ENV, EXIT_NO_QUACK, EXIT_PROBE = 1, 2, 3, 4
 
-FULL = dict(n_layers=8, d_model=1024, n_heads=16, d_mlp=2816, seq_len=512, batch=16,
-            lr=3e-4, min_lr_frac=0.1, weight_decay=0.1, clip=1.0, eps=1e-5)
-TINY = dict(FULL, n_layers=2, d_model=64, n_heads=4, d_mlp=172, seq_len=64, batch=4)
+
+class DemoExit(Exception):
+    def __init__(self, code, msg):
+        super().__init__(msg)
+        self.code = code
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=None, help="steps per run (default 200)")
-    p.add_argument("--quick", action="store_true", help="30 steps per run")
+def default_out():
+    return os.environ.get("OUT") or os.path.join(REPO, "results")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description="Train the demo LLM with torch and with QuACK-C++ (issue 21).",
+        epilog="Exit codes: 0 ok, 1 a run/parity/generation failed, 2 environment, "
+               "3 quack_cpp missing, 4 a probe found a wrong result.")
+    p.add_argument("--quick", action="store_true", help="50 steps per run (default 300)")
+    p.add_argument("--steps", type=int, default=None, help="steps per run")
+    p.add_argument("--runs", default="a,b,c,d,e",
+                   help="runs to do, comma-separated from a,b,c,d,e (default all)")
+    p.add_argument("--ours", default="auto",
+                   help="our ops to use in (c)/(d): auto (every one the package has), none, or "
+                        "a comma list of rmsnorm,linear,mlp,ce,lce")
     p.add_argument("--data", default=os.path.join(REPO, ".data"),
-                   help="folder with train.bin/val.bin/meta.json (scripts/prepare_corpus.sh)")
-    p.add_argument("--out", default=os.path.join(REPO, "results"), help="output folder")
-    p.add_argument("--no-quack", action="store_true",
-                   help="only the two torch.nn.RMSNorm runs (a) and (c)")
-    p.add_argument("--profile", type=int, default=0, metavar="STEPS",
-                   help="after the runs, profile STEPS steps of each norm (torch.profiler) and "
-                        "print the top ops by CUDA and CPU time (diagnoses step-time gaps)")
-    p.add_argument("--cpu-smoke", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args()
+                   help="corpus folder (scripts/prepare_corpus.sh)")
+    p.add_argument("--out", default=None, help="output folder (default $OUT, else results/)")
+    p.add_argument("--gpus", type=int, default=1,
+                   help="GPUs to train on; only 1 for now (2 is reserved for issue 22)")
+    p.add_argument("--compile-scope", choices=("model", "blocks"), default="model",
+                   help="torch.compile the whole model (default) or each block and the head "
+                        "apart (less compile time)")
+    p.add_argument("--no-census", action="store_true",
+                   help="skip the profiled step of each run (kernel census)")
+    p.add_argument("--profile", type=int, default=0, metavar="K",
+                   help="also print the K kernels with the most GPU time in each run's census")
+    p.add_argument("--gen-tokens", type=int, default=48,
+                   help="tokens generated per prompt after run (c) (0: none)")
+    p.add_argument("--cpu-smoke", action="store_true",
+                   help="no GPU needed: a 2-layer model on the CPU, 3 steps a run, torch "
+                        "stand-ins for our ops, torch.compile with the aot_eager backend")
+    args = p.parse_args(argv)
     if args.steps is None:
-        args.steps = 3 if args.cpu_smoke else (30 if args.quick else 200)
+        args.steps = 3 if args.cpu_smoke else (50 if args.quick else 300)
     if args.steps < 1:
         p.error("--steps must be >= 1")
+    args.runs = [r.strip() for r in args.runs.split(",") if r.strip()]
+    bad = [r for r in args.runs if r not in RUNS]
+    if bad or not args.runs:
+        p.error(f"--runs takes labels from a,b,c,d,e; got {','.join(bad) or 'none'}")
+    args.runs = sorted(set(args.runs), key="abcde".index)
+    if args.ours not in ("auto", "none"):
+        from ours import OPS
+        names = [o.strip() for o in args.ours.split(",") if o.strip()]
+        bad = [o for o in names if o not in OPS]
+        if bad:
+            p.error(f"--ours takes auto, none or names from {','.join(OPS)}; got {','.join(bad)}")
+    args.out = args.out or default_out()
     return args
 
 
-# --------------------------------------------------------------------- model
-def build_model(cfg, vocab, norm_cls, device):
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    d, h = cfg["d_model"], cfg["n_heads"]
-    hd = d // h
-
-    def rotate_half(x):
-        x1, x2 = x.chunk(2, dim=-1)
-        return torch.cat((-x2, x1), dim=-1)
-
-    class Attention(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.qkv = nn.Linear(d, 3 * d, bias=False, device=device)
-            self.out = nn.Linear(d, d, bias=False, device=device)
-
-        def forward(self, x, cos, sin):
-            B, T, _ = x.shape
-            q, k, v = self.qkv(x).view(B, T, 3, h, hd).transpose(1, 3).unbind(2)  # B,h,T,hd
-            cos, sin = cos.to(q.dtype), sin.to(q.dtype)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            return self.out(y.transpose(1, 2).reshape(B, T, d))
-
-    class SwiGLU(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.gate_up = nn.Linear(d, 2 * cfg["d_mlp"], bias=False, device=device)
-            self.out = nn.Linear(cfg["d_mlp"], d, bias=False, device=device)
-
-        def forward(self, x):
-            gate, up = self.gate_up(x).chunk(2, dim=-1)
-            return self.out(F.silu(gate) * up)
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.attn_norm = norm_cls(d, eps=cfg["eps"], device=device)
-            self.attn = Attention()
-            self.mlp_norm = norm_cls(d, eps=cfg["eps"], device=device)
-            self.mlp = SwiGLU()
-
-        def forward(self, x, cos, sin):
-            x = x + self.attn(self.attn_norm(x), cos, sin)
-            return x + self.mlp(self.mlp_norm(x))
-
-    class LlamaLM(nn.Module):
-        """Decoder-only LM; the output head shares the embedding matrix (tied)."""
-
-        def __init__(self):
-            super().__init__()
-            self.embed = nn.Embedding(vocab, d, device=device)
-            self.blocks = nn.ModuleList(Block() for _ in range(cfg["n_layers"]))
-            self.final_norm = norm_cls(d, eps=cfg["eps"], device=device)
-            inv = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, device=device).float() / hd))
-            ang = torch.outer(torch.arange(cfg["seq_len"], device=device).float(), inv)
-            ang = torch.cat((ang, ang), dim=-1)                      # T, hd
-            self.register_buffer("cos", ang.cos(), persistent=False)
-            self.register_buffer("sin", ang.sin(), persistent=False)
-
-        def forward(self, idx):
-            T = idx.shape[1]
-            cos, sin = self.cos[:T], self.sin[:T]
-            x = self.embed(idx)                      # fp32 residual stream
-            for blk in self.blocks:
-                x = blk(x, cos, sin)
-            return F.linear(self.final_norm(x), self.embed.weight)   # tied head
-
-    return LlamaLM()
-
-
-def init_weights(model, cfg, seed):
-    """Seeded init of every Linear/Embedding, independent of the RNG the
-    constructors used, so (a) and (b) start from bit-identical weights.
-    Norm weights stay at their constructor value (ones)."""
-    import torch
-    import torch.nn as nn
-
-    dev = next(model.parameters()).device
-    g = torch.Generator(device=dev)
-    g.manual_seed(seed)
-    resid_std = 0.02 / math.sqrt(2 * cfg["n_layers"])
-    with torch.no_grad():
-        for name, mod in model.named_modules():
-            if isinstance(mod, (nn.Linear, nn.Embedding)):
-                std = resid_std if name.endswith(".out") else 0.02
-                mod.weight.normal_(0.0, std, generator=g)
-
-
-def param_checksum(model):
-    import torch
-    with torch.no_grad():
-        return float(sum(p.double().abs().sum() for p in model.parameters()))
-
-
-# ---------------------------------------------------------------------- data
-def load_data(folder, device):
+# ---------------------------------------------------------------------------------- data
+def load_data(folder, vocab, device):
     import numpy as np
     import torch
     for f in ("train.bin", "val.bin", "meta.json"):
         if not os.path.exists(os.path.join(folder, f)):
-            sys.exit(f"train_lm: {os.path.join(folder, f)} missing; run scripts/prepare_corpus.sh")
+            raise DemoExit(EXIT_ENV, f"train_lm: {os.path.join(folder, f)} missing; run "
+                                     "scripts/prepare_corpus.sh")
     with open(os.path.join(folder, "meta.json")) as f:
         meta = json.load(f)
+    if meta.get("bpe_vocab_target") != vocab or int(meta["vocab_size"]) > vocab:
+        raise DemoExit(EXIT_ENV, f"train_lm: {folder} was tokenized for a vocabulary of "
+                                 f"{meta.get('bpe_vocab_target', meta.get('vocab_size'))}, the "
+                                 f"model's is {vocab}; run scripts/prepare_corpus.sh (it "
+                                 "re-tokenizes offline from .data/kjv.txt.gz)")
     tr = np.fromfile(os.path.join(folder, "train.bin"), dtype=np.uint16).astype(np.int64)
     va = np.fromfile(os.path.join(folder, "val.bin"), dtype=np.uint16).astype(np.int64)
-    return meta, torch.from_numpy(tr).to(device), torch.from_numpy(va).to(device)
+    tok = None
+    try:
+        from tokenizers import Tokenizer
+        tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    except Exception as e:  # noqa: BLE001 - generation is skipped, said aloud
+        print(f"train_lm: no tokenizer ({type(e).__name__}: {e}); no generated text")
+    return meta, torch.from_numpy(tr).to(device), torch.from_numpy(va).to(device), tok
 
 
 def batch_starts(n_tokens, cfg, steps):
-    """Start offsets of every batch of every step, from a generator seeded
-    independently of the model seed: all runs see the same batches."""
+    """Start offsets of every sequence of every step, from a generator seeded apart from the
+    model: every run sees the same batches."""
     import torch
     g = torch.Generator().manual_seed(DATA_SEED)
     return torch.randint(0, n_tokens - cfg["seq_len"] - 1, (steps, cfg["batch"]), generator=g)
 
 
-# ------------------------------------------------------------------ training
 def lr_at(step, steps, cfg):
-    warm = max(1, round(0.1 * steps))
+    warm = cfg["warmup"]
     if step < warm:
         return cfg["lr"] * (step + 1) / warm
-    t = (step - warm) / max(1, steps - warm)
+    t = min(1.0, (step - warm) / max(1, steps - warm))
     lo = cfg["lr"] * cfg["min_lr_frac"]
     return lo + 0.5 * (cfg["lr"] - lo) * (1 + math.cos(math.pi * t))
 
 
-def train_run(label, norm_name, norm_cls, seed, cfg, steps, train, val, vocab, device):
-    import torch
-    import torch.nn.functional as F
+# ------------------------------------------------------------------------ kernel census
+FAMILIES = ("ours", "GEMM (cuBLAS)", "attention", "Triton (compiled)", "optimizer", "other")
 
+
+def kernel_family(name):
+    n = name.lower()
+    if "quack" in n:
+        return "ours"
+    if any(k in n for k in ("flash", "fmha", "attention", "cudnn")):
+        return "attention"
+    if n.startswith("triton") or "triton_" in n:
+        return "Triton (compiled)"
+    if any(k in n for k in ("nvjet", "xmma", "gemm", "cublas", "cutlass", "sm90_")):
+        return "GEMM (cuBLAS)"
+    if any(k in n for k in ("adam", "multi_tensor", "lpnorm")):
+        return "optimizer"
+    return "other"
+
+
+def ours_kind(name):
+    n = name.lower()
+    for k in ("rmsnorm", "cross_entropy", "gemm", "colsum"):
+        if k in n:
+            return k
+    return "other"
+
+
+def census(step_fn, top=0):
+    """Profiles one call of step_fn (a training step) and returns the GPU time by kernel
+    family (ms), the split of ours by kernel kind, kernel counts and the top kernels."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step_fn()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    fam = {k: 0.0 for k in FAMILIES}
+    ours, count, per_name = {}, {k: 0 for k in FAMILIES}, {}
+    for e in events:
+        if e.get("cat") != "kernel" or "dur" not in e:
+            continue
+        ms = e["dur"] / 1e3
+        f = kernel_family(e["name"])
+        fam[f] += ms
+        count[f] += 1
+        per_name[e["name"]] = per_name.get(e["name"], 0.0) + ms
+        if f == "ours":
+            k = ours_kind(e["name"])
+            ours[k] = ours.get(k, 0.0) + ms
+    topk = sorted(per_name.items(), key=lambda kv: -kv[1])[:top]
+    return dict(ms=fam, count=count, ours_ms=ours, total_ms=sum(fam.values()),
+                top=[(n[:160], ms) for n, ms in topk])
+
+
+def census_line(c):
+    tot = c["total_ms"] or 1.0
+    fams = ", ".join(f"{k} {c['ms'][k]:.1f} ms ({100 * c['ms'][k] / tot:.0f} %)"
+                     for k in FAMILIES if c["ms"][k] > 0)
+    s = f"GPU time in the profiled step {c['total_ms']:.1f} ms: {fams}"
+    if c["ours_ms"]:
+        s += "; ours: " + ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(c["ours_ms"].items()))
+    return s
+
+
+# ------------------------------------------------------------------------------ compile
+def make_backend(base):
+    """A torch.compile backend that records which ops each captured graph calls (to list the
+    quack_cpp ops the compiled run holds) and hands the graph to ``base`` unchanged."""
+    import collections
+
+    import torch
+    from torch._dynamo.backends.registry import lookup_backend
+    inner = lookup_backend(base)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        # Nested graphs too (an autograd.Function's forward is a subgraph of its own).
+        graphs.append(collections.Counter(
+            str(n.target) for m in gm.modules() if isinstance(m, torch.fx.GraphModule)
+            for n in m.graph.nodes if n.op == "call_function"))
+        return inner(gm, example_inputs)
+    return backend, graphs
+
+
+def compiled_ops_line(graphs):
+    import collections
+    tot = collections.Counter()
+    for g in graphs:
+        tot.update(g)
+    ours = {k: v for k, v in tot.items() if "quack_cpp" in k}
+    names = ", ".join(f"{k.replace('quack_cpp.', '').replace('.default', '')} x{v}"
+                      for k, v in sorted(ours.items()))
+    return (f"{len(graphs)} graph(s) captured ({max(0, len(graphs) - 1)} graph break(s)); "
+            f"quack_cpp ops in them: {names or 'none'}")
+
+
+# ---------------------------------------------------------------------------- one run
+def free_memory():
+    import torch
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args, after=None):
+    import torch
+    from lm import LM, checksum, init_weights
+    desc = RUNS[label][0]
     cuda = device.type == "cuda"
+    free_memory()
+    mem_start = torch.cuda.memory_allocated() / 2**30 if cuda else None
+    t_build = time.perf_counter()
     torch.manual_seed(seed)
-    model = build_model(cfg, vocab, norm_cls, device)
-    init_weights(model, cfg, seed)
+    model = LM(cfg, parts, device)
+    init_weights(model, seed)
     n_params = sum(p.numel() for p in model.parameters())
-    checksum = param_checksum(model)
+    chk = checksum(model)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=cfg["lr"], betas=(0.9, 0.95), eps=1e-8, fused=cuda)
+                            lr=cfg["lr"], betas=cfg["betas"], eps=cfg["adam_eps"],
+                            fused=cuda)
+    graphs = None
+    fwd = model
+    if compiled:
+        backend, graphs = make_backend("aot_eager" if args.cpu_smoke else "inductor")
+        if args.compile_scope == "blocks":
+            for blk in model.blocks:
+                blk.compile(backend=backend)
+            model.head.compile(backend=backend)
+        else:
+            fwd = torch.compile(model, backend=backend)
+    print(f"run {label}: {desc}, seed {seed}, {n_params / 1e6:.1f} M parameters, init "
+          f"checksum {chk:.6f}" + (f", {mem_start:.2f} GiB allocated before the model"
+                                   if cuda else ""), flush=True)
 
     T = cfg["seq_len"]
     starts = batch_starts(train.numel(), cfg, steps).to(device)
     offs = torch.arange(T + 1, device=device)
     losses = torch.zeros(steps, device=device)
-    if cuda:
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(steps)]
-        torch.cuda.synchronize()
-    host_t = []
-    t0 = time.perf_counter()
-    print(f"run {label}: {norm_name}, seed {seed}, "
-          f"{n_params / 1e6:.1f}M params, init checksum {checksum:.6f}", flush=True)
-    for step in range(steps):
-        h0 = time.perf_counter()
-        if cuda:
-            ev[step][0].record()
+    params = list(model.parameters())
+    ac = dict(device_type=device.type, dtype=torch.bfloat16)
+
+    def step_fn(step, record=True):
         for gr in opt.param_groups:
             gr["lr"] = lr_at(step, steps, cfg)
         chunk = train[starts[step][:, None] + offs]
-        x, y = chunk[:, :-1], chunk[:, 1:]
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-            logits = model(x)
-        loss = F.cross_entropy(logits.float().view(-1, vocab), y.reshape(-1))
+        with torch.autocast(**ac):
+            loss = fwd(chunk[:, :-1], chunk[:, 1:])
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["clip"])
+        torch.nn.utils.clip_grad_norm_(params, cfg["clip"])
         opt.step()
         opt.zero_grad(set_to_none=True)
-        losses[step] = loss.detach()
-        if cuda:
+        if record:
+            losses[step] = loss.detach()
+
+    ev = ([(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+           for _ in range(steps)] if cuda else None)
+    host_ms, cen, first_step_s = [], None, None
+    t0 = time.perf_counter()
+    for step in range(steps):
+        h0 = time.perf_counter()
+        if (cuda and step == CENSUS_STEP and not args.no_census
+                and steps > TIMING_WARMUP):
+            done = []
+            try:
+                cen = census(lambda: (step_fn(step), done.append(1)), top=args.profile)
+            except Exception as e:  # noqa: BLE001 - the census is a diagnostic
+                print(f"  census failed ({type(e).__name__}: {e})")
+                if not done:   # the profiler failed before the step ran: run it plainly
+                    step_fn(step)
+            ev[step][0].record()   # profiled step: in the warm-up, not timed
             ev[step][1].record()
-        host_t.append((time.perf_counter() - h0) * 1e3)
+        else:
+            if cuda:
+                ev[step][0].record()
+            step_fn(step)
+            if cuda:
+                ev[step][1].record()
+        if step == 0:
+            if cuda:
+                torch.cuda.synchronize()
+            first_step_s = time.perf_counter() - h0
+        host_ms.append((time.perf_counter() - h0) * 1e3)
         if step % 50 == 0 or step == steps - 1:
             print(f"  step {step:4d}  loss {losses[step].item():.4f}", flush=True)
     if cuda:
         torch.cuda.synchronize()
         times = [a.elapsed_time(b) for a, b in ev]
+        peak = torch.cuda.max_memory_allocated() / 2**30
+        peak_reserved = torch.cuda.max_memory_reserved() / 2**30
     else:
-        times = host_t
-    wall = time.perf_counter() - t0
+        times, peak, peak_reserved = host_ms, None, None
+    train_s = time.perf_counter() - t0
 
-    # validation loss on the whole val split (non-overlapping sequences)
-    model.eval()
+    # Validation loss over the whole val split (non-overlapping sequences), on the eager model
+    # (same weights; no recompiles for the no-grad graph or the last, short batch).
     nseq = (val.numel() - 1) // T
+    if cfg.get("val_seqs"):
+        nseq = min(nseq, cfg["val_seqs"])
     vl, vn = 0.0, 0
-    with torch.no_grad():
+    with torch.no_grad(), torch.autocast(**ac):
         for i in range(0, nseq, cfg["batch"]):
             idx = torch.arange(i, min(nseq, i + cfg["batch"]), device=device)[:, None] * T
             chunk = val[idx + offs]
-            with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-                logits = model(chunk[:, :-1])
-            vl += F.cross_entropy(logits.float().view(-1, vocab), chunk[:, 1:].reshape(-1),
-                                  reduction="sum").item()
-            vn += chunk[:, 1:].numel()
+            n = chunk[:, 1:].numel()
+            vl += float(model(chunk[:, :-1], chunk[:, 1:])) * n
+            vn += n
 
     losses = losses.tolist()
     timed = times[TIMING_WARMUP:] if len(times) > TIMING_WARMUP else times
     med = statistics.median(timed)
     window = losses[-min(FINAL_WINDOW, steps):]
-    res = dict(label=label, norm=norm_name, seed=seed,
-               n_params=n_params, init_checksum=checksum, losses=losses, step_ms=times,
+    res = dict(label=label, desc=desc, parts=parts.name, ops=parts.ops, used=parts.used,
+               seed=seed, compiled=compiled, n_params=n_params, init_checksum=chk,
+               losses=losses, step_ms=times, host_ms=host_ms,
                timed_from_step=steps - len(timed), median_step_ms=med,
-               median_host_ms=statistics.median(host_t[TIMING_WARMUP:] or host_t),
+               median_host_ms=statistics.median(host_ms[TIMING_WARMUP:] or host_ms),
                tokens_per_s=cfg["batch"] * T / (med / 1e3),
                final_loss=sum(window) / len(window), val_loss=vl / max(1, vn),
-               wall_s=wall)
-    if cuda:
-        res["peak_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
-        del model, opt
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-    print(f"  final loss (mean of last {len(window)}) {res['final_loss']:.4f}, "
-          f"val loss {res['val_loss']:.4f}, median step {med:.2f} ms, {wall:.1f} s", flush=True)
+               peak_gib=peak, peak_reserved_gib=peak_reserved, mem_start_gib=mem_start,
+               first_step_s=first_step_s,
+               train_s=train_s, wall_s=time.perf_counter() - t_build, census=cen)
+    if graphs is not None:
+        res["compiled_graphs"] = compiled_ops_line(graphs)
+        print(f"  compiled: {res['compiled_graphs']}")
+    if cen:
+        print(f"  {census_line(cen)}")
+        for n, ms in cen["top"]:
+            print(f"    {ms:8.2f} ms  {n}")
+    print(f"  final loss (mean of last {len(window)}) {res['final_loss']:.4f}, val loss "
+          f"{res['val_loss']:.4f}, median step {med:.2f} ms, {res['tokens_per_s']:,.0f} "
+          f"tokens/s" + (f", peak {peak:.2f} GiB" if peak is not None else "") +
+          f", first step {first_step_s:.1f} s, {res['wall_s']:.0f} s", flush=True)
+    if after is not None:
+        after(model, res)
+    model = opt = fwd = params = step_fn = None   # the closure's cells too: frees the run
+    if compiled:
+        torch._dynamo.reset()
+    free_memory()
     return res
 
 
-# -------------------------------------------------------------------- report
-def plot(runs, path):
+# --------------------------------------------------------------------------- generation
+def generate(model, tok, cfg, vocab_real, device, n_new, seed=0, temperature=0.8, top_k=40):
+    """Sampled continuations of PROMPTS (top-k, fixed generator), whole-sequence forwards
+    (no KV cache: ~100 short forwards)."""
+    import torch
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    out = []
+    with torch.no_grad(), torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+        for prompt in PROMPTS:
+            idx = torch.tensor([tok.encode(prompt).ids], device=device)
+            for _ in range(n_new):
+                logits = model.logits(idx[:, -cfg["seq_len"]:]).float()
+                logits[:, vocab_real:] = float("-inf")      # ids the tokenizer never made
+                v, i = torch.topk(logits / temperature, top_k)
+                nxt = i.gather(1, torch.multinomial(torch.softmax(v, -1), 1, generator=g))
+                idx = torch.cat((idx, nxt), dim=1)
+            out.append(tok.decode(idx[0].tolist()))
+    return out
+
+
+# ------------------------------------------------------------------------------- report
+def plot(runs, path, title):
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         print("train_lm: matplotlib not found; no plot")
         return None
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 7), sharex=True,
-                                  gridspec_kw=dict(height_ratios=[3, 2]))
-    for r in runs.values():
-        ax.plot(r["losses"], label=f"({r['label']}) {r['norm']} seed {r['seed']}", lw=1.2)
-    ax.set_ylabel("training loss")
-    ax.set_title("Llama-style LM on the KJV Bible: torch vs quack_cpp RMSNorm")
+    colors = dict(a="#1f77b4", b="#17becf", c="#d62728", d="#ff7f0e", e="#7f7f7f")
+    fig = plt.figure(figsize=(12, 6))
+    gs = fig.add_gridspec(2, 2, width_ratios=[3, 2])
+    ax = fig.add_subplot(gs[:, 0])
+    for k, r in runs.items():
+        ax.plot(r["losses"], lw=1.1, color=colors[k], label=f"({k}) {r['desc']}, seed "
+                f"{r['seed']}", ls="--" if k == "e" else "-")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (log scale)")
+    ax.set_yscale("log")
+    fmt = matplotlib.ticker.FormatStrFormatter("%.1f")
+    ax.yaxis.set_major_formatter(fmt)
+    ax.yaxis.set_minor_formatter(fmt)
+    ax.grid(alpha=0.3, which="both")
     ax.legend()
-    ax.grid(alpha=0.3)
-    a = runs["a"]["losses"]
-    for k, style in (("b", "-"), ("c", "--")):
-        if k in runs:
-            ax2.plot([x - y for x, y in zip(runs[k]["losses"], a)], style,
-                     label=f"({k}) - (a)", lw=1)
-    ax2.axhline(0, color="k", lw=0.5)
-    ax2.set_xlabel("step")
-    ax2.set_ylabel("loss difference")
-    ax2.legend()
-    ax2.grid(alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    labels = list(runs)
+    for row, (key, ylabel, fmt) in enumerate((("tokens_per_s", "tokens/s", "{:,.0f}"),
+                                               ("peak_gib", "peak memory (GiB)", "{:.1f}"))):
+        bx = fig.add_subplot(gs[row, 1])
+        vals = [runs[k][key] or 0 for k in labels]
+        bars = bx.bar([f"({k})" for k in labels], vals, color=[colors[k] for k in labels])
+        if not any(vals):
+            bx.text(0.5, 0.5, "not measured (no CUDA)", transform=bx.transAxes, ha="center")
+        for b, v in zip(bars, vals):
+            bx.text(b.get_x() + b.get_width() / 2, v, fmt.format(v), ha="center",
+                    va="bottom", fontsize=8)
+        bx.set_ylabel(ylabel)
+        bx.grid(alpha=0.3, axis="y")
+        bx.margins(y=0.15)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def report(runs, cfg, steps, args, env):
-    a = runs["a"]
-    summary = {}
-    print("\n== train_lm results ==")
-    print(f"{'run':<4}{'norm':<30}{'seed':>5}{'final loss':>12}{'val loss':>10}"
-          f"{'median ms':>11}{'tokens/s':>12}")
-    for r in runs.values():
-        print(f"{r['label']:<4}{r['norm']:<30}{r['seed']:>5}{r['final_loss']:>12.4f}"
-              f"{r['val_loss']:>10.4f}{r['median_step_ms']:>11.2f}{r['tokens_per_s']:>12,.0f}")
-    print(f"(final loss: mean of the last {min(FINAL_WINDOW, steps)} steps; step time: median "
-          f"over steps {a['timed_from_step']}..{steps - 1}; tokens/s from the median)")
-    print("host enqueue ms per step (median; close to the step time means the CPU is the "
-          "bottleneck): " + ", ".join(f"{r['label']} {r['median_host_ms']:.2f}"
-                                      for r in runs.values()))
-    if "c" in runs:
-        summary["three_abs_a_minus_c"] = 3 * abs(a["final_loss"] - runs["c"]["final_loss"])
-        summary["bound"] = max(MIN_BOUND, summary["three_abs_a_minus_c"])
-    if "b" in runs:
-        b = runs["b"]
-        n = min(COMPARE_FIRST, steps)
-        summary["abs_a_minus_b"] = abs(a["final_loss"] - b["final_loss"])
-        summary["max_abs_step_diff_first_%d" % n] = max(
-            abs(x - y) for x, y in zip(a["losses"][:n], b["losses"][:n]))
-        summary["same_init"] = a["init_checksum"] == b["init_checksum"]
-        summary["step_time_ratio_b_over_a"] = b["median_step_ms"] / a["median_step_ms"]
-        print(f"|a-b|                 = {summary['abs_a_minus_b']:.4f}")
-    if "c" in runs:
-        print(f"3*|a-c|               = {summary['three_abs_a_minus_c']:.4f}")
-        print(f"bound max({MIN_BOUND}, 3*|a-c|) = {summary['bound']:.4f}")
-    if "b" in runs:
-        n = min(COMPARE_FIRST, steps)
-        print(f"max per-step |a-b| over the first {n} steps = "
-              f"{summary['max_abs_step_diff_first_%d' % n]:.4f}")
-        print(f"identical init for a and b: {summary['same_init']}")
-        print(f"step time b/a = {summary['step_time_ratio_b_over_a']:.3f}")
-        summary["pass"] = summary["abs_a_minus_b"] <= summary["bound"]
-        print(("PASS" if summary["pass"] else "FAIL") +
-              f": |a-b| {summary['abs_a_minus_b']:.4f} "
-              f"{'<=' if summary['pass'] else '>'} bound {summary['bound']:.4f}")
-    os.makedirs(args.out, exist_ok=True)
-    png = plot(runs, os.path.join(args.out, "train_lm_loss.png"))
-    out = dict(config=dict(cfg, steps=steps, data_seed=DATA_SEED, timing_warmup=TIMING_WARMUP,
-                           final_window=FINAL_WINDOW, tied_embeddings=True,
-                           tokens_per_step=cfg["batch"] * cfg["seq_len"]),
-               env=env, summary=summary, runs=runs, plot=png)
-    jpath = os.path.join(args.out, "train_lm.json")
-    with open(jpath, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"wrote {jpath}" + (f" and {png}" if png else ""))
-    return summary
+def summarize(runs, steps):
+    """Parity and the bars of issue 21 from the finished runs."""
+    s = {}
+    a, e = runs.get("a"), runs.get("e")
+    if a and e:
+        s["three_abs_a_minus_e"] = 3 * abs(a["final_loss"] - e["final_loss"])
+        s["bound"] = max(MIN_BOUND, s["three_abs_a_minus_e"])
+    elif a:
+        s["bound"] = MIN_BOUND
+    if a:
+        checks = {}
+        for k in ("c", "d", "b"):
+            if k in runs:
+                dlt = abs(runs[k]["final_loss"] - a["final_loss"])
+                s[f"abs_{k}_minus_a"] = dlt
+                if k in ("c", "d"):
+                    checks[k] = dlt <= s["bound"]
+        if checks:
+            s["parity"] = checks
+            s["parity_pass"] = all(checks.values())
+    bars = []
+    for num, den, want in BARS:
+        if num in runs and den in runs:
+            r = runs[num]["tokens_per_s"] / runs[den]["tokens_per_s"]
+            bars.append(dict(what=f"tokens/s ({num})/({den})", value=r, bar=want,
+                             met=r >= want))
+    if "c" in runs and "b" in runs and runs["c"]["peak_gib"] is not None:
+        bars.append(dict(what="peak memory (c) <= (b)", value=runs["c"]["peak_gib"],
+                         bar=runs["b"]["peak_gib"],
+                         met=runs["c"]["peak_gib"] <= runs["b"]["peak_gib"]))
+    s["bars"] = bars
+    return s
 
 
-def import_quack_norm():
-    """quack_cpp.nn.RMSNorm, trying the in-tree python/ folder as a fallback."""
-    err = None
-    for attempt in range(2):
-        try:
-            import quack_cpp.nn as qnn
-            return qnn.RMSNorm
-        except (ImportError, AttributeError) as e:  # AttributeError: no RMSNorm
-            err = e
-            src = os.path.join(REPO, "python")
-            if attempt == 0 and src not in sys.path:
-                sys.path.insert(0, src)
-                sys.modules.pop("quack_cpp", None)
-                sys.modules.pop("quack_cpp.nn", None)
+def print_table(runs, steps):
+    print("\n== train_lm: results ==")
+    hdr = (f"{'run':<4}{'what':<24}{'seed':>5}{'final loss':>11}{'val loss':>10}"
+           f"{'step ms':>9}{'tokens/s':>11}{'x (a)':>7}{'peak GiB':>10}{'1st step s':>11}")
+    print(hdr)
+    a = runs.get("a")
+    for k, r in runs.items():
+        rel = f"{r['tokens_per_s'] / a['tokens_per_s']:.2f}" if a else "-"
+        peak = f"{r['peak_gib']:.2f}" if r["peak_gib"] is not None else "-"
+        print(f"({k}) {r['desc']:<24}{r['seed']:>5}{r['final_loss']:>11.4f}{r['val_loss']:>10.4f}"
+              f"{r['median_step_ms']:>9.1f}{r['tokens_per_s']:>11,.0f}{rel:>7}{peak:>10}"
+              f"{r['first_step_s']:>11.1f}")
+    any_r = next(iter(runs.values()))
+    clock = "CUDA events" if any_r["peak_gib"] is not None else "host time"
+    print(f"final loss: mean of the last {min(FINAL_WINDOW, steps)} steps; step: median over "
+          f"steps {any_r['timed_from_step']}..{steps - 1} ({clock}); 1st step: includes "
+          "torch.compile's compile time")
+
+
+def print_summary(s, runs):
+    if "bound" in s:
+        print(f"parity bound max({MIN_BOUND}, 3 |a - e|) = {s['bound']:.4f}" +
+              (f" (3 |a - e| = {s['three_abs_a_minus_e']:.4f})" if "three_abs_a_minus_e" in s
+               else " (no run (e): the floor)"))
+    for k in ("b", "c", "d"):
+        if f"abs_{k}_minus_a" in s:
+            tag = ""
+            if k in s.get("parity", {}):
+                tag = "  PASS" if s["parity"][k] else "  FAIL"
+            print(f"|{k} - a| = {s[f'abs_{k}_minus_a']:.4f}{tag}")
+    if s.get("bars"):
+        print("issue 21's bars (printed; not part of the exit code):")
+        for b in s["bars"]:
+            if b["what"].startswith("peak"):
+                print(f"  {b['what']:<26} {b['value']:.2f} vs {b['bar']:.2f} GiB  "
+                      f"{'met' if b['met'] else 'NOT met'}")
             else:
-                break
-    print(f"train_lm: cannot import quack_cpp.nn.RMSNorm ({type(err).__name__}: {err}).\n"
-          "  Build and install the quack_cpp package first (or put it on PYTHONPATH),\n"
-          "  or pass --no-quack to run the torch baselines only.", file=sys.stderr)
-    sys.exit(3)
+                print(f"  {b['what']:<26} {b['value']:.3f}x (bar {b['bar']:.2f}x)  "
+                      f"{'met' if b['met'] else 'NOT met'}")
 
 
-def profile_steps(label, norm_cls, cfg, steps, train, vocab, device, out_dir):
-    """Profiles `steps` training steps with torch.profiler; prints and saves the top ops."""
-    import torch
-    import torch.nn.functional as F
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.manual_seed(0)
-    model = build_model(cfg, vocab, norm_cls, device)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], fused=device.type == "cuda")
-    T = cfg["seq_len"]
-    starts = batch_starts(train.numel(), cfg, steps + 3).to(device)
-    offs = torch.arange(T + 1, device=device)
-
-    def step(i):
-        chunk = train[starts[i][:, None] + offs]
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-            logits = model(chunk[:, :-1])
-        F.cross_entropy(logits.float().view(-1, vocab), chunk[:, 1:].reshape(-1)).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    for i in range(3):  # warm-up
-        step(i)
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=acts) as prof:
-        for i in range(steps):
-            step(3 + i)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-    avg = prof.key_averages()
-    sort = "cuda_time_total" if device.type == "cuda" else "cpu_time_total"
-    text = (f"== profile {label} ({steps} steps), by {sort} ==\n" +
-            avg.table(sort_by=sort, row_limit=15) +
-            f"\n== profile {label}, by self_cpu_time_total ==\n" +
-            avg.table(sort_by="self_cpu_time_total", row_limit=15))
-    print(text)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, f"train_lm_profile_{label}.txt"), "w") as f:
-        f.write(text)
-    del model, opt
+def git_commit():
+    try:
+        return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except Exception:  # noqa: BLE001
+        return None
 
 
-def main():
-    args = parse_args()
+# --------------------------------------------------------------------------------- main
+def check_env(args):
+    """(torch, device) or DemoExit with one line naming what is missing."""
+    if args.gpus != 1:
+        raise DemoExit(EXIT_ENV, f"train_lm: --gpus {args.gpus} is reserved: multi-GPU "
+                                 "training is not implemented yet (issue 22 owns it); run "
+                                 "without --gpus")
     try:
         import torch
     except ImportError:
-        torch = None
+        raise DemoExit(EXIT_ENV, "train_lm: needs PyTorch (python3 cannot import torch); "
+                                 "install torch, or see --cpu-smoke") from None
     if args.cpu_smoke:
-        if torch is None:
-            sys.exit("train_lm: --cpu-smoke needs torch")
-        device, cfg = torch.device("cpu"), dict(TINY)
-        torch.set_num_threads(max(1, os.cpu_count() or 1))
-    else:
-        if torch is None or not torch.cuda.is_available():
-            print("train_lm: needs a CUDA GPU (Hopper); none found")
-            sys.exit(2)
-        device, cfg = torch.device("cuda"), dict(FULL)
-        torch.set_float32_matmul_precision("high")   # TF32 for any fp32 matmul
+        return torch, torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise DemoExit(EXIT_ENV, f"train_lm: needs a CUDA GPU (Hopper): torch "
+                                 f"{torch.__version__} sees none; --cpu-smoke runs without one")
+    return torch, torch.device("cuda")
+
+
+def import_quack():
+    try:
+        import quack_cpp
+        return quack_cpp
+    except ImportError as e:
+        src = os.path.join(REPO, "python")
+        raise DemoExit(EXIT_NO_QUACK, f"train_lm: cannot import quack_cpp ({e}); build and "
+                                      f"install it (scripts/run_demo.sh does), or put {src} "
+                                      "with a built _C on PYTHONPATH; --runs a,b,e runs "
+                                      "torch only") from None
+
+
+def main(argv=None):
+    try:
+        return _main(parse_args(argv))
+    except DemoExit as e:
+        print(e, flush=True)
+        return e.code
+
+
+def _main(args):
+    torch, device = check_env(args)
+    from lm import CONFIG, TINY, torch_parts
+    cfg = dict(TINY if args.cpu_smoke else CONFIG)
+    t_start = time.perf_counter()
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high")
         cc = torch.cuda.get_device_capability()
-        if cc[0] < 9:
-            print(f"train_lm: warning: GPU is sm_{cc[0]}{cc[1]}, not Hopper (sm_90)")
-
-    import torch.nn as nn
-    norm_b = None
-    if not args.no_quack:
-        # --cpu-smoke: (b) is torch.nn.RMSNorm again, which checks that the
-        # same seed gives the same losses (identical init and batches).
-        norm_b = (("torch.nn.RMSNorm (stand-in)", nn.RMSNorm) if args.cpu_smoke
-                  else ("quack_cpp.nn.RMSNorm", import_quack_norm()))
-
-    meta, train, val = load_data(args.data, device)
-    vocab = int(meta["vocab_size"])
-    steps = args.steps
-    env = dict(torch=torch.__version__, device=str(device), data=os.path.abspath(args.data),
+        if cc[0] != 9:
+            print(f"train_lm: warning: GPU is sm_{cc[0]}{cc[1]}; our kernels need sm_90a")
+    else:
+        torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    meta, train, val, tok = load_data(args.data, cfg["vocab"], device)
+    vocab_real = int(meta["vocab_size"])
+    env = dict(torch=torch.__version__, device=str(device), commit=git_commit(),
                corpus=f"{meta.get('source_package')} {meta.get('source_version')}",
-               train_tokens=int(train.numel()), val_tokens=int(val.numel()))
+               tokenizer_vocab=vocab_real, train_tokens=int(train.numel()),
+               val_tokens=int(val.numel()))
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name()
-    if norm_b is not None and not args.cpu_smoke:
-        env["quack_cpp"] = getattr(sys.modules.get("quack_cpp"), "__version__", "unknown")
-    print(f"train_lm: {cfg['n_layers']} layers, d={cfg['d_model']}, {cfg['n_heads']} heads, "
-          f"MLP {cfg['d_mlp']}, vocab {vocab}, seq {cfg['seq_len']} x batch {cfg['batch']} = "
-          f"{cfg['batch'] * cfg['seq_len']} tokens/step, {steps} steps/run, "
-          f"corpus {env['corpus']} ({env['train_tokens']:,} train tokens), {env.get('gpu', device)}",
-          flush=True)
+    print(f"train_lm: {cfg['n_layers']} layers, d {cfg['d_model']}, {cfg['n_heads']} heads, "
+          f"SwiGLU {cfg['d_mlp']}, vocab {cfg['vocab']} (tokenizer {vocab_real}), seq "
+          f"{cfg['seq_len']} x batch {cfg['batch']} = {cfg['seq_len'] * cfg['batch']} "
+          f"tokens/step, {args.steps} steps/run, runs {','.join(args.runs)}; "
+          f"{env['corpus']} ({env['train_tokens']:,} train tokens); "
+          f"{env.get('gpu', device)}, torch {torch.__version__}", flush=True)
 
-    plan = [("a", ("torch.nn.RMSNorm", nn.RMSNorm), 0)]
-    if norm_b is not None:
-        plan.append(("b", norm_b, 0))
-    plan.append(("c", ("torch.nn.RMSNorm", nn.RMSNorm), 1))
-    t0 = time.perf_counter()
-    runs = {}
-    for label, (name, cls), seed in plan:
-        runs[label] = train_run(label, name, cls, seed, cfg, steps, train, val, vocab, device)
-    env["total_s"] = time.perf_counter() - t0
-    summary = report(runs, cfg, steps, args, env)
-    print(f"train_lm: total {env['total_s']:.1f} s")
-    if args.profile > 0:
-        for label, (name, cls), seed in plan[:2]:
-            profile_steps(label, cls, cfg, args.profile, train, vocab, device, args.out)
-    if args.cpu_smoke and "b" in runs:
-        assert summary["same_init"], "smoke: init differs between a and b"
-        assert runs["a"]["losses"] == runs["b"]["losses"], "smoke: a and b losses differ"
-        print("train_lm: cpu smoke OK (a == b exactly)")
-    if "pass" in summary and not summary["pass"]:
-        sys.exit(1)
+    parts = {"torch": torch_parts(device)}
+    if any(RUNS[r][1] == "ours" for r in args.runs):
+        from ours import OpUnavailable, ProbeMismatch, cpu_stand_ins, ours_parts
+        if args.cpu_smoke:
+            qc, label = cpu_stand_ins(), "stand-in"
+        else:
+            qc, label = import_quack(), "quack_cpp"
+            env["quack_cpp"] = getattr(qc, "__version__", "unknown")
+        want = (None if args.ours == "auto" else
+                [] if args.ours == "none" else [o.strip() for o in args.ours.split(",")])
+        print(f"ours: {label} {getattr(qc, '__version__', '')}; probing each op at the model's "
+              "shapes (forward + backward vs float64, beside torch's own error):")
+        try:
+            parts["ours"] = ours_parts(qc, cfg, device, want, label=label)
+        except ProbeMismatch as e:
+            raise DemoExit(EXIT_PROBE, f"train_lm: {e}; not timing a wrong kernel "
+                                       "(--ours without that op runs the rest)") from None
+        except OpUnavailable as e:
+            raise DemoExit(EXIT_NO_QUACK, f"train_lm: {e}") from None
+        free_memory()
+        print("ours in runs (c) and (d):\n" + "\n".join(f"  {o}" for o in parts["ours"].ops))
+        env["ours_used"] = parts["ours"].used
+        env["ours_ops"] = parts["ours"].ops
+
+    runs, failed, generated = {}, {}, None
+
+    def after_c(model, res):
+        nonlocal generated
+        if tok is None or args.gen_tokens <= 0:
+            return
+        print(f"\n== text from the model of run (c), {args.gen_tokens} tokens per prompt "
+              f"(top-{40}, temperature 0.8) ==")
+        try:
+            t0 = time.perf_counter()
+            generated = generate(model, tok, cfg, vocab_real, device, args.gen_tokens)
+            for text in generated:
+                print(text.strip() + "\n")
+            print(f"(generated in {time.perf_counter() - t0:.1f} s)")
+        except Exception as e:  # noqa: BLE001 - reported and counted as a failure
+            traceback.print_exc()
+            failed["generation"] = f"{type(e).__name__}: {e}"
+            print(f"generation FAILED: {failed['generation']}")
+
+    for label in args.runs:
+        desc, pname, seed, compiled = RUNS[label]
+        try:
+            runs[label] = train_run(label, parts[pname], seed, compiled, cfg, args.steps, train,
+                                    val, device, args, after_c if label == "c" else None)
+        except Exception as e:  # noqa: BLE001 - one failed run must not hide the others
+            traceback.print_exc()
+            failed[label] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            print(f"run {label} FAILED: {failed[label]}", flush=True)
+            free_memory()
+            if compiled:
+                torch._dynamo.reset()
+    env["total_s"] = time.perf_counter() - t_start
+
+    summary = summarize(runs, args.steps) if runs else {}
+    if runs:
+        print_table(runs, args.steps)
+        print_summary(summary, runs)
+    for k in ("c", "d"):
+        if k in runs:
+            r = runs[k]
+            ran = (", ".join(f"{n} {ms:.1f} ms" for n, ms in sorted(r["census"]["ours_ms"].items()))
+                   if r.get("census") else "no census")
+            print(f"our kernels in ({k}): {', '.join(r['used']) or 'none'} in the model; GPU "
+                  f"time per step in our kernels: {ran or 'none seen'}"
+                  + (f"; compiled graph: {r['compiled_graphs']}" if r.get("compiled_graphs")
+                     else ""))
+    for k, v in failed.items():
+        print(f"FAILED: {k}: {v}")
+    os.makedirs(args.out, exist_ok=True)
+    png = None
+    if runs:
+        png = plot(runs, os.path.join(args.out, "train_lm.png"),
+                   f"{cfg['n_layers']}L d{cfg['d_model']} vocab {cfg['vocab']}, "
+                   f"{cfg['seq_len'] * cfg['batch']} tokens/step, {env.get('gpu', device)}, "
+                   f"commit {env['commit'] or '?'}")
+    record = dict(config=dict(cfg, steps=args.steps, data_seed=DATA_SEED,
+                              timing_warmup=TIMING_WARMUP, final_window=FINAL_WINDOW,
+                              compile_scope=args.compile_scope, cpu_smoke=args.cpu_smoke),
+                  env=env, runs=runs, summary=summary, failed=failed, generated=generated,
+                  plot=png)
+    jpath = os.path.join(args.out, "train_lm.json")
+    with open(jpath, "w") as f:
+        json.dump(record, f, indent=1)
+    print(f"wrote {jpath}" + (f" and {png}" if png else ""))
+    print(f"train_lm: total {env['total_s']:.0f} s")
+
+    code = 0
+    if failed or (summary.get("parity_pass") is False):
+        code = EXIT_FAIL
+    if "c" in runs and tok is not None and args.gen_tokens > 0 and not generated:
+        code = EXIT_FAIL
+    if args.cpu_smoke:
+        code = max(code, smoke_checks(runs))
+    return code
+
+
+def smoke_checks(runs):
+    """--cpu-smoke: every run finite; (a)-(d) start from the same weights and agree on the
+    first step's loss (same weights and batch; catches a wrong weight conversion)."""
+    ok = True
+    for k, r in runs.items():
+        if not all(math.isfinite(x) for x in r["losses"]):
+            print(f"smoke: run {k} has a non-finite loss")
+            ok = False
+    same = [k for k in "abcd" if k in runs]
+    if same:
+        a = runs[same[0]]
+        for k in same[1:]:
+            if runs[k]["init_checksum"] != a["init_checksum"]:
+                print(f"smoke: run {k}'s init checksum differs from run {same[0]}'s")
+                ok = False
+            if abs(runs[k]["losses"][0] - a["losses"][0]) > 1e-2:
+                print(f"smoke: run {k}'s first loss {runs[k]['losses'][0]:.5f} differs from "
+                      f"run {same[0]}'s {a['losses'][0]:.5f}")
+                ok = False
+    print("train_lm: cpu smoke " + ("OK" if ok else "FAILED"))
+    return 0 if ok else EXIT_FAIL
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

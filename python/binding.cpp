@@ -8,7 +8,8 @@
 // 3 int32, 4 int64. Streams are cudaStream_t handles as ints (0: the legacy default stream).
 //
 // GEMM (quack/gemm.h) is bound the same way: gemm_can_implement and
-// gemm take a, b, c (or None), d as tuples plus alpha and beta.
+// gemm take a, b, c (or None), d as tuples plus alpha and beta. Softmax (quack/softmax.h):
+// bind_softmax.cpp. The tuple conversion is bind_util.h's.
 //
 // Errors: quack::InvalidArgument (a std::invalid_argument) -> ValueError, quack::CudaError
 // (a std::runtime_error) -> RuntimeError, by nanobind's standard translation.
@@ -24,46 +25,21 @@
 #include <tuple>
 #include <vector>
 
+#include "bind_util.h"
 #include "quack/gemm.h"
 #include "quack/quack.h"
 
 namespace nb = nanobind;
 
+using quack_py::kTensorDoc;
+
+void bind_softmax(nb::module_& m);  // bind_softmax.cpp
+
 namespace {
 
-using TensorTuple =
-    std::tuple<uintptr_t, int, std::vector<int64_t>, std::vector<int64_t>, int>;
-using OptTensor = std::optional<TensorTuple>;
-
-// Tuple -> TensorRef; None -> an absent TensorRef. Only the conversion is checked here (the
-// tuple's own consistency); every semantic check is the C++ API's.
-quack::TensorRef to_ref(const OptTensor& t, const char* fn, const char* name) {
-  quack::TensorRef r;
-  if (!t) return r;
-  const auto& [ptr, code, shape, stride, device] = *t;
-  const std::string where = std::string(fn) + ": " + name;
-  if (code < 0 || code > static_cast<int>(quack::DType::kInt64))
-    throw quack::InvalidArgument(where + " has dtype code " + std::to_string(code) +
-                                 ", expected 0..4 (float32, float16, bfloat16, int32, int64)");
-  if (shape.size() != stride.size())
-    throw quack::InvalidArgument(where + " has " + std::to_string(shape.size()) +
-                                 " sizes but " + std::to_string(stride.size()) + " strides");
-  if (shape.empty() || shape.size() > static_cast<size_t>(quack::TensorRef::kMaxDims))
-    throw quack::InvalidArgument(where + " has " + std::to_string(shape.size()) +
-                                 " dimensions, expected 1 to " +
-                                 std::to_string(quack::TensorRef::kMaxDims));
-  r.data = reinterpret_cast<void*>(ptr);
-  r.dtype = static_cast<quack::DType>(code);
-  r.ndim = static_cast<int>(shape.size());
-  for (int i = 0; i < r.ndim; ++i) {
-    r.shape[i] = shape[i];
-    r.stride[i] = stride[i];
-  }
-  r.device = device;
-  return r;
-}
-
-cudaStream_t to_stream(uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
+using quack_py::OptTensor;
+using quack_py::to_ref;
+using quack_py::to_stream;
 
 quack::RmsNormBwdArgs bwd_args(const OptTensor& x, const OptTensor& weight, const OptTensor& dout,
                                const OptTensor& rstd, const OptTensor& dresidual_out,
@@ -106,22 +82,19 @@ constexpr const char* kGemmDoc =
     "c may be d itself (same pointer, dtype and strides: in place). Method: QuACK 0.2.0's\n"
     "GemmSm90 / CUTLASS 3.x sm90 warp-specialised TMA + WGMMA GEMM.\n";
 
-constexpr const char* kTensorDoc =
-    "Each tensor is a tuple (data_ptr, dtype_code, shape, strides, device) or None; strides in\n"
-    "elements; dtype_code 0 float32, 1 float16, 2 bfloat16, 3 int32, 4 int64; device is the\n"
-    "CUDA ordinal (-1: host memory, always rejected).\n";
-
 }  // namespace
 
 NB_MODULE(_C, m) {
   m.doc() =
       "QuACK-C++ extension: thin conversion from Python values to the C++ API (quack/norm.h,\n"
-      "quack/gemm.h).\n"
+      "quack/softmax.h, quack/gemm.h).\n"
       "Use quack_cpp.rmsnorm / quack_cpp.ops for torch tensors; these functions take raw\n"
       "pointers and launch on the given stream without synchronising.";
 
   m.def("version", []() { return std::string(quack::version()); },
         "The C++ library's version, e.g. '0.1.0'.");
+
+  bind_softmax(m);
 
   m.def(
       "rmsnorm_fwd",

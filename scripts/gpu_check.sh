@@ -30,7 +30,17 @@ export PYTHONUNBUFFERED=1
 say() { echo "[gpu_check $(date +%T)] $*" | tee -a "$LOG"; }
 python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null \
   || { echo "gpu_check: needs a CUDA GPU and torch"; exit 2; }
+# .peers/ (git-ignored; ../shared/peers/README.md): the CUTLASS headers packed small, and QuACK
+# 0.2.0 with its CuTe-DSL, the benchmarks' peer.
+if [ ! -d .deps/cutlass/include ] && [ -f .peers/cutlass-include.tar.xz ]; then
+  mkdir -p .deps && tar -xJf .peers/cutlass-include.tar.xz -C .deps
+fi
 [ -d .deps/cutlass/include ] && export QUACK_CUTLASS_INCLUDE="${QUACK_CUTLASS_INCLUDE:-$PWD/.deps/cutlass/include}"
+if [ -f .peers/quack-0.2.0-site.tar.xz ]; then
+  say "unpacking QuACK 0.2.0 (peer)"
+  mkdir -p /tmp/quack_peer && tar -xJf .peers/quack-0.2.0-site.tar.xz -C /tmp/quack_peer \
+    && export PYTHONPATH=/tmp/quack_peer:/tmp/quack_peer/nvidia_cutlass_dsl/python_packages${PYTHONPATH:+:$PYTHONPATH}
+fi
 
 if ls .whl/*.whl >/dev/null 2>&1; then
   say "installing carried wheels"
@@ -138,19 +148,20 @@ if [ "$TESTS" = 1 ] && [ "$PY_OK" = 1 ]; then
   rm -rf "$PYLOG"
 fi
 if [ "$BENCH" = 1 ] && [ "$PY_OK" = 1 ] && [ "${QUACK_PY_BENCH:-1}" = 1 ]; then
-  say "Python side-by-side bench ($MODE)"
-  python3 bench/bench_rmsnorm.py --$MODE --out "$RAW/bench_rmsnorm.jsonl" \
-    --plot "$RES/rmsnorm_bw.png" > "$RAW/bench_table.txt" 2>>"$LOG" || echo "bench FAILED (see log)"
-  say "Python GEMM bench beside torch.matmul"
-  python3 bench/bench_gemm.py --out "$RAW/bench_gemm_torch.jsonl" --rep-ms "$([ "$MODE" = quick ] && echo 100 || echo 200)" \
-    >>"$LOG" 2>&1 || echo "gemm torch bench FAILED (see log)"
+  # The acceptance method (DESIGN §8): do_bench on the public calls, every peer in one process.
+  say "row ops beside their peers (bench_rows.py, $MODE)"
+  python3 bench/bench_rows.py $([ "$MODE" = quick ] && echo --quick) --out "$RAW/bench_rows.jsonl" \
+    --plot "$RES/rows_bw.png" > "$RAW/bench_table.txt" 2>>"$LOG" || echo "bench_rows FAILED (see log)"
+  say "GEMM beside cuBLAS and QuACK (bench_gemm.py, burst and sustained)"
+  python3 bench/bench_gemm.py $([ "$MODE" = quick ] && echo --quick) --out "$RAW/bench_gemm.jsonl" \
+    > "$RAW/bench_gemm_table.txt" 2>>"$LOG" || echo "bench_gemm FAILED (see log)"
 fi
 if [ "$DEMO" = 1 ] && [ "$PY_OK" = 1 ]; then
   say "demo"
   # The device returns at most 8 files: keep the demo's JSON and profiles aside, bring the
   # printed report (it includes the profile tables) and the loss plot.
   python3 demo/train_lm.py --out /tmp/quack_demo --profile 3 > "$RES/demo.txt" 2>&1
-  echo "demo exit $?" >> "$RES/demo.txt"; cp /tmp/quack_demo/train_lm_loss.png "$RES/" 2>/dev/null
+  echo "demo exit $?" >> "$RES/demo.txt"; cp /tmp/quack_demo/train_lm.png "$RES/" 2>/dev/null
 fi
 
 echo
@@ -163,8 +174,8 @@ if [ "$TESTS" = 1 ]; then
   for f in cpp_host cpp_gpu_gemm cpp_gpu_rows python; do printf "%-10s %7s %7s\n" $f "${PASS[$f]:-0}" "${FAIL[$f]:-0}"; done
   echo "python skipped: ${SKIP_PY:-0}"
 fi
-[ "$BENCH" = 1 ] && { echo "--- quack-bench (C++)"; cat "$RAW/quack_bench.jsonl"; echo "--- side by side (TB/s)"; cat "$RAW/bench_table.txt" 2>/dev/null;
+[ "$BENCH" = 1 ] && { echo "--- quack-bench (C++)"; cat "$RAW/quack_bench.jsonl"; echo "--- row ops beside their peers (TB/s, do_bench)"; sed -n "/^copy/,\$p" "$RAW/bench_table.txt" 2>/dev/null;
   echo "--- GEMM bf16 (TFLOP/s, ours vs cuBLAS, same run)"; python3 scripts/gemm_table.py "$RAW/quack_bench_gemm.jsonl" --plot "$RES/gemm_tflops.png";
-  [ -f "$RAW/bench_gemm_torch.jsonl" ] && { echo "--- GEMM bf16 beside torch.matmul (Python)"; python3 scripts/gemm_table.py "$RAW/bench_gemm_torch.jsonl"; }; }
+  [ -f "$RAW/bench_gemm_table.txt" ] && { echo "--- GEMM bf16 beside cuBLAS and QuACK (TFLOP/s)"; sed -n '/^| M x N x K/,$p' "$RAW/bench_gemm_table.txt"; }; }
 [ "$DEMO" = 1 ] && { echo "--- demo"; tail -15 "$RES/demo.txt"; }
 [ -n "${OUT:-}" ] && tar -czf "$RES/raw.tgz" -C "$RES" raw && rm -rf "$RAW"  # device: one file for all raw outputs

@@ -5,31 +5,51 @@
 # public domain). Its text ships in a compressed random-access format, so the
 # reader program from Debian's `bible-kjv` package (same source, downloaded and
 # unpacked too, never installed) dumps it to plain text, one verse per line.
-# Then a byte-level BPE (HuggingFace `tokenizers`, vocab 8192) is trained on
-# the training part and the text is written as uint16 token arrays:
+# Then a byte-level BPE (HuggingFace `tokenizers`, GPT-2 style: merges stay
+# inside a word, asked for a vocabulary of 32768) is trained on the training part
+# and the text is written as uint16 token arrays:
 #   .data/train.bin   first 95% of the text (cut at a line boundary)
 #   .data/val.bin     last 5%
 #   .data/tokenizer.json, .data/meta.json, .data/kjv.txt.gz (the plain text)
-# Idempotent: if .data/train.bin exists it says so and exits 0.
+# The KJV has fewer distinct words than 32768: the trainer stops when no pair
+# occurs twice (~14.5k tokens, ~1.0M train tokens). meta.json's vocab_size is
+# the tokenizer's; the demo's model keeps its embedding and head at 32768 rows
+# (bpe_vocab_target), the ids above vocab_size never occur in the data.
+# Idempotent: if .data/train.bin exists and meta.json records this script's
+# bpe_vocab_target it says so and exits 0. A .data/ made for another target
+# is re-tokenized from its own .data/kjv.txt.gz (no download: works offline).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DATA="$ROOT/.data"
-VOCAB=8192
+VOCAB=32768
 
+have_target() {  # meta.json's bpe_vocab_target (0 when absent)
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("bpe_vocab_target", 0))' \
+    "$DATA/meta.json" 2> /dev/null || echo 0
+}
 if [[ -f "$DATA/train.bin" ]]; then
-  echo "prepare_corpus: $DATA/train.bin already exists; nothing to do"
-  exit 0
+  if [[ "$(have_target)" == "$VOCAB" ]]; then
+    echo "prepare_corpus: $DATA/train.bin already exists (BPE target $VOCAB); nothing to do"
+    exit 0
+  fi
+  echo "prepare_corpus: $DATA holds a corpus for BPE target $(have_target), not $VOCAB; re-tokenizing"
 fi
-
-for tool in apt-get dpkg dpkg-deb python3; do
-  command -v "$tool" > /dev/null || { echo "prepare_corpus: needs $tool" >&2; exit 1; }
-done
 
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 chmod 755 "$TMP"   # so apt's sandbox user may write the .deb files here
 cd "$TMP"
+
+if [[ -f "$DATA/kjv.txt.gz" && -f "$DATA/meta.json" ]]; then
+  # The plain text of an earlier run: no download (offline machines).
+  gzip -dc "$DATA/kjv.txt.gz" > kjv.txt
+  PKG_VERSION="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("source_version", "unknown"))' "$DATA/meta.json")"
+  echo "prepare_corpus: plain text from $DATA/kjv.txt.gz (bible-kjv-text $PKG_VERSION), $(wc -c < kjv.txt) bytes"
+else
+for tool in apt-get dpkg dpkg-deb; do
+  command -v "$tool" > /dev/null || { echo "prepare_corpus: needs $tool" >&2; exit 1; }
+done
 
 fetch() {
   apt-get download bible-kjv-text bible-kjv > apt.log 2>&1
@@ -58,6 +78,7 @@ fi
 # line wrapping, so each verse is one line.
 pkg/usr/bin/bible -l 100000 -p "$TMP/$(dirname "$DATA_FILE")" Gen1:1-Rev22:21 > kjv.txt
 echo "prepare_corpus: plain text $(wc -c < kjv.txt) bytes, $(wc -l < kjv.txt) lines"
+fi
 
 if ! python3 -c 'import tokenizers, numpy' 2> /dev/null; then
   echo "prepare_corpus: installing tokenizers/numpy with pip"
@@ -99,13 +120,17 @@ with gzip.open(f"{out}/kjv.txt.gz", "wt", encoding="utf-8") as f:
     f.write(text)
 meta = {
     "vocab_size": tok.get_vocab_size(),
+    "bpe_vocab_target": vocab,
     "dtype": "uint16",
     "train_tokens": int(train_ids.size),
     "val_tokens": int(val_ids.size),
     "train_chars": len(train_text),
     "val_chars": len(val_text),
     "val_split": "last 5% of the text, cut at a line boundary",
-    "tokenizer": "byte-level BPE (HuggingFace tokenizers), trained on the train split",
+    "tokenizers_version": __import__("tokenizers").__version__,
+    "tokenizer": "byte-level BPE (HuggingFace tokenizers, GPT-2 style pre-tokenization: merges "
+                 "stay inside a word), min_frequency 2, trained on the train split; asked for "
+                 "bpe_vocab_target tokens, it stops at vocab_size when no pair occurs twice",
     "source_package": "bible-kjv-text",
     "source_version": version,
     "source": "Debian package bible-kjv-text, dumped with the reader from Debian package bible-kjv",
@@ -114,7 +139,7 @@ meta = {
 }
 with open(f"{out}/meta.json", "w") as f:
     json.dump(meta, f, indent=2)
-print(f"prepare_corpus: vocab {meta['vocab_size']}, train {meta['train_tokens']} tokens, "
+print(f"prepare_corpus: vocab {meta['vocab_size']} (target {vocab}), train {meta['train_tokens']} tokens, "
       f"val {meta['val_tokens']} tokens")
 EOF
 

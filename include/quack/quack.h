@@ -5,5 +5,6 @@
 #include "quack/errors.h"
 #include "quack/gemm.h"
 #include "quack/norm.h"
+#include "quack/softmax.h"
 #include "quack/tensor.h"
 #include "quack/version.h"

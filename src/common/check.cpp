@@ -39,6 +39,10 @@ std::string describe_full(const TensorRef& t) {
 void ArgCheck::required(const TensorRef& t, const char* name) const {
   if (!t.present()) fail(std::string(name) + " is absent, expected a tensor");
   if (t.device < 0) fail(std::string(name) + " is in host memory, expected a CUDA tensor");
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.shape[i] < 0)
+      fail(std::string(name) + " has a negative size: shape " + describe(t) +
+           ", expected sizes ≥ 0");
   if (t.numel() > 0 && t.data == nullptr)
     fail(std::string(name) + " has a null data pointer with " + std::to_string(t.numel()) +
          " elements");

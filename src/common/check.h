@@ -18,9 +18,11 @@ class ArgCheck {
 
   [[noreturn]] void fail(const std::string& msg) const;
 
-  /// Present, on a CUDA device, ndim and shape as given (-1 = any extent).
+  /// Present, on a CUDA device, ndim and shape as given (-1 = any extent); a negative size
+  /// in the tensor itself is rejected (required).
   void matrix(const TensorRef& t, const char* name, int64_t rows, int64_t cols) const;
   void vector(const TensorRef& t, const char* name, int64_t n) const;
+  /// Present, in device memory, no negative size, data non-null unless empty.
   void required(const TensorRef& t, const char* name) const;
   void dtype_in(const TensorRef& t, const char* name, std::initializer_list<DType> ok) const;
   void float_dtype(const TensorRef& t, const char* name) const;

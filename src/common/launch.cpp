@@ -9,8 +9,24 @@
 
 namespace quack::detail {
 
+namespace {
+
+// No CUDA driver or no device: cudaErrorInsufficientDriver (what cudart reports when there is
+// no driver at all), cudaErrorNoDevice, cudaErrorStubLibrary.
+bool is_no_gpu_error(cudaError_t err) {
+  return err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice ||
+         err == cudaErrorStubLibrary;
+}
+
+}  // namespace
+
 void check_cuda(cudaError_t err, const char* where, const char* call) {
   if (err == cudaSuccess) return;
+  // Without a driver cudart reports "CUDA driver version is insufficient for CUDA runtime
+  // version", which sends users after a driver upgrade on machines that have no GPU at all.
+  if (is_no_gpu_error(err))
+    throw CudaError(std::string(where) + ": no CUDA driver/GPU (" + call + " returned " +
+                    cudaGetErrorName(err) + ")");
   throw CudaError(std::string(where) + ": " + call + " failed: " + cudaGetErrorName(err) +
                   " (" + cudaGetErrorString(err) + ")");
 }

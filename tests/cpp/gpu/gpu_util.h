@@ -31,9 +31,12 @@ inline const std::string& gpu_skip_reason() {
     const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
       cudaGetLastError();
+      // cudart says "driver version is insufficient" when there is no driver at all.
+      if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice || e == cudaErrorStubLibrary)
+        return std::string("no CUDA driver/GPU (") + cudaGetErrorName(e) + ")";
       return std::string("no CUDA device: ") + cudaGetErrorString(e);
     }
-    if (n == 0) return std::string("no CUDA device");
+    if (n == 0) return std::string("no CUDA driver/GPU (no device)");
     cudaDeviceProp p;
     if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return std::string("no device properties");
     if (p.major != 9) return std::string("the library is built for sm_90a; device 0 is sm_") +

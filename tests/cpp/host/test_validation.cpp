@@ -194,6 +194,21 @@ TEST(RmsNormFwdValidation, X) {
   expect_fwd_invalid(a, {"x", "negative stride"});
 }
 
+TEST(RmsNormFwdValidation, NegativeSizesNameTheArgument) {
+  RmsNormFwdArgs a = fwd_args();
+  a.x.shape[0] = -M;  // M < 0 reached the GPU as "any extent" before
+  expect_fwd_invalid(a, {"x", "negative size", "(-8, 4096)"});
+  a = fwd_args();
+  a.x.shape[1] = -1;
+  expect_fwd_invalid(a, {"x", "negative size"});
+  a = fwd_args();
+  a.residual.shape[0] = -M;
+  expect_fwd_invalid(a, {"residual", "negative size"});
+  a = fwd_args();
+  a.rstd.shape[0] = -M;
+  expect_fwd_invalid(a, {"rstd", "negative size"});
+}
+
 TEST(RmsNormFwdValidation, Weight) {
   RmsNormFwdArgs a = fwd_args();
   a.weight.shape[0] = 4095;
@@ -402,6 +417,15 @@ TEST(RmsNormBwdValidation, EmptyBatchWorkspaceWithoutCuda) {
   z.dweight = TensorRef::vector(nullptr, DType::kFloat32, 0);
   EXPECT_EQ(rmsnorm_bwd_workspace_size(z), 0u);
   EXPECT_NO_THROW(rmsnorm_bwd(z, nullptr, 0, nullptr));
+}
+
+TEST(RmsNormBwdValidation, NegativeSizesNameTheArgument) {
+  RmsNormBwdArgs a = bwd_args();
+  a.x.shape[0] = -M;
+  expect_bwd_invalid(a, {"x", "negative size"});
+  a = bwd_args();
+  a.dout.shape[1] = -N;
+  expect_bwd_invalid(a, {"dout", "negative size"});
 }
 
 TEST(RmsNormBwdValidation, X) {

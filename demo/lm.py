@@ -1,0 +1,243 @@
+"""The demo's fixed language model in plain PyTorch, with pluggable parts.
+
+A Llama-style decoder (issue 21, fixed so the figures compare across commits):
+
+    12 layers, d 2048, 16 heads (head dim 128), SwiGLU MLP hidden 5632, pre-norm RMSNorm
+    (eps 1e-5) before attention and MLP plus a final norm, rotary positions (base 10000),
+    causal attention by F.scaled_dot_product_attention, untied embedding and output head,
+    vocabulary 32768, no biases, no dropout; fp32 parameters and residual stream, bf16 autocast.
+    About 751 M parameters.
+
+One model class serves every run; what differs is the ``Parts`` it is built with: the
+factories of the RMSNorm, the bias-free Linear, the SwiGLU MLP and the head with its loss.
+``torch_parts`` gives run (a)'s all-torch model; ``demo/ours.py`` builds the ``Parts`` of runs
+(c) and (d) from what quack_cpp offers. Every MLP and head here holds its weights in its own
+layout and converts from the canonical one (``set_weights``): the SwiGLU's first weight is
+(2 * hidden, d) with the gate rows first and the up rows after them ([gate; up]); a fused MLP
+whose kernel wants gate and up interleaved converts on the way in. ``init_weights`` draws the
+canonical tensors from a seeded generator in a fixed order, so every variant built from one
+seed starts from the same function.
+"""
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, List
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CONFIG = dict(n_layers=12, d_model=2048, n_heads=16, d_mlp=5632, vocab=32768, seq_len=2048,
+              batch=8, eps=1e-5, rope_base=10000.0,
+              lr=3e-4, warmup=20, min_lr_frac=0.1, weight_decay=0.1, betas=(0.9, 0.95),
+              adam_eps=1e-8, clip=1.0, val_seqs=None)
+# The CPU smoke test's model: same code, 2 layers at a toy width (vocabulary kept: the data's
+# ids go up to the tokenizer's size).
+TINY = dict(CONFIG, n_layers=2, d_model=64, n_heads=4, d_mlp=176, seq_len=64, batch=4,
+            val_seqs=16)
+
+
+# ------------------------------------------------------------------------------ the parts
+class SwiGLU(nn.Module):
+    """down(silu(gate(x)) * up(x)) with gate and up in one Linear of 2 * hidden outputs
+    ([gate; up], the canonical layout) and torch's silu and mul."""
+
+    def __init__(self, d, hidden, linear: Callable):
+        super().__init__()
+        self.hidden = hidden
+        self.fc1 = linear(d, 2 * hidden)
+        self.fc2 = linear(hidden, d)
+
+    def forward(self, x):
+        gate, up = self.fc1(x).chunk(2, dim=-1)
+        return self.fc2(F.silu(gate) * up)
+
+    @torch.no_grad()
+    def set_weights(self, w_gate_up, w_down):
+        self.fc1.weight.copy_(w_gate_up)
+        self.fc2.weight.copy_(w_down)
+
+    def canonical_weights(self):
+        return self.fc1.weight, self.fc2.weight
+
+
+class Head(nn.Module):
+    """Output projection (vocab, d) and the mean cross-entropy over the tokens.
+
+    ``ce``: "torch_fp32" (run (a): F.cross_entropy on the logits cast to fp32, as a plain
+    training loop does), "torch_lowp" (F.cross_entropy on the logits in their compute dtype,
+    outside autocast: no fp32 copy of the logits, log-softmax in fp32 registers but stored in
+    bf16; per-token losses averaged in fp32), or a
+    callable ``ce(logits_2d, targets_1d) -> mean loss`` (e.g. quack_cpp.cross_entropy)."""
+
+    def __init__(self, d, vocab, linear: Callable, ce="torch_fp32"):
+        super().__init__()
+        self.proj = linear(d, vocab)
+        self.ce = ce
+
+    @property
+    def weight(self):
+        return self.proj.weight
+
+    def forward(self, h, targets):
+        logits = self.proj(h)
+        if self.ce == "torch_fp32":
+            return F.cross_entropy(logits.float(), targets)
+        if self.ce == "torch_lowp":
+            # Per-token losses in the logits' dtype (rounded once each, unbiased), their mean
+            # in fp32: a bf16 mean would round the loss itself to ~0.4 %.
+            with torch.autocast(device_type=h.device.type, enabled=False):
+                return F.cross_entropy(logits, targets, reduction="none").float().mean()
+        return self.ce(logits, targets)
+
+    def logits(self, h):
+        return self.proj(h)
+
+
+@dataclass
+class Parts:
+    """The factories one variant of the model is built from, and what they are (for the
+    report). ``norm(d, eps)``, ``linear(in, out)`` (bias-free), ``mlp(d, hidden)`` (an
+    ``SwiGLU``-like module with ``set_weights``), ``head(d, vocab)`` (a ``Head``-like module:
+    ``forward(h, targets) -> loss``, ``logits(h)``, ``weight``)."""
+    name: str
+    norm: Callable
+    linear: Callable
+    mlp: Callable
+    head: Callable
+    ops: List[str] = field(default_factory=list)   # one line per part: what runs there
+    used: List[str] = field(default_factory=list)  # our ops in use (demo/ours.py's OPS names)
+
+
+def torch_parts(device) -> Parts:
+    """Run (a): torch.nn.RMSNorm, torch.nn.Linear, torch's silu * mul, F.cross_entropy."""
+    def linear(i, o):
+        return nn.Linear(i, o, bias=False, device=device)
+    return Parts(
+        name="torch",
+        norm=lambda d, eps: nn.RMSNorm(d, eps=eps, device=device),
+        linear=linear,
+        mlp=lambda d, h: SwiGLU(d, h, linear),
+        head=lambda d, v: Head(d, v, linear, "torch_fp32"),
+        ops=["norm: torch.nn.RMSNorm", "linear: torch.nn.Linear (cuBLAS)",
+             "mlp: torch.nn.Linear + F.silu * mul", "head + loss: torch.nn.Linear + "
+             "F.cross_entropy (fp32 logits)"])
+
+
+# ------------------------------------------------------------------------------ the model
+def _rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg, parts: Parts):
+        super().__init__()
+        d = cfg["d_model"]
+        self.h, self.hd = cfg["n_heads"], d // cfg["n_heads"]
+        self.qkv = parts.linear(d, 3 * d)
+        self.proj = parts.linear(d, d)
+
+    def forward(self, x, cos, sin):
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.h, self.hd).transpose(1, 3).unbind(2)
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)              # (T, hd), broadcast
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)   # (B, h, T, hd)
+        return self.proj(y.transpose(1, 2).reshape(B, T, d))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg, parts: Parts):
+        super().__init__()
+        d = cfg["d_model"]
+        self.attn_norm = parts.norm(d, cfg["eps"])
+        self.attn = Attention(cfg, parts)
+        self.mlp_norm = parts.norm(d, cfg["eps"])
+        self.mlp = parts.mlp(d, cfg["d_mlp"])
+
+    def forward(self, x, cos, sin):
+        x = x + self.attn(self.attn_norm(x), cos, sin)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class LM(nn.Module):
+    """Decoder-only LM. ``forward(idx, targets)`` returns the mean cross-entropy of the
+    next-token predictions (the loss is part of the module so torch.compile sees it);
+    ``logits(idx)`` the last position's logits (generation)."""
+
+    def __init__(self, cfg, parts: Parts, device):
+        super().__init__()
+        d, hd = cfg["d_model"], cfg["d_model"] // cfg["n_heads"]
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg["vocab"], d, device=device)
+        self.blocks = nn.ModuleList(Block(cfg, parts) for _ in range(cfg["n_layers"]))
+        self.final_norm = parts.norm(d, cfg["eps"])
+        self.head = parts.head(d, cfg["vocab"])
+        inv = 1.0 / (cfg["rope_base"] ** (torch.arange(0, hd, 2, device=device).float() / hd))
+        ang = torch.outer(torch.arange(cfg["seq_len"], device=device).float(), inv)
+        ang = torch.cat((ang, ang), dim=-1)                                      # (T, hd)
+        self.register_buffer("cos", ang.cos(), persistent=False)
+        self.register_buffer("sin", ang.sin(), persistent=False)
+
+    def hidden(self, idx):
+        T = idx.shape[1]
+        cos, sin = self.cos[:T], self.sin[:T]
+        x = self.embed(idx)                                   # fp32 residual stream
+        for blk in self.blocks:
+            x = blk(x, cos, sin)
+        return self.final_norm(x)
+
+    def forward(self, idx, targets):
+        h = self.hidden(idx)
+        return self.head(h.reshape(-1, h.shape[-1]), targets.reshape(-1))
+
+    def logits(self, idx):
+        h = self.hidden(idx)
+        return self.head.logits(h[:, -1, :].contiguous())
+
+
+def canonical_tensors(model: LM):
+    """(name, tensor) of every parameter in the canonical layout and a fixed order."""
+    out = [("embed", model.embed.weight)]
+    for i, b in enumerate(model.blocks):
+        w1, w2 = b.mlp.canonical_weights()
+        out += [(f"{i}.attn_norm", b.attn_norm.weight), (f"{i}.qkv", b.attn.qkv.weight),
+                (f"{i}.proj", b.attn.proj.weight), (f"{i}.mlp_norm", b.mlp_norm.weight),
+                (f"{i}.fc1", w1), (f"{i}.fc2", w2)]
+    return out + [("final_norm", model.final_norm.weight), ("head", model.head.weight)]
+
+
+@torch.no_grad()
+def init_weights(model: LM, seed: int):
+    """Seeded init, the same for every variant: normal(0, 0.02) for the embedding, qkv, fc1 and
+    the head; normal(0, 0.02 / sqrt(2 * n_layers)) for the projections into the residual
+    stream (attention proj, fc2); norm weights ones. Drawn in canonical layout and order from
+    one generator on the model's device."""
+    cfg = model.cfg
+    dev = model.embed.weight.device
+    g = torch.Generator(device=dev)
+    g.manual_seed(seed)
+    resid = 0.02 / math.sqrt(2 * cfg["n_layers"])
+
+    def draw(t, std):
+        return torch.empty(t.shape, dtype=t.dtype, device=dev).normal_(0.0, std, generator=g)
+
+    model.embed.weight.copy_(draw(model.embed.weight, 0.02))
+    for b in model.blocks:
+        b.attn_norm.weight.fill_(1.0)
+        b.mlp_norm.weight.fill_(1.0)
+        b.attn.qkv.weight.copy_(draw(b.attn.qkv.weight, 0.02))
+        b.attn.proj.weight.copy_(draw(b.attn.proj.weight, resid))
+        w1, w2 = b.mlp.canonical_weights()
+        b.mlp.set_weights(draw(w1, 0.02), draw(w2, resid))
+    model.final_norm.weight.fill_(1.0)
+    model.head.weight.copy_(draw(model.head.weight, 0.02))
+
+
+@torch.no_grad()
+def checksum(model: LM) -> float:
+    """Sum of |w| over every parameter (layout-independent: equal for variants that start from
+    the same weights)."""
+    return float(sum(t.double().abs().sum() for _, t in canonical_tensors(model)))

@@ -1,0 +1,460 @@
+"""The model's parts on quack_cpp, chosen by what the installed package offers.
+
+Each of our ops joins the demo's model (demo/lm.py) as it lands, found by feature detection:
+
+  op        used when                            else
+  rmsnorm   quack_cpp.nn.RMSNorm                 torch.nn.RMSNorm
+  linear    quack_cpp.nn.Linear                  torch.nn.Linear
+  mlp       quack_cpp.nn.MLP (activation         SwiGLU of the linear above + torch's silu * mul
+            "swiglu": the GEMM's fused epilogue;
+            fc1 holds gate and up interleaved)
+  ce        quack_cpp.cross_entropy              F.cross_entropy on the bf16 logits (outside
+                                                 autocast: no fp32 copy of the logits)
+  lce       quack_cpp.nn.LinearCrossEntropy      the linear above + the ce above
+            (head and loss fused: no logits)
+
+Before the model is built, every op found is probed once at the model's shapes on a few rows:
+forward and backward against a float64 reference, next to torch's own error in the same
+dtype (the rule of shared/cases/handed.md: ours within a small multiple of torch's error). A
+probe that raises (a missing keyword, a layout the kernels refuse) drops that op, with the
+reason printed; one that computes a wrong result stops the demo (``ProbeMismatch``): a wrong
+kernel is never timed. ``--ours`` restricts the ops tried; an op named there that cannot run
+is an error.
+
+``cpu_stand_ins()`` gives a namespace shaped like quack_cpp whose ops are written in torch (the
+MLP with interleaved gate/up, the fused head as an ``nn.Linear`` subclass), for the CPU smoke
+test: it runs this module's detection, probes and weight conversions without a GPU.
+"""
+
+import inspect
+import types
+from typing import Dict, List, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from lm import Head, Parts, SwiGLU
+
+OPS = ("rmsnorm", "linear", "mlp", "ce", "lce")
+PROBE_ROWS = 64          # tokens in each probe (a multiple of 8: TMA rows)
+
+
+class ProbeMismatch(RuntimeError):
+    """One of our ops computed a result outside the tolerance (the demo stops)."""
+
+
+class OpUnavailable(RuntimeError):
+    """An op asked for with --ours cannot run."""
+
+
+# ---------------------------------------------------------------------------- our modules
+def _interleave(w_gate_up):
+    """[gate; up] (2h, d) -> rows gate_0, up_0, gate_1, up_1, ... (the gated GEMM's layout:
+    postact[:, j] = silu(preact[:, 2j]) * preact[:, 2j + 1])."""
+    h = w_gate_up.shape[0] // 2
+    return torch.stack((w_gate_up[:h], w_gate_up[h:]), dim=1).reshape(2 * h, -1)
+
+
+def _deinterleave(w):
+    h = w.shape[0] // 2
+    v = w.reshape(h, 2, -1)
+    return torch.cat((v[:, 0], v[:, 1]), dim=0)
+
+
+def _make_mlp(cls, d, hidden, device):
+    """cls(d, hidden, activation="swiglu") with fc1 (2 * hidden, d) and fc2 (d, hidden); the
+    keywords of QuACK's MLP first, then the bare ones."""
+    tries = (dict(out_features=d, bias1=False, bias2=False, activation="swiglu", device=device),
+             dict(activation="swiglu", device=device))
+    err = None
+    for kw in tries:
+        try:
+            m = cls(d, hidden, **kw)
+            break
+        except TypeError as e:
+            err = e
+    else:
+        raise err
+    fc1, fc2 = getattr(m, "fc1", None), getattr(m, "fc2", None)
+    if fc1 is None or fc2 is None:
+        raise AttributeError(f"{type(m).__name__} has no fc1/fc2 Linear modules")
+    if tuple(fc1.weight.shape) == (hidden, d) and tuple(fc2.weight.shape) == (d, hidden // 2):
+        # hidden_features counted gate and up together: ask for twice as many.
+        return _make_mlp(cls, d, 2 * hidden, device)
+    if tuple(fc1.weight.shape) != (2 * hidden, d) or tuple(fc2.weight.shape) != (d, hidden):
+        raise ValueError(f"{type(m).__name__}(d={d}, hidden={hidden}) has fc1 "
+                         f"{tuple(fc1.weight.shape)} and fc2 {tuple(fc2.weight.shape)}, expected "
+                         f"({2 * hidden}, {d}) and ({d}, {hidden})")
+    return m
+
+
+class FusedSwiGLU(nn.Module):
+    """quack_cpp.nn.MLP(activation="swiglu") behind the demo's MLP interface (``set_weights``
+    from the canonical [gate; up] layout). ``layout``: how fc1 holds gate and up,
+    "interleaved" (the kernel's documented layout) or "concat" (tried when the probe finds
+    the interleaved reading wrong)."""
+
+    def __init__(self, cls, d, hidden, device, layout="interleaved"):
+        super().__init__()
+        self.inner = _make_mlp(cls, d, hidden, device)
+        self.layout = layout
+
+    def forward(self, x):
+        # (tokens, d) in and out, as the kernels' tests call it; the model's (B, T, d) is a view.
+        return self.inner(x.reshape(-1, x.shape[-1])).view(*x.shape[:-1], -1)
+
+    @torch.no_grad()
+    def set_weights(self, w_gate_up, w_down):
+        w = _interleave(w_gate_up) if self.layout == "interleaved" else w_gate_up
+        self.inner.fc1.weight.copy_(w)
+        self.inner.fc2.weight.copy_(w_down)
+
+    def canonical_weights(self):
+        w1 = self.inner.fc1.weight
+        return (_deinterleave(w1) if self.layout == "interleaved" else w1), self.inner.fc2.weight
+
+
+class FusedHead(nn.Module):
+    """quack_cpp.nn.LinearCrossEntropy (head and loss in one; no logits tensor) behind the
+    demo's head interface. ``logits`` (generation) uses ``logits_fn(h, weight)``."""
+
+    def __init__(self, cls, d, vocab, device, logits_fn):
+        super().__init__()
+        try:
+            self.proj = cls(d, vocab, bias=False, device=device)
+        except TypeError:
+            self.proj = cls(d, vocab, device=device)
+        self.logits_fn = logits_fn
+
+    @property
+    def weight(self):
+        return self.proj.weight
+
+    def forward(self, h, targets):
+        return self.proj(h, targets)
+
+    def logits(self, h):
+        return self.logits_fn(h, self.proj.weight)
+
+
+# ---------------------------------------------------------------------------------- probes
+def _err(a, ref):
+    a, ref = a.detach().double(), ref.detach().double()
+    return float((a - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
+
+
+def _judge(name, rows, floor):
+    """rows: (what, ours, torch_same_dtype, reference). Passes when every ours error is within
+    4 x torch's + floor. Returns a one-line summary; raises ProbeMismatch otherwise."""
+    parts, bad = [], []
+    for what, ours, tor, ref in rows:
+        eo, et = _err(ours, ref), _err(tor, ref)
+        parts.append(f"{what} {eo:.1e} (torch {et:.1e})")
+        if not (eo <= 4 * et + floor):       # NaN fails too
+            bad.append(what)
+    line = f"{name}: max rel. error vs float64: " + ", ".join(parts)
+    if bad:
+        raise ProbeMismatch(f"probe {line}: {', '.join(bad)} outside 4 x torch's error + "
+                            f"{floor:g}")
+    return line
+
+
+def _grads(fn, inputs, params, dy):
+    """Output and the gradients of sum(out * dy) w.r.t. inputs + params."""
+    for t in list(inputs) + list(params):
+        t.grad = None
+    out = fn()
+    (out.float() * dy).sum().backward() if out.dim() else out.backward()
+    return [out] + [t.grad.clone() for t in list(inputs) + list(params)]
+
+
+def _autocast(device):
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def probe_rmsnorm(cls, cfg, device, g):
+    d, eps = cfg["d_model"], cfg["eps"]
+    m = cls(d, eps=eps, device=device)
+    ref_m = nn.RMSNorm(d, eps=eps, device=device)
+    w = 1 + 0.1 * torch.randn(d, device=device, generator=g)
+    with torch.no_grad():
+        m.weight.copy_(w)
+        ref_m.weight.copy_(w)
+    x = torch.randn(PROBE_ROWS, d, device=device, generator=g).requires_grad_()
+    dy = torch.randn(PROBE_ROWS, d, device=device, generator=g)
+    xd, wd = x.detach().double().requires_grad_(), w.double().requires_grad_()
+    ours = _grads(lambda: m(x), [x], [m.weight], dy)
+    tor = _grads(lambda: ref_m(x), [x], [ref_m.weight], dy)
+    ref = _grads(lambda: F.rms_norm(xd, (d,), wd, eps), [xd], [wd], dy.double())
+    return _judge("rmsnorm", list(zip(("out", "dx", "dw"), ours, tor, ref)), 1e-4)
+
+
+def _ref_linear_bf16(x, w):
+    return x.to(torch.bfloat16).double() @ w.to(torch.bfloat16).double().T
+
+
+def probe_linear(cls, cfg, device, g):
+    d = cfg["d_model"]
+    o = 3 * d
+    m = cls(d, o, bias=False, device=device)
+    ref_m = nn.Linear(d, o, bias=False, device=device)
+    with torch.no_grad():
+        m.weight.normal_(0, 0.02, generator=g)
+        ref_m.weight.copy_(m.weight)
+    x = torch.randn(PROBE_ROWS, d, device=device, generator=g).requires_grad_()
+    dy = torch.randn(PROBE_ROWS, o, device=device, generator=g)
+    with _autocast(device):
+        ours = _grads(lambda: m(x), [x], [m.weight], dy)
+        tor = _grads(lambda: ref_m(x), [x], [ref_m.weight], dy)
+    xd = x.detach().to(torch.bfloat16).double().requires_grad_()
+    wd = m.weight.detach().to(torch.bfloat16).double().requires_grad_()
+    ref = _grads(lambda: xd @ wd.T, [xd], [wd], dy.to(torch.bfloat16).double())
+    return _judge("linear", list(zip(("out", "dx", "dw"), ours, tor, ref)), 2e-3)
+
+
+def _swiglu_ref(x, w1, w2):
+    gate, up = (x @ w1.T).chunk(2, dim=-1)
+    return (F.silu(gate) * up) @ w2.T
+
+
+def probe_mlp(make, cfg, device, g):
+    """make() -> an MLP module with set_weights / canonical_weights (ours)."""
+    d, h = cfg["d_model"], cfg["d_mlp"]
+    m = make()
+    ref_m = SwiGLU(d, h, lambda i, o: nn.Linear(i, o, bias=False, device=device))
+    w1 = torch.randn(2 * h, d, device=device, generator=g) * 0.02
+    w2 = torch.randn(d, h, device=device, generator=g) * 0.02
+    m.set_weights(w1, w2)
+    ref_m.set_weights(w1, w2)
+    x = torch.randn(PROBE_ROWS, d, device=device, generator=g).requires_grad_()
+    dy = torch.randn(PROBE_ROWS, d, device=device, generator=g)
+    ow1, ow2 = m.canonical_weights()
+    with _autocast(device):
+        ours = _grads(lambda: m(x), [x], [], dy)
+        tor = _grads(lambda: ref_m(x), [x], [], dy)
+    ours_dw = _deinterleave(m.inner.fc1.weight.grad) if getattr(m, "layout", "") == \
+        "interleaved" else m.inner.fc1.weight.grad
+    bf = torch.bfloat16
+    xd = x.detach().to(bf).double().requires_grad_()
+    w1d = w1.to(bf).double().requires_grad_()
+    w2d = w2.to(bf).double().requires_grad_()
+    ref = _grads(lambda: _swiglu_ref(xd, w1d, w2d), [xd], [w1d, w2d], dy.to(bf).double())
+    ok_w = _err(ow1, w1) == 0 and _err(ow2, w2) == 0
+    if not ok_w:
+        raise ProbeMismatch("probe mlp: canonical_weights() does not return what set_weights() "
+                            "was given")
+    rows = [("out", ours[0], tor[0], ref[0]), ("dx", ours[1], tor[1], ref[1]),
+            ("dW1", ours_dw, ref_m.fc1.weight.grad, ref[2]),
+            ("dW2", m.inner.fc2.weight.grad, ref_m.fc2.weight.grad, ref[3])]
+    return _judge("mlp", rows, 5e-3)
+
+
+def probe_ce(ce, cfg, device, g):
+    V = cfg["vocab"]
+    logits = (3 * torch.randn(PROBE_ROWS, V, device=device, generator=g)).to(torch.bfloat16)
+    t = torch.randint(0, V, (PROBE_ROWS,), device=device, generator=g)
+    lo = logits.clone().requires_grad_()
+    lt = logits.clone().requires_grad_()
+    ld = logits.double().requires_grad_()
+    ours = _grads(lambda: ce(lo, t), [lo], [], None)
+    tor = _grads(lambda: F.cross_entropy(lt.float(), t), [lt], [], None)
+    ref = _grads(lambda: F.cross_entropy(ld, t), [ld], [], None)
+    return _judge("cross_entropy", list(zip(("loss", "dlogits"), ours, tor, ref)), 1e-3)
+
+
+def probe_lce(make, cfg, device, g):
+    d, V = cfg["d_model"], cfg["vocab"]
+    m = make()
+    w = torch.randn(V, d, device=device, generator=g) * 0.02
+    with torch.no_grad():
+        m.weight.copy_(w)
+    wt = w.clone().requires_grad_()
+    x = torch.randn(PROBE_ROWS, d, device=device, generator=g).requires_grad_()
+    t = torch.randint(0, V, (PROBE_ROWS,), device=device, generator=g)
+    with _autocast(device):
+        ours = _grads(lambda: m(x, t), [x], [m.weight], None)
+        tor = _grads(lambda: F.cross_entropy(F.linear(x, wt).float(), t), [x], [wt], None)
+    bf = torch.bfloat16
+    xd = x.detach().to(bf).double().requires_grad_()
+    wd = w.to(bf).double().requires_grad_()
+    ref = _grads(lambda: F.cross_entropy(xd @ wd.T, t), [xd], [wd], None)
+    return _judge("linear_cross_entropy", list(zip(("loss", "dx", "dW"), ours, tor, ref)), 2e-3)
+
+
+# ---------------------------------------------------------------------------------- choice
+def _has(ns, path):
+    obj = ns
+    for p in path.split("."):
+        obj = getattr(obj, p, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
+               label="quack_cpp") -> Parts:
+    """The Parts of runs (c) and (d) on ``qc`` (quack_cpp, or ``cpu_stand_ins()``): each op of
+    OPS that ``qc`` has, that ``want`` names (None: all) and whose probe passes. Prints one
+    line per op. Raises ProbeMismatch (a wrong result) or OpUnavailable (an op named in
+    ``want`` cannot run)."""
+    explicit = want is not None
+    want = list(OPS) if want is None else list(want)
+    g = torch.Generator(device=device)
+    g.manual_seed(1234)
+    qnn = _has(qc, "nn")
+    used: Dict[str, object] = {}
+
+    def attempt(op, found, probe):
+        if op not in want:
+            log(f"  {op:8s} not asked for (--ours)")
+            return False
+        if found is None:
+            if explicit:
+                raise OpUnavailable(f"--ours names {op}, but {label} has no {OPS_API[op]}")
+            log(f"  {op:8s} not in {label} yet: {OPS_API[op]}")
+            return False
+        try:
+            line = probe()
+        except ProbeMismatch:
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure to run drops the op, said aloud
+            msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            if explicit:
+                raise OpUnavailable(f"--ours names {op}, but its probe failed: {msg}") from e
+            log(f"  {op:8s} found but not used: its probe raised {msg}")
+            return False
+        log(f"  {op:8s} ok  {line}")
+        return True
+
+    norm_cls = _has(qnn, "RMSNorm")
+    if attempt("rmsnorm", norm_cls, lambda: probe_rmsnorm(norm_cls, cfg, device, g)):
+        used["rmsnorm"] = norm_cls
+    lin_cls = _has(qnn, "Linear")
+    if attempt("linear", lin_cls, lambda: probe_linear(lin_cls, cfg, device, g)):
+        used["linear"] = lin_cls
+    mlp_cls = _has(qnn, "MLP")
+    layout = ["interleaved"]
+
+    def mlp_probe():
+        try:
+            return probe_mlp(lambda: FusedSwiGLU(mlp_cls, cfg["d_model"], cfg["d_mlp"], device,
+                                                 "interleaved"), cfg, device, g)
+        except ProbeMismatch as e:
+            try:  # a kernel reading gate and up as two halves instead
+                line = probe_mlp(lambda: FusedSwiGLU(mlp_cls, cfg["d_model"], cfg["d_mlp"],
+                                                     device, "concat"), cfg, device, g)
+            except ProbeMismatch:
+                raise e from None
+            layout[0] = "concat"
+            return line + " [fc1 holds gate and up as two halves, not interleaved]"
+    if attempt("mlp", mlp_cls, mlp_probe):
+        used["mlp"] = mlp_cls
+    ce_fn = _has(qc, "cross_entropy")
+
+    def ce(logits, targets):
+        return ce_fn(logits, targets, reduction="mean")
+    if attempt("ce", ce_fn, lambda: probe_ce(ce, cfg, device, g)):
+        used["ce"] = ce
+    lce_cls = _has(qnn, "LinearCrossEntropy")
+    lin_fn = _has(qc, "linear")
+
+    def logits_fn(h, w):
+        if lin_fn is not None and h.is_cuda:
+            return lin_fn(h, w)
+        return F.linear(h, w)
+
+    def make_head():
+        return FusedHead(lce_cls, cfg["d_model"], cfg["vocab"], device, logits_fn)
+    if attempt("lce", lce_cls, lambda: probe_lce(make_head, cfg, device, g)):
+        used["lce"] = lce_cls
+
+    # The factories.
+    ops = []
+    if "rmsnorm" in used:
+        norm = lambda d, eps: norm_cls(d, eps=eps, device=device)  # noqa: E731
+        ops.append(f"norm: {label}.nn.RMSNorm")
+    else:
+        norm = lambda d, eps: nn.RMSNorm(d, eps=eps, device=device)  # noqa: E731
+        ops.append("norm: torch.nn.RMSNorm")
+    if "linear" in used:
+        linear = lambda i, o: lin_cls(i, o, bias=False, device=device)  # noqa: E731
+        lin_name = f"{label}.nn.Linear"
+    else:
+        linear = lambda i, o: nn.Linear(i, o, bias=False, device=device)  # noqa: E731
+        lin_name = "torch.nn.Linear (cuBLAS)"
+    ops.append(f"linear (qkv, attention proj): {lin_name}")
+    if "mlp" in used:
+        mlp = lambda d, h: FusedSwiGLU(mlp_cls, d, h, device, layout[0])  # noqa: E731
+        ops.append(f"mlp: {label}.nn.MLP(activation='swiglu') (GEMM with the SwiGLU epilogue, "
+                   f"fc1 {layout[0]})")
+    else:
+        mlp = lambda d, h: SwiGLU(d, h, linear)  # noqa: E731
+        ops.append(f"mlp: {lin_name} + torch F.silu * mul")
+    if "lce" in used:
+        head = lambda d, v: FusedHead(lce_cls, d, v, device, logits_fn)  # noqa: E731
+        ops.append(f"head + loss: {label}.nn.LinearCrossEntropy (no logits tensor)")
+    elif "ce" in used:
+        head = lambda d, v: Head(d, v, linear, used["ce"])  # noqa: E731
+        ops.append(f"head + loss: {lin_name} + {label}.cross_entropy (bf16 logits)")
+    else:
+        head = lambda d, v: Head(d, v, linear, "torch_lowp")  # noqa: E731
+        ops.append(f"head + loss: {lin_name} + F.cross_entropy on the bf16 logits")
+    in_model = [o for o in OPS if o in used and not (o == "ce" and "lce" in used)]
+    return Parts(name="ours", norm=norm, linear=linear, mlp=mlp, head=head, ops=ops,
+                 used=in_model)
+
+
+OPS_API = {"rmsnorm": "nn.RMSNorm", "linear": "nn.Linear", "mlp": "nn.MLP",
+           "ce": "cross_entropy", "lce": "nn.LinearCrossEntropy"}
+
+
+# --------------------------------------------------------------------- CPU stand-ins (smoke)
+def cpu_stand_ins():
+    """A namespace shaped like quack_cpp whose ops are torch code (for --cpu-smoke): the
+    torch modules under our names, an MLP whose fc1 holds gate and up interleaved, a fused
+    head as an nn.Linear subclass taking (x, target), and cross_entropy(logits, target,
+    reduction)."""
+
+    class Linear(nn.Linear):
+        def __init__(self, i, o, bias=False, device=None, dtype=None):
+            super().__init__(i, o, bias=bias, device=device, dtype=dtype)
+
+    class MLP(nn.Module):
+        def __init__(self, in_features, hidden_features, out_features=None, bias1=False,
+                     bias2=False, activation="swiglu", device=None, dtype=None):
+            super().__init__()
+            assert activation == "swiglu" and not bias1 and not bias2
+            out_features = out_features or in_features
+            self.fc1 = nn.Linear(in_features, 2 * hidden_features, bias=False, device=device)
+            self.fc2 = nn.Linear(hidden_features, out_features, bias=False, device=device)
+
+        def forward(self, x):
+            y = self.fc1(x)
+            return self.fc2(F.silu(y[..., 0::2]) * y[..., 1::2])
+
+    class LinearCrossEntropy(nn.Linear):
+        def __init__(self, in_features, out_features, bias=False, device=None, dtype=None,
+                     ignore_index=-100, reduction="mean"):
+            super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+            self.ignore_index, self.reduction = ignore_index, reduction
+
+        def forward(self, x, target):
+            return F.cross_entropy(F.linear(x, self.weight).float(), target,
+                                   ignore_index=self.ignore_index, reduction=self.reduction)
+
+    def cross_entropy(logits, target, ignore_index=-100, reduction="mean"):
+        return F.cross_entropy(logits.float(), target, ignore_index=ignore_index,
+                               reduction=reduction)
+
+    nn_ns = types.SimpleNamespace(RMSNorm=nn.RMSNorm, Linear=Linear, MLP=MLP,
+                                  LinearCrossEntropy=LinearCrossEntropy)
+    return types.SimpleNamespace(nn=nn_ns, cross_entropy=cross_entropy, linear=None,
+                                 __version__="(torch code for the CPU smoke)")
+
+
+def signature_of(obj) -> str:
+    try:
+        return str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        return "?"

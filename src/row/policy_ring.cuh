@@ -1,0 +1,162 @@
+// Row policy for long rows, read once from DRAM (RowPolicy::kRing): RMSNorm's prefetch kernel
+// (rmsnorm_fwd_prefetch_kernel.cuh) with several input streams and the op's math from its
+// traits.
+//
+// Why: a row that does not fit one CTA's registers is either read twice (the looped policy:
+// the second time from L2) or split over a cluster whose CTAs keep their slices on chip. Here
+// the copy engine fetches each CTA's slices of its next kStages rows into shared memory and
+// the row after those into L2, so the DRAM read stream does not wait on the reduction or the
+// stores (RMSNorm bf16 65536-262144: 3.8-4.0 TB/s against the looped kernel's 3.0-3.7).
+//
+// Persistent: clusters of cluster_n CTAs (runtime, ≤ kRowMaxCluster, from the row length;
+// 1 = no cluster) take rows cl, cl + clusters, ... The row's R 16-byte vectors are split into
+// cluster_n slices of S = ceil(R / cluster_n) ≤ kTpr·kVecs vectors; CTA `rank` owns vectors
+// [rank·S, min(R, rank·S + S)) of every input stream, and thread t the vectors j·kTpr + t
+// (j < kVecs) of that slice. Per row:
+//   1. wait for the stage's slices (one bulk copy per stream into one of kStages buffers,
+//      completing on the stage's mbarrier);
+//   2. the traits' fold over the slice in shared memory (LDS.128, conflict-free);
+//   3. all-reduce (ClusterRowReducer, row_reduce.cuh: one slot per warp; a cluster exchanges
+//      them by st.async and mbarriers, no cluster barrier per row) and the traits' finish;
+//   4. outputs from the slice in shared memory, evict-first 16-byte stores;
+//   5. __syncthreads (every read of the stage done), then thread 0 issues the copies of the row
+//      kStages rows ahead into that stage and the L2 prefetch of the row after it.
+// Shared memory (RingSmem): [kStages x kIn x (kTpr·kVecs) vectors] [reduction slots and
+// mbarriers] [kStages copy mbarriers].
+// Host-checked (plan_row): every input stream in TIn with unit column stride, 16-byte aligned
+// base and row stride (the bulk copies), N a multiple of the vector; cluster_n = ceil(row bytes
+// / slice bytes) ≤ kRowMaxCluster; outputs in TOut, aligned for vector stores.
+#pragma once
+
+#include <cuda/ptx>
+
+#include "common/cluster.cuh"
+#include "common/vec.cuh"
+#include "row/op_traits.cuh"
+#include "row/row_config.h"
+#include "row/row_params.h"
+#include "row/row_reduce.cuh"
+#include "row/row_views.cuh"
+
+namespace quack::detail {
+
+// Rows fetched into L2 beyond the shared-memory stages: one (RMSNorm's prefetch kernel: one row
+// ahead lifted bf16 65536-262144 by 4-5 %; two or three rows ahead fell 15-25 %).
+inline constexpr int kRingL2Ahead = 1;
+
+/// Dynamic shared memory of a ring instance, offsets in bytes (row_ring_smem_bytes's layout).
+template <int kIn, int kTpr, int kVecs, int kStages, int kRedFloats>
+struct RingSmem {
+  static constexpr size_t kStageBytes = size_t{kIn} * kTpr * kVecs * 16;
+  static constexpr size_t kReduce = kStages * kStageBytes;
+  static constexpr size_t kFull = kReduce + size_t(row_ring_reduce_bytes(kTpr, kRedFloats));
+  static constexpr size_t kBytes = kFull + (kStages * 8 + 15) / 16 * 16;
+};
+
+template <class Op, typename TIn, typename TOut, int kTpr, int kVecs, int kStages>
+__global__ void __launch_bounds__(kTpr, 1) row_ring_kernel(const __grid_constant__ RowParams p) {
+  static_assert(Op::kCols == 0, "per-column vectors: not yet in the ring policy");
+  constexpr int kIn = Op::kIn, kOut = Op::kOut;
+  constexpr int kVec = 16 / sizeof(TIn);  // elements per 16-byte vector
+  constexpr int kChunk = kTpr * kVecs;    // vectors of a CTA's largest slice
+  constexpr int kWarps = kTpr / 32;
+  using V = Packed<TIn, kVec>;
+  using R = typename Op::Red;
+  using Reducer = ClusterRowReducer<kWarps, kRowMaxCluster, R>;
+  using Layout = RingSmem<kIn, kTpr, kVecs, kStages, R::kFloats>;
+  static_assert(Layout::kBytes <= size_t(kRowMaxSmem), "ring stages exceed shared memory");
+  extern __shared__ __align__(128) unsigned char smem[];
+  V* bufs = reinterpret_cast<V*>(smem);  // (kStages, kIn, kChunk) vectors
+  const Reducer reducer(smem + Layout::kReduce);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + Layout::kFull);  // [kStages]
+
+  const int cluster_n = p.g.cluster_n;
+  const int rank = cluster_n > 1 ? static_cast<int>(blockIdx.x % cluster_n) : 0;
+  const int64_t clusters = gridDim.x / cluster_n;
+  const int t = threadIdx.x;
+  const int64_t M = p.g.rows;
+  const int row_vecs = static_cast<int>(p.g.cols / kVec);
+  const int per_cta = (row_vecs + cluster_n - 1) / cluster_n;  // S ≤ kChunk (host-checked)
+  const int slice_vecs = max(0, min(per_cta, row_vecs - rank * per_cta));
+  const int n = slice_vecs - t;  // vector j·kTpr of this thread exists when j·kTpr < n
+  const int64_t col0 = int64_t{rank} * per_cta * kVec;  // the slice's first column
+  const uint32_t slice_bytes = static_cast<uint32_t>(slice_vecs) * 16;
+
+  if (t == 0) {
+    for (int i = 0; i < kStages; ++i) cuda::ptx::mbarrier_init(&full[i], 1);
+    reducer.init();  // fences the mbarrier inits for the cluster
+  }
+  __syncthreads();
+  if (cluster_n > 1) cluster_arrive_relaxed();  // waited on before the first remote store
+  // Thread 0: this CTA's slices of `row` into stage `st`.
+  auto issue = [&](int64_t row, int st) {
+    if (slice_bytes == 0) {
+      cuda::ptx::mbarrier_arrive(&full[st]);
+      return;
+    }
+    cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
+                                         cuda::ptx::space_shared, &full[st], kIn * slice_bytes);
+#pragma unroll
+    for (int s = 0; s < kIn; ++s)
+      cuda::ptx::cp_async_bulk(
+          cuda::ptx::space_cluster, cuda::ptx::space_global, bufs + (st * kIn + s) * kChunk,
+          static_cast<const TIn*>(p.in[s].ptr) + row * p.in[s].row_stride + col0, slice_bytes,
+          &full[st]);
+  };
+  // Thread 0: this CTA's slices of `row` into L2 only.
+  auto prefetch = [&](int64_t row) {
+    if (slice_bytes == 0) return;
+#pragma unroll
+    for (int s = 0; s < kIn; ++s)
+      prefetch_l2_bulk(static_cast<const TIn*>(p.in[s].ptr) + row * p.in[s].row_stride + col0,
+                       slice_bytes);
+  };
+  int64_t row = blockIdx.x / cluster_n;
+  if (t == 0) {
+    for (int st = 0; st < kStages && row + st * clusters < M; ++st) issue(row + st * clusters, st);
+    for (int a = 0; a < kRingL2Ahead && row + (kStages + a) * clusters < M; ++a)
+      prefetch(row + (kStages + a) * clusters);
+  }
+  bool waited = false;
+  for (int k = 0; row < M; row += clusters, ++k) {
+    const int st = k % kStages;
+    const V* buf[kIn];
+#pragma unroll
+    for (int s = 0; s < kIn; ++s) buf[s] = bufs + (st * kIn + s) * kChunk + t;
+    const typename Op::RowIn rin = Op::load_row(p, row);
+    while (!cuda::ptx::mbarrier_try_wait_parity(
+        &full[st], static_cast<uint32_t>((k / kStages) & 1))) {
+    }
+    const SharedView<Op, TIn, kVecs, kTpr> view{buf, n, col0 + int64_t{t} * kVec};
+    auto part = Op::reduce(p, rin, view);
+    if (cluster_n > 1 && !waited) {
+      cluster_wait();
+      waited = true;
+    }
+    const auto total = reducer.allreduce(part, k, cluster_n, rank);
+    const typename Op::Row rr = Op::finish(p, rin, total, row, rank == 0 && t == 0);
+    if constexpr (kOut > 0) {
+      TOut* dst[kOut];
+#pragma unroll
+      for (int s = 0; s < kOut; ++s)
+        dst[s] = static_cast<TOut*>(p.out[s].ptr) + row * p.out[s].row_stride + col0 +
+                 int64_t{t} * kVec;
+#pragma unroll
+      for (int j = 0; j < kVecs; ++j) {
+        if (j * kTpr < n) {
+          float x[kIn][kVec];
+          view.load(j, x);
+          const int64_t off = int64_t{j} * kTpr * kVec;
+          apply_store<Op, TOut, kVec>(p, rr, x, col0 + int64_t{t} * kVec + off, dst, off);
+        }
+      }
+    }
+    __syncthreads();  // every read of the stage is done before the copy engine refills it
+    if (t == 0 && row + kStages * clusters < M) issue(row + kStages * clusters, st);
+    if (t == 0 && row + (kStages + kRingL2Ahead) * clusters < M)
+      prefetch(row + (kStages + kRingL2Ahead) * clusters);
+  }
+  if (cluster_n > 1 && !waited) cluster_wait();
+}
+
+}  // namespace quack::detail

@@ -1,0 +1,128 @@
+// The row skeleton's load policies and their compiled configurations (host and device).
+//
+// A row op (softmax, log_softmax, ... : its traits, op_traits.cuh) runs on one of these
+// policies, chosen per call by plan_row (row_plan.h) from the row length, the dtypes, the
+// layout and the op's stream count:
+//
+//   kRegister  one pass, the row in registers; compile-time geometry (kTpr threads per row,
+//              kRows rows per CTA, kVecs 16-byte vectors per thread and stream); one CTA per
+//              kRows rows, not persistent, no clusters.
+//   kLooped    any row length: pass 1 folds the row chunk by chunk (the row stays in L2),
+//              pass 2 walks the chunks backwards, re-reads them and writes.
+//   kStaged    reserved: persistent CTAs staging row blocks with runtime geometry
+//              (common/row_pipeline.cuh, RMSNorm's staged kernel) — ported with RMSNorm.
+//   kRing      long rows, read once from DRAM: persistent clusters of up to kRowMaxCluster
+//              CTAs, each CTA's slice of a row in shared memory, fetched by the bulk-copy
+//              engine kStages rows ahead plus one row into L2 (RMSNorm's prefetch kernel).
+//   kGeneral   anything else (any strides and dtypes, odd N): element at a time, runtime
+//              geometry, clusters; the row is read from global memory once per sweep.
+//
+// Every vector policy needs: all (M, N) streams with unit column stride, 16-byte aligned base
+// and row stride, N a multiple of 16 bytes of the input dtype, and one compiled (input dtype,
+// output dtype) pair (the instance list, row_ops.cmake). The table's order is the plan's
+// order of preference: the first entry that is compiled for the op and takes the row wins.
+#pragma once
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define QUACK_ROW_HD __host__ __device__
+#else
+#define QUACK_ROW_HD
+#endif
+
+namespace quack::detail {
+
+enum class RowPolicy : int { kNone, kRegister, kLooped, kStaged, kRing, kGeneral };
+
+inline constexpr int kRowMaxCluster = 16;              // CTAs per row (non-portable above 8)
+inline constexpr int64_t kRowMaxSmem = 227 * 1024;     // dynamic shared memory per CTA
+inline constexpr int kRowRegisterBudgetSlack = 24;     // registers for addresses and scalars
+
+/// One compiled geometry of a vector policy. Sizes are in 16-byte vectors of the op's input
+/// dtype: a pass (register, looped) or a CTA's slice (ring) holds tpr·vecs of them per stream.
+struct RowConfig {
+  RowPolicy policy;
+  int tpr;      // threads per row (per CTA of the row for kRing)
+  int rows;     // rows per CTA (1 for kLooped and kRing)
+  int vecs;     // 16-byte vectors per thread, pass and input stream
+  int stages;   // kRing: row slices in flight in shared memory
+  int min_in;   // compiled only for ops with at least this many input streams
+  int min_elt;  // compiled only for input dtypes of at least this many bytes
+  const char* name;
+
+  QUACK_ROW_HD constexpr int threads() const { return tpr * rows; }
+  /// Bytes of one input stream a thread group holds: a pass (register, looped: one row) or a
+  /// CTA's slice of a row (ring).
+  QUACK_ROW_HD constexpr int64_t chunk_bytes() const { return int64_t{tpr} * vecs * 16; }
+  /// Longest row (bytes of one input stream) a single pass or a ring of kRowMaxCluster CTAs holds.
+  QUACK_ROW_HD constexpr int64_t capacity_bytes() const {
+    return policy == RowPolicy::kRing ? chunk_bytes() * kRowMaxCluster : chunk_bytes();
+  }
+};
+
+// The compiled configurations, in the plan's order of preference. Origins (H200 measurements
+// of the RMSNorm kernels these policies come from; docs/performance.md):
+//  - r4t32v4 ... t1024v4: RMSNorm's simple forward table (one warp per row up to 2 KB, then
+//    Liger-like single CTAs; t512v4 for 16-32 KB rows read 4.17 TB/s against the staged
+//    kernel's 3.67); r16t16v1 and r8t32v1 add rows of 256 and 512 bytes (QuACK's tpr 16/32).
+//  - t1024v8: fp32 rows of 64-128 KB in one pass (RMSNorm fp32 32768: 4.18 against 4.01 looped
+//    and 3.98 prefetch); 16-bit rows of that size read 3.79 TB/s on the prefetch kernel.
+//  - ring-t1024v4-s3: RMSNorm's prefetch kernel (64 KB slices, 3 stages, one row ahead in L2;
+//    bf16 65536-262144 at 3.8-4.0 TB/s). Two-stream ops (backward: y and dy) take 32 KB slices
+//    (ring-t1024v2-s3, the same 192 KB in flight) and, for rows of 512 KB-1 MB per stream, one
+//    64 KB x 2 stage (the only way 16 CTAs hold fp32 262144 x 2 streams on chip; unmeasured).
+//  - t1024v2-looped: RMSNorm's looped instance for rows beyond on-chip capacity.
+inline constexpr RowConfig kRowConfigs[] = {
+    {RowPolicy::kRegister, 16, 16, 1, 0, 1, 2, "r16t16v1"},   // 0: ≤ 256 B
+    {RowPolicy::kRegister, 32, 8, 1, 0, 1, 2, "r8t32v1"},     // 1: ≤ 512 B
+    {RowPolicy::kRegister, 32, 4, 4, 0, 1, 2, "r4t32v4"},     // 2: ≤ 2 KB
+    {RowPolicy::kRegister, 256, 1, 2, 0, 1, 2, "t256v2"},     // 3: ≤ 8 KB
+    {RowPolicy::kRegister, 256, 1, 4, 0, 1, 2, "t256v4"},     // 4: ≤ 16 KB
+    {RowPolicy::kRegister, 512, 1, 4, 0, 1, 2, "t512v4"},     // 5: ≤ 32 KB
+    {RowPolicy::kRegister, 1024, 1, 4, 0, 1, 2, "t1024v4"},   // 6: ≤ 64 KB
+    {RowPolicy::kRegister, 1024, 1, 8, 0, 1, 4, "t1024v8"},   // 7: ≤ 128 KB, fp32 input
+    {RowPolicy::kRing, 1024, 1, 4, 3, 1, 2, "ring-t1024v4-s3"},  // 8: ≤ 16 x 64 KB
+    {RowPolicy::kRing, 1024, 1, 2, 3, 2, 2, "ring-t1024v2-s3"},  // 9: ≤ 16 x 32 KB (2+ streams)
+    {RowPolicy::kRing, 1024, 1, 4, 1, 2, 2, "ring-t1024v4-s1"},  // 10: ≤ 16 x 64 KB (2+ streams)
+    {RowPolicy::kLooped, 1024, 1, 2, 0, 1, 2, "t1024v2-looped"},  // 11: any row
+};
+inline constexpr int kRowConfigCount =
+    static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
+
+/// Floats of shared memory per reduction slot for a reduction of `floats` floats (slots are
+/// padded to a power of two so cluster_exchange moves whole 16-byte chunks).
+QUACK_ROW_HD constexpr int row_slot_floats(int floats) {
+  return floats <= 1 ? 1 : floats <= 2 ? 2 : 4;
+}
+
+/// Shared memory of the ring policy's cluster reduction: two stages of one slot per warp and
+/// cluster CTA, then the exchange's two mbarriers (16 bytes). ClusterRowReducer::kBytes.
+QUACK_ROW_HD constexpr int64_t row_ring_reduce_bytes(int tpr, int red_floats) {
+  return 2 * int64_t{tpr / 32} * kRowMaxCluster * row_slot_floats(red_floats) * 4 + 16;
+}
+
+/// Dynamic shared memory of a ring configuration for an op of n_in input streams and a
+/// reduction of red_floats floats: [stages x n_in x slice] [reduction] [stage mbarriers].
+QUACK_ROW_HD constexpr int64_t row_ring_smem_bytes(const RowConfig& c, int n_in, int red_floats) {
+  return c.stages * n_in * c.chunk_bytes() + row_ring_reduce_bytes(c.tpr, red_floats) +
+         (c.stages * 8 + 15) / 16 * 16;
+}
+
+/// Whether configuration c is compiled for an op with n_in input streams, a reduction of
+/// red_floats floats, per-column vectors (n_cols) and input elements of in_elt bytes:
+/// register policies hold n_in x vecs packed vectors (4 registers each) under the CTA's
+/// register cap (65536 / threads, at most 255); the ring's stages fit 227 KB.
+QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int red_floats,
+                                              int n_cols, int in_elt) {
+  if (n_cols != 0) return false;  // per-column vectors: not yet in the kernels (op_traits.cuh)
+  if (n_in < c.min_in || in_elt < c.min_elt) return false;
+  if (c.policy == RowPolicy::kRegister || c.policy == RowPolicy::kLooped) {
+    const int cap = 65536 / c.threads() < 255 ? 65536 / c.threads() : 255;
+    return c.vecs * 4 * n_in + kRowRegisterBudgetSlack <= cap;
+  }
+  if (c.policy == RowPolicy::kRing) return row_ring_smem_bytes(c, n_in, red_floats) <= kRowMaxSmem;
+  return false;
+}
+
+}  // namespace quack::detail

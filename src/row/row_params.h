@@ -1,0 +1,39 @@
+// Kernel parameters of every row op (plain data, host and device): the geometry and the
+// operands, by role. An op's traits (op_traits.cuh) say which slots they use; the API file
+// fills them after validation. Absent operands have ptr == nullptr.
+//
+//   in[s]       per-element input streams, (M, N)       e.g. softmax fwd: x; bwd: y, dy
+//   out[s]      per-element output streams, (M, N)      e.g. y; dx
+//   vec[v]      per-column vectors, (N): row_stride 0   e.g. weight, bias        (reserved)
+//   row_in[r]   per-row inputs, (M): row_stride = the   e.g. rstd, target, lse   (traits'
+//   row_out[r]  per-row outputs, (M)   element stride   e.g. rstd, mean, loss     load_row /
+//                                                                                  finish)
+//   scalar[i]   op scalars                              e.g. eps, weight offset
+//
+// A (M) vector is read as an (M, 1) operand: RowIO::offset(row, 0).
+#pragma once
+
+#include <cstdint>
+
+#include "common/row_geometry.h"
+#include "common/row_io.h"
+
+namespace quack::detail {
+
+inline constexpr int kRowMaxIn = 3;
+inline constexpr int kRowMaxOut = 2;
+inline constexpr int kRowMaxVec = 2;
+inline constexpr int kRowMaxRowIO = 2;
+inline constexpr int kRowMaxScalars = 4;
+
+struct RowParams {
+  RowGeometry g;  // rows = M, cols = N; cluster_n of the ring and general policies
+  RowIO in[kRowMaxIn];
+  RowIO out[kRowMaxOut];
+  RowIO vec[kRowMaxVec];
+  RowIO row_in[kRowMaxRowIO];
+  RowIO row_out[kRowMaxRowIO];
+  float scalar[kRowMaxScalars] = {0.f, 0.f, 0.f, 0.f};
+};
+
+}  // namespace quack::detail

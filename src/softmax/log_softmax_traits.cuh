@@ -1,0 +1,61 @@
+// log_softmax forward and backward as row-op traits (the skeleton: src/row/op_traits.cuh; the
+// worked example of docs/architecture.md, "The row skeleton").
+//
+//   forward   y = x − m − ln s,   (m, s) = (max_j x_j, Σ_j e^(x_j − m))   online, one exchange
+//   backward  dx = dy − e^y·Σ_j dy_j
+//
+// Method: as softmax (softmax_traits.cuh); ln s = log2(s)·ln 2 on the MUFU. −inf inputs give
+// −inf; a row of all −inf gives NaN, as PyTorch does.
+#pragma once
+
+#include "row/op_traits.cuh"
+#include "row/row_math.cuh"
+#include "row/row_reduce.cuh"
+
+namespace quack::detail {
+
+struct LogSoftmaxFwd : RowOpBase {
+  static constexpr int kIn = 1;   // x
+  static constexpr int kOut = 1;  // y
+  using Red = OnlineMaxSum;
+  struct Row {
+    float lse;  // m + ln s
+  };
+
+  template <class View>
+  __device__ __forceinline__ static Red::Val reduce(const RowParams&, const RowIn&, const View& v) {
+    return Red::fold(v, [](const auto& e) { return e.in[0]; });
+  }
+  __device__ __forceinline__ static Row finish(const RowParams&, const RowIn&, const Red::Val& t,
+                                               int64_t, bool) {
+    return {t.v[0] + log2_approx(t.v[1]) * kLn2};
+  }
+  __device__ __forceinline__ static void apply(const RowParams&, const Row& r,
+                                               const RowElem<kIn, kCols>& e, float (&out)[kOut]) {
+    out[0] = e.in[0] - r.lse;
+  }
+};
+
+struct LogSoftmaxBwd : RowOpBase {
+  static constexpr int kIn = 2;   // y, dy
+  static constexpr int kOut = 1;  // dx
+  using Red = RedSum;             // Σ dy
+  struct Row {
+    float sum;
+  };
+
+  template <class View>
+  __device__ __forceinline__ static Red::Val reduce(const RowParams&, const RowIn&, const View& v) {
+    return Red::fold(v, [](const auto& e) { return e.in[1]; });
+  }
+  __device__ __forceinline__ static Row finish(const RowParams&, const RowIn&, const Red::Val& t,
+                                               int64_t, bool) {
+    return {t.v[0]};
+  }
+  __device__ __forceinline__ static void apply(const RowParams&, const Row& r,
+                                               const RowElem<kIn, kCols>& e, float (&out)[kOut]) {
+    out[0] = e.in[1] - exp2_approx(e.in[0] * kLog2e) * r.sum;
+  }
+};
+
+}  // namespace quack::detail

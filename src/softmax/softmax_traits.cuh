@@ -1,0 +1,62 @@
+// Softmax forward and backward as row-op traits (the skeleton: src/row/op_traits.cuh).
+//
+//   forward   y = e^(x − m) / s,   (m, s) = (max_j x_j, Σ_j e^(x_j − m))   online, one exchange
+//   backward  dx = y·(dy − Σ_j y_j·dy_j)
+//
+// Method: QuACK 0.2.0 (quack/softmax.py): the online (max, sum) pair reduced in one pass and one
+// exchange (Milakov & Gimelshein, "Online normalizer calculation for softmax", 2018), fp32
+// math, e^x as 2^(x·log2 e) on the MUFU. −inf inputs give 0; a row of all −inf gives NaN
+// (e^(−inf − (−inf))), as PyTorch does.
+#pragma once
+
+#include "row/op_traits.cuh"
+#include "row/row_math.cuh"
+#include "row/row_reduce.cuh"
+
+namespace quack::detail {
+
+struct SoftmaxFwd : RowOpBase {
+  static constexpr int kIn = 1;   // x
+  static constexpr int kOut = 1;  // y
+  using Red = OnlineMaxSum;
+  struct Row {
+    float m, inv_s;
+  };
+
+  template <class View>
+  __device__ __forceinline__ static Red::Val reduce(const RowParams&, const RowIn&, const View& v) {
+    return Red::fold(v, [](const auto& e) { return e.in[0]; });
+  }
+  __device__ __forceinline__ static Row finish(const RowParams&, const RowIn&, const Red::Val& t,
+                                               int64_t, bool) {
+    return {t.v[0], 1.f / t.v[1]};
+  }
+  __device__ __forceinline__ static void apply(const RowParams&, const Row& r,
+                                               const RowElem<kIn, kCols>& e, float (&out)[kOut]) {
+    out[0] = exp_diff(e.in[0], r.m) * r.inv_s;
+  }
+};
+
+struct SoftmaxBwd : RowOpBase {
+  static constexpr int kIn = 2;   // y, dy
+  static constexpr int kOut = 1;  // dx
+  using Red = RedSum;             // Σ y·dy
+  struct Row {
+    float dot;
+  };
+
+  template <class View>
+  __device__ __forceinline__ static Red::Val reduce(const RowParams&, const RowIn&, const View& v) {
+    return Red::fold(v, [](const auto& e) { return e.in[0] * e.in[1]; });
+  }
+  __device__ __forceinline__ static Row finish(const RowParams&, const RowIn&, const Red::Val& t,
+                                               int64_t, bool) {
+    return {t.v[0]};
+  }
+  __device__ __forceinline__ static void apply(const RowParams&, const Row& r,
+                                               const RowElem<kIn, kCols>& e, float (&out)[kOut]) {
+    out[0] = e.in[0] * (e.in[1] - r.dot);
+  }
+};
+
+}  // namespace quack::detail

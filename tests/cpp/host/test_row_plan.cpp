@@ -1,0 +1,249 @@
+// Tier 1: the row skeleton's plan (no GPU): every plan, swept over N, dtypes and the two op
+// shapes of the softmax family (one input stream with a 2-float reduction; two streams with a
+// 1-float sum), stays inside the kernels' limits (threads, registers, shared memory, cluster
+// size, row capacity); the training shapes take the policies documented in row_config.h; odd
+// layouts and dtype mixes fall back to the general policy. Fake pointers: no CUDA call.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "row/row_config.h"
+#include "row/row_plan.h"
+#include "softmax/softmax_internal.h"
+
+namespace quack::detail {
+namespace {
+
+RowOpInfo fwd_info() {  // softmax_fwd's shape: x -> y, online (max, sum)
+  RowOpInfo i;
+  i.n_in = 1;
+  i.n_out = 1;
+  i.red_floats = 2;
+  i.name = "fwd";
+  return i;
+}
+RowOpInfo bwd_info() {  // softmax_bwd's shape: (y, dy) -> dx, one sum
+  RowOpInfo i;
+  i.n_in = 2;
+  i.n_out = 1;
+  i.red_floats = 1;
+  i.name = "bwd";
+  return i;
+}
+
+RowProblem problem(int64_t M, int64_t N, DType in, bool vec_ok = true, bool pair = true) {
+  RowProblem p;
+  p.M = M;
+  p.N = N;
+  p.in = in;
+  p.out = in;
+  p.pair = pair;
+  p.vec_ok = vec_ok && N % (16 / dtype_size(in)) == 0;
+  return p;
+}
+
+std::string name_of(const RowPlan& plan) {
+  char buf[64];
+  return row_plan_name(plan, buf, sizeof(buf));
+}
+
+// The limits every plan must respect.
+void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) {
+  SCOPED_TRACE(std::string(op.name) + " " + dtype_name(pr.in) + " M=" + std::to_string(pr.M) +
+               " N=" + std::to_string(pr.N) + " -> " + name_of(plan));
+  const int elt = dtype_size(pr.in);
+  const int64_t row_bytes = pr.N * elt;
+  ASSERT_NE(plan.policy, RowPolicy::kNone);
+  EXPECT_GE(plan.threads, 32);
+  EXPECT_LE(plan.threads, 1024);
+  EXPECT_EQ(plan.threads % 32, 0);
+  EXPECT_GE(plan.cluster_n, 1);
+  EXPECT_LE(plan.cluster_n, kRowMaxCluster);
+  EXPECT_LE(static_cast<int64_t>(plan.smem), kRowMaxSmem);
+  EXPECT_EQ(plan.g.rows, pr.M);
+  EXPECT_EQ(plan.g.cols, pr.N);
+  if (plan.policy == RowPolicy::kGeneral) {
+    const RowGeometry& g = plan.g;
+    EXPECT_EQ(g.tpr & (g.tpr - 1), 0);
+    EXPECT_LE(g.cta_threads, 256);  // the general kernel's __launch_bounds__
+    EXPECT_EQ(g.cta_threads % g.tpr, 0);
+    EXPECT_TRUE(g.cluster_n == 1 || g.rows_per_cta() == 1);
+    EXPECT_TRUE(g.cluster_n == 1 || (g.tpr / 32) * row_slot_floats(op.red_floats) >= 4)
+        << "cluster_exchange moves 16-byte chunks";
+    EXPECT_EQ(plan.grid, g.row_blocks * g.cluster_n);
+    EXPECT_GE(g.row_blocks * g.rows_per_cta(), pr.M);
+    EXPECT_LE(plan.grid, 0x7fffffff);
+    EXPECT_EQ(static_cast<int64_t>(plan.smem), row_general_smem_bytes(g, op.red_floats));
+    return;
+  }
+  ASSERT_GE(plan.config, 0);
+  ASSERT_LT(plan.config, kRowConfigCount);
+  const RowConfig& c = kRowConfigs[plan.config];
+  EXPECT_TRUE(pr.vec_ok && pr.pair);
+  EXPECT_TRUE(row_config_usable(c, op.n_in, op.red_floats, op.n_cols, elt));
+  EXPECT_EQ(plan.policy, c.policy);
+  EXPECT_EQ(plan.threads, c.threads());
+  const int64_t vec_bytes = 16;
+  const int64_t row_vecs = row_bytes / vec_bytes;
+  switch (c.policy) {
+    case RowPolicy::kRegister: {
+      EXPECT_LE(row_bytes, c.chunk_bytes()) << "the row fits one pass";
+      const int cap = std::min(255, 65536 / c.threads());
+      EXPECT_LE(c.vecs * 4 * op.n_in + kRowRegisterBudgetSlack, cap) << "packed values fit";
+      EXPECT_EQ(plan.grid, (pr.M + c.rows - 1) / c.rows);
+      EXPECT_EQ(plan.cluster_n, 1);
+      break;
+    }
+    case RowPolicy::kLooped:
+      EXPECT_EQ(plan.grid, pr.M);
+      EXPECT_EQ(plan.cluster_n, 1);
+      break;
+    case RowPolicy::kRing: {
+      const int64_t chunk_vecs = c.chunk_bytes() / vec_bytes;
+      EXPECT_GE(plan.cluster_n * chunk_vecs, row_vecs) << "the cluster holds the row";
+      EXPECT_LT((plan.cluster_n - 1) * chunk_vecs, row_vecs) << "no CTA more than needed";
+      // The kernel's balanced slices: S = ceil(R / cluster_n) ≤ the slice buffer, and every
+      // CTA owns at least one vector.
+      const int64_t S = (row_vecs + plan.cluster_n - 1) / plan.cluster_n;
+      EXPECT_LE(S, chunk_vecs);
+      EXPECT_LT((plan.cluster_n - 1) * S, row_vecs);
+      EXPECT_EQ(static_cast<int64_t>(plan.smem), row_ring_smem_bytes(c, op.n_in, op.red_floats));
+      EXPECT_LE(op.n_in * S * vec_bytes, int64_t{1} << 20) << "an mbarrier's tx count";
+      break;
+    }
+    default:
+      ADD_FAILURE() << "unexpected policy";
+  }
+}
+
+std::vector<int64_t> sweep_ns() {
+  std::vector<int64_t> ns;
+  for (int64_t n = 1; n <= 64; ++n) ns.push_back(n);
+  for (int64_t p = 128; p <= (int64_t{1} << 21); p *= 2)
+    for (int64_t d : {-8, -4, -1, 0, 1, 4, 8, 24}) ns.push_back(p + d);
+  for (int64_t n : {1000, 3000, 50257, 65537, 100000, 128256, 152064, 262152, 300000, 524296})
+    ns.push_back(n);
+  return ns;
+}
+
+TEST(RowPlan, EveryPlanWithinLimits) {
+  for (const RowOpInfo& op : {fwd_info(), bwd_info()})
+    for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
+      for (int64_t M : {int64_t{1}, int64_t{7}, int64_t{16384}})
+        for (int64_t N : sweep_ns())
+          for (bool vec_ok : {true, false}) {
+            const RowProblem pr = problem(M, N, t, vec_ok);
+            check_plan(op, pr, plan_row(op, pr));
+          }
+}
+
+TEST(RowPlan, EveryForcedConfigWithinLimits) {
+  for (const RowOpInfo& op : {fwd_info(), bwd_info()})
+    for (DType t : {DType::kBFloat16, DType::kFloat32})
+      for (int64_t N : sweep_ns())
+        for (int c = 0; c <= kRowConfigCount; ++c) {
+          const RowProblem pr = problem(33, N, t);
+          const RowPlan plan = plan_row(op, pr, c);
+          if (plan.policy == RowPolicy::kNone) {
+            // Only when the entry is not compiled for the op or does not take the row.
+            ASSERT_LT(c, kRowConfigCount);
+            EXPECT_FALSE(pr.vec_ok && row_config_usable(kRowConfigs[c], op.n_in, op.red_floats, 0,
+                                                        dtype_size(t)) &&
+                         row_config_takes(c, pr.M, N * dtype_size(t)))
+                << kRowConfigs[c].name << " N=" << N;
+            continue;
+          }
+          EXPECT_EQ(plan.config, c == kRowConfigCount ? -1 : c);
+          check_plan(op, pr, plan);
+        }
+}
+
+TEST(RowPlan, EmptyAndUnalignedInputs) {
+  EXPECT_EQ(plan_row(fwd_info(), problem(0, 4096, DType::kBFloat16)).policy, RowPolicy::kNone);
+  EXPECT_EQ(plan_row(fwd_info(), problem(8, 0, DType::kBFloat16)).policy, RowPolicy::kNone);
+  // N not a multiple of the vector, a layout the vector kernels do not take, or no instance
+  // of the dtype pair: the general policy.
+  EXPECT_EQ(plan_row(fwd_info(), problem(8, 4097, DType::kBFloat16)).policy, RowPolicy::kGeneral);
+  EXPECT_EQ(plan_row(fwd_info(), problem(8, 4096, DType::kBFloat16, false)).policy,
+            RowPolicy::kGeneral);
+  EXPECT_EQ(plan_row(fwd_info(), problem(8, 4096, DType::kBFloat16, true, false)).policy,
+            RowPolicy::kGeneral);
+}
+
+struct Expect {
+  DType t;
+  int64_t N;
+  bool bwd;
+  const char* plan;
+};
+
+// The training shapes and the small rows of the benchmarks take the configurations
+// row_config.h documents (a change of the table or the plan that sends them elsewhere fails).
+TEST(RowPlan, TrainingShapes) {
+  const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
+  const Expect cases[] = {
+      {bf, 128, false, "r16t16v1"},          {bf, 256, false, "r8t32v1"},
+      {bf, 1024, false, "r4t32v4"},          {bf, 2048, false, "t256v2"},
+      {bf, 4096, false, "t256v2"},           {bf, 8192, false, "t256v4"},
+      {bf, 16384, false, "t512v4"},          {bf, 32768, false, "t1024v4"},
+      {bf, 65536, false, "ring-t1024v4-s3-x2"}, {bf, 131072, false, "ring-t1024v4-s3-x4"},
+      {bf, 262144, false, "ring-t1024v4-s3-x8"}, {bf, 524288, false, "ring-t1024v4-s3-x16"},
+      {bf, 524296, false, "t1024v2-looped"}, {f32, 16384, false, "t1024v4"},
+      {f32, 32768, false, "t1024v8"},        {f32, 131072, false, "ring-t1024v4-s3-x8"},
+      {f32, 262144, false, "ring-t1024v4-s3-x16"},
+      {bf, 128, true, "r16t16v1"},           {bf, 4096, true, "t256v2"},
+      {bf, 32768, true, "t1024v4"},          {bf, 65536, true, "ring-t1024v2-s3-x4"},
+      {bf, 131072, true, "ring-t1024v2-s3-x8"}, {bf, 262144, true, "ring-t1024v2-s3-x16"},
+      {f32, 16384, true, "t1024v4"},         {f32, 32768, true, "ring-t1024v2-s3-x4"},
+      {f32, 131072, true, "ring-t1024v2-s3-x16"}, {f32, 262144, true, "ring-t1024v4-s1-x16"},
+      {f32, 262148, true, "t1024v2-looped"},
+  };
+  for (const Expect& e : cases) {
+    const RowOpInfo op = e.bwd ? bwd_info() : fwd_info();
+    const int64_t M = e.N >= 262144 ? 8192 : 16384;
+    EXPECT_EQ(name_of(plan_row(op, problem(M, e.N, e.t))), e.plan)
+        << dtype_name(e.t) << " N=" << e.N << (e.bwd ? " bwd" : " fwd");
+  }
+}
+
+void* fake(int i) { return reinterpret_cast<void*>(uintptr_t{0x100000} * (i + 1)); }
+
+// Through the softmax API's call builder: the layout and dtype checks that decide between the
+// vector policies and the general one (make_row_call).
+TEST(RowPlan, SoftmaxCallsPickTheirPolicy) {
+  const DType bf = DType::kBFloat16, f16 = DType::kFloat16, f32 = DType::kFloat32;
+  auto fwd = [&](DType xt, DType ot, int64_t N, int64_t row_stride = -1, int offset = 0) {
+    SoftmaxFwdArgs a;
+    a.x = TensorRef::matrix(static_cast<char*>(fake(0)) + offset, xt, 64, N, 0, row_stride);
+    a.out = TensorRef::matrix(fake(1), ot, 64, N);
+    return plan_row_call(softmax_fwd_call(a, false)).policy;
+  };
+  EXPECT_EQ(fwd(bf, bf, 4096), RowPolicy::kRegister);
+  EXPECT_EQ(fwd(bf, f32, 4096), RowPolicy::kRegister);  // compiled pair bf16 -> fp32
+  EXPECT_EQ(fwd(f32, f32, 262144), RowPolicy::kRing);
+  EXPECT_EQ(fwd(bf, f16, 4096), RowPolicy::kGeneral);   // no bf16 -> fp16 instance
+  EXPECT_EQ(fwd(f32, bf, 4096), RowPolicy::kGeneral);   // no fp32 -> bf16 forward instance
+  EXPECT_EQ(fwd(bf, bf, 4096, 4104), RowPolicy::kRegister);  // 16-byte row stride
+  EXPECT_EQ(fwd(bf, bf, 4096, 4100), RowPolicy::kGeneral);   // 8-byte row stride
+  EXPECT_EQ(fwd(bf, bf, 4096, -1, 2), RowPolicy::kGeneral);  // 2-byte aligned base
+  EXPECT_EQ(fwd(bf, bf, 4100), RowPolicy::kGeneral);         // N not a multiple of 8
+
+  auto bwd = [&](DType yt, DType dyt, DType dxt, int64_t N, int64_t dy_col_stride = 1) {
+    SoftmaxBwdArgs a;
+    a.y = TensorRef::matrix(fake(0), yt, 64, N);
+    a.dy = TensorRef::matrix(fake(1), dyt, 64, N, 0, dy_col_stride == 1 ? -1 : 1, dy_col_stride);
+    a.dx = TensorRef::matrix(fake(2), dxt, 64, N);
+    return plan_row_call(softmax_bwd_call(a, true)).policy;
+  };
+  EXPECT_EQ(bwd(bf, bf, bf, 4096), RowPolicy::kRegister);
+  EXPECT_EQ(bwd(f32, f32, bf, 4096), RowPolicy::kRegister);  // fp32 forward output, bf16 dx
+  EXPECT_EQ(bwd(bf, bf, bf, 262144), RowPolicy::kRing);
+  EXPECT_EQ(bwd(bf, f32, bf, 4096), RowPolicy::kGeneral);    // y and dy differ
+  EXPECT_EQ(bwd(bf, bf, bf, 4096, 64), RowPolicy::kGeneral); // dy column-major
+}
+
+}  // namespace
+}  // namespace quack::detail

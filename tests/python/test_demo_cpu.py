@@ -1,0 +1,215 @@
+"""The demo harness (demo/train_lm.py, demo/lm.py, demo/ours.py) on the CPU: the whole command
+with --cpu-smoke on a synthetic corpus (five runs of a 2-layer model, torch stand-ins for our
+ops, torch.compile through aot_eager), the detection and probes of our ops (fallbacks, a
+concatenated gate/up layout, a wrong kernel), the gate/up interleave, and the one-line exits
+without a GPU and for --gpus 2. Needs torch and numpy (skips without them); no GPU."""
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+np = pytest.importorskip("numpy")
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEMO = os.path.join(REPO, "demo")
+sys.path.insert(0, DEMO)
+
+import lm  # noqa: E402
+import ours  # noqa: E402
+import train_lm  # noqa: E402
+
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A synthetic corpus in prepare_corpus.sh's format (ids below 500, no tokenizer)."""
+    d = tmp_path_factory.mktemp("corpus")
+    rng = np.random.default_rng(0)
+    rng.integers(0, 500, 20000, dtype=np.uint16).tofile(d / "train.bin")
+    rng.integers(0, 500, 3000, dtype=np.uint16).tofile(d / "val.bin")
+    (d / "meta.json").write_text(json.dumps(dict(vocab_size=500, bpe_vocab_target=32768,
+                                                 source_package="synthetic")))
+    return str(d)
+
+
+def run_main(argv):
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = train_lm.main(argv)
+    return code, buf.getvalue()
+
+
+def test_cpu_smoke_all_runs(corpus, tmp_path):
+    code, out = run_main(["--cpu-smoke", "--data", corpus, "--out", str(tmp_path),
+                          "--steps", "2"])
+    assert code == 0, out
+    assert "train_lm: cpu smoke OK" in out
+    rec = json.loads((tmp_path / "train_lm.json").read_text())
+    assert list(rec["runs"]) == list("abcde")
+    assert rec["env"]["ours_used"] == ["rmsnorm", "linear", "mlp", "lce"]  # lce replaces ce
+    runs = rec["runs"]
+    # Same weights and batches: (a)-(d) agree on the first loss; (e) starts elsewhere.
+    for k in "bcd":
+        assert runs[k]["init_checksum"] == runs["a"]["init_checksum"]
+        assert abs(runs[k]["losses"][0] - runs["a"]["losses"][0]) < 1e-2
+    assert runs["e"]["init_checksum"] != runs["a"]["init_checksum"]
+    assert rec["summary"]["parity_pass"] is True
+    assert {b["what"] for b in rec["summary"]["bars"]} >= {"tokens/s (c)/(a)",
+                                                          "tokens/s (d)/(b)"}
+    assert "graph(s) captured" in runs["d"]["compiled_graphs"]
+    assert os.path.exists(rec["plot"]) or rec["plot"] is None
+    assert "== train_lm: results ==" in out
+
+
+def test_gpus_2_is_reserved(corpus):
+    code, out = run_main(["--gpus", "2", "--data", corpus])
+    assert code == 2
+    assert "issue 22" in out and out.count("\n") == 1
+
+
+def test_no_gpu_one_line(corpus):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    p = subprocess.run([sys.executable, os.path.join(DEMO, "train_lm.py"), "--data", corpus],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2
+    assert p.stdout.strip().count("\n") == 0 and "needs a CUDA GPU" in p.stdout
+
+
+def test_stale_corpus_is_named(tmp_path):
+    (tmp_path / "train.bin").write_bytes(b"\0\0" * 100)
+    (tmp_path / "val.bin").write_bytes(b"\0\0" * 100)
+    (tmp_path / "meta.json").write_text(json.dumps(dict(vocab_size=8192)))
+    code, out = run_main(["--cpu-smoke", "--data", str(tmp_path), "--out", str(tmp_path)])
+    assert code == 2 and "prepare_corpus.sh" in out
+
+
+def test_interleave_round_trip():
+    w = torch.randn(2 * 6, 5)
+    wi = ours._interleave(w)
+    assert torch.equal(wi[0::2], w[:6]) and torch.equal(wi[1::2], w[6:])
+    assert torch.equal(ours._deinterleave(wi), w)
+
+
+CFG = dict(lm.TINY, vocab=512)
+
+
+def test_fallbacks_when_ops_are_missing():
+    """A package with only RMSNorm and Linear: the MLP, CE and head fall back, said aloud."""
+    full = ours.cpu_stand_ins()
+    qc = types.SimpleNamespace(nn=types.SimpleNamespace(RMSNorm=full.nn.RMSNorm,
+                                                        Linear=full.nn.Linear))
+    lines = []
+    p = ours.ours_parts(qc, CFG, torch.device("cpu"), None, log=lines.append, label="q")
+    assert p.used == ["rmsnorm", "linear"]
+    assert any("mlp" in l and "not in q yet" in l for l in lines)
+    assert any("F.silu" in o for o in p.ops) and any("bf16 logits" in o for o in p.ops)
+    model = lm.LM(CFG, p, torch.device("cpu"))
+    lm.init_weights(model, 0)
+    ref = lm.LM(CFG, lm.torch_parts(torch.device("cpu")), torch.device("cpu"))
+    lm.init_weights(ref, 0)
+    idx = torch.randint(0, 512, (2, 16))
+    with torch.no_grad():
+        assert abs(float(model(idx, idx)) - float(ref(idx, idx))) < 1e-2
+
+
+def test_explicit_op_that_is_missing_is_an_error():
+    qc = types.SimpleNamespace(nn=types.SimpleNamespace(RMSNorm=nn.RMSNorm))
+    with pytest.raises(ours.OpUnavailable, match="mlp"):
+        ours.ours_parts(qc, CFG, torch.device("cpu"), ["rmsnorm", "mlp"], log=lambda s: None)
+
+
+def test_concatenated_gate_up_is_detected():
+    class ConcatMLP(nn.Module):  # gate and up as two halves of fc1's output
+        def __init__(self, d, h, out_features=None, bias1=False, bias2=False,
+                     activation="swiglu", device=None):
+            super().__init__()
+            self.fc1 = nn.Linear(d, 2 * h, bias=False, device=device)
+            self.fc2 = nn.Linear(h, d, bias=False, device=device)
+
+        def forward(self, x):
+            g, u = self.fc1(x).chunk(2, -1)
+            return self.fc2(F.silu(g) * u)
+
+    qc = types.SimpleNamespace(nn=types.SimpleNamespace(MLP=ConcatMLP))
+    lines = []
+    p = ours.ours_parts(qc, CFG, torch.device("cpu"), None, log=lines.append)
+    assert p.used == ["mlp"]
+    assert any("concat" in o for o in p.ops), p.ops
+
+
+def test_wrong_kernel_stops_the_demo():
+    class WrongNorm(nn.RMSNorm):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    qc = types.SimpleNamespace(nn=types.SimpleNamespace(RMSNorm=WrongNorm))
+    with pytest.raises(ours.ProbeMismatch, match="rmsnorm"):
+        ours.ours_parts(qc, CFG, torch.device("cpu"), None, log=lambda s: None)
+
+
+def test_probe_that_raises_drops_the_op():
+    class Refusing(nn.Linear):
+        def __init__(self, i, o, bias=False, device=None):
+            super().__init__(i, o, bias=False, device=device)
+
+        def forward(self, x):
+            raise ValueError("gemm: a has leading stride 3, expected a multiple of 8")
+
+    qc = types.SimpleNamespace(nn=types.SimpleNamespace(Linear=Refusing))
+    lines = []
+    p = ours.ours_parts(qc, CFG, torch.device("cpu"), None, log=lines.append)
+    assert p.used == []
+    assert any("probe raised ValueError: gemm: a has leading stride" in l for l in lines)
+
+
+def test_lr_schedule():
+    cfg = lm.CONFIG
+    assert train_lm.lr_at(0, 300, cfg) == pytest.approx(cfg["lr"] / 20)
+    assert train_lm.lr_at(19, 300, cfg) == pytest.approx(cfg["lr"])
+    assert train_lm.lr_at(299, 300, cfg) == pytest.approx(cfg["lr"] * 0.1, rel=1e-3)
+    assert lm.CONFIG["vocab"] == 32768 and lm.CONFIG["d_model"] == 2048
+
+
+def test_model_size():
+    """The fixed model has ~751 M parameters (built on the meta device: no memory)."""
+    m = lm.LM(lm.CONFIG, lm.torch_parts(torch.device("meta")), torch.device("meta"))
+    n = sum(p.numel() for p in m.parameters())
+    assert 750e6 < n < 752e6, n
+
+
+def test_kernel_families():
+    f = train_lm.kernel_family
+    assert f("void quack::detail::rmsnorm_fwd_kernel<float>(...)") == "ours"
+    assert f("nvjet_tst_256x128_64x4_1x2_h_bz_coopA_NTN") == "GEMM (cuBLAS)"
+    assert f("void pytorch_flash::flash_fwd_kernel<...>") == "attention"
+    assert f("triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0") == "Triton (compiled)"
+    assert f("void at::native::(anonymous namespace)::multi_tensor_apply_kernel") == "optimizer"
+    assert f("void at::native::vectorized_elementwise_kernel<4, ...>") == "other"
+
+
+def test_demo_on_quack_cpp_python_layer(corpus, tmp_path, monkeypatch):
+    """Runs (a), (c), (d) with the installed quack_cpp's Python layer in place of the
+    stand-ins, its kernels replaced by the CPU stand-ins of cpu_stand_in.py (the custom ops,
+    their autograd and fake kernels, our modules' constructors and dispatch all run; the GEMM
+    ops are counted in the compiled graph). Needs a built quack_cpp (skips without)."""
+    quack_cpp = pytest.importorskip("quack_cpp")
+    import quack_cpp.nn  # noqa: F401
+    cpu_stand_in = pytest.importorskip("cpu_stand_in")
+    monkeypatch.setattr(ours, "cpu_stand_ins", lambda: quack_cpp)
+    with cpu_stand_in.registered():
+        code, out = run_main(["--cpu-smoke", "--data", corpus, "--out", str(tmp_path),
+                              "--steps", "2", "--runs", "a,c,d"])
+    assert code == 0, out
+    rec = json.loads((tmp_path / "train_lm.json").read_text())
+    assert {"rmsnorm", "linear"} <= set(rec["env"]["ours_used"])
+    assert "gemm x" in rec["runs"]["d"]["compiled_graphs"], rec["runs"]["d"]["compiled_graphs"]
