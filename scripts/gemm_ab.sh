@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# GEMM tile A/B on the H200 in one device call (issue 16): build with the candidate tiles of
+# src/gemm/sm90/instances_ab.txt, run the GEMM GPU tests (every compiled tile, the unaligned
+# cases), then time every candidate on the five LLM shapes by both methods of DESIGN §8 beside
+# cuBLAS and QuACK 0.2.0 (bench/bench_gemm.py --tiles), and the unaligned N = 50257 shape
+# (burst, beside cuBLAS). The A/B table is printed last.
+#
+#   scripts/gemm_ab.sh                       # the whole run (~6 min on the 16-core H200 host)
+#   QUACK_AB_TESTS=0 scripts/gemm_ab.sh      # bench only
+#   QUACK_AB_TILES=auto,128x192pp scripts/gemm_ab.sh
+#
+# Device call: carry [".peers"] (the CUTLASS headers and QuACK 0.2.0, ../shared/peers/README.md).
+# Env: QUACK_AB_TILES (the ours:<spec> list, see bench_gemm.py --tiles), QUACK_AB_TESTS=0 (no
+# tests), QUACK_AB_SHAPES (default: the five LLM shapes), QUACK_AB_METHODS (burst,sustained),
+# QUACK_GTEST_TIMEOUT (s, default 240). Results (log, JSON lines) go to $OUT, else results/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+RES="${OUT:-results}"; mkdir -p "$RES"
+LOG="$RES/gemm_ab.log"; : > "$LOG"
+export PYTHONUNBUFFERED=1
+say() { echo "[gemm_ab $(date +%T)] $*" | tee -a "$LOG"; }
+python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null \
+  || { echo "gemm_ab: needs a CUDA GPU and torch"; exit 2; }
+if [ ! -d .deps/cutlass/include ] && [ -f .peers/cutlass-include.tar.xz ]; then
+  mkdir -p .deps && tar -xJf .peers/cutlass-include.tar.xz -C .deps
+fi
+[ -d .deps/cutlass/include ] && export QUACK_CUTLASS_INCLUDE="${QUACK_CUTLASS_INCLUDE:-$PWD/.deps/cutlass/include}"
+if [ -f .peers/quack-0.2.0-site.tar.xz ]; then
+  say "unpacking QuACK 0.2.0 (peer)"
+  mkdir -p /tmp/quack_peer && tar -xJf .peers/quack-0.2.0-site.tar.xz -C /tmp/quack_peer \
+    && export PYTHONPATH=/tmp/quack_peer:/tmp/quack_peer/nvidia_cutlass_dsl/python_packages${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+say "build (library with the A/B tiles, GPU tests, Python extension; $(nproc) jobs)"
+t0=$(date +%s)
+B=build/ab
+cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=ON -DQUACK_BUILD_BENCH=OFF \
+  -DQUACK_GEMM_AB_INSTANCES=ON >>"$LOG" 2>&1 \
+  && ninja -C $B -j "$(nproc)" quack_gpu_tests quack_host_tests _C >>"$LOG" 2>&1 \
+  || { tail -40 "$LOG"; echo "gemm_ab: build FAILED"; exit 1; }
+say "built in $(( $(date +%s) - t0 )) s"
+rm -rf $B/pystage && mkdir -p $B/pystage/quack_cpp && cp python/quack_cpp/*.py $B/pystage/quack_cpp/ \
+  && cp $B/python/_C*.so $B/pystage/quack_cpp/ && export PYTHONPATH=$PWD/$B/pystage${PYTHONPATH:+:$PYTHONPATH}
+
+# Resources of the GEMM kernels (registers, stack frame, spills) and their SASS (HGMMA, local memory).
+CUOBJ=$(command -v cuobjdump || true)
+if [ -n "$CUOBJ" ]; then
+  for o in $(find $B/CMakeFiles/quack.dir -name 'gemm_sm90_*.cu.o' | sort); do
+    $CUOBJ -sass "$o" > /tmp/ab_sass.txt 2>/dev/null
+    printf "%-48s %s  LDL/STL %3d  HGMMA %s\n" "$(basename "$o" .cu.o)" \
+      "$($CUOBJ -res-usage "$o" 2>/dev/null | grep -o 'REG:[0-9]* STACK:[0-9]*' | head -1)" \
+      "$(grep -cE '\b(LDL|STL)\b' /tmp/ab_sass.txt)" \
+      "$(grep -oE 'HGMMA\.[0-9x]+' /tmp/ab_sass.txt | sort | uniq -c | tr -s ' ' | tr '\n' ' ')"
+  done | tee -a "$LOG" > "$RES/gemm_ab_sass.txt"
+fi
+
+RC=0
+if [ "${QUACK_AB_TESTS:-1}" = 1 ]; then
+  say "C++ host tests (GEMM)"
+  timeout 120 $B/tests/cpp/quack_host_tests --gtest_brief=1 --gtest_filter='Gemm*:TileScheduler*:AutotuneCache*' \
+    >>"$LOG" 2>&1 || { RC=1; say "host tests FAILED"; }
+  say "C++ GPU tests (GEMM: every compiled tile, unaligned operands, the rest of the GEMM suite)"
+  out=$(timeout "${QUACK_GTEST_TIMEOUT:-240}" $B/tests/cpp/quack_gpu_tests --gtest_brief=1 --gtest_filter='*Gemm*' 2>&1)
+  trc=$?
+  echo "$out" >> "$LOG"
+  echo "$out" | grep -E "^\[  (PASSED|FAILED)  \]|timed out" | head -30
+  [ $trc = 0 ] || { RC=1; say "GEMM GPU tests FAILED (exit $trc; 124 = timeout)"; }
+fi
+
+TILES="${QUACK_AB_TILES:-auto,128x128pp,128x192pp,128x192pp@h8s,128x192ppc1x2,128x256,256x128c1x2,256x192c1x2}"
+say "bench: $TILES beside cuBLAS and QuACK (${QUACK_AB_METHODS:-burst,sustained})"
+SHAPES="${QUACK_AB_SHAPES:-8192x8192x8192,16384x14336x4096,16384x4096x14336,16384x28672x4096,8192x128256x4096}"
+python3 bench/bench_gemm.py --shapes "$SHAPES" --layouts rr --methods "${QUACK_AB_METHODS:-burst,sustained}" \
+  --tiles "$TILES" --out "$RES/gemm_ab.jsonl" > "$RES/gemm_ab_bench.txt" 2>&1 || { RC=1; say "bench FAILED"; }
+say "bench: unaligned N = 50257 (b row-major: padded copy; d: plain stores), burst, beside cuBLAS"
+python3 bench/bench_gemm.py --shapes 8192x50257x4096 --layouts rr --methods burst --impls ours,cublas \
+  --out "$RES/gemm_ab_unaligned.jsonl" > "$RES/gemm_ab_unaligned.txt" 2>&1 || { RC=1; say "unaligned bench FAILED"; }
+cat "$RES/gemm_ab_bench.txt" "$RES/gemm_ab_unaligned.txt" >> "$LOG"
+say "done in $(( $(date +%s) - t0 )) s (exit $RC)"
+echo
+echo "== unaligned N = 50257 (ours = default rule) =="
+sed -n '/^| M x N x K/,$p' "$RES/gemm_ab_unaligned.txt"
+echo
+echo "== A/B: ours:<tile> / max(cuBLAS, QuACK) =="
+sed -n '/^| M x N x K | method | max/,$p' "$RES/gemm_ab_bench.txt"
+exit $RC
