@@ -5,17 +5,22 @@
 # cuBLAS and QuACK 0.2.0 (bench/bench_gemm.py --tiles), and the unaligned N = 50257 shape
 # (burst, beside cuBLAS). The A/B table is printed last.
 #
-#   scripts/gemm_ab.sh                       # the whole run (~6 min on the 16-core H200 host)
+#   scripts/gemm_ab.sh                       # the whole run (~6-7 min on the 16-core H200 host)
 #   QUACK_AB_TESTS=0 scripts/gemm_ab.sh      # bench only
 #   QUACK_AB_TILES=auto,128x192pp scripts/gemm_ab.sh
 #
 # Device call: carry [".peers"] (the CUTLASS headers and QuACK 0.2.0, ../shared/peers/README.md).
 # Env: QUACK_AB_TILES (the ours:<spec> list, see bench_gemm.py --tiles), QUACK_AB_TESTS=0 (no
 # tests), QUACK_AB_SHAPES (default: the five LLM shapes), QUACK_AB_METHODS (burst,sustained),
-# QUACK_GTEST_TIMEOUT (s, default 240). Results (log, JSON lines) go to $OUT, else results/.
+# QUACK_AB_SMALL=0 (skip the burst pass over 4096³, 2048³, M = 128, K = 128), QUACK_GTEST_TIMEOUT
+# (s per test shard, default 240). Results (log, JSON lines) go to $OUT, else results/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Back from the device: at most 8 files; this writes 3 to $RES (gemm_ab.log: everything,
+# gemm_ab.jsonl: every bench record, gemm_ab_table.txt: the tables printed last); the pieces
+# live in $W until then.
 RES="${OUT:-results}"; mkdir -p "$RES"
+W=$(mktemp -d /tmp/gemm_ab.XXXXXX)
 LOG="$RES/gemm_ab.log"; : > "$LOG"
 export PYTHONUNBUFFERED=1
 say() { echo "[gemm_ab $(date +%T)] $*" | tee -a "$LOG"; }
@@ -51,7 +56,7 @@ if [ -n "$CUOBJ" ]; then
       "$($CUOBJ -res-usage "$o" 2>/dev/null | grep -o 'REG:[0-9]* STACK:[0-9]*' | head -1)" \
       "$(grep -cE '\b(LDL|STL)\b' /tmp/ab_sass.txt)" \
       "$(grep -oE 'HGMMA\.[0-9x]+' /tmp/ab_sass.txt | sort | uniq -c | tr -s ' ' | tr '\n' ' ')"
-  done | tee -a "$LOG" > "$RES/gemm_ab_sass.txt"
+  done | tee -a "$LOG" > "$W/gemm_ab_sass.txt"
 fi
 
 RC=0
@@ -59,28 +64,55 @@ if [ "${QUACK_AB_TESTS:-1}" = 1 ]; then
   say "C++ host tests (GEMM)"
   timeout 120 $B/tests/cpp/quack_host_tests --gtest_brief=1 --gtest_filter='Gemm*:TileScheduler*:AutotuneCache*' \
     >>"$LOG" 2>&1 || { RC=1; say "host tests FAILED"; }
-  say "C++ GPU tests (GEMM: every compiled tile, unaligned operands, the rest of the GEMM suite)"
-  out=$(timeout "${QUACK_GTEST_TIMEOUT:-240}" $B/tests/cpp/quack_gpu_tests --gtest_brief=1 --gtest_filter='*Gemm*' 2>&1)
-  trc=$?
-  echo "$out" >> "$LOG"
-  echo "$out" | grep -E "^\[  (PASSED|FAILED)  \]|timed out" | head -30
-  [ $trc = 0 ] || { RC=1; say "GEMM GPU tests FAILED (exit $trc; 124 = timeout)"; }
+  # Four gtest shards in parallel (the float64 references are CPU work; the host has 16 cores).
+  say "C++ GPU tests (GEMM: every compiled tile, unaligned operands, the rest of the GEMM suite; 4 shards)"
+  for i in 0 1 2 3; do
+    ( GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout "${QUACK_GTEST_TIMEOUT:-240}" \
+        $B/tests/cpp/quack_gpu_tests --gtest_brief=1 --gtest_filter='*Gemm*' > "$W/gemm_ab_gtest_$i.log" 2>&1
+      echo $? > "$W/gemm_ab_gtest_$i.rc" ) &
+  done
+  wait
+  for i in 0 1 2 3; do
+    cat "$W/gemm_ab_gtest_$i.log" >> "$LOG"
+    grep -E "^\[  (PASSED|FAILED)  \]|SKIPPED" "$W/gemm_ab_gtest_$i.log" | head -20 | sed "s/^/  shard $i: /"
+    trc=$(cat "$W/gemm_ab_gtest_$i.rc")
+    [ "$trc" = 0 ] || { RC=1; say "GEMM GPU tests shard $i FAILED (exit $trc; 124 = timeout)"; }
+  done
 fi
 
 TILES="${QUACK_AB_TILES:-auto,128x128pp,128x192pp,128x192pp@h8s,128x192ppc1x2,128x256,256x128c1x2,256x192c1x2}"
 say "bench: $TILES beside cuBLAS and QuACK (${QUACK_AB_METHODS:-burst,sustained})"
 SHAPES="${QUACK_AB_SHAPES:-8192x8192x8192,16384x14336x4096,16384x4096x14336,16384x28672x4096,8192x128256x4096}"
 python3 bench/bench_gemm.py --shapes "$SHAPES" --layouts rr --methods "${QUACK_AB_METHODS:-burst,sustained}" \
-  --tiles "$TILES" --out "$RES/gemm_ab.jsonl" > "$RES/gemm_ab_bench.txt" 2>&1 || { RC=1; say "bench FAILED"; }
+  --tiles "$TILES" --out "$W/gemm_ab_llm.jsonl" > "$W/gemm_ab_bench.txt" 2>&1 || { RC=1; say "bench FAILED"; }
 say "bench: unaligned N = 50257 (b row-major: padded copy; d: plain stores), burst, beside cuBLAS"
 python3 bench/bench_gemm.py --shapes 8192x50257x4096 --layouts rr --methods burst --impls ours,cublas \
-  --out "$RES/gemm_ab_unaligned.jsonl" > "$RES/gemm_ab_unaligned.txt" 2>&1 || { RC=1; say "unaligned bench FAILED"; }
-cat "$RES/gemm_ab_bench.txt" "$RES/gemm_ab_unaligned.txt" >> "$LOG"
+  --out "$W/gemm_ab_unaligned.jsonl" > "$W/gemm_ab_unaligned.txt" 2>&1 || { RC=1; say "unaligned bench FAILED"; }
+if [ "${QUACK_AB_SMALL:-1}" = 1 ]; then
+  say "bench: the rest of issue 16's set (burst): small and short problems, the tile rule's other branches"
+  python3 bench/bench_gemm.py --shapes 4096x4096x4096,2048x2048x2048,128x8192x8192,8192x8192x128 --layouts rr \
+    --methods burst --impls ours,cublas,quack --tiles auto,128x128pp,128x192pp,128x256,64x128,128x64c1 \
+    --out "$W/gemm_ab_small.jsonl" > "$W/gemm_ab_small.txt" 2>&1 || { RC=1; say "small-shape bench FAILED"; }
+fi
+cat "$W/gemm_ab_bench.txt" "$W/gemm_ab_unaligned.txt" >> "$LOG"
+[ -f "$W/gemm_ab_small.txt" ] && cat "$W/gemm_ab_small.txt" >> "$LOG"
+cat "$W"/*.jsonl > "$RES/gemm_ab.jsonl" 2>/dev/null
 say "done in $(( $(date +%s) - t0 )) s (exit $RC)"
+{
 echo
 echo "== unaligned N = 50257 (ours = default rule) =="
-sed -n '/^| M x N x K/,$p' "$RES/gemm_ab_unaligned.txt"
+sed -n '/^| M x N x K/,$p' "$W/gemm_ab_unaligned.txt"
+if [ -f "$W/gemm_ab_small.txt" ]; then
+  echo
+  echo "== small and short shapes (burst): ours:<tile> / max(cuBLAS, QuACK) =="
+  sed -n '/^| M x N x K | method | max/,$p' "$W/gemm_ab_small.txt"
+fi
 echo
-echo "== A/B: ours:<tile> / max(cuBLAS, QuACK) =="
-sed -n '/^| M x N x K | method | max/,$p' "$RES/gemm_ab_bench.txt"
+echo "== GEMM kernels: registers at launch, stack, local memory, HGMMA =="
+[ -f "$W/gemm_ab_sass.txt" ] && cat "$W/gemm_ab_sass.txt"
+echo
+echo "== A/B: ours:<tile> / max(cuBLAS, QuACK) (the five LLM shapes, A and B row-major) =="
+sed -n '/^| M x N x K | method | max/,$p' "$W/gemm_ab_bench.txt"
+} | tee "$RES/gemm_ab_table.txt"
+rm -rf "$W"
 exit $RC
