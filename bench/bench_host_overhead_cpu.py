@@ -5,22 +5,32 @@ next to a built ``_C*.so`` on PYTHONPATH; any torch build, CPU is enough):
 
     python3 bench/bench_host_overhead_cpu.py                  # M=8, N=K=1024 (bench_op_overhead's)
     python3 bench/bench_host_overhead_cpu.py --profile linear # cProfile of one case
+    python3 bench/bench_host_overhead_cpu.py --custom-op      # the custom ops' path
 
-Cases (each: one call = what bench_op_overhead.py times on the GPU, minus the GPU):
-  rmsnorm fwd+bwd  quack_cpp.rmsnorm(x bf16 (M, N), w fp32).backward(dy); grads reset to None
+Cases (each: one call = what bench_host_time.py / bench_op_overhead.py time on the GPU, minus
+the GPU):
+  rmsnorm fwd      quack_cpp.rmsnorm(x, w, b) under no_grad: x bf16 (M, N), w and b bf16 (N,)
+                   (bench_host_time.py's call)
+  rmsnorm fwd+bwd  torch.autograd.grad(quack_cpp.rmsnorm(xr, wr, br), (xr, wr, br), dy) (ditto)
+  rmsnorm .backward quack_cpp.rmsnorm(x bf16 (M, N), w fp32).backward(dy); grads reset to None
   linear fwd+bwd   quack_cpp.nn.Linear(K, N, bf16)(x bf16 (M, K)).backward(dy): forward GEMM,
                    dgrad, wgrad; grads reset to None
   gemm fwd         quack_cpp.gemm(A bf16 (M, K), W.T) with no grad (``_gemm_impl`` only)
 
-Method: CPU tensors are let through ``ops.eager_fast_path`` as test_fastpath_cpu.py's ``as_cuda``
+RMSNorm takes the C++ fast path (quack_cpp._torch, its launches skipped) where it is built,
+unless --python-eager.
+
+Method: CPU tensors are let through ``_registrar.route`` as test_fastpath_cpu.py's ``as_cuda``
 fixture does (so they take the CUDA fast path), and the launches (``_C.gemm``,
 ``_C.rmsnorm_fwd``, ``_C.rmsnorm_bwd``, ``_C.rmsnorm_bwd_workspace_size``) are Python no-ops;
 ``_C.gemm_can_implement`` is the real host-only C++ query. What is measured is therefore the
 torch layer's Python + torch's own host work (allocation, autograd), not the C++ side (~7-9 µs
 per GEMM on the H200 host) nor ``torch.cuda.current_stream`` (CPU tensors get stream 0 without
-asking CUDA). Each round times ``iters`` calls with time.perf_counter; the median and the
-minimum over the rounds are printed (on a noisy shared host the minimum is the steadier
-figure). Absolute numbers depend on the CPU; compare runs on the same machine.
+asking CUDA). Each round times ``iters`` calls with the thread's CPU time (time.thread_time:
+time the process waited for a core does not count, so a shared host's load matters less;
+``--clock wall`` for time.perf_counter); the median and the minimum over the rounds are printed
+(the minimum is the steadier figure). Absolute numbers depend on the CPU; compare runs on the
+same machine.
 """
 
 import argparse
@@ -36,7 +46,15 @@ def parse_args():
     p.add_argument("--K", type=int, default=1024)
     p.add_argument("--iters", type=int, default=2000, help="calls per round")
     p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--profile", default="", help="cProfile one case: rmsnorm, linear or gemm")
+    p.add_argument("--profile", default="",
+                   help="cProfile one case: rmsnorm_fwd, rmsnorm_grad, rmsnorm, linear or gemm")
+    p.add_argument("--clock", choices=("thread", "wall"), default="thread",
+                   help="thread: CPU time of this thread (default; other processes on a shared "
+                   "host do not count), wall: time.perf_counter")
+    p.add_argument("--python-eager", action="store_true",
+                   help="the Python fast path even where quack_cpp._torch (the C++ one) is built")
+    p.add_argument("--custom-op", action="store_true",
+                   help="time the custom-op path (FORCE_CUSTOM_OP) instead of the fast path")
     return p.parse_args()
 
 
@@ -62,20 +80,29 @@ class StubC:
         return 4096
 
 
-def patch(ops, gemm_ops, torch):
-    """CPU tensors take the fast path (as test_fastpath_cpu.py's as_cuda) and _C is stubbed."""
-    plain, strided, dtypes = ops._PLAIN_TYPES, torch.strided, ops._KERNEL_DTYPES
+def patch(reg, ops, gemm_ops, torch, force_custom_op, cpp_eager=True):
+    """CPU tensors take the fast path (as test_fastpath_cpu.py's as_cuda) and _C is stubbed;
+    with force_custom_op, the custom ops run (their CPU kernels: the CUDA kernels' bodies)."""
+    plain, strided, dtypes = reg._PLAIN_TYPES, torch.strided, reg.KERNEL_DTYPES
+    wrapped = reg._is_wrapped
 
-    def cpu_as_cuda(t):  # ops._is_plain_cuda with is_cpu for is_cuda: the same host cost
+    def cpu_as_cuda(t):  # _registrar._is_plain_cuda with is_cpu for is_cuda: the same cost
         return (type(t) in plain and t.is_cpu and t.layout == strided and not t.is_nested
-                and t.dtype in dtypes)
+                and t.dtype in dtypes and not wrapped(t))
 
-    ops._is_plain_cuda = cpu_as_cuda
-    ops._DEVICE_TYPES = ops._DEVICE_TYPES + ("cpu",)
-    ops.FORCE_CUSTOM_OP = False
+    reg._is_plain_cuda = cpu_as_cuda
+    reg.DEVICE_TYPES = reg.DEVICE_TYPES + ("cpu",)
+    ops.FORCE_CUSTOM_OP = force_custom_op
+    reg.CPP_EAGER = cpp_eager
+    if ops._torch_ext is not None:  # the C++ eager path: allocation and autograd, no launch
+        ops._torch_ext._set_stub_launches(True)
     stub = StubC(ops._C)
     ops._C = stub
     gemm_ops._C = stub
+    lib = torch.library.Library("quack_cpp", "IMPL")
+    for op in (ops.rmsnorm_fwd, ops.rmsnorm_bwd, gemm_ops.gemm_op, gemm_ops.gemm_add_inplace_op):
+        lib.impl(op.__name__, op.kernel, "CPU")
+    return lib
 
 
 def cases(torch, a):
@@ -83,6 +110,17 @@ def cases(torch, a):
     import quack_cpp.nn as qnn
 
     bf16 = torch.bfloat16
+    xb, wb, bb = (torch.randn(*s, dtype=bf16) for s in ((a.M, a.N), (a.N,), (a.N,)))
+    xr, wr, br = (t.clone().requires_grad_(True) for t in (xb, wb, bb))
+    dyb = torch.randn(a.M, a.N, dtype=bf16)
+
+    def rmsnorm_fwd():
+        with torch.no_grad():
+            quack_cpp.rmsnorm(xb, wb, bb)
+
+    def rmsnorm_grad():
+        torch.autograd.grad(quack_cpp.rmsnorm(xr, wr, br), (xr, wr, br), dyb)
+
     x = torch.randn(a.M, a.N, dtype=bf16, requires_grad=True)
     w = torch.ones(a.N, requires_grad=True)
     dy = torch.randn(a.M, a.N, dtype=bf16)
@@ -105,7 +143,9 @@ def cases(torch, a):
         with torch.no_grad():
             quack_cpp.gemm(A, Bt.mT)
 
-    return {"rmsnorm": ("rmsnorm fwd+bwd", rmsnorm), "linear": ("linear fwd+bwd", linear),
+    return {"rmsnorm_fwd": ("rmsnorm fwd", rmsnorm_fwd),
+            "rmsnorm_grad": ("rmsnorm fwd+bwd", rmsnorm_grad),
+            "rmsnorm": ("rmsnorm .backward", rmsnorm), "linear": ("linear fwd+bwd", linear),
             "gemm": ("gemm fwd", gemm)}
 
 
@@ -113,10 +153,12 @@ def main():
     a = parse_args()
     import torch
 
+    import quack_cpp._registrar as reg
     import quack_cpp.gemm_ops as gemm_ops
     import quack_cpp.ops as ops
 
-    patch(ops, gemm_ops, torch)
+    cpp = not a.python_eager and ops._torch_ext is not None
+    lib = patch(reg, ops, gemm_ops, torch, a.custom_op, cpp)  # noqa: F841 (kept registered)
     table = cases(torch, a)
     if a.profile:
         import cProfile
@@ -133,11 +175,13 @@ def main():
         pstats.Stats(prof).sort_stats("tottime").print_stats(30)
         return 0
 
+    clock = time.thread_time if a.clock == "thread" else time.perf_counter
+
     def timed(fn, n):
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(n):
             fn()
-        return 1e6 * (time.perf_counter() - t0) / n
+        return 1e6 * (clock() - t0) / n
 
     for _, fn in table.values():
         timed(fn, 200)  # warm-up
@@ -146,7 +190,8 @@ def main():
         for k, (_, fn) in table.items():
             res[k].append(timed(fn, a.iters))
     print(f"torch {torch.__version__}, CPU, _C stubbed, M={a.M} N={a.N} K={a.K}, "
-          f"{a.iters} calls x {a.rounds} rounds")
+          f"{a.iters} calls x {a.rounds} rounds, {a.clock} clock, "
+          f"{'custom-op path' if a.custom_op else 'C++ fast path' if cpp else 'fast path'}")
     print(f"{'case':18s} {'median':>8s} {'min':>8s}  (us/call)")
     for k, (name, _) in table.items():
         print(f"{name:18s} {statistics.median(res[k]):8.1f} {min(res[k]):8.1f}")

@@ -13,9 +13,32 @@
 //                       softmax (--log 1: log_softmax), out and dx in x's dtype; "config": the
 //                       row skeleton's plan (row_plan_name); all = every configuration of
 //                       src/row/row_config.h that takes the shape, and the general policy
+//   quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
+//                       [--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]
+//                       LayerNorm with a weight and (--bias 1) a bias in fp32 or x's dtype, out
+//                       and dx in x's dtype; the forward writes mean and rstd, the backward
+//                       dweight and dbias (fp32; its workspace allocated once); "config" as for
+//                       softmax
+//   quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] [--dir fwd|bwd|fwdbwd|all]
+//                       [--config auto|all] [--ms 100]
+//                       ce_fwd: reduction 'none', no dx (loss only); ce_bwd: dx from x, lse and a
+//                       per-row dloss; ce_fwd_bwd: the training path, 'mean' with dx in the forward
+//                       (prep + row kernel + finish) then cross_entropy_scale_grad with
+//                       grad_output 1 (returns at once), and ce_fwd_bwd_scaled with grad_output
+//                       0.5 (rescales dx); random targets, none ignored; "config" as softmax's
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
-//     (env QUACK_GEMM_TILE_N forces a tile; QUACK_BENCH_TILE_COUNTER=1 uses the dynamic scheduler)
+//     (env QUACK_GEMM_TILE or QUACK_GEMM_TILE_N forces a tile, for gemm-act / gemm-dact on both the
+//     fused and the plain GEMM; QUACK_BENCH_TILE_COUNTER=1 uses the dynamic scheduler)
+//   quack-bench gemm-act [--shapes MxNxK,...] [--act gelu_tanh_approx] [--store-preact 1|0] [--ms 300]
+//   quack-bench gemm-dact [--shapes MxNxK,...] [--act gelu_tanh_approx] [--ms 300]
+//                                            bf16 gemm_act / gemm_dact beside our plain gemm of the
+//                                            same shape and layout (default shapes: 16384x14336x4096,
+//                                            16384x4096x14336, 8192x8192x8192; act as
+//                                            quack::activation_name, or "all"): gemm_act's a row-major,
+//                                            b column-major (y = x·Wᵀ); gemm_dact's a and b row-major
+//                                            (dout·W); "ratio" = ms_gemm / ms_fused (≥ 0.97: the
+//                                            fusion costs ≤ 3 %)
 //
 // Method (device tool METHOD.md): warm-up, then CUDA events around each launch, median over
 // the repeats; inputs rotate over enough buffer sets to exceed 2x the L2, so no run reads a
@@ -26,7 +49,10 @@
 // GEMM: ours and cuBLAS alternate launch by launch (A B A B) so clock drift hits both alike;
 // TFLOP/s = 2·M·N·K / time. Bytes (QuACK's model): fwd 2·M·N·elt (x read, y written), bwd 3·M·N·elt (x and
 // dy read, dx written); weights, rstd and partials are not counted. softmax: fwd 2·M·N·elt (x
-// read, y written), bwd 3·M·N·elt (y and dy read, dx written).
+// read, y written), bwd 3·M·N·elt (y and dy read, dx written). layernorm: as rmsnorm (weight,
+// bias, mean, rstd and partials are not counted). cross-entropy: fwd M·V·elt
+// (logits read once), bwd and fwd+bwd 2·M·V·elt (logits read, dx written); targets, losses,
+// lse and the scaled pass of ce_fwd_bwd_scaled are not counted.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -40,13 +66,17 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "norm/layernorm_internal.h"
 #include "norm/rmsnorm_tuning.h"
 #include "row/row_config.h"
 #include "row/row_op.h"
+#include "cross_entropy/cross_entropy_internal.h"
 #include "softmax/softmax_internal.h"
 #include "quack/gemm.h"
+#include "quack/gemm_act.h"
 #include "quack/quack.h"
 
 cudaError_t gpu_busy(double us);  // gpu_busy.cu
@@ -360,6 +390,216 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
   return 0;
 }
 
+// LayerNorm forward and backward, x, out, dout, dx in `dt`, weight (and bias) in `wdt`,
+// contiguous; as bench_softmax (all_configs: every configuration that takes the shape, then the
+// general policy).
+int bench_layernorm(quack::DType dt, quack::DType wdt, bool bias,
+                    const std::vector<std::pair<long long, long long>>& shapes,
+                    const std::string& dir, double budget_ms, bool all_configs) {
+  namespace d = quack::detail;
+  const char* name = quack::dtype_name(dt);
+  const size_t es = quack::dtype_size(dt), ws = quack::dtype_size(wdt);
+  std::vector<int> configs = {-1};
+  if (all_configs) {
+    configs.clear();
+    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);  // last: general
+  }
+  const std::string wextra = std::string(", \"weight\": \"") + quack::dtype_name(wdt) +
+                             "\", \"bias\": " + (bias ? "true" : "false");
+  for (auto [M, N] : shapes) {
+    const size_t mn = static_cast<size_t>(M) * N;
+    const int sets = static_cast<int>(std::max<size_t>(1, std::min<size_t>(8, (256ull << 20) / (mn * es) + 1)));
+    std::vector<std::unique_ptr<Buffer>> x, y, dy, dx, mean, rstd;
+    Buffer w(N * ws), b(N * ws), dw(N * 4), db(N * 4);
+    fill_random(w.p, N, wdt, 7);
+    fill_random(b.p, N, wdt, 8);
+    for (int s = 0; s < sets; ++s) {
+      x.emplace_back(new Buffer(mn * es));
+      y.emplace_back(new Buffer(mn * es));
+      mean.emplace_back(new Buffer(M * 4));
+      rstd.emplace_back(new Buffer(M * 4));
+      fill_random(x.back()->p, mn, dt, 1 + s);
+      if (dir != "fwd") {
+        dy.emplace_back(new Buffer(mn * es));
+        dx.emplace_back(new Buffer(mn * es));
+        fill_random(dy.back()->p, mn, dt, 100 + s);
+      }
+    }
+    auto fwd_args = [&](int s) {
+      quack::LayerNormFwdArgs a;
+      a.x = quack::TensorRef::matrix(x[s]->p, dt, M, N);
+      a.weight = quack::TensorRef::vector(w.p, wdt, N);
+      if (bias) a.bias = quack::TensorRef::vector(b.p, wdt, N);
+      a.out = quack::TensorRef::matrix(y[s]->p, dt, M, N);
+      a.mean = quack::TensorRef::vector(mean[s]->p, quack::DType::kFloat32, M);
+      a.rstd = quack::TensorRef::vector(rstd[s]->p, quack::DType::kFloat32, M);
+      return a;
+    };
+    auto bwd_args = [&](int s) {
+      quack::LayerNormBwdArgs a;
+      a.x = quack::TensorRef::matrix(x[s]->p, dt, M, N);
+      a.weight = quack::TensorRef::vector(w.p, wdt, N);
+      a.dout = quack::TensorRef::matrix(dy[s]->p, dt, M, N);
+      a.mean = quack::TensorRef::vector(mean[s]->p, quack::DType::kFloat32, M);
+      a.rstd = quack::TensorRef::vector(rstd[s]->p, quack::DType::kFloat32, M);
+      a.dx = quack::TensorRef::matrix(dx[s]->p, dt, M, N);
+      a.dweight = quack::TensorRef::vector(dw.p, quack::DType::kFloat32, N);
+      if (bias) a.dbias = quack::TensorRef::vector(db.p, quack::DType::kFloat32, N);
+      return a;
+    };
+    char plan_name[96];
+    for (int cfg : configs) {
+      if (dir == "bwd") break;
+      const d::RowPlan plan = d::plan_row_call(d::layernorm_fwd_call(fwd_args(0)), cfg);
+      if (plan.policy == d::RowPolicy::kNone) continue;
+      const double ms = time_median(
+          [&](int s) {
+            if (cfg < 0) quack::layernorm_fwd(fwd_args(s), nullptr);
+            else d::run_row_call(d::layernorm_fwd_call(fwd_args(s)), plan, nullptr);
+          },
+          sets, budget_ms);
+      const std::string extra = std::string(", \"config\": \"") +
+                                d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra;
+      emit("layernorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str());
+    }
+    if (dir == "fwd") continue;
+    for (int s = 0; s < sets; ++s) quack::layernorm_fwd(fwd_args(s), nullptr);  // mean, rstd
+    for (int cfg : configs) {
+      const d::RowCall call0 = d::layernorm_bwd_call(bwd_args(0));
+      d::RowPlan plan = d::plan_row_call(call0, cfg);
+      if (plan.policy == d::RowPolicy::kNone) continue;
+      const size_t bytes = d::row_call_workspace(call0, plan);  // fixes the persistent grid
+      Buffer work(std::max<size_t>(bytes, 16));
+      const double ms = time_median(
+          [&](int s) {
+            d::run_row_call(d::layernorm_bwd_call(bwd_args(s)), plan, nullptr, work.p, bytes);
+          },
+          sets, budget_ms);
+      const std::string extra = std::string(", \"config\": \"") +
+                                d::row_plan_name(plan, plan_name, sizeof(plan_name)) +
+                                "\", \"partials\": " + std::to_string(plan.partials) + wextra;
+      emit("layernorm_bwd", name, M, N, ms, 3.0 * mn * es, extra.c_str());
+    }
+  }
+  return 0;
+}
+
+// Cross-entropy forward, backward and the training path (fwd with dx, then the rescale), every
+// logits tensor in `dt`, contiguous, fp32 loss/lse/dloss, int64 targets uniform in [0, V).
+int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, long long>>& shapes,
+                        const std::string& dir, double budget_ms, bool all_configs) {
+  namespace d = quack::detail;
+  using quack::TensorRef;
+  const char* name = quack::dtype_name(dt);
+  const size_t es = quack::dtype_size(dt);
+  const auto F32 = quack::DType::kFloat32;
+  std::vector<int> configs = {-1};
+  if (all_configs) {
+    configs.clear();
+    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);
+  }
+  const bool run_fwd = dir == "fwd" || dir == "all", run_bwd = dir == "bwd" || dir == "all";
+  const bool run_train = dir == "fwdbwd" || dir == "all";
+  for (auto [M, V] : shapes) {
+    const size_t mv = static_cast<size_t>(M) * V;
+    const int sets = static_cast<int>(std::max<size_t>(1, std::min<size_t>(8, (256ull << 20) / (mv * es) + 1)));
+    std::vector<std::unique_ptr<Buffer>> x, dx;
+    for (int s = 0; s < sets; ++s) {
+      x.emplace_back(new Buffer(mv * es));
+      fill_random(x.back()->p, mv, dt, 1 + s);
+      if (run_bwd || run_train) dx.emplace_back(new Buffer(mv * es));
+    }
+    std::vector<int64_t> th(static_cast<size_t>(M));
+    std::mt19937_64 gen(static_cast<uint64_t>(M * 31 + V));
+    for (auto& t : th) t = static_cast<int64_t>(gen() % static_cast<uint64_t>(V));
+    Buffer tg(static_cast<size_t>(M) * 8), loss(static_cast<size_t>(M) * 4),
+        lse(static_cast<size_t>(M) * 4), dloss(static_cast<size_t>(M) * 4), grad(16);
+    check(cudaMemcpy(tg.p, th.data(), th.size() * 8, cudaMemcpyHostToDevice), "targets");
+    fill_random(dloss.p, static_cast<size_t>(M), F32, 7);
+    const TensorRef target = TensorRef::vector(tg.p, quack::DType::kInt64, M);
+    auto mat = [&](void* p) { return TensorRef::matrix(p, dt, M, V); };
+    auto fwd_args = [&](int s, bool train) {
+      quack::CrossEntropyFwdArgs a;
+      a.x = mat(x[s]->p);
+      a.target = target;
+      a.reduction = train ? quack::Reduction::kMean : quack::Reduction::kNone;
+      a.loss = TensorRef::vector(loss.p, F32, train ? 1 : M);
+      if (train) a.dx = mat(dx[s]->p);
+      return a;
+    };
+    const size_t ws_bytes = quack::cross_entropy_fwd_workspace_size(fwd_args(0, true));
+    Buffer ws(ws_bytes);
+    auto with_ws = [&](quack::CrossEntropyFwdArgs a) {
+      a.workspace = ws.p;
+      a.workspace_bytes = ws_bytes;
+      return a;
+    };
+    auto bwd_args = [&](int s) {
+      quack::CrossEntropyBwdArgs a;
+      a.x = mat(x[s]->p);
+      a.target = target;
+      a.lse = TensorRef::vector(lse.p, F32, M);
+      a.dloss = TensorRef::vector(dloss.p, F32, M);
+      a.dx = mat(dx[s]->p);
+      return a;
+    };
+    auto set_grad = [&](float g) {
+      check(cudaMemcpy(grad.p, &g, 4, cudaMemcpyHostToDevice), "grad_output");
+    };
+    auto scale = [&](int s) {
+      quack::CrossEntropyScaleGradArgs a;
+      a.dx = mat(dx[s]->p);
+      a.grad_output = TensorRef::vector(grad.p, F32, 1);
+      quack::cross_entropy_scale_grad(a, nullptr);
+    };
+    char plan_name[64];
+    auto extra_of = [&](const d::RowPlan& plan) {
+      return std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
+    };
+    for (int cfg : configs) {
+      if (run_fwd) {
+        const d::RowPlan plan = d::plan_row_call(d::cross_entropy_fwd_call(fwd_args(0, false)).row, cfg);
+        if (plan.policy != d::RowPolicy::kNone) {
+          const double ms = time_median(
+              [&](int s) { d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(fwd_args(s, false)), plan, nullptr); },
+              sets, budget_ms);
+          emit("ce_fwd", name, M, V, ms, 1.0 * mv * es, extra_of(plan).c_str());
+        }
+      }
+      if (run_bwd) {
+        {  // the lse of set 0 (every set reads it: timing only)
+          quack::CrossEntropyFwdArgs a = fwd_args(0, false);
+          a.lse = TensorRef::vector(lse.p, F32, M);
+          quack::cross_entropy_fwd(a, nullptr);
+        }
+        const d::RowPlan plan = d::plan_row_call(d::cross_entropy_bwd_call(bwd_args(0)), cfg);
+        if (plan.policy != d::RowPolicy::kNone) {
+          const double ms = time_median(
+              [&](int s) { d::run_row_call(d::cross_entropy_bwd_call(bwd_args(s)), plan, nullptr); },
+              sets, budget_ms);
+          emit("ce_bwd", name, M, V, ms, 2.0 * mv * es, extra_of(plan).c_str());
+        }
+      }
+      if (run_train) {
+        const d::RowPlan plan = d::plan_row_call(d::cross_entropy_fwd_call(with_ws(fwd_args(0, true))).row, cfg);
+        if (plan.policy == d::RowPolicy::kNone) continue;
+        for (float g : {1.f, 0.5f}) {
+          set_grad(g);
+          const double ms = time_median(
+              [&](int s) {
+                d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(with_ws(fwd_args(s, true))), plan, nullptr);
+                scale(s);
+              },
+              sets, budget_ms);
+          emit(g == 1.f ? "ce_fwd_bwd" : "ce_fwd_bwd_scaled", name, M, V, ms, 2.0 * mv * es,
+               extra_of(plan).c_str());
+        }
+      }
+    }
+  }
+  return 0;
+}
+
 // GEMM D = A·B, bf16 in and out, fp32 accumulation, D (M, N) row-major; A (M, K) and B (K, N)
 // each row- or column-major (layout "rc" = A row-major, B column-major, and so on). cuBLAS
 // (column-major) computes the same product as Dᵀ (N×M) = Bᵀ·Aᵀ: op(B) = N for a row-major B
@@ -479,6 +719,114 @@ int bench_gemm(const std::vector<std::vector<long long>>& shapes, const std::vec
   return 0;
 }
 
+// Medians (ms) of launches of fa and fb alternated (A B A B), each enqueued behind the spin
+// kernel and timed by its own events, for about budget_ms of GPU time (≥ 10 pairs).
+std::pair<double, double> time_alternating(const std::function<void()>& fa, const std::function<void()>& fb,
+                                           double budget_ms) {
+  cudaEvent_t e[4];
+  for (auto& x : e) check(cudaEventCreate(&x), "event");
+  for (int i = 0; i < 5; ++i) { fa(); fb(); }
+  check(cudaDeviceSynchronize(), "warm-up");
+  std::vector<float> ta, tb;
+  float spent = 0.f;
+  while ((spent < budget_ms || ta.size() < 10) && ta.size() < 2000) {
+    check(gpu_busy(kBusyUs), "gpu_busy");
+    check(cudaEventRecord(e[0]), "record");
+    fa();
+    check(cudaEventRecord(e[1]), "record");
+    check(gpu_busy(kBusyUs), "gpu_busy");
+    check(cudaEventRecord(e[2]), "record");
+    fb();
+    check(cudaEventRecord(e[3]), "record");
+    check(cudaEventSynchronize(e[3]), "sync");
+    float x = 0.f, y = 0.f;
+    check(cudaEventElapsedTime(&x, e[0], e[1]), "elapsed");
+    check(cudaEventElapsedTime(&y, e[2], e[3]), "elapsed");
+    ta.push_back(x);
+    tb.push_back(y);
+    spent += x + y;
+  }
+  for (auto& x : e) cudaEventDestroy(x);
+  auto median = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return double(v[v.size() / 2]); };
+  return {median(ta), median(tb)};
+}
+
+// gemm_act (dact = false: preact = A·B with A row-major, B column-major; postact = act(preact),
+// preact stored when store_preact) or gemm_dact (A, B row-major; preact read; dpreact and
+// postact written), bf16 everywhere, beside our plain gemm D = A·B on the same A and B.
+int bench_gemm_act(const std::vector<std::vector<long long>>& shapes, const std::vector<quack::Activation>& acts,
+                   bool dact, bool store_preact, double budget_ms) {
+  const auto bf = quack::DType::kBFloat16;
+  const char* op = dact ? "gemm_dact" : "gemm_act";
+  for (const auto& s : shapes) {
+    const long long M = s[0], N = s[1], K = s[2];
+    Buffer a(M * K * 2), b(K * N * 2), d(M * N * 2), pre(M * N * 2), post(M * N * 2);
+    fill_random(a.p, M * K, bf, 1);
+    fill_random(b.p, K * N, bf, 2);
+    fill_random(pre.p, M * N, bf, 3);  // gemm_dact's preact input (gemm_act overwrites it)
+    const quack::TensorRef ta = quack::TensorRef::matrix(a.p, bf, M, K, 0, K, 1);
+    const quack::TensorRef tb = dact ? quack::TensorRef::matrix(b.p, bf, K, N, 0, N, 1)
+                                     : quack::TensorRef::matrix(b.p, bf, K, N, 0, 1, K);
+    quack::GemmArgs g;
+    g.a = ta;
+    g.b = tb;
+    g.d = quack::TensorRef::matrix(d.p, bf, M, N);
+    auto plain = [&] { quack::gemm(g, nullptr); };
+    for (quack::Activation act : acts) {
+      std::function<void()> fused;
+      quack::GemmActArgs ga;
+      quack::GemmDActArgs gd;
+      if (dact) {
+        gd.a = ta;
+        gd.b = tb;
+        gd.preact = quack::TensorRef::matrix(pre.p, bf, M, N);
+        gd.dpreact = quack::TensorRef::matrix(d.p, bf, M, N);
+        gd.postact = quack::TensorRef::matrix(post.p, bf, M, N);
+        gd.activation = act;
+        fused = [&] { quack::gemm_dact(gd, nullptr); };
+      } else {
+        ga.a = ta;
+        ga.b = tb;
+        if (store_preact) ga.preact = quack::TensorRef::matrix(pre.p, bf, M, N);
+        ga.postact = quack::TensorRef::matrix(post.p, bf, M, N);
+        ga.activation = act;
+        fused = [&] { quack::gemm_act(ga, nullptr); };
+      }
+      // Agreement of the fused op's first output with the plain GEMM (gemm_act's preact, or
+      // gemm_dact with identity's dpreact): max |diff| / max |plain|, so a broken kernel shows.
+      double rel_diff = -1.0;
+      if (act == quack::Activation::kIdentity && (dact || store_preact)) {
+        plain();
+        check(cudaDeviceSynchronize(), "gemm");
+        std::vector<uint16_t> hd(M * N), hf(M * N);
+        check(cudaMemcpy(hd.data(), d.p, M * N * 2, cudaMemcpyDeviceToHost), "download");
+        fused();
+        check(cudaDeviceSynchronize(), op);
+        check(cudaMemcpy(hf.data(), dact ? d.p : pre.p, M * N * 2, cudaMemcpyDeviceToHost), "download");
+        auto f = [](uint16_t v) { uint32_t u = uint32_t(v) << 16; float x; std::memcpy(&x, &u, 4); return x; };
+        double max_diff = 0, max_ref = 0;
+        for (long long i = 0; i < M * N; i += 7) {
+          max_diff = std::max<double>(max_diff, std::fabs(f(hd[i]) - f(hf[i])));
+          max_ref = std::max<double>(max_ref, std::fabs(f(hd[i])));
+        }
+        rel_diff = max_ref > 0 ? max_diff / max_ref : max_diff;
+      }
+      const auto [ms_fused, ms_gemm] = time_alternating(fused, plain, budget_ms);
+      const double flop = 2.0 * M * N * K;
+      const char* tile_env = std::getenv("QUACK_GEMM_TILE");
+      if (tile_env == nullptr || *tile_env == 0) tile_env = std::getenv("QUACK_GEMM_TILE_N");
+      std::printf("{\"op\": \"%s\", \"act\": \"%s\", \"dtype\": \"bf16\", \"tile\": \"%s\", \"store_preact\": %s, "
+                  "\"M\": %lld, \"N\": %lld, \"K\": %lld, \"ms_fused\": %.5f, \"ms_gemm\": %.5f, "
+                  "\"tflops_fused\": %.1f, \"tflops_gemm\": %.1f, \"ratio\": %.3f, \"rel_diff_vs_gemm\": %.2e}\n",
+                  op, quack::activation_name(act), tile_env ? tile_env : "auto",
+                  dact ? "null" : (store_preact ? "true" : "false"), M, N, K, ms_fused, ms_gemm,
+                  flop / (ms_fused * 1e-3) / 1e12, flop / (ms_gemm * 1e-3) / 1e12, ms_gemm / ms_fused, rel_diff);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 std::vector<std::vector<long long>> parse_dims(const std::string& s) {
   std::vector<std::vector<long long>> out;
   size_t pos = 0;
@@ -522,7 +870,12 @@ int main(int argc, char** argv) {
                  "[--dir fwd|bwd|both] [--ms 100] [--fwd-path staged|simple|both|simple-all]\n"
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
-                 "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n");
+                 "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
+                 "[--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]\n"
+                 "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
+                 "[--dir fwd|bwd|fwdbwd|all] [--config auto|all] [--ms 100]\n"
+                 "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n"
+                 "       quack-bench gemm-act|gemm-dact [--shapes MxNxK,...] [--act NAME|all] [--store-preact 1|0] [--ms 300]\n");
     return 2;
   }
   std::string cmd = argv[1], dtype = "bf16", dir = "both";
@@ -532,7 +885,11 @@ int main(int argc, char** argv) {
   std::string layout = "rr";  // gemm: A then B, r = row-major, c = column-major
   std::string fwd_path;       // rmsnorm: empty = the library's default path
   bool log = false;           // softmax: log_softmax
-  std::string config = "auto";  // softmax: auto (the plan) or all
+  std::string config = "auto";  // softmax, layernorm: auto (the plan) or all
+  std::string wdtype = "fp32";  // layernorm: weight and bias dtype (fp32 or x)
+  bool bias = true;             // layernorm: with a bias
+  std::string act = "gelu_tanh_approx";  // gemm-act, gemm-dact
+  bool store_preact = true;              // gemm-act
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--dtype") dtype = v;
@@ -543,6 +900,10 @@ int main(int argc, char** argv) {
     else if (k == "--fwd-path") fwd_path = v;
     else if (k == "--log") log = v == "1" || v == "true";
     else if (k == "--config") config = v;
+    else if (k == "--wdtype") wdtype = v;
+    else if (k == "--bias") bias = v == "1" || v == "true";
+    else if (k == "--act") act = v;
+    else if (k == "--store-preact") store_preact = v != "0";
     else {
       std::fprintf(stderr, "quack-bench: unknown option %s\n", k.c_str());
       return 2;
@@ -584,9 +945,42 @@ int main(int argc, char** argv) {
         }
       return bench_gemm(dims, lays, budget_ms);
     }
+    if (cmd == "cross-entropy") {
+      if (dir == "both") dir = "all";
+      if (dir != "fwd" && dir != "bwd" && dir != "fwdbwd" && dir != "all") {
+        std::fprintf(stderr, "quack-bench: cross-entropy --dir is fwd, bwd, fwdbwd or all\n");
+        return 2;
+      }
+      if (!shapes_given) shapes = "16384x4096,16384x32768,16384x131072,8192x262144";
+      return bench_cross_entropy(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,
+                                 config == "all");
+    }
     if (cmd == "softmax")
       return bench_softmax(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms, log,
                            config == "all");
+    if (cmd == "layernorm") {
+      const quack::DType xt = parse_dtype(dtype);
+      return bench_layernorm(xt, wdtype == "x" ? xt : parse_dtype(wdtype), bias,
+                             parse_shapes(shapes), dir, budget_ms, config == "all");
+    }
+    if (cmd == "gemm-act" || cmd == "gemm-dact") {
+      if (!shapes_given) shapes = "16384x14336x4096,16384x4096x14336,8192x8192x8192";
+      const auto dims = parse_dims(shapes);
+      for (const auto& d : dims)
+        if (d.size() != 3) { std::fprintf(stderr, "quack-bench: %s shapes are MxNxK\n", cmd.c_str()); return 2; }
+      std::vector<quack::Activation> acts;
+      if (act == "all") {
+        for (int v = 0; v <= static_cast<int>(quack::Activation::kTanh); ++v) acts.push_back(static_cast<quack::Activation>(v));
+      } else {
+        quack::Activation a;
+        if (!quack::activation_from_name(act.c_str(), &a)) {
+          std::fprintf(stderr, "quack-bench: --act is all, identity, relu, relu_sq, gelu_tanh_approx, silu or tanh\n");
+          return 2;
+        }
+        acts.push_back(a);
+      }
+      return bench_gemm_act(dims, acts, cmd == "gemm-dact", store_preact, budget_ms);
+    }
     if (cmd == "rmsnorm" || cmd == "rmsnorm-sweep")
       return bench_rmsnorm(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,
                            cmd == "rmsnorm-sweep", fwd_path);

@@ -8,8 +8,10 @@
 // 3 int32, 4 int64. Streams are cudaStream_t handles as ints (0: the legacy default stream).
 //
 // GEMM (quack/gemm.h) is bound the same way: gemm_can_implement and
-// gemm take a, b, c (or None), d as tuples plus alpha and beta. Softmax (quack/softmax.h):
-// bind_softmax.cpp. The tuple conversion is bind_util.h's.
+// gemm take a, b, c (or None), d as tuples plus alpha and beta. One file per further family:
+// softmax (quack/softmax.h) bind_softmax.cpp, cross-entropy bind_cross_entropy.cpp, LayerNorm
+// bind_layernorm.cpp, gemm_act / gemm_dact (quack/gemm_act.h) bind_gemm_act.cpp. The tuple
+// conversion is bind_util.h's.
 //
 // Errors: quack::InvalidArgument (a std::invalid_argument) -> ValueError, quack::CudaError
 // (a std::runtime_error) -> RuntimeError, by nanobind's standard translation.
@@ -33,7 +35,10 @@ namespace nb = nanobind;
 
 using quack_py::kTensorDoc;
 
-void bind_softmax(nb::module_& m);  // bind_softmax.cpp
+void bind_softmax(nb::module_& m);        // bind_softmax.cpp
+void bind_cross_entropy(nb::module_& m);  // bind_cross_entropy.cpp
+void bind_layernorm(nb::module_& m);      // bind_layernorm.cpp
+void bind_gemm_act(nb::module_& m);       // bind_gemm_act.cpp
 
 namespace {
 
@@ -95,6 +100,9 @@ NB_MODULE(_C, m) {
         "The C++ library's version, e.g. '0.1.0'.");
 
   bind_softmax(m);
+  bind_cross_entropy(m);
+  bind_layernorm(m);
+  bind_gemm_act(m);
 
   m.def(
       "rmsnorm_fwd",

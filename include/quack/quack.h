@@ -2,8 +2,10 @@
 // Umbrella header: include this and link quack::quack.
 #pragma once
 
+#include "quack/cross_entropy.h"
 #include "quack/errors.h"
 #include "quack/gemm.h"
+#include "quack/gemm_act.h"
 #include "quack/norm.h"
 #include "quack/softmax.h"
 #include "quack/tensor.h"

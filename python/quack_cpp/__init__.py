@@ -10,12 +10,16 @@ on first use and need torch:
 - ``quack_cpp.ops``: the custom ops ``torch.ops.quack_cpp.rmsnorm_fwd`` / ``rmsnorm_bwd``
   (``torch.library.custom_op`` with fake kernels: ``torch.compile(fullgraph=True)`` and CUDA
   graphs work);
+- ``quack_cpp.layernorm(x, weight=None, bias=None, residual=None, eps=1e-5, prenorm=False,
+  residual_dtype=None, out_dtype=None, weight_offset=0.0, return_mean=False,
+  return_rstd=False)``: differentiable LayerNorm (see ``quack_cpp.layernorm_ops``; custom ops
+  ``torch.ops.quack_cpp.layernorm_fwd`` / ``layernorm_bwd``);
 - ``quack_cpp.gemm(A, B, out_dtype=None, alpha=1.0)``, ``gemm_add(A, B, C, alpha=1.0,
   beta=1.0, out_dtype=None)``, ``gemm_add_inplace(A, B, out, alpha=1.0, beta=1.0)``,
   ``linear(x, weight, fuse_grad_accum=False)``: the Hopper GEMM (see ``quack_cpp.gemm_ops``;
   custom ops ``torch.ops.quack_cpp.gemm`` / ``gemm_add_inplace``);
-- ``quack_cpp.nn.RMSNorm``: a drop-in for ``torch.nn.RMSNorm``; ``quack_cpp.nn.Linear``: for
-  ``torch.nn.Linear`` without bias.
+- ``quack_cpp.nn.RMSNorm``: a drop-in for ``torch.nn.RMSNorm``; ``quack_cpp.nn.LayerNorm``:
+  for ``torch.nn.LayerNorm``; ``quack_cpp.nn.Linear``: for ``torch.nn.Linear`` without bias.
 
 In plain eager mode on CUDA tensors the functions skip the dispatcher (the eager fast path, see
 ``quack_cpp.ops``); ``QUACK_EAGER_CUSTOM_OP=1`` makes every call use the custom ops.
@@ -36,7 +40,8 @@ __version__ = _C.version()  # one source: include/quack/version.h
 
 # Lazy attributes: name -> the submodule that holds it (None: the submodule itself).
 _LAZY = {
-    "ops": None, "nn": None, "gemm_ops": None, "rmsnorm": "ops",
+    "ops": None, "nn": None, "gemm_ops": None, "layernorm_ops": None, "rmsnorm": "ops",
+    "layernorm": "layernorm_ops",
     "gemm": "gemm_ops", "gemm_add": "gemm_ops", "gemm_add_inplace": "gemm_ops",
     "linear": "gemm_ops",
 }

@@ -1,11 +1,13 @@
-"""GEMM for torch tensors on QuACK-C++'s Hopper kernel: custom ops, autograd, functional API.
+"""GEMM for torch tensors on QuACK-C++'s Hopper kernel: op descriptions, functional API.
 
 Layers (top to bottom):
 
 - ``gemm``, ``gemm_add``, ``gemm_add_inplace``, ``linear``: the functional API;
-- ``torch.ops.quack_cpp.gemm`` (functional, differentiable through ``register_autograd``) and
-  ``torch.ops.quack_cpp.gemm_add_inplace`` (``mutates_args=("out",)``): custom ops with fake
-  kernels, so ``torch.compile(fullgraph=True)`` traces them without a graph break;
+- ``gemm_op`` (``torch.ops.quack_cpp.gemm``: functional, differentiable) and
+  ``gemm_add_inplace_op`` (``torch.ops.quack_cpp.gemm_add_inplace``, ``mutates_args=("out",)``):
+  registered from one description each by ``quack_cpp._registrar`` (custom op with its fake
+  and autograd, and the eager fast path), so ``torch.compile(fullgraph=True)`` traces them
+  without a graph break; ``linear_op``: a composite of them (``_registrar.register_function``);
 - ``quack_cpp._C.gemm``: the C++ API (``include/quack/gemm.h``), called with data pointers,
   shapes, strides (in elements), alpha, beta and the current CUDA stream of the tensors' device.
 
@@ -17,14 +19,12 @@ on A's device (row-major unless C or the operands' layouts call for column-major
 ``gemm_op``); launches go to ``torch.cuda.current_stream(A.device)``; nothing here synchronises
 with the host, so every call can be captured in a CUDA graph.
 
-Eager fast path (as ``quack_cpp.ops``, which says why): when ``ops.eager_fast_path`` holds for
-the tensors of a call, ``_gemm`` / ``_gemm_add_inplace`` run the custom ops' implementations
-(``_gemm_impl`` / ``_gemm_add_inplace_impl``) directly, inside ``_GemmFn`` (an
-autograd.Function with the op's setup_context and backward formula) when autograd records the
-call; the in-place one bumps ``out``'s version counter as the op does. ``gemm``, ``gemm_add``,
+Eager fast path (``quack_cpp._registrar``): in plain eager mode on CUDA tensors the ops run
+their implementations directly (``gemm_op.Function`` when autograd records the call; the
+in-place op bumps ``out``'s version counter as the custom op does); ``gemm``, ``gemm_add``,
 ``gemm_add_inplace`` and ``linear`` (forward and backward GEMMs) all go through them. Under
 torch.compile, on fake, meta or CPU tensors, or with ``QUACK_EAGER_CUSTOM_OP=1`` (or
-``quack_cpp.ops.FORCE_CUSTOM_OP = True``), the custom ops run, unchanged.
+``quack_cpp.ops.FORCE_CUSTOM_OP = True``), the custom ops run.
 
 Method: QuACK 0.2.0's GEMM interface (``quack/gemm_interface.py``: gemm, gemm_add,
 gemm_add_inplace; ``quack/linear.py``: LinearFunc with fused gradient accumulation) on a
@@ -37,17 +37,18 @@ import torch
 from torch import Tensor
 
 from . import _C
-from . import ops as _ops
-from .ops import _dtype_name, _records_grad, _stream, _tensor_arg, eager_fast_path
+from . import _registrar as _reg
+from ._registrar import (DTYPE_CODE, FLOAT_DTYPES, dtype_name, register, register_function,
+                         stream, tensor_arg)
 
 __all__ = ["gemm", "gemm_add", "gemm_add_inplace", "linear", "linear_dtype"]
 
-_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_FLOAT_DTYPES = FLOAT_DTYPES
 _INPUT_DTYPES = (torch.float16, torch.bfloat16)  # the kernels' A/B dtypes
 
 
 def _shape(t: Tensor) -> str:
-    return f"{tuple(t.shape)} {_dtype_name(t.dtype)}"
+    return f"{tuple(t.shape)} {dtype_name(t.dtype)}"
 
 
 def _out_shape(A: Tensor, B: Tensor) -> Tuple[int, ...]:
@@ -103,7 +104,7 @@ def _is_col_major(t: Tensor) -> bool:
 
 
 def _meta(shape, strides, dtype: torch.dtype):
-    code = _ops._DTYPE_CODE.get(dtype)
+    code = DTYPE_CODE.get(dtype)
     return (256, -1 if code is None else code, tuple(int(v) for v in shape),
             tuple(int(v) for v in strides), 0)
 
@@ -184,7 +185,7 @@ _PLANS = {}
 
 def _new_out_and_args(A: Tensor, B: Tensor, C: Optional[Tensor], dtype: torch.dtype):
     """(D, (a, b, c, d)) for a call that reads no C: D as ``_new_out(A, B, None, 0.0, dtype)``
-    and the _C.gemm tensor arguments as ``_tensor_arg`` makes them, with all but pointers and
+    and the _C.gemm tensor arguments as ``tensor_arg`` makes them, with all but pointers and
     devices cached per plan (the rank, K and L checks, majors, can_implement queries and
     metadata reads run once per key; ~2 µs a hit against 5-8 µs). A miss runs the uncached
     code, so errors come in the same order."""
@@ -192,8 +193,8 @@ def _new_out_and_args(A: Tensor, B: Tensor, C: Optional[Tensor], dtype: torch.dt
     plan = _PLANS.get(key)
     if plan is None:
         D = _new_out(A, B, None, 0.0, dtype)
-        args = (_tensor_arg(A, "gemm", "a"), _tensor_arg(B, "gemm", "b"),
-                _tensor_arg(C, "gemm", "c"), _tensor_arg(D, "gemm", "d"))
+        args = (tensor_arg(A, "gemm", "a"), tensor_arg(B, "gemm", "b"),
+                tensor_arg(C, "gemm", "c"), tensor_arg(D, "gemm", "d"))
         if len(_PLANS) >= _ACCEPTS_MAX:
             _PLANS.clear()
         _PLANS[key] = (args[0][1:4], args[1][1:4], args[3][1:4])
@@ -203,7 +204,7 @@ def _new_out_and_args(A: Tensor, B: Tensor, C: Optional[Tensor], dtype: torch.dt
     dev = A.get_device() if A.is_cuda else -1  # D's too
     return D, ((A.data_ptr(),) + a + (dev,),
                (B.data_ptr(),) + b + (B.get_device() if B.is_cuda else -1,),
-               _tensor_arg(C, "gemm", "c"), (D.data_ptr(),) + d + (dev,))
+               tensor_arg(C, "gemm", "c"), (D.data_ptr(),) + d + (dev,))
 
 
 def _as_operand(t: Tensor) -> Tensor:
@@ -244,8 +245,8 @@ def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
             beta_t: Optional[Tensor] = None, args=None) -> None:
     # args: the four tensor arguments when already made (_new_out_and_args).
     fn = "gemm"
-    a, b, c, d = args or (_tensor_arg(A, fn, "a"), _tensor_arg(B, fn, "b"),
-                          _tensor_arg(C, fn, "c"), _tensor_arg(D, fn, "d"))
+    a, b, c, d = args or (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"),
+                          tensor_arg(C, fn, "c"), tensor_arg(D, fn, "d"))
     # A or B that TMA cannot address (K or N not a multiple of 8 in memory, an odd offset): the
     # C++ copies it into a workspace with padded rows; allocated here with torch's caching
     # allocator on D's stream (kept alive by the stream-ordered allocator until the kernel ran).
@@ -254,7 +255,7 @@ def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
         ws_bytes = _C.gemm_workspace_size(a, b, c, d, float(alpha), float(beta))
         if ws_bytes:
             ws = torch.empty(ws_bytes, dtype=torch.uint8, device=D.device)
-    _C.gemm(a, b, c, d, float(alpha), float(beta), _stream(D), bool(tuned),
+    _C.gemm(a, b, c, d, float(alpha), float(beta), stream(D), bool(tuned),
             alpha_t.data_ptr() if alpha_t is not None else 0,
             beta_t.data_ptr() if beta_t is not None else 0,
             ws.data_ptr() if ws is not None else 0, ws_bytes)
@@ -267,21 +268,21 @@ def _scalar(fn: str, name: str, v, A: Tensor) -> Tuple[float, Optional[Tensor]]:
     if not isinstance(v, Tensor):
         return float(v), None
     if v.dtype != torch.float32 or v.numel() != 1 or v.device != A.device:
-        raise ValueError(f"{fn}: {name} is a tensor of shape {tuple(v.shape)} {_dtype_name(v.dtype)} "
+        raise ValueError(f"{fn}: {name} is a tensor of shape {tuple(v.shape)} "
+                         f"{dtype_name(v.dtype)} "
                          f"on {v.device}, expected one float32 element on {A.device} (or a "
                          "Python float)")
     return 1.0, v
 
 
 # --------------------------------------------------------------------------------------------
-# Custom ops
+# Ops
 # --------------------------------------------------------------------------------------------
 
 
 def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
-    """gemm_op's implementation, shared by the custom op and the eager fast path: D allocated
-    by ``_new_out`` (through ``_new_out_and_args``'s plan cache when C is not read), then
-    ``_C.gemm``."""
+    """gemm_op's implementation: D allocated by ``_new_out`` (through ``_new_out_and_args``'s
+    plan cache when C is not read), then ``_C.gemm``."""
     beta = beta if C is not None else 0.0
     beta_t = beta_t if C is not None else None
     beta_d = 1.0 if beta_t is not None else beta  # what _new_out sees
@@ -293,151 +294,93 @@ def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_
     return D
 
 
-@torch.library.custom_op("quack_cpp::gemm", mutates_args=(), device_types="cuda")
-def gemm_op(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float,
-            out_dtype: torch.dtype, tuned: bool = False, alpha_t: Optional[Tensor] = None,
-            beta_t: Optional[Tensor] = None) -> Tensor:
-    """D = alpha * A @ B + beta * C as a functional custom op (``torch.ops.quack_cpp.gemm``).
+class Gemm:
+    name = "quack_cpp::gemm"
 
-    Args:
-        A: (M, K) or (L, M, K), bfloat16/float16, CUDA; any strides the C++ accepts.
-        B: (K, N) or (L, K, N), A's dtype.
-        C: (M, N) or (L, M, N) in out_dtype, or None (then beta is ignored).
-        alpha, beta: fp32 scalars. beta = 0: C is never read.
-        out_dtype: A's dtype or float32.
-        alpha_t, beta_t: optional one-element fp32 tensors on A's device that replace alpha /
-            beta, read by the kernel (device scalars; a device beta of 0 reads no C).
-        tuned: autotune the tile configuration on first use per shape class (quack::GemmArgs::
-            tuned: timed on a scratch output, cached on disk; never during graph capture).
+    def signature(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float,
+                  out_dtype: torch.dtype, tuned: bool = False, alpha_t: Optional[Tensor] = None,
+                  beta_t: Optional[Tensor] = None) -> Tensor:
+        """D = alpha * A @ B + beta * C as a functional custom op (``torch.ops.quack_cpp.gemm``).
 
-    Returns:
-        D, same rank as A. Layout: C's (row- or column-major) when C is read; else row-major,
-        or column-major when the C++ supports only that for A's and B's layouts (A and B both
-        column-major). The contiguous run is padded to 16 bytes (row-major D is contiguous
-        unless N * itemsize % 16 != 0).
+        Args:
+            A: (M, K) or (L, M, K), bfloat16/float16, CUDA; any strides the C++ accepts.
+            B: (K, N) or (L, K, N), A's dtype.
+            C: (M, N) or (L, M, N) in out_dtype, or None (then beta is ignored).
+            alpha, beta: fp32 scalars. beta = 0: C is never read.
+            out_dtype: A's dtype or float32.
+            alpha_t, beta_t: optional one-element fp32 tensors on A's device that replace alpha /
+                beta, read by the kernel (device scalars; a device beta of 0 reads no C).
+            tuned: autotune the tile configuration on first use per shape class (quack::GemmArgs::
+                tuned: timed on a scratch output, cached on disk; never during graph capture).
 
-    Raises:
-        ValueError: mismatched ranks/L/K (this layer), or anything the C++ ``can_implement``
-            rejects (its message). RuntimeError: a CUDA error.
-    """
-    return _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t)
+        Returns:
+            D, same rank as A. Layout: C's (row- or column-major) when C is read; else row-major,
+            or column-major when the C++ supports only that for A's and B's layouts (A and B both
+            column-major). The contiguous run is padded to 16 bytes (row-major D is contiguous
+            unless N * itemsize % 16 != 0).
 
+        Raises:
+            ValueError: mismatched ranks/L/K (this layer), or anything the C++ ``can_implement``
+                rejects (its message). RuntimeError: a CUDA error.
+        """
 
-@gemm_op.register_fake
-def _gemm_fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
-    beta = 1.0 if (beta_t is not None and C is not None) else beta
-    return _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
+    impl = _gemm_impl
 
+    def fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
+        beta = 1.0 if (beta_t is not None and C is not None) else beta
+        return _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
 
-def _gemm_add_inplace_impl(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
-    """gemm_add_inplace_op's implementation (both paths): ``_C.gemm`` with C = D = out."""
-    _out_shape(A, B)
-    _launch(A, B, out, out, alpha, beta, tuned, alpha_t, beta_t)
+    def setup_context(ctx, inputs, output):
+        A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t = inputs
+        need_a, need_b = ctx.needs_input_grad[:2]
+        ctx.alpha, ctx.beta = alpha, beta
+        ctx.a_dtype, ctx.b_dtype = A.dtype, B.dtype
+        ctx.c_dtype = C.dtype if C is not None else None
+        ctx.save_for_backward(A if need_b else None, B if need_a else None, alpha_t, beta_t)
 
-
-@torch.library.custom_op("quack_cpp::gemm_add_inplace", mutates_args=("out",),
-                         device_types="cuda")
-def gemm_add_inplace_op(A: Tensor, B: Tensor, out: Tensor, alpha: float, beta: float,
-                        tuned: bool = False, alpha_t: Optional[Tensor] = None,
-                        beta_t: Optional[Tensor] = None) -> None:
-    """out = alpha * A @ B + beta * out, in place (``torch.ops.quack_cpp.gemm_add_inplace``).
-    C = D = out in the C++ call (tile-local read then write). Shapes and dtypes as
-    ``gemm_op`` with out as C and D. Not differentiable. Raises as ``gemm_op``."""
-    _gemm_add_inplace_impl(A, B, out, alpha, beta, tuned, alpha_t, beta_t)
-
-
-@gemm_add_inplace_op.register_fake
-def _gemm_add_inplace_fake(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
-    _out_shape(A, B)
-
-
-def _gemm_setup_context(ctx, inputs, output):
-    A, B, C, alpha, beta, out_dtype = inputs[:6]
-    alpha_t, beta_t = (list(inputs[7:9]) + [None, None])[:2]
-    need_a, need_b = ctx.needs_input_grad[:2]
-    ctx.alpha, ctx.beta = alpha, beta
-    ctx.a_dtype, ctx.b_dtype = A.dtype, B.dtype
-    ctx.c_dtype = C.dtype if C is not None else None
-    ctx.save_for_backward(A if need_b else None, B if need_a else None, alpha_t, beta_t)
-
-
-def _gemm_grads(ctx, dD, mm):
-    """dA = alpha * dD @ B^T, dB = alpha * A^T @ dD (our gemm through ``mm``: the custom op, or
-    ``_gemm`` on the fast path; outputs in A's / B's dtype; dD cast to A's dtype and made a
-    row-major operand), dC = beta * dD. Device scalars pass on to the backward GEMMs (alpha) or
-    multiply dD (beta); they get no gradient themselves."""
-    A, B, alpha_t, beta_t = ctx.saved_tensors
-    need_a, need_b, need_c = ctx.needs_input_grad[:3]
-    dA = dB = dC = None
-    if need_c:
-        if beta_t is not None:
-            dC = (dD * beta_t.reshape(())).to(ctx.c_dtype)
-        else:
-            dC = (dD if ctx.beta == 1.0 else dD * ctx.beta).to(ctx.c_dtype)
-    if need_a or need_b:
-        g = _as_operand(dD.to(ctx.a_dtype))
-        if need_a:
-            dA = mm(g, B.mT, None, ctx.alpha, 0.0, ctx.a_dtype, False, alpha_t, None)
-        if need_b:
-            dB = mm(A.mT, g, None, ctx.alpha, 0.0, ctx.b_dtype, False, alpha_t, None)
-    return dA, dB, dC, None, None, None, None, None, None
-
-
-def _gemm_backward(ctx, dD):
-    # The custom op's backward: GEMMs through the gemm custom op.
-    return _gemm_grads(ctx, dD, gemm_op)
-
-
-torch.library.register_autograd("quack_cpp::gemm", _gemm_backward,
-                                setup_context=_gemm_setup_context)
-
-
-# --------------------------------------------------------------------------------------------
-# Eager fast path: the same implementations, setup_context and formula without the dispatcher
-# --------------------------------------------------------------------------------------------
-
-
-class _GemmFn(torch.autograd.Function):
-    """gemm_op with its registered autograd, as an autograd.Function (the eager fast path):
-    forward ``_gemm_impl`` then the op's ``_gemm_setup_context`` (in forward, as in
-    ``ops._RMSNormFn``), backward the op's formula with ``_gemm`` (so create_graph=True
-    records differentiable GEMMs, as the op's backward does). All 9 arguments positional."""
-
-    @staticmethod
-    def forward(ctx, *inputs):
-        output = _gemm_impl(*inputs)
-        _gemm_setup_context(ctx, inputs, output)
-        return output
-
-    @staticmethod
     def backward(ctx, dD):
-        return _gemm_grads(ctx, dD, _gemm)
+        """dA = alpha * dD @ B^T, dB = alpha * A^T @ dD (our gemm: the fast path in eager
+        mode, the custom op under torch.compile; outputs in A's / B's dtype; dD cast to A's
+        dtype and made a row-major operand), dC = beta * dD. Device scalars pass on to the
+        backward GEMMs (alpha) or multiply dD (beta); they get no gradient themselves."""
+        A, B, alpha_t, beta_t = ctx.saved_tensors
+        need_a, need_b, need_c = ctx.needs_input_grad[:3]
+        dA = dB = dC = None
+        if need_c:
+            if beta_t is not None:
+                dC = (dD * beta_t.reshape(())).to(ctx.c_dtype)
+            else:
+                dC = (dD if ctx.beta == 1.0 else dD * ctx.beta).to(ctx.c_dtype)
+        if need_a or need_b:
+            g = _as_operand(dD.to(ctx.a_dtype))
+            if need_a:
+                dA = gemm_op(g, B.mT, None, ctx.alpha, 0.0, ctx.a_dtype, False, alpha_t, None)
+            if need_b:
+                dB = gemm_op(A.mT, g, None, ctx.alpha, 0.0, ctx.b_dtype, False, alpha_t, None)
+        return dA, dB, dC, None, None, None, None, None, None
 
 
-def _gemm(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
-    """gemm_op's semantics on the cheapest path that is the same: the custom op unless
-    ``eager_fast_path``; else ``_GemmFn`` when autograd records the call, ``_gemm_impl``
-    when it does not (no_grad, inference, inside an autograd.Function)."""
-    args = (A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t)
-    if not eager_fast_path(A, B, C, alpha_t, beta_t):
-        return gemm_op(*args)
-    if _records_grad(A, B, C, alpha_t, beta_t):
-        return _GemmFn.apply(*args)
-    return _gemm_impl(*args)
+class GemmAddInplace:
+    name = "quack_cpp::gemm_add_inplace"
+    mutates_args = ("out",)
+
+    def signature(A: Tensor, B: Tensor, out: Tensor, alpha: float, beta: float,
+                  tuned: bool = False, alpha_t: Optional[Tensor] = None,
+                  beta_t: Optional[Tensor] = None) -> None:
+        """out = alpha * A @ B + beta * out, in place (``torch.ops.quack_cpp.gemm_add_inplace``).
+        C = D = out in the C++ call (tile-local read then write). Shapes and dtypes as
+        ``gemm_op`` with out as C and D. Not differentiable. Raises as ``gemm_op``."""
+
+    def impl(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
+        _out_shape(A, B)
+        _launch(A, B, out, out, alpha, beta, tuned, alpha_t, beta_t)
+
+    def fake(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
+        _out_shape(A, B)
 
 
-def _gemm_add_inplace(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
-    """gemm_add_inplace_op's semantics: ``_gemm_add_inplace_impl`` directly when
-    ``eager_fast_path`` holds and autograd would not record the call, after bumping out's
-    version counter as the op's ADInplaceOrView kernel does (so autograd still catches a saved
-    tensor modified in place); else the custom op."""
-    args = (A, B, out, alpha, beta, tuned, alpha_t, beta_t)
-    if (not eager_fast_path(A, B, out, alpha_t, beta_t)
-            or _records_grad(A, B, out, alpha_t, beta_t)):
-        return gemm_add_inplace_op(*args)
-    torch.autograd.graph.increment_version(out)
-    _gemm_add_inplace_impl(*args)
-
+gemm_op = register(Gemm)
+gemm_add_inplace_op = register(GemmAddInplace)
 
 # --------------------------------------------------------------------------------------------
 # Functional API
@@ -445,10 +388,11 @@ def _gemm_add_inplace(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=
 
 
 def _check(fn: str, **tensors) -> None:
+    # Runs on the custom-op path only: route's fast path implies it (plain CUDA tensors).
     for name, t in tensors.items():
         if not isinstance(t, Tensor):
             raise TypeError(f"{fn}: {name} is {type(t).__name__}, expected a torch.Tensor")
-        if t.device.type not in _ops._DEVICE_TYPES:
+        if t.device.type not in _reg.DEVICE_TYPES:
             raise ValueError(f"{fn}: {name} is on {t.device}, expected a CUDA tensor")
 
 
@@ -504,9 +448,14 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
 
     Source: QuACK 0.2.0 ``gemm_interface.gemm``; kernel after CUTLASS 3.x sm90 TMA + WGMMA.
     """
-    _check("gemm", A=A, B=B)
+    path = _reg.route(A, B)
+    if path == _reg.CUSTOM:
+        _check("gemm", A=A, B=B)
     a, a_t = _scalar("gemm", "alpha", alpha, A)
-    return _gemm(A, B, None, a, 0.0, _out_dtype("gemm", out_dtype, A), bool(tuned), a_t, None)
+    if a_t is not None:
+        path = _reg.route(A, B, a_t)
+    return gemm_op.run(path, A, B, None, a, 0.0, _out_dtype("gemm", out_dtype, A), bool(tuned),
+                       a_t, None)
 
 
 def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: Union[float, Tensor] = 1.0,
@@ -533,10 +482,13 @@ def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: Union[float, Tensor] = 1.0,
 
     Source: QuACK 0.2.0 ``gemm_interface.gemm_add``.
     """
-    _check("gemm_add", A=A, B=B, C=C)
+    if not isinstance(C, Tensor):  # gemm_op takes C = None as "no C": gemm_add must not
+        raise TypeError(f"gemm_add: C is {type(C).__name__}, expected a Tensor")
+    if _reg.route(A, B, C) == _reg.CUSTOM:
+        _check("gemm_add", A=A, B=B, C=C)
     a, a_t = _scalar("gemm_add", "alpha", alpha, A)
     b, b_t = _scalar("gemm_add", "beta", beta, A)
-    return _gemm(A, B, C, a, b, _out_dtype("gemm_add", out_dtype, A), bool(tuned), a_t, b_t)
+    return gemm_op(A, B, C, a, b, _out_dtype("gemm_add", out_dtype, A), bool(tuned), a_t, b_t)
 
 
 def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: Union[float, Tensor] = 1.0,
@@ -557,10 +509,12 @@ def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: Union[float, Tens
     Source: QuACK 0.2.0 ``gemm_interface.gemm_add_inplace`` (used for fused gradient
     accumulation).
     """
-    _check("gemm_add_inplace", A=A, B=B, out=out)
+    if _reg.route(A, B, out) == _reg.CUSTOM:
+        _check("gemm_add_inplace", A=A, B=B, out=out)
     a, a_t = _scalar("gemm_add_inplace", "alpha", alpha, A)
     b, b_t = _scalar("gemm_add_inplace", "beta", beta, A)
-    _gemm_add_inplace(A, B, out, a, b, bool(tuned), a_t, b_t)
+    gemm_add_inplace_op(A, B, out, a, b, bool(tuned), a_t, b_t)
+
 
 
 # --------------------------------------------------------------------------------------------
@@ -593,35 +547,43 @@ def _rows(t: Tensor, k: int) -> Tensor:
     return t if t.dim() == 2 and k else t.reshape(-1, k)
 
 
-class _LinearFunc(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, weight, dtype, fuse_grad_accum, tuned=False):
+class Linear:
+    """y = x @ W^T for x (..., K) and W (N, K) in a compute dtype, with the dgrad and wgrad
+    GEMMs in its backward and eager-only fused weight-gradient accumulation (see ``linear``).
+    A composite: its GEMMs are ``gemm_op`` / ``gemm_add_inplace_op``, so torch.compile sees
+    those custom ops."""
+
+    name = "quack_cpp::linear"
+
+    def forward(ctx, x: Tensor, weight: Tensor, dtype: torch.dtype, fuse_grad_accum: bool,
+                tuned: bool) -> Tensor:
         K, N = weight.shape[1], weight.shape[0]
-        lead = x.shape[:-1]
         x2 = _as_operand(_rows(_cast(x, dtype), K))
         w = _cast(weight, dtype)
-        y = _gemm(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned))
+        y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned), None, None)
         need_x, need_w = ctx.needs_input_grad[:2]
+        lead = x.shape[:-1]
         ctx.dtype, ctx.weight_dtype, ctx.lead, ctx.n = dtype, weight.dtype, lead, N
         # Fused accumulation reads weight.grad at backward time: eager only (as QuACK).
         ctx.fuse = bool(fuse_grad_accum and need_w and not torch.compiler.is_compiling())
         ctx.save_for_backward(x2 if need_w else None, w if need_x else None,
                               weight if ctx.fuse else None)
-        return y.view(*lead, N)
+        return y if x.dim() == 2 else y.view(*lead, N)
 
-    @staticmethod
     def backward(ctx, dy):
         x2, w, weight = ctx.saved_tensors
         need_x, need_w = ctx.needs_input_grad[:2]
         g = _as_operand(_rows(_cast(dy, ctx.dtype), ctx.n))
         dx = dw = None
         if need_x:  # dgrad: dx = dy @ W
-            dx = _gemm(g, w, None, 1.0, 0.0, ctx.dtype).view(*ctx.lead, w.shape[1])
+            dx = gemm_op(g, w, None, 1.0, 0.0, ctx.dtype, False, None, None)
+            if len(ctx.lead) != 1:
+                dx = dx.view(*ctx.lead, w.shape[1])
         if need_w:  # wgrad: dW = dy^T @ x, in weight's dtype where the C++ has that instance
             a, b, wdt = g.mT, x2, ctx.weight_dtype
             grad = weight.grad if ctx.fuse else None
             if grad is not None and _accepts(a, b, grad, grad, 1.0):
-                _gemm_add_inplace(a, b, grad, 1.0, 1.0)
+                gemm_add_inplace_op(a, b, grad, 1.0, 1.0, False, None, None)
                 weight.grad = None  # autograd's AccumulateGrad then takes grad as it is
                 dw = grad
             else:  # e.g. fp16 -> fp32 for these layouts: fp16 dW, then cast (as torch does)
@@ -630,8 +592,12 @@ class _LinearFunc(torch.autograd.Function):
                 shape = (a.shape[0], b.shape[1])
                 ok = wdt == ctx.dtype or any(_accepts(a, b, None, (shape, wdt, col))
                                              for col in (False, True))
-                dw = _cast(_gemm(a, b, None, 1.0, 0.0, wdt if ok else ctx.dtype), wdt)
+                dw = _cast(gemm_op(a, b, None, 1.0, 0.0, wdt if ok else ctx.dtype, False,
+                                   None, None), wdt)
         return dx, dw, None, None, None
+
+
+linear_op = register_function(Linear)
 
 
 def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False,
@@ -673,7 +639,9 @@ def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False,
 
     Source: QuACK 0.2.0 ``linear.LinearFunc`` / ``linear_func``.
     """
-    _check("linear", x=x, weight=weight)
+    path = _reg.route(x, weight)
+    if path == _reg.CUSTOM:
+        _check("linear", x=x, weight=weight)
     dtype = linear_dtype(x, weight)
     if dtype is None:
         raise ValueError(f"linear: x {_shape(x)} and weight {_shape(weight)}: expected both "
@@ -681,4 +649,4 @@ def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False,
     if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: x has shape {tuple(x.shape)} and weight {tuple(weight.shape)},"
                          " expected (..., K) and (N, K)")
-    return _LinearFunc.apply(x, weight, dtype, fuse_grad_accum, tuned)
+    return linear_op.run(path, x, weight, dtype, bool(fuse_grad_accum), bool(tuned))

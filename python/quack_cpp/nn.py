@@ -8,11 +8,12 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Module, Parameter, init
 
-from . import ops as _ops
+from . import _registrar as _reg
 from .gemm_ops import linear, linear_dtype
+from .layernorm_ops import layernorm
 from .ops import _FLOAT_DTYPES, rmsnorm
 
-__all__ = ["RMSNorm", "Linear"]
+__all__ = ["RMSNorm", "LayerNorm", "Linear"]
 
 _shape_t = Union[int, List[int], Tuple[int, ...], torch.Size]
 
@@ -103,6 +104,77 @@ class RMSNorm(Module):
         )
 
 
+class LayerNorm(torch.nn.LayerNorm):
+    r"""Layer normalisation; a drop-in for ``torch.nn.LayerNorm``.
+
+    A subclass of ``torch.nn.LayerNorm``: same signature, defaults, parameters (``weight``
+    initialised to ones, ``bias`` to zeros), state dict, ``reset_parameters`` and
+    ``extra_repr``, so the two load each other's state dicts. Over the last
+    ``len(normalized_shape)`` dimensions (flattened to N = prod(normalized_shape)), per row, in
+    fp32::
+
+        y = (x - mean) / sqrt(var + eps) * (weight + weight_offset) + bias   (biased variance)
+
+    Args:
+        normalized_shape, eps (default 1e-5), elementwise_affine (default True), bias (default
+            True), device, dtype: as ``torch.nn.LayerNorm``.
+        weight_offset: keyword-only, default 0.0: added to the weight in the forward (Gemma's
+            zero-centred weights use 1.0); the weight is then initialised to 1 - weight_offset
+            (zeros for 1.0), so a fresh module is the identity normalisation either way. A
+            state dict from ``torch.nn.LayerNorm`` holds w, which this module reads as
+            w - weight_offset only when weight_offset is 0.
+
+    Shape: input (*, *normalized_shape); output the same shape, in the input's dtype (float32
+    under autocast, as ``torch.nn.LayerNorm``: layer_norm is on autocast's float32 list).
+
+    Kernels: ``quack_cpp.layernorm`` (the C++ API's LayerNorm) for CUDA inputs of dtype
+    float32/float16/bfloat16 with float parameters; the backward gives d(input), d(weight) and
+    d(bias) (fp32-accumulated, bitwise reproducible). Any other input (CPU, meta, float64)
+    goes to ``torch.nn.functional.layer_norm``, so the module stays a drop-in.
+
+    Raises:
+        ValueError: the input's trailing dims differ from ``normalized_shape`` (CUDA inputs).
+    """
+
+    def __init__(self, normalized_shape: _shape_t, eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True, device=None, dtype=None,
+                 *, weight_offset: float = 0.0) -> None:
+        self.weight_offset = float(weight_offset)
+        super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine,
+                         bias=bias, device=device, dtype=dtype)
+
+    def reset_parameters(self) -> None:
+        """weight = 1 - weight_offset (ones by default), bias = zeros (as torch)."""
+        super().reset_parameters()
+        if self.elementwise_affine and self.weight_offset != 0.0:
+            with torch.no_grad():
+                self.weight.fill_(1.0 - self.weight_offset)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalises ``input`` (*, *normalized_shape); returns the same shape."""
+        weight, bias = self.weight, self.bias
+        nd = len(self.normalized_shape)
+        if (nd == 0 or input.device.type not in _reg.DEVICE_TYPES
+                or input.dtype not in _FLOAT_DTYPES
+                or (weight is not None and weight.dtype not in _FLOAT_DTYPES)
+                or (bias is not None and bias.dtype not in _FLOAT_DTYPES)):
+            if self.weight_offset != 0.0 and weight is not None:
+                weight = weight + self.weight_offset
+            return F.layer_norm(input, self.normalized_shape, weight, bias, self.eps)
+        if input.dim() < nd or tuple(input.shape[input.dim() - nd :]) != self.normalized_shape:
+            raise ValueError(
+                f"LayerNorm: input has shape {tuple(input.shape)}, expected trailing dims "
+                f"{self.normalized_shape} (normalized_shape)"
+            )
+        w = weight.reshape(-1) if weight is not None and nd > 1 else weight
+        b = bias.reshape(-1) if bias is not None and nd > 1 else bias
+        if nd == 1:
+            return layernorm(input, w, b, eps=self.eps, weight_offset=self.weight_offset)
+        y = layernorm(input.flatten(input.dim() - nd), w, b, eps=self.eps,
+                      weight_offset=self.weight_offset)
+        return y.view(input.shape)
+
+
 class Linear(torch.nn.Linear):
     r"""``y = x W^T`` on QuACK-C++'s GEMM; a drop-in for ``torch.nn.Linear(..., bias=False)``.
 
@@ -154,7 +226,7 @@ class Linear(torch.nn.Linear):
     def forward(self, input: Tensor) -> Tensor:
         """y = input W^T; input (*, in_features), y (*, out_features)."""
         weight = self.weight  # one nn.Module.__getattr__
-        if input.device.type in _ops._DEVICE_TYPES and linear_dtype(input, weight) is not None:
+        if input.device.type in _reg.DEVICE_TYPES and linear_dtype(input, weight) is not None:
             return linear(input, weight, fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
         return F.linear(input, weight)
 

@@ -28,7 +28,7 @@ double cost(const TileQuery& q, const TileOption& o, double rate) {
 
 }  // namespace
 
-int choose_tile_index(const TileQuery& q, const TileOption* o, int count) {
+int choose_tile_index(const TileQuery& q, const TileOption* o, int count, double rate192) {
   const int64_t sms = q.sms > 0 ? q.sms : 1;
   // 1. Small M·N.
   const int i64 = find(o, count, 128, 64, 1, 1, false);
@@ -45,7 +45,7 @@ int choose_tile_index(const TileQuery& q, const TileOption* o, int count) {
     double rate;
   };
   const Candidate pp[] = {{find(o, count, 128, 128, 2, 1, true), 1.0},
-                          {q.k >= 1024 ? find(o, count, 128, 192, 2, 1, true) : -1, kRatePingpong192}};
+                          {q.k >= 1024 && rate192 > 0.0 ? find(o, count, 128, 192, 2, 1, true) : -1, rate192}};
   int best = -1;
   double best_cost = 0.0;
   for (const Candidate& c : pp) {

@@ -37,13 +37,23 @@ struct TileQuery {
 };
 
 /// Throughput per clock of 128x192 pingpong relative to 128x128 pingpong on mainloop-bound
-/// problems (K ≥ 1024). Provisional (issue 16, not yet measured here): QuACK 0.2.0's 128x192
-/// pingpong ran 1.06× our 128x128 pingpong in burst and 1.10× at the power limit on 8192³
-/// (perf/h200-anchors.md); set from scripts/gemm_ab.sh's table.
+/// problems (K ≥ 1024): THE constant that decides between the two pingpong tiles. Provisional
+/// (issue 16, not yet measured on our kernel): QuACK 0.2.0's 128x192 pingpong ran 1.06× our
+/// 128x128 pingpong in burst and 1.10× at the power limit on 8192³ (perf/h200-anchors.md); set it
+/// from scripts/gemm_ab.sh's table (ours:128x192pp / ours:128x128pp).
+/// Where the choice flips on 132 SMs (the rate at which both estimates are equal; 128x192 is
+/// picked above it, host test GemmTileRule.RateFlipsTheChoice):
+///   8192³ 0.984, 8192x128256x4096 1.000 (equal waves · area), 16384x14336x4096 1.005,
+///   16384x28672x4096 1.005, 16384x4096x14336 1.031.
+/// So 1.06 picks 128x192 on all five LLM shapes, 1.0 only on 8192³, and any value below 0.98
+/// (or ≤ 0: the tile is left out) keeps 128x128 on all of them. gemm_act / gemm_dact have no
+/// 128x192 instance (it spills with two outputs), so the constant does not touch them.
 inline constexpr double kRatePingpong192 = 1.06;
 
 /// Index into options[0, count) of the configuration to run; options[0] is the 128x256
-/// cooperative default, which is returned when no rule applies.
-int choose_tile_index(const TileQuery& q, const TileOption* options, int count);
+/// cooperative default, which is returned when no rule applies. rate192: kRatePingpong192 (a
+/// parameter for the host tests; ≤ 0 leaves 128x192 out).
+int choose_tile_index(const TileQuery& q, const TileOption* options, int count,
+                      double rate192 = kRatePingpong192);
 
 }  // namespace quack::detail

@@ -9,12 +9,14 @@
 //   struct MyOp : RowOpBase {
 //     static constexpr int kIn = 1;    // per-element input streams, RowParams::in[0..kIn)
 //     static constexpr int kOut = 1;   // per-element output streams, RowParams::out[0..kOut)
-//     using Red = OnlineMaxSum;        // reduction kind (row_reduce.cuh): RedSum, RedMax,
-//                                      // OnlineMaxSum, or the op's own (K ≤ 4 floats,
-//                                      // identity, bitwise-commutative combine, fold)
+//     using Red = OnlineMaxSum;        // reduction kind (row_reduce.cuh): RedSum, RedSums<K>,
+//                                      // RedMax, OnlineMaxSum, RedMeanM2, or the op's own
+//                                      // (K ≤ 4 floats, identity, bitwise-commutative
+//                                      // combine, fold)
 //     struct Row { ... };              // what the finish hands to every element
 //
-//     // (optional, RowOpBase: none) per-row inputs, read once per row before the fold:
+//     // (optional, RowOpBase: none) per-row inputs, read once per row before the fold (the
+//     // ring policy reads them one row ahead: they must not be what the kernel writes):
 //     // struct RowIn { float rstd; };  static RowIn load_row(const RowParams&, int64_t row);
 //
 //     // This thread's part of the row's reduction: a fold over the elements the thread holds.
@@ -32,18 +34,38 @@
 //     // One element's outputs (fp32; the skeleton converts and stores them).
 //     __device__ static void apply(const RowParams& p, const Row& r,
 //                                  const RowElem<kIn, kCols>& e, float (&out)[kOut]);
+//     // With column accumulations (kAcc > 0) instead: also the element's terms of each
+//     // accumulation, which the skeleton adds up over the rows per column:
+//     // __device__ static void apply(const RowParams& p, const Row& r,
+//     //                              const RowElem<kIn, kCols>& e, float (&out)[kOut],
+//     //                              float (&acc)[kAcc]);
 //   };
 //
-// Every input stream of an instance has one dtype and every output stream another (the
-// instance's pair, row_ops.cmake); other dtype mixes run on the general policy, which converts
-// per element at run time. All math is fp32.
+// Every input stream of an instance has one dtype, every output stream another, and every
+// per-column vector a third (the instance's triple, row_ops.cmake); other dtype mixes run on
+// the general policy, which converts per element at run time. All math is fp32.
 //
-// Extension points, not used by the ops of this milestone (the kernels static_assert them):
-//   kCols > 0   per-column vectors (weight, bias: RowParams::vec) handed in e.vec[]: the ring
-//               policy is to keep the CTA's slice in registers (RMSNorm's measured win);
-//   column accumulations (dweight, dbias): per-thread fp32 sums of a per-element term over a
-//               persistent CTA's rows, folded per CTA into (P, N) partials that colsum adds in a
-//               fixed order (RMSNorm's backward: common/colsum.h).
+// Options of a traits struct (RowOpBase's defaults in brackets):
+//   kCols [0]           per-column vectors RowParams::vec[0..kCols) (weight, bias), handed to
+//                       apply in e.vec[] (fp32). An absent vector (ptr == nullptr) reads as 0,
+//                       so traits fold presence into scalars (w + offset, with offset 1 and w 0
+//                       for an absent weight) rather than branching. Where they live: register
+//                       and looped policies load them with 16-byte read-only loads next to the
+//                       element's use; the ring policy keeps the CTA's slices in registers for
+//                       the whole persistent kernel; the staged policy converts them once into
+//                       fp32 shared memory; the general policy reads them per element.
+//   kReduceCols [false] the fold also reads e.vec (a backward's dy·w); otherwise only apply
+//                       does, and the policies load no vector before the reduction.
+//   kAcc [0]            column accumulations (dweight, dbias): apply's acc[a] terms are summed
+//                       per column over all rows of a persistent CTA in fp32 registers, folded
+//                       per CTA in a fixed order into one (N) partial row per cluster
+//                       (RowParams::part[a]; skipped when nullptr), which run_row_call adds in
+//                       a fixed order (common/colsum.h): identical bits run to run on one
+//                       device. Only the persistent policies take such ops (staged, general).
+//   kOptIn [0]          the last kOptIn input streams may be absent at run time
+//                       (RowParams::in[s].ptr == nullptr): they read as 0 and cost no memory
+//                       traffic (the staged policy stages only present streams).
+//   kOptOut [0]         the last kOptOut output streams may be absent: not stored.
 #pragma once
 
 #include <cstdint>
@@ -52,20 +74,40 @@
 
 namespace quack::detail {
 
-/// One element as the traits see it: the inputs at (row, col) in fp32, the per-column vectors'
-/// values at col (when kCols > 0), and the column.
+/// Array extents that stay ≥ 1 for counts that may be 0 (kCols, kAcc, kOut).
+__host__ __device__ constexpr int row_dim(int n) { return n > 0 ? n : 1; }
+
+/// One element as the traits see it: the inputs at (row, col) in fp32 (0 for an absent optional
+/// stream), the per-column vectors' values at col (when kCols > 0; 0 when absent), and the
+/// column.
 template <int kIn, int kCols>
 struct RowElem {
   float in[kIn];
-  float vec[kCols > 0 ? kCols : 1];
+  float vec[row_dim(kCols)];
   int64_t col;
 };
 
-/// Defaults of a traits struct: no per-column vectors, no per-row inputs.
+/// Defaults of a traits struct: no per-column vectors, no column accumulations, no optional
+/// streams, no per-row inputs.
 struct RowOpBase {
   static constexpr int kCols = 0;
+  static constexpr bool kReduceCols = false;
+  static constexpr int kAcc = 0;
+  static constexpr int kOptIn = 0;
+  static constexpr int kOptOut = 0;
   struct RowIn {};
   __device__ __forceinline__ static RowIn load_row(const RowParams&, int64_t) { return {}; }
 };
+
+/// Whether input stream s of Op may be absent (one of the last kOptIn).
+template <class Op>
+__host__ __device__ constexpr bool row_in_optional(int s) {
+  return s >= Op::kIn - Op::kOptIn;
+}
+/// Whether output stream s of Op may be absent (one of the last kOptOut).
+template <class Op>
+__host__ __device__ constexpr bool row_out_optional(int s) {
+  return s >= Op::kOut - Op::kOptOut;
+}
 
 }  // namespace quack::detail

@@ -18,26 +18,54 @@
 // (evict-first) and stores. Each element is read and written by the same thread in the output
 // pass, so an output may alias an input of the same layout.
 //
+// Per-column vectors (kCols): 16-byte read-only loads (L1-cached: every row of an SM re-reads
+// them). kRegister: issued with the row's loads (the plan takes this policy for ops with vectors
+// only where they fit the registers: row_config_usable). kLooped: with each pass-2 chunk when
+// they fit (row_cols_early), else one vector at a time right before its use (RMSNorm's simple
+// forward).
+// Absent optional input streams hold zeros and are not read; absent vectors read as 0.
+//
 // Registers only; shared memory holds the reduction's partials (one slot per warp).
 // Host-checked (plan_row): N a multiple of the vector, every (M, N) stream with unit column
-// stride and 16-byte aligned base and row stride; every input in TIn, every output in TOut.
+// stride and 16-byte aligned base and row stride, vectors contiguous and 16-byte aligned; every
+// input in TIn, every output in TOut, every vector in TVec. No column accumulations (not
+// persistent).
 #pragma once
 
 #include "common/vec.cuh"
 #include "row/op_traits.cuh"
+#include "row/row_config.h"
 #include "row/row_params.h"
 #include "row/row_reduce.cuh"
 #include "row/row_views.cuh"
 
 namespace quack::detail {
 
-template <class Op, typename TIn, typename TOut, int kTpr, int kRows, int kVecs>
+/// Whether a register or looped instance loads the per-column vectors with the row (before the
+/// reduction): when the fold reads them, or when they fit the CTA's register cap beside the
+/// row's packed values (row_register_cols_fit). The plan runs the register policy for ops with
+/// vectors only where they fit (row_config_usable); the looped policy loads them where used
+/// otherwise.
+template <class Op, typename TIn, typename TVec, int kThreads, int kVecs>
+__host__ __device__ constexpr bool row_cols_early() {
+  constexpr int kVec = 16 / sizeof(TIn);
+  constexpr int kRegCap = 65536 / kThreads < 255 ? 65536 / kThreads : 255;
+  constexpr int kColRegs = Op::kCols * kVecs * kVec * int{sizeof(TVec)} / 4;
+  return Op::kCols > 0 &&
+         (Op::kReduceCols || row_register_cols_fit(kVecs * 4 * Op::kIn, kColRegs, kRegCap));
+}
+
+template <class Op, typename TIn, typename TOut, typename TVec, int kTpr, int kRows, int kVecs>
 __global__ void __launch_bounds__(kTpr * kRows)
     row_register_kernel(const __grid_constant__ RowParams p) {
-  static_assert(Op::kCols == 0, "per-column vectors: not yet in the register policy");
-  constexpr int kIn = Op::kIn, kOut = Op::kOut;
+  static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
+  constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
   constexpr int kVec = 16 / sizeof(TIn);  // elements per 16-byte vector
   using V = Packed<TIn, kVec>;
+  using CV = Packed<TVec, kVec>;
+  constexpr bool kEarly = row_cols_early<Op, TIn, TVec, kTpr * kRows, kVecs>();
+  static_assert(Op::kCols == 0 || kEarly, "row_config_usable compiles only instances whose "
+                                          "vectors fit beside the row");
   using Reducer = StaticRowReducer<kTpr, kRows, typename Op::Red>;
   __shared__ float slots[Reducer::kSlotFloats];
 
@@ -48,49 +76,79 @@ __global__ void __launch_bounds__(kTpr * kRows)
   // pointers exists when j·kTpr < n.
   const int n = row_ok ? static_cast<int>(p.g.cols / kVec) - t : 0;
   const int64_t r = row_ok ? row : 0;
+  const int64_t col_t = int64_t{t} * kVec;  // the thread's first column
 
   V xv[kIn][kVecs];
 #pragma unroll
   for (int s = 0; s < kIn; ++s) {
-    const V* src = reinterpret_cast<const V*>(static_cast<const TIn*>(p.in[s].ptr) +
-                                              r * p.in[s].row_stride) + t;
-#pragma unroll
-    for (int j = 0; j < kVecs; ++j)
-      if (j * kTpr < n) load_packed<Cache::kStream>(src[j * kTpr].elt, xv[s][j]);
-  }
-  const typename Op::RowIn rin = row_ok ? Op::load_row(p, row) : typename Op::RowIn{};
-  const RegisterView<Op, TIn, kVecs, kTpr> view{xv, n, int64_t{t} * kVec};
-  const auto total = Reducer::allreduce(Op::reduce(p, rin, view), slots);
-  const typename Op::Row rr = Op::finish(p, rin, total, row, row_ok && t == 0);
-  if constexpr (kOut > 0) {
-    TOut* dst[kOut];
-#pragma unroll
-    for (int s = 0; s < kOut; ++s)
-      dst[s] = static_cast<TOut*>(p.out[s].ptr) + r * p.out[s].row_stride + int64_t{t} * kVec;
+    const bool present = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
+    const V* src = present ? reinterpret_cast<const V*>(static_cast<const TIn*>(p.in[s].ptr) +
+                                                        r * p.in[s].row_stride) + t
+                           : nullptr;
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
       if (j * kTpr < n) {
-        float x[kIn][kVec];
+        if (present) load_packed<Cache::kStream>(src[j * kTpr].elt, xv[s][j]);
+        else zero_packed(xv[s][j]);
+      }
+    }
+  }
+  CV cv[kC][kEarly ? kVecs : 1];
+  if constexpr (kEarly) {
+#pragma unroll
+    for (int c = 0; c < Op::kCols; ++c)
+#pragma unroll
+      for (int j = 0; j < kVecs; ++j)
+        if (j * kTpr < n) load_col_packed<TVec, kVec>(p.vec[c], col_t + j * kTpr * kVec, cv[c][j]);
+  }
+  const typename Op::RowIn rin = row_ok ? Op::load_row(p, row) : typename Op::RowIn{};
+  typename Op::Red::Val part;
+  if constexpr (Op::kReduceCols) {
+    using Cols = PackedCols<TVec, kC, kVecs, kVec>;
+    const RegisterView<Op, TIn, kVecs, kTpr, Cols> view{xv, n, col_t, Cols{cv}};
+    part = Op::reduce(p, rin, view);
+  } else {
+    const RegisterView<Op, TIn, kVecs, kTpr> view{xv, n, col_t, NoCols{}};
+    part = Op::reduce(p, rin, view);
+  }
+  const auto total = Reducer::allreduce(part, slots);
+  const typename Op::Row rr = Op::finish(p, rin, total, row, row_ok && t == 0);
+  if constexpr (kOut > 0) {
+    TOut* dst[row_dim(kOut)];
+    out_ptrs<Op, TOut>(p, r, col_t, dst);
+#pragma unroll
+    for (int j = 0; j < kVecs; ++j) {
+      if (j * kTpr < n) {
+        const int64_t off = int64_t{j} * kTpr * kVec;
+        float x[kIn][kVec], v[kC][kVec];
 #pragma unroll
         for (int s = 0; s < kIn; ++s) unpack(xv[s][j], x[s]);
-        const int64_t off = int64_t{j} * kTpr * kVec;
-        apply_store<Op, TOut, kVec>(p, rr, x, int64_t{t} * kVec + off, dst, off);
+        if constexpr (Op::kCols > 0) {
+#pragma unroll
+          for (int c = 0; c < Op::kCols; ++c) unpack(cv[c][j], v[c]);
+        }
+        apply_store<Op, TOut, kVec>(p, rr, x, v, col_t + off, dst, off);
       }
     }
   }
 }
 
-// Two CTAs per SM for one input stream (32 registers at 1024 threads: the chunk's packed
-// values and the fold fit), one for more (without the bound ptxas kept the two-stream fp32
-// instance at 32 registers and spilled).
-template <class Op, typename TIn, typename TOut, int kTpr, int kVecs>
-__global__ void __launch_bounds__(kTpr, Op::kIn == 1 ? 2048 / kTpr : 1)
+// Two CTAs per SM for one input stream, a reduction of ≤ 2 floats and no per-column vectors
+// (32 registers at 1024 threads: the chunk's packed values and the fold fit), one for more
+// (without the bound ptxas kept the two-stream fp32 instance, cross-entropy's 4-float one and
+// LayerNorm's weight and bias at 32 and spilled).
+template <class Op, typename TIn, typename TOut, typename TVec, int kTpr, int kVecs>
+__global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 &&
+                                                Op::kCols == 0
+                                            ? 2048 / kTpr
+                                            : 1)
     row_looped_kernel(const __grid_constant__ RowParams p) {
-  static_assert(Op::kCols == 0, "per-column vectors: not yet in the looped policy");
-  constexpr int kIn = Op::kIn, kOut = Op::kOut;
+  static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
+  constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
   constexpr int kVec = 16 / sizeof(TIn);
   constexpr int kChunk = kTpr * kVecs;  // vectors per row and pass (chunk)
   using V = Packed<TIn, kVec>;
+  using CV = Packed<TVec, kVec>;
   using R = typename Op::Red;
   using Reducer = StaticRowReducer<kTpr, 1, R>;
   // Pass 1: two chunks in flight when their registers fit the CTA's cap with room for the
@@ -98,56 +156,102 @@ __global__ void __launch_bounds__(kTpr, Op::kIn == 1 ? 2048 / kTpr : 1)
   constexpr int kRegCap = 65536 / kTpr < 255 ? 65536 / kTpr : 255;
   constexpr int kPass1Unroll =
       2 * kVecs * 4 * kIn + 2 * kRowRegisterBudgetSlack <= kRegCap ? 2 : 1;
+  // Pass 2 loads a chunk's vector slices with the chunk when they fit beside it.
+  constexpr bool kEarly = row_cols_early<Op, TIn, TVec, kTpr, kVecs>();
   __shared__ float slots[Reducer::kSlotFloats];
 
   const int t = threadIdx.x;
   const int64_t row = blockIdx.x;  // grid = M
   const int n = static_cast<int>(p.g.cols / kVec) - t;
   const int chunks = n > 0 ? (n + kChunk - 1) / kChunk : 0;
+  const int64_t col_t = int64_t{t} * kVec;
   const V* src[kIn];
+  bool present[kIn];
 #pragma unroll
-  for (int s = 0; s < kIn; ++s)
-    src[s] = reinterpret_cast<const V*>(static_cast<const TIn*>(p.in[s].ptr) +
-                                        row * p.in[s].row_stride) + t;
+  for (int s = 0; s < kIn; ++s) {
+    present[s] = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
+    src[s] = present[s] ? reinterpret_cast<const V*>(static_cast<const TIn*>(p.in[s].ptr) +
+                                                     row * p.in[s].row_stride) + t
+                        : nullptr;
+  }
   const typename Op::RowIn rin = Op::load_row(p, row);
+
+  // The chunk at vector offset o: every stream's vectors (zeros for absent streams), with
+  // plain loads (pass 1: the row stays in L2) or evict-first ones (pass 2; a constant after
+  // inlining).
+  auto load_chunk = [&](int o, V (&xv)[kIn][kVecs], bool evict_first) {
+#pragma unroll
+    for (int s = 0; s < kIn; ++s)
+#pragma unroll
+      for (int j = 0; j < kVecs; ++j)
+        if (o + j * kTpr < n) {
+          if (!present[s]) zero_packed(xv[s][j]);
+          else if (evict_first) load_packed<Cache::kStream>(src[s][o + j * kTpr].elt, xv[s][j]);
+          else load_packed<Cache::kNormal>(src[s][o + j * kTpr].elt, xv[s][j]);
+        }
+  };
+  auto load_cols = [&](int o, CV (&cv)[kC][kVecs]) {
+#pragma unroll
+    for (int c = 0; c < Op::kCols; ++c)
+#pragma unroll
+      for (int j = 0; j < kVecs; ++j)
+        if (o + j * kTpr < n)
+          load_col_packed<TVec, kVec>(p.vec[c], col_t + int64_t{o + j * kTpr} * kVec, cv[c][j]);
+  };
 
   auto total = R::identity();
 #pragma unroll kPass1Unroll
   for (int c = 0; c < chunks; ++c) {
     const int o = c * kChunk;
     V xv[kIn][kVecs];
-#pragma unroll
-    for (int s = 0; s < kIn; ++s)
-#pragma unroll
-      for (int j = 0; j < kVecs; ++j)
-        if (o + j * kTpr < n) load_packed<Cache::kNormal>(src[s][o + j * kTpr].elt, xv[s][j]);
-    const RegisterView<Op, TIn, kVecs, kTpr> view{xv, n - o, int64_t{o + t} * kVec};
-    total = R::combine(total, Op::reduce(p, rin, view));
+    load_chunk(o, xv, false);
+    if constexpr (Op::kReduceCols) {
+      CV cv[kC][kVecs];
+      load_cols(o, cv);
+      using Cols = PackedCols<TVec, kC, kVecs, kVec>;
+      const RegisterView<Op, TIn, kVecs, kTpr, Cols> view{xv, n - o, int64_t{o + t} * kVec,
+                                                          Cols{cv}};
+      total = R::combine(total, Op::reduce(p, rin, view));
+    } else {
+      const RegisterView<Op, TIn, kVecs, kTpr> view{xv, n - o, int64_t{o + t} * kVec, NoCols{}};
+      total = R::combine(total, Op::reduce(p, rin, view));
+    }
   }
   total = Reducer::allreduce(total, slots);
   const typename Op::Row rr = Op::finish(p, rin, total, row, t == 0);
   if constexpr (kOut > 0) {
-    TOut* dst[kOut];
-#pragma unroll
-    for (int s = 0; s < kOut; ++s)
-      dst[s] = static_cast<TOut*>(p.out[s].ptr) + row * p.out[s].row_stride + int64_t{t} * kVec;
+    TOut* dst[row_dim(kOut)];
+    out_ptrs<Op, TOut>(p, row, col_t, dst);
 #pragma unroll 1
     for (int c = chunks - 1; c >= 0; --c) {
       const int o = c * kChunk;
       V xv[kIn][kVecs];
-#pragma unroll
-      for (int s = 0; s < kIn; ++s)
-#pragma unroll
-        for (int j = 0; j < kVecs; ++j)
-          if (o + j * kTpr < n) load_packed<Cache::kStream>(src[s][o + j * kTpr].elt, xv[s][j]);
+      load_chunk(o, xv, true);
+      CV cv[kC][kEarly ? kVecs : 1];
+      if constexpr (kEarly) load_cols(o, cv);
 #pragma unroll
       for (int j = 0; j < kVecs; ++j) {
         if (o + j * kTpr < n) {
-          float x[kIn][kVec];
+          const int64_t off = int64_t{o + j * kTpr} * kVec;
+          float x[kIn][kVec], v[kC][kVec];
 #pragma unroll
           for (int s = 0; s < kIn; ++s) unpack(xv[s][j], x[s]);
-          const int64_t off = int64_t{o + j * kTpr} * kVec;
-          apply_store<Op, TOut, kVec>(p, rr, x, int64_t{t} * kVec + off, dst, off);
+          if constexpr (Op::kCols > 0) {
+#pragma unroll
+            for (int cc = 0; cc < Op::kCols; ++cc) {
+              if constexpr (kEarly) {
+                unpack(cv[cc][j], v[cc]);
+              } else {
+                CV w;
+                load_col_packed<TVec, kVec>(p.vec[cc], col_t + off, w);
+                unpack(w, v[cc]);
+              }
+            }
+            // Keeps the next vector's loads below this point: hoisted, they would need the
+            // registers row_cols_early found missing (RMSNorm's simple forward does the same).
+            if constexpr (!kEarly) asm volatile("" ::: "memory");
+          }
+          apply_store<Op, TOut, kVec>(p, rr, x, v, col_t + off, dst, off);
         }
       }
     }

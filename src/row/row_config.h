@@ -9,8 +9,12 @@
 //              kRows rows, not persistent, no clusters.
 //   kLooped    any row length: pass 1 folds the row chunk by chunk (the row stays in L2),
 //              pass 2 walks the chunks backwards, re-reads them and writes.
-//   kStaged    reserved: persistent CTAs staging row blocks with runtime geometry
-//              (common/row_pipeline.cuh, RMSNorm's staged kernel) — ported with RMSNorm.
+//   kStaged    persistent CTAs (or clusters) with runtime geometry (rows per CTA, threads per
+//              row, vectors per thread ≤ the entry's vecs, clusters ≤ 16): each CTA's slices of
+//              its next two row blocks staged in shared memory by the bulk-copy engine
+//              (common/row_pipeline.cuh, RMSNorm's staged kernels). The policy of ops with
+//              column accumulations (backwards: dweight, dbias): each thread keeps fp32 sums of
+//              its own columns over all its rows in registers.
 //   kRing      long rows, read once from DRAM: persistent clusters of up to kRowMaxCluster
 //              CTAs, each CTA's slice of a row in shared memory, fetched by the bulk-copy
 //              engine kStages rows ahead plus one row into L2 (RMSNorm's prefetch kernel).
@@ -18,9 +22,11 @@
 //              geometry, clusters; the row is read from global memory once per sweep.
 //
 // Every vector policy needs: all (M, N) streams with unit column stride, 16-byte aligned base
-// and row stride, N a multiple of 16 bytes of the input dtype, and one compiled (input dtype,
-// output dtype) pair (the instance list, row_ops.cmake). The table's order is the plan's
-// order of preference: the first entry that is compiled for the op and takes the row wins.
+// and row stride, N a multiple of 16 bytes of the input dtype, per-column vectors contiguous
+// and 16-byte aligned, and one compiled (input, output, vector) dtype triple (the instance
+// list, row_ops.cmake). The table's order is the plan's order of preference: the first entry
+// that is compiled for the op and takes the row wins. Ops with column accumulations (kAcc > 0)
+// need a persistent policy: kStaged (or kGeneral).
 #pragma once
 
 #include <cstdint>
@@ -38,20 +44,32 @@ enum class RowPolicy : int { kNone, kRegister, kLooped, kStaged, kRing, kGeneral
 inline constexpr int kRowMaxCluster = 16;              // CTAs per row (non-portable above 8)
 inline constexpr int64_t kRowMaxSmem = 227 * 1024;     // dynamic shared memory per CTA
 inline constexpr int kRowRegisterBudgetSlack = 24;     // registers for addresses and scalars
+// Registers the ring policy gives a CTA's per-column vector slices held for the whole kernel
+// (1024 threads: 64 registers each). RMSNorm's prefetch kernel held an fp32 weight slice of
+// 32 registers (bf16 x, 4 vectors per thread) at 55 registers in all, without spills.
+inline constexpr int kRowRingColRegs = 32;
+// The staged policy's CTA size bound (its __launch_bounds__) and the geometry knobs of RMSNorm's
+// backward (norm/rmsnorm.cpp, rmsnorm_bwd_knobs; H200 sweeps): rows split over up to 512
+// threads per CTA before a cluster, at least 256 threads per CTA (small rows share a CTA).
+inline constexpr int kRowStagedMaxThreads = 512;
+inline constexpr int kRowStagedMaxRowThreads = 512;
+inline constexpr int kRowStagedMinThreads = 256;
 
 /// One compiled geometry of a vector policy. Sizes are in 16-byte vectors of the op's input
 /// dtype: a pass (register, looped) or a CTA's slice (ring) holds tpr·vecs of them per stream.
 struct RowConfig {
   RowPolicy policy;
-  int tpr;      // threads per row (per CTA of the row for kRing)
-  int rows;     // rows per CTA (1 for kLooped and kRing)
-  int vecs;     // 16-byte vectors per thread, pass and input stream
+  int tpr;      // threads per row (per CTA of the row for kRing; kStaged: at run time)
+  int rows;     // rows per CTA (1 for kLooped and kRing; kStaged: at run time)
+  int vecs;     // 16-byte vectors per thread, pass and input stream (kStaged: at most)
   int stages;   // kRing: row slices in flight in shared memory
   int min_in;   // compiled only for ops with at least this many input streams
   int min_elt;  // compiled only for input dtypes of at least this many bytes
   const char* name;
 
-  QUACK_ROW_HD constexpr int threads() const { return tpr * rows; }
+  QUACK_ROW_HD constexpr int threads() const {
+    return policy == RowPolicy::kStaged ? kRowStagedMaxThreads : tpr * rows;
+  }
   /// Bytes of one input stream a thread group holds: a pass (register, looped: one row) or a
   /// CTA's slice of a row (ring).
   QUACK_ROW_HD constexpr int64_t chunk_bytes() const { return int64_t{tpr} * vecs * 16; }
@@ -72,7 +90,13 @@ struct RowConfig {
 //    bf16 65536-262144 at 3.8-4.0 TB/s). Two-stream ops (backward: y and dy) take 32 KB slices
 //    (ring-t1024v2-s3, the same 192 KB in flight) and, for rows of 512 KB-1 MB per stream, one
 //    64 KB x 2 stage (the only way 16 CTAs hold fp32 262144 x 2 streams on chip; unmeasured).
+//  - ring-t1024v2-s6: one-stream ops whose per-column vector slices do not fit the registers
+//    at 4 vectors per thread (bf16 x with an fp32 weight and bias): 32 KB slices, 6 stages
+//    (the 192 KB in flight of ring-t1024v4-s3); unmeasured.
 //  - t1024v2-looped: RMSNorm's looped instance for rows beyond on-chip capacity.
+//  - staged-v4: RMSNorm's backward kernel (4 vectors per thread, 512-thread CTAs, two row
+//    blocks staged; bf16 4096-262144 at 0.83-0.94 x copy, fp32 at 0.93-1.0): the policy of ops
+//    with column accumulations; after the looped entry, so other ops take it only when forced.
 inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRegister, 16, 16, 1, 0, 1, 2, "r16t16v1"},   // 0: ≤ 256 B
     {RowPolicy::kRegister, 32, 8, 1, 0, 1, 2, "r8t32v1"},     // 1: ≤ 512 B
@@ -85,7 +109,9 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRing, 1024, 1, 4, 3, 1, 2, "ring-t1024v4-s3"},  // 8: ≤ 16 x 64 KB
     {RowPolicy::kRing, 1024, 1, 2, 3, 2, 2, "ring-t1024v2-s3"},  // 9: ≤ 16 x 32 KB (2+ streams)
     {RowPolicy::kRing, 1024, 1, 4, 1, 2, 2, "ring-t1024v4-s1"},  // 10: ≤ 16 x 64 KB (2+ streams)
-    {RowPolicy::kLooped, 1024, 1, 2, 0, 1, 2, "t1024v2-looped"},  // 11: any row
+    {RowPolicy::kRing, 1024, 1, 2, 6, 1, 2, "ring-t1024v2-s6"},  // 11: ≤ 16 x 32 KB (1 stream)
+    {RowPolicy::kLooped, 1024, 1, 2, 0, 1, 2, "t1024v2-looped"},  // 12: any row
+    {RowPolicy::kStaged, 0, 0, 4, 2, 1, 2, "staged-v4"},         // 13: ≤ 16 x 512 threads x 4
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -94,6 +120,29 @@ inline constexpr int kRowConfigCount =
 /// padded to a power of two so cluster_exchange moves whole 16-byte chunks).
 QUACK_ROW_HD constexpr int row_slot_floats(int floats) {
   return floats <= 1 ? 1 : floats <= 2 ? 2 : 4;
+}
+
+QUACK_ROW_HD constexpr int64_t row_align16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
+
+/// Shared memory of the reduction of the runtime-geometry policies (general, staged): two
+/// stages of one slot (row_slot_floats(red_floats) floats) per warp and cluster CTA, padded to
+/// 16 bytes; clusters: + 128 bytes holding the exchange's two mbarriers alone in their line.
+QUACK_ROW_HD constexpr int64_t row_reduce_smem_bytes(int reduce_slots, int cluster_n,
+                                                     int red_floats) {
+  return row_align16(2 * int64_t{reduce_slots} * row_slot_floats(red_floats) * 4) +
+         (cluster_n > 1 ? 128 : 0);
+}
+
+/// Dynamic shared memory of the staged policy (policy_staged.cuh): the reduction, then
+/// RowPipeline<kIn, ...>'s bytes: 128 bytes of barriers, 2 stages x n_present input streams x
+/// rows_per_cta row slices of `slice` elements of in_elt bytes, and n_cols fp32 vector slices.
+QUACK_ROW_HD constexpr int64_t row_staged_smem_bytes(int64_t slice, int rows_per_cta,
+                                                     int reduce_slots, int cluster_n,
+                                                     int red_floats, int n_present, int in_elt,
+                                                     int n_cols) {
+  return row_reduce_smem_bytes(reduce_slots, cluster_n, red_floats) + 128 +
+         2 * n_present * row_align16(slice * in_elt) * rows_per_cta +
+         n_cols * row_align16(slice * 4);
 }
 
 /// Shared memory of the ring policy's cluster reduction: two stages of one slot per warp and
@@ -109,19 +158,47 @@ QUACK_ROW_HD constexpr int64_t row_ring_smem_bytes(const RowConfig& c, int n_in,
          (c.stages * 8 + 15) / 16 * 16;
 }
 
+/// Registers a thread of configuration c holds per-column vector slices in: n_cols vectors of
+/// vec_elt-byte elements for each of its vecs 16-byte vectors of in_elt-byte input.
+QUACK_ROW_HD constexpr int row_col_regs(const RowConfig& c, int n_cols, int in_elt, int vec_elt) {
+  return n_cols * c.vecs * (16 / in_elt) * vec_elt / 4;
+}
+
+/// Whether a register-policy thread holds the row's packed values (row_regs) and its
+/// per-column vectors' values (col_regs) under the cap, with twice the usual slack (LayerNorm's
+/// looped fp16 instance with an fp32 weight and bias spilled at the single slack).
+QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, int cap) {
+  return row_regs + col_regs + 2 * kRowRegisterBudgetSlack <= cap;
+}
+
 /// Whether configuration c is compiled for an op with n_in input streams, a reduction of
-/// red_floats floats, per-column vectors (n_cols) and input elements of in_elt bytes:
-/// register policies hold n_in x vecs packed vectors (4 registers each) under the CTA's
-/// register cap (65536 / threads, at most 255); the ring's stages fit 227 KB.
+/// red_floats floats, n_cols per-column vectors of vec_elt-byte elements, n_acc column
+/// accumulations and input elements of in_elt bytes:
+///  - register and looped policies: not persistent, so no column accumulations; n_in x vecs
+///    packed vectors (4 registers each) under the CTA's register cap (65536 / threads, at most
+///    255); the register policy also holds the per-column vectors' values of its row beside
+///    them (loaded with the row; loaded one vector at a time after the reduction instead, each
+///    waits on L1/L2 in turn with one 1024-thread CTA per SM), the looped policy loads them
+///    where used;
+///  - ring: no column accumulations; the stages fit 227 KB; the CTA's vector slices fit
+///    kRowRingColRegs registers;
+///  - staged: any op (its geometry and shared memory are checked per call by the plan).
 QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int red_floats,
-                                              int n_cols, int in_elt) {
-  if (n_cols != 0) return false;  // per-column vectors: not yet in the kernels (op_traits.cuh)
+                                              int n_cols, int in_elt, int n_acc = 0,
+                                              int vec_elt = 4) {
   if (n_in < c.min_in || in_elt < c.min_elt) return false;
   if (c.policy == RowPolicy::kRegister || c.policy == RowPolicy::kLooped) {
+    if (n_acc != 0) return false;
     const int cap = 65536 / c.threads() < 255 ? 65536 / c.threads() : 255;
+    if (c.policy == RowPolicy::kRegister && n_cols > 0)
+      return row_register_cols_fit(c.vecs * 4 * n_in, row_col_regs(c, n_cols, in_elt, vec_elt),
+                                   cap);
     return c.vecs * 4 * n_in + kRowRegisterBudgetSlack <= cap;
   }
-  if (c.policy == RowPolicy::kRing) return row_ring_smem_bytes(c, n_in, red_floats) <= kRowMaxSmem;
+  if (c.policy == RowPolicy::kRing)
+    return n_acc == 0 && row_ring_smem_bytes(c, n_in, red_floats) <= kRowMaxSmem &&
+           row_col_regs(c, n_cols, in_elt, vec_elt) <= kRowRingColRegs;
+  if (c.policy == RowPolicy::kStaged) return true;
   return false;
 }
 

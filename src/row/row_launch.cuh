@@ -1,6 +1,6 @@
 // Definitions of the row skeleton's launchers: plan.config (run time) -> the compiled kernel of
-// that configuration (compile time), once per (op, dtype pair); one dispatch function template,
-// no macros. Configurations row_config_usable rejects for the op are not compiled.
+// that configuration (compile time), once per (op, dtype triple); one dispatch function
+// template, no macros. Configurations row_config_usable rejects for the op are not compiled.
 // (launch_row_general is defined with its kernel, policy_general.cuh.)
 #pragma once
 
@@ -13,56 +13,98 @@
 #include "row/policy_general.cuh"
 #include "row/policy_register.cuh"
 #include "row/policy_ring.cuh"
+#include "row/policy_staged.cuh"
 #include "row/row_launch.h"
 
 namespace quack::detail {
 
-template <class Op, typename TIn>
+template <class Op, typename TIn, typename TVec>
 constexpr bool row_usable(const RowConfig& c) {
-  return row_config_usable(c, Op::kIn, Op::Red::kFloats, Op::kCols, int{sizeof(TIn)});
+  return row_config_usable(c, Op::kIn, Op::Red::kFloats, Op::kCols, int{sizeof(TIn)}, Op::kAcc,
+                           int{sizeof(TVec)});
 }
 
-template <class Op, typename TIn, typename TOut, size_t kConfig>
+/// A persistent kernel's clusters: plan.grid / cluster_n when the plan has them (ops with column
+/// accumulations: fixed by the workspace query), else the resident clusters, at most one per
+/// row block.
+inline int64_t row_persistent_clusters(const RowPlan& plan, const void* kernel, int threads,
+                                       size_t smem, int device, const char* where,
+                                       int64_t* resident) {
+  if (resident != nullptr) {
+    *resident = max_resident(kernel, threads, smem, plan.cluster_n, device, where);
+    return 0;
+  }
+  if (plan.grid > 0) return plan.grid / plan.cluster_n;
+  return std::min<int64_t>(plan.g.row_blocks,
+                           max_resident(kernel, threads, smem, plan.cluster_n, device, where));
+}
+
+template <class Op, typename TIn, typename TOut, typename TVec, size_t kConfig>
 void launch_row_config(const RowPlan& plan, const RowParams& p, int device, cudaStream_t stream,
-                       const char* where) {
+                       const char* where, int64_t* resident) {
   constexpr RowConfig c = kRowConfigs[kConfig];
-  if constexpr (!row_usable<Op, TIn>(c)) {
+  if constexpr (!row_usable<Op, TIn, TVec>(c)) {
     throw InvalidArgument(std::string(where) + ": internal error: configuration " + c.name +
                           " is not compiled for this op");
   } else if constexpr (c.policy == RowPolicy::kRegister) {
-    launch(row_register_kernel<Op, TIn, TOut, c.tpr, c.rows, c.vecs>, plan.grid, c.threads(), 0,
-           1, stream, where, p);
+    if (resident) throw InvalidArgument(std::string(where) + ": internal error: not persistent");
+    launch(row_register_kernel<Op, TIn, TOut, TVec, c.tpr, c.rows, c.vecs>, plan.grid,
+           c.threads(), 0, 1, stream, where, p);
   } else if constexpr (c.policy == RowPolicy::kLooped) {
-    launch(row_looped_kernel<Op, TIn, TOut, c.tpr, c.vecs>, plan.grid, c.tpr, 0, 1, stream, where,
-           p);
+    if (resident) throw InvalidArgument(std::string(where) + ": internal error: not persistent");
+    launch(row_looped_kernel<Op, TIn, TOut, TVec, c.tpr, c.vecs>, plan.grid, c.tpr, 0, 1, stream,
+           where, p);
   } else if constexpr (c.policy == RowPolicy::kRing) {
-    constexpr auto kernel = row_ring_kernel<Op, TIn, TOut, c.tpr, c.vecs, c.stages>;
+    constexpr auto kernel = row_ring_kernel<Op, TIn, TOut, TVec, c.tpr, c.vecs, c.stages>;
     constexpr size_t smem = RingSmem<Op::kIn, c.tpr, c.vecs, c.stages, Op::Red::kFloats>::kBytes;
     static_assert(static_cast<int64_t>(smem) ==
                       row_ring_smem_bytes(c, Op::kIn, Op::Red::kFloats),
                   "the plan's and the kernel's shared-memory layouts agree");
     // Persistent: as many clusters as are resident at once, at most one per row.
-    const int64_t clusters = std::min<int64_t>(
-        p.g.rows, max_resident(reinterpret_cast<const void*>(kernel), c.tpr, smem,
-                               plan.cluster_n, device, where));
+    const int64_t clusters = row_persistent_clusters(
+        plan, reinterpret_cast<const void*>(kernel), c.tpr, smem, device, where, resident);
+    if (resident) return;
     launch(kernel, clusters * plan.cluster_n, c.tpr, smem, plan.cluster_n, stream, where, p);
+  } else if constexpr (c.policy == RowPolicy::kStaged) {
+    constexpr auto kernel = row_staged_kernel<Op, TIn, TOut, TVec, c.vecs>;
+    // The plan's shared memory is row_staged_smem_bytes; the kernel's layout is RowPipeline's.
+    int elt[Op::kIn];
+    for (int s = 0; s < Op::kIn; ++s)
+      elt[s] = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr ? int{sizeof(TIn)} : 0;
+    int vbytes[row_dim(Op::kCols)];
+    for (int v = 0; v < row_dim(Op::kCols); ++v) vbytes[v] = Op::kCols > 0 ? 4 : 0;
+    const int64_t bytes =
+        row_reduce_smem_bytes(plan.g.reduce_slots(), plan.g.cluster_n, Op::Red::kFloats) +
+        RowPipeline<Op::kIn, row_dim(Op::kCols)>::bytes(plan.g, elt, vbytes);
+    if (bytes != static_cast<int64_t>(plan.smem) || plan.g.vpt > c.vecs)
+      throw InvalidArgument(std::string(where) + ": internal error: the staged plan (" +
+                            std::to_string(plan.smem) + " bytes, " + std::to_string(plan.g.vpt) +
+                            " vectors per thread) does not match its kernel (" +
+                            std::to_string(bytes) + " bytes)");
+    const int64_t clusters =
+        row_persistent_clusters(plan, reinterpret_cast<const void*>(kernel),
+                                plan.g.cta_threads, plan.smem, device, where, resident);
+    if (resident) return;
+    launch(kernel, clusters * plan.cluster_n, plan.g.cta_threads, plan.smem, plan.cluster_n,
+           stream, where, p);
   }
 }
 
-template <class Op, typename TIn, typename TOut, size_t... kConfigs>
+template <class Op, typename TIn, typename TOut, typename TVec, size_t... kConfigs>
 void launch_row_configs(const RowPlan& plan, const RowParams& p, int device, cudaStream_t stream,
-                        const char* where, std::index_sequence<kConfigs...>) {
+                        const char* where, int64_t* resident, std::index_sequence<kConfigs...>) {
   ((plan.config == static_cast<int>(kConfigs)
-        ? launch_row_config<Op, TIn, TOut, kConfigs>(plan, p, device, stream, where)
+        ? launch_row_config<Op, TIn, TOut, TVec, kConfigs>(plan, p, device, stream, where,
+                                                           resident)
         : void()),
    ...);
 }
 
-template <class Op, typename TIn, typename TOut>
+template <class Op, typename TIn, typename TOut, typename TVec>
 void launch_row_vector(const RowPlan& plan, const RowParams& p, int device, cudaStream_t stream,
-                       const char* where) {
-  launch_row_configs<Op, TIn, TOut>(plan, p, device, stream, where,
-                                    std::make_index_sequence<kRowConfigCount>{});
+                       const char* where, int64_t* resident) {
+  launch_row_configs<Op, TIn, TOut, TVec>(plan, p, device, stream, where, resident,
+                                          std::make_index_sequence<kRowConfigCount>{});
 }
 
 }  // namespace quack::detail

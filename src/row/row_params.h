@@ -4,13 +4,18 @@
 //
 //   in[s]       per-element input streams, (M, N)       e.g. softmax fwd: x; bwd: y, dy
 //   out[s]      per-element output streams, (M, N)      e.g. y; dx
-//   vec[v]      per-column vectors, (N): row_stride 0   e.g. weight, bias        (reserved)
+//   vec[v]      per-column vectors, (N): row_stride 0   e.g. weight, bias
 //   row_in[r]   per-row inputs, (M): row_stride = the   e.g. rstd, target, lse   (traits'
 //   row_out[r]  per-row outputs, (M)   element stride   e.g. rstd, mean, loss     load_row /
 //                                                                                  finish)
+//   part[a]     column accumulation a's fp32 partials   e.g. dweight, dbias
+//               (P, N), row stride N: one row per persistent cluster; run_row_call adds them
+//               (colsum) into the accumulation's output; nullptr: not asked for
 //   scalar[i]   op scalars                              e.g. eps, weight offset
+//   iscalar[i]  op integer scalars                      e.g. ignore_index, classes, flags
 //
-// A (M) vector is read as an (M, 1) operand: RowIO::offset(row, 0).
+// A (M) vector is read as an (M, 1) operand: RowIO::offset(row, 0) (row_vector_io, row_op.h).
+// Absent operands (optional streams, vectors, per-row tensors) have ptr == nullptr.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +28,10 @@ namespace quack::detail {
 inline constexpr int kRowMaxIn = 3;
 inline constexpr int kRowMaxOut = 2;
 inline constexpr int kRowMaxVec = 2;
-inline constexpr int kRowMaxRowIO = 2;
+inline constexpr int kRowMaxRowIO = 4;  // cross-entropy: target, target logit, lse, dloss
 inline constexpr int kRowMaxScalars = 4;
+inline constexpr int kRowMaxAcc = 2;
+inline constexpr int kRowMaxIScalars = 4;
 
 struct RowParams {
   RowGeometry g;  // rows = M, cols = N; cluster_n of the ring and general policies
@@ -33,7 +40,9 @@ struct RowParams {
   RowIO vec[kRowMaxVec];
   RowIO row_in[kRowMaxRowIO];
   RowIO row_out[kRowMaxRowIO];
+  float* part[kRowMaxAcc] = {nullptr, nullptr};
   float scalar[kRowMaxScalars] = {0.f, 0.f, 0.f, 0.f};
+  int64_t iscalar[kRowMaxIScalars] = {0, 0, 0, 0};
 };
 
 }  // namespace quack::detail

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/check.h"
+#include "common/colsum.h"
 #include "common/launch.h"
 #include "row/row_op.h"
 #include "row/row_plan.h"
@@ -56,25 +57,110 @@ RowGeometry row_general_geometry(int64_t M, int64_t N) {
 }
 
 int64_t row_general_smem_bytes(const RowGeometry& g, int red_floats) {
-  const int64_t slots = 2 * int64_t{g.reduce_slots()} * row_slot_floats(red_floats) * 4;
-  return (slots + 15) / 16 * 16 + (g.cluster_n > 1 ? 128 : 0);
+  return row_reduce_smem_bytes(g.reduce_slots(), g.cluster_n, red_floats);
+}
+
+namespace {
+
+// RMSNorm's make_row_geometry (norm/norm_config.cpp) with the staged policy's knobs: at most
+// values_per_thread elements per thread, rows over the fewest threads (a power of two) up to
+// kRowStagedMaxRowThreads per CTA, then clusters of such CTAs (up to 16; past that, wider CTAs
+// up to kRowStagedMaxThreads); small rows share CTAs of kRowStagedMinThreads.
+bool staged_geometry_for(int64_t M, int64_t N, int vec, int values_per_thread, RowGeometry* g) {
+  const int max_vpt = values_per_thread / vec;
+  if (N < 1 || max_vpt < 1) return false;
+  const int64_t nvec = (N + vec - 1) / vec;
+  const int64_t threads = next_pow2((nvec + max_vpt - 1) / max_vpt);  // per row, all CTAs
+  int tpr, cluster_n;
+  if (threads <= kRowStagedMaxRowThreads) {
+    tpr = static_cast<int>(threads);
+    cluster_n = 1;
+  } else {
+    tpr = kRowStagedMaxRowThreads;
+    const int64_t cl = threads / tpr;
+    if (cl > kRowMaxCluster) {
+      const int64_t wide = threads / kRowMaxCluster;
+      if (wide > kRowStagedMaxThreads) return false;
+      tpr = static_cast<int>(wide);
+      cluster_n = kRowMaxCluster;
+    } else {
+      cluster_n = static_cast<int>(cl);
+    }
+  }
+  g->rows = M;
+  g->cols = N;
+  g->vec = vec;
+  g->tpr = tpr;
+  g->cluster_n = cluster_n;
+  g->vpt = static_cast<int>((nvec + int64_t{tpr} * cluster_n - 1) / (int64_t{tpr} * cluster_n));
+  g->cta_threads = std::max(tpr, kRowStagedMinThreads);
+  g->row_blocks = (M + g->rows_per_cta() - 1) / g->rows_per_cta();
+  return true;
+}
+
+}  // namespace
+
+bool row_staged_geometry(int64_t M, int64_t N, int in_elt, int max_vecs, int n_present,
+                         int red_floats, int n_cols, RowGeometry* g, int64_t* smem) {
+  const int vec = 16 / in_elt;
+  int values = max_vecs * vec;
+  if (!staged_geometry_for(M, N, vec, values, g)) return false;
+  auto bytes = [&] {
+    return row_staged_smem_bytes(int64_t{g->vpt} * g->tpr * g->vec, g->rows_per_cta(),
+                                 g->reduce_slots(), g->cluster_n, red_floats, n_present, in_elt,
+                                 n_cols);
+  };
+  for (;;) {
+    // Fewer rows per CTA first (halving the CTA), then fewer values per thread (a longer
+    // cluster, so a smaller slice per CTA), as RMSNorm's fit_shared_memory.
+    while (bytes() > kRowMaxSmem && g->cta_threads > g->tpr && g->cta_threads > 32) {
+      g->cta_threads /= 2;
+      g->row_blocks = (M + g->rows_per_cta() - 1) / g->rows_per_cta();
+    }
+    if (bytes() <= kRowMaxSmem) break;
+    if (values <= vec) return false;
+    values /= 2;
+    if (!staged_geometry_for(M, N, vec, values, g)) return false;
+  }
+  *smem = bytes();
+  return true;
 }
 
 RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
   RowPlan plan;
   plan.in = pr.in;
   plan.out = pr.out;
+  plan.vec = pr.vec;
   plan.g.rows = pr.M;
   plan.g.cols = pr.N;
   if (pr.M <= 0 || pr.N <= 0) return plan;  // nothing to launch
   const int in_elt = dtype_size(pr.in);
+  const int vec_elt = dtype_size(pr.vec);
+  const int n_present = pr.n_present < 0 ? op.n_in : pr.n_present;
   const int64_t row_bytes = pr.N * in_elt;
   const bool force_general = forced_config == kRowConfigCount;
   if (pr.pair && pr.vec_ok && !force_general) {
     for (int i = 0; i < kRowConfigCount; ++i) {
       if (forced_config >= 0 && i != forced_config) continue;
       const RowConfig& c = kRowConfigs[i];
-      if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt)) continue;
+      if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt, op.n_acc, vec_elt))
+        continue;
+      if (c.policy == RowPolicy::kStaged) {
+        RowGeometry g;
+        int64_t smem = 0;
+        if (row_bytes / 16 > 0x7fffffff) continue;
+        if (!row_staged_geometry(pr.M, pr.N, in_elt, c.vecs, n_present, op.red_floats,
+                                 op.n_cols, &g, &smem))
+          continue;
+        plan.policy = c.policy;
+        plan.config = i;
+        plan.g = g;
+        plan.threads = g.cta_threads;
+        plan.cluster_n = g.cluster_n;
+        plan.smem = static_cast<size_t>(smem);
+        plan.grid = 0;  // persistent: resident clusters, at launch (or row_call_partials)
+        return plan;
+      }
       if (!row_config_takes(i, pr.M, row_bytes)) continue;
       plan.policy = c.policy;
       plan.config = i;
@@ -117,6 +203,10 @@ const char* row_plan_name(const RowPlan& plan, char* buf, size_t len) {
     case RowPolicy::kRing:
       std::snprintf(buf, len, "%s-x%d", kRowConfigs[plan.config].name, plan.cluster_n);
       break;
+    case RowPolicy::kStaged:
+      std::snprintf(buf, len, "%s-t%dr%dv%d-x%d", kRowConfigs[plan.config].name, plan.g.tpr,
+                    plan.g.rows_per_cta(), plan.g.vpt, plan.cluster_n);
+      break;
     default:
       std::snprintf(buf, len, "%s", kRowConfigs[plan.config].name);
       break;
@@ -126,7 +216,9 @@ const char* row_plan_name(const RowPlan& plan, char* buf, size_t len) {
 
 RowCall make_row_call(const RowOpEntry& op, const char* fn,
                       std::initializer_list<const TensorRef*> in,
-                      std::initializer_list<const TensorRef*> out) {
+                      std::initializer_list<const TensorRef*> out,
+                      std::initializer_list<const TensorRef*> vecs,
+                      std::initializer_list<const TensorRef*> accs) {
   RowCall c;
   c.op = &op;
   c.fn = fn;
@@ -141,20 +233,35 @@ RowCall make_row_call(const RowOpEntry& op, const char* fn,
   pr.out = out.size() > 0 ? (*out.begin())->dtype : x.dtype;
   bool uniform = true;
   int i = 0;
+  pr.n_present = 0;
   for (const TensorRef* t : in) {
     c.p.in[i++] = row_io(*t);
+    if (!t->present()) continue;
+    ++pr.n_present;
     uniform = uniform && t->dtype == pr.in;
   }
   int o = 0;
   for (const TensorRef* t : out) {
     c.p.out[o++] = row_io(*t);
-    uniform = uniform && t->dtype == pr.out;
+    if (t->present()) uniform = uniform && t->dtype == pr.out;
   }
-  pr.pair = uniform && op.has_pair(pr.in, pr.out);
+  int v = 0;
+  int vec_dtype = -1;  // the present vectors' dtype; -1: none present
+  for (const TensorRef* t : vecs) {
+    c.p.vec[v++] = row_io(*t);
+    if (!t->present()) continue;
+    if (vec_dtype < 0) vec_dtype = static_cast<int>(t->dtype);
+    uniform = uniform && static_cast<int>(t->dtype) == vec_dtype;
+  }
+  int a = 0;
+  for (const TensorRef* t : accs) c.acc_out[a++] = row_io(*t);
+  pr.pair = uniform && op.find_pair(pr.in, pr.out, vec_dtype, &pr.vec);
   const int vec = 16 / dtype_size(pr.in);
   pr.vec_ok = true;
   for (const TensorRef* t : in) pr.vec_ok = pr.vec_ok && vector_ok(*t, vec);
   for (const TensorRef* t : out) pr.vec_ok = pr.vec_ok && vector_ok(*t, vec);
+  for (const TensorRef* t : vecs)
+    pr.vec_ok = pr.vec_ok && vector_ok(*t, vec);
   return c;
 }
 
@@ -162,11 +269,43 @@ RowPlan plan_row_call(const RowCall& c, int forced_config) {
   return plan_row(c.op->info, c.problem, forced_config);
 }
 
-void run_row_call(const RowCall& c, const RowPlan& plan, cudaStream_t stream) {
-  if (plan.policy == RowPolicy::kNone) return;
-  if (plan.grid > kMaxGrid)  // the general policy's grid for billions of rows
-    ArgCheck(c.fn).fail("operands of (M, N) = (" + std::to_string(plan.g.rows) + ", " +
-                        std::to_string(plan.g.cols) + ") need " + std::to_string(plan.grid) +
+int64_t row_call_partials(const RowCall& c, RowPlan& plan) {
+  if (plan.partials >= 0) return plan.partials;
+  if (plan.policy == RowPolicy::kNone) {
+    plan.partials = 0;
+    return 0;
+  }
+  if (c.op->info.n_acc == 0 ||
+      (plan.policy != RowPolicy::kStaged && plan.policy != RowPolicy::kGeneral))
+    ArgCheck(c.fn).fail("internal error: partials of an op without column accumulations");
+  RowParams p = c.p;
+  p.g = plan.g;
+  const int64_t resident = c.op->resident(plan, p, c.device, c.fn);
+  plan.partials = std::min<int64_t>(resident, plan.g.row_blocks);
+  plan.grid = plan.partials * plan.cluster_n;
+  return plan.partials;
+}
+
+size_t row_call_workspace(const RowCall& c, RowPlan& plan) {
+  if (c.op->info.n_acc == 0) return 0;
+  const int64_t P = row_call_partials(c, plan);
+  int asked = 0;
+  for (int a = 0; a < c.op->info.n_acc; ++a) asked += c.acc_out[a].ptr ? 1 : 0;
+  return static_cast<size_t>(asked) * static_cast<size_t>(P) *
+         static_cast<size_t>(c.problem.N) * sizeof(float);
+}
+
+void run_row_call(const RowCall& c, const RowPlan& plan_in, cudaStream_t stream,
+                  void* workspace, size_t workspace_bytes) {
+  const int n_acc = c.op->info.n_acc;
+  const int64_t N = c.problem.N;
+  bool acc_asked = false;  // outputs of column accumulations: written even when M = 0
+  for (int a = 0; a < n_acc; ++a) acc_asked = acc_asked || c.acc_out[a].ptr != nullptr;
+  if (plan_in.policy == RowPolicy::kNone && (!acc_asked || N <= 0)) return;
+  if (n_acc == 0 && plan_in.grid > kMaxGrid)  // the general policy's grid for billions of rows
+    ArgCheck(c.fn).fail("operands of (M, N) = (" + std::to_string(plan_in.g.rows) + ", " +
+                        std::to_string(plan_in.g.cols) + ") need " +
+                        std::to_string(plan_in.grid) +
                         " CTAs on this layout, expected at most 2^31 - 1 (one launch)");
   std::optional<DeviceGuard> guard;
   try {
@@ -174,9 +313,27 @@ void run_row_call(const RowCall& c, const RowPlan& plan, cudaStream_t stream) {
   } catch (const CudaError& e) {  // e.g. no driver: say which call met it
     throw CudaError(std::string(c.fn) + ": " + e.what());
   }
+  RowPlan plan = plan_in;
   RowParams p = c.p;
   p.g = plan.g;
-  c.op->launch(plan, p, c.device, stream, c.fn);
+  if (n_acc > 0) {
+    const size_t need = row_call_workspace(c, plan);
+    const ArgCheck chk(c.fn);
+    if (workspace_bytes < need)
+      chk.fail("workspace has " + std::to_string(workspace_bytes) + " bytes, expected at least " +
+               std::to_string(need) + " (the workspace-size query)");
+    if (need > 0 && reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+      chk.fail("workspace is not 16-byte aligned");
+    float* ws = static_cast<float*>(workspace);
+    int k = 0;
+    for (int a = 0; a < n_acc; ++a)
+      p.part[a] = c.acc_out[a].ptr ? ws + static_cast<int64_t>(k++) * plan.partials * N : nullptr;
+  }
+  if (plan.policy != RowPolicy::kNone) c.op->launch(plan, p, c.device, stream, c.fn);
+  // Column sums of the partial rows in a fixed order; P = 0 (M = 0) writes zeros.
+  for (int a = 0; a < n_acc; ++a)
+    if (c.acc_out[a].ptr && N > 0)
+      launch_colsum(p.part[a], plan.partials, N, c.acc_out[a], stream, c.fn);
 }
 
 void row_check_mn(const ArgCheck& chk, const TensorRef& t, const char* name, int64_t M,
@@ -185,6 +342,32 @@ void row_check_mn(const ArgCheck& chk, const TensorRef& t, const char* name, int
   chk.float_dtype(t, name);
   chk.same_device(t, name, device);
   if (output) chk.non_overlapping(t, name);
+}
+
+void row_check_n(const ArgCheck& chk, const TensorRef& t, const char* name, int64_t N,
+                 int device, bool output) {
+  chk.vector(t, name, N);
+  chk.float_dtype(t, name);
+  chk.same_device(t, name, device);
+  if (output) chk.non_overlapping(t, name);
+}
+
+void row_check_m_f32(const ArgCheck& chk, const TensorRef& t, const char* name, int64_t M,
+                     int device, bool output) {
+  chk.vector(t, name, M);
+  chk.dtype_in(t, name, {DType::kFloat32});
+  chk.same_device(t, name, device);
+  if (output) chk.non_overlapping(t, name);
+}
+
+RowIO row_vector_io(const TensorRef& t) {
+  RowIO io;
+  if (!t.present()) return io;
+  io.ptr = t.data;
+  io.dtype = t.dtype;
+  io.row_stride = t.stride[0];
+  io.col_stride = 1;
+  return io;
 }
 
 }  // namespace quack::detail

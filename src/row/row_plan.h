@@ -18,6 +18,8 @@ struct RowOpInfo {
   int n_in = 1;        // per-element input streams (Traits::kIn)
   int n_out = 1;       // per-element output streams (Traits::kOut)
   int n_cols = 0;      // per-column vectors (Traits::kCols)
+  int n_acc = 0;       // column accumulations (Traits::kAcc)
+  int n_opt_in = 0;    // trailing input streams that may be absent (Traits::kOptIn)
   int red_floats = 1;  // floats reduced together per row (Traits::Red::kFloats)
   const char* name = "";
 };
@@ -27,20 +29,26 @@ struct RowProblem {
   int64_t M = 0, N = 0;
   DType in = DType::kFloat32;   // dtype of every input stream (when `pair`)
   DType out = DType::kFloat32;  // dtype of every output stream (when `pair`)
-  bool pair = false;     // a vector-path instance of (in, out) is compiled for the op
+  DType vec = DType::kFloat32;  // dtype of every per-column vector (when `pair`)
+  bool pair = false;     // a vector-path instance of (in, out, vec) is compiled for the op
   bool vec_ok = false;   // every (M, N) stream: unit column stride, 16-byte aligned base and
-                         // row stride, N a multiple of 16 bytes of `in`
+                         // row stride, N a multiple of 16 bytes of `in`; vectors contiguous
+                         // and 16-byte aligned
+  int n_present = -1;    // input streams present (optional ones may be absent); -1: all
 };
 
 struct RowPlan {
   RowPolicy policy = RowPolicy::kNone;  // kNone: nothing to launch (M = 0 or N = 0)
   int config = -1;                      // kRowConfigs index (vector policies)
-  DType in = DType::kFloat32, out = DType::kFloat32;  // the instance's dtype pair
+  DType in = DType::kFloat32, out = DType::kFloat32, vec = DType::kFloat32;  // the instance
   int threads = 0;                      // per CTA
-  int cluster_n = 1;                    // CTAs per row (ring, general)
-  int64_t grid = 0;  // CTAs (register, looped, general); ring: set at launch (resident clusters)
+  int cluster_n = 1;                    // CTAs per row (ring, staged, general)
+  // CTAs (register, looped, general); ring and staged: 0, set at launch (resident clusters);
+  // ops with column accumulations: the persistent grid, fixed by row_call_partials.
+  int64_t grid = 0;
+  int64_t partials = -1;  // ops with column accumulations: P (row_call_partials); -1: not yet
   size_t smem = 0;   // dynamic shared memory per CTA
-  RowGeometry g;     // rows = M, cols = N; the general policy's thread geometry
+  RowGeometry g;     // rows = M, cols = N; the staged and general policies' thread geometry
 };
 
 /// The plan for `op` on problem `pr`. forced_config ≥ 0 plans only that entry of kRowConfigs
@@ -60,6 +68,15 @@ RowGeometry row_general_geometry(int64_t M, int64_t N);
 /// Bytes of the general policy's reduction slots (two stages of one slot per warp and cluster
 /// CTA, slot_floats floats each, 16-byte padded; clusters: + 128 for the exchange mbarriers).
 int64_t row_general_smem_bytes(const RowGeometry& g, int red_floats);
+
+/// The staged policy's geometry for rows of N elements of in_elt bytes, at most max_vecs
+/// 16-byte vectors per thread (RMSNorm's backward geometry: rows over up to
+/// kRowStagedMaxRowThreads threads per CTA, then clusters of up to 16 CTAs, small rows packed
+/// into CTAs of kRowStagedMinThreads), shrunk (fewer rows per CTA, then fewer vectors per
+/// thread) until its shared memory (row_staged_smem_bytes, n_present streams, n_cols vectors)
+/// fits 227 KB. False when no geometry holds the row.
+bool row_staged_geometry(int64_t M, int64_t N, int in_elt, int max_vecs, int n_present,
+                         int red_floats, int n_cols, RowGeometry* g, int64_t* smem);
 
 /// Readable name of a plan for benchmarks and messages: "t1024v4", "ring-t1024v4-s3 x8",
 /// "general t256 x16".

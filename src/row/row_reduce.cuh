@@ -1,5 +1,5 @@
-// Row reductions of the row skeleton: the reduction kinds an op's traits pick (sum, max,
-// online max + sum; several floats reduced together in one exchange), each thread's fold over
+// Row reductions of the row skeleton: the reduction kinds an op's traits pick (sum, K sums,
+// max, online max + sum, count/mean/M2; several floats reduced together in one exchange), each thread's fold over
 // its elements, and the all-reduce over a row: warp shuffles, then one slot per warp in shared
 // memory, then (clusters) the CTAs' slots exchanged through distributed shared memory.
 //
@@ -16,10 +16,12 @@
 // A kind's combine must be commutative bit for bit (the butterfly combines (a, b) in one lane
 // and (b, a) in its partner): written with __fadd_rn / __fmul_rn where a compiler contraction
 // into an FMA would break the symmetry. Then every thread of every CTA of the row holds the
-// same bits, run to run (deterministic).
+// same bits, run to run (deterministic). A two-stage kind (RedMeanM2) all-reduces as two sum
+// kinds in two exchange calls instead, the second using the first's result.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cluster.cuh"
 #include "common/reduce.cuh"
@@ -56,6 +58,122 @@ struct RedSum {
     return {{s}};
   }
 };
+
+/// K sums reduced together (one exchange): value(e) returns a RedVal<K>.
+template <int K>
+struct RedSums {
+  static constexpr int kFloats = K;
+  using Val = RedVal<K>;
+  __device__ __forceinline__ static Val identity() {
+    Val v;
+#pragma unroll
+    for (int i = 0; i < K; ++i) v.v[i] = 0.f;
+    return v;
+  }
+  __device__ __forceinline__ static Val combine(const Val& a, const Val& b) {
+    Val v;
+#pragma unroll
+    for (int i = 0; i < K; ++i) v.v[i] = a.v[i] + b.v[i];
+    return v;
+  }
+  template <class View, class F>
+  __device__ __forceinline__ static Val fold(const View& view, F value) {
+    Val s = identity();
+    view.for_each([&](const auto& e) {
+      const Val t = value(e);
+#pragma unroll
+      for (int i = 0; i < K; ++i) s.v[i] += t.v[i];
+    });
+    return s;
+  }
+};
+
+/// Count, mean and sum of squared deviations (n, μ, M2 = Σ (x − μ)²) of a row: the stable
+/// variance (never E[x²] − E[x]²). A thread folds its own elements into (n_t, s_t = Σ x,
+/// M2_t = Σ (x − μ_t)²) about its own mean μ_t = s_t / n_t: two sweeps over on-chip views,
+/// Welford's update over global memory; chunks of one thread merge by Chan's formula
+/// (Chan, Golub & LeVeque 1983). Across threads, warps, CTAs and clusters the all-reduce takes
+/// two plain sum stages (kTwoStage) rather than a tree of Chan merges (a reciprocal each, up to
+/// 26 per row and thread in a 16-CTA cluster):
+///   stage 1  (N, S) = Σ (n_t, s_t);            μ = S / N
+///   stage 2  M2 = Σ [M2_t + n_t·(μ_t − μ)²]    (every term ≥ 0: no cancellation)
+/// Sums are bitwise commutative, so every thread of a row gets the same bits. Only elements a
+/// thread holds enter its fold, so padding lanes never reach the variance. A NaN or inf
+/// element makes μ and M2 NaN. Counts are floats: exact up to 2^24 elements per row.
+/// The thread-local Val is (n_t, s_t, M2_t); the all-reduced one (N, μ, M2).
+struct RedMeanM2 {
+  static constexpr int kFloats = 3;
+  static constexpr bool kTwoStage = true;
+  using Val = RedVal<3>;
+  using Stage1 = RedSums<2>;  // (n, s)
+  using Stage2 = RedSums<1>;  // M2
+  __device__ __forceinline__ static Val identity() { return {{0.f, 0.f, 0.f}}; }
+  __device__ __forceinline__ static float mean_of(const Val& a) { return __fdividef(a.v[1], a.v[0]); }
+  /// Thread-local merge (the looped policy's chunks): Chan's formula.
+  __device__ __forceinline__ static Val combine(const Val& a, const Val& b) {
+    if (a.v[0] == 0.f) return b;
+    if (b.v[0] == 0.f) return a;
+    const float n = a.v[0] + b.v[0];
+    const float d = mean_of(b) - mean_of(a);
+    return {{n, a.v[1] + b.v[1], a.v[2] + b.v[2] + d * d * __fdividef(a.v[0] * b.v[0], n)}};
+  }
+  template <class View, class F>
+  __device__ __forceinline__ static Val fold(const View& view, F value) {
+    if constexpr (View::kOnChip) {
+      int cnt = 0;
+      float s = 0.f;
+      view.for_each([&](const auto& e) {
+        ++cnt;
+        s += value(e);
+      });
+      if (cnt == 0) return identity();
+      const Val v{{static_cast<float>(cnt), s, 0.f}};
+      const float mean = mean_of(v);
+      float m2 = 0.f;
+      view.for_each([&](const auto& e) {
+        const float d = value(e) - mean;
+        m2 = fmaf(d, d, m2);
+      });
+      return {{v.v[0], s, m2}};
+    } else {
+      float n = 0.f, mean = 0.f, m2 = 0.f;
+      view.for_each([&](const auto& e) {
+        const float x = value(e);
+        n += 1.f;
+        const float d = x - mean;
+        mean += d / n;
+        m2 = fmaf(d, x - mean, m2);
+      });
+      return {{n, n * mean, m2}};
+    }
+  }
+  __device__ __forceinline__ static Stage1::Val stage1(const Val& v) { return {{v.v[0], v.v[1]}}; }
+  /// μ = S / N, correctly rounded (a row of one repeated value gets exactly that value, so
+  /// h − μ = 0 there, as PyTorch's).
+  __device__ __forceinline__ static float mid(const Stage1::Val& t) { return __fdiv_rn(t.v[1], t.v[0]); }
+  __device__ __forceinline__ static Stage2::Val stage2(const Val& v, float mu) {
+    if (v.v[0] == 0.f) return {{0.f}};
+    const float d = mean_of(v) - mu;
+    return {{fmaf(v.v[0] * d, d, v.v[2])}};
+  }
+  __device__ __forceinline__ static Val result(const Stage1::Val& t1, float mu,
+                                               const Stage2::Val& t2) {
+    return {{t1.v[0], mu, t2.v[0]}};
+  }
+};
+
+/// Whether a kind all-reduces in two sum stages (RedMeanM2) rather than by its combine.
+template <class R, class = void>
+struct RedTwoStage : std::false_type {};
+template <class R>
+struct RedTwoStage<R, std::void_t<decltype(R::kTwoStage)>>
+    : std::integral_constant<bool, R::kTwoStage> {};
+
+/// Reduction calls (exchanges) per all-reduce of kind R: 2 for two-stage kinds.
+template <class R>
+__host__ __device__ constexpr int red_calls() {
+  return RedTwoStage<R>::value ? 2 : 1;
+}
 
 /// max value (NaN is ignored by fmaxf; ops that must propagate NaN sum it elsewhere).
 struct RedMax {
@@ -148,7 +266,7 @@ __device__ __forceinline__ typename R::Val load_slot(const float* slot) {
 
 /// All-reduce over rows of kTpr consecutive threads, kRows rows per CTA, geometry fixed at
 /// compile time (StaticRowReduce's scheme; no clusters). The slots (kSlotFloats floats of
-/// static shared memory) serve one call.
+/// static shared memory; a region per stage of two-stage kinds) serve one call.
 template <int kTpr, int kRows, class R>
 struct StaticRowReducer {
   static_assert(kTpr >= 1 && (kTpr & (kTpr - 1)) == 0 && kTpr <= 1024,
@@ -156,25 +274,38 @@ struct StaticRowReducer {
   static_assert(kTpr * kRows % 32 == 0, "whole warps: the shuffles use the full mask");
   static constexpr int kWarpsPerRow = kTpr > 32 ? kTpr / 32 : 1;
   static constexpr int kSlot = row_slot_floats(R::kFloats);
-  static constexpr int kSlotFloats = kTpr > 32 ? kRows * kWarpsPerRow * kSlot : 1;
+  static constexpr int kRegion = kRows * kWarpsPerRow * kSlot;
+  static constexpr int kSlotFloats = kTpr > 32 ? red_calls<R>() * kRegion : 1;
   using Val = typename R::Val;
 
-  __device__ __forceinline__ static Val allreduce(Val v, float* slots) {
-    v = warp_allreduce_red<R>(v, kTpr < 32 ? kTpr : 32);
+  template <class K>
+  __device__ __forceinline__ static typename K::Val allreduce_as(typename K::Val v, float* slots) {
+    v = warp_allreduce_red<K>(v, kTpr < 32 ? kTpr : 32);
     if constexpr (kTpr <= 32) {
       return v;
     } else {
       const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-      if (lane == 0) store_slot<R>(slots + warp * kSlot, v);
+      if (lane == 0) store_slot<K>(slots + warp * kSlot, v);
       __syncthreads();
       // Lane i < kWarpsPerRow of every warp of the row reads partial i; the butterfly over
       // those lanes runs the same operations in every warp; lane 0's result is broadcast.
       const float* row_slots = slots + (warp / kWarpsPerRow) * kWarpsPerRow * kSlot;
-      Val r = lane < kWarpsPerRow ? load_slot<R>(row_slots + lane * kSlot) : R::identity();
-      r = warp_allreduce_red<R>(r, kWarpsPerRow);
+      typename K::Val r = lane < kWarpsPerRow ? load_slot<K>(row_slots + lane * kSlot) : K::identity();
+      r = warp_allreduce_red<K>(r, kWarpsPerRow);
 #pragma unroll
-      for (int i = 0; i < R::kFloats; ++i) r.v[i] = __shfl_sync(0xffffffffu, r.v[i], 0);
+      for (int i = 0; i < K::kFloats; ++i) r.v[i] = __shfl_sync(0xffffffffu, r.v[i], 0);
       return r;
+    }
+  }
+
+  __device__ __forceinline__ static Val allreduce(Val v, float* slots) {
+    if constexpr (RedTwoStage<R>::value) {
+      const auto t1 = allreduce_as<typename R::Stage1>(R::stage1(v), slots);
+      const float mu = R::mid(t1);
+      const auto t2 = allreduce_as<typename R::Stage2>(R::stage2(v, mu), slots + kRegion);
+      return R::result(t1, mu, t2);
+    } else {
+      return allreduce_as<R>(v, slots);
     }
   }
 };
@@ -205,20 +336,35 @@ struct ClusterRowReducer {
   /// Thread 0, before the kernel's cluster arrive.
   __device__ void init() const { init_exchange_barriers(bars, 2); }
 
-  /// Call k (0, 1, ...): every thread of every CTA of the cluster calls.
-  __device__ Val allreduce(Val v, int k, int cluster_n, int rank) const {
-    v = warp_allreduce_red<R>(v, 32);
+  /// Exchange call k (0, 1, ...) of kind K (slots of R's size).
+  template <class K>
+  __device__ typename K::Val allreduce_as(typename K::Val v, int k, int cluster_n, int rank) const {
+    v = warp_allreduce_red<K>(v, 32);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float* s = slots + (k & 1) * kStageFloats;
-    if (lane == 0) store_slot<R>(s + (rank * kWarps + warp) * kSlot, v);
+    if (lane == 0) store_slot<K>(s + (rank * kWarps + warp) * kSlot, v);
     __syncthreads();
     if (cluster_n > 1)
       cluster_exchange(s + rank * kWarps * kSlot, kWarps * kSlot, kWarps * kSlot, 1, cluster_n,
                        rank, bars + (k & 1), k);
-    Val r = R::identity();
+    typename K::Val r = K::identity();
     for (int i = lane; i < kWarps * cluster_n; i += 32)
-      r = R::combine(r, load_slot<R>(s + i * kSlot));
-    return warp_allreduce_red<R>(r, 32);
+      r = K::combine(r, load_slot<K>(s + i * kSlot));
+    return warp_allreduce_red<K>(r, 32);
+  }
+
+  /// Row k (0, 1, ...) of the kernel: every thread of every CTA of the cluster calls. Two-stage
+  /// kinds make exchange calls 2k and 2k + 1.
+  __device__ Val allreduce(Val v, int k, int cluster_n, int rank) const {
+    if constexpr (RedTwoStage<R>::value) {
+      const auto t1 = allreduce_as<typename R::Stage1>(R::stage1(v), 2 * k, cluster_n, rank);
+      const float mu = R::mid(t1);
+      const auto t2 =
+          allreduce_as<typename R::Stage2>(R::stage2(v, mu), 2 * k + 1, cluster_n, rank);
+      return R::result(t1, mu, t2);
+    } else {
+      return allreduce_as<R>(v, k, cluster_n, rank);
+    }
   }
 };
 
@@ -239,13 +385,14 @@ __device__ __forceinline__ void row_allreduce_red_start(const RowGeometry& g, co
   cluster_arrive_relaxed();
 }
 
-template <class R>
-__device__ __forceinline__ typename R::Val row_allreduce_red(typename R::Val v,
-                                                             const RowGeometry& g,
-                                                             const RowCtx& c, float* slots,
-                                                             int k) {
+/// One exchange call k of kind K with R's slot size (row_allreduce_red's body).
+template <class R, class K>
+__device__ __forceinline__ typename K::Val row_allreduce_red_as(typename K::Val v,
+                                                                const RowGeometry& g,
+                                                                const RowCtx& c, float* slots,
+                                                                int k) {
   constexpr int kSlot = row_slot_floats(R::kFloats);
-  v = warp_allreduce_red<R>(v, g.tpr);
+  v = warp_allreduce_red<K>(v, g.tpr);
   if (g.tpr <= 32 && g.cluster_n == 1) return v;
   // Here tpr ≥ 32: rows narrower than a warp never span a cluster (row_general_geometry).
   const int stage = k & 1;
@@ -254,15 +401,34 @@ __device__ __forceinline__ typename R::Val row_allreduce_red(typename R::Val v,
   float* stage_slots = slots + stage * g.reduce_slots() * kSlot;
   float* row_slots = stage_slots + c.row_in_cta * nslots * kSlot;
   const int my_slot = c.rank * warps_per_row + c.lane_in_row / 32;
-  if (c.lane == 0) store_slot<R>(row_slots + my_slot * kSlot, v);
+  if (c.lane == 0) store_slot<K>(row_slots + my_slot * kSlot, v);
   __syncthreads();
   if (g.cluster_n > 1)
     cluster_exchange(stage_slots + c.rank * warps_per_row * kSlot, nslots * kSlot,
                      warps_per_row * kSlot, g.rows_per_cta(), g.cluster_n, c.rank,
                      row_reduce_red_bars<R>(g, slots) + stage, k);
-  typename R::Val r = R::identity();
-  for (int i = c.lane; i < nslots; i += 32) r = R::combine(r, load_slot<R>(row_slots + i * kSlot));
-  return warp_allreduce_red<R>(r, 32);
+  typename K::Val r = K::identity();
+  for (int i = c.lane; i < nslots; i += 32) r = K::combine(r, load_slot<K>(row_slots + i * kSlot));
+  return warp_allreduce_red<K>(r, 32);
+}
+
+/// All-reduce number k (0, 1, ...) of the kernel; two-stage kinds make exchange calls 2k and
+/// 2k + 1.
+template <class R>
+__device__ __forceinline__ typename R::Val row_allreduce_red(typename R::Val v,
+                                                             const RowGeometry& g,
+                                                             const RowCtx& c, float* slots,
+                                                             int k) {
+  if constexpr (RedTwoStage<R>::value) {
+    const auto t1 =
+        row_allreduce_red_as<R, typename R::Stage1>(R::stage1(v), g, c, slots, 2 * k);
+    const float mu = R::mid(t1);
+    const auto t2 =
+        row_allreduce_red_as<R, typename R::Stage2>(R::stage2(v, mu), g, c, slots, 2 * k + 1);
+    return R::result(t1, mu, t2);
+  } else {
+    return row_allreduce_red_as<R, R>(v, g, c, slots, k);
+  }
 }
 
 }  // namespace quack::detail

@@ -1,5 +1,5 @@
-"""CPU stand-in kernels for the custom ops quack_cpp::rmsnorm_fwd / rmsnorm_bwd and
-quack_cpp::gemm / gemm_add_inplace, written in torch after the C++ API's contract
+"""CPU stand-in kernels for the custom ops quack_cpp::rmsnorm_fwd / rmsnorm_bwd,
+quack_cpp::layernorm_fwd / layernorm_bwd and quack_cpp::gemm / gemm_add_inplace, written in torch after the C++ API's contract
 (include/quack/norm.h, include/quack/gemm.h: fp32 math, same outputs and placeholders; the GEMM
 stand-in accepts every layout, it does not mimic can_implement). They let the torch layer and the test code run without a GPU:
 test_plumbing_cpu.py uses them, and QUACK_TEST_DEVICE=cpu runs the GPU test files against
@@ -32,6 +32,36 @@ def rmsnorm_bwd_cpu(x, weight, dout, rstd, dresidual_out, dx_dtype, dresidual_dt
     dy = dout.float()
     g = dy * weight.float() if weight is not None else dy
     dh = rstd[:, None] * (g - xhat * (g * xhat).mean(-1, keepdim=True))
+    if dresidual_out is not None:
+        dh = dh + dresidual_out.float()
+    dres = dh.to(dresidual_dtype) if dresidual_dtype is not None else _empty(x)
+    dw = (dy * xhat).sum(0).to(weight.dtype) if need_dweight else _empty(x)
+    db = dy.sum(0).to(dbias_dtype) if dbias_dtype is not None else _empty(x)
+    return dh.to(dx_dtype), dres, dw, db
+
+
+def layernorm_fwd_cpu(x, weight, bias, residual, eps, weight_offset, out_dtype,
+                      residual_out_dtype, store_stats):
+    h = x.float() + (residual.float() if residual is not None else 0)
+    mean = h.mean(-1)
+    rstd = torch.rsqrt((h - mean[:, None]).pow(2).mean(-1) + eps)
+    out = (h - mean[:, None]) * rstd[:, None]
+    if weight is not None:
+        out = out * (weight.float() + weight_offset)
+    if bias is not None:
+        out = out + bias.float()
+    res_out = h.to(residual_out_dtype) if residual_out_dtype is not None else _empty(x)
+    f32 = torch.float32
+    return (out.to(out_dtype), res_out, mean if store_stats else _empty(x, f32),
+            rstd if store_stats else _empty(x, f32))
+
+
+def layernorm_bwd_cpu(x, weight, dout, mean, rstd, dresidual_out, weight_offset, dx_dtype,
+                      dresidual_dtype, need_dweight, dbias_dtype):
+    xhat = (x.float() - mean[:, None]) * rstd[:, None]
+    dy = dout.float()
+    g = dy * (weight.float() + weight_offset) if weight is not None else dy
+    dh = rstd[:, None] * (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True))
     if dresidual_out is not None:
         dh = dh + dresidual_out.float()
     dres = dh.to(dresidual_dtype) if dresidual_dtype is not None else _empty(x)
@@ -75,18 +105,22 @@ def gemm_add_inplace_cpu(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta
 def registered():
     """Registers the stand-ins as the ops' CPU kernels and lets quack_cpp's functions and
     modules accept CPU tensors, for the duration of the block."""
+    import quack_cpp._registrar as reg
     import quack_cpp.gemm_ops  # noqa: F401 (defines the GEMM ops)
-    import quack_cpp.ops as ops
+    import quack_cpp.layernorm_ops  # noqa: F401 (defines the LayerNorm ops)
+    import quack_cpp.ops  # noqa: F401 (defines the RMSNorm ops)
 
     lib = torch.library.Library("quack_cpp", "IMPL")
     lib.impl("rmsnorm_fwd", rmsnorm_fwd_cpu, "CPU")
     lib.impl("rmsnorm_bwd", rmsnorm_bwd_cpu, "CPU")
+    lib.impl("layernorm_fwd", layernorm_fwd_cpu, "CPU")
+    lib.impl("layernorm_bwd", layernorm_bwd_cpu, "CPU")
     lib.impl("gemm", gemm_cpu, "CPU")
     lib.impl("gemm_add_inplace", gemm_add_inplace_cpu, "CPU")
-    saved = ops._DEVICE_TYPES
-    ops._DEVICE_TYPES = saved + ("cpu",)
+    saved = reg.DEVICE_TYPES
+    reg.DEVICE_TYPES = saved + ("cpu",)
     try:
         yield
     finally:
-        ops._DEVICE_TYPES = saved
+        reg.DEVICE_TYPES = saved
         lib._destroy()

@@ -29,9 +29,15 @@ all_majors = pytest.mark.all_majors
 f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
 
 
-@pytest.fixture(autouse=True)
-def _fast_by_default(monkeypatch):
+reg = pytest.importorskip("quack_cpp._registrar")
+
+
+# The fast path in C++ (quack_cpp._torch, where built) and in Python: each against the custom ops.
+@pytest.fixture(autouse=True, params=["cpp", "python"] if ops._torch_ext is not None
+                else ["python"])
+def _fast_by_default(request, monkeypatch):
     monkeypatch.setattr(ops, "FORCE_CUSTOM_OP", False)
+    monkeypatch.setattr(reg, "CPP_EAGER", request.param == "cpp")
 
 
 def _both(fn, monkeypatch):
@@ -58,8 +64,17 @@ def _assert_equal(fast, slow):
 
 
 def _node(t):
-    """The autograd node that made t (through the (..., N) view)."""
-    return type((t if t._base is None else t._base).grad_fn)
+    """The autograd node type that made t (through the (..., N) view)."""
+    return type(_grad_fn(t))
+
+
+def _grad_fn(t):
+    return (t if t._base is None else t._base).grad_fn
+
+
+def _rms_fast(t):
+    """Whether t came from rmsnorm's fast path (the Python Function or the C++ node)."""
+    return ops.rmsnorm_fwd.is_fast_node(_grad_fn(t))
 
 
 def randn(g, *shape, dtype=f32, scale=1.0, shift=0.0):
@@ -95,7 +110,7 @@ def _rms_run(case, g, strided=False, sum_dy=False):
     outs = quack_cpp.rmsnorm(*leaves, eps=1e-5, prenorm=prenorm, residual_dtype=rd_arg,
                              out_dtype=out_dtype)
     outs = outs if isinstance(outs, tuple) else (outs,)
-    fast = _node(outs[0]) is ops._RMSNormFn._backward_cls
+    fast = _rms_fast(outs[0])
     diff = [o for o in outs if o.requires_grad]
     if sum_dy and diff:
         sum(o.float().sum() for o in diff).backward()  # stride-0 dy
@@ -132,7 +147,7 @@ def test_rmsnorm_module_autocast(x_dtype, monkeypatch):
         with torch.autocast(DEVICE, dtype=bf16):
             y = m(x)
         y.backward(randn(g, *y.shape, dtype=y.dtype))
-        return [y.detach(), x.grad, m.weight.grad], _node(y) is ops._RMSNormFn._backward_cls
+        return [y.detach(), x.grad, m.weight.grad], _rms_fast(y)
 
     (fast, ffast), (slow, sfast) = _both(go, monkeypatch)
     assert ffast and not sfast
@@ -171,7 +186,7 @@ def _gemm_bwd(g):
     B = randn(g, 512, 768, dtype=bf16).requires_grad_(True)
     C = randn(g, 1000, 768).requires_grad_(True)
     D = quack_cpp.gemm_add(A, B, C, alpha=0.5, beta=-3.0, out_dtype=f32)
-    assert (_node(D) is gemm_ops._GemmFn._backward_cls) == (not ops.FORCE_CUSTOM_OP)
+    assert (_node(D) is gemm_ops.gemm_op.Function._backward_cls) == (not ops.FORCE_CUSTOM_OP)
     D.backward(randn(g, 1000, 768))
     E = quack_cpp.gemm(A, B)
     E.sum().backward()  # stride-0 dD
@@ -233,7 +248,7 @@ def test_cuda_graph_capture_fast_path():
     def step():
         y, h = quack_cpp.rmsnorm(x, w, residual=r, prenorm=True)
         z = lin(y)
-        assert _node(y) is ops._RMSNormFn._backward_cls  # the fast path, also when capturing
+        assert _rms_fast(y)  # the fast path, also when capturing
         torch.autograd.backward([z, h], [dy, dh])
         return z, h
 

@@ -1,5 +1,6 @@
-"""The eager fast path's plumbing without a GPU (``quack_cpp.ops.eager_fast_path``,
-``_RMSNormFn``; ``gemm_ops._GemmFn``, ``_gemm``, ``_gemm_add_inplace``).
+"""The eager fast path's plumbing without a GPU (``quack_cpp._registrar.route``,
+``ops.rmsnorm_fwd`` / ``rmsnorm_bwd``, ``gemm_ops.gemm_op`` / ``gemm_add_inplace_op`` /
+``linear_op``: the registered ops and their ``Function``).
 
 Checks which path a call takes: the custom ops for CPU, meta and fake tensors, subclasses,
 dispatch modes, functorch transforms, jit tracing, torch.compile and ``FORCE_CUSTOM_OP``
@@ -19,6 +20,7 @@ torch = pytest.importorskip("torch")
 quack_cpp = pytest.importorskip("quack_cpp")
 ops = pytest.importorskip("quack_cpp.ops")
 gemm_ops = pytest.importorskip("quack_cpp.gemm_ops")
+reg = pytest.importorskip("quack_cpp._registrar")
 
 import cpu_stand_in  # noqa: E402
 
@@ -26,9 +28,9 @@ f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
 
 
 def _cpu_as_cuda(t):
-    # ops._is_plain_cuda with the CPU in the CUDA device's place.
-    return (type(t) in ops._PLAIN_TYPES and t.device.type == "cpu" and t.layout == torch.strided
-            and not t.is_nested and t.dtype in ops._KERNEL_DTYPES)
+    # _registrar._is_plain_cuda with the CPU in the CUDA device's place.
+    return (type(t) in reg._PLAIN_TYPES and t.device.type == "cpu" and t.layout == torch.strided
+            and not t.is_nested and t.dtype in reg.KERNEL_DTYPES and not reg._is_wrapped(t))
 
 
 class RecordingC:
@@ -71,12 +73,13 @@ class RecordingC:
 def as_cuda(monkeypatch):
     """CPU tensors pass eager_fast_path and the functional API's device check, and the custom
     ops' CPU kernels are their own bodies (what runs for CUDA tensors)."""
-    monkeypatch.setattr(ops, "_is_plain_cuda", _cpu_as_cuda)
-    monkeypatch.setattr(ops, "_DEVICE_TYPES", ops._DEVICE_TYPES + ("cpu",))
+    monkeypatch.setattr(reg, "_is_plain_cuda", _cpu_as_cuda)
+    monkeypatch.setattr(reg, "DEVICE_TYPES", reg.DEVICE_TYPES + ("cpu",))
     monkeypatch.setattr(ops, "FORCE_CUSTOM_OP", False)
+    monkeypatch.setattr(reg, "CPP_EAGER", False)  # the Python fast path (C++ one: test_torch_ext)
     lib = torch.library.Library("quack_cpp", "IMPL")
     for op in (ops.rmsnorm_fwd, ops.rmsnorm_bwd, gemm_ops.gemm_op, gemm_ops.gemm_add_inplace_op):
-        lib.impl(op._name, op._init_fn, "CPU")
+        lib.impl(op.__name__, op.kernel, "CPU")
     yield
     lib._destroy()
 
@@ -91,12 +94,12 @@ def recorder(as_cuda, monkeypatch):
 
 @pytest.fixture
 def stand_in(as_cuda, monkeypatch):
-    """The shared implementations replaced by the CPU stand-ins (both paths call them)."""
-    for mod, name, fn in ((ops, "_rmsnorm_fwd_impl", cpu_stand_in.rmsnorm_fwd_cpu),
-                          (ops, "_rmsnorm_bwd_impl", cpu_stand_in.rmsnorm_bwd_cpu),
-                          (gemm_ops, "_gemm_impl", cpu_stand_in.gemm_cpu),
-                          (gemm_ops, "_gemm_add_inplace_impl", cpu_stand_in.gemm_add_inplace_cpu)):
-        monkeypatch.setattr(mod, name, fn)
+    """The ops' implementations replaced by the CPU stand-ins (both paths call ``op.impl``)."""
+    for op, fn in ((ops.rmsnorm_fwd, cpu_stand_in.rmsnorm_fwd_cpu),
+                   (ops.rmsnorm_bwd, cpu_stand_in.rmsnorm_bwd_cpu),
+                   (gemm_ops.gemm_op, cpu_stand_in.gemm_cpu),
+                   (gemm_ops.gemm_add_inplace_op, cpu_stand_in.gemm_add_inplace_cpu)):
+        monkeypatch.setattr(op, "impl", fn)
 
 
 def _both(fn, monkeypatch):
@@ -222,7 +225,7 @@ def _rms_run(case):
     outs = quack_cpp.rmsnorm(*leaves, eps=1e-5, prenorm=prenorm, residual_dtype=rd_arg)
     outs = outs if isinstance(outs, tuple) else (outs,)
     base = outs[0] if outs[0]._base is None else outs[0]._base  # (..., N): a view
-    fast = type(base.grad_fn) is ops._RMSNormFn._backward_cls
+    fast = ops.rmsnorm_fwd.is_fast_node(base.grad_fn)
     diff = [o for o in outs if o.requires_grad]
     if diff:
         torch.autograd.backward(diff, [torch.randn(o.shape, generator=g).to(o.dtype)
@@ -389,17 +392,18 @@ def test_gemm_same_values(stand_in, monkeypatch, scenario):
 
 def test_gemm_paths_taken(recorder, monkeypatch):
     A, B = _rand(torch.Generator(), 5, 16, grad=True), torch.randn(16, 24).to(bf16)
-    assert type(quack_cpp.gemm(A, B).grad_fn) is gemm_ops._GemmFn._backward_cls
+    assert type(quack_cpp.gemm(A, B).grad_fn) is gemm_ops.gemm_op.Function._backward_cls
     monkeypatch.setattr(ops, "FORCE_CUSTOM_OP", True)
-    assert type(quack_cpp.gemm(A, B).grad_fn) is not gemm_ops._GemmFn._backward_cls
+    assert type(quack_cpp.gemm(A, B).grad_fn) is not gemm_ops.gemm_op.Function._backward_cls
 
 
 def test_inplace_with_grad_or_saved_out(recorder, monkeypatch):
     """An input that requires grad sends gemm_add_inplace to the custom op (autograd would
     record it); out saved by autograd and then modified is caught on both paths."""
     calls = []
-    real = gemm_ops.gemm_add_inplace_op
-    monkeypatch.setattr(gemm_ops, "gemm_add_inplace_op", lambda *a: calls.append(1) or real(*a))
+    op = gemm_ops.gemm_add_inplace_op
+    real = op.custom_op
+    monkeypatch.setattr(op, "custom_op", lambda *a: calls.append(1) or real(*a))
     A, B, out = torch.randn(5, 16).to(bf16), torch.randn(16, 24).to(bf16), torch.randn(5, 24)
     quack_cpp.gemm_add_inplace(A, B, out)
     assert calls == []

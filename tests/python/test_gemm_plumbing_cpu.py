@@ -149,7 +149,7 @@ def test_layout_caches_match_uncached(monkeypatch):
             for _ in range(2):
                 got, args = gemm_ops._new_out_and_args(A, B, None, dtype)
                 assert (got.shape, got.stride(), got.dtype) == (want.shape, want.stride(), dtype)
-                assert args == tuple(gemm_ops._tensor_arg(t, "gemm", n)
+                assert args == tuple(gemm_ops.tensor_arg(t, "gemm", n)
                                      for t, n in ((A, "a"), (B, "b"), (None, "c"), (got, "d")))
     for _ in range(2):
         with pytest.raises(ValueError, match=r"^gemm: b has shape \(15, 24\) bfloat16"):

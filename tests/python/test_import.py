@@ -134,7 +134,75 @@ def test_gemm_workspace_size():
         _C.gemm_workspace_size(**_gemm_ok(b=_m(65, 256, (1, 65))))
 
 
+def test_gemm_act_workspace_size():
+    # gemm_act / gemm_dact accept any alignment as gemm: K = 63 copies a and b (gemm_act), a
+    # row-major b of N = 250 is copied for gemm_dact; the outputs need no workspace.
+    mb = 1 << 20
+    act = dict(a=_m(128, 63, ptr=mb), b=_m(63, 256, (1, 63), ptr=2 * mb), c=None,
+               preact=_m(128, 256, ptr=3 * mb), postact=_m(128, 256, ptr=4 * mb), activation="gelu_tanh_approx")
+    assert _C.gemm_act_workspace_size(**act) == 128 * 64 * 2 + 256 * 64 * 2
+    assert _C.gemm_act_can_implement(**act) is None
+    act.update(a=_m(128, 64, ptr=mb), b=_m(64, 256, (1, 64), ptr=2 * mb))
+    assert _C.gemm_act_workspace_size(**act) == 0
+    dact = dict(a=_m(128, 64, ptr=mb), b=_m(64, 250, ptr=2 * mb), preact=_m(128, 250, ptr=3 * mb),
+                dpreact=_m(128, 250, ptr=4 * mb), postact=None, activation="relu")
+    assert _C.gemm_dact_workspace_size(**dact) == (64 * 256 * 2 + 255) // 256 * 256
+    with pytest.raises(ValueError, match=r"^gemm_dact: preact has shape"):
+        _C.gemm_dact_workspace_size(**dict(dact, preact=_m(127, 250, ptr=3 * mb)))
+
+
 def test_gemm_empty_launches_nothing():
     # M = 0 / N = 0: validation only, no CUDA call (fine with or without a GPU).
     _C.gemm(_m(0, 64), _m(64, 256, (1, 64)), None, _m(0, 256), 1.0, 0.0, 0)
     _C.gemm(_m(128, 64), _m(64, 0, (1, 64)), None, _m(128, 0, (8, 1)), 1.0, 0.0, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# LayerNorm binding (validation is host-only: these run without a GPU)
+# --------------------------------------------------------------------------------------------
+
+
+def test_layernorm_surface():
+    for name in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_workspace_size"):
+        doc = getattr(_C, name).__doc__
+        assert doc and "weight_offset" in doc, name
+    assert "rstd = 1 / sqrt(mean_j (h_j - mean)^2 + eps)" in _C.layernorm_fwd.__doc__
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(weight=_t((4095,))), r"^layernorm_fwd: weight has shape \(4095,\) float32, expected \(4096,\)"),
+    (dict(bias=_t((4096,), dtype=3)), r"^layernorm_fwd: bias has dtype int32"),
+    (dict(mean=_t((8,), dtype=2)), r"^layernorm_fwd: mean has dtype bfloat16"),
+    (dict(rstd=_t((9,))), r"^layernorm_fwd: rstd has shape \(9,\)"),
+    (dict(residual=_t((8, 4096), device=1)), r"^layernorm_fwd: residual is on cuda:1, expected cuda:0"),
+    (dict(out=_t((8, 4096), strides=(0, 1))), r"^layernorm_fwd: output out has overlapping elements"),
+    (dict(eps=-1.0), r"^layernorm_fwd: eps"),
+    (dict(weight_offset=float("nan")), r"^layernorm_fwd: weight_offset is nan, expected a finite value"),
+    (dict(x=_t((8, 0)), out=_t((8, 0))), r"^layernorm_fwd: x has N = 0 columns"),
+])
+def test_layernorm_fwd_validation_is_value_error(kwargs, match):
+    args = dict(x=_t((8, 4096)), weight=None, bias=None, residual=None, out=_t((8, 4096)),
+                residual_out=None, mean=None, rstd=None, eps=1e-5, weight_offset=0.0, stream=0)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        _C.layernorm_fwd(**args)
+
+
+def test_layernorm_bwd_validation_is_value_error():
+    x = _t((8, 4096))
+    s = _t((8,))
+    with pytest.raises(ValueError, match="dweight is given but weight is absent"):
+        _C.layernorm_bwd_workspace_size(x, None, x, s, s, None, x, None, _t((4096,)), None)
+    with pytest.raises(ValueError, match="^layernorm_bwd: mean has shape"):
+        _C.layernorm_bwd(x, None, x, _t((7,)), s, None, x, None, None, None)
+    with pytest.raises(ValueError, match="^layernorm_bwd: rstd is absent"):
+        _C.layernorm_bwd(x, None, x, s, None, None, x, None, None, None)
+
+
+def test_layernorm_empty_rows_launch_nothing():
+    # M = 0 without dweight/dbias: validation only, no CUDA call.
+    x = _t((0, 4096))
+    _C.layernorm_fwd(x, None, None, None, x, None, _t((0,)), _t((0,)), 1e-5, 0.0, 0)
+    assert _C.layernorm_bwd_workspace_size(x, None, x, _t((0,)), _t((0,)), None, x, None,
+                                           None, None) == 0
+    _C.layernorm_bwd(x, None, x, _t((0,)), _t((0,)), None, x, None, None, None)

@@ -110,8 +110,8 @@ def test_empty_batch_backward():
 @pytest.mark.parametrize("wdtype,autocast", [(bf16, None), (f32, bf16), (f32, f16)], ids=str)
 def test_fuse_grad_accum(wdtype, autocast, monkeypatch):
     calls = []
-    inplace = gemm_ops._gemm_add_inplace  # the custom op or the eager fast path
-    monkeypatch.setattr(gemm_ops, "_gemm_add_inplace",
+    inplace = gemm_ops.gemm_add_inplace_op  # the registered op (custom op or eager fast path)
+    monkeypatch.setattr(gemm_ops, "gemm_add_inplace_op",
                         lambda *a: calls.append(a[2].data_ptr()) or inplace(*a))
     q, t = pair(256, 384, wdtype, fuse=True)
     cdt = autocast or wdtype  # compute dtype

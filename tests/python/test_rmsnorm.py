@@ -20,6 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 quack_cpp = pytest.importorskip("quack_cpp")
 ops = pytest.importorskip("quack_cpp.ops")
+from quack_cpp._registrar import tensor_arg  # noqa: E402
 
 from reference import (  # noqa: E402
     assert_rule,
@@ -430,7 +431,7 @@ def test_dweight_deterministic(M, N, dtype):
 
 
 def _ref_tuple(t):
-    return ops._tensor_arg(t, "test", "t")
+    return tensor_arg(t, "test", "t")
 
 
 @cuda_only

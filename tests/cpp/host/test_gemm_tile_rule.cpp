@@ -24,9 +24,10 @@ std::string name(const TileOption& o) {
          (o.cluster_m == 1 && o.cluster_n == 1 ? "c1" : o.cluster_n == 2 ? "c1x2" : "");
 }
 
-std::string pick(const std::vector<TileOption>& set, int64_t m, int64_t n, int64_t k, int64_t l = 1) {
+std::string pick(const std::vector<TileOption>& set, int64_t m, int64_t n, int64_t k, int64_t l = 1,
+                 double rate192 = quack::detail::kRatePingpong192) {
   const TileQuery q{m, n, k, l, 132};
-  const int i = choose_tile_index(q, set.data(), int(set.size()));
+  const int i = choose_tile_index(q, set.data(), int(set.size()), rate192);
   EXPECT_GE(i, 0);
   EXPECT_LT(i, int(set.size()));
   return name(set[size_t(i)]);
@@ -40,6 +41,23 @@ TEST(GemmTileRule, LlmShapesTakeTheWidePingpongTile) {
   EXPECT_EQ(pick(kBf16, 16384, 4096, 14336), "128x192pp");
   EXPECT_EQ(pick(kBf16, 16384, 28672, 4096), "128x192pp");
   EXPECT_EQ(pick(kBf16, 8192, 128256, 4096), "128x192pp");
+}
+
+// kRatePingpong192 alone decides between the pingpong tiles (the break-even rates of tile_rule.h).
+TEST(GemmTileRule, RateFlipsTheChoice) {
+  struct Flip {
+    int64_t m, n, k;
+    double break_even;
+  };
+  const Flip flips[] = {{8192, 8192, 8192, 0.984}, {8192, 128256, 4096, 1.0}, {16384, 14336, 4096, 1.005},
+                        {16384, 28672, 4096, 1.005}, {16384, 4096, 14336, 1.031}};
+  for (const Flip& f : flips) {
+    SCOPED_TRACE(std::to_string(f.m) + "x" + std::to_string(f.n) + "x" + std::to_string(f.k));
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, f.break_even + 0.001), "128x192pp");
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, f.break_even - 0.001), "128x128pp");
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, 0.0), "128x128pp");   // left out
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, -1.0), "128x128pp");
+  }
 }
 
 TEST(GemmTileRule, QuantisationKeepsTheNarrowPingpongTile) {

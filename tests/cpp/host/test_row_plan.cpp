@@ -1,6 +1,7 @@
-// Tier 1: the row skeleton's plan (no GPU): every plan, swept over N, dtypes and the two op
-// shapes of the softmax family (one input stream with a 2-float reduction; two streams with a
-// 1-float sum), stays inside the kernels' limits (threads, registers, shared memory, cluster
+// Tier 1: the row skeleton's plan (no GPU): every plan, swept over N, dtypes and the op shapes
+// of the softmax family (one input stream with a 2-float reduction; two streams with a 1-float
+// sum) and LayerNorm's forward (one or two streams, a 3-float reduction, two per-column vectors
+// in x's dtype or fp32), stays inside the kernels' limits (threads, registers, shared memory, cluster
 // size, row capacity); the training shapes take the policies documented in row_config.h; odd
 // layouts and dtype mixes fall back to the general policy. Fake pointers: no CUDA call.
 #include <gtest/gtest.h>
@@ -34,12 +35,24 @@ RowOpInfo bwd_info() {  // softmax_bwd's shape: (y, dy) -> dx, one sum
   return i;
 }
 
-RowProblem problem(int64_t M, int64_t N, DType in, bool vec_ok = true, bool pair = true) {
+RowOpInfo ln_fwd_info(int n_in) {  // layernorm_fwd(_res)'s shape: weight, bias; (n, mean, M2)
+  RowOpInfo i;
+  i.n_in = n_in;
+  i.n_out = 2;
+  i.n_cols = 2;
+  i.red_floats = 3;
+  i.name = n_in == 1 ? "ln_fwd" : "ln_fwd_res";
+  return i;
+}
+
+RowProblem problem(int64_t M, int64_t N, DType in, bool vec_ok = true, bool pair = true,
+                   DType vec = DType::kFloat32) {
   RowProblem p;
   p.M = M;
   p.N = N;
   p.in = in;
   p.out = in;
+  p.vec = vec;
   p.pair = pair;
   p.vec_ok = vec_ok && N % (16 / dtype_size(in)) == 0;
   return p;
@@ -83,9 +96,10 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
   ASSERT_LT(plan.config, kRowConfigCount);
   const RowConfig& c = kRowConfigs[plan.config];
   EXPECT_TRUE(pr.vec_ok && pr.pair);
-  EXPECT_TRUE(row_config_usable(c, op.n_in, op.red_floats, op.n_cols, elt));
+  EXPECT_TRUE(row_config_usable(c, op.n_in, op.red_floats, op.n_cols, elt, op.n_acc,
+                                dtype_size(pr.vec)));
   EXPECT_EQ(plan.policy, c.policy);
-  EXPECT_EQ(plan.threads, c.threads());
+  if (c.policy != RowPolicy::kStaged) EXPECT_EQ(plan.threads, c.threads());
   const int64_t vec_bytes = 16;
   const int64_t row_vecs = row_bytes / vec_bytes;
   switch (c.policy) {
@@ -112,6 +126,26 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
       EXPECT_LT((plan.cluster_n - 1) * S, row_vecs);
       EXPECT_EQ(static_cast<int64_t>(plan.smem), row_ring_smem_bytes(c, op.n_in, op.red_floats));
       EXPECT_LE(op.n_in * S * vec_bytes, int64_t{1} << 20) << "an mbarrier's tx count";
+      EXPECT_LE(row_col_regs(c, op.n_cols, elt, dtype_size(pr.vec)), kRowRingColRegs);
+      break;
+    }
+    case RowPolicy::kStaged: {
+      const RowGeometry& g = plan.g;
+      EXPECT_LE(g.vpt, c.vecs);
+      EXPECT_GE(int64_t{g.vpt} * g.tpr * g.cluster_n * g.vec, pr.N) << "the geometry holds the row";
+      EXPECT_EQ(g.tpr & (g.tpr - 1), 0);
+      EXPECT_LE(g.cta_threads, kRowStagedMaxThreads);
+      EXPECT_EQ(g.cta_threads % 32, 0);
+      EXPECT_EQ(g.cta_threads % g.tpr, 0);
+      EXPECT_EQ(plan.threads, g.cta_threads);
+      EXPECT_EQ(plan.cluster_n, g.cluster_n);
+      EXPECT_TRUE(g.cluster_n == 1 || g.rows_per_cta() == 1);
+      EXPECT_TRUE(g.cluster_n == 1 || (g.tpr / 32) * row_slot_floats(op.red_floats) >= 4);
+      EXPECT_EQ(static_cast<int64_t>(plan.smem),
+                row_staged_smem_bytes(int64_t{g.vpt} * g.tpr * g.vec, g.rows_per_cta(),
+                                      g.reduce_slots(), g.cluster_n, op.red_floats, op.n_in, elt,
+                                      op.n_cols));
+      EXPECT_GE(g.row_blocks * g.rows_per_cta(), pr.M);
       break;
     }
     default:
@@ -130,18 +164,20 @@ std::vector<int64_t> sweep_ns() {
 }
 
 TEST(RowPlan, EveryPlanWithinLimits) {
-  for (const RowOpInfo& op : {fwd_info(), bwd_info()})
+  for (const RowOpInfo& op : {fwd_info(), bwd_info(), ln_fwd_info(1), ln_fwd_info(2)})
     for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
-      for (int64_t M : {int64_t{1}, int64_t{7}, int64_t{16384}})
-        for (int64_t N : sweep_ns())
-          for (bool vec_ok : {true, false}) {
-            const RowProblem pr = problem(M, N, t, vec_ok);
-            check_plan(op, pr, plan_row(op, pr));
-          }
+      for (DType v : {t, DType::kFloat32})
+        for (int64_t M : {int64_t{1}, int64_t{7}, int64_t{16384}})
+          for (int64_t N : sweep_ns())
+            for (bool vec_ok : {true, false}) {
+              if (op.n_cols == 0 && v != t) continue;
+              const RowProblem pr = problem(M, N, t, vec_ok, true, v);
+              check_plan(op, pr, plan_row(op, pr));
+            }
 }
 
 TEST(RowPlan, EveryForcedConfigWithinLimits) {
-  for (const RowOpInfo& op : {fwd_info(), bwd_info()})
+  for (const RowOpInfo& op : {fwd_info(), bwd_info(), ln_fwd_info(1)})
     for (DType t : {DType::kBFloat16, DType::kFloat32})
       for (int64_t N : sweep_ns())
         for (int c = 0; c <= kRowConfigCount; ++c) {
@@ -150,8 +186,9 @@ TEST(RowPlan, EveryForcedConfigWithinLimits) {
           if (plan.policy == RowPolicy::kNone) {
             // Only when the entry is not compiled for the op or does not take the row.
             ASSERT_LT(c, kRowConfigCount);
-            EXPECT_FALSE(pr.vec_ok && row_config_usable(kRowConfigs[c], op.n_in, op.red_floats, 0,
-                                                        dtype_size(t)) &&
+            EXPECT_FALSE(pr.vec_ok &&
+                         row_config_usable(kRowConfigs[c], op.n_in, op.red_floats, op.n_cols,
+                                           dtype_size(t), op.n_acc, dtype_size(pr.vec)) &&
                          row_config_takes(c, pr.M, N * dtype_size(t)))
                 << kRowConfigs[c].name << " N=" << N;
             continue;

@@ -1,0 +1,411 @@
+"""LayerNorm for torch tensors on QuACK-C++ kernels: op descriptions and the functional API.
+
+Layers (top to bottom), as ``quack_cpp.ops`` (RMSNorm):
+
+- ``layernorm(...)``: differentiable functional API;
+- ``layernorm_fwd`` / ``layernorm_bwd``: the ops, registered from one description each by
+  ``quack_cpp._registrar`` as the custom ops ``torch.ops.quack_cpp.layernorm_fwd`` /
+  ``layernorm_bwd`` (fake kernels: ``torch.compile(fullgraph=True)`` and CUDA graphs; an
+  autograd formula on the forward op), taking the eager fast path in plain eager mode;
+- ``quack_cpp._C.layernorm_fwd`` / ``layernorm_bwd`` / ``layernorm_bwd_workspace_size``: the
+  C++ API (``include/quack/norm.h``).
+
+Outputs and the backward's workspace are allocated with torch's caching allocator on x's
+device; launches go to the current stream of that device; nothing synchronises with the host.
+
+Method: QuACK (``quack/layernorm.py``: mean and variance from on-chip rows, fp32; the backward
+and ``weight_offset`` of its later releases) on the row skeleton (docs/architecture.md,
+"LayerNorm"); statistics from per-thread (count, sum, M2) combined by two sum stages, never
+E[h²] − E[h]².
+"""
+
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from . import _C
+from ._registrar import (CUSTOM, EAGER_GRAD, FLOAT_DTYPES, as_rows, check_float, dtype_name,
+                         records_grad, register, route, rows_cols, stream, tensor_arg)
+
+__all__ = ["layernorm", "layernorm_fwd", "layernorm_bwd"]
+
+
+# --------------------------------------------------------------------------------------------
+# Forward op
+# --------------------------------------------------------------------------------------------
+
+
+class LayerNormFwd:
+    name = "quack_cpp::layernorm_fwd"
+    absent = (None, None, torch.float32, torch.float32)  # residual_out x's; mean, rstd fp32
+
+    def signature(
+        x: Tensor,
+        weight: Optional[Tensor],
+        bias: Optional[Tensor],
+        residual: Optional[Tensor],
+        eps: float,
+        weight_offset: float,
+        out_dtype: torch.dtype,
+        residual_out_dtype: Optional[torch.dtype],
+        store_stats: bool,
+    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """LayerNorm forward as a functional custom op (``torch.ops.quack_cpp.layernorm_fwd``).
+
+        Per row of x (M, N), in fp32 (``quack::layernorm_fwd``)::
+
+            h    = x + residual                          (x when residual is None)
+            mean = mean_j h_j
+            rstd = 1 / sqrt(mean_j (h_j - mean)^2 + eps) (biased variance, stable)
+            out  = (h - mean) * rstd * (weight + weight_offset) + bias
+                   (weight None: the factor is 1; bias None: 0)
+
+        Args:
+            x: (M, N), float32/float16/bfloat16, CUDA, any non-negative strides.
+            weight, bias: (N,) or None; any of the three float dtypes.
+            residual: (M, N) or None.
+            eps: added to the variance, inside the square root.
+            weight_offset: added to the weight (1.0: Gemma's zero-centred weights).
+            out_dtype: dtype of ``out``.
+            residual_out_dtype: dtype of ``residual_out`` = h; None: not stored.
+            store_stats: store mean and rstd (the backward needs them).
+
+        Returns:
+            ``(out, residual_out, mean, rstd)``: out (M, N) contiguous; residual_out (M, N);
+            mean and rstd (M,) float32; absent ones are empty (0,) placeholders.
+
+        Raises:
+            ValueError: a bad argument (the message names it, what was expected and what came).
+            RuntimeError: a CUDA error (the CUDA text is kept).
+            NotImplementedError: x is not a CUDA tensor (from the dispatcher).
+        """
+
+    def outputs(x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
+                store_stats):
+        M, N = rows_cols(x, "layernorm_fwd")
+        return (
+            x.new_empty(M, N, dtype=out_dtype),
+            x.new_empty(M, N, dtype=residual_out_dtype)
+            if residual_out_dtype is not None else None,
+            x.new_empty(M, dtype=torch.float32) if store_stats else None,
+            x.new_empty(M, dtype=torch.float32) if store_stats else None,
+        )
+
+    def launch(outs, x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
+               store_stats):
+        fn = "layernorm_fwd"
+        out, residual_out, mean, rstd = outs
+        _C.layernorm_fwd(
+            tensor_arg(x, fn, "x"),
+            tensor_arg(weight, fn, "weight"),
+            tensor_arg(bias, fn, "bias"),
+            tensor_arg(residual, fn, "residual"),
+            tensor_arg(out, fn, "out"),
+            tensor_arg(residual_out, fn, "residual_out"),
+            tensor_arg(mean, fn, "mean"),
+            tensor_arg(rstd, fn, "rstd"),
+            float(eps),
+            float(weight_offset),
+            stream(x),
+        )
+
+    def setup_context(ctx, inputs, output):
+        (x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
+         store_stats) = inputs
+        _out, residual_out, mean, rstd = output
+        # Unused outputs (residual_out without prenorm, mean, rstd) get None, not zeros.
+        ctx.set_materialize_grads(False)
+        ctx.x_dtype = x.dtype
+        ctx.out_dtype = out_dtype
+        ctx.weight_offset = weight_offset
+        ctx.residual_dtype = residual.dtype if residual is not None else None
+        ctx.bias_dtype = bias.dtype if bias is not None else None
+        ctx.residual_out_stored = residual_out_dtype is not None
+        # The norm's input h: residual_out with a residual, else x itself.
+        ctx.can_backward = store_stats and (residual is None or residual_out_dtype is not None)
+        h = residual_out if residual is not None else x
+        ctx.save_for_backward(h, weight, mean, rstd)
+        # Statistics, not functions of the inputs to differentiate (as QuACK's and torch's).
+        stats = [t for t in (mean, rstd) if t is not None]
+        if stats:
+            ctx.mark_non_differentiable(*stats)
+
+    def backward(ctx, dout, dresidual_out, _dmean, _drstd):
+        """Gradients where ctx.needs_input_grad says (mean and rstd are non-differentiable).
+        layernorm_bwd takes the fast path again in eager mode, the custom op when compiled."""
+        h, weight, mean, rstd = ctx.saved_tensors
+        if not ctx.can_backward:
+            raise RuntimeError(
+                "quack_cpp::layernorm_fwd backward: the forward ran with store_stats=False, or "
+                "with a residual but residual_out_dtype=None; call it with store_stats=True and "
+                "a residual_out_dtype (quack_cpp.layernorm does this when a gradient is needed)"
+            )
+        need_x, need_w, need_b, need_r = ctx.needs_input_grad[:4]
+        if dout is None:  # only residual_out was used: d(out) = 0, a stride-0 view
+            dout = torch.zeros((), dtype=ctx.out_dtype, device=h.device).expand(h.shape)
+        if not ctx.residual_out_stored:
+            dresidual_out = None
+        # d(residual) = dh; a separate copy only where its dtype differs from x's.
+        separate_dres = need_r and ctx.residual_dtype != ctx.x_dtype
+        dx, dres, dw, db = layernorm_bwd(
+            h,
+            weight,
+            dout,
+            mean,
+            rstd,
+            dresidual_out,
+            ctx.weight_offset,
+            ctx.x_dtype,
+            ctx.residual_dtype if separate_dres else None,
+            bool(need_w and weight is not None),
+            ctx.bias_dtype if need_b else None,
+        )
+        dresidual = (dres if separate_dres else dx) if need_r else None
+        return (dx if need_x else None, dw if need_w else None, db if need_b else None,
+                dresidual, None, None, None, None, None)
+
+
+# --------------------------------------------------------------------------------------------
+# Backward op
+# --------------------------------------------------------------------------------------------
+
+
+class LayerNormBwd:
+    name = "quack_cpp::layernorm_bwd"
+
+    def signature(
+        x: Tensor,
+        weight: Optional[Tensor],
+        dout: Tensor,
+        mean: Tensor,
+        rstd: Tensor,
+        dresidual_out: Optional[Tensor],
+        weight_offset: float,
+        dx_dtype: torch.dtype,
+        dresidual_dtype: Optional[torch.dtype],
+        need_dweight: bool,
+        dbias_dtype: Optional[torch.dtype],
+    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """LayerNorm backward as a functional custom op (``torch.ops.quack_cpp.layernorm_bwd``).
+
+        ``x`` is the norm's input h (residual_out when the forward had a residual), ``mean``
+        and ``rstd`` the forward's. Per row, fp32 (``quack::layernorm_bwd``)::
+
+            xhat = (x - mean) * rstd;  g = dout * (weight + weight_offset)
+            dh   = rstd * (g - mean_j g_j - xhat * mean_j(g_j * xhat_j)) + dresidual_out
+            dx   = dresidual = dh
+            dweight = sum_rows dout * xhat;  dbias = sum_rows dout
+
+        dweight and dbias are accumulated in fp32 in a fixed order (identical bits run to run)
+        and stored in weight's dtype / ``dbias_dtype``. The workspace (fp32 partial sums) is
+        allocated here with torch (uint8, size from ``_C.layernorm_bwd_workspace_size``).
+
+        Args:
+            x: (M, N) float32/float16/bfloat16, CUDA, any non-negative strides.
+            weight: (N,) or None.
+            dout: (M, N), any strides (0 too, as from ``y.sum().backward()``).
+            mean, rstd: (M,) float32.
+            dresidual_out: (M, N) or None: the gradient of residual_out, added to dh.
+            weight_offset: the forward's.
+            dx_dtype: dtype of dx.
+            dresidual_dtype: dtype of a second copy of dh; None: not produced (placeholder).
+            need_dweight: produce dweight (needs weight).
+            dbias_dtype: dtype of dbias; None: not produced (placeholder).
+
+        Returns:
+            ``(dx, dresidual, dweight, dbias)``: dx (M, N) contiguous; the others their shapes
+            or (0,) placeholders when not asked for.
+
+        Raises:
+            ValueError: a bad argument (the message names it). RuntimeError: a CUDA error.
+        """
+
+    def outputs(x, weight, dout, mean, rstd, dresidual_out, weight_offset, dx_dtype,
+                dresidual_dtype, need_dweight, dbias_dtype):
+        fn = "layernorm_bwd"
+        M, N = rows_cols(x, fn)
+        if need_dweight and weight is None:
+            raise ValueError(f"{fn}: need_dweight is True but weight is None, expected a weight")
+        return (
+            x.new_empty(M, N, dtype=dx_dtype),
+            x.new_empty(M, N, dtype=dresidual_dtype) if dresidual_dtype is not None else None,
+            x.new_empty(N, dtype=weight.dtype) if need_dweight else None,
+            x.new_empty(N, dtype=dbias_dtype) if dbias_dtype is not None else None,
+        )
+
+    def launch(outs, x, weight, dout, mean, rstd, dresidual_out, weight_offset, dx_dtype,
+               dresidual_dtype, need_dweight, dbias_dtype):
+        fn = "layernorm_bwd"
+        dx, dres, dw, db = outs
+        args = (
+            tensor_arg(x, fn, "x"),
+            tensor_arg(weight, fn, "weight"),
+            tensor_arg(dout, fn, "dout"),
+            tensor_arg(mean, fn, "mean"),
+            tensor_arg(rstd, fn, "rstd"),
+            tensor_arg(dresidual_out, fn, "dresidual_out"),
+            tensor_arg(dx, fn, "dx"),
+            tensor_arg(dres, fn, "dresidual"),
+            tensor_arg(dw, fn, "dweight"),
+            tensor_arg(db, fn, "dbias"),
+            float(weight_offset),
+        )
+        # The workspace (fp32 partial sums of dweight/dbias), allocated with torch.
+        ws_bytes = _C.layernorm_bwd_workspace_size(*args)
+        workspace = x.new_empty(ws_bytes, dtype=torch.uint8)
+        _C.layernorm_bwd(*args, workspace.data_ptr(), ws_bytes, stream(x))
+
+
+layernorm_bwd = register(LayerNormBwd)
+layernorm_fwd = register(LayerNormFwd)
+
+
+# --------------------------------------------------------------------------------------------
+# Functional API
+# --------------------------------------------------------------------------------------------
+
+
+def _autocast_fp32(x: Tensor) -> bool:
+    """Whether autocast is on for x's device type (torch runs layer_norm in float32 there)."""
+    return x.device.type in ("cuda", "cpu") and torch.is_autocast_enabled(x.device.type)
+
+
+def layernorm(
+    x: Tensor,
+    weight: Optional[Tensor] = None,
+    bias: Optional[Tensor] = None,
+    residual: Optional[Tensor] = None,
+    eps: float = 1e-5,
+    prenorm: bool = False,
+    residual_dtype: Optional[torch.dtype] = None,
+    out_dtype: Optional[torch.dtype] = None,
+    weight_offset: float = 0.0,
+    return_mean: bool = False,
+    return_rstd: bool = False,
+) -> Union[Tensor, Tuple[Tensor, ...]]:
+    """LayerNorm over the last dimension, with optional fused residual add. Differentiable.
+
+    For each row of x (..., N), in fp32 (C++ API ``quack::layernorm_fwd`` /
+    ``quack::layernorm_bwd``)::
+
+        h            = x + residual                          (x when residual is None)
+        mean         = mean_j h_j
+        rstd         = 1 / sqrt(mean_j (h_j - mean)^2 + eps) (biased variance, as torch)
+        out          = (h - mean) * rstd * (weight + weight_offset) + bias
+                       (weight None: the factor is 1; bias None: 0)
+        residual_out = h                                     (returned when prenorm=True)
+
+    The statistics come from each thread's own elements (count, sum, squared deviations about
+    its own mean) combined exactly over the row; never E[h²] − E[h]².
+
+    Backward (through autograd; ``torch.compile`` sees the custom op's formula)::
+
+        xhat = (h - mean) * rstd;  g = d(out) * (weight + weight_offset)
+        dh = rstd * (g - mean(g) - xhat * mean(g * xhat)) + d(residual_out)   (prenorm)
+        d(x) = d(residual) = dh;  d(weight) = sum_rows d(out) * xhat;  d(bias) = sum_rows d(out)
+
+    d(weight) and d(bias) are accumulated in fp32 in a fixed order (bitwise reproducible) and
+    returned in the parameter's dtype. mean and rstd, when returned, are non-differentiable.
+
+    Args:
+        x: (..., N) float32, float16 or bfloat16 on a CUDA device; any strides (leading dims
+            flattened with a view where possible, else a copy).
+        weight, bias: (N,) in any of the three float dtypes, or None.
+        residual: same shape as x, or None.
+        eps: added to the variance inside the square root (default 1e-5, as torch).
+        prenorm: also return residual_out = h (the pre-norm residual stream).
+        residual_dtype: dtype of residual_out. Default: the residual's dtype; with no residual,
+            residual_out is x itself unless residual_dtype differs from x's dtype (a cast copy).
+        out_dtype: dtype of out. Default: x's dtype.
+        weight_offset: added to the weight (1.0 for Gemma's zero-centred weights); d(weight)
+            does not depend on it. Ignored without a weight.
+        return_mean, return_rstd: also return mean and rstd ((...,) float32, the leading shape
+            of x).
+
+    Returns:
+        out (x's shape, contiguous), or a tuple ``(out[, residual_out][, mean][, rstd])`` in that
+        order when prenorm, return_mean or return_rstd ask for more.
+
+    Raises:
+        ValueError: a tensor not on a CUDA device, a dtype other than float32/float16/bfloat16,
+            a shape mismatch (e.g. ``layernorm_fwd: weight has shape (4095,) float32, expected
+            (4096,)``), tensors on different devices, eps < 0, a non-finite weight_offset; the
+            message names the argument.
+        RuntimeError: a CUDA error.
+
+    Autocast: as ``torch.nn.functional.layer_norm`` (float32 in autocast's lists), inside an
+    enabled autocast region x, weight, bias and residual are cast to float32 and out is
+    float32 (out_dtype, when given, still wins). Runs on ``torch.cuda.current_stream(x.device)``;
+    no host synchronisation (CUDA graphs work).
+
+    Path: in plain eager mode on CUDA tensors, the eager fast path (``_C`` called directly,
+    through ``layernorm_fwd.Function`` when a gradient is needed); otherwise (torch.compile,
+    fake tensors, ``QUACK_EAGER_CUSTOM_OP=1``) the custom op ``quack_cpp::layernorm_fwd`` with
+    its registered autograd. Both give the same results.
+    """
+    if _autocast_fp32(x):
+        cast = lambda t: t if t is None or t.dtype == torch.float32 else t.float()  # noqa: E731
+        x, weight, bias, residual = cast(x), cast(weight), cast(bias), cast(residual)
+    path = route(x, weight, bias, residual)
+    if path == CUSTOM:  # on the fast path these hold: plain CUDA tensors of a float dtype
+        check_float("layernorm", x, "x")
+        check_float("layernorm", weight, "weight")
+        check_float("layernorm", bias, "bias")
+        check_float("layernorm", residual, "residual")
+        need_grad = records_grad(x, weight, bias, residual)
+    else:
+        need_grad = path == EAGER_GRAD
+    nd = x.dim()
+    if nd == 0:
+        raise ValueError("layernorm: x is a 0-dimensional tensor, expected (..., N)")
+    if residual is not None and residual.shape != x.shape:
+        raise ValueError(
+            f"layernorm: residual has shape {tuple(residual.shape)}, expected x's shape "
+            f"{tuple(x.shape)}"
+        )
+    if out_dtype is not None and out_dtype not in FLOAT_DTYPES:
+        raise ValueError(f"layernorm: out_dtype is {dtype_name(out_dtype)}, expected float32, "
+                         "float16 or bfloat16")
+    if residual_dtype is not None and residual_dtype not in FLOAT_DTYPES:
+        raise ValueError(f"layernorm: residual_dtype is {dtype_name(residual_dtype)}, expected "
+                         "float32, float16 or bfloat16")
+    if residual is not None:
+        # Stored when returned (prenorm) or when the backward needs h.
+        res_out_dtype = (
+            (residual_dtype if residual_dtype is not None else residual.dtype)
+            if (prenorm or need_grad)
+            else None
+        )
+    elif prenorm and residual_dtype is not None and residual_dtype != x.dtype:
+        res_out_dtype = residual_dtype
+    else:
+        res_out_dtype = None
+    out, res_out, mean, rstd = layernorm_fwd.run(
+        path,
+        x if nd == 2 else as_rows(x),
+        weight,
+        bias,
+        residual if residual is None or nd == 2 else as_rows(residual),
+        float(eps),
+        float(weight_offset),
+        out_dtype if out_dtype is not None else x.dtype,
+        res_out_dtype,
+        need_grad or return_mean or return_rstd,
+    )
+    if nd != 2:
+        out = out.view(*x.shape)
+    if not (prenorm or return_mean or return_rstd):
+        return out
+    result = [out]
+    if prenorm:
+        if res_out_dtype is None:
+            result.append(x)
+        else:
+            result.append(res_out if nd == 2 else res_out.view(*x.shape))
+    lead = x.shape[:-1]
+    if return_mean:
+        result.append(mean if nd == 2 else mean.view(lead))
+    if return_rstd:
+        result.append(rstd if nd == 2 else rstd.view(lead))
+    return tuple(result)

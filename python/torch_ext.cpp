@@ -1,0 +1,298 @@
+// quack_cpp._torch: the eager fast path of RMSNorm in C++ (torch extension; built by pip where
+// the building Python imports torch: python/CMakeLists.txt, QUACK_BUILD_TORCH_EXT). quack_cpp._C
+// and the C++ library stay torch-free; this module is the one place that includes torch headers.
+//
+// rmsnorm_fwd(x, weight, bias, residual, eps, out_dtype, residual_out_dtype, store_rstd)
+//   The same arguments, outputs and gradients as torch.ops.quack_cpp.rmsnorm_fwd on the eager
+//   fast path (quack_cpp.ops.RMSNormFwd: outputs, launch, setup_context, backward), in C++:
+//   outputs allocated with at::empty, quack::rmsnorm_fwd on the current stream of x's device,
+//   and, when grad mode is on and an input requires grad, a C++ autograd node whose backward
+//   allocates the gradients and the workspace and calls quack::rmsnorm_bwd. Absent outputs are
+//   None. Under create_graph=True the backward calls the custom op quack_cpp::rmsnorm_bwd (no
+//   autograd formula: double backward raises as on the custom-op path).
+//
+// Why: the Python fast path's own work (the route, tensor tuples, allocation calls, the Python
+// autograd.Function) is per call several times torch's F.layer_norm host path; here it is C++
+// (docs/architecture.md, "Host time per eager call").
+//
+// Errors: quack::InvalidArgument (std::invalid_argument) -> ValueError, as through _C.
+#include <torch/extension.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "quack/quack.h"
+
+namespace {
+
+using at::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Launches skipped (tests and the CPU host-time bench: allocation and autograd only).
+bool g_stub_launches = false;
+
+quack::DType dtype_of(const Tensor& t, const char* fn, const char* name) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return quack::DType::kFloat32;
+    case at::kHalf: return quack::DType::kFloat16;
+    case at::kBFloat16: return quack::DType::kBFloat16;
+    case at::kInt: return quack::DType::kInt32;
+    case at::kLong: return quack::DType::kInt64;
+    default: {
+      const at::ScalarType s = t.scalar_type();
+      const std::string dt = s == at::kDouble ? "float64" : s == at::kShort ? "int16"
+                             : s == at::kChar ? "int8" : s == at::kByte ? "uint8"
+                             : s == at::kBool ? "bool" : std::string(c10::toString(s));
+      throw quack::InvalidArgument(std::string(fn) + ": " + name + " has dtype " + dt +
+                                   ", expected float32, float16 or bfloat16");
+    }
+  }
+}
+
+quack::TensorRef ref(const Tensor& t, const char* fn, const char* name) {
+  quack::TensorRef r;
+  if (!t.defined()) return r;
+  const int64_t nd = t.dim();
+  if (nd < 1 || nd > quack::TensorRef::kMaxDims)
+    throw quack::InvalidArgument(std::string(fn) + ": " + name + " has " + std::to_string(nd) +
+                                 " dimensions, expected 1 to " +
+                                 std::to_string(quack::TensorRef::kMaxDims));
+  r.data = t.data_ptr();
+  r.dtype = dtype_of(t, fn, name);
+  r.ndim = static_cast<int>(nd);
+  for (int64_t i = 0; i < nd; ++i) {
+    r.shape[i] = t.size(i);
+    r.stride[i] = t.stride(i);
+  }
+  r.device = t.is_cuda() ? t.get_device() : -1;
+  return r;
+}
+
+Tensor opt(const std::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); }
+
+cudaStream_t stream_of(const Tensor& x) {
+  return x.is_cuda() ? c10::cuda::getCurrentCUDAStream(x.get_device()).stream() : nullptr;
+}
+
+void check_rows(const Tensor& x, const char* fn) {
+  if (x.dim() != 2)
+    throw quack::InvalidArgument(std::string(fn) + ": x has " + std::to_string(x.dim()) +
+                                 " dimensions " + c10::str(x.sizes()) + ", expected 2 (M, N)");
+}
+
+// quack_cpp.ops.RMSNormFwd.outputs + launch.
+std::tuple<Tensor, Tensor, Tensor> fwd_impl(const Tensor& x, const Tensor& weight,
+                                            const Tensor& bias, const Tensor& residual,
+                                            double eps, at::ScalarType out_dtype,
+                                            std::optional<at::ScalarType> residual_out_dtype,
+                                            bool store_rstd) {
+  const char* fn = "rmsnorm_fwd";
+  check_rows(x, fn);
+  const int64_t M = x.size(0), N = x.size(1);
+  Tensor out = at::empty({M, N}, x.options().dtype(out_dtype));
+  Tensor residual_out = residual_out_dtype.has_value()
+                            ? at::empty({M, N}, x.options().dtype(*residual_out_dtype))
+                            : Tensor();
+  Tensor rstd = store_rstd ? at::empty({M}, x.options().dtype(at::kFloat)) : Tensor();
+  quack::RmsNormFwdArgs a;
+  a.x = ref(x, fn, "x");
+  a.weight = ref(weight, fn, "weight");
+  a.bias = ref(bias, fn, "bias");
+  a.residual = ref(residual, fn, "residual");
+  a.out = ref(out, fn, "out");
+  a.residual_out = ref(residual_out, fn, "residual_out");
+  a.rstd = ref(rstd, fn, "rstd");
+  a.eps = static_cast<float>(eps);
+  if (!g_stub_launches) quack::rmsnorm_fwd(a, stream_of(x));
+  return {out, residual_out, rstd};
+}
+
+// quack_cpp.ops.RMSNormBwd.outputs + launch.
+std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_impl(
+    const Tensor& x, const Tensor& weight, const Tensor& dout, const Tensor& rstd,
+    const Tensor& dresidual_out, at::ScalarType dx_dtype,
+    std::optional<at::ScalarType> dresidual_dtype, bool need_dweight,
+    std::optional<at::ScalarType> dbias_dtype) {
+  const char* fn = "rmsnorm_bwd";
+  check_rows(x, fn);
+  const int64_t M = x.size(0), N = x.size(1);
+  if (need_dweight && !weight.defined())
+    throw quack::InvalidArgument(
+        "rmsnorm_bwd: need_dweight is True but weight is None, expected a weight");
+  Tensor dx = at::empty({M, N}, x.options().dtype(dx_dtype));
+  Tensor dres = dresidual_dtype.has_value()
+                    ? at::empty({M, N}, x.options().dtype(*dresidual_dtype))
+                    : Tensor();
+  Tensor dw = need_dweight ? at::empty({N}, x.options().dtype(weight.scalar_type())) : Tensor();
+  Tensor db = dbias_dtype.has_value() ? at::empty({N}, x.options().dtype(*dbias_dtype))
+                                      : Tensor();
+  quack::RmsNormBwdArgs a;
+  a.x = ref(x, fn, "x");
+  a.weight = ref(weight, fn, "weight");
+  a.dout = ref(dout, fn, "dout");
+  a.rstd = ref(rstd, fn, "rstd");
+  a.dresidual_out = ref(dresidual_out, fn, "dresidual_out");
+  a.dx = ref(dx, fn, "dx");
+  a.dresidual = ref(dres, fn, "dresidual");
+  a.dweight = ref(dw, fn, "dweight");
+  a.dbias = ref(db, fn, "dbias");
+  if (!g_stub_launches) {
+    const size_t ws_bytes = quack::rmsnorm_bwd_workspace_size(a);
+    Tensor ws = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
+    quack::rmsnorm_bwd(a, ws.data_ptr(), ws_bytes, stream_of(x));
+  }
+  return {dx, dres, dw, db};
+}
+
+// The custom op quack_cpp::rmsnorm_bwd through the dispatcher (create_graph=True).
+std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_custom_op(
+    const Tensor& x, const Tensor& weight, const Tensor& dout, const Tensor& rstd,
+    const Tensor& dresidual_out, at::ScalarType dx_dtype,
+    std::optional<at::ScalarType> dresidual_dtype, bool need_dweight,
+    std::optional<at::ScalarType> dbias_dtype) {
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("quack_cpp::rmsnorm_bwd", "")
+          .typed<std::tuple<Tensor, Tensor, Tensor, Tensor>(
+              const Tensor&, const std::optional<Tensor>&, const Tensor&, const Tensor&,
+              const std::optional<Tensor>&, at::ScalarType, std::optional<at::ScalarType>, bool,
+              std::optional<at::ScalarType>)>();
+  auto o = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
+  return op.call(x, o(weight), dout, rstd, o(dresidual_out), dx_dtype, dresidual_dtype,
+                 need_dweight, dbias_dtype);
+}
+
+}  // namespace
+
+namespace quack_torch {
+
+// quack_cpp.ops.RMSNormFwd.setup_context + backward as a C++ autograd Function (its node's
+// name: torch::autograd::CppNode<quack_torch::RMSNormFn>).
+struct RMSNormFn : public torch::autograd::Function<RMSNormFn> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x,
+                               const std::optional<Tensor>& weight,
+                               const std::optional<Tensor>& bias,
+                               const std::optional<Tensor>& residual, double eps,
+                               at::ScalarType out_dtype,
+                               std::optional<at::ScalarType> residual_out_dtype,
+                               bool store_rstd) {
+    const Tensor w = opt(weight), b = opt(bias), r = opt(residual);
+    auto [out, residual_out, rstd] =
+        fwd_impl(x, w, b, r, eps, out_dtype, residual_out_dtype, store_rstd);
+    ctx->set_materialize_grads(false);
+    // Edge of each tensor input (absent optionals have none): needs_input_grad takes it.
+    int64_t e = 1;
+    const int64_t ew = w.defined() ? e++ : -1, eb = b.defined() ? e++ : -1;
+    const int64_t er = r.defined() ? e++ : -1;
+    auto& d = ctx->saved_data;
+    d["ew"] = ew;
+    d["eb"] = eb;
+    d["er"] = er;
+    d["x_dtype"] = x.scalar_type();
+    d["out_dtype"] = out_dtype;
+    d["res_dtype"] = r.defined() ? c10::IValue(r.scalar_type()) : c10::IValue();
+    d["bias_dtype"] = b.defined() ? c10::IValue(b.scalar_type()) : c10::IValue();
+    d["res_out_stored"] = residual_out_dtype.has_value();
+    d["can_backward"] = store_rstd && (!r.defined() || residual_out_dtype.has_value());
+    ctx->save_for_backward({r.defined() ? residual_out : x, w, rstd});
+    // Only the present outputs (an autograd output must be defined): out, then residual_out
+    // when stored, then rstd when stored.
+    variable_list outs{out};
+    if (residual_out.defined()) outs.push_back(residual_out);
+    if (rstd.defined()) outs.push_back(rstd);
+    return outs;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto& d = ctx->saved_data;
+    if (!d["can_backward"].toBool())
+      throw std::runtime_error(
+          "quack_cpp::rmsnorm_fwd backward: the forward ran with store_rstd=False, or with a "
+          "residual but residual_out_dtype=None; call it with store_rstd=True and a "
+          "residual_out_dtype (quack_cpp.rmsnorm does this when a gradient is needed)");
+    auto saved = ctx->get_saved_variables();
+    const Tensor& h = saved[0];
+    const Tensor& weight = saved[1];
+    const Tensor& rstd = saved[2];
+    const int64_t ew = d["ew"].toInt(), eb = d["eb"].toInt(), er = d["er"].toInt();
+    const bool need_x = ctx->needs_input_grad(0);
+    const bool need_w = ew >= 0 && ctx->needs_input_grad(ew);
+    const bool need_b = eb >= 0 && ctx->needs_input_grad(eb);
+    const bool need_r = er >= 0 && ctx->needs_input_grad(er);
+    const auto x_dtype = static_cast<at::ScalarType>(d["x_dtype"].toScalarType());
+    const auto out_dtype = static_cast<at::ScalarType>(d["out_dtype"].toScalarType());
+    const c10::IValue& res_iv = d["res_dtype"];
+    const c10::IValue& bias_iv = d["bias_dtype"];
+    std::optional<at::ScalarType> res_dtype, bias_dtype;
+    if (!res_iv.isNone()) res_dtype = res_iv.toScalarType();
+    if (!bias_iv.isNone()) bias_dtype = bias_iv.toScalarType();
+    Tensor dout = grads[0];
+    Tensor dres_out = d["res_out_stored"].toBool() ? grads[1] : Tensor();  // outputs: forward
+    if (!dout.defined())  // only residual_out was used: d(out) = 0, a stride-0 view
+      dout = at::zeros({}, h.options().dtype(out_dtype)).expand(h.sizes());
+    const bool separate_dres = need_r && res_dtype != x_dtype;
+    auto bwd = at::GradMode::is_enabled() ? bwd_custom_op : bwd_impl;
+    auto [dx, dres, dw, db] =
+        bwd(h, weight, dout, rstd, dres_out, x_dtype,
+            separate_dres ? res_dtype : std::nullopt, need_w && weight.defined(),
+            need_b ? bias_dtype : std::nullopt);
+    return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(),
+            need_r ? (separate_dres ? dres : dx) : Tensor(), Tensor(), Tensor(), Tensor(),
+            Tensor()};
+  }
+};
+
+}  // namespace quack_torch
+
+namespace {
+
+using quack_torch::RMSNormFn;
+
+// The entry point: the autograd node only where autograd records the call.
+py::tuple rmsnorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
+                      const std::optional<Tensor>& bias, const std::optional<Tensor>& residual,
+                      double eps, at::ScalarType out_dtype,
+                      std::optional<at::ScalarType> residual_out_dtype, bool store_rstd) {
+  variable_list outs;
+  const auto req = [](const std::optional<Tensor>& t) {
+    return t.has_value() && t->defined() && t->requires_grad();
+  };
+  const bool record = at::GradMode::is_enabled() &&
+                      (x.requires_grad() || req(weight) || req(bias) || req(residual));
+  if (record) {
+    outs = RMSNormFn::apply(x, weight, bias, residual, eps, out_dtype, residual_out_dtype,
+                            store_rstd);
+    size_t i = 1;  // the present outputs in order (RMSNormFn::forward)
+    Tensor ro = residual_out_dtype.has_value() ? outs[i++] : Tensor();
+    Tensor rs = store_rstd ? outs[i++] : Tensor();
+    outs = {outs[0], ro, rs};
+  } else {
+    py::gil_scoped_release no_gil;
+    auto [o, ro, rs] = fwd_impl(x, opt(weight), opt(bias), opt(residual), eps, out_dtype,
+                                residual_out_dtype, store_rstd);
+    outs = {o, ro, rs};
+  }
+  // Undefined tensors become None.
+  return py::make_tuple(outs[0], outs[1].defined() ? py::cast(outs[1]) : py::none(),
+                        outs[2].defined() ? py::cast(outs[2]) : py::none());
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_torch, m) {
+  m.doc() =
+      "quack_cpp._torch: RMSNorm's eager fast path in C++ (see python/torch_ext.cpp); used by "
+      "quack_cpp.ops when importable.";
+  m.def("rmsnorm_fwd", &rmsnorm_fwd, py::arg("x"), py::arg("weight").none(true),
+        py::arg("bias").none(true), py::arg("residual").none(true), py::arg("eps"),
+        py::arg("out_dtype"), py::arg("residual_out_dtype").none(true), py::arg("store_rstd"),
+        "torch.ops.quack_cpp.rmsnorm_fwd's eager fast path: (out, residual_out or None, rstd or "
+        "None), with a C++ autograd node when autograd records the call.");
+  m.def("_set_stub_launches", [](bool v) { g_stub_launches = v; },
+        "Skip the kernel launches (tests and the CPU host-time bench only).");
+}

@@ -1,0 +1,214 @@
+// Row policy with runtime geometry, persistent (RowPolicy::kStaged): RMSNorm's backward kernel
+// (norm/rmsnorm_bwd_kernel.cuh) with the op's math from its traits. The policy of ops with
+// column accumulations (dweight, dbias).
+//
+// Thread -> data: RowGeometry (common/row_geometry.h, planned by row_staged_geometry): a row
+// spans tpr threads of a CTA (rows_per_cta rows per CTA) and, for long rows, a cluster of
+// cluster_n CTAs; thread lane_in_row of CTA rank owns the row's 16-byte vectors
+// (rank·vpt + v)·tpr + lane_in_row, v < vpt ≤ kMaxVecs. Persistent: a cluster (or a lone CTA)
+// loops over row blocks rb, rb + clusters, ...; its slices of every present input stream are
+// staged in shared memory by the bulk-copy engine two row blocks ahead
+// (common/row_pipeline.cuh). Per row block: wait for the stage; the traits' fold over the
+// thread's vectors in shared memory (LDS.128, conflict-free); row_allreduce_red (warps, CTA
+// slots, clusters through distributed shared memory); finish; outputs from shared memory
+// (16-byte streaming stores); __syncthreads; the stage refilled with the row block two ahead.
+// Per-column vectors: each thread converts its own columns once into fp32 shared memory (after
+// the stages), so the row loops read them without conversion.
+// Column accumulations: each thread keeps fp32 sums of its own columns' terms over all its rows
+// in registers (kAcc x kMaxVecs x vector); at the end a CTA folds its rows_per_cta rows through
+// shared memory in a fixed order and writes one (N) slice of its cluster's partial row
+// (RowParams::part); colsum (run_row_call) adds the partial rows in a fixed order.
+// Shared memory: [reduction slots (two stages) and exchange mbarriers]
+// [RowPipeline: its barriers, 2 stages x present streams x rows_per_cta row slices, then the
+// fp32 vector slices] — row_staged_smem_bytes (row_config.h) on the host.
+// Host-checked (plan_row): every input stream in TIn, unit column stride, 16-byte aligned base
+// and row stride, N a multiple of the vector, slice offsets multiples of 16 bytes; outputs in
+// TOut, vectors in TVec (contiguous, 16-byte aligned); the geometry's vpt ≤ kMaxVecs.
+#pragma once
+
+#include "common/cluster.cuh"
+#include "common/reduce.cuh"
+#include "common/row_pipeline.cuh"
+#include "common/vec.cuh"
+#include "row/op_traits.cuh"
+#include "row/row_config.h"
+#include "row/row_params.h"
+#include "row/row_reduce.cuh"
+#include "row/row_views.cuh"
+
+namespace quack::detail {
+
+/// Writes this CTA's column sums acc into part[cluster, this CTA's columns]. All threads call
+/// it (it holds barriers when a CTA has several rows). `staging`: rows_per_cta x slice floats of
+/// shared memory no longer in use.
+template <int kVec, int kMaxVecs>
+__device__ __forceinline__ void row_store_partial(const float (&acc)[kMaxVecs][kVec], float* part,
+                                                  const RowGeometry& g, const RowCtx& c,
+                                                  float* staging) {
+  const int64_t cluster = blockIdx.x / g.cluster_n;
+  float* dst = part + cluster * g.cols;
+  const int rows = g.rows_per_cta();
+  if (rows == 1) {
+#pragma unroll
+    for (int v = 0; v < kMaxVecs; ++v) {
+      const int64_t col = int64_t(c.vec_index(g, v)) * kVec;
+      if (v < g.vpt && col < g.cols) {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i)
+          if (col + i < g.cols) dst[col + i] = acc[v][i];
+      }
+    }
+    return;
+  }
+  const int slice = g.vpt * g.tpr * kVec;  // columns of this CTA's slice
+  __syncthreads();                         // staging may still be read by a previous call
+#pragma unroll
+  for (int v = 0; v < kMaxVecs; ++v) {
+    if (v >= g.vpt) continue;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i)
+      staging[c.row_in_cta * slice + (v * g.tpr + c.lane_in_row) * kVec + i] = acc[v][i];
+  }
+  __syncthreads();
+  const int64_t col0 = static_cast<int64_t>(c.rank) * slice;
+  for (int lc = c.tid; lc < slice; lc += g.cta_threads) {
+    if (col0 + lc >= g.cols) break;
+    float s = 0.f;
+    for (int r = 0; r < rows; ++r) s += staging[r * slice + lc];
+    dst[col0 + lc] = s;
+  }
+}
+
+template <class Op, typename TIn, typename TOut, typename TVec, int kMaxVecs>
+__global__ void __launch_bounds__(kRowStagedMaxThreads, 1)
+    row_staged_kernel(const __grid_constant__ RowParams p) {
+  constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols), kA = row_dim(Op::kAcc);
+  constexpr int kVec = 16 / sizeof(TIn);  // elements per 16-byte vector
+  static_assert(kVec % 4 == 0 || sizeof(TIn) == 4, "16-byte vectors");
+  using R = typename Op::Red;
+  using Pipe = RowPipeline<kIn, kC>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const RowGeometry& g = p.g;
+  const RowCtx c(g);
+  bool waited = false;
+
+  float* slots = reinterpret_cast<float*>(smem);
+  bool present[kIn];
+  int elt[kIn];
+  RowIO src[kIn];
+#pragma unroll
+  for (int s = 0; s < kIn; ++s) {
+    present[s] = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
+    elt[s] = present[s] ? int{sizeof(TIn)} : 0;
+    src[s] = p.in[s];
+  }
+  RowIO vsrc[kC];  // no bulk copies of the vectors: each thread converts its own columns
+  int vbytes[kC];
+#pragma unroll
+  for (int v = 0; v < kC; ++v) vbytes[v] = Op::kCols > 0 ? 4 : 0;
+  Pipe pipe;
+  pipe.init(smem + row_reduce_smem_bytes(g.reduce_slots(), g.cluster_n, R::kFloats), g, elt);
+  row_allreduce_red_start<R>(g, c, slots);  // waited on before the first reduction
+  __syncthreads();
+
+  // This thread's vectors: v < nv are inside the row; vector v sits at slice element
+  // local0 + v·step and at row column col0 + v·step.
+  const int step = g.tpr * kVec;
+  const int local0 = c.lane_in_row * kVec;
+  const int64_t col0 = int64_t(c.vec_index(g, 0)) * kVec;
+  int nv = 0;
+#pragma unroll
+  for (int v = 0; v < kMaxVecs; ++v)
+    if (v < g.vpt && col0 + v * step < g.cols) nv = v + 1;
+
+  SharedCols<Op::kCols, kVec> cols{nullptr, 0, local0, step};
+  if constexpr (Op::kCols > 0) {
+    float* vec32 = reinterpret_cast<float*>(pipe.vector_ptr(0, vbytes));
+    const int stride = static_cast<int>(Pipe::align16(int64_t(pipe.slice) * 4) / 4);
+    cols.base = vec32;
+    cols.stride = stride;
+#pragma unroll
+    for (int cc = 0; cc < Op::kCols; ++cc) {
+#pragma unroll
+      for (int v = 0; v < kMaxVecs; ++v) {
+        if (v >= nv) continue;
+        Packed<TVec, kVec> w;
+        load_col_packed<TVec, kVec>(p.vec[cc], col0 + v * step, w);
+        float f[kVec];
+        unpack(w, f);
+        // Written and later read by this thread's columns only (threads of other rows of the
+        // CTA write the same values at the same places).
+        auto* dst = reinterpret_cast<float4*>(vec32 + cc * stride + local0 + v * step);
+#pragma unroll
+        for (int q = 0; q < kVec / 4; ++q)
+          dst[q] = make_float4(f[4 * q], f[4 * q + 1], f[4 * q + 2], f[4 * q + 3]);
+      }
+    }
+  }
+
+  float acc[kA][kMaxVecs][kVec];
+#pragma unroll
+  for (int a = 0; a < kA; ++a)
+#pragma unroll
+    for (int v = 0; v < kMaxVecs; ++v)
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) acc[a][v][i] = 0.f;
+
+  const int64_t clusters = gridDim.x / g.cluster_n;
+  pipe.start(c.row_block, clusters, g, c, src, elt, vsrc, vbytes);
+  int k = 0;
+  for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters, ++k) {
+    const int stage = k & 1;
+    const int64_t row = rb * g.rows_per_cta() + c.row_in_cta;
+    const bool row_ok = row < g.rows;
+    const typename Op::RowIn rin = row_ok ? Op::load_row(p, row) : typename Op::RowIn{};
+    const TIn* buf[kIn];
+#pragma unroll
+    for (int s = 0; s < kIn; ++s)
+      buf[s] = reinterpret_cast<const TIn*>(pipe.row_ptr(stage, s, c.row_in_cta, elt[s])) +
+               local0;
+    pipe.wait(stage, (k >> 1) & 1);
+
+    using Cols = std::conditional_t<Op::kReduceCols, SharedCols<Op::kCols, kVec>, NoCols>;
+    const Cols fold_cols = [&] {
+      if constexpr (Op::kReduceCols) return cols;
+      else return NoCols{};
+    }();
+    const SharedView<Op, TIn, kMaxVecs, 1, Cols> view{buf, present, row_ok ? nv : 0, step, col0,
+                                                      fold_cols};
+    const auto part = row_ok ? Op::reduce(p, rin, view) : R::identity();
+    if (g.cluster_n > 1 && !waited) {
+      cluster_wait();
+      waited = true;
+    }
+    const auto total = row_allreduce_red<R>(part, g, c, slots, k);
+    const typename Op::Row rr =
+        Op::finish(p, rin, total, row, row_ok && c.rank == 0 && c.lane_in_row == 0);
+    if (row_ok) {
+      TOut* dst[row_dim(kOut)];
+      out_ptrs<Op, TOut>(p, row, col0, dst);
+#pragma unroll
+      for (int v = 0; v < kMaxVecs; ++v) {
+        if (v >= nv) continue;
+        float x[kIn][kVec], w[kC][kVec];
+        view.load(v, x);
+        cols.load(v, w);
+        apply_store<Op, TOut, kVec>(p, rr, x, w, col0 + v * step, dst, int64_t{v} * step,
+                                    [&](int a, int i) -> float& { return acc[a][v][i]; });
+      }
+    }
+    __syncthreads();  // every read of this stage is done before the copy engine refills it
+    if (rb + 2 * clusters < g.row_blocks) pipe.issue(stage, rb + 2 * clusters, g, c, src, elt);
+  }
+  if (g.cluster_n > 1 && !waited) cluster_wait();
+
+  if constexpr (Op::kAcc > 0) {
+    // The stages are idle now: fold the rows of the CTA through them.
+    float* staging = reinterpret_cast<float*>(pipe.base);
+#pragma unroll
+    for (int a = 0; a < Op::kAcc; ++a)
+      if (p.part[a]) row_store_partial<kVec, kMaxVecs>(acc[a], p.part[a], g, c, staging);
+  }
+}
+
+}  // namespace quack::detail
