@@ -190,10 +190,11 @@ class Linear(torch.nn.Linear):
     ``quack_cpp.gemm_ops`` (fp32 accumulation; dW produced directly in weight's dtype). Under
     ``torch.autocast`` x and weight are cast to the autocast dtype, like ``nn.Linear``.
 
-    The kernels run when x is a CUDA tensor, in_features and out_features are multiples of 8
-    (16-byte TMA rows) and the compute dtype (autocast's, else x's = weight's) is bfloat16 or
-    float16; otherwise ``torch.nn.functional.linear`` runs (an fp32 module outside autocast, a
-    CPU input), so the module stays a drop-in.
+    The kernels run when x is a CUDA tensor and the compute dtype (autocast's, else x's =
+    weight's) is bfloat16 or float16, for any in_features and out_features (sizes that are not
+    multiples of 8, e.g. a 50257-word vocabulary, take the GEMM's unaligned paths: padded
+    operand copies, plain stores); otherwise ``torch.nn.functional.linear`` runs (an fp32 module
+    outside autocast, a CPU input), so the module stays a drop-in.
 
     Args:
         in_features, out_features: sizes of the last dim of x and y.
@@ -228,8 +229,7 @@ class Linear(torch.nn.Linear):
     def forward(self, input: Tensor) -> Tensor:
         """y = input W^T; input (*, in_features), y (*, out_features)."""
         weight = self.weight  # one nn.Module.__getattr__
-        if (input.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
-                and self.out_features % 8 == 0 and linear_dtype(input, weight) is not None):
+        if input.device.type in _reg.DEVICE_TYPES and linear_dtype(input, weight) is not None:
             return linear(input, weight, fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
         return F.linear(input, weight)
 
