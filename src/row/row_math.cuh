@@ -29,31 +29,29 @@ __device__ __forceinline__ float rcp_approx(float x) {
   return y;
 }
 
-/// e^(x − m) for many x against one m in one FFMA and the MUFU each: e^(x − m) =
-/// 2^(x·k − km) · fix, with k = log2 e, km = m·k rounded and fix = 2^(km − m·k) (the FFMA
-/// m·k − km gives the product's rounding error exactly), so no accuracy is lost to km's rounding
-/// however large m·k is, and shifted inputs (x + 100) lose nothing. |m| ≥ 2^30 (|m·k − km| could
-/// reach 2^7, over- or underflowing the terms): k = 2 and km = 2m exactly (fix = 1); the terms
-/// are then 2^(2(x − m)) instead of e^(x − m), equal (1) where x = m, and elsewhere |x − m| ≥
-/// 64 (the spacing of fp32 numbers at 2^30; 2^23 for bf16), so both are ≤ e^-64: sums agree to
-/// fp32 rounding, and only outputs below e^-64 (fp32 logits beyond ±2^30) read 0 instead of
-/// their value. m = +inf or NaN: fix = NaN (as e^(inf − inf)). A caller with m = −inf passes 0
-/// instead (every term is then 2^(−inf) = 0).
+/// e^(x − m) for many x against one m in one FFMA and the MUFU each, for sums: Σ e^(x − m) =
+/// Σ 2^(x·k − km) / 2^(m·k − km), with k = log2 e and km = m·k rounded; the FFMA x·k − km
+/// rounds once, and the division by term(m) (normalize) removes km's rounding exactly, so
+/// shifted inputs (x + 100) lose nothing and one element at the max sums to exactly 1. The
+/// terms themselves are not e^(x − m) (exp_diff is, exactly 1 at x = m: softmax's outputs and
+/// sums of equal values). |m| ≥ 2^30 (m·k − km could reach 2^7, over- or underflowing the
+/// terms): k = 2 and km = 2m exactly; the terms are then 2^(2(x − m)) instead of e^(x − m),
+/// equal (1) where x = m, and elsewhere |x − m| ≥ 64 (the spacing of fp32 numbers at 2^30;
+/// 2^23 for bf16), so both are ≤ e^-64 and the sums agree to fp32 rounding. m = +inf or NaN:
+/// NaN sums (as e^(inf − inf)). A caller with m = −inf passes 0 instead (every term is then 0).
 struct ExpShift {
-  float m, k, km, fix;
+  float m, k, km;
   __device__ __forceinline__ static ExpShift make(float m) {
     ExpShift e;
     e.m = m;
     e.k = fabsf(m) < 0x1p30f ? kLog2e : 2.f;
     e.km = __fmul_rn(m, e.k);
-    e.fix = exp2_approx(-fmaf(m, e.k, -e.km));  // 2^(km − m·k)
     return e;
   }
-  /// e^(x − m) / fix.
+  /// 2^(x·k − km): e^(x − m) times term(m).
   __device__ __forceinline__ float term(float x) const { return exp2_approx(fmaf(x, k, -km)); }
-  /// Σ e^(x − m) from s = Σ term(x): s / term(m) (term(m) = 2^(m·k − km), within 2^-8 of 1), a
-  /// reciprocal and one Newton step: the rounded quotient, so one element at the max sums to
-  /// exactly 1 (as e^0), where s·fix might not.
+  /// Σ e^(x − m) from s = Σ term(x): s / term(m) (= 2^(m·k − km), |m·k − km| ≤ 64) by a
+  /// reciprocal and one Newton step: the rounded quotient, so s = term(m) gives exactly 1.
   __device__ __forceinline__ float normalize(float s) const {
     const float t = term(m), rt = rcp_approx(t);
     const float q = s * rt;

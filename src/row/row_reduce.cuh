@@ -214,8 +214,8 @@ struct OnlineMaxSum {
                           __fmul_rn(b.v[1], exp_diff(b.v[0], mr)))}};
   }
   /// On-chip views (registers, shared memory) are swept twice: the thread's max, then the sum
-  /// of e^(x − max) (one FFMA and one exponential per element, ExpShift). Views over global
-  /// memory are swept once, online per element (a rescale only when the max grows).
+  /// of e^(x − max) (one exponential per element). Views over global memory are swept once,
+  /// online per element (a rescale only when the max grows).
   template <class View, class F>
   __device__ __forceinline__ static Val fold(const View& view, F value) {
     if constexpr (View::kOnChip) {
@@ -244,13 +244,15 @@ struct OnlineMaxSum {
     if constexpr (View::kOnChip) return sum_terms(view, x0, view.max_in0());
     else return fold(view, x0);
   }
-  /// (m, Σ e^(value − m)) over an on-chip view whose max of value is m.
+  /// (m, Σ e^(value − m)) over an on-chip view whose max of value is m. The difference first
+  /// (exp_diff), so every element at the max adds exactly 1: a row of equal values sums to
+  /// exactly N and softmax gives exactly 1/N, as torch (ExpShift's FFMA form does not).
   template <class View, class F>
   __device__ __forceinline__ static Val sum_terms(const View& view, F value, float m) {
-    const ExpShift es = ExpShift::make(m == kNegInf ? 0.f : m);
+    const float mr = m == kNegInf ? 0.f : m;
     float s = 0.f;
-    view.for_each([&](const auto& e) { s += es.term(value(e)); });
-    return {{m, es.normalize(s)}};
+    view.for_each([&](const auto& e) { s += exp_diff(value(e), mr); });
+    return {{m, s}};
   }
 };
 
