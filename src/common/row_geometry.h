@@ -45,4 +45,30 @@ struct RowGeometry {
   }
 };
 
+#ifdef __CUDACC__
+/// Where this thread sits in the row geometry. Built once per kernel.
+struct RowCtx {
+  int tid, lane, warp;
+  int row_in_cta;   // which row of the CTA's rows_per_cta
+  int lane_in_row;  // 0..tpr-1
+  int rank;         // CTA rank inside the cluster (0 when cluster_n == 1)
+  int64_t row_block;
+
+  __device__ explicit RowCtx(const RowGeometry& g) {
+    tid = threadIdx.x;
+    lane = tid & 31;
+    warp = tid >> 5;
+    row_in_cta = tid / g.tpr;
+    lane_in_row = tid % g.tpr;
+    rank = g.cluster_n > 1 ? static_cast<int>(blockIdx.x % g.cluster_n) : 0;
+    row_block = blockIdx.x / g.cluster_n;
+  }
+  /// Index of this thread's v-th vector within the row (in vectors; 32-bit: vector-path rows
+  /// are at most a few hundred thousand elements).
+  __device__ int vec_index(const RowGeometry& g, int v) const {
+    return (rank * g.vpt + v) * g.tpr + lane_in_row;
+  }
+};
+#endif
+
 }  // namespace quack::detail

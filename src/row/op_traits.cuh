@@ -41,9 +41,10 @@
 //     //                              float (&acc)[kAcc]);
 //   };
 //
-// Every input stream of an instance has one dtype, every output stream another, and every
-// per-column vector a third (the instance's triple, row_ops.cmake); other dtype mixes run on
-// the general policy, which converts per element at run time. All math is fp32.
+// Each stream of an instance has its own dtype (row_dtypes.cuh; the instance list,
+// row_ops.cmake, names them per line: one per input stream, one per output stream, one for the
+// per-column vectors); a call whose dtypes no instance has runs on the general policy, which
+// converts per element at run time. All math is fp32.
 //
 // Options of a traits struct (RowOpBase's defaults in brackets):
 //   kCols [0]           per-column vectors RowParams::vec[0..kCols) (weight, bias), handed to
@@ -56,6 +57,10 @@
 //                       fp32 shared memory; the general policy reads them per element.
 //   kReduceCols [false] the fold also reads e.vec (a backward's dy·w); otherwise only apply
 //                       does, and the policies load no vector before the reduction.
+//   kLateCols [false]   the register policy may load the vectors one at a time after the
+//                       reduction where they do not fit the registers beside the row (RMSNorm's
+//                       weight: its t1024v4 instance then takes 32 registers, two CTAs per SM);
+//                       otherwise the plan skips such register configurations.
 //   kAcc [0]            column accumulations (dweight, dbias): apply's acc[a] terms are summed
 //                       per column over all rows of a persistent CTA in fp32 registers, folded
 //                       per CTA in a fixed order into one (N) partial row per cluster
@@ -92,6 +97,7 @@ struct RowElem {
 struct RowOpBase {
   static constexpr int kCols = 0;
   static constexpr bool kReduceCols = false;
+  static constexpr bool kLateCols = false;
   static constexpr int kAcc = 0;
   static constexpr int kOptIn = 0;
   static constexpr int kOptOut = 0;

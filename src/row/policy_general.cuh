@@ -18,7 +18,6 @@
 #pragma once
 
 #include "common/launch.h"
-#include "common/reduce.cuh"
 #include "common/row_general.cuh"
 #include "row/op_traits.cuh"
 #include "row/row_launch.h"

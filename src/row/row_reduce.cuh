@@ -3,9 +3,8 @@
 // its elements, and the all-reduce over a row: warp shuffles, then one slot per warp in shared
 // memory, then (clusters) the CTAs' slots exchanged through distributed shared memory.
 //
-// The all-reduces are common/reduce.cuh's scheme (row_allreduce, StaticRowReduce,
-// ClusterRowSum), generalised from one float summed to a value of K ≤ 4 floats combined by
-// the kind's combine:
+// The all-reduces (RMSNorm's scheme, QuACK's) take a value of K ≤ 4 floats combined by the
+// kind's combine:
 //  1. each thread folds its own elements (Kind::fold, called by the op's traits);
 //  2. butterfly shuffles over the min(tpr, 32) lanes of a row;
 //  3. rows wider than a warp: lane 0 of each warp writes its value into its slot
@@ -24,7 +23,6 @@
 #include <type_traits>
 
 #include "common/cluster.cuh"
-#include "common/reduce.cuh"
 #include "common/row_geometry.h"
 #include "row/row_config.h"
 #include "row/row_math.cuh"

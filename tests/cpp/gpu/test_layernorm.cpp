@@ -14,6 +14,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 #include <tuple>
 #include <vector>
@@ -119,7 +121,8 @@ std::vector<Shape> config_rows(int config, int elt) {
     case RowPolicy::kRing:
       return {{600, chunk}, {600, chunk + vec}, {5, 3 * chunk - vec}, {3, 16 * chunk}};
     case RowPolicy::kStaged: {
-      const int64_t cta = int64_t{detail::kRowStagedMaxRowThreads} * k.vecs * vec;  // one CTA's row
+      const int64_t cta = int64_t{std::min(detail::kRowStagedMaxRowThreads, k.threads())} * k.vecs *
+                          vec;  // one CTA's row
       return {{3000, vec}, {1500, 128}, {700, 2048 + vec}, {300, cta}, {200, 2 * cta},
               {40, 16 * cta}};
     }

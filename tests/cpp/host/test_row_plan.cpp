@@ -134,7 +134,7 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
       EXPECT_LE(g.vpt, c.vecs);
       EXPECT_GE(int64_t{g.vpt} * g.tpr * g.cluster_n * g.vec, pr.N) << "the geometry holds the row";
       EXPECT_EQ(g.tpr & (g.tpr - 1), 0);
-      EXPECT_LE(g.cta_threads, kRowStagedMaxThreads);
+      EXPECT_LE(g.cta_threads, c.threads());
       EXPECT_EQ(g.cta_threads % 32, 0);
       EXPECT_EQ(g.cta_threads % g.tpr, 0);
       EXPECT_EQ(plan.threads, g.cta_threads);
@@ -143,8 +143,8 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
       EXPECT_TRUE(g.cluster_n == 1 || (g.tpr / 32) * row_slot_floats(op.red_floats) >= 4);
       EXPECT_EQ(static_cast<int64_t>(plan.smem),
                 row_staged_smem_bytes(int64_t{g.vpt} * g.tpr * g.vec, g.rows_per_cta(),
-                                      g.reduce_slots(), g.cluster_n, op.red_floats, op.n_in, elt,
-                                      op.n_cols));
+                                      g.reduce_slots(), g.cluster_n, op.red_floats, op.n_in * elt,
+                                      op.n_cols, c.stages));
       EXPECT_GE(g.row_blocks * g.rows_per_cta(), pr.M);
       break;
     }
