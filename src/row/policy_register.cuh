@@ -52,7 +52,7 @@ __host__ __device__ constexpr bool row_cols_early() {
   return Op::kCols > 0 &&
          (Op::kReduceCols ||
           row_register_cols_fit(kVecs * 4 * row_in_words<D, Op::kIn>(), kColRegs, kRegCap,
-                                Op::kCols));
+                                Op::kCols, row_in_words<D, Op::kIn>() - Op::kIn));
 }
 
 /// Vector j's per-column values, in fp32, for apply: from the registers loaded with the row

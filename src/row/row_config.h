@@ -182,10 +182,13 @@ QUACK_ROW_HD constexpr int row_col_regs(const RowConfig& c, int n_cols, int in_e
 /// Whether a register-policy thread holds the row's packed values (row_regs) and its n_cols
 /// per-column vectors' values (col_regs) under the cap, with the usual slack once per vector
 /// (RMSNorm's one weight: its simple forward's rule; LayerNorm's looped fp16 instance with an
-/// fp32 weight and bias spilled at the single slack).
+/// fp32 weight and bias spilled at the single slack), and once more per 16-byte word of the
+/// row's wider streams (extra_words: an fp32 residual beside bf16 x takes one; RMSNorm's
+/// looped instance with it spilled at the single slack).
 QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, int cap,
-                                                  int n_cols = 2) {
-  return row_regs + col_regs + (n_cols > 1 ? n_cols : 1) * kRowRegisterBudgetSlack <= cap;
+                                                  int n_cols = 2, int extra_words = 0) {
+  const int units = n_cols > 1 + extra_words ? n_cols : 1 + extra_words;
+  return row_regs + col_regs + units * kRowRegisterBudgetSlack <= cap;
 }
 
 /// Whether configuration c is compiled for an op with n_in input streams, a reduction of
@@ -214,7 +217,7 @@ QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int 
     const int cap = 65536 / c.threads() < 255 ? 65536 / c.threads() : 255;
     if (c.policy == RowPolicy::kRegister && n_cols > 0 && !late_cols)
       return row_register_cols_fit(c.vecs * 4 * words, row_col_regs(c, n_cols, in_elt, vec_elt),
-                                   cap, n_cols);
+                                   cap, n_cols, words - n_in);
     return c.vecs * 4 * words + kRowRegisterBudgetSlack <= cap;
   }
   if (c.policy == RowPolicy::kRing)
