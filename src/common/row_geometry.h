@@ -33,16 +33,6 @@ struct RowGeometry {
   QUACK_HOST_DEVICE int warps() const { return cta_threads / 32; }
   // Reduction slots per stage in shared memory: one per warp of a row, per CTA of the cluster.
   QUACK_HOST_DEVICE int reduce_slots() const { return warps() * cluster_n; }
-  // Shared-memory bytes of row_allreduce's two stages of slots, padded to 16 bytes so a
-  // staging area can follow them; for clusters, plus 128 bytes that hold its two mbarriers
-  // alone in their 128-byte line. Every row kernel's dynamic shared memory starts with them.
-  // With 16 bytes there (their line then also held the bulk-copy pipeline's mbarriers and the
-  // first staged bytes) the cluster backward ran 10-20 % slower (H200, session 7: bf16
-  // N = 32768 3.46 -> 4.01 TB/s, fp32 32768 3.47 -> 4.21 with 128); which sharing cost it is
-  // not isolated.
-  QUACK_HOST_DEVICE int64_t reduce_slot_bytes() const {
-    return (2 * int64_t(reduce_slots()) * 4 + 15) / 16 * 16 + (cluster_n > 1 ? 128 : 0);
-  }
 };
 
 #ifdef __CUDACC__

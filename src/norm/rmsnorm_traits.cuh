@@ -11,8 +11,11 @@
 // w + offset = 1), [2] 1/N.
 // Method: QuACK 0.2.0 (quack/rmsnorm.py): one fp32 sum of squares per row, reduced over
 // threads, warps, CTAs and clusters; the prenorm residual gradient of QuACK ≥ 0.2.3 (0.2.0 was
-// wrong); weight_offset as in QuACK ≥ 0.6 (Gemma's zero-centred weights). The arithmetic is
-// the order of RMSNorm's own kernels before the skeleton (h·rstd·w; fmaf(g, rstd, −x·c)).
+// wrong); weight_offset as in QuACK ≥ 0.6 (Gemma's zero-centred weights). The backward takes as
+// many operations per element as RMSNorm's own kernel before the skeleton: the offset rides in
+// its fp32 weight copy (kColShift) and the dweight terms come from the fold's sweep, where x̂
+// is at hand (kAccInFold); the forward adds the offset (one FADD per element, its operand in
+// the kernel's parameters).
 //
 // Instances (row_ops.cmake): the forward without and with the residual stream (residual and
 // residual_out, either optional), each without and with a bias (kCols = 1 keeps the ring's
@@ -61,6 +64,9 @@ struct RmsNormFwdT : RowOpBase {
       static_cast<float*>(p.row_out[0].ptr)[row * p.row_out[0].row_stride] = rstd;
     return {rstd};
   }
+  // w + offset adds the scalar from the kernel's parameters (no register: h·(rstd·w + rstd·
+  // offset) held rstd·offset in one, which took the t1024v4 instance from 32 to 40 registers,
+  // one CTA per SM, and spilled the ring's).
   __device__ __forceinline__ static void apply(const RowParams& p, const Row& r,
                                                const RowElem<kIn, kCols>& e, float (&out)[kOut]) {
     const float h = h_of(e);
@@ -87,9 +93,11 @@ struct RmsNormBwdT : RowOpBase {
   static constexpr int kOptIn = kRes ? 1 : 0;
   static constexpr int kOut = kRes ? 2 : 1;  // dx (, dresidual)
   static constexpr int kOptOut = kRes ? 1 : 0;
-  static constexpr int kCols = 1;  // weight
+  static constexpr int kCols = 1;  // weight, shifted by the offset where converted (kColShift)
   static constexpr bool kReduceCols = true;
   static constexpr int kAcc = kDbias ? 2 : 1;  // dweight (, dbias)
+  static constexpr bool kAccInFold = true;     // dy·x̂ where the fold computes x̂
+  static constexpr bool kColShift = true;
   using Red = RedSum;  // Σ g·x̂
   struct RowIn {
     float rstd;
@@ -101,33 +109,35 @@ struct RmsNormBwdT : RowOpBase {
   __device__ __forceinline__ static RowIn load_row(const RowParams& p, int64_t row) {
     return {static_cast<const float*>(p.row_in[0].ptr)[row * p.row_in[0].row_stride]};
   }
+  __device__ __forceinline__ static float col_shift(const RowParams& p, int) {
+    return p.scalar[1];
+  }
+  // e.vec[0] = w + offset (col_shift).
   template <class View>
-  __device__ __forceinline__ static Red::Val reduce(const RowParams& p, const RowIn& in,
+  __device__ __forceinline__ static Red::Val reduce(const RowParams&, const RowIn& in,
                                                     const View& v) {
-    const float off = p.scalar[1];
-    return Red::fold(v, [&](const auto& e) {
-      const float xh = e.in[0] * in.rstd;
-      return e.in[1] * (e.vec[0] + off) * xh;
-    });
+    return Red::fold(v, [&](const auto& e) { return e.in[1] * e.vec[0] * (e.in[0] * in.rstd); });
+  }
+  __device__ __forceinline__ static void accumulate(const RowParams&, const RowIn& in,
+                                                    const RowElem<kIn, kCols>& e,
+                                                    float (&acc)[kAcc]) {
+    acc[0] = e.in[1] * (e.in[0] * in.rstd);
+    if constexpr (kDbias) acc[1] = e.in[1];
   }
   __device__ __forceinline__ static Row finish(const RowParams& p, const RowIn& in,
                                                const Red::Val& t, int64_t, bool) {
     const float mean = t.v[0] * p.scalar[2];
     return {in.rstd, in.rstd * in.rstd * mean};
   }
-  __device__ __forceinline__ static void apply(const RowParams& p, const Row& r,
-                                               const RowElem<kIn, kCols>& e, float (&out)[kOut],
-                                               float (&acc)[kAcc]) {
-    const float x = e.in[0], dy = e.in[1];
-    const float dh = fmaf(dy * (e.vec[0] + p.scalar[1]), r.rstd, -x * r.c);
+  __device__ __forceinline__ static void apply(const RowParams&, const Row& r,
+                                               const RowElem<kIn, kCols>& e, float (&out)[kOut]) {
+    const float dh = fmaf(e.in[1] * e.vec[0], r.rstd, -e.in[0] * r.c);
     if constexpr (kRes) {
       out[0] = dh + e.in[2];
       out[1] = out[0];
     } else {
       out[0] = dh;
     }
-    acc[0] = dy * (x * r.rstd);
-    if constexpr (kDbias) acc[1] = dy;
   }
 };
 

@@ -67,6 +67,17 @@
 //                       (RowParams::part[a]; skipped when nullptr), which run_row_call adds in
 //                       a fixed order (common/colsum.h): identical bits run to run on one
 //                       device. Only the persistent policies take such ops (staged, general).
+//   kAccInFold [false]  (ops with kAcc) the accumulations' terms come from the fold's sweep
+//                       instead of apply: accumulate(p, in, e, acc) is called once per element
+//                       the thread folds, right after the fold reads it (where the fold already
+//                       computes what the terms need: RMSNorm's x̂ for dweight), and apply takes
+//                       no acc. A fold that sweeps its view twice still accumulates once.
+//   kColShift [false]   col_shift(p, c) is added to vector c's values where the policy converts
+//                       them to fp32 (a weight's offset: the staged policy adds it once per CTA
+//                       into its fp32 copy, the general policy per element), so the fold and
+//                       apply read w + offset without an add per element. Only the staged and
+//                       general policies take such ops (those of ops with column
+//                       accumulations).
 //   kOptIn [0]          the last kOptIn input streams may be absent at run time
 //                       (RowParams::in[s].ptr == nullptr): they read as 0 and cost no memory
 //                       traffic (the staged policy stages only present streams).
@@ -99,10 +110,13 @@ struct RowOpBase {
   static constexpr bool kReduceCols = false;
   static constexpr bool kLateCols = false;
   static constexpr int kAcc = 0;
+  static constexpr bool kAccInFold = false;
+  static constexpr bool kColShift = false;
   static constexpr int kOptIn = 0;
   static constexpr int kOptOut = 0;
   struct RowIn {};
   __device__ __forceinline__ static RowIn load_row(const RowParams&, int64_t) { return {}; }
+  __device__ __forceinline__ static float col_shift(const RowParams&, int) { return 0.f; }
 };
 
 /// Whether input stream s of Op may be absent (one of the last kOptIn).

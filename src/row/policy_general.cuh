@@ -84,7 +84,12 @@ __global__ void __launch_bounds__(kRowGeneralMaxThreads, 1)
         float o[row_dim(Op::kOut)];
         if constexpr (Op::kAcc > 0) {
           float a[Op::kAcc];
-          Op::apply(p, rr, e, o, a);
+          if constexpr (Op::kAccInFold) {
+            Op::apply(p, rr, e, o);
+            Op::accumulate(p, rin, e, a);
+          } else {
+            Op::apply(p, rr, e, o, a);
+          }
 #pragma unroll
           for (int q = 0; q < Op::kAcc; ++q)
             if (part[q]) part[q][col] += a[q];

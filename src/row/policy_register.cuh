@@ -81,6 +81,7 @@ __device__ __forceinline__ void row_cols_for_apply(const RowParams& p, const CV 
 template <class Op, class D, int kTpr, int kRows, int kVecs>
 __global__ void __launch_bounds__(kTpr * kRows)
     row_register_kernel(const __grid_constant__ RowParams p) {
+  static_assert(!Op::kColShift, "vector shifts: the staged and general policies only");
   static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
   constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector
@@ -163,6 +164,7 @@ __global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 &&
                                             ? 2048 / kTpr
                                             : 1)
     row_looped_kernel(const __grid_constant__ RowParams p) {
+  static_assert(!Op::kColShift, "vector shifts: the staged and general policies only");
   static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
   constexpr int kVec = row_vec_elems<D, kIn>();

@@ -73,6 +73,7 @@ __host__ __device__ constexpr int row_ring_words_before() {
 
 template <class Op, class D, int kTpr, int kVecs, int kStages>
 __global__ void __launch_bounds__(kTpr, 1) row_ring_kernel(const __grid_constant__ RowParams p) {
+  static_assert(!Op::kColShift, "vector shifts: the staged and general policies only");
   static_assert(Op::kAcc == 0, "column accumulations: not in the ring policy (staged)");
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
   constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector

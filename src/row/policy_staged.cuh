@@ -16,11 +16,12 @@
 // (16-byte streaming stores); __syncthreads; the stage refilled with the row block kStages
 // ahead.
 // Per-column vectors: each thread converts its own columns once into fp32 shared memory (after
-// the stages), so the row loops read them without conversion.
-// Column accumulations: each thread keeps fp32 sums of its own columns' terms over all its rows
-// in registers (kAcc x kMaxVecs x vector); at the end a CTA folds its rows_per_cta rows through
-// shared memory in a fixed order and writes one (N) slice of its cluster's partial row
-// (RowParams::part); colsum (run_row_call) adds the partial rows in a fixed order.
+// the stages; plus the op's col_shift), so the row loops read them without conversion.
+// Column accumulations: each thread keeps fp32 sums of its own columns' terms (from apply, or
+// from the fold's sweep: kAccInFold) over all its rows in registers (kAcc x kMaxVecs x
+// vector); at the end a CTA folds its rows_per_cta rows through shared memory in a fixed
+// order and writes one (N) slice of its cluster's partial row (RowParams::part); colsum
+// (run_row_call) adds the partial rows in a fixed order.
 // Shared memory: [reduction slots (two stages) and exchange mbarriers]
 // [RowPipeline: its barriers, kStages stages x present streams x rows_per_cta row slices, then
 // the fp32 vector slices] — row_staged_smem_bytes (row_config.h) on the host.
@@ -139,6 +140,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         load_col_packed<typename D::Vec, kVec>(p.vec[cc], col0 + v * step, w);
         float f[kVec];
         unpack(w, f);
+        if constexpr (Op::kColShift) {
+          const float shift = Op::col_shift(p, cc);
+#pragma unroll
+          for (int q = 0; q < kVec; ++q) f[q] += shift;
+        }
         // Written and later read by this thread's columns only (threads of other rows of the
         // CTA write the same values at the same places).
         auto* dst = reinterpret_cast<float4*>(vec32 + cc * stride + local0 + v * step);
@@ -179,7 +185,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     }();
     const SharedView<Op, D, kMaxVecs, 1, Cols> view{buf, present, row_ok ? nv : 0, step, col0,
                                                     fold_cols};
-    const auto part = row_ok ? Op::reduce(p, rin, view) : R::identity();
+    typename R::Val part = R::identity();
+    if (row_ok) {
+      if constexpr (Op::kAccInFold) {
+        auto sums = [&](int a, int v, int i) -> float& { return acc[a][v][i]; };
+        const AccFoldView<Op, decltype(view), decltype(sums)> fold_view{view, p, rin, sums};
+        part = Op::reduce(p, rin, fold_view);
+      } else {
+        part = Op::reduce(p, rin, view);
+      }
+    }
     if (g.cluster_n > 1 && !waited) {
       cluster_wait();
       waited = true;

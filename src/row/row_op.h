@@ -91,8 +91,7 @@ RowPlan plan_row_call(const RowCall& c, int forced_config = -1);
 int64_t row_call_partials(const RowCall& c, RowPlan& plan);
 
 /// Bytes of device workspace run_row_call needs: (accumulations asked for) x P x N x 4 (fp32
-/// partial rows); 0, without a device query, when none is asked for (or the op has none).
-/// Fixes the grid (row_call_partials) otherwise.
+/// partial rows); 0 for ops without column accumulations. Fixes the grid (row_call_partials).
 size_t row_call_workspace(const RowCall& c, RowPlan& plan);
 
 /// Launches `plan` (from plan_row_call(c)) on `stream` on the call's device; nothing for

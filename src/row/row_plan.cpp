@@ -349,10 +349,10 @@ int64_t row_call_partials(const RowCall& c, RowPlan& plan) {
 }
 
 size_t row_call_workspace(const RowCall& c, RowPlan& plan) {
+  if (c.op->info.n_acc == 0) return 0;
+  const int64_t P = row_call_partials(c, plan);
   int asked = 0;
   for (int a = 0; a < c.op->info.n_acc; ++a) asked += c.acc_out[a].ptr ? 1 : 0;
-  if (asked == 0) return 0;  // no partial rows: no device query
-  const int64_t P = row_call_partials(c, plan);
   return static_cast<size_t>(asked) * static_cast<size_t>(P) *
          static_cast<size_t>(c.problem.N) * sizeof(float);
 }

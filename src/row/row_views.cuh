@@ -234,8 +234,9 @@ struct SharedView {
     });
   }
 
+  /// f(e, j, i) for element i of the thread's vector j.
   template <class F>
-  __device__ __forceinline__ void for_each(F&& f) const {
+  __device__ __forceinline__ void for_each_at(F&& f) const {
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
       if (j * kStride < n) {
@@ -246,10 +247,42 @@ struct SharedView {
         for (int i = 0; i < kVec; ++i) {
           RowElem<kIn, Op::kCols> e;
           fill_elem<Op, kVec>(e, x, v, i, col0 + int64_t{j} * step + i);
-          f(e);
+          f(e, j, i);
         }
       }
     }
+  }
+  template <class F>
+  __device__ __forceinline__ void for_each(F&& f) const {
+    for_each_at([&](const RowElem<kIn, Op::kCols>& e, int, int) { f(e); });
+  }
+};
+
+/// A view whose first sweep also adds each element's column-accumulation terms
+/// (Op::accumulate) into the thread's sums acc(k, j, i): traits with kAccInFold (the staged
+/// policy). Later sweeps of the same fold only fold.
+template <class Op, class Base, class AccF>
+struct AccFoldView {
+  static constexpr bool kOnChip = Base::kOnChip;
+  const Base& base;
+  const RowParams& p;
+  const typename Op::RowIn& in;
+  AccF acc;
+  mutable bool first = true;
+
+  template <class F>
+  __device__ __forceinline__ void for_each(F&& f) const {
+    const bool add = first;
+    first = false;
+    base.for_each_at([&](const RowElem<Op::kIn, Op::kCols>& e, int j, int i) {
+      f(e);
+      if (add) {
+        float a[Op::kAcc];
+        Op::accumulate(p, in, e, a);
+#pragma unroll
+        for (int k = 0; k < Op::kAcc; ++k) acc(k, j, i) += a[k];
+      }
+    });
   }
 };
 
@@ -260,13 +293,16 @@ __device__ __forceinline__ float load_in1(const RowParams& p, int s, int64_t row
   return load1(p.in[s], row, col);
 }
 
-/// The per-column vectors at `col` (general policy; absent: 0).
+/// The per-column vectors at `col` (general policy; absent: 0), plus the op's shift.
 template <class Op>
 __device__ __forceinline__ void load_vec1(const RowParams& p, int64_t col,
                                           RowElem<Op::kIn, Op::kCols>& e) {
   if constexpr (Op::kCols > 0) {
 #pragma unroll
-    for (int c = 0; c < Op::kCols; ++c) e.vec[c] = p.vec[c].ptr ? load1(p.vec[c], 0, col) : 0.f;
+    for (int c = 0; c < Op::kCols; ++c) {
+      e.vec[c] = p.vec[c].ptr ? load1(p.vec[c], 0, col) : 0.f;
+      if constexpr (Op::kColShift) e.vec[c] += Op::col_shift(p, c);
+    }
   }
 }
 
@@ -297,13 +333,14 @@ struct GlobalView {
 
 // ---------------------------------------------------------------------- outputs
 
-/// One element's outputs through the traits; for ops with column accumulations, its terms are
-/// added into acc(k, i) (a float& per accumulation k and element i of the vector).
+/// One element's outputs through the traits; for ops with column accumulations from apply
+/// (not kAccInFold), its terms are added into acc(k, i) (a float& per accumulation k and
+/// element i of the vector).
 template <class Op, class AccF>
 __device__ __forceinline__ void apply_elem(const RowParams& p, const typename Op::Row& r,
                                            const RowElem<Op::kIn, Op::kCols>& e,
                                            float (&o)[row_dim(Op::kOut)], AccF&& acc, int i) {
-  if constexpr (Op::kAcc > 0) {
+  if constexpr (Op::kAcc > 0 && !Op::kAccInFold) {
     float a[Op::kAcc];
     Op::apply(p, r, e, o, a);
 #pragma unroll

@@ -246,6 +246,24 @@ TEST(RowPlan, TrainingShapes) {
   }
 }
 
+// The cluster exchange's two mbarriers sit alone in their 128-byte line after the reduction's
+// slots, 8-byte aligned; without a cluster the slots are only padded to 16 bytes.
+TEST(RowPlan, ExchangeBarriersOwnTheirLine) {
+  for (int slots : {1, 2, 4, 8, 16, 32, 64, 128, 256})
+    for (int cluster_n : {1, 2, 16})
+      for (int red : {1, 2, 3, 4}) {
+        const int64_t bytes = row_reduce_smem_bytes(slots, cluster_n, red);
+        const int64_t slot_bytes = 2 * int64_t{slots} * row_slot_floats(red) * 4;
+        EXPECT_EQ(bytes % 16, 0);
+        if (cluster_n == 1) {
+          EXPECT_LT(bytes - slot_bytes, 16);
+        } else {
+          EXPECT_EQ(row_align16(slot_bytes) % 8, 0);
+          EXPECT_GE(bytes - row_align16(slot_bytes), 128);
+        }
+      }
+}
+
 void* fake(int i) { return reinterpret_cast<void*>(uintptr_t{0x100000} * (i + 1)); }
 
 // Through the softmax API's call builder: the layout and dtype checks that decide between the
