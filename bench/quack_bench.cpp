@@ -16,6 +16,11 @@
 //                       softmax (--log 1: log_softmax), out and dx in x's dtype; "config": the
 //                       row skeleton's plan (row_plan_name); all = every configuration of
 //                       src/row/row_config.h that takes the shape, and the general policy
+//   quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row]
+//                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--ms 100]
+//                    top-k, values in x's dtype, int64 indices (default: issue 19's shapes,
+//                    forward only); TB/s = M·N·elt of x / time; "config": the plan
+//                    (topk_plan_name); all = each warps-per-row count forced, then the element path
 //   quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
 //                       [--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]
 //                       LayerNorm with a weight and (--bias 1) a bias in fp32 or x's dtype, out
@@ -32,6 +37,15 @@
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
 //     (env QUACK_GEMM_TILE_N forces a tile; QUACK_BENCH_TILE_COUNTER=1 uses the dynamic scheduler)
+//   quack-bench gemm-act [--shapes MxNxK,...] [--act gelu_tanh_approx] [--store-preact 1|0] [--ms 300]
+//   quack-bench gemm-dact [--shapes MxNxK,...] [--act gelu_tanh_approx] [--ms 300]
+//                                            bf16 gemm_act / gemm_dact beside our plain gemm of the
+//                                            same shape and layout (default shapes: 16384x14336x4096,
+//                                            16384x4096x14336, 8192x8192x8192; act as
+//                                            quack::activation_name, or "all"): gemm_act's a row-major,
+//                                            b column-major (y = x·Wᵀ); gemm_dact's a and b row-major
+//                                            (dout·W); "ratio" = ms_gemm / ms_fused (≥ 0.97: the
+//                                            fusion costs ≤ 3 %)
 //
 // Method (device tool METHOD.md): warm-up, then CUDA events around each launch, median over
 // the repeats; inputs rotate over enough buffer sets to exceed 2x the L2, so no run reads a
@@ -59,6 +73,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "norm/layernorm_internal.h"
@@ -67,7 +82,9 @@
 #include "row/row_op.h"
 #include "cross_entropy/cross_entropy_internal.h"
 #include "softmax/softmax_internal.h"
+#include "topk/topk_internal.h"
 #include "quack/gemm.h"
+#include "quack/gemm_act.h"
 #include "quack/quack.h"
 
 cudaError_t gpu_busy(double us);  // gpu_busy.cu
@@ -371,6 +388,97 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
           std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
       emit(bwd_op.c_str(), name, M, N, ms, 3.0 * mn * es, extra.c_str());
     }
+  }
+  return 0;
+}
+
+// top-k (issue 19): values in x's dtype, int64 indices, contiguous x. TB/s = input bytes
+// (M·N·elt) / time, the anchors' model. all_configs: the plan with each warps-per-row count
+// (1..16, quack::detail::plan_topk forced), then the element path. bwd: topk_bwd of the same
+// softmax mode into dx in x's dtype (TB/s = dx bytes / time).
+int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shapes,
+               const std::string& dir, double budget_ms, const std::string& softmax,
+               bool largest, bool all_configs) {
+  namespace d = quack::detail;
+  const char* name = quack::dtype_name(dt);
+  const size_t es = quack::dtype_size(dt);
+  const quack::TopkSoftmax sm = softmax == "selected" ? quack::TopkSoftmax::kSelected
+                                : softmax == "row"    ? quack::TopkSoftmax::kRow
+                                                      : quack::TopkSoftmax::kNone;
+  for (const auto& s : shapes) {
+    const long long M = s[0], N = s[1], K = s[2];
+    const size_t mn = static_cast<size_t>(M) * N, mk = static_cast<size_t>(M) * K;
+    const int sets = static_cast<int>(std::max<size_t>(1, std::min<size_t>(8, (256ull << 20) / (mn * es) + 1)));
+    std::vector<std::unique_ptr<Buffer>> x, vals, idx, lse, dv, dx;
+    for (int i = 0; i < sets; ++i) {
+      x.emplace_back(new Buffer(mn * es));
+      vals.emplace_back(new Buffer(mk * es));
+      idx.emplace_back(new Buffer(mk * 8));
+      lse.emplace_back(new Buffer(M * 4));
+      fill_random(x.back()->p, mn, dt, 1 + i);
+      if (dir != "fwd") {
+        dv.emplace_back(new Buffer(mk * es));
+        dx.emplace_back(new Buffer(mn * es));
+        fill_random(dv.back()->p, mk, dt, 100 + i);
+      }
+    }
+    auto fwd_args = [&](int i) {
+      quack::TopkFwdArgs a;
+      a.x = quack::TensorRef::matrix(x[i]->p, dt, M, N);
+      a.values = quack::TensorRef::matrix(vals[i]->p, dt, M, K);
+      a.indices = quack::TensorRef::matrix(idx[i]->p, quack::DType::kInt64, M, K);
+      if (sm == quack::TopkSoftmax::kRow)
+        a.lse = quack::TensorRef::vector(lse[i]->p, quack::DType::kFloat32, M);
+      a.largest = largest;
+      a.softmax = sm;
+      return a;
+    };
+    const size_t ws_bytes = quack::topk_fwd_workspace_size(fwd_args(0));
+    Buffer ws(ws_bytes);
+    std::vector<std::pair<int, bool>> plans = {{0, true}};  // (forced warps, vector loads)
+    if (all_configs) {
+      plans.clear();
+      for (int w : {1, 2, 4, 8, 16}) plans.push_back({w, true});
+      plans.push_back({0, false});
+    }
+    char plan_name[96];
+    for (auto [w, vec] : plans) {
+      if (dir == "bwd") break;
+      d::TopkCall call = d::topk_fwd_call(fwd_args(0));
+      if (!vec) call.problem.vec_ok = false;
+      const d::TopkPlan plan = (w > 0 || !vec) ? d::plan_topk(call.problem, w) : call.plan;
+      if (plan.path == d::TopkPath::kQueue && w > 0 && (N + plan.slice - 1) / plan.slice < w) continue;
+      const double ms = time_median(
+          [&](int i) {
+            d::TopkCall c = d::topk_fwd_call(fwd_args(i));
+            c.problem = call.problem;
+            c.plan = plan;
+            d::topk_run_call(c, ws.p, ws_bytes, nullptr);
+          },
+          sets, budget_ms);
+      const std::string extra = ", \"k\": " + std::to_string(K) + ", \"softmax\": \"" + softmax +
+                                "\", \"config\": \"" + d::topk_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
+      emit("topk_fwd", name, M, N, ms, 1.0 * mn * es, extra.c_str());
+    }
+    if (dir == "fwd") continue;
+    for (int i = 0; i < sets; ++i) quack::topk_fwd(fwd_args(i), ws.p, ws_bytes, nullptr);
+    const double ms = time_median(
+        [&](int i) {
+          quack::TopkBwdArgs b;
+          b.dvalues = quack::TensorRef::matrix(dv[i]->p, dt, M, K);
+          b.indices = quack::TensorRef::matrix(idx[i]->p, quack::DType::kInt64, M, K);
+          b.dx = quack::TensorRef::matrix(dx[i]->p, dt, M, N);
+          b.softmax = sm;
+          if (sm == quack::TopkSoftmax::kSelected) b.values = quack::TensorRef::matrix(vals[i]->p, dt, M, K);
+          if (sm == quack::TopkSoftmax::kRow) {
+            b.x = quack::TensorRef::matrix(x[i]->p, dt, M, N);
+            b.lse = quack::TensorRef::vector(lse[i]->p, quack::DType::kFloat32, M);
+          }
+          quack::topk_bwd(b, nullptr);
+        },
+        sets, budget_ms);
+    const std::string extra = ", \"k\": " + std::to_string(K) + ", \"softmax\": \"" + softmax + "\"";
+    emit("topk_bwd", name, M, N, ms, 1.0 * mn * es, extra.c_str());
   }
   return 0;
 }
@@ -704,6 +812,113 @@ int bench_gemm(const std::vector<std::vector<long long>>& shapes, const std::vec
   return 0;
 }
 
+// Medians (ms) of launches of fa and fb alternated (A B A B), each enqueued behind the spin
+// kernel and timed by its own events, for about budget_ms of GPU time (≥ 10 pairs).
+std::pair<double, double> time_alternating(const std::function<void()>& fa, const std::function<void()>& fb,
+                                           double budget_ms) {
+  cudaEvent_t e[4];
+  for (auto& x : e) check(cudaEventCreate(&x), "event");
+  for (int i = 0; i < 5; ++i) { fa(); fb(); }
+  check(cudaDeviceSynchronize(), "warm-up");
+  std::vector<float> ta, tb;
+  float spent = 0.f;
+  while ((spent < budget_ms || ta.size() < 10) && ta.size() < 2000) {
+    check(gpu_busy(kBusyUs), "gpu_busy");
+    check(cudaEventRecord(e[0]), "record");
+    fa();
+    check(cudaEventRecord(e[1]), "record");
+    check(gpu_busy(kBusyUs), "gpu_busy");
+    check(cudaEventRecord(e[2]), "record");
+    fb();
+    check(cudaEventRecord(e[3]), "record");
+    check(cudaEventSynchronize(e[3]), "sync");
+    float x = 0.f, y = 0.f;
+    check(cudaEventElapsedTime(&x, e[0], e[1]), "elapsed");
+    check(cudaEventElapsedTime(&y, e[2], e[3]), "elapsed");
+    ta.push_back(x);
+    tb.push_back(y);
+    spent += x + y;
+  }
+  for (auto& x : e) cudaEventDestroy(x);
+  auto median = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return double(v[v.size() / 2]); };
+  return {median(ta), median(tb)};
+}
+
+// gemm_act (dact = false: preact = A·B with A row-major, B column-major; postact = act(preact),
+// preact stored when store_preact) or gemm_dact (A, B row-major; preact read; dpreact and
+// postact written), bf16 everywhere, beside our plain gemm D = A·B on the same A and B.
+int bench_gemm_act(const std::vector<std::vector<long long>>& shapes, const std::vector<quack::Activation>& acts,
+                   bool dact, bool store_preact, double budget_ms) {
+  const auto bf = quack::DType::kBFloat16;
+  const char* op = dact ? "gemm_dact" : "gemm_act";
+  for (const auto& s : shapes) {
+    const long long M = s[0], N = s[1], K = s[2];
+    Buffer a(M * K * 2), b(K * N * 2), d(M * N * 2), pre(M * N * 2), post(M * N * 2);
+    fill_random(a.p, M * K, bf, 1);
+    fill_random(b.p, K * N, bf, 2);
+    fill_random(pre.p, M * N, bf, 3);  // gemm_dact's preact input (gemm_act overwrites it)
+    const quack::TensorRef ta = quack::TensorRef::matrix(a.p, bf, M, K, 0, K, 1);
+    const quack::TensorRef tb = dact ? quack::TensorRef::matrix(b.p, bf, K, N, 0, N, 1)
+                                     : quack::TensorRef::matrix(b.p, bf, K, N, 0, 1, K);
+    quack::GemmArgs g;
+    g.a = ta;
+    g.b = tb;
+    g.d = quack::TensorRef::matrix(d.p, bf, M, N);
+    auto plain = [&] { quack::gemm(g, nullptr); };
+    for (quack::Activation act : acts) {
+      std::function<void()> fused;
+      quack::GemmActArgs ga;
+      quack::GemmDActArgs gd;
+      if (dact) {
+        gd.a = ta;
+        gd.b = tb;
+        gd.preact = quack::TensorRef::matrix(pre.p, bf, M, N);
+        gd.dpreact = quack::TensorRef::matrix(d.p, bf, M, N);
+        gd.postact = quack::TensorRef::matrix(post.p, bf, M, N);
+        gd.activation = act;
+        fused = [&] { quack::gemm_dact(gd, nullptr); };
+      } else {
+        ga.a = ta;
+        ga.b = tb;
+        if (store_preact) ga.preact = quack::TensorRef::matrix(pre.p, bf, M, N);
+        ga.postact = quack::TensorRef::matrix(post.p, bf, M, N);
+        ga.activation = act;
+        fused = [&] { quack::gemm_act(ga, nullptr); };
+      }
+      // Agreement of the fused op's first output with the plain GEMM (gemm_act's preact, or
+      // gemm_dact with identity's dpreact): max |diff| / max |plain|, so a broken kernel shows.
+      double rel_diff = -1.0;
+      if (act == quack::Activation::kIdentity && (dact || store_preact)) {
+        plain();
+        check(cudaDeviceSynchronize(), "gemm");
+        std::vector<uint16_t> hd(M * N), hf(M * N);
+        check(cudaMemcpy(hd.data(), d.p, M * N * 2, cudaMemcpyDeviceToHost), "download");
+        fused();
+        check(cudaDeviceSynchronize(), op);
+        check(cudaMemcpy(hf.data(), dact ? d.p : pre.p, M * N * 2, cudaMemcpyDeviceToHost), "download");
+        auto f = [](uint16_t v) { uint32_t u = uint32_t(v) << 16; float x; std::memcpy(&x, &u, 4); return x; };
+        double max_diff = 0, max_ref = 0;
+        for (long long i = 0; i < M * N; i += 7) {
+          max_diff = std::max<double>(max_diff, std::fabs(f(hd[i]) - f(hf[i])));
+          max_ref = std::max<double>(max_ref, std::fabs(f(hd[i])));
+        }
+        rel_diff = max_ref > 0 ? max_diff / max_ref : max_diff;
+      }
+      const auto [ms_fused, ms_gemm] = time_alternating(fused, plain, budget_ms);
+      const double flop = 2.0 * M * N * K;
+      const char* tile_env = std::getenv("QUACK_GEMM_TILE_N");
+      std::printf("{\"op\": \"%s\", \"act\": \"%s\", \"dtype\": \"bf16\", \"tile_n\": \"%s\", \"store_preact\": %s, "
+                  "\"M\": %lld, \"N\": %lld, \"K\": %lld, \"ms_fused\": %.5f, \"ms_gemm\": %.5f, "
+                  "\"tflops_fused\": %.1f, \"tflops_gemm\": %.1f, \"ratio\": %.3f, \"rel_diff_vs_gemm\": %.2e}\n",
+                  op, quack::activation_name(act), tile_env ? tile_env : "auto",
+                  dact ? "null" : (store_preact ? "true" : "false"), M, N, K, ms_fused, ms_gemm,
+                  flop / (ms_fused * 1e-3) / 1e12, flop / (ms_gemm * 1e-3) / 1e12, ms_gemm / ms_fused, rel_diff);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 std::vector<std::vector<long long>> parse_dims(const std::string& s) {
   std::vector<std::vector<long long>> out;
   size_t pos = 0;
@@ -748,11 +963,14 @@ int main(int argc, char** argv) {
                  "[--wdtype fp32|x] [--residual none|x|fp32] [--offset 0] [--config auto|all] [--ms 100]\n"
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
+                 "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
+                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--ms 100]\n"
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
                  "[--dir fwd|bwd|fwdbwd|all] [--config auto|all] [--ms 100]\n"
-                 "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n");
+                 "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n"
+                 "       quack-bench gemm-act|gemm-dact [--shapes MxNxK,...] [--act NAME|all] [--store-preact 1|0] [--ms 300]\n");
     return 2;
   }
   std::string cmd = argv[1], dtype = "bf16", dir = "both";
@@ -763,14 +981,21 @@ int main(int argc, char** argv) {
   std::string residual = "none";  // rmsnorm: residual stream dtype (none, x, fp32)
   float offset = 0.f;              // rmsnorm: weight_offset
   bool log = false;           // softmax: log_softmax
-  std::string config = "auto";  // softmax, layernorm, rmsnorm: auto (the plan) or all
+  std::string config = "auto";  // softmax, layernorm, rmsnorm, topk: auto (the plan) or all
   std::string wdtype = "fp32";  // layernorm, rmsnorm: weight (and bias) dtype (fp32 or x)
   bool bias = true;             // layernorm: with a bias
+  std::string act = "gelu_tanh_approx";  // gemm-act, gemm-dact
+  bool store_preact = true;              // gemm-act
+  std::string softmax = "none";  // topk: none, selected or row
+  bool largest = true;           // topk
+  bool dir_given = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--dtype") dtype = v;
     else if (k == "--shapes") shapes = v, shapes_given = true;
-    else if (k == "--dir") dir = v;
+    else if (k == "--dir") dir = v, dir_given = true;
+    else if (k == "--softmax") softmax = v;
+    else if (k == "--largest") largest = !(v == "0" || v == "false");
     else if (k == "--ms") budget_ms = std::atof(v.c_str());
     else if (k == "--layout") layout = v;
     else if (k == "--residual") residual = v;
@@ -779,6 +1004,8 @@ int main(int argc, char** argv) {
     else if (k == "--config") config = v;
     else if (k == "--wdtype") wdtype = v;
     else if (k == "--bias") bias = v == "1" || v == "true";
+    else if (k == "--act") act = v;
+    else if (k == "--store-preact") store_preact = v != "0";
     else {
       std::fprintf(stderr, "quack-bench: unknown option %s\n", k.c_str());
       return 2;
@@ -819,6 +1046,21 @@ int main(int argc, char** argv) {
         }
       return bench_gemm(dims, lays, budget_ms);
     }
+    if (cmd == "topk") {
+      if (softmax != "none" && softmax != "selected" && softmax != "row") {
+        std::fprintf(stderr, "quack-bench: --softmax is none, selected or row\n");
+        return 2;
+      }
+      if (!shapes_given) shapes = "65536x1024x8,65536x4096x32,16384x4096x128,16384x32768x64,4096x131072x256";
+      const auto dims = parse_dims(shapes);
+      for (const auto& d : dims)
+        if (d.size() != 3 || d[2] < 1 || d[2] > d[1]) {
+          std::fprintf(stderr, "quack-bench: topk shapes are MxNxK with 1 <= K <= N\n");
+          return 2;
+        }
+      return bench_topk(parse_dtype(dtype), dims, dir_given ? dir : "fwd", budget_ms, softmax,
+                        largest, config == "all");
+    }
     if (cmd == "cross-entropy") {
       if (dir == "both") dir = "all";
       if (dir != "fwd" && dir != "bwd" && dir != "fwdbwd" && dir != "all") {
@@ -836,6 +1078,24 @@ int main(int argc, char** argv) {
       const quack::DType xt = parse_dtype(dtype);
       return bench_layernorm(xt, wdtype == "x" ? xt : parse_dtype(wdtype), bias,
                              parse_shapes(shapes), dir, budget_ms, config == "all");
+    }
+    if (cmd == "gemm-act" || cmd == "gemm-dact") {
+      if (!shapes_given) shapes = "16384x14336x4096,16384x4096x14336,8192x8192x8192";
+      const auto dims = parse_dims(shapes);
+      for (const auto& d : dims)
+        if (d.size() != 3) { std::fprintf(stderr, "quack-bench: %s shapes are MxNxK\n", cmd.c_str()); return 2; }
+      std::vector<quack::Activation> acts;
+      if (act == "all") {
+        for (int v = 0; v <= static_cast<int>(quack::Activation::kTanh); ++v) acts.push_back(static_cast<quack::Activation>(v));
+      } else {
+        quack::Activation a;
+        if (!quack::activation_from_name(act.c_str(), &a)) {
+          std::fprintf(stderr, "quack-bench: --act is all, identity, relu, relu_sq, gelu_tanh_approx, silu or tanh\n");
+          return 2;
+        }
+        acts.push_back(a);
+      }
+      return bench_gemm_act(dims, acts, cmd == "gemm-dact", store_preact, budget_ms);
     }
     if (cmd == "rmsnorm") {
       const quack::DType xt = parse_dtype(dtype);

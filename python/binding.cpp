@@ -8,9 +8,10 @@
 // 3 int32, 4 int64. Streams are cudaStream_t handles as ints (0: the legacy default stream).
 //
 // GEMM (quack/gemm.h) is bound the same way: gemm_can_implement and
-// gemm take a, b, c (or None), d as tuples plus alpha and beta. Softmax (quack/softmax.h):
-// bind_softmax.cpp; cross-entropy (quack/cross_entropy.h): bind_cross_entropy.cpp. The tuple
-// conversion is bind_util.h's.
+// gemm take a, b, c (or None), d as tuples plus alpha and beta. One file per further family:
+// softmax (quack/softmax.h) bind_softmax.cpp, cross-entropy bind_cross_entropy.cpp, LayerNorm
+// bind_layernorm.cpp, gemm_act / gemm_dact (quack/gemm_act.h) bind_gemm_act.cpp, top-k
+// (quack/topk.h) bind_topk.cpp. The tuple conversion is bind_util.h's.
 //
 // weight_offset (RMSNorm) comes last, after the stream, so positional calls written before it
 // keep their meaning.
@@ -40,6 +41,8 @@ using quack_py::kTensorDoc;
 void bind_softmax(nb::module_& m);        // bind_softmax.cpp
 void bind_cross_entropy(nb::module_& m);  // bind_cross_entropy.cpp
 void bind_layernorm(nb::module_& m);      // bind_layernorm.cpp
+void bind_gemm_act(nb::module_& m);       // bind_gemm_act.cpp
+void bind_topk(nb::module_& m);           // bind_topk.cpp
 
 namespace {
 
@@ -95,7 +98,7 @@ constexpr const char* kGemmDoc =
 NB_MODULE(_C, m) {
   m.doc() =
       "QuACK-C++ extension: thin conversion from Python values to the C++ API (quack/norm.h,\n"
-      "quack/softmax.h, quack/gemm.h).\n"
+      "quack/softmax.h, quack/cross_entropy.h, quack/topk.h, quack/gemm.h).\n"
       "Use quack_cpp.rmsnorm / quack_cpp.ops for torch tensors; these functions take raw\n"
       "pointers and launch on the given stream without synchronising.";
 
@@ -105,6 +108,8 @@ NB_MODULE(_C, m) {
   bind_softmax(m);
   bind_cross_entropy(m);
   bind_layernorm(m);
+  bind_gemm_act(m);
+  bind_topk(m);
 
   m.def(
       "rmsnorm_fwd",

@@ -15,6 +15,7 @@
 // its tiles per SM, else 128x256). Scheduling: static persistent, or dynamic (an atomic tile
 // counter) with GemmArgs::tile_counter.
 // Hardware: sm_90a (H100/H200) only; on another GPU the launch fails with CudaError.
+// The same kernel with an activation fused into the epilogue: quack/gemm_act.h (gemm_act, gemm_dact).
 //
 // Method: a persistent, warp-specialised TMA + WGMMA kernel written with CuTe atoms
 // (src/gemm/sm90/kernel.cuh and the collectives beside it; design (b) of docs/gemm-spike.md), following CUTLASS 3.x's
@@ -83,7 +84,7 @@ namespace quack {
 /// (broadcast) with L > 1; fp32 or other input dtypes; c of another dtype than d, except an
 /// fp32 c with bf16 a, b and d (supported for (a, b, d) = (row, column, row), (row, row, row),
 /// (row, column, column), (column, column, column), c like d); a per-row/column
-/// alpha or bias; activations.
+/// alpha or bias (activations: quack/gemm_act.h).
 struct GemmArgs {
   TensorRef a;
   TensorRef b;

@@ -461,6 +461,8 @@ def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: Union[float, Tensor] = 1.0,
 
     Source: QuACK 0.2.0 ``gemm_interface.gemm_add``.
     """
+    if not isinstance(C, Tensor):  # gemm_op takes C = None as "no C": gemm_add must not
+        raise TypeError(f"gemm_add: C is {type(C).__name__}, expected a Tensor")
     if _reg.route(A, B, C) == _reg.CUSTOM:
         _check("gemm_add", A=A, B=B, C=C)
     a, a_t = _scalar("gemm_add", "alpha", alpha, A)

@@ -9,11 +9,12 @@ from torch import Tensor
 from torch.nn import Module, Parameter, init
 
 from . import _registrar as _reg
+from .cross_entropy_ops import cross_entropy
 from .gemm_ops import linear, linear_dtype
 from .layernorm_ops import layernorm
 from .ops import _FLOAT_DTYPES, rmsnorm
 
-__all__ = ["RMSNorm", "LayerNorm", "Linear"]
+__all__ = ["RMSNorm", "LayerNorm", "Linear", "CrossEntropyLoss"]
 
 _shape_t = Union[int, List[int], Tuple[int, ...], torch.Size]
 
@@ -248,3 +249,61 @@ class Linear(torch.nn.Linear):
             return linear(input, weight, fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
         return F.linear(input, weight)
 
+
+
+class CrossEntropyLoss(torch.nn.CrossEntropyLoss):
+    r"""Cross-entropy loss on QuACK-C++'s kernel (``quack_cpp.cross_entropy``); for
+    ``torch.nn.CrossEntropyLoss`` on (N, C) logits with class-index targets.
+
+    A subclass of ``torch.nn.CrossEntropyLoss``: same signature and defaults (``weight``,
+    ``size_average``, ``ignore_index``, ``reduce``, ``reduction``, ``label_smoothing``), the
+    ``weight`` buffer, state dict and (with the defaults) repr. Extra keyword-only options of
+    our kernel: ``z_loss`` (scale of lse^2 per counted row), ``logit_softcap`` and
+    ``inplace_backward`` (see ``quack_cpp.cross_entropy``).
+
+    Our kernel runs for (N, C) logits of dtype float32/float16/bfloat16 on a CUDA device with
+    (N,) int32/int64 targets; the loss is then float32 (torch's is the logits' dtype outside
+    autocast, float32 under it) and the gradient is in the logits' dtype. Anything else — (C,)
+    or (N, C, d1, ...) inputs, class-probability targets, CPU or float64 tensors — goes to
+    ``torch.nn.functional.cross_entropy`` unchanged (then ``z_loss``, ``logit_softcap`` and
+    ``inplace_backward`` must be left at their defaults: ValueError otherwise).
+    """
+
+    def __init__(self, weight: Optional[Tensor] = None, size_average=None,
+                 ignore_index: int = -100, reduce=None, reduction: str = "mean",
+                 label_smoothing: float = 0.0, *, z_loss: float = 0.0,
+                 logit_softcap: Optional[float] = None, inplace_backward: bool = False) -> None:
+        super().__init__(weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+        self.z_loss = z_loss
+        self.logit_softcap = logit_softcap
+        self.inplace_backward = inplace_backward
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of input (N, C) against target (N,) (see the class docstring)."""
+        if (input.dim() == 2 and target.dim() == 1 and input.device.type in _reg.DEVICE_TYPES
+                and input.dtype in _FLOAT_DTYPES and target.dtype in _reg.INDEX_DTYPES):
+            return cross_entropy(input, target, ignore_index=self.ignore_index,
+                                 reduction=self.reduction, label_smoothing=self.label_smoothing,
+                                 weight=self.weight, z_loss=self.z_loss,
+                                 logit_softcap=self.logit_softcap,
+                                 inplace_backward=self.inplace_backward)
+        if self.z_loss or self.logit_softcap is not None or self.inplace_backward:
+            raise ValueError(
+                f"CrossEntropyLoss: z_loss, logit_softcap and inplace_backward need (N, C) "
+                f"float32/float16/bfloat16 CUDA logits and (N,) integer targets; got input "
+                f"{tuple(input.shape)} {input.dtype} on {input.device}, target "
+                f"{tuple(target.shape)} {target.dtype}")
+        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+    def extra_repr(self) -> str:
+        """Our extra options where set (torch's module prints none: the default repr is the
+        same)."""
+        extra = []
+        if self.z_loss:
+            extra.append(f"z_loss={self.z_loss}")
+        if self.logit_softcap is not None:
+            extra.append(f"logit_softcap={self.logit_softcap}")
+        if self.inplace_backward:
+            extra.append("inplace_backward=True")
+        return ", ".join(extra)

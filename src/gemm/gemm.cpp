@@ -1,6 +1,7 @@
 // GEMM public API: validation at the boundary (no CUDA call), problem description, dispatch to
 // the kernel instance of the dtypes and operand majors (host only; the instances are generated
 // from src/gemm/sm90/instances.txt). A column-major d becomes the kernel's row-major Dᵀ = Bᵀ·Aᵀ here.
+// gemm_act and gemm_dact (quack/gemm_act.h) share the validation and dispatch.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "gemm/gemm_tune.h"
 #include "quack/errors.h"
 #include "quack/gemm.h"
+#include "quack/gemm_act.h"
 
 namespace quack {
 
@@ -272,6 +274,7 @@ Launcher choose_tile(const Instance& base, const GemmProblem& p) {
 struct Plan {
   GemmProblem p;
   bool empty = false;   // M, N or L is 0: nothing to launch
+  bool swapped = false;  // the outputs are column-major: the kernel computes Dᵀ = Bᵀ·Aᵀ
   const Instance* inst = nullptr;  // K > 0: the kernel instance (128x256)
 };
 
@@ -388,6 +391,219 @@ Plan plan_gemm(const GemmArgs& g) {
   return plan;
 }
 
+// ---- gemm_act, gemm_dact: the same kernels with another visitor and a second output ----
+
+// Where an (M, N) tensor of a fused GEMM goes in the kernel's problem.
+enum class MnRole { kC, kD, kD1 };
+
+// One (M, N) tensor of a fused GEMM: the tile input (C, or gemm_dact's preact) or an output.
+// Absent tensors (not present()) are skipped; one that is not read (a C with beta = 0) gets its
+// shape and device checked, not its layout.
+struct MnArg {
+  const TensorRef* t;
+  const char* name;
+  MnRole role;
+  bool read = true;
+};
+
+bool is_activation(Activation a) {
+  const int v = static_cast<int>(a);
+  return v >= static_cast<int>(Activation::kIdentity) && v <= static_cast<int>(Activation::kTanh);
+}
+
+// True when the byte spans of a and b intersect (both present, non-empty).
+bool spans_overlap(const TensorRef& a, const TensorRef& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  auto span = [](const TensorRef& t, uintptr_t* lo, uintptr_t* hi) {
+    int64_t last = 0;
+    for (int i = 0; i < t.ndim; ++i) last += (t.shape[i] - 1) * t.stride[i];
+    *lo = reinterpret_cast<uintptr_t>(t.data);
+    *hi = *lo + uintptr_t(last + 1) * uintptr_t(dtype_size(t.dtype));
+  };
+  uintptr_t alo, ahi, blo, bhi;
+  span(a, &alo, &ahi);
+  span(b, &blo, &bhi);
+  return alo < bhi && blo < ahi;
+}
+
+// Shapes, devices, layouts and the kernel's problem (sizes, majors, pointers and strides) of a
+// fused GEMM: a (M, K), b (K, N) and the (M, N) tensors `mn`, whose first entry (an output,
+// present) sets the layout the others must have. Dtypes are checked and set by the caller, which
+// then picks the instance (find_instance). Empty problems (M, N or L = 0) return with
+// plan.empty and no layout checks, as gemm.
+Plan plan_fused(const ArgCheck& chk, GemmEpilogue epi, const TensorRef& a, const TensorRef& b,
+                std::initializer_list<MnArg> mn) {
+  chk.required(a, "a");
+  if (a.ndim != 2 && a.ndim != 3)
+    chk.fail("a has " + str(a.ndim) + " dimensions " + describe(a) + ", expected 2 (M, K) or 3 (L, M, K)");
+  const int nd = a.ndim, o = nd - 2;
+  const int64_t L = nd == 3 ? a.shape[0] : 1, M = a.shape[o], K = a.shape[o + 1];
+  chk.no_negative_strides(a, "a");
+  check_shape(chk, b, "b", nd, L, K, -1, "(K, N)");
+  const int64_t N = b.shape[o + 1];
+  for (const MnArg& x : mn)
+    if (x.t->present()) check_shape(chk, *x.t, x.name, nd, L, M, N, "(M, N)");
+  chk.dtype_in(a, "a", {DType::kBFloat16, DType::kFloat16});
+  if (b.dtype != a.dtype)
+    chk.fail(std::string("b has dtype ") + dtype_name(b.dtype) + ", expected " + dtype_name(a.dtype) +
+             " (a's dtype; mixed input dtypes are not supported)");
+  const int dev = a.device;
+  chk.same_device(b, "b", dev);
+  for (const MnArg& x : mn)
+    if (x.t->present()) chk.same_device(*x.t, x.name, dev);
+  const int64_t ext[] = {M, N, K, L};
+  const char* ext_name[] = {"M", "N", "K", "L"};
+  for (int i = 0; i < 4; ++i)
+    if (ext[i] > kMaxExtent)
+      chk.fail(std::string(ext_name[i]) + " = " + str(ext[i]) + " is too large, expected ≤ 2^31 − 1");
+
+  Plan plan;
+  GemmProblem& p = plan.p;
+  p.m = int(M);
+  p.n = int(N);
+  p.k = int(K);
+  p.l = int(L);
+  p.ab_dtype = a.dtype;
+  p.epilogue = epi;
+  p.device = dev;
+  if (M == 0 || N == 0 || L == 0) {
+    plan.empty = true;
+    return plan;
+  }
+  const MnArg& ref = *mn.begin();
+  const Orient d_or = check_orient(chk, *ref.t, ref.name, "row-major (M, N): stride 1 along N, or column-major: stride 1 along M");
+  const bool swap = d_or == Orient::kCol;
+  const std::string like_ref = std::string(orient_name(d_or)) + " like " + ref.name + " (the (M, N) tensors share " +
+                               ref.name + "'s layout): stride 1 along " + (swap ? "M" : "N");
+  for (const MnArg& x : mn) {
+    if (!x.t->present() || !x.read) continue;
+    const Operand op = check_layout(chk, *x.t, x.name, d_or, x.t == ref.t ? std::string(orient_name(d_or)) : like_ref);
+    switch (x.role) {
+      case MnRole::kC:
+        p.c = x.t->data;
+        p.ldc = op.ld;
+        p.batch_c = op.batch;
+        break;
+      case MnRole::kD:
+        chk.non_overlapping(*x.t, x.name);
+        p.d = x.t->data;
+        p.ldd = op.ld;
+        p.batch_d = op.batch;
+        break;
+      case MnRole::kD1:
+        chk.non_overlapping(*x.t, x.name);
+        p.d1 = x.t->data;
+        p.ldd1 = op.ld;
+        p.batch_d1 = op.batch;
+        break;
+    }
+  }
+  for (const MnArg& x : mn)
+    for (const MnArg& y : mn)
+      if (&x < &y && x.role != MnRole::kC && y.role != MnRole::kC && x.t->present() && y.t->present() &&
+          spans_overlap(*x.t, *y.t))
+        chk.fail(std::string(x.name) + " " + detail::describe_full(*x.t) + " and " + y.name + " " +
+                 detail::describe_full(*y.t) + " overlap in memory, expected two separate outputs");
+  plan.swapped = swap;
+  if (swap) {
+    p.m = int(N);
+    p.n = int(M);
+  }
+  if (K > 0) {
+    const Orient a_or = check_orient(chk, a, "a", "row-major (M, K): stride 1 along K, or column-major: stride 1 along M");
+    const Orient b_or = check_orient(chk, b, "b", "column-major (K, N): stride 1 along K, or row-major: stride 1 along N");
+    const Operand oa = check_layout(chk, a, "a", a_or, orient_name(a_or));
+    const Operand ob = check_layout(chk, b, "b", b_or, orient_name(b_or));
+    const GemmMajor a_major = a_or == Orient::kRow ? kK : kMN;
+    const GemmMajor b_major = b_or == Orient::kCol ? kK : kMN;
+    const Operand& ka = swap ? ob : oa;
+    const Operand& kb = swap ? oa : ob;
+    p.a = ka.t->data;
+    p.lda = ka.ld;
+    p.batch_a = ka.batch;
+    p.a_major = swap ? b_major : a_major;
+    p.b = kb.t->data;
+    p.ldb = kb.ld;
+    p.batch_b = kb.batch;
+    p.b_major = swap ? a_major : b_major;
+  }
+  return plan;
+}
+
+void check_activation(const ArgCheck& chk, Activation a) {
+  if (!is_activation(a))
+    chk.fail("activation is " + str(static_cast<int>(a)) +
+             ", expected one of identity, relu, relu_sq, gelu_tanh_approx, silu, tanh (quack::Activation)");
+}
+
+// An output dtype: a's dtype or float32 (as gemm's d).
+void check_out_dtype(const ArgCheck& chk, const TensorRef& t, const char* name, DType ab) {
+  if (t.present()) chk.dtype_in(t, name, {ab, DType::kFloat32});
+}
+
+Plan plan_act(const GemmActArgs& g) {
+  ArgCheck chk("gemm_act");
+  check_activation(chk, g.activation);
+  chk.required(g.postact, "postact");
+  if (g.beta != 0.f && !g.c.present())
+    chk.fail("beta is " + std::to_string(g.beta) + " but c is absent, expected c when beta ≠ 0");
+  const bool read_c = g.c.present() && g.beta != 0.f;
+  Plan plan = plan_fused(chk, GemmEpilogue::kAct, g.a, g.b,
+                         {{&g.postact, "postact", MnRole::kD1}, {&g.preact, "preact", MnRole::kD},
+                          {&g.c, "c", MnRole::kC, read_c}});
+  check_out_dtype(chk, g.postact, "postact", g.a.dtype);
+  check_out_dtype(chk, g.preact, "preact", g.a.dtype);
+  check_out_dtype(chk, g.c, "c", g.a.dtype);
+  if (g.c.present() && g.preact.present() && g.c.dtype != g.preact.dtype)
+    chk.fail(std::string("c has dtype ") + dtype_name(g.c.dtype) + ", expected " + dtype_name(g.preact.dtype) +
+             " (preact's dtype)");
+  GemmProblem& p = plan.p;
+  p.activation = static_cast<int>(g.activation);
+  p.alpha = g.alpha;
+  p.beta = g.beta;
+  p.tile_counter = g.tile_counter;
+  p.d1_dtype = g.postact.dtype;
+  // Output 0's dtype is preact's; without preact it is C's (when read) or postact's.
+  p.d_dtype = g.preact.present() ? g.preact.dtype : read_c ? g.c.dtype : g.postact.dtype;
+  p.c_dtype = read_c ? g.c.dtype : p.d_dtype;
+  if (!plan.empty && p.k > 0) {
+    std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, ";
+    if (g.preact.present()) dtypes += std::string(dtype_name(p.d_dtype)) + " preact, ";
+    if (read_c) dtypes += std::string(dtype_name(p.c_dtype)) + " c, ";
+    dtypes += std::string(dtype_name(p.d1_dtype)) + " postact";
+    plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "postact");
+  }
+  return plan;
+}
+
+Plan plan_dact(const GemmDActArgs& g) {
+  ArgCheck chk("gemm_dact");
+  check_activation(chk, g.activation);
+  chk.required(g.dpreact, "dpreact");
+  chk.required(g.preact, "preact");
+  Plan plan = plan_fused(chk, GemmEpilogue::kDAct, g.a, g.b,
+                         {{&g.dpreact, "dpreact", MnRole::kD}, {&g.preact, "preact", MnRole::kC},
+                          {&g.postact, "postact", MnRole::kD1}});
+  check_out_dtype(chk, g.dpreact, "dpreact", g.a.dtype);
+  check_out_dtype(chk, g.postact, "postact", g.a.dtype);
+  if (g.preact.dtype != g.dpreact.dtype)
+    chk.fail(std::string("preact has dtype ") + dtype_name(g.preact.dtype) + ", expected " +
+             dtype_name(g.dpreact.dtype) + " (dpreact's dtype)");
+  GemmProblem& p = plan.p;
+  p.activation = static_cast<int>(g.activation);
+  p.tile_counter = g.tile_counter;
+  p.d_dtype = g.dpreact.dtype;
+  p.c_dtype = g.preact.dtype;
+  // Without postact, output 1 is not stored: any instance of preact's dtype serves.
+  p.d1_dtype = g.postact.present() ? g.postact.dtype : g.preact.dtype;
+  if (!plan.empty && p.k > 0) {
+    const std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, " + dtype_name(p.d_dtype) +
+                               " preact and dpreact, " + dtype_name(p.d1_dtype) + " postact";
+    plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "dpreact");
+  }
+  return plan;
+}
+
 // Runs a validated plan: nothing (empty), the K = 0 fill, the tuned or the rule's instance.
 void run_plan(const Plan& plan, bool tuned, cudaStream_t stream) {
   if (plan.empty) return;
@@ -408,5 +624,39 @@ void run_plan(const Plan& plan, bool tuned, cudaStream_t stream) {
 void can_implement(const GemmArgs& args) { (void)plan_gemm(args); }
 
 void gemm(const GemmArgs& args, cudaStream_t stream) { run_plan(plan_gemm(args), args.tuned, stream); }
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::kIdentity: return "identity";
+    case Activation::kRelu: return "relu";
+    case Activation::kReluSq: return "relu_sq";
+    case Activation::kGeluTanhApprox: return "gelu_tanh_approx";
+    case Activation::kSilu: return "silu";
+    case Activation::kTanh: return "tanh";
+  }
+  return "unknown";
+}
+
+bool activation_from_name(const char* name, Activation* out) {
+  if (name == nullptr || out == nullptr) return false;
+  if (std::strcmp(name, "none") == 0) {
+    *out = Activation::kIdentity;
+    return true;
+  }
+  for (int v = 0; v <= static_cast<int>(Activation::kTanh); ++v)
+    if (std::strcmp(name, activation_name(static_cast<Activation>(v))) == 0) {
+      *out = static_cast<Activation>(v);
+      return true;
+    }
+  return false;
+}
+
+void can_implement(const GemmActArgs& args) { (void)plan_act(args); }
+
+void gemm_act(const GemmActArgs& args, cudaStream_t stream) { run_plan(plan_act(args), args.tuned, stream); }
+
+void can_implement(const GemmDActArgs& args) { (void)plan_dact(args); }
+
+void gemm_dact(const GemmDActArgs& args, cudaStream_t stream) { run_plan(plan_dact(args), args.tuned, stream); }
 
 }  // namespace quack

@@ -49,6 +49,7 @@ struct GemmProblem {
   DType c_dtype = DType::kBFloat16;   // C (d_dtype, or float32 with a 16-bit D where an instance has it)
   DType d1_dtype = DType::kBFloat16;  // D1
   GemmEpilogue epilogue = GemmEpilogue::kLinComb;
+  int activation = 0;                 // quack::Activation (kAct, kDAct)
   float alpha = 1.f, beta = 0.f;      // beta is ignored when c is null
   // Device fp32 scalars read by the kernel instead of alpha / beta when non-null; with
   // beta_dev, c is non-null and the kernel reads C only when *beta_dev != 0.

@@ -95,7 +95,7 @@ struct LayerNormBwd : RowOpBase {
     const float off = p.scalar[1];
     return Red::fold(v, [&](const auto& e) {
       const float xh = (e.in[0] - in.mean) * in.rstd;
-      const float g = e.in[1] * (e.vec[0] + off);
+      const float g = __fmul_rn(e.in[1], e.vec[0] + off);  // as apply's g (see there)
       return Red::Val{{g, g * xh}};
     });
   }
@@ -108,7 +108,9 @@ struct LayerNormBwd : RowOpBase {
                                                float (&acc)[kAcc]) {
     const float xh = (e.in[0] - r.mean) * r.rstd;
     const float dy = e.in[1];
-    const float g = dy * (e.vec[0] + p.scalar[1]);
+    // g rounded as in the fold: contracted into an FMA with − mean_g, a row of N = 1 would
+    // give rstd·(rounding of dy·w) instead of exactly 0.
+    const float g = __fmul_rn(dy, e.vec[0] + p.scalar[1]);
     const float dh = r.rstd * (g - r.mean_g - xh * r.mean_gx) + e.in[2];
     out[0] = dh;
     out[1] = dh;

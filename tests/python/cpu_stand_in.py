@@ -1,7 +1,11 @@
 """CPU stand-in kernels for the custom ops quack_cpp::rmsnorm_fwd / rmsnorm_bwd,
-quack_cpp::layernorm_fwd / layernorm_bwd and quack_cpp::gemm / gemm_add_inplace, written in torch after the C++ API's contract
-(include/quack/norm.h, include/quack/gemm.h: fp32 math, same outputs and placeholders; the GEMM
-stand-in accepts every layout, it does not mimic can_implement). They let the torch layer and the test code run without a GPU:
+quack_cpp::layernorm_fwd / layernorm_bwd, quack_cpp::gemm / gemm_add_inplace,
+quack_cpp::topk_fwd / topk_bwd, softmax / log_softmax fwd and bwd and the cross-entropy ops
+(cross_entropy_fwd / _bwd / _scale_grad), written in torch after the C++ API's contract
+(include/quack/norm.h, gemm.h, topk.h, softmax.h, cross_entropy.h: fp32 math, same outputs and
+placeholders, the cross-entropy's NaN rows for bad targets and exact zeros for ignored ones;
+the GEMM stand-in accepts every layout, it does not mimic can_implement). They let the torch
+layer and the test code run without a GPU:
 test_plumbing_cpu.py uses them, and QUACK_TEST_DEVICE=cpu runs the GPU test files against
 them (a self-check of the tests, not of the kernels). Needs torch."""
 
@@ -102,22 +106,170 @@ def gemm_add_inplace_cpu(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta
     out.data.copy_(_gemm_f32(A, B, out, alpha, beta))
 
 
+def topk_fwd_cpu(x, k, largest, softmax, index_dtype, values_dtype, store_lse):
+    # torch.sort (stable): NaN first when descending, last when ascending; ties keep the lower
+    # index first (+0 and -0 count as equal here: the kernels rank +0 first; tests avoid zeros).
+    order = torch.sort(x, dim=-1, descending=largest, stable=True).indices[:, :k].contiguous()
+    values = x.gather(1, order).float()
+    lse = torch.logsumexp(x.float(), dim=-1)
+    if softmax == 1:
+        values = torch.softmax(values, dim=-1)
+    elif softmax == 2:
+        values = torch.exp(values - lse[:, None])
+    return (values.to(values_dtype), order.to(index_dtype),
+            lse if store_lse else _empty(x, torch.float32))
+
+
+def topk_bwd_cpu(dvalues, indices, values, x, lse, N, dx_dtype, softmax):
+    M = dvalues.shape[0]
+    dv = dvalues.float()
+    idx = indices.long()
+    dx = torch.zeros(M, N, dtype=torch.float32)
+    if softmax == 0:
+        g = dv
+    elif softmax == 1:
+        p = values.float()
+        g = p * (dv - (p * dv).sum(-1, keepdim=True))
+    else:
+        y = torch.exp(x.float() - lse[:, None])
+        p = y.gather(1, idx)
+        s = (p * dv).sum(-1, keepdim=True)
+        dx = -y * s
+        g = p * (dv - s)
+    dx.scatter_(1, idx, g)
+    return dx.to(dx_dtype)
+
+
+def softmax_fwd_cpu(x, out_dtype):
+    return torch.softmax(x.float(), -1).to(out_dtype)
+
+
+def softmax_bwd_cpu(y, dy, dx_dtype):
+    y32, dy32 = y.float(), dy.float()
+    return (y32 * (dy32 - (y32 * dy32).sum(-1, keepdim=True))).to(dx_dtype)
+
+
+def log_softmax_fwd_cpu(x, out_dtype):
+    return torch.log_softmax(x.float(), -1).to(out_dtype)
+
+
+def log_softmax_bwd_cpu(y, dy, dx_dtype):
+    dy32 = dy.float()
+    return (dy32 - torch.exp(y.float()) * dy32.sum(-1, keepdim=True)).to(dx_dtype)
+
+
+def _ce_grad(x, target, lse, s_ce, s_z, weight, ignore_index, eps, zs, cap):
+    """dx (fp32) of sum_i s_ce_i*CE_i + s_z_i*z_i (include/quack/cross_entropy.h's backward
+    formula, closed form): ignored rows exactly 0, bad-target rows NaN."""
+    from reference import ce_parts
+
+    x32 = x.float()
+    M, V = x32.shape
+    p = ce_parts(x32, target, weight, ignore_index, logit_softcap=cap or None)
+    y, counted, bad, w_t = p["y"], p["counted"], p["bad"], p["w_t"]
+    s_ce = s_ce.float().expand(M) if torch.is_tensor(s_ce) else torch.full((M,), float(s_ce))
+    s_z = s_z.float().expand(M) if torch.is_tensor(s_z) else torch.full((M,), float(s_z))
+    w = weight.float() if weight is not None else None
+    W = w.sum() if w is not None else float(V)
+    prob = torch.exp(y - lse.float()[:, None])
+    coef = s_ce * ((1 - eps) * w_t + (eps / V) * W) + s_z * 2.0 * zs * lse.float()
+    dx = coef[:, None] * prob
+    if eps:
+        dx = dx - (s_ce * eps / V)[:, None] * (w[None, :] if w is not None else 1.0)
+    tc = target.long().clamp(0, max(V - 1, 0))
+    dx = dx - torch.nn.functional.one_hot(tc, V).float() * (s_ce * (1 - eps) * w_t)[:, None]
+    if cap:
+        dx = dx * (1 - (y / cap) ** 2)
+    dx = torch.where(counted[:, None], dx, 0.0)
+    return torch.where(bad[:, None], float("nan"), dx)
+
+
+def cross_entropy_fwd_cpu(x, target, weight, lse_partial, target_logit, ignore_index, reduction,
+                          label_smoothing, z_loss, logit_softcap, num_classes, want_lse,
+                          want_z_loss, want_dx, dx_into_x=False):
+    from reference import ref_cross_entropy
+
+    fn = "cross_entropy_fwd"
+    if (lse_partial is not None or target_logit is not None) and (label_smoothing or
+                                                                 logit_softcap):
+        raise ValueError(f"{fn}: label_smoothing / logit_softcap with lse_partial or "
+                         "target_logit, expected neither")
+    if want_dx and (lse_partial is not None or x is None):
+        raise ValueError(f"{fn}: dx is given with lse_partial, expected no dx")
+    M = target.shape[0]
+    f32 = lambda t: None if t is None else t.float()  # noqa: E731
+    loss, lse, z = ref_cross_entropy(
+        f32(x), target, reduction, weight=weight, ignore_index=ignore_index,
+        label_smoothing=label_smoothing, z_loss=z_loss, logit_softcap=logit_softcap or None,
+        lse_partial=f32(lse_partial), target_logit=f32(target_logit), num_classes=num_classes)
+    dx = _empty(x if x is not None else target, x.dtype if x is not None else torch.float32)
+    if want_dx:
+        if reduction == "mean":
+            counted = ((target != ignore_index) & (target >= 0) & (target < x.shape[1]))
+            w_t = (weight.float()[target.long().clamp(0, x.shape[1] - 1)]
+                   if weight is not None else torch.ones(M))
+            s_ce = 1.0 / torch.where(counted, w_t, 0.0).sum()
+            s_z = 1.0 / counted.float().sum()
+        else:
+            s_ce = s_z = 1.0
+        g = _ce_grad(x, target, lse, s_ce, s_z, weight, ignore_index, label_smoothing, z_loss,
+                     logit_softcap).to(x.dtype)
+        if dx_into_x:  # the eager fast path's in-place gradient (through .data, version bumped)
+            x.data.copy_(g)
+            torch.autograd.graph.increment_version(x)
+        else:
+            dx = g
+    return (loss.float(), lse.float() if want_lse else _empty(target, torch.float32),
+            z.float() if want_z_loss else _empty(target, torch.float32), dx)
+
+
+def cross_entropy_bwd_cpu(x, target, lse, dloss, weight, ignore_index, label_smoothing, z_loss,
+                          logit_softcap, dx_into_x=False):
+    dl = dloss.float().reshape(-1)
+    g = _ce_grad(x, target, lse, dl, dl, weight, ignore_index, label_smoothing, z_loss,
+                 logit_softcap).to(x.dtype)
+    if dx_into_x:
+        x.data.copy_(g)
+        torch.autograd.graph.increment_version(x)
+        return x
+    return g
+
+
+def cross_entropy_scale_grad_cpu(dx, grad_output):
+    # Through .data: the version bump is the op's (or the fast path's), exactly once.
+    g = grad_output.float().reshape(())
+    if g.item() != 1.0:
+        dx.data.copy_((dx.float() * g).to(dx.dtype))
+
+
+STAND_INS = {  # custom op name -> its CPU stand-in
+    "rmsnorm_fwd": rmsnorm_fwd_cpu, "rmsnorm_bwd": rmsnorm_bwd_cpu,
+    "layernorm_fwd": layernorm_fwd_cpu, "layernorm_bwd": layernorm_bwd_cpu, "gemm": gemm_cpu,
+    "gemm_add_inplace": gemm_add_inplace_cpu, "softmax_fwd": softmax_fwd_cpu,
+    "softmax_bwd": softmax_bwd_cpu, "log_softmax_fwd": log_softmax_fwd_cpu,
+    "log_softmax_bwd": log_softmax_bwd_cpu, "cross_entropy_fwd": cross_entropy_fwd_cpu,
+    "cross_entropy_bwd": cross_entropy_bwd_cpu,
+    "cross_entropy_scale_grad": cross_entropy_scale_grad_cpu,
+    "topk_fwd": topk_fwd_cpu, "topk_bwd": topk_bwd_cpu,
+}
+
+
 @contextlib.contextmanager
 def registered():
     """Registers the stand-ins as the ops' CPU kernels and lets quack_cpp's functions and
     modules accept CPU tensors, for the duration of the block."""
     import quack_cpp._registrar as reg
+    import quack_cpp.cross_entropy_ops  # noqa: F401 (defines the cross-entropy ops)
     import quack_cpp.gemm_ops  # noqa: F401 (defines the GEMM ops)
     import quack_cpp.layernorm_ops  # noqa: F401 (defines the LayerNorm ops)
     import quack_cpp.ops  # noqa: F401 (defines the RMSNorm ops)
+    import quack_cpp.topk_ops  # noqa: F401 (defines the top-k ops)
+
+    import quack_cpp.softmax_ops  # noqa: F401 (defines the softmax ops)
 
     lib = torch.library.Library("quack_cpp", "IMPL")
-    lib.impl("rmsnorm_fwd", rmsnorm_fwd_cpu, "CPU")
-    lib.impl("rmsnorm_bwd", rmsnorm_bwd_cpu, "CPU")
-    lib.impl("layernorm_fwd", layernorm_fwd_cpu, "CPU")
-    lib.impl("layernorm_bwd", layernorm_bwd_cpu, "CPU")
-    lib.impl("gemm", gemm_cpu, "CPU")
-    lib.impl("gemm_add_inplace", gemm_add_inplace_cpu, "CPU")
+    for name, fn in STAND_INS.items():
+        lib.impl(name, fn, "CPU")
     saved = reg.DEVICE_TYPES
     reg.DEVICE_TYPES = saved + ("cpu",)
     try:

@@ -72,8 +72,13 @@ struct CollectiveEpilogue {
   using ElementD1 = conditional_t<is_void_v<ElementD1_>, ElementD_, ElementD1_>;
   static constexpr int kOutputs = Op::kOutputs;
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
-  static constexpr int EpiM = Tile::EpiM, EpiN = Tile::EpiN, kFrg = Tile::kFrg;
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
+  // Subtile: the tile's (EpiM, EpiN), but 32 columns wide for two outputs where the tile's are 64
+  // (pingpong, BM = 64): with 64 x 64 subtiles a pingpong thread held its 128 accumulators, the
+  // 32 values of C and 2 x 32 outputs at once and the activation gradient spilled (568 bytes).
+  static constexpr int EpiM = Tile::EpiM, EpiN = kOutputs == 2 && Tile::EpiN == 64 ? 32 : Tile::EpiN;
+  static constexpr int kFrg = EpiM * EpiN / kEpiThreads;  // values per thread per subtile
+  using EpiTile = Shape<Int<EpiM>, Int<EpiN>>;
   // C is loaded into the D buffer it is about to become (CUTLASS's ReuseSmemC) when both have
   // the same width; the saved C buffer pays for more D buffers in flight. The stores' smem
   // reads complete about a microsecond after issue on the H200 under a full write load (ncu,
@@ -81,8 +86,11 @@ struct CollectiveEpilogue {
   // same 128x256 tile 2.5 TB/s), so the bytes in flight per SM set the epilogue's speed.
   static constexpr bool kReuseSmemC = sizeof(ElementC) == sizeof(ElementD);
   // Buffers in flight per output and group: 4 (2 without reuse) for one output; two outputs
-  // take 2 each, the same bytes in flight as one output's 4, so the mainloop keeps its stages.
-  static constexpr int EpiStagesD = kOutputs == 2 ? 2 : kReuseSmemC ? 4 : 2;
+  // share the same bytes (2 each of the tile's subtile, 4 each of the narrower one), so the
+  // mainloop keeps its stages.
+  static constexpr int kStagesOneOutput = kReuseSmemC ? 4 : 2;
+  static constexpr int EpiStagesD = kStagesOneOutput * Tile::EpiN / (EpiN * kOutputs);
+  static_assert(EpiStagesD >= 2, "at least two buffers per output in flight");
   static constexpr int kStagesC = kReuseSmemC ? EpiStagesD : 1;  // C buffers (aliasing D's when reused)
 
   // Epilogue smem: a row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
@@ -146,14 +154,14 @@ struct CollectiveEpilogue {
     // Without C the C descriptor points at output 0's memory (never read: the kernel branches on load_c).
     auto gC = load_c ? rows(static_cast<TC const*>(p.c), int64_t(sizeof(TC)), p.ldc, p.batch_c)
                      : rows(static_cast<TC const*>(d_mem), d_es, d_ld, d_batch);
-    auto tma_c = make_tma_copy(SM90_TMA_LOAD{}, gC, SmemLayoutC{}(_, _, 0), typename Tile::EpiTile{}, _1{});
-    auto tma_d = make_tma_copy(SM90_TMA_STORE{}, gD, SmemLayoutD{}(_, _, 0), typename Tile::EpiTile{}, _1{});
+    auto tma_c = make_tma_copy(SM90_TMA_LOAD{}, gC, SmemLayoutC{}(_, _, 0), EpiTile{}, _1{});
+    auto tma_d = make_tma_copy(SM90_TMA_STORE{}, gD, SmemLayoutD{}(_, _, 0), EpiTile{}, _1{});
     auto tma_d1 = [&] {
       if constexpr (kOutputs == 2) {
         // Without output 1 its descriptor points at output 0's memory (never written through it).
         auto gD1 = store_d1 ? rows(static_cast<TD1*>(p.d1), int64_t(sizeof(TD1)), p.ldd1, p.batch_d1)
                             : rows(static_cast<TD1*>(d_mem), d_es, d_ld, d_batch);
-        return make_tma_copy(SM90_TMA_STORE{}, gD1, SmemLayoutD1{}(_, _, 0), typename Tile::EpiTile{}, _1{});
+        return make_tma_copy(SM90_TMA_STORE{}, gD1, SmemLayoutD1{}(_, _, 0), EpiTile{}, _1{});
       } else {
         return NoTma{};
       }
@@ -235,9 +243,9 @@ struct CollectiveEpilogue {
     Tensor mC = p.tma_c.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
     Tensor mD = p.tma_d.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
     Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
-                            typename Tile::EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+                            EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor gD = flat_divide(local_tile(mD(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
-                            typename Tile::EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+                            EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     Tensor bSG_gD = tma_d_blk.partition_D(gD);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     auto epi_sync = [this] { cutlass::arch::NamedBarrier::sync(kEpiThreads, 1 + grp); };
@@ -254,6 +262,8 @@ struct CollectiveEpilogue {
         for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
         cutlass::Array<float, kFrg> out[kOutputs];
         SubtileCoord const coord{m0, n0, etid};
+        cutlass::Array<float, kFrg> c_one_path;  // Op::kOnePath: C's values, zeros when C is not read
+        if constexpr (Op::kOnePath) c_one_path.fill(0.f);
         if (Op::kNeedsC || load_c) {
           // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
           // store's reads of the D buffer it aliases) came before the last epi_sync; with
@@ -269,10 +279,14 @@ struct CollectiveEpilogue {
           cutlass::Array<ElementC, kFrg> c;
           load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
           cutlass::Array<float, kFrg> const cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
-          op(out, x, &cf, coord);
-        } else {
+          if constexpr (Op::kOnePath)
+            c_one_path = cf;
+          else
+            op(out, x, &cf, coord);
+        } else if constexpr (!Op::kOnePath) {
           op(out, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr), coord);
         }
+        if constexpr (Op::kOnePath) op(out, x, &c_one_path, coord);
         cutlass::Array<ElementD, kFrg> const d = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(out[0]);
         cutlass::Array<ElementD1, kFrg> d1;
         if constexpr (kOutputs == 2) d1 = cutlass::NumericArrayConverter<ElementD1, float, kFrg>{}(out[kOutputs - 1]);
@@ -326,7 +340,7 @@ struct CollectiveEpilogue {
     Tensor bSG_sD1 = tma_blk.partition_S(sD1);  // (TMA,TMA_M,TMA_N,PIPE_D)
     Tensor mD1 = p.tma_d1.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
     Tensor gD1 = flat_divide(local_tile(mD1(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
-                             typename Tile::EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+                             EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bSG_gD1 = tma_blk.partition_D(gD1);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     copy(p.tma_d1, bSG_sD1(_, _, _, d_stage), bSG_gD1(_, _, _, epi_m, epi_n));
   }

@@ -8,6 +8,8 @@
 //                                    own shared-memory buffers and TMA store)
 //   static constexpr bool kNeedsC;   the input tile ("C": C of alpha·acc + beta·C, or the preact
 //                                    of an activation gradient) is always read
+//   static constexpr bool kOnePath;  c is never null: zeros when C is not read (one copy of the
+//                                    visitor's code instead of one with C and one without)
 //   static Visitor make(const GemmProblem& p, bool load_c);     host: from the problem
 //   bool reads_c() const;            C is read (uniform over the grid)
 //   void load_scalars(const float* alpha_dev, const float* beta_dev);   once per CTA
@@ -35,6 +37,7 @@
 
 #include "gemm/gemm_problem.h"
 #include "gemm/sm90/epilogue_smem.cuh"
+#include "gemm/activation.cuh"
 
 namespace quack::detail::sm90 {
 
@@ -51,6 +54,7 @@ struct SubtileCoord {
 struct LinearCombination {
   static constexpr int kOutputs = 1;
   static constexpr bool kNeedsC = false;
+  static constexpr bool kOnePath = false;
   float alpha = 1.f;
   float beta = 0.f;
 
@@ -81,6 +85,82 @@ struct LinearCombination {
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
                               cutlass::Array<float, N> const* c, SubtileCoord const&) const {
     apply(out[0], acc, c);
+  }
+};
+
+/// gemm_act: out[0] = preact = alpha · acc + beta · C, out[1] = postact = act(preact) (QuACK's
+/// GemmActSm90). The activation is a runtime value (one branch per subtile, uniform). One path:
+/// c holds zeros when C is not read, and then beta is 0 (LinearCombination::make).
+struct ActEpilogue {
+  static constexpr int kOutputs = 2;
+  static constexpr bool kNeedsC = false;
+  static constexpr bool kOnePath = true;
+  LinearCombination lin;
+  Activation act = Activation::kIdentity;
+
+  static ActEpilogue make(const GemmProblem& p, bool load_c) {
+    return {LinearCombination::make(p, load_c), static_cast<Activation>(p.activation)};
+  }
+  CUTE_HOST_DEVICE bool reads_c() const { return lin.reads_c(); }
+  CUTE_DEVICE void load_scalars(const float* alpha_dev, const float* beta_dev) { lin.load_scalars(alpha_dev, beta_dev); }
+
+  template <int N>
+  CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
+                              cutlass::Array<float, N> const* c, SubtileCoord const&) const {
+    lin.apply(out[0], acc, c);
+    switch (act) {  // one loop per activation: the branch is taken once per subtile
+#define QUACK_ACT_CASE(A)                                                       \
+  case A: {                                                                     \
+    CUTE_UNROLL                                                                 \
+    for (int i = 0; i < N; ++i) out[1][i] = act_fwd(A, out[0][i]);              \
+    break;                                                                      \
+  }
+      QUACK_ACT_CASE(Activation::kRelu)
+      QUACK_ACT_CASE(Activation::kReluSq)
+      QUACK_ACT_CASE(Activation::kGeluTanhApprox)
+      QUACK_ACT_CASE(Activation::kSilu)
+      QUACK_ACT_CASE(Activation::kTanh)
+#undef QUACK_ACT_CASE
+      default:
+        out[1] = out[0];
+        break;
+    }
+  }
+};
+
+/// gemm_dact: acc = dpostact (e.g. dout · W), c = preact; out[0] = dpreact = acc ⊙ act'(preact),
+/// out[1] = postact = act(preact), recomputed (QuACK's GemmDActSm90). alpha and beta do not apply.
+struct DActEpilogue {
+  static constexpr int kOutputs = 2;
+  static constexpr bool kNeedsC = true;
+  static constexpr bool kOnePath = false;
+  Activation act = Activation::kIdentity;
+
+  static DActEpilogue make(const GemmProblem& p, bool) { return {static_cast<Activation>(p.activation)}; }
+  CUTE_HOST_DEVICE bool reads_c() const { return true; }
+  CUTE_DEVICE void load_scalars(const float*, const float*) {}
+
+  template <int N>
+  CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
+                              cutlass::Array<float, N> const* c, SubtileCoord const&) const {
+    switch (act) {
+#define QUACK_DACT_CASE(A)                                                      \
+  case A: {                                                                     \
+    CUTE_UNROLL                                                                 \
+    for (int i = 0; i < N; ++i) act_bwd(A, (*c)[i], acc[i], out[0][i], out[1][i]); \
+    break;                                                                      \
+  }
+      QUACK_DACT_CASE(Activation::kRelu)
+      QUACK_DACT_CASE(Activation::kReluSq)
+      QUACK_DACT_CASE(Activation::kGeluTanhApprox)
+      QUACK_DACT_CASE(Activation::kSilu)
+      QUACK_DACT_CASE(Activation::kTanh)
+#undef QUACK_DACT_CASE
+      default:
+        out[0] = acc;
+        out[1] = *c;
+        break;
+    }
   }
 };
 

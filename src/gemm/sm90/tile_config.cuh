@@ -75,7 +75,8 @@ struct TileConfig {
   using MmaAtom = decltype(GMMA::ss_op_selector<ElementAB, ElementAB, float, Shape<_64, Int<BN>, Int<BK>>,
                                                 kMajorA, kMajorB>());
   using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kPingpong ? 1 : kConsumerWGs>, _1, _1>>{}));
-  // Accumulator values per thread per epilogue subtile (16).
+  // Accumulator values per thread per epilogue subtile of the tile's EpiN (16; an epilogue with
+  // two outputs may narrow the subtile: CollectiveEpilogue::EpiN).
   static constexpr int kFrg = EpiM * EpiN / kEpiThreads;
 
   // Threads that consume (and release) each mainloop stage: both warpgroups, or the one owning the tile.

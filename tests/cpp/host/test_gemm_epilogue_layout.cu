@@ -40,22 +40,23 @@ void expect_swizzle_matches_cute(const char* what) {
   std::free(raw);
 }
 
-template <class Cfg>
+// EpiN: the epilogue's subtile width (the tile's, or 32 where two outputs narrow a 64-wide one).
+template <class Cfg, int EpiN = Cfg::EpiN>
 void expect_fragment_matches_cute() {
-  constexpr int kFrg = Cfg::kFrg;
+  constexpr int kFrg = Cfg::EpiM * EpiN / Cfg::kEpiThreads;
   typename Cfg::TiledMma mma;
   // An epilogue group's threads: both warpgroups (cooperative) or one (pingpong, BM = 64).
   for (int t = 0; t < Cfg::kEpiThreads; ++t) {
     auto coord = mma.get_thread_slice(t).partition_C(make_identity_tensor(select<0, 1>(typename Cfg::TileShape{})));
-    ASSERT_EQ(int(size<0>(coord)), kFrg * (Cfg::BN / Cfg::EpiN));
+    ASSERT_EQ(int(size<0>(coord)), kFrg * (Cfg::BN / EpiN));
     ASSERT_EQ(int(size<1>(coord)), Cfg::BM / Cfg::EpiM);
     for (int epi_m = 0; epi_m < Cfg::BM / Cfg::EpiM; ++epi_m)
-      for (int epi_n = 0; epi_n < Cfg::BN / Cfg::EpiN; ++epi_n)
+      for (int epi_n = 0; epi_n < Cfg::BN / EpiN; ++epi_n)
         for (int i = 0; i < kFrg; ++i) {
           auto rc = coord(epi_n * kFrg + i, epi_m, 0);
           ASSERT_EQ(int(get<0>(rc)), epi_m * Cfg::EpiM + frag_row(t, (i / 2) % 2))
               << "thread " << t << " subtile (" << epi_m << ", " << epi_n << ") value " << i;
-          ASSERT_EQ(int(get<1>(rc)), epi_n * Cfg::EpiN + frag_col(t, i))
+          ASSERT_EQ(int(get<1>(rc)), epi_n * EpiN + frag_col(t, i))
               << "thread " << t << " subtile (" << epi_m << ", " << epi_n << ") value " << i;
         }
   }
@@ -92,6 +93,11 @@ using CoopF32D = CollectiveEpilogue<CoopTile, LinearCombination, float>;  // fp3
 using CoopF32C = CollectiveEpilogue<CoopTile, LinearCombination, bf16, float>;
 using Pingpong = CollectiveEpilogue<PingpongTile, LinearCombination, bf16>;
 using Bm64 = CollectiveEpilogue<Bm64Tile, LinearCombination, bf16>;
+// Two outputs (preact and postact; dpreact and postact).
+using CoopAct = CollectiveEpilogue<CoopTile, ActEpilogue, bf16, void, bf16>;
+using PingpongAct = CollectiveEpilogue<PingpongTile, ActEpilogue, bf16, void, bf16>;
+using PingpongDAct = CollectiveEpilogue<PingpongTile, DActEpilogue, bf16, void, bf16>;
+using CoopActF32 = CollectiveEpilogue<CoopTile, ActEpilogue, float, void, bf16>;  // fp32 preact, bf16 postact
 
 template <class Cfg>
 void expect_buffers_match_cute(const char* what) {
@@ -110,16 +116,30 @@ TEST(GemmEpilogueLayout, SwizzleMatchesCuteBuffers) {
   expect_buffers_match_cute<CoopF32C>("128x256 fp32 C");
   expect_buffers_match_cute<Pingpong>("128x128 pingpong");
   expect_buffers_match_cute<Bm64>("64x128");
+  expect_buffers_match_cute<CoopAct>("128x256 two outputs");
+  expect_buffers_match_cute<PingpongAct>("128x128 pingpong two outputs");
+  expect_buffers_match_cute<CoopActF32>("128x256 fp32 output 0, bf16 output 1");
 }
 
-// The mainloop's stages beside each epilogue (GemmKernel): as many as fit beside the buffers.
+// The mainloop's stages beside each epilogue (GemmKernel): as many as fit beside the buffers. One
+// 16-bit output keeps 4 buffers in flight, two outputs 2 each, so a second output costs no
+// mainloop stage at 128x256 and 128x128.
 TEST(GemmEpilogueLayout, StagesBesideTheEpilogue) {
   EXPECT_EQ((GemmKernel<CoopTile, Coop>::Stages), 4);
   EXPECT_EQ((GemmKernel<CoopTile, CoopF32D>::Stages), 3);
   EXPECT_EQ((GemmKernel<CoopTile, CoopF32C>::Stages), 4);
   EXPECT_EQ((GemmKernel<PingpongTile, Pingpong>::Stages), 5);
   EXPECT_EQ((GemmKernel<Bm64Tile, Bm64>::Stages), 8);
+  EXPECT_EQ((GemmKernel<CoopTile, CoopAct>::Stages), 4);
+  EXPECT_EQ((GemmKernel<PingpongTile, PingpongAct>::Stages), 5);
+  EXPECT_EQ((GemmKernel<PingpongTile, PingpongDAct>::Stages), 5);
   EXPECT_EQ(Coop::EpiStagesD, 4);
+  EXPECT_EQ(CoopAct::EpiStagesD, 2);
+  EXPECT_EQ(PingpongAct::EpiN, 32);
+  EXPECT_EQ(PingpongAct::EpiStagesD, 4);
+  EXPECT_EQ(Pingpong::kSmemBytes, PingpongAct::kSmemBytes);
+  EXPECT_EQ(Coop::kSmemBytes, CoopAct::kSmemBytes);
+  EXPECT_LE(sizeof(GemmKernel<PingpongTile, PingpongDAct>::SharedStorage), size_t(PingpongTile::kMaxSmem));
   // Without a C buffer or a second output the epilogue's storage is D's buffers alone.
   EXPECT_EQ(sizeof(Coop::TensorStorage), sizeof(Coop::StorageD));
 }
@@ -129,11 +149,14 @@ TEST(GemmEpilogueLayout, FragmentMatchesCuteAccumulator) {
   expect_fragment_matches_cute<PingpongTile>();
   expect_fragment_matches_cute<Bm64Tile>();
   expect_fragment_matches_cute<Bn64Tile>();
+  expect_fragment_matches_cute<PingpongTile, PingpongAct::EpiN>();  // 64 x 32 subtiles (two outputs)
+  expect_fragment_matches_cute<Bm64Tile, 32>();
 }
 
 TEST(GemmEpilogueLayout, MatrixAddressingMatchesFragment) {
   expect_matrix_addressing_matches_fragment<32, bf16, 256>();  // cooperative 128x256 / 128x64
   expect_matrix_addressing_matches_fragment<64, bf16, 128>();  // pingpong, 64x128
+  expect_matrix_addressing_matches_fragment<32, bf16, 128>();  // pingpong with two outputs
 }
 
 TEST(GemmEpilogueLayout, SwizzleIsABijectionWithinEachStage) {

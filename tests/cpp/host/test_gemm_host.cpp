@@ -136,6 +136,16 @@ TEST(AutotuneCache, GemmKeyNamesDtypesMajorsAndWhetherCIsRead) {
   p.c = &c;  // C read (beta != 0): another key
   p.d_dtype = quack::DType::kFloat32;
   EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m128 n8192 k8192 l1 bf16.bf16>f32 A:k B:m epi:lincomb+c");
+  // The fused epilogues: their name and output 1's dtype (gemm_dact always reads its preact as C).
+  p.epilogue = quack::detail::GemmEpilogue::kAct;
+  p.d_dtype = quack::DType::kBFloat16;
+  p.d1_dtype = quack::DType::kBFloat16;
+  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m epi:act+c,bf16");
+  p.c = nullptr;
+  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m epi:act,bf16");
+  p.epilogue = quack::detail::GemmEpilogue::kDAct;
+  p.c = &c;
+  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m epi:dact,bf16");
 }
 
 // One candidate: no tuning, no CUDA call (this runs without a GPU).

@@ -50,7 +50,9 @@ TEST(GemmInstances, NamesFollowTheListsRule) {
     EXPECT_EQ(std::string(i.tile), expected_tile(i)) << i.name;
     EXPECT_TRUE(names.insert(i.name).second) << i.name << " is listed twice";
     EXPECT_NE(i.run, nullptr) << i.name;
-    if (i.epilogue == GemmEpilogue::kLinComb) EXPECT_EQ(i.d1, i.d) << i.name << ": one output";
+    if (i.epilogue == GemmEpilogue::kLinComb) {
+      EXPECT_EQ(i.d1, i.d) << i.name << ": one output";
+    }
   }
 }
 
@@ -72,7 +74,9 @@ TEST(GemmInstances, EveryGroupHasTheDefaultTile) {
   };
   std::set<Key> with_default;
   for (const GemmInstance& i : kGemmInstances)
-    if (is_default(i)) EXPECT_TRUE(with_default.insert(key(i)).second) << i.name << ": two default instances";
+    if (is_default(i)) {
+      EXPECT_TRUE(with_default.insert(key(i)).second) << i.name << ": two default instances";
+    }
   for (const GemmInstance& i : kGemmInstances)
     EXPECT_TRUE(with_default.count(key(i))) << i.name << " has no 128x256 cooperative instance beside it";
 }

@@ -1,0 +1,152 @@
+// quack_cpp._C: gemm_act, gemm_dact and their can_implement (quack/gemm_act.h). Tensors are
+// tuples as in binding.cpp (bind_util.h); the activation is its name (quack::activation_name:
+// "identity" or "none", "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh"). No logic: the
+// C++ API validates (quack::InvalidArgument -> ValueError, quack::CudaError -> RuntimeError).
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <string>
+
+#include "bind_util.h"
+#include "quack/errors.h"
+#include "quack/gemm_act.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+using quack_py::kTensorDoc;
+using quack_py::OptTensor;
+using quack_py::to_ref;
+using quack_py::to_stream;
+
+quack::Activation to_activation(const std::string& name, const char* fn) {
+  quack::Activation a;
+  if (!quack::activation_from_name(name.c_str(), &a))
+    throw quack::InvalidArgument(std::string(fn) + ": activation is '" + name +
+                                 "', expected one of identity (or none), relu, relu_sq, gelu_tanh_approx, silu, tanh");
+  return a;
+}
+
+quack::GemmActArgs act_args(const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
+                            const OptTensor& postact, const std::string& activation, double alpha, double beta,
+                            bool tuned, uintptr_t tile_counter) {
+  const char* fn = "gemm_act";
+  quack::GemmActArgs g;
+  g.a = to_ref(a, fn, "a");
+  g.b = to_ref(b, fn, "b");
+  g.c = to_ref(c, fn, "c");
+  g.preact = to_ref(preact, fn, "preact");
+  g.postact = to_ref(postact, fn, "postact");
+  g.activation = to_activation(activation, fn);
+  g.alpha = static_cast<float>(alpha);
+  g.beta = static_cast<float>(beta);
+  g.tuned = tuned;
+  g.tile_counter = reinterpret_cast<uint32_t*>(tile_counter);
+  return g;
+}
+
+quack::GemmDActArgs dact_args(const OptTensor& a, const OptTensor& b, const OptTensor& preact,
+                              const OptTensor& dpreact, const OptTensor& postact, const std::string& activation,
+                              bool tuned, uintptr_t tile_counter) {
+  const char* fn = "gemm_dact";
+  quack::GemmDActArgs g;
+  g.a = to_ref(a, fn, "a");
+  g.b = to_ref(b, fn, "b");
+  g.preact = to_ref(preact, fn, "preact");
+  g.dpreact = to_ref(dpreact, fn, "dpreact");
+  g.postact = to_ref(postact, fn, "postact");
+  g.activation = to_activation(activation, fn);
+  g.tuned = tuned;
+  g.tile_counter = reinterpret_cast<uint32_t*>(tile_counter);
+  return g;
+}
+
+constexpr const char* kActDoc =
+    "  preact[l] = alpha * (A[l] @ B[l]) + beta * C[l];  postact[l] = act(preact[l])\n"
+    "fp32 accumulation and activation (QuACK's formulas, quack/gemm_act.h), one rounding per\n"
+    "output. a: (M, K) or (L, M, K) bf16, row-major; b: (K, N) or (L, K, N), a's dtype,\n"
+    "column-major (W.T of a weight W (N, K)); c, preact, postact: (M, N) or (L, M, N), row-major,\n"
+    "bf16 (what is compiled today; quack/gemm_act.h lists it). preact None: not stored; c None:\n"
+    "no C (beta must be 0). activation: identity (none), relu, relu_sq, gelu_tanh_approx, silu,\n"
+    "tanh. tile_counter: address of one uint32 (zeroed once) for the dynamic scheduler, 0: none.\n";
+
+constexpr const char* kDActDoc =
+    "  D[l] = A[l] @ B[l];  dpreact[l] = D[l] * act'(preact[l]);  postact[l] = act(preact[l])\n"
+    "fp32 accumulation and activation, one rounding per output. a: (M, K) or (L, M, K) bf16,\n"
+    "row-major (dout); b: (K, N) or (L, K, N), a's dtype, row-major (a weight W (K = out, N =\n"
+    "in)); preact, dpreact, postact: (M, N) or (L, M, N), row-major, bf16. postact None: not\n"
+    "stored. activation and tile_counter as gemm_act.\n";
+
+}  // namespace
+
+void bind_gemm_act(nb::module_& m) {
+  m.def(
+      "gemm_act_can_implement",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
+         const OptTensor& postact, const std::string& activation, double alpha, double beta) {
+        quack::GemmActArgs g = act_args(a, b, c, preact, postact, activation, alpha, beta, false, 0);
+        nb::gil_scoped_release release;
+        quack::can_implement(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
+      nb::arg("activation") = "identity", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
+      (std::string("Validates gemm_act arguments (quack::can_implement) without any CUDA call;\n"
+                   "returns None or raises ValueError whose message starts with 'gemm_act: '. The\n"
+                   "problem:\n") +
+       kActDoc + kTensorDoc)
+          .c_str());
+
+  m.def(
+      "gemm_act",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
+         const OptTensor& postact, const std::string& activation, double alpha, double beta, uintptr_t stream,
+         bool tuned, uintptr_t tile_counter) {
+        quack::GemmActArgs g = act_args(a, b, c, preact, postact, activation, alpha, beta, tuned, tile_counter);
+        nb::gil_scoped_release release;
+        quack::gemm_act(g, to_stream(stream));
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
+      nb::arg("activation") = "identity", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
+      nb::arg("stream") = 0, nb::arg("tuned") = false, nb::arg("tile_counter") = 0,
+      (std::string("GEMM with a fused activation (quack::gemm_act), written into preact (when\n"
+                   "given) and postact on the given stream:\n") +
+       kActDoc +
+       "M = 0, N = 0 or L = 0: nothing launched. K = 0: preact = beta * c (zeros without c).\n" +
+       kTensorDoc + "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
+          .c_str());
+
+  m.def(
+      "gemm_dact_can_implement",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
+         const OptTensor& postact, const std::string& activation) {
+        quack::GemmDActArgs g = dact_args(a, b, preact, dpreact, postact, activation, false, 0);
+        nb::gil_scoped_release release;
+        quack::can_implement(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
+      nb::arg("activation") = "identity",
+      (std::string("Validates gemm_dact arguments (quack::can_implement) without any CUDA call;\n"
+                   "returns None or raises ValueError whose message starts with 'gemm_dact: '. The\n"
+                   "problem:\n") +
+       kDActDoc + kTensorDoc)
+          .c_str());
+
+  m.def(
+      "gemm_dact",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
+         const OptTensor& postact, const std::string& activation, uintptr_t stream, bool tuned,
+         uintptr_t tile_counter) {
+        quack::GemmDActArgs g = dact_args(a, b, preact, dpreact, postact, activation, tuned, tile_counter);
+        nb::gil_scoped_release release;
+        quack::gemm_dact(g, to_stream(stream));
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
+      nb::arg("activation") = "identity", nb::arg("stream") = 0, nb::arg("tuned") = false,
+      nb::arg("tile_counter") = 0,
+      (std::string("Activation gradient fused into a GEMM (quack::gemm_dact), written into dpreact\n"
+                   "and postact (when given) on the given stream:\n") +
+       kDActDoc + "M = 0, N = 0 or L = 0: nothing launched. K = 0: dpreact = 0, postact = act(preact).\n" +
+       kTensorDoc + "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
+          .c_str());
+}

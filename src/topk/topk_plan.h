@@ -1,0 +1,100 @@
+// Top-k's host plan (no CUDA call; the host tests sweep it) and the launch parameters every
+// top-k kernel shares. Plain data, host and device.
+//
+// Paths:
+//   kQueue  k ≤ kTopkQueueMaxK: the warp-queue kernel (topk_queue_kernel.cuh), W warps per
+//           row, R rows per CTA; no workspace.
+//   kSort   k > kTopkQueueMaxK: CUB's segmented radix sort of each row (topk_sort.cu) in a
+//           workspace, then an epilogue kernel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/row_io.h"
+#include "quack/tensor.h"
+
+#ifdef __CUDACC__
+#define QUACK_TOPK_HD __host__ __device__
+#else
+#define QUACK_TOPK_HD
+#endif
+
+namespace quack::detail {
+
+inline constexpr int kTopkQueueMaxK = 256;  // queue of ≤ 8 registers × 32 lanes
+inline constexpr int kTopkUnroll = 4;       // 16-byte vectors per lane per iteration
+inline constexpr int kTopkMaxWarpsPerRow = 16;
+inline constexpr int kTopkBufEntries = 64;  // per-warp shared buffer of accepted entries
+
+enum class TopkPath : int { kNone = 0, kQueue = 1, kSort = 2 };
+
+/// One call as the plan sees it.
+struct TopkProblem {
+  int64_t M = 0, N = 0, k = 0;
+  DType x = DType::kFloat32;
+  bool vec_ok = false;  // x: column stride 1 (or N = 1), 16-byte aligned base and row stride
+  int sm_count = 132;
+};
+
+struct TopkPlan {
+  TopkPath path = TopkPath::kNone;
+  int queue_regs = 0;     // R_q: queue capacity 32·R_q ≥ k, R_q ∈ {1, 2, 4, 8}
+  int packed_bits = 64;   // 32: (16-bit key, 16-bit index) entries (16-bit x, N < 65536); 64
+  bool vec_io = false;    // 16-byte loads (else element loads with any strides)
+  int warps_per_row = 1;  // W
+  int rows_per_cta = 1;   // R
+  int threads = 0;        // 32·W·R
+  int64_t slice = 0;      // columns per warp, a multiple of the iteration's columns
+  int64_t grid = 0;       // CTAs
+  size_t smem = 0;        // dynamic shared memory per CTA
+};
+
+/// The plan for problem `pr` (M = 0 or k = 0: kNone). forced_warps > 0 (a power of 2 ≤
+/// kTopkMaxWarpsPerRow) sets the warps per row instead of the heuristic (tests, benchmarks).
+TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0);
+
+/// Columns one warp covers per iteration: kTopkUnroll 16-byte vectors per lane.
+inline constexpr int64_t topk_iter_cols(int elt_bytes) {
+  return kTopkUnroll * 32 * (16 / elt_bytes);
+}
+
+/// Shared-memory layout of the queue kernel (bytes from the dynamic base), one function for the
+/// host plan and the kernel: per warp a buffer of kTopkBufEntries packed entries; with W > 1,
+/// per row W queues of 32·R_q entries (exchange) and W (max, sum) pairs.
+struct TopkSmem {
+  size_t buf, exchange, stats, total;
+};
+QUACK_TOPK_HD inline constexpr TopkSmem topk_smem_layout(int warps_per_row, int rows_per_cta,
+                                                         int queue_regs, int packed_bytes) {
+  const size_t warps = static_cast<size_t>(warps_per_row) * rows_per_cta;
+  TopkSmem s{};
+  s.buf = 0;
+  s.exchange = warps * kTopkBufEntries * packed_bytes;
+  const size_t ex = warps_per_row > 1 ? warps * 32 * queue_regs * packed_bytes : 0;
+  s.stats = s.exchange + ex;
+  const size_t st = warps_per_row > 1 ? warps * 2 * sizeof(float) : 0;
+  s.total = (s.stats + st + 15) / 16 * 16;
+  return s;
+}
+
+/// The kernels' parameters (plain data).
+struct TopkParams {
+  RowIO x;        // (M, N)
+  RowIO values;   // (M, k)
+  RowIO indices;  // (M, k), int32 or int64
+  RowIO lse;      // (M) fp32 or absent (ptr null)
+  int64_t M = 0, N = 0;
+  int k = 0;
+  int softmax = 0;  // TopkSoftmax
+  bool largest = true;
+  int warps_per_row = 1;
+  int rows_per_cta = 1;
+  int64_t slice = 0;
+  bool vec_io = false;  // 16-byte loads (x: vector-aligned rows, unit column stride)
+};
+
+/// Readable plan name for benchmarks: "queue-q1-p32-vec-w1r4", "sort".
+const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len);
+
+}  // namespace quack::detail

@@ -1,0 +1,391 @@
+// The warp-queue top-k kernel (k ≤ kTopkQueueMaxK): RAFT's warp_sort_filtered / FAISS's
+// WarpSelect, with the softmax of the MoE router fused.
+//
+// Thread -> data: a CTA holds R rows × W warps (topk_plan.h); warp w of a row scans columns
+// [w·slice, min(N, (w+1)·slice)) in iterations of kTopkUnroll·32·V columns (V = 16 / sizeof(T)
+// elements per 16-byte vector). Vector path: lane l loads vectors u·32 + l (u < kTopkUnroll)
+// of the iteration, one 16-byte streaming load each; element path (any strides): element
+// (u, i) of lane l is column u·32·V + 32·i + l of the iteration (coalesced for unit stride).
+//
+// Per row, in registers: the queue q (32·kQ entries (key, column) packed as P, sorted
+// descending across the warp: topk_warp.cuh), the threshold thr (the k-th entry of q, or the
+// first-block bound below), and its value thr_f as an fp32 x'. Per element the fast path is one
+// fp32 compare (x' < thr_f: not a candidate; NaN never compares below, so it is always looked
+// at); an iteration with no candidate in the warp costs nothing more. Otherwise each of the
+// lane's kU·V slots is offered in turn: lanes whose entry beats thr write it to the warp's
+// buffer in shared memory (ballot + popc positions); every 32 buffered entries are sorted and
+// merged into q (warp_queue_merge), which raises thr. At the end the buffer's rest is merged;
+// with W > 1 warp 0 of the row merges the other warps' queues from shared memory.
+//
+// First-block bound (k ≤ 16·kU = 64): the k-th largest of 32 lane maxima (k ≤ 8) or of 32·kU
+// vector maxima of the first iteration is ≤ the k-th best of the row (k disjoint groups each
+// hold an element at least that large), so elements with a smaller key are rejected from the
+// start instead of after the queue has filled.
+//
+// Softmax (kRow): each lane folds the online (max, Σ e^(x − max)) of its elements per
+// iteration (one exponential per element), reduced over the warp and the row's warps at the
+// end (row_reduce.cuh's OnlineMaxSum). kSelected: the same over the k selected values.
+//
+// Shared memory: per warp kTopkBufEntries entries (a slot's insertion can take the buffer from
+// ≤ 31 to ≤ 63); with W > 1 the queues and (max, sum) pairs of every warp (topk_smem_layout).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "common/launch.h"
+#include "common/row_general.cuh"
+#include "common/vec.cuh"
+#include "row/row_math.cuh"
+#include "row/row_reduce.cuh"
+#include "topk/topk_plan.h"
+#include "topk/topk_warp.cuh"
+
+namespace quack::detail {
+
+inline constexpr int kTopkSoftmaxNone = 0, kTopkSoftmaxSelected = 1, kTopkSoftmaxRow = 2;
+
+/// x ↦ x' (sgn = 0: largest) or −x (sgn = 0x80000000: smallest), and back.
+__device__ __forceinline__ float topk_flip(float v, uint32_t sgn) {
+  return __uint_as_float(__float_as_uint(v) ^ sgn);
+}
+
+/// The worst value of T for the mode: −inf (largest) or +inf (smallest).
+template <typename T>
+__device__ __forceinline__ T topk_worst(bool largest) {
+  if constexpr (std::is_same_v<T, float>)
+    return __uint_as_float(largest ? 0xff800000u : 0x7f800000u);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __ushort_as_bfloat16(largest ? 0xff80 : 0x7f80);
+  else return __ushort_as_half(largest ? 0xfc00 : 0x7c00);
+}
+
+/// Element i of a packed vector in fp32 (bf16: one bit operation on its 32-bit word).
+template <typename T, int kV>
+__device__ __forceinline__ float topk_elem(const Packed<T, kV>& v, int i) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    static_assert(kV == 8, "one 16-byte word");
+    const uint4 w4 = v.word[0];
+    const int j = i / 2;  // compile-time after unrolling
+    const uint32_t w = j == 0 ? w4.x : j == 1 ? w4.y : j == 2 ? w4.z : w4.w;
+    return __uint_as_float(i % 2 ? (w & 0xffff0000u) : (w << 16));
+  } else {
+    return to_float(v.elt[i]);
+  }
+}
+
+/// v unchanged, through an empty asm the compiler cannot see into (no instruction).
+__device__ __forceinline__ int topk_opaque(int v) {
+  asm volatile("" : "+r"(v));
+  return v;
+}
+__device__ __forceinline__ int64_t topk_opaque(int64_t v) {
+  asm volatile("" : "+l"(v));
+  return v;
+}
+template <typename T, int kV>
+__device__ __forceinline__ Packed<T, kV> topk_opaque(Packed<T, kV> v) {
+  static_assert(Packed<T, kV>::kWords == 1 && Packed<T, kV>::kWordBytes == 16, "one uint4");
+  asm volatile("" : "+r"(v.word[0].x), "+r"(v.word[0].y), "+r"(v.word[0].z), "+r"(v.word[0].w));
+  return v;
+}
+
+/// indices[row, j] = col in the tensor's integer dtype (int64 or int32).
+__device__ __forceinline__ void topk_store_index(const RowIO& t, int64_t row, int64_t j,
+                                                 int64_t col) {
+  const int64_t off = row * t.row_stride + j * t.col_stride;
+  if (t.dtype == DType::kInt64) static_cast<int64_t*>(t.ptr)[off] = col;
+  else static_cast<int32_t*>(t.ptr)[off] = static_cast<int32_t>(col);
+}
+
+/// Writes the k entries of a sorted list: entry e (value x' of `xp`, column `col`) to
+/// values[row, e] / indices[row, e], with the softmax's (m, 1/s) applied when `softmax`.
+__device__ __forceinline__ void topk_store_entry(const TopkParams& p, int64_t row, int64_t e,
+                                                 float x, int64_t col, float m, float inv_s) {
+  const float out = p.softmax == kTopkSoftmaxNone ? x : exp_diff(x, m) * inv_s;
+  store1(p.values, row, e, out);
+  topk_store_index(p.indices, row, e, col);
+}
+
+template <typename T, typename P, int kQ>
+__global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) {
+  using Key = TopkKey<T>;
+  using Pk = TopkPack<P>;
+  constexpr int kV = 16 / sizeof(T);  // elements per 16-byte vector
+  constexpr int kU = kTopkUnroll;     // vectors per lane per iteration
+  constexpr int kStep = 32 * kV;      // columns per warp and vector
+  constexpr int kIter = kU * kStep;   // columns per warp and iteration
+  constexpr int kSlots = kU * kV;     // elements per lane and iteration
+  constexpr unsigned kFull = 0xffffffffu;
+  static_assert(sizeof(P) == 8 || sizeof(T) == 2, "32-bit entries hold 16-bit keys only");
+  static_assert(kSlots <= 32, "one bit per slot");
+
+  extern __shared__ __align__(16) unsigned char topk_smem[];
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int W = p.warps_per_row;
+  const int row_local = warp / W, wr = warp - row_local * W;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * p.rows_per_cta + row_local;
+  const bool row_ok = row < p.M;
+  const TopkSmem lay = topk_smem_layout(W, p.rows_per_cta, kQ, sizeof(P));
+  P* const buf = reinterpret_cast<P*>(topk_smem + lay.buf) + warp * kTopkBufEntries;
+  const unsigned lanes_below = (1u << lane) - 1u;
+
+  const bool largest = p.largest;
+  const uint32_t sgn = largest ? 0u : 0x80000000u;
+  const int64_t c_begin = min(p.N, static_cast<int64_t>(wr) * p.slice);
+  const int64_t c_end = row_ok ? min(p.N, c_begin + p.slice) : c_begin;
+  const T* const xrow = static_cast<const T*>(p.x.ptr) + (row_ok ? row * p.x.row_stride : 0);
+  const int64_t cs = p.x.col_stride;  // 1 on the vector path (or N = 1)
+  const bool vec = p.vec_io;
+  const bool row_softmax = p.softmax == kTopkSoftmaxRow;
+  const T filler = topk_worst<T>(largest);
+
+  // Column of the lane's element (u, i), relative to its iteration's first column: the lane
+  // holds vectors u·32 + lane of the iteration (the element path reads them element by element).
+  auto off_of = [&](int u, int i) -> int { return (u * 32 + lane) * kV + i; };
+
+  P q[kQ];
+#pragma unroll
+  for (int r = 0; r < kQ; ++r) q[r] = 0;
+  P thr = 0;                                   // entries ≤ thr are out
+  float thr_f = __uint_as_float(0x7fffffffu);  // x' below it is out (NaN: nothing is)
+  int buf_n = 0;                               // entries in buf (warp-uniform)
+  OnlineMaxSum::Val st = OnlineMaxSum::identity();
+  bool first = true;
+
+  auto merge_buffer = [&]() {  // buf_n ≥ 32: merge the first 32 entries into q
+    __syncwarp();
+    const P b = buf[lane];
+    const bool more = lane + 32 < buf_n;
+    const P rest = more ? buf[lane + 32] : P(0);
+    __syncwarp();
+    if (more) buf[lane] = rest;
+    __syncwarp();
+    buf_n -= 32;
+    warp_queue_merge<kQ>(q, b, lane);
+    thr = topk_max(thr, warp_queue_at<kQ>(q, p.k - 1));
+    thr_f = Key::value(Pk::key(thr));
+  };
+
+  for (int64_t c0 = c_begin; c0 < c_end; c0 += kIter) {
+    const int lim = static_cast<int>(min(c_end - c0, static_cast<int64_t>(kIter)));
+    const T* const xit = xrow + c0 * cs;
+    // The lane's elements, packed (16-bit x stays 16-bit in registers); past c_end the worst
+    // value (−inf for largest, +inf for smallest), which the fast path rejects.
+    Packed<T, kV> pk[kU];
+    if (vec && lim == kIter) {  // a full iteration: the kU loads issue back to back
+#pragma unroll
+      for (int u = 0; u < kU; ++u) load_packed<Cache::kStream>(xit + off_of(u, 0), pk[u]);
+    } else {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int ov = off_of(u, 0);
+        if (vec && ov + kV <= lim) {
+          load_packed<Cache::kStream>(xit + ov, pk[u]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < kV; ++i) pk[u].elt[i] = ov + i < lim ? xit[(ov + i) * cs] : filler;
+        }
+      }
+    }
+    auto x_at = [&](int u, int i) { return topk_elem(pk[u], i); };
+
+    if (row_softmax) {  // the lane's online (max, Σ e^(x − max)), folded vector by vector
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        float m = kNegInf;
+#pragma unroll
+        for (int i = 0; i < kV; ++i)
+          if (off_of(u, i) < lim) m = fmaxf(m, x_at(u, i));
+        const float mr = m == kNegInf ? 0.f : m;
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < kV; ++i)
+          if (off_of(u, i) < lim) s += exp_diff(x_at(u, i), mr);
+        st = OnlineMaxSum::combine(st, {{m, s}});
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) pk[u] = topk_opaque(pk[u]);  // no CSE with the fast path
+    }
+
+    if (first) {  // first-block bound (warp-uniform branch)
+      first = false;
+      if (p.k <= 16 * kU) {  // a useful bound: at least 2k delegates
+        // Maxima of x' per vector over its valid elements, starting from NaN (fmaxf ignores a
+        // NaN operand): a vector of only NaNs keeps NaN, whose key is its elements' key; a
+        // vector with numbers gets its largest number, whose key is ≤ its best element's
+        // (NaN ranks above every number; −0 or +0 for a zero, and key(−0) < key(+0)).
+        // A vector without a valid element has key 0, the bound that excludes nothing.
+        uint32_t d[kU];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          float mx = __uint_as_float(0x7fffffffu);
+#pragma unroll
+          for (int i = 0; i < kV; ++i)
+            if (off_of(u, i) < lim) mx = fmaxf(mx, topk_flip(x_at(u, i), sgn));
+          d[u] = off_of(u, 0) < lim ? Key::key(mx, largest) : 0u;
+        }
+        uint32_t bound;
+        if (p.k <= 8) {  // k-th of the 32 lane maxima
+          uint32_t t[1] = {d[0]};
+#pragma unroll
+          for (int u = 1; u < kU; ++u) t[0] = max(t[0], d[u]);
+          warp_bitonic_sort<true, 1>(t, lane);
+          bound = __shfl_sync(kFull, t[0], p.k - 1);
+        } else {  // k-th of the 32·kU vector maxima
+          warp_bitonic_sort<true, kU>(d, lane);
+          bound = warp_queue_at<kU>(d, p.k - 1);
+        }
+        thr = Pk::floor(bound);
+        thr_f = Key::value(bound);
+      }
+    }
+
+    // Fast path, on x: a candidate is not below the threshold (largest) or not above it.
+    const float thr_x = topk_flip(thr_f, sgn);
+    bool hit = false;
+    if (largest) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+#pragma unroll
+        for (int i = 0; i < kV; ++i) hit |= !(x_at(u, i) < thr_x);
+    } else {
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+#pragma unroll
+        for (int i = 0; i < kV; ++i) hit |= !(x_at(u, i) > thr_x);
+    }
+    if (!__any_sync(kFull, hit)) continue;
+
+    // The slots with a candidate in some lane (the threshold only rises from here, so this is
+    // a superset of the slots that can still insert): the others are skipped by one test.
+    unsigned cand = 0;
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int i = 0; i < kV; ++i) {
+        const float x = x_at(u, i);
+        cand |= static_cast<unsigned>(largest ? !(x < thr_x) : !(x > thr_x)) << (u * kV + i);
+      }
+    const unsigned slots = __reduce_or_sync(kFull, cand);
+
+    // Offer the slots in order; one copy of the slot code and one of the merge: a pass stops
+    // when the buffer holds 32, merges, and the next pass resumes at the following slot.
+    int next = 0;
+    while (true) {
+      // Opaque (no instruction): keeps the compiler from hoisting the slots' unpacked values
+      // and columns out of this loop, a register each (which spilled).
+#pragma unroll
+      for (int u = 0; u < kU; ++u) pk[u] = topk_opaque(pk[u]);
+      const int ln = topk_opaque(lane), lm = topk_opaque(lim);
+      const int64_t cb = topk_opaque(c0);
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) {
+        if (((slots >> s) & 1u) && s >= next && buf_n < 32) {
+          next = s + 1;
+          const int u = s / kV, i = s % kV;
+          const float xv = topk_flip(topk_elem(pk[u], i), sgn);
+          const int o = (u * 32 + ln) * kV + i;
+          bool pred = false;
+          P e = 0;
+          if (!(xv < thr_f) && o < lm) {
+            e = Pk::pack(Key::key(xv, largest), cb + o);
+            pred = e > thr;
+          }
+          const unsigned m = __ballot_sync(kFull, pred);
+          if (pred) buf[buf_n + __popc(m & lanes_below)] = e;
+          buf_n += __popc(m);
+        }
+      }
+      if (buf_n < 32) break;
+      merge_buffer();
+    }
+  }
+
+  if (buf_n > 0) {  // the buffer's rest (< 32 entries; empty slots are 0)
+    __syncwarp();
+    const P b = lane < buf_n ? buf[lane] : P(0);
+    warp_queue_merge<kQ>(q, b, lane);
+  }
+  if (row_softmax) st = warp_allreduce_red<OnlineMaxSum>(st, 32);
+
+  if (W > 1) {  // warp 0 of each row merges the row's other queues (CTA-uniform branch)
+    P* const ex = reinterpret_cast<P*>(topk_smem + lay.exchange);
+    float* const sts = reinterpret_cast<float*>(topk_smem + lay.stats);
+#pragma unroll
+    for (int r = 0; r < kQ; ++r) ex[(warp * kQ + r) * 32 + lane] = q[r];
+    if (lane == 0) {
+      sts[2 * warp] = st.v[0];
+      sts[2 * warp + 1] = st.v[1];
+    }
+    __syncthreads();
+    if (wr == 0) {
+      P kth = warp_queue_at<kQ>(q, p.k - 1);
+#pragma unroll 1
+      for (int w = 1; w < W; ++w) {
+        const P* const other = ex + (warp + w) * kQ * 32;
+#pragma unroll 1
+        for (int r = 0; r < kQ; ++r) {
+          if (other[r * 32] <= kth) break;  // block r's best is out: so is everything after it
+          warp_queue_merge<kQ>(q, other[r * 32 + lane], lane);
+          kth = warp_queue_at<kQ>(q, p.k - 1);
+        }
+        if (row_softmax)
+          st = OnlineMaxSum::combine(st, {{sts[2 * (warp + w)], sts[2 * (warp + w) + 1]}});
+      }
+    }
+  }
+
+  if (wr != 0 || !row_ok) return;
+  const int k = p.k;
+  float val[kQ];
+#pragma unroll
+  for (int r = 0; r < kQ; ++r) val[r] = topk_flip(Key::value(Pk::key(q[r])), sgn);
+  float m = 0.f, inv_s = 1.f;
+  if (p.softmax == kTopkSoftmaxSelected) {
+    float mx = kNegInf;
+#pragma unroll
+    for (int r = 0; r < kQ; ++r)
+      if (r * 32 + lane < k) mx = fmaxf(mx, val[r]);
+    const float mr = mx == kNegInf ? 0.f : mx;
+    float s = 0.f;
+#pragma unroll
+    for (int r = 0; r < kQ; ++r)
+      if (r * 32 + lane < k) s += exp_diff(val[r], mr);
+    st = warp_allreduce_red<OnlineMaxSum>({{mx, s}}, 32);
+  }
+  if (p.softmax != kTopkSoftmaxNone) {
+    m = st.v[0] == kNegInf ? 0.f : st.v[0];
+    inv_s = 1.f / st.v[1];
+    if (row_softmax && p.lse.ptr != nullptr && lane == 0)
+      static_cast<float*>(p.lse.ptr)[row * p.lse.col_stride] =
+          st.v[0] + log2_approx(st.v[1]) * kLn2;
+  }
+#pragma unroll
+  for (int r = 0; r < kQ; ++r) {
+    const int e = r * 32 + lane;
+    if (e < k) topk_store_entry(p, row, e, val[r], Pk::col(q[r]), m, inv_s);
+  }
+}
+
+/// Launches topk_queue_kernel<T, P, plan.queue_regs> on `stream`.
+template <typename T, typename P>
+void launch_topk_queue(const TopkPlan& plan, const TopkParams& p, cudaStream_t stream,
+                       const char* where) {
+  auto go = [&](auto q_tag) {
+    constexpr int kQ = decltype(q_tag)::value;
+    launch(topk_queue_kernel<T, P, kQ>, plan.grid, plan.threads, plan.smem, 1, stream, where, p);
+  };
+  switch (plan.queue_regs) {
+    case 1: return go(std::integral_constant<int, 1>{});
+    case 2: return go(std::integral_constant<int, 2>{});
+    case 4: return go(std::integral_constant<int, 4>{});
+    case 8: return go(std::integral_constant<int, 8>{});
+    default:
+      throw InvalidArgument(std::string(where) + ": internal error: a queue of " +
+                            std::to_string(plan.queue_regs) + " registers");
+  }
+}
+
+}  // namespace quack::detail

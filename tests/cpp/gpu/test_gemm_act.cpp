@@ -1,0 +1,377 @@
+// Tier 2: gemm_act and gemm_dact on the device against a float64 CPU reference. Skips without a GPU.
+//
+// Every activation, both compiled tiles (QUACK_GEMM_TILE_N = 256: cooperative 128x256, 128:
+// pingpong 128x128), tails (M, N not multiples of the tile; N·2 bytes not a multiple of 16: the
+// clipped stores), batches, C with beta, preact / postact stored or not, the dynamic scheduler,
+// K = 0, tuned. Inputs are random (never zero) and exact in their dtype; every output (and its
+// row padding) is poisoned with NaN before the call: an unwritten element fails, a write outside
+// an output is caught, an output that must not be written stays NaN.
+// Reference (float64): acc = Σ_k a·b; gemm_act: preact = alpha·acc + beta·c, postact = act(preact)
+// (from the unrounded preact, as the kernel); gemm_dact: dpreact = acc·act'(preact), postact =
+// act(preact) (from the bf16 preact the kernel reads). Tolerance (reference/tolerance.h): the
+// output's dtype rel (bf16 8e-3), plus 8e-3 for the activations computed through tanh.approx.f32
+// (relative error 2^-11, amplified in the derivatives), times scale = max(max|ref|, floor), floor
+// = the magnitude of the summed terms (Σ_k|a·b| / sqrt(K), times max|act'| for dpreact).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gpu/gemm_mat.h"
+#include "gpu/gpu_util.h"
+#include "quack/errors.h"
+#include "quack/gemm_act.h"
+#include "reference/random.h"
+
+namespace quack::test {
+namespace {
+
+constexpr Activation kActs[] = {Activation::kIdentity, Activation::kRelu, Activation::kReluSq,
+                                Activation::kGeluTanhApprox, Activation::kSilu, Activation::kTanh};
+
+// act(x) and act'(x) in float64 (the formulas of quack/gemm_act.h).
+double act_ref(Activation a, double x) {
+  switch (a) {
+    case Activation::kRelu: return x > 0 ? x : 0.0;
+    case Activation::kReluSq: return x > 0 ? x * x : 0.0;
+    case Activation::kGeluTanhApprox: {
+      const double c = std::sqrt(2.0 / M_PI);
+      return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+    }
+    case Activation::kSilu: return x / (1.0 + std::exp(-x));
+    case Activation::kTanh: return std::tanh(x);
+    default: return x;
+  }
+}
+
+double dact_ref(Activation a, double x) {
+  switch (a) {
+    case Activation::kRelu: return x > 0 ? 1.0 : 0.0;
+    case Activation::kReluSq: return x > 0 ? 2.0 * x : 0.0;
+    case Activation::kGeluTanhApprox: {
+      const double c = std::sqrt(2.0 / M_PI), t = std::tanh(c * (x + 0.044715 * x * x * x));
+      return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+    }
+    case Activation::kSilu: {
+      const double s = 1.0 / (1.0 + std::exp(-x));
+      return s * (1.0 + x * (1.0 - s));
+    }
+    case Activation::kTanh: {
+      const double t = std::tanh(x);
+      return 1.0 - t * t;
+    }
+    default: return 1.0;
+  }
+}
+
+// Extra relative tolerance of the activations the kernel computes through tanh.approx.f32.
+double approx_rel(Activation a) {
+  return a == Activation::kGeluTanhApprox || a == Activation::kSilu || a == Activation::kTanh ? 8e-3 : 0.0;
+}
+
+struct ActCase {
+  int64_t L = 1, M = 1, N = 1, K = 1;
+  Activation act = Activation::kRelu;
+  bool dact = false;            // gemm_dact (a and b row-major), else gemm_act (a row-major, b column-major)
+  bool store_preact = true;     // gemm_act: preact given
+  bool store_postact = true;    // gemm_dact: postact given
+  bool with_c = false;          // gemm_act: C with beta
+  float alpha = 1.f, beta = 0.f;
+  double preact_std = 2.f;      // gemm_dact: spread of the preact input
+  bool dynamic = false;         // tile_counter
+  bool tuned = false;
+  uint64_t seed = 1;
+};
+
+std::string describe(const ActCase& c) {
+  return std::string(c.dact ? "gemm_dact " : "gemm_act ") + activation_name(c.act) + " L=" + std::to_string(c.L) +
+         " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+         (c.dact ? (c.store_postact ? " +postact" : " -postact") : (c.store_preact ? " +preact" : " -preact")) +
+         (c.with_c ? " c" : "") + (c.dynamic ? " dynamic" : "") + (c.tuned ? " tuned" : "");
+}
+
+// The rows checked against the reference: all for small problems, else the tile edges and a sample.
+std::set<int64_t> rows_to_check(int64_t L, int64_t M, int64_t N, int64_t K) {
+  std::set<int64_t> rows;
+  const bool full = double(L) * M * N * std::max<int64_t>(K, 1) <= double(1 << 26);
+  for (int64_t r = 0; r < L * M; ++r) {
+    const int64_t i = r % M;
+    const bool edge = i < 2 || i >= M - 2 || i % 64 == 0 || i % 64 == 63 || i % 128 == 127;
+    if (full || edge || r % std::max<int64_t>(1, (L * M) / 48) == 0) rows.insert(r);
+  }
+  return rows;
+}
+
+int64_t count_nonfinite(const std::vector<double>& v) {
+  int64_t n = 0;
+  for (double x : v) n += std::isfinite(x) ? 0 : 1;
+  return n;
+}
+
+bool all_nan(const std::vector<double>& v) {
+  for (double x : v)
+    if (!std::isnan(x)) return false;
+  return true;
+}
+
+void run_case(const ActCase& c) {
+  SCOPED_TRACE(describe(c));
+  Rng rng(c.seed);
+  const int64_t L = c.L, M = c.M, N = c.N, K = c.K;
+  const DType bf = DType::kBFloat16;
+  const std::vector<double> a = random_values(rng, L * M * K, bf);  // (L, M, K)
+  const std::vector<double> b = random_values(rng, L * K * N, bf);  // (L, K, N)
+  const std::vector<double> cv = random_values(rng, L * M * N, bf, 0.0, c.dact ? c.preact_std : 1.0);  // C or preact
+
+  Mat A = make_mat(bf, L, M, K, 'r', 0);
+  upload_into(A.mem, to_memory(A, a));
+  Mat B = make_mat(bf, L, K, N, c.dact ? 'r' : 'c', 0);
+  upload_into(B.mem, to_memory(B, b));
+  Mat C = make_mat(bf, L, M, N, 'r', 0);  // gemm_act's C or gemm_dact's preact (NaN unless read)
+  Mat D = make_mat(bf, L, M, N, 'r', 0);   // preact / dpreact (NaN)
+  Mat P = make_mat(bf, L, M, N, 'r', 0);   // postact (NaN)
+
+  static DeviceBuffer* counter = nullptr;  // one for every dynamic case; each launch leaves it at 0
+  if (c.dynamic && counter == nullptr) {
+    counter = new DeviceBuffer(sizeof(uint32_t));
+    QUACK_CUDA_OK(cudaMemset(counter->get(), 0, sizeof(uint32_t)));
+  }
+  uint32_t* tile_counter = c.dynamic ? static_cast<uint32_t*>(counter->get()) : nullptr;
+  bool d_written = true, p_written = true;
+  if (c.dact) {
+    upload_into(C.mem, to_memory(C, cv));
+    GemmDActArgs g;
+    g.a = A.arg;
+    g.b = B.arg;
+    g.preact = C.arg;
+    g.dpreact = D.arg;
+    if (c.store_postact) g.postact = P.arg;
+    p_written = c.store_postact;
+    g.activation = c.act;
+    g.tuned = c.tuned;
+    g.tile_counter = tile_counter;
+    ASSERT_NO_THROW(gemm_dact(g, nullptr));
+  } else {
+    if (c.with_c) upload_into(C.mem, to_memory(C, cv));
+    GemmActArgs g;
+    g.a = A.arg;
+    g.b = B.arg;
+    if (c.with_c) g.c = C.arg;
+    if (c.store_preact) g.preact = D.arg;
+    d_written = c.store_preact;
+    g.postact = P.arg;
+    g.activation = c.act;
+    g.alpha = c.alpha;
+    g.beta = c.with_c ? c.beta : 0.f;
+    g.tuned = c.tuned;
+    g.tile_counter = tile_counter;
+    ASSERT_NO_THROW(gemm_act(g, nullptr));
+  }
+  QUACK_CUDA_OK(cudaDeviceSynchronize());
+  if (c.dynamic) {
+    uint32_t left = 1;
+    QUACK_CUDA_OK(cudaMemcpy(&left, counter->get(), sizeof(left), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(left, 0u) << "the tile counter is not back at 0 after the launch";
+  }
+  const std::vector<double> got_d = from_memory(D, download(D.mem)), got_p = from_memory(P, download(P.mem));
+  EXPECT_TRUE(gaps_untouched(c.dact ? "dpreact" : "preact", D.mem));
+  EXPECT_TRUE(gaps_untouched("postact", P.mem));
+  if (c.dact) {
+    EXPECT_TRUE(gaps_untouched("preact (input)", C.mem));
+  }
+  if (M == 0 || N == 0 || L == 0) {
+    EXPECT_TRUE(all_nan(got_d) && all_nan(got_p)) << "an empty problem wrote an output";
+    return;
+  }
+  // Outputs not asked for stay NaN; the others are complete.
+  if (d_written) {
+    EXPECT_EQ(count_nonfinite(got_d), 0) << "preact/dpreact has non-finite elements";
+  } else {
+    EXPECT_TRUE(all_nan(got_d)) << "preact was written without being asked for";
+  }
+  if (p_written) {
+    EXPECT_EQ(count_nonfinite(got_p), 0) << "postact has non-finite elements";
+  } else {
+    EXPECT_TRUE(all_nan(got_p)) << "postact was written without being asked for";
+  }
+
+  std::vector<double> ref_d, ref_p, sub_d, sub_p;
+  double floor_acc = 0.0, max_slope = 0.0;
+  for (int64_t r : rows_to_check(L, M, N, K)) {
+    const int64_t l = r / M;
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0.0, s_abs = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double t = a[size_t(r * K + k)] * b[size_t((l * K + k) * N + j)];
+        s += t;
+        s_abs += std::fabs(t);
+      }
+      const double cij = cv[size_t(r * N + j)];
+      if (c.dact) {
+        const double slope = std::fabs(dact_ref(c.act, cij));
+        ref_d.push_back(s * dact_ref(c.act, cij));
+        ref_p.push_back(act_ref(c.act, cij));
+        floor_acc = std::max(floor_acc, s_abs * slope);
+        max_slope = std::max(max_slope, slope);
+      } else {
+        const double pre = double(c.alpha) * s + (c.with_c ? double(c.beta) * cij : 0.0);
+        ref_d.push_back(pre);
+        ref_p.push_back(act_ref(c.act, pre));
+        floor_acc = std::max(floor_acc, std::fabs(double(c.alpha)) * s_abs);
+        max_slope = std::max(max_slope, std::fabs(dact_ref(c.act, pre)));
+      }
+      sub_d.push_back(got_d[size_t(r * N + j)]);
+      sub_p.push_back(got_p[size_t(r * N + j)]);
+    }
+  }
+  floor_acc = K > 0 ? floor_acc / std::sqrt(double(K)) : 0.0;
+  const double extra = approx_rel(c.act);
+  if (c.dact) {
+    EXPECT_TRUE(close("dpreact", sub_d, ref_d, reduction_tolerance(bf, K) + extra, N, floor_acc));
+    if (p_written) {
+      EXPECT_TRUE(close("postact", sub_p, ref_p, tolerance(bf) + extra, N));
+    }
+  } else {
+    if (d_written) {
+      EXPECT_TRUE(close("preact", sub_d, ref_d, reduction_tolerance(bf, K), N, floor_acc));
+    }
+    // postact: the preact's fp32 error (relative to floor_acc) passes through act' (≤ max_slope).
+    EXPECT_TRUE(close("postact", sub_p, ref_p, reduction_tolerance(bf, K) + extra, N, floor_acc * max_slope));
+  }
+}
+
+ActCase mk(int64_t M, int64_t N, int64_t K, Activation act, bool dact) {
+  ActCase c;
+  c.M = M;
+  c.N = N;
+  c.K = K;
+  c.act = act;
+  c.dact = dact;
+  c.seed = uint64_t(M * 1000003 + N * 1009 + K * 7 + int(act) * 131 + (dact ? 17 : 0));
+  return c;
+}
+
+template <typename F>
+ActCase with(ActCase c, F f) {
+  f(c);
+  return c;
+}
+
+// Shapes: tails along M and N (N = 255: rows of 510 bytes, the clipped-store path; N = 250: 500
+// bytes), several tiles per CTA (1000 x 3000), one narrow column of tiles, a long K.
+struct Shape3 {
+  int64_t M, N, K;
+};
+constexpr Shape3 kShapes[] = {{127, 255, 63}, {129, 250, 136}, {1000, 3000, 520}, {64, 8, 1024}, {2048, 2048, 256}};
+
+class GemmActTest : public GpuTest, public ::testing::WithParamInterface<const char*> {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    setenv("QUACK_GEMM_TILE_N", GetParam(), 1);
+  }
+  void TearDown() override {
+    unsetenv("QUACK_GEMM_TILE_N");
+    GpuTest::TearDown();
+  }
+};
+
+// Every activation on every shape, preact stored and not, with and without C.
+TEST_P(GemmActTest, ActEveryActivation) {
+  for (Activation act : kActs)
+    for (const Shape3& s : kShapes) {
+      run_case(mk(s.M, s.N, s.K, act, false));
+      run_case(with(mk(s.M, s.N, s.K, act, false), [](ActCase& c) {
+        c.store_preact = false;
+        c.with_c = true;
+        c.alpha = 0.5f;
+        c.beta = -1.25f;
+        c.seed += 5;
+      }));
+    }
+}
+
+TEST_P(GemmActTest, DActEveryActivation) {
+  for (Activation act : kActs)
+    for (const Shape3& s : kShapes) {
+      run_case(mk(s.M, s.N, s.K, act, true));
+      run_case(with(mk(s.M, s.N, s.K, act, true), [](ActCase& c) {
+        c.store_postact = false;
+        c.seed += 5;
+      }));
+    }
+}
+
+// Batches, alpha with C and preact stored, the dynamic scheduler, tuned (cache in a fresh folder).
+TEST_P(GemmActTest, BatchesDynamicTuned) {
+  for (bool dact : {false, true}) {
+    run_case(with(mk(200, 300, 100, Activation::kGeluTanhApprox, dact), [](ActCase& c) { c.L = 3; }));
+    run_case(with(mk(300, 520, 200, Activation::kReluSq, dact), [](ActCase& c) {
+      c.with_c = !c.dact;
+      c.alpha = 2.f;
+      c.beta = 0.5f;
+    }));
+    run_case(with(mk(1000, 3000, 520, Activation::kSilu, dact), [](ActCase& c) { c.dynamic = true; }));
+    run_case(with(mk(4096, 4096, 200, Activation::kRelu, dact), [](ActCase& c) { c.dynamic = true; }));
+  }
+  const std::string dir = "/tmp/quack_act_tune_test_" + std::to_string(::getpid());
+  setenv("QUACK_CACHE_DIR", dir.c_str(), 1);
+  for (bool dact : {false, true})
+    for (int rep = 0; rep < 2; ++rep)  // timed, then cached
+      run_case(with(mk(256, 1024, 512, Activation::kTanh, dact), [](ActCase& c) { c.tuned = true; }));
+  unsetenv("QUACK_CACHE_DIR");
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiles, GemmActTest, ::testing::Values("256", "128"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param) == "256" ? "Coop128x256" : "Pingpong128x128";
+                         });
+
+class GemmActEdge : public GpuTest {};
+
+// K = 0: preact = beta·C (zeros without C), postact = act(preact); dpreact = 0, postact = act(preact).
+// M = 0 or N = 0: nothing written.
+TEST_F(GemmActEdge, EmptyAndKZero) {
+  for (Activation act : {Activation::kGeluTanhApprox, Activation::kReluSq}) {
+    run_case(mk(100, 300, 0, act, false));
+    run_case(with(mk(100, 300, 0, act, false), [](ActCase& c) {
+      c.with_c = true;
+      c.beta = 2.f;
+    }));
+    run_case(mk(100, 300, 0, act, true));
+  }
+  run_case(mk(0, 128, 64, Activation::kRelu, false));
+  run_case(mk(64, 0, 64, Activation::kRelu, true));
+}
+
+// Combinations without an instance throw before any launch and write nothing.
+TEST_F(GemmActEdge, UncompiledCombinationsThrow) {
+  const DType bf = DType::kBFloat16;
+  Mat A = make_mat(bf, 1, 64, 64, 'r', 0);
+  Mat Bc = make_mat(bf, 1, 64, 64, 'c', 0), Br = make_mat(bf, 1, 64, 64, 'r', 0);
+  Mat P = make_mat(bf, 1, 64, 64, 'r', 0), P32 = make_mat(DType::kFloat32, 1, 64, 64, 'r', 0);
+  upload_into(A.mem, std::vector<double>(64 * 64, 1.0));
+  upload_into(Bc.mem, std::vector<double>(64 * 64, 1.0));
+  upload_into(Br.mem, std::vector<double>(64 * 64, 1.0));
+  GemmActArgs g;
+  g.a = A.arg;
+  g.b = Br.arg;  // b row-major: not compiled for gemm_act
+  g.postact = P.arg;
+  g.activation = Activation::kRelu;
+  EXPECT_THROW(gemm_act(g, nullptr), InvalidArgument);
+  g.b = Bc.arg;
+  g.postact = P32.arg;  // fp32 postact: not compiled
+  EXPECT_THROW(gemm_act(g, nullptr), InvalidArgument);
+  QUACK_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_TRUE(all_nan(download(P.mem)));
+  EXPECT_TRUE(all_nan(download(P32.mem)));
+}
+
+}  // namespace
+}  // namespace quack::test

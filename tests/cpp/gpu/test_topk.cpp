@@ -1,0 +1,553 @@
+// Tier 2: top-k forward and backward on the device against the float64 reference
+// (reference/topk_ref.h). Skips without a GPU.
+//
+//   TopkShapes    the public API over (M, N, k) from 1 to 262144 columns, k = 1, k = N, odd N,
+//                 the sort path (k > 256), M = 0, k = 0; every x dtype, largest and smallest,
+//                 int64 and int32 indices. Indices must equal the reference's exactly (the
+//                 tie rule: random bf16 rows hold many equal values), values bit for bit.
+//   TopkData      crafted rows: few distinct values (ties everywhere), −inf, NaN, all-NaN,
+//                 ±0, +inf, ascending and descending rows (every element enters the queue).
+//   TopkPlans     every warps-per-row count (1..16) and the element path forced on one shape.
+//   TopkLayouts   strided and misaligned x, strided values / indices (nothing written
+//                 outside them), fp32 values from bf16 x and bf16 values from fp32 x.
+//   TopkSoftmax   kSelected and kRow (with lse), every dtype, on the queue and sort paths.
+//   TopkBackward  kNone, kSelected, kRow against topk_bwd_reference on the forward's outputs;
+//                 out-of-range indices skipped.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gpu/gpu_util.h"
+#include "quack/topk.h"
+#include "reference/random.h"
+#include "reference/tolerance.h"
+#include "reference/topk_ref.h"
+#include "topk/topk_internal.h"
+
+namespace quack::test {
+namespace {
+
+using detail::TopkPath;
+
+enum class Data { kRandom, kDuplicates, kSpecials, kAscending, kDescending };
+
+struct TopkCase {
+  int64_t M = 1, N = 1, k = 1;
+  DType x = DType::kBFloat16;
+  DType values = DType::kBFloat16;
+  DType indices = DType::kInt64;
+  bool largest = true;
+  TopkSoftmax softmax = TopkSoftmax::kNone;
+  bool lse = false;
+  Layout x_l, v_l, i_l;
+  Data data = Data::kRandom;
+  int forced_warps = 0;       // > 0: plan_topk(problem, forced_warps)
+  bool element_path = false;  // force the element-at-a-time loads
+  uint64_t seed = 1;
+};
+
+std::string case_name(const TopkCase& c) {
+  return "topk M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +
+         " k=" + std::to_string(c.k) + " " + short_name(c.x) + "->" + short_name(c.values) +
+         (c.indices == DType::kInt32 ? " int32" : "") + (c.largest ? " largest" : " smallest") +
+         " softmax=" + std::to_string(static_cast<int>(c.softmax)) +
+         " data=" + std::to_string(static_cast<int>(c.data)) +
+         (c.forced_warps ? " W=" + std::to_string(c.forced_warps) : "") +
+         (c.element_path ? " element-path" : "");
+}
+
+/// Host values of x (dense row-major), exact in c.x.
+std::vector<double> make_x(const TopkCase& c) {
+  Rng rng(c.seed);
+  const int64_t n = c.M * c.N;
+  std::vector<double> x = random_values(rng, n, c.x);
+  const double inf = INFINITY, nan = NAN;
+  switch (c.data) {
+    case Data::kRandom: break;
+    case Data::kDuplicates: {
+      const double set[] = {-2.0, -1.0, -0.5, 0.5, 1.0, 1.5, 2.0, 3.0};
+      for (auto& v : x) v = set[rng.next() % 8];
+      break;
+    }
+    case Data::kSpecials:
+      for (int64_t i = 0; i < c.M; ++i) {
+        double* r = x.data() + i * c.N;
+        switch (i % 7) {
+          case 0:  // all −inf
+            for (int64_t j = 0; j < c.N; ++j) r[j] = -inf;
+            break;
+          case 1:  // every third NaN
+            for (int64_t j = 0; j < c.N; j += 3) r[j] = nan;
+            break;
+          case 2:  // all NaN
+            for (int64_t j = 0; j < c.N; ++j) r[j] = nan;
+            break;
+          case 3:  // ±0 and negatives
+            for (int64_t j = 0; j < c.N; ++j)
+              r[j] = j % 3 == 0 ? 0.0 : j % 3 == 1 ? -0.0 : -std::fabs(r[j]);
+            break;
+          case 4:  // ±inf
+            for (int64_t j = 0; j < c.N; j += 5) r[j] = j % 2 ? inf : -inf;
+            break;
+          case 5:  // every other −inf
+            for (int64_t j = 0; j < c.N; j += 2) r[j] = -inf;
+            break;
+          default:  // one NaN
+            r[c.N / 2] = nan;
+            break;
+        }
+      }
+      break;
+    case Data::kAscending:
+    case Data::kDescending:
+      for (int64_t i = 0; i < c.M; ++i) {
+        double* r = x.data() + i * c.N;
+        std::sort(r, r + c.N);
+        if (c.data == Data::kDescending) std::reverse(r, r + c.N);
+      }
+      break;
+  }
+  return x;
+}
+
+/// (M, k) integer tensor -> int64 values, dense row-major.
+std::vector<int64_t> download_indices(const DeviceTensor& d) {
+  const TensorRef& r = d.ref;
+  const int es = dtype_size(r.dtype);
+  const auto img = download_bytes(d);
+  const int64_t base = (static_cast<char*>(r.data) - static_cast<char*>(d.buf.get())) / es;
+  std::vector<int64_t> out(static_cast<size_t>(d.rows * d.cols));
+  for (int64_t i = 0; i < d.rows; ++i)
+    for (int64_t j = 0; j < d.cols; ++j) {
+      const unsigned char* p = img.data() + (base + i * r.stride[0] + j * r.stride[1]) * es;
+      if (es == 8) {
+        int64_t v;
+        std::memcpy(&v, p, 8);
+        out[i * d.cols + j] = v;
+      } else {
+        int32_t v;
+        std::memcpy(&v, p, 4);
+        out[i * d.cols + j] = v;
+      }
+    }
+  return out;
+}
+
+/// (M, k) integer tensor from int64 host values.
+DeviceTensor upload_indices(const std::vector<int64_t>& v, DType t, int64_t M, int64_t k) {
+  DeviceTensor d = alloc_tensor(t, M, k);
+  std::vector<unsigned char> img(d.buf.bytes());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == DType::kInt64) std::memcpy(img.data() + 8 * i, &v[i], 8);
+    else {
+      const int32_t w = static_cast<int32_t>(v[i]);
+      std::memcpy(img.data() + 4 * i, &w, 4);
+    }
+  }
+  EXPECT_EQ(cudaMemcpy(d.buf.get(), img.data(), img.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  return d;
+}
+
+/// got equals ref as stored in dtype t: same value (and sign of zero), or both NaN.
+::testing::AssertionResult same_values(const std::string& what, const std::vector<double>& got,
+                                       const std::vector<double>& ref, DType t, int64_t cols) {
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double e = std::isnan(ref[i]) ? NAN : round_to(t, static_cast<float>(ref[i]));
+    const bool ok = (std::isnan(e) && std::isnan(got[i])) ||
+                    (got[i] == e && std::signbit(got[i]) == std::signbit(e));
+    if (!ok)
+      return ::testing::AssertionFailure() << what << ": element (" << i / cols << ", " << i % cols
+                                           << ") is " << got[i] << ", expected " << e;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult same_indices(const std::string& what, const std::vector<int64_t>& got,
+                                        const std::vector<int64_t>& ref, int64_t cols) {
+  for (size_t i = 0; i < ref.size(); ++i)
+    if (got[i] != ref[i])
+      return ::testing::AssertionFailure() << what << ": index (" << i / cols << ", " << i % cols
+                                           << ") is " << got[i] << ", expected " << ref[i];
+  return ::testing::AssertionSuccess();
+}
+
+struct TopkRun {
+  std::vector<double> x;
+  DeviceTensor xd, values, indices, lse;
+  detail::TopkPlan plan;
+};
+
+/// Runs c on the device (outputs poisoned) and checks it against the reference.
+TopkRun run_case(const TopkCase& c) {
+  SCOPED_TRACE(case_name(c));
+  TopkRun r;
+  r.x = make_x(c);
+  r.xd = upload(r.x, c.x, c.M, c.N, c.x_l);
+  r.values = alloc_tensor(c.values, c.M, c.k, c.v_l);
+  r.indices = alloc_tensor(c.indices, c.M, c.k, c.i_l);
+  if (c.lse) r.lse = alloc_tensor(DType::kFloat32, 1, c.M, {}, /*vector=*/true);
+  TopkFwdArgs a;
+  a.x = r.xd.ref;
+  a.values = r.values.ref;
+  a.indices = r.indices.ref;
+  if (c.lse) a.lse = r.lse.ref;
+  a.largest = c.largest;
+  a.softmax = c.softmax;
+  detail::TopkCall call = detail::topk_fwd_call(a);
+  if (c.element_path) call.problem.vec_ok = false;
+  if (c.forced_warps > 0 || c.element_path)
+    call.plan = detail::plan_topk(call.problem, c.forced_warps);
+  r.plan = call.plan;
+  const size_t ws_bytes = topk_fwd_workspace_size(a);
+  DeviceBuffer ws(ws_bytes);
+  detail::topk_run_call(call, ws.get(), ws_bytes, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (c.M == 0 || c.k == 0) {
+    EXPECT_EQ(call.plan.path, TopkPath::kNone);
+    return r;
+  }
+  EXPECT_EQ(call.plan.path, c.k > detail::kTopkQueueMaxK ? TopkPath::kSort : TopkPath::kQueue);
+
+  const TopkRef ref = topk_reference(r.x, c.M, c.N, c.k, c.largest,
+                                     static_cast<TopkRefSoftmax>(static_cast<int>(c.softmax)));
+  const std::vector<int64_t> idx = download_indices(r.indices);
+  EXPECT_TRUE(same_indices("indices", idx, ref.indices, c.k));
+  const std::vector<double> vals = download(r.values);
+  if (c.softmax == TopkSoftmax::kNone) {
+    EXPECT_TRUE(same_values("values", vals, ref.values, c.values, c.k));
+  } else {
+    // Softmax outputs lie in [0, 1]: rel · max per row (compare's rule) and elementwise.
+    for (int64_t i = 0; i < c.M; ++i) {
+      const std::vector<double> g(vals.begin() + i * c.k, vals.begin() + (i + 1) * c.k);
+      const std::vector<double> e(ref.values.begin() + i * c.k, ref.values.begin() + (i + 1) * c.k);
+      EXPECT_TRUE(close("softmax values row " + std::to_string(i), g, e, 2 * tolerance(c.values)));
+    }
+  }
+  if (c.lse) {
+    const std::vector<double> lse = download(r.lse);
+    std::vector<double> floor_one(ref.lse.size());
+    for (int64_t i = 0; i < c.M; ++i) {
+      const double e = ref.lse[i];
+      const double bound = 1e-5 * std::fmax(1.0, std::fabs(e));
+      const bool ok = std::isfinite(e) ? std::fabs(lse[i] - e) <= bound
+                                       : (std::isnan(e) ? std::isnan(lse[i]) : lse[i] == e);
+      EXPECT_TRUE(ok) << "lse row " << i << ": " << lse[i] << ", expected " << e;
+    }
+  }
+  EXPECT_TRUE(gaps_untouched("values", r.values));
+  EXPECT_TRUE(gaps_untouched("indices", r.indices));
+  return r;
+}
+
+// ------------------------------------------------------------------ the public API over shapes
+
+struct Mnk {
+  int64_t M, N, k;
+};
+const std::vector<Mnk> kShapes = {
+    {1, 1, 1},        {3, 7, 1},       {3, 7, 7},      {5, 127, 5},    {7, 1000, 8},
+    {33, 1024, 8},    {9, 4096, 32},   {5, 4096, 128}, {3, 4099, 100}, {4, 32768, 64},
+    {2, 131072, 256}, {2, 70001, 255}, {3, 65537, 17}, {1, 262144, 8}, {3, 100, 100},
+    {65, 256, 8},     {17, 64, 2},     {6, 2048, 33},  {4, 8192, 200}, {2, 300, 257},
+    {3, 1000, 1000},  {0, 4096, 8},    {4, 0, 0},      {4, 16, 0},     {300, 512, 16}};
+const DType kDtypes[] = {DType::kBFloat16, DType::kFloat16, DType::kFloat32};
+
+using ShapeParam = std::tuple<int, int, bool>;  // shape, dtype, largest
+class TopkShapes : public GpuTest, public ::testing::WithParamInterface<ShapeParam> {};
+
+TEST_P(TopkShapes, MatchesReference) {
+  const auto [si, di, largest] = GetParam();
+  const Mnk s = kShapes[static_cast<size_t>(si)];
+  TopkCase c;
+  c.M = s.M;
+  c.N = s.N;
+  c.k = s.k;
+  c.x = c.values = kDtypes[di];
+  c.indices = si % 2 ? DType::kInt32 : DType::kInt64;
+  c.largest = largest;
+  c.seed = static_cast<uint64_t>(1000 * si + 10 * di + largest);
+  const TopkRun r = run_case(c);
+  if (c.M > 0 && c.k > 0 && r.plan.path == TopkPath::kQueue) {
+    EXPECT_TRUE(r.plan.vec_io) << "contiguous rows take the vector loads";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, TopkShapes,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(kShapes.size())),
+                                            ::testing::Range(0, 3), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<ShapeParam>& info) {
+                           const Mnk s = kShapes[static_cast<size_t>(std::get<0>(info.param))];
+                           return "M" + std::to_string(s.M) + "_N" + std::to_string(s.N) + "_k" +
+                                  std::to_string(s.k) + "_" +
+                                  short_name(kDtypes[std::get<1>(info.param)]) +
+                                  (std::get<2>(info.param) ? "_largest" : "_smallest");
+                         });
+
+// ------------------------------------------------------------------ crafted rows
+
+using DataParam = std::tuple<int, int>;  // data kind, dtype
+class TopkData : public GpuTest, public ::testing::WithParamInterface<DataParam> {};
+
+TEST_P(TopkData, MatchesReference) {
+  const auto [data, di] = GetParam();
+  // (M, N, k): queue of 1, 2 and 8 registers, 32- and 64-bit entries, the sort path.
+  const Mnk shapes[] = {{14, 37, 5}, {14, 1024, 40}, {7, 5000, 256}, {7, 70000, 30}, {7, 600, 300}};
+  uint64_t seed = 77 + 10 * data + di;
+  for (const Mnk& s : shapes)
+    for (bool largest : {true, false}) {
+      TopkCase c;
+      c.M = s.M;
+      c.N = s.N;
+      c.k = s.k;
+      c.x = c.values = kDtypes[di];
+      c.largest = largest;
+      c.data = static_cast<Data>(data);
+      c.seed = ++seed;
+      run_case(c);
+    }
+}
+
+const char* const kDataNames[] = {"random", "duplicates", "specials", "ascending", "descending"};
+
+INSTANTIATE_TEST_SUITE_P(All, TopkData,
+                         ::testing::Combine(::testing::Range(1, 5), ::testing::Range(0, 3)),
+                         [](const ::testing::TestParamInfo<DataParam>& info) {
+                           return std::string(kDataNames[std::get<0>(info.param)]) + "_" +
+                                  short_name(kDtypes[std::get<1>(info.param)]);
+                         });
+
+// ------------------------------------------------------------------ forced plans
+
+class TopkPlans : public GpuTest {};
+
+TEST_F(TopkPlans, EveryWarpCountAndTheElementPath) {
+  const Mnk shapes[] = {{5, 20000, 8}, {3, 100000, 256}, {9, 4099, 40}};
+  uint64_t seed = 900;
+  for (const Mnk& s : shapes)
+    for (DType t : {DType::kBFloat16, DType::kFloat32})
+      for (int w : {1, 2, 4, 8, 16})
+        for (bool element : {false, true})
+          for (TopkSoftmax sm : {TopkSoftmax::kNone, TopkSoftmax::kRow}) {
+            TopkCase c;
+            c.M = s.M;
+            c.N = s.N;
+            c.k = s.k;
+            c.x = c.values = t;
+            c.forced_warps = w;
+            c.element_path = element;
+            c.softmax = sm;
+            c.lse = sm == TopkSoftmax::kRow;
+            c.largest = (w + element) % 2 == 0;
+            c.seed = ++seed;
+            const TopkRun r = run_case(c);
+            EXPECT_EQ(r.plan.warps_per_row, w);
+            EXPECT_EQ(r.plan.vec_io, !element);
+          }
+}
+
+// ------------------------------------------------------------------ layouts
+
+class TopkLayouts : public GpuTest {};
+
+TEST_F(TopkLayouts, StridedAndMisaligned) {
+  struct L {
+    Layout x, v, i;
+    DType xt, vt;
+    bool vec;  // the vector loads are expected
+  };
+  const int64_t M = 6, N = 3001, k = 50;
+  Layout row_pad;  // rows padded to a multiple of 8 elements: vector-aligned
+  row_pad.row_stride = 3008;
+  Layout odd_stride;
+  odd_stride.row_stride = N + 3;
+  Layout col2;
+  col2.row_stride = 2 * N + 1;
+  col2.col_stride = 2;
+  Layout offset1;
+  offset1.row_stride = 3008;
+  offset1.offset = 1;
+  Layout out_strided;
+  out_strided.row_stride = k + 7;
+  Layout out_cols;
+  out_cols.row_stride = 2 * k + 3;
+  out_cols.col_stride = 2;
+  const L cases[] = {
+      {row_pad, {}, {}, DType::kBFloat16, DType::kBFloat16, true},
+      {odd_stride, out_strided, out_cols, DType::kBFloat16, DType::kFloat32, false},
+      {col2, out_cols, out_strided, DType::kFloat32, DType::kBFloat16, false},
+      {offset1, {}, {}, DType::kFloat16, DType::kFloat16, false},
+      {row_pad, out_cols, {}, DType::kFloat32, DType::kFloat16, true},
+  };
+  uint64_t seed = 4000;
+  for (const L& l : cases)
+    for (bool largest : {true, false}) {
+      TopkCase c;
+      c.M = M;
+      c.N = N;
+      c.k = k;
+      c.x = l.xt;
+      c.values = l.vt;
+      c.x_l = l.x;
+      c.v_l = l.v;
+      c.i_l = l.i;
+      c.largest = largest;
+      c.seed = ++seed;
+      const TopkRun r = run_case(c);
+      EXPECT_EQ(r.plan.vec_io, l.vec);
+    }
+}
+
+TEST_F(TopkLayouts, BroadcastRows) {
+  // x with row stride 0: every row is the same row.
+  TopkCase c;
+  c.M = 5;
+  c.N = 2048;
+  c.k = 16;
+  c.x = c.values = DType::kBFloat16;
+  Rng rng(5);
+  const std::vector<double> row = random_values(rng, c.N, c.x);
+  std::vector<double> x;
+  for (int64_t i = 0; i < c.M; ++i) x.insert(x.end(), row.begin(), row.end());
+  Layout l;
+  l.row_stride = 0;
+  DeviceTensor xd = alloc_tensor(c.x, c.M, c.N, l);
+  upload_into(xd, x);
+  DeviceTensor values = alloc_tensor(c.values, c.M, c.k),
+               indices = alloc_tensor(DType::kInt64, c.M, c.k);
+  TopkFwdArgs a;
+  a.x = xd.ref;
+  a.values = values.ref;
+  a.indices = indices.ref;
+  topk_fwd(a, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const TopkRef ref = topk_reference(x, c.M, c.N, c.k, true);
+  EXPECT_TRUE(same_indices("indices", download_indices(indices), ref.indices, c.k));
+  EXPECT_TRUE(same_values("values", download(values), ref.values, c.values, c.k));
+}
+
+// ------------------------------------------------------------------ fused softmax
+
+using SoftmaxParam = std::tuple<int, bool>;  // dtype, kRow (else kSelected)
+class TopkSoftmaxTest : public GpuTest, public ::testing::WithParamInterface<SoftmaxParam> {};
+
+TEST_P(TopkSoftmaxTest, MatchesReference) {
+  const auto [di, row] = GetParam();
+  const Mnk shapes[] = {{64, 64, 8},    {33, 256, 8},    {9, 4096, 32}, {4, 32768, 128},
+                        {3, 3000, 300}, {2, 131072, 64}, {14, 200, 6}};
+  uint64_t seed = 7000 + 10 * di + row;
+  int n = 0;
+  for (const Mnk& s : shapes)
+    for (bool largest : {true, false}) {
+      TopkCase c;
+      c.M = s.M;
+      c.N = s.N;
+      c.k = s.k;
+      c.x = kDtypes[di];
+      c.values = n % 3 == 0 ? DType::kFloat32 : c.x;
+      c.softmax = row ? TopkSoftmax::kRow : TopkSoftmax::kSelected;
+      c.lse = row && n % 2 == 0;
+      c.largest = largest;
+      c.data = s.M == 14 ? Data::kSpecials : Data::kRandom;
+      c.seed = ++seed;
+      ++n;
+      run_case(c);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, TopkSoftmaxTest,
+                         ::testing::Combine(::testing::Range(0, 3), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<SoftmaxParam>& info) {
+                           return std::string(short_name(kDtypes[std::get<0>(info.param)])) +
+                                  (std::get<1>(info.param) ? "_row" : "_selected");
+                         });
+
+// ------------------------------------------------------------------ backward
+
+using BwdParam = std::tuple<int, int>;  // softmax mode, dtype
+class TopkBackward : public GpuTest, public ::testing::WithParamInterface<BwdParam> {};
+
+TEST_P(TopkBackward, MatchesReference) {
+  const auto [mode, di] = GetParam();
+  const TopkSoftmax sm = static_cast<TopkSoftmax>(mode);
+  const Mnk shapes[] = {{64, 64, 8}, {7, 1000, 50}, {5, 4096, 128}, {3, 20000, 300},
+                        {1, 1, 1},   {4, 100, 0},   {0, 50, 5}};
+  uint64_t seed = 8000 + 10 * mode + di;
+  for (const Mnk& s : shapes) {
+    TopkCase c;
+    c.M = s.M;
+    c.N = s.N;
+    c.k = s.k;
+    c.x = c.values = kDtypes[di];
+    c.indices = s.N % 2 ? DType::kInt32 : DType::kInt64;
+    c.softmax = sm;
+    c.lse = sm == TopkSoftmax::kRow;
+    c.seed = ++seed;
+    TopkRun f = run_case(c);
+    SCOPED_TRACE("backward of " + case_name(c));
+    Rng rng(c.seed + 1);
+    const std::vector<double> dv = random_values(rng, c.M * c.k, c.x);
+    DeviceTensor dvd = upload(dv, c.x, c.M, c.k);
+    const DType dxt = di == 0 ? DType::kFloat32 : c.x;  // bf16 x: fp32 dx
+    Layout dxl;
+    dxl.row_stride = c.N + 5;
+    DeviceTensor dx = alloc_tensor(dxt, c.M, c.N, dxl);
+    TopkBwdArgs b;
+    b.dvalues = dvd.ref;
+    b.indices = f.indices.ref;
+    b.softmax = sm;
+    if (sm == TopkSoftmax::kSelected) b.values = f.values.ref;
+    if (sm == TopkSoftmax::kRow) {
+      b.x = f.xd.ref;
+      b.lse = f.lse.ref;
+    }
+    b.dx = dx.ref;
+    topk_bwd(b, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (c.M == 0) continue;
+    const std::vector<int64_t> idx = c.k > 0 ? download_indices(f.indices) : std::vector<int64_t>{};
+    const std::vector<double> vals = c.k > 0 ? download(f.values) : std::vector<double>{};
+    const std::vector<double> lse = c.lse ? download(f.lse) : std::vector<double>(c.M, 0.0);
+    const std::vector<double> ref = topk_bwd_reference(dv, idx, vals, f.x, lse, c.M, c.N, c.k,
+                                                       static_cast<TopkRefSoftmax>(mode));
+    const std::vector<double> got = download(dx);
+    if (sm == TopkSoftmax::kNone) EXPECT_TRUE(same_values("dx", got, ref, dxt, c.N));
+    else EXPECT_TRUE(close("dx", got, ref, 2 * tolerance(dxt), c.N));
+    EXPECT_TRUE(gaps_untouched("dx", dx));
+  }
+}
+
+const char* const kModeNames[] = {"none", "selected", "row"};
+
+INSTANTIATE_TEST_SUITE_P(All, TopkBackward,
+                         ::testing::Combine(::testing::Range(0, 3), ::testing::Range(0, 3)),
+                         [](const ::testing::TestParamInfo<BwdParam>& info) {
+                           return std::string(kModeNames[std::get<0>(info.param)]) + "_" +
+                                  short_name(kDtypes[std::get<1>(info.param)]);
+                         });
+
+TEST_F(TopkBackward, OutOfRangeIndicesAreSkipped) {
+  const int64_t M = 3, N = 40, k = 4;
+  Rng rng(3);
+  const std::vector<double> dv = random_values(rng, M * k, DType::kFloat32);
+  const std::vector<int64_t> idx = {0, -1, 39, 40, 5, 1000, -7, 6, 2, 3, 4, 1};
+  DeviceTensor dvd = upload(dv, DType::kFloat32, M, k);
+  DeviceTensor idd = upload_indices(idx, DType::kInt64, M, k);
+  DeviceTensor dx = alloc_tensor(DType::kFloat32, M, N);
+  TopkBwdArgs b;
+  b.dvalues = dvd.ref;
+  b.indices = idd.ref;
+  b.dx = dx.ref;
+  topk_bwd(b, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<double> ref =
+      topk_bwd_reference(dv, idx, {}, {}, {}, M, N, k, TopkRefSoftmax::kNone);
+  EXPECT_TRUE(same_values("dx", download(dx), ref, DType::kFloat32, N));
+}
+
+}  // namespace
+}  // namespace quack::test

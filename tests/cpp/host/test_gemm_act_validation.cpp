@@ -1,0 +1,216 @@
+// Tier 1: validation of gemm_act / gemm_dact (quack/gemm_act.h) before any CUDA call (no GPU):
+// each bad argument throws quack::InvalidArgument whose message starts with the function and
+// names the argument; valid arguments get past validation and meet the hidden device
+// (CudaError), so each negative test breaks exactly one thing of a valid baseline. Also the
+// activation names.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "quack/errors.h"
+#include "quack/gemm_act.h"
+
+namespace quack {
+namespace {
+
+const bool kCudaHidden = [] {
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  return true;
+}();
+
+void* fake(uintptr_t k) { return reinterpret_cast<void*>(uintptr_t{0x100000} * k); }
+
+constexpr int64_t M = 128, N = 256, K = 64;
+constexpr DType kBf = DType::kBFloat16;
+
+TensorRef row_major(void* p, DType t, int64_t r, int64_t c) { return TensorRef::matrix(p, t, r, c); }
+TensorRef col_major(void* p, DType t, int64_t r, int64_t c) { return TensorRef::matrix(p, t, r, c, 0, 1, r); }
+
+// gemm_act of a Linear forward: a (M, K) row-major, b = Wᵀ (K, N) column-major, outputs row-major.
+GemmActArgs act_args() {
+  GemmActArgs g;
+  g.a = row_major(fake(1), kBf, M, K);
+  g.b = col_major(fake(2), kBf, K, N);
+  g.preact = row_major(fake(3), kBf, M, N);
+  g.postact = row_major(fake(4), kBf, M, N);
+  g.activation = Activation::kGeluTanhApprox;
+  return g;
+}
+
+// gemm_dact of an MLP's fc2 dgrad: a = dout (M, K) row-major, b = W (K, N) row-major.
+GemmDActArgs dact_args() {
+  GemmDActArgs g;
+  g.a = row_major(fake(1), kBf, M, K);
+  g.b = row_major(fake(2), kBf, K, N);
+  g.preact = row_major(fake(3), kBf, M, N);
+  g.dpreact = row_major(fake(4), kBf, M, N);
+  g.postact = row_major(fake(5), kBf, M, N);
+  g.activation = Activation::kReluSq;
+  return g;
+}
+
+template <class Args>
+void expect_error(const Args& g, const char* fn, const std::string& part) {
+  try {
+    can_implement(g);
+    ADD_FAILURE() << "can_implement: no exception, expected one containing: " << part;
+  } catch (const InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(std::string(fn) + ": ", 0), 0u) << what;
+    EXPECT_NE(what.find(part), std::string::npos) << "message: " << what << "\nexpected part: " << part;
+  }
+}
+
+void expect_act_error(const GemmActArgs& g, const std::string& part) {
+  expect_error(g, "gemm_act", part);
+  EXPECT_THROW(gemm_act(g, nullptr), InvalidArgument) << part;
+}
+
+void expect_dact_error(const GemmDActArgs& g, const std::string& part) {
+  expect_error(g, "gemm_dact", part);
+  EXPECT_THROW(gemm_dact(g, nullptr), InvalidArgument) << part;
+}
+
+TEST(GemmActValidation, Baseline) {
+  GemmActArgs a = act_args();
+  EXPECT_NO_THROW(can_implement(a));
+  EXPECT_THROW(gemm_act(a, nullptr), CudaError);  // past validation: the hidden device
+  a.preact = TensorRef();  // store_preact off
+  EXPECT_NO_THROW(can_implement(a));
+  a = act_args();
+  a.c = row_major(fake(5), kBf, M, N);
+  a.beta = -1.f;
+  a.alpha = 0.5f;
+  EXPECT_NO_THROW(can_implement(a));
+  a.c = col_major(fake(5), kBf, M, N);  // another layout is fine when c is not read
+  a.beta = 0.f;
+  EXPECT_NO_THROW(can_implement(a));
+  for (int v = 0; v <= static_cast<int>(Activation::kTanh); ++v) {
+    a.activation = static_cast<Activation>(v);
+    EXPECT_NO_THROW(can_implement(a)) << v;
+  }
+  // Batched.
+  a = act_args();
+  a.a = TensorRef::batched(fake(1), kBf, 3, M, K, 0, M * K, K, 1);
+  a.b = TensorRef::batched(fake(2), kBf, 3, K, N, 0, N * K, 1, K);
+  a.preact = TensorRef::batched(fake(3), kBf, 3, M, N, 0, M * N, N, 1);
+  a.postact = TensorRef::batched(fake(4), kBf, 3, M, N, 0, M * N, N, 1);
+  EXPECT_NO_THROW(can_implement(a));
+  // Empty problems and K = 0 need no instance (any layout of the (M, N) tensors' peers).
+  a = act_args();
+  a.a = row_major(fake(1), kBf, 0, K);
+  a.preact = row_major(fake(3), kBf, 0, N);
+  a.postact = row_major(fake(4), kBf, 0, N);
+  EXPECT_NO_THROW(gemm_act(a, nullptr));  // nothing launched
+  a = act_args();
+  a.a = row_major(fake(1), kBf, M, 0);
+  a.b = col_major(fake(2), kBf, 0, N);
+  EXPECT_NO_THROW(can_implement(a));
+
+  GemmDActArgs d = dact_args();
+  EXPECT_NO_THROW(can_implement(d));
+  EXPECT_THROW(gemm_dact(d, nullptr), CudaError);
+  d.postact = TensorRef();
+  EXPECT_NO_THROW(can_implement(d));
+}
+
+TEST(GemmActValidation, ActArguments) {
+  GemmActArgs g = act_args();
+  g.postact = TensorRef();
+  expect_act_error(g, "postact is absent");
+  g = act_args();
+  g.activation = static_cast<Activation>(99);
+  expect_act_error(g, "activation is 99");
+  g = act_args();
+  g.postact = row_major(fake(4), kBf, M, N + 8);
+  expect_act_error(g, "postact has shape");
+  g = act_args();
+  g.preact = row_major(fake(3), kBf, M + 1, N);
+  expect_act_error(g, "preact has shape");
+  g = act_args();
+  g.preact = col_major(fake(3), kBf, M, N);
+  expect_act_error(g, "preact is column-major");
+  g = act_args();
+  g.beta = 1.f;
+  expect_act_error(g, "beta is");
+  g = act_args();
+  g.c = row_major(fake(5), DType::kFloat32, M, N);
+  g.beta = 1.f;
+  expect_act_error(g, "c has dtype float32");
+  g = act_args();
+  g.a.dtype = g.b.dtype = DType::kFloat32;
+  expect_act_error(g, "a has dtype float32");
+  g = act_args();
+  g.b.dtype = DType::kFloat16;
+  expect_act_error(g, "b has dtype float16");
+  g = act_args();
+  g.postact.dtype = DType::kInt32;
+  expect_act_error(g, "postact has dtype int32");
+  g = act_args();
+  g.postact = TensorRef::matrix(fake(4), kBf, M, N, 0, N + 4, 1);  // rows of 520 bytes
+  expect_act_error(g, "multiple of 16 bytes");
+  g = act_args();
+  g.postact.device = 1;
+  expect_act_error(g, "postact");
+  g = act_args();
+  g.postact = row_major(static_cast<char*>(fake(3)) + 64, kBf, M, N);  // inside preact
+  expect_act_error(g, "overlap");
+}
+
+TEST(GemmActValidation, UncompiledCombinations) {
+  GemmActArgs g = act_args();
+  g.b = row_major(fake(2), kBf, K, N);  // b row-major: no gemm_act instance
+  expect_act_error(g, "not yet supported");
+  g = act_args();
+  g.postact.dtype = DType::kFloat32;
+  g.preact.dtype = DType::kFloat32;
+  expect_act_error(g, "not yet supported for bfloat16 inputs, float32 preact, float32 postact");
+  g = act_args();
+  g.a.dtype = g.b.dtype = g.preact.dtype = g.postact.dtype = DType::kFloat16;
+  expect_act_error(g, "no instance for these dtypes");
+  GemmDActArgs d = dact_args();
+  d.b = col_major(fake(2), kBf, K, N);
+  expect_dact_error(d, "not yet supported");
+}
+
+TEST(GemmActValidation, DActArguments) {
+  GemmDActArgs g = dact_args();
+  g.preact = TensorRef();
+  expect_dact_error(g, "preact is absent");
+  g = dact_args();
+  g.dpreact = TensorRef();
+  expect_dact_error(g, "dpreact is absent");
+  g = dact_args();
+  g.preact.dtype = DType::kFloat32;
+  expect_dact_error(g, "preact has dtype float32, expected bfloat16");
+  g = dact_args();
+  g.activation = static_cast<Activation>(-1);
+  expect_dact_error(g, "activation is -1");
+  g = dact_args();
+  g.postact = col_major(fake(5), kBf, M, N);
+  expect_dact_error(g, "postact is column-major");
+  g = dact_args();
+  g.postact = g.dpreact;
+  expect_dact_error(g, "overlap");
+}
+
+TEST(GemmActValidation, ActivationNames) {
+  for (int v = 0; v <= static_cast<int>(Activation::kTanh); ++v) {
+    const Activation a = static_cast<Activation>(v);
+    Activation back = Activation::kRelu;
+    ASSERT_TRUE(activation_from_name(activation_name(a), &back)) << activation_name(a);
+    EXPECT_EQ(back, a);
+  }
+  EXPECT_STREQ(activation_name(Activation::kGeluTanhApprox), "gelu_tanh_approx");
+  EXPECT_STREQ(activation_name(static_cast<Activation>(42)), "unknown");
+  Activation x = Activation::kRelu;
+  EXPECT_TRUE(activation_from_name("none", &x));
+  EXPECT_EQ(x, Activation::kIdentity);
+  EXPECT_FALSE(activation_from_name("gelu", &x));
+  EXPECT_FALSE(activation_from_name(nullptr, &x));
+}
+
+}  // namespace
+}  // namespace quack

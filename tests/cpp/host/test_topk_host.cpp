@@ -1,0 +1,429 @@
+// Tier 1 (no GPU): top-k's validation (every path throws quack::InvalidArgument naming the
+// function and the argument, before any CUDA call), the plan swept over (M, N, k, dtype), the
+// shared-memory layout, and the float64 reference on hand values (the tie rule, NaN, ±0).
+// CUDA is hidden (CUDA_VISIBLE_DEVICES=""): valid calls report "no CUDA driver/GPU".
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "quack/errors.h"
+#include "quack/topk.h"
+#include "reference/topk_ref.h"
+#include "topk/topk_internal.h"
+#include "topk/topk_plan.h"
+
+namespace quack {
+namespace {
+
+const bool kCudaHidden = [] {
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  return true;
+}();
+
+void* fake(uintptr_t k) { return reinterpret_cast<void*>(uintptr_t{0x1000000} * k); }
+
+constexpr int64_t M = 8, N = 4096, K = 16;
+
+TopkFwdArgs fwd_args() {
+  TopkFwdArgs a;
+  a.x = TensorRef::matrix(fake(1), DType::kBFloat16, M, N);
+  a.values = TensorRef::matrix(fake(2), DType::kBFloat16, M, K);
+  a.indices = TensorRef::matrix(fake(3), DType::kInt64, M, K);
+  return a;
+}
+
+TopkBwdArgs bwd_args(TopkSoftmax sm) {
+  TopkBwdArgs a;
+  a.dvalues = TensorRef::matrix(fake(1), DType::kFloat32, M, K);
+  a.indices = TensorRef::matrix(fake(2), DType::kInt64, M, K);
+  a.dx = TensorRef::matrix(fake(3), DType::kBFloat16, M, N);
+  a.softmax = sm;
+  if (sm == TopkSoftmax::kSelected) a.values = TensorRef::matrix(fake(4), DType::kBFloat16, M, K);
+  if (sm == TopkSoftmax::kRow) {
+    a.x = TensorRef::matrix(fake(5), DType::kBFloat16, M, N);
+    a.lse = TensorRef::vector(fake(6), DType::kFloat32, M);
+  }
+  return a;
+}
+
+void expect_invalid(const std::function<void()>& f, const std::string& fn,
+                    const std::vector<std::string>& parts) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind(fn + ": ", 0), 0u)
+        << "message does not start with '" << fn << ": ': " << msg;
+    for (const auto& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
+    return;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected InvalidArgument, got: " << e.what();
+    return;
+  }
+  ADD_FAILURE() << "expected InvalidArgument, nothing was thrown";
+}
+
+void expect_fwd_invalid(const TopkFwdArgs& a, const std::vector<std::string>& parts) {
+  expect_invalid([&] { topk_fwd(a, nullptr); }, "topk_fwd", parts);
+}
+void expect_bwd_invalid(const TopkBwdArgs& a, const std::vector<std::string>& parts) {
+  expect_invalid([&] { topk_bwd(a, nullptr); }, "topk_bwd", parts);
+}
+
+void expect_reaches_cuda(const std::function<void()>& f, const char* what) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
+    GTEST_SKIP() << "a CUDA device is visible despite CUDA_VISIBLE_DEVICES=\"\"; " << what
+                 << " not called";
+  try {
+    f();
+    ADD_FAILURE() << what << ": returned without CUDA (expected a CudaError: no device)";
+  } catch (const CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA driver/GPU"), std::string::npos) << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": valid arguments rejected: " << e.what();
+  }
+}
+
+// ------------------------------------------------------------------ validation
+
+TEST(TopkValidation, ValidCallsReachCuda) {
+  ASSERT_TRUE(kCudaHidden);
+  expect_reaches_cuda([] { topk_fwd(fwd_args(), nullptr); }, "topk_fwd");
+  TopkFwdArgs a = fwd_args();
+  a.x.stride[0] = 0;  // broadcast rows
+  a.indices.dtype = DType::kInt32;
+  a.values.dtype = DType::kFloat32;
+  a.largest = false;
+  a.softmax = TopkSoftmax::kRow;
+  a.lse = TensorRef::vector(fake(7), DType::kFloat32, M);
+  expect_reaches_cuda([&] { topk_fwd(a, nullptr); }, "topk_fwd kRow");
+  for (TopkSoftmax sm : {TopkSoftmax::kNone, TopkSoftmax::kSelected, TopkSoftmax::kRow})
+    expect_reaches_cuda([&] { topk_bwd(bwd_args(sm), nullptr); }, "topk_bwd");
+}
+
+TEST(TopkValidation, EmptyAndZeroKLaunchNothing) {
+  TopkFwdArgs a = fwd_args();
+  a.x = TensorRef::matrix(nullptr, DType::kFloat32, 0, N);
+  a.values = TensorRef::matrix(nullptr, DType::kFloat32, 0, K);
+  a.indices = TensorRef::matrix(nullptr, DType::kInt64, 0, K);
+  EXPECT_NO_THROW(topk_fwd(a, nullptr));
+  EXPECT_EQ(topk_fwd_workspace_size(a), 0u);
+  a = fwd_args();
+  a.values = TensorRef::matrix(nullptr, DType::kBFloat16, M, 0);
+  a.indices = TensorRef::matrix(nullptr, DType::kInt64, M, 0);
+  EXPECT_NO_THROW(topk_fwd(a, nullptr));  // k = 0: empty outputs
+  a.x = TensorRef::matrix(nullptr, DType::kBFloat16, M, 0);
+  EXPECT_NO_THROW(topk_fwd(a, nullptr));  // N = 0, k = 0
+  TopkBwdArgs b = bwd_args(TopkSoftmax::kNone);
+  b.dx = TensorRef::matrix(nullptr, DType::kFloat32, 0, N);
+  b.dvalues = TensorRef::matrix(nullptr, DType::kFloat32, 0, K);
+  b.indices = TensorRef::matrix(nullptr, DType::kInt64, 0, K);
+  EXPECT_NO_THROW(topk_bwd(b, nullptr));
+}
+
+TEST(TopkValidation, ForwardArguments) {
+  TopkFwdArgs a = fwd_args();
+  a.x = TensorRef();
+  expect_fwd_invalid(a, {"x is absent"});
+  a = fwd_args();
+  a.x.dtype = DType::kInt32;
+  expect_fwd_invalid(a, {"x has dtype int32"});
+  a = fwd_args();
+  a.x.device = -1;
+  expect_fwd_invalid(a, {"x is in host memory"});
+  a = fwd_args();
+  a.values = TensorRef::matrix(fake(2), DType::kBFloat16, M + 1, K);
+  expect_fwd_invalid(a, {"values has shape (9, 16)", "expected (M, k) = (8, k)"});
+  a = fwd_args();
+  a.values = TensorRef::vector(fake(2), DType::kBFloat16, K);
+  expect_fwd_invalid(a, {"values has shape (16,)"});
+  a = fwd_args();
+  a.values.dtype = DType::kInt64;
+  expect_fwd_invalid(a, {"values has dtype int64"});
+  a = fwd_args();
+  a.values.device = 1;
+  expect_fwd_invalid(a, {"values is on cuda:1", "expected cuda:0"});
+  a = fwd_args();
+  a.values.stride[0] = 0;
+  expect_fwd_invalid(a, {"output values has overlapping elements"});
+  a = fwd_args();
+  a.indices = TensorRef::matrix(fake(3), DType::kInt64, M, K + 1);
+  expect_fwd_invalid(a, {"indices has shape (8, 17)", "expected (8, 16)"});
+  a = fwd_args();
+  a.indices.dtype = DType::kFloat32;
+  expect_fwd_invalid(a, {"indices has dtype float32", "expected int64 or int32"});
+  a = fwd_args();
+  a.indices.device = 2;
+  expect_fwd_invalid(a, {"indices is on cuda:2"});
+  a = fwd_args();
+  a.indices.stride[1] = -1;
+  expect_fwd_invalid(a, {"indices has a negative stride"});
+  a = fwd_args();
+  a.x = TensorRef::matrix(fake(1), DType::kBFloat16, M, 10);
+  expect_fwd_invalid(a, {"values has k = 16 columns", "expected k ≤ N = 10"});
+  a = fwd_args();
+  a.softmax = static_cast<TopkSoftmax>(7);
+  expect_fwd_invalid(a, {"softmax is 7"});
+  a = fwd_args();
+  a.lse = TensorRef::vector(fake(7), DType::kFloat32, M);
+  expect_fwd_invalid(a, {"lse is given with softmax = kNone", "only with TopkSoftmax::kRow"});
+  a.softmax = TopkSoftmax::kRow;
+  a.lse = TensorRef::vector(fake(7), DType::kFloat32, M + 1);
+  expect_fwd_invalid(a, {"lse has shape (9,)", "expected (8,)"});
+  a.lse = TensorRef::vector(fake(7), DType::kBFloat16, M);
+  expect_fwd_invalid(a, {"lse has dtype bfloat16", "expected float32"});
+  // Outputs overlapping x or each other.
+  a = fwd_args();
+  a.values.data = static_cast<char*>(a.x.data) + 64;
+  expect_fwd_invalid(a, {"values overlaps x"});
+  a = fwd_args();
+  a.indices.data = static_cast<char*>(a.values.data) + 2;
+  expect_fwd_invalid(a, {"values overlaps indices"});
+  a = fwd_args();
+  a.softmax = TopkSoftmax::kRow;
+  a.lse = TensorRef::vector(a.indices.data, DType::kFloat32, M);
+  expect_fwd_invalid(a, {"lse overlaps indices"});
+  // N beyond int32 (the plan's columns are 32-bit).
+  a = fwd_args();
+  a.x = TensorRef::matrix(fake(1), DType::kBFloat16, 1, int64_t{1} << 31);
+  a.values = TensorRef::matrix(fake(2), DType::kBFloat16, 1, K);
+  a.indices = TensorRef::matrix(fake(3), DType::kInt64, 1, K);
+  a.values.data = static_cast<char*>(a.x.data) + (int64_t{1} << 33);
+  a.indices.data = static_cast<char*>(a.x.data) + (int64_t{1} << 34);
+  expect_fwd_invalid(a, {"x has N = 2147483648 columns", "expected N ≤ 2147483647"});
+}
+
+TEST(TopkValidation, WorkspaceForTheSortPath) {
+  // k > 256 sorts: without a workspace the call is refused before any launch. Without CUDA
+  // the size query itself meets the hidden device (CUB asks it).
+  TopkFwdArgs a = fwd_args();
+  a.values = TensorRef::matrix(fake(2), DType::kBFloat16, M, 300);
+  a.indices = TensorRef::matrix(fake(3), DType::kInt64, M, 300);
+  expect_reaches_cuda([&] { topk_fwd(a, nullptr); }, "topk_fwd k = 300");
+  EXPECT_EQ(topk_fwd_workspace_size(fwd_args()), 0u) << "k ≤ 256 needs no workspace";
+}
+
+TEST(TopkValidation, BackwardArguments) {
+  TopkBwdArgs a = bwd_args(TopkSoftmax::kNone);
+  a.dx = TensorRef();
+  expect_bwd_invalid(a, {"dx is absent"});
+  a = bwd_args(TopkSoftmax::kNone);
+  a.dx.stride[1] = 0;
+  expect_bwd_invalid(a, {"output dx has overlapping elements"});
+  a = bwd_args(TopkSoftmax::kNone);
+  a.dvalues = TensorRef::matrix(fake(1), DType::kFloat32, M - 1, K);
+  expect_bwd_invalid(a, {"dvalues has shape (7, 16)"});
+  a = bwd_args(TopkSoftmax::kNone);
+  a.indices = TensorRef::matrix(fake(2), DType::kInt64, M, K - 1);
+  expect_bwd_invalid(a, {"indices has shape (8, 15)", "expected (8, 16)"});
+  a = bwd_args(TopkSoftmax::kNone);
+  a.indices.dtype = DType::kBFloat16;
+  expect_bwd_invalid(a, {"indices has dtype bfloat16"});
+  a = bwd_args(TopkSoftmax::kNone);
+  a.dx = TensorRef::matrix(fake(3), DType::kBFloat16, M, 8);
+  expect_bwd_invalid(a, {"dvalues has k = 16 columns", "expected k ≤ N = 8"});
+  a = bwd_args(TopkSoftmax::kSelected);
+  a.values = TensorRef();
+  expect_bwd_invalid(a, {"values is absent", "softmax = kSelected"});
+  a = bwd_args(TopkSoftmax::kSelected);
+  a.values.dtype = DType::kInt32;
+  expect_bwd_invalid(a, {"values has dtype int32"});
+  a = bwd_args(TopkSoftmax::kRow);
+  a.x = TensorRef();
+  expect_bwd_invalid(a, {"x is absent", "softmax = kRow"});
+  a = bwd_args(TopkSoftmax::kRow);
+  a.lse = TensorRef();
+  expect_bwd_invalid(a, {"lse is absent", "softmax = kRow"});
+  a = bwd_args(TopkSoftmax::kRow);
+  a.x = TensorRef::matrix(fake(5), DType::kBFloat16, M, N - 1);
+  expect_bwd_invalid(a, {"x has shape (8, 4095)", "expected (8, 4096)"});
+  a = bwd_args(TopkSoftmax::kRow);
+  a.lse.dtype = DType::kFloat16;
+  expect_bwd_invalid(a, {"lse has dtype float16"});
+  a = bwd_args(TopkSoftmax::kNone);
+  a.dvalues.data = static_cast<char*>(a.dx.data) + 2;
+  expect_bwd_invalid(a, {"dx overlaps dvalues"});
+  a = bwd_args(TopkSoftmax::kRow);
+  a.x.data = a.dx.data;
+  expect_bwd_invalid(a, {"dx overlaps x"});
+}
+
+// ------------------------------------------------------------------ plan
+
+using detail::plan_topk;
+using detail::TopkPath;
+using detail::TopkPlan;
+using detail::TopkProblem;
+
+TEST(TopkPlan, SweepInvariants) {
+  const int64_t Ns[] = {1,    7,     64,    100,   1000,   1024,   4096,
+                        4099, 32768, 65535, 65536, 131072, 262144, 1000000};
+  const int64_t Ms[] = {1, 3, 64, 4096, 65536};
+  const int64_t ks[] = {1, 2, 8, 31, 32, 33, 64, 100, 128, 200, 256, 257, 5000};
+  for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
+    for (int64_t n : Ns)
+      for (int64_t m : Ms)
+        for (int64_t k : ks) {
+          if (k > n) continue;
+          TopkProblem pr;
+          pr.M = m;
+          pr.N = n;
+          pr.k = k;
+          pr.x = t;
+          pr.vec_ok = (n % 3) != 0;
+          pr.sm_count = 132;
+          const TopkPlan p = plan_topk(pr);
+          SCOPED_TRACE("M=" + std::to_string(m) + " N=" + std::to_string(n) +
+                       " k=" + std::to_string(k) + " " + dtype_name(t));
+          if (k > detail::kTopkQueueMaxK) {
+            EXPECT_EQ(p.path, TopkPath::kSort);
+            continue;
+          }
+          ASSERT_EQ(p.path, TopkPath::kQueue);
+          EXPECT_GE(32 * p.queue_regs, k);
+          EXPECT_LT(16 * p.queue_regs, std::max<int64_t>(k, 17))
+              << "the smallest queue that holds k";
+          EXPECT_EQ(p.packed_bits, dtype_size(t) == 2 && n < 65536 ? 32 : 64);
+          EXPECT_EQ(p.vec_io, pr.vec_ok);
+          const int64_t iter = detail::topk_iter_cols(dtype_size(t));
+          EXPECT_EQ(p.slice % iter, 0);
+          EXPECT_GE(p.slice * p.warps_per_row, n) << "the warps cover the row";
+          EXPECT_LT(p.slice, (n + p.warps_per_row - 1) / p.warps_per_row + iter) << "balanced";
+          EXPECT_TRUE(p.warps_per_row == 1 || p.warps_per_row == 2 || p.warps_per_row == 4 ||
+                      p.warps_per_row == 8 || p.warps_per_row == 16);
+          EXPECT_EQ(p.threads, 32 * p.warps_per_row * p.rows_per_cta);
+          EXPECT_LE(p.threads, 512);
+          EXPECT_EQ(p.grid, (m + p.rows_per_cta - 1) / p.rows_per_cta);
+          EXPECT_LE(p.smem, 48u * 1024) << "no opt-in shared memory";
+          if (m >= 2112) {
+            EXPECT_EQ(p.warps_per_row, 1) << "enough rows: one warp each";
+          }
+          if (p.warps_per_row > 1) {
+            EXPECT_GE(n / p.warps_per_row, std::max<int64_t>(iter, 16 * k));
+          }
+        }
+}
+
+TEST(TopkPlan, EmptyAndForced) {
+  TopkProblem pr;
+  pr.M = 0;
+  pr.N = 100;
+  pr.k = 5;
+  EXPECT_EQ(plan_topk(pr).path, TopkPath::kNone);
+  pr.M = 5;
+  pr.k = 0;
+  EXPECT_EQ(plan_topk(pr).path, TopkPath::kNone);
+  pr.k = 5;
+  pr.N = 5000;
+  pr.vec_ok = true;
+  for (int w : {1, 2, 4, 8, 16}) {
+    const TopkPlan p = plan_topk(pr, w);
+    EXPECT_EQ(p.warps_per_row, w);
+    EXPECT_EQ(p.rows_per_cta, w >= 4 ? 1 : 4 / w);
+    EXPECT_GE(p.slice * w, pr.N);
+  }
+}
+
+TEST(TopkPlan, BenchmarkShapes) {
+  // issue 19's shapes on 132 SMs: one warp per row (≥ 16 warps per SM already).
+  struct S {
+    int64_t M, N, k;
+    int w, q, bits;
+  };
+  const S shapes[] = {{65536, 1024, 8, 1, 1, 32},
+                      {65536, 4096, 32, 1, 1, 32},
+                      {16384, 4096, 128, 1, 4, 32},
+                      {16384, 32768, 64, 1, 2, 32},
+                      {4096, 131072, 256, 1, 8, 64}};
+  for (const S& s : shapes) {
+    TopkProblem pr;
+    pr.M = s.M;
+    pr.N = s.N;
+    pr.k = s.k;
+    pr.x = DType::kBFloat16;
+    pr.vec_ok = true;
+    const TopkPlan p = plan_topk(pr);
+    EXPECT_EQ(p.warps_per_row, s.w) << s.N;
+    EXPECT_EQ(p.queue_regs, s.q) << s.N;
+    EXPECT_EQ(p.packed_bits, s.bits) << s.N;
+    pr.x = DType::kFloat32;
+    EXPECT_EQ(plan_topk(pr).packed_bits, 64);
+  }
+}
+
+TEST(TopkPlan, SharedMemoryLayout) {
+  // One warp per row: only the buffers; W > 1 adds the queues and (max, sum) pairs.
+  const auto a = detail::topk_smem_layout(1, 4, 8, 8);
+  EXPECT_EQ(a.total, 4u * 64 * 8);
+  const auto b = detail::topk_smem_layout(16, 1, 8, 8);
+  EXPECT_EQ(b.exchange, 16u * 64 * 8);
+  EXPECT_EQ(b.stats, b.exchange + 16u * 256 * 8);
+  EXPECT_EQ(b.total, b.stats + 16u * 8);
+  EXPECT_EQ(b.exchange % 8, 0u);
+}
+
+// ------------------------------------------------------------------ the reference on hand values
+
+using test::topk_reference;
+using test::TopkRefSoftmax;
+
+TEST(TopkReference, OrderTiesNanAndZeros) {
+  const double nan = NAN, inf = INFINITY;
+  // Row: 3 at columns 1 and 4 (tie), NaN at 2 and 6, +0 at 3, −0 at 5, −inf at 0.
+  const std::vector<double> x = {-inf, 3.0, nan, 0.0, 3.0, -0.0, nan, -1.0};
+  const auto big = topk_reference(x, 1, 8, 8, true);
+  EXPECT_EQ(big.indices, (std::vector<int64_t>{2, 6, 1, 4, 3, 5, 7, 0}));
+  EXPECT_FALSE(std::signbit(big.values[4]));
+  EXPECT_TRUE(std::signbit(big.values[5]));
+  const auto small = topk_reference(x, 1, 8, 8, false);
+  EXPECT_EQ(small.indices, (std::vector<int64_t>{0, 7, 5, 3, 1, 4, 2, 6}));
+  const auto top3 = topk_reference(x, 1, 8, 3, true);
+  EXPECT_EQ(top3.indices, (std::vector<int64_t>{2, 6, 1}));
+}
+
+TEST(TopkReference, Softmax) {
+  const std::vector<double> x = {1.0, 3.0, 2.0, 0.0};
+  const auto sel = topk_reference(x, 1, 4, 2, true, TopkRefSoftmax::kSelected);
+  const double z = std::exp(0.0) + std::exp(-1.0);
+  EXPECT_NEAR(sel.values[0], 1.0 / z, 1e-15);
+  EXPECT_NEAR(sel.values[1], std::exp(-1.0) / z, 1e-15);
+  const auto row = topk_reference(x, 1, 4, 2, true, TopkRefSoftmax::kRow);
+  const double lse = std::log(std::exp(1.0) + std::exp(3.0) + std::exp(2.0) + 1.0);
+  EXPECT_NEAR(row.lse[0], lse, 1e-14);
+  EXPECT_NEAR(row.values[0], std::exp(3.0 - lse), 1e-15);
+  // A NaN among the selected makes them NaN; all −inf gives NaN (as torch.softmax).
+  const auto nan_row = topk_reference({NAN, 1.0}, 1, 2, 2, true, TopkRefSoftmax::kSelected);
+  EXPECT_TRUE(std::isnan(nan_row.values[0]) && std::isnan(nan_row.values[1]));
+  const auto ninf = topk_reference({-INFINITY, -INFINITY}, 1, 2, 1, true, TopkRefSoftmax::kRow);
+  EXPECT_TRUE(std::isnan(ninf.values[0]));
+  EXPECT_EQ(ninf.lse[0], -INFINITY);
+}
+
+TEST(TopkReference, Backward) {
+  // kSelected: dx = p (dv − Σ p dv) at the selected columns.
+  const std::vector<double> dv = {1.0, 2.0};
+  const std::vector<int64_t> idx = {2, 0};
+  const std::vector<double> p = {0.25, 0.75};
+  const auto dx = test::topk_bwd_reference(dv, idx, p, {}, {}, 1, 3, 2, TopkRefSoftmax::kSelected);
+  const double s = 0.25 * 1.0 + 0.75 * 2.0;
+  EXPECT_DOUBLE_EQ(dx[2], 0.25 * (1.0 - s));
+  EXPECT_DOUBLE_EQ(dx[0], 0.75 * (2.0 - s));
+  EXPECT_DOUBLE_EQ(dx[1], 0.0);
+  // kRow: every column gets y (g − s).
+  const std::vector<double> x = {0.0, 1.0, 2.0};
+  const double lse = std::log(1.0 + std::exp(1.0) + std::exp(2.0));
+  const auto dr = test::topk_bwd_reference({3.0}, {2}, {}, x, {lse}, 1, 3, 1, TopkRefSoftmax::kRow);
+  const double y2 = std::exp(2.0 - lse), sr = y2 * 3.0;
+  EXPECT_NEAR(dr[2], y2 * (3.0 - sr), 1e-15);
+  EXPECT_NEAR(dr[0], -std::exp(0.0 - lse) * sr, 1e-15);
+}
+
+}  // namespace
+}  // namespace quack
