@@ -1,6 +1,6 @@
 // Row policy for every layout and dtype mix (RowPolicy::kGeneral): any strides (0 included for
-// inputs), any N, each stream and vector in its own runtime dtype. RMSNorm's general kernels
-// (rmsnorm_fwd_kernel.cuh, rmsnorm_bwd_general_kernel.cuh) with the op's math from its traits.
+// inputs), any N, each stream and vector in its own runtime dtype, the op's math from its
+// traits.
 //
 // Thread -> data: row_general_geometry (row_plan.cpp): a row spans tpr threads of a CTA and,
 // for long rows, a cluster of cluster_n CTAs; CTA rank r covers columns [r·span, (r+1)·span)

@@ -1,6 +1,6 @@
 // Row policies with the row in registers and compile-time geometry (RowPolicy::kRegister,
-// kLooped): RMSNorm's simple forward kernel (rmsnorm_fwd_simple_kernel.cuh) with the op's math
-// taken from its traits.
+// kLooped): the design of RMSNorm's simple forward (docs/performance.md), the op's math from its
+// traits.
 //
 // Thread -> data: row r of the CTA is threads kTpr·r .. kTpr·r + kTpr-1; thread t of a row owns
 // the 16-byte vectors j·kTpr + t (j < kVecs) of each chunk of kTpr·kVecs vectors of every input

@@ -1,6 +1,6 @@
-// Row policy for long rows, read once from DRAM (RowPolicy::kRing): RMSNorm's prefetch kernel
-// (rmsnorm_fwd_prefetch_kernel.cuh) with several input streams and the op's math from its
-// traits.
+// Row policy for long rows, read once from DRAM (RowPolicy::kRing): the design of RMSNorm's
+// prefetch forward (docs/performance.md), for several input streams (each in its dtype), the
+// op's math from its traits.
 //
 // Why: a row that does not fit one CTA's registers is either read twice (the looped policy:
 // the second time from L2) or split over a cluster whose CTAs keep their slices on chip. Here

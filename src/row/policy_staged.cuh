@@ -1,5 +1,5 @@
-// Row policy with runtime geometry, persistent (RowPolicy::kStaged): RMSNorm's backward kernel
-// (norm/rmsnorm_bwd_kernel.cuh) with the op's math from its traits. The policy of ops with
+// Row policy with runtime geometry, persistent (RowPolicy::kStaged): the design of RMSNorm's
+// backward (docs/performance.md), the op's math from its traits. The policy of ops with
 // column accumulations (dweight, dbias).
 //
 // Thread -> data: RowGeometry (common/row_geometry.h, planned by row_staged_geometry): a row

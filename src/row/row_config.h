@@ -49,10 +49,9 @@ inline constexpr int kRowRegisterBudgetSlack = 24;     // registers for addresse
 // (1024 threads: 64 registers each). RMSNorm's prefetch kernel held an fp32 weight slice of
 // 32 registers (bf16 x, 4 vectors per thread) at 55 registers in all, without spills.
 inline constexpr int kRowRingColRegs = 32;
-// The staged policy's geometry knobs (RMSNorm's backward, norm/rmsnorm_bwd_knobs before the
-// skeleton; H200 sweeps): rows split over up to the configuration's CTA size (RowConfig::tpr,
-// its __launch_bounds__) before a cluster, at least kRowStagedMinThreads threads per CTA
-// (small rows share a CTA).
+// The staged policy's geometry knobs (RMSNorm's backward geometry, from H200 sweeps): rows split
+// over up to the configuration's CTA size (RowConfig::tpr, its __launch_bounds__) before a
+// cluster, at least kRowStagedMinThreads threads per CTA (small rows share a CTA).
 inline constexpr int kRowStagedMaxThreads = 512;  // the largest staged CTA (staged-v4)
 inline constexpr int kRowStagedMaxRowThreads = 512;
 inline constexpr int kRowStagedMinThreads = 256;

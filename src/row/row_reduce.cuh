@@ -263,7 +263,7 @@ __device__ __forceinline__ typename R::Val load_slot(const float* slot) {
 }
 
 /// All-reduce over rows of kTpr consecutive threads, kRows rows per CTA, geometry fixed at
-/// compile time (StaticRowReduce's scheme; no clusters). The slots (kSlotFloats floats of
+/// compile time (no clusters). The slots (kSlotFloats floats of
 /// static shared memory; a region per stage of two-stage kinds) serve one call.
 template <int kTpr, int kRows, class R>
 struct StaticRowReducer {
@@ -309,7 +309,7 @@ struct StaticRowReducer {
 };
 
 /// All-reduce of a one-row-per-CTA kernel with compile-time warps (kWarps) whose rows span a
-/// cluster of cluster_n ≤ kMaxCluster CTAs (runtime; 1: no cluster): ClusterRowSum's scheme,
+/// cluster of cluster_n ≤ kMaxCluster CTAs (runtime; 1: no cluster): the scheme above,
 /// warp w of CTA `rank` in slot rank·kWarps + w. Shared memory: kBytes at `smem` (16-byte
 /// aligned): two stages of slots (call k uses stage k & 1), then cluster_exchange's two
 /// mbarriers. Between two calls the kernel must pass a __syncthreads (the ring kernel's end of
