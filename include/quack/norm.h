@@ -168,8 +168,10 @@ void rmsnorm_bwd(const RmsNormBwdArgs& args, void* workspace, size_t workspace_b
 /// alias x and residual_out the residual when their layouts agree. Kernels (the row skeleton,
 /// docs/architecture.md): x and residual in one dtype, out and residual_out in one dtype,
 /// weight and bias in one dtype, with (x, out, weight) one of (bf16, bf16, bf16 or fp32),
-/// (fp16, fp16, fp16 or fp32), (fp32, fp32, fp32); rows with column stride 1, 16-byte aligned
-/// starts and N a multiple of 16 bytes of x; weight and bias contiguous and 16-byte aligned.
+/// (fp16, fp16, fp16 or fp32), (fp32, fp32, fp32); or, for 16-bit x, the fp32 residual
+/// stream (residual and residual_out fp32, either may be absent); rows with column stride 1,
+/// 16-byte aligned starts and N a multiple of 16 bytes of x; weight and bias contiguous and
+/// 16-byte aligned.
 /// Such rows up to 64 KB (fp32 x: 128 KB) sit in registers, one pass; rows up to 16 × 64 KB
 /// per input stream are split over a cluster whose CTAs keep their slices and their weight and
 /// bias slices on chip (one HBM read); longer rows take two passes (the second from L2). Any
@@ -223,10 +225,12 @@ void layernorm_fwd(const LayerNormFwdArgs& args, cudaStream_t stream);
 /// Layout: any non-negative strides (inputs may have stride 0: dout from y.sum().backward());
 /// outputs may not overlap; dx (and dresidual) may alias dout of the same layout. Kernel: x,
 /// dout and dresidual_out in one dtype, dx and dresidual in one dtype, the weight in x's dtype
-/// or fp32 ((x, dx) = (bf16, bf16), (fp16, fp16), (fp32, fp32)), the vector layouts of
-/// layernorm_fwd: persistent CTAs stage row slices in shared memory by the bulk-copy engine,
-/// rows of up to N = 262144 (fp16/bf16) or 131072 (fp32) over clusters of up to 16 CTAs;
-/// anything else runs the general kernel (two passes over global memory).
+/// or fp32 ((x, dx) = (bf16, bf16), (fp16, fp16), (fp32, fp32)), or the prenorm backward of an
+/// fp32 residual stream (x, dresidual_out, dresidual fp32; dout and dx bf16 or fp16), the
+/// vector layouts of layernorm_fwd: persistent CTAs stage row slices in shared memory by the
+/// bulk-copy engine, rows of up to N = 262144 over clusters of up to 16 CTAs (fp32 rows beyond
+/// 131072 without dresidual_out: one row block at a time, the next fetched into L2); anything
+/// else runs the general kernel (two passes over global memory).
 struct LayerNormBwdArgs {
   TensorRef x;
   TensorRef weight;

@@ -12,9 +12,19 @@ quack_row_op(softmax_fwd      softmax/softmax_traits.cuh      SoftmaxFwd      bf
 quack_row_op(softmax_bwd      softmax/softmax_traits.cuh      SoftmaxBwd      bf16:bf16 f16:f16 f32:f32 f32:bf16 f32:f16)
 quack_row_op(log_softmax_fwd  softmax/log_softmax_traits.cuh  LogSoftmaxFwd   bf16:bf16 bf16:f32 f16:f16 f16:f32 f32:f32)
 quack_row_op(log_softmax_bwd  softmax/log_softmax_traits.cuh  LogSoftmaxBwd   bf16:bf16 f16:f16 f32:f32 f32:bf16 f32:f16)
-quack_row_op(layernorm_fwd     norm/layernorm_traits.cuh       LayerNormFwd    bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32)
-quack_row_op(layernorm_fwd_res norm/layernorm_traits.cuh       LayerNormFwdRes bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32)
-quack_row_op(layernorm_bwd     norm/layernorm_traits.cuh       LayerNormBwd    bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32)
+# LayerNorm: as RMSNorm's lines, the fp32 residual stream's instances after the all-x ones
+# (forward: residual_out fp32 with or without a residual; backward: h, dresidual_out and
+# dresidual fp32 beside 16-bit dy and dx).
+quack_row_op(layernorm_fwd     norm/layernorm_traits.cuh       LayerNormFwd
+             bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32
+             bf16:bf16,f32:f32 bf16:bf16,f32:bf16 f16:f16,f32:f32 f16:f16,f32:f16)
+quack_row_op(layernorm_fwd_res norm/layernorm_traits.cuh       LayerNormFwdRes
+             bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32
+             bf16,f32:bf16,f32:f32 bf16,f32:bf16,f32:bf16 f16,f32:f16,f32:f32 f16,f32:f16,f32:f16)
+quack_row_op(layernorm_bwd     norm/layernorm_traits.cuh       LayerNormBwd
+             bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32
+             f32,bf16,f32:bf16,f32:f32 f32,bf16,f32:bf16,f32:bf16
+             f32,f16,f32:f16,f32:f32 f32,f16,f32:f16,f32:f16)
 # RMSNorm (DESIGN §4's fast path: weight and bias in x's dtype or fp32, the residual stream and
 # the output in x's dtype or fp32). Forward: x -> y, and x, residual -> y, residual_out (the
 # residual stream; either may be absent: residual_out alone copies x, the first layer's); the
