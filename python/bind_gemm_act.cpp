@@ -3,6 +3,7 @@
 // "identity" or "none", "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh"). No logic: the
 // C++ API validates (quack::InvalidArgument -> ValueError, quack::CudaError -> RuntimeError).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include <cstdint>
 #include <string>
@@ -69,14 +70,17 @@ constexpr const char* kActDoc =
     "column-major (W.T of a weight W (N, K)); c, preact, postact: (M, N) or (L, M, N), row-major,\n"
     "bf16 (what is compiled today; quack/gemm_act.h lists it). preact None: not stored; c None:\n"
     "no C (beta must be 0). activation: identity (none), relu, relu_sq, gelu_tanh_approx, silu,\n"
-    "tanh. tile_counter: address of one uint32 (zeroed once) for the dynamic scheduler, 0: none.\n";
+    "tanh. tile_counter: address of one uint32 (zeroed once) for the dynamic scheduler, 0: none.\n"
+    "Any alignment (as gemm): workspace / workspace_bytes, a device buffer of at least\n"
+    "gemm_act_workspace_size bytes for the padded copies of a and b TMA cannot address (0: the\n"
+    "call allocates it on the stream when needed).\n";
 
 constexpr const char* kDActDoc =
     "  D[l] = A[l] @ B[l];  dpreact[l] = D[l] * act'(preact[l]);  postact[l] = act(preact[l])\n"
     "fp32 accumulation and activation, one rounding per output. a: (M, K) or (L, M, K) bf16,\n"
     "row-major (dout); b: (K, N) or (L, K, N), a's dtype, row-major (a weight W (K = out, N =\n"
     "in)); preact, dpreact, postact: (M, N) or (L, M, N), row-major, bf16. postact None: not\n"
-    "stored. activation and tile_counter as gemm_act.\n";
+    "stored. activation, tile_counter and workspace as gemm_act (gemm_dact_workspace_size).\n";
 
 }  // namespace
 
@@ -98,17 +102,34 @@ void bind_gemm_act(nb::module_& m) {
           .c_str());
 
   m.def(
+      "gemm_act_workspace_size",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
+         const OptTensor& postact, const std::string& activation, double alpha, double beta) {
+        quack::GemmActArgs g = act_args(a, b, c, preact, postact, activation, alpha, beta, false, 0);
+        nb::gil_scoped_release release;
+        return quack::gemm_workspace_size(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
+      nb::arg("activation") = "identity", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
+      "Bytes of workspace gemm_act needs for these arguments (quack::gemm_workspace_size): the\n"
+      "padded copies of a and b where TMA cannot address them, 0 otherwise. Validates like\n"
+      "gemm_act_can_implement (ValueError).");
+
+  m.def(
       "gemm_act",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
          const OptTensor& postact, const std::string& activation, double alpha, double beta, uintptr_t stream,
-         bool tuned, uintptr_t tile_counter) {
+         bool tuned, uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes) {
         quack::GemmActArgs g = act_args(a, b, c, preact, postact, activation, alpha, beta, tuned, tile_counter);
+        g.workspace = reinterpret_cast<void*>(workspace);
+        g.workspace_bytes = workspace_bytes;
         nb::gil_scoped_release release;
         quack::gemm_act(g, to_stream(stream));
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
       nb::arg("activation") = "identity", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
-      nb::arg("stream") = 0, nb::arg("tuned") = false, nb::arg("tile_counter") = 0,
+      nb::arg("stream") = 0, nb::arg("tuned") = false, nb::arg("tile_counter") = 0, nb::arg("workspace") = 0,
+      nb::arg("workspace_bytes") = 0,
       (std::string("GEMM with a fused activation (quack::gemm_act), written into preact (when\n"
                    "given) and postact on the given stream:\n") +
        kActDoc +
@@ -133,17 +154,33 @@ void bind_gemm_act(nb::module_& m) {
           .c_str());
 
   m.def(
+      "gemm_dact_workspace_size",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
+         const OptTensor& postact, const std::string& activation) {
+        quack::GemmDActArgs g = dact_args(a, b, preact, dpreact, postact, activation, false, 0);
+        nb::gil_scoped_release release;
+        return quack::gemm_workspace_size(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
+      nb::arg("activation") = "identity",
+      "Bytes of workspace gemm_dact needs for these arguments (quack::gemm_workspace_size): the\n"
+      "padded copies of a and b where TMA cannot address them, 0 otherwise. Validates like\n"
+      "gemm_dact_can_implement (ValueError).");
+
+  m.def(
       "gemm_dact",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
          const OptTensor& postact, const std::string& activation, uintptr_t stream, bool tuned,
-         uintptr_t tile_counter) {
+         uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes) {
         quack::GemmDActArgs g = dact_args(a, b, preact, dpreact, postact, activation, tuned, tile_counter);
+        g.workspace = reinterpret_cast<void*>(workspace);
+        g.workspace_bytes = workspace_bytes;
         nb::gil_scoped_release release;
         quack::gemm_dact(g, to_stream(stream));
       },
       nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
       nb::arg("activation") = "identity", nb::arg("stream") = 0, nb::arg("tuned") = false,
-      nb::arg("tile_counter") = 0,
+      nb::arg("tile_counter") = 0, nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
       (std::string("Activation gradient fused into a GEMM (quack::gemm_dact), written into dpreact\n"
                    "and postact (when given) on the given stream:\n") +
        kDActDoc + "M = 0, N = 0 or L = 0: nothing launched. K = 0: dpreact = 0, postact = act(preact).\n" +

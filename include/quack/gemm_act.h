@@ -5,7 +5,8 @@
 //
 // Both run the GEMM of quack/gemm.h (the same kernel, tiles and scheduler) with another epilogue
 // visitor (src/gemm/sm90/epilogue_ops.cuh): the activation is applied to the fp32 accumulator
-// values before they are rounded, and both outputs leave the epilogue through TMA stores. An MLP
+// values before they are rounded, and both outputs leave the epilogue through TMA stores (plain
+// stores where TMA cannot address an output, as gemm's). An MLP
 // with activation act then runs fc1 as gemm_act (storing preact for the backward) and, in the
 // backward, fc2's dgrad as gemm_dact, which gives dpreact for fc1's backward and the recomputed
 // postact for fc2's weight gradient (postact is never stored in the forward).
@@ -17,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "quack/tensor.h"
@@ -65,8 +67,12 @@ bool activation_from_name(const char* name, Activation* out);
 /// row-major, b column-major, outputs row-major (y = x·Wᵀ, the forward of a Linear layer), with
 /// the tiles 128x256 (cooperative) and 128x128 (pingpong), 2x1 clusters, chosen as gemm's rule.
 /// Other combinations throw InvalidArgument "... not yet supported" listing what is compiled.
-/// Strides, alignment (16-byte TMA rules), batches, M, N, K, L limits: as quack/gemm.h, for each
-/// tensor. preact and postact must not overlap each other or an input.
+/// Strides, alignment, batches, M, N, K, L limits: as quack/gemm.h, for each tensor. Any
+/// alignment works as in gemm: a and b that TMA cannot address (K or N not a multiple of 8 in
+/// memory, a view at an odd offset) are copied into a workspace with padded rows (workspace
+/// below), and c, preact and postact that TMA cannot address are read and written by plain loads
+/// and stores in the epilogue (both outputs take the plain stores when either needs them).
+/// preact and postact must not overlap each other or an input.
 struct GemmActArgs {
   TensorRef a;
   TensorRef b;
@@ -81,14 +87,24 @@ struct GemmActArgs {
   bool tuned = false;
   /// As GemmArgs::tile_counter (the dynamic tile scheduler).
   uint32_t* tile_counter = nullptr;
+  /// As GemmArgs::workspace: the padded copies of a and b where TMA cannot address them
+  /// (gemm_workspace_size(GemmActArgs) bytes; null: allocated and freed on the stream).
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm_act without touching the device (no CUDA call). Throws
 /// InvalidArgument whose message starts with "gemm_act: " and names the argument, what came and
 /// what was expected, for everything gemm's can_implement rejects (applied to a, b, c, preact and
 /// postact) and: an absent postact; preact and postact of different shapes or layouts; an
-/// activation outside the enum; a combination that is not compiled (listed in the message).
+/// activation outside the enum; a combination that is not compiled (listed in the message); a
+/// workspace too small or misaligned.
 void can_implement(const GemmActArgs& args);
+
+/// Bytes of GemmActArgs::workspace that gemm_act needs for `args` (as gemm_workspace_size of
+/// quack/gemm.h: 0 when TMA can address a and b, or K = 0). Validates as can_implement; a
+/// workspace already in args is ignored.
+size_t gemm_workspace_size(const GemmActArgs& args);
 
 /// gemm_act on `stream`, on the tensors' device. Runs can_implement first. M = 0, N = 0 or
 /// L = 0: nothing is launched. K = 0: preact = beta · C (zeros without C), postact = act(preact)
@@ -123,12 +139,17 @@ struct GemmDActArgs {
   Activation activation = Activation::kIdentity;
   bool tuned = false;                 // as GemmArgs::tuned
   uint32_t* tile_counter = nullptr;   // as GemmArgs::tile_counter
+  void* workspace = nullptr;          // as GemmActArgs::workspace
+  size_t workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm_dact without touching the device. Throws InvalidArgument ("gemm_dact:
 /// ...") as can_implement(GemmActArgs), for a, b, preact, dpreact and postact; an absent preact
 /// or dpreact; preact of another dtype than dpreact.
 void can_implement(const GemmDActArgs& args);
+
+/// Bytes of GemmDActArgs::workspace that gemm_dact needs for `args` (as for gemm_act).
+size_t gemm_workspace_size(const GemmDActArgs& args);
 
 /// gemm_dact on `stream`. Runs can_implement first. M = 0, N = 0 or L = 0: nothing is launched.
 /// K = 0: D = 0, so dpreact = 0 and postact = act(preact), by a small elementwise kernel. Throws

@@ -26,9 +26,15 @@ on first use and need torch:
 - ``quack_cpp.softmax(x, dim=-1)``, ``log_softmax(x, dim=-1)`` (see ``quack_cpp.softmax_ops``);
 - ``quack_cpp.cross_entropy(logits, target, *, ignore_index=-100, reduction="mean", ...)``
   (see ``quack_cpp.cross_entropy_ops``);
+- ``quack_cpp.linear_cross_entropy(x, weight, target, bias=None, ignore_index=-100,
+  reduction="mean", label_smoothing=0.0, z_loss=0.0, logit_softcap=None, chunk_size=None,
+  *, low_memory=False, fuse_grad_accum=False)``: an LM head and its cross-entropy without the
+  logits, differentiable (see ``quack_cpp.linear_cross_entropy_ops``; custom ops
+  ``torch.ops.quack_cpp.linear_cross_entropy_fwd`` / ``_bwd`` / ``_scale_grad``);
 - ``quack_cpp.nn.RMSNorm``: a drop-in for ``torch.nn.RMSNorm``; ``quack_cpp.nn.LayerNorm``:
   for ``torch.nn.LayerNorm``; ``quack_cpp.nn.Linear``: for ``torch.nn.Linear`` without bias;
-  ``quack_cpp.nn.CrossEntropyLoss``: for ``torch.nn.CrossEntropyLoss`` on (N, C) logits.
+  ``quack_cpp.nn.CrossEntropyLoss``: for ``torch.nn.CrossEntropyLoss`` on (N, C) logits;
+  ``quack_cpp.nn.LinearCrossEntropy``: for an ``nn.Linear`` head + ``nn.CrossEntropyLoss``.
 
 In plain eager mode on CUDA tensors the functions skip the dispatcher (the eager fast path, see
 ``quack_cpp.ops``); ``QUACK_EAGER_CUSTOM_OP=1`` makes every call use the custom ops.
@@ -54,6 +60,7 @@ _LAZY = {
     "gemm": "gemm_ops", "gemm_add": "gemm_ops", "gemm_add_inplace": "gemm_ops",
     "linear": "gemm_ops", "topk_ops": None, "topk": "topk_ops", "softmax": "softmax_ops",
     "log_softmax": "softmax_ops", "cross_entropy": "cross_entropy_ops",
+    "linear_cross_entropy_ops": None, "linear_cross_entropy": "linear_cross_entropy_ops",
 }
 
 __all__ = ["__version__"] + list(_LAZY)

@@ -12,9 +12,11 @@ from . import _registrar as _reg
 from .cross_entropy_ops import cross_entropy
 from .gemm_ops import linear, linear_dtype
 from .layernorm_ops import layernorm
+from .linear_cross_entropy_ops import (_compute_dtype, linear_cross_entropy,
+                                       linear_cross_entropy_torch)
 from .ops import _FLOAT_DTYPES, rmsnorm
 
-__all__ = ["RMSNorm", "LayerNorm", "Linear", "CrossEntropyLoss"]
+__all__ = ["RMSNorm", "LayerNorm", "Linear", "CrossEntropyLoss", "LinearCrossEntropy"]
 
 _shape_t = Union[int, List[int], Tuple[int, ...], torch.Size]
 
@@ -206,10 +208,11 @@ class Linear(torch.nn.Linear):
     ``quack_cpp.gemm_ops`` (fp32 accumulation; dW produced directly in weight's dtype). Under
     ``torch.autocast`` x and weight are cast to the autocast dtype, like ``nn.Linear``.
 
-    The kernels run when x is a CUDA tensor, in_features and out_features are multiples of 8
-    (16-byte TMA rows) and the compute dtype (autocast's, else x's = weight's) is bfloat16 or
-    float16; otherwise ``torch.nn.functional.linear`` runs (an fp32 module outside autocast, a
-    CPU input), so the module stays a drop-in.
+    The kernels run when x is a CUDA tensor and the compute dtype (autocast's, else x's =
+    weight's) is bfloat16 or float16, for any in_features and out_features (sizes that are not
+    multiples of 8, e.g. a 50257-word vocabulary, take the GEMM's unaligned paths: padded
+    operand copies, plain stores); otherwise ``torch.nn.functional.linear`` runs (an fp32 module
+    outside autocast, a CPU input), so the module stays a drop-in.
 
     Args:
         in_features, out_features: sizes of the last dim of x and y.
@@ -244,8 +247,7 @@ class Linear(torch.nn.Linear):
     def forward(self, input: Tensor) -> Tensor:
         """y = input W^T; input (*, in_features), y (*, out_features)."""
         weight = self.weight  # one nn.Module.__getattr__
-        if (input.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
-                and self.out_features % 8 == 0 and linear_dtype(input, weight) is not None):
+        if input.device.type in _reg.DEVICE_TYPES and linear_dtype(input, weight) is not None:
             return linear(input, weight, fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
         return F.linear(input, weight)
 
@@ -307,3 +309,78 @@ class CrossEntropyLoss(torch.nn.CrossEntropyLoss):
         if self.inplace_backward:
             extra.append("inplace_backward=True")
         return ", ".join(extra)
+
+
+class LinearCrossEntropy(torch.nn.Linear):
+    r"""An LM head and its loss, ``cross_entropy(x W^T + b, target)``, without the logits; a
+    drop-in for ``torch.nn.Linear(in_features, out_features, bias)`` followed by
+    ``torch.nn.CrossEntropyLoss``.
+
+    A subclass of ``torch.nn.Linear``: same parameters (``weight`` (out_features, in_features),
+    optional ``bias``, same initialisation), state dict, ``reset_parameters``; so a head's state
+    dict loads as it is. ``forward(input, target)`` returns the loss (float32): a 0-d tensor
+    for 'mean' and 'sum', target's shape for 'none'. The default ``bias=False`` follows QuACK's
+    ``LinearCrossEntropy`` (LM heads have none).
+
+    Kernels: ``quack_cpp.linear_cross_entropy`` (chunked logits GEMM, the cross-entropy with its
+    gradient in the forward, the dx and dW GEMMs; see there) when input is a CUDA tensor, the
+    compute dtype is bfloat16 (input and weight bfloat16, or a bfloat16 autocast) and
+    in_features is a multiple of 8; otherwise ``linear_cross_entropy_torch`` (``F.linear`` +
+    ``F.cross_entropy`` on float32 logits), so the module stays a drop-in.
+
+    Args:
+        in_features, out_features, bias, device, dtype: as ``torch.nn.Linear`` (bias default
+            False).
+        ignore_index, reduction, label_smoothing: as ``torch.nn.CrossEntropyLoss``.
+        z_loss, logit_softcap, chunk_size, low_memory, fuse_grad_accum: as
+            ``quack_cpp.linear_cross_entropy``.
+
+    Shape: input (*, in_features), target (*) int64; output as ``reduction`` says.
+
+    Source: QuACK 0.2.0 ``quack/linear_cross_entropy.py`` (``LinearCrossEntropy``).
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None,
+                 dtype=None, *, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0, z_loss: float = 0.0,
+                 logit_softcap: Optional[float] = None, chunk_size: Optional[int] = None,
+                 low_memory: bool = False, fuse_grad_accum: bool = False) -> None:
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        if reduction not in ("none", "sum", "mean"):
+            raise ValueError(f"LinearCrossEntropy: reduction is {reduction!r}, expected "
+                             "'none', 'sum' or 'mean'")
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+        self.label_smoothing = label_smoothing
+        self.z_loss = z_loss
+        self.logit_softcap = logit_softcap
+        self.chunk_size = chunk_size
+        self.low_memory = low_memory
+        self.fuse_grad_accum = fuse_grad_accum
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of ``input @ weight^T + bias`` against ``target``."""
+        weight, bias = self.weight, self.bias
+        if (input.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
+                and _compute_dtype(input, weight) is not None
+                and (bias is None or bias.dtype in _FLOAT_DTYPES)):
+            return linear_cross_entropy(
+                input, weight, target, bias, self.ignore_index, self.reduction,
+                self.label_smoothing, self.z_loss, self.logit_softcap, self.chunk_size,
+                low_memory=self.low_memory, fuse_grad_accum=self.fuse_grad_accum)
+        return linear_cross_entropy_torch(input, weight, target, bias, self.ignore_index,
+                                          self.reduction, self.label_smoothing, self.z_loss,
+                                          self.logit_softcap)
+
+    def extra_repr(self) -> str:
+        s = super().extra_repr() + f", reduction={self.reduction!r}"
+        if self.ignore_index != -100:
+            s += f", ignore_index={self.ignore_index}"
+        for name in ("label_smoothing", "z_loss"):
+            if getattr(self, name):
+                s += f", {name}={getattr(self, name)}"
+        if self.logit_softcap is not None:
+            s += f", logit_softcap={self.logit_softcap}"
+        if self.low_memory:
+            s += ", low_memory=True"
+        return s

@@ -56,6 +56,11 @@ struct GemmProblem {
   const float* alpha_dev = nullptr;
   const float* beta_dev = nullptr;
   uint32_t* tile_counter = nullptr;  // dynamic tile scheduler (GemmArgs::tile_counter) when non-null
+  // Tile order (src/gemm/tile_scheduler.h): bands of raster_group cluster tiles (0: the tile
+  // configuration's default, 8) along M (raster 0), along N (1) or as QuACK's heuristic picks
+  // (2); odd bands walked backwards when serpentine. gemm.cpp sets them (QUACK_GEMM_RASTER).
+  int raster = 0, raster_group = 0;
+  bool serpentine = false;
   int device = 0;
 };
 

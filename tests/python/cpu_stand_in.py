@@ -1,11 +1,12 @@
 """CPU stand-in kernels for the custom ops quack_cpp::rmsnorm_fwd / rmsnorm_bwd,
 quack_cpp::layernorm_fwd / layernorm_bwd, quack_cpp::gemm / gemm_add_inplace,
-quack_cpp::topk_fwd / topk_bwd, softmax / log_softmax fwd and bwd and the cross-entropy ops
-(cross_entropy_fwd / _bwd / _scale_grad), written in torch after the C++ API's contract
-(include/quack/norm.h, gemm.h, topk.h, softmax.h, cross_entropy.h: fp32 math, same outputs and
-placeholders, the cross-entropy's NaN rows for bad targets and exact zeros for ignored ones;
-the GEMM stand-in accepts every layout, it does not mimic can_implement). They let the torch
-layer and the test code run without a GPU:
+quack_cpp::topk_fwd / topk_bwd, softmax / log_softmax fwd and bwd, the cross-entropy ops
+(cross_entropy_fwd / _bwd / _scale_grad) and the linear cross-entropy ops
+(linear_cross_entropy_fwd / _bwd / _scale_grad), written in torch after the C++ API's contract
+(include/quack/norm.h, gemm.h, topk.h, softmax.h, cross_entropy.h, linear_cross_entropy.h: fp32
+math, same outputs and placeholders, the cross-entropy's NaN rows for bad targets and exact zeros
+for ignored ones; the GEMM stand-in accepts every layout, it does not mimic can_implement). They
+let the torch layer and the test code run without a GPU:
 test_plumbing_cpu.py uses them, and QUACK_TEST_DEVICE=cpu runs the GPU test files against
 them (a self-check of the tests, not of the kernels). Needs torch."""
 
@@ -242,6 +243,80 @@ def cross_entropy_scale_grad_cpu(dx, grad_output):
         dx.data.copy_((dx.float() * g).to(dx.dtype))
 
 
+def _lce_grad_rows(x, weight, bias, target, ignore_index, eps, zs, cap, scale):
+    """(loss rows CE + z, CE rows, z rows, lse, R) of quack/linear_cross_entropy.h in fp32
+    from bf16-rounded logits; R for per-row scales `scale` (T) of both parts."""
+    z = x.float() @ weight.float().T
+    if bias is not None:
+        z = z + bias.float()
+    z = z.to(x.dtype).float()  # the logits chunk in x's dtype
+    V = z.shape[1]
+    th = torch.tanh(z / cap) if cap else None
+    y = cap * th if cap else z
+    lse = torch.logsumexp(y, -1)
+    t = target.long()
+    counted = (t != ignore_index) & (t >= 0) & (t < V)
+    bad = (t != ignore_index) & ~counted
+    tc = torch.where(counted, t, torch.zeros_like(t))
+    yt = y.gather(1, tc[:, None])[:, 0]
+    ce = (1 - eps) * (lse - yt) + eps * (lse - y.mean(-1))
+    zp = zs * lse * lse
+    zero = torch.zeros_like(ce)
+    ce = torch.where(counted, ce, zero)
+    zp = torch.where(counted, zp, zero)
+    ce[bad] = float("nan")
+    zp[bad] = float("nan")
+    p = torch.exp(y - lse[:, None])
+    onehot = torch.nn.functional.one_hot(tc, V).float()
+    g = (1 + 2 * zs * lse)[:, None] * p - eps / V - (1 - eps) * onehot
+    if cap:
+        g = g * (1 - th * th)
+    g = g * scale[:, None]
+    g = torch.where(counted[:, None], g, torch.zeros_like(g))
+    g[bad] = float("nan")
+    return ce + zp, ce, zp, lse, g.to(x.dtype).float(), counted
+
+
+def linear_cross_entropy_fwd_cpu(x, weight, bias, target, ignore_index, reduction,
+                                 label_smoothing, z_loss, logit_softcap, need_dx, need_dw,
+                                 need_db, low_memory, chunk_size, fuse_grad_accum):
+    T, V = x.shape[0], weight.shape[0]
+    t = target.long()
+    n = ((t != ignore_index) & (t >= 0) & (t < V)).sum().float()
+    scale = torch.ones(T) / (n if reduction == "mean" else 1.0)  # 1/0 = inf: no row counted
+    rows, ce, zp, lse, R, counted = _lce_grad_rows(x, weight, bias, target, ignore_index,
+                                                   label_smoothing, z_loss, logit_softcap, scale)
+    if reduction == "none":
+        loss = rows
+    elif reduction == "sum":
+        loss = rows.sum()
+    else:
+        loss = ce.sum() / n + zp.sum() / n
+    dx = (R @ weight.float()).to(x.dtype) if need_dx else _empty(x)
+    dw = (R.T @ x.float()).to(weight.dtype) if need_dw else _empty(x)
+    db = R.sum(0).to(bias.dtype) if (need_db and bias is not None) else _empty(x)
+    return loss.float(), lse, dx, dw, db
+
+
+def linear_cross_entropy_bwd_cpu(x, weight, bias, target, lse, dloss, ignore_index,
+                                 label_smoothing, z_loss, logit_softcap, need_dx, need_dw,
+                                 need_db, low_memory):
+    T = x.shape[0]
+    scale = dloss.float().expand(T) if dloss.dim() == 0 else dloss.float()
+    R = _lce_grad_rows(x, weight, bias, target, ignore_index, label_smoothing, z_loss,
+                       logit_softcap, scale)[4]
+    dx = (R @ weight.float()).to(x.dtype) if need_dx else _empty(x)
+    dw = (R.T @ x.float()).to(weight.dtype) if need_dw else _empty(x)
+    db = R.sum(0).to(bias.dtype) if (need_db and bias is not None) else _empty(x)
+    return dx, dw, db
+
+
+def linear_cross_entropy_scale_grad_cpu(grad, grad_output):
+    g = float(grad_output)
+    if g != 1.0:  # exactly 1: untouched (the kernel returns at once)
+        grad.data.copy_(grad.float() * g)
+
+
 STAND_INS = {  # custom op name -> its CPU stand-in
     "rmsnorm_fwd": rmsnorm_fwd_cpu, "rmsnorm_bwd": rmsnorm_bwd_cpu,
     "layernorm_fwd": layernorm_fwd_cpu, "layernorm_bwd": layernorm_bwd_cpu, "gemm": gemm_cpu,
@@ -251,6 +326,9 @@ STAND_INS = {  # custom op name -> its CPU stand-in
     "cross_entropy_bwd": cross_entropy_bwd_cpu,
     "cross_entropy_scale_grad": cross_entropy_scale_grad_cpu,
     "topk_fwd": topk_fwd_cpu, "topk_bwd": topk_bwd_cpu,
+    "linear_cross_entropy_fwd": linear_cross_entropy_fwd_cpu,
+    "linear_cross_entropy_bwd": linear_cross_entropy_bwd_cpu,
+    "linear_cross_entropy_scale_grad": linear_cross_entropy_scale_grad_cpu,
 }
 
 
@@ -262,6 +340,7 @@ def registered():
     import quack_cpp.cross_entropy_ops  # noqa: F401 (defines the cross-entropy ops)
     import quack_cpp.gemm_ops  # noqa: F401 (defines the GEMM ops)
     import quack_cpp.layernorm_ops  # noqa: F401 (defines the LayerNorm ops)
+    import quack_cpp.linear_cross_entropy_ops  # noqa: F401 (defines the linear CE ops)
     import quack_cpp.ops  # noqa: F401 (defines the RMSNorm ops)
     import quack_cpp.topk_ops  # noqa: F401 (defines the top-k ops)
 

@@ -115,7 +115,7 @@ def test_gemm_surface():
     (dict(b=_m(64, 256, (1, 64), device=1)), r"^gemm: b is on cuda:1, expected cuda:0"),
     (dict(beta=0.5), r"^gemm: beta is 0.500000 but c is absent"),
     (dict(c=_m(128, 256, dtype=1), beta=1.0), r"^gemm: c has dtype float16, expected bfloat16"),
-    (dict(a=_m(128, 63), b=_m(63, 256, (1, 63))), r"^gemm: a has leading stride 63 elements"),
+    (dict(a=_m(128, 64, ptr=4097)), r"^gemm: a has a base address that is not 2-byte aligned"),
     (dict(d=_m(128, 256, (0, 1))), r"^gemm: d has leading stride 0 < 256 contiguous elements"),
     (dict(a=(4096, 2, (128, 64), (64,), 0)), r"^gemm: a has 2 sizes but 1 strides"),
 ])
@@ -125,6 +125,33 @@ def test_gemm_validation_is_value_error(kwargs, match):
         _C.gemm_can_implement(**_gemm_ok(**kwargs))
     with pytest.raises(ValueError, match=match):
         _C.gemm(**_gemm_ok(**kwargs), stream=0)
+
+
+def test_gemm_workspace_size():
+    # K = 63 (not a multiple of 8): a and b are copied into padded rows (issue 16); the size
+    # query validates like gemm_can_implement and makes no CUDA call.
+    assert _C.gemm_workspace_size(**_gemm_ok()) == 0
+    assert _C.gemm_workspace_size(**_gemm_ok(a=_m(128, 63), b=_m(63, 256, (1, 63)))) == 128 * 64 * 2 + 256 * 64 * 2
+    assert _C.gemm_can_implement(**_gemm_ok(a=_m(128, 63), b=_m(63, 256, (1, 63)))) is None
+    with pytest.raises(ValueError, match=r"^gemm: b has shape"):
+        _C.gemm_workspace_size(**_gemm_ok(b=_m(65, 256, (1, 65))))
+
+
+def test_gemm_act_workspace_size():
+    # gemm_act / gemm_dact accept any alignment as gemm: K = 63 copies a and b (gemm_act), a
+    # row-major b of N = 250 is copied for gemm_dact; the outputs need no workspace.
+    mb = 1 << 20
+    act = dict(a=_m(128, 63, ptr=mb), b=_m(63, 256, (1, 63), ptr=2 * mb), c=None,
+               preact=_m(128, 256, ptr=3 * mb), postact=_m(128, 256, ptr=4 * mb), activation="gelu_tanh_approx")
+    assert _C.gemm_act_workspace_size(**act) == 128 * 64 * 2 + 256 * 64 * 2
+    assert _C.gemm_act_can_implement(**act) is None
+    act.update(a=_m(128, 64, ptr=mb), b=_m(64, 256, (1, 64), ptr=2 * mb))
+    assert _C.gemm_act_workspace_size(**act) == 0
+    dact = dict(a=_m(128, 64, ptr=mb), b=_m(64, 250, ptr=2 * mb), preact=_m(128, 250, ptr=3 * mb),
+                dpreact=_m(128, 250, ptr=4 * mb), postact=None, activation="relu")
+    assert _C.gemm_dact_workspace_size(**dact) == (64 * 256 * 2 + 255) // 256 * 256
+    with pytest.raises(ValueError, match=r"^gemm_dact: preact has shape"):
+        _C.gemm_dact_workspace_size(**dict(dact, preact=_m(127, 250, ptr=3 * mb)))
 
 
 def test_gemm_empty_launches_nothing():
@@ -182,3 +209,27 @@ def test_layernorm_empty_rows_launch_nothing():
     assert _C.layernorm_bwd_workspace_size(x, None, x, _t((0,)), _t((0,)), None, x, None,
                                            None, None) == 0
     _C.layernorm_bwd(x, None, x, _t((0,)), _t((0,)), None, x, None, None, None)
+
+
+def test_linear_cross_entropy_surface():
+    for name in ("linear_cross_entropy_chunk_size", "linear_cross_entropy_fwd_workspace_size",
+                 "linear_cross_entropy_fwd", "linear_cross_entropy_bwd_workspace_size",
+                 "linear_cross_entropy_bwd", "linear_cross_entropy_scale_grad"):
+        assert getattr(_C, name).__doc__, name
+    # The chunk rule at the issue's main shape: 4 chunks of 4096 tokens; low memory 2048.
+    assert _C.linear_cross_entropy_chunk_size(16384, 4096, 128256) == 4096
+    assert _C.linear_cross_entropy_chunk_size(16384, 4096, 128256, low_memory=True) == 2048
+    T, D, V = 16, 64, 100
+    x, w = _t((T, D), dtype=2), _t((V, D), dtype=2)
+    t, loss = _t((T,), dtype=4), _t((1,))
+    n = _C.linear_cross_entropy_fwd_workspace_size(x, w, None, t, loss, dx=_t((T, D), dtype=2),
+                                                   dweight=_t((V, D), dtype=2))
+    assert n > T * 100 * 2  # at least one logits chunk
+    with pytest.raises(ValueError, match="linear_cross_entropy_fwd: x has dtype float16"):
+        _C.linear_cross_entropy_fwd_workspace_size(_t((T, D), dtype=1), w, None, t, loss)
+    with pytest.raises(ValueError, match="row stride 68"):
+        _C.linear_cross_entropy_fwd(_t((T, D), dtype=2, strides=(68, 1)), w, None, t, loss)
+    with pytest.raises(ValueError, match="reduction is 'avg'"):
+        _C.linear_cross_entropy_fwd(x, w, None, t, loss, reduction="avg")
+    with pytest.raises(ValueError, match="linear_cross_entropy_bwd: dloss has shape"):
+        _C.linear_cross_entropy_bwd(x, w, None, t, _t((T,)), _t((T - 1,)))
