@@ -3,7 +3,8 @@
 // quack_cpp._C and the C++ library stay torch-free; this module is the one place that includes
 // torch headers.
 //
-// rmsnorm_fwd(x, weight, bias, residual, eps, out_dtype, residual_out_dtype, store_rstd)
+// rmsnorm_fwd(x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
+//             store_rstd)
 //   The same arguments, outputs and gradients as torch.ops.quack_cpp.rmsnorm_fwd on the eager
 //   fast path (quack_cpp.ops.RMSNormFwd: outputs, launch, setup_context, backward), in C++:
 //   outputs allocated with at::empty, quack::rmsnorm_fwd on the current stream of x's device,
@@ -106,7 +107,8 @@ void check_rows(const Tensor& x, const char* fn) {
 // quack_cpp.ops.RMSNormFwd.outputs + launch.
 std::tuple<Tensor, Tensor, Tensor> fwd_impl(const Tensor& x, const Tensor& weight,
                                             const Tensor& bias, const Tensor& residual,
-                                            double eps, at::ScalarType out_dtype,
+                                            double eps, double weight_offset,
+                                            at::ScalarType out_dtype,
                                             std::optional<at::ScalarType> residual_out_dtype,
                                             bool store_rstd) {
   const char* fn = "rmsnorm_fwd";
@@ -126,6 +128,7 @@ std::tuple<Tensor, Tensor, Tensor> fwd_impl(const Tensor& x, const Tensor& weigh
   a.residual_out = ref(residual_out, fn, "residual_out");
   a.rstd = ref(rstd, fn, "rstd");
   a.eps = static_cast<float>(eps);
+  a.weight_offset = static_cast<float>(weight_offset);
   if (!g_stub_launches) quack::rmsnorm_fwd(a, stream_of(x));
   return {out, residual_out, rstd};
 }
@@ -133,7 +136,7 @@ std::tuple<Tensor, Tensor, Tensor> fwd_impl(const Tensor& x, const Tensor& weigh
 // quack_cpp.ops.RMSNormBwd.outputs + launch.
 std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_impl(
     const Tensor& x, const Tensor& weight, const Tensor& dout, const Tensor& rstd,
-    const Tensor& dresidual_out, at::ScalarType dx_dtype,
+    const Tensor& dresidual_out, double weight_offset, at::ScalarType dx_dtype,
     std::optional<at::ScalarType> dresidual_dtype, bool need_dweight,
     std::optional<at::ScalarType> dbias_dtype) {
   const char* fn = "rmsnorm_bwd";
@@ -159,6 +162,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_impl(
   a.dresidual = ref(dres, fn, "dresidual");
   a.dweight = ref(dw, fn, "dweight");
   a.dbias = ref(db, fn, "dbias");
+  a.weight_offset = static_cast<float>(weight_offset);
   if (!g_stub_launches) {
     const size_t ws_bytes = quack::rmsnorm_bwd_workspace_size(a);
     Tensor ws = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
@@ -170,7 +174,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_impl(
 // The custom op quack_cpp::rmsnorm_bwd through the dispatcher (create_graph=True).
 std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_custom_op(
     const Tensor& x, const Tensor& weight, const Tensor& dout, const Tensor& rstd,
-    const Tensor& dresidual_out, at::ScalarType dx_dtype,
+    const Tensor& dresidual_out, double weight_offset, at::ScalarType dx_dtype,
     std::optional<at::ScalarType> dresidual_dtype, bool need_dweight,
     std::optional<at::ScalarType> dbias_dtype) {
   static auto op =
@@ -178,11 +182,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_custom_op(
           .findSchemaOrThrow("quack_cpp::rmsnorm_bwd", "")
           .typed<std::tuple<Tensor, Tensor, Tensor, Tensor>(
               const Tensor&, const std::optional<Tensor>&, const Tensor&, const Tensor&,
-              const std::optional<Tensor>&, at::ScalarType, std::optional<at::ScalarType>, bool,
-              std::optional<at::ScalarType>)>();
+              const std::optional<Tensor>&, double, at::ScalarType,
+              std::optional<at::ScalarType>, bool, std::optional<at::ScalarType>)>();
   auto o = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
-  return op.call(x, o(weight), dout, rstd, o(dresidual_out), dx_dtype, dresidual_dtype,
-                 need_dweight, dbias_dtype);
+  return op.call(x, o(weight), dout, rstd, o(dresidual_out), weight_offset, dx_dtype,
+                 dresidual_dtype, need_dweight, dbias_dtype);
 }
 
 // Row ops of one input x (M, N) -> one output y (M, N) whose backward reads y and dy:
@@ -275,12 +279,12 @@ struct RMSNormFn : public torch::autograd::Function<RMSNormFn> {
                                const std::optional<Tensor>& weight,
                                const std::optional<Tensor>& bias,
                                const std::optional<Tensor>& residual, double eps,
-                               at::ScalarType out_dtype,
+                               double weight_offset, at::ScalarType out_dtype,
                                std::optional<at::ScalarType> residual_out_dtype,
                                bool store_rstd) {
     const Tensor w = opt(weight), b = opt(bias), r = opt(residual);
     auto [out, residual_out, rstd] =
-        fwd_impl(x, w, b, r, eps, out_dtype, residual_out_dtype, store_rstd);
+        fwd_impl(x, w, b, r, eps, weight_offset, out_dtype, residual_out_dtype, store_rstd);
     ctx->set_materialize_grads(false);
     // Edge of each tensor input (absent optionals have none): needs_input_grad takes it.
     int64_t e = 1;
@@ -291,6 +295,7 @@ struct RMSNormFn : public torch::autograd::Function<RMSNormFn> {
     d["eb"] = eb;
     d["er"] = er;
     d["x_dtype"] = x.scalar_type();
+    d["weight_offset"] = weight_offset;
     d["out_dtype"] = out_dtype;
     d["res_dtype"] = r.defined() ? c10::IValue(r.scalar_type()) : c10::IValue();
     d["bias_dtype"] = b.defined() ? c10::IValue(b.scalar_type()) : c10::IValue();
@@ -335,12 +340,12 @@ struct RMSNormFn : public torch::autograd::Function<RMSNormFn> {
     const bool separate_dres = need_r && res_dtype != x_dtype;
     auto bwd = at::GradMode::is_enabled() ? bwd_custom_op : bwd_impl;
     auto [dx, dres, dw, db] =
-        bwd(h, weight, dout, rstd, dres_out, x_dtype,
+        bwd(h, weight, dout, rstd, dres_out, d["weight_offset"].toDouble(), x_dtype,
             separate_dres ? res_dtype : std::nullopt, need_w && weight.defined(),
             need_b ? bias_dtype : std::nullopt);
     return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(),
             need_r ? (separate_dres ? dres : dx) : Tensor(), Tensor(), Tensor(), Tensor(),
-            Tensor()};
+            Tensor(), Tensor()};
   }
 };
 
@@ -361,7 +366,7 @@ Tensor row_unary(const Tensor& x, at::ScalarType out_dtype) {
 // The entry point: the autograd node only where autograd records the call.
 py::tuple rmsnorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
                       const std::optional<Tensor>& bias, const std::optional<Tensor>& residual,
-                      double eps, at::ScalarType out_dtype,
+                      double eps, double weight_offset, at::ScalarType out_dtype,
                       std::optional<at::ScalarType> residual_out_dtype, bool store_rstd) {
   variable_list outs;
   const auto req = [](const std::optional<Tensor>& t) {
@@ -370,16 +375,16 @@ py::tuple rmsnorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
   const bool record = at::GradMode::is_enabled() &&
                       (x.requires_grad() || req(weight) || req(bias) || req(residual));
   if (record) {
-    outs = RMSNormFn::apply(x, weight, bias, residual, eps, out_dtype, residual_out_dtype,
-                            store_rstd);
+    outs = RMSNormFn::apply(x, weight, bias, residual, eps, weight_offset, out_dtype,
+                            residual_out_dtype, store_rstd);
     size_t i = 1;  // the present outputs in order (RMSNormFn::forward)
     Tensor ro = residual_out_dtype.has_value() ? outs[i++] : Tensor();
     Tensor rs = store_rstd ? outs[i++] : Tensor();
     outs = {outs[0], ro, rs};
   } else {
     py::gil_scoped_release no_gil;
-    auto [o, ro, rs] = fwd_impl(x, opt(weight), opt(bias), opt(residual), eps, out_dtype,
-                                residual_out_dtype, store_rstd);
+    auto [o, ro, rs] = fwd_impl(x, opt(weight), opt(bias), opt(residual), eps, weight_offset,
+                                out_dtype, residual_out_dtype, store_rstd);
     outs = {o, ro, rs};
   }
   // Undefined tensors become None.
@@ -623,7 +628,7 @@ PYBIND11_MODULE(_torch, m) {
       "when importable.";
   m.def("rmsnorm_fwd", &rmsnorm_fwd, py::arg("x"), py::arg("weight").none(true),
         py::arg("bias").none(true), py::arg("residual").none(true), py::arg("eps"),
-        py::arg("out_dtype"), py::arg("residual_out_dtype").none(true), py::arg("store_rstd"),
+        py::arg("weight_offset"), py::arg("out_dtype"), py::arg("residual_out_dtype").none(true), py::arg("store_rstd"),
         "torch.ops.quack_cpp.rmsnorm_fwd's eager fast path: (out, residual_out or None, rstd or "
         "None), with a C++ autograd node when autograd records the call.");
   m.def("softmax_fwd", &row_unary<quack_torch::SoftmaxFn>, py::arg("x"), py::arg("out_dtype"),

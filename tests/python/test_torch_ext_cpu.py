@@ -92,9 +92,9 @@ def test_same_outputs_and_gradients_as_the_python_path(stubbed, monkeypatch, cas
 def test_absent_outputs_are_none(stubbed, monkeypatch):
     monkeypatch.setattr(reg, "CPP_EAGER", True)
     x = torch.randn(4, 64)
-    out, res_out, rstd = ops.rmsnorm_fwd(x, None, None, None, 1e-6, f32, None, False)
+    out, res_out, rstd = ops.rmsnorm_fwd(x, None, None, None, 1e-6, 0.0, f32, None, False)
     assert out.shape == (4, 64) and res_out is None and rstd is None
-    out, res_out, rstd = ops.rmsnorm_fwd(x, None, None, x, 1e-6, bf16, f32, True)
+    out, res_out, rstd = ops.rmsnorm_fwd(x, None, None, x, 1e-6, 0.0, bf16, f32, True)
     assert out.dtype == bf16 and res_out.dtype == f32 and rstd.shape == (4,)
 
 
@@ -111,7 +111,7 @@ def test_errors_as_the_python_path(monkeypatch):
             msgs.append(str(e.value))
     assert msgs[:2] == msgs[2:] and "rmsnorm_fwd: " in msgs[0]
     with pytest.raises(ValueError, match="rmsnorm_fwd: x has 3 dimensions"):
-        ops._torch_ext.rmsnorm_fwd(torch.randn(2, 3, 4), None, None, None, 1e-6, f32, None,
+        ops._torch_ext.rmsnorm_fwd(torch.randn(2, 3, 4), None, None, None, 1e-6, 0.0, f32, None,
                                    False)
 
 
