@@ -13,6 +13,8 @@ the GPU):
                    (bench_host_time.py's call)
   rmsnorm fwd+bwd  torch.autograd.grad(quack_cpp.rmsnorm(xr, wr, br), (xr, wr, br), dy) (ditto)
   rmsnorm .backward quack_cpp.rmsnorm(x bf16 (M, N), w fp32).backward(dy); grads reset to None
+  layernorm fwd    quack_cpp.layernorm(x, w, b) under no_grad (bench_host_time.py's call)
+  layernorm fwd+bwd torch.autograd.grad(quack_cpp.layernorm(xr, wr, br), (xr, wr, br), dy)
   linear fwd+bwd   quack_cpp.nn.Linear(K, N, bf16)(x bf16 (M, K)).backward(dy): forward GEMM,
                    dgrad, wgrad; grads reset to None
   gemm fwd         quack_cpp.gemm(A bf16 (M, K), W.T) with no grad (``_gemm_impl`` only)
@@ -27,14 +29,14 @@ the GPU):
 plus, for scale, torch's own ops on a (1, 4) CPU tensor (their compute negligible):
 F.layer_norm, F.softmax and F.cross_entropy, fwd and fwd+bwd.
 
-RMSNorm takes the C++ fast path (quack_cpp._torch, its launches skipped) where it is built,
-unless --python-eager.
+RMSNorm, LayerNorm, softmax and log_softmax take the C++ fast path (quack_cpp._torch, its
+launches skipped) where it is built, unless --python-eager.
 
 Method: CPU tensors are let through ``_registrar.route`` as test_fastpath_cpu.py's ``as_cuda``
 fixture does (so they take the CUDA fast path), and the launches (``_C.gemm``,
-``_C.rmsnorm_fwd``, ``_C.rmsnorm_bwd``, ``_C.rmsnorm_bwd_workspace_size``, softmax's and
-cross-entropy's launches) are Python no-ops; ``_C.cross_entropy_fwd_workspace_size`` (host-only)
-is real;
+``_C.rmsnorm_fwd``, ``_C.rmsnorm_bwd``, ``_C.rmsnorm_bwd_workspace_size``, LayerNorm's,
+softmax's and cross-entropy's launches) are Python no-ops, and so are quack_cpp._torch's
+launches (``_set_stub_launches``); ``_C.cross_entropy_fwd_workspace_size`` (host-only) is real;
 ``_C.gemm_can_implement`` is the real host-only C++ query. What is measured is therefore the
 torch layer's Python + torch's own host work (allocation, autograd), not the C++ side (~7-9 µs
 per GEMM on the H200 host) nor ``torch.cuda.current_stream`` (CPU tensors get stream 0 without
@@ -60,7 +62,8 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--profile", default="",
                    help="cProfile one case (a key of cases(): rmsnorm_fwd, rmsnorm_grad, "
-                   "rmsnorm, linear, gemm, softmax_fwd, softmax_grad, ce_fwd, ce_grad, ...)")
+                   "rmsnorm, layernorm_fwd, layernorm_grad, linear, gemm, softmax_fwd, "
+                   "softmax_grad, ce_fwd, ce_grad, ...)")
     p.add_argument("--clock", choices=("thread", "wall"), default="thread",
                    help="thread: CPU time of this thread (default; other processes on a shared "
                    "host do not count), wall: time.perf_counter")
@@ -93,6 +96,15 @@ class StubC:
     def rmsnorm_bwd_workspace_size(self, *a):
         return 4096
 
+    def layernorm_fwd(self, *a):
+        pass
+
+    def layernorm_bwd(self, *a):
+        pass
+
+    def layernorm_bwd_workspace_size(self, *a):
+        return 4096
+
     def softmax_fwd(self, *a):
         pass
 
@@ -119,6 +131,7 @@ def patch(reg, ops, gemm_ops, torch, force_custom_op, cpp_eager=True):
     """CPU tensors take the fast path (as test_fastpath_cpu.py's as_cuda) and _C is stubbed;
     with force_custom_op, the custom ops run (their CPU kernels: the CUDA kernels' bodies)."""
     import quack_cpp.cross_entropy_ops as ce_ops
+    import quack_cpp.layernorm_ops as ln_ops
     import quack_cpp.softmax_ops as sm_ops
 
     plain, strided, dtypes = reg._PLAIN_TYPES, torch.strided, reg.KERNEL_DTYPES
@@ -141,11 +154,12 @@ def patch(reg, ops, gemm_ops, torch, force_custom_op, cpp_eager=True):
     if ops._torch_ext is not None:  # the C++ eager path: allocation and autograd, no launch
         ops._torch_ext._set_stub_launches(True)
     stub = StubC(ops._C)
-    for m in (ops, gemm_ops, sm_ops, ce_ops):
+    for m in (ops, gemm_ops, sm_ops, ce_ops, ln_ops):
         m._C = stub
     lib = torch.library.Library("quack_cpp", "IMPL")
     for op in (ops.rmsnorm_fwd, ops.rmsnorm_bwd, gemm_ops.gemm_op, gemm_ops.gemm_add_inplace_op,
-               sm_ops.softmax_fwd, sm_ops.softmax_bwd, ce_ops.cross_entropy_fwd,
+               ln_ops.layernorm_fwd, ln_ops.layernorm_bwd, sm_ops.softmax_fwd,
+               sm_ops.softmax_bwd, ce_ops.cross_entropy_fwd,
                ce_ops.cross_entropy_bwd, ce_ops.cross_entropy_scale_grad):
         lib.impl(op.__name__, op.kernel, "CPU")
     return lib
@@ -166,6 +180,13 @@ def cases(torch, a):
 
     def rmsnorm_grad():
         torch.autograd.grad(quack_cpp.rmsnorm(xr, wr, br), (xr, wr, br), dyb)
+
+    def layernorm_fwd():
+        with torch.no_grad():
+            quack_cpp.layernorm(xb, wb, bb)
+
+    def layernorm_grad():
+        torch.autograd.grad(quack_cpp.layernorm(xr, wr, br), (xr, wr, br), dyb)
 
     x = torch.randn(a.M, a.N, dtype=bf16, requires_grad=True)
     w = torch.ones(a.N, requires_grad=True)
@@ -236,7 +257,10 @@ def cases(torch, a):
 
     return {"rmsnorm_fwd": ("rmsnorm fwd", rmsnorm_fwd),
             "rmsnorm_grad": ("rmsnorm fwd+bwd", rmsnorm_grad),
-            "rmsnorm": ("rmsnorm .backward", rmsnorm), "linear": ("linear fwd+bwd", linear),
+            "rmsnorm": ("rmsnorm .backward", rmsnorm),
+            "layernorm_fwd": ("layernorm fwd", layernorm_fwd),
+            "layernorm_grad": ("layernorm fwd+bwd", layernorm_grad),
+            "linear": ("linear fwd+bwd", linear),
             "gemm": ("gemm fwd", gemm),
             "softmax_fwd": ("softmax fwd", softmax_fwd),
             "softmax_grad": ("softmax fwd+bwd", softmax_grad),

@@ -29,7 +29,7 @@ of a round would hide inside "host time".
 
 Bar (issue 15): each row op's fwd <= 1.25 x and fwd+bwd <= 1.5 x F.layer_norm's in the same run.
 
-"ours" is the default path: the C++ fast path (quack_cpp._torch: rmsnorm, softmax,
+"ours" is the default path: the C++ fast path (quack_cpp._torch: rmsnorm, layernorm, softmax,
 log_softmax) where it is built (built by pip where torch is importable) and QUACK_CPP_EAGER is
 not 0, else the Python fast path (cross_entropy: always the Python fast path).
 
@@ -210,7 +210,8 @@ def make_rows(torch, quack_cpp, a):
     for name, op, unary in ours:
         rows += [("custom op", name, "fwd", fwd(op, unary), force_on),
                  ("custom op", name, "fwd+bwd", fwd_bwd(op, unary), force_on)]
-        cpp_path = getattr(ext, {"rmsnorm": "rmsnorm_fwd", "softmax": "softmax_fwd",
+        cpp_path = getattr(ext, {"rmsnorm": "rmsnorm_fwd", "layernorm": "layernorm_fwd",
+                                 "softmax": "softmax_fwd",
                                  "log_softmax": "log_softmax_fwd"}.get(name, "-"), None)
         if cpp_path is not None:
             rows += [("python path", name, "fwd", fwd(op, unary), py_on),

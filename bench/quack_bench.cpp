@@ -2,12 +2,15 @@
 //
 //   quack-bench copy                         4 GiB device-to-device copy (the roofline)
 //   quack-bench rmsnorm [--dtype bf16|fp16|fp32] [--shapes 16384x4096,8192x262144]
-//                       [--dir fwd|bwd|both] [--ms 100] [--fwd-path staged|simple|both|simple-all]
-//                       forward path (rmsnorm_tuning.h): default the library's (QUACK_RMSNORM_FWD);
-//                       both = staged then simple per shape ("impl": "quack" / "quack-simple");
-//                       simple-all = every compiled simple instance that takes the shape
-//                       ("config": its name)
-//   quack-bench rmsnorm-sweep [same options]   every geometry knob setting (tuning)
+//                       [--dir fwd|bwd|both] [--wdtype fp32|x] [--residual none|x|fp32]
+//                       [--offset 0] [--config auto|all] [--ms 100]
+//                       RMSNorm with a weight in fp32 (default) or x's dtype, out and dx in x's
+//                       dtype; the forward writes rstd, the backward dweight (fp32; its
+//                       workspace allocated once); --residual x|fp32: the forward takes a
+//                       residual and writes residual_out in that dtype, the backward takes
+//                       dresidual_out and writes dresidual (the fp32 residual stream's prenorm
+//                       backward: x, dresidual_out, dresidual fp32; dy, dx in --dtype);
+//                       "config" as for softmax
 //   quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
 //                       [--log 0|1] [--config auto|all] [--ms 100]
 //                       softmax (--log 1: log_softmax), out and dx in x's dtype; "config": the
@@ -75,7 +78,7 @@
 #include <vector>
 
 #include "norm/layernorm_internal.h"
-#include "norm/rmsnorm_tuning.h"
+#include "norm/rmsnorm_internal.h"
 #include "row/row_config.h"
 #include "row/row_op.h"
 #include "cross_entropy/cross_entropy_internal.h"
@@ -191,121 +194,115 @@ int bench_copy(double budget_ms) {
   return 0;
 }
 
-// Geometry knob settings to time: the defaults first, then a grid around them.
-std::vector<quack::detail::RowConfigKnobs> knob_grid(quack::detail::RowConfigKnobs def, bool sweep,
-                                                     int vec, int max_values) {
-  std::vector<quack::detail::RowConfigKnobs> out{def};
-  if (!sweep) return out;
-  for (int vpt : {2, 4, 8, 16})
-    for (int row_threads : {64, 128, 256, 512})
-      for (int min_cta : {128, 256, 512}) {
-        auto k = def;
-        k.values_per_thread = vpt * vec;
-        k.max_cta_row_threads = row_threads;
-        k.min_cta_threads = min_cta;
-        if (k.values_per_thread > max_values || k.min_cta_threads > k.max_cta_threads) continue;
-        out.push_back(k);
-      }
-  return out;
-}
-
-std::string knob_json(const quack::detail::RowConfigKnobs& k) {
-  return ", \"values_per_thread\": " + std::to_string(k.values_per_thread) +
-         ", \"max_cta_row_threads\": " + std::to_string(k.max_cta_row_threads) +
-         ", \"min_cta_threads\": " + std::to_string(k.min_cta_threads);
-}
-
-int bench_rmsnorm(quack::DType dt, const std::vector<std::pair<long long, long long>>& shapes,
-                  const std::string& dir, double budget_ms, bool sweep,
-                  const std::string& fwd_path) {
-  using quack::detail::RmsNormFwdPath;
+// RMSNorm forward and backward (see the header comment); as bench_layernorm (all_configs: every
+// configuration that takes the shape, then the general policy). Bytes: QuACK's model (x read,
+// y written; bwd x and dy read, dx written), the residual stream's tensors not counted.
+int bench_rmsnorm(quack::DType dt, quack::DType wdt, const std::string& residual, float offset,
+                  const std::vector<std::pair<long long, long long>>& shapes,
+                  const std::string& dir, double budget_ms, bool all_configs) {
+  namespace d = quack::detail;
+  using quack::TensorRef;
   const char* name = quack::dtype_name(dt);
-  const size_t es = quack::dtype_size(dt);
+  const size_t es = quack::dtype_size(dt), ws = quack::dtype_size(wdt);
+  const bool res = residual != "none";
+  const quack::DType rdt = residual == "fp32" ? quack::DType::kFloat32 : dt;
+  const size_t rs = quack::dtype_size(rdt);
+  const auto F32 = quack::DType::kFloat32;
+  std::vector<int> configs = {-1};
+  if (all_configs) {
+    configs.clear();
+    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);  // last: general
+  }
+  const std::string wextra = std::string(", \"weight\": \"") + quack::dtype_name(wdt) +
+                             "\", \"residual\": \"" + residual + "\"";
   for (auto [M, N] : shapes) {
     const size_t mn = static_cast<size_t>(M) * N;
-    // Buffer sets: enough that one pass over all of them exceeds 2x a 60 MB L2.
     const int sets = static_cast<int>(std::max<size_t>(1, std::min<size_t>(8, (256ull << 20) / (mn * es) + 1)));
-    std::vector<std::unique_ptr<Buffer>> x, y, dy, dx;
+    std::vector<std::unique_ptr<Buffer>> x, y, r, ro, dy, dx, dro, dres, rstd;
+    Buffer w(N * ws), dw(N * 4);
+    fill_random(w.p, N, wdt, 7);
     for (int s = 0; s < sets; ++s) {
       x.emplace_back(new Buffer(mn * es));
       y.emplace_back(new Buffer(mn * es));
+      rstd.emplace_back(new Buffer(M * 4));
       fill_random(x.back()->p, mn, dt, 1 + s);
+      if (res) {
+        r.emplace_back(new Buffer(mn * rs));
+        ro.emplace_back(new Buffer(mn * rs));
+        fill_random(r.back()->p, mn, rdt, 50 + s);
+      }
       if (dir != "fwd") {
         dy.emplace_back(new Buffer(mn * es));
         dx.emplace_back(new Buffer(mn * es));
         fill_random(dy.back()->p, mn, dt, 100 + s);
+        if (res) {
+          dro.emplace_back(new Buffer(mn * rs));
+          dres.emplace_back(new Buffer(mn * rs));
+          fill_random(dro.back()->p, mn, rdt, 150 + s);
+        }
       }
     }
-    Buffer w(N * 4), rstd(M * 4), dw(N * 4);
-    fill_random(w.p, N, quack::DType::kFloat32, 7);
     auto fwd_args = [&](int s) {
       quack::RmsNormFwdArgs a;
-      a.x = quack::TensorRef::matrix(x[s]->p, dt, M, N);
-      a.weight = quack::TensorRef::vector(w.p, quack::DType::kFloat32, N);
-      a.out = quack::TensorRef::matrix(y[s]->p, dt, M, N);
-      a.rstd = quack::TensorRef::vector(rstd.p, quack::DType::kFloat32, M);
+      a.x = TensorRef::matrix(x[s]->p, dt, M, N);
+      a.weight = TensorRef::vector(w.p, wdt, N);
+      a.out = TensorRef::matrix(y[s]->p, dt, M, N);
+      a.rstd = TensorRef::vector(rstd[s]->p, F32, M);
+      a.weight_offset = offset;
+      if (res) {
+        a.residual = TensorRef::matrix(r[s]->p, rdt, M, N);
+        a.residual_out = TensorRef::matrix(ro[s]->p, rdt, M, N);
+      }
       return a;
     };
-    const int vec = 16 / static_cast<int>(es);
-    // One forward timing on `path` (simple_config as rmsnorm_fwd_with_path); "impl" says which
-    // kernel ran: quack (staged) or quack-simple.
-    auto time_fwd = [&](RmsNormFwdPath path, int simple_config) {
-      const int cfg = path == RmsNormFwdPath::kSimple
-                          ? quack::detail::rmsnorm_fwd_simple_config(fwd_args(0), simple_config)
-                          : -1;
-      double ms = time_median(
+    auto bwd_args = [&](int s) {
+      quack::RmsNormBwdArgs a;
+      // The backward's x is the forward's h: residual_out with a residual.
+      a.x = res ? TensorRef::matrix(ro[s]->p, rdt, M, N) : TensorRef::matrix(x[s]->p, dt, M, N);
+      a.weight = TensorRef::vector(w.p, wdt, N);
+      a.dout = TensorRef::matrix(dy[s]->p, dt, M, N);
+      a.rstd = TensorRef::vector(rstd[s]->p, F32, M);
+      a.dx = TensorRef::matrix(dx[s]->p, dt, M, N);
+      a.dweight = TensorRef::vector(dw.p, F32, N);
+      a.weight_offset = offset;
+      if (res) {
+        a.dresidual_out = TensorRef::matrix(dro[s]->p, rdt, M, N);
+        a.dresidual = TensorRef::matrix(dres[s]->p, rdt, M, N);
+      }
+      return a;
+    };
+    char plan_name[96];
+    for (int cfg : configs) {
+      if (dir == "bwd") break;
+      const d::RowPlan plan = d::plan_row_call(d::rmsnorm_fwd_call(fwd_args(0)), cfg);
+      if (plan.policy == d::RowPolicy::kNone) continue;
+      const double ms = time_median(
           [&](int s) {
-            quack::detail::rmsnorm_fwd_with_path(fwd_args(s), path, simple_config, nullptr);
+            if (cfg < 0) quack::rmsnorm_fwd(fwd_args(s), nullptr);
+            else d::run_row_call(d::rmsnorm_fwd_call(fwd_args(s)), plan, nullptr);
           },
           sets, budget_ms);
-      const std::string extra =
-          cfg >= 0 ? std::string(", \"config\": \"") + quack::detail::kSimpleFwdConfigs[cfg].name + "\"" : "";
-      emit("rmsnorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str(),
-           cfg >= 0 ? "quack-simple" : "quack");
-    };
-    if (dir != "bwd" && sweep) {
-      const auto def = quack::detail::rmsnorm_fwd_knobs(dt);
-      for (const auto& k : knob_grid(def, sweep, vec, 16 * vec)) {
-        double ms = time_median(
-            [&](int s) { quack::detail::rmsnorm_fwd_with_knobs(fwd_args(s), k, nullptr); }, sets,
-            budget_ms);
-        emit("rmsnorm_fwd", name, M, N, ms, 2.0 * mn * es, knob_json(k).c_str());
-      }
-    } else if (dir != "bwd") {
-      if (fwd_path.empty()) {
-        time_fwd(quack::detail::rmsnorm_fwd_path(), -1);
-      } else if (fwd_path == "staged" || fwd_path == "both") {
-        time_fwd(RmsNormFwdPath::kStaged, -1);
-      }
-      if (fwd_path == "simple" || fwd_path == "both") time_fwd(RmsNormFwdPath::kSimple, -1);
-      if (fwd_path == "simple-all")
-        for (int c = 0; c < quack::detail::kSimpleFwdConfigCount; ++c)
-          if (quack::detail::rmsnorm_fwd_simple_config(fwd_args(0), c) == c)
-            time_fwd(RmsNormFwdPath::kSimple, c);
+      const std::string extra = std::string(", \"config\": \"") +
+                                d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra;
+      emit("rmsnorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
-    if (dir != "fwd") {
-      quack::rmsnorm_fwd(fwd_args(0), nullptr);  // a real rstd
-      auto bwd_args = [&](int s) {
-        quack::RmsNormBwdArgs a;
-        a.x = quack::TensorRef::matrix(x[s]->p, dt, M, N);
-        a.weight = quack::TensorRef::vector(w.p, quack::DType::kFloat32, N);
-        a.dout = quack::TensorRef::matrix(dy[s]->p, dt, M, N);
-        a.rstd = quack::TensorRef::vector(rstd.p, quack::DType::kFloat32, M);
-        a.dx = quack::TensorRef::matrix(dx[s]->p, dt, M, N);
-        a.dweight = quack::TensorRef::vector(dw.p, quack::DType::kFloat32, N);
-        return a;
-      };
-      const auto def = quack::detail::rmsnorm_bwd_knobs(dt);
-      for (const auto& k : knob_grid(def, sweep, vec, def.values_per_thread)) {
-        const size_t ws_bytes = quack::detail::rmsnorm_bwd_workspace_size_with_knobs(bwd_args(0), k);
-        Buffer ws(ws_bytes);
-        double ms = time_median(
-            [&](int s) {
-              quack::detail::rmsnorm_bwd_with_knobs(bwd_args(s), k, ws.p, ws_bytes, nullptr);
-            },
-            sets, budget_ms);
-        emit("rmsnorm_bwd", name, M, N, ms, 3.0 * mn * es, sweep ? knob_json(k).c_str() : "");
-      }
+    if (dir == "fwd") continue;
+    for (int s = 0; s < sets; ++s) quack::rmsnorm_fwd(fwd_args(s), nullptr);  // rstd, h
+    for (int cfg : configs) {
+      const d::RowCall call0 = d::rmsnorm_bwd_call(bwd_args(0));
+      d::RowPlan plan = d::plan_row_call(call0, cfg);
+      if (plan.policy == d::RowPolicy::kNone) continue;
+      const size_t bytes = d::row_call_workspace(call0, plan);  // fixes the persistent grid
+      Buffer work(std::max<size_t>(bytes, 16));
+      const double ms = time_median(
+          [&](int s) {
+            d::run_row_call(d::rmsnorm_bwd_call(bwd_args(s)), plan, nullptr, work.p, bytes);
+          },
+          sets, budget_ms);
+      const std::string extra = std::string(", \"config\": \"") +
+                                d::row_plan_name(plan, plan_name, sizeof(plan_name)) +
+                                "\", \"partials\": " + std::to_string(plan.partials) + wextra;
+      emit("rmsnorm_bwd", name, M, N, ms, 3.0 * mn * es, extra.c_str());
     }
   }
   return 0;
@@ -963,8 +960,9 @@ std::vector<std::pair<long long, long long>> parse_shapes(const std::string& s) 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: quack-bench copy|rmsnorm|rmsnorm-sweep [--dtype bf16|fp16|fp32] [--shapes MxN,...] "
-                 "[--dir fwd|bwd|both] [--ms 100] [--fwd-path staged|simple|both|simple-all]\n"
+                 "usage: quack-bench copy\n"
+                 "       quack-bench rmsnorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
+                 "[--wdtype fp32|x] [--residual none|x|fp32] [--offset 0] [--config auto|all] [--ms 100]\n"
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
@@ -982,10 +980,11 @@ int main(int argc, char** argv) {
   double budget_ms = 100;
   bool shapes_given = false;
   std::string layout = "rr";  // gemm: A then B, r = row-major, c = column-major
-  std::string fwd_path;       // rmsnorm: empty = the library's default path
+  std::string residual = "none";  // rmsnorm: residual stream dtype (none, x, fp32)
+  float offset = 0.f;              // rmsnorm: weight_offset
   bool log = false;           // softmax: log_softmax
-  std::string config = "auto";  // softmax, layernorm, topk: auto (the plan) or all
-  std::string wdtype = "fp32";  // layernorm: weight and bias dtype (fp32 or x)
+  std::string config = "auto";  // softmax, layernorm, rmsnorm, topk: auto (the plan) or all
+  std::string wdtype = "fp32";  // layernorm, rmsnorm: weight (and bias) dtype (fp32 or x)
   bool bias = true;             // layernorm: with a bias
   std::string act = "gelu_tanh_approx";  // gemm-act, gemm-dact
   bool store_preact = true;              // gemm-act
@@ -1001,7 +1000,8 @@ int main(int argc, char** argv) {
     else if (k == "--largest") largest = !(v == "0" || v == "false");
     else if (k == "--ms") budget_ms = std::atof(v.c_str());
     else if (k == "--layout") layout = v;
-    else if (k == "--fwd-path") fwd_path = v;
+    else if (k == "--residual") residual = v;
+    else if (k == "--offset") offset = static_cast<float>(std::atof(v.c_str()));
     else if (k == "--log") log = v == "1" || v == "true";
     else if (k == "--config") config = v;
     else if (k == "--wdtype") wdtype = v;
@@ -1013,9 +1013,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!fwd_path.empty() && fwd_path != "staged" && fwd_path != "simple" && fwd_path != "both" &&
-      fwd_path != "simple-all") {
-    std::fprintf(stderr, "quack-bench: --fwd-path is staged, simple, both or simple-all\n");
+  if (residual != "none" && residual != "x" && residual != "fp32") {
+    std::fprintf(stderr, "quack-bench: --residual is none, x or fp32\n");
     return 2;
   }
   if (config != "auto" && config != "all") {
@@ -1100,9 +1099,11 @@ int main(int argc, char** argv) {
       }
       return bench_gemm_act(dims, acts, cmd == "gemm-dact", store_preact, budget_ms);
     }
-    if (cmd == "rmsnorm" || cmd == "rmsnorm-sweep")
-      return bench_rmsnorm(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms,
-                           cmd == "rmsnorm-sweep", fwd_path);
+    if (cmd == "rmsnorm") {
+      const quack::DType xt = parse_dtype(dtype);
+      return bench_rmsnorm(xt, wdtype == "x" ? xt : parse_dtype(wdtype), residual, offset,
+                           parse_shapes(shapes), dir, budget_ms, config == "all");
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "quack-bench: %s\n", e.what());
     return 1;

@@ -14,6 +14,9 @@
 // (quack/topk.h) bind_topk.cpp, linear + cross-entropy (quack/linear_cross_entropy.h)
 // bind_linear_cross_entropy.cpp. The tuple conversion is bind_util.h's.
 //
+// weight_offset (RMSNorm) comes last, after the stream, so positional calls written before it
+// keep their meaning.
+//
 // Errors: quack::InvalidArgument (a std::invalid_argument) -> ValueError, quack::CudaError
 // (a std::runtime_error) -> RuntimeError, by nanobind's standard translation.
 #include <nanobind/nanobind.h>
@@ -52,9 +55,11 @@ using quack_py::to_stream;
 quack::RmsNormBwdArgs bwd_args(const OptTensor& x, const OptTensor& weight, const OptTensor& dout,
                                const OptTensor& rstd, const OptTensor& dresidual_out,
                                const OptTensor& dx, const OptTensor& dresidual,
-                               const OptTensor& dweight, const OptTensor& dbias) {
+                               const OptTensor& dweight, const OptTensor& dbias,
+                               double weight_offset) {
   const char* fn = "rmsnorm_bwd";
   quack::RmsNormBwdArgs a;
+  a.weight_offset = static_cast<float>(weight_offset);
   a.x = to_ref(x, fn, "x");
   a.weight = to_ref(weight, fn, "weight");
   a.dout = to_ref(dout, fn, "dout");
@@ -113,9 +118,10 @@ NB_MODULE(_C, m) {
       "rmsnorm_fwd",
       [](const OptTensor& x, const OptTensor& weight, const OptTensor& bias,
          const OptTensor& residual, const OptTensor& out, const OptTensor& residual_out,
-         const OptTensor& rstd, double eps, uintptr_t stream) {
+         const OptTensor& rstd, double eps, uintptr_t stream, double weight_offset) {
         const char* fn = "rmsnorm_fwd";
         quack::RmsNormFwdArgs a;
+        a.weight_offset = static_cast<float>(weight_offset);
         a.x = to_ref(x, fn, "x");
         a.weight = to_ref(weight, fn, "weight");
         a.bias = to_ref(bias, fn, "bias");
@@ -129,13 +135,14 @@ NB_MODULE(_C, m) {
       },
       nb::arg("x"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("residual").none(),
       nb::arg("out"), nb::arg("residual_out").none(), nb::arg("rstd").none(),
-      nb::arg("eps") = 1e-6, nb::arg("stream") = 0,
+      nb::arg("eps") = 1e-6, nb::arg("stream") = 0, nb::arg("weight_offset") = 0.0,
       (std::string(
            "RMSNorm forward (quack::rmsnorm_fwd; method of QuACK 0.2.0), written into out,\n"
            "residual_out and rstd:\n"
            "  h = x + residual (fp32 sum; x when residual is None)\n"
            "  rstd = 1 / sqrt(mean_j(h_j^2) + eps)\n"
-           "  out = h * rstd * weight + bias;  residual_out = h\n"
+           "  out = h * rstd * (weight + weight_offset) + bias;  residual_out = h\n"
+           "(weight None: the factor is 1; weight_offset 1.0: Gemma's zero-centred weights)\n"
            "x, residual, out, residual_out: (M, N) fp32/fp16/bf16, any non-negative strides;\n"
            "weight, bias: (N,); rstd: (M,) float32. M = 0 launches nothing.\n") +
        kTensorDoc +
@@ -147,15 +154,15 @@ NB_MODULE(_C, m) {
       "rmsnorm_bwd_workspace_size",
       [](const OptTensor& x, const OptTensor& weight, const OptTensor& dout, const OptTensor& rstd,
          const OptTensor& dresidual_out, const OptTensor& dx, const OptTensor& dresidual,
-         const OptTensor& dweight, const OptTensor& dbias) {
-        quack::RmsNormBwdArgs a =
-            bwd_args(x, weight, dout, rstd, dresidual_out, dx, dresidual, dweight, dbias);
+         const OptTensor& dweight, const OptTensor& dbias, double weight_offset) {
+        quack::RmsNormBwdArgs a = bwd_args(x, weight, dout, rstd, dresidual_out, dx, dresidual,
+                                           dweight, dbias, weight_offset);
         nb::gil_scoped_release release;
         return quack::rmsnorm_bwd_workspace_size(a);
       },
       nb::arg("x"), nb::arg("weight").none(), nb::arg("dout"), nb::arg("rstd"),
       nb::arg("dresidual_out").none(), nb::arg("dx"), nb::arg("dresidual").none(),
-      nb::arg("dweight").none(), nb::arg("dbias").none(),
+      nb::arg("dweight").none(), nb::arg("dbias").none(), nb::arg("weight_offset") = 0.0,
       (std::string("Bytes of device workspace rmsnorm_bwd needs for these arguments (fp32\n"
                    "per-CTA partial sums of dweight and dbias; 0 when neither is asked for).\n"
                    "Queries the device (occupancy) but does not synchronise or allocate.\n") +
@@ -167,9 +174,9 @@ NB_MODULE(_C, m) {
       [](const OptTensor& x, const OptTensor& weight, const OptTensor& dout, const OptTensor& rstd,
          const OptTensor& dresidual_out, const OptTensor& dx, const OptTensor& dresidual,
          const OptTensor& dweight, const OptTensor& dbias, uintptr_t workspace_ptr,
-         size_t workspace_bytes, uintptr_t stream) {
-        quack::RmsNormBwdArgs a =
-            bwd_args(x, weight, dout, rstd, dresidual_out, dx, dresidual, dweight, dbias);
+         size_t workspace_bytes, uintptr_t stream, double weight_offset) {
+        quack::RmsNormBwdArgs a = bwd_args(x, weight, dout, rstd, dresidual_out, dx, dresidual,
+                                           dweight, dbias, weight_offset);
         nb::gil_scoped_release release;
         quack::rmsnorm_bwd(a, reinterpret_cast<void*>(workspace_ptr), workspace_bytes,
                            to_stream(stream));
@@ -177,11 +184,11 @@ NB_MODULE(_C, m) {
       nb::arg("x"), nb::arg("weight").none(), nb::arg("dout"), nb::arg("rstd"),
       nb::arg("dresidual_out").none(), nb::arg("dx"), nb::arg("dresidual").none(),
       nb::arg("dweight").none(), nb::arg("dbias").none(), nb::arg("workspace_ptr") = 0,
-      nb::arg("workspace_bytes") = 0, nb::arg("stream") = 0,
+      nb::arg("workspace_bytes") = 0, nb::arg("stream") = 0, nb::arg("weight_offset") = 0.0,
       (std::string(
            "RMSNorm backward (quack::rmsnorm_bwd; QuACK 0.2.0's kernel with the prenorm\n"
            "residual gradient of QuACK >= 0.2.3). x is the norm's input h, rstd the forward's:\n"
-           "  xhat = x * rstd;  g = dout * weight\n"
+           "  xhat = x * rstd;  g = dout * (weight + weight_offset)\n"
            "  dh = rstd * (g - xhat * mean_j(g_j * xhat_j)) + dresidual_out\n"
            "  dx = dresidual = dh;  dweight = sum_rows dout * xhat;  dbias = sum_rows dout\n"
            "(fp32 accumulation in a fixed order: identical bits run to run). dout may have any\n"

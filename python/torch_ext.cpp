@@ -3,7 +3,8 @@
 // quack_cpp._C and the C++ library stay torch-free; this module is the one place that includes
 // torch headers.
 //
-// rmsnorm_fwd(x, weight, bias, residual, eps, out_dtype, residual_out_dtype, store_rstd)
+// rmsnorm_fwd(x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
+//             store_rstd)
 //   The same arguments, outputs and gradients as torch.ops.quack_cpp.rmsnorm_fwd on the eager
 //   fast path (quack_cpp.ops.RMSNormFwd: outputs, launch, setup_context, backward), in C++:
 //   outputs allocated with at::empty, quack::rmsnorm_fwd on the current stream of x's device,
@@ -20,6 +21,14 @@
 //   create_graph the custom op quack_cpp::<op>_bwd, which has no autograd formula). Both are
 //   instances of RowUnaryFn: a row op of one input and one output whose backward reads the
 //   output and its gradient; another such op is a RowUnaryOps table and two lines.
+//
+// layernorm_fwd(x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
+//               store_stats)
+//   torch.ops.quack_cpp.layernorm_fwd on the eager fast path (quack_cpp.layernorm_ops
+//   LayerNormFwd / LayerNormBwd), as rmsnorm_fwd: (out, residual_out, mean, rstd), None where
+//   absent; mean and rstd are non-differentiable outputs of the node (LayerNormFn), which saves
+//   h, weight, mean and rstd and whose backward is quack::layernorm_bwd (workspace from torch's
+//   allocator; under create_graph the custom op quack_cpp::layernorm_bwd).
 //
 // Why: the Python fast path's own work (the route, tensor tuples, allocation calls, the Python
 // autograd.Function) is per call several times torch's F.layer_norm host path; here it is C++
@@ -98,7 +107,8 @@ void check_rows(const Tensor& x, const char* fn) {
 // quack_cpp.ops.RMSNormFwd.outputs + launch.
 std::tuple<Tensor, Tensor, Tensor> fwd_impl(const Tensor& x, const Tensor& weight,
                                             const Tensor& bias, const Tensor& residual,
-                                            double eps, at::ScalarType out_dtype,
+                                            double eps, double weight_offset,
+                                            at::ScalarType out_dtype,
                                             std::optional<at::ScalarType> residual_out_dtype,
                                             bool store_rstd) {
   const char* fn = "rmsnorm_fwd";
@@ -118,6 +128,7 @@ std::tuple<Tensor, Tensor, Tensor> fwd_impl(const Tensor& x, const Tensor& weigh
   a.residual_out = ref(residual_out, fn, "residual_out");
   a.rstd = ref(rstd, fn, "rstd");
   a.eps = static_cast<float>(eps);
+  a.weight_offset = static_cast<float>(weight_offset);
   if (!g_stub_launches) quack::rmsnorm_fwd(a, stream_of(x));
   return {out, residual_out, rstd};
 }
@@ -125,7 +136,7 @@ std::tuple<Tensor, Tensor, Tensor> fwd_impl(const Tensor& x, const Tensor& weigh
 // quack_cpp.ops.RMSNormBwd.outputs + launch.
 std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_impl(
     const Tensor& x, const Tensor& weight, const Tensor& dout, const Tensor& rstd,
-    const Tensor& dresidual_out, at::ScalarType dx_dtype,
+    const Tensor& dresidual_out, double weight_offset, at::ScalarType dx_dtype,
     std::optional<at::ScalarType> dresidual_dtype, bool need_dweight,
     std::optional<at::ScalarType> dbias_dtype) {
   const char* fn = "rmsnorm_bwd";
@@ -151,6 +162,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_impl(
   a.dresidual = ref(dres, fn, "dresidual");
   a.dweight = ref(dw, fn, "dweight");
   a.dbias = ref(db, fn, "dbias");
+  a.weight_offset = static_cast<float>(weight_offset);
   if (!g_stub_launches) {
     const size_t ws_bytes = quack::rmsnorm_bwd_workspace_size(a);
     Tensor ws = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
@@ -162,7 +174,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_impl(
 // The custom op quack_cpp::rmsnorm_bwd through the dispatcher (create_graph=True).
 std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_custom_op(
     const Tensor& x, const Tensor& weight, const Tensor& dout, const Tensor& rstd,
-    const Tensor& dresidual_out, at::ScalarType dx_dtype,
+    const Tensor& dresidual_out, double weight_offset, at::ScalarType dx_dtype,
     std::optional<at::ScalarType> dresidual_dtype, bool need_dweight,
     std::optional<at::ScalarType> dbias_dtype) {
   static auto op =
@@ -170,11 +182,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_custom_op(
           .findSchemaOrThrow("quack_cpp::rmsnorm_bwd", "")
           .typed<std::tuple<Tensor, Tensor, Tensor, Tensor>(
               const Tensor&, const std::optional<Tensor>&, const Tensor&, const Tensor&,
-              const std::optional<Tensor>&, at::ScalarType, std::optional<at::ScalarType>, bool,
-              std::optional<at::ScalarType>)>();
+              const std::optional<Tensor>&, double, at::ScalarType,
+              std::optional<at::ScalarType>, bool, std::optional<at::ScalarType>)>();
   auto o = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
-  return op.call(x, o(weight), dout, rstd, o(dresidual_out), dx_dtype, dresidual_dtype,
-                 need_dweight, dbias_dtype);
+  return op.call(x, o(weight), dout, rstd, o(dresidual_out), weight_offset, dx_dtype,
+                 dresidual_dtype, need_dweight, dbias_dtype);
 }
 
 // Row ops of one input x (M, N) -> one output y (M, N) whose backward reads y and dy:
@@ -267,12 +279,12 @@ struct RMSNormFn : public torch::autograd::Function<RMSNormFn> {
                                const std::optional<Tensor>& weight,
                                const std::optional<Tensor>& bias,
                                const std::optional<Tensor>& residual, double eps,
-                               at::ScalarType out_dtype,
+                               double weight_offset, at::ScalarType out_dtype,
                                std::optional<at::ScalarType> residual_out_dtype,
                                bool store_rstd) {
     const Tensor w = opt(weight), b = opt(bias), r = opt(residual);
     auto [out, residual_out, rstd] =
-        fwd_impl(x, w, b, r, eps, out_dtype, residual_out_dtype, store_rstd);
+        fwd_impl(x, w, b, r, eps, weight_offset, out_dtype, residual_out_dtype, store_rstd);
     ctx->set_materialize_grads(false);
     // Edge of each tensor input (absent optionals have none): needs_input_grad takes it.
     int64_t e = 1;
@@ -283,6 +295,7 @@ struct RMSNormFn : public torch::autograd::Function<RMSNormFn> {
     d["eb"] = eb;
     d["er"] = er;
     d["x_dtype"] = x.scalar_type();
+    d["weight_offset"] = weight_offset;
     d["out_dtype"] = out_dtype;
     d["res_dtype"] = r.defined() ? c10::IValue(r.scalar_type()) : c10::IValue();
     d["bias_dtype"] = b.defined() ? c10::IValue(b.scalar_type()) : c10::IValue();
@@ -327,12 +340,12 @@ struct RMSNormFn : public torch::autograd::Function<RMSNormFn> {
     const bool separate_dres = need_r && res_dtype != x_dtype;
     auto bwd = at::GradMode::is_enabled() ? bwd_custom_op : bwd_impl;
     auto [dx, dres, dw, db] =
-        bwd(h, weight, dout, rstd, dres_out, x_dtype,
+        bwd(h, weight, dout, rstd, dres_out, d["weight_offset"].toDouble(), x_dtype,
             separate_dres ? res_dtype : std::nullopt, need_w && weight.defined(),
             need_b ? bias_dtype : std::nullopt);
     return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(),
             need_r ? (separate_dres ? dres : dx) : Tensor(), Tensor(), Tensor(), Tensor(),
-            Tensor()};
+            Tensor(), Tensor()};
   }
 };
 
@@ -353,7 +366,7 @@ Tensor row_unary(const Tensor& x, at::ScalarType out_dtype) {
 // The entry point: the autograd node only where autograd records the call.
 py::tuple rmsnorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
                       const std::optional<Tensor>& bias, const std::optional<Tensor>& residual,
-                      double eps, at::ScalarType out_dtype,
+                      double eps, double weight_offset, at::ScalarType out_dtype,
                       std::optional<at::ScalarType> residual_out_dtype, bool store_rstd) {
   variable_list outs;
   const auto req = [](const std::optional<Tensor>& t) {
@@ -362,16 +375,16 @@ py::tuple rmsnorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
   const bool record = at::GradMode::is_enabled() &&
                       (x.requires_grad() || req(weight) || req(bias) || req(residual));
   if (record) {
-    outs = RMSNormFn::apply(x, weight, bias, residual, eps, out_dtype, residual_out_dtype,
-                            store_rstd);
+    outs = RMSNormFn::apply(x, weight, bias, residual, eps, weight_offset, out_dtype,
+                            residual_out_dtype, store_rstd);
     size_t i = 1;  // the present outputs in order (RMSNormFn::forward)
     Tensor ro = residual_out_dtype.has_value() ? outs[i++] : Tensor();
     Tensor rs = store_rstd ? outs[i++] : Tensor();
     outs = {outs[0], ro, rs};
   } else {
     py::gil_scoped_release no_gil;
-    auto [o, ro, rs] = fwd_impl(x, opt(weight), opt(bias), opt(residual), eps, out_dtype,
-                                residual_out_dtype, store_rstd);
+    auto [o, ro, rs] = fwd_impl(x, opt(weight), opt(bias), opt(residual), eps, weight_offset,
+                                out_dtype, residual_out_dtype, store_rstd);
     outs = {o, ro, rs};
   }
   // Undefined tensors become None.
@@ -381,13 +394,241 @@ py::tuple rmsnorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
 
 }  // namespace
 
+// --------------------------------------------------------------------------------------------
+// LayerNorm: quack_cpp.layernorm_ops' LayerNormFwd / LayerNormBwd on the eager fast path
+// --------------------------------------------------------------------------------------------
+
+namespace {
+
+// quack_cpp.layernorm_ops.LayerNormFwd.outputs + launch.
+std::tuple<Tensor, Tensor, Tensor, Tensor> ln_fwd_impl(
+    const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual,
+    double eps, double weight_offset, at::ScalarType out_dtype,
+    std::optional<at::ScalarType> residual_out_dtype, bool store_stats) {
+  const char* fn = "layernorm_fwd";
+  check_rows(x, fn);
+  const int64_t M = x.size(0), N = x.size(1);
+  Tensor out = at::empty({M, N}, x.options().dtype(out_dtype));
+  Tensor residual_out = residual_out_dtype.has_value()
+                            ? at::empty({M, N}, x.options().dtype(*residual_out_dtype))
+                            : Tensor();
+  Tensor mean, rstd;
+  if (store_stats) {
+    mean = at::empty({M}, x.options().dtype(at::kFloat));
+    rstd = at::empty({M}, x.options().dtype(at::kFloat));
+  }
+  quack::LayerNormFwdArgs a;
+  a.x = ref(x, fn, "x");
+  a.weight = ref(weight, fn, "weight");
+  a.bias = ref(bias, fn, "bias");
+  a.residual = ref(residual, fn, "residual");
+  a.out = ref(out, fn, "out");
+  a.residual_out = ref(residual_out, fn, "residual_out");
+  a.mean = ref(mean, fn, "mean");
+  a.rstd = ref(rstd, fn, "rstd");
+  a.eps = static_cast<float>(eps);
+  a.weight_offset = static_cast<float>(weight_offset);
+  if (!g_stub_launches) quack::layernorm_fwd(a, stream_of(x));
+  return {out, residual_out, mean, rstd};
+}
+
+// quack_cpp.layernorm_ops.LayerNormBwd.outputs + launch (the workspace allocated with torch's
+// caching allocator, as there).
+std::tuple<Tensor, Tensor, Tensor, Tensor> ln_bwd_impl(
+    const Tensor& x, const Tensor& weight, const Tensor& dout, const Tensor& mean,
+    const Tensor& rstd, const Tensor& dresidual_out, double weight_offset,
+    at::ScalarType dx_dtype, std::optional<at::ScalarType> dresidual_dtype, bool need_dweight,
+    std::optional<at::ScalarType> dbias_dtype) {
+  const char* fn = "layernorm_bwd";
+  check_rows(x, fn);
+  const int64_t M = x.size(0), N = x.size(1);
+  if (need_dweight && !weight.defined())
+    throw quack::InvalidArgument(
+        "layernorm_bwd: need_dweight is True but weight is None, expected a weight");
+  Tensor dx = at::empty({M, N}, x.options().dtype(dx_dtype));
+  Tensor dres = dresidual_dtype.has_value()
+                    ? at::empty({M, N}, x.options().dtype(*dresidual_dtype))
+                    : Tensor();
+  Tensor dw = need_dweight ? at::empty({N}, x.options().dtype(weight.scalar_type())) : Tensor();
+  Tensor db = dbias_dtype.has_value() ? at::empty({N}, x.options().dtype(*dbias_dtype))
+                                      : Tensor();
+  quack::LayerNormBwdArgs a;
+  a.x = ref(x, fn, "x");
+  a.weight = ref(weight, fn, "weight");
+  a.dout = ref(dout, fn, "dout");
+  a.mean = ref(mean, fn, "mean");
+  a.rstd = ref(rstd, fn, "rstd");
+  a.dresidual_out = ref(dresidual_out, fn, "dresidual_out");
+  a.dx = ref(dx, fn, "dx");
+  a.dresidual = ref(dres, fn, "dresidual");
+  a.dweight = ref(dw, fn, "dweight");
+  a.dbias = ref(db, fn, "dbias");
+  a.weight_offset = static_cast<float>(weight_offset);
+  // Stubbed: a workspace is still allocated (the host-time bench's stubbed _C asks for one).
+  const size_t ws_bytes = g_stub_launches ? 4096 : quack::layernorm_bwd_workspace_size(a);
+  Tensor ws = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
+  if (!g_stub_launches) quack::layernorm_bwd(a, ws.data_ptr(), ws_bytes, stream_of(x));
+  return {dx, dres, dw, db};
+}
+
+// The custom op quack_cpp::layernorm_bwd through the dispatcher (create_graph=True).
+std::tuple<Tensor, Tensor, Tensor, Tensor> ln_bwd_custom_op(
+    const Tensor& x, const Tensor& weight, const Tensor& dout, const Tensor& mean,
+    const Tensor& rstd, const Tensor& dresidual_out, double weight_offset,
+    at::ScalarType dx_dtype, std::optional<at::ScalarType> dresidual_dtype, bool need_dweight,
+    std::optional<at::ScalarType> dbias_dtype) {
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("quack_cpp::layernorm_bwd", "")
+          .typed<std::tuple<Tensor, Tensor, Tensor, Tensor>(
+              const Tensor&, const std::optional<Tensor>&, const Tensor&, const Tensor&,
+              const Tensor&, const std::optional<Tensor>&, double, at::ScalarType,
+              std::optional<at::ScalarType>, bool, std::optional<at::ScalarType>)>();
+  auto o = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
+  return op.call(x, o(weight), dout, mean, rstd, o(dresidual_out), weight_offset, dx_dtype,
+                 dresidual_dtype, need_dweight, dbias_dtype);
+}
+
+}  // namespace
+
+namespace quack_torch {
+
+// quack_cpp.layernorm_ops.LayerNormFwd.setup_context + backward as a C++ autograd Function
+// (its node's name: torch::autograd::CppNode<quack_torch::LayerNormFn>). Saves h (residual_out
+// with a residual, else x), weight, mean and rstd; mean and rstd are non-differentiable
+// outputs. Backward (quack::layernorm_bwd):
+//   xhat = (h - mean) * rstd;  g = dout * (weight + weight_offset)
+//   dh = rstd * (g - mean_j g_j - xhat * mean_j(g_j * xhat_j)) + dresidual_out
+//   dx = dresidual = dh;  dweight = sum_rows dout * xhat;  dbias = sum_rows dout
+struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x,
+                               const std::optional<Tensor>& weight,
+                               const std::optional<Tensor>& bias,
+                               const std::optional<Tensor>& residual, double eps,
+                               double weight_offset, at::ScalarType out_dtype,
+                               std::optional<at::ScalarType> residual_out_dtype,
+                               bool store_stats) {
+    const Tensor w = opt(weight), b = opt(bias), r = opt(residual);
+    auto [out, residual_out, mean, rstd] = ln_fwd_impl(x, w, b, r, eps, weight_offset, out_dtype,
+                                                       residual_out_dtype, store_stats);
+    ctx->set_materialize_grads(false);
+    // Edge of each tensor input (absent optionals have none): needs_input_grad takes it.
+    int64_t e = 1;
+    const int64_t ew = w.defined() ? e++ : -1, eb = b.defined() ? e++ : -1;
+    const int64_t er = r.defined() ? e++ : -1;
+    auto& d = ctx->saved_data;
+    d["ew"] = ew;
+    d["eb"] = eb;
+    d["er"] = er;
+    d["x_dtype"] = x.scalar_type();
+    d["out_dtype"] = out_dtype;
+    d["weight_offset"] = weight_offset;
+    d["res_dtype"] = r.defined() ? c10::IValue(r.scalar_type()) : c10::IValue();
+    d["bias_dtype"] = b.defined() ? c10::IValue(b.scalar_type()) : c10::IValue();
+    d["res_out_stored"] = residual_out_dtype.has_value();
+    d["can_backward"] = store_stats && (!r.defined() || residual_out_dtype.has_value());
+    ctx->save_for_backward({r.defined() ? residual_out : x, w, mean, rstd});
+    // Only the present outputs: out, residual_out when stored, mean and rstd when stored
+    // (statistics, not functions of the inputs to differentiate, as QuACK's and torch's).
+    variable_list outs{out};
+    if (residual_out.defined()) outs.push_back(residual_out);
+    if (store_stats) {
+      outs.push_back(mean);
+      outs.push_back(rstd);
+      ctx->mark_non_differentiable({mean, rstd});
+    }
+    return outs;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto& d = ctx->saved_data;
+    if (!d["can_backward"].toBool())
+      throw std::runtime_error(
+          "quack_cpp::layernorm_fwd backward: the forward ran with store_stats=False, or with a "
+          "residual but residual_out_dtype=None; call it with store_stats=True and a "
+          "residual_out_dtype (quack_cpp.layernorm does this when a gradient is needed)");
+    auto saved = ctx->get_saved_variables();
+    const Tensor& h = saved[0];
+    const Tensor& weight = saved[1];
+    const Tensor& mean = saved[2];
+    const Tensor& rstd = saved[3];
+    const int64_t ew = d["ew"].toInt(), eb = d["eb"].toInt(), er = d["er"].toInt();
+    const bool need_x = ctx->needs_input_grad(0);
+    const bool need_w = ew >= 0 && ctx->needs_input_grad(ew);
+    const bool need_b = eb >= 0 && ctx->needs_input_grad(eb);
+    const bool need_r = er >= 0 && ctx->needs_input_grad(er);
+    const auto x_dtype = static_cast<at::ScalarType>(d["x_dtype"].toScalarType());
+    const auto out_dtype = static_cast<at::ScalarType>(d["out_dtype"].toScalarType());
+    const double weight_offset = d["weight_offset"].toDouble();
+    const c10::IValue& res_iv = d["res_dtype"];
+    const c10::IValue& bias_iv = d["bias_dtype"];
+    std::optional<at::ScalarType> res_dtype, bias_dtype;
+    if (!res_iv.isNone()) res_dtype = res_iv.toScalarType();
+    if (!bias_iv.isNone()) bias_dtype = bias_iv.toScalarType();
+    Tensor dout = grads[0];
+    Tensor dres_out = d["res_out_stored"].toBool() ? grads[1] : Tensor();  // outputs: forward
+    if (!dout.defined())  // only residual_out was used: d(out) = 0, a stride-0 view
+      dout = at::zeros({}, h.options().dtype(out_dtype)).expand(h.sizes());
+    // d(residual) = dh; a separate copy only where its dtype differs from x's.
+    const bool separate_dres = need_r && res_dtype != x_dtype;
+    auto bwd = at::GradMode::is_enabled() ? ln_bwd_custom_op : ln_bwd_impl;
+    auto [dx, dres, dw, db] =
+        bwd(h, weight, dout, mean, rstd, dres_out, weight_offset, x_dtype,
+            separate_dres ? res_dtype : std::nullopt, need_w && weight.defined(),
+            need_b ? bias_dtype : std::nullopt);
+    return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(),
+            need_r ? (separate_dres ? dres : dx) : Tensor(), Tensor(), Tensor(), Tensor(),
+            Tensor(), Tensor()};
+  }
+};
+
+}  // namespace quack_torch
+
+namespace {
+
+// The entry point: the autograd node only where autograd records the call; absent outputs
+// are None.
+py::tuple layernorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
+                        const std::optional<Tensor>& bias, const std::optional<Tensor>& residual,
+                        double eps, double weight_offset, at::ScalarType out_dtype,
+                        std::optional<at::ScalarType> residual_out_dtype, bool store_stats) {
+  Tensor o, ro, mn, rs;
+  const auto req = [](const std::optional<Tensor>& t) {
+    return t.has_value() && t->defined() && t->requires_grad();
+  };
+  const bool record = at::GradMode::is_enabled() &&
+                      (x.requires_grad() || req(weight) || req(bias) || req(residual));
+  if (record) {
+    variable_list outs = quack_torch::LayerNormFn::apply(
+        x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
+        store_stats);
+    size_t i = 1;  // the present outputs in order (LayerNormFn::forward)
+    o = outs[0];
+    if (residual_out_dtype.has_value()) ro = outs[i++];
+    if (store_stats) {
+      mn = outs[i++];
+      rs = outs[i++];
+    }
+  } else {
+    py::gil_scoped_release no_gil;
+    std::tie(o, ro, mn, rs) = ln_fwd_impl(x, opt(weight), opt(bias), opt(residual), eps,
+                                          weight_offset, out_dtype, residual_out_dtype,
+                                          store_stats);
+  }
+  const auto py_or_none = [](const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); };
+  return py::make_tuple(o, py_or_none(ro), py_or_none(mn), py_or_none(rs));
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_torch, m) {
   m.doc() =
-      "quack_cpp._torch: the eager fast paths of rmsnorm, softmax and log_softmax in C++ (see "
-      "python/torch_ext.cpp); used by quack_cpp.ops and quack_cpp.softmax_ops when importable.";
+      "quack_cpp._torch: the eager fast paths of rmsnorm, layernorm, softmax and log_softmax in "
+      "C++ (see python/torch_ext.cpp); used by quack_cpp.ops, layernorm_ops and softmax_ops "
+      "when importable.";
   m.def("rmsnorm_fwd", &rmsnorm_fwd, py::arg("x"), py::arg("weight").none(true),
         py::arg("bias").none(true), py::arg("residual").none(true), py::arg("eps"),
-        py::arg("out_dtype"), py::arg("residual_out_dtype").none(true), py::arg("store_rstd"),
+        py::arg("weight_offset"), py::arg("out_dtype"), py::arg("residual_out_dtype").none(true), py::arg("store_rstd"),
         "torch.ops.quack_cpp.rmsnorm_fwd's eager fast path: (out, residual_out or None, rstd or "
         "None), with a C++ autograd node when autograd records the call.");
   m.def("softmax_fwd", &row_unary<quack_torch::SoftmaxFn>, py::arg("x"), py::arg("out_dtype"),
@@ -397,6 +638,12 @@ PYBIND11_MODULE(_torch, m) {
         py::arg("out_dtype"),
         "torch.ops.quack_cpp.log_softmax_fwd's eager fast path: y, with a C++ autograd node "
         "when autograd records the call.");
+  m.def("layernorm_fwd", &layernorm_fwd, py::arg("x"), py::arg("weight").none(true),
+        py::arg("bias").none(true), py::arg("residual").none(true), py::arg("eps"),
+        py::arg("weight_offset"), py::arg("out_dtype"), py::arg("residual_out_dtype").none(true),
+        py::arg("store_stats"),
+        "torch.ops.quack_cpp.layernorm_fwd's eager fast path: (out, residual_out or None, mean "
+        "or None, rstd or None), with a C++ autograd node when autograd records the call.");
   m.def("_set_stub_launches", [](bool v) { g_stub_launches = v; },
         "Skip the kernel launches (tests and the CPU host-time bench only).");
 }

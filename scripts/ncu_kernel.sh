@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Nsight Compute summary of one kernel launch (device only; clocks left alone): duration, DRAM
 # throughput and bytes, occupancy and its limiters, launch geometry, the top warp stall reasons.
-#   scripts/ncu_kernel.sh NAME KERNEL_REGEX COMMAND...   (e.g. rmsnorm_bwd regex:rmsnorm_bwd_kernel
+#   scripts/ncu_kernel.sh NAME KERNEL_REGEX COMMAND...   (e.g. rmsnorm_bwd regex:row_.*_kernel
 #   build/gpu/bench/quack-bench rmsnorm --dir bwd --dtype bf16 --shapes 16384x4096 --ms 1)
 # Profiles the 3rd matching launch (after warm-up), writes $OUT/ncu_NAME.txt and prints it.
 set -uo pipefail

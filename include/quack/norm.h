@@ -3,12 +3,14 @@
 // Method: QuACK 0.2.0 (Dao-AILab/quack, quack/rmsnorm.py) and its blog "Getting memory-bound
 // kernels to speed of light" (media/2025-07-10-membound-sol.md in that repository): read each
 // element from HBM once, keep the row on chip, reduce thread -> warp -> block -> cluster
-// (distributed shared memory, up to 16 CTAs per row) in fp32. Three kernels share that plan
-// (docs/architecture.md): "simple" (one row per CTA in registers, compile-time geometry, as
-// Liger-Kernel's and Inductor's row kernels), "prefetch" (long rows: persistent clusters, the
-// bulk-copy engine fetching rows ahead into shared memory, QuACK's pipeline) and "staged"
-// (QuACK's general-geometry kernel: persistent CTAs stage row blocks in shared memory with
-// cp.async.bulk). The prenorm residual gradient follows QuACK ≥ 0.2.3 (0.2.0 was wrong).
+// (distributed shared memory, up to 16 CTAs per row) in fp32. Both norms run on the row
+// skeleton (docs/architecture.md, "The row skeleton"): short rows in registers (one row per
+// CTA, compile-time geometry, as Liger-Kernel's and Inductor's row kernels), long rows split
+// over clusters whose CTAs keep their slices in shared memory, fetched ahead by the bulk-copy
+// engine (QuACK's pipeline), backwards on persistent CTAs that stage row blocks in shared
+// memory and keep the dweight/dbias sums in registers, and a general kernel for any other
+// layout. The prenorm residual gradient follows QuACK ≥ 0.2.3 (0.2.0 was wrong);
+// weight_offset follows QuACK ≥ 0.6.
 #pragma once
 
 #include <cstddef>
@@ -21,30 +23,15 @@ namespace quack {
 /// Arguments of rmsnorm_fwd. M rows of N ≥ 1 elements. All tensors live on one CUDA device; the
 /// launch goes to that device on `stream`.
 ///
-/// Paths, picked on the host from the arguments (same results within the tolerance of one
-/// fp32 sum; docs/architecture.md):
-/// - simple (default): a weight in x's dtype or fp32, no bias, out and residual/residual_out
-///   in x's dtype, every (M, N) tensor with column stride 1 and 16-byte-aligned rows, N a
-///   multiple of 16 bytes of x's dtype. Rows ≤ 64 KB: one row per CTA in registers, one pass.
-///   Longer rows without a residual: fp32 rows ≤ 128 KB in one pass (1024 threads × 8
-///   vectors), other rows ≤ 512 KB (bf16/fp16 N ≤ 262144, fp32 N ≤ 131072) on the prefetch
-///   kernel (clusters of ≤ 8 CTAs, one HBM read); longer rows, and long rows with a residual,
-///   loop over the row twice (the second pass from L2).
-/// - staged (aligned layouts the simple path does not take, or QUACK_RMSNORM_FWD=staged, read
-///   once): rows staged in shared memory, split over ≤ 16 CTAs of 512 threads, while two row
-///   blocks of x and residual plus the weight and bias slices fit 227 KB per CTA: N ≤ 524288
-///   for bf16/fp16 x with a weight of its dtype, 458752 with an fp32 weight, 262144 for fp32 x,
-///   229376 for bf16 x with an fp32 residual, 163840 for fp32 x with an fp32 residual.
-/// - general: anything else (any strides, including 0; any N): two passes over global memory.
-/// Outputs may alias inputs of the same layout (out = x, residual_out = residual).
-/// Dtypes: every operand may be any of fp32, fp16, bf16 (each converted to fp32 on load); rstd
-/// is fp32.
-///
 ///   h    = x + residual                      (x when no residual; fp32 sum)
 ///   rstd = 1 / sqrt(mean_j(h_j^2) + eps)     (fp32)
-///   out  = h * rstd * weight + bias          (weight = 1 and bias = 0 when absent)
+///   out  = h * rstd * (weight + weight_offset) + bias
+///          (weight absent: the factor is 1 and weight_offset is not used; bias absent: 0)
+///   residual_out = h;  rstd per row
 ///
-/// Layout: any non-negative strides (the fast paths need the layouts listed above).
+/// weight_offset = 1 is Gemma's zero-centred weight (QuACK ≥ 0.6). One rounding of each output
+/// to its dtype; residual_out holds h rounded to its dtype, while rstd and out use the
+/// unrounded fp32 h.
 ///
 /// | tensor       | shape  | dtype            | required          |
 /// |--------------|--------|------------------|-------------------|
@@ -55,6 +42,18 @@ namespace quack {
 /// | out          | (M, N) | fp32, fp16, bf16 | yes               |
 /// | residual_out | (M, N) | fp32, fp16, bf16 | no (h is stored)  |
 /// | rstd         | (M)    | fp32             | no                |
+///
+/// Layout: any non-negative strides (inputs may have stride 0); outputs may not overlap; out may
+/// alias x and residual_out the residual when their layouts agree. Kernels (the row skeleton,
+/// src/row/row_ops.cmake's rmsnorm_fwd* lines): x in bf16, fp16 or fp32; weight and bias in
+/// one dtype, x's or fp32; the residual and residual_out in x's dtype, or both fp32 (16-bit
+/// x: the fp32 residual stream); out in x's dtype (or fp32 without a residual); rows with
+/// column stride 1, 16-byte aligned starts and N a multiple of 16 bytes of x; weight and bias
+/// contiguous and 16-byte aligned. Such rows up to 64 KB (fp32 x without a residual: 128 KB)
+/// sit in registers, one pass; longer rows, up to 16 × 64 KB per input stream, are split over
+/// a cluster whose CTAs keep their slices, and their weight slices in registers, on chip (one
+/// HBM read); longer rows take two passes (the second from L2). Any other call runs the
+/// general kernel (element at a time, runtime dtypes; correct, slower).
 struct RmsNormFwdArgs {
   TensorRef x;
   TensorRef weight;
@@ -64,29 +63,29 @@ struct RmsNormFwdArgs {
   TensorRef residual_out;
   TensorRef rstd;
   float eps = 1e-6f;
+  float weight_offset = 0.f;
 };
 
 /// Runs the RMSNorm forward on `stream`. M = 0 launches nothing. Throws InvalidArgument (naming
-/// the argument, expected and actual value) for a wrong shape, dtype or device, a negative
-/// stride (any operand), an output whose elements overlap (out, residual_out, rstd: e.g. a
-/// stride of 0 with more than one element), N = 0 with M > 0, eps < 0 or NaN, or a
-/// QUACK_RMSNORM_FWD other than simple or staged; CudaError when the launch fails.
+/// the function, the argument, the expected and the actual value) for an absent x or out, a
+/// wrong shape (including a negative size), dtype or device, a negative stride (any operand),
+/// an output whose elements overlap (out, residual_out, rstd: e.g. a stride of 0 with more than
+/// one element), N = 0 with M > 0, eps < 0 or NaN, or a weight_offset that is not finite;
+/// CudaError when the launch fails (including "no CUDA driver/GPU").
 void rmsnorm_fwd(const RmsNormFwdArgs& args, cudaStream_t stream);
 
 /// Arguments of rmsnorm_bwd. `x` is the norm's input h (residual_out when the forward had a
-/// residual), `rstd` the forward's rstd. Paths: the staged kernel (as the forward's, with
-/// dweight/dbias partials per persistent cluster) for aligned layouts with N ≤ 262144 (16-bit
-/// x) or N ≤ 131072 (fp32 x); the general kernel (two passes) for anything else. No simple path. dx (and dresidual) may alias dout of the same
-/// layout. Dtypes: any of fp32, fp16, bf16 per operand, as in the forward.
+/// residual), `rstd` the forward's rstd.
 ///
-///   xhat = x * rstd;  g = dout * weight
+///   xhat = x * rstd;  g = dout * (weight + weight_offset)   (weight absent: g = dout)
 ///   dh   = rstd * (g - xhat * mean_j(g_j * xhat_j)) + dresidual_out
 ///   dx   = dh;  dresidual = dh                (d(residual) equals d(x) for h = x + residual)
 ///   dweight = sum_rows dout * xhat;  dbias = sum_rows dout   (fp32 accumulation, fixed order:
 ///                                                             identical bits run to run)
 ///
-/// Layout: any non-negative strides; inputs may have stride 0 (dout from y.sum().backward()),
-/// outputs may not overlap.
+/// dweight does not depend on weight_offset. dweight and dbias: each persistent CTA sums its
+/// rows per column in fp32 registers, folds them into one partial row per cluster (the
+/// workspace, (P, N) fp32), and a second kernel adds the P rows in a fixed order.
 ///
 /// | tensor        | shape  | dtype            | required                 |
 /// |---------------|--------|------------------|--------------------------|
@@ -99,6 +98,15 @@ void rmsnorm_fwd(const RmsNormFwdArgs& args, cudaStream_t stream);
 /// | dresidual     | (M, N) | fp32, fp16, bf16 | no (a second copy of dh) |
 /// | dweight       | (N)    | fp32, fp16, bf16 | no (needs weight)        |
 /// | dbias         | (N)    | fp32, fp16, bf16 | no                       |
+///
+/// Layout: any non-negative strides; inputs may have stride 0 (dout from y.sum().backward()),
+/// outputs may not overlap; dx (and dresidual) may alias dout of the same layout. Kernels:
+/// x, dout, dresidual_out, dx and dresidual in x's dtype, or the prenorm backward of an fp32
+/// residual stream (x, dresidual_out and dresidual fp32; dout and dx bf16 or fp16), the weight
+/// in x's (or dout's) dtype or fp32, the vector layouts of rmsnorm_fwd: persistent CTAs stage
+/// row slices in shared memory by the bulk-copy engine, rows of up to N = 262144 over clusters
+/// of up to 16 CTAs (fp32 rows beyond 131072: one row block at a time, the next fetched into
+/// L2); anything else runs the general kernel (two passes over global memory).
 struct RmsNormBwdArgs {
   TensorRef x;
   TensorRef weight;
@@ -109,6 +117,7 @@ struct RmsNormBwdArgs {
   TensorRef dresidual;
   TensorRef dweight;
   TensorRef dbias;
+  float weight_offset = 0.f;
 };
 
 /// Bytes of device workspace rmsnorm_bwd needs for these arguments on their device: fp32
@@ -120,8 +129,9 @@ size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args);
 
 /// Runs the RMSNorm backward on `stream`. `workspace` must hold rmsnorm_bwd_workspace_size(args)
 /// bytes, 16-byte aligned, on the tensors' device; it is overwritten. M = 0 writes dweight =
-/// dbias = 0 (no row kernel). Throws InvalidArgument for bad arguments (including a too-small
-/// workspace), CudaError when a launch fails.
+/// dbias = 0 (no row kernel). Throws InvalidArgument for bad arguments (as rmsnorm_fwd, for
+/// every tensor above; dweight without weight; a non-finite weight_offset; a too-small or
+/// misaligned workspace), CudaError when a launch fails.
 void rmsnorm_bwd(const RmsNormBwdArgs& args, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream);
 
@@ -158,8 +168,10 @@ void rmsnorm_bwd(const RmsNormBwdArgs& args, void* workspace, size_t workspace_b
 /// alias x and residual_out the residual when their layouts agree. Kernels (the row skeleton,
 /// docs/architecture.md): x and residual in one dtype, out and residual_out in one dtype,
 /// weight and bias in one dtype, with (x, out, weight) one of (bf16, bf16, bf16 or fp32),
-/// (fp16, fp16, fp16 or fp32), (fp32, fp32, fp32); rows with column stride 1, 16-byte aligned
-/// starts and N a multiple of 16 bytes of x; weight and bias contiguous and 16-byte aligned.
+/// (fp16, fp16, fp16 or fp32), (fp32, fp32, fp32); or, for 16-bit x, the fp32 residual
+/// stream (residual and residual_out fp32, either may be absent); rows with column stride 1,
+/// 16-byte aligned starts and N a multiple of 16 bytes of x; weight and bias contiguous and
+/// 16-byte aligned.
 /// Such rows up to 64 KB (fp32 x: 128 KB) sit in registers, one pass; rows up to 16 × 64 KB
 /// per input stream are split over a cluster whose CTAs keep their slices and their weight and
 /// bias slices on chip (one HBM read); longer rows take two passes (the second from L2). Any
@@ -213,10 +225,12 @@ void layernorm_fwd(const LayerNormFwdArgs& args, cudaStream_t stream);
 /// Layout: any non-negative strides (inputs may have stride 0: dout from y.sum().backward());
 /// outputs may not overlap; dx (and dresidual) may alias dout of the same layout. Kernel: x,
 /// dout and dresidual_out in one dtype, dx and dresidual in one dtype, the weight in x's dtype
-/// or fp32 ((x, dx) = (bf16, bf16), (fp16, fp16), (fp32, fp32)), the vector layouts of
-/// layernorm_fwd: persistent CTAs stage row slices in shared memory by the bulk-copy engine,
-/// rows of up to N = 262144 (fp16/bf16) or 131072 (fp32) over clusters of up to 16 CTAs;
-/// anything else runs the general kernel (two passes over global memory).
+/// or fp32 ((x, dx) = (bf16, bf16), (fp16, fp16), (fp32, fp32)), or the prenorm backward of an
+/// fp32 residual stream (x, dresidual_out, dresidual fp32; dout and dx bf16 or fp16), the
+/// vector layouts of layernorm_fwd: persistent CTAs stage row slices in shared memory by the
+/// bulk-copy engine, rows of up to N = 262144 over clusters of up to 16 CTAs (fp32 rows beyond
+/// 131072 without dresidual_out: one row block at a time, the next fetched into L2); anything
+/// else runs the general kernel (two passes over global memory).
 struct LayerNormBwdArgs {
   TensorRef x;
   TensorRef weight;

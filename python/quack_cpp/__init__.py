@@ -6,7 +6,8 @@ loads the extension ``quack_cpp._C`` (pointer-level bindings of the C++ API) and
 on first use and need torch:
 
 - ``quack_cpp.rmsnorm(x, weight=None, bias=None, residual=None, eps=1e-6, prenorm=False,
-  residual_dtype=None, out_dtype=None)``: differentiable RMSNorm (see ``quack_cpp.ops``);
+  residual_dtype=None, out_dtype=None, weight_offset=0.0)``: differentiable RMSNorm (see
+  ``quack_cpp.ops``);
 - ``quack_cpp.ops``: the custom ops ``torch.ops.quack_cpp.rmsnorm_fwd`` / ``rmsnorm_bwd``
   (``torch.library.custom_op`` with fake kernels: ``torch.compile(fullgraph=True)`` and CUDA
   graphs work);

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from . import _C
+from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
 from ._registrar import (CUSTOM, EAGER_GRAD, FLOAT_DTYPES, as_rows, check_float, dtype_name,
                          records_grad, register, route, rows_cols, stream, tensor_arg)
 
@@ -39,6 +40,9 @@ __all__ = ["layernorm", "layernorm_fwd", "layernorm_bwd"]
 class LayerNormFwd:
     name = "quack_cpp::layernorm_fwd"
     absent = (None, None, torch.float32, torch.float32)  # residual_out x's; mean, rstd fp32
+    # The fast path in C++ where built: outputs + launch + setup_context + backward below.
+    eager = getattr(_torch_ext, "layernorm_fwd", None) if _torch_ext is not None else None
+    eager_node = "LayerNormFn"
 
     def signature(
         x: Tensor,
@@ -266,9 +270,15 @@ layernorm_fwd = register(LayerNormFwd)
 # --------------------------------------------------------------------------------------------
 
 
+_autocast_enabled = torch.is_autocast_enabled  # no argument: CUDA's autocast
+
+
 def _autocast_fp32(x: Tensor) -> bool:
-    """Whether autocast is on for x's device type (torch runs layer_norm in float32 there)."""
-    return x.device.type in ("cuda", "cpu") and torch.is_autocast_enabled(x.device.type)
+    """Whether autocast is on for x's device type, CUDA or CPU (torch runs layer_norm in
+    float32 there). Without building x.device (~1 µs less per call)."""
+    if x.is_cuda:
+        return _autocast_enabled()
+    return x.is_cpu and _autocast_enabled("cpu")
 
 
 def layernorm(
@@ -339,7 +349,8 @@ def layernorm(
     float32 (out_dtype, when given, still wins). Runs on ``torch.cuda.current_stream(x.device)``;
     no host synchronisation (CUDA graphs work).
 
-    Path: in plain eager mode on CUDA tensors, the eager fast path (``_C`` called directly,
+    Path: in plain eager mode on CUDA tensors, the eager fast path (``quack_cpp._torch``'s C++
+    ``layernorm_fwd`` with its C++ autograd node where built, else ``_C`` called directly,
     through ``layernorm_fwd.Function`` when a gradient is needed); otherwise (torch.compile,
     fake tensors, ``QUACK_EAGER_CUSTOM_OP=1``) the custom op ``quack_cpp::layernorm_fwd`` with
     its registered autograd. Both give the same results.

@@ -29,7 +29,7 @@ class RMSNorm(Module):
     other's state dicts. Over the last ``len(normalized_shape)`` dimensions (flattened to
     N = prod(normalized_shape)), per row, in fp32::
 
-        y = x / sqrt(mean(x^2) + eps) * weight
+        y = x / sqrt(mean(x^2) + eps) * (weight + weight_offset)
 
     Args:
         normalized_shape: int or tuple: the trailing shape of the input to normalise over.
@@ -38,13 +38,19 @@ class RMSNorm(Module):
             float32/float16/bfloat16 inputs (float64 inputs: float64's).
         elementwise_affine: learnable per-element weight (ones at init). Default True.
         device, dtype: of the weight.
+        weight_offset: keyword-only, default 0.0: added to the weight in the forward (Gemma's
+            zero-centred weights use 1.0); the weight is then initialised to 1 - weight_offset
+            (zeros for 1.0), so a fresh module is the plain normalisation either way. A state
+            dict from ``torch.nn.RMSNorm`` holds w, which this module reads as
+            w - weight_offset only when weight_offset is 0.
 
     Shape: input (*, *normalized_shape); output the same shape, in the input's dtype.
 
     Kernels: QuACK 0.2.0's RMSNorm through the C++ API (``quack_cpp.rmsnorm``) for CUDA inputs
     of dtype float32/float16/bfloat16 (weight float32 or the input's dtype); the backward gives
     d(input) and d(weight) (fp32-accumulated, bitwise reproducible). Any other input (CPU,
-    meta, float64) goes to ``torch.nn.functional.rms_norm`` so the module stays a drop-in.
+    meta, float64) goes to ``torch.nn.functional.rms_norm`` (with weight + weight_offset) so
+    the module stays a drop-in.
     Under autocast it runs in the input's dtype, like ``torch.nn.RMSNorm``.
 
     Raises:
@@ -64,9 +70,12 @@ class RMSNorm(Module):
         elementwise_affine: bool = True,
         device=None,
         dtype=None,
+        *,
+        weight_offset: float = 0.0,
     ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
+        self.weight_offset = float(weight_offset)
         if isinstance(normalized_shape, numbers.Integral):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
@@ -79,15 +88,22 @@ class RMSNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Resets the weight to ones (as ``torch.nn.RMSNorm``)."""
+        """Resets the weight to 1 - weight_offset (ones by default, as ``torch.nn.RMSNorm``)."""
         if self.elementwise_affine:
-            init.ones_(self.weight)
+            if self.weight_offset == 0.0:
+                init.ones_(self.weight)
+            else:
+                with torch.no_grad():
+                    self.weight.fill_(1.0 - self.weight_offset)
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalises ``x`` (*, *normalized_shape); returns the same shape and dtype."""
         nd = len(self.normalized_shape)
         if nd == 0 or x.device.type != "cuda" or x.dtype not in _FLOAT_DTYPES:
-            return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+            weight = self.weight
+            if self.weight_offset != 0.0 and weight is not None:
+                weight = weight + self.weight_offset
+            return F.rms_norm(x, self.normalized_shape, weight, self.eps)
         if x.dim() < nd or tuple(x.shape[x.dim() - nd :]) != self.normalized_shape:
             raise ValueError(
                 f"RMSNorm: input has shape {tuple(x.shape)}, expected trailing dims "
@@ -95,10 +111,12 @@ class RMSNorm(Module):
             )
         eps = self.eps if self.eps is not None else torch.finfo(torch.float32).eps
         weight = self.weight.reshape(-1) if self.weight is not None else None
+        offset = self.weight_offset
         if nd == 1:
-            return rmsnorm(x, weight, eps=eps)
+            return rmsnorm(x, weight, eps=eps, weight_offset=offset)
         # Several normalised dims: one row of N = prod(normalized_shape) elements.
-        return rmsnorm(x.flatten(x.dim() - nd), weight, eps=eps).view(x.shape)
+        return rmsnorm(x.flatten(x.dim() - nd), weight, eps=eps,
+                       weight_offset=offset).view(x.shape)
 
     def extra_repr(self) -> str:
         return (

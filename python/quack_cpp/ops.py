@@ -80,6 +80,7 @@ class RMSNormFwd:
         bias: Optional[Tensor],
         residual: Optional[Tensor],
         eps: float,
+        weight_offset: float,
         out_dtype: torch.dtype,
         residual_out_dtype: Optional[torch.dtype],
         store_rstd: bool,
@@ -90,13 +91,15 @@ class RMSNormFwd:
 
             h    = x + residual                    (x when residual is None)
             rstd = 1 / sqrt(mean_j(h_j^2) + eps)
-            out  = h * rstd * weight + bias        (weight = 1, bias = 0 when None)
+            out  = h * rstd * (weight + weight_offset) + bias
+                   (weight None: the factor is 1; bias None: 0)
 
         Args:
             x: (M, N), float32/float16/bfloat16, CUDA, any non-negative strides.
             weight, bias: (N,) or None; x's dtype or float32.
             residual: (M, N) or None; x's dtype or float32.
             eps: added to the mean square, inside the square root.
+            weight_offset: added to the weight (1.0: Gemma's zero-centred weights).
             out_dtype: dtype of ``out`` (x's dtype or float32).
             residual_out_dtype: dtype of ``residual_out`` = h; None: not stored.
             store_rstd: store rstd (needed by the backward).
@@ -106,13 +109,14 @@ class RMSNormFwd:
             placeholder of shape (0,) when not stored; rstd (M,) float32 or a (0,) placeholder.
 
         Raises:
-            ValueError: a bad argument (shape, dtype, device, stride, eps < 0); the message names
-                the argument, what was expected and what came.
+            ValueError: a bad argument (shape, dtype, device, stride, eps < 0, a non-finite
+                weight_offset); the message names the argument, what was expected and what came.
             RuntimeError: a CUDA error (the CUDA text is kept).
             NotImplementedError: x is not a CUDA tensor (from the dispatcher).
         """
 
-    def outputs(x, weight, bias, residual, eps, out_dtype, residual_out_dtype, store_rstd):
+    def outputs(x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
+                store_rstd):
         # Sizes as separate ints: torch parses a size tuple ~0.3 µs slower, a torch.Size ~0.8.
         M, N = rows_cols(x, "rmsnorm_fwd")
         return (
@@ -122,7 +126,8 @@ class RMSNormFwd:
             x.new_empty(M, dtype=torch.float32) if store_rstd else None,
         )
 
-    def launch(outs, x, weight, bias, residual, eps, out_dtype, residual_out_dtype, store_rstd):
+    def launch(outs, x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
+               store_rstd):
         fn = "rmsnorm_fwd"
         out, residual_out, rstd = outs
         _C.rmsnorm_fwd(
@@ -135,16 +140,19 @@ class RMSNormFwd:
             tensor_arg(rstd, fn, "rstd"),
             float(eps),
             stream(x),
+            float(weight_offset),
         )
 
     def setup_context(ctx, inputs, output):
-        x, weight, bias, residual, eps, out_dtype, residual_out_dtype, store_rstd = inputs
+        (x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
+         store_rstd) = inputs
         _out, residual_out, rstd = output
         # Unused outputs (residual_out when prenorm=False, rstd) get None, not materialised
         # zeros.
         ctx.set_materialize_grads(False)
         ctx.x_dtype = x.dtype
         ctx.out_dtype = out_dtype
+        ctx.weight_offset = weight_offset
         ctx.residual_dtype = residual.dtype if residual is not None else None
         ctx.bias_dtype = bias.dtype if bias is not None else None
         ctx.residual_out_stored = residual_out_dtype is not None
@@ -176,6 +184,7 @@ class RMSNormFwd:
             dout,
             rstd,
             dresidual_out,
+            ctx.weight_offset,
             ctx.x_dtype,
             ctx.residual_dtype if separate_dres else None,
             bool(need_w and weight is not None),
@@ -183,7 +192,7 @@ class RMSNormFwd:
         )
         dresidual = (dres if separate_dres else dx) if need_r else None
         return (dx if need_x else None, dw if need_w else None, db if need_b else None,
-                dresidual, None, None, None, None)
+                dresidual, None, None, None, None, None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,6 +209,7 @@ class RMSNormBwd:
         dout: Tensor,
         rstd: Tensor,
         dresidual_out: Optional[Tensor],
+        weight_offset: float,
         dx_dtype: torch.dtype,
         dresidual_dtype: Optional[torch.dtype],
         need_dweight: bool,
@@ -210,7 +220,7 @@ class RMSNormBwd:
         ``x`` is the norm's input h (residual_out when the forward had a residual), ``rstd`` the
         forward's. Per row, fp32 (``quack::rmsnorm_bwd``)::
 
-            xhat = x * rstd;  g = dout * weight
+            xhat = x * rstd;  g = dout * (weight + weight_offset)   (weight None: g = dout)
             dh   = rstd * (g - xhat * mean_j(g_j * xhat_j)) + dresidual_out
             dx   = dresidual = dh
             dweight = sum_rows dout * xhat;  dbias = sum_rows dout
@@ -225,6 +235,7 @@ class RMSNormBwd:
             dout: (M, N), any strides (0 too, as from ``y.sum().backward()``).
             rstd: (M,) float32.
             dresidual_out: (M, N) or None: the gradient of residual_out, added to dh.
+            weight_offset: the forward's (dweight does not depend on it).
             dx_dtype: dtype of dx.
             dresidual_dtype: dtype of a second copy of dh; None: not produced (placeholder).
             need_dweight: produce dweight (needs weight).
@@ -238,8 +249,8 @@ class RMSNormBwd:
             ValueError: a bad argument (the message names it). RuntimeError: a CUDA error.
         """
 
-    def outputs(x, weight, dout, rstd, dresidual_out, dx_dtype, dresidual_dtype, need_dweight,
-                dbias_dtype):
+    def outputs(x, weight, dout, rstd, dresidual_out, weight_offset, dx_dtype, dresidual_dtype,
+                need_dweight, dbias_dtype):
         fn = "rmsnorm_bwd"
         M, N = rows_cols(x, fn)
         if need_dweight and weight is None:
@@ -251,8 +262,8 @@ class RMSNormBwd:
             x.new_empty(N, dtype=dbias_dtype) if dbias_dtype is not None else None,
         )
 
-    def launch(outs, x, weight, dout, rstd, dresidual_out, dx_dtype, dresidual_dtype,
-               need_dweight, dbias_dtype):
+    def launch(outs, x, weight, dout, rstd, dresidual_out, weight_offset, dx_dtype,
+               dresidual_dtype, need_dweight, dbias_dtype):
         fn = "rmsnorm_bwd"
         dx, dres, dw, db = outs
         args = (
@@ -267,9 +278,10 @@ class RMSNormBwd:
             tensor_arg(db, fn, "dbias"),
         )
         # The workspace (fp32 partial sums of dweight/dbias), allocated with torch.
-        ws_bytes = _C.rmsnorm_bwd_workspace_size(*args)
+        offset = float(weight_offset)
+        ws_bytes = _C.rmsnorm_bwd_workspace_size(*args, offset)
         workspace = x.new_empty(ws_bytes, dtype=torch.uint8)
-        _C.rmsnorm_bwd(*args, workspace.data_ptr(), ws_bytes, stream(x))
+        _C.rmsnorm_bwd(*args, workspace.data_ptr(), ws_bytes, stream(x), offset)
 
 
 rmsnorm_bwd = register(RMSNormBwd)
@@ -290,6 +302,7 @@ def rmsnorm(
     prenorm: bool = False,
     residual_dtype: Optional[torch.dtype] = None,
     out_dtype: Optional[torch.dtype] = None,
+    weight_offset: float = 0.0,
 ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     """RMSNorm over the last dimension, with optional fused residual add. Differentiable.
 
@@ -298,7 +311,8 @@ def rmsnorm(
 
         h            = x + residual                (x when residual is None)
         rstd         = 1 / sqrt(mean_j(h_j^2) + eps)
-        out          = h * rstd * weight + bias    (weight = 1, bias = 0 when None)
+        out          = h * rstd * (weight + weight_offset) + bias
+                       (weight None: the factor is 1; bias None: 0)
         residual_out = h                           (returned when prenorm=True)
 
     Backward (through autograd; ``torch.compile`` sees it through the custom op's registered
@@ -323,6 +337,8 @@ def rmsnorm(
             residual_out is x itself unless residual_dtype differs from x's dtype, in which
             case it is a cast copy of x (e.g. an fp32 residual stream from bf16 activations).
         out_dtype: dtype of out (x's dtype or float32). Default: x's dtype.
+        weight_offset: added to the weight (1.0 for Gemma's zero-centred weights; QuACK >= 0.6);
+            d(weight) does not depend on it. Not used without a weight.
 
     Returns:
         out (same shape as x, contiguous), or ``(out, residual_out)`` when prenorm=True.
@@ -330,7 +346,8 @@ def rmsnorm(
     Raises:
         ValueError: a tensor not on a CUDA device, a dtype other than float32/float16/bfloat16,
             a shape mismatch (e.g. ``rmsnorm_fwd: weight has shape (4095,) float32, expected
-            (4096,)``), tensors on different devices, eps < 0; the message names the argument.
+            (4096,)``), tensors on different devices, eps < 0, a non-finite weight_offset; the
+            message names the argument.
         RuntimeError: a CUDA error.
 
     Runs on ``torch.cuda.current_stream(x.device)`` (x may live on a non-current device);
@@ -384,6 +401,7 @@ def rmsnorm(
         bias,
         residual if residual is None or nd == 2 else as_rows(residual),
         float(eps),
+        float(weight_offset),
         out_dtype if out_dtype is not None else x.dtype,
         res_out_dtype,
         need_grad,

@@ -4,7 +4,7 @@
 // cluster_n); thread `lane_in_row` takes columns lane, lane + tpr, ... of that range.
 #pragma once
 
-#include "common/reduce.cuh"
+#include "common/row_geometry.h"
 #include "common/row_io.h"
 #include "common/vec.cuh"
 

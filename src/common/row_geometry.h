@@ -33,16 +33,32 @@ struct RowGeometry {
   QUACK_HOST_DEVICE int warps() const { return cta_threads / 32; }
   // Reduction slots per stage in shared memory: one per warp of a row, per CTA of the cluster.
   QUACK_HOST_DEVICE int reduce_slots() const { return warps() * cluster_n; }
-  // Shared-memory bytes of row_allreduce's two stages of slots, padded to 16 bytes so a
-  // staging area can follow them; for clusters, plus 128 bytes that hold its two mbarriers
-  // alone in their 128-byte line. Every row kernel's dynamic shared memory starts with them.
-  // With 16 bytes there (their line then also held the bulk-copy pipeline's mbarriers and the
-  // first staged bytes) the cluster backward ran 10-20 % slower (H200, session 7: bf16
-  // N = 32768 3.46 -> 4.01 TB/s, fp32 32768 3.47 -> 4.21 with 128); which sharing cost it is
-  // not isolated.
-  QUACK_HOST_DEVICE int64_t reduce_slot_bytes() const {
-    return (2 * int64_t(reduce_slots()) * 4 + 15) / 16 * 16 + (cluster_n > 1 ? 128 : 0);
+};
+
+#ifdef __CUDACC__
+/// Where this thread sits in the row geometry. Built once per kernel.
+struct RowCtx {
+  int tid, lane, warp;
+  int row_in_cta;   // which row of the CTA's rows_per_cta
+  int lane_in_row;  // 0..tpr-1
+  int rank;         // CTA rank inside the cluster (0 when cluster_n == 1)
+  int64_t row_block;
+
+  __device__ explicit RowCtx(const RowGeometry& g) {
+    tid = threadIdx.x;
+    lane = tid & 31;
+    warp = tid >> 5;
+    row_in_cta = tid / g.tpr;
+    lane_in_row = tid % g.tpr;
+    rank = g.cluster_n > 1 ? static_cast<int>(blockIdx.x % g.cluster_n) : 0;
+    row_block = blockIdx.x / g.cluster_n;
+  }
+  /// Index of this thread's v-th vector within the row (in vectors; 32-bit: vector-path rows
+  /// are at most a few hundred thousand elements).
+  __device__ int vec_index(const RowGeometry& g, int v) const {
+    return (rank * g.vpt + v) * g.tpr + lane_in_row;
   }
 };
+#endif
 
 }  // namespace quack::detail

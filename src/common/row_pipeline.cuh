@@ -1,6 +1,8 @@
-// Double-buffered row staging for persistent row kernels: the CTA's slice of each of its rows
-// is copied global -> shared by the bulk-copy engine (cp.async.bulk, completing on an mbarrier)
-// while the threads work on the previous row block. Values live in shared memory, not in
+// Row staging for persistent row kernels (the staged policy): the CTA's slice of each of its
+// rows is copied global -> shared by the bulk-copy engine (cp.async.bulk, completing on an
+// mbarrier) while the threads work on the previous row block: kStages stages (two: double
+// buffering; one, for rows whose two blocks do not fit: the block after the next is fetched
+// into L2 meanwhile, prefetch()). Values live in shared memory, not in
 // registers, so a thread's register count no longer grows with N and every SM keeps a whole
 // row block of loads in flight during the reduction and the stores.
 //
@@ -22,15 +24,16 @@
 
 #include <cstdint>
 
-#include "common/reduce.cuh"
 #include "common/row_geometry.h"
 #include "common/row_io.h"
+#include "common/vec.cuh"
 
 namespace quack::detail {
 
-template <int kStreams, int kVectors = 2>
+template <int kStreams, int kVectors = 2, int kStageCount = 2>
 struct RowPipeline {
-  static constexpr int kStages = 2;
+  static constexpr int kStages = kStageCount;
+  static_assert(kStages == 1 || kStages == 2, "one or two stages");
   uint64_t* full;                     // [kStages] mbarriers, then the one-shot vector barrier
   unsigned char* base;                // stage 0, stream 0
   int64_t stream_offset[kStreams];    // bytes from a stage's start to stream s
@@ -144,13 +147,34 @@ struct RowPipeline {
     }
   }
 
-  /// Prologue of a persistent staged kernel: issues the CTA's first two row blocks (rb0 and
-  /// rb0 + clusters), then stages the per-column vectors and waits for them.
+  /// Row leaders fetch their rows of row block rb into L2 only (no completion to wait for).
+  __device__ void prefetch(int64_t rb, const RowGeometry& g, const RowCtx& c,
+                           const RowIO (&src)[kStreams], const int (&elt_bytes)[kStreams]) const {
+    if (c.lane_in_row != 0) return;
+    const int64_t row = rb * g.rows_per_cta() + c.row_in_cta;
+    const int64_t col0 = int64_t(c.rank) * slice;
+    const int64_t n = row < g.rows ? min(int64_t(slice), g.cols - col0) : 0;
+    if (n <= 0) return;
+#pragma unroll
+    for (int s = 0; s < kStreams; ++s) {
+      if (elt_bytes[s] == 0) continue;
+      prefetch_l2_bulk(static_cast<const unsigned char*>(src[s].ptr) +
+                           (row * src[s].row_stride + col0) * elt_bytes[s],
+                       uint32_t(n * elt_bytes[s]));
+    }
+  }
+
+  /// Prologue of a persistent staged kernel: issues the CTA's first kStages row blocks (rb0,
+  /// rb0 + clusters; one stage: rb0, and rb0 + clusters into L2), then stages the per-column
+  /// vectors and waits for them.
   __device__ void start(int64_t rb0, int64_t clusters, const RowGeometry& g, const RowCtx& c,
                         const RowIO (&src)[kStreams], const int (&elt_bytes)[kStreams],
                         const RowIO (&vsrc)[kVectors], const int (&vec_bytes)[kVectors]) const {
     issue(0, rb0, g, c, src, elt_bytes);
-    if (rb0 + clusters < g.row_blocks) issue(1, rb0 + clusters, g, c, src, elt_bytes);
+    if (rb0 + clusters < g.row_blocks) {
+      if constexpr (kStages == 2) issue(1, rb0 + clusters, g, c, src, elt_bytes);
+      else prefetch(rb0 + clusters, g, c, src, elt_bytes);
+    }
     stage_vectors(g, c, vsrc, vec_bytes);
   }
 

@@ -41,9 +41,10 @@
 //     //                              float (&acc)[kAcc]);
 //   };
 //
-// Every input stream of an instance has one dtype, every output stream another, and every
-// per-column vector a third (the instance's triple, row_ops.cmake); other dtype mixes run on
-// the general policy, which converts per element at run time. All math is fp32.
+// Each stream of an instance has its own dtype (row_dtypes.cuh; the instance list,
+// row_ops.cmake, names them per line: one per input stream, one per output stream, one for the
+// per-column vectors); a call whose dtypes no instance has runs on the general policy, which
+// converts per element at run time. All math is fp32.
 //
 // Options of a traits struct (RowOpBase's defaults in brackets):
 //   kCols [0]           per-column vectors RowParams::vec[0..kCols) (weight, bias), handed to
@@ -56,12 +57,27 @@
 //                       fp32 shared memory; the general policy reads them per element.
 //   kReduceCols [false] the fold also reads e.vec (a backward's dy·w); otherwise only apply
 //                       does, and the policies load no vector before the reduction.
+//   kLateCols [false]   the register policy may load the vectors one at a time after the
+//                       reduction where they do not fit the registers beside the row (RMSNorm's
+//                       weight: its t1024v4 instance then takes 32 registers, two CTAs per SM);
+//                       otherwise the plan skips such register configurations.
 //   kAcc [0]            column accumulations (dweight, dbias): apply's acc[a] terms are summed
 //                       per column over all rows of a persistent CTA in fp32 registers, folded
 //                       per CTA in a fixed order into one (N) partial row per cluster
 //                       (RowParams::part[a]; skipped when nullptr), which run_row_call adds in
 //                       a fixed order (common/colsum.h): identical bits run to run on one
 //                       device. Only the persistent policies take such ops (staged, general).
+//   kAccInFold [false]  (ops with kAcc) the accumulations' terms come from the fold's sweep
+//                       instead of apply: accumulate(p, in, e, acc) is called once per element
+//                       the thread folds, right after the fold reads it (where the fold already
+//                       computes what the terms need: RMSNorm's x̂ for dweight), and apply takes
+//                       no acc. A fold that sweeps its view twice still accumulates once.
+//   kColShift [false]   col_shift(p, c) is added to vector c's values where the policy converts
+//                       them to fp32 (a weight's offset: the staged policy adds it once per CTA
+//                       into its fp32 copy, the general policy per element), so the fold and
+//                       apply read w + offset without an add per element. Only the staged and
+//                       general policies take such ops (those of ops with column
+//                       accumulations).
 //   kOptIn [0]          the last kOptIn input streams may be absent at run time
 //                       (RowParams::in[s].ptr == nullptr): they read as 0 and cost no memory
 //                       traffic (the staged policy stages only present streams).
@@ -88,17 +104,21 @@ struct RowElem {
 };
 
 /// Defaults of a traits struct: no per-column vectors, no column accumulations, no optional
-/// streams, no per-row inputs, register kernels of ≤ 4 packed vectors per stream held to 32
-/// registers (kFullSm: 2048 threads per SM; false where the op's per-element math spills at 32).
+/// streams, no per-row inputs, register kernels of ≤ 4 packed 16-byte words per thread held
+/// to 32 registers (kFullSm: 2048 threads per SM; false where the op's math spills at 32).
 struct RowOpBase {
   static constexpr int kCols = 0;
   static constexpr bool kReduceCols = false;
+  static constexpr bool kLateCols = false;
   static constexpr int kAcc = 0;
+  static constexpr bool kAccInFold = false;
+  static constexpr bool kColShift = false;
   static constexpr int kOptIn = 0;
   static constexpr int kOptOut = 0;
   static constexpr bool kFullSm = true;
   struct RowIn {};
   __device__ __forceinline__ static RowIn load_row(const RowParams&, int64_t) { return {}; }
+  __device__ __forceinline__ static float col_shift(const RowParams&, int) { return 0.f; }
 };
 
 /// Whether input stream s of Op may be absent (one of the last kOptIn).

@@ -1,6 +1,6 @@
 // Row policy for every layout and dtype mix (RowPolicy::kGeneral): any strides (0 included for
-// inputs), any N, each stream and vector in its own runtime dtype. RMSNorm's general kernels
-// (rmsnorm_fwd_kernel.cuh, rmsnorm_bwd_general_kernel.cuh) with the op's math from its traits.
+// inputs), any N, each stream and vector in its own runtime dtype, the op's math from its
+// traits.
 //
 // Thread -> data: row_general_geometry (row_plan.cpp): a row spans tpr threads of a CTA and,
 // for long rows, a cluster of cluster_n CTAs; CTA rank r covers columns [r·span, (r+1)·span)
@@ -18,7 +18,6 @@
 #pragma once
 
 #include "common/launch.h"
-#include "common/reduce.cuh"
 #include "common/row_general.cuh"
 #include "row/op_traits.cuh"
 #include "row/row_launch.h"
@@ -85,7 +84,12 @@ __global__ void __launch_bounds__(kRowGeneralMaxThreads, 1)
         float o[row_dim(Op::kOut)];
         if constexpr (Op::kAcc > 0) {
           float a[Op::kAcc];
-          Op::apply(p, rr, e, o, a);
+          if constexpr (Op::kAccInFold) {
+            Op::apply(p, rr, e, o);
+            Op::accumulate(p, rin, e, a);
+          } else {
+            Op::apply(p, rr, e, o, a);
+          }
 #pragma unroll
           for (int q = 0; q < Op::kAcc; ++q)
             if (part[q]) part[q][col] += a[q];

@@ -1,6 +1,6 @@
 // Row policies with the row in registers and compile-time geometry (RowPolicy::kRegister,
-// kLooped): RMSNorm's simple forward kernel (rmsnorm_fwd_simple_kernel.cuh) with the op's math
-// taken from its traits.
+// kLooped): the design of RMSNorm's simple forward (docs/performance.md), the op's math from its
+// traits.
 //
 // Thread -> data: row r of the CTA is threads kTpr·r .. kTpr·r + kTpr-1; thread t of a row owns
 // the 16-byte vectors j·kTpr + t (j < kVecs) of each chunk of kTpr·kVecs vectors of every input
@@ -19,17 +19,16 @@
 // pass, so an output may alias an input of the same layout.
 //
 // Per-column vectors (kCols): 16-byte read-only loads (L1-cached: every row of an SM re-reads
-// them). kRegister: issued with the row's loads (the plan takes this policy for ops with vectors
-// only where they fit the registers: row_config_usable). kLooped: with each pass-2 chunk when
-// they fit (row_cols_early), else one vector at a time right before its use (RMSNorm's simple
-// forward).
+// them), issued with the row's loads (kRegister) or with each pass-2 chunk (kLooped) when they
+// fit the registers beside it (row_cols_early), else one vector at a time right before its use
+// (RMSNorm's simple forward; the plan takes the register policy for such ops only when their
+// traits allow it, kLateCols: row_config_usable).
 // Absent optional input streams hold zeros and are not read; absent vectors read as 0.
 //
 // Registers only; shared memory holds the reduction's partials (one slot per warp).
 // Host-checked (plan_row): N a multiple of the vector, every (M, N) stream with unit column
 // stride and 16-byte aligned base and row stride, vectors contiguous and 16-byte aligned; every
-// input in TIn, every output in TOut, every vector in TVec. No column accumulations (not
-// persistent).
+// stream in its instance dtype (D). No column accumulations (not persistent).
 #pragma once
 
 #include "common/vec.cuh"
@@ -43,43 +42,73 @@ namespace quack::detail {
 
 /// Whether a register or looped instance loads the per-column vectors with the row (before the
 /// reduction): when the fold reads them, or when they fit the CTA's register cap beside the
-/// row's packed values (row_register_cols_fit). The plan runs the register policy for ops with
-/// vectors only where they fit (row_config_usable); the looped policy loads them where used
-/// otherwise.
-template <class Op, typename TIn, typename TVec, int kThreads, int kVecs>
+/// row's packed values (row_register_cols_fit). Otherwise they are loaded one vector at a time
+/// where used (the register policy takes such ops only with kLateCols: row_config_usable).
+template <class Op, class D, int kThreads, int kVecs>
 __host__ __device__ constexpr bool row_cols_early() {
-  constexpr int kVec = 16 / sizeof(TIn);
+  constexpr int kVec = row_vec_elems<D, Op::kIn>();
   constexpr int kRegCap = 65536 / kThreads < 255 ? 65536 / kThreads : 255;
-  constexpr int kColRegs = Op::kCols * kVecs * kVec * int{sizeof(TVec)} / 4;
+  constexpr int kColRegs = Op::kCols * kVecs * kVec * int{sizeof(typename D::Vec)} / 4;
   return Op::kCols > 0 &&
-         (Op::kReduceCols || row_register_cols_fit(kVecs * 4 * Op::kIn, kColRegs, kRegCap));
+         (Op::kReduceCols ||
+          row_register_cols_fit(kVecs * 4 * row_in_words<D, Op::kIn>(), kColRegs, kRegCap,
+                                Op::kCols, row_in_words<D, Op::kIn>() - Op::kIn));
 }
 
-/// Rows of ≤ 4 packed vectors per thread (16 registers) keep a full SM (2048 threads: 32
+/// Vector j's per-column values, in fp32, for apply: from the registers loaded with the row
+/// (kEarly), else loaded now (one vector at a time; the empty asm keeps the next vector's loads
+/// below this point, where the registers row_cols_early found missing are free again).
+template <class Op, class D, bool kEarly, int kVec, class CV, int kCv>
+__device__ __forceinline__ void row_cols_for_apply(const RowParams& p, const CV (&cv)[row_dim(
+                                                       Op::kCols)][kCv],
+                                                   int j, int64_t col,
+                                                   float (&v)[row_dim(Op::kCols)][kVec]) {
+  if constexpr (Op::kCols > 0) {
+#pragma unroll
+    for (int c = 0; c < Op::kCols; ++c) {
+      if constexpr (kEarly) {
+        unpack(cv[c][j], v[c]);
+      } else {
+        CV w;
+        load_col_packed<typename D::Vec, kVec>(p.vec[c], col, w);
+        unpack(w, v[c]);
+      }
+    }
+    if constexpr (!kEarly) asm volatile("" ::: "memory");
+  }
+}
+
+/// Rows of ≤ 4 packed 16-byte words per thread (16 registers) keep a full SM (2048 threads: 32
 /// registers) when ptxas is held to it; left free, its schedule of the fold (FFMAs hoisted ahead
-/// of the MUFU) took 36-42 registers: one 1024-thread CTA per SM instead of two. Ops with
-/// per-column vectors, accumulations or optional streams keep ptxas's choice, and so do ops
-/// whose per-element math spills at 32 (Op::kFullSm, op_traits.cuh).
-template <class Op, int kThreads, int kVecs>
+/// of the MUFU) took 36-42 registers: one 1024-thread CTA per SM instead of two. CTAs of
+/// several rows with reductions of more than 2 floats are held to 1536 threads per SM (≤ 40
+/// registers) instead (cross-entropy's forward spilled 8 bytes at 32 and took 48 when free). Ops
+/// with per-column vectors, accumulations or optional streams keep ptxas's choice, and so do
+/// ops whose per-element math spills at 32 (Op::kFullSm, op_traits.cuh): 0, no minimum (a
+/// minimum of 1 is not the same: ptxas then took 4-16 registers more, e.g. softmax's backward
+/// 48 -> 64 and RMSNorm's forward 64 -> 70).
+template <class Op, class D, int kThreads, int kRows, int kVecs>
 __host__ __device__ constexpr int row_register_min_ctas() {
-  return Op::kIn * kVecs <= 4 && Op::kCols == 0 && Op::kAcc == 0 && Op::kOptIn == 0 &&
-                 Op::kOptOut == 0 && Op::kFullSm
-             ? 2048 / kThreads
-             : 1;
+  return row_in_words<D, Op::kIn>() * kVecs <= 4 && Op::kCols == 0 && Op::kAcc == 0 &&
+                 Op::kOptIn == 0 && Op::kOptOut == 0 && Op::kFullSm
+             ? (kRows == 1 || Op::Red::kFloats <= 2 ? 2048 : 1536) / kThreads
+             : 0;
 }
 
-template <class Op, typename TIn, typename TOut, typename TVec, int kTpr, int kRows, int kVecs>
+template <class Op, class D, int kTpr, int kRows, int kVecs>
 __global__ void __launch_bounds__(kTpr * kRows,
-                                  row_register_min_ctas<Op, kTpr * kRows, kVecs>())
+                                  row_register_min_ctas<Op, D, kTpr * kRows, kRows, kVecs>())
     row_register_kernel(const __grid_constant__ RowParams p) {
+  static_assert(!Op::kColShift, "vector shifts: the staged and general policies only");
   static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
-  constexpr int kVec = 16 / sizeof(TIn);  // elements per 16-byte vector
-  using V = Packed<TIn, kVec>;
+  constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector
+  using TVec = typename D::Vec;
   using CV = Packed<TVec, kVec>;
-  constexpr bool kEarly = row_cols_early<Op, TIn, TVec, kTpr * kRows, kVecs>();
-  static_assert(Op::kCols == 0 || kEarly, "row_config_usable compiles only instances whose "
-                                          "vectors fit beside the row");
+  constexpr bool kEarly = row_cols_early<Op, D, kTpr * kRows, kVecs>();
+  static_assert(Op::kCols == 0 || kEarly || Op::kLateCols,
+                "row_config_usable compiles only instances whose vectors fit beside the row, "
+                "or ops that take them late");
   using Reducer = StaticRowReducer<kTpr, kRows, typename Op::Red>;
   __shared__ float slots[Reducer::kSlotFloats];
 
@@ -92,21 +121,21 @@ __global__ void __launch_bounds__(kTpr * kRows,
   const int64_t r = row_ok ? row : 0;
   const int64_t col_t = int64_t{t} * kVec;  // the thread's first column
 
-  V xv[kIn][kVecs];
-#pragma unroll
-  for (int s = 0; s < kIn; ++s) {
+  RowInRegs<Op, D, kVecs> xv;
+  row_for<kIn>([&](auto S) {
+    constexpr int s = decltype(S)::value;
+    using T = row_in_t<D, s>;
     const bool present = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
-    const V* src = present ? reinterpret_cast<const V*>(static_cast<const TIn*>(p.in[s].ptr) +
-                                                        r * p.in[s].row_stride) + t
-                           : nullptr;
+    const T* src =
+        present ? static_cast<const T*>(p.in[s].ptr) + r * p.in[s].row_stride + col_t : nullptr;
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
       if (j * kTpr < n) {
-        if (present) load_packed<Cache::kStream>(src[j * kTpr].elt, xv[s][j]);
-        else zero_packed(xv[s][j]);
+        if (present) xv.template load<s, Cache::kStream>(j, src + j * kTpr * kVec);
+        else xv.template zero<s>(j);
       }
     }
-  }
+  });
   CV cv[kC][kEarly ? kVecs : 1];
   if constexpr (kEarly) {
 #pragma unroll
@@ -119,29 +148,25 @@ __global__ void __launch_bounds__(kTpr * kRows,
   typename Op::Red::Val part;
   if constexpr (Op::kReduceCols) {
     using Cols = PackedCols<TVec, kC, kVecs, kVec>;
-    const RegisterView<Op, TIn, kVecs, kTpr, Cols> view{xv, n, col_t, Cols{cv}};
+    const RegisterView<Op, D, kVecs, kTpr, Cols> view{xv, n, col_t, Cols{cv}};
     part = Op::reduce(p, rin, view);
   } else {
-    const RegisterView<Op, TIn, kVecs, kTpr> view{xv, n, col_t, NoCols{}};
+    const RegisterView<Op, D, kVecs, kTpr> view{xv, n, col_t, NoCols{}};
     part = Op::reduce(p, rin, view);
   }
   const auto total = Reducer::allreduce(part, slots);
   const typename Op::Row rr = Op::finish(p, rin, total, row, row_ok && t == 0);
   if constexpr (kOut > 0) {
-    TOut* dst[row_dim(kOut)];
-    out_ptrs<Op, TOut>(p, r, col_t, dst);
+    void* dst[row_dim(kOut)];
+    out_ptrs<Op, D>(p, r, col_t, dst);
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
       if (j * kTpr < n) {
         const int64_t off = int64_t{j} * kTpr * kVec;
         float x[kIn][kVec], v[kC][kVec];
-#pragma unroll
-        for (int s = 0; s < kIn; ++s) unpack(xv[s][j], x[s]);
-        if constexpr (Op::kCols > 0) {
-#pragma unroll
-          for (int c = 0; c < Op::kCols; ++c) unpack(cv[c][j], v[c]);
-        }
-        apply_store<Op, TOut, kVec>(p, rr, x, v, col_t + off, dst, off);
+        xv.unpack_all(j, x);
+        row_cols_for_apply<Op, D, kEarly, kVec>(p, cv, j, col_t + off, v);
+        apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
       }
     }
   }
@@ -151,27 +176,30 @@ __global__ void __launch_bounds__(kTpr * kRows,
 // (32 registers at 1024 threads: the chunk's packed values and the fold fit), one for more
 // (without the bound ptxas kept the two-stream fp32 instance, cross-entropy's 4-float one and
 // LayerNorm's weight and bias at 32 and spilled).
-template <class Op, typename TIn, typename TOut, typename TVec, int kTpr, int kVecs>
+template <class Op, class D, int kTpr, int kVecs>
 __global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 &&
                                                 Op::kCols == 0
                                             ? 2048 / kTpr
                                             : 1)
     row_looped_kernel(const __grid_constant__ RowParams p) {
+  static_assert(!Op::kColShift, "vector shifts: the staged and general policies only");
   static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
-  constexpr int kVec = 16 / sizeof(TIn);
+  constexpr int kVec = row_vec_elems<D, kIn>();
   constexpr int kChunk = kTpr * kVecs;  // vectors per row and pass (chunk)
-  using V = Packed<TIn, kVec>;
+  using TVec = typename D::Vec;
   using CV = Packed<TVec, kVec>;
   using R = typename Op::Red;
   using Reducer = StaticRowReducer<kTpr, 1, R>;
+  using Regs = RowInRegs<Op, D, kVecs>;
   // Pass 1: two chunks in flight when their registers fit the CTA's cap with room for the
   // fold's temporaries (two-stream ops at 1024 threads spilled with the plain slack).
   constexpr int kRegCap = 65536 / kTpr < 255 ? 65536 / kTpr : 255;
+  constexpr int kWords = row_in_words<D, kIn>();
   constexpr int kPass1Unroll =
-      2 * kVecs * 4 * kIn + 2 * kRowRegisterBudgetSlack <= kRegCap ? 2 : 1;
+      2 * kVecs * 4 * kWords + 2 * kRowRegisterBudgetSlack <= kRegCap ? 2 : 1;
   // Pass 2 loads a chunk's vector slices with the chunk when they fit beside it.
-  constexpr bool kEarly = row_cols_early<Op, TIn, TVec, kTpr, kVecs>();
+  constexpr bool kEarly = row_cols_early<Op, D, kTpr, kVecs>();
   __shared__ float slots[Reducer::kSlotFloats];
 
   const int t = threadIdx.x;
@@ -179,30 +207,34 @@ __global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 &&
   const int n = static_cast<int>(p.g.cols / kVec) - t;
   const int chunks = n > 0 ? (n + kChunk - 1) / kChunk : 0;
   const int64_t col_t = int64_t{t} * kVec;
-  const V* src[kIn];
+  const void* src[kIn];
   bool present[kIn];
-#pragma unroll
-  for (int s = 0; s < kIn; ++s) {
+  row_for<kIn>([&](auto S) {
+    constexpr int s = decltype(S)::value;
+    using T = row_in_t<D, s>;
     present[s] = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
-    src[s] = present[s] ? reinterpret_cast<const V*>(static_cast<const TIn*>(p.in[s].ptr) +
-                                                     row * p.in[s].row_stride) + t
+    src[s] = present[s] ? static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col_t
                         : nullptr;
-  }
+  });
   const typename Op::RowIn rin = Op::load_row(p, row);
 
   // The chunk at vector offset o: every stream's vectors (zeros for absent streams), with
   // plain loads (pass 1: the row stays in L2) or evict-first ones (pass 2; a constant after
   // inlining).
-  auto load_chunk = [&](int o, V (&xv)[kIn][kVecs], bool evict_first) {
-#pragma unroll
-    for (int s = 0; s < kIn; ++s)
+  auto load_chunk = [&](int o, Regs& xv, bool evict_first) {
+    row_for<kIn>([&](auto S) {
+      constexpr int s = decltype(S)::value;
+      using T = row_in_t<D, s>;
+      const T* base = static_cast<const T*>(src[s]);
 #pragma unroll
       for (int j = 0; j < kVecs; ++j)
         if (o + j * kTpr < n) {
-          if (!present[s]) zero_packed(xv[s][j]);
-          else if (evict_first) load_packed<Cache::kStream>(src[s][o + j * kTpr].elt, xv[s][j]);
-          else load_packed<Cache::kNormal>(src[s][o + j * kTpr].elt, xv[s][j]);
+          if (!present[s]) xv.template zero<s>(j);
+          else if (evict_first)
+            xv.template load<s, Cache::kStream>(j, base + int64_t{o + j * kTpr} * kVec);
+          else xv.template load<s, Cache::kNormal>(j, base + int64_t{o + j * kTpr} * kVec);
         }
+    });
   };
   auto load_cols = [&](int o, CV (&cv)[kC][kVecs]) {
 #pragma unroll
@@ -217,29 +249,29 @@ __global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 &&
 #pragma unroll kPass1Unroll
   for (int c = 0; c < chunks; ++c) {
     const int o = c * kChunk;
-    V xv[kIn][kVecs];
+    Regs xv;
     load_chunk(o, xv, false);
     if constexpr (Op::kReduceCols) {
       CV cv[kC][kVecs];
       load_cols(o, cv);
       using Cols = PackedCols<TVec, kC, kVecs, kVec>;
-      const RegisterView<Op, TIn, kVecs, kTpr, Cols> view{xv, n - o, int64_t{o + t} * kVec,
-                                                          Cols{cv}};
+      const RegisterView<Op, D, kVecs, kTpr, Cols> view{xv, n - o, int64_t{o + t} * kVec,
+                                                        Cols{cv}};
       total = R::combine(total, Op::reduce(p, rin, view));
     } else {
-      const RegisterView<Op, TIn, kVecs, kTpr> view{xv, n - o, int64_t{o + t} * kVec, NoCols{}};
+      const RegisterView<Op, D, kVecs, kTpr> view{xv, n - o, int64_t{o + t} * kVec, NoCols{}};
       total = R::combine(total, Op::reduce(p, rin, view));
     }
   }
   total = Reducer::allreduce(total, slots);
   const typename Op::Row rr = Op::finish(p, rin, total, row, t == 0);
   if constexpr (kOut > 0) {
-    TOut* dst[row_dim(kOut)];
-    out_ptrs<Op, TOut>(p, row, col_t, dst);
+    void* dst[row_dim(kOut)];
+    out_ptrs<Op, D>(p, row, col_t, dst);
 #pragma unroll 1
     for (int c = chunks - 1; c >= 0; --c) {
       const int o = c * kChunk;
-      V xv[kIn][kVecs];
+      Regs xv;
       load_chunk(o, xv, true);
       CV cv[kC][kEarly ? kVecs : 1];
       if constexpr (kEarly) load_cols(o, cv);
@@ -248,24 +280,9 @@ __global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 &&
         if (o + j * kTpr < n) {
           const int64_t off = int64_t{o + j * kTpr} * kVec;
           float x[kIn][kVec], v[kC][kVec];
-#pragma unroll
-          for (int s = 0; s < kIn; ++s) unpack(xv[s][j], x[s]);
-          if constexpr (Op::kCols > 0) {
-#pragma unroll
-            for (int cc = 0; cc < Op::kCols; ++cc) {
-              if constexpr (kEarly) {
-                unpack(cv[cc][j], v[cc]);
-              } else {
-                CV w;
-                load_col_packed<TVec, kVec>(p.vec[cc], col_t + off, w);
-                unpack(w, v[cc]);
-              }
-            }
-            // Keeps the next vector's loads below this point: hoisted, they would need the
-            // registers row_cols_early found missing (RMSNorm's simple forward does the same).
-            if constexpr (!kEarly) asm volatile("" ::: "memory");
-          }
-          apply_store<Op, TOut, kVec>(p, rr, x, v, col_t + off, dst, off);
+          xv.unpack_all(j, x);
+          row_cols_for_apply<Op, D, kEarly, kVec>(p, cv, j, col_t + off, v);
+          apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
         }
       }
     }

@@ -1,6 +1,6 @@
-// Row policy for long rows, read once from DRAM (RowPolicy::kRing): RMSNorm's prefetch kernel
-// (rmsnorm_fwd_prefetch_kernel.cuh) with several input streams and the op's math from its
-// traits.
+// Row policy for long rows, read once from DRAM (RowPolicy::kRing): the design of RMSNorm's
+// prefetch forward (docs/performance.md), for several input streams (each in its dtype), the
+// op's math from its traits.
 //
 // Why: a row that does not fit one CTA's registers is either read twice (the looped policy:
 // the second time from L2) or split over a cluster whose CTAs keep their slices on chip. Here
@@ -22,16 +22,17 @@
 //   4. outputs from the slice in shared memory, evict-first 16-byte stores;
 //   5. __syncthreads (every read of the stage done), then thread 0 issues the copies of the row
 //      kStages rows ahead into that stage and the L2 prefetch of the row after it.
-// Shared memory (RingSmem): [kStages x kIn x (kTpr·kVecs) vectors] [reduction slots and
-// mbarriers] [kStages copy mbarriers].
+// Shared memory (RingSmem): [kStages x (each input stream's kTpr·kVecs vectors, in its dtype)]
+// [reduction slots and mbarriers] [kStages copy mbarriers].
 // Per-column vectors (kCols): the CTA's slices, loaded once into registers (packed, TVec) for
 // the whole kernel: re-read from L2 every row, a bf16 row's fp32 weight slice (twice its x
 // bytes) held RMSNorm's bf16 262144 forward at 3.70 TB/s; in registers it read 4.02 (H200).
 // Absent optional input streams are not copied and read as 0.
-// Host-checked (plan_row): every input stream in TIn with unit column stride, 16-byte aligned
-// base and row stride (the bulk copies), N a multiple of the vector; cluster_n = ceil(row bytes
-// / slice bytes) ≤ kRowMaxCluster; outputs in TOut, aligned for vector stores; vectors in TVec,
-// contiguous and 16-byte aligned, within kRowRingColRegs registers. No column accumulations.
+// Host-checked (plan_row): every stream in its instance dtype (D), input streams with unit
+// column stride, 16-byte aligned base and row stride (the bulk copies), N a multiple of the
+// vector; cluster_n = ceil(row vectors / slice vectors) ≤ kRowMaxCluster; outputs aligned for
+// vector stores; vectors contiguous and 16-byte aligned, within kRowRingColRegs registers. No
+// column accumulations.
 #pragma once
 
 #include <cuda/ptx>
@@ -52,32 +53,41 @@ namespace quack::detail {
 // ahead lifted bf16 65536-262144 by 4-5 %; two or three rows ahead fell 15-25 %).
 inline constexpr int kRingL2Ahead = 1;
 
-/// Dynamic shared memory of a ring instance, offsets in bytes (row_ring_smem_bytes's layout).
-template <int kIn, int kTpr, int kVecs, int kStages, int kRedFloats>
+/// Dynamic shared memory of a ring instance, offsets in bytes (row_ring_smem_bytes's layout):
+/// kInWords 16-byte words per vector over the input streams.
+template <int kInWords, int kTpr, int kVecs, int kStages, int kRedFloats>
 struct RingSmem {
-  static constexpr size_t kStageBytes = size_t{kIn} * kTpr * kVecs * 16;
+  static constexpr size_t kStageBytes = size_t{kInWords} * kTpr * kVecs * 16;
   static constexpr size_t kReduce = kStages * kStageBytes;
   static constexpr size_t kFull = kReduce + size_t(row_ring_reduce_bytes(kTpr, kRedFloats));
   static constexpr size_t kBytes = kFull + (kStages * 8 + 15) / 16 * 16;
 };
 
+/// Words (16 bytes per vector) of the input streams before stream s: its offset in a stage,
+/// in units of the stage's slice of one word.
+template <class D, int kIn, int s>
+__host__ __device__ constexpr int row_ring_words_before() {
+  if constexpr (s == 0) return 0;
+  else return row_ring_words_before<D, kIn, s - 1>() + row_in_words_of<D, kIn, s - 1>();
+}
+
 // One 1024-thread CTA per SM, or 1024 / kTpr smaller ones (row_ring_ctas_per_sm).
-template <class Op, typename TIn, typename TOut, typename TVec, int kTpr, int kVecs, int kStages>
+template <class Op, class D, int kTpr, int kVecs, int kStages>
 __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
     row_ring_kernel(const __grid_constant__ RowParams p) {
+  static_assert(!Op::kColShift, "vector shifts: the staged and general policies only");
   static_assert(Op::kAcc == 0, "column accumulations: not in the ring policy (staged)");
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
-  constexpr int kVec = 16 / sizeof(TIn);  // elements per 16-byte vector
-  constexpr int kChunk = kTpr * kVecs;    // vectors of a CTA's largest slice
+  constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector
+  constexpr int kChunk = kTpr * kVecs;           // vectors of a CTA's largest slice
   constexpr int kWarps = kTpr / 32;
-  using V = Packed<TIn, kVec>;
+  using TVec = typename D::Vec;
   using CV = Packed<TVec, kVec>;
   using R = typename Op::Red;
   using Reducer = ClusterRowReducer<kWarps, kRowMaxCluster, R>;
-  using Layout = RingSmem<kIn, kTpr, kVecs, kStages, R::kFloats>;
+  using Layout = RingSmem<row_in_words<D, kIn>(), kTpr, kVecs, kStages, R::kFloats>;
   static_assert(Layout::kBytes <= size_t(kRowMaxSmem), "ring stages exceed shared memory");
   extern __shared__ __align__(128) unsigned char smem[];
-  V* bufs = reinterpret_cast<V*>(smem);  // (kStages, kIn, kChunk) vectors
   const Reducer reducer(smem + Layout::kReduce);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + Layout::kFull);  // [kStages]
 
@@ -91,15 +101,20 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
   const int slice_vecs = max(0, min(per_cta, row_vecs - rank * per_cta));
   const int n = slice_vecs - t;  // vector j·kTpr of this thread exists when j·kTpr < n
   const int64_t col0 = int64_t{rank} * per_cta * kVec;  // the slice's first column
-  const uint32_t slice_bytes = static_cast<uint32_t>(slice_vecs) * 16;
   const int64_t col_t = col0 + int64_t{t} * kVec;  // the thread's first column
   bool present[kIn];
-  int n_present = 0;
-#pragma unroll
-  for (int s = 0; s < kIn; ++s) {
+  uint32_t present_words = 0;  // 16-byte words per vector over the present streams
+  row_for<kIn>([&](auto S) {
+    constexpr int s = decltype(S)::value;
     present[s] = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
-    n_present += present[s] ? 1 : 0;
-  }
+    present_words += present[s] ? row_in_words_of<D, kIn, s>() : 0;
+  });
+  // Stream s of stage st: its slice of kChunk vectors of row_in_words_of<s> words each.
+  auto stage_ptr = [&](int st, auto S) {
+    constexpr int s = decltype(S)::value;
+    return smem + st * Layout::kStageBytes +
+           size_t{row_ring_words_before<D, kIn, s>()} * kChunk * 16;
+  };
 
   if (t == 0) {
     for (int i = 0; i < kStages; ++i) cuda::ptx::mbarrier_init(&full[i], 1);
@@ -109,29 +124,33 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
   if (cluster_n > 1) cluster_arrive_relaxed();  // waited on before the first remote store
   // Thread 0: this CTA's slices of `row` into stage `st`.
   auto issue = [&](int64_t row, int st) {
-    if (slice_bytes == 0) {
+    if (slice_vecs == 0) {
       cuda::ptx::mbarrier_arrive(&full[st]);
       return;
     }
     cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
                                          cuda::ptx::space_shared, &full[st],
-                                         n_present * slice_bytes);
-#pragma unroll
-    for (int s = 0; s < kIn; ++s)
+                                         present_words * uint32_t(slice_vecs) * 16);
+    row_for<kIn>([&](auto S) {
+      constexpr int s = decltype(S)::value;
+      using T = row_in_t<D, s>;
       if (present[s])
         cuda::ptx::cp_async_bulk(
-          cuda::ptx::space_cluster, cuda::ptx::space_global, bufs + (st * kIn + s) * kChunk,
-          static_cast<const TIn*>(p.in[s].ptr) + row * p.in[s].row_stride + col0, slice_bytes,
-          &full[st]);
+            cuda::ptx::space_cluster, cuda::ptx::space_global, stage_ptr(st, S),
+            static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col0,
+            uint32_t(slice_vecs) * 16 * row_in_words_of<D, kIn, s>(), &full[st]);
+    });
   };
   // Thread 0: this CTA's slices of `row` into L2 only.
   auto prefetch = [&](int64_t row) {
-    if (slice_bytes == 0) return;
-#pragma unroll
-    for (int s = 0; s < kIn; ++s)
+    if (slice_vecs == 0) return;
+    row_for<kIn>([&](auto S) {
+      constexpr int s = decltype(S)::value;
+      using T = row_in_t<D, s>;
       if (present[s])
-        prefetch_l2_bulk(static_cast<const TIn*>(p.in[s].ptr) + row * p.in[s].row_stride + col0,
-                         slice_bytes);
+        prefetch_l2_bulk(static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col0,
+                         uint32_t(slice_vecs) * 16 * row_in_words_of<D, kIn, s>());
+    });
   };
   // This thread's vector slices, j·kTpr + t of the CTA's slice, for the whole kernel.
   CV cv[kC][Op::kCols > 0 ? kVecs : 1];
@@ -155,10 +174,11 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
   typename Op::RowIn rin_next = row < M ? Op::load_row(p, row) : typename Op::RowIn{};
   for (int k = 0; row < M; row += clusters, ++k) {
     const int st = k % kStages;
-    const TIn* buf[kIn];
-#pragma unroll
-    for (int s = 0; s < kIn; ++s)
-      buf[s] = reinterpret_cast<const TIn*>(bufs + (st * kIn + s) * kChunk + t);
+    const void* buf[kIn];
+    row_for<kIn>([&](auto S) {
+      constexpr int s = decltype(S)::value;
+      buf[s] = stage_ptr(st, S) + static_cast<size_t>(t) * 16 * row_in_words_of<D, kIn, s>();
+    });
     const typename Op::RowIn rin = rin_next;
     if (row + clusters < M) rin_next = Op::load_row(p, row + clusters);
     if constexpr (Op::kCols > 0) {
@@ -175,8 +195,8 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
       if constexpr (Op::kReduceCols) return Cols{cv};
       else return NoCols{};
     }();
-    const SharedView<Op, TIn, kVecs, kTpr, Cols> view{buf, present, n, kTpr * kVec, col_t,
-                                                      cols_src};
+    const SharedView<Op, D, kVecs, kTpr, Cols> view{buf, present, n, kTpr * kVec, col_t,
+                                                    cols_src};
     auto part = Op::reduce(p, rin, view);
     if (cluster_n > 1 && !waited) {
       cluster_wait();
@@ -185,8 +205,8 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
     const auto total = reducer.allreduce(part, k, cluster_n, rank);
     const typename Op::Row rr = Op::finish(p, rin, total, row, rank == 0 && t == 0);
     if constexpr (kOut > 0) {
-      TOut* dst[row_dim(kOut)];
-      out_ptrs<Op, TOut>(p, row, col_t, dst);
+      void* dst[row_dim(kOut)];
+      out_ptrs<Op, D>(p, row, col_t, dst);
 #pragma unroll
       for (int j = 0; j < kVecs; ++j) {
         if (j * kTpr < n) {
@@ -197,7 +217,7 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
             for (int c = 0; c < Op::kCols; ++c) unpack(cv[c][j], v[c]);
           }
           const int64_t off = int64_t{j} * kTpr * kVec;
-          apply_store<Op, TOut, kVec>(p, rr, x, v, col_t + off, dst, off);
+          apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
         }
       }
     }

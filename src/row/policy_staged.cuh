@@ -1,5 +1,5 @@
-// Row policy with runtime geometry, persistent (RowPolicy::kStaged): RMSNorm's backward kernel
-// (norm/rmsnorm_bwd_kernel.cuh) with the op's math from its traits. The policy of ops with
+// Row policy with runtime geometry, persistent (RowPolicy::kStaged): the design of RMSNorm's
+// backward (docs/performance.md), the op's math from its traits. The policy of ops with
 // column accumulations (dweight, dbias).
 //
 // Thread -> data: RowGeometry (common/row_geometry.h, planned by row_staged_geometry): a row
@@ -7,27 +7,31 @@
 // cluster_n CTAs; thread lane_in_row of CTA rank owns the row's 16-byte vectors
 // (rank·vpt + v)·tpr + lane_in_row, v < vpt ≤ kMaxVecs. Persistent: a cluster (or a lone CTA)
 // loops over row blocks rb, rb + clusters, ...; its slices of every present input stream are
-// staged in shared memory by the bulk-copy engine two row blocks ahead
-// (common/row_pipeline.cuh). Per row block: wait for the stage; the traits' fold over the
+// staged in shared memory by the bulk-copy engine kStages row blocks ahead
+// (common/row_pipeline.cuh; with one stage, the row block after the next is also fetched into
+// L2 while the current one is worked on, so the next copy reads L2). Per row block: wait for
+// the stage; the traits' fold over the
 // thread's vectors in shared memory (LDS.128, conflict-free); row_allreduce_red (warps, CTA
 // slots, clusters through distributed shared memory); finish; outputs from shared memory
-// (16-byte streaming stores); __syncthreads; the stage refilled with the row block two ahead.
+// (16-byte streaming stores); __syncthreads; the stage refilled with the row block kStages
+// ahead.
 // Per-column vectors: each thread converts its own columns once into fp32 shared memory (after
-// the stages), so the row loops read them without conversion.
-// Column accumulations: each thread keeps fp32 sums of its own columns' terms over all its rows
-// in registers (kAcc x kMaxVecs x vector); at the end a CTA folds its rows_per_cta rows through
-// shared memory in a fixed order and writes one (N) slice of its cluster's partial row
-// (RowParams::part); colsum (run_row_call) adds the partial rows in a fixed order.
+// the stages; plus the op's col_shift), so the row loops read them without conversion.
+// Column accumulations: each thread keeps fp32 sums of its own columns' terms (from apply, or
+// from the fold's sweep: kAccInFold) over all its rows in registers (kAcc x kMaxVecs x
+// vector); at the end a CTA folds its rows_per_cta rows through shared memory in a fixed
+// order and writes one (N) slice of its cluster's partial row (RowParams::part); colsum
+// (run_row_call) adds the partial rows in a fixed order.
 // Shared memory: [reduction slots (two stages) and exchange mbarriers]
-// [RowPipeline: its barriers, 2 stages x present streams x rows_per_cta row slices, then the
-// fp32 vector slices] — row_staged_smem_bytes (row_config.h) on the host.
-// Host-checked (plan_row): every input stream in TIn, unit column stride, 16-byte aligned base
-// and row stride, N a multiple of the vector, slice offsets multiples of 16 bytes; outputs in
-// TOut, vectors in TVec (contiguous, 16-byte aligned); the geometry's vpt ≤ kMaxVecs.
+// [RowPipeline: its barriers, kStages stages x present streams x rows_per_cta row slices, then
+// the fp32 vector slices] — row_staged_smem_bytes (row_config.h) on the host.
+// Host-checked (plan_row): every stream in its instance dtype (D), input streams with unit
+// column stride, 16-byte aligned base and row stride, N a multiple of the vector, slice
+// offsets multiples of 16 bytes; vectors contiguous, 16-byte aligned; the geometry's
+// vpt ≤ kMaxVecs, its CTA ≤ kThreads.
 #pragma once
 
 #include "common/cluster.cuh"
-#include "common/reduce.cuh"
 #include "common/row_pipeline.cuh"
 #include "common/vec.cuh"
 #include "row/op_traits.cuh"
@@ -79,14 +83,14 @@ __device__ __forceinline__ void row_store_partial(const float (&acc)[kMaxVecs][k
   }
 }
 
-template <class Op, typename TIn, typename TOut, typename TVec, int kMaxVecs>
-__global__ void __launch_bounds__(kRowStagedMaxThreads, 1)
+template <class Op, class D, int kMaxVecs, int kStages, int kThreads>
+__global__ void __launch_bounds__(kThreads, 1)
     row_staged_kernel(const __grid_constant__ RowParams p) {
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols), kA = row_dim(Op::kAcc);
-  constexpr int kVec = 16 / sizeof(TIn);  // elements per 16-byte vector
-  static_assert(kVec % 4 == 0 || sizeof(TIn) == 4, "16-byte vectors");
+  constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector
+  static_assert(kVec % 4 == 0, "16-byte vectors of the narrowest stream");
   using R = typename Op::Red;
-  using Pipe = RowPipeline<kIn, kC>;
+  using Pipe = RowPipeline<kIn, kC, kStages>;
   extern __shared__ __align__(16) unsigned char smem[];
   const RowGeometry& g = p.g;
   const RowCtx c(g);
@@ -96,12 +100,12 @@ __global__ void __launch_bounds__(kRowStagedMaxThreads, 1)
   bool present[kIn];
   int elt[kIn];
   RowIO src[kIn];
-#pragma unroll
-  for (int s = 0; s < kIn; ++s) {
+  row_for<kIn>([&](auto S) {
+    constexpr int s = decltype(S)::value;
     present[s] = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
-    elt[s] = present[s] ? int{sizeof(TIn)} : 0;
+    elt[s] = present[s] ? int{sizeof(row_in_t<D, s>)} : 0;
     src[s] = p.in[s];
-  }
+  });
   RowIO vsrc[kC];  // no bulk copies of the vectors: each thread converts its own columns
   int vbytes[kC];
 #pragma unroll
@@ -132,10 +136,15 @@ __global__ void __launch_bounds__(kRowStagedMaxThreads, 1)
 #pragma unroll
       for (int v = 0; v < kMaxVecs; ++v) {
         if (v >= nv) continue;
-        Packed<TVec, kVec> w;
-        load_col_packed<TVec, kVec>(p.vec[cc], col0 + v * step, w);
+        Packed<typename D::Vec, kVec> w;
+        load_col_packed<typename D::Vec, kVec>(p.vec[cc], col0 + v * step, w);
         float f[kVec];
         unpack(w, f);
+        if constexpr (Op::kColShift) {
+          const float shift = Op::col_shift(p, cc);
+#pragma unroll
+          for (int q = 0; q < kVec; ++q) f[q] += shift;
+        }
         // Written and later read by this thread's columns only (threads of other rows of the
         // CTA write the same values at the same places).
         auto* dst = reinterpret_cast<float4*>(vec32 + cc * stride + local0 + v * step);
@@ -158,25 +167,34 @@ __global__ void __launch_bounds__(kRowStagedMaxThreads, 1)
   pipe.start(c.row_block, clusters, g, c, src, elt, vsrc, vbytes);
   int k = 0;
   for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters, ++k) {
-    const int stage = k & 1;
+    const int stage = k % kStages;
     const int64_t row = rb * g.rows_per_cta() + c.row_in_cta;
     const bool row_ok = row < g.rows;
     const typename Op::RowIn rin = row_ok ? Op::load_row(p, row) : typename Op::RowIn{};
-    const TIn* buf[kIn];
-#pragma unroll
-    for (int s = 0; s < kIn; ++s)
-      buf[s] = reinterpret_cast<const TIn*>(pipe.row_ptr(stage, s, c.row_in_cta, elt[s])) +
-               local0;
-    pipe.wait(stage, (k >> 1) & 1);
+    const void* buf[kIn];
+    row_for<kIn>([&](auto S) {
+      constexpr int s = decltype(S)::value;
+      buf[s] = pipe.row_ptr(stage, s, c.row_in_cta, elt[s]) + local0 * sizeof(row_in_t<D, s>);
+    });
+    pipe.wait(stage, (k / kStages) & 1);
 
     using Cols = std::conditional_t<Op::kReduceCols, SharedCols<Op::kCols, kVec>, NoCols>;
     const Cols fold_cols = [&] {
       if constexpr (Op::kReduceCols) return cols;
       else return NoCols{};
     }();
-    const SharedView<Op, TIn, kMaxVecs, 1, Cols> view{buf, present, row_ok ? nv : 0, step, col0,
-                                                      fold_cols};
-    const auto part = row_ok ? Op::reduce(p, rin, view) : R::identity();
+    const SharedView<Op, D, kMaxVecs, 1, Cols> view{buf, present, row_ok ? nv : 0, step, col0,
+                                                    fold_cols};
+    typename R::Val part = R::identity();
+    if (row_ok) {
+      if constexpr (Op::kAccInFold) {
+        auto sums = [&](int a, int v, int i) -> float& { return acc[a][v][i]; };
+        const AccFoldView<Op, decltype(view), decltype(sums)> fold_view{view, p, rin, sums};
+        part = Op::reduce(p, rin, fold_view);
+      } else {
+        part = Op::reduce(p, rin, view);
+      }
+    }
     if (g.cluster_n > 1 && !waited) {
       cluster_wait();
       waited = true;
@@ -185,20 +203,23 @@ __global__ void __launch_bounds__(kRowStagedMaxThreads, 1)
     const typename Op::Row rr =
         Op::finish(p, rin, total, row, row_ok && c.rank == 0 && c.lane_in_row == 0);
     if (row_ok) {
-      TOut* dst[row_dim(kOut)];
-      out_ptrs<Op, TOut>(p, row, col0, dst);
+      void* dst[row_dim(kOut)];
+      out_ptrs<Op, D>(p, row, col0, dst);
 #pragma unroll
       for (int v = 0; v < kMaxVecs; ++v) {
         if (v >= nv) continue;
         float x[kIn][kVec], w[kC][kVec];
         view.load(v, x);
         cols.load(v, w);
-        apply_store<Op, TOut, kVec>(p, rr, x, w, col0 + v * step, dst, int64_t{v} * step,
-                                    [&](int a, int i) -> float& { return acc[a][v][i]; });
+        apply_store<Op, D, kVec>(p, rr, x, w, col0 + v * step, dst, int64_t{v} * step,
+                                 [&](int a, int i) -> float& { return acc[a][v][i]; });
       }
     }
     __syncthreads();  // every read of this stage is done before the copy engine refills it
-    if (rb + 2 * clusters < g.row_blocks) pipe.issue(stage, rb + 2 * clusters, g, c, src, elt);
+    if (rb + kStages * clusters < g.row_blocks)
+      pipe.issue(stage, rb + kStages * clusters, g, c, src, elt);
+    if (kStages == 1 && rb + 2 * clusters < g.row_blocks)
+      pipe.prefetch(rb + 2 * clusters, g, c, src, elt);
   }
   if (g.cluster_n > 1 && !waited) cluster_wait();
 

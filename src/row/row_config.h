@@ -11,10 +11,11 @@
 //              pass 2 walks the chunks backwards, re-reads them and writes.
 //   kStaged    persistent CTAs (or clusters) with runtime geometry (rows per CTA, threads per
 //              row, vectors per thread ≤ the entry's vecs, clusters ≤ 16): each CTA's slices of
-//              its next two row blocks staged in shared memory by the bulk-copy engine
-//              (common/row_pipeline.cuh, RMSNorm's staged kernels). The policy of ops with
-//              column accumulations (backwards: dweight, dbias): each thread keeps fp32 sums of
-//              its own columns over all its rows in registers.
+//              its next two row blocks (one, and the next in L2, for the one-stage entry)
+//              staged in shared memory by the bulk-copy engine (common/row_pipeline.cuh,
+//              RMSNorm's staged kernels). The policy of ops with column accumulations
+//              (backwards: dweight, dbias): each thread keeps fp32 sums of its own columns over
+//              all its rows in registers.
 //   kRing      long rows, read once from DRAM: persistent clusters of up to kRowMaxCluster
 //              CTAs, each CTA's slice of a row in shared memory, fetched by the bulk-copy
 //              engine kStages rows ahead plus one row into L2 (RMSNorm's prefetch kernel).
@@ -22,9 +23,9 @@
 //              geometry, clusters; the row is read from global memory once per sweep.
 //
 // Every vector policy needs: all (M, N) streams with unit column stride, 16-byte aligned base
-// and row stride, N a multiple of 16 bytes of the input dtype, per-column vectors contiguous
-// and 16-byte aligned, and one compiled (input, output, vector) dtype triple (the instance
-// list, row_ops.cmake). The table's order is the plan's order of preference: the first entry
+// and row stride, N a multiple of 16 bytes of the narrowest input dtype, per-column vectors
+// contiguous and 16-byte aligned, and a compiled instance of the call's dtypes (per stream;
+// the instance list, row_ops.cmake, row_dtypes.cuh). The table's order is the plan's order of preference: the first entry
 // that is compiled for the op and takes the row wins. Ops with column accumulations (kAcc > 0)
 // need a persistent policy: kStaged (or kGeneral).
 #pragma once
@@ -50,27 +51,30 @@ inline constexpr int kRowRegisterBudgetSlack = 24;     // registers for addresse
 // (1024 threads: 64 registers each). RMSNorm's prefetch kernel held an fp32 weight slice of
 // 32 registers (bf16 x, 4 vectors per thread) at 55 registers in all, without spills.
 inline constexpr int kRowRingColRegs = 32;
-// The staged policy's CTA size bound (its __launch_bounds__) and the geometry knobs of RMSNorm's
-// backward (norm/rmsnorm.cpp, rmsnorm_bwd_knobs; H200 sweeps): rows split over up to 512
-// threads per CTA before a cluster, at least 256 threads per CTA (small rows share a CTA).
-inline constexpr int kRowStagedMaxThreads = 512;
+// The staged policy's geometry knobs (RMSNorm's backward geometry, from H200 sweeps): rows split
+// over up to the configuration's CTA size (RowConfig::tpr, its __launch_bounds__) before a
+// cluster, at least kRowStagedMinThreads threads per CTA (small rows share a CTA).
+inline constexpr int kRowStagedMaxThreads = 512;  // the largest staged CTA (staged-v4)
 inline constexpr int kRowStagedMaxRowThreads = 512;
 inline constexpr int kRowStagedMinThreads = 256;
 
-/// One compiled geometry of a vector policy. Sizes are in 16-byte vectors of the op's input
-/// dtype: a pass (register, looped) or a CTA's slice (ring) holds tpr·vecs of them per stream.
+/// One compiled geometry of a vector policy. Sizes are in vectors of 16 bytes of the op's
+/// narrowest input stream (wider streams take 2 words per vector): a pass (register, looped)
+/// or a CTA's slice (ring) holds tpr·vecs of them per stream.
 struct RowConfig {
   RowPolicy policy;
-  int tpr;      // threads per row (per CTA of the row for kRing; kStaged: at run time)
+  int tpr;      // threads per row (per CTA of the row for kRing); kStaged: the CTA's largest
+                // size (its __launch_bounds__; threads per row and rows per CTA at run time)
   int rows;     // rows per CTA (1 for kLooped and kRing; kStaged: at run time)
-  int vecs;     // 16-byte vectors per thread, pass and input stream (kStaged: at most)
-  int stages;   // kRing: row slices in flight in shared memory
+  int vecs;     // vectors per thread, pass and input stream (kStaged: at most); a vector is
+                // 16 bytes of the op's narrowest input stream
+  int stages;   // kRing: row slices in flight in shared memory; kStaged: row blocks (1 or 2)
   int min_in;   // compiled only for ops with at least this many input streams
   int min_elt;  // compiled only for input dtypes of at least this many bytes
   const char* name;
 
   QUACK_ROW_HD constexpr int threads() const {
-    return policy == RowPolicy::kStaged ? kRowStagedMaxThreads : tpr * rows;
+    return policy == RowPolicy::kStaged ? tpr : tpr * rows;
   }
   /// Bytes of one input stream a thread group holds: a pass (register, looped: one row) or a
   /// CTA's slice of a row (ring).
@@ -99,7 +103,12 @@ struct RowConfig {
 //  - staged-v4: RMSNorm's backward kernel (4 vectors per thread, 512-thread CTAs, two row
 //    blocks staged; bf16 4096-262144 at 0.83-0.94 x copy, fp32 at 0.93-1.0): the policy of ops
 //    with column accumulations; after the looped entry, so other ops take it only when forced.
-// Entries after staged-v4 are never the plan's choice (t1024v2-looped takes any row of the
+//  - staged-v16-s1: fp32 rows whose two staged row blocks do not fit 227 KB (backwards of fp32
+//    rows beyond 131072: 16 CTAs x 256 threads x 16 vectors hold 262144): one row block in
+//    shared memory, the next one prefetched into L2 while it is worked on (the ring's scheme,
+//    one stage), 256-thread CTAs so the column sums of 16 vectors per thread stay in registers
+//    (255-register cap); unmeasured.
+// Entries after staged-v16-s1 are never the plan's choice (t1024v2-looped takes any row of the
 // ops they serve): they are forced by plan_row(op, problem, config) (GPU tests, `quack-bench
 // ... --config all`) until their measurements place them above it:
 //  - r64t4v4, r32t8v4 (rows of ≤ 256 / 512 B), r4t32v8 (≤ 4 KB, one warp per row), t128v4
@@ -125,14 +134,15 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRing, 1024, 1, 4, 1, 2, 2, "ring-t1024v4-s1"},  // 10: ≤ 16 x 64 KB (2+ streams)
     {RowPolicy::kRing, 1024, 1, 2, 6, 1, 2, "ring-t1024v2-s6"},  // 11: ≤ 16 x 32 KB (1 stream)
     {RowPolicy::kLooped, 1024, 1, 2, 0, 1, 2, "t1024v2-looped"},  // 12: any row
-    {RowPolicy::kStaged, 0, 0, 4, 2, 1, 2, "staged-v4"},         // 13: ≤ 16 x 512 threads x 4
-    {RowPolicy::kRegister, 4, 64, 4, 0, 1, 2, "r64t4v4"},     // 14: ≤ 256 B
-    {RowPolicy::kRegister, 8, 32, 4, 0, 1, 2, "r32t8v4"},     // 15: ≤ 512 B
-    {RowPolicy::kRegister, 32, 4, 8, 0, 1, 2, "r4t32v8"},     // 16: ≤ 4 KB
-    {RowPolicy::kRegister, 128, 1, 4, 0, 1, 2, "t128v4"},     // 17: ≤ 8 KB
-    {RowPolicy::kRegister, 512, 1, 8, 0, 1, 2, "t512v8"},     // 18: ≤ 64 KB
-    {RowPolicy::kRing, 512, 1, 4, 3, 1, 2, "ring-t512v4-s3"},  // 19: ≤ 16 x 32 KB, 2 CTAs/SM
-    {RowPolicy::kRing, 512, 1, 8, 1, 1, 2, "ring-t512v8-s1"},  // 20: ≤ 16 x 64 KB, 2 CTAs/SM
+    {RowPolicy::kStaged, 512, 0, 4, 2, 1, 2, "staged-v4"},       // 13: ≤ 16 x 512 threads x 4
+    {RowPolicy::kStaged, 256, 0, 16, 1, 1, 4, "staged-v16-s1"},  // 14: ≤ 16 x 256 x 16, fp32
+    {RowPolicy::kRegister, 4, 64, 4, 0, 1, 2, "r64t4v4"},     // 15: ≤ 256 B
+    {RowPolicy::kRegister, 8, 32, 4, 0, 1, 2, "r32t8v4"},     // 16: ≤ 512 B
+    {RowPolicy::kRegister, 32, 4, 8, 0, 1, 2, "r4t32v8"},     // 17: ≤ 4 KB
+    {RowPolicy::kRegister, 128, 1, 4, 0, 1, 2, "t128v4"},     // 18: ≤ 8 KB
+    {RowPolicy::kRegister, 512, 1, 8, 0, 1, 2, "t512v8"},     // 19: ≤ 64 KB
+    {RowPolicy::kRing, 512, 1, 4, 3, 1, 2, "ring-t512v4-s3"},  // 20: ≤ 16 x 32 KB, 2 CTAs/SM
+    {RowPolicy::kRing, 512, 1, 8, 1, 1, 2, "ring-t512v8-s1"},  // 21: ≤ 16 x 64 KB, 2 CTAs/SM
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -147,7 +157,10 @@ QUACK_ROW_HD constexpr int64_t row_align16(int64_t bytes) { return (bytes + 15) 
 
 /// Shared memory of the reduction of the runtime-geometry policies (general, staged): two
 /// stages of one slot (row_slot_floats(red_floats) floats) per warp and cluster CTA, padded to
-/// 16 bytes; clusters: + 128 bytes holding the exchange's two mbarriers alone in their line.
+/// 16 bytes; clusters: + 128 bytes holding the exchange's two mbarriers alone in their line
+/// (with 16 bytes there, their line also held the bulk-copy pipeline's mbarriers and the first
+/// staged bytes, and RMSNorm's cluster backward ran 10-20 % slower: H200, bf16 N = 32768 3.46
+/// against 4.01 TB/s, fp32 3.47 against 4.21; which sharing cost it is not isolated).
 QUACK_ROW_HD constexpr int64_t row_reduce_smem_bytes(int reduce_slots, int cluster_n,
                                                      int red_floats) {
   return row_align16(2 * int64_t{reduce_slots} * row_slot_floats(red_floats) * 4) +
@@ -155,14 +168,16 @@ QUACK_ROW_HD constexpr int64_t row_reduce_smem_bytes(int reduce_slots, int clust
 }
 
 /// Dynamic shared memory of the staged policy (policy_staged.cuh): the reduction, then
-/// RowPipeline<kIn, ...>'s bytes: 128 bytes of barriers, 2 stages x n_present input streams x
-/// rows_per_cta row slices of `slice` elements of in_elt bytes, and n_cols fp32 vector slices.
+/// RowPipeline<kIn, ...>'s bytes: 128 bytes of barriers, `stages` stages x rows_per_cta row
+/// slices of `slice` elements of every present input stream (present_bytes: the bytes of one
+/// element summed over them; slices are whole 16-byte vectors of each stream), and n_cols fp32
+/// vector slices.
 QUACK_ROW_HD constexpr int64_t row_staged_smem_bytes(int64_t slice, int rows_per_cta,
                                                      int reduce_slots, int cluster_n,
-                                                     int red_floats, int n_present, int in_elt,
-                                                     int n_cols) {
+                                                     int red_floats, int present_bytes,
+                                                     int n_cols, int stages = 2) {
   return row_reduce_smem_bytes(reduce_slots, cluster_n, red_floats) + 128 +
-         2 * n_present * row_align16(slice * in_elt) * rows_per_cta +
+         int64_t{stages} * row_align16(slice * present_bytes) * rows_per_cta +
          n_cols * row_align16(slice * 4);
 }
 
@@ -172,10 +187,12 @@ QUACK_ROW_HD constexpr int64_t row_ring_reduce_bytes(int tpr, int red_floats) {
   return 2 * int64_t{tpr / 32} * kRowMaxCluster * row_slot_floats(red_floats) * 4 + 16;
 }
 
-/// Dynamic shared memory of a ring configuration for an op of n_in input streams and a
-/// reduction of red_floats floats: [stages x n_in x slice] [reduction] [stage mbarriers].
-QUACK_ROW_HD constexpr int64_t row_ring_smem_bytes(const RowConfig& c, int n_in, int red_floats) {
-  return c.stages * n_in * c.chunk_bytes() + row_ring_reduce_bytes(c.tpr, red_floats) +
+/// Dynamic shared memory of a ring configuration for an op whose input streams take in_words
+/// 16-byte words per vector together (n_in for one dtype) and a reduction of red_floats
+/// floats: [stages x streams x slice] [reduction] [stage mbarriers].
+QUACK_ROW_HD constexpr int64_t row_ring_smem_bytes(const RowConfig& c, int in_words,
+                                                   int red_floats) {
+  return c.stages * in_words * c.chunk_bytes() + row_ring_reduce_bytes(c.tpr, red_floats) +
          (c.stages * 8 + 15) / 16 * 16;
 }
 
@@ -206,44 +223,54 @@ QUACK_ROW_HD constexpr int row_col_regs(const RowConfig& c, int n_cols, int in_e
   return n_cols * c.vecs * (16 / in_elt) * vec_elt / 4;
 }
 
-/// Whether a register-policy thread holds the row's packed values (row_regs) and its
-/// per-column vectors' values (col_regs) under the cap, with twice the usual slack (LayerNorm's
-/// looped fp16 instance with an fp32 weight and bias spilled at the single slack).
-QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, int cap) {
-  return row_regs + col_regs + 2 * kRowRegisterBudgetSlack <= cap;
+/// Whether a register-policy thread holds the row's packed values (row_regs) and its n_cols
+/// per-column vectors' values (col_regs) under the cap, with the usual slack once per vector
+/// (RMSNorm's one weight: its simple forward's rule; LayerNorm's looped fp16 instance with an
+/// fp32 weight and bias spilled at the single slack), and once more per 16-byte word of the
+/// row's wider streams (extra_words: an fp32 residual beside bf16 x takes one; RMSNorm's
+/// looped instance with it spilled at the single slack).
+QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, int cap,
+                                                  int n_cols = 2, int extra_words = 0) {
+  const int units = n_cols > 1 + extra_words ? n_cols : 1 + extra_words;
+  return row_regs + col_regs + units * kRowRegisterBudgetSlack <= cap;
 }
 
 /// Whether configuration c is compiled for an op with n_in input streams, a reduction of
 /// red_floats floats, n_cols per-column vectors of vec_elt-byte elements, n_acc column
-/// accumulations and input elements of in_elt bytes:
-///  - register and looped policies: not persistent, so no column accumulations; n_in x vecs
-///    packed vectors (4 registers each) under the CTA's register cap (65536 / threads, at most
-///    255); the register policy also holds the per-column vectors' values of its row beside
-///    them (loaded with the row; loaded one vector at a time after the reduction instead, each
-///    waits on L1/L2 in turn with one 1024-thread CTA per SM), the looped policy loads them
-///    where used;
+/// accumulations, in_elt-byte elements in its narrowest input stream and in_words 16-byte words
+/// per vector over all its input streams (-1: n_in, one dtype):
+///  - register and looped policies: not persistent, so no column accumulations; in_words x
+///    vecs packed words (4 registers each) under the CTA's register cap (65536 / threads, at
+///    most 255); the register policy also holds the per-column vectors' values of its row
+///    beside them (loaded with the row; loaded one vector at a time after the reduction
+///    instead, each waits on L1/L2 in turn with one 1024-thread CTA per SM) unless the op
+///    allows late vectors (late_cols: RMSNorm's one weight, whose t1024v4 instance at 32
+///    registers keeps two CTAs per SM), the looped policy loads them where used;
 ///  - ring: no column accumulations; the stages fit 227 KB, and row_ring_ctas_per_sm of them
 ///    an SM's 228 KB; the CTA's vector slices fit kRowRingColRegs registers;
-///  - staged: any op (its geometry and shared memory are checked per call by the plan).
+///  - staged: any op (its geometry and shared memory are checked per call by the plan); the
+///    one-stage entry only for ops with column accumulations (others have the ring).
 QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int red_floats,
                                               int n_cols, int in_elt, int n_acc = 0,
-                                              int vec_elt = 4) {
+                                              int vec_elt = 4, int in_words = -1,
+                                              bool late_cols = false) {
+  const int words = in_words < 0 ? n_in : in_words;
   if (n_in < c.min_in || in_elt < c.min_elt) return false;
   if (c.policy == RowPolicy::kRegister || c.policy == RowPolicy::kLooped) {
     if (n_acc != 0) return false;
     const int cap = 65536 / c.threads() < 255 ? 65536 / c.threads() : 255;
-    if (c.policy == RowPolicy::kRegister && n_cols > 0)
-      return row_register_cols_fit(c.vecs * 4 * n_in, row_col_regs(c, n_cols, in_elt, vec_elt),
-                                   cap);
-    return c.vecs * 4 * n_in + kRowRegisterBudgetSlack <= cap;
+    if (c.policy == RowPolicy::kRegister && n_cols > 0 && !late_cols)
+      return row_register_cols_fit(c.vecs * 4 * words, row_col_regs(c, n_cols, in_elt, vec_elt),
+                                   cap, n_cols, words - n_in);
+    return c.vecs * 4 * words + kRowRegisterBudgetSlack <= cap;
   }
   if (c.policy == RowPolicy::kRing) {
-    const int64_t smem = row_ring_smem_bytes(c, n_in, red_floats);
+    const int64_t smem = row_ring_smem_bytes(c, words, red_floats);
     return n_acc == 0 && smem <= kRowMaxSmem &&
            row_ring_ctas_per_sm(c) * (smem + kRowCtaSmemReserve) <= kRowSmSmem &&
            row_col_regs(c, n_cols, in_elt, vec_elt) <= kRowRingColRegs;
   }
-  if (c.policy == RowPolicy::kStaged) return true;
+  if (c.policy == RowPolicy::kStaged) return c.stages == 2 || n_acc > 0;
   return false;
 }
 

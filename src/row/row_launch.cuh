@@ -1,5 +1,5 @@
 // Definitions of the row skeleton's launchers: plan.config (run time) -> the compiled kernel of
-// that configuration (compile time), once per (op, dtype triple); one dispatch function
+// that configuration (compile time), once per (op, instance dtypes); one dispatch function
 // template, no macros. Configurations row_config_usable rejects for the op are not compiled.
 // (launch_row_general is defined with its kernel, policy_general.cuh.)
 #pragma once
@@ -18,10 +18,11 @@
 
 namespace quack::detail {
 
-template <class Op, typename TIn, typename TVec>
+template <class Op, class D>
 constexpr bool row_usable(const RowConfig& c) {
-  return row_config_usable(c, Op::kIn, Op::Red::kFloats, Op::kCols, int{sizeof(TIn)}, Op::kAcc,
-                           int{sizeof(TVec)});
+  return row_config_usable(c, Op::kIn, Op::Red::kFloats, Op::kCols, row_in_elt<D, Op::kIn>(),
+                           Op::kAcc, int{sizeof(typename D::Vec)}, row_in_words<D, Op::kIn>(),
+                           Op::kLateCols);
 }
 
 /// A persistent kernel's clusters: plan.grid / cluster_n when the plan has them (ops with column
@@ -39,26 +40,25 @@ inline int64_t row_persistent_clusters(const RowPlan& plan, const void* kernel, 
                            max_resident(kernel, threads, smem, plan.cluster_n, device, where));
 }
 
-template <class Op, typename TIn, typename TOut, typename TVec, size_t kConfig>
+template <class Op, class D, size_t kConfig>
 void launch_row_config(const RowPlan& plan, const RowParams& p, int device, cudaStream_t stream,
                        const char* where, int64_t* resident) {
   constexpr RowConfig c = kRowConfigs[kConfig];
-  if constexpr (!row_usable<Op, TIn, TVec>(c)) {
+  constexpr int kWords = row_in_words<D, Op::kIn>();
+  if constexpr (!row_usable<Op, D>(c)) {
     throw InvalidArgument(std::string(where) + ": internal error: configuration " + c.name +
                           " is not compiled for this op");
   } else if constexpr (c.policy == RowPolicy::kRegister) {
     if (resident) throw InvalidArgument(std::string(where) + ": internal error: not persistent");
-    launch(row_register_kernel<Op, TIn, TOut, TVec, c.tpr, c.rows, c.vecs>, plan.grid,
-           c.threads(), 0, 1, stream, where, p);
+    launch(row_register_kernel<Op, D, c.tpr, c.rows, c.vecs>, plan.grid, c.threads(), 0, 1,
+           stream, where, p);
   } else if constexpr (c.policy == RowPolicy::kLooped) {
     if (resident) throw InvalidArgument(std::string(where) + ": internal error: not persistent");
-    launch(row_looped_kernel<Op, TIn, TOut, TVec, c.tpr, c.vecs>, plan.grid, c.tpr, 0, 1, stream,
-           where, p);
+    launch(row_looped_kernel<Op, D, c.tpr, c.vecs>, plan.grid, c.tpr, 0, 1, stream, where, p);
   } else if constexpr (c.policy == RowPolicy::kRing) {
-    constexpr auto kernel = row_ring_kernel<Op, TIn, TOut, TVec, c.tpr, c.vecs, c.stages>;
-    constexpr size_t smem = RingSmem<Op::kIn, c.tpr, c.vecs, c.stages, Op::Red::kFloats>::kBytes;
-    static_assert(static_cast<int64_t>(smem) ==
-                      row_ring_smem_bytes(c, Op::kIn, Op::Red::kFloats),
+    constexpr auto kernel = row_ring_kernel<Op, D, c.tpr, c.vecs, c.stages>;
+    constexpr size_t smem = RingSmem<kWords, c.tpr, c.vecs, c.stages, Op::Red::kFloats>::kBytes;
+    static_assert(static_cast<int64_t>(smem) == row_ring_smem_bytes(c, kWords, Op::Red::kFloats),
                   "the plan's and the kernel's shared-memory layouts agree");
     // Persistent: as many clusters as are resident at once, at most one per row.
     const int64_t clusters = row_persistent_clusters(
@@ -66,17 +66,22 @@ void launch_row_config(const RowPlan& plan, const RowParams& p, int device, cuda
     if (resident) return;
     launch(kernel, clusters * plan.cluster_n, c.tpr, smem, plan.cluster_n, stream, where, p);
   } else if constexpr (c.policy == RowPolicy::kStaged) {
-    constexpr auto kernel = row_staged_kernel<Op, TIn, TOut, TVec, c.vecs>;
+    constexpr auto kernel = row_staged_kernel<Op, D, c.vecs, c.stages, c.tpr>;
     // The plan's shared memory is row_staged_smem_bytes; the kernel's layout is RowPipeline's.
     int elt[Op::kIn];
-    for (int s = 0; s < Op::kIn; ++s)
-      elt[s] = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr ? int{sizeof(TIn)} : 0;
+    for (int s = 0; s < Op::kIn; ++s) elt[s] = 0;
+    row_for_host<Op::kIn>([&](auto S) {
+      constexpr int s = decltype(S)::value;
+      elt[s] = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr ? int{sizeof(row_in_t<D, s>)}
+                                                                  : 0;
+    });
     int vbytes[row_dim(Op::kCols)];
     for (int v = 0; v < row_dim(Op::kCols); ++v) vbytes[v] = Op::kCols > 0 ? 4 : 0;
     const int64_t bytes =
         row_reduce_smem_bytes(plan.g.reduce_slots(), plan.g.cluster_n, Op::Red::kFloats) +
-        RowPipeline<Op::kIn, row_dim(Op::kCols)>::bytes(plan.g, elt, vbytes);
-    if (bytes != static_cast<int64_t>(plan.smem) || plan.g.vpt > c.vecs)
+        RowPipeline<Op::kIn, row_dim(Op::kCols), c.stages>::bytes(plan.g, elt, vbytes);
+    if (bytes != static_cast<int64_t>(plan.smem) || plan.g.vpt > c.vecs ||
+        plan.g.cta_threads > c.threads())
       throw InvalidArgument(std::string(where) + ": internal error: the staged plan (" +
                             std::to_string(plan.smem) + " bytes, " + std::to_string(plan.g.vpt) +
                             " vectors per thread) does not match its kernel (" +
@@ -90,21 +95,20 @@ void launch_row_config(const RowPlan& plan, const RowParams& p, int device, cuda
   }
 }
 
-template <class Op, typename TIn, typename TOut, typename TVec, size_t... kConfigs>
+template <class Op, class D, size_t... kConfigs>
 void launch_row_configs(const RowPlan& plan, const RowParams& p, int device, cudaStream_t stream,
                         const char* where, int64_t* resident, std::index_sequence<kConfigs...>) {
   ((plan.config == static_cast<int>(kConfigs)
-        ? launch_row_config<Op, TIn, TOut, TVec, kConfigs>(plan, p, device, stream, where,
-                                                           resident)
+        ? launch_row_config<Op, D, kConfigs>(plan, p, device, stream, where, resident)
         : void()),
    ...);
 }
 
-template <class Op, typename TIn, typename TOut, typename TVec>
+template <class Op, class D>
 void launch_row_vector(const RowPlan& plan, const RowParams& p, int device, cudaStream_t stream,
                        const char* where, int64_t* resident) {
-  launch_row_configs<Op, TIn, TOut, TVec>(plan, p, device, stream, where, resident,
-                                          std::make_index_sequence<kRowConfigCount>{});
+  launch_row_configs<Op, D>(plan, p, device, stream, where, resident,
+                            std::make_index_sequence<kRowConfigCount>{});
 }
 
 }  // namespace quack::detail

@@ -26,18 +26,39 @@
 
 namespace quack::detail {
 
-/// An op of the instance list: what it is (from its traits) and how to launch it.
+/// Launches a vector-policy plan's kernel of one instance (current device = `device`; `where`
+/// names the public function); with `resident` non-null it launches nothing and stores there
+/// the resident clusters of that kernel on `device` (a device query).
+using RowVectorLaunch = void (*)(const RowPlan& plan, const RowParams& p, int device,
+                                 cudaStream_t stream, const char* where, int64_t* resident);
+
+/// One compiled vector-path instance of an op: the dtype of each input stream and each output
+/// stream (a list shorter than the op's streams gives the rest its last dtype), of the
+/// per-column vectors, and its launcher (row_dtypes.cuh, row_ops.cmake).
+struct RowInst {
+  DType in[kRowMaxIn];
+  int n_in;
+  DType out[kRowMaxOut];
+  int n_out;
+  DType vec;
+  RowVectorLaunch launch;
+  DType in_at(int s) const { return in[s < n_in ? s : n_in - 1]; }
+  DType out_at(int s) const { return out[s < n_out ? s : n_out - 1]; }
+};
+
+/// An op of the instance list: what it is (from its traits), its vector-path instances (in the
+/// list's order: a call takes the first whose dtypes match its present operands) and its
+/// general-policy kernel.
 struct RowOpEntry {
   RowOpInfo info;
-  /// Whether a vector-path instance for (input, output, vector dtype) is compiled; vec < 0:
-  /// the call has no per-column vector (any instance of (in, out)). Stores the instance's
-  /// vector dtype in *vec_out.
-  bool (*find_pair)(DType in, DType out, int vec, DType* vec_out);
-  /// Launches the plan's kernel (current device = `device`; `where` names the public function).
-  void (*launch)(const RowPlan& plan, const RowParams& p, int device, cudaStream_t stream,
-                 const char* where);
-  /// Resident clusters of the plan's (persistent) kernel on `device`: a device query.
-  int64_t (*resident)(const RowPlan& plan, const RowParams& p, int device, const char* where);
+  const RowInst* insts;
+  int n_insts;
+  /// Launches the general-policy kernel (runtime dtypes and strides).
+  void (*launch_general)(const RowPlan& plan, const RowParams& p, cudaStream_t stream,
+                         const char* where);
+  /// Resident clusters of the general kernel on `device` (its persistent grid with column
+  /// accumulations): a device query.
+  int64_t (*resident_general)(const RowPlan& plan, int device, const char* where);
 };
 
 struct RowCall {
@@ -53,7 +74,8 @@ struct RowCall {
 /// per-column vectors `vecs` and the (N) outputs `accs` of its column accumulations (already
 /// validated: same M, N and device; in[0] present; `in` holds op.info.n_in tensors, `out`
 /// n_out, `vecs` n_cols, `accs` n_acc; optional ones may be absent TensorRefs): fills p.in,
-/// p.out, p.vec, M and N from in[0], and the problem's dtypes and layout flags.
+/// p.out, p.vec, M and N from in[0], the instance whose dtypes match the present operands
+/// (none: the general policy) and the layout flags.
 RowCall make_row_call(const RowOpEntry& op, const char* fn,
                       std::initializer_list<const TensorRef*> in,
                       std::initializer_list<const TensorRef*> out,

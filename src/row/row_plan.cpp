@@ -62,25 +62,27 @@ int64_t row_general_smem_bytes(const RowGeometry& g, int red_floats) {
 
 namespace {
 
-// RMSNorm's make_row_geometry (norm/norm_config.cpp) with the staged policy's knobs: at most
-// values_per_thread elements per thread, rows over the fewest threads (a power of two) up to
-// kRowStagedMaxRowThreads per CTA, then clusters of such CTAs (up to 16; past that, wider CTAs
-// up to kRowStagedMaxThreads); small rows share CTAs of kRowStagedMinThreads.
-bool staged_geometry_for(int64_t M, int64_t N, int vec, int values_per_thread, RowGeometry* g) {
+// RMSNorm's row geometry with the staged policy's knobs: at most values_per_thread elements per
+// thread, rows over the fewest threads (a power of two) up to min(kRowStagedMaxRowThreads,
+// max_threads) per CTA, then clusters of such CTAs (up to 16; past that, wider CTAs up to
+// max_threads); small rows share CTAs of kRowStagedMinThreads.
+bool staged_geometry_for(int64_t M, int64_t N, int vec, int values_per_thread, int max_threads,
+                         RowGeometry* g) {
   const int max_vpt = values_per_thread / vec;
   if (N < 1 || max_vpt < 1) return false;
   const int64_t nvec = (N + vec - 1) / vec;
   const int64_t threads = next_pow2((nvec + max_vpt - 1) / max_vpt);  // per row, all CTAs
+  const int row_threads = std::min(kRowStagedMaxRowThreads, max_threads);
   int tpr, cluster_n;
-  if (threads <= kRowStagedMaxRowThreads) {
+  if (threads <= row_threads) {
     tpr = static_cast<int>(threads);
     cluster_n = 1;
   } else {
-    tpr = kRowStagedMaxRowThreads;
+    tpr = row_threads;
     const int64_t cl = threads / tpr;
     if (cl > kRowMaxCluster) {
       const int64_t wide = threads / kRowMaxCluster;
-      if (wide > kRowStagedMaxThreads) return false;
+      if (wide > max_threads) return false;
       tpr = static_cast<int>(wide);
       cluster_n = kRowMaxCluster;
     } else {
@@ -93,22 +95,23 @@ bool staged_geometry_for(int64_t M, int64_t N, int vec, int values_per_thread, R
   g->tpr = tpr;
   g->cluster_n = cluster_n;
   g->vpt = static_cast<int>((nvec + int64_t{tpr} * cluster_n - 1) / (int64_t{tpr} * cluster_n));
-  g->cta_threads = std::max(tpr, kRowStagedMinThreads);
+  g->cta_threads = std::min(std::max(tpr, kRowStagedMinThreads), max_threads);
   g->row_blocks = (M + g->rows_per_cta() - 1) / g->rows_per_cta();
   return true;
 }
 
 }  // namespace
 
-bool row_staged_geometry(int64_t M, int64_t N, int in_elt, int max_vecs, int n_present,
-                         int red_floats, int n_cols, RowGeometry* g, int64_t* smem) {
+bool row_staged_geometry(int64_t M, int64_t N, int in_elt, int max_vecs, int present_bytes,
+                         int red_floats, int n_cols, RowGeometry* g, int64_t* smem,
+                         int max_threads, int stages) {
   const int vec = 16 / in_elt;
   int values = max_vecs * vec;
-  if (!staged_geometry_for(M, N, vec, values, g)) return false;
+  if (!staged_geometry_for(M, N, vec, values, max_threads, g)) return false;
   auto bytes = [&] {
     return row_staged_smem_bytes(int64_t{g->vpt} * g->tpr * g->vec, g->rows_per_cta(),
-                                 g->reduce_slots(), g->cluster_n, red_floats, n_present, in_elt,
-                                 n_cols);
+                                 g->reduce_slots(), g->cluster_n, red_floats, present_bytes,
+                                 n_cols, stages);
   };
   for (;;) {
     // Fewer rows per CTA first (halving the CTA), then fewer values per thread (a longer
@@ -120,7 +123,7 @@ bool row_staged_geometry(int64_t M, int64_t N, int in_elt, int max_vecs, int n_p
     if (bytes() <= kRowMaxSmem) break;
     if (values <= vec) return false;
     values /= 2;
-    if (!staged_geometry_for(M, N, vec, values, g)) return false;
+    if (!staged_geometry_for(M, N, vec, values, max_threads, g)) return false;
   }
   *smem = bytes();
   return true;
@@ -131,26 +134,30 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
   plan.in = pr.in;
   plan.out = pr.out;
   plan.vec = pr.vec;
+  plan.inst = pr.inst;
   plan.g.rows = pr.M;
   plan.g.cols = pr.N;
   if (pr.M <= 0 || pr.N <= 0) return plan;  // nothing to launch
   const int in_elt = dtype_size(pr.in);
   const int vec_elt = dtype_size(pr.vec);
   const int n_present = pr.n_present < 0 ? op.n_in : pr.n_present;
+  const int in_words = pr.in_words < 0 ? op.n_in : pr.in_words;
+  const int present_bytes = pr.present_bytes < 0 ? n_present * in_elt : pr.present_bytes;
   const int64_t row_bytes = pr.N * in_elt;
   const bool force_general = forced_config == kRowConfigCount;
   if (pr.pair && pr.vec_ok && !force_general) {
     for (int i = 0; i < kRowConfigCount; ++i) {
       if (forced_config >= 0 && i != forced_config) continue;
       const RowConfig& c = kRowConfigs[i];
-      if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt, op.n_acc, vec_elt))
+      if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt, op.n_acc, vec_elt,
+                             in_words, op.late_cols))
         continue;
       if (c.policy == RowPolicy::kStaged) {
         RowGeometry g;
         int64_t smem = 0;
         if (row_bytes / 16 > 0x7fffffff) continue;
-        if (!row_staged_geometry(pr.M, pr.N, in_elt, c.vecs, n_present, op.red_floats,
-                                 op.n_cols, &g, &smem))
+        if (!row_staged_geometry(pr.M, pr.N, in_elt, c.vecs, present_bytes, op.red_floats,
+                                 op.n_cols, &g, &smem, c.threads(), c.stages))
           continue;
         plan.policy = c.policy;
         plan.config = i;
@@ -171,7 +178,7 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
       plan.g.cta_threads = c.threads();
       if (c.policy == RowPolicy::kRing) {
         plan.cluster_n = static_cast<int>((row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes());
-        plan.smem = static_cast<size_t>(row_ring_smem_bytes(c, op.n_in, op.red_floats));
+        plan.smem = static_cast<size_t>(row_ring_smem_bytes(c, in_words, op.red_floats));
         plan.grid = 0;  // persistent: resident clusters, at launch
         plan.g.row_blocks = pr.M;
       } else {
@@ -214,6 +221,29 @@ const char* row_plan_name(const RowPlan& plan, char* buf, size_t len) {
   return buf;
 }
 
+namespace {
+
+// Whether instance `e` has the dtypes of every present operand of the call.
+bool inst_matches(const RowInst& e, std::initializer_list<const TensorRef*> in,
+                  std::initializer_list<const TensorRef*> out,
+                  std::initializer_list<const TensorRef*> vecs) {
+  int s = 0;
+  for (const TensorRef* t : in) {
+    if (t->present() && t->dtype != e.in_at(s)) return false;
+    ++s;
+  }
+  s = 0;
+  for (const TensorRef* t : out) {
+    if (t->present() && t->dtype != e.out_at(s)) return false;
+    ++s;
+  }
+  for (const TensorRef* t : vecs)
+    if (t->present() && t->dtype != e.vec) return false;
+  return true;
+}
+
+}  // namespace
+
 RowCall make_row_call(const RowOpEntry& op, const char* fn,
                       std::initializer_list<const TensorRef*> in,
                       std::initializer_list<const TensorRef*> out,
@@ -231,43 +261,75 @@ RowCall make_row_call(const RowOpEntry& op, const char* fn,
   pr.N = x.shape[1];
   pr.in = x.dtype;
   pr.out = out.size() > 0 ? (*out.begin())->dtype : x.dtype;
-  bool uniform = true;
   int i = 0;
   pr.n_present = 0;
   for (const TensorRef* t : in) {
     c.p.in[i++] = row_io(*t);
-    if (!t->present()) continue;
-    ++pr.n_present;
-    uniform = uniform && t->dtype == pr.in;
+    if (t->present()) ++pr.n_present;
   }
   int o = 0;
-  for (const TensorRef* t : out) {
-    c.p.out[o++] = row_io(*t);
-    if (t->present()) uniform = uniform && t->dtype == pr.out;
-  }
+  for (const TensorRef* t : out) c.p.out[o++] = row_io(*t);
   int v = 0;
-  int vec_dtype = -1;  // the present vectors' dtype; -1: none present
-  for (const TensorRef* t : vecs) {
-    c.p.vec[v++] = row_io(*t);
-    if (!t->present()) continue;
-    if (vec_dtype < 0) vec_dtype = static_cast<int>(t->dtype);
-    uniform = uniform && static_cast<int>(t->dtype) == vec_dtype;
-  }
+  for (const TensorRef* t : vecs) c.p.vec[v++] = row_io(*t);
   int a = 0;
   for (const TensorRef* t : accs) c.acc_out[a++] = row_io(*t);
-  pr.pair = uniform && op.find_pair(pr.in, pr.out, vec_dtype, &pr.vec);
-  const int vec = 16 / dtype_size(pr.in);
+  // The first instance with the call's dtypes; its narrowest input stream sets the vectors.
+  for (int k = 0; k < op.n_insts && pr.inst < 0; ++k)
+    if (inst_matches(op.insts[k], in, out, vecs)) pr.inst = k;
+  pr.pair = pr.inst >= 0;
+  if (!pr.pair) {
+    pr.vec_ok = false;
+    return c;
+  }
+  const RowInst& e = op.insts[pr.inst];
+  const int n_in = op.info.n_in;
+  int elt = 16;
+  for (int s = 0; s < n_in; ++s) {
+    if (dtype_size(e.in_at(s)) < elt) {
+      elt = dtype_size(e.in_at(s));
+      pr.in = e.in_at(s);
+    }
+  }
+  pr.out = e.out_at(0);
+  pr.vec = e.vec;
+  pr.in_words = 0;
+  pr.present_bytes = 0;
+  int s = 0;
+  for (const TensorRef* t : in) {
+    pr.in_words += dtype_size(e.in_at(s)) / elt;
+    if (t->present()) pr.present_bytes += dtype_size(e.in_at(s));
+    ++s;
+  }
+  const int vec = 16 / elt;
   pr.vec_ok = true;
   for (const TensorRef* t : in) pr.vec_ok = pr.vec_ok && vector_ok(*t, vec);
   for (const TensorRef* t : out) pr.vec_ok = pr.vec_ok && vector_ok(*t, vec);
-  for (const TensorRef* t : vecs)
-    pr.vec_ok = pr.vec_ok && vector_ok(*t, vec);
+  for (const TensorRef* t : vecs) pr.vec_ok = pr.vec_ok && vector_ok(*t, vec);
   return c;
 }
 
 RowPlan plan_row_call(const RowCall& c, int forced_config) {
   return plan_row(c.op->info, c.problem, forced_config);
 }
+
+namespace {
+
+// The instance a vector-policy plan launches.
+const RowInst& row_inst(const RowCall& c, const RowPlan& plan) {
+  if (plan.inst < 0 || plan.inst >= c.op->n_insts)
+    ArgCheck(c.fn).fail("internal error: a vector-policy plan without an instance");
+  return c.op->insts[plan.inst];
+}
+
+// Resident clusters of the plan's kernel on the call's device (a device query).
+int64_t row_resident(const RowCall& c, const RowPlan& plan, const RowParams& p) {
+  if (plan.policy == RowPolicy::kGeneral) return c.op->resident_general(plan, c.device, c.fn);
+  int64_t resident = 0;
+  row_inst(c, plan).launch(plan, p, c.device, nullptr, c.fn, &resident);
+  return resident;
+}
+
+}  // namespace
 
 int64_t row_call_partials(const RowCall& c, RowPlan& plan) {
   if (plan.partials >= 0) return plan.partials;
@@ -280,7 +342,7 @@ int64_t row_call_partials(const RowCall& c, RowPlan& plan) {
     ArgCheck(c.fn).fail("internal error: partials of an op without column accumulations");
   RowParams p = c.p;
   p.g = plan.g;
-  const int64_t resident = c.op->resident(plan, p, c.device, c.fn);
+  const int64_t resident = row_resident(c, plan, p);
   plan.partials = std::min<int64_t>(resident, plan.g.row_blocks);
   plan.grid = plan.partials * plan.cluster_n;
   return plan.partials;
@@ -329,7 +391,10 @@ void run_row_call(const RowCall& c, const RowPlan& plan_in, cudaStream_t stream,
     for (int a = 0; a < n_acc; ++a)
       p.part[a] = c.acc_out[a].ptr ? ws + static_cast<int64_t>(k++) * plan.partials * N : nullptr;
   }
-  if (plan.policy != RowPolicy::kNone) c.op->launch(plan, p, c.device, stream, c.fn);
+  if (plan.policy == RowPolicy::kGeneral)
+    c.op->launch_general(plan, p, stream, c.fn);
+  else if (plan.policy != RowPolicy::kNone)
+    row_inst(c, plan).launch(plan, p, c.device, stream, c.fn, nullptr);
   // Column sums of the partial rows in a fixed order; P = 0 (M = 0) writes zeros.
   for (int a = 0; a < n_acc; ++a)
     if (c.acc_out[a].ptr && N > 0)

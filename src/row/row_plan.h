@@ -21,26 +21,34 @@ struct RowOpInfo {
   int n_acc = 0;       // column accumulations (Traits::kAcc)
   int n_opt_in = 0;    // trailing input streams that may be absent (Traits::kOptIn)
   int red_floats = 1;  // floats reduced together per row (Traits::Red::kFloats)
+  bool late_cols = false;  // Traits::kLateCols
   const char* name = "";
 };
 
 /// One call's shape and layout, as the plan sees it.
 struct RowProblem {
   int64_t M = 0, N = 0;
-  DType in = DType::kFloat32;   // dtype of every input stream (when `pair`)
-  DType out = DType::kFloat32;  // dtype of every output stream (when `pair`)
+  DType in = DType::kFloat32;   // dtype of the instance's narrowest input stream (its vectors
+                                // are 16 bytes of it; every input stream's, for one dtype)
+  DType out = DType::kFloat32;  // dtype of the first output stream
   DType vec = DType::kFloat32;  // dtype of every per-column vector (when `pair`)
-  bool pair = false;     // a vector-path instance of (in, out, vec) is compiled for the op
+  bool pair = false;     // a vector-path instance of the call's dtypes is compiled for the op
   bool vec_ok = false;   // every (M, N) stream: unit column stride, 16-byte aligned base and
                          // row stride, N a multiple of 16 bytes of `in`; vectors contiguous
                          // and 16-byte aligned
   int n_present = -1;    // input streams present (optional ones may be absent); -1: all
+  int in_words = -1;     // 16-byte words per vector over all the instance's input streams
+                         // (-1: one per stream, one dtype)
+  int present_bytes = -1;  // bytes per element over the present input streams (-1:
+                           // n_present x the size of `in`)
+  int inst = -1;         // the instance (RowOpEntry::insts) when `pair`
 };
 
 struct RowPlan {
   RowPolicy policy = RowPolicy::kNone;  // kNone: nothing to launch (M = 0 or N = 0)
   int config = -1;                      // kRowConfigs index (vector policies)
-  DType in = DType::kFloat32, out = DType::kFloat32, vec = DType::kFloat32;  // the instance
+  int inst = -1;                        // the op's instance (vector policies)
+  DType in = DType::kFloat32, out = DType::kFloat32, vec = DType::kFloat32;  // for messages
   int threads = 0;                      // per CTA
   int cluster_n = 1;                    // CTAs per row (ring, staged, general)
   // CTAs (register, looped, general); ring and staged: 0, set at launch (resident clusters);
@@ -56,7 +64,8 @@ struct RowPlan {
 /// Otherwise the first compiled configuration that takes the row, else the general policy.
 RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config = -1);
 
-/// Whether configuration `config` takes rows of row_bytes (one input stream) and M rows.
+/// Whether configuration `config` takes rows of row_bytes (bytes of the narrowest input stream)
+/// and M rows.
 bool row_config_takes(int config, int64_t M, int64_t row_bytes);
 
 /// The general policy's geometry: about kRowGeneralValuesPerThread elements per thread and
@@ -69,14 +78,16 @@ RowGeometry row_general_geometry(int64_t M, int64_t N);
 /// CTA, slot_floats floats each, 16-byte padded; clusters: + 128 for the exchange mbarriers).
 int64_t row_general_smem_bytes(const RowGeometry& g, int red_floats);
 
-/// The staged policy's geometry for rows of N elements of in_elt bytes, at most max_vecs
-/// 16-byte vectors per thread (RMSNorm's backward geometry: rows over up to
-/// kRowStagedMaxRowThreads threads per CTA, then clusters of up to 16 CTAs, small rows packed
+/// The staged policy's geometry for rows of N elements whose narrowest input stream has in_elt
+/// bytes, at most max_vecs 16-byte vectors of it per thread (RMSNorm's backward geometry: rows
+/// over up to max_threads threads per CTA, then clusters of up to 16 CTAs, small rows packed
 /// into CTAs of kRowStagedMinThreads), shrunk (fewer rows per CTA, then fewer vectors per
-/// thread) until its shared memory (row_staged_smem_bytes, n_present streams, n_cols vectors)
-/// fits 227 KB. False when no geometry holds the row.
-bool row_staged_geometry(int64_t M, int64_t N, int in_elt, int max_vecs, int n_present,
-                         int red_floats, int n_cols, RowGeometry* g, int64_t* smem);
+/// thread) until its shared memory (row_staged_smem_bytes: `stages` row blocks of the present
+/// streams, present_bytes per element together, and n_cols fp32 vectors) fits 227 KB. False
+/// when no geometry holds the row.
+bool row_staged_geometry(int64_t M, int64_t N, int in_elt, int max_vecs, int present_bytes,
+                         int red_floats, int n_cols, RowGeometry* g, int64_t* smem,
+                         int max_threads = kRowStagedMaxThreads, int stages = 2);
 
 /// Readable name of a plan for benchmarks and messages: "t1024v4", "ring-t1024v4-s3 x8",
 /// "general t256 x16".

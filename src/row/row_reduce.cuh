@@ -3,9 +3,8 @@
 // its elements, and the all-reduce over a row: warp shuffles, then one slot per warp in shared
 // memory, then (clusters) the CTAs' slots exchanged through distributed shared memory.
 //
-// The all-reduces are common/reduce.cuh's scheme (row_allreduce, StaticRowReduce,
-// ClusterRowSum), generalised from one float summed to a value of K ≤ 4 floats combined by
-// the kind's combine:
+// The all-reduces (RMSNorm's scheme, QuACK's) take a value of K ≤ 4 floats combined by the
+// kind's combine:
 //  1. each thread folds its own elements (Kind::fold, called by the op's traits);
 //  2. butterfly shuffles over the min(tpr, 32) lanes of a row;
 //  3. rows wider than a warp: lane 0 of each warp writes its value into its slot
@@ -29,7 +28,6 @@
 #include <type_traits>
 
 #include "common/cluster.cuh"
-#include "common/reduce.cuh"
 #include "common/row_geometry.h"
 #include "row/row_config.h"
 #include "row/row_math.cuh"
@@ -338,7 +336,7 @@ __device__ __forceinline__ typename R::Val combine_slots(const float* slots, int
 }
 
 /// All-reduce over rows of kTpr consecutive threads, kRows rows per CTA, geometry fixed at
-/// compile time (StaticRowReduce's scheme; no clusters). The slots (kSlotFloats floats of
+/// compile time (no clusters). The slots (kSlotFloats floats of
 /// static shared memory; a region per stage of two-stage kinds) serve one call.
 template <int kTpr, int kRows, class R>
 struct StaticRowReducer {
@@ -384,7 +382,7 @@ struct StaticRowReducer {
 };
 
 /// All-reduce of a one-row-per-CTA kernel with compile-time warps (kWarps) whose rows span a
-/// cluster of cluster_n ≤ kMaxCluster CTAs (runtime; 1: no cluster): ClusterRowSum's scheme,
+/// cluster of cluster_n ≤ kMaxCluster CTAs (runtime; 1: no cluster): the scheme above,
 /// warp w of CTA `rank` in slot rank·kWarps + w. Shared memory: kBytes at `smem` (16-byte
 /// aligned): two stages of slots (call k uses stage k & 1), then cluster_exchange's two
 /// mbarriers. Between two calls the kernel must pass a __syncthreads (the ring kernel's end of

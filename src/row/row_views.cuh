@@ -15,6 +15,7 @@
 #include "common/row_general.cuh"
 #include "common/vec.cuh"
 #include "row/op_traits.cuh"
+#include "row/row_dtypes.cuh"
 #include "row/row_math.cuh"
 #include "row/row_params.h"
 
@@ -74,15 +75,62 @@ __device__ __forceinline__ void zero_packed(Packed<U, K>& v) {
   }
 }
 
-/// A 16-byte shared-memory load the compiler may not merge with an earlier one (ld.volatile).
+/// 16-byte shared-memory loads (one per word of the vector) the compiler may not merge with
+/// earlier ones (ld.volatile).
 template <typename U, int K>
 __device__ __forceinline__ void lds_volatile(const U* p, Packed<U, K>& v) {
-  static_assert(Packed<U, K>::kBytes == 16, "one 16-byte word");
+  static_assert(Packed<U, K>::kWordBytes == 16, "whole 16-byte words");
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.word[0].x), "=r"(v.word[0].y), "=r"(v.word[0].z), "=r"(v.word[0].w)
-               : "r"(a));
+#pragma unroll
+  for (int w = 0; w < Packed<U, K>::kWords; ++w)
+    asm volatile("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.word[w].x), "=r"(v.word[w].y), "=r"(v.word[w].z), "=r"(v.word[w].w)
+                 : "r"(a + 16 * w));
 }
+
+/// The packed input vectors a thread holds in registers (register and looped policies):
+/// kVecs vectors of each input stream, each stream in its own dtype (D), kept as 16-byte
+/// words (a 16-bit stream one word per vector, an fp32 stream beside it two; unused words of
+/// the narrower streams are never touched, so they take no registers).
+template <class Op, class D, int kVecs>
+struct RowInRegs {
+  static constexpr int kIn = Op::kIn;
+  static constexpr int kVec = row_vec_elems<D, kIn>();
+  static constexpr int kMaxWords = row_in_max_words<D, kIn>();
+  template <int s>
+  using T = row_in_t<D, s>;
+  template <int s>
+  using V = Packed<T<s>, kVec>;
+  uint4 w[kIn][kVecs][kMaxWords];
+
+  template <int s>
+  __device__ __forceinline__ V<s> get(int j) const {
+    V<s> v;
+#pragma unroll
+    for (int k = 0; k < V<s>::kWords; ++k) v.word[k] = w[s][j][k];
+    return v;
+  }
+  /// Vector j of stream s from global memory at p (its kVec elements).
+  template <int s, Cache kCache>
+  __device__ __forceinline__ void load(int j, const T<s>* p) {
+    V<s> v;
+    load_packed<kCache>(p, v);
+#pragma unroll
+    for (int k = 0; k < V<s>::kWords; ++k) w[s][j][k] = v.word[k];
+  }
+  template <int s>
+  __device__ __forceinline__ void zero(int j) {
+#pragma unroll
+    for (int k = 0; k < V<s>::kWords; ++k) w[s][j][k] = make_uint4(0, 0, 0, 0);
+  }
+  /// Vector j of every stream in fp32.
+  __device__ __forceinline__ void unpack_all(int j, float (&x)[kIn][kVec]) const {
+    row_for<kIn>([&](auto S) {
+      constexpr int s = decltype(S)::value;
+      unpack(get<s>(j), x[s]);
+    });
+  }
+};
 
 /// Makes a packed value opaque to the optimizer at this point (no instructions): values
 /// derived from it cannot be hoisted above it. A persistent kernel calls it on loop-invariant
@@ -166,16 +214,15 @@ __device__ __forceinline__ void fill_elem(RowElem<Op::kIn, Op::kCols>& e,
   e.col = col;
 }
 
-/// Elements held as kVecs packed 16-byte vectors per input stream (registers, or one pass of
-/// the looped policy; absent optional streams hold zeros): vector j of the thread exists when
-/// j·kTpr < n; its elements are columns col0 + j·kTpr·kVec + i.
-template <class Op, typename TIn, int kVecs, int kTpr, class Cols = NoCols>
+/// Elements held as kVecs packed vectors per input stream (registers, or one pass of the looped
+/// policy; absent optional streams hold zeros): vector j of the thread exists when j·kTpr < n;
+/// its elements are columns col0 + j·kTpr·kVec + i.
+template <class Op, class D, int kVecs, int kTpr, class Cols = NoCols>
 struct RegisterView {
   static constexpr bool kOnChip = true;
   static constexpr int kIn = Op::kIn;
-  static constexpr int kVec = 16 / sizeof(TIn);
-  using V = Packed<TIn, kVec>;
-  const V (&vals)[kIn][kVecs];
+  static constexpr int kVec = row_vec_elems<D, kIn>();
+  const RowInRegs<Op, D, kVecs>& vals;
   int n;
   int64_t col0;
   Cols cols;
@@ -186,8 +233,7 @@ struct RegisterView {
     for (int j = 0; j < kVecs; ++j) {
       if (j * kTpr < n) {
         float x[kIn][kVec], v[row_dim(Op::kCols)][kVec];
-#pragma unroll
-        for (int s = 0; s < kIn; ++s) unpack(vals[s][j], x[s]);
+        vals.unpack_all(j, x);
         cols.load(j, v);
 #pragma unroll
         for (int i = 0; i < kVec; ++i) {
@@ -199,34 +245,41 @@ struct RegisterView {
     }
   }
 
+  /// The max of stream 0 over the thread's elements, from the packed values.
   __device__ __forceinline__ float max_in0() const {
-    PackedMax<TIn> pm;
+    static_assert(!row_in_optional<Op>(0), "stream 0 is always present");
+    PackedMax<row_in_t<D, 0>> pm;
 #pragma unroll
     for (int j = 0; j < kVecs; ++j)
-      if (j * kTpr < n) pm.add(vals[0][j]);
+      if (j * kTpr < n) pm.add(vals.template get<0>(j));
     return pm.value();
   }
 
   /// Whether this thread holds column `col` of stream 0, and its value: the 32-bit word holding
   /// it selected from the registers by compile-time indices (no local memory), then converted.
   __device__ __forceinline__ bool value_at(int64_t col, float& x) const {
+    static_assert(!row_in_optional<Op>(0), "stream 0 is always present");
+    using T0 = row_in_t<D, 0>;
+    constexpr int kWords0 = row_in_words_of<D, kIn, 0>();  // 16-byte words per vector
+    constexpr int kPerWord = 4 / int{sizeof(T0)};          // elements per 32-bit word
     int j, i;
     if (!row_vector_owner(col, col0, kTpr * kVec, kTpr, n, kVec, kVecs, j, i)) return false;
-    static_assert(V::kWordBytes == 16, "16-byte vectors");
-    constexpr int kPerWord = 4 / sizeof(TIn);     // elements per 32-bit word
-    const int w = j * 4 + i / kPerWord;           // the word among the thread's kVecs·4
-    uint32_t u = vals[0][0].word[0].x;
+    const int w = j * kWords0 * 4 + i / kPerWord;  // the 32-bit word among the thread's
+    uint32_t u = vals.w[0][0][0].x;
 #pragma unroll
     for (int jj = 0; jj < kVecs; ++jj) {
-      const uint32_t q[4] = {vals[0][jj].word[0].x, vals[0][jj].word[0].y, vals[0][jj].word[0].z,
-                             vals[0][jj].word[0].w};
 #pragma unroll
-      for (int k = 0; k < 4; ++k)
-        if (jj * 4 + k == w) u = q[k];
+      for (int kk = 0; kk < kWords0; ++kk) {
+        const uint4 q4 = vals.w[0][jj][kk];
+        const uint32_t q[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          if ((jj * kWords0 + kk) * 4 + k == w) u = q[k];
+      }
     }
-    if constexpr (sizeof(TIn) == 4) {
+    if constexpr (sizeof(T0) == 4) {
       x = __uint_as_float(u);
-    } else if constexpr (std::is_same_v<TIn, __nv_bfloat16>) {
+    } else if constexpr (std::is_same_v<T0, __nv_bfloat16>) {
       x = __uint_as_float((i & 1) ? u & 0xffff0000u : u << 16);
     } else {
       x = __half2float(__ushort_as_half(static_cast<unsigned short>((i & 1) ? u >> 16 : u)));
@@ -236,16 +289,16 @@ struct RegisterView {
 };
 
 /// Elements staged in shared memory (the ring and staged policies): buf[s] points at the
-/// thread's first element of stream s; vector j at buf[s] + j·step elements (consecutive
-/// threads on consecutive 16-byte words: conflict-free), when j·kStride < n (ring: step =
-/// kTpr·kVec, kStride = kTpr; staged: runtime step, kStride = 1 and n = the thread's vectors).
-/// Absent optional streams (present[s] false) read as 0.
-template <class Op, typename TIn, int kVecs, int kStride, class Cols = NoCols>
+/// thread's first element of stream s (in its dtype, D); vector j at that + j·step elements
+/// (consecutive threads on consecutive 16-byte words: conflict-free), when j·kStride < n
+/// (ring: step = kTpr·kVec, kStride = kTpr; staged: runtime step, kStride = 1 and n = the
+/// thread's vectors). Absent optional streams (present[s] false) read as 0.
+template <class Op, class D, int kVecs, int kStride, class Cols = NoCols>
 struct SharedView {
   static constexpr bool kOnChip = true;
   static constexpr int kIn = Op::kIn;
-  static constexpr int kVec = 16 / sizeof(TIn);
-  const TIn* const (&buf)[kIn];
+  static constexpr int kVec = row_vec_elems<D, kIn>();
+  const void* const (&buf)[kIn];
   const bool (&present)[kIn];
   int n;
   int step;     // elements between the thread's vectors j and j + 1
@@ -256,21 +309,23 @@ struct SharedView {
   /// (volatile loads): keeping a first sweep's values live for a second one (what the compiler
   /// does with plain loads) spilled LayerNorm's ring kernel beside its weight and bias slices.
   __device__ __forceinline__ void load(int j, float (&x)[kIn][kVec]) const {
-#pragma unroll
-    for (int s = 0; s < kIn; ++s) {
+    row_for<kIn>([&](auto S) {
+      constexpr int s = decltype(S)::value;
+      using T = row_in_t<D, s>;
       if (!row_in_optional<Op>(s) || present[s]) {
-        Packed<TIn, kVec> v;
-        lds_volatile(buf[s] + j * step, v);
+        Packed<T, kVec> v;
+        lds_volatile(static_cast<const T*>(buf[s]) + j * step, v);
         unpack(v, x[s]);
       } else {
 #pragma unroll
         for (int i = 0; i < kVec; ++i) x[s][i] = 0.f;
       }
-    }
+    });
   }
 
+  /// f(e, j, i) for element i of the thread's vector j.
   template <class F>
-  __device__ __forceinline__ void for_each(F&& f) const {
+  __device__ __forceinline__ void for_each_at(F&& f) const {
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
       if (j * kStride < n) {
@@ -281,20 +336,26 @@ struct SharedView {
         for (int i = 0; i < kVec; ++i) {
           RowElem<kIn, Op::kCols> e;
           fill_elem<Op, kVec>(e, x, v, i, col0 + int64_t{j} * step + i);
-          f(e);
+          f(e, j, i);
         }
       }
     }
   }
+  template <class F>
+  __device__ __forceinline__ void for_each(F&& f) const {
+    for_each_at([&](const RowElem<kIn, Op::kCols>& e, int, int) { f(e); });
+  }
 
+  /// The max of stream 0 over the thread's elements, from the packed values.
   __device__ __forceinline__ float max_in0() const {
     static_assert(!row_in_optional<Op>(0), "stream 0 is always present");
-    PackedMax<TIn> pm;
+    using T0 = row_in_t<D, 0>;
+    PackedMax<T0> pm;
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
       if (j * kStride < n) {
-        Packed<TIn, kVec> v;
-        lds_volatile(buf[0] + j * step, v);
+        Packed<T0, kVec> v;
+        lds_volatile(static_cast<const T0*>(buf[0]) + j * step, v);
         pm.add(v);
       }
     }
@@ -305,10 +366,39 @@ struct SharedView {
   /// col0 + j·step + [0, kVec)), and its value (one shared load).
   __device__ __forceinline__ bool value_at(int64_t col, float& x) const {
     static_assert(!row_in_optional<Op>(0), "stream 0 is always present");
+    using T0 = row_in_t<D, 0>;
     int j, i;
     if (!row_vector_owner(col, col0, step, kStride, n, kVec, kVecs, j, i)) return false;
-    x = to_float(buf[0][j * step + i]);
+    x = to_float(static_cast<const T0*>(buf[0])[j * step + i]);
     return true;
+  }
+};
+
+/// A view whose first sweep also adds each element's column-accumulation terms
+/// (Op::accumulate) into the thread's sums acc(k, j, i): traits with kAccInFold (the staged
+/// policy). Later sweeps of the same fold only fold.
+template <class Op, class Base, class AccF>
+struct AccFoldView {
+  static constexpr bool kOnChip = Base::kOnChip;
+  const Base& base;
+  const RowParams& p;
+  const typename Op::RowIn& in;
+  AccF acc;
+  mutable bool first = true;
+
+  template <class F>
+  __device__ __forceinline__ void for_each(F&& f) const {
+    const bool add = first;
+    first = false;
+    base.for_each_at([&](const RowElem<Op::kIn, Op::kCols>& e, int j, int i) {
+      f(e);
+      if (add) {
+        float a[Op::kAcc];
+        Op::accumulate(p, in, e, a);
+#pragma unroll
+        for (int k = 0; k < Op::kAcc; ++k) acc(k, j, i) += a[k];
+      }
+    });
   }
 };
 
@@ -319,13 +409,16 @@ __device__ __forceinline__ float load_in1(const RowParams& p, int s, int64_t row
   return load1(p.in[s], row, col);
 }
 
-/// The per-column vectors at `col` (general policy; absent: 0).
+/// The per-column vectors at `col` (general policy; absent: 0), plus the op's shift.
 template <class Op>
 __device__ __forceinline__ void load_vec1(const RowParams& p, int64_t col,
                                           RowElem<Op::kIn, Op::kCols>& e) {
   if constexpr (Op::kCols > 0) {
 #pragma unroll
-    for (int c = 0; c < Op::kCols; ++c) e.vec[c] = p.vec[c].ptr ? load1(p.vec[c], 0, col) : 0.f;
+    for (int c = 0; c < Op::kCols; ++c) {
+      e.vec[c] = p.vec[c].ptr ? load1(p.vec[c], 0, col) : 0.f;
+      if constexpr (Op::kColShift) e.vec[c] += Op::col_shift(p, c);
+    }
   }
 }
 
@@ -356,13 +449,14 @@ struct GlobalView {
 
 // ---------------------------------------------------------------------- outputs
 
-/// One element's outputs through the traits; for ops with column accumulations, its terms are
-/// added into acc(k, i) (a float& per accumulation k and element i of the vector).
+/// One element's outputs through the traits; for ops with column accumulations from apply
+/// (not kAccInFold), its terms are added into acc(k, i) (a float& per accumulation k and
+/// element i of the vector).
 template <class Op, class AccF>
 __device__ __forceinline__ void apply_elem(const RowParams& p, const typename Op::Row& r,
                                            const RowElem<Op::kIn, Op::kCols>& e,
                                            float (&o)[row_dim(Op::kOut)], AccF&& acc, int i) {
-  if constexpr (Op::kAcc > 0) {
+  if constexpr (Op::kAcc > 0 && !Op::kAccInFold) {
     float a[Op::kAcc];
     Op::apply(p, r, e, o, a);
 #pragma unroll
@@ -378,43 +472,52 @@ struct NoAcc {
   __device__ __forceinline__ float& operator()(int, int) const { return sink; }
 };
 
-/// One 16-byte input vector's outputs: Op::apply per element (inputs x, vectors v), converted to
-/// TOut and stored with 16-byte (or, for outputs narrower than the input, 8-byte) streaming
-/// stores at dst[s] + off; absent optional outputs (dst[s] == nullptr) are not stored. For ops
-/// with column accumulations, each element's terms are added into acc(k, i).
-template <class Op, typename TOut, int kVec, class AccF = NoAcc>
+/// One input vector's outputs: Op::apply per element (inputs x, vectors v), each output stream
+/// converted to its dtype (D) and stored with 16-byte (or, for outputs narrower than the
+/// vector's 16 bytes, 8-byte) streaming stores at element `off` of dst[s]; absent optional
+/// outputs (dst[s] == nullptr) are not stored. For ops with column accumulations, each
+/// element's terms are added into acc(k, i).
+template <class Op, class D, int kVec, class AccF = NoAcc>
 __device__ __forceinline__ void apply_store(const RowParams& p, const typename Op::Row& r,
                                             const float (&x)[Op::kIn][kVec],
                                             const float (&v)[row_dim(Op::kCols)][kVec],
-                                            int64_t col, TOut* const (&dst)[row_dim(Op::kOut)],
+                                            int64_t col, void* const (&dst)[row_dim(Op::kOut)],
                                             int64_t off, AccF&& acc = AccF{}) {
-  Packed<TOut, kVec> y[row_dim(Op::kOut)];
+  float o[row_dim(Op::kOut)][kVec];
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
     RowElem<Op::kIn, Op::kCols> e;
     fill_elem<Op, kVec>(e, x, v, i, col + i);
-    float o[row_dim(Op::kOut)];
-    apply_elem<Op>(p, r, e, o, acc, i);
+    float oi[row_dim(Op::kOut)];
+    apply_elem<Op>(p, r, e, oi, acc, i);
 #pragma unroll
-    for (int s = 0; s < Op::kOut; ++s) y[s].elt[i] = from_float<TOut>(o[s]);
+    for (int s = 0; s < Op::kOut; ++s) o[s][i] = oi[s];
   }
+  row_for<Op::kOut>([&](auto S) {
+    constexpr int s = decltype(S)::value;
+    using TO = row_out_t<D, s>;
+    if (!row_out_optional<Op>(s) || dst[s] != nullptr) {
+      Packed<TO, kVec> y;
 #pragma unroll
-  for (int s = 0; s < Op::kOut; ++s)
-    if (!row_out_optional<Op>(s) || dst[s] != nullptr) store_packed(dst[s] + off, y[s]);
+      for (int i = 0; i < kVec; ++i) y.elt[i] = from_float<TO>(o[s][i]);
+      store_packed(static_cast<TO*>(dst[s]) + off, y);
+    }
+  });
 }
 
-/// The output pointers of a vector policy: stream s at row `row`, column `col` (nullptr for an
-/// absent optional output).
-template <class Op, typename TOut>
+/// The output pointers of a vector policy: stream s at row `row`, column `col`, in its dtype
+/// (nullptr for an absent optional output).
+template <class Op, class D>
 __device__ __forceinline__ void out_ptrs(const RowParams& p, int64_t row, int64_t col,
-                                         TOut* (&dst)[row_dim(Op::kOut)]) {
+                                         void* (&dst)[row_dim(Op::kOut)]) {
 #pragma unroll
-  for (int s = 0; s < row_dim(Op::kOut); ++s) {
-    if (s >= Op::kOut || (row_out_optional<Op>(s) && p.out[s].ptr == nullptr))
-      dst[s] = nullptr;
-    else
-      dst[s] = static_cast<TOut*>(p.out[s].ptr) + row * p.out[s].row_stride + col;
-  }
+  for (int s = 0; s < row_dim(Op::kOut); ++s) dst[s] = nullptr;
+  row_for<Op::kOut>([&](auto S) {
+    constexpr int s = decltype(S)::value;
+    using TO = row_out_t<D, s>;
+    if (!(row_out_optional<Op>(s) && p.out[s].ptr == nullptr))
+      dst[s] = static_cast<TO*>(p.out[s].ptr) + row * p.out[s].row_stride + col;
+  });
 }
 
 }  // namespace quack::detail

@@ -19,23 +19,24 @@ def _empty(x, dtype=None):
     return x.new_empty((0,), dtype=dtype or x.dtype)
 
 
-def rmsnorm_fwd_cpu(x, weight, bias, residual, eps, out_dtype, residual_out_dtype, store_rstd):
+def rmsnorm_fwd_cpu(x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
+                    store_rstd):
     h = x.float() + (residual.float() if residual is not None else 0)
     rstd = torch.rsqrt(h.pow(2).mean(-1) + eps)
     out = h * rstd[:, None]
     if weight is not None:
-        out = out * weight.float()
+        out = out * (weight.float() + weight_offset)
     if bias is not None:
         out = out + bias.float()
     res_out = h.to(residual_out_dtype) if residual_out_dtype is not None else _empty(x)
     return out.to(out_dtype), res_out, rstd if store_rstd else _empty(x, torch.float32)
 
 
-def rmsnorm_bwd_cpu(x, weight, dout, rstd, dresidual_out, dx_dtype, dresidual_dtype,
-                    need_dweight, dbias_dtype):
+def rmsnorm_bwd_cpu(x, weight, dout, rstd, dresidual_out, weight_offset, dx_dtype,
+                    dresidual_dtype, need_dweight, dbias_dtype):
     xhat = x.float() * rstd[:, None]
     dy = dout.float()
-    g = dy * weight.float() if weight is not None else dy
+    g = dy * (weight.float() + weight_offset) if weight is not None else dy
     dh = rstd[:, None] * (g - xhat * (g * xhat).mean(-1, keepdim=True))
     if dresidual_out is not None:
         dh = dh + dresidual_out.float()

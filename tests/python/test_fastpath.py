@@ -1,5 +1,6 @@
-"""The eager fast path on the GPU: ``quack_cpp.rmsnorm``, ``gemm``, ``gemm_add``,
-``gemm_add_inplace``, ``linear`` / ``nn.Linear`` and ``nn.RMSNorm`` give bit-for-bit the same
+"""The eager fast path on the GPU: ``quack_cpp.rmsnorm``, ``layernorm``, ``gemm``, ``gemm_add``,
+``gemm_add_inplace``, ``linear`` / ``nn.Linear``, ``nn.RMSNorm`` and ``nn.LayerNorm`` give
+bit-for-bit the same
 outputs and gradients on the fast path (``_C`` called from autograd.Functions) as on the custom
 ops (``quack_cpp.ops.FORCE_CUSTOM_OP = True``, what ``QUACK_EAGER_CUSTOM_OP=1`` sets), on random
 data; each test also checks that the fast path was the one taken. Plus: CUDA-graph capture and
@@ -18,6 +19,7 @@ torch = pytest.importorskip("torch")
 quack_cpp = pytest.importorskip("quack_cpp")
 ops = pytest.importorskip("quack_cpp.ops")
 gemm_ops = pytest.importorskip("quack_cpp.gemm_ops")
+ln_ops = pytest.importorskip("quack_cpp.layernorm_ops")
 qnn = pytest.importorskip("quack_cpp.nn")
 
 DEVICE = "cuda"
@@ -148,6 +150,135 @@ def test_rmsnorm_module_autocast(x_dtype, monkeypatch):
             y = m(x)
         y.backward(randn(g, *y.shape, dtype=y.dtype))
         return [y.detach(), x.grad, m.weight.grad], _rms_fast(y)
+
+    (fast, ffast), (slow, sfast) = _both(go, monkeypatch)
+    assert ffast and not sfast
+    _assert_equal(fast, slow)
+
+
+# --------------------------------------------------------------------------------------------
+# LayerNorm (C++ node LayerNormFn / Python Function, against the custom ops)
+# --------------------------------------------------------------------------------------------
+
+LN_CASES = [
+    # M, N, x dtype, weight dtype, residual dtype (None: no residual), bias, prenorm,
+    # residual_dtype arg, out_dtype, weight_offset, return_mean, return_rstd, which of x, w, b,
+    # r require grad
+    (257, 4096, bf16, f32, None, True, False, None, None, 0.0, False, False, "xwb"),
+    (8, 1024, bf16, bf16, None, True, False, None, None, 0.0, True, True, "xwb"),
+    (8192, 4096, bf16, f32, f32, False, True, None, None, 1.0, False, True, "xwr"),
+    (7, 65536, bf16, bf16, bf16, True, True, None, None, 0.5, True, False, "xwbr"),
+    (1, 127, f32, f32, None, True, False, None, None, 0.0, True, True, "xwb"),
+    (257, 500, f16, f32, f16, False, True, f32, None, 0.0, False, False, "x"),
+    (64, 1024, bf16, f32, None, False, False, None, f32, 0.0, False, False, "w"),
+    (33, 2048, bf16, None, None, True, True, f32, None, 0.0, False, False, "xb"),
+    (129, 768, bf16, None, bf16, False, False, None, None, 0.0, False, False, "r"),
+    (257, 4096, bf16, f32, bf16, False, False, None, None, 0.0, True, True, ""),
+]
+
+
+def _ln_fast(t):
+    """Whether t came from layernorm's fast path (the Python Function or the C++ node)."""
+    return ln_ops.layernorm_fwd.is_fast_node(_grad_fn(t))
+
+
+def _ln_run(case, g, strided=False, sum_dy=False):
+    (M, N, dtype, wdtype, rdtype, bias, prenorm, rd_arg, out_dtype, offset, ret_mean, ret_rstd,
+     req) = case
+    x = randn(g, M, N + 64 if strided else N, dtype=dtype)[:, :N]  # row stride > N if strided
+    w = randn(g, N, scale=0.5, shift=1.0, dtype=wdtype) if wdtype is not None else None
+    b = randn(g, N, scale=0.1, dtype=wdtype or dtype) if bias else None
+    r = randn(g, M, N, dtype=rdtype) if rdtype is not None else None
+    leaves = [t.requires_grad_(k in req) if t is not None else None
+              for k, t in zip("xwbr", (x, w, b, r))]
+    outs = quack_cpp.layernorm(*leaves, eps=1e-5, prenorm=prenorm, residual_dtype=rd_arg,
+                               out_dtype=out_dtype, weight_offset=offset, return_mean=ret_mean,
+                               return_rstd=ret_rstd)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    fast = _ln_fast(outs[0])
+    diff = [o for o in outs if o.requires_grad]
+    if sum_dy and diff:
+        sum(o.float().sum() for o in diff).backward()  # stride-0 dy
+    elif diff:
+        torch.autograd.backward(diff, [randn(g, *o.shape, dtype=o.dtype) for o in diff])
+    grads = [t.grad if t is not None else None for t in leaves]
+    return [o.detach() for o in outs] + grads, fast
+
+
+@pytest.mark.parametrize("case", LN_CASES,
+                         ids=lambda c: f"{c[0]}x{c[1]}-{c[2]}-off{c[9]}-grad{c[12] or 'none'}")
+def test_layernorm_bitwise(case, monkeypatch):
+    (fast, ffast), (slow, sfast) = _both(lambda g: _ln_run(case, g), monkeypatch)
+    assert ffast == bool(case[-1]) and not sfast
+    _assert_equal(fast, slow)
+
+
+@pytest.mark.parametrize("sum_dy", [False, True])
+def test_layernorm_strided_x_and_stride0_dy(sum_dy, monkeypatch):
+    case = LN_CASES[2]
+    (fast, ffast), (slow, _) = _both(lambda g: _ln_run(case, g, strided=True, sum_dy=sum_dy),
+                                     monkeypatch)
+    assert ffast
+    _assert_equal(fast, slow)
+
+
+def test_layernorm_cpp_node_taken(monkeypatch):
+    """With quack_cpp._torch built and CPP_EAGER on, the C++ node records the call."""
+    if not reg.CPP_EAGER:
+        pytest.skip("the Python fast path (parameter 'python')")
+    x = torch.randn(8, 1024, device=DEVICE, dtype=bf16, requires_grad=True)
+    y = quack_cpp.layernorm(x, torch.ones(1024, device=DEVICE))
+    assert y.grad_fn.name() == "torch::autograd::CppNode<quack_torch::LayerNormFn>"
+
+
+def test_layernorm_only_residual_out_used(monkeypatch):
+    def go(g):
+        x, r = randn(g, 300, 1024, dtype=bf16), randn(g, 300, 1024, dtype=bf16)
+        w = randn(g, 1024, scale=0.5, shift=1.0)
+        for t in (x, r, w):
+            t.requires_grad_(True)
+        out, h = quack_cpp.layernorm(x, w, residual=r, prenorm=True, residual_dtype=f32)
+        fast = _ln_fast(out)
+        h.backward(randn(g, *h.shape))
+        return [out.detach(), h.detach(), x.grad, r.grad, w.grad], fast
+
+    (fast, ffast), (slow, sfast) = _both(go, monkeypatch)
+    assert ffast and not sfast
+    _assert_equal(fast, slow)
+
+
+def test_layernorm_double_backward(monkeypatch):
+    """create_graph=True: the fast path's backward runs the custom op quack_cpp::layernorm_bwd
+    (no autograd formula): the first-order gradients equal the custom op's, and
+    differentiating them raises as on the custom-op path."""
+    def go(g):
+        x = randn(g, 64, 1024, dtype=bf16).requires_grad_(True)
+        w = randn(g, 1024, scale=0.5, shift=1.0).requires_grad_(True)
+        y = quack_cpp.layernorm(x, w, weight_offset=0.5)
+        fast = _ln_fast(y)
+        gx, gw = torch.autograd.grad(y, (x, w), randn(g, *y.shape, dtype=bf16),
+                                     create_graph=True)
+        with pytest.raises(RuntimeError, match="no autograd formula"):
+            gx.float().sum().backward()
+        return [y.detach(), gx.detach(), gw.detach()], fast
+
+    (fast, ffast), (slow, sfast) = _both(go, monkeypatch)
+    assert ffast and not sfast
+    _assert_equal(fast, slow)
+
+
+@pytest.mark.parametrize("x_dtype", [f32, bf16], ids=str)
+def test_layernorm_module_autocast(x_dtype, monkeypatch):
+    def go(g):
+        m = qnn.LayerNorm(2048, device=DEVICE)
+        with torch.no_grad():
+            m.weight.copy_(randn(g, 2048, scale=0.5, shift=1.0))
+            m.bias.copy_(randn(g, 2048, scale=0.1))
+        x = randn(g, 16, 64, 2048, dtype=x_dtype).requires_grad_(True)
+        with torch.autocast(DEVICE, dtype=bf16):
+            y = m(x)
+        y.backward(randn(g, *y.shape, dtype=y.dtype))
+        return [y.detach(), x.grad, m.weight.grad, m.bias.grad], _ln_fast(y)
 
     (fast, ffast), (slow, sfast) = _both(go, monkeypatch)
     assert ffast and not sfast

@@ -38,6 +38,7 @@ def _t(shape, dtype=0, device=0, ptr=4096, strides=None):
     (dict(out=_t((8, 4096), strides=(0, 1))), r"out has overlapping elements"),
     (dict(rstd=_t((8,), dtype=2)), r"rstd has dtype bfloat16"),
     (dict(eps=-1.0), r"eps"),
+    (dict(weight_offset=float("inf")), r"^rmsnorm_fwd: weight_offset is inf, expected a finite value"),
     (dict(x=(4096, 0, (8, 4096), (4096,), 0)), r"x has 2 sizes but 1 strides"),
 ])
 def test_fwd_validation_is_value_error(kwargs, match):
@@ -56,6 +57,8 @@ def test_bwd_validation_is_value_error():
         _C.rmsnorm_bwd(x, None, x, _t((7,)), None, x, None, None, None, 0, 0, 0)
     with pytest.raises(ValueError, match="dout has shape"):
         _C.rmsnorm_bwd(x, None, _t((8, 8)), _t((8,)), None, x, None, None, None)
+    with pytest.raises(ValueError, match="weight_offset is nan"):
+        _C.rmsnorm_bwd(x, None, x, _t((8,)), None, x, None, None, None, weight_offset=float("nan"))
 
 
 def test_empty_rows_launch_nothing():

@@ -17,9 +17,14 @@ needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CU
 def test_signature_matches_torch():
     ours = inspect.signature(qnn.RMSNorm.__init__).parameters
     theirs = inspect.signature(torch.nn.RMSNorm.__init__).parameters
-    assert list(ours) == list(theirs)
-    for name in ours:
+    # torch's parameters in torch's order with torch's defaults, then our options keyword-only.
+    assert list(ours)[:len(theirs)] == list(theirs)
+    for name in theirs:
         assert ours[name].default == theirs[name].default, name
+    extra = list(ours)[len(theirs):]
+    assert extra == ["weight_offset"]
+    assert ours["weight_offset"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert ours["weight_offset"].default == 0.0
 
 
 @pytest.mark.parametrize("shape,kw", [(4096, {}), ((2, 64), {"eps": 1e-5}),

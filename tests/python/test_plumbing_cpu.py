@@ -113,14 +113,15 @@ def test_no_grad_skips_rstd_and_residual_out():
     x, w, _, r = _inputs((6, 64), torch.float32, torch.float32, True, None, False)
     with Spy():
         quack_cpp.rmsnorm(x, w, residual=r)
-    assert calls[-1][6] is None and calls[-1][7] is False  # inference: no residual_out, rstd
+    # (x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype, store_rstd)
+    assert calls[-1][7] is None and calls[-1][8] is False  # inference: no residual_out, rstd
     w.requires_grad_(True)
     with Spy():
         quack_cpp.rmsnorm(x, w, residual=r)
-    assert calls[-1][6] == torch.float32 and calls[-1][7] is True  # h and rstd for backward
+    assert calls[-1][7] == torch.float32 and calls[-1][8] is True  # h and rstd for backward
     with Spy(), torch.no_grad():
         quack_cpp.rmsnorm(x, w, residual=r, prenorm=True)
-    assert calls[-1][6] == torch.float32 and calls[-1][7] is False
+    assert calls[-1][7] == torch.float32 and calls[-1][8] is False
 
 
 def test_validation_messages():
@@ -139,18 +140,18 @@ def test_opcheck_fake_kernels():
     x, w, b, r = _inputs((5, 64), torch.bfloat16, torch.float32, True, None, True)
     w.requires_grad_(True)  # also checks the autograd registration and AOT dispatch
     for args in [
-        (x, w, b, r, 1e-6, torch.bfloat16, torch.bfloat16, True),
-        (x, w.detach(), None, None, 1e-6, torch.float32, None, False),  # inference form
-        (x, None, None, r, 1e-6, torch.bfloat16, torch.float32, True),
+        (x, w, b, r, 1e-6, 0.0, torch.bfloat16, torch.bfloat16, True),
+        (x, w.detach(), None, None, 1e-6, 1.0, torch.float32, None, False),  # inference form
+        (x, None, None, r, 1e-6, 0.0, torch.bfloat16, torch.float32, True),
     ]:
         torch.library.opcheck(torch.ops.quack_cpp.rmsnorm_fwd.default, args)
     rstd = torch.rand(5) + 0.5
     dy = torch.randn(5, 64).bfloat16()
     for args in [
-        (x, w.detach(), dy, rstd, None, torch.bfloat16, None, True, torch.float32),
-        (x, w.detach(), dy[:1].expand(5, 64), rstd, dy, torch.bfloat16, torch.float32, False,
-         None),
-        (x, None, dy, rstd, None, torch.float32, None, False, None),
+        (x, w.detach(), dy, rstd, None, 0.0, torch.bfloat16, None, True, torch.float32),
+        (x, w.detach(), dy[:1].expand(5, 64), rstd, dy, 1.0, torch.bfloat16, torch.float32,
+         False, None),
+        (x, None, dy, rstd, None, 0.0, torch.float32, None, False, None),
     ]:
         torch.library.opcheck(torch.ops.quack_cpp.rmsnorm_bwd.default, args)
 

@@ -188,7 +188,7 @@ def test_strided_x_keeps_row_stride():
 
 def test_rstd_output():
     x = randn(300, 2048, dtype=bf16)
-    out, _, rstd = torch.ops.quack_cpp.rmsnorm_fwd(x, None, None, None, 1e-6, bf16, None, True)
+    out, _, rstd = torch.ops.quack_cpp.rmsnorm_fwd(x, None, None, None, 1e-6, 0.0, bf16, None, True)
     ref = torch.rsqrt(x.double().pow(2).mean(-1) + 1e-6)
     assert_rule("rstd", rstd, ref, None, rtol_no_torch=1e-5)
 
@@ -404,7 +404,7 @@ def test_bad_device_and_dtype():
         quack_cpp.rmsnorm(x, residual=randn(16, 128, dtype=bf16))
     # The dispatcher's own error for a CPU tensor given to the CUDA-only op.
     with pytest.raises((NotImplementedError, RuntimeError)):
-        torch.ops.quack_cpp.rmsnorm_fwd(x.cpu(), None, None, None, 1e-6, bf16, None, False)
+        torch.ops.quack_cpp.rmsnorm_fwd(x.cpu(), None, None, None, 1e-6, 0.0, bf16, None, False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -497,11 +497,70 @@ def test_opcheck():
     w = randn(1024, scale=0.5, shift=1.0).requires_grad_(True)
     r = randn(37, 1024, dtype=bf16)
     torch.library.opcheck(torch.ops.quack_cpp.rmsnorm_fwd.default,
-                          (x, w, None, r, 1e-6, bf16, bf16, True))
+                          (x, w, None, r, 1e-6, 0.0, bf16, bf16, True))
+    torch.library.opcheck(torch.ops.quack_cpp.rmsnorm_fwd.default,
+                          (x, w, None, None, 1e-6, 1.0, bf16, None, True))
     rstd = torch.rand(37, device=DEVICE) + 0.5
     dy = randn(37, 1024, dtype=bf16)
     torch.library.opcheck(torch.ops.quack_cpp.rmsnorm_bwd.default,
-                          (x, w.detach(), dy, rstd, None, bf16, None, True, None))
+                          (x, w.detach(), dy, rstd, None, 0.0, bf16, None, True, None))
+    torch.library.opcheck(torch.ops.quack_cpp.rmsnorm_bwd.default,
+                          (x, w.detach(), dy, rstd, None, 1.0, bf16, None, True, None))
+
+
+# --------------------------------------------------------------------------------------------
+# weight_offset (Gemma's zero-centred weights: y = h * rstd * (w + offset))
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("offset", [1.0, -0.5])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("M,N", [(257, 4096), (7, 65536), (33, 127)])
+def test_weight_offset(M, N, dtype, offset):
+    def lib_fn(x, w, b, r, eps, prenorm, rd, od):
+        return quack_cpp.rmsnorm(x, w, b, r, eps=eps, prenorm=prenorm, residual_dtype=rd,
+                                 out_dtype=od, weight_offset=offset)
+
+    def ref_fn(x, w, b, r, eps, prenorm, rd, od):
+        return ref_rmsnorm(x, w + offset, b, r, eps, prenorm, rd, od)
+
+    def tch_fn(x, w, b, r, eps, prenorm, rd, od):
+        return torch_rmsnorm(x, w + offset, b, r, eps, prenorm, rd, od)
+
+    x = randn(M, N, dtype=dtype)
+    w = randn(N, scale=0.3)  # zero-centred
+    r = randn(M, N, dtype=dtype)
+    dy = randn(M, N, dtype=dtype)
+    for res in (None, r):
+        lib = run(lib_fn, x, w, None, res, dy=dy)
+        ref = run(ref_fn, x, w, None, res, dy=dy, f64=True)
+        tch = run(tch_fn, x, w, None, res, dy=dy)
+        compare_runs(lib, ref, tch, dtype)
+
+
+def test_weight_offset_without_weight_is_unused():
+    x = randn(33, 4096, dtype=bf16)
+    a = quack_cpp.rmsnorm(x, None, weight_offset=1.0)
+    b = quack_cpp.rmsnorm(x, None)
+    assert torch.equal(a, b)
+
+
+def test_module_weight_offset():
+    N = 1024
+    m = quack_cpp.nn.RMSNorm(N, weight_offset=1.0, device=DEVICE)
+    assert torch.count_nonzero(m.weight) == 0  # 1 - offset
+    plain = quack_cpp.nn.RMSNorm(N, device=DEVICE)
+    x = randn(4, 9, N)
+    torch.testing.assert_close(m(x), plain(x), rtol=0, atol=0)
+    # The torch fallback (CPU) adds the offset too.
+    torch.testing.assert_close(m.cpu()(x.cpu()), plain.cpu()(x.cpu()), rtol=1e-6, atol=1e-6)
+
+
+@cuda_only
+def test_weight_offset_not_finite_is_value_error():
+    x = randn(4, 1024)
+    with pytest.raises(ValueError, match="weight_offset"):
+        quack_cpp.rmsnorm(x, torch.ones(1024, device=DEVICE), weight_offset=float("nan"))
 
 
 # --------------------------------------------------------------------------------------------

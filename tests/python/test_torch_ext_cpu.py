@@ -1,10 +1,10 @@
 """The C++ eager paths (quack_cpp._torch, built by pip where torch is importable: rmsnorm,
-softmax, log_softmax) without a GPU: with their launches skipped (``_set_stub_launches``) and
-CPU tensors let through the route, every case gives the outputs (shape, dtype, strides, None
-where absent), the autograd node, the gradients' metadata and the errors that the Python fast
-path gives. The values are the GPU
-tests' (test_fastpath.py runs every case on both fast paths against the custom ops). Skips
-where the extension is not built."""
+layernorm, softmax, log_softmax) without a GPU: with their launches skipped
+(``_set_stub_launches``) and CPU tensors let through the route, every case gives the outputs
+(shape, dtype, strides, None where absent), the autograd node, the gradients' metadata and the
+errors that the Python fast path gives. The values are the GPU tests' (test_fastpath.py runs
+every case on both fast paths against the custom ops). Skips where the extension is not
+built."""
 
 import pytest
 
@@ -23,8 +23,9 @@ if torch.cuda.is_available():
 from test_fastpath_cpu import RMS_CASES, _cpu_as_cuda  # noqa: E402
 
 sm = pytest.importorskip("quack_cpp.softmax_ops")
+ln = pytest.importorskip("quack_cpp.layernorm_ops")
 
-f32, bf16 = torch.float32, torch.bfloat16
+f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
 
 
 @pytest.fixture
@@ -41,6 +42,9 @@ def stubbed(monkeypatch):
     monkeypatch.setattr(sm, "_C", type("NoLaunch", (), {
         "softmax_fwd": no_launch, "softmax_bwd": no_launch, "log_softmax_fwd": no_launch,
         "log_softmax_bwd": no_launch})())
+    monkeypatch.setattr(ln, "_C", type("NoLaunch", (), {
+        "layernorm_fwd": no_launch, "layernorm_bwd": no_launch,
+        "layernorm_bwd_workspace_size": staticmethod(lambda *a: 0)})())
     ops._torch_ext._set_stub_launches(True)
     yield
     ops._torch_ext._set_stub_launches(False)
@@ -88,9 +92,9 @@ def test_same_outputs_and_gradients_as_the_python_path(stubbed, monkeypatch, cas
 def test_absent_outputs_are_none(stubbed, monkeypatch):
     monkeypatch.setattr(reg, "CPP_EAGER", True)
     x = torch.randn(4, 64)
-    out, res_out, rstd = ops.rmsnorm_fwd(x, None, None, None, 1e-6, f32, None, False)
+    out, res_out, rstd = ops.rmsnorm_fwd(x, None, None, None, 1e-6, 0.0, f32, None, False)
     assert out.shape == (4, 64) and res_out is None and rstd is None
-    out, res_out, rstd = ops.rmsnorm_fwd(x, None, None, x, 1e-6, bf16, f32, True)
+    out, res_out, rstd = ops.rmsnorm_fwd(x, None, None, x, 1e-6, 0.0, bf16, f32, True)
     assert out.dtype == bf16 and res_out.dtype == f32 and rstd.shape == (4,)
 
 
@@ -107,7 +111,7 @@ def test_errors_as_the_python_path(monkeypatch):
             msgs.append(str(e.value))
     assert msgs[:2] == msgs[2:] and "rmsnorm_fwd: " in msgs[0]
     with pytest.raises(ValueError, match="rmsnorm_fwd: x has 3 dimensions"):
-        ops._torch_ext.rmsnorm_fwd(torch.randn(2, 3, 4), None, None, None, 1e-6, f32, None,
+        ops._torch_ext.rmsnorm_fwd(torch.randn(2, 3, 4), None, None, None, 1e-6, 0.0, f32, None,
                                    False)
 
 
@@ -177,3 +181,152 @@ def test_softmax_errors_and_double_backward(stubbed, monkeypatch):
             gx.sum().backward()
     finally:
         lib._destroy()
+
+
+# --------------------------------------------------------------------------------------------
+# layernorm (LayerNormFn)
+# --------------------------------------------------------------------------------------------
+
+LN_CASES = [
+    # shape, x dtype, weight dtype, residual, its dtype, bias, prenorm, residual_dtype arg,
+    # out_dtype, weight_offset, return_mean, return_rstd, which of x, w, b, r require grad
+    ((4, 3, 64), f32, f32, False, None, False, False, None, None, 0.0, False, False, "xw"),
+    ((4, 3, 64), bf16, f32, False, None, True, False, None, None, 1.0, True, True, "xwb"),
+    ((5, 64), bf16, bf16, True, None, False, False, None, None, 0.0, False, True, "xwr"),
+    ((5, 64), bf16, f32, True, None, True, True, None, f32, 0.5, True, False, "xwbr"),
+    ((2, 5, 64), bf16, f32, True, f32, False, True, None, None, 0.0, False, False, "xr"),
+    ((2, 5, 64), f16, f32, True, None, False, True, f32, None, 0.0, True, True, "w"),
+    ((7, 64), bf16, f32, False, None, False, True, f32, None, 0.0, False, False, "x"),
+    ((7, 64), bf16, None, False, None, True, True, None, None, 0.0, True, True, "xb"),
+    ((64,), f32, f32, False, None, False, False, None, None, 0.0, True, True, ""),
+    ((5, 64), bf16, f32, True, f32, True, True, None, None, 0.0, False, False, ""),
+    ((5, 64), bf16, f32, True, bf16, True, False, None, None, 0.0, False, False, "b"),
+    ((6, 64), f32, None, True, None, False, False, None, None, 0.0, False, True, "r"),
+]
+
+
+def _ln_leaves(case):
+    shape, dtype, wdtype, residual, rdtype = case[:5]
+    bias, req = case[5], case[-1]
+    g = torch.Generator().manual_seed(0)
+    N = shape[-1]
+    x = torch.randn(shape, generator=g).to(dtype)
+    w = (1 + 0.5 * torch.randn(N, generator=g)).to(wdtype) if wdtype is not None else None
+    b = (0.1 * torch.randn(N, generator=g)).to(wdtype or dtype) if bias else None
+    r = torch.randn(shape, generator=g).to(rdtype or dtype) if residual else None
+    return [t.requires_grad_(k in req) if t is not None else None
+            for k, t in zip("xwbr", (x, w, b, r))]
+
+
+def _ln_run(case, cpp, monkeypatch):
+    monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+    prenorm, rd_arg, out_dtype, offset, ret_mean, ret_rstd = case[6:12]
+    leaves = _ln_leaves(case)
+    outs = quack_cpp.layernorm(*leaves, eps=1e-5, prenorm=prenorm, residual_dtype=rd_arg,
+                               out_dtype=out_dtype, weight_offset=offset, return_mean=ret_mean,
+                               return_rstd=ret_rstd)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    base = outs[0] if outs[0]._base is None else outs[0]._base
+    node = base.grad_fn
+    diff = [o for o in outs if o.requires_grad]
+    if diff:
+        torch.autograd.backward(diff, [torch.zeros(o.shape, dtype=o.dtype) for o in diff])
+    return [_meta(o) for o in outs] + [_meta(t.grad) if t is not None else None
+                                       for t in leaves], node
+
+
+@pytest.mark.parametrize("case", LN_CASES, ids=lambda c: f"{c[0]}-{c[1]}-w{c[2]}-r{c[3]}{c[4]}"
+                         f"-b{c[5]}-pre{c[6]}-rd{c[7]}-out{c[8]}-off{c[9]}-m{c[10]:d}{c[11]:d}"
+                         f"-grad{c[12] or 'none'}")
+def test_layernorm_same_outputs_and_gradients_as_the_python_path(stubbed, monkeypatch, case):
+    cpp, cpp_node = _ln_run(case, True, monkeypatch)
+    py, py_node = _ln_run(case, False, monkeypatch)
+    assert cpp == py
+    if case[-1]:
+        assert cpp_node.name() == "torch::autograd::CppNode<quack_torch::LayerNormFn>"
+        assert ln.layernorm_fwd.is_fast_node(cpp_node) and ln.layernorm_fwd.is_fast_node(py_node)
+    else:
+        assert cpp_node is None or not ln.layernorm_fwd.is_fast_node(cpp_node)
+
+
+@pytest.mark.parametrize("used", ["residual_out", "both_retained"])
+def test_layernorm_only_residual_out_used(stubbed, monkeypatch, used):
+    # d(out) is None (stride-0 zeros in the backward) on both paths alike; with the graph
+    # retained, a second backward gives the same metadata again.
+    def go(cpp):
+        monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+        x, r = (torch.randn(6, 64, dtype=bf16).requires_grad_(True) for _ in range(2))
+        w = torch.ones(64, requires_grad=True)
+        out, h = quack_cpp.layernorm(x, w, residual=r, prenorm=True, residual_dtype=f32)
+        if used == "residual_out":
+            h.backward(torch.ones_like(h))
+        else:
+            for _ in range(2):
+                torch.autograd.backward([out, h], [torch.ones_like(out), torch.ones_like(h)],
+                                        retain_graph=True)
+        return [_meta(t) for t in (out, h, x.grad, r.grad, w.grad)]
+
+    assert go(True) == go(False)
+
+
+def test_layernorm_absent_outputs_are_none(stubbed, monkeypatch):
+    monkeypatch.setattr(reg, "CPP_EAGER", True)
+    x = torch.randn(4, 64)
+    out, res_out, mean, rstd = ln.layernorm_fwd(x, None, None, None, 1e-5, 0.0, f32, None, False)
+    assert out.shape == (4, 64) and res_out is None and mean is None and rstd is None
+    x.requires_grad_(True)
+    out, res_out, mean, rstd = ln.layernorm_fwd(x, None, None, x, 1e-5, 0.0, bf16, f32, True)
+    assert out.dtype == bf16 and res_out.dtype == f32
+    assert mean.shape == rstd.shape == (4,) and mean.dtype == rstd.dtype == f32
+    assert out.requires_grad and res_out.requires_grad
+    assert not mean.requires_grad and not rstd.requires_grad  # non-differentiable, as Python's
+
+
+def test_layernorm_errors_as_the_python_path(monkeypatch):
+    # Real launches on host tensors: both paths reach the C++ API and raise its error.
+    monkeypatch.setattr(reg, "_is_plain_cuda", _cpu_as_cuda)
+    monkeypatch.setattr(reg, "DEVICE_TYPES", reg.DEVICE_TYPES + ("cpu",))
+    msgs = []
+    for cpp in (True, False):
+        monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+        for args, kw in (((torch.randn(4, 64), torch.ones(63)), {}), ((torch.randn(4, 64),), {}),
+                         ((torch.randn(4, 64),), {"eps": -1.0}),
+                         ((torch.randn(4, 64), torch.ones(64)),
+                          {"weight_offset": float("inf")})):
+            with pytest.raises(ValueError) as e:
+                quack_cpp.layernorm(*args, **kw)
+            msgs.append(str(e.value))
+    assert msgs[:4] == msgs[4:] and all("layernorm_fwd: " in m for m in msgs)
+    with pytest.raises(ValueError, match="layernorm_fwd: x has 3 dimensions"):
+        ln._torch_ext.layernorm_fwd(torch.randn(2, 3, 4), None, None, None, 1e-5, 0.0, f32,
+                                    None, False)
+
+
+def test_layernorm_backward_without_stats_raises_like_the_python_path(stubbed, monkeypatch):
+    msgs = []
+    for cpp in (True, False):
+        monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+        x = torch.randn(4, 64, requires_grad=True)
+        out = ln.layernorm_fwd(x, None, None, None, 1e-5, 0.0, f32, None, False)[0]
+        with pytest.raises(RuntimeError) as e:
+            out.sum().backward()
+        msgs.append(str(e.value))
+    assert "store_stats=False" in msgs[0] and msgs[1] in msgs[0]
+
+
+def test_layernorm_double_backward_raises_like_the_custom_op(stubbed, monkeypatch):
+    for cpp in (True, False):
+        monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+        x = torch.randn(4, 64, requires_grad=True)
+        w = torch.ones(64, requires_grad=True)
+        y = quack_cpp.layernorm(x, w, weight_offset=0.5)
+        assert ln.layernorm_fwd.is_fast_node(y.grad_fn)
+        lib = torch.library.Library("quack_cpp", "IMPL")  # the custom op's kernel for CPU
+        lib.impl("layernorm_bwd", ln.layernorm_bwd.kernel, "CPU")
+        try:
+            gx, gw = torch.autograd.grad(y.square().sum(), (x, w), create_graph=True)
+            assert gx.requires_grad and gx.grad_fn is not None
+            with pytest.raises(RuntimeError, match="no autograd formula"):
+                gx.sum().backward()
+        finally:
+            lib._destroy()

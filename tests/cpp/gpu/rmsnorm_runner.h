@@ -2,7 +2,9 @@
 // float64 reference (reference/rmsnorm_ref.h) under the tolerance table (reference/tolerance.h).
 // Inputs are random (never zero, fixed seed), rounded to their dtype before upload; outputs
 // are NaN-poisoned before the call, so an unwritten element fails; the padding of strided
-// outputs must stay untouched.
+// outputs must stay untouched. A case runs through the public API, or through a forced
+// configuration of the row skeleton (kRowConfigs index; kRowConfigCount: the general policy;
+// norm/rmsnorm_internal.h), which must take it.
 #pragma once
 
 #include <optional>
@@ -11,10 +13,12 @@
 #include <vector>
 
 #include "gpu/gpu_util.h"
-#include "norm/rmsnorm_tuning.h"
+#include "norm/rmsnorm_internal.h"
 #include "quack/norm.h"
 #include "reference/random.h"
 #include "reference/rmsnorm_ref.h"
+#include "row/row_config.h"
+#include "row/row_op.h"
 
 namespace quack::test {
 
@@ -27,25 +31,19 @@ inline std::string layout_name(const Layout& l) {
 
 // ---------------------------------------------------------------- forward
 
-using detail::RmsNormFwdPath;
-
-inline const char* path_name(RmsNormFwdPath p) {
-  return p == RmsNormFwdPath::kSimple ? "simple" : "staged";
+/// "auto" (the public API's plan), a kRowConfigs name, or "general".
+inline std::string config_name(int config) {
+  if (config < 0) return "auto";
+  if (config >= detail::kRowConfigCount) return "general";
+  return detail::kRowConfigs[config].name;
 }
 
-/// Sets the forward path rmsnorm_fwd takes for the guard's lifetime (process-wide).
-class ScopedFwdPath {
- public:
-  explicit ScopedFwdPath(RmsNormFwdPath p) : previous_(detail::rmsnorm_fwd_path()) {
-    detail::set_rmsnorm_fwd_path(p);
-  }
-  ~ScopedFwdPath() { detail::set_rmsnorm_fwd_path(previous_); }
-  ScopedFwdPath(const ScopedFwdPath&) = delete;
-  ScopedFwdPath& operator=(const ScopedFwdPath&) = delete;
-
- private:
-  RmsNormFwdPath previous_;
-};
+/// The weight as the kernels use it: w + offset (the reference's weight); none when absent.
+inline std::vector<double> shifted(const std::vector<double>& w, double offset) {
+  std::vector<double> r(w);
+  for (double& v : r) v += offset;
+  return r;
+}
 
 struct FwdCase {
   int64_t M = 1, N = 1;
@@ -58,11 +56,11 @@ struct FwdCase {
   bool out_aliases_x = false;               // in place: out = x (same dtype and layout)
   bool residual_out_aliases_residual = false;
   float eps = 1e-6f;
+  float offset = 0.f;  // weight_offset
   uint64_t seed = 1;
-  // Simple path: require that rmsnorm_fwd takes it (under ScopedFwdPath(kSimple)), or run
-  // entry simple_config of kSimpleFwdConfigs through rmsnorm_fwd_with_path and require it.
-  bool require_simple = false;
-  int simple_config = -1;
+  int config = -1;     // forced plan entry (kRowConfigCount: general); -1: the public API
+  bool require_vector = false;  // the public API must plan a vector policy
+  bool allow_untaken = false;   // a forced configuration may refuse the case (nothing runs)
 
   DType out_dtype() const { return out ? *out : x; }
   std::string name() const {
@@ -76,8 +74,8 @@ struct FwdCase {
     if (rstd) s << " rstd" << (rstd_stride != 1 ? "[s" + std::to_string(rstd_stride) + "]" : "");
     if (out_aliases_x) s << " out=x";
     if (residual_out_aliases_residual) s << " res_out=res";
-    if (simple_config >= 0) s << " simple[" << detail::kSimpleFwdConfigs[simple_config].name << "]";
-    s << " path=" << path_name(detail::rmsnorm_fwd_path());
+    if (offset != 0.f) s << " offset=" << offset;
+    s << " config=" << config_name(config);
     return s.str();
   }
 };
@@ -96,6 +94,7 @@ inline void run_fwd(const FwdCase& c) {
   RmsNormFwdArgs a;
   a.x = dx.ref;
   a.eps = c.eps;
+  a.weight_offset = c.offset;
   if (c.weight) {
     dw = upload_vector(w, *c.weight, N, c.weight_stride);
     a.weight = dw.ref;
@@ -129,22 +128,23 @@ inline void run_fwd(const FwdCase& c) {
     a.rstd = drstd.ref;
   }
 
-  if (c.simple_config >= 0) {
-    ASSERT_EQ(detail::rmsnorm_fwd_simple_config(a, c.simple_config), c.simple_config)
-        << "the simple path does not take this case";
-    ASSERT_NO_THROW(detail::rmsnorm_fwd_with_path(a, RmsNormFwdPath::kSimple, c.simple_config,
-                                                  nullptr));
+  if (c.config >= 0) {
+    const detail::RowCall call = detail::rmsnorm_fwd_call(a);
+    const detail::RowPlan plan = detail::plan_row_call(call, c.config);
+    if (plan.policy == detail::RowPolicy::kNone && c.allow_untaken) return;
+    ASSERT_NE(plan.policy, detail::RowPolicy::kNone) << "the forced configuration does not take it";
+    ASSERT_NO_THROW(detail::run_row_call(call, plan, nullptr));
   } else {
-    if (c.require_simple) {
-      ASSERT_EQ(detail::rmsnorm_fwd_path(), RmsNormFwdPath::kSimple);
-      ASSERT_GE(detail::rmsnorm_fwd_simple_config(a), 0)
-          << "the simple path does not take this case";
+    if (c.require_vector) {
+      const detail::RowPlan plan = detail::plan_row_call(detail::rmsnorm_fwd_call(a));
+      ASSERT_NE(plan.policy, detail::RowPolicy::kGeneral) << "expected a vector policy";
     }
     ASSERT_NO_THROW(rmsnorm_fwd(a, nullptr));
   }
   QUACK_CUDA_OK(cudaDeviceSynchronize());
 
-  const auto ref = ref::rmsnorm_fwd_ref(M, N, x.data(), c.weight ? w.data() : nullptr,
+  const std::vector<double> w_eff = shifted(w, c.offset);
+  const auto ref = ref::rmsnorm_fwd_ref(M, N, x.data(), c.weight ? w_eff.data() : nullptr,
                                         c.bias ? b.data() : nullptr,
                                         c.residual ? res.data() : nullptr, c.eps);
   const DeviceTensor& out_t = c.out_aliases_x ? dx : dout;
@@ -176,8 +176,10 @@ struct BwdCase {
   int64_t rstd_stride = 1;
   bool dx_aliases_dout = false;  // in place: dx = dout (same dtype and layout)
   float eps = 1e-6f;
+  float offset = 0.f;            // weight_offset
   uint64_t seed = 1;
   bool weight_ones = false;      // weight = 1 (C01)
+  int config = -1;               // forced plan entry (kRowConfigCount: general); -1: the API
 
   DType dout_dtype() const { return dout ? *dout : x; }
   DType dx_dtype() const { return dx ? *dx : x; }
@@ -194,16 +196,37 @@ struct BwdCase {
     if (dbias) s << " db=" << short_name(*dbias);
     if (rstd_stride != 1) s << " rstd[s" << rstd_stride << "]";
     if (dx_aliases_dout) s << " dx=dout";
+    if (offset != 0.f) s << " offset=" << offset;
+    s << " config=" << config_name(config);
     return s.str();
   }
 };
 
-/// Workspace for a backward call, sized by rmsnorm_bwd_workspace_size.
-inline DeviceBuffer bwd_workspace(const RmsNormBwdArgs& a, size_t* bytes) {
-  *bytes = rmsnorm_bwd_workspace_size(a);
+/// Workspace for a backward call, sized by rmsnorm_bwd_workspace_size (or, for a forced
+/// configuration, by the plan's row_call_workspace).
+inline DeviceBuffer bwd_workspace(const RmsNormBwdArgs& a, int config, size_t* bytes) {
+  if (config < 0) {
+    *bytes = rmsnorm_bwd_workspace_size(a);
+  } else {
+    const detail::RowCall call = detail::rmsnorm_bwd_call(a);
+    detail::RowPlan plan = detail::plan_row_call(call, config);
+    *bytes = detail::row_call_workspace(call, plan);
+  }
   DeviceBuffer ws(*bytes);
   ws.poison();
   return ws;
+}
+
+/// rmsnorm_bwd, or the forced configuration's plan (which must take the case).
+inline void run_bwd_call(const RmsNormBwdArgs& a, int config, void* ws, size_t bytes) {
+  if (config < 0) {
+    EXPECT_NO_THROW(rmsnorm_bwd(a, ws, bytes, nullptr));
+    return;
+  }
+  const detail::RowCall call = detail::rmsnorm_bwd_call(a);
+  detail::RowPlan plan = detail::plan_row_call(call, config);
+  ASSERT_NE(plan.policy, detail::RowPolicy::kNone) << "the forced configuration does not take it";
+  EXPECT_NO_THROW(detail::run_row_call(call, plan, nullptr, ws, bytes));
 }
 
 struct BwdResult {  // raw results, for bitwise comparisons between runs
@@ -230,6 +253,7 @@ inline BwdResult run_bwd(const BwdCase& c, int runs = 1) {
   DeviceTensor dx_in = upload(x, c.x, M, N, c.x_l), dwt, ddy, ddro, drstd, ddx, ddres, ddw, ddb;
   RmsNormBwdArgs a;
   a.x = dx_in.ref;
+  a.weight_offset = c.offset;
   if (c.weight) {
     dwt = upload_vector(w, *c.weight, N);
     a.weight = dwt.ref;
@@ -263,7 +287,7 @@ inline BwdResult run_bwd(const BwdCase& c, int runs = 1) {
 
   size_t ws_bytes = 0;
   DeviceBuffer ws;
-  EXPECT_NO_THROW(ws = bwd_workspace(a, &ws_bytes));
+  EXPECT_NO_THROW(ws = bwd_workspace(a, c.config, &ws_bytes));
   if ((c.dweight || c.dbias) && M > 0) {
     EXPECT_GT(ws_bytes, 0u);
   }
@@ -271,8 +295,10 @@ inline BwdResult run_bwd(const BwdCase& c, int runs = 1) {
     EXPECT_EQ(ws_bytes, 0u);
   }
   const DeviceTensor& dx_t = c.dx_aliases_dout ? ddy : ddx;
-  const auto ref = ref::rmsnorm_bwd_ref(M, N, x.data(), c.weight ? w.data() : nullptr, dy.data(),
-                                        rstd.data(), c.dresidual_out ? dro.data() : nullptr);
+  const std::vector<double> w_eff = shifted(w, c.offset);
+  const auto ref = ref::rmsnorm_bwd_ref(M, N, x.data(), c.weight ? w_eff.data() : nullptr,
+                                        dy.data(), rstd.data(),
+                                        c.dresidual_out ? dro.data() : nullptr);
   for (int run = 0; run < runs; ++run) {
     SCOPED_TRACE("run " + std::to_string(run));
     if (run > 0) {  // fresh poison (and fresh dout for in place)
@@ -282,7 +308,7 @@ inline BwdResult run_bwd(const BwdCase& c, int runs = 1) {
       if (c.dbias) ddb.poison();
       ws.poison();
     }
-    EXPECT_NO_THROW(rmsnorm_bwd(a, ws.get(), ws_bytes, nullptr));
+    run_bwd_call(a, c.config, ws.get(), ws_bytes);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
     if (run == 0) {  // later runs: bitwise equal to run 0 (below)

@@ -298,17 +298,17 @@ INSTANTIATE_TEST_SUITE_P(Layouts, GemmCases, ::testing::ValuesIn(layout_cases())
                          [](const ::testing::TestParamInfo<Named>& i) { return std::string(i.param.name); });
 
 // Two calls on one stream with different shapes reuse the kernel (attributes set once) and
-// leave no error behind; a misaligned stride still throws before any launch.
+// leave no error behind; mismatched K still throws before any launch.
 class Gemm : public GpuTest {};
 
 TEST_F(Gemm, RepeatedCallsAndErrorAfterwards) {
   run_case(mk(256, 256, 128));
   run_case(mk(300, 260, 70));
-  DeviceTensor A = alloc_tensor(DType::kBFloat16, 64, 63);  // lda = 63: not 16-byte rows
+  DeviceTensor A = alloc_tensor(DType::kBFloat16, 64, 63);
   Layout lb;
   lb.row_stride = 1;
   lb.col_stride = 64;
-  DeviceTensor B = alloc_tensor(DType::kBFloat16, 63, 64, lb);
+  DeviceTensor B = alloc_tensor(DType::kBFloat16, 62, 64, lb);  // K = 62, a has K = 63
   DeviceTensor D = alloc_tensor(DType::kBFloat16, 64, 64);
   GemmArgs args;
   args.a = A.ref;

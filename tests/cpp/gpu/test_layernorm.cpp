@@ -14,6 +14,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 #include <tuple>
 #include <vector>
@@ -119,7 +121,8 @@ std::vector<Shape> config_rows(int config, int elt) {
     case RowPolicy::kRing:
       return {{600, chunk}, {600, chunk + vec}, {5, 3 * chunk - vec}, {3, 16 * chunk}};
     case RowPolicy::kStaged: {
-      const int64_t cta = int64_t{detail::kRowStagedMaxRowThreads} * k.vecs * vec;  // one CTA's row
+      const int64_t cta = int64_t{std::min(detail::kRowStagedMaxRowThreads, k.threads())} * k.vecs *
+                          vec;  // one CTA's row
       return {{3000, vec}, {1500, 128}, {700, 2048 + vec}, {300, cta}, {200, 2 * cta},
               {40, 16 * cta}};
     }
@@ -245,8 +248,10 @@ TEST_P(LayerNormOptions, Residuals) {
         c.residual.reset();  // residual_out without a residual: h = x stored
         c.residual_out = t;
         run_layernorm_case(c);
-        c.residual = DType::kFloat32;  // fp32 residual stream: the general policy
+        c.residual = DType::kFloat32;  // fp32 residual stream (16-bit x: its own instances)
         c.residual_out = DType::kFloat32;
+        run_layernorm_case(c);
+        c.residual.reset();  // the first layer of an fp32 residual stream: h = x stored in fp32
         run_layernorm_case(c);
       } else {
         c.dresidual_out = t;
@@ -257,9 +262,17 @@ TEST_P(LayerNormOptions, Residuals) {
         c.dresidual_out.reset();
         c.dresidual = t;
         run_layernorm_case(c);
-        c.dresidual_out = DType::kFloat32;  // mixed dtypes: the general policy
+        c.dresidual_out = DType::kFloat32;  // mixed dtypes with 16-bit x: the general policy
         c.dresidual = DType::kFloat32;
         run_layernorm_case(c);
+        if (t != DType::kFloat32) {
+          // The prenorm backward of an fp32 residual stream: h, dresidual_out, dresidual fp32,
+          // dout and dx in t (its own instances).
+          c.x = DType::kFloat32;
+          c.dout = t;
+          c.out = t;
+          run_layernorm_case(c);
+        }
       }
     }
 }

@@ -1,9 +1,11 @@
 // Tier 2: rmsnorm_fwd on the device against the float64 reference. Skips without a GPU.
-// Every suite runs on both forward paths (staged and simple, rmsnorm_tuning.h); cases the
-// simple path takes must take it (require_simple), the others fall back to the staged one.
+// The option and layout suites run twice: through the public API (cases the vector policies
+// take must take them: require_vector) and on the general policy (forced); every compiled
+// configuration of the row skeleton runs on its own suite with each dtype mix and option.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -12,16 +14,16 @@
 #include "gpu/rmsnorm_runner.h"
 #include "quack/errors.h"
 #include "quack/norm.h"
+#include "row/row_config.h"
 
 namespace quack::test {
 namespace {
 
 using Shape = std::pair<int64_t, int64_t>;  // (M, N)
 
-// Vector path (N a multiple of 16 bytes; N ≤ 524288 for 16-bit x, 262144 for fp32),
-// clusters (long rows), general path (odd N, N beyond the vector limit), many short rows.
-// Simple path: one warp per row with a partial last CTA (130 x 1024, 65537 x 16), single pass
-// (4096, 8192, 16384, 32768) and looped (65536 and up).
+// Vector policies (N a multiple of 16 bytes): rows in registers with a partial last CTA
+// (130 x 1024, 65537 x 16), one pass (4096 ... 32768), clusters (65536 ... 524288), two passes
+// (524296); the general policy (odd N); many short rows.
 const std::vector<Shape> kShapes = {
     {1, 1},      {33, 1},     {7, 127},    {5, 127},    {100, 500},   {16, 1024},
     {130, 1024}, {64, 4096},  {257, 8192}, {5, 16384},  {9, 32768},   {7, 65536},
@@ -37,123 +39,195 @@ const std::vector<DtypePair> kDtypes = {{DType::kFloat32, DType::kFloat32},
                                         {DType::kBFloat16, DType::kBFloat16},
                                         {DType::kBFloat16, DType::kFloat32}};
 
-const RmsNormFwdPath kPaths[] = {RmsNormFwdPath::kStaged, RmsNormFwdPath::kSimple};
+using detail::kRowConfigCount;
+using detail::kRowConfigs;
+using detail::RowPolicy;
 
-// Whether the simple path takes case c: rmsnorm_tuning.h's list (weight in x's dtype or fp32,
-// no bias, out in x's dtype, residual and residual_out in x's dtype, residual_out only with a
-// residual, 16-byte rows of contiguous columns).
-bool simple_expected(const FwdCase& c) {
-  const int64_t vec = 16 / dtype_size(c.x);
+// The public API (-1) and the general policy.
+const int kPlans[] = {-1, kRowConfigCount};
+
+// Whether the vector policies take case c (an instance of its dtypes: row_ops.cmake's rmsnorm
+// lines; 16-byte rows of contiguous columns; contiguous aligned vectors).
+bool vector_expected(const FwdCase& c) {
+  const DType x = c.x, f32 = DType::kFloat32;
+  const bool res = c.residual || c.residual_out;
+  if (c.weight && *c.weight != x && *c.weight != f32) return false;
+  if (c.bias && *c.bias != x && *c.bias != f32) return false;
+  if (c.weight && c.bias && *c.bias != *c.weight) return false;
+  if (c.weight_stride != 1) return false;
+  if (c.out_dtype() != x) return false;
+  if (res) {
+    // The residual stream in x's dtype, or both ends fp32 (16-bit x, no bias).
+    const DType r = c.residual ? *c.residual : *c.residual_out;
+    if (c.residual && c.residual_out && *c.residual != *c.residual_out) return false;
+    if (r != x && (r != f32 || x == f32 || c.bias)) return false;
+  }
+  const int64_t vec = 16 / dtype_size(x);
   auto rows_ok = [&](const Layout& l) {
     return (l.col_stride == 1 || c.N == 1) && l.offset % vec == 0 &&
            (l.row_stride < 0 || c.M == 1 || l.row_stride % vec == 0);
   };
-  if (!c.weight || (*c.weight != c.x && *c.weight != DType::kFloat32) || c.weight_stride != 1)
-    return false;
-  if (c.bias || c.out_dtype() != c.x) return false;
-  if (c.residual && *c.residual != c.x) return false;
-  if (c.residual_out && (!c.residual || *c.residual_out != c.x)) return false;
   if (c.N % vec != 0) return false;
-  if (detail::simple_fwd_config(c.N * dtype_size(c.x), dtype_size(c.x), c.residual.has_value()) < 0) return false;  // the table routes this row size to staged
   return rows_ok(c.x_l) && rows_ok(c.out_l) && (!c.residual || rows_ok(c.res_l)) &&
          (!c.residual_out || rows_ok(c.res_out_l));
 }
 
-using ShapeParam = std::tuple<Shape, DtypePair, RmsNormFwdPath>;
+using ShapeParam = std::tuple<Shape, DtypePair, int>;
 class RmsNormFwdShapes : public GpuTest, public ::testing::WithParamInterface<ShapeParam> {};
 
 TEST_P(RmsNormFwdShapes, MatchesReference) {
-  const auto [shape, dt, path] = GetParam();
-  ScopedFwdPath guard(path);
+  const auto [shape, dt, plan] = GetParam();
   FwdCase c;
   c.M = shape.first;
   c.N = shape.second;
   c.x = dt.x;
   c.weight = dt.w;
   c.seed = static_cast<uint64_t>(c.M * 1000003 + c.N);
-  c.require_simple = path == RmsNormFwdPath::kSimple && simple_expected(c);
+  c.config = plan;
+  c.require_vector = plan < 0 && vector_expected(c);
   run_fwd(c);
 }
 
 std::string shape_name(const ::testing::TestParamInfo<ShapeParam>& info) {
-  const auto [s, d, path] = info.param;
+  const auto [s, d, plan] = info.param;
   return "M" + std::to_string(s.first) + "_N" + std::to_string(s.second) + "_x" +
-         short_name(d.x) + "_w" + short_name(d.w) + "_" + path_name(path);
+         short_name(d.x) + "_w" + short_name(d.w) + "_" + config_name(plan);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, RmsNormFwdShapes,
                          ::testing::Combine(::testing::ValuesIn(kShapes), ::testing::ValuesIn(kDtypes),
-                                            ::testing::ValuesIn(kPaths)),
+                                            ::testing::ValuesIn(kPlans)),
                          shape_name);
 
-// Every compiled simple instance (kSimpleFwdConfigs), each weight dtype and residual variant,
-// on rows that fill its capacity, end inside its last vector group, or (looped) take 2.5 chunks.
-class RmsNormFwdSimpleConfigs : public GpuTest,
-                                public ::testing::WithParamInterface<int> {};
+// ------------------------------------------------------------------ every configuration
 
-TEST_P(RmsNormFwdSimpleConfigs, MatchesReference) {
-  const int cfg = GetParam();
-  const detail::SimpleFwdConfig& k = detail::kSimpleFwdConfigs[cfg];
-  uint64_t seed = 3000 + 100 * cfg;
-  for (DType xt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
-    const int64_t vec = 16 / dtype_size(xt);
-    const int64_t cap = k.capacity_bytes() / dtype_size(xt);  // elements per pass
-    const int64_t slice = k.slice_bytes() / dtype_size(xt);    // prefetch: per CTA
-    std::vector<int64_t> ns = {vec, cap / 2 + vec, cap};
-    if (k.looped) ns.push_back(2 * cap + cap / 2 + vec);
-    // Prefetch: one CTA, a cluster of 2 with a one-vector last slice, 3 (not a power of two).
-    if (k.prefetch) ns = {vec, slice / 2 + vec, slice, slice + vec, 3 * slice - vec, cap};
-    for (int64_t N : ns)
-      for (int variant = 0; variant < (k.no_residual ? 2 : 4); ++variant) {
-        FwdCase c;
-        // A partial last CTA when rows > 1; prefetch: more rows than resident clusters (each
-        // CTA loops, the copy and reduction barriers change phase) at two row lengths.
-        c.M = k.prefetch && (N == slice || N == slice + vec) ? 397 : 2 * k.rows + 1;
-        c.N = N;
-        c.x = xt;
-        c.weight = variant % 2 == 0 ? DType::kFloat32 : xt;
-        if (variant >= 2) {
-          c.residual = xt;
-          c.residual_out = xt;
-        }
-        if (variant == 3) c.residual_out.reset();  // residual without residual_out
-        c.simple_config = cfg;
-        c.seed = ++seed;
-        run_fwd(c);
-      }
+// Rows to run a configuration on, in elements of an `elt`-byte input (as the LayerNorm tests):
+// one vector, half the capacity plus one vector, the capacity; looped: 2.5 passes; ring: one
+// CTA's slice, a slice plus one vector (more rows than resident clusters: each CTA loops, the
+// copy and reduction barriers change phase), three slices less a vector, 16 slices; staged:
+// small rows packed into CTAs, rows over one CTA, over a cluster of 2 and of 16 CTAs.
+std::vector<Shape> config_rows(int config, int elt) {
+  const int64_t vec = 16 / elt;
+  if (config == kRowConfigCount) return {{3, 1}, {37, 300}, {5, 4097}, {2, 70001}, {700, 128}};
+  const detail::RowConfig& k = kRowConfigs[config];
+  const int64_t chunk = k.chunk_bytes() / elt;
+  const int64_t rows = 2 * k.rows + 1;
+  switch (k.policy) {
+    case RowPolicy::kRegister:
+      return {{rows, vec}, {rows, chunk / 2 + vec}, {rows, chunk}};
+    case RowPolicy::kLooped:
+      return {{3, vec}, {3, chunk}, {3, 2 * chunk + chunk / 2 + vec}};
+    case RowPolicy::kRing:
+      return {{600, chunk}, {600, chunk + vec}, {5, 3 * chunk - vec}, {3, 16 * chunk}};
+    case RowPolicy::kStaged: {
+      const int64_t cta = int64_t{std::min(detail::kRowStagedMaxRowThreads, k.threads())} *
+                          k.vecs * vec;  // one CTA's row
+      return {{3000, vec}, {700, 2048 + vec}, {300, cta}, {200, 2 * cta}, {40, 16 * cta}};
+    }
+    default:
+      return {};
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, RmsNormFwdSimpleConfigs,
-                         ::testing::Range(0, detail::kSimpleFwdConfigCount),
+// The forward's variants on every configuration: the weight in x's dtype or fp32, the residual
+// stream (x's dtype; fp32 for 16-bit x; residual_out alone), a bias, and an offset.
+struct FwdVariant {
+  const char* name;
+  bool residual, residual_out, res_f32, bias;
+  float offset;
+};
+const FwdVariant kVariants[] = {
+    {"plain", false, false, false, false, 0.f},   {"offset", false, false, false, false, 1.f},
+    {"residual", true, true, false, false, 0.f},  {"res_f32", true, true, true, false, 0.f},
+    {"res_out", false, true, false, false, 0.f},  {"res_f32_in", true, false, true, false, 0.f},
+    {"bias", false, false, false, true, 0.5f},    {"res_bias", true, true, false, true, 0.f},
+};
+
+class RmsNormFwdConfigs : public GpuTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(RmsNormFwdConfigs, MatchesReference) {
+  const int config = GetParam();
+  uint64_t seed = 3000 + 100 * config;
+  int ran = 0;
+  for (DType xt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
+    for (DType wt : {DType::kFloat32, xt}) {
+      if (xt == DType::kFloat32 && wt != DType::kFloat32) continue;
+      for (const FwdVariant& v : kVariants) {
+        if (v.res_f32 && xt == DType::kFloat32) continue;
+        const DType rt = v.res_f32 ? DType::kFloat32 : xt;
+        // The instance's shape, for row_config_usable: streams, their 16-byte words per
+        // vector, the vectors.
+        const int n_in = v.residual || v.residual_out ? 2 : 1;
+        const int elt = dtype_size(xt);
+        const int words = 1 + (n_in == 2 ? dtype_size(rt) / elt : 0);
+        const int n_cols = v.bias ? 2 : 1;
+        const bool usable =
+            config == kRowConfigCount ||
+            detail::row_config_usable(kRowConfigs[config], n_in, 1, n_cols, elt, 0,
+                                      dtype_size(wt), words, true);
+        if (!usable) continue;
+        for (const Shape& s : config_rows(config, elt)) {
+          FwdCase c;
+          c.M = s.first;
+          c.N = s.second;
+          c.x = xt;
+          c.weight = wt;
+          if (v.bias) c.bias = wt;
+          if (v.residual) c.residual = rt;
+          if (v.residual_out) c.residual_out = rt;
+          c.offset = v.offset;
+          c.config = config;
+          c.seed = ++seed;
+          // The staged policy's longest rows with a second stream leave its two row blocks
+          // beyond 227 KB: the plan may refuse them.
+          c.allow_untaken = config < kRowConfigCount &&
+                            kRowConfigs[config].policy == RowPolicy::kStaged && n_in == 2 &&
+                            c.N * elt > 128 * 1024;
+          SCOPED_TRACE(v.name);
+          run_fwd(c);
+          ++ran;
+        }
+      }
+    }
+  if (ran == 0) GTEST_SKIP() << "configuration not compiled for the forward";
+}
+
+INSTANTIATE_TEST_SUITE_P(All, RmsNormFwdConfigs, ::testing::Range(0, kRowConfigCount + 1),
                          [](const ::testing::TestParamInfo<int>& info) {
-                           std::string n = detail::kSimpleFwdConfigs[info.param].name;
+                           std::string n = config_name(info.param);
                            for (char& ch : n)
                              if (ch == '-') ch = '_';
                            return n;
                          });
 
-// The remaining suites run on both paths (the fixture sets it for each test).
-class RmsNormFwd : public GpuTest, public ::testing::WithParamInterface<RmsNormFwdPath> {
+// The remaining suites run twice: the public API and the general policy.
+class RmsNormFwd : public GpuTest, public ::testing::WithParamInterface<int> {
  protected:
-  void SetUp() override {
-    GpuTest::SetUp();
-    previous_ = detail::rmsnorm_fwd_path();
-    detail::set_rmsnorm_fwd_path(GetParam());
+  bool api() const { return GetParam() < 0; }
+  // The case on this suite's plan: the public API (which must take a vector policy where one
+  // is expected) or the general policy.
+  void run(FwdCase c) const {
+    c.config = GetParam();
+    c.require_vector = api() && vector_expected(c);
+    run_fwd(c);
   }
-  void TearDown() override {
-    detail::set_rmsnorm_fwd_path(previous_);
-    GpuTest::TearDown();
+  // rmsnorm_fwd on this suite's plan; `vector`: the public API must take a vector policy.
+  void call(const RmsNormFwdArgs& a, cudaStream_t stream, bool vector = false) const {
+    const detail::RowCall c = detail::rmsnorm_fwd_call(a);
+    if (api()) {
+      if (vector) {
+        EXPECT_NE(detail::plan_row_call(c).policy, RowPolicy::kGeneral);
+      }
+      rmsnorm_fwd(a, stream);
+    } else {
+      detail::run_row_call(c, detail::plan_row_call(c, GetParam()), stream);
+    }
   }
-  bool simple() const { return GetParam() == RmsNormFwdPath::kSimple; }
-
- private:
-  RmsNormFwdPath previous_ = RmsNormFwdPath::kStaged;
 };
 
-INSTANTIATE_TEST_SUITE_P(Paths, RmsNormFwd, ::testing::ValuesIn(kPaths),
-                         [](const ::testing::TestParamInfo<RmsNormFwdPath>& info) {
-                           return std::string(path_name(info.param));
+INSTANTIATE_TEST_SUITE_P(Plans, RmsNormFwd, ::testing::ValuesIn(kPlans),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return config_name(info.param);
                          });
 
 // Optional operands and output dtypes, on a general-path, a vector-path and a cluster shape.
@@ -192,10 +266,7 @@ TEST_P(RmsNormFwd, OptionalOperandsAndDtypes) {
       });
       add([&](FwdCase& c) { c.eps = 0.f; });
       add([&](FwdCase& c) { c.eps = 0.5f; });  // large eps: visible in rstd
-      for (FwdCase c : cases) {
-        c.require_simple = simple() && simple_expected(c);
-        run_fwd(c);
-      }
+      for (const FwdCase& c : cases) run(c);
     }
 }
 
@@ -237,10 +308,7 @@ TEST_P(RmsNormFwd, Layouts) {
       add([&](FwdCase& c) { c.bias = DType::kFloat32; c.residual = xt; c.res_l.offset = 3; });
       // Transposed output: (M, N) with strides (1, M).
       add([&](FwdCase& c) { c.out_l.row_stride = 1; c.out_l.col_stride = M; });
-      for (FwdCase c : cases) {
-        c.require_simple = simple() && simple_expected(c);
-        run_fwd(c);
-      }
+      for (const FwdCase& c : cases) run(c);
     }
 }
 
@@ -256,7 +324,7 @@ TEST_P(RmsNormFwd, BroadcastInputRow) {
       for (int64_t i = 0; i < M; ++i) x.insert(x.end(), row.begin(), row.end());
       Layout l;
       l.row_stride = 0;
-      // With and without a weight (the simple path takes the former when N allows).
+      // With and without a weight (the vector policies take both when N allows).
       const auto w = random_values(rng, N, DType::kFloat32, 1.0, 0.5);
       DeviceTensor dx = upload(x, xt, M, N, l), dw = upload_vector(w, DType::kFloat32, N);
       for (bool weighted : {false, true}) {
@@ -265,10 +333,7 @@ TEST_P(RmsNormFwd, BroadcastInputRow) {
         a.x = dx.ref;
         a.out = out.ref;
         if (weighted) a.weight = dw.ref;
-        if (weighted && simple() && N % (16 / dtype_size(xt)) == 0) {
-          EXPECT_GE(detail::rmsnorm_fwd_simple_config(a), 0);
-        }
-        ASSERT_NO_THROW(rmsnorm_fwd(a, nullptr));
+        ASSERT_NO_THROW(call(a, nullptr, N % (16 / dtype_size(xt)) == 0));
         QUACK_CUDA_OK(cudaDeviceSynchronize());
         const auto ref = ref::rmsnorm_fwd_ref(M, N, x.data(), weighted ? w.data() : nullptr,
                                               nullptr, nullptr, a.eps);
@@ -278,8 +343,8 @@ TEST_P(RmsNormFwd, BroadcastInputRow) {
 }
 
 TEST_P(RmsNormFwd, InPlace) {
-  // out = x (and residual_out = residual), on the vector path, the cluster path and the
-  // general path.
+  // out = x (and residual_out = residual), in registers, on a cluster (ring), over the general
+  // policy.
   uint64_t seed = 900;
   for (const auto& [M, N] : {Shape{64, 4096}, Shape{2, 262144}, Shape{5, 127}, Shape{3, 65537}})
     for (DType xt : kXTypes) {
@@ -288,24 +353,23 @@ TEST_P(RmsNormFwd, InPlace) {
       c.N = N;
       c.x = xt;
       c.out_aliases_x = true;
-      auto run = [&] {
+      auto go = [&] {
         c.seed = ++seed;
-        c.require_simple = simple() && simple_expected(c);
-        run_fwd(c);
+        run(c);
       };
-      run();
+      go();
       c.residual = xt;
       c.residual_out = xt;
       c.residual_out_aliases_residual = true;
-      run();  // no bias: the simple path's in-place residual
+      go();  // no bias
       c.bias = DType::kFloat32;
-      run();
+      go();
       // Wider rows, in place.
       c.x_l.row_stride = N + 8;
       c.res_l.row_stride = N + 8;
-      run();
+      go();
       c.bias.reset();
-      run();
+      go();
     }
 }
 
@@ -319,7 +383,7 @@ TEST_P(RmsNormFwd, EmptyBatch) {
     a.out = out.ref;
     a.weight = w.ref;
     a.rstd = TensorRef::vector(nullptr, DType::kFloat32, 0);
-    EXPECT_NO_THROW(rmsnorm_fwd(a, nullptr));
+    EXPECT_NO_THROW(call(a, nullptr));
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   }
@@ -339,7 +403,7 @@ TEST_P(RmsNormFwd, Stream) {
   // The uploads and the poison ran on the legacy stream, which a non-blocking stream does not
   // wait for.
   QUACK_CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_NO_THROW(rmsnorm_fwd(a, s));
+  EXPECT_NO_THROW(call(a, s, true));
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   const auto ref = ref::rmsnorm_fwd_ref(M, N, x.data(), nullptr, nullptr, nullptr, a.eps);
   EXPECT_TRUE(close("out", download(out), ref.out, tolerance(DType::kBFloat16), N));
@@ -361,16 +425,38 @@ TEST_P(RmsNormFwd, ZeroRowIsExact) {
     a.x = dx.ref;
     a.out = out.ref;
     a.rstd = rstd.ref;
-    a.weight = dw.ref;  // 0 · rstd · w is still exactly 0; lets the simple path take it
-    if (simple()) {
-      EXPECT_GE(detail::rmsnorm_fwd_simple_config(a), 0);
-    }
-    ASSERT_NO_THROW(rmsnorm_fwd(a, nullptr));
+    a.weight = dw.ref;  // 0 · rstd · w is still exactly 0
+    ASSERT_NO_THROW(call(a, nullptr, true));
     const auto got = download(out);
     for (int64_t j = 0; j < N; ++j) ASSERT_EQ(got[N + j], 0.0) << "col " << j;
     const auto r = download(rstd);
     EXPECT_NEAR(r[1], 1.0 / std::sqrt(1e-6), 1e-5 * 1000);
   }
+}
+
+TEST_P(RmsNormFwd, WeightOffset) {
+  // y = h·rstd·(w + offset): Gemma's 1 with a zero-centred weight, and another value; without
+  // a weight the offset is not used (factor 1). In registers, on a cluster, general.
+  uint64_t seed = 1200;
+  for (const auto& [M, N] : {Shape{33, 4096}, Shape{3, 131072}, Shape{5, 127}})
+    for (DType xt : kXTypes)
+      for (float offset : {1.f, -0.5f}) {
+        FwdCase c;
+        c.M = M;
+        c.N = N;
+        c.x = xt;
+        c.offset = offset;
+        c.seed = ++seed;
+        run(c);
+        c.weight.reset();
+        c.seed = ++seed;
+        run(c);
+        c.weight = xt;
+        c.residual = xt;
+        c.residual_out = xt;
+        c.seed = ++seed;
+        run(c);
+      }
 }
 
 }  // namespace

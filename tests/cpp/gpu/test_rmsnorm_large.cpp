@@ -14,7 +14,10 @@
 
 #include "gpu/gpu_util.h"
 #include "gpu/rmsnorm_runner.h"
+#include "norm/rmsnorm_internal.h"
 #include "quack/norm.h"
+#include "row/row_config.h"
+#include "row/row_op.h"
 #include "reference/random.h"
 #include "reference/rmsnorm_ref.h"
 
@@ -108,10 +111,14 @@ TEST_F(RmsNormLarge, Large64BitOffsets) {
   DeviceTensor rstd = alloc_tensor(DType::kFloat32, 1, kM, {}, true);
   const float eps = 1e-6f;
 
-  // Forward: vector (staged) path (contiguous weight), general path (weight with stride 2),
-  // simple path (contiguous weight, looped: 8 chunks per row).
+  // Forward: the plan (the ring: a cluster of 8 CTAs per row), the general policy (weight with
+  // stride 2), the looped policy (forced; 16 chunks of 32 KB per row).
+  int looped = -1;
+  for (int i = 0; i < detail::kRowConfigCount; ++i)
+    if (std::string(detail::kRowConfigs[i].name) == "t1024v2-looped") looped = i;
+  ASSERT_GE(looped, 0);
   for (int pass = 0; pass < 3; ++pass) {
-    SCOPED_TRACE(pass == 0 ? "fwd vector path" : pass == 1 ? "fwd general path" : "fwd simple path");
+    SCOPED_TRACE(pass == 0 ? "fwd plan" : pass == 1 ? "fwd general" : "fwd looped");
     const auto& wv = pass == 1 ? w_strided : w_dense;
     out.poison();
     rstd.poison();
@@ -121,13 +128,16 @@ TEST_F(RmsNormLarge, Large64BitOffsets) {
     a.out = TensorRef::matrix(out.get(), kT, kM, kN);
     a.rstd = rstd.ref;
     a.eps = eps;
-    ScopedFwdPath path(pass == 2 ? RmsNormFwdPath::kSimple : RmsNormFwdPath::kStaged);
+    const detail::RowCall call = detail::rmsnorm_fwd_call(a);
     if (pass == 2) {
-      ASSERT_GE(detail::rmsnorm_fwd_simple_config(a), 0);
+      const detail::RowPlan plan = detail::plan_row_call(call, looped);
+      ASSERT_EQ(plan.policy, detail::RowPolicy::kLooped);
+      ASSERT_NO_THROW(detail::run_row_call(call, plan, nullptr));
     } else {
-      ASSERT_EQ(detail::rmsnorm_fwd_vector_path(a), pass == 0);
+      const detail::RowPlan plan = detail::plan_row_call(call);
+      ASSERT_EQ(plan.policy, pass == 0 ? detail::RowPolicy::kRing : detail::RowPolicy::kGeneral);
+      ASSERT_NO_THROW(rmsnorm_fwd(a, nullptr));
     }
-    ASSERT_NO_THROW(rmsnorm_fwd(a, nullptr));
     QUACK_CUDA_OK(cudaDeviceSynchronize());
     const auto ref = ref::rmsnorm_fwd_ref(K, kN, xc.data(), wv.data(), nullptr, nullptr, eps);
     EXPECT_TRUE(close("out rows", get_rows(out.get(), kT, checked), ref.out, tolerance(kT), kN));
@@ -142,14 +152,14 @@ TEST_F(RmsNormLarge, Large64BitOffsets) {
     EXPECT_TRUE(close("out[:, N-1]", get_column(out.get(), kT, kN - 1), last_ref, tolerance(kT)));
   }
 
-  // Backward with the forward's rstd; vector path, then general path.
+  // Backward with the forward's rstd; the staged policy, then the general one.
   const auto rv = download(rstd);
   std::vector<double> rstd_c(K);
   for (int64_t k = 0; k < K; ++k) rstd_c[k] = rv[checked[k]];
   DeviceTensor dw = alloc_tensor(DType::kFloat32, 1, kN, {}, true);
   DeviceTensor db = alloc_tensor(DType::kFloat32, 1, kN, {}, true);
   for (int pass = 0; pass < 2; ++pass) {
-    SCOPED_TRACE(pass == 0 ? "bwd vector path" : "bwd general path");
+    SCOPED_TRACE(pass == 0 ? "bwd staged" : "bwd general");
     const auto& wv = pass == 0 ? w_dense : w_strided;
     dx.poison();
     dw.poison();
@@ -164,6 +174,8 @@ TEST_F(RmsNormLarge, Large64BitOffsets) {
     a.dbias = db.ref;
     size_t wsb = 0;
     ASSERT_NO_THROW(wsb = rmsnorm_bwd_workspace_size(a));
+    ASSERT_EQ(detail::plan_row_call(detail::rmsnorm_bwd_call(a)).policy,
+              pass == 0 ? detail::RowPolicy::kStaged : detail::RowPolicy::kGeneral);
     DeviceBuffer ws(wsb);
     ASSERT_NO_THROW(rmsnorm_bwd(a, ws.get(), wsb, nullptr));
     QUACK_CUDA_OK(cudaDeviceSynchronize());

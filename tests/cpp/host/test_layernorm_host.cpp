@@ -353,7 +353,7 @@ TEST(LayerNormPlan, BackwardPlansWithinLimits) {
         EXPECT_LE(g.vpt, kRowConfigs[p.config].vecs);
         EXPECT_GE(int64_t{g.vpt} * g.tpr * g.cluster_n * g.vec, n) << "the geometry holds the row";
         EXPECT_EQ(g.tpr & (g.tpr - 1), 0);
-        EXPECT_LE(g.cta_threads, detail::kRowStagedMaxThreads);
+        EXPECT_LE(g.cta_threads, kRowConfigs[p.config].threads());
         EXPECT_EQ(g.cta_threads % 32, 0);
         EXPECT_EQ(g.cta_threads % g.tpr, 0);
         EXPECT_LE(g.cluster_n, detail::kRowMaxCluster);
@@ -363,10 +363,12 @@ TEST(LayerNormPlan, BackwardPlansWithinLimits) {
         EXPECT_EQ(static_cast<int64_t>(p.smem),
                   detail::row_staged_smem_bytes(int64_t{g.vpt} * g.tpr * g.vec, g.rows_per_cta(),
                                                 g.reduce_slots(), g.cluster_n, op.red_floats,
-                                                present, dtype_size(t), op.n_cols));
-        // The column-sum staging (rows x slice fp32) fits in the two stages.
+                                                present * dtype_size(t), op.n_cols,
+                                                kRowConfigs[p.config].stages));
+        // The column-sum staging (rows x slice fp32) fits in the stages.
         EXPECT_LE(int64_t{g.rows_per_cta()} * g.vpt * g.tpr * g.vec * 4,
-                  2 * int64_t{g.rows_per_cta()} * g.vpt * g.tpr * g.vec * dtype_size(t) * present);
+                  int64_t{kRowConfigs[p.config].stages} * g.rows_per_cta() * g.vpt * g.tpr * g.vec *
+                      dtype_size(t) * present);
         EXPECT_GE(g.row_blocks * g.rows_per_cta(), pr.M);
       }
 }
@@ -391,7 +393,8 @@ TEST(LayerNormPlan, TrainingShapes) {
       {f32, 262144, false, "ring-t1024v4-s3-x16"},
       {bf, 128, true, "staged-v4-t4r64v4-x1"},  {bf, 4096, true, "staged-v4-t128r2v4-x1"},
       {bf, 32768, true, "staged-v4-t512r1v4-x2"}, {bf, 262144, true, "staged-v4-t512r1v4-x16"},
-      {f32, 131072, true, "staged-v4-t512r1v4-x16"}, {f32, 262144, true, "general-t256-x16"},
+      {f32, 131072, true, "staged-v4-t512r1v4-x16"},
+      {f32, 262144, true, "staged-v16-s1-t256r1v16-x16"},
   };
   for (const Expect& e : cases) {
     const int64_t Mr = e.N >= 262144 ? 8192 : 16384;

@@ -134,7 +134,7 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
       EXPECT_LE(g.vpt, c.vecs);
       EXPECT_GE(int64_t{g.vpt} * g.tpr * g.cluster_n * g.vec, pr.N) << "the geometry holds the row";
       EXPECT_EQ(g.tpr & (g.tpr - 1), 0);
-      EXPECT_LE(g.cta_threads, kRowStagedMaxThreads);
+      EXPECT_LE(g.cta_threads, c.threads());
       EXPECT_EQ(g.cta_threads % 32, 0);
       EXPECT_EQ(g.cta_threads % g.tpr, 0);
       EXPECT_EQ(plan.threads, g.cta_threads);
@@ -143,8 +143,8 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
       EXPECT_TRUE(g.cluster_n == 1 || (g.tpr / 32) * row_slot_floats(op.red_floats) >= 4);
       EXPECT_EQ(static_cast<int64_t>(plan.smem),
                 row_staged_smem_bytes(int64_t{g.vpt} * g.tpr * g.vec, g.rows_per_cta(),
-                                      g.reduce_slots(), g.cluster_n, op.red_floats, op.n_in, elt,
-                                      op.n_cols));
+                                      g.reduce_slots(), g.cluster_n, op.red_floats, op.n_in * elt,
+                                      op.n_cols, c.stages));
       EXPECT_GE(g.row_blocks * g.rows_per_cta(), pr.M);
       break;
     }
@@ -246,6 +246,24 @@ TEST(RowPlan, TrainingShapes) {
   }
 }
 
+// The cluster exchange's two mbarriers sit alone in their 128-byte line after the reduction's
+// slots, 8-byte aligned; without a cluster the slots are only padded to 16 bytes.
+TEST(RowPlan, ExchangeBarriersOwnTheirLine) {
+  for (int slots : {1, 2, 4, 8, 16, 32, 64, 128, 256})
+    for (int cluster_n : {1, 2, 16})
+      for (int red : {1, 2, 3, 4}) {
+        const int64_t bytes = row_reduce_smem_bytes(slots, cluster_n, red);
+        const int64_t slot_bytes = 2 * int64_t{slots} * row_slot_floats(red) * 4;
+        EXPECT_EQ(bytes % 16, 0);
+        if (cluster_n == 1) {
+          EXPECT_LT(bytes - slot_bytes, 16);
+        } else {
+          EXPECT_EQ(row_align16(slot_bytes) % 8, 0);
+          EXPECT_GE(bytes - row_align16(slot_bytes), 128);
+        }
+      }
+}
+
 void* fake(int i) { return reinterpret_cast<void*>(uintptr_t{0x100000} * (i + 1)); }
 
 // Through the softmax API's call builder: the layout and dtype checks that decide between the
@@ -305,7 +323,9 @@ TEST(RowPlan, EveryColumnHasOneOwner) {
         // ahead of its first one.
         auto visit = [&](int64_t col0, int n) {
           int j = -1, i = -1;
-          if (col0 > 0) ASSERT_FALSE(row_vector_owner(col0 - 1, col0, step, k.tpr, n, vec, k.vecs, j, i));
+          if (col0 > 0) {
+            ASSERT_FALSE(row_vector_owner(col0 - 1, col0, step, k.tpr, n, vec, k.vecs, j, i));
+          }
           for (int jj = 0; jj < k.vecs && jj * k.tpr < n; ++jj) {
             for (int ii = 0; ii < vec; ++ii) {
               const int64_t col = col0 + int64_t{jj} * step + ii;
@@ -316,13 +336,15 @@ TEST(RowPlan, EveryColumnHasOneOwner) {
               ++owners[static_cast<size_t>(col)];
             }
             const int64_t after = col0 + int64_t{jj} * step + vec;  // the next thread's column
-            if (after < cols)
+            if (after < cols) {
               ASSERT_FALSE(row_vector_owner(after, col0, step, k.tpr, n, vec, k.vecs, j, i))
                   << k.name;
+            }
           }
           const int64_t beyond = col0 + int64_t{k.vecs} * step;  // past the thread's vectors
-          if (beyond < cols)
+          if (beyond < cols) {
             ASSERT_FALSE(row_vector_owner(beyond, col0, step, k.tpr, n, vec, k.vecs, j, i));
+          }
         };
         if (k.policy == RowPolicy::kRing) {
           const int cluster = (R + chunk - 1) / chunk;

@@ -378,6 +378,16 @@ TEST(RmsNormFwdValidation, Eps) {
   expect_reaches_cuda([&] { rmsnorm_fwd(a, nullptr); }, "eps = 0");
 }
 
+TEST(RmsNormFwdValidation, WeightOffset) {
+  RmsNormFwdArgs a = fwd_args();
+  a.weight_offset = std::nanf("");
+  expect_fwd_invalid(a, {"weight_offset", "finite"});
+  a.weight_offset = INFINITY;
+  expect_fwd_invalid(a, {"weight_offset", "finite"});
+  a.weight_offset = 1.f;  // Gemma's
+  expect_reaches_cuda([&] { rmsnorm_fwd(a, nullptr); }, "weight_offset = 1");
+}
+
 // ---------------------------------------------------------------- backward
 
 TEST(RmsNormBwdValidation, Baseline) {
@@ -601,6 +611,16 @@ TEST(RmsNormBwdValidation, Dbias) {
   a = bwd_args();
   a.dbias.device = -1;
   expect_bwd_invalid(a, {"dbias", "host memory"});
+}
+
+TEST(RmsNormBwdValidation, WeightOffset) {
+  RmsNormBwdArgs a = bwd_args();
+  a.weight_offset = -INFINITY;
+  expect_bwd_invalid(a, {"weight_offset", "finite"});
+  a.weight_offset = std::nanf("");
+  expect_bwd_invalid(a, {"weight_offset", "finite"});
+  a.weight_offset = 1.f;
+  expect_reaches_cuda([&] { (void)rmsnorm_bwd_workspace_size(a); }, "weight_offset = 1");
 }
 
 TEST(RmsNormBwdValidation, ZeroColumnsWithRows) {

@@ -1,8 +1,0 @@
-// Vector-path backward instances for x = __half without dbias (see rmsnorm_bwd_vec.cuh).
-#include "norm/rmsnorm_bwd_vec.cuh"
-
-namespace quack::detail {
-
-template RmsNormBwdKernel rmsnorm_bwd_vec_kernel_t<__half>(bool, bool);
-
-}  // namespace quack::detail
