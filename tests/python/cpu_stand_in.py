@@ -1,5 +1,6 @@
 """CPU stand-in kernels for the custom ops quack_cpp::rmsnorm_fwd / rmsnorm_bwd,
-quack_cpp::layernorm_fwd / layernorm_bwd, quack_cpp::gemm / gemm_add_inplace and
+quack_cpp::layernorm_fwd / layernorm_bwd, quack_cpp::gemm / gemm_add_inplace,
+quack_cpp::gemm_act / gemm_dact / gemm_gated / gemm_dgated and
 quack_cpp::topk_fwd / topk_bwd, written in torch after the C++ API's contract
 (include/quack/norm.h, include/quack/gemm.h, include/quack/topk.h: fp32 math, same outputs and
 placeholders; the GEMM stand-in accepts every layout, it does not mimic can_implement). They
@@ -85,15 +86,92 @@ def _device_scalars(alpha, beta, alpha_t, beta_t):
             float(beta_t) if beta_t is not None else beta)
 
 
-def gemm_cpu(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
+def gemm_cpu(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
+             bias=None):
     from quack_cpp.gemm_ops import _new_out
 
     beta_t = beta_t if C is not None else None
     D = _new_out(A, B, C, 1.0 if beta_t is not None else (beta if C is not None else 0.0),
                  out_dtype)  # the real op's layout
     alpha, beta = _device_scalars(alpha, beta, alpha_t, beta_t)
-    D.copy_(_gemm_f32(A, B, C, alpha, beta))
+    acc = _gemm_f32(A, B, C, alpha, beta)
+    if bias is not None:
+        acc = acc + (bias.float() if bias.dim() == 1 else bias.float()[:, None, :])
+    D.copy_(acc)
     return D
+
+
+def _preact_f32(A, B, C, bias, alpha, beta):
+    acc = _gemm_f32(A, B, C, alpha, beta)
+    if bias is not None:
+        acc = acc + (bias.float() if bias.dim() == 1 else bias.float()[:, None, :])
+    return acc
+
+
+def gemm_act_cpu(A, B, C, bias, activation, alpha, beta, store_preact, out_dtype, postact_dtype,
+                 tuned=False):
+    from quack_cpp.gemm_act_ops import GemmAct, act_torch
+
+    preact, postact = GemmAct.outputs(A, B, C, bias, activation, alpha, beta, store_preact,
+                                      out_dtype, postact_dtype)
+    pre = _preact_f32(A, B, C, bias, alpha, beta)
+    postact.copy_(act_torch(activation, pre))
+    if preact is None:
+        return A.new_empty((0,)), postact
+    preact.copy_(pre)
+    return preact, postact
+
+
+def gemm_gated_cpu(A, B, C, bias, activation, alpha, beta, store_preact, out_dtype,
+                   postact_dtype, concat_layout=False, tuned=False):
+    from quack_cpp.gemm_act_ops import GemmGated, gated_torch
+
+    preact, postact = GemmGated.outputs(A, B, C, bias, activation, alpha, beta, store_preact,
+                                        out_dtype, postact_dtype)
+    if concat_layout:  # b's columns [gate | up], bias [b_gate; b_up]: as the interleaved ones
+        def inter(t):
+            h = t.shape[-1] // 2
+            return torch.stack((t[..., :h], t[..., h:]), dim=-1).flatten(-2)
+        B = inter(B)
+        bias = inter(bias) if bias is not None else None
+    pre = _preact_f32(A, B, C, bias, alpha, beta)
+    postact.copy_(gated_torch(activation, pre[..., 0::2], pre[..., 1::2]))
+    if preact is None:
+        return A.new_empty((0,)), postact
+    preact.copy_(pre)
+    return preact, postact
+
+
+def gemm_dact_cpu(A, B, preact, activation, out_dtype, postact_dtype, store_postact=True,
+                  tuned=False):
+    from quack_cpp.gemm_act_ops import GemmDAct, act_torch, dact_torch
+
+    dpreact, postact = GemmDAct.outputs(A, B, preact, activation, out_dtype, postact_dtype,
+                                        store_postact)
+    d = torch.matmul(A.float(), B.float())
+    x = preact.float()
+    dpreact.copy_(dact_torch(activation, x, d))
+    if postact is None:
+        return dpreact, A.new_empty((0,))
+    postact.copy_(act_torch(activation, x))
+    return dpreact, postact
+
+
+def gemm_dgated_cpu(A, B, preact, activation, out_dtype, postact_dtype, store_postact=True,
+                    tuned=False):
+    from quack_cpp.gemm_act_ops import GemmDGated, dgated_torch, gated_torch
+
+    dpreact, postact = GemmDGated.outputs(A, B, preact, activation, out_dtype, postact_dtype,
+                                          store_postact)
+    d = torch.matmul(A.float(), B.float())
+    x = preact.float()
+    g, u = x[..., 0::2], x[..., 1::2]
+    dg, du = dgated_torch(activation, g, u, d)
+    dpreact.copy_(torch.stack((dg, du), dim=-1).reshape(x.shape))
+    if postact is None:
+        return dpreact, A.new_empty((0,))
+    postact.copy_(gated_torch(activation, g, u))
+    return dpreact, postact
 
 
 def gemm_add_inplace_cpu(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
@@ -142,6 +220,7 @@ def registered():
     """Registers the stand-ins as the ops' CPU kernels and lets quack_cpp's functions and
     modules accept CPU tensors, for the duration of the block."""
     import quack_cpp._registrar as reg
+    import quack_cpp.gemm_act_ops  # noqa: F401 (defines the fused GEMM ops)
     import quack_cpp.gemm_ops  # noqa: F401 (defines the GEMM ops)
     import quack_cpp.layernorm_ops  # noqa: F401 (defines the LayerNorm ops)
     import quack_cpp.ops  # noqa: F401 (defines the RMSNorm ops)
@@ -154,6 +233,10 @@ def registered():
     lib.impl("layernorm_bwd", layernorm_bwd_cpu, "CPU")
     lib.impl("gemm", gemm_cpu, "CPU")
     lib.impl("gemm_add_inplace", gemm_add_inplace_cpu, "CPU")
+    lib.impl("gemm_act", gemm_act_cpu, "CPU")
+    lib.impl("gemm_gated", gemm_gated_cpu, "CPU")
+    lib.impl("gemm_dact", gemm_dact_cpu, "CPU")
+    lib.impl("gemm_dgated", gemm_dgated_cpu, "CPU")
     lib.impl("topk_fwd", topk_fwd_cpu, "CPU")
     lib.impl("topk_bwd", topk_bwd_cpu, "CPU")
     saved = reg.DEVICE_TYPES
