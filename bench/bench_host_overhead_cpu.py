@@ -16,13 +16,25 @@ the GPU):
   linear fwd+bwd   quack_cpp.nn.Linear(K, N, bf16)(x bf16 (M, K)).backward(dy): forward GEMM,
                    dgrad, wgrad; grads reset to None
   gemm fwd         quack_cpp.gemm(A bf16 (M, K), W.T) with no grad (``_gemm_impl`` only)
+  softmax fwd      quack_cpp.softmax(x) under no_grad, x bf16 (M, N) (bench_host_time.py's)
+  softmax fwd+bwd  torch.autograd.grad(quack_cpp.softmax(xr), (xr,), dy) (ditto)
+  ce fwd           quack_cpp.cross_entropy(x, t, reduction="none"), x bf16 (M, N) not
+                   requiring grad, t int64 (M) (issue 18's ce fwd call)
+  ce fwd+bwd       torch.autograd.grad(quack_cpp.cross_entropy(xr, t), (xr,)) ('mean': the
+                   gradient in the forward, the device-side rescale in the backward)
+  ce none fwd+bwd  torch.autograd.grad(quack_cpp.cross_entropy(xr, t, reduction="none"),
+                   (xr,), g) (the backward from lse)
+plus, for scale, torch's own ops on a (1, 4) CPU tensor (their compute negligible):
+F.layer_norm, F.softmax and F.cross_entropy, fwd and fwd+bwd.
 
 RMSNorm takes the C++ fast path (quack_cpp._torch, its launches skipped) where it is built,
 unless --python-eager.
 
 Method: CPU tensors are let through ``_registrar.route`` as test_fastpath_cpu.py's ``as_cuda``
 fixture does (so they take the CUDA fast path), and the launches (``_C.gemm``,
-``_C.rmsnorm_fwd``, ``_C.rmsnorm_bwd``, ``_C.rmsnorm_bwd_workspace_size``) are Python no-ops;
+``_C.rmsnorm_fwd``, ``_C.rmsnorm_bwd``, ``_C.rmsnorm_bwd_workspace_size``, softmax's and
+cross-entropy's launches) are Python no-ops; ``_C.cross_entropy_fwd_workspace_size`` (host-only)
+is real;
 ``_C.gemm_can_implement`` is the real host-only C++ query. What is measured is therefore the
 torch layer's Python + torch's own host work (allocation, autograd), not the C++ side (~7-9 µs
 per GEMM on the H200 host) nor ``torch.cuda.current_stream`` (CPU tensors get stream 0 without
@@ -47,7 +59,8 @@ def parse_args():
     p.add_argument("--iters", type=int, default=2000, help="calls per round")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--profile", default="",
-                   help="cProfile one case: rmsnorm_fwd, rmsnorm_grad, rmsnorm, linear or gemm")
+                   help="cProfile one case (a key of cases(): rmsnorm_fwd, rmsnorm_grad, "
+                   "rmsnorm, linear, gemm, softmax_fwd, softmax_grad, ce_fwd, ce_grad, ...)")
     p.add_argument("--clock", choices=("thread", "wall"), default="thread",
                    help="thread: CPU time of this thread (default; other processes on a shared "
                    "host do not count), wall: time.perf_counter")
@@ -59,7 +72,8 @@ def parse_args():
 
 
 class StubC:
-    """quack_cpp._C with no-op launches; anything else is the real extension's."""
+    """quack_cpp._C with no-op launches; anything else is the real extension's (host-only
+    queries: gemm_can_implement, cross_entropy_fwd_workspace_size)."""
 
     def __init__(self, real):
         self._real = real
@@ -79,28 +93,60 @@ class StubC:
     def rmsnorm_bwd_workspace_size(self, *a):
         return 4096
 
+    def softmax_fwd(self, *a):
+        pass
+
+    def softmax_bwd(self, *a):
+        pass
+
+    def log_softmax_fwd(self, *a):
+        pass
+
+    def log_softmax_bwd(self, *a):
+        pass
+
+    def cross_entropy_fwd(self, *a):
+        pass
+
+    def cross_entropy_bwd(self, *a):
+        pass
+
+    def cross_entropy_scale_grad(self, *a):
+        pass
+
 
 def patch(reg, ops, gemm_ops, torch, force_custom_op, cpp_eager=True):
     """CPU tensors take the fast path (as test_fastpath_cpu.py's as_cuda) and _C is stubbed;
     with force_custom_op, the custom ops run (their CPU kernels: the CUDA kernels' bodies)."""
+    import quack_cpp.cross_entropy_ops as ce_ops
+    import quack_cpp.softmax_ops as sm_ops
+
     plain, strided, dtypes = reg._PLAIN_TYPES, torch.strided, reg.KERNEL_DTYPES
+    idtypes = frozenset(reg.INDEX_DTYPES)
     wrapped = reg._is_wrapped
 
     def cpu_as_cuda(t):  # _registrar._is_plain_cuda with is_cpu for is_cuda: the same cost
         return (type(t) in plain and t.is_cpu and t.layout == strided and not t.is_nested
                 and t.dtype in dtypes and not wrapped(t))
 
+    def cpu_as_cuda_index(t):
+        return (type(t) in plain and t.is_cpu and t.layout == strided and not t.is_nested
+                and t.dtype in idtypes and not wrapped(t))
+
     reg._is_plain_cuda = cpu_as_cuda
+    reg._is_plain_cuda_index = cpu_as_cuda_index
     reg.DEVICE_TYPES = reg.DEVICE_TYPES + ("cpu",)
     ops.FORCE_CUSTOM_OP = force_custom_op
     reg.CPP_EAGER = cpp_eager
     if ops._torch_ext is not None:  # the C++ eager path: allocation and autograd, no launch
         ops._torch_ext._set_stub_launches(True)
     stub = StubC(ops._C)
-    ops._C = stub
-    gemm_ops._C = stub
+    for m in (ops, gemm_ops, sm_ops, ce_ops):
+        m._C = stub
     lib = torch.library.Library("quack_cpp", "IMPL")
-    for op in (ops.rmsnorm_fwd, ops.rmsnorm_bwd, gemm_ops.gemm_op, gemm_ops.gemm_add_inplace_op):
+    for op in (ops.rmsnorm_fwd, ops.rmsnorm_bwd, gemm_ops.gemm_op, gemm_ops.gemm_add_inplace_op,
+               sm_ops.softmax_fwd, sm_ops.softmax_bwd, ce_ops.cross_entropy_fwd,
+               ce_ops.cross_entropy_bwd, ce_ops.cross_entropy_scale_grad):
         lib.impl(op.__name__, op.kernel, "CPU")
     return lib
 
@@ -143,10 +189,65 @@ def cases(torch, a):
         with torch.no_grad():
             quack_cpp.gemm(A, Bt.mT)
 
+    def softmax_fwd():
+        with torch.no_grad():
+            quack_cpp.softmax(xb)
+
+    def softmax_grad():
+        torch.autograd.grad(quack_cpp.softmax(xr), (xr,), dyb)
+
+    t = torch.randint(0, a.N, (a.M,))
+    gce = torch.randn(a.M)
+
+    def ce_fwd():
+        quack_cpp.cross_entropy(xb, t, reduction="none")
+
+    def ce_grad():
+        torch.autograd.grad(quack_cpp.cross_entropy(xr, t), (xr,))
+
+    def ce_none_grad():
+        torch.autograd.grad(quack_cpp.cross_entropy(xr, t, reduction="none"), (xr,), gce)
+
+    import torch.nn.functional as F
+
+    xs = torch.randn(1, 4)
+    xsr, ws, bs = xs.clone().requires_grad_(True), torch.ones(4), torch.zeros(4)
+    ts = torch.tensor([1])
+
+    def ln_fwd():
+        with torch.no_grad():
+            F.layer_norm(xs, (4,), ws, bs)
+
+    def ln_grad():
+        torch.autograd.grad(F.layer_norm(xsr, (4,), ws, bs), (xsr,), xs)
+
+    def tsm_fwd():
+        with torch.no_grad():
+            F.softmax(xs, -1)
+
+    def tsm_grad():
+        torch.autograd.grad(F.softmax(xsr, -1), (xsr,), xs)
+
+    def tce_fwd():
+        F.cross_entropy(xs, ts, reduction="none")
+
+    def tce_grad():
+        torch.autograd.grad(F.cross_entropy(xsr, ts), (xsr,))
+
     return {"rmsnorm_fwd": ("rmsnorm fwd", rmsnorm_fwd),
             "rmsnorm_grad": ("rmsnorm fwd+bwd", rmsnorm_grad),
             "rmsnorm": ("rmsnorm .backward", rmsnorm), "linear": ("linear fwd+bwd", linear),
-            "gemm": ("gemm fwd", gemm)}
+            "gemm": ("gemm fwd", gemm),
+            "softmax_fwd": ("softmax fwd", softmax_fwd),
+            "softmax_grad": ("softmax fwd+bwd", softmax_grad),
+            "ce_fwd": ("ce fwd", ce_fwd), "ce_grad": ("ce fwd+bwd", ce_grad),
+            "ce_none_grad": ("ce none fwd+bwd", ce_none_grad),
+            "torch_ln_fwd": ("F.layer_norm fwd", ln_fwd),
+            "torch_ln_grad": ("F.layer_norm fwd+bwd", ln_grad),
+            "torch_sm_fwd": ("F.softmax fwd", tsm_fwd),
+            "torch_sm_grad": ("F.softmax fwd+bwd", tsm_grad),
+            "torch_ce_fwd": ("F.cross_entropy fwd", tce_fwd),
+            "torch_ce_grad": ("F.cross_entropy fwd+bwd", tce_grad)}
 
 
 def main():
@@ -192,9 +293,9 @@ def main():
     print(f"torch {torch.__version__}, CPU, _C stubbed, M={a.M} N={a.N} K={a.K}, "
           f"{a.iters} calls x {a.rounds} rounds, {a.clock} clock, "
           f"{'custom-op path' if a.custom_op else 'C++ fast path' if cpp else 'fast path'}")
-    print(f"{'case':18s} {'median':>8s} {'min':>8s}  (us/call)")
+    print(f"{'case':24s} {'median':>8s} {'min':>8s}  (us/call)")
     for k, (name, _) in table.items():
-        print(f"{name:18s} {statistics.median(res[k]):8.1f} {min(res[k]):8.1f}")
+        print(f"{name:24s} {statistics.median(res[k]):8.1f} {min(res[k]):8.1f}")
     return 0
 
 

@@ -14,20 +14,24 @@ The measurement (the acceptance method of the "Host time per eager call" table,
 
 with op = torch.nn.functional.layer_norm(x, (1024,), w, b) for torch, quack_cpp.rmsnorm(x, w, b)
 and, where quack_cpp has them, quack_cpp.layernorm(x, w, b); softmax and log_softmax take x
-alone (op(x) and grad(op(xr), xr, dy)). Each round: a torch.cuda._sleep long enough to keep the
-GPU busy for the whole round, then 100 back-to-back calls timed with time.perf_counter (the time
-to issue them: host time), then a synchronisation outside the timing; median of 9 rounds
-(rounds of all rows alternate). A round whose sleep had ended before its last call returned is
-repeated with a longer sleep (the GPU must stay busy, else kernel completion would be timed).
+alone (op(x) and grad(op(xr), xr, dy)). Cross-entropy (not in the bar; beside
+F.cross_entropy with the same calls): fwd = cross_entropy(x, t, reduction="none") with x not
+requiring grad (issue 18's ce fwd), fwd+bwd = grad(cross_entropy(xr, t), xr) ('mean',
+grad_output 1: the gradient in the forward, the device-side rescale), t int64 (8,).
+Each round: a torch.cuda._sleep long enough to keep the GPU busy for the whole round, then
+100 back-to-back calls timed with time.perf_counter (the time to issue them: host time), then
+a synchronisation outside the timing; median of 9 rounds (rounds of all rows alternate). A
+round whose sleep had ended before its last call returned is repeated with a longer sleep
+(the GPU must stay busy, else kernel completion would be timed).
 The longest single call of each row is printed too: a call far longer than the median means the
 host waited for the GPU (e.g. a full launch queue behind the sleep), which the median per call
 of a round would hide inside "host time".
 
 Bar (issue 15): each row op's fwd <= 1.25 x and fwd+bwd <= 1.5 x F.layer_norm's in the same run.
 
-"ours" is the default path: RMSNorm's C++ fast path (quack_cpp._torch) where it is built
-(built by pip where torch is importable) and QUACK_CPP_EAGER is not 0, else
-the Python fast path.
+"ours" is the default path: the C++ fast path (quack_cpp._torch: rmsnorm, softmax,
+log_softmax) where it is built (built by pip where torch is importable) and QUACK_CPP_EAGER is
+not 0, else the Python fast path (cross_entropy: always the Python fast path).
 
 Diagnostic rows (not in the bar; they say where our time goes):
   custom op     the same call with quack_cpp.ops.FORCE_CUSTOM_OP = True (the dispatcher path)
@@ -145,12 +149,24 @@ def make_rows(torch, quack_cpp, a):
     def layer_norm(x, w, b):
         return F.layer_norm(x, (N,), w, b)
 
+    t = torch.randint(0, N, (M,), device=dev, generator=g)
+
+    def ce_fwd(op):
+        return lambda: op(x, t, reduction="none")
+
+    def ce_fwd_bwd(op):
+        return lambda: torch.autograd.grad(op(xr, t), (xr,))
+
     ours = [("rmsnorm", quack_cpp.rmsnorm, False)]
     for name, unary in (("layernorm", False), ("softmax", True), ("log_softmax", True)):
         try:
             ours.append((name, getattr(quack_cpp, name), unary))
         except (AttributeError, ImportError):
             pass
+    try:
+        qce = quack_cpp.cross_entropy
+    except (AttributeError, ImportError):
+        qce = None
 
     import quack_cpp._registrar as reg
 
@@ -177,12 +193,26 @@ def make_rows(torch, quack_cpp, a):
     for name, op, unary in ours:
         rows += [("ours", name, "fwd", fwd(op, unary), None),
                  ("ours", name, "fwd+bwd", fwd_bwd(op, unary), None)]
+    ce_rows = []
+    if qce is not None:  # context: beside torch's own cross-entropy, not in the bar
+        ce_rows = [("torch", "F.cross_entropy", "ce fwd", ce_fwd(F.cross_entropy), None),
+                   ("torch", "F.cross_entropy", "ce fwd+bwd", ce_fwd_bwd(F.cross_entropy), None),
+                   ("ours", "cross_entropy", "ce fwd", ce_fwd(qce), None),
+                   ("ours", "cross_entropy", "ce fwd+bwd", ce_fwd_bwd(qce), None)]
+    rows += ce_rows
     if a.no_diagnostics:
         return rows
+    if qce is not None:
+        rows += [("custom op", "cross_entropy", "ce fwd", ce_fwd(qce), force_on),
+                 ("custom op", "cross_entropy", "ce fwd+bwd", ce_fwd_bwd(qce), force_on),
+                 ("python only", "cross_entropy", "ce fwd", ce_fwd(qce), stub_on),
+                 ("python only", "cross_entropy", "ce fwd+bwd", ce_fwd_bwd(qce), stub_on)]
     for name, op, unary in ours:
         rows += [("custom op", name, "fwd", fwd(op, unary), force_on),
                  ("custom op", name, "fwd+bwd", fwd_bwd(op, unary), force_on)]
-        if ext is not None and name == "rmsnorm":
+        cpp_path = getattr(ext, {"rmsnorm": "rmsnorm_fwd", "softmax": "softmax_fwd",
+                                 "log_softmax": "log_softmax_fwd"}.get(name, "-"), None)
+        if cpp_path is not None:
             rows += [("python path", name, "fwd", fwd(op, unary), py_on),
                      ("python path", name, "fwd+bwd", fwd_bwd(op, unary), py_on),
                      ("C++ no launch", name, "fwd", fwd(op, unary), cpp_stub_on),
@@ -263,6 +293,11 @@ def main():
     import quack_cpp
     import quack_cpp.ops  # noqa: F401
     import quack_cpp.gemm_ops  # noqa: F401
+    for sub in ("softmax_ops", "cross_entropy_ops"):  # their _C is stubbed by 'python only'
+        try:
+            __import__(f"quack_cpp.{sub}")
+        except ImportError:
+            pass
 
     busy = Busy(torch)
     rows = make_rows(torch, quack_cpp, a)
@@ -312,6 +347,8 @@ def main():
     med = {id(r): statistics.median(samples[id(r)]) for r in rows}
     ref = {kind: med[id(r)] for r in rows for kind in ("fwd", "fwd+bwd")
            if r[0] == "torch" and r[1] == "F.layer_norm" and r[2] == kind}
+    ref.update({kind: med[id(r)] for r in rows for kind in ("ce fwd", "ce fwd+bwd")
+                if r[0] == "torch" and r[1] == "F.cross_entropy" and r[2] == kind})
     bars = {"fwd": 1.25, "fwd+bwd": 1.5}
     import quack_cpp._registrar as reg
 
@@ -320,13 +357,13 @@ def main():
             else "Python")
     err = ops._torch_ext_error or ""
     built = not err.startswith("cannot import name '_torch'")  # else: not built, no noise
-    print(f"ours: rmsnorm's fast path in {fast}"
+    print(f"ours: rmsnorm's (softmax's, log_softmax's) fast path in {fast}"
           + (f"; quack_cpp._torch did not import: {err}" if err and built else ""))
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, x ({a.M}, {a.N}) bf16, "
           f"median of {a.rounds} rounds x {a.calls} calls, GPU kept busy"
           + (f" ({idle_rounds} rounds repeated with a longer sleep)" if idle_rounds else ""))
-    print(f"{'':13s} {'op':30s} {'call':8s} {'us/call':>9s} {'x F.layer_norm':>15s} {'bar':>6s}"
-          f" {'longest call':>13s}")
+    print(f"{'':13s} {'op':30s} {'call':10s} {'us/call':>9s} {'x torch':>15s} {'bar':>6s}"
+          f" {'longest call':>13s}   (x torch: F.layer_norm's same call; ce: F.cross_entropy's)")
     out, failed = [], []
     for row in rows:
         group, name, kind = row[:3]
@@ -339,12 +376,12 @@ def main():
             if not ok:
                 failed.append(f"{name} {kind}")
         stall = longest[id(row)] > max(1000.0, 20 * us)
-        print(f"{group:13s} {name:30s} {kind or '':8s} {us:9.1f} "
+        print(f"{group:13s} {name:30s} {kind or '':10s} {us:9.1f} "
               f"{(f'{rel:.2f}' if rel is not None else ''):>15s} {verdict:>6s} "
               f"{longest[id(row)]:13.1f}" + (" stall" if stall else ""))
         out.append({"group": group, "op": name, "call": kind, "us_per_call": us,
                     "rounds_us": samples[id(row)], "longest_call_us": longest[id(row)],
-                    "vs_layer_norm": rel, "bar": verdict})
+                    "vs_torch": rel, "bar": verdict})
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(),

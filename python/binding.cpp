@@ -11,7 +11,8 @@
 // gemm take a, b, c (or None), d as tuples plus alpha and beta. One file per further family:
 // softmax (quack/softmax.h) bind_softmax.cpp, cross-entropy bind_cross_entropy.cpp, LayerNorm
 // bind_layernorm.cpp, gemm_act / gemm_dact (quack/gemm_act.h) bind_gemm_act.cpp, top-k
-// (quack/topk.h) bind_topk.cpp. The tuple conversion is bind_util.h's.
+// (quack/topk.h) bind_topk.cpp, linear + cross-entropy (quack/linear_cross_entropy.h)
+// bind_linear_cross_entropy.cpp. The tuple conversion is bind_util.h's.
 //
 // Errors: quack::InvalidArgument (a std::invalid_argument) -> ValueError, quack::CudaError
 // (a std::runtime_error) -> RuntimeError, by nanobind's standard translation.
@@ -38,6 +39,7 @@ using quack_py::kTensorDoc;
 void bind_softmax(nb::module_& m);        // bind_softmax.cpp
 void bind_cross_entropy(nb::module_& m);  // bind_cross_entropy.cpp
 void bind_layernorm(nb::module_& m);      // bind_layernorm.cpp
+void bind_linear_cross_entropy(nb::module_& m);  // bind_linear_cross_entropy.cpp
 void bind_gemm_act(nb::module_& m);       // bind_gemm_act.cpp
 void bind_topk(nb::module_& m);           // bind_topk.cpp
 
@@ -110,6 +112,7 @@ NB_MODULE(_C, m) {
   bind_layernorm(m);
   bind_gemm_act(m);
   bind_topk(m);
+  bind_linear_cross_entropy(m);
 
   m.def(
       "rmsnorm_fwd",

@@ -1,6 +1,7 @@
-// quack_cpp._torch: the eager fast path of RMSNorm in C++ (torch extension; built by pip where
-// the building Python imports torch: python/CMakeLists.txt, QUACK_BUILD_TORCH_EXT). quack_cpp._C
-// and the C++ library stay torch-free; this module is the one place that includes torch headers.
+// quack_cpp._torch: the eager fast paths of the row ops in C++ (torch extension; built by pip
+// where the building Python imports torch: python/CMakeLists.txt, QUACK_BUILD_TORCH_EXT).
+// quack_cpp._C and the C++ library stay torch-free; this module is the one place that includes
+// torch headers.
 //
 // rmsnorm_fwd(x, weight, bias, residual, eps, out_dtype, residual_out_dtype, store_rstd)
 //   The same arguments, outputs and gradients as torch.ops.quack_cpp.rmsnorm_fwd on the eager
@@ -10,6 +11,15 @@
 //   allocates the gradients and the workspace and calls quack::rmsnorm_bwd. Absent outputs are
 //   None. Under create_graph=True the backward calls the custom op quack_cpp::rmsnorm_bwd (no
 //   autograd formula: double backward raises as on the custom-op path).
+//
+// softmax_fwd(x, out_dtype), log_softmax_fwd(x, out_dtype)
+//   torch.ops.quack_cpp.softmax_fwd / log_softmax_fwd on the eager fast path
+//   (quack_cpp.softmax_ops: outputs, launch, setup_context, backward): y = at::empty, the quack
+//   launch, and where autograd records the call a C++ node (SoftmaxFn, LogSoftmaxFn) saving y
+//   whose backward is quack::softmax_bwd / log_softmax_bwd into dx in x's dtype (under
+//   create_graph the custom op quack_cpp::<op>_bwd, which has no autograd formula). Both are
+//   instances of RowUnaryFn: a row op of one input and one output whose backward reads the
+//   output and its gradient; another such op is a RowUnaryOps table and two lines.
 //
 // Why: the Python fast path's own work (the route, tensor tuples, allocation calls, the Python
 // autograd.Function) is per call several times torch's F.layer_norm host path; here it is C++
@@ -167,9 +177,88 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_custom_op(
                  need_dweight, dbias_dtype);
 }
 
+// Row ops of one input x (M, N) -> one output y (M, N) whose backward reads y and dy:
+// softmax, log_softmax. The quack functions, their names, and the backward custom op.
+struct RowUnaryOps {
+  void (*fwd)(const quack::SoftmaxFwdArgs&, cudaStream_t);
+  void (*bwd)(const quack::SoftmaxBwdArgs&, cudaStream_t);
+  const char* fwd_name;
+  const char* bwd_name;
+  const char* bwd_op;  // "quack_cpp::<op>_bwd" (y, dy, dx_dtype) -> dx
+};
+
+// quack_cpp.softmax_ops' Fwd.outputs + launch.
+Tensor unary_fwd_impl(const Tensor& x, at::ScalarType out_dtype, const RowUnaryOps& o) {
+  check_rows(x, o.fwd_name);
+  Tensor y = at::empty({x.size(0), x.size(1)}, x.options().dtype(out_dtype));
+  quack::SoftmaxFwdArgs a;
+  a.x = ref(x, o.fwd_name, "x");
+  a.out = ref(y, o.fwd_name, "out");
+  if (!g_stub_launches) o.fwd(a, stream_of(x));
+  return y;
+}
+
+// quack_cpp.softmax_ops' Bwd.outputs + launch.
+Tensor unary_bwd_impl(const Tensor& y, const Tensor& dy, at::ScalarType dx_dtype,
+                      const RowUnaryOps& o) {
+  check_rows(y, o.bwd_name);
+  Tensor dx = at::empty({y.size(0), y.size(1)}, y.options().dtype(dx_dtype));
+  quack::SoftmaxBwdArgs a;
+  a.y = ref(y, o.bwd_name, "y");
+  a.dy = ref(dy, o.bwd_name, "dy");
+  a.dx = ref(dx, o.bwd_name, "dx");
+  if (!g_stub_launches) o.bwd(a, stream_of(y));
+  return dx;
+}
+
 }  // namespace
 
 namespace quack_torch {
+
+// The C++ autograd Function of a RowUnaryOps op (Derived::ops()): the description's
+// setup_context (save y, x's dtype) and backward (dx = <op>_bwd(y, dy, x's dtype)).
+template <class Derived>
+struct RowUnaryFn : public torch::autograd::Function<Derived> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, at::ScalarType out_dtype) {
+    Tensor y = unary_fwd_impl(x, out_dtype, Derived::ops());
+    ctx->saved_data["x_dtype"] = x.scalar_type();
+    ctx->save_for_backward({y});
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const Tensor y = ctx->get_saved_variables()[0];
+    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toScalarType());
+    const RowUnaryOps& o = Derived::ops();
+    Tensor dx;
+    if (at::GradMode::is_enabled()) {  // create_graph: the custom op through the dispatcher
+      static auto op = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow(o.bwd_op, "")
+                           .typed<Tensor(const Tensor&, const Tensor&, at::ScalarType)>();
+      dx = op.call(y, grads[0], x_dtype);
+    } else {
+      dx = unary_bwd_impl(y, grads[0], x_dtype, o);
+    }
+    return {dx, Tensor()};
+  }
+};
+
+// Node names: torch::autograd::CppNode<quack_torch::SoftmaxFn> (and LogSoftmaxFn).
+struct SoftmaxFn : public RowUnaryFn<SoftmaxFn> {
+  static const RowUnaryOps& ops() {
+    static const RowUnaryOps o{&quack::softmax_fwd, &quack::softmax_bwd, "softmax_fwd",
+                               "softmax_bwd", "quack_cpp::softmax_bwd"};
+    return o;
+  }
+};
+
+struct LogSoftmaxFn : public RowUnaryFn<LogSoftmaxFn> {
+  static const RowUnaryOps& ops() {
+    static const RowUnaryOps o{&quack::log_softmax_fwd, &quack::log_softmax_bwd,
+                               "log_softmax_fwd", "log_softmax_bwd", "quack_cpp::log_softmax_bwd"};
+    return o;
+  }
+};
 
 // quack_cpp.ops.RMSNormFwd.setup_context + backward as a C++ autograd Function (its node's
 // name: torch::autograd::CppNode<quack_torch::RMSNormFn>).
@@ -253,6 +342,14 @@ namespace {
 
 using quack_torch::RMSNormFn;
 
+// The entry point of a RowUnaryFn op: its node only where autograd records the call.
+template <class Fn>
+Tensor row_unary(const Tensor& x, at::ScalarType out_dtype) {
+  if (at::GradMode::is_enabled() && x.requires_grad()) return Fn::apply(x, out_dtype);
+  py::gil_scoped_release no_gil;
+  return unary_fwd_impl(x, out_dtype, Fn::ops());
+}
+
 // The entry point: the autograd node only where autograd records the call.
 py::tuple rmsnorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
                       const std::optional<Tensor>& bias, const std::optional<Tensor>& residual,
@@ -286,13 +383,20 @@ py::tuple rmsnorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
 
 PYBIND11_MODULE(_torch, m) {
   m.doc() =
-      "quack_cpp._torch: RMSNorm's eager fast path in C++ (see python/torch_ext.cpp); used by "
-      "quack_cpp.ops when importable.";
+      "quack_cpp._torch: the eager fast paths of rmsnorm, softmax and log_softmax in C++ (see "
+      "python/torch_ext.cpp); used by quack_cpp.ops and quack_cpp.softmax_ops when importable.";
   m.def("rmsnorm_fwd", &rmsnorm_fwd, py::arg("x"), py::arg("weight").none(true),
         py::arg("bias").none(true), py::arg("residual").none(true), py::arg("eps"),
         py::arg("out_dtype"), py::arg("residual_out_dtype").none(true), py::arg("store_rstd"),
         "torch.ops.quack_cpp.rmsnorm_fwd's eager fast path: (out, residual_out or None, rstd or "
         "None), with a C++ autograd node when autograd records the call.");
+  m.def("softmax_fwd", &row_unary<quack_torch::SoftmaxFn>, py::arg("x"), py::arg("out_dtype"),
+        "torch.ops.quack_cpp.softmax_fwd's eager fast path: y, with a C++ autograd node when "
+        "autograd records the call.");
+  m.def("log_softmax_fwd", &row_unary<quack_torch::LogSoftmaxFn>, py::arg("x"),
+        py::arg("out_dtype"),
+        "torch.ops.quack_cpp.log_softmax_fwd's eager fast path: y, with a C++ autograd node "
+        "when autograd records the call.");
   m.def("_set_stub_launches", [](bool v) { g_stub_launches = v; },
         "Skip the kernel launches (tests and the CPU host-time bench only).");
 }

@@ -62,12 +62,15 @@ PY_OK=0
 build_python() {
   local t1; t1=$(date +%s)
   if [ "$PYEXT" = ON ]; then
-    # Stage the package: python/quack_cpp sources + the extension from build/gpu.
+    # Stage the package: python/quack_cpp sources + the extensions from build/gpu (_torch, the
+    # C++ fast paths, where the build found torch).
     say "python extension (from build/gpu, staged in build/gpu/pystage)"
     rm -rf build/gpu/pystage && mkdir -p build/gpu/pystage/quack_cpp \
       && cp python/quack_cpp/*.py build/gpu/pystage/quack_cpp/ \
       && cp build/gpu/python/_C*.so build/gpu/pystage/quack_cpp/ && PY_OK=1 \
       && export PYTHONPATH=$PWD/build/gpu/pystage${PYTHONPATH:+:$PYTHONPATH}
+    cp build/gpu/python/_torch*.so build/gpu/pystage/quack_cpp/ 2>/dev/null \
+      || say "quack_cpp._torch not built (torch not found by CMake): Python fast paths only"
   else
     say "python extension (pip install --no-build-isolation --no-deps .)"
     if python3 -m pip install -q --no-build-isolation --no-deps . >>"$LOG" 2>&1; then PY_OK=1

@@ -22,6 +22,14 @@ on first use and need torch:
   ``torch.topk`` (int64 indices; NaN largest; ties: lower index first), with the MoE router's
   softmax fused (``softmax=True``: over the k values; ``"pre"``: over the row), differentiable
   (see ``quack_cpp.topk_ops``; custom ops ``torch.ops.quack_cpp.topk_fwd`` / ``topk_bwd``);
+- ``quack_cpp.softmax(x, dim=-1)``, ``log_softmax(x, dim=-1)`` (see ``quack_cpp.softmax_ops``);
+- ``quack_cpp.cross_entropy(logits, target, *, ignore_index=-100, reduction="mean", ...)``
+  (see ``quack_cpp.cross_entropy_ops``);
+- ``quack_cpp.linear_cross_entropy(x, weight, target, bias=None, ignore_index=-100,
+  reduction="mean", label_smoothing=0.0, z_loss=0.0, logit_softcap=None, chunk_size=None,
+  *, low_memory=False, fuse_grad_accum=False)``: an LM head and its cross-entropy without the
+  logits, differentiable (see ``quack_cpp.linear_cross_entropy_ops``; custom ops
+  ``torch.ops.quack_cpp.linear_cross_entropy_fwd`` / ``_bwd`` / ``_scale_grad``);
 - ``quack_cpp.gemm_act(A, B, activation, C=None, bias=None, store_preact=True, out_dtype=None,
   postact_dtype=None)``, ``gemm_dact(A, B, preact, activation)``, ``gemm_gated(A, B,
   activation="swiglu", ..., concat_layout=False)``, ``gemm_dgated(A, B, preact, activation)``:
@@ -31,7 +39,9 @@ on first use and need torch:
 - ``quack_cpp.nn.RMSNorm``: a drop-in for ``torch.nn.RMSNorm``; ``quack_cpp.nn.LayerNorm``:
   for ``torch.nn.LayerNorm``; ``quack_cpp.nn.Linear``: for ``torch.nn.Linear`` (bias too);
   ``quack_cpp.nn.LinearAct`` / ``DActLinear``: an MLP's two layers with the activation fused;
-  ``quack_cpp.nn.MLP``: the block (plain or gated activations; ``MLP.from_llama``).
+  ``quack_cpp.nn.MLP``: the block (plain or gated activations; ``MLP.from_llama``);
+  ``quack_cpp.nn.CrossEntropyLoss``: for ``torch.nn.CrossEntropyLoss`` on (N, C) logits;
+  ``quack_cpp.nn.LinearCrossEntropy``: for an ``nn.Linear`` head + ``nn.CrossEntropyLoss``.
 
 In plain eager mode on CUDA tensors the functions skip the dispatcher (the eager fast path, see
 ``quack_cpp.ops``); ``QUACK_EAGER_CUSTOM_OP=1`` makes every call use the custom ops.
@@ -52,10 +62,12 @@ __version__ = _C.version()  # one source: include/quack/version.h
 
 # Lazy attributes: name -> the submodule that holds it (None: the submodule itself).
 _LAZY = {
-    "ops": None, "nn": None, "gemm_ops": None, "layernorm_ops": None, "rmsnorm": "ops",
-    "layernorm": "layernorm_ops",
+    "ops": None, "nn": None, "gemm_ops": None, "layernorm_ops": None, "softmax_ops": None,
+    "cross_entropy_ops": None, "rmsnorm": "ops", "layernorm": "layernorm_ops",
     "gemm": "gemm_ops", "gemm_add": "gemm_ops", "gemm_add_inplace": "gemm_ops",
-    "linear": "gemm_ops", "topk_ops": None, "topk": "topk_ops",
+    "linear": "gemm_ops", "topk_ops": None, "topk": "topk_ops", "softmax": "softmax_ops",
+    "log_softmax": "softmax_ops", "cross_entropy": "cross_entropy_ops",
+    "linear_cross_entropy_ops": None, "linear_cross_entropy": "linear_cross_entropy_ops",
     "gemm_act_ops": None, "gemm_act": "gemm_act_ops", "gemm_dact": "gemm_act_ops",
     "gemm_gated": "gemm_act_ops", "gemm_dgated": "gemm_act_ops", "linear_act": "gemm_act_ops",
     "act_linear": "gemm_act_ops", "mlp": "gemm_act_ops",

@@ -63,6 +63,14 @@ Description fields:
   (nothing allocated); the custom op, which must return tensors, returns an empty (0,)
   placeholder in ``absent[i]``'s dtype (default: the first tensor argument's dtype). Callers
   must not read an absent output.
+- ``index_args``: names of integer index tensors (int32/int64, e.g. class targets). ``route``
+  looks at the other tensor arguments; an index tensor keeps the fast path when it is a plain
+  dense CUDA tensor of an index dtype (``route_index``).
+- ``eager_only``: names of trailing arguments (with defaults, not tensors) that only the eager
+  fast path honours, e.g. "write this output into an input's storage", which a functional
+  custom op cannot do. The custom op's schema leaves them out; its kernel, fake, setup_context
+  and backward see their defaults (setup_context and backward always get the full argument
+  tuple; backward returns one entry per argument, eager-only ones included).
 - ``eager`` (optional) and ``eager_node``: a C++ implementation of the fast path (e.g.
   ``quack_cpp._torch.rmsnorm_fwd``, built where torch is importable): called with the full
   positional arguments on both fast paths; it returns the outputs (None where absent) and makes
@@ -108,8 +116,10 @@ from torch import Tensor
 
 __all__ = [
     "Op", "register", "route", "CUSTOM", "EAGER", "EAGER_GRAD", "FORCE_CUSTOM_OP",
-    "dtype_code", "dtype_name", "tensor_arg", "stream", "rows_cols", "as_rows", "to_rows",
-    "from_rows", "check_float", "FLOAT_DTYPES", "DEVICE_TYPES",
+    "dtype_code", "dtype_name", "tensor_arg", "scalar_arg", "stream", "rows_cols", "as_rows",
+    "to_rows", "from_rows", "check_float", "check_index", "FLOAT_DTYPES", "INDEX_DTYPES",
+    "DEVICE_TYPES", "route_index", "records_grad", "functional_context", "graph_retained",
+    "autocast_fp32",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -125,6 +135,7 @@ DTYPE_CODE = {
     torch.int64: 4,
 }
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+INDEX_DTYPES = (torch.int32, torch.int64)
 # Device types the functional APIs accept: CUDA tensors run the kernels; meta (and fake)
 # tensors only propagate shapes through the fake kernels. (The CPU stand-ins of the tests add
 # "cpu".)
@@ -157,6 +168,15 @@ def tensor_arg(t: Optional[Tensor], fn: str, name: str):
     if code is None:
         dtype_code(t.dtype, fn, name)  # raises
     return (t.data_ptr(), code, t.shape, t.stride(), t.get_device() if t.is_cuda else -1)
+
+
+def scalar_arg(t: Tensor, fn: str, name: str):
+    """A one-element tensor (0-d or (1,)) as ``_C`` takes a (1) tensor: ``tensor_arg`` with
+    shape (1,) and stride (1,) (a 0-d loss or grad_output without a view)."""
+    code = DTYPE_CODE.get(t.dtype)
+    if code is None:
+        dtype_code(t.dtype, fn, name)  # raises
+    return (t.data_ptr(), code, (1,), (1,), t.get_device() if t.is_cuda else -1)
 
 
 # torch.cuda.current_stream(d).cuda_stream without building a Stream object (what
@@ -192,6 +212,29 @@ def check_float(fn: str, t: Optional[Tensor], name: str) -> None:
         raise ValueError(
             f"{fn}: {name} has dtype {dtype_name(t.dtype)}, expected float32, float16 or bfloat16"
         )
+
+
+def check_index(fn: str, t: Optional[Tensor], name: str) -> None:
+    """ValueError naming ``fn`` and ``name`` unless t is None or an int32/int64 tensor on a
+    device type of ``DEVICE_TYPES``."""
+    if t is None:
+        return
+    if t.device.type not in DEVICE_TYPES:
+        raise ValueError(f"{fn}: {name} is on {t.device}, expected a CUDA tensor")
+    if t.dtype not in INDEX_DTYPES:
+        raise ValueError(f"{fn}: {name} has dtype {dtype_name(t.dtype)}, expected int32 or int64")
+
+
+_autocast_cuda = torch.is_autocast_enabled  # no argument: CUDA's autocast (0.16 µs)
+
+
+def autocast_fp32(x: Tensor) -> bool:
+    """Whether an op on the autocast float32 list (softmax, log_softmax, cross_entropy, ...)
+    computes in float32 for x: CUDA autocast is on and x is a CUDA tensor. torch casts such
+    an op's float16/bfloat16 inputs to float32 (its output is float32); our kernels read the
+    16-bit input as it is and write float32 (same result, no cast copy). CPU autocast leaves
+    softmax in the input's dtype, as torch does."""
+    return x.is_cuda and _autocast_cuda()
 
 
 def as_rows(t: Tensor) -> Tensor:
@@ -282,6 +325,57 @@ def route(*tensors: Optional[Tensor]) -> int:
     return EAGER_GRAD if grad and _grad_enabled() else EAGER
 
 
+_INDEX_DTYPES = frozenset(INDEX_DTYPES)
+
+
+def _is_plain_cuda_index(t: Tensor) -> bool:
+    """``_is_plain_cuda`` for index tensors: int32 or int64 instead of a float dtype."""
+    return (type(t) in _PLAIN_TYPES and t.is_cuda and t.layout == _STRIDED
+            and not t.is_nested and t.dtype in _INDEX_DTYPES and not _is_wrapped(t))
+
+
+def route_index(path: int, *tensors: Optional[Tensor]) -> int:
+    """``path`` (from ``route`` over a call's float tensors), or ``CUSTOM`` when one of these
+    index tensors (None: absent) is not ``_is_plain_cuda_index``."""
+    if path == CUSTOM:
+        return path
+    for t in tensors:
+        if t is not None and not _is_plain_cuda_index(t):
+            return CUSTOM
+    return path
+
+
+def functional_context(*tensors: Optional[Tensor]) -> bool:
+    """Whether code running now must stay functional (no writes into tensors it did not
+    allocate, e.g. a backward formula rescaling a saved tensor in place): while compiling or
+    tracing (torch.compile, AOTAutograd, compiled autograd, jit trace), under a torch dispatch
+    mode (FakeTensorMode, FunctionalTensorMode, ...) or a functorch transform, or when one of
+    these tensors is a subclass (fake, functional, ...). Eager calls on plain tensors, CPU
+    ones included, are not."""
+    if _is_compiling() or _dispatch_modes() or _jit_tracing_state() is not None:
+        return True
+    if _functorch_level() is not None:
+        return True
+    for t in tensors:
+        if t is not None and type(t) not in _PLAIN_TYPES:
+            return True
+    return False
+
+
+_keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+
+
+def graph_retained() -> bool:
+    """In a backward formula: whether the running backward keeps the graph (retain_graph=True
+    or create_graph=True), i.e. whether this node's backward may run again on the same saved
+    tensors. True outside a backward, while compiling (Dynamo cannot trace the query) and where
+    torch lacks it: the safe answer for a formula that would otherwise consume a saved tensor
+    in place."""
+    if _keep_graph is None or _is_compiling():
+        return True
+    return bool(_keep_graph())
+
+
 def records_grad(*tensors: Optional[Tensor]) -> bool:
     """Whether autograd would record a call on these tensors (the custom op's rule)."""
     if _grad_enabled():
@@ -322,8 +416,9 @@ class Op:
     ``impl(*args)`` (the real implementation: outputs with None where absent; replaceable, both
     paths look it up per call), ``kernel`` (the custom op's CUDA kernel: impl with placeholders
     for absent outputs), ``Function`` (the fast path's autograd.Function, or None),
-    ``tensor_positions`` (indices of the tensor arguments: what ``route`` looks at),
-    ``mutated_positions``."""
+    ``tensor_positions`` (indices of the tensor arguments but index ones: what ``route`` looks
+    at), ``index_positions`` (the ``index_args``), ``mutated_positions``, ``n_custom`` (the
+    number of leading arguments the custom op takes: all but the ``eager_only`` ones)."""
 
     def __init__(self, desc):
         self.desc = desc
@@ -340,9 +435,26 @@ class Op:
         self._defaults = tuple(p.default for p in params)
         self._first_default = next((i for i, p in enumerate(params)
                                     if p.default is not inspect.Parameter.empty), len(params))
+        index_names = tuple(getattr(desc, "index_args", ()))
+        self.index_positions = tuple(i for i, p in enumerate(params) if p.name in index_names)
         self.tensor_positions = tuple(i for i, p in enumerate(params)
-                                      if _is_tensor_annotation(p.annotation))
+                                      if _is_tensor_annotation(p.annotation)
+                                      and p.name not in index_names)
         self._tensors_of = _getter(self.tensor_positions)
+        self._index_of = _getter(self.index_positions) if self.index_positions else None
+        # Eager-only trailing arguments: not in the custom op's schema; its kernel, fake,
+        # setup_context and backward see their defaults.
+        eager_only = tuple(getattr(desc, "eager_only", ()))
+        self.n_custom = len(params) - len(eager_only)
+        tail = params[self.n_custom:]
+        if (tuple(p.name for p in tail) != eager_only
+                or any(p.default is inspect.Parameter.empty
+                       or _is_tensor_annotation(p.annotation) for p in tail)):
+            raise TypeError(f"{desc.name}: eager_only {eager_only} must name the last "
+                            "arguments of signature, each with a default and not a tensor")
+        self._eager_defaults = tuple(p.default for p in tail)
+        custom_sig = sig.replace(parameters=params[:self.n_custom])
+        self._custom_sig = custom_sig
         self.mutated_positions = tuple(i for i, p in enumerate(params) if p.name in mutates)
         self._absent = tuple(getattr(desc, "absent", ()))
         outputs, launch = getattr(desc, "outputs", None), getattr(desc, "launch", None)
@@ -361,16 +473,23 @@ class Op:
             impl.__name__ = f"{short}_impl"
             self.impl = impl
             fake = outputs
-        schema = torch.library.infer_schema(desc.signature, mutates_args=mutates)
+        if eager_only:
+            def proto(*args):
+                pass
+            proto.__signature__ = custom_sig
+            proto.__name__ = short
+        else:
+            proto = desc.signature
+        schema = torch.library.infer_schema(proto, mutates_args=mutates)
         returns_none = sig.return_annotation is None
 
         def kernel(*args, **kwargs):
-            args = self._full(args, kwargs)
+            args = self._full_custom(args, kwargs)
             out = self.impl(*args)
             return None if returns_none else self._fill(out, args)
 
         def fake_kernel(*args, **kwargs):
-            args = self._full(args, kwargs)
+            args = self._full_custom(args, kwargs)
             out = fake(*args)
             return None if returns_none else self._fill(out, args)
 
@@ -391,7 +510,21 @@ class Op:
         setup_context = getattr(desc, "setup_context", None)
         self.Function = None
         if backward is not None:
-            torch.library.register_autograd(desc.name, backward, setup_context=setup_context)
+            if eager_only:  # the custom op's inputs lack the eager-only tail
+                n, tail_defaults = self.n_custom, self._eager_defaults
+
+                def custom_setup(ctx, inputs, output):
+                    setup_context(ctx, tuple(inputs) + tail_defaults, output)
+
+                def custom_backward(ctx, *grads):
+                    return tuple(backward(ctx, *grads))[:n]
+
+                torch.library.register_autograd(
+                    desc.name, custom_backward,
+                    setup_context=custom_setup if setup_context is not None else None)
+            else:
+                torch.library.register_autograd(desc.name, backward,
+                                                setup_context=setup_context)
             self.Function = self._make_function(short, setup_context, backward)
             self._apply = _FunctionBase_apply.__get__(None, self.Function)
 
@@ -410,13 +543,23 @@ class Op:
             return tuple(args) + self._defaults[n:]
         return args
 
+    def _full_custom(self, args, kwargs=None):
+        """The custom op's arguments (its schema: no eager-only ones) as the full positional
+        tuple of ``signature``: defaults filled in, eager-only arguments at their defaults."""
+        if not self._eager_defaults:
+            return self._full(args, kwargs)
+        bound = self._custom_sig.bind(*args, **(kwargs or {}))
+        bound.apply_defaults()
+        return tuple(bound.args) + self._eager_defaults
+
     def _fill(self, out, args):
         """The custom op's outputs: None (absent) -> an empty (0,) placeholder."""
         if isinstance(out, Tensor):
             return out
         if not any(o is None for o in out):
             return out
-        like = next(args[i] for i in self.tensor_positions if args[i] is not None)
+        like = next(args[i] for i in self.tensor_positions + self.index_positions
+                    if args[i] is not None)
         absent = self._absent
         return tuple(
             o if o is not None else like.new_empty(
@@ -448,8 +591,12 @@ class Op:
     # -- calls ---------------------------------------------------------------------------------
 
     def route(self, args) -> int:
-        """``route`` of this op's tensor arguments in a full positional tuple."""
-        return route(*self._tensors_of(args))
+        """``route`` of this op's tensor arguments in a full positional tuple (index tensors
+        by ``route_index``)."""
+        path = route(*self._tensors_of(args))
+        if self._index_of is not None:
+            path = route_index(path, *self._index_of(args))
+        return path
 
     def is_fast_node(self, node) -> bool:
         """Whether an autograd node (a ``grad_fn``) was made by this op's fast path: its
@@ -462,10 +609,15 @@ class Op:
 
     def __call__(self, *args, **kwargs):
         if _is_compiling():  # first: Dynamo then traces only the custom op's call
+            if self._eager_defaults:
+                return self.custom_op(*self._full(args, kwargs)[:self.n_custom])
             return self.custom_op(*args, **kwargs)
         if kwargs or len(args) < self._nparams:
             args = self._full(args, kwargs)
-        return self.run(route(*self._tensors_of(args)), *args)
+        path = route(*self._tensors_of(args))
+        if self._index_of is not None:
+            path = route_index(path, *self._index_of(args))
+        return self.run(path, *args)
 
     def run(self, path: int, *args):
         """Runs the op on ``path`` (from ``route`` over this op's tensor arguments, which the
@@ -480,6 +632,8 @@ class Op:
             return self.impl(*args)
         if path == EAGER_GRAD and self.Function is not None:
             return self._apply(*args)
+        if self._eager_defaults:
+            return self.custom_op(*args[:self.n_custom])
         return self.custom_op(*args)
 
 

@@ -9,13 +9,17 @@ from torch import Tensor
 from torch.nn import Module, Parameter, init
 
 from . import _registrar as _reg
+from .cross_entropy_ops import cross_entropy
 from .gemm_act_ops import (GATED_ACTIVATIONS, _postact_torch, act_linear, activation_name,
                            deinterleave_gate_up, interleave_gate_up, is_gated, linear_act, mlp)
 from .gemm_ops import linear, linear_dtype
 from .layernorm_ops import layernorm
+from .linear_cross_entropy_ops import (_compute_dtype, linear_cross_entropy,
+                                       linear_cross_entropy_torch)
 from .ops import _FLOAT_DTYPES, rmsnorm
 
-__all__ = ["RMSNorm", "LayerNorm", "Linear", "LinearAct", "DActLinear", "MLP"]
+__all__ = ["RMSNorm", "LayerNorm", "Linear", "LinearAct", "DActLinear", "MLP", "CrossEntropyLoss",
+           "LinearCrossEntropy"]
 
 _shape_t = Union[int, List[int], Tuple[int, ...], torch.Size]
 
@@ -502,3 +506,136 @@ class MLP(Module):
                 f"out_features={self.out_features}, activation={self.activation!r}"
                 + (", concat_layout=True" if self.concat_layout else ""))
 
+
+
+class CrossEntropyLoss(torch.nn.CrossEntropyLoss):
+    r"""Cross-entropy loss on QuACK-C++'s kernel (``quack_cpp.cross_entropy``); for
+    ``torch.nn.CrossEntropyLoss`` on (N, C) logits with class-index targets.
+
+    A subclass of ``torch.nn.CrossEntropyLoss``: same signature and defaults (``weight``,
+    ``size_average``, ``ignore_index``, ``reduce``, ``reduction``, ``label_smoothing``), the
+    ``weight`` buffer, state dict and (with the defaults) repr. Extra keyword-only options of
+    our kernel: ``z_loss`` (scale of lse^2 per counted row), ``logit_softcap`` and
+    ``inplace_backward`` (see ``quack_cpp.cross_entropy``).
+
+    Our kernel runs for (N, C) logits of dtype float32/float16/bfloat16 on a CUDA device with
+    (N,) int32/int64 targets; the loss is then float32 (torch's is the logits' dtype outside
+    autocast, float32 under it) and the gradient is in the logits' dtype. Anything else — (C,)
+    or (N, C, d1, ...) inputs, class-probability targets, CPU or float64 tensors — goes to
+    ``torch.nn.functional.cross_entropy`` unchanged (then ``z_loss``, ``logit_softcap`` and
+    ``inplace_backward`` must be left at their defaults: ValueError otherwise).
+    """
+
+    def __init__(self, weight: Optional[Tensor] = None, size_average=None,
+                 ignore_index: int = -100, reduce=None, reduction: str = "mean",
+                 label_smoothing: float = 0.0, *, z_loss: float = 0.0,
+                 logit_softcap: Optional[float] = None, inplace_backward: bool = False) -> None:
+        super().__init__(weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+        self.z_loss = z_loss
+        self.logit_softcap = logit_softcap
+        self.inplace_backward = inplace_backward
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of input (N, C) against target (N,) (see the class docstring)."""
+        if (input.dim() == 2 and target.dim() == 1 and input.device.type in _reg.DEVICE_TYPES
+                and input.dtype in _FLOAT_DTYPES and target.dtype in _reg.INDEX_DTYPES):
+            return cross_entropy(input, target, ignore_index=self.ignore_index,
+                                 reduction=self.reduction, label_smoothing=self.label_smoothing,
+                                 weight=self.weight, z_loss=self.z_loss,
+                                 logit_softcap=self.logit_softcap,
+                                 inplace_backward=self.inplace_backward)
+        if self.z_loss or self.logit_softcap is not None or self.inplace_backward:
+            raise ValueError(
+                f"CrossEntropyLoss: z_loss, logit_softcap and inplace_backward need (N, C) "
+                f"float32/float16/bfloat16 CUDA logits and (N,) integer targets; got input "
+                f"{tuple(input.shape)} {input.dtype} on {input.device}, target "
+                f"{tuple(target.shape)} {target.dtype}")
+        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+    def extra_repr(self) -> str:
+        """Our extra options where set (torch's module prints none: the default repr is the
+        same)."""
+        extra = []
+        if self.z_loss:
+            extra.append(f"z_loss={self.z_loss}")
+        if self.logit_softcap is not None:
+            extra.append(f"logit_softcap={self.logit_softcap}")
+        if self.inplace_backward:
+            extra.append("inplace_backward=True")
+        return ", ".join(extra)
+
+
+class LinearCrossEntropy(torch.nn.Linear):
+    r"""An LM head and its loss, ``cross_entropy(x W^T + b, target)``, without the logits; a
+    drop-in for ``torch.nn.Linear(in_features, out_features, bias)`` followed by
+    ``torch.nn.CrossEntropyLoss``.
+
+    A subclass of ``torch.nn.Linear``: same parameters (``weight`` (out_features, in_features),
+    optional ``bias``, same initialisation), state dict, ``reset_parameters``; so a head's state
+    dict loads as it is. ``forward(input, target)`` returns the loss (float32): a 0-d tensor
+    for 'mean' and 'sum', target's shape for 'none'. The default ``bias=False`` follows QuACK's
+    ``LinearCrossEntropy`` (LM heads have none).
+
+    Kernels: ``quack_cpp.linear_cross_entropy`` (chunked logits GEMM, the cross-entropy with its
+    gradient in the forward, the dx and dW GEMMs; see there) when input is a CUDA tensor, the
+    compute dtype is bfloat16 (input and weight bfloat16, or a bfloat16 autocast) and
+    in_features is a multiple of 8; otherwise ``linear_cross_entropy_torch`` (``F.linear`` +
+    ``F.cross_entropy`` on float32 logits), so the module stays a drop-in.
+
+    Args:
+        in_features, out_features, bias, device, dtype: as ``torch.nn.Linear`` (bias default
+            False).
+        ignore_index, reduction, label_smoothing: as ``torch.nn.CrossEntropyLoss``.
+        z_loss, logit_softcap, chunk_size, low_memory, fuse_grad_accum: as
+            ``quack_cpp.linear_cross_entropy``.
+
+    Shape: input (*, in_features), target (*) int64; output as ``reduction`` says.
+
+    Source: QuACK 0.2.0 ``quack/linear_cross_entropy.py`` (``LinearCrossEntropy``).
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None,
+                 dtype=None, *, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0, z_loss: float = 0.0,
+                 logit_softcap: Optional[float] = None, chunk_size: Optional[int] = None,
+                 low_memory: bool = False, fuse_grad_accum: bool = False) -> None:
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        if reduction not in ("none", "sum", "mean"):
+            raise ValueError(f"LinearCrossEntropy: reduction is {reduction!r}, expected "
+                             "'none', 'sum' or 'mean'")
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+        self.label_smoothing = label_smoothing
+        self.z_loss = z_loss
+        self.logit_softcap = logit_softcap
+        self.chunk_size = chunk_size
+        self.low_memory = low_memory
+        self.fuse_grad_accum = fuse_grad_accum
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """The loss of ``input @ weight^T + bias`` against ``target``."""
+        weight, bias = self.weight, self.bias
+        if (input.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
+                and _compute_dtype(input, weight) is not None
+                and (bias is None or bias.dtype in _FLOAT_DTYPES)):
+            return linear_cross_entropy(
+                input, weight, target, bias, self.ignore_index, self.reduction,
+                self.label_smoothing, self.z_loss, self.logit_softcap, self.chunk_size,
+                low_memory=self.low_memory, fuse_grad_accum=self.fuse_grad_accum)
+        return linear_cross_entropy_torch(input, weight, target, bias, self.ignore_index,
+                                          self.reduction, self.label_smoothing, self.z_loss,
+                                          self.logit_softcap)
+
+    def extra_repr(self) -> str:
+        s = super().extra_repr() + f", reduction={self.reduction!r}"
+        if self.ignore_index != -100:
+            s += f", ignore_index={self.ignore_index}"
+        for name in ("label_smoothing", "z_loss"):
+            if getattr(self, name):
+                s += f", {name}={getattr(self, name)}"
+        if self.logit_softcap is not None:
+            s += f", logit_softcap={self.logit_softcap}"
+        if self.low_memory:
+            s += ", low_memory=True"
+        return s

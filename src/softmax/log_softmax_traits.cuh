@@ -28,7 +28,9 @@ struct LogSoftmaxFwd : RowOpBase {
   }
   __device__ __forceinline__ static Row finish(const RowParams&, const RowIn&, const Red::Val& t,
                                                int64_t, bool) {
-    return {t.v[0] + log2_approx(t.v[1]) * kLn2};
+    // s = 1 (one finite element, or N = 1): ln s = 0 exactly, so that element's output is
+    // exactly 0 as torch's (lg2.approx(1) is not).
+    return {t.v[0] + (t.v[1] == 1.f ? 0.f : log2_approx(t.v[1]) * kLn2)};
   }
   __device__ __forceinline__ static void apply(const RowParams&, const Row& r,
                                                const RowElem<kIn, kCols>& e, float (&out)[kOut]) {

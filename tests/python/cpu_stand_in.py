@@ -1,9 +1,13 @@
 """CPU stand-in kernels for the custom ops quack_cpp::rmsnorm_fwd / rmsnorm_bwd,
 quack_cpp::layernorm_fwd / layernorm_bwd, quack_cpp::gemm / gemm_add_inplace,
-quack_cpp::gemm_act / gemm_dact / gemm_gated / gemm_dgated and
-quack_cpp::topk_fwd / topk_bwd, written in torch after the C++ API's contract
-(include/quack/norm.h, include/quack/gemm.h, include/quack/topk.h: fp32 math, same outputs and
-placeholders; the GEMM stand-in accepts every layout, it does not mimic can_implement). They
+quack_cpp::gemm_act / gemm_dact / gemm_gated / gemm_dgated,
+quack_cpp::topk_fwd / topk_bwd, softmax / log_softmax fwd and bwd, the cross-entropy ops
+(cross_entropy_fwd / _bwd / _scale_grad) and the linear cross-entropy ops
+(linear_cross_entropy_fwd / _bwd / _scale_grad), written in torch after the C++ API's contract
+(include/quack/norm.h, gemm.h, gemm_act.h, topk.h, softmax.h, cross_entropy.h,
+linear_cross_entropy.h: fp32 math, same outputs and placeholders, the cross-entropy's NaN rows for
+bad targets and exact zeros for ignored ones; the GEMM stand-ins accept every layout, they do not
+mimic can_implement). They
 let the torch layer and the test code run without a GPU:
 test_plumbing_cpu.py uses them, and QUACK_TEST_DEVICE=cpu runs the GPU test files against
 them (a self-check of the tests, not of the kernels). Needs torch."""
@@ -215,30 +219,217 @@ def topk_bwd_cpu(dvalues, indices, values, x, lse, N, dx_dtype, softmax):
     return dx.to(dx_dtype)
 
 
+def softmax_fwd_cpu(x, out_dtype):
+    return torch.softmax(x.float(), -1).to(out_dtype)
+
+
+def softmax_bwd_cpu(y, dy, dx_dtype):
+    y32, dy32 = y.float(), dy.float()
+    return (y32 * (dy32 - (y32 * dy32).sum(-1, keepdim=True))).to(dx_dtype)
+
+
+def log_softmax_fwd_cpu(x, out_dtype):
+    return torch.log_softmax(x.float(), -1).to(out_dtype)
+
+
+def log_softmax_bwd_cpu(y, dy, dx_dtype):
+    dy32 = dy.float()
+    return (dy32 - torch.exp(y.float()) * dy32.sum(-1, keepdim=True)).to(dx_dtype)
+
+
+def _ce_grad(x, target, lse, s_ce, s_z, weight, ignore_index, eps, zs, cap):
+    """dx (fp32) of sum_i s_ce_i*CE_i + s_z_i*z_i (include/quack/cross_entropy.h's backward
+    formula, closed form): ignored rows exactly 0, bad-target rows NaN."""
+    from reference import ce_parts
+
+    x32 = x.float()
+    M, V = x32.shape
+    p = ce_parts(x32, target, weight, ignore_index, logit_softcap=cap or None)
+    y, counted, bad, w_t = p["y"], p["counted"], p["bad"], p["w_t"]
+    s_ce = s_ce.float().expand(M) if torch.is_tensor(s_ce) else torch.full((M,), float(s_ce))
+    s_z = s_z.float().expand(M) if torch.is_tensor(s_z) else torch.full((M,), float(s_z))
+    w = weight.float() if weight is not None else None
+    W = w.sum() if w is not None else float(V)
+    prob = torch.exp(y - lse.float()[:, None])
+    coef = s_ce * ((1 - eps) * w_t + (eps / V) * W) + s_z * 2.0 * zs * lse.float()
+    dx = coef[:, None] * prob
+    if eps:
+        dx = dx - (s_ce * eps / V)[:, None] * (w[None, :] if w is not None else 1.0)
+    tc = target.long().clamp(0, max(V - 1, 0))
+    dx = dx - torch.nn.functional.one_hot(tc, V).float() * (s_ce * (1 - eps) * w_t)[:, None]
+    if cap:
+        dx = dx * (1 - (y / cap) ** 2)
+    dx = torch.where(counted[:, None], dx, 0.0)
+    return torch.where(bad[:, None], float("nan"), dx)
+
+
+def cross_entropy_fwd_cpu(x, target, weight, lse_partial, target_logit, ignore_index, reduction,
+                          label_smoothing, z_loss, logit_softcap, num_classes, want_lse,
+                          want_z_loss, want_dx, dx_into_x=False):
+    from reference import ref_cross_entropy
+
+    fn = "cross_entropy_fwd"
+    if (lse_partial is not None or target_logit is not None) and (label_smoothing or
+                                                                 logit_softcap):
+        raise ValueError(f"{fn}: label_smoothing / logit_softcap with lse_partial or "
+                         "target_logit, expected neither")
+    if want_dx and (lse_partial is not None or x is None):
+        raise ValueError(f"{fn}: dx is given with lse_partial, expected no dx")
+    M = target.shape[0]
+    f32 = lambda t: None if t is None else t.float()  # noqa: E731
+    loss, lse, z = ref_cross_entropy(
+        f32(x), target, reduction, weight=weight, ignore_index=ignore_index,
+        label_smoothing=label_smoothing, z_loss=z_loss, logit_softcap=logit_softcap or None,
+        lse_partial=f32(lse_partial), target_logit=f32(target_logit), num_classes=num_classes)
+    dx = _empty(x if x is not None else target, x.dtype if x is not None else torch.float32)
+    if want_dx:
+        if reduction == "mean":
+            counted = ((target != ignore_index) & (target >= 0) & (target < x.shape[1]))
+            w_t = (weight.float()[target.long().clamp(0, x.shape[1] - 1)]
+                   if weight is not None else torch.ones(M))
+            s_ce = 1.0 / torch.where(counted, w_t, 0.0).sum()
+            s_z = 1.0 / counted.float().sum()
+        else:
+            s_ce = s_z = 1.0
+        g = _ce_grad(x, target, lse, s_ce, s_z, weight, ignore_index, label_smoothing, z_loss,
+                     logit_softcap).to(x.dtype)
+        if dx_into_x:  # the eager fast path's in-place gradient (through .data, version bumped)
+            x.data.copy_(g)
+            torch.autograd.graph.increment_version(x)
+        else:
+            dx = g
+    return (loss.float(), lse.float() if want_lse else _empty(target, torch.float32),
+            z.float() if want_z_loss else _empty(target, torch.float32), dx)
+
+
+def cross_entropy_bwd_cpu(x, target, lse, dloss, weight, ignore_index, label_smoothing, z_loss,
+                          logit_softcap, dx_into_x=False):
+    dl = dloss.float().reshape(-1)
+    g = _ce_grad(x, target, lse, dl, dl, weight, ignore_index, label_smoothing, z_loss,
+                 logit_softcap).to(x.dtype)
+    if dx_into_x:
+        x.data.copy_(g)
+        torch.autograd.graph.increment_version(x)
+        return x
+    return g
+
+
+def cross_entropy_scale_grad_cpu(dx, grad_output):
+    # Through .data: the version bump is the op's (or the fast path's), exactly once.
+    g = grad_output.float().reshape(())
+    if g.item() != 1.0:
+        dx.data.copy_((dx.float() * g).to(dx.dtype))
+
+
+def _lce_grad_rows(x, weight, bias, target, ignore_index, eps, zs, cap, scale):
+    """(loss rows CE + z, CE rows, z rows, lse, R) of quack/linear_cross_entropy.h in fp32
+    from bf16-rounded logits; R for per-row scales `scale` (T) of both parts."""
+    z = x.float() @ weight.float().T
+    if bias is not None:
+        z = z + bias.float()
+    z = z.to(x.dtype).float()  # the logits chunk in x's dtype
+    V = z.shape[1]
+    th = torch.tanh(z / cap) if cap else None
+    y = cap * th if cap else z
+    lse = torch.logsumexp(y, -1)
+    t = target.long()
+    counted = (t != ignore_index) & (t >= 0) & (t < V)
+    bad = (t != ignore_index) & ~counted
+    tc = torch.where(counted, t, torch.zeros_like(t))
+    yt = y.gather(1, tc[:, None])[:, 0]
+    ce = (1 - eps) * (lse - yt) + eps * (lse - y.mean(-1))
+    zp = zs * lse * lse
+    zero = torch.zeros_like(ce)
+    ce = torch.where(counted, ce, zero)
+    zp = torch.where(counted, zp, zero)
+    ce[bad] = float("nan")
+    zp[bad] = float("nan")
+    p = torch.exp(y - lse[:, None])
+    onehot = torch.nn.functional.one_hot(tc, V).float()
+    g = (1 + 2 * zs * lse)[:, None] * p - eps / V - (1 - eps) * onehot
+    if cap:
+        g = g * (1 - th * th)
+    g = g * scale[:, None]
+    g = torch.where(counted[:, None], g, torch.zeros_like(g))
+    g[bad] = float("nan")
+    return ce + zp, ce, zp, lse, g.to(x.dtype).float(), counted
+
+
+def linear_cross_entropy_fwd_cpu(x, weight, bias, target, ignore_index, reduction,
+                                 label_smoothing, z_loss, logit_softcap, need_dx, need_dw,
+                                 need_db, low_memory, chunk_size, fuse_grad_accum):
+    T, V = x.shape[0], weight.shape[0]
+    t = target.long()
+    n = ((t != ignore_index) & (t >= 0) & (t < V)).sum().float()
+    scale = torch.ones(T) / (n if reduction == "mean" else 1.0)  # 1/0 = inf: no row counted
+    rows, ce, zp, lse, R, counted = _lce_grad_rows(x, weight, bias, target, ignore_index,
+                                                   label_smoothing, z_loss, logit_softcap, scale)
+    if reduction == "none":
+        loss = rows
+    elif reduction == "sum":
+        loss = rows.sum()
+    else:
+        loss = ce.sum() / n + zp.sum() / n
+    dx = (R @ weight.float()).to(x.dtype) if need_dx else _empty(x)
+    dw = (R.T @ x.float()).to(weight.dtype) if need_dw else _empty(x)
+    db = R.sum(0).to(bias.dtype) if (need_db and bias is not None) else _empty(x)
+    return loss.float(), lse, dx, dw, db
+
+
+def linear_cross_entropy_bwd_cpu(x, weight, bias, target, lse, dloss, ignore_index,
+                                 label_smoothing, z_loss, logit_softcap, need_dx, need_dw,
+                                 need_db, low_memory):
+    T = x.shape[0]
+    scale = dloss.float().expand(T) if dloss.dim() == 0 else dloss.float()
+    R = _lce_grad_rows(x, weight, bias, target, ignore_index, label_smoothing, z_loss,
+                       logit_softcap, scale)[4]
+    dx = (R @ weight.float()).to(x.dtype) if need_dx else _empty(x)
+    dw = (R.T @ x.float()).to(weight.dtype) if need_dw else _empty(x)
+    db = R.sum(0).to(bias.dtype) if (need_db and bias is not None) else _empty(x)
+    return dx, dw, db
+
+
+def linear_cross_entropy_scale_grad_cpu(grad, grad_output):
+    g = float(grad_output)
+    if g != 1.0:  # exactly 1: untouched (the kernel returns at once)
+        grad.data.copy_(grad.float() * g)
+
+
+STAND_INS = {  # custom op name -> its CPU stand-in
+    "rmsnorm_fwd": rmsnorm_fwd_cpu, "rmsnorm_bwd": rmsnorm_bwd_cpu,
+    "layernorm_fwd": layernorm_fwd_cpu, "layernorm_bwd": layernorm_bwd_cpu, "gemm": gemm_cpu,
+    "gemm_add_inplace": gemm_add_inplace_cpu, "softmax_fwd": softmax_fwd_cpu,
+    "softmax_bwd": softmax_bwd_cpu, "log_softmax_fwd": log_softmax_fwd_cpu,
+    "log_softmax_bwd": log_softmax_bwd_cpu, "cross_entropy_fwd": cross_entropy_fwd_cpu,
+    "cross_entropy_bwd": cross_entropy_bwd_cpu,
+    "cross_entropy_scale_grad": cross_entropy_scale_grad_cpu,
+    "topk_fwd": topk_fwd_cpu, "topk_bwd": topk_bwd_cpu,
+    "linear_cross_entropy_fwd": linear_cross_entropy_fwd_cpu,
+    "linear_cross_entropy_bwd": linear_cross_entropy_bwd_cpu,
+    "linear_cross_entropy_scale_grad": linear_cross_entropy_scale_grad_cpu,
+    "gemm_act": gemm_act_cpu, "gemm_gated": gemm_gated_cpu, "gemm_dact": gemm_dact_cpu,
+    "gemm_dgated": gemm_dgated_cpu,
+}
+
+
 @contextlib.contextmanager
 def registered():
     """Registers the stand-ins as the ops' CPU kernels and lets quack_cpp's functions and
     modules accept CPU tensors, for the duration of the block."""
     import quack_cpp._registrar as reg
+    import quack_cpp.cross_entropy_ops  # noqa: F401 (defines the cross-entropy ops)
     import quack_cpp.gemm_act_ops  # noqa: F401 (defines the fused GEMM ops)
     import quack_cpp.gemm_ops  # noqa: F401 (defines the GEMM ops)
     import quack_cpp.layernorm_ops  # noqa: F401 (defines the LayerNorm ops)
+    import quack_cpp.linear_cross_entropy_ops  # noqa: F401 (defines the linear CE ops)
     import quack_cpp.ops  # noqa: F401 (defines the RMSNorm ops)
     import quack_cpp.topk_ops  # noqa: F401 (defines the top-k ops)
 
+    import quack_cpp.softmax_ops  # noqa: F401 (defines the softmax ops)
+
     lib = torch.library.Library("quack_cpp", "IMPL")
-    lib.impl("rmsnorm_fwd", rmsnorm_fwd_cpu, "CPU")
-    lib.impl("rmsnorm_bwd", rmsnorm_bwd_cpu, "CPU")
-    lib.impl("layernorm_fwd", layernorm_fwd_cpu, "CPU")
-    lib.impl("layernorm_bwd", layernorm_bwd_cpu, "CPU")
-    lib.impl("gemm", gemm_cpu, "CPU")
-    lib.impl("gemm_add_inplace", gemm_add_inplace_cpu, "CPU")
-    lib.impl("gemm_act", gemm_act_cpu, "CPU")
-    lib.impl("gemm_gated", gemm_gated_cpu, "CPU")
-    lib.impl("gemm_dact", gemm_dact_cpu, "CPU")
-    lib.impl("gemm_dgated", gemm_dgated_cpu, "CPU")
-    lib.impl("topk_fwd", topk_fwd_cpu, "CPU")
-    lib.impl("topk_bwd", topk_bwd_cpu, "CPU")
+    for name, fn in STAND_INS.items():
+        lib.impl(name, fn, "CPU")
     saved = reg.DEVICE_TYPES
     reg.DEVICE_TYPES = saved + ("cpu",)
     try:

@@ -133,3 +133,61 @@ def compare_runs(lib, ref, tch, x_dtype, keys=("out", "residual_out", "dx", "dw"
 def poison_(t):
     """Fills a float tensor with NaN (so an unwritten element fails)."""
     return t.fill_(float("nan"))
+
+
+# --------------------------------------------------------------------------------------------
+# Cross-entropy (include/quack/cross_entropy.h's formula), in the inputs' dtype
+# --------------------------------------------------------------------------------------------
+
+
+def ce_parts(x, target, weight=None, ignore_index=-100, label_smoothing=0.0, z_loss=0.0,
+             logit_softcap=None, lse_partial=None, target_logit=None, num_classes=None):
+    """Per-row parts of the cross-entropy in the dtype of x (or lse_partial): dict with ce, z,
+    lse (every row), counted (target in [0, V), not ignore_index), bad (outside [0, V), not
+    ignored), w_t (the target's class weight, 1 without weights), y (softcapped logits or
+    None). Ignored and bad rows have ce = z = 0 here (callers put the NaN of bad rows).
+    Differentiable with respect to x, lse_partial and target_logit."""
+    V = x.shape[1] if x is not None else num_classes
+    y = None
+    if x is not None:
+        y = x if not logit_softcap else logit_softcap * torch.tanh(x / logit_softcap)
+    lse = torch.logsumexp(lse_partial if lse_partial is not None else y, -1)
+    t = target.long()
+    kept = t != ignore_index
+    inside = (t >= 0) & (t < V)
+    counted, bad = kept & inside, kept & ~inside
+    tc = t.clamp(0, max(V - 1, 0))
+    if target_logit is not None:
+        y_t = target_logit.to(lse.dtype)
+    else:
+        y_t = y.gather(1, tc[:, None])[:, 0]
+    w = weight.to(lse.dtype) if weight is not None else None
+    w_t = w[tc] if w is not None else torch.ones_like(lse)
+    eps = label_smoothing
+    ce = (1 - eps) * w_t * (lse - y_t)
+    if eps:
+        ce = ce + (eps / V) * ((w if w is not None else 1.0) * (lse[:, None] - y)).sum(-1)
+    z = z_loss * lse * lse
+    zero = torch.zeros_like(lse)
+    return dict(ce=torch.where(counted, ce, zero), z=torch.where(counted, z, zero), lse=lse,
+                counted=counted, bad=bad, w_t=w_t, y=y)
+
+
+def ref_cross_entropy(x, target, reduction="mean", **opts):
+    """(loss, lse, z part) of the cross-entropy with the C++ contract, in the inputs' dtype
+    (float64 for a reference): 'none' per row; 'sum'; 'mean' = sum CE / sum_counted w[t] +
+    sum z / #counted (0/0 = NaN); a bad target makes its row (and so sum/mean) NaN.
+    Differentiable (autograd gives the reference gradient; bad rows' gradients are not
+    NaN here: check those rows apart)."""
+    p = ce_parts(x, target, **opts)
+    ce, z, counted, bad = p["ce"], p["z"], p["counted"], p["bad"]
+    nan_rows = torch.where(bad, float("nan"), 0.0).to(ce.dtype)
+    if reduction == "none":
+        return ce + z + nan_rows, p["lse"], z + nan_rows
+    if reduction == "sum":
+        zs = z.sum() + nan_rows.sum()
+        return ce.sum() + zs, p["lse"], zs
+    d_ce = torch.where(counted, p["w_t"], 0.0).sum()
+    d_z = counted.to(ce.dtype).sum()
+    zs = z.sum() / d_z + nan_rows.sum()
+    return ce.sum() / d_ce + zs, p["lse"], zs

@@ -179,3 +179,27 @@ def test_layernorm_empty_rows_launch_nothing():
     assert _C.layernorm_bwd_workspace_size(x, None, x, _t((0,)), _t((0,)), None, x, None,
                                            None, None) == 0
     _C.layernorm_bwd(x, None, x, _t((0,)), _t((0,)), None, x, None, None, None)
+
+
+def test_linear_cross_entropy_surface():
+    for name in ("linear_cross_entropy_chunk_size", "linear_cross_entropy_fwd_workspace_size",
+                 "linear_cross_entropy_fwd", "linear_cross_entropy_bwd_workspace_size",
+                 "linear_cross_entropy_bwd", "linear_cross_entropy_scale_grad"):
+        assert getattr(_C, name).__doc__, name
+    # The chunk rule at the main shape: 4 chunks of 4096 tokens; low memory 2048.
+    assert _C.linear_cross_entropy_chunk_size(16384, 4096, 128256) == 4096
+    assert _C.linear_cross_entropy_chunk_size(16384, 4096, 128256, low_memory=True) == 2048
+    T, D, V = 16, 64, 100
+    x, w = _t((T, D), dtype=2), _t((V, D), dtype=2)
+    t, loss = _t((T,), dtype=4), _t((1,))
+    n = _C.linear_cross_entropy_fwd_workspace_size(x, w, None, t, loss, dx=_t((T, D), dtype=2),
+                                                   dweight=_t((V, D), dtype=2))
+    assert n > T * 100 * 2  # at least one logits chunk
+    with pytest.raises(ValueError, match="linear_cross_entropy_fwd: x has dtype float16"):
+        _C.linear_cross_entropy_fwd_workspace_size(_t((T, D), dtype=1), w, None, t, loss)
+    with pytest.raises(ValueError, match="row stride 68"):
+        _C.linear_cross_entropy_fwd(_t((T, D), dtype=2, strides=(68, 1)), w, None, t, loss)
+    with pytest.raises(ValueError, match="reduction is 'avg'"):
+        _C.linear_cross_entropy_fwd(x, w, None, t, loss, reduction="avg")
+    with pytest.raises(ValueError, match="linear_cross_entropy_bwd: dloss has shape"):
+        _C.linear_cross_entropy_bwd(x, w, None, t, _t((T,)), _t((T - 1,)))

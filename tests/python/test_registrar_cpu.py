@@ -103,13 +103,49 @@ class ToyComposite:
         return dx, dw, None
 
 
+class ToyPick:
+    """y = x[i, idx_i] * s per row (an index tensor), written into x's row 0 instead of a new
+    buffer when ``into_x`` (an eager-only argument)."""
+
+    name = "quack_cpp_test::toy_pick"
+    index_args = ("idx",)
+    eager_only = ("into_x",)
+    SEEN = []
+
+    def signature(x: Tensor, idx: Tensor, s: float, into_x: bool = False) -> Tensor:
+        """Toy: y (M,)."""
+
+    def impl(x, idx, s, into_x=False):
+        y = x.gather(1, idx.long()[:, None])[:, 0] * s
+        if into_x:
+            x.data[0, : y.shape[0]] = y
+            return x[0, : y.shape[0]]
+        return y
+
+    def fake(x, idx, s, into_x=False):
+        return x.new_empty(idx.shape[0])
+
+    def setup_context(ctx, inputs, output):
+        ToyPick.SEEN.append(len(inputs))
+        x, idx, s, into_x = inputs
+        ctx.s, ctx.V = s, x.shape[1]
+        ctx.save_for_backward(idx)
+
+    def backward(ctx, dy):
+        (idx,) = ctx.saved_tensors
+        dx = torch.zeros(idx.shape[0], ctx.V, dtype=dy.dtype)
+        dx.scatter_(1, idx.long()[:, None], dy[:, None] * ctx.s)
+        return dx, None, None, None  # one entry per argument, the eager-only one included
+
+
 toy_scale = reg.register(ToyScale)
 toy_add_inplace = reg.register(ToyAddInplace)
 toy_composite = reg.register_function(ToyComposite)
+toy_pick = reg.register(ToyPick)
 
 # The custom ops' kernels for CPU tensors: the same functions run for CUDA tensors.
 _LIB = torch.library.Library("quack_cpp_test", "IMPL")
-for _op in (toy_scale, toy_add_inplace):
+for _op in (toy_scale, toy_add_inplace, toy_pick):
     _LIB.impl(_op.__name__, _op.kernel, "CPU")
 
 
@@ -118,9 +154,15 @@ def _cpu_as_cuda(t):
             and not t.is_nested and t.dtype in reg.KERNEL_DTYPES and not reg._is_wrapped(t))
 
 
+def _cpu_as_cuda_index(t):
+    return (type(t) in reg._PLAIN_TYPES and t.device.type == "cpu" and t.layout == torch.strided
+            and t.dtype in reg.INDEX_DTYPES)
+
+
 @pytest.fixture
 def as_cuda(monkeypatch):
     monkeypatch.setattr(reg, "_is_plain_cuda", _cpu_as_cuda)
+    monkeypatch.setattr(reg, "_is_plain_cuda_index", _cpu_as_cuda_index)
     monkeypatch.setattr(reg, "FORCE_CUSTOM_OP", False)
     monkeypatch.setattr(reg, "CPP_EAGER", False)
 
@@ -386,3 +428,103 @@ def test_description_errors():
 
     with pytest.raises(TypeError, match="outputs \\+ launch, or impl"):
         reg.register(NoLaunch)
+
+
+# --------------------------------------------------------------------------------------------
+# index_args and eager_only
+# --------------------------------------------------------------------------------------------
+
+
+def test_index_args_and_eager_only_schema():
+    schema = str(torch.ops.quack_cpp_test.toy_pick.default._schema)
+    assert schema == "quack_cpp_test::toy_pick(Tensor x, Tensor idx, float s) -> Tensor"
+    assert toy_pick.tensor_positions == (0,) and toy_pick.index_positions == (1,)
+    assert toy_pick.n_custom == 3
+
+    class BadTail:
+        name = "quack_cpp_test::bad_tail"
+        eager_only = ("flag",)
+
+        def signature(x: Tensor, flag: bool, s: float = 1.0) -> Tensor: ...
+
+        def impl(x, flag, s=1.0):
+            return x
+
+    with pytest.raises(TypeError, match="eager_only"):
+        reg.register(BadTail)
+
+
+def test_index_tensor_keeps_the_fast_path(as_cuda, monkeypatch):
+    x = torch.randn(4, 6)
+    idx = torch.tensor([0, 5, 2, 1])
+    args = (x, idx, 2.0, False)
+    assert toy_pick.route(args) == reg.EAGER
+    assert toy_pick.route((x.requires_grad_(True), idx, 2.0, False)) == reg.EAGER_GRAD
+    assert toy_pick.route((x, idx.float(), 2.0, False)) == reg.CUSTOM  # not an index dtype
+    assert reg.route_index(reg.EAGER, idx, None) == reg.EAGER
+    assert reg.route_index(reg.EAGER, idx.to(torch.int16)) == reg.CUSTOM
+    assert reg.route_index(reg.CUSTOM, idx) == reg.CUSTOM
+
+
+def test_eager_only_honoured_on_the_fast_path_only(as_cuda, monkeypatch):
+    def go(force):
+        monkeypatch.setattr(reg, "FORCE_CUSTOM_OP", force)
+        ToyPick.SEEN.clear()
+        x = torch.randn(4, 6, generator=torch.Generator().manual_seed(0)).requires_grad_(True)
+        idx = torch.tensor([0, 5, 2, 1])
+        xc = x.detach().clone()
+        y = toy_pick(xc, idx, 2.0, True)  # no grad: EAGER (or the custom op)
+        wrote = not torch.equal(xc, x.detach())
+        y2 = toy_pick(x, idx, 3.0)  # with grad: the Function (or the custom op's autograd)
+        y2.sum().backward()
+        return wrote, y.detach(), x.grad, list(ToyPick.SEEN)
+
+    fast, slow = go(False), go(True)
+    assert fast[0] and not slow[0]  # the custom op leaves x alone (its schema lacks into_x)
+    assert torch.equal(fast[1], slow[1])
+    assert torch.equal(fast[2], slow[2])
+    assert fast[3] == slow[3] == [4]  # setup_context sees every argument on both paths
+    monkeypatch.setattr(reg, "FORCE_CUSTOM_OP", False)
+    torch._dynamo.reset()
+    f = torch.compile(lambda x, i: toy_pick(x, i, 2.0, True), fullgraph=True, backend="eager")
+    x = torch.randn(4, 6)
+    x0 = x.clone()
+    torch.testing.assert_close(f(x, torch.tensor([0, 1, 2, 3])),
+                               x0.gather(1, torch.tensor([[0], [1], [2], [3]]))[:, 0] * 2.0)
+    assert torch.equal(x, x0)  # under compile: the custom op, no write into x
+
+
+def test_helpers_scalar_arg_check_index_functional_context():
+    t = torch.tensor(2.5)
+    assert reg.scalar_arg(t, "f", "g") == (t.data_ptr(), 0, (1,), (1,), -1)
+    with pytest.raises(ValueError, match="f: g has dtype float64"):
+        reg.scalar_arg(t.double(), "f", "g")
+    reg.check_index("f", None, "t")
+    with pytest.raises(ValueError, match="f: t has dtype float32, expected int32 or int64"):
+        reg.check_index("f", torch.ones(3, device="meta"), "t")
+    with pytest.raises(ValueError, match="f: t is on cpu"):
+        reg.check_index("f", torch.ones(3, dtype=torch.int64), "t")
+    assert not reg.functional_context(torch.ones(2), None)
+    assert reg.graph_retained()  # outside a backward: the safe answer
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        assert reg.functional_context()
+    seen = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append((reg.graph_retained(), reg.functional_context(g)))
+            return g
+
+    x = torch.ones(2, requires_grad=True)
+    y = Probe.apply(x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    assert seen == [(True, False), (False, False)]
+    # (Under torch.compile: test_softmax_ce_plumbing_cpu.py::test_compile_aot_eager.)

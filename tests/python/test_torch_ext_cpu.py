@@ -1,7 +1,8 @@
-"""RMSNorm's C++ eager path (quack_cpp._torch, built by pip where torch is importable) without a
-GPU: with its launches skipped (``_set_stub_launches``) and CPU tensors let through the route,
-every case gives the outputs (shape, dtype, strides, None where absent), the autograd node, the
-gradients' metadata and the errors that the Python fast path gives. The values are the GPU
+"""The C++ eager paths (quack_cpp._torch, built by pip where torch is importable: rmsnorm,
+softmax, log_softmax) without a GPU: with their launches skipped (``_set_stub_launches``) and
+CPU tensors let through the route, every case gives the outputs (shape, dtype, strides, None
+where absent), the autograd node, the gradients' metadata and the errors that the Python fast
+path gives. The values are the GPU
 tests' (test_fastpath.py runs every case on both fast paths against the custom ops). Skips
 where the extension is not built."""
 
@@ -21,6 +22,8 @@ if torch.cuda.is_available():
 
 from test_fastpath_cpu import RMS_CASES, _cpu_as_cuda  # noqa: E402
 
+sm = pytest.importorskip("quack_cpp.softmax_ops")
+
 f32, bf16 = torch.float32, torch.bfloat16
 
 
@@ -34,6 +37,10 @@ def stubbed(monkeypatch):
         "rmsnorm_fwd": staticmethod(lambda *a: None),
         "rmsnorm_bwd": staticmethod(lambda *a: None),
         "rmsnorm_bwd_workspace_size": staticmethod(lambda *a: 0)})())
+    no_launch = staticmethod(lambda *a: None)
+    monkeypatch.setattr(sm, "_C", type("NoLaunch", (), {
+        "softmax_fwd": no_launch, "softmax_bwd": no_launch, "log_softmax_fwd": no_launch,
+        "log_softmax_bwd": no_launch})())
     ops._torch_ext._set_stub_launches(True)
     yield
     ops._torch_ext._set_stub_launches(False)
@@ -110,6 +117,60 @@ def test_double_backward_raises_like_the_custom_op(stubbed, monkeypatch):
     y = quack_cpp.rmsnorm(x, torch.ones(64))
     lib = torch.library.Library("quack_cpp", "IMPL")  # the custom op's kernel for CPU tensors
     lib.impl("rmsnorm_bwd", ops.rmsnorm_bwd.kernel, "CPU")
+    try:
+        gx, = torch.autograd.grad(y.square().sum(), x, create_graph=True)
+        with pytest.raises(RuntimeError, match="no autograd formula"):
+            gx.sum().backward()
+    finally:
+        lib._destroy()
+
+
+# --------------------------------------------------------------------------------------------
+# softmax, log_softmax (RowUnaryFn)
+# --------------------------------------------------------------------------------------------
+
+SM_CASES = [((4, 3, 64), bf16, 1, True), ((5, 64), f32, -1, True), ((64,), bf16, 0, False),
+            ((2, 7, 32), f32, -1, False), ((), f32, 0, True)]
+
+
+def _sm_run(fn, case, cpp, monkeypatch, out_fp32=False):
+    monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+    monkeypatch.setattr(sm, "autocast_fp32", lambda x: out_fp32)
+    shape, dtype, dim, grad = case
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+    x.requires_grad_(grad)
+    y = fn(x, dim)
+    base = y if y._base is None else y._base
+    if grad:
+        y.backward(torch.zeros(y.shape, dtype=y.dtype))
+    return [_meta(y), _meta(x.grad)], base.grad_fn
+
+
+@pytest.mark.parametrize("kind", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("out_fp32", [False, True])
+@pytest.mark.parametrize("case", SM_CASES, ids=str)
+def test_softmax_same_as_the_python_path(stubbed, monkeypatch, case, out_fp32, kind):
+    fn = getattr(quack_cpp, kind)
+    op = getattr(sm, f"{kind}_fwd")
+    cpp, cpp_node = _sm_run(fn, case, True, monkeypatch, out_fp32)
+    py, py_node = _sm_run(fn, case, False, monkeypatch, out_fp32)
+    assert cpp == py
+    if case[-1]:
+        name = "SoftmaxFn" if kind == "softmax" else "LogSoftmaxFn"
+        assert cpp_node.name() == f"torch::autograd::CppNode<quack_torch::{name}>"
+        assert op.is_fast_node(cpp_node) and op.is_fast_node(py_node)
+    else:
+        assert cpp_node is None
+
+
+def test_softmax_errors_and_double_backward(stubbed, monkeypatch):
+    monkeypatch.setattr(reg, "CPP_EAGER", True)
+    with pytest.raises(ValueError, match="softmax_fwd: x has 3 dimensions"):
+        ops._torch_ext.softmax_fwd(torch.randn(2, 3, 4), f32)
+    x = torch.randn(4, 64, requires_grad=True)
+    y = quack_cpp.log_softmax(x)
+    lib = torch.library.Library("quack_cpp", "IMPL")  # the custom op's kernel for CPU tensors
+    lib.impl("log_softmax_bwd", sm.log_softmax_bwd.kernel, "CPU")
     try:
         gx, = torch.autograd.grad(y.square().sum(), x, create_graph=True)
         with pytest.raises(RuntimeError, match="no autograd formula"):

@@ -1,0 +1,274 @@
+"""Linear + cross-entropy, forward + backward, by the acceptance method (issue 20; DESIGN §8).
+
+    python3 bench/bench_linear_ce.py                 # the four shapes, every implementation
+    python3 bench/bench_linear_ce.py --quick         # (16384, 4096, 128256) only
+    python3 bench/bench_linear_ce.py --shapes 8192x4096x32000 --impls ours,quack,compile
+    python3 bench/bench_linear_ce.py --chunks 2048,4096   # ours at forced chunk sizes too
+
+Each implementation computes the mean loss of ``cross_entropy(x @ W^T, t)`` for bf16 x (T, D)
+and W (V, D) (no bias), then ``loss.backward()`` into fresh x.grad and W.grad: one call =
+forward + backward, timed with ``triton.testing.do_bench(fn, warmup=25, rep=100,
+return_mode="median")`` (L2 cleared before every call; host time counts), in one process, the
+order of the implementations rotated between rounds and the median of the rounds kept.
+Memory = peak allocated during one call minus allocated before it (x.grad and W.grad are None
+before the call, so the returned gradients, 2·(T + V)·D bytes, are included).
+
+Implementations (a dash: not importable, or it refused / ran out of memory):
+  ours          quack_cpp.linear_cross_entropy (chunk_size=None: the C++ rule)
+  ours_lowmem   the same with low_memory=True
+  ours_cN       the same with chunk_size=N (--chunks)
+  quack         QuACK 0.2.0 quack.linear_cross_entropy.chunked_linear_cross_entropy(x, W, t,
+                chunk_size=4096)
+  eager         F.cross_entropy(F.linear(x, W).float(), t)
+  compile       the same under torch.compile (dynamic=False)
+  liger         Liger-Kernel's LigerFusedLinearCrossEntropyLoss()(W, x, t)
+and, not a loss: ``gemms`` = our three plain GEMMs of the same shapes (logits x·Wᵀ, dx = R·W,
+dW = Rᵀ·x, bf16 outputs, each timed alone the same way; the sum is reported), and ``cublas`` =
+the same three with torch.matmul. Bars (issue 20): ours ≤ 0.97 × quack and ≤ 1.04 × gemms at
+(16384, 4096, 128256), memory ≤ 0.85 × quack's; everywhere faster than quack and compile with no
+more memory than either; ours_lowmem ≤ 2.0 GiB at that shape and ≤ 1.25 × ours.
+
+Output: JSON lines (--out) and the table last.
+"""
+
+import argparse
+import json
+import os
+import statistics
+
+SHAPES = [(16384, 4096, 128256), (8192, 4096, 32000), (32768, 1024, 151936),
+          (8192, 8192, 262144)]
+IMPLS = ("ours", "ours_lowmem", "quack", "eager", "compile", "liger", "gemms", "cublas")
+GIB = float(1 << 30)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="(16384, 4096, 128256) only")
+    p.add_argument("--shapes", default=None, help="comma list of TxDxV")
+    p.add_argument("--impls", default=",".join(IMPLS))
+    p.add_argument("--chunks", default="", help="comma list of forced chunk sizes for ours")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup-ms", type=float, default=25.0)
+    p.add_argument("--rep-ms", type=float, default=100.0)
+    p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "results"),
+                                                 "bench_linear_ce.jsonl"))
+    return p.parse_args(argv)
+
+
+def loss_fn(torch, F, impl):
+    """impl -> f(x, W, t) returning the mean loss, or None when unavailable."""
+    if impl == "ours" or impl.startswith("ours_"):
+        import quack_cpp
+
+        kw = {}
+        if impl == "ours_lowmem":
+            kw["low_memory"] = True
+        elif impl.startswith("ours_c"):
+            kw["chunk_size"] = int(impl[len("ours_c"):])
+        return lambda x, W, t: quack_cpp.linear_cross_entropy(x, W, t, **kw)
+    if impl == "quack":
+        try:
+            from quack.linear_cross_entropy import chunked_linear_cross_entropy
+        except Exception:
+            return None
+        return lambda x, W, t: chunked_linear_cross_entropy(x, W, t, chunk_size=4096)
+    if impl in ("eager", "compile"):
+        def ref(x, W, t):
+            return F.cross_entropy(F.linear(x, W).float(), t)
+
+        return torch.compile(ref, dynamic=False) if impl == "compile" else ref
+    if impl == "liger":
+        try:
+            from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+        except Exception:
+            return None
+        mod = LigerFusedLinearCrossEntropyLoss()
+
+        def liger(x, W, t):
+            out = mod(W, x, t)
+            return out[0] if isinstance(out, tuple) else out
+
+        return liger
+    raise ValueError(impl)
+
+
+def make_inputs(torch, T, D, V):
+    gen = torch.Generator(device="cuda").manual_seed(T * 7 + V)
+    x = torch.randn(T, D, device="cuda", generator=gen).to(torch.bfloat16).requires_grad_(True)
+    W = (torch.randn(V, D, device="cuda", generator=gen) * 0.02).to(torch.bfloat16)
+    W.requires_grad_(True)
+    t = torch.randint(0, V, (T,), device="cuda", generator=gen)
+    return x, W, t
+
+
+def fwd_bwd_call(f, x, W, t):
+    def call():
+        x.grad = None
+        W.grad = None
+        f(x, W, t).backward()
+
+    return call
+
+
+def peak_gib(torch, call, x, W):
+    x.grad = None
+    W.grad = None
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    call()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / GIB
+
+
+def gemm_calls(torch, impl, x, W, T, D, V):
+    """The three GEMMs of the method, each a zero-argument call (bf16 outputs)."""
+    R = torch.randn(T, V, device="cuda").to(torch.bfloat16)
+    xd, Wd = x.detach(), W.detach()
+    if impl == "gemms":
+        import quack_cpp
+
+        mm = quack_cpp.gemm
+    else:
+        mm = torch.matmul
+    return {"logits": lambda: mm(xd, Wd.T), "dx": lambda: mm(R, Wd), "dW": lambda: mm(R.T, xd)}, R
+
+
+def bench_shape(torch, F, do_bench, args, T, D, V, impls, emit):
+    x, W, t = make_inputs(torch, T, D, V)
+    calls, mem = {}, {}
+    gemm_parts = {}
+    keep = []
+    for impl in impls:
+        try:
+            if impl in ("gemms", "cublas"):
+                parts, R = gemm_calls(torch, impl, x, W, T, D, V)
+                keep.append(R)
+                for name, c in parts.items():
+                    c()
+                    gemm_parts[(impl, name)] = c
+                torch.cuda.synchronize()
+                continue
+            if impl == "compile":
+                torch._dynamo.reset()
+            f = loss_fn(torch, F, impl)
+            if f is None:
+                print(f"  {impl:12s} {T}x{D}x{V}: not importable", flush=True)
+                continue
+            c = fwd_bwd_call(f, x, W, t)
+            c()  # first call: compile, JIT, autotune; errors show here
+            torch.cuda.synchronize()
+            mem[impl] = peak_gib(torch, c, x, W)
+            calls[impl] = c
+        except Exception as e:  # a peer refuses the size, OOM, ...
+            msg = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            print(f"  {impl:12s} {T}x{D}x{V}: skipped ({msg})", flush=True)
+            emit(dict(T=T, D=D, V=V, impl=impl, ms=None, error=msg))
+            x.grad = W.grad = None
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+    timed = {**calls, **{f"{i}:{n}": c for (i, n), c in gemm_parts.items()}}
+    names = list(timed)
+    samples = {n: [] for n in names}
+    for r in range(args.rounds):
+        order = names[r % len(names):] + names[:r % len(names)] if names else []
+        for n in order:
+            samples[n].append(do_bench(timed[n], warmup=args.warmup_ms, rep=args.rep_ms,
+                                       return_mode="median"))
+    flops = 6.0 * T * D * V
+    for n in names:
+        ms = statistics.median(samples[n])
+        impl, _, part = n.partition(":")
+        emit(dict(T=T, D=D, V=V, impl=impl, part=part or None, ms=ms,
+                  gib=mem.get(n), rounds=samples[n],
+                  tflops=None if part else flops / ms / 1e9))
+    for impl in ("gemms", "cublas"):
+        parts = [statistics.median(samples[f"{impl}:{p}"]) for p in ("logits", "dx", "dW")
+                 if f"{impl}:{p}" in samples]
+        if len(parts) == 3:
+            ms = sum(parts)
+            emit(dict(T=T, D=D, V=V, impl=impl, part=None, ms=ms, gib=None,
+                      tflops=flops / ms / 1e9, parts_ms=parts))
+    x.grad = W.grad = None
+    calls.clear()
+    keep.clear()
+    torch.cuda.empty_cache()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        import torch
+        import torch.nn.functional as F
+        from triton.testing import do_bench
+    except ImportError as e:
+        print(f"bench_linear_ce: needs torch and triton ({e})")
+        return 2
+    if not torch.cuda.is_available():
+        print("bench_linear_ce: needs a CUDA GPU")
+        return 2
+    shapes = SHAPES[:1] if args.quick else SHAPES
+    if args.shapes:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    impls = [i for i in args.impls.split(",") if i]
+    impls += [f"ours_c{c}" for c in args.chunks.split(",") if c]
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    records = []
+    env = dict(torch=torch.__version__, gpu=torch.cuda.get_device_name())
+    for mod in ("quack", "liger_kernel"):
+        try:
+            m = __import__(mod)
+            env[mod] = getattr(m, "__version__", "?")
+        except Exception:
+            pass
+    with open(args.out, "w") as out:
+        def emit(rec):
+            rec.update(env)
+            records.append(rec)
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+
+        for T, D, V in shapes:
+            print(f"bench_linear_ce: {T}x{D}x{V}", flush=True)
+            bench_shape(torch, F, do_bench, args, T, D, V, impls, emit)
+    report(records)
+    return 0
+
+
+def report(records):
+    rows = {}
+    for r in records:
+        if r.get("ms") is None or r.get("part"):
+            continue
+        rows.setdefault((r["T"], r["D"], r["V"]), {})[r["impl"]] = r
+    impls = []
+    for v in rows.values():
+        impls += [i for i in v if i not in impls]
+    print("\nms (GiB above the inputs, grads included); ratios of ours")
+    hdr = "| T x D x V | " + " | ".join(impls) + " | ours/quack | ours/compile | ours/gemms | " \
+          "lowmem/ours | GiB ours/quack |"
+    print(hdr)
+    print("|" + "---|" * (hdr.count("|") - 1))
+    for (T, D, V), v in rows.items():
+        def cell(i):
+            r = v.get(i)
+            if r is None:
+                return "-"
+            return f"{r['ms']:.2f}" + (f" ({r['gib']:.2f})" if r.get("gib") is not None else "")
+
+        def ratio(a, b, key="ms"):
+            ra, rb = v.get(a), v.get(b)
+            if not ra or not rb or ra.get(key) is None or rb.get(key) is None:
+                return "-"
+            return f"{ra[key] / rb[key]:.3f}"
+
+        print(f"| {T} x {D} x {V} | " + " | ".join(cell(i) for i in impls) +
+              f" | {ratio('ours', 'quack')} | {ratio('ours', 'compile')} | "
+              f"{ratio('ours', 'gemms')} | {ratio('ours_lowmem', 'ours')} | "
+              f"{ratio('ours', 'quack', 'gib')} |")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

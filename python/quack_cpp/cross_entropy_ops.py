@@ -1,0 +1,458 @@
+"""Cross-entropy for torch tensors on QuACK-C++ kernels (``include/quack/cross_entropy.h``): the
+op descriptions and the functional API ``cross_entropy``.
+
+Ops (registered by ``quack_cpp._registrar``: custom ops ``torch.ops.quack_cpp.<op>`` with fakes,
+the autograd formula on the forward op, the eager fast path):
+
+- ``cross_entropy_fwd``: loss (and lse, the z-loss part, and the gradient for grad_output = 1
+  when asked) in one read of the logits (``quack::cross_entropy_fwd``);
+- ``cross_entropy_bwd``: the gradient from the logits and lse (``quack::cross_entropy_bwd``);
+- ``cross_entropy_scale_grad``: dx *= grad_output in place, skipped on the device when
+  grad_output is exactly 1 (``quack::cross_entropy_scale_grad``).
+
+Which path a differentiable call takes (decided on the host from the arguments alone, no
+look at the data):
+
+- reduction 'mean' or 'sum' (logits given, no lse_partial): the **gradient in the forward**.
+  The forward writes dx for grad_output = 1 (with the mean's denominators, computed on the
+  device) in the same read of the logits; the backward rescales it by the real grad_output on
+  the device, and the rescale returns at once when grad_output is exactly 1 (``loss.backward()``:
+  no pass over dx). Traffic: forward read + write of M·V, backward none (grad_output 1) or a
+  read + write. The alternative (forward without dx, backward from lse: read, then read +
+  write) moves 3·M·V whatever grad_output is; the gradient in the forward moves 2·M·V in the
+  training case and 4·M·V only for a scaled loss. Memory: dx lives from the forward to the
+  backward (as in QuACK and Liger-Kernel).
+- reduction 'none': the forward without dx, the **backward from lse** (``cross_entropy_bwd``
+  with grad_output per row): a per-row grad_output cannot be applied by the scalar rescale, and
+  forward-dx + a per-row rescale would move 4·M·V against 3·M·V, and hold dx in between.
+- lse_partial given (with the logits): the forward cannot write dx (the C++ rejects it): the
+  backward from lse, the full lse combined from lse_partial ('mean': grad_output divided by the
+  denominator, computed with torch ops on the device).
+- logits None (lse_partial and target_logit given): the gradients of lse_partial and
+  target_logit with torch ops on (M, K) and (M) tensors.
+
+The saved dx and retain_graph: the rescale writes into the saved dx, so a backward that may run
+again on the same graph must not. When the running backward keeps the graph (retain_graph=True
+or create_graph=True: ``_registrar.graph_retained``) or is traced (torch.compile:
+``_registrar.functional_context``), the backward returns ``dx * grad_output`` in a fresh buffer
+and leaves dx unscaled; otherwise (the last backward through this graph) it rescales dx in
+place and returns it. So any number of retained backwards, then a last one, each get
+``grad_output * dx``; the extra pass is paid only under retain_graph (and under compile, where
+the product is an Inductor pointwise kernel).
+"""
+
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from . import _C
+from ._registrar import (CUSTOM, EAGER, EAGER_GRAD, check_float, check_index,
+                         functional_context, graph_retained, records_grad, register, route,
+                         route_index, scalar_arg, stream, tensor_arg)
+
+__all__ = ["cross_entropy", "cross_entropy_fwd", "cross_entropy_bwd", "cross_entropy_scale_grad"]
+
+_REDUCTIONS = ("none", "sum", "mean")
+_f32 = torch.float32
+
+
+def _loss_arg(t: Optional[Tensor], fn: str, name: str):
+    """A loss-shaped output for _C: (M) as it is, a 0-d scalar as (1)."""
+    if t is None:
+        return None
+    return scalar_arg(t, fn, name) if t.dim() == 0 else tensor_arg(t, fn, name)
+
+
+# --------------------------------------------------------------------------------------------
+# Ops
+# --------------------------------------------------------------------------------------------
+
+
+class CrossEntropyScaleGrad:
+    name = "quack_cpp::cross_entropy_scale_grad"
+    mutates_args = ("dx",)
+
+    def signature(dx: Tensor, grad_output: Tensor) -> None:
+        """dx *= grad_output in place (``quack::cross_entropy_scale_grad``), skipped on the
+        device when grad_output is exactly 1 (no pass over dx). dx (M, V) fp32/fp16/bf16;
+        grad_output one element (0-d or (1,)), fp32/fp16/bf16."""
+
+    def impl(dx, grad_output):
+        fn = "cross_entropy_scale_grad"
+        _C.cross_entropy_scale_grad(tensor_arg(dx, fn, "dx"),
+                                    scalar_arg(grad_output, fn, "grad_output"), stream(dx))
+
+    def fake(dx, grad_output):
+        if grad_output.numel() != 1:
+            raise ValueError(f"cross_entropy_scale_grad: grad_output has {grad_output.numel()} "
+                             "elements, expected 1")
+
+
+class CrossEntropyBwd:
+    name = "quack_cpp::cross_entropy_bwd"
+    index_args = ("target",)
+    eager_only = ("dx_into_x",)
+
+    def signature(x: Tensor, target: Tensor, lse: Tensor, dloss: Tensor,
+                  weight: Optional[Tensor], ignore_index: int, label_smoothing: float,
+                  z_loss: float, logit_softcap: float, dx_into_x: bool = False) -> Tensor:
+        """Cross-entropy backward from the logits and the forward's lse
+        (``quack::cross_entropy_bwd``)::
+
+            dx_ij = dloss_i * d loss_i / d x_ij     (the forward's options; fp32 math)
+
+        x (M, V) fp32/fp16/bf16; target (M) int32/int64; lse (M); dloss (M), any stride (0
+        too), or one element for every row; weight (V) fp32 or None. dx (M, V) in x's dtype:
+        ignored rows exactly 0, rows with a target outside [0, V) NaN. ``dx_into_x`` (eager
+        fast path only; the custom op has no such argument): dx is written into x's storage
+        and x itself is returned (x's version counter bumped)."""
+
+    def impl(x, target, lse, dloss, weight, ignore_index, label_smoothing, z_loss,
+             logit_softcap, dx_into_x=False):
+        fn = "cross_entropy_bwd"
+        if x.dim() != 2:
+            raise ValueError(f"{fn}: x has {x.dim()} dimensions {tuple(x.shape)}, expected 2 "
+                             "(M, V)")
+        dx = x if dx_into_x else x.new_empty(x.shape[0], x.shape[1])
+        _C.cross_entropy_bwd(
+            tensor_arg(x, fn, "x"), tensor_arg(target, fn, "target"), tensor_arg(lse, fn, "lse"),
+            _loss_arg(dloss, fn, "dloss"), tensor_arg(dx, fn, "dx"),
+            tensor_arg(weight, fn, "weight"), ignore_index, label_smoothing, z_loss,
+            logit_softcap, stream(x))
+        if dx_into_x:
+            torch.autograd.graph.increment_version(x)
+        return dx
+
+    def fake(x, target, lse, dloss, weight, ignore_index, label_smoothing, z_loss,
+             logit_softcap, dx_into_x=False):
+        if x.dim() != 2:
+            raise ValueError(f"cross_entropy_bwd: x has {x.dim()} dimensions, expected 2 (M, V)")
+        return x.new_empty(x.shape[0], x.shape[1])
+
+
+class CrossEntropyFwd:
+    name = "quack_cpp::cross_entropy_fwd"
+    index_args = ("target",)
+    eager_only = ("dx_into_x",)
+    absent = (None, _f32, _f32, None)  # placeholder dtypes: lse and z fp32, dx x's
+
+    def signature(x: Optional[Tensor], target: Tensor, weight: Optional[Tensor],
+                  lse_partial: Optional[Tensor], target_logit: Optional[Tensor],
+                  ignore_index: int, reduction: str, label_smoothing: float, z_loss: float,
+                  logit_softcap: float, num_classes: int, want_lse: bool, want_z_loss: bool,
+                  want_dx: bool, dx_into_x: bool = False,
+                  ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Cross-entropy forward (``quack::cross_entropy_fwd``; formula, options and edge
+        cases in include/quack/cross_entropy.h): per row i of the logits x (M, V), fp32 math::
+
+            y = c*tanh(x/c) (logit_softcap c > 0, else y = x);  lse_i = log sum_j exp(y_ij)
+            loss_i = (1-eps)*w[t_i]*(lse_i - y_i,t_i) + eps/V*sum_j w_j*(lse_i - y_ij)
+                     + z_loss*lse_i^2
+
+        ignored rows (t_i == ignore_index) 0; a target outside [0, V) gives a NaN row.
+        'none': loss (M); 'sum' / 'mean': a 0-d loss ('mean': the CE part over the summed
+        weights of the counted rows, the z part over their count; on the device). fp32.
+
+        Returns ``(loss, lse, z_loss_part, dx)``: lse (M) fp32 when ``want_lse``, the z-loss
+        part (loss's shape, fp32) when ``want_z_loss``, dx (M, V) in x's dtype when
+        ``want_dx`` (the gradient of loss for grad_output 1); a (0,) placeholder each when not
+        asked. ``dx_into_x`` (eager fast path only; the custom op has no such argument): the
+        gradient goes into x's storage: with ``want_dx`` here (dx returned as None; x's version
+        counter bumped), else by the backward from lse.
+
+        x may be None when lse_partial (M, K) and target_logit (M) are given (num_classes is
+        then V). Raises ValueError for a bad argument (the message names it)."""
+
+    def outputs(x, target, weight, lse_partial, target_logit, ignore_index, reduction,
+                label_smoothing, z_loss, logit_softcap, num_classes, want_lse, want_z_loss,
+                want_dx, dx_into_x=False):
+        fn = "cross_entropy_fwd"
+        if target.dim() != 1:
+            raise ValueError(f"{fn}: target has shape {tuple(target.shape)}, expected (M,)")
+        M = target.shape[0]
+        if x is not None and (x.dim() != 2 or x.shape[0] != M):
+            raise ValueError(f"{fn}: x has shape {tuple(x.shape)}, expected (M, V) with M = "
+                             f"{M} (target's length)")
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"{fn}: reduction is '{reduction}', expected 'none', 'sum' or "
+                             "'mean'")
+        if want_dx and x is None:
+            raise ValueError(f"{fn}: want_dx without x, expected the (M, V) logits")
+        new = target.new_empty
+        loss = new(M, dtype=_f32) if reduction == "none" else new((), dtype=_f32)
+        return (
+            loss,
+            new(M, dtype=_f32) if want_lse else None,
+            (new(M, dtype=_f32) if reduction == "none" else new((), dtype=_f32))
+            if want_z_loss else None,
+            x.new_empty(M, x.shape[1]) if want_dx and not dx_into_x else None,
+        )
+
+    def launch(outs, x, target, weight, lse_partial, target_logit, ignore_index, reduction,
+               label_smoothing, z_loss, logit_softcap, num_classes, want_lse, want_z_loss,
+               want_dx, dx_into_x=False):
+        fn = "cross_entropy_fwd"
+        loss, lse, z, dx = outs
+        if dx_into_x and want_dx:
+            dx = x
+        T = tensor_arg
+        t_target, t_weight = T(target, fn, "target"), T(weight, fn, "weight")
+        ws_bytes = _C.cross_entropy_fwd_workspace_size(t_target, reduction, label_smoothing,
+                                                       z_loss, t_weight)
+        ws = target.new_empty(ws_bytes, dtype=torch.uint8) if ws_bytes else None
+        _C.cross_entropy_fwd(
+            T(x, fn, "x"), t_target, _loss_arg(loss, fn, "loss"), t_weight,
+            T(lse_partial, fn, "lse_partial"), T(target_logit, fn, "target_logit"),
+            T(lse, fn, "lse"), _loss_arg(z, fn, "z_loss"), T(dx, fn, "dx"), ignore_index,
+            reduction, label_smoothing, z_loss, logit_softcap, num_classes,
+            ws.data_ptr() if ws is not None else 0, ws_bytes, stream(target))
+        if dx_into_x and want_dx:
+            torch.autograd.graph.increment_version(x)
+
+    def setup_context(ctx, inputs, output):
+        (x, target, weight, lse_partial, target_logit, ignore_index, reduction, eps, zs, cap,
+         V, want_lse, want_z, want_dx, dx_into_x) = inputs
+        loss, lse, z, dx = output
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(*(t for t in (lse, z, dx) if t is not None))
+        ctx.opts = (ignore_index, reduction, eps, zs, cap)
+        ctx.inplace = dx_into_x
+        if want_dx:  # the gradient for grad_output 1, in its own buffer or in x's storage
+            ctx.mode = "dx"
+            ctx.save_for_backward(x if dx_into_x else dx)
+        elif x is not None:  # lse output asked by the caller (cross_entropy does)
+            ctx.mode = "lse"
+            ctx.V = x.shape[1]
+            ctx.save_for_backward(x, target, lse, weight)
+        else:
+            ctx.mode = "partial"
+            ctx.V = V
+            ctx.save_for_backward(target, lse, weight, lse_partial)
+            ctx.tl_dtype = target_logit.dtype if target_logit is not None else None
+
+    def backward(ctx, dloss, _dlse, _dz, _ddx):
+        nones = (None,) * 14
+        if dloss is None:
+            return (None,) + nones
+        ignore_index, reduction, eps, zs, cap = ctx.opts
+        if ctx.mode == "dx":
+            (dx,) = ctx.saved_tensors
+            if functional_context(dx, dloss) or graph_retained():
+                # The graph may be used again (or is traced): dx stays unscaled.
+                return (dx * dloss,) + nones
+            cross_entropy_scale_grad(dx, dloss)
+            return (dx,) + nones
+        if ctx.mode == "lse":
+            x, target, lse, weight = ctx.saved_tensors
+            g = dloss
+            if reduction == "mean":
+                g = dloss / _denominator(target, weight, ignore_index, ctx.V)
+            inplace = (ctx.inplace and not functional_context(x, dloss)
+                       and not graph_retained())
+            dx = cross_entropy_bwd(x, target, lse, g, weight, ignore_index, eps, zs, cap,
+                                   inplace)
+            return (dx,) + nones
+        target, lse, weight, lse_partial = ctx.saved_tensors
+        dL, dtl = _partial_grads(dloss, target, lse, weight, lse_partial, ignore_index,
+                                 reduction, zs, ctx.V)
+        return (None, None, None, dL.to(lse_partial.dtype),
+                dtl.to(ctx.tl_dtype) if ctx.tl_dtype is not None else None) + (None,) * 10
+
+
+cross_entropy_scale_grad = register(CrossEntropyScaleGrad)
+cross_entropy_bwd = register(CrossEntropyBwd)
+cross_entropy_fwd = register(CrossEntropyFwd)
+
+
+def _counted(target: Tensor, ignore_index: int, V: int) -> Tuple[Tensor, Tensor]:
+    """(counted, bad) row masks: a target in [0, V) that is not ignore_index; a target outside
+    [0, V) that is not ignore_index."""
+    kept = target != ignore_index
+    inside = (target >= 0) & (target < V)
+    return kept & inside, kept & ~inside
+
+
+def _denominator(target: Tensor, weight: Optional[Tensor], ignore_index: int, V: int) -> Tensor:
+    """The mean's denominator on the device (0-d fp32): the summed class weights of the counted
+    rows, their count without weights."""
+    counted, _ = _counted(target, ignore_index, V)
+    if weight is None:
+        return counted.sum(dtype=_f32)
+    w_t = weight.float()[target.clamp(0, max(V - 1, 0))]
+    return torch.where(counted, w_t, 0.0).sum(dtype=_f32)
+
+
+def _partial_grads(dloss, target, lse, weight, lse_partial, ignore_index, reduction, zs, V):
+    """Gradients of lse_partial (M, K) and target_logit (M) when the logits are absent
+    (loss_i = w[t_i]*(lse_i - tl_i) + zs*lse_i^2, lse_i = logsumexp_k lse_partial_ik), with
+    torch ops on the device: d lse_partial_ik = a_i * softmax_k(lse_partial_i), d tl_i = -b_i,
+    b_i = s_ce_i * w[t_i], a_i = b_i + s_z_i * 2*zs*lse_i over counted rows; NaN rows for
+    targets outside [0, V), as the kernels."""
+    counted, bad = _counted(target, ignore_index, V)
+    g = dloss.float()
+    if reduction == "mean":
+        s_ce = g / _denominator(target, weight, ignore_index, V)
+        s_z = g / counted.sum(dtype=_f32)
+    else:
+        s_ce = s_z = g
+    w_t = weight.float()[target.clamp(0, max(V - 1, 0))] if weight is not None else 1.0
+    b = torch.where(counted, s_ce * w_t, 0.0)
+    a = b + torch.where(counted, s_z * (2.0 * zs) * lse, 0.0) if zs != 0.0 else b
+    nan = float("nan")
+    a, b = torch.where(bad, nan, a), torch.where(bad, nan, b)
+    p = torch.exp(lse_partial.float() - lse[:, None])
+    return a[:, None] * p, -b
+
+
+# --------------------------------------------------------------------------------------------
+# Functional API
+# --------------------------------------------------------------------------------------------
+
+
+def cross_entropy(
+    logits: Optional[Tensor],
+    target: Tensor,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+    weight: Optional[Tensor] = None,
+    z_loss: float = 0.0,
+    return_z_loss: bool = False,
+    logit_softcap: Optional[float] = None,
+    return_lse: bool = False,
+    inplace_backward: bool = False,
+    lse_partial: Optional[Tensor] = None,
+    target_logit: Optional[Tensor] = None,
+    num_classes: Optional[int] = None,
+) -> Union[Tensor, Tuple[Tensor, ...]]:
+    """Cross-entropy loss of logits (M, V) against class indices (M), differentiable, with the
+    options of ``torch.nn.functional.cross_entropy`` (ignore_index, reduction, label_smoothing,
+    weight), Liger-Kernel's (z-loss, logit softcap) and QuACK's (lse_partial, target_logit,
+    inplace_backward). One read of the logits (online logsumexp), fp32 math
+    (``quack::cross_entropy_fwd``; the formula and every edge case: include/quack/cross_entropy.h)::
+
+        y_ij   = c*tanh(x_ij/c)   (logit_softcap = c), else y = x
+        lse_i  = log sum_j exp(y_ij)
+        CE_i   = (1-eps)*w[t_i]*(lse_i - y_i,t_i) + (eps/V)*sum_j w_j*(lse_i - y_ij)
+        z_i    = z_loss * lse_i^2
+        'none': CE_i + z_i;  'sum': sum_i (CE_i + z_i);
+        'mean': sum_i CE_i / sum_counted w[t_i] + sum_i z_i / #counted
+
+    A row counts when its target is in [0, V) and is not ignore_index; ignored rows have loss 0
+    and a gradient row of exactly 0. A target outside [0, V) that is not ignore_index gives that
+    row a NaN loss and a NaN gradient row (so 'sum'/'mean' are NaN; the host cannot see it
+    without a sync); nothing is read out of bounds. No counted row: 'mean' NaN (torch's 0/0),
+    'sum' 0, and the gradient is exactly 0.
+
+    Args:
+        logits: (M, V) float32/float16/bfloat16 on a CUDA device, any strides (None only with
+            lse_partial and target_logit, see below).
+        target: (M,) int32 or int64 class indices (torch's (N, C) case; class probabilities
+            and (N, C, d1, ...) inputs are not taken).
+        ignore_index: rows with this target are ignored (default -100).
+        reduction: 'none' | 'sum' | 'mean' (default).
+        label_smoothing: eps in [0, 1] (torch's definition).
+        weight: (V,) class weights (torch's semantics; cast to float32), or None.
+        z_loss: scale of the z-loss lse^2 added per counted row (0: none).
+        return_z_loss: also return the z-loss part (the same reduction; included in the loss).
+        logit_softcap: c > 0: every logit becomes c*tanh(x/c) first (Gemma-2); None: none.
+        return_lse: also return lse (M,) float32, the true logsumexp of every row (of the
+            softcapped logits), ignored rows included.
+        inplace_backward: write the gradient into the logits' storage instead of a new (M, V)
+            buffer (QuACK's and Liger-Kernel's option; saves M*V memory). Eager mode only, and
+            destructive: for 'mean'/'sum' the logits hold the gradient from the forward on (do
+            not read them after the call); their version counter is bumped, so autograd raises
+            (never a silent wrong gradient) if another op saved them for its backward. For
+            'none' the backward writes it (after its last use of the logits). Under
+            torch.compile, or in a backward that keeps the graph (retain_graph), a fresh
+            buffer is used.
+        lse_partial: (M, K) partial logsumexps of K column chunks of the row (e.g. from a GEMM
+            epilogue): lse = log sum_k exp(lse_partial_ik) (QuACK's semantics); the target's
+            logit is read from the logits (or target_logit). With it, label_smoothing and
+            logit_softcap raise (they need every logit). The gradient goes to the logits as if
+            lse had been computed from them (lse_partial is a summary of the logits and gets
+            none); 'mean' with both class weights and a z-loss raises (two device-side
+            denominators the backward from lse cannot apply at once).
+        target_logit: (M,) the target's logit supplied instead of read from the logits (the
+            building block of vocabulary-parallel cross-entropy). With logits given it is taken
+            as logits[i, t_i] (the gradient goes to the logits; it gets none).
+        num_classes: V when logits is None (then lse_partial and target_logit are required and
+            receive the gradients: d lse_partial = a_i*softmax(lse_partial_i),
+            d target_logit = -w[t_i]*s_i); ignored otherwise (V is the logits').
+
+    Returns:
+        loss (0-d for 'sum'/'mean', (M,) for 'none'), float32 whatever the logits' dtype (as
+        QuACK and Liger-Kernel; torch returns the logits' dtype outside autocast, float32 under
+        it); then lse if ``return_lse``; then the z-loss part if ``return_z_loss`` (a tuple
+        when either is asked). lse and the z-loss part are not differentiable (for logging and
+        reuse; a loss built from them gets no gradient through them).
+
+    Gradient: d logits in the logits' dtype (float32 math). 'mean'/'sum': computed in the
+    forward for grad_output = 1 and rescaled on the device in the backward (no pass over it when
+    grad_output is exactly 1); 'none': the backward from lse. No ``.item()`` and no host sync
+    anywhere: CUDA-graph capturable. Under autocast it behaves as torch's cross_entropy (an op
+    of autocast's float32 list): float32 loss, gradient in the logits' dtype; the kernels read
+    16-bit logits as they are (no float32 copy). See quack_cpp.cross_entropy_ops for the paths.
+
+    Raises:
+        ValueError: a bad argument (shape, dtype, device, option value or combination); the
+            message names it.
+    """
+    fn = "cross_entropy"
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{fn}: reduction is '{reduction}', expected 'none', 'sum' or 'mean'")
+    path = route_index(route(logits, lse_partial, target_logit, weight), target)
+    x_given = logits is not None
+    if path == CUSTOM:  # on the fast path these hold: plain CUDA tensors of the right dtypes
+        check_float(fn, logits, "logits")
+        check_float(fn, lse_partial, "lse_partial")
+        check_float(fn, target_logit, "target_logit")
+        check_float(fn, weight, "weight")
+        check_index(fn, target, "target")
+        need_grad = (records_grad(logits) if x_given
+                     else records_grad(lse_partial, target_logit))
+    elif path == EAGER_GRAD:
+        need_grad = (logits.requires_grad if x_given
+                     else records_grad(lse_partial, target_logit))
+        if not need_grad:  # only the weight requires grad: it gets none (as torch's)
+            path = EAGER
+    else:
+        need_grad = False
+    if x_given:
+        if logits.dim() != 2:
+            raise ValueError(f"{fn}: logits has shape {tuple(logits.shape)}, expected (M, V) "
+                             "(flatten leading dims: logits.view(-1, V), target.view(-1))")
+        V = -1
+    else:
+        if lse_partial is None or target_logit is None or num_classes is None:
+            raise ValueError(f"{fn}: logits is None, expected lse_partial, target_logit and "
+                             "num_classes (V) given")
+        V = int(num_classes)
+    if weight is not None and weight.dtype != _f32:
+        weight = weight.float()
+    cap = 0.0 if logit_softcap is None else float(logit_softcap)
+    if logit_softcap is not None and not cap > 0.0:
+        raise ValueError(f"{fn}: logit_softcap is {logit_softcap}, expected > 0 or None")
+    want_dx = need_grad and x_given and reduction != "none" and lse_partial is None
+    want_lse = return_lse or (need_grad and not want_dx)
+    if (need_grad and x_given and lse_partial is not None and reduction == "mean"
+            and weight is not None and z_loss != 0.0):
+        raise ValueError(f"{fn}: a gradient through lse_partial with reduction='mean', class "
+                         "weights and z_loss together is not supported (the CE and z parts "
+                         "have different device-side denominators); drop one of them or use "
+                         "reduction='sum' and divide")
+    dx_into_x = bool(inplace_backward) and need_grad and x_given and path != CUSTOM
+    loss, lse, z, _ = cross_entropy_fwd.run(
+        path, logits, target, weight, lse_partial, target_logit, int(ignore_index), reduction,
+        float(label_smoothing), float(z_loss), cap, V, want_lse, bool(return_z_loss), want_dx,
+        dx_into_x)
+    if not (return_lse or return_z_loss):
+        return loss
+    out = (loss,)
+    if return_lse:
+        out += (lse,)
+    if return_z_loss:
+        out += (z,)
+    return out
