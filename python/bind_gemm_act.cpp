@@ -5,6 +5,7 @@
 // tensors, bias_row (N,) / (L, N) and bias_col (M,) / (L, M) (quack::GemmBias). No logic: the
 // C++ API validates (quack::InvalidArgument -> ValueError, quack::CudaError -> RuntimeError).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include <cstdint>
 #include <string>
