@@ -3,12 +3,18 @@
     python3 bench/bench_gemm.py                        # issue 16's whole set, both methods
     python3 bench/bench_gemm.py --quick                # the five LLM shapes, both methods
     python3 bench/bench_gemm.py --shapes 8192x8192x8192 --layouts rr,cc --methods burst
+    python3 bench/bench_gemm.py --quick --tiles auto,128x128pp,128x192pp,128x192pp@h8s   # A/B
 
 Workload: bf16 A (M, K) and B (K, N), each row-major ("r") or column-major ("c": the transposed
 view of a contiguous tensor, as W.t() gives), D = A @ B in bf16 with fp32 accumulation.
   ours    quack_cpp.gemm(A, B)                              (default tile rule, tuned=False)
   cublas  torch.matmul(A, B)
   quack   quack.gemm_interface.gemm(A, B, tuned=False)      (its default: pingpong 128x192, 2x1)
+With --tiles, "ours" becomes one implementation per tile configuration, "ours:<spec>": spec is
+"auto" (the default rule) or a kernel name's tile part (QUACK_GEMM_TILE, e.g. 128x192pp,
+256x128c1x2; a tile not compiled for the problem's dtypes and layout runs the default instead),
+optionally "@<raster>" (QUACK_GEMM_RASTER, e.g. @h8s: QuACK's raster heuristic, bands of 8,
+serpentine). The environment is set before every call.
 
 Methods (the order of the implementations rotates between rounds: A B C, B C A, C A B):
   burst      triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") (it clears L2
@@ -22,7 +28,8 @@ Methods (the order of the implementations rotates between rounds: A B C, B C A, 
 TFLOP/s = 2·M·N·K / time.
 
 Output: JSON lines (--out), and a table last: TFLOP/s per implementation and method, ours /
-max(cuBLAS, QuACK), ours / cuBLAS, geometric means, the SM clock.
+max(cuBLAS, QuACK), ours / cuBLAS, geometric means, the SM clock; with --tiles, one more table:
+every ours:<spec> / max(cuBLAS, QuACK) per shape and method, and their geometric means.
 """
 
 import argparse
@@ -49,6 +56,8 @@ def parse_args(argv=None):
     p.add_argument("--layouts", default=None, help="comma list of rr, rc, cr, cc (A then B)")
     p.add_argument("--methods", default="burst,sustained")
     p.add_argument("--impls", default=",".join(IMPLS))
+    p.add_argument("--tiles", default=None,
+                   help="comma list of tile configurations for ours (auto, 128x192pp, 128x192pp@h8s, ...)")
     p.add_argument("--burst-rounds", type=int, default=3)
     p.add_argument("--rounds", type=int, default=12, help="sustained rounds")
     p.add_argument("--drop", type=int, default=2, help="sustained rounds dropped first")
@@ -74,11 +83,38 @@ def operand(torch, rows, cols, layout, seed):
     return torch.randn(cols, rows, device="cuda", dtype=torch.bfloat16, generator=g).t()
 
 
+def ours_forced(quack_cpp, a, b, spec):
+    """quack_cpp.gemm(a, b) with the tile (and raster) of spec forced through the environment."""
+    tile, _, raster = spec.partition("@")
+
+    def f():
+        os.environ["QUACK_GEMM_TILE"] = tile
+        if raster:
+            os.environ["QUACK_GEMM_RASTER"] = raster
+        else:
+            os.environ.pop("QUACK_GEMM_RASTER", None)
+        return quack_cpp.gemm(a, b)
+
+    return f
+
+
+def impl_names(args):
+    impls = args.impls.split(",")
+    if not args.tiles or "ours" not in impls:
+        return impls
+    i = impls.index("ours")
+    return impls[:i] + [f"ours:{t}" for t in args.tiles.split(",")] + impls[i + 1:]
+
+
 def make_calls(torch, impls, a, b):
     calls = {}
     for impl in impls:
         try:
-            if impl == "ours":
+            if impl.startswith("ours:"):
+                import quack_cpp
+
+                f = ours_forced(quack_cpp, a, b, impl[len("ours:"):])
+            elif impl == "ours":
                 import quack_cpp
 
                 f = lambda: quack_cpp.gemm(a, b)
@@ -195,7 +231,7 @@ def main(argv=None):
         print("bench_gemm: needs a CUDA GPU")
         return 2
     methods = args.methods.split(",")
-    impls = args.impls.split(",")
+    impls = impl_names(args)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     rows = []
     with open(args.out, "w") as fout:
@@ -203,12 +239,15 @@ def main(argv=None):
             a = operand(torch, M, K, layout[0], 1)
             b = operand(torch, K, N, layout[1], 2)
             calls = make_calls(torch, impls, a, b)
-            if "ours" in calls and "cublas" in calls:
+            diffs = {}
+            if "cublas" in calls:
                 ref = torch.matmul(a, b).float()
-                d = (calls["ours"]().float() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+                scale = max(ref.abs().max().item(), 1e-30)
+                for n in calls:
+                    if n == "ours" or n.startswith("ours:"):
+                        diffs[n] = (calls[n]().float() - ref).abs().max().item() / scale
                 del ref
-            else:
-                d = None
+            d = diffs.get("ours", next(iter(diffs.values()), None))
             flop = 2.0 * M * N * K
             for m in methods:
                 if m == "burst":
@@ -216,7 +255,7 @@ def main(argv=None):
                 else:
                     ms, clk = sustained(torch, calls, args)
                 rec = dict(op="gemm", M=M, N=N, K=K, layout=layout, method=m, sm_mhz=clk,
-                           rel_diff_vs_cublas=d,
+                           rel_diff_vs_cublas=d, rel_diff=diffs,
                            **{f"ms_{n}": v for n, v in ms.items()},
                            **{f"tflops_{n}": flop / v / 1e9 for n, v in ms.items()})
                 rows.append(rec)
@@ -227,7 +266,11 @@ def main(argv=None):
                     (f"  SM {clk:.0f} MHz" if clk else ""), flush=True)
             del a, b, calls
             torch.cuda.empty_cache()
+    os.environ.pop("QUACK_GEMM_TILE", None)
+    os.environ.pop("QUACK_GEMM_RASTER", None)
     report(rows)
+    if args.tiles:
+        report_tiles(rows, [n for n in impls if n.startswith("ours:")])
     return 0
 
 
@@ -251,6 +294,36 @@ def report(rows):
     for (m, key), vs in sorted(geo.items()):
         print(f"geomean {m} ours/{'max(cuBLAS, QuACK) over the LLM shapes' if key == 'max_llm' else 'cuBLAS over all'}"
               f": {math.exp(sum(map(math.log, vs)) / len(vs)):.3f} ({len(vs)} shapes)")
+
+
+def report_tiles(rows, variants):
+    """Each ours:<spec> against max(cuBLAS, QuACK) per shape and method, geometric means last
+    (the A/B table of scripts/gemm_ab.sh)."""
+    print("\n| M x N x K | method | max(cuBLAS, QuACK) | " + " | ".join(variants) + " | SM MHz |")
+    print("|---|---|---|" + "---|" * len(variants) + "---|")
+    geo = {}
+    for r in rows:
+        peers = [r.get(f"tflops_{n}") for n in ("cublas", "quack")]
+        best = max((v for v in peers if v), default=None)
+        cells = []
+        for v in variants:
+            t = r.get(f"tflops_{v}")
+            bad = (r.get("rel_diff") or {}).get(v)
+            mark = " (!)" if bad is not None and bad > 2e-2 else ""
+            if t and best:
+                geo.setdefault((r["method"], v), []).append(t / best)
+                cells.append(f"{t:.1f} ({t / best:.3f}){mark}")
+            else:
+                cells.append((f"{t:.1f}" if t else "-") + mark)
+        print(f"| {r['M']}x{r['N']}x{r['K']} {r['layout']} | {r['method']} | "
+              f"{best:.1f} | " if best else f"| {r['M']}x{r['N']}x{r['K']} {r['layout']} | {r['method']} | - | ",
+              end="")
+        print(" | ".join(cells) + f" | {r['sm_mhz'] or '-'} |")
+    for m in sorted({k[0] for k in geo}):
+        print(f"geomean {m}, ours:<spec> / max(cuBLAS, QuACK): " + ", ".join(
+            f"{v} {math.exp(sum(map(math.log, geo[(m, v)])) / len(geo[(m, v)])):.3f}"
+            for v in variants if (m, v) in geo))
+    print("(!) = max |ours - cuBLAS| / max |cuBLAS| > 2e-2 on this shape: a wrong result")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@
 //                       0.5 (rescales dx); random targets, none ignored; "config" as softmax's
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
-//     (env QUACK_GEMM_TILE_N forces a tile; QUACK_BENCH_TILE_COUNTER=1 uses the dynamic scheduler)
+//     (env QUACK_GEMM_TILE or QUACK_GEMM_TILE_N forces a tile, for gemm-act / gemm-dact on both the
+//     fused and the plain GEMM; QUACK_BENCH_TILE_COUNTER=1 uses the dynamic scheduler)
 //   quack-bench gemm-act [--shapes MxNxK,...] [--act gelu_tanh_approx] [--store-preact 1|0] [--ms 300]
 //   quack-bench gemm-dact [--shapes MxNxK,...] [--act gelu_tanh_approx] [--ms 300]
 //                                            bf16 gemm_act / gemm_dact beside our plain gemm of the
@@ -909,8 +910,9 @@ int bench_gemm_act(const std::vector<std::vector<long long>>& shapes, const std:
       }
       const auto [ms_fused, ms_gemm] = time_alternating(fused, plain, budget_ms);
       const double flop = 2.0 * M * N * K;
-      const char* tile_env = std::getenv("QUACK_GEMM_TILE_N");
-      std::printf("{\"op\": \"%s\", \"act\": \"%s\", \"dtype\": \"bf16\", \"tile_n\": \"%s\", \"store_preact\": %s, "
+      const char* tile_env = std::getenv("QUACK_GEMM_TILE");
+      if (tile_env == nullptr || *tile_env == 0) tile_env = std::getenv("QUACK_GEMM_TILE_N");
+      std::printf("{\"op\": \"%s\", \"act\": \"%s\", \"dtype\": \"bf16\", \"tile\": \"%s\", \"store_preact\": %s, "
                   "\"M\": %lld, \"N\": %lld, \"K\": %lld, \"ms_fused\": %.5f, \"ms_gemm\": %.5f, "
                   "\"tflops_fused\": %.1f, \"tflops_gemm\": %.1f, \"ratio\": %.3f, \"rel_diff_vs_gemm\": %.2e}\n",
                   op, quack::activation_name(act), tile_env ? tile_env : "auto",

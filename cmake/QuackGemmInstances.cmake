@@ -4,9 +4,10 @@
 # src/gemm/sm90/gemm_instances.h.in). configure_file rewrites a file only when its text changes,
 # so re-running CMake recompiles nothing that did not change. Editing the list re-runs CMake.
 #
-#   quack_gemm_instances(<list> <output dir> <variable for the TU paths>)
-#   (outputs: <output dir>/gemm/<name>.cu and <output dir>/gemm/gemm_instances.h; put <output dir>
-#   on the include path of whoever includes gemm/gemm_instances.h)
+#   quack_gemm_instances(<list files> <output dir> <variable for the TU paths>)
+#   (<list files>: one or more lists, read in order into one table; outputs: <output dir>/gemm/<name>.cu
+#   and <output dir>/gemm/gemm_instances.h; put <output dir> on the include path of whoever
+#   includes gemm/gemm_instances.h)
 
 function(_quack_gemm_dtype dt cxx_var enum_var where)
   if(dt STREQUAL "bf16")
@@ -28,15 +29,16 @@ function(_quack_gemm_dtype dt cxx_var enum_var where)
   endif()
 endfunction()
 
-function(quack_gemm_instances list_file out_dir sources_var)
+function(quack_gemm_instances list_files out_dir sources_var)
   set(tu_template ${PROJECT_SOURCE_DIR}/src/gemm/sm90/instance.cu.in)
   set(h_template ${PROJECT_SOURCE_DIR}/src/gemm/sm90/gemm_instances.h.in)
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${list_file} ${tu_template} ${h_template})
-  file(STRINGS ${list_file} lines ENCODING UTF-8)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${list_files} ${tu_template} ${h_template})
   set(sources "")
   set(names "")
   set(QG_DECLS "")
   set(QG_ROWS "")
+  foreach(list_file IN LISTS list_files)
+  file(STRINGS ${list_file} lines ENCODING UTF-8)
   set(lineno 0)
   foreach(line IN LISTS lines)
     math(EXPR lineno "${lineno} + 1")
@@ -190,6 +192,7 @@ function(quack_gemm_instances list_file out_dir sources_var)
     string(APPEND QG_ROWS "    {\"${name}\", \"${tile_name}\", ${epi_enum}, ${ab_enum}, ${d_enum}, ${c_enum}, ${d1_enum}, "
                           "${major_a_enum}, ${major_b_enum}, ${QG_BM}, ${QG_BN}, ${QG_CLUSTER_M}, ${QG_CLUSTER_N}, "
                           "${QG_PINGPONG}, ${name}},\n")
+  endforeach()
   endforeach()
   configure_file(${h_template} ${out_dir}/gemm/gemm_instances.h @ONLY)
   set(${sources_var} ${sources} PARENT_SCOPE)

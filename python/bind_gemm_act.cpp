@@ -114,14 +114,16 @@ constexpr const char* kGatedDoc =
     "rounding per output. a: (M, K) or (L, M, K) bf16, row-major; b: (K, N) or (L, K, N), a's\n"
     "dtype, column-major (W.T of fc1's weight W (N, K)); concat_layout: b's columns are the halves\n"
     "[gate | up] instead of interleaved pairs (preact stays interleaved); c, preact: (M, N),\n"
-    "postact: (M, N/2), row-major, bf16. activation: swiglu, swiglu_oai, reglu, geglu, glu.\n";
+    "postact: (M, N/2), row-major, bf16. activation: swiglu, swiglu_oai, reglu, geglu, glu.\n"
+    "bias and workspace as gemm_act (gemm_gated_workspace_size).\n";
 
 constexpr const char* kDGatedDoc =
     "  D[l] = A[l] @ B[l]   ((M, H));  dpreact[l][:, 2j], [:, 2j + 1] = D * dglu/d(gate, up)\n"
     "  (preact[l][:, 2j], preact[l][:, 2j + 1]);  postact[l][:, j] = glu(gate, up)\n"
     "a: (M, K) or (L, M, K) bf16, row-major (dout); b: (K, H), a's dtype, row-major (fc2's weight);\n"
     "preact, dpreact: (M, 2H) row-major, 16-bit, gate/up interleaved (read and written as packed\n"
-    "pairs); postact: (M, H) row-major or None. activation as gemm_gated.\n";
+    "pairs); postact: (M, H) row-major or None. activation as gemm_gated. workspace as gemm_act\n"
+    "(gemm_dgated_workspace_size).\n";
 
 constexpr const char* kActDoc =
     "  preact[l] = alpha * (A[l] @ B[l]) + beta * C[l];  postact[l] = act(preact[l])\n"
@@ -131,14 +133,17 @@ constexpr const char* kActDoc =
     "bf16 (what is compiled today; quack/gemm_act.h lists it). preact None: not stored; c None:\n"
     "no C (beta must be 0). activation: identity (none), relu, relu_sq, gelu_tanh_approx, silu,\n"
     "tanh. tile_counter: address of one uint32 (zeroed once) for the dynamic scheduler, 0: none.\n"
-    "bias_row (N,) / (L, N), bias_col (M,) / (L, M): fp32, bf16 or fp16, contiguous, or None.\n";
+    "bias_row (N,) / (L, N), bias_col (M,) / (L, M): fp32, bf16 or fp16, contiguous, or None.\n"
+    "Any alignment (as gemm): workspace / workspace_bytes, a device buffer of at least\n"
+    "gemm_act_workspace_size bytes for the padded copies of a and b TMA cannot address (0: the\n"
+    "call allocates it on the stream when needed).\n";
 
 constexpr const char* kDActDoc =
     "  D[l] = A[l] @ B[l];  dpreact[l] = D[l] * act'(preact[l]);  postact[l] = act(preact[l])\n"
     "fp32 accumulation and activation, one rounding per output. a: (M, K) or (L, M, K) bf16,\n"
     "row-major (dout); b: (K, N) or (L, K, N), a's dtype, row-major (a weight W (K = out, N =\n"
     "in)); preact, dpreact, postact: (M, N) or (L, M, N), row-major, bf16. postact None: not\n"
-    "stored. activation and tile_counter as gemm_act.\n";
+    "stored. activation, tile_counter and workspace as gemm_act (gemm_dact_workspace_size).\n";
 
 }  // namespace
 
@@ -162,19 +167,38 @@ void bind_gemm_act(nb::module_& m) {
           .c_str());
 
   m.def(
+      "gemm_act_workspace_size",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
+         const OptTensor& postact, const std::string& activation, double alpha, double beta,
+         const OptTensor& bias_row, const OptTensor& bias_col) {
+        quack::GemmActArgs g = act_args(a, b, c, preact, postact, activation, alpha, beta, false, 0, bias_row, bias_col);
+        nb::gil_scoped_release release;
+        return quack::gemm_workspace_size(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
+      nb::arg("activation") = "identity", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
+      nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
+      "Bytes of workspace gemm_act needs for these arguments (quack::gemm_workspace_size): the\n"
+      "padded copies of a and b where TMA cannot address them, 0 otherwise. Validates like\n"
+      "gemm_act_can_implement (ValueError).");
+
+  m.def(
       "gemm_act",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
          const OptTensor& postact, const std::string& activation, double alpha, double beta, uintptr_t stream,
-         bool tuned, uintptr_t tile_counter, const OptTensor& bias_row, const OptTensor& bias_col) {
+         bool tuned, uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes, const OptTensor& bias_row,
+         const OptTensor& bias_col) {
         quack::GemmActArgs g =
             act_args(a, b, c, preact, postact, activation, alpha, beta, tuned, tile_counter, bias_row, bias_col);
+        g.workspace = reinterpret_cast<void*>(workspace);
+        g.workspace_bytes = workspace_bytes;
         nb::gil_scoped_release release;
         quack::gemm_act(g, to_stream(stream));
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
       nb::arg("activation") = "identity", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
-      nb::arg("stream") = 0, nb::arg("tuned") = false, nb::arg("tile_counter") = 0,
-      nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
+      nb::arg("stream") = 0, nb::arg("tuned") = false, nb::arg("tile_counter") = 0, nb::arg("workspace") = 0,
+      nb::arg("workspace_bytes") = 0, nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
       (std::string("GEMM with a fused activation (quack::gemm_act), written into preact (when\n"
                    "given) and postact on the given stream:\n") +
        kActDoc +
@@ -199,17 +223,33 @@ void bind_gemm_act(nb::module_& m) {
           .c_str());
 
   m.def(
+      "gemm_dact_workspace_size",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
+         const OptTensor& postact, const std::string& activation) {
+        quack::GemmDActArgs g = dact_args(a, b, preact, dpreact, postact, activation, false, 0);
+        nb::gil_scoped_release release;
+        return quack::gemm_workspace_size(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
+      nb::arg("activation") = "identity",
+      "Bytes of workspace gemm_dact needs for these arguments (quack::gemm_workspace_size): the\n"
+      "padded copies of a and b where TMA cannot address them, 0 otherwise. Validates like\n"
+      "gemm_dact_can_implement (ValueError).");
+
+  m.def(
       "gemm_dact",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
          const OptTensor& postact, const std::string& activation, uintptr_t stream, bool tuned,
-         uintptr_t tile_counter) {
+         uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes) {
         quack::GemmDActArgs g = dact_args(a, b, preact, dpreact, postact, activation, tuned, tile_counter);
+        g.workspace = reinterpret_cast<void*>(workspace);
+        g.workspace_bytes = workspace_bytes;
         nb::gil_scoped_release release;
         quack::gemm_dact(g, to_stream(stream));
       },
       nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
       nb::arg("activation") = "identity", nb::arg("stream") = 0, nb::arg("tuned") = false,
-      nb::arg("tile_counter") = 0,
+      nb::arg("tile_counter") = 0, nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
       (std::string("Activation gradient fused into a GEMM (quack::gemm_dact), written into dpreact\n"
                    "and postact (when given) on the given stream:\n") +
        kDActDoc + "M = 0, N = 0 or L = 0: nothing launched. K = 0: dpreact = 0, postact = act(preact).\n" +
@@ -236,19 +276,41 @@ void bind_gemm_act(nb::module_& m) {
           .c_str());
 
   m.def(
+      "gemm_gated_workspace_size",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
+         const OptTensor& postact, const std::string& activation, double alpha, double beta, bool concat_layout,
+         const OptTensor& bias_row, const OptTensor& bias_col) {
+        quack::GemmGatedArgs g =
+            gated_args(a, b, c, preact, postact, activation, alpha, beta, concat_layout, false, 0, bias_row, bias_col);
+        nb::gil_scoped_release release;
+        return quack::gemm_workspace_size(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
+      nb::arg("activation") = "swiglu", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
+      nb::arg("concat_layout") = false, nb::arg("bias_row").none() = nb::none(),
+      nb::arg("bias_col").none() = nb::none(),
+      "Bytes of workspace gemm_gated needs for these arguments (quack::gemm_workspace_size): the\n"
+      "padded copies of a and b where TMA cannot address them, 0 otherwise. Validates like\n"
+      "gemm_gated_can_implement (ValueError).");
+
+  m.def(
       "gemm_gated",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
          const OptTensor& postact, const std::string& activation, double alpha, double beta, bool concat_layout,
-         uintptr_t stream, bool tuned, uintptr_t tile_counter, const OptTensor& bias_row, const OptTensor& bias_col) {
+         uintptr_t stream, bool tuned, uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes,
+         const OptTensor& bias_row, const OptTensor& bias_col) {
         quack::GemmGatedArgs g = gated_args(a, b, c, preact, postact, activation, alpha, beta, concat_layout, tuned,
                                             tile_counter, bias_row, bias_col);
+        g.workspace = reinterpret_cast<void*>(workspace);
+        g.workspace_bytes = workspace_bytes;
         nb::gil_scoped_release release;
         quack::gemm_gated(g, to_stream(stream));
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
       nb::arg("activation") = "swiglu", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
       nb::arg("concat_layout") = false, nb::arg("stream") = 0, nb::arg("tuned") = false,
-      nb::arg("tile_counter") = 0, nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
+      nb::arg("tile_counter") = 0, nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
+      nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
       (std::string("GEMM with a fused gated activation (quack::gemm_gated), written into preact (when\n"
                    "given) and postact on the given stream:\n") +
        kGatedDoc + "M = 0, N = 0 or L = 0: nothing launched. K = 0: preact = beta * c + bias.\n" + kTensorDoc +
@@ -272,17 +334,33 @@ void bind_gemm_act(nb::module_& m) {
           .c_str());
 
   m.def(
+      "gemm_dgated_workspace_size",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
+         const OptTensor& postact, const std::string& activation) {
+        quack::GemmDGatedArgs g = dgated_args(a, b, preact, dpreact, postact, activation, false, 0);
+        nb::gil_scoped_release release;
+        return quack::gemm_workspace_size(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
+      nb::arg("activation") = "swiglu",
+      "Bytes of workspace gemm_dgated needs for these arguments (quack::gemm_workspace_size): the\n"
+      "padded copies of a and b where TMA cannot address them, 0 otherwise. Validates like\n"
+      "gemm_dgated_can_implement (ValueError).");
+
+  m.def(
       "gemm_dgated",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
          const OptTensor& postact, const std::string& activation, uintptr_t stream, bool tuned,
-         uintptr_t tile_counter) {
+         uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes) {
         quack::GemmDGatedArgs g = dgated_args(a, b, preact, dpreact, postact, activation, tuned, tile_counter);
+        g.workspace = reinterpret_cast<void*>(workspace);
+        g.workspace_bytes = workspace_bytes;
         nb::gil_scoped_release release;
         quack::gemm_dgated(g, to_stream(stream));
       },
       nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
       nb::arg("activation") = "swiglu", nb::arg("stream") = 0, nb::arg("tuned") = false,
-      nb::arg("tile_counter") = 0,
+      nb::arg("tile_counter") = 0, nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
       (std::string("The gated activation's gradient fused into a GEMM (quack::gemm_dgated), written\n"
                    "into dpreact and postact (when given) on the given stream:\n") +
        kDGatedDoc + "M = 0, H = 0 or L = 0: nothing launched. K = 0: dpreact = 0, postact = glu(preact).\n" +

@@ -214,27 +214,47 @@ NB_MODULE(_C, m) {
           .c_str());
 
   m.def(
+      "gemm_workspace_size",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& d,
+         double alpha, double beta, const OptTensor& bias_row, const OptTensor& bias_col) {
+        quack::GemmArgs g = gemm_args(a, b, c, d, alpha, beta, bias_row, bias_col);
+        nb::gil_scoped_release release;
+        return quack::gemm_workspace_size(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("d"), nb::arg("alpha") = 1.0,
+      nb::arg("beta") = 0.0, nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
+      "Bytes of workspace gemm needs for these arguments (quack::gemm_workspace_size): the\n"
+      "padded copies of a and b where TMA cannot address them (base, leading or batch stride\n"
+      "not a multiple of 16 bytes), 0 otherwise. Validates like gemm_can_implement (ValueError).");
+
+  m.def(
       "gemm",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& d,
          double alpha, double beta, uintptr_t stream, bool tuned, uintptr_t alpha_device,
-         uintptr_t beta_device, const OptTensor& bias_row, const OptTensor& bias_col) {
+         uintptr_t beta_device, uintptr_t workspace, size_t workspace_bytes, const OptTensor& bias_row,
+         const OptTensor& bias_col) {
         quack::GemmArgs g = gemm_args(a, b, c, d, alpha, beta, bias_row, bias_col);
         g.tuned = tuned;
         g.alpha_device = reinterpret_cast<const float*>(alpha_device);
         g.beta_device = reinterpret_cast<const float*>(beta_device);
+        g.workspace = reinterpret_cast<void*>(workspace);
+        g.workspace_bytes = workspace_bytes;
         nb::gil_scoped_release release;
         quack::gemm(g, to_stream(stream));
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("d"), nb::arg("alpha") = 1.0,
       nb::arg("beta") = 0.0, nb::arg("stream") = 0, nb::arg("tuned") = false,
-      nb::arg("alpha_device") = 0, nb::arg("beta_device") = 0, nb::arg("bias_row").none() = nb::none(),
+      nb::arg("alpha_device") = 0, nb::arg("beta_device") = 0, nb::arg("workspace") = 0,
+      nb::arg("workspace_bytes") = 0, nb::arg("bias_row").none() = nb::none(),
       nb::arg("bias_col").none() = nb::none(),
       (std::string("GEMM (quack::gemm), written into d on the given stream:\n") + kGemmDoc +
        "M = 0, N = 0 or L = 0: validation only, nothing launched. K = 0: d = beta * c (zeros\n"
        "without c). tuned: autotune the tile configuration on first use per shape class and\n"
        "cache it on disk (GemmArgs::tuned). alpha_device / beta_device: addresses of one fp32\n"
        "each on d's device (0: none), read by the kernel instead of alpha / beta (a device\n"
-       "beta of 0 means c is not read; GemmArgs::alpha_device / beta_device). " +
+       "beta of 0 means c is not read; GemmArgs::alpha_device / beta_device). workspace /\n"
+       "workspace_bytes: a device buffer of at least gemm_workspace_size bytes (0: gemm\n"
+       "allocates it on the stream when needed; GemmArgs::workspace). " +
        kTensorDoc +
        "Raises ValueError for a bad or not yet supported argument (the C++ message, e.g.\n"
        "'gemm: b has shape (64, 128) bfloat16, expected (K, N) = (63, N)'), RuntimeError for a\n"

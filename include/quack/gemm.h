@@ -6,14 +6,17 @@
 // cuBLAS at 8192³ and the LLM shapes, less at small ones (docs/performance.md "GEMM").
 //
 // Tile configurations: 128x256x64 cooperative with 2x1 clusters (every dtype and layout) and,
-// for bf16 -> bf16 with a row-major a, 128x128x64 pingpong with 2x1 clusters (large problems),
-// 128x64x64 cooperative without a cluster and 64x128x64 (one consumer warpgroup) with a 2x1
-// cluster (small M·N), 128x64x64 with a 1x2 cluster (A multicast; forced only). Which one runs:
-// GemmArgs::tuned (timed once per shape class, cached), else the environment variable
-// QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x128 | 64x2 (forces one where it exists), else the shape rule of src/gemm/gemm.cpp (choose_tile: 64x128 or 128x64 when
-// 128x256 tiles would leave more than a quarter of the SMs idle, 128x128 pingpong with ≥ 4 of
-// its tiles per SM, else 128x256). Scheduling: static persistent, or dynamic (an atomic tile
-// counter) with GemmArgs::tile_counter.
+// for bf16 -> bf16 with a row-major a, 128x128x64 and 128x192x64 pingpong with 2x1 clusters
+// (large problems; 128x192 is QuACK 0.2.0's default), 128x64x64 cooperative without a cluster
+// and 64x128x64 (one consumer warpgroup) with a 2x1 cluster (small M·N), 128x64x64 with a 1x2
+// cluster (A multicast; forced only). Which one runs: GemmArgs::tuned (timed once per shape
+// class, cached), else the environment variable QUACK_GEMM_TILE (the kernel name's tile part,
+// e.g. 128x192pp) or QUACK_GEMM_TILE_N = 256 | 192 | 128 | 64 | 64x128 | 64x2 (forces one where
+// it exists), else the shape rule of src/gemm/tile_rule.h (64x128 or 128x64 when 128x256 tiles
+// would leave more than a quarter of the SMs idle; pingpong 128x128 or 128x192, the one of least
+// estimated time, with ≥ 4 of its tiles per SM; else 128x256). Scheduling: static persistent
+// (tile order: QUACK_GEMM_RASTER, for measurements), or dynamic (an atomic tile counter) with
+// GemmArgs::tile_counter.
 // Hardware: sm_90a (H100/H200) only; on another GPU the launch fails with CudaError.
 // The same kernel with an activation fused into the epilogue: quack/gemm_act.h (gemm_act, gemm_dact).
 //
@@ -90,12 +93,15 @@ struct GemmBias {
 /// tensor's layout is read from its strides: row-major when the last dimension has stride 1,
 /// column-major when the one before has; a dimension of extent 1 has no stride that matters, so
 /// an (M, 1) tensor with strides (1, 1) (as torch makes it) is column-major and a (1, N) one with
-/// strides (N, 1) row-major. TMA alignment (checked when the operand is read or written): 16-byte
-/// aligned base; the leading stride (between rows of a row-major tensor, between columns of a
-/// column-major one) and, for L > 1, the batch stride are multiples of 16 bytes (8 elements of
-/// bf16/fp16, 4 of fp32), and the leading stride is at least the contiguous extent. So the
-/// contiguous extent (K of a row-major a, M of a column-major a, and so on) must be padded in
-/// memory to a multiple of 8 (4 for fp32 d) unless the other extent is 1. M, N, K, L ≤ 2^31 − 1.
+/// strides (N, 1) row-major. Alignment: each tensor's elements at their natural alignment (2
+/// bytes for bf16/fp16, 4 for fp32), nothing more. The leading stride
+/// (between rows of a row-major tensor, between columns of a column-major one) is at least the
+/// contiguous extent. Where TMA can address a tensor (16-byte aligned base; leading stride and,
+/// for L > 1, batch stride multiples of 16 bytes: 8 elements of bf16/fp16, 4 of fp32) the kernel
+/// loads and stores it with TMA; otherwise (N = 50257, K = 1001, a view at an odd offset) a and
+/// b are copied once per call into a workspace with padded rows (GemmArgs::workspace; one read
+/// and one write of the operand) and c and d are read and written by plain loads and stores in
+/// the epilogue (any alignment; the TMA path stays the faster one). M, N, K, L ≤ 2^31 − 1.
 /// c may be the same tensor as d (identical pointer, dtype and strides); other overlaps between
 /// d and an input are undefined.
 ///
@@ -145,6 +151,14 @@ struct GemmArgs {
   /// beyond alignment. The cluster-less 128x64 configuration ignores it (static schedule). Its
   /// GPU tests passed on an H200 on every tile configuration at 4c9df5f.
   uint32_t* tile_counter = nullptr;
+  /// Workspace for the padded copies of a and b when TMA cannot address them (see Alignment
+  /// above; gemm_workspace_size gives the bytes, 0 for aligned operands): device memory on d's
+  /// device, 16-byte aligned, workspace_bytes ≥ gemm_workspace_size(args), not in use by
+  /// anything else until the call's work on `stream` is done (InvalidArgument for too few bytes
+  /// or a misaligned pointer). Null: the call allocates it on `stream` (cudaMallocAsync) and
+  /// frees it after the launch (cudaFreeAsync), stream-ordered and graph-capturable.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm without touching the device (no CUDA call). Throws InvalidArgument,
@@ -152,10 +166,17 @@ struct GemmArgs {
 /// (e.g. "gemm: b has shape (64, 128) bfloat16, expected (K, N) = (63, N)"), for: an absent a, b
 /// or d; a tensor in host memory, on another device than a, or with a null pointer; mixed 2-D/3-D
 /// tensors or other ranks; mismatched M, N, K or L; a dtype outside the table; beta ≠ 0 without
-/// c; a size above 2^31 − 1; negative strides; overlapping elements of d; a misaligned base or
-/// stride (TMA); the layouts and layout combinations listed as not yet supported above (the
-/// message lists the (a, b, d) combinations supported for the dtypes).
+/// c; a size above 2^31 − 1; negative strides; overlapping elements of d; a leading stride below
+/// the contiguous extent; a workspace too small or misaligned; the layouts and layout
+/// combinations listed as not yet supported above (the message lists the (a, b, d) combinations
+/// supported for the dtypes).
 void can_implement(const GemmArgs& args);
+
+/// Bytes of GemmArgs::workspace that gemm needs for `args`: the padded copies of a and b where
+/// TMA cannot address them (each operand's rows rounded up to 16 bytes, 256-byte aligned), 0 when
+/// both are TMA-addressable or K = 0. Validates `args` as can_implement (no CUDA call; throws
+/// InvalidArgument likewise); a workspace already in args is ignored.
+size_t gemm_workspace_size(const GemmArgs& args);
 
 /// D = alpha · A·B + beta · C on `stream`, on the tensors' device. Runs can_implement first.
 /// M = 0, N = 0 or L = 0: nothing is launched. K = 0: D = beta · C (zeros without c or with

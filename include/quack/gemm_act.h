@@ -9,7 +9,8 @@
 //
 // All run the GEMM of quack/gemm.h (the same kernel, tiles and scheduler) with another epilogue
 // visitor (src/gemm/sm90/epilogue_ops.cuh): the activation is applied to the fp32 accumulator
-// values before they are rounded, and the outputs leave the epilogue through TMA stores. An MLP
+// values before they are rounded, and the outputs leave the epilogue through TMA stores (plain
+// stores where TMA cannot address an output, as gemm's). An MLP
 // with activation act then runs fc1 as gemm_act (storing preact for the backward) and, in the
 // backward, fc2's dgrad as gemm_dact, which gives dpreact for fc1's backward and the recomputed
 // postact for fc2's weight gradient (postact is never stored in the forward); a gated MLP
@@ -25,6 +26,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "quack/gemm.h"
@@ -105,9 +107,13 @@ bool activation_from_name(const char* name, Activation* out);
 /// row-major, b column-major, outputs row-major (y = x·Wᵀ, the forward of a Linear layer), with
 /// the tiles 128x256 (cooperative) and 128x128 (pingpong), 2x1 clusters, chosen as gemm's rule.
 /// Other combinations throw InvalidArgument "... not yet supported" listing what is compiled.
-/// Strides, alignment (16-byte TMA rules), batches, M, N, K, L limits: as quack/gemm.h, for each
-/// tensor. preact and postact must not overlap each other or an input. A gated activation
-/// throws (gemm_gated computes those).
+/// Strides, alignment, batches, M, N, K, L limits: as quack/gemm.h, for each tensor. Any
+/// alignment works as in gemm: a and b that TMA cannot address (K or N not a multiple of 8 in
+/// memory, a view at an odd offset) are copied into a workspace with padded rows (workspace
+/// below), and c, preact and postact that TMA cannot address are read and written by plain loads
+/// and stores in the epilogue (both outputs take the plain stores when either needs them).
+/// preact and postact must not overlap each other or an input. A gated activation throws
+/// (gemm_gated computes those).
 struct GemmActArgs {
   TensorRef a;
   TensorRef b;
@@ -123,6 +129,10 @@ struct GemmActArgs {
   bool tuned = false;
   /// As GemmArgs::tile_counter (the dynamic tile scheduler).
   uint32_t* tile_counter = nullptr;
+  /// As GemmArgs::workspace: the padded copies of a and b where TMA cannot address them
+  /// (gemm_workspace_size(GemmActArgs) bytes; null: allocated and freed on the stream).
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm_act without touching the device (no CUDA call). Throws
@@ -130,8 +140,14 @@ struct GemmActArgs {
 /// what was expected, for everything gemm's can_implement rejects (applied to a, b, c, preact and
 /// postact) and: an absent postact; preact and postact of different shapes or layouts; an
 /// activation outside the enum or gated; a bias of another shape, dtype or device, or not
-/// contiguous; a combination that is not compiled (listed in the message).
+/// contiguous; a combination that is not compiled (listed in the message); a workspace too small
+/// or misaligned.
 void can_implement(const GemmActArgs& args);
+
+/// Bytes of GemmActArgs::workspace that gemm_act needs for `args` (as gemm_workspace_size of
+/// quack/gemm.h: 0 when TMA can address a and b, or K = 0). Validates as can_implement; a
+/// workspace already in args is ignored.
+size_t gemm_workspace_size(const GemmActArgs& args);
 
 /// gemm_act on `stream`, on the tensors' device. Runs can_implement first. M = 0, N = 0 or
 /// L = 0: nothing is launched. K = 0: preact = beta · C + bias (zeros without C and bias),
@@ -166,12 +182,17 @@ struct GemmDActArgs {
   Activation activation = Activation::kIdentity;
   bool tuned = false;                 // as GemmArgs::tuned
   uint32_t* tile_counter = nullptr;   // as GemmArgs::tile_counter
+  void* workspace = nullptr;          // as GemmActArgs::workspace
+  size_t workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm_dact without touching the device. Throws InvalidArgument ("gemm_dact:
 /// ...") as can_implement(GemmActArgs), for a, b, preact, dpreact and postact; an absent preact
 /// or dpreact; preact of another dtype than dpreact.
 void can_implement(const GemmDActArgs& args);
+
+/// Bytes of GemmDActArgs::workspace that gemm_dact needs for `args` (as for gemm_act).
+size_t gemm_workspace_size(const GemmDActArgs& args);
 
 /// gemm_dact on `stream`. Runs can_implement first. M = 0, N = 0 or L = 0: nothing is launched.
 /// K = 0: D = 0, so dpreact = 0 and postact = act(preact), by a small elementwise kernel. Throws
@@ -210,8 +231,11 @@ void gemm_dact(const GemmDActArgs& args, cudaStream_t stream);
 /// N must be even. Compiled today: bf16 a, b, preact and postact (16-bit postact: the epilogue
 /// stores it as 16-bit values into a half-width subtile), a row-major, b column-major, outputs
 /// row-major; tiles as gemm_act (the concat layout: 128x256 only). Strides, alignment and limits:
-/// as quack/gemm.h for each tensor; with concat_layout also N/2 · b's leading stride (the offset
-/// of the up half) must be a multiple of 16 bytes (always, for a padded b).
+/// as quack/gemm.h for each tensor, any alignment as gemm_act: a and b that TMA cannot address
+/// (K or N not a multiple of 8 in memory, a view at an odd offset) are read from padded copies in
+/// the workspace (with concat_layout the copy keeps b's halves, so the up half starts at N/2 of
+/// the copy's rows); c, preact and postact that TMA cannot address are read and written by plain
+/// loads and stores in the epilogue (both outputs take the plain stores when either needs them).
 struct GemmGatedArgs {
   TensorRef a;
   TensorRef b;
@@ -225,12 +249,18 @@ struct GemmGatedArgs {
   bool concat_layout = false;
   bool tuned = false;                // as GemmArgs::tuned
   uint32_t* tile_counter = nullptr;  // as GemmArgs::tile_counter
+  void* workspace = nullptr;         // as GemmActArgs::workspace
+  size_t workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm_gated without touching the device. Throws InvalidArgument
 /// ("gemm_gated: ...") as can_implement(GemmActArgs), for a, b, c, preact, postact and bias, and:
-/// an activation that is not gated; an odd N; postact not (M, N/2); column-major outputs.
+/// an activation that is not gated; an odd N; postact not (M, N/2); column-major outputs; a
+/// workspace too small or misaligned.
 void can_implement(const GemmGatedArgs& args);
+
+/// Bytes of GemmGatedArgs::workspace that gemm_gated needs for `args` (as for gemm_act).
+size_t gemm_workspace_size(const GemmGatedArgs& args);
 
 /// gemm_gated on `stream`. Runs can_implement first. M = 0, N = 0 or L = 0: nothing is launched.
 /// K = 0: preact = beta · C + bias, postact = glu of its pairs, by a small elementwise kernel.
@@ -259,8 +289,11 @@ void gemm_gated(const GemmGatedArgs& args, cudaStream_t stream);
 /// | postact | (M, H) or (L, M, H)     | bf16            | row-major                              | no: stored when given |
 ///
 /// Compiled today: bf16 everywhere, a and b row-major (an MLP's fc2 dgrad), outputs row-major,
-/// the 128x256 cooperative tile. Strides and alignment as quack/gemm.h, the packed tensors' in
-/// 32-bit units (their leading strides are multiples of 8 16-bit elements, as TMA needs anyway).
+/// the 128x256 cooperative tile. Strides and alignment as quack/gemm.h (a and b that TMA cannot
+/// address: padded copies in the workspace; postact: plain stores where TMA cannot address it),
+/// the packed tensors' in 32-bit units: preact and dpreact need a 4-byte aligned base and even
+/// leading and batch strides (in 16-bit elements), else InvalidArgument; where TMA cannot address
+/// them (e.g. H not a multiple of 4) they are read and written by plain loads and stores.
 struct GemmDGatedArgs {
   TensorRef a;
   TensorRef b;
@@ -270,12 +303,18 @@ struct GemmDGatedArgs {
   Activation activation = Activation::kSwiglu;  // a gated one
   bool tuned = false;                // as GemmArgs::tuned
   uint32_t* tile_counter = nullptr;  // as GemmArgs::tile_counter
+  void* workspace = nullptr;         // as GemmActArgs::workspace
+  size_t workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm_dgated without touching the device. Throws InvalidArgument
 /// ("gemm_dgated: ...") as can_implement(GemmDActArgs), and: an activation that is not gated;
-/// preact or dpreact not (M, 2H) or not bf16; postact not (M, H); column-major tensors.
+/// preact or dpreact not (M, 2H) or not bf16, or not in 4-byte pairs (odd base, leading or batch
+/// stride); postact not (M, H); column-major tensors; a workspace too small or misaligned.
 void can_implement(const GemmDGatedArgs& args);
+
+/// Bytes of GemmDGatedArgs::workspace that gemm_dgated needs for `args` (as for gemm_act).
+size_t gemm_workspace_size(const GemmDGatedArgs& args);
 
 /// gemm_dgated on `stream`. Runs can_implement first. M = 0, H = 0 or L = 0: nothing is
 /// launched. K = 0: D = 0, so dpreact = 0 and postact = glu(preact's pairs), by a small

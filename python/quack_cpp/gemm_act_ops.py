@@ -53,8 +53,8 @@ from torch import Tensor
 from . import _C
 from . import _registrar as _reg
 from ._registrar import dtype_name, register, register_function, stream, tensor_arg
-from .gemm_ops import (_as_operand, _cast, _check, _row_major, _rows, gemm_op, linear_dtype,
-                       weight_grad)
+from .gemm_ops import (_as_operand, _cast, _check, _row_major, _rows, _tma_ok, gemm_op,
+                       linear_dtype, weight_grad)
 
 __all__ = ["gemm_act", "gemm_dact", "gemm_gated", "gemm_dgated", "linear_act", "act_linear",
            "mlp", "ACTIVATIONS", "GATED_ACTIVATIONS", "activation_name", "is_gated",
@@ -225,6 +225,18 @@ def _bias_args(bias: Optional[Tensor], fn: str):
 # --------------------------------------------------------------------------------------------
 
 
+def _workspace(A: Tensor, B: Tensor, size_fn, *args):
+    """(buffer or None, bytes): the workspace of the padded copies of A or B that TMA cannot
+    address (K or N not a multiple of 8 in memory, an odd offset), as ``gemm_ops._launch``:
+    allocated with torch's caching allocator on A's device, only when one is needed."""
+    if _tma_ok(A) and _tma_ok(B):
+        return None, 0
+    nbytes = size_fn(*args)
+    if not nbytes:
+        return None, 0
+    return torch.empty(nbytes, dtype=torch.uint8, device=A.device), nbytes
+
+
 class GemmAct:
     name = "quack_cpp::gemm_act"
 
@@ -248,10 +260,13 @@ class GemmAct:
                postact_dtype, tuned=False):
         fn = "gemm_act"
         preact, postact = outs
-        _C.gemm_act(tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"), tensor_arg(C, fn, "c"),
-                    tensor_arg(preact, fn, "preact"), tensor_arg(postact, fn, "postact"),
-                    activation, float(alpha), float(beta) if C is not None else 0.0, stream(A),
-                    bool(tuned), 0, _bias_args(bias, fn), None)
+        args = (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"), tensor_arg(C, fn, "c"),
+                tensor_arg(preact, fn, "preact"), tensor_arg(postact, fn, "postact"),
+                activation, float(alpha), float(beta) if C is not None else 0.0)
+        bias_row = _bias_args(bias, fn)
+        ws, nbytes = _workspace(A, B, _C.gemm_act_workspace_size, *args, bias_row, None)
+        _C.gemm_act(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
+                    nbytes, bias_row, None)
 
 
 class GemmGated:
@@ -279,10 +294,14 @@ class GemmGated:
                postact_dtype, concat_layout=False, tuned=False):
         fn = "gemm_gated"
         preact, postact = outs
-        _C.gemm_gated(tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"), tensor_arg(C, fn, "c"),
-                      tensor_arg(preact, fn, "preact"), tensor_arg(postact, fn, "postact"),
-                      activation, float(alpha), float(beta) if C is not None else 0.0,
-                      bool(concat_layout), stream(A), bool(tuned), 0, _bias_args(bias, fn), None)
+        args = (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"), tensor_arg(C, fn, "c"),
+                tensor_arg(preact, fn, "preact"), tensor_arg(postact, fn, "postact"),
+                activation, float(alpha), float(beta) if C is not None else 0.0,
+                bool(concat_layout))
+        bias_row = _bias_args(bias, fn)
+        ws, nbytes = _workspace(A, B, _C.gemm_gated_workspace_size, *args, bias_row, None)
+        _C.gemm_gated(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
+                      nbytes, bias_row, None)
 
 
 class GemmDAct:
@@ -306,9 +325,12 @@ class GemmDAct:
                tuned=False):
         fn = "gemm_dact"
         dpreact, postact = outs
-        _C.gemm_dact(tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"),
-                     tensor_arg(preact, fn, "preact"), tensor_arg(dpreact, fn, "dpreact"),
-                     tensor_arg(postact, fn, "postact"), activation, stream(A), bool(tuned), 0)
+        args = (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"),
+                tensor_arg(preact, fn, "preact"), tensor_arg(dpreact, fn, "dpreact"),
+                tensor_arg(postact, fn, "postact"), activation)
+        ws, nbytes = _workspace(A, B, _C.gemm_dact_workspace_size, *args)
+        _C.gemm_dact(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
+                     nbytes)
 
 
 class GemmDGated:
@@ -332,9 +354,12 @@ class GemmDGated:
                tuned=False):
         fn = "gemm_dgated"
         dpreact, postact = outs
-        _C.gemm_dgated(tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"),
-                       tensor_arg(preact, fn, "preact"), tensor_arg(dpreact, fn, "dpreact"),
-                       tensor_arg(postact, fn, "postact"), activation, stream(A), bool(tuned), 0)
+        args = (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"),
+                tensor_arg(preact, fn, "preact"), tensor_arg(dpreact, fn, "dpreact"),
+                tensor_arg(postact, fn, "postact"), activation)
+        ws, nbytes = _workspace(A, B, _C.gemm_dgated_workspace_size, *args)
+        _C.gemm_dgated(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
+                       nbytes)
 
 
 gemm_act_op = register(GemmAct)

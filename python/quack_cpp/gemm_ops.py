@@ -227,6 +227,19 @@ def _as_operand(t: Tensor) -> Tensor:
     return out
 
 
+def _tma_ok(t: Tensor) -> bool:
+    """Whether TMA can address t as a GEMM operand as far as its metadata tells: 16-byte aligned
+    data and every stride other than 1 a multiple of 16 bytes (conservative: a stride along an
+    extent of 1 counts too; the C++ has the last word)."""
+    align = 16 // t.element_size()
+    if t.data_ptr() % 16:
+        return False
+    for s in t.stride():
+        if s != 1 and s % align:
+            return False
+    return True
+
+
 def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
             beta: float, tuned: bool = False, alpha_t: Optional[Tensor] = None,
             beta_t: Optional[Tensor] = None, args=None, bias: Optional[Tensor] = None) -> None:
@@ -234,15 +247,19 @@ def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
     fn = "gemm"
     a, b, c, d = args or (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"),
                           tensor_arg(C, fn, "c"), tensor_arg(D, fn, "d"))
-    if bias is None:
-        _C.gemm(a, b, c, d, float(alpha), float(beta), stream(D), bool(tuned),
-                alpha_t.data_ptr() if alpha_t is not None else 0,
-                beta_t.data_ptr() if beta_t is not None else 0)
-    else:
-        _C.gemm(a, b, c, d, float(alpha), float(beta), stream(D), bool(tuned),
-                alpha_t.data_ptr() if alpha_t is not None else 0,
-                beta_t.data_ptr() if beta_t is not None else 0,
-                tensor_arg(bias, fn, "bias.row"), None)
+    bias_row = tensor_arg(bias, fn, "bias.row") if bias is not None else None
+    # A or B that TMA cannot address (K or N not a multiple of 8 in memory, an odd offset): the
+    # C++ copies it into a workspace with padded rows; allocated here with torch's caching
+    # allocator on D's stream (kept alive by the stream-ordered allocator until the kernel ran).
+    ws, ws_bytes = None, 0
+    if not (_tma_ok(A) and _tma_ok(B)):
+        ws_bytes = _C.gemm_workspace_size(a, b, c, d, float(alpha), float(beta), bias_row, None)
+        if ws_bytes:
+            ws = torch.empty(ws_bytes, dtype=torch.uint8, device=D.device)
+    _C.gemm(a, b, c, d, float(alpha), float(beta), stream(D), bool(tuned),
+            alpha_t.data_ptr() if alpha_t is not None else 0,
+            beta_t.data_ptr() if beta_t is not None else 0,
+            ws.data_ptr() if ws is not None else 0, ws_bytes, bias_row, None)
 
 
 def _scalar(fn: str, name: str, v, A: Tensor) -> Tuple[float, Optional[Tensor]]:
@@ -447,10 +464,9 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
     Raises:
         ValueError: a tensor not on a CUDA device, ranks other than 2/2 or 3/3, mismatched K or
             L, a bad out_dtype (this layer); anything ``quack::can_implement`` rejects (dtypes,
-            layouts not yet supported, TMA alignment: leading strides must be multiples of 16
-            bytes, so K is padded in memory to a multiple of 8), with the C++ message, e.g.
-            ``gemm: a has leading stride 63 elements = 126 bytes (...), expected a multiple
-            of 16 bytes (8 elements) for TMA; pad the rows to 64``.
+            layouts not yet supported), with the C++ message, e.g. ``gemm: b has shape (65, 64)
+            bfloat16, expected (K, N) = (64, *)``. Any alignment works: operands whose leading
+            strides are not multiples of 16 bytes (K = 63) are copied into padded rows first.
         RuntimeError: a CUDA error.
 
     Source: QuACK 0.2.0 ``gemm_interface.gemm``; kernel after CUTLASS 3.x sm90 TMA + WGMMA.
@@ -651,8 +667,9 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
 
     Args:
         x: (..., K) CUDA; bfloat16/float16, or any float dtype under autocast.
-        weight: (N, K), x's dtype (or any float dtype under autocast). The GEMM's layout rules
-            apply: K and N multiples of 8 for the backward's transposed operands.
+        weight: (N, K), x's dtype (or any float dtype under autocast); any N and K (where
+            they are not multiples of 8 the GEMM copies the operands TMA cannot address into
+            padded rows: x when K is odd, once per call; W^T per forward, W per dgrad).
         bias: None or (N,), float32 or the compute dtype (bfloat16 compiled today).
         fuse_grad_accum: see above.
         tuned: autotune the forward GEMM's tile configuration (as ``gemm``'s ``tuned``).

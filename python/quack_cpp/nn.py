@@ -196,11 +196,12 @@ class Linear(torch.nn.Linear):
     ``torch.autocast`` x and weight are cast to the autocast dtype, like ``nn.Linear``; the bias
     is added in fp32 without being rounded to the autocast dtype first.
 
-    The kernels run when x is a CUDA tensor, in_features and out_features are multiples of 8
-    (16-byte TMA rows) and the compute dtype (autocast's, else x's = weight's) is bfloat16 or
-    float16 (bfloat16 only with a bias: the bias epilogue is compiled for bfloat16); otherwise
-    ``torch.nn.functional.linear`` runs (an fp32 module outside autocast, a CPU input), so the
-    module stays a drop-in.
+    The kernels run when x is a CUDA tensor and the compute dtype (autocast's, else x's =
+    weight's) is bfloat16 or float16 (bfloat16 only with a bias: the bias epilogue is compiled
+    for bfloat16), for any in_features and out_features (sizes that are not multiples of 8, e.g.
+    a 50257-word vocabulary, take the GEMM's unaligned paths: padded operand copies, plain
+    stores); otherwise ``torch.nn.functional.linear`` runs (an fp32 module outside autocast, a
+    CPU input), so the module stays a drop-in.
 
     Args:
         in_features, out_features: sizes of the last dim of x and y.
@@ -229,8 +230,7 @@ class Linear(torch.nn.Linear):
     def forward(self, input: Tensor) -> Tensor:
         """y = input W^T + b; input (*, in_features), y (*, out_features)."""
         weight, bias = self.weight, self.bias  # one nn.Module.__getattr__ each
-        if (input.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
-                and self.out_features % 8 == 0 and _kernel_dtype(input, weight, bias)):
+        if input.device.type in _reg.DEVICE_TYPES and _kernel_dtype(input, weight, bias):
             return linear(input, weight, bias, fuse_grad_accum=self.fuse_grad_accum,
                           tuned=self.tuned)
         return F.linear(input, weight, bias)

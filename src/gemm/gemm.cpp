@@ -4,6 +4,7 @@
 // gemm_act and gemm_dact (quack/gemm_act.h) share the validation and dispatch.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <cstdlib>
@@ -14,8 +15,10 @@
 #include "common/check.h"
 #include "common/launch.h"
 #include "gemm/gemm_instances.h"
+#include "gemm/gemm_pad.h"
 #include "gemm/gemm_problem.h"
 #include "gemm/gemm_tune.h"
+#include "gemm/tile_rule.h"
 #include "quack/errors.h"
 #include "quack/gemm.h"
 #include "quack/gemm_act.h"
@@ -45,11 +48,16 @@ std::string expect_shape(int ndim, const char* names, int64_t L, int64_t r, int6
 }
 
 // One matrix operand of the batched problem, in memory terms: ld is the stride between runs of
-// its contiguous dimension; batch the stride between batches (any valid value when L == 1).
+// its contiguous dimension; batch the stride between batches (any valid value when L == 1);
+// `runs` runs of `run` contiguous elements per batch, L batches. tma: TMA can address it (16-byte
+// aligned base, leading and batch strides multiples of 16 bytes); else a and b are copied
+// (gemm_pad.h) and c and d go through the kernel's plain loads and stores.
 struct Operand {
   const TensorRef* t = nullptr;
   const char* name = "";
   int64_t ld = 0, batch = 0;
+  int64_t run = 0, runs = 0, l = 1;
+  bool tma = true;
 };
 
 // Which of the two matrix dimensions of a 2-D (or batched) tensor is contiguous: the last
@@ -98,10 +106,11 @@ Orient check_orient(const ArgCheck& chk, const TensorRef& t, const char* name, c
   return o;
 }
 
-// TMA layout of an operand of orientation `orient`: stride 1 along its contiguous dimension
-// (unless that extent is 1), 16-byte base, leading and batch strides multiples of 16 bytes,
-// leading stride ≥ the contiguous extent. `layout` names the expected layout for the "not yet
-// supported" message. Strides along extents of 1 are replaced by valid ones.
+// Layout of an operand of orientation `orient`: stride 1 along its contiguous dimension (unless
+// that extent is 1), leading stride ≥ the contiguous extent, batch stride ≠ 0. Whether TMA can
+// address it (16-byte base, leading and batch strides multiples of 16 bytes) is recorded, not
+// required. `layout` names the expected layout for the "not yet supported" message. Strides
+// along extents of 1 are replaced by valid ones.
 Operand check_layout(const ArgCheck& chk, const TensorRef& t, const char* name, Orient orient,
                      const std::string& layout) {
   const int o = t.ndim - 2;
@@ -119,30 +128,27 @@ Operand check_layout(const ArgCheck& chk, const TensorRef& t, const char* name, 
     chk.fail(std::string(name) + " has no dimension of stride 1 (" + detail::describe_full(t) +
              "): not yet supported, expected " + layout);
   }
-  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
-    chk.fail(std::string(name) + " has a base address that is not 16-byte aligned (" +
-             detail::describe_full(t) + "), expected 16-byte alignment for TMA");
+  if (reinterpret_cast<uintptr_t>(t.data) % es != 0)
+    chk.fail(std::string(name) + " has a base address that is not " + str(es) + "-byte aligned (" +
+             detail::describe_full(t) + "), expected the alignment of its elements");
   const int64_t n_in_padded = (n_in + align - 1) / align * align;
   Operand op;
   op.t = &t;
   op.name = name;
+  op.run = n_in;
+  op.runs = n_out;
+  op.l = L;
   op.ld = n_out > 1 ? t.stride[outer] : n_in_padded;
   if (op.ld < n_in)
     chk.fail(std::string(name) + " has leading stride " + str(op.ld) + " < " + str(n_in) +
              " contiguous elements (" + detail::describe_full(t) + "), expected a stride ≥ " + str(n_in));
-  if (op.ld % align != 0)
-    chk.fail(std::string(name) + " has leading stride " + str(op.ld) + " elements = " + str(op.ld * es) +
-             " bytes (" + detail::describe_full(t) + "), expected a multiple of 16 bytes (" + str(align) +
-             " elements) for TMA; pad the " + (orient == Orient::kRow ? "rows" : "columns") + " to " +
-             str(n_in_padded));
+  op.tma = reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && op.ld % align == 0;
   if (L > 1) {
     op.batch = t.stride[0];
     if (op.batch == 0)
       chk.fail(std::string(name) + " has batch stride 0 (" + detail::describe_full(t) +
                "): broadcasting over the batch is not yet supported");
-    if (op.batch % align != 0)
-      chk.fail(std::string(name) + " has batch stride " + str(op.batch) + " elements (" +
-               detail::describe_full(t) + "), expected a multiple of 16 bytes (" + str(align) + " elements) for TMA");
+    op.tma = op.tma && op.batch % align == 0;
   } else {
     op.batch = op.ld * n_out;  // never stepped; any valid TMA stride
   }
@@ -209,10 +215,11 @@ using Instance = GemmInstance;
 constexpr GemmMajor kK = GemmMajor::kK, kMN = GemmMajor::kMN;
 
 // QUACK_GEMM_TILE_N's value that forces instance i's tile configuration: "256" cooperative
-// 128x256, 2x1 cluster (the default); "128" pingpong 128x128, 2x1 cluster; "64" cooperative
-// 128x64, no cluster; "64x128" cooperative 64x128 (one consumer warpgroup), 2x1 cluster (B
-// multicast); "64x2" cooperative 128x64, 1x2 cluster (A multicast). The kernel name's tile part
-// (Instance::tile, e.g. "128x128pp") is accepted too.
+// 128x256, 2x1 cluster (the default); "128" pingpong 128x128, 2x1 cluster; "192" pingpong
+// 128x192, 2x1; "64" cooperative 128x64, no cluster; "64x128" cooperative 64x128 (one consumer
+// warpgroup), 2x1 cluster (B multicast); "64x2" cooperative 128x64, 1x2 cluster (A multicast).
+// The kernel name's tile part (Instance::tile, e.g. "128x192pp", "256x128c1x2") is accepted
+// too, and is what QUACK_GEMM_TILE takes.
 std::string tile_key(const Instance& i) {
   if (i.bm != 128) return str(i.bm) + "x" + str(i.bn);
   if (i.cluster_n == 2) return str(i.bn) + "x2";
@@ -263,21 +270,14 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
 }
 
 // Tile choice (at launch; can_implement makes no CUDA call), among the instances of the same
-// dtypes and majors (128x256 cooperative for every one; 128x128 pingpong, 128x64 without a
-// cluster and 64x128 with a 2x1 cluster for bf16 -> bf16 with a row-major a):
-// - when 128x256 tiles would keep fewer than 3/4 of the SMs busy (M = 128, N = 8192: 32 busy
-//   CTAs with 128x256, 128 with 128x64): 64x128 if it keeps as many CTAs busy as 128x64 (its
-//   cluster pairs read each B tile once: M = 128 moves 2/3 of 128x64's bytes into the SMs),
-//   else 128x64;
-// - else 128x128 pingpong when there are ≥ 4 tiles of 128x128 per SM (each warpgroup gets ≥ 2
-//   tiles, so one's epilogue hides under the other's mainloop);
-// - else 128x256.
-// Measured on the H200 (071ea04, docs/performance.md g3): pingpong 0.999–1.016x cuBLAS at
-// 8192³ and the four LLM shapes (128x256: 0.962–0.995), 0.749 at 2048³ (128x256: 0.783).
-// QUACK_GEMM_TILE_N = 256 | 128 | 64 | 64x128 | 64x2 forces a tile where its instance exists
-// (auto or unset: this rule). 64x2 (128x64 with a 1x2 cluster, A multicast: the 1x2 cluster
-// shape of issue 3) is not in the rule: it measured slower than 128x64 without a cluster at
-// M = 128 and 256 (docs/performance.md g4).
+// dtypes and majors: QUACK_GEMM_TILE (the kernel name's tile part, e.g. "128x192pp") or the older
+// QUACK_GEMM_TILE_N (tile_key) force a configuration where its instance exists (unset, empty or
+// "auto": the rule); else the rule of tile_rule.h (small M·N: 64x128 or 128x64; pingpong 128x128
+// or 128x192 with ≥ 4 tiles per SM, the one of least estimated time; else 128x256). Measured on
+// the H200 (docs/performance.md g3, g5): pingpong 128x128 0.999–1.016x cuBLAS at 8192³ and the
+// four LLM shapes (128x256: 0.962–0.995), 0.749 at 2048³ (128x256: 0.783). 64x2 (128x64 with a
+// 1x2 cluster) is not in the rule: it measured slower than 128x64 without a cluster at M = 128
+// and 256 (g4).
 // Instances that compute the same problem as base (same dtypes and majors), any tile.
 bool same_problem(const Instance& i, const Instance& base) {
   return i.epilogue == base.epilogue && i.ab == base.ab && i.d == base.d && i.c == base.c && i.d1 == base.d1 &&
@@ -292,39 +292,111 @@ std::vector<detail::GemmCandidate> candidates(const Instance& base) {
   return out;
 }
 
-// The instance of base's dtypes and majors with tile configuration `tile` (tile_key, or the name's
-// tile part), or null.
+// The instance of base's dtypes and majors with tile configuration `tile` (the name's tile part,
+// or tile_key), or null.
 const Instance* with_tile(const Instance& base, const char* tile) {
   for (const Instance& i : kGemmInstances)
-    if ((tile_key(i) == tile || std::strcmp(tile, i.tile) == 0) && same_problem(i, base)) return &i;
+    if (std::strcmp(tile, i.tile) == 0 && same_problem(i, base)) return &i;
+  for (const Instance& i : kGemmInstances)
+    if (tile_key(i) == tile && same_problem(i, base)) return &i;
   return nullptr;
 }
 
 Launcher choose_tile(const Instance& base, const GemmProblem& p) {
-  const char* e = std::getenv("QUACK_GEMM_TILE_N");
-  if (e && *e && std::strcmp(e, "auto") != 0) {
-    const Instance* i = with_tile(base, e);
-    return i ? i->run : base.run;
+  for (const char* var : {"QUACK_GEMM_TILE", "QUACK_GEMM_TILE_N"}) {
+    const char* e = std::getenv(var);
+    if (e && *e && std::strcmp(e, "auto") != 0) {
+      const Instance* i = with_tile(base, e);
+      return i ? i->run : base.run;
+    }
   }
-  const int64_t sms = detail::sm_count(p.device), mt = (p.m + 127) / 128;
-  const int64_t busy256 = mt * ((p.n + 255) / 256) * p.l, ctas64 = mt * ((p.n + 63) / 64) * p.l;
-  const Instance* i64 = with_tile(base, "64");
-  if (i64 && 4 * busy256 < 3 * sms && ctas64 > busy256) {
-    const Instance* i64m = with_tile(base, "64x128");
-    const int64_t busy64m = (p.m + 63) / 64 * ((p.n + 127) / 128) * p.l;
-    return i64m && busy64m >= ctas64 ? i64m->run : i64->run;
-  }
-  const Instance* i128 = with_tile(base, "128");
-  if (i128 && mt * ((p.n + 127) / 128) * p.l >= 4 * sms) return i128->run;
-  return base.run;
+  std::vector<const Instance*> same{&base};
+  std::vector<detail::TileOption> options{{base.bm, base.bn, base.cluster_m, base.cluster_n, base.pingpong}};
+  for (const Instance& i : kGemmInstances)
+    if (&i != &base && same_problem(i, base)) {
+      same.push_back(&i);
+      options.push_back({i.bm, i.bn, i.cluster_m, i.cluster_n, i.pingpong});
+    }
+  const detail::TileQuery q{p.m, p.n, p.k, p.l, detail::sm_count(p.device)};
+  return same[size_t(detail::choose_tile_index(q, options.data(), int(options.size())))]->run;
 }
+
+// QUACK_GEMM_RASTER (tile order of the persistent schedule, for measurements): "<order><band>[s]"
+// with order m (bands of cluster-tile rows, walked along N: the default), n (bands of columns) or
+// h (QuACK 0.2.0's heuristic), band the band width in cluster tiles (≥ 1; default 8), s for
+// serpentine bands; e.g. "m8", "h8s". Unset or empty: m8. Throws InvalidArgument otherwise.
+void apply_raster_env(GemmProblem& p) {
+  const char* e = std::getenv("QUACK_GEMM_RASTER");
+  if (e == nullptr || *e == 0) return;
+  const std::string v(e);
+  size_t i = 1;
+  int group = 0;
+  bool digits = false;
+  for (; i < v.size() && v[i] >= '0' && v[i] <= '9'; ++i) {
+    digits = true;
+    group = std::min(group * 10 + (v[i] - '0'), 1 << 20);
+  }
+  const bool serp = i < v.size() && v[i] == 's';
+  if (serp) ++i;
+  if ((v[0] != 'm' && v[0] != 'n' && v[0] != 'h') || i != v.size() || (digits && group < 1))
+    ArgCheck("gemm").fail("QUACK_GEMM_RASTER is '" + v + "', expected <m|n|h>[band width ≥ 1][s], e.g. m8 or h8s");
+  p.raster = v[0] == 'm' ? 0 : v[0] == 'n' ? 1 : 2;
+  p.raster_group = group;
+  p.serpentine = serp;
+}
+
+// A padded copy of the kernel's A (a_side) or B into the workspace at byte offset `offset`.
+struct Pad {
+  detail::PadCopy copy;  // dst set at run time (workspace + offset)
+  bool a_side = true;
+  int64_t offset = 0;
+};
 
 struct Plan {
   GemmProblem p;
+  const char* fn = "gemm";  // the public function (CUDA error messages)
   bool empty = false;   // M, N or L is 0: nothing to launch
   bool swapped = false;  // the outputs are column-major: the kernel computes Dᵀ = Bᵀ·Aᵀ
   const Instance* inst = nullptr;  // K > 0: the kernel instance (128x256)
+  std::vector<Pad> pads;           // operands TMA cannot address (gemm_pad.h)
+  size_t workspace_bytes = 0;      // their copies, each 256-byte aligned
 };
+
+// Operands TMA cannot address (ka, kb: the kernel's A and B) are read from padded copies in the
+// workspace (gemm_pad.h): records the copies and their bytes in plan and points the kernel's
+// strides at the copies' (the pointers are set when the call runs: run_plan). A workspace the
+// caller gives is checked against those bytes.
+void add_pads(const ArgCheck& chk, Plan& plan, const Operand& ka, const Operand& kb, const void* workspace,
+              size_t workspace_bytes) {
+  GemmProblem& p = plan.p;
+  for (const Operand* op : {&ka, &kb}) {
+    if (op->tma) continue;
+    Pad pad;
+    pad.a_side = op == &ka;
+    detail::PadCopy& c = pad.copy;
+    c.src = op->t->data;
+    c.rows = op->runs;
+    c.cols = op->run;
+    c.ld = op->ld;
+    c.batch = op->batch;
+    c.l = op->l;
+    c.ld_dst = (op->run + 7) / 8 * 8;
+    c.device = p.device;
+    pad.offset = int64_t(plan.workspace_bytes);
+    plan.workspace_bytes += size_t((c.bytes() + 255) / 256 * 256);
+    (pad.a_side ? p.lda : p.ldb) = c.ld_dst;
+    (pad.a_side ? p.batch_a : p.batch_b) = c.rows * c.ld_dst;
+    plan.pads.push_back(pad);
+  }
+  if (!plan.pads.empty() && workspace != nullptr) {
+    if (workspace_bytes < plan.workspace_bytes)
+      chk.fail("workspace has " + str(int64_t(workspace_bytes)) + " bytes, expected ≥ " +
+               str(int64_t(plan.workspace_bytes)) + " (gemm_workspace_size) for the padded copies of the operands "
+               "TMA cannot address");
+    if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+      chk.fail("workspace is not 16-byte aligned, expected a 16-byte aligned device buffer");
+  }
+}
 
 Plan plan_gemm(const GemmArgs& g) {
   ArgCheck chk("gemm");
@@ -433,6 +505,7 @@ Plan plan_gemm(const GemmArgs& g) {
     p.ldb = kb.ld;
     p.batch_b = kb.batch;
     p.b_major = swap ? a_major : b_major;
+    add_pads(chk, plan, ka, kb, g.workspace, g.workspace_bytes);
     const std::string c_part =
         p.c != nullptr && p.c_dtype != p.d_dtype ? std::string(", ") + dtype_name(p.c_dtype) + " c" : "";
     const std::string bias_part = g.bias.present() ? " with a bias" : "";
@@ -488,7 +561,8 @@ bool spans_overlap(const TensorRef& a, const TensorRef& b) {
 // plan.empty and no layout checks, as gemm. row_only: the (M, N) tensors must be row-major (the
 // gated epilogues pair adjacent columns of a row).
 Plan plan_fused(const ArgCheck& chk, GemmEpilogue epi, const TensorRef& a, const TensorRef& b,
-                std::initializer_list<MnArg> mn, bool row_only = false) {
+                std::initializer_list<MnArg> mn, const void* workspace, size_t workspace_bytes,
+                bool row_only = false) {
   chk.required(a, "a");
   if (a.ndim != 2 && a.ndim != 3)
     chk.fail("a has " + str(a.ndim) + " dimensions " + describe(a) + ", expected 2 (M, K) or 3 (L, M, K)");
@@ -584,6 +658,7 @@ Plan plan_fused(const ArgCheck& chk, GemmEpilogue epi, const TensorRef& a, const
     p.ldb = kb.ld;
     p.batch_b = kb.batch;
     p.b_major = swap ? a_major : b_major;
+    add_pads(chk, plan, ka, kb, workspace, workspace_bytes);
   }
   return plan;
 }
@@ -615,7 +690,9 @@ Plan plan_act(const GemmActArgs& g) {
   const bool read_c = g.c.present() && g.beta != 0.f;
   Plan plan = plan_fused(chk, GemmEpilogue::kAct, g.a, g.b,
                          {{&g.postact, "postact", MnRole::kD1}, {&g.preact, "preact", MnRole::kD},
-                          {&g.c, "c", MnRole::kC, read_c}});
+                          {&g.c, "c", MnRole::kC, read_c}},
+                         g.workspace, g.workspace_bytes);
+  plan.fn = "gemm_act";
   check_bias(chk, g.bias, g.a.ndim, plan.p.l, g.a.shape[g.a.ndim - 2], g.b.shape[g.b.ndim - 1], plan.p.device);
   apply_bias(g.bias, plan.swapped, plan.p);
   check_out_dtype(chk, g.postact, "postact", g.a.dtype);
@@ -658,7 +735,8 @@ Plan plan_gated(const GemmGatedArgs& g) {
                          {{&g.postact, "postact", MnRole::kD1, true, 1, 2, "(M, N/2)"},
                           {&g.preact, "preact", MnRole::kD},
                           {&g.c, "c", MnRole::kC, read_c}},
-                         /*row_only=*/true);
+                         g.workspace, g.workspace_bytes, /*row_only=*/true);
+  plan.fn = "gemm_gated";
   check_bias(chk, g.bias, g.a.ndim, plan.p.l, g.a.shape[g.a.ndim - 2], g.b.shape[g.b.ndim - 1], plan.p.device);
   chk.dtype_in(g.postact, "postact", {DType::kBFloat16, DType::kFloat16});
   check_out_dtype(chk, g.preact, "preact", g.a.dtype);
@@ -696,7 +774,8 @@ Plan plan_dgated(const GemmDGatedArgs& g) {
                          {{&g.dpreact, "dpreact", MnRole::kD, true, 2, 1, "(M, 2H)"},
                           {&g.preact, "preact", MnRole::kC, true, 2, 1, "(M, 2H)"},
                           {&g.postact, "postact", MnRole::kD1, true, 1, 1, "(M, H)"}},
-                         /*row_only=*/true);
+                         g.workspace, g.workspace_bytes, /*row_only=*/true);
+  plan.fn = "gemm_dgated";
   chk.dtype_in(g.dpreact, "dpreact", {DType::kBFloat16});  // the packed pairs are bf16 (DGatedEpilogue)
   check_out_dtype(chk, g.postact, "postact", g.a.dtype);
   if (g.preact.dtype != g.dpreact.dtype)
@@ -706,11 +785,20 @@ Plan plan_dgated(const GemmDGatedArgs& g) {
   p.activation = static_cast<int>(g.activation);
   p.tile_counter = g.tile_counter;
   p.packed_dtype = g.dpreact.dtype;
-  // preact and dpreact as (M, H) matrices of 32-bit pairs: strides in 32-bit units (even: TMA
-  // already made them multiples of 8 16-bit elements).
+  // preact and dpreact as (M, H) matrices of 32-bit pairs: strides in 32-bit units, so a 4-byte
+  // aligned base and even strides (in 16-bit elements) are required; TMA or the epilogue's plain
+  // loads and stores (EpilogueParams::c_plain, d_plain) then move the pairs as fp32 elements.
   p.d_dtype = DType::kFloat32;
   p.c_dtype = DType::kFloat32;
   if (!plan.empty) {
+    auto require_pairs = [&](const TensorRef& t, const char* name, int64_t ld, int64_t batch) {
+      if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0 || ld % 2 != 0 || batch % 2 != 0)
+        chk.fail(std::string(name) + " " + detail::describe_full(t) + " is not a matrix of 4-byte (gate, up) pairs " +
+                 "(base address, leading stride " + str(ld) + " or batch stride " + str(batch) +
+                 "), expected a 4-byte aligned base and even strides (the pairs are read and written as 32-bit words)");
+    };
+    require_pairs(g.preact, "preact", p.ldc, p.batch_c);
+    require_pairs(g.dpreact, "dpreact", p.ldd, p.batch_d);
     p.ldc /= 2;
     p.batch_c /= 2;
     p.ldd /= 2;
@@ -733,7 +821,9 @@ Plan plan_dact(const GemmDActArgs& g) {
   chk.required(g.preact, "preact");
   Plan plan = plan_fused(chk, GemmEpilogue::kDAct, g.a, g.b,
                          {{&g.dpreact, "dpreact", MnRole::kD}, {&g.preact, "preact", MnRole::kC},
-                          {&g.postact, "postact", MnRole::kD1}});
+                          {&g.postact, "postact", MnRole::kD1}},
+                         g.workspace, g.workspace_bytes);
+  plan.fn = "gemm_dact";
   check_out_dtype(chk, g.dpreact, "dpreact", g.a.dtype);
   check_out_dtype(chk, g.postact, "postact", g.a.dtype);
   if (g.preact.dtype != g.dpreact.dtype)
@@ -754,26 +844,51 @@ Plan plan_dact(const GemmDActArgs& g) {
   return plan;
 }
 
-// Runs a validated plan: nothing (empty), the K = 0 fill, the tuned or the rule's instance.
-void run_plan(const Plan& plan, bool tuned, cudaStream_t stream) {
+// Runs a validated plan: nothing (empty), the K = 0 fill, or the padded copies (into the
+// caller's workspace, else one allocated on the stream and freed after the launch) and the tuned
+// or the rule's instance.
+void run_plan(const Plan& plan, bool tuned, void* workspace, cudaStream_t stream) {
   if (plan.empty) return;
-  const GemmProblem& p = plan.p;
+  GemmProblem p = plan.p;
   detail::DeviceGuard guard(p.device);
   if (p.k == 0) {
     detail::gemm_fill_k0(p, stream);
     return;
   }
-  if (tuned)
-    detail::gemm_tuned_launcher(p, candidates(*plan.inst), stream)(p, stream);
-  else
-    choose_tile(*plan.inst, p)(p, stream);
+  apply_raster_env(p);
+  void* ws = workspace;
+  const bool own = !plan.pads.empty() && ws == nullptr;
+  if (own) detail::check_cuda(cudaMallocAsync(&ws, plan.workspace_bytes, stream), plan.fn, "cudaMallocAsync");
+  try {
+    for (const Pad& pad : plan.pads) {
+      detail::PadCopy c = pad.copy;
+      c.dst = static_cast<char*>(ws) + pad.offset;
+      detail::gemm_pad_rows(c, stream);
+      (pad.a_side ? p.a : p.b) = c.dst;
+    }
+    if (tuned)
+      detail::gemm_tuned_launcher(p, candidates(*plan.inst), stream)(p, stream);
+    else
+      choose_tile(*plan.inst, p)(p, stream);
+  } catch (...) {
+    if (own) cudaFreeAsync(ws, stream);
+    throw;
+  }
+  if (own) detail::check_cuda(cudaFreeAsync(ws, stream), plan.fn, "cudaFreeAsync");
 }
 
 }  // namespace
 
 void can_implement(const GemmArgs& args) { (void)plan_gemm(args); }
 
-void gemm(const GemmArgs& args, cudaStream_t stream) { run_plan(plan_gemm(args), args.tuned, stream); }
+size_t gemm_workspace_size(const GemmArgs& args) {
+  GemmArgs query = args;  // the answer does not depend on a workspace already given
+  query.workspace = nullptr;
+  query.workspace_bytes = 0;
+  return plan_gemm(query).workspace_bytes;
+}
+
+void gemm(const GemmArgs& args, cudaStream_t stream) { run_plan(plan_gemm(args), args.tuned, args.workspace, stream); }
 
 const char* activation_name(Activation a) {
   switch (a) {
@@ -813,20 +928,54 @@ bool activation_from_name(const char* name, Activation* out) {
 
 void can_implement(const GemmActArgs& args) { (void)plan_act(args); }
 
-void gemm_act(const GemmActArgs& args, cudaStream_t stream) { run_plan(plan_act(args), args.tuned, stream); }
+size_t gemm_workspace_size(const GemmActArgs& args) {
+  GemmActArgs query = args;
+  query.workspace = nullptr;
+  query.workspace_bytes = 0;
+  return plan_act(query).workspace_bytes;
+}
+
+void gemm_act(const GemmActArgs& args, cudaStream_t stream) {
+  run_plan(plan_act(args), args.tuned, args.workspace, stream);
+}
 
 void can_implement(const GemmDActArgs& args) { (void)plan_dact(args); }
 
-void gemm_dact(const GemmDActArgs& args, cudaStream_t stream) { run_plan(plan_dact(args), args.tuned, stream); }
+size_t gemm_workspace_size(const GemmDActArgs& args) {
+  GemmDActArgs query = args;
+  query.workspace = nullptr;
+  query.workspace_bytes = 0;
+  return plan_dact(query).workspace_bytes;
+}
+
+void gemm_dact(const GemmDActArgs& args, cudaStream_t stream) {
+  run_plan(plan_dact(args), args.tuned, args.workspace, stream);
+}
 
 void can_implement(const GemmGatedArgs& args) { (void)plan_gated(args); }
 
-void gemm_gated(const GemmGatedArgs& args, cudaStream_t stream) { run_plan(plan_gated(args), args.tuned, stream); }
+size_t gemm_workspace_size(const GemmGatedArgs& args) {
+  GemmGatedArgs query = args;
+  query.workspace = nullptr;
+  query.workspace_bytes = 0;
+  return plan_gated(query).workspace_bytes;
+}
+
+void gemm_gated(const GemmGatedArgs& args, cudaStream_t stream) {
+  run_plan(plan_gated(args), args.tuned, args.workspace, stream);
+}
 
 void can_implement(const GemmDGatedArgs& args) { (void)plan_dgated(args); }
 
+size_t gemm_workspace_size(const GemmDGatedArgs& args) {
+  GemmDGatedArgs query = args;
+  query.workspace = nullptr;
+  query.workspace_bytes = 0;
+  return plan_dgated(query).workspace_bytes;
+}
+
 void gemm_dgated(const GemmDGatedArgs& args, cudaStream_t stream) {
-  run_plan(plan_dgated(args), args.tuned, stream);
+  run_plan(plan_dgated(args), args.tuned, args.workspace, stream);
 }
 
 }  // namespace quack

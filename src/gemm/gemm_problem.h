@@ -76,6 +76,11 @@ struct GemmProblem {
   // kGatedConcat: the row bias is [bias_gate; bias_up] (element n read at (n % 2)·N/2 + n / 2).
   bool concat = false;
   DType packed_dtype = DType::kBFloat16;  // kDGated: the 16-bit halves of C's and D's pairs
+  // Tile order (src/gemm/tile_scheduler.h): bands of raster_group cluster tiles (0: the tile
+  // configuration's default, 8) along M (raster 0), along N (1) or as QuACK's heuristic picks
+  // (2); odd bands walked backwards when serpentine. gemm.cpp sets them (QUACK_GEMM_RASTER).
+  int raster = 0, raster_group = 0;
+  bool serpentine = false;
   int device = 0;
 };
 

@@ -112,7 +112,7 @@ def test_gemm_surface():
     (dict(b=_m(64, 256, (1, 64), device=1)), r"^gemm: b is on cuda:1, expected cuda:0"),
     (dict(beta=0.5), r"^gemm: beta is 0.500000 but c is absent"),
     (dict(c=_m(128, 256, dtype=1), beta=1.0), r"^gemm: c has dtype float16, expected bfloat16"),
-    (dict(a=_m(128, 63), b=_m(63, 256, (1, 63))), r"^gemm: a has leading stride 63 elements"),
+    (dict(a=_m(128, 64, ptr=4097)), r"^gemm: a has a base address that is not 2-byte aligned"),
     (dict(d=_m(128, 256, (0, 1))), r"^gemm: d has leading stride 0 < 256 contiguous elements"),
     (dict(a=(4096, 2, (128, 64), (64,), 0)), r"^gemm: a has 2 sizes but 1 strides"),
 ])
@@ -122,6 +122,33 @@ def test_gemm_validation_is_value_error(kwargs, match):
         _C.gemm_can_implement(**_gemm_ok(**kwargs))
     with pytest.raises(ValueError, match=match):
         _C.gemm(**_gemm_ok(**kwargs), stream=0)
+
+
+def test_gemm_workspace_size():
+    # K = 63 (not a multiple of 8): a and b are copied into padded rows (issue 16); the size
+    # query validates like gemm_can_implement and makes no CUDA call.
+    assert _C.gemm_workspace_size(**_gemm_ok()) == 0
+    assert _C.gemm_workspace_size(**_gemm_ok(a=_m(128, 63), b=_m(63, 256, (1, 63)))) == 128 * 64 * 2 + 256 * 64 * 2
+    assert _C.gemm_can_implement(**_gemm_ok(a=_m(128, 63), b=_m(63, 256, (1, 63)))) is None
+    with pytest.raises(ValueError, match=r"^gemm: b has shape"):
+        _C.gemm_workspace_size(**_gemm_ok(b=_m(65, 256, (1, 65))))
+
+
+def test_gemm_act_workspace_size():
+    # gemm_act / gemm_dact accept any alignment as gemm: K = 63 copies a and b (gemm_act), a
+    # row-major b of N = 250 is copied for gemm_dact; the outputs need no workspace.
+    mb = 1 << 20
+    act = dict(a=_m(128, 63, ptr=mb), b=_m(63, 256, (1, 63), ptr=2 * mb), c=None,
+               preact=_m(128, 256, ptr=3 * mb), postact=_m(128, 256, ptr=4 * mb), activation="gelu_tanh_approx")
+    assert _C.gemm_act_workspace_size(**act) == 128 * 64 * 2 + 256 * 64 * 2
+    assert _C.gemm_act_can_implement(**act) is None
+    act.update(a=_m(128, 64, ptr=mb), b=_m(64, 256, (1, 64), ptr=2 * mb))
+    assert _C.gemm_act_workspace_size(**act) == 0
+    dact = dict(a=_m(128, 64, ptr=mb), b=_m(64, 250, ptr=2 * mb), preact=_m(128, 250, ptr=3 * mb),
+                dpreact=_m(128, 250, ptr=4 * mb), postact=None, activation="relu")
+    assert _C.gemm_dact_workspace_size(**dact) == (64 * 256 * 2 + 255) // 256 * 256
+    with pytest.raises(ValueError, match=r"^gemm_dact: preact has shape"):
+        _C.gemm_dact_workspace_size(**dict(dact, preact=_m(127, 250, ptr=3 * mb)))
 
 
 def test_gemm_empty_launches_nothing():
@@ -154,6 +181,22 @@ def test_gemm_bias_and_gated_surface():
     with pytest.raises(ValueError, match=r"^gemm_act: activation is swiglu \(gated"):
         _C.gemm_act_can_implement(_m(128, 64), _m(64, 256, (1, 64)), None, None,
                                   _m(128, 256, ptr=2 << 20), "swiglu")
+    # Any alignment as gemm: K = 63 copies a and b; H = 125 copies gemm_dgated's row-major b;
+    # the packed preact / dpreact need 4-byte pairs.
+    mb = 1 << 20
+    gated_u = dict(gated, a=_m(128, 63), b=_m(63, 256, (1, 63)))
+    assert _C.gemm_gated_workspace_size(**gated) == 0
+    assert _C.gemm_gated_workspace_size(**gated_u) == 128 * 64 * 2 + 256 * 64 * 2
+    assert _C.gemm_gated_workspace_size(**gated_u, concat_layout=True, bias_row=vec(256)) == \
+        128 * 64 * 2 + 256 * 64 * 2
+    dgated_u = dict(a=_m(128, 64), b=_m(64, 125), preact=_m(128, 250),
+                    dpreact=_m(128, 250, ptr=mb), postact=_m(128, 125, ptr=2 * mb),
+                    activation="swiglu")
+    assert _C.gemm_dgated_workspace_size(**dgated) == 0
+    assert _C.gemm_dgated_workspace_size(**dgated_u) == 64 * 128 * 2
+    assert _C.gemm_dgated_can_implement(**dgated_u) is None
+    with pytest.raises(ValueError, match=r"^gemm_dgated: preact .* 4-byte \(gate, up\) pairs"):
+        _C.gemm_dgated_can_implement(**dict(dgated_u, preact=_m(128, 250, ptr=4098)))
     # Empty problems: validation only.
     _C.gemm_gated(_m(0, 64), _m(64, 256, (1, 64)), None, None, _m(0, 128, ptr=2 << 20), "glu",
                   stream=0)

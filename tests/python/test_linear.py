@@ -3,9 +3,9 @@ weights and a float64 reference (tolerance rule of shared/cases/handed.md).
 
 Covers: forward for 2-D/3-D/1-D inputs and M = 0; forward + backward (dgrad, wgrad) in bf16 and
 fp16; fuse_grad_accum (wgrad accumulated in place into an existing weight.grad, bf16 and fp32);
-autocast (fp32 module under torch.autocast(bf16): bf16 output, fp32 weight gradient); the
-F.linear fallback (sizes not multiples of 8, fp32 without autocast); torch.compile(fullgraph=
-True); CUDA-graph capture. Every backward needs the GEMM's transposed layouts (dx = dy W with W
+autocast (fp32 module under torch.autocast(bf16): bf16 output, fp32 weight gradient); in and
+out features that are not multiples of 8 (the GEMM's unaligned paths); the F.linear fallback
+(fp32 without autocast); torch.compile(fullgraph=True); CUDA-graph capture. Every backward needs the GEMM's transposed layouts (dx = dy W with W
 row-major as B; dW = dy^T x with dy^T column-major as A): marker all_majors.
 
 Skips without torch, quack_cpp or a CUDA GPU. QUACK_TEST_DEVICE=cpu runs them against the CPU
@@ -171,7 +171,21 @@ def test_autocast_forward_only():
     assert_rule("y", y, ref, yt)
 
 
-@pytest.mark.parametrize("in_f,out_f,dtype", [(20, 64, bf16), (64, 36, bf16), (64, 64, f32)])
+@all_majors
+@pytest.mark.parametrize("dtype", [bf16, f16], ids=str)
+@pytest.mark.parametrize("shape,in_f,out_f", [((5, 20), 20, 64), ((3, 7, 64), 64, 36),
+                                              ((130, 1001), 1001, 1003), ((64, 256), 256, 50257)])
+def test_unaligned_features(shape, in_f, out_f, dtype):
+    # Issue 16: sizes that are not multiples of 8 (a 50257-word vocabulary) run our GEMM too
+    # (no F.linear fallback): forward, dgrad and wgrad against float64 and torch.
+    q, t = pair(in_f, out_f, dtype)
+    x = torch.randn(shape, device=DEVICE).to(dtype)
+    dy = torch.randn(shape[:-1] + (out_f,), device=DEVICE).to(dtype)
+    lib, ref, tch = run(q, x, dy), run(q, x, dy, f64=True), run(t, x, dy)
+    compare(lib, ref, tch, dtype)
+
+
+@pytest.mark.parametrize("in_f,out_f,dtype", [(64, 64, f32)])
 def test_fallback_is_torch(in_f, out_f, dtype):
     q, t = pair(in_f, out_f, dtype)
     x = torch.randn(5, in_f, device=DEVICE).to(dtype).requires_grad_(True)

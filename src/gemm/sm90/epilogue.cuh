@@ -15,7 +15,11 @@
 //   swizzle by hand: CuTe's tiled copies cost ~1 GB of compiler memory per TU).
 // Tails: TMA clips stores along M; along N a TMA store clips exactly only when rows of the output
 //   are 16-byte multiples, so otherwise the subtile crossing column N is stored with predicated
-//   plain stores (store_subtile_clipped), and subtiles wholly right of N are skipped.
+//   plain stores (store_subtile_plain), and subtiles wholly right of N are skipped.
+// Outputs TMA cannot address (base, leading or batch stride not a multiple of 16 bytes: N = 50257,
+//   a view at an odd column): every subtile goes through the same smem buffer and plain stores
+//   (EpilogueParams::d_plain); such a C is read from global memory at each thread's fragment
+//   positions instead of through TMA and smem (c_plain).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -57,7 +61,12 @@ struct EpilogueParams {
   void* d1_ptr;
   int64_t ldd1, batch_d1;
   bool tail_manual;  // N·sizeof(D) % 16 != 0 (or D1's, with two outputs)
+  bool d_plain;      // an output TMA cannot address: every subtile by plain stores (tma_d/d1 unused)
   bool store_d, store_d1;  // outputs written (two outputs: each may be absent)
+  // C for plain loads when TMA cannot address it (c_plain; tma_c unused then).
+  const void* c_ptr;
+  int64_t ldc, batch_c;
+  bool c_plain;
   Op op;
   bool load_c;  // C present and (op.reads_c() or a device beta)
   const float* alpha_dev;  // device scalars (null: op's host values)
@@ -88,11 +97,13 @@ struct CollectiveEpilogue {
   // 8192x8192x128 at 4c9df5f: 16 KB of stores in flight per SM gave 1.6 TB/s of D; cuBLAS's
   // same 128x256 tile 2.5 TB/s), so the bytes in flight per SM set the epilogue's speed.
   static constexpr bool kReuseSmemC = sizeof(ElementC) == sizeof(ElementD);
-  // Buffers in flight per output and group: 4 (2 without reuse) for one output; two outputs
-  // share the same bytes (2 each of the tile's subtile, 4 each of the narrower one), so the
-  // mainloop keeps its stages.
-  static constexpr int kStagesOneOutput = kReuseSmemC ? 4 : 2;
-  static constexpr int EpiStagesD = kStagesOneOutput * Tile::EpiN / (EpiN * kOutputs);
+  // Buffers in flight per output and group: Tile::kEpiStages (4; 3 for the wide pingpong tile)
+  // for one output, 2 without reuse; two outputs share about the same bytes (2 each of the
+  // tile's subtile, 4 each of the narrower one; rounded up, at least 2: 2 each of 64 x 32 for
+  // the wide pingpong tile, which then keeps 4 mainloop stages instead of 5), so the mainloop
+  // keeps its stages where the division is exact.
+  static constexpr int kStagesOneOutput = kReuseSmemC ? Tile::kEpiStages : 2;
+  static constexpr int EpiStagesD = (kStagesOneOutput * Tile::EpiN + EpiN * kOutputs - 1) / (EpiN * kOutputs);
   static_assert(EpiStagesD >= 2, "at least two buffers per output in flight");
   static constexpr int kStagesC = kReuseSmemC ? EpiStagesD : 1;  // C buffers (aliasing D's when reused)
   // Output 1's columns per output 0's (2 for a gated visitor: postact has N / 2 columns) and its
@@ -144,7 +155,8 @@ struct CollectiveEpilogue {
   // ---- host ----
 
   /// TMA descriptors and the visitor for problem p. Absent tensors get descriptors of present
-  /// memory with valid strides (never used): C → D (or D1), D → D1.
+  /// memory with valid strides (never used): C → D (or D1), D → D1; a tensor TMA cannot address
+  /// (stored or read by plain accesses) gets one over A's memory (16-byte aligned, never used).
   static auto make_params(const GemmProblem& p) {
     using TD = ElementD;
     using TC = ElementC;
@@ -153,14 +165,25 @@ struct CollectiveEpilogue {
     const bool load_c = p.c != nullptr && (Op::kNeedsC || p.beta != 0.f || p.beta_dev != nullptr);
     const bool store_d = kOutputs == 1 || p.d != nullptr;
     const bool store_d1 = kOutputs == 2 && p.d1 != nullptr;
+    // Whether TMA can address rows at ptr with these strides (elements of es bytes): 16-byte
+    // aligned base, leading and (L > 1) batch strides.
+    auto tma_ok = [&](const void* ptr, int64_t es, int64_t ld, int64_t batch) {
+      return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (ld * es) % 16 == 0 && (L == 1 || (batch * es) % 16 == 0);
+    };
     // A row-major (M, cols, L) tensor of T over the memory at `ptr`, whose leading and batch
-    // strides are given in elements of `es` bytes (another output's: converted to T's elements;
-    // 16-byte multiples either way).
+    // strides are given in elements of `es` bytes (another output's: converted to T's elements).
+    // Memory TMA cannot address is replaced by the stand-in (A's memory, padded rows of cols).
     const int N1 = N / kD1Div;  // output 1's columns
     auto rows = [&](auto* ptr, int64_t es, int64_t ld, int64_t batch, int cols) {
       using T = std::remove_cv_t<std::remove_pointer_t<decltype(ptr)>>;
       const int64_t t = int64_t(sizeof(T));
-      return make_tensor(make_gmem_ptr(ptr), make_layout(make_shape(M, cols, L), make_stride(ld * es / t, _1{}, batch * es / t)));
+      int64_t ldt = ld * es / t, bt = batch * es / t;
+      if (!tma_ok(ptr, es, ld, batch)) {
+        ptr = static_cast<decltype(ptr)>(const_cast<void*>(p.a));
+        ldt = (int64_t(cols) + 16 / t - 1) / (16 / t) * (16 / t);
+        bt = ldt * M;
+      }
+      return make_tensor(make_gmem_ptr(ptr), make_layout(make_shape(M, cols, L), make_stride(ldt, _1{}, bt)));
     };
     // Output 0's memory, or output 1's when output 0 is not stored.
     void* const d_mem = store_d ? p.d : p.d1;
@@ -185,9 +208,13 @@ struct CollectiveEpilogue {
     }();
     const bool tail_manual = (store_d && (int64_t(N) * int64_t(sizeof(TD))) % 16 != 0) ||
                              (store_d1 && (int64_t(N1) * int64_t(sizeof(TD1))) % 16 != 0);
+    const bool d_plain = (store_d && !tma_ok(p.d, sizeof(TD), p.ldd, p.batch_d)) ||
+                         (store_d1 && !tma_ok(p.d1, sizeof(TD1), p.ldd1, p.batch_d1));
+    const bool c_plain = load_c && !tma_ok(p.c, sizeof(TC), p.ldc, p.batch_c);
     using P = EpilogueParams<decltype(tma_c), decltype(tma_d), decltype(tma_d1), Op>;
-    return P{tma_c, tma_d, tma_d1, p.d, p.ldd, p.batch_d, p.d1, p.ldd1, p.batch_d1, tail_manual, store_d, store_d1,
-             Op::make(p, load_c), load_c, p.alpha_dev, p.beta_dev};
+    return P{tma_c,     tma_d,    tma_d1,   p.d,     p.ldd,    p.batch_d,           p.d1,    p.ldd1,
+             p.batch_d1, tail_manual, d_plain, store_d, store_d1, p.c,                 p.ldc,   p.batch_c,
+             c_plain,   Op::make(p, load_c), load_c, p.alpha_dev, p.beta_dev};
   }
 
   // ---- device ----
@@ -206,18 +233,60 @@ struct CollectiveEpilogue {
   }
 
   /// Stores the (EpiM, EpiN) subtile staged in `buf` (one buffer stage) at out(m0.., n0..) of
-  /// batch l with plain predicated stores by the epilogue group's threads (consecutive threads,
-  /// consecutive columns): the exact-clipping path for the subtile that crosses column N (see
-  /// EpilogueParams::d_ptr). The caller's next barrier orders these smem reads before the buffer
-  /// is rewritten.
+  /// batch l with plain stores by the epilogue group's threads, clipped to (M, N): every subtile
+  /// of an output TMA cannot address (EpilogueParams::d_plain), and the subtile that crosses
+  /// column N when rows are not 16-byte multiples (see EpilogueParams::d_ptr). Thread etid takes
+  /// the column pairs etid, etid + kEpiThreads, ... in row-major order (a warp covers 64
+  /// consecutive elements: coalesced); a pair is one 2-element store where its address is
+  /// aligned to it, else two. Not unrolled: the epilogue's registers sit beside up to 192
+  /// accumulators. The caller's next barrier orders these smem reads before the buffer is
+  /// rewritten.
   template <class T>
-  CUTE_DEVICE static void store_subtile_clipped(T const* buf, void* ptr, int64_t ld, int64_t batch, int M, int N,
-                                                int l, int m0, int n0, int etid) {
-    T* d = static_cast<T*>(ptr) + int64_t(l) * batch;
-    for (int i = etid; i < EpiM * EpiN; i += kEpiThreads) {
-      int const r = i / EpiN, c = i % EpiN;
-      if (m0 + r < M && n0 + c < N) d[int64_t(m0 + r) * ld + n0 + c] = subtile_at<EpiN>(buf, r, c);
+  CUTE_DEVICE static void store_subtile_plain(T const* buf, void* ptr, int64_t ld, int64_t batch, int M, int N,
+                                              int l, int m0, int n0, int etid) {
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4, "16-bit or fp32 outputs");
+    using Half = conditional_t<sizeof(T) == 2, uint16_t, uint32_t>;  // one element's bits
+    using Pair = conditional_t<sizeof(T) == 2, uint32_t, uint64_t>;  // two elements' bits
+    constexpr int kPairsPerRow = EpiN / 2;
+    char* const base = static_cast<char*>(ptr) + int64_t(l) * batch * int64_t(sizeof(T));
+#pragma unroll 1
+    for (int q = etid; q < EpiM * kPairsPerRow; q += kEpiThreads) {
+      int const r = q / kPairsPerRow, c = 2 * (q % kPairsPerRow);
+      int const row = m0 + r, col = n0 + c;
+      if (row >= M || col >= N) continue;
+      Half* const dst = reinterpret_cast<Half*>(base + (int64_t(row) * ld + col) * int64_t(sizeof(T)));
+      Pair const v = Pair(subtile_pair_bits<EpiN>(buf, r, c));
+      if (col + 1 < N && reinterpret_cast<uintptr_t>(dst) % sizeof(Pair) == 0) {
+        *reinterpret_cast<Pair*>(dst) = v;
+      } else {
+        dst[0] = Half(v);
+        if (col + 1 < N) dst[1] = Half(v >> (8 * sizeof(Half)));
+      }
     }
+  }
+
+  /// C's values at this thread's fragment positions of the subtile at coord, batch l, read from
+  /// global memory (C's memory TMA cannot address: EpilogueParams::c_plain); 0 outside (M, N),
+  /// as TMA's zero fill.
+  template <class P>
+  CUTE_DEVICE static cutlass::Array<float, kFrg> load_c_plain(P const& p, SubtileCoord const& coord, int M, int N,
+                                                              int l) {
+    // Value i = c + 2·h + 4·j sits at row coord.row(i) (h) and column col0 + 8·j + c: one row
+    // pointer per h, constant offsets along the row.
+    int const col0 = coord.col(0);
+    cutlass::Array<float, kFrg> v;
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      int const row = coord.row(2 * h);
+      ElementC const* const src =
+          static_cast<ElementC const*>(p.c_ptr) + int64_t(l) * p.batch_c + int64_t(row) * p.ldc + col0;
+      CUTE_UNROLL
+      for (int j = 0; j < kFrg / 4; ++j)
+        CUTE_UNROLL
+        for (int c = 0; c < 2; ++c)
+          v[c + 2 * h + 4 * j] = row < M && col0 + 8 * j + c < N ? float(src[8 * j + c]) : 0.f;
+    }
+    return v;
   }
 
   // Per consumer thread: its group's buffers, the visitor (device scalars read once per CTA) and
@@ -279,9 +348,17 @@ struct CollectiveEpilogue {
         for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
         cutlass::Array<float, kFrg> out[kOutputs];
         SubtileCoord const coord{m0, n0, etid, l};
-        cutlass::Array<float, kFrg> c_one_path;  // Op::kOnePath: C's values, zeros when C is not read
-        if constexpr (Op::kOnePath) c_one_path.fill(0.f);
-        if (Op::kNeedsC || load_c) {
+        // C's values: from global memory (c_plain) or through TMA and smem. A visitor with one
+        // path (kOnePath: zeros when C is not read) or that always reads C (kNeedsC) is called
+        // once after either source, so its code (an activation and its gradient) appears once;
+        // LinearCombination is called in each branch (c null when C is not read).
+        constexpr bool kOneCall = Op::kOnePath || Op::kNeedsC;
+        cutlass::Array<float, kFrg> cf;
+        if constexpr (Op::kOnePath) cf.fill(0.f);
+        if ((Op::kNeedsC || load_c) && p.c_plain) {
+          cf = load_c_plain(p, coord, M, N, l);
+          if constexpr (!kOneCall) op(out, x, &cf, coord);
+        } else if (Op::kNeedsC || load_c) {
           // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
           // store's reads of the D buffer it aliases) came before the last epi_sync; with
           // reuse, the TMA store that read the buffer must also be done.
@@ -295,19 +372,16 @@ struct CollectiveEpilogue {
           c_phase ^= 1;
           cutlass::Array<ElementC, kFrg> c;
           load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
-          cutlass::Array<float, kFrg> const cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
-          if constexpr (Op::kOnePath)
-            c_one_path = cf;
-          else
-            op(out, x, &cf, coord);
-        } else if constexpr (!Op::kOnePath) {
+          cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
+          if constexpr (!kOneCall) op(out, x, &cf, coord);
+        } else if constexpr (!kOneCall) {
           op(out, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr), coord);
         }
-        if constexpr (Op::kOnePath) op(out, x, &c_one_path, coord);
+        if constexpr (kOneCall) op(out, x, &cf, coord);
         cutlass::Array<ElementD, kFrg> const d = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(out[0]);
         cutlass::Array<ElementD1, kFrg> d1;
         if constexpr (kOutputs == 2) d1 = cutlass::NumericArrayConverter<ElementD1, float, kFrg>{}(out[kOutputs - 1]);
-        bool const manual = p.tail_manual && n0 + EpiN > N;
+        bool const manual = p.d_plain || (p.tail_manual && n0 + EpiN > N);
         bool const store_d = kOutputs == 1 || p.store_d;
         bool const store_d1 = kOutputs == 2 && p.store_d1;
         if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
@@ -325,15 +399,15 @@ struct CollectiveEpilogue {
         epi_sync();
         if (manual) {
           if (store_d)
-            store_subtile_clipped(d_smem + d_stage * kSubtile, p.d_ptr, p.ldd, p.batch_d, M, N, l, m0, n0, etid);
+            store_subtile_plain(d_smem + d_stage * kSubtile, p.d_ptr, p.ldd, p.batch_d, M, N, l, m0, n0, etid);
           if constexpr (kOutputs == 2) {
             if (store_d1) {
               if constexpr (kD1Div == 2)
                 store_half_subtile_clipped<EpiM, EpiN1, kEpiThreads>(ts.D1[grp].begin() + d_stage * kSubtile1, p.d1_ptr,
                                                                      p.ldd1, p.batch_d1, M, N / 2, l, m0, n0 / 2, etid);
               else
-                store_subtile_clipped(ts.D1[grp].begin() + d_stage * kSubtile, p.d1_ptr, p.ldd1, p.batch_d1, M, N, l,
-                                      m0, n0, etid);
+                store_subtile_plain(ts.D1[grp].begin() + d_stage * kSubtile, p.d1_ptr, p.ldd1, p.batch_d1, M, N, l,
+                                    m0, n0, etid);
             }
           }
         }

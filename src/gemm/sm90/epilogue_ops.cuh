@@ -9,7 +9,9 @@
 //   static constexpr bool kNeedsC;   the input tile ("C": C of alpha·acc + beta·C, or the preact
 //                                    of an activation gradient) is always read
 //   static constexpr bool kOnePath;  c is never null: zeros when C is not read (one copy of the
-//                                    visitor's code instead of one with C and one without)
+//                                    visitor's code instead of one with C and one without; a
+//                                    kNeedsC visitor is likewise called once, whichever way C
+//                                    arrives: TMA and smem, or plain loads)
 //   static Visitor make(const GemmProblem& p, bool load_c);     host: from the problem
 //   bool reads_c() const;            C is read (uniform over the grid)
 //   void load_scalars(const float* alpha_dev, const float* beta_dev);   once per CTA

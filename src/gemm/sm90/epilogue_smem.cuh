@@ -115,21 +115,22 @@ CUTE_DEVICE void load_subtile(cutlass::Array<T, N>& v, T const* buf, int t) {
   }
 }
 
-/// Element (r, c) of a swizzled subtile buffer (one stage), for the plain clipped stores
-/// (a shared-memory load through its 32-bit address).
+/// The bits of elements (r, c) and (r, c + 1) (c even) of a swizzled subtile buffer (one stage),
+/// column c in the low half: one 4-byte (16-bit T) or 8-byte (fp32) shared-memory load, as both
+/// sit in one 16-byte chunk. For the plain stores of the epilogue.
 template <int EpiN, class T>
-CUTE_DEVICE T subtile_at(T const* buf, int r, int c) {
+CUTE_DEVICE uint64_t subtile_pair_bits(T const* buf, int r, int c) {
   constexpr int kRowBytes = EpiN * int(sizeof(T));
   uint32_t const a = cute::cast_smem_ptr_to_uint(buf) + swizzled_offset<kRowBytes>(r, c * int(sizeof(T)));
   if constexpr (sizeof(T) == 2) {
-    uint16_t bits;
-    asm volatile("ld.shared.b16 %0, [%1];\n" : "=h"(bits) : "r"(a));
-    return T::bitcast(bits);  // cutlass::half_t, cutlass::bfloat16_t
+    uint32_t bits;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bits) : "r"(a));
+    return bits;
   } else {
     static_assert(sizeof(T) == 4, "16-bit or fp32 elements");
-    float x;
-    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(x) : "r"(a));
-    return x;
+    uint32_t lo, hi;
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(lo), "=r"(hi) : "r"(a));
+    return uint64_t(lo) | (uint64_t(hi) << 32);
   }
 }
 

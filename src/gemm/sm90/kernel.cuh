@@ -13,9 +13,10 @@
 //   elected thread of warp 0 runs the mainloop's loads, and the warpgroup keeps 40 registers
 //   (setmaxnreg). WG1 and WG2 are the consumers (232 registers each), in one of two modes
 //   (Tile::kPingpong):
-//   - cooperative: they split the BM x BN tile along M (64 rows each, one 64xBNx16 WGMMA atom per
-//     warpgroup) and run its epilogue together (256 threads); a BM = 64 tile has one consumer
-//     warpgroup (256 threads in all, no register rebalancing);
+//   - cooperative: they split the BM x BN tile along M (BM / 2 rows each: one 64xBNx16 WGMMA atom
+//     per warpgroup and k-step, twice along M for BM = 256) and run its epilogue together (256
+//     threads); a BM = 64 tile has one consumer warpgroup (256 threads in all, no register
+//     rebalancing);
 //   - pingpong: each owns whole tiles (the atom twice along M), alternating; an ordered barrier
 //     gives the tensor cores to one warpgroup's mainloop at a time, so one warpgroup's epilogue
 //     runs under the other's MMAs; each has its own epilogue buffers (128 threads).
@@ -58,7 +59,8 @@ struct GemmKernel {
   using Tile = Tile_;
   using Epilogue = Epilogue_;
   // Mainloop stages: as many (BM + BN) x BK stages as fit beside the epilogue buffers, at most
-  // kMaxStages (128x256: 4 for a 16-bit D, 3 for an fp32 D; pingpong 128x128: 5; 64x128: 8).
+  // kMaxStages (128x256 and 256x128: 4 for a 16-bit D, 3 for an fp32 D; pingpong 128x128 and
+  // 128x192: 5; 256x192: 3; 64x128: 8).
   static constexpr int kStageBytes = (Tile::BM + Tile::BN) * Tile::BK * int(sizeof(typename Tile::ElementAB));
   static constexpr int kStagesFit = (Tile::kMaxSmem - Epilogue::kSmemBytes - 2048) / kStageBytes;
   static constexpr int kMaxStages = 8;  // 4 fit at BN = 256; narrower tiles take more

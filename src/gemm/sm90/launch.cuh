@@ -36,8 +36,13 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   auto mainloop = Mainloop::make_params(p);
   auto epilogue = Epilogue::make_params(p);
   using P = KernelParams<decltype(mainloop), decltype(epilogue)>;
+  const int group = p.raster_group > 0 ? p.raster_group : Tile::kGroup;
+  const bool raster_n =
+      p.raster == 1 || (p.raster == 2 && TileScheduler::heuristic_raster_n(M, N, Tile::BM, Tile::BN, Tile::kClusterM,
+                                                                           Tile::kClusterN, group));
   P params{mainloop, epilogue, M, N, K, L,
-           TileScheduler::make(M, N, L, Tile::BM, Tile::BN, Tile::kClusterM, Tile::kClusterN, Tile::kGroup, false),
+           TileScheduler::make(M, N, L, Tile::BM, Tile::BN, Tile::kClusterM, Tile::kClusterN, group, raster_n,
+                               p.serpentine),
            p.tile_counter};
   // The dynamic scheduler counts work in 32-bit atomics: beyond 2^31 - 1 cluster tiles (far past
   // any real problem) the static schedule runs instead. It also needs a cluster launch: its

@@ -228,6 +228,11 @@ struct CollectiveMainloop {
     auto const& tCrA = get<0>(in);
     auto const& tCrB = get<1>(in);
     tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+    // The first WGMMA scales acc by 0, but its operands still read acc: zeroing it here ends the
+    // previous tile's values at their last read in the epilogue, so the epilogue's temporaries
+    // may take the registers of the subtiles already stored (pingpong 128x192 holds 192
+    // accumulators per thread of 240 registers).
+    clear(acc);
     warpgroup_fence_operand(acc);
     for (int k = 0; k < k_tiles; ++k) {
       pipeline.consumer_wait(read, pipeline.consumer_try_wait(read));

@@ -15,7 +15,9 @@ namespace quack::test {
 inline int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
 // One operand: per batch an (R, C) matrix, row-major (rows ld apart) or column-major (columns ld
-// apart), ld = the contiguous extent rounded up to 16 bytes plus `pad`, batches one matrix apart.
+// apart), ld = the contiguous extent rounded up to 16 bytes plus `pad` (tight: the contiguous
+// extent itself plus `pad`, so not a 16-byte multiple for odd extents), batches one matrix apart,
+// the first element `offset` elements into the buffer (offset 1: a base TMA cannot address).
 // The memory is a 2-D row-major buffer: (L·R, C) for row-major, and for column-major the
 // (L·C, R) of the transposed batches, so the test helpers (upload, download, gaps_untouched)
 // apply. `arg` is the (R, C) or (L, R, C) view handed to gemm.
@@ -26,16 +28,18 @@ struct Mat {
   int64_t L = 1, R = 0, C = 0;
 };
 
-inline Mat make_mat(DType t, int64_t L, int64_t R, int64_t C, char orient, int64_t pad) {
+inline Mat make_mat(DType t, int64_t L, int64_t R, int64_t C, char orient, int64_t pad, bool tight = false,
+                    int64_t offset = 0) {
   Mat m;
   m.col = orient == 'c';
   m.L = L;
   m.R = R;
   m.C = C;
   const int64_t inner = m.col ? R : C, outer = m.col ? C : R;
-  const int64_t ld = round_up(std::max<int64_t>(inner, 1), 16 / dtype_size(t)) + pad;
+  const int64_t ld = (tight ? std::max<int64_t>(inner, 1) : round_up(std::max<int64_t>(inner, 1), 16 / dtype_size(t))) + pad;
   Layout lay;
   lay.row_stride = ld;
+  lay.offset = offset;
   m.mem = alloc_tensor(t, L * outer, inner, lay);  // NaN
   void* p = m.mem.ref.data;
   const int64_t sr = m.col ? 1 : ld, sc = m.col ? ld : 1;

@@ -3,7 +3,7 @@
 // Every activation, both compiled tiles (QUACK_GEMM_TILE_N = 256: cooperative 128x256, 128:
 // pingpong 128x128), tails (M, N not multiples of the tile; N·2 bytes not a multiple of 16: the
 // clipped stores), batches, C with beta, preact / postact stored or not, the dynamic scheduler,
-// K = 0, tuned. Inputs are random (never zero) and exact in their dtype; every output (and its
+// K = 0, tuned, operands TMA cannot address (padded copies, plain loads and stores). Inputs are random (never zero) and exact in their dtype; every output (and its
 // row padding) is poisoned with NaN before the call: an unwritten element fails, a write outside
 // an output is caught, an output that must not be written stays NaN.
 // Reference (float64): acc = Σ_k a·b; gemm_act: preact = alpha·acc + beta·c, postact = act(preact)
@@ -86,6 +86,9 @@ struct ActCase {
   double preact_std = 2.f;      // gemm_dact: spread of the preact input
   bool dynamic = false;         // tile_counter
   bool tuned = false;
+  bool tight = false;           // leading strides = the contiguous extents (not 16-byte multiples)
+  int64_t offset = 0;           // every tensor's first element this many elements into its buffer
+  bool workspace = false;       // the padded copies in a caller's workspace (else gemm_act's own)
   uint64_t seed = 1;
 };
 
@@ -93,7 +96,9 @@ std::string describe(const ActCase& c) {
   return std::string(c.dact ? "gemm_dact " : "gemm_act ") + activation_name(c.act) + " L=" + std::to_string(c.L) +
          " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
          (c.dact ? (c.store_postact ? " +postact" : " -postact") : (c.store_preact ? " +preact" : " -preact")) +
-         (c.with_c ? " c" : "") + (c.dynamic ? " dynamic" : "") + (c.tuned ? " tuned" : "");
+         (c.with_c ? " c" : "") + (c.dynamic ? " dynamic" : "") + (c.tuned ? " tuned" : "") +
+         (c.tight ? " tight" : "") + (c.offset ? " offset=" + std::to_string(c.offset) : "") +
+         (c.workspace ? " workspace" : "");
 }
 
 // The rows checked against the reference: all for small problems, else the tile edges and a sample.
@@ -129,13 +134,13 @@ void run_case(const ActCase& c) {
   const std::vector<double> b = random_values(rng, L * K * N, bf);  // (L, K, N)
   const std::vector<double> cv = random_values(rng, L * M * N, bf, 0.0, c.dact ? c.preact_std : 1.0);  // C or preact
 
-  Mat A = make_mat(bf, L, M, K, 'r', 0);
+  Mat A = make_mat(bf, L, M, K, 'r', 0, c.tight, c.offset);
   upload_into(A.mem, to_memory(A, a));
-  Mat B = make_mat(bf, L, K, N, c.dact ? 'r' : 'c', 0);
+  Mat B = make_mat(bf, L, K, N, c.dact ? 'r' : 'c', 0, c.tight, c.offset);
   upload_into(B.mem, to_memory(B, b));
-  Mat C = make_mat(bf, L, M, N, 'r', 0);  // gemm_act's C or gemm_dact's preact (NaN unless read)
-  Mat D = make_mat(bf, L, M, N, 'r', 0);   // preact / dpreact (NaN)
-  Mat P = make_mat(bf, L, M, N, 'r', 0);   // postact (NaN)
+  Mat C = make_mat(bf, L, M, N, 'r', 0, c.tight, c.offset);  // gemm_act's C or gemm_dact's preact (NaN unless read)
+  Mat D = make_mat(bf, L, M, N, 'r', 0, c.tight, c.offset);  // preact / dpreact (NaN)
+  Mat P = make_mat(bf, L, M, N, 'r', 0, c.tight, c.offset);  // postact (NaN)
 
   static DeviceBuffer* counter = nullptr;  // one for every dynamic case; each launch leaves it at 0
   if (c.dynamic && counter == nullptr) {
@@ -156,7 +161,14 @@ void run_case(const ActCase& c) {
     g.activation = c.act;
     g.tuned = c.tuned;
     g.tile_counter = tile_counter;
+    DeviceBuffer ws(c.workspace ? gemm_workspace_size(g) : 0);
+    if (c.workspace) {
+      EXPECT_GT(gemm_workspace_size(g), 0u);
+      g.workspace = ws.get();
+      g.workspace_bytes = gemm_workspace_size(g);
+    }
     ASSERT_NO_THROW(gemm_dact(g, nullptr));
+    QUACK_CUDA_OK(cudaDeviceSynchronize());  // before ws goes
   } else {
     if (c.with_c) upload_into(C.mem, to_memory(C, cv));
     GemmActArgs g;
@@ -171,7 +183,14 @@ void run_case(const ActCase& c) {
     g.beta = c.with_c ? c.beta : 0.f;
     g.tuned = c.tuned;
     g.tile_counter = tile_counter;
+    DeviceBuffer ws(c.workspace ? gemm_workspace_size(g) : 0);
+    if (c.workspace) {
+      EXPECT_GT(gemm_workspace_size(g), 0u);
+      g.workspace = ws.get();
+      g.workspace_bytes = gemm_workspace_size(g);
+    }
     ASSERT_NO_THROW(gemm_act(g, nullptr));
+    QUACK_CUDA_OK(cudaDeviceSynchronize());  // before ws goes
   }
   QUACK_CUDA_OK(cudaDeviceSynchronize());
   if (c.dynamic) {
@@ -326,6 +345,36 @@ TEST_P(GemmActTest, BatchesDynamicTuned) {
     for (int rep = 0; rep < 2; ++rep)  // timed, then cached
       run_case(with(mk(256, 1024, 512, Activation::kTanh, dact), [](ActCase& c) { c.tuned = true; }));
   unsetenv("QUACK_CACHE_DIR");
+}
+
+// Any alignment, as gemm: a and b that TMA cannot address through padded copies (gemm_act's own
+// workspace or the caller's), c, preact, postact (and gemm_dact's preact input) through the
+// epilogue's plain loads and stores. K = 63 and 1001 (rows of 126 and 2002 bytes: a and b
+// copied), N = 255 and 1001 (outputs of 510 and 2002-byte rows), every base one element in,
+// batches (batch strides unaligned too), C with beta, preact / postact absent, K = 0.
+TEST_P(GemmActTest, UnalignedOperands) {
+  auto tight = [](ActCase c, int64_t offset = 0) {
+    c.tight = true;
+    c.offset = offset;
+    return c;
+  };
+  for (bool dact : {false, true}) {
+    const Activation act = dact ? Activation::kGeluTanhApprox : Activation::kSilu;
+    run_case(tight(mk(127, 255, 63, act, dact)));
+    run_case(tight(mk(300, 1001, 256, act, dact)));
+    run_case(tight(mk(257, 640, 1001, act, dact)));
+    run_case(tight(mk(129, 1001, 1001, act, dact), 1));
+    run_case(tight(with(mk(200, 1001, 100, act, dact), [](ActCase& c) { c.L = 3; })));
+    run_case(tight(with(mk(300, 1001, 300, Activation::kReluSq, dact), [](ActCase& c) {
+      c.with_c = !c.dact;
+      c.alpha = 2.f;
+      c.beta = -0.5f;
+      c.store_preact = false;
+      c.store_postact = false;
+    }), 1));
+    run_case(tight(with(mk(300, 1001, 137, act, dact), [](ActCase& c) { c.workspace = true; })));
+    run_case(tight(mk(100, 1001, 0, act, dact)));  // K = 0 fill
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiles, GemmActTest, ::testing::Values("256", "128"),

@@ -88,6 +88,9 @@ struct GatedCase {
   float alpha = 1.f, beta = 0.f;
   int bias = 0;
   bool shared_bias = false;  // L > 1: a (N,) bias for every batch
+  bool tight = false;        // leading strides = the contiguous extents (not 16-byte multiples)
+  int64_t offset = 0;        // every tensor's first element this many elements into its buffer
+  bool workspace = false;    // the padded copies of a and b in a caller's workspace
   uint64_t seed = 1;
 };
 
@@ -96,7 +99,9 @@ std::string describe(const GatedCase& c) {
          std::to_string(c.L) + " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" +
          std::to_string(c.K) + (c.concat ? " concat" : "") + (c.with_c ? " c" : "") +
          (c.bias ? " bias=" + std::to_string(c.bias) : "") + (c.shared_bias ? " shared" : "") +
-         (c.dgated ? (c.store_postact ? "" : " -postact") : (c.store_preact ? "" : " -preact"));
+         (c.dgated ? (c.store_postact ? "" : " -postact") : (c.store_preact ? "" : " -preact")) +
+         (c.tight ? " tight" : "") + (c.offset ? " offset=" + std::to_string(c.offset) : "") +
+         (c.workspace ? " workspace" : "");
 }
 
 std::set<int64_t> rows_to_check(int64_t L, int64_t M, int64_t N, int64_t K) {
@@ -150,9 +155,9 @@ void run_case(const GatedCase& c) {
   const std::vector<double> b = random_values(rng, L * K * N, kBf, 0.0, 0.25);  // (L, K, N) logical
   const std::vector<double> cv = random_values(rng, L * M * pre_cols, kBf, 0.0, c.dgated ? 2.0 : 1.0);
 
-  Mat A = make_mat(kBf, L, M, K, 'r', 0);
+  Mat A = make_mat(kBf, L, M, K, 'r', 0, c.tight, c.offset);
   upload_into(A.mem, to_memory(A, a));
-  Mat B = make_mat(kBf, L, K, N, c.dgated ? 'r' : 'c', 0);
+  Mat B = make_mat(kBf, L, K, N, c.dgated ? 'r' : 'c', 0, c.tight, c.offset);
   std::vector<double> b_mem = b;
   if (c.concat) {  // memory column c·H + j holds logical column 2j + c
     const int64_t H = N / 2;
@@ -162,9 +167,9 @@ void run_case(const GatedCase& c) {
           b_mem[size_t((l * K + k) * N + (n % 2) * H + n / 2)] = b[size_t((l * K + k) * N + n)];
   }
   upload_into(B.mem, to_memory(B, b_mem));
-  Mat C = make_mat(kBf, L, M, pre_cols, 'r', 0);  // C or preact
-  Mat D = make_mat(kBf, L, M, pre_cols, 'r', 0);  // preact or dpreact (NaN)
-  Mat P = make_mat(kBf, L, M, post_cols, 'r', 0);  // postact (NaN)
+  Mat C = make_mat(kBf, L, M, pre_cols, 'r', 0, c.tight, c.offset);  // C or preact
+  Mat D = make_mat(kBf, L, M, pre_cols, 'r', 0, c.tight, c.offset);  // preact or dpreact (NaN)
+  Mat P = make_mat(kBf, L, M, post_cols, 'r', 0, c.tight, c.offset);  // postact (NaN)
 
   BiasVecT row, col;
   std::vector<double> row_v(size_t(L * N), 0.0), col_v(size_t(L * M), 0.0);
@@ -196,6 +201,12 @@ void run_case(const GatedCase& c) {
     if (c.store_postact) g.postact = P.arg;
     p_written = c.store_postact;
     g.activation = c.act;
+    DeviceBuffer ws(c.workspace ? gemm_workspace_size(g) : 0);
+    if (c.workspace) {
+      EXPECT_GT(gemm_workspace_size(g), 0u);
+      g.workspace = ws.get();
+      g.workspace_bytes = gemm_workspace_size(g);
+    }
     ASSERT_NO_THROW(gemm_dgated(g, nullptr));
   } else {
     if (c.with_c) upload_into(C.mem, to_memory(C, cv));
@@ -212,6 +223,12 @@ void run_case(const GatedCase& c) {
     g.alpha = c.alpha;
     g.beta = c.with_c ? c.beta : 0.f;
     g.concat_layout = c.concat;
+    DeviceBuffer ws(c.workspace ? gemm_workspace_size(g) : 0);
+    if (c.workspace) {
+      EXPECT_GT(gemm_workspace_size(g), 0u);
+      g.workspace = ws.get();
+      g.workspace_bytes = gemm_workspace_size(g);
+    }
     ASSERT_NO_THROW(gemm_gated(g, nullptr));
   }
   QUACK_CUDA_OK(cudaDeviceSynchronize());
@@ -372,6 +389,42 @@ TEST_P(GemmGatedTest, GatedBiasKinds) {
         c.shared_bias = bias == kRowBf16;
       }));
     }
+}
+
+// Any alignment, as gemm_act: K = 63 and 1001 (a and b copied into padded rows), N = 2·501
+// (preact rows of 2004 bytes, postact rows of 1002: the epilogue's plain stores, the half-width
+// one included), bases one element in (gemm_dgated: two, its pairs stay 4-byte words), batches
+// with unaligned batch strides, C with beta, the concat view over a padded b, a caller's
+// workspace, K = 0.
+TEST_P(GemmGatedTest, UnalignedOperands) {
+  auto tight = [](GatedCase c, int64_t offset = 0) {
+    c.tight = true;
+    c.offset = offset;
+    return c;
+  };
+  for (bool dgated : {false, true}) {
+    const Activation act = dgated ? Activation::kGeglu : Activation::kSwiglu;
+    const int64_t n = dgated ? 501 : 1002;  // gemm_dgated's H, gemm_gated's N
+    const int64_t off = dgated ? 2 : 1;
+    run_case(tight(mk(127, dgated ? 125 : 250, 63, act, dgated)));
+    run_case(tight(mk(300, n, 256, act, dgated)));
+    run_case(tight(mk(257, dgated ? 320 : 640, 1001, act, dgated)));
+    run_case(tight(mk(129, n, 1001, act, dgated), off));
+    run_case(tight(with(mk(200, n, 100, act, dgated), [](GatedCase& c) { c.L = 3; })));
+    run_case(tight(with(mk(300, n, 137, act, dgated), [](GatedCase& c) { c.workspace = true; })));
+    run_case(tight(mk(100, n, 0, act, dgated)));  // K = 0 fill
+  }
+  run_case(tight(with(mk(300, 1002, 300, Activation::kReglu, false), [](GatedCase& c) {
+    c.with_c = true;
+    c.alpha = 2.f;
+    c.beta = -0.5f;
+    c.bias = kRowF32 | kCol;
+  }), 1));
+  run_case(tight(with(mk(300, 1002, 300, Activation::kSwiglu, false), [](GatedCase& c) { c.store_preact = false; }), 1));
+  run_case(tight(with(mk(300, 1002, 137, Activation::kSwiglu, false), [](GatedCase& c) {
+    c.concat = true;
+    c.bias = kRowBf16;
+  }), 1));
 }
 
 TEST_P(GemmGatedTest, DGatedEveryActivation) {

@@ -149,8 +149,8 @@ TEST(GemmActValidation, ActArguments) {
   g.postact.dtype = DType::kInt32;
   expect_act_error(g, "postact has dtype int32");
   g = act_args();
-  g.postact = TensorRef::matrix(fake(4), kBf, M, N, 0, N + 4, 1);  // rows of 520 bytes
-  expect_act_error(g, "multiple of 16 bytes");
+  g.postact = row_major(static_cast<char*>(fake(4)) + 1, kBf, M, N);  // an odd byte address
+  expect_act_error(g, "postact has a base address that is not 2-byte aligned");
   g = act_args();
   g.postact.device = 1;
   expect_act_error(g, "postact");
@@ -194,6 +194,59 @@ TEST(GemmActValidation, DActArguments) {
   g = dact_args();
   g.postact = g.dpreact;
   expect_dact_error(g, "overlap");
+}
+
+// Any alignment, as gemm: a and b that TMA cannot address through padded copies in the
+// workspace (gemm_workspace_size counts them), c, preact, postact (and gemm_dact's preact input)
+// through the epilogue's plain loads and stores (no workspace). A short or misaligned workspace is
+// rejected.
+TEST(GemmActValidation, UnalignedOperands) {
+  GemmActArgs g = act_args();
+  EXPECT_EQ(gemm_workspace_size(g), 0u);
+  g.postact = TensorRef::matrix(fake(4), kBf, M, N, 0, N + 4, 1);  // rows of 520 bytes
+  g.preact = row_major(static_cast<char*>(fake(3)) + 2, kBf, M, N);  // a 2-byte offset
+  EXPECT_NO_THROW(can_implement(g));
+  EXPECT_EQ(gemm_workspace_size(g), 0u);
+  g = act_args();
+  g.c = TensorRef::matrix(fake(5), kBf, M, N, 0, N + 1, 1);
+  g.beta = 1.f;
+  EXPECT_NO_THROW(can_implement(g));
+  EXPECT_EQ(gemm_workspace_size(g), 0u);
+  // K = 63: a (128 rows of 63 -> 64) and b (256 columns of 63 -> 64), each 256-byte aligned;
+  // outputs of N = 250 (500-byte rows).
+  g = act_args();
+  g.a = row_major(fake(1), kBf, M, 63);
+  g.b = col_major(fake(2), kBf, 63, 250);
+  g.preact = row_major(fake(3), kBf, M, 250);
+  g.postact = row_major(fake(4), kBf, M, 250);
+  EXPECT_NO_THROW(can_implement(g));
+  EXPECT_EQ(gemm_workspace_size(g), size_t(M * 64 * 2 + (250 * 64 * 2 + 255) / 256 * 256));
+  g.workspace = fake(9);
+  g.workspace_bytes = gemm_workspace_size(g) - 1;
+  expect_act_error(g, "workspace has");
+  g.workspace_bytes += 1;
+  EXPECT_NO_THROW(can_implement(g));
+  g.workspace = static_cast<char*>(fake(9)) + 8;
+  expect_act_error(g, "workspace is not 16-byte aligned");
+  // A view at an odd column of a wider a: a alone is copied.
+  g = act_args();
+  g.a = TensorRef::matrix(static_cast<char*>(fake(1)) + 2, kBf, M, K, 0, K + 8, 1);
+  EXPECT_EQ(gemm_workspace_size(g), size_t(M * K * 2));
+
+  GemmDActArgs d = dact_args();
+  EXPECT_EQ(gemm_workspace_size(d), 0u);
+  // N = 50257 (an LLM vocabulary): b (K, N) row-major is copied (K rows of 50264), the (M, N)
+  // tensors go through plain loads and stores. M = 8 keeps each tensor inside its fake MB.
+  d.a = row_major(fake(1), kBf, 8, K);
+  d.b = row_major(fake(2), kBf, K, 50257);
+  d.preact = row_major(fake(3), kBf, 8, 50257);
+  d.dpreact = row_major(fake(4), kBf, 8, 50257);
+  d.postact = row_major(fake(5), kBf, 8, 50257);
+  EXPECT_NO_THROW(can_implement(d));
+  EXPECT_EQ(gemm_workspace_size(d), size_t((K * 50264 * 2 + 255) / 256 * 256));
+  d.workspace = fake(9);
+  d.workspace_bytes = 16;
+  expect_dact_error(d, "workspace has 16 bytes");
 }
 
 TEST(GemmActValidation, ActivationNames) {

@@ -88,16 +88,24 @@ using CoopTile = TileConfig<bf16, kK, kK, 128, 256, 2, 1, false>;     // 128x256
 using PingpongTile = TileConfig<bf16, kK, kK, 128, 128, 2, 1, true>;  // 64x64 subtiles
 using Bm64Tile = TileConfig<bf16, kK, kK, 64, 128, 2, 1, false>;
 using Bn64Tile = TileConfig<bf16, kK, kK, 128, 64, 1, 1, false>;
+using WideTile = TileConfig<bf16, kK, kK, 128, 192, 2, 1, true>;        // pingpong 128x192: 64x32 subtiles
+using Bm256Tile = TileConfig<bf16, kK, kK, 256, 128, 1, 2, false>;      // 2 warpgroups of 128 rows
+using Bm256WideTile = TileConfig<bf16, kK, kK, 256, 192, 1, 2, false>;
 using Coop = CollectiveEpilogue<CoopTile, LinearCombination, bf16>;
 using CoopF32D = CollectiveEpilogue<CoopTile, LinearCombination, float>;  // fp32 D (128-byte rows)
 using CoopF32C = CollectiveEpilogue<CoopTile, LinearCombination, bf16, float>;
 using Pingpong = CollectiveEpilogue<PingpongTile, LinearCombination, bf16>;
 using Bm64 = CollectiveEpilogue<Bm64Tile, LinearCombination, bf16>;
+using Wide = CollectiveEpilogue<WideTile, LinearCombination, bf16>;
+using Bm256 = CollectiveEpilogue<Bm256Tile, LinearCombination, bf16>;
+using Bm256Wide = CollectiveEpilogue<Bm256WideTile, LinearCombination, bf16>;
 // Two outputs (preact and postact; dpreact and postact).
 using CoopAct = CollectiveEpilogue<CoopTile, ActEpilogue, bf16, void, bf16>;
 using PingpongAct = CollectiveEpilogue<PingpongTile, ActEpilogue, bf16, void, bf16>;
 using PingpongDAct = CollectiveEpilogue<PingpongTile, DActEpilogue, bf16, void, bf16>;
 using CoopActF32 = CollectiveEpilogue<CoopTile, ActEpilogue, float, void, bf16>;  // fp32 preact, bf16 postact
+using WideAct = CollectiveEpilogue<WideTile, ActEpilogue, bf16, void, bf16>;
+using WideDAct = CollectiveEpilogue<WideTile, DActEpilogue, bf16, void, bf16>;
 
 template <class Cfg>
 void expect_buffers_match_cute(const char* what) {
@@ -116,23 +124,39 @@ TEST(GemmEpilogueLayout, SwizzleMatchesCuteBuffers) {
   expect_buffers_match_cute<CoopF32C>("128x256 fp32 C");
   expect_buffers_match_cute<Pingpong>("128x128 pingpong");
   expect_buffers_match_cute<Bm64>("64x128");
+  expect_buffers_match_cute<Wide>("128x192 pingpong");
+  expect_buffers_match_cute<Bm256>("256x128");
   expect_buffers_match_cute<CoopAct>("128x256 two outputs");
   expect_buffers_match_cute<PingpongAct>("128x128 pingpong two outputs");
   expect_buffers_match_cute<CoopActF32>("128x256 fp32 output 0, bf16 output 1");
+  expect_buffers_match_cute<WideAct>("128x192 pingpong two outputs");
 }
 
 // The mainloop's stages beside each epilogue (GemmKernel): as many as fit beside the buffers. One
-// 16-bit output keeps 4 buffers in flight, two outputs 2 each, so a second output costs no
-// mainloop stage at 128x256 and 128x128.
+// 16-bit output keeps 4 buffers in flight (3 at 128x192 pingpong), two outputs 2 each (or 4 each
+// of half the width), so a second output costs no mainloop stage at 128x256 and 128x128, one at
+// 128x192.
 TEST(GemmEpilogueLayout, StagesBesideTheEpilogue) {
   EXPECT_EQ((GemmKernel<CoopTile, Coop>::Stages), 4);
   EXPECT_EQ((GemmKernel<CoopTile, CoopF32D>::Stages), 3);
   EXPECT_EQ((GemmKernel<CoopTile, CoopF32C>::Stages), 4);
   EXPECT_EQ((GemmKernel<PingpongTile, Pingpong>::Stages), 5);
   EXPECT_EQ((GemmKernel<Bm64Tile, Bm64>::Stages), 8);
+  // Pingpong 128x192: 3 buffers of 64x32 per warpgroup leave room for 5 stages of 40 KB (QuACK's).
+  EXPECT_EQ(Wide::EpiStagesD, 3);
+  EXPECT_EQ((GemmKernel<WideTile, Wide>::Stages), 5);
+  EXPECT_EQ((GemmKernel<Bm256Tile, Bm256>::Stages), 4);
+  EXPECT_EQ((GemmKernel<Bm256WideTile, Bm256Wide>::Stages), 3);
   EXPECT_EQ((GemmKernel<CoopTile, CoopAct>::Stages), 4);
   EXPECT_EQ((GemmKernel<PingpongTile, PingpongAct>::Stages), 5);
   EXPECT_EQ((GemmKernel<PingpongTile, PingpongDAct>::Stages), 5);
+  // Pingpong 128x192 with two outputs: 2 buffers of 64x32 each per warpgroup (32 KB) leave room
+  // for 4 stages.
+  EXPECT_EQ(WideAct::EpiN, 32);
+  EXPECT_EQ(WideAct::EpiStagesD, 2);
+  EXPECT_EQ((GemmKernel<WideTile, WideAct>::Stages), 4);
+  EXPECT_EQ((GemmKernel<WideTile, WideDAct>::Stages), 4);
+  EXPECT_LE(sizeof(GemmKernel<WideTile, WideDAct>::SharedStorage), size_t(WideTile::kMaxSmem));
   EXPECT_EQ(Coop::EpiStagesD, 4);
   EXPECT_EQ(CoopAct::EpiStagesD, 2);
   EXPECT_EQ(PingpongAct::EpiN, 32);
@@ -149,6 +173,9 @@ TEST(GemmEpilogueLayout, FragmentMatchesCuteAccumulator) {
   expect_fragment_matches_cute<PingpongTile>();
   expect_fragment_matches_cute<Bm64Tile>();
   expect_fragment_matches_cute<Bn64Tile>();
+  expect_fragment_matches_cute<WideTile>();
+  expect_fragment_matches_cute<Bm256Tile>();
+  expect_fragment_matches_cute<Bm256WideTile>();
   expect_fragment_matches_cute<PingpongTile, PingpongAct::EpiN>();  // 64 x 32 subtiles (two outputs)
   expect_fragment_matches_cute<Bm64Tile, 32>();
 }
@@ -156,7 +183,7 @@ TEST(GemmEpilogueLayout, FragmentMatchesCuteAccumulator) {
 TEST(GemmEpilogueLayout, MatrixAddressingMatchesFragment) {
   expect_matrix_addressing_matches_fragment<32, bf16, 256>();  // cooperative 128x256 / 128x64
   expect_matrix_addressing_matches_fragment<64, bf16, 128>();  // pingpong, 64x128
-  expect_matrix_addressing_matches_fragment<32, bf16, 128>();  // pingpong with two outputs
+  expect_matrix_addressing_matches_fragment<32, bf16, 128>();  // pingpong 128x192, pingpong with two outputs
 }
 
 TEST(GemmEpilogueLayout, SwizzleIsABijectionWithinEachStage) {

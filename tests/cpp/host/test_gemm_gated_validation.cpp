@@ -260,6 +260,64 @@ TEST(GemmGatedValidation, Bias) {
   expect_error(a, "gemm_act", "bias.row has shape");
 }
 
+// Unaligned K and N as gemm: a and b that TMA cannot address get padded copies (workspace
+// bytes), outputs and c take the epilogue's plain path; gemm_dgated's packed preact / dpreact
+// need 4-byte (gate, up) pairs.
+TEST(GemmGatedValidation, UnalignedOperands) {
+  constexpr int64_t Ku = 63;  // a's rows and b's columns (K-major) of 126 bytes
+  GemmGatedArgs g = gated_args();
+  EXPECT_EQ(gemm_workspace_size(g), 0u);
+  g.a = row_major(fake(1), kBf, M, Ku);
+  g.b = col_major(fake(2), kBf, Ku, N);
+  // a: 128 rows of 63 -> 64 elements (16 KB), b: 256 columns of 63 -> 64 (32 KB), 256-aligned.
+  EXPECT_EQ(gemm_workspace_size(g), size_t(M * 64 * 2 + N * 64 * 2));
+  g.concat_layout = true;
+  EXPECT_EQ(gemm_workspace_size(g), size_t(M * 64 * 2 + N * 64 * 2));
+  g.workspace = fake(9);
+  g.workspace_bytes = 1024;
+  expect_gated_error(g, "workspace has 1024 bytes, expected ≥ 49152");
+  g.workspace_bytes = 49152;
+  EXPECT_NO_THROW(can_implement(g));
+  EXPECT_THROW(gemm_gated(g, nullptr), CudaError);
+  // Odd H: postact rows of 2·H' bytes (not 16-byte multiples) and preact rows of 4·H' bytes.
+  constexpr int64_t Nu = 2 * 63;
+  g = gated_args();
+  g.b = col_major(fake(2), kBf, K, Nu);
+  g.preact = row_major(fake(3), kBf, M, Nu);
+  g.postact = row_major(fake(4), kBf, M, Nu / 2);
+  EXPECT_EQ(gemm_workspace_size(g), 0u);  // b K-major (rows of K = 64): TMA-ready
+  EXPECT_NO_THROW(can_implement(g));
+  g.postact = TensorRef::matrix(static_cast<char*>(fake(4)) + 2, kBf, M, Nu / 2);  // odd-element view
+  EXPECT_NO_THROW(can_implement(g));
+  g.postact = TensorRef::matrix(static_cast<char*>(fake(4)) + 1, kBf, M, Nu / 2);
+  expect_gated_error(g, "postact has a base address that is not 2-byte aligned");
+
+  GemmDGatedArgs d = dgated_args();
+  EXPECT_EQ(gemm_workspace_size(d), 0u);
+  d.a = row_major(fake(1), kBf, M, Ku);
+  d.b = row_major(fake(2), kBf, Ku, H);  // K-major rows of H: TMA-ready, only a is copied
+  EXPECT_EQ(gemm_workspace_size(d), size_t(M * 64 * 2));
+  EXPECT_NO_THROW(can_implement(d));
+  // H = 63: pairs rows of 252 bytes (not 16-byte multiples): plain loads and stores.
+  d = dgated_args();
+  d.b = row_major(fake(2), kBf, K, 63);
+  d.preact = row_major(fake(3), kBf, M, 126);
+  d.dpreact = row_major(fake(4), kBf, M, 126);
+  d.postact = row_major(fake(5), kBf, M, 63);
+  EXPECT_EQ(gemm_workspace_size(d), size_t(K * 64 * 2));  // b: K rows of 63 -> 64
+  EXPECT_NO_THROW(can_implement(d));
+  EXPECT_THROW(gemm_dgated(d, nullptr), CudaError);
+  // Pairs split across 4-byte words: odd base (in elements) or odd leading stride.
+  d.preact = TensorRef::matrix(static_cast<char*>(fake(3)) + 2, kBf, M, 126);
+  expect_dgated_error(d, "preact");
+  expect_dgated_error(d, "expected a 4-byte aligned base and even strides");
+  d.preact = TensorRef::matrix(fake(3), kBf, M, 126, 0, 127, 1);
+  expect_dgated_error(d, "leading stride 127");
+  d.preact = row_major(fake(3), kBf, M, 126);
+  d.dpreact = TensorRef::matrix(fake(4), kBf, M, 126, 0, 129, 1);
+  expect_dgated_error(d, "dpreact");
+}
+
 TEST(GemmGatedValidation, ActivationNames) {
   for (int v = 0; v <= static_cast<int>(Activation::kGlu); ++v) {
     const Activation a = static_cast<Activation>(v);

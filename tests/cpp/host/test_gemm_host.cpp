@@ -24,9 +24,10 @@ TEST(TileScheduler, IsABijectionOntoTheTileGrid) {
   for (int64_t M : {1, 127, 128, 129, 1000, 8192})
     for (int64_t N : {1, 255, 256, 3000, 8192})
       for (int group : {1, 3, 8, 16})
-        for (bool raster_n : {false, true})
+        for (int order : {0, 1, 2, 3})  // raster along M / N, each plain or serpentine
           for (int64_t L : {1, 3}) {
-            const auto s = TileScheduler::make(M, N, L, 128, 256, 2, 1, group, raster_n);
+            const bool raster_n = order % 2 == 1;
+            const auto s = TileScheduler::make(M, N, L, 128, 256, 2, 1, group, raster_n, /*serpentine=*/order >= 2);
             std::set<std::tuple<int64_t, int64_t, int64_t>> seen;
             for (int64_t i = 0; i < s.tiles(); ++i) {
               const auto t = s.tile(i);
@@ -58,6 +59,26 @@ TEST(TileScheduler, GroupsWalkABandBeforeMovingOn) {
   }
   EXPECT_EQ(s.tile(4).m, 0);
   EXPECT_EQ(s.tile(4).n, 1);
+}
+
+TEST(TileScheduler, SerpentineWalksOddBandsBackwards) {
+  // Bands of 2 tile rows over 5 columns: band 0 walks columns 0..4, band 1 columns 4..0.
+  const auto s = TileScheduler::make(4 * 128, 5 * 256, 1, 128, 256, 1, 1, 2, false, true);
+  EXPECT_EQ(s.tile(0).n, 0);
+  EXPECT_EQ(s.tile(9).n, 4);   // last index of band 0: column 4, row 1
+  EXPECT_EQ(s.tile(9).m, 1);
+  EXPECT_EQ(s.tile(10).n, 4);  // band 1 starts where band 0 ended
+  EXPECT_EQ(s.tile(10).m, 2);
+  EXPECT_EQ(s.tile(19).n, 0);
+}
+
+TEST(TileScheduler, QuackRasterHeuristic) {
+  // 128x192 tiles, 2x1 clusters, bands of 8: bands along M (raster_n = false) when the cluster
+  // columns, rounded up to 8, outnumber the cluster rows (QuACK 0.2.0, get_raster_order_from_option).
+  EXPECT_FALSE(TileScheduler::heuristic_raster_n(8192, 8192, 128, 192, 2, 1, 8));    // 32 rows, 43 columns
+  EXPECT_FALSE(TileScheduler::heuristic_raster_n(8192, 128256, 128, 192, 2, 1, 8));  // 32, 668
+  EXPECT_TRUE(TileScheduler::heuristic_raster_n(16384, 4096, 128, 192, 2, 1, 8));    // 64, 22
+  EXPECT_TRUE(TileScheduler::heuristic_raster_n(2048, 2048, 128, 256, 2, 1, 8));     // 8, 8: equal
 }
 
 std::string temp_path(const char* name) {

@@ -78,11 +78,24 @@ TEST(GemmInstances, NamesFollowTheListsRule) {
 
 TEST(GemmInstances, ShapesAreCompilable) {
   for (const GemmInstance& i : kGemmInstances) {
-    EXPECT_TRUE(i.bm == 128 || (i.bm == 64 && !i.pingpong)) << i.name;
-    EXPECT_TRUE(i.bn == 64 || i.bn == 128 || i.bn == 256) << i.name;
-    EXPECT_TRUE(!i.pingpong || i.bn <= 128) << i.name;
+    EXPECT_TRUE(i.bm == 128 || (!i.pingpong && (i.bm == 64 || i.bm == 256))) << i.name;
+    EXPECT_TRUE(i.bn == 64 || i.bn == 128 || i.bn == 192 || i.bn == 256) << i.name;
+    // At most 192 fp32 accumulators per consumer thread (tile_config.cuh).
+    const int rows_per_wg = i.pingpong ? i.bm : i.bm == 64 ? 64 : i.bm / 2;
+    EXPECT_LE(rows_per_wg * i.bn / 128, 192) << i.name;
     EXPECT_LE(i.cluster_m * i.cluster_n, 2) << i.name;
   }
+}
+
+// The tiles issue 16 added for the LLM shapes: QuACK 0.2.0's default (pingpong 128x192, 2x1) for
+// the forward (a row-major, b column-major) and dgrad (both row-major) layouts of bf16.
+TEST(GemmInstances, WidePingpongTileForBf16) {
+  int found = 0;
+  for (const GemmInstance& i : kGemmInstances)
+    if (i.epilogue == GemmEpilogue::kLinComb && i.ab == DType::kBFloat16 && i.d == DType::kBFloat16 &&
+        i.c == DType::kBFloat16 && std::string(i.tile) == "128x192pp" && i.a == GemmMajor::kK)
+      ++found;
+  EXPECT_EQ(found, 2);
 }
 
 // gemm.cpp falls back to the 128x256 cooperative tile and lists the layouts it has, so every

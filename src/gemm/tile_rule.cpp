@@ -1,0 +1,61 @@
+#include "gemm/tile_rule.h"
+
+namespace quack::detail {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int find(const TileOption* o, int count, int bm, int bn, int cm, int cn, bool pingpong) {
+  for (int i = 0; i < count; ++i)
+    if (o[i].bm == bm && o[i].bn == bn && o[i].cluster_m == cm && o[i].cluster_n == cn && o[i].pingpong == pingpong)
+      return i;
+  return -1;
+}
+
+// Tiles of o over the problem (CTA tiles, not clusters).
+int64_t tiles(const TileQuery& q, const TileOption& o) { return ceil_div(q.m, o.bm) * ceil_div(q.n, o.bn) * q.l; }
+
+// Estimated time of o, in units of 128x128-pingpong tile-steps per K element: waves of cluster
+// tiles times the cluster tile's area (padding included) over the tile's relative rate.
+double cost(const TileQuery& q, const TileOption& o, double rate) {
+  const int64_t cluster = int64_t(o.cluster_m) * o.cluster_n;
+  const int64_t cm = int64_t(o.bm) * o.cluster_m, cn = int64_t(o.bn) * o.cluster_n;
+  const int64_t work = ceil_div(q.m, cm) * ceil_div(q.n, cn) * q.l;
+  const int64_t resident = q.sms / cluster > 0 ? q.sms / cluster : 1;
+  return double(ceil_div(work, resident)) * double(cm * cn) / rate;
+}
+
+}  // namespace
+
+int choose_tile_index(const TileQuery& q, const TileOption* o, int count, double rate192) {
+  const int64_t sms = q.sms > 0 ? q.sms : 1;
+  // 1. Small M·N.
+  const int i64 = find(o, count, 128, 64, 1, 1, false);
+  const int64_t mt = ceil_div(q.m, 128);
+  const int64_t busy256 = mt * ceil_div(q.n, 256) * q.l, ctas64 = mt * ceil_div(q.n, 64) * q.l;
+  if (i64 >= 0 && 4 * busy256 < 3 * sms && ctas64 > busy256) {
+    const int i64m = find(o, count, 64, 128, 2, 1, false);
+    const int64_t busy64m = ceil_div(q.m, 64) * ceil_div(q.n, 128) * q.l;
+    return i64m >= 0 && busy64m >= ctas64 ? i64m : i64;
+  }
+  // 2. Pingpong with ≥ 4 tiles per SM; the cheaper of those that qualify.
+  struct Candidate {
+    int index;
+    double rate;
+  };
+  const Candidate pp[] = {{find(o, count, 128, 128, 2, 1, true), 1.0},
+                          {q.k >= 1024 && rate192 > 0.0 ? find(o, count, 128, 192, 2, 1, true) : -1, rate192}};
+  int best = -1;
+  double best_cost = 0.0;
+  for (const Candidate& c : pp) {
+    if (c.index < 0 || tiles(q, o[c.index]) < 4 * sms) continue;
+    const double t = cost(q, o[c.index], c.rate);
+    if (best < 0 || t < best_cost) best = c.index, best_cost = t;
+  }
+  if (best >= 0) return best;
+  // 3. The default.
+  return 0;
+}
+
+}  // namespace quack::detail

@@ -1,0 +1,59 @@
+// Default tile choice of the GEMM (host only, no CUDA call): which compiled tile configuration
+// runs a problem when GemmArgs::tuned is off and the environment forces none (gemm.cpp,
+// choose_tile). A pure function of the problem's extents, the SM count and the configurations
+// compiled for the problem's dtypes and majors, so tests/cpp/host/test_gemm_tile_rule.cpp checks
+// it without a GPU.
+//
+// The rule, in order:
+// 1. Small M·N: when 128x256 tiles would keep fewer than 3/4 of the SMs busy (M = 128,
+//    N = 8192: 32 busy CTAs with 128x256, 128 with 128x64): 64x128 (2x1 cluster) if it keeps as
+//    many CTAs busy as 128x64 (its cluster pairs read each B tile once: at M = 128 it moves 2/3
+//    of 128x64's bytes into the SMs), else 128x64 without a cluster (docs/performance.md g2, g5).
+// 2. Pingpong when one of its tiles (128x128, 128x192) has ≥ 4 tiles per SM (each warpgroup
+//    gets ≥ 2, so one's epilogue hides under the other's mainloop; g3). Between the pingpong
+//    tiles that qualify, the least estimated time: waves × cluster-tile area / rate, with waves
+//    = ceil(cluster tiles / clusters resident) (a persistent CTA's last tile counts whole, and
+//    the tile area counts the padding past M and N), rate = the tile's measured throughput
+//    relative to 128x128 pingpong (kRate*). 128x192 only for K ≥ 1024: below that the
+//    epilogue dominates, and its 64 x 32 subtiles (3 per warpgroup) store slower than
+//    128x128's 64 x 64 (4 per warpgroup).
+// 3. Else the 128x256 cooperative default (options[0]).
+#pragma once
+
+#include <cstdint>
+
+namespace quack::detail {
+
+/// One compiled tile configuration of the problem's dtypes and majors.
+struct TileOption {
+  int bm, bn, cluster_m, cluster_n;
+  bool pingpong;
+};
+
+/// The problem in the kernel's terms (after the column-major-D swap) and the device's SM count.
+struct TileQuery {
+  int64_t m, n, k, l;
+  int64_t sms;
+};
+
+/// Throughput per clock of 128x192 pingpong relative to 128x128 pingpong on mainloop-bound
+/// problems (K ≥ 1024): THE constant that decides between the two pingpong tiles. Provisional
+/// (issue 16, not yet measured on our kernel): QuACK 0.2.0's 128x192 pingpong ran 1.06× our
+/// 128x128 pingpong in burst and 1.10× at the power limit on 8192³ (perf/h200-anchors.md); set it
+/// from scripts/gemm_ab.sh's table (ours:128x192pp / ours:128x128pp).
+/// Where the choice flips on 132 SMs (the rate at which both estimates are equal; 128x192 is
+/// picked above it, host test GemmTileRule.RateFlipsTheChoice):
+///   8192³ 0.984, 8192x128256x4096 1.000 (equal waves · area), 16384x14336x4096 1.005,
+///   16384x28672x4096 1.005, 16384x4096x14336 1.031.
+/// So 1.06 picks 128x192 on all five LLM shapes, 1.0 only on 8192³, and any value below 0.98
+/// (or ≤ 0: the tile is left out) keeps 128x128 on all of them. gemm_act / gemm_dact have no
+/// 128x192 instance (it spills with two outputs), so the constant does not touch them.
+inline constexpr double kRatePingpong192 = 1.06;
+
+/// Index into options[0, count) of the configuration to run; options[0] is the 128x256
+/// cooperative default, which is returned when no rule applies. rate192: kRatePingpong192 (a
+/// parameter for the host tests; ≤ 0 leaves 128x192 out).
+int choose_tile_index(const TileQuery& q, const TileOption* options, int count,
+                      double rate192 = kRatePingpong192);
+
+}  // namespace quack::detail

@@ -1,0 +1,103 @@
+// The default tile rule of the GEMM (src/gemm/tile_rule.h) on the H200's 132 SMs, without a GPU:
+// the small-M·N branch, the pingpong branch and its estimate between 128x128 and 128x192, the
+// cooperative fallback, and how the choice follows the compiled set (an instance missing
+// for a dtype or layout is never picked).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gemm/tile_rule.h"
+
+namespace {
+
+using quack::detail::choose_tile_index;
+using quack::detail::TileOption;
+using quack::detail::TileQuery;
+
+// The bf16 -> bf16, row-major a set of instances.txt (options[0]: the 128x256 default).
+const std::vector<TileOption> kBf16 = {{128, 256, 2, 1, false}, {128, 128, 2, 1, true}, {128, 192, 2, 1, true},
+                                       {128, 64, 1, 1, false},  {64, 128, 2, 1, false}, {128, 64, 1, 2, false}};
+
+std::string name(const TileOption& o) {
+  return std::to_string(o.bm) + "x" + std::to_string(o.bn) + (o.pingpong ? "pp" : "") +
+         (o.cluster_m == 1 && o.cluster_n == 1 ? "c1" : o.cluster_n == 2 ? "c1x2" : "");
+}
+
+std::string pick(const std::vector<TileOption>& set, int64_t m, int64_t n, int64_t k, int64_t l = 1,
+                 double rate192 = quack::detail::kRatePingpong192) {
+  const TileQuery q{m, n, k, l, 132};
+  const int i = choose_tile_index(q, set.data(), int(set.size()), rate192);
+  EXPECT_GE(i, 0);
+  EXPECT_LT(i, int(set.size()));
+  return name(set[size_t(i)]);
+}
+
+TEST(GemmTileRule, LlmShapesTakeTheWidePingpongTile) {
+  // 8192³: 128x128 runs 2048 cluster tiles on 66 clusters (31.03 waves -> 32), 128x192 1376
+  // (20.85 -> 21): 128x192 wins even at equal rates.
+  EXPECT_EQ(pick(kBf16, 8192, 8192, 8192), "128x192pp");
+  EXPECT_EQ(pick(kBf16, 16384, 14336, 4096), "128x192pp");
+  EXPECT_EQ(pick(kBf16, 16384, 4096, 14336), "128x192pp");
+  EXPECT_EQ(pick(kBf16, 16384, 28672, 4096), "128x192pp");
+  EXPECT_EQ(pick(kBf16, 8192, 128256, 4096), "128x192pp");
+}
+
+// kRatePingpong192 alone decides between the pingpong tiles (the break-even rates of tile_rule.h).
+TEST(GemmTileRule, RateFlipsTheChoice) {
+  struct Flip {
+    int64_t m, n, k;
+    double break_even;
+  };
+  const Flip flips[] = {{8192, 8192, 8192, 0.984}, {8192, 128256, 4096, 1.0}, {16384, 14336, 4096, 1.005},
+                        {16384, 28672, 4096, 1.005}, {16384, 4096, 14336, 1.031}};
+  for (const Flip& f : flips) {
+    SCOPED_TRACE(std::to_string(f.m) + "x" + std::to_string(f.n) + "x" + std::to_string(f.k));
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, f.break_even + 0.001), "128x192pp");
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, f.break_even - 0.001), "128x128pp");
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, 0.0), "128x128pp");   // left out
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, -1.0), "128x128pp");
+  }
+}
+
+TEST(GemmTileRule, QuantisationKeepsTheNarrowPingpongTile) {
+  // 4096³: 512 cluster tiles of 128x128 (7.8 waves -> 8) against 352 of 128x192 (5.3 -> 6):
+  // 8 · 32768 < 6 · 49152 / 1.06.
+  EXPECT_EQ(pick(kBf16, 4096, 4096, 4096), "128x128pp");
+}
+
+TEST(GemmTileRule, ShortKKeepsTheNarrowPingpongTile) {
+  // K < 1024: the epilogue dominates; 128x128's 64 x 64 subtiles store faster.
+  EXPECT_EQ(pick(kBf16, 8192, 8192, 128), "128x128pp");
+  EXPECT_EQ(pick(kBf16, 8192, 8192, 1023), "128x128pp");
+  EXPECT_EQ(pick(kBf16, 8192, 8192, 1024), "128x192pp");
+}
+
+TEST(GemmTileRule, SmallProblemsTakeSmallTiles) {
+  EXPECT_EQ(pick(kBf16, 128, 8192, 8192), "64x128");   // 128 busy CTAs of 64x128 = 128x64's
+  EXPECT_EQ(pick(kBf16, 256, 8192, 8192), "64x128");
+  EXPECT_EQ(pick(kBf16, 2048, 2048, 2048), "128x256");  // 128 tiles of 128x256, < 4 per SM of 128x128
+  std::vector<TileOption> no64x128 = kBf16;
+  no64x128.erase(no64x128.begin() + 4);
+  EXPECT_EQ(pick(no64x128, 128, 8192, 8192), "128x64c1");
+}
+
+TEST(GemmTileRule, OnlyCompiledTilesArePicked) {
+  const std::vector<TileOption> only_default = {{128, 256, 2, 1, false}};
+  for (int64_t m : {1, 128, 2048, 8192})
+    for (int64_t n : {1, 8192, 50257})
+      for (int64_t k : {1, 128, 4096}) EXPECT_EQ(pick(only_default, m, n, k), "128x256");
+  std::vector<TileOption> no192 = kBf16;
+  no192.erase(no192.begin() + 2);
+  EXPECT_EQ(pick(no192, 8192, 8192, 8192), "128x128pp");
+  EXPECT_EQ(pick(no192, 16384, 4096, 14336), "128x128pp");
+}
+
+TEST(GemmTileRule, BatchesCountAsTiles) {
+  // 16 batches of 1024 x 1024 x 4096: 1024 tiles of 128x128 (≥ 4 per SM): pingpong.
+  EXPECT_EQ(pick(kBf16, 1024, 1024, 4096, 16).substr(0, 3), "128");
+  EXPECT_NE(pick(kBf16, 1024, 1024, 4096, 16), "128x256");
+  EXPECT_EQ(pick(kBf16, 1024, 1024, 4096, 1), "64x128");  // 32 busy CTAs of 128x256: small M·N
+}
+
+}  // namespace
