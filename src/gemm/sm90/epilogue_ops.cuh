@@ -303,10 +303,13 @@ struct DActEpilogue {
 };
 
 /// gemm with a bias: out[0] = alpha · acc + beta · C + bias (LinearCombination, then BiasVec).
+/// One path as ActEpilogue (c holds zeros when C is not read, and then beta is 0): one copy of
+/// the bias reads instead of one per C source (the three copies of the pingpong 128x128 tile
+/// took a 56-byte stack frame).
 struct LinCombBias {
   static constexpr int kOutputs = 1;
   static constexpr bool kNeedsC = false;
-  static constexpr bool kOnePath = false;
+  static constexpr bool kOnePath = true;
   LinearCombination lin;
   BiasVec bias;
 
