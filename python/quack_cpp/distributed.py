@@ -27,7 +27,7 @@ What runs on our kernels and what in torch ops: the one pass over the shard in t
 rows ignored, which gives the shard's lse; with it: label_smoothing=1 and target 0 for every row,
 whose loss is lse_r - S_r/V_r, so S_r = V_r·(lse_r - loss) comes from the same pass). The
 combine works on (M)-sized tensors in torch ops. The backward is torch ops over row chunks
-(exp, scale, one scatter per row, cast; an fp32 temporary of at most ``_CHUNK_ELEMS`` elements):
+(four passes, see ``shard_grad``; an fp32 temporary of at most ``_CHUNK_ELEMS`` elements):
 ``quack::cross_entropy_bwd`` does not fit, since a row whose target lies on another shard needs
 the softmax term without the one-hot term, and the kernel gives every counted row both (a
 target-offset option in the C++ backward would make this one pass; not done).
@@ -172,10 +172,18 @@ def shard_grad(logits_shard: Tensor, target: Tensor, lse: Tensor, g: Tensor, voc
     """The gradient of one shard, no communication:
     ``dx_ij = g_i·((1 + 2·zs·lse_i)·exp(x_ij - lse_i) - eps/V - (1-eps)·[j == t_i - vocab_start])``
     with lse the combined (M,) fp32 logsumexp and g (M,) fp32 the per-row scale (0 on ignored
-    rows, NaN on bad ones: those rows come out exactly 0 / NaN). fp32 math in chunks of rows;
-    returns (M, V_r) in the logits' dtype."""
+    rows, NaN on bad ones: those rows come out exactly 0 / NaN). Returns (M, V_r) in the
+    logits' dtype, contiguous.
+
+    fp32 math in torch ops over chunks of rows (an fp32 temporary of at most ``_CHUNK_ELEMS``
+    elements), four passes over a chunk: with c_i = g_i·(1 + 2·zs·lse_i) and s_i = sign(c_i)
+    (+1 for 0), u = exp(x - (lse - log|c|)) (= |c|·softmax; a subtraction that reads the logits
+    and writes fp32, then exp in place), u[i, t_i] += s_i·(-(1-eps)·g_i) for the rows whose
+    target lies in this shard (one element per row), dx = s·u - g·eps/V written in the logits'
+    dtype (one rounding), then the ignored rows set to exactly 0 (their logits may hold inf or
+    NaN)."""
     M, Vr = logits_shard.shape
-    dx = torch.empty_like(logits_shard, memory_format=torch.contiguous_format)
+    dx = torch.empty((M, Vr), dtype=logits_shard.dtype, device=logits_shard.device)
     if M == 0 or Vr == 0:
         return dx
     eps, V = float(label_smoothing), int(vocab_size)
@@ -184,19 +192,24 @@ def shard_grad(logits_shard: Tensor, target: Tensor, lse: Tensor, g: Tensor, voc
     owned = (t != ignore_index) & (local >= 0) & (local < Vr)
     ignored = t == ignore_index
     coef = g * (1.0 + 2.0 * z_loss * lse) if z_loss else g
-    hit = torch.where(owned, -(1.0 - eps) * g, 0.0)
+    sign = torch.where(coef < 0, -1.0, 1.0)
+    shift = lse - torch.log(coef.abs())  # coef 0: +inf, so u = 0 for finite logits
+    hit = torch.where(owned, -(1.0 - eps) * g, 0.0) * sign
+    const = (-(eps / V) * g)[:, None] if eps else None
     col = local.clamp(0, Vr - 1)
     step = max(1, _CHUNK_ELEMS // Vr)
     for r0 in range(0, M, step):
         r1 = min(M, r0 + step)
-        p = torch.exp(logits_shard[r0:r1].float() - lse[r0:r1, None])
-        p.mul_(coef[r0:r1, None])
-        if eps:
-            p.sub_((g[r0:r1] * (eps / V))[:, None])
-        rows = torch.arange(r1 - r0, device=p.device)
-        p.index_put_((rows, col[r0:r1]), hit[r0:r1], accumulate=True)
-        p.masked_fill_(ignored[r0:r1, None], 0.0)  # exactly 0, even for inf / NaN logits
-        dx[r0:r1].copy_(p)
+        u = torch.sub(logits_shard[r0:r1], shift[r0:r1, None])  # fp32 (type promotion)
+        u.exp_()
+        rows = torch.arange(r1 - r0, device=u.device)
+        u.index_put_((rows, col[r0:r1]), hit[r0:r1], accumulate=True)
+        out = dx[r0:r1]
+        if const is not None:
+            torch.addcmul(const[r0:r1], u, sign[r0:r1, None], out=out)
+        else:
+            torch.mul(u, sign[r0:r1, None], out=out)
+        out.masked_fill_(ignored[r0:r1, None], 0.0)  # exactly 0, even for inf / NaN logits
     return dx
 
 

@@ -73,9 +73,12 @@ SPLITS = {"two": lambda V: [V // 2, V], "uneven": lambda V: [5, V],
 @pytest.mark.parametrize("eps,zs", [(0.0, 0.0), (0.1, 0.0), (0.0, 1e-3), (0.2, 1e-3)])
 @pytest.mark.parametrize("split", list(SPLITS))
 def test_combine_shards_in_one_process(dtype, reduction, eps, zs, split):
+    """Sharded == unsharded (float64 reference): loss, lse, gradient; grad_output of both signs
+    (per row for 'none', -1.3 for 'sum')."""
     M, V = 24, 37
     x, t = _inputs(M, V, dtype)
-    dloss = torch.rand(M) + 0.5 if reduction == "none" else torch.tensor(0.7)
+    dloss = {"none": torch.randn(M), "sum": torch.tensor(-1.3), "mean": torch.tensor(0.7)}[
+        reduction]
     ref_loss, ref_lse, ref_dx = _reference(x, t, reduction, eps, zs, dloss)
     ends = SPLITS[split](V)
     starts = [0] + ends[:-1]
@@ -91,6 +94,46 @@ def test_combine_shards_in_one_process(dtype, reduction, eps, zs, split):
     assert dx.dtype == dtype and dx.shape == (M, V)
     torch.testing.assert_close(dx.cpu().double(), ref_dx, **TOL[dtype])
     assert (dx[t.to(DEVICE) == -100] == 0).all()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_gradient_in_row_chunks(monkeypatch, reduction):
+    """The backward's row chunks (2 rows each here) give the same gradient as one chunk."""
+    M, V = 13, 30
+    x, t = _inputs(M, V, bf16, seed=5)
+    xd, td = x.to(DEVICE), t.to(DEVICE)
+    parts = [qd.shard_partials(xd[:, s:e], td, s, -100, 0.1) for s, e in ((0, 12), (12, 30))]
+    _, lse = qd.combine_partials(parts, td, V, -100, reduction, 0.1)
+    g = torch.randn(M, device=DEVICE) if reduction == "none" else torch.full((M,), 0.1,
+                                                                            device=DEVICE)
+    g = torch.where(td == -100, 0.0, g)
+    whole = [qd.shard_grad(xd[:, s:e], td, lse, g, s, V, -100, 0.1) for s, e in ((0, 12), (12, 30))]
+    monkeypatch.setattr(qd, "_CHUNK_ELEMS", 36)
+    chunked = [qd.shard_grad(xd[:, s:e], td, lse, g, s, V, -100, 0.1) for s, e in ((0, 12), (12, 30))]
+    for a, b in zip(whole, chunked):
+        assert torch.equal(a, b)
+
+
+def test_ignored_rows_with_inf_and_nan_logits():
+    """Ignored rows holding inf / NaN logits: loss 0 there, gradient exactly 0, other rows
+    unaffected (as quack_cpp.cross_entropy)."""
+    M, V = 6, 16
+    x, t = _inputs(M, V, f32, seed=2)
+    t[1] = t[4] = -100
+    t[0], t[2] = 3, 12
+    x[1, 2], x[4, 9], x[4, 10] = float("inf"), NAN, float("-inf")
+    ref_x = x.clone()
+    ref_x[1] = ref_x[4] = 0.0
+    ref_loss, _, ref_dx = _reference(ref_x, t, "sum", 0.1, 0.0, torch.tensor(1.0))
+    xd, td = x.to(DEVICE), t.to(DEVICE)
+    parts = [qd.shard_partials(xd[:, s:e], td, s, -100, 0.1) for s, e in ((0, 8), (8, 16))]
+    loss, lse = qd.combine_partials(parts, td, V, -100, "sum", 0.1)
+    torch.testing.assert_close(loss.cpu().double(), ref_loss, rtol=1e-5, atol=1e-5)
+    g = torch.where(td == -100, 0.0, torch.ones(M, device=DEVICE))
+    dx = torch.cat([qd.shard_grad(xd[:, s:e], td, lse, g, s, V, -100, 0.1)
+                    for s, e in ((0, 8), (8, 16))], 1).cpu()
+    assert (dx[[1, 4]] == 0).all()
+    torch.testing.assert_close(dx.double(), ref_dx, rtol=1e-5, atol=1e-6)
 
 
 def test_bad_target_rows_are_nan():
