@@ -136,6 +136,25 @@ def test_ignored_rows_with_inf_and_nan_logits():
     torch.testing.assert_close(dx.double(), ref_dx, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_matches_lse_partial_path(reduction):
+    """The all-gather variant of the combine: quack_cpp.cross_entropy(None, target,
+    lse_partial=(M, shards), target_logit, num_classes=V) on the shards' partials gives the
+    same loss and lse as combine_partials (eps = 0: that path takes no label smoothing)."""
+    M, V = 20, 33
+    x, t = _inputs(M, V, f32, seed=4)
+    xd, td = x.to(DEVICE), t.to(DEVICE)
+    parts = [qd.shard_partials(xd[:, s:e], td, s) for s, e in ((0, 10), (10, 33))]
+    loss, lse = qd.combine_partials(parts, td, V, -100, reduction, 0.0, 1e-3)
+    lp = torch.stack([p[0] for p in parts], 1)
+    tl = sum(p[1] for p in parts)
+    loss2, lse2 = quack_cpp.cross_entropy(None, td, reduction=reduction, z_loss=1e-3,
+                                          lse_partial=lp, target_logit=tl, num_classes=V,
+                                          return_lse=True)
+    torch.testing.assert_close(loss, loss2, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(lse, lse2, rtol=1e-6, atol=1e-6)
+
+
 def test_bad_target_rows_are_nan():
     M, V = 8, 20
     x, t = _inputs(M, V, f32, bad_row=3)
