@@ -59,8 +59,9 @@ def _row_masks(target: Tensor, ignore_index: int, vocab_size: int) -> Tuple[Tens
     return kept & inside, kept & ~inside
 
 
-def shard_partials(logits_shard: Tensor, target: Tensor, vocab_start: int, ignore_index: int = -100,
-                   label_smoothing: float = 0.0) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+def shard_partials(logits_shard: Tensor, target: Tensor, vocab_start: int,
+                   ignore_index: int = -100, label_smoothing: float = 0.0
+                   ) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
     """The per-shard partials of vocabulary-parallel cross-entropy, no communication.
 
     logits_shard (M, V_r) fp32/fp16/bf16 (columns [vocab_start, vocab_start + V_r) of the
@@ -169,9 +170,11 @@ def _row_scale(dloss: Tensor, target, n, M, V, ignore_index, reduction) -> Tenso
 def shard_grad(logits_shard: Tensor, target: Tensor, lse: Tensor, g: Tensor, vocab_start: int,
                vocab_size: int, ignore_index: int = -100, label_smoothing: float = 0.0,
                z_loss: float = 0.0) -> Tensor:
-    """The gradient of one shard, no communication:
-    ``dx_ij = g_i·((1 + 2·zs·lse_i)·exp(x_ij - lse_i) - eps/V - (1-eps)·[j == t_i - vocab_start])``
-    with lse the combined (M,) fp32 logsumexp and g (M,) fp32 the per-row scale (0 on ignored
+    """The gradient of one shard, no communication::
+
+        dx_ij = g_i·((1 + 2·zs·lse_i)·exp(x_ij - lse_i) - eps/V - (1-eps)·[j == t_i - start])
+
+    (start = vocab_start) with lse the combined (M,) fp32 logsumexp and g (M,) fp32 the per-row scale (0 on ignored
     rows, NaN on bad ones: those rows come out exactly 0 / NaN). Returns (M, V_r) in the
     logits' dtype, contiguous.
 

@@ -62,9 +62,10 @@ def _run_ce(case, rank, world, dev, group):
     kw = {}
     if case.get("splits") is not None:
         kw = dict(vocab_start=s, vocab_size=case["V"])
+    tt = t.to(case.get("target_dtype", torch.int64)).to(dev)
     loss, lse = qd.vocab_parallel_cross_entropy(
-        shard, t.to(case.get("target_dtype", torch.int64)).to(dev), group, reduction=case["reduction"],
-        label_smoothing=case["eps"], z_loss=case.get("z_loss", 0.0), return_lse=True, **kw)
+        shard, tt, group, reduction=case["reduction"], label_smoothing=case["eps"],
+        z_loss=case.get("z_loss", 0.0), return_lse=True, **kw)
     loss.backward(dl.to(dev))
     return {"loss": loss.detach().cpu(), "lse": lse.cpu(), "grad": shard.grad.cpu()}
 
