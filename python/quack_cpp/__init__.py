@@ -39,7 +39,8 @@ on first use and need torch:
   ``torch.ops.quack_cpp.gemm_act`` / ``gemm_dact`` / ``gemm_gated`` / ``gemm_dgated``);
 - ``quack_cpp.distributed``: tensor-parallel pieces over torch.distributed:
   ``vocab_parallel_cross_entropy(logits_shard, target, group=None, *, vocab_start=None, ...)``
-  (the logits sharded over the vocabulary), ``column_parallel_linear`` and
+  (the logits sharded over the vocabulary), ``vocab_parallel_linear_cross_entropy`` (the LM
+  head with a vocabulary-sharded weight), ``column_parallel_linear`` and
   ``row_parallel_linear`` (Megatron-LM's layers on ``quack_cpp.linear``);
 - ``quack_cpp.nn.RMSNorm``: a drop-in for ``torch.nn.RMSNorm``; ``quack_cpp.nn.LayerNorm``:
   for ``torch.nn.LayerNorm``; ``quack_cpp.nn.Linear``: for ``torch.nn.Linear`` (bias too);

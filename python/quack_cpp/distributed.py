@@ -1,5 +1,6 @@
 """Tensor-parallel pieces on QuACK-C++ kernels over ``torch.distributed`` (no communication layer
-of our own): vocabulary-parallel cross-entropy and column- / row-parallel Linear.
+of our own): vocabulary-parallel cross-entropy (and the LM head with a vocabulary-sharded
+weight) and column- / row-parallel Linear.
 
 Vocabulary-parallel cross-entropy (``vocab_parallel_cross_entropy``). Every rank of ``group``
 holds the same M rows and the same targets, and a vocabulary shard of the logits: columns
@@ -38,8 +39,9 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import Tensor
 
-__all__ = ["vocab_parallel_cross_entropy", "shard_partials", "combine_partials", "shard_grad",
-           "column_parallel_linear", "row_parallel_linear"]
+__all__ = ["vocab_parallel_cross_entropy", "vocab_parallel_linear_cross_entropy",
+           "shard_partials", "combine_partials", "shard_grad", "column_parallel_linear",
+           "row_parallel_linear"]
 
 _REDUCTIONS = ("none", "sum", "mean")
 _f32 = torch.float32
@@ -293,7 +295,9 @@ def vocab_parallel_cross_entropy(logits_shard: Tensor, target: Tensor, group=Non
         group: a torch.distributed process group, or None for the default group (without
             torch.distributed initialised: one rank holding the whole vocabulary).
         vocab_start: first global column of this shard; default rank · V_r (equal shards).
-        vocab_size: V, the global vocabulary; default world_size · V_r (equal shards).
+        vocab_size: V, the global vocabulary; default world_size · V_r (equal shards). The
+            shards must partition [0, V) with the same V on every rank (not checked across
+            ranks: a wrong partition gives wrong or NaN losses, no error).
         ignore_index: rows with this target have loss 0 and a zero gradient (default -100).
         reduction: 'none' (M,) | 'sum' | 'mean' (default; over the counted rows, which are the
             same on every rank: no communication for the denominator; NaN when none counts).
@@ -432,3 +436,36 @@ def row_parallel_linear(x_shard: Tensor, weight_shard: Tensor, bias: Optional[Te
     reduce_sum = _linear_group(group, "row_parallel_linear")
     y = _AllReduceInForward.apply(linear(x_shard, weight_shard), reduce_sum)
     return y + bias if bias is not None else y
+
+
+def vocab_parallel_linear_cross_entropy(x: Tensor, weight_shard: Tensor, target: Tensor,
+                                        group=None, *, bias_shard: Optional[Tensor] = None,
+                                        vocab_start: Optional[int] = None,
+                                        vocab_size: Optional[int] = None,
+                                        ignore_index: int = -100, reduction: str = "mean",
+                                        label_smoothing: float = 0.0, z_loss: float = 0.0,
+                                        return_lse: bool = False):
+    """An LM head with a vocabulary-sharded weight and its cross-entropy: the composition
+    ``vocab_parallel_cross_entropy(column_parallel_linear(x, weight_shard, bias_shard, group),
+    target, group, ...)``::
+
+        logits_r = x @ W_r^T (+ b_r)   (M, V_r), x's compute dtype (quack_cpp.linear)
+        loss     = cross-entropy of [logits_0 | logits_1 | ...] (vocab_parallel_cross_entropy)
+
+    x (..., D) replicated on every rank (bfloat16/float16, as quack_cpp.linear); weight_shard
+    (V_r, D): rows [vocab_start, vocab_start + V_r) of the (V, D) head weight; target (...)
+    matching x's leading dimensions, the same on every rank. The backward: dlogits_r local, dW_r
+    and db_r local, dx all-reduced (SUM) over ``group``. The logits shard is materialised
+    (M·V_r elements of x's dtype per rank, and its gradient): the chunked, logit-free form of
+    quack_cpp.linear_cross_entropy needs the cross-entropy gradient without the one-hot term
+    for rows whose target lies on another shard, which its kernels do not have. Options,
+    returns and errors: as ``vocab_parallel_cross_entropy`` and ``quack_cpp.linear``."""
+    if not torch.is_tensor(x) or x.dim() < 1:
+        raise ValueError("vocab_parallel_linear_cross_entropy: x is not a tensor of shape "
+                         "(..., D)")
+    D = x.shape[-1]
+    logits = column_parallel_linear(x.reshape(-1, D), weight_shard, bias_shard, group)
+    return vocab_parallel_cross_entropy(
+        logits, target.reshape(-1), group, vocab_start=vocab_start, vocab_size=vocab_size,
+        ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing,
+        z_loss=z_loss, return_lse=return_lse)

@@ -53,6 +53,35 @@ def mlp_inputs(case):
     return x, w1, b1, w2, b2, c
 
 
+def lce_inputs(case):
+    """(x (M, D), W (V, D), target, grad_output) float32 on the CPU of a linear + CE case."""
+    g = torch.Generator().manual_seed(case["seed"])
+    M, D, V = case["M"], case["D"], case["V"]
+    x = torch.randn(M, D, generator=g)
+    w = torch.randn(V, D, generator=g) * (2.0 / D ** 0.5)
+    t = torch.randint(0, V, (M,), generator=g)
+    t[torch.rand(M, generator=g) < 0.25] = -100
+    return x, w, t, torch.tensor(0.7)
+
+
+def _run_lce(case, rank, world, dev, group):
+    import quack_cpp.distributed as qd
+
+    x, w, t, dl = lce_inputs(case)
+    s, e = bounds(case, rank)
+    dt = case["dtype"]
+    xx = x.to(dt).to(dev).requires_grad_()
+    wr = w[s:e].to(dt).to(dev).requires_grad_()
+    kw = {}
+    if case.get("splits") is not None:
+        kw = dict(vocab_start=s, vocab_size=case["V"])
+    loss = qd.vocab_parallel_linear_cross_entropy(xx, wr, t.to(dev), group,
+                                                  reduction=case["reduction"],
+                                                  label_smoothing=case["eps"], **kw)
+    loss.backward(dl.to(dev))
+    return {"loss": loss.detach().cpu(), "dx": xx.grad.cpu(), "dw": wr.grad.cpu()}
+
+
 def _run_ce(case, rank, world, dev, group):
     import quack_cpp.distributed as qd
 
@@ -108,7 +137,7 @@ def main(rank, world, port, cases, outdir, device):
             sub = dist.new_group(list(range(world)))
             for i, case in enumerate(cases):
                 group = sub if case.get("explicit_group") else None
-                run = _run_mlp if case["kind"] == "mlp" else _run_ce
+                run = {"mlp": _run_mlp, "ce": _run_ce, "lce": _run_lce}[case["kind"]]
                 out = run(case, rank, world, dev, group)
                 torch.save(out, os.path.join(outdir, f"{i}_{rank}.pt"))
     finally:

@@ -244,6 +244,42 @@ def _mlp_reference(case):
     return y.detach(), [v.grad for v in ts]
 
 
+def _lce_reference(case):
+    """(loss, (dx, dW)) in float64 from the rounded x and W, the logits rounded to the compute
+    dtype as the GEMM's output is."""
+    import distributed_worker as w
+
+    x, W, t, dl = w.lce_inputs(case)
+    dt = case["dtype"]
+    x64 = x.to(dt).double().requires_grad_()
+    w64 = W.to(dt).double().requires_grad_()
+    z = x64 @ w64.T
+    z = z + (z.detach().to(dt).double() - z.detach())  # rounded values, float64 gradient
+    loss, _, _ = ref_cross_entropy(z, t, case["reduction"], label_smoothing=case["eps"])
+    loss.backward(dl.double())
+    return loss.detach(), (x64.grad, w64.grad)
+
+
+def test_linear_cross_entropy_shards_in_one_process():
+    """Without torch.distributed: the one-rank composition against the float64 reference."""
+    import torch.distributed as dist
+
+    import distributed_worker as w
+
+    if dist.is_available() and dist.is_initialized():
+        pytest.skip("torch.distributed is initialised in this process")
+    case = dict(kind="lce", seed=32, M=40, D=32, V=64, dtype=bf16, reduction="mean", eps=0.1)
+    ref_loss, (rdx, rdw) = _lce_reference(case)
+    x, W, t, dl = w.lce_inputs(case)
+    xx = x.to(bf16).to(DEVICE).requires_grad_()
+    ww = W.to(bf16).to(DEVICE).requires_grad_()
+    loss = qd.vocab_parallel_linear_cross_entropy(xx, ww, t.to(DEVICE), label_smoothing=0.1)
+    loss.backward(dl.to(DEVICE))
+    torch.testing.assert_close(loss.cpu().double(), ref_loss, rtol=2e-3, atol=2e-3)
+    _close_scaled(xx.grad.cpu().float(), rdx, 3e-2)
+    _close_scaled(ww.grad.cpu().float(), rdw, 3e-2)
+
+
 def _close_scaled(a, ref, rel):
     """|a - ref| <= rel * max|ref| + 1e-6 everywhere (bf16 GEMM chains: a norm-wise bound)."""
     err = (a.double() - ref).abs().max().item()
@@ -304,6 +340,10 @@ CE_CASES = [
     dict(kind="ce", seed=13, M=16, V=48, world=2, dtype=f16, reduction="mean", eps=0.1,
          splits=[0, 48]),
 ]
+LCE_CASES = [dict(kind="lce", seed=30, M=48, D=64, V=96, world=2, dtype=bf16, reduction="mean",
+                  eps=0.1),
+             dict(kind="lce", seed=31, M=32, D=32, V=80, world=2, dtype=bf16, reduction="sum",
+                  eps=0.0, splits=[32, 80])]
 MLP_CASES = [dict(kind="mlp", seed=20, M=32, K=64, H=96, N=48, dtype=bf16),
              dict(kind="mlp", seed=21, M=16, K=32, H=64, N=40, dtype=bf16,
                   explicit_group=True)]
@@ -322,11 +362,20 @@ def test_two_processes(tmp_path):
     for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
                  ("NVSHMEM_DISABLE_NVLS", "1")):
         os.environ.setdefault(k, v)
-    cases = CE_CASES + MLP_CASES
+    cases = CE_CASES + MLP_CASES + LCE_CASES
     mp.spawn(w.main, args=(2, _free_port(), cases, str(tmp_path), device), nprocs=2, join=True)
     checked = 0
     for i, case in enumerate(cases):
         outs = [torch.load(tmp_path / f"{i}_{r}.pt") for r in range(2)]
+        if case["kind"] == "lce":
+            ref_loss, (rdx, rdw) = _lce_reference(case)
+            for r, o in enumerate(outs):
+                s, e = w.bounds(case, r)
+                torch.testing.assert_close(o["loss"].double(), ref_loss, rtol=2e-3, atol=2e-3)
+                _close_scaled(o["dx"].float(), rdx, 3e-2)
+                _close_scaled(o["dw"].float(), rdw[s:e], 3e-2)
+            checked += 1
+            continue
         if case["kind"] == "mlp":
             ref_y, (rdx, rw1, rb1, rw2, rb2) = _mlp_reference(case)
             H = case["H"]
