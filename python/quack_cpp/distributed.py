@@ -176,9 +176,9 @@ def shard_grad(logits_shard: Tensor, target: Tensor, lse: Tensor, g: Tensor, voc
 
         dx_ij = g_i·((1 + 2·zs·lse_i)·exp(x_ij - lse_i) - eps/V - (1-eps)·[j == t_i - start])
 
-    (start = vocab_start) with lse the combined (M,) fp32 logsumexp and g (M,) fp32 the per-row scale (0 on ignored
-    rows, NaN on bad ones: those rows come out exactly 0 / NaN). Returns (M, V_r) in the
-    logits' dtype, contiguous.
+    (start = vocab_start) with lse the combined (M,) fp32 logsumexp and g (M,) fp32 the per-row
+    scale (0 on ignored rows, NaN on bad ones: those rows come out exactly 0 / NaN). Returns
+    (M, V_r) in the logits' dtype, contiguous.
 
     fp32 math in torch ops over chunks of rows (an fp32 temporary of at most ``_CHUNK_ELEMS``
     elements), four passes over a chunk: with c_i = g_i·(1 + 2·zs·lse_i) and s_i = sign(c_i)
