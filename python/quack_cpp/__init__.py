@@ -37,6 +37,11 @@ on first use and need torch:
   GEMMs with an activation (or a gated one) fused into the epilogue, and the layers
   ``linear_act``, ``act_linear``, ``mlp`` (see ``quack_cpp.gemm_act_ops``; custom ops
   ``torch.ops.quack_cpp.gemm_act`` / ``gemm_dact`` / ``gemm_gated`` / ``gemm_dgated``);
+- ``quack_cpp.distributed``: tensor-parallel pieces over torch.distributed:
+  ``vocab_parallel_cross_entropy(logits_shard, target, group=None, *, vocab_start=None, ...)``
+  (the logits sharded over the vocabulary), ``vocab_parallel_linear_cross_entropy`` (the LM
+  head with a vocabulary-sharded weight), ``column_parallel_linear`` and
+  ``row_parallel_linear`` (Megatron-LM's layers on ``quack_cpp.linear``);
 - ``quack_cpp.nn.RMSNorm``: a drop-in for ``torch.nn.RMSNorm``; ``quack_cpp.nn.LayerNorm``:
   for ``torch.nn.LayerNorm``; ``quack_cpp.nn.Linear``: for ``torch.nn.Linear`` (bias too);
   ``quack_cpp.nn.LinearAct`` / ``DActLinear``: an MLP's two layers with the activation fused;
@@ -71,7 +76,7 @@ _LAZY = {
     "linear_cross_entropy_ops": None, "linear_cross_entropy": "linear_cross_entropy_ops",
     "gemm_act_ops": None, "gemm_act": "gemm_act_ops", "gemm_dact": "gemm_act_ops",
     "gemm_gated": "gemm_act_ops", "gemm_dgated": "gemm_act_ops", "linear_act": "gemm_act_ops",
-    "act_linear": "gemm_act_ops", "mlp": "gemm_act_ops",
+    "act_linear": "gemm_act_ops", "mlp": "gemm_act_ops", "distributed": None,
 }
 
 __all__ = ["__version__"] + list(_LAZY)
