@@ -3,7 +3,9 @@ RMSNorm, LayerNorm, Linear (bias), MLP (gated swiglu; relu_sq with biases), Cros
 LinearCrossEntropy (fsdp_worker.Net), trained for 2 SGD steps of 2 micro-batches each
 (gradient accumulation: ``set_requires_gradient_sync(False)`` then ``True``) on every rank's
 slice of the batch, in float32 and with ``MixedPrecisionPolicy(param_dtype=bfloat16,
-reduce_dtype=float32)``; against the unsharded single-process run of the same micro-batches
+reduce_dtype=float32)`` (also with ``fuse_grad_accum`` and ``reshard_after_forward=False``, and
+built on the meta device, ``to_empty`` + ``reset_parameters`` on the DTensors, then the full
+state dict broadcast from rank 0); against the unsharded single-process run of the same micro-batches
 (fsdp_worker.reference): losses, step-0 gradients, parameters after the steps, and the state
 dicts: the full one (``get_model_state_dict(full_state_dict=True)``: plain tensors) loaded by
 ``set_model_state_dict`` into a fresh sharded model and by ``load_state_dict`` into a plain one,
@@ -19,6 +21,9 @@ Processes (torch.multiprocessing spawn, fsdp_worker.main):
 - CUDA: 1 process on cuda:0 (one GPU), and 2 processes with NCCL on cuda:0 and cuda:1 when
   ``torch.cuda.device_count() >= 2`` (NVLink multicast off: NCCL_NVLS_ENABLE=0,
   TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1 in every process).
+
+test_dtensor_parameters_outside_fsdp2 pins the documented limit: DTensor parameters outside
+FSDP2 (``distribute_module``, tensor-parallel plans) are refused by DTensor's dispatch.
 
 Skips without torch, torch.distributed (or its FSDP2), quack_cpp, or a device.
 """
