@@ -31,10 +31,11 @@ class Net(torch.nn.Module):
     """RMSNorm -> gated MLP (swiglu) -> LayerNorm -> MLP (relu_sq, biases) -> Linear (bias), with
     residuals; the loss is LinearCrossEntropy's plus CrossEntropyLoss's on a Linear's logits."""
 
-    def __init__(self, fuse_grad_accum=False):
+    def __init__(self, fuse_grad_accum=False, checkpoint=False):
         import quack_cpp.nn as qnn
 
         super().__init__()
+        self.checkpoint = checkpoint  # activation checkpointing of the two MLP blocks
         fuse = dict(fuse_grad_accum=fuse_grad_accum)
         self.norm1 = qnn.RMSNorm(D)
         self.mlp1 = qnn.MLP(D, H, activation="swiglu", **fuse)
@@ -45,18 +46,24 @@ class Net(torch.nn.Module):
         self.ce = qnn.CrossEntropyLoss(label_smoothing=0.1)
         self.head = qnn.LinearCrossEntropy(D, V, z_loss=1e-3, fuse_grad_accum=fuse_grad_accum)
 
+    def _block(self, mlp, x):
+        if self.checkpoint:  # recomputed in the backward (non-reentrant)
+            from torch.utils.checkpoint import checkpoint
+            return checkpoint(mlp, x, use_reentrant=False)
+        return mlp(x)
+
     def forward(self, x, t):
-        h = x + self.mlp1(self.norm1(x))
-        h = h + self.mlp2(self.norm2(h))
+        h = x + self._block(self.mlp1, self.norm1(x))
+        h = h + self._block(self.mlp2, self.norm2(h))
         h = self.proj(h)
         return self.head(h, t) + self.ce(self.logits(h), t)
 
 
-def build(seed, dev, fuse_grad_accum=False):
+def build(seed, dev, fuse_grad_accum=False, checkpoint=False):
     """The model, initialised from `seed` (CPU generator: the same on every rank and device),
     the norms' weights and the biases randomised so that their gradients are not trivial."""
     torch.manual_seed(seed)
-    m = Net(fuse_grad_accum)
+    m = Net(fuse_grad_accum, checkpoint)
     with torch.no_grad():
         for name, p in m.named_parameters():
             if name.startswith("norm") or name.endswith("bias"):
@@ -123,6 +130,11 @@ def reference(case, world, dev):
     return losses, grads0, {n: p.detach().cpu() for n, p in m.named_parameters()}, ploss
 
 
+def _build(case, offset, dev):
+    """build() for a case: seed + offset, its fuse_grad_accum and checkpointing flags."""
+    return build(case["seed"] + offset, dev, case.get("fuse", False), case.get("ac", False))
+
+
 def shard(m, mesh, case):
     """fully_shard on every block and the head, then on the root (FSDP2's usual wrapping)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -162,7 +174,7 @@ def run_case(case, rank, world, dev, mesh):
         # (to_empty), run the modules' reset_parameters on the DTensors, then load the full
         # state dict that rank 0 holds (broadcast to the other ranks).
         with torch.device("meta"):
-            m = Net(case.get("fuse", False))
+            m = Net(case.get("fuse", False), case.get("ac", False))
         shard(m, mesh, case)
         m.to_empty(device=dev)
         for sub in m.modules():
@@ -173,7 +185,7 @@ def run_case(case, rank, world, dev, mesh):
         set_model_state_dict(m, sd, options=StateDictOptions(full_state_dict=True,
                                                              broadcast_from_rank0=True))
     else:
-        m = shard(build(case["seed"], dev, case.get("fuse", False)), mesh, case)
+        m = shard(_build(case, 0, dev), mesh, case)
         out_reset = {}
     out = {"reset": out_reset,"param_types": sorted({type(p).__name__ for p in m.parameters()}),
            "local_rows": {n: p.to_local().shape[0] for n, p in m.named_parameters()}}
@@ -203,12 +215,12 @@ def run_case(case, rank, world, dev, mesh):
     full = get_model_state_dict(m, options=full_opts)
     out["full_sd"] = {k: v.detach().cpu() for k, v in full.items()}
     out["full_sd_types"] = sorted({type(v).__name__ for v in full.values()})
-    m2 = shard(build(case["seed"] + 1, dev, case.get("fuse", False)), mesh, case)
+    m2 = shard(_build(case, 1, dev), mesh, case)
     set_model_state_dict(m2, full, options=full_opts)
     out["probe_full_loaded"] = _probe_loss(m2, case, dev)
     sharded = m.state_dict()
     out["sharded_sd_types"] = sorted({type(v).__name__ for v in sharded.values()})
-    m3 = shard(build(case["seed"] + 2, dev, case.get("fuse", False)), mesh, case)
+    m3 = shard(_build(case, 2, dev), mesh, case)
     m3.load_state_dict(sharded)
     out["probe_sharded_loaded"] = _probe_loss(m3, case, dev)
     out["sharded_equal"] = all(

@@ -3,9 +3,10 @@ RMSNorm, LayerNorm, Linear (bias), MLP (gated swiglu; relu_sq with biases), Cros
 LinearCrossEntropy (fsdp_worker.Net), trained for 2 SGD steps of 2 micro-batches each
 (gradient accumulation: ``set_requires_gradient_sync(False)`` then ``True``) on every rank's
 slice of the batch, in float32 and with ``MixedPrecisionPolicy(param_dtype=bfloat16,
-reduce_dtype=float32)`` (also with ``fuse_grad_accum`` and ``reshard_after_forward=False``, and
-built on the meta device, ``to_empty`` + ``reset_parameters`` on the DTensors, then the full
-state dict broadcast from rank 0); against the unsharded single-process run of the same micro-batches
+reduce_dtype=float32)`` (also with ``fuse_grad_accum`` and ``reshard_after_forward=False``;
+with activation checkpointing of the MLP blocks; built on the meta device, ``to_empty`` +
+``reset_parameters`` on the DTensors, then the full state dict broadcast from rank 0); against
+the unsharded single-process run of the same micro-batches
 (fsdp_worker.reference): losses, step-0 gradients, parameters after the steps, and the state
 dicts: the full one (``get_model_state_dict(full_state_dict=True)``: plain tensors) loaded by
 ``set_model_state_dict`` into a fresh sharded model and by ``load_state_dict`` into a plain one,
@@ -54,6 +55,7 @@ CASES = [
     dict(seed=2, mp=True),
     dict(seed=3, mp=True, fuse=True, reshard=False),
     dict(seed=4, mp=True, meta=True),
+    dict(seed=5, mp=True, ac=True),
 ]
 
 # The ops each case must have run (CPU stand-ins): the mixed-precision cases run every module on
@@ -145,6 +147,9 @@ def test_fsdp2_matches_unsharded(world, tmp_path, references):
                 ops = OPS_BF16 if mpol else OPS_F32
                 missing = ops - set(o["counts"])
                 assert not missing, f"case {i}: kernels not called: {sorted(missing)}"
+                if mpol:  # training forwards, recomputed ones (checkpointing), 4 probes
+                    fwd = w.STEPS * w.MICRO * (2 if case.get("ac") else 1) + 4
+                    assert o["counts"]["gemm_gated"] == fwd, (i, o["counts"])
             for step in range(len(ref_losses)):
                 for micro in range(len(ref_losses[step])):
                     torch.testing.assert_close(o["losses"][step][micro],
