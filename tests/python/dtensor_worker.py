@@ -24,9 +24,14 @@ def _grads(m):
     return {n: _full(p.grad) for n, p in m.named_parameters()}
 
 
-def _run(m, x):
-    """Output (full) and parameter / input gradients of loss = sum(y * c) for a fixed c."""
-    x = x.detach().clone().requires_grad_(True)
+def _run(m, x, mesh=None):
+    """Output (full) and parameter / input gradients of loss = sum(y * c) for a fixed c; with
+    a mesh, x goes in as a row-sharded DTensor (sequence parallelism's input)."""
+    x = x.detach().clone()
+    if mesh is not None:
+        from torch.distributed.tensor import Shard, distribute_tensor
+        x = distribute_tensor(x, mesh, [Shard(0)])
+    x.requires_grad_(True)
     y = m(x)
     yf = y.full_tensor() if hasattr(y, "full_tensor") else y
     c = torch.linspace(-1, 1, yf.numel()).reshape(yf.shape).to(yf.dtype)
@@ -102,7 +107,7 @@ def tp_cases(dev, mesh):
             ref_m.in_features if hasattr(ref_m, "in_features") else D)
         xi = x[:, :width].to(dev).to(torch.bfloat16)
         try:
-            out = _run(m, xi)
+            out = _run(m, xi, mesh if ("sequence" in name or name == "Block") else None)
             res[name] = {"outcome": "ok", "got": out, "ref": _run(ref_m, xi)}
         except Exception as e:  # noqa: BLE001 (recorded for the parent)
             res[name] = {"outcome": f"{type(e).__name__}: "
@@ -148,6 +153,25 @@ def function_cases(dev, mesh):
     return res
 
 
+def refused_cases(dev, mesh):
+    """What DTensor still refuses: ops without a sharding rule (linear_cross_entropy_fwd):
+    {name: "ok" or the error's type and first line}."""
+    import quack_cpp.nn as qnn
+    from torch.distributed.tensor import Replicate, distribute_module, distribute_tensor
+
+    res = {}
+    torch.manual_seed(0)
+    m = distribute_module(qnn.LinearCrossEntropy(D, 64).to(dev).to(torch.bfloat16), mesh)
+    x = distribute_tensor(torch.randn(ROWS, D).to(dev).to(torch.bfloat16), mesh, [Replicate()])
+    t = distribute_tensor(torch.randint(0, 64, (ROWS,)).to(dev), mesh, [Replicate()])
+    try:
+        m(x, t)
+        res["LinearCrossEntropy"] = "ok"
+    except Exception as e:  # noqa: BLE001
+        res["LinearCrossEntropy"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return res
+
+
 def main(rank, world, port, outdir, device):
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -169,7 +193,8 @@ def main(rank, world, port, outdir, device):
             ctx = cpu_stand_in.registered()
         with ctx:
             mesh = init_device_mesh(device, (world,))
-            out = {"tp": tp_cases(dev, mesh), "functions": function_cases(dev, mesh)}
+            out = {"tp": tp_cases(dev, mesh), "functions": function_cases(dev, mesh),
+                   "refused": refused_cases(dev, mesh)}
             out["counts"] = dict(counts)
             torch.save(out, os.path.join(outdir, f"dtensor_{rank}.pt"))
     finally:
