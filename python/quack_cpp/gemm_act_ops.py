@@ -52,6 +52,7 @@ from torch import Tensor
 
 from . import _C
 from . import _registrar as _reg
+from . import _dtensor
 from ._registrar import dtype_name, register, register_function, stream, tensor_arg
 from .gemm_ops import (_as_operand, _cast, _check, _row_major, _rows, _tma_ok, gemm_op,
                        linear_dtype, weight_grad)
@@ -239,6 +240,7 @@ def _workspace(A: Tensor, B: Tensor, size_fn, *args):
 
 class GemmAct:
     name = "quack_cpp::gemm_act"
+    sharding = _dtensor.GEMM_ACT  # DTensor placements (quack_cpp._dtensor)
 
     def signature(A: Tensor, B: Tensor, C: Optional[Tensor], bias: Optional[Tensor],
                   activation: str, alpha: float, beta: float, store_preact: bool,
@@ -271,6 +273,7 @@ class GemmAct:
 
 class GemmGated:
     name = "quack_cpp::gemm_gated"
+    sharding = _dtensor.GEMM_GATED  # DTensor placements (quack_cpp._dtensor)
 
     def signature(A: Tensor, B: Tensor, C: Optional[Tensor], bias: Optional[Tensor],
                   activation: str, alpha: float, beta: float, store_preact: bool,
@@ -306,6 +309,7 @@ class GemmGated:
 
 class GemmDAct:
     name = "quack_cpp::gemm_dact"
+    sharding = _dtensor.GEMM_DACT  # DTensor placements (quack_cpp._dtensor)
 
     def signature(A: Tensor, B: Tensor, preact: Tensor, activation: str,
                   out_dtype: torch.dtype, postact_dtype: torch.dtype, store_postact: bool = True,
@@ -335,6 +339,7 @@ class GemmDAct:
 
 class GemmDGated:
     name = "quack_cpp::gemm_dgated"
+    sharding = _dtensor.GEMM_DGATED  # DTensor placements (quack_cpp._dtensor)
 
     def signature(A: Tensor, B: Tensor, preact: Tensor, activation: str,
                   out_dtype: torch.dtype, postact_dtype: torch.dtype, store_postact: bool = True,

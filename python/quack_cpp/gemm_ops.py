@@ -38,6 +38,7 @@ from torch import Tensor
 
 from . import _C
 from . import _registrar as _reg
+from . import _dtensor
 from ._registrar import (DTYPE_CODE, FLOAT_DTYPES, dtype_name, register, register_function,
                          stream, tensor_arg)
 
@@ -307,6 +308,7 @@ def _bias_grad(g: Tensor, bias: Tensor) -> Tensor:
 
 class Gemm:
     name = "quack_cpp::gemm"
+    sharding = _dtensor.GEMM  # DTensor placements (quack_cpp._dtensor)
 
     def signature(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float,
                   out_dtype: torch.dtype, tuned: bool = False, alpha_t: Optional[Tensor] = None,

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from . import _C
 from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
+from . import _dtensor
 from ._registrar import (CUSTOM, EAGER_GRAD, FLOAT_DTYPES, as_rows, check_float, dtype_name,
                          records_grad, register, route, rows_cols, stream, tensor_arg)
 
@@ -39,6 +40,7 @@ __all__ = ["layernorm", "layernorm_fwd", "layernorm_bwd"]
 
 class LayerNormFwd:
     name = "quack_cpp::layernorm_fwd"
+    sharding = _dtensor.ROW_NORM_FWD  # DTensor placements (quack_cpp._dtensor)
     absent = (None, None, torch.float32, torch.float32)  # residual_out x's; mean, rstd fp32
     # The fast path in C++ where built: outputs + launch + setup_context + backward below.
     eager = getattr(_torch_ext, "layernorm_fwd", None) if _torch_ext is not None else None
@@ -177,6 +179,7 @@ class LayerNormFwd:
 
 class LayerNormBwd:
     name = "quack_cpp::layernorm_bwd"
+    sharding = _dtensor.ROW_NORM_BWD  # DTensor placements (quack_cpp._dtensor)
 
     def signature(
         x: Tensor,

@@ -39,6 +39,7 @@ from torch import Tensor
 
 from . import _C
 from . import _registrar as _reg
+from . import _dtensor
 from ._registrar import (CUSTOM, EAGER_GRAD, FLOAT_DTYPES, as_rows, check_float, dtype_code,
                          dtype_name, records_grad, register, route, rows_cols, stream,
                          tensor_arg)
@@ -69,6 +70,7 @@ def eager_fast_path(*tensors: Optional[Tensor]) -> bool:
 
 class RMSNormFwd:
     name = "quack_cpp::rmsnorm_fwd"
+    sharding = _dtensor.ROW_NORM_FWD  # DTensor placements (quack_cpp._dtensor)
     absent = (None, None, torch.float32)  # placeholder dtypes: residual_out x's, rstd fp32
     # The fast path in C++ where built: outputs + launch + setup_context + backward below.
     eager = _torch_ext.rmsnorm_fwd if _torch_ext is not None else None
@@ -202,6 +204,7 @@ class RMSNormFwd:
 
 class RMSNormBwd:
     name = "quack_cpp::rmsnorm_bwd"
+    sharding = _dtensor.ROW_NORM_BWD  # DTensor placements (quack_cpp._dtensor)
 
     def signature(
         x: Tensor,

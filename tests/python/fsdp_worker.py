@@ -242,9 +242,9 @@ def run_case(case, rank, world, dev, mesh):
 def dtensor_probe(dev, mesh):
     """Each kernel module with Replicate DTensor parameters (``distribute_module``), called
     outside FSDP2 on a Replicate DTensor input (bfloat16, so the kernels' path): {module name:
-    "ok" or the error's type and first line}. Our custom ops register no DTensor sharding
-    strategy, so DTensor's dispatch refuses them (the documented limit; FSDP2 is not
-    affected: its forward hands the modules plain unsharded tensors)."""
+    "ok" or the error's type and first line}. DTensor's dispatch runs our custom ops on their
+    sharding rules (quack_cpp._dtensor; FSDP2's forward hands the modules plain unsharded
+    tensors, so it needs none)."""
     import quack_cpp.nn as qnn
     from torch.distributed.tensor import Replicate, distribute_module, distribute_tensor
 

@@ -23,8 +23,9 @@ Processes (torch.multiprocessing spawn, fsdp_worker.main):
   ``torch.cuda.device_count() >= 2`` (NVLink multicast off: NCCL_NVLS_ENABLE=0,
   TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1 in every process).
 
-test_dtensor_parameters_outside_fsdp2 pins the documented limit: DTensor parameters outside
-FSDP2 (``distribute_module``, tensor-parallel plans) are refused by DTensor's dispatch.
+test_dtensor_parameters_outside_fsdp2 and test_dtensor_tensor_parallel: DTensors outside FSDP2
+(``distribute_module``, tensor-parallel plans; dtensor_worker.py) on the ops' DTensor sharding
+rules (quack_cpp._dtensor); linear_cross_entropy, which has none, stays refused (pinned).
 
 Skips without torch, torch.distributed (or its FSDP2), quack_cpp, or a device.
 """
@@ -176,27 +177,79 @@ def test_fsdp2_matches_unsharded(world, tmp_path, references):
     assert checked == len(CASES)
 
 
-def test_dtensor_parameters_outside_fsdp2(tmp_path):
-    """The documented limit: a kernel module whose parameters are DTensors outside FSDP2 (e.g.
-    ``distribute_module``, tensor-parallel plans) is refused by DTensor's dispatch, naming our
-    custom op (no sharding strategy is registered for the quack_cpp ops). Tensor parallelism
-    goes through quack_cpp.distributed (plain tensors and a process group). If this starts to
-    pass, update docs/architecture.md (FSDP2 and DTensor) and this test."""
-    import fsdp_worker as w
-
-    device = _device_for(2)
-    if device is None:
-        pytest.skip("needs 2 CUDA GPUs (or QUACK_TEST_DEVICE=cpu for gloo on the CPU)")
+def _spawn(target, args, world=2):
     import torch.multiprocessing as mp
 
     for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
                  ("NVSHMEM_DISABLE_NVLS", "1")):
         os.environ.setdefault(k, v)
-    mp.spawn(w.main, args=(2, _free_port(), [], str(tmp_path), device, True), nprocs=2,
-             join=True)
+    mp.spawn(target, args=args, nprocs=world, join=True)
+
+
+def test_dtensor_parameters_outside_fsdp2(tmp_path):
+    """Kernel modules with Replicate DTensor parameters (``distribute_module``) on a Replicate
+    DTensor input, outside FSDP2: the ops' DTensor sharding rules (quack_cpp._dtensor) let
+    DTensor's dispatch run them."""
+    import fsdp_worker as w
+
+    device = _device_for(2)
+    if device is None:
+        pytest.skip("needs 2 CUDA GPUs (or QUACK_TEST_DEVICE=cpu for gloo on the CPU)")
+    _spawn(w.main, (2, _free_port(), [], str(tmp_path), device, True))
     for r in range(2):
         res = torch.load(tmp_path / f"dtensor_{r}.pt")
-        assert set(res) == {"RMSNorm", "LayerNorm", "Linear", "MLP"}
-        for name, outcome in res.items():
-            assert outcome != "ok", f"{name} now runs on DTensor parameters: update the docs"
-            assert "quack_cpp." in outcome and "sharding strategy" in outcome, (name, outcome)
+        assert res == {"RMSNorm": "ok", "LayerNorm": "ok", "Linear": "ok", "MLP": "ok"}, res
+
+
+# The ops the tensor-parallel cases must have run (CPU stand-ins): the kernels, not torch.
+OPS_TP = {"gemm", "gemm_gated", "gemm_dgated", "gemm_act", "gemm_dact", "rmsnorm_fwd",
+          "rmsnorm_bwd", "layernorm_fwd", "layernorm_bwd", "softmax_fwd", "softmax_bwd",
+          "log_softmax_fwd", "log_softmax_bwd", "cross_entropy_fwd", "cross_entropy_bwd"}
+
+
+def test_dtensor_tensor_parallel(tmp_path):
+    """torch.distributed.tensor.parallel plans on 2 processes (dtensor_worker): ColwiseParallel
+    and RowwiseParallel quack_cpp.nn.Linear (bias), the MLP (swiglu; relu_sq with biases) with
+    fc1 column- and fc2 row-parallel, SequenceParallel RMSNorm / LayerNorm on row shards, a
+    norm -> column -> row-parallel block (Megatron sequence parallelism); softmax, log_softmax
+    and cross_entropy ('none', 'sum', 'mean') on row-sharded and Replicate DTensors. Each
+    against the unsharded run on the same rank: outputs, input and parameter gradients (bf16:
+    a norm-wise bound; fp32 functions: allclose). Pinned: linear_cross_entropy has no rule and
+    DTensor still refuses it (vocabulary-sharded heads: quack_cpp.distributed)."""
+    import dtensor_worker as w
+
+    device = _device_for(2)
+    if device is None:
+        pytest.skip("needs 2 CUDA GPUs (or QUACK_TEST_DEVICE=cpu for gloo on the CPU)")
+    _spawn(w.main, (2, _free_port(), str(tmp_path), device))
+    checked = 0
+    for r in range(2):
+        res = torch.load(tmp_path / f"dtensor_{r}.pt")
+        assert len(res["tp"]) == 7 and len(res["functions"]) == 10
+        for name, case in res["tp"].items():
+            assert case["outcome"] == "ok", (name, case["outcome"])
+            got, ref = case["got"], case["ref"]
+            _close_scaled(got["y"], ref["y"], 2e-2)
+            _close_scaled(got["dx"], ref["dx"], 2e-2)
+            assert set(got["grads"]) == set(ref["grads"]) and ref["grads"], name
+            for n, g in ref["grads"].items():
+                _close_scaled(got["grads"][n], g, 2e-2)
+            checked += 1
+        for name, case in res["functions"].items():
+            assert case["outcome"] == "ok", (name, case["outcome"])
+            for k in ("y", "dx"):
+                torch.testing.assert_close(case["got"][k], case["ref"][k], rtol=1e-5, atol=1e-5)
+            # Placements: rows stay sharded where the rule allows, 'sum' becomes Partial.
+            want = {"S(0)": "S(0)", "R": "R"}[name.rsplit(" ", 1)[1]]
+            if "mean" in name:
+                want = "R"
+            elif "sum" in name and want == "S(0)":
+                want = "P(sum)"
+            assert case["placements"] == [want], (name, case["placements"])
+            checked += 1
+        assert "quack_cpp.linear_cross_entropy_fwd" in res["refused"]["LinearCrossEntropy"]
+        assert "sharding strategy" in res["refused"]["LinearCrossEntropy"]
+        if device == "cpu":
+            missing = OPS_TP - set(res["counts"])
+            assert not missing, f"kernels not called: {sorted(missing)}"
+    assert checked == 2 * 17
