@@ -43,6 +43,7 @@ linear_cross_entropy) stay refused by DTensor's dispatch.
 """
 
 import sys
+import warnings
 
 __all__ = ["ROW_NORM_FWD", "ROW_NORM_BWD", "ROW", "GEMM", "GEMM_ACT", "GEMM_GATED", "GEMM_DACT",
            "GEMM_DGATED", "CROSS_ENTROPY_FWD", "CROSS_ENTROPY_BWD", "install", "registered"]
@@ -53,6 +54,7 @@ GEMM_DACT, GEMM_DGATED = "gemm_dact", "gemm_dgated"
 CROSS_ENTROPY_FWD, CROSS_ENTROPY_BWD = "cross_entropy_fwd", "cross_entropy_bwd"
 
 _pending = []      # Ops waiting for torch.distributed.tensor
+_failed = {}       # op name -> why register_sharding refused it (this torch)
 _done = set()      # names of the ops registered with DTensor
 _active = False    # torch.distributed.tensor imported and the rules usable
 
@@ -208,7 +210,14 @@ def _activate() -> None:
             return
         _active = True
     while _pending:
-        _register(_pending.pop(0))
+        op = _pending.pop(0)
+        try:
+            _register(op)
+        except Exception as e:  # noqa: BLE001 - never break the importer of torch.distributed.tensor
+            # A torch whose DTensor internals differ: the op keeps DTensor's default refusal.
+            _failed[op.name] = f"{type(e).__name__}: {e}"
+            warnings.warn(f"quack_cpp: no DTensor sharding rule for {op.name} ({_failed[op.name]})",
+                          RuntimeWarning, stacklevel=2)
 
 
 class _Hook:

@@ -253,3 +253,24 @@ def test_dtensor_tensor_parallel(tmp_path):
             missing = OPS_TP - set(res["counts"])
             assert not missing, f"kernels not called: {sorted(missing)}"
     assert checked == 2 * 17
+
+
+def test_a_refused_rule_warns_and_leaves_dtensor_importable(monkeypatch):
+    """A torch whose DTensor internals reject a rule: a RuntimeWarning naming the op, the op
+    recorded in _failed, and no exception into the importer of torch.distributed.tensor."""
+    from quack_cpp import _dtensor
+
+    class FakeOp:
+        name = "quack_cpp::not_an_op"
+        sharding = "rows"
+
+    def refuse(op):
+        raise AttributeError("no such internal")
+
+    monkeypatch.setattr(_dtensor, "_register", refuse)
+    monkeypatch.setattr(_dtensor, "_pending", [FakeOp()])
+    monkeypatch.setattr(_dtensor, "_failed", {})
+    with pytest.warns(RuntimeWarning, match="not_an_op"):
+        _dtensor._activate()
+    assert _dtensor._failed == {"quack_cpp::not_an_op": "AttributeError: no such internal"}
+    assert _dtensor._pending == []
