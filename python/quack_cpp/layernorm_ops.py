@@ -26,6 +26,7 @@ from torch import Tensor
 
 from . import _C
 from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
+from .ops import norm_grads
 from . import _dtensor
 from ._registrar import (CUSTOM, EAGER_GRAD, FLOAT_DTYPES, as_rows, check_float, dtype_name,
                          records_grad, register, route, rows_cols, stream, tensor_arg)
@@ -147,29 +148,7 @@ class LayerNormFwd:
                 "with a residual but residual_out_dtype=None; call it with store_stats=True and "
                 "a residual_out_dtype (quack_cpp.layernorm does this when a gradient is needed)"
             )
-        need_x, need_w, need_b, need_r = ctx.needs_input_grad[:4]
-        if dout is None:  # only residual_out was used: d(out) = 0, a stride-0 view
-            dout = torch.zeros((), dtype=ctx.out_dtype, device=h.device).expand(h.shape)
-        if not ctx.residual_out_stored:
-            dresidual_out = None
-        # d(residual) = dh; a separate copy only where its dtype differs from x's.
-        separate_dres = need_r and ctx.residual_dtype != ctx.x_dtype
-        dx, dres, dw, db = layernorm_bwd(
-            h,
-            weight,
-            dout,
-            mean,
-            rstd,
-            dresidual_out,
-            ctx.weight_offset,
-            ctx.x_dtype,
-            ctx.residual_dtype if separate_dres else None,
-            bool(need_w and weight is not None),
-            ctx.bias_dtype if need_b else None,
-        )
-        dresidual = (dres if separate_dres else dx) if need_r else None
-        return (dx if need_x else None, dw if need_w else None, db if need_b else None,
-                dresidual, None, None, None, None, None)
+        return norm_grads(ctx, layernorm_bwd, h, weight, (mean, rstd), dout, dresidual_out)
 
 
 # --------------------------------------------------------------------------------------------

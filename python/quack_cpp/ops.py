@@ -173,28 +173,28 @@ class RMSNormFwd:
                 "with a residual but residual_out_dtype=None; call it with store_rstd=True and "
                 "a residual_out_dtype (quack_cpp.rmsnorm does this when a gradient is needed)"
             )
-        need_x, need_w, need_b, need_r = ctx.needs_input_grad[:4]
-        if dout is None:  # only residual_out was used: d(out) = 0, a stride-0 view (no memory)
-            dout = torch.zeros((), dtype=ctx.out_dtype, device=h.device).expand(h.shape)
-        if not ctx.residual_out_stored:
-            dresidual_out = None
-        # d(residual) = dh; a separate copy only where its dtype differs from x's.
-        separate_dres = need_r and ctx.residual_dtype != ctx.x_dtype
-        dx, dres, dw, db = rmsnorm_bwd(
-            h,
-            weight,
-            dout,
-            rstd,
-            dresidual_out,
-            ctx.weight_offset,
-            ctx.x_dtype,
-            ctx.residual_dtype if separate_dres else None,
-            bool(need_w and weight is not None),
-            ctx.bias_dtype if need_b else None,
-        )
-        dresidual = (dres if separate_dres else dx) if need_r else None
-        return (dx if need_x else None, dw if need_w else None, db if need_b else None,
-                dresidual, None, None, None, None, None)
+        return norm_grads(ctx, rmsnorm_bwd, h, weight, (rstd,), dout, dresidual_out)
+
+
+def norm_grads(ctx, bwd, h, weight, stats, dout, dresidual_out):
+    """The backward of a norm forward (RMSNorm's, LayerNorm's): (dx, dweight, dbias,
+    dresidual, None x 5) where ctx.needs_input_grad says, from ``bwd(h, weight, dout, *stats,
+    dresidual_out, weight_offset, dx_dtype, dresidual_dtype, need_dweight, dbias_dtype)``;
+    stats: (rstd,) or (mean, rstd). A dout of None (only residual_out was used) is a stride-0
+    zero view; d(residual) = dh, a separate output only where its dtype differs from x's."""
+    need_x, need_w, need_b, need_r = ctx.needs_input_grad[:4]
+    if dout is None:
+        dout = torch.zeros((), dtype=ctx.out_dtype, device=h.device).expand(h.shape)
+    if not ctx.residual_out_stored:
+        dresidual_out = None
+    separate_dres = need_r and ctx.residual_dtype != ctx.x_dtype
+    dx, dres, dw, db = bwd(h, weight, dout, *stats, dresidual_out, ctx.weight_offset, ctx.x_dtype,
+                           ctx.residual_dtype if separate_dres else None,
+                           bool(need_w and weight is not None),
+                           ctx.bias_dtype if need_b else None)
+    dresidual = (dres if separate_dres else dx) if need_r else None
+    return (dx if need_x else None, dw if need_w else None, db if need_b else None,
+            dresidual, None, None, None, None, None)
 
 
 # --------------------------------------------------------------------------------------------
