@@ -877,16 +877,20 @@ void run_plan(const Plan& plan, bool tuned, void* workspace, cudaStream_t stream
   if (own) detail::check_cuda(cudaFreeAsync(ws, stream), plan.fn, "cudaFreeAsync");
 }
 
+// Workspace bytes of args planned by `plan`: the answer does not depend on a workspace already
+// given, so it is planned without one.
+template <class Args, class PlanFn>
+size_t workspace_of(Args query, PlanFn plan) {
+  query.workspace = nullptr;
+  query.workspace_bytes = 0;
+  return plan(query).workspace_bytes;
+}
+
 }  // namespace
 
 void can_implement(const GemmArgs& args) { (void)plan_gemm(args); }
 
-size_t gemm_workspace_size(const GemmArgs& args) {
-  GemmArgs query = args;  // the answer does not depend on a workspace already given
-  query.workspace = nullptr;
-  query.workspace_bytes = 0;
-  return plan_gemm(query).workspace_bytes;
-}
+size_t gemm_workspace_size(const GemmArgs& args) { return workspace_of(args, plan_gemm); }
 
 void gemm(const GemmArgs& args, cudaStream_t stream) { run_plan(plan_gemm(args), args.tuned, args.workspace, stream); }
 
@@ -928,12 +932,7 @@ bool activation_from_name(const char* name, Activation* out) {
 
 void can_implement(const GemmActArgs& args) { (void)plan_act(args); }
 
-size_t gemm_workspace_size(const GemmActArgs& args) {
-  GemmActArgs query = args;
-  query.workspace = nullptr;
-  query.workspace_bytes = 0;
-  return plan_act(query).workspace_bytes;
-}
+size_t gemm_workspace_size(const GemmActArgs& args) { return workspace_of(args, plan_act); }
 
 void gemm_act(const GemmActArgs& args, cudaStream_t stream) {
   run_plan(plan_act(args), args.tuned, args.workspace, stream);
@@ -941,12 +940,7 @@ void gemm_act(const GemmActArgs& args, cudaStream_t stream) {
 
 void can_implement(const GemmDActArgs& args) { (void)plan_dact(args); }
 
-size_t gemm_workspace_size(const GemmDActArgs& args) {
-  GemmDActArgs query = args;
-  query.workspace = nullptr;
-  query.workspace_bytes = 0;
-  return plan_dact(query).workspace_bytes;
-}
+size_t gemm_workspace_size(const GemmDActArgs& args) { return workspace_of(args, plan_dact); }
 
 void gemm_dact(const GemmDActArgs& args, cudaStream_t stream) {
   run_plan(plan_dact(args), args.tuned, args.workspace, stream);
@@ -954,12 +948,7 @@ void gemm_dact(const GemmDActArgs& args, cudaStream_t stream) {
 
 void can_implement(const GemmGatedArgs& args) { (void)plan_gated(args); }
 
-size_t gemm_workspace_size(const GemmGatedArgs& args) {
-  GemmGatedArgs query = args;
-  query.workspace = nullptr;
-  query.workspace_bytes = 0;
-  return plan_gated(query).workspace_bytes;
-}
+size_t gemm_workspace_size(const GemmGatedArgs& args) { return workspace_of(args, plan_gated); }
 
 void gemm_gated(const GemmGatedArgs& args, cudaStream_t stream) {
   run_plan(plan_gated(args), args.tuned, args.workspace, stream);
@@ -967,12 +956,7 @@ void gemm_gated(const GemmGatedArgs& args, cudaStream_t stream) {
 
 void can_implement(const GemmDGatedArgs& args) { (void)plan_dgated(args); }
 
-size_t gemm_workspace_size(const GemmDGatedArgs& args) {
-  GemmDGatedArgs query = args;
-  query.workspace = nullptr;
-  query.workspace_bytes = 0;
-  return plan_dgated(query).workspace_bytes;
-}
+size_t gemm_workspace_size(const GemmDGatedArgs& args) { return workspace_of(args, plan_dgated); }
 
 void gemm_dgated(const GemmDGatedArgs& args, cudaStream_t stream) {
   run_plan(plan_dgated(args), args.tuned, args.workspace, stream);
