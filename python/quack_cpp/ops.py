@@ -176,6 +176,45 @@ class RMSNormFwd:
         return norm_grads(ctx, rmsnorm_bwd, h, weight, (rstd,), dout, dresidual_out)
 
 
+def norm_prologue(name, x, weight, bias, residual, out_dtype, residual_dtype, prenorm):
+    """The checks and choices of a norm's public call (rmsnorm, layernorm) before its forward
+    op runs: (path, need_grad, x.dim(), residual_out's dtype or None). residual_out is stored
+    when returned (prenorm) or when the backward needs h, and, without a residual, only for a
+    prenorm call whose residual_dtype differs from x's. Raises ValueError naming the argument
+    (``name`` leads the message)."""
+    path = route(x, weight, bias, residual)
+    if path == CUSTOM:  # on the fast path these hold: plain CUDA tensors of a float dtype
+        check_float(name, x, "x")
+        check_float(name, weight, "weight")
+        check_float(name, bias, "bias")
+        check_float(name, residual, "residual")
+        need_grad = records_grad(x, weight, bias, residual)
+    else:
+        need_grad = path == EAGER_GRAD
+    nd = x.dim()
+    if nd == 0:
+        raise ValueError(f"{name}: x is a 0-dimensional tensor, expected (..., N)")
+    if residual is not None and residual.shape != x.shape:
+        raise ValueError(
+            f"{name}: residual has shape {tuple(residual.shape)}, expected x's shape "
+            f"{tuple(x.shape)}"
+        )
+    if out_dtype is not None and out_dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{name}: out_dtype is {dtype_name(out_dtype)}, expected float32, "
+                         "float16 or bfloat16")
+    if residual_dtype is not None and residual_dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{name}: residual_dtype is {dtype_name(residual_dtype)}, expected "
+                         "float32, float16 or bfloat16")
+    if residual is not None:
+        res_out_dtype = ((residual_dtype if residual_dtype is not None else residual.dtype)
+                         if (prenorm or need_grad) else None)
+    elif prenorm and residual_dtype is not None and residual_dtype != x.dtype:
+        res_out_dtype = residual_dtype
+    else:
+        res_out_dtype = None
+    return path, need_grad, nd, res_out_dtype
+
+
 def norm_grads(ctx, bwd, h, weight, stats, dout, dresidual_out):
     """The backward of a norm forward (RMSNorm's, LayerNorm's): (dx, dweight, dbias,
     dresidual, None x 5) where ctx.needs_input_grad says, from ``bwd(h, weight, dout, *stats,
@@ -363,40 +402,8 @@ def rmsnorm(
     custom op ``quack_cpp::rmsnorm_fwd`` with its registered autograd. Both give the same
     results.
     """
-    path = route(x, weight, bias, residual)
-    if path == CUSTOM:  # on the fast path these hold: plain CUDA tensors of a float dtype
-        check_float("rmsnorm", x, "x")
-        check_float("rmsnorm", weight, "weight")
-        check_float("rmsnorm", bias, "bias")
-        check_float("rmsnorm", residual, "residual")
-        need_grad = records_grad(x, weight, bias, residual)
-    else:
-        need_grad = path == EAGER_GRAD
-    nd = x.dim()
-    if nd == 0:
-        raise ValueError("rmsnorm: x is a 0-dimensional tensor, expected (..., N)")
-    if residual is not None and residual.shape != x.shape:
-        raise ValueError(
-            f"rmsnorm: residual has shape {tuple(residual.shape)}, expected x's shape "
-            f"{tuple(x.shape)}"
-        )
-    if out_dtype is not None and out_dtype not in FLOAT_DTYPES:
-        raise ValueError(f"rmsnorm: out_dtype is {dtype_name(out_dtype)}, expected float32, "
-                         "float16 or bfloat16")
-    if residual_dtype is not None and residual_dtype not in FLOAT_DTYPES:
-        raise ValueError(f"rmsnorm: residual_dtype is {dtype_name(residual_dtype)}, expected "
-                         "float32, float16 or bfloat16")
-    if residual is not None:
-        # Stored when returned (prenorm) or when the backward needs h.
-        res_out_dtype = (
-            (residual_dtype if residual_dtype is not None else residual.dtype)
-            if (prenorm or need_grad)
-            else None
-        )
-    elif prenorm and residual_dtype is not None and residual_dtype != x.dtype:
-        res_out_dtype = residual_dtype
-    else:
-        res_out_dtype = None
+    path, need_grad, nd, res_out_dtype = norm_prologue(
+        "rmsnorm", x, weight, bias, residual, out_dtype, residual_dtype, prenorm)
     out, res_out, _rstd = rmsnorm_fwd.run(
         path,
         x if nd == 2 else as_rows(x),
