@@ -1,6 +1,8 @@
-// quack_cpp._C: gemm_act, gemm_dact and their can_implement (quack/gemm_act.h). Tensors are
-// tuples as in binding.cpp (bind_util.h); the activation is its name (quack::activation_name:
-// "identity" or "none", "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh"). No logic: the
+// quack_cpp._C: gemm_act, gemm_dact, gemm_gated, gemm_dgated and their can_implement
+// (quack/gemm_act.h). Tensors are tuples as in binding.cpp (bind_util.h); the activation is its
+// name (quack::activation_name: "identity" or "none", "relu", "relu_sq", "gelu_tanh_approx",
+// "silu", "tanh"; gated: "swiglu", "swiglu_oai", "reglu", "geglu", "glu"); a bias is two optional
+// tensors, bias_row (N,) / (L, N) and bias_col (M,) / (L, M) (quack::GemmBias). No logic: the
 // C++ API validates (quack::InvalidArgument -> ValueError, quack::CudaError -> RuntimeError).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
@@ -25,13 +27,15 @@ quack::Activation to_activation(const std::string& name, const char* fn) {
   quack::Activation a;
   if (!quack::activation_from_name(name.c_str(), &a))
     throw quack::InvalidArgument(std::string(fn) + ": activation is '" + name +
-                                 "', expected one of identity (or none), relu, relu_sq, gelu_tanh_approx, silu, tanh");
+                                 "', expected one of identity (or none), relu, relu_sq, gelu_tanh_approx, silu, tanh, "
+                                 "swiglu, swiglu_oai, reglu, geglu, glu");
   return a;
 }
 
 quack::GemmActArgs act_args(const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
                             const OptTensor& postact, const std::string& activation, double alpha, double beta,
-                            bool tuned, uintptr_t tile_counter) {
+                            bool tuned, uintptr_t tile_counter, const OptTensor& bias_row,
+                            const OptTensor& bias_col) {
   const char* fn = "gemm_act";
   quack::GemmActArgs g;
   g.a = to_ref(a, fn, "a");
@@ -39,6 +43,8 @@ quack::GemmActArgs act_args(const OptTensor& a, const OptTensor& b, const OptTen
   g.c = to_ref(c, fn, "c");
   g.preact = to_ref(preact, fn, "preact");
   g.postact = to_ref(postact, fn, "postact");
+  g.bias.row = to_ref(bias_row, fn, "bias.row");
+  g.bias.col = to_ref(bias_col, fn, "bias.col");
   g.activation = to_activation(activation, fn);
   g.alpha = static_cast<float>(alpha);
   g.beta = static_cast<float>(beta);
@@ -63,6 +69,62 @@ quack::GemmDActArgs dact_args(const OptTensor& a, const OptTensor& b, const OptT
   return g;
 }
 
+quack::GemmGatedArgs gated_args(const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
+                                const OptTensor& postact, const std::string& activation, double alpha, double beta,
+                                bool concat_layout, bool tuned, uintptr_t tile_counter, const OptTensor& bias_row,
+                                const OptTensor& bias_col) {
+  const char* fn = "gemm_gated";
+  quack::GemmGatedArgs g;
+  g.a = to_ref(a, fn, "a");
+  g.b = to_ref(b, fn, "b");
+  g.c = to_ref(c, fn, "c");
+  g.preact = to_ref(preact, fn, "preact");
+  g.postact = to_ref(postact, fn, "postact");
+  g.bias.row = to_ref(bias_row, fn, "bias.row");
+  g.bias.col = to_ref(bias_col, fn, "bias.col");
+  g.activation = to_activation(activation, fn);
+  g.alpha = static_cast<float>(alpha);
+  g.beta = static_cast<float>(beta);
+  g.concat_layout = concat_layout;
+  g.tuned = tuned;
+  g.tile_counter = reinterpret_cast<uint32_t*>(tile_counter);
+  return g;
+}
+
+quack::GemmDGatedArgs dgated_args(const OptTensor& a, const OptTensor& b, const OptTensor& preact,
+                                  const OptTensor& dpreact, const OptTensor& postact, const std::string& activation,
+                                  bool tuned, uintptr_t tile_counter) {
+  const char* fn = "gemm_dgated";
+  quack::GemmDGatedArgs g;
+  g.a = to_ref(a, fn, "a");
+  g.b = to_ref(b, fn, "b");
+  g.preact = to_ref(preact, fn, "preact");
+  g.dpreact = to_ref(dpreact, fn, "dpreact");
+  g.postact = to_ref(postact, fn, "postact");
+  g.activation = to_activation(activation, fn);
+  g.tuned = tuned;
+  g.tile_counter = reinterpret_cast<uint32_t*>(tile_counter);
+  return g;
+}
+
+constexpr const char* kGatedDoc =
+    "  preact[l] = alpha * (A[l] @ B[l]) + beta * C[l] + bias;  postact[l][:, j] =\n"
+    "  glu(preact[l][:, 2j], preact[l][:, 2j + 1])   (gate, up interleaved; N even)\n"
+    "fp32 accumulation and activation (QuACK 0.6's gated formulas, quack/gemm_act.h), one\n"
+    "rounding per output. a: (M, K) or (L, M, K) bf16, row-major; b: (K, N) or (L, K, N), a's\n"
+    "dtype, column-major (W.T of fc1's weight W (N, K)); concat_layout: b's columns are the halves\n"
+    "[gate | up] instead of interleaved pairs (preact stays interleaved); c, preact: (M, N),\n"
+    "postact: (M, N/2), row-major, bf16. activation: swiglu, swiglu_oai, reglu, geglu, glu.\n"
+    "bias and workspace as gemm_act (gemm_gated_workspace_size).\n";
+
+constexpr const char* kDGatedDoc =
+    "  D[l] = A[l] @ B[l]   ((M, H));  dpreact[l][:, 2j], [:, 2j + 1] = D * dglu/d(gate, up)\n"
+    "  (preact[l][:, 2j], preact[l][:, 2j + 1]);  postact[l][:, j] = glu(gate, up)\n"
+    "a: (M, K) or (L, M, K) bf16, row-major (dout); b: (K, H), a's dtype, row-major (fc2's weight);\n"
+    "preact, dpreact: (M, 2H) row-major, 16-bit, gate/up interleaved (read and written as packed\n"
+    "pairs); postact: (M, H) row-major or None. activation as gemm_gated. workspace as gemm_act\n"
+    "(gemm_dgated_workspace_size).\n";
+
 constexpr const char* kActDoc =
     "  preact[l] = alpha * (A[l] @ B[l]) + beta * C[l];  postact[l] = act(preact[l])\n"
     "fp32 accumulation and activation (QuACK's formulas, quack/gemm_act.h), one rounding per\n"
@@ -71,6 +133,7 @@ constexpr const char* kActDoc =
     "bf16 (what is compiled today; quack/gemm_act.h lists it). preact None: not stored; c None:\n"
     "no C (beta must be 0). activation: identity (none), relu, relu_sq, gelu_tanh_approx, silu,\n"
     "tanh. tile_counter: address of one uint32 (zeroed once) for the dynamic scheduler, 0: none.\n"
+    "bias_row (N,) / (L, N), bias_col (M,) / (L, M): fp32, bf16 or fp16, contiguous, or None.\n"
     "Any alignment (as gemm): workspace / workspace_bytes, a device buffer of at least\n"
     "gemm_act_workspace_size bytes for the padded copies of a and b TMA cannot address (0: the\n"
     "call allocates it on the stream when needed).\n";
@@ -88,13 +151,15 @@ void bind_gemm_act(nb::module_& m) {
   m.def(
       "gemm_act_can_implement",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
-         const OptTensor& postact, const std::string& activation, double alpha, double beta) {
-        quack::GemmActArgs g = act_args(a, b, c, preact, postact, activation, alpha, beta, false, 0);
+         const OptTensor& postact, const std::string& activation, double alpha, double beta,
+         const OptTensor& bias_row, const OptTensor& bias_col) {
+        quack::GemmActArgs g = act_args(a, b, c, preact, postact, activation, alpha, beta, false, 0, bias_row, bias_col);
         nb::gil_scoped_release release;
         quack::can_implement(g);
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
       nb::arg("activation") = "identity", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
+      nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
       (std::string("Validates gemm_act arguments (quack::can_implement) without any CUDA call;\n"
                    "returns None or raises ValueError whose message starts with 'gemm_act: '. The\n"
                    "problem:\n") +
@@ -104,13 +169,15 @@ void bind_gemm_act(nb::module_& m) {
   m.def(
       "gemm_act_workspace_size",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
-         const OptTensor& postact, const std::string& activation, double alpha, double beta) {
-        quack::GemmActArgs g = act_args(a, b, c, preact, postact, activation, alpha, beta, false, 0);
+         const OptTensor& postact, const std::string& activation, double alpha, double beta,
+         const OptTensor& bias_row, const OptTensor& bias_col) {
+        quack::GemmActArgs g = act_args(a, b, c, preact, postact, activation, alpha, beta, false, 0, bias_row, bias_col);
         nb::gil_scoped_release release;
         return quack::gemm_workspace_size(g);
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
       nb::arg("activation") = "identity", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
+      nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
       "Bytes of workspace gemm_act needs for these arguments (quack::gemm_workspace_size): the\n"
       "padded copies of a and b where TMA cannot address them, 0 otherwise. Validates like\n"
       "gemm_act_can_implement (ValueError).");
@@ -119,8 +186,10 @@ void bind_gemm_act(nb::module_& m) {
       "gemm_act",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
          const OptTensor& postact, const std::string& activation, double alpha, double beta, uintptr_t stream,
-         bool tuned, uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes) {
-        quack::GemmActArgs g = act_args(a, b, c, preact, postact, activation, alpha, beta, tuned, tile_counter);
+         bool tuned, uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes, const OptTensor& bias_row,
+         const OptTensor& bias_col) {
+        quack::GemmActArgs g =
+            act_args(a, b, c, preact, postact, activation, alpha, beta, tuned, tile_counter, bias_row, bias_col);
         g.workspace = reinterpret_cast<void*>(workspace);
         g.workspace_bytes = workspace_bytes;
         nb::gil_scoped_release release;
@@ -129,7 +198,7 @@ void bind_gemm_act(nb::module_& m) {
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
       nb::arg("activation") = "identity", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
       nb::arg("stream") = 0, nb::arg("tuned") = false, nb::arg("tile_counter") = 0, nb::arg("workspace") = 0,
-      nb::arg("workspace_bytes") = 0,
+      nb::arg("workspace_bytes") = 0, nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
       (std::string("GEMM with a fused activation (quack::gemm_act), written into preact (when\n"
                    "given) and postact on the given stream:\n") +
        kActDoc +
@@ -184,6 +253,117 @@ void bind_gemm_act(nb::module_& m) {
       (std::string("Activation gradient fused into a GEMM (quack::gemm_dact), written into dpreact\n"
                    "and postact (when given) on the given stream:\n") +
        kDActDoc + "M = 0, N = 0 or L = 0: nothing launched. K = 0: dpreact = 0, postact = act(preact).\n" +
+       kTensorDoc + "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
+          .c_str());
+  m.def(
+      "gemm_gated_can_implement",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
+         const OptTensor& postact, const std::string& activation, double alpha, double beta, bool concat_layout,
+         const OptTensor& bias_row, const OptTensor& bias_col) {
+        quack::GemmGatedArgs g =
+            gated_args(a, b, c, preact, postact, activation, alpha, beta, concat_layout, false, 0, bias_row, bias_col);
+        nb::gil_scoped_release release;
+        quack::can_implement(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
+      nb::arg("activation") = "swiglu", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
+      nb::arg("concat_layout") = false, nb::arg("bias_row").none() = nb::none(),
+      nb::arg("bias_col").none() = nb::none(),
+      (std::string("Validates gemm_gated arguments (quack::can_implement) without any CUDA call;\n"
+                   "returns None or raises ValueError whose message starts with 'gemm_gated: '. The\n"
+                   "problem:\n") +
+       kGatedDoc + kTensorDoc)
+          .c_str());
+
+  m.def(
+      "gemm_gated_workspace_size",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
+         const OptTensor& postact, const std::string& activation, double alpha, double beta, bool concat_layout,
+         const OptTensor& bias_row, const OptTensor& bias_col) {
+        quack::GemmGatedArgs g =
+            gated_args(a, b, c, preact, postact, activation, alpha, beta, concat_layout, false, 0, bias_row, bias_col);
+        nb::gil_scoped_release release;
+        return quack::gemm_workspace_size(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
+      nb::arg("activation") = "swiglu", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
+      nb::arg("concat_layout") = false, nb::arg("bias_row").none() = nb::none(),
+      nb::arg("bias_col").none() = nb::none(),
+      "Bytes of workspace gemm_gated needs for these arguments (quack::gemm_workspace_size): the\n"
+      "padded copies of a and b where TMA cannot address them, 0 otherwise. Validates like\n"
+      "gemm_gated_can_implement (ValueError).");
+
+  m.def(
+      "gemm_gated",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
+         const OptTensor& postact, const std::string& activation, double alpha, double beta, bool concat_layout,
+         uintptr_t stream, bool tuned, uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes,
+         const OptTensor& bias_row, const OptTensor& bias_col) {
+        quack::GemmGatedArgs g = gated_args(a, b, c, preact, postact, activation, alpha, beta, concat_layout, tuned,
+                                            tile_counter, bias_row, bias_col);
+        g.workspace = reinterpret_cast<void*>(workspace);
+        g.workspace_bytes = workspace_bytes;
+        nb::gil_scoped_release release;
+        quack::gemm_gated(g, to_stream(stream));
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("preact").none(), nb::arg("postact"),
+      nb::arg("activation") = "swiglu", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
+      nb::arg("concat_layout") = false, nb::arg("stream") = 0, nb::arg("tuned") = false,
+      nb::arg("tile_counter") = 0, nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
+      nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
+      (std::string("GEMM with a fused gated activation (quack::gemm_gated), written into preact (when\n"
+                   "given) and postact on the given stream:\n") +
+       kGatedDoc + "M = 0, N = 0 or L = 0: nothing launched. K = 0: preact = beta * c + bias.\n" + kTensorDoc +
+       "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
+          .c_str());
+
+  m.def(
+      "gemm_dgated_can_implement",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
+         const OptTensor& postact, const std::string& activation) {
+        quack::GemmDGatedArgs g = dgated_args(a, b, preact, dpreact, postact, activation, false, 0);
+        nb::gil_scoped_release release;
+        quack::can_implement(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
+      nb::arg("activation") = "swiglu",
+      (std::string("Validates gemm_dgated arguments (quack::can_implement) without any CUDA call;\n"
+                   "returns None or raises ValueError whose message starts with 'gemm_dgated: '. The\n"
+                   "problem:\n") +
+       kDGatedDoc + kTensorDoc)
+          .c_str());
+
+  m.def(
+      "gemm_dgated_workspace_size",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
+         const OptTensor& postact, const std::string& activation) {
+        quack::GemmDGatedArgs g = dgated_args(a, b, preact, dpreact, postact, activation, false, 0);
+        nb::gil_scoped_release release;
+        return quack::gemm_workspace_size(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
+      nb::arg("activation") = "swiglu",
+      "Bytes of workspace gemm_dgated needs for these arguments (quack::gemm_workspace_size): the\n"
+      "padded copies of a and b where TMA cannot address them, 0 otherwise. Validates like\n"
+      "gemm_dgated_can_implement (ValueError).");
+
+  m.def(
+      "gemm_dgated",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
+         const OptTensor& postact, const std::string& activation, uintptr_t stream, bool tuned,
+         uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes) {
+        quack::GemmDGatedArgs g = dgated_args(a, b, preact, dpreact, postact, activation, tuned, tile_counter);
+        g.workspace = reinterpret_cast<void*>(workspace);
+        g.workspace_bytes = workspace_bytes;
+        nb::gil_scoped_release release;
+        quack::gemm_dgated(g, to_stream(stream));
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
+      nb::arg("activation") = "swiglu", nb::arg("stream") = 0, nb::arg("tuned") = false,
+      nb::arg("tile_counter") = 0, nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
+      (std::string("The gated activation's gradient fused into a GEMM (quack::gemm_dgated), written\n"
+                   "into dpreact and postact (when given) on the given stream:\n") +
+       kDGatedDoc + "M = 0, H = 0 or L = 0: nothing launched. K = 0: dpreact = 0, postact = glu(preact).\n" +
        kTensorDoc + "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
           .c_str());
 }

@@ -73,13 +73,16 @@ quack::RmsNormBwdArgs bwd_args(const OptTensor& x, const OptTensor& weight, cons
 }
 
 quack::GemmArgs gemm_args(const OptTensor& a, const OptTensor& b, const OptTensor& c,
-                          const OptTensor& d, double alpha, double beta) {
+                          const OptTensor& d, double alpha, double beta,
+                          const OptTensor& bias_row = std::nullopt, const OptTensor& bias_col = std::nullopt) {
   const char* fn = "gemm";
   quack::GemmArgs g;
   g.a = to_ref(a, fn, "a");
   g.b = to_ref(b, fn, "b");
   g.c = to_ref(c, fn, "c");
   g.d = to_ref(d, fn, "d");
+  g.bias.row = to_ref(bias_row, fn, "bias.row");
+  g.bias.col = to_ref(bias_col, fn, "bias.col");
   g.alpha = static_cast<float>(alpha);
   g.beta = static_cast<float>(beta);
   return g;
@@ -92,7 +95,9 @@ constexpr const char* kGemmDoc =
     "a's dtype; c, d: (M, N) or (L, M, N), d in a's dtype or fp32, c in d's dtype (or fp32 into a bf16 d); all 2-D or all\n"
     "3-D. Layouts, alignment (TMA: 16-byte base, leading and batch strides multiples of 16\n"
     "bytes) and what is not yet supported: see quack/gemm.h, which decides (can_implement).\n"
-    "c may be d itself (same pointer, dtype and strides: in place). Method: QuACK 0.2.0's\n"
+    "c may be d itself (same pointer, dtype and strides: in place). bias_row: (N,) or (L, N)\n"
+    "added to every row (an nn.Linear bias), bias_col: (M,) or (L, M) added to every column;\n"
+    "fp32, bf16 or fp16, contiguous, or None (quack::GemmBias). Method: QuACK 0.2.0's\n"
     "GemmSm90 / CUTLASS 3.x sm90 warp-specialised TMA + WGMMA GEMM.\n";
 
 }  // namespace
@@ -202,13 +207,13 @@ NB_MODULE(_C, m) {
   m.def(
       "gemm_can_implement",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& d,
-         double alpha, double beta) {
-        quack::GemmArgs g = gemm_args(a, b, c, d, alpha, beta);
+         double alpha, double beta, const OptTensor& bias_row, const OptTensor& bias_col) {
+        quack::GemmArgs g = gemm_args(a, b, c, d, alpha, beta, bias_row, bias_col);
         nb::gil_scoped_release release;
         quack::can_implement(g);
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("d"), nb::arg("alpha") = 1.0,
-      nb::arg("beta") = 0.0,
+      nb::arg("beta") = 0.0, nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
       (std::string("Validates GEMM arguments (quack::can_implement) without any CUDA call;\n"
                    "returns None or raises ValueError whose message starts with 'gemm: ' and\n"
                    "names the argument. The problem:\n") +
@@ -218,13 +223,13 @@ NB_MODULE(_C, m) {
   m.def(
       "gemm_workspace_size",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& d,
-         double alpha, double beta) {
-        quack::GemmArgs g = gemm_args(a, b, c, d, alpha, beta);
+         double alpha, double beta, const OptTensor& bias_row, const OptTensor& bias_col) {
+        quack::GemmArgs g = gemm_args(a, b, c, d, alpha, beta, bias_row, bias_col);
         nb::gil_scoped_release release;
         return quack::gemm_workspace_size(g);
       },
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("d"), nb::arg("alpha") = 1.0,
-      nb::arg("beta") = 0.0,
+      nb::arg("beta") = 0.0, nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
       "Bytes of workspace gemm needs for these arguments (quack::gemm_workspace_size): the\n"
       "padded copies of a and b where TMA cannot address them (base, leading or batch stride\n"
       "not a multiple of 16 bytes), 0 otherwise. Validates like gemm_can_implement (ValueError).");
@@ -233,8 +238,9 @@ NB_MODULE(_C, m) {
       "gemm",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& d,
          double alpha, double beta, uintptr_t stream, bool tuned, uintptr_t alpha_device,
-         uintptr_t beta_device, uintptr_t workspace, size_t workspace_bytes) {
-        quack::GemmArgs g = gemm_args(a, b, c, d, alpha, beta);
+         uintptr_t beta_device, uintptr_t workspace, size_t workspace_bytes, const OptTensor& bias_row,
+         const OptTensor& bias_col) {
+        quack::GemmArgs g = gemm_args(a, b, c, d, alpha, beta, bias_row, bias_col);
         g.tuned = tuned;
         g.alpha_device = reinterpret_cast<const float*>(alpha_device);
         g.beta_device = reinterpret_cast<const float*>(beta_device);
@@ -246,7 +252,8 @@ NB_MODULE(_C, m) {
       nb::arg("a"), nb::arg("b"), nb::arg("c").none(), nb::arg("d"), nb::arg("alpha") = 1.0,
       nb::arg("beta") = 0.0, nb::arg("stream") = 0, nb::arg("tuned") = false,
       nb::arg("alpha_device") = 0, nb::arg("beta_device") = 0, nb::arg("workspace") = 0,
-      nb::arg("workspace_bytes") = 0,
+      nb::arg("workspace_bytes") = 0, nb::arg("bias_row").none() = nb::none(),
+      nb::arg("bias_col").none() = nb::none(),
       (std::string("GEMM (quack::gemm), written into d on the given stream:\n") + kGemmDoc +
        "M = 0, N = 0 or L = 0: validation only, nothing launched. K = 0: d = beta * c (zeros\n"
        "without c). tuned: autotune the tile configuration on first use per shape class and\n"

@@ -104,6 +104,49 @@ void check_rows(const Tensor& x, const char* fn) {
                                  " dimensions " + c10::str(x.sizes()) + ", expected 2 (M, N)");
 }
 
+// The outputs and common arguments of a norm backward (RmsNormBwdArgs, LayerNormBwdArgs): dx,
+// dresidual (when its dtype is given), dweight (need_dweight), dbias (when its dtype is given),
+// allocated with at::empty and referenced in a with x, weight, dout, rstd and dresidual_out.
+template <class Args>
+std::tuple<Tensor, Tensor, Tensor, Tensor> norm_bwd_outputs(
+    Args& a, const char* fn, const Tensor& x, const Tensor& weight, const Tensor& dout,
+    const Tensor& rstd, const Tensor& dresidual_out, double weight_offset,
+    at::ScalarType dx_dtype, std::optional<at::ScalarType> dresidual_dtype, bool need_dweight,
+    std::optional<at::ScalarType> dbias_dtype) {
+  check_rows(x, fn);
+  const int64_t M = x.size(0), N = x.size(1);
+  if (need_dweight && !weight.defined())
+    throw quack::InvalidArgument(std::string(fn) +
+                                 ": need_dweight is True but weight is None, expected a weight");
+  Tensor dx = at::empty({M, N}, x.options().dtype(dx_dtype));
+  Tensor dres = dresidual_dtype.has_value()
+                    ? at::empty({M, N}, x.options().dtype(*dresidual_dtype))
+                    : Tensor();
+  Tensor dw = need_dweight ? at::empty({N}, x.options().dtype(weight.scalar_type())) : Tensor();
+  Tensor db = dbias_dtype.has_value() ? at::empty({N}, x.options().dtype(*dbias_dtype))
+                                      : Tensor();
+  a.x = ref(x, fn, "x");
+  a.weight = ref(weight, fn, "weight");
+  a.dout = ref(dout, fn, "dout");
+  a.rstd = ref(rstd, fn, "rstd");
+  a.dresidual_out = ref(dresidual_out, fn, "dresidual_out");
+  a.dx = ref(dx, fn, "dx");
+  a.dresidual = ref(dres, fn, "dresidual");
+  a.dweight = ref(dw, fn, "dweight");
+  a.dbias = ref(db, fn, "dbias");
+  a.weight_offset = static_cast<float>(weight_offset);
+  return {dx, dres, dw, db};
+}
+
+// Launches a norm backward with its workspace from torch's caching allocator (none when stubbed).
+template <class Args, class WsFn, class RunFn>
+void launch_norm_bwd(const Args& a, const Tensor& x, WsFn ws_size, RunFn run) {
+  if (g_stub_launches) return;
+  const size_t ws_bytes = ws_size(a);
+  Tensor ws = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
+  run(a, ws.data_ptr(), ws_bytes, stream_of(x));
+}
+
 // quack_cpp.ops.RMSNormFwd.outputs + launch.
 std::tuple<Tensor, Tensor, Tensor> fwd_impl(const Tensor& x, const Tensor& weight,
                                             const Tensor& bias, const Tensor& residual,
@@ -139,36 +182,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_impl(
     const Tensor& dresidual_out, double weight_offset, at::ScalarType dx_dtype,
     std::optional<at::ScalarType> dresidual_dtype, bool need_dweight,
     std::optional<at::ScalarType> dbias_dtype) {
-  const char* fn = "rmsnorm_bwd";
-  check_rows(x, fn);
-  const int64_t M = x.size(0), N = x.size(1);
-  if (need_dweight && !weight.defined())
-    throw quack::InvalidArgument(
-        "rmsnorm_bwd: need_dweight is True but weight is None, expected a weight");
-  Tensor dx = at::empty({M, N}, x.options().dtype(dx_dtype));
-  Tensor dres = dresidual_dtype.has_value()
-                    ? at::empty({M, N}, x.options().dtype(*dresidual_dtype))
-                    : Tensor();
-  Tensor dw = need_dweight ? at::empty({N}, x.options().dtype(weight.scalar_type())) : Tensor();
-  Tensor db = dbias_dtype.has_value() ? at::empty({N}, x.options().dtype(*dbias_dtype))
-                                      : Tensor();
   quack::RmsNormBwdArgs a;
-  a.x = ref(x, fn, "x");
-  a.weight = ref(weight, fn, "weight");
-  a.dout = ref(dout, fn, "dout");
-  a.rstd = ref(rstd, fn, "rstd");
-  a.dresidual_out = ref(dresidual_out, fn, "dresidual_out");
-  a.dx = ref(dx, fn, "dx");
-  a.dresidual = ref(dres, fn, "dresidual");
-  a.dweight = ref(dw, fn, "dweight");
-  a.dbias = ref(db, fn, "dbias");
-  a.weight_offset = static_cast<float>(weight_offset);
-  if (!g_stub_launches) {
-    const size_t ws_bytes = quack::rmsnorm_bwd_workspace_size(a);
-    Tensor ws = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
-    quack::rmsnorm_bwd(a, ws.data_ptr(), ws_bytes, stream_of(x));
-  }
-  return {dx, dres, dw, db};
+  auto outs = norm_bwd_outputs(a, "rmsnorm_bwd", x, weight, dout, rstd, dresidual_out,
+                               weight_offset, dx_dtype, dresidual_dtype, need_dweight,
+                               dbias_dtype);
+  launch_norm_bwd(a, x, quack::rmsnorm_bwd_workspace_size, quack::rmsnorm_bwd);
+  return outs;
 }
 
 // The custom op quack_cpp::rmsnorm_bwd through the dispatcher (create_graph=True).
@@ -272,6 +291,72 @@ struct LogSoftmaxFn : public RowUnaryFn<LogSoftmaxFn> {
   }
 };
 
+// What a norm forward (RMSNorm's, LayerNorm's setup_context) leaves for its backward: the edge of
+// each present tensor input (absent optionals have none: needs_input_grad takes the edge) and
+// the dtypes and flags the backward reads.
+void save_norm_ctx(AutogradContext* ctx, const Tensor& x, const Tensor& w, const Tensor& b,
+                   const Tensor& r, double weight_offset, at::ScalarType out_dtype,
+                   std::optional<at::ScalarType> residual_out_dtype, bool store_stats) {
+  ctx->set_materialize_grads(false);
+  int64_t e = 1;
+  auto& d = ctx->saved_data;
+  d["ew"] = w.defined() ? e++ : int64_t{-1};
+  d["eb"] = b.defined() ? e++ : int64_t{-1};
+  d["er"] = r.defined() ? e++ : int64_t{-1};
+  d["x_dtype"] = x.scalar_type();
+  d["out_dtype"] = out_dtype;
+  d["weight_offset"] = weight_offset;
+  d["res_dtype"] = r.defined() ? c10::IValue(r.scalar_type()) : c10::IValue();
+  d["bias_dtype"] = b.defined() ? c10::IValue(b.scalar_type()) : c10::IValue();
+  d["res_out_stored"] = residual_out_dtype.has_value();
+  d["can_backward"] = store_stats && (!r.defined() || residual_out_dtype.has_value());
+}
+
+// A norm backward's reading of its context and grads (the description's backward): which
+// gradients are needed, dout (a stride-0 zero view when only residual_out was used), and the
+// arguments of <norm>_bwd after the statistics.
+struct NormGrads {
+  bool need_x, need_w, need_b, need_r;
+  bool separate_dres;  // d(residual) = dh: a separate output only where its dtype differs
+  at::ScalarType x_dtype;
+  std::optional<at::ScalarType> dres_dtype, dbias_dtype;
+  Tensor dout, dres_out;
+  double weight_offset;
+
+  NormGrads(AutogradContext* ctx, const variable_list& grads, const Tensor& h,
+            const char* no_backward) {
+    auto& d = ctx->saved_data;
+    if (!d["can_backward"].toBool()) throw std::runtime_error(no_backward);
+    const int64_t ew = d["ew"].toInt(), eb = d["eb"].toInt(), er = d["er"].toInt();
+    need_x = ctx->needs_input_grad(0);
+    need_w = ew >= 0 && ctx->needs_input_grad(ew);
+    need_b = eb >= 0 && ctx->needs_input_grad(eb);
+    need_r = er >= 0 && ctx->needs_input_grad(er);
+    x_dtype = static_cast<at::ScalarType>(d["x_dtype"].toScalarType());
+    weight_offset = d["weight_offset"].toDouble();
+    std::optional<at::ScalarType> res_dtype;
+    if (!d["res_dtype"].isNone()) res_dtype = d["res_dtype"].toScalarType();
+    if (need_b && !d["bias_dtype"].isNone()) dbias_dtype = d["bias_dtype"].toScalarType();
+    separate_dres = need_r && res_dtype != x_dtype;
+    if (separate_dres) dres_dtype = res_dtype;
+    dout = grads[0];
+    dres_out = d["res_out_stored"].toBool() ? grads[1] : Tensor();  // outputs: the forward's
+    if (!dout.defined()) {
+      const auto out_dtype = static_cast<at::ScalarType>(d["out_dtype"].toScalarType());
+      dout = at::zeros({}, h.options().dtype(out_dtype)).expand(h.sizes());
+    }
+  }
+
+  // The Function's gradients (x, weight, bias, residual, then the non-tensor arguments).
+  variable_list assemble(const Tensor& dx, const Tensor& dres, const Tensor& dw,
+                         const Tensor& db) const {
+    return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(),
+            need_r ? (separate_dres ? dres : dx) : Tensor(), Tensor(), Tensor(), Tensor(),
+            Tensor(), Tensor()};
+  }
+};
+
+
 // quack_cpp.ops.RMSNormFwd.setup_context + backward as a C++ autograd Function (its node's
 // name: torch::autograd::CppNode<quack_torch::RMSNormFn>).
 struct RMSNormFn : public torch::autograd::Function<RMSNormFn> {
@@ -285,22 +370,7 @@ struct RMSNormFn : public torch::autograd::Function<RMSNormFn> {
     const Tensor w = opt(weight), b = opt(bias), r = opt(residual);
     auto [out, residual_out, rstd] =
         fwd_impl(x, w, b, r, eps, weight_offset, out_dtype, residual_out_dtype, store_rstd);
-    ctx->set_materialize_grads(false);
-    // Edge of each tensor input (absent optionals have none): needs_input_grad takes it.
-    int64_t e = 1;
-    const int64_t ew = w.defined() ? e++ : -1, eb = b.defined() ? e++ : -1;
-    const int64_t er = r.defined() ? e++ : -1;
-    auto& d = ctx->saved_data;
-    d["ew"] = ew;
-    d["eb"] = eb;
-    d["er"] = er;
-    d["x_dtype"] = x.scalar_type();
-    d["weight_offset"] = weight_offset;
-    d["out_dtype"] = out_dtype;
-    d["res_dtype"] = r.defined() ? c10::IValue(r.scalar_type()) : c10::IValue();
-    d["bias_dtype"] = b.defined() ? c10::IValue(b.scalar_type()) : c10::IValue();
-    d["res_out_stored"] = residual_out_dtype.has_value();
-    d["can_backward"] = store_rstd && (!r.defined() || residual_out_dtype.has_value());
+    save_norm_ctx(ctx, x, w, b, r, weight_offset, out_dtype, residual_out_dtype, store_rstd);
     ctx->save_for_backward({r.defined() ? residual_out : x, w, rstd});
     // Only the present outputs (an autograd output must be defined): out, then residual_out
     // when stored, then rstd when stored.
@@ -311,41 +381,19 @@ struct RMSNormFn : public torch::autograd::Function<RMSNormFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto& d = ctx->saved_data;
-    if (!d["can_backward"].toBool())
-      throw std::runtime_error(
-          "quack_cpp::rmsnorm_fwd backward: the forward ran with store_rstd=False, or with a "
-          "residual but residual_out_dtype=None; call it with store_rstd=True and a "
-          "residual_out_dtype (quack_cpp.rmsnorm does this when a gradient is needed)");
     auto saved = ctx->get_saved_variables();
     const Tensor& h = saved[0];
+    const NormGrads g(ctx, grads, h,
+                      "quack_cpp::rmsnorm_fwd backward: the forward ran with store_rstd=False, or "
+                      "with a residual but residual_out_dtype=None; call it with store_rstd=True "
+                      "and a residual_out_dtype (quack_cpp.rmsnorm does this when a gradient is "
+                      "needed)");
     const Tensor& weight = saved[1];
-    const Tensor& rstd = saved[2];
-    const int64_t ew = d["ew"].toInt(), eb = d["eb"].toInt(), er = d["er"].toInt();
-    const bool need_x = ctx->needs_input_grad(0);
-    const bool need_w = ew >= 0 && ctx->needs_input_grad(ew);
-    const bool need_b = eb >= 0 && ctx->needs_input_grad(eb);
-    const bool need_r = er >= 0 && ctx->needs_input_grad(er);
-    const auto x_dtype = static_cast<at::ScalarType>(d["x_dtype"].toScalarType());
-    const auto out_dtype = static_cast<at::ScalarType>(d["out_dtype"].toScalarType());
-    const c10::IValue& res_iv = d["res_dtype"];
-    const c10::IValue& bias_iv = d["bias_dtype"];
-    std::optional<at::ScalarType> res_dtype, bias_dtype;
-    if (!res_iv.isNone()) res_dtype = res_iv.toScalarType();
-    if (!bias_iv.isNone()) bias_dtype = bias_iv.toScalarType();
-    Tensor dout = grads[0];
-    Tensor dres_out = d["res_out_stored"].toBool() ? grads[1] : Tensor();  // outputs: forward
-    if (!dout.defined())  // only residual_out was used: d(out) = 0, a stride-0 view
-      dout = at::zeros({}, h.options().dtype(out_dtype)).expand(h.sizes());
-    const bool separate_dres = need_r && res_dtype != x_dtype;
     auto bwd = at::GradMode::is_enabled() ? bwd_custom_op : bwd_impl;
-    auto [dx, dres, dw, db] =
-        bwd(h, weight, dout, rstd, dres_out, d["weight_offset"].toDouble(), x_dtype,
-            separate_dres ? res_dtype : std::nullopt, need_w && weight.defined(),
-            need_b ? bias_dtype : std::nullopt);
-    return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(),
-            need_r ? (separate_dres ? dres : dx) : Tensor(), Tensor(), Tensor(), Tensor(),
-            Tensor(), Tensor()};
+    auto [dx, dres, dw, db] = bwd(h, weight, g.dout, saved[2], g.dres_out, g.weight_offset,
+                                  g.x_dtype, g.dres_dtype, g.need_w && weight.defined(),
+                                  g.dbias_dtype);
+    return g.assemble(dx, dres, dw, db);
   }
 };
 
@@ -432,43 +480,19 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> ln_fwd_impl(
   return {out, residual_out, mean, rstd};
 }
 
-// quack_cpp.layernorm_ops.LayerNormBwd.outputs + launch (the workspace allocated with torch's
-// caching allocator, as there).
+// quack_cpp.layernorm_ops.LayerNormBwd.outputs + launch.
 std::tuple<Tensor, Tensor, Tensor, Tensor> ln_bwd_impl(
     const Tensor& x, const Tensor& weight, const Tensor& dout, const Tensor& mean,
     const Tensor& rstd, const Tensor& dresidual_out, double weight_offset,
     at::ScalarType dx_dtype, std::optional<at::ScalarType> dresidual_dtype, bool need_dweight,
     std::optional<at::ScalarType> dbias_dtype) {
-  const char* fn = "layernorm_bwd";
-  check_rows(x, fn);
-  const int64_t M = x.size(0), N = x.size(1);
-  if (need_dweight && !weight.defined())
-    throw quack::InvalidArgument(
-        "layernorm_bwd: need_dweight is True but weight is None, expected a weight");
-  Tensor dx = at::empty({M, N}, x.options().dtype(dx_dtype));
-  Tensor dres = dresidual_dtype.has_value()
-                    ? at::empty({M, N}, x.options().dtype(*dresidual_dtype))
-                    : Tensor();
-  Tensor dw = need_dweight ? at::empty({N}, x.options().dtype(weight.scalar_type())) : Tensor();
-  Tensor db = dbias_dtype.has_value() ? at::empty({N}, x.options().dtype(*dbias_dtype))
-                                      : Tensor();
   quack::LayerNormBwdArgs a;
-  a.x = ref(x, fn, "x");
-  a.weight = ref(weight, fn, "weight");
-  a.dout = ref(dout, fn, "dout");
-  a.mean = ref(mean, fn, "mean");
-  a.rstd = ref(rstd, fn, "rstd");
-  a.dresidual_out = ref(dresidual_out, fn, "dresidual_out");
-  a.dx = ref(dx, fn, "dx");
-  a.dresidual = ref(dres, fn, "dresidual");
-  a.dweight = ref(dw, fn, "dweight");
-  a.dbias = ref(db, fn, "dbias");
-  a.weight_offset = static_cast<float>(weight_offset);
-  // Stubbed: a workspace is still allocated (the host-time bench's stubbed _C asks for one).
-  const size_t ws_bytes = g_stub_launches ? 4096 : quack::layernorm_bwd_workspace_size(a);
-  Tensor ws = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
-  if (!g_stub_launches) quack::layernorm_bwd(a, ws.data_ptr(), ws_bytes, stream_of(x));
-  return {dx, dres, dw, db};
+  auto outs = norm_bwd_outputs(a, "layernorm_bwd", x, weight, dout, rstd, dresidual_out,
+                               weight_offset, dx_dtype, dresidual_dtype, need_dweight,
+                               dbias_dtype);
+  a.mean = ref(mean, "layernorm_bwd", "mean");
+  launch_norm_bwd(a, x, quack::layernorm_bwd_workspace_size, quack::layernorm_bwd);
+  return outs;
 }
 
 // The custom op quack_cpp::layernorm_bwd through the dispatcher (create_graph=True).
@@ -511,22 +535,7 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     const Tensor w = opt(weight), b = opt(bias), r = opt(residual);
     auto [out, residual_out, mean, rstd] = ln_fwd_impl(x, w, b, r, eps, weight_offset, out_dtype,
                                                        residual_out_dtype, store_stats);
-    ctx->set_materialize_grads(false);
-    // Edge of each tensor input (absent optionals have none): needs_input_grad takes it.
-    int64_t e = 1;
-    const int64_t ew = w.defined() ? e++ : -1, eb = b.defined() ? e++ : -1;
-    const int64_t er = r.defined() ? e++ : -1;
-    auto& d = ctx->saved_data;
-    d["ew"] = ew;
-    d["eb"] = eb;
-    d["er"] = er;
-    d["x_dtype"] = x.scalar_type();
-    d["out_dtype"] = out_dtype;
-    d["weight_offset"] = weight_offset;
-    d["res_dtype"] = r.defined() ? c10::IValue(r.scalar_type()) : c10::IValue();
-    d["bias_dtype"] = b.defined() ? c10::IValue(b.scalar_type()) : c10::IValue();
-    d["res_out_stored"] = residual_out_dtype.has_value();
-    d["can_backward"] = store_stats && (!r.defined() || residual_out_dtype.has_value());
+    save_norm_ctx(ctx, x, w, b, r, weight_offset, out_dtype, residual_out_dtype, store_stats);
     ctx->save_for_backward({r.defined() ? residual_out : x, w, mean, rstd});
     // Only the present outputs: out, residual_out when stored, mean and rstd when stored
     // (statistics, not functions of the inputs to differentiate, as QuACK's and torch's).
@@ -541,44 +550,19 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto& d = ctx->saved_data;
-    if (!d["can_backward"].toBool())
-      throw std::runtime_error(
-          "quack_cpp::layernorm_fwd backward: the forward ran with store_stats=False, or with a "
-          "residual but residual_out_dtype=None; call it with store_stats=True and a "
-          "residual_out_dtype (quack_cpp.layernorm does this when a gradient is needed)");
     auto saved = ctx->get_saved_variables();
     const Tensor& h = saved[0];
+    const NormGrads g(ctx, grads, h,
+                      "quack_cpp::layernorm_fwd backward: the forward ran with store_stats=False, "
+                      "or with a residual but residual_out_dtype=None; call it with "
+                      "store_stats=True and a residual_out_dtype (quack_cpp.layernorm does this "
+                      "when a gradient is needed)");
     const Tensor& weight = saved[1];
-    const Tensor& mean = saved[2];
-    const Tensor& rstd = saved[3];
-    const int64_t ew = d["ew"].toInt(), eb = d["eb"].toInt(), er = d["er"].toInt();
-    const bool need_x = ctx->needs_input_grad(0);
-    const bool need_w = ew >= 0 && ctx->needs_input_grad(ew);
-    const bool need_b = eb >= 0 && ctx->needs_input_grad(eb);
-    const bool need_r = er >= 0 && ctx->needs_input_grad(er);
-    const auto x_dtype = static_cast<at::ScalarType>(d["x_dtype"].toScalarType());
-    const auto out_dtype = static_cast<at::ScalarType>(d["out_dtype"].toScalarType());
-    const double weight_offset = d["weight_offset"].toDouble();
-    const c10::IValue& res_iv = d["res_dtype"];
-    const c10::IValue& bias_iv = d["bias_dtype"];
-    std::optional<at::ScalarType> res_dtype, bias_dtype;
-    if (!res_iv.isNone()) res_dtype = res_iv.toScalarType();
-    if (!bias_iv.isNone()) bias_dtype = bias_iv.toScalarType();
-    Tensor dout = grads[0];
-    Tensor dres_out = d["res_out_stored"].toBool() ? grads[1] : Tensor();  // outputs: forward
-    if (!dout.defined())  // only residual_out was used: d(out) = 0, a stride-0 view
-      dout = at::zeros({}, h.options().dtype(out_dtype)).expand(h.sizes());
-    // d(residual) = dh; a separate copy only where its dtype differs from x's.
-    const bool separate_dres = need_r && res_dtype != x_dtype;
     auto bwd = at::GradMode::is_enabled() ? ln_bwd_custom_op : ln_bwd_impl;
-    auto [dx, dres, dw, db] =
-        bwd(h, weight, dout, mean, rstd, dres_out, weight_offset, x_dtype,
-            separate_dres ? res_dtype : std::nullopt, need_w && weight.defined(),
-            need_b ? bias_dtype : std::nullopt);
-    return {need_x ? dx : Tensor(), need_w ? dw : Tensor(), need_b ? db : Tensor(),
-            need_r ? (separate_dres ? dres : dx) : Tensor(), Tensor(), Tensor(), Tensor(),
-            Tensor(), Tensor()};
+    auto [dx, dres, dw, db] = bwd(h, weight, g.dout, saved[2], saved[3], g.dres_out,
+                                  g.weight_offset, g.x_dtype, g.dres_dtype,
+                                  g.need_w && weight.defined(), g.dbias_dtype);
+    return g.assemble(dx, dres, dw, db);
   }
 };
 

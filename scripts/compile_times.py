@@ -6,6 +6,7 @@ Times are wall seconds as Ninja logged them: they grow with whatever else ran on
 (scripts/compile_mem.sh measures each GEMM TU alone, with its peak memory).
 Budgets (DESIGN.md §4, on the 2-core build machine): row-kernel TU <= 20 s, GEMM TU <= 60 s.
 """
+import argparse
 import os
 import subprocess
 import sys
@@ -22,13 +23,14 @@ def build_outputs(build):
 
 
 def main():
-    args = sys.argv[1:]
-    top = None
-    if "--top" in args:
-        i = args.index("--top")
-        top = int(args[i + 1])
-        del args[i:i + 2]
-    build = args[0] if args else "build"
+    ap = argparse.ArgumentParser(
+        description="Per-TU compile times of the last Ninja build (from .ninja_log), slowest "
+                    "first; flags .cu TUs over budget (GEMM 60 s, others 20 s).")
+    ap.add_argument("build", nargs="?", default="build", help="Ninja build tree (default: build)")
+    ap.add_argument("--top", type=int, default=None, metavar="N",
+                    help="print only the N slowest TUs (default: all)")
+    opts = ap.parse_args()
+    build, top = opts.build, opts.top
     path = os.path.join(build, ".ninja_log")
     if not os.path.exists(path):
         print(f"compile_times: no {path}")

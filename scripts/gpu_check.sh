@@ -4,7 +4,8 @@
 #
 #   scripts/gpu_check.sh [--quick|--full] [--demo] [--no-bench] [--no-tests] [--pip]
 #
-# Env: QUACK_GTEST_FILTER (C++ tests to run, default all), QUACK_GTEST_TIMEOUT (s, default 300),
+# Env: QUACK_GTEST_FILTER (C++ tests to run, default all), QUACK_GTEST_TIMEOUT (s per shard, default
+# 300), QUACK_GTEST_SHARDS (GPU test processes at once, default 8),
 # QUACK_PY_JOBS (Python test files at a time, default 3), QUACK_PY_BENCH=0 (no Python bench).
 # --quick (default): one dtype (bf16), a few shapes. --full: every benchmark shape and dtype
 # (acceptance). --demo also runs the LM demo (demo/train_lm.py). Results (logs, JSON, plots)
@@ -102,16 +103,27 @@ count_gtest() {  # family binary: under a timeout (a kernel that hangs fails the
 }
 if [ "$TESTS" = 1 ]; then
   say "C++ host tests";  count_gtest cpp_host build/gpu/tests/cpp/quack_host_tests
-  # GEMM and row-kernel tests in separate processes: a sticky CUDA error (an illegal
-  # instruction, a fault) poisons every later test of its process, not the other family.
-  # (QUACK_GTEST_FILTER, when set, replaces both with one process.)
-  if [ -n "${QUACK_GTEST_FILTER:-}" ]; then
-    say "C++ GPU tests ($QUACK_GTEST_FILTER)"; count_gtest cpp_gpu_gemm build/gpu/tests/cpp/quack_gpu_tests
-  else
-    say "C++ GPU tests (GEMM)"; QUACK_GTEST_FILTER='*Gemm*' count_gtest cpp_gpu_gemm build/gpu/tests/cpp/quack_gpu_tests
-    say "C++ GPU tests (rows)"; QUACK_GTEST_FILTER='-*Gemm*' count_gtest cpp_gpu_rows build/gpu/tests/cpp/quack_gpu_tests
-    unset QUACK_GTEST_FILTER
-  fi
+  # The GPU tests in QUACK_GTEST_SHARDS processes at once (gtest sharding, default 8: the
+  # whole binary takes ~10 min in one process), Large tests alone afterwards (memory). A
+  # sticky CUDA error (an illegal instruction, a fault) poisons only the rest of its shard; a
+  # shard past its timeout names the test it was in (the last "[ RUN" line of its log).
+  G=build/gpu/tests/cpp/quack_gpu_tests
+  NSH=${QUACK_GTEST_SHARDS:-8}; F=${QUACK_GTEST_FILTER:-*}
+  say "C++ GPU tests ($F, $NSH shards, then Large)"
+  for i in $(seq 0 $((NSH - 1))); do
+    ( GTEST_TOTAL_SHARDS=$NSH GTEST_SHARD_INDEX=$i timeout "${QUACK_GTEST_TIMEOUT:-300}" $G \
+        --gtest_filter="$F:-*Large*" > "$RAW/gtest_shard$i.log" 2>&1
+      echo "rc=$?" >> "$RAW/gtest_shard$i.log" ) &
+  done
+  wait
+  ( timeout "${QUACK_GTEST_TIMEOUT:-300}" $G --gtest_filter="*Large*" > "$RAW/gtest_large.log" 2>&1
+    echo "rc=$?" >> "$RAW/gtest_large.log" )
+  for f in "$RAW"/gtest_shard*.log "$RAW"/gtest_large.log; do
+    grep -q "^rc=124" "$f" && echo "[  FAILED  ] timed out in: $(grep '^\[ RUN' "$f" | tail -1 | cut -c14-)" >> "$f"
+  done
+  PASS[cpp_gpu]=$(cat "$RAW"/gtest_*.log | grep -c '^\[       OK \]')
+  FAIL[cpp_gpu]=$(cat "$RAW"/gtest_*.log | grep -E '^\[  FAILED  \] ([A-Za-z]|timed)' | sort -u | wc -l)
+  cat "$RAW"/gtest_*.log | grep -E '^\[  FAILED  \] ([A-Za-z]|timed)' | sort -u | head -20 | tee -a "$LOG"
 fi
 
 if [ "$BENCH" = 1 ]; then
@@ -174,7 +186,7 @@ echo "build ${BUILD_S}s (C++), ${PY_BUILD_S:-0}s (Python extension); resource re
 [ -f "$RAW/sass_summary.txt" ] && cat "$RAW/sass_summary.txt"
 if [ "$TESTS" = 1 ]; then
   printf "%-10s %7s %7s\n" family passed failed
-  for f in cpp_host cpp_gpu_gemm cpp_gpu_rows python; do printf "%-10s %7s %7s\n" $f "${PASS[$f]:-0}" "${FAIL[$f]:-0}"; done
+  for f in cpp_host cpp_gpu python; do printf "%-10s %7s %7s\n" $f "${PASS[$f]:-0}" "${FAIL[$f]:-0}"; done
   echo "python skipped: ${SKIP_PY:-0}"
 fi
 [ "$BENCH" = 1 ] && { echo "--- quack-bench (C++)"; cat "$RAW/quack_bench.jsonl"; echo "--- row ops beside their peers (TB/s, do_bench)"; sed -n "/^copy/,\$p" "$RAW/bench_table.txt" 2>/dev/null;

@@ -5,6 +5,7 @@ Re-runs each .cu compile command of a Ninja build tree with -Xptxas=-v and print
 kernel instance. Usage: scripts/resource_report.py [build-dir] [substring-of-source ...]
 Exit code 1 when any kernel spills or uses a stack frame (the project's rule: none).
 """
+import argparse
 import re
 import shlex
 import subprocess
@@ -58,10 +59,23 @@ def report(cmd, build_dir):
 
 
 def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else "build"
-    only = sys.argv[2:]
+    ap = argparse.ArgumentParser(
+        description="Per-kernel registers, stack frame, spills and shared memory of the CUDA TUs "
+                    "of a Ninja build tree (each .cu recompiled with -Xptxas=-v). Exit code 1 "
+                    "when any kernel spills or uses a stack frame.")
+    ap.add_argument("build", nargs="?", default="build", help="Ninja build tree (default: build)")
+    ap.add_argument("only", nargs="*", metavar="SUBSTRING",
+                    help="report only the .cu sources whose path contains one of these")
+    opts = ap.parse_args()
+    build, only = opts.build, opts.only
+    try:
+        commands = list(compile_commands(build))
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"resource_report: cannot list the compile commands of {build!r} "
+              f"(ninja -C {build} -t commands): {e}", file=sys.stderr)
+        return 2
     bad = 0
-    for src, cmd in compile_commands(build):
+    for src, cmd in commands:
         if only and not any(s in src for s in only):
             continue
         rows = report(cmd, build)

@@ -4,6 +4,9 @@
 # Python tests (skip without torch/CUDA), and prints one closing line:
 #   tests: N passed, N failed, N skipped
 # Build tree: build/ (QUACK_BUILD_DIR overrides). Exit code non-zero on any failure.
+# GPU tests: where `nvidia-smi -L` lists a GPU, in QUACK_GTEST_SHARDS gtest shards at once
+# (default 8), each under QUACK_GTEST_TIMEOUT seconds (default 300), the *Large* tests alone
+# afterwards; without a GPU one process (every test skips).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_deps.sh || exit 1
@@ -21,8 +24,9 @@ echo "run_tests: build took $(( $(date +%s) - t0 )) s"
 passed=0; failed=0; skipped=0
 run_gtest() {
   local out rc
-  out=$("$1" --gtest_brief=1 2>&1); rc=$?
+  out=$(timeout "${QUACK_GTEST_TIMEOUT:-300}" "$1" --gtest_brief=1 2>&1); rc=$?
   echo "$out" | tail -5
+  [ "$rc" = 124 ] && echo "[  FAILED  ] $1 timed out after ${QUACK_GTEST_TIMEOUT:-300} s"
   local p f s
   p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
   f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
@@ -31,8 +35,48 @@ run_gtest() {
   [ "$rc" != 0 ] && [ "$f" = 0 ] && f=1
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))  # gtest counts skips apart
 }
+# The GPU binary in $2 gtest shards at once (one process takes ~10 min), then the *Large* tests
+# alone (memory); each process under the timeout. A shard without gtest's closing summary (timed
+# out, crashed) counts the tests it finished, plus one failure naming the test it was in (its
+# last "[ RUN" line); a sticky CUDA error poisons only the rest of its shard.
+run_gtest_sharded() {
+  local bin=$1 nsh=$2 tmo=${QUACK_GTEST_TIMEOUT:-300} dir i f rc p fl s pids=()
+  dir=$(mktemp -d)
+  for i in $(seq 0 $((nsh - 1))); do
+    ( GTEST_TOTAL_SHARDS=$nsh GTEST_SHARD_INDEX=$i timeout "$tmo" "$bin" --gtest_filter='-*Large*' \
+        > "$dir/shard$i.log" 2>&1; echo "rc=$?" >> "$dir/shard$i.log" ) &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  ( timeout "$tmo" "$bin" --gtest_filter='*Large*' > "$dir/large.log" 2>&1; echo "rc=$?" >> "$dir/large.log" )
+  for i in $(seq 0 $((nsh - 1))) large; do
+    f=$dir/$([ "$i" = large ] && echo large || echo "shard$i").log
+    rc=$(sed -n 's/^rc=//p' "$f" | tail -1)
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$f" | tail -1)
+    if [ -n "$p" ]; then
+      fl=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$f" | tail -1)
+      s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$f" | tail -1)
+      fl=${fl:-0}; s=${s:-0}
+      [ "$rc" != 0 ] && [ "$fl" = 0 ] && fl=1
+    else
+      p=$(grep -c '^\[       OK \]' "$f"); s=$(grep -c '^\[  SKIPPED \] [A-Za-z]' "$f")
+      fl=$(( $(grep -c '^\[  FAILED  \] [A-Za-z]' "$f") + 1 ))
+      echo "[  FAILED  ] $([ "$rc" = 124 ] && echo "timed out after $tmo s" || echo "exit $rc") in: $(grep '^\[ RUN' "$f" | tail -1 | cut -c14-)"
+    fi
+    echo "$([ "$i" = large ] && echo "Large tests" || echo "shard $i/$nsh"): $p passed, $fl failed, $s skipped"
+    passed=$((passed + p)); failed=$((failed + fl)); skipped=$((skipped + s))
+  done
+  cat "$dir"/*.log | grep -E '^\[  FAILED  \] [A-Za-z]' | sed 's/ ([0-9]* ms)$//' | sort -u | head -20
+  rm -rf "$dir"
+}
 echo "== C++ host tests"; run_gtest "$BUILD/tests/cpp/quack_host_tests"
-echo "== C++ GPU tests";  run_gtest "$BUILD/tests/cpp/quack_gpu_tests"
+# QUACK_GTEST_SHARDS set (> 1) shards without a GPU too.
+NSH=${QUACK_GTEST_SHARDS:-$(nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && echo 8 || echo 1)}
+if nvidia-smi -L 2>/dev/null | grep -q '^GPU ' || [ "$NSH" -gt 1 ]; then
+  echo "== C++ GPU tests ($NSH shards, then Large)"; run_gtest_sharded "$BUILD/tests/cpp/quack_gpu_tests" "$NSH"
+else
+  echo "== C++ GPU tests";  run_gtest "$BUILD/tests/cpp/quack_gpu_tests"
+fi
 
 echo "== Python tests"
 out=$(python3 -m pytest tests/python -q -p no:cacheprovider 2>&1); rc=$?

@@ -35,9 +35,30 @@
 
 namespace quack {
 
+/// A bias added in the epilogue (gemm, and gemm_act / gemm_gated of quack/gemm_act.h), after alpha·A·B + beta·C and
+/// before the activation:
+///
+///   out[l][m][n] += row[l][n] + col[l][m]
+///
+/// | tensor | shape         | dtype                | layout                         | meaning                                   |
+/// |--------|---------------|----------------------|--------------------------------|-------------------------------------------|
+/// | row    | (N,) or (L, N) | fp32, bf16 or fp16  | stride 1 along N; any batch stride (0: shared) | a row vector added to every row (an nn.Linear bias; QuACK's rowvec_bias "bias") |
+/// | col    | (M,) or (L, M) | fp32, bf16 or fp16  | stride 1 along M; any batch stride (0: shared) | a column vector added to every column (QuACK's colvec_bias) |
+///
+/// Either or both may be given. A (N,) / (M,) vector with L > 1 is shared by every batch.
+/// Values are read once per output element from global memory (L1/L2-cached) and converted to
+/// fp32; base addresses need the element's natural alignment only. Its gradient (a column sum of
+/// the output gradient over M, and over L for a shared bias) is not computed by these functions:
+/// the layers of quack_cpp.nn take it with a deterministic torch reduction.
+struct GemmBias {
+  TensorRef row;
+  TensorRef col;
+  bool present() const { return row.present() || col.present(); }
+};
+
 /// Arguments of gemm.
 ///
-///   D[l] = alpha · (A[l] · B[l]) + beta · C[l]       for each batch l < L
+///   D[l] = alpha · (A[l] · B[l]) + beta · C[l] (+ bias)      for each batch l < L
 ///
 /// products and sums in fp32 (WGMMA, fp32 accumulation), the result rounded once to D's dtype.
 /// With beta = 0 or without C, C is never read (NaN in C does not reach D).
@@ -90,12 +111,18 @@ namespace quack {
 /// (broadcast) with L > 1; fp32 or other input dtypes; c of another dtype than d, except an
 /// fp32 c with bf16 a, b and d (supported for (a, b, d) = (row, column, row), (row, row, row),
 /// (row, column, column), (column, column, column), c like d); a per-row/column
-/// alpha or bias (activations: quack/gemm_act.h).
+/// alpha (activations: quack/gemm_act.h).
+///
+/// bias (GemmBias: a row vector (N,) added to every row and/or a column vector (M,) added to
+/// every column, fp32, bf16 or fp16; in the user's (M, N) terms whatever d's layout): compiled for
+/// bf16 a, b and d with (a, b, d) = (row, column, row) — y = x·Wᵀ + b, an nn.Linear forward — and
+/// (row, column, column); other combinations with a bias throw "... not yet supported".
 struct GemmArgs {
   TensorRef a;
   TensorRef b;
   TensorRef c;  // optional
   TensorRef d;
+  GemmBias bias;  // optional (see above)
   float alpha = 1.f;
   float beta = 0.f;
   /// Optional device pointers to one fp32 value each, used instead of alpha / beta and read by

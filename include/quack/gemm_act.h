@@ -1,17 +1,25 @@
 // QuACK-C++ GEMMs with a fused activation in the epilogue (Hopper, sm_90a). Host-only header.
 //
-//   gemm_act:  preact = alpha · A·B + beta · C,   postact = act(preact)
-//   gemm_dact: D = A·B (the gradient of postact), dpreact = D ⊙ act'(preact), postact = act(preact)
+//   gemm_act:    preact = alpha · A·B + beta · C (+ bias),   postact = act(preact)
+//   gemm_dact:   D = A·B (the gradient of postact), dpreact = D ⊙ act'(preact), postact = act(preact)
+//   gemm_gated:  preact as gemm_act (N columns), postact[:, j] = glu(preact[:, 2j], preact[:, 2j + 1])
+//                (N / 2 columns: gate and up in adjacent column pairs)
+//   gemm_dgated: D = A·B (the gradient of the N / 2 postact columns), the gradient of both halves
+//                of preact (N columns) and the recomputed postact
 //
-// Both run the GEMM of quack/gemm.h (the same kernel, tiles and scheduler) with another epilogue
+// All run the GEMM of quack/gemm.h (the same kernel, tiles and scheduler) with another epilogue
 // visitor (src/gemm/sm90/epilogue_ops.cuh): the activation is applied to the fp32 accumulator
-// values before they are rounded, and both outputs leave the epilogue through TMA stores (plain
+// values before they are rounded, and the outputs leave the epilogue through TMA stores (plain
 // stores where TMA cannot address an output, as gemm's). An MLP
 // with activation act then runs fc1 as gemm_act (storing preact for the backward) and, in the
 // backward, fc2's dgrad as gemm_dact, which gives dpreact for fc1's backward and the recomputed
-// postact for fc2's weight gradient (postact is never stored in the forward).
+// postact for fc2's weight gradient (postact is never stored in the forward); a gated MLP
+// (SwiGLU, ...) runs gemm_gated and gemm_dgated the same way.
 // Method: QuACK 0.2.0's GemmActSm90 / GemmDActSm90 (quack/gemm_act_sm90.py, gemm_dact_sm90.py)
-// and activation functions (quack/activation.py), on CUTLASS's epilogue-visitor design.
+// and activation functions (quack/activation.py); the gated ones and the bias after QuACK 0.6
+// (quack/activation.py gate_fn_map / dgate_fn_map; gemm_interface.gemm_gated / gemm_dgated, whose
+// dgated epilogue reads preact and writes dpreact as packed 16-bit pairs, "packed_cd_b16x2"), on
+// CUTLASS's epilogue-visitor design.
 //
 // Host protocol as quack/gemm.h: arguments → can_implement → launch.
 #pragma once
@@ -21,11 +29,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "quack/gemm.h"
 #include "quack/tensor.h"
 
 namespace quack {
 
-/// Elementwise activations of the fused GEMM epilogues, QuACK's names and formulas (fp32):
+/// Activations of the fused GEMM epilogues, QuACK's names and formulas (fp32).
+///
+/// Elementwise (gemm_act, gemm_dact):
 ///
 /// | value             | name               | act(x)                                        | act'(x)                              |
 /// |-------------------|--------------------|-----------------------------------------------|--------------------------------------|
@@ -36,24 +47,53 @@ namespace quack {
 /// | kSilu             | "silu"             | x·sigmoid(x), computed as h·tanh(h) + h, h = x/2 | sigmoid(x)·(1 + x·(1 − sigmoid(x))) |
 /// | kTanh             | "tanh"             | tanh(x)                                       | 1 − tanh²(x)                         |
 ///
-/// tanh is the hardware's tanh.approx.f32 (relative error about 2^-11), as in QuACK. NaN in x
-/// propagates to act(x) (relu(NaN) = NaN, as torch.relu) and to the gradients, except relu's
-/// (dout·[x > 0] is 0 at a NaN, as QuACK's drelu).
-enum class Activation : int { kIdentity = 0, kRelu = 1, kReluSq = 2, kGeluTanhApprox = 3, kSilu = 4, kTanh = 5 };
+/// Gated, of a gate g and an up projection u (gemm_gated, gemm_dgated; QuACK 0.6's gate_fn_map):
+///
+/// | value       | name         | glu(g, u)                                | d/dg                                                | d/du          |
+/// |-------------|--------------|------------------------------------------|-----------------------------------------------------|---------------|
+/// | kSwiglu     | "swiglu"     | silu(g)·u = g·σ(g)·u                     | u·σ(g)·(1 + g·(1 − σ(g)))                           | silu(g)       |
+/// | kSwigluOai  | "swiglu_oai" | g·σ(1.702·g)·(u + 1) (gpt-oss, no clamp) | (u + 1)·(σ(αg) + α·g·σ(αg)·(1 − σ(αg))), α = 1.702 | g·σ(1.702·g)  |
+/// | kReglu      | "reglu"      | max(g, 0)·u                              | u·[g > 0]                                           | max(g, 0)     |
+/// | kGeglu      | "geglu"      | gelu_tanh_approx(g)·u                    | u·gelu_tanh_approx'(g)                              | gelu(g)       |
+/// | kGlu        | "glu"        | σ(g)·u                                   | u·σ(g)·(1 − σ(g))                                   | σ(g)          |
+///
+/// tanh is the hardware's tanh.approx.f32 (relative error about 2^-11), as in QuACK; σ (sigmoid)
+/// is 1 / (1 + 2^(−x·log2 e)) with ex2.approx and rcp.approx (relative error about 2^-22; QuACK
+/// 0.6's sigmoid). NaN in x propagates to act(x) (relu(NaN) = NaN, as torch.relu; reglu alike)
+/// and to the gradients, except relu's and reglu's gate gradient (dout·[x > 0] is 0 at a NaN, as
+/// QuACK's drelu).
+enum class Activation : int {
+  kIdentity = 0,
+  kRelu = 1,
+  kReluSq = 2,
+  kGeluTanhApprox = 3,
+  kSilu = 4,
+  kTanh = 5,
+  kSwiglu = 6,
+  kSwigluOai = 7,
+  kReglu = 8,
+  kGeglu = 9,
+  kGlu = 10,
+};
 
-/// The name in the table above ("unknown" for a value outside the enum). Never throws.
+/// Whether `a` is a gated activation (kSwiglu .. kGlu: gemm_gated / gemm_dgated). Never throws.
+bool is_gated(Activation a);
+
+/// The name in the tables above ("unknown" for a value outside the enum). Never throws.
 const char* activation_name(Activation a);
 
-/// The activation called `name` (the table's names; "none" is also kIdentity, QuACK's None).
+/// The activation called `name` (the tables' names; "none" is also kIdentity, QuACK's None).
 /// False for an unknown name. Never throws.
 bool activation_from_name(const char* name, Activation* out);
 
+
 /// Arguments of gemm_act.
 ///
-///   preact[l]  = alpha · (A[l] · B[l]) + beta · C[l]      for each batch l < L   (fp32)
+///   preact[l]  = alpha · (A[l] · B[l]) + beta · C[l] + bias   for each batch l < L   (fp32)
 ///   postact[l] = act(preact[l])                           (from the fp32 preact, before rounding)
 ///
-/// each output rounded once to its dtype. With beta = 0 or without c, C is never read.
+/// each output rounded once to its dtype. With beta = 0 or without c, C is never read. bias:
+/// GemmBias of quack/gemm.h (a row vector (N,) and/or a column vector (M,), optional).
 ///
 /// | tensor  | shape               | dtype            | layout                                  | required |
 /// |---------|---------------------|------------------|-----------------------------------------|----------|
@@ -72,13 +112,15 @@ bool activation_from_name(const char* name, Activation* out);
 /// memory, a view at an odd offset) are copied into a workspace with padded rows (workspace
 /// below), and c, preact and postact that TMA cannot address are read and written by plain loads
 /// and stores in the epilogue (both outputs take the plain stores when either needs them).
-/// preact and postact must not overlap each other or an input.
+/// preact and postact must not overlap each other or an input. A gated activation throws
+/// (gemm_gated computes those).
 struct GemmActArgs {
   TensorRef a;
   TensorRef b;
   TensorRef c;        // optional
   TensorRef preact;   // optional output
   TensorRef postact;  // output
+  GemmBias bias;      // optional
   Activation activation = Activation::kIdentity;
   float alpha = 1.f;
   float beta = 0.f;
@@ -97,8 +139,9 @@ struct GemmActArgs {
 /// InvalidArgument whose message starts with "gemm_act: " and names the argument, what came and
 /// what was expected, for everything gemm's can_implement rejects (applied to a, b, c, preact and
 /// postact) and: an absent postact; preact and postact of different shapes or layouts; an
-/// activation outside the enum; a combination that is not compiled (listed in the message); a
-/// workspace too small or misaligned.
+/// activation outside the enum or gated; a bias of another shape, dtype or device, or not
+/// contiguous; a combination that is not compiled (listed in the message); a workspace too small
+/// or misaligned.
 void can_implement(const GemmActArgs& args);
 
 /// Bytes of GemmActArgs::workspace that gemm_act needs for `args` (as gemm_workspace_size of
@@ -107,8 +150,8 @@ void can_implement(const GemmActArgs& args);
 size_t gemm_workspace_size(const GemmActArgs& args);
 
 /// gemm_act on `stream`, on the tensors' device. Runs can_implement first. M = 0, N = 0 or
-/// L = 0: nothing is launched. K = 0: preact = beta · C (zeros without C), postact = act(preact)
-/// by a small elementwise kernel. Throws InvalidArgument as can_implement, CudaError when a CUDA
+/// L = 0: nothing is launched. K = 0: preact = beta · C + bias (zeros without C and bias),
+/// postact = act(preact) by a small elementwise kernel. Throws InvalidArgument as can_implement, CudaError when a CUDA
 /// call or the launch fails. Asynchronous.
 void gemm_act(const GemmActArgs& args, cudaStream_t stream);
 
@@ -155,5 +198,128 @@ size_t gemm_workspace_size(const GemmDActArgs& args);
 /// K = 0: D = 0, so dpreact = 0 and postact = act(preact), by a small elementwise kernel. Throws
 /// as can_implement, CudaError when a CUDA call or the launch fails. Asynchronous.
 void gemm_dact(const GemmDActArgs& args, cudaStream_t stream);
+
+/// Arguments of gemm_gated: gemm_act with a gated activation on gate/up column pairs.
+///
+///   preact[l]            = alpha · (A[l] · B[l]) + beta · C[l] + bias      (fp32, N columns)
+///   postact[l][m][j]     = glu(preact[l][m][2j], preact[l][m][2j + 1])     (N / 2 columns)
+///
+/// glu of Activation's gated table (swiglu, swiglu_oai, reglu, geglu, glu); gate and up are the
+/// columns 2j and 2j + 1 of preact (QuACK's interleaved layout: an epilogue thread holds both
+/// values of a pair in registers, so postact costs no data movement). Each output rounded once to
+/// its dtype, postact from the unrounded fp32 preact.
+///
+/// concat_layout = false (interleaved): b's columns are (gate_0, up_0, gate_1, up_1, ...), e.g.
+/// bᵀ = W (N, K) the weight of a gated MLP's fc1 whose rows interleave gate and up.
+/// concat_layout = true: b's columns are the two halves [gate | up] (columns [0, N/2) the gate,
+/// [N/2, N) the up projection), e.g. bᵀ = W = [W_gate; W_up], a Llama-style fused gate_up_proj;
+/// the kernel reads b through a view that interleaves the halves (a 4-dimensional TMA box: each
+/// tile's B columns are gate block j and up block j), so preact and postact come out exactly as
+/// with the interleaved weight: preact is always interleaved (a TMA store cannot permute single
+/// columns), which is what gemm_dgated reads. bias follows b: interleaved, or [bias_gate;
+/// bias_up] with concat_layout. QuACK's concat_layout = ("B", "bias") semantics.
+///
+/// | tensor  | shape                  | dtype          | layout                                  | required |
+/// |---------|------------------------|----------------|-----------------------------------------|----------|
+/// | a       | (M, K) or (L, M, K)    | bf16           | row-major (stride 1 along K)            | yes      |
+/// | b       | (K, N) or (L, K, N)    | a's dtype      | column-major (stride 1 along K)         | yes      |
+/// | c       | (M, N) or (L, M, N)    | preact's dtype | row-major (interleaved like preact)     | if beta ≠ 0 |
+/// | preact  | (M, N) or (L, M, N)    | bf16           | row-major                               | no: stored when given |
+/// | postact | (M, N/2) or (L, M, N/2)| bf16           | row-major (stride 1 along N/2)          | yes      |
+/// | bias    | GemmBias: row (N,) / (L, N), col (M,) / (L, M) | fp32, bf16, fp16 | contiguous | no |
+///
+/// N must be even. Compiled today: bf16 a, b, preact and postact (16-bit postact: the epilogue
+/// stores it as 16-bit values into a half-width subtile), a row-major, b column-major, outputs
+/// row-major; tiles as gemm_act (the concat layout: 128x256 only). Strides, alignment and limits:
+/// as quack/gemm.h for each tensor, any alignment as gemm_act: a and b that TMA cannot address
+/// (K or N not a multiple of 8 in memory, a view at an odd offset) are read from padded copies in
+/// the workspace (with concat_layout the copy keeps b's halves, so the up half starts at N/2 of
+/// the copy's rows); c, preact and postact that TMA cannot address are read and written by plain
+/// loads and stores in the epilogue (both outputs take the plain stores when either needs them).
+struct GemmGatedArgs {
+  TensorRef a;
+  TensorRef b;
+  TensorRef c;        // optional
+  TensorRef preact;   // optional output (QuACK's store_preact)
+  TensorRef postact;  // output
+  GemmBias bias;      // optional
+  Activation activation = Activation::kSwiglu;  // a gated one
+  float alpha = 1.f;
+  float beta = 0.f;
+  bool concat_layout = false;
+  bool tuned = false;                // as GemmArgs::tuned
+  uint32_t* tile_counter = nullptr;  // as GemmArgs::tile_counter
+  void* workspace = nullptr;         // as GemmActArgs::workspace
+  size_t workspace_bytes = 0;
+};
+
+/// Validates `args` for gemm_gated without touching the device. Throws InvalidArgument
+/// ("gemm_gated: ...") as can_implement(GemmActArgs), for a, b, c, preact, postact and bias, and:
+/// an activation that is not gated; an odd N; postact not (M, N/2); column-major outputs; a
+/// workspace too small or misaligned.
+void can_implement(const GemmGatedArgs& args);
+
+/// Bytes of GemmGatedArgs::workspace that gemm_gated needs for `args` (as for gemm_act).
+size_t gemm_workspace_size(const GemmGatedArgs& args);
+
+/// gemm_gated on `stream`. Runs can_implement first. M = 0, N = 0 or L = 0: nothing is launched.
+/// K = 0: preact = beta · C + bias, postact = glu of its pairs, by a small elementwise kernel.
+/// Throws as can_implement, CudaError when a CUDA call or the launch fails. Asynchronous.
+void gemm_gated(const GemmGatedArgs& args, cudaStream_t stream);
+
+/// Arguments of gemm_dgated: the backward of gemm_gated's activation fused into the GEMM that
+/// produces its incoming gradient (QuACK's gemm_dgated):
+///
+///   D[l]                      = A[l] · B[l]     (fp32, (M, H): e.g. dout · W2, the gradient of postact)
+///   g, u                      = preact[l][m][2j], preact[l][m][2j + 1]
+///   dpreact[l][m][2j]         = D[l][m][j] · ∂glu/∂g (g, u)
+///   dpreact[l][m][2j + 1]     = D[l][m][j] · ∂glu/∂u (g, u)
+///   postact[l][m][j]          = glu(g, u)       (recomputed, for fc2's weight gradient)
+///
+/// preact and dpreact (M, 2H) are read and written as H packed pairs per row (QuACK's
+/// "packed_cd_b16x2": one 32-bit element per (gate, up) pair), so the epilogue's thread holds a
+/// pair where D's value j sits; both are bf16. Each output is rounded once.
+///
+/// | tensor  | shape                   | dtype           | layout                                | required |
+/// |---------|-------------------------|-----------------|---------------------------------------|----------|
+/// | a       | (M, K) or (L, M, K)     | bf16            | row-major, e.g. dout                  | yes      |
+/// | b       | (K, H) or (L, K, H)     | a's dtype       | row-major, e.g. fc2's weight W2 (K = out, H = hidden) | yes |
+/// | preact  | (M, 2H) or (L, M, 2H)   | dpreact's dtype | row-major, gate/up interleaved         | yes      |
+/// | dpreact | (M, 2H) or (L, M, 2H)   | bf16            | row-major, gate/up interleaved         | yes      |
+/// | postact | (M, H) or (L, M, H)     | bf16            | row-major                              | no: stored when given |
+///
+/// Compiled today: bf16 everywhere, a and b row-major (an MLP's fc2 dgrad), outputs row-major,
+/// the 128x256 cooperative tile. Strides and alignment as quack/gemm.h (a and b that TMA cannot
+/// address: padded copies in the workspace; postact: plain stores where TMA cannot address it),
+/// the packed tensors' in 32-bit units: preact and dpreact need a 4-byte aligned base and even
+/// leading and batch strides (in 16-bit elements), else InvalidArgument; where TMA cannot address
+/// them (e.g. H not a multiple of 4) they are read and written by plain loads and stores.
+struct GemmDGatedArgs {
+  TensorRef a;
+  TensorRef b;
+  TensorRef preact;   // input
+  TensorRef dpreact;  // output
+  TensorRef postact;  // optional output
+  Activation activation = Activation::kSwiglu;  // a gated one
+  bool tuned = false;                // as GemmArgs::tuned
+  uint32_t* tile_counter = nullptr;  // as GemmArgs::tile_counter
+  void* workspace = nullptr;         // as GemmActArgs::workspace
+  size_t workspace_bytes = 0;
+};
+
+/// Validates `args` for gemm_dgated without touching the device. Throws InvalidArgument
+/// ("gemm_dgated: ...") as can_implement(GemmDActArgs), and: an activation that is not gated;
+/// preact or dpreact not (M, 2H) or not bf16, or not in 4-byte pairs (odd base, leading or batch
+/// stride); postact not (M, H); column-major tensors; a workspace too small or misaligned.
+void can_implement(const GemmDGatedArgs& args);
+
+/// Bytes of GemmDGatedArgs::workspace that gemm_dgated needs for `args` (as for gemm_act).
+size_t gemm_workspace_size(const GemmDGatedArgs& args);
+
+/// gemm_dgated on `stream`. Runs can_implement first. M = 0, H = 0 or L = 0: nothing is
+/// launched. K = 0: D = 0, so dpreact = 0 and postact = glu(preact's pairs), by a small
+/// elementwise kernel. Throws as can_implement, CudaError when a CUDA call or the launch fails.
+/// Asynchronous.
+void gemm_dgated(const GemmDGatedArgs& args, cudaStream_t stream);
 
 }  // namespace quack

@@ -15,9 +15,9 @@ on first use and need torch:
   residual_dtype=None, out_dtype=None, weight_offset=0.0, return_mean=False,
   return_rstd=False)``: differentiable LayerNorm (see ``quack_cpp.layernorm_ops``; custom ops
   ``torch.ops.quack_cpp.layernorm_fwd`` / ``layernorm_bwd``);
-- ``quack_cpp.gemm(A, B, out_dtype=None, alpha=1.0)``, ``gemm_add(A, B, C, alpha=1.0,
+- ``quack_cpp.gemm(A, B, out_dtype=None, alpha=1.0, bias=None)``, ``gemm_add(A, B, C, alpha=1.0,
   beta=1.0, out_dtype=None)``, ``gemm_add_inplace(A, B, out, alpha=1.0, beta=1.0)``,
-  ``linear(x, weight, fuse_grad_accum=False)``: the Hopper GEMM (see ``quack_cpp.gemm_ops``;
+  ``linear(x, weight, bias=None, fuse_grad_accum=False)``: the Hopper GEMM (see ``quack_cpp.gemm_ops``;
   custom ops ``torch.ops.quack_cpp.gemm`` / ``gemm_add_inplace``);
 - ``quack_cpp.topk(x, k, dim=-1, largest=True, sorted=True, softmax=False)``: top-k like
   ``torch.topk`` (int64 indices; NaN largest; ties: lower index first), with the MoE router's
@@ -31,8 +31,21 @@ on first use and need torch:
   *, low_memory=False, fuse_grad_accum=False)``: an LM head and its cross-entropy without the
   logits, differentiable (see ``quack_cpp.linear_cross_entropy_ops``; custom ops
   ``torch.ops.quack_cpp.linear_cross_entropy_fwd`` / ``_bwd`` / ``_scale_grad``);
+- ``quack_cpp.gemm_act(A, B, activation, C=None, bias=None, store_preact=True, out_dtype=None,
+  postact_dtype=None)``, ``gemm_dact(A, B, preact, activation)``, ``gemm_gated(A, B,
+  activation="swiglu", ..., concat_layout=False)``, ``gemm_dgated(A, B, preact, activation)``:
+  GEMMs with an activation (or a gated one) fused into the epilogue, and the layers
+  ``linear_act``, ``act_linear``, ``mlp`` (see ``quack_cpp.gemm_act_ops``; custom ops
+  ``torch.ops.quack_cpp.gemm_act`` / ``gemm_dact`` / ``gemm_gated`` / ``gemm_dgated``);
+- ``quack_cpp.distributed``: tensor-parallel pieces over torch.distributed:
+  ``vocab_parallel_cross_entropy(logits_shard, target, group=None, *, vocab_start=None, ...)``
+  (the logits sharded over the vocabulary), ``vocab_parallel_linear_cross_entropy`` (the LM
+  head with a vocabulary-sharded weight), ``column_parallel_linear`` and
+  ``row_parallel_linear`` (Megatron-LM's layers on ``quack_cpp.linear``);
 - ``quack_cpp.nn.RMSNorm``: a drop-in for ``torch.nn.RMSNorm``; ``quack_cpp.nn.LayerNorm``:
-  for ``torch.nn.LayerNorm``; ``quack_cpp.nn.Linear``: for ``torch.nn.Linear`` without bias;
+  for ``torch.nn.LayerNorm``; ``quack_cpp.nn.Linear``: for ``torch.nn.Linear`` (bias too);
+  ``quack_cpp.nn.LinearAct`` / ``DActLinear``: an MLP's two layers with the activation fused;
+  ``quack_cpp.nn.MLP``: the block (plain or gated activations; ``MLP.from_llama``);
   ``quack_cpp.nn.CrossEntropyLoss``: for ``torch.nn.CrossEntropyLoss`` on (N, C) logits;
   ``quack_cpp.nn.LinearCrossEntropy``: for an ``nn.Linear`` head + ``nn.CrossEntropyLoss``.
 
@@ -61,6 +74,9 @@ _LAZY = {
     "linear": "gemm_ops", "topk_ops": None, "topk": "topk_ops", "softmax": "softmax_ops",
     "log_softmax": "softmax_ops", "cross_entropy": "cross_entropy_ops",
     "linear_cross_entropy_ops": None, "linear_cross_entropy": "linear_cross_entropy_ops",
+    "gemm_act_ops": None, "gemm_act": "gemm_act_ops", "gemm_dact": "gemm_act_ops",
+    "gemm_gated": "gemm_act_ops", "gemm_dgated": "gemm_act_ops", "linear_act": "gemm_act_ops",
+    "act_linear": "gemm_act_ops", "mlp": "gemm_act_ops", "distributed": None,
 }
 
 __all__ = ["__version__"] + list(_LAZY)

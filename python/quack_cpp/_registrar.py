@@ -77,6 +77,10 @@ Description fields:
   its own C++ autograd node (named ``torch::autograd::CppNode<ns::<eager_node>>``) where autograd
   records the call. It must match impl + setup_context + backward exactly; ``CPP_EAGER``
   (``QUACK_CPP_EAGER=0``) turns it off. Functional ops only.
+- ``sharding`` (optional): the op's DTensor sharding rule, one of quack_cpp._dtensor's names
+  (``ROW_NORM_FWD``, ``GEMM``, ...): which input placements it runs on locally and what its
+  outputs' placements are; registered with ``register_sharding`` once torch.distributed.tensor
+  is imported. Without it DTensor's dispatch refuses the op.
 - ``setup_context(ctx, inputs, output)`` and ``backward(ctx, *grads)``: as
   ``torch.library.register_autograd`` takes them; used by the custom op and, unchanged, by the
   fast path's autograd.Function. ``inputs`` is the full positional argument tuple (defaults
@@ -504,6 +508,9 @@ class Op:
         # the op and, where autograd records the call, its C++ autograd node.
         self.eager = getattr(desc, "eager", None)
         self.eager_node = getattr(desc, "eager_node", None)
+        # The DTensor sharding rule (quack_cpp._dtensor), registered when torch.distributed.tensor
+        # is imported.
+        self.sharding = getattr(desc, "sharding", None)
         if self.eager is not None and mutates:
             raise TypeError(f"{desc.name}: a C++ eager path is for functional ops only")
         backward = getattr(desc, "backward", None)
@@ -639,7 +646,11 @@ class Op:
 
 def register(desc) -> Op:
     """Registers ``desc`` (an op description, see the module docstring) and returns its Op."""
-    return Op(desc)
+    op = Op(desc)
+    if op.sharding is not None:
+        from . import _dtensor
+        _dtensor.install(op)
+    return op
 
 
 # --------------------------------------------------------------------------------------------

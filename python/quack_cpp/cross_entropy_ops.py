@@ -47,6 +47,7 @@ import torch
 from torch import Tensor
 
 from . import _C
+from . import _dtensor
 from ._registrar import (CUSTOM, EAGER, EAGER_GRAD, check_float, check_index,
                          functional_context, graph_retained, records_grad, register, route,
                          route_index, scalar_arg, stream, tensor_arg)
@@ -91,6 +92,7 @@ class CrossEntropyScaleGrad:
 
 class CrossEntropyBwd:
     name = "quack_cpp::cross_entropy_bwd"
+    sharding = _dtensor.CROSS_ENTROPY_BWD  # DTensor placements (quack_cpp._dtensor)
     index_args = ("target",)
     eager_only = ("dx_into_x",)
 
@@ -133,6 +135,7 @@ class CrossEntropyBwd:
 
 class CrossEntropyFwd:
     name = "quack_cpp::cross_entropy_fwd"
+    sharding = _dtensor.CROSS_ENTROPY_FWD  # DTensor placements (quack_cpp._dtensor)
     index_args = ("target",)
     eager_only = ("dx_into_x",)
     absent = (None, _f32, _f32, None)  # placeholder dtypes: lse and z fp32, dx x's

@@ -38,10 +38,11 @@ from torch import Tensor
 
 from . import _C
 from . import _registrar as _reg
+from . import _dtensor
 from ._registrar import (DTYPE_CODE, FLOAT_DTYPES, dtype_name, register, register_function,
                          stream, tensor_arg)
 
-__all__ = ["gemm", "gemm_add", "gemm_add_inplace", "linear", "linear_dtype"]
+__all__ = ["gemm", "gemm_add", "gemm_add_inplace", "linear", "linear_dtype", "weight_grad"]
 
 _FLOAT_DTYPES = FLOAT_DTYPES
 _INPUT_DTYPES = (torch.float16, torch.bfloat16)  # the kernels' A/B dtypes
@@ -242,23 +243,24 @@ def _tma_ok(t: Tensor) -> bool:
 
 def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
             beta: float, tuned: bool = False, alpha_t: Optional[Tensor] = None,
-            beta_t: Optional[Tensor] = None, args=None) -> None:
+            beta_t: Optional[Tensor] = None, args=None, bias: Optional[Tensor] = None) -> None:
     # args: the four tensor arguments when already made (_new_out_and_args).
     fn = "gemm"
     a, b, c, d = args or (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"),
                           tensor_arg(C, fn, "c"), tensor_arg(D, fn, "d"))
+    bias_row = tensor_arg(bias, fn, "bias.row") if bias is not None else None
     # A or B that TMA cannot address (K or N not a multiple of 8 in memory, an odd offset): the
     # C++ copies it into a workspace with padded rows; allocated here with torch's caching
     # allocator on D's stream (kept alive by the stream-ordered allocator until the kernel ran).
     ws, ws_bytes = None, 0
     if not (_tma_ok(A) and _tma_ok(B)):
-        ws_bytes = _C.gemm_workspace_size(a, b, c, d, float(alpha), float(beta))
+        ws_bytes = _C.gemm_workspace_size(a, b, c, d, float(alpha), float(beta), bias_row, None)
         if ws_bytes:
             ws = torch.empty(ws_bytes, dtype=torch.uint8, device=D.device)
     _C.gemm(a, b, c, d, float(alpha), float(beta), stream(D), bool(tuned),
             alpha_t.data_ptr() if alpha_t is not None else 0,
             beta_t.data_ptr() if beta_t is not None else 0,
-            ws.data_ptr() if ws is not None else 0, ws_bytes)
+            ws.data_ptr() if ws is not None else 0, ws_bytes, bias_row, None)
 
 
 def _scalar(fn: str, name: str, v, A: Tensor) -> Tuple[float, Optional[Tensor]]:
@@ -280,7 +282,8 @@ def _scalar(fn: str, name: str, v, A: Tensor) -> Tuple[float, Optional[Tensor]]:
 # --------------------------------------------------------------------------------------------
 
 
-def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
+def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
+               bias=None):
     """gemm_op's implementation: D allocated by ``_new_out`` (through ``_new_out_and_args``'s
     plan cache when C is not read), then ``_C.gemm``."""
     beta = beta if C is not None else 0.0
@@ -290,17 +293,28 @@ def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_
         D, args = _new_out_and_args(A, B, C, out_dtype)
     else:  # D in C's layout
         D, args = _new_out(A, B, C, beta_d, out_dtype), None
-    _launch(A, B, C, D, alpha, beta, tuned, alpha_t, beta_t, args)
+    _launch(A, B, C, D, alpha, beta, tuned, alpha_t, beta_t, args, bias)
     return D
+
+
+def _bias_grad(g: Tensor, bias: Tensor) -> Tensor:
+    """The gradient of a row bias (N,) or (L, N) added to every row of D (M, N) / (L, M, N): the
+    column sums of dD over M (and L for a (N,) bias shared by the batches), in fp32, cast to the
+    bias's dtype. torch's reduction: deterministic, one read of dD."""
+    if bias.dim() == 1:
+        return g.reshape(-1, g.shape[-1]).sum(0, dtype=torch.float32).to(bias.dtype)
+    return g.sum(-2, dtype=torch.float32).to(bias.dtype)
 
 
 class Gemm:
     name = "quack_cpp::gemm"
+    sharding = _dtensor.GEMM  # DTensor placements (quack_cpp._dtensor)
 
     def signature(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float,
                   out_dtype: torch.dtype, tuned: bool = False, alpha_t: Optional[Tensor] = None,
-                  beta_t: Optional[Tensor] = None) -> Tensor:
-        """D = alpha * A @ B + beta * C as a functional custom op (``torch.ops.quack_cpp.gemm``).
+                  beta_t: Optional[Tensor] = None, bias: Optional[Tensor] = None) -> Tensor:
+        """D = alpha * A @ B + beta * C (+ bias) as a functional custom op
+        (``torch.ops.quack_cpp.gemm``).
 
         Args:
             A: (M, K) or (L, M, K), bfloat16/float16, CUDA; any strides the C++ accepts.
@@ -312,6 +326,9 @@ class Gemm:
                 beta, read by the kernel (device scalars; a device beta of 0 reads no C).
             tuned: autotune the tile configuration on first use per shape class (quack::GemmArgs::
                 tuned: timed on a scratch output, cached on disk; never during graph capture).
+            bias: (N,) or (L, N) added to every row (quack::GemmBias::row), fp32 or 16-bit,
+                contiguous; compiled for bf16 with A row-major and B column-major (x @ W.T + b).
+                Its gradient is the column sum of dD (``_bias_grad``).
 
         Returns:
             D, same rank as A. Layout: C's (row- or column-major) when C is read; else row-major,
@@ -326,26 +343,28 @@ class Gemm:
 
     impl = _gemm_impl
 
-    def fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
+    def fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None, bias=None):
         beta = 1.0 if (beta_t is not None and C is not None) else beta
         return _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
 
     def setup_context(ctx, inputs, output):
-        A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t = inputs
+        A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias = inputs
         need_a, need_b = ctx.needs_input_grad[:2]
         ctx.alpha, ctx.beta = alpha, beta
         ctx.a_dtype, ctx.b_dtype = A.dtype, B.dtype
         ctx.c_dtype = C.dtype if C is not None else None
-        ctx.save_for_backward(A if need_b else None, B if need_a else None, alpha_t, beta_t)
+        ctx.save_for_backward(A if need_b else None, B if need_a else None, alpha_t, beta_t,
+                              bias if bias is not None and ctx.needs_input_grad[9] else None)
 
     def backward(ctx, dD):
         """dA = alpha * dD @ B^T, dB = alpha * A^T @ dD (our gemm: the fast path in eager
         mode, the custom op under torch.compile; outputs in A's / B's dtype; dD cast to A's
         dtype and made a row-major operand), dC = beta * dD. Device scalars pass on to the
         backward GEMMs (alpha) or multiply dD (beta); they get no gradient themselves."""
-        A, B, alpha_t, beta_t = ctx.saved_tensors
+        A, B, alpha_t, beta_t, bias = ctx.saved_tensors
         need_a, need_b, need_c = ctx.needs_input_grad[:3]
         dA = dB = dC = None
+        dbias = _bias_grad(dD, bias) if bias is not None else None
         if need_c:
             if beta_t is not None:
                 dC = (dD * beta_t.reshape(())).to(ctx.c_dtype)
@@ -357,7 +376,7 @@ class Gemm:
                 dA = gemm_op(g, B.mT, None, ctx.alpha, 0.0, ctx.a_dtype, False, alpha_t, None)
             if need_b:
                 dB = gemm_op(A.mT, g, None, ctx.alpha, 0.0, ctx.b_dtype, False, alpha_t, None)
-        return dA, dB, dC, None, None, None, None, None, None
+        return dA, dB, dC, None, None, None, None, None, None, dbias
 
 
 class GemmAddInplace:
@@ -406,8 +425,9 @@ def _out_dtype(fn: str, out_dtype: Optional[torch.dtype], A: Tensor) -> torch.dt
 
 
 def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
-         alpha: Union[float, Tensor] = 1.0, tuned: bool = False) -> Tensor:
-    """Matrix product ``D = alpha * A @ B`` (batched over L), differentiable.
+         alpha: Union[float, Tensor] = 1.0, tuned: bool = False,
+         bias: Optional[Tensor] = None) -> Tensor:
+    """Matrix product ``D = alpha * A @ B (+ bias)`` (batched over L), differentiable.
 
     Products and sums in fp32 (WGMMA accumulators), one rounding to out_dtype. Backward (our
     gemm too): ``dA = alpha * dD @ B^T``, ``dB = alpha * A^T @ dD``, dD cast to A's dtype.
@@ -430,6 +450,11 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
             (QuACK 0.2.0 defaults to True; ours is not yet GPU-validated). Unlike QuACK's,
             tuning never runs candidates on the real output, so an in-place call accumulates
             once (QuACK reference §16 hazard).
+        bias: None, or (N,) / (L, N) added to every row of D in the epilogue (QuACK 0.2.3+'s
+            ``bias``), fp32 or A's dtype, contiguous, on A's device; added in fp32 before the
+            rounding. Compiled for bf16 A row-major and B column-major (``x @ W.T + b``, D
+            row-major; column-major D too); other layouts raise ValueError. Its gradient is the
+            column sum of dD (fp32, cast to bias's dtype; torch's deterministic reduction).
 
     Returns:
         D (M, N) or (L, M, N) in out_dtype on A's device; row-major with the row stride N
@@ -448,14 +473,19 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
 
     Source: QuACK 0.2.0 ``gemm_interface.gemm``; kernel after CUTLASS 3.x sm90 TMA + WGMMA.
     """
-    path = _reg.route(A, B)
+    path = _reg.route(A, B, bias)
     if path == _reg.CUSTOM:
         _check("gemm", A=A, B=B)
+        if bias is not None:
+            _check("gemm", bias=bias)
     a, a_t = _scalar("gemm", "alpha", alpha, A)
     if a_t is not None:
-        path = _reg.route(A, B, a_t)
+        path = _reg.route(A, B, a_t, bias)
+    if bias is None:
+        return gemm_op.run(path, A, B, None, a, 0.0, _out_dtype("gemm", out_dtype, A),
+                           bool(tuned), a_t, None)
     return gemm_op.run(path, A, B, None, a, 0.0, _out_dtype("gemm", out_dtype, A), bool(tuned),
-                       a_t, None)
+                       a_t, None, bias)
 
 
 def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: Union[float, Tensor] = 1.0,
@@ -547,62 +577,73 @@ def _rows(t: Tensor, k: int) -> Tensor:
     return t if t.dim() == 2 and k else t.reshape(-1, k)
 
 
+def weight_grad(g: Tensor, x2: Tensor, weight: Tensor, dtype: torch.dtype, fuse: bool) -> Tensor:
+    """The wgrad of y = x2 @ W^T for the output gradient g (M, N) and x2 (M, K): dW = g^T @ x2,
+    produced in weight's dtype where the C++ has that instance (else in ``dtype``, then cast).
+    fuse: accumulate into an existing ``weight.grad`` in place (gemm_add_inplace, beta = 1) and
+    hand it to autograd with ``weight.grad`` cleared (QuACK's fuse_grad_accum; eager only)."""
+    a, b, wdt = g.mT, x2, weight.dtype
+    grad = weight.grad if fuse else None
+    if grad is not None and _accepts(a, b, grad, grad, 1.0):
+        gemm_add_inplace_op(a, b, grad, 1.0, 1.0, False, None, None)
+        weight.grad = None  # autograd's AccumulateGrad then takes grad as it is
+        return grad
+    # e.g. fp16 -> fp32 for these layouts: fp16 dW, then cast (as torch does). Asked only where
+    # the answer matters: wdt == dtype computes in dtype either way.
+    shape = (a.shape[0], b.shape[1])
+    ok = wdt == dtype or any(_accepts(a, b, None, (shape, wdt, col)) for col in (False, True))
+    return _cast(gemm_op(a, b, None, 1.0, 0.0, wdt if ok else dtype, False, None, None), wdt)
+
+
 class Linear:
-    """y = x @ W^T for x (..., K) and W (N, K) in a compute dtype, with the dgrad and wgrad
+    """y = x @ W^T (+ b) for x (..., K) and W (N, K) in a compute dtype, with the dgrad and wgrad
     GEMMs in its backward and eager-only fused weight-gradient accumulation (see ``linear``).
     A composite: its GEMMs are ``gemm_op`` / ``gemm_add_inplace_op``, so torch.compile sees
     those custom ops."""
 
     name = "quack_cpp::linear"
 
-    def forward(ctx, x: Tensor, weight: Tensor, dtype: torch.dtype, fuse_grad_accum: bool,
-                tuned: bool) -> Tensor:
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: torch.dtype,
+                fuse_grad_accum: bool, tuned: bool) -> Tensor:
         K, N = weight.shape[1], weight.shape[0]
         x2 = _as_operand(_rows(_cast(x, dtype), K))
         w = _cast(weight, dtype)
-        y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned), None, None)
+        if bias is None:
+            y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned), None, None)
+        else:
+            y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned), None, None, bias)
         need_x, need_w = ctx.needs_input_grad[:2]
         lead = x.shape[:-1]
-        ctx.dtype, ctx.weight_dtype, ctx.lead, ctx.n = dtype, weight.dtype, lead, N
+        ctx.dtype, ctx.lead, ctx.n = dtype, lead, N
+        ctx.bias_dtype = bias.dtype if bias is not None else None
         # Fused accumulation reads weight.grad at backward time: eager only (as QuACK).
         ctx.fuse = bool(fuse_grad_accum and need_w and not torch.compiler.is_compiling())
         ctx.save_for_backward(x2 if need_w else None, w if need_x else None,
-                              weight if ctx.fuse else None)
+                              weight if ctx.fuse or need_w else None)
         return y if x.dim() == 2 else y.view(*lead, N)
 
     def backward(ctx, dy):
         x2, w, weight = ctx.saved_tensors
-        need_x, need_w = ctx.needs_input_grad[:2]
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
         g = _as_operand(_rows(_cast(dy, ctx.dtype), ctx.n))
-        dx = dw = None
+        dx = dw = db = None
         if need_x:  # dgrad: dx = dy @ W
             dx = gemm_op(g, w, None, 1.0, 0.0, ctx.dtype, False, None, None)
             if len(ctx.lead) != 1:
                 dx = dx.view(*ctx.lead, w.shape[1])
         if need_w:  # wgrad: dW = dy^T @ x, in weight's dtype where the C++ has that instance
-            a, b, wdt = g.mT, x2, ctx.weight_dtype
-            grad = weight.grad if ctx.fuse else None
-            if grad is not None and _accepts(a, b, grad, grad, 1.0):
-                gemm_add_inplace_op(a, b, grad, 1.0, 1.0, False, None, None)
-                weight.grad = None  # autograd's AccumulateGrad then takes grad as it is
-                dw = grad
-            else:  # e.g. fp16 -> fp32 for these layouts: fp16 dW, then cast (as torch does)
-                # Asked only where the answer matters: wdt == ctx.dtype computes in ctx.dtype
-                # either way.
-                shape = (a.shape[0], b.shape[1])
-                ok = wdt == ctx.dtype or any(_accepts(a, b, None, (shape, wdt, col))
-                                             for col in (False, True))
-                dw = _cast(gemm_op(a, b, None, 1.0, 0.0, wdt if ok else ctx.dtype, False,
-                                   None, None), wdt)
-        return dx, dw, None, None, None
+            dw = weight_grad(g, x2, weight, ctx.dtype, ctx.fuse)
+        if need_b:  # the column sum of dy (fp32, in bias's dtype)
+            db = g.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
+        return dx, dw, db, None, None, None
 
 
 linear_op = register_function(Linear)
 
 
-def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False,
-           tuned: bool = False) -> Tensor:
-    """``y = x @ weight^T`` (``torch.nn.functional.linear`` without bias) on our GEMM.
+def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
+           fuse_grad_accum: bool = False, tuned: bool = False) -> Tensor:
+    """``y = x @ weight^T + bias`` (``torch.nn.functional.linear``) on our GEMM.
 
     Forward ``gemm(x2, W^T)`` with x2 = x flattened to (M, K); backward: dgrad
     ``dx = dy @ W`` and wgrad ``dW = dy^T @ x2``, both with our GEMM, dW produced directly in
@@ -622,11 +663,16 @@ def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False,
     else hold a reference to that gradient tensor, AccumulateGrad stores a copy instead (the
     values are the same).
 
+    bias (QuACK's LinearFunc): added in the forward GEMM's epilogue in fp32 (a bias of any float
+    dtype, also under autocast: not rounded to the compute dtype first); its gradient is the
+    column sum of dy over the rows (fp32 reduction in torch, deterministic; bias's dtype).
+
     Args:
         x: (..., K) CUDA; bfloat16/float16, or any float dtype under autocast.
         weight: (N, K), x's dtype (or any float dtype under autocast); any N and K (where
             they are not multiples of 8 the GEMM copies the operands TMA cannot address into
             padded rows: x when K is odd, once per call; W^T per forward, W per dgrad).
+        bias: None or (N,), float32 or the compute dtype (bfloat16 compiled today).
         fuse_grad_accum: see above.
         tuned: autotune the forward GEMM's tile configuration (as ``gemm``'s ``tuned``).
 
@@ -639,9 +685,11 @@ def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False,
 
     Source: QuACK 0.2.0 ``linear.LinearFunc`` / ``linear_func``.
     """
-    path = _reg.route(x, weight)
+    path = _reg.route(x, weight, bias)
     if path == _reg.CUSTOM:
         _check("linear", x=x, weight=weight)
+        if bias is not None:
+            _check("linear", bias=bias)
     dtype = linear_dtype(x, weight)
     if dtype is None:
         raise ValueError(f"linear: x {_shape(x)} and weight {_shape(weight)}: expected both "
@@ -649,4 +697,7 @@ def linear(x: Tensor, weight: Tensor, fuse_grad_accum: bool = False,
     if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: x has shape {tuple(x.shape)} and weight {tuple(weight.shape)},"
                          " expected (..., K) and (N, K)")
-    return linear_op.run(path, x, weight, dtype, bool(fuse_grad_accum), bool(tuned))
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != weight.shape[0]):
+        raise ValueError(f"linear: bias has shape {tuple(bias.shape)}, expected "
+                         f"({weight.shape[0]},) (out_features)")
+    return linear_op.run(path, x, weight, bias, dtype, bool(fuse_grad_accum), bool(tuned))

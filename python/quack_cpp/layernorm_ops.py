@@ -26,8 +26,9 @@ from torch import Tensor
 
 from . import _C
 from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
-from ._registrar import (CUSTOM, EAGER_GRAD, FLOAT_DTYPES, as_rows, check_float, dtype_name,
-                         records_grad, register, route, rows_cols, stream, tensor_arg)
+from .ops import norm_grads, norm_prologue
+from . import _dtensor
+from ._registrar import as_rows, register, rows_cols, stream, tensor_arg
 
 __all__ = ["layernorm", "layernorm_fwd", "layernorm_bwd"]
 
@@ -39,6 +40,7 @@ __all__ = ["layernorm", "layernorm_fwd", "layernorm_bwd"]
 
 class LayerNormFwd:
     name = "quack_cpp::layernorm_fwd"
+    sharding = _dtensor.ROW_NORM_FWD  # DTensor placements (quack_cpp._dtensor)
     absent = (None, None, torch.float32, torch.float32)  # residual_out x's; mean, rstd fp32
     # The fast path in C++ where built: outputs + launch + setup_context + backward below.
     eager = getattr(_torch_ext, "layernorm_fwd", None) if _torch_ext is not None else None
@@ -145,29 +147,7 @@ class LayerNormFwd:
                 "with a residual but residual_out_dtype=None; call it with store_stats=True and "
                 "a residual_out_dtype (quack_cpp.layernorm does this when a gradient is needed)"
             )
-        need_x, need_w, need_b, need_r = ctx.needs_input_grad[:4]
-        if dout is None:  # only residual_out was used: d(out) = 0, a stride-0 view
-            dout = torch.zeros((), dtype=ctx.out_dtype, device=h.device).expand(h.shape)
-        if not ctx.residual_out_stored:
-            dresidual_out = None
-        # d(residual) = dh; a separate copy only where its dtype differs from x's.
-        separate_dres = need_r and ctx.residual_dtype != ctx.x_dtype
-        dx, dres, dw, db = layernorm_bwd(
-            h,
-            weight,
-            dout,
-            mean,
-            rstd,
-            dresidual_out,
-            ctx.weight_offset,
-            ctx.x_dtype,
-            ctx.residual_dtype if separate_dres else None,
-            bool(need_w and weight is not None),
-            ctx.bias_dtype if need_b else None,
-        )
-        dresidual = (dres if separate_dres else dx) if need_r else None
-        return (dx if need_x else None, dw if need_w else None, db if need_b else None,
-                dresidual, None, None, None, None, None)
+        return norm_grads(ctx, layernorm_bwd, h, weight, (mean, rstd), dout, dresidual_out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -177,6 +157,7 @@ class LayerNormFwd:
 
 class LayerNormBwd:
     name = "quack_cpp::layernorm_bwd"
+    sharding = _dtensor.ROW_NORM_BWD  # DTensor placements (quack_cpp._dtensor)
 
     def signature(
         x: Tensor,
@@ -358,40 +339,8 @@ def layernorm(
     if _autocast_fp32(x):
         cast = lambda t: t if t is None or t.dtype == torch.float32 else t.float()  # noqa: E731
         x, weight, bias, residual = cast(x), cast(weight), cast(bias), cast(residual)
-    path = route(x, weight, bias, residual)
-    if path == CUSTOM:  # on the fast path these hold: plain CUDA tensors of a float dtype
-        check_float("layernorm", x, "x")
-        check_float("layernorm", weight, "weight")
-        check_float("layernorm", bias, "bias")
-        check_float("layernorm", residual, "residual")
-        need_grad = records_grad(x, weight, bias, residual)
-    else:
-        need_grad = path == EAGER_GRAD
-    nd = x.dim()
-    if nd == 0:
-        raise ValueError("layernorm: x is a 0-dimensional tensor, expected (..., N)")
-    if residual is not None and residual.shape != x.shape:
-        raise ValueError(
-            f"layernorm: residual has shape {tuple(residual.shape)}, expected x's shape "
-            f"{tuple(x.shape)}"
-        )
-    if out_dtype is not None and out_dtype not in FLOAT_DTYPES:
-        raise ValueError(f"layernorm: out_dtype is {dtype_name(out_dtype)}, expected float32, "
-                         "float16 or bfloat16")
-    if residual_dtype is not None and residual_dtype not in FLOAT_DTYPES:
-        raise ValueError(f"layernorm: residual_dtype is {dtype_name(residual_dtype)}, expected "
-                         "float32, float16 or bfloat16")
-    if residual is not None:
-        # Stored when returned (prenorm) or when the backward needs h.
-        res_out_dtype = (
-            (residual_dtype if residual_dtype is not None else residual.dtype)
-            if (prenorm or need_grad)
-            else None
-        )
-    elif prenorm and residual_dtype is not None and residual_dtype != x.dtype:
-        res_out_dtype = residual_dtype
-    else:
-        res_out_dtype = None
+    path, need_grad, nd, res_out_dtype = norm_prologue(
+        "layernorm", x, weight, bias, residual, out_dtype, residual_dtype, prenorm)
     out, res_out, mean, rstd = layernorm_fwd.run(
         path,
         x if nd == 2 else as_rows(x),

@@ -10,13 +10,16 @@ from torch.nn import Module, Parameter, init
 
 from . import _registrar as _reg
 from .cross_entropy_ops import cross_entropy
+from .gemm_act_ops import (GATED_ACTIVATIONS, _postact_torch, act_linear, activation_name,
+                           deinterleave_gate_up, interleave_gate_up, is_gated, linear_act, mlp)
 from .gemm_ops import linear, linear_dtype
 from .layernorm_ops import layernorm
 from .linear_cross_entropy_ops import (_compute_dtype, linear_cross_entropy,
                                        linear_cross_entropy_torch)
 from .ops import _FLOAT_DTYPES, rmsnorm
 
-__all__ = ["RMSNorm", "LayerNorm", "Linear", "CrossEntropyLoss", "LinearCrossEntropy"]
+__all__ = ["RMSNorm", "LayerNorm", "Linear", "LinearAct", "DActLinear", "MLP", "CrossEntropyLoss",
+           "LinearCrossEntropy"]
 
 _shape_t = Union[int, List[int], Tuple[int, ...], torch.Size]
 
@@ -99,7 +102,11 @@ class RMSNorm(Module):
     def forward(self, x: Tensor) -> Tensor:
         """Normalises ``x`` (*, *normalized_shape); returns the same shape and dtype."""
         nd = len(self.normalized_shape)
-        if nd == 0 or x.device.type != "cuda" or x.dtype not in _FLOAT_DTYPES:
+        # The kernels on CUDA (_reg.DEVICE_TYPES: also the CPU while the tests' CPU stand-ins
+        # are registered); meta and anything else through torch, as documented above.
+        dev = x.device.type
+        if (nd == 0 or dev == "meta" or dev not in _reg.DEVICE_TYPES
+                or x.dtype not in _FLOAT_DTYPES):
             weight = self.weight
             if self.weight_offset != 0.0 and weight is not None:
                 weight = weight + self.weight_offset
@@ -197,28 +204,31 @@ class LayerNorm(torch.nn.LayerNorm):
 
 
 class Linear(torch.nn.Linear):
-    r"""``y = x W^T`` on QuACK-C++'s GEMM; a drop-in for ``torch.nn.Linear(..., bias=False)``.
+    r"""``y = x W^T + b`` on QuACK-C++'s GEMM; a drop-in for ``torch.nn.Linear``.
 
-    A subclass of ``torch.nn.Linear``: same parameter (``weight`` (out_features, in_features),
-    same initialisation), state dict, ``reset_parameters`` and ``extra_repr``, so the two load
-    each other's state dicts. The default ``bias=False`` follows QuACK's ``Linear``.
+    A subclass of ``torch.nn.Linear``: same parameters (``weight`` (out_features, in_features),
+    ``bias`` (out_features,) when bias=True, same initialisation), state dict,
+    ``reset_parameters`` and ``extra_repr``, so the two load each other's state dicts. The
+    default ``bias=False`` follows QuACK's ``Linear``.
 
-    Forward ``y = x W^T`` for x (*, in_features) (leading dims flattened to M rows), output
-    (*, out_features); backward dgrad ``dx = dy W`` and wgrad ``dW = dy^T x``, all three with
-    ``quack_cpp.gemm_ops`` (fp32 accumulation; dW produced directly in weight's dtype). Under
-    ``torch.autocast`` x and weight are cast to the autocast dtype, like ``nn.Linear``.
+    Forward ``y = x W^T + b`` for x (*, in_features) (leading dims flattened to M rows), output
+    (*, out_features), the bias added in the GEMM's epilogue; backward dgrad ``dx = dy W``, wgrad
+    ``dW = dy^T x`` (``quack_cpp.gemm_ops``: fp32 accumulation; dW produced directly in
+    weight's dtype) and ``db = dy.sum(0)`` (fp32, torch's deterministic reduction). Under
+    ``torch.autocast`` x and weight are cast to the autocast dtype, like ``nn.Linear``; the bias
+    is added in fp32 without being rounded to the autocast dtype first.
 
     The kernels run when x is a CUDA tensor and the compute dtype (autocast's, else x's =
-    weight's) is bfloat16 or float16, for any in_features and out_features (sizes that are not
-    multiples of 8, e.g. a 50257-word vocabulary, take the GEMM's unaligned paths: padded
-    operand copies, plain stores); otherwise ``torch.nn.functional.linear`` runs (an fp32 module
-    outside autocast, a CPU input), so the module stays a drop-in.
+    weight's) is bfloat16 or float16 (bfloat16 only with a bias: the bias epilogue is compiled
+    for bfloat16), for any in_features and out_features (sizes that are not multiples of 8, e.g.
+    a 50257-word vocabulary, take the GEMM's unaligned paths: padded operand copies, plain
+    stores); otherwise ``torch.nn.functional.linear`` runs (an fp32 module outside autocast, a
+    CPU input), so the module stays a drop-in.
 
     Args:
         in_features, out_features: sizes of the last dim of x and y.
-        bias: must be False. True raises NotImplementedError (the GEMM has no bias epilogue
-            yet; use ``torch.nn.Linear``).
-        device, dtype: of the weight.
+        bias: learnable bias (default False, QuACK's).
+        device, dtype: of the parameters.
         fuse_grad_accum: when ``weight.grad`` exists, accumulate the wgrad into it in place
             with ``gemm_add_inplace`` (beta = 1) instead of producing a new tensor that autograd
             then adds (QuACK's semantics; eager mode only: under ``torch.compile`` the plain
@@ -227,29 +237,296 @@ class Linear(torch.nn.Linear):
             (``quack_cpp.gemm``'s ``tuned``; default False, QuACK's default is True).
 
     Raises:
-        NotImplementedError: bias=True.
         ValueError, RuntimeError: as ``quack_cpp.gemm`` (e.g. a layout the C++ does not yet
             support), with the C++ message.
 
-    Source: QuACK 0.2.0 ``quack/linear.py`` (``Linear``, ``LinearFunc``).
+    Source: QuACK 0.2.0 ``quack/linear.py`` (``Linear``, ``LinearFunc``); the bias as QuACK 0.6.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None,
                  dtype=None, fuse_grad_accum: bool = False, tuned: bool = False) -> None:
-        if bias:
-            raise NotImplementedError(
-                "quack_cpp.nn.Linear: bias=True is not supported yet (the GEMM has no bias "
-                "epilogue); use bias=False or torch.nn.Linear")
-        super().__init__(in_features, out_features, bias=False, device=device, dtype=dtype)
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.fuse_grad_accum = fuse_grad_accum
         self.tuned = tuned
 
     def forward(self, input: Tensor) -> Tensor:
-        """y = input W^T; input (*, in_features), y (*, out_features)."""
-        weight = self.weight  # one nn.Module.__getattr__
-        if input.device.type in _reg.DEVICE_TYPES and linear_dtype(input, weight) is not None:
-            return linear(input, weight, fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
-        return F.linear(input, weight)
+        """y = input W^T + b; input (*, in_features), y (*, out_features)."""
+        weight, bias = self.weight, self.bias  # one nn.Module.__getattr__ each
+        if input.device.type in _reg.DEVICE_TYPES and _kernel_dtype(input, weight, bias):
+            return linear(input, weight, bias, fuse_grad_accum=self.fuse_grad_accum,
+                          tuned=self.tuned)
+        return F.linear(input, weight, bias)
+
+
+def _kernel_dtype(x: Tensor, weight: Tensor, bias: Optional[Tensor],
+                  bf16_only: bool = False) -> bool:
+    """Whether the GEMM kernels compute this layer: a bfloat16/float16 compute dtype (bfloat16
+    with a bias, or for the fused activations: their instances are bfloat16) and a float bias."""
+    dtype = linear_dtype(x, weight)
+    if dtype is None:
+        return False
+    if (bias is not None or bf16_only) and dtype != torch.bfloat16:
+        return False
+    return bias is None or bias.dtype in _FLOAT_DTYPES
+
+
+def _torch_act(activation: str, y: Tensor, concat: bool = False) -> Tensor:
+    """act(y), or for a gated activation glu of y's gate/up (interleaved, or halves)."""
+    if not is_gated(activation):
+        return _postact_torch(activation, y)
+    if concat:
+        h = y.shape[-1] // 2
+        y = torch.stack((y[..., :h], y[..., h:]), dim=-1).flatten(-2)
+    return _postact_torch(activation, y)
+
+
+class LinearAct(torch.nn.Linear):
+    r"""``(preact, postact) = (x W^T + b, act(preact))`` with the activation fused into the
+    GEMM's epilogue: the first layer of an MLP (QuACK's ``linear_act_func``).
+
+    A subclass of ``torch.nn.Linear`` (same parameters and state dict). ``forward(x)`` returns
+    ``(preact, postact)``: preact (*, out_features), None when not stored (``store_preact``
+    False and no gradient recorded); postact (*, out_features), or (*, out_features / 2) for a
+    gated activation, whose weight rows hold gate and up interleaved (row 2j gate_j, row 2j + 1
+    up_j; ``concat_layout=True``: the halves [W_gate; W_up]). Both are differentiable: the
+    backward takes preact's gradient (what ``DActLinear`` gives) and turns a gradient of postact
+    into one with the activation's derivative (torch), then dgrad, wgrad and the bias's column
+    sum. The kernels run for CUDA bfloat16 compute (autocast or the module's dtype) with
+    in_features, out_features (and out_features / 2) multiples of 8; otherwise torch computes
+    the same (``F.linear``, then the activation).
+
+    Args:
+        in_features, out_features: x's and preact's last dims.
+        activation: ``quack_cpp.gemm_act_ops.ACTIVATIONS`` or ``GATED_ACTIVATIONS`` (default
+            "gelu_tanh_approx", QuACK's).
+        bias: learnable bias (default False). device, dtype: of the parameters.
+        store_preact, fuse_grad_accum, tuned, concat_layout: see ``quack_cpp.gemm_act_ops.
+            linear_act``.
+    """
+
+    def __init__(self, in_features: int, out_features: int,
+                 activation: Optional[str] = "gelu_tanh_approx", bias: bool = False, device=None,
+                 dtype=None, store_preact: bool = True, fuse_grad_accum: bool = False,
+                 tuned: bool = False, concat_layout: bool = False) -> None:
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        self.activation = activation_name(activation, "LinearAct")
+        if is_gated(self.activation) and out_features % 2 != 0:
+            raise ValueError(f"LinearAct: out_features is {out_features}, expected an even "
+                             f"number for the gated activation {self.activation!r}")
+        if concat_layout and not is_gated(self.activation):
+            raise ValueError("LinearAct: concat_layout is for gated activations")
+        self.store_preact = store_preact
+        self.fuse_grad_accum = fuse_grad_accum
+        self.tuned = tuned
+        self.concat_layout = concat_layout
+
+    def _kernels(self, x: Tensor) -> bool:
+        n_post = self.out_features // 2 if is_gated(self.activation) else self.out_features
+        return (x.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
+                and self.out_features % 8 == 0 and n_post % 8 == 0
+                and _kernel_dtype(x, self.weight, self.bias, bf16_only=True))
+
+    def forward(self, input: Tensor) -> Tuple[Optional[Tensor], Tensor]:
+        if self._kernels(input):
+            return linear_act(input, self.weight, self.activation, self.bias,
+                              store_preact=self.store_preact,
+                              fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned,
+                              concat_layout=self.concat_layout)
+        preact = F.linear(input, self.weight, self.bias)
+        return preact, _torch_act(self.activation, preact, self.concat_layout)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", activation={self.activation!r}"
+
+
+class DActLinear(torch.nn.Linear):
+    r"""``out = postact W^T + b`` where ``postact = act(preact)``: the second layer of an MLP,
+    whose backward fuses the activation's gradient into the dgrad GEMM (QuACK's
+    ``act_linear_func``).
+
+    A subclass of ``torch.nn.Linear`` (same parameters and state dict). ``forward(preact,
+    postact)`` takes both outputs of ``LinearAct`` and returns out (*, out_features). The
+    backward runs ``gemm_dact`` (``gemm_dgated``): dpreact = (dout W) * act'(preact) and the
+    recomputed postact in one GEMM, then the wgrad from that postact and the bias's column sum;
+    postact is not saved and gets no gradient of its own (preact's holds it), so postact must be
+    act(preact). Kernels as ``LinearAct``; otherwise ``F.linear`` (postact then gets torch's
+    gradient).
+
+    Args:
+        in_features: postact's last dim (H). out_features: the output's.
+        activation: as ``LinearAct``'s (for a gated one preact has 2 * in_features columns).
+        bias, device, dtype, fuse_grad_accum, tuned: as ``Linear``.
+    """
+
+    def __init__(self, in_features: int, out_features: int,
+                 activation: Optional[str] = "gelu_tanh_approx", bias: bool = False, device=None,
+                 dtype=None, fuse_grad_accum: bool = False, tuned: bool = False) -> None:
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        self.activation = activation_name(activation, "DActLinear")
+        self.fuse_grad_accum = fuse_grad_accum
+        self.tuned = tuned
+
+    def forward(self, preact: Tensor, postact: Tensor) -> Tensor:
+        if (postact.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
+                and self.out_features % 8 == 0
+                and _kernel_dtype(postact, self.weight, self.bias, bf16_only=True)):
+            return act_linear(preact, self.weight, postact, self.activation, self.bias,
+                              fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
+        return F.linear(postact, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", activation={self.activation!r}"
+
+
+class MLP(Module):
+    r"""``fc2(act(fc1(x)))`` with the activation fused into fc1's GEMM and its gradient into
+    fc2's dgrad GEMM (QuACK's ``quack.mlp.MLP``); a drop-in for a two-Linear block.
+
+    Parameters: ``fc1`` = ``torch.nn.Linear(in_features, hidden_features)`` (``2 *
+    hidden_features`` outputs for a gated activation) and ``fc2`` = ``torch.nn.Linear(
+    hidden_features, out_features)``, so the state dict (``fc1.weight``, ``fc1.bias``,
+    ``fc2.weight``, ``fc2.bias``) is that of a torch block of two Linears.
+
+    Gated activations (swiglu, swiglu_oai, reglu, geglu, glu): fc1's rows hold gate and up
+    **interleaved** — row 2j is gate_j, row 2j + 1 is up_j (QuACK's layout: the epilogue pairs
+    adjacent columns of preact) — unless ``concat_layout=True``: rows [0, H) the gate, [H, 2H)
+    the up projection (a Llama block's ``cat([gate_proj.weight, up_proj.weight])``; the
+    forward reads it through the kernel's concat view, the backward interleaves W1 once per
+    step for the dgrad). ``MLP.from_llama(gate_proj, up_proj, down_proj)`` or
+    ``load_llama_weights`` take a Llama / Mistral block's three Linears (or weights) with one
+    call; ``llama_weights()`` gives them back.
+
+    Forward: ``quack_cpp.gemm_act_ops.mlp`` (two GEMMs; preact stored only when a gradient is
+    recorded); backward four GEMMs (fc2's dgrad with the activation's gradient and the
+    recomputed postact fused, fc2's wgrad, fc1's dgrad and wgrad) and the biases' column sums.
+    The kernels run for CUDA inputs with a bfloat16 compute dtype (the module's dtype or
+    autocast's) and in_features, hidden_features, out_features multiples of 8; anything else
+    computes the same block with torch (``F.linear``, the activation in fp32).
+
+    Args:
+        in_features: x's last dim. hidden_features: the activation's width H (default: 8/3 ·
+            in_features for a gated activation, 4 · in_features else, QuACK's), rounded up to
+            ``multiple_of``. out_features: default in_features.
+        activation: default "gelu_tanh_approx" (QuACK's); see ``quack_cpp.gemm_act_ops``.
+        bias: both Linears get a bias (default False); ``bias1`` / ``bias2`` (QuACK's names)
+            set them one by one.
+        device, dtype: of the parameters.
+        fuse_grad_accum, tuned: as ``quack_cpp.nn.Linear``.
+        concat_layout: fc1's gated rows as halves (above).
+    """
+
+    def __init__(self, in_features: int, hidden_features: Optional[int] = None,
+                 out_features: Optional[int] = None,
+                 activation: Optional[str] = "gelu_tanh_approx", bias: bool = False,
+                 device=None, dtype=None, *, bias1: Optional[bool] = None,
+                 bias2: Optional[bool] = None, multiple_of: int = 1,
+                 fuse_grad_accum: bool = False, tuned: bool = False,
+                 concat_layout: bool = False) -> None:
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.activation = activation_name(activation, "MLP")
+        self.gated = is_gated(self.activation)
+        if concat_layout and not self.gated:
+            raise ValueError("MLP: concat_layout is for gated activations "
+                             f"({', '.join(GATED_ACTIVATIONS)})")
+        out_features = out_features if out_features is not None else in_features
+        if hidden_features is None:
+            hidden_features = int(8 / 3 * in_features) if self.gated else 4 * in_features
+        if multiple_of > 1:
+            hidden_features = -(-hidden_features // multiple_of) * multiple_of
+        self.in_features, self.hidden_features, self.out_features = (
+            in_features, hidden_features, out_features)
+        b1 = bias if bias1 is None else bias1
+        b2 = bias if bias2 is None else bias2
+        fc1_out = 2 * hidden_features if self.gated else hidden_features
+        self.fc1 = torch.nn.Linear(in_features, fc1_out, bias=b1, **factory)
+        self.fc2 = torch.nn.Linear(hidden_features, out_features, bias=b2, **factory)
+        self.fuse_grad_accum = fuse_grad_accum
+        self.tuned = tuned
+        self.concat_layout = concat_layout
+
+    def _kernels(self, x: Tensor) -> bool:
+        w1, b1 = self.fc1.weight, self.fc1.bias
+        return (x.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
+                and self.hidden_features % 8 == 0 and self.out_features % 8 == 0
+                and _kernel_dtype(x, w1, b1, bf16_only=True)
+                and (self.fc2.bias is None or self.fc2.bias.dtype in _FLOAT_DTYPES)
+                and linear_dtype(x, self.fc2.weight) == torch.bfloat16)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x (*, in_features) -> (*, out_features)."""
+        if self._kernels(x):
+            return mlp(x, self.fc1.weight, self.fc2.weight, self.activation, self.fc1.bias,
+                       self.fc2.bias, fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned,
+                       concat_layout=self.concat_layout)
+        y = _torch_act(self.activation, self.fc1(x), self.concat_layout)
+        return self.fc2(y)
+
+    # -- Llama / Mistral weights ---------------------------------------------------------------
+
+    @staticmethod
+    def _weight_of(m):
+        return m.weight if isinstance(m, Module) else m
+
+    @staticmethod
+    def _bias_of(m):
+        return getattr(m, "bias", None) if isinstance(m, Module) else None
+
+    @torch.no_grad()
+    def load_llama_weights(self, gate_proj, up_proj, down_proj) -> "MLP":
+        """Copies a Llama / Mistral MLP block (``down_proj(act(gate_proj(x)) * up_proj(x))``)
+        into this gated MLP: ``gate_proj`` and ``up_proj`` (H, in) become fc1 (interleaved, or
+        the halves with concat_layout), ``down_proj`` (out, H) becomes fc2; each argument an
+        ``nn.Linear`` or its weight tensor (biases are copied where both sides have one).
+        Returns self. Raises ValueError for a non-gated MLP or mismatched shapes."""
+        if not self.gated:
+            raise ValueError(f"MLP.load_llama_weights: activation is {self.activation!r}, "
+                             "expected a gated one (swiglu for Llama / Mistral)")
+        wg, wu, wd = (self._weight_of(m) for m in (gate_proj, up_proj, down_proj))
+        H, d, o = self.hidden_features, self.in_features, self.out_features
+        for name, w, shape in (("gate_proj", wg, (H, d)), ("up_proj", wu, (H, d)),
+                               ("down_proj", wd, (o, H))):
+            if tuple(w.shape) != shape:
+                raise ValueError(f"MLP.load_llama_weights: {name} has weight shape "
+                                 f"{tuple(w.shape)}, expected {shape}")
+        cat = torch.cat((wg, wu), dim=0)
+        self.fc1.weight.copy_(cat if self.concat_layout else interleave_gate_up(cat))
+        self.fc2.weight.copy_(wd)
+        bg, bu, bd = (self._bias_of(m) for m in (gate_proj, up_proj, down_proj))
+        if self.fc1.bias is not None and bg is not None and bu is not None:
+            bcat = torch.cat((bg, bu))
+            self.fc1.bias.copy_(bcat if self.concat_layout else interleave_gate_up(bcat))
+        if self.fc2.bias is not None and bd is not None:
+            self.fc2.bias.copy_(bd)
+        return self
+
+    @classmethod
+    def from_llama(cls, gate_proj, up_proj, down_proj, activation: str = "swiglu",
+                   **kwargs) -> "MLP":
+        """A gated MLP holding a Llama / Mistral block's weights (see ``load_llama_weights``):
+        sizes, device and dtype from the weights; ``kwargs`` go to the constructor (e.g.
+        ``concat_layout=True``, ``fuse_grad_accum=True``)."""
+        wg, wd = cls._weight_of(gate_proj), cls._weight_of(down_proj)
+        H, d = wg.shape
+        bias = cls._bias_of(gate_proj) is not None
+        kwargs.setdefault("device", wg.device)
+        kwargs.setdefault("dtype", wg.dtype)
+        kwargs.setdefault("bias1", bias)
+        kwargs.setdefault("bias2", cls._bias_of(down_proj) is not None)
+        m = cls(d, H, wd.shape[0], activation=activation, **kwargs)
+        return m.load_llama_weights(gate_proj, up_proj, down_proj)
+
+    def llama_weights(self):
+        """(gate weight (H, in), up weight (H, in), down weight (out, H)): fc1 split back."""
+        w1 = self.fc1.weight
+        cat = w1 if self.concat_layout else deinterleave_gate_up(w1)
+        H = self.hidden_features
+        return cat[:H], cat[H:], self.fc2.weight
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, hidden_features={self.hidden_features}, "
+                f"out_features={self.out_features}, activation={self.activation!r}"
+                + (", concat_layout=True" if self.concat_layout else ""))
 
 
 

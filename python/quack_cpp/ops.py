@@ -39,6 +39,7 @@ from torch import Tensor
 
 from . import _C
 from . import _registrar as _reg
+from . import _dtensor
 from ._registrar import (CUSTOM, EAGER_GRAD, FLOAT_DTYPES, as_rows, check_float, dtype_code,
                          dtype_name, records_grad, register, route, rows_cols, stream,
                          tensor_arg)
@@ -69,6 +70,7 @@ def eager_fast_path(*tensors: Optional[Tensor]) -> bool:
 
 class RMSNormFwd:
     name = "quack_cpp::rmsnorm_fwd"
+    sharding = _dtensor.ROW_NORM_FWD  # DTensor placements (quack_cpp._dtensor)
     absent = (None, None, torch.float32)  # placeholder dtypes: residual_out x's, rstd fp32
     # The fast path in C++ where built: outputs + launch + setup_context + backward below.
     eager = _torch_ext.rmsnorm_fwd if _torch_ext is not None else None
@@ -171,28 +173,67 @@ class RMSNormFwd:
                 "with a residual but residual_out_dtype=None; call it with store_rstd=True and "
                 "a residual_out_dtype (quack_cpp.rmsnorm does this when a gradient is needed)"
             )
-        need_x, need_w, need_b, need_r = ctx.needs_input_grad[:4]
-        if dout is None:  # only residual_out was used: d(out) = 0, a stride-0 view (no memory)
-            dout = torch.zeros((), dtype=ctx.out_dtype, device=h.device).expand(h.shape)
-        if not ctx.residual_out_stored:
-            dresidual_out = None
-        # d(residual) = dh; a separate copy only where its dtype differs from x's.
-        separate_dres = need_r and ctx.residual_dtype != ctx.x_dtype
-        dx, dres, dw, db = rmsnorm_bwd(
-            h,
-            weight,
-            dout,
-            rstd,
-            dresidual_out,
-            ctx.weight_offset,
-            ctx.x_dtype,
-            ctx.residual_dtype if separate_dres else None,
-            bool(need_w and weight is not None),
-            ctx.bias_dtype if need_b else None,
+        return norm_grads(ctx, rmsnorm_bwd, h, weight, (rstd,), dout, dresidual_out)
+
+
+def norm_prologue(name, x, weight, bias, residual, out_dtype, residual_dtype, prenorm):
+    """The checks and choices of a norm's public call (rmsnorm, layernorm) before its forward
+    op runs: (path, need_grad, x.dim(), residual_out's dtype or None). residual_out is stored
+    when returned (prenorm) or when the backward needs h, and, without a residual, only for a
+    prenorm call whose residual_dtype differs from x's. Raises ValueError naming the argument
+    (``name`` leads the message)."""
+    path = route(x, weight, bias, residual)
+    if path == CUSTOM:  # on the fast path these hold: plain CUDA tensors of a float dtype
+        check_float(name, x, "x")
+        check_float(name, weight, "weight")
+        check_float(name, bias, "bias")
+        check_float(name, residual, "residual")
+        need_grad = records_grad(x, weight, bias, residual)
+    else:
+        need_grad = path == EAGER_GRAD
+    nd = x.dim()
+    if nd == 0:
+        raise ValueError(f"{name}: x is a 0-dimensional tensor, expected (..., N)")
+    if residual is not None and residual.shape != x.shape:
+        raise ValueError(
+            f"{name}: residual has shape {tuple(residual.shape)}, expected x's shape "
+            f"{tuple(x.shape)}"
         )
-        dresidual = (dres if separate_dres else dx) if need_r else None
-        return (dx if need_x else None, dw if need_w else None, db if need_b else None,
-                dresidual, None, None, None, None, None)
+    if out_dtype is not None and out_dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{name}: out_dtype is {dtype_name(out_dtype)}, expected float32, "
+                         "float16 or bfloat16")
+    if residual_dtype is not None and residual_dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{name}: residual_dtype is {dtype_name(residual_dtype)}, expected "
+                         "float32, float16 or bfloat16")
+    if residual is not None:
+        res_out_dtype = ((residual_dtype if residual_dtype is not None else residual.dtype)
+                         if (prenorm or need_grad) else None)
+    elif prenorm and residual_dtype is not None and residual_dtype != x.dtype:
+        res_out_dtype = residual_dtype
+    else:
+        res_out_dtype = None
+    return path, need_grad, nd, res_out_dtype
+
+
+def norm_grads(ctx, bwd, h, weight, stats, dout, dresidual_out):
+    """The backward of a norm forward (RMSNorm's, LayerNorm's): (dx, dweight, dbias,
+    dresidual, None x 5) where ctx.needs_input_grad says, from ``bwd(h, weight, dout, *stats,
+    dresidual_out, weight_offset, dx_dtype, dresidual_dtype, need_dweight, dbias_dtype)``;
+    stats: (rstd,) or (mean, rstd). A dout of None (only residual_out was used) is a stride-0
+    zero view; d(residual) = dh, a separate output only where its dtype differs from x's."""
+    need_x, need_w, need_b, need_r = ctx.needs_input_grad[:4]
+    if dout is None:
+        dout = torch.zeros((), dtype=ctx.out_dtype, device=h.device).expand(h.shape)
+    if not ctx.residual_out_stored:
+        dresidual_out = None
+    separate_dres = need_r and ctx.residual_dtype != ctx.x_dtype
+    dx, dres, dw, db = bwd(h, weight, dout, *stats, dresidual_out, ctx.weight_offset, ctx.x_dtype,
+                           ctx.residual_dtype if separate_dres else None,
+                           bool(need_w and weight is not None),
+                           ctx.bias_dtype if need_b else None)
+    dresidual = (dres if separate_dres else dx) if need_r else None
+    return (dx if need_x else None, dw if need_w else None, db if need_b else None,
+            dresidual, None, None, None, None, None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -202,6 +243,7 @@ class RMSNormFwd:
 
 class RMSNormBwd:
     name = "quack_cpp::rmsnorm_bwd"
+    sharding = _dtensor.ROW_NORM_BWD  # DTensor placements (quack_cpp._dtensor)
 
     def signature(
         x: Tensor,
@@ -360,40 +402,8 @@ def rmsnorm(
     custom op ``quack_cpp::rmsnorm_fwd`` with its registered autograd. Both give the same
     results.
     """
-    path = route(x, weight, bias, residual)
-    if path == CUSTOM:  # on the fast path these hold: plain CUDA tensors of a float dtype
-        check_float("rmsnorm", x, "x")
-        check_float("rmsnorm", weight, "weight")
-        check_float("rmsnorm", bias, "bias")
-        check_float("rmsnorm", residual, "residual")
-        need_grad = records_grad(x, weight, bias, residual)
-    else:
-        need_grad = path == EAGER_GRAD
-    nd = x.dim()
-    if nd == 0:
-        raise ValueError("rmsnorm: x is a 0-dimensional tensor, expected (..., N)")
-    if residual is not None and residual.shape != x.shape:
-        raise ValueError(
-            f"rmsnorm: residual has shape {tuple(residual.shape)}, expected x's shape "
-            f"{tuple(x.shape)}"
-        )
-    if out_dtype is not None and out_dtype not in FLOAT_DTYPES:
-        raise ValueError(f"rmsnorm: out_dtype is {dtype_name(out_dtype)}, expected float32, "
-                         "float16 or bfloat16")
-    if residual_dtype is not None and residual_dtype not in FLOAT_DTYPES:
-        raise ValueError(f"rmsnorm: residual_dtype is {dtype_name(residual_dtype)}, expected "
-                         "float32, float16 or bfloat16")
-    if residual is not None:
-        # Stored when returned (prenorm) or when the backward needs h.
-        res_out_dtype = (
-            (residual_dtype if residual_dtype is not None else residual.dtype)
-            if (prenorm or need_grad)
-            else None
-        )
-    elif prenorm and residual_dtype is not None and residual_dtype != x.dtype:
-        res_out_dtype = residual_dtype
-    else:
-        res_out_dtype = None
+    path, need_grad, nd, res_out_dtype = norm_prologue(
+        "rmsnorm", x, weight, bias, residual, out_dtype, residual_dtype, prenorm)
     out, res_out, _rstd = rmsnorm_fwd.run(
         path,
         x if nd == 2 else as_rows(x),

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from . import _C
 from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
+from . import _dtensor
 from ._registrar import (CUSTOM, autocast_fp32, check_float, from_rows, register, route,
                          rows_cols, stream, tensor_arg, to_rows)
 
@@ -38,6 +39,7 @@ def _describe(kind: str):
 
     class Bwd:
         name = f"quack_cpp::{bwd}"
+        sharding = _dtensor.ROW  # DTensor placements (quack_cpp._dtensor)
 
         def signature(y: Tensor, dy: Tensor, dx_dtype: torch.dtype) -> Tensor:
             pass
@@ -62,6 +64,7 @@ def _describe(kind: str):
 
     class Fwd:
         name = f"quack_cpp::{fwd}"
+        sharding = _dtensor.ROW  # DTensor placements (quack_cpp._dtensor)
         # The fast path in C++ where built: outputs + launch + setup_context + backward below.
         eager = getattr(_torch_ext, fwd, None) if _torch_ext is not None else None
         eager_node = {"softmax": "SoftmaxFn", "log_softmax": "LogSoftmaxFn"}[kind]

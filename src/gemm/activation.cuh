@@ -1,7 +1,8 @@
 // Activation functions of the fused GEMM epilogues (device code, plain CUDA; fp32 in and out):
-// the formulas of QuACK's quack/activation.py (0.2.0 forms: silu through tanh, one MUFU.TANH),
-// used by the epilogue visitors (sm90/epilogue_ops.cuh) and the K = 0 fill (gemm_fill.cu).
-// The table of formulas is in include/quack/gemm_act.h (Activation).
+// the formulas of QuACK's quack/activation.py (elementwise: 0.2.0 forms, silu through tanh, one
+// MUFU.TANH; gated: 0.6 forms, sigmoid by ex2 + rcp, their FFMA-friendly gradients), used by the
+// epilogue visitors (sm90/epilogue_ops.cuh) and the K = 0 fill (gemm_fill.cu). The tables of
+// formulas are in include/quack/gemm_act.h (Activation).
 #pragma once
 
 #include "quack/gemm_act.h"
@@ -76,6 +77,90 @@ __device__ __forceinline__ void act_bwd(Activation a, float x, float dout, float
     default:  // kIdentity
       dx = dout;
       post = x;
+      return;
+  }
+}
+
+/// sigmoid(x) = 1 / (1 + 2^(−x·log2 e)): MUFU.EX2 and MUFU.RCP (QuACK 0.6's sigmoid; relative
+/// error about 2^-22). Saturates to 0 and 1; NaN stays NaN.
+__device__ __forceinline__ float sigmoid_approx(float x) {
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * -1.4426950408889634f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.f));
+  return r;
+}
+
+constexpr float kSwigluOaiAlpha = 1.702f;  // gpt-oss's swiglu scale (QuACK's default alpha)
+
+/// glu(g, u) of a gated activation (the table of quack/gemm_act.h); kIdentity-like fallback g·u
+/// never runs (validation admits gated activations only).
+__device__ __forceinline__ float gated_fwd(Activation a, float g, float u) {
+  switch (a) {
+    case Activation::kSwiglu: return g * sigmoid_approx(g) * u;
+    case Activation::kSwigluOai: {
+      float const silu = g * sigmoid_approx(kSwigluOaiAlpha * g);
+      return silu * u + silu;
+    }
+    case Activation::kReglu: return (g < 0.f ? 0.f : g) * u;
+    case Activation::kGeglu: return act_fwd(Activation::kGeluTanhApprox, g) * u;
+    case Activation::kGlu: return sigmoid_approx(g) * u;
+    default: return g * u;
+  }
+}
+
+/// The gradients of glu(g, u) for the incoming gradient dout, and the recomputed glu(g, u)
+/// (QuACK 0.6's dswiglu, dswiglu_oai, dreglu, dgeglu, dglu).
+__device__ __forceinline__ void gated_bwd(Activation a, float g, float u, float dout, float& dg, float& du,
+                                          float& post) {
+  switch (a) {
+    case Activation::kSwiglu: {
+      float const sig = sigmoid_approx(g);
+      float const silu = g * sig;
+      float const silu_dout = silu * dout;
+      // d silu(g)·dout = (σ − silu·σ)·dout + silu·dout
+      float const dsilu_dout = (sig + (-silu) * sig) * dout + silu_dout;
+      dg = dsilu_dout * u;
+      du = silu_dout;
+      post = silu * u;
+      return;
+    }
+    case Activation::kSwigluOai: {
+      float const sig = sigmoid_approx(kSwigluOaiAlpha * g);
+      float const silu = g * sig;
+      float const silu_dout = silu * dout;
+      float const d = ((silu * (-sig) + silu) * kSwigluOaiAlpha + sig) * dout;
+      dg = d * u + d;
+      du = silu_dout;
+      post = silu * u + silu;
+      return;
+    }
+    case Activation::kReglu: {
+      float const r = g < 0.f ? 0.f : g;
+      dg = g > 0.f ? dout * u : 0.f;
+      du = dout * r;
+      post = r * u;
+      return;
+    }
+    case Activation::kGeglu: {
+      float dgelu_dout, gelu;
+      act_bwd(Activation::kGeluTanhApprox, g, dout, dgelu_dout, gelu);
+      dg = dgelu_dout * u;
+      du = gelu * dout;
+      post = gelu * u;
+      return;
+    }
+    case Activation::kGlu: {
+      float const sig = sigmoid_approx(g);
+      float const sig_dout = sig * dout;
+      post = sig * u;
+      dg = (u - post) * sig_dout;
+      du = sig_dout;
+      return;
+    }
+    default:
+      dg = dout * u;
+      du = dout * g;
+      post = g * u;
       return;
   }
 }

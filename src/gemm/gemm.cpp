@@ -155,6 +155,54 @@ Operand check_layout(const ArgCheck& chk, const TensorRef& t, const char* name, 
   return op;
 }
 
+// ---- bias (GemmBias): validated in the user's (M, N) terms, set in the kernel's ----
+
+// One bias vector: (n,) or, for batched problems, (L, n) (a 1-D vector with L > 1 is shared by
+// every batch); fp32, bf16 or fp16; stride 1 along n; on the device; its element's alignment.
+void check_bias_vec(const ArgCheck& chk, const TensorRef& t, const char* name, int nd, int64_t L, int64_t n,
+                    const char* n_name, int dev) {
+  if (!t.present()) return;
+  chk.required(t, name);
+  const std::string want = nd == 3 ? std::string("(") + n_name + ",) or (L, " + n_name + ") = (" + str(n) + ",) or (" +
+                                         str(L) + ", " + str(n) + ")"
+                                   : std::string("(") + n_name + ",) = (" + str(n) + ",)";
+  if (!(t.ndim == 1 || (t.ndim == 2 && nd == 3)))
+    chk.fail(std::string(name) + " has " + str(t.ndim) + " dimensions " + describe(t) + ", expected " + want);
+  if (t.shape[t.ndim - 1] != n || (t.ndim == 2 && t.shape[0] != L))
+    chk.fail(std::string(name) + " has shape " + describe(t) + ", expected " + want);
+  chk.dtype_in(t, name, {DType::kFloat32, DType::kBFloat16, DType::kFloat16});
+  chk.same_device(t, name, dev);
+  chk.no_negative_strides(t, name);
+  if (n > 1 && t.stride[t.ndim - 1] != 1)
+    chk.fail(std::string(name) + " has stride " + str(t.stride[t.ndim - 1]) + " along " + n_name + " (" +
+             detail::describe_full(t) + "), expected a contiguous vector (stride 1)");
+  const int es = dtype_size(t.dtype);
+  if (reinterpret_cast<uintptr_t>(t.data) % uintptr_t(es) != 0)
+    chk.fail(std::string(name) + " has a base address that is not " + str(es) + "-byte aligned (" +
+             detail::describe_full(t) + "), expected the alignment of its elements");
+}
+
+// bias.row is (N,) / (L, N), bias.col (M,) / (L, M), in the user's terms.
+void check_bias(const ArgCheck& chk, const GemmBias& b, int nd, int64_t L, int64_t M, int64_t N, int dev) {
+  check_bias_vec(chk, b.row, "bias.row", nd, L, N, "N", dev);
+  check_bias_vec(chk, b.col, "bias.col", nd, L, M, "M", dev);
+}
+
+// Sets a checked bias on the kernel's problem: the kernel computes Dᵀ when swapped, so the
+// user's row vector (indexed by n) is then its column vector (indexed by its m) and vice versa.
+void apply_bias(const GemmBias& b, bool swap, GemmProblem& p) {
+  auto put = [&](const TensorRef& t, const void** ptr, int64_t* batch, DType* dt) {
+    if (!t.present()) return;
+    *ptr = t.data;
+    *batch = t.ndim == 2 ? t.stride[0] : 0;
+    *dt = t.dtype;
+  };
+  const TensorRef& to_row = swap ? b.col : b.row;
+  const TensorRef& to_col = swap ? b.row : b.col;
+  put(to_row, &p.row_bias, &p.batch_row_bias, &p.row_bias_dtype);
+  put(to_col, &p.col_bias, &p.batch_col_bias, &p.col_bias_dtype);
+}
+
 // ---- kernel instances (generated from src/gemm/sm90/instances.txt, one per TU) ----
 
 using detail::GemmEpilogue;
@@ -188,7 +236,7 @@ bool is_default(const Instance& i) {
 // output 1's only when the epilogue has one).
 bool dtypes_match(const Instance& i, const GemmProblem& p) {
   const DType c = p.c != nullptr ? p.c_dtype : p.d_dtype;
-  const bool two = p.epilogue != GemmEpilogue::kLinComb;
+  const bool two = p.epilogue != GemmEpilogue::kLinComb && p.epilogue != GemmEpilogue::kBias;
   return i.epilogue == p.epilogue && i.ab == p.ab_dtype && i.d == p.d_dtype && i.c == c &&
          (!two || i.d1 == p.d1_dtype);
 }
@@ -362,6 +410,7 @@ Plan plan_gemm(const GemmArgs& g) {
   const int64_t N = g.b.shape[o + 1];
   check_shape(chk, g.d, "d", nd, L, M, N, "(M, N)");
   if (g.c.present()) check_shape(chk, g.c, "c", nd, L, M, N, "(M, N)");
+  check_bias(chk, g.bias, nd, L, M, N, g.a.device);
 
   chk.dtype_in(g.a, "a", {DType::kBFloat16, DType::kFloat16});
   if (g.b.dtype != g.a.dtype)
@@ -411,6 +460,7 @@ Plan plan_gemm(const GemmArgs& g) {
   p.beta_dev = g.beta_device;
   p.tile_counter = g.tile_counter;
   p.device = dev;
+  if (g.bias.present()) p.epilogue = GemmEpilogue::kBias;
   if (M == 0 || N == 0 || L == 0) {
     plan.empty = true;
     return plan;
@@ -436,6 +486,7 @@ Plan plan_gemm(const GemmArgs& g) {
     p.m = int(N);
     p.n = int(M);
   }
+  apply_bias(g.bias, swap, p);
   if (K > 0) {
     const Orient a_or = check_orient(chk, g.a, "a", "row-major (M, K): stride 1 along K, or column-major: stride 1 along M");
     const Orient b_or = check_orient(chk, g.b, "b", "column-major (K, N): stride 1 along K, or row-major: stride 1 along N");
@@ -457,8 +508,10 @@ Plan plan_gemm(const GemmArgs& g) {
     add_pads(chk, plan, ka, kb, g.workspace, g.workspace_bytes);
     const std::string c_part =
         p.c != nullptr && p.c_dtype != p.d_dtype ? std::string(", ") + dtype_name(p.c_dtype) + " c" : "";
+    const std::string bias_part = g.bias.present() ? " with a bias" : "";
     plan.inst = &find_instance(chk, p, swap,
-                               std::string(dtype_name(p.ab_dtype)) + " inputs and " + dtype_name(p.d_dtype) + " d" + c_part,
+                               std::string(dtype_name(p.ab_dtype)) + " inputs and " + dtype_name(p.d_dtype) + " d" +
+                                   c_part + bias_part,
                                "d");
   }
   return plan;
@@ -477,11 +530,13 @@ struct MnArg {
   const char* name;
   MnRole role;
   bool read = true;
+  int num = 1, den = 1;            // columns: N · num / den (gated outputs: N / 2; packed pairs: 2N)
+  const char* shape = "(M, N)";    // for the message
 };
 
 bool is_activation(Activation a) {
   const int v = static_cast<int>(a);
-  return v >= static_cast<int>(Activation::kIdentity) && v <= static_cast<int>(Activation::kTanh);
+  return v >= static_cast<int>(Activation::kIdentity) && v <= static_cast<int>(Activation::kGlu);
 }
 
 // True when the byte spans of a and b intersect (both present, non-empty).
@@ -503,9 +558,11 @@ bool spans_overlap(const TensorRef& a, const TensorRef& b) {
 // fused GEMM: a (M, K), b (K, N) and the (M, N) tensors `mn`, whose first entry (an output,
 // present) sets the layout the others must have. Dtypes are checked and set by the caller, which
 // then picks the instance (find_instance). Empty problems (M, N or L = 0) return with
-// plan.empty and no layout checks, as gemm.
+// plan.empty and no layout checks, as gemm. row_only: the (M, N) tensors must be row-major (the
+// gated epilogues pair adjacent columns of a row).
 Plan plan_fused(const ArgCheck& chk, GemmEpilogue epi, const TensorRef& a, const TensorRef& b,
-                std::initializer_list<MnArg> mn, const void* workspace, size_t workspace_bytes) {
+                std::initializer_list<MnArg> mn, const void* workspace, size_t workspace_bytes,
+                bool row_only = false) {
   chk.required(a, "a");
   if (a.ndim != 2 && a.ndim != 3)
     chk.fail("a has " + str(a.ndim) + " dimensions " + describe(a) + ", expected 2 (M, K) or 3 (L, M, K)");
@@ -515,7 +572,7 @@ Plan plan_fused(const ArgCheck& chk, GemmEpilogue epi, const TensorRef& a, const
   check_shape(chk, b, "b", nd, L, K, -1, "(K, N)");
   const int64_t N = b.shape[o + 1];
   for (const MnArg& x : mn)
-    if (x.t->present()) check_shape(chk, *x.t, x.name, nd, L, M, N, "(M, N)");
+    if (x.t->present()) check_shape(chk, *x.t, x.name, nd, L, M, N * x.num / x.den, x.shape);
   chk.dtype_in(a, "a", {DType::kBFloat16, DType::kFloat16});
   if (b.dtype != a.dtype)
     chk.fail(std::string("b has dtype ") + dtype_name(b.dtype) + ", expected " + dtype_name(a.dtype) +
@@ -544,7 +601,9 @@ Plan plan_fused(const ArgCheck& chk, GemmEpilogue epi, const TensorRef& a, const
     return plan;
   }
   const MnArg& ref = *mn.begin();
-  const Orient d_or = check_orient(chk, *ref.t, ref.name, "row-major (M, N): stride 1 along N, or column-major: stride 1 along M");
+  const Orient d_or = row_only ? Orient::kRow
+                               : check_orient(chk, *ref.t, ref.name,
+                                              "row-major (M, N): stride 1 along N, or column-major: stride 1 along M");
   const bool swap = d_or == Orient::kCol;
   const std::string like_ref = std::string(orient_name(d_or)) + " like " + ref.name + " (the (M, N) tensors share " +
                                ref.name + "'s layout): stride 1 along " + (swap ? "M" : "N");
@@ -605,9 +664,16 @@ Plan plan_fused(const ArgCheck& chk, GemmEpilogue epi, const TensorRef& a, const
 }
 
 void check_activation(const ArgCheck& chk, Activation a) {
-  if (!is_activation(a))
-    chk.fail("activation is " + str(static_cast<int>(a)) +
+  if (!is_activation(a) || is_gated(a))
+    chk.fail("activation is " + (is_activation(a) ? std::string(activation_name(a)) + " (gated: gemm_gated computes it)"
+                                                   : str(static_cast<int>(a))) +
              ", expected one of identity, relu, relu_sq, gelu_tanh_approx, silu, tanh (quack::Activation)");
+}
+
+void check_gated_activation(const ArgCheck& chk, Activation a) {
+  if (!is_activation(a) || !is_gated(a))
+    chk.fail("activation is " + (is_activation(a) ? std::string(activation_name(a)) : str(static_cast<int>(a))) +
+             ", expected a gated one: swiglu, swiglu_oai, reglu, geglu, glu (quack::Activation)");
 }
 
 // An output dtype: a's dtype or float32 (as gemm's d).
@@ -627,6 +693,8 @@ Plan plan_act(const GemmActArgs& g) {
                           {&g.c, "c", MnRole::kC, read_c}},
                          g.workspace, g.workspace_bytes);
   plan.fn = "gemm_act";
+  check_bias(chk, g.bias, g.a.ndim, plan.p.l, g.a.shape[g.a.ndim - 2], g.b.shape[g.b.ndim - 1], plan.p.device);
+  apply_bias(g.bias, plan.swapped, plan.p);
   check_out_dtype(chk, g.postact, "postact", g.a.dtype);
   check_out_dtype(chk, g.preact, "preact", g.a.dtype);
   check_out_dtype(chk, g.c, "c", g.a.dtype);
@@ -648,6 +716,100 @@ Plan plan_act(const GemmActArgs& g) {
     if (read_c) dtypes += std::string(dtype_name(p.c_dtype)) + " c, ";
     dtypes += std::string(dtype_name(p.d1_dtype)) + " postact";
     plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "postact");
+  }
+  return plan;
+}
+
+Plan plan_gated(const GemmGatedArgs& g) {
+  ArgCheck chk("gemm_gated");
+  check_gated_activation(chk, g.activation);
+  chk.required(g.postact, "postact");
+  if (g.b.present() && g.b.ndim >= 2 && g.b.shape[g.b.ndim - 1] % 2 != 0)
+    chk.fail("b has shape " + describe(g.b) + " with N = " + str(g.b.shape[g.b.ndim - 1]) +
+             " columns, expected an even N (gate and up columns in pairs" +
+             (g.concat_layout ? std::string(", or two halves with concat_layout)") : std::string(")")));
+  if (g.beta != 0.f && !g.c.present())
+    chk.fail("beta is " + std::to_string(g.beta) + " but c is absent, expected c when beta ≠ 0");
+  const bool read_c = g.c.present() && g.beta != 0.f;
+  Plan plan = plan_fused(chk, g.concat_layout ? GemmEpilogue::kGatedConcat : GemmEpilogue::kGated, g.a, g.b,
+                         {{&g.postact, "postact", MnRole::kD1, true, 1, 2, "(M, N/2)"},
+                          {&g.preact, "preact", MnRole::kD},
+                          {&g.c, "c", MnRole::kC, read_c}},
+                         g.workspace, g.workspace_bytes, /*row_only=*/true);
+  plan.fn = "gemm_gated";
+  check_bias(chk, g.bias, g.a.ndim, plan.p.l, g.a.shape[g.a.ndim - 2], g.b.shape[g.b.ndim - 1], plan.p.device);
+  chk.dtype_in(g.postact, "postact", {DType::kBFloat16, DType::kFloat16});
+  check_out_dtype(chk, g.preact, "preact", g.a.dtype);
+  check_out_dtype(chk, g.c, "c", g.a.dtype);
+  if (g.c.present() && g.preact.present() && g.c.dtype != g.preact.dtype)
+    chk.fail(std::string("c has dtype ") + dtype_name(g.c.dtype) + ", expected " + dtype_name(g.preact.dtype) +
+             " (preact's dtype)");
+  GemmProblem& p = plan.p;
+  apply_bias(g.bias, false, p);
+  p.activation = static_cast<int>(g.activation);
+  p.alpha = g.alpha;
+  p.beta = g.beta;
+  p.tile_counter = g.tile_counter;
+  p.concat = g.concat_layout;
+  p.d1_dtype = g.postact.dtype;
+  // Output 0's dtype is preact's; without preact it is C's (when read) or postact's.
+  p.d_dtype = g.preact.present() ? g.preact.dtype : read_c ? g.c.dtype : g.postact.dtype;
+  p.c_dtype = read_c ? g.c.dtype : p.d_dtype;
+  if (!plan.empty && p.k > 0) {
+    std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, ";
+    if (g.preact.present()) dtypes += std::string(dtype_name(p.d_dtype)) + " preact, ";
+    if (read_c) dtypes += std::string(dtype_name(p.c_dtype)) + " c, ";
+    dtypes += std::string(dtype_name(p.d1_dtype)) + " postact" + (g.concat_layout ? " (concat_layout)" : "");
+    plan.inst = &find_instance(chk, p, false, dtypes, "postact");
+  }
+  return plan;
+}
+
+Plan plan_dgated(const GemmDGatedArgs& g) {
+  ArgCheck chk("gemm_dgated");
+  check_gated_activation(chk, g.activation);
+  chk.required(g.dpreact, "dpreact");
+  chk.required(g.preact, "preact");
+  Plan plan = plan_fused(chk, GemmEpilogue::kDGated, g.a, g.b,
+                         {{&g.dpreact, "dpreact", MnRole::kD, true, 2, 1, "(M, 2H)"},
+                          {&g.preact, "preact", MnRole::kC, true, 2, 1, "(M, 2H)"},
+                          {&g.postact, "postact", MnRole::kD1, true, 1, 1, "(M, H)"}},
+                         g.workspace, g.workspace_bytes, /*row_only=*/true);
+  plan.fn = "gemm_dgated";
+  chk.dtype_in(g.dpreact, "dpreact", {DType::kBFloat16});  // the packed pairs are bf16 (DGatedEpilogue)
+  check_out_dtype(chk, g.postact, "postact", g.a.dtype);
+  if (g.preact.dtype != g.dpreact.dtype)
+    chk.fail(std::string("preact has dtype ") + dtype_name(g.preact.dtype) + ", expected " +
+             dtype_name(g.dpreact.dtype) + " (dpreact's dtype)");
+  GemmProblem& p = plan.p;
+  p.activation = static_cast<int>(g.activation);
+  p.tile_counter = g.tile_counter;
+  p.packed_dtype = g.dpreact.dtype;
+  // preact and dpreact as (M, H) matrices of 32-bit pairs: strides in 32-bit units, so a 4-byte
+  // aligned base and even strides (in 16-bit elements) are required; TMA or the epilogue's plain
+  // loads and stores (EpilogueParams::c_plain, d_plain) then move the pairs as fp32 elements.
+  p.d_dtype = DType::kFloat32;
+  p.c_dtype = DType::kFloat32;
+  if (!plan.empty) {
+    auto require_pairs = [&](const TensorRef& t, const char* name, int64_t ld, int64_t batch) {
+      if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0 || ld % 2 != 0 || batch % 2 != 0)
+        chk.fail(std::string(name) + " " + detail::describe_full(t) + " is not a matrix of 4-byte (gate, up) pairs " +
+                 "(base address, leading stride " + str(ld) + " or batch stride " + str(batch) +
+                 "), expected a 4-byte aligned base and even strides (the pairs are read and written as 32-bit words)");
+    };
+    require_pairs(g.preact, "preact", p.ldc, p.batch_c);
+    require_pairs(g.dpreact, "dpreact", p.ldd, p.batch_d);
+    p.ldc /= 2;
+    p.batch_c /= 2;
+    p.ldd /= 2;
+    p.batch_d /= 2;
+  }
+  // Without postact, output 1 is not stored: any instance of the inputs' dtype serves.
+  p.d1_dtype = g.postact.present() ? g.postact.dtype : g.a.dtype;
+  if (!plan.empty && p.k > 0) {
+    const std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, " + dtype_name(p.packed_dtype) +
+                               " preact and dpreact, " + dtype_name(p.d1_dtype) + " postact";
+    plan.inst = &find_instance(chk, p, false, dtypes, "dpreact");
   }
   return plan;
 }
@@ -715,16 +877,20 @@ void run_plan(const Plan& plan, bool tuned, void* workspace, cudaStream_t stream
   if (own) detail::check_cuda(cudaFreeAsync(ws, stream), plan.fn, "cudaFreeAsync");
 }
 
+// Workspace bytes of args planned by `plan`: the answer does not depend on a workspace already
+// given, so it is planned without one.
+template <class Args, class PlanFn>
+size_t workspace_of(Args query, PlanFn plan) {
+  query.workspace = nullptr;
+  query.workspace_bytes = 0;
+  return plan(query).workspace_bytes;
+}
+
 }  // namespace
 
 void can_implement(const GemmArgs& args) { (void)plan_gemm(args); }
 
-size_t gemm_workspace_size(const GemmArgs& args) {
-  GemmArgs query = args;  // the answer does not depend on a workspace already given
-  query.workspace = nullptr;
-  query.workspace_bytes = 0;
-  return plan_gemm(query).workspace_bytes;
-}
+size_t gemm_workspace_size(const GemmArgs& args) { return workspace_of(args, plan_gemm); }
 
 void gemm(const GemmArgs& args, cudaStream_t stream) { run_plan(plan_gemm(args), args.tuned, args.workspace, stream); }
 
@@ -736,8 +902,18 @@ const char* activation_name(Activation a) {
     case Activation::kGeluTanhApprox: return "gelu_tanh_approx";
     case Activation::kSilu: return "silu";
     case Activation::kTanh: return "tanh";
+    case Activation::kSwiglu: return "swiglu";
+    case Activation::kSwigluOai: return "swiglu_oai";
+    case Activation::kReglu: return "reglu";
+    case Activation::kGeglu: return "geglu";
+    case Activation::kGlu: return "glu";
   }
   return "unknown";
+}
+
+bool is_gated(Activation a) {
+  const int v = static_cast<int>(a);
+  return v >= static_cast<int>(Activation::kSwiglu) && v <= static_cast<int>(Activation::kGlu);
 }
 
 bool activation_from_name(const char* name, Activation* out) {
@@ -746,7 +922,7 @@ bool activation_from_name(const char* name, Activation* out) {
     *out = Activation::kIdentity;
     return true;
   }
-  for (int v = 0; v <= static_cast<int>(Activation::kTanh); ++v)
+  for (int v = 0; v <= static_cast<int>(Activation::kGlu); ++v)
     if (std::strcmp(name, activation_name(static_cast<Activation>(v))) == 0) {
       *out = static_cast<Activation>(v);
       return true;
@@ -756,12 +932,7 @@ bool activation_from_name(const char* name, Activation* out) {
 
 void can_implement(const GemmActArgs& args) { (void)plan_act(args); }
 
-size_t gemm_workspace_size(const GemmActArgs& args) {
-  GemmActArgs query = args;
-  query.workspace = nullptr;
-  query.workspace_bytes = 0;
-  return plan_act(query).workspace_bytes;
-}
+size_t gemm_workspace_size(const GemmActArgs& args) { return workspace_of(args, plan_act); }
 
 void gemm_act(const GemmActArgs& args, cudaStream_t stream) {
   run_plan(plan_act(args), args.tuned, args.workspace, stream);
@@ -769,15 +940,26 @@ void gemm_act(const GemmActArgs& args, cudaStream_t stream) {
 
 void can_implement(const GemmDActArgs& args) { (void)plan_dact(args); }
 
-size_t gemm_workspace_size(const GemmDActArgs& args) {
-  GemmDActArgs query = args;
-  query.workspace = nullptr;
-  query.workspace_bytes = 0;
-  return plan_dact(query).workspace_bytes;
-}
+size_t gemm_workspace_size(const GemmDActArgs& args) { return workspace_of(args, plan_dact); }
 
 void gemm_dact(const GemmDActArgs& args, cudaStream_t stream) {
   run_plan(plan_dact(args), args.tuned, args.workspace, stream);
+}
+
+void can_implement(const GemmGatedArgs& args) { (void)plan_gated(args); }
+
+size_t gemm_workspace_size(const GemmGatedArgs& args) { return workspace_of(args, plan_gated); }
+
+void gemm_gated(const GemmGatedArgs& args, cudaStream_t stream) {
+  run_plan(plan_gated(args), args.tuned, args.workspace, stream);
+}
+
+void can_implement(const GemmDGatedArgs& args) { (void)plan_dgated(args); }
+
+size_t gemm_workspace_size(const GemmDGatedArgs& args) { return workspace_of(args, plan_dgated); }
+
+void gemm_dgated(const GemmDGatedArgs& args, cudaStream_t stream) {
+  run_plan(plan_dgated(args), args.tuned, args.workspace, stream);
 }
 
 }  // namespace quack

@@ -5,6 +5,16 @@
 //   kLinComb: D = alpha · acc + beta · C
 //   kAct:     D = preact = alpha · acc + beta · C (stored when d is non-null), D1 = act(preact)
 //   kDAct:    C = preact (read), D = acc ⊙ act'(C), D1 = act(C) (stored when d1 is non-null)
+//   kBias:    kLinComb plus the bias (row_bias[n] + col_bias[m])
+//   kGated:   D = preact = alpha · acc + beta · C + bias (N columns, stored when d is non-null),
+//             D1 = glu(D's column pairs) (N / 2 columns)
+//   kGatedConcat: kGated with B's columns the halves [gate | up] (read through an interleaving
+//             view: instances whose Tile has kConcatB) and the row bias [bias_gate; bias_up]
+//   kDGated:  C = preact and D = dpreact as packed 16-bit pairs (the problem's n = the number of
+//             pairs; c_dtype / d_dtype = kFloat32 stand for the 32-bit pairs, packed_dtype for
+//             their halves), D1 = glu(C's pairs)
+// kAct also adds the bias. A bias is read at its element (row_bias[l][n], col_bias[l][m]) in
+// the kernel's terms (a column-major user D swaps the two).
 //
 // Layouts (elements), in the kernel's terms:
 //   A[l](m, k) at a + l·batch_a + m·lda + k   a_major = kK  (row-major, K contiguous)
@@ -31,8 +41,9 @@ namespace quack::detail {
 enum class GemmMajor { kK, kMN };
 
 /// The epilogue visitor (src/gemm/sm90/epilogue_ops.cuh) of an instance: LinearCombination,
-/// ActEpilogue, DActEpilogue.
-enum class GemmEpilogue { kLinComb, kAct, kDAct };
+/// ActEpilogue, DActEpilogue, LinCombBias, GatedEpilogue (twice: with and without the concat
+/// view of B), DGatedEpilogue.
+enum class GemmEpilogue { kLinComb, kAct, kDAct, kBias, kGated, kGatedConcat, kDGated };
 
 struct GemmProblem {
   const void* a = nullptr;
@@ -56,6 +67,15 @@ struct GemmProblem {
   const float* alpha_dev = nullptr;
   const float* beta_dev = nullptr;
   uint32_t* tile_counter = nullptr;  // dynamic tile scheduler (GemmArgs::tile_counter) when non-null
+  // Bias vectors (kBias, kAct, kGated; null: absent), contiguous, in the kernel's terms:
+  // row_bias[l·batch_row_bias + n], col_bias[l·batch_col_bias + m]; dtypes fp32, bf16 or fp16.
+  const void* row_bias = nullptr;
+  const void* col_bias = nullptr;
+  int64_t batch_row_bias = 0, batch_col_bias = 0;
+  DType row_bias_dtype = DType::kFloat32, col_bias_dtype = DType::kFloat32;
+  // kGatedConcat: the row bias is [bias_gate; bias_up] (element n read at (n % 2)·N/2 + n / 2).
+  bool concat = false;
+  DType packed_dtype = DType::kBFloat16;  // kDGated: the 16-bit halves of C's and D's pairs
   // Tile order (src/gemm/tile_scheduler.h): bands of raster_group cluster tiles (0: the tile
   // configuration's default, 8) along M (raster 0), along N (1) or as QuACK's heuristic picks
   // (2); odd bands walked backwards when serpentine. gemm.cpp sets them (QUACK_GEMM_RASTER).

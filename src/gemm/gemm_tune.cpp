@@ -48,11 +48,10 @@ std::string gemm_tune_key(const GemmProblem& p) {
                              short_name(p.d_dtype);
   const std::string majors = std::string("A:") + (p.a_major == GemmMajor::kK ? "k" : "m") +
                              " B:" + (p.b_major == GemmMajor::kK ? "k" : "m");
-  const bool two = p.epilogue != GemmEpilogue::kLinComb;
-  const std::string epi = std::string(p.epilogue == GemmEpilogue::kLinComb ? "lincomb"
-                                      : p.epilogue == GemmEpilogue::kAct   ? "act"
-                                                                           : "dact") +
-                          (p.c && p.epilogue != GemmEpilogue::kDAct ? "+c" : "") +
+  const bool two = p.epilogue != GemmEpilogue::kLinComb && p.epilogue != GemmEpilogue::kBias;
+  const bool reads_c_always = p.epilogue == GemmEpilogue::kDAct || p.epilogue == GemmEpilogue::kDGated;
+  const char* names[] = {"lincomb", "act", "dact", "bias", "gated", "gatedcat", "dgated"};
+  const std::string epi = std::string(names[static_cast<int>(p.epilogue)]) + (p.c && !reads_c_always ? "+c" : "") +
                           (two ? std::string(",") + short_name(p.d1_dtype) : "");
   return autotune_key(p.m, p.n, p.k, p.l, dtypes, majors, epi);
 }

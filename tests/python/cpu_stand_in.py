@@ -1,11 +1,13 @@
 """CPU stand-in kernels for the custom ops quack_cpp::rmsnorm_fwd / rmsnorm_bwd,
 quack_cpp::layernorm_fwd / layernorm_bwd, quack_cpp::gemm / gemm_add_inplace,
+quack_cpp::gemm_act / gemm_dact / gemm_gated / gemm_dgated,
 quack_cpp::topk_fwd / topk_bwd, softmax / log_softmax fwd and bwd, the cross-entropy ops
 (cross_entropy_fwd / _bwd / _scale_grad) and the linear cross-entropy ops
 (linear_cross_entropy_fwd / _bwd / _scale_grad), written in torch after the C++ API's contract
-(include/quack/norm.h, gemm.h, topk.h, softmax.h, cross_entropy.h, linear_cross_entropy.h: fp32
-math, same outputs and placeholders, the cross-entropy's NaN rows for bad targets and exact zeros
-for ignored ones; the GEMM stand-in accepts every layout, it does not mimic can_implement). They
+(include/quack/norm.h, gemm.h, gemm_act.h, topk.h, softmax.h, cross_entropy.h,
+linear_cross_entropy.h: fp32 math, same outputs and placeholders, the cross-entropy's NaN rows for
+bad targets and exact zeros for ignored ones; the GEMM stand-ins accept every layout, they do not
+mimic can_implement). They
 let the torch layer and the test code run without a GPU:
 test_plumbing_cpu.py uses them, and QUACK_TEST_DEVICE=cpu runs the GPU test files against
 them (a self-check of the tests, not of the kernels). Needs torch."""
@@ -89,15 +91,92 @@ def _device_scalars(alpha, beta, alpha_t, beta_t):
             float(beta_t) if beta_t is not None else beta)
 
 
-def gemm_cpu(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None):
+def gemm_cpu(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
+             bias=None):
     from quack_cpp.gemm_ops import _new_out
 
     beta_t = beta_t if C is not None else None
     D = _new_out(A, B, C, 1.0 if beta_t is not None else (beta if C is not None else 0.0),
                  out_dtype)  # the real op's layout
     alpha, beta = _device_scalars(alpha, beta, alpha_t, beta_t)
-    D.copy_(_gemm_f32(A, B, C, alpha, beta))
+    acc = _gemm_f32(A, B, C, alpha, beta)
+    if bias is not None:
+        acc = acc + (bias.float() if bias.dim() == 1 else bias.float()[:, None, :])
+    D.copy_(acc)
     return D
+
+
+def _preact_f32(A, B, C, bias, alpha, beta):
+    acc = _gemm_f32(A, B, C, alpha, beta)
+    if bias is not None:
+        acc = acc + (bias.float() if bias.dim() == 1 else bias.float()[:, None, :])
+    return acc
+
+
+def gemm_act_cpu(A, B, C, bias, activation, alpha, beta, store_preact, out_dtype, postact_dtype,
+                 tuned=False):
+    from quack_cpp.gemm_act_ops import GemmAct, act_torch
+
+    preact, postact = GemmAct.outputs(A, B, C, bias, activation, alpha, beta, store_preact,
+                                      out_dtype, postact_dtype)
+    pre = _preact_f32(A, B, C, bias, alpha, beta)
+    postact.copy_(act_torch(activation, pre))
+    if preact is None:
+        return A.new_empty((0,)), postact
+    preact.copy_(pre)
+    return preact, postact
+
+
+def gemm_gated_cpu(A, B, C, bias, activation, alpha, beta, store_preact, out_dtype,
+                   postact_dtype, concat_layout=False, tuned=False):
+    from quack_cpp.gemm_act_ops import GemmGated, gated_torch
+
+    preact, postact = GemmGated.outputs(A, B, C, bias, activation, alpha, beta, store_preact,
+                                        out_dtype, postact_dtype)
+    if concat_layout:  # b's columns [gate | up], bias [b_gate; b_up]: as the interleaved ones
+        def inter(t):
+            h = t.shape[-1] // 2
+            return torch.stack((t[..., :h], t[..., h:]), dim=-1).flatten(-2)
+        B = inter(B)
+        bias = inter(bias) if bias is not None else None
+    pre = _preact_f32(A, B, C, bias, alpha, beta)
+    postact.copy_(gated_torch(activation, pre[..., 0::2], pre[..., 1::2]))
+    if preact is None:
+        return A.new_empty((0,)), postact
+    preact.copy_(pre)
+    return preact, postact
+
+
+def gemm_dact_cpu(A, B, preact, activation, out_dtype, postact_dtype, store_postact=True,
+                  tuned=False):
+    from quack_cpp.gemm_act_ops import GemmDAct, act_torch, dact_torch
+
+    dpreact, postact = GemmDAct.outputs(A, B, preact, activation, out_dtype, postact_dtype,
+                                        store_postact)
+    d = torch.matmul(A.float(), B.float())
+    x = preact.float()
+    dpreact.copy_(dact_torch(activation, x, d))
+    if postact is None:
+        return dpreact, A.new_empty((0,))
+    postact.copy_(act_torch(activation, x))
+    return dpreact, postact
+
+
+def gemm_dgated_cpu(A, B, preact, activation, out_dtype, postact_dtype, store_postact=True,
+                    tuned=False):
+    from quack_cpp.gemm_act_ops import GemmDGated, dgated_torch, gated_torch
+
+    dpreact, postact = GemmDGated.outputs(A, B, preact, activation, out_dtype, postact_dtype,
+                                          store_postact)
+    d = torch.matmul(A.float(), B.float())
+    x = preact.float()
+    g, u = x[..., 0::2], x[..., 1::2]
+    dg, du = dgated_torch(activation, g, u, d)
+    dpreact.copy_(torch.stack((dg, du), dim=-1).reshape(x.shape))
+    if postact is None:
+        return dpreact, A.new_empty((0,))
+    postact.copy_(gated_torch(activation, g, u))
+    return dpreact, postact
 
 
 def gemm_add_inplace_cpu(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
@@ -329,6 +408,8 @@ STAND_INS = {  # custom op name -> its CPU stand-in
     "linear_cross_entropy_fwd": linear_cross_entropy_fwd_cpu,
     "linear_cross_entropy_bwd": linear_cross_entropy_bwd_cpu,
     "linear_cross_entropy_scale_grad": linear_cross_entropy_scale_grad_cpu,
+    "gemm_act": gemm_act_cpu, "gemm_gated": gemm_gated_cpu, "gemm_dact": gemm_dact_cpu,
+    "gemm_dgated": gemm_dgated_cpu,
 }
 
 
@@ -338,6 +419,7 @@ def registered():
     modules accept CPU tensors, for the duration of the block."""
     import quack_cpp._registrar as reg
     import quack_cpp.cross_entropy_ops  # noqa: F401 (defines the cross-entropy ops)
+    import quack_cpp.gemm_act_ops  # noqa: F401 (defines the fused GEMM ops)
     import quack_cpp.gemm_ops  # noqa: F401 (defines the GEMM ops)
     import quack_cpp.layernorm_ops  # noqa: F401 (defines the LayerNorm ops)
     import quack_cpp.linear_cross_entropy_ops  # noqa: F401 (defines the linear CE ops)

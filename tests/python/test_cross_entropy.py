@@ -682,7 +682,14 @@ def test_autocast_matches_torch(x_dtype):
         res.append((loss, hl.grad))
     (lq, gq), (lt, gt) = res
     assert lq.dtype == lt.dtype == f32 and gq.dtype == gt.dtype == x_dtype
-    torch.testing.assert_close(lq, lt, rtol=1e-5, atol=1e-5)
+    # Against float64 on the same bf16 logits: ours is exact to fp32 rounding; torch's autocast
+    # cross_entropy is not (on the H200, torch 2.11: |err| 3e-3 on this mean, 3e-2 per row),
+    # so torch is held to a bf16-level bound only.
+    with torch.autocast("cuda", dtype=bf16):
+        logits = h @ W.T
+    ref = F.cross_entropy(logits.double(), t, label_smoothing=0.1)
+    torch.testing.assert_close(lq.double(), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(lt.double(), ref, rtol=2e-3, atol=1e-2)
     torch.testing.assert_close(gq.float(), gt.float(), rtol=2e-2, atol=2e-3)
 
 

@@ -45,8 +45,12 @@ def test_linear_signature_state_dict_repr():
     q.load_state_dict(t.state_dict(), strict=True)
     assert torch.equal(q.weight, t.weight) and q.weight.shape == (32, 64)
     t.load_state_dict(q.state_dict(), strict=True)
-    with pytest.raises(NotImplementedError, match="bias=True is not supported yet"):
-        qnn.Linear(64, 32, bias=True)
+    qb = qnn.Linear(64, 32, bias=True)
+    tb = torch.nn.Linear(64, 32)
+    assert repr(qb) == repr(tb) and list(qb.state_dict()) == ["weight", "bias"]
+    qb.load_state_dict(tb.state_dict(), strict=True)
+    x = torch.randn(5, 64)  # fp32 on the CPU: torch's own linear
+    assert torch.equal(qb(x), tb(x))
 
 
 def test_linear_cpu_without_stand_in_is_torch():

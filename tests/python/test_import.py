@@ -160,6 +160,53 @@ def test_gemm_empty_launches_nothing():
     _C.gemm(_m(128, 64), _m(64, 0, (1, 64)), None, _m(128, 0, (8, 1)), 1.0, 0.0, 0)
 
 
+def test_gemm_bias_and_gated_surface():
+    vec = lambda n, dtype=0: (8192, dtype, (n,), (1,), 0)  # noqa: E731
+    assert _C.gemm_can_implement(**_gemm_ok(), bias_row=vec(256)) is None
+    with pytest.raises(ValueError, match=r"^gemm: bias.row has shape \(255,\) float32"):
+        _C.gemm_can_implement(**_gemm_ok(), bias_row=vec(255))
+    gated = dict(a=_m(128, 64), b=_m(64, 256, (1, 64)), c=None, preact=_m(128, 256, ptr=1 << 20),
+                 postact=_m(128, 128, ptr=2 << 20), activation="swiglu")
+    assert _C.gemm_gated_can_implement(**gated) is None
+    assert _C.gemm_gated_can_implement(**gated, concat_layout=True, bias_row=vec(256)) is None
+    with pytest.raises(ValueError, match=r"^gemm_gated: activation is relu, expected a gated"):
+        _C.gemm_gated_can_implement(**dict(gated, activation="relu"))
+    with pytest.raises(ValueError, match=r"^gemm_gated: activation is 'swish'"):
+        _C.gemm_gated_can_implement(**dict(gated, activation="swish"))
+    with pytest.raises(ValueError, match=r"^gemm_gated: postact has shape \(128, 256\)"):
+        _C.gemm_gated_can_implement(**dict(gated, postact=_m(128, 256, ptr=2 << 20)))
+    dgated = dict(a=_m(128, 64), b=_m(64, 128), preact=_m(128, 256),
+                  dpreact=_m(128, 256, ptr=1 << 20), postact=_m(128, 128, ptr=2 << 20),
+                  activation="geglu")
+    assert _C.gemm_dgated_can_implement(**dgated) is None
+    with pytest.raises(ValueError, match=r"^gemm_dgated: preact has shape \(128, 128\)"):
+        _C.gemm_dgated_can_implement(**dict(dgated, preact=_m(128, 128)))
+    with pytest.raises(ValueError, match=r"^gemm_act: activation is swiglu \(gated"):
+        _C.gemm_act_can_implement(_m(128, 64), _m(64, 256, (1, 64)), None, None,
+                                  _m(128, 256, ptr=2 << 20), "swiglu")
+    # Any alignment as gemm: K = 63 copies a and b; H = 125 copies gemm_dgated's row-major b;
+    # the packed preact / dpreact need 4-byte pairs.
+    mb = 1 << 20
+    gated_u = dict(gated, a=_m(128, 63), b=_m(63, 256, (1, 63)))
+    assert _C.gemm_gated_workspace_size(**gated) == 0
+    assert _C.gemm_gated_workspace_size(**gated_u) == 128 * 64 * 2 + 256 * 64 * 2
+    assert _C.gemm_gated_workspace_size(**gated_u, concat_layout=True, bias_row=vec(256)) == \
+        128 * 64 * 2 + 256 * 64 * 2
+    dgated_u = dict(a=_m(128, 64), b=_m(64, 125), preact=_m(128, 250),
+                    dpreact=_m(128, 250, ptr=mb), postact=_m(128, 125, ptr=2 * mb),
+                    activation="swiglu")
+    assert _C.gemm_dgated_workspace_size(**dgated) == 0
+    assert _C.gemm_dgated_workspace_size(**dgated_u) == 64 * 128 * 2
+    assert _C.gemm_dgated_can_implement(**dgated_u) is None
+    with pytest.raises(ValueError, match=r"^gemm_dgated: preact .* 4-byte \(gate, up\) pairs"):
+        _C.gemm_dgated_can_implement(**dict(dgated_u, preact=_m(128, 250, ptr=4098)))
+    # Empty problems: validation only.
+    _C.gemm_gated(_m(0, 64), _m(64, 256, (1, 64)), None, None, _m(0, 128, ptr=2 << 20), "glu",
+                  stream=0)
+    _C.gemm_dgated(_m(0, 64), _m(64, 128), _m(0, 256), _m(0, 256, ptr=1 << 20), None, "reglu",
+                   stream=0)
+
+
 # --------------------------------------------------------------------------------------------
 # LayerNorm binding (validation is host-only: these run without a GPU)
 # --------------------------------------------------------------------------------------------

@@ -6,8 +6,9 @@
 // sm90_epilogue_tma_warpspecialized.hpp (subtile partitioning, ReuseSmemC) and QuACK's
 // GemmSm90.epilogue / GemmActSm90 (a second output stored beside D).
 //
-// Shared memory, per epilogue group: D (EpiM,EpiN,EpiStagesD) subtiles, D1 (EpiM,EpiN,EpiStagesD)
-//   for a second output and, unless C has D's width and is loaded into the D buffer it becomes
+// Shared memory, per epilogue group: D (EpiM,EpiN,EpiStagesD) subtiles, D1 (EpiM,EpiN1,EpiStagesD)
+//   for a second output (EpiN1 = EpiN, or EpiN / 2 for a gated visitor's half-width postact:
+//   epilogue_gated.cuh) and, unless C has D's width and is loaded into the D buffer it becomes
 //   (kReuseSmemC), a C (EpiM,EpiN) subtile, each swizzled to its row width; one mbarrier per
 //   group for C.
 // Registers <-> smem: epilogue_smem.cuh (written against WGMMA's fragment layout and TMA's
@@ -29,9 +30,11 @@
 #include <cutlass/array.h>
 #include <cutlass/numeric_conversion.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "gemm/gemm_problem.h"
+#include "gemm/sm90/epilogue_gated.cuh"
 #include "gemm/sm90/epilogue_ops.cuh"
 #include "gemm/sm90/epilogue_smem.cuh"
 #include "gemm/sm90/tile_config.cuh"
@@ -103,6 +106,13 @@ struct CollectiveEpilogue {
   static constexpr int EpiStagesD = (kStagesOneOutput * Tile::EpiN + EpiN * kOutputs - 1) / (EpiN * kOutputs);
   static_assert(EpiStagesD >= 2, "at least two buffers per output in flight");
   static constexpr int kStagesC = kReuseSmemC ? EpiStagesD : 1;  // C buffers (aliasing D's when reused)
+  // Output 1's columns per output 0's (2 for a gated visitor: postact has N / 2 columns) and its
+  // subtile width (epilogue_gated.cuh).
+  static constexpr int kD1Div = D1ColsDiv<Op>::value;
+  static_assert(kD1Div == 1 || (kD1Div == 2 && kOutputs == 2 && sizeof(ElementD1) == 2),
+                "a half-width output 1 is 16-bit");
+  static constexpr int EpiN1 = EpiN / kD1Div;
+  using EpiTile1 = Shape<Int<EpiM>, Int<EpiN1>>;
 
   // Epilogue smem: a row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
   // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom).
@@ -110,14 +120,19 @@ struct CollectiveEpilogue {
   using SmemAtomEpi = conditional_t<EpiN * sizeof(T) == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>;
   using SmemLayoutC = decltype(tile_to_shape(SmemAtomEpi<ElementC>{}, Shape<Int<EpiM>, Int<EpiN>, Int<kStagesC>>{}));     // (EpiM,EpiN,PIPE_C)
   using SmemLayoutD = decltype(tile_to_shape(SmemAtomEpi<ElementD>{}, Shape<Int<EpiM>, Int<EpiN>, Int<EpiStagesD>>{}));   // (EpiM,EpiN,PIPE_D)
-  using SmemLayoutD1 = decltype(tile_to_shape(SmemAtomEpi<ElementD1>{}, Shape<Int<EpiM>, Int<EpiN>, Int<EpiStagesD>>{}));  // (EpiM,EpiN,PIPE_D)
+  // Output 1: rows of EpiN1 elements (32, 64 or 128 bytes), TMA's swizzle of that width.
+  template <class T, int RowBytes>
+  using SmemAtomW = conditional_t<RowBytes == 32, GMMA::Layout_K_SW32_Atom<T>,
+                                  conditional_t<RowBytes == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>>;
+  using SmemLayoutD1 = decltype(tile_to_shape(SmemAtomW<ElementD1, EpiN1 * int(sizeof(ElementD1))>{},
+                                              Shape<Int<EpiM>, Int<EpiN1>, Int<EpiStagesD>>{}));  // (EpiM,EpiN1,PIPE_D)
   static constexpr int kSubtile = EpiM * EpiN;  // elements per buffer stage
+  static constexpr int kSubtile1 = EpiM * EpiN1;  // elements per output-1 buffer stage
   static constexpr uint32_t kCBytes = uint32_t(kSubtile * sizeof(ElementC));
   // Shared memory of the buffers (all groups): what the mainloop's stages must leave free.
   static constexpr int kSmemBytes =
-      kEpiGroups * kSubtile *
-      ((kReuseSmemC ? 0 : int(sizeof(ElementC))) +
-       EpiStagesD * (int(sizeof(ElementD)) + (kOutputs == 2 ? int(sizeof(ElementD1)) : 0)));
+      kEpiGroups * (kSubtile * ((kReuseSmemC ? 0 : int(sizeof(ElementC))) + EpiStagesD * int(sizeof(ElementD))) +
+                    (kOutputs == 2 ? EpiStagesD * kSubtile1 * int(sizeof(ElementD1)) : 0));
 
   // Shared memory: D, then C and D1 where present (empty bases take no space), each 1024-byte
   // aligned with sizes multiples of 1024.
@@ -155,42 +170,44 @@ struct CollectiveEpilogue {
     auto tma_ok = [&](const void* ptr, int64_t es, int64_t ld, int64_t batch) {
       return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (ld * es) % 16 == 0 && (L == 1 || (batch * es) % 16 == 0);
     };
-    // A row-major (M, N, L) tensor of T over the memory at `ptr`, whose leading and batch strides
-    // are given in elements of `es` bytes (another output's: converted to T's elements). Memory
-    // TMA cannot address is replaced by the stand-in (A's memory, padded rows).
-    auto rows = [&](auto* ptr, int64_t es, int64_t ld, int64_t batch) {
+    // A row-major (M, cols, L) tensor of T over the memory at `ptr`, whose leading and batch
+    // strides are given in elements of `es` bytes (another output's: converted to T's elements).
+    // Memory TMA cannot address is replaced by the stand-in (A's memory, padded rows of cols).
+    const int N1 = N / kD1Div;  // output 1's columns
+    auto rows = [&](auto* ptr, int64_t es, int64_t ld, int64_t batch, int cols) {
       using T = std::remove_cv_t<std::remove_pointer_t<decltype(ptr)>>;
       const int64_t t = int64_t(sizeof(T));
       int64_t ldt = ld * es / t, bt = batch * es / t;
       if (!tma_ok(ptr, es, ld, batch)) {
         ptr = static_cast<decltype(ptr)>(const_cast<void*>(p.a));
-        ldt = (int64_t(N) + 16 / t - 1) / (16 / t) * (16 / t);
+        ldt = (int64_t(cols) + 16 / t - 1) / (16 / t) * (16 / t);
         bt = ldt * M;
       }
-      return make_tensor(make_gmem_ptr(ptr), make_layout(make_shape(M, N, L), make_stride(ldt, _1{}, bt)));
+      return make_tensor(make_gmem_ptr(ptr), make_layout(make_shape(M, cols, L), make_stride(ldt, _1{}, bt)));
     };
     // Output 0's memory, or output 1's when output 0 is not stored.
     void* const d_mem = store_d ? p.d : p.d1;
     const int64_t d_ld = store_d ? p.ldd : p.ldd1, d_batch = store_d ? p.batch_d : p.batch_d1;
     const int64_t d_es = store_d ? int64_t(sizeof(TD)) : int64_t(sizeof(TD1));
-    auto gD = rows(static_cast<TD*>(d_mem), d_es, d_ld, d_batch);
+    const int d_cols = store_d ? N : N1;  // the columns of the memory d_mem holds
+    auto gD = rows(static_cast<TD*>(d_mem), d_es, d_ld, d_batch, d_cols);
     // Without C the C descriptor points at output 0's memory (never read: the kernel branches on load_c).
-    auto gC = load_c ? rows(static_cast<TC const*>(p.c), int64_t(sizeof(TC)), p.ldc, p.batch_c)
-                     : rows(static_cast<TC const*>(d_mem), d_es, d_ld, d_batch);
+    auto gC = load_c ? rows(static_cast<TC const*>(p.c), int64_t(sizeof(TC)), p.ldc, p.batch_c, N)
+                     : rows(static_cast<TC const*>(d_mem), d_es, d_ld, d_batch, d_cols);
     auto tma_c = make_tma_copy(SM90_TMA_LOAD{}, gC, SmemLayoutC{}(_, _, 0), EpiTile{}, _1{});
     auto tma_d = make_tma_copy(SM90_TMA_STORE{}, gD, SmemLayoutD{}(_, _, 0), EpiTile{}, _1{});
     auto tma_d1 = [&] {
       if constexpr (kOutputs == 2) {
         // Without output 1 its descriptor points at output 0's memory (never written through it).
-        auto gD1 = store_d1 ? rows(static_cast<TD1*>(p.d1), int64_t(sizeof(TD1)), p.ldd1, p.batch_d1)
-                            : rows(static_cast<TD1*>(d_mem), d_es, d_ld, d_batch);
-        return make_tma_copy(SM90_TMA_STORE{}, gD1, SmemLayoutD1{}(_, _, 0), EpiTile{}, _1{});
+        auto gD1 = store_d1 ? rows(static_cast<TD1*>(p.d1), int64_t(sizeof(TD1)), p.ldd1, p.batch_d1, N1)
+                            : rows(static_cast<TD1*>(d_mem), d_es, d_ld, d_batch, std::min(N1, d_cols));
+        return make_tma_copy(SM90_TMA_STORE{}, gD1, SmemLayoutD1{}(_, _, 0), EpiTile1{}, _1{});
       } else {
         return NoTma{};
       }
     }();
     const bool tail_manual = (store_d && (int64_t(N) * int64_t(sizeof(TD))) % 16 != 0) ||
-                             (store_d1 && (int64_t(N) * int64_t(sizeof(TD1))) % 16 != 0);
+                             (store_d1 && (int64_t(N1) * int64_t(sizeof(TD1))) % 16 != 0);
     const bool d_plain = (store_d && !tma_ok(p.d, sizeof(TD), p.ldd, p.batch_d)) ||
                          (store_d1 && !tma_ok(p.d1, sizeof(TD1), p.ldd1, p.batch_d1));
     const bool c_plain = load_c && !tma_ok(p.c, sizeof(TC), p.ldc, p.batch_c);
@@ -330,7 +347,7 @@ struct CollectiveEpilogue {
         CUTE_UNROLL
         for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
         cutlass::Array<float, kFrg> out[kOutputs];
-        SubtileCoord const coord{m0, n0, etid};
+        SubtileCoord const coord{m0, n0, etid, l};
         // C's values: from global memory (c_plain) or through TMA and smem. A visitor with one
         // path (kOnePath: zeros when C is not read) or that always reads C (kNeedsC) is called
         // once after either source, so its code (an activation and its gradient) appears once;
@@ -370,17 +387,29 @@ struct CollectiveEpilogue {
         if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
         epi_sync();  // ... and every thread's LDSM of C from it (reuse)
         if (store_d) store_subtile<EpiN>(d, d_smem + d_stage * kSubtile, etid);
-        if constexpr (kOutputs == 2)
-          if (store_d1) store_subtile<EpiN>(d1, ts.D1[grp].begin() + d_stage * kSubtile, etid);
+        if constexpr (kOutputs == 2) {
+          if (store_d1) {
+            if constexpr (kD1Div == 2)
+              store_half_subtile<EpiN1>(d1, ts.D1[grp].begin() + d_stage * kSubtile1, etid);
+            else
+              store_subtile<EpiN>(d1, ts.D1[grp].begin() + d_stage * kSubtile, etid);
+          }
+        }
         cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
         epi_sync();
         if (manual) {
           if (store_d)
             store_subtile_plain(d_smem + d_stage * kSubtile, p.d_ptr, p.ldd, p.batch_d, M, N, l, m0, n0, etid);
-          if constexpr (kOutputs == 2)
-            if (store_d1)
-              store_subtile_plain(ts.D1[grp].begin() + d_stage * kSubtile, p.d1_ptr, p.ldd1, p.batch_d1, M, N, l,
-                                  m0, n0, etid);
+          if constexpr (kOutputs == 2) {
+            if (store_d1) {
+              if constexpr (kD1Div == 2)
+                store_half_subtile_clipped<EpiM, EpiN1, kEpiThreads>(ts.D1[grp].begin() + d_stage * kSubtile1, p.d1_ptr,
+                                                                     p.ldd1, p.batch_d1, M, N / 2, l, m0, n0 / 2, etid);
+              else
+                store_subtile_plain(ts.D1[grp].begin() + d_stage * kSubtile, p.d1_ptr, p.ldd1, p.batch_d1, M, N, l,
+                                    m0, n0, etid);
+            }
+          }
         }
         if (etid == 0) {
           if (!manual) {
@@ -409,12 +438,12 @@ struct CollectiveEpilogue {
   CUTE_DEVICE void store_d1_subtile(P const& p, int l, int m_blk, int n_blk, int epi_m, int epi_n, int M, int N,
                                     int L) const {
     Tensor sD1 = as_position_independent_swizzle_tensor(
-        make_tensor(make_smem_ptr(ts.D1[grp].begin()), SmemLayoutD1{}));  // (EpiM,EpiN,PIPE_D)
+        make_tensor(make_smem_ptr(ts.D1[grp].begin()), SmemLayoutD1{}));  // (EpiM,EpiN1,PIPE_D)
     auto tma_blk = p.tma_d1.get_slice(Int<0>{});
     Tensor bSG_sD1 = tma_blk.partition_S(sD1);  // (TMA,TMA_M,TMA_N,PIPE_D)
-    Tensor mD1 = p.tma_d1.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
-    Tensor gD1 = flat_divide(local_tile(mD1(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
-                             EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+    Tensor mD1 = p.tma_d1.get_tma_tensor(make_shape(M, N / kD1Div, L));  // (M,N1,L)
+    Tensor gD1 = flat_divide(local_tile(mD1(_, _, l), Shape<Int<Tile::BM>, Int<Tile::BN / kD1Div>>{}, make_coord(m_blk, n_blk)),
+                             EpiTile1{});  // (EpiM,EpiN1,EPI_M,EPI_N)
     Tensor bSG_gD1 = tma_blk.partition_D(gD1);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     copy(p.tma_d1, bSG_sD1(_, _, _, d_stage), bSG_gD1(_, _, _, epi_m, epi_n));
   }

@@ -19,23 +19,33 @@
 //                   Array<float, N> const* c, SubtileCoord const& coord) const;
 // where acc holds a thread's N = kFrg accumulator values of the subtile, c (null when C is not
 // read) C's values at the same positions converted to fp32, and coord gives each value's (m, n)
-// in the kernel's output (row(i), col(i)). A visitor writes out[0] (and out[1]); the epilogue
-// rounds them to their outputs' dtypes.
+// in the kernel's output (row(i), col(i)) and the batch l. A visitor writes out[0] (and out[1]);
+// the epilogue rounds them to their outputs' dtypes. Optional:
+//   static constexpr int kD1Div;     2: output 1 has N / 2 columns (gated activations): out[1][i]
+//                                    for even i is the value of output column col(i) / 2 (odd
+//                                    entries are ignored); the epilogue stores it through a
+//                                    half-width subtile (epilogue_gated.cuh). Default 1.
 //
-// Where later epilogues fit without a new kernel:
-// - a row or column bias: a visitor member (pointer, stride) read at coord.row(i) / coord.col(i)
-//   (the 8 columns a thread touches per 32-column subtile are 2 adjacent pairs: 8-byte loads);
-// - gated activations (gate/up in adjacent column pairs): values i and i + 1 (i even) of a
-//   thread are columns 2j and 2j + 1 of the same row, so gate and up sit in one thread; output 1
-//   then has EpiN / 2 columns per subtile (a narrower buffer and TMA box in the epilogue, selected
-//   by a visitor constant), concatenated halves read the up half as an extra input tile;
-// - a column sum of an output (the bias gradient): a visitor that accumulates per column across
-//   the subtiles of a tile and a hook at the end of the tile that reduces over the rows of the
-//   epilogue group (warp shuffles, then shared memory) and adds to global memory.
+// The visitors: LinearCombination (gemm), LinCombBias (gemm with a bias), ActEpilogue
+// (gemm_act, bias included), DActEpilogue (gemm_dact), GatedEpilogue (gemm_gated: values i and
+// i + 1, i even, of a thread are columns 2j and 2j + 1 of one row, so gate and up sit in one
+// thread), DGatedEpilogue (gemm_dgated: C and output 0 are 32-bit words holding a (gate, up)
+// pair of bf16 values, QuACK's packed_cd_b16x2; the epilogue moves them as fp32 bit patterns).
+// A bias (BiasVec) is read from global memory at coord.row(i) / coord.col(i).
+//
+// Where a later epilogue fits without a new kernel: a column sum of an output (a bias gradient):
+// a visitor that accumulates per column across the subtiles of a tile and a hook at the end of
+// the tile that reduces over the rows of the epilogue group (warp shuffles, then shared memory)
+// and writes per-tile partials for a deterministic second pass.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cutlass/array.h>
 #include <cute/config.hpp>
+
+#include <cstdint>
+#include <type_traits>
 
 #include "gemm/gemm_problem.h"
 #include "gemm/sm90/epilogue_smem.cuh"
@@ -46,10 +56,134 @@ namespace quack::detail::sm90 {
 /// Where a thread's fragment values of one subtile sit in the kernel's (row-major) output: value
 /// i at (row(i), col(i)); the subtile starts at (m0, n0); etid is the thread in its epilogue group
 /// (the fragment layout of epilogue_smem.cuh).
+/// l: the batch.
 struct SubtileCoord {
   int m0, n0, etid;
+  int l = 0;
   CUTE_DEVICE int row(int i) const { return m0 + frag_row(etid, (i / 2) % 2); }
   CUTE_DEVICE int col(int i) const { return n0 + frag_col(etid, i); }
+};
+
+/// Output 1's columns per output 0's columns: Op::kD1Div where the visitor defines it, else 1.
+template <class Op, class = void>
+struct D1ColsDiv {
+  static constexpr int value = 1;
+};
+template <class Op>
+struct D1ColsDiv<Op, std::void_t<decltype(Op::kD1Div)>> {
+  static constexpr int value = Op::kD1Div;
+};
+
+/// Element i of a bias vector of element type T, as fp32 (read-only cache).
+template <class T>
+CUTE_DEVICE float bias_at(const T* p, int64_t i) {
+  if constexpr (std::is_same_v<T, float>) {
+    return __ldg(p + i);
+  } else {
+    const unsigned short bits = __ldg(reinterpret_cast<const unsigned short*>(p) + i);
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      return __uint_as_float(uint32_t(bits) << 16);
+    else
+      return __half2float(__ushort_as_half(bits));
+  }
+}
+
+/// The bias of an epilogue (GemmProblem::row_bias / col_bias): out(m, n) += row[n] + col[m] in
+/// the kernel's terms, for values inside (M, N) (0 outside: those are never stored). Each value
+/// is read from global memory through the read-only cache (a vector is shared by every CTA, so
+/// after the first tile it is an L1/L2 hit); a thread reads its kFrg / 2 columns and 2 rows per
+/// subtile. The dtype (fp32, bf16, fp16) is a runtime value: one uniform branch per subtile.
+/// concat: the row vector is [bias_gate; bias_up] of a gated GEMM whose columns interleave gate
+/// and up (column n reads element (n % 2)·half + n / 2).
+struct BiasVec {
+  const void* row = nullptr;
+  const void* col = nullptr;
+  int64_t row_batch = 0, col_batch = 0;
+  int m = 0, n = 0;
+  int half = 0;                      // > 0: the concat reading of the row vector
+  uint8_t row_dt = 0, col_dt = 0;    // 0 fp32, 1 bf16, 2 fp16
+
+  static uint8_t code(DType t) { return t == DType::kFloat32 ? 0 : t == DType::kBFloat16 ? 1 : 2; }
+  static BiasVec make(const GemmProblem& p) {
+    BiasVec b;
+    b.row = p.row_bias;
+    b.col = p.col_bias;
+    b.row_batch = p.batch_row_bias;
+    b.col_batch = p.batch_col_bias;
+    b.m = p.m;
+    b.n = p.n;
+    b.half = p.concat ? p.n / 2 : 0;
+    b.row_dt = code(p.row_bias_dtype);
+    b.col_dt = code(p.col_bias_dtype);
+    return b;
+  }
+
+  template <class T, int N>
+  CUTE_DEVICE void add_row(cutlass::Array<float, N>& y, SubtileCoord const& c) const {
+    // Value i = cc + 2·h + 4·j sits at column col(0) + 8·j + cc for both h: one pointer and
+    // constant offsets (the concat reading maps each column on its own).
+    int const c0 = c.col(0);
+    if (half == 0) {
+      const T* const p = static_cast<const T*>(row) + (int64_t(c.l) * row_batch + c0);
+      int const lim = n - c0;  // offsets below lim are inside N
+      CUTE_UNROLL
+      for (int j = 0; j < N / 4; ++j)
+        CUTE_UNROLL
+        for (int cc = 0; cc < 2; ++cc) {
+          int const off = 8 * j + cc;
+          float const v = off < lim ? bias_at<T>(p, off) : 0.f;
+          y[cc + 4 * j] += v;
+          y[cc + 4 * j + 2] += v;
+        }
+    } else {
+      const T* const p = static_cast<const T*>(row) + int64_t(c.l) * row_batch;
+      CUTE_UNROLL
+      for (int j = 0; j < N / 4; ++j)
+        CUTE_UNROLL
+        for (int cc = 0; cc < 2; ++cc) {
+          int const nn = c0 + 8 * j + cc;
+          float const v = nn < n ? bias_at<T>(p, int64_t(nn & 1) * half + (nn >> 1)) : 0.f;
+          y[cc + 4 * j] += v;
+          y[cc + 4 * j + 2] += v;
+        }
+    }
+  }
+
+  template <class T, int N>
+  CUTE_DEVICE void add_col(cutlass::Array<float, N>& y, SubtileCoord const& c) const {
+    const T* const p = static_cast<const T*>(col) + int64_t(c.l) * col_batch;
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      int const mm = c.row(2 * h);
+      float const v = mm < m ? bias_at<T>(p, mm) : 0.f;
+      CUTE_UNROLL
+      for (int j = 0; j < N / 4; ++j) {
+        y[2 * h + 4 * j] += v;
+        y[2 * h + 4 * j + 1] += v;
+      }
+    }
+  }
+
+  /// y += the bias at the subtile's values (nothing when there is none).
+  template <int N>
+  CUTE_DEVICE void add(cutlass::Array<float, N>& y, SubtileCoord const& c) const {
+    if (row != nullptr) {
+      if (row_dt == 0)
+        add_row<float>(y, c);
+      else if (row_dt == 1)
+        add_row<__nv_bfloat16>(y, c);
+      else
+        add_row<__half>(y, c);
+    }
+    if (col != nullptr) {
+      if (col_dt == 0)
+        add_col<float>(y, c);
+      else if (col_dt == 1)
+        add_col<__nv_bfloat16>(y, c);
+      else
+        add_col<__half>(y, c);
+    }
+  }
 };
 
 /// D = alpha · acc + beta · C (CUTLASS's LinearCombination). C is read only when beta ≠ 0.
@@ -90,26 +224,28 @@ struct LinearCombination {
   }
 };
 
-/// gemm_act: out[0] = preact = alpha · acc + beta · C, out[1] = postact = act(preact) (QuACK's
-/// GemmActSm90). The activation is a runtime value (one branch per subtile, uniform). One path:
-/// c holds zeros when C is not read, and then beta is 0 (LinearCombination::make).
+/// gemm_act: out[0] = preact = alpha · acc + beta · C + bias, out[1] = postact = act(preact)
+/// (QuACK's GemmActSm90). The activation is a runtime value (one branch per subtile, uniform).
+/// One path: c holds zeros when C is not read, and then beta is 0 (LinearCombination::make).
 struct ActEpilogue {
   static constexpr int kOutputs = 2;
   static constexpr bool kNeedsC = false;
   static constexpr bool kOnePath = true;
   LinearCombination lin;
   Activation act = Activation::kIdentity;
+  BiasVec bias;
 
   static ActEpilogue make(const GemmProblem& p, bool load_c) {
-    return {LinearCombination::make(p, load_c), static_cast<Activation>(p.activation)};
+    return {LinearCombination::make(p, load_c), static_cast<Activation>(p.activation), BiasVec::make(p)};
   }
   CUTE_HOST_DEVICE bool reads_c() const { return lin.reads_c(); }
   CUTE_DEVICE void load_scalars(const float* alpha_dev, const float* beta_dev) { lin.load_scalars(alpha_dev, beta_dev); }
 
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
-                              cutlass::Array<float, N> const* c, SubtileCoord const&) const {
+                              cutlass::Array<float, N> const* c, SubtileCoord const& coord) const {
     lin.apply(out[0], acc, c);
+    bias.add(out[0], coord);
     switch (act) {  // one loop per activation: the branch is taken once per subtile
 #define QUACK_ACT_CASE(A)                                                       \
   case A: {                                                                     \
@@ -161,6 +297,140 @@ struct DActEpilogue {
       default:
         out[0] = acc;
         out[1] = *c;
+        break;
+    }
+  }
+};
+
+/// gemm with a bias: out[0] = alpha · acc + beta · C + bias (LinearCombination, then BiasVec).
+/// One path as ActEpilogue (c holds zeros when C is not read, and then beta is 0): one copy of
+/// the bias reads instead of one per C source (the three copies of the pingpong 128x128 tile
+/// took a 56-byte stack frame).
+struct LinCombBias {
+  static constexpr int kOutputs = 1;
+  static constexpr bool kNeedsC = false;
+  static constexpr bool kOnePath = true;
+  LinearCombination lin;
+  BiasVec bias;
+
+  static LinCombBias make(const GemmProblem& p, bool load_c) { return {LinearCombination::make(p, load_c), BiasVec::make(p)}; }
+  CUTE_HOST_DEVICE bool reads_c() const { return lin.reads_c(); }
+  CUTE_DEVICE void load_scalars(const float* alpha_dev, const float* beta_dev) { lin.load_scalars(alpha_dev, beta_dev); }
+
+  template <int N>
+  CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
+                              cutlass::Array<float, N> const* c, SubtileCoord const& coord) const {
+    lin.apply(out[0], acc, c);
+    bias.add(out[0], coord);
+  }
+};
+
+/// gemm_gated: out[0] = preact = alpha · acc + beta · C + bias (N columns), out[1][i] (i even) =
+/// postact = glu(preact[i], preact[i + 1]) of the column pair (col(i), col(i) + 1) = (gate, up),
+/// stored at column col(i) / 2 of the (M, N / 2) output (kD1Div = 2; odd entries unused). One
+/// path as ActEpilogue; the activation a runtime value, one branch per subtile.
+struct GatedEpilogue {
+  static constexpr int kOutputs = 2;
+  static constexpr bool kNeedsC = false;
+  static constexpr bool kOnePath = true;
+  static constexpr int kD1Div = 2;
+  LinearCombination lin;
+  Activation act = Activation::kSwiglu;
+  BiasVec bias;
+
+  static GatedEpilogue make(const GemmProblem& p, bool load_c) {
+    return {LinearCombination::make(p, load_c), static_cast<Activation>(p.activation), BiasVec::make(p)};
+  }
+  CUTE_HOST_DEVICE bool reads_c() const { return lin.reads_c(); }
+  CUTE_DEVICE void load_scalars(const float* alpha_dev, const float* beta_dev) { lin.load_scalars(alpha_dev, beta_dev); }
+
+  template <int N>
+  CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
+                              cutlass::Array<float, N> const* c, SubtileCoord const& coord) const {
+    static_assert(N % 2 == 0, "column pairs");
+    lin.apply(out[0], acc, c);
+    bias.add(out[0], coord);
+    switch (act) {
+#define QUACK_GATED_CASE(A)                                                     \
+  case A: {                                                                     \
+    CUTE_UNROLL                                                                 \
+    for (int i = 0; i < N; i += 2) {                                            \
+      out[1][i] = gated_fwd(A, out[0][i], out[0][i + 1]);                       \
+      out[1][i + 1] = 0.f;                                                      \
+    }                                                                           \
+    break;                                                                      \
+  }
+      QUACK_GATED_CASE(Activation::kSwiglu)
+      QUACK_GATED_CASE(Activation::kSwigluOai)
+      QUACK_GATED_CASE(Activation::kReglu)
+      QUACK_GATED_CASE(Activation::kGeglu)
+      QUACK_GATED_CASE(Activation::kGlu)
+#undef QUACK_GATED_CASE
+      default:
+        CUTE_UNROLL
+        for (int i = 0; i < N; i += 2) {
+          out[1][i] = out[0][i] * out[0][i + 1];
+          out[1][i + 1] = 0.f;
+        }
+        break;
+    }
+  }
+};
+
+/// A 32-bit word of two bf16 values (the lower address, the gate, in the low half) <-> two floats.
+CUTE_DEVICE void unpack_bf16_pair(float w, float& lo, float& hi) {
+  uint32_t const bits = __float_as_uint(w);
+  lo = __uint_as_float(bits << 16);
+  hi = __uint_as_float(bits & 0xFFFF0000u);
+}
+CUTE_DEVICE float pack_bf16_pair(float lo, float hi) {
+  uint32_t const l = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+  uint32_t const h = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+  return __uint_as_float(l | (h << 16));
+}
+
+/// gemm_dgated: acc = dpostact (e.g. dout · W2), c = the preact pair (gate, up) packed in one
+/// 32-bit word per value (bf16 halves); out[0] = the packed pair (dgate, dup) = acc ·
+/// ∂glu/∂(gate, up), each rounded once to bf16; out[1] = postact = glu(gate, up), recomputed
+/// (QuACK's gemm_dgated, packed_cd_b16x2). C and output 0 travel as fp32 bit patterns (the
+/// instance's ElementC and ElementD are float: copies, never arithmetic, so every bit survives).
+struct DGatedEpilogue {
+  static constexpr int kOutputs = 2;
+  static constexpr bool kNeedsC = true;
+  static constexpr bool kOnePath = false;
+  Activation act = Activation::kSwiglu;
+
+  static DGatedEpilogue make(const GemmProblem& p, bool) { return {static_cast<Activation>(p.activation)}; }
+  CUTE_HOST_DEVICE bool reads_c() const { return true; }
+  CUTE_DEVICE void load_scalars(const float*, const float*) {}
+
+  template <int N>
+  CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
+                              cutlass::Array<float, N> const* c, SubtileCoord const&) const {
+    switch (act) {
+#define QUACK_DGATED_CASE(A)                                                    \
+  case A: {                                                                     \
+    CUTE_UNROLL                                                                 \
+    for (int i = 0; i < N; ++i) {                                               \
+      float g, u, dg, du;                                                       \
+      unpack_bf16_pair((*c)[i], g, u);                                          \
+      gated_bwd(A, g, u, acc[i], dg, du, out[1][i]);                            \
+      out[0][i] = pack_bf16_pair(dg, du);                                       \
+    }                                                                           \
+    break;                                                                      \
+  }
+      QUACK_DGATED_CASE(Activation::kSwiglu)
+      QUACK_DGATED_CASE(Activation::kSwigluOai)
+      QUACK_DGATED_CASE(Activation::kReglu)
+      QUACK_DGATED_CASE(Activation::kGeglu)
+      QUACK_DGATED_CASE(Activation::kGlu)
+#undef QUACK_DGATED_CASE
+      default:  // never taken (validation admits gated activations only)
+        CUTE_UNROLL
+        for (int i = 0; i < N; ++i) {
+          out[0][i] = 0.f;
+          out[1][i] = 0.f;
+        }
         break;
     }
   }

@@ -14,6 +14,12 @@
 //   TMA box is 64 (M or N) x 64 (K)) for an MN-major one, as CUTLASS's sm90 builder (OperandSmem).
 //   Same bytes for every major.
 // Tails: TMA zero-fills out-of-bounds loads (zeros add nothing to the sum).
+// Concat B (ConcatB<Tile>, gemm_gated's concat_layout): B's N columns are two halves [gate | up]
+//   in memory; the kernel reads logical column n = c + 2·j (c = 0 gate, 1 up) from memory column
+//   c·N/2 + j through a hierarchical N mode ((2, N/2) : (N/2·ldb, ldb)), so the TMA box of a tile
+//   is 4-dimensional (K, 2, BN/2, L) and lands in shared memory in the interleaved order the
+//   gated epilogue pairs (QuACK's concat_to_interleave on B). K-major B only (the halves are
+//   rows of W; an N-major B would need the innermost TMA dimension permuted).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -43,6 +49,29 @@ struct OperandSmem {
   template <int MN, int K, int Stages>
   using Layout = decltype(tile_to_shape(Atom{}, Shape<Int<MN>, Int<K>, Int<Stages>>{}, Order{}));  // (MN,K,PIPE)
 };
+
+/// Whether tile configuration T reads B through the concat -> interleave view (T::kConcatB).
+template <class T, class = void>
+struct TileConcatB : std::false_type {};
+template <class T>
+struct TileConcatB<T, std::void_t<decltype(T::kConcatB)>> : std::bool_constant<T::kConcatB> {};
+
+/// Tile configuration Base with B read through the concat -> interleave view (see the head
+/// comment): the instances of gemm_gated's concat_layout.
+template <class Base>
+struct ConcatB : Base {
+  static constexpr bool kConcatB = true;
+  static_assert(Base::kMajorB == GMMA::Major::K, "concat B: K-major B only");
+};
+
+/// B's (N,K,L) shape as the TMA tensor takes it: ((2, N/2), K, L) for a concat B, else (N, K, L).
+template <class Tile>
+CUTE_HOST_DEVICE auto b_shape(int N, int K, int L) {
+  if constexpr (TileConcatB<Tile>::value)
+    return make_shape(make_shape(_2{}, N / 2), K, L);
+  else
+    return make_shape(N, K, L);
+}
 
 /// Kernel parameters of the mainloop (__grid_constant__): the TMA descriptors of A and B.
 template <class TmaA, class TmaB>
@@ -93,9 +122,18 @@ struct CollectiveMainloop {
     auto gA = make_tensor(make_gmem_ptr(static_cast<TA const*>(p.a)),
                           make_layout(make_shape(M, K, L), operand_stride(std::integral_constant<GMMA::Major, Tile::kMajorA>{},
                                                                           p.lda, p.batch_a)));  // (M,K,L)
-    auto gB = make_tensor(make_gmem_ptr(static_cast<TA const*>(p.b)),
-                          make_layout(make_shape(N, K, L), operand_stride(std::integral_constant<GMMA::Major, Tile::kMajorB>{},
-                                                                          p.ldb, p.batch_b)));  // (N,K,L)
+    auto gB = [&] {
+      if constexpr (TileConcatB<Tile>::value) {
+        // Logical column n = c + 2·j at memory column c·(N/2) + j (head comment). N is even.
+        const int64_t half = int64_t(N / 2) * p.ldb;
+        return make_tensor(make_gmem_ptr(static_cast<TA const*>(p.b)),
+                           make_layout(b_shape<Tile>(N, K, L), make_stride(make_stride(half, p.ldb), _1{}, p.batch_b)));  // ((2,N/2),K,L)
+      } else {
+        return make_tensor(make_gmem_ptr(static_cast<TA const*>(p.b)),
+                           make_layout(make_shape(N, K, L), operand_stride(std::integral_constant<GMMA::Major, Tile::kMajorB>{},
+                                                                           p.ldb, p.batch_b)));  // (N,K,L)
+      }
+    }();
     // A: multicast to both CTAs of a 1x2 cluster, B to both of a 2x1 cluster (each CTA loads half
     // of the box); a plain load otherwise.
     using TmaLoadA = conditional_t<Tile::kClusterN == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
@@ -132,7 +170,7 @@ struct CollectiveMainloop {
     Tensor sA = make_tensor(make_smem_ptr(ts.A.begin()), SmemLayoutA{});  // (BM,BK,PIPE)
     Tensor sB = make_tensor(make_smem_ptr(ts.B.begin()), SmemLayoutB{});  // (BN,BK,PIPE)
     Tensor mA = p.tma_a.get_tma_tensor(make_shape(M, K, L));  // (M,K,L)
-    Tensor mB = p.tma_b.get_tma_tensor(make_shape(N, K, L));  // (N,K,L)
+    Tensor mB = p.tma_b.get_tma_tensor(b_shape<Tile>(N, K, L));  // (N,K,L), N hierarchical (2,N/2) for a concat B
     // The multicast operand (B with 2x1, A with 1x2): this CTA loads its half of the box into
     // both CTAs; the other operand: the whole box, this CTA only.
     auto cta_tma_a = p.tma_a.get_slice(rank_n);

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -72,7 +74,12 @@ using detail::RowPolicy;
 
 // Rows to run a configuration on (the staged ones: small rows packed into CTAs, rows over one
 // CTA, over a cluster of 2 and of 16 CTAs, with more row blocks than resident CTAs; general:
-// odd rows), in elements of an `elt`-byte x.
+// odd rows), in elements of an `elt`-byte x. Row counts on 132 SMs (H200), one CTA of a full
+// row slice per SM: 300 rows over 132 CTAs, 150 over 66 clusters of 2, 24 over at most 8
+// clusters of 16 (one per GPC) give every CTA at least two row blocks, so both stages are
+// refilled and stage 0 is waited on with parity 1 (the 16-CTA rows: 3 blocks per cluster).
+// Host cost (float64 reference, conversions, comparisons) is ~0.1-0.2 µs per element, so the
+// rows are kept this few: 4.2M elements per case at most.
 std::vector<Shape> bwd_config_rows(int config, int elt) {
   const int64_t vec = 16 / elt;
   if (config == kRowConfigCount) return {{3, 1}, {37, 300}, {5, 4097}, {2, 70001}, {700, 128}};
@@ -80,7 +87,7 @@ std::vector<Shape> bwd_config_rows(int config, int elt) {
   if (k.policy != RowPolicy::kStaged) return {};
   const int64_t cta = int64_t{std::min(detail::kRowStagedMaxRowThreads, k.threads())} * k.vecs *
                       vec;
-  return {{3000, vec}, {700, 2048 + vec}, {300, cta}, {200, 2 * cta}, {40, 16 * cta}};
+  return {{3000, vec}, {700, 2048 + vec}, {300, cta}, {150, 2 * cta}, {24, 16 * cta}};
 }
 
 struct BwdVariant {
@@ -94,76 +101,88 @@ const BwdVariant kBwdVariants[] = {
     {"res_dbias", true, true, false, -0.5f}, {"prenorm_f32", false, true, true, 0.f},
 };
 
-class RmsNormBwdConfigs : public GpuTest, public ::testing::WithParamInterface<int> {};
+// One test per (configuration, dtype of dy): each a few seconds to tens of seconds of host
+// work, so shards split them and a timeout names the dtype.
+class RmsNormBwdConfigs : public GpuTest,
+                          public ::testing::WithParamInterface<std::tuple<int, DType>> {};
 
 TEST_P(RmsNormBwdConfigs, MatchesReference) {
-  const int config = GetParam();
+  const auto [config, dt] = GetParam();
   const DType f32 = DType::kFloat32;
-  uint64_t seed = 9000 + 100 * config;
+  uint64_t seed = 9000 + 100 * config + 10 * static_cast<int>(dt);
   int ran = 0;
-  for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
-    for (DType wt : {f32, dt}) {
-      if (dt == f32 && wt != f32) continue;
-      for (const BwdVariant& v : kBwdVariants) {
-        if (v.stream_f32 && dt == f32) continue;
-        const DType xt = v.stream_f32 ? f32 : dt;  // x is the residual stream's h
-        const int elt = dtype_size(dt);            // the narrowest stream: dy
-        const int n_in = v.residual || v.dbias ? 3 : 2;
-        const int words = (dtype_size(xt) / elt) + 1 + (n_in == 3 ? dtype_size(xt) / elt : 0);
-        if (config < kRowConfigCount &&
-            !detail::row_config_usable(kRowConfigs[config], n_in, 1, 1, elt, v.dbias ? 2 : 1,
-                                       dtype_size(wt), words))
-          continue;
-        for (const Shape& s : bwd_config_rows(config, elt)) {
-          BwdCase c;
-          c.M = s.first;
-          c.N = s.second;
-          c.x = xt;
-          c.dout = dt;
-          c.dx = dt;
-          c.weight = wt;
-          c.dweight = f32;
-          if (v.dbias) c.dbias = f32; else c.dbias.reset();
-          if (v.residual) {
-            c.dresidual_out = xt;
-            c.dresidual = xt;
-          }
-          c.offset = v.offset;
-          c.config = config;
-          c.seed = ++seed;
-          // The staged policy's longest rows with a third stream, or fp32 x beside 16-bit dy,
-          // do not fit 227 KB: the plan may refuse them.
-          const bool long_row = config < kRowConfigCount && c.N * elt > 128 * 1024 &&
-                                (n_in == 3 || xt != dt);
-          if (long_row) {
-            RmsNormBwdArgs probe;  // planned without a device: the layout of run_bwd's tensors
-            probe.x = TensorRef::matrix(reinterpret_cast<void*>(0x100000), xt, c.M, c.N);
-            probe.weight = TensorRef::vector(reinterpret_cast<void*>(0x200000), wt, c.N);
-            probe.dout = TensorRef::matrix(reinterpret_cast<void*>(0x300000), dt, c.M, c.N);
-            probe.rstd = TensorRef::vector(reinterpret_cast<void*>(0x400000), f32, c.M);
-            probe.dx = TensorRef::matrix(reinterpret_cast<void*>(0x500000), dt, c.M, c.N);
-            if (v.residual) {
-              probe.dresidual_out = TensorRef::matrix(reinterpret_cast<void*>(0x600000), xt, c.M, c.N);
-              probe.dresidual = TensorRef::matrix(reinterpret_cast<void*>(0x700000), xt, c.M, c.N);
-            }
-            probe.dweight = TensorRef::vector(reinterpret_cast<void*>(0x800000), f32, c.N);
-            if (v.dbias) probe.dbias = TensorRef::vector(reinterpret_cast<void*>(0x900000), f32, c.N);
-            if (detail::plan_row_call(detail::rmsnorm_bwd_call(probe), config).policy ==
-                RowPolicy::kNone)
-              continue;
-          }
-          SCOPED_TRACE(v.name);
-          run_bwd(c);
-          ++ran;
+  const std::vector<DType> weights =
+      dt == f32 ? std::vector<DType>{f32} : std::vector<DType>{f32, dt};
+  for (DType wt : weights) {
+    for (const BwdVariant& v : kBwdVariants) {
+      if (v.stream_f32 && dt == f32) continue;
+      const DType xt = v.stream_f32 ? f32 : dt;  // x is the residual stream's h
+      const int elt = dtype_size(dt);            // the narrowest stream: dy
+      const int n_in = v.residual || v.dbias ? 3 : 2;
+      const int words = (dtype_size(xt) / elt) + 1 + (n_in == 3 ? dtype_size(xt) / elt : 0);
+      if (config < kRowConfigCount &&
+          !detail::row_config_usable(kRowConfigs[config], n_in, 1, 1, elt, v.dbias ? 2 : 1,
+                                     dtype_size(wt), words))
+        continue;
+      for (const Shape& s : bwd_config_rows(config, elt)) {
+        BwdCase c;
+        c.M = s.first;
+        c.N = s.second;
+        c.x = xt;
+        c.dout = dt;
+        c.dx = dt;
+        c.weight = wt;
+        c.dweight = f32;
+        if (v.dbias) c.dbias = f32; else c.dbias.reset();
+        if (v.residual) {
+          c.dresidual_out = xt;
+          c.dresidual = xt;
         }
+        c.offset = v.offset;
+        c.config = config;
+        c.seed = ++seed;
+        // The staged policy's longest rows with a third stream, or fp32 x beside 16-bit dy,
+        // do not fit 227 KB: the plan may refuse them.
+        const bool long_row = config < kRowConfigCount && c.N * elt > 128 * 1024 &&
+                              (n_in == 3 || xt != dt);
+        if (long_row) {
+          RmsNormBwdArgs probe;  // planned without a device: the layout of run_bwd's tensors
+          probe.x = TensorRef::matrix(reinterpret_cast<void*>(0x100000), xt, c.M, c.N);
+          probe.weight = TensorRef::vector(reinterpret_cast<void*>(0x200000), wt, c.N);
+          probe.dout = TensorRef::matrix(reinterpret_cast<void*>(0x300000), dt, c.M, c.N);
+          probe.rstd = TensorRef::vector(reinterpret_cast<void*>(0x400000), f32, c.M);
+          probe.dx = TensorRef::matrix(reinterpret_cast<void*>(0x500000), dt, c.M, c.N);
+          if (v.residual) {
+            probe.dresidual_out = TensorRef::matrix(reinterpret_cast<void*>(0x600000), xt, c.M, c.N);
+            probe.dresidual = TensorRef::matrix(reinterpret_cast<void*>(0x700000), xt, c.M, c.N);
+          }
+          probe.dweight = TensorRef::vector(reinterpret_cast<void*>(0x800000), f32, c.N);
+          if (v.dbias) probe.dbias = TensorRef::vector(reinterpret_cast<void*>(0x900000), f32, c.N);
+          if (detail::plan_row_call(detail::rmsnorm_bwd_call(probe), config).policy ==
+              RowPolicy::kNone)
+            continue;
+        }
+        SCOPED_TRACE(v.name);
+        // Named before it runs, so a hang or a timeout names its case.
+        std::fprintf(stderr, "[ case     ] %s: %s\n", v.name, c.name().c_str());
+        std::fflush(stderr);
+        const auto t0 = std::chrono::steady_clock::now();
+        run_bwd(c);
+        std::fprintf(stderr, "[     done ] %.2f s\n",
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        ++ran;
       }
     }
+  }
   if (ran == 0) GTEST_SKIP() << "configuration not compiled for the backward";
 }
 
-INSTANTIATE_TEST_SUITE_P(All, RmsNormBwdConfigs, ::testing::Range(0, kRowConfigCount + 1),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           std::string n = config_name(info.param);
+INSTANTIATE_TEST_SUITE_P(All, RmsNormBwdConfigs,
+                         ::testing::Combine(::testing::Range(0, kRowConfigCount + 1),
+                                            ::testing::ValuesIn(kXTypes)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, DType>>& info) {
+                           std::string n = config_name(std::get<0>(info.param)) + "_" +
+                                           short_name(std::get<1>(info.param));
                            for (char& ch : n)
                              if (ch == '-') ch = '_';
                            return n;

@@ -21,7 +21,8 @@ std::string short_name(DType t) {
   return t == DType::kBFloat16 ? "bf16" : t == DType::kFloat16 ? "f16" : t == DType::kFloat32 ? "f32" : "?";
 }
 
-// The list's naming rule (instances.txt): gemm[_act|_dact]_sm90_<BMxBN>[pp][c1|c1x2]_<ab>_<d>[_c<c>][_p<postact>]_<majors>.
+// The list's naming rule (instances.txt):
+// gemm[_bias|_act|_dact|_gated|_gatedcat|_dgated]_sm90_<BMxBN>[pp][c1|c1x2]_<ab>_<d>[_c<c>][_p<postact>]_<majors>.
 std::string expected_tile(const GemmInstance& i) {
   std::string t = std::to_string(i.bm) + "x" + std::to_string(i.bn) + (i.pingpong ? "pp" : "");
   if (i.cluster_m == 1 && i.cluster_n == 1) t += "c1";
@@ -29,11 +30,27 @@ std::string expected_tile(const GemmInstance& i) {
   return t;
 }
 
+const char* prefix(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::kLinComb: return "gemm";
+    case GemmEpilogue::kBias: return "gemm_bias";
+    case GemmEpilogue::kAct: return "gemm_act";
+    case GemmEpilogue::kDAct: return "gemm_dact";
+    case GemmEpilogue::kGated: return "gemm_gated";
+    case GemmEpilogue::kGatedConcat: return "gemm_gatedcat";
+    case GemmEpilogue::kDGated: return "gemm_dgated";
+  }
+  return "?";
+}
+
+bool one_output(GemmEpilogue e) { return e == GemmEpilogue::kLinComb || e == GemmEpilogue::kBias; }
+
 std::string expected_name(const GemmInstance& i) {
-  const char* prefix = i.epilogue == GemmEpilogue::kLinComb ? "gemm" : i.epilogue == GemmEpilogue::kAct ? "gemm_act" : "gemm_dact";
-  std::string n = std::string(prefix) + "_sm90_" + expected_tile(i) + "_" + short_name(i.ab) + "_" + short_name(i.d);
+  // gemm_dgated's output 0 (and C) are packed 16-bit pairs: "x2" (kFloat32 in the table).
+  const std::string d = i.epilogue == GemmEpilogue::kDGated ? "x2" : short_name(i.d);
+  std::string n = std::string(prefix(i.epilogue)) + "_sm90_" + expected_tile(i) + "_" + short_name(i.ab) + "_" + d;
   if (i.c != i.d) n += "_c" + short_name(i.c);
-  if (i.epilogue != GemmEpilogue::kLinComb && i.d1 != i.d) n += "_p" + short_name(i.d1);
+  if (!one_output(i.epilogue) && (i.d1 != i.d || i.epilogue == GemmEpilogue::kDGated)) n += "_p" + short_name(i.d1);
   n += std::string("_") + (i.a == GemmMajor::kK ? "k" : "m") + (i.b == GemmMajor::kK ? "k" : "m");
   return n;
 }
@@ -50,8 +67,11 @@ TEST(GemmInstances, NamesFollowTheListsRule) {
     EXPECT_EQ(std::string(i.tile), expected_tile(i)) << i.name;
     EXPECT_TRUE(names.insert(i.name).second) << i.name << " is listed twice";
     EXPECT_NE(i.run, nullptr) << i.name;
-    if (i.epilogue == GemmEpilogue::kLinComb) {
+    if (one_output(i.epilogue)) {
       EXPECT_EQ(i.d1, i.d) << i.name << ": one output";
+    }
+    if (i.epilogue == GemmEpilogue::kGatedConcat) {
+      EXPECT_EQ(i.b, GemmMajor::kK) << i.name << ": the concat view of B is for a K-major B";
     }
   }
 }

@@ -1,0 +1,275 @@
+"""DTensor sharding rules of the custom ops: which placements of the inputs an op runs on
+locally, and what placements its outputs then have.
+
+An op description names its rule (``sharding = _dtensor.ROW_NORM_FWD`` etc., read by the
+registrar, see quack_cpp._registrar); this module turns the rule into a
+``torch.distributed.tensor.experimental.register_sharding`` strategy. Registration is lazy:
+nothing of torch.distributed is imported here. ``install()`` (called by the registrar for
+every registered op) registers at once when ``torch.distributed.tensor`` is already imported,
+else when it is first imported (a one-shot import hook), so ``import quack_cpp`` stays as cheap
+as before and DTensor users get the rules whatever the import order.
+
+Rules (one mesh dimension's placements; DTensor expands them to every mesh dimension and
+redistributes inputs that match none, e.g. all-gathers a column-sharded x of a norm). The ops
+take rows (M, N): "rows sharded" is Shard(0) of those.
+
+- ``ROW_NORM_FWD`` (rmsnorm_fwd, layernorm_fwd): all Replicate; or x, residual Shard(0),
+  weight, bias Replicate -> every output (out, residual_out, rstd / mean) Shard(0).
+- ``ROW_NORM_BWD`` (rmsnorm_bwd, layernorm_bwd): all Replicate; or x, dout, the statistics,
+  dresidual_out Shard(0), weight Replicate -> dx, dresidual Shard(0), dweight and dbias
+  Partial(sum) (each rank holds its rows' column sums).
+- ``ROW`` (softmax / log_softmax fwd and bwd): every tensor Replicate, or every tensor Shard(0).
+- ``GEMM`` (D = alpha A @ B + beta C + bias; A (M, K) / (L, M, K), B (K, N) / (L, K, N)): the
+  matmul strategies: all Replicate; rows (A, C Shard on M, B and bias Replicate -> D on M);
+  columns (B, C Shard on N, bias Shard on N, A Replicate -> D on N: a column-parallel linear);
+  the reduction (A Shard on K, B Shard on K -> D Partial(sum), C and bias Partial: a
+  row-parallel linear); batched: everything Shard(0) on L. alpha_t / beta_t Replicate.
+- ``GEMM_ACT`` / ``GEMM_GATED`` (the activation in the epilogue): Replicate, rows, columns (no
+  reduction: the activation is not linear). Gated: columns only with the interleaved gate/up
+  layout (``concat_layout`` False) and N a multiple of 2 * mesh size, so that every rank holds
+  whole (gate, up) pairs and its postact columns are the matching slice.
+- ``GEMM_DACT`` / ``GEMM_DGATED`` (dpreact = (A @ B) * act'(preact)): Replicate, rows (A,
+  preact on M), columns (B, preact on N; gated as above).
+- ``CROSS_ENTROPY_FWD`` / ``CROSS_ENTROPY_BWD``: Replicate; or rows: x, target, lse_partial,
+  target_logit (and lse, a per-row dloss) Shard(0), class weight Replicate -> loss: Shard(0)
+  for reduction 'none', Partial(sum) for 'sum' (also the z-loss part), and no row strategy for
+  'mean' (its denominator counts the rows of every rank: DTensor all-gathers the rows). A
+  vocabulary-sharded x is not a strategy (DTensor would all-gather it): that is
+  ``quack_cpp.distributed.vocab_parallel_cross_entropy``.
+
+Absent outputs (the (0,) placeholders) get the placement of the output they stand for; callers
+never read them. Ops without a rule (in-place ones: gemm_add_inplace, the scale_grad ops; topk,
+linear_cross_entropy) stay refused by DTensor's dispatch.
+"""
+
+import sys
+import warnings
+
+__all__ = ["ROW_NORM_FWD", "ROW_NORM_BWD", "ROW", "GEMM", "GEMM_ACT", "GEMM_GATED", "GEMM_DACT",
+           "GEMM_DGATED", "CROSS_ENTROPY_FWD", "CROSS_ENTROPY_BWD", "install", "registered"]
+
+ROW_NORM_FWD, ROW_NORM_BWD, ROW = "row_norm_fwd", "row_norm_bwd", "row"
+GEMM, GEMM_ACT, GEMM_GATED = "gemm", "gemm_act", "gemm_gated"
+GEMM_DACT, GEMM_DGATED = "gemm_dact", "gemm_dgated"
+CROSS_ENTROPY_FWD, CROSS_ENTROPY_BWD = "cross_entropy_fwd", "cross_entropy_bwd"
+
+_pending = []      # Ops waiting for torch.distributed.tensor
+_failed = {}       # op name -> why register_sharding refused it (this torch)
+_done = set()      # names of the ops registered with DTensor
+_active = False    # torch.distributed.tensor imported and the rules usable
+
+
+def _is_spec(a) -> bool:
+    # What register_sharding hands a strategy function for a tensor argument: a DTensorSpec.
+    return hasattr(a, "placements") and hasattr(a, "mesh")
+
+
+def _mesh_size(args) -> int:
+    for a in args:
+        if _is_spec(a):
+            return a.mesh.size()
+    return 1
+
+
+def _strategy_fn(rule, n_out):
+    """The register_sharding function of ``rule`` for an op with n_out outputs."""
+    from torch.distributed.tensor import Partial, Replicate, Shard
+
+    R, P, S = Replicate(), Partial(), Shard
+
+    def inputs(args, place):
+        """One placement per argument: place(i, spec) for tensors, None otherwise."""
+        return [place(i, a) if _is_spec(a) else None for i, a in enumerate(args)]
+
+    def replicate(args):
+        return ([R] * n_out, inputs(args, lambda i, a: R))
+
+    def row_norm_fwd(*args):
+        # x, weight, bias, residual, ...
+        return [replicate(args),
+                ([S(0)] * n_out, inputs(args, lambda i, a: R if i in (1, 2) else S(0)))]
+
+    def row_norm_bwd(*args):
+        # rmsnorm: x, weight, dout, rstd, dresidual_out; layernorm: x, weight, dout, mean, rstd,
+        # dresidual_out. Outputs dx, dresidual, dweight, dbias.
+        return [replicate(args),
+                ([S(0), S(0), P, P], inputs(args, lambda i, a: R if i == 1 else S(0)))]
+
+    def row(*args):
+        return [replicate(args), ([S(0)] * n_out, inputs(args, lambda i, a: S(0)))]
+
+    def _gemm_dims(A):
+        b = len(A.shape) - 2  # 0 for (M, K), 1 for (L, M, K)
+        return b, b, b + 1     # batch offset, M dim of A (= of D), K dim of A
+
+    def gemm(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
+             bias=None):
+        args = (A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias)
+        b, m, k = _gemm_dims(A)
+        nb = (len(bias.shape) - 1) if bias is not None else 0  # N dim of bias
+        scal = (7, 8)
+
+        def strat(out, a, bb, c, bias_p):
+            places = {0: a, 1: bb, 2: c, 9: bias_p}
+            return ([out], inputs(args, lambda i, t: R if i in scal else places[i]))
+
+        out = [replicate(args),
+               strat(S(m), S(m), R, S(m), R),                  # rows
+               strat(S(m + 1), R, S(b + 1), S(m + 1), S(nb)),  # columns
+               strat(P, S(k), S(b), P, P)]                     # reduction over K
+        if b:
+            out.append(strat(S(0), S(0), S(0), S(0), S(0) if nb else R))
+        return out
+
+    def gemm_act(A, B, C, bias, *rest):
+        args = (A, B, C, bias) + rest
+        gated = rule in (GEMM_GATED,)
+        b, m, k = _gemm_dims(A)
+        nb = (len(bias.shape) - 1) if bias is not None else 0
+        places_rows = {0: S(m), 1: R, 2: S(m), 3: R}
+        out = [replicate(args),
+               ([S(m)] * n_out, inputs(args, lambda i, t: places_rows[i]))]
+        N = B.shape[-1]
+        concat = gated and len(rest) > 6 and bool(rest[6])  # concat_layout
+        if not gated or (not concat and N % (2 * _mesh_size(args)) == 0):
+            places = {0: R, 1: S(b + 1), 2: S(m + 1), 3: S(nb)}
+            out.append(([S(m + 1)] * n_out, inputs(args, lambda i, t: places[i])))
+        if b:
+            out.append(([S(0)] * n_out, inputs(args, lambda i, t: S(0) if i != 3 or nb
+                                                else R)))
+        return out
+
+    def gemm_dact(A, B, preact, *rest):
+        args = (A, B, preact) + rest
+        gated = rule == GEMM_DGATED
+        b, m, k = _gemm_dims(A)
+        out = [replicate(args),
+               ([S(m)] * n_out, inputs(args, lambda i, t: R if i == 1 else S(m)))]
+        N = preact.shape[-1]
+        if not gated or N % (2 * _mesh_size(args)) == 0:
+            out.append(([S(m + 1)] * n_out,
+                        inputs(args, lambda i, t: {0: R, 1: S(b + 1), 2: S(m + 1)}[i])))
+        if b:
+            out.append(([S(0)] * n_out, inputs(args, lambda i, t: S(0))))
+        return out
+
+    def cross_entropy_fwd(x, target, weight, lse_partial, target_logit, ignore_index,
+                          reduction, *rest):
+        args = (x, target, weight, lse_partial, target_logit, ignore_index, reduction) + rest
+        out = [replicate(args)]
+        if reduction != "mean":
+            red = S(0) if reduction == "none" else P
+            out.append(([red, S(0), red, S(0)],
+                        inputs(args, lambda i, t: R if i == 2 else S(0))))
+        return out
+
+    def cross_entropy_bwd(x, target, lse, dloss, weight, *rest):
+        args = (x, target, lse, dloss, weight) + rest
+        per_row = len(dloss.shape) == 1 and dloss.shape[0] == x.shape[0] and x.shape[0] != 1
+        return [replicate(args),
+                ([S(0)], inputs(args, lambda i, t: R if i == 4 or (i == 3 and not per_row)
+                                else S(0)))]
+
+    return {ROW_NORM_FWD: row_norm_fwd, ROW_NORM_BWD: row_norm_bwd, ROW: row, GEMM: gemm,
+            GEMM_ACT: gemm_act, GEMM_GATED: gemm_act, GEMM_DACT: gemm_dact,
+            GEMM_DGATED: gemm_dact, CROSS_ENTROPY_FWD: cross_entropy_fwd,
+            CROSS_ENTROPY_BWD: cross_entropy_bwd}[rule]
+
+
+def _register(op) -> None:
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.experimental import register_sharding
+
+    overload = op.default
+    n_out = len(overload._schema.returns)
+    register_sharding(overload)(_strategy_fn(op.sharding, n_out))
+    # register_sharding keys its cache on the tensor placements and the arguments from the
+    # first int one on; our rules also read bools and strings before it (concat_layout,
+    # reduction): key on every argument.
+    prop = DTensor._op_dispatcher.sharding_propagator
+    info = getattr(prop, "op_to_schema_info", {}).get(overload)
+    if info is not None and hasattr(info, "static_argnum"):
+        first = next((i for i, a in enumerate(overload._schema.arguments)
+                      if not isinstance(a.type, _tensor_types())), len(
+                          overload._schema.arguments))
+        info.static_argnum = min(info.static_argnum, first)
+    _done.add(op.name)
+
+
+def _tensor_types():
+    import torch
+    return (torch.TensorType, torch.OptionalType)
+
+
+def _activate() -> None:
+    global _active
+    if not _active:
+        try:
+            import torch.distributed.tensor.experimental  # noqa: F401
+        except Exception:  # no torch.distributed, or a torch without register_sharding
+            return
+        _active = True
+    while _pending:
+        op = _pending.pop(0)
+        try:
+            _register(op)
+        except Exception as e:  # noqa: BLE001 - never break the importer of torch.distributed.tensor
+            # A torch whose DTensor internals differ: the op keeps DTensor's default refusal.
+            _failed[op.name] = f"{type(e).__name__}: {e}"
+            warnings.warn(f"quack_cpp: no DTensor sharding rule for {op.name} ({_failed[op.name]})",
+                          RuntimeWarning, stacklevel=2)
+
+
+class _Hook:
+    """A one-shot sys.meta_path entry: after ``torch.distributed.tensor`` is imported, the
+    pending rules are registered (before its first DTensor op can run)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch.distributed.tensor":
+            return None
+        import importlib.util
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+
+        def exec_and_register(module):
+            exec_module(module)
+            _activate()
+        spec.loader = _Loader(loader, exec_and_register)
+        return spec
+
+
+class _Loader:
+    def __init__(self, loader, exec_module):
+        self._loader, self.exec_module = loader, exec_module
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+_hook = None
+
+
+def install(op) -> None:
+    """Registers op's rule (``op.sharding``) with DTensor now, or once torch.distributed.tensor
+    is imported. Ops without a rule are left alone."""
+    global _hook
+    if getattr(op, "sharding", None) is None:
+        return
+    _pending.append(op)
+    if _active or "torch.distributed.tensor" in sys.modules:
+        _activate()
+    elif _hook is None:
+        _hook = _Hook()
+        sys.meta_path.insert(0, _hook)
+
+
+def registered():
+    """Names of the ops whose rules DTensor has (after torch.distributed.tensor's import)."""
+    return sorted(_done)

@@ -1,0 +1,615 @@
+// Tier 2: gemm_gated, gemm_dgated and the bias (gemm, gemm_act, gemm_gated) on the device against
+// a float64 CPU reference. Skips without a GPU.
+//
+// Every gated activation, both layouts of gemm_gated (interleaved; concat_layout: b's columns
+// [gate | up] and the bias [b_gate; b_up]), both compiled tiles (QUACK_GEMM_TILE_N = 256:
+// cooperative 128x256, 128: pingpong 128x128; gemm_dgated and the concat view have 128x256
+// only), tails along M, N (postact rows of 250 and 264 bytes: the clipped stores of the
+// half-width output; the concat view's j dimension cut by TMA), batches, C with beta, preact /
+// postact stored or not, bias kinds (row fp32, row bf16, column, both; per batch or shared),
+// K = 0. Inputs are random (never zero) and exact in their dtype; every output (and its row
+// padding) is poisoned with NaN before the call.
+// Reference (float64): acc = Σ_k a·b; gemm_gated: preact = alpha·acc + beta·c + bias, postact =
+// glu(preact[2j], preact[2j + 1]); gemm_dgated: (dgate, dup) = acc_j · ∂glu/∂(gate, up) at the
+// bf16 preact pair, postact = glu(pair). Tolerance (reference/tolerance.h) as test_gemm_act.cpp:
+// the output dtype's rel times max(max|ref|, floor), floor = the magnitude of the summed terms
+// (Σ_k|a·b| / sqrt(K), times the largest partial derivative of glu for what passes through it),
+// plus 8e-3 for geglu (tanh.approx.f32).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gpu/gemm_mat.h"
+#include "gpu/gpu_util.h"
+#include "quack/errors.h"
+#include "quack/gemm.h"
+#include "quack/gemm_act.h"
+#include "reference/random.h"
+
+namespace quack::test {
+namespace {
+
+constexpr Activation kGated[] = {Activation::kSwiglu, Activation::kSwigluOai, Activation::kReglu,
+                                 Activation::kGeglu, Activation::kGlu};
+constexpr DType kBf = DType::kBFloat16;
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double gelu(double x) {
+  const double c = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+}
+double dgelu(double x) {
+  const double c = std::sqrt(2.0 / M_PI), t = std::tanh(c * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+// glu(g, u) and its partial derivatives in float64 (the table of quack/gemm_act.h).
+struct Glu {
+  double f, dg, du;
+};
+Glu glu_ref(Activation a, double g, double u) {
+  switch (a) {
+    case Activation::kSwiglu: {
+      const double s = sigmoid(g);
+      return {g * s * u, u * s * (1.0 + g * (1.0 - s)), g * s};
+    }
+    case Activation::kSwigluOai: {
+      const double al = 1.702, s = sigmoid(al * g);
+      return {g * s * (u + 1.0), (u + 1.0) * (s + al * g * s * (1.0 - s)), g * s};
+    }
+    case Activation::kReglu: return {(g > 0 ? g : 0.0) * u, g > 0 ? u : 0.0, g > 0 ? g : 0.0};
+    case Activation::kGeglu: return {gelu(g) * u, u * dgelu(g), gelu(g)};
+    case Activation::kGlu: {
+      const double s = sigmoid(g);
+      return {s * u, u * s * (1.0 - s), s};
+    }
+    default: return {g * u, u, g};
+  }
+}
+double approx_rel(Activation a) { return a == Activation::kGeglu ? 8e-3 : 0.0; }
+
+// Bias kinds (bits).
+constexpr int kRowF32 = 1, kRowBf16 = 2, kCol = 4;
+
+struct GatedCase {
+  int64_t L = 1, M = 1, N = 2, K = 1;  // gemm_gated: N = preact's columns; gemm_dgated: N = H
+  Activation act = Activation::kSwiglu;
+  bool dgated = false;
+  bool concat = false;
+  bool store_preact = true;   // gemm_gated
+  bool store_postact = true;  // gemm_dgated
+  bool with_c = false;
+  float alpha = 1.f, beta = 0.f;
+  int bias = 0;
+  bool shared_bias = false;  // L > 1: a (N,) bias for every batch
+  bool tight = false;        // leading strides = the contiguous extents (not 16-byte multiples)
+  int64_t offset = 0;        // every tensor's first element this many elements into its buffer
+  bool workspace = false;    // the padded copies of a and b in a caller's workspace
+  uint64_t seed = 1;
+};
+
+std::string describe(const GatedCase& c) {
+  return std::string(c.dgated ? "gemm_dgated " : "gemm_gated ") + activation_name(c.act) + " L=" +
+         std::to_string(c.L) + " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" +
+         std::to_string(c.K) + (c.concat ? " concat" : "") + (c.with_c ? " c" : "") +
+         (c.bias ? " bias=" + std::to_string(c.bias) : "") + (c.shared_bias ? " shared" : "") +
+         (c.dgated ? (c.store_postact ? "" : " -postact") : (c.store_preact ? "" : " -preact")) +
+         (c.tight ? " tight" : "") + (c.offset ? " offset=" + std::to_string(c.offset) : "") +
+         (c.workspace ? " workspace" : "");
+}
+
+std::set<int64_t> rows_to_check(int64_t L, int64_t M, int64_t N, int64_t K) {
+  std::set<int64_t> rows;
+  const bool full = double(L) * M * N * std::max<int64_t>(K, 1) <= double(1 << 26);
+  for (int64_t r = 0; r < L * M; ++r) {
+    const int64_t i = r % M;
+    const bool edge = i < 2 || i >= M - 2 || i % 64 == 0 || i % 64 == 63 || i % 128 == 127;
+    if (full || edge || r % std::max<int64_t>(1, (L * M) / 48) == 0) rows.insert(r);
+  }
+  return rows;
+}
+
+bool all_nan(const std::vector<double>& v) {
+  for (double x : v)
+    if (!std::isnan(x)) return false;
+  return true;
+}
+int64_t count_nonfinite(const std::vector<double>& v) {
+  int64_t n = 0;
+  for (double x : v) n += std::isfinite(x) ? 0 : 1;
+  return n;
+}
+
+// A bias vector of n elements per batch: values (L·n) in a (L, n) buffer; its TensorRef is
+// (n,) when shared (or L = 1), else (L, n).
+struct BiasVecT {
+  DeviceTensor mem;
+  TensorRef ref;
+  std::vector<double> v;  // (L, n) logical values (shared: the same row L times)
+};
+BiasVecT make_bias(Rng& rng, DType t, int64_t L, int64_t n, bool shared) {
+  BiasVecT b;
+  const int64_t rows = shared ? 1 : L;
+  std::vector<double> vals = random_values(rng, rows * n, t);
+  b.mem = upload(vals, t, rows, n);
+  b.ref = rows == 1 ? TensorRef::vector(b.mem.ref.data, t, n) : TensorRef::matrix(b.mem.ref.data, t, L, n);
+  b.v.resize(size_t(L * n));
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t j = 0; j < n; ++j) b.v[size_t(l * n + j)] = vals[size_t((shared ? 0 : l) * n + j)];
+  return b;
+}
+
+void run_case(const GatedCase& c) {
+  SCOPED_TRACE(describe(c));
+  Rng rng(c.seed);
+  const int64_t L = c.L, M = c.M, N = c.N, K = c.K;
+  // gemm_gated: acc (M, N), postact (M, N/2). gemm_dgated: acc (M, H = N), preact (M, 2N).
+  const int64_t pre_cols = c.dgated ? 2 * N : N, post_cols = c.dgated ? N : N / 2;
+  const std::vector<double> a = random_values(rng, L * M * K, kBf);
+  const std::vector<double> b = random_values(rng, L * K * N, kBf, 0.0, 0.25);  // (L, K, N) logical
+  const std::vector<double> cv = random_values(rng, L * M * pre_cols, kBf, 0.0, c.dgated ? 2.0 : 1.0);
+
+  Mat A = make_mat(kBf, L, M, K, 'r', 0, c.tight, c.offset);
+  upload_into(A.mem, to_memory(A, a));
+  Mat B = make_mat(kBf, L, K, N, c.dgated ? 'r' : 'c', 0, c.tight, c.offset);
+  std::vector<double> b_mem = b;
+  if (c.concat) {  // memory column c·H + j holds logical column 2j + c
+    const int64_t H = N / 2;
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n)
+          b_mem[size_t((l * K + k) * N + (n % 2) * H + n / 2)] = b[size_t((l * K + k) * N + n)];
+  }
+  upload_into(B.mem, to_memory(B, b_mem));
+  Mat C = make_mat(kBf, L, M, pre_cols, 'r', 0, c.tight, c.offset);  // C or preact
+  Mat D = make_mat(kBf, L, M, pre_cols, 'r', 0, c.tight, c.offset);  // preact or dpreact (NaN)
+  Mat P = make_mat(kBf, L, M, post_cols, 'r', 0, c.tight, c.offset);  // postact (NaN)
+
+  BiasVecT row, col;
+  std::vector<double> row_v(size_t(L * N), 0.0), col_v(size_t(L * M), 0.0);
+  if (c.bias & (kRowF32 | kRowBf16)) {
+    row = make_bias(rng, (c.bias & kRowBf16) ? kBf : DType::kFloat32, L, N, c.shared_bias);
+    row_v = row.v;
+    if (c.concat) {  // the bias in the concat layout: memory element c·H + j is logical 2j + c
+      std::vector<double> mem = row.v;
+      const int64_t H = N / 2;
+      for (int64_t l = 0; l < (c.shared_bias ? 1 : L); ++l)
+        for (int64_t n = 0; n < N; ++n) mem[size_t(l * N + (n % 2) * H + n / 2)] = row.v[size_t(l * N + n)];
+      mem.resize(size_t((c.shared_bias ? 1 : L) * N));
+      upload_into(row.mem, mem);
+    }
+  }
+  if (c.bias & kCol) {
+    col = make_bias(rng, DType::kFloat32, L, M, c.shared_bias);
+    col_v = col.v;
+  }
+
+  bool d_written = true, p_written = true;
+  if (c.dgated) {
+    upload_into(C.mem, to_memory(C, cv));
+    GemmDGatedArgs g;
+    g.a = A.arg;
+    g.b = B.arg;
+    g.preact = C.arg;
+    g.dpreact = D.arg;
+    if (c.store_postact) g.postact = P.arg;
+    p_written = c.store_postact;
+    g.activation = c.act;
+    DeviceBuffer ws(c.workspace ? gemm_workspace_size(g) : 0);
+    if (c.workspace) {
+      EXPECT_GT(gemm_workspace_size(g), 0u);
+      g.workspace = ws.get();
+      g.workspace_bytes = gemm_workspace_size(g);
+    }
+    ASSERT_NO_THROW(gemm_dgated(g, nullptr));
+  } else {
+    if (c.with_c) upload_into(C.mem, to_memory(C, cv));
+    GemmGatedArgs g;
+    g.a = A.arg;
+    g.b = B.arg;
+    if (c.with_c) g.c = C.arg;
+    if (c.store_preact) g.preact = D.arg;
+    d_written = c.store_preact;
+    g.postact = P.arg;
+    if (c.bias & (kRowF32 | kRowBf16)) g.bias.row = row.ref;
+    if (c.bias & kCol) g.bias.col = col.ref;
+    g.activation = c.act;
+    g.alpha = c.alpha;
+    g.beta = c.with_c ? c.beta : 0.f;
+    g.concat_layout = c.concat;
+    DeviceBuffer ws(c.workspace ? gemm_workspace_size(g) : 0);
+    if (c.workspace) {
+      EXPECT_GT(gemm_workspace_size(g), 0u);
+      g.workspace = ws.get();
+      g.workspace_bytes = gemm_workspace_size(g);
+    }
+    ASSERT_NO_THROW(gemm_gated(g, nullptr));
+  }
+  QUACK_CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<double> got_d = from_memory(D, download(D.mem)), got_p = from_memory(P, download(P.mem));
+  EXPECT_TRUE(gaps_untouched(c.dgated ? "dpreact" : "preact", D.mem));
+  EXPECT_TRUE(gaps_untouched("postact", P.mem));
+  if (M == 0 || N == 0 || L == 0) {
+    EXPECT_TRUE(all_nan(got_d) && all_nan(got_p)) << "an empty problem wrote an output";
+    return;
+  }
+  if (d_written) {
+    EXPECT_EQ(count_nonfinite(got_d), 0) << "preact/dpreact has non-finite elements";
+  } else {
+    EXPECT_TRUE(all_nan(got_d)) << "preact was written without being asked for";
+  }
+  if (p_written) {
+    EXPECT_EQ(count_nonfinite(got_p), 0) << "postact has non-finite elements";
+  } else {
+    EXPECT_TRUE(all_nan(got_p)) << "postact was written without being asked for";
+  }
+
+  std::vector<double> ref_d, ref_p, sub_d, sub_p;
+  double floor_acc = 0.0, floor_post = 0.0;
+  for (int64_t r : rows_to_check(L, M, N, K)) {
+    const int64_t l = r / M;
+    // acc of row r: (N) values
+    std::vector<double> s(static_cast<size_t>(N)), s_abs(static_cast<size_t>(N));
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0.0, acc_abs = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double t = a[size_t(r * K + k)] * b[size_t((l * K + k) * N + j)];
+        acc += t;
+        acc_abs += std::fabs(t);
+      }
+      s[size_t(j)] = acc;
+      s_abs[size_t(j)] = acc_abs;
+    }
+    if (c.dgated) {
+      for (int64_t j = 0; j < N; ++j) {
+        const double g = cv[size_t(r * pre_cols + 2 * j)], u = cv[size_t(r * pre_cols + 2 * j + 1)];
+        const Glu q = glu_ref(c.act, g, u);
+        ref_d.push_back(s[size_t(j)] * q.dg);
+        ref_d.push_back(s[size_t(j)] * q.du);
+        sub_d.push_back(got_d[size_t(r * pre_cols + 2 * j)]);
+        sub_d.push_back(got_d[size_t(r * pre_cols + 2 * j + 1)]);
+        ref_p.push_back(q.f);
+        sub_p.push_back(got_p[size_t(r * post_cols + j)]);
+        floor_acc = std::max(floor_acc, s_abs[size_t(j)] * std::max(std::fabs(q.dg), std::fabs(q.du)));
+      }
+    } else {
+      std::vector<double> pre(static_cast<size_t>(N));
+      for (int64_t n = 0; n < N; ++n) {
+        pre[size_t(n)] = double(c.alpha) * s[size_t(n)] + (c.with_c ? double(c.beta) * cv[size_t(r * N + n)] : 0.0) +
+                         row_v[size_t(l * N + n)] + col_v[size_t(l * M + r % M)];
+        ref_d.push_back(pre[size_t(n)]);
+        sub_d.push_back(got_d[size_t(r * N + n)]);
+        floor_acc = std::max(floor_acc, std::fabs(double(c.alpha)) * s_abs[size_t(n)]);
+      }
+      for (int64_t j = 0; j < N / 2; ++j) {
+        const Glu q = glu_ref(c.act, pre[size_t(2 * j)], pre[size_t(2 * j + 1)]);
+        ref_p.push_back(q.f);
+        sub_p.push_back(got_p[size_t(r * post_cols + j)]);
+        const double sa = std::max(s_abs[size_t(2 * j)], s_abs[size_t(2 * j + 1)]) * std::fabs(double(c.alpha));
+        floor_post = std::max(floor_post, sa * (std::fabs(q.dg) + std::fabs(q.du)));
+      }
+    }
+  }
+  const double sk = K > 0 ? std::sqrt(double(K)) : 1.0;
+  floor_acc = K > 0 ? floor_acc / sk : 0.0;
+  floor_post = K > 0 ? floor_post / sk : 0.0;
+  const double extra = approx_rel(c.act);
+  if (c.dgated) {
+    EXPECT_TRUE(close("dpreact", sub_d, ref_d, reduction_tolerance(kBf, K) + extra, 2 * N, floor_acc));
+    if (p_written) {
+      EXPECT_TRUE(close("postact", sub_p, ref_p, tolerance(kBf) + extra, N));
+    }
+  } else {
+    if (d_written) {
+      EXPECT_TRUE(close("preact", sub_d, ref_d, reduction_tolerance(kBf, K), N, floor_acc));
+    }
+    EXPECT_TRUE(close("postact", sub_p, ref_p, reduction_tolerance(kBf, K) + extra, N / 2, floor_post));
+  }
+}
+
+GatedCase mk(int64_t M, int64_t N, int64_t K, Activation act, bool dgated) {
+  GatedCase c;
+  c.M = M;
+  c.N = N;
+  c.K = K;
+  c.act = act;
+  c.dgated = dgated;
+  c.seed = uint64_t(M * 1000003 + N * 1009 + K * 7 + int(act) * 131 + (dgated ? 17 : 0));
+  return c;
+}
+
+template <typename F>
+GatedCase with(GatedCase c, F f) {
+  f(c);
+  return c;
+}
+
+// Shapes (gemm_gated's N; gemm_dgated's H = N / 2 of the same list): tails along M and N
+// (postact rows of 125 / 132 elements: 250 / 264 bytes, the clipped half-width stores), several
+// tiles per CTA, a narrow column of tiles, a long K.
+struct Shape3 {
+  int64_t M, N, K;
+};
+constexpr Shape3 kShapes[] = {{127, 250, 63}, {129, 264, 136}, {1000, 3072, 520}, {64, 16, 1024}, {2048, 2048, 256}};
+
+class GemmGatedTest : public GpuTest, public ::testing::WithParamInterface<const char*> {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    setenv("QUACK_GEMM_TILE_N", GetParam(), 1);
+  }
+  void TearDown() override {
+    unsetenv("QUACK_GEMM_TILE_N");
+    GpuTest::TearDown();
+  }
+};
+
+TEST_P(GemmGatedTest, GatedEveryActivation) {
+  for (Activation act : kGated)
+    for (const Shape3& s : kShapes) {
+      run_case(mk(s.M, s.N, s.K, act, false));
+      run_case(with(mk(s.M, s.N, s.K, act, false), [](GatedCase& c) {
+        c.store_preact = false;
+        c.with_c = true;
+        c.alpha = 0.5f;
+        c.beta = -1.25f;
+        c.bias = kRowF32;
+        c.seed += 5;
+      }));
+    }
+}
+
+// The concat view of b (128x256 only: the pingpong parameter falls back to it).
+TEST_P(GemmGatedTest, GatedConcatLayout) {
+  for (Activation act : kGated)
+    for (const Shape3& s : kShapes)
+      run_case(with(mk(s.M, s.N, s.K, act, false), [](GatedCase& c) {
+        c.concat = true;
+        c.bias = kRowF32;
+      }));
+}
+
+TEST_P(GemmGatedTest, GatedBiasKinds) {
+  for (int bias : {kRowF32, kRowBf16, kCol, kRowF32 | kCol})
+    for (bool concat : {false, true}) {
+      run_case(with(mk(300, 520, 200, Activation::kSwiglu, false), [&](GatedCase& c) {
+        c.bias = bias;
+        c.concat = concat;
+      }));
+      run_case(with(mk(200, 264, 100, Activation::kGeglu, false), [&](GatedCase& c) {
+        c.L = 3;
+        c.bias = bias;
+        c.concat = concat;
+        c.shared_bias = bias == kRowBf16;
+      }));
+    }
+}
+
+// Any alignment, as gemm_act: K = 63 and 1001 (a and b copied into padded rows), N = 2·501
+// (preact rows of 2004 bytes, postact rows of 1002: the epilogue's plain stores, the half-width
+// one included), bases one element in (gemm_dgated: two, its pairs stay 4-byte words), batches
+// with unaligned batch strides, C with beta, the concat view over a padded b, a caller's
+// workspace, K = 0.
+TEST_P(GemmGatedTest, UnalignedOperands) {
+  auto tight = [](GatedCase c, int64_t offset = 0) {
+    c.tight = true;
+    c.offset = offset;
+    return c;
+  };
+  for (bool dgated : {false, true}) {
+    const Activation act = dgated ? Activation::kGeglu : Activation::kSwiglu;
+    const int64_t n = dgated ? 501 : 1002;  // gemm_dgated's H, gemm_gated's N
+    const int64_t off = dgated ? 2 : 1;
+    run_case(tight(mk(127, dgated ? 125 : 250, 63, act, dgated)));
+    run_case(tight(mk(300, n, 256, act, dgated)));
+    run_case(tight(mk(257, dgated ? 320 : 640, 1001, act, dgated)));
+    run_case(tight(mk(129, n, 1001, act, dgated), off));
+    run_case(tight(with(mk(200, n, 100, act, dgated), [](GatedCase& c) { c.L = 3; })));
+    run_case(tight(with(mk(300, n, 137, act, dgated), [](GatedCase& c) { c.workspace = true; })));
+    run_case(tight(mk(100, n, 0, act, dgated)));  // K = 0 fill
+  }
+  run_case(tight(with(mk(300, 1002, 300, Activation::kReglu, false), [](GatedCase& c) {
+    c.with_c = true;
+    c.alpha = 2.f;
+    c.beta = -0.5f;
+    c.bias = kRowF32 | kCol;
+  }), 1));
+  run_case(tight(with(mk(300, 1002, 300, Activation::kSwiglu, false), [](GatedCase& c) { c.store_preact = false; }), 1));
+  run_case(tight(with(mk(300, 1002, 137, Activation::kSwiglu, false), [](GatedCase& c) {
+    c.concat = true;
+    c.bias = kRowBf16;
+  }), 1));
+}
+
+TEST_P(GemmGatedTest, DGatedEveryActivation) {
+  for (Activation act : kGated)
+    for (const Shape3& s : kShapes) {
+      run_case(mk(s.M, s.N / 2, s.K, act, true));
+      run_case(with(mk(s.M, s.N / 2, s.K, act, true), [](GatedCase& c) {
+        c.store_postact = false;
+        c.seed += 5;
+      }));
+    }
+  run_case(with(mk(200, 300, 100, Activation::kSwiglu, true), [](GatedCase& c) { c.L = 3; }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiles, GemmGatedTest, ::testing::Values("256", "128"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param) == "256" ? "Coop128x256" : "Pingpong128x128";
+                         });
+
+class GemmGatedEdge : public GpuTest {};
+
+// K = 0: preact = beta·C + bias, postact = glu of its pairs; dpreact = 0, postact = glu(preact).
+// M = 0 or N = 0: nothing written.
+TEST_F(GemmGatedEdge, EmptyAndKZero) {
+  for (Activation act : {Activation::kSwiglu, Activation::kGeglu}) {
+    run_case(mk(100, 300, 0, act, false));
+    run_case(with(mk(100, 300, 0, act, false), [](GatedCase& c) {
+      c.with_c = true;
+      c.beta = 2.f;
+      c.bias = kRowF32 | kCol;
+    }));
+    run_case(with(mk(100, 300, 0, act, false), [](GatedCase& c) {
+      c.concat = true;
+      c.bias = kRowBf16;
+    }));
+    run_case(mk(100, 150, 0, act, true));
+  }
+  run_case(mk(0, 128, 64, Activation::kSwiglu, false));
+  run_case(mk(64, 0, 64, Activation::kSwiglu, true));
+}
+
+// ---- the bias on gemm and gemm_act ----
+
+struct BiasCase {
+  int64_t L = 1, M = 1, N = 1, K = 1;
+  int bias = kRowF32;
+  bool col_major_d = false;  // d (and c) column-major: the kernel computes Dᵀ (the bias swaps)
+  bool with_c = false;
+  bool act = false;  // gemm_act (relu_sq) instead of gemm
+  uint64_t seed = 3;
+};
+
+void run_bias_case(const BiasCase& c) {
+  SCOPED_TRACE("bias=" + std::to_string(c.bias) + " L=" + std::to_string(c.L) + " M=" + std::to_string(c.M) +
+               " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + (c.col_major_d ? " d col" : "") +
+               (c.with_c ? " c" : "") + (c.act ? " act" : ""));
+  Rng rng(c.seed);
+  const int64_t L = c.L, M = c.M, N = c.N, K = c.K;
+  const std::vector<double> a = random_values(rng, L * M * K, kBf), b = random_values(rng, L * K * N, kBf);
+  const std::vector<double> cv = random_values(rng, L * M * N, kBf);
+  Mat A = make_mat(kBf, L, M, K, 'r', 0), B = make_mat(kBf, L, K, N, 'c', 0);
+  upload_into(A.mem, to_memory(A, a));
+  upload_into(B.mem, to_memory(B, b));
+  const char o = c.col_major_d ? 'c' : 'r';
+  Mat C = make_mat(kBf, L, M, N, o, 0), D = make_mat(kBf, L, M, N, o, 0), P = make_mat(kBf, L, M, N, o, 0);
+  if (c.with_c) upload_into(C.mem, to_memory(C, cv));
+  BiasVecT row, col;
+  std::vector<double> row_v(size_t(L * N), 0.0), col_v(size_t(L * M), 0.0);
+  if (c.bias & (kRowF32 | kRowBf16)) {
+    row = make_bias(rng, (c.bias & kRowBf16) ? kBf : DType::kFloat32, L, N, false);
+    row_v = row.v;
+  }
+  if (c.bias & kCol) {
+    col = make_bias(rng, DType::kFloat32, L, M, L > 1);
+    col_v = col.v;
+  }
+  if (c.act) {
+    GemmActArgs g;
+    g.a = A.arg;
+    g.b = B.arg;
+    g.preact = D.arg;
+    g.postact = P.arg;
+    if (c.with_c) g.c = C.arg;
+    g.beta = c.with_c ? 1.f : 0.f;
+    if (c.bias & (kRowF32 | kRowBf16)) g.bias.row = row.ref;
+    if (c.bias & kCol) g.bias.col = col.ref;
+    g.activation = Activation::kReluSq;
+    ASSERT_NO_THROW(gemm_act(g, nullptr));
+  } else {
+    GemmArgs g;
+    g.a = A.arg;
+    g.b = B.arg;
+    g.d = D.arg;
+    if (c.with_c) g.c = C.arg;
+    g.beta = c.with_c ? 1.f : 0.f;
+    if (c.bias & (kRowF32 | kRowBf16)) g.bias.row = row.ref;
+    if (c.bias & kCol) g.bias.col = col.ref;
+    ASSERT_NO_THROW(gemm(g, nullptr));
+  }
+  QUACK_CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<double> got = from_memory(D, download(D.mem)), got_p = from_memory(P, download(P.mem));
+  EXPECT_TRUE(gaps_untouched("d", D.mem));
+  std::vector<double> ref, sub, ref_p, sub_p;
+  double floor_acc = 0.0;
+  for (int64_t r : rows_to_check(L, M, N, K)) {
+    const int64_t l = r / M;
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0.0, s_abs = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double t = a[size_t(r * K + k)] * b[size_t((l * K + k) * N + j)];
+        s += t;
+        s_abs += std::fabs(t);
+      }
+      const double v = s + (c.with_c ? cv[size_t(r * N + j)] : 0.0) + row_v[size_t(l * N + j)] +
+                       col_v[size_t(l * M + r % M)];
+      ref.push_back(v);
+      sub.push_back(got[size_t(r * N + j)]);
+      ref_p.push_back(v > 0 ? v * v : 0.0);
+      sub_p.push_back(got_p[size_t(r * N + j)]);
+      floor_acc = std::max(floor_acc, s_abs);
+    }
+  }
+  floor_acc = K > 0 ? floor_acc / std::sqrt(double(K)) : 0.0;
+  EXPECT_TRUE(close("d", sub, ref, reduction_tolerance(kBf, K), N, floor_acc));
+  if (c.act) {
+    double mx = 0.0;
+    for (double v : ref) mx = std::max(mx, std::fabs(v));
+    EXPECT_TRUE(close("postact", sub_p, ref_p, reduction_tolerance(kBf, K) * 3, N, floor_acc * 2 * mx));
+  }
+}
+
+class GemmBiasTest : public GpuTest, public ::testing::WithParamInterface<const char*> {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    setenv("QUACK_GEMM_TILE_N", GetParam(), 1);
+  }
+  void TearDown() override {
+    unsetenv("QUACK_GEMM_TILE_N");
+    GpuTest::TearDown();
+  }
+};
+
+TEST_P(GemmBiasTest, GemmAndActBiasKinds) {
+  const Shape3 shapes[] = {{127, 255, 63}, {1000, 3000, 520}, {256, 136, 128}};
+  for (const Shape3& s : shapes)
+    for (int bias : {kRowF32, kRowBf16, kCol, kRowF32 | kCol})
+      for (bool act : {false, true}) {
+        BiasCase c;
+        c.M = s.M;
+        c.N = s.N;
+        c.K = s.K;
+        c.bias = bias;
+        c.act = act;
+        c.seed = uint64_t(s.M + s.N * 7 + bias * 101 + (act ? 3 : 0));
+        run_bias_case(c);
+      }
+  BiasCase c;
+  c.L = 3;
+  c.M = 200;
+  c.N = 264;
+  c.K = 100;
+  c.bias = kRowF32 | kCol;
+  c.with_c = true;
+  run_bias_case(c);
+  c.act = true;
+  run_bias_case(c);
+  c = BiasCase{};
+  c.M = 300;
+  c.N = 520;
+  c.K = 64;
+  c.bias = kRowF32 | kCol;
+  c.col_major_d = true;  // the kernel's Dᵀ: the user's row vector is its column vector
+  run_bias_case(c);
+  c.K = 0;  // the fill kernel
+  run_bias_case(c);
+  c.col_major_d = false;
+  c.with_c = true;
+  run_bias_case(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiles, GemmBiasTest, ::testing::Values("256", "128"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param) == "256" ? "Coop128x256" : "Pingpong128x128";
+                         });
+
+}  // namespace
+}  // namespace quack::test

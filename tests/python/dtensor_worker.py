@@ -1,0 +1,201 @@
+"""Worker of test_fsdp.py's DTensor tests: quack_cpp modules and functions on DTensors outside
+FSDP2 (torch.distributed.tensor.parallel plans and hand-placed DTensors), each case against
+the unsharded run of the same module on the same rank (so no reference travels between
+processes). Every case records {name: "ok" or the error}, and its outputs / gradients (full
+tensors) next to the unsharded ones, for the parent to compare."""
+
+import contextlib
+import os
+
+import torch
+
+D, H, ROWS = 16, 32, 8
+
+
+def _full(t):
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(t, DTensor):
+        t = t.full_tensor()
+    return t.detach().float().cpu().clone()
+
+
+def _grads(m):
+    return {n: _full(p.grad) for n, p in m.named_parameters()}
+
+
+def _run(m, x, mesh=None):
+    """Output (full) and parameter / input gradients of loss = sum(y * c) for a fixed c; with
+    a mesh, x goes in as a row-sharded DTensor (sequence parallelism's input)."""
+    x = x.detach().clone()
+    if mesh is not None:
+        from torch.distributed.tensor import Shard, distribute_tensor
+        x = distribute_tensor(x, mesh, [Shard(0)])
+    x.requires_grad_(True)
+    y = m(x)
+    yf = y.full_tensor() if hasattr(y, "full_tensor") else y
+    c = torch.linspace(-1, 1, yf.numel()).reshape(yf.shape).to(yf.dtype)
+    (yf.float() * c.float()).sum().backward()
+    return {"y": _full(yf), "dx": _full(x.grad), "grads": _grads(m)}
+
+
+def _cases(dev, mesh):
+    import quack_cpp.nn as qnn
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
+                                                   PrepareModuleOutput, RowwiseParallel,
+                                                   SequenceParallel, parallelize_module)
+    from torch.distributed.tensor import Partial
+
+    bf16 = torch.bfloat16
+
+    def mlp_plan(m):
+        parallelize_module(m, mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+        # MLP's forward calls the fused kernels with fc1.weight / fc2.weight, not fc1() and
+        # fc2(): the plan's module hooks go on the MLP itself.
+        parallelize_module(m, mesh, PrepareModuleInput(input_layouts=Replicate(),
+                                                       desired_input_layouts=Replicate()))
+        parallelize_module(m, mesh, PrepareModuleOutput(output_layouts=Partial(),
+                                                        desired_output_layouts=Replicate()))
+        return m
+
+    class Block(torch.nn.Module):
+        """Megatron sequence-parallel pattern: norm on row shards, column- then row-parallel
+        Linear (all-gather before, reduce-scatter after)."""
+
+        def __init__(self):
+            super().__init__()
+            self.norm = qnn.RMSNorm(D)
+            self.up = qnn.Linear(D, H, bias=True)
+            self.down = qnn.Linear(H, D, bias=True)
+
+        def forward(self, x):
+            return self.down(self.up(self.norm(x)))
+
+    def block_plan(m):
+        return parallelize_module(m, mesh, {
+            "norm": SequenceParallel(sequence_dim=0, use_local_output=False),
+            "up": ColwiseParallel(input_layouts=Shard(0)),
+            "down": RowwiseParallel(output_layouts=Shard(0), use_local_output=False)})
+
+    return {
+        "Linear colwise": (lambda: qnn.Linear(D, H, bias=True),
+                           lambda m: parallelize_module(
+                               m, mesh, ColwiseParallel(output_layouts=Replicate()))),
+        "Linear rowwise": (lambda: qnn.Linear(H, D, bias=True),
+                           lambda m: parallelize_module(m, mesh, RowwiseParallel(
+                               input_layouts=Replicate()))),
+        "RMSNorm sequence": (lambda: qnn.RMSNorm(D), lambda m: parallelize_module(
+            m, mesh, SequenceParallel(sequence_dim=0, use_local_output=False))),
+        "LayerNorm sequence": (lambda: qnn.LayerNorm(D), lambda m: parallelize_module(
+            m, mesh, SequenceParallel(sequence_dim=0, use_local_output=False))),
+        "MLP swiglu": (lambda: qnn.MLP(D, H, activation="swiglu"), mlp_plan),
+        "MLP relu_sq": (lambda: qnn.MLP(D, H, activation="relu_sq", bias=True), mlp_plan),
+        "Block": (Block, block_plan),
+    }
+
+
+def tp_cases(dev, mesh):
+    res = {}
+    x = torch.randn(ROWS, 64, generator=torch.Generator().manual_seed(7))
+    for name, (make, plan) in _cases(dev, mesh).items():
+        torch.manual_seed(0)
+        ref_m = make().to(dev).to(torch.bfloat16)
+        torch.manual_seed(0)
+        m = plan(make().to(dev).to(torch.bfloat16))
+        width = ref_m.fc1.in_features if hasattr(ref_m, "fc1") else (
+            ref_m.in_features if hasattr(ref_m, "in_features") else D)
+        xi = x[:, :width].to(dev).to(torch.bfloat16)
+        try:
+            out = _run(m, xi, mesh if ("sequence" in name or name == "Block") else None)
+            res[name] = {"outcome": "ok", "got": out, "ref": _run(ref_m, xi)}
+        except Exception as e:  # noqa: BLE001 (recorded for the parent)
+            res[name] = {"outcome": f"{type(e).__name__}: "
+                                    f"{str(e).splitlines()[0] if str(e) else ''}"}
+    return res
+
+
+def function_cases(dev, mesh):
+    """quack_cpp functions on hand-placed DTensors: rows sharded (Shard(0)) and Replicate."""
+    import quack_cpp
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    res = {}
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(ROWS, D, generator=g)
+    t = torch.randint(0, D, (ROWS,), generator=g)
+    fns = {
+        "softmax": lambda a, tt: quack_cpp.softmax(a),
+        "log_softmax": lambda a, tt: quack_cpp.log_softmax(a),
+        "cross_entropy none": lambda a, tt: quack_cpp.cross_entropy(a, tt, reduction="none"),
+        "cross_entropy sum": lambda a, tt: quack_cpp.cross_entropy(a, tt, reduction="sum"),
+        "cross_entropy mean": lambda a, tt: quack_cpp.cross_entropy(a, tt),
+    }
+    for name, fn in fns.items():
+        for pl in (Shard(0), Replicate()):
+            key = f"{name} {pl}"
+            try:
+                xd = distribute_tensor(x.to(dev), mesh, [pl]).requires_grad_(True)
+                td = distribute_tensor(t.to(dev), mesh, [pl])
+                y = fn(xd, td)
+                yf = y.full_tensor()
+                c = torch.linspace(-1, 1, yf.numel()).reshape(yf.shape)
+                (yf * c).sum().backward()
+                xr = x.to(dev).clone().requires_grad_(True)
+                yr = fn(xr, t.to(dev))
+                (yr * c).sum().backward()
+                res[key] = {"outcome": "ok", "got": {"y": _full(yf), "dx": _full(xd.grad)},
+                            "ref": {"y": _full(yr), "dx": _full(xr.grad)},
+                            "placements": [str(p) for p in y.placements]}
+            except Exception as e:  # noqa: BLE001
+                res[key] = {"outcome": f"{type(e).__name__}: "
+                                       f"{str(e).splitlines()[0] if str(e) else ''}"}
+    return res
+
+
+def refused_cases(dev, mesh):
+    """What DTensor still refuses: ops without a sharding rule (linear_cross_entropy_fwd):
+    {name: "ok" or the error's type and first line}."""
+    import quack_cpp.nn as qnn
+    from torch.distributed.tensor import Replicate, distribute_module, distribute_tensor
+
+    res = {}
+    torch.manual_seed(0)
+    m = distribute_module(qnn.LinearCrossEntropy(D, 64).to(dev).to(torch.bfloat16), mesh)
+    x = distribute_tensor(torch.randn(ROWS, D).to(dev).to(torch.bfloat16), mesh, [Replicate()])
+    t = distribute_tensor(torch.randint(0, 64, (ROWS,)).to(dev), mesh, [Replicate()])
+    try:
+        m(x, t)
+        res["LinearCrossEntropy"] = "ok"
+    except Exception as e:  # noqa: BLE001
+        res["LinearCrossEntropy"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return res
+
+
+def main(rank, world, port, outdir, device):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+        dev, backend = torch.device("cuda", rank), "nccl"
+    else:
+        dev, backend = torch.device("cpu"), "gloo"
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    try:
+        counts = {}
+        ctx = contextlib.nullcontext()
+        if device == "cpu":
+            import cpu_stand_in
+            import fsdp_worker
+            cpu_stand_in.STAND_INS = fsdp_worker._counting(cpu_stand_in.STAND_INS, counts)
+            ctx = cpu_stand_in.registered()
+        with ctx:
+            mesh = init_device_mesh(device, (world,))
+            out = {"tp": tp_cases(dev, mesh), "functions": function_cases(dev, mesh),
+                   "refused": refused_cases(dev, mesh)}
+            out["counts"] = dict(counts)
+            torch.save(out, os.path.join(outdir, f"dtensor_{rank}.pt"))
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,466 @@
+"""The fused-epilogue GEMMs and the layers on them, on the GPU against a float64 reference and
+torch in the same dtype (tolerance rule of shared/cases/handed.md):
+
+- quack_cpp.gemm_act / gemm_dact / gemm_gated / gemm_dgated for every activation, bias, C,
+  store_preact / store_postact off, batches, the concat layout, odd N;
+- quack_cpp.gemm(bias=...), nn.Linear(bias=True) forward and backward (the bias's gradient);
+- nn.LinearAct + nn.DActLinear, nn.MLP (plain and gated, biases, concat_layout,
+  fuse_grad_accum) forward and backward against a torch block of two Linears with the same state
+  dict, MLP.from_llama against a Llama-style block, the torch fallback, torch.compile(fullgraph)
+  forward and backward, CUDA-graph capture.
+
+Skips without torch, quack_cpp or a CUDA GPU. QUACK_TEST_DEVICE=cpu runs them against the CPU
+stand-ins (tests/python/cpu_stand_in.py): a self-check of the tests and of the Python layer.
+"""
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+quack_cpp = pytest.importorskip("quack_cpp")
+qnn = pytest.importorskip("quack_cpp.nn")
+G = pytest.importorskip("quack_cpp.gemm_act_ops")
+
+import torch.nn.functional as F  # noqa: E402
+
+from reference import assert_rule  # noqa: E402
+
+DEVICE = os.environ.get("QUACK_TEST_DEVICE", "cuda")
+if DEVICE == "cuda":
+    pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+cuda_only = pytest.mark.skipif(DEVICE != "cuda", reason="checks CUDA itself")
+
+STAND_IN = True  # QUACK_TEST_DEVICE=cpu runs this module on the CPU stand-ins (conftest.py)
+
+f32, bf16, f64 = torch.float32, torch.bfloat16, torch.float64
+ACTS = ["identity", "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh"]
+GATED = ["swiglu", "swiglu_oai", "reglu", "geglu", "glu"]
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def rand(*shape, dtype=bf16, scale=1.0):
+    return (torch.randn(*shape, device=DEVICE) * scale).to(dtype)
+
+
+def post_ref(name, pre):
+    """postact of a preact (interleaved pairs for a gated name), in pre's dtype's math."""
+    if name in GATED:
+        return G.gated_torch(name, pre[..., 0::2], pre[..., 1::2])
+    return G.act_torch(name, pre)
+
+
+# --------------------------------------------------------------------------------------------
+# The functional ops
+# --------------------------------------------------------------------------------------------
+
+
+def _ref_preact(A, B, C, bias):
+    pre = A.double() @ B.double()
+    if C is not None:
+        pre = pre + C.double()
+    if bias is not None:
+        pre = pre + (bias.double() if bias.dim() == 1 else bias.double()[:, None, :])
+    return pre
+
+
+def _torch_preact(A, B, C, bias):
+    pre = A @ B
+    if C is not None:
+        pre = pre + C
+    if bias is not None:
+        pre = pre + (bias.to(pre.dtype) if bias.dim() == 1 else bias.to(pre.dtype)[:, None, :])
+    return pre
+
+
+@pytest.mark.parametrize("act", ACTS + GATED)
+@pytest.mark.parametrize("shape", [(256, 192, 128), (200, 136, 72), ((3, 64), 80, 64),
+                                   (127, 250, 63)], ids=str)  # last: unaligned K and N (pads, plain stores)
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_gemm_act(act, shape, with_bias):
+    M, N, K = shape
+    lead = M if isinstance(M, tuple) else (M,)
+    A = rand(*lead, K)
+    W = rand(*(lead[:-1]), N, K, scale=0.2)
+    B = W.mT
+    bias = rand(N, dtype=f32) if with_bias else None
+    pre, post = quack_cpp.gemm_act(A, B, act, bias=bias)
+    ref = _ref_preact(A, B, None, bias)
+    tch = _torch_preact(A, B, None, bias)
+    assert pre.dtype == bf16 and post.dtype == bf16
+    assert post.shape == ref.shape[:-1] + ((N // 2,) if act in GATED else (N,))
+    assert_rule("preact", pre, ref, tch)
+    assert_rule("postact", post, post_ref(act, ref), post_ref(act, tch.float()).to(bf16))
+
+
+@pytest.mark.parametrize("act", ["gelu_tanh_approx", "swiglu"])
+def test_gemm_act_options(act):
+    A, W = rand(128, 64), rand(96, 64, scale=0.2)
+    C = rand(128, 96)
+    bias = rand(96)  # bf16 bias
+    pre, post = quack_cpp.gemm_act(A, W.mT, act, C=C, bias=bias, alpha=0.5)
+    ref = 0.5 * (A.double() @ W.double().T) + C.double() + bias.double()
+    tch = 0.5 * (A @ W.T) + C + bias
+    assert_rule("preact", pre, ref, tch)
+    assert_rule("postact", post, post_ref(act, ref), post_ref(act, tch.float()).to(bf16))
+    none, post2 = quack_cpp.gemm_act(A, W.mT, act, C=C, bias=bias, alpha=0.5, store_preact=False)
+    assert none is None and torch.equal(post2, post)
+    if act not in GATED:
+        if DEVICE == "cuda":  # no fp32-postact instance is compiled (quack/gemm_act.h)
+            with pytest.raises(ValueError, match="not yet supported"):
+                quack_cpp.gemm_act(A, W.mT, act, postact_dtype=f32)
+        else:  # the CPU stand-in computes any dtype
+            _, p32 = quack_cpp.gemm_act(A, W.mT, act, postact_dtype=f32)
+            assert p32.dtype == f32
+
+
+@pytest.mark.parametrize("act", GATED)
+def test_gemm_gated_concat_layout(act):
+    A, W = rand(192, 128), rand(2 * 72, 128, scale=0.2)  # interleaved rows
+    bias = rand(2 * 72, dtype=f32)
+    pre, post = quack_cpp.gemm_gated(A, W.mT, act, bias=bias)
+    Wc, bc = G.deinterleave_gate_up(W), G.deinterleave_gate_up(bias)
+    pre_c, post_c = quack_cpp.gemm_gated(A, Wc.mT, act, bias=bc, concat_layout=True)
+    # Same preact (interleaved in both layouts) and postact, bit for bit: the same products.
+    assert torch.equal(pre_c, pre) and torch.equal(post_c, post)
+
+
+@pytest.mark.parametrize("act", ACTS + GATED)
+@pytest.mark.parametrize("shape", [(256, 192, 128), (200, 72, 136), (127, 125, 63)], ids=str)
+def test_gemm_dact(act, shape):
+    M, H, K = shape  # dout (M, K) @ W (K, H): the gradient of postact (M, H)
+    gated = act in GATED
+    A, W = rand(M, K), rand(K, H, scale=0.2)
+    preact = rand(M, 2 * H if gated else H, scale=2.0)
+    dpre, post = quack_cpp.gemm_dact(A, W, preact, act)
+    d = A.double() @ W.double()
+    p = preact.double()
+    if gated:
+        dg, du = G.dgated_torch(act, p[:, 0::2], p[:, 1::2], d)
+        ref_d = torch.stack((dg, du), -1).reshape(p.shape)
+        t = A @ W
+        tg, tu = G.dgated_torch(act, preact[:, 0::2].float(), preact[:, 1::2].float(), t.float())
+        tch_d = torch.stack((tg, tu), -1).reshape(p.shape).to(bf16)
+    else:
+        ref_d = G.dact_torch(act, p, d)
+        tch_d = G.dact_torch(act, preact.float(), (A @ W).float()).to(bf16)
+    assert dpre.shape == preact.shape and post.shape == (M, H)
+    assert_rule("dpreact", dpre, ref_d, tch_d)
+    assert_rule("postact", post, post_ref(act, p), post_ref(act, preact.float()).to(bf16))
+    dpre2, none = quack_cpp.gemm_dact(A, W, preact, act, store_postact=False)
+    assert none is None and torch.equal(dpre2, dpre)
+
+
+def test_batched_and_empty():
+    A, W = rand(3, 64, 96), rand(3, 128, 96, scale=0.2)
+    pre, post = quack_cpp.gemm_gated(A, W.mT, "swiglu")
+    ref = A.double() @ W.double().mT
+    assert_rule("preact", pre, ref, A @ W.mT)
+    pre0, post0 = quack_cpp.gemm_act(rand(0, 64), rand(128, 64).mT, "relu")
+    assert pre0.shape == (0, 128) and post0.shape == (0, 128)
+
+
+def test_errors():
+    A, W = rand(64, 64), rand(96, 64)
+    with pytest.raises(ValueError, match="activation"):
+        quack_cpp.gemm_act(A, W.mT, "gelu")
+    with pytest.raises(ValueError, match="gemm_gated: .*even"):
+        quack_cpp.gemm_gated(A, rand(95, 64).mT, "swiglu")
+    with pytest.raises(ValueError, match="gated"):
+        quack_cpp.gemm_gated(A, W.mT, "relu")
+
+
+# --------------------------------------------------------------------------------------------
+# gemm / Linear with a bias
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bias_dtype", [f32, bf16])
+def test_gemm_bias(bias_dtype):
+    A, W, bias = rand(200, 128), rand(136, 128), rand(136, dtype=bias_dtype)
+    D = quack_cpp.gemm(A, W.mT, bias=bias)
+    assert_rule("d", D, A.double() @ W.double().T + bias.double(), A @ W.T + bias.to(bf16))
+
+
+@pytest.mark.parametrize("shape", [(2, 37, 256), (1000, 256)], ids=str)
+@pytest.mark.parametrize("bias_dtype", [bf16, f32])
+def test_linear_bias_backward(shape, bias_dtype):
+    q = qnn.Linear(256, 384, bias=True, device=DEVICE, dtype=bf16)
+    t = torch.nn.Linear(256, 384, bias=True, device=DEVICE, dtype=bf16)
+    if bias_dtype != bf16:
+        q.bias.data = q.bias.data.to(bias_dtype)
+    t.load_state_dict({k: v.to(bf16) for k, v in q.state_dict().items()})
+    x = rand(*shape)
+    dy = rand(*shape[:-1], 384)
+    outs = {}
+    for name, m in (("q", q), ("t", t)):
+        xl = x.clone().requires_grad_(True)
+        y = m(xl)
+        y.backward(dy)
+        outs[name] = (y.detach(), xl.grad, m.weight.grad, m.bias.grad)
+    xd = x.double().requires_grad_(True)
+    wd = q.weight.detach().double().requires_grad_(True)
+    bd = q.bias.detach().double().requires_grad_(True)
+    yd = F.linear(xd, wd, bd)
+    yd.backward(dy.double())
+    ref = (yd.detach(), xd.grad, wd.grad, bd.grad)
+    assert outs["q"][3].dtype == bias_dtype
+    for i, name in enumerate(("y", "dx", "dW", "db")):
+        assert_rule(name, outs["q"][i], ref[i], outs["t"][i], dtype=bf16)
+
+
+# --------------------------------------------------------------------------------------------
+# MLP and its two layers
+# --------------------------------------------------------------------------------------------
+
+
+class TorchMLP(torch.nn.Module):
+    """The torch block the MLP replaces: fc1, the activation (gate/up interleaved, or halves),
+    fc2."""
+
+    def __init__(self, d, h, o, act, bias, dtype, concat=False):
+        super().__init__()
+        self.act, self.concat = act, concat
+        self.fc1 = torch.nn.Linear(d, 2 * h if act in GATED else h, bias=bias, device=DEVICE,
+                                   dtype=dtype)
+        self.fc2 = torch.nn.Linear(h, o, bias=bias, device=DEVICE, dtype=dtype)
+
+    def forward(self, x):
+        y = self.fc1(x)
+        if self.act in GATED:
+            if self.concat:
+                g, u = y.chunk(2, dim=-1)
+            else:
+                g, u = y[..., 0::2], y[..., 1::2]
+            return self.fc2(G.gated_torch(self.act, g, u))
+        return self.fc2(G.act_torch(self.act, y))
+
+
+def _grads(m, x, dy):
+    xl = x.detach().clone().requires_grad_(True)
+    for p in m.parameters():
+        p.grad = None
+    y = m(xl)
+    y.backward(dy)
+    return [y.detach(), xl.grad] + [p.grad for p in m.parameters()]
+
+
+def _check_block(q, x, dy, concat=False):
+    act = q.activation
+    bias = q.fc1.bias is not None
+    d, h, o = q.in_features, q.hidden_features, q.out_features
+    t = TorchMLP(d, h, o, act, bias, bf16, concat)
+    t.load_state_dict(q.state_dict())
+    r = TorchMLP(d, h, o, act, bias, f64, concat)
+    r.load_state_dict({k: v.double() for k, v in q.state_dict().items()})
+    lib, tch, ref = _grads(q, x, dy), _grads(t, x, dy), _grads(r, x.double(), dy.double())
+    names = ["y", "dx"] + [n for n, _ in q.named_parameters()]
+    for name, a, b, c in zip(names, lib, ref, tch):
+        assert a.dtype == (bf16 if name in ("y", "dx") else c.dtype), name
+        assert_rule(name, a, b, c, dtype=bf16)
+
+
+@pytest.mark.parametrize("act", ["gelu_tanh_approx", "relu_sq", "relu", "silu"] + GATED)
+@pytest.mark.parametrize("bias", [False, True])
+def test_mlp_forward_backward(act, bias):
+    q = qnn.MLP(256, 192, 128, activation=act, bias=bias, device=DEVICE, dtype=bf16)
+    x, dy = rand(4, 50, 256), rand(4, 50, 128)
+    _check_block(q, x, dy)
+
+
+@pytest.mark.parametrize("act", ["swiglu", "geglu"])
+def test_mlp_concat_layout(act):
+    q = qnn.MLP(256, 192, 128, activation=act, bias=True, device=DEVICE, dtype=bf16,
+                concat_layout=True)
+    x, dy = rand(300, 256), rand(300, 128)
+    _check_block(q, x, dy, concat=True)
+
+
+def test_state_dict_is_a_two_linear_block():
+    q = qnn.MLP(64, 48, 32, activation="swiglu", bias=True, device=DEVICE, dtype=bf16)
+    t = TorchMLP(64, 48, 32, "swiglu", True, bf16)
+    assert list(q.state_dict()) == list(t.state_dict())
+    t.load_state_dict(q.state_dict())
+    q.load_state_dict(t.state_dict())
+    assert q.fc1.weight.shape == (96, 64) and q.fc2.weight.shape == (32, 48)
+    # QuACK's keywords and the demo's call.
+    m = qnn.MLP(64, 48, out_features=64, bias1=False, bias2=False, activation="swiglu",
+                device=DEVICE)
+    assert m.fc1.bias is None and m.fc2.bias is None and m.fc1.weight.shape == (96, 64)
+
+
+@pytest.mark.parametrize("concat", [False, True])
+def test_from_llama(concat):
+    d, h = 128, 96
+    gate = torch.nn.Linear(d, h, bias=False, device=DEVICE, dtype=bf16)
+    up = torch.nn.Linear(d, h, bias=False, device=DEVICE, dtype=bf16)
+    down = torch.nn.Linear(h, d, bias=False, device=DEVICE, dtype=bf16)
+    q = qnn.MLP.from_llama(gate, up, down, concat_layout=concat)
+    assert q.activation == "swiglu" and q.fc1.weight.dtype == bf16
+    x = rand(64, d)
+    with torch.no_grad():
+        wg, wu, wd = (m.weight.double() for m in (gate, up, down))
+        xd = x.double()
+        ref = F.linear(F.silu(F.linear(xd, wg)) * F.linear(xd, wu), wd)
+        tch = down(F.silu(gate(x)) * up(x))
+        assert_rule("y", q(x), ref, tch)
+    wg, wu, wd = q.llama_weights()
+    assert torch.equal(wg, gate.weight) and torch.equal(wu, up.weight) and torch.equal(wd, down.weight)
+    q2 = qnn.MLP(d, h, activation="swiglu", device=DEVICE, dtype=bf16)
+    q2.load_llama_weights(gate.weight, up.weight, down.weight)
+    assert torch.equal(q2.fc1.weight, G.interleave_gate_up(torch.cat((gate.weight, up.weight))))
+
+
+def test_layers_compose_like_the_mlp():
+    fc1 = qnn.LinearAct(128, 192, activation="swiglu", bias=True, device=DEVICE, dtype=bf16)
+    fc2 = qnn.DActLinear(96, 64, activation="swiglu", bias=True, device=DEVICE, dtype=bf16)
+    q = qnn.MLP(128, 96, 64, activation="swiglu", bias=True, device=DEVICE, dtype=bf16)
+    q.fc1.load_state_dict(fc1.state_dict())
+    q.fc2.load_state_dict(fc2.state_dict())
+    x, dy = rand(70, 128), rand(70, 64)
+    xa = x.clone().requires_grad_(True)
+    pre, post = fc1(xa)
+    assert post.shape == (70, 96)
+    y = fc2(pre, post)
+    y.backward(dy)
+    lib = _grads(q, x, dy)
+    assert torch.equal(y.detach(), lib[0]) and torch.equal(xa.grad, lib[1])
+    assert torch.equal(fc1.weight.grad, q.fc1.weight.grad)
+    assert torch.equal(fc2.bias.grad, q.fc2.bias.grad)
+
+
+@pytest.mark.parametrize("act", ["gelu_tanh_approx", "swiglu"])
+def test_linear_act_postact_gradient(act):
+    """postact used on its own (not through DActLinear): its gradient reaches x and W."""
+    fc1 = qnn.LinearAct(128, 192, activation=act, device=DEVICE, dtype=bf16)
+    x = rand(64, 128)
+    xa = x.clone().requires_grad_(True)
+    _, post = fc1(xa)
+    g = rand(*post.shape)
+    post.backward(g)
+    xd = x.double().requires_grad_(True)
+    wd = fc1.weight.detach().double().requires_grad_(True)
+    pd = post_ref(act, F.linear(xd, wd))
+    pd.backward(g.double())
+    assert_rule("dx", xa.grad, xd.grad, None, rtol_no_torch=3e-2)
+    assert_rule("dW", fc1.weight.grad, wd.grad, None, rtol_no_torch=3e-2)
+
+
+def test_fuse_grad_accum():
+    q = qnn.MLP(128, 96, 64, activation="swiglu", device=DEVICE, dtype=bf16,
+                fuse_grad_accum=True)
+    t = TorchMLP(128, 96, 64, "swiglu", False, bf16)
+    t.load_state_dict(q.state_dict())
+    xs, dys = [rand(40, 128) for _ in range(2)], [rand(40, 64) for _ in range(2)]
+    for m in (q, t):
+        for x, dy in zip(xs, dys):
+            m(x).backward(dy)
+    r = TorchMLP(128, 96, 64, "swiglu", False, f64)
+    r.load_state_dict({k: v.double() for k, v in q.state_dict().items()})
+    for x, dy in zip(xs, dys):
+        r(x.double()).backward(dy.double())
+    for (n, a), b, c in zip(q.named_parameters(), r.parameters(), t.parameters()):
+        assert_rule(n, a.grad, b.grad, c.grad, dtype=bf16)
+
+
+def test_inference_stores_no_preact(monkeypatch):
+    q = qnn.MLP(128, 96, 64, activation="swiglu", device=DEVICE, dtype=bf16)
+    seen = []
+    real = G.gemm_gated_op.impl
+    monkeypatch.setattr(G.gemm_gated_op, "impl", lambda *a: seen.append(a[7]) or real(*a))
+    x = rand(32, 128)
+    with torch.no_grad():
+        y = q(x)
+    assert seen == [False] or DEVICE != "cuda"
+    t = TorchMLP(128, 96, 64, "swiglu", False, bf16)
+    t.load_state_dict(q.state_dict())
+    r = TorchMLP(128, 96, 64, "swiglu", False, f64)
+    r.load_state_dict({k: v.double() for k, v in q.state_dict().items()})
+    with torch.no_grad():
+        assert_rule("y", y, r(x.double()), t(x))
+
+
+def test_fallbacks_are_torch():
+    q = qnn.MLP(20, 12, 8, activation="swiglu", bias=True)  # fp32 on the CPU, odd sizes
+    t = TorchMLP(20, 12, 8, "swiglu", True, f32).to("cpu")
+    t.load_state_dict(q.state_dict())
+    x = torch.randn(5, 20)
+    assert torch.allclose(q(x), t(x), atol=1e-6)
+
+
+def test_compile_fullgraph_forward_backward():
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    q = qnn.MLP(128, 96, 64, activation="swiglu", bias=True, device=DEVICE, dtype=bf16)
+    x = rand(2, 37, 128)
+
+    def loss(m, x):
+        return m(x).float().square().mean()
+
+    def grads(fn):
+        for p in q.parameters():
+            p.grad = None
+        xl = x.detach().clone().requires_grad_(True)
+        out = fn(q, xl)
+        out.backward()
+        return [out.detach(), xl.grad] + [p.grad.clone() for p in q.parameters()]
+
+    eager = grads(loss)
+    compiled = grads(torch.compile(loss, fullgraph=True, dynamic=False))
+    assert sum(counters["graph_break"].values()) == 0
+    for e, c in zip(eager, compiled):
+        torch.testing.assert_close(c, e, rtol=1e-2, atol=1e-3)
+
+
+def test_compile_fullgraph_ops():
+    torch._dynamo.reset()
+    A, W, b = rand(64, 128), rand(96, 128), rand(96, dtype=f32)
+    dout, W2 = rand(64, 32), rand(32, 48)
+
+    def f(A, W, b, dout, W2):
+        pre, post = quack_cpp.gemm_gated(A, W.mT, "swiglu", bias=b)
+        d, p2 = quack_cpp.gemm_dgated(dout, W2, pre, "swiglu")
+        return pre, post, d, p2
+
+    eager = f(A, W, b, dout, W2)
+    compiled = torch.compile(f, fullgraph=True, dynamic=False)(A, W, b, dout, W2)
+    for e, c in zip(eager, compiled):
+        assert torch.equal(e, c)
+
+
+@cuda_only
+def test_cuda_graph():
+    q = qnn.MLP(128, 96, 64, activation="swiglu", bias=True, device="cuda", dtype=bf16)
+    x = rand(64, 128).requires_grad_(True)
+    dy = rand(64, 64)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            q(x).backward(dy)
+    torch.cuda.current_stream().wait_stream(s)
+    for p in q.parameters():
+        p.grad = None
+    x.grad = None
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = q(x)
+        y.backward(dy)
+    with torch.no_grad():
+        x.copy_(rand(64, 128))
+    g.replay()
+    torch.cuda.synchronize()
+    xe = x.detach().clone().requires_grad_(True)
+    q2 = qnn.MLP(128, 96, 64, activation="swiglu", bias=True, device="cuda", dtype=bf16)
+    q2.load_state_dict(q.state_dict())
+    ye = q2(xe)
+    ye.backward(dy)
+    assert torch.equal(y.detach(), ye.detach()) and torch.equal(x.grad, xe.grad)
+    for a, b in zip(q.parameters(), q2.parameters()):
+        assert torch.equal(a.grad, b.grad)
