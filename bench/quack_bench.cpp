@@ -621,7 +621,8 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
       if (train) a.dx = mat(dx[s]->p);
       return a;
     };
-    const size_t ws_bytes = quack::cross_entropy_fwd_workspace_size(fwd_args(0, true));
+    // dx buffers exist only when a backward runs: the training call's workspace needs them.
+    const size_t ws_bytes = run_train ? quack::cross_entropy_fwd_workspace_size(fwd_args(0, true)) : 0;
     Buffer ws(ws_bytes);
     auto with_ws = [&](quack::CrossEntropyFwdArgs a) {
       a.workspace = ws.p;
