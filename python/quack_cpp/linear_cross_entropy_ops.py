@@ -26,7 +26,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _C
+from . import _C, _dtensor
 from . import _registrar as _reg
 from ._registrar import (dtype_name, functional_context, graph_retained, register, route,
                          route_index, scalar_arg, stream, tensor_arg)
@@ -54,6 +54,7 @@ def _workspace(nbytes: int, like: Tensor):
 
 class LinearCrossEntropyFwd:
     name = "quack_cpp::linear_cross_entropy_fwd"
+    sharding = _dtensor.LINEAR_CROSS_ENTROPY_FWD  # DTensor placements (quack_cpp._dtensor)
     absent = (None, None, None, None, None)
     index_args = ("target",)
 
@@ -172,6 +173,7 @@ class LinearCrossEntropyFwd:
 
 class LinearCrossEntropyBwd:
     name = "quack_cpp::linear_cross_entropy_bwd"
+    sharding = _dtensor.LINEAR_CROSS_ENTROPY_BWD  # DTensor placements (quack_cpp._dtensor)
     absent = (None, None, None)
     index_args = ("target",)
 
