@@ -40,9 +40,11 @@ _F32 = torch.float32
 
 def _free_bytes(device: torch.device) -> int:
     """Bytes the next allocations can get on device: the driver's free memory plus torch's
-    cached, unallocated blocks; 0 (unknown) while a CUDA graph is being captured."""
-    if torch.cuda.is_current_stream_capturing():
-        return 0
+    cached, unallocated blocks; 0 (unknown) while a CUDA graph is being captured on device's
+    current stream (device need not be the current device: the query runs under its guard)."""
+    with torch.cuda.device(device):
+        if torch.cuda.is_current_stream_capturing():
+            return 0
     free, _ = torch.cuda.mem_get_info(device)
     return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
 
