@@ -24,9 +24,11 @@ issue 21, a plot and a JSON record in the output folder ($OUT when set, else res
     python3 demo/train_lm.py --runs a,c      # a subset; --ours rmsnorm,linear: a subset of ours
     python3 demo/train_lm.py --cpu-smoke     # no GPU: a 2-layer model, 3 steps a run, on the
                                              # CPU with torch stand-ins of our ops
+    python3 demo/train_lm.py --gpus 2        # runs a,c data-parallel over 2 GPUs with FSDP2
+                                             # (demo/multi_gpu.py; torchrun works too)
 
 Exit: 0 parity holds and every run finished; 1 a run failed, parity failed or no text was
-generated; 2 no GPU / no PyTorch / no corpus / a reserved option; 3 quack_cpp missing;
+generated; 2 no GPU (or fewer than --gpus) / no PyTorch / no corpus; 3 quack_cpp missing;
 4 one of our ops computed a wrong result in its probe (demo/ours.py). The speed and memory
 bars are printed, not part of the exit code.
 """
@@ -83,8 +85,9 @@ def parse_args(argv=None):
                "3 quack_cpp missing, 4 a probe found a wrong result.")
     p.add_argument("--quick", action="store_true", help="50 steps per run (default 300)")
     p.add_argument("--steps", type=int, default=None, help="steps per run")
-    p.add_argument("--runs", default="a,b,c,d,e",
-                   help="runs to do, comma-separated from a,b,c,d,e (default all)")
+    p.add_argument("--runs", default=None,
+                   help="runs to do, comma-separated from a,b,c,d,e (default all; with "
+                        "--gpus N > 1: a,c, and only a, c, e are allowed)")
     p.add_argument("--ours", default="auto",
                    help="our ops to use in (c)/(d): auto (every one the package has), none, or "
                         "a comma list of rmsnorm,linear,mlp,ce,lce")
@@ -92,7 +95,8 @@ def parse_args(argv=None):
                    help="corpus folder (scripts/prepare_corpus.sh)")
     p.add_argument("--out", default=None, help="output folder (default $OUT, else results/)")
     p.add_argument("--gpus", type=int, default=1,
-                   help="GPUs to train on; only 1 for now (2 is reserved for issue 22)")
+                   help="GPUs of this host to train on (default 1); N > 1: FSDP2 data "
+                        "parallelism over N processes (demo/multi_gpu.py)")
     p.add_argument("--compile-scope", choices=("model", "blocks"), default="model",
                    help="torch.compile the whole model (default) or each block and the head "
                         "apart (less compile time)")
@@ -110,6 +114,10 @@ def parse_args(argv=None):
         args.steps = 3 if args.cpu_smoke else (50 if args.quick else 300)
     if args.steps < 1:
         p.error("--steps must be >= 1")
+    if args.gpus < 1:
+        p.error("--gpus must be >= 1")
+    if args.runs is None:
+        args.runs = "a,c" if args.gpus > 1 else "a,b,c,d,e"
     args.runs = [r.strip() for r in args.runs.split(",") if r.strip()]
     bad = [r for r in args.runs if r not in RUNS]
     if bad or not args.runs:
@@ -572,11 +580,8 @@ def git_commit():
 
 # --------------------------------------------------------------------------------- main
 def check_env(args):
-    """(torch, device) or DemoExit with one line naming what is missing."""
-    if args.gpus != 1:
-        raise DemoExit(EXIT_ENV, f"train_lm: --gpus {args.gpus} is reserved: multi-GPU "
-                                 "training is not implemented yet (issue 22 owns it); run "
-                                 "without --gpus")
+    """(torch, device) or DemoExit with one line naming what is missing (one GPU; --gpus N > 1
+    is demo/multi_gpu.py's)."""
     try:
         import torch
     except ImportError:
@@ -604,7 +609,11 @@ def import_quack():
 
 def main(argv=None):
     try:
-        return _main(parse_args(argv))
+        args = parse_args(argv)
+        if args.gpus > 1:
+            import multi_gpu
+            return multi_gpu.main(args)
+        return _main(args)
     except DemoExit as e:
         print(e, flush=True)
         return e.code

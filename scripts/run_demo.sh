@@ -13,19 +13,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-smoke=0; prev=""
+smoke=0
 for a in "$@"; do
   case "$a" in
     --cpu-smoke) smoke=1 ;;
-    --gpus=*) g=${a#--gpus=} ;;
   esac
-  [ "$prev" = --gpus ] && g=$a
-  prev=$a
 done
-if [ -n "${g:-}" ] && [ "$g" != 1 ]; then
-  echo "run_demo: --gpus $g is reserved: multi-GPU training is not implemented yet (issue 22 owns it); run without --gpus"
-  exit 2
-fi
 
 # One line naming what is missing: PyTorch, or a GPU it can see.
 python3 - "$smoke" <<'EOF' || exit 2

@@ -18,7 +18,10 @@ take rows (M, N): "rows sharded" is Shard(0) of those.
 - ``ROW_NORM_BWD`` (rmsnorm_bwd, layernorm_bwd): all Replicate; or x, dout, the statistics,
   dresidual_out Shard(0), weight Replicate -> dx, dresidual Shard(0), dweight and dbias
   Partial(sum) (each rank holds its rows' column sums).
-- ``ROW`` (softmax / log_softmax fwd and bwd): every tensor Replicate, or every tensor Shard(0).
+- ``ROW`` (softmax / log_softmax fwd and bwd, topk_fwd / topk_bwd): every tensor Replicate, or
+  every tensor Shard(0). Top-k selects within a row, so a rows shard is its own top-k: values,
+  indices, lse (and topk_bwd's dx) Shard(0); a column-sharded x is not a strategy (DTensor
+  all-gathers the columns).
 - ``GEMM`` (D = alpha A @ B + beta C + bias; A (M, K) / (L, M, K), B (K, N) / (L, K, N)): the
   matmul strategies: all Replicate; rows (A, C Shard on M, B and bias Replicate -> D on M);
   columns (B, C Shard on N, bias Shard on N, A Replicate -> D on N: a column-parallel linear);
@@ -36,22 +39,39 @@ take rows (M, N): "rows sharded" is Shard(0) of those.
   'mean' (its denominator counts the rows of every rank: DTensor all-gathers the rows). A
   vocabulary-sharded x is not a strategy (DTensor would all-gather it): that is
   ``quack_cpp.distributed.vocab_parallel_cross_entropy``.
+- ``LINEAR_CROSS_ENTROPY_FWD`` (x (T, D), weight (V, D), bias (V), target (T) -> loss, lse, dx,
+  dweight, dbias; the gradients for grad_output 1): Replicate; or rows: x, target Shard(0),
+  weight, bias Replicate -> lse, dx Shard(0), dweight and dbias Partial(sum) (each rank's rows'
+  sum), loss Shard(0) for 'none' and Partial(sum) for 'sum'; no row strategy for 'mean' (as
+  cross-entropy: DTensor all-gathers the rows). A vocabulary-sharded weight is not a strategy
+  (the lse needs the whole vocabulary): that is ``quack_cpp.distributed``'s vocab-parallel head.
+- ``LINEAR_CROSS_ENTROPY_BWD`` (reduction 'none''s recompute: x, weight, bias, target, lse,
+  dloss -> dx, dweight, dbias): Replicate; or rows: x, target, lse and a per-token dloss (T,)
+  Shard(0) (a 0-d dloss Replicate), weight, bias Replicate -> dx Shard(0), dweight and dbias
+  Partial(sum).
+
+The backward formulas see DTensors as tensor subclasses (``_registrar.functional_context``), so
+they rescale the saved gradients out of place (``g * grad_output``: plain DTensor ops) instead of
+calling the in-place scale_grad ops.
 
 Absent outputs (the (0,) placeholders) get the placement of the output they stand for; callers
-never read them. Ops without a rule (in-place ones: gemm_add_inplace, the scale_grad ops; topk,
-linear_cross_entropy) stay refused by DTensor's dispatch.
+never read them. Ops without a rule (the in-place ones: gemm_add_inplace, the scale_grad ops)
+stay refused by DTensor's dispatch.
 """
 
 import sys
 import warnings
 
 __all__ = ["ROW_NORM_FWD", "ROW_NORM_BWD", "ROW", "GEMM", "GEMM_ACT", "GEMM_GATED", "GEMM_DACT",
-           "GEMM_DGATED", "CROSS_ENTROPY_FWD", "CROSS_ENTROPY_BWD", "install", "registered"]
+           "GEMM_DGATED", "CROSS_ENTROPY_FWD", "CROSS_ENTROPY_BWD", "LINEAR_CROSS_ENTROPY_FWD",
+           "LINEAR_CROSS_ENTROPY_BWD", "install", "registered"]
 
 ROW_NORM_FWD, ROW_NORM_BWD, ROW = "row_norm_fwd", "row_norm_bwd", "row"
 GEMM, GEMM_ACT, GEMM_GATED = "gemm", "gemm_act", "gemm_gated"
 GEMM_DACT, GEMM_DGATED = "gemm_dact", "gemm_dgated"
 CROSS_ENTROPY_FWD, CROSS_ENTROPY_BWD = "cross_entropy_fwd", "cross_entropy_bwd"
+LINEAR_CROSS_ENTROPY_FWD = "linear_cross_entropy_fwd"
+LINEAR_CROSS_ENTROPY_BWD = "linear_cross_entropy_bwd"
 
 _pending = []      # Ops waiting for torch.distributed.tensor
 _failed = {}       # op name -> why register_sharding refused it (this torch)
@@ -170,10 +190,31 @@ def _strategy_fn(rule, n_out):
                 ([S(0)], inputs(args, lambda i, t: R if i == 4 or (i == 3 and not per_row)
                                 else S(0)))]
 
+    def linear_cross_entropy_fwd(x, weight, bias, target, ignore_index, reduction, *rest):
+        # Outputs loss, lse, dx, dweight, dbias; weight (1) and bias (2) Replicate on rows.
+        args = (x, weight, bias, target, ignore_index, reduction) + rest
+        out = [replicate(args)]
+        if reduction != "mean":
+            loss = S(0) if reduction == "none" else P
+            out.append(([loss, S(0), S(0), P, P],
+                        inputs(args, lambda i, t: R if i in (1, 2) else S(0))))
+        return out
+
+    def linear_cross_entropy_bwd(x, weight, bias, target, lse, dloss, *rest):
+        # Outputs dx, dweight, dbias; dloss (5) per token (T,) or a 0-d scalar.
+        args = (x, weight, bias, target, lse, dloss) + rest
+        per_row = len(dloss.shape) == 1
+        return [replicate(args),
+                ([S(0), P, P], inputs(args, lambda i, t: R if i in (1, 2) or (i == 5 and not
+                                                                               per_row)
+                                      else S(0)))]
+
     return {ROW_NORM_FWD: row_norm_fwd, ROW_NORM_BWD: row_norm_bwd, ROW: row, GEMM: gemm,
             GEMM_ACT: gemm_act, GEMM_GATED: gemm_act, GEMM_DACT: gemm_dact,
             GEMM_DGATED: gemm_dact, CROSS_ENTROPY_FWD: cross_entropy_fwd,
-            CROSS_ENTROPY_BWD: cross_entropy_bwd}[rule]
+            CROSS_ENTROPY_BWD: cross_entropy_bwd,
+            LINEAR_CROSS_ENTROPY_FWD: linear_cross_entropy_fwd,
+            LINEAR_CROSS_ENTROPY_BWD: linear_cross_entropy_bwd}[rule]
 
 
 def _register(op) -> None:

@@ -29,9 +29,16 @@ rows ignored, which gives the shard's lse; with it: label_smoothing=1 and target
 whose loss is lse_r - S_r/V_r, so S_r = V_r·(lse_r - loss) comes from the same pass). The
 combine works on (M)-sized tensors in torch ops. The backward is torch ops over row chunks
 (four passes, see ``shard_grad``; an fp32 temporary of at most ``_CHUNK_ELEMS`` elements):
-``quack::cross_entropy_bwd`` does not fit, since a row whose target lies on another shard needs
-the softmax term without the one-hot term, and the kernel gives every counted row both (a
-target-offset option in the C++ backward would make this one pass; not done).
+``quack::cross_entropy_bwd``'s public arguments do not fit: a row whose target lies on another
+shard needs the softmax term without the one-hot term, and ε/V needs the global V, while the
+public call counts a row only for 0 <= t < V_r (x's columns) and divides ε by V_r. The row
+kernel itself already does the shard case: its class count is a parameter apart from the row
+length (``RowParams::iscalar[ce::kClasses]``, which linear + cross-entropy's vocabulary slices
+set to the whole V), so with the class count V and the targets shifted to (t - vocab_start) mod
+V (ignored rows to the ignore_index, out-of-range ones outside [0, V): linear + CE's
+``lce_shift_kernel``) one launch gives this gradient with the combined lse and a per-row dloss.
+What is missing is a ``num_classes`` field in ``quack::CrossEntropyBwdArgs`` (and the custom
+op's schema) that sets it; not done.
 """
 
 from typing import Callable, Optional, Tuple

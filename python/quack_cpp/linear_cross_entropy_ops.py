@@ -26,7 +26,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _C
+from . import _C, _dtensor
 from . import _registrar as _reg
 from ._registrar import (dtype_name, functional_context, graph_retained, register, route,
                          route_index, scalar_arg, stream, tensor_arg)
@@ -40,9 +40,11 @@ _F32 = torch.float32
 
 def _free_bytes(device: torch.device) -> int:
     """Bytes the next allocations can get on device: the driver's free memory plus torch's
-    cached, unallocated blocks; 0 (unknown) while a CUDA graph is being captured."""
-    if torch.cuda.is_current_stream_capturing():
-        return 0
+    cached, unallocated blocks; 0 (unknown) while a CUDA graph is being captured on device's
+    current stream (device need not be the current device: the query runs under its guard)."""
+    with torch.cuda.device(device):
+        if torch.cuda.is_current_stream_capturing():
+            return 0
     free, _ = torch.cuda.mem_get_info(device)
     return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
 
@@ -54,6 +56,7 @@ def _workspace(nbytes: int, like: Tensor):
 
 class LinearCrossEntropyFwd:
     name = "quack_cpp::linear_cross_entropy_fwd"
+    sharding = _dtensor.LINEAR_CROSS_ENTROPY_FWD  # DTensor placements (quack_cpp._dtensor)
     absent = (None, None, None, None, None)
     index_args = ("target",)
 
@@ -172,6 +175,7 @@ class LinearCrossEntropyFwd:
 
 class LinearCrossEntropyBwd:
     name = "quack_cpp::linear_cross_entropy_bwd"
+    sharding = _dtensor.LINEAR_CROSS_ENTROPY_BWD  # DTensor placements (quack_cpp._dtensor)
     absent = (None, None, None)
     index_args = ("target",)
 

@@ -18,7 +18,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from . import _C
+from . import _C, _dtensor
 from ._registrar import (CUSTOM, EAGER_GRAD, FLOAT_DTYPES, check_float, dtype_name,
                          from_rows, records_grad, register, route, rows_cols, stream, tensor_arg,
                          to_rows)
@@ -32,6 +32,7 @@ _QUEUE_MAX_K = 256  # kTopkQueueMaxK: larger k sorts each row in a workspace
 
 class TopkFwd:
     name = "quack_cpp::topk_fwd"
+    sharding = _dtensor.ROW  # DTensor placements (quack_cpp._dtensor)
     absent = (None, None, torch.float32)  # lse's placeholder is fp32
 
     def signature(
@@ -115,6 +116,7 @@ class TopkFwd:
 
 class TopkBwd:
     name = "quack_cpp::topk_bwd"
+    sharding = _dtensor.ROW  # DTensor placements (quack_cpp._dtensor)
 
     def signature(
         dvalues: Tensor,

@@ -153,22 +153,94 @@ def function_cases(dev, mesh):
     return res
 
 
-def refused_cases(dev, mesh):
-    """What DTensor still refuses: ops without a sharding rule (linear_cross_entropy_fwd):
-    {name: "ok" or the error's type and first line}."""
-    import quack_cpp.nn as qnn
-    from torch.distributed.tensor import Replicate, distribute_module, distribute_tensor
+def topk_cases(dev, mesh):
+    """quack_cpp.topk (softmax False, True, "pre") on row-sharded and Replicate DTensors (the
+    ROW rule of topk_fwd / topk_bwd): values, indices, dx and the placements."""
+    import quack_cpp
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
     res = {}
-    torch.manual_seed(0)
-    m = distribute_module(qnn.LinearCrossEntropy(D, 64).to(dev).to(torch.bfloat16), mesh)
-    x = distribute_tensor(torch.randn(ROWS, D).to(dev).to(torch.bfloat16), mesh, [Replicate()])
-    t = distribute_tensor(torch.randint(0, 64, (ROWS,)).to(dev), mesh, [Replicate()])
+    x = torch.randn(ROWS, D, generator=torch.Generator().manual_seed(13))
+    for sm in (False, True, "pre"):
+        for pl in (Shard(0), Replicate()):
+            key = f"topk softmax={sm} {pl}"
+            try:
+                xd = distribute_tensor(x.to(dev), mesh, [pl]).requires_grad_(True)
+                v, i = quack_cpp.topk(xd, 4, softmax=sm)
+                c = torch.linspace(-1, 1, ROWS * 4).reshape(ROWS, 4)
+                vf = v.full_tensor()
+                (vf * c.to(vf.device)).sum().backward()
+                xr = x.to(dev).clone().requires_grad_(True)
+                vr, ir = quack_cpp.topk(xr, 4, softmax=sm)
+                (vr * c.to(vr.device)).sum().backward()
+                res[key] = {"outcome": "ok",
+                            "got": {"y": _full(vf), "idx": i.full_tensor().cpu(),
+                                    "dx": _full(xd.grad)},
+                            "ref": {"y": _full(vr), "idx": ir.cpu(), "dx": _full(xr.grad)},
+                            "placements": [str(p) for p in v.placements + i.placements]}
+            except Exception as e:  # noqa: BLE001
+                res[key] = {"outcome": f"{type(e).__name__}: "
+                                       f"{str(e).splitlines()[0] if str(e) else ''}"}
+    return res
+
+
+def linear_cross_entropy_cases(dev, mesh):
+    """quack_cpp.linear_cross_entropy ('none', 'sum', 'mean') with x and target row-sharded or
+    Replicate and a Replicate weight (the rules of linear_cross_entropy_fwd / _bwd); and
+    nn.LinearCrossEntropy with Replicate DTensor parameters (``distribute_module``). Loss, dx,
+    dweight against the plain run; the loss's placements."""
+    import quack_cpp
+    import quack_cpp.nn as qnn
+    from torch.distributed.tensor import Replicate, Shard, distribute_module, distribute_tensor
+
+    res = {}
+    V, bf16 = 64, torch.bfloat16
+    g = torch.Generator().manual_seed(17)
+    x = torch.randn(ROWS, D, generator=g).to(bf16)
+    w = (torch.randn(V, D, generator=g) / 4).to(bf16)
+    t = torch.randint(0, V, (ROWS,), generator=g)
+    t[1] = -100  # an ignored token
+    for red in ("none", "sum", "mean"):
+        for pl in (Shard(0), Replicate()):
+            key = f"linear_cross_entropy {red} {pl}"
+            try:
+                xd = distribute_tensor(x.to(dev), mesh, [pl]).requires_grad_(True)
+                td = distribute_tensor(t.to(dev), mesh, [pl])
+                wd = distribute_tensor(w.to(dev), mesh, [Replicate()]).requires_grad_(True)
+                y = quack_cpp.linear_cross_entropy(xd, wd, td, reduction=red)
+                yf = y.full_tensor()
+                c = torch.linspace(0.5, 1.5, yf.numel()).reshape(yf.shape).to(yf.device)
+                (yf * c).sum().backward()
+                xr = x.to(dev).clone().requires_grad_(True)
+                wr = w.to(dev).clone().requires_grad_(True)
+                yr = quack_cpp.linear_cross_entropy(xr, wr, t.to(dev), reduction=red)
+                (yr * c).sum().backward()
+                res[key] = {"outcome": "ok",
+                            "got": {"y": _full(yf), "dx": _full(xd.grad), "dw": _full(wd.grad)},
+                            "ref": {"y": _full(yr), "dx": _full(xr.grad), "dw": _full(wr.grad)},
+                            "placements": [str(p) for p in y.placements]}
+            except Exception as e:  # noqa: BLE001
+                res[key] = {"outcome": f"{type(e).__name__}: "
+                                       f"{str(e).splitlines()[0] if str(e) else ''}"}
+    key = "LinearCrossEntropy module"
     try:
-        m(x, t)
-        res["LinearCrossEntropy"] = "ok"
+        torch.manual_seed(0)
+        m = distribute_module(qnn.LinearCrossEntropy(D, V).to(dev).to(bf16), mesh)
+        torch.manual_seed(0)
+        ref_m = qnn.LinearCrossEntropy(D, V).to(dev).to(bf16)
+        xd = distribute_tensor(x.to(dev), mesh, [Replicate()]).requires_grad_(True)
+        td = distribute_tensor(t.to(dev), mesh, [Replicate()])
+        y = m(xd, td)
+        y.full_tensor().backward()
+        xr = x.to(dev).clone().requires_grad_(True)
+        yr = ref_m(xr, t.to(dev))
+        yr.backward()
+        res[key] = {"outcome": "ok",
+                    "got": {"y": _full(y), "dx": _full(xd.grad), "dw": _full(m.weight.grad)},
+                    "ref": {"y": _full(yr), "dx": _full(xr.grad), "dw": _full(ref_m.weight.grad)},
+                    "placements": [str(p) for p in y.placements]}
     except Exception as e:  # noqa: BLE001
-        res["LinearCrossEntropy"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        res[key] = {"outcome": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
     return res
 
 
@@ -194,7 +266,7 @@ def main(rank, world, port, outdir, device):
         with ctx:
             mesh = init_device_mesh(device, (world,))
             out = {"tp": tp_cases(dev, mesh), "functions": function_cases(dev, mesh),
-                   "refused": refused_cases(dev, mesh)}
+                   "topk": topk_cases(dev, mesh), "lce": linear_cross_entropy_cases(dev, mesh)}
             out["counts"] = dict(counts)
             torch.save(out, os.path.join(outdir, f"dtensor_{rank}.pt"))
     finally:

@@ -1,8 +1,9 @@
 """The demo harness (demo/train_lm.py, demo/lm.py, demo/ours.py) on the CPU: the whole command
 with --cpu-smoke on a synthetic corpus (five runs of a 2-layer model, torch stand-ins for our
-ops, torch.compile through aot_eager), the detection and probes of our ops (fallbacks, a
+ops, torch.compile through aot_eager), --cpu-smoke --gpus 2 (FSDP2 over 2 gloo
+processes) against the single-process run, the detection and probes of our ops (fallbacks, a
 concatenated gate/up layout, a wrong kernel), the gate/up interleave, and the one-line exits
-without a GPU and for --gpus 2. Needs torch and numpy (skips without them); no GPU."""
+without a GPU and for --gpus 2 without 2 GPUs. Needs torch and numpy (skips without them); no GPU."""
 
 import contextlib
 import io
@@ -70,10 +71,48 @@ def test_cpu_smoke_all_runs(corpus, tmp_path):
     assert "== train_lm: results ==" in out
 
 
-def test_gpus_2_is_reserved(corpus):
+def test_gpus_2_refused_without_2_gpus(corpus):
+    if torch.cuda.is_available() and torch.cuda.device_count() >= 2:
+        pytest.skip("2 GPUs are present")
     code, out = run_main(["--gpus", "2", "--data", corpus])
     assert code == 2
-    assert "issue 22" in out and out.count("\n") == 1
+    assert "--gpus 2 needs 2 CUDA GPUs" in out and out.count("\n") == 1
+
+
+def test_gpus_2_refuses_compiled_runs(corpus):
+    code, out = run_main(["--gpus", "2", "--runs", "a,b,d", "--data", corpus])
+    assert code == 2
+    assert "drop b,d from --runs" in out and out.count("\n") == 1
+
+
+def test_cpu_smoke_gpus_2_matches_one_process(corpus, tmp_path):
+    """--cpu-smoke --gpus 2: FSDP2 over 2 gloo processes (demo/multi_gpu.py) trains runs (a)
+    and (c) on the single-process run's batches (each rank half of every step's sequences):
+    the same initial weights, per-step losses and validation loss as the single-process run
+    up to summation order."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    code, out = run_main(["--cpu-smoke", "--runs", "a,c", "--steps", "2", "--data", corpus,
+                          "--out", str(one)])
+    assert code == 0, out
+    code, out = run_main(["--cpu-smoke", "--gpus", "2", "--steps", "2", "--data", corpus,
+                          "--out", str(two)])
+    assert code == 0, out
+    ref = json.loads((one / "train_lm.json").read_text())["runs"]
+    rec = json.loads((two / "train_lm_gpus2.json").read_text())
+    assert rec["config"]["gpus"] == 2 and rec["env"]["backend"] == "gloo"
+    assert rec["env"]["nvls_off"] == {"NCCL_NVLS_ENABLE": "0",
+                                      "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                                      "NVSHMEM_DISABLE_NVLS": "1"}
+    assert rec["env"]["ours_used"] == ["rmsnorm", "linear", "mlp", "lce"]
+    assert list(rec["runs"]) == ["a", "c"]
+    for k in "ac":
+        got, want = rec["runs"][k], ref[k]
+        assert got["init_checksum"] == want["init_checksum"], k
+        assert len(got["losses"]) == 2
+        for g, w in zip(got["losses"], want["losses"]):
+            assert abs(g - w) <= 1e-4 * abs(w), (k, got["losses"], want["losses"])
+        assert abs(got["val_loss"] - want["val_loss"]) <= 1e-4 * abs(want["val_loss"]), k
+    assert rec["summary"]["parity_pass"] is True
 
 
 def test_no_gpu_one_line(corpus):

@@ -24,8 +24,9 @@ Processes (torch.multiprocessing spawn, fsdp_worker.main):
   TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1 in every process).
 
 test_dtensor_parameters_outside_fsdp2 and test_dtensor_tensor_parallel: DTensors outside FSDP2
-(``distribute_module``, tensor-parallel plans; dtensor_worker.py) on the ops' DTensor sharding
-rules (quack_cpp._dtensor); linear_cross_entropy, which has none, stays refused (pinned).
+(``distribute_module``, tensor-parallel plans, hand-placed DTensors; dtensor_worker.py) on the
+ops' DTensor sharding rules (quack_cpp._dtensor), top-k and linear cross-entropy included;
+test_sharding_strategies: the rules' strategy lists in one process (no process group).
 
 Skips without torch, torch.distributed (or its FSDP2), quack_cpp, or a device.
 """
@@ -204,7 +205,8 @@ def test_dtensor_parameters_outside_fsdp2(tmp_path):
 # The ops the tensor-parallel cases must have run (CPU stand-ins): the kernels, not torch.
 OPS_TP = {"gemm", "gemm_gated", "gemm_dgated", "gemm_act", "gemm_dact", "rmsnorm_fwd",
           "rmsnorm_bwd", "layernorm_fwd", "layernorm_bwd", "softmax_fwd", "softmax_bwd",
-          "log_softmax_fwd", "log_softmax_bwd", "cross_entropy_fwd", "cross_entropy_bwd"}
+          "log_softmax_fwd", "log_softmax_bwd", "cross_entropy_fwd", "cross_entropy_bwd",
+          "topk_fwd", "topk_bwd", "linear_cross_entropy_fwd", "linear_cross_entropy_bwd"}
 
 
 def test_dtensor_tensor_parallel(tmp_path):
@@ -214,8 +216,11 @@ def test_dtensor_tensor_parallel(tmp_path):
     norm -> column -> row-parallel block (Megatron sequence parallelism); softmax, log_softmax
     and cross_entropy ('none', 'sum', 'mean') on row-sharded and Replicate DTensors. Each
     against the unsharded run on the same rank: outputs, input and parameter gradients (bf16:
-    a norm-wise bound; fp32 functions: allclose). Pinned: linear_cross_entropy has no rule and
-    DTensor still refuses it (vocabulary-sharded heads: quack_cpp.distributed)."""
+    a norm-wise bound; fp32 functions: allclose). topk (softmax False / True / "pre") on
+    row-sharded and Replicate x: values, indices, dx. linear_cross_entropy ('none', 'sum',
+    'mean') with row-sharded or Replicate x and target and a Replicate weight, and
+    nn.LinearCrossEntropy with Replicate DTensor parameters: loss, dx, dweight. Placements: rows
+    stay sharded where the rule allows ('sum': Partial), 'mean' comes back Replicate."""
     import dtensor_worker as w
 
     device = _device_for(2)
@@ -247,12 +252,31 @@ def test_dtensor_tensor_parallel(tmp_path):
                 want = "P(sum)"
             assert case["placements"] == [want], (name, case["placements"])
             checked += 1
-        assert "quack_cpp.linear_cross_entropy_fwd" in res["refused"]["LinearCrossEntropy"]
-        assert "sharding strategy" in res["refused"]["LinearCrossEntropy"]
+        assert len(res["topk"]) == 6
+        for name, case in res["topk"].items():
+            assert case["outcome"] == "ok", (name, case["outcome"])
+            assert torch.equal(case["got"]["idx"], case["ref"]["idx"]), name
+            for k in ("y", "dx"):
+                torch.testing.assert_close(case["got"][k], case["ref"][k], rtol=1e-5, atol=1e-6)
+            want = "S(0)" if name.endswith("S(0)") else "R"
+            assert case["placements"] == [want, want], (name, case["placements"])
+            checked += 1
+        assert len(res["lce"]) == 7
+        for name, case in res["lce"].items():
+            assert case["outcome"] == "ok", (name, case["outcome"])
+            torch.testing.assert_close(case["got"]["y"], case["ref"]["y"], rtol=1e-4, atol=1e-5)
+            assert torch.isfinite(case["ref"]["y"]).all(), name
+            for k in ("dx", "dw"):
+                _close_scaled(case["got"][k], case["ref"][k], 2e-2)
+            want = "R"
+            if name.endswith("S(0)"):
+                want = {"none": "S(0)", "sum": "P(sum)", "mean": "R"}[name.split(" ")[1]]
+            assert case["placements"] == [want], (name, case["placements"])
+            checked += 1
         if device == "cpu":
             missing = OPS_TP - set(res["counts"])
             assert not missing, f"kernels not called: {sorted(missing)}"
-    assert checked == 2 * 17
+    assert checked == 2 * (17 + 6 + 7)
 
 
 def test_a_refused_rule_warns_and_leaves_dtensor_importable(monkeypatch):
@@ -274,3 +298,63 @@ def test_a_refused_rule_warns_and_leaves_dtensor_importable(monkeypatch):
         _dtensor._activate()
     assert _dtensor._failed == {"quack_cpp::not_an_op": "AttributeError: no such internal"}
     assert _dtensor._pending == []
+
+
+def test_sharding_strategies():
+    """The rules of topk and linear cross-entropy, in one process (no process group): the
+    strategy lists register_sharding gets for given argument specs, and the ops registered
+    with DTensor once torch.distributed.tensor is imported."""
+    import torch.distributed.tensor  # noqa: F401 (activates the pending rules)
+    import quack_cpp.linear_cross_entropy_ops  # noqa: F401
+    import quack_cpp.topk_ops  # noqa: F401
+    from quack_cpp import _dtensor
+    from torch.distributed.tensor import Partial, Replicate, Shard
+
+    R, P, S0 = Replicate(), Partial(), Shard(0)
+
+    class Mesh:
+        def size(self):
+            return 2
+
+    class Spec:  # what register_sharding hands a strategy function for a tensor
+        def __init__(self, *shape):
+            self.shape, self.placements, self.mesh = torch.Size(shape), (R,), Mesh()
+
+    assert {"quack_cpp::topk_fwd", "quack_cpp::topk_bwd", "quack_cpp::linear_cross_entropy_fwd",
+            "quack_cpp::linear_cross_entropy_bwd"} <= set(_dtensor.registered())
+    assert quack_cpp.topk_ops.topk_fwd.sharding == quack_cpp.topk_ops.topk_bwd.sharding == \
+        _dtensor.ROW
+
+    # topk_fwd(x, k, largest, softmax, index_dtype, values_dtype, store_lse): rows.
+    fn = _dtensor._strategy_fn(_dtensor.ROW, 3)
+    got = fn(Spec(8, 16), 4, True, 2, torch.int64, f32, True)
+    tail = [None] * 6
+    assert got == [([R] * 3, [R] + tail), ([S0] * 3, [S0] + tail)]
+    # topk_bwd(dvalues, indices, values, x, lse, N, dx_dtype, softmax).
+    fn = _dtensor._strategy_fn(_dtensor.ROW, 1)
+    got = fn(Spec(8, 4), Spec(8, 4), None, Spec(8, 16), Spec(8), 16, f32, 2)
+    assert got == [([R], [R, R, None, R, R, None, None, None]),
+                   ([S0], [S0, S0, None, S0, S0, None, None, None])]
+
+    # linear_cross_entropy_fwd(x, weight, bias, target, ignore_index, reduction, ...).
+    fwd = _dtensor._strategy_fn(_dtensor.LINEAR_CROSS_ENTROPY_FWD, 5)
+    opts = (0.0, 0.0, 0.0, True, True, True, False, 0, False)
+    x, w, b, t = Spec(8, 16), Spec(64, 16), Spec(64), Spec(8)
+    for red, loss in (("none", S0), ("sum", P)):
+        got = fwd(x, w, b, t, -100, red, *opts)
+        assert got == [([R] * 5, [R, R, R, R, None, None] + [None] * 9),
+                       ([loss, S0, S0, P, P], [S0, R, R, S0, None, None] + [None] * 9)], red
+    got = fwd(x, w, None, t, -100, "sum", *opts)  # no bias: its slot is not a tensor
+    assert got[1][1][:4] == [S0, R, None, S0]
+    got = fwd(x, w, b, t, -100, "mean", *opts)  # the denominator spans every rank's rows
+    assert got == [([R] * 5, [R, R, R, R] + [None] * 11)]
+
+    # linear_cross_entropy_bwd(x, weight, bias, target, lse, dloss, ...): dloss per token
+    # (T,) follows the rows, a 0-d dloss is Replicate.
+    bwd = _dtensor._strategy_fn(_dtensor.LINEAR_CROSS_ENTROPY_BWD, 3)
+    opts = (-100, 0.0, 0.0, 0.0, True, True, True, False)
+    got = bwd(x, w, b, t, Spec(8), Spec(8), *opts)
+    assert got == [([R] * 3, [R] * 6 + [None] * 8),
+                   ([S0, P, P], [S0, R, R, S0, S0, S0] + [None] * 8)]
+    got = bwd(x, w, b, t, Spec(8), Spec(), *opts)
+    assert got[1] == ([S0, P, P], [S0, R, R, S0, S0, R] + [None] * 8)
