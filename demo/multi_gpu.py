@@ -38,7 +38,7 @@ import time
 
 from train_lm import (EXIT_ENV, EXIT_FAIL, EXIT_NO_QUACK, EXIT_PROBE, FINAL_WINDOW, RUNS,
                       TIMING_WARMUP, DemoExit, batch_starts, free_memory, import_quack,
-                      load_data, lr_at, print_summary, print_table, summarize)
+                      load_data, lr_at, print_summary, print_table, summarize, val_loss)
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
             "NVSHMEM_DISABLE_NVLS": "1"}
@@ -293,17 +293,7 @@ def fsdp_run(label, parts, seed, cfg, steps, train, val, device, rank, world):
 
     # Validation: every rank runs the same sequences (FSDP2's collectives need the same
     # forwards on every rank), so every rank gets the whole split's loss.
-    nseq = (val.numel() - 1) // T
-    if cfg.get("val_seqs"):
-        nseq = min(nseq, cfg["val_seqs"])
-    vl, vn = 0.0, 0
-    with torch.no_grad(), torch.autocast(**ac):
-        for i in range(0, nseq, cfg["batch"]):
-            idx = torch.arange(i, min(nseq, i + cfg["batch"]), device=device)[:, None] * T
-            chunk = val[idx + offs]
-            n = chunk[:, 1:].numel()
-            vl += float(model(chunk[:, :-1], chunk[:, 1:])) * n
-            vn += n
+    vl, vn = val_loss(model, val, T, offs, cfg, ac, device)
 
     timed = times[TIMING_WARMUP:] if len(times) > TIMING_WARMUP else times
     med = statistics.median(timed)

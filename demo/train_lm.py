@@ -288,6 +288,25 @@ def free_memory():
         torch.cuda.reset_peak_memory_stats()
 
 
+def val_loss(model, val, T, offs, cfg, ac, device):
+    """(summed loss, tokens) of the model over the val split's non-overlapping sequences of T
+    + 1 tokens (at most cfg["val_seqs"] of them), cfg["batch"] sequences a forward."""
+    import torch
+
+    nseq = (val.numel() - 1) // T
+    if cfg.get("val_seqs"):
+        nseq = min(nseq, cfg["val_seqs"])
+    vl, vn = 0.0, 0
+    with torch.no_grad(), torch.autocast(**ac):
+        for i in range(0, nseq, cfg["batch"]):
+            idx = torch.arange(i, min(nseq, i + cfg["batch"]), device=device)[:, None] * T
+            chunk = val[idx + offs]
+            n = chunk[:, 1:].numel()
+            vl += float(model(chunk[:, :-1], chunk[:, 1:])) * n
+            vn += n
+    return vl, vn
+
+
 def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args, after=None):
     import torch
     from lm import LM, checksum, init_weights
@@ -380,19 +399,9 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
         times, peak, peak_reserved = host_ms, None, None
     train_s = time.perf_counter() - t0
 
-    # Validation loss over the whole val split (non-overlapping sequences), on the eager model
-    # (same weights; no recompiles for the no-grad graph or the last, short batch).
-    nseq = (val.numel() - 1) // T
-    if cfg.get("val_seqs"):
-        nseq = min(nseq, cfg["val_seqs"])
-    vl, vn = 0.0, 0
-    with torch.no_grad(), torch.autocast(**ac):
-        for i in range(0, nseq, cfg["batch"]):
-            idx = torch.arange(i, min(nseq, i + cfg["batch"]), device=device)[:, None] * T
-            chunk = val[idx + offs]
-            n = chunk[:, 1:].numel()
-            vl += float(model(chunk[:, :-1], chunk[:, 1:])) * n
-            vn += n
+    # Validation loss over the whole val split, on the eager model (same weights; no recompiles
+    # for the no-grad graph or the last, short batch).
+    vl, vn = val_loss(model, val, T, offs, cfg, ac, device)
 
     losses = losses.tolist()
     timed = times[TIMING_WARMUP:] if len(times) > TIMING_WARMUP else times
