@@ -145,6 +145,64 @@ constexpr const char* kDActDoc =
     "in)); preact, dpreact, postact: (M, N) or (L, M, N), row-major, bf16. postact None: not\n"
     "stored. activation, tile_counter and workspace as gemm_act (gemm_dact_workspace_size).\n";
 
+// gemm_dact and gemm_dgated take the same arguments (a, b, preact, dpreact, postact,
+// activation): their three entry points (can_implement, workspace_size, the launch) come from
+// one definition. `problem`: the op's formula and shapes; `what`, `empty`: the launch's lines.
+template <class Args>
+void def_grad_op(nb::module_& m, const std::string& op, const char* default_act,
+                 Args (*make)(const OptTensor&, const OptTensor&, const OptTensor&, const OptTensor&,
+                              const OptTensor&, const std::string&, bool, uintptr_t),
+                 void (*launch)(const Args&, cudaStream_t), const char* problem, const char* what,
+                 const char* empty) {
+  m.def(
+      (op + "_can_implement").c_str(),
+      [make](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
+             const OptTensor& postact, const std::string& activation) {
+        Args g = make(a, b, preact, dpreact, postact, activation, false, 0);
+        nb::gil_scoped_release release;
+        quack::can_implement(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
+      nb::arg("activation") = default_act,
+      ("Validates " + op + " arguments (quack::can_implement) without any CUDA call;\n"
+       "returns None or raises ValueError whose message starts with '" + op + ": '. The\n"
+       "problem:\n" + problem + kTensorDoc)
+          .c_str());
+
+  m.def(
+      (op + "_workspace_size").c_str(),
+      [make](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
+             const OptTensor& postact, const std::string& activation) {
+        Args g = make(a, b, preact, dpreact, postact, activation, false, 0);
+        nb::gil_scoped_release release;
+        return quack::gemm_workspace_size(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
+      nb::arg("activation") = default_act,
+      ("Bytes of workspace " + op + " needs for these arguments (quack::gemm_workspace_size): the\n"
+       "padded copies of a and b where TMA cannot address them, 0 otherwise. Validates like\n" +
+       op + "_can_implement (ValueError).")
+          .c_str());
+
+  m.def(
+      op.c_str(),
+      [make, launch](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
+                     const OptTensor& postact, const std::string& activation, uintptr_t stream, bool tuned,
+                     uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes) {
+        Args g = make(a, b, preact, dpreact, postact, activation, tuned, tile_counter);
+        g.workspace = reinterpret_cast<void*>(workspace);
+        g.workspace_bytes = workspace_bytes;
+        nb::gil_scoped_release release;
+        launch(g, to_stream(stream));
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
+      nb::arg("activation") = default_act, nb::arg("stream") = 0, nb::arg("tuned") = false,
+      nb::arg("tile_counter") = 0, nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
+      (std::string(what) + problem + empty + kTensorDoc +
+       "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
+          .c_str());
+}
+
 }  // namespace
 
 void bind_gemm_act(nb::module_& m) {
@@ -206,55 +264,12 @@ void bind_gemm_act(nb::module_& m) {
        kTensorDoc + "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
           .c_str());
 
-  m.def(
-      "gemm_dact_can_implement",
-      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
-         const OptTensor& postact, const std::string& activation) {
-        quack::GemmDActArgs g = dact_args(a, b, preact, dpreact, postact, activation, false, 0);
-        nb::gil_scoped_release release;
-        quack::can_implement(g);
-      },
-      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
-      nb::arg("activation") = "identity",
-      (std::string("Validates gemm_dact arguments (quack::can_implement) without any CUDA call;\n"
-                   "returns None or raises ValueError whose message starts with 'gemm_dact: '. The\n"
-                   "problem:\n") +
-       kDActDoc + kTensorDoc)
-          .c_str());
+  def_grad_op<quack::GemmDActArgs>(
+      m, "gemm_dact", "identity", dact_args, quack::gemm_dact, kDActDoc,
+      "Activation gradient fused into a GEMM (quack::gemm_dact), written into dpreact\n"
+      "and postact (when given) on the given stream:\n",
+      "M = 0, N = 0 or L = 0: nothing launched. K = 0: dpreact = 0, postact = act(preact).\n");
 
-  m.def(
-      "gemm_dact_workspace_size",
-      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
-         const OptTensor& postact, const std::string& activation) {
-        quack::GemmDActArgs g = dact_args(a, b, preact, dpreact, postact, activation, false, 0);
-        nb::gil_scoped_release release;
-        return quack::gemm_workspace_size(g);
-      },
-      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
-      nb::arg("activation") = "identity",
-      "Bytes of workspace gemm_dact needs for these arguments (quack::gemm_workspace_size): the\n"
-      "padded copies of a and b where TMA cannot address them, 0 otherwise. Validates like\n"
-      "gemm_dact_can_implement (ValueError).");
-
-  m.def(
-      "gemm_dact",
-      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
-         const OptTensor& postact, const std::string& activation, uintptr_t stream, bool tuned,
-         uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes) {
-        quack::GemmDActArgs g = dact_args(a, b, preact, dpreact, postact, activation, tuned, tile_counter);
-        g.workspace = reinterpret_cast<void*>(workspace);
-        g.workspace_bytes = workspace_bytes;
-        nb::gil_scoped_release release;
-        quack::gemm_dact(g, to_stream(stream));
-      },
-      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
-      nb::arg("activation") = "identity", nb::arg("stream") = 0, nb::arg("tuned") = false,
-      nb::arg("tile_counter") = 0, nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
-      (std::string("Activation gradient fused into a GEMM (quack::gemm_dact), written into dpreact\n"
-                   "and postact (when given) on the given stream:\n") +
-       kDActDoc + "M = 0, N = 0 or L = 0: nothing launched. K = 0: dpreact = 0, postact = act(preact).\n" +
-       kTensorDoc + "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
-          .c_str());
   m.def(
       "gemm_gated_can_implement",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
@@ -317,53 +332,9 @@ void bind_gemm_act(nb::module_& m) {
        "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
           .c_str());
 
-  m.def(
-      "gemm_dgated_can_implement",
-      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
-         const OptTensor& postact, const std::string& activation) {
-        quack::GemmDGatedArgs g = dgated_args(a, b, preact, dpreact, postact, activation, false, 0);
-        nb::gil_scoped_release release;
-        quack::can_implement(g);
-      },
-      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
-      nb::arg("activation") = "swiglu",
-      (std::string("Validates gemm_dgated arguments (quack::can_implement) without any CUDA call;\n"
-                   "returns None or raises ValueError whose message starts with 'gemm_dgated: '. The\n"
-                   "problem:\n") +
-       kDGatedDoc + kTensorDoc)
-          .c_str());
-
-  m.def(
-      "gemm_dgated_workspace_size",
-      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
-         const OptTensor& postact, const std::string& activation) {
-        quack::GemmDGatedArgs g = dgated_args(a, b, preact, dpreact, postact, activation, false, 0);
-        nb::gil_scoped_release release;
-        return quack::gemm_workspace_size(g);
-      },
-      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
-      nb::arg("activation") = "swiglu",
-      "Bytes of workspace gemm_dgated needs for these arguments (quack::gemm_workspace_size): the\n"
-      "padded copies of a and b where TMA cannot address them, 0 otherwise. Validates like\n"
-      "gemm_dgated_can_implement (ValueError).");
-
-  m.def(
-      "gemm_dgated",
-      [](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
-         const OptTensor& postact, const std::string& activation, uintptr_t stream, bool tuned,
-         uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes) {
-        quack::GemmDGatedArgs g = dgated_args(a, b, preact, dpreact, postact, activation, tuned, tile_counter);
-        g.workspace = reinterpret_cast<void*>(workspace);
-        g.workspace_bytes = workspace_bytes;
-        nb::gil_scoped_release release;
-        quack::gemm_dgated(g, to_stream(stream));
-      },
-      nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
-      nb::arg("activation") = "swiglu", nb::arg("stream") = 0, nb::arg("tuned") = false,
-      nb::arg("tile_counter") = 0, nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
-      (std::string("The gated activation's gradient fused into a GEMM (quack::gemm_dgated), written\n"
-                   "into dpreact and postact (when given) on the given stream:\n") +
-       kDGatedDoc + "M = 0, H = 0 or L = 0: nothing launched. K = 0: dpreact = 0, postact = glu(preact).\n" +
-       kTensorDoc + "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
-          .c_str());
+  def_grad_op<quack::GemmDGatedArgs>(
+      m, "gemm_dgated", "swiglu", dgated_args, quack::gemm_dgated, kDGatedDoc,
+      "The gated activation's gradient fused into a GEMM (quack::gemm_dgated), written\n"
+      "into dpreact and postact (when given) on the given stream:\n",
+      "M = 0, H = 0 or L = 0: nothing launched. K = 0: dpreact = 0, postact = glu(preact).\n");
 }
