@@ -298,6 +298,8 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
 // input dtype). `note`: appended to the message (how an absent tensor's dtype was taken).
 void check_compiled_dtypes(const ArgCheck& chk, const GemmProblem& p, const char* d_name, const char* c_name,
                            const char* d1_name, const std::string& note = "") {
+  for (const Instance& i : kGemmInstances)
+    if (dtypes_match(i, p)) return;  // the common case: no strings built
   std::vector<std::string> combos;
   std::string abs;
   bool ab_found = false;
@@ -316,7 +318,6 @@ void check_compiled_dtypes(const ArgCheck& chk, const GemmProblem& p, const char
     if (abs.find(ab) == std::string::npos) abs += (abs.empty() ? "" : " or ") + ab;
     if (i.ab != p.ab_dtype) continue;
     ab_found = true;
-    if (dtypes_match(i, p)) return;
     if (c_name == nullptr && i.c != i.d) continue;  // an instance for a C of another dtype, and C is not read
     const std::string t = tuple(i.d, i.c, i.d1);
     if (std::find(combos.begin(), combos.end(), t) == combos.end()) combos.push_back(t);
