@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -394,6 +395,8 @@ struct DtypeParam {
   bool dact;  // gemm_dact compiled for these dtypes
   const char* name;
 };
+
+std::ostream& operator<<(std::ostream& os, const DtypeParam& p) { return os << p.name; }
 
 class GemmActDtypes : public GpuTest, public ::testing::WithParamInterface<DtypeParam> {};
 

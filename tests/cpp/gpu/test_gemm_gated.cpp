@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -460,6 +461,8 @@ struct GatedDtypeParam {
   bool more;  // concat_layout and gemm_dgated compiled for these dtypes
   const char* name;
 };
+
+std::ostream& operator<<(std::ostream& os, const GatedDtypeParam& p) { return os << p.name; }
 
 class GemmGatedDtypes : public GpuTest, public ::testing::WithParamInterface<GatedDtypeParam> {};
 
