@@ -340,8 +340,8 @@ void check_compiled_dtypes(const ArgCheck& chk, const GemmProblem& p, const char
   std::string expected;
   for (size_t k = 0; k < combos.size(); ++k)
     expected += std::string(k == 0 ? "" : k + 1 == combos.size() ? " or " : ", ") + combos[k];
-  chk.fail(got + (fields.size() > 1 ? " are" : " is") + " not compiled for " + dtype_name(p.ab_dtype) + " inputs (no kernel instance), expected " +
-           names + " = " + expected + note);
+  chk.fail(got + (fields.size() > 1 ? " are" : " is") + " not compiled for " + dtype_name(p.ab_dtype) +
+           " inputs (no kernel instance), expected " + names + " = " + expected + note);
 }
 
 // Tile choice (at launch; can_implement makes no CUDA call), among the instances of the same
