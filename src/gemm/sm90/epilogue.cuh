@@ -109,8 +109,8 @@ struct CollectiveEpilogue {
   // Output 1's columns per output 0's (2 for a gated visitor: postact has N / 2 columns) and its
   // subtile width (epilogue_gated.cuh).
   static constexpr int kD1Div = D1ColsDiv<Op>::value;
-  static_assert(kD1Div == 1 || (kD1Div == 2 && kOutputs == 2 && sizeof(ElementD1) == 2),
-                "a half-width output 1 is 16-bit");
+  static_assert(kD1Div == 1 || (kD1Div == 2 && kOutputs == 2 && (sizeof(ElementD1) == 2 || sizeof(ElementD1) == 4)),
+                "a half-width output 1 is 16-bit or fp32");
   static constexpr int EpiN1 = EpiN / kD1Div;
   using EpiTile1 = Shape<Int<EpiM>, Int<EpiN1>>;
 

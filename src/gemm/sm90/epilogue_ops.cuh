@@ -29,8 +29,9 @@
 // The visitors: LinearCombination (gemm), LinCombBias (gemm with a bias), ActEpilogue
 // (gemm_act, bias included), DActEpilogue (gemm_dact), GatedEpilogue (gemm_gated: values i and
 // i + 1, i even, of a thread are columns 2j and 2j + 1 of one row, so gate and up sit in one
-// thread), DGatedEpilogue (gemm_dgated: C and output 0 are 32-bit words holding a (gate, up)
-// pair of bf16 values, QuACK's packed_cd_b16x2; the epilogue moves them as fp32 bit patterns).
+// thread), DGatedEpilogue<T16> (gemm_dgated: C and output 0 are 32-bit words holding a (gate,
+// up) pair of 16-bit values of A's dtype, QuACK's packed_cd_b16x2; the epilogue moves them as
+// fp32 bit patterns).
 // A bias (BiasVec) is read from global memory at coord.row(i) / coord.col(i).
 //
 // Where a later epilogue fits without a new kernel: a column sum of an output (a bias gradient):
@@ -42,6 +43,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cutlass/array.h>
+#include <cutlass/numeric_types.h>
 #include <cute/config.hpp>
 
 #include <cstdint>
@@ -377,23 +379,41 @@ struct GatedEpilogue {
   }
 };
 
-/// A 32-bit word of two bf16 values (the lower address, the gate, in the low half) <-> two floats.
-CUTE_DEVICE void unpack_bf16_pair(float w, float& lo, float& hi) {
+/// A 32-bit word of two 16-bit values of type T16 (cutlass::bfloat16_t or cutlass::half_t; the
+/// lower address, the gate, in the low half) <-> two floats.
+template <class T16>
+CUTE_DEVICE void unpack_pair16(float w, float& lo, float& hi) {
   uint32_t const bits = __float_as_uint(w);
-  lo = __uint_as_float(bits << 16);
-  hi = __uint_as_float(bits & 0xFFFF0000u);
+  if constexpr (std::is_same_v<T16, cutlass::half_t>) {
+    lo = __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xFFFFu)));
+    hi = __half2float(__ushort_as_half(static_cast<unsigned short>(bits >> 16)));
+  } else {
+    static_assert(std::is_same_v<T16, cutlass::bfloat16_t>, "bf16 or fp16 pairs");
+    lo = __uint_as_float(bits << 16);
+    hi = __uint_as_float(bits & 0xFFFF0000u);
+  }
 }
-CUTE_DEVICE float pack_bf16_pair(float lo, float hi) {
-  uint32_t const l = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
-  uint32_t const h = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+template <class T16>
+CUTE_DEVICE float pack_pair16(float lo, float hi) {
+  uint32_t l, h;
+  if constexpr (std::is_same_v<T16, cutlass::half_t>) {
+    l = __half_as_ushort(__float2half_rn(lo));
+    h = __half_as_ushort(__float2half_rn(hi));
+  } else {
+    static_assert(std::is_same_v<T16, cutlass::bfloat16_t>, "bf16 or fp16 pairs");
+    l = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+    h = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+  }
   return __uint_as_float(l | (h << 16));
 }
 
 /// gemm_dgated: acc = dpostact (e.g. dout · W2), c = the preact pair (gate, up) packed in one
-/// 32-bit word per value (bf16 halves); out[0] = the packed pair (dgate, dup) = acc ·
-/// ∂glu/∂(gate, up), each rounded once to bf16; out[1] = postact = glu(gate, up), recomputed
-/// (QuACK's gemm_dgated, packed_cd_b16x2). C and output 0 travel as fp32 bit patterns (the
-/// instance's ElementC and ElementD are float: copies, never arithmetic, so every bit survives).
+/// 32-bit word per value (two T16 halves: A's dtype, bf16 or fp16); out[0] = the packed pair
+/// (dgate, dup) = acc · ∂glu/∂(gate, up), each rounded once to T16; out[1] = postact = glu(gate,
+/// up), recomputed (QuACK's gemm_dgated, packed_cd_b16x2). C and output 0 travel as fp32 bit
+/// patterns (the instance's ElementC and ElementD are float: copies, never arithmetic, so every
+/// bit survives).
+template <class T16>
 struct DGatedEpilogue {
   static constexpr int kOutputs = 2;
   static constexpr bool kNeedsC = true;
@@ -413,9 +433,9 @@ struct DGatedEpilogue {
     CUTE_UNROLL                                                                 \
     for (int i = 0; i < N; ++i) {                                               \
       float g, u, dg, du;                                                       \
-      unpack_bf16_pair((*c)[i], g, u);                                          \
+      unpack_pair16<T16>((*c)[i], g, u);                                        \
       gated_bwd(A, g, u, acc[i], dg, du, out[1][i]);                            \
-      out[0][i] = pack_bf16_pair(dg, du);                                       \
+      out[0][i] = pack_pair16<T16>(dg, du);                                     \
     }                                                                           \
     break;                                                                      \
   }
