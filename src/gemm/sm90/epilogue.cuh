@@ -289,23 +289,21 @@ struct CollectiveEpilogue {
     return v;
   }
 
-  // Per consumer thread: its group's buffers, the visitor (device scalars read once per CTA) and
-  // the running buffer stage and C barrier phase.
+  // Per consumer thread: its group's buffers and the count of subtiles the group has stored
+  // (modulo 2·EpiStagesD), which gives the buffer stage (sub % EpiStagesD) and the C barrier's
+  // phase (sub % 2: every subtile stored loads C once, or none does). The visitor and whether C
+  // is read are taken from the parameters at each tile (store_tile), not held across the
+  // mainloop: beside the 192 accumulators of the 128x192 pingpong tile every register live
+  // across the mainloop counts (two more spilled there).
   TensorStorage& ts;
   BarrierStorage& bs;
   int grp, etid;
-  Op op;
-  bool load_c;
-  uint32_t c_phase = 0;
-  int d_stage = 0;
+  int sub = 0;
+  static constexpr int kSubPeriod = 2 * EpiStagesD;
 
   template <class P>
-  CUTE_DEVICE CollectiveEpilogue(P const& p, TensorStorage& ts_, BarrierStorage& bs_, int grp_, int etid_)
-      : ts(ts_), bs(bs_), grp(grp_), etid(etid_), op(p.op) {
-    // Device scalars are read once per CTA; a device beta of 0 means C is not read.
-    op.load_scalars(p.alpha_dev, p.beta_dev);
-    load_c = p.load_c && op.reads_c();
-  }
+  CUTE_DEVICE CollectiveEpilogue(P const&, TensorStorage& ts_, BarrierStorage& bs_, int grp_, int etid_)
+      : ts(ts_), bs(bs_), grp(grp_), etid(etid_) {}
 
   /// The epilogue of output tile (m_blk, n_blk) of batch l from the accumulator `acc`
   /// ((MMA,MMA_M,MMA_N) fp32: BN / EpiN subtiles' fragments along its first mode, one per EpiM rows).
@@ -314,6 +312,10 @@ struct CollectiveEpilogue {
     static_assert(decltype(size<0>(acc))::value == kFrg * (Tile::BN / EpiN) &&
                       decltype(size<1>(acc))::value == Tile::BM / EpiM && decltype(size<2>(acc))::value == 1,
                   "the accumulator holds BN / EpiN subtiles' fragments along its first mode, one per EpiM rows");
+    // The visitor with its device scalars (read at each tile; a device beta of 0 means C is not read).
+    Op op = p.op;
+    op.load_scalars(p.alpha_dev, p.beta_dev);
+    bool const load_c = p.load_c && op.reads_c();
     ElementC* c_smem;
     if constexpr (kReuseSmemC)
       c_smem = reinterpret_cast<ElementC*>(ts.D[grp].begin());  // same layout, same width
@@ -342,22 +344,28 @@ struct CollectiveEpilogue {
       for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n) {
         int const n0 = n_blk * Tile::BN + epi_n * EpiN;  // first column of the subtile
         if (n0 >= N || m0 >= M) continue;  // wholly outside the output: nothing to load or store (group-uniform)
+        int const d_stage = sub % EpiStagesD;
+        uint32_t const c_phase = uint32_t(sub % 2);
         int const c_stage = kReuseSmemC ? d_stage : 0;
         cutlass::Array<float, kFrg> x;  // this subtile's accumulator values (fragment order)
         CUTE_UNROLL
         for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
         cutlass::Array<float, kFrg> out[kOutputs];
         SubtileCoord const coord{m0, n0, etid, l};
-        // C's values: from global memory (c_plain) or through TMA and smem. A visitor with one
-        // path (kOnePath: zeros when C is not read) or that always reads C (kNeedsC) is called
-        // once after either source, so its code (an activation and its gradient) appears once;
+        // C's values: from global memory (c_plain) or through TMA and smem. A kLinFirst visitor
+        // (epilogue_ops.cuh) gets x = alpha·x + beta·C formed in place as C arrives, so C's
+        // values die at once, then one finish call (its code appears once); a kNeedsC visitor
+        // (an activation gradient: C is the preact) is called once after either source;
         // LinearCombination is called in each branch (c null when C is not read).
-        constexpr bool kOneCall = Op::kOnePath || Op::kNeedsC;
+        constexpr bool kLin = Op::kLinFirst;
+        constexpr bool kOneCall = kLin || Op::kNeedsC;
         cutlass::Array<float, kFrg> cf;
-        if constexpr (Op::kOnePath) cf.fill(0.f);
         if ((Op::kNeedsC || load_c) && p.c_plain) {
           cf = load_c_plain(p, coord, M, N, l);
-          if constexpr (!kOneCall) op(out, x, &cf, coord);
+          if constexpr (kLin)
+            op.lin.apply(x, x, &cf);
+          else if constexpr (!kOneCall)
+            op(out, x, &cf, coord);
         } else if (Op::kNeedsC || load_c) {
           // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
           // store's reads of the D buffer it aliases) came before the last epi_sync; with
@@ -369,15 +377,22 @@ struct CollectiveEpilogue {
             copy(p.tma_c.with(bs.c_full[grp]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
           }
           cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp], c_phase);
-          c_phase ^= 1;
           cutlass::Array<ElementC, kFrg> c;
           load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
           cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
-          if constexpr (!kOneCall) op(out, x, &cf, coord);
+          if constexpr (kLin)
+            op.lin.apply(x, x, &cf);
+          else if constexpr (!kOneCall)
+            op(out, x, &cf, coord);
+        } else if constexpr (kLin) {
+          op.lin.apply(x, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr));
         } else if constexpr (!kOneCall) {
           op(out, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr), coord);
         }
-        if constexpr (kOneCall) op(out, x, &cf, coord);
+        if constexpr (kLin)
+          op.finish(out, x, coord);
+        else if constexpr (kOneCall)
+          op(out, x, &cf, coord);
         cutlass::Array<ElementD, kFrg> const d = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(out[0]);
         cutlass::Array<ElementD1, kFrg> d1;
         if constexpr (kOutputs == 2) d1 = cutlass::NumericArrayConverter<ElementD1, float, kFrg>{}(out[kOutputs - 1]);
@@ -415,14 +430,14 @@ struct CollectiveEpilogue {
           if (!manual) {
             if (store_d) copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
             if constexpr (kOutputs == 2)
-              if (store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L);
+              if (store_d1) store_d1_subtile(p, grp, d_stage, l, m_blk, n_blk, epi_m, epi_n, M, N, L);
           }
           // One bulk group per buffer stage (both outputs' stores; empty for a clipped
           // subtile): tma_store_wait<S - 1> then always means "the stores that read this stage
           // are done".
           tma_store_arrive();
         }
-        d_stage = (d_stage + 1) % EpiStagesD;
+        sub = (sub + 1) % kSubPeriod;
       }
     }
   }
@@ -435,8 +450,8 @@ struct CollectiveEpilogue {
  private:
   /// Output 1's TMA store of subtile (epi_m, epi_n) from buffer stage d_stage (one thread).
   template <class P>
-  CUTE_DEVICE void store_d1_subtile(P const& p, int l, int m_blk, int n_blk, int epi_m, int epi_n, int M, int N,
-                                    int L) const {
+  CUTE_DEVICE void store_d1_subtile(P const& p, int grp, int d_stage, int l, int m_blk, int n_blk, int epi_m,
+                                    int epi_n, int M, int N, int L) const {
     Tensor sD1 = as_position_independent_swizzle_tensor(
         make_tensor(make_smem_ptr(ts.D1[grp].begin()), SmemLayoutD1{}));  // (EpiM,EpiN1,PIPE_D)
     auto tma_blk = p.tma_d1.get_slice(Int<0>{});
