@@ -289,21 +289,23 @@ struct CollectiveEpilogue {
     return v;
   }
 
-  // Per consumer thread: its group's buffers and the count of subtiles the group has stored
-  // (modulo 2·EpiStagesD), which gives the buffer stage (sub % EpiStagesD) and the C barrier's
-  // phase (sub % 2: every subtile stored loads C once, or none does). The visitor and whether C
-  // is read are taken from the parameters at each tile (store_tile), not held across the
-  // mainloop: beside the 192 accumulators of the 128x192 pingpong tile every register live
-  // across the mainloop counts (two more spilled there).
+  // Per consumer thread: its group's buffers, the visitor (device scalars read once per CTA) and
+  // the running buffer stage and C barrier phase.
   TensorStorage& ts;
   BarrierStorage& bs;
   int grp, etid;
-  int sub = 0;
-  static constexpr int kSubPeriod = 2 * EpiStagesD;
+  Op op;
+  bool load_c;
+  uint32_t c_phase = 0;
+  int d_stage = 0;
 
   template <class P>
-  CUTE_DEVICE CollectiveEpilogue(P const&, TensorStorage& ts_, BarrierStorage& bs_, int grp_, int etid_)
-      : ts(ts_), bs(bs_), grp(grp_), etid(etid_) {}
+  CUTE_DEVICE CollectiveEpilogue(P const& p, TensorStorage& ts_, BarrierStorage& bs_, int grp_, int etid_)
+      : ts(ts_), bs(bs_), grp(grp_), etid(etid_), op(p.op) {
+    // Device scalars are read once per CTA; a device beta of 0 means C is not read.
+    op.load_scalars(p.alpha_dev, p.beta_dev);
+    load_c = p.load_c && op.reads_c();
+  }
 
   /// The epilogue of output tile (m_blk, n_blk) of batch l from the accumulator `acc`
   /// ((MMA,MMA_M,MMA_N) fp32: BN / EpiN subtiles' fragments along its first mode, one per EpiM rows).
@@ -312,10 +314,6 @@ struct CollectiveEpilogue {
     static_assert(decltype(size<0>(acc))::value == kFrg * (Tile::BN / EpiN) &&
                       decltype(size<1>(acc))::value == Tile::BM / EpiM && decltype(size<2>(acc))::value == 1,
                   "the accumulator holds BN / EpiN subtiles' fragments along its first mode, one per EpiM rows");
-    // The visitor with its device scalars (read at each tile; a device beta of 0 means C is not read).
-    Op op = p.op;
-    op.load_scalars(p.alpha_dev, p.beta_dev);
-    bool const load_c = p.load_c && op.reads_c();
     ElementC* c_smem;
     if constexpr (kReuseSmemC)
       c_smem = reinterpret_cast<ElementC*>(ts.D[grp].begin());  // same layout, same width
@@ -344,8 +342,6 @@ struct CollectiveEpilogue {
       for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n) {
         int const n0 = n_blk * Tile::BN + epi_n * EpiN;  // first column of the subtile
         if (n0 >= N || m0 >= M) continue;  // wholly outside the output: nothing to load or store (group-uniform)
-        int const d_stage = sub % EpiStagesD;
-        uint32_t const c_phase = uint32_t(sub % 2);
         int const c_stage = kReuseSmemC ? d_stage : 0;
         cutlass::Array<float, kFrg> x;  // this subtile's accumulator values (fragment order)
         CUTE_UNROLL
@@ -377,6 +373,7 @@ struct CollectiveEpilogue {
             copy(p.tma_c.with(bs.c_full[grp]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
           }
           cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp], c_phase);
+          c_phase ^= 1;
           cutlass::Array<ElementC, kFrg> c;
           load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
           cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
@@ -430,14 +427,14 @@ struct CollectiveEpilogue {
           if (!manual) {
             if (store_d) copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
             if constexpr (kOutputs == 2)
-              if (store_d1) store_d1_subtile(p, grp, d_stage, l, m_blk, n_blk, epi_m, epi_n, M, N, L);
+              if (store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L);
           }
           // One bulk group per buffer stage (both outputs' stores; empty for a clipped
           // subtile): tma_store_wait<S - 1> then always means "the stores that read this stage
           // are done".
           tma_store_arrive();
         }
-        sub = (sub + 1) % kSubPeriod;
+        d_stage = (d_stage + 1) % EpiStagesD;
       }
     }
   }
@@ -450,8 +447,8 @@ struct CollectiveEpilogue {
  private:
   /// Output 1's TMA store of subtile (epi_m, epi_n) from buffer stage d_stage (one thread).
   template <class P>
-  CUTE_DEVICE void store_d1_subtile(P const& p, int grp, int d_stage, int l, int m_blk, int n_blk, int epi_m,
-                                    int epi_n, int M, int N, int L) const {
+  CUTE_DEVICE void store_d1_subtile(P const& p, int l, int m_blk, int n_blk, int epi_m, int epi_n, int M, int N,
+                                    int L) const {
     Tensor sD1 = as_position_independent_swizzle_tensor(
         make_tensor(make_smem_ptr(ts.D1[grp].begin()), SmemLayoutD1{}));  // (EpiM,EpiN1,PIPE_D)
     auto tma_blk = p.tma_d1.get_slice(Int<0>{});
