@@ -8,10 +8,15 @@
 //                                    own shared-memory buffers and TMA store)
 //   static constexpr bool kNeedsC;   the input tile ("C": C of alpha·acc + beta·C, or the preact
 //                                    of an activation gradient) is always read
-//   static constexpr bool kOnePath;  c is never null: zeros when C is not read (one copy of the
-//                                    visitor's code instead of one with C and one without; a
-//                                    kNeedsC visitor is likewise called once, whichever way C
-//                                    arrives: TMA and smem, or plain loads)
+//   static constexpr bool kLinFirst; the visitor starts with y = alpha·acc + beta·C (its member
+//                                    `lin`, a LinearCombination) and reads C nowhere else: the
+//                                    epilogue forms y in the accumulator's registers as C arrives
+//                                    (C's values dead at once, whichever way C arrives: TMA and
+//                                    smem, or plain loads) and calls
+//                                    finish(out, y, coord) once instead of operator(). Beside the
+//                                    192 accumulators of the 128x192 pingpong tile the 16 fp32 C
+//                                    values that operator() kept live to the call spilled.
+//                                    A kNeedsC visitor is called once too, whichever way C arrives.
 //   static Visitor make(const GemmProblem& p, bool load_c);     host: from the problem
 //   bool reads_c() const;            C is read (uniform over the grid)
 //   void load_scalars(const float* alpha_dev, const float* beta_dev);   once per CTA
@@ -192,7 +197,7 @@ struct BiasVec {
 struct LinearCombination {
   static constexpr int kOutputs = 1;
   static constexpr bool kNeedsC = false;
-  static constexpr bool kOnePath = false;
+  static constexpr bool kLinFirst = false;
   float alpha = 1.f;
   float beta = 0.f;
 
@@ -228,11 +233,11 @@ struct LinearCombination {
 
 /// gemm_act: out[0] = preact = alpha · acc + beta · C + bias, out[1] = postact = act(preact)
 /// (QuACK's GemmActSm90). The activation is a runtime value (one branch per subtile, uniform).
-/// One path: c holds zeros when C is not read, and then beta is 0 (LinearCombination::make).
+/// kLinFirst: the epilogue forms alpha · acc + beta · C and calls finish.
 struct ActEpilogue {
   static constexpr int kOutputs = 2;
   static constexpr bool kNeedsC = false;
-  static constexpr bool kOnePath = true;
+  static constexpr bool kLinFirst = true;
   LinearCombination lin;
   Activation act = Activation::kIdentity;
   BiasVec bias;
@@ -246,7 +251,16 @@ struct ActEpilogue {
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
                               cutlass::Array<float, N> const* c, SubtileCoord const& coord) const {
-    lin.apply(out[0], acc, c);
+    cutlass::Array<float, N> y;
+    lin.apply(y, acc, c);
+    finish(out, y, coord);
+  }
+
+  /// Everything after y = alpha · acc + beta · C (kLinFirst).
+  template <int N>
+  CUTE_DEVICE void finish(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& y,
+                          SubtileCoord const& coord) const {
+    out[0] = y;
     bias.add(out[0], coord);
     switch (act) {  // one loop per activation: the branch is taken once per subtile
 #define QUACK_ACT_CASE(A)                                                       \
@@ -273,7 +287,7 @@ struct ActEpilogue {
 struct DActEpilogue {
   static constexpr int kOutputs = 2;
   static constexpr bool kNeedsC = true;
-  static constexpr bool kOnePath = false;
+  static constexpr bool kLinFirst = false;
   Activation act = Activation::kIdentity;
 
   static DActEpilogue make(const GemmProblem& p, bool) { return {static_cast<Activation>(p.activation)}; }
@@ -305,13 +319,12 @@ struct DActEpilogue {
 };
 
 /// gemm with a bias: out[0] = alpha · acc + beta · C + bias (LinearCombination, then BiasVec).
-/// One path as ActEpilogue (c holds zeros when C is not read, and then beta is 0): one copy of
-/// the bias reads instead of one per C source (the three copies of the pingpong 128x128 tile
-/// took a 56-byte stack frame).
+/// kLinFirst as ActEpilogue: finish is called once, so the bias reads appear once instead of once
+/// per C source (three copies took a 56-byte stack frame on the pingpong 128x128 tile).
 struct LinCombBias {
   static constexpr int kOutputs = 1;
   static constexpr bool kNeedsC = false;
-  static constexpr bool kOnePath = true;
+  static constexpr bool kLinFirst = true;
   LinearCombination lin;
   BiasVec bias;
 
@@ -325,16 +338,24 @@ struct LinCombBias {
     lin.apply(out[0], acc, c);
     bias.add(out[0], coord);
   }
+
+  /// Everything after y = alpha · acc + beta · C (kLinFirst).
+  template <int N>
+  CUTE_DEVICE void finish(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& y,
+                          SubtileCoord const& coord) const {
+    out[0] = y;
+    bias.add(out[0], coord);
+  }
 };
 
 /// gemm_gated: out[0] = preact = alpha · acc + beta · C + bias (N columns), out[1][i] (i even) =
 /// postact = glu(preact[i], preact[i + 1]) of the column pair (col(i), col(i) + 1) = (gate, up),
-/// stored at column col(i) / 2 of the (M, N / 2) output (kD1Div = 2; odd entries unused). One
-/// path as ActEpilogue; the activation a runtime value, one branch per subtile.
+/// stored at column col(i) / 2 of the (M, N / 2) output (kD1Div = 2; odd entries unused).
+/// kLinFirst as ActEpilogue; the activation a runtime value, one branch per subtile.
 struct GatedEpilogue {
   static constexpr int kOutputs = 2;
   static constexpr bool kNeedsC = false;
-  static constexpr bool kOnePath = true;
+  static constexpr bool kLinFirst = true;
   static constexpr int kD1Div = 2;
   LinearCombination lin;
   Activation act = Activation::kSwiglu;
@@ -349,8 +370,17 @@ struct GatedEpilogue {
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
                               cutlass::Array<float, N> const* c, SubtileCoord const& coord) const {
+    cutlass::Array<float, N> y;
+    lin.apply(y, acc, c);
+    finish(out, y, coord);
+  }
+
+  /// Everything after y = alpha · acc + beta · C (kLinFirst).
+  template <int N>
+  CUTE_DEVICE void finish(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& y,
+                          SubtileCoord const& coord) const {
     static_assert(N % 2 == 0, "column pairs");
-    lin.apply(out[0], acc, c);
+    out[0] = y;
     bias.add(out[0], coord);
     switch (act) {
 #define QUACK_GATED_CASE(A)                                                     \
@@ -417,7 +447,7 @@ template <class T16>
 struct DGatedEpilogue {
   static constexpr int kOutputs = 2;
   static constexpr bool kNeedsC = true;
-  static constexpr bool kOnePath = false;
+  static constexpr bool kLinFirst = false;
   Activation act = Activation::kSwiglu;
 
   static DGatedEpilogue make(const GemmProblem& p, bool) { return {static_cast<Activation>(p.activation)}; }

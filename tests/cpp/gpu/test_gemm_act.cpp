@@ -1,7 +1,7 @@
 // Tier 2: gemm_act and gemm_dact on the device against a float64 CPU reference. Skips without a GPU.
 //
-// Every activation, both compiled tiles of bf16 (QUACK_GEMM_TILE_N = 256: cooperative 128x256, 128:
-// pingpong 128x128), the other compiled dtypes (fp16; fp32 outputs of bf16 inputs), tails (M, N not multiples of the tile; N·2 bytes not a multiple of 16: the
+// Every activation, the tiles of bf16 (QUACK_GEMM_TILE_N = 256: cooperative 128x256, 128:
+// pingpong 128x128, 192: pingpong 128x192 where compiled: gpu/gemm_tiles.h), the other compiled dtypes (fp16; fp32 outputs of bf16 inputs), tails (M, N not multiples of the tile; N·2 bytes not a multiple of 16: the
 // clipped stores), batches, C with beta, preact / postact stored or not, the dynamic scheduler,
 // K = 0, tuned, operands TMA cannot address (padded copies, plain loads and stores). Inputs are random (never zero) and exact in their dtype; every output (and its
 // row padding) is poisoned with NaN before the call: an unwritten element fails, a write outside
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "gpu/gemm_mat.h"
+#include "gpu/gemm_tiles.h"
 #include "gpu/gpu_util.h"
 #include "quack/errors.h"
 #include "quack/gemm_act.h"
@@ -296,6 +297,9 @@ class GemmActTest : public GpuTest, public ::testing::WithParamInterface<const c
  protected:
   void SetUp() override {
     GpuTest::SetUp();
+    if (!fused_tile_compiled(GetParam(), {detail::GemmEpilogue::kAct, detail::GemmEpilogue::kDAct}))
+      GTEST_SKIP() << fused_tile_name(GetParam()) << " not compiled for these epilogues (instances_ab.txt: "
+                   << "-DQUACK_GEMM_AB_INSTANCES=ON)";
     setenv("QUACK_GEMM_TILE_N", GetParam(), 1);
   }
   void TearDown() override {
@@ -380,10 +384,8 @@ TEST_P(GemmActTest, UnalignedOperands) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiles, GemmActTest, ::testing::Values("256", "128"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param) == "256" ? "Coop128x256" : "Pingpong128x128";
-                         });
+INSTANTIATE_TEST_SUITE_P(Tiles, GemmActTest, ::testing::ValuesIn(kFusedTiles),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return fused_tile_name(i.param); });
 
 // The other compiled dtypes (src/gemm/sm90/instances.txt; one tile each, which every
 // QUACK_GEMM_TILE_N falls back to): fp16 inputs with fp16 outputs (gemm_act and gemm_dact), bf16

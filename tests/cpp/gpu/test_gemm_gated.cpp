@@ -2,9 +2,9 @@
 // a float64 CPU reference. Skips without a GPU.
 //
 // Every gated activation, both layouts of gemm_gated (interleaved; concat_layout: b's columns
-// [gate | up] and the bias [b_gate; b_up]), both compiled tiles (QUACK_GEMM_TILE_N = 256:
-// cooperative 128x256, 128: pingpong 128x128; gemm_dgated and the concat view have 128x256
-// only), tails along M, N (postact rows of 250 and 264 bytes: the clipped stores of the
+// [gate | up] and the bias [b_gate; b_up]), the tiles (QUACK_GEMM_TILE_N = 256: cooperative
+// 128x256, 128: pingpong 128x128, 192: pingpong 128x192 where compiled, gpu/gemm_tiles.h; the
+// concat view has 128x256 only, gemm_dgated its pingpong tiles only in the A/B build), tails along M, N (postact rows of 250 and 264 bytes: the clipped stores of the
 // half-width output; the concat view's j dimension cut by TMA), batches, C with beta, preact /
 // postact stored or not, bias kinds (row fp32, row bf16, column, both; per batch or shared),
 // K = 0, the other compiled dtypes (fp16; fp32 outputs of bf16 inputs). Inputs are random (never
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "gpu/gemm_mat.h"
+#include "gpu/gemm_tiles.h"
 #include "gpu/gpu_util.h"
 #include "quack/errors.h"
 #include "quack/gemm.h"
@@ -348,6 +349,9 @@ class GemmGatedTest : public GpuTest, public ::testing::WithParamInterface<const
  protected:
   void SetUp() override {
     GpuTest::SetUp();
+    if (!fused_tile_compiled(GetParam(), {detail::GemmEpilogue::kGated, detail::GemmEpilogue::kDGated}))
+      GTEST_SKIP() << fused_tile_name(GetParam()) << " not compiled for these epilogues (instances_ab.txt: "
+                   << "-DQUACK_GEMM_AB_INSTANCES=ON)";
     setenv("QUACK_GEMM_TILE_N", GetParam(), 1);
   }
   void TearDown() override {
@@ -445,10 +449,8 @@ TEST_P(GemmGatedTest, DGatedEveryActivation) {
   run_case(with(mk(200, 300, 100, Activation::kSwiglu, true), [](GatedCase& c) { c.L = 3; }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiles, GemmGatedTest, ::testing::Values("256", "128"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param) == "256" ? "Coop128x256" : "Pingpong128x128";
-                         });
+INSTANTIATE_TEST_SUITE_P(Tiles, GemmGatedTest, ::testing::ValuesIn(kFusedTiles),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return fused_tile_name(i.param); });
 
 // The other compiled dtypes (src/gemm/sm90/instances.txt; one tile each, which every
 // QUACK_GEMM_TILE_N falls back to): fp16 inputs and outputs (gemm_gated in both layouts,
@@ -644,6 +646,9 @@ class GemmBiasTest : public GpuTest, public ::testing::WithParamInterface<const 
  protected:
   void SetUp() override {
     GpuTest::SetUp();
+    if (!fused_tile_compiled(GetParam(), {detail::GemmEpilogue::kBias}))
+      GTEST_SKIP() << fused_tile_name(GetParam()) << " not compiled for these epilogues (instances_ab.txt: "
+                   << "-DQUACK_GEMM_AB_INSTANCES=ON)";
     setenv("QUACK_GEMM_TILE_N", GetParam(), 1);
   }
   void TearDown() override {
@@ -731,10 +736,8 @@ TEST_F(GemmGatedEdge, BiasFp16) {
   run_bias_case(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiles, GemmBiasTest, ::testing::Values("256", "128"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param) == "256" ? "Coop128x256" : "Pingpong128x128";
-                         });
+INSTANTIATE_TEST_SUITE_P(Tiles, GemmBiasTest, ::testing::ValuesIn(kFusedTiles),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return fused_tile_name(i.param); });
 
 }  // namespace
 }  // namespace quack::test
