@@ -137,6 +137,8 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
       st = OnlineMaxSum::combine(st, {{m, s}});
     }
     st = warp_allreduce_red<OnlineMaxSum>(st, tpr);
+#pragma unroll
+    for (int u = 0; u < V; ++u) pk[u] = topk_opaque(pk[u]);  // no CSE with the entries
   }
 
   // Entries of chunk c (K consecutive elements of the thread: vectors c·K/8 ..), and the list.
@@ -168,6 +170,10 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   TopkNetwork<K>::template sort<false>(top);
 #pragma unroll
   for (int c = 1; c < kE / K; ++c) {
+    // Opaque (no instruction): the chunk's entries are made here, not hoisted next to the
+    // loads (twice the registers of the packed values: 168 instead of 77 at E = 128, K = 8).
+#pragma unroll
+    for (int u = c * K / kV; u < (c + 1) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
     uint32_t e[K];
     make_chunk(c, e);
     TopkNetwork<K>::template sort<true>(e);
