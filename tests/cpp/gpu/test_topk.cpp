@@ -225,8 +225,9 @@ TopkRun run_case(const TopkCase& c) {
                             : c.k > detail::kTopkQueueMaxK ? TopkPath::kSort
                                                            : TopkPath::kQueue);
   if (bitonic && c.forced_elems > 0 && 32 * c.forced_elems >= c.N && c.forced_elems >= c.k &&
-      c.forced_elems >= 16)
+      c.forced_elems >= 16) {
     EXPECT_EQ(call.plan.elems, c.forced_elems);
+  }
 
   const TopkRef ref = topk_reference(r.x, c.M, c.N, c.k, c.largest,
                                      static_cast<TopkRefSoftmax>(static_cast<int>(c.softmax)));
