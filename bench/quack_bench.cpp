@@ -17,10 +17,13 @@
 //                       row skeleton's plan (row_plan_name); all = every configuration of
 //                       src/row/row_config.h that takes the shape, and the general policy
 //   quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row]
-//                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--ms 100]
+//                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all]
+//                    [--path auto|queue|bitonic] [--ms 100]
 //                    top-k, values in x's dtype, int64 indices (default: issue 19's shapes,
 //                    forward only); TB/s = M·N·elt of x / time; "config": the plan
-//                    (topk_plan_name); all = each warps-per-row count forced, then the element path
+//                    (topk_plan_name); all = each warps-per-row count forced, the element path,
+//                    then the bitonic kernel (16-bit x, N ≤ 4096, k ≤ 32) with its own elements
+//                    per thread and each of 16..128; --path forces the queue or bitonic kernel
 //   quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
 //                       [--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]
 //                       LayerNorm with a weight and (--bias 1) a bias in fp32 or x's dtype, out
@@ -395,11 +398,12 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
 
 // top-k (issue 19): values in x's dtype, int64 indices, contiguous x. TB/s = input bytes
 // (M·N·elt) / time, the anchors' model. all_configs: the plan with each warps-per-row count
-// (1..16, quack::detail::plan_topk forced), then the element path. bwd: topk_bwd of the same
+// (1..16, quack::detail::plan_topk forced), then the element path, then the bitonic kernel
+// (plan_topk's forced_path, each elements-per-thread count). path: auto, queue or bitonic. bwd: topk_bwd of the same
 // softmax mode into dx in x's dtype (TB/s = dx bytes / time).
 int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shapes,
                const std::string& dir, double budget_ms, const std::string& softmax,
-               bool largest, bool all_configs) {
+               bool largest, bool all_configs, const std::string& path) {
   namespace d = quack::detail;
   const char* name = quack::dtype_name(dt);
   const size_t es = quack::dtype_size(dt);
@@ -436,18 +440,28 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
     };
     const size_t ws_bytes = quack::topk_fwd_workspace_size(fwd_args(0));
     Buffer ws(ws_bytes);
-    std::vector<std::pair<int, bool>> plans = {{0, true}};  // (forced warps, vector loads)
+    // (forced warps, vector loads, forced bitonic elements per thread: -1 none, 0 the plan's)
+    struct Forced { int w; bool vec; int elems; };
+    std::vector<Forced> plans = {{0, true, path == "bitonic" ? 0 : -1}};
     if (all_configs) {
       plans.clear();
-      for (int w : {1, 2, 4, 8, 16}) plans.push_back({w, true});
-      plans.push_back({0, false});
+      for (int w : {1, 2, 4, 8, 16}) plans.push_back({w, true, -1});
+      plans.push_back({0, false, -1});
+      for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e});
     }
     char plan_name[96];
-    for (auto [w, vec] : plans) {
+    for (auto [w, vec, elems] : plans) {
       if (dir == "bwd") break;
       d::TopkCall call = d::topk_fwd_call(fwd_args(0));
       if (!vec) call.problem.vec_ok = false;
-      const d::TopkPlan plan = (w > 0 || !vec) ? d::plan_topk(call.problem, w) : call.plan;
+      d::TopkPlan plan = call.plan;
+      if (elems >= 0) {
+        if (!d::topk_bitonic_ok(call.problem)) continue;
+        plan = d::plan_topk(call.problem, 0, d::TopkPath::kBitonic, elems);
+        if (elems > 0 && plan.elems != elems) continue;  // E not usable at this shape
+      } else if (w > 0 || !vec || path == "queue") {
+        plan = d::plan_topk(call.problem, w, d::TopkPath::kQueue);
+      }
       if (plan.path == d::TopkPath::kQueue && w > 0 && (N + plan.slice - 1) / plan.slice < w) continue;
       const double ms = time_median(
           [&](int i) {
@@ -967,7 +981,7 @@ int main(int argc, char** argv) {
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
-                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--ms 100]\n"
+                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|bitonic] [--ms 100]\n"
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
@@ -991,6 +1005,7 @@ int main(int argc, char** argv) {
   bool store_preact = true;              // gemm-act
   std::string softmax = "none";  // topk: none, selected or row
   bool largest = true;           // topk
+  std::string path = "auto";     // topk: auto (the plan), queue or bitonic (forced where it applies)
   bool dir_given = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
@@ -999,6 +1014,7 @@ int main(int argc, char** argv) {
     else if (k == "--dir") dir = v, dir_given = true;
     else if (k == "--softmax") softmax = v;
     else if (k == "--largest") largest = !(v == "0" || v == "false");
+    else if (k == "--path") path = v;
     else if (k == "--ms") budget_ms = std::atof(v.c_str());
     else if (k == "--layout") layout = v;
     else if (k == "--residual") residual = v;
@@ -1061,8 +1077,12 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "quack-bench: topk shapes are MxNxK with 1 <= K <= N\n");
           return 2;
         }
+      if (path != "auto" && path != "queue" && path != "bitonic") {
+        std::fprintf(stderr, "quack-bench: topk --path is auto, queue or bitonic\n");
+        return 2;
+      }
       return bench_topk(parse_dtype(dtype), dims, dir_given ? dir : "fwd", budget_ms, softmax,
-                        largest, config == "all");
+                        largest, config == "all", path);
     }
     if (cmd == "cross-entropy") {
       if (dir == "both") dir = "all";
