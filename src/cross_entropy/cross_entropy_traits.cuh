@@ -214,6 +214,9 @@ struct CrossEntropyFwd : RowOpBase {
   static constexpr int kIn = 1;              // x (or lse_partial)
   static constexpr int kOut = kGrad ? 1 : 0; // dx
   static constexpr bool kFullSm = !kGrad;    // dx's coefficients spill at 32 registers
+  // The long-row candidates under trial (row_config.h: early-refill rings for the loss alone,
+  // the cluster register policy for both) are compiled for the forwards.
+  static constexpr bool kTrialConfigs = true;
   using Red = CeRed;
   struct RowIn {
     int t = kCeIgnored;

@@ -82,6 +82,9 @@
 //                       (RowParams::in[s].ptr == nullptr): they read as 0 and cost no memory
 //                       traffic (the staged policy stages only present streams).
 //   kOptOut [0]         the last kOptOut output streams may be absent: not stored.
+//   kTrialConfigs [false] the plan's configurations under trial (RowConfig::trial,
+//                       row_config.h) are compiled for the op, so `--config all` and the GPU
+//                       tests reach them; the plan never prefers them.
 #pragma once
 
 #include <cstdint>
@@ -116,6 +119,7 @@ struct RowOpBase {
   static constexpr int kOptIn = 0;
   static constexpr int kOptOut = 0;
   static constexpr bool kFullSm = true;
+  static constexpr bool kTrialConfigs = false;
   struct RowIn {};
   __device__ __forceinline__ static RowIn load_row(const RowParams&, int64_t) { return {}; }
   __device__ __forceinline__ static float col_shift(const RowParams&, int) { return 0.f; }
