@@ -75,6 +75,7 @@ __host__ __device__ constexpr int row_ring_words_before() {
 template <class Op, class D, int kTpr, int kVecs, int kStages>
 __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
     row_ring_kernel(const __grid_constant__ RowParams p) {
+  if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
   static_assert(!Op::kColShift, "vector shifts: the staged and general policies only");
   static_assert(Op::kAcc == 0, "column accumulations: not in the ring policy (staged)");
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
