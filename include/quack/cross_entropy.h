@@ -69,8 +69,9 @@ enum class Reduction : int { kNone = 0, kSum = 1, kMean = 2 };
 ///
 /// - dx (optional) is the gradient of `loss` for a grad_output of 1: dloss_i = 1 ('none',
 ///   'sum') or the mean's 1 / denominator of each part ('mean', read on the device). A backward
-///   with another grad_output rescales it with cross_entropy_scale_grad. dx = x overwrites the
-///   logits (QuACK's and Liger's inplace_backward).
+///   with another grad_output rescales it with cross_entropy_scale_grad (or, with dx_state,
+///   cross_entropy_train_bwd). dx = x overwrites the logits (QuACK's and Liger's
+///   inplace_backward).
 /// - lse_partial: the row's lse is combined from K partial logsumexps of column chunks
 ///   (lse = log Σ_k e^(lse_partial[i, k]); QuACK's semantics, e.g. from a GEMM epilogue or the
 ///   shards of a vocabulary-parallel layer); the target logit is then read from target_logit,

@@ -92,6 +92,8 @@ def dx_predict_word(device: torch.device) -> Optional[Tensor]:
     key = (device.type, device.index)
     w = _PREDICT.get(key)
     if w is None:
+        if device.type == "cuda" and device.index is None:  # "cuda": the current device's
+            return dx_predict_word(torch.device("cuda", torch.cuda.current_device()))
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
             return None
         w = torch.ones(1, dtype=torch.int32, device=device)
@@ -251,9 +253,10 @@ class CrossEntropyFwd:
         asked. ``predict_dx`` (with want_dx, want_lse and 'sum'/'mean'): dx is written only
         where the device's prediction word (``dx_predict_word``, set by the last
         ``cross_entropy_train_bwd`` to grad_output == 1) is not 0, and dx_state (16,) fp32
-        records what was done, for ``cross_entropy_train_bwd`` (else a placeholder). ``dx_into_x`` (eager fast path only; the custom op has no such argument): the
-        gradient goes into x's storage: with ``want_dx`` here (dx returned as None; x's version
-        counter bumped), else by the backward from lse.
+        records what was done, for ``cross_entropy_train_bwd`` (else a placeholder).
+        ``dx_into_x`` (eager fast path only; the custom op has no such argument): the gradient
+        goes into x's storage: with ``want_dx`` here (dx returned as None; x's version counter
+        bumped), else by the backward from lse (or ``cross_entropy_train_bwd``).
 
         x may be None when lse_partial (M, K) and target_logit (M) are given (num_classes is
         then V). Raises ValueError for a bad argument (the message names it)."""
@@ -507,8 +510,8 @@ def cross_entropy(
     forward for grad_output = 1 when the previous training backward on the device had
     grad_output 1 (then the backward does not touch it when grad_output is exactly 1, and
     rescales it otherwise), else computed in the backward from the logits (decided on the
-    device; see quack_cpp.cross_entropy_ops); 'none': the backward from lse. No ``.item()`` and no host sync
-    anywhere: CUDA-graph capturable. Under autocast it behaves as torch's cross_entropy (an op
+    device; see quack_cpp.cross_entropy_ops); 'none': the backward from lse. No ``.item()``
+    and no host sync anywhere: CUDA-graph capturable. Under autocast it behaves as torch's cross_entropy (an op
     of autocast's float32 list): float32 loss, gradient in the logits' dtype; the kernels read
     16-bit logits as they are (no float32 copy). See quack_cpp.cross_entropy_ops for the paths.
 

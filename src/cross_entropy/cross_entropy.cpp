@@ -71,7 +71,8 @@ void check_dx(const ArgCheck& chk, const TensorRef& dx, const TensorRef& x, int6
   row_check_mn(chk, dx, name, M, V, device, /*output=*/true);
   if (x.present() && dx.data == x.data && dx.numel() > 0 &&
       (dx.dtype != x.dtype || dx.stride[0] != x.stride[0] || dx.stride[1] != x.stride[1]))
-    chk.fail(std::string(name) + " " + describe_full(dx) + " starts at x's address " + describe_full(x) +
+    chk.fail(std::string(name) + " " + describe_full(dx) + " starts at x's address " +
+             describe_full(x) +
              ", expected x itself (same dtype and strides: in place) or its own memory");
 }
 

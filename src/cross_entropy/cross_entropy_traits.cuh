@@ -288,8 +288,8 @@ struct CrossEntropyFwd : RowOpBase {
 /// Backward from lse: dx = the forward's gradient with σ_ce = σ_z = dloss_i, from x, lse and
 /// dloss. No reduction is needed but Σ_j w_j (weights and ε > 0: W, summed per row).
 /// The training backward's recompute (flag kTrainBwd, cross_entropy_train_bwd): the same with
-/// σ_ce = g·s_ce, σ_z = g·s_z (g = dloss, one value; s_* the forward's scales from its dx state),
-/// and the whole kernel skipped (RowGate::kKernel) where the forward wrote dx.
+/// σ_ce = g·s_ce, σ_z = g·s_z (g = dloss, one value; s_*: the forward's scales from its dx
+/// state), and the whole kernel skipped (RowGate::kKernel) where the forward wrote dx.
 template <bool kCap, bool kWS>
 struct CrossEntropyBwd : RowOpBase {
   static constexpr int kIn = 1;   // x
@@ -331,7 +331,7 @@ struct CrossEntropyBwd : RowOpBase {
   __device__ __forceinline__ static Row finish(const RowParams& p, const RowIn& in,
                                                const Red::Val& tot, int64_t, bool) {
     float s_ce = in.dloss, s_z = in.dloss;
-    if (p.iscalar[ce::kFlags] & ce::kTrainBwd) {  // the forward's scales ('mean': 1 / denominator)
+    if (p.iscalar[ce::kFlags] & ce::kTrainBwd) {  // the forward's scales (mean: 1 / denom.)
       s_ce *= state(p, ce::kScaleCe);
       s_z *= state(p, ce::kScaleZ);
     }
