@@ -64,6 +64,8 @@ enum class Reduction : int { kNone = 0, kSum = 1, kMean = 2 };
 /// | dx           | (M, V)         | fp32, fp16, bf16 | no       | no overlapping elements; may  |
 /// |              |                |                  |          | be x itself (same dtype and   |
 /// |              |                |                  |          | strides: in place)            |
+/// | dx_state     | (16)           | fp32             | no       | unit stride (output)          |
+/// | dx_predict   | (1)            | int32            | no       | (input, read on the device)   |
 /// (1) x may be absent when lse_partial and target_logit are both given (then num_classes
 ///     gives V).
 ///
@@ -93,7 +95,7 @@ enum class Reduction : int { kNone = 0, kSum = 1, kMean = 2 };
 /// - dx_state (optional, with dx and 'sum' / 'mean'): kCrossEntropyDxStateFloats fp32, unit
 ///   stride, written by the forward for cross_entropy_train_bwd: whether dx was written and
 ///   the gradient's scales (1 for 'sum', the mean's 1 / denominators); keep it (and x, target,
-///   lse, weight, dx) until the backward has run.
+///   lse, weight, dx) until the backward has run (which needs lse: ask for it).
 /// - dx_predict (optional, needs dx_state): one int32 in device memory, read on the device by
 ///   the forward's first kernel: 0: dx is NOT written (the forward reads x once and writes the
 ///   loss, lse, z_loss; cross_entropy_train_bwd then computes dx from x); otherwise dx is
