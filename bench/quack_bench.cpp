@@ -33,10 +33,14 @@
 //   quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] [--dir fwd|bwd|fwdbwd|all]
 //                       [--config auto|all] [--ms 100]
 //                       ce_fwd: reduction 'none', no dx (loss only); ce_bwd: dx from x, lse and a
-//                       per-row dloss; ce_fwd_bwd: the training path, 'mean' with dx in the forward
-//                       (prep + row kernel + finish) then cross_entropy_scale_grad with
-//                       grad_output 1 (returns at once), and ce_fwd_bwd_scaled with grad_output
-//                       0.5 (rescales dx); random targets, none ignored; "config" as softmax's
+//                       per-row dloss; ce_fwd_bwd: the training path, 'mean' with the predicted
+//                       dx (cross_entropy_fwd with lse, dx_state, dx_predict: prep + row kernel +
+//                       finish, then cross_entropy_train_bwd) at grad_output 1 every step (dx in
+//                       the forward, the backward returns at once), and ce_fwd_bwd_scaled at 0.5
+//                       every step (no dx in the forward, the backward recomputes it from x);
+//                       ce_fwd_bwd_rescale / ce_fwd_bwd_scaled_rescale: the same with dx always
+//                       written and cross_entropy_scale_grad (A/B); random targets, none
+//                       ignored; "config" as softmax's (the forward's row kernel)
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
 //     (env QUACK_GEMM_TILE or QUACK_GEMM_TILE_N forces a tile, for gemm-act / gemm-dact on both the
@@ -621,7 +625,8 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
     std::mt19937_64 gen(static_cast<uint64_t>(M * 31 + V));
     for (auto& t : th) t = static_cast<int64_t>(gen() % static_cast<uint64_t>(V));
     Buffer tg(static_cast<size_t>(M) * 8), loss(static_cast<size_t>(M) * 4),
-        lse(static_cast<size_t>(M) * 4), dloss(static_cast<size_t>(M) * 4), grad(16);
+        lse(static_cast<size_t>(M) * 4), dloss(static_cast<size_t>(M) * 4), grad(16),
+        state(quack::kCrossEntropyDxStateFloats * 4), word(16);
     check(cudaMemcpy(tg.p, th.data(), th.size() * 8, cudaMemcpyHostToDevice), "targets");
     fill_random(dloss.p, static_cast<size_t>(M), F32, 7);
     const TensorRef target = TensorRef::vector(tg.p, quack::DType::kInt64, M);
@@ -661,6 +666,27 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
       a.grad_output = TensorRef::vector(grad.p, F32, 1);
       quack::cross_entropy_scale_grad(a, nullptr);
     };
+    const TensorRef state_ref = TensorRef::vector(state.p, F32, quack::kCrossEntropyDxStateFloats);
+    const TensorRef word_ref = TensorRef::vector(word.p, quack::DType::kInt32, 1);
+    const int32_t one = 1;  // the word's first value (any value is correct)
+    check(cudaMemcpy(word.p, &one, 4, cudaMemcpyHostToDevice), "dx_predict");
+    auto predicted = [&](quack::CrossEntropyFwdArgs a) {  // the training forward's extras
+      a.lse = TensorRef::vector(lse.p, F32, M);
+      a.dx_state = state_ref;
+      a.dx_predict = word_ref;
+      return a;
+    };
+    auto train_bwd = [&](int s) {
+      quack::CrossEntropyTrainBwdArgs a;
+      a.x = mat(x[s]->p);
+      a.target = target;
+      a.lse = TensorRef::vector(lse.p, F32, M);
+      a.grad_output = TensorRef::vector(grad.p, F32, 1);
+      a.dx = mat(dx[s]->p);
+      a.dx_state = state_ref;
+      a.dx_predict = word_ref;
+      quack::cross_entropy_train_bwd(a, nullptr);
+    };
     char plan_name[64];
     auto extra_of = [&](const d::RowPlan& plan) {
       return std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
@@ -694,14 +720,24 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
         if (plan.policy == d::RowPolicy::kNone) continue;
         for (float g : {1.f, 0.5f}) {
           set_grad(g);
+          // The predicted pair: the word follows grad_output after the first step (warm-up).
           const double ms = time_median(
+              [&](int s) {
+                d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(predicted(with_ws(fwd_args(s, true)))),
+                                         plan, nullptr);
+                train_bwd(s);
+              },
+              sets, budget_ms);
+          emit(g == 1.f ? "ce_fwd_bwd" : "ce_fwd_bwd_scaled", name, M, V, ms, 2.0 * mv * es,
+               extra_of(plan).c_str());
+          const double ms_rescale = time_median(
               [&](int s) {
                 d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(with_ws(fwd_args(s, true))), plan, nullptr);
                 scale(s);
               },
               sets, budget_ms);
-          emit(g == 1.f ? "ce_fwd_bwd" : "ce_fwd_bwd_scaled", name, M, V, ms, 2.0 * mv * es,
-               extra_of(plan).c_str());
+          emit(g == 1.f ? "ce_fwd_bwd_rescale" : "ce_fwd_bwd_scaled_rescale", name, M, V,
+               ms_rescale, 2.0 * mv * es, extra_of(plan).c_str());
         }
       }
     }

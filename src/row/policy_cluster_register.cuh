@@ -50,6 +50,7 @@ __host__ __device__ constexpr int row_cluster_register_min_ctas(int tpr) {
 template <class Op, class D, int kTpr, int kVecs>
 __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
     row_cluster_register_kernel(const __grid_constant__ RowParams p) {
+  if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
   static_assert(!Op::kColShift && Op::kCols == 0, "per-column vectors: other policies");
   static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
   constexpr int kIn = Op::kIn, kOut = Op::kOut;

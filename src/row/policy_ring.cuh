@@ -80,6 +80,7 @@ __host__ __device__ constexpr int row_ring_words_before() {
 template <class Op, class D, int kTpr, int kVecs, int kStages, bool kEarlyRefill = false>
 __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
     row_ring_kernel(const __grid_constant__ RowParams p) {
+  if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
   static_assert(!kEarlyRefill || Op::kOut == 0,
                 "an early refill would overwrite the stage that the outputs read");
   static_assert(!Op::kColShift, "vector shifts: the staged and general policies only");
