@@ -25,6 +25,14 @@ N / 2 and gemm_dgated's GEMM is M x N x K with preact 2N wide):
            the torch block.
 QuACK 0.2.0 is imported when the peer is on PYTHONPATH (shared/peers/README.md); else skipped.
 
+Tiles (A/B of the tile configurations, as bench_gemm.py --tiles): --tiles auto,128x192pp,...
+makes "ours" one implementation per spec, "ours:<spec>": spec is "auto" (the tile rule) or a
+kernel name's tile part (QUACK_GEMM_TILE, e.g. 128x128pp, 128x192pp, 128x256; a tile not compiled
+for the op's epilogue, dtypes and layout runs the group's default instead: the device A/B build
+-DQUACK_GEMM_AB_INSTANCES=ON adds the candidates of src/gemm/sm90/instances_ab.txt).
+--plain-tile forces plain gemm's tile the same way (default auto). The environment is set
+before every call, so each implementation runs its own tile whatever ran before it.
+
 Methods (bench_gemm.py's, the implementations' order rotating between rounds): burst =
 triton.testing.do_bench(warmup=25, rep=100, median), the acceptance method; sustained = batches of
 back-to-back calls behind a torch.cuda._sleep, the SM clock printed beside (GEMM ops only).
@@ -58,6 +66,9 @@ def parse_args(argv=None):
     p.add_argument("--acts", help="comma list of activations (default: per op kind)")
     p.add_argument("--methods", default="burst,sustained")
     p.add_argument("--impls", default="ours,torch,compile,quack")
+    p.add_argument("--tiles", default=None,
+                   help="comma list of tile configurations for ours (auto, 128x192pp, 128x128pp, 128x256)")
+    p.add_argument("--plain-tile", default="auto", help="tile configuration of plain gemm (default auto)")
     p.add_argument("--burst-rounds", type=int, default=3)
     p.add_argument("--rounds", type=int, default=12, help="sustained rounds")
     p.add_argument("--drop", type=int, default=2)
@@ -120,6 +131,31 @@ def torch_dglu(torch, name, pre, d):
         gl = F.gelu(g, approximate="tanh")
         dg, du, post = dgelu, d * gl, gl * u
     return torch.stack((dg, du), dim=-1).flatten(-2), post
+
+
+def with_tile(fn, tile):
+    """fn with QUACK_GEMM_TILE set to tile before every call ("auto": the tile rule)."""
+
+    def f():
+        os.environ["QUACK_GEMM_TILE"] = tile
+        return fn()
+
+    return f
+
+
+def tiled(calls, tiles, plain_tile):
+    """calls with "ours" split into "ours:<spec>" per spec of tiles (a list, or None: ours keeps
+    the rule's tile) and plain gemm on plain_tile."""
+    out = {}
+    for k, v in calls.items():
+        if k == "ours" and tiles:
+            for t in tiles:
+                out[f"ours:{t}"] = with_tile(v, t)
+        elif k in ("ours", "plain"):
+            out[k] = with_tile(v, plain_tile if k == "plain" else "auto")
+        else:
+            out[k] = v
+    return out
 
 
 def op_calls(torch, op, act, shape, impls):
@@ -251,9 +287,10 @@ def warm(torch, calls):
 
 def check(torch, op, calls):
     """Max |ours - torch| / max|torch| of the first output (a sanity check printed beside)."""
-    if "ours" not in calls or "torch" not in calls:
+    ours = [k for k in calls if k == "ours" or k.startswith("ours:")]
+    if not ours or "torch" not in calls:
         return None
-    a, b = calls["ours"](), calls["torch"]()
+    a, b = calls[ours[0]](), calls["torch"]()
     a = a[1] if isinstance(a, tuple) else a
     b = b[1] if isinstance(b, tuple) else b
     if a is None or b is None:
@@ -276,6 +313,7 @@ def main(argv=None):
     if args.quick:
         args.methods = "burst"
     methods = args.methods.split(",")
+    tiles = args.tiles.split(",") if args.tiles else None
     impls = args.impls.split(",")
     ops = args.ops.split(",")
     shapes = ([tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -300,7 +338,8 @@ def main(argv=None):
                 continue
             for shape in shapes:
                 for act in acts_for(op):
-                    calls = warm(torch, op_calls(torch, op, act, shape, impls))
+                    calls = warm(torch, tiled(op_calls(torch, op, act, shape, impls), tiles,
+                                              args.plain_tile))
                     diff = check(torch, op, calls)
                     for m in methods:
                         ms = burst(torch, calls, args) if m == "burst" else sustained(torch, calls, args)
@@ -318,6 +357,7 @@ def main(argv=None):
                     del calls
                     torch.cuda.empty_cache()
         if "mlp" in ops:
+            os.environ.pop("QUACK_GEMM_TILE", None)  # the MLP blocks: the tile rule
             for act in ("swiglu", "relu_sq"):
                 calls = warm(torch, mlp_calls(torch, act, impls))
                 ms = burst(torch, calls, args)
@@ -338,19 +378,23 @@ def report(rows):
           "ours/plain | torch/ours | compile/ours | QuACK/ours |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     f = lambda v: f"{v:.3f}" if v else "-"  # noqa: E731
+    worst = {}  # ours variant -> its burst ours/plain ratios
     for r in rows:
-        o = r.get("ms_ours")
-        ratio = lambda k: (r[k] / o) if (o and r.get(k)) else None  # noqa: E731
-        plain = (o / r["ms_plain"]) if (o and r.get("ms_plain")) else None
-        print(f"| {r['op']} | {r['act'] or '-'} | {r['M']}x{r['N']}x{r['K']} | {r['method']} | "
-              f"{f(o)} | {f(r.get('ms_plain'))} | {f(r.get('ms_torch'))} | {f(r.get('ms_compile'))} "
-              f"| {f(r.get('ms_quack'))} | {f(plain)} | {f(ratio('ms_torch'))} | "
-              f"{f(ratio('ms_compile'))} | {f(ratio('ms_quack'))} |")
-    worst = [r["ms_ours"] / r["ms_plain"] for r in rows if r.get("ms_ours") and r.get("ms_plain")
-             and r["method"] == "burst"]
-    if worst:
-        print(f"burst: worst ours/plain {max(worst):.3f}, geomean "
-              f"{math.exp(sum(map(math.log, worst)) / len(worst)):.3f} (bar: <= 1.03)")
+        # One table row per ours variant: "ours", or "ours:<spec>" with --tiles (spec in the op column).
+        for key in [k for k in r if k == "ms_ours" or k.startswith("ms_ours:")] or ["ms_ours"]:
+            o = r.get(key)
+            spec = key[len("ms_ours:"):] if key.startswith("ms_ours:") else ""
+            ratio = lambda k: (r[k] / o) if (o and r.get(k)) else None  # noqa: E731
+            plain = (o / r["ms_plain"]) if (o and r.get("ms_plain")) else None
+            if plain and r["method"] == "burst":
+                worst.setdefault(spec, []).append(plain)
+            print(f"| {r['op']}{':' + spec if spec else ''} | {r['act'] or '-'} | {r['M']}x{r['N']}x{r['K']} | "
+                  f"{r['method']} | {f(o)} | {f(r.get('ms_plain'))} | {f(r.get('ms_torch'))} | "
+                  f"{f(r.get('ms_compile'))} | {f(r.get('ms_quack'))} | {f(plain)} | {f(ratio('ms_torch'))} | "
+                  f"{f(ratio('ms_compile'))} | {f(ratio('ms_quack'))} |")
+    for spec, w in worst.items():
+        print(f"burst{' ours:' + spec if spec else ''}: worst ours/plain {max(w):.3f}, geomean "
+              f"{math.exp(sum(map(math.log, w)) / len(w)):.3f} (bar: <= 1.03)")
 
 
 if __name__ == "__main__":

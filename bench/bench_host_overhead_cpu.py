@@ -126,6 +126,9 @@ class StubC:
     def cross_entropy_scale_grad(self, *a):
         pass
 
+    def cross_entropy_train_bwd(self, *a):
+        pass
+
 
 def patch(reg, ops, gemm_ops, torch, force_custom_op, cpp_eager=True):
     """CPU tensors take the fast path (as test_fastpath_cpu.py's as_cuda) and _C is stubbed;
@@ -160,7 +163,8 @@ def patch(reg, ops, gemm_ops, torch, force_custom_op, cpp_eager=True):
     for op in (ops.rmsnorm_fwd, ops.rmsnorm_bwd, gemm_ops.gemm_op, gemm_ops.gemm_add_inplace_op,
                ln_ops.layernorm_fwd, ln_ops.layernorm_bwd, sm_ops.softmax_fwd,
                sm_ops.softmax_bwd, ce_ops.cross_entropy_fwd,
-               ce_ops.cross_entropy_bwd, ce_ops.cross_entropy_scale_grad):
+               ce_ops.cross_entropy_bwd, ce_ops.cross_entropy_scale_grad,
+               ce_ops.cross_entropy_train_bwd):
         lib.impl(op.__name__, op.kernel, "CPU")
     return lib
 

@@ -17,10 +17,13 @@
 //                       row skeleton's plan (row_plan_name); all = every configuration of
 //                       src/row/row_config.h that takes the shape, and the general policy
 //   quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row]
-//                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--ms 100]
+//                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all]
+//                    [--path auto|queue|bitonic] [--ms 100]
 //                    top-k, values in x's dtype, int64 indices (default: issue 19's shapes,
 //                    forward only); TB/s = M·N·elt of x / time; "config": the plan
-//                    (topk_plan_name); all = each warps-per-row count forced, then the element path
+//                    (topk_plan_name); all = each warps-per-row count forced, the element path,
+//                    then the bitonic kernel (16-bit x, N ≤ 4096, k ≤ 32) with its own elements
+//                    per thread and each of 16..128; --path forces the queue or bitonic kernel
 //   quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
 //                       [--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]
 //                       LayerNorm with a weight and (--bias 1) a bias in fp32 or x's dtype, out
@@ -30,10 +33,14 @@
 //   quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] [--dir fwd|bwd|fwdbwd|all]
 //                       [--config auto|all] [--ms 100]
 //                       ce_fwd: reduction 'none', no dx (loss only); ce_bwd: dx from x, lse and a
-//                       per-row dloss; ce_fwd_bwd: the training path, 'mean' with dx in the forward
-//                       (prep + row kernel + finish) then cross_entropy_scale_grad with
-//                       grad_output 1 (returns at once), and ce_fwd_bwd_scaled with grad_output
-//                       0.5 (rescales dx); random targets, none ignored; "config" as softmax's
+//                       per-row dloss; ce_fwd_bwd: the training path, 'mean' with the predicted
+//                       dx (cross_entropy_fwd with lse, dx_state, dx_predict: prep + row kernel +
+//                       finish, then cross_entropy_train_bwd) at grad_output 1 every step (dx in
+//                       the forward, the backward returns at once), and ce_fwd_bwd_scaled at 0.5
+//                       every step (no dx in the forward, the backward recomputes it from x);
+//                       ce_fwd_bwd_rescale / ce_fwd_bwd_scaled_rescale: the same with dx always
+//                       written and cross_entropy_scale_grad (A/B); random targets, none
+//                       ignored; "config" as softmax's (the forward's row kernel)
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
 //     (env QUACK_GEMM_TILE or QUACK_GEMM_TILE_N forces a tile, for gemm-act / gemm-dact on both the
@@ -395,11 +402,12 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
 
 // top-k (issue 19): values in x's dtype, int64 indices, contiguous x. TB/s = input bytes
 // (M·N·elt) / time, the anchors' model. all_configs: the plan with each warps-per-row count
-// (1..16, quack::detail::plan_topk forced), then the element path. bwd: topk_bwd of the same
+// (1..16, quack::detail::plan_topk forced), then the element path, then the bitonic kernel
+// (plan_topk's forced_path, each elements-per-thread count). path: auto, queue or bitonic. bwd: topk_bwd of the same
 // softmax mode into dx in x's dtype (TB/s = dx bytes / time).
 int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shapes,
                const std::string& dir, double budget_ms, const std::string& softmax,
-               bool largest, bool all_configs) {
+               bool largest, bool all_configs, const std::string& path) {
   namespace d = quack::detail;
   const char* name = quack::dtype_name(dt);
   const size_t es = quack::dtype_size(dt);
@@ -436,18 +444,28 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
     };
     const size_t ws_bytes = quack::topk_fwd_workspace_size(fwd_args(0));
     Buffer ws(ws_bytes);
-    std::vector<std::pair<int, bool>> plans = {{0, true}};  // (forced warps, vector loads)
+    // (forced warps, vector loads, forced bitonic elements per thread: -1 none, 0 the plan's)
+    struct Forced { int w; bool vec; int elems; };
+    std::vector<Forced> plans = {{0, true, path == "bitonic" ? 0 : -1}};
     if (all_configs) {
       plans.clear();
-      for (int w : {1, 2, 4, 8, 16}) plans.push_back({w, true});
-      plans.push_back({0, false});
+      for (int w : {1, 2, 4, 8, 16}) plans.push_back({w, true, -1});
+      plans.push_back({0, false, -1});
+      for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e});
     }
     char plan_name[96];
-    for (auto [w, vec] : plans) {
+    for (auto [w, vec, elems] : plans) {
       if (dir == "bwd") break;
       d::TopkCall call = d::topk_fwd_call(fwd_args(0));
       if (!vec) call.problem.vec_ok = false;
-      const d::TopkPlan plan = (w > 0 || !vec) ? d::plan_topk(call.problem, w) : call.plan;
+      d::TopkPlan plan = call.plan;
+      if (elems >= 0) {
+        if (!d::topk_bitonic_ok(call.problem)) continue;
+        plan = d::plan_topk(call.problem, 0, d::TopkPath::kBitonic, elems);
+        if (elems > 0 && plan.elems != elems) continue;  // E not usable at this shape
+      } else if (w > 0 || !vec || path == "queue") {
+        plan = d::plan_topk(call.problem, w, d::TopkPath::kQueue);
+      }
       if (plan.path == d::TopkPath::kQueue && w > 0 && (N + plan.slice - 1) / plan.slice < w) continue;
       const double ms = time_median(
           [&](int i) {
@@ -607,7 +625,8 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
     std::mt19937_64 gen(static_cast<uint64_t>(M * 31 + V));
     for (auto& t : th) t = static_cast<int64_t>(gen() % static_cast<uint64_t>(V));
     Buffer tg(static_cast<size_t>(M) * 8), loss(static_cast<size_t>(M) * 4),
-        lse(static_cast<size_t>(M) * 4), dloss(static_cast<size_t>(M) * 4), grad(16);
+        lse(static_cast<size_t>(M) * 4), dloss(static_cast<size_t>(M) * 4), grad(16),
+        state(quack::kCrossEntropyDxStateFloats * 4), word(16);
     check(cudaMemcpy(tg.p, th.data(), th.size() * 8, cudaMemcpyHostToDevice), "targets");
     fill_random(dloss.p, static_cast<size_t>(M), F32, 7);
     const TensorRef target = TensorRef::vector(tg.p, quack::DType::kInt64, M);
@@ -647,6 +666,27 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
       a.grad_output = TensorRef::vector(grad.p, F32, 1);
       quack::cross_entropy_scale_grad(a, nullptr);
     };
+    const TensorRef state_ref = TensorRef::vector(state.p, F32, quack::kCrossEntropyDxStateFloats);
+    const TensorRef word_ref = TensorRef::vector(word.p, quack::DType::kInt32, 1);
+    const int32_t one = 1;  // the word's first value (any value is correct)
+    check(cudaMemcpy(word.p, &one, 4, cudaMemcpyHostToDevice), "dx_predict");
+    auto predicted = [&](quack::CrossEntropyFwdArgs a) {  // the training forward's extras
+      a.lse = TensorRef::vector(lse.p, F32, M);
+      a.dx_state = state_ref;
+      a.dx_predict = word_ref;
+      return a;
+    };
+    auto train_bwd = [&](int s) {
+      quack::CrossEntropyTrainBwdArgs a;
+      a.x = mat(x[s]->p);
+      a.target = target;
+      a.lse = TensorRef::vector(lse.p, F32, M);
+      a.grad_output = TensorRef::vector(grad.p, F32, 1);
+      a.dx = mat(dx[s]->p);
+      a.dx_state = state_ref;
+      a.dx_predict = word_ref;
+      quack::cross_entropy_train_bwd(a, nullptr);
+    };
     char plan_name[64];
     auto extra_of = [&](const d::RowPlan& plan) {
       return std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
@@ -680,14 +720,24 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
         if (plan.policy == d::RowPolicy::kNone) continue;
         for (float g : {1.f, 0.5f}) {
           set_grad(g);
+          // The predicted pair: the word follows grad_output after the first step (warm-up).
           const double ms = time_median(
+              [&](int s) {
+                d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(predicted(with_ws(fwd_args(s, true)))),
+                                         plan, nullptr);
+                train_bwd(s);
+              },
+              sets, budget_ms);
+          emit(g == 1.f ? "ce_fwd_bwd" : "ce_fwd_bwd_scaled", name, M, V, ms, 2.0 * mv * es,
+               extra_of(plan).c_str());
+          const double ms_rescale = time_median(
               [&](int s) {
                 d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(with_ws(fwd_args(s, true))), plan, nullptr);
                 scale(s);
               },
               sets, budget_ms);
-          emit(g == 1.f ? "ce_fwd_bwd" : "ce_fwd_bwd_scaled", name, M, V, ms, 2.0 * mv * es,
-               extra_of(plan).c_str());
+          emit(g == 1.f ? "ce_fwd_bwd_rescale" : "ce_fwd_bwd_scaled_rescale", name, M, V,
+               ms_rescale, 2.0 * mv * es, extra_of(plan).c_str());
         }
       }
     }
@@ -967,7 +1017,7 @@ int main(int argc, char** argv) {
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
-                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--ms 100]\n"
+                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|bitonic] [--ms 100]\n"
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
@@ -991,6 +1041,7 @@ int main(int argc, char** argv) {
   bool store_preact = true;              // gemm-act
   std::string softmax = "none";  // topk: none, selected or row
   bool largest = true;           // topk
+  std::string path = "auto";     // topk: auto (the plan), queue or bitonic (forced where it applies)
   bool dir_given = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
@@ -999,6 +1050,7 @@ int main(int argc, char** argv) {
     else if (k == "--dir") dir = v, dir_given = true;
     else if (k == "--softmax") softmax = v;
     else if (k == "--largest") largest = !(v == "0" || v == "false");
+    else if (k == "--path") path = v;
     else if (k == "--ms") budget_ms = std::atof(v.c_str());
     else if (k == "--layout") layout = v;
     else if (k == "--residual") residual = v;
@@ -1061,8 +1113,12 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "quack-bench: topk shapes are MxNxK with 1 <= K <= N\n");
           return 2;
         }
+      if (path != "auto" && path != "queue" && path != "bitonic") {
+        std::fprintf(stderr, "quack-bench: topk --path is auto, queue or bitonic\n");
+        return 2;
+      }
       return bench_topk(parse_dtype(dtype), dims, dir_given ? dir : "fwd", budget_ms, softmax,
-                        largest, config == "all");
+                        largest, config == "all", path);
     }
     if (cmd == "cross-entropy") {
       if (dir == "both") dir = "all";

@@ -59,7 +59,8 @@ void bind_cross_entropy(nb::module_& m) {
          const OptTensor& lse, const OptTensor& z_loss, const OptTensor& dx, int64_t ignore_index,
          const std::string& reduction, double label_smoothing, double z_loss_scale,
          double logit_softcap, int64_t num_classes, uintptr_t workspace_ptr,
-         size_t workspace_bytes, uintptr_t stream) {
+         size_t workspace_bytes, uintptr_t stream, const OptTensor& dx_state,
+         const OptTensor& dx_predict) {
         const char* fn = "cross_entropy_fwd";
         quack::CrossEntropyFwdArgs a;
         a.x = to_ref(x, fn, "x");
@@ -71,6 +72,8 @@ void bind_cross_entropy(nb::module_& m) {
         a.lse = to_ref(lse, fn, "lse");
         a.z_loss = to_ref(z_loss, fn, "z_loss");
         a.dx = to_ref(dx, fn, "dx");
+        a.dx_state = to_ref(dx_state, fn, "dx_state");
+        a.dx_predict = to_ref(dx_predict, fn, "dx_predict");
         a.ignore_index = ignore_index;
         a.reduction = to_reduction(reduction, fn);
         a.label_smoothing = static_cast<float>(label_smoothing);
@@ -90,7 +93,8 @@ void bind_cross_entropy(nb::module_& m) {
       nb::arg("reduction") = "mean", nb::arg("label_smoothing") = 0.0,
       nb::arg("z_loss_scale") = 0.0, nb::arg("logit_softcap") = 0.0,
       nb::arg("num_classes") = -1, nb::arg("workspace_ptr") = 0, nb::arg("workspace_bytes") = 0,
-      nb::arg("stream") = 0,
+      nb::arg("stream") = 0, nb::arg("dx_state").none() = nb::none(),
+      nb::arg("dx_predict").none() = nb::none(),
       (std::string(
            "Cross-entropy forward (quack::cross_entropy_fwd) over the rows of x (M, V):\n"
            "  y = c*tanh(x/c) (softcap c > 0), lse = log sum_j exp(y_j),\n"
@@ -100,7 +104,9 @@ void bind_cross_entropy(nb::module_& m) {
            "the summed class weights of the counted rows, the z part over their count; on the\n"
            "device). lse (M), z_loss ((M) or (1)) optional. dx (M, V) optional: the gradient for\n"
            "grad_output 1 (may be x itself: in place). lse_partial (M, K) fp32 and target_logit\n"
-           "(M): see the C++ header. Workspace: cross_entropy_fwd_workspace_size bytes.\n") +
+           "(M): see the C++ header. Workspace: cross_entropy_fwd_workspace_size bytes.\n"
+           "dx_state (16) fp32 (with dx, 'sum'/'mean'): what cross_entropy_train_bwd needs;\n"
+           "dx_predict (1) int32 (with dx_state): 0 on the device: dx is not written.\n") +
        quack_py::kTensorDoc + kRaises)
           .c_str());
 
@@ -149,6 +155,43 @@ void bind_cross_entropy(nb::module_& m) {
       (std::string("dx *= grad_output[0] in place (quack::cross_entropy_scale_grad), unless\n"
                    "grad_output[0] == 1, decided on the device (then dx is not touched).\n"
                    "dx (M, V), grad_output (1).\n") +
+       quack_py::kTensorDoc + kRaises)
+          .c_str());
+
+  m.def(
+      "cross_entropy_train_bwd",
+      [](const OptTensor& x, const OptTensor& target, const OptTensor& lse,
+         const OptTensor& grad_output, const OptTensor& dx, const OptTensor& dx_state,
+         const OptTensor& dx_out, const OptTensor& dx_predict, const OptTensor& weight,
+         int64_t ignore_index, double label_smoothing, double z_loss_scale, double logit_softcap,
+         uintptr_t stream) {
+        const char* fn = "cross_entropy_train_bwd";
+        quack::CrossEntropyTrainBwdArgs a;
+        a.x = to_ref(x, fn, "x");
+        a.target = to_ref(target, fn, "target");
+        a.lse = to_ref(lse, fn, "lse");
+        a.grad_output = to_ref(grad_output, fn, "grad_output");
+        a.dx = to_ref(dx, fn, "dx");
+        a.dx_state = to_ref(dx_state, fn, "dx_state");
+        a.dx_out = to_ref(dx_out, fn, "dx_out");
+        a.dx_predict = to_ref(dx_predict, fn, "dx_predict");
+        a.weight = to_ref(weight, fn, "weight");
+        a.ignore_index = ignore_index;
+        a.label_smoothing = static_cast<float>(label_smoothing);
+        a.z_loss_scale = static_cast<float>(z_loss_scale);
+        a.logit_softcap = static_cast<float>(logit_softcap);
+        nb::gil_scoped_release release;
+        quack::cross_entropy_train_bwd(a, to_stream(stream));
+      },
+      nb::arg("x"), nb::arg("target"), nb::arg("lse"), nb::arg("grad_output"), nb::arg("dx"),
+      nb::arg("dx_state"), nb::arg("dx_out").none() = nb::none(),
+      nb::arg("dx_predict").none() = nb::none(), nb::arg("weight").none() = nb::none(),
+      nb::arg("ignore_index") = -100, nb::arg("label_smoothing") = 0.0,
+      nb::arg("z_loss_scale") = 0.0, nb::arg("logit_softcap") = 0.0, nb::arg("stream") = 0,
+      (std::string("Training backward of a forward given dx and dx_state\n"
+                   "(quack::cross_entropy_train_bwd): dx_out = grad_output*dx where the forward\n"
+                   "wrote dx, else dx recomputed from x, target, lse; decided on the device.\n"
+                   "dx_out None: dx in place. dx_predict (1) int32: set to (grad_output == 1).\n") +
        quack_py::kTensorDoc + kRaises)
           .c_str());
 }

@@ -64,13 +64,16 @@ enum class Reduction : int { kNone = 0, kSum = 1, kMean = 2 };
 /// | dx           | (M, V)         | fp32, fp16, bf16 | no       | no overlapping elements; may  |
 /// |              |                |                  |          | be x itself (same dtype and   |
 /// |              |                |                  |          | strides: in place)            |
+/// | dx_state     | (16)           | fp32             | no       | unit stride (output)          |
+/// | dx_predict   | (1)            | int32            | no       | (input, read on the device)   |
 /// (1) x may be absent when lse_partial and target_logit are both given (then num_classes
 ///     gives V).
 ///
 /// - dx (optional) is the gradient of `loss` for a grad_output of 1: dloss_i = 1 ('none',
 ///   'sum') or the mean's 1 / denominator of each part ('mean', read on the device). A backward
-///   with another grad_output rescales it with cross_entropy_scale_grad. dx = x overwrites the
-///   logits (QuACK's and Liger's inplace_backward).
+///   with another grad_output rescales it with cross_entropy_scale_grad (or, with dx_state,
+///   cross_entropy_train_bwd). dx = x overwrites the logits (QuACK's and Liger's
+///   inplace_backward).
 /// - lse_partial: the row's lse is combined from K partial logsumexps of column chunks
 ///   (lse = log Σ_k e^(lse_partial[i, k]); QuACK's semantics, e.g. from a GEMM epilogue or the
 ///   shards of a vocabulary-parallel layer); the target logit is then read from target_logit,
@@ -89,6 +92,22 @@ enum class Reduction : int { kNone = 0, kSum = 1, kMean = 2 };
 /// without dx) are held in registers; up to 1 MB split over clusters of ≤ 16 CTAs with the
 /// bulk-copy engine fetching rows ahead (one HBM read); longer rows read twice (from L2).
 ///
+/// - dx_state (optional, with dx and 'sum' / 'mean'): kCrossEntropyDxStateFloats fp32, unit
+///   stride, written by the forward for cross_entropy_train_bwd: whether dx was written and
+///   the gradient's scales (1 for 'sum', the mean's 1 / denominators); keep it (and x, target,
+///   lse, weight, dx) until the backward has run (which needs lse: ask for it).
+/// - dx_predict (optional, needs dx_state): one int32 in device memory, read on the device by
+///   the forward's first kernel: 0: dx is NOT written (the forward reads x once and writes the
+///   loss, lse, z_loss; cross_entropy_train_bwd then computes dx from x); otherwise dx is
+///   written as without it. What the forward did is recorded in dx_state, so the prediction
+///   may be any value and may change at any time (another stream, a CUDA graph replay): it
+///   decides the cost, never the result. cross_entropy_train_bwd sets it to (grad_output ==
+///   1), so a training loop gets, on the device and without a host sync: grad_output 1 every
+///   step: forward read x + write dx, backward nothing (2 passes over M·V); a scaled loss
+///   every step: forward read x, backward read x + write dx (3 passes, the backward from lse);
+///   a step whose grad_output differs from the previous step's: one extra pass (a rescale of
+///   dx, or the dx written in vain).
+///
 /// Workspace: cross_entropy_fwd_workspace_size(args) bytes of device memory on x's device,
 /// 16-byte aligned, contents irrelevant (the kernels write before they read); 64 bytes for
 /// 'none', plus 4·M (and 4·M more with a z-loss) for 'sum' and 'mean'. It must not be used by
@@ -103,6 +122,8 @@ struct CrossEntropyFwdArgs {
   TensorRef lse;
   TensorRef z_loss;
   TensorRef dx;
+  TensorRef dx_state;    // (kCrossEntropyDxStateFloats) fp32, unit stride; output
+  TensorRef dx_predict;  // (1) int32; input (read on the device)
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::kMean;
   float label_smoothing = 0.f;  // ε in [0, 1]
@@ -112,6 +133,9 @@ struct CrossEntropyFwdArgs {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };
+
+/// fp32 elements of cross_entropy_fwd's dx_state (16: 64 bytes).
+inline constexpr int64_t kCrossEntropyDxStateFloats = 16;
 
 /// Bytes of workspace cross_entropy_fwd needs for `args` (from M = target's length, the
 /// reduction and z_loss_scale; validates nothing else). Never throws.
@@ -125,7 +149,8 @@ size_t cross_entropy_fwd_workspace_size(const CrossEntropyFwdArgs& args);
 /// ('sum') or NaN ('mean') into the scalar outputs and launches no row kernel.
 /// Throws InvalidArgument (naming the function, the argument, what was expected and what came)
 /// for: a required tensor absent, a wrong shape, dtype or device, a negative stride, an output
-/// with overlapping elements, dx aliasing x with another dtype or layout, V = 0 with M > 0 or
+/// with overlapping elements, dx aliasing x with another dtype or layout, dx_state without dx
+/// or with 'none', dx_predict without dx_state, V = 0 with M > 0 or
 /// V ≥ 2^31, label_smoothing outside [0, 1], z_loss_scale < 0 or not finite, logit_softcap < 0
 /// or not finite, an option that lse_partial / target_logit exclude, num_classes inconsistent
 /// with x, a workspace too small or misaligned; CudaError when a launch fails.
@@ -186,5 +211,57 @@ struct CrossEntropyScaleGradArgs {
 /// dx *= grad_output[0] unless grad_output[0] == 1 (decided on the device). M·V = 0 launches
 /// nothing. Throws InvalidArgument for bad arguments, CudaError when the launch fails.
 void cross_entropy_scale_grad(const CrossEntropyScaleGradArgs& args, cudaStream_t stream);
+
+/// Arguments of cross_entropy_train_bwd, the backward of a forward that was given dx and
+/// dx_state (cross_entropy_fwd): the gradient for grad_output g = grad_output[0] (read on the
+/// device), from what the forward did (dx_state, read on the device):
+///
+///   forward wrote dx:      dx_out = g·dx          (in place with g == 1: nothing is touched)
+///   forward did not:       dx_out = cross_entropy_bwd's dx with σ_ce = g·s_ce, σ_z = g·s_z
+///                          (s_*: the forward's scales, 1 for 'sum', 1 / denominators for
+///                          'mean'), from x, target, lse and weight
+///
+/// with the forward's options (ignore_index, label_smoothing, z_loss_scale, logit_softcap,
+/// weight: pass the same). Then dx_predict (when given) is set to (g == 1): the forward's next
+/// prediction (see CrossEntropyFwdArgs::dx_predict).
+///
+/// | tensor      | shape  | dtype            | required | layout                               |
+/// |-------------|--------|------------------|----------|--------------------------------------|
+/// | x           | (M, V) | fp32, fp16, bf16 | yes      | the forward's x (unchanged since,    |
+/// |             |        |                  |          | unless it is dx: in place)           |
+/// | target      | (M)    | int32, int64     | yes      | any stride                           |
+/// | lse         | (M)    | fp32, fp16, bf16 | yes      | the forward's lse output             |
+/// | grad_output | (1)    | fp32, fp16, bf16 | yes      | (a 0-d tensor viewed as (1))         |
+/// | weight      | (V)    | fp32             | no       | any stride                           |
+/// | dx          | (M, V) | fp32, fp16, bf16 | yes      | the forward's dx; no overlap         |
+/// | dx_state    | (16)   | fp32             | yes      | the forward's dx_state, unit stride  |
+/// | dx_out      | (M, V) | dx's dtype       | no       | absent: dx (in place); else its own  |
+/// |             |        |                  |          | memory, or x itself (same layout)    |
+/// | dx_predict  | (1)    | int32            | no       | the word the forward read            |
+///
+/// Two kernels, each deciding on the device: the rescale (returns at once unless the forward
+/// wrote dx and g ≠ 1, or dx_out is not dx) and the row kernel of cross_entropy_bwd (every CTA
+/// returns at once unless the forward did not write dx). No host sync; a CUDA graph of forward
+/// and backward replays correctly for any grad_output and any prediction.
+struct CrossEntropyTrainBwdArgs {
+  TensorRef x;
+  TensorRef target;
+  TensorRef lse;
+  TensorRef grad_output;
+  TensorRef weight;
+  TensorRef dx;
+  TensorRef dx_state;
+  TensorRef dx_out;
+  TensorRef dx_predict;
+  int64_t ignore_index = -100;
+  float label_smoothing = 0.f;
+  float z_loss_scale = 0.f;
+  float logit_softcap = 0.f;
+};
+
+/// Runs the training backward on `stream`. M·V = 0 launches nothing. Throws InvalidArgument
+/// (as cross_entropy_bwd, and for dx_state, dx_out or dx_predict of the wrong shape, dtype,
+/// device or layout), CudaError when a launch fails.
+void cross_entropy_train_bwd(const CrossEntropyTrainBwdArgs& args, cudaStream_t stream);
 
 }  // namespace quack

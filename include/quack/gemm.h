@@ -115,8 +115,11 @@ struct GemmBias {
 ///
 /// bias (GemmBias: a row vector (N,) added to every row and/or a column vector (M,) added to
 /// every column, fp32, bf16 or fp16; in the user's (M, N) terms whatever d's layout): compiled for
-/// bf16 a, b and d with (a, b, d) = (row, column, row) — y = x·Wᵀ + b, an nn.Linear forward — and
-/// (row, column, column); other combinations with a bias throw "... not yet supported".
+/// bf16 → bf16 and fp16 → fp16 (d of a's dtype; no c of another dtype) with (a, b, d) = (row,
+/// column, row) — y = x·Wᵀ + b, an nn.Linear forward — and (row, column, column). An fp32 d with
+/// a bias throws InvalidArgument "gemm: d float32 is not compiled for bfloat16 inputs (no kernel
+/// instance), expected d = bfloat16 (with a bias)"; other layouts with a bias "... not yet
+/// supported".
 struct GemmArgs {
   TensorRef a;
   TensorRef b;

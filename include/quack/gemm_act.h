@@ -22,6 +22,28 @@
 // CUTLASS's epilogue-visitor design.
 //
 // Host protocol as quack/gemm.h: arguments → can_implement → launch.
+//
+// Compiled dtypes (src/gemm/sm90/instances.txt; each function's table below):
+//
+// | function    | a, b | outputs (and c; gemm_dact's preact)                          | tiles |
+// |-------------|------|--------------------------------------------------------------|-------|
+// | gemm_act    | bf16 | preact, postact bf16                                         | 128x256, 128x128 pingpong |
+// | gemm_act    | bf16 | preact, postact fp32 (QuACK's out_dtype = float32; c fp32)   | 128x128 pingpong |
+// | gemm_act    | fp16 | preact, postact fp16                                         | 128x128 pingpong |
+// | gemm_dact   | bf16 / fp16 | preact, dpreact, postact of a's dtype                 | bf16: both; fp16: 128x128 pingpong |
+// | gemm_gated  | bf16 | preact, postact bf16 (both layouts)                          | 128x256, 128x128 pingpong; concat: 128x256 |
+// | gemm_gated  | bf16 | preact, postact fp32 (interleaved layout only)               | 128x128 pingpong |
+// | gemm_gated  | fp16 | preact, postact fp16 (both layouts)                          | 128x128 pingpong; concat: 128x256 |
+// | gemm_dgated | bf16 / fp16 | preact, dpreact (packed pairs) and postact of a's dtype | 128x256 |
+//
+// Without preact (gemm_act, gemm_gated) the row of its dtype is that of c (when read) or
+// postact; without postact (gemm_dact, gemm_dgated) that of preact. Any other combination (e.g.
+// a bf16 preact with an fp32 postact, fp32 outputs of fp16 inputs, an fp32 gemm_dact) throws
+// InvalidArgument naming the tensors and their dtypes and listing the compiled combinations for
+// a's dtype, e.g. "gemm_act: preact bfloat16 and postact float32 are not compiled for bfloat16
+// inputs (no kernel instance), expected (preact, postact) = (bfloat16, bfloat16) or (float32,
+// float32)"; an output dtype that is neither a's nor fp32 throws "... has dtype ..., expected
+// <a's dtype> or float32". The tile rule and the autotuner choose among a row's tiles.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -97,16 +119,17 @@ bool activation_from_name(const char* name, Activation* out);
 ///
 /// | tensor  | shape               | dtype            | layout                                  | required |
 /// |---------|---------------------|------------------|-----------------------------------------|----------|
-/// | a       | (M, K) or (L, M, K) | bf16             | row-major (stride 1 along K)            | yes      |
+/// | a       | (M, K) or (L, M, K) | bf16, fp16       | row-major (stride 1 along K)            | yes      |
 /// | b       | (K, N) or (L, K, N) | a's dtype        | column-major (stride 1 along K), e.g. Wᵀ of an nn.Linear weight W (N, K) | yes |
 /// | c       | (M, N) or (L, M, N) | preact's dtype   | postact's layout                        | if beta ≠ 0 |
-/// | preact  | (M, N) or (L, M, N) | bf16             | postact's layout                        | no: stored when given (QuACK's store_preact) |
-/// | postact | (M, N) or (L, M, N) | bf16             | row-major (stride 1 along N)            | yes      |
+/// | preact  | (M, N) or (L, M, N) | a's dtype, or fp32 with bf16 a | postact's layout          | no: stored when given (QuACK's store_preact) |
+/// | postact | (M, N) or (L, M, N) | preact's dtype   | row-major (stride 1 along N), or column-major (through Dᵀ) | yes |
 ///
-/// Compiled today (src/gemm/sm90/instances.txt): bf16 a and b, bf16 preact and postact, a
-/// row-major, b column-major, outputs row-major (y = x·Wᵀ, the forward of a Linear layer), with
-/// the tiles 128x256 (cooperative) and 128x128 (pingpong), 2x1 clusters, chosen as gemm's rule.
-/// Other combinations throw InvalidArgument "... not yet supported" listing what is compiled.
+/// Compiled (src/gemm/sm90/instances.txt; the table at the top of this header): a row-major, b
+/// column-major (y = x·Wᵀ, the forward of a Linear layer); bf16 → bf16 with the tiles 128x256
+/// (cooperative) and 128x128 (pingpong), 2x1 clusters, chosen as gemm's rule; bf16 → fp32 and
+/// fp16 → fp16 with 128x128 pingpong. Other dtype combinations throw InvalidArgument "... are
+/// not compiled ..." listing the compiled ones, other layouts "... not yet supported".
 /// Strides, alignment, batches, M, N, K, L limits: as quack/gemm.h, for each tensor. Any
 /// alignment works as in gemm: a and b that TMA cannot address (K or N not a multiple of 8 in
 /// memory, a view at an odd offset) are copied into a workspace with padded rows (workspace
@@ -165,14 +188,16 @@ void gemm_act(const GemmActArgs& args, cudaStream_t stream);
 ///
 /// | tensor  | shape               | dtype            | layout                                  | required |
 /// |---------|---------------------|------------------|-----------------------------------------|----------|
-/// | a       | (M, K) or (L, M, K) | bf16             | row-major (stride 1 along K), e.g. dout | yes      |
+/// | a       | (M, K) or (L, M, K) | bf16, fp16       | row-major (stride 1 along K), e.g. dout | yes      |
 /// | b       | (K, N) or (L, K, N) | a's dtype        | row-major (stride 1 along N), e.g. an nn.Linear weight W (K = out, N = in) | yes |
 /// | preact  | (M, N) or (L, M, N) | dpreact's dtype  | dpreact's layout                        | yes      |
-/// | dpreact | (M, N) or (L, M, N) | bf16             | row-major (stride 1 along N)            | yes      |
-/// | postact | (M, N) or (L, M, N) | bf16             | dpreact's layout                        | no: stored when given |
+/// | dpreact | (M, N) or (L, M, N) | a's dtype        | row-major (stride 1 along N)            | yes      |
+/// | postact | (M, N) or (L, M, N) | a's dtype        | dpreact's layout                        | no: stored when given |
 ///
-/// Compiled today: bf16 everywhere, a row-major, b row-major, outputs row-major (the dgrad of the
-/// second Linear of an MLP), tiles as gemm_act. Other combinations throw "not yet supported".
+/// Compiled: a's dtype everywhere (bf16: tiles as gemm_act; fp16: 128x128 pingpong), a
+/// row-major, b row-major, outputs row-major (the dgrad of the second Linear of an MLP). Other
+/// dtypes throw "... are not compiled ..." (listing the compiled ones), other layouts "not yet
+/// supported".
 struct GemmDActArgs {
   TensorRef a;
   TensorRef b;
@@ -221,16 +246,18 @@ void gemm_dact(const GemmDActArgs& args, cudaStream_t stream);
 ///
 /// | tensor  | shape                  | dtype          | layout                                  | required |
 /// |---------|------------------------|----------------|-----------------------------------------|----------|
-/// | a       | (M, K) or (L, M, K)    | bf16           | row-major (stride 1 along K)            | yes      |
+/// | a       | (M, K) or (L, M, K)    | bf16, fp16     | row-major (stride 1 along K)            | yes      |
 /// | b       | (K, N) or (L, K, N)    | a's dtype      | column-major (stride 1 along K)         | yes      |
 /// | c       | (M, N) or (L, M, N)    | preact's dtype | row-major (interleaved like preact)     | if beta ≠ 0 |
-/// | preact  | (M, N) or (L, M, N)    | bf16           | row-major                               | no: stored when given |
-/// | postact | (M, N/2) or (L, M, N/2)| bf16           | row-major (stride 1 along N/2)          | yes      |
+/// | preact  | (M, N) or (L, M, N)    | a's dtype, or fp32 with bf16 a (interleaved only) | row-major | no: stored when given |
+/// | postact | (M, N/2) or (L, M, N/2)| preact's dtype | row-major (stride 1 along N/2)          | yes      |
 /// | bias    | GemmBias: row (N,) / (L, N), col (M,) / (L, M) | fp32, bf16, fp16 | contiguous | no |
 ///
-/// N must be even. Compiled today: bf16 a, b, preact and postact (16-bit postact: the epilogue
-/// stores it as 16-bit values into a half-width subtile), a row-major, b column-major, outputs
-/// row-major; tiles as gemm_act (the concat layout: 128x256 only). Strides, alignment and limits:
+/// N must be even. Compiled (the table at the top of this header): bf16 → bf16 (tiles as
+/// gemm_act; the concat layout: 128x256 only), fp16 → fp16 (128x128 pingpong; concat: 128x256),
+/// bf16 → fp32 (interleaved, 128x128 pingpong); postact is stored per value into a half-width
+/// subtile (16-bit or fp32), a row-major, b column-major, outputs row-major. Other dtypes throw
+/// "... are not compiled ..." listing the compiled ones. Strides, alignment and limits:
 /// as quack/gemm.h for each tensor, any alignment as gemm_act: a and b that TMA cannot address
 /// (K or N not a multiple of 8 in memory, a view at an odd offset) are read from padded copies in
 /// the workspace (with concat_layout the copy keeps b's halves, so the up half starts at N/2 of
@@ -278,18 +305,18 @@ void gemm_gated(const GemmGatedArgs& args, cudaStream_t stream);
 ///
 /// preact and dpreact (M, 2H) are read and written as H packed pairs per row (QuACK's
 /// "packed_cd_b16x2": one 32-bit element per (gate, up) pair), so the epilogue's thread holds a
-/// pair where D's value j sits; both are bf16. Each output is rounded once.
+/// pair where D's value j sits; both are of a's dtype (bf16 or fp16). Each output is rounded once.
 ///
 /// | tensor  | shape                   | dtype           | layout                                | required |
 /// |---------|-------------------------|-----------------|---------------------------------------|----------|
-/// | a       | (M, K) or (L, M, K)     | bf16            | row-major, e.g. dout                  | yes      |
+/// | a       | (M, K) or (L, M, K)     | bf16, fp16      | row-major, e.g. dout                  | yes      |
 /// | b       | (K, H) or (L, K, H)     | a's dtype       | row-major, e.g. fc2's weight W2 (K = out, H = hidden) | yes |
-/// | preact  | (M, 2H) or (L, M, 2H)   | dpreact's dtype | row-major, gate/up interleaved         | yes      |
-/// | dpreact | (M, 2H) or (L, M, 2H)   | bf16            | row-major, gate/up interleaved         | yes      |
-/// | postact | (M, H) or (L, M, H)     | bf16            | row-major                              | no: stored when given |
+/// | preact  | (M, 2H) or (L, M, 2H)   | a's dtype       | row-major, gate/up interleaved         | yes      |
+/// | dpreact | (M, 2H) or (L, M, 2H)   | a's dtype       | row-major, gate/up interleaved         | yes      |
+/// | postact | (M, H) or (L, M, H)     | a's dtype       | row-major                              | no: stored when given |
 ///
-/// Compiled today: bf16 everywhere, a and b row-major (an MLP's fc2 dgrad), outputs row-major,
-/// the 128x256 cooperative tile. Strides and alignment as quack/gemm.h (a and b that TMA cannot
+/// Compiled: a's dtype everywhere (bf16 or fp16), a and b row-major (an MLP's fc2 dgrad),
+/// outputs row-major, the 128x256 cooperative tile. Strides and alignment as quack/gemm.h (a and b that TMA cannot
 /// address: padded copies in the workspace; postact: plain stores where TMA cannot address it),
 /// the packed tensors' in 32-bit units: preact and dpreact need a 4-byte aligned base and even
 /// leading and batch strides (in 16-bit elements), else InvalidArgument; where TMA cannot address
@@ -309,7 +336,7 @@ struct GemmDGatedArgs {
 
 /// Validates `args` for gemm_dgated without touching the device. Throws InvalidArgument
 /// ("gemm_dgated: ...") as can_implement(GemmDActArgs), and: an activation that is not gated;
-/// preact or dpreact not (M, 2H) or not bf16, or not in 4-byte pairs (odd base, leading or batch
+/// preact or dpreact not (M, 2H) or not of a's dtype, or not in 4-byte pairs (odd base, leading or batch
 /// stride); postact not (M, H); column-major tensors; a workspace too small or misaligned.
 void can_implement(const GemmDGatedArgs& args);
 

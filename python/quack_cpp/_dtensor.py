@@ -79,6 +79,14 @@ _done = set()      # names of the ops registered with DTensor
 _active = False    # torch.distributed.tensor imported and the rules usable
 
 
+def is_dtensor(t) -> bool:
+    """Whether t is a DTensor (without importing torch.distributed.tensor; plain tensors and
+    None answer at once)."""
+    if t is None or "torch.distributed.tensor" not in sys.modules:
+        return False
+    return isinstance(t, sys.modules["torch.distributed.tensor"].DTensor)
+
+
 def _is_spec(a) -> bool:
     # What register_sharding hands a strategy function for a tensor argument: a DTensorSpec.
     return hasattr(a, "placements") and hasattr(a, "mesh")
@@ -179,7 +187,7 @@ def _strategy_fn(rule, n_out):
         out = [replicate(args)]
         if reduction != "mean":
             red = S(0) if reduction == "none" else P
-            out.append(([red, S(0), red, S(0)],
+            out.append(([red, S(0), red, S(0), R],  # dx_state: a placeholder here
                         inputs(args, lambda i, t: R if i == 2 else S(0))))
         return out
 

@@ -8,20 +8,31 @@ the autograd formula on the forward op, the eager fast path):
   when asked) in one read of the logits (``quack::cross_entropy_fwd``);
 - ``cross_entropy_bwd``: the gradient from the logits and lse (``quack::cross_entropy_bwd``);
 - ``cross_entropy_scale_grad``: dx *= grad_output in place, skipped on the device when
-  grad_output is exactly 1 (``quack::cross_entropy_scale_grad``).
+  grad_output is exactly 1 (``quack::cross_entropy_scale_grad``);
+- ``cross_entropy_train_bwd``: the backward of a forward with ``predict_dx``
+  (``quack::cross_entropy_train_bwd``): grad_output * dx where the forward wrote dx, else dx
+  recomputed from the logits and lse, decided on the device.
 
 Which path a differentiable call takes (decided on the host from the arguments alone, no
 look at the data):
 
-- reduction 'mean' or 'sum' (logits given, no lse_partial): the **gradient in the forward**.
-  The forward writes dx for grad_output = 1 (with the mean's denominators, computed on the
-  device) in the same read of the logits; the backward rescales it by the real grad_output on
-  the device, and the rescale returns at once when grad_output is exactly 1 (``loss.backward()``:
-  no pass over dx). Traffic: forward read + write of M·V, backward none (grad_output 1) or a
-  read + write. The alternative (forward without dx, backward from lse: read, then read +
-  write) moves 3·M·V whatever grad_output is; the gradient in the forward moves 2·M·V in the
-  training case and 4·M·V only for a scaled loss. Memory: dx lives from the forward to the
-  backward (as in QuACK and Liger-Kernel).
+- reduction 'mean' or 'sum' (logits given, no lse_partial): the **predicted gradient in the
+  forward**. The device keeps one int32 word per device (``dx_predict_word``): "the last
+  training backward had grad_output == 1". The forward reads it on the device: 1: it writes
+  dx for grad_output = 1 (with the mean's denominators, computed on the device) in the same
+  read of the logits; 0: it writes no dx (one read of the logits). It records which in a
+  (16,) state it returns. The backward (``cross_entropy_train_bwd``) reads the state and
+  grad_output on the device: dx written and grad_output 1: nothing (``loss.backward()``);
+  written and another grad_output: dx *= grad_output; not written: dx from the logits, lse and
+  the forward's scales (the backward from lse's kernel); then it sets the word to
+  (grad_output == 1). Traffic per element of the logits: grad_output 1 every step: 2·M·V
+  (forward read + write); a scaled loss every step (loss * 0.5, gradient accumulation): 3·M·V
+  (forward read; backward read + write: QuACK's), where writing dx in the forward and
+  rescaling it moved 4·M·V; a step whose grad_output differs from the previous one's pays one
+  pass more (a rescale, or a dx written in vain), never a wrong gradient. Memory: dx (or x
+  itself, with inplace_backward) and the logits live from the forward to the backward. On
+  DTensors the forward always writes dx and the backward rescales it (the rules of
+  quack_cpp._dtensor).
 - reduction 'none': the forward without dx, the **backward from lse** (``cross_entropy_bwd``
   with grad_output per row): a per-row grad_output cannot be applied by the scalar rescale, and
   forward-dx + a per-row rescale would move 4·M·V against 3·M·V, and hold dx in between.
@@ -31,14 +42,21 @@ look at the data):
 - logits None (lse_partial and target_logit given): the gradients of lse_partial and
   target_logit with torch ops on (M, K) and (M) tensors.
 
-The saved dx and retain_graph: the rescale writes into the saved dx, so a backward that may run
-again on the same graph must not. When the running backward keeps the graph (retain_graph=True
-or create_graph=True: ``_registrar.graph_retained``) or is traced (torch.compile:
-``_registrar.functional_context``), the backward returns ``dx * grad_output`` in a fresh buffer
-and leaves dx unscaled; otherwise (the last backward through this graph) it rescales dx in
-place and returns it. So any number of retained backwards, then a last one, each get
-``grad_output * dx``; the extra pass is paid only under retain_graph (and under compile, where
-the product is an Inductor pointwise kernel).
+The saved dx and retain_graph: the training backward writes into the saved dx, so a backward
+that may run again on the same graph must not. When the running backward keeps the graph
+(retain_graph=True or create_graph=True: ``_registrar.graph_retained``) or is traced
+(torch.compile: ``_registrar.functional_context``), it writes the gradient into a fresh buffer
+(``cross_entropy_train_bwd`` without ``into_dx``: the saved dx and state untouched);
+otherwise (the last backward through this graph) into the saved dx, which it returns. So any
+number of retained backwards, then a last one, each get the gradient for their grad_output;
+the fresh buffer costs a pass (a copy where grad_output is 1) only under retain_graph and
+under compile.
+
+The word is a hint shared by every call on the device, outside the ops' schemas (it changes
+the cost of a call, never its result: the state records what the forward did): eager calls,
+torch.compile and CUDA graphs read and set it on the device. It is made on the first
+training call outside a CUDA-graph capture (inside one, before it exists, the forward writes
+dx as with the word at 1).
 """
 
 from typing import Optional, Tuple, Union
@@ -52,10 +70,35 @@ from ._registrar import (CUSTOM, EAGER, EAGER_GRAD, check_float, check_index,
                          functional_context, graph_retained, records_grad, register, route,
                          route_index, scalar_arg, stream, tensor_arg)
 
-__all__ = ["cross_entropy", "cross_entropy_fwd", "cross_entropy_bwd", "cross_entropy_scale_grad"]
+__all__ = ["cross_entropy", "cross_entropy_fwd", "cross_entropy_bwd", "cross_entropy_scale_grad",
+           "cross_entropy_train_bwd", "dx_predict_word"]
 
 _REDUCTIONS = ("none", "sum", "mean")
 _f32 = torch.float32
+
+
+DX_STATE_FLOATS = 16  # quack::kCrossEntropyDxStateFloats
+_PREDICT = {}  # device -> its prediction word (int32 (1,))
+
+
+def dx_predict_word(device: torch.device) -> Optional[Tensor]:
+    """The device's dx prediction word (int32 (1,), created holding 1 on first use): read on
+    the device by a training forward (``predict_dx``: 0 = do not write dx), set on the device
+    by ``cross_entropy_train_bwd`` to (grad_output == 1). Shared by every call on the device
+    and every stream; a wrong or stale value costs one pass over M*V, never correctness (the
+    forward records what it did). None while the current stream is being captured into a CUDA
+    graph and the word does not exist yet (it is then made by the first call outside a
+    capture; until then dx is always written)."""
+    key = (device.type, device.index)
+    w = _PREDICT.get(key)
+    if w is None:
+        if device.type == "cuda" and device.index is None:  # "cuda": the current device's
+            return dx_predict_word(torch.device("cuda", torch.cuda.current_device()))
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            return None
+        w = torch.ones(1, dtype=torch.int32, device=device)
+        _PREDICT[key] = w
+    return w
 
 
 def _loss_arg(t: Optional[Tensor], fn: str, name: str):
@@ -133,19 +176,66 @@ class CrossEntropyBwd:
         return x.new_empty(x.shape[0], x.shape[1])
 
 
+class CrossEntropyTrainBwd:
+    name = "quack_cpp::cross_entropy_train_bwd"
+    index_args = ("target",)
+    eager_only = ("into_dx",)
+
+    def signature(x: Tensor, target: Tensor, lse: Tensor, grad_output: Tensor, dx: Tensor,
+                  dx_state: Tensor, weight: Optional[Tensor], ignore_index: int,
+                  label_smoothing: float, z_loss: float, logit_softcap: float,
+                  into_dx: bool = False) -> Tensor:
+        """The backward of a ``cross_entropy_fwd`` call with ``predict_dx``
+        (``quack::cross_entropy_train_bwd``), decided on the device from dx_state::
+
+            the forward wrote dx:   grad = grad_output * dx
+            it did not:             grad = grad_output * d loss / d x   (from x, target, lse;
+                                    the forward's options and 'mean' denominators)
+
+        then the device's prediction word (``dx_predict_word``) is set to grad_output == 1.
+        x, target, lse, weight, dx, dx_state: the forward's (x unchanged since, unless dx is
+        x); grad_output one element. Returns the gradient (M, V) in dx's dtype, a new tensor;
+        ``into_dx`` (eager fast path only; the custom op has no such argument): written into
+        dx itself, which is returned (its version counter bumped; nothing touched when the
+        forward wrote dx and grad_output is 1)."""
+
+    def impl(x, target, lse, grad_output, dx, dx_state, weight, ignore_index, label_smoothing,
+             z_loss, logit_softcap, into_dx=False):
+        fn = "cross_entropy_train_bwd"
+        T = tensor_arg
+        out = None if into_dx else torch.empty_like(dx, memory_format=torch.contiguous_format)
+        _C.cross_entropy_train_bwd(
+            T(x, fn, "x"), T(target, fn, "target"), T(lse, fn, "lse"),
+            scalar_arg(grad_output, fn, "grad_output"), T(dx, fn, "dx"),
+            T(dx_state, fn, "dx_state"), T(out, fn, "dx_out"),
+            T(dx_predict_word(dx.device), fn, "dx_predict"), T(weight, fn, "weight"),
+            ignore_index, label_smoothing, z_loss, logit_softcap, stream(dx))
+        if into_dx:
+            torch.autograd.graph.increment_version(dx)
+            return dx
+        return out
+
+    def fake(x, target, lse, grad_output, dx, dx_state, weight, ignore_index, label_smoothing,
+             z_loss, logit_softcap, into_dx=False):
+        if grad_output.numel() != 1:
+            raise ValueError(f"cross_entropy_train_bwd: grad_output has {grad_output.numel()} "
+                             "elements, expected 1")
+        return torch.empty_like(dx, memory_format=torch.contiguous_format)
+
+
 class CrossEntropyFwd:
     name = "quack_cpp::cross_entropy_fwd"
     sharding = _dtensor.CROSS_ENTROPY_FWD  # DTensor placements (quack_cpp._dtensor)
     index_args = ("target",)
     eager_only = ("dx_into_x",)
-    absent = (None, _f32, _f32, None)  # placeholder dtypes: lse and z fp32, dx x's
+    absent = (None, _f32, _f32, None, _f32)  # placeholder dtypes: lse, z, state fp32, dx x's
 
     def signature(x: Optional[Tensor], target: Tensor, weight: Optional[Tensor],
                   lse_partial: Optional[Tensor], target_logit: Optional[Tensor],
                   ignore_index: int, reduction: str, label_smoothing: float, z_loss: float,
                   logit_softcap: float, num_classes: int, want_lse: bool, want_z_loss: bool,
-                  want_dx: bool, dx_into_x: bool = False,
-                  ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+                  want_dx: bool, predict_dx: bool = False, dx_into_x: bool = False,
+                  ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """Cross-entropy forward (``quack::cross_entropy_fwd``; formula, options and edge
         cases in include/quack/cross_entropy.h): per row i of the logits x (M, V), fp32 math::
 
@@ -157,19 +247,23 @@ class CrossEntropyFwd:
         'none': loss (M); 'sum' / 'mean': a 0-d loss ('mean': the CE part over the summed
         weights of the counted rows, the z part over their count; on the device). fp32.
 
-        Returns ``(loss, lse, z_loss_part, dx)``: lse (M) fp32 when ``want_lse``, the z-loss
-        part (loss's shape, fp32) when ``want_z_loss``, dx (M, V) in x's dtype when
+        Returns ``(loss, lse, z_loss_part, dx, dx_state)``: lse (M) fp32 when ``want_lse``,
+        the z-loss part (loss's shape, fp32) when ``want_z_loss``, dx (M, V) in x's dtype when
         ``want_dx`` (the gradient of loss for grad_output 1); a (0,) placeholder each when not
-        asked. ``dx_into_x`` (eager fast path only; the custom op has no such argument): the
-        gradient goes into x's storage: with ``want_dx`` here (dx returned as None; x's version
-        counter bumped), else by the backward from lse.
+        asked. ``predict_dx`` (with want_dx, want_lse and 'sum'/'mean'): dx is written only
+        where the device's prediction word (``dx_predict_word``, set by the last
+        ``cross_entropy_train_bwd`` to grad_output == 1) is not 0, and dx_state (16,) fp32
+        records what was done, for ``cross_entropy_train_bwd`` (else a placeholder).
+        ``dx_into_x`` (eager fast path only; the custom op has no such argument): the gradient
+        goes into x's storage: with ``want_dx`` here (dx returned as None; x's version counter
+        bumped), else by the backward from lse (or ``cross_entropy_train_bwd``).
 
         x may be None when lse_partial (M, K) and target_logit (M) are given (num_classes is
         then V). Raises ValueError for a bad argument (the message names it)."""
 
     def outputs(x, target, weight, lse_partial, target_logit, ignore_index, reduction,
                 label_smoothing, z_loss, logit_softcap, num_classes, want_lse, want_z_loss,
-                want_dx, dx_into_x=False):
+                want_dx, predict_dx=False, dx_into_x=False):
         fn = "cross_entropy_fwd"
         if target.dim() != 1:
             raise ValueError(f"{fn}: target has shape {tuple(target.shape)}, expected (M,)")
@@ -182,6 +276,9 @@ class CrossEntropyFwd:
                              "'mean'")
         if want_dx and x is None:
             raise ValueError(f"{fn}: want_dx without x, expected the (M, V) logits")
+        if predict_dx and not (want_dx and want_lse and reduction != "none"):
+            raise ValueError(f"{fn}: predict_dx without want_dx, want_lse and reduction 'sum' "
+                             "or 'mean', expected all three")
         new = target.new_empty
         loss = new(M, dtype=_f32) if reduction == "none" else new((), dtype=_f32)
         return (
@@ -190,13 +287,15 @@ class CrossEntropyFwd:
             (new(M, dtype=_f32) if reduction == "none" else new((), dtype=_f32))
             if want_z_loss else None,
             x.new_empty(M, x.shape[1]) if want_dx and not dx_into_x else None,
+            new(DX_STATE_FLOATS, dtype=_f32) if predict_dx else None,
         )
 
     def launch(outs, x, target, weight, lse_partial, target_logit, ignore_index, reduction,
                label_smoothing, z_loss, logit_softcap, num_classes, want_lse, want_z_loss,
-               want_dx, dx_into_x=False):
+               want_dx, predict_dx=False, dx_into_x=False):
         fn = "cross_entropy_fwd"
-        loss, lse, z, dx = outs
+        loss, lse, z, dx, state = outs
+        predict = dx_predict_word(target.device) if predict_dx else None
         if dx_into_x and want_dx:
             dx = x
         T = tensor_arg
@@ -209,19 +308,23 @@ class CrossEntropyFwd:
             T(lse_partial, fn, "lse_partial"), T(target_logit, fn, "target_logit"),
             T(lse, fn, "lse"), _loss_arg(z, fn, "z_loss"), T(dx, fn, "dx"), ignore_index,
             reduction, label_smoothing, z_loss, logit_softcap, num_classes,
-            ws.data_ptr() if ws is not None else 0, ws_bytes, stream(target))
+            ws.data_ptr() if ws is not None else 0, ws_bytes, stream(target),
+            T(state, fn, "dx_state"), T(predict, fn, "dx_predict"))
         if dx_into_x and want_dx:
             torch.autograd.graph.increment_version(x)
 
     def setup_context(ctx, inputs, output):
         (x, target, weight, lse_partial, target_logit, ignore_index, reduction, eps, zs, cap,
-         V, want_lse, want_z, want_dx, dx_into_x) = inputs
-        loss, lse, z, dx = output
+         V, want_lse, want_z, want_dx, predict_dx, dx_into_x) = inputs
+        loss, lse, z, dx, state = output
         ctx.set_materialize_grads(False)
-        ctx.mark_non_differentiable(*(t for t in (lse, z, dx) if t is not None))
+        ctx.mark_non_differentiable(*(t for t in (lse, z, dx, state) if t is not None))
         ctx.opts = (ignore_index, reduction, eps, zs, cap)
         ctx.inplace = dx_into_x
-        if want_dx:  # the gradient for grad_output 1, in its own buffer or in x's storage
+        if predict_dx:  # dx written or not (decided on the device): the training backward
+            ctx.mode = "predict"
+            ctx.save_for_backward(x, target, lse, weight, x if dx_into_x else dx, state)
+        elif want_dx:  # the gradient for grad_output 1, in its own buffer or in x's storage
             ctx.mode = "dx"
             ctx.save_for_backward(x if dx_into_x else dx)
         elif x is not None:  # lse output asked by the caller (cross_entropy does)
@@ -234,11 +337,20 @@ class CrossEntropyFwd:
             ctx.save_for_backward(target, lse, weight, lse_partial)
             ctx.tl_dtype = target_logit.dtype if target_logit is not None else None
 
-    def backward(ctx, dloss, _dlse, _dz, _ddx):
-        nones = (None,) * 14
+    def backward(ctx, dloss, _dlse, _dz, _ddx, _dstate):
+        nones = (None,) * 15
         if dloss is None:
             return (None,) + nones
         ignore_index, reduction, eps, zs, cap = ctx.opts
+        if ctx.mode == "predict":
+            x, target, lse, weight, dx, state = ctx.saved_tensors
+            if torch.is_grad_enabled():  # create_graph: a gradient that does not require
+                x, dx = x.detach(), dx.detach()  # grad (differentiating it raises, never
+                #                                  silently)
+            # In place into the saved dx only in the last backward through this graph.
+            into = not (functional_context(dx, dloss) or graph_retained())
+            return (cross_entropy_train_bwd(x, target, lse, dloss, dx, state, weight,
+                                            ignore_index, eps, zs, cap, into),) + nones
         if ctx.mode == "dx":
             (dx,) = ctx.saved_tensors
             if functional_context(dx, dloss) or graph_retained():
@@ -260,11 +372,12 @@ class CrossEntropyFwd:
         dL, dtl = _partial_grads(dloss, target, lse, weight, lse_partial, ignore_index,
                                  reduction, zs, ctx.V)
         return (None, None, None, dL.to(lse_partial.dtype),
-                dtl.to(ctx.tl_dtype) if ctx.tl_dtype is not None else None) + (None,) * 10
+                dtl.to(ctx.tl_dtype) if ctx.tl_dtype is not None else None) + (None,) * 11
 
 
 cross_entropy_scale_grad = register(CrossEntropyScaleGrad)
 cross_entropy_bwd = register(CrossEntropyBwd)
+cross_entropy_train_bwd = register(CrossEntropyTrainBwd)
 cross_entropy_fwd = register(CrossEntropyFwd)
 
 
@@ -365,8 +478,9 @@ def cross_entropy(
             softcapped logits), ignored rows included.
         inplace_backward: write the gradient into the logits' storage instead of a new (M, V)
             buffer (QuACK's and Liger-Kernel's option; saves M*V memory). Eager mode only, and
-            destructive: for 'mean'/'sum' the logits hold the gradient from the forward on (do
-            not read them after the call); their version counter is bumped, so autograd raises
+            destructive: for 'mean'/'sum' the logits hold the gradient from the forward on, or
+            from the backward on where the forward wrote no dx (do not read them after the
+            call); their version counter is bumped in the forward, so autograd raises
             (never a silent wrong gradient) if another op saved them for its backward. For
             'none' the backward writes it (after its last use of the logits). Under
             torch.compile, or in a backward that keeps the graph (retain_graph), a fresh
@@ -393,9 +507,11 @@ def cross_entropy(
         reuse; a loss built from them gets no gradient through them).
 
     Gradient: d logits in the logits' dtype (float32 math). 'mean'/'sum': computed in the
-    forward for grad_output = 1 and rescaled on the device in the backward (no pass over it when
-    grad_output is exactly 1); 'none': the backward from lse. No ``.item()`` and no host sync
-    anywhere: CUDA-graph capturable. Under autocast it behaves as torch's cross_entropy (an op
+    forward for grad_output = 1 when the previous training backward on the device had
+    grad_output 1 (then the backward does not touch it when grad_output is exactly 1, and
+    rescales it otherwise), else computed in the backward from the logits (decided on the
+    device; see quack_cpp.cross_entropy_ops); 'none': the backward from lse. No ``.item()``
+    and no host sync anywhere: CUDA-graph capturable. Under autocast it behaves as torch's cross_entropy (an op
     of autocast's float32 list): float32 loss, gradient in the logits' dtype; the kernels read
     16-bit logits as they are (no float32 copy). See quack_cpp.cross_entropy_ops for the paths.
 
@@ -439,7 +555,10 @@ def cross_entropy(
     if logit_softcap is not None and not cap > 0.0:
         raise ValueError(f"{fn}: logit_softcap is {logit_softcap}, expected > 0 or None")
     want_dx = need_grad and x_given and reduction != "none" and lse_partial is None
-    want_lse = return_lse or (need_grad and not want_dx)
+    # The predicted gradient (dx written in the forward only where the last backward had
+    # grad_output 1): everywhere but on DTensors (their rules keep the rescale path).
+    predict = want_dx and not _dtensor.is_dtensor(logits)
+    want_lse = return_lse or (need_grad and not want_dx) or predict
     if (need_grad and x_given and lse_partial is not None and reduction == "mean"
             and weight is not None and z_loss != 0.0):
         raise ValueError(f"{fn}: a gradient through lse_partial with reduction='mean', class "
@@ -447,10 +566,10 @@ def cross_entropy(
                          "have different device-side denominators); drop one of them or use "
                          "reduction='sum' and divide")
     dx_into_x = bool(inplace_backward) and need_grad and x_given and path != CUSTOM
-    loss, lse, z, _ = cross_entropy_fwd.run(
+    loss, lse, z, _, _ = cross_entropy_fwd.run(
         path, logits, target, weight, lse_partial, target_logit, int(ignore_index), reduction,
         float(label_smoothing), float(z_loss), cap, V, want_lse, bool(return_z_loss), want_dx,
-        dx_into_x)
+        predict, dx_into_x)
     if not (return_lse or return_z_loss):
         return loss
     out = (loss,)

@@ -347,7 +347,7 @@ class GemmDGated:
         """(dpreact, postact): D = A @ B (M, H); dpreact (M, 2H) = the gradients of the gate/up
         pairs of preact (M, 2H) for D; postact (M, H) = glu(pairs) (``torch.ops.quack_cpp.
         gemm_dgated``; quack::gemm_dgated). A row-major (dout), B (K, H) row-major (fc2's
-        weight), preact and dpreact bf16. Not differentiable."""
+        weight), preact and dpreact of A's dtype (packed pairs). Not differentiable."""
 
     def outputs(A, B, preact, activation, out_dtype, postact_dtype, store_postact=True,
                 tuned=False):
@@ -403,7 +403,7 @@ def gemm_act(A: Tensor, B: Tensor, activation: Optional[str] = None, C: Optional
         postact = act(preact)                    (from the unrounded preact)
 
     Args:
-        A: (M, K) or (L, M, K), bfloat16, CUDA, row-major (x).
+        A: (M, K) or (L, M, K), bfloat16 or float16, CUDA, row-major (x).
         B: (K, N) or (L, K, N), A's dtype, column-major (``W.T`` of a weight W (N, K)).
         activation: None / "identity", "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh"
             (quack/gemm_act.h has the formulas); a gated name ("swiglu", "swiglu_oai", "reglu",
@@ -411,8 +411,11 @@ def gemm_act(A: Tensor, B: Tensor, activation: Optional[str] = None, C: Optional
         C: None or (M, N) / (L, M, N) in out_dtype, row-major, added (beta = 1).
         bias: None or (N,) / (L, N), float32 or A's dtype, contiguous, added to every row.
         store_preact: return preact (QuACK's store_preact); False: None, nothing stored.
-        out_dtype, postact_dtype: preact's and postact's dtypes (default A's; bfloat16 is what
-            is compiled).
+        out_dtype: preact's dtype (and C's), default A's; postact_dtype: postact's, default
+            out_dtype (QuACK's rule). Compiled: both A's dtype (bfloat16 or float16), or, for
+            bfloat16 A, both float32 (an fp32-master model's ``out_dtype=torch.float32``; with
+            store_preact=False postact_dtype alone decides). Other pairs raise ValueError naming
+            the compiled ones.
         alpha: scales A @ B (fp32).
         tuned: autotune the tile configuration (as ``quack_cpp.gemm``).
         concat_layout: gated activations only (see ``gemm_gated``).
@@ -433,7 +436,7 @@ def gemm_act(A: Tensor, B: Tensor, activation: Optional[str] = None, C: Optional
     path = _reg.route(A, B, C, bias)
     _checks("gemm_act", path, A=A, B=B, C=C, bias=bias)
     od = _dtype_arg("gemm_act", "out_dtype", out_dtype, A.dtype)
-    pd = _dtype_arg("gemm_act", "postact_dtype", postact_dtype, A.dtype)
+    pd = _dtype_arg("gemm_act", "postact_dtype", postact_dtype, od)
     preact, postact = gemm_act_op.run(path, A, B, C, bias, name, float(alpha),
                                       1.0 if C is not None else 0.0, bool(store_preact), od, pd,
                                       bool(tuned))
@@ -458,8 +461,9 @@ def gemm_gated(A: Tensor, B: Tensor, activation: str = "swiglu", C: Optional[Ten
     stacked) and bias is [b_gate; b_up]; the kernel reads them through an interleaving view, so
     preact is interleaved in both layouts (what ``gemm_dgated`` reads).
 
-    Args, Returns, Raises: as ``gemm_act`` (N even; postact (M, N / 2), 16-bit). Not
-    differentiable.
+    Args, Returns, Raises: as ``gemm_act`` (N even; postact (M, N / 2)); the same dtypes
+    (A bfloat16 or float16 with outputs of A's dtype; bfloat16 A with float32 preact and postact,
+    interleaved layout only). Not differentiable.
     """
     name = activation_name(activation, "gemm_gated")
     if not is_gated(name):
@@ -468,7 +472,7 @@ def gemm_gated(A: Tensor, B: Tensor, activation: str = "swiglu", C: Optional[Ten
     path = _reg.route(A, B, C, bias)
     _checks("gemm_gated", path, A=A, B=B, C=C, bias=bias)
     od = _dtype_arg("gemm_gated", "out_dtype", out_dtype, A.dtype)
-    pd = _dtype_arg("gemm_gated", "postact_dtype", postact_dtype, A.dtype)
+    pd = _dtype_arg("gemm_gated", "postact_dtype", postact_dtype, od)
     preact, postact = gemm_gated_op.run(path, A, B, C, bias, name, float(alpha),
                                         1.0 if C is not None else 0.0, bool(store_preact), od,
                                         pd, bool(concat_layout), bool(tuned))
@@ -489,9 +493,10 @@ def gemm_dact(A: Tensor, B: Tensor, preact: Tensor, activation: Optional[str] = 
     A gated name runs ``gemm_dgated`` (QuACK's ``gemm_dgated = gemm_dact``).
 
     Args:
-        A: (M, K) / (L, M, K) bfloat16, row-major. B: (K, N) / (L, K, N), row-major (a weight W
-            (out, in) as it is stored). preact: (M, N) row-major, out_dtype.
+        A: (M, K) / (L, M, K) bfloat16 or float16, row-major. B: (K, N) / (L, K, N), row-major
+            (a weight W (out, in) as it is stored). preact: (M, N) row-major, out_dtype.
         out_dtype: dpreact's dtype (default preact's); postact_dtype: default preact's.
+            Compiled: preact, dpreact and postact all of A's dtype.
         store_postact: False: postact is None (not computed into memory).
 
     Returns:
@@ -521,7 +526,8 @@ def gemm_dgated(A: Tensor, B: Tensor, preact: Tensor, activation: str = "swiglu"
         dpreact[:, 2j + 1] = D[:, j] * dglu/du (g, u)
         postact[:, j]      = glu(g, u)
 
-    Args: as ``gemm_dact``; preact and dpreact bfloat16 (read and written as packed pairs).
+    Args: as ``gemm_dact``; preact and dpreact of A's dtype (bfloat16 or float16: read and
+    written as packed 16-bit pairs), postact of A's dtype.
     Returns (dpreact (M, 2H), postact (M, H) or None). Not differentiable.
     """
     name = activation_name(activation, "gemm_dgated")
@@ -689,7 +695,7 @@ def linear_act(x: Tensor, weight: Tensor, activation: Optional[str], bias: Optio
     (postact used elsewhere) is turned into dpreact with the activation's derivative in torch.
 
     Args:
-        x: (..., K) CUDA, bfloat16 (or autocast to it). weight: (N, K); gated: N = 2H with gate
+        x: (..., K) CUDA, bfloat16 or float16 (or autocast to one). weight: (N, K); gated: N = 2H with gate
             and up rows interleaved, or [W_gate; W_up] with concat_layout. bias: None or (N,).
         store_preact: keep preact (needed for a backward; stored anyway when a gradient is
             recorded); False without grad: preact is None.

@@ -327,7 +327,8 @@ class Gemm:
             tuned: autotune the tile configuration on first use per shape class (quack::GemmArgs::
                 tuned: timed on a scratch output, cached on disk; never during graph capture).
             bias: (N,) or (L, N) added to every row (quack::GemmBias::row), fp32 or 16-bit,
-                contiguous; compiled for bf16 with A row-major and B column-major (x @ W.T + b).
+                contiguous; compiled for bf16 and fp16 A, B and D (D of A's dtype) with A
+                row-major and B column-major (x @ W.T + b).
                 Its gradient is the column sum of dD (``_bias_grad``).
 
         Returns:
@@ -452,7 +453,8 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
             once (QuACK reference §16 hazard).
         bias: None, or (N,) / (L, N) added to every row of D in the epilogue (QuACK 0.2.3+'s
             ``bias``), fp32 or A's dtype, contiguous, on A's device; added in fp32 before the
-            rounding. Compiled for bf16 A row-major and B column-major (``x @ W.T + b``, D
+            rounding. Compiled for bf16 and fp16 A, B and D (out_dtype = A's dtype; a float32 D
+            with a bias raises ValueError), A row-major and B column-major (``x @ W.T + b``, D
             row-major; column-major D too); other layouts raise ValueError. Its gradient is the
             column sum of dD (fp32, cast to bias's dtype; torch's deterministic reduction).
 
@@ -672,7 +674,7 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
         weight: (N, K), x's dtype (or any float dtype under autocast); any N and K (where
             they are not multiples of 8 the GEMM copies the operands TMA cannot address into
             padded rows: x when K is odd, once per call; W^T per forward, W per dgrad).
-        bias: None or (N,), float32 or the compute dtype (bfloat16 compiled today).
+        bias: None or (N,), float32 or the compute dtype (bfloat16 or float16).
         fuse_grad_accum: see above.
         tuned: autotune the forward GEMM's tile configuration (as ``gemm``'s ``tuned``).
 

@@ -219,8 +219,8 @@ class Linear(torch.nn.Linear):
     is added in fp32 without being rounded to the autocast dtype first.
 
     The kernels run when x is a CUDA tensor and the compute dtype (autocast's, else x's =
-    weight's) is bfloat16 or float16 (bfloat16 only with a bias: the bias epilogue is compiled
-    for bfloat16), for any in_features and out_features (sizes that are not multiples of 8, e.g.
+    weight's) is bfloat16 or float16 (with or without a bias), for any in_features and
+    out_features (sizes that are not multiples of 8, e.g.
     a 50257-word vocabulary, take the GEMM's unaligned paths: padded operand copies, plain
     stores); otherwise ``torch.nn.functional.linear`` runs (an fp32 module outside autocast, a
     CPU input), so the module stays a drop-in.
@@ -258,14 +258,11 @@ class Linear(torch.nn.Linear):
         return F.linear(input, weight, bias)
 
 
-def _kernel_dtype(x: Tensor, weight: Tensor, bias: Optional[Tensor],
-                  bf16_only: bool = False) -> bool:
-    """Whether the GEMM kernels compute this layer: a bfloat16/float16 compute dtype (bfloat16
-    with a bias, or for the fused activations: their instances are bfloat16) and a float bias."""
-    dtype = linear_dtype(x, weight)
-    if dtype is None:
-        return False
-    if (bias is not None or bf16_only) and dtype != torch.bfloat16:
+def _kernel_dtype(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
+    """Whether the GEMM kernels compute this layer: a bfloat16/float16 compute dtype (the
+    plain, bias and fused-activation epilogues are compiled for both, outputs in the compute
+    dtype) and a float bias."""
+    if linear_dtype(x, weight) is None:
         return False
     return bias is None or bias.dtype in _FLOAT_DTYPES
 
@@ -291,9 +288,9 @@ class LinearAct(torch.nn.Linear):
     up_j; ``concat_layout=True``: the halves [W_gate; W_up]). Both are differentiable: the
     backward takes preact's gradient (what ``DActLinear`` gives) and turns a gradient of postact
     into one with the activation's derivative (torch), then dgrad, wgrad and the bias's column
-    sum. The kernels run for CUDA bfloat16 compute (autocast or the module's dtype) with
-    in_features, out_features (and out_features / 2) multiples of 8; otherwise torch computes
-    the same (``F.linear``, then the activation).
+    sum. The kernels run for CUDA bfloat16 or float16 compute (autocast or the module's dtype;
+    preact and postact in that dtype) with in_features, out_features (and out_features / 2)
+    multiples of 8; otherwise torch computes the same (``F.linear``, then the activation).
 
     Args:
         in_features, out_features: x's and preact's last dims.
@@ -324,7 +321,7 @@ class LinearAct(torch.nn.Linear):
         n_post = self.out_features // 2 if is_gated(self.activation) else self.out_features
         return (x.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
                 and self.out_features % 8 == 0 and n_post % 8 == 0
-                and _kernel_dtype(x, self.weight, self.bias, bf16_only=True))
+                and _kernel_dtype(x, self.weight, self.bias))
 
     def forward(self, input: Tensor) -> Tuple[Optional[Tensor], Tensor]:
         if self._kernels(input):
@@ -369,7 +366,7 @@ class DActLinear(torch.nn.Linear):
     def forward(self, preact: Tensor, postact: Tensor) -> Tensor:
         if (postact.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
                 and self.out_features % 8 == 0
-                and _kernel_dtype(postact, self.weight, self.bias, bf16_only=True)):
+                and _kernel_dtype(postact, self.weight, self.bias)):
             return act_linear(preact, self.weight, postact, self.activation, self.bias,
                               fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
         return F.linear(postact, self.weight, self.bias)
@@ -399,8 +396,8 @@ class MLP(Module):
     Forward: ``quack_cpp.gemm_act_ops.mlp`` (two GEMMs; preact stored only when a gradient is
     recorded); backward four GEMMs (fc2's dgrad with the activation's gradient and the
     recomputed postact fused, fc2's wgrad, fc1's dgrad and wgrad) and the biases' column sums.
-    The kernels run for CUDA inputs with a bfloat16 compute dtype (the module's dtype or
-    autocast's) and in_features, hidden_features, out_features multiples of 8; anything else
+    The kernels run for CUDA inputs with a bfloat16 or float16 compute dtype (the module's dtype
+    or autocast's) and in_features, hidden_features, out_features multiples of 8; anything else
     computes the same block with torch (``F.linear``, the activation in fp32).
 
     Args:
@@ -449,9 +446,9 @@ class MLP(Module):
         w1, b1 = self.fc1.weight, self.fc1.bias
         return (x.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
                 and self.hidden_features % 8 == 0 and self.out_features % 8 == 0
-                and _kernel_dtype(x, w1, b1, bf16_only=True)
+                and _kernel_dtype(x, w1, b1)
                 and (self.fc2.bias is None or self.fc2.bias.dtype in _FLOAT_DTYPES)
-                and linear_dtype(x, self.fc2.weight) == torch.bfloat16)
+                and linear_dtype(x, self.fc2.weight) == linear_dtype(x, w1))
 
     def forward(self, x: Tensor) -> Tensor:
         """x (*, in_features) -> (*, out_features)."""

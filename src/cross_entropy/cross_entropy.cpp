@@ -21,6 +21,7 @@ namespace {
 constexpr const char* kFwd = "cross_entropy_fwd";
 constexpr const char* kBwd = "cross_entropy_bwd";
 constexpr const char* kScale = "cross_entropy_scale_grad";
+constexpr const char* kTrainBwd = "cross_entropy_train_bwd";
 
 // (M) operands as the row kernels read them: row_vector_io (row/row_op.h).
 
@@ -66,11 +67,12 @@ void check_weight(const ArgCheck& chk, const TensorRef& w, int64_t V, int device
 
 // dx: (M, V) float output; dx = x (in place) only with x's dtype and strides.
 void check_dx(const ArgCheck& chk, const TensorRef& dx, const TensorRef& x, int64_t M,
-              int64_t V, int device) {
-  row_check_mn(chk, dx, "dx", M, V, device, /*output=*/true);
+              int64_t V, int device, const char* name = "dx") {
+  row_check_mn(chk, dx, name, M, V, device, /*output=*/true);
   if (x.present() && dx.data == x.data && dx.numel() > 0 &&
       (dx.dtype != x.dtype || dx.stride[0] != x.stride[0] || dx.stride[1] != x.stride[1]))
-    chk.fail("dx " + describe_full(dx) + " starts at x's address " + describe_full(x) +
+    chk.fail(std::string(name) + " " + describe_full(dx) + " starts at x's address " +
+             describe_full(x) +
              ", expected x itself (same dtype and strides: in place) or its own memory");
 }
 
@@ -104,6 +106,23 @@ const RowOpEntry& fwd_entry(bool grad, bool cap, bool ws) {
 const RowOpEntry& bwd_entry(bool cap, bool ws) {
   if (ws) return cap ? row_op_cross_entropy_bwd_cap_ws() : row_op_cross_entropy_bwd_ws();
   return cap ? row_op_cross_entropy_bwd_cap() : row_op_cross_entropy_bwd();
+}
+
+// dx_state: (kCrossEntropyDxStateFloats) fp32, unit stride (the kernels index it as an array),
+// on `device`.
+void check_dx_state(const ArgCheck& chk, const TensorRef& t, int device) {
+  chk.vector(t, "dx_state", kCrossEntropyDxStateFloats);
+  chk.dtype_in(t, "dx_state", {DType::kFloat32});
+  chk.same_device(t, "dx_state", device);
+  if (t.stride[0] != 1)
+    chk.fail("dx_state has stride " + std::to_string(t.stride[0]) + ", expected 1");
+}
+
+// dx_predict: one int32 on `device`.
+void check_dx_predict(const ArgCheck& chk, const TensorRef& t, int device) {
+  chk.vector(t, "dx_predict", 1);
+  chk.dtype_in(t, "dx_predict", {DType::kInt32});
+  chk.same_device(t, "dx_predict", device);
 }
 
 bool weighted_smoothing(const CrossEntropyFwdArgs& a) {
@@ -180,6 +199,23 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a) {
   if (a.lse.present()) check_vector(chk, a.lse, "lse", M, device, true);
   if (a.z_loss.present()) check_vector(chk, a.z_loss, "z_loss", none ? M : 1, device, true);
   if (a.dx.present()) check_dx(chk, a.dx, a.x, M, V, device);
+  const bool state = a.dx_state.present();
+  if (state) {
+    if (!a.dx.present())
+      chk.fail("dx_state is given without dx, expected dx (the state records how dx was "
+               "written)");
+    if (none)
+      chk.fail("dx_state is given with reduction kNone, expected kSum or kMean (the training "
+               "backward takes one grad_output)");
+    check_dx_state(chk, a.dx_state, device);
+    chk.non_overlapping(a.dx_state, "dx_state");
+  }
+  if (a.dx_predict.present()) {
+    if (!state)
+      chk.fail("dx_predict is given without dx_state, expected dx_state (where the forward "
+               "records whether it wrote dx)");
+    check_dx_predict(chk, a.dx_predict, device);
+  }
   const size_t need = cross_entropy_fwd_workspace_size(a);
   if (need > 0) {
     if (a.workspace == nullptr || a.workspace_bytes < need)
@@ -199,6 +235,7 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a) {
   else if (partial) flags |= ce::kTargetGather;
   if (mean && grad) flags |= ce::kDeviceScale;
   if (!none) flags |= ce::kSplitLoss;
+  if (a.dx_predict.present()) flags |= ce::kDxGated;
 
   CeFwdCall c;
   c.device = device;
@@ -207,7 +244,8 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a) {
                : make_row_call(fwd_entry(false, cap, ws), kFwd, {&in}, {});
   c.row.device = device;
   RowParams& p = c.row.p;
-  float* dev = static_cast<float*>(a.workspace);
+  // The device scalars: in the dx state when there is one (the training backward reads them).
+  float* dev = state ? static_cast<float*>(a.dx_state.data) : static_cast<float*>(a.workspace);
   float* ce_rows = need > 0 ? reinterpret_cast<float*>(static_cast<char*>(a.workspace) +
                                                        ce::kScalarBytes)
                             : nullptr;
@@ -234,7 +272,10 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a) {
   p.vec[ce::kWeight] = row_io(a.weight);
   set_options(p, a.label_smoothing, a.z_loss_scale, a.logit_softcap, a.ignore_index, V, flags);
 
-  c.prep = mean || ws;
+  c.prep = mean || ws || state;
+  c.prep_params.mean = mean;
+  c.prep_params.dx_on = state;
+  c.prep_params.predict = static_cast<const int32_t*>(a.dx_predict.data);
   c.prep_params.target = row_vector_io(a.target);
   c.prep_params.weight = row_io(a.weight);
   c.prep_params.dev = dev;
@@ -312,6 +353,75 @@ void cross_entropy_fwd(const CrossEntropyFwdArgs& args, cudaStream_t stream) {
 
 void cross_entropy_bwd(const CrossEntropyBwdArgs& args, cudaStream_t stream) {
   detail::run_row_call(detail::cross_entropy_bwd_call(args), stream);
+}
+
+void cross_entropy_train_bwd(const CrossEntropyTrainBwdArgs& a, cudaStream_t stream) {
+  using namespace detail;
+  const ArgCheck chk(kTrainBwd);
+  chk.required(a.x, "x");
+  chk.matrix(a.x, "x", -1, -1);
+  chk.float_dtype(a.x, "x");
+  const int64_t M = a.x.shape[0], V = a.x.shape[1];
+  const int device = a.x.device;
+  check_v(chk, M, V, "x");
+  check_target(chk, a.target, M, device);
+  check_options(chk, a.label_smoothing, a.z_loss_scale, a.logit_softcap);
+  check_weight(chk, a.weight, V, device);
+  chk.required(a.lse, "lse");
+  check_vector(chk, a.lse, "lse", M, device, false);
+  chk.required(a.grad_output, "grad_output");
+  check_vector(chk, a.grad_output, "grad_output", 1, device, false);
+  chk.required(a.dx, "dx");
+  check_dx(chk, a.dx, a.x, M, V, device);
+  chk.required(a.dx_state, "dx_state");
+  check_dx_state(chk, a.dx_state, device);
+  const bool out_of_place = a.dx_out.present() && a.dx_out.data != a.dx.data;
+  const TensorRef& out = a.dx_out.present() ? a.dx_out : a.dx;
+  if (a.dx_out.present()) {
+    check_dx(chk, a.dx_out, a.x, M, V, device, "dx_out");
+    if (a.dx_out.dtype != a.dx.dtype)
+      chk.fail("dx_out has dtype " + describe_full(a.dx_out) + ", expected dx's " +
+               describe_full(a.dx));
+    if (!out_of_place && (a.dx_out.stride[0] != a.dx.stride[0] ||
+                          a.dx_out.stride[1] != a.dx.stride[1]))
+      chk.fail("dx_out " + describe_full(a.dx_out) + " starts at dx's address " +
+               describe_full(a.dx) + ", expected dx itself (same strides) or its own memory");
+  }
+  if (a.dx_predict.present()) check_dx_predict(chk, a.dx_predict, device);
+  if (M == 0 || V == 0) return;
+
+  // The rescale: g·dx where the forward wrote dx (nothing in place for g == 1).
+  CeScaleParams q;
+  q.dx = row_io(a.dx);
+  q.grad = row_vector_io(a.grad_output);
+  if (out_of_place) q.out = row_io(a.dx_out);
+  q.state = static_cast<const float*>(a.dx_state.data);
+  q.predict = static_cast<int32_t*>(a.dx_predict.data);
+  q.M = M;
+  q.V = V;
+  const int vec_elems = 16 / dtype_size(a.dx.dtype);
+  q.vec = vector_ok(a.dx, vec_elems) && (!out_of_place || vector_ok(a.dx_out, vec_elems));
+
+  // The recompute: cross_entropy_bwd's row kernel, run only where the forward did not write dx.
+  const bool ws = a.weight.present() && a.label_smoothing > 0.f;
+  int64_t flags = ce::kTrainBwd;
+  if (a.weight.present()) flags |= ce::kHasWeight;
+  if (ws) flags |= ce::kWeightedSmoothing;
+  RowCall c = make_row_call(bwd_entry(a.logit_softcap > 0.f, ws), kTrainBwd, {&a.x}, {&out});
+  c.device = device;
+  RowParams& p = c.p;
+  p.row_in[ce::kTarget] = row_vector_io(a.target);
+  p.row_in[ce::kLseIn] = row_vector_io(a.lse);
+  p.row_in[ce::kDloss] = row_vector_io(a.grad_output);
+  p.row_in[ce::kDloss].row_stride = 0;
+  p.row_in[ce::kBwdState] = scalars_io(a.dx_state.data);
+  p.vec[ce::kWeight] = row_io(a.weight);
+  set_options(p, a.label_smoothing, a.z_loss_scale, a.logit_softcap, a.ignore_index, V, flags);
+
+  std::optional<DeviceGuard> guard;
+  guard_device(guard, device, kTrainBwd);
+  launch_ce_scale_grad(q, device, stream, kTrainBwd);
+  run_row_call(c, stream);
 }
 
 void cross_entropy_scale_grad(const CrossEntropyScaleGradArgs& a, cudaStream_t stream) {

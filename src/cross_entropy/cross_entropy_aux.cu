@@ -71,9 +71,11 @@ __global__ void __launch_bounds__(kAuxThreads) ce_prep_kernel(const CePrepParams
   if (threadIdx.x == 0) {
     q.dev[ce::kDenomLoss] = static_cast<float>(wsum);
     q.dev[ce::kDenomZ] = static_cast<float>(count);
-    q.dev[ce::kScaleCe] = static_cast<float>(1.0 / wsum);  // inf when nothing is counted
-    q.dev[ce::kScaleZ] = static_cast<float>(1.0 / count);
+    // 'mean': inf when nothing is counted; 'sum' (read by a training backward only): 1.
+    q.dev[ce::kScaleCe] = q.mean ? static_cast<float>(1.0 / wsum) : 1.f;
+    q.dev[ce::kScaleZ] = q.mean ? static_cast<float>(1.0 / count) : 1.f;
     q.dev[ce::kWeightSum] = q.weight_sum ? static_cast<float>(wall) : static_cast<float>(q.V);
+    if (q.dx_on) q.dev[ce::kDxOn] = q.predict == nullptr || *q.predict != 0 ? 1.f : 0.f;
   }
 }
 
@@ -100,30 +102,35 @@ __global__ void __launch_bounds__(kAuxThreads) ce_finish_kernel(const CeFinishPa
 template <typename T>
 __global__ void __launch_bounds__(256) ce_scale_grad_kernel(const CeScaleParams q) {
   const float g = load1(q.grad, 0, 0);
-  if (g == 1.f) return;
-  T* base = static_cast<T*>(q.dx.ptr);
+  if (q.predict != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *q.predict = g == 1.f;
+  if (q.state != nullptr && q.state[ce::kDxOn] == 0.f) return;  // dx not written: recompute
+  const T* base = static_cast<const T*>(q.dx.ptr);
+  const bool in_place = q.out.ptr == nullptr;
+  if (in_place && g == 1.f) return;
+  T* obase = in_place ? static_cast<T*>(q.dx.ptr) : static_cast<T*>(q.out.ptr);
+  const RowIO& o = in_place ? q.dx : q.out;
   if (q.vec) {
     constexpr int kVec = 16 / sizeof(T);
     const int64_t row_vecs = q.V / kVec;
     for (int64_t row = blockIdx.x; row < q.M; row += gridDim.x) {
-      T* r = base + row * q.dx.row_stride;
+      const T* r = base + row * q.dx.row_stride;
+      T* w = obase + row * o.row_stride;
 #pragma unroll 4
       for (int64_t v = threadIdx.x; v < row_vecs; v += blockDim.x) {
         float x[kVec];
         load_vec<T, kVec>(r + v * kVec, x);
 #pragma unroll
         for (int i = 0; i < kVec; ++i) x[i] *= g;
-        store_vec<T, kVec>(r + v * kVec, x);
+        store_vec<T, kVec>(w + v * kVec, x);
       }
     }
   } else {
     for (int64_t row = blockIdx.x; row < q.M; row += gridDim.x) {
-      T* r = base + row * q.dx.row_stride;
+      const T* r = base + row * q.dx.row_stride;
+      T* w = obase + row * o.row_stride;
 #pragma unroll 4
-      for (int64_t c = threadIdx.x; c < q.V; c += blockDim.x) {
-        T* e = r + c * q.dx.col_stride;
-        *e = from_float<T>(to_float(*e) * g);
-      }
+      for (int64_t c = threadIdx.x; c < q.V; c += blockDim.x)
+        w[c * o.col_stride] = from_float<T>(to_float(r[c * q.dx.col_stride]) * g);
     }
   }
 }

@@ -13,6 +13,8 @@ namespace quack::detail::ce {
 inline constexpr int kTarget = 0;       // (M) int32/int64 class index per row
 inline constexpr int kTargetLogit = 1;  // fwd: (M) target_logit (flag kTargetGiven), or the
                                         // (M, V) logits gathered at (row, target) (kTargetGather)
+inline constexpr int kBwdState = 1;     // bwd (flag kTrainBwd): the forward's dx state, the
+                                        // device scalars below (fp32, row stride 0)
 inline constexpr int kDevScalars = 2;   // fwd: the prep kernel's scalars (fp32, row stride 0)
 inline constexpr int kDloss = 2;        // bwd: (M) dloss, any stride (0: one value for all rows)
 inline constexpr int kLseIn = 3;        // bwd: (M) lse
@@ -44,6 +46,10 @@ enum Flag : int64_t {
   kDeviceScale = 16,        // fwd with dx: the gradient scales are the prep kernel's (mean)
   kSplitLoss = 32,          // row_out[kLoss] gets the CE part alone (sum/mean: the finish
                             // kernel adds the parts with their own denominators)
+  kDxGated = 64,            // fwd with dx: dx is stored only where the device scalar kDxOn is
+                            // not 0 (the prep kernel copied the caller's prediction there)
+  kTrainBwd = 128,          // bwd: runs only where the state's kDxOn is 0 (the forward did not
+                            // write dx); σ_ce = dloss·kScaleCe, σ_z = dloss·kScaleZ of the state
 };
 
 // ---- device scalars written by the prep kernel (fp32, at the workspace's start)
@@ -52,6 +58,9 @@ inline constexpr int kDenomZ = 1;     // the count of counted rows
 inline constexpr int kScaleCe = 2;    // 1 / kDenomLoss (mean; inf when 0)
 inline constexpr int kScaleZ = 3;     // 1 / kDenomZ
 inline constexpr int kWeightSum = 4;  // Σ_j w_j over all V classes (V without weights)
+inline constexpr int kDxOn = 5;       // 1: the row kernel writes dx; 0: it does not (kDxGated)
+// With a dx state (cross_entropy_fwd's dx_state) these scalars live there instead of in the
+// workspace, and kScaleCe / kScaleZ are 1 for 'sum' (the backward reads them either way).
 inline constexpr int kDevScalarCount = 16;  // slots reserved (64 bytes)
 
 /// Workspace bytes: the device scalars (64 bytes), then for sum/mean the per-row CE parts (M

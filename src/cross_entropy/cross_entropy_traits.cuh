@@ -214,11 +214,20 @@ struct CrossEntropyFwd : RowOpBase {
   static constexpr int kIn = 1;              // x (or lse_partial)
   static constexpr int kOut = kGrad ? 1 : 0; // dx
   static constexpr bool kFullSm = !kGrad;    // dx's coefficients spill at 32 registers
+  // The long-row candidates under trial (row_config.h: early-refill rings for the loss alone,
+  // the cluster register policy for both) are compiled for the forwards.
+  static constexpr bool kTrialConfigs = true;
   using Red = CeRed;
+  // kDxGated: dx is stored only where the prep kernel's copy of the prediction says so.
+  static constexpr RowGate kGate = kGrad ? RowGate::kOutputs : RowGate::kNone;
   struct RowIn {
     int t = kCeIgnored;
   };
   using Row = CeGradRow;
+
+  __device__ __forceinline__ static bool gate_open(const RowParams& p) {
+    return !(p.iscalar[ce::kFlags] & ce::kDxGated) || ce_dev_scalar(p, ce::kDxOn) != 0.f;
+  }
 
   __device__ __forceinline__ static RowIn load_row(const RowParams& p, int64_t row) {
     return {ce_target(p, row)};
@@ -281,17 +290,31 @@ struct CrossEntropyFwd : RowOpBase {
 
 /// Backward from lse: dx = the forward's gradient with σ_ce = σ_z = dloss_i, from x, lse and
 /// dloss. No reduction is needed but Σ_j w_j (weights and ε > 0: W, summed per row).
+/// The training backward's recompute (flag kTrainBwd, cross_entropy_train_bwd): the same with
+/// σ_ce = g·s_ce, σ_z = g·s_z (g = dloss, one value; s_*: the forward's scales from its dx
+/// state), and the whole kernel skipped (RowGate::kKernel) where the forward wrote dx.
 template <bool kCap, bool kWS>
 struct CrossEntropyBwd : RowOpBase {
   static constexpr int kIn = 1;   // x
   static constexpr int kOut = 1;  // dx
   static constexpr bool kFullSm = false;  // spills at 32 registers
   using Red = RedSum;             // W (weighted smoothing), else 0
+  // kTrainBwd: the kernel runs only where the forward did not write dx (the state's kDxOn 0).
+  static constexpr RowGate kGate = RowGate::kKernel;
   struct RowIn {
     int t = kCeIgnored;
     float lse = 0.f, dloss = 0.f;
   };
   using Row = CeGradRow;
+
+  /// Scalar k of the forward's dx state (kTrainBwd).
+  __device__ __forceinline__ static float state(const RowParams& p, int k) {
+    return load1(p.row_in[ce::kBwdState], 0, k);
+  }
+
+  __device__ __forceinline__ static bool gate_open(const RowParams& p) {
+    return !(p.iscalar[ce::kFlags] & ce::kTrainBwd) || state(p, ce::kDxOn) == 0.f;
+  }
 
   __device__ __forceinline__ static RowIn load_row(const RowParams& p, int64_t row) {
     RowIn r;
@@ -310,8 +333,12 @@ struct CrossEntropyBwd : RowOpBase {
 
   __device__ __forceinline__ static Row finish(const RowParams& p, const RowIn& in,
                                                const Red::Val& tot, int64_t, bool) {
-    return ce_grad_row<kWS>(p, in.t, in.lse, ce_target_weight(p, in.t), tot.v[0], in.dloss,
-                            in.dloss);
+    float s_ce = in.dloss, s_z = in.dloss;
+    if (p.iscalar[ce::kFlags] & ce::kTrainBwd) {  // the forward's scales (mean: 1 / denom.)
+      s_ce *= state(p, ce::kScaleCe);
+      s_z *= state(p, ce::kScaleZ);
+    }
+    return ce_grad_row<kWS>(p, in.t, in.lse, ce_target_weight(p, in.t), tot.v[0], s_ce, s_z);
   }
 
   __device__ __forceinline__ static void apply(const RowParams& p, const Row& r,

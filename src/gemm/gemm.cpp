@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/check.h"
@@ -226,8 +227,7 @@ std::string tile_key(const Instance& i) {
   return str(i.bn);
 }
 
-// Every dtype, layout and epilogue has the 128x256 cooperative instance with a 2x1 cluster; the
-// others are alternatives to it.
+// The 128x256 cooperative tile with a 2x1 cluster: a group's base where it is compiled (is_base).
 bool is_default(const Instance& i) {
   return i.bm == 128 && i.bn == 256 && !i.pingpong && i.cluster_m == 2 && i.cluster_n == 1;
 }
@@ -249,24 +249,99 @@ std::string user_layouts(GemmMajor ka, GemmMajor kb, bool swap) {
          (swap ? "column" : "row") + ")";
 }
 
-// The instance of p's epilogue, dtypes and majors with the default tile, or InvalidArgument
-// naming the combination and listing the (a, b, d) layouts compiled for its dtypes. `dtypes`
-// describes the problem's dtypes in the caller's terms ("bfloat16 inputs and bfloat16 d").
+// Instances that compute the same problem as base (same dtypes and majors), any tile.
+bool same_problem(const Instance& i, const Instance& base) {
+  return i.epilogue == base.epilogue && i.ab == base.ab && i.d == base.d && i.c == base.c && i.d1 == base.d1 &&
+         i.a == base.a && i.b == base.b;
+}
+
+// The instance that stands for its group (the instances of one epilogue, dtypes and majors): the
+// group's 128x256 cooperative instance, or, in a group without one (the fp16 and fp32-output
+// fused epilogues, compiled with one tile each), its first line in the list. The tile rule and
+// the autotuner then choose among the whole group.
+bool is_base(const Instance& i) {
+  if (is_default(i)) return true;
+  const Instance* first = nullptr;
+  for (const Instance& j : kGemmInstances)
+    if (same_problem(j, i)) {
+      if (is_default(j)) return false;
+      if (first == nullptr) first = &j;
+    }
+  return first == &i;
+}
+
+// The base instance of p's epilogue, dtypes and majors, or InvalidArgument naming the combination
+// and listing the (a, b, d) layouts compiled for its dtypes. `dtypes` describes the problem's
+// dtypes in the caller's terms ("bfloat16 inputs and bfloat16 d").
 const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool swap, const std::string& dtypes,
                               const char* d_name) {
   std::string offered;
   for (const Instance& i : kGemmInstances) {
-    if (!dtypes_match(i, p) || !is_default(i)) continue;
-    if (i.a == p.a_major && i.b == p.b_major) return i;
+    if (!dtypes_match(i, p) || i.a != p.a_major || i.b != p.b_major) continue;
+    if (is_base(i)) return i;
   }
   for (bool s : {false, true})
     for (const Instance& i : kGemmInstances)
-      if (dtypes_match(i, p) && is_default(i)) offered += (offered.empty() ? "" : ", ") + user_layouts(i.a, i.b, s);
+      if (dtypes_match(i, p) && is_base(i)) offered += (offered.empty() ? "" : ", ") + user_layouts(i.a, i.b, s);
   const GemmMajor ua = swap ? p.b_major : p.a_major, ub = swap ? p.a_major : p.b_major;
   chk.fail(std::string("a ") + (ua == kK ? "row-major" : "column-major") + " with b " +
            (ub == kK ? "column-major" : "row-major") + " and " + d_name + " " + (swap ? "column-major" : "row-major") +
            " is not yet supported for " + dtypes + " (no kernel instance), expected (a, b, " + d_name + ") = " +
            (offered.empty() ? std::string("none: no instance for these dtypes") : offered));
+}
+
+// The dtypes of p against the instances of its epilogue (any layout): InvalidArgument when none
+// computes them, naming the tensors and their dtypes and listing the combinations compiled for
+// p's input dtype (or the input dtypes compiled for the epilogue). d_name, c_name, d1_name: the
+// caller's names of output 0, of C (null when C is not read) and of output 1 (null: one
+// output); a null d_name leaves output 0 and C out (gemm_dgated's packed pairs, always of the
+// input dtype). `note`: appended to the message (how an absent tensor's dtype was taken).
+void check_compiled_dtypes(const ArgCheck& chk, const GemmProblem& p, const char* d_name, const char* c_name,
+                           const char* d1_name, const std::string& note = "") {
+  for (const Instance& i : kGemmInstances)
+    if (dtypes_match(i, p)) return;  // the common case: no strings built
+  std::vector<std::string> combos;
+  std::string abs;
+  bool ab_found = false;
+  auto tuple = [&](DType d, DType c, DType d1) {
+    std::vector<DType> v;
+    if (d_name) v.push_back(d);
+    if (d_name && c_name) v.push_back(c);
+    if (d1_name) v.push_back(d1);
+    std::string t;
+    for (DType x : v) t += (t.empty() ? "" : ", ") + std::string(dtype_name(x));
+    return v.size() > 1 ? "(" + t + ")" : t;
+  };
+  for (const Instance& i : kGemmInstances) {
+    if (i.epilogue != p.epilogue) continue;
+    const std::string ab = dtype_name(i.ab);
+    if (abs.find(ab) == std::string::npos) abs += (abs.empty() ? "" : " or ") + ab;
+    if (i.ab != p.ab_dtype) continue;
+    ab_found = true;
+    if (c_name == nullptr && i.c != i.d) continue;  // an instance for a C of another dtype, and C is not read
+    const std::string t = tuple(i.d, i.c, i.d1);
+    if (std::find(combos.begin(), combos.end(), t) == combos.end()) combos.push_back(t);
+  }
+  if (!ab_found)
+    chk.fail(std::string("a has dtype ") + dtype_name(p.ab_dtype) + ", expected " +
+             (abs.empty() ? std::string("none: no instance of this epilogue") : abs) +
+             " (the input dtypes compiled for this epilogue)");
+  std::string names, got;
+  std::vector<std::pair<const char*, DType>> fields;
+  if (d_name) fields.push_back({d_name, p.d_dtype});
+  if (d_name && c_name) fields.push_back({c_name, p.c != nullptr ? p.c_dtype : p.d_dtype});
+  if (d1_name) fields.push_back({d1_name, p.d1_dtype});
+  for (size_t k = 0; k < fields.size(); ++k) {
+    const char* sep = k == 0 ? "" : k + 1 == fields.size() ? " and " : ", ";
+    got += std::string(sep) + fields[k].first + " " + dtype_name(fields[k].second);
+    names += std::string(k == 0 ? "" : ", ") + fields[k].first;
+  }
+  if (fields.size() > 1) names = "(" + names + ")";
+  std::string expected;
+  for (size_t k = 0; k < combos.size(); ++k)
+    expected += std::string(k == 0 ? "" : k + 1 == combos.size() ? " or " : ", ") + combos[k];
+  chk.fail(got + (fields.size() > 1 ? " are" : " is") + " not compiled for " + dtype_name(p.ab_dtype) +
+           " inputs (no kernel instance), expected " + names + " = " + expected + note);
 }
 
 // Tile choice (at launch; can_implement makes no CUDA call), among the instances of the same
@@ -278,13 +353,7 @@ const Instance& find_instance(const ArgCheck& chk, const GemmProblem& p, bool sw
 // four LLM shapes (128x256: 0.962–0.995), 0.749 at 2048³ (128x256: 0.783). 64x2 (128x64 with a
 // 1x2 cluster) is not in the rule: it measured slower than 128x64 without a cluster at M = 128
 // and 256 (g4).
-// Instances that compute the same problem as base (same dtypes and majors), any tile.
-bool same_problem(const Instance& i, const Instance& base) {
-  return i.epilogue == base.epilogue && i.ab == base.ab && i.d == base.d && i.c == base.c && i.d1 == base.d1 &&
-         i.a == base.a && i.b == base.b;
-}
-
-// The configurations of base's dtypes and majors, base (the default) first.
+// The configurations of base's dtypes and majors, base first.
 std::vector<detail::GemmCandidate> candidates(const Instance& base) {
   std::vector<detail::GemmCandidate> out{{base.tile, base.run}};
   for (const Instance& i : kGemmInstances)
@@ -357,7 +426,7 @@ struct Plan {
   const char* fn = "gemm";  // the public function (CUDA error messages)
   bool empty = false;   // M, N or L is 0: nothing to launch
   bool swapped = false;  // the outputs are column-major: the kernel computes Dᵀ = Bᵀ·Aᵀ
-  const Instance* inst = nullptr;  // K > 0: the kernel instance (128x256)
+  const Instance* inst = nullptr;  // K > 0: the base kernel instance of the problem (is_base)
   std::vector<Pad> pads;           // operands TMA cannot address (gemm_pad.h)
   size_t workspace_bytes = 0;      // their copies, each 256-byte aligned
 };
@@ -509,6 +578,7 @@ Plan plan_gemm(const GemmArgs& g) {
     const std::string c_part =
         p.c != nullptr && p.c_dtype != p.d_dtype ? std::string(", ") + dtype_name(p.c_dtype) + " c" : "";
     const std::string bias_part = g.bias.present() ? " with a bias" : "";
+    check_compiled_dtypes(chk, p, "d", p.c != nullptr ? "c" : nullptr, nullptr, g.bias.present() ? " (with a bias)" : "");
     plan.inst = &find_instance(chk, p, swap,
                                std::string(dtype_name(p.ab_dtype)) + " inputs and " + dtype_name(p.d_dtype) + " d" +
                                    c_part + bias_part,
@@ -715,6 +785,8 @@ Plan plan_act(const GemmActArgs& g) {
     if (g.preact.present()) dtypes += std::string(dtype_name(p.d_dtype)) + " preact, ";
     if (read_c) dtypes += std::string(dtype_name(p.c_dtype)) + " c, ";
     dtypes += std::string(dtype_name(p.d1_dtype)) + " postact";
+    check_compiled_dtypes(chk, p, "preact", read_c ? "c" : nullptr, "postact",
+                          g.preact.present() ? "" : " (preact is not stored: its dtype is taken as c's or postact's)");
     plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "postact");
   }
   return plan;
@@ -738,7 +810,7 @@ Plan plan_gated(const GemmGatedArgs& g) {
                          g.workspace, g.workspace_bytes, /*row_only=*/true);
   plan.fn = "gemm_gated";
   check_bias(chk, g.bias, g.a.ndim, plan.p.l, g.a.shape[g.a.ndim - 2], g.b.shape[g.b.ndim - 1], plan.p.device);
-  chk.dtype_in(g.postact, "postact", {DType::kBFloat16, DType::kFloat16});
+  check_out_dtype(chk, g.postact, "postact", g.a.dtype);
   check_out_dtype(chk, g.preact, "preact", g.a.dtype);
   check_out_dtype(chk, g.c, "c", g.a.dtype);
   if (g.c.present() && g.preact.present() && g.c.dtype != g.preact.dtype)
@@ -760,6 +832,9 @@ Plan plan_gated(const GemmGatedArgs& g) {
     if (g.preact.present()) dtypes += std::string(dtype_name(p.d_dtype)) + " preact, ";
     if (read_c) dtypes += std::string(dtype_name(p.c_dtype)) + " c, ";
     dtypes += std::string(dtype_name(p.d1_dtype)) + " postact" + (g.concat_layout ? " (concat_layout)" : "");
+    check_compiled_dtypes(chk, p, "preact", read_c ? "c" : nullptr, "postact",
+                          std::string(g.concat_layout ? " with concat_layout" : "") +
+                              (g.preact.present() ? "" : " (preact is not stored: its dtype is taken as c's or postact's)"));
     plan.inst = &find_instance(chk, p, false, dtypes, "postact");
   }
   return plan;
@@ -776,7 +851,10 @@ Plan plan_dgated(const GemmDGatedArgs& g) {
                           {&g.postact, "postact", MnRole::kD1, true, 1, 1, "(M, H)"}},
                          g.workspace, g.workspace_bytes, /*row_only=*/true);
   plan.fn = "gemm_dgated";
-  chk.dtype_in(g.dpreact, "dpreact", {DType::kBFloat16});  // the packed pairs are bf16 (DGatedEpilogue)
+  // The packed (gate, up) pairs are 16-bit values of a's dtype (DGatedEpilogue<T16>).
+  if (g.dpreact.dtype != g.a.dtype)
+    chk.fail(std::string("dpreact has dtype ") + dtype_name(g.dpreact.dtype) + ", expected " + dtype_name(g.a.dtype) +
+             " (a's dtype: the (gate, up) pairs are packed 16-bit values of the input dtype)");
   check_out_dtype(chk, g.postact, "postact", g.a.dtype);
   if (g.preact.dtype != g.dpreact.dtype)
     chk.fail(std::string("preact has dtype ") + dtype_name(g.preact.dtype) + ", expected " +
@@ -809,6 +887,8 @@ Plan plan_dgated(const GemmDGatedArgs& g) {
   if (!plan.empty && p.k > 0) {
     const std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, " + dtype_name(p.packed_dtype) +
                                " preact and dpreact, " + dtype_name(p.d1_dtype) + " postact";
+    check_compiled_dtypes(chk, p, nullptr, nullptr, "postact",
+                          g.postact.present() ? "" : " (postact is not stored: its dtype is taken as a's)");
     plan.inst = &find_instance(chk, p, false, dtypes, "dpreact");
   }
   return plan;
@@ -839,6 +919,8 @@ Plan plan_dact(const GemmDActArgs& g) {
   if (!plan.empty && p.k > 0) {
     const std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, " + dtype_name(p.d_dtype) +
                                " preact and dpreact, " + dtype_name(p.d1_dtype) + " postact";
+    check_compiled_dtypes(chk, p, "dpreact", "preact", "postact",
+                          g.postact.present() ? "" : " (postact is not stored: its dtype is taken as preact's)");
     plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "dpreact");
   }
   return plan;

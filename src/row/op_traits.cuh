@@ -82,6 +82,17 @@
 //                       (RowParams::in[s].ptr == nullptr): they read as 0 and cost no memory
 //                       traffic (the staged policy stages only present streams).
 //   kOptOut [0]         the last kOptOut output streams may be absent: not stored.
+//   kTrialConfigs [false] the plan's configurations under trial (RowConfig::trial,
+//                       row_config.h) are compiled for the op, so `--config all` and the GPU
+//                       tests reach them; the plan never prefers them.
+//   kGate [kNone]       a switch read on the device, Op::gate_open(p) (from memory the kernel
+//                       does not write, so every CTA sees the same value): RowGate::kOutputs:
+//                       the per-element outputs are stored (and apply called) only while it is
+//                       open; the fold, finish and per-row outputs run either way (a forward
+//                       whose gradient output is decided by an earlier kernel). RowGate::kKernel:
+//                       where it is closed every CTA returns at its first instruction, before
+//                       any load, barrier or cluster arrive (a backward that runs only when an
+//                       earlier kernel says so). Ops without column accumulations.
 #pragma once
 
 #include <cstdint>
@@ -103,6 +114,9 @@ struct RowElem {
   int64_t col;
 };
 
+/// A traits struct's device-side switch (kGate above).
+enum class RowGate : int { kNone = 0, kOutputs = 1, kKernel = 2 };
+
 /// Defaults of a traits struct: no per-column vectors, no column accumulations, no optional
 /// streams, no per-row inputs, register kernels of ≤ 4 packed 16-byte words per thread held
 /// to 32 registers (kFullSm: 2048 threads per SM; false where the op's math spills at 32).
@@ -116,7 +130,10 @@ struct RowOpBase {
   static constexpr int kOptIn = 0;
   static constexpr int kOptOut = 0;
   static constexpr bool kFullSm = true;
+  static constexpr bool kTrialConfigs = false;
+  static constexpr RowGate kGate = RowGate::kNone;
   struct RowIn {};
+  __device__ __forceinline__ static bool gate_open(const RowParams&) { return true; }
   __device__ __forceinline__ static RowIn load_row(const RowParams&, int64_t) { return {}; }
   __device__ __forceinline__ static float col_shift(const RowParams&, int) { return 0.f; }
 };
@@ -130,6 +147,24 @@ __host__ __device__ constexpr bool row_in_optional(int s) {
 template <class Op>
 __host__ __device__ constexpr bool row_out_optional(int s) {
   return s >= Op::kOut - Op::kOptOut;
+}
+
+/// Whether a kernel of Op returns at once (kGate == kKernel and the gate closed). Called first
+/// in every policy's kernel; all CTAs of a launch (and of a cluster) agree.
+template <class Op>
+__device__ __forceinline__ bool row_gate_skips_kernel(const RowParams& p) {
+  static_assert(Op::kGate == RowGate::kNone || Op::kAcc == 0,
+                "gated ops have no column accumulations");
+  if constexpr (Op::kGate == RowGate::kKernel) return !Op::gate_open(p);
+  else return false;
+}
+
+/// Whether Op's per-element outputs are stored (false only for kGate == kOutputs with the gate
+/// closed).
+template <class Op>
+__device__ __forceinline__ bool row_gate_outputs_on(const RowParams& p) {
+  if constexpr (Op::kGate == RowGate::kOutputs) return Op::gate_open(p);
+  else return true;
 }
 
 }  // namespace quack::detail

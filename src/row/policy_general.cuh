@@ -34,6 +34,7 @@ inline constexpr int kRowGeneralMaxThreads = 256;  // row_general_geometry's CTA
 template <class Op>
 __global__ void __launch_bounds__(kRowGeneralMaxThreads, 1)
     row_general_kernel(const __grid_constant__ RowParams p) {
+  if (row_gate_skips_kernel<Op>(p)) return;
   using R = typename Op::Red;
   constexpr int kA = row_dim(Op::kAcc);
   extern __shared__ __align__(16) float row_slots[];
@@ -73,6 +74,7 @@ __global__ void __launch_bounds__(kRowGeneralMaxThreads, 1)
     const typename Op::Row rr =
         Op::finish(p, rin, total, row, row_ok && c.rank == 0 && c.lane_in_row == 0);
     // The output sweep (rows of a CTA in turns when they accumulate into shared columns).
+    const bool out_on = row_gate_outputs_on<Op>(p);
     auto sweep = [&] {
 #pragma unroll 4
       for (int64_t col = cols.begin; col < cols.end; col += cols.step) {
@@ -107,7 +109,7 @@ __global__ void __launch_bounds__(kRowGeneralMaxThreads, 1)
         if (g.rows_per_cta() > 1) __syncthreads();
       }
     } else if (Op::kOut > 0) {
-      if (row_ok) sweep();
+      if (row_ok && out_on) sweep();
     }
   }
   if (g.cluster_n > 1 && !waited) cluster_wait();

@@ -72,9 +72,17 @@ __host__ __device__ constexpr int row_ring_words_before() {
 }
 
 // One 1024-thread CTA per SM, or 1024 / kTpr smaller ones (row_ring_ctas_per_sm).
-template <class Op, class D, int kTpr, int kVecs, int kStages>
+// kEarlyRefill (ops without per-element outputs, RowConfig::early_refill): steps 4-5 become
+// "thread 0 issues the refill right after the all-reduce's barrier that follows the fold"
+// (every read of the stage is the fold's), so the copy engine gets the row's cluster exchange
+// and finish as extra lead time, and no barrier ends the row (the reducer's double-buffered
+// slots need none, row_reduce.cuh).
+template <class Op, class D, int kTpr, int kVecs, int kStages, bool kEarlyRefill = false>
 __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
     row_ring_kernel(const __grid_constant__ RowParams p) {
+  if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
+  static_assert(!kEarlyRefill || Op::kOut == 0,
+                "an early refill would overwrite the stage that the outputs read");
   static_assert(!Op::kColShift, "vector shifts: the staged and general policies only");
   static_assert(Op::kAcc == 0, "column accumulations: not in the ring policy (staged)");
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
@@ -202,7 +210,17 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
       cluster_wait();
       waited = true;
     }
-    const auto total = reducer.allreduce(part, k, cluster_n, rank);
+    // The refill of this stage (row kStages rows ahead) and the L2 prefetch after it: by
+    // thread 0, once every thread's reads of the stage are done.
+    auto refill = [&] {
+      if (t == 0 && row + kStages * clusters < M) issue(row + kStages * clusters, st);
+      if (t == 0 && row + (kStages + kRingL2Ahead) * clusters < M)
+        prefetch(row + (kStages + kRingL2Ahead) * clusters);
+    };
+    const auto total = [&] {
+      if constexpr (kEarlyRefill) return reducer.allreduce(part, k, cluster_n, rank, refill);
+      else return reducer.allreduce(part, k, cluster_n, rank);
+    }();
     const typename Op::Row rr = Op::finish(p, rin, total, row, rank == 0 && t == 0);
     if constexpr (kOut > 0) {
       void* dst[row_dim(kOut)];
@@ -221,10 +239,10 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
         }
       }
     }
-    __syncthreads();  // every read of the stage is done before the copy engine refills it
-    if (t == 0 && row + kStages * clusters < M) issue(row + kStages * clusters, st);
-    if (t == 0 && row + (kStages + kRingL2Ahead) * clusters < M)
-      prefetch(row + (kStages + kRingL2Ahead) * clusters);
+    if constexpr (!kEarlyRefill) {
+      __syncthreads();  // every read of the stage is done before the copy engine refills it
+      refill();
+    }
   }
   if (cluster_n > 1 && !waited) cluster_wait();
 }

@@ -86,6 +86,7 @@ __device__ __forceinline__ void row_store_partial(const float (&acc)[kMaxVecs][k
 template <class Op, class D, int kMaxVecs, int kStages, int kThreads>
 __global__ void __launch_bounds__(kThreads, 1)
     row_staged_kernel(const __grid_constant__ RowParams p) {
+  if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols), kA = row_dim(Op::kAcc);
   constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector
   static_assert(kVec % 4 == 0, "16-byte vectors of the narrowest stream");

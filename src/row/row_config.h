@@ -19,6 +19,10 @@
 //   kRing      long rows, read once from DRAM: persistent clusters of up to kRowMaxCluster
 //              CTAs, each CTA's slice of a row in shared memory, fetched by the bulk-copy
 //              engine kStages rows ahead plus one row into L2 (RMSNorm's prefetch kernel).
+//   kClusterRegister  long rows, QuACK's cross-entropy geometry: not persistent, one CTA per
+//              (row, cluster rank); a cluster of ceil(row / slice) CTAs holds the row, each
+//              CTA its slice in registers (16-byte loads straight from global memory), several
+//              CTAs per SM in different phases; one cluster exchange per row.
 //   kGeneral   anything else (any strides and dtypes, odd N): element at a time, runtime
 //              geometry, clusters; the row is read from global memory once per sweep.
 //
@@ -40,7 +44,7 @@
 
 namespace quack::detail {
 
-enum class RowPolicy : int { kNone, kRegister, kLooped, kStaged, kRing, kGeneral };
+enum class RowPolicy : int { kNone, kRegister, kLooped, kStaged, kRing, kGeneral, kClusterRegister };
 
 inline constexpr int kRowMaxCluster = 16;              // CTAs per row (non-portable above 8)
 inline constexpr int64_t kRowMaxSmem = 227 * 1024;     // dynamic shared memory per CTA
@@ -72,6 +76,13 @@ struct RowConfig {
   int min_in;   // compiled only for ops with at least this many input streams
   int min_elt;  // compiled only for input dtypes of at least this many bytes
   const char* name;
+  // kRing: the stage is refilled right after the fold, before the row's all-reduce (ops
+  // without per-element outputs only: nothing reads the stage after the fold).
+  bool early_refill = false;
+  // Compiled only for ops whose traits ask for the configurations under trial
+  // (Op::kTrialConfigs): candidates timed by `quack-bench ... --config all` before the plan
+  // takes them, without adding kernels to every row op.
+  bool trial = false;
 
   QUACK_ROW_HD constexpr int threads() const {
     return policy == RowPolicy::kStaged ? tpr : tpr * rows;
@@ -79,9 +90,12 @@ struct RowConfig {
   /// Bytes of one input stream a thread group holds: a pass (register, looped: one row) or a
   /// CTA's slice of a row (ring).
   QUACK_ROW_HD constexpr int64_t chunk_bytes() const { return int64_t{tpr} * vecs * 16; }
-  /// Longest row (bytes of one input stream) a single pass or a ring of kRowMaxCluster CTAs holds.
+  /// Longest row (bytes of one input stream) a single pass or a cluster of kRowMaxCluster CTAs
+  /// (ring, cluster register) holds.
   QUACK_ROW_HD constexpr int64_t capacity_bytes() const {
-    return policy == RowPolicy::kRing ? chunk_bytes() * kRowMaxCluster : chunk_bytes();
+    return policy == RowPolicy::kRing || policy == RowPolicy::kClusterRegister
+               ? chunk_bytes() * kRowMaxCluster
+               : chunk_bytes();
   }
 };
 
@@ -120,6 +134,23 @@ struct RowConfig {
 //  - ring-t512v4-s3 and ring-t512v8-s1: 512-thread rings, two CTAs per SM (one CTA's reduction
 //    and cluster exchange overlap the other's fold and stores, which a 1024-thread CTA per SM
 //    leaves exposed); t512v8-s1's 64 KB slices hold fp32 rows of 1 MB in 16 CTAs on 8 SMs.
+// Entries under trial (`trial`: compiled only for ops with Op::kTrialConfigs, cross-entropy's
+// forwards), for long rows of read-mostly ops: the ring reads bf16 x at ~2 TB/s whether or not
+// the op also writes (H200: CE forward 2.05 TB/s at 16384 x 131072 where softmax's forward on
+// the same configuration moves 3.89 TB/s, read + write), so a read-only op gets half the copy
+// rate; one 1024-thread CTA per SM runs each row in lockstep (wait, fold, cluster all-reduce,
+// barrier, refill), and the next refill waits for all of it:
+//  - ring-t1024v4-s3e, ring-t1024v2-s6e, ring-t512v4-s3e: the ring entries above with the
+//    stage refilled right after the fold (early_refill: ops without per-element outputs), so
+//    the copy engine gets the row's all-reduce and finish as lead time, and no barrier ends
+//    the row;
+//  - cl-t256v8, cl-t512v8, cl-t256v4 (kClusterRegister): QuACK 0.2.0's cross-entropy geometry
+//    (quack/cross_entropy.py: 256 threads, 64 16-bit elements per thread, clusters of up to 16
+//    for bf16 131072-262144; 3.81 TB/s at 16384 x 131072 on our H200): not persistent, each
+//    CTA's slice loaded into registers with 16-byte loads (no bulk copies, no L2 prefetch),
+//    up to 1024 / tpr CTAs per SM (64 registers) at different phases of their rows, so one
+//    CTA's reduction and exchange overlap the others' loads. Also the fwd+dx (its row stays
+//    in registers across the exchange, then dx).
 inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRegister, 16, 16, 1, 0, 1, 2, "r16t16v1"},   // 0: ≤ 256 B
     {RowPolicy::kRegister, 32, 8, 1, 0, 1, 2, "r8t32v1"},     // 1: ≤ 512 B
@@ -143,6 +174,14 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRegister, 512, 1, 8, 0, 1, 2, "t512v8"},     // 19: ≤ 64 KB
     {RowPolicy::kRing, 512, 1, 4, 3, 1, 2, "ring-t512v4-s3"},  // 20: ≤ 16 x 32 KB, 2 CTAs/SM
     {RowPolicy::kRing, 512, 1, 8, 1, 1, 2, "ring-t512v8-s1"},  // 21: ≤ 16 x 64 KB, 2 CTAs/SM
+    // 22-24: rings refilled after the fold (no per-element outputs), under trial
+    {RowPolicy::kRing, 1024, 1, 4, 3, 1, 2, "ring-t1024v4-s3e", true, true},  // ≤ 16 x 64 KB
+    {RowPolicy::kRing, 1024, 1, 2, 6, 1, 2, "ring-t1024v2-s6e", true, true},  // ≤ 16 x 32 KB
+    {RowPolicy::kRing, 512, 1, 4, 3, 1, 2, "ring-t512v4-s3e", true, true},    // ≤ 16 x 32 KB
+    // 25-27: cluster register policy (QuACK's CE geometry), under trial
+    {RowPolicy::kClusterRegister, 256, 1, 8, 0, 1, 2, "cl-t256v8", false, true},  // ≤ 16 x 32 KB
+    {RowPolicy::kClusterRegister, 512, 1, 8, 0, 1, 2, "cl-t512v8", false, true},  // ≤ 16 x 64 KB
+    {RowPolicy::kClusterRegister, 256, 1, 4, 0, 1, 2, "cl-t256v4", false, true},  // ≤ 16 x 16 KB
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -217,6 +256,19 @@ QUACK_ROW_HD constexpr int row_ring_ctas_per_sm(const RowConfig& c) {
   return c.tpr >= 1024 ? 1 : 1024 / c.tpr;
 }
 
+/// CTAs per SM a cluster-register configuration is built for (its __launch_bounds__): 1024
+/// threads per SM, so at most 64 registers per thread.
+QUACK_ROW_HD constexpr int row_cluster_register_ctas_per_sm(int tpr) {
+  return tpr >= 1024 ? 1 : 1024 / tpr;
+}
+
+/// Shared memory of the cluster register policy's all-reduce (static, in the kernel): two
+/// stages of one slot per warp and cluster CTA, then the exchange's two mbarriers.
+/// ClusterRowReducer::kBytes, as the ring's.
+QUACK_ROW_HD constexpr int64_t row_cluster_register_smem_bytes(int tpr, int red_floats) {
+  return row_ring_reduce_bytes(tpr, red_floats);
+}
+
 /// Registers a thread of configuration c holds per-column vector slices in: n_cols vectors of
 /// vec_elt-byte elements for each of its vecs 16-byte vectors of in_elt-byte input.
 QUACK_ROW_HD constexpr int row_col_regs(const RowConfig& c, int n_cols, int in_elt, int vec_elt) {
@@ -249,13 +301,24 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///  - ring: no column accumulations; the stages fit 227 KB, and row_ring_ctas_per_sm of them
 ///    an SM's 228 KB; the CTA's vector slices fit kRowRingColRegs registers;
 ///  - staged: any op (its geometry and shared memory are checked per call by the plan); the
-///    one-stage entry only for ops with column accumulations (others have the ring).
+///    one-stage entry only for ops with column accumulations (others have the ring);
+///  - cluster register: no per-column vectors, no column accumulations; the packed values
+///    within 64 registers with the slack (1024 / tpr CTAs per SM);
+///  - early_refill rings: ops without per-element outputs (n_out == 0);
+///  - trial entries: ops whose traits ask for them (trial_ok: Op::kTrialConfigs).
 QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int red_floats,
                                               int n_cols, int in_elt, int n_acc = 0,
                                               int vec_elt = 4, int in_words = -1,
-                                              bool late_cols = false) {
+                                              bool late_cols = false, int n_out = 1,
+                                              bool trial_ok = false) {
   const int words = in_words < 0 ? n_in : in_words;
   if (n_in < c.min_in || in_elt < c.min_elt) return false;
+  if (c.trial && !trial_ok) return false;
+  if (c.early_refill && n_out != 0) return false;
+  if (c.policy == RowPolicy::kClusterRegister) {
+    const int cap = 65536 / (c.tpr * row_cluster_register_ctas_per_sm(c.tpr));
+    return n_acc == 0 && n_cols == 0 && c.vecs * 4 * words + kRowRegisterBudgetSlack <= cap;
+  }
   if (c.policy == RowPolicy::kRegister || c.policy == RowPolicy::kLooped) {
     if (n_acc != 0) return false;
     const int cap = 65536 / c.threads() < 255 ? 65536 / c.threads() : 255;

@@ -11,6 +11,7 @@
 #include "common/launch.h"
 #include "quack/errors.h"
 #include "row/policy_general.cuh"
+#include "row/policy_cluster_register.cuh"
 #include "row/policy_register.cuh"
 #include "row/policy_ring.cuh"
 #include "row/policy_staged.cuh"
@@ -22,7 +23,7 @@ template <class Op, class D>
 constexpr bool row_usable(const RowConfig& c) {
   return row_config_usable(c, Op::kIn, Op::Red::kFloats, Op::kCols, row_in_elt<D, Op::kIn>(),
                            Op::kAcc, int{sizeof(typename D::Vec)}, row_in_words<D, Op::kIn>(),
-                           Op::kLateCols);
+                           Op::kLateCols, Op::kOut, Op::kTrialConfigs);
 }
 
 /// A persistent kernel's clusters: plan.grid / cluster_n when the plan has them (ops with column
@@ -56,7 +57,7 @@ void launch_row_config(const RowPlan& plan, const RowParams& p, int device, cuda
     if (resident) throw InvalidArgument(std::string(where) + ": internal error: not persistent");
     launch(row_looped_kernel<Op, D, c.tpr, c.vecs>, plan.grid, c.tpr, 0, 1, stream, where, p);
   } else if constexpr (c.policy == RowPolicy::kRing) {
-    constexpr auto kernel = row_ring_kernel<Op, D, c.tpr, c.vecs, c.stages>;
+    constexpr auto kernel = row_ring_kernel<Op, D, c.tpr, c.vecs, c.stages, c.early_refill>;
     constexpr size_t smem = RingSmem<kWords, c.tpr, c.vecs, c.stages, Op::Red::kFloats>::kBytes;
     static_assert(static_cast<int64_t>(smem) == row_ring_smem_bytes(c, kWords, Op::Red::kFloats),
                   "the plan's and the kernel's shared-memory layouts agree");
@@ -65,6 +66,10 @@ void launch_row_config(const RowPlan& plan, const RowParams& p, int device, cuda
         plan, reinterpret_cast<const void*>(kernel), c.tpr, smem, device, where, resident);
     if (resident) return;
     launch(kernel, clusters * plan.cluster_n, c.tpr, smem, plan.cluster_n, stream, where, p);
+  } else if constexpr (c.policy == RowPolicy::kClusterRegister) {
+    if (resident) throw InvalidArgument(std::string(where) + ": internal error: not persistent");
+    launch(row_cluster_register_kernel<Op, D, c.tpr, c.vecs>, plan.grid, c.tpr, 0,
+           plan.cluster_n, stream, where, p);
   } else if constexpr (c.policy == RowPolicy::kStaged) {
     constexpr auto kernel = row_staged_kernel<Op, D, c.vecs, c.stages, c.tpr>;
     // The plan's shared memory is row_staged_smem_bytes; the kernel's layout is RowPipeline's.

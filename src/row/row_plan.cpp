@@ -35,6 +35,9 @@ bool row_config_takes(int config, int64_t M, int64_t row_bytes) {
       return M <= kMaxGrid;
     case RowPolicy::kRing:
       return row_bytes <= c.capacity_bytes();
+    case RowPolicy::kClusterRegister:  // grid: M x the cluster
+      return row_bytes <= c.capacity_bytes() &&
+             M <= kMaxGrid / std::max<int64_t>(1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes());
     default:
       return false;
   }
@@ -150,7 +153,7 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
       if (forced_config >= 0 && i != forced_config) continue;
       const RowConfig& c = kRowConfigs[i];
       if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt, op.n_acc, vec_elt,
-                             in_words, op.late_cols))
+                             in_words, op.late_cols, op.n_out, op.trial_configs))
         continue;
       if (c.policy == RowPolicy::kStaged) {
         RowGeometry g;
@@ -181,6 +184,12 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
         plan.smem = static_cast<size_t>(row_ring_smem_bytes(c, in_words, op.red_floats));
         plan.grid = 0;  // persistent: resident clusters, at launch
         plan.g.row_blocks = pr.M;
+      } else if (c.policy == RowPolicy::kClusterRegister) {
+        plan.cluster_n = static_cast<int>(
+            std::max<int64_t>(1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes()));
+        plan.smem = 0;  // the all-reduce's slots are static shared memory
+        plan.grid = pr.M * plan.cluster_n;
+        plan.g.row_blocks = pr.M;
       } else {
         plan.grid = (pr.M + c.rows - 1) / c.rows;
         plan.g.row_blocks = plan.grid;
@@ -208,6 +217,7 @@ const char* row_plan_name(const RowPlan& plan, char* buf, size_t len) {
       std::snprintf(buf, len, "general-t%d-x%d", plan.g.tpr, plan.cluster_n);
       break;
     case RowPolicy::kRing:
+    case RowPolicy::kClusterRegister:
       std::snprintf(buf, len, "%s-x%d", kRowConfigs[plan.config].name, plan.cluster_n);
       break;
     case RowPolicy::kStaged:

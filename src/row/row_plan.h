@@ -22,6 +22,7 @@ struct RowOpInfo {
   int n_opt_in = 0;    // trailing input streams that may be absent (Traits::kOptIn)
   int red_floats = 1;  // floats reduced together per row (Traits::Red::kFloats)
   bool late_cols = false;  // Traits::kLateCols
+  bool trial_configs = false;  // Traits::kTrialConfigs: the configurations under trial compiled
   const char* name = "";
 };
 
@@ -50,8 +51,9 @@ struct RowPlan {
   int inst = -1;                        // the op's instance (vector policies)
   DType in = DType::kFloat32, out = DType::kFloat32, vec = DType::kFloat32;  // for messages
   int threads = 0;                      // per CTA
-  int cluster_n = 1;                    // CTAs per row (ring, staged, general)
-  // CTAs (register, looped, general); ring and staged: 0, set at launch (resident clusters);
+  int cluster_n = 1;                    // CTAs per row (ring, cluster register, staged, general)
+  // CTAs (register, looped, cluster register, general); ring and staged: 0, set at launch
+  // (resident clusters);
   // ops with column accumulations: the persistent grid, fixed by row_call_partials.
   int64_t grid = 0;
   int64_t partials = -1;  // ops with column accumulations: P (row_call_partials); -1: not yet

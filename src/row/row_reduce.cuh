@@ -381,12 +381,19 @@ struct StaticRowReducer {
   }
 };
 
+/// The default after_sync of ClusterRowReducer's all-reduce: nothing.
+struct RowNoHook {
+  __device__ __forceinline__ void operator()() const {}
+};
+
 /// All-reduce of a one-row-per-CTA kernel with compile-time warps (kWarps) whose rows span a
 /// cluster of cluster_n ≤ kMaxCluster CTAs (runtime; 1: no cluster): the scheme above,
 /// warp w of CTA `rank` in slot rank·kWarps + w. Shared memory: kBytes at `smem` (16-byte
 /// aligned): two stages of slots (call k uses stage k & 1), then cluster_exchange's two
-/// mbarriers. Between two calls the kernel must pass a __syncthreads (the ring kernel's end of
-/// row) so a stage is rewritten only after every warp read it.
+/// mbarriers. Calls may follow each other without a barrier between them: call k + 2 rewrites
+/// call k's stage after call k + 1's __syncthreads, which every thread reaches only once it has
+/// read call k's slots and waited on its exchange; a peer writes that stage only in its call
+/// k + 2, after this CTA's call k + 1 partials, which it sends after that same barrier.
 template <int kWarps, int kMaxCluster, class R>
 struct ClusterRowReducer {
   static constexpr int kSlot = row_slot_floats(R::kFloats);
@@ -407,14 +414,18 @@ struct ClusterRowReducer {
   /// Thread 0, before the kernel's cluster arrive.
   __device__ void init() const { init_exchange_barriers(bars, 2); }
 
-  /// Exchange call k (0, 1, ...) of kind K (slots of R's size).
-  template <class K>
-  __device__ typename K::Val allreduce_as(typename K::Val v, int k, int cluster_n, int rank) const {
+  /// Exchange call k (0, 1, ...) of kind K (slots of R's size). `after_sync()` runs in every
+  /// thread right after the CTA's barrier that follows the fold (every thread's fold, and so
+  /// its reads of the row, done), before the cluster exchange.
+  template <class K, class Hook = RowNoHook>
+  __device__ typename K::Val allreduce_as(typename K::Val v, int k, int cluster_n, int rank,
+                                          const Hook& after_sync = {}) const {
     v = warp_allreduce_red<K>(v, 32);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float* s = slots + (k & 1) * kStageFloats;
     if (lane == 0) store_slot<K>(s + (rank * kWarps + warp) * kSlot, v);
     __syncthreads();
+    after_sync();
     if (cluster_n > 1)
       cluster_exchange(s + rank * kWarps * kSlot, kWarps * kSlot, kWarps * kSlot, 1, cluster_n,
                        rank, bars + (k & 1), k);
@@ -422,16 +433,19 @@ struct ClusterRowReducer {
   }
 
   /// Row k (0, 1, ...) of the kernel: every thread of every CTA of the cluster calls. Two-stage
-  /// kinds make exchange calls 2k and 2k + 1.
-  __device__ Val allreduce(Val v, int k, int cluster_n, int rank) const {
+  /// kinds make exchange calls 2k and 2k + 1 (after_sync in the first).
+  template <class Hook = RowNoHook>
+  __device__ Val allreduce(Val v, int k, int cluster_n, int rank,
+                           const Hook& after_sync = {}) const {
     if constexpr (RedTwoStage<R>::value) {
-      const auto t1 = allreduce_as<typename R::Stage1>(R::stage1(v), 2 * k, cluster_n, rank);
+      const auto t1 =
+          allreduce_as<typename R::Stage1>(R::stage1(v), 2 * k, cluster_n, rank, after_sync);
       const float mu = R::mid(t1);
       const auto t2 =
           allreduce_as<typename R::Stage2>(R::stage2(v, mu), 2 * k + 1, cluster_n, rank);
       return R::result(t1, mu, t2);
     } else {
-      return allreduce_as<R>(v, k, cluster_n, rank);
+      return allreduce_as<R>(v, k, cluster_n, rank, after_sync);
     }
   }
 };

@@ -483,6 +483,12 @@ __device__ __forceinline__ void apply_store(const RowParams& p, const typename O
                                             const float (&v)[row_dim(Op::kCols)][kVec],
                                             int64_t col, void* const (&dst)[row_dim(Op::kOut)],
                                             int64_t off, AccF&& acc = AccF{}) {
+  if constexpr (Op::kGate == RowGate::kOutputs) {  // gate closed: out_ptrs gave no pointer
+    bool any = false;
+#pragma unroll
+    for (int s = 0; s < row_dim(Op::kOut); ++s) any |= dst[s] != nullptr;
+    if (!any) return;
+  }
   float o[row_dim(Op::kOut)][kVec];
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
@@ -496,7 +502,7 @@ __device__ __forceinline__ void apply_store(const RowParams& p, const typename O
   row_for<Op::kOut>([&](auto S) {
     constexpr int s = decltype(S)::value;
     using TO = row_out_t<D, s>;
-    if (!row_out_optional<Op>(s) || dst[s] != nullptr) {
+    if ((!row_out_optional<Op>(s) && Op::kGate != RowGate::kOutputs) || dst[s] != nullptr) {
       Packed<TO, kVec> y;
 #pragma unroll
       for (int i = 0; i < kVec; ++i) y.elt[i] = from_float<TO>(o[s][i]);
@@ -506,12 +512,13 @@ __device__ __forceinline__ void apply_store(const RowParams& p, const typename O
 }
 
 /// The output pointers of a vector policy: stream s at row `row`, column `col`, in its dtype
-/// (nullptr for an absent optional output).
+/// (nullptr for an absent optional output, and for every output of a closed kOutputs gate).
 template <class Op, class D>
 __device__ __forceinline__ void out_ptrs(const RowParams& p, int64_t row, int64_t col,
                                          void* (&dst)[row_dim(Op::kOut)]) {
 #pragma unroll
   for (int s = 0; s < row_dim(Op::kOut); ++s) dst[s] = nullptr;
+  if (!row_gate_outputs_on<Op>(p)) return;
   row_for<Op::kOut>([&](auto S) {
     constexpr int s = decltype(S)::value;
     using TO = row_out_t<D, s>;

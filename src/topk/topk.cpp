@@ -2,6 +2,8 @@
 #include "quack/topk.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -148,8 +150,19 @@ TopkCall topk_fwd_call(const TopkFwdArgs& a, int sm_count_override) {
   pr.vec_ok = topk_vec_ok(a.x);
   if (M > 0 && k > 0)
     pr.sm_count = sm_count_override >= 0 ? sm_count_override : device_sm_count(dev, fn);
-  c.plan = plan_topk(pr);
+  c.plan = plan_topk(pr, 0, topk_env_path());
   return c;
+}
+
+TopkPath topk_env_path() {
+  static const TopkPath path = [] {
+    const char* v = std::getenv("QUACK_TOPK_PATH");
+    if (v == nullptr) return TopkPath::kNone;
+    if (std::strcmp(v, "bitonic") == 0) return TopkPath::kBitonic;
+    if (std::strcmp(v, "queue") == 0) return TopkPath::kQueue;
+    return TopkPath::kNone;
+  }();
+  return path;
 }
 
 void topk_run_call(const TopkCall& c, void* workspace, size_t workspace_bytes,
@@ -170,6 +183,13 @@ void topk_run_call(const TopkCall& c, void* workspace, size_t workspace_bytes,
   if (c.plan.path == TopkPath::kSort) {
     topk_sort_run(p, c.x_dtype, workspace, workspace_bytes, stream, fn);
     return;
+  }
+  if (c.plan.path == TopkPath::kBitonic) {
+    p.threads_per_row = c.plan.threads_per_row;
+    if (c.x_dtype == DType::kBFloat16) return topk_bitonic_bf16(c.plan, p, stream, fn);
+    if (c.x_dtype == DType::kFloat16) return topk_bitonic_f16(c.plan, p, stream, fn);
+    throw InvalidArgument(std::string(fn) + ": internal error: a bitonic plan for x " +
+                          dtype_name(c.x_dtype) + ", expected bf16 or fp16");
   }
   const bool p32 = c.plan.packed_bits == 32;
   TopkQueueLaunch run = topk_queue_f32_p64;

@@ -10,11 +10,55 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+int64_t pow2_ceil(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+/// The bitonic kernel's plan (topk_bitonic_ok(pr) holds). Elements per thread: 64 (as QuACK:
+/// enough per thread that the T-lane merges stay a small part), or all of a short row in one
+/// thread, at least K and 16; T = the power of 2 that covers N, at most 32 (then E grows).
+TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems) {
+  TopkPlan plan;
+  plan.path = TopkPath::kBitonic;
+  plan.vec_io = true;
+  plan.packed_bits = 32;
+  plan.list = static_cast<int>(std::max<int64_t>(8, pow2_ceil(pr.k)));
+  int64_t e = std::max<int64_t>({plan.list, 16, std::min<int64_t>(64, pow2_ceil(pr.N))});
+  int64_t t = pow2_ceil(ceil_div(pr.N, e));
+  if (t > 32) {
+    t = 32;
+    e = pow2_ceil(ceil_div(pr.N, 32));
+  }
+  if (forced_elems > 0 && forced_elems >= plan.list && forced_elems <= 128 &&
+      (forced_elems & (forced_elems - 1)) == 0 && forced_elems >= 16 &&
+      32 * static_cast<int64_t>(forced_elems) >= pr.N) {
+    e = forced_elems;
+    t = std::min<int64_t>(32, pow2_ceil(ceil_div(pr.N, e)));
+  }
+  plan.elems = static_cast<int>(e);
+  plan.threads_per_row = static_cast<int>(t);
+  plan.rows_per_cta = kTopkBitonicThreads / plan.threads_per_row;
+  plan.threads = kTopkBitonicThreads;
+  plan.grid = ceil_div(pr.M, plan.rows_per_cta);
+  plan.smem = 0;
+  return plan;
+}
+
 }  // namespace
 
-TopkPlan plan_topk(const TopkProblem& pr, int forced_warps) {
+bool topk_bitonic_ok(const TopkProblem& pr) {
+  return dtype_size(pr.x) == 2 && pr.vec_ok && pr.N <= kTopkBitonicMaxN &&
+         pr.k <= kTopkBitonicMaxK;
+}
+
+TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path,
+                   int forced_elems) {
   TopkPlan plan;
   if (pr.M <= 0 || pr.k <= 0 || pr.N <= 0) return plan;
+  if (forced_path == TopkPath::kBitonic && topk_bitonic_ok(pr))
+    return plan_topk_bitonic(pr, forced_elems);
   if (pr.k > kTopkQueueMaxK) {
     plan.path = TopkPath::kSort;
     return plan;
@@ -51,6 +95,9 @@ const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len) {
   switch (plan.path) {
     case TopkPath::kNone: std::snprintf(buf, len, "none"); break;
     case TopkPath::kSort: std::snprintf(buf, len, "sort"); break;
+    case TopkPath::kBitonic:
+      std::snprintf(buf, len, "bitonic-k%d-e%d-t%d", plan.list, plan.elems, plan.threads_per_row);
+      break;
     case TopkPath::kQueue:
       std::snprintf(buf, len, "queue-q%d-p%d-%s-w%dr%d", 32 * plan.queue_regs, plan.packed_bits,
                     plan.vec_io ? "vec" : "elt", plan.warps_per_row, plan.rows_per_cta);

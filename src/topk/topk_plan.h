@@ -6,6 +6,9 @@
 //           row, R rows per CTA; no workspace.
 //   kSort   k > kTopkQueueMaxK: CUB's segmented radix sort of each row (topk_sort.cu) in a
 //           workspace, then an epilogue kernel.
+//   kBitonic 16-bit x, 16-byte loads, N ≤ kTopkBitonicMaxN, k ≤ kTopkBitonicMaxK: the register
+//           kernel (topk_bitonic_kernel.cuh), T threads per row, E elements per thread; taken
+//           only when forced (plan_topk's forced_path, QUACK_TOPK_PATH=bitonic) until measured.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +30,11 @@ inline constexpr int kTopkUnroll = 4;       // 16-byte vectors per lane per iter
 inline constexpr int kTopkMaxWarpsPerRow = 16;
 inline constexpr int kTopkBufEntries = 64;  // per-warp shared buffer of accepted entries
 
-enum class TopkPath : int { kNone = 0, kQueue = 1, kSort = 2 };
+inline constexpr int kTopkBitonicMaxN = 4096;
+inline constexpr int kTopkBitonicMaxK = 32;
+inline constexpr int kTopkBitonicThreads = 128;  // threads per CTA: 128 / T rows
+
+enum class TopkPath : int { kNone = 0, kQueue = 1, kSort = 2, kBitonic = 3 };
 
 /// One call as the plan sees it.
 struct TopkProblem {
@@ -48,11 +55,23 @@ struct TopkPlan {
   int64_t slice = 0;      // columns per warp, a multiple of the iteration's columns
   int64_t grid = 0;       // CTAs
   size_t smem = 0;        // dynamic shared memory per CTA
+  // kBitonic: list size K (power of 2 ≥ k, 8..32), threads per row T (power of 2 ≤ 32), elements
+  // per thread E = 8·(vectors per thread) (16..128, E ≥ K, T·E ≥ N); rows_per_cta = 128 / T.
+  int list = 0;
+  int threads_per_row = 0;
+  int elems = 0;
 };
 
+/// Whether the bitonic kernel takes the problem (16-bit x, vector loads, N and k in range).
+bool topk_bitonic_ok(const TopkProblem& pr);
+
 /// The plan for problem `pr` (M = 0 or k = 0: kNone). forced_warps > 0 (a power of 2 ≤
-/// kTopkMaxWarpsPerRow) sets the warps per row instead of the heuristic (tests, benchmarks).
-TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0);
+/// kTopkMaxWarpsPerRow) sets the queue kernel's warps per row instead of the heuristic (tests,
+/// benchmarks). forced_path kQueue / kBitonic picks that kernel where it applies
+/// (topk_bitonic_ok; k ≤ kTopkQueueMaxK for kQueue), else the plan's own; forced_elems > 0 (16,
+/// 32, 64 or 128) sets the bitonic kernel's elements per thread where T·E ≥ N and E ≥ K.
+TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0,
+                   TopkPath forced_path = TopkPath::kNone, int forced_elems = 0);
 
 /// Columns one warp covers per iteration: kTopkUnroll 16-byte vectors per lane.
 inline constexpr int64_t topk_iter_cols(int elt_bytes) {
@@ -92,6 +111,7 @@ struct TopkParams {
   int rows_per_cta = 1;
   int64_t slice = 0;
   bool vec_io = false;  // 16-byte loads (x: vector-aligned rows, unit column stride)
+  int threads_per_row = 0;  // kBitonic: T
 };
 
 /// Readable plan name for benchmarks: "queue-q1-p32-vec-w1r4", "sort".

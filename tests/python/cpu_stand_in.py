@@ -266,7 +266,7 @@ def _ce_grad(x, target, lse, s_ce, s_z, weight, ignore_index, eps, zs, cap):
 
 def cross_entropy_fwd_cpu(x, target, weight, lse_partial, target_logit, ignore_index, reduction,
                           label_smoothing, z_loss, logit_softcap, num_classes, want_lse,
-                          want_z_loss, want_dx, dx_into_x=False):
+                          want_z_loss, want_dx, predict_dx=False, dx_into_x=False):
     from reference import ref_cross_entropy
 
     fn = "cross_entropy_fwd"
@@ -283,6 +283,14 @@ def cross_entropy_fwd_cpu(x, target, weight, lse_partial, target_logit, ignore_i
         label_smoothing=label_smoothing, z_loss=z_loss, logit_softcap=logit_softcap or None,
         lse_partial=f32(lse_partial), target_logit=f32(target_logit), num_classes=num_classes)
     dx = _empty(x if x is not None else target, x.dtype if x is not None else torch.float32)
+    state = _empty(target, torch.float32)
+    write = True
+    if predict_dx:  # the kernels' contract: dx only where the device's word is not 0
+        import quack_cpp.cross_entropy_ops as ceo
+        word = ceo.dx_predict_word(x.device)
+        write = word is None or int(word[0]) != 0
+        state = torch.zeros(ceo.DX_STATE_FLOATS, dtype=torch.float32)
+        state[5] = 1.0 if write else 0.0  # kDxOn
     if want_dx:
         if reduction == "mean":
             counted = ((target != ignore_index) & (target >= 0) & (target < x.shape[1]))
@@ -292,15 +300,42 @@ def cross_entropy_fwd_cpu(x, target, weight, lse_partial, target_logit, ignore_i
             s_z = 1.0 / counted.float().sum()
         else:
             s_ce = s_z = 1.0
+        if predict_dx:
+            state[2], state[3] = float(s_ce), float(s_z)  # kScaleCe, kScaleZ
         g = _ce_grad(x, target, lse, s_ce, s_z, weight, ignore_index, label_smoothing, z_loss,
                      logit_softcap).to(x.dtype)
+        if not write:  # dx not written: poison (the backward must not read it)
+            g = torch.full_like(g, float("nan"))
         if dx_into_x:  # the eager fast path's in-place gradient (through .data, version bumped)
-            x.data.copy_(g)
+            if write:
+                x.data.copy_(g)
             torch.autograd.graph.increment_version(x)
         else:
             dx = g
     return (loss.float(), lse.float() if want_lse else _empty(target, torch.float32),
-            z.float() if want_z_loss else _empty(target, torch.float32), dx)
+            z.float() if want_z_loss else _empty(target, torch.float32), dx, state)
+
+
+def cross_entropy_train_bwd_cpu(x, target, lse, grad_output, dx, dx_state, weight, ignore_index,
+                                label_smoothing, z_loss, logit_softcap, into_dx=False):
+    """quack::cross_entropy_train_bwd's contract: g*dx where the forward wrote dx (kDxOn of
+    dx_state), else the recompute with the state's scales; the word set to (g == 1)."""
+    import quack_cpp.cross_entropy_ops as ceo
+    g = grad_output.float().reshape(())
+    if float(dx_state[5]) != 0.0:
+        out = (dx.float() * g).to(dx.dtype)
+    else:
+        s_ce, s_z = g * dx_state[2], g * dx_state[3]
+        out = _ce_grad(x, target, lse, s_ce, s_z, weight, ignore_index, label_smoothing, z_loss,
+                       logit_softcap).to(dx.dtype)
+    word = ceo.dx_predict_word(dx.device)
+    if word is not None:
+        word.fill_(1 if float(g) == 1.0 else 0)
+    if into_dx:
+        dx.data.copy_(out)
+        torch.autograd.graph.increment_version(dx)
+        return dx
+    return out
 
 
 def cross_entropy_bwd_cpu(x, target, lse, dloss, weight, ignore_index, label_smoothing, z_loss,
@@ -404,6 +439,7 @@ STAND_INS = {  # custom op name -> its CPU stand-in
     "log_softmax_bwd": log_softmax_bwd_cpu, "cross_entropy_fwd": cross_entropy_fwd_cpu,
     "cross_entropy_bwd": cross_entropy_bwd_cpu,
     "cross_entropy_scale_grad": cross_entropy_scale_grad_cpu,
+    "cross_entropy_train_bwd": cross_entropy_train_bwd_cpu,
     "topk_fwd": topk_fwd_cpu, "topk_bwd": topk_bwd_cpu,
     "linear_cross_entropy_fwd": linear_cross_entropy_fwd_cpu,
     "linear_cross_entropy_bwd": linear_cross_entropy_bwd_cpu,

@@ -248,6 +248,88 @@ def test_retain_graph_twice(reduction, inplace):
         torch.autograd.grad(loss, xl, gt)
 
 
+# The predicted gradient: grad_output 1, 0.5, 0.5, 1, 0.5 from the word 1 covers both
+# predictions (dx written and used as it is; dx not written and recomputed in the backward) and
+# both mispredictions (written then rescaled; not written with grad_output 1).
+PREDICT_STEPS = (1.0, 0.5, 0.5, 1.0, 0.5)
+PREDICT_OPTIONS = {
+    "plain": {},
+    "smooth_z": dict(label_smoothing=0.1, z_loss=1e-3),
+    "weight_z": dict(weight=True, z_loss=1e-2),
+    "weight_smooth": dict(weight=True, label_smoothing=0.2),
+    "softcap": dict(logit_softcap=20.0),
+    "ignore_3": dict(ignore_index=3),
+}
+
+
+def _word(x):
+    return ce_ops.dx_predict_word(x.device)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("dtype", [f32, bf16], ids=str)
+@pytest.mark.parametrize("name", list(PREDICT_OPTIONS))
+@pytest.mark.parametrize("V", [4096, 1001])
+def test_predicted_grad_sequence(V, name, dtype, reduction, inplace):
+    """Each step: a fresh forward + backward with its grad_output; the gradient against the
+    float64 reference, and the device's prediction word left at (grad_output == 1)."""
+    M = 37
+    o = _opts(PREDICT_OPTIONS[name], V)
+    x = logits_of(M, V, dtype)
+    t = targets_of(M, V, o.get("ignore_index", -100))
+    _word(x).fill_(1)
+    for k, g in enumerate(PREDICT_STEPS):
+        ref = run_ref(x, t, reduction, g, **o)
+        base = run_ref(x, t, reduction, g, dtype=f32, **o)
+        xl = x.clone().requires_grad_(True)
+        z = xl * 1.0  # non-leaf logits (what inplace_backward overwrites)
+        loss, lse = quack_cpp.cross_entropy(z, t, reduction=reduction, return_lse=True,
+                                            inplace_backward=inplace, **o)
+        assert_rule(f"loss #{k}", loss, ref["loss"], base["loss"], dtype=f32)
+        assert_rule(f"lse #{k}", lse, ref["lse"], base["lse"], dtype=f32)
+        loss.backward(torch.full_like(loss, g))
+        # Written then rescaled rounds twice: the baseline's error, doubled, covers it.
+        assert_rule(f"dx #{k} (grad_output {g})", xl.grad, ref["dx"], base["dx"], dtype=dtype)
+        assert int(_word(x)[0]) == int(g == 1.0), k
+
+
+@pytest.mark.parametrize("forced", [0, 1])
+@pytest.mark.parametrize("g", [1.0, 0.5])
+def test_predicted_grad_forced_word(g, forced):
+    """The word forced either way before the forward: the same gradient."""
+    M, V = 64, 2048
+    x = logits_of(M, V, bf16)
+    t = targets_of(M, V)
+    ref = run_ref(x, t, "mean", g, z_loss=1e-3)
+    base = run_ref(x, t, "mean", g, dtype=f32, z_loss=1e-3)
+    _word(x).fill_(forced)
+    xl = x.clone().requires_grad_(True)
+    quack_cpp.cross_entropy(xl, t, z_loss=1e-3).backward(torch.tensor(g, device=DEVICE))
+    assert_rule("dx", xl.grad, ref["dx"], base["dx"], dtype=bf16)
+    assert int(_word(x)[0]) == int(g == 1.0)
+
+
+@pytest.mark.parametrize("forced", [0, 1])
+def test_predicted_grad_retain_graph(forced):
+    """Retained backwards (a fresh buffer each) then a last one, with dx written or not."""
+    M, V = 64, 1000
+    x = logits_of(M, V, bf16)
+    t = targets_of(M, V)
+    ref = run_ref(x, t, "sum", 0.5)
+    base = run_ref(x, t, "sum", 0.5, dtype=f32)
+    _word(x).fill_(forced)
+    xl = x.clone().requires_grad_(True)
+    loss = quack_cpp.cross_entropy(xl, t, reduction="sum")
+    gt = torch.tensor(0.5, device=DEVICE)
+    grads = [torch.autograd.grad(loss, xl, gt, retain_graph=True)[0].clone()
+             for _ in range(2)]
+    grads.append(torch.autograd.grad(loss, xl, gt)[0])
+    for i, d in enumerate(grads):
+        assert_rule(f"dx #{i}", d, ref["dx"], base["dx"], dtype=bf16)
+    assert torch.equal(grads[0], grads[1]) and torch.equal(grads[1], grads[2])
+
+
 def test_retain_graph_accumulates():
     """C08, third trigger: retain_graph and backward twice: p.grad is twice the gradient."""
     x = logits_of(16, 300, f32)
@@ -545,8 +627,12 @@ def test_compile_fullgraph(case, g):
     gg = torch.randn(128, device=DEVICE) * g if reduction == "none" else g
     torch._dynamo.reset()
     compiled = torch.compile(quack_cpp.cross_entropy, fullgraph=True, dynamic=False)
+    # The same prediction for both runs: the same path (written-then-rescaled and recomputed
+    # differ in the last bit where fp16 values are subnormal).
+    ce_ops.dx_predict_word(x.device).fill_(1)
     lib = run_lib(x, t, reduction, gg, fn=compiled, **o)
     check(x, t, reduction, gg, lib=lib, **o)
+    ce_ops.dx_predict_word(x.device).fill_(1)
     eager = run_lib(x, t, reduction, gg, **o)
     for k in ("loss", "lse", "z", "dx"):
         assert torch.equal(lib[k], eager[k]), k  # same kernels, same rounding
@@ -581,8 +667,10 @@ def test_compile_module_training_step():
                                   ("none", dict(label_smoothing=0.1))],
                          ids=lambda c: f"{c[0]}-{sorted(c[1])}")
 def test_cuda_graph_capture_replay(case):
-    """fwd + bwd captured once; replays with new logits, targets and grad_output (1, then
-    0.5: the rescale is decided on the device), against eager on the same inputs."""
+    """fwd + bwd captured once; replays with new logits, targets and grad_output (1, 0.5,
+    0.5, 1, 0.5: whether the forward writes dx, the rescale and the recompute are decided on
+    the device), against eager on the same inputs (bit for bit: a grad_output of 1 or 0.5
+    gives the same bits written-and-rescaled as recomputed)."""
     reduction, opts = case
     M, V = 256, 8192
     o = _opts(opts, V)
@@ -608,7 +696,7 @@ def test_cuda_graph_capture_replay(case):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         loss_s = step()
-    for gv in (1.0, 0.5):
+    for gv in PREDICT_STEPS:  # the word changes between replays (and the eager runs)
         with torch.no_grad():
             leaf.copy_(logits_of(M, V, bf16))
             t.copy_(targets_of(M, V))
@@ -626,6 +714,7 @@ def test_cuda_graph_capture_replay(case):
 def test_fast_path_matches_custom_op(monkeypatch):
     def go():
         torch.manual_seed(3)
+        ce_ops.dx_predict_word(torch.device(DEVICE)).fill_(1)  # the same paths in both runs
         x = logits_of(64, 4096, bf16)
         t = targets_of(64, 4096)
         res = []
@@ -789,6 +878,18 @@ def test_opcheck():
                           (x, t, lse, torch.randn(37, device=DEVICE), w, -100, 0.1, 0.0, 0.0))
     torch.library.opcheck(torch.ops.quack_cpp.cross_entropy_scale_grad.default,
                           (x.clone(), torch.tensor(0.5, device=DEVICE)))
+    # The predicted path: the forward with predict_dx (word 1: dx written, deterministic
+    # outputs), the training backward from its state, both ways.
+    ce_ops.dx_predict_word(x.device).fill_(1)
+    args = (x, t, w, None, None, -100, "mean", 0.1, 1e-3, 0.0, -1, True, True, True, True)
+    torch.library.opcheck(fwd, args)
+    for word in (1, 0):
+        ce_ops.dx_predict_word(x.device).fill_(word)
+        loss, lse, z, dx, state = fwd(*args)
+        ce_ops.dx_predict_word(x.device).fill_(1)
+        torch.library.opcheck(torch.ops.quack_cpp.cross_entropy_train_bwd.default,
+                              (x, t, lse, torch.tensor(0.5, device=DEVICE), dx, state, w, -100,
+                               0.1, 1e-3, 0.0))
 
 
 @cuda_only

@@ -33,7 +33,7 @@ cuda_only = pytest.mark.skipif(DEVICE != "cuda", reason="checks CUDA itself")
 
 STAND_IN = True  # QUACK_TEST_DEVICE=cpu runs this module on the CPU stand-ins (conftest.py)
 
-f32, bf16, f64 = torch.float32, torch.bfloat16, torch.float64
+f32, bf16, f16, f64 = torch.float32, torch.bfloat16, torch.float16, torch.float64
 ACTS = ["identity", "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh"]
 GATED = ["swiglu", "swiglu_oai", "reglu", "geglu", "glu"]
 
@@ -109,13 +109,16 @@ def test_gemm_act_options(act):
     assert_rule("postact", post, post_ref(act, ref), post_ref(act, tch.float()).to(bf16))
     none, post2 = quack_cpp.gemm_act(A, W.mT, act, C=C, bias=bias, alpha=0.5, store_preact=False)
     assert none is None and torch.equal(post2, post)
-    if act not in GATED:
-        if DEVICE == "cuda":  # no fp32-postact instance is compiled (quack/gemm_act.h)
-            with pytest.raises(ValueError, match="not yet supported"):
-                quack_cpp.gemm_act(A, W.mT, act, postact_dtype=f32)
-        else:  # the CPU stand-in computes any dtype
-            _, p32 = quack_cpp.gemm_act(A, W.mT, act, postact_dtype=f32)
-            assert p32.dtype == f32
+    # postact_dtype defaults to out_dtype (QuACK's rule): float32 for both is compiled for bf16
+    # inputs, a bf16 preact with an fp32 postact is not (quack/gemm_act.h).
+    p32, q32 = quack_cpp.gemm_act(A, W.mT, act, out_dtype=f32)
+    assert p32.dtype == f32 and q32.dtype == f32
+    if DEVICE == "cuda":
+        with pytest.raises(ValueError, match="preact bfloat16 and postact float32 are not compiled"):
+            quack_cpp.gemm_act(A, W.mT, act, postact_dtype=f32)
+    else:  # the CPU stand-in computes any dtype
+        _, q32 = quack_cpp.gemm_act(A, W.mT, act, postact_dtype=f32)
+        assert q32.dtype == f32
 
 
 @pytest.mark.parametrize("act", GATED)
@@ -162,6 +165,135 @@ def test_batched_and_empty():
     assert_rule("preact", pre, ref, A @ W.mT)
     pre0, post0 = quack_cpp.gemm_act(rand(0, 64), rand(128, 64).mT, "relu")
     assert pre0.shape == (0, 128) and post0.shape == (0, 128)
+
+
+# --------------------------------------------------------------------------------------------
+# The other compiled dtypes: fp16 inputs (fp16 outputs) for every fused op, and fp32 preact and
+# postact of bf16 inputs for gemm_act / gemm_gated (out_dtype=torch.float32)
+# --------------------------------------------------------------------------------------------
+
+# Activations computed through tanh.approx.f32 (relative error about 2^-11): the fp32 outputs'
+# tolerance against float64 (an fp32 torch peer has none of that error).
+APPROX = ("gelu_tanh_approx", "silu", "tanh", "geglu")
+
+
+def _poison_allocator():
+    """Blocks the caching allocator hands out next hold NaN (0xFF bytes: NaN in bf16, fp16 and
+    fp32), so an output element the kernel leaves unwritten fails the comparison."""
+    if DEVICE == "cuda":
+        for nbytes in (1 << 24, 1 << 20, 1 << 20, 1 << 16):
+            torch.empty(nbytes, dtype=torch.uint8, device="cuda").fill_(0xFF)
+
+
+def _check_f32(name, got, ref, act=None):
+    """An fp32 output of fp32 accumulation against float64: 1e-5 relative (2e-3 where the
+    activation goes through tanh.approx), of max(1, max|ref|)."""
+    assert got.dtype == f32, f"{name}: {got.dtype}"
+    assert_rule(name, got, ref, rtol_no_torch=2e-3 if act in APPROX else 1e-5)
+
+
+@pytest.mark.parametrize("act", ACTS + GATED)
+@pytest.mark.parametrize("shape", [(256, 192, 128), ((3, 64), 80, 64), (127, 250, 63)], ids=str)
+def test_gemm_act_fp16(act, shape):
+    M, N, K = shape
+    lead = M if isinstance(M, tuple) else (M,)
+    A = rand(*lead, K, dtype=f16)
+    B = rand(*(lead[:-1]), N, K, dtype=f16, scale=0.2).mT
+    bias = rand(N, dtype=f16)
+    C = rand(*lead, N, dtype=f16)
+    _poison_allocator()
+    pre, post = quack_cpp.gemm_act(A, B, act, C=C, bias=bias)
+    ref = _ref_preact(A, B, C, bias)
+    tch = _torch_preact(A, B, C, bias)
+    assert pre.dtype == f16 and post.dtype == f16
+    assert_rule("preact", pre, ref, tch)
+    assert_rule("postact", post, post_ref(act, ref), post_ref(act, tch.float()).to(f16))
+    _poison_allocator()
+    none, post2 = quack_cpp.gemm_act(A, B, act, C=C, bias=bias, store_preact=False)
+    assert none is None and post2.dtype == f16
+    assert_rule("postact", post2, post_ref(act, ref), post_ref(act, tch.float()).to(f16))
+
+
+@pytest.mark.parametrize("act", ACTS + GATED)
+@pytest.mark.parametrize("shape", [(256, 192, 128), (127, 125, 63)], ids=str)
+def test_gemm_dact_fp16(act, shape):
+    M, H, K = shape
+    gated = act in GATED
+    A, W = rand(M, K, dtype=f16), rand(K, H, dtype=f16, scale=0.2)
+    preact = rand(M, 2 * H if gated else H, dtype=f16, scale=2.0)
+    _poison_allocator()
+    dpre, post = quack_cpp.gemm_dact(A, W, preact, act)
+    d, p = A.double() @ W.double(), preact.double()
+    t, pf = (A @ W).float(), preact.float()
+    if gated:
+        dg, du = G.dgated_torch(act, p[:, 0::2], p[:, 1::2], d)
+        ref_d = torch.stack((dg, du), -1).reshape(p.shape)
+        tg, tu = G.dgated_torch(act, pf[:, 0::2], pf[:, 1::2], t)
+        tch_d = torch.stack((tg, tu), -1).reshape(p.shape).to(f16)
+    else:
+        ref_d = G.dact_torch(act, p, d)
+        tch_d = G.dact_torch(act, pf, t).to(f16)
+    assert dpre.dtype == f16 and post.dtype == f16
+    assert_rule("dpreact", dpre, ref_d, tch_d)
+    assert_rule("postact", post, post_ref(act, p), post_ref(act, pf).to(f16))
+
+
+@pytest.mark.parametrize("act", ["swiglu", "geglu"])
+def test_gemm_gated_concat_layout_fp16(act):
+    A, W = rand(192, 128, dtype=f16), rand(2 * 72, 128, dtype=f16, scale=0.2)
+    bias = rand(2 * 72, dtype=f32)
+    pre, post = quack_cpp.gemm_gated(A, W.mT, act, bias=bias)
+    Wc, bc = G.deinterleave_gate_up(W), G.deinterleave_gate_up(bias)
+    pre_c, post_c = quack_cpp.gemm_gated(A, Wc.mT, act, bias=bc, concat_layout=True)
+    assert pre.dtype == f16 and post.dtype == f16
+    assert torch.equal(pre_c, pre) and torch.equal(post_c, post)
+
+
+@pytest.mark.parametrize("act", ACTS + GATED)
+@pytest.mark.parametrize("shape", [(256, 192, 128), ((3, 64), 80, 64), (127, 250, 63)], ids=str)
+def test_gemm_act_fp32_out(act, shape):
+    """bf16 inputs, out_dtype=torch.float32: preact and postact in fp32 (postact_dtype follows
+    out_dtype), C in fp32, with and without preact."""
+    M, N, K = shape
+    lead = M if isinstance(M, tuple) else (M,)
+    A = rand(*lead, K)
+    B = rand(*(lead[:-1]), N, K, scale=0.2).mT
+    bias = rand(N, dtype=f32)
+    C = rand(*lead, N, dtype=f32)
+    _poison_allocator()
+    pre, post = quack_cpp.gemm_act(A, B, act, C=C, bias=bias, out_dtype=f32)
+    ref = _ref_preact(A, B, C, bias)
+    _check_f32("preact", pre, ref)
+    _check_f32("postact", post, post_ref(act, ref), act)
+    _poison_allocator()
+    none, post2 = quack_cpp.gemm_act(A, B, act, bias=bias, store_preact=False, postact_dtype=f32)
+    assert none is None
+    _check_f32("postact", post2, post_ref(act, _ref_preact(A, B, None, bias)), act)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype,out", [(f16, f16), (bf16, f32)], ids=str)
+@pytest.mark.parametrize("gated", [False, True])
+def test_c_api_poisoned_padded_outputs(dtype, out, gated):
+    """The ops' launch on NaN outputs whose rows are padded past N: every element is written,
+    nothing in the padding."""
+    M, N, K = 129, 264, 72
+    act = "swiglu" if gated else "gelu_tanh_approx"
+    A, W = rand(M, K, dtype=dtype), rand(N, K, dtype=dtype, scale=0.2)
+    n_post = N // 2 if gated else N
+    pre_p = torch.full((M, N + 8), float("nan"), device="cuda", dtype=out)
+    post_p = torch.full((M, n_post + 8), float("nan"), device="cuda", dtype=out)
+    pre, post = pre_p[:, :N], post_p[:, :n_post]
+    op = G.GemmGated if gated else G.GemmAct
+    op.launch((pre, post), A, W.mT, None, None, act, 1.0, 0.0, True, out, out)
+    ref = A.double() @ W.double().T
+    if out == f32:
+        _check_f32("preact", pre, ref)
+        _check_f32("postact", post, post_ref(act, ref), act)
+    else:
+        assert_rule("preact", pre, ref, A @ W.T)
+        assert_rule("postact", post, post_ref(act, ref), post_ref(act, (A @ W.T).float()).to(out))
+    assert torch.isnan(pre_p[:, N:]).all() and torch.isnan(post_p[:, n_post:]).all()
 
 
 def test_errors():
@@ -253,15 +385,16 @@ def _check_block(q, x, dy, concat=False):
     act = q.activation
     bias = q.fc1.bias is not None
     d, h, o = q.in_features, q.hidden_features, q.out_features
-    t = TorchMLP(d, h, o, act, bias, bf16, concat)
+    dt = x.dtype  # the compute dtype (the module's)
+    t = TorchMLP(d, h, o, act, bias, dt, concat)
     t.load_state_dict(q.state_dict())
     r = TorchMLP(d, h, o, act, bias, f64, concat)
     r.load_state_dict({k: v.double() for k, v in q.state_dict().items()})
     lib, tch, ref = _grads(q, x, dy), _grads(t, x, dy), _grads(r, x.double(), dy.double())
     names = ["y", "dx"] + [n for n, _ in q.named_parameters()]
     for name, a, b, c in zip(names, lib, ref, tch):
-        assert a.dtype == (bf16 if name in ("y", "dx") else c.dtype), name
-        assert_rule(name, a, b, c, dtype=bf16)
+        assert a.dtype == (dt if name in ("y", "dx") else c.dtype), name
+        assert_rule(name, a, b, c, dtype=dt)
 
 
 @pytest.mark.parametrize("act", ["gelu_tanh_approx", "relu_sq", "relu", "silu"] + GATED)
@@ -270,6 +403,41 @@ def test_mlp_forward_backward(act, bias):
     q = qnn.MLP(256, 192, 128, activation=act, bias=bias, device=DEVICE, dtype=bf16)
     x, dy = rand(4, 50, 256), rand(4, 50, 128)
     _check_block(q, x, dy)
+
+
+@pytest.mark.parametrize("act,concat", [("gelu_tanh_approx", False), ("relu_sq", False),
+                                         ("swiglu", False), ("geglu", False), ("swiglu", True)])
+def test_mlp_fp16(act, concat):
+    """An fp16 MLP (the fp16 instances of gemm_gated / gemm_act, gemm_dgated / gemm_dact and
+    the fp16 GEMMs of the backward) against a torch fp16 block and float64."""
+    q = qnn.MLP(256, 192, 128, activation=act, bias=True, device=DEVICE, dtype=f16,
+                concat_layout=concat)
+    x, dy = rand(4, 50, 256, dtype=f16), rand(4, 50, 128, dtype=f16)
+    if DEVICE == "cuda":
+        assert q._kernels(x)  # the kernels, not the torch fallback
+    _check_block(q, x, dy, concat=concat)
+
+
+def test_layers_fp16_take_the_kernels():
+    """LinearAct, DActLinear and MLP run the fused kernels for fp16 (not the torch fallback)."""
+    fc1 = qnn.LinearAct(128, 192, activation="swiglu", bias=True, device=DEVICE, dtype=f16)
+    fc2 = qnn.DActLinear(96, 64, activation="swiglu", bias=True, device=DEVICE, dtype=f16)
+    q = qnn.MLP(128, 96, 64, activation="relu_sq", bias=True, device=DEVICE, dtype=f16)
+    x = rand(70, 128, dtype=f16)
+    if DEVICE == "cuda":
+        assert fc1._kernels(x) and q._kernels(x)
+    pre, post = fc1(x)
+    assert pre.dtype == f16 and post.dtype == f16 and post.shape == (70, 96)
+    y = fc2(pre, post)
+    assert y.dtype == f16
+    ref = TorchMLP(128, 96, 64, "swiglu", True, f64)
+    ref.fc1.load_state_dict({k: v.double() for k, v in fc1.state_dict().items()})
+    ref.fc2.load_state_dict({k: v.double() for k, v in fc2.state_dict().items()})
+    tch = TorchMLP(128, 96, 64, "swiglu", True, f16)
+    tch.fc1.load_state_dict(fc1.state_dict())
+    tch.fc2.load_state_dict(fc2.state_dict())
+    with torch.no_grad():
+        assert_rule("y", y.detach(), ref(x.double()), tch(x))
 
 
 @pytest.mark.parametrize("act", ["swiglu", "geglu"])

@@ -21,7 +21,8 @@ from reference import assert_rule, ref_cross_entropy  # noqa: E402
 
 f32, bf16 = torch.float32, torch.bfloat16
 OPS = (sm.softmax_fwd, sm.softmax_bwd, sm.log_softmax_fwd, sm.log_softmax_bwd,
-       ce.cross_entropy_fwd, ce.cross_entropy_bwd, ce.cross_entropy_scale_grad)
+       ce.cross_entropy_fwd, ce.cross_entropy_bwd, ce.cross_entropy_scale_grad,
+       ce.cross_entropy_train_bwd)
 
 
 def _cpu_as_cuda(t):
@@ -85,17 +86,23 @@ def recorder(as_cuda, monkeypatch):
 
 
 SCALE_CALLS = []
+TRAIN_CALLS = []  # (grad_output, into_dx) of each training backward
 
 
 @pytest.fixture
 def stand_in(as_cuda, monkeypatch):
     """The ops' implementations replaced by the CPU stand-ins (both paths call ``op.impl``);
-    the in-place rescale's calls counted."""
+    the in-place rescale's and the training backward's calls counted."""
     SCALE_CALLS.clear()
+    TRAIN_CALLS.clear()
 
     def scale(dx, g):
         SCALE_CALLS.append(float(g))
         cpu_stand_in.cross_entropy_scale_grad_cpu(dx, g)
+
+    def train(*args):
+        TRAIN_CALLS.append((float(args[3]), bool(args[11]) if len(args) > 11 else False))
+        return cpu_stand_in.cross_entropy_train_bwd_cpu(*args)
 
     for op, fn in ((sm.softmax_fwd, cpu_stand_in.softmax_fwd_cpu),
                    (sm.softmax_bwd, cpu_stand_in.softmax_bwd_cpu),
@@ -103,7 +110,8 @@ def stand_in(as_cuda, monkeypatch):
                    (sm.log_softmax_bwd, cpu_stand_in.log_softmax_bwd_cpu),
                    (ce.cross_entropy_fwd, cpu_stand_in.cross_entropy_fwd_cpu),
                    (ce.cross_entropy_bwd, cpu_stand_in.cross_entropy_bwd_cpu),
-                   (ce.cross_entropy_scale_grad, scale)):
+                   (ce.cross_entropy_scale_grad, scale),
+                   (ce.cross_entropy_train_bwd, train)):
         monkeypatch.setattr(op, "impl", fn)
 
 
@@ -137,10 +145,10 @@ def _inputs(M=6, V=40, dtype=bf16, seed=0):
 CE_SCENARIOS = {
     # name: (cross_entropy kwargs, grad_output, expected _C calls)
     "mean": (dict(), 1.0, ["cross_entropy_fwd_workspace_size", "cross_entropy_fwd",
-                           "cross_entropy_scale_grad"]),
+                           "cross_entropy_train_bwd"]),
     "sum_scaled": (dict(reduction="sum", weight=True), 0.5,
                    ["cross_entropy_fwd_workspace_size", "cross_entropy_fwd",
-                    "cross_entropy_scale_grad"]),
+                    "cross_entropy_train_bwd"]),
     "none": (dict(reduction="none", label_smoothing=0.1), None,
              ["cross_entropy_fwd_workspace_size", "cross_entropy_fwd", "cross_entropy_bwd"]),
     "lse_partial_mean": (dict(lse_partial=True), 1.0,
@@ -182,11 +190,21 @@ def test_ce_paths_same_c_calls(recorder, monkeypatch, name):
 
     (fres, fnode, fcalls), (sres, snode, scalls) = _both(go, monkeypatch)
     assert [c[0] for c in fcalls] == want
+    train = want[-1] == "cross_entropy_train_bwd"
+    if train:
+        # The fast path writes into the forward's dx (dx_out None), the custom op into a new
+        # buffer: the same call otherwise.
+        def plain(rec):
+            return [a[1:] if isinstance(a, tuple) else a for i, a in enumerate(rec) if i != 6]
+        assert fcalls[-1][1][6] is None and scalls[-1][1][6] is not None
+        assert plain(fcalls[-1][1]) == plain(scalls[-1][1])
+        fcalls, scalls = fcalls[:-1], scalls[:-1]
     assert fcalls == scalls
     fwd = fcalls[1][1]
     has_dx, has_lse = fwd[8] is not None, fwd[6] is not None
-    assert has_dx == (want[-1] == "cross_entropy_scale_grad")  # gradient in the forward
-    assert has_lse == (want[-1] == "cross_entropy_bwd")  # backward from lse
+    has_state, has_word = fwd[18] is not None, fwd[19] is not None
+    assert has_dx == train and has_state == train and has_word == train  # predicted dx
+    assert has_lse == (want[-1] in ("cross_entropy_bwd", "cross_entropy_train_bwd"))
     if g != "nograd":
         assert ce.cross_entropy_fwd.is_fast_node(fnode)
         assert not ce.cross_entropy_fwd.is_fast_node(snode)
@@ -259,6 +277,7 @@ def test_retain_graph_rescales_once(stand_in, monkeypatch, reduction, inplace):
     rescales in place (mean/sum); every one gets g * dx."""
     def go():
         SCALE_CALLS.clear()
+        TRAIN_CALLS.clear()
         x, t = _inputs(dtype=f32)
         leaf = x.clone().requires_grad_(True)
         z = leaf * 1.0
@@ -268,10 +287,15 @@ def test_retain_graph_rescales_once(stand_in, monkeypatch, reduction, inplace):
         grads.append(torch.autograd.grad(loss, leaf, g)[0])
         with pytest.raises(RuntimeError, match="second time"):
             torch.autograd.grad(loss, leaf, g)
-        return grads, list(SCALE_CALLS), x, t
+        return grads, list(TRAIN_CALLS) + list(SCALE_CALLS), x, t
 
+    fast = True
     for grads, calls, x, t in _both(go, monkeypatch):
-        assert calls == ([0.5] if reduction != "none" else [])
+        # The training backward: retained ones into a new buffer, the last one into the
+        # forward's dx (fast path; the custom op always a new buffer).
+        want = [(0.5, False), (0.5, False), (0.5, fast)] if reduction != "none" else []
+        assert calls == want
+        fast = False
         x64 = x.double().requires_grad_(True)
         ref, _, _ = ref_cross_entropy(x64, t, reduction)
         ref.backward(torch.full_like(ref, 0.5))
@@ -284,7 +308,8 @@ def test_grad_output_one_not_rescaled(stand_in):
     x, t = _inputs(dtype=f32)
     leaf = x.clone().requires_grad_(True)
     quack_cpp.cross_entropy(leaf, t).backward()
-    assert SCALE_CALLS == [1.0]  # the kernel is called; it returns on the device
+    # The training backward is called (into the forward's dx); it decides on the device.
+    assert TRAIN_CALLS == [(1.0, True)] and SCALE_CALLS == []
 
 
 def test_create_graph_does_not_differentiate_silently(stand_in, monkeypatch):
@@ -386,7 +411,8 @@ def test_compile_aot_eager(stand_in, reduction):
     leaf = x.clone().requires_grad_(True)
     loss = cf(leaf, t)
     loss.backward(torch.full_like(loss, 0.5))
-    assert SCALE_CALLS == []  # traced: dx * g, no in-place rescale
+    assert SCALE_CALLS == []  # traced: no in-place rescale
+    assert all(not into for _, into in TRAIN_CALLS)  # nor a write into the forward's dx
     leaf2 = x.clone().requires_grad_(True)
     loss2 = f(leaf2, t)
     loss2.backward(torch.full_like(loss2, 0.5))
@@ -399,4 +425,5 @@ def test_eager_only_not_in_schema():
     assert "dx_into_x" not in schema and "want_dx" in schema
     assert "dx_into_x" not in str(torch.ops.quack_cpp.cross_entropy_bwd.default._schema)
     assert ce.cross_entropy_fwd.index_positions == (1,)
-    assert ce.cross_entropy_fwd.n_custom == 14
+    assert ce.cross_entropy_fwd.n_custom == 15
+    assert "into_dx" not in str(torch.ops.quack_cpp.cross_entropy_train_bwd.default._schema)

@@ -109,8 +109,8 @@ struct CollectiveEpilogue {
   // Output 1's columns per output 0's (2 for a gated visitor: postact has N / 2 columns) and its
   // subtile width (epilogue_gated.cuh).
   static constexpr int kD1Div = D1ColsDiv<Op>::value;
-  static_assert(kD1Div == 1 || (kD1Div == 2 && kOutputs == 2 && sizeof(ElementD1) == 2),
-                "a half-width output 1 is 16-bit");
+  static_assert(kD1Div == 1 || (kD1Div == 2 && kOutputs == 2 && (sizeof(ElementD1) == 2 || sizeof(ElementD1) == 4)),
+                "a half-width output 1 is 16-bit or fp32");
   static constexpr int EpiN1 = EpiN / kD1Div;
   using EpiTile1 = Shape<Int<EpiM>, Int<EpiN1>>;
 
@@ -348,16 +348,20 @@ struct CollectiveEpilogue {
         for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
         cutlass::Array<float, kFrg> out[kOutputs];
         SubtileCoord const coord{m0, n0, etid, l};
-        // C's values: from global memory (c_plain) or through TMA and smem. A visitor with one
-        // path (kOnePath: zeros when C is not read) or that always reads C (kNeedsC) is called
-        // once after either source, so its code (an activation and its gradient) appears once;
+        // C's values: from global memory (c_plain) or through TMA and smem. A kLinFirst visitor
+        // (epilogue_ops.cuh) gets x = alpha·x + beta·C formed in place as C arrives, so C's
+        // values die at once, then one finish call (its code appears once); a kNeedsC visitor
+        // (an activation gradient: C is the preact) is called once after either source;
         // LinearCombination is called in each branch (c null when C is not read).
-        constexpr bool kOneCall = Op::kOnePath || Op::kNeedsC;
+        constexpr bool kLin = Op::kLinFirst;
+        constexpr bool kOneCall = kLin || Op::kNeedsC;
         cutlass::Array<float, kFrg> cf;
-        if constexpr (Op::kOnePath) cf.fill(0.f);
         if ((Op::kNeedsC || load_c) && p.c_plain) {
           cf = load_c_plain(p, coord, M, N, l);
-          if constexpr (!kOneCall) op(out, x, &cf, coord);
+          if constexpr (kLin)
+            op.lin.apply(x, x, &cf);
+          else if constexpr (!kOneCall)
+            op(out, x, &cf, coord);
         } else if (Op::kNeedsC || load_c) {
           // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
           // store's reads of the D buffer it aliases) came before the last epi_sync; with
@@ -373,11 +377,19 @@ struct CollectiveEpilogue {
           cutlass::Array<ElementC, kFrg> c;
           load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
           cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
-          if constexpr (!kOneCall) op(out, x, &cf, coord);
+          if constexpr (kLin)
+            op.lin.apply(x, x, &cf);
+          else if constexpr (!kOneCall)
+            op(out, x, &cf, coord);
+        } else if constexpr (kLin) {
+          op.lin.apply(x, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr));
         } else if constexpr (!kOneCall) {
           op(out, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr), coord);
         }
-        if constexpr (kOneCall) op(out, x, &cf, coord);
+        if constexpr (kLin)
+          op.finish(out, x, coord);
+        else if constexpr (kOneCall)
+          op(out, x, &cf, coord);
         cutlass::Array<ElementD, kFrg> const d = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(out[0]);
         cutlass::Array<ElementD1, kFrg> d1;
         if constexpr (kOutputs == 2) d1 = cutlass::NumericArrayConverter<ElementD1, float, kFrg>{}(out[kOutputs - 1]);

@@ -8,10 +8,15 @@
 //                                    own shared-memory buffers and TMA store)
 //   static constexpr bool kNeedsC;   the input tile ("C": C of alpha·acc + beta·C, or the preact
 //                                    of an activation gradient) is always read
-//   static constexpr bool kOnePath;  c is never null: zeros when C is not read (one copy of the
-//                                    visitor's code instead of one with C and one without; a
-//                                    kNeedsC visitor is likewise called once, whichever way C
-//                                    arrives: TMA and smem, or plain loads)
+//   static constexpr bool kLinFirst; the visitor starts with y = alpha·acc + beta·C (its member
+//                                    `lin`, a LinearCombination) and reads C nowhere else: the
+//                                    epilogue forms y in the accumulator's registers as C arrives
+//                                    (C's values dead at once, whichever way C arrives: TMA and
+//                                    smem, or plain loads) and calls
+//                                    finish(out, y, coord) once instead of operator(). Beside the
+//                                    192 accumulators of the 128x192 pingpong tile the 16 fp32 C
+//                                    values that operator() kept live to the call spilled.
+//                                    A kNeedsC visitor is called once too, whichever way C arrives.
 //   static Visitor make(const GemmProblem& p, bool load_c);     host: from the problem
 //   bool reads_c() const;            C is read (uniform over the grid)
 //   void load_scalars(const float* alpha_dev, const float* beta_dev);   once per CTA
@@ -29,8 +34,9 @@
 // The visitors: LinearCombination (gemm), LinCombBias (gemm with a bias), ActEpilogue
 // (gemm_act, bias included), DActEpilogue (gemm_dact), GatedEpilogue (gemm_gated: values i and
 // i + 1, i even, of a thread are columns 2j and 2j + 1 of one row, so gate and up sit in one
-// thread), DGatedEpilogue (gemm_dgated: C and output 0 are 32-bit words holding a (gate, up)
-// pair of bf16 values, QuACK's packed_cd_b16x2; the epilogue moves them as fp32 bit patterns).
+// thread), DGatedEpilogue<T16> (gemm_dgated: C and output 0 are 32-bit words holding a (gate,
+// up) pair of 16-bit values of A's dtype, QuACK's packed_cd_b16x2; the epilogue moves them as
+// fp32 bit patterns).
 // A bias (BiasVec) is read from global memory at coord.row(i) / coord.col(i).
 //
 // Where a later epilogue fits without a new kernel: a column sum of an output (a bias gradient):
@@ -42,6 +48,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cutlass/array.h>
+#include <cutlass/numeric_types.h>
 #include <cute/config.hpp>
 
 #include <cstdint>
@@ -190,7 +197,7 @@ struct BiasVec {
 struct LinearCombination {
   static constexpr int kOutputs = 1;
   static constexpr bool kNeedsC = false;
-  static constexpr bool kOnePath = false;
+  static constexpr bool kLinFirst = false;
   float alpha = 1.f;
   float beta = 0.f;
 
@@ -226,11 +233,11 @@ struct LinearCombination {
 
 /// gemm_act: out[0] = preact = alpha · acc + beta · C + bias, out[1] = postact = act(preact)
 /// (QuACK's GemmActSm90). The activation is a runtime value (one branch per subtile, uniform).
-/// One path: c holds zeros when C is not read, and then beta is 0 (LinearCombination::make).
+/// kLinFirst: the epilogue forms alpha · acc + beta · C and calls finish.
 struct ActEpilogue {
   static constexpr int kOutputs = 2;
   static constexpr bool kNeedsC = false;
-  static constexpr bool kOnePath = true;
+  static constexpr bool kLinFirst = true;
   LinearCombination lin;
   Activation act = Activation::kIdentity;
   BiasVec bias;
@@ -244,7 +251,16 @@ struct ActEpilogue {
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
                               cutlass::Array<float, N> const* c, SubtileCoord const& coord) const {
-    lin.apply(out[0], acc, c);
+    cutlass::Array<float, N> y;
+    lin.apply(y, acc, c);
+    finish(out, y, coord);
+  }
+
+  /// Everything after y = alpha · acc + beta · C (kLinFirst).
+  template <int N>
+  CUTE_DEVICE void finish(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& y,
+                          SubtileCoord const& coord) const {
+    out[0] = y;
     bias.add(out[0], coord);
     switch (act) {  // one loop per activation: the branch is taken once per subtile
 #define QUACK_ACT_CASE(A)                                                       \
@@ -271,7 +287,7 @@ struct ActEpilogue {
 struct DActEpilogue {
   static constexpr int kOutputs = 2;
   static constexpr bool kNeedsC = true;
-  static constexpr bool kOnePath = false;
+  static constexpr bool kLinFirst = false;
   Activation act = Activation::kIdentity;
 
   static DActEpilogue make(const GemmProblem& p, bool) { return {static_cast<Activation>(p.activation)}; }
@@ -303,13 +319,12 @@ struct DActEpilogue {
 };
 
 /// gemm with a bias: out[0] = alpha · acc + beta · C + bias (LinearCombination, then BiasVec).
-/// One path as ActEpilogue (c holds zeros when C is not read, and then beta is 0): one copy of
-/// the bias reads instead of one per C source (the three copies of the pingpong 128x128 tile
-/// took a 56-byte stack frame).
+/// kLinFirst as ActEpilogue: finish is called once, so the bias reads appear once instead of once
+/// per C source (three copies took a 56-byte stack frame on the pingpong 128x128 tile).
 struct LinCombBias {
   static constexpr int kOutputs = 1;
   static constexpr bool kNeedsC = false;
-  static constexpr bool kOnePath = true;
+  static constexpr bool kLinFirst = true;
   LinearCombination lin;
   BiasVec bias;
 
@@ -323,16 +338,24 @@ struct LinCombBias {
     lin.apply(out[0], acc, c);
     bias.add(out[0], coord);
   }
+
+  /// Everything after y = alpha · acc + beta · C (kLinFirst).
+  template <int N>
+  CUTE_DEVICE void finish(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& y,
+                          SubtileCoord const& coord) const {
+    out[0] = y;
+    bias.add(out[0], coord);
+  }
 };
 
 /// gemm_gated: out[0] = preact = alpha · acc + beta · C + bias (N columns), out[1][i] (i even) =
 /// postact = glu(preact[i], preact[i + 1]) of the column pair (col(i), col(i) + 1) = (gate, up),
-/// stored at column col(i) / 2 of the (M, N / 2) output (kD1Div = 2; odd entries unused). One
-/// path as ActEpilogue; the activation a runtime value, one branch per subtile.
+/// stored at column col(i) / 2 of the (M, N / 2) output (kD1Div = 2; odd entries unused).
+/// kLinFirst as ActEpilogue; the activation a runtime value, one branch per subtile.
 struct GatedEpilogue {
   static constexpr int kOutputs = 2;
   static constexpr bool kNeedsC = false;
-  static constexpr bool kOnePath = true;
+  static constexpr bool kLinFirst = true;
   static constexpr int kD1Div = 2;
   LinearCombination lin;
   Activation act = Activation::kSwiglu;
@@ -347,8 +370,17 @@ struct GatedEpilogue {
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
                               cutlass::Array<float, N> const* c, SubtileCoord const& coord) const {
+    cutlass::Array<float, N> y;
+    lin.apply(y, acc, c);
+    finish(out, y, coord);
+  }
+
+  /// Everything after y = alpha · acc + beta · C (kLinFirst).
+  template <int N>
+  CUTE_DEVICE void finish(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& y,
+                          SubtileCoord const& coord) const {
     static_assert(N % 2 == 0, "column pairs");
-    lin.apply(out[0], acc, c);
+    out[0] = y;
     bias.add(out[0], coord);
     switch (act) {
 #define QUACK_GATED_CASE(A)                                                     \
@@ -377,27 +409,45 @@ struct GatedEpilogue {
   }
 };
 
-/// A 32-bit word of two bf16 values (the lower address, the gate, in the low half) <-> two floats.
-CUTE_DEVICE void unpack_bf16_pair(float w, float& lo, float& hi) {
+/// A 32-bit word of two 16-bit values of type T16 (cutlass::bfloat16_t or cutlass::half_t; the
+/// lower address, the gate, in the low half) <-> two floats.
+template <class T16>
+CUTE_DEVICE void unpack_pair16(float w, float& lo, float& hi) {
   uint32_t const bits = __float_as_uint(w);
-  lo = __uint_as_float(bits << 16);
-  hi = __uint_as_float(bits & 0xFFFF0000u);
+  if constexpr (std::is_same_v<T16, cutlass::half_t>) {
+    lo = __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xFFFFu)));
+    hi = __half2float(__ushort_as_half(static_cast<unsigned short>(bits >> 16)));
+  } else {
+    static_assert(std::is_same_v<T16, cutlass::bfloat16_t>, "bf16 or fp16 pairs");
+    lo = __uint_as_float(bits << 16);
+    hi = __uint_as_float(bits & 0xFFFF0000u);
+  }
 }
-CUTE_DEVICE float pack_bf16_pair(float lo, float hi) {
-  uint32_t const l = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
-  uint32_t const h = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+template <class T16>
+CUTE_DEVICE float pack_pair16(float lo, float hi) {
+  uint32_t l, h;
+  if constexpr (std::is_same_v<T16, cutlass::half_t>) {
+    l = __half_as_ushort(__float2half_rn(lo));
+    h = __half_as_ushort(__float2half_rn(hi));
+  } else {
+    static_assert(std::is_same_v<T16, cutlass::bfloat16_t>, "bf16 or fp16 pairs");
+    l = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+    h = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+  }
   return __uint_as_float(l | (h << 16));
 }
 
 /// gemm_dgated: acc = dpostact (e.g. dout · W2), c = the preact pair (gate, up) packed in one
-/// 32-bit word per value (bf16 halves); out[0] = the packed pair (dgate, dup) = acc ·
-/// ∂glu/∂(gate, up), each rounded once to bf16; out[1] = postact = glu(gate, up), recomputed
-/// (QuACK's gemm_dgated, packed_cd_b16x2). C and output 0 travel as fp32 bit patterns (the
-/// instance's ElementC and ElementD are float: copies, never arithmetic, so every bit survives).
+/// 32-bit word per value (two T16 halves: A's dtype, bf16 or fp16); out[0] = the packed pair
+/// (dgate, dup) = acc · ∂glu/∂(gate, up), each rounded once to T16; out[1] = postact = glu(gate,
+/// up), recomputed (QuACK's gemm_dgated, packed_cd_b16x2). C and output 0 travel as fp32 bit
+/// patterns (the instance's ElementC and ElementD are float: copies, never arithmetic, so every
+/// bit survives).
+template <class T16>
 struct DGatedEpilogue {
   static constexpr int kOutputs = 2;
   static constexpr bool kNeedsC = true;
-  static constexpr bool kOnePath = false;
+  static constexpr bool kLinFirst = false;
   Activation act = Activation::kSwiglu;
 
   static DGatedEpilogue make(const GemmProblem& p, bool) { return {static_cast<Activation>(p.activation)}; }
@@ -413,9 +463,9 @@ struct DGatedEpilogue {
     CUTE_UNROLL                                                                 \
     for (int i = 0; i < N; ++i) {                                               \
       float g, u, dg, du;                                                       \
-      unpack_bf16_pair((*c)[i], g, u);                                          \
+      unpack_pair16<T16>((*c)[i], g, u);                                        \
       gated_bwd(A, g, u, acc[i], dg, du, out[1][i]);                            \
-      out[0][i] = pack_bf16_pair(dg, du);                                       \
+      out[0][i] = pack_pair16<T16>(dg, du);                                     \
     }                                                                           \
     break;                                                                      \
   }

@@ -131,7 +131,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Rows per configuration (elements of an `elt`-byte input), as the softmax tests: a vector, half
 // the capacity plus a vector, the capacity; looped 2.5 passes; the ring: a slice, a slice plus
-// a vector (two CTAs), three slices less a vector, 16 slices; more rows than resident clusters.
+// a vector (two CTAs), three slices less a vector, 16 slices; more rows than resident clusters;
+// the cluster register policy: a vector (one CTA), then the ring's rows.
 std::vector<Shape> config_rows(int config, int elt) {
   const int64_t vec = 16 / elt;
   if (config == kRowConfigCount) return {{3, 1}, {37, 300}, {5, 4097}, {2, 70001}};
@@ -145,6 +146,8 @@ std::vector<Shape> config_rows(int config, int elt) {
       return {{3, vec}, {3, chunk}, {3, 2 * chunk + chunk / 2 + vec}};
     case RowPolicy::kRing:
       return {{600, chunk}, {300, chunk + vec}, {5, 3 * chunk - vec}, {3, 16 * chunk}};
+    case RowPolicy::kClusterRegister:
+      return {{7, vec}, {600, chunk}, {300, chunk + vec}, {5, 3 * chunk - vec}, {3, 16 * chunk}};
     default:
       return {};
   }
@@ -158,10 +161,14 @@ TEST_P(CeConfigs, MatchesReference) {
   uint64_t seed = 7000 + 100 * config + static_cast<int>(dir);
   int ran = 0;
   for (DType dt : {DType::kBFloat16, DType::kFloat32}) {
-    // Is the entry compiled for this op (one input stream, 4-float or 1-float reduction)?
+    // Is the entry compiled for this op (one input stream, 4-float or 1-float reduction; the
+    // forward's loss alone has no per-element output; the forwards take the entries under
+    // trial)?
     const int red_floats = dir == Dir::kBwd ? 1 : 4;
+    const int n_out = dir == Dir::kFwd ? 0 : 1;
     if (config < kRowConfigCount &&
-        !detail::row_config_usable(kRowConfigs[config], 1, red_floats, 0, dtype_size(dt)))
+        !detail::row_config_usable(kRowConfigs[config], 1, red_floats, 0, dtype_size(dt), 0, 4,
+                                   -1, false, n_out, dir != Dir::kBwd))
       continue;
     for (const Shape& s : config_rows(config, dtype_size(dt))) {
       CeCase c = make_case(s.first, s.second, dt, dir, ++seed);

@@ -1,7 +1,7 @@
 // Tier 2: gemm_act and gemm_dact on the device against a float64 CPU reference. Skips without a GPU.
 //
-// Every activation, both compiled tiles (QUACK_GEMM_TILE_N = 256: cooperative 128x256, 128:
-// pingpong 128x128), tails (M, N not multiples of the tile; N·2 bytes not a multiple of 16: the
+// Every activation, the tiles of bf16 (QUACK_GEMM_TILE_N = 256: cooperative 128x256, 128:
+// pingpong 128x128, 192: pingpong 128x192 where compiled: gpu/gemm_tiles.h), the other compiled dtypes (fp16; fp32 outputs of bf16 inputs), tails (M, N not multiples of the tile; N·2 bytes not a multiple of 16: the
 // clipped stores), batches, C with beta, preact / postact stored or not, the dynamic scheduler,
 // K = 0, tuned, operands TMA cannot address (padded copies, plain loads and stores). Inputs are random (never zero) and exact in their dtype; every output (and its
 // row padding) is poisoned with NaN before the call: an unwritten element fails, a write outside
@@ -19,11 +19,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "gpu/gemm_mat.h"
+#include "gpu/gemm_tiles.h"
 #include "gpu/gpu_util.h"
 #include "quack/errors.h"
 #include "quack/gemm_act.h"
@@ -89,6 +91,8 @@ struct ActCase {
   bool tight = false;           // leading strides = the contiguous extents (not 16-byte multiples)
   int64_t offset = 0;           // every tensor's first element this many elements into its buffer
   bool workspace = false;       // the padded copies in a caller's workspace (else gemm_act's own)
+  DType ab = DType::kBFloat16;  // a and b
+  DType out = DType::kBFloat16; // C, preact, postact (gemm_dact: preact, dpreact, postact)
   uint64_t seed = 1;
 };
 
@@ -98,7 +102,7 @@ std::string describe(const ActCase& c) {
          (c.dact ? (c.store_postact ? " +postact" : " -postact") : (c.store_preact ? " +preact" : " -preact")) +
          (c.with_c ? " c" : "") + (c.dynamic ? " dynamic" : "") + (c.tuned ? " tuned" : "") +
          (c.tight ? " tight" : "") + (c.offset ? " offset=" + std::to_string(c.offset) : "") +
-         (c.workspace ? " workspace" : "");
+         (c.workspace ? " workspace" : "") + " " + dtype_name(c.ab) + "->" + dtype_name(c.out);
 }
 
 // The rows checked against the reference: all for small problems, else the tile edges and a sample.
@@ -129,14 +133,14 @@ void run_case(const ActCase& c) {
   SCOPED_TRACE(describe(c));
   Rng rng(c.seed);
   const int64_t L = c.L, M = c.M, N = c.N, K = c.K;
-  const DType bf = DType::kBFloat16;
-  const std::vector<double> a = random_values(rng, L * M * K, bf);  // (L, M, K)
-  const std::vector<double> b = random_values(rng, L * K * N, bf);  // (L, K, N)
+  const DType ab = c.ab, bf = c.out;  // bf: the outputs' (and C's) dtype
+  const std::vector<double> a = random_values(rng, L * M * K, ab);  // (L, M, K)
+  const std::vector<double> b = random_values(rng, L * K * N, ab);  // (L, K, N)
   const std::vector<double> cv = random_values(rng, L * M * N, bf, 0.0, c.dact ? c.preact_std : 1.0);  // C or preact
 
-  Mat A = make_mat(bf, L, M, K, 'r', 0, c.tight, c.offset);
+  Mat A = make_mat(ab, L, M, K, 'r', 0, c.tight, c.offset);
   upload_into(A.mem, to_memory(A, a));
-  Mat B = make_mat(bf, L, K, N, c.dact ? 'r' : 'c', 0, c.tight, c.offset);
+  Mat B = make_mat(ab, L, K, N, c.dact ? 'r' : 'c', 0, c.tight, c.offset);
   upload_into(B.mem, to_memory(B, b));
   Mat C = make_mat(bf, L, M, N, 'r', 0, c.tight, c.offset);  // gemm_act's C or gemm_dact's preact (NaN unless read)
   Mat D = make_mat(bf, L, M, N, 'r', 0, c.tight, c.offset);  // preact / dpreact (NaN)
@@ -293,6 +297,9 @@ class GemmActTest : public GpuTest, public ::testing::WithParamInterface<const c
  protected:
   void SetUp() override {
     GpuTest::SetUp();
+    if (!fused_tile_compiled(GetParam(), {detail::GemmEpilogue::kAct, detail::GemmEpilogue::kDAct}))
+      GTEST_SKIP() << fused_tile_name(GetParam()) << " not compiled for these epilogues (instances_ab.txt: "
+                   << "-DQUACK_GEMM_AB_INSTANCES=ON)";
     setenv("QUACK_GEMM_TILE_N", GetParam(), 1);
   }
   void TearDown() override {
@@ -377,10 +384,64 @@ TEST_P(GemmActTest, UnalignedOperands) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiles, GemmActTest, ::testing::Values("256", "128"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param) == "256" ? "Coop128x256" : "Pingpong128x128";
-                         });
+INSTANTIATE_TEST_SUITE_P(Tiles, GemmActTest, ::testing::ValuesIn(kFusedTiles),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return fused_tile_name(i.param); });
+
+// The other compiled dtypes (src/gemm/sm90/instances.txt; one tile each, which every
+// QUACK_GEMM_TILE_N falls back to): fp16 inputs with fp16 outputs (gemm_act and gemm_dact), bf16
+// inputs with fp32 preact and postact (gemm_act; QuACK's out_dtype = float32). Every activation
+// on the shapes above, C with alpha and beta, preact absent, batches, the dynamic scheduler,
+// outputs TMA cannot address (plain stores), K = 0.
+struct DtypeParam {
+  DType ab, out;
+  bool dact;  // gemm_dact compiled for these dtypes
+  const char* name;
+};
+
+std::ostream& operator<<(std::ostream& os, const DtypeParam& p) { return os << p.name; }
+
+class GemmActDtypes : public GpuTest, public ::testing::WithParamInterface<DtypeParam> {};
+
+TEST_P(GemmActDtypes, EveryActivationAndPath) {
+  const DtypeParam d = GetParam();
+  auto dt = [&](ActCase c) {
+    c.ab = d.ab;
+    c.out = d.out;
+    c.seed += 101;
+    return c;
+  };
+  for (bool dact : {false, true}) {
+    if (dact && !d.dact) continue;
+    for (Activation act : kActs)
+      for (const Shape3& s : kShapes) {
+        run_case(dt(mk(s.M, s.N, s.K, act, dact)));
+        run_case(dt(with(mk(s.M, s.N, s.K, act, dact), [](ActCase& c) {
+          c.store_preact = false;
+          c.store_postact = false;
+          c.with_c = !c.dact;
+          c.alpha = 0.5f;
+          c.beta = -1.25f;
+          c.seed += 5;
+        })));
+      }
+    run_case(dt(with(mk(200, 300, 100, Activation::kGeluTanhApprox, dact), [](ActCase& c) { c.L = 3; })));
+    run_case(dt(with(mk(1000, 3000, 520, Activation::kSilu, dact), [](ActCase& c) { c.dynamic = true; })));
+    run_case(dt(with(mk(300, 1001, 256, Activation::kReluSq, dact), [](ActCase& c) { c.tight = true; })));
+    run_case(dt(with(mk(129, 1001, 1001, Activation::kTanh, dact), [](ActCase& c) {
+      c.tight = true;
+      c.offset = 1;
+    })));
+    run_case(dt(with(mk(100, 300, 0, Activation::kGeluTanhApprox, dact), [](ActCase& c) {
+      c.with_c = !c.dact;
+      c.beta = 2.f;
+    })));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GemmActDtypes,
+                         ::testing::Values(DtypeParam{DType::kFloat16, DType::kFloat16, true, "f16"},
+                                           DtypeParam{DType::kBFloat16, DType::kFloat32, false, "bf16_f32out"}),
+                         [](const ::testing::TestParamInfo<DtypeParam>& i) { return std::string(i.param.name); });
 
 class GemmActEdge : public GpuTest {};
 
@@ -415,7 +476,8 @@ TEST_F(GemmActEdge, UncompiledCombinationsThrow) {
   g.activation = Activation::kRelu;
   EXPECT_THROW(gemm_act(g, nullptr), InvalidArgument);
   g.b = Bc.arg;
-  g.postact = P32.arg;  // fp32 postact: not compiled
+  g.preact = P.arg;
+  g.postact = P32.arg;  // bf16 preact with an fp32 postact: not compiled (fp32 both, or bf16 both)
   EXPECT_THROW(gemm_act(g, nullptr), InvalidArgument);
   QUACK_CUDA_OK(cudaDeviceSynchronize());
   EXPECT_TRUE(all_nan(download(P.mem)));

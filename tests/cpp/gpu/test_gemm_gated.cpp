@@ -2,13 +2,14 @@
 // a float64 CPU reference. Skips without a GPU.
 //
 // Every gated activation, both layouts of gemm_gated (interleaved; concat_layout: b's columns
-// [gate | up] and the bias [b_gate; b_up]), both compiled tiles (QUACK_GEMM_TILE_N = 256:
-// cooperative 128x256, 128: pingpong 128x128; gemm_dgated and the concat view have 128x256
-// only), tails along M, N (postact rows of 250 and 264 bytes: the clipped stores of the
+// [gate | up] and the bias [b_gate; b_up]), the tiles (QUACK_GEMM_TILE_N = 256: cooperative
+// 128x256, 128: pingpong 128x128, 192: pingpong 128x192 where compiled, gpu/gemm_tiles.h; the
+// concat view has 128x256 only, gemm_dgated its pingpong tiles only in the A/B build), tails along M, N (postact rows of 250 and 264 bytes: the clipped stores of the
 // half-width output; the concat view's j dimension cut by TMA), batches, C with beta, preact /
 // postact stored or not, bias kinds (row fp32, row bf16, column, both; per batch or shared),
-// K = 0. Inputs are random (never zero) and exact in their dtype; every output (and its row
-// padding) is poisoned with NaN before the call.
+// K = 0, the other compiled dtypes (fp16; fp32 outputs of bf16 inputs). Inputs are random (never
+// zero) and exact in their dtype; every output (and its row padding) is poisoned with NaN before
+// the call.
 // Reference (float64): acc = Σ_k a·b; gemm_gated: preact = alpha·acc + beta·c + bias, postact =
 // glu(preact[2j], preact[2j + 1]); gemm_dgated: (dgate, dup) = acc_j · ∂glu/∂(gate, up) at the
 // bf16 preact pair, postact = glu(pair). Tolerance (reference/tolerance.h) as test_gemm_act.cpp:
@@ -21,11 +22,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "gpu/gemm_mat.h"
+#include "gpu/gemm_tiles.h"
 #include "gpu/gpu_util.h"
 #include "quack/errors.h"
 #include "quack/gemm.h"
@@ -91,6 +94,8 @@ struct GatedCase {
   bool tight = false;        // leading strides = the contiguous extents (not 16-byte multiples)
   int64_t offset = 0;        // every tensor's first element this many elements into its buffer
   bool workspace = false;    // the padded copies of a and b in a caller's workspace
+  DType ab = kBf;            // a and b (gemm_dgated: also preact and dpreact, packed pairs of ab)
+  DType out = kBf;           // gemm_gated: C, preact, postact; gemm_dgated: postact
   uint64_t seed = 1;
 };
 
@@ -101,7 +106,7 @@ std::string describe(const GatedCase& c) {
          (c.bias ? " bias=" + std::to_string(c.bias) : "") + (c.shared_bias ? " shared" : "") +
          (c.dgated ? (c.store_postact ? "" : " -postact") : (c.store_preact ? "" : " -preact")) +
          (c.tight ? " tight" : "") + (c.offset ? " offset=" + std::to_string(c.offset) : "") +
-         (c.workspace ? " workspace" : "");
+         (c.workspace ? " workspace" : "") + " " + dtype_name(c.ab) + "->" + dtype_name(c.out);
 }
 
 std::set<int64_t> rows_to_check(int64_t L, int64_t M, int64_t N, int64_t K) {
@@ -151,13 +156,15 @@ void run_case(const GatedCase& c) {
   const int64_t L = c.L, M = c.M, N = c.N, K = c.K;
   // gemm_gated: acc (M, N), postact (M, N/2). gemm_dgated: acc (M, H = N), preact (M, 2N).
   const int64_t pre_cols = c.dgated ? 2 * N : N, post_cols = c.dgated ? N : N / 2;
-  const std::vector<double> a = random_values(rng, L * M * K, kBf);
-  const std::vector<double> b = random_values(rng, L * K * N, kBf, 0.0, 0.25);  // (L, K, N) logical
-  const std::vector<double> cv = random_values(rng, L * M * pre_cols, kBf, 0.0, c.dgated ? 2.0 : 1.0);
+  // pre_t: C / preact / dpreact (gemm_dgated's pairs: the input dtype); post_t: postact.
+  const DType ab = c.ab, pre_t = c.dgated ? c.ab : c.out, post_t = c.out;
+  const std::vector<double> a = random_values(rng, L * M * K, ab);
+  const std::vector<double> b = random_values(rng, L * K * N, ab, 0.0, 0.25);  // (L, K, N) logical
+  const std::vector<double> cv = random_values(rng, L * M * pre_cols, pre_t, 0.0, c.dgated ? 2.0 : 1.0);
 
-  Mat A = make_mat(kBf, L, M, K, 'r', 0, c.tight, c.offset);
+  Mat A = make_mat(ab, L, M, K, 'r', 0, c.tight, c.offset);
   upload_into(A.mem, to_memory(A, a));
-  Mat B = make_mat(kBf, L, K, N, c.dgated ? 'r' : 'c', 0, c.tight, c.offset);
+  Mat B = make_mat(ab, L, K, N, c.dgated ? 'r' : 'c', 0, c.tight, c.offset);
   std::vector<double> b_mem = b;
   if (c.concat) {  // memory column c·H + j holds logical column 2j + c
     const int64_t H = N / 2;
@@ -167,9 +174,9 @@ void run_case(const GatedCase& c) {
           b_mem[size_t((l * K + k) * N + (n % 2) * H + n / 2)] = b[size_t((l * K + k) * N + n)];
   }
   upload_into(B.mem, to_memory(B, b_mem));
-  Mat C = make_mat(kBf, L, M, pre_cols, 'r', 0, c.tight, c.offset);  // C or preact
-  Mat D = make_mat(kBf, L, M, pre_cols, 'r', 0, c.tight, c.offset);  // preact or dpreact (NaN)
-  Mat P = make_mat(kBf, L, M, post_cols, 'r', 0, c.tight, c.offset);  // postact (NaN)
+  Mat C = make_mat(pre_t, L, M, pre_cols, 'r', 0, c.tight, c.offset);  // C or preact
+  Mat D = make_mat(pre_t, L, M, pre_cols, 'r', 0, c.tight, c.offset);  // preact or dpreact (NaN)
+  Mat P = make_mat(post_t, L, M, post_cols, 'r', 0, c.tight, c.offset);  // postact (NaN)
 
   BiasVecT row, col;
   std::vector<double> row_v(size_t(L * N), 0.0), col_v(size_t(L * M), 0.0);
@@ -301,15 +308,15 @@ void run_case(const GatedCase& c) {
   floor_post = K > 0 ? floor_post / sk : 0.0;
   const double extra = approx_rel(c.act);
   if (c.dgated) {
-    EXPECT_TRUE(close("dpreact", sub_d, ref_d, reduction_tolerance(kBf, K) + extra, 2 * N, floor_acc));
+    EXPECT_TRUE(close("dpreact", sub_d, ref_d, reduction_tolerance(pre_t, K) + extra, 2 * N, floor_acc));
     if (p_written) {
-      EXPECT_TRUE(close("postact", sub_p, ref_p, tolerance(kBf) + extra, N));
+      EXPECT_TRUE(close("postact", sub_p, ref_p, tolerance(post_t) + extra, N));
     }
   } else {
     if (d_written) {
-      EXPECT_TRUE(close("preact", sub_d, ref_d, reduction_tolerance(kBf, K), N, floor_acc));
+      EXPECT_TRUE(close("preact", sub_d, ref_d, reduction_tolerance(pre_t, K), N, floor_acc));
     }
-    EXPECT_TRUE(close("postact", sub_p, ref_p, reduction_tolerance(kBf, K) + extra, N / 2, floor_post));
+    EXPECT_TRUE(close("postact", sub_p, ref_p, reduction_tolerance(post_t, K) + extra, N / 2, floor_post));
   }
 }
 
@@ -342,6 +349,9 @@ class GemmGatedTest : public GpuTest, public ::testing::WithParamInterface<const
  protected:
   void SetUp() override {
     GpuTest::SetUp();
+    if (!fused_tile_compiled(GetParam(), {detail::GemmEpilogue::kGated, detail::GemmEpilogue::kDGated}))
+      GTEST_SKIP() << fused_tile_name(GetParam()) << " not compiled for these epilogues (instances_ab.txt: "
+                   << "-DQUACK_GEMM_AB_INSTANCES=ON)";
     setenv("QUACK_GEMM_TILE_N", GetParam(), 1);
   }
   void TearDown() override {
@@ -439,10 +449,84 @@ TEST_P(GemmGatedTest, DGatedEveryActivation) {
   run_case(with(mk(200, 300, 100, Activation::kSwiglu, true), [](GatedCase& c) { c.L = 3; }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiles, GemmGatedTest, ::testing::Values("256", "128"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param) == "256" ? "Coop128x256" : "Pingpong128x128";
-                         });
+INSTANTIATE_TEST_SUITE_P(Tiles, GemmGatedTest, ::testing::ValuesIn(kFusedTiles),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return fused_tile_name(i.param); });
+
+// The other compiled dtypes (src/gemm/sm90/instances.txt; one tile each, which every
+// QUACK_GEMM_TILE_N falls back to): fp16 inputs and outputs (gemm_gated in both layouts,
+// gemm_dgated with fp16 pairs), bf16 inputs with fp32 preact and postact (gemm_gated,
+// interleaved: the half-width postact stored as fp32). Every gated activation on the shapes
+// above, C with alpha, beta and a bias, preact / postact absent, batches, outputs TMA cannot
+// address (plain and clipped stores of both widths), K = 0.
+struct GatedDtypeParam {
+  DType ab, out;
+  bool more;  // concat_layout and gemm_dgated compiled for these dtypes
+  const char* name;
+};
+
+std::ostream& operator<<(std::ostream& os, const GatedDtypeParam& p) { return os << p.name; }
+
+class GemmGatedDtypes : public GpuTest, public ::testing::WithParamInterface<GatedDtypeParam> {};
+
+TEST_P(GemmGatedDtypes, EveryActivationAndPath) {
+  const GatedDtypeParam d = GetParam();
+  auto dt = [&](GatedCase c) {
+    c.ab = d.ab;
+    c.out = d.out;
+    c.seed += 101;
+    return c;
+  };
+  auto tight = [](GatedCase c, int64_t offset = 0) {
+    c.tight = true;
+    c.offset = offset;
+    return c;
+  };
+  for (Activation act : kGated)
+    for (const Shape3& s : kShapes) {
+      run_case(dt(mk(s.M, s.N, s.K, act, false)));
+      run_case(dt(with(mk(s.M, s.N, s.K, act, false), [](GatedCase& c) {
+        c.store_preact = false;
+        c.with_c = true;
+        c.alpha = 0.5f;
+        c.beta = -1.25f;
+        c.bias = kRowF32;
+        c.seed += 5;
+      })));
+      if (d.more) {
+        run_case(dt(with(mk(s.M, s.N, s.K, act, false), [](GatedCase& c) {
+          c.concat = true;
+          c.bias = kRowBf16;
+        })));
+        run_case(dt(mk(s.M, s.N / 2, s.K, act, true)));
+        run_case(dt(with(mk(s.M, s.N / 2, s.K, act, true), [](GatedCase& c) {
+          c.store_postact = false;
+          c.seed += 5;
+        })));
+      }
+    }
+  run_case(dt(with(mk(200, 264, 100, Activation::kGeglu, false), [](GatedCase& c) {
+    c.L = 3;
+    c.bias = kRowF32 | kCol;
+  })));
+  run_case(dt(tight(mk(300, 1002, 256, Activation::kSwiglu, false))));
+  run_case(dt(tight(with(mk(300, 1002, 300, Activation::kReglu, false), [](GatedCase& c) {
+    c.with_c = true;
+    c.alpha = 2.f;
+    c.beta = -0.5f;
+  }), 1)));
+  run_case(dt(tight(mk(100, 1002, 0, Activation::kSwiglu, false))));  // K = 0 fill
+  if (d.more) {
+    run_case(dt(with(mk(200, 300, 100, Activation::kSwiglu, true), [](GatedCase& c) { c.L = 3; })));
+    run_case(dt(tight(mk(129, 501, 1001, Activation::kGeglu, true), 2)));
+    run_case(dt(tight(with(mk(300, 1002, 137, Activation::kSwiglu, false), [](GatedCase& c) { c.concat = true; }), 1)));
+    run_case(dt(tight(mk(100, 501, 0, Activation::kGeglu, true))));  // K = 0 fill
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GemmGatedDtypes,
+                         ::testing::Values(GatedDtypeParam{DType::kFloat16, DType::kFloat16, true, "f16"},
+                                           GatedDtypeParam{DType::kBFloat16, DType::kFloat32, false, "bf16_f32out"}),
+                         [](const ::testing::TestParamInfo<GatedDtypeParam>& i) { return std::string(i.param.name); });
 
 class GemmGatedEdge : public GpuTest {};
 
@@ -474,27 +558,29 @@ struct BiasCase {
   bool col_major_d = false;  // d (and c) column-major: the kernel computes Dᵀ (the bias swaps)
   bool with_c = false;
   bool act = false;  // gemm_act (relu_sq) instead of gemm
+  DType t = kBf;     // a, b, c, d, postact
   uint64_t seed = 3;
 };
 
 void run_bias_case(const BiasCase& c) {
   SCOPED_TRACE("bias=" + std::to_string(c.bias) + " L=" + std::to_string(c.L) + " M=" + std::to_string(c.M) +
                " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + (c.col_major_d ? " d col" : "") +
-               (c.with_c ? " c" : "") + (c.act ? " act" : ""));
+               (c.with_c ? " c" : "") + (c.act ? " act" : "") + " " + dtype_name(c.t));
   Rng rng(c.seed);
   const int64_t L = c.L, M = c.M, N = c.N, K = c.K;
-  const std::vector<double> a = random_values(rng, L * M * K, kBf), b = random_values(rng, L * K * N, kBf);
-  const std::vector<double> cv = random_values(rng, L * M * N, kBf);
-  Mat A = make_mat(kBf, L, M, K, 'r', 0), B = make_mat(kBf, L, K, N, 'c', 0);
+  const DType t = c.t;
+  const std::vector<double> a = random_values(rng, L * M * K, t), b = random_values(rng, L * K * N, t);
+  const std::vector<double> cv = random_values(rng, L * M * N, t);
+  Mat A = make_mat(t, L, M, K, 'r', 0), B = make_mat(t, L, K, N, 'c', 0);
   upload_into(A.mem, to_memory(A, a));
   upload_into(B.mem, to_memory(B, b));
   const char o = c.col_major_d ? 'c' : 'r';
-  Mat C = make_mat(kBf, L, M, N, o, 0), D = make_mat(kBf, L, M, N, o, 0), P = make_mat(kBf, L, M, N, o, 0);
+  Mat C = make_mat(t, L, M, N, o, 0), D = make_mat(t, L, M, N, o, 0), P = make_mat(t, L, M, N, o, 0);
   if (c.with_c) upload_into(C.mem, to_memory(C, cv));
   BiasVecT row, col;
   std::vector<double> row_v(size_t(L * N), 0.0), col_v(size_t(L * M), 0.0);
   if (c.bias & (kRowF32 | kRowBf16)) {
-    row = make_bias(rng, (c.bias & kRowBf16) ? kBf : DType::kFloat32, L, N, false);
+    row = make_bias(rng, (c.bias & kRowBf16) ? c.t : DType::kFloat32, L, N, false);
     row_v = row.v;
   }
   if (c.bias & kCol) {
@@ -548,11 +634,11 @@ void run_bias_case(const BiasCase& c) {
     }
   }
   floor_acc = K > 0 ? floor_acc / std::sqrt(double(K)) : 0.0;
-  EXPECT_TRUE(close("d", sub, ref, reduction_tolerance(kBf, K), N, floor_acc));
+  EXPECT_TRUE(close("d", sub, ref, reduction_tolerance(t, K), N, floor_acc));
   if (c.act) {
     double mx = 0.0;
     for (double v : ref) mx = std::max(mx, std::fabs(v));
-    EXPECT_TRUE(close("postact", sub_p, ref_p, reduction_tolerance(kBf, K) * 3, N, floor_acc * 2 * mx));
+    EXPECT_TRUE(close("postact", sub_p, ref_p, reduction_tolerance(t, K) * 3, N, floor_acc * 2 * mx));
   }
 }
 
@@ -560,6 +646,9 @@ class GemmBiasTest : public GpuTest, public ::testing::WithParamInterface<const 
  protected:
   void SetUp() override {
     GpuTest::SetUp();
+    if (!fused_tile_compiled(GetParam(), {detail::GemmEpilogue::kBias}))
+      GTEST_SKIP() << fused_tile_name(GetParam()) << " not compiled for these epilogues (instances_ab.txt: "
+                   << "-DQUACK_GEMM_AB_INSTANCES=ON)";
     setenv("QUACK_GEMM_TILE_N", GetParam(), 1);
   }
   void TearDown() override {
@@ -606,10 +695,49 @@ TEST_P(GemmBiasTest, GemmAndActBiasKinds) {
   run_bias_case(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiles, GemmBiasTest, ::testing::Values("256", "128"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param) == "256" ? "Coop128x256" : "Pingpong128x128";
-                         });
+// fp16 (the bias instances of gemm and gemm_act: 128x128 pingpong only): every bias kind (row
+// vectors fp32 or fp16, the "kRowBf16" kind taking the inputs' dtype here), batches with C,
+// column-major d, K = 0.
+TEST_F(GemmGatedEdge, BiasFp16) {
+  const Shape3 shapes[] = {{127, 255, 63}, {1000, 3000, 520}};
+  for (const Shape3& s : shapes)
+    for (int bias : {kRowF32, kRowBf16, kCol, kRowF32 | kCol})
+      for (bool act : {false, true}) {
+        BiasCase c;
+        c.t = DType::kFloat16;
+        c.M = s.M;
+        c.N = s.N;
+        c.K = s.K;
+        c.bias = bias;
+        c.act = act;
+        c.seed = uint64_t(s.M + s.N * 7 + bias * 101 + (act ? 3 : 0) + 11);
+        run_bias_case(c);
+      }
+  BiasCase c;
+  c.t = DType::kFloat16;
+  c.L = 3;
+  c.M = 200;
+  c.N = 264;
+  c.K = 100;
+  c.bias = kRowF32 | kCol;
+  c.with_c = true;
+  run_bias_case(c);
+  c.act = true;
+  run_bias_case(c);
+  c = BiasCase{};
+  c.t = DType::kFloat16;
+  c.M = 300;
+  c.N = 520;
+  c.K = 64;
+  c.bias = kRowF32 | kCol;
+  c.col_major_d = true;
+  run_bias_case(c);
+  c.K = 0;
+  run_bias_case(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiles, GemmBiasTest, ::testing::ValuesIn(kFusedTiles),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return fused_tile_name(i.param); });
 
 }  // namespace
 }  // namespace quack::test

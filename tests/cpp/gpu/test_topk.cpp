@@ -8,6 +8,10 @@
 //   TopkData      crafted rows: few distinct values (ties everywhere), −inf, NaN, all-NaN,
 //                 ±0, +inf, ascending and descending rows (every element enters the queue).
 //   TopkPlans     every warps-per-row count (1..16) and the element path forced on one shape.
+//   TopkBitonic   the register (bitonic) kernel forced with each elements-per-thread count,
+//                 every list size, crafted data and softmax modes. TopkShapes, TopkData and
+//                 TopkSoftmax run every case twice: the plan's path and the bitonic kernel
+//                 forced (where it applies: 16-bit x, 16-byte rows, N ≤ 4096, k ≤ 32).
 //   TopkLayouts   strided and misaligned x, strided values / indices (nothing written
 //                 outside them), fp32 values from bf16 x and bf16 values from fp32 x.
 //   TopkSoftmax   kSelected and kRow (with lse), every dtype, on the queue and sort paths.
@@ -48,6 +52,8 @@ struct TopkCase {
   Data data = Data::kRandom;
   int forced_warps = 0;       // > 0: plan_topk(problem, forced_warps)
   bool element_path = false;  // force the element-at-a-time loads
+  bool bitonic = false;       // plan_topk(problem, 0, kBitonic, forced_elems) where it applies
+  int forced_elems = 0;
   uint64_t seed = 1;
 };
 
@@ -58,7 +64,8 @@ std::string case_name(const TopkCase& c) {
          " softmax=" + std::to_string(static_cast<int>(c.softmax)) +
          " data=" + std::to_string(static_cast<int>(c.data)) +
          (c.forced_warps ? " W=" + std::to_string(c.forced_warps) : "") +
-         (c.element_path ? " element-path" : "");
+         (c.element_path ? " element-path" : "") +
+         (c.bitonic ? " bitonic E=" + std::to_string(c.forced_elems) : "");
 }
 
 /// Host values of x (dense row-major), exact in c.x.
@@ -202,6 +209,9 @@ TopkRun run_case(const TopkCase& c) {
   if (c.element_path) call.problem.vec_ok = false;
   if (c.forced_warps > 0 || c.element_path)
     call.plan = detail::plan_topk(call.problem, c.forced_warps);
+  const bool bitonic = c.bitonic && detail::topk_bitonic_ok(call.problem);
+  if (c.bitonic)
+    call.plan = detail::plan_topk(call.problem, 0, TopkPath::kBitonic, c.forced_elems);
   r.plan = call.plan;
   const size_t ws_bytes = topk_fwd_workspace_size(a);
   DeviceBuffer ws(ws_bytes);
@@ -211,7 +221,13 @@ TopkRun run_case(const TopkCase& c) {
     EXPECT_EQ(call.plan.path, TopkPath::kNone);
     return r;
   }
-  EXPECT_EQ(call.plan.path, c.k > detail::kTopkQueueMaxK ? TopkPath::kSort : TopkPath::kQueue);
+  EXPECT_EQ(call.plan.path, bitonic                      ? TopkPath::kBitonic
+                            : c.k > detail::kTopkQueueMaxK ? TopkPath::kSort
+                                                           : TopkPath::kQueue);
+  if (bitonic && c.forced_elems > 0 && 32 * c.forced_elems >= c.N && c.forced_elems >= c.k &&
+      c.forced_elems >= 16) {
+    EXPECT_EQ(call.plan.elems, c.forced_elems);
+  }
 
   const TopkRef ref = topk_reference(r.x, c.M, c.N, c.k, c.largest,
                                      static_cast<TopkRefSoftmax>(static_cast<int>(c.softmax)));
@@ -261,11 +277,11 @@ const std::vector<Mnk> kShapes = {
     {3, 1000, 1000},  {0, 4096, 8},    {4, 0, 0},      {4, 16, 0},     {300, 512, 16}};
 const DType kDtypes[] = {DType::kBFloat16, DType::kFloat16, DType::kFloat32};
 
-using ShapeParam = std::tuple<int, int, bool>;  // shape, dtype, largest
+using ShapeParam = std::tuple<int, int, bool, bool>;  // shape, dtype, largest, bitonic forced
 class TopkShapes : public GpuTest, public ::testing::WithParamInterface<ShapeParam> {};
 
 TEST_P(TopkShapes, MatchesReference) {
-  const auto [si, di, largest] = GetParam();
+  const auto [si, di, largest, bitonic] = GetParam();
   const Mnk s = kShapes[static_cast<size_t>(si)];
   TopkCase c;
   c.M = s.M;
@@ -274,6 +290,7 @@ TEST_P(TopkShapes, MatchesReference) {
   c.x = c.values = kDtypes[di];
   c.indices = si % 2 ? DType::kInt32 : DType::kInt64;
   c.largest = largest;
+  c.bitonic = bitonic;
   c.seed = static_cast<uint64_t>(1000 * si + 10 * di + largest);
   const TopkRun r = run_case(c);
   // Dense rows of 16-byte multiples (or one row) take the vector loads; others the element path.
@@ -285,24 +302,28 @@ TEST_P(TopkShapes, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(All, TopkShapes,
                          ::testing::Combine(::testing::Range(0, static_cast<int>(kShapes.size())),
-                                            ::testing::Range(0, 3), ::testing::Bool()),
+                                            ::testing::Range(0, 3), ::testing::Bool(),
+                                            ::testing::Bool()),
                          [](const ::testing::TestParamInfo<ShapeParam>& info) {
                            const Mnk s = kShapes[static_cast<size_t>(std::get<0>(info.param))];
                            return "M" + std::to_string(s.M) + "_N" + std::to_string(s.N) + "_k" +
                                   std::to_string(s.k) + "_" +
                                   short_name(kDtypes[std::get<1>(info.param)]) +
-                                  (std::get<2>(info.param) ? "_largest" : "_smallest");
+                                  (std::get<2>(info.param) ? "_largest" : "_smallest") +
+                                  (std::get<3>(info.param) ? "_bitonic" : "");
                          });
 
 // ------------------------------------------------------------------ crafted rows
 
-using DataParam = std::tuple<int, int>;  // data kind, dtype
+using DataParam = std::tuple<int, int, bool>;  // data kind, dtype, bitonic forced
 class TopkData : public GpuTest, public ::testing::WithParamInterface<DataParam> {};
 
 TEST_P(TopkData, MatchesReference) {
-  const auto [data, di] = GetParam();
-  // (M, N, k): queue of 1, 2 and 8 registers, 32- and 64-bit entries, the sort path.
-  const Mnk shapes[] = {{14, 37, 5}, {14, 1024, 40}, {7, 5000, 256}, {7, 70000, 30}, {7, 600, 300}};
+  const auto [data, di, bitonic] = GetParam();
+  // (M, N, k): queue of 1, 2 and 8 registers, 32- and 64-bit entries, the sort path; the
+  // bitonic kernel's lists of 8, 16 and 32 (16-bit x).
+  const Mnk shapes[] = {{14, 37, 5},    {14, 1024, 40}, {7, 5000, 256}, {7, 70000, 30},
+                        {7, 600, 300},  {14, 1024, 8},  {14, 4096, 32}, {14, 200, 16}};
   uint64_t seed = 77 + 10 * data + di;
   for (const Mnk& s : shapes)
     for (bool largest : {true, false}) {
@@ -313,6 +334,7 @@ TEST_P(TopkData, MatchesReference) {
       c.x = c.values = kDtypes[di];
       c.largest = largest;
       c.data = static_cast<Data>(data);
+      c.bitonic = bitonic;
       c.seed = ++seed;
       run_case(c);
     }
@@ -321,11 +343,47 @@ TEST_P(TopkData, MatchesReference) {
 const char* const kDataNames[] = {"random", "duplicates", "specials", "ascending", "descending"};
 
 INSTANTIATE_TEST_SUITE_P(All, TopkData,
-                         ::testing::Combine(::testing::Range(1, 5), ::testing::Range(0, 3)),
+                         ::testing::Combine(::testing::Range(1, 5), ::testing::Range(0, 3),
+                                            ::testing::Bool()),
                          [](const ::testing::TestParamInfo<DataParam>& info) {
                            return std::string(kDataNames[std::get<0>(info.param)]) + "_" +
-                                  short_name(kDtypes[std::get<1>(info.param)]);
+                                  short_name(kDtypes[std::get<1>(info.param)]) +
+                                  (std::get<2>(info.param) ? "_bitonic" : "");
                          });
+
+// ------------------------------------------------------------------ the bitonic kernel forced
+
+class TopkBitonic : public GpuTest {};
+
+TEST_F(TopkBitonic, EveryElementCountListSizeAndSoftmax) {
+  // (M, N, k): every list size (8, 16, 32), N from one vector to 4096, partial last vectors
+  // (N = 1000, 4088), rows beyond M in the last CTA (M not a multiple of the rows per CTA).
+  const Mnk shapes[] = {{37, 1024, 8}, {21, 4096, 32}, {50, 1000, 13}, {9, 4088, 17},
+                        {130, 64, 8},  {5, 8, 8},      {67, 2048, 1},  {11, 512, 32}};
+  uint64_t seed = 5000;
+  for (const Mnk& s : shapes)
+    for (DType t : {DType::kBFloat16, DType::kFloat16})
+      for (int e : {0, 16, 32, 64, 128})
+        for (TopkSoftmax sm : {TopkSoftmax::kNone, TopkSoftmax::kSelected, TopkSoftmax::kRow})
+          for (Data d : {Data::kRandom, Data::kDuplicates, Data::kSpecials}) {
+            TopkCase c;
+            c.M = s.M;
+            c.N = s.N;
+            c.k = s.k;
+            c.x = c.values = t;
+            c.indices = seed % 2 ? DType::kInt32 : DType::kInt64;
+            c.bitonic = true;
+            c.forced_elems = e;
+            c.softmax = sm;
+            c.lse = sm == TopkSoftmax::kRow;
+            c.largest = seed % 3 != 0;
+            c.data = d;
+            c.seed = ++seed;
+            const TopkRun r = run_case(c);
+            EXPECT_EQ(r.plan.path, TopkPath::kBitonic) << case_name(c);
+            EXPECT_GE(r.plan.elems * r.plan.threads_per_row, s.N) << case_name(c);
+          }
+}
 
 // ------------------------------------------------------------------ forced plans
 
@@ -439,11 +497,11 @@ TEST_F(TopkLayouts, BroadcastRows) {
 
 // ------------------------------------------------------------------ fused softmax
 
-using SoftmaxParam = std::tuple<int, bool>;  // dtype, kRow (else kSelected)
+using SoftmaxParam = std::tuple<int, bool, bool>;  // dtype, kRow (else kSelected), bitonic
 class TopkSoftmaxTest : public GpuTest, public ::testing::WithParamInterface<SoftmaxParam> {};
 
 TEST_P(TopkSoftmaxTest, MatchesReference) {
-  const auto [di, row] = GetParam();
+  const auto [di, row, bitonic] = GetParam();
   const Mnk shapes[] = {{64, 64, 8},    {33, 256, 8},    {9, 4096, 32}, {4, 32768, 128},
                         {3, 3000, 300}, {2, 131072, 64}, {14, 200, 6}};
   uint64_t seed = 7000 + 10 * di + row;
@@ -460,6 +518,7 @@ TEST_P(TopkSoftmaxTest, MatchesReference) {
       c.lse = row && n % 2 == 0;
       c.largest = largest;
       c.data = s.M == 14 ? Data::kSpecials : Data::kRandom;
+      c.bitonic = bitonic;
       c.seed = ++seed;
       ++n;
       run_case(c);
@@ -467,10 +526,12 @@ TEST_P(TopkSoftmaxTest, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, TopkSoftmaxTest,
-                         ::testing::Combine(::testing::Range(0, 3), ::testing::Bool()),
+                         ::testing::Combine(::testing::Range(0, 3), ::testing::Bool(),
+                                            ::testing::Bool()),
                          [](const ::testing::TestParamInfo<SoftmaxParam>& info) {
                            return std::string(short_name(kDtypes[std::get<0>(info.param)])) +
-                                  (std::get<1>(info.param) ? "_row" : "_selected");
+                                  (std::get<1>(info.param) ? "_row" : "_selected") +
+                                  (std::get<2>(info.param) ? "_bitonic" : "");
                          });
 
 // ------------------------------------------------------------------ backward

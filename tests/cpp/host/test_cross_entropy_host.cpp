@@ -319,6 +319,89 @@ TEST(CrossEntropyValidation, BackwardAndScale) {
                  {"dx", "overlapping"});
 }
 
+// The training pair: dx_state / dx_predict in the forward, cross_entropy_train_bwd.
+TEST(CrossEntropyValidation, TrainingPair) {
+  const TensorRef state = TensorRef::vector(fake(10), DType::kFloat32, kCrossEntropyDxStateFloats);
+  const TensorRef word = TensorRef::vector(fake(11), DType::kInt32, 1);
+  CrossEntropyFwdArgs a = fwd_args();
+  a.dx = TensorRef::matrix(fake(5), DType::kBFloat16, M, V);
+  a.lse = TensorRef::vector(fake(4), DType::kFloat32, M);
+  a.dx_state = state;
+  a.dx_predict = word;
+  for (Reduction red : {Reduction::kSum, Reduction::kMean}) {
+    a.reduction = red;
+    a.loss = TensorRef::vector(fake(3), DType::kFloat32, 1);
+    a.workspace_bytes = cross_entropy_fwd_workspace_size(a);
+    expect_reaches_cuda([&] { cross_entropy_fwd(a, nullptr); }, "fwd with dx_state, dx_predict");
+  }
+  CrossEntropyFwdArgs f = a;
+  f.dx = TensorRef();
+  expect_fwd_invalid(f, {"dx_state", "without dx"});
+  f = a;
+  f.reduction = Reduction::kNone;
+  f.loss = TensorRef::vector(fake(3), DType::kFloat32, M);
+  f.workspace_bytes = cross_entropy_fwd_workspace_size(f);
+  expect_fwd_invalid(f, {"dx_state", "kNone"});
+  f = a;
+  f.dx_state = TensorRef();
+  expect_fwd_invalid(f, {"dx_predict", "without dx_state"});
+  f = a;
+  f.dx_state = TensorRef::vector(fake(10), DType::kFloat32, 8);
+  expect_fwd_invalid(f, {"dx_state", "(8,)", "expected (16,)"});
+  f = a;
+  f.dx_state = TensorRef::vector(fake(10), DType::kFloat32, kCrossEntropyDxStateFloats, 0, 2);
+  expect_fwd_invalid(f, {"dx_state", "stride 2", "expected 1"});
+  f = a;
+  f.dx_predict = TensorRef::vector(fake(11), DType::kInt64, 1);
+  expect_fwd_invalid(f, {"dx_predict", "int64"});
+  f = a;
+  f.dx_state.dtype = DType::kBFloat16;
+  expect_fwd_invalid(f, {"dx_state", "bfloat16"});
+
+  CrossEntropyTrainBwdArgs b;
+  b.x = TensorRef::matrix(fake(1), DType::kBFloat16, M, V);
+  b.target = TensorRef::vector(fake(2), DType::kInt64, M);
+  b.lse = TensorRef::vector(fake(3), DType::kFloat32, M);
+  b.grad_output = TensorRef::vector(fake(4), DType::kFloat32, 1);
+  b.dx = TensorRef::matrix(fake(5), DType::kBFloat16, M, V);
+  b.dx_state = state;
+  b.dx_predict = word;
+  const auto train = [](const CrossEntropyTrainBwdArgs& t) {
+    return [t] { cross_entropy_train_bwd(t, nullptr); };
+  };
+  const char* fn = "cross_entropy_train_bwd";
+  expect_reaches_cuda(train(b), "train_bwd");
+  CrossEntropyTrainBwdArgs c = b;
+  c.dx_out = TensorRef::matrix(fake(6), DType::kBFloat16, M, V);
+  expect_reaches_cuda(train(c), "train_bwd, dx_out");
+  c.dx = c.x;  // the forward wrote into the logits; dx_out its own
+  expect_reaches_cuda(train(c), "train_bwd, dx = x, dx_out");
+  c = b;
+  c.dx_state = TensorRef();
+  expect_invalid(train(c), fn, {"dx_state", "absent"});
+  c = b;
+  c.lse = TensorRef();
+  expect_invalid(train(c), fn, {"lse", "absent"});
+  c = b;
+  c.grad_output = TensorRef::vector(fake(4), DType::kFloat32, M);
+  expect_invalid(train(c), fn, {"grad_output", "expected (1,)"});
+  c = b;
+  c.dx_out = TensorRef::matrix(fake(6), DType::kFloat32, M, V);
+  expect_invalid(train(c), fn, {"dx_out", "expected dx's"});
+  c = b;
+  c.dx_out = TensorRef::matrix(fake(5), DType::kBFloat16, M, V, 0, 2 * V, 1);
+  expect_invalid(train(c), fn, {"dx_out", "dx's address"});
+  c = b;
+  c.dx_predict = TensorRef::vector(fake(11), DType::kInt32, 2);
+  expect_invalid(train(c), fn, {"dx_predict", "(2,)"});
+  c = b;
+  c.x = TensorRef::matrix(nullptr, DType::kBFloat16, 0, V);
+  c.target = TensorRef::vector(nullptr, DType::kInt64, 0);
+  c.lse = TensorRef::vector(nullptr, DType::kFloat32, 0);
+  c.dx = c.x;
+  EXPECT_NO_THROW(cross_entropy_train_bwd(c, nullptr)) << "M = 0: nothing to launch";
+}
+
 TEST(CrossEntropyWorkspace, Size) {
   CrossEntropyFwdArgs a = fwd_args(Reduction::kNone);
   EXPECT_EQ(cross_entropy_fwd_workspace_size(a), 0u);  // 'none': nothing on the device

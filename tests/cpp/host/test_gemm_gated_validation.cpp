@@ -147,8 +147,8 @@ TEST(GemmGatedValidation, GatedArguments) {
   g.postact = TensorRef();
   expect_gated_error(g, "postact is absent");
   g = gated_args();
-  g.postact.dtype = kF32;
-  expect_gated_error(g, "postact has dtype float32");
+  g.postact.dtype = DType::kFloat16;
+  expect_gated_error(g, "postact has dtype float16, expected bfloat16 or float32");
   g = gated_args();
   g.preact = col_major(fake(3), kBf, M, N);
   expect_gated_error(g, "preact is column-major");
@@ -164,9 +164,55 @@ TEST(GemmGatedValidation, GatedArguments) {
   expect_gated_error(g, "not yet supported");
   g.concat_layout = true;
   expect_gated_error(g, "not yet supported");
+}
+
+// The compiled dtypes (quack/gemm_act.h): bf16 or fp16 inputs with outputs of the input dtype
+// (both layouts); bf16 inputs with fp32 preact and postact (interleaved layout). Every other
+// combination throws InvalidArgument naming the tensors, their dtypes and what is compiled.
+TEST(GemmGatedValidation, Dtypes) {
+  const DType kF16 = DType::kFloat16;
+  GemmGatedArgs g = gated_args();
+  g.a.dtype = g.b.dtype = g.preact.dtype = g.postact.dtype = kF16;
+  EXPECT_NO_THROW(can_implement(g));
+  EXPECT_THROW(gemm_gated(g, nullptr), CudaError);
+  g.concat_layout = true;
+  EXPECT_NO_THROW(can_implement(g));
+  g = gated_args();
+  g.preact.dtype = g.postact.dtype = kF32;
+  EXPECT_NO_THROW(can_implement(g));
+  EXPECT_THROW(gemm_gated(g, nullptr), CudaError);
+  g.preact = TensorRef();
+  EXPECT_NO_THROW(can_implement(g));
+  // Uncompiled.
+  g = gated_args();
+  g.preact.dtype = g.postact.dtype = kF32;
+  g.concat_layout = true;
+  expect_gated_error(g, "preact float32 and postact float32 are not compiled for bfloat16 inputs (no kernel "
+                        "instance), expected (preact, postact) = (bfloat16, bfloat16) with concat_layout");
   g = gated_args();
   g.preact.dtype = kF32;
-  expect_gated_error(g, "not yet supported");
+  expect_gated_error(g, "preact float32 and postact bfloat16 are not compiled for bfloat16 inputs (no kernel "
+                        "instance), expected (preact, postact) = (bfloat16, bfloat16) or (float32, float32)");
+  g = gated_args();
+  g.a.dtype = g.b.dtype = g.preact.dtype = kF16;
+  g.postact.dtype = kF32;
+  expect_gated_error(g, "expected (preact, postact) = (float16, float16)");
+
+  GemmDGatedArgs d = dgated_args();
+  d.a.dtype = d.b.dtype = d.preact.dtype = d.dpreact.dtype = d.postact.dtype = kF16;
+  EXPECT_NO_THROW(can_implement(d));
+  EXPECT_THROW(gemm_dgated(d, nullptr), CudaError);
+  d.postact = TensorRef();
+  EXPECT_NO_THROW(can_implement(d));
+  d = dgated_args();
+  d.postact.dtype = kF32;
+  expect_dgated_error(d, "postact float32 is not compiled for bfloat16 inputs (no kernel instance), expected "
+                         "postact = bfloat16");
+  d = dgated_args();
+  d.a.dtype = d.b.dtype = kF16;  // bf16 pairs with fp16 inputs
+  d.postact.dtype = kF16;
+  expect_dgated_error(d, "dpreact has dtype bfloat16, expected float16 (a's dtype: the (gate, up) pairs are packed "
+                         "16-bit values of the input dtype)");
 }
 
 TEST(GemmGatedValidation, DGatedArguments) {
@@ -182,7 +228,7 @@ TEST(GemmGatedValidation, DGatedArguments) {
   g = dgated_args();
   g.dpreact.dtype = kF32;
   g.preact.dtype = kF32;
-  expect_dgated_error(g, "dpreact has dtype float32");
+  expect_dgated_error(g, "dpreact has dtype float32, expected bfloat16 (a's dtype");
   g = dgated_args();
   g.preact.dtype = DType::kFloat16;
   expect_dgated_error(g, "preact has dtype float16, expected bfloat16");
@@ -233,8 +279,17 @@ TEST(GemmGatedValidation, Bias) {
   g.b = row_major(fake(2), kBf, K, N);  // (row, row, row) with a bias: no instance
   expect_error(g, "gemm", "not yet supported for bfloat16 inputs and bfloat16 d with a bias");
   g = gemm_args();
-  g.a.dtype = g.b.dtype = g.d.dtype = DType::kFloat16;
-  expect_error(g, "gemm", "not yet supported");
+  g.a.dtype = g.b.dtype = g.d.dtype = DType::kFloat16;  // fp16 with a bias: compiled
+  EXPECT_NO_THROW(can_implement(g));
+  EXPECT_THROW(gemm(g, nullptr), CudaError);
+  g.bias.row.dtype = DType::kFloat16;
+  EXPECT_NO_THROW(can_implement(g));
+  g.b = row_major(fake(2), DType::kFloat16, K, N);  // (row, row, row) with a bias: no instance
+  expect_error(g, "gemm", "not yet supported for float16 inputs and float16 d with a bias");
+  g = gemm_args();
+  g.d.dtype = kF32;  // fp32 d with a bias: not compiled
+  expect_error(g, "gemm", "d float32 is not compiled for bfloat16 inputs (no kernel instance), expected d = bfloat16 "
+                          "(with a bias)");
   // Batched: (N,) shared, (L, N) per batch, (L + 1, N) wrong.
   g = gemm_args();
   g.a = TensorRef::batched(fake(1), kBf, 3, M, K, 0, M * K, K, 1);

@@ -1,6 +1,6 @@
 // The generated table of GEMM kernel instances (gemm/gemm_instances.h, from
 // src/gemm/sm90/instances.txt by cmake/QuackGemmInstances.cmake): names follow the naming rule of
-// the list, every dtype / layout / epilogue group has the default tile, nothing is listed twice.
+// the list, no group has two default tiles, nothing is listed twice, the documented dtypes are there.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -98,9 +98,9 @@ TEST(GemmInstances, WidePingpongTileForBf16) {
   EXPECT_EQ(found, 2);
 }
 
-// gemm.cpp falls back to the 128x256 cooperative tile and lists the layouts it has, so every
-// group of instances that compute the same problem must have one.
-TEST(GemmInstances, EveryGroupHasTheDefaultTile) {
+// gemm.cpp's base instance of a group (the instances of one epilogue, dtypes and majors) is its
+// 128x256 cooperative instance, or its first line where the group has none: at most one each.
+TEST(GemmInstances, EveryGroupHasOneBase) {
   using Key = std::tuple<int, int, int, int, int, int, int>;
   auto key = [](const GemmInstance& i) {
     return Key{int(i.epilogue), int(i.ab), int(i.d), int(i.c), int(i.d1), int(i.a), int(i.b)};
@@ -110,8 +110,31 @@ TEST(GemmInstances, EveryGroupHasTheDefaultTile) {
     if (is_default(i)) {
       EXPECT_TRUE(with_default.insert(key(i)).second) << i.name << ": two default instances";
     }
-  for (const GemmInstance& i : kGemmInstances)
-    EXPECT_TRUE(with_default.count(key(i))) << i.name << " has no 128x256 cooperative instance beside it";
+}
+
+// The dtypes quack/gemm_act.h and quack/gemm.h document for the fused epilogues: every one for
+// bf16 and for fp16 inputs (outputs of the input dtype), with A, B and outputs in the layouts
+// of an MLP (kk forward, km dgrad); fp32 preact and postact for bf16 inputs (gemm_act,
+// gemm_gated).
+TEST(GemmInstances, FusedEpiloguesForEachDocumentedDtype) {
+  auto has = [](GemmEpilogue e, DType ab, DType d, DType d1, GemmMajor b) {
+    for (const GemmInstance& i : kGemmInstances)
+      if (i.epilogue == e && i.ab == ab && i.d == d && i.c == d && i.d1 == d1 && i.a == GemmMajor::kK && i.b == b)
+        return true;
+    return false;
+  };
+  const GemmMajor kK = GemmMajor::kK, kMN = GemmMajor::kMN;
+  for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+    const std::string n = short_name(t);
+    EXPECT_TRUE(has(GemmEpilogue::kAct, t, t, t, kK)) << n;
+    EXPECT_TRUE(has(GemmEpilogue::kDAct, t, t, t, kMN)) << n;
+    EXPECT_TRUE(has(GemmEpilogue::kBias, t, t, t, kK)) << n;
+    EXPECT_TRUE(has(GemmEpilogue::kGated, t, t, t, kK)) << n;
+    EXPECT_TRUE(has(GemmEpilogue::kGatedConcat, t, t, t, kK)) << n;
+    EXPECT_TRUE(has(GemmEpilogue::kDGated, t, DType::kFloat32, t, kMN)) << n;  // packed pairs: x2
+  }
+  EXPECT_TRUE(has(GemmEpilogue::kAct, DType::kBFloat16, DType::kFloat32, DType::kFloat32, kK));
+  EXPECT_TRUE(has(GemmEpilogue::kGated, DType::kBFloat16, DType::kFloat32, DType::kFloat32, kK));
 }
 
 }  // namespace

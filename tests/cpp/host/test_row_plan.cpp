@@ -45,6 +45,16 @@ RowOpInfo ln_fwd_info(int n_in) {  // layernorm_fwd(_res)'s shape: weight, bias;
   return i;
 }
 
+RowOpInfo ce_fwd_info(int n_out) {  // cross-entropy's forwards: loss (n_out 0) or + dx
+  RowOpInfo i;
+  i.n_in = 1;
+  i.n_out = n_out;
+  i.red_floats = 4;
+  i.trial_configs = true;
+  i.name = n_out == 0 ? "ce_fwd" : "ce_fwd_grad";
+  return i;
+}
+
 RowProblem problem(int64_t M, int64_t N, DType in, bool vec_ok = true, bool pair = true,
                    DType vec = DType::kFloat32) {
   RowProblem p;
@@ -97,7 +107,10 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
   const RowConfig& c = kRowConfigs[plan.config];
   EXPECT_TRUE(pr.vec_ok && pr.pair);
   EXPECT_TRUE(row_config_usable(c, op.n_in, op.red_floats, op.n_cols, elt, op.n_acc,
-                                dtype_size(pr.vec)));
+                                dtype_size(pr.vec), -1, op.late_cols, op.n_out,
+                                op.trial_configs));
+  if (c.trial) EXPECT_TRUE(op.trial_configs) << "entries under trial only where asked";
+  if (c.early_refill) EXPECT_EQ(op.n_out, 0) << "early refills only without outputs";
   EXPECT_EQ(plan.policy, c.policy);
   if (c.policy != RowPolicy::kStaged) EXPECT_EQ(plan.threads, c.threads());
   const int64_t vec_bytes = 16;
@@ -127,6 +140,24 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
       EXPECT_EQ(static_cast<int64_t>(plan.smem), row_ring_smem_bytes(c, op.n_in, op.red_floats));
       EXPECT_LE(op.n_in * S * vec_bytes, int64_t{1} << 20) << "an mbarrier's tx count";
       EXPECT_LE(row_col_regs(c, op.n_cols, elt, dtype_size(pr.vec)), kRowRingColRegs);
+      break;
+    }
+    case RowPolicy::kClusterRegister: {
+      const int64_t chunk_vecs = c.chunk_bytes() / vec_bytes;
+      EXPECT_GE(plan.cluster_n * chunk_vecs, row_vecs) << "the cluster holds the row";
+      EXPECT_LT((plan.cluster_n - 1) * chunk_vecs, row_vecs) << "no CTA more than needed";
+      const int64_t S = (row_vecs + plan.cluster_n - 1) / plan.cluster_n;
+      EXPECT_LE(S, chunk_vecs);
+      EXPECT_LT((plan.cluster_n - 1) * S, row_vecs);
+      EXPECT_EQ(plan.smem, 0u);
+      EXPECT_EQ(plan.grid, pr.M * plan.cluster_n);
+      EXPECT_LE(plan.grid, 0x7fffffff);
+      EXPECT_LE(row_cluster_register_smem_bytes(c.tpr, op.red_floats), 48 * 1024)
+          << "static shared memory";
+      EXPECT_LE(c.vecs * 4 * op.n_in + kRowRegisterBudgetSlack,
+                65536 / (c.tpr * row_cluster_register_ctas_per_sm(c.tpr)))
+          << "packed values fit";
+      EXPECT_EQ(op.n_cols, 0);
       break;
     }
     case RowPolicy::kStaged: {
@@ -177,7 +208,8 @@ TEST(RowPlan, EveryPlanWithinLimits) {
 }
 
 TEST(RowPlan, EveryForcedConfigWithinLimits) {
-  for (const RowOpInfo& op : {fwd_info(), bwd_info(), ln_fwd_info(1)})
+  for (const RowOpInfo& op : {fwd_info(), bwd_info(), ln_fwd_info(1), ce_fwd_info(0),
+                              ce_fwd_info(1)})
     for (DType t : {DType::kBFloat16, DType::kFloat32})
       for (int64_t N : sweep_ns())
         for (int c = 0; c <= kRowConfigCount; ++c) {
@@ -188,7 +220,8 @@ TEST(RowPlan, EveryForcedConfigWithinLimits) {
             ASSERT_LT(c, kRowConfigCount);
             EXPECT_FALSE(pr.vec_ok &&
                          row_config_usable(kRowConfigs[c], op.n_in, op.red_floats, op.n_cols,
-                                           dtype_size(t), op.n_acc, dtype_size(pr.vec)) &&
+                                           dtype_size(t), op.n_acc, dtype_size(pr.vec), -1,
+                                           op.late_cols, op.n_out, op.trial_configs) &&
                          row_config_takes(c, pr.M, N * dtype_size(t)))
                 << kRowConfigs[c].name << " N=" << N;
             continue;
@@ -196,6 +229,37 @@ TEST(RowPlan, EveryForcedConfigWithinLimits) {
           EXPECT_EQ(plan.config, c == kRowConfigCount ? -1 : c);
           check_plan(op, pr, plan);
         }
+}
+
+// Entries under trial are compiled for cross-entropy's forwards and reached only when forced:
+// the plan keeps its choice (the ring at 64-512 KB rows).
+TEST(RowPlan, TrialEntriesNeverPlanned) {
+  for (int n_out : {0, 1}) {
+    const RowOpInfo op = ce_fwd_info(n_out);
+    for (DType t : {DType::kBFloat16, DType::kFloat32})
+      for (int64_t N : sweep_ns()) {
+        const RowProblem pr = problem(16384, N, t);
+        const RowPlan plan = plan_row(op, pr);
+        check_plan(op, pr, plan);
+        if (plan.config >= 0) EXPECT_FALSE(kRowConfigs[plan.config].trial) << name_of(plan);
+      }
+    EXPECT_EQ(name_of(plan_row(op, problem(16384, 131072, DType::kBFloat16))),
+              "ring-t1024v4-s3-x4");
+    EXPECT_EQ(name_of(plan_row(op, problem(8192, 262144, DType::kBFloat16))),
+              "ring-t1024v4-s3-x8");
+  }
+  // Forced: QuACK's clusters for bf16 131072 and 262144 (32 KB per CTA).
+  int cl = -1;
+  for (int i = 0; i < kRowConfigCount; ++i)
+    if (std::string(kRowConfigs[i].name) == "cl-t256v8") cl = i;
+  ASSERT_GE(cl, 0);
+  EXPECT_EQ(name_of(plan_row(ce_fwd_info(0), problem(16384, 131072, DType::kBFloat16), cl)),
+            "cl-t256v8-x8");
+  EXPECT_EQ(name_of(plan_row(ce_fwd_info(1), problem(8192, 262144, DType::kBFloat16), cl)),
+            "cl-t256v8-x16");
+  EXPECT_EQ(plan_row(fwd_info(), problem(16384, 131072, DType::kBFloat16), cl).policy,
+            RowPolicy::kNone)
+      << "not compiled for ops that do not ask";
 }
 
 TEST(RowPlan, EmptyAndUnalignedInputs) {

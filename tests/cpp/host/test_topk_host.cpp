@@ -15,6 +15,7 @@
 #include "quack/topk.h"
 #include "reference/topk_ref.h"
 #include "topk/topk_internal.h"
+#include "topk/topk_networks.h"
 #include "topk/topk_plan.h"
 
 namespace quack {
@@ -356,6 +357,97 @@ TEST(TopkPlan, BenchmarkShapes) {
     pr.x = DType::kFloat32;
     EXPECT_EQ(plan_topk(pr).packed_bits, 64);
   }
+}
+
+TEST(TopkPlan, BitonicForced) {
+  using detail::TopkPath;
+  int checked = 0;
+  for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
+    for (int64_t n : {1, 7, 8, 64, 100, 1000, 1024, 2048, 4088, 4096, 4104})
+      for (int64_t k : {1, 5, 8, 9, 16, 32, 33})
+        for (bool vec : {true, false})
+          for (int e : {0, 16, 32, 64, 128}) {
+            if (k > n) continue;
+            detail::TopkProblem pr;
+            pr.M = 1000;
+            pr.N = n;
+            pr.k = k;
+            pr.x = t;
+            pr.vec_ok = vec;
+            const bool ok = dtype_size(t) == 2 && vec && n <= 4096 && k <= 32;
+            EXPECT_EQ(detail::topk_bitonic_ok(pr), ok);
+            const detail::TopkPlan p = detail::plan_topk(pr, 0, TopkPath::kBitonic, e);
+            // Not the default: the plan's own path unless forced.
+            EXPECT_NE(detail::plan_topk(pr).path, TopkPath::kBitonic);
+            if (!ok) {
+              EXPECT_NE(p.path, TopkPath::kBitonic);
+              continue;
+            }
+            ++checked;
+            ASSERT_EQ(p.path, TopkPath::kBitonic);
+            EXPECT_TRUE(p.list == 8 || p.list == 16 || p.list == 32);
+            EXPECT_GE(p.list, k);
+            EXPECT_TRUE(p.elems == 16 || p.elems == 32 || p.elems == 64 || p.elems == 128)
+                << p.elems;
+            EXPECT_GE(p.elems, p.list);
+            EXPECT_GE(p.threads_per_row, 1);
+            EXPECT_LE(p.threads_per_row, 32);
+            EXPECT_EQ(p.threads_per_row & (p.threads_per_row - 1), 0);
+            EXPECT_GE(static_cast<int64_t>(p.threads_per_row) * p.elems, n);
+            EXPECT_EQ(p.threads, detail::kTopkBitonicThreads);
+            EXPECT_EQ(p.rows_per_cta * p.threads_per_row, detail::kTopkBitonicThreads);
+            EXPECT_EQ(p.grid, (pr.M + p.rows_per_cta - 1) / p.rows_per_cta);
+            EXPECT_EQ(p.packed_bits, 32);
+            if (e >= p.list && e >= 16 && 32 * e >= n) EXPECT_EQ(p.elems, e);
+          }
+  EXPECT_GT(checked, 100);
+  // The shapes: QuACK's geometry (16 threads × 64 at 1024, 32 × 128 at 4096).
+  detail::TopkProblem pr;
+  pr.M = 65536;
+  pr.N = 1024;
+  pr.k = 8;
+  pr.x = DType::kBFloat16;
+  pr.vec_ok = true;
+  detail::TopkPlan p = detail::plan_topk(pr, 0, TopkPath::kBitonic);
+  EXPECT_EQ(p.threads_per_row, 16);
+  EXPECT_EQ(p.elems, 64);
+  pr.N = 4096;
+  pr.k = 32;
+  p = detail::plan_topk(pr, 0, TopkPath::kBitonic);
+  EXPECT_EQ(p.threads_per_row, 32);
+  EXPECT_EQ(p.elems, 128);
+  char buf[96];
+  EXPECT_STREQ(detail::topk_plan_name(p, buf, sizeof(buf)), "bitonic-k32-e128-t32");
+}
+
+/// Every 0/1 input of n ≤ 16 keys (and random inputs of 32) comes out sorted (0-1 principle).
+template <int N>
+void check_network() {
+  uint64_t state = 12345;
+  const int64_t trials = N <= 16 ? (int64_t{1} << N) : 200000;
+  for (int64_t m = 0; m < trials; ++m) {
+    for (bool asc : {true, false}) {
+      uint32_t v[N];
+      for (int i = 0; i < N; ++i) {
+        if (N <= 16) {
+          v[i] = static_cast<uint32_t>((m >> i) & 1);
+        } else {
+          state = state * 6364136223846793005ull + 1442695040888963407ull;
+          v[i] = static_cast<uint32_t>(state >> 59);  // few distinct keys: ties
+        }
+      }
+      if (asc) detail::TopkNetwork<N>::template sort<true>(v);
+      else detail::TopkNetwork<N>::template sort<false>(v);
+      for (int i = 0; i + 1 < N; ++i)
+        ASSERT_TRUE(asc ? v[i] <= v[i + 1] : v[i] >= v[i + 1]) << "n " << N << " input " << m;
+    }
+  }
+}
+
+TEST(TopkNetworks, SortEveryInput) {
+  check_network<8>();
+  check_network<16>();
+  check_network<32>();
 }
 
 TEST(TopkPlan, SharedMemoryLayout) {

@@ -1,0 +1,119 @@
+// Row policy for long rows with each CTA's slice in registers, not persistent
+// (RowPolicy::kClusterRegister): QuACK 0.2.0's cross-entropy geometry (quack/cross_entropy.py,
+// quack/reduce.py online_softmax_reduce), the op's math from its traits.
+//
+// Why: the ring policy (policy_ring.cuh) runs one persistent 1024-thread CTA per SM through
+// each row in lockstep (wait for the stage, fold, cluster all-reduce, barrier, refill), so an
+// SM's memory requests follow its row loop: for an op that only reads (cross-entropy's loss)
+// the read rate stays where a read + write op's is (H200 bf16 16384 x 131072: 2.05 TB/s).
+// Here every CTA is one (row, cluster rank) pair with 16-byte loads straight into registers
+// (no bulk copies, no L2 prefetch), and up to 1024 / kTpr CTAs per SM (64 registers; ops
+// that spill there 768 / kTpr) are at different phases of their rows, so one CTA's reduction
+// and exchange overlap the others' loads, as in QuACK's kernel (3.81 TB/s on the same shape).
+//
+// Thread -> data: grid = M x cluster_n (cluster_n: runtime, ≤ kRowMaxCluster, from the row
+// length; 1 = no cluster); CTA b works on row b / cluster_n as rank b % cluster_n. The row's R
+// 16-byte vectors are split into cluster_n slices of S = ceil(R / cluster_n) ≤ kTpr·kVecs
+// vectors (the ring's balanced split); CTA `rank` owns vectors [rank·S, min(R, rank·S + S)) of
+// every input stream, thread t the vectors j·kTpr + t (j < kVecs) of that slice. Per CTA: every
+// load issued first (evict-first, packed), the per-row inputs, the traits' fold, the all-reduce
+// (ClusterRowReducer: warps, then one st.async exchange between the cluster's CTAs), finish,
+// then the outputs from the registers (evict-first 16-byte stores).
+// Exit: a CTA leaves once every peer's partials are in its shared memory; its own st.async
+// writes go to peers that are still waiting for them, so no CTA's shared memory is accessed
+// after it exits (no trailing cluster barrier, as QuACK's).
+// Shared memory: the reducer's slots and mbarriers (static, row_cluster_register_smem_bytes).
+// Host-checked (plan_row): every stream in its instance dtype (D), unit column stride, 16-byte
+// aligned base and row stride, N a multiple of the vector; M·cluster_n < 2^31 CTAs; no
+// per-column vectors, no column accumulations.
+#pragma once
+
+#include "common/cluster.cuh"
+#include "common/vec.cuh"
+#include "row/op_traits.cuh"
+#include "row/row_config.h"
+#include "row/row_params.h"
+#include "row/row_reduce.cuh"
+#include "row/row_views.cuh"
+
+namespace quack::detail {
+
+/// CTAs per SM of the kernel's __launch_bounds__: 1024 threads (64 registers), or 768 for ops
+/// whose per-element math spills there (Op::kFullSm false: cross-entropy's fwd+dx spilled 4
+/// bytes at 64 registers with 8 vectors per thread).
+template <class Op>
+__host__ __device__ constexpr int row_cluster_register_min_ctas(int tpr) {
+  const int threads = Op::kFullSm ? 1024 : 768;
+  return tpr >= threads ? 1 : threads / tpr;
+}
+
+template <class Op, class D, int kTpr, int kVecs>
+__global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
+    row_cluster_register_kernel(const __grid_constant__ RowParams p) {
+  if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
+  static_assert(!Op::kColShift && Op::kCols == 0, "per-column vectors: other policies");
+  static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
+  constexpr int kIn = Op::kIn, kOut = Op::kOut;
+  constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector
+  constexpr int kWarps = kTpr / 32;
+  using R = typename Op::Red;
+  using Reducer = ClusterRowReducer<kWarps, kRowMaxCluster, R>;
+  static_assert(static_cast<int64_t>(Reducer::kBytes) ==
+                    row_cluster_register_smem_bytes(kTpr, R::kFloats),
+                "row_config.h's size");
+  __shared__ __align__(16) unsigned char red_smem[Reducer::kBytes];
+  const Reducer reducer(red_smem);
+
+  const int cluster_n = p.g.cluster_n;
+  const int rank = cluster_n > 1 ? static_cast<int>(blockIdx.x % cluster_n) : 0;
+  const int64_t row = blockIdx.x / cluster_n;  // < M: grid = M x cluster_n
+  const int t = threadIdx.x;
+  const int row_vecs = static_cast<int>(p.g.cols / kVec);
+  const int per_cta = (row_vecs + cluster_n - 1) / cluster_n;  // S ≤ kTpr·kVecs (host-checked)
+  const int slice_vecs = max(0, min(per_cta, row_vecs - rank * per_cta));
+  const int n = slice_vecs - t;  // vector j·kTpr of this thread exists when j·kTpr < n
+  const int64_t col_t = int64_t{rank} * per_cta * kVec + int64_t{t} * kVec;  // first column
+
+  if (cluster_n > 1) {
+    if (t == 0) reducer.init();  // fences the mbarrier inits for the cluster
+    __syncthreads();
+    cluster_arrive_relaxed();  // waited on before the exchange
+  }
+
+  RowInRegs<Op, D, kVecs> xv;
+  row_for<kIn>([&](auto S) {
+    constexpr int s = decltype(S)::value;
+    using T = row_in_t<D, s>;
+    const bool present = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
+    const T* src =
+        present ? static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col_t : nullptr;
+#pragma unroll
+    for (int j = 0; j < kVecs; ++j) {
+      if (j * kTpr < n) {
+        if (present) xv.template load<s, Cache::kStream>(j, src + j * kTpr * kVec);
+        else xv.template zero<s>(j);
+      }
+    }
+  });
+  const typename Op::RowIn rin = Op::load_row(p, row);
+  const RegisterView<Op, D, kVecs, kTpr> view{xv, n, col_t, NoCols{}};
+  const auto part = Op::reduce(p, rin, view);
+  if (cluster_n > 1) cluster_wait();  // every peer's mbarriers are initialised
+  const auto total = reducer.allreduce(part, 0, cluster_n, rank);
+  const typename Op::Row rr = Op::finish(p, rin, total, row, rank == 0 && t == 0);
+  if constexpr (kOut > 0) {
+    void* dst[row_dim(kOut)];
+    out_ptrs<Op, D>(p, row, col_t, dst);
+#pragma unroll
+    for (int j = 0; j < kVecs; ++j) {
+      if (j * kTpr < n) {
+        const int64_t off = int64_t{j} * kTpr * kVec;
+        float x[kIn][kVec], v[1][kVec];
+        xv.unpack_all(j, x);
+        apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
+      }
+    }
+  }
+}
+
+}  // namespace quack::detail

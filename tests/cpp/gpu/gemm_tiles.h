@@ -1,0 +1,38 @@
+// Tile parameters of the fused-epilogue GPU tests (test_gemm_act.cpp, test_gemm_gated.cpp): the
+// QUACK_GEMM_TILE_N value each instantiation forces, its name, and whether an instance of that
+// tile is compiled for the epilogues under test (the 128x192 pingpong instances of the fused
+// epilogues, and gemm_dgated's pingpong ones, are candidates of src/gemm/sm90/instances_ab.txt,
+// built with -DQUACK_GEMM_AB_INSTANCES=ON; a tile not compiled would silently rerun the
+// group's default, so those instantiations skip instead).
+#pragma once
+
+#include <cstring>
+#include <initializer_list>
+#include <string>
+
+#include "gemm/gemm_instances.h"
+
+namespace quack::test {
+
+/// The QUACK_GEMM_TILE_N values of the tile instantiations: cooperative 128x256, pingpong
+/// 128x128, pingpong 128x192.
+inline constexpr const char* kFusedTiles[] = {"256", "128", "192"};
+
+/// The instantiation's name of a QUACK_GEMM_TILE_N value.
+inline std::string fused_tile_name(const char* key) {
+  const std::string k(key);
+  return k == "256" ? "Coop128x256" : k == "128" ? "Pingpong128x128" : "Pingpong128x192";
+}
+
+/// Whether the bf16 instance of tile key `key` (QUACK_GEMM_TILE_N) is compiled for any of
+/// `epilogues` (the default 128x256 always is).
+inline bool fused_tile_compiled(const char* key, std::initializer_list<detail::GemmEpilogue> epilogues) {
+  const std::string k(key);
+  const char* tile = k == "256" ? "128x256" : k == "128" ? "128x128pp" : "128x192pp";
+  for (const detail::GemmInstance& i : detail::kGemmInstances)
+    for (detail::GemmEpilogue e : epilogues)
+      if (i.epilogue == e && i.ab == DType::kBFloat16 && std::strcmp(i.tile, tile) == 0) return true;
+  return false;
+}
+
+}  // namespace quack::test

@@ -1,0 +1,407 @@
+// Tier 2: the training pair cross_entropy_fwd (dx, dx_state, dx_predict) ->
+// cross_entropy_train_bwd on the device against the float64 reference (cross_entropy_ref.h).
+// Skips without a GPU.
+//
+//   CeTrain.Sequences     grad_output 1, 0.5, 0.5, 1, 0.5 with the prediction word left as each
+//                         backward sets it: both predictions (dx written and used as it is,
+//                         dx not written and recomputed) and both mispredictions (dx written
+//                         then rescaled, dx not written with grad_output 1), for every option
+//                         (reduction, ignore_index, label smoothing, z-loss, class weights,
+//                         class weights with smoothing, softcap), fp32 / bf16 / fp16, V with a
+//                         tail (general policy) and long rows (ring policy).
+//   CeTrain.ForcedWord    the word forced to 0 and 1 before each forward.
+//   CeTrain.InPlace       dx = x (inplace_backward): x untouched where dx was not written.
+//   CeTrain.OutOfPlace    dx_out given (a retained graph): the forward's dx and state untouched.
+//   CeTrain.ForcedConfigs the forward's gate closed and open on every entry of the row
+//                         skeleton's table and the general policy.
+//   CeTrain.Empty         M = 0.
+// Each step poisons dx (and dx_out, dx_state) with NaN first; where the forward did not write
+// dx its bytes must still be the poison.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cross_entropy/cross_entropy_internal.h"
+#include "cross_entropy/cross_entropy_params.h"
+#include "gpu/cross_entropy_runner.h"
+#include "gpu/gpu_util.h"
+#include "row/row_config.h"
+
+namespace quack::test {
+namespace {
+
+using detail::kRowConfigCount;
+using detail::kRowConfigs;
+using detail::RowPolicy;
+
+struct TrainCase {
+  int64_t M = 37, V = 4096;
+  DType x = DType::kBFloat16;
+  Reduction red = Reduction::kMean;
+  double eps = 0.0, zs = 0.0, cap = 0.0;
+  bool weight = false;
+  bool inplace = false;   // dx = x
+  bool out_of_place = false;  // dx_out given
+  double ignore_frac = 0.3;
+  uint64_t seed = 7;
+};
+
+std::string train_name(const TrainCase& c) {
+  std::string s = "M=" + std::to_string(c.M) + " V=" + std::to_string(c.V) + " " +
+                  short_name(c.x) + (c.red == Reduction::kMean ? " mean" : " sum");
+  if (c.eps > 0) s += " eps=" + std::to_string(c.eps);
+  if (c.zs > 0) s += " zs=" + std::to_string(c.zs);
+  if (c.cap > 0) s += " cap=" + std::to_string(c.cap);
+  if (c.weight) s += " weight";
+  if (c.inplace) s += " inplace";
+  if (c.out_of_place) s += " dx_out";
+  return s;
+}
+
+bool all_poison(const DeviceTensor& d) {
+  for (unsigned char b : download_bytes(d))
+    if (b != 0xFF) return false;
+  return true;
+}
+
+int32_t read_word(const DeviceBuffer& w) {
+  int32_t v = -1;
+  EXPECT_EQ(cudaMemcpy(&v, w.get(), 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  return v;
+}
+
+void write_word(const DeviceBuffer& w, int32_t v) {
+  EXPECT_EQ(cudaMemcpy(w.get(), &v, 4, cudaMemcpyHostToDevice), cudaSuccess);
+}
+
+/// Runs forward + training backward once per entry of gs (grad_output), with the prediction
+/// word forced to forced[k] before step k where forced[k] ≥ 0 (else as the previous backward
+/// left it; 1 at the start), and checks every step.
+void run_sequence(const TrainCase& c, const std::vector<double>& gs,
+                  const std::vector<int>& forced = {}) {
+  SCOPED_TRACE(train_name(c));
+  const int64_t M = c.M, V = c.V;
+  Rng rng(c.seed);
+  CeCase cc;
+  cc.M = M;
+  cc.V = V;
+  cc.x = c.x;
+  cc.ignore_frac = c.ignore_frac;
+  const std::vector<int64_t> targets = ce_targets(rng, cc);
+  const std::vector<double> xv = random_values(rng, M * V, c.x, 0.0, 2.0);
+  DeviceTensor x = upload(xv, c.x, M, V);
+  const std::vector<double> xh = download(x);
+  DeviceTensor tg = upload_targets(targets, DType::kInt64);
+  std::vector<double> wh;
+  DeviceTensor w;
+  if (c.weight) {
+    wh = random_uniform(rng, V, DType::kFloat32, 0.25, 2.0);
+    w = upload_vector(wh, DType::kFloat32, V);
+  }
+  ref::CeOptions o;
+  o.ignore_index = -100;
+  o.reduction = static_cast<int>(c.red);
+  o.eps = c.eps;
+  o.zs = c.zs;
+  o.cap = c.cap;
+  o.weight = c.weight ? &wh : nullptr;
+  const ref::CeRef r = ref::cross_entropy_ref(M, V, xh.data(), targets.data(), o, true, nullptr);
+
+  DeviceBuffer word(4);
+  write_word(word, 1);
+  int32_t expect_word = 1;
+  DeviceTensor dx_own = alloc_tensor(c.x, M, V);
+  for (size_t k = 0; k < gs.size(); ++k) {
+    const double g = gs[k];
+    SCOPED_TRACE("step " + std::to_string(k) + " grad_output " + std::to_string(g));
+    if (k < forced.size() && forced[k] >= 0) {
+      write_word(word, forced[k]);
+      expect_word = forced[k];
+    }
+    const bool written = expect_word != 0;
+    if (c.inplace) upload_into(x, xh);  // the previous step's gradient overwrote it
+    else dx_own.poison();
+    const DeviceTensor& dx = c.inplace ? x : dx_own;
+    DeviceTensor loss = alloc_vector(DType::kFloat32, 1);
+    DeviceTensor lse = alloc_vector(DType::kFloat32, M);
+    DeviceTensor state = alloc_vector(DType::kFloat32, kCrossEntropyDxStateFloats);
+
+    CrossEntropyFwdArgs a;
+    a.x = x.ref;
+    a.target = tg.ref;
+    if (c.weight) a.weight = w.ref;
+    a.loss = loss.ref;
+    a.lse = lse.ref;
+    a.dx = dx.ref;
+    a.dx_state = state.ref;
+    a.dx_predict = TensorRef::vector(word.get(), DType::kInt32, 1, 0, 1);
+    a.reduction = c.red;
+    a.label_smoothing = static_cast<float>(c.eps);
+    a.z_loss_scale = static_cast<float>(c.zs);
+    a.logit_softcap = static_cast<float>(c.cap);
+    const size_t ws_bytes = cross_entropy_fwd_workspace_size(a);
+    DeviceBuffer ws(ws_bytes);
+    ws.poison();
+    a.workspace = ws.get();
+    a.workspace_bytes = ws_bytes;
+    cross_entropy_fwd(a, nullptr);
+    QUACK_CUDA_OK(cudaDeviceSynchronize());
+
+    const double tol = tolerance(DType::kFloat32);
+    const double got_loss = download(loss)[0];
+    if (std::isnan(r.loss)) {  // 'mean' with every row ignored
+      EXPECT_TRUE(std::isnan(got_loss)) << "loss " << got_loss << ", expected NaN";
+    } else {
+      EXPECT_NEAR(got_loss, r.loss, tol * std::fmax(std::fabs(r.loss), r.loss_terms) + 1e-30);
+    }
+    EXPECT_TRUE(close("lse", download(lse), r.lse, tol, 0, 0.0));
+    const std::vector<double> st = download(state);
+    const auto st_bytes = download_bytes(state);
+    EXPECT_EQ(st[detail::ce::kDxOn], written ? 1.0 : 0.0) << "the state records the prediction";
+    if (!written) {
+      if (c.inplace) {
+        EXPECT_EQ(download(x), xh) << "dx not written: x (= dx) untouched";
+      } else {
+        EXPECT_TRUE(all_poison(dx_own)) << "dx not written: its poison untouched";
+      }
+    } else {
+      EXPECT_TRUE(ce_close_rows("dx (forward)", download(dx), r.dx, M, V, tolerance(c.x),
+                                r.row_terms));
+    }
+    const auto dx_after_fwd = download_bytes(dx);
+
+    DeviceTensor go = upload_vector({g}, DType::kFloat32, 1);
+    DeviceTensor dx_out;
+    if (c.out_of_place) dx_out = alloc_tensor(c.x, M, V);
+    CrossEntropyTrainBwdArgs b;
+    b.x = x.ref;
+    b.target = tg.ref;
+    b.lse = lse.ref;
+    b.grad_output = go.ref;
+    if (c.weight) b.weight = w.ref;
+    b.dx = dx.ref;
+    b.dx_state = state.ref;
+    if (c.out_of_place) b.dx_out = dx_out.ref;
+    b.dx_predict = a.dx_predict;
+    b.label_smoothing = a.label_smoothing;
+    b.z_loss_scale = a.z_loss_scale;
+    b.logit_softcap = a.logit_softcap;
+    cross_entropy_train_bwd(b, nullptr);
+    QUACK_CUDA_OK(cudaDeviceSynchronize());
+
+    expect_word = g == 1.0 ? 1 : 0;
+    EXPECT_EQ(read_word(word), expect_word) << "the backward sets the word to (g == 1)";
+    EXPECT_EQ(download_bytes(state), st_bytes) << "the backward leaves the state";
+    const DeviceTensor& res = c.out_of_place ? dx_out : dx;
+    if (c.out_of_place) {
+      EXPECT_EQ(download_bytes(dx), dx_after_fwd) << "dx_out given: dx untouched";
+    } else if (written && g == 1.0) {
+      EXPECT_EQ(download_bytes(dx), dx_after_fwd) << "written, grad_output 1: dx untouched";
+    }
+    std::vector<double> ref_dx = r.dx, terms = r.row_terms;
+    for (double& v : ref_dx) v *= g;
+    for (double& v : terms) v *= std::fabs(g);
+    const std::vector<double> got = download(res);
+    // Written then rescaled: the forward's rounding, then the product's (bf16: 2 roundings).
+    const double rel = (written ? 2.0 : 1.0) * tolerance(c.x);
+    EXPECT_TRUE(ce_close_rows("dx", got, ref_dx, M, V, rel, terms));
+    for (int64_t i = 0; i < M; ++i) {
+      if (r.state[i] != 1) continue;
+      bool exact = true;
+      for (int64_t j = 0; j < V; ++j) exact = exact && got[i * V + j] == 0.0;
+      EXPECT_TRUE(exact) << "ignored row " << i << ": dx exactly 0";
+    }
+  }
+}
+
+// 1, 0.5, 0.5, 1, 0.5 from the initial word 1: written+1 (no pass), written+0.5 (rescale),
+// not written+0.5 (recompute), not written+1 (recompute), written+0.5 (rescale).
+const std::vector<double> kSteps = {1.0, 0.5, 0.5, 1.0, 0.5};
+
+class CeTrain : public GpuTest {};
+
+TEST_F(CeTrain, Sequences) {
+  for (DType dt : {DType::kBFloat16, DType::kFloat32, DType::kFloat16}) {
+    for (int64_t V : {4096, 1001}) {  // vector policy; a tail (general policy)
+      for (Reduction red : {Reduction::kMean, Reduction::kSum}) {
+        TrainCase c;
+        c.x = dt;
+        c.V = V;
+        c.red = red;
+        run_sequence(c, kSteps);
+        TrainCase o = c;  // smoothing + z-loss
+        o.eps = 0.1;
+        o.zs = 1e-3;
+        run_sequence(o, kSteps);
+        o = c;  // class weights + z-loss ('mean': two denominators)
+        o.weight = true;
+        o.zs = 1e-2;
+        run_sequence(o, kSteps);
+        o = c;  // class weights with smoothing (the weighted-smoothing instances)
+        o.weight = true;
+        o.eps = 0.2;
+        run_sequence(o, kSteps);
+        o = c;  // softcap (fp16: general policy)
+        o.cap = 20.0;
+        run_sequence(o, kSteps);
+      }
+    }
+  }
+}
+
+TEST_F(CeTrain, LongRows) {
+  TrainCase c;  // ring policy (clusters) for the forward; the backward's long-row plan
+  c.M = 5;
+  c.V = 131072;
+  run_sequence(c, kSteps);
+  c.M = 3;
+  c.V = 262144;
+  c.zs = 1e-3;
+  run_sequence(c, kSteps);
+  c.V = 262150;  // a tail: general policy with clusters
+  c.x = DType::kFloat32;
+  run_sequence(c, {0.5, 1.0, 1.0, 0.5});
+}
+
+TEST_F(CeTrain, ForcedWord) {
+  TrainCase c;
+  c.M = 64;
+  c.V = 2048;
+  run_sequence(c, {0.5, 1.0, 1.0, 0.5, 0.25}, {0, 1, 0, 1, 0});
+  c.red = Reduction::kSum;
+  c.ignore_frac = 1.0;  // every row ignored: dx exactly 0 on every path
+  run_sequence(c, {0.5, 1.0, 1.0, 0.5}, {0, 1, 0, 1});
+}
+
+TEST_F(CeTrain, InPlace) {
+  TrainCase c;
+  c.inplace = true;
+  run_sequence(c, kSteps);
+  c.x = DType::kFloat32;
+  c.V = 1001;
+  c.eps = 0.1;
+  run_sequence(c, kSteps);
+}
+
+TEST_F(CeTrain, OutOfPlace) {
+  TrainCase c;
+  c.out_of_place = true;
+  run_sequence(c, kSteps);
+  c.inplace = true;  // the logits hold dx; dx_out its own
+  c.zs = 1e-3;
+  run_sequence(c, kSteps);
+}
+
+// The forward's gate on every configuration of the skeleton's table (closed: no dx byte
+// written, loss and lse right; open: dx right), through the forced plan.
+// Shapes a forced configuration takes (bf16; test_cross_entropy.cpp's config_rows, fewer).
+std::vector<std::pair<int64_t, int64_t>> gate_rows(int config) {
+  const int64_t vec = 8;
+  if (config == kRowConfigCount) return {{5, 4097}, {3, 70001}};
+  const detail::RowConfig& k = kRowConfigs[config];
+  const int64_t chunk = k.chunk_bytes() / 2;
+  switch (k.policy) {
+    case RowPolicy::kRegister:
+      return {{2 * k.rows + 1, chunk}};
+    case RowPolicy::kLooped:
+      return {{3, 2 * chunk + chunk / 2 + vec}};
+    case RowPolicy::kRing:
+      return {{5, 3 * chunk - vec}, {3, 16 * chunk}};
+    default:
+      return {};
+  }
+}
+
+TEST_F(CeTrain, ForcedConfigs) {
+  int ran = 0;
+  for (int cfg = 0; cfg <= kRowConfigCount; ++cfg) {
+    const char* name = cfg < kRowConfigCount ? kRowConfigs[cfg].name : "general";
+    // Compiled for the forward with dx (one bf16 stream, a 4-float reduction)?
+    if (cfg < kRowConfigCount && !detail::row_config_usable(kRowConfigs[cfg], 1, 4, 0, 2))
+      continue;
+    for (const auto& [M, V] : gate_rows(cfg)) {
+      for (int on : {0, 1}) {
+        SCOPED_TRACE(std::string(name) + " M=" + std::to_string(M) + " V=" + std::to_string(V) +
+                     " word " + std::to_string(on));
+        Rng rng(static_cast<uint64_t>(cfg * 31 + V + on));
+        CeCase cc;
+        cc.M = M;
+        cc.V = V;
+        const std::vector<int64_t> targets = ce_targets(rng, cc);
+        DeviceTensor x = upload(random_values(rng, M * V, DType::kBFloat16, 0.0, 2.0),
+                                DType::kBFloat16, M, V);
+        const std::vector<double> xh = download(x);
+        DeviceTensor tg = upload_targets(targets, DType::kInt64);
+        ref::CeOptions o;
+        const ref::CeRef r =
+            ref::cross_entropy_ref(M, V, xh.data(), targets.data(), o, true, nullptr);
+        DeviceTensor dx = alloc_tensor(DType::kBFloat16, M, V);
+        DeviceTensor loss = alloc_vector(DType::kFloat32, 1);
+        DeviceTensor lse = alloc_vector(DType::kFloat32, M);
+        DeviceTensor state = alloc_vector(DType::kFloat32, kCrossEntropyDxStateFloats);
+        DeviceBuffer word(4);
+        write_word(word, on);
+        CrossEntropyFwdArgs a;
+        a.x = x.ref;
+        a.target = tg.ref;
+        a.loss = loss.ref;
+        a.lse = lse.ref;
+        a.dx = dx.ref;
+        a.dx_state = state.ref;
+        a.dx_predict = TensorRef::vector(word.get(), DType::kInt32, 1, 0, 1);
+        const size_t ws_bytes = cross_entropy_fwd_workspace_size(a);
+        DeviceBuffer ws(ws_bytes);
+        a.workspace = ws.get();
+        a.workspace_bytes = ws_bytes;
+        const detail::CeFwdCall call = detail::cross_entropy_fwd_call(a);
+        const detail::RowPlan plan = detail::plan_row_call(call.row, cfg);
+        EXPECT_NE(plan.policy, RowPolicy::kNone) << "the forced configuration does not take it";
+        if (plan.policy == RowPolicy::kNone) continue;
+        ++ran;
+        detail::run_cross_entropy_fwd(call, plan, nullptr);
+        QUACK_CUDA_OK(cudaDeviceSynchronize());
+        const double tol = tolerance(DType::kFloat32);
+        const double got_loss = download(loss)[0];
+        const double loss_tol = tol * std::fmax(std::fabs(r.loss), r.loss_terms) + 1e-30;
+        if (std::isnan(r.loss)) EXPECT_TRUE(std::isnan(got_loss));
+        else EXPECT_NEAR(got_loss, r.loss, loss_tol);
+        EXPECT_TRUE(close("lse", download(lse), r.lse, tol, 0, 0.0));
+        if (on) {
+          EXPECT_TRUE(ce_close_rows("dx", download(dx), r.dx, M, V,
+                                    tolerance(DType::kBFloat16), r.row_terms));
+        } else {
+          EXPECT_TRUE(all_poison(dx)) << "gate closed: dx untouched";
+        }
+      }
+    }
+  }
+  EXPECT_GT(ran, 4) << "configurations that took a case";
+}
+
+TEST_F(CeTrain, Empty) {
+  DeviceTensor x = alloc_tensor(DType::kBFloat16, 0, 4096);
+  DeviceTensor tg = alloc_vector(DType::kInt64, 0);
+  DeviceTensor lse = alloc_vector(DType::kFloat32, 0);
+  DeviceTensor state = alloc_vector(DType::kFloat32, kCrossEntropyDxStateFloats);
+  DeviceTensor go = upload_vector({0.5}, DType::kFloat32, 1);
+  DeviceBuffer word(4);
+  write_word(word, 1);
+  CrossEntropyTrainBwdArgs b;
+  b.x = x.ref;
+  b.target = tg.ref;
+  b.lse = lse.ref;
+  b.grad_output = go.ref;
+  b.dx = x.ref;
+  b.dx_state = state.ref;
+  b.dx_predict = TensorRef::vector(word.get(), DType::kInt32, 1, 0, 1);
+  cross_entropy_train_bwd(b, nullptr);
+  QUACK_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(read_word(word), 1) << "M = 0 launches nothing";
+}
+
+}  // namespace
+}  // namespace quack::test
