@@ -113,7 +113,10 @@ struct RowConfig {
 //  - ring-t1024v2-s6: one-stream ops whose per-column vector slices do not fit the registers
 //    at 4 vectors per thread (bf16 x with an fp32 weight and bias): 32 KB slices, 6 stages
 //    (the 192 KB in flight of ring-t1024v4-s3); unmeasured.
-//  - t1024v2-looped: RMSNorm's looped instance for rows beyond on-chip capacity.
+//  - t1024v2-looped: RMSNorm's looped instance for rows beyond on-chip capacity, and the rows
+//    beyond the register entries of ops without per-element outputs (cross-entropy's loss
+//    alone), for which plan_row skips the ring (bf16 131072 / 262144: 3.42 / 3.74 TB/s read,
+//    the ring 2.08 / 1.71).
 //  - staged-v4: RMSNorm's backward kernel (4 vectors per thread, 512-thread CTAs, two row
 //    blocks staged; bf16 4096-262144 at 0.83-0.94 x copy, fp32 at 0.93-1.0): the policy of ops
 //    with column accumulations; after the looped entry, so other ops take it only when forced.

@@ -155,6 +155,11 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
       if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt, op.n_acc, vec_elt,
                              in_words, op.late_cols, op.n_out, op.trial_configs))
         continue;
+      // Ops without per-element outputs (cross-entropy's loss alone) skip the ring: it walks
+      // one row at a time per SM, so a read-only op reads at half the copy rate (H200, bf16,
+      // kernel-only: ring-t1024v4-s3 2.08 / 1.71 TB/s at 16384 x 131072 / 8192 x 262144, the
+      // looped entry below 3.42 / 3.74, QuACK 0.2.0 3.81 / 3.35).
+      if (forced_config < 0 && c.policy == RowPolicy::kRing && op.n_out == 0) continue;
       if (c.policy == RowPolicy::kStaged) {
         RowGeometry g;
         int64_t smem = 0;
