@@ -46,10 +46,9 @@ struct TileQuery {
 ///   8192³ 0.984, 8192x128256x4096 1.000 (equal waves · area), 16384x14336x4096 1.005,
 ///   16384x28672x4096 1.005, 16384x4096x14336 1.031.
 /// So 1.06 picks 128x192 on all five LLM shapes, 1.0 only on 8192³, and any value below 0.98
-/// (or ≤ 0: the tile is left out) keeps 128x128 on all of them. The fused epilogues (act, dact,
-/// bias, gated) have no 128x192 instance in the default build (it spilled), so the constant
-/// does not touch them there; in the device A/B build (instances_ab.txt) they have one, and
-/// gemm_dgated pingpong ones, which this rule then picks as it does for gemm.
+/// (or ≤ 0: the tile is left out) keeps 128x128 on all of them. The bf16 act, dact and bias
+/// epilogues have 128x192 pingpong instances and follow gemm's choice; gated and dgated have
+/// none (spills: instances.txt), so they take 128x128 pingpong where the rule picks pingpong.
 inline constexpr double kRatePingpong192 = 1.06;
 
 /// Index into options[0, count) of the configuration to run; options[0] is the 128x256

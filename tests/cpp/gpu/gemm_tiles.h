@@ -1,9 +1,8 @@
 // Tile parameters of the fused-epilogue GPU tests (test_gemm_act.cpp, test_gemm_gated.cpp): the
 // QUACK_GEMM_TILE_N value each instantiation forces, its name, and whether an instance of that
-// tile is compiled for the epilogues under test (the 128x192 pingpong instances of the fused
-// epilogues, and gemm_dgated's pingpong ones, are candidates of src/gemm/sm90/instances_ab.txt,
-// built with -DQUACK_GEMM_AB_INSTANCES=ON; a tile not compiled would silently rerun the
-// group's default, so those instantiations skip instead).
+// tile is compiled for the epilogues under test (gated and dgated have no 128x192 pingpong
+// instance; a tile not compiled would silently rerun the group's default, so those
+// instantiations skip instead).
 #pragma once
 
 #include <cstring>
