@@ -474,7 +474,9 @@ TEST(TopkPlan, BitonicForced) {
             EXPECT_EQ(p.rows_per_cta * p.threads_per_row, detail::kTopkBitonicThreads);
             EXPECT_EQ(p.grid, (pr.M + p.rows_per_cta - 1) / p.rows_per_cta);
             EXPECT_EQ(p.packed_bits, 32);
-            if (e >= p.list && e >= 16 && 32 * e >= n) EXPECT_EQ(p.elems, e);
+            if (e >= p.list && e >= 16 && 32 * e >= n) {
+              EXPECT_EQ(p.elems, e);
+            }
           }
   EXPECT_GT(checked, 100);
   // The shapes: QuACK's geometry (16 threads × 64 at 1024, 32 × 128 at 4096).
