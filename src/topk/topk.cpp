@@ -2,8 +2,6 @@
 #include "quack/topk.h"
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -150,19 +148,8 @@ TopkCall topk_fwd_call(const TopkFwdArgs& a, int sm_count_override) {
   pr.vec_ok = topk_vec_ok(a.x);
   if (M > 0 && k > 0)
     pr.sm_count = sm_count_override >= 0 ? sm_count_override : device_sm_count(dev, fn);
-  c.plan = plan_topk(pr, 0, topk_env_path());
+  c.plan = plan_topk(pr);
   return c;
-}
-
-TopkPath topk_env_path() {
-  static const TopkPath path = [] {
-    const char* v = std::getenv("QUACK_TOPK_PATH");
-    if (v == nullptr) return TopkPath::kNone;
-    if (std::strcmp(v, "bitonic") == 0) return TopkPath::kBitonic;
-    if (std::strcmp(v, "queue") == 0) return TopkPath::kQueue;
-    return TopkPath::kNone;
-  }();
-  return path;
 }
 
 void topk_run_call(const TopkCall& c, void* workspace, size_t workspace_bytes,
@@ -216,7 +203,7 @@ size_t call_workspace_size(const TopkCall& c) {
 }  // namespace detail
 
 size_t topk_fwd_workspace_size(const TopkFwdArgs& args) {
-  // The path (queue or sort) does not depend on the device's SM count: no query for it.
+  // The path (bitonic, queue or sort) does not depend on the device's SM count: no query for it.
   return detail::call_workspace_size(detail::topk_fwd_call(args, /*sm_count=*/1));
 }
 

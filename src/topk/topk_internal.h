@@ -43,10 +43,6 @@ void topk_queue_f32_p64(const TopkPlan&, const TopkParams&, cudaStream_t, const 
 void topk_bitonic_bf16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
 void topk_bitonic_f16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
 
-/// The path the environment forces: QUACK_TOPK_PATH=bitonic → kBitonic, queue → kQueue,
-/// unset or anything else → kNone (the plan's own). Read once per process.
-TopkPath topk_env_path();
-
 /// The sort path (topk_sort.cu): workspace bytes for (M, N) rows of `x` dtype, and the run.
 size_t topk_sort_workspace_size(int64_t M, int64_t N, DType x, const char* where);
 void topk_sort_run(const TopkParams& p, DType x, void* workspace, size_t workspace_bytes,

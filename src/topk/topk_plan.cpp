@@ -53,11 +53,17 @@ bool topk_bitonic_ok(const TopkProblem& pr) {
          pr.k <= kTopkBitonicMaxK;
 }
 
+bool topk_bitonic_planned(const TopkProblem& pr) {
+  return topk_bitonic_ok(pr) && pr.k <= kTopkBitonicPlanMaxK && pr.N <= kTopkBitonicPlanMaxN;
+}
+
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path,
                    int forced_elems) {
   TopkPlan plan;
   if (pr.M <= 0 || pr.k <= 0 || pr.N <= 0) return plan;
   if (forced_path == TopkPath::kBitonic && topk_bitonic_ok(pr))
+    return plan_topk_bitonic(pr, forced_elems);
+  if (forced_path != TopkPath::kQueue && forced_warps <= 0 && topk_bitonic_planned(pr))
     return plan_topk_bitonic(pr, forced_elems);
   if (pr.k > kTopkQueueMaxK) {
     plan.path = TopkPath::kSort;

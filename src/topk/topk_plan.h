@@ -7,8 +7,9 @@
 //   kSort   k > kTopkQueueMaxK: CUB's segmented radix sort of each row (topk_sort.cu) in a
 //           workspace, then an epilogue kernel.
 //   kBitonic 16-bit x, 16-byte loads, N ≤ kTopkBitonicMaxN, k ≤ kTopkBitonicMaxK: the register
-//           kernel (topk_bitonic_kernel.cuh), T threads per row, E elements per thread; taken
-//           only when forced (plan_topk's forced_path, QUACK_TOPK_PATH=bitonic) until measured.
+//           kernel (topk_bitonic_kernel.cuh), T threads per row, E elements per thread. The plan
+//           takes it by topk_bitonic_planned (k ≤ kTopkBitonicPlanMaxK, N ≤
+//           kTopkBitonicPlanMaxN); plan_topk's forced_path takes it anywhere in its range.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +34,15 @@ inline constexpr int kTopkBufEntries = 64;  // per-warp shared buffer of accepte
 inline constexpr int kTopkBitonicMaxN = 4096;
 inline constexpr int kTopkBitonicMaxK = 32;
 inline constexpr int kTopkBitonicThreads = 128;  // threads per CTA: 128 / T rows
+
+// The plan's bitonic class (provisional): 16-bit x with 16-byte loads, k ≤ 16, N ≤ 2048, i.e.
+// lists of 8 or 16 and at most 64 elements per thread. Source: H200, bf16, kernel-only
+// (quack-bench topk --config all, TB/s of x read): 65536×1024 k = 8, bitonic-k8-e64-t16 1.385
+// vs the best queue plan (queue-q32-p32-vec-w1r4) 0.820 (1.69×); 65536×4096 k = 32,
+// bitonic-k32-e128-t32 0.605 vs queue w1r4 0.639 (the queue 5% ahead). The grid N ∈ {1024,
+// 2048, 4096} × k ∈ {8, 16, 32} decides the final bounds.
+inline constexpr int kTopkBitonicPlanMaxK = 16;
+inline constexpr int kTopkBitonicPlanMaxN = 2048;
 
 enum class TopkPath : int { kNone = 0, kQueue = 1, kSort = 2, kBitonic = 3 };
 
@@ -65,11 +75,17 @@ struct TopkPlan {
 /// Whether the bitonic kernel takes the problem (16-bit x, vector loads, N and k in range).
 bool topk_bitonic_ok(const TopkProblem& pr);
 
-/// The plan for problem `pr` (M = 0 or k = 0: kNone). forced_warps > 0 (a power of 2 ≤
-/// kTopkMaxWarpsPerRow) sets the queue kernel's warps per row instead of the heuristic (tests,
-/// benchmarks). forced_path kQueue / kBitonic picks that kernel where it applies
-/// (topk_bitonic_ok; k ≤ kTopkQueueMaxK for kQueue), else the plan's own; forced_elems > 0 (16,
-/// 32, 64 or 128) sets the bitonic kernel's elements per thread where T·E ≥ N and E ≥ K.
+/// Whether the plan picks the bitonic kernel unforced: topk_bitonic_ok(pr), k ≤
+/// kTopkBitonicPlanMaxK and N ≤ kTopkBitonicPlanMaxN (the measured class above).
+bool topk_bitonic_planned(const TopkProblem& pr);
+
+/// The plan for problem `pr` (M = 0 or k = 0: kNone): kBitonic where topk_bitonic_planned, else
+/// kQueue for k ≤ kTopkQueueMaxK, else kSort. forced_warps > 0 (a power of 2 ≤
+/// kTopkMaxWarpsPerRow) sets the queue kernel's warps per row instead of the heuristic and
+/// implies the queue kernel (tests, benchmarks). forced_path kQueue / kBitonic picks that
+/// kernel where it applies (topk_bitonic_ok; k ≤ kTopkQueueMaxK for kQueue), else the plan's
+/// own; forced_elems > 0 (16, 32, 64 or 128) sets the bitonic kernel's elements per thread
+/// where T·E ≥ N and E ≥ K.
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0,
                    TopkPath forced_path = TopkPath::kNone, int forced_elems = 0);
 

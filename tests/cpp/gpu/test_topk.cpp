@@ -10,10 +10,14 @@
 //   TopkPlans     every warps-per-row count (1..16) and the element path forced on one shape.
 //   TopkBitonic   the register (bitonic) kernel forced with each elements-per-thread count,
 //                 every list size, crafted data and softmax modes. TopkShapes, TopkData and
-//                 TopkSoftmax run every case twice: the plan's path and the bitonic kernel
-//                 forced (where it applies: 16-bit x, 16-byte rows, N ≤ 4096, k ≤ 32).
+//                 TopkSoftmax run every case twice: the queue kernel forced (the sort path
+//                 for k > 256) and the bitonic kernel forced (where it applies: 16-bit x,
+//                 16-byte rows, N ≤ 4096, k ≤ 32), so both kernels keep every case whichever
+//                 the plan picks; the plan's own path (the bitonic rule: k ≤ 16, N ≤ 2048)
+//                 runs in TopkPlanRule, TopkLayouts and TopkBackward.
 //   TopkLayouts   strided and misaligned x, strided values / indices (nothing written
-//                 outside them), fp32 values from bf16 x and bf16 values from fp32 x.
+//                 outside them), fp32 values from bf16 x and bf16 values from fp32 x, at a
+//                 queue shape and at a shape of the bitonic rule.
 //   TopkSoftmax   kSelected and kRow (with lse), every dtype, on the queue and sort paths.
 //   TopkBackward  kNone, kSelected, kRow against topk_bwd_reference on the forward's outputs;
 //                 out-of-range indices skipped.
@@ -53,6 +57,7 @@ struct TopkCase {
   int forced_warps = 0;       // > 0: plan_topk(problem, forced_warps)
   bool element_path = false;  // force the element-at-a-time loads
   bool bitonic = false;       // plan_topk(problem, 0, kBitonic, forced_elems) where it applies
+  bool queue = false;         // plan_topk(problem, forced_warps, kQueue) (k ≤ 256)
   int forced_elems = 0;
   uint64_t seed = 1;
 };
@@ -65,7 +70,8 @@ std::string case_name(const TopkCase& c) {
          " data=" + std::to_string(static_cast<int>(c.data)) +
          (c.forced_warps ? " W=" + std::to_string(c.forced_warps) : "") +
          (c.element_path ? " element-path" : "") +
-         (c.bitonic ? " bitonic E=" + std::to_string(c.forced_elems) : "");
+         (c.bitonic ? " bitonic E=" + std::to_string(c.forced_elems) : "") +
+         (c.queue ? " queue" : "");
 }
 
 /// Host values of x (dense row-major), exact in c.x.
@@ -207,9 +213,13 @@ TopkRun run_case(const TopkCase& c) {
   a.softmax = c.softmax;
   detail::TopkCall call = detail::topk_fwd_call(a);
   if (c.element_path) call.problem.vec_ok = false;
-  if (c.forced_warps > 0 || c.element_path)
-    call.plan = detail::plan_topk(call.problem, c.forced_warps);
-  const bool bitonic = c.bitonic && detail::topk_bitonic_ok(call.problem);
+  if (c.forced_warps > 0 || c.element_path || c.queue)
+    call.plan = detail::plan_topk(call.problem, c.forced_warps,
+                                  c.queue ? TopkPath::kQueue : TopkPath::kNone);
+  // The bitonic kernel: forced where it applies, or the plan's rule when nothing is forced.
+  const bool bitonic = c.bitonic ? detail::topk_bitonic_ok(call.problem)
+                                 : !c.queue && c.forced_warps == 0 &&
+                                       detail::topk_bitonic_planned(call.problem);
   if (c.bitonic)
     call.plan = detail::plan_topk(call.problem, 0, TopkPath::kBitonic, c.forced_elems);
   r.plan = call.plan;
@@ -277,7 +287,8 @@ const std::vector<Mnk> kShapes = {
     {3, 1000, 1000},  {0, 4096, 8},    {4, 0, 0},      {4, 16, 0},     {300, 512, 16}};
 const DType kDtypes[] = {DType::kBFloat16, DType::kFloat16, DType::kFloat32};
 
-using ShapeParam = std::tuple<int, int, bool, bool>;  // shape, dtype, largest, bitonic forced
+// shape, dtype, largest, bitonic forced (else the queue kernel forced)
+using ShapeParam = std::tuple<int, int, bool, bool>;
 class TopkShapes : public GpuTest, public ::testing::WithParamInterface<ShapeParam> {};
 
 TEST_P(TopkShapes, MatchesReference) {
@@ -291,6 +302,7 @@ TEST_P(TopkShapes, MatchesReference) {
   c.indices = si % 2 ? DType::kInt32 : DType::kInt64;
   c.largest = largest;
   c.bitonic = bitonic;
+  c.queue = !bitonic;
   c.seed = static_cast<uint64_t>(1000 * si + 10 * di + largest);
   const TopkRun r = run_case(c);
   // Dense rows of 16-byte multiples (or one row) take the vector loads; others the element path.
@@ -315,7 +327,7 @@ INSTANTIATE_TEST_SUITE_P(All, TopkShapes,
 
 // ------------------------------------------------------------------ crafted rows
 
-using DataParam = std::tuple<int, int, bool>;  // data kind, dtype, bitonic forced
+using DataParam = std::tuple<int, int, bool>;  // data kind, dtype, bitonic (else queue) forced
 class TopkData : public GpuTest, public ::testing::WithParamInterface<DataParam> {};
 
 TEST_P(TopkData, MatchesReference) {
@@ -335,6 +347,7 @@ TEST_P(TopkData, MatchesReference) {
       c.largest = largest;
       c.data = static_cast<Data>(data);
       c.bitonic = bitonic;
+      c.queue = !bitonic;
       c.seed = ++seed;
       run_case(c);
     }
@@ -415,6 +428,39 @@ TEST_F(TopkPlans, EveryWarpCountAndTheElementPath) {
           }
 }
 
+// ------------------------------------------------------------------ the plan's own path
+
+class TopkPlanRule : public GpuTest {};
+
+TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
+  // The plan unforced (run_case expects topk_bitonic_planned's path): the rule's edges
+  // (k = 16, N = 2048) and just past them, every softmax mode, int32 / int64 indices, largest
+  // and smallest, bf16 / fp16 / fp32 x.
+  const Mnk shapes[] = {{300, 2048, 16}, {130, 1024, 8}, {33, 2048, 17}, {9, 2056, 8},
+                        {5, 40, 16},     {7, 1000, 1}};
+  uint64_t seed = 8000;
+  int n = 0;
+  for (const Mnk& s : shapes)
+    for (DType t : kDtypes)
+      for (TopkSoftmax sm : {TopkSoftmax::kNone, TopkSoftmax::kSelected, TopkSoftmax::kRow}) {
+        TopkCase c;
+        c.M = s.M;
+        c.N = s.N;
+        c.k = s.k;
+        c.x = t;
+        c.values = n % 3 == 0 ? DType::kFloat32 : t;
+        c.indices = n % 2 ? DType::kInt32 : DType::kInt64;
+        c.softmax = sm;
+        c.lse = sm == TopkSoftmax::kRow;
+        c.largest = n % 4 < 2;
+        c.seed = ++seed;
+        ++n;
+        const TopkRun r = run_case(c);
+        const bool planned = dtype_size(t) == 2 && s.k <= 16 && s.N <= 2048;
+        EXPECT_EQ(r.plan.path, planned ? TopkPath::kBitonic : TopkPath::kQueue) << case_name(c);
+      }
+}
+
 // ------------------------------------------------------------------ layouts
 
 class TopkLayouts : public GpuTest {};
@@ -425,46 +471,52 @@ TEST_F(TopkLayouts, StridedAndMisaligned) {
     DType xt, vt;
     bool vec;  // the vector loads are expected
   };
-  const int64_t M = 6, N = 3001, k = 50;
-  Layout row_pad;  // rows padded to a multiple of 8 elements: vector-aligned
-  row_pad.row_stride = 3008;
-  Layout odd_stride;
-  odd_stride.row_stride = N + 3;
-  Layout col2;
-  col2.row_stride = 2 * N + 1;
-  col2.col_stride = 2;
-  Layout offset1;
-  offset1.row_stride = 3008;
-  offset1.offset = 1;
-  Layout out_strided;
-  out_strided.row_stride = k + 7;
-  Layout out_cols;
-  out_cols.row_stride = 2 * k + 3;
-  out_cols.col_stride = 2;
-  const L cases[] = {
-      {row_pad, {}, {}, DType::kBFloat16, DType::kBFloat16, true},
-      {odd_stride, out_strided, out_cols, DType::kBFloat16, DType::kFloat32, false},
-      {col2, out_cols, out_strided, DType::kFloat32, DType::kBFloat16, false},
-      {offset1, {}, {}, DType::kFloat16, DType::kFloat16, false},
-      {row_pad, out_cols, {}, DType::kFloat32, DType::kFloat16, true},
-  };
-  uint64_t seed = 4000;
-  for (const L& l : cases)
-    for (bool largest : {true, false}) {
-      TopkCase c;
-      c.M = M;
-      c.N = N;
-      c.k = k;
-      c.x = l.xt;
-      c.values = l.vt;
-      c.x_l = l.x;
-      c.v_l = l.v;
-      c.i_l = l.i;
-      c.largest = largest;
-      c.seed = ++seed;
-      const TopkRun r = run_case(c);
-      EXPECT_EQ(r.plan.vec_io, l.vec);
-    }
+  // (N, k): the queue kernel's; the bitonic rule's (16-bit x with 16-byte rows there).
+  const std::pair<int64_t, int64_t> nks[] = {{3001, 50}, {1000, 8}};
+  for (const auto& nk : nks) {
+    const int64_t M = 6, N = nk.first, k = nk.second;
+    Layout row_pad;  // rows padded to a multiple of 8 elements: vector-aligned
+    row_pad.row_stride = 3008;
+    Layout odd_stride;
+    odd_stride.row_stride = N + 3;
+    Layout col2;
+    col2.row_stride = 2 * N + 1;
+    col2.col_stride = 2;
+    Layout offset1;
+    offset1.row_stride = 3008;
+    offset1.offset = 1;
+    Layout out_strided;
+    out_strided.row_stride = k + 7;
+    Layout out_cols;
+    out_cols.row_stride = 2 * k + 3;
+    out_cols.col_stride = 2;
+    const L cases[] = {
+        {row_pad, {}, {}, DType::kBFloat16, DType::kBFloat16, true},
+        {odd_stride, out_strided, out_cols, DType::kBFloat16, DType::kFloat32, false},
+        {col2, out_cols, out_strided, DType::kFloat32, DType::kBFloat16, false},
+        {offset1, {}, {}, DType::kFloat16, DType::kFloat16, false},
+        {row_pad, out_cols, {}, DType::kFloat32, DType::kFloat16, true},
+    };
+    uint64_t seed = 4000;
+    for (const L& l : cases)
+      for (bool largest : {true, false}) {
+        TopkCase c;
+        c.M = M;
+        c.N = N;
+        c.k = k;
+        c.x = l.xt;
+        c.values = l.vt;
+        c.x_l = l.x;
+        c.v_l = l.v;
+        c.i_l = l.i;
+        c.largest = largest;
+        c.seed = ++seed;
+        const TopkRun r = run_case(c);
+        EXPECT_EQ(r.plan.vec_io, l.vec);
+        EXPECT_EQ(r.plan.path, N == 1000 && l.vec && dtype_size(l.xt) == 2 ? TopkPath::kBitonic
+                                                                           : TopkPath::kQueue);
+      }
+  }
 }
 
 TEST_F(TopkLayouts, BroadcastRows) {
@@ -497,7 +549,8 @@ TEST_F(TopkLayouts, BroadcastRows) {
 
 // ------------------------------------------------------------------ fused softmax
 
-using SoftmaxParam = std::tuple<int, bool, bool>;  // dtype, kRow (else kSelected), bitonic
+// dtype, kRow (else kSelected), bitonic forced (else the queue kernel forced)
+using SoftmaxParam = std::tuple<int, bool, bool>;
 class TopkSoftmaxTest : public GpuTest, public ::testing::WithParamInterface<SoftmaxParam> {};
 
 TEST_P(TopkSoftmaxTest, MatchesReference) {
@@ -519,6 +572,7 @@ TEST_P(TopkSoftmaxTest, MatchesReference) {
       c.largest = largest;
       c.data = s.M == 14 ? Data::kSpecials : Data::kRandom;
       c.bitonic = bitonic;
+      c.queue = !bitonic;
       c.seed = ++seed;
       ++n;
       run_case(c);

@@ -287,6 +287,10 @@ TEST(TopkPlan, SweepInvariants) {
             EXPECT_EQ(p.path, TopkPath::kSort);
             continue;
           }
+          if (detail::topk_bitonic_planned(pr)) {
+            EXPECT_EQ(p.path, TopkPath::kBitonic);
+            continue;
+          }
           ASSERT_EQ(p.path, TopkPath::kQueue);
           EXPECT_GE(32 * p.queue_regs, k);
           EXPECT_LT(16 * p.queue_regs, std::max<int64_t>(k, 17))
@@ -333,7 +337,8 @@ TEST(TopkPlan, EmptyAndForced) {
 }
 
 TEST(TopkPlan, BenchmarkShapes) {
-  // issue 19's shapes on 132 SMs: one warp per row (≥ 16 warps per SM already).
+  // issue 19's shapes on 132 SMs, the queue kernel's plan (forced where the bitonic rule takes
+  // the shape): one warp per row (≥ 16 warps per SM already).
   struct S {
     int64_t M, N, k;
     int w, q, bits;
@@ -350,13 +355,69 @@ TEST(TopkPlan, BenchmarkShapes) {
     pr.k = s.k;
     pr.x = DType::kBFloat16;
     pr.vec_ok = true;
-    const TopkPlan p = plan_topk(pr);
+    const TopkPlan p = plan_topk(pr, 0, TopkPath::kQueue);
+    ASSERT_EQ(p.path, TopkPath::kQueue) << s.N;
     EXPECT_EQ(p.warps_per_row, s.w) << s.N;
     EXPECT_EQ(p.queue_regs, s.q) << s.N;
     EXPECT_EQ(p.packed_bits, s.bits) << s.N;
     pr.x = DType::kFloat32;
     EXPECT_EQ(plan_topk(pr).packed_bits, 64);
   }
+}
+
+TEST(TopkPlan, BitonicRule) {
+  // The rule's constants and its edges: bf16 / fp16 with 16-byte rows, k ≤ 16, N ≤ 2048.
+  EXPECT_EQ(detail::kTopkBitonicPlanMaxK, 16);
+  EXPECT_EQ(detail::kTopkBitonicPlanMaxN, 2048);
+  struct S {
+    int64_t M, N, k;
+    DType x;
+    bool vec;
+    TopkPath path;
+  };
+  const S cases[] = {
+      {65536, 1024, 8, DType::kBFloat16, true, TopkPath::kBitonic},
+      {65536, 1024, 16, DType::kBFloat16, true, TopkPath::kBitonic},
+      {65536, 2048, 16, DType::kFloat16, true, TopkPath::kBitonic},
+      {65536, 2048, 8, DType::kBFloat16, true, TopkPath::kBitonic},
+      {3, 7, 1, DType::kBFloat16, true, TopkPath::kBitonic},
+      {65536, 1024, 17, DType::kBFloat16, true, TopkPath::kQueue},   // k > 16
+      {65536, 1024, 32, DType::kBFloat16, true, TopkPath::kQueue},
+      {65536, 2056, 8, DType::kBFloat16, true, TopkPath::kQueue},    // N > 2048
+      {65536, 4096, 8, DType::kBFloat16, true, TopkPath::kQueue},
+      {65536, 4096, 32, DType::kBFloat16, true, TopkPath::kQueue},
+      {65536, 1024, 8, DType::kFloat32, true, TopkPath::kQueue},     // fp32 x
+      {65536, 1024, 8, DType::kBFloat16, false, TopkPath::kQueue},   // no 16-byte rows
+      {65536, 1000, 8, DType::kFloat16, false, TopkPath::kQueue},
+  };
+  for (const S& c : cases) {
+    TopkProblem pr;
+    pr.M = c.M;
+    pr.N = c.N;
+    pr.k = c.k;
+    pr.x = c.x;
+    pr.vec_ok = c.vec;
+    const TopkPlan p = plan_topk(pr);
+    EXPECT_EQ(p.path, c.path) << c.N << " " << c.k << " " << dtype_name(c.x) << " " << c.vec;
+    if (p.path == TopkPath::kBitonic) {
+      EXPECT_LE(p.elems, 64);
+      EXPECT_EQ(p.threads, detail::kTopkBitonicThreads);
+    }
+  }
+  // The measured shape: QuACK's geometry, 16 threads × 64 elements, lists of 8.
+  TopkProblem pr;
+  pr.M = 65536;
+  pr.N = 1024;
+  pr.k = 8;
+  pr.x = DType::kBFloat16;
+  pr.vec_ok = true;
+  char buf[96];
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k8-e64-t16");
+  // Forcing the queue kernel (tests, quack-bench --path queue / --config all) still works.
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr, 0, TopkPath::kQueue), buf, sizeof(buf)),
+               "queue-q32-p32-vec-w1r4");
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr, 1), buf, sizeof(buf)),
+               "queue-q32-p32-vec-w1r4");
 }
 
 TEST(TopkPlan, BitonicForced) {
@@ -377,8 +438,23 @@ TEST(TopkPlan, BitonicForced) {
             const bool ok = dtype_size(t) == 2 && vec && n <= 4096 && k <= 32;
             EXPECT_EQ(detail::topk_bitonic_ok(pr), ok);
             const detail::TopkPlan p = detail::plan_topk(pr, 0, TopkPath::kBitonic, e);
-            // Not the default: the plan's own path unless forced.
-            EXPECT_NE(detail::plan_topk(pr).path, TopkPath::kBitonic);
+            // Unforced: the rule (16-bit x, 16-byte rows, k ≤ 16, N ≤ 2048), else the queue
+            // kernel; forcing the queue kernel or its warps per row never gives bitonic.
+            const bool planned = ok && k <= 16 && n <= 2048;
+            EXPECT_EQ(detail::topk_bitonic_planned(pr), planned);
+            EXPECT_EQ(detail::plan_topk(pr).path,
+                      planned ? TopkPath::kBitonic : TopkPath::kQueue);
+            EXPECT_EQ(detail::plan_topk(pr, 0, TopkPath::kQueue).path, TopkPath::kQueue);
+            EXPECT_EQ(detail::plan_topk(pr, 1).path, TopkPath::kQueue);
+            if (planned) {
+              const detail::TopkPlan d = detail::plan_topk(pr);
+              const detail::TopkPlan f = detail::plan_topk(pr, 0, TopkPath::kBitonic);
+              EXPECT_EQ(d.list, f.list);
+              EXPECT_EQ(d.elems, f.elems);
+              EXPECT_EQ(d.threads_per_row, f.threads_per_row);
+              EXPECT_LE(d.elems, 64) << "the measured class: ≤ 64 elements per thread";
+              EXPECT_LE(d.list, 16);
+            }
             if (!ok) {
               EXPECT_NE(p.path, TopkPath::kBitonic);
               continue;
@@ -398,7 +474,9 @@ TEST(TopkPlan, BitonicForced) {
             EXPECT_EQ(p.rows_per_cta * p.threads_per_row, detail::kTopkBitonicThreads);
             EXPECT_EQ(p.grid, (pr.M + p.rows_per_cta - 1) / p.rows_per_cta);
             EXPECT_EQ(p.packed_bits, 32);
-            if (e >= p.list && e >= 16 && 32 * e >= n) EXPECT_EQ(p.elems, e);
+            if (e >= p.list && e >= 16 && 32 * e >= n) {
+              EXPECT_EQ(p.elems, e);
+            }
           }
   EXPECT_GT(checked, 100);
   // The issue's shapes: QuACK's geometry (16 threads × 64 at 1024, 32 × 128 at 4096).
