@@ -3,7 +3,6 @@
 // before any CUDA call; valid arguments reach CUDA, which is hidden here
 // (CUDA_VISIBLE_DEVICES="", as in test_validation.cpp), and report "no CUDA driver/GPU"; the
 // workspace size; the plan the training shapes take; the float64 reference on hand values.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +14,7 @@
 
 #include "cross_entropy/cross_entropy_internal.h"
 #include "cross_entropy/cross_entropy_params.h"
+#include "host_test_util.h"
 #include "quack/cross_entropy.h"
 #include "quack/errors.h"
 #include "reference/cross_entropy_ref.h"
@@ -23,12 +23,7 @@
 namespace quack {
 namespace {
 
-const bool kCudaHidden = [] {
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
-  return true;
-}();
-
-void* fake(uintptr_t k) { return reinterpret_cast<void*>(uintptr_t{0x100000} * k); }
+using namespace test;
 
 constexpr int64_t M = 8, V = 4096;
 
@@ -53,44 +48,11 @@ CrossEntropyBwdArgs bwd_args() {
   return a;
 }
 
-void expect_invalid(const std::function<void()>& f, const std::string& fn,
-                    const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(fn + ": ", 0), 0u)
-        << "message does not start with '" << fn << ": ': " << msg;
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InvalidArgument, got: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected InvalidArgument, nothing was thrown";
-}
-
 void expect_fwd_invalid(const CrossEntropyFwdArgs& a, const std::vector<std::string>& parts) {
   expect_invalid([&] { cross_entropy_fwd(a, nullptr); }, "cross_entropy_fwd", parts);
 }
 void expect_bwd_invalid(const CrossEntropyBwdArgs& a, const std::vector<std::string>& parts) {
   expect_invalid([&] { cross_entropy_bwd(a, nullptr); }, "cross_entropy_bwd", parts);
-}
-
-void expect_reaches_cuda(const std::function<void()>& f, const char* what) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
-    GTEST_SKIP() << "a CUDA device is visible despite CUDA_VISIBLE_DEVICES=\"\"; " << what
-                 << " not called";
-  try {
-    f();
-    ADD_FAILURE() << what << ": returned without CUDA (expected a CudaError: no device)";
-  } catch (const CudaError& e) {
-    EXPECT_NE(std::string(e.what()).find("no CUDA driver/GPU"), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": valid arguments rejected: " << e.what();
-  }
 }
 
 TEST(CrossEntropyValidation, Baseline) {

@@ -3,30 +3,22 @@
 // names the argument; valid arguments get past validation and meet the hidden device
 // (CudaError), so each negative test breaks exactly one thing of a valid baseline. Also the
 // activation names.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 
+#include "host_test_util.h"
 #include "quack/errors.h"
 #include "quack/gemm_act.h"
 
 namespace quack {
 namespace {
 
-const bool kCudaHidden = [] {
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
-  return true;
-}();
-
-void* fake(uintptr_t k) { return reinterpret_cast<void*>(uintptr_t{0x100000} * k); }
+using namespace test;
 
 constexpr int64_t M = 128, N = 256, K = 64;
 constexpr DType kBf = DType::kBFloat16;
-
-TensorRef row_major(void* p, DType t, int64_t r, int64_t c) { return TensorRef::matrix(p, t, r, c); }
-TensorRef col_major(void* p, DType t, int64_t r, int64_t c) { return TensorRef::matrix(p, t, r, c, 0, 1, r); }
 
 // gemm_act of a Linear forward: a (M, K) row-major, b = Wᵀ (K, N) column-major, outputs row-major.
 GemmActArgs act_args() {
@@ -51,25 +43,13 @@ GemmDActArgs dact_args() {
   return g;
 }
 
-template <class Args>
-void expect_error(const Args& g, const char* fn, const std::string& part) {
-  try {
-    can_implement(g);
-    ADD_FAILURE() << "can_implement: no exception, expected one containing: " << part;
-  } catch (const InvalidArgument& e) {
-    const std::string what = e.what();
-    EXPECT_EQ(what.rfind(std::string(fn) + ": ", 0), 0u) << what;
-    EXPECT_NE(what.find(part), std::string::npos) << "message: " << what << "\nexpected part: " << part;
-  }
-}
-
 void expect_act_error(const GemmActArgs& g, const std::string& part) {
-  expect_error(g, "gemm_act", part);
+  expect_can_implement_error(g, "gemm_act", part);
   EXPECT_THROW(gemm_act(g, nullptr), InvalidArgument) << part;
 }
 
 void expect_dact_error(const GemmDActArgs& g, const std::string& part) {
-  expect_error(g, "gemm_dact", part);
+  expect_can_implement_error(g, "gemm_dact", part);
   EXPECT_THROW(gemm_dact(g, nullptr), InvalidArgument) << part;
 }
 

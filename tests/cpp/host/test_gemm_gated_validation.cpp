@@ -3,12 +3,12 @@
 // quack::InvalidArgument whose message starts with the function and names the argument; valid
 // arguments get past validation and meet the hidden device (CudaError). Also the gated activation
 // names.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 
+#include "host_test_util.h"
 #include "quack/errors.h"
 #include "quack/gemm.h"
 #include "quack/gemm_act.h"
@@ -16,18 +16,10 @@
 namespace quack {
 namespace {
 
-const bool kCudaHidden = [] {
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
-  return true;
-}();
-
-void* fake(uintptr_t k) { return reinterpret_cast<void*>(uintptr_t{0x100000} * k); }
+using namespace test;
 
 constexpr int64_t M = 128, N = 256, K = 64, H = N / 2;
 constexpr DType kBf = DType::kBFloat16, kF32 = DType::kFloat32;
-
-TensorRef row_major(void* p, DType t, int64_t r, int64_t c) { return TensorRef::matrix(p, t, r, c); }
-TensorRef col_major(void* p, DType t, int64_t r, int64_t c) { return TensorRef::matrix(p, t, r, c, 0, 1, r); }
 
 // fc1 of a gated MLP: a (M, K) row-major, b = W1ᵀ (K, N) column-major, preact (M, N), postact (M, N/2).
 GemmGatedArgs gated_args() {
@@ -61,24 +53,12 @@ GemmArgs gemm_args() {
   return g;
 }
 
-template <class Args>
-void expect_error(const Args& g, const char* fn, const std::string& part) {
-  try {
-    can_implement(g);
-    ADD_FAILURE() << "can_implement: no exception, expected one containing: " << part;
-  } catch (const InvalidArgument& e) {
-    const std::string what = e.what();
-    EXPECT_EQ(what.rfind(std::string(fn) + ": ", 0), 0u) << what;
-    EXPECT_NE(what.find(part), std::string::npos) << "message: " << what << "\nexpected part: " << part;
-  }
-}
-
 void expect_gated_error(const GemmGatedArgs& g, const std::string& part) {
-  expect_error(g, "gemm_gated", part);
+  expect_can_implement_error(g, "gemm_gated", part);
   EXPECT_THROW(gemm_gated(g, nullptr), InvalidArgument) << part;
 }
 void expect_dgated_error(const GemmDGatedArgs& g, const std::string& part) {
-  expect_error(g, "gemm_dgated", part);
+  expect_can_implement_error(g, "gemm_dgated", part);
   EXPECT_THROW(gemm_dgated(g, nullptr), InvalidArgument) << part;
 }
 
@@ -256,28 +236,28 @@ TEST(GemmGatedValidation, Bias) {
   EXPECT_NO_THROW(can_implement(g));
   g = gemm_args();
   g.bias.row = TensorRef::vector(fake(6), kF32, N + 1);
-  expect_error(g, "gemm", "bias.row has shape (257,) float32, expected (N,) = (256,)");
+  expect_can_implement_error(g, "gemm", "bias.row has shape (257,) float32, expected (N,) = (256,)");
   g = gemm_args();
   g.bias.row = TensorRef::matrix(fake(6), kF32, 2, N);  // 2-D bias with 2-D operands
-  expect_error(g, "gemm", "bias.row has 2 dimensions");
+  expect_can_implement_error(g, "gemm", "bias.row has 2 dimensions");
   g = gemm_args();
   g.bias.row.dtype = DType::kInt32;
-  expect_error(g, "gemm", "bias.row has dtype int32");
+  expect_can_implement_error(g, "gemm", "bias.row has dtype int32");
   g = gemm_args();
   g.bias.row = TensorRef::vector(fake(6), kF32, N, 0, 2);  // strided
-  expect_error(g, "gemm", "bias.row has stride 2");
+  expect_can_implement_error(g, "gemm", "bias.row has stride 2");
   g = gemm_args();
   g.bias.row = TensorRef::vector(static_cast<char*>(fake(6)) + 2, kF32, N);
-  expect_error(g, "gemm", "not 4-byte aligned");
+  expect_can_implement_error(g, "gemm", "not 4-byte aligned");
   g = gemm_args();
   g.bias.row.device = 1;
-  expect_error(g, "gemm", "bias.row");
+  expect_can_implement_error(g, "gemm", "bias.row");
   g = gemm_args();
   g.bias.col = TensorRef::vector(fake(7), kF32, N);
-  expect_error(g, "gemm", "bias.col has shape (256,) float32, expected (M,) = (128,)");
+  expect_can_implement_error(g, "gemm", "bias.col has shape (256,) float32, expected (M,) = (128,)");
   g = gemm_args();
   g.b = row_major(fake(2), kBf, K, N);  // (row, row, row) with a bias: no instance
-  expect_error(g, "gemm", "not yet supported for bfloat16 inputs and bfloat16 d with a bias");
+  expect_can_implement_error(g, "gemm", "not yet supported for bfloat16 inputs and bfloat16 d with a bias");
   g = gemm_args();
   g.a.dtype = g.b.dtype = g.d.dtype = DType::kFloat16;  // fp16 with a bias: compiled
   EXPECT_NO_THROW(can_implement(g));
@@ -285,10 +265,10 @@ TEST(GemmGatedValidation, Bias) {
   g.bias.row.dtype = DType::kFloat16;
   EXPECT_NO_THROW(can_implement(g));
   g.b = row_major(fake(2), DType::kFloat16, K, N);  // (row, row, row) with a bias: no instance
-  expect_error(g, "gemm", "not yet supported for float16 inputs and float16 d with a bias");
+  expect_can_implement_error(g, "gemm", "not yet supported for float16 inputs and float16 d with a bias");
   g = gemm_args();
   g.d.dtype = kF32;  // fp32 d with a bias: not compiled
-  expect_error(g, "gemm", "d float32 is not compiled for bfloat16 inputs (no kernel instance), expected d = bfloat16 "
+  expect_can_implement_error(g, "gemm", "d float32 is not compiled for bfloat16 inputs (no kernel instance), expected d = bfloat16 "
                           "(with a bias)");
   // Batched: (N,) shared, (L, N) per batch, (L + 1, N) wrong.
   g = gemm_args();
@@ -299,7 +279,7 @@ TEST(GemmGatedValidation, Bias) {
   g.bias.row = TensorRef::matrix(fake(6), kF32, 3, N);
   EXPECT_NO_THROW(can_implement(g));
   g.bias.row = TensorRef::matrix(fake(6), kF32, 4, N);
-  expect_error(g, "gemm", "bias.row has shape (4, 256) float32, expected (N,) or (L, N)");
+  expect_can_implement_error(g, "gemm", "bias.row has shape (4, 256) float32, expected (N,) or (L, N)");
 
   GemmActArgs a;
   a.a = row_major(fake(1), kBf, M, K);
@@ -309,10 +289,10 @@ TEST(GemmGatedValidation, Bias) {
   a.bias.row = TensorRef::vector(fake(6), kF32, N);
   EXPECT_NO_THROW(can_implement(a));
   a.activation = Activation::kSwiglu;
-  expect_error(a, "gemm_act", "activation is swiglu (gated: gemm_gated computes it)");
+  expect_can_implement_error(a, "gemm_act", "activation is swiglu (gated: gemm_gated computes it)");
   a.activation = Activation::kRelu;
   a.bias.row = TensorRef::vector(fake(6), kF32, M);
-  expect_error(a, "gemm_act", "bias.row has shape");
+  expect_can_implement_error(a, "gemm_act", "bias.row has shape");
 }
 
 // Unaligned K and N as gemm: a and b that TMA cannot address get padded copies (workspace

@@ -3,7 +3,6 @@
 // CUDA_VISIBLE_DEVICES="", and report "no CUDA driver/GPU"), the float64 reference on hand
 // values, and the row skeleton's plans for LayerNorm's op shapes (per-column vectors, column
 // accumulations, the staged policy) within the kernels' limits.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "host_test_util.h"
 #include "norm/layernorm_internal.h"
 #include "quack/errors.h"
 #include "quack/norm.h"
@@ -24,12 +24,7 @@
 namespace quack {
 namespace {
 
-const bool kCudaHidden = [] {
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
-  return true;
-}();
-
-void* fake(uintptr_t k) { return reinterpret_cast<void*>(uintptr_t{0x100000} * k); }
+using namespace test;
 
 constexpr int64_t M = 8, N = 4096;
 
@@ -57,23 +52,6 @@ LayerNormBwdArgs bwd_args() {
   return a;
 }
 
-void expect_invalid(const std::function<void()>& f, const std::string& fn,
-                    const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(fn + ": ", 0), 0u) << "message does not start with '" << fn << ": ': " << msg;
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InvalidArgument, got: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected InvalidArgument, nothing was thrown";
-}
-
 void expect_fwd_invalid(const LayerNormFwdArgs& a, const std::vector<std::string>& parts) {
   expect_invalid([&] { layernorm_fwd(a, nullptr); }, "layernorm_fwd", parts);
 }
@@ -81,21 +59,6 @@ void expect_bwd_invalid(const LayerNormBwdArgs& a, const std::vector<std::string
   expect_invalid([&] { layernorm_bwd(a, nullptr, 0, nullptr); }, "layernorm_bwd", parts);
   expect_invalid([&] { (void)layernorm_bwd_workspace_size(a); }, "layernorm_bwd_workspace_size",
                  parts);
-}
-
-void expect_reaches_cuda(const std::function<void()>& f, const char* what) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
-    GTEST_SKIP() << "a CUDA device is visible despite CUDA_VISIBLE_DEVICES=\"\"; " << what
-                 << " not called";
-  try {
-    f();
-    ADD_FAILURE() << what << ": returned without CUDA (expected a CudaError: no device)";
-  } catch (const CudaError& e) {
-    EXPECT_NE(std::string(e.what()).find("no CUDA driver/GPU"), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": valid arguments rejected: " << e.what();
-  }
 }
 
 TEST(LayerNormValidation, Baseline) {

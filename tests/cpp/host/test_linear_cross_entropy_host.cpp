@@ -3,7 +3,6 @@
 // linear_cross_entropy_fwd / _bwd / _scale_grad: InvalidArgument naming the function and the
 // argument before any CUDA call; valid arguments reach CUDA, hidden here
 // (CUDA_VISIBLE_DEVICES="", as in test_validation.cpp), and report "no CUDA driver/GPU".
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "host_test_util.h"
 #include "linear_cross_entropy/lce_plan.h"
 #include "quack/errors.h"
 #include "quack/linear_cross_entropy.h"
@@ -18,16 +18,12 @@
 namespace quack {
 namespace {
 
+using namespace test;
+
 using detail::LceDw;
 using detail::LcePlan;
 using Mode = LinearCrossEntropyMode;
 
-const bool kCudaHidden = [] {
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
-  return true;
-}();
-
-void* fake(uintptr_t k) { return reinterpret_cast<void*>(uintptr_t{0x100000} * k); }
 constexpr DType kBF = DType::kBFloat16, kF32 = DType::kFloat32;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -63,40 +59,11 @@ LinearCrossEntropyBwdArgs bwd_args(int64_t T, int64_t D, int64_t V) {
   return a;
 }
 
-void expect_invalid(const std::function<void()>& f, const std::string& fn,
-                    const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(fn + ": ", 0), 0u)
-        << "message does not start with '" << fn << ": ': " << msg;
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InvalidArgument, got: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected InvalidArgument, nothing was thrown";
-}
-
 void expect_fwd_invalid(const LinearCrossEntropyFwdArgs& a, const std::vector<std::string>& parts) {
   expect_invalid([&] { linear_cross_entropy_fwd(a, nullptr); }, "linear_cross_entropy_fwd", parts);
 }
 void expect_bwd_invalid(const LinearCrossEntropyBwdArgs& a, const std::vector<std::string>& parts) {
   expect_invalid([&] { linear_cross_entropy_bwd(a, nullptr); }, "linear_cross_entropy_bwd", parts);
-}
-
-void expect_reaches_cuda(const std::function<void()>& f, const char* what) {
-  try {
-    f();
-    ADD_FAILURE() << what << ": returned without CUDA (expected a CudaError: no device)";
-  } catch (const CudaError& e) {
-    EXPECT_NE(std::string(e.what()).find("no CUDA driver/GPU"), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": " << e.what();
-  }
 }
 
 // ------------------------------------------------------------------ the chunk rule and plans

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "host_test_util.h"
 #include "norm/rmsnorm_internal.h"
 #include "quack/quack.h"
 #include "row/row_config.h"
@@ -17,7 +18,7 @@
 namespace quack::detail {
 namespace {
 
-void* fake(int i) { return reinterpret_cast<void*>(uintptr_t{0x100000} * (i + 1)); }
+using quack::test::fake;
 
 std::string plan_name(const RowPlan& p) {
   char buf[96];
@@ -26,21 +27,21 @@ std::string plan_name(const RowPlan& p) {
 
 RmsNormFwdArgs fwd(DType x, int64_t M, int64_t N, DType w = DType::kFloat32) {
   RmsNormFwdArgs a;
-  a.x = TensorRef::matrix(fake(0), x, M, N);
-  a.weight = TensorRef::vector(fake(1), w, N);
-  a.out = TensorRef::matrix(fake(2), x, M, N);
-  a.rstd = TensorRef::vector(fake(3), DType::kFloat32, M);
+  a.x = TensorRef::matrix(fake(1), x, M, N);
+  a.weight = TensorRef::vector(fake(2), w, N);
+  a.out = TensorRef::matrix(fake(3), x, M, N);
+  a.rstd = TensorRef::vector(fake(4), DType::kFloat32, M);
   return a;
 }
 
 RmsNormBwdArgs bwd(DType x, int64_t M, int64_t N, DType dy, DType w = DType::kFloat32) {
   RmsNormBwdArgs a;
-  a.x = TensorRef::matrix(fake(0), x, M, N);
-  a.weight = TensorRef::vector(fake(1), w, N);
-  a.dout = TensorRef::matrix(fake(2), dy, M, N);
-  a.rstd = TensorRef::vector(fake(3), DType::kFloat32, M);
-  a.dx = TensorRef::matrix(fake(4), dy, M, N);
-  a.dweight = TensorRef::vector(fake(5), DType::kFloat32, N);
+  a.x = TensorRef::matrix(fake(1), x, M, N);
+  a.weight = TensorRef::vector(fake(2), w, N);
+  a.dout = TensorRef::matrix(fake(3), dy, M, N);
+  a.rstd = TensorRef::vector(fake(4), DType::kFloat32, M);
+  a.dx = TensorRef::matrix(fake(5), dy, M, N);
+  a.dweight = TensorRef::vector(fake(6), DType::kFloat32, N);
   return a;
 }
 
@@ -76,9 +77,9 @@ TEST(RmsNormPlan, ForwardTrainingLayoutsTakeVectorPolicies) {
         // first layer of an fp32 residual stream); a bias
         RmsNormFwdArgs a = fwd(c.x, M, c.N, w);
         const DType r = variant == 1 ? c.x : DType::kFloat32;
-        if (variant == 1 || variant == 2) a.residual = TensorRef::matrix(fake(4), r, M, c.N);
-        if (variant >= 1 && variant <= 3) a.residual_out = TensorRef::matrix(fake(5), r, M, c.N);
-        if (variant == 4) a.bias = TensorRef::vector(fake(6), w, c.N);
+        if (variant == 1 || variant == 2) a.residual = TensorRef::matrix(fake(5), r, M, c.N);
+        if (variant >= 1 && variant <= 3) a.residual_out = TensorRef::matrix(fake(6), r, M, c.N);
+        if (variant == 4) a.bias = TensorRef::vector(fake(7), w, c.N);
         EXPECT_NE(fwd_policy(a), RowPolicy::kGeneral)
             << name(c) << " w " << dtype_name(w) << " variant " << variant;
       }
@@ -98,10 +99,10 @@ TEST(RmsNormPlan, BackwardTrainingLayoutsTakeVectorPolicies) {
         if (stream_f32 && c.N > 131072) continue;
         const DType xt = stream_f32 ? DType::kFloat32 : c.x;
         RmsNormBwdArgs a = bwd(xt, M, c.N, c.x, w);
-        if (variant == 1) a.dbias = TensorRef::vector(fake(6), DType::kFloat32, c.N);
+        if (variant == 1) a.dbias = TensorRef::vector(fake(7), DType::kFloat32, c.N);
         if (variant >= 2) {
-          a.dresidual_out = TensorRef::matrix(fake(7), xt, M, c.N);
-          a.dresidual = TensorRef::matrix(fake(8), xt, M, c.N);
+          a.dresidual_out = TensorRef::matrix(fake(8), xt, M, c.N);
+          a.dresidual = TensorRef::matrix(fake(9), xt, M, c.N);
         }
         // The third stream of 16-bit rows of 262144 (x, dy, dresidual_out) leaves the two
         // staged row blocks beyond 227 KB.
@@ -120,36 +121,36 @@ TEST(RmsNormPlan, OtherLayoutsAndMixesTakeTheGeneralPolicy) {
   };
   {
     auto a = fwd(bf, M, N);
-    a.x = TensorRef::matrix(fake(0), bf, M, N, 0, /*row_stride=*/N + 4);
+    a.x = TensorRef::matrix(fake(1), bf, M, N, 0, /*row_stride=*/N + 4);
     general(a, "rows 8-byte aligned");
   }
   {
     auto a = fwd(bf, M, N);
-    a.x = TensorRef::matrix(static_cast<char*>(fake(0)) + 2, bf, M, N);
+    a.x = TensorRef::matrix(static_cast<char*>(fake(1)) + 2, bf, M, N);
     general(a, "misaligned base");
   }
   general(fwd(bf, M, N + 4), "N not a multiple of 8");
   general(fwd(bf, M, N, f16), "fp16 weight with bf16 x");
   {
     auto a = fwd(bf, M, N);
-    a.weight = TensorRef::vector(fake(1), f32, N, 0, /*stride=*/2);
+    a.weight = TensorRef::vector(fake(2), f32, N, 0, /*stride=*/2);
     general(a, "strided weight");
   }
   {
     auto a = fwd(bf, M, N);
-    a.out = TensorRef::matrix(fake(2), f32, M, N);
+    a.out = TensorRef::matrix(fake(3), f32, M, N);
     general(a, "fp32 out of bf16 x");
   }
   {
     auto a = fwd(bf, M, N);
-    a.residual = TensorRef::matrix(fake(4), bf, M, N);
-    a.residual_out = TensorRef::matrix(fake(5), f32, M, N);
+    a.residual = TensorRef::matrix(fake(5), bf, M, N);
+    a.residual_out = TensorRef::matrix(fake(6), f32, M, N);
     general(a, "residual and residual_out in different dtypes");
   }
   {
     auto a = fwd(bf, M, N);
-    a.residual = TensorRef::matrix(fake(4), f32, M, N);
-    a.bias = TensorRef::vector(fake(6), f32, N);
+    a.residual = TensorRef::matrix(fake(5), f32, M, N);
+    a.bias = TensorRef::vector(fake(7), f32, N);
     general(a, "fp32 residual stream with a bias");
   }
   {
@@ -225,15 +226,15 @@ TEST(RmsNormPlan, EveryPlanWithinLimits) {
           if (!backward) {
             RmsNormFwdArgs a = fwd(t, M, N);
             if (variant > 0) {
-              a.residual = TensorRef::matrix(fake(4), r, M, N);
-              a.residual_out = TensorRef::matrix(fake(5), r, M, N);
+              a.residual = TensorRef::matrix(fake(5), r, M, N);
+              a.residual_out = TensorRef::matrix(fake(6), r, M, N);
             }
             c = rmsnorm_fwd_call(a);
           } else {
             RmsNormBwdArgs a = bwd(r, M, N, t);
             if (variant > 0) {
-              a.dresidual_out = TensorRef::matrix(fake(7), r, M, N);
-              a.dresidual = TensorRef::matrix(fake(8), r, M, N);
+              a.dresidual_out = TensorRef::matrix(fake(8), r, M, N);
+              a.dresidual = TensorRef::matrix(fake(9), r, M, N);
             }
             c = rmsnorm_bwd_call(a);
           }
@@ -277,9 +278,9 @@ TEST(RmsNormPlan, LargeTestShapesTakeTheirPolicies) {
   RmsNormFwdArgs a = fwd(bf, M, N, bf);
   EXPECT_EQ(fwd_policy(a), RowPolicy::kRing);
   RmsNormBwdArgs b = bwd(bf, M, N, bf, bf);
-  b.dbias = TensorRef::vector(fake(6), DType::kFloat32, N);
+  b.dbias = TensorRef::vector(fake(7), DType::kFloat32, N);
   EXPECT_EQ(bwd_policy(b), RowPolicy::kStaged);
-  a.weight = TensorRef::vector(fake(1), bf, N, 0, 2);
+  a.weight = TensorRef::vector(fake(2), bf, N, 0, 2);
   b.weight = a.weight;
   EXPECT_EQ(fwd_policy(a), RowPolicy::kGeneral);
   EXPECT_EQ(bwd_policy(b), RowPolicy::kGeneral);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "host_test_util.h"
 #include "row/row_config.h"
 #include "row/row_plan.h"
 #include "softmax/softmax_internal.h"
@@ -330,7 +331,7 @@ TEST(RowPlan, ExchangeBarriersOwnTheirLine) {
       }
 }
 
-void* fake(int i) { return reinterpret_cast<void*>(uintptr_t{0x100000} * (i + 1)); }
+using quack::test::fake;
 
 // Through the softmax API's call builder: the layout and dtype checks that decide between the
 // vector policies and the general one (make_row_call).
@@ -338,8 +339,8 @@ TEST(RowPlan, SoftmaxCallsPickTheirPolicy) {
   const DType bf = DType::kBFloat16, f16 = DType::kFloat16, f32 = DType::kFloat32;
   auto fwd = [&](DType xt, DType ot, int64_t N, int64_t row_stride = -1, int offset = 0) {
     SoftmaxFwdArgs a;
-    a.x = TensorRef::matrix(static_cast<char*>(fake(0)) + offset, xt, 64, N, 0, row_stride);
-    a.out = TensorRef::matrix(fake(1), ot, 64, N);
+    a.x = TensorRef::matrix(static_cast<char*>(fake(1)) + offset, xt, 64, N, 0, row_stride);
+    a.out = TensorRef::matrix(fake(2), ot, 64, N);
     return plan_row_call(softmax_fwd_call(a, false)).policy;
   };
   EXPECT_EQ(fwd(bf, bf, 4096), RowPolicy::kRegister);
@@ -354,9 +355,9 @@ TEST(RowPlan, SoftmaxCallsPickTheirPolicy) {
 
   auto bwd = [&](DType yt, DType dyt, DType dxt, int64_t N, int64_t dy_col_stride = 1) {
     SoftmaxBwdArgs a;
-    a.y = TensorRef::matrix(fake(0), yt, 64, N);
-    a.dy = TensorRef::matrix(fake(1), dyt, 64, N, 0, dy_col_stride == 1 ? -1 : 1, dy_col_stride);
-    a.dx = TensorRef::matrix(fake(2), dxt, 64, N);
+    a.y = TensorRef::matrix(fake(1), yt, 64, N);
+    a.dy = TensorRef::matrix(fake(2), dyt, 64, N, 0, dy_col_stride == 1 ? -1 : 1, dy_col_stride);
+    a.dx = TensorRef::matrix(fake(3), dxt, 64, N);
     return plan_row_call(softmax_bwd_call(a, true)).policy;
   };
   EXPECT_EQ(bwd(bf, bf, bf, 4096), RowPolicy::kRegister);

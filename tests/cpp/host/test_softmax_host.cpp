@@ -2,7 +2,6 @@
 // log_softmax_bwd throws quack::InvalidArgument naming the function and the argument before any
 // CUDA call; valid arguments reach CUDA, which is hidden here (CUDA_VISIBLE_DEVICES="", as in
 // test_validation.cpp), and report "no CUDA driver/GPU"; the float64 reference on hand values.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "host_test_util.h"
 #include "quack/errors.h"
 #include "quack/softmax.h"
 #include "reference/softmax_ref.h"
@@ -20,12 +20,7 @@
 namespace quack {
 namespace {
 
-const bool kCudaHidden = [] {
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
-  return true;
-}();
-
-void* fake(uintptr_t k) { return reinterpret_cast<void*>(uintptr_t{0x100000} * k); }
+using namespace test;
 
 constexpr int64_t M = 8, N = 4096;
 
@@ -44,24 +39,6 @@ SoftmaxBwdArgs bwd_args() {
   return a;
 }
 
-// f throws InvalidArgument whose message starts with "<fn>: " and contains every part.
-void expect_invalid(const std::function<void()>& f, const std::string& fn,
-                    const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(fn + ": ", 0), 0u) << "message does not start with '" << fn << ": ': " << msg;
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InvalidArgument, got: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected InvalidArgument, nothing was thrown";
-}
-
 void expect_fwd_invalid(const SoftmaxFwdArgs& a, const std::vector<std::string>& parts) {
   expect_invalid([&] { softmax_fwd(a, nullptr); }, "softmax_fwd", parts);
   expect_invalid([&] { log_softmax_fwd(a, nullptr); }, "log_softmax_fwd", parts);
@@ -69,22 +46,6 @@ void expect_fwd_invalid(const SoftmaxFwdArgs& a, const std::vector<std::string>&
 void expect_bwd_invalid(const SoftmaxBwdArgs& a, const std::vector<std::string>& parts) {
   expect_invalid([&] { softmax_bwd(a, nullptr); }, "softmax_bwd", parts);
   expect_invalid([&] { log_softmax_bwd(a, nullptr); }, "log_softmax_bwd", parts);
-}
-
-// Valid arguments get past validation and then meet the hidden CUDA: CudaError saying so.
-void expect_reaches_cuda(const std::function<void()>& f, const char* what) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
-    GTEST_SKIP() << "a CUDA device is visible despite CUDA_VISIBLE_DEVICES=\"\"; " << what
-                 << " not called";
-  try {
-    f();
-    ADD_FAILURE() << what << ": returned without CUDA (expected a CudaError: no device)";
-  } catch (const CudaError& e) {
-    EXPECT_NE(std::string(e.what()).find("no CUDA driver/GPU"), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": valid arguments rejected: " << e.what();
-  }
 }
 
 TEST(SoftmaxValidation, Baseline) {

@@ -2,7 +2,6 @@
 // function and the argument, before any CUDA call), the plan swept over (M, N, k, dtype), the
 // shared-memory layout, and the float64 reference on hand values (the tie rule, NaN, ±0).
 // CUDA is hidden (CUDA_VISIBLE_DEVICES=""): valid calls report "no CUDA driver/GPU".
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "host_test_util.h"
 #include "quack/errors.h"
 #include "quack/topk.h"
 #include "reference/topk_ref.h"
@@ -21,12 +21,12 @@
 namespace quack {
 namespace {
 
-const bool kCudaHidden = [] {
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
-  return true;
-}();
+using test::expect_invalid;
+using test::expect_reaches_cuda;
+using test::kCudaHidden;
 
-void* fake(uintptr_t k) { return reinterpret_cast<void*>(uintptr_t{0x1000000} * k); }
+// Top-k's fake pointers stand 16 MiB apart.
+void* fake(uintptr_t k) { return test::fake(k, uintptr_t{0x1000000}); }
 
 constexpr int64_t M = 8, N = 4096, K = 16;
 
@@ -52,44 +52,11 @@ TopkBwdArgs bwd_args(TopkSoftmax sm) {
   return a;
 }
 
-void expect_invalid(const std::function<void()>& f, const std::string& fn,
-                    const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(fn + ": ", 0), 0u)
-        << "message does not start with '" << fn << ": ': " << msg;
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InvalidArgument, got: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected InvalidArgument, nothing was thrown";
-}
-
 void expect_fwd_invalid(const TopkFwdArgs& a, const std::vector<std::string>& parts) {
   expect_invalid([&] { topk_fwd(a, nullptr); }, "topk_fwd", parts);
 }
 void expect_bwd_invalid(const TopkBwdArgs& a, const std::vector<std::string>& parts) {
   expect_invalid([&] { topk_bwd(a, nullptr); }, "topk_bwd", parts);
-}
-
-void expect_reaches_cuda(const std::function<void()>& f, const char* what) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
-    GTEST_SKIP() << "a CUDA device is visible despite CUDA_VISIBLE_DEVICES=\"\"; " << what
-                 << " not called";
-  try {
-    f();
-    ADD_FAILURE() << what << ": returned without CUDA (expected a CudaError: no device)";
-  } catch (const CudaError& e) {
-    EXPECT_NE(std::string(e.what()).find("no CUDA driver/GPU"), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": valid arguments rejected: " << e.what();
-  }
 }
 
 // ------------------------------------------------------------------ validation

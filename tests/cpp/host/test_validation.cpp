@@ -8,7 +8,6 @@
 // initialises): a call that gets past validation meets "no device" and throws CudaError
 // (std::runtime_error), which these tests report as a failure. The "Baseline" tests use that
 // to show the unmodified arguments are valid, so each negative test breaks exactly one thing.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,18 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "host_test_util.h"
 #include "quack/errors.h"
 #include "quack/norm.h"
 
 namespace quack {
 namespace {
 
-const bool kCudaHidden = [] {
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
-  return true;
-}();
-
-void* fake(uintptr_t k) { return reinterpret_cast<void*>(uintptr_t{0x100000} * k); }
+using namespace test;
 
 constexpr int64_t M = 8, N = 4096;
 
@@ -60,33 +55,6 @@ RmsNormBwdArgs bwd_args() {
   return a;
 }
 
-// Runs f; expects quack::InvalidArgument, catchable as std::invalid_argument, whose message
-// starts with "<fn>: " (fn: one of '|'-separated names) and contains every string of `parts`.
-void expect_invalid(const std::function<void()>& f, const std::string& fn,
-                    const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(dynamic_cast<const InvalidArgument*>(&e), nullptr)
-        << "a std::invalid_argument that is not quack::InvalidArgument: " << e.what();
-    const std::string msg = e.what();
-    bool prefix = false;
-    for (size_t b = 0, e; b <= fn.size(); b = e + 1) {
-      e = fn.find('|', b);
-      if (e == std::string::npos) e = fn.size();
-      prefix = prefix || msg.rfind(fn.substr(b, e - b) + ": ", 0) == 0;
-    }
-    EXPECT_TRUE(prefix) << "message does not start with '" << fn << ": ': " << msg;
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InvalidArgument, got another exception: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected InvalidArgument, nothing was thrown";
-}
-
 void expect_fwd_invalid(const RmsNormFwdArgs& a, const std::vector<std::string>& parts) {
   expect_invalid([&] { rmsnorm_fwd(a, nullptr); }, "rmsnorm_fwd", parts);
 }
@@ -99,26 +67,6 @@ void expect_bwd_invalid(const RmsNormBwdArgs& a, const std::vector<std::string>&
                  "rmsnorm_bwd_workspace_size|rmsnorm_bwd", parts);
   expect_invalid([&] { rmsnorm_bwd(a, fake(10), size_t{1} << 30, nullptr); }, "rmsnorm_bwd",
                  parts);
-}
-
-// Valid arguments get past validation and only then need CUDA (hidden here). Should a device
-// still be visible (CUDA_VISIBLE_DEVICES ignored), the call is not made: the fake pointers
-// would reach a kernel.
-template <typename F>
-void expect_reaches_cuda(F&& f, const char* what) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
-    GTEST_SKIP() << "a CUDA device is visible despite CUDA_VISIBLE_DEVICES=\"\"; " << what
-                 << " not called";
-  }
-  try {
-    f();
-    ADD_FAILURE() << what << ": returned without CUDA (expected a CudaError: no device)";
-  } catch (const CudaError&) {
-    SUCCEED();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": valid arguments rejected: " << e.what();
-  }
 }
 
 TEST(ValidationSetup, CudaIsHidden) { EXPECT_TRUE(kCudaHidden); }
