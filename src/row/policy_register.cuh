@@ -322,7 +322,11 @@ __global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 &&
   using Reducer = StaticRowReducer<kTpr, 1, typename Op::Red>;
   __shared__ float slots[Reducer::kSlotFloats];
   if constexpr (Op::kGate == RowGate::kKernel) {
-    for (int64_t row = blockIdx.x; row < p.g.rows; row += gridDim.x) {
+    // 32-bit rows (the plan takes the looped policy for M ≤ kMaxGrid < 2^31; a 64-bit counter
+    // spilled 8 bytes in cross-entropy's softcap backward).
+    const unsigned rows = static_cast<unsigned>(p.g.rows);
+#pragma unroll 1
+    for (unsigned row = blockIdx.x; row < rows; row += gridDim.x) {
       if (row != blockIdx.x) __syncthreads();  // the previous row's slot loads are done
       row_looped_block<Op, D, kTpr, kVecs>(p, row, slots);
     }
