@@ -6,7 +6,9 @@
 // the 16-byte vectors j·kTpr + t (j < kVecs) of each chunk of kTpr·kVecs vectors of every input
 // stream, so consecutive threads read consecutive vectors (coalesced). Vector indices are
 // 32-bit (a row has < 2^31 vectors); row offsets are 64-bit (M·N may pass 2^31). Grid: one CTA
-// per kRows rows (kLooped: per row), 1-D, not persistent, no clusters.
+// per kRows rows (kLooped: per row), 1-D, not persistent, no clusters; for ops with
+// kGate == RowGate::kKernel at most the resident CTAs, each looping over row blocks (a closed
+// gate then costs one wave of CTAs, not one per row block).
 //
 // kRegister (the row fits one chunk): every load of every input stream is issued first
 // (evict-first), kept packed (16-bit types: half the registers of fp32); the traits' fold ->
@@ -95,13 +97,11 @@ __host__ __device__ constexpr int row_register_min_ctas() {
              : 0;
 }
 
+/// One row block (kRows rows) of row_register_kernel: block blk's rows blk·kRows ..
+/// blk·kRows + kRows-1 (those < M). slots: the reducer's shared memory.
 template <class Op, class D, int kTpr, int kRows, int kVecs>
-__global__ void __launch_bounds__(kTpr * kRows,
-                                  row_register_min_ctas<Op, D, kTpr * kRows, kRows, kVecs>())
-    row_register_kernel(const __grid_constant__ RowParams p) {
-  if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
-  static_assert(!Op::kColShift, "vector shifts: the staged and general policies only");
-  static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
+__device__ __forceinline__ void row_register_block(const RowParams& p, int64_t blk,
+                                                   float* slots) {
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
   constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector
   using TVec = typename D::Vec;
@@ -111,10 +111,9 @@ __global__ void __launch_bounds__(kTpr * kRows,
                 "row_config_usable compiles only instances whose vectors fit beside the row, "
                 "or ops that take them late");
   using Reducer = StaticRowReducer<kTpr, kRows, typename Op::Red>;
-  __shared__ float slots[Reducer::kSlotFloats];
 
   const int t = kRows == 1 ? static_cast<int>(threadIdx.x) : threadIdx.x % kTpr;
-  const int64_t row = int64_t{blockIdx.x} * kRows + (kRows == 1 ? 0 : threadIdx.x / kTpr);
+  const int64_t row = blk * kRows + (kRows == 1 ? 0 : threadIdx.x / kTpr);
   const bool row_ok = row < p.g.rows;
   // Vectors of this row still ahead of this thread's first one: vector j·kTpr of the thread's
   // pointers exists when j·kTpr < n.
@@ -173,19 +172,34 @@ __global__ void __launch_bounds__(kTpr * kRows,
   }
 }
 
-// Two CTAs per SM for one input stream, a reduction of ≤ 2 floats and no per-column vectors
-// (32 registers at 1024 threads: the chunk's packed values and the fold fit), one for more
-// (without the bound ptxas kept the two-stream fp32 instance, cross-entropy's 4-float one and
-// LayerNorm's weight and bias at 32 and spilled).
-template <class Op, class D, int kTpr, int kVecs>
-__global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 &&
-                                                Op::kCols == 0
-                                            ? 2048 / kTpr
-                                            : 1)
-    row_looped_kernel(const __grid_constant__ RowParams p) {
+/// Grid: one CTA per row block, or, for ops with kGate == RowGate::kKernel, at most the
+/// resident CTAs (launch_row_config), each looping over the row blocks blockIdx.x + k·gridDim.x,
+/// so that a closed gate costs one wave of CTAs that return at once instead of ⌈M / kRows⌉.
+/// The barrier between a CTA's row blocks keeps a warp's next store into the reducer's slots
+/// behind every warp's loads of the previous row block's.
+template <class Op, class D, int kTpr, int kRows, int kVecs>
+__global__ void __launch_bounds__(kTpr * kRows,
+                                  row_register_min_ctas<Op, D, kTpr * kRows, kRows, kVecs>())
+    row_register_kernel(const __grid_constant__ RowParams p) {
   if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
   static_assert(!Op::kColShift, "vector shifts: the staged and general policies only");
   static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
+  using Reducer = StaticRowReducer<kTpr, kRows, typename Op::Red>;
+  __shared__ float slots[Reducer::kSlotFloats];
+  if constexpr (Op::kGate == RowGate::kKernel) {
+    const int64_t blocks = (p.g.rows + kRows - 1) / kRows;
+    for (int64_t blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
+      if (blk != blockIdx.x) __syncthreads();  // the previous row block's slot loads are done
+      row_register_block<Op, D, kTpr, kRows, kVecs>(p, blk, slots);
+    }
+  } else {
+    row_register_block<Op, D, kTpr, kRows, kVecs>(p, blockIdx.x, slots);
+  }
+}
+
+/// One row of row_looped_kernel. slots: the reducer's shared memory.
+template <class Op, class D, int kTpr, int kVecs>
+__device__ __forceinline__ void row_looped_block(const RowParams& p, int64_t row, float* slots) {
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
   constexpr int kVec = row_vec_elems<D, kIn>();
   constexpr int kChunk = kTpr * kVecs;  // vectors per row and pass (chunk)
@@ -202,10 +216,8 @@ __global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 &&
       2 * kVecs * 4 * kWords + 2 * kRowRegisterBudgetSlack <= kRegCap ? 2 : 1;
   // Pass 2 loads a chunk's vector slices with the chunk when they fit beside it.
   constexpr bool kEarly = row_cols_early<Op, D, kTpr, kVecs>();
-  __shared__ float slots[Reducer::kSlotFloats];
 
   const int t = threadIdx.x;
-  const int64_t row = blockIdx.x;  // grid = M
   const int n = static_cast<int>(p.g.cols / kVec) - t;
   const int chunks = n > 0 ? (n + kChunk - 1) / kChunk : 0;
   const int64_t col_t = int64_t{t} * kVec;
@@ -288,6 +300,38 @@ __global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 &&
         }
       }
     }
+  }
+}
+
+// Two CTAs per SM for one input stream, a reduction of ≤ 2 floats and no per-column vectors
+// (32 registers at 1024 threads: the chunk's packed values and the fold fit), one for more
+// (without the bound ptxas kept the two-stream fp32 instance, cross-entropy's 4-float one and
+// LayerNorm's weight and bias at 32 and spilled).
+/// Grid: one CTA per row (M), or, for ops with kGate == RowGate::kKernel, at most the resident
+/// CTAs, each looping over the rows blockIdx.x + k·gridDim.x with a barrier between rows (as
+/// row_register_kernel).
+template <class Op, class D, int kTpr, int kVecs>
+__global__ void __launch_bounds__(kTpr, Op::kIn == 1 && Op::Red::kFloats <= 2 &&
+                                                Op::kCols == 0
+                                            ? 2048 / kTpr
+                                            : 1)
+    row_looped_kernel(const __grid_constant__ RowParams p) {
+  if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
+  static_assert(!Op::kColShift, "vector shifts: the staged and general policies only");
+  static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
+  using Reducer = StaticRowReducer<kTpr, 1, typename Op::Red>;
+  __shared__ float slots[Reducer::kSlotFloats];
+  if constexpr (Op::kGate == RowGate::kKernel) {
+    // 32-bit rows (the plan takes the looped policy for M ≤ kMaxGrid < 2^31; a 64-bit counter
+    // spilled 8 bytes in cross-entropy's softcap backward).
+    const unsigned rows = static_cast<unsigned>(p.g.rows);
+#pragma unroll 1
+    for (unsigned row = blockIdx.x; row < rows; row += gridDim.x) {
+      if (row != blockIdx.x) __syncthreads();  // the previous row's slot loads are done
+      row_looped_block<Op, D, kTpr, kVecs>(p, row, slots);
+    }
+  } else {
+    row_looped_block<Op, D, kTpr, kVecs>(p, blockIdx.x, slots);  // grid = M
   }
 }
 

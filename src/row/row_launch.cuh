@@ -41,6 +41,22 @@ inline int64_t row_persistent_clusters(const RowPlan& plan, const void* kernel, 
                            max_resident(kernel, threads, smem, plan.cluster_n, device, where));
 }
 
+/// The grid of a register or looped kernel: plan.grid (one CTA per row block), or for ops with
+/// kGate == RowGate::kKernel at most the CTAs resident at once, which loop over the row blocks
+/// (policy_register.cuh): where the gate is closed the launch is one wave of CTAs that return.
+template <class Op, class Kernel>
+int64_t row_gated_grid(const RowPlan& plan, Kernel kernel, int threads, int device,
+                       const char* where) {
+  if constexpr (Op::kGate == RowGate::kKernel) {
+    if (plan.grid <= 0) return plan.grid;
+    return std::min<int64_t>(
+        plan.grid, max_resident(reinterpret_cast<const void*>(kernel), threads, 0, 1, device,
+                                where));
+  } else {
+    return plan.grid;
+  }
+}
+
 template <class Op, class D, size_t kConfig>
 void launch_row_config(const RowPlan& plan, const RowParams& p, int device, cudaStream_t stream,
                        const char* where, int64_t* resident) {
@@ -51,11 +67,14 @@ void launch_row_config(const RowPlan& plan, const RowParams& p, int device, cuda
                           " is not compiled for this op");
   } else if constexpr (c.policy == RowPolicy::kRegister) {
     if (resident) throw InvalidArgument(std::string(where) + ": internal error: not persistent");
-    launch(row_register_kernel<Op, D, c.tpr, c.rows, c.vecs>, plan.grid, c.threads(), 0, 1,
-           stream, where, p);
+    constexpr auto kernel = row_register_kernel<Op, D, c.tpr, c.rows, c.vecs>;
+    launch(kernel, row_gated_grid<Op>(plan, kernel, c.threads(), device, where), c.threads(), 0,
+           1, stream, where, p);
   } else if constexpr (c.policy == RowPolicy::kLooped) {
     if (resident) throw InvalidArgument(std::string(where) + ": internal error: not persistent");
-    launch(row_looped_kernel<Op, D, c.tpr, c.vecs>, plan.grid, c.tpr, 0, 1, stream, where, p);
+    constexpr auto kernel = row_looped_kernel<Op, D, c.tpr, c.vecs>;
+    launch(kernel, row_gated_grid<Op>(plan, kernel, c.tpr, device, where), c.tpr, 0, 1, stream,
+           where, p);
   } else if constexpr (c.policy == RowPolicy::kRing) {
     constexpr auto kernel = row_ring_kernel<Op, D, c.tpr, c.vecs, c.stages, c.early_refill>;
     constexpr size_t smem = RingSmem<kWords, c.tpr, c.vecs, c.stages, Op::Red::kFloats>::kBytes;

@@ -15,11 +15,18 @@
 //   CeTrain.ForcedConfigs the forward's gate closed and open on every entry of the row
 //                         skeleton's table and the general policy.
 //   CeTrain.Empty         M = 0.
+//   CeTrain.ManyRowBlocks several times more rows than resident CTAs (V = 32768 bf16: the
+//                         register policy), so that every CTA of the gated backward loops over
+//                         row blocks: open (recompute, grad_output 0.5 and 1) and closed (after
+//                         an open step) as in Sequences; and the backward's kernel forced to
+//                         every register and looped entry of the table with as many row blocks
+//                         (the gate open: cross_entropy_bwd).
 // Each step poisons dx (and dx_out, dx_state) with NaN first; where the forward did not write
 // dx its bytes must still be the poison.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -401,6 +408,54 @@ TEST_F(CeTrain, Empty) {
   cross_entropy_train_bwd(b, nullptr);
   QUACK_CUDA_OK(cudaDeviceSynchronize());
   EXPECT_EQ(read_word(word), 1) << "M = 0 launches nothing";
+}
+
+// SMs of the current device (0 without one).
+int64_t sm_count() {
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+  return n;
+}
+
+// The gated backward's register and looped kernels run at most the resident CTAs, each looping
+// over row blocks (policy_register.cuh). Row blocks: 4 x (2048 threads per SM / the CTA's
+// threads) x SMs, an upper bound on the resident CTAs, plus a partial block.
+TEST_F(CeTrain, ManyRowBlocks) {
+  const int64_t sms = sm_count();
+  ASSERT_GT(sms, 0);
+  TrainCase c;  // t1024v4 (register policy): at most 2 CTAs per SM
+  c.M = 4 * sms * 2 + 3;
+  c.V = 32768;
+  run_sequence(c, kSteps);  // open at steps 2, 3 (g 0.5, 1); closed at 0, 1, 4 (4 after open)
+
+  int ran = 0;
+  for (int cfg = 0; cfg < kRowConfigCount; ++cfg) {
+    const detail::RowConfig& k = kRowConfigs[cfg];
+    if (k.policy != RowPolicy::kRegister && k.policy != RowPolicy::kLooped) continue;
+    // Compiled for the backward (one bf16 stream, a 1-float reduction, one output)?
+    if (!detail::row_config_usable(k, 1, 1, 0, 2, 0, 4, -1, false, 1, false)) continue;
+    const int64_t chunk = k.chunk_bytes() / 2;
+    const int64_t per_sm = std::min<int64_t>(32, 2048 / k.threads());
+    CeCase cc;
+    cc.bwd = true;
+    cc.x = DType::kBFloat16;
+    cc.config = cfg;
+    cc.eps = 0.1;  // the reduction in use
+    cc.zs = 1e-4;
+    cc.red = Reduction::kMean;
+    cc.seed = 9100 + cfg;
+    if (k.policy == RowPolicy::kRegister) {
+      cc.M = 3 * sms * per_sm * k.rows + k.rows / 2 + 1;
+      cc.V = chunk;
+    } else {  // 2.5 passes of the loop
+      cc.M = 3 * sms * per_sm + 1;
+      cc.V = 2 * chunk + chunk / 2 + 8;
+    }
+    run_ce_case(cc);
+    ++ran;
+  }
+  EXPECT_GT(ran, 4) << "register and looped configurations compiled for the backward";
 }
 
 }  // namespace
