@@ -76,6 +76,9 @@ __global__ void __launch_bounds__(kAuxThreads) ce_prep_kernel(const CePrepParams
     q.dev[ce::kScaleZ] = q.mean ? static_cast<float>(1.0 / count) : 1.f;
     q.dev[ce::kWeightSum] = q.weight_sum ? static_cast<float>(wall) : static_cast<float>(q.V);
     if (q.dx_on) q.dev[ce::kDxOn] = q.predict == nullptr || *q.predict != 0 ? 1.f : 0.f;
+    // The unused slots too: with dx_state they are an output the caller sees (one call's
+    // outputs equal another's for the same inputs).
+    for (int i = ce::kDxOn + 1; i < ce::kDevScalarCount; ++i) q.dev[i] = 0.f;
   }
 }
 
