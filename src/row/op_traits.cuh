@@ -84,7 +84,8 @@
 //   kOptOut [0]         the last kOptOut output streams may be absent: not stored.
 //   kTrialConfigs [false] the plan's configurations under trial (RowConfig::trial,
 //                       row_config.h) are compiled for the op, so `--config all` and the GPU
-//                       tests reach them; the plan never prefers them.
+//                       tests reach them; the plan takes only cl-t256v8, for such ops with
+//                       per-element outputs on 16-bit rows beyond 64 KB (row_plan.cpp).
 //   kGate [kNone]       a switch read on the device, Op::gate_open(p) (from memory the kernel
 //                       does not write, so every CTA sees the same value): RowGate::kOutputs:
 //                       the per-element outputs are stored (and apply called) only while it is

@@ -189,6 +189,20 @@ inline constexpr RowConfig kRowConfigs[] = {
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
 
+/// The longest row (bytes) of the register entries (t1024v4: 1024 threads x 4 vectors).
+inline constexpr int64_t kRowRegisterMaxRowBytes = 1024 * 4 * 16;
+
+/// Index of the entry named `name` in kRowConfigs, -1 when none.
+constexpr int row_config_index(const char* name) {
+  for (int i = 0; i < kRowConfigCount; ++i) {
+    const char* a = kRowConfigs[i].name;
+    const char* b = name;
+    while (*a != 0 && *a == *b) ++a, ++b;
+    if (*a == 0 && *b == 0) return i;
+  }
+  return -1;
+}
+
 /// Floats of shared memory per reduction slot for a reduction of `floats` floats (slots are
 /// padded to a power of two so cluster_exchange moves whole 16-byte chunks).
 QUACK_ROW_HD constexpr int row_slot_floats(int floats) {

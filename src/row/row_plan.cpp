@@ -148,8 +148,18 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
   const int present_bytes = pr.present_bytes < 0 ? n_present * in_elt : pr.present_bytes;
   const int64_t row_bytes = pr.N * in_elt;
   const bool force_general = forced_config == kRowConfigCount;
+  // Cross-entropy's forward with dx (the ops with trial entries and per-element outputs) on
+  // 16-bit rows beyond 64 KB tries cl-t256v8 first. H200, bf16, kernel-only fwd+dx (quack-bench
+  // cross-entropy --dir fwdbwd --config all): 2.68 / 2.90 ms at 16384 x 131072 / 8192 x 262144
+  // against the ring's 3.24 / 3.59 (its loss-only pass reads 3.38 / 3.00 TB/s, the ring's 2.08
+  // / 1.71).
+  const int first = forced_config < 0 && op.trial_configs && op.n_out > 0 && in_elt == 2 &&
+                            row_bytes > kRowRegisterMaxRowBytes
+                        ? row_config_index("cl-t256v8")
+                        : -1;
   if (pr.pair && pr.vec_ok && !force_general) {
-    for (int i = 0; i < kRowConfigCount; ++i) {
+    for (int k = first >= 0 ? -1 : 0; k < kRowConfigCount; ++k) {
+      const int i = k < 0 ? first : k;
       if (forced_config >= 0 && i != forced_config) continue;
       const RowConfig& c = kRowConfigs[i];
       if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt, op.n_acc, vec_elt,

@@ -400,7 +400,7 @@ TEST(CrossEntropyPlan, TrainingShapes) {
   EXPECT_EQ(plan_name(8192, 262144, bf, false), "t1024v2-looped");
   EXPECT_EQ(plan_name(16384, 32768, f32, false), "t1024v8");
   EXPECT_EQ(plan_name(16384, 131072, f32, true), "ring-t1024v4-s3-x8");
-  EXPECT_EQ(plan_name(16384, 128256, bf, true), "ring-t1024v4-s3-x4");
+  EXPECT_EQ(plan_name(16384, 128256, bf, true), "cl-t256v8-x8");
   EXPECT_EQ(plan_name(16384, 4100, bf, true), "general-t256-x2");
 }
 
