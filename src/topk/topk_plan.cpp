@@ -54,7 +54,7 @@ bool topk_bitonic_ok(const TopkProblem& pr) {
 }
 
 bool topk_bitonic_planned(const TopkProblem& pr) {
-  return topk_bitonic_ok(pr) && pr.k <= kTopkBitonicPlanMaxK && pr.N <= kTopkBitonicPlanMaxN;
+  return topk_bitonic_ok(pr) && (pr.k <= kTopkBitonicPlanMaxK || pr.N <= kTopkBitonicPlanMaxN);
 }
 
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path,

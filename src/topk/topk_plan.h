@@ -8,7 +8,7 @@
 //           workspace, then an epilogue kernel.
 //   kBitonic 16-bit x, 16-byte loads, N ≤ kTopkBitonicMaxN, k ≤ kTopkBitonicMaxK: the register
 //           kernel (topk_bitonic_kernel.cuh), T threads per row, E elements per thread. The plan
-//           takes it by topk_bitonic_planned (k ≤ kTopkBitonicPlanMaxK, N ≤
+//           takes it by topk_bitonic_planned (k ≤ kTopkBitonicPlanMaxK or N ≤
 //           kTopkBitonicPlanMaxN); plan_topk's forced_path takes it anywhere in its range.
 #pragma once
 
@@ -35,12 +35,14 @@ inline constexpr int kTopkBitonicMaxN = 4096;
 inline constexpr int kTopkBitonicMaxK = 32;
 inline constexpr int kTopkBitonicThreads = 128;  // threads per CTA: 128 / T rows
 
-// The plan's bitonic class (provisional): 16-bit x with 16-byte loads, k ≤ 16, N ≤ 2048, i.e.
-// lists of 8 or 16 and at most 64 elements per thread. Source: H200, bf16, kernel-only
-// (quack-bench topk --config all, TB/s of x read): 65536×1024 k = 8, bitonic-k8-e64-t16 1.385
-// vs the best queue plan (queue-q32-p32-vec-w1r4) 0.820 (1.69×); 65536×4096 k = 32,
-// bitonic-k32-e128-t32 0.605 vs queue w1r4 0.639 (the queue 5% ahead). The grid N ∈ {1024,
-// 2048, 4096} × k ∈ {8, 16, 32} decides the final bounds.
+// The plan's bitonic class: 16-bit x with 16-byte loads in the kernel's range, and k ≤ 16 or
+// N ≤ 2048 (only N in (2048, 4096] with k in (16, 32] keeps the queue kernel). Source: H200,
+// bf16, M = 65536, kernel-only (quack-bench topk --config all, TB/s of x read), the plan's
+// bitonic entry against the best queue entry:
+//            k = 8          k = 16         k = 32
+//   N 1024   1.383 / 0.820  0.940 / 0.668  0.585 / 0.496
+//   N 2048   1.418 / 0.947  0.938 / 0.703  0.579 / 0.560
+//   N 4096   1.212 / 0.955  0.854 / 0.806  0.604 / 0.639
 inline constexpr int kTopkBitonicPlanMaxK = 16;
 inline constexpr int kTopkBitonicPlanMaxN = 2048;
 
@@ -75,9 +77,9 @@ struct TopkPlan {
 /// Whether the bitonic kernel takes the problem (16-bit x, vector loads, N and k in range).
 bool topk_bitonic_ok(const TopkProblem& pr);
 
-/// Whether the plan picks the bitonic kernel unforced: topk_bitonic_ok(pr), k ≤
-/// kTopkBitonicPlanMaxK and N ≤ kTopkBitonicPlanMaxN (the measured class above).
-bool topk_bitonic_planned(const TopkProblem& pr);
+/// Whether the plan picks the bitonic kernel unforced: topk_bitonic_ok(pr), and k ≤
+/// kTopkBitonicPlanMaxK or N ≤ kTopkBitonicPlanMaxN (the measured class above).
+bool topk_bitonic_planned(const TopkProblem& pr);  // k ≤ 16 or N ≤ 2048 (either bound)
 
 /// The plan for problem `pr` (M = 0 or k = 0: kNone): kBitonic where topk_bitonic_planned, else
 /// kQueue for k ≤ kTopkQueueMaxK, else kSort. forced_warps > 0 (a power of 2 ≤

@@ -74,12 +74,14 @@ def check(x, k, dim=-1, largest=True, **kw):
 # Forward: shapes, dtypes, order
 # --------------------------------------------------------------------------------------------
 
-# 16-bit x at k <= 16, N <= 2048 with 16-byte rows (here (1, 1, 1), (33, 1000, 8), (65, 256, 8),
-# (300, 64, 2), (130, 2048, 16)) takes the register (bitonic) kernel by the plan's rule
-# (src/topk/topk_plan.h); the others the queue kernel (k <= 256) or the sort path.
+# 16-bit x with 16-byte rows, N <= 4096, k <= 32 and k <= 16 or N <= 2048 (here (1, 1, 1),
+# (33, 1000, 8), (65, 256, 8), (300, 64, 2), (130, 2048, 16), (9, 2056, 8), (6, 4096, 16),
+# (11, 1024, 24)) takes the register (bitonic) kernel by the plan's rule (src/topk/topk_plan.h);
+# the others the queue kernel (k <= 256) or the sort path.
 SHAPES = [(1, 1, 1), (7, 127, 5), (33, 1000, 8), (64, 4096, 32), (16, 4096, 128),
           (8, 32768, 64), (4, 131072, 256), (3, 5000, 300), (5, 257, 257), (65, 256, 8),
-          (300, 64, 2), (2, 70001, 17), (130, 2048, 16), (9, 2056, 8)]
+          (300, 64, 2), (2, 70001, 17), (130, 2048, 16), (9, 2056, 8), (6, 4096, 16),
+          (11, 1024, 24)]
 
 
 @pytest.mark.parametrize("largest", [True, False])
@@ -154,7 +156,8 @@ def ref_softmax_values(x, k, mode, largest=True):
 
 @pytest.mark.parametrize("mode", [True, "pre"], ids=["selected", "pre"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-# bf16 / fp16 at (64, 64, 8), (33, 256, 8), (130, 2048, 16): the bitonic kernel (the plan's rule).
+# bf16 / fp16 at (64, 64, 8), (33, 256, 8), (130, 2048, 16): the bitonic kernel (the plan's rule);
+# (9, 4096, 32) the queue kernel.
 @pytest.mark.parametrize("M,N,k", [(64, 64, 8), (33, 256, 8), (130, 2048, 16), (9, 4096, 32),
                                    (4, 32768, 128), (3, 3000, 300)])
 def test_softmax(M, N, k, dtype, mode):

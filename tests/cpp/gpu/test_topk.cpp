@@ -13,7 +13,7 @@
 //                 TopkSoftmax run every case twice: the queue kernel forced (the sort path
 //                 for k > 256) and the bitonic kernel forced (where it applies: 16-bit x,
 //                 16-byte rows, N ≤ 4096, k ≤ 32), so both kernels keep every case whichever
-//                 the plan picks; the plan's own path (the bitonic rule: k ≤ 16, N ≤ 2048)
+//                 the plan picks; the plan's own path (the bitonic rule: k ≤ 16 or N ≤ 2048)
 //                 runs in TopkPlanRule, TopkLayouts and TopkBackward.
 //   TopkLayouts   strided and misaligned x, strided values / indices (nothing written
 //                 outside them), fp32 values from bf16 x and bf16 values from fp32 x, at a
@@ -434,10 +434,10 @@ class TopkPlanRule : public GpuTest {};
 
 TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
   // The plan unforced (run_case expects topk_bitonic_planned's path): the rule's edges
-  // (k = 16, N = 2048) and just past them, every softmax mode, int32 / int64 indices, largest
+  // (k ≤ 16 or N ≤ 2048) and just past them, every softmax mode, int32 / int64 indices, largest
   // and smallest, bf16 / fp16 / fp32 x.
   const Mnk shapes[] = {{300, 2048, 16}, {130, 1024, 8}, {33, 2048, 17}, {9, 2056, 8},
-                        {5, 40, 16},     {7, 1000, 1}};
+                        {5, 40, 16},     {7, 1000, 1},   {11, 2056, 17}, {6, 4096, 32}};
   uint64_t seed = 8000;
   int n = 0;
   for (const Mnk& s : shapes)
@@ -456,7 +456,7 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
         c.seed = ++seed;
         ++n;
         const TopkRun r = run_case(c);
-        const bool planned = dtype_size(t) == 2 && s.k <= 16 && s.N <= 2048;
+        const bool planned = dtype_size(t) == 2 && (s.k <= 16 || s.N <= 2048);
         EXPECT_EQ(r.plan.path, planned ? TopkPath::kBitonic : TopkPath::kQueue) << case_name(c);
       }
 }
