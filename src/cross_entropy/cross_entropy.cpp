@@ -303,8 +303,8 @@ void run_cross_entropy_fwd(const CeFwdCall& c, const RowPlan& plan, cudaStream_t
   if (c.finish) launch_ce_finish(c.finish_params, stream, kFwd);
 }
 
-RowCall cross_entropy_bwd_call(const CrossEntropyBwdArgs& a) {
-  const ArgCheck chk(kBwd);
+RowCall cross_entropy_bwd_call(const CrossEntropyBwdArgs& a, const char* fn, int64_t flags) {
+  const ArgCheck chk(fn);
   chk.matrix(a.x, "x", -1, -1);
   chk.float_dtype(a.x, "x");
   const int64_t M = a.x.shape[0], V = a.x.shape[1];
@@ -323,10 +323,9 @@ RowCall cross_entropy_bwd_call(const CrossEntropyBwdArgs& a) {
   check_dx(chk, a.dx, a.x, M, V, device);
 
   const bool ws = a.weight.present() && a.label_smoothing > 0.f;
-  int64_t flags = 0;
   if (a.weight.present()) flags |= ce::kHasWeight;
   if (ws) flags |= ce::kWeightedSmoothing;
-  RowCall c = make_row_call(bwd_entry(a.logit_softcap > 0.f, ws), kBwd, {&a.x}, {&a.dx});
+  RowCall c = make_row_call(bwd_entry(a.logit_softcap > 0.f, ws), fn, {&a.x}, {&a.dx});
   RowParams& p = c.p;
   p.row_in[ce::kTarget] = row_vector_io(a.target);
   p.row_in[ce::kLseIn] = row_vector_io(a.lse);
@@ -359,26 +358,33 @@ void cross_entropy_train_bwd(const CrossEntropyTrainBwdArgs& a, cudaStream_t str
   using namespace detail;
   const ArgCheck chk(kTrainBwd);
   chk.required(a.x, "x");
-  chk.matrix(a.x, "x", -1, -1);
-  chk.float_dtype(a.x, "x");
+  chk.required(a.lse, "lse");
+  chk.required(a.grad_output, "grad_output");
+  check_vector(chk, a.grad_output, "grad_output", 1, a.x.device, false);
+  chk.required(a.dx, "dx");
+  chk.required(a.dx_state, "dx_state");
+  // The recompute: cross_entropy_bwd's row call (its checks of x, target, lse, the options and
+  // the weight; dloss = grad_output for every row) into dx_out or dx, run on the device only
+  // where the forward did not write dx (kTrainBwd: the state's kDxOn).
+  const bool out_of_place = a.dx_out.present() && a.dx_out.data != a.dx.data;
+  CrossEntropyBwdArgs b;
+  b.x = a.x;
+  b.target = a.target;
+  b.lse = a.lse;
+  b.dloss = a.grad_output;
+  b.dx = a.dx_out.present() ? a.dx_out : a.dx;
+  b.weight = a.weight;
+  b.ignore_index = a.ignore_index;
+  b.label_smoothing = a.label_smoothing;
+  b.z_loss_scale = a.z_loss_scale;
+  b.logit_softcap = a.logit_softcap;
+  RowCall c = cross_entropy_bwd_call(b, kTrainBwd, ce::kTrainBwd);
+  c.p.row_in[ce::kBwdState] = scalars_io(a.dx_state.data);
   const int64_t M = a.x.shape[0], V = a.x.shape[1];
   const int device = a.x.device;
-  check_v(chk, M, V, "x");
-  check_target(chk, a.target, M, device);
-  check_options(chk, a.label_smoothing, a.z_loss_scale, a.logit_softcap);
-  check_weight(chk, a.weight, V, device);
-  chk.required(a.lse, "lse");
-  check_vector(chk, a.lse, "lse", M, device, false);
-  chk.required(a.grad_output, "grad_output");
-  check_vector(chk, a.grad_output, "grad_output", 1, device, false);
-  chk.required(a.dx, "dx");
-  check_dx(chk, a.dx, a.x, M, V, device);
-  chk.required(a.dx_state, "dx_state");
   check_dx_state(chk, a.dx_state, device);
-  const bool out_of_place = a.dx_out.present() && a.dx_out.data != a.dx.data;
-  const TensorRef& out = a.dx_out.present() ? a.dx_out : a.dx;
   if (a.dx_out.present()) {
-    check_dx(chk, a.dx_out, a.x, M, V, device, "dx_out");
+    check_dx(chk, a.dx, a.x, M, V, device);
     if (a.dx_out.dtype != a.dx.dtype)
       chk.fail("dx_out has dtype " + describe_full(a.dx_out) + ", expected dx's " +
                describe_full(a.dx));
@@ -401,22 +407,6 @@ void cross_entropy_train_bwd(const CrossEntropyTrainBwdArgs& a, cudaStream_t str
   q.V = V;
   const int vec_elems = 16 / dtype_size(a.dx.dtype);
   q.vec = vector_ok(a.dx, vec_elems) && (!out_of_place || vector_ok(a.dx_out, vec_elems));
-
-  // The recompute: cross_entropy_bwd's row kernel, run only where the forward did not write dx.
-  const bool ws = a.weight.present() && a.label_smoothing > 0.f;
-  int64_t flags = ce::kTrainBwd;
-  if (a.weight.present()) flags |= ce::kHasWeight;
-  if (ws) flags |= ce::kWeightedSmoothing;
-  RowCall c = make_row_call(bwd_entry(a.logit_softcap > 0.f, ws), kTrainBwd, {&a.x}, {&out});
-  c.device = device;
-  RowParams& p = c.p;
-  p.row_in[ce::kTarget] = row_vector_io(a.target);
-  p.row_in[ce::kLseIn] = row_vector_io(a.lse);
-  p.row_in[ce::kDloss] = row_vector_io(a.grad_output);
-  p.row_in[ce::kDloss].row_stride = 0;
-  p.row_in[ce::kBwdState] = scalars_io(a.dx_state.data);
-  p.vec[ce::kWeight] = row_io(a.weight);
-  set_options(p, a.label_smoothing, a.z_loss_scale, a.logit_softcap, a.ignore_index, V, flags);
 
   std::optional<DeviceGuard> guard;
   guard_device(guard, device, kTrainBwd);

@@ -25,7 +25,10 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& args);
 /// Runs the call with the row kernel's plan `plan` (plan_row_call(call.row, config)).
 void run_cross_entropy_fwd(const CeFwdCall& call, const RowPlan& plan, cudaStream_t stream);
 
-/// Validates `args` (throws as cross_entropy_bwd) and builds the row call.
-RowCall cross_entropy_bwd_call(const CrossEntropyBwdArgs& args);
+/// Validates `args` (throws InvalidArgument naming `fn`) and builds the row call.
+/// fn: the caller's name in messages; flags: ce::Flag bits added to the options' (the training
+/// backward's kTrainBwd).
+RowCall cross_entropy_bwd_call(const CrossEntropyBwdArgs& args,
+                               const char* fn = "cross_entropy_bwd", int64_t flags = 0);
 
 }  // namespace quack::detail
