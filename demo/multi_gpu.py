@@ -38,7 +38,8 @@ import time
 
 from train_lm import (EXIT_ENV, EXIT_FAIL, EXIT_NO_QUACK, EXIT_PROBE, FINAL_WINDOW, RUNS,
                       TIMING_WARMUP, DemoExit, batch_starts, free_memory, import_quack,
-                      load_data, lr_at, print_summary, print_table, summarize, val_loss)
+                      load_data, make_train_step, print_summary, print_table, summarize,
+                      val_loss)
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
             "NVSHMEM_DISABLE_NVLS": "1"}
@@ -247,17 +248,7 @@ def fsdp_run(label, parts, seed, cfg, steps, train, val, device, rank, world):
     params = list(model.parameters())
     ac = dict(device_type=device.type, dtype=torch.bfloat16)
 
-    def step_fn(step):
-        for gr in opt.param_groups:
-            gr["lr"] = lr_at(step, steps, cfg)
-        chunk = train[starts[step][:, None] + offs]
-        with torch.autocast(**ac):
-            loss = model(chunk[:, :-1], chunk[:, 1:])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg["clip"])
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses[step] = loss.detach()
+    step_fn = make_train_step(model, opt, params, train, starts, offs, losses, steps, cfg, ac)
 
     ev = ([(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
            for _ in range(steps)] if cuda else None)

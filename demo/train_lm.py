@@ -288,6 +288,27 @@ def free_memory():
         torch.cuda.reset_peak_memory_stats()
 
 
+def make_train_step(fwd, opt, params, train, starts, offs, losses, steps, cfg, ac):
+    """One optimizer step of the demo as a function of the step index: the learning rate of the
+    schedule, the batch (rows starts[step] of the token stream, T + 1 tokens each), forward and
+    backward under bf16 autocast, gradient clipping, AdamW, and the loss kept on the device in
+    losses[step] (no host sync). Shared by the single-GPU run and demo/multi_gpu.py."""
+    import torch
+
+    def step_fn(step):
+        for gr in opt.param_groups:
+            gr["lr"] = lr_at(step, steps, cfg)
+        chunk = train[starts[step][:, None] + offs]
+        with torch.autocast(**ac):
+            loss = fwd(chunk[:, :-1], chunk[:, 1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg["clip"])
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses[step] = loss.detach()
+    return step_fn
+
+
 def val_loss(model, val, T, offs, cfg, ac, device):
     """(summed loss, tokens) of the model over the val split's non-overlapping sequences of T
     + 1 tokens (at most cfg["val_seqs"] of them), cfg["batch"] sequences a forward."""
@@ -347,18 +368,7 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
     params = list(model.parameters())
     ac = dict(device_type=device.type, dtype=torch.bfloat16)
 
-    def step_fn(step, record=True):
-        for gr in opt.param_groups:
-            gr["lr"] = lr_at(step, steps, cfg)
-        chunk = train[starts[step][:, None] + offs]
-        with torch.autocast(**ac):
-            loss = fwd(chunk[:, :-1], chunk[:, 1:])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg["clip"])
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if record:
-            losses[step] = loss.detach()
+    step_fn = make_train_step(fwd, opt, params, train, starts, offs, losses, steps, cfg, ac)
 
     ev = ([(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
            for _ in range(steps)] if cuda else None)
