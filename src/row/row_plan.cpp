@@ -132,6 +132,10 @@ bool row_staged_geometry(int64_t M, int64_t N, int in_elt, int max_vecs, int pre
   return true;
 }
 
+// The entry cross-entropy's fwd+dx tries first on long 16-bit rows (plan_row), found once.
+constexpr int kClusterEntry = row_config_index("cl-t256v8");
+static_assert(kClusterEntry >= 0, "cl-t256v8 is in kRowConfigs");
+
 RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
   RowPlan plan;
   plan.in = pr.in;
@@ -155,7 +159,7 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
   // / 1.71).
   const int first = forced_config < 0 && op.trial_configs && op.n_out > 0 && in_elt == 2 &&
                             row_bytes > kRowRegisterMaxRowBytes
-                        ? row_config_index("cl-t256v8")
+                        ? kClusterEntry
                         : -1;
   if (pr.pair && pr.vec_ok && !force_general) {
     for (int k = first >= 0 ? -1 : 0; k < kRowConfigCount; ++k) {
