@@ -160,9 +160,9 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
 
       if constexpr (Tile::kPingpong) mma_order.wait();  // our turn on the tensor cores
       auto release = read;
-      Mainloop::mma(tiled_mma, mma_in, pipeline, read, release, acc, k_tiles);
+      Mainloop::mma(tiled_mma, mma_in, pipeline, ss.pipe, read, release, acc, k_tiles);
       if constexpr (Tile::kPingpong) mma_order.arrive();  // the other warpgroup may issue now
-      Mainloop::mma_tail(pipeline, release, acc, k_tiles);
+      Mainloop::mma_tail(pipeline, ss.pipe, release, acc, k_tiles);
       if (Tile::kPingpong) read.advance(k_tiles);  // the other warpgroup's next tile
 
       epilogue.store_tile(p.epilogue, acc, p.M, p.N, p.L, m_blk, n_blk, l);
