@@ -290,14 +290,18 @@ struct CollectiveEpilogue {
   }
 
   // Per consumer thread: its group's buffers, the visitor (device scalars read once per CTA) and
-  // the running buffer stage and C barrier phase.
+  // the count of subtiles stored modulo 2·EpiStagesD, which gives the buffer stage (count modulo
+  // EpiStagesD) and, where C comes through TMA (one C load per subtile stored), C's barrier
+  // phase (its parity; the wrap is even). One register for both: it is held across the
+  // mainloop, beside 192 accumulators on the 128x192 pingpong tile.
   TensorStorage& ts;
   BarrierStorage& bs;
   int grp, etid;
   Op op;
   bool load_c;
-  uint32_t c_phase = 0;
-  int d_stage = 0;
+  int sub_count = 0;
+
+  static constexpr int kSubCountWrap = 2 * EpiStagesD;
 
   template <class P>
   CUTE_DEVICE CollectiveEpilogue(P const& p, TensorStorage& ts_, BarrierStorage& bs_, int grp_, int etid_)
@@ -342,6 +346,8 @@ struct CollectiveEpilogue {
       for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n) {
         int const n0 = n_blk * Tile::BN + epi_n * EpiN;  // first column of the subtile
         if (n0 >= N || m0 >= M) continue;  // wholly outside the output: nothing to load or store (group-uniform)
+        int const d_stage = sub_count % EpiStagesD;
+        uint32_t const c_phase = uint32_t(sub_count) & 1u;
         int const c_stage = kReuseSmemC ? d_stage : 0;
         cutlass::Array<float, kFrg> x;  // this subtile's accumulator values (fragment order)
         CUTE_UNROLL
@@ -373,7 +379,6 @@ struct CollectiveEpilogue {
             copy(p.tma_c.with(bs.c_full[grp]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
           }
           cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp], c_phase);
-          c_phase ^= 1;
           cutlass::Array<ElementC, kFrg> c;
           load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
           cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
@@ -427,14 +432,14 @@ struct CollectiveEpilogue {
           if (!manual) {
             if (store_d) copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
             if constexpr (kOutputs == 2)
-              if (store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L);
+              if (store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L, d_stage);
           }
           // One bulk group per buffer stage (both outputs' stores; empty for a clipped
           // subtile): tma_store_wait<S - 1> then always means "the stores that read this stage
           // are done".
           tma_store_arrive();
         }
-        d_stage = (d_stage + 1) % EpiStagesD;
+        sub_count = (sub_count + 1) % kSubCountWrap;
       }
     }
   }
@@ -448,7 +453,7 @@ struct CollectiveEpilogue {
   /// Output 1's TMA store of subtile (epi_m, epi_n) from buffer stage d_stage (one thread).
   template <class P>
   CUTE_DEVICE void store_d1_subtile(P const& p, int l, int m_blk, int n_blk, int epi_m, int epi_n, int M, int N,
-                                    int L) const {
+                                    int L, int d_stage) const {
     Tensor sD1 = as_position_independent_swizzle_tensor(
         make_tensor(make_smem_ptr(ts.D1[grp].begin()), SmemLayoutD1{}));  // (EpiM,EpiN1,PIPE_D)
     auto tma_blk = p.tma_d1.get_slice(Int<0>{});

@@ -99,7 +99,8 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
     Epilogue::prefetch_descriptors(p.epilogue);
   }
   Pipeline pipeline = Mainloop::make_pipeline(ss.pipe, warp_group == 0);  // warp 0 initialises the barriers
-  // Pingpong turn-taking of the consumer warpgroups (group 0 = WG1 goes first); unused otherwise.
+  // Pingpong turn-taking of the consumer warpgroups (group 0 = WG1 goes first): the object
+  // initialises the barriers, the consumer loop waits and arrives on them; unused otherwise.
   typename Tile::MmaOrder::Params op;
   op.group_id = warp_group == 0 ? 0u : uint32_t(warp_group - 1);
   op.group_size = 128;
@@ -158,10 +159,16 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
       int const l = int(t.batch);
       int const m_blk = int(t.m) * Tile::kClusterM + rank_m, n_blk = int(t.n) * Tile::kClusterN + rank_n;
 
-      if constexpr (Tile::kPingpong) mma_order.wait();  // our turn on the tensor cores
+      // Pingpong turns on mma_order's barriers (OrderedSequenceBarrier<1, 2>: barrier g is waited
+      // on by warpgroup g and arrived on by the other), with the phase derived from seq instead
+      // of the object's running phase, so that no phase register is held across the tile loop:
+      // tile t = seq / 2 of warpgroup g waits with parity (g == 0) ^ (t & 1), the object's phase
+      // after t arrivals.
+      if constexpr (Tile::kPingpong)  // our turn on the tensor cores
+        ss.mma_order.barrier_[0][mma_wg].wait(uint32_t(mma_wg == 0) ^ ((seq >> 1) & 1u));
       auto release = read;
       Mainloop::mma(tiled_mma, mma_in, pipeline, ss.pipe, read, release, acc, k_tiles);
-      if constexpr (Tile::kPingpong) mma_order.arrive();  // the other warpgroup may issue now
+      if constexpr (Tile::kPingpong) ss.mma_order.barrier_[0][mma_wg ^ 1].arrive();  // the other warpgroup may issue now
       Mainloop::mma_tail(pipeline, ss.pipe, release, acc, k_tiles);
       if (Tile::kPingpong) read.advance(k_tiles);  // the other warpgroup's next tile
 
