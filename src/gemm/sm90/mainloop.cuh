@@ -213,13 +213,14 @@ struct CollectiveMainloop {
   /// and a flag computed once per thread and held across the tile loop, which 128x192 pingpong's
   /// 192 accumulators pushed to local memory (one load per k-tile); here the warp index is
   /// warp-uniform (a broadcast register) and the lane a fresh elect.sync.
-  CUTE_DEVICE static void release(Pipeline& pipeline, typename Pipeline::SharedStorage& storage, uint32_t stage) {
+  CUTE_DEVICE static void release(Pipeline& pipeline, typename Pipeline::SharedStorage& storage,
+                                  PipelineState const& state) {
     if constexpr (Tile::kClusterSize == 1) {
-      pipeline.consumer_release(stage);
+      pipeline.consumer_release(state);
     } else {
       uint32_t const warp_in_wg = uint32_t(cutlass::canonical_warp_idx_sync()) % 4u;
       if (warp_in_wg < uint32_t(Tile::kClusterSize) && cute::elect_one_sync())
-        storage.empty_barrier_[stage].arrive(warp_in_wg, 1u);
+        storage.empty_barrier_[state.index()].arrive(warp_in_wg, 1u);
     }
   }
 
@@ -267,7 +268,7 @@ struct CollectiveMainloop {
       warpgroup_wait<1>();  // the batch of k-1 is done: its stage may be refilled
       warpgroup_fence_operand(acc);
       if (k > 0) {
-        CollectiveMainloop::release(pipeline, storage, release.index());
+        CollectiveMainloop::release(pipeline, storage, release);
         ++release;
       }
       ++read;
@@ -280,7 +281,7 @@ struct CollectiveMainloop {
                                    PipelineState& release, Acc& acc, int k_tiles) {
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc);
-    if (k_tiles > 0) CollectiveMainloop::release(pipeline, storage, release.index());  // k_tiles ≥ 1 always (host: K = 0 never launches)
+    if (k_tiles > 0) CollectiveMainloop::release(pipeline, storage, release);  // k_tiles ≥ 1 always (host: K = 0 never launches)
   }
 };
 
