@@ -18,12 +18,14 @@
 //                       src/row/row_config.h that takes the shape, and the general policy
 //   quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row]
 //                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all]
-//                    [--path auto|queue|bitonic] [--ms 100]
+//                    [--path auto|queue|bitonic|bitonic-fit] [--ms 100]
 //                    top-k, values in x's dtype, int64 indices (default: issue 19's shapes,
 //                    forward only); TB/s = M·N·elt of x / time; "config": the plan
 //                    (topk_plan_name); all = each warps-per-row count forced, the element path,
 //                    then the bitonic kernel (16-bit x, N ≤ 4096, k ≤ 32) with its own elements
-//                    per thread and each of 16..128; --path forces the queue or bitonic kernel
+//                    per thread and each of 16..128, then each of those forced `fit` where
+//                    N = T·E ("-fit": no tail loads or column masks); --path forces the queue
+//                    or bitonic kernel (bitonic-fit: the fit plan; nothing where T·E ≠ N)
 //   quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
 //                       [--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]
 //                       LayerNorm with a weight and (--bias 1) a bias in fp32 or x's dtype, out
@@ -444,25 +446,29 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
     };
     const size_t ws_bytes = quack::topk_fwd_workspace_size(fwd_args(0));
     Buffer ws(ws_bytes);
-    // (forced warps, vector loads, forced bitonic elements per thread: -1 none, 0 the plan's)
-    struct Forced { int w; bool vec; int elems; };
-    std::vector<Forced> plans = {{0, true, path == "bitonic" ? 0 : -1}};
+    // (forced warps, vector loads, forced bitonic elements per thread: -1 none, 0 the plan's;
+    // the bitonic plan's forced `fit`: N = T·E, no tail loads or column masks)
+    struct Forced { int w; bool vec; int elems; bool fit; };
+    std::vector<Forced> plans = {{0, true, path == "bitonic" || path == "bitonic-fit" ? 0 : -1,
+                                  path == "bitonic-fit"}};
     if (all_configs) {
       plans.clear();
-      for (int w : {1, 2, 4, 8, 16}) plans.push_back({w, true, -1});
-      plans.push_back({0, false, -1});
-      for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e});
+      for (int w : {1, 2, 4, 8, 16}) plans.push_back({w, true, -1, false});
+      plans.push_back({0, false, -1, false});
+      for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e, false});
+      for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e, true});
     }
     char plan_name[96];
-    for (auto [w, vec, elems] : plans) {
+    for (auto [w, vec, elems, fit] : plans) {
       if (dir == "bwd") break;
       d::TopkCall call = d::topk_fwd_call(fwd_args(0));
       if (!vec) call.problem.vec_ok = false;
       d::TopkPlan plan = call.plan;
       if (elems >= 0) {
         if (!d::topk_bitonic_ok(call.problem)) continue;
-        plan = d::plan_topk(call.problem, 0, d::TopkPath::kBitonic, elems);
+        plan = d::plan_topk(call.problem, 0, d::TopkPath::kBitonic, elems, fit);
         if (elems > 0 && plan.elems != elems) continue;  // E not usable at this shape
+        if (fit && !plan.fit) continue;                  // T·E ≠ N at this shape
       } else if (w > 0 || !vec || path == "queue") {
         plan = d::plan_topk(call.problem, w, d::TopkPath::kQueue);
       }
@@ -1017,7 +1023,7 @@ int main(int argc, char** argv) {
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
-                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|bitonic] [--ms 100]\n"
+                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|bitonic|bitonic-fit] [--ms 100]\n"
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
@@ -1041,7 +1047,7 @@ int main(int argc, char** argv) {
   bool store_preact = true;              // gemm-act
   std::string softmax = "none";  // topk: none, selected or row
   bool largest = true;           // topk
-  std::string path = "auto";     // topk: auto (the plan), queue or bitonic (forced where it applies)
+  std::string path = "auto";     // topk: auto (the plan), queue, bitonic, bitonic-fit (forced)
   bool dir_given = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
@@ -1113,8 +1119,8 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "quack-bench: topk shapes are MxNxK with 1 <= K <= N\n");
           return 2;
         }
-      if (path != "auto" && path != "queue" && path != "bitonic") {
-        std::fprintf(stderr, "quack-bench: topk --path is auto, queue or bitonic\n");
+      if (path != "auto" && path != "queue" && path != "bitonic" && path != "bitonic-fit") {
+        std::fprintf(stderr, "quack-bench: topk --path is auto, queue, bitonic or bitonic-fit\n");
         return 2;
       }
       return bench_topk(parse_dtype(dtype), dims, dir_given ? dir : "fwd", budget_ms, softmax,

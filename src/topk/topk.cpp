@@ -173,8 +173,10 @@ void topk_run_call(const TopkCall& c, void* workspace, size_t workspace_bytes,
   }
   if (c.plan.path == TopkPath::kBitonic) {
     p.threads_per_row = c.plan.threads_per_row;
-    if (c.x_dtype == DType::kBFloat16) return topk_bitonic_bf16(c.plan, p, stream, fn);
-    if (c.x_dtype == DType::kFloat16) return topk_bitonic_f16(c.plan, p, stream, fn);
+    if (c.x_dtype == DType::kBFloat16)
+      return (c.plan.fit ? topk_bitonic_fit_bf16 : topk_bitonic_bf16)(c.plan, p, stream, fn);
+    if (c.x_dtype == DType::kFloat16)
+      return (c.plan.fit ? topk_bitonic_fit_f16 : topk_bitonic_f16)(c.plan, p, stream, fn);
     throw InvalidArgument(std::string(fn) + ": internal error: a bitonic plan for x " +
                           dtype_name(c.x_dtype) + ", expected bf16 or fp16");
   }

@@ -7,7 +7,7 @@ namespace quack::detail {
 
 void topk_bitonic_bf16(const TopkPlan& plan, const TopkParams& p, cudaStream_t stream,
                      const char* where) {
-  launch_topk_bitonic<__nv_bfloat16>(plan, p, stream, where);
+  launch_topk_bitonic<__nv_bfloat16, false>(plan, p, stream, where);
 }
 
 }  // namespace quack::detail

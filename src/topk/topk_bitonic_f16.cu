@@ -7,7 +7,7 @@ namespace quack::detail {
 
 void topk_bitonic_f16(const TopkPlan& plan, const TopkParams& p, cudaStream_t stream,
                      const char* where) {
-  launch_topk_bitonic<__half>(plan, p, stream, where);
+  launch_topk_bitonic<__half, false>(plan, p, stream, where);
 }
 
 }  // namespace quack::detail

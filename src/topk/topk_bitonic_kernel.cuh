@@ -22,6 +22,13 @@
 // and merges it the same way, so every thread of the row ends with the row's K best, sorted.
 // Thread r stores entries r, r + T, ... (< k).
 //
+// kFit (the plan's `fit`, forced only): N = T·E, so every vector of every thread lies inside
+// the row: no partial-vector loads, no per-element masks of columns ≥ N. Rows beyond M load
+// row 0 (M ≥ 1; every column of it exists) and their results are dropped before the stores.
+// The generic kernel spends ~15 SASS instructions per vector on the tail test and its fallback
+// branch and 2 per element (ISETP + SEL) on the masks (K 8, E 64, T 16: 332 of the 1421
+// instructions per thread up to the stores; registers 78 → 56).
+//
 // Softmax: kSelected over the k values (each thread has them all); kRow folds the online
 // (max, Σ e^(x − max)) of the thread's elements per vector (as topk_queue_kernel.cuh) and
 // all-reduces it over the T threads.
@@ -81,7 +88,7 @@ __device__ __forceinline__ void topk_merge_lists(uint32_t (&top)[K], const uint3
   topk_bitonic_merge_desc<K>(top);
 }
 
-template <typename T, int K, int V>
+template <typename T, int K, int V, bool kFit>
 __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const TopkParams p) {
   static_assert(sizeof(T) == 2, "16-bit x: (16-bit key, 16-bit column) entries");
   constexpr int kV = 8;       // elements per 16-byte vector
@@ -104,11 +111,14 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
 
   // Loads: whole vectors inside the row in one 16-byte load; the row's last partial vector
   // element by element; past the row (or past M) zeros, whose entries are masked below.
+  // kFit: every vector is inside the row (N = T·E); rows beyond M read row 0 (xrow).
   Packed<T, kV> pk[V];
 #pragma unroll
   for (int u = 0; u < V; ++u) {
     const int c0 = (u * tpr + r) * kV;
-    if (row_ok && c0 + kV <= n) {
+    if constexpr (kFit) {
+      load_packed<Cache::kStream>(xrow + c0, pk[u]);
+    } else if (row_ok && c0 + kV <= n) {
       load_packed<Cache::kStream>(xrow + c0, pk[u]);
     } else {
       pk[u].word[0] = make_uint4(0u, 0u, 0u, 0u);
@@ -128,12 +138,12 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
       float m = kNegInf;
 #pragma unroll
       for (int i = 0; i < kV; ++i)
-        if (c0 + i < n) m = fmaxf(m, topk_elem(pk[u], i));
+        if (kFit || c0 + i < n) m = fmaxf(m, topk_elem(pk[u], i));
       const float mr = m == kNegInf ? 0.f : m;
       float s = 0.f;
 #pragma unroll
       for (int i = 0; i < kV; ++i)
-        if (c0 + i < n) s += exp_diff(topk_elem(pk[u], i), mr);
+        if (kFit || c0 + i < n) s += exp_diff(topk_elem(pk[u], i), mr);
       st = OnlineMaxSum::combine(st, {{m, s}});
     }
     st = warp_allreduce_red<OnlineMaxSum>(st, tpr);
@@ -158,7 +168,9 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
       e[2 * j] = __byte_perm(key2, cp, 0x1054);      // key_lo << 16 | column part lo
       e[2 * j + 1] = __byte_perm(key2, cp, 0x3276);  // key_hi << 16 | column part hi
       const int col = (u * tpr + r) * kV + 2 * jw;
-      if ((u * tpr + r) * kV + kV > n || !row_ok) {  // the row's tail (or no row): mask
+      // The row's tail (or no row): mask. kFit: no tail; a row beyond M keeps its entries
+      // (row 0's), never stored.
+      if (!kFit && ((u * tpr + r) * kV + kV > n || !row_ok)) {
         if (col >= n || !row_ok) e[2 * j] = 0u;
         if (col + 1 >= n || !row_ok) e[2 * j + 1] = 0u;
       }
@@ -221,14 +233,16 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   }
 }
 
-/// Launches topk_bitonic_kernel<T, plan.list, plan.elems / 8> on `stream`.
-template <typename T>
+/// Launches topk_bitonic_kernel<T, plan.list, plan.elems / 8, kFit> on `stream`; kFit must
+/// equal plan.fit (then p.N = T·E).
+template <typename T, bool kFit>
 void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t stream,
                          const char* where) {
   auto go = [&](auto k_tag, auto v_tag) {
     constexpr int kK = decltype(k_tag)::value, kVecs = decltype(v_tag)::value;
     if constexpr (kVecs * 8 >= kK)
-      launch(topk_bitonic_kernel<T, kK, kVecs>, plan.grid, plan.threads, 0, 1, stream, where, p);
+      launch(topk_bitonic_kernel<T, kK, kVecs, kFit>, plan.grid, plan.threads, 0, 1, stream,
+             where, p);
   };
   auto by_elems = [&](auto k_tag) {
     switch (plan.elems) {
@@ -243,11 +257,15 @@ void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t
                    plan.elems == 128) &&
                   plan.elems >= plan.list && plan.threads_per_row >= 1 &&
                   plan.threads_per_row <= 32 &&
-                  (plan.threads_per_row & (plan.threads_per_row - 1)) == 0;
+                  (plan.threads_per_row & (plan.threads_per_row - 1)) == 0 &&
+                  plan.fit == kFit &&
+                  (!kFit || p.N == static_cast<int64_t>(plan.threads_per_row) * plan.elems);
   if (!ok)
     throw InvalidArgument(std::string(where) + ": internal error: a bitonic plan with K = " +
                           std::to_string(plan.list) + ", E = " + std::to_string(plan.elems) +
-                          ", T = " + std::to_string(plan.threads_per_row));
+                          ", T = " + std::to_string(plan.threads_per_row) +
+                          (plan.fit ? ", fit" : "") + " (N = " + std::to_string(p.N) + ")" +
+                          (kFit ? " in the fit launcher" : ""));
   switch (plan.list) {
     case 8: return by_elems(std::integral_constant<int, 8>{});
     case 16: return by_elems(std::integral_constant<int, 16>{});

@@ -42,6 +42,9 @@ void topk_queue_f32_p64(const TopkPlan&, const TopkParams&, cudaStream_t, const 
 /// Launchers of the register (bitonic) kernel (topk_bitonic_<dtype>.cu), 16-bit x only.
 void topk_bitonic_bf16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
 void topk_bitonic_f16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
+/// The same kernel for plans with `fit` (N = T·E; topk_bitonic_fit_<dtype>.cu).
+void topk_bitonic_fit_bf16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
+void topk_bitonic_fit_f16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
 
 /// The sort path (topk_sort.cu): workspace bytes for (M, N) rows of `x` dtype, and the run.
 size_t topk_sort_workspace_size(int64_t M, int64_t N, DType x, const char* where);

@@ -19,7 +19,7 @@ int64_t pow2_ceil(int64_t v) {
 /// The bitonic kernel's plan (topk_bitonic_ok(pr) holds). Elements per thread: 64 (as QuACK:
 /// enough per thread that the T-lane merges stay a small part), or all of a short row in one
 /// thread, at least K and 16; T = the power of 2 that covers N, at most 32 (then E grows).
-TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems) {
+TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool forced_fit) {
   TopkPlan plan;
   plan.path = TopkPath::kBitonic;
   plan.vec_io = true;
@@ -39,6 +39,7 @@ TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems) {
   }
   plan.elems = static_cast<int>(e);
   plan.threads_per_row = static_cast<int>(t);
+  plan.fit = forced_fit && t * e == pr.N;
   plan.rows_per_cta = kTopkBitonicThreads / plan.threads_per_row;
   plan.threads = kTopkBitonicThreads;
   plan.grid = ceil_div(pr.M, plan.rows_per_cta);
@@ -58,13 +59,13 @@ bool topk_bitonic_planned(const TopkProblem& pr) {
 }
 
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path,
-                   int forced_elems) {
+                   int forced_elems, bool forced_fit) {
   TopkPlan plan;
   if (pr.M <= 0 || pr.k <= 0 || pr.N <= 0) return plan;
   if (forced_path == TopkPath::kBitonic && topk_bitonic_ok(pr))
-    return plan_topk_bitonic(pr, forced_elems);
+    return plan_topk_bitonic(pr, forced_elems, forced_fit);
   if (forced_path != TopkPath::kQueue && forced_warps <= 0 && topk_bitonic_planned(pr))
-    return plan_topk_bitonic(pr, forced_elems);
+    return plan_topk_bitonic(pr, forced_elems, false);
   if (pr.k > kTopkQueueMaxK) {
     plan.path = TopkPath::kSort;
     return plan;
@@ -102,7 +103,8 @@ const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len) {
     case TopkPath::kNone: std::snprintf(buf, len, "none"); break;
     case TopkPath::kSort: std::snprintf(buf, len, "sort"); break;
     case TopkPath::kBitonic:
-      std::snprintf(buf, len, "bitonic-k%d-e%d-t%d", plan.list, plan.elems, plan.threads_per_row);
+      std::snprintf(buf, len, "bitonic-k%d-e%d-t%d%s", plan.list, plan.elems, plan.threads_per_row,
+                    plan.fit ? "-fit" : "");
       break;
     case TopkPath::kQueue:
       std::snprintf(buf, len, "queue-q%d-p%d-%s-w%dr%d", 32 * plan.queue_regs, plan.packed_bits,

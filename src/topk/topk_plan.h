@@ -10,6 +10,7 @@
 //           kernel (topk_bitonic_kernel.cuh), T threads per row, E elements per thread. The plan
 //           takes it by topk_bitonic_planned (k ≤ kTopkBitonicPlanMaxK or N ≤
 //           kTopkBitonicPlanMaxN); plan_topk's forced_path takes it anywhere in its range.
+//           Forced only: `fit` (N = T·E), the kernel without tail loads and column masks.
 #pragma once
 
 #include <cstddef>
@@ -72,6 +73,9 @@ struct TopkPlan {
   int list = 0;
   int threads_per_row = 0;
   int elems = 0;
+  // kBitonic, forced only (plan_topk's forced_fit): N = T·E, so every thread's vectors lie
+  // inside the row; the kernel instance without tail loads and column masks.
+  bool fit = false;
 };
 
 /// Whether the bitonic kernel takes the problem (16-bit x, vector loads, N and k in range).
@@ -87,9 +91,12 @@ bool topk_bitonic_planned(const TopkProblem& pr);  // k ≤ 16 or N ≤ 2048 (ei
 /// implies the queue kernel (tests, benchmarks). forced_path kQueue / kBitonic picks that
 /// kernel where it applies (topk_bitonic_ok; k ≤ kTopkQueueMaxK for kQueue), else the plan's
 /// own; forced_elems > 0 (16, 32, 64 or 128) sets the bitonic kernel's elements per thread
-/// where T·E ≥ N and E ≥ K.
+/// where T·E ≥ N and E ≥ K. forced_fit with forced_path kBitonic sets plan.fit where the
+/// bitonic plan has T·E = N exactly (else the plan is the one without forced_fit); the plan
+/// never sets fit unforced.
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0,
-                   TopkPath forced_path = TopkPath::kNone, int forced_elems = 0);
+                   TopkPath forced_path = TopkPath::kNone, int forced_elems = 0,
+                   bool forced_fit = false);
 
 /// Columns one warp covers per iteration: kTopkUnroll 16-byte vectors per lane.
 inline constexpr int64_t topk_iter_cols(int elt_bytes) {

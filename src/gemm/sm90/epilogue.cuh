@@ -18,8 +18,8 @@
 //   plain stores (store_subtile_plain), and subtiles wholly right of N are skipped.
 // Outputs TMA cannot address (base, leading or batch stride not a multiple of 16 bytes: N = 50257,
 //   a view at an odd column): every subtile goes through the same smem buffer and plain stores
-//   (EpilogueParams::d_plain); such a C is read from global memory at each thread's fragment
-//   positions instead of through TMA and smem (c_plain).
+//   (EpilogueParams::d_plain); such a C is staged into its smem buffer by the group's plain loads
+//   instead of TMA, then read as in the TMA path (c_plain).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -265,39 +265,54 @@ struct CollectiveEpilogue {
     }
   }
 
-  /// C's values at this thread's fragment positions of the subtile at coord, batch l, read from
-  /// global memory (C's memory TMA cannot address: EpilogueParams::c_plain); 0 outside (M, N),
-  /// as TMA's zero fill.
-  template <class P>
-  CUTE_DEVICE static cutlass::Array<float, kFrg> load_c_plain(P const& p, SubtileCoord const& coord, int M, int N,
-                                                              int l) {
-    // Value i = c + 2·h + 4·j sits at row coord.row(i) (h) and column col0 + 8·j + c: one row
-    // pointer per h, constant offsets along the row.
-    int const col0 = coord.col(0);
-    cutlass::Array<float, kFrg> v;
-    CUTE_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      int const row = coord.row(2 * h);
-      ElementC const* const src =
-          static_cast<ElementC const*>(p.c_ptr) + int64_t(l) * p.batch_c + int64_t(row) * p.ldc + col0;
-      CUTE_UNROLL
-      for (int j = 0; j < kFrg / 4; ++j)
-        CUTE_UNROLL
-        for (int c = 0; c < 2; ++c)
-          v[c + 2 * h + 4 * j] = row < M && col0 + 8 * j + c < N ? float(src[8 * j + c]) : 0.f;
+  /// Stages C's (EpiM, EpiN) subtile at C(m0.., n0..) of batch l into the swizzled buffer `buf`
+  /// (one stage of C's smem layout, which load_subtile reads) with plain loads by the epilogue
+  /// group's threads, 0 outside (M, N) as TMA's zero fill: C's memory TMA cannot address
+  /// (EpilogueParams::c_plain). Thread etid takes the column pairs etid, etid + kEpiThreads, ...
+  /// in row-major order (as store_subtile_plain); each element is read on its own (the pair need
+  /// not be aligned), the pair written as one shared store. Not unrolled: the values of C then
+  /// reach the visitor through the TMA path's LDSM, a few packed registers instead of kFrg
+  /// loads in flight beside up to 192 accumulators.
+  CUTE_DEVICE static void load_subtile_plain(ElementC* buf, void const* ptr, int64_t ld, int64_t batch, int M, int N,
+                                             int l, int m0, int n0, int etid) {
+    static_assert(sizeof(ElementC) == 2 || sizeof(ElementC) == 4, "16-bit or fp32 C");
+    using Half = conditional_t<sizeof(ElementC) == 2, uint16_t, uint32_t>;  // one element's bits
+    constexpr int kPairsPerRow = EpiN / 2;
+    constexpr int kRowBytes = EpiN * int(sizeof(ElementC));
+    char const* const base = static_cast<char const*>(ptr) + int64_t(l) * batch * int64_t(sizeof(ElementC));
+    uint32_t const sbase = cute::cast_smem_ptr_to_uint(buf);
+#pragma unroll 1
+    for (int q = etid; q < EpiM * kPairsPerRow; q += kEpiThreads) {
+      int const r = q / kPairsPerRow, c = 2 * (q % kPairsPerRow);
+      int const row = m0 + r, col = n0 + c;
+      Half lo = 0, hi = 0;
+      if (row < M) {
+        Half const* const src =
+            reinterpret_cast<Half const*>(base + (int64_t(row) * ld + col) * int64_t(sizeof(ElementC)));
+        if (col < N) lo = src[0];
+        if (col + 1 < N) hi = src[1];
+      }
+      uint32_t const a = sbase + swizzled_offset<kRowBytes>(uint32_t(r), uint32_t(c) * uint32_t(sizeof(ElementC)));
+      if constexpr (sizeof(ElementC) == 2)
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(uint32_t(lo) | (uint32_t(hi) << 16)));
+      else
+        asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(a), "r"(lo), "r"(hi));
     }
-    return v;
   }
 
   // Per consumer thread: its group's buffers, the visitor (device scalars read once per CTA) and
-  // the running buffer stage and C barrier phase.
+  // the count of subtiles stored modulo 2·EpiStagesD, which gives the buffer stage (count modulo
+  // EpiStagesD) and, where C comes through TMA (one C load per subtile stored), C's barrier
+  // phase (its parity; the wrap is even). One register for both: it is held across the
+  // mainloop, beside 192 accumulators on the 128x192 pingpong tile.
   TensorStorage& ts;
   BarrierStorage& bs;
   int grp, etid;
   Op op;
   bool load_c;
-  uint32_t c_phase = 0;
-  int d_stage = 0;
+  int sub_count = 0;
+
+  static constexpr int kSubCountWrap = 2 * EpiStagesD;
 
   template <class P>
   CUTE_DEVICE CollectiveEpilogue(P const& p, TensorStorage& ts_, BarrierStorage& bs_, int grp_, int etid_)
@@ -342,6 +357,8 @@ struct CollectiveEpilogue {
       for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n) {
         int const n0 = n_blk * Tile::BN + epi_n * EpiN;  // first column of the subtile
         if (n0 >= N || m0 >= M) continue;  // wholly outside the output: nothing to load or store (group-uniform)
+        int const d_stage = sub_count % EpiStagesD;
+        uint32_t const c_phase = uint32_t(sub_count) & 1u;
         int const c_stage = kReuseSmemC ? d_stage : 0;
         cutlass::Array<float, kFrg> x;  // this subtile's accumulator values (fragment order)
         CUTE_UNROLL
@@ -357,7 +374,19 @@ struct CollectiveEpilogue {
         constexpr bool kOneCall = kLin || Op::kNeedsC;
         cutlass::Array<float, kFrg> cf;
         if ((Op::kNeedsC || load_c) && p.c_plain) {
-          cf = load_c_plain(p, coord, M, N, l);
+          // C staged into its buffer by the group's plain loads, then read as in the TMA path.
+          // Every thread's reads of the buffer (the previous subtile's LDSM, or a clipped store's
+          // reads of the D buffer it aliases) came before the last epi_sync; with reuse, the TMA
+          // store that read the buffer must also be done before any thread writes it.
+          if constexpr (kReuseSmemC) {
+            if (etid == 0) tma_store_wait<EpiStagesD - 1>();
+            epi_sync();
+          }
+          load_subtile_plain(c_smem + c_stage * kSubtile, p.c_ptr, p.ldc, p.batch_c, M, N, l, m0, n0, etid);
+          epi_sync();  // the whole subtile is in the buffer
+          cutlass::Array<ElementC, kFrg> c;
+          load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
+          cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
           if constexpr (kLin)
             op.lin.apply(x, x, &cf);
           else if constexpr (!kOneCall)
@@ -373,7 +402,6 @@ struct CollectiveEpilogue {
             copy(p.tma_c.with(bs.c_full[grp]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
           }
           cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp], c_phase);
-          c_phase ^= 1;
           cutlass::Array<ElementC, kFrg> c;
           load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
           cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
@@ -427,14 +455,14 @@ struct CollectiveEpilogue {
           if (!manual) {
             if (store_d) copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
             if constexpr (kOutputs == 2)
-              if (store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L);
+              if (store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L, d_stage);
           }
           // One bulk group per buffer stage (both outputs' stores; empty for a clipped
           // subtile): tma_store_wait<S - 1> then always means "the stores that read this stage
           // are done".
           tma_store_arrive();
         }
-        d_stage = (d_stage + 1) % EpiStagesD;
+        sub_count = (sub_count + 1) % kSubCountWrap;
       }
     }
   }
@@ -448,7 +476,7 @@ struct CollectiveEpilogue {
   /// Output 1's TMA store of subtile (epi_m, epi_n) from buffer stage d_stage (one thread).
   template <class P>
   CUTE_DEVICE void store_d1_subtile(P const& p, int l, int m_blk, int n_blk, int epi_m, int epi_n, int M, int N,
-                                    int L) const {
+                                    int L, int d_stage) const {
     Tensor sD1 = as_position_independent_swizzle_tensor(
         make_tensor(make_smem_ptr(ts.D1[grp].begin()), SmemLayoutD1{}));  // (EpiM,EpiN1,PIPE_D)
     auto tma_blk = p.tma_d1.get_slice(Int<0>{});

@@ -51,6 +51,9 @@ struct KernelParams {
   int M, N, K, L;
   TileScheduler sched;
   uint32_t* tile_counter;  // dynamic scheduler (scheduler.cuh) when non-null
+  // sched.tiles(), formed on the host: a parameter the kernel reads where it is needed, not a
+  // product held (or spilled) across the producer's and the consumers' loops.
+  int64_t num_work;
 };
 
 /// The kernel of tile configuration Tile with epilogue Epilogue (a CollectiveEpilogue of Tile).
@@ -99,13 +102,14 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
     Epilogue::prefetch_descriptors(p.epilogue);
   }
   Pipeline pipeline = Mainloop::make_pipeline(ss.pipe, warp_group == 0);  // warp 0 initialises the barriers
-  // Pingpong turn-taking of the consumer warpgroups (group 0 = WG1 goes first); unused otherwise.
+  // Pingpong turn-taking of the consumer warpgroups (group 0 = WG1 goes first): the object
+  // initialises the barriers, the consumer loop waits and arrives on them; unused otherwise.
   typename Tile::MmaOrder::Params op;
   op.group_id = warp_group == 0 ? 0u : uint32_t(warp_group - 1);
   op.group_size = 128;
   typename Tile::MmaOrder mma_order(ss.mma_order, op);
   Epilogue::init_barriers(ss.epi, warp_idx == 1 && lane_pred);
-  int64_t const num_work = p.sched.tiles();
+  int64_t const num_work = p.num_work;
   int64_t const cluster_id = blockIdx.x / Tile::kClusterSize;
   int64_t const cluster_stride = gridDim.x / Tile::kClusterSize;
   WorkQueue<Tile::WorkRingT::kStages> const queue{&ss.work, p.tile_counter, num_work, cluster_id, cluster_stride,
@@ -147,10 +151,13 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
     Tensor acc = partition_fragment_C(tiled_mma, select<0, 1>(typename Tile::TileShape{}));  // (MMA,MMA_M,MMA_N) fp32
     Epilogue epilogue(p.epilogue, ss.epilogue, ss.epi, grp, etid);
 
-    // Pingpong: this warpgroup takes every other work index of the cluster's sequence, and its
-    // pipeline state skips the stages of the other warpgroup's tiles (all tiles have k_tiles).
-    auto read = typename Mainloop::PipelineState{};
-    if (Tile::kPingpong && mma_wg == 1) read.advance(k_tiles);
+    // Pingpong: this warpgroup takes every other work index of the cluster's sequence. Every tile
+    // of the sequence has k_tiles stages, so the tile at seq starts at stage seq · k_tiles of the
+    // pipeline (pingpong: the other warpgroup's tiles included): the read state (index, phase)
+    // is formed from seq at each tile, (seq · k_tiles) modulo 2·Stages, instead of being held
+    // across the tile loop (the epilogue of the 128x192 pingpong tile has no register to spare).
+    constexpr uint32_t kS = Mainloop::Stages;
+    uint32_t const k_mod = uint32_t(k_tiles) % (2 * kS);
     for (uint32_t seq = Tile::kPingpong ? uint32_t(mma_wg) : 0u;; seq += Tile::kEpiGroups) {
       int64_t const w = queue.consumer_get(seq);
       if (w >= num_work) break;
@@ -158,12 +165,19 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
       int const l = int(t.batch);
       int const m_blk = int(t.m) * Tile::kClusterM + rank_m, n_blk = int(t.n) * Tile::kClusterN + rank_n;
 
-      if constexpr (Tile::kPingpong) mma_order.wait();  // our turn on the tensor cores
+      // Pingpong turns on mma_order's barriers (OrderedSequenceBarrier<1, 2>: barrier g is waited
+      // on by warpgroup g and arrived on by the other), with the phase derived from seq instead
+      // of the object's running phase, so that no phase register is held across the tile loop:
+      // tile t = seq / 2 of warpgroup g waits with parity (g == 0) ^ (t & 1), the object's phase
+      // after t arrivals.
+      if constexpr (Tile::kPingpong)  // our turn on the tensor cores
+        ss.mma_order.barrier_[0][mma_wg].wait(uint32_t(mma_wg == 0) ^ ((seq >> 1) & 1u));
+      uint32_t const first = (seq % (2 * kS)) * k_mod % (2 * kS);  // seq · k_tiles modulo 2·Stages
+      auto read = typename Mainloop::PipelineState(int(first % kS), first / kS, 0u);
       auto release = read;
-      Mainloop::mma(tiled_mma, mma_in, pipeline, read, release, acc, k_tiles);
-      if constexpr (Tile::kPingpong) mma_order.arrive();  // the other warpgroup may issue now
-      Mainloop::mma_tail(pipeline, release, acc, k_tiles);
-      if (Tile::kPingpong) read.advance(k_tiles);  // the other warpgroup's next tile
+      Mainloop::mma(tiled_mma, mma_in, pipeline, ss.pipe, read, release, acc, k_tiles);
+      if constexpr (Tile::kPingpong) ss.mma_order.barrier_[0][mma_wg ^ 1].arrive();  // the other warpgroup may issue now
+      Mainloop::mma_tail(pipeline, ss.pipe, release, acc, k_tiles);
 
       epilogue.store_tile(p.epilogue, acc, p.M, p.N, p.L, m_blk, n_blk, l);
     }

@@ -43,7 +43,8 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   P params{mainloop, epilogue, M, N, K, L,
            TileScheduler::make(M, N, L, Tile::BM, Tile::BN, Tile::kClusterM, Tile::kClusterN, group, raster_n,
                                p.serpentine),
-           p.tile_counter};
+           p.tile_counter, 0};
+  params.num_work = params.sched.tiles();
   // The dynamic scheduler counts work in 32-bit atomics: beyond 2^31 - 1 cluster tiles (far past
   // any real problem) the static schedule runs instead. It also needs a cluster launch: its
   // st.async / mapa exchange raised "illegal instruction" in a launch without clusters (H200,

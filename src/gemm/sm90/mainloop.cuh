@@ -205,6 +205,25 @@ struct CollectiveMainloop {
     }
   }
 
+  /// Consumer: releases stage `stage` to the producers of the cluster. With one CTA every consumer
+  /// thread arrives (CUTLASS's consumer_release; the empty barrier counts them all). With two,
+  /// each empty barrier counts one arrival per consumer warpgroup of each CTA (init_barriers):
+  /// one elected lane of warp w < kClusterSize of each warpgroup arrives on CTA w's barrier.
+  /// CUTLASS's consumer_release spreads the same arrivals over the warpgroup through a block id
+  /// and a flag computed once per thread and held across the tile loop, which 128x192 pingpong's
+  /// 192 accumulators pushed to local memory (one load per k-tile); here the warp index is
+  /// warp-uniform (a broadcast register) and the lane a fresh elect.sync.
+  CUTE_DEVICE static void release(Pipeline& pipeline, typename Pipeline::SharedStorage& storage,
+                                  PipelineState const& state) {
+    if constexpr (Tile::kClusterSize == 1) {
+      pipeline.consumer_release(state);
+    } else {
+      uint32_t const warp_in_wg = uint32_t(cutlass::canonical_warp_idx_sync()) % 4u;
+      if (warp_in_wg < uint32_t(Tile::kClusterSize) && cute::elect_one_sync())
+        storage.empty_barrier_[state.index()].arrive(warp_in_wg, 1u);
+    }
+  }
+
   /// Consumer, once per thread: the WGMMA descriptors of every stage of A and B for thread
   /// `etid` of its epilogue group (the tiled MMA's thread index).
   CUTE_DEVICE static auto mma_init(TensorStorage& ts, typename Tile::TiledMma const& mma, int etid) {
@@ -224,7 +243,8 @@ struct CollectiveMainloop {
   /// not yet released.
   template <class MmaInit, class Acc>
   CUTE_DEVICE static void mma(typename Tile::TiledMma& tiled_mma, MmaInit const& in, Pipeline& pipeline,
-                              PipelineState& read, PipelineState& release, Acc& acc, int k_tiles) {
+                              typename Pipeline::SharedStorage& storage, PipelineState& read, PipelineState& release,
+                              Acc& acc, int k_tiles) {
     auto const& tCrA = get<0>(in);
     auto const& tCrB = get<1>(in);
     tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
@@ -248,7 +268,7 @@ struct CollectiveMainloop {
       warpgroup_wait<1>();  // the batch of k-1 is done: its stage may be refilled
       warpgroup_fence_operand(acc);
       if (k > 0) {
-        pipeline.consumer_release(release);
+        CollectiveMainloop::release(pipeline, storage, release);
         ++release;
       }
       ++read;
@@ -257,10 +277,11 @@ struct CollectiveMainloop {
 
   /// Consumer: waits for the last WGMMA batch and releases its stage.
   template <class Acc>
-  CUTE_DEVICE static void mma_tail(Pipeline& pipeline, PipelineState& release, Acc& acc, int k_tiles) {
+  CUTE_DEVICE static void mma_tail(Pipeline& pipeline, typename Pipeline::SharedStorage& storage,
+                                   PipelineState& release, Acc& acc, int k_tiles) {
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc);
-    if (k_tiles > 0) pipeline.consumer_release(release);  // k_tiles ≥ 1 always (host: K = 0 never launches)
+    if (k_tiles > 0) CollectiveMainloop::release(pipeline, storage, release);  // k_tiles ≥ 1 always (host: K = 0 never launches)
   }
 };
 

@@ -9,11 +9,12 @@
 //                 ±0, +inf, ascending and descending rows (every element enters the queue).
 //   TopkPlans     every warps-per-row count (1..16) and the element path forced on one shape.
 //   TopkBitonic   the register (bitonic) kernel forced with each elements-per-thread count,
-//                 every list size, crafted data and softmax modes. TopkShapes, TopkData and
-//                 TopkSoftmax run every case twice: the queue kernel forced (the sort path
-//                 for k > 256) and the bitonic kernel forced (where it applies: 16-bit x,
-//                 16-byte rows, N ≤ 4096, k ≤ 32), so both kernels keep every case whichever
-//                 the plan picks; the plan's own path (the bitonic rule: k ≤ 16 or N ≤ 2048)
+//                 every list size, crafted data and softmax modes; each of those again with
+//                 the forced `fit` configuration where T·E = N (no tail loads or masks).
+//                 TopkShapes, TopkData and TopkSoftmax run every case twice: the queue
+//                 kernel forced (the sort path for k > 256) and the bitonic kernel forced
+//                 (where it applies: 16-bit x, 16-byte rows, N ≤ 4096, k ≤ 32), so both
+//                 kernels keep every case whichever the plan picks; the plan's own path (the bitonic rule: k ≤ 16 or N ≤ 2048)
 //                 runs in TopkPlanRule, TopkLayouts and TopkBackward.
 //   TopkLayouts   strided and misaligned x, strided values / indices (nothing written
 //                 outside them), fp32 values from bf16 x and bf16 values from fp32 x, at a
@@ -59,6 +60,7 @@ struct TopkCase {
   bool bitonic = false;       // plan_topk(problem, 0, kBitonic, forced_elems) where it applies
   bool queue = false;         // plan_topk(problem, forced_warps, kQueue) (k ≤ 256)
   int forced_elems = 0;
+  bool fit = false;           // with bitonic: plan_topk's forced_fit (N = T·E only)
   uint64_t seed = 1;
 };
 
@@ -71,6 +73,7 @@ std::string case_name(const TopkCase& c) {
          (c.forced_warps ? " W=" + std::to_string(c.forced_warps) : "") +
          (c.element_path ? " element-path" : "") +
          (c.bitonic ? " bitonic E=" + std::to_string(c.forced_elems) : "") +
+         (c.fit ? " fit" : "") +
          (c.queue ? " queue" : "");
 }
 
@@ -221,7 +224,7 @@ TopkRun run_case(const TopkCase& c) {
                                  : !c.queue && c.forced_warps == 0 &&
                                        detail::topk_bitonic_planned(call.problem);
   if (c.bitonic)
-    call.plan = detail::plan_topk(call.problem, 0, TopkPath::kBitonic, c.forced_elems);
+    call.plan = detail::plan_topk(call.problem, 0, TopkPath::kBitonic, c.forced_elems, c.fit);
   r.plan = call.plan;
   const size_t ws_bytes = topk_fwd_workspace_size(a);
   DeviceBuffer ws(ws_bytes);
@@ -238,6 +241,11 @@ TopkRun run_case(const TopkCase& c) {
       c.forced_elems >= 16) {
     EXPECT_EQ(call.plan.elems, c.forced_elems);
   }
+  if (bitonic)
+    EXPECT_EQ(call.plan.fit,
+              c.fit && static_cast<int64_t>(call.plan.threads_per_row) * call.plan.elems == c.N);
+  else
+    EXPECT_FALSE(call.plan.fit);
 
   const TopkRef ref = topk_reference(r.x, c.M, c.N, c.k, c.largest,
                                      static_cast<TopkRefSoftmax>(static_cast<int>(c.softmax)));
@@ -371,31 +379,50 @@ class TopkBitonic : public GpuTest {};
 TEST_F(TopkBitonic, EveryElementCountListSizeAndSoftmax) {
   // (M, N, k): every list size (8, 16, 32), N from one vector to 4096, partial last vectors
   // (N = 1000, 4088), rows beyond M in the last CTA (M not a multiple of the rows per CTA).
+  // fit: the forced `fit` configuration, run only where the plan has T·E = N (the powers of 2
+  // here, at most E values each; at N = 8 never: E ≥ 16).
   const Mnk shapes[] = {{37, 1024, 8}, {21, 4096, 32}, {50, 1000, 13}, {9, 4088, 17},
                         {130, 64, 8},  {5, 8, 8},      {67, 2048, 1},  {11, 512, 32}};
   uint64_t seed = 5000;
+  int fit_cases = 0;
   for (const Mnk& s : shapes)
     for (DType t : {DType::kBFloat16, DType::kFloat16})
       for (int e : {0, 16, 32, 64, 128})
-        for (TopkSoftmax sm : {TopkSoftmax::kNone, TopkSoftmax::kSelected, TopkSoftmax::kRow})
-          for (Data d : {Data::kRandom, Data::kDuplicates, Data::kSpecials}) {
-            TopkCase c;
-            c.M = s.M;
-            c.N = s.N;
-            c.k = s.k;
-            c.x = c.values = t;
-            c.indices = seed % 2 ? DType::kInt32 : DType::kInt64;
-            c.bitonic = true;
-            c.forced_elems = e;
-            c.softmax = sm;
-            c.lse = sm == TopkSoftmax::kRow;
-            c.largest = seed % 3 != 0;
-            c.data = d;
-            c.seed = ++seed;
-            const TopkRun r = run_case(c);
-            EXPECT_EQ(r.plan.path, TopkPath::kBitonic) << case_name(c);
-            EXPECT_GE(r.plan.elems * r.plan.threads_per_row, s.N) << case_name(c);
-          }
+        for (bool fit : {false, true})
+          for (TopkSoftmax sm : {TopkSoftmax::kNone, TopkSoftmax::kSelected, TopkSoftmax::kRow})
+            for (Data d : {Data::kRandom, Data::kDuplicates, Data::kSpecials}) {
+              if (fit) {
+                detail::TopkProblem pr;
+                pr.M = s.M;
+                pr.N = s.N;
+                pr.k = s.k;
+                pr.x = t;
+                pr.vec_ok = true;
+                if (!detail::plan_topk(pr, 0, TopkPath::kBitonic, e, true).fit) continue;
+                ++fit_cases;
+              }
+              TopkCase c;
+              c.M = s.M;
+              c.N = s.N;
+              c.k = s.k;
+              c.x = c.values = t;
+              c.indices = seed % 2 ? DType::kInt32 : DType::kInt64;
+              c.bitonic = true;
+              c.forced_elems = e;
+              c.fit = fit;
+              c.softmax = sm;
+              c.lse = sm == TopkSoftmax::kRow;
+              c.largest = seed % 3 != 0;
+              c.data = d;
+              c.seed = ++seed;
+              const TopkRun r = run_case(c);
+              EXPECT_EQ(r.plan.path, TopkPath::kBitonic) << case_name(c);
+              EXPECT_GE(r.plan.elems * r.plan.threads_per_row, s.N) << case_name(c);
+              EXPECT_EQ(r.plan.fit, fit) << case_name(c);
+            }
+  // Fit plans: 23 (shape, E) pairs per dtype at N = 1024, 4096, 64, 2048 and 512 (an E not
+  // usable at a shape gives the plan's own, which fits there too), × 3 softmax × 3 data kinds.
+  EXPECT_GE(fit_cases, 2 * 20 * 9);
 }
 
 // ------------------------------------------------------------------ forced plans

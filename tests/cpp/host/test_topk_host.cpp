@@ -468,6 +468,58 @@ TEST(TopkPlan, BitonicForced) {
   EXPECT_STREQ(detail::topk_plan_name(p, buf, sizeof(buf)), "bitonic-k32-e128-t32");
 }
 
+TEST(TopkPlan, BitonicFitForcedOnly) {
+  // forced_fit sets `fit` exactly where the bitonic plan has T·E = N (the kernel then loads no
+  // partial vector and masks no column); otherwise, and never unforced, the plan is unchanged.
+  using detail::TopkPath;
+  int fits = 0;
+  for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
+    for (int64_t n : {8, 16, 64, 100, 512, 1000, 1024, 2048, 4088, 4096})
+      for (int64_t k : {1, 8, 9, 16, 32})
+        for (int e : {0, 16, 32, 64, 128}) {
+          if (k > n) continue;
+          detail::TopkProblem pr;
+          pr.M = 1000;
+          pr.N = n;
+          pr.k = k;
+          pr.x = t;
+          pr.vec_ok = true;
+          const detail::TopkPlan base = detail::plan_topk(pr, 0, TopkPath::kBitonic, e);
+          const detail::TopkPlan fit = detail::plan_topk(pr, 0, TopkPath::kBitonic, e, true);
+          EXPECT_FALSE(base.fit);
+          EXPECT_FALSE(detail::plan_topk(pr).fit);
+          EXPECT_FALSE(detail::plan_topk(pr, 0, TopkPath::kQueue, e, true).fit);
+          EXPECT_EQ(fit.path, base.path);
+          EXPECT_EQ(fit.list, base.list);
+          EXPECT_EQ(fit.elems, base.elems);
+          EXPECT_EQ(fit.threads_per_row, base.threads_per_row);
+          EXPECT_EQ(fit.grid, base.grid);
+          const bool expect = base.path == TopkPath::kBitonic &&
+                              static_cast<int64_t>(base.threads_per_row) * base.elems == n;
+          EXPECT_EQ(fit.fit, expect) << "N " << n << " k " << k << " E " << e;
+          fits += fit.fit;
+        }
+  EXPECT_GT(fits, 40);
+  // The issue's shapes all fit: 16 × 64 at N = 1024, 32 × 64 at 2048, 32 × 128 at 4096.
+  detail::TopkProblem pr;
+  pr.M = 65536;
+  pr.x = DType::kBFloat16;
+  pr.vec_ok = true;
+  char buf[96];
+  const struct { int64_t n, k; const char* name; } issue[] = {
+      {1024, 8, "bitonic-k8-e64-t16-fit"},
+      {2048, 8, "bitonic-k8-e64-t32-fit"},
+      {4096, 8, "bitonic-k8-e128-t32-fit"},
+      {4096, 32, "bitonic-k32-e128-t32-fit"}};
+  for (const auto& s : issue) {
+    pr.N = s.n;
+    pr.k = s.k;
+    EXPECT_STREQ(detail::topk_plan_name(detail::plan_topk(pr, 0, TopkPath::kBitonic, 0, true),
+                                        buf, sizeof(buf)),
+                 s.name);
+  }
+}
+
 /// Every 0/1 input of n ≤ 16 keys (and random inputs of 32) comes out sorted (0-1 principle).
 template <int N>
 void check_network() {
