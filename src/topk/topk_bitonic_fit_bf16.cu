@@ -1,4 +1,4 @@
-// The register (bitonic) top-k kernels for x = __nv_bfloat16 with N = T·E (the plan's forced-only
+// The register (bitonic) top-k kernels for x = __nv_bfloat16 with N = T·E (the plan's
 // `fit` configuration: no tail loads, no column masks): lists of 8, 16 and 32 entries, 16 to
 // 128 elements per thread (11 instances).
 #include "topk/topk_bitonic_kernel.cuh"

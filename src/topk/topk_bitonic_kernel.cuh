@@ -22,7 +22,7 @@
 // and merges it the same way, so every thread of the row ends with the row's K best, sorted.
 // Thread r stores entries r, r + T, ... (< k).
 //
-// kFit (the plan's `fit`, forced only): N = T·E, so every vector of every thread lies inside
+// kFit (the plan's `fit`: power-of-2 N, or forced): N = T·E, so every vector of every thread lies inside
 // the row: no partial-vector loads, no per-element masks of columns ≥ N. Rows beyond M load
 // row 0 (M ≥ 1; every column of it exists) and their results are dropped before the stores.
 // The generic kernel spends ~15 SASS instructions per vector on the tail test and its fallback

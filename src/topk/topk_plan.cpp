@@ -19,7 +19,8 @@ int64_t pow2_ceil(int64_t v) {
 /// The bitonic kernel's plan (topk_bitonic_ok(pr) holds). Elements per thread: 64 (as QuACK:
 /// enough per thread that the T-lane merges stay a small part), or all of a short row in one
 /// thread, at least K and 16; T = the power of 2 that covers N, at most 32 (then E grows).
-TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool forced_fit) {
+/// want_fit: the fit instance where T·E = N.
+TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fit) {
   TopkPlan plan;
   plan.path = TopkPath::kBitonic;
   plan.vec_io = true;
@@ -39,7 +40,7 @@ TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool forced_
   }
   plan.elems = static_cast<int>(e);
   plan.threads_per_row = static_cast<int>(t);
-  plan.fit = forced_fit && t * e == pr.N;
+  plan.fit = want_fit && t * e == pr.N;
   plan.rows_per_cta = kTopkBitonicThreads / plan.threads_per_row;
   plan.threads = kTopkBitonicThreads;
   plan.grid = ceil_div(pr.M, plan.rows_per_cta);
@@ -54,8 +55,13 @@ bool topk_bitonic_ok(const TopkProblem& pr) {
          pr.k <= kTopkBitonicMaxK;
 }
 
+bool topk_bitonic_fits(const TopkProblem& pr) {
+  return topk_bitonic_ok(pr) && pr.N >= 16 && (pr.N & (pr.N - 1)) == 0;
+}
+
 bool topk_bitonic_planned(const TopkProblem& pr) {
-  return topk_bitonic_ok(pr) && (pr.k <= kTopkBitonicPlanMaxK || pr.N <= kTopkBitonicPlanMaxN);
+  return topk_bitonic_ok(pr) && (pr.k <= kTopkBitonicPlanMaxK || pr.N <= kTopkBitonicPlanMaxN ||
+                                 topk_bitonic_fits(pr));
 }
 
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path,
@@ -64,8 +70,13 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path
   if (pr.M <= 0 || pr.k <= 0 || pr.N <= 0) return plan;
   if (forced_path == TopkPath::kBitonic && topk_bitonic_ok(pr))
     return plan_topk_bitonic(pr, forced_elems, forced_fit);
-  if (forced_path != TopkPath::kQueue && forced_warps <= 0 && topk_bitonic_planned(pr))
+  if (forced_path != TopkPath::kQueue && forced_warps <= 0 && topk_bitonic_planned(pr)) {
+    // Rows of a power-of-2 length run the fit instance; from N = 1024 with 128 elements per
+    // thread (kTopkBitonicFitElems' measurements).
+    if (forced_elems <= 0 && topk_bitonic_fits(pr))
+      return plan_topk_bitonic(pr, pr.N >= kTopkBitonicFitMinN ? kTopkBitonicFitElems : 0, true);
     return plan_topk_bitonic(pr, forced_elems, false);
+  }
   if (pr.k > kTopkQueueMaxK) {
     plan.path = TopkPath::kSort;
     return plan;

@@ -9,8 +9,9 @@
 //   kBitonic 16-bit x, 16-byte loads, N ≤ kTopkBitonicMaxN, k ≤ kTopkBitonicMaxK: the register
 //           kernel (topk_bitonic_kernel.cuh), T threads per row, E elements per thread. The plan
 //           takes it by topk_bitonic_planned (k ≤ kTopkBitonicPlanMaxK or N ≤
-//           kTopkBitonicPlanMaxN); plan_topk's forced_path takes it anywhere in its range.
-//           Forced only: `fit` (N = T·E), the kernel without tail loads and column masks.
+//           kTopkBitonicPlanMaxN, or N a power of 2); plan_topk's forced_path takes it anywhere
+//           in its range. Rows of a power-of-2 length N ≥ 16 run `fit` (N = T·E): the
+//           kernel without tail loads and column masks.
 #pragma once
 
 #include <cstddef>
@@ -37,7 +38,7 @@ inline constexpr int kTopkBitonicMaxK = 32;
 inline constexpr int kTopkBitonicThreads = 128;  // threads per CTA: 128 / T rows
 
 // The plan's bitonic class: 16-bit x with 16-byte loads in the kernel's range, and k ≤ 16 or
-// N ≤ 2048 (only N in (2048, 4096] with k in (16, 32] keeps the queue kernel). Source: H200,
+// N ≤ 2048 (N in (2048, 4096) with k in (16, 32] keeps the queue kernel). Source: H200,
 // bf16, M = 65536, kernel-only (quack-bench topk --config all, TB/s of x read), the plan's
 // bitonic entry against the best queue entry:
 //            k = 8          k = 16         k = 32
@@ -46,6 +47,19 @@ inline constexpr int kTopkBitonicThreads = 128;  // threads per CTA: 128 / T row
 //   N 4096   1.212 / 0.955  0.854 / 0.806  0.604 / 0.639
 inline constexpr int kTopkBitonicPlanMaxK = 16;
 inline constexpr int kTopkBitonicPlanMaxN = 2048;
+
+// Power-of-2 rows (topk_bitonic_fits) run the `fit` instance, and the bitonic kernel also
+// where the class above leaves N = 4096 with k in (16, 32] to the queue. From N =
+// kTopkBitonicFitMinN on, E = 128 (T = N / 128); below, the plan's own E and T (then T·E = N).
+// Source: H200, bf16, M = 65536, kernel-only (quack-bench topk --config all, run S at 3a19ebc),
+// TB/s of x read:
+//                 fit e128   fit e64   not fit (the old plan)   best queue
+//   N 1024 k 8    1.901      1.640     1.381 (e64)              0.819
+//   N 2048 k 8    1.977      1.657     1.424 (e64)              0.945
+//   N 4096 k 8    2.018      -         1.210 (e128)             0.951
+//   N 4096 k 32   0.771      -         0.604 (e128)             0.638
+inline constexpr int kTopkBitonicFitMinN = 1024;
+inline constexpr int kTopkBitonicFitElems = 128;
 
 enum class TopkPath : int { kNone = 0, kQueue = 1, kSort = 2, kBitonic = 3 };
 
@@ -73,17 +87,22 @@ struct TopkPlan {
   int list = 0;
   int threads_per_row = 0;
   int elems = 0;
-  // kBitonic, forced only (plan_topk's forced_fit): N = T·E, so every thread's vectors lie
-  // inside the row; the kernel instance without tail loads and column masks.
+  // kBitonic: N = T·E, so every thread's vectors lie inside the row; the kernel instance
+  // without tail loads and column masks (unforced: power-of-2 N; forced: forced_fit).
   bool fit = false;
 };
 
 /// Whether the bitonic kernel takes the problem (16-bit x, vector loads, N and k in range).
 bool topk_bitonic_ok(const TopkProblem& pr);
 
+/// Whether the bitonic kernel takes the problem with N = T·E: topk_bitonic_ok(pr) and N a
+/// power of 2, N ≥ 16.
+bool topk_bitonic_fits(const TopkProblem& pr);
+
 /// Whether the plan picks the bitonic kernel unforced: topk_bitonic_ok(pr), and k ≤
-/// kTopkBitonicPlanMaxK or N ≤ kTopkBitonicPlanMaxN (the measured class above).
-bool topk_bitonic_planned(const TopkProblem& pr);  // k ≤ 16 or N ≤ 2048 (either bound)
+/// kTopkBitonicPlanMaxK, N ≤ kTopkBitonicPlanMaxN or topk_bitonic_fits(pr) (the measured
+/// classes above).
+bool topk_bitonic_planned(const TopkProblem& pr);
 
 /// The plan for problem `pr` (M = 0 or k = 0: kNone): kBitonic where topk_bitonic_planned, else
 /// kQueue for k ≤ kTopkQueueMaxK, else kSort. forced_warps > 0 (a power of 2 ≤
@@ -92,8 +111,9 @@ bool topk_bitonic_planned(const TopkProblem& pr);  // k ≤ 16 or N ≤ 2048 (ei
 /// kernel where it applies (topk_bitonic_ok; k ≤ kTopkQueueMaxK for kQueue), else the plan's
 /// own; forced_elems > 0 (16, 32, 64 or 128) sets the bitonic kernel's elements per thread
 /// where T·E ≥ N and E ≥ K. forced_fit with forced_path kBitonic sets plan.fit where the
-/// bitonic plan has T·E = N exactly (else the plan is the one without forced_fit); the plan
-/// never sets fit unforced.
+/// bitonic plan has T·E = N exactly (else the plan is the one without forced_fit). Unforced
+/// (forced_elems ≤ 0), power-of-2 rows plan fit (kTopkBitonicFitElems from
+/// kTopkBitonicFitMinN).
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0,
                    TopkPath forced_path = TopkPath::kNone, int forced_elems = 0,
                    bool forced_fit = false);

@@ -241,9 +241,12 @@ TopkRun run_case(const TopkCase& c) {
       c.forced_elems >= 16) {
     EXPECT_EQ(call.plan.elems, c.forced_elems);
   }
+  // Unforced, power-of-2 rows run the fit instance; forced, where forced_fit asks and T·E = N.
+  const bool planned_fit = !c.bitonic && detail::topk_bitonic_fits(call.problem);
   if (bitonic)
     EXPECT_EQ(call.plan.fit,
-              c.fit && static_cast<int64_t>(call.plan.threads_per_row) * call.plan.elems == c.N);
+              planned_fit || (c.fit && static_cast<int64_t>(call.plan.threads_per_row) *
+                                               call.plan.elems == c.N));
   else
     EXPECT_FALSE(call.plan.fit);
 
@@ -461,10 +464,11 @@ class TopkPlanRule : public GpuTest {};
 
 TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
   // The plan unforced (run_case expects topk_bitonic_planned's path): the rule's edges
-  // (k ≤ 16 or N ≤ 2048) and just past them, every softmax mode, int32 / int64 indices, largest
-  // and smallest, bf16 / fp16 / fp32 x.
+  // (k ≤ 16, N ≤ 2048 or N a power of 2: the fit instance) and just past them, every softmax
+  // mode, int32 / int64 indices, largest and smallest, bf16 / fp16 / fp32 x.
   const Mnk shapes[] = {{300, 2048, 16}, {130, 1024, 8}, {33, 2048, 17}, {9, 2056, 8},
-                        {5, 40, 16},     {7, 1000, 1},   {11, 2056, 17}, {6, 4096, 32}};
+                        {5, 40, 16},     {7, 1000, 1},   {11, 2056, 17}, {6, 4096, 32},
+                        {70, 512, 32},   {3, 16, 9},     {5, 4088, 32}};
   uint64_t seed = 8000;
   int n = 0;
   for (const Mnk& s : shapes)
@@ -483,8 +487,11 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
         c.seed = ++seed;
         ++n;
         const TopkRun r = run_case(c);
-        const bool planned = dtype_size(t) == 2 && (s.k <= 16 || s.N <= 2048);
+        const bool pow2 = (s.N & (s.N - 1)) == 0 && s.N >= 16;
+        const bool planned = dtype_size(t) == 2 && (s.k <= 16 || s.N <= 2048 || pow2);
         EXPECT_EQ(r.plan.path, planned ? TopkPath::kBitonic : TopkPath::kQueue) << case_name(c);
+        EXPECT_EQ(r.plan.fit, planned && pow2) << case_name(c);
+        if (planned && s.N >= 1024 && pow2) EXPECT_EQ(r.plan.elems, 128) << case_name(c);
       }
 }
 

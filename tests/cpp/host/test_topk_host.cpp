@@ -353,7 +353,8 @@ TEST(TopkPlan, BitonicRule) {
       {65536, 2056, 8, DType::kBFloat16, true, TopkPath::kBitonic},   // N > 2048, k ≤ 16
       {65536, 4096, 16, DType::kBFloat16, true, TopkPath::kBitonic},
       {65536, 2056, 17, DType::kBFloat16, true, TopkPath::kQueue},    // both past
-      {65536, 4096, 32, DType::kBFloat16, true, TopkPath::kQueue},
+      {65536, 4096, 32, DType::kBFloat16, true, TopkPath::kBitonic},  // power of 2: fit
+      {65536, 4088, 32, DType::kBFloat16, true, TopkPath::kQueue},
       {65536, 4104, 8, DType::kBFloat16, true, TopkPath::kQueue},     // the kernel's N range
       {65536, 1024, 33, DType::kBFloat16, true, TopkPath::kQueue},    // the kernel's k range
       {65536, 1024, 8, DType::kFloat32, true, TopkPath::kQueue},     // fp32 x
@@ -374,7 +375,10 @@ TEST(TopkPlan, BitonicRule) {
       EXPECT_EQ(p.threads, detail::kTopkBitonicThreads);
     }
   }
-  // The measured shape: QuACK's geometry, 16 threads × 64 elements, lists of 8.
+  // The measured shapes: the fit instance with 128 elements per thread from N = 1024 (8
+  // threads per row at 1024), the plan's own geometry below; lists of 8 for k = 8.
+  EXPECT_EQ(detail::kTopkBitonicFitMinN, 1024);
+  EXPECT_EQ(detail::kTopkBitonicFitElems, 128);
   TopkProblem pr;
   pr.M = 65536;
   pr.N = 1024;
@@ -382,7 +386,17 @@ TEST(TopkPlan, BitonicRule) {
   pr.x = DType::kBFloat16;
   pr.vec_ok = true;
   char buf[96];
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k8-e128-t8-fit");
+  pr.N = 4096;
+  pr.k = 32;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)),
+               "bitonic-k32-e128-t32-fit");
+  pr.N = 512;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k32-e64-t8-fit");
+  pr.N = 1000;
+  pr.k = 8;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k8-e64-t16");
+  pr.N = 1024;
   // Forcing the queue kernel (tests, quack-bench --path queue / --config all) still works.
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr, 0, TopkPath::kQueue), buf, sizeof(buf)),
                "queue-q32-p32-vec-w1r4");
@@ -408,9 +422,12 @@ TEST(TopkPlan, BitonicForced) {
             const bool ok = dtype_size(t) == 2 && vec && n <= 4096 && k <= 32;
             EXPECT_EQ(detail::topk_bitonic_ok(pr), ok);
             const detail::TopkPlan p = detail::plan_topk(pr, 0, TopkPath::kBitonic, e);
-            // Unforced: the rule (16-bit x, 16-byte rows, k ≤ 16 or N ≤ 2048), else the queue
-            // kernel; forcing the queue kernel or its warps per row never gives bitonic.
-            const bool planned = ok && (k <= 16 || n <= 2048);
+            // Unforced: the rule (16-bit x, 16-byte rows, k ≤ 16, N ≤ 2048 or N a power of
+            // 2), else the queue kernel; forcing the queue kernel or its warps per row never
+            // gives bitonic.
+            const bool pow2 = n >= 16 && (n & (n - 1)) == 0;
+            EXPECT_EQ(detail::topk_bitonic_fits(pr), ok && pow2);
+            const bool planned = ok && (k <= 16 || n <= 2048 || pow2);
             EXPECT_EQ(detail::topk_bitonic_planned(pr), planned);
             EXPECT_EQ(detail::plan_topk(pr).path,
                       planned ? TopkPath::kBitonic : TopkPath::kQueue);
@@ -420,8 +437,14 @@ TEST(TopkPlan, BitonicForced) {
               const detail::TopkPlan d = detail::plan_topk(pr);
               const detail::TopkPlan f = detail::plan_topk(pr, 0, TopkPath::kBitonic);
               EXPECT_EQ(d.list, f.list);
-              EXPECT_EQ(d.elems, f.elems);
-              EXPECT_EQ(d.threads_per_row, f.threads_per_row);
+              EXPECT_EQ(d.fit, pow2);
+              if (pow2) {  // the fit instance: E = 128 from N = 1024, else the forced plan's E
+                EXPECT_EQ(static_cast<int64_t>(d.threads_per_row) * d.elems, n);
+                EXPECT_EQ(d.elems, n >= 1024 ? 128 : f.elems);
+              } else {
+                EXPECT_EQ(d.elems, f.elems);
+                EXPECT_EQ(d.threads_per_row, f.threads_per_row);
+              }
               EXPECT_LE(d.elems, 128) << "the measured class: ≤ 128 elements per thread";
               EXPECT_LE(d.list, 32);  // lists of 32 for k in (16, 32] at N ≤ 2048
             }
@@ -468,9 +491,10 @@ TEST(TopkPlan, BitonicForced) {
   EXPECT_STREQ(detail::topk_plan_name(p, buf, sizeof(buf)), "bitonic-k32-e128-t32");
 }
 
-TEST(TopkPlan, BitonicFitForcedOnly) {
+TEST(TopkPlan, BitonicFitForced) {
   // forced_fit sets `fit` exactly where the bitonic plan has T·E = N (the kernel then loads no
-  // partial vector and masks no column); otherwise, and never unforced, the plan is unchanged.
+  // partial vector and masks no column); otherwise the plan is unchanged. Unforced, fit is the
+  // power-of-2 rows' (BitonicForced, BitonicRule).
   using detail::TopkPath;
   int fits = 0;
   for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
@@ -487,7 +511,8 @@ TEST(TopkPlan, BitonicFitForcedOnly) {
           const detail::TopkPlan base = detail::plan_topk(pr, 0, TopkPath::kBitonic, e);
           const detail::TopkPlan fit = detail::plan_topk(pr, 0, TopkPath::kBitonic, e, true);
           EXPECT_FALSE(base.fit);
-          EXPECT_FALSE(detail::plan_topk(pr).fit);
+          EXPECT_EQ(detail::plan_topk(pr).fit,
+                    detail::topk_bitonic_planned(pr) && detail::topk_bitonic_fits(pr));
           EXPECT_FALSE(detail::plan_topk(pr, 0, TopkPath::kQueue, e, true).fit);
           EXPECT_EQ(fit.path, base.path);
           EXPECT_EQ(fit.list, base.list);
