@@ -20,6 +20,7 @@ RowOpInfo row_op_info(const char* name) {
   i.red_floats = Op::Red::kFloats;
   i.late_cols = Op::kLateCols;
   i.trial_configs = Op::kTrialConfigs;
+  i.gate_kernel = Op::kGate == RowGate::kKernel;
   i.name = name;
   return i;
 }

@@ -132,9 +132,40 @@ bool row_staged_geometry(int64_t M, int64_t N, int in_elt, int max_vecs, int pre
   return true;
 }
 
-// The entry cross-entropy's fwd+dx tries first on long 16-bit rows (plan_row), found once.
+namespace {
+
+// Entries the plan tries before kRowConfigs' order, found once (preferred_entry).
 constexpr int kClusterEntry = row_config_index("cl-t256v8");
-static_assert(kClusterEntry >= 0, "cl-t256v8 is in kRowConfigs");
+constexpr int kShortRowEntry = row_config_index("t128v4");
+constexpr int kRingEntry = row_config_index("ring-t1024v4-s3");
+static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0,
+              "the preferred entries are in kRowConfigs");
+
+// The entry an unforced plan tries first (-1: none; it falls back to kRowConfigs' order where
+// that entry is not usable or does not take the shape). H200, bf16, kernel-only (quack-bench
+// <op> --config all; docs/performance.md, runs R2 and S):
+//  - cross-entropy's forward with dx (the ops with trial entries and per-element outputs) on
+//    16-bit rows beyond 64 KB: cl-t256v8, 2.68 / 2.90 ms at 16384 x 131072 / 8192 x 262144
+//    against the ring's 3.24 / 3.59;
+//  - one-stream ops without column accumulations or a kernel gate (softmax, RMSNorm and
+//    LayerNorm forwards, cross-entropy's forwards) on 16-bit rows of (4, 8] KB: t128v4, at
+//    16384 x 4096 softmax fwd 3.94 TB/s against t256v2's 3.71, RMSNorm fwd 3.85 / 3.75,
+//    LayerNorm fwd 2.84 / 2.74, cross-entropy fwd 3.76, fwd+dx 3.09 (t256v4: 2.34);
+//  - ops with a kernel gate (cross-entropy's backward) on 16-bit rows of (32, 64] KB:
+//    ring-t1024v4-s3, 4.02 TB/s at 16384 x 32768 against t1024v4's 3.53.
+int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes) {
+  if (in_elt != 2) return -1;
+  if (op.trial_configs && op.n_out > 0 && row_bytes > kRowRegisterMaxRowBytes)
+    return kClusterEntry;
+  if (op.n_in == 1 && op.n_acc == 0 && !op.gate_kernel && row_bytes > 4096 && row_bytes <= 8192)
+    return kShortRowEntry;
+  if (op.gate_kernel && row_bytes > kRowRegisterMaxRowBytes / 2 &&
+      row_bytes <= kRowRegisterMaxRowBytes)
+    return kRingEntry;
+  return -1;
+}
+
+}  // namespace
 
 RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
   RowPlan plan;
@@ -152,15 +183,7 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
   const int present_bytes = pr.present_bytes < 0 ? n_present * in_elt : pr.present_bytes;
   const int64_t row_bytes = pr.N * in_elt;
   const bool force_general = forced_config == kRowConfigCount;
-  // Cross-entropy's forward with dx (the ops with trial entries and per-element outputs) on
-  // 16-bit rows beyond 64 KB tries cl-t256v8 first. H200, bf16, kernel-only fwd+dx (quack-bench
-  // cross-entropy --dir fwdbwd --config all): 2.68 / 2.90 ms at 16384 x 131072 / 8192 x 262144
-  // against the ring's 3.24 / 3.59 (its loss-only pass reads 3.38 / 3.00 TB/s, the ring's 2.08
-  // / 1.71).
-  const int first = forced_config < 0 && op.trial_configs && op.n_out > 0 && in_elt == 2 &&
-                            row_bytes > kRowRegisterMaxRowBytes
-                        ? kClusterEntry
-                        : -1;
+  const int first = forced_config < 0 ? preferred_entry(op, in_elt, row_bytes) : -1;
   if (pr.pair && pr.vec_ok && !force_general) {
     for (int k = first >= 0 ? -1 : 0; k < kRowConfigCount; ++k) {
       const int i = k < 0 ? first : k;

@@ -23,6 +23,7 @@ struct RowOpInfo {
   int red_floats = 1;  // floats reduced together per row (Traits::Red::kFloats)
   bool late_cols = false;  // Traits::kLateCols
   bool trial_configs = false;  // Traits::kTrialConfigs: the configurations under trial compiled
+  bool gate_kernel = false;    // Traits::kGate == RowGate::kKernel (cross-entropy's backward)
   const char* name = "";
 };
 

@@ -392,7 +392,7 @@ TEST(CrossEntropyPlan, TrainingShapes) {
         detail::plan_row_call(detail::cross_entropy_fwd_call(a).row), buf, sizeof(buf)));
   };
   const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
-  EXPECT_EQ(plan_name(16384, 4096, bf, false), "t256v2");
+  EXPECT_EQ(plan_name(16384, 4096, bf, false), "t128v4");  // 8 KB 16-bit rows (row_plan.cpp)
   EXPECT_EQ(plan_name(16384, 32768, bf, false), "t1024v4");
   // The loss alone skips the ring (row_plan.cpp): the looped entry reads faster.
   EXPECT_EQ(plan_name(16384, 65536, bf, false), "t1024v2-looped");
@@ -402,6 +402,23 @@ TEST(CrossEntropyPlan, TrainingShapes) {
   EXPECT_EQ(plan_name(16384, 131072, f32, true), "ring-t1024v4-s3-x8");
   EXPECT_EQ(plan_name(16384, 128256, bf, true), "cl-t256v8-x8");
   EXPECT_EQ(plan_name(16384, 4100, bf, true), "general-t256-x2");
+  // The backward (a kernel gate): the ring for 16-bit rows of (32, 64] KB (row_plan.cpp).
+  auto bwd_plan = [](int64_t Mr, int64_t Vr, DType t) {
+    CrossEntropyBwdArgs b;
+    b.x = TensorRef::matrix(fake(1), t, Mr, Vr);
+    b.target = TensorRef::vector(fake(2), DType::kInt32, Mr);
+    b.lse = TensorRef::vector(fake(3), DType::kFloat32, Mr);
+    b.dloss = TensorRef::vector(fake(4), DType::kFloat32, Mr);
+    b.dx = TensorRef::matrix(fake(5), t, Mr, Vr);
+    char buf[64];
+    return std::string(detail::row_plan_name(
+        detail::plan_row_call(detail::cross_entropy_bwd_call(b)), buf, sizeof(buf)));
+  };
+  EXPECT_EQ(bwd_plan(16384, 32768, bf), "ring-t1024v4-s3-x1");
+  EXPECT_EQ(bwd_plan(16384, 24576, bf), "ring-t1024v4-s3-x1");
+  EXPECT_EQ(bwd_plan(16384, 16384, bf), "t512v4");  // 32 KB: the table's order
+  EXPECT_EQ(bwd_plan(16384, 4096, bf), "t256v2");   // a kernel gate: not the short-row entry
+  EXPECT_EQ(bwd_plan(16384, 16384, f32), "t1024v4");
 }
 
 // ---------------------------------------------------------------- float64 reference

@@ -173,7 +173,7 @@ TEST(RmsNormPlan, TableShapes) {
   };
   const Expect cases[] = {
       {bf, 1024, false, "r4t32v4"},
-      {bf, 4096, false, "t256v2"},
+      {bf, 4096, false, "t128v4"},
       {bf, 8192, false, "t256v4"},
       {bf, 16384, false, "t512v4"},
       {bf, 32768, false, "t1024v4"},
