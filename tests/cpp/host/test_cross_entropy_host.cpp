@@ -394,8 +394,9 @@ TEST(CrossEntropyPlan, TrainingShapes) {
   const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
   EXPECT_EQ(plan_name(16384, 4096, bf, false), "t128v4");  // 8 KB 16-bit rows (row_plan.cpp)
   EXPECT_EQ(plan_name(16384, 32768, bf, false), "t1024v4");
-  // The loss alone skips the ring (row_plan.cpp): the looped entry reads faster.
-  EXPECT_EQ(plan_name(16384, 65536, bf, false), "t1024v2-looped");
+  // The loss alone: cl-t256v8 on rows of (64, 128] KB, then the looped entry (row_plan.cpp).
+  EXPECT_EQ(plan_name(16384, 65536, bf, false), "cl-t256v8-x4");  // (64, 128] KB rows
+  EXPECT_EQ(plan_name(16384, 65544, bf, false), "t1024v2-looped");
   EXPECT_EQ(plan_name(16384, 131072, bf, false), "t1024v2-looped");
   EXPECT_EQ(plan_name(8192, 262144, bf, false), "t1024v2-looped");
   EXPECT_EQ(plan_name(16384, 32768, f32, false), "t1024v8");
