@@ -30,6 +30,24 @@
 //   h, weight, mean and rstd and whose backward is quack::layernorm_bwd (workspace from torch's
 //   allocator; under create_graph the custom op quack_cpp::layernorm_bwd).
 //
+// cross_entropy_fwd(x, target, weight, lse_partial, target_logit, ignore_index, reduction,
+//                   label_smoothing, z_loss, logit_softcap, num_classes, want_lse, want_z_loss,
+//                   want_dx, predict_dx, dx_into_x)
+//   torch.ops.quack_cpp.cross_entropy_fwd on the eager fast path (quack_cpp.cross_entropy_ops
+//   CrossEntropyFwd: outputs, launch, setup_context, backward): (loss, lse, z_loss, dx,
+//   dx_state), None where absent; quack::cross_entropy_fwd with its workspace from torch's
+//   allocator and, with predict_dx, the device's prediction word (owned by the Python
+//   dx_predict_word, cached here). The node (CrossEntropyFn) has the Python backward's three
+//   modes: the training backward (quack::cross_entropy_train_bwd, into the saved dx only in
+//   the last backward through an untraced graph), the rescale of a forward's dx
+//   (quack::cross_entropy_scale_grad, or dx * dloss where the graph is kept), and the backward
+//   from lse (quack::cross_entropy_bwd). Where the Python path's backward op would take the
+//   custom op (grad mode on with an input that requires grad, a dispatch mode, a subclass),
+//   the custom op runs through the dispatcher. Returns NotImplemented, before doing anything,
+//   for what it leaves to the Python fast path: logits None, lse_partial or target_logit
+//   given, a recorded call whose backward is the one from lse with 'mean' (its denominator is
+//   torch ops) or without lse.
+//
 // Why: the Python fast path's own work (the route, tensor tuples, allocation calls, the Python
 // autograd.Function) is per call several times torch's F.layer_norm host path; here it is C++
 // (docs/architecture.md, "Host time per eager call").
@@ -618,6 +636,12 @@ py::tuple layernorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
 
 namespace {
 
+// torch.autograd.graph.increment_version: a write the autograd engine cannot see (inference
+// tensors have no version counter: left alone, as torch's).
+void bump_version(const Tensor& t) {
+  if (!t.is_inference()) torch::autograd::impl::bump_version(t);
+}
+
 // A shape as Python prints tuple(t.shape): "(4, 64)", "(4,)", "()".
 std::string py_shape(at::IntArrayRef s) {
   std::string o = "(";
@@ -655,20 +679,23 @@ quack::Reduction ce_reduction(const std::string& r, const char* fn) {
 // function owns the per-device word; its tensors are cached here (the same tensors, so a test's
 // fill_ of the word is seen by both paths). A miss (first call on a device, or a call inside a
 // CUDA-graph capture before the word exists, where it returns None) calls the Python function.
+// The cache has a fixed size (never reallocated: a backward on an autograd device thread
+// reads it without the GIL while a forward may fill another slot) and is never destroyed (no
+// tensor freed after the allocator at exit); slot 0 is the CPU (tests with stubbed launches).
+constexpr size_t kPredictSlots = 257;              // device index + 1
 PyObject* g_predict_word_fn = nullptr;             // a strong reference, never released
-std::vector<Tensor>* g_predict_words = new std::vector<Tensor>();  // slot: device index + 1
+std::vector<Tensor>* g_predict_words = new std::vector<Tensor>(kPredictSlots);
 
 Tensor predict_word(const Tensor& like) {
   const size_t slot = like.is_cuda() ? static_cast<size_t>(like.get_device()) + 1 : 0;
-  if (slot < g_predict_words->size() && (*g_predict_words)[slot].defined())
+  if (slot < kPredictSlots && (*g_predict_words)[slot].defined())
     return (*g_predict_words)[slot];
   if (g_predict_word_fn == nullptr) return Tensor();
   py::gil_scoped_acquire gil;
   py::object w = py::reinterpret_borrow<py::object>(g_predict_word_fn)(like.device());
   if (w.is_none()) return Tensor();
   Tensor t = w.cast<Tensor>();
-  if (slot >= g_predict_words->size()) g_predict_words->resize(slot + 1);
-  (*g_predict_words)[slot] = t;
+  if (slot < kPredictSlots) (*g_predict_words)[slot] = t;
   return t;
 }
 
@@ -730,7 +757,7 @@ CeOuts ce_fwd_impl(const Tensor& x, const Tensor& target, const Tensor& weight,
   a.workspace = ws.defined() ? ws.data_ptr() : nullptr;
   a.workspace_bytes = ws_bytes;
   if (!g_stub_launches) quack::cross_entropy_fwd(a, stream_of(target));
-  if (dx_into_x && want_dx) torch::autograd::impl::bump_version(x);
+  if (dx_into_x && want_dx) bump_version(x);
   return o;
 }
 
@@ -759,7 +786,7 @@ Tensor ce_train_bwd_impl(const Tensor& x, const Tensor& target, const Tensor& ls
   a.logit_softcap = static_cast<float>(logit_softcap);
   if (!g_stub_launches) quack::cross_entropy_train_bwd(a, stream_of(dx));
   if (into_dx) {
-    torch::autograd::impl::bump_version(dx);
+    bump_version(dx);
     return dx;
   }
   return out;
@@ -769,7 +796,7 @@ Tensor ce_train_bwd_impl(const Tensor& x, const Tensor& target, const Tensor& ls
 // the device), with the version bump of the registrar's eager path for a mutated argument.
 void ce_scale_grad_impl(const Tensor& dx, const Tensor& grad_output) {
   const char* fn = "cross_entropy_scale_grad";
-  torch::autograd::impl::bump_version(dx);
+  bump_version(dx);
   quack::CrossEntropyScaleGradArgs a;
   a.dx = ref(dx, fn, "dx");
   a.grad_output = scalar_ref(grad_output, fn, "grad_output");
@@ -798,7 +825,7 @@ Tensor ce_bwd_impl(const Tensor& x, const Tensor& target, const Tensor& lse, con
   a.z_loss_scale = static_cast<float>(z_loss);
   a.logit_softcap = static_cast<float>(logit_softcap);
   if (!g_stub_launches) quack::cross_entropy_bwd(a, stream_of(x));
-  if (dx_into_x) torch::autograd::impl::bump_version(x);
+  if (dx_into_x) bump_version(x);
   return dx;
 }
 
@@ -1017,9 +1044,9 @@ py::object cross_entropy_fwd(const std::optional<Tensor>& x_opt, const Tensor& t
 
 PYBIND11_MODULE(_torch, m) {
   m.doc() =
-      "quack_cpp._torch: the eager fast paths of rmsnorm, layernorm, softmax and log_softmax in "
-      "C++ (see python/torch_ext.cpp); used by quack_cpp.ops, layernorm_ops and softmax_ops "
-      "when importable.";
+      "quack_cpp._torch: the eager fast paths of rmsnorm, layernorm, softmax, log_softmax and "
+      "cross_entropy in C++ (see python/torch_ext.cpp); used by quack_cpp.ops, layernorm_ops, "
+      "softmax_ops and cross_entropy_ops when importable.";
   m.def("rmsnorm_fwd", &rmsnorm_fwd, py::arg("x"), py::arg("weight").none(true),
         py::arg("bias").none(true), py::arg("residual").none(true), py::arg("eps"),
         py::arg("weight_offset"), py::arg("out_dtype"), py::arg("residual_out_dtype").none(true), py::arg("store_rstd"),
@@ -1052,7 +1079,7 @@ PYBIND11_MODULE(_torch, m) {
         [](py::object fn) {
           Py_XDECREF(g_predict_word_fn);
           g_predict_word_fn = fn.release().ptr();
-          g_predict_words->clear();
+          for (Tensor& w : *g_predict_words) w = Tensor();
         },
         "quack_cpp.cross_entropy_ops.dx_predict_word (called with a torch.device where the "
         "cache of its words misses).");
