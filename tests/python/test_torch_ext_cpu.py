@@ -526,3 +526,23 @@ def test_ce_double_backward_raises_like_the_custom_op(ce_stubbed, monkeypatch):
                     gx.sum().backward()
     finally:
         lib._destroy()
+
+
+@pytest.mark.parametrize("saver", ["square", "softmax"])
+def test_ce_inplace_backward_refuses_saved_logits(ce_stubbed, monkeypatch, saver):
+    """C08: another node saved the logits before an inplace_backward call ('mean': dx written
+    into them in the forward, their version bumped): autograd raises on both paths (the
+    softmax's node is its C++ one)."""
+    for cpp in (True, False):
+        monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+        leaf = torch.randn(8, 64, requires_grad=True)
+        if saver == "square":
+            z = leaf * 1.0
+            extra = z.square().mean()  # saves z
+        else:
+            z = quack_cpp.softmax(leaf)  # saves its output
+            extra = 0.0
+        loss = quack_cpp.cross_entropy(z, torch.randint(0, 64, (8,)), inplace_backward=True)
+        assert (loss.grad_fn.name() == CE_NODE) == cpp
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            (loss + extra).backward()
