@@ -2,21 +2,22 @@
 
 Each of our ops joins the demo's model (demo/lm.py) as it lands, found by feature detection:
 
-  op        used when                            else
-  rmsnorm   quack_cpp.nn.RMSNorm                 torch.nn.RMSNorm
-  add_rmsnorm quack_cpp.rmsnorm(delta, weight,   the plain form x = x + delta; norm(x)
-            residual=x, prenorm=True): the       (torch's add, then the norm above)
-            residual add fused with the next
-            norm (lm.py's add_norm; the stream
-            stays fp32, h comes out in bf16)
-  linear    quack_cpp.nn.Linear                  torch.nn.Linear
-  mlp       quack_cpp.nn.MLP (activation         SwiGLU of the linear above + torch's silu * mul
-            "swiglu": the GEMM's fused epilogue;
-            fc1 holds gate and up interleaved)
-  ce        quack_cpp.cross_entropy              F.cross_entropy on the bf16 logits (outside
+  op           used when                         else
+  rmsnorm      quack_cpp.nn.RMSNorm              torch.nn.RMSNorm
+  add_rmsnorm  quack_cpp.rmsnorm(delta, weight,  the plain form: x = x + delta (torch's add,
+               residual=x, prenorm=True): the    fp32 stream), then the norm above
+               residual add fused with the next
+               norm (lm.py's add_norm; the
+               stream stays fp32, h is bf16)
+  linear       quack_cpp.nn.Linear               torch.nn.Linear
+  mlp          quack_cpp.nn.MLP (activation      SwiGLU of the linear above + torch's silu * mul
+               "swiglu": the GEMM's fused
+               epilogue; fc1 holds gate and up
+               interleaved)
+  ce           quack_cpp.cross_entropy           F.cross_entropy on the bf16 logits (outside
                                                  autocast: no fp32 copy of the logits)
-  lce       quack_cpp.nn.LinearCrossEntropy      the linear above + the ce above
-            (head and loss fused: no logits)
+  lce          quack_cpp.nn.LinearCrossEntropy   the linear above + the ce above
+               (head and loss fused: no logits)
 
 Before the model is built, every op found is probed once at the model's shapes on a few rows:
 forward and backward against a float64 reference, next to torch's own error in the same
@@ -379,12 +380,12 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
 
     def attempt(op, found, probe):
         if op not in want:
-            log(f"  {op:8s} not asked for (--ours)")
+            log(f"  {op:11s} not asked for (--ours)")
             return False
         if found is None:
             if explicit:
                 raise OpUnavailable(f"--ours names {op}, but {label} has no {OPS_API[op]}")
-            log(f"  {op:8s} not in {label} yet: {OPS_API[op]}")
+            log(f"  {op:11s} not in {label} yet: {OPS_API[op]}")
             return False
         try:
             line = probe()
@@ -394,9 +395,9 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
             msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             if explicit:
                 raise OpUnavailable(f"--ours names {op}, but its probe failed: {msg}") from e
-            log(f"  {op:8s} found but not used: its probe raised {msg}")
+            log(f"  {op:11s} found but not used: its probe raised {msg}")
             return False
-        log(f"  {op:8s} ok  {line}")
+        log(f"  {op:11s} ok  {line}")
         return True
 
     norm_cls = _has(qnn, "RMSNorm")
