@@ -29,7 +29,7 @@ issue 21, a plot and a JSON record in the output folder ($OUT when set, else res
     python3 demo/train_lm.py --grad-check    # first, one forward + backward of (a) and (c)
                                              # against an fp32 reference, per parameter group
 
---grad-check (opt-in): (a)'s and (c)'s models from the same seed, one forward + backward on
+--grad-check (opt-in; --no-grad-check: off): (a)'s and (c)'s models from the same seed, one forward + backward on
 the first batch under bf16 autocast; per parameter group (embedding, qkv, proj, fc1, fc2 and
 both norms aggregated over layers, final norm, head; fc1 in the canonical [gate; up] layout)
 the relative error of each gradient against (a)'s model run in fp32 without autocast, ours
@@ -75,6 +75,9 @@ BARS = (  # issue 21's acceptance bars on speed and memory: (num, den, min ratio
     ("c", "a", 1.15), ("c", "b", 1.0), ("d", "b", 1.03))
 PROMPTS = ("In the beginning", "And Jesus said unto them,")
 EXIT_FAIL, EXIT_ENV, EXIT_NO_QUACK, EXIT_PROBE, EXIT_GRAD = 1, 2, 3, 4, 5
+# Whether the full command (no --quick/--steps) runs --grad-check unasked: only once its
+# printed time on the H200 is under 10 s (not yet measured).
+GRAD_CHECK_IN_FULL = False
 
 
 class DemoExit(Exception):
@@ -115,10 +118,11 @@ def parse_args(argv=None):
                    help="also print the K kernels with the most GPU time in each run's census")
     p.add_argument("--gen-tokens", type=int, default=48,
                    help="tokens generated per prompt after run (c) (0: none)")
-    p.add_argument("--grad-check", action="store_true",
+    p.add_argument("--grad-check", action=argparse.BooleanOptionalAction, default=None,
                    help="before the runs: one forward + backward of (a) and (c) against an "
                         "fp32 reference, gradient errors per parameter group (exit 5 when "
-                        "ours is far above torch's)")
+                        "ours is far above torch's); default: "
+                        + ("on for the full command" if GRAD_CHECK_IN_FULL else "off"))
     p.add_argument("--cpu-smoke", action="store_true",
                    help="no GPU needed: a 2-layer model on the CPU, 3 steps a run, torch "
                         "stand-ins for our ops, torch.compile with the aot_eager backend")
@@ -129,6 +133,9 @@ def parse_args(argv=None):
         p.error("--steps must be >= 1")
     if args.gpus < 1:
         p.error("--gpus must be >= 1")
+    if args.grad_check is None:   # the full command (300 steps, one GPU) when so configured
+        args.grad_check = (GRAD_CHECK_IN_FULL and not args.quick and not args.cpu_smoke
+                           and args.steps == 300 and args.gpus == 1)
     if args.grad_check and args.gpus > 1:
         p.error("--grad-check runs on one GPU; drop --gpus")
     if args.runs is None:
@@ -390,7 +397,8 @@ def grad_check(parts_a, parts_c, cfg, train, device, seed=0):
     rows += [(k, err_c[k], err_a[k], worst_c.get(k)) for k in GRAD_GROUPS]
     failed = []
     print(f"loss: fp32 reference {loss_ref:.6f}, (a) {loss_a:.6f}, (c) {loss_c:.6f}"
-          + ("" if chk_a == chk_c else f"; init checksums DIFFER: (a) {chk_a} (c) {chk_c}"))
+          + ("" if abs(chk_a - chk_c) <= 1e-12 * abs(chk_a)
+             else f"; init checksums DIFFER: (a) {chk_a} (c) {chk_c}"))
     print(f"{'group':<12}{'(c) ours':>11}{'(a) torch':>11}{'ours/torch':>12}  worst layer of (c)")
     for name, ec, ea, worst in rows:
         ratio = ec / ea if ea > 0 else float("inf") if ec > 0 else 1.0
@@ -399,7 +407,7 @@ def grad_check(parts_a, parts_c, cfg, train, device, seed=0):
             failed.append(name)
         w = f"  {worst[0]} ({worst[1]:.2e})" if worst else ""
         print(f"{name:<12}{ec:>11.2e}{ea:>11.2e}{ratio:>12.2f}{w}" + ("  <-- FAIL" if bad else ""))
-    if chk_a != chk_c:
+    if not abs(chk_a - chk_c) <= 1e-12 * abs(chk_a):
         failed.append("init checksum")
     secs = time.perf_counter() - t0
     ok = not failed
