@@ -455,8 +455,8 @@ struct DGatedEpilogue {
   static constexpr bool kLinFirst = false;
   // The preact tile (fp32 words) is read in full: its loads run ahead of the subtiles
   // (epilogue.cuh, kCAhead), in the smem of all but 2 output buffers per output (dpreact and
-  // postact): with each subtile's C round trip in series, more C in flight beats more stores
-  // in flight. Device A/B variants: instances_ab.txt.
+  // postact). Expected: C's round trip, in series with every subtile otherwise, matters more
+  // than more stores in flight; the device A/B variants of instances_ab.txt measure it.
   static constexpr bool kCAhead = true;
   static constexpr int kCAheadStagesD = 2;
   Activation act = Activation::kSwiglu;
