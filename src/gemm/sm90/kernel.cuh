@@ -62,8 +62,8 @@ struct GemmKernel {
   using Tile = Tile_;
   using Epilogue = Epilogue_;
   // Mainloop stages: as many (BM + BN) x BK stages as fit beside the epilogue buffers, at most
-  // Tile::kMaxMainloopStages (128x256 and 256x128: 4 for a 16-bit D, 3 for an fp32 D; pingpong 128x128 and
-  // 128x192: 5; 256x192: 3; 64x128: 8).
+  // Tile::kMaxMainloopStages (128x256 and 256x128: 4 for a 16-bit D, 3 for an fp32 D; pingpong
+  // 128x128 and 128x192: 5; 256x192: 3; 64x128: 8).
   static constexpr int Stages = Tile::mainloop_stages(Epilogue::kSmemBytes);
   using Mainloop = CollectiveMainloop<Tile, Stages>;
   using Pipeline = typename Mainloop::Pipeline;
@@ -162,14 +162,15 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
       int const l = int(t.batch);
       int const m_blk = int(t.m) * Tile::kClusterM + rank_m, n_blk = int(t.n) * Tile::kClusterN + rank_n;
 
+      // The epilogue's C ring (gemm_dgated's preact): the tile's first subtiles of C are loaded
+      // now, under this tile's mainloop (and, pingpong, the other warpgroup's), not after it.
+      epilogue.prefetch_c(p.epilogue, p.M, p.N, p.L, m_blk, n_blk, l);
+
       // Pingpong turns on mma_order's barriers (OrderedSequenceBarrier<1, 2>: barrier g is waited
       // on by warpgroup g and arrived on by the other), with the phase derived from seq instead
       // of the object's running phase, so that no phase register is held across the tile loop:
       // tile t = seq / 2 of warpgroup g waits with parity (g == 0) ^ (t & 1), the object's phase
       // after t arrivals.
-      // The epilogue's C ring (gemm_dgated's preact): the tile's first subtiles of C are loaded
-      // now, under this tile's mainloop (and, pingpong, the other warpgroup's), not after it.
-      epilogue.prefetch_c(p.epilogue, p.M, p.N, p.L, m_blk, n_blk, l);
       if constexpr (Tile::kPingpong)  // our turn on the tensor cores
         ss.mma_order.barrier_[0][mma_wg].wait(uint32_t(mma_wg == 0) ^ ((seq >> 1) & 1u));
       uint32_t const first = (seq % (2 * kS)) * k_mod % (2 * kS);  // seq · k_tiles modulo 2·Stages
