@@ -143,7 +143,7 @@ static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0,
 
 // The entry an unforced plan tries first (-1: none; it falls back to kRowConfigs' order where
 // that entry is not usable or does not take the shape). H200, bf16, kernel-only (quack-bench
-// <op> --config all; docs/performance.md, runs R2 and S):
+// <op> --config all; docs/performance.md, runs R, T and T2):
 //  - cross-entropy's forward with dx (the ops with trial entries and per-element outputs) on
 //    16-bit rows beyond 64 KB: cl-t256v8, 2.68 / 2.90 ms at 16384 x 131072 / 8192 x 262144
 //    against the ring's 3.24 / 3.59; its loss alone on rows of (64, 128] KB: cl-t256v8, 3.54

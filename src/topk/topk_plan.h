@@ -51,13 +51,13 @@ inline constexpr int kTopkBitonicPlanMaxN = 2048;
 // Power-of-2 rows (topk_bitonic_fits) run the `fit` instance, and the bitonic kernel also
 // where the class above leaves N = 4096 with k in (16, 32] to the queue. From N =
 // kTopkBitonicFitMinN on, E = 128 (T = N / 128); below, the plan's own E and T (then T·E = N).
-// Source: H200, bf16, M = 65536, kernel-only (quack-bench topk --config all, run S at 3a19ebc),
+// Source: H200, bf16, M = 65536, kernel-only (quack-bench topk --config all, run T at 3a19ebc),
 // TB/s of x read:
-//                 fit e128   fit e64   not fit (the old plan)   best queue
-//   N 1024 k 8    1.901      1.640     1.381 (e64)              0.819
-//   N 2048 k 8    1.977      1.657     1.424 (e64)              0.945
-//   N 4096 k 8    2.018      -         1.210 (e128)             0.951
-//   N 4096 k 32   0.771      -         0.604 (e128)             0.638
+//                 fit e128   fit e64   generic (16 × 64, 32 × 64, 32 × 128)   best queue
+//   N 1024 k 8    1.901      1.640     1.381                                  0.819
+//   N 2048 k 8    1.977      1.657     1.424                                  0.945
+//   N 4096 k 8    2.018      -         1.210                                  0.951
+//   N 4096 k 32   0.771      -         0.604                                  0.638
 inline constexpr int kTopkBitonicFitMinN = 1024;
 inline constexpr int kTopkBitonicFitElems = 128;
 
@@ -99,9 +99,9 @@ bool topk_bitonic_ok(const TopkProblem& pr);
 /// power of 2, N ≥ 16.
 bool topk_bitonic_fits(const TopkProblem& pr);
 
-/// Whether the plan picks the bitonic kernel unforced: topk_bitonic_ok(pr), and k ≤
-/// kTopkBitonicPlanMaxK, N ≤ kTopkBitonicPlanMaxN or topk_bitonic_fits(pr) (the measured
-/// classes above).
+/// Whether the plan picks the bitonic kernel unforced: topk_bitonic_ok(pr) and at least one
+/// of k ≤ kTopkBitonicPlanMaxK, N ≤ kTopkBitonicPlanMaxN, topk_bitonic_fits(pr) (the
+/// measured classes above).
 bool topk_bitonic_planned(const TopkProblem& pr);
 
 /// The plan for problem `pr` (M = 0 or k = 0: kNone): kBitonic where topk_bitonic_planned, else
