@@ -190,6 +190,7 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
   if (pr.pair && pr.vec_ok && !force_general) {
     for (int k = first >= 0 ? -1 : 0; k < kRowConfigCount; ++k) {
       const int i = k < 0 ? first : k;
+      if (k >= 0 && i == first) continue;  // tried first
       if (forced_config >= 0 && i != forced_config) continue;
       const RowConfig& c = kRowConfigs[i];
       if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt, op.n_acc, vec_elt,

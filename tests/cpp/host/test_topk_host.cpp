@@ -230,6 +230,19 @@ using detail::TopkPath;
 using detail::TopkPlan;
 using detail::TopkProblem;
 
+// A plan's problem: M rows of N columns, top k, x's dtype, 16-byte rows or not; 132 SMs.
+TopkProblem topk_problem(int64_t M, int64_t N, int64_t k, DType x = DType::kBFloat16,
+                         bool vec_ok = true) {
+  TopkProblem pr;
+  pr.M = M;
+  pr.N = N;
+  pr.k = k;
+  pr.x = x;
+  pr.vec_ok = vec_ok;
+  pr.sm_count = 132;
+  return pr;
+}
+
 TEST(TopkPlan, SweepInvariants) {
   const int64_t Ns[] = {1,    7,     64,    100,   1000,   1024,   4096,
                         4099, 32768, 65535, 65536, 131072, 262144, 1000000};
@@ -240,13 +253,7 @@ TEST(TopkPlan, SweepInvariants) {
       for (int64_t m : Ms)
         for (int64_t k : ks) {
           if (k > n) continue;
-          TopkProblem pr;
-          pr.M = m;
-          pr.N = n;
-          pr.k = k;
-          pr.x = t;
-          pr.vec_ok = (n % 3) != 0;
-          pr.sm_count = 132;
+          const TopkProblem pr = topk_problem(m, n, k, t, (n % 3) != 0);
           const TopkPlan p = plan_topk(pr);
           SCOPED_TRACE("M=" + std::to_string(m) + " N=" + std::to_string(n) +
                        " k=" + std::to_string(k) + " " + dtype_name(t));
@@ -316,12 +323,7 @@ TEST(TopkPlan, BenchmarkShapes) {
                       {16384, 32768, 64, 1, 2, 32},
                       {4096, 131072, 256, 1, 8, 64}};
   for (const S& s : shapes) {
-    TopkProblem pr;
-    pr.M = s.M;
-    pr.N = s.N;
-    pr.k = s.k;
-    pr.x = DType::kBFloat16;
-    pr.vec_ok = true;
+    TopkProblem pr = topk_problem(s.M, s.N, s.k);
     const TopkPlan p = plan_topk(pr, 0, TopkPath::kQueue);
     ASSERT_EQ(p.path, TopkPath::kQueue) << s.N;
     EXPECT_EQ(p.warps_per_row, s.w) << s.N;
@@ -362,12 +364,7 @@ TEST(TopkPlan, BitonicRule) {
       {65536, 1000, 8, DType::kFloat16, false, TopkPath::kQueue},
   };
   for (const S& c : cases) {
-    TopkProblem pr;
-    pr.M = c.M;
-    pr.N = c.N;
-    pr.k = c.k;
-    pr.x = c.x;
-    pr.vec_ok = c.vec;
+    const TopkProblem pr = topk_problem(c.M, c.N, c.k, c.x, c.vec);
     const TopkPlan p = plan_topk(pr);
     EXPECT_EQ(p.path, c.path) << c.N << " " << c.k << " " << dtype_name(c.x) << " " << c.vec;
     if (p.path == TopkPath::kBitonic) {
@@ -379,12 +376,7 @@ TEST(TopkPlan, BitonicRule) {
   // threads per row at 1024), the plan's own geometry below; lists of 8 for k = 8.
   EXPECT_EQ(detail::kTopkBitonicFitMinN, 1024);
   EXPECT_EQ(detail::kTopkBitonicFitElems, 128);
-  TopkProblem pr;
-  pr.M = 65536;
-  pr.N = 1024;
-  pr.k = 8;
-  pr.x = DType::kBFloat16;
-  pr.vec_ok = true;
+  TopkProblem pr = topk_problem(65536, 1024, 8);
   char buf[96];
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k8-e128-t8-fit");
   pr.N = 4096;
@@ -413,12 +405,7 @@ TEST(TopkPlan, BitonicForced) {
         for (bool vec : {true, false})
           for (int e : {0, 16, 32, 64, 128}) {
             if (k > n) continue;
-            detail::TopkProblem pr;
-            pr.M = 1000;
-            pr.N = n;
-            pr.k = k;
-            pr.x = t;
-            pr.vec_ok = vec;
+            const TopkProblem pr = topk_problem(1000, n, k, t, vec);
             const bool ok = dtype_size(t) == 2 && vec && n <= 4096 && k <= 32;
             EXPECT_EQ(detail::topk_bitonic_ok(pr), ok);
             const detail::TopkPlan p = detail::plan_topk(pr, 0, TopkPath::kBitonic, e);
@@ -473,12 +460,7 @@ TEST(TopkPlan, BitonicForced) {
           }
   EXPECT_GT(checked, 100);
   // The issue's shapes: QuACK's geometry (16 threads × 64 at 1024, 32 × 128 at 4096).
-  detail::TopkProblem pr;
-  pr.M = 65536;
-  pr.N = 1024;
-  pr.k = 8;
-  pr.x = DType::kBFloat16;
-  pr.vec_ok = true;
+  TopkProblem pr = topk_problem(65536, 1024, 8);
   detail::TopkPlan p = detail::plan_topk(pr, 0, TopkPath::kBitonic);
   EXPECT_EQ(p.threads_per_row, 16);
   EXPECT_EQ(p.elems, 64);
@@ -502,12 +484,7 @@ TEST(TopkPlan, BitonicFitForced) {
       for (int64_t k : {1, 8, 9, 16, 32})
         for (int e : {0, 16, 32, 64, 128}) {
           if (k > n) continue;
-          detail::TopkProblem pr;
-          pr.M = 1000;
-          pr.N = n;
-          pr.k = k;
-          pr.x = t;
-          pr.vec_ok = true;
+          const TopkProblem pr = topk_problem(1000, n, k, t);
           const detail::TopkPlan base = detail::plan_topk(pr, 0, TopkPath::kBitonic, e);
           const detail::TopkPlan fit = detail::plan_topk(pr, 0, TopkPath::kBitonic, e, true);
           EXPECT_FALSE(base.fit);
@@ -526,10 +503,7 @@ TEST(TopkPlan, BitonicFitForced) {
         }
   EXPECT_GT(fits, 40);
   // The issue's shapes all fit: 16 × 64 at N = 1024, 32 × 64 at 2048, 32 × 128 at 4096.
-  detail::TopkProblem pr;
-  pr.M = 65536;
-  pr.x = DType::kBFloat16;
-  pr.vec_ok = true;
+  TopkProblem pr = topk_problem(65536, 0, 0);
   char buf[96];
   const struct { int64_t n, k; const char* name; } issue[] = {
       {1024, 8, "bitonic-k8-e64-t16-fit"},
