@@ -30,8 +30,8 @@ of a round would hide inside "host time".
 Bar (issue 15): each row op's fwd <= 1.25 x and fwd+bwd <= 1.5 x F.layer_norm's in the same run.
 
 "ours" is the default path: the C++ fast path (quack_cpp._torch: rmsnorm, layernorm, softmax,
-log_softmax) where it is built (built by pip where torch is importable) and QUACK_CPP_EAGER is
-not 0, else the Python fast path (cross_entropy: always the Python fast path).
+log_softmax, cross_entropy) where it is built (built by pip where torch is importable) and
+QUACK_CPP_EAGER is not 0, else the Python fast path.
 
 Diagnostic rows (not in the bar; they say where our time goes):
   custom op     the same call with quack_cpp.ops.FORCE_CUSTOM_OP = True (the dispatcher path)
@@ -207,6 +207,12 @@ def make_rows(torch, quack_cpp, a):
                  ("custom op", "cross_entropy", "ce fwd+bwd", ce_fwd_bwd(qce), force_on),
                  ("python only", "cross_entropy", "ce fwd", ce_fwd(qce), stub_on),
                  ("python only", "cross_entropy", "ce fwd+bwd", ce_fwd_bwd(qce), stub_on)]
+        if getattr(ext, "cross_entropy_fwd", None) is not None:
+            rows += [("python path", "cross_entropy", "ce fwd", ce_fwd(qce), py_on),
+                     ("python path", "cross_entropy", "ce fwd+bwd", ce_fwd_bwd(qce), py_on),
+                     ("C++ no launch", "cross_entropy", "ce fwd", ce_fwd(qce), cpp_stub_on),
+                     ("C++ no launch", "cross_entropy", "ce fwd+bwd", ce_fwd_bwd(qce),
+                      cpp_stub_on)]
     for name, op, unary in ours:
         rows += [("custom op", name, "fwd", fwd(op, unary), force_on),
                  ("custom op", name, "fwd+bwd", fwd_bwd(op, unary), force_on)]
@@ -358,7 +364,8 @@ def main():
             else "Python")
     err = ops._torch_ext_error or ""
     built = not err.startswith("cannot import name '_torch'")  # else: not built, no noise
-    print(f"ours: rmsnorm's (softmax's, log_softmax's) fast path in {fast}"
+    print(f"ours: rmsnorm's (layernorm's, softmax's, log_softmax's, cross_entropy's) fast path "
+          f"in {fast}"
           + (f"; quack_cpp._torch did not import: {err}" if err and built else ""))
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, x ({a.M}, {a.N}) bf16, "
           f"median of {a.rounds} rounds x {a.calls} calls, GPU kept busy"

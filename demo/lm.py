@@ -9,7 +9,14 @@ A Llama-style decoder (issue 21, fixed so the figures compare across commits):
     About 751 M parameters.
 
 One model class serves every run; what differs is the ``Parts`` it is built with: the
-factories of the RMSNorm, the bias-free Linear, the SwiGLU MLP and the head with its loss.
+factories of the RMSNorm, the bias-free Linear, the SwiGLU MLP and the head with its loss, and
+optionally ``add_norm``, a residual add fused with the next norm. Without it (run (a)) a block
+is the plain pre-norm form ``x = x + attn(norm(x)); x = x + mlp(norm(x))``; with it the
+residual stream is carried as QuACK / Liger / Transformer Engine users run it: each block's
+output delta is added to the stream by the next norm, ``h, x = add_norm(norm, delta, x)``
+(h = norm(x + delta), x = x + delta), the last one by the final norm. The same function up to
+rounding: the stream stays in its dtype (fp32, as in (a)); h comes out in delta's dtype (bf16
+under autocast: the rounding the next Linear's autocast cast does in (a)).
 ``torch_parts`` gives run (a)'s all-torch model; ``demo/ours.py`` builds the ``Parts`` of runs
 (c) and (d) from what quack_cpp offers. Every MLP and head here holds its weights in its own
 layout and converts from the canonical one (``set_weights``): the SwiGLU's first weight is
@@ -21,7 +28,7 @@ seed starts from the same function.
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 import torch
 import torch.nn as nn
@@ -59,6 +66,9 @@ class SwiGLU(nn.Module):
 
     def canonical_weights(self):
         return self.fc1.weight, self.fc2.weight
+
+    def canonical_grads(self):
+        return self.fc1.weight.grad, self.fc2.weight.grad
 
 
 class Head(nn.Module):
@@ -99,14 +109,30 @@ class Parts:
     """The factories one variant of the model is built from, and what they are (for the
     report). ``norm(d, eps)``, ``linear(in, out)`` (bias-free), ``mlp(d, hidden)`` (an
     ``SwiGLU``-like module with ``set_weights``), ``head(d, vocab)`` (a ``Head``-like module:
-    ``forward(h, targets) -> loss``, ``logits(h)``, ``weight``)."""
+    ``forward(h, targets) -> loss``, ``logits(h)``, ``weight``); ``add_norm`` (optional, None:
+    the plain form) ``add_norm(norm, delta, residual, prenorm=True)`` with ``norm`` a module
+    built by ``norm`` (its ``weight`` and ``eps`` are used) returns ``(norm(residual + delta),
+    residual + delta)`` with the sum kept in residual's dtype and the first in delta's dtype,
+    or only the first when ``prenorm`` is False (``torch_add_norm`` is the torch form)."""
     name: str
     norm: Callable
     linear: Callable
     mlp: Callable
     head: Callable
+    add_norm: Optional[Callable] = None
     ops: List[str] = field(default_factory=list)   # one line per part: what runs there
     used: List[str] = field(default_factory=list)  # our ops in use (demo/ours.py's OPS names)
+
+
+def torch_add_norm(norm, delta, residual, prenorm=True):
+    """The ``add_norm`` contract in torch (for tests and CPU stand-ins; run (a) uses the plain
+    form instead): h = residual + delta in fp32, stored in residual's dtype; out =
+    rms_norm(h) * weight in fp32, returned in delta's dtype."""
+    with torch.autocast(device_type=delta.device.type, enabled=False):
+        h = residual.float() + delta.float()
+        out = F.rms_norm(h, (h.shape[-1],), None if norm.weight is None else norm.weight.float(),
+                         norm.eps).to(delta.dtype)
+    return (out, h.to(residual.dtype)) if prenorm else out
 
 
 def torch_parts(device) -> Parts:
@@ -156,10 +182,21 @@ class Block(nn.Module):
         self.attn = Attention(cfg, parts)
         self.mlp_norm = parts.norm(d, cfg["eps"])
         self.mlp = parts.mlp(d, cfg["d_mlp"])
+        self.add_norm = parts.add_norm
 
-    def forward(self, x, cos, sin):
-        x = x + self.attn(self.attn_norm(x), cos, sin)
-        return x + self.mlp(self.mlp_norm(x))
+    def forward(self, x, cos, sin, delta=None):
+        """Plain form (no ``add_norm``): the block's output stream. With ``add_norm``: ``x`` is
+        the stream before the previous block's MLP output ``delta`` (None in the first block)
+        is added; returns (stream before this block's MLP output, that output)."""
+        if self.add_norm is None:
+            x = x + self.attn(self.attn_norm(x), cos, sin)
+            return x + self.mlp(self.mlp_norm(x))
+        if delta is None:
+            h = self.attn_norm(x)
+        else:
+            h, x = self.add_norm(self.attn_norm, delta, x)
+        h, x = self.add_norm(self.mlp_norm, self.attn(h, cos, sin), x)
+        return x, self.mlp(h)
 
 
 class LM(nn.Module):
@@ -175,6 +212,7 @@ class LM(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, parts) for _ in range(cfg["n_layers"]))
         self.final_norm = parts.norm(d, cfg["eps"])
         self.head = parts.head(d, cfg["vocab"])
+        self.add_norm = parts.add_norm
         inv = 1.0 / (cfg["rope_base"] ** (torch.arange(0, hd, 2, device=device).float() / hd))
         ang = torch.outer(torch.arange(cfg["seq_len"], device=device).float(), inv)
         ang = torch.cat((ang, ang), dim=-1)                                      # (T, hd)
@@ -185,9 +223,14 @@ class LM(nn.Module):
         T = idx.shape[1]
         cos, sin = self.cos[:T], self.sin[:T]
         x = self.embed(idx)                                   # fp32 residual stream
+        if self.add_norm is None:
+            for blk in self.blocks:
+                x = blk(x, cos, sin)
+            return self.final_norm(x)
+        delta = None
         for blk in self.blocks:
-            x = blk(x, cos, sin)
-        return self.final_norm(x)
+            x, delta = blk(x, cos, sin, delta)
+        return self.add_norm(self.final_norm, delta, x, prenorm=False)
 
     def forward(self, idx, targets):
         h = self.hidden(idx)
@@ -207,6 +250,18 @@ def canonical_tensors(model: LM):
                 (f"{i}.proj", b.attn.proj.weight), (f"{i}.mlp_norm", b.mlp_norm.weight),
                 (f"{i}.fc1", w1), (f"{i}.fc2", w2)]
     return out + [("final_norm", model.final_norm.weight), ("head", model.head.weight)]
+
+
+def canonical_grads(model: LM):
+    """(name, gradient) of every parameter in ``canonical_tensors``' names, layout and order
+    (None where a parameter has no gradient); the MLP's through its ``canonical_grads()``."""
+    out = [("embed", model.embed.weight.grad)]
+    for i, b in enumerate(model.blocks):
+        g1, g2 = b.mlp.canonical_grads()
+        out += [(f"{i}.attn_norm", b.attn_norm.weight.grad), (f"{i}.qkv", b.attn.qkv.weight.grad),
+                (f"{i}.proj", b.attn.proj.weight.grad), (f"{i}.mlp_norm", b.mlp_norm.weight.grad),
+                (f"{i}.fc1", g1), (f"{i}.fc2", g2)]
+    return out + [("final_norm", model.final_norm.weight.grad), ("head", model.head.weight.grad)]
 
 
 @torch.no_grad()

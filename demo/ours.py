@@ -2,16 +2,22 @@
 
 Each of our ops joins the demo's model (demo/lm.py) as it lands, found by feature detection:
 
-  op        used when                            else
-  rmsnorm   quack_cpp.nn.RMSNorm                 torch.nn.RMSNorm
-  linear    quack_cpp.nn.Linear                  torch.nn.Linear
-  mlp       quack_cpp.nn.MLP (activation         SwiGLU of the linear above + torch's silu * mul
-            "swiglu": the GEMM's fused epilogue;
-            fc1 holds gate and up interleaved)
-  ce        quack_cpp.cross_entropy              F.cross_entropy on the bf16 logits (outside
+  op           used when                         else
+  rmsnorm      quack_cpp.nn.RMSNorm              torch.nn.RMSNorm
+  add_rmsnorm  quack_cpp.rmsnorm(delta, weight,  the plain form: x = x + delta (torch's add,
+               residual=x, prenorm=True): the    fp32 stream), then the norm above
+               residual add fused with the next
+               norm (lm.py's add_norm; the
+               stream stays fp32, h is bf16)
+  linear       quack_cpp.nn.Linear               torch.nn.Linear
+  mlp          quack_cpp.nn.MLP (activation      SwiGLU of the linear above + torch's silu * mul
+               "swiglu": the GEMM's fused
+               epilogue; fc1 holds gate and up
+               interleaved)
+  ce           quack_cpp.cross_entropy           F.cross_entropy on the bf16 logits (outside
                                                  autocast: no fp32 copy of the logits)
-  lce       quack_cpp.nn.LinearCrossEntropy      the linear above + the ce above
-            (head and loss fused: no logits)
+  lce          quack_cpp.nn.LinearCrossEntropy   the linear above + the ce above
+               (head and loss fused: no logits)
 
 Before the model is built, every op found is probed once at the model's shapes on a few rows:
 forward and backward against a float64 reference, next to torch's own error in the same
@@ -22,7 +28,8 @@ kernel is never timed. ``--ours`` restricts the ops tried; an op named there tha
 is an error.
 
 ``cpu_stand_ins()`` gives a namespace shaped like quack_cpp whose ops are written in torch (the
-MLP with interleaved gate/up, the fused head as an ``nn.Linear`` subclass), for the CPU smoke
+MLP with interleaved gate/up, the fused head as an ``nn.Linear`` subclass, ``rmsnorm`` with a
+residual), for the CPU smoke
 test: it runs this module's detection, probes and weight conversions without a GPU.
 """
 
@@ -36,7 +43,7 @@ import torch.nn.functional as F
 
 from lm import Head, Parts, SwiGLU
 
-OPS = ("rmsnorm", "linear", "mlp", "ce", "lce")
+OPS = ("rmsnorm", "add_rmsnorm", "linear", "mlp", "ce", "lce")
 PROBE_ROWS = 64          # tokens in each probe (a multiple of 8: TMA rows)
 
 
@@ -114,6 +121,24 @@ class FusedSwiGLU(nn.Module):
         w1 = self.inner.fc1.weight
         return (_deinterleave(w1) if self.layout == "interleaved" else w1), self.inner.fc2.weight
 
+    def canonical_grads(self):
+        g1 = self.inner.fc1.weight.grad
+        if g1 is not None and self.layout == "interleaved":
+            g1 = _deinterleave(g1)
+        return g1, self.inner.fc2.weight.grad
+
+
+def make_add_norm(rmsnorm_fn):
+    """lm.py's ``add_norm`` on ``rmsnorm_fn`` (quack_cpp.rmsnorm's signature): one kernel
+    reads delta and the residual stream, writes the stream (in its own dtype: fp32 in the demo,
+    as the plain form keeps it) and the normalised rows (in delta's dtype); the backward gives
+    d(delta) and d(residual) from one kernel too."""
+    def add_norm(norm, delta, residual, prenorm=True):
+        eps = norm.eps if norm.eps is not None else torch.finfo(torch.float32).eps
+        return rmsnorm_fn(delta, norm.weight, residual=residual, eps=eps, prenorm=prenorm,
+                          residual_dtype=residual.dtype)
+    return add_norm
+
 
 class FusedHead(nn.Module):
     """quack_cpp.nn.LinearCrossEntropy (head and loss in one; no logits tensor) behind the
@@ -188,6 +213,54 @@ def probe_rmsnorm(cls, cfg, device, g):
     tor = _grads(lambda: ref_m(x), [x], [ref_m.weight], dy)
     ref = _grads(lambda: F.rms_norm(xd, (d,), wd, eps), [xd], [wd], dy.double())
     return _judge("rmsnorm", list(zip(("out", "dx", "dw"), ours, tor, ref)), 1e-4)
+
+
+def probe_add_rmsnorm(add_norm, cfg, device, g):
+    """add_norm(norm, delta, residual) (make_add_norm's) at the model's dtypes: delta bf16
+    (a block's output under autocast), residual fp32 (the stream), weight fp32; the gradients
+    of sum(out * dy) + sum(residual_out * dr) against float64, beside torch's plain form
+    (residual + delta, torch.nn.RMSNorm, its output cast to bf16 as the next Linear does)."""
+    d, eps = cfg["d_model"], cfg["eps"]
+    bf = torch.bfloat16
+    norm = nn.RMSNorm(d, eps=eps, device=device)
+    ref_norm = nn.RMSNorm(d, eps=eps, device=device)
+    w = 1 + 0.1 * torch.randn(d, device=device, generator=g)
+    with torch.no_grad():
+        norm.weight.copy_(w)
+        ref_norm.weight.copy_(w)
+    delta = torch.randn(PROBE_ROWS, d, device=device, generator=g).to(bf)
+    res = 4 * torch.randn(PROBE_ROWS, d, device=device, generator=g)
+    dy = torch.randn(PROBE_ROWS, d, device=device, generator=g).to(bf).float()
+    dr = torch.randn(PROBE_ROWS, d, device=device, generator=g)
+
+    def run(fn, ins, weight):
+        for t in list(ins) + [weight]:
+            t.grad = None
+        out, h = fn(*ins)
+        ((out.to(dy.dtype) * dy).sum() + (h.to(dr.dtype) * dr).sum()).backward()
+        return [out, h] + [t.grad.clone() for t in list(ins) + [weight]]
+
+    dl, rl = delta.clone().requires_grad_(), res.clone().requires_grad_()
+    ours = run(lambda a, b: add_norm(norm, a, b), (dl, rl), norm.weight)
+    if ours[0].dtype != bf or ours[1].dtype != torch.float32:
+        raise ProbeMismatch(f"probe add_rmsnorm: out {ours[0].dtype} and residual_out "
+                            f"{ours[1].dtype}, expected torch.bfloat16 and torch.float32")
+
+    def plain(a, b):
+        h = b + a
+        return ref_norm(h).to(bf), h
+    dt, rt = delta.clone().requires_grad_(), res.clone().requires_grad_()
+    tor = run(plain, (dt, rt), ref_norm.weight)
+    dd, rd = delta.double().requires_grad_(), res.double().requires_grad_()
+    wd = w.double().requires_grad_()
+
+    def ref_fn(a, b):
+        h = b + a
+        return F.rms_norm(h, (d,), wd, eps), h
+    dy, dr = dy.double(), dr.double()
+    ref = run(ref_fn, (dd, rd), wd)
+    names = ("out", "residual_out", "d(delta)", "d(residual)", "dw")
+    return _judge("add_rmsnorm", list(zip(names, ours, tor, ref)), 1e-4)
 
 
 def _ref_linear_bf16(x, w):
@@ -307,12 +380,12 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
 
     def attempt(op, found, probe):
         if op not in want:
-            log(f"  {op:8s} not asked for (--ours)")
+            log(f"  {op:11s} not asked for (--ours)")
             return False
         if found is None:
             if explicit:
                 raise OpUnavailable(f"--ours names {op}, but {label} has no {OPS_API[op]}")
-            log(f"  {op:8s} not in {label} yet: {OPS_API[op]}")
+            log(f"  {op:11s} not in {label} yet: {OPS_API[op]}")
             return False
         try:
             line = probe()
@@ -322,14 +395,21 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
             msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             if explicit:
                 raise OpUnavailable(f"--ours names {op}, but its probe failed: {msg}") from e
-            log(f"  {op:8s} found but not used: its probe raised {msg}")
+            log(f"  {op:11s} found but not used: its probe raised {msg}")
             return False
-        log(f"  {op:8s} ok  {line}")
+        log(f"  {op:11s} ok  {line}")
         return True
 
     norm_cls = _has(qnn, "RMSNorm")
     if attempt("rmsnorm", norm_cls, lambda: probe_rmsnorm(norm_cls, cfg, device, g)):
         used["rmsnorm"] = norm_cls
+    rms_fn = _has(qc, "rmsnorm")
+    if rms_fn is not None and not {"residual", "prenorm", "residual_dtype"} <= set(
+            _params_of(rms_fn)):
+        rms_fn = None      # an rmsnorm without the fused residual add
+    add_norm = make_add_norm(rms_fn) if rms_fn is not None else None
+    if attempt("add_rmsnorm", rms_fn, lambda: probe_add_rmsnorm(add_norm, cfg, device, g)):
+        used["add_rmsnorm"] = add_norm
     lin_cls = _has(qnn, "Linear")
     if attempt("linear", lin_cls, lambda: probe_linear(lin_cls, cfg, device, g)):
         used["linear"] = lin_cls
@@ -377,6 +457,11 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
     else:
         norm = lambda d, eps: nn.RMSNorm(d, eps=eps, device=device)  # noqa: E731
         ops.append("norm: torch.nn.RMSNorm")
+    if "add_rmsnorm" in used:
+        ops.append(f"residual add + next norm: {label}.rmsnorm(delta, weight, residual=x, "
+                   "prenorm=True), one kernel (fp32 stream, bf16 out)")
+    else:
+        ops.append("residual add + next norm: torch add (fp32 stream), then the norm above")
     if "linear" in used:
         linear = lambda i, o: lin_cls(i, o, bias=False, device=device)  # noqa: E731
         lin_name = f"{label}.nn.Linear"
@@ -402,10 +487,18 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
         ops.append(f"head + loss: {lin_name} + F.cross_entropy on the bf16 logits")
     in_model = [o for o in OPS if o in used and not (o == "ce" and "lce" in used)]
     return Parts(name="ours", norm=norm, linear=linear, mlp=mlp, head=head, ops=ops,
-                 used=in_model)
+                 used=in_model, add_norm=used.get("add_rmsnorm"))
 
 
-OPS_API = {"rmsnorm": "nn.RMSNorm", "linear": "nn.Linear", "mlp": "nn.MLP",
+def _params_of(fn):
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+OPS_API = {"rmsnorm": "nn.RMSNorm", "add_rmsnorm": "rmsnorm(..., residual=, prenorm=, "
+           "residual_dtype=)", "linear": "nn.Linear", "mlp": "nn.MLP",
            "ce": "cross_entropy", "lce": "nn.LinearCrossEntropy"}
 
 
@@ -447,10 +540,26 @@ def cpu_stand_ins():
         return F.cross_entropy(logits.float(), target, ignore_index=ignore_index,
                                reduction=reduction)
 
+    def rmsnorm(x, weight=None, bias=None, residual=None, eps=1e-6, prenorm=False,
+                residual_dtype=None, out_dtype=None, weight_offset=0.0):
+        # quack_cpp.rmsnorm's formula (h = x + residual and the norm in fp32; out in
+        # out_dtype or x's, residual_out in residual_dtype or the residual's) in torch.
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            h = x.float() + (residual.float() if residual is not None else 0)
+            w = None if weight is None else weight.float() + weight_offset
+            out = F.rms_norm(h, (h.shape[-1],), w, eps)
+            if bias is not None:
+                out = out + bias.float()
+            out = out.to(out_dtype or x.dtype)
+        if not prenorm:
+            return out
+        rd = residual_dtype or (residual.dtype if residual is not None else x.dtype)
+        return out, h.to(rd)
+
     nn_ns = types.SimpleNamespace(RMSNorm=nn.RMSNorm, Linear=Linear, MLP=MLP,
                                   LinearCrossEntropy=LinearCrossEntropy)
-    return types.SimpleNamespace(nn=nn_ns, cross_entropy=cross_entropy, linear=None,
-                                 __version__="(torch code for the CPU smoke)")
+    return types.SimpleNamespace(nn=nn_ns, cross_entropy=cross_entropy, rmsnorm=rmsnorm,
+                                 linear=None, __version__="(torch code for the CPU smoke)")
 
 
 def signature_of(obj) -> str:

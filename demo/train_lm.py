@@ -26,11 +26,20 @@ issue 21, a plot and a JSON record in the output folder ($OUT when set, else res
                                              # CPU with torch stand-ins of our ops
     python3 demo/train_lm.py --gpus 2        # runs a,c data-parallel over 2 GPUs with FSDP2
                                              # (demo/multi_gpu.py; torchrun works too)
+    python3 demo/train_lm.py --grad-check    # first, one forward + backward of (a) and (c)
+                                             # against an fp32 reference, per parameter group
+
+--grad-check (opt-in; --no-grad-check: off): (a)'s and (c)'s models from the same seed, one forward + backward on
+the first batch under bf16 autocast; per parameter group (embedding, qkv, proj, fc1, fc2 and
+both norms aggregated over layers, final norm, head; fc1 in the canonical [gate; up] layout)
+the relative error of each gradient against (a)'s model run in fp32 without autocast, ours
+beside torch's, and the losses. A group where ours is above 4 x torch's error and above 1e-2
+fails the check (the runs still run; exit 5).
 
 Exit: 0 parity holds and every run finished; 1 a run failed, parity failed or no text was
 generated; 2 no GPU (or fewer than --gpus) / no PyTorch / no corpus; 3 quack_cpp missing;
-4 one of our ops computed a wrong result in its probe (demo/ours.py). The speed and memory
-bars are printed, not part of the exit code.
+4 one of our ops computed a wrong result in its probe (demo/ours.py); 5 the gradient check
+(--grad-check) failed. The speed and memory bars are printed, not part of the exit code.
 """
 
 import argparse
@@ -65,7 +74,10 @@ RUNS = {  # label: (description, parts, seed, compiled)
 BARS = (  # issue 21's acceptance bars on speed and memory: (num, den, min ratio)
     ("c", "a", 1.15), ("c", "b", 1.0), ("d", "b", 1.03))
 PROMPTS = ("In the beginning", "And Jesus said unto them,")
-EXIT_FAIL, EXIT_ENV, EXIT_NO_QUACK, EXIT_PROBE = 1, 2, 3, 4
+EXIT_FAIL, EXIT_ENV, EXIT_NO_QUACK, EXIT_PROBE, EXIT_GRAD = 1, 2, 3, 4, 5
+# Whether the full command (no --quick/--steps) runs --grad-check unasked: only once its
+# printed time on the H200 is under 10 s (not yet measured).
+GRAD_CHECK_IN_FULL = False
 
 
 class DemoExit(Exception):
@@ -82,7 +94,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(
         description="Train the demo LLM with torch and with QuACK-C++ (issue 21).",
         epilog="Exit codes: 0 ok, 1 a run/parity/generation failed, 2 environment, "
-               "3 quack_cpp missing, 4 a probe found a wrong result.")
+               "3 quack_cpp missing, 4 a probe found a wrong result, 5 the gradient check failed.")
     p.add_argument("--quick", action="store_true", help="50 steps per run (default 300)")
     p.add_argument("--steps", type=int, default=None, help="steps per run")
     p.add_argument("--runs", default=None,
@@ -106,6 +118,11 @@ def parse_args(argv=None):
                    help="also print the K kernels with the most GPU time in each run's census")
     p.add_argument("--gen-tokens", type=int, default=48,
                    help="tokens generated per prompt after run (c) (0: none)")
+    p.add_argument("--grad-check", action=argparse.BooleanOptionalAction, default=None,
+                   help="before the runs: one forward + backward of (a) and (c) against an "
+                        "fp32 reference, gradient errors per parameter group (exit 5 when "
+                        "ours is far above torch's); default: "
+                        + ("on for the full command" if GRAD_CHECK_IN_FULL else "off"))
     p.add_argument("--cpu-smoke", action="store_true",
                    help="no GPU needed: a 2-layer model on the CPU, 3 steps a run, torch "
                         "stand-ins for our ops, torch.compile with the aot_eager backend")
@@ -116,6 +133,11 @@ def parse_args(argv=None):
         p.error("--steps must be >= 1")
     if args.gpus < 1:
         p.error("--gpus must be >= 1")
+    if args.grad_check is None:   # the full command (300 steps, one GPU) when so configured
+        args.grad_check = (GRAD_CHECK_IN_FULL and not args.quick and not args.cpu_smoke
+                           and args.steps == 300 and args.gpus == 1)
+    if args.grad_check and args.gpus > 1:
+        p.error("--grad-check runs on one GPU; drop --gpus")
     if args.runs is None:
         args.runs = "a,c" if args.gpus > 1 else "a,b,c,d,e"
     args.runs = [r.strip() for r in args.runs.split(",") if r.strip()]
@@ -276,6 +298,125 @@ def compiled_ops_line(graphs):
                       for k, v in sorted(ours.items()))
     return (f"{len(graphs)} graph(s) captured ({max(0, len(graphs) - 1)} graph break(s)); "
             f"quack_cpp ops in them: {names or 'none'}")
+
+
+# --------------------------------------------------------------------- gradient check
+GRAD_GROUPS = ("embed", "attn_norm", "qkv", "proj", "mlp_norm", "fc1", "fc2", "final_norm",
+               "head")
+GRAD_RATIO, GRAD_FLOOR = 4.0, 1e-2   # fail: ours' error > 4 x torch's and > 1e-2
+
+
+def _grad_pass(model, idx, tgt, ac):
+    """Loss and canonical gradients (name -> float32 tensor) of one forward + backward."""
+    import torch
+    from lm import canonical_grads
+    model.zero_grad(set_to_none=True)
+    if ac is None:
+        loss = model(idx, tgt)
+    else:
+        with torch.autocast(**ac):
+            loss = model(idx, tgt)
+    loss.backward()
+    grads = {n: g.detach().float().clone() for n, g in canonical_grads(model) if g is not None}
+    model.zero_grad(set_to_none=True)
+    return float(loss.detach()), grads
+
+
+def _group_errors(grads, ref):
+    """Per group of GRAD_GROUPS: the norm-wise relative error sqrt(sum |g - ref|^2) /
+    sqrt(sum |ref|^2) over the group's tensors (all layers), accumulated in float64, and the
+    layer whose own relative error is largest. A tensor with no gradient counts as zeros."""
+    import torch
+    num = {k: 0.0 for k in GRAD_GROUPS}
+    den = {k: 0.0 for k in GRAD_GROUPS}
+    worst = {}
+    for name, r in ref.items():
+        grp = name.split(".")[-1]
+        g = grads.get(name)
+        rd = r.double()
+        diff = float(((g.double() if g is not None else torch.zeros_like(rd)) - rd).norm()) ** 2
+        rn = float(rd.norm()) ** 2
+        num[grp] += diff
+        den[grp] += rn
+        if "." in name:
+            e = math.sqrt(diff / max(rn, 1e-300))
+            if grp not in worst or e > worst[grp][1]:
+                worst[grp] = (int(name.split(".")[0]), e)
+    return {k: math.sqrt(num[k] / den[k]) if den[k] > 0 else float("nan")
+            for k in GRAD_GROUPS}, worst
+
+
+def grad_check(parts_a, parts_c, cfg, train, device, seed=0):
+    """One forward + backward of run (a)'s and run (c)'s models (same seed, same weights, the
+    first training batch, bf16 autocast) against a float32 reference: (a)'s model without
+    autocast (fp32 matmuls, no TF32). Prints the loss of each and, per parameter group
+    (gradients in canonical layout, groups aggregated over layers), ours' relative error
+    beside torch's and their ratio; a group fails when ours' error is above GRAD_RATIO x
+    torch's and above GRAD_FLOOR (the loss too). Returns a dict (``ok``, ``losses``,
+    ``groups``, ``failed``, ``seconds``)."""
+    import torch
+    from lm import LM, checksum, init_weights
+    t0 = time.perf_counter()
+    T = cfg["seq_len"]
+    start = batch_starts(train.numel(), cfg, 1)[0].to(device)
+    chunk = train[start[:, None] + torch.arange(T + 1, device=device)]
+    idx, tgt = chunk[:, :-1], chunk[:, 1:]
+    ac = dict(device_type=device.type, dtype=torch.bfloat16)
+    print(f"\n== gradient check: one forward + backward of (a) and (c), {idx.numel()} tokens, "
+          "against (a)'s model in fp32 ==", flush=True)
+
+    torch.manual_seed(seed)
+    model = LM(cfg, parts_a, device)
+    init_weights(model, seed)
+    chk_a = checksum(model)
+    prec = torch.get_float32_matmul_precision()
+    tf32_cudnn = torch.backends.cudnn.allow_tf32
+    try:
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cudnn.allow_tf32 = False
+        loss_ref, ref = _grad_pass(model, idx, tgt, None)
+    finally:
+        torch.set_float32_matmul_precision(prec)
+        torch.backends.cudnn.allow_tf32 = tf32_cudnn
+    loss_a, g = _grad_pass(model, idx, tgt, ac)
+    err_a, worst_a = _group_errors(g, ref)
+    model = g = None
+    free_memory()
+
+    torch.manual_seed(seed)
+    model = LM(cfg, parts_c, device)
+    init_weights(model, seed)
+    chk_c = checksum(model)
+    loss_c, g = _grad_pass(model, idx, tgt, ac)
+    err_c, worst_c = _group_errors(g, ref)
+    model = g = ref = None
+    free_memory()
+
+    rel = lambda x: abs(x - loss_ref) / abs(loss_ref)  # noqa: E731
+    rows = [("loss", rel(loss_c), rel(loss_a), None)]
+    rows += [(k, err_c[k], err_a[k], worst_c.get(k)) for k in GRAD_GROUPS]
+    failed = []
+    print(f"loss: fp32 reference {loss_ref:.6f}, (a) {loss_a:.6f}, (c) {loss_c:.6f}"
+          + ("" if abs(chk_a - chk_c) <= 1e-12 * abs(chk_a)
+             else f"; init checksums DIFFER: (a) {chk_a} (c) {chk_c}"))
+    print(f"{'group':<12}{'(c) ours':>11}{'(a) torch':>11}{'ours/torch':>12}  worst layer of (c)")
+    for name, ec, ea, worst in rows:
+        ratio = ec / ea if ea > 0 else float("inf") if ec > 0 else 1.0
+        bad = not (ec <= GRAD_RATIO * ea or ec <= GRAD_FLOOR)   # NaN fails
+        if bad:
+            failed.append(name)
+        w = f"  {worst[0]} ({worst[1]:.2e})" if worst else ""
+        print(f"{name:<12}{ec:>11.2e}{ea:>11.2e}{ratio:>12.2f}{w}" + ("  <-- FAIL" if bad else ""))
+    if not abs(chk_a - chk_c) <= 1e-12 * abs(chk_a):
+        failed.append("init checksum")
+    secs = time.perf_counter() - t0
+    ok = not failed
+    print(f"gradient check: {'PASS' if ok else 'FAIL'}: " +
+          (f"every group's relative error vs fp32 within {GRAD_RATIO:g} x torch's or "
+           f"{GRAD_FLOOR:g}" if ok else f"{', '.join(failed)} above {GRAD_RATIO:g} x torch's "
+           f"error and {GRAD_FLOOR:g}") + f" ({secs:.1f} s)", flush=True)
+    return dict(ok=ok, losses=dict(ref=loss_ref, a=loss_a, c=loss_c), failed=failed,
+                groups={k: dict(ours=ec, torch=ea) for k, ec, ea, _ in rows}, seconds=secs)
 
 
 # ---------------------------------------------------------------------------- one run
@@ -666,7 +807,7 @@ def _main(args):
           f"{env.get('gpu', device)}, torch {torch.__version__}", flush=True)
 
     parts = {"torch": torch_parts(device)}
-    if any(RUNS[r][1] == "ours" for r in args.runs):
+    if args.grad_check or any(RUNS[r][1] == "ours" for r in args.runs):
         from ours import OpUnavailable, ProbeMismatch, cpu_stand_ins, ours_parts
         if args.cpu_smoke:
             qc, label = cpu_stand_ins(), "stand-in"
@@ -689,7 +830,15 @@ def _main(args):
         env["ours_used"] = parts["ours"].used
         env["ours_ops"] = parts["ours"].ops
 
-    runs, failed, generated = {}, {}, None
+    runs, failed, generated, gcheck = {}, {}, None, None
+    if args.grad_check:
+        try:
+            gcheck = grad_check(parts["torch"], parts["ours"], cfg, train, device)
+        except Exception as e:  # noqa: BLE001 - reported and counted as a failure
+            traceback.print_exc()
+            failed["grad-check"] = f"{type(e).__name__}: {e}"
+            print(f"gradient check FAILED to run: {failed['grad-check']}", flush=True)
+            free_memory()
 
     def after_c(model, res):
         nonlocal generated
@@ -735,6 +884,9 @@ def _main(args):
                   f"time per step in our kernels: {ran or 'none seen'}"
                   + (f"; compiled graph: {r['compiled_graphs']}" if r.get("compiled_graphs")
                      else ""))
+    if gcheck is not None:
+        print(f"gradient check (before the runs): {'PASS' if gcheck['ok'] else 'FAIL'}"
+              + (f" ({', '.join(gcheck['failed'])})" if gcheck["failed"] else ""))
     for k, v in failed.items():
         print(f"FAILED: {k}: {v}")
     os.makedirs(args.out, exist_ok=True)
@@ -748,7 +900,7 @@ def _main(args):
                               timing_warmup=TIMING_WARMUP, final_window=FINAL_WINDOW,
                               compile_scope=args.compile_scope, cpu_smoke=args.cpu_smoke),
                   env=env, runs=runs, summary=summary, failed=failed, generated=generated,
-                  plot=png)
+                  grad_check=gcheck, plot=png)
     jpath = os.path.join(args.out, "train_lm.json")
     with open(jpath, "w") as f:
         json.dump(record, f, indent=1)
@@ -762,6 +914,10 @@ def _main(args):
         code = EXIT_FAIL
     if args.cpu_smoke:
         code = max(code, smoke_checks(runs))
+    if gcheck is not None and not gcheck["ok"]:
+        print(f"train_lm: the gradient check failed ({', '.join(gcheck['failed'])}); exit "
+              f"{EXIT_GRAD}")
+        code = EXIT_GRAD
     return code
 
 

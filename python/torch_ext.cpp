@@ -30,6 +30,24 @@
 //   h, weight, mean and rstd and whose backward is quack::layernorm_bwd (workspace from torch's
 //   allocator; under create_graph the custom op quack_cpp::layernorm_bwd).
 //
+// cross_entropy_fwd(x, target, weight, lse_partial, target_logit, ignore_index, reduction,
+//                   label_smoothing, z_loss, logit_softcap, num_classes, want_lse, want_z_loss,
+//                   want_dx, predict_dx, dx_into_x)
+//   torch.ops.quack_cpp.cross_entropy_fwd on the eager fast path (quack_cpp.cross_entropy_ops
+//   CrossEntropyFwd: outputs, launch, setup_context, backward): (loss, lse, z_loss, dx,
+//   dx_state), None where absent; quack::cross_entropy_fwd with its workspace from torch's
+//   allocator and, with predict_dx, the device's prediction word (owned by the Python
+//   dx_predict_word, cached here). The node (CrossEntropyFn) has the Python backward's three
+//   modes: the training backward (quack::cross_entropy_train_bwd, into the saved dx only in
+//   the last backward through an untraced graph), the rescale of a forward's dx
+//   (quack::cross_entropy_scale_grad, or dx * dloss where the graph is kept), and the backward
+//   from lse (quack::cross_entropy_bwd). Where the Python path's backward op would take the
+//   custom op (grad mode on with an input that requires grad, a dispatch mode, a subclass),
+//   the custom op runs through the dispatcher. Returns NotImplemented, before doing anything,
+//   for what it leaves to the Python fast path: logits None, lse_partial or target_logit
+//   given, a recorded call whose backward is the one from lse with 'mean' (its denominator is
+//   torch ops) or without lse.
+//
 // Why: the Python fast path's own work (the route, tensor tuples, allocation calls, the Python
 // autograd.Function) is per call several times torch's F.layer_norm host path; here it is C++
 // (docs/architecture.md, "Host time per eager call").
@@ -38,11 +56,16 @@
 #include <torch/extension.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "quack/quack.h"
 
@@ -605,11 +628,425 @@ py::tuple layernorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
 
 }  // namespace
 
+// --------------------------------------------------------------------------------------------
+// Cross-entropy: quack_cpp.cross_entropy_ops' CrossEntropyFwd (outputs, launch, setup_context,
+// backward) and the backward ops it calls (cross_entropy_train_bwd, cross_entropy_scale_grad,
+// cross_entropy_bwd) on the eager fast path
+// --------------------------------------------------------------------------------------------
+
+namespace {
+
+// torch.autograd.graph.increment_version: a write the autograd engine cannot see (inference
+// tensors have no version counter: left alone, as torch's).
+void bump_version(const Tensor& t) {
+  if (!t.is_inference()) torch::autograd::impl::bump_version(t);
+}
+
+// A shape as Python prints tuple(t.shape): "(4, 64)", "(4,)", "()".
+std::string py_shape(at::IntArrayRef s) {
+  std::string o = "(";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + (s.size() == 1 ? ",)" : ")");
+}
+
+// A one-element tensor (0-d or (1,)) as a (1) TensorRef (the Python path's scalar_arg).
+quack::TensorRef scalar_ref(const Tensor& t, const char* fn, const char* name) {
+  quack::TensorRef r;
+  r.data = t.data_ptr();
+  r.dtype = dtype_of(t, fn, name);
+  r.ndim = 1;
+  r.shape[0] = 1;
+  r.stride[0] = 1;
+  r.device = t.is_cuda() ? t.get_device() : -1;
+  return r;
+}
+
+// A loss-shaped tensor: (M) as it is, a 0-d scalar as (1) (the Python path's _loss_arg).
+quack::TensorRef loss_ref(const Tensor& t, const char* fn, const char* name) {
+  if (t.defined() && t.dim() == 0) return scalar_ref(t, fn, name);
+  return ref(t, fn, name);
+}
+
+quack::Reduction ce_reduction(const std::string& r, const char* fn) {
+  if (r == "none") return quack::Reduction::kNone;
+  if (r == "sum") return quack::Reduction::kSum;
+  if (r == "mean") return quack::Reduction::kMean;
+  throw quack::InvalidArgument(std::string(fn) + ": reduction is '" + r +
+                               "', expected 'none', 'sum' or 'mean'");
+}
+
+// quack_cpp.cross_entropy_ops.dx_predict_word, set at import (_ce_set_predict_word): the Python
+// function owns the per-device word; its tensors are cached here (the same tensors, so a test's
+// fill_ of the word is seen by both paths). A miss (first call on a device, or a call inside a
+// CUDA-graph capture before the word exists, where it returns None) calls the Python function.
+// The cache has a fixed size (never reallocated: a backward on an autograd device thread
+// reads it without the GIL while a forward may fill another slot) and is never destroyed (no
+// tensor freed after the allocator at exit); slot 0 is the CPU (tests with stubbed launches).
+constexpr size_t kPredictSlots = 257;              // device index + 1
+PyObject* g_predict_word_fn = nullptr;             // a strong reference, never released
+std::vector<Tensor>* g_predict_words = new std::vector<Tensor>(kPredictSlots);
+
+Tensor predict_word(const Tensor& like) {
+  const size_t slot = like.is_cuda() ? static_cast<size_t>(like.get_device()) + 1 : 0;
+  if (slot < kPredictSlots && (*g_predict_words)[slot].defined())
+    return (*g_predict_words)[slot];
+  if (g_predict_word_fn == nullptr) return Tensor();
+  py::gil_scoped_acquire gil;
+  py::object w = py::reinterpret_borrow<py::object>(g_predict_word_fn)(like.device());
+  if (w.is_none()) return Tensor();
+  Tensor t = w.cast<Tensor>();
+  if (slot < kPredictSlots) (*g_predict_words)[slot] = t;
+  return t;
+}
+
+// The outputs of CrossEntropyFwd (None: undefined) in its order.
+struct CeOuts {
+  Tensor loss, lse, z, dx, state;
+};
+
+// quack_cpp.cross_entropy_ops.CrossEntropyFwd.outputs + launch, with x given and no
+// lse_partial / target_logit (the entry point sends those calls to the Python fast path).
+CeOuts ce_fwd_impl(const Tensor& x, const Tensor& target, const Tensor& weight,
+                   int64_t ignore_index, const std::string& reduction, double label_smoothing,
+                   double z_loss, double logit_softcap, int64_t num_classes, bool want_lse,
+                   bool want_z_loss, bool want_dx, bool predict_dx, bool dx_into_x,
+                   const Tensor& word) {
+  const char* fn = "cross_entropy_fwd";
+  if (target.dim() != 1)
+    throw quack::InvalidArgument(std::string(fn) + ": target has shape " +
+                                 py_shape(target.sizes()) + ", expected (M,)");
+  const int64_t M = target.size(0);
+  if (x.dim() != 2 || x.size(0) != M)
+    throw quack::InvalidArgument(std::string(fn) + ": x has shape " + py_shape(x.sizes()) +
+                                 ", expected (M, V) with M = " + std::to_string(M) +
+                                 " (target's length)");
+  const quack::Reduction red = ce_reduction(reduction, fn);
+  const bool none = red == quack::Reduction::kNone;
+  if (predict_dx && !(want_dx && want_lse && !none))
+    throw quack::InvalidArgument(std::string(fn) +
+                                 ": predict_dx without want_dx, want_lse and reduction 'sum' or "
+                                 "'mean', expected all three");
+  const auto f32 = target.options().dtype(at::kFloat);
+  CeOuts o;
+  o.loss = none ? at::empty({M}, f32) : at::empty({}, f32);
+  if (want_lse) o.lse = at::empty({M}, f32);
+  if (want_z_loss) o.z = none ? at::empty({M}, f32) : at::empty({}, f32);
+  if (want_dx && !dx_into_x) o.dx = at::empty({M, x.size(1)}, x.options());
+  if (predict_dx) o.state = at::empty({quack::kCrossEntropyDxStateFloats}, f32);
+  const Tensor& dx = dx_into_x && want_dx ? x : o.dx;
+  quack::CrossEntropyFwdArgs a;
+  a.target = ref(target, fn, "target");
+  a.weight = ref(weight, fn, "weight");
+  a.reduction = red;
+  a.label_smoothing = static_cast<float>(label_smoothing);
+  a.z_loss_scale = static_cast<float>(z_loss);
+  const size_t ws_bytes = quack::cross_entropy_fwd_workspace_size(a);
+  Tensor ws = ws_bytes ? at::empty({static_cast<int64_t>(ws_bytes)},
+                                   target.options().dtype(at::kByte))
+                       : Tensor();
+  a.x = ref(x, fn, "x");
+  a.loss = loss_ref(o.loss, fn, "loss");
+  a.lse = ref(o.lse, fn, "lse");
+  a.z_loss = loss_ref(o.z, fn, "z_loss");
+  a.dx = ref(dx, fn, "dx");
+  a.dx_state = ref(o.state, fn, "dx_state");
+  a.dx_predict = ref(predict_dx ? word : Tensor(), fn, "dx_predict");
+  a.ignore_index = ignore_index;
+  a.logit_softcap = static_cast<float>(logit_softcap);
+  a.num_classes = num_classes;
+  a.workspace = ws.defined() ? ws.data_ptr() : nullptr;
+  a.workspace_bytes = ws_bytes;
+  if (!g_stub_launches) quack::cross_entropy_fwd(a, stream_of(target));
+  if (dx_into_x && want_dx) bump_version(x);
+  return o;
+}
+
+// quack_cpp.cross_entropy_ops.CrossEntropyTrainBwd.impl: the gradient into dx itself (into_dx;
+// returned) or a new contiguous tensor.
+Tensor ce_train_bwd_impl(const Tensor& x, const Tensor& target, const Tensor& lse,
+                         const Tensor& grad_output, const Tensor& dx, const Tensor& dx_state,
+                         const Tensor& weight, int64_t ignore_index, double label_smoothing,
+                         double z_loss, double logit_softcap, bool into_dx) {
+  const char* fn = "cross_entropy_train_bwd";
+  Tensor out = into_dx ? Tensor() : at::empty_like(dx, at::MemoryFormat::Contiguous);
+  const Tensor word = predict_word(dx);
+  quack::CrossEntropyTrainBwdArgs a;
+  a.x = ref(x, fn, "x");
+  a.target = ref(target, fn, "target");
+  a.lse = ref(lse, fn, "lse");
+  a.grad_output = scalar_ref(grad_output, fn, "grad_output");
+  a.dx = ref(dx, fn, "dx");
+  a.dx_state = ref(dx_state, fn, "dx_state");
+  a.dx_out = ref(out, fn, "dx_out");
+  a.dx_predict = ref(word, fn, "dx_predict");
+  a.weight = ref(weight, fn, "weight");
+  a.ignore_index = ignore_index;
+  a.label_smoothing = static_cast<float>(label_smoothing);
+  a.z_loss_scale = static_cast<float>(z_loss);
+  a.logit_softcap = static_cast<float>(logit_softcap);
+  if (!g_stub_launches) quack::cross_entropy_train_bwd(a, stream_of(dx));
+  if (into_dx) {
+    bump_version(dx);
+    return dx;
+  }
+  return out;
+}
+
+// quack_cpp.cross_entropy_ops.CrossEntropyScaleGrad.impl (dx *= grad_output unless it is 1, on
+// the device), with the version bump of the registrar's eager path for a mutated argument.
+void ce_scale_grad_impl(const Tensor& dx, const Tensor& grad_output) {
+  const char* fn = "cross_entropy_scale_grad";
+  bump_version(dx);
+  quack::CrossEntropyScaleGradArgs a;
+  a.dx = ref(dx, fn, "dx");
+  a.grad_output = scalar_ref(grad_output, fn, "grad_output");
+  if (!g_stub_launches) quack::cross_entropy_scale_grad(a, stream_of(dx));
+}
+
+// quack_cpp.cross_entropy_ops.CrossEntropyBwd.impl: dx from x and lse (into x's storage with
+// dx_into_x: x returned, its version bumped).
+Tensor ce_bwd_impl(const Tensor& x, const Tensor& target, const Tensor& lse, const Tensor& dloss,
+                   const Tensor& weight, int64_t ignore_index, double label_smoothing,
+                   double z_loss, double logit_softcap, bool dx_into_x) {
+  const char* fn = "cross_entropy_bwd";
+  if (x.dim() != 2)
+    throw quack::InvalidArgument(std::string(fn) + ": x has " + std::to_string(x.dim()) +
+                                 " dimensions " + py_shape(x.sizes()) + ", expected 2 (M, V)");
+  Tensor dx = dx_into_x ? x : at::empty({x.size(0), x.size(1)}, x.options());
+  quack::CrossEntropyBwdArgs a;
+  a.x = ref(x, fn, "x");
+  a.target = ref(target, fn, "target");
+  a.lse = ref(lse, fn, "lse");
+  a.dloss = loss_ref(dloss, fn, "dloss");
+  a.dx = ref(dx, fn, "dx");
+  a.weight = ref(weight, fn, "weight");
+  a.ignore_index = ignore_index;
+  a.label_smoothing = static_cast<float>(label_smoothing);
+  a.z_loss_scale = static_cast<float>(z_loss);
+  a.logit_softcap = static_cast<float>(logit_softcap);
+  if (!g_stub_launches) quack::cross_entropy_bwd(a, stream_of(x));
+  if (dx_into_x) bump_version(x);
+  return dx;
+}
+
+// _registrar.functional_context's global part: a torch dispatch mode, a jit trace or a
+// functorch transform is active (a transform's dynamic layer includes its front-mode key in
+// the thread's dispatch keys; torch.compile's compiled autograd is the C++ nodes' known limit).
+bool functional_now() {
+  return c10::impl::TorchDispatchModeTLS::stack_len() > 0 || torch::jit::tracer::isTracing() ||
+         c10::impl::tls_is_dispatch_key_included(
+             c10::DispatchKey::FuncTorchDynamicLayerFrontMode);
+}
+
+// A tensor subclass or functorch wrapper (_registrar.functional_context's per-tensor part).
+bool wrapped(const Tensor& t) {
+  const auto ks = t.key_set();
+  return ks.has(c10::DispatchKey::Python) || ks.has(c10::DispatchKey::FuncTorchGradWrapper) ||
+         ks.has(c10::DispatchKey::FuncTorchBatched);
+}
+
+bool functional_context(const Tensor& a, const Tensor& b) {
+  return functional_now() || (a.defined() && wrapped(a)) || (b.defined() && wrapped(b));
+}
+
+// _registrar.route for a backward op without a Function of its own (train_bwd, scale_grad,
+// cross_entropy_bwd): true where it takes the custom op (a tensor that is not a plain dense
+// CUDA tensor of a kernel dtype, a mode or transform active, or grad mode on with a tensor
+// that requires grad), false where it runs the op's impl. With launches stubbed (tests, CPU
+// bench) CPU tensors count as CUDA ones.
+bool bwd_takes_custom_op(std::initializer_list<const Tensor*> tensors) {
+  if (functional_now()) return true;
+  bool grad = false;
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    const auto s = t->scalar_type();
+    if (wrapped(*t) || !(t->is_cuda() || (g_stub_launches && t->is_cpu())) ||
+        t->layout() != at::kStrided || t->is_nested() ||
+        !(s == at::kFloat || s == at::kHalf || s == at::kBFloat16))
+      return true;
+    grad = grad || t->requires_grad();
+  }
+  return grad && at::GradMode::is_enabled();
+}
+
+// A custom op quack_cpp::<name> through the dispatcher, boxed (its schema's SymInt and
+// optional arguments from IValues), returning its single output (or nothing).
+c10::IValue call_custom_op(const char* name, std::vector<c10::IValue> stack) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+  op.callBoxed(&stack);
+  return stack.empty() ? c10::IValue() : stack[0];
+}
+
+c10::IValue opt_iv(const Tensor& t) { return t.defined() ? c10::IValue(t) : c10::IValue(); }
+
+}  // namespace
+
+namespace quack_torch {
+
+// quack_cpp.cross_entropy_ops.CrossEntropyFwd.setup_context + backward as a C++ autograd
+// Function (node: torch::autograd::CppNode<quack_torch::CrossEntropyFn>). Inputs x, target,
+// weight (the Python Function's tensor inputs but the absent lse_partial / target_logit).
+// Modes, as the Python setup_context: "predict" (predict_dx: saves x, target, lse, weight, dx
+// or x, state; backward cross_entropy_train_bwd), "dx" (want_dx alone: saves dx; backward
+// dx * dloss where the graph is kept or traced, else the in-place rescale), "lse" (saves x,
+// target, lse, weight; backward cross_entropy_bwd with dloss as it is: 'none' and 'sum' only;
+// the entry point sends 'mean' to the Python path).
+struct CrossEntropyFn : public torch::autograd::Function<CrossEntropyFn> {
+  static constexpr size_t kForwardArgs = 15;  // forward's arguments after ctx
+
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& target,
+                               const std::optional<Tensor>& weight, int64_t ignore_index,
+                               const std::string& reduction, double label_smoothing,
+                               double z_loss, double logit_softcap, int64_t num_classes,
+                               bool want_lse, bool want_z_loss, bool want_dx, bool predict_dx,
+                               bool dx_into_x, const std::optional<Tensor>& word) {
+    const Tensor w = opt(weight);
+    CeOuts o = ce_fwd_impl(x, target, w, ignore_index, reduction, label_smoothing, z_loss,
+                           logit_softcap, num_classes, want_lse, want_z_loss, want_dx,
+                           predict_dx, dx_into_x, opt(word));
+    ctx->set_materialize_grads(false);
+    auto& d = ctx->saved_data;
+    d["ignore_index"] = ignore_index;
+    d["eps"] = label_smoothing;
+    d["zs"] = z_loss;
+    d["cap"] = logit_softcap;
+    d["inplace"] = dx_into_x;
+    const Tensor& dx = dx_into_x ? x : o.dx;
+    if (predict_dx) {
+      d["mode"] = int64_t{0};
+      ctx->save_for_backward({x, target, o.lse, w, dx, o.state});
+    } else if (want_dx) {
+      d["mode"] = int64_t{1};
+      ctx->save_for_backward({dx});
+    } else {
+      d["mode"] = int64_t{2};
+      ctx->save_for_backward({x, target, o.lse, w});
+    }
+    // Only the present outputs, in CrossEntropyFwd's order; all but the loss
+    // non-differentiable.
+    variable_list outs{o.loss};
+    variable_list nondiff;
+    for (const Tensor* t : {&o.lse, &o.z, &o.dx, &o.state})
+      if (t->defined()) {
+        outs.push_back(*t);
+        nondiff.push_back(*t);
+      }
+    if (!nondiff.empty()) ctx->mark_non_differentiable(nondiff);
+    return outs;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    // One gradient per forward argument: x's, then none for target, weight and the rest.
+    const auto result = [](const Tensor& dx) {
+      variable_list r(kForwardArgs);
+      r[0] = dx;
+      return r;
+    };
+    const Tensor& dloss = grads[0];
+    if (!dloss.defined()) return result(Tensor());
+    auto& d = ctx->saved_data;
+    const int64_t ii = d["ignore_index"].toInt();
+    const double eps = d["eps"].toDouble(), zs = d["zs"].toDouble(), cap = d["cap"].toDouble();
+    const int64_t mode = d["mode"].toInt();
+    auto saved = ctx->get_saved_variables();
+    Tensor g;
+    if (mode == 0) {  // predict: cross_entropy_train_bwd
+      Tensor x = saved[0], dx = saved[4];
+      const Tensor &target = saved[1], &lse = saved[2], &w = saved[3], &state = saved[5];
+      if (at::GradMode::is_enabled()) {  // create_graph: a gradient that does not require
+        x = x.detach();                  // grad (differentiating it raises, never silently)
+        dx = dx.detach();
+      }
+      const bool into = !(functional_context(dx, dloss) ||
+                          torch::autograd::get_current_graph_task_keep_graph());
+      if (bwd_takes_custom_op({&x, &lse, &dloss, &dx, &state, &w}))
+        g = call_custom_op("quack_cpp::cross_entropy_train_bwd",
+                           {x, target, lse, dloss, dx, state, opt_iv(w), ii, eps, zs, cap})
+                .toTensor();
+      else
+        g = ce_train_bwd_impl(x, target, lse, dloss, dx, state, w, ii, eps, zs, cap, into);
+    } else if (mode == 1) {  // the gradient for grad_output 1 in dx
+      const Tensor& dx = saved[0];
+      if (functional_context(dx, dloss) || torch::autograd::get_current_graph_task_keep_graph())
+        return result(dx * dloss);  // the graph may be used again: dx unscaled
+      if (bwd_takes_custom_op({&dx, &dloss}))
+        call_custom_op("quack_cpp::cross_entropy_scale_grad", {dx, dloss});
+      else
+        ce_scale_grad_impl(dx, dloss);
+      g = dx;
+    } else {  // from lse ('none', 'sum': dloss as it is)
+      const Tensor &x = saved[0], &target = saved[1], &lse = saved[2], &w = saved[3];
+      const bool inplace = d["inplace"].toBool() && !functional_context(x, dloss) &&
+                           !torch::autograd::get_current_graph_task_keep_graph();
+      if (bwd_takes_custom_op({&x, &lse, &dloss, &w}))
+        g = call_custom_op("quack_cpp::cross_entropy_bwd",
+                           {x, target, lse, dloss, opt_iv(w), ii, eps, zs, cap})
+                .toTensor();
+      else
+        g = ce_bwd_impl(x, target, lse, dloss, w, ii, eps, zs, cap, inplace);
+    }
+    return result(g);
+  }
+};
+
+}  // namespace quack_torch
+
+namespace {
+
+// The entry point: torch.ops.quack_cpp.cross_entropy_fwd's arguments (the registrar's eager
+// call); (loss, lse, z_loss, dx, dx_state) with None where absent, and the node only where
+// autograd records the call. NotImplemented (the registrar then runs the Python fast path) for
+// what this path does not cover: logits None, lse_partial or target_logit given, and a
+// recorded call whose backward would be the one from lse with reduction 'mean' (a denominator
+// in torch ops) or without lse.
+py::object cross_entropy_fwd(const std::optional<Tensor>& x_opt, const Tensor& target,
+                             const std::optional<Tensor>& weight,
+                             const std::optional<Tensor>& lse_partial,
+                             const std::optional<Tensor>& target_logit, int64_t ignore_index,
+                             const std::string& reduction, double label_smoothing, double z_loss,
+                             double logit_softcap, int64_t num_classes, bool want_lse,
+                             bool want_z_loss, bool want_dx, bool predict_dx, bool dx_into_x) {
+  const auto present = [](const std::optional<Tensor>& t) { return t.has_value() && t->defined(); };
+  if (!present(x_opt) || present(lse_partial) || present(target_logit))
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  const Tensor& x = *x_opt;
+  const Tensor w = opt(weight);
+  const bool record = at::GradMode::is_enabled() &&
+                      (x.requires_grad() || (w.defined() && w.requires_grad()));
+  if (record && !want_dx && (reduction == "mean" || !want_lse))
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  const Tensor word = predict_dx ? predict_word(target) : Tensor();
+  CeOuts o;
+  if (record) {
+    variable_list outs = quack_torch::CrossEntropyFn::apply(
+        x, target, weight, ignore_index, reduction, label_smoothing, z_loss, logit_softcap,
+        num_classes, want_lse, want_z_loss, want_dx, predict_dx, dx_into_x,
+        word.defined() ? std::optional<Tensor>(word) : std::nullopt);  // (an undefined tensor
+    //                                                                  input is refused)
+    size_t i = 1;  // the present outputs in order (CrossEntropyFn::forward)
+    o.loss = outs[0];
+    if (want_lse) o.lse = outs[i++];
+    if (want_z_loss) o.z = outs[i++];
+    if (want_dx && !dx_into_x) o.dx = outs[i++];
+    if (predict_dx) o.state = outs[i++];
+  } else {
+    py::gil_scoped_release no_gil;
+    o = ce_fwd_impl(x, target, w, ignore_index, reduction, label_smoothing, z_loss,
+                    logit_softcap, num_classes, want_lse, want_z_loss, want_dx, predict_dx,
+                    dx_into_x, word);
+  }
+  const auto py_or_none = [](const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); };
+  return py::make_tuple(o.loss, py_or_none(o.lse), py_or_none(o.z), py_or_none(o.dx),
+                        py_or_none(o.state));
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_torch, m) {
   m.doc() =
-      "quack_cpp._torch: the eager fast paths of rmsnorm, layernorm, softmax and log_softmax in "
-      "C++ (see python/torch_ext.cpp); used by quack_cpp.ops, layernorm_ops and softmax_ops "
-      "when importable.";
+      "quack_cpp._torch: the eager fast paths of rmsnorm, layernorm, softmax, log_softmax and "
+      "cross_entropy in C++ (see python/torch_ext.cpp); used by quack_cpp.ops, layernorm_ops, "
+      "softmax_ops and cross_entropy_ops when importable.";
   m.def("rmsnorm_fwd", &rmsnorm_fwd, py::arg("x"), py::arg("weight").none(true),
         py::arg("bias").none(true), py::arg("residual").none(true), py::arg("eps"),
         py::arg("weight_offset"), py::arg("out_dtype"), py::arg("residual_out_dtype").none(true), py::arg("store_rstd"),
@@ -628,6 +1065,24 @@ PYBIND11_MODULE(_torch, m) {
         py::arg("store_stats"),
         "torch.ops.quack_cpp.layernorm_fwd's eager fast path: (out, residual_out or None, mean "
         "or None, rstd or None), with a C++ autograd node when autograd records the call.");
+  m.def("cross_entropy_fwd", &cross_entropy_fwd, py::arg("x").none(true), py::arg("target"),
+        py::arg("weight").none(true), py::arg("lse_partial").none(true),
+        py::arg("target_logit").none(true), py::arg("ignore_index"), py::arg("reduction"),
+        py::arg("label_smoothing"), py::arg("z_loss"), py::arg("logit_softcap"),
+        py::arg("num_classes"), py::arg("want_lse"), py::arg("want_z_loss"), py::arg("want_dx"),
+        py::arg("predict_dx") = false, py::arg("dx_into_x") = false,
+        "torch.ops.quack_cpp.cross_entropy_fwd's eager fast path: (loss, lse, z_loss, dx, "
+        "dx_state), None where absent, with a C++ autograd node when autograd records the call; "
+        "NotImplemented for the calls it leaves to the Python fast path (logits None, "
+        "lse_partial, target_logit, a recorded backward from lse with reduction 'mean').");
+  m.def("_ce_set_predict_word",
+        [](py::object fn) {
+          Py_XDECREF(g_predict_word_fn);
+          g_predict_word_fn = fn.release().ptr();
+          for (Tensor& w : *g_predict_words) w = Tensor();
+        },
+        "quack_cpp.cross_entropy_ops.dx_predict_word (called with a torch.device where the "
+        "cache of its words misses).");
   m.def("_set_stub_launches", [](bool v) { g_stub_launches = v; },
         "Skip the kernel launches (tests and the CPU host-time bench only).");
 }

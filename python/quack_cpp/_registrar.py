@@ -75,8 +75,9 @@ Description fields:
   ``quack_cpp._torch.rmsnorm_fwd``, built where torch is importable): called with the full
   positional arguments on both fast paths; it returns the outputs (None where absent) and makes
   its own C++ autograd node (named ``torch::autograd::CppNode<ns::<eager_node>>``) where autograd
-  records the call. It must match impl + setup_context + backward exactly; ``CPP_EAGER``
-  (``QUACK_CPP_EAGER=0``) turns it off. Functional ops only.
+  records the call, or ``NotImplemented`` (before doing anything) for arguments it does not
+  cover: the Python fast path then runs the call. It must match impl + setup_context +
+  backward exactly; ``CPP_EAGER`` (``QUACK_CPP_EAGER=0``) turns it off. Functional ops only.
 - ``sharding`` (optional): the op's DTensor sharding rule, one of quack_cpp._dtensor's names
   (``ROW_NORM_FWD``, ``GEMM``, ...): which input placements it runs on locally and what its
   outputs' placements are; registered with ``register_sharding`` once torch.distributed.tensor
@@ -632,7 +633,9 @@ class Op:
         if len(args) < self._nparams:
             args = self._full(args)
         if path != CUSTOM and self.eager is not None and CPP_EAGER:
-            return self.eager(*args)
+            out = self.eager(*args)
+            if out is not NotImplemented:  # else: a call the C++ path leaves to Python's
+                return out
         if path == EAGER:
             for i in self.mutated_positions:
                 torch.autograd.graph.increment_version(args[i])

@@ -66,6 +66,7 @@ from torch import Tensor
 
 from . import _C
 from . import _dtensor
+from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
 from ._registrar import (CUSTOM, EAGER, EAGER_GRAD, check_float, check_index,
                          functional_context, graph_retained, records_grad, register, route,
                          route_index, scalar_arg, stream, tensor_arg)
@@ -99,6 +100,10 @@ def dx_predict_word(device: torch.device) -> Optional[Tensor]:
         w = torch.ones(1, dtype=torch.int32, device=device)
         _PREDICT[key] = w
     return w
+
+
+if _torch_ext is not None and hasattr(_torch_ext, "_ce_set_predict_word"):
+    _torch_ext._ce_set_predict_word(dx_predict_word)  # the C++ path's words are these
 
 
 def _loss_arg(t: Optional[Tensor], fn: str, name: str):
@@ -229,6 +234,11 @@ class CrossEntropyFwd:
     index_args = ("target",)
     eager_only = ("dx_into_x",)
     absent = (None, _f32, _f32, None, _f32)  # placeholder dtypes: lse, z, state fp32, dx x's
+    # The C++ fast path (quack_cpp._torch.cross_entropy_fwd, node CrossEntropyFn): calls with
+    # the logits and without lse_partial / target_logit; NotImplemented (this description's
+    # Python fast path) for the rest and for a recorded backward from lse with 'mean'.
+    eager = getattr(_torch_ext, "cross_entropy_fwd", None) if _torch_ext is not None else None
+    eager_node = "CrossEntropyFn"
 
     def signature(x: Optional[Tensor], target: Tensor, weight: Optional[Tensor],
                   lse_partial: Optional[Tensor], target_logit: Optional[Tensor],
@@ -535,8 +545,10 @@ def cross_entropy(
     elif path == EAGER_GRAD:
         need_grad = (logits.requires_grad if x_given
                      else records_grad(lse_partial, target_logit))
-        if not need_grad:  # only the weight requires grad: it gets none (as torch's)
-            path = EAGER
+        if not need_grad:  # only the weight requires grad: it gets none (as torch's); detached,
+            path = EAGER   # the C++ fast path records nothing either
+            if weight is not None:
+                weight = weight.detach()
     else:
         need_grad = False
     if x_given:

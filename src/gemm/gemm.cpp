@@ -15,6 +15,7 @@
 
 #include "common/check.h"
 #include "common/launch.h"
+#include "gemm/gemm_dispatch.h"
 #include "gemm/gemm_instances.h"
 #include "gemm/gemm_pad.h"
 #include "gemm/gemm_problem.h"
@@ -348,7 +349,8 @@ void check_compiled_dtypes(const ArgCheck& chk, const GemmProblem& p, const char
 // dtypes and majors: QUACK_GEMM_TILE (the kernel name's tile part, e.g. "128x192pp") or the older
 // QUACK_GEMM_TILE_N (tile_key) force a configuration where its instance exists (unset, empty or
 // "auto": the rule); else the rule of tile_rule.h (small M·N: 64x128 or 128x64; pingpong 128x128
-// or 128x192 with ≥ 4 tiles per SM, the one of least estimated time; else 128x256). Measured on
+// or 128x192 with ≥ 4 tiles per SM, the one of least estimated time, at K ≥ 32768 against
+// 128x256 too; else 128x256). Measured on
 // the H200 (docs/performance.md g3, g5): pingpong 128x128 0.999–1.016x cuBLAS at 8192³ and the
 // four LLM shapes (128x256: 0.962–0.995), 0.749 at 2048³ (128x256: 0.783). 64x2 (128x64 with a
 // 1x2 cluster) is not in the rule: it measured slower than 128x64 without a cluster at M = 128
@@ -371,12 +373,14 @@ const Instance* with_tile(const Instance& base, const char* tile) {
   return nullptr;
 }
 
-Launcher choose_tile(const Instance& base, const GemmProblem& p) {
+// The instance that runs p (base: its group's base instance) on a device of `sms` SMs, without a
+// CUDA call: the forced one (a forced tile not compiled for the group runs base), else the rule's.
+const Instance& choose_instance(const Instance& base, const GemmProblem& p, int64_t sms) {
   for (const char* var : {"QUACK_GEMM_TILE", "QUACK_GEMM_TILE_N"}) {
     const char* e = std::getenv(var);
     if (e && *e && std::strcmp(e, "auto") != 0) {
       const Instance* i = with_tile(base, e);
-      return i ? i->run : base.run;
+      return i ? *i : base;
     }
   }
   std::vector<const Instance*> same{&base};
@@ -386,8 +390,12 @@ Launcher choose_tile(const Instance& base, const GemmProblem& p) {
       same.push_back(&i);
       options.push_back({i.bm, i.bn, i.cluster_m, i.cluster_n, i.pingpong});
     }
-  const detail::TileQuery q{p.m, p.n, p.k, p.l, detail::sm_count(p.device)};
-  return same[size_t(detail::choose_tile_index(q, options.data(), int(options.size())))]->run;
+  const detail::TileQuery q{p.m, p.n, p.k, p.l, sms};
+  return *same[size_t(detail::choose_tile_index(q, options.data(), int(options.size())))];
+}
+
+Launcher choose_tile(const Instance& base, const GemmProblem& p) {
+  return choose_instance(base, p, detail::sm_count(p.device)).run;
 }
 
 // QUACK_GEMM_RASTER (tile order of the persistent schedule, for measurements): "<order><band>[s]"
@@ -971,6 +979,16 @@ size_t workspace_of(Args query, PlanFn plan) {
 }  // namespace
 
 void can_implement(const GemmArgs& args) { (void)plan_gemm(args); }
+
+namespace detail {
+
+const char* gemm_instance_name(const GemmArgs& args, int64_t sms) {
+  const Plan plan = plan_gemm(args);
+  if (plan.empty || plan.p.k == 0) return nullptr;
+  return choose_instance(*plan.inst, plan.p, sms).name;
+}
+
+}  // namespace detail
 
 size_t gemm_workspace_size(const GemmArgs& args) { return workspace_of(args, plan_gemm); }
 

@@ -28,7 +28,7 @@ double cost(const TileQuery& q, const TileOption& o, double rate) {
 
 }  // namespace
 
-int choose_tile_index(const TileQuery& q, const TileOption* o, int count, double rate192) {
+int choose_tile_index(const TileQuery& q, const TileOption* o, int count, double rate192, double rate256_long_k) {
   const int64_t sms = q.sms > 0 ? q.sms : 1;
   // 1. Small M·N.
   const int i64 = find(o, count, 128, 64, 1, 1, false);
@@ -39,21 +39,27 @@ int choose_tile_index(const TileQuery& q, const TileOption* o, int count, double
     const int64_t busy64m = ceil_div(q.m, 64) * ceil_div(q.n, 128) * q.l;
     return i64m >= 0 && busy64m >= ctas64 ? i64m : i64;
   }
-  // 2. Pingpong with ≥ 4 tiles per SM; the cheaper of those that qualify.
+  // 2. Pingpong with ≥ 4 tiles per SM; the cheaper of those that qualify, and at long K of those
+  // and the cooperative 128x256 (no tile-count condition: it is the default).
   struct Candidate {
     int index;
     double rate;
+    bool pingpong;
   };
-  const Candidate pp[] = {{find(o, count, 128, 128, 2, 1, true), 1.0},
-                          {q.k >= 1024 && rate192 > 0.0 ? find(o, count, 128, 192, 2, 1, true) : -1, rate192}};
+  const Candidate cand[] = {
+      {find(o, count, 128, 128, 2, 1, true), 1.0, true},
+      {q.k >= 1024 && rate192 > 0.0 ? find(o, count, 128, 192, 2, 1, true) : -1, rate192, true},
+      {q.k >= kLongK && rate256_long_k > 0.0 ? find(o, count, 128, 256, 2, 1, false) : -1, rate256_long_k, false}};
   int best = -1;
   double best_cost = 0.0;
-  for (const Candidate& c : pp) {
-    if (c.index < 0 || tiles(q, o[c.index]) < 4 * sms) continue;
+  bool pingpong_qualifies = false;
+  for (const Candidate& c : cand) {
+    if (c.index < 0 || (c.pingpong && tiles(q, o[c.index]) < 4 * sms)) continue;
+    pingpong_qualifies = pingpong_qualifies || c.pingpong;
     const double t = cost(q, o[c.index], c.rate);
     if (best < 0 || t < best_cost) best = c.index, best_cost = t;
   }
-  if (best >= 0) return best;
+  if (pingpong_qualifies) return best;
   // 3. The default.
   return 0;
 }

@@ -16,7 +16,11 @@
 //    the tile area counts the padding past M and N), rate = the tile's measured throughput
 //    relative to 128x128 pingpong (kRate*). 128x192 only for K ≥ 1024: below that the
 //    epilogue dominates, and its 64 x 32 subtiles (3 per warpgroup) store slower than
-//    128x128's 64 x 64 (4 per warpgroup).
+//    128x128's 64 x 64 (4 per warpgroup). At long K (K ≥ kLongK) the cooperative 128x256 joins
+//    that comparison at its own rate (kRateCooperative256LongK): pingpong's gain, one tile's
+//    epilogue hidden under another's mainloop, shrinks as 1/K, and 128x256 ran the mainloop
+//    faster (measured at K = 128256; each consumer warpgroup issues 64x256 WGMMAs, which read
+//    fewer shared-memory operand bytes per MAC than 64x192 or 64x128).
 // 3. Else the 128x256 cooperative default (options[0]).
 #pragma once
 
@@ -51,10 +55,30 @@ struct TileQuery {
 /// none (spills: instances.txt), so they take 128x128 pingpong where the rule picks pingpong.
 inline constexpr double kRatePingpong192 = 1.06;
 
+/// K from which the cooperative 128x256 tile competes with the pingpong tiles (rule step 2).
+/// Measured on the H200 (bf16, burst, TFLOP/s): at K = 128256 (16384x4096x128256 A and B
+/// row-major, the LM head's dgrad) 128x256 647.7 against 128x192pp 609.4 and 128x128pp 571.5
+/// (cuBLAS 678.2; run O: the rule's pingpong tile 0.924x cuBLAS there); at K ≤ 14336 pingpong
+/// ahead (16384x4096x14336: 128x128pp 1.016x cuBLAS, 128x256 1.004x, docs/performance.md g3;
+/// K = 4096: 128x192pp 666.8 against 128x256 626.4 at 16384x128256x4096). No point measured
+/// between: 32768 is the power of two nearest the two Ks' geometric mean (42,880). Provisional:
+/// to be placed by an A/B at K = 32768 and 65536 (issue 16).
+inline constexpr int64_t kLongK = 32768;
+
+/// Throughput per clock of the cooperative 128x256 tile relative to 128x128 pingpong at long K
+/// (K ≥ kLongK): 647.7 / 571.5 = 1.133 at 16384x4096x128256, where both have equal waves x
+/// cluster-tile area (16 x 256·256 against 32 x 256·128). Against 128x192 pingpong at
+/// kRatePingpong192 it wins where its waves x area are below 1.13 / 1.06 = 1.066x 128x192's;
+/// quantisation can keep a pingpong tile (2048x9216x65536: 5 waves of 256x256 clusters, 4.36
+/// rounded up, against 6 of 256x192: 128x192 kept; host test
+/// GemmTileRule.LongKTakesTheCooperativeTile).
+inline constexpr double kRateCooperative256LongK = 1.13;
+
 /// Index into options[0, count) of the configuration to run; options[0] is the 128x256
-/// cooperative default, which is returned when no rule applies. rate192: kRatePingpong192 (a
-/// parameter for the host tests; ≤ 0 leaves 128x192 out).
+/// cooperative default, which is returned when no rule applies. rate192: kRatePingpong192,
+/// rate256_long_k: kRateCooperative256LongK (parameters for the host tests; ≤ 0 leaves 128x192,
+/// resp. 128x256 at long K, out of the comparison).
 int choose_tile_index(const TileQuery& q, const TileOption* options, int count,
-                      double rate192 = kRatePingpong192);
+                      double rate192 = kRatePingpong192, double rate256_long_k = kRateCooperative256LongK);
 
 }  // namespace quack::detail

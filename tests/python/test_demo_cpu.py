@@ -2,8 +2,10 @@
 with --cpu-smoke on a synthetic corpus (five runs of a 2-layer model, torch stand-ins for our
 ops, torch.compile through aot_eager), --cpu-smoke --gpus 2 (FSDP2 over 2 gloo
 processes) against the single-process run, the detection and probes of our ops (fallbacks, a
-concatenated gate/up layout, a wrong kernel), the gate/up interleave, and the one-line exits
-without a GPU and for --gpus 2 without 2 GPUs. Needs torch and numpy (skips without them); no GPU."""
+concatenated gate/up layout, a wrong kernel, the fused residual add + RMSNorm), the gate/up
+interleave, the fused-residual model against the plain one, --grad-check (passing, and
+catching a wrong gradient: exit 5), and the one-line exits without a GPU and for --gpus 2
+without 2 GPUs. Needs torch and numpy (skips without them); no GPU."""
 
 import contextlib
 import io
@@ -56,7 +58,7 @@ def test_cpu_smoke_all_runs(corpus, tmp_path):
     assert "train_lm: cpu smoke OK" in out
     rec = json.loads((tmp_path / "train_lm.json").read_text())
     assert list(rec["runs"]) == list("abcde")
-    assert rec["env"]["ours_used"] == ["rmsnorm", "linear", "mlp", "lce"]  # lce replaces ce
+    assert rec["env"]["ours_used"] == ["rmsnorm", "add_rmsnorm", "linear", "mlp", "lce"]  # lce replaces ce
     runs = rec["runs"]
     # Same weights and batches: (a)-(d) agree on the first loss; (e) starts elsewhere.
     for k in "bcd":
@@ -103,7 +105,7 @@ def test_cpu_smoke_gpus_2_matches_one_process(corpus, tmp_path):
     assert rec["env"]["nvls_off"] == {"NCCL_NVLS_ENABLE": "0",
                                       "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                                       "NVSHMEM_DISABLE_NVLS": "1"}
-    assert rec["env"]["ours_used"] == ["rmsnorm", "linear", "mlp", "lce"]
+    assert rec["env"]["ours_used"] == ["rmsnorm", "add_rmsnorm", "linear", "mlp", "lce"]
     assert list(rec["runs"]) == ["a", "c"]
     for k in "ac":
         got, want = rec["runs"][k], ref[k]
@@ -250,5 +252,105 @@ def test_demo_on_quack_cpp_python_layer(corpus, tmp_path, monkeypatch):
                               "--steps", "2", "--runs", "a,c,d"])
     assert code == 0, out
     rec = json.loads((tmp_path / "train_lm.json").read_text())
-    assert {"rmsnorm", "linear"} <= set(rec["env"]["ours_used"])
+    assert {"rmsnorm", "add_rmsnorm", "linear"} <= set(rec["env"]["ours_used"])
     assert "gemm x" in rec["runs"]["d"]["compiled_graphs"], rec["runs"]["d"]["compiled_graphs"]
+    assert "rmsnorm_fwd x" in rec["runs"]["d"]["compiled_graphs"]
+
+
+def _grads_of(model, idx, ac):
+    model.zero_grad(set_to_none=True)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=ac):
+        loss = model(idx, idx)
+    loss.backward()
+    return float(loss.detach()), dict(lm.canonical_grads(model))
+
+
+@pytest.mark.parametrize("ac", [False, True])
+def test_add_norm_model_is_the_plain_model(ac):
+    """The model with add_norm (the residual add fused with the next norm, carried across
+    blocks) is the plain pre-norm model: same loss and gradients in fp32 up to rounding, and
+    under bf16 autocast as close as two bf16 runs of one function; torch's form of the
+    contract and the stand-in rmsnorm through make_add_norm agree."""
+    cpu = torch.device("cpu")
+    plain = lm.LM(CFG, lm.torch_parts(cpu), cpu)
+    lm.init_weights(plain, 0)
+    idx = torch.randint(0, 512, (2, 32), generator=torch.Generator().manual_seed(0))
+    loss_p, g_p = _grads_of(plain, idx, ac)
+    for add_norm in (lm.torch_add_norm, ours.make_add_norm(ours.cpu_stand_ins().rmsnorm)):
+        parts = lm.torch_parts(cpu)
+        parts.add_norm = add_norm
+        fused = lm.LM(CFG, parts, cpu)
+        lm.init_weights(fused, 0)
+        loss_f, g_f = _grads_of(fused, idx, ac)
+        tol = 2e-2 if ac else 1e-5
+        assert abs(loss_f - loss_p) <= (1e-3 if ac else 1e-6) * abs(loss_p)
+        assert set(g_f) == set(g_p)
+        for k in g_p:
+            err = float((g_f[k] - g_p[k]).norm() / g_p[k].norm())
+            assert err <= tol, (k, err)
+
+
+def test_add_rmsnorm_probe_catches_a_wrong_residual():
+    """An rmsnorm whose residual_out leaves delta out: the probe stops the demo; one without
+    a residual argument is not used (the plain form runs)."""
+    good = ours.cpu_stand_ins().rmsnorm
+
+    def wrong(x, weight=None, bias=None, residual=None, eps=1e-6, prenorm=False,
+              residual_dtype=None, out_dtype=None, weight_offset=0.0):
+        out, _ = good(x, weight, bias, residual, eps, True, residual_dtype, out_dtype)
+        return (out, residual) if prenorm else out
+
+    with pytest.raises(ours.ProbeMismatch, match="add_rmsnorm.*residual_out"):
+        ours.ours_parts(types.SimpleNamespace(rmsnorm=wrong), CFG, torch.device("cpu"), None,
+                        log=lambda s: None)
+
+    def no_residual(x, weight=None, eps=1e-6):
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+
+    lines = []
+    p = ours.ours_parts(types.SimpleNamespace(rmsnorm=no_residual), CFG, torch.device("cpu"),
+                        None, log=lines.append, label="q")
+    assert p.used == [] and p.add_norm is None
+    assert any("add_rmsnorm" in l and "not in q yet" in l for l in lines)
+
+
+def test_grad_check_passes_on_the_stand_ins(corpus, tmp_path):
+    code, out = run_main(["--cpu-smoke", "--grad-check", "--runs", "a,c", "--steps", "1",
+                          "--data", corpus, "--out", str(tmp_path)])
+    assert code == 0, out
+    assert "gradient check: PASS" in out
+    rec = json.loads((tmp_path / "train_lm.json").read_text())["grad_check"]
+    assert rec["ok"] and rec["failed"] == []
+    assert set(rec["groups"]) == {"loss", *train_lm.GRAD_GROUPS}
+    for k, v in rec["groups"].items():
+        # Same function and dtypes on the CPU: ours' error is torch's; bf16-sized, not zero.
+        assert v["ours"] == pytest.approx(v["torch"], rel=0.05, abs=1e-7), (k, v)
+        if k != "loss":
+            assert 1e-4 < v["torch"] < 5e-2, (k, v)
+    assert rec["losses"]["a"] == pytest.approx(rec["losses"]["ref"], rel=1e-3)
+
+
+def test_grad_check_catches_a_wrong_gradient(corpus, tmp_path, monkeypatch):
+    """A run (c) whose fc2 weight gradient is 1.5 x the right one (the probes pass: they see
+    the module, not the model) fails the check in the fc2 group only: exit 5."""
+    real = ours.ours_parts
+
+    def bad_parts(*a, **k):
+        p = real(*a, **k)
+        make = p.mlp
+
+        def mlp(d, h):
+            m = make(d, h)
+            m.inner.fc2.weight.register_hook(lambda g: 1.5 * g)
+            return m
+        p.mlp = mlp
+        return p
+
+    monkeypatch.setattr(ours, "ours_parts", bad_parts)
+    code, out = run_main(["--cpu-smoke", "--grad-check", "--runs", "c", "--steps", "1",
+                          "--data", corpus, "--out", str(tmp_path)])
+    assert code == train_lm.EXIT_GRAD == 5, out
+    assert "gradient check: FAIL: fc2 above 4 x torch's error" in out
+    rec = json.loads((tmp_path / "train_lm.json").read_text())["grad_check"]
+    assert rec["failed"] == ["fc2"]
+    assert rec["groups"]["fc2"]["ours"] > 0.3

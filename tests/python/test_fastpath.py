@@ -1,5 +1,6 @@
-"""The eager fast path on the GPU: ``quack_cpp.rmsnorm``, ``layernorm``, ``gemm``, ``gemm_add``,
-``gemm_add_inplace``, ``linear`` / ``nn.Linear``, ``nn.RMSNorm`` and ``nn.LayerNorm`` give
+"""The eager fast path on the GPU: ``quack_cpp.rmsnorm``, ``layernorm``, ``cross_entropy``,
+``gemm``, ``gemm_add``, ``gemm_add_inplace``, ``linear`` / ``nn.Linear``, ``nn.RMSNorm`` and
+``nn.LayerNorm`` give
 bit-for-bit the same
 outputs and gradients on the fast path (``_C`` called from autograd.Functions) as on the custom
 ops (``quack_cpp.ops.FORCE_CUSTOM_OP = True``, what ``QUACK_EAGER_CUSTOM_OP=1`` sets), on random
@@ -356,6 +357,158 @@ def test_gemm_forward_bitwise(scenario, monkeypatch):
 def test_gemm_backward_bitwise(scenario, monkeypatch):
     fast, slow = _both(scenario, monkeypatch)
     _assert_equal(fast, slow)
+
+
+# --------------------------------------------------------------------------------------------
+# Cross-entropy (the C++ node CrossEntropyFn, or the Python Function; NotImplemented cases of
+# the C++ path take the Python one)
+# --------------------------------------------------------------------------------------------
+
+ce_ops = pytest.importorskip("quack_cpp.cross_entropy_ops")
+CE_NODE = "torch::autograd::CppNode<quack_torch::CrossEntropyFn>"
+
+CE_CASES = [
+    # M, V, x dtype, target dtype, cross_entropy's keywords, how the backward runs:
+    # "one" (autograd.grad, grad_output 1), "half" (0.5), "backward" (loss.backward()),
+    # "rows" (a random grad_output per row: 'none'), "retain" (two retained backwards with
+    # 0.5, then a last one), "nograd" (the logits do not require grad)
+    (4096, 4096, bf16, torch.int64, {}, "one"),
+    (4096, 4096, bf16, torch.int64, {}, "backward"),
+    (1000, 32768, bf16, torch.int32, {"reduction": "sum"}, "half"),
+    (257, 4100, f32, torch.int64, {"reduction": "none"}, "rows"),
+    (257, 4096, f16, torch.int64, {"reduction": "none"}, "nograd"),
+    (300, 4096, bf16, torch.int64, {}, "nograd"),
+    (513, 8192, bf16, torch.int64, {"return_lse": True, "return_z_loss": True,
+                                    "z_loss": 1e-4}, "half"),
+    (513, 8192, f32, torch.int64, {"label_smoothing": 0.1, "ignore_index": 3,
+                                   "logit_softcap": 30.0}, "one"),
+    (513, 8000, bf16, torch.int64, {"weight": True, "label_smoothing": 0.05}, "half"),
+    (1024, 4096, bf16, torch.int64, {"inplace_backward": True}, "half"),
+    (1024, 4096, bf16, torch.int64, {"inplace_backward": True}, "one"),
+    (1024, 4096, bf16, torch.int64, {"inplace_backward": True, "reduction": "none"}, "rows"),
+    (1024, 4096, bf16, torch.int64, {}, "retain"),
+    (1024, 4096, f32, torch.int64, {"reduction": "none"}, "retain"),
+    (0, 4096, bf16, torch.int64, {}, "one"),
+    (256, 4096, f32, torch.int64, {"lse_partial": True}, "half"),  # the Python fast path
+]
+
+
+def _ce_run(case, word, g):
+    M, V, dtype, tdtype, kw, how = case
+    ce_ops.dx_predict_word(torch.device(DEVICE)).fill_(word)  # the same prediction both runs
+    kw = dict(kw)
+    x = randn(g, M, V, dtype=dtype, scale=2.0)
+    t = torch.randint(0, V, (M,), device=DEVICE, generator=g).to(tdtype)
+    if M > 4:
+        t[1] = -100  # an ignored row
+    if kw.get("weight"):
+        kw["weight"] = torch.rand(V, device=DEVICE, generator=g) + 0.5
+    if kw.get("lse_partial"):
+        kw["lse_partial"] = torch.logsumexp(x.float().view(M, 4, V // 4), -1)
+    leaf = x.requires_grad_(how != "nograd")
+    z = leaf * 1 if how != "nograd" else leaf
+    out = quack_cpp.cross_entropy(z, t, **kw)
+    outs = list(out) if isinstance(out, tuple) else [out]
+    loss = outs[0]
+    node = loss.grad_fn
+    fast = ce_ops.cross_entropy_fwd.is_fast_node(node)
+    cpp = node is not None and node.name() == CE_NODE
+    grads = []
+    if how in ("one", "half"):
+        grads = list(torch.autograd.grad(loss, leaf, None if how == "one"
+                                         else torch.full_like(loss, 0.5)))
+    elif how == "backward":
+        loss.backward()
+        grads = [leaf.grad]
+    elif how == "rows":
+        grads = list(torch.autograd.grad(loss, leaf, randn(g, *loss.shape)))
+    elif how == "retain":
+        go = torch.full_like(loss, 0.5)
+        grads = [torch.autograd.grad(loss, leaf, go, retain_graph=True)[0].clone()
+                 for _ in range(2)]
+        grads.append(torch.autograd.grad(loss, leaf, go)[0])
+    word_after = ce_ops.dx_predict_word(torch.device(DEVICE)).clone()
+    return [o.detach() for o in outs] + grads + [word_after], (fast, cpp)
+
+
+@pytest.mark.parametrize("word", [1, 0])
+@pytest.mark.parametrize("case", CE_CASES,
+                         ids=lambda c: f"{c[0]}x{c[1]}-{c[2]}-{c[3]}-{c[4]}-{c[5]}")
+def test_cross_entropy_bitwise(case, word, monkeypatch):
+    """Both fast paths (C++ node, Python Function) against the custom ops, bit for bit, with
+    the device's dx prediction word pinned (dx written in the forward, or recomputed in the
+    backward), and the word the backward leaves."""
+    (fast, (ffast, fcpp)), (slow, (sfast, _)) = _both(lambda g: _ce_run(case, word, g),
+                                                      monkeypatch)
+    recorded = case[-1] != "nograd"
+    assert ffast == recorded and not sfast
+    assert fcpp == (recorded and reg.CPP_EAGER and "lse_partial" not in case[4])
+    _assert_equal(fast, slow)
+
+
+def test_cross_entropy_double_backward(monkeypatch):
+    """create_graph=True with a grad_output that requires grad: the training backward is the
+    custom op quack_cpp::cross_entropy_train_bwd through the dispatcher (no autograd formula:
+    differentiating the gradient raises), on both fast paths as on the custom ops."""
+    def go(g):
+        ce_ops.dx_predict_word(torch.device(DEVICE)).fill_(1)
+        x = randn(g, 512, 4096, dtype=bf16).requires_grad_(True)
+        t = torch.randint(0, 4096, (512,), device=DEVICE, generator=g)
+        loss = quack_cpp.cross_entropy(x, t)
+        fast = ce_ops.cross_entropy_fwd.is_fast_node(loss.grad_fn)
+        go_ = torch.tensor(0.5, device=DEVICE, requires_grad=True)
+        gx, = torch.autograd.grad(loss, x, go_, create_graph=True)
+        assert gx.requires_grad
+        with pytest.raises(RuntimeError, match="no autograd formula"):
+            gx.float().sum().backward()
+        return [loss.detach(), gx.detach()], fast
+
+    (fast, ffast), (slow, sfast) = _both(go, monkeypatch)
+    assert ffast and not sfast
+    _assert_equal(fast, slow)
+
+
+def test_cross_entropy_cuda_graph_and_no_sync(monkeypatch):
+    """The training step ('mean', loss * s) captured through the fast path and replayed with
+    s = 1 and 0.5, the prediction word at 1 and 0 (dx written or recomputed), equals the eager
+    fast path with the same word; no host synchronisation in eager calls."""
+    g = torch.Generator(DEVICE).manual_seed(0)
+    x = randn(g, 1024, 8192, dtype=bf16).requires_grad_(True)
+    t = torch.randint(0, 8192, (1024,), device=DEVICE, generator=g)
+    s = torch.ones((), device=DEVICE)
+
+    def step():
+        loss = quack_cpp.cross_entropy(x, t)
+        assert ce_ops.cross_entropy_fwd.is_fast_node(loss.grad_fn)
+        gx, = torch.autograd.grad(loss * s, x)
+        return loss, gx
+
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(2):
+            step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        loss_s, gx_s = step()
+    word = ce_ops.dx_predict_word(torch.device(DEVICE))
+    for scale, w in ((1.0, 1), (0.5, 1), (0.5, 0), (1.0, 0)):
+        s.fill_(scale)
+        word.fill_(w)
+        graph.replay()
+        torch.cuda.synchronize()
+        got = [loss_s.clone(), gx_s.clone(), word.clone()]
+        word.fill_(w)
+        want = [o.detach() for o in step()] + [word.clone()]
+        _assert_equal(got, want)
 
 
 # --------------------------------------------------------------------------------------------

@@ -330,3 +330,219 @@ def test_layernorm_double_backward_raises_like_the_custom_op(stubbed, monkeypatc
                 gx.sum().backward()
         finally:
             lib._destroy()
+
+
+# --------------------------------------------------------------------------------------------
+# cross-entropy (CrossEntropyFn; NotImplemented -> the Python fast path)
+# --------------------------------------------------------------------------------------------
+
+ce = pytest.importorskip("quack_cpp.cross_entropy_ops")
+
+CE_NODE = "torch::autograd::CppNode<quack_torch::CrossEntropyFn>"
+
+
+@pytest.fixture
+def ce_stubbed(stubbed, monkeypatch):
+    def cpu_as_cuda_index(t):
+        return (type(t) in reg._PLAIN_TYPES and t.device.type == "cpu"
+                and t.layout == torch.strided and not t.is_nested
+                and t.dtype in (torch.int32, torch.int64) and not reg._is_wrapped(t))
+
+    monkeypatch.setattr(reg, "_is_plain_cuda_index", cpu_as_cuda_index)
+    no_launch = staticmethod(lambda *a: None)
+    real = ce._C
+    monkeypatch.setattr(ce, "_C", type("NoLaunch", (), {
+        "cross_entropy_fwd": no_launch, "cross_entropy_bwd": no_launch,
+        "cross_entropy_scale_grad": no_launch, "cross_entropy_train_bwd": no_launch,
+        "cross_entropy_fwd_workspace_size": staticmethod(
+            real.cross_entropy_fwd_workspace_size)})())
+    yield
+
+
+def _ce_meta(t, x):
+    """_meta plus the version counter and whether t shares x's storage (in-place gradients)."""
+    if t is None:
+        return None
+    return _meta(t) + (t._version, t.untyped_storage().data_ptr() == x.untyped_storage().data_ptr())
+
+
+# Each case: x shape and dtype, target dtype, the keyword options of cross_entropy, how the
+# backward runs: "grad1" (autograd.grad, grad_output 1), "grad.5" (0.5), "backward"
+# (loss.backward()), "retain" (two retained autograd.grad with 0.5, then a last one),
+# "nograd" (x does not require grad), "create" (create_graph=True).
+CE_CASES = [
+    ((8, 64), bf16, torch.int64, {}, "grad1"),
+    ((8, 64), bf16, torch.int64, {}, "backward"),
+    ((8, 64), f16, torch.int32, {"reduction": "sum"}, "grad.5"),
+    ((8, 64), f32, torch.int64, {"reduction": "none"}, "grad.5"),
+    ((8, 64), bf16, torch.int64, {"reduction": "none"}, "nograd"),
+    ((8, 64), bf16, torch.int64, {}, "nograd"),
+    ((8, 64), bf16, torch.int64, {"return_lse": True, "return_z_loss": True, "z_loss": 1e-4},
+     "grad.5"),
+    ((8, 64), f32, torch.int64, {"label_smoothing": 0.1, "ignore_index": 3,
+                                 "logit_softcap": 30.0}, "grad1"),
+    ((8, 64), f32, torch.int64, {"weight": "w", "reduction": "sum"}, "grad1"),
+    ((8, 64), bf16, torch.int64, {"inplace_backward": True}, "grad.5"),
+    ((8, 64), bf16, torch.int64, {"inplace_backward": True, "reduction": "none"}, "grad.5"),
+    ((8, 64), bf16, torch.int64, {}, "retain"),
+    ((8, 64), bf16, torch.int64, {"inplace_backward": True}, "retain"),
+    ((8, 64), f32, torch.int64, {"reduction": "none"}, "retain"),
+    ((8, 64), bf16, torch.int64, {}, "create"),
+    ((0, 64), bf16, torch.int64, {}, "grad1"),
+    ((8, 64), bf16, torch.int64, {"weight": "w_grad"}, "nograd"),  # weight alone requires grad
+    # The Python fast path (NotImplemented): lse_partial.
+    ((8, 64), f32, torch.int64, {"lse_partial": "lp"}, "grad.5"),
+]
+
+
+def _ce_run(case, cpp, monkeypatch):
+    monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+    shape, dtype, tdtype, kw, how = case
+    g = torch.Generator().manual_seed(0)
+    M, V = shape
+    x = torch.randn(shape, generator=g).to(dtype)
+    t = torch.randint(0, V, (M,), generator=g).to(tdtype)
+    kw = dict(kw)
+    if kw.get("weight") in ("w", "w_grad"):
+        kw["weight"] = (torch.rand(V, generator=g) + 0.5).requires_grad_(kw["weight"] == "w_grad")
+    if kw.get("lse_partial") == "lp":
+        kw["lse_partial"] = torch.randn(M, 4, generator=g)
+    leaf = x.requires_grad_(how != "nograd")
+    z = leaf * 1.0 if how != "nograd" else leaf  # a non-leaf (inplace_backward writes into it)
+    out = quack_cpp.cross_entropy(z, t, **kw)
+    outs = list(out) if isinstance(out, tuple) else [out]
+    loss = outs[0]
+    node = loss.grad_fn
+    grads = []
+    if how in ("grad1", "grad.5"):
+        go = None if how == "grad1" else torch.full_like(loss, 0.5)
+        grads = list(torch.autograd.grad(loss, leaf, go))
+    elif how == "backward":
+        loss.backward()
+        grads = [leaf.grad]
+    elif how == "retain":
+        go = torch.full_like(loss, 0.5)
+        grads = [torch.autograd.grad(loss, leaf, go, retain_graph=True)[0] for _ in range(2)]
+        grads.append(torch.autograd.grad(loss, leaf, go)[0])
+        with pytest.raises(RuntimeError, match="second time"):
+            torch.autograd.grad(loss, leaf, go)
+    elif how == "create":
+        grads = list(torch.autograd.grad(loss, leaf, create_graph=True))
+    return [_ce_meta(o, z) for o in outs + grads] + [z._version], node
+
+
+@pytest.mark.parametrize("case", CE_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}-{c[3]}-{c[4]}")
+def test_ce_same_outputs_and_gradients_as_the_python_path(ce_stubbed, monkeypatch, case):
+    cpp, cpp_node = _ce_run(case, True, monkeypatch)
+    py, py_node = _ce_run(case, False, monkeypatch)
+    assert cpp == py
+    how, kw = case[-1], case[3]
+    if how == "nograd":
+        assert cpp_node is None and py_node is None
+    elif "lse_partial" in kw:  # left to the Python fast path
+        assert type(cpp_node) is ce.cross_entropy_fwd.Function._backward_cls
+    else:
+        assert cpp_node.name() == CE_NODE
+        assert ce.cross_entropy_fwd.is_fast_node(cpp_node)
+        assert ce.cross_entropy_fwd.is_fast_node(py_node) and py_node.name() != CE_NODE
+
+
+def test_ce_op_outputs_and_fallbacks(ce_stubbed, monkeypatch):
+    """The op called directly: absent outputs None; 'dx' mode (want_dx without predict_dx);
+    the backward from lse with 'mean' left to the Python path (NotImplemented)."""
+    monkeypatch.setattr(reg, "CPP_EAGER", True)
+    ext = ops._torch_ext
+    x, t = torch.randn(6, 32), torch.randint(0, 32, (6,))
+    args = (None, None, -100, "none", 0.0, 0.0, 0.0, -1)
+    loss, lse, z, dx, st = ext.cross_entropy_fwd(x, t, None, *args, False, False, False)
+    assert loss.shape == (6,) and loss.dtype == f32 and lse is z is dx is st is None
+    x.requires_grad_(True)
+    mean = (None, None, -100, "mean", 0.0, 0.0, 0.0, -1)
+    assert ext.cross_entropy_fwd(x, t, None, *mean, True, False, False) is NotImplemented
+    assert ext.cross_entropy_fwd(None, t, None, *mean, False, False, False) is NotImplemented
+    for cpp in (True, False):  # want_dx alone: the "dx" mode (DTensors' on the Python path)
+        monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+        outs = ce.cross_entropy_fwd(x, t, None, *mean, False, False, True)
+        assert outs[0].grad_fn.name() == CE_NODE if cpp else outs[0].grad_fn.name() != CE_NODE
+        gx, = torch.autograd.grad(outs[0], x, torch.tensor(0.5))
+        assert gx.shape == x.shape and gx.dtype == x.dtype and not gx.requires_grad
+        assert outs[1] is outs[2] is outs[4] is None and outs[3].shape == x.shape
+        assert gx.data_ptr() == outs[3].data_ptr()  # rescaled in place
+
+
+def test_ce_predict_word_is_the_python_one(ce_stubbed, monkeypatch):
+    monkeypatch.setattr(reg, "CPP_EAGER", True)
+    w = ce.dx_predict_word(torch.device("cpu"))
+    x = torch.randn(4, 16, requires_grad=True)
+    loss = quack_cpp.cross_entropy(x, torch.randint(0, 16, (4,)))
+    assert loss.grad_fn.name() == CE_NODE
+    assert ce._PREDICT[("cpu", None)] is w
+
+
+def test_ce_errors_as_the_python_path(monkeypatch):
+    # Real launches on host tensors: both paths raise the same error (their own checks, or the
+    # C++ API's for what they pass on).
+    monkeypatch.setattr(reg, "_is_plain_cuda", _cpu_as_cuda)
+    monkeypatch.setattr(reg, "_is_plain_cuda_index", lambda t: t.dtype in (torch.int32,
+                                                                        torch.int64))
+    monkeypatch.setattr(reg, "DEVICE_TYPES", reg.DEVICE_TYPES + ("cpu",))
+    x, t = torch.randn(4, 64), torch.randint(0, 64, (4,))
+    calls = [((x, t.view(2, 2)), {}), ((x, torch.randint(0, 64, (5,))), {}),
+             ((x, t), {"label_smoothing": 2.0}), ((x, t), {}),
+             ((x.clone().requires_grad_(True), t), {"z_loss": -1.0})]
+    msgs = []
+    for cpp in (True, False):
+        monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+        for args, kw in calls:
+            with pytest.raises(ValueError) as e:
+                quack_cpp.cross_entropy(*args, **kw)
+            msgs.append(str(e.value))
+        with pytest.raises(ValueError) as e:
+            ce.cross_entropy_fwd(x, t, None, None, None, -100, "avg", 0.0, 0.0, 0.0, -1, False,
+                                 False, False)
+        msgs.append(str(e.value))
+    n = len(calls) + 1
+    assert msgs[:n] == msgs[n:] and all("cross_entropy_fwd: " in m for m in msgs), msgs
+    assert "target has shape (2, 2), expected (M,)" in msgs[0]
+
+
+def test_ce_double_backward_raises_like_the_custom_op(ce_stubbed, monkeypatch):
+    # create_graph with a grad_output that requires grad: the training backward's custom op
+    # through the dispatcher (no autograd formula), on both paths.
+    lib = torch.library.Library("quack_cpp", "IMPL")  # the custom ops' kernels for CPU
+    lib.impl("cross_entropy_train_bwd", ce.cross_entropy_train_bwd.kernel, "CPU")
+    lib.impl("cross_entropy_bwd", ce.cross_entropy_bwd.kernel, "CPU")
+    try:
+        for cpp in (True, False):
+            monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+            for red in ("mean", "none"):
+                x = torch.randn(4, 64, requires_grad=True)
+                loss = quack_cpp.cross_entropy(x, torch.randint(0, 64, (4,)), reduction=red)
+                assert loss.grad_fn.name() == CE_NODE if cpp else loss.grad_fn.name() != CE_NODE
+                go = torch.full_like(loss, 0.5).requires_grad_(True)
+                gx, = torch.autograd.grad(loss, x, go, create_graph=True)
+                assert gx.requires_grad and gx.shape == x.shape
+                with pytest.raises(RuntimeError, match="no autograd formula"):
+                    gx.sum().backward()
+    finally:
+        lib._destroy()
+
+
+@pytest.mark.parametrize("saver", ["square", "softmax"])
+def test_ce_inplace_backward_refuses_saved_logits(ce_stubbed, monkeypatch, saver):
+    """C08: another node saved the logits before an inplace_backward call ('mean': dx written
+    into them in the forward, their version bumped): autograd raises on both paths (the
+    softmax's node is its C++ one)."""
+    for cpp in (True, False):
+        monkeypatch.setattr(reg, "CPP_EAGER", cpp)
+        leaf = torch.randn(8, 64, requires_grad=True)
+        if saver == "square":
+            z = leaf * 1.0
+            extra = z.square().mean()  # saves z
+        else:
+            z = quack_cpp.softmax(leaf)  # saves its output
+            extra = 0.0
+        loss = quack_cpp.cross_entropy(z, torch.randint(0, 64, (8,)), inplace_backward=True)
+        assert (loss.grad_fn.name() == CE_NODE) == cpp
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            (loss + extra).backward()

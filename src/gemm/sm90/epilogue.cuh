@@ -73,6 +73,40 @@ struct EpilogueParams {
   const float* beta_dev;
 };
 
+/// Whether visitor Op asks for C loaded ahead (Op::kCAhead; default false) and the output buffers
+/// it then takes per output (Op::kCAheadStagesD; 0, the default: the epilogue's count without
+/// the ring): CollectiveEpilogue's kCAhead, EpiStagesD.
+template <class Op, class = void>
+struct VisitorCAhead : std::false_type {};
+template <class Op>
+struct VisitorCAhead<Op, std::void_t<decltype(Op::kCAhead)>> : std::bool_constant<Op::kCAhead> {};
+template <class Op, class = void>
+struct VisitorCAheadStagesD : std::integral_constant<int, 0> {};
+template <class Op>
+struct VisitorCAheadStagesD<Op, std::void_t<decltype(Op::kCAheadStagesD)>>
+    : std::integral_constant<int, Op::kCAheadStagesD> {};
+
+/// Tile configuration Base whose epilogue takes StagesC C buffers loaded ahead per group (0: C
+/// loaded when its subtile's turn comes, into the D buffer where the widths match) and, when
+/// StagesD > 0, StagesD buffers per output (CollectiveEpilogue's kStagesC, EpiStagesD): the
+/// device A/B variants of a fused epilogue's buffer split (instances_ab.txt, epilogue column
+/// "<epilogue>:a<StagesC>[d<StagesD>]"), which may cost mainloop stages. Without it the
+/// epilogue sizes both itself.
+template <class Base, int StagesC, int StagesD = 0>
+struct EpiCAhead : Base {
+  static_assert(StagesC >= 0 && StagesD >= 0, "buffer counts");
+  static constexpr int kEpiCAheadStages = StagesC;
+  static constexpr int kEpiStagesD = StagesD;
+};
+template <class T, class = void>
+struct TileCAheadStages : std::integral_constant<int, -1> {};  // -1: the epilogue's choice
+template <class T>
+struct TileCAheadStages<T, std::void_t<decltype(T::kEpiCAheadStages)>> : std::integral_constant<int, T::kEpiCAheadStages> {};
+template <class T, class = void>
+struct TileEpiStagesD : std::integral_constant<int, 0> {};  // 0: the epilogue's choice
+template <class T>
+struct TileEpiStagesD<T, std::void_t<decltype(T::kEpiStagesD)>> : std::integral_constant<int, T::kEpiStagesD> {};
+
 /// Epilogue of tile configuration Tile with visitor Op, output dtype ElementD (output 0), C's
 /// dtype ElementC (void: D's) and, for a visitor with two outputs, output 1's ElementD1 (void: D's).
 template <class Tile_, class Op_, class ElementD_, class ElementC_ = void, class ElementD1_ = void>
@@ -96,16 +130,7 @@ struct CollectiveEpilogue {
   // reads complete about a microsecond after issue on the H200 under a full write load (ncu,
   // 8192x8192x128 at 4c9df5f: 16 KB of stores in flight per SM gave 1.6 TB/s of D; cuBLAS's
   // same 128x256 tile 2.5 TB/s), so the bytes in flight per SM set the epilogue's speed.
-  static constexpr bool kReuseSmemC = sizeof(ElementC) == sizeof(ElementD);
-  // Buffers in flight per output and group: Tile::kEpiStages (4; 3 for the wide pingpong tile)
-  // for one output, 2 without reuse; two outputs share about the same bytes (2 each of the
-  // tile's subtile, 4 each of the narrower one; rounded up, at least 2: 2 each of 64 x 32 for
-  // the wide pingpong tile, which then keeps 4 mainloop stages instead of 5), so the mainloop
-  // keeps its stages where the division is exact.
-  static constexpr int kStagesOneOutput = kReuseSmemC ? Tile::kEpiStages : 2;
-  static constexpr int EpiStagesD = (kStagesOneOutput * Tile::EpiN + EpiN * kOutputs - 1) / (EpiN * kOutputs);
-  static_assert(EpiStagesD >= 2, "at least two buffers per output in flight");
-  static constexpr int kStagesC = kReuseSmemC ? EpiStagesD : 1;  // C buffers (aliasing D's when reused)
+  static constexpr bool kSameWidthC = sizeof(ElementC) == sizeof(ElementD);
   // Output 1's columns per output 0's (2 for a gated visitor: postact has N / 2 columns) and its
   // subtile width (epilogue_gated.cuh).
   static constexpr int kD1Div = D1ColsDiv<Op>::value;
@@ -113,6 +138,61 @@ struct CollectiveEpilogue {
                 "a half-width output 1 is 16-bit or fp32");
   static constexpr int EpiN1 = EpiN / kD1Div;
   using EpiTile1 = Shape<Int<EpiM>, Int<EpiN1>>;
+  static constexpr int kSubtile = EpiM * EpiN;  // elements per buffer stage
+  static constexpr int kSubtile1 = EpiM * EpiN1;  // elements per output-1 buffer stage
+  static constexpr uint32_t kCBytes = uint32_t(kSubtile * sizeof(ElementC));
+  static constexpr int kSubtilesPerTile = (Tile::BM / EpiM) * (Tile::BN / EpiN);
+  // Bytes of the output buffers (all groups) with d buffers per output.
+  static constexpr int smem_out(int d) {
+    return kEpiGroups * (d * kSubtile * int(sizeof(ElementD)) +
+                         (kOutputs == 2 ? d * kSubtile1 * int(sizeof(ElementD1)) : 0));
+  }
+  // C's source, one of two:
+  // - C loaded when its subtile's turn comes (the default), into the D buffer it is about to
+  //   become (CUTLASS's ReuseSmemC) when both have the same width (the saved C buffer pays for
+  //   more D buffers in flight), else into a C buffer of its own; one mbarrier per group.
+  //   Output buffers in flight per output and group (kStagesD0): Tile::kEpiStages (4; 3 for the
+  //   wide pingpong tile) for one output, 2 where C has its own buffer; two outputs share about
+  //   the same bytes (2 each of the tile's subtile, 4 each of the narrower one; rounded up, at
+  //   least 2: 2 each of 64 x 32 for the wide pingpong tile, which then keeps 4 mainloop stages
+  //   instead of 5), so the mainloop keeps its stages where the division is exact.
+  // - C loaded ahead (kCAhead; a visitor's kCAhead: gemm_dgated's preact): a ring of kStagesC C
+  //   buffers per group of their own, one mbarrier each. The group's first kStagesC subtiles of
+  //   C are loaded when its tile starts (before its mainloop: prefetch_c), and the load of
+  //   subtile j + kStagesC into subtile j's buffer is issued as soon as every thread has read
+  //   subtile j (store_tile), so C's DRAM round trip runs under the mainloop and under the
+  //   subtiles before it instead of in series with each subtile (CUTLASS's epilogue with a
+  //   source: StagesC, its load pipeline). Output buffers: the visitor's kCAheadStagesD (else
+  //   kStagesD0); kStagesC: as many C buffers as fit beside them and the mainloop stages of the
+  //   default layout (the ring costs no mainloop stage), at most 4 and the subtiles of a tile;
+  //   none fits: the default source. A tile configuration may set both counts (EpiCAhead,
+  //   device A/B variants; that may cost or give mainloop stages).
+  // The stores' smem reads complete about a microsecond after issue on the H200 under a full
+  // write load (ncu, 8192x8192x128 at 4c9df5f: 16 KB of stores in flight per SM gave 1.6 TB/s of
+  // D; cuBLAS's same 128x256 tile 2.5 TB/s), so the bytes in flight per SM set the epilogue's
+  // speed.
+  static constexpr int kStagesOneOutput = kSameWidthC ? Tile::kEpiStages : 2;
+  static constexpr int kStagesD0 = (kStagesOneOutput * Tile::EpiN + EpiN * kOutputs - 1) / (EpiN * kOutputs);
+  static constexpr int kSmemDefault = smem_out(kStagesD0) + (kSameWidthC ? 0 : kEpiGroups * int(kCBytes));
+  static constexpr int kStagesDAhead = TileEpiStagesD<Tile>::value > 0           ? TileEpiStagesD<Tile>::value
+                                       : VisitorCAheadStagesD<Op>::value > 0 ? VisitorCAheadStagesD<Op>::value
+                                                                             : kStagesD0;
+  static constexpr int kAheadFit = (Tile::kMaxSmem - 2048 - smem_out(kStagesDAhead) -
+                                    Tile::mainloop_stages(kSmemDefault) * Tile::kMainloopStageBytes) /
+                                   (kEpiGroups * int(kCBytes));
+  static constexpr int kAheadAuto = std::max(0, std::min(std::min(kAheadFit, 4), kSubtilesPerTile));
+  static constexpr int kStagesCAhead =
+      TileCAheadStages<Tile>::value >= 0 ? TileCAheadStages<Tile>::value : (VisitorCAhead<Op>::value ? kAheadAuto : 0);
+  static constexpr bool kCAhead = kStagesCAhead > 0;
+  static_assert(kStagesCAhead <= kSubtilesPerTile, "no more C buffers than subtiles per tile");
+  static constexpr bool kReuseSmemC = kSameWidthC && !kCAhead;
+  static constexpr int EpiStagesD =
+      TileEpiStagesD<Tile>::value > 0 ? TileEpiStagesD<Tile>::value : kCAhead ? kStagesDAhead : kStagesD0;
+  static_assert(EpiStagesD >= 2, "at least two buffers per output in flight");
+  static constexpr int kSmemOut = smem_out(EpiStagesD);
+  // C buffers per group (aliasing D's when reused) and C mbarriers per group.
+  static constexpr int kStagesC = kCAhead ? kStagesCAhead : kReuseSmemC ? EpiStagesD : 1;
+  static constexpr int kCBarriers = kCAhead ? kStagesCAhead : 1;
 
   // Epilogue smem: a row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
   // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom).
@@ -126,13 +206,8 @@ struct CollectiveEpilogue {
                                   conditional_t<RowBytes == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>>;
   using SmemLayoutD1 = decltype(tile_to_shape(SmemAtomW<ElementD1, EpiN1 * int(sizeof(ElementD1))>{},
                                               Shape<Int<EpiM>, Int<EpiN1>, Int<EpiStagesD>>{}));  // (EpiM,EpiN1,PIPE_D)
-  static constexpr int kSubtile = EpiM * EpiN;  // elements per buffer stage
-  static constexpr int kSubtile1 = EpiM * EpiN1;  // elements per output-1 buffer stage
-  static constexpr uint32_t kCBytes = uint32_t(kSubtile * sizeof(ElementC));
   // Shared memory of the buffers (all groups): what the mainloop's stages must leave free.
-  static constexpr int kSmemBytes =
-      kEpiGroups * (kSubtile * ((kReuseSmemC ? 0 : int(sizeof(ElementC))) + EpiStagesD * int(sizeof(ElementD))) +
-                    (kOutputs == 2 ? EpiStagesD * kSubtile1 * int(sizeof(ElementD1)) : 0));
+  static constexpr int kSmemBytes = kSmemOut + (kReuseSmemC ? 0 : kEpiGroups * kStagesC * int(kCBytes));
 
   // Shared memory: D, then C and D1 where present (empty bases take no space), each 1024-byte
   // aligned with sizes multiples of 1024.
@@ -149,7 +224,7 @@ struct CollectiveEpilogue {
   struct NoD1 {};
   struct TensorStorage : StorageD, conditional_t<kReuseSmemC, NoC, StorageC>, conditional_t<kOutputs == 2, StorageD1, NoD1> {};
   struct BarrierStorage {
-    alignas(8) uint64_t c_full[kEpiGroups];
+    alignas(8) uint64_t c_full[kEpiGroups][kCBarriers];  // per group: C's buffer (kCAhead: each of the ring)
   };
 
   // ---- host ----
@@ -229,7 +304,8 @@ struct CollectiveEpilogue {
   /// One thread initialises the C mbarriers (before fence_barrier_init and the cluster sync).
   CUTE_DEVICE static void init_barriers(BarrierStorage& bs, bool leader) {
     if (leader)
-      for (int g = 0; g < kEpiGroups; ++g) cutlass::arch::ClusterTransactionBarrier::init(&bs.c_full[g], 1);
+      for (int g = 0; g < kEpiGroups; ++g)
+        for (int s = 0; s < kCBarriers; ++s) cutlass::arch::ClusterTransactionBarrier::init(&bs.c_full[g][s], 1);
   }
 
   /// Stores the (EpiM, EpiN) subtile staged in `buf` (one buffer stage) at out(m0.., n0..) of
@@ -301,10 +377,13 @@ struct CollectiveEpilogue {
   }
 
   // Per consumer thread: its group's buffers, the visitor (device scalars read once per CTA) and
-  // the count of subtiles stored modulo 2·EpiStagesD, which gives the buffer stage (count modulo
-  // EpiStagesD) and, where C comes through TMA (one C load per subtile stored), C's barrier
-  // phase (its parity; the wrap is even). One register for both: it is held across the
-  // mainloop, beside 192 accumulators on the 128x192 pingpong tile.
+  // the count of subtiles stored modulo kSubCountWrap, which gives the buffer stage (count modulo
+  // EpiStagesD) and, where C comes through TMA (one C load per subtile stored, issued in the
+  // order the subtiles are stored), C's buffer and barrier phase: with kCAhead the count's C load
+  // is the (count / kStagesC)-th into buffer count % kStagesC, so the phase is that quotient's
+  // parity; else the count's parity (one barrier). The wrap is a multiple of both periods. One
+  // register for all: it is held across the mainloop, beside 192 accumulators on the 128x192
+  // pingpong tile.
   TensorStorage& ts;
   BarrierStorage& bs;
   int grp, etid;
@@ -312,7 +391,7 @@ struct CollectiveEpilogue {
   bool load_c;
   int sub_count = 0;
 
-  static constexpr int kSubCountWrap = 2 * EpiStagesD;
+  static constexpr int kSubCountWrap = 2 * EpiStagesD * kCBarriers;
 
   template <class P>
   CUTE_DEVICE CollectiveEpilogue(P const& p, TensorStorage& ts_, BarrierStorage& bs_, int grp_, int etid_)
@@ -320,6 +399,30 @@ struct CollectiveEpilogue {
     // Device scalars are read once per CTA; a device beta of 0 means C is not read.
     op.load_scalars(p.alpha_dev, p.beta_dev);
     load_c = p.load_c && op.reads_c();
+  }
+
+  /// Whether this launch reads C through TMA (store_tile's TMA branch): the visitor needs C, or
+  /// it is read (load_c), and TMA can address it.
+  template <class P>
+  CUTE_DEVICE bool c_via_tma(P const& p) const {
+    return (Op::kNeedsC || load_c) && !p.c_plain;
+  }
+
+  /// kCAhead: issues the C loads of the first kStagesC subtiles of tile (m_blk, n_blk) of batch l
+  /// (those inside (M, N), in store_tile's order) into the group's C ring, counts sub_count,
+  /// sub_count + 1, ...: call it when the tile starts, before its mainloop, with the C ring free
+  /// (the previous tile's store_tile has read every buffer: every load issued for a tile is of
+  /// one of its subtiles inside (M, N), which store_tile waits for and reads). One thread
+  /// (etid 0) issues; nothing otherwise.
+  template <class P>
+  CUTE_DEVICE void prefetch_c(P const& p, int M, int N, int L, int m_blk, int n_blk, int l) const {
+    if constexpr (kCAhead) {
+      if (etid == 0 && c_via_tma(p)) {
+#pragma unroll 1
+        for (int s = 0; s < kStagesC; ++s)
+          issue_c_ahead(p, M, N, L, m_blk, n_blk, l, 0, 0, s, (sub_count + s) % kStagesC);
+      }
+    }
   }
 
   /// The epilogue of output tile (m_blk, n_blk) of batch l from the accumulator `acc`
@@ -358,8 +461,8 @@ struct CollectiveEpilogue {
         int const n0 = n_blk * Tile::BN + epi_n * EpiN;  // first column of the subtile
         if (n0 >= N || m0 >= M) continue;  // wholly outside the output: nothing to load or store (group-uniform)
         int const d_stage = sub_count % EpiStagesD;
-        uint32_t const c_phase = uint32_t(sub_count) & 1u;
-        int const c_stage = kReuseSmemC ? d_stage : 0;
+        int const c_stage = kCAhead ? sub_count % kStagesC : kReuseSmemC ? d_stage : 0;
+        uint32_t const c_phase = uint32_t(kCAhead ? sub_count / kStagesC : sub_count) & 1u;
         cutlass::Array<float, kFrg> x;  // this subtile's accumulator values (fragment order)
         CUTE_UNROLL
         for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
@@ -392,16 +495,19 @@ struct CollectiveEpilogue {
           else if constexpr (!kOneCall)
             op(out, x, &cf, coord);
         } else if (Op::kNeedsC || load_c) {
-          // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
-          // store's reads of the D buffer it aliases) came before the last epi_sync; with
-          // reuse, the TMA store that read the buffer must also be done.
-          if (etid == 0) {
-            if constexpr (kReuseSmemC) tma_store_wait<EpiStagesD - 1>();
-            cutlass::arch::fence_view_async_shared();  // generic reads before the async write
-            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp], kCBytes);
-            copy(p.tma_c.with(bs.c_full[grp]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
+          if constexpr (!kCAhead) {
+            // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
+            // store's reads of the D buffer it aliases) came before the last epi_sync; with
+            // reuse, the TMA store that read the buffer must also be done.
+            if (etid == 0) {
+              if constexpr (kReuseSmemC) tma_store_wait<EpiStagesD - 1>();
+              cutlass::arch::fence_view_async_shared();  // generic reads before the async write
+              cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp][0], kCBytes);
+              copy(p.tma_c.with(bs.c_full[grp][0]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
+            }
           }
-          cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp], c_phase);
+          // kCAhead: issued by prefetch_c or kStagesC subtiles earlier (issue_c_ahead).
+          cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][kCAhead ? c_stage : 0], c_phase);
           cutlass::Array<ElementC, kFrg> c;
           load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
           cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
@@ -426,6 +532,13 @@ struct CollectiveEpilogue {
         bool const store_d1 = kOutputs == 2 && p.store_d1;
         if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
         epi_sync();  // ... and every thread's LDSM of C from it (reuse)
+        if constexpr (kCAhead) {
+          // Every thread's LDSM of C buffer c_stage came before that sync: it takes the subtile
+          // kStagesC places further in this tile's order, if any (count sub_count + kStagesC:
+          // same buffer, next phase).
+          if (etid == 0 && c_via_tma(p))
+            issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
+        }
         if (store_d) store_subtile<EpiN>(d, d_smem + d_stage * kSubtile, etid);
         if constexpr (kOutputs == 2) {
           if (store_d1) {
@@ -473,6 +586,35 @@ struct CollectiveEpilogue {
   }
 
  private:
+  /// kCAhead, one thread: the TMA load of C's subtile `ahead` places after subtile (epi_m, epi_n)
+  /// in store_tile's order over the subtiles of tile (m_blk, n_blk) inside (M, N) (row-major over
+  /// the vm x vn valid ones: epi_m < vm, epi_n < vn) into C buffer `stage`, on its mbarrier;
+  /// nothing past the tile's last valid subtile (or for a tile wholly outside (M, N): a 2x1
+  /// cluster's second CTA past M). Every thread's reads of the buffer came before the caller's
+  /// last group barrier.
+  template <class P>
+  CUTE_DEVICE void issue_c_ahead(P const& p, int M, int N, int L, int m_blk, int n_blk, int l, int epi_m, int epi_n,
+                                 int ahead, int stage) const {
+    constexpr int kEpiMs = Tile::BM / EpiM, kEpiNs = Tile::BN / EpiN;
+    int const rows = M - m_blk * Tile::BM, cols = N - n_blk * Tile::BN;  // of the tile inside (M, N); may be ≤ 0
+    int const vm = rows <= 0 ? 0 : rows >= Tile::BM ? kEpiMs : (rows + EpiM - 1) / EpiM;
+    int const vn = cols <= 0 ? 0 : cols >= Tile::BN ? kEpiNs : (cols + EpiN - 1) / EpiN;
+    int const j = epi_m * vn + epi_n + ahead;  // the target's place among the valid subtiles
+    if (j >= vm * vn) return;
+    int const em = j / vn, en = j - em * vn;
+    ElementC* const c_smem = ts.C[grp].begin();
+    Tensor sC = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(c_smem), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
+    auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
+    Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N,PIPE_C)
+    Tensor mC = p.tma_c.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
+    Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
+                            EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+    Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+    cutlass::arch::fence_view_async_shared();  // the group's generic reads of the buffer before the async write
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp][stage], kCBytes);
+    copy(p.tma_c.with(bs.c_full[grp][stage]), bGS_gC(_, _, _, em, en), bGS_sC(_, _, _, stage));
+  }
+
   /// Output 1's TMA store of subtile (epi_m, epi_n) from buffer stage d_stage (one thread).
   template <class P>
   CUTE_DEVICE void store_d1_subtile(P const& p, int l, int m_blk, int n_blk, int epi_m, int epi_n, int M, int N,

@@ -26,6 +26,11 @@
 // read) C's values at the same positions converted to fp32, and coord gives each value's (m, n)
 // in the kernel's output (row(i), col(i)) and the batch l. A visitor writes out[0] (and out[1]);
 // the epilogue rounds them to their outputs' dtypes. Optional:
+//   static constexpr bool kCAhead;   C is loaded ahead of its subtiles into a ring of C buffers of
+//                                    its own (epilogue.cuh, kCAhead) where they fit beside the
+//                                    mainloop's stages. Default false.
+//   static constexpr int kCAheadStagesD;  with kCAhead: output buffers per output (default: as
+//                                    without the ring).
 //   static constexpr int kD1Div;     2: output 1 has N / 2 columns (gated activations): out[1][i]
 //                                    for even i is the value of output column col(i) / 2 (odd
 //                                    entries are ignored); the epilogue stores it through a
@@ -448,6 +453,12 @@ struct DGatedEpilogue {
   static constexpr int kOutputs = 2;
   static constexpr bool kNeedsC = true;
   static constexpr bool kLinFirst = false;
+  // The preact tile (fp32 words) is read in full: its loads run ahead of the subtiles
+  // (epilogue.cuh, kCAhead), in the smem of all but 2 output buffers per output (dpreact and
+  // postact). Expected: C's round trip, in series with every subtile otherwise, matters more
+  // than more stores in flight; the device A/B variants of instances_ab.txt measure it.
+  static constexpr bool kCAhead = true;
+  static constexpr int kCAheadStagesD = 2;
   Activation act = Activation::kSwiglu;
 
   static DGatedEpilogue make(const GemmProblem& p, bool) { return {static_cast<Activation>(p.activation)}; }

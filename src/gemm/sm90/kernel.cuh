@@ -62,12 +62,9 @@ struct GemmKernel {
   using Tile = Tile_;
   using Epilogue = Epilogue_;
   // Mainloop stages: as many (BM + BN) x BK stages as fit beside the epilogue buffers, at most
-  // kMaxStages (128x256 and 256x128: 4 for a 16-bit D, 3 for an fp32 D; pingpong 128x128 and
-  // 128x192: 5; 256x192: 3; 64x128: 8).
-  static constexpr int kStageBytes = (Tile::BM + Tile::BN) * Tile::BK * int(sizeof(typename Tile::ElementAB));
-  static constexpr int kStagesFit = (Tile::kMaxSmem - Epilogue::kSmemBytes - 2048) / kStageBytes;
-  static constexpr int kMaxStages = 8;  // 4 fit at BN = 256; narrower tiles take more
-  static constexpr int Stages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
+  // Tile::kMaxMainloopStages (128x256 and 256x128: 4 for a 16-bit D, 3 for an fp32 D; pingpong
+  // 128x128 and 128x192: 5; 256x192: 3; 64x128: 8).
+  static constexpr int Stages = Tile::mainloop_stages(Epilogue::kSmemBytes);
   using Mainloop = CollectiveMainloop<Tile, Stages>;
   using Pipeline = typename Mainloop::Pipeline;
 
@@ -164,6 +161,10 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
       TileCoord const t = p.sched.tile(w);
       int const l = int(t.batch);
       int const m_blk = int(t.m) * Tile::kClusterM + rank_m, n_blk = int(t.n) * Tile::kClusterN + rank_n;
+
+      // The epilogue's C ring (gemm_dgated's preact): the tile's first subtiles of C are loaded
+      // now, under this tile's mainloop (and, pingpong, the other warpgroup's), not after it.
+      epilogue.prefetch_c(p.epilogue, p.M, p.N, p.L, m_blk, n_blk, l);
 
       // Pingpong turns on mma_order's barriers (OrderedSequenceBarrier<1, 2>: barrier g is waited
       // on by warpgroup g and arrived on by the other), with the phase derived from seq instead

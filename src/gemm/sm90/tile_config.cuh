@@ -80,6 +80,15 @@ struct TileConfig {
   static constexpr bool kRegRebalance = kConsumerWGs == 2;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kMaxSmem = 232448;  // 227 KB, sm_90 opt-in maximum per CTA
+  // Mainloop stages: as many (BM + BN) x BK stages as fit beside `epi_bytes` of epilogue buffers
+  // (and 2 KB of barriers), at most kMaxMainloopStages (GemmKernel; the epilogue sizes its C ring
+  // from the same count: epilogue.cuh, kStagesCAhead).
+  static constexpr int kMainloopStageBytes = (BM + BN) * BK * int(sizeof(ElementAB));
+  static constexpr int kMaxMainloopStages = 8;  // 4 fit at BN = 256; narrower tiles take more
+  static constexpr int mainloop_stages(int epi_bytes) {
+    int const fit = (kMaxSmem - epi_bytes - 2048) / kMainloopStageBytes;
+    return fit < kMaxMainloopStages ? fit : kMaxMainloopStages;
+  }
   static constexpr int kGroup = 8;         // default raster band width of the tile scheduler (tiles)
 
   using TileShape = Shape<Int<BM>, Int<BN>, Int<BK>>;

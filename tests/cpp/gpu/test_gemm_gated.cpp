@@ -449,6 +449,18 @@ TEST_P(GemmGatedTest, DGatedEveryActivation) {
   run_case(with(mk(200, 300, 100, Activation::kSwiglu, true), [](GatedCase& c) { c.L = 3; }));
 }
 
+// Several tiles per CTA and per pingpong warpgroup (620 tiles of 128x128, 310 of 128x256) with
+// partial tiles along M and N (3900 = 30·128 + 60 rows: one 64-row subtile of the last tile
+// row; H = 2500 = 19·128 + 68 columns: 3 of 4 subtiles of 32), an odd count of m tiles (the 2x1
+// cluster's second CTA gets tiles wholly past M), K of one k-block (the mainloop shortest against
+// the epilogue) and batches: the C ring of gemm_dgated (preact loaded ahead: epilogue.cuh,
+// kCAhead) across the tiles of a persistent CTA.
+TEST_P(GemmGatedTest, DGatedManyTilesPerCta) {
+  run_case(mk(3900, 2500, 64, Activation::kSwiglu, true));
+  run_case(with(mk(3900, 2500, 200, Activation::kGeglu, true), [](GatedCase& c) { c.store_postact = false; }));
+  run_case(with(mk(1000, 1500, 40, Activation::kSwigluOai, true), [](GatedCase& c) { c.L = 3; }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiles, GemmGatedTest, ::testing::ValuesIn(kFusedTiles),
                          [](const ::testing::TestParamInfo<const char*>& i) { return fused_tile_name(i.param); });
 

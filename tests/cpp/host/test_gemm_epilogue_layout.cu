@@ -106,6 +106,20 @@ using PingpongDAct = CollectiveEpilogue<PingpongTile, DActEpilogue, bf16, void, 
 using CoopActF32 = CollectiveEpilogue<CoopTile, ActEpilogue, float, void, bf16>;  // fp32 preact, bf16 postact
 using WideAct = CollectiveEpilogue<WideTile, ActEpilogue, bf16, void, bf16>;
 using WideDAct = CollectiveEpilogue<WideTile, DActEpilogue, bf16, void, bf16>;
+// gemm_dgated: fp32 words of packed (gate, up) pairs as C and output 0, C loaded ahead.
+using CoopDGated = CollectiveEpilogue<CoopTile, DGatedEpilogue<bf16>, float, void, bf16>;
+using PingpongDGated = CollectiveEpilogue<PingpongTile, DGatedEpilogue<bf16>, float, void, bf16>;
+// Device A/B variants of the pingpong split (instances_ab.txt): C buffers a, output buffers d.
+using PingpongA2D3Tile = EpiCAhead<PingpongTile, 2, 3>;
+using PingpongA1D2Tile = EpiCAhead<PingpongTile, 1, 2>;
+using PingpongA4D2Tile = EpiCAhead<PingpongTile, 4, 2>;
+using PingpongA2Tile = EpiCAhead<PingpongTile, 2>;  // the visitor's 2 output buffers (a2d2)
+using PingpongA0Tile = EpiCAhead<PingpongTile, 0>;  // no ring: C into the D buffers
+using PingpongDGatedA2D3 = CollectiveEpilogue<PingpongA2D3Tile, DGatedEpilogue<bf16>, float, void, bf16>;
+using PingpongDGatedA1D2 = CollectiveEpilogue<PingpongA1D2Tile, DGatedEpilogue<bf16>, float, void, bf16>;
+using PingpongDGatedA4D2 = CollectiveEpilogue<PingpongA4D2Tile, DGatedEpilogue<bf16>, float, void, bf16>;
+using PingpongDGatedA2 = CollectiveEpilogue<PingpongA2Tile, DGatedEpilogue<bf16>, float, void, bf16>;
+using PingpongDGatedA0 = CollectiveEpilogue<PingpongA0Tile, DGatedEpilogue<bf16>, float, void, bf16>;
 
 template <class Cfg>
 void expect_buffers_match_cute(const char* what) {
@@ -130,6 +144,52 @@ TEST(GemmEpilogueLayout, SwizzleMatchesCuteBuffers) {
   expect_buffers_match_cute<PingpongAct>("128x128 pingpong two outputs");
   expect_buffers_match_cute<CoopActF32>("128x256 fp32 output 0, bf16 output 1");
   expect_buffers_match_cute<WideAct>("128x192 pingpong two outputs");
+  expect_buffers_match_cute<CoopDGated>("128x256 dgated (C ring)");
+  expect_buffers_match_cute<PingpongDGated>("128x128 pingpong dgated (C ring)");
+  expect_buffers_match_cute<PingpongDGatedA2D3>("128x128 pingpong dgated, 2 C and 3 D buffers");
+}
+
+// gemm_dgated's C ring (kCAhead): as many C buffers as fit beside the mainloop stages the
+// epilogue leaves without them, so the ring costs no stage; the A/B variants set the split.
+TEST(GemmEpilogueLayout, DGatedCRingCostsNoMainloopStage) {
+  // 128x256: 2 output buffers per output either way (2 x 16 KB dpreact, 2 x 8 KB postact); 2 C
+  // buffers of 128 x 32 fp32 words (16 KB) fit beside its 3 stages.
+  EXPECT_TRUE(CoopDGated::kCAhead);
+  EXPECT_FALSE(CoopDGated::kReuseSmemC);
+  EXPECT_EQ(CoopDGated::EpiStagesD, 2);
+  EXPECT_EQ(CoopDGated::kStagesC, 2);
+  EXPECT_EQ((GemmKernel<CoopTile, CoopDGated>::Stages), 3);
+  // 128x128 pingpong: 4 stages beside 4 output buffers per output without the ring (8 KB
+  // dpreact, 4 KB postact each: 96 KB for the two warpgroups); with it 2 output buffers and 3 C
+  // buffers of 64 x 32 words (8 KB) per warpgroup: the same 96 KB, still 4 stages.
+  EXPECT_EQ(PingpongDGated::EpiN, 32);
+  EXPECT_EQ(PingpongDGated::kStagesD0, 4);
+  EXPECT_EQ(PingpongDGated::EpiStagesD, 2);
+  EXPECT_EQ(PingpongDGated::kStagesC, 3);
+  EXPECT_EQ((GemmKernel<PingpongTile, PingpongDGated>::Stages), 4);
+  EXPECT_EQ(PingpongDGated::kSmemBytes, PingpongDGatedA0::kSmemBytes);
+  EXPECT_EQ(PingpongDGatedA2D3::kStagesC, 2);
+  EXPECT_EQ(PingpongDGatedA2D3::EpiStagesD, 3);
+  EXPECT_EQ((GemmKernel<PingpongA2D3Tile, PingpongDGatedA2D3>::Stages), 3);
+  EXPECT_EQ((GemmKernel<PingpongA1D2Tile, PingpongDGatedA1D2>::Stages), 5);
+  EXPECT_EQ((GemmKernel<PingpongA4D2Tile, PingpongDGatedA4D2>::Stages), 3);
+  EXPECT_EQ(PingpongDGatedA2::EpiStagesD, 2);
+  EXPECT_EQ((GemmKernel<PingpongA2Tile, PingpongDGatedA2>::Stages), 4);
+  EXPECT_FALSE(PingpongDGatedA0::kCAhead);
+  EXPECT_TRUE(PingpongDGatedA0::kReuseSmemC);
+  EXPECT_EQ(PingpongDGatedA0::EpiStagesD, 4);
+  EXPECT_EQ((GemmKernel<PingpongA0Tile, PingpongDGatedA0>::Stages), 4);
+  // The visitors without kCAhead keep C in the D buffers (or its one buffer).
+  EXPECT_FALSE(PingpongDAct::kCAhead);
+  EXPECT_TRUE(PingpongDAct::kReuseSmemC);
+  EXPECT_FALSE(WideDAct::kCAhead);
+  EXPECT_FALSE(CoopF32C::kCAhead);
+  EXPECT_EQ(CoopF32C::kStagesC, 1);
+  EXPECT_LE(sizeof(GemmKernel<CoopTile, CoopDGated>::SharedStorage), size_t(CoopTile::kMaxSmem));
+  EXPECT_LE(sizeof(GemmKernel<PingpongTile, PingpongDGated>::SharedStorage), size_t(PingpongTile::kMaxSmem));
+  EXPECT_LE(sizeof(GemmKernel<PingpongA2D3Tile, PingpongDGatedA2D3>::SharedStorage), size_t(PingpongTile::kMaxSmem));
+  EXPECT_LE(sizeof(GemmKernel<PingpongA1D2Tile, PingpongDGatedA1D2>::SharedStorage), size_t(PingpongTile::kMaxSmem));
+  EXPECT_LE(sizeof(GemmKernel<PingpongA4D2Tile, PingpongDGatedA4D2>::SharedStorage), size_t(PingpongTile::kMaxSmem));
 }
 
 // The mainloop's stages beside each epilogue (GemmKernel): as many as fit beside the buffers. One

@@ -3,6 +3,7 @@
 // the list, no group has two default tiles, nothing is listed twice, the documented dtypes are there.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <set>
 #include <string>
 #include <tuple>
@@ -45,10 +46,23 @@ const char* prefix(GemmEpilogue e) {
 
 bool one_output(GemmEpilogue e) { return e == GemmEpilogue::kLinComb || e == GemmEpilogue::kBias; }
 
+// The tile name's suffix of an epilogue buffer split (instances_ab.txt: "<epilogue>:a<S>[d<D>]"
+// gives "a<S>[d<D>]"), empty if none; "?" if the tile part is not expected_tile(i) with such a suffix.
+std::string split_suffix(const GemmInstance& i) {
+  const std::string t = i.tile, base = expected_tile(i);
+  if (t.compare(0, base.size(), base) != 0) return "?";
+  const std::string rest = t.substr(base.size());
+  if (rest.empty()) return rest;
+  const bool ok = (rest.size() == 2 || (rest.size() == 4 && rest[2] == 'd' && std::isdigit(static_cast<unsigned char>(rest[3])))) &&
+                  rest[0] == 'a' && std::isdigit(static_cast<unsigned char>(rest[1]));
+  return ok ? rest : "?";
+}
+
 std::string expected_name(const GemmInstance& i) {
   // gemm_dgated's output 0 (and C) are packed 16-bit pairs: "x2" (kFloat32 in the table).
   const std::string d = i.epilogue == GemmEpilogue::kDGated ? "x2" : short_name(i.d);
-  std::string n = std::string(prefix(i.epilogue)) + "_sm90_" + expected_tile(i) + "_" + short_name(i.ab) + "_" + d;
+  std::string n = std::string(prefix(i.epilogue)) + "_sm90_" + expected_tile(i) + split_suffix(i) + "_" +
+                  short_name(i.ab) + "_" + d;
   if (i.c != i.d) n += "_c" + short_name(i.c);
   if (!one_output(i.epilogue) && (i.d1 != i.d || i.epilogue == GemmEpilogue::kDGated)) n += "_p" + short_name(i.d1);
   n += std::string("_") + (i.a == GemmMajor::kK ? "k" : "m") + (i.b == GemmMajor::kK ? "k" : "m");
@@ -64,7 +78,8 @@ TEST(GemmInstances, NamesFollowTheListsRule) {
   std::set<std::string> names;
   for (const GemmInstance& i : kGemmInstances) {
     EXPECT_EQ(std::string(i.name), expected_name(i));
-    EXPECT_EQ(std::string(i.tile), expected_tile(i)) << i.name;
+    EXPECT_EQ(std::string(i.tile), expected_tile(i) + split_suffix(i)) << i.name;
+    EXPECT_NE(split_suffix(i), "?") << i.name;
     EXPECT_TRUE(names.insert(i.name).second) << i.name << " is listed twice";
     EXPECT_NE(i.run, nullptr) << i.name;
     if (one_output(i.epilogue)) {

@@ -25,9 +25,10 @@ std::string name(const TileOption& o) {
 }
 
 std::string pick(const std::vector<TileOption>& set, int64_t m, int64_t n, int64_t k, int64_t l = 1,
-                 double rate192 = quack::detail::kRatePingpong192) {
+                 double rate192 = quack::detail::kRatePingpong192,
+                 double rate256 = quack::detail::kRateCooperative256LongK) {
   const TileQuery q{m, n, k, l, 132};
-  const int i = choose_tile_index(q, set.data(), int(set.size()), rate192);
+  const int i = choose_tile_index(q, set.data(), int(set.size()), rate192, rate256);
   EXPECT_GE(i, 0);
   EXPECT_LT(i, int(set.size()));
   return name(set[size_t(i)]);
@@ -58,6 +59,45 @@ TEST(GemmTileRule, RateFlipsTheChoice) {
     EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, 0.0), "128x128pp");   // left out
     EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, -1.0), "128x128pp");
   }
+}
+
+// The LM head's GEMMs (vocabulary 128256, hidden 4096; bf16, H200): the logits (K = 4096, whole
+// batch and a 2048-token chunk) stay on 128x192 pingpong; the dgrad (K = 128256) takes 128x256.
+TEST(GemmTileRule, LmHeadShapes) {
+  EXPECT_EQ(pick(kBf16, 16384, 128256, 4096), "128x192pp");
+  EXPECT_EQ(pick(kBf16, 2048, 128256, 4096), "128x192pp");
+  // 16 waves of 256x256 clusters (15.52 rounded up) against 22 of 256x192 (21.33) and 32 of
+  // 256x128 (31.03): 16 · 65536 / 1.13 < 22 · 49152 / 1.06 < 32 · 32768.
+  EXPECT_EQ(pick(kBf16, 16384, 4096, 128256), "128x256");
+}
+
+// From K = kLongK the cooperative 128x256 competes with the pingpong tiles at
+// kRateCooperative256LongK; below it the pingpong choice is unchanged (16384x4096x14336 has the
+// same waves as 16384x4096x128256).
+TEST(GemmTileRule, LongKTakesTheCooperativeTile) {
+  const int64_t long_k = quack::detail::kLongK;
+  EXPECT_EQ(pick(kBf16, 16384, 4096, 14336), "128x192pp");
+  EXPECT_EQ(pick(kBf16, 16384, 4096, long_k - 1), "128x192pp");
+  EXPECT_EQ(pick(kBf16, 16384, 4096, long_k), "128x256");
+  EXPECT_EQ(pick(kBf16, 8192, 8192, long_k), "128x256");
+  EXPECT_EQ(pick(kBf16, 8192, 4096, 65536), "128x256");
+  // Quantisation can keep a pingpong tile: 5 waves of 256x256 clusters (4.36) against 6 of
+  // 256x192 (5.82): 5 · 65536 / 1.13 > 6 · 49152 / 1.06; 3 (2.18) against 5 of 256x128 (4.36)
+  // where 128x192 has < 4 tiles per SM: 3 · 65536 / 1.13 > 5 · 32768.
+  EXPECT_EQ(pick(kBf16, 2048, 9216, 65536), "128x192pp");
+  EXPECT_EQ(pick(kBf16, 3072, 3072, 65536), "128x128pp");
+  // The rate decides: 16384x4096x128256 flips at 1.13's break-even 1.028 (16 · 65536 against
+  // 22 · 49152 / 1.06); ≤ 0 leaves 128x256 out of the comparison.
+  EXPECT_EQ(pick(kBf16, 16384, 4096, 128256, 1, quack::detail::kRatePingpong192, 1.029), "128x256");
+  EXPECT_EQ(pick(kBf16, 16384, 4096, 128256, 1, quack::detail::kRatePingpong192, 1.027), "128x192pp");
+  EXPECT_EQ(pick(kBf16, 16384, 4096, 128256, 1, quack::detail::kRatePingpong192, 0.0), "128x192pp");
+  // The small-M·N branch still comes first, and without a pingpong tile that qualifies the
+  // default stays.
+  EXPECT_EQ(pick(kBf16, 128, 8192, 65536), "64x128");
+  EXPECT_EQ(pick(kBf16, 2048, 2048, 65536), "128x256");
+  // A set without 128x256 (the fp16 fused epilogues: 128x128 pingpong alone) keeps its tile.
+  const std::vector<TileOption> only128pp = {{128, 128, 2, 1, true}};
+  EXPECT_EQ(pick(only128pp, 16384, 4096, 128256), "128x128pp");
 }
 
 TEST(GemmTileRule, QuantisationKeepsTheNarrowPingpongTile) {

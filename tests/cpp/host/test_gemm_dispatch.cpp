@@ -1,0 +1,121 @@
+// Which kernel instance quack::gemm launches (src/gemm/gemm_dispatch.h), without a GPU, on the
+// H200's 132 SMs: the layouts' instance group (kernel majors after the column-major-d swap), the
+// tile rule's pick, and QUACK_GEMM_TILE's forced tiles (bench/bench_gemm.py --tiles): a forced
+// tile runs the same instance as the rule's pick of that tile, and a tile not compiled for the
+// layouts runs the group's base instance.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "gemm/gemm_dispatch.h"
+#include "host_test_util.h"
+#include "quack/gemm.h"
+
+namespace quack {
+namespace {
+
+using namespace test;
+
+constexpr int64_t kSms = 132;
+
+// bf16 a (M, K), b (K, N), d (M, N); layout: a's then b's orientation ('r' row-major, 'c'
+// column-major), d row-major (bench_gemm's d for these layouts: python/quack_cpp/gemm_ops.py
+// _new_out). Fake pointers 1 TiB apart (the LM head's operands are GBs).
+GemmArgs args(int64_t M, int64_t N, int64_t K, const char* layout, char d_or = 'r') {
+  auto mk = [](char o, void* p, int64_t r, int64_t c) {
+    return o == 'r' ? row_major(p, DType::kBFloat16, r, c) : col_major(p, DType::kBFloat16, r, c);
+  };
+  const uintptr_t unit = uintptr_t{1} << 40;
+  GemmArgs g;
+  g.a = mk(layout[0], fake(1, unit), M, K);
+  g.b = mk(layout[1], fake(2, unit), K, N);
+  g.d = mk(d_or, fake(3, unit), M, N);
+  return g;
+}
+
+// The instance gemm(g) launches with QUACK_GEMM_TILE = tile (nullptr: unset).
+std::string launched(const GemmArgs& g, const char* tile) {
+  const char* saved_n = std::getenv("QUACK_GEMM_TILE_N");
+  EXPECT_EQ(saved_n, nullptr) << "QUACK_GEMM_TILE_N is set in the test's environment";
+  if (tile)
+    setenv("QUACK_GEMM_TILE", tile, 1);
+  else
+    unsetenv("QUACK_GEMM_TILE");
+  const char* name = detail::gemm_instance_name(g, kSms);
+  unsetenv("QUACK_GEMM_TILE");
+  return name ? name : "(none)";
+}
+
+struct Case {
+  int64_t m, n, k;
+  const char* layout;
+  const char* rule;  // the instance the rule picks (unset or "auto")
+};
+
+// The LM head's GEMMs (vocabulary 128256, hidden 4096) as bench_gemm runs them: logits y = x·Wᵀ
+// (rc: kernel majors kk) for a 2048-token chunk and a 16384-token batch, the dgrad dx = dy·W (rr:
+// km) and the weight gradient dW = dyᵀ·x over a 2048-token chunk (cr: mm).
+const Case kLmHead[] = {
+    {2048, 128256, 4096, "rc", "gemm_sm90_128x192pp_bf16_bf16_kk"},
+    {16384, 128256, 4096, "rc", "gemm_sm90_128x192pp_bf16_bf16_kk"},
+    {16384, 4096, 128256, "rr", "gemm_sm90_128x256_bf16_bf16_km"},
+    {128256, 4096, 2048, "cr", "gemm_sm90_128x256_bf16_bf16_mm"},
+};
+
+TEST(GemmDispatch, RulePicksPerLayoutGroup) {
+  for (const Case& c : kLmHead) {
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) + " " + c.layout);
+    const GemmArgs g = args(c.m, c.n, c.k, c.layout);
+    EXPECT_EQ(launched(g, nullptr), c.rule);
+    EXPECT_EQ(launched(g, "auto"), c.rule);
+    EXPECT_EQ(launched(g, ""), c.rule);
+  }
+}
+
+// A forced tile runs its instance of the layouts' group: the instance the rule would run when
+// it picks that tile (nothing else differs between "auto" and a forced tile: the raster and
+// the schedule come from the instance and QUACK_GEMM_RASTER alone).
+TEST(GemmDispatch, ForcedTilesRunTheirInstanceOfTheGroup) {
+  for (const Case& c : kLmHead) {
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) + " " + c.layout);
+    const GemmArgs g = args(c.m, c.n, c.k, c.layout);
+    const std::string majors = std::string(c.rule).substr(std::string(c.rule).size() - 2);
+    const bool mm = majors == "mm";  // compiled with 128x256 alone (instances.txt)
+    for (const char* tile : {"128x128pp", "128x192pp", "128x256"}) {
+      const std::string own = std::string("gemm_sm90_") + tile + "_bf16_bf16_" + majors;
+      EXPECT_EQ(launched(g, tile), mm ? "gemm_sm90_128x256_bf16_bf16_mm" : own) << tile;
+    }
+    // The rule's instance, forced by its own tile name.
+    const std::string rule = c.rule;
+    const std::string tile = rule.substr(10, rule.find("_bf16") - 10);
+    EXPECT_EQ(launched(g, tile.c_str()), rule);
+  }
+}
+
+// A column-major d: the kernel computes Dᵀ = Bᵀ·Aᵀ, so (M, N) swap and a's and b's majors swap
+// places (rc with a column-major d: kernel A = b K-major, B = a K-major: kk, M = N).
+TEST(GemmDispatch, ColumnMajorDSwapsTheProblem) {
+  // 128256 x 16384 x 4096 with a column-major d is 16384 x 128256 x 4096 with a row-major one.
+  EXPECT_EQ(launched(args(128256, 16384, 4096, "rc", 'c'), nullptr), "gemm_sm90_128x192pp_bf16_bf16_kk");
+  // dx with a column-major d: kernel A = b (row-major (K, N): MN-major), B = a (K-major): mk,
+  // compiled with 128x256 alone.
+  EXPECT_EQ(launched(args(16384, 4096, 14336, "rr", 'c'), nullptr), "gemm_sm90_128x256_bf16_bf16_mk");
+}
+
+// The five LLM shapes of bench_gemm --quick (A and B row-major: km) keep 128x192 pingpong.
+TEST(GemmDispatch, LlmShapesRunTheWidePingpongTile) {
+  const int64_t shapes[][3] = {{8192, 8192, 8192}, {16384, 14336, 4096}, {16384, 4096, 14336},
+                               {16384, 28672, 4096}, {8192, 128256, 4096}};
+  for (const auto& s : shapes)
+    EXPECT_EQ(launched(args(s[0], s[1], s[2], "rr"), nullptr), "gemm_sm90_128x192pp_bf16_bf16_km")
+        << s[0] << "x" << s[1] << "x" << s[2];
+}
+
+TEST(GemmDispatch, NothingLaunchedForEmptyOrKZero) {
+  EXPECT_EQ(launched(args(0, 4096, 4096, "rc"), nullptr), "(none)");
+  EXPECT_EQ(launched(args(4096, 4096, 0, "rc"), nullptr), "(none)");
+}
+
+}  // namespace
+}  // namespace quack
