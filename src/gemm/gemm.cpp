@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -349,7 +350,7 @@ void check_compiled_dtypes(const ArgCheck& chk, const GemmProblem& p, const char
 // dtypes and majors: QUACK_GEMM_TILE (the kernel name's tile part, e.g. "128x192pp") or the older
 // QUACK_GEMM_TILE_N (tile_key) force a configuration where its instance exists (unset, empty or
 // "auto": the rule); else the rule of tile_rule.h (small M·N: 64x128 or 128x64; pingpong 128x128
-// or 128x192 with ≥ 4 tiles per SM, the one of least estimated time, at K ≥ 32768 against
+// or 128x192 with ≥ 4 tiles per SM, the one of least estimated time, at K ≥ 14336 (kLongK) against
 // 128x256 too; else 128x256). Measured on
 // the H200 (docs/performance.md g3, g5): pingpong 128x128 0.999–1.016x cuBLAS at 8192³ and the
 // four LLM shapes (128x256: 0.962–0.995), 0.749 at 2048³ (128x256: 0.783). 64x2 (128x64 with a
@@ -363,11 +364,24 @@ std::vector<detail::GemmCandidate> candidates(const Instance& base) {
   return out;
 }
 
-// The instance of base's dtypes and majors with tile configuration `tile` (the name's tile part,
-// or tile_key), or null.
+// A tile name without its epilogue buffer split ("128x128ppa1d2" -> "128x128pp"; instances.txt,
+// "<epilogue>:a<S>[d<D>]").
+std::string without_split(const char* tile) {
+  std::string t(tile);
+  size_t n = t.size();
+  if (n >= 2 && t[n - 2] == 'd' && std::isdigit(static_cast<unsigned char>(t[n - 1]))) n -= 2;
+  if (n >= 2 && t[n - 2] == 'a' && std::isdigit(static_cast<unsigned char>(t[n - 1]))) return t.substr(0, n - 2);
+  return t;
+}
+
+// The instance of base's dtypes and majors with tile configuration `tile` (the name's tile part;
+// then the name without its buffer split, first in list order: "128x128pp" finds gemm_dgated's
+// 128x128ppa1d2; then tile_key), or null.
 const Instance* with_tile(const Instance& base, const char* tile) {
   for (const Instance& i : kGemmInstances)
     if (std::strcmp(tile, i.tile) == 0 && same_problem(i, base)) return &i;
+  for (const Instance& i : kGemmInstances)
+    if (without_split(i.tile) == tile && same_problem(i, base)) return &i;
   for (const Instance& i : kGemmInstances)
     if (tile_key(i) == tile && same_problem(i, base)) return &i;
   return nullptr;

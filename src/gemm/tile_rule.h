@@ -55,15 +55,13 @@ struct TileQuery {
 /// none (spills: instances.txt), so they take 128x128 pingpong where the rule picks pingpong.
 inline constexpr double kRatePingpong192 = 1.06;
 
-/// K from which the cooperative 128x256 tile competes with the pingpong tiles (rule step 2).
-/// Measured on the H200 (bf16, burst, TFLOP/s): at K = 128256 (16384x4096x128256 A and B
-/// row-major, the LM head's dgrad) 128x256 647.7 against 128x192pp 609.4 and 128x128pp 571.5
-/// (cuBLAS 678.2; run O: the rule's pingpong tile 0.924x cuBLAS there); at K ≤ 14336 pingpong
-/// ahead (16384x4096x14336: 128x128pp 1.016x cuBLAS, 128x256 1.004x, docs/performance.md g3;
-/// K = 4096: 128x192pp 666.8 against 128x256 626.4 at 16384x128256x4096). No point measured
-/// between: 32768 is the power of two nearest the two Ks' geometric mean (42,880). Provisional:
-/// to be placed by an A/B at K = 32768 and 65536 (issue 16).
-inline constexpr int64_t kLongK = 32768;
+/// K from which the cooperative 128x256 tile competes with the pingpong tiles (rule step 2):
+/// the smallest K at which it measured ahead. H200, bf16, A and B row-major, burst, 5 rounds,
+/// TFLOP/s at 16384x4096xK (docs/performance.md, run U): K = 14336 128x256 673.8 against
+/// 128x192pp 645.8; K = 32768 670.4 / 651.6; K = 65536 672.2 / 644.7; K = 128256 672.8 / 624.2.
+/// At K = 4096 pingpong is ahead (16384x128256x4096: 128x192pp 666.8, 128x256 626.4); between
+/// 4096 and 14336 not measured.
+inline constexpr int64_t kLongK = 14336;
 
 /// Throughput per clock of the cooperative 128x256 tile relative to 128x128 pingpong at long K
 /// (K ≥ kLongK): 647.7 / 571.5 = 1.133 at 16384x4096x128256, where both have equal waves x

@@ -30,7 +30,9 @@ inline bool fused_tile_compiled(const char* key, std::initializer_list<detail::G
   const char* tile = k == "256" ? "128x256" : k == "128" ? "128x128pp" : "128x192pp";
   for (const detail::GemmInstance& i : detail::kGemmInstances)
     for (detail::GemmEpilogue e : epilogues)
-      if (i.epilogue == e && i.ab == DType::kBFloat16 && std::strcmp(i.tile, tile) == 0) return true;
+      if (i.epilogue == e && i.ab == DType::kBFloat16 && std::strncmp(i.tile, tile, std::strlen(tile)) == 0 &&
+          (i.tile[std::strlen(tile)] == '\0' || i.tile[std::strlen(tile)] == 'a'))  // a<S>[d<D>]: a buffer split
+        return true;
   return false;
 }
 

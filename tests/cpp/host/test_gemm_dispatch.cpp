@@ -103,13 +103,14 @@ TEST(GemmDispatch, ColumnMajorDSwapsTheProblem) {
   EXPECT_EQ(launched(args(16384, 4096, 14336, "rr", 'c'), nullptr), "gemm_sm90_128x256_bf16_bf16_mk");
 }
 
-// The five LLM shapes of bench_gemm --quick (A and B row-major: km) keep 128x192 pingpong.
+// The five LLM shapes of bench_gemm --quick (A and B row-major: km): 128x192 pingpong, but the
+// down projection's long K (16384x4096x14336, K ≥ kLongK) takes the cooperative 128x256.
 TEST(GemmDispatch, LlmShapesRunTheWidePingpongTile) {
-  const int64_t shapes[][3] = {{8192, 8192, 8192}, {16384, 14336, 4096}, {16384, 4096, 14336},
-                               {16384, 28672, 4096}, {8192, 128256, 4096}};
+  const int64_t shapes[][3] = {{8192, 8192, 8192}, {16384, 14336, 4096}, {16384, 28672, 4096}, {8192, 128256, 4096}};
   for (const auto& s : shapes)
     EXPECT_EQ(launched(args(s[0], s[1], s[2], "rr"), nullptr), "gemm_sm90_128x192pp_bf16_bf16_km")
         << s[0] << "x" << s[1] << "x" << s[2];
+  EXPECT_EQ(launched(args(16384, 4096, 14336, "rr"), nullptr), "gemm_sm90_128x256_bf16_bf16_km");
 }
 
 TEST(GemmDispatch, NothingLaunchedForEmptyOrKZero) {
