@@ -104,6 +104,10 @@ detail::RotaryTensor tensor_params(const TensorRef& in, const TensorRef& out) {
 
 }  // namespace
 
+bool detail::rotary_vector_path(const RotaryArgs& a) {
+  return vector_path(a, static_cast<int>(a.cos.shape[1]), static_cast<int>(a.q.shape[3]));
+}
+
 void apply_rotary(const RotaryArgs& a, cudaStream_t stream) {
   const detail::ArgCheck chk(kFn);
   chk.required(a.q, "q");

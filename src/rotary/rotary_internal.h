@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "quack/rotary.h"
 #include "quack/tensor.h"
 
 namespace quack::detail {
@@ -42,5 +43,8 @@ constexpr int kRotaryThreads = 256;
 /// instance (16-byte accesses) when `vec`, else the element-at-a-time one. B·S ≥ 1.
 void launch_rotary(const RotaryParams& p, DType dtype, bool vec, cudaStream_t stream,
                    const char* where);
+
+/// Whether apply_rotary(a) takes the vector kernel (a already valid; for the tests).
+bool rotary_vector_path(const RotaryArgs& a);
 
 }  // namespace quack::detail
