@@ -107,7 +107,8 @@ def test_qkv(dtype, layout):
         qkv = torch.randn(B, H, 3, S, D, device=DEV).to(dtype).transpose(1, 3)
     else:
         qkv = torch.randn(B, S, 3, H, D, device=DEV).to(dtype)
-    qkv.requires_grad_()
+    qkv = qkv.detach().requires_grad_()  # a leaf with the layout above
+    assert qkv.stride(-1) == 1 and (layout == "grad_stack") != qkv.is_contiguous()
     out = quack_cpp.apply_rotary_emb_qkv(qkv, cos, sin)
     dy = torch.randn(B, S, 3, H, D, device=DEV).to(dtype)
     out.backward(dy)
