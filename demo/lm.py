@@ -9,7 +9,8 @@ A Llama-style decoder (issue 21, fixed so the figures compare across commits):
     About 751 M parameters.
 
 One model class serves every run; what differs is the ``Parts`` it is built with: the
-factories of the RMSNorm, the bias-free Linear, the SwiGLU MLP and the head with its loss, and
+factories of the RMSNorm, the bias-free Linear, the SwiGLU MLP and the head with its loss, the
+rotary embedding of q and k (``rotary``; torch's formula by default), and
 optionally ``add_norm``, a residual add fused with the next norm. Without it (run (a)) a block
 is the plain pre-norm form ``x = x + attn(norm(x)); x = x + mlp(norm(x))``; with it the
 residual stream is carried as QuACK / Liger / Transformer Engine users run it: each block's
@@ -109,7 +110,10 @@ class Parts:
     """The factories one variant of the model is built from, and what they are (for the
     report). ``norm(d, eps)``, ``linear(in, out)`` (bias-free), ``mlp(d, hidden)`` (an
     ``SwiGLU``-like module with ``set_weights``), ``head(d, vocab)`` (a ``Head``-like module:
-    ``forward(h, targets) -> loss``, ``logits(h)``, ``weight``); ``add_norm`` (optional, None:
+    ``forward(h, targets) -> loss``, ``logits(h)``, ``weight``); ``rotary`` (optional, None:
+    ``torch_rotary``) ``rotary(qkv, cos, sin) -> (q, k, v)`` with qkv the (B, T, 3, h, hd) view
+    of the qkv Linear's output, cos and sin the model's (T, hd) tables (halves repeated), and
+    q, k, v (B, h, T, hd) for SDPA, q and k rotated; ``add_norm`` (optional, None:
     the plain form) ``add_norm(norm, delta, residual, prenorm=True)`` with ``norm`` a module
     built by ``norm`` (its ``weight`` and ``eps`` are used) returns ``(norm(residual + delta),
     residual + delta)`` with the sum kept in residual's dtype and the first in delta's dtype,
@@ -120,6 +124,7 @@ class Parts:
     mlp: Callable
     head: Callable
     add_norm: Optional[Callable] = None
+    rotary: Optional[Callable] = None   # None: torch_rotary
     ops: List[str] = field(default_factory=list)   # one line per part: what runs there
     used: List[str] = field(default_factory=list)  # our ops in use (demo/ours.py's OPS names)
 
@@ -156,6 +161,16 @@ def _rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
+def torch_rotary(qkv, cos, sin):
+    """Parts.rotary in torch (runs (a), (b), (e)): q and k of qkv (B, T, 3, h, hd) rotated by
+    ``x * cos + rotate_half(x) * sin`` with the (T, hd) tables cast to their dtype."""
+    q, k, v = qkv.transpose(1, 3).unbind(2)                  # (B, h, T, hd) each
+    cos, sin = cos.to(q.dtype), sin.to(q.dtype)              # (T, hd), broadcast
+    q = q * cos + _rotate_half(q) * sin
+    k = k * cos + _rotate_half(k) * sin
+    return q, k, v
+
+
 class Attention(nn.Module):
     def __init__(self, cfg, parts: Parts):
         super().__init__()
@@ -163,13 +178,11 @@ class Attention(nn.Module):
         self.h, self.hd = cfg["n_heads"], d // cfg["n_heads"]
         self.qkv = parts.linear(d, 3 * d)
         self.proj = parts.linear(d, d)
+        self.rotary = parts.rotary or torch_rotary
 
     def forward(self, x, cos, sin):
         B, T, d = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.h, self.hd).transpose(1, 3).unbind(2)
-        cos, sin = cos.to(q.dtype), sin.to(q.dtype)              # (T, hd), broadcast
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
+        q, k, v = self.rotary(self.qkv(x).view(B, T, 3, self.h, self.hd), cos, sin)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)   # (B, h, T, hd)
         return self.proj(y.transpose(1, 2).reshape(B, T, d))
 

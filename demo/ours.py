@@ -10,6 +10,10 @@ Each of our ops joins the demo's model (demo/lm.py) as it lands, found by featur
                norm (lm.py's add_norm; the
                stream stays fp32, h is bf16)
   linear       quack_cpp.nn.Linear               torch.nn.Linear
+  rotary       quack_cpp.apply_rotary_emb_qkv    lm.py's torch_rotary (x * cos +
+               (q and k of the qkv Linear's      rotate_half(x) * sin on the transposed q, k)
+               output rotated, v copied, one
+               kernel; backward one kernel too)
   mlp          quack_cpp.nn.MLP (activation      SwiGLU of the linear above + torch's silu * mul
                "swiglu": the GEMM's fused
                epilogue; fc1 holds gate and up
@@ -29,8 +33,8 @@ is an error.
 
 ``cpu_stand_ins()`` gives a namespace shaped like quack_cpp whose ops are written in torch (the
 MLP with interleaved gate/up, the fused head as an ``nn.Linear`` subclass, ``rmsnorm`` with a
-residual), for the CPU smoke
-test: it runs this module's detection, probes and weight conversions without a GPU.
+residual, ``apply_rotary_emb_qkv``), for the CPU smoke test: it runs this module's detection,
+probes and weight conversions without a GPU.
 """
 
 import inspect
@@ -41,9 +45,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lm import Head, Parts, SwiGLU
+from lm import Head, Parts, SwiGLU, torch_rotary
 
-OPS = ("rmsnorm", "add_rmsnorm", "linear", "mlp", "ce", "lce")
+OPS = ("rmsnorm", "add_rmsnorm", "linear", "rotary", "mlp", "ce", "lce")
 PROBE_ROWS = 64          # tokens in each probe (a multiple of 8: TMA rows)
 
 
@@ -263,6 +267,46 @@ def probe_add_rmsnorm(add_norm, cfg, device, g):
     return _judge("add_rmsnorm", list(zip(names, ours, tor, ref)), 1e-4)
 
 
+def make_rotary(rotary_qkv_fn):
+    """lm.py's ``Parts.rotary`` on ``rotary_qkv_fn`` (quack_cpp.apply_rotary_emb_qkv's
+    signature: qkv (B, T, 3, h, hd), cos and sin (T, hd / 2) fp32 -> rotated (B, T, 3, h, hd)):
+    the model's (T, hd) tables repeat their halves, so their first halves are the kernel's
+    tables (a view, no copy)."""
+    def rotary(qkv, cos, sin):
+        half = cos.shape[-1] // 2
+        out = rotary_qkv_fn(qkv, cos[:, :half], sin[:, :half])
+        return out.transpose(1, 3).unbind(2)
+    return rotary
+
+
+def probe_rotary(rotary, cfg, device, g):
+    """rotary(qkv, cos, sin) (make_rotary's) on a bf16 qkv of PROBE_ROWS tokens at the model's
+    heads and head dim: q, k, v and the gradient of sum(q * dq) + sum(k * dk) + sum(v * dv)
+    against float64, beside torch_rotary in bf16 (the tables cast to bf16, as run (a) does)."""
+    h, hd = cfg["n_heads"], cfg["d_model"] // cfg["n_heads"]
+    T = PROBE_ROWS
+    inv = 1.0 / (cfg["rope_base"] ** (torch.arange(0, hd, 2, device=device).float() / hd))
+    ang = torch.outer(torch.arange(T, device=device).float(), inv)
+    ang = torch.cat((ang, ang), dim=-1)
+    cos, sin = ang.cos(), ang.sin()
+    bf = torch.bfloat16
+    qkv = torch.randn(1, T, 3, h, hd, device=device, generator=g).to(bf)
+    dys = [torch.randn(1, h, T, hd, device=device, generator=g).to(bf) for _ in range(3)]
+
+    def run(fn, x, dt):
+        x = x.detach().to(dt).requires_grad_()
+        outs = fn(x)
+        sum((o.to(dt) * dy.to(dt)).sum() for o, dy in zip(outs, dys)).backward()
+        return [o.detach() for o in outs] + [x.grad]
+
+    ours = run(lambda x: rotary(x, cos, sin), qkv, bf)
+    if ours[0].dtype != bf:
+        raise ProbeMismatch(f"probe rotary: q comes out in {ours[0].dtype}, expected bf16")
+    tor = run(lambda x: torch_rotary(x, cos, sin), qkv, bf)
+    ref = run(lambda x: torch_rotary(x, cos.double(), sin.double()), qkv, torch.float64)
+    return _judge("rotary", list(zip(("q", "k", "v", "dqkv"), ours, tor, ref)), 1e-4)
+
+
 def _ref_linear_bf16(x, w):
     return x.to(torch.bfloat16).double() @ w.to(torch.bfloat16).double().T
 
@@ -413,6 +457,10 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
     lin_cls = _has(qnn, "Linear")
     if attempt("linear", lin_cls, lambda: probe_linear(lin_cls, cfg, device, g)):
         used["linear"] = lin_cls
+    rot_fn = _has(qc, "apply_rotary_emb_qkv")
+    rotary = make_rotary(rot_fn) if rot_fn is not None else None
+    if attempt("rotary", rot_fn, lambda: probe_rotary(rotary, cfg, device, g)):
+        used["rotary"] = rotary
     mlp_cls = _has(qnn, "MLP")
     layout = ["interleaved"]
 
@@ -469,6 +517,11 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
         linear = lambda i, o: nn.Linear(i, o, bias=False, device=device)  # noqa: E731
         lin_name = "torch.nn.Linear (cuBLAS)"
     ops.append(f"linear (qkv, attention proj): {lin_name}")
+    if "rotary" in used:
+        ops.append(f"rotary (q, k): {label}.apply_rotary_emb_qkv (one kernel: q, k rotated, "
+                   "v copied)")
+    else:
+        ops.append("rotary (q, k): torch x * cos + rotate_half(x) * sin")
     if "mlp" in used:
         mlp = lambda d, h: FusedSwiGLU(mlp_cls, d, h, device, layout[0])  # noqa: E731
         ops.append(f"mlp: {label}.nn.MLP(activation='swiglu') (GEMM with the SwiGLU epilogue, "
@@ -487,7 +540,7 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
         ops.append(f"head + loss: {lin_name} + F.cross_entropy on the bf16 logits")
     in_model = [o for o in OPS if o in used and not (o == "ce" and "lce" in used)]
     return Parts(name="ours", norm=norm, linear=linear, mlp=mlp, head=head, ops=ops,
-                 used=in_model, add_norm=used.get("add_rmsnorm"))
+                 used=in_model, add_norm=used.get("add_rmsnorm"), rotary=used.get("rotary"))
 
 
 def _params_of(fn):
@@ -498,7 +551,8 @@ def _params_of(fn):
 
 
 OPS_API = {"rmsnorm": "nn.RMSNorm", "add_rmsnorm": "rmsnorm(..., residual=, prenorm=, "
-           "residual_dtype=)", "linear": "nn.Linear", "mlp": "nn.MLP",
+           "residual_dtype=)", "linear": "nn.Linear", "rotary": "apply_rotary_emb_qkv",
+           "mlp": "nn.MLP",
            "ce": "cross_entropy", "lce": "nn.LinearCrossEntropy"}
 
 
@@ -556,9 +610,29 @@ def cpu_stand_ins():
         rd = residual_dtype or (residual.dtype if residual is not None else x.dtype)
         return out, h.to(rd)
 
+    def apply_rotary_emb_qkv(qkv, cos, sin, interleaved=False, inplace=False,
+                             seqlen_offsets=0):
+        # quack_cpp.apply_rotary_emb_qkv's contract in torch: q and k of (B, T, 3, h, hd)
+        # rotated over the first 2 * cos.shape[1] columns, v copied. The tables are cast to
+        # qkv's dtype as run (a) casts them (the kernel keeps them fp32), so the stand-in
+        # computes run (a)'s numbers exactly (the grad-check test compares the two).
+        assert not interleaved and not inplace and seqlen_offsets == 0
+        T, r = qkv.shape[1], 2 * cos.shape[1]
+        c = torch.cat((cos, cos), -1)[:T, None, :].to(qkv.dtype)
+        s = torch.cat((sin, sin), -1)[:T, None, :].to(qkv.dtype)
+        q, k, v = qkv.unbind(2)
+
+        def rot(x):
+            xr = x[..., :r]
+            x1, x2 = xr.chunk(2, dim=-1)
+            y = xr * c + torch.cat((-x2, x1), dim=-1) * s
+            return torch.cat((y, x[..., r:]), -1)
+        return torch.stack((rot(q), rot(k), v), 2)
+
     nn_ns = types.SimpleNamespace(RMSNorm=nn.RMSNorm, Linear=Linear, MLP=MLP,
                                   LinearCrossEntropy=LinearCrossEntropy)
     return types.SimpleNamespace(nn=nn_ns, cross_entropy=cross_entropy, rmsnorm=rmsnorm,
+                                 apply_rotary_emb_qkv=apply_rotary_emb_qkv,
                                  linear=None, __version__="(torch code for the CPU smoke)")
 
 

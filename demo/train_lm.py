@@ -102,7 +102,7 @@ def parse_args(argv=None):
                         "--gpus N > 1: a,c, and only a, c, e are allowed)")
     p.add_argument("--ours", default="auto",
                    help="our ops to use in (c)/(d): auto (every one the package has), none, or "
-                        "a comma list of rmsnorm,linear,mlp,ce,lce")
+                        "a comma list of rmsnorm,add_rmsnorm,linear,rotary,mlp,ce,lce")
     p.add_argument("--data", default=os.path.join(REPO, ".data"),
                    help="corpus folder (scripts/prepare_corpus.sh)")
     p.add_argument("--out", default=None, help="output folder (default $OUT, else results/)")

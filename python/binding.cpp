@@ -12,7 +12,8 @@
 // softmax (quack/softmax.h) bind_softmax.cpp, cross-entropy bind_cross_entropy.cpp, LayerNorm
 // bind_layernorm.cpp, gemm_act / gemm_dact (quack/gemm_act.h) bind_gemm_act.cpp, top-k
 // (quack/topk.h) bind_topk.cpp, linear + cross-entropy (quack/linear_cross_entropy.h)
-// bind_linear_cross_entropy.cpp. The tuple conversion is bind_util.h's.
+// bind_linear_cross_entropy.cpp, rotary (quack/rotary.h) bind_rotary.cpp. The tuple conversion
+// is bind_util.h's.
 //
 // weight_offset (RMSNorm) comes last, after the stream, so positional calls written before it
 // keep their meaning.
@@ -45,6 +46,7 @@ void bind_layernorm(nb::module_& m);      // bind_layernorm.cpp
 void bind_linear_cross_entropy(nb::module_& m);  // bind_linear_cross_entropy.cpp
 void bind_gemm_act(nb::module_& m);       // bind_gemm_act.cpp
 void bind_topk(nb::module_& m);           // bind_topk.cpp
+void bind_rotary(nb::module_& m);         // bind_rotary.cpp
 
 namespace {
 
@@ -117,6 +119,7 @@ NB_MODULE(_C, m) {
   bind_layernorm(m);
   bind_gemm_act(m);
   bind_topk(m);
+  bind_rotary(m);
   bind_linear_cross_entropy(m);
 
   m.def(

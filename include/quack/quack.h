@@ -8,6 +8,7 @@
 #include "quack/gemm_act.h"
 #include "quack/linear_cross_entropy.h"
 #include "quack/norm.h"
+#include "quack/rotary.h"
 #include "quack/softmax.h"
 #include "quack/tensor.h"
 #include "quack/topk.h"

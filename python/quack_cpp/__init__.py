@@ -24,6 +24,11 @@ on first use and need torch:
   softmax fused (``softmax=True``: over the k values; ``"pre"``: over the row), differentiable
   (see ``quack_cpp.topk_ops``; custom ops ``torch.ops.quack_cpp.topk_fwd`` / ``topk_bwd``);
 - ``quack_cpp.softmax(x, dim=-1)``, ``log_softmax(x, dim=-1)`` (see ``quack_cpp.softmax_ops``);
+- ``quack_cpp.apply_rotary_emb(x, cos, sin, interleaved=False, inplace=False,
+  seqlen_offsets=0)``, ``apply_rotary_emb_qkv(qkv, cos, sin, ...)``: rotary position
+  embedding (non-interleaved), the packed-qkv form rotating q and k and copying v in one launch,
+  differentiable (see ``quack_cpp.rotary_ops``; custom ops ``torch.ops.quack_cpp.rotary`` /
+  ``rotary_inplace``);
 - ``quack_cpp.cross_entropy(logits, target, *, ignore_index=-100, reduction="mean", ...)``
   (see ``quack_cpp.cross_entropy_ops``);
 - ``quack_cpp.linear_cross_entropy(x, weight, target, bias=None, ignore_index=-100,
@@ -77,6 +82,7 @@ _LAZY = {
     "gemm_act_ops": None, "gemm_act": "gemm_act_ops", "gemm_dact": "gemm_act_ops",
     "gemm_gated": "gemm_act_ops", "gemm_dgated": "gemm_act_ops", "linear_act": "gemm_act_ops",
     "act_linear": "gemm_act_ops", "mlp": "gemm_act_ops", "distributed": None,
+    "rotary_ops": None, "apply_rotary_emb": "rotary_ops", "apply_rotary_emb_qkv": "rotary_ops",
 }
 
 __all__ = ["__version__"] + list(_LAZY)

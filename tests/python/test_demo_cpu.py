@@ -58,7 +58,8 @@ def test_cpu_smoke_all_runs(corpus, tmp_path):
     assert "train_lm: cpu smoke OK" in out
     rec = json.loads((tmp_path / "train_lm.json").read_text())
     assert list(rec["runs"]) == list("abcde")
-    assert rec["env"]["ours_used"] == ["rmsnorm", "add_rmsnorm", "linear", "mlp", "lce"]  # lce replaces ce
+    assert rec["env"]["ours_used"] == ["rmsnorm", "add_rmsnorm", "linear", "rotary", "mlp",
+                                      "lce"]  # lce replaces ce
     runs = rec["runs"]
     # Same weights and batches: (a)-(d) agree on the first loss; (e) starts elsewhere.
     for k in "bcd":
@@ -105,7 +106,8 @@ def test_cpu_smoke_gpus_2_matches_one_process(corpus, tmp_path):
     assert rec["env"]["nvls_off"] == {"NCCL_NVLS_ENABLE": "0",
                                       "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                                       "NVSHMEM_DISABLE_NVLS": "1"}
-    assert rec["env"]["ours_used"] == ["rmsnorm", "add_rmsnorm", "linear", "mlp", "lce"]
+    assert rec["env"]["ours_used"] == ["rmsnorm", "add_rmsnorm", "linear", "rotary", "mlp",
+                                      "lce"]
     assert list(rec["runs"]) == ["a", "c"]
     for k in "ac":
         got, want = rec["runs"][k], ref[k]

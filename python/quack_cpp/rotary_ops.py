@@ -1,0 +1,232 @@
+"""Rotary position embedding (RoPE) for torch tensors on the QuACK-C++ kernel
+(``include/quack/rotary.h``): the op descriptions and the functional API.
+
+- ``apply_rotary_emb(x, cos, sin, interleaved=False, inplace=False, seqlen_offsets=0)``: x
+  (B, S, H, D), differentiable;
+- ``apply_rotary_emb_qkv(qkv, cos, sin, interleaved=False, inplace=False, seqlen_offsets=0)``:
+  a packed qkv (B, S, 3, H, D) (the fused qkv Linear's output viewed so): q and k rotated, v
+  copied, one launch, differentiable;
+- ``rotary`` / ``rotary_inplace``: the ops, registered by ``quack_cpp._registrar`` as the custom
+  ops ``torch.ops.quack_cpp.rotary`` (functional; its backward is itself with the rotation
+  inverted) and ``torch.ops.quack_cpp.rotary_inplace`` (mutates x; not differentiable).
+
+The names and argument conventions are flash-attn's ``flash_attn.layers.rotary``
+(``apply_rotary_emb``, ``apply_rotary_emb_qkv_``) and QuACK's rotary ops: cos and sin of shape
+(seqlen_ro, rotary_dim / 2), the leading rotary_dim of each head rotated, the rest passed
+through. Differences: non-interleaved only (``interleaved=True`` raises), ``seqlen_offsets`` an
+int (no per-batch tensor, no cu_seqlens), no gradient for cos and sin, ``apply_rotary_emb_qkv``
+out of place by default (flash-attn's ``apply_rotary_emb_qkv_`` is in place) and for MHA
+only (equal heads for q, k, v; GQA layouts go through the C++ API with separate k and v).
+"""
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import _C
+from ._registrar import (DEVICE_TYPES, FLOAT_DTYPES, dtype_name, records_grad, register, stream,
+                         tensor_arg)
+
+__all__ = ["apply_rotary_emb", "apply_rotary_emb_qkv", "rotary", "rotary_inplace"]
+
+_FORMULA = """With R = 2 * cos.shape[1] (rotary_dim), for each head vector x (D) at position
+        p = s + seqlen_offset, x1 = x[:R/2], x2 = x[R/2:R], c = cos[p], s = sin[p] (-sin[p] when
+        conjugate)::
+
+            out[:R/2]  = x1 * c - x2 * s
+            out[R/2:R] = x2 * c + x1 * s
+            out[R:]    = x[R:]
+
+        fp32 math, one rounding to x's dtype."""
+
+
+def _check(fn: str, x: Tensor, cos: Tensor, sin: Tensor, qkv: bool) -> None:
+    """What the fake kernel must raise too (the C++ checks the rest on real tensors)."""
+    nd = 5 if qkv else 4
+    if x.dim() != nd:
+        want = "(B, S, 3, H, D)" if qkv else "(B, S, H, D)"
+        raise ValueError(f"{fn}: x has {x.dim()} dimensions {tuple(x.shape)}, expected {nd} "
+                         f"{want}")
+    if qkv and x.shape[2] != 3:
+        raise ValueError(f"{fn}: qkv has shape {tuple(x.shape)}, expected (B, S, 3, H, D)")
+    if x.dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{fn}: x has dtype {dtype_name(x.dtype)}, expected float32, float16 "
+                         "or bfloat16")
+    for name, t in (("cos", cos), ("sin", sin)):
+        if t.dim() != 2:
+            raise ValueError(f"{fn}: {name} has {t.dim()} dimensions {tuple(t.shape)}, expected "
+                             "2 (seqlen_ro, rotary_dim / 2)")
+        if t.dtype != torch.float32:
+            raise ValueError(f"{fn}: {name} has dtype {dtype_name(t.dtype)}, expected float32")
+    if 2 * cos.shape[1] > x.shape[-1]:
+        raise ValueError(f"{fn}: cos has shape {tuple(cos.shape)}: rotary_dim = "
+                         f"{2 * cos.shape[1]}, expected rotary_dim <= D = {x.shape[-1]}")
+
+
+def _unit_last(t: Tensor) -> Tensor:
+    return t if t.shape[-1] <= 1 or t.stride(-1) == 1 else t.contiguous()
+
+
+def _launch(fn: str, x: Tensor, out: Tensor, cos: Tensor, sin: Tensor, seqlen_offset: int,
+            conjugate: bool, qkv: bool) -> None:
+    if qkv:  # q, k, v: the three (B, S, H, D) slices (the C++ API's tensors are 4-D at most)
+        xs = [tensor_arg(x.select(2, i), fn, n) for i, n in enumerate(("q", "k", "v"))]
+        os = [tensor_arg(out.select(2, i), fn, n) for i, n in enumerate(("q_out", "k_out",
+                                                                          "v_out"))]
+    else:
+        xs = [tensor_arg(x, fn, "q"), None, None]
+        os = [tensor_arg(out, fn, "q_out"), None, None]
+    _C.apply_rotary(xs[0], os[0], xs[1], os[1], xs[2], os[2], tensor_arg(cos, fn, "cos"),
+                    tensor_arg(sin, fn, "sin"), seqlen_offset, conjugate, stream(x))
+
+
+class Rotary:
+    name = "quack_cpp::rotary"
+
+    def signature(x: Tensor, cos: Tensor, sin: Tensor, seqlen_offset: int, conjugate: bool,
+                  qkv: bool) -> Tensor:
+        pass
+
+    signature.__doc__ = f"""Rotary position embedding, non-interleaved (``quack::apply_rotary``),
+        out of place. x: (B, S, H, D), or with ``qkv`` (B, S, 3, H, D) whose slice 2 (v) is
+        copied unchanged; fp32/fp16/bf16, any strides (a D stride other than 1 is copied
+        first). cos, sin: (seqlen_ro, rotary_dim / 2) fp32, S + seqlen_offset <= seqlen_ro.
+        Returns a contiguous tensor of x's shape and dtype. {_FORMULA}
+        Backward: the same op on the gradient with ``conjugate`` flipped (the inverse
+        rotation); no gradient for cos and sin. Raises ValueError for a bad argument."""
+
+    def outputs(x, cos, sin, seqlen_offset, conjugate, qkv):
+        _check("rotary", x, cos, sin, qkv)
+        return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+    def launch(out, x, cos, sin, seqlen_offset, conjugate, qkv):
+        _launch("rotary", _unit_last(x), out, cos, sin, seqlen_offset, conjugate, qkv)
+
+    def setup_context(ctx, inputs, output):
+        _, cos, sin, seqlen_offset, conjugate, qkv = inputs
+        ctx.save_for_backward(cos, sin)
+        ctx.args = (seqlen_offset, not conjugate, qkv)
+
+    def backward(ctx, dy):
+        cos, sin = ctx.saved_tensors
+        dx = rotary(dy, cos, sin, *ctx.args) if ctx.needs_input_grad[0] else None
+        return dx, None, None, None, None, None
+
+
+rotary = register(Rotary)
+
+
+class RotaryInplace:
+    name = "quack_cpp::rotary_inplace"
+    mutates_args = ("x",)
+
+    def signature(x: Tensor, cos: Tensor, sin: Tensor, seqlen_offset: int, conjugate: bool,
+                  qkv: bool) -> None:
+        """``rotary`` written into x itself (``torch.ops.quack_cpp.rotary_inplace``); with
+        ``qkv`` the v slice is left as it is. x needs a D stride of 1. Not differentiable.
+        Raises ValueError for a bad argument."""
+
+    def impl(x, cos, sin, seqlen_offset, conjugate, qkv):
+        _check("rotary_inplace", x, cos, sin, qkv)
+        if x.shape[-1] > 1 and x.stride(-1) != 1:
+            raise ValueError(f"rotary_inplace: x has strides {tuple(x.stride())}, expected a "
+                             "last (D) stride of 1")
+        _launch("rotary_inplace", x, x, cos, sin, seqlen_offset, conjugate, qkv)
+
+    def fake(x, cos, sin, seqlen_offset, conjugate, qkv):
+        _check("rotary_inplace", x, cos, sin, qkv)
+
+
+rotary_inplace = register(RotaryInplace)
+
+
+def _run(fn: str, x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inplace: bool,
+         seqlen_offsets, conjugate: bool, qkv: bool) -> Optional[Tensor]:
+    if interleaved:
+        raise ValueError(f"{fn}: interleaved=True is not supported (the kernel rotates the "
+                         "halves x[:R/2], x[R/2:R]: GPT-NeoX / Llama layout)")
+    if isinstance(seqlen_offsets, Tensor) or not isinstance(seqlen_offsets, int):
+        raise ValueError(f"{fn}: seqlen_offsets is {type(seqlen_offsets).__name__}, expected an "
+                         "int (per-batch offsets are not supported)")
+    for name, t in (("x", x), ("cos", cos), ("sin", sin)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn}: {name} is {type(t).__name__}, expected a torch.Tensor")
+        if t.device.type not in DEVICE_TYPES:
+            raise ValueError(f"{fn}: {name} is on {t.device}, expected a CUDA tensor")
+    if cos.dtype != torch.float32 and cos.dtype in FLOAT_DTYPES:
+        cos = cos.float()  # exact
+    if sin.dtype != torch.float32 and sin.dtype in FLOAT_DTYPES:
+        sin = sin.float()
+    if inplace:
+        if records_grad(x):
+            raise ValueError(f"{fn}: inplace=True is not differentiable and x requires grad; "
+                             "use inplace=False")
+        rotary_inplace(x, cos, sin, seqlen_offsets, conjugate, qkv)
+        return x
+    return rotary(x, cos, sin, seqlen_offsets, conjugate, qkv)
+
+
+def apply_rotary_emb(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False,
+                     inplace: bool = False, seqlen_offsets: int = 0,
+                     conjugate: bool = False) -> Tensor:
+    """Rotary position embedding of x, non-interleaved (GPT-NeoX / Llama ``rotate_half``), on
+    one kernel (``quack::apply_rotary``; flash-attn's ``apply_rotary_emb`` conventions).
+
+    With R = 2 * cos.shape[1] (rotary_dim <= D), for each head vector x[b, s, h] at position
+    p = s + seqlen_offsets, x1 = x[..., :R/2], x2 = x[..., R/2:R]::
+
+        out[..., :R/2]  = x1 * cos[p] - x2 * sin[p]
+        out[..., R/2:R] = x2 * cos[p] + x1 * sin[p]
+        out[..., R:]    = x[..., R:]
+
+    i.e. ``x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)`` over the first R columns, in fp32
+    (one rounding to x's dtype). ``conjugate=True`` rotates by -angle (the inverse).
+
+    Args:
+        x: (B, S, H, D) float32, float16 or bfloat16 on a CUDA device; any strides (fastest
+            with D contiguous and 16-byte aligned rows: D and R/2 multiples of 8 for 16-bit
+            dtypes, of 4 for float32).
+        cos, sin: (seqlen_ro, R/2), float32 (a 16-bit table is upcast, exactly), any strides;
+            S + seqlen_offsets <= seqlen_ro.
+        interleaved: must be False (the interleaved GPT-J layout is not implemented).
+        inplace: write the result into x and return x (not differentiable).
+        seqlen_offsets: an int, the position of s = 0 (KV-cache decoding).
+        conjugate: rotate by -angle.
+
+    Returns:
+        out, (B, S, H, D) contiguous in x's dtype (x itself when ``inplace``). Backward: the
+        inverse rotation of the gradient (the same kernel); no gradient for cos and sin.
+
+    Raises:
+        ValueError: a bad shape, dtype, device or option (the message names it).
+    """
+    return _run("apply_rotary_emb", x, cos, sin, interleaved, inplace, seqlen_offsets,
+                conjugate, False)
+
+
+def apply_rotary_emb_qkv(qkv: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False,
+                         inplace: bool = False, seqlen_offsets: int = 0) -> Tensor:
+    """Rotary position embedding of q and k in a packed qkv (B, S, 3, H, D) tensor, v copied,
+    in one kernel launch (``quack::apply_rotary`` with q, k, v the three slices; QuACK's QKV
+    rotary, flash-attn's ``apply_rotary_emb_qkv_`` conventions). The formula is
+    ``apply_rotary_emb``'s, applied to qkv[:, :, 0] and qkv[:, :, 1].
+
+    Args:
+        qkv: (B, S, 3, H, D) float32, float16 or bfloat16 on a CUDA device, any strides (e.g.
+            the fused qkv Linear's (B, S, 3 * H * D) output viewed so, or autograd's stacked
+            gradient); fastest with D contiguous and 16-byte aligned rows.
+        cos, sin, interleaved, seqlen_offsets: as ``apply_rotary_emb``.
+        inplace: rotate q and k inside qkv (v untouched) and return qkv (not differentiable).
+
+    Returns:
+        (B, S, 3, H, D) contiguous in qkv's dtype: rotated q, rotated k, v (qkv itself when
+        ``inplace``); ``out.transpose(1, 3).unbind(2)`` gives q, k, v as (B, H, S, D) views
+        for ``F.scaled_dot_product_attention``. Backward: the inverse rotation of dq and dk,
+        dv passed through, in one launch.
+
+    Raises:
+        ValueError: a bad shape, dtype, device or option (the message names it).
+    """
+    return _run("apply_rotary_emb_qkv", qkv, cos, sin, interleaved, inplace, seqlen_offsets,
+                False, True)

@@ -1,0 +1,166 @@
+// Rotary embedding kernel (quack/rotary.h), non-interleaved layout.
+//
+// Thread -> data: one CTA per token (b, s), grid-stride over the B·S tokens (64-bit). The CTA's
+// kRotaryThreads threads form a (by, bx) grid with bx = min(chunks, kRotaryThreads), chunks =
+// (R/2) / V, V = 16 bytes of the element type on the vector path (8 for fp16/bf16, 4 for fp32)
+// or 1. Thread (ty, tx) takes chunk c = tx (then c + bx, ...): it loads the V fp32 values of
+// cos[p, c·V ..] and sin[p, c·V ..] once into registers and applies them to heads ty, ty + by,
+// ... of q and then k (one head index space of Hq + Hk heads), kUnroll heads' loads issued
+// before their math. A head's chunk is two V-element vectors: x1 at column c·V and x2 at
+// R/2 + c·V. After the rotation, the CTA's threads copy, as flat lists of V-element chunks,
+// the pass-through columns R..D of q's and k's heads (out of place only) and all of v (when
+// v_out is not v).
+// Registers only (no shared memory, no barriers). Alignment: on the vector path the host has
+// checked 16-byte aligned bases and strides (rotary.cpp, vector_path), so every x access is one
+// or more aligned 16-byte words and every cos/sin access V·4 aligned bytes.
+// In place: each element is read and written by the same thread, its loads before its stores.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "common/launch.h"
+#include "common/vec.cuh"
+#include "rotary/rotary_internal.h"
+
+namespace quack::detail {
+
+namespace {
+
+constexpr int kUnroll = 2;
+
+template <typename X>
+__device__ __forceinline__ X pick(int which, X a, X b, X c) {
+  return which == 0 ? a : which == 1 ? b : c;
+}
+
+template <typename T, int V>
+__global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryParams p, int bx) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int by = static_cast<int>(blockDim.x) / bx;
+  const int tx = tid % bx, ty = tid / bx;
+  const int hq = p.t[0].heads;
+  const int hrot = hq + p.t[1].heads;
+  const int chunks = p.half / V;
+  const int tail = (p.D - 2 * p.half) / V;  // pass-through chunks per rotated head
+  const int vchunks = p.D / V;
+  const int n_q = p.t[0].write ? p.t[0].heads * tail : 0;
+  const int n_k = p.t[1].write ? p.t[1].heads * tail : 0;
+  const int n_v = p.t[2].write ? p.t[2].heads * vchunks : 0;
+  const int n_copy = n_q + n_k + n_v;
+  const int64_t ntok = p.B * p.S;
+
+  for (int64_t tok = blockIdx.x; tok < ntok; tok += gridDim.x) {
+    const int64_t b = tok / p.S;
+    const int64_t s = tok - b * p.S;
+    const int64_t pos = s + p.seqlen_offset;
+    const float* crow = p.cos + pos * p.cs_row;
+    const float* srow = p.sin + pos * p.cs_row;
+
+    if (ty < hrot) {
+      for (int c = tx; c < chunks; c += bx) {
+        float cv[V], sv[V];
+        if constexpr (V > 1) {
+          load_vec<float, V, Cache::kReadOnly>(crow + c * V, cv);
+          load_vec<float, V, Cache::kReadOnly>(srow + c * V, sv);
+        } else {
+          cv[0] = __ldg(crow + c * p.cs_col);
+          sv[0] = __ldg(srow + c * p.cs_col);
+        }
+        if (p.conjugate) {
+#pragma unroll
+          for (int i = 0; i < V; ++i) sv[i] = -sv[i];
+        }
+        for (int h0 = ty; h0 < hrot; h0 += by * kUnroll) {
+          float x1[kUnroll][V], x2[kUnroll][V];
+          T* dst[kUnroll];
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            const int h = h0 + u * by;
+            dst[u] = nullptr;
+            if (h < hrot) {
+              const bool isq = h < hq;
+              const int w = isq ? 0 : 1;
+              const int64_t hh = isq ? h : h - hq;
+              // Field by field (values, no reference into the parameter block: taking its
+              // address would copy it to local memory).
+              const T* src = static_cast<const T*>(pick(w, p.t[0].in, p.t[1].in, p.t[1].in)) +
+                             b * pick(w, p.t[0].in_b, p.t[1].in_b, p.t[1].in_b) +
+                             s * pick(w, p.t[0].in_s, p.t[1].in_s, p.t[1].in_s) +
+                             hh * pick(w, p.t[0].in_h, p.t[1].in_h, p.t[1].in_h) + c * V;
+              dst[u] = static_cast<T*>(pick(w, p.t[0].out, p.t[1].out, p.t[1].out)) +
+                       b * pick(w, p.t[0].out_b, p.t[1].out_b, p.t[1].out_b) +
+                       s * pick(w, p.t[0].out_s, p.t[1].out_s, p.t[1].out_s) +
+                       hh * pick(w, p.t[0].out_h, p.t[1].out_h, p.t[1].out_h) + c * V;
+              load_vec<T, V>(src, x1[u]);
+              load_vec<T, V>(src + p.half, x2[u]);
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            if (dst[u] == nullptr) continue;
+            float y1[V], y2[V];
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+              y1[i] = fmaf(x1[u][i], cv[i], -x2[u][i] * sv[i]);
+              y2[i] = fmaf(x2[u][i], cv[i], x1[u][i] * sv[i]);
+            }
+            store_vec<T, V>(dst[u], y1);
+            store_vec<T, V>(dst[u] + p.half, y2);
+          }
+        }
+      }
+    }
+
+    // Pass-through columns of q and k (out of place) and the copy of v, raw words.
+    for (int i = tid; i < n_copy; i += static_cast<int>(blockDim.x)) {
+      int which, j, per, col0;
+      if (i < n_q) {
+        which = 0, j = i, per = tail, col0 = 2 * p.half;
+      } else if (i < n_q + n_k) {
+        which = 1, j = i - n_q, per = tail, col0 = 2 * p.half;
+      } else {
+        which = 2, j = i - n_q - n_k, per = vchunks, col0 = 0;
+      }
+      const int h = j / per;
+      const int col = col0 + (j - h * per) * V;
+      const T* src = static_cast<const T*>(pick(which, p.t[0].in, p.t[1].in, p.t[2].in)) +
+                     b * pick(which, p.t[0].in_b, p.t[1].in_b, p.t[2].in_b) +
+                     s * pick(which, p.t[0].in_s, p.t[1].in_s, p.t[2].in_s) +
+                     h * pick(which, p.t[0].in_h, p.t[1].in_h, p.t[2].in_h) + col;
+      T* dst = static_cast<T*>(pick(which, p.t[0].out, p.t[1].out, p.t[2].out)) +
+               b * pick(which, p.t[0].out_b, p.t[1].out_b, p.t[2].out_b) +
+               s * pick(which, p.t[0].out_s, p.t[1].out_s, p.t[2].out_s) +
+               h * pick(which, p.t[0].out_h, p.t[1].out_h, p.t[2].out_h) + col;
+      Packed<T, V> w;
+      load_packed<Cache::kStream>(src, w);
+      store_packed(dst, w);
+    }
+  }
+}
+
+template <typename T>
+void launch_typed(const RotaryParams& p, bool vec, cudaStream_t stream, const char* where) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  const int V = vec ? kVec : 1;
+  const int chunks = p.half / V;
+  const int bx = chunks < kRotaryThreads ? (chunks > 0 ? chunks : 1) : kRotaryThreads;
+  const int block = (kRotaryThreads / bx) * bx;
+  const int64_t ntok = p.B * p.S;
+  const int64_t grid = ntok < (int64_t{1} << 20) ? ntok : (int64_t{1} << 20);
+  if (vec)
+    launch(rotary_kernel<T, kVec>, grid, block, 0, 1, stream, where, p, bx);
+  else
+    launch(rotary_kernel<T, 1>, grid, block, 0, 1, stream, where, p, bx);
+}
+
+}  // namespace
+
+void launch_rotary(const RotaryParams& p, DType dtype, bool vec, cudaStream_t stream,
+                   const char* where) {
+  switch (dtype) {
+    case DType::kBFloat16: launch_typed<__nv_bfloat16>(p, vec, stream, where); break;
+    case DType::kFloat16: launch_typed<__half>(p, vec, stream, where); break;
+    default: launch_typed<float>(p, vec, stream, where); break;
+  }
+}
+
+}  // namespace quack::detail

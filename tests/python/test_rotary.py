@@ -1,0 +1,270 @@
+"""quack_cpp.apply_rotary_emb and apply_rotary_emb_qkv on the GPU against a float64 torch
+reference (the demo's formula, demo/lm.py: ``x * cat(cos, cos) + rotate_half(x) * cat(sin,
+sin)``), with the tolerance rule of shared/cases/handed.md (error_lib <= 2 * error_torch +
+atol; torch eager in the same dtype, cos/sin cast to it as the demo does).
+
+Covers: fp32/fp16/bf16, head dims 64/128 and off the vector path (40, 6), rotary_dim < D,
+seqlen_offsets, odd S, non-contiguous qkv (the Linear output's view, autograd's stacked
+gradient), forward and backward through autograd (dx against the float64 gradient), a
+gradcheck-like check (backward = transpose of the forward map), in place, eager and
+torch.compile(fullgraph=True), the fast path against the custom op bit for bit, opcheck,
+empty inputs, and bad inputs (ValueError naming the argument).
+
+Skips without torch, quack_cpp or a CUDA GPU.
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+quack_cpp = pytest.importorskip("quack_cpp")
+rot = pytest.importorskip("quack_cpp.rotary_ops")
+reg = pytest.importorskip("quack_cpp._registrar")
+
+from reference import assert_rule, poison_  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
+DEV = "cuda"
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def tables(seqlen_ro, rotary_dim, base=10000.0):
+    """(seqlen_ro, rotary_dim / 2) fp32 cos and sin of RoPE angles."""
+    inv = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, device=DEV).double() / rotary_dim))
+    ang = torch.outer(torch.arange(seqlen_ro, device=DEV).double(), inv)
+    return ang.cos().float(), ang.sin().float()
+
+
+def _rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def ref_rotary(x, cos, sin, offset=0, conjugate=False, dtype=None):
+    """The demo's formula on x (B, S, H, D) over its first R = 2 * cos.shape[1] columns, in
+    ``dtype`` (None: float64) with cos/sin cast to it."""
+    dt = dtype or torch.float64
+    S, R = x.shape[1], 2 * cos.shape[1]
+    c = torch.cat((cos, cos), -1)[offset:offset + S].to(dt)[None, :, None, :]
+    s = torch.cat((sin, sin), -1)[offset:offset + S].to(dt)[None, :, None, :]
+    if conjugate:
+        s = -s
+    xr = x.to(dt)
+    rotated = xr[..., :R] * c + _rotate_half(xr[..., :R]) * s
+    return torch.cat((rotated, xr[..., R:]), -1)
+
+
+def ref_qkv(qkv, cos, sin, offset=0, dtype=None):
+    q, k, v = qkv.unbind(2)
+    dt = dtype or torch.float64
+    return torch.stack((ref_rotary(q, cos, sin, offset, dtype=dtype),
+                        ref_rotary(k, cos, sin, offset, dtype=dtype), v.to(dt)), 2)
+
+
+SHAPES = [  # B, S, H, D, rotary_dim
+    (2, 128, 4, 128, 128),
+    (1, 37, 3, 64, 64),
+    (2, 9, 2, 128, 64),
+    (1, 5, 3, 40, 40),     # R/2 = 20: element-at-a-time kernel for 16-bit dtypes
+    (2, 3, 5, 6, 6),
+]
+
+
+@pytest.mark.parametrize("dtype", [f32, f16, bf16])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_forward_backward(dtype, shape):
+    B, S, H, D, R = shape
+    offset = 3
+    cos, sin = tables(S + offset + 2, R)
+    x = torch.randn(B, S, H, D, device=DEV).to(dtype).requires_grad_()
+    dy = torch.randn(B, S, H, D, device=DEV).to(dtype)
+    out = quack_cpp.apply_rotary_emb(x, cos, sin, seqlen_offsets=offset)
+    out.backward(dy)
+    xd = x.detach().double().requires_grad_()
+    ref = ref_rotary(xd, cos, sin, offset)
+    ref.backward(dy.double())
+    xt = x.detach().clone().requires_grad_()
+    tch = ref_rotary(xt, cos, sin, offset, dtype=dtype)
+    tch.backward(dy)
+    assert out.dtype == dtype and out.is_contiguous()
+    assert_rule("out", out, ref, tch)
+    assert_rule("dx", x.grad, xd.grad, xt.grad)
+
+
+@pytest.mark.parametrize("dtype", [f32, bf16])
+@pytest.mark.parametrize("layout", ["linear_view", "grad_stack", "contiguous"])
+def test_qkv(dtype, layout):
+    B, S, H, D = 2, 33, 4, 128
+    cos, sin = tables(S, D)
+    if layout == "linear_view":  # a (B, S, 3 * H * D) Linear output viewed
+        qkv = torch.randn(B, S, 3 * H * D, device=DEV).to(dtype).view(B, S, 3, H, D)
+    elif layout == "grad_stack":  # (B, H, 3, S, D) contiguous, seen as (B, S, 3, H, D)
+        qkv = torch.randn(B, H, 3, S, D, device=DEV).to(dtype).transpose(1, 3)
+    else:
+        qkv = torch.randn(B, S, 3, H, D, device=DEV).to(dtype)
+    qkv = qkv.detach().requires_grad_()  # a leaf with the layout above
+    assert qkv.stride(-1) == 1 and (layout == "grad_stack") != qkv.is_contiguous()
+    out = quack_cpp.apply_rotary_emb_qkv(qkv, cos, sin)
+    dy = torch.randn(B, S, 3, H, D, device=DEV).to(dtype)
+    out.backward(dy)
+    qd = qkv.detach().double().requires_grad_()
+    ref = ref_qkv(qd, cos, sin)
+    ref.backward(dy.double())
+    qt = qkv.detach().clone().requires_grad_()
+    tch = ref_qkv(qt, cos, sin, dtype=dtype)
+    tch.backward(dy)
+    assert out.shape == qkv.shape and out.is_contiguous()
+    assert_rule("out", out, ref, tch)
+    assert_rule("dqkv", qkv.grad, qd.grad, qt.grad)
+    assert torch.equal(out[:, :, 2], qkv.detach()[:, :, 2])  # v copied exactly
+    assert torch.equal(qkv.grad[:, :, 2], dy[:, :, 2])
+
+
+def test_demo_attention_pattern():
+    """The demo's use: Linear output viewed (B, T, 3, h, hd), rotated, then
+    out.transpose(1, 3).unbind(2) into SDPA; gradient against float64."""
+    B, T, h, hd = 2, 64, 4, 64
+    cos_full, sin_full = tables(T, hd)
+    w = (torch.randn(3 * h * hd, h * hd, device=DEV) * 0.05).requires_grad_()
+    x = torch.randn(B, T, h * hd, device=DEV)
+
+    def attn(fn, w, x):
+        qkv = (x @ w.T).view(B, T, 3, h, hd)
+        q, k, v = fn(qkv).transpose(1, 3).unbind(2)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    y = attn(lambda t: quack_cpp.apply_rotary_emb_qkv(t, cos_full, sin_full), w, x)
+    y.sum().backward()
+    wd = w.detach().double().requires_grad_()
+    yr = attn(lambda t: ref_qkv(t, cos_full, sin_full), wd, x.double())
+    yr.sum().backward()
+    torch.testing.assert_close(y.double(), yr, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(w.grad.double(), wd.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_backward_is_transpose():
+    """gradcheck-like: <rot(x), y> == <x, rot^T(y)> in float64 terms (fp32 inputs), and the
+    backward undoes the forward (rotation orthogonal)."""
+    B, S, H, D = 1, 17, 2, 64
+    cos, sin = tables(S, D)
+    x = torch.randn(B, S, H, D, device=DEV, requires_grad=True)
+    y = torch.randn(B, S, H, D, device=DEV)
+    out = quack_cpp.apply_rotary_emb(x, cos, sin)
+    (g,) = torch.autograd.grad(out, x, y)
+    lhs = (out.double() * y.double()).sum()
+    rhs = (x.detach().double() * g.double()).sum()
+    assert abs(lhs - rhs) <= 1e-4 * (out.double().abs() * y.double().abs()).sum()
+    back = quack_cpp.apply_rotary_emb(out.detach(), cos, sin, conjugate=True)
+    torch.testing.assert_close(back, x.detach(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("qkv", [False, True])
+def test_inplace(qkv):
+    B, S, H, D = 2, 7, 3, 128
+    cos, sin = tables(S, 64)  # rotary_dim 64 < D: columns 64.. untouched
+    shape = (B, S, 3, H, D) if qkv else (B, S, H, D)
+    x = torch.randn(*shape, device=DEV).to(bf16)
+    expect = quack_cpp.apply_rotary_emb_qkv(x, cos, sin) if qkv else \
+        quack_cpp.apply_rotary_emb(x, cos, sin)
+    y = x.clone()
+    fn = quack_cpp.apply_rotary_emb_qkv if qkv else quack_cpp.apply_rotary_emb
+    r = fn(y, cos, sin, inplace=True)
+    assert r is y
+    torch.testing.assert_close(y, expect, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="inplace=True is not differentiable"):
+        fn(x.clone().requires_grad_(), cos, sin, inplace=True)
+
+
+def test_poisoned_direct_call():
+    """_C.apply_rotary writes every element of a NaN-poisoned output."""
+    B, S, H, D = 2, 5, 3, 128
+    cos, sin = tables(S, D)
+    x = torch.randn(B, S, H, D, device=DEV).to(bf16)
+    out = poison_(torch.empty_like(x))
+    rot._launch("t", x, out, cos, sin, 0, False, False)
+    torch.cuda.synchronize()
+    assert_rule("out", out, ref_rotary(x.double(), cos, sin), ref_rotary(x, cos, sin, dtype=bf16))
+
+
+def test_compile_fullgraph():
+    B, S, H, D = 2, 16, 4, 64
+    cos, sin = tables(S, D)
+
+    def f(qkv):
+        q, k, v = quack_cpp.apply_rotary_emb_qkv(qkv, cos, sin).transpose(1, 3).unbind(2)
+        return (q * 2 + k - v).sum(-1)
+
+    qkv = torch.randn(B, S, 3, H, D, device=DEV).to(bf16).requires_grad_()
+    eager = f(qkv)
+    (ge,) = torch.autograd.grad(eager.sum(), qkv)
+    compiled = torch.compile(f, fullgraph=True, dynamic=False)
+    out = compiled(qkv)
+    (gc,) = torch.autograd.grad(out.sum(), qkv)
+    torch.testing.assert_close(out, eager, rtol=0, atol=0)
+    torch.testing.assert_close(gc, ge, rtol=0, atol=0)
+
+
+def test_fast_path_equals_custom_op():
+    B, S, H, D = 2, 8, 4, 128
+    cos, sin = tables(S, D)
+    qkv = torch.randn(B, S, 3, H, D, device=DEV).to(bf16)
+    a = rot.rotary(qkv, cos, sin, 0, False, True)
+    b = torch.ops.quack_cpp.rotary(qkv, cos, sin, 0, False, True)
+    assert torch.equal(a, b)
+
+
+def test_opcheck():
+    B, S, H, D = 1, 8, 2, 64
+    cos, sin = tables(S, D)
+    x = torch.randn(B, S, H, D, device=DEV).to(bf16)
+    op = torch.ops.quack_cpp.rotary.default
+    torch.library.opcheck(op, (x, cos, sin, 0, False, False))
+    qkv = torch.randn(B, S, 3, H, D, device=DEV)
+    torch.library.opcheck(op, (qkv, cos, sin, 0, True, True))
+
+
+def test_empty():
+    cos, sin = tables(4, 64)
+    for shape in [(0, 4, 2, 64), (2, 0, 2, 64), (2, 4, 0, 64)]:
+        x = torch.randn(*shape, device=DEV, requires_grad=True)
+        out = quack_cpp.apply_rotary_emb(x, cos, sin)
+        assert out.shape == x.shape
+        out.sum().backward()
+        assert x.grad.shape == x.shape
+
+
+def test_bad_inputs():
+    cos, sin = tables(8, 64)
+    x = torch.randn(2, 8, 2, 64, device=DEV)
+    with pytest.raises(ValueError, match="interleaved=True"):
+        quack_cpp.apply_rotary_emb(x, cos, sin, interleaved=True)
+    with pytest.raises(ValueError, match="seqlen_offsets"):
+        quack_cpp.apply_rotary_emb(x, cos, sin, seqlen_offsets=torch.zeros(2, device=DEV))
+    with pytest.raises(ValueError, match="expected 4"):
+        quack_cpp.apply_rotary_emb(x[0], cos, sin)
+    with pytest.raises(ValueError, match="qkv has shape"):
+        quack_cpp.apply_rotary_emb_qkv(x.view(2, 8, 2, 1, 64), cos, sin)
+    with pytest.raises(ValueError, match="rotary_dim"):
+        c2, s2 = tables(8, 130)
+        quack_cpp.apply_rotary_emb(x, c2, s2)
+    with pytest.raises(ValueError, match="cos has 8 rows"):
+        quack_cpp.apply_rotary_emb(x, cos, sin, seqlen_offsets=1)
+    with pytest.raises(ValueError, match="expected a CUDA tensor"):
+        quack_cpp.apply_rotary_emb(x.cpu(), cos, sin)
+    with pytest.raises(ValueError, match="dtype"):
+        quack_cpp.apply_rotary_emb(x.to(torch.int32), cos, sin)
+    with pytest.raises(ValueError, match="sin has shape"):
+        quack_cpp.apply_rotary_emb(x, cos, sin[:, :16])
+
+
+def test_16bit_tables_upcast():
+    cos, sin = tables(8, 64)
+    x = torch.randn(1, 8, 2, 64, device=DEV).to(bf16)
+    a = quack_cpp.apply_rotary_emb(x, cos.to(bf16), sin.to(bf16))
+    b = quack_cpp.apply_rotary_emb(x, cos.to(bf16).float(), sin.to(bf16).float())
+    assert torch.equal(a, b)
