@@ -41,7 +41,8 @@ after 3 untimed calls, recorded with torch.profiler: a chrome trace written to F
 GPU's idle time printed: the lead-in from the call's start on the host to its first kernel,
 every gap > --gap-us (50) between consecutive GPU activities with the kernels on either side
 and the CUDA runtime calls the host made during it (a cudaMalloc, a synchronisation, ...),
-then busy / idle / span totals. No timing rounds run with --trace.
+then busy / idle / span totals, and the torch calls that synchronised inside the call
+(torch.cuda.set_sync_debug_mode("warn")). No timing rounds run with --trace.
 
 Output: JSON lines (--out) and the table last.
 """
@@ -226,10 +227,25 @@ def run_trace(torch, F, args, T, D, V):
     for _ in range(3):
         call()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        with record_function("lce_call"):
-            call()
-        torch.cuda.synchronize()
+    import warnings
+
+    # torch's own synchronising calls inside the call (.item(), nonzero, a copy to the host, ...)
+    # warn under sync debug mode; driver queries (cudaMemGetInfo) do not, the trace shows them.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                with record_function("lce_call"):
+                    call()
+                torch.cuda.set_sync_debug_mode("default")
+                torch.cuda.synchronize()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = [str(w.message).splitlines()[0] for w in caught if "synchroniz" in str(w.message)]
+    print(f"synchronising torch calls inside the call (sync debug mode): {len(syncs)}")
+    for m in syncs[:10]:
+        print(f"  {m}")
     prof.export_chrome_trace(args.trace)
     with open(args.trace) as f:
         events = _json.load(f).get("traceEvents", [])
