@@ -43,10 +43,20 @@ rm -rf $B/pystage && mkdir -p $B/pystage/quack_cpp && cp python/quack_cpp/*.py $
 RC=0
 if [ "${QUACK_LCE_TESTS:-1}" = 1 ]; then
   say "C++ GPU tests: Gemm.EveryTileConfig (every lincomb tile, the fp32 in-place cases), *Lce* but Large"
-  timeout "${QUACK_GTEST_TIMEOUT:-300}" $B/tests/cpp/quack_gpu_tests --gtest_brief=1 \
-    --gtest_filter='Gemm.EveryTileConfig:*Lce*-*Large*' >>"$LOG" 2>&1 \
-    || { RC=1; say "GPU tests FAILED (124 = timeout)"; }
-  grep -E "^\[  (PASSED|FAILED)  \]" "$LOG" | tail -5
+  NS=4  # shards in parallel: the float64 references are CPU work
+  for i in $(seq 0 $((NS - 1))); do
+    ( GTEST_TOTAL_SHARDS=$NS GTEST_SHARD_INDEX=$i timeout "${QUACK_GTEST_TIMEOUT:-300}" \
+        $B/tests/cpp/quack_gpu_tests --gtest_brief=1 --gtest_filter='Gemm.EveryTileConfig:*Lce*-*Large*' \
+        > "$RES/lce_ab_gtest_$i.log" 2>&1; echo $? > "$RES/lce_ab_gtest_$i.rc" ) &
+  done
+  wait
+  for i in $(seq 0 $((NS - 1))); do
+    cat "$RES/lce_ab_gtest_$i.log" >> "$LOG"
+    grep -E "^\[  (PASSED|FAILED)  \]" "$RES/lce_ab_gtest_$i.log" | sed "s/^/  shard $i: /"
+    trc=$(cat "$RES/lce_ab_gtest_$i.rc")
+    [ "$trc" = 0 ] || { RC=1; say "GPU tests shard $i FAILED (exit $trc; 124 = timeout)"; }
+    rm -f "$RES/lce_ab_gtest_$i.log" "$RES/lce_ab_gtest_$i.rc"
+  done
   say "pytest tests/python/test_linear_cross_entropy.py"
   python3 -m pytest tests/python/test_linear_cross_entropy.py -q -p no:cacheprovider >>"$LOG" 2>&1 \
     || { RC=1; say "pytest FAILED"; }
