@@ -369,12 +369,12 @@ std::vector<detail::GemmCandidate> candidates(const Instance& base) {
 }
 
 // The instance of base's dtypes and majors with tile configuration `tile` (the name's tile part,
-// or tile_key), or null.
+// or tile_key: never a buffer-split variant, which only its full tile name selects), or null.
 const Instance* with_tile(const Instance& base, const char* tile) {
   for (const Instance& i : kGemmInstances)
     if (std::strcmp(tile, i.tile) == 0 && same_problem(i, base)) return &i;
   for (const Instance& i : kGemmInstances)
-    if (tile_key(i) == tile && same_problem(i, base)) return &i;
+    if (tile_key(i) == tile && same_problem(i, base) && !is_split_variant(i)) return &i;
   return nullptr;
 }
 

@@ -147,6 +147,14 @@ TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
   EXPECT_EQ(launched(dw, "bf16_bf16_kk:128x128pp"), "gemm_sm90_128x256_bf16_f32_mm");
   EXPECT_EQ(launched(dw, "f32_mm:128x192pp"), "gemm_sm90_128x256_bf16_f32_mm");  // not compiled: base
   EXPECT_EQ(launched(dw, "f32_mm:auto"), "gemm_sm90_128x256_bf16_f32_mm");
+  // QUACK_GEMM_TILE_N's keys never select a split variant: "256" and "128" run the base.
+  setenv("QUACK_GEMM_TILE_N", "128", 1);
+  const char* n128 = detail::gemm_instance_name(dw, kSms);
+  setenv("QUACK_GEMM_TILE_N", "256", 1);
+  const char* n256 = detail::gemm_instance_name(dw, kSms);
+  unsetenv("QUACK_GEMM_TILE_N");
+  EXPECT_EQ(std::string(n128), "gemm_sm90_128x256_bf16_f32_mm");
+  EXPECT_EQ(std::string(n256), "gemm_sm90_128x256_bf16_f32_mm");
   // Without a name part every group is forced, as before.
   EXPECT_EQ(launched(dx, "128x128pp"), "gemm_sm90_128x128pp_bf16_bf16_km");
 }
