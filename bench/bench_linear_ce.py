@@ -29,6 +29,21 @@ the same three with torch.matmul. Bars (issue 20): ours ≤ 0.97 × quack and �
 (16384, 4096, 128256), memory ≤ 0.85 × quack's; everywhere faster than quack and compile with no
 more memory than either; ours_lowmem ≤ 2.0 GiB at that shape and ≤ 1.25 × ours.
 
+Tiles (A/B of the dweight GEMM's tile, an A/B build: -DQUACK_GEMM_AB_INSTANCES=ON):
+--tiles auto,f32_mm:128x256a1d2,... makes "ours" one implementation per spec, "ours:<spec>",
+with QUACK_GEMM_TILE=<spec> set before every call ("auto": the tile rule; "<name part>:<tile>"
+forces the tile only on the GEMMs whose base instance's name contains the part: "f32_mm" is the
+fp32-accumulating dweight GEMM, so the logits and dx GEMMs keep the rule). Every other
+implementation then runs with QUACK_GEMM_TILE=auto.
+
+Trace (--trace FILE): one call of ours (the first --tiles spec, if any) at the first shape,
+after 3 untimed calls, recorded with torch.profiler: a chrome trace written to FILE, and the
+GPU's idle time printed: the lead-in from the call's start on the host to its first kernel,
+every gap > --gap-us (50) between consecutive GPU activities with the kernels on either side
+and the CUDA runtime calls the host made during it (a cudaMalloc, a synchronisation, ...),
+then busy / idle / span totals, and the torch calls that synchronised inside the call
+(torch.cuda.set_sync_debug_mode("warn")). No timing rounds run with --trace.
+
 Output: JSON lines (--out) and the table last.
 """
 
@@ -55,6 +70,13 @@ def parse_args(argv=None):
     p.add_argument("--rep-ms", type=float, default=100.0)
     p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "results"),
                                                  "bench_linear_ce.jsonl"))
+    p.add_argument("--tiles", default=None,
+                   help="comma list of QUACK_GEMM_TILE specs for ours (auto, f32_mm:128x256a1d2)")
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help="record one call of ours with torch.profiler: chrome trace to FILE, "
+                        "GPU idle gaps printed; no timing")
+    p.add_argument("--gap-us", type=float, default=50.0,
+                   help="--trace: smallest gap printed (microseconds)")
     return p.parse_args(argv)
 
 
@@ -113,6 +135,127 @@ def fwd_bwd_call(f, x, W, t):
     return call
 
 
+def with_tile(call, spec):
+    """call with QUACK_GEMM_TILE set to spec before it ("auto": the tile rule)."""
+
+    def f():
+        os.environ["QUACK_GEMM_TILE"] = spec
+        return call()
+
+    return f
+
+
+# CUDA runtime / driver calls that stall the host or the device: named beside a gap they fall in.
+_STALLS = ("Synchronize", "Malloc", "Free", "MemGetInfo", "Memcpy", "HostAlloc", "Query",
+           "GetDeviceProperties", "FuncSetAttribute", "Occupancy", "ModuleLoad", "LibraryLoad")
+
+
+def trace_gaps(events, min_gap_us=50.0):
+    """GPU idle of one recorded call from chrome-trace events (a list of dicts as
+    torch.profiler's export_chrome_trace writes: "ph" "X" events with "cat", "name", "ts" and
+    "dur" in microseconds). GPU activities: cat "kernel", "gpu_memcpy", "gpu_memset"; the call:
+    the user annotation named "lce_call" (else the first GPU activity starts it). Returns a dict:
+    lead_in_us (the call's start on the host to its first GPU activity), gaps (a list of
+    {start_us, gap_us, before, after, host_calls} for each gap ≥ min_gap_us between the end of
+    all activity so far and the next activity's start, start_us relative to the first
+    activity), busy_us (the union of the activities), idle_us (span − busy), span_us (first
+    start to last end) and kernels (the count)."""
+    gpu = sorted((e for e in events if e.get("ph") == "X" and
+                  e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
+                 key=lambda e: float(e["ts"]))
+    out = dict(lead_in_us=None, gaps=[], busy_us=0.0, idle_us=0.0, span_us=0.0,
+               kernels=len(gpu))
+    if not gpu:
+        return out
+    runtime = sorted((e for e in events if e.get("ph") == "X" and
+                      e.get("cat") in ("cuda_runtime", "cuda_driver")),
+                     key=lambda e: float(e["ts"]))
+    call = [e for e in events if e.get("ph") == "X" and e.get("name") == "lce_call"
+            and e.get("cat") in ("user_annotation", "cpu_op", "python_function")]
+    t0 = float(gpu[0]["ts"])
+    if call:
+        out["lead_in_us"] = t0 - float(call[0]["ts"])
+    end = t0 + float(gpu[0].get("dur", 0.0))
+    busy = float(gpu[0].get("dur", 0.0))
+    prev = gpu[0]
+    for e in gpu[1:]:
+        s, d = float(e["ts"]), float(e.get("dur", 0.0))
+        if s > end:
+            gap = s - end
+            if gap >= min_gap_us:
+                host = [r["name"] for r in runtime
+                        if float(r["ts"]) < s and float(r["ts"]) + float(r.get("dur", 0.0)) > end
+                        and any(k in r["name"] for k in _STALLS)]
+                out["gaps"].append(dict(start_us=end - t0, gap_us=gap, before=prev["name"],
+                                        after=e["name"], host_calls=host))
+            busy += d
+            end = s + d
+        else:
+            busy += max(0.0, s + d - end)
+            end = max(end, s + d)
+        prev = e if s + d >= end else prev
+    out["busy_us"] = busy
+    out["span_us"] = end - t0
+    out["idle_us"] = out["span_us"] - busy
+    return out
+
+
+def print_trace_gaps(g, min_gap_us):
+    short = lambda n: n if len(n) <= 70 else n[:67] + "..."  # noqa: E731
+    lead = "-" if g["lead_in_us"] is None else f"{g['lead_in_us']:.1f} us"
+    print(f"trace: {g['kernels']} GPU activities; lead-in (call start -> first kernel) {lead}; "
+          f"span {g['span_us'] / 1e3:.3f} ms, busy {g['busy_us'] / 1e3:.3f} ms, "
+          f"idle {g['idle_us'] / 1e3:.3f} ms")
+    print(f"gaps >= {min_gap_us:g} us: {len(g['gaps'])}, "
+          f"{sum(x['gap_us'] for x in g['gaps']) / 1e3:.3f} ms in all")
+    for x in g["gaps"]:
+        host = ", ".join(sorted(set(x["host_calls"]))) or "-"
+        print(f"  at {x['start_us'] / 1e3:9.3f} ms  gap {x['gap_us']:8.1f} us  after "
+              f"{short(x['before'])}  before {short(x['after'])}  host: {host}")
+
+
+def run_trace(torch, F, args, T, D, V):
+    """--trace: one call of ours recorded with torch.profiler (after 3 untimed calls)."""
+    import json as _json
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    x, W, t = make_inputs(torch, T, D, V)
+    call = fwd_bwd_call(loss_fn(torch, F, "ours"), x, W, t)
+    spec = args.tiles.split(",")[0] if args.tiles else None
+    if spec:
+        call = with_tile(call, spec)
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    import warnings
+
+    # torch's own synchronising calls inside the call (.item(), nonzero, a copy to the host, ...)
+    # warn under sync debug mode; driver queries (cudaMemGetInfo) do not, the trace shows them.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                with record_function("lce_call"):
+                    call()
+                torch.cuda.set_sync_debug_mode("default")
+                torch.cuda.synchronize()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = [str(w.message).splitlines()[0] for w in caught if "synchroniz" in str(w.message)]
+    print(f"synchronising torch calls inside the call (sync debug mode): {len(syncs)}")
+    for m in syncs[:10]:
+        print(f"  {m}")
+    prof.export_chrome_trace(args.trace)
+    with open(args.trace) as f:
+        events = _json.load(f).get("traceEvents", [])
+    print(f"bench_linear_ce --trace: ours{':' + spec if spec else ''} at {T}x{D}x{V}, "
+          f"chrome trace in {args.trace}")
+    g = trace_gaps(events, args.gap_us)
+    print_trace_gaps(g, args.gap_us)
+    return g
+
+
 def peak_gib(torch, call, x, W):
     x.grad = None
     W.grad = None
@@ -147,6 +290,8 @@ def bench_shape(torch, F, do_bench, args, T, D, V, impls, emit):
             if impl in ("gemms", "cublas"):
                 parts, R = gemm_calls(torch, impl, x, W, T, D, V)
                 keep.append(R)
+                if args.tiles:
+                    parts = {n: with_tile(c, "auto") for n, c in parts.items()}
                 for name, c in parts.items():
                     c()
                     gemm_parts[(impl, name)] = c
@@ -158,11 +303,18 @@ def bench_shape(torch, F, do_bench, args, T, D, V, impls, emit):
             if f is None:
                 print(f"  {impl:12s} {T}x{D}x{V}: not importable", flush=True)
                 continue
-            c = fwd_bwd_call(f, x, W, t)
-            c()  # first call: compile, JIT, autotune; errors show here
-            torch.cuda.synchronize()
-            mem[impl] = peak_gib(torch, c, x, W)
-            calls[impl] = c
+            base = fwd_bwd_call(f, x, W, t)
+            variants = {impl: base}
+            if args.tiles:  # ours per tile spec; every other implementation on the rule
+                if impl == "ours":
+                    variants = {f"ours:{s}": with_tile(base, s) for s in args.tiles.split(",") if s}
+                else:
+                    variants = {impl: with_tile(base, "auto")}
+            for name, c in variants.items():
+                c()  # first call: compile, JIT, autotune; errors show here
+                torch.cuda.synchronize()
+                mem[name] = peak_gib(torch, c, x, W)
+                calls[name] = c
         except Exception as e:  # a peer refuses the size, OOM, ...
             msg = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
             print(f"  {impl:12s} {T}x{D}x{V}: skipped ({msg})", flush=True)
@@ -186,6 +338,8 @@ def bench_shape(torch, F, do_bench, args, T, D, V, impls, emit):
     for n in names:
         ms = statistics.median(samples[n])
         impl, _, part = n.partition(":")
+        if impl == "ours":  # "ours:<tile spec>": a variant of ours, not a part
+            impl, part = n, ""
         emit(dict(T=T, D=D, V=V, impl=impl, part=part or None, ms=ms,
                   gib=mem.get(n), rounds=samples[n],
                   tflops=None if part else flops / ms / 1e9))
@@ -217,6 +371,9 @@ def main(argv=None):
     shapes = SHAPES[:1] if args.quick else SHAPES
     if args.shapes:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    if args.trace:
+        run_trace(torch, F, args, *shapes[0])
+        return 0
     impls = [i for i in args.impls.split(",") if i]
     impls += [f"ours_c{c}" for c in args.chunks.split(",") if c]
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
@@ -273,6 +430,9 @@ def report(records):
               f" | {ratio('ours', 'quack')} | {ratio('ours', 'compile')} | "
               f"{ratio('ours', 'gemms')} | {ratio('ours_lowmem', 'ours')} | "
               f"{ratio('ours', 'quack', 'gib')} |")
+        for i in impls:  # --tiles: each ours:<spec> against our GEMM sum
+            if i.startswith("ours:"):
+                print(f"|   {i} / gemms | {ratio(i, 'gemms')} |")
 
 
 if __name__ == "__main__":

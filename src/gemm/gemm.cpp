@@ -231,7 +231,7 @@ std::string tile_key(const Instance& i) {
 
 // The 128x256 cooperative tile with a 2x1 cluster: a group's base where it is compiled (is_base).
 bool is_default(const Instance& i) {
-  return i.bm == 128 && i.bn == 256 && !i.pingpong && i.cluster_m == 2 && i.cluster_n == 1;
+  return i.bm == 128 && i.bn == 256 && !i.pingpong && i.cluster_m == 2 && i.cluster_n == 1 && !i.candidate;
 }
 
 // Whether instance i computes p's epilogue and dtypes (C's dtype counts only when C is read;
@@ -374,33 +374,44 @@ std::string without_split(const char* tile) {
   return t;
 }
 
-// The instance of base's dtypes and majors with tile configuration `tile` (the name's tile part;
-// then the name without its buffer split, first in list order: "128x128pp" finds gemm_dgated's
-// 128x128ppa1d2; then tile_key), or null.
+// The instance of base's dtypes and majors with tile configuration `tile`: the name's tile part
+// (any instance, A/B candidates included); then, among production instances, the name without
+// its buffer split (first in list order: "128x128pp" finds gemm_dgated's 128x128ppa1d2), then
+// tile_key; or null.
 const Instance* with_tile(const Instance& base, const char* tile) {
   for (const Instance& i : kGemmInstances)
     if (std::strcmp(tile, i.tile) == 0 && same_problem(i, base)) return &i;
   for (const Instance& i : kGemmInstances)
-    if (without_split(i.tile) == tile && same_problem(i, base)) return &i;
+    if (!i.candidate && without_split(i.tile) == tile && same_problem(i, base)) return &i;
   for (const Instance& i : kGemmInstances)
-    if (tile_key(i) == tile && same_problem(i, base)) return &i;
+    if (!i.candidate && tile_key(i) == tile && same_problem(i, base)) return &i;
   return nullptr;
 }
 
 // The instance that runs p (base: its group's base instance) on a device of `sms` SMs, without a
-// CUDA call: the forced one (a forced tile not compiled for the group runs base), else the rule's.
+// CUDA call: the forced one, else the rule's. QUACK_GEMM_TILE (then QUACK_GEMM_TILE_N) forces
+// "<tile>" on every group (a tile not compiled for the group runs base), or, written
+// "<name part>:<tile>", only on the groups whose base instance's name contains <name part> (e.g.
+// "f32_mm:128x256a1d2": linear + cross-entropy's fp32-accumulating dweight GEMM, while its other
+// GEMMs keep the rule); "auto", empty or unset (or "<name part>:auto"): the rule.
 const Instance& choose_instance(const Instance& base, const GemmProblem& p, int64_t sms) {
   for (const char* var : {"QUACK_GEMM_TILE", "QUACK_GEMM_TILE_N"}) {
     const char* e = std::getenv(var);
     if (e && *e && std::strcmp(e, "auto") != 0) {
-      const Instance* i = with_tile(base, e);
+      const char* tile = e;
+      if (const char* colon = std::strchr(e, ':')) {
+        if (std::string(base.name).find(std::string(e, colon)) == std::string::npos) continue;
+        tile = colon + 1;
+        if (*tile == 0 || std::strcmp(tile, "auto") == 0) continue;
+      }
+      const Instance* i = with_tile(base, tile);
       return i ? *i : base;
     }
   }
   std::vector<const Instance*> same{&base};
   std::vector<detail::TileOption> options{{base.bm, base.bn, base.cluster_m, base.cluster_n, base.pingpong}};
   for (const Instance& i : kGemmInstances)
-    if (&i != &base && same_problem(i, base)) {
+    if (&i != &base && same_problem(i, base) && !i.candidate) {
       same.push_back(&i);
       options.push_back({i.bm, i.bn, i.cluster_m, i.cluster_n, i.pingpong});
     }

@@ -12,8 +12,9 @@ namespace quack::detail {
 /// that quack::gemm(args) launches with args.tuned off on a device of `sms` SMs: the base instance
 /// of args' dtypes and layouts (a column-major d swaps a and b: the kernel computes Dᵀ = Bᵀ·Aᵀ),
 /// then the tile that QUACK_GEMM_TILE / QUACK_GEMM_TILE_N force (a tile not compiled for those
-/// dtypes and layouts: the base instance) or, unset, empty or "auto", the tile rule of
-/// gemm/tile_rule.h for `sms`. nullptr when nothing runs a GEMM kernel (M, N or L = 0; K = 0: the
+/// dtypes and layouts: the base instance; "<name part>:<tile>" forces it only where the base
+/// instance's name contains <name part>) or, unset, empty or "auto", the tile rule of
+/// gemm/tile_rule.h for `sms` (which never picks a buffer-split A/B variant). nullptr when nothing runs a GEMM kernel (M, N or L = 0; K = 0: the
 /// fill kernel). Throws InvalidArgument as can_implement(args).
 const char* gemm_instance_name(const GemmArgs& args, int64_t sms);
 

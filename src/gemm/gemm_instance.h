@@ -19,6 +19,8 @@ struct GemmInstance {
   GemmMajor a, b;         // operand majors in the kernel's terms
   int bm, bn, cluster_m, cluster_n;
   bool pingpong;          // pingpong consumers, else cooperative
+  bool candidate;         // a device A/B candidate (instances_ab.txt, A/B builds only): runs only when
+                          // forced by its tile name; never the tile rule's pick nor a group's base
   GemmLauncher run;
 };
 

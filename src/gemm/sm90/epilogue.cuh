@@ -119,10 +119,12 @@ struct CollectiveEpilogue {
   static constexpr int kOutputs = Op::kOutputs;
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
-  // Subtile: the tile's (EpiM, EpiN), but 32 columns wide for two outputs where the tile's are 64
-  // (pingpong, BM = 64): with 64 x 64 subtiles a pingpong thread held its 128 accumulators, the
-  // 32 values of C and 2 x 32 outputs at once and the activation gradient spilled (568 bytes).
-  static constexpr int EpiM = Tile::EpiM, EpiN = kOutputs == 2 && Tile::EpiN == 64 ? 32 : Tile::EpiN;
+  // Subtile: the tile's (EpiM, EpiN), but 32 columns wide where the tile's are 64 (pingpong, BM
+  // = 64) for two outputs (with 64 x 64 subtiles a pingpong thread held its 128 accumulators,
+  // the 32 values of C and 2 x 32 outputs at once and the activation gradient spilled: 568
+  // bytes) and for an fp32 D or C (rows of 128 bytes, the widest swizzle of epilogue_smem.cuh).
+  static constexpr bool kNarrow = kOutputs == 2 || sizeof(ElementD) == 4 || sizeof(ElementC) == 4;
+  static constexpr int EpiM = Tile::EpiM, EpiN = kNarrow && Tile::EpiN == 64 ? 32 : Tile::EpiN;
   static constexpr int kFrg = EpiM * EpiN / kEpiThreads;  // values per thread per subtile
   using EpiTile = Shape<Int<EpiM>, Int<EpiN>>;
   // C is loaded into the D buffer it is about to become (CUTLASS's ReuseSmemC) when both have

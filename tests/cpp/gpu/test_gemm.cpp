@@ -349,6 +349,26 @@ TEST_F(Gemm, EveryTileConfig) {
   // columns; M = 1100: a partial 2x1 cluster), and an fp32 C.
   cases.push_back(lay("rrr", mk(1100, 1000, 256)));
   cases.push_back(with(mk(640, 2000, 192), [](GemmCase& c) { c.with_c = true; c.beta = 0.5f; c.c_dt = DType::kFloat32; }));
+  // The fp32 accumulation of linear + cross-entropy's dweight (a column-major, b row-major: mm;
+  // fp32 D += A·B in place, C = D), which the A/B builds' variants serve (instances_ab.txt:
+  // 128x256a0d2 / a1d2 / a2d2 / a3d2, 128x128ppa1d2 / a2d2 / a0d4): M and N tails (N = 600: a
+  // last 128x256 tile of 3 subtiles, N = 280: of one, fewer than the ring's buffers), a 2x1
+  // cluster's partial pair (M = 1000, 300), several tiles per CTA (8192 x 1024: 256 or 512 tiles,
+  // K = 64 one k-tile each), beta ≠ 1 and alpha, and rows TMA cannot address (N = 1001, tight:
+  // C staged by plain loads into the ring's buffers, D by plain stores).
+  auto acc32 = [](int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+    return with(lay("crr", mk(M, N, K)), [=](GemmCase& c) {
+      c.d = DType::kFloat32;
+      c.with_c = true;
+      c.in_place = true;
+      c.alpha = alpha;
+      c.beta = beta;
+    });
+  };
+  cases.push_back(acc32(1000, 600, 300, 1.f, 1.f));
+  cases.push_back(acc32(300, 280, 100, 2.f, -0.5f));
+  cases.push_back(acc32(8192, 1024, 64, 1.f, 1.f));
+  cases.push_back(with(acc32(260, 1001, 96, 1.f, 1.f), [](GemmCase& c) { c.tight = true; }));
   std::vector<std::string> tiles = tile_names();
   tiles.push_back("auto");
   for (const std::string& tile : tiles) {

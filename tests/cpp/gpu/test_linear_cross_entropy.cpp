@@ -31,11 +31,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "gemm/gemm_instances.h"
 #include "gpu/gpu_util.h"
 #include "linear_cross_entropy/lce_plan.h"
 #include "quack/errors.h"
@@ -419,6 +421,43 @@ TEST_F(LcePaths, Fp32DweightAccumulatedDirectly) {
     const LceRun r = run_case(c);
     EXPECT_EQ(r.plan.dw, detail::LceDw::kDirect);
     EXPECT_EQ(r.plan.n_chunks, 5);
+  }
+}
+
+// The dweight GEMMs' tiles (the fp32 accumulation: bf16 inputs, fp32 D = C, a and b MN-major)
+// forced through QUACK_GEMM_TILE's name part ("f32_mm:<tile>", the other GEMMs on the rule):
+// 128x256 and, in A/B builds (-DQUACK_GEMM_AB_INSTANCES=ON), its C-ring variants of
+// instances_ab.txt. Five chunks accumulated into the split accumulator (dweight's memory and the
+// workspace) and, with accumulate, all in the workspace; N = D = 320: a full 256-column tile
+// and a tail of 64 columns (two subtiles).
+TEST_F(LcePaths, DweightTilesForced) {
+  struct Unset {
+    ~Unset() { unsetenv("QUACK_GEMM_TILE"); }
+  } unset;
+  std::vector<std::string> tiles;
+  for (const detail::GemmInstance& i : detail::kGemmInstances)
+    if (i.epilogue == detail::GemmEpilogue::kLinComb && i.ab == kBF && i.d == kF32 && i.c == kF32 &&
+        i.a == detail::GemmMajor::kMN && i.b == detail::GemmMajor::kMN)
+      tiles.push_back(i.tile);
+  ASSERT_FALSE(tiles.empty());
+  for (const std::string& tile : tiles) {
+    const std::string spec = "f32_mm:" + tile;
+    setenv("QUACK_GEMM_TILE", spec.c_str(), 1);
+    for (bool acc : {false, true}) {
+      SCOPED_TRACE(spec + (acc ? ", accumulate" : ""));
+      LceCase c;
+      c.T = 300;
+      c.D = 320;
+      c.V = 1003;
+      c.chunk = 64;
+      c.bias = true;
+      c.accumulate = acc;
+      c.seed = acc ? 18 : 17;
+      const LceRun r = run_case(c);
+      EXPECT_EQ(r.plan.dw, detail::LceDw::kAcc);
+      EXPECT_EQ(r.plan.n_chunks, 5);
+      EXPECT_EQ(r.plan.acc_in_dw, acc ? 0 : detail::lce_split_rows(c.V));
+    }
   }
 }
 

@@ -7,8 +7,10 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "gemm/gemm_dispatch.h"
+#include "gemm/gemm_instances.h"
 #include "host_test_util.h"
 #include "quack/gemm.h"
 
@@ -111,6 +113,51 @@ TEST(GemmDispatch, LlmShapesRunTheWidePingpongTile) {
     EXPECT_EQ(launched(args(s[0], s[1], s[2], "rr"), nullptr), "gemm_sm90_128x192pp_bf16_bf16_km")
         << s[0] << "x" << s[1] << "x" << s[2];
   EXPECT_EQ(launched(args(16384, 4096, 14336, "rr"), nullptr), "gemm_sm90_128x256_bf16_bf16_km");
+}
+
+// Linear + cross-entropy's three GEMMs per 4096-token chunk (V = 128256, D = 4096): logits (rc:
+// kk), dx (rr: km) and the fp32-accumulating dweight half (cr: mm, fp32 d, C = d, beta 1).
+// "<name part>:<tile>" forces the tile only on the groups whose base instance's name contains
+// the part (here the dweight's "..._bf16_f32_mm"); the others keep the rule. An A/B candidate
+// (instances_ab.txt: GemmInstance::candidate) runs only when forced by its tile name: the rule
+// keeps the group's base in A/B builds too.
+TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
+  const GemmArgs logits = args(4096, 128256, 4096, "rc");
+  const GemmArgs dx = args(4096, 4096, 128256, "rr");
+  GemmArgs dw = args(64128, 4096, 4096, "cr");
+  dw.d = row_major(fake(3, uintptr_t{1} << 40), DType::kFloat32, 64128, 4096);
+  dw.c = dw.d;
+  dw.beta = 1.f;
+  const std::string rule_logits = launched(logits, nullptr), rule_dx = launched(dx, nullptr);
+  EXPECT_EQ(launched(dw, nullptr), "gemm_sm90_128x256_bf16_f32_mm");
+  // A tile of the dweight's group: the compiled A/B variants (in A/B builds) and its base.
+  std::vector<std::string> tiles = {"128x256"};
+  for (const detail::GemmInstance& i : detail::kGemmInstances)
+    if (std::string(i.name).find("_bf16_f32_mm") != std::string::npos && std::string(i.name).rfind("gemm_sm90_", 0) == 0)
+      tiles.push_back(i.tile);
+  for (const std::string& tile : tiles) {
+    SCOPED_TRACE(tile);
+    const std::string spec = "f32_mm:" + tile;
+    EXPECT_EQ(launched(dw, spec.c_str()), "gemm_sm90_" + tile + "_bf16_f32_mm");
+    EXPECT_EQ(launched(logits, spec.c_str()), rule_logits);
+    EXPECT_EQ(launched(dx, spec.c_str()), rule_dx);
+  }
+  // A name part that matches: its group forced (a tile it lacks: its base); the others' rule.
+  EXPECT_EQ(launched(logits, "bf16_bf16_kk:128x128pp"), "gemm_sm90_128x128pp_bf16_bf16_kk");
+  EXPECT_EQ(launched(dx, "bf16_bf16_kk:128x128pp"), rule_dx);
+  EXPECT_EQ(launched(dw, "bf16_bf16_kk:128x128pp"), "gemm_sm90_128x256_bf16_f32_mm");
+  EXPECT_EQ(launched(dw, "f32_mm:128x192pp"), "gemm_sm90_128x256_bf16_f32_mm");  // not compiled: base
+  EXPECT_EQ(launched(dw, "f32_mm:auto"), "gemm_sm90_128x256_bf16_f32_mm");
+  // QUACK_GEMM_TILE_N's keys never select an A/B candidate: "256" and "128" run the base.
+  setenv("QUACK_GEMM_TILE_N", "128", 1);
+  const char* n128 = detail::gemm_instance_name(dw, kSms);
+  setenv("QUACK_GEMM_TILE_N", "256", 1);
+  const char* n256 = detail::gemm_instance_name(dw, kSms);
+  unsetenv("QUACK_GEMM_TILE_N");
+  EXPECT_EQ(std::string(n128), "gemm_sm90_128x256_bf16_f32_mm");
+  EXPECT_EQ(std::string(n256), "gemm_sm90_128x256_bf16_f32_mm");
+  // Without a name part every group is forced, as before.
+  EXPECT_EQ(launched(dx, "128x128pp"), "gemm_sm90_128x128pp_bf16_bf16_km");
 }
 
 TEST(GemmDispatch, NothingLaunchedForEmptyOrKZero) {

@@ -192,6 +192,75 @@ TEST(GemmEpilogueLayout, DGatedCRingCostsNoMainloopStage) {
   EXPECT_LE(sizeof(GemmKernel<PingpongA4D2Tile, PingpongDGatedA4D2>::SharedStorage), size_t(PingpongTile::kMaxSmem));
 }
 
+// The fp32-accumulating lincomb (linear + cross-entropy's dweight: D = acc + C, C = D in fp32)
+// and its device A/B splits (instances_ab.txt, "lincomb:a<S>d<D>"): 128x256 keeps 3 mainloop
+// stages with 1, 2 or 3 C buffers of 128 x 32 fp32 (16 KB) beside 2 output buffers, and takes 4
+// with none (a0d2: C into the 2 D buffers, 32 KB, as the bf16 tile's 4 x 8 KB). On the 128x128
+// pingpong tile an fp32 D (or C) takes 64 x 32 subtiles (128-byte rows, as two outputs do):
+// a1d2 48 KB, a2d2 and a0d4 64 KB for the two warpgroups, all 5 mainloop stages.
+using CoopF32A0D2Tile = EpiCAhead<CoopTile, 0, 2>;
+using CoopF32A1D2Tile = EpiCAhead<CoopTile, 1, 2>;
+using CoopF32A2D2Tile = EpiCAhead<CoopTile, 2, 2>;
+using CoopF32A3D2Tile = EpiCAhead<CoopTile, 3, 2>;
+using CoopF32A0D2 = CollectiveEpilogue<CoopF32A0D2Tile, LinearCombination, float>;
+using CoopF32A1D2 = CollectiveEpilogue<CoopF32A1D2Tile, LinearCombination, float>;
+using CoopF32A2D2 = CollectiveEpilogue<CoopF32A2D2Tile, LinearCombination, float>;
+using CoopF32A3D2 = CollectiveEpilogue<CoopF32A3D2Tile, LinearCombination, float>;
+using PingpongF32A1D2Tile = EpiCAhead<PingpongTile, 1, 2>;
+using PingpongF32A2D2Tile = EpiCAhead<PingpongTile, 2, 2>;
+using PingpongF32A0D4Tile = EpiCAhead<PingpongTile, 0, 4>;
+using PingpongF32A1D2 = CollectiveEpilogue<PingpongF32A1D2Tile, LinearCombination, float>;
+using PingpongF32A2D2 = CollectiveEpilogue<PingpongF32A2D2Tile, LinearCombination, float>;
+using PingpongF32A0D4 = CollectiveEpilogue<PingpongF32A0D4Tile, LinearCombination, float>;
+using PingpongF32C = CollectiveEpilogue<PingpongTile, LinearCombination, bf16, float>;
+
+TEST(GemmEpilogueLayout, Fp32LinCombCRingSplits) {
+  EXPECT_FALSE(CoopF32D::kCAhead);
+  EXPECT_TRUE(CoopF32D::kReuseSmemC);
+  EXPECT_EQ(CoopF32D::EpiStagesD, 4);
+  EXPECT_FALSE(CoopF32A0D2::kCAhead);
+  EXPECT_TRUE(CoopF32A0D2::kReuseSmemC);
+  EXPECT_EQ(CoopF32A0D2::EpiStagesD, 2);
+  EXPECT_EQ(CoopF32A0D2::kSmemBytes, 32768);
+  EXPECT_EQ((GemmKernel<CoopF32A0D2Tile, CoopF32A0D2>::Stages), 4);
+  EXPECT_TRUE(CoopF32A1D2::kCAhead);
+  EXPECT_EQ(CoopF32A1D2::kStagesC, 1);
+  EXPECT_EQ(CoopF32A1D2::EpiStagesD, 2);
+  EXPECT_EQ(CoopF32A1D2::kSmemBytes, 49152);
+  EXPECT_EQ((GemmKernel<CoopF32A1D2Tile, CoopF32A1D2>::Stages), 3);
+  EXPECT_EQ(CoopF32A2D2::kStagesC, 2);
+  EXPECT_EQ(CoopF32A2D2::kSmemBytes, 65536);
+  EXPECT_EQ((GemmKernel<CoopF32A2D2Tile, CoopF32A2D2>::Stages), 3);
+  EXPECT_EQ(CoopF32A3D2::kStagesC, 3);
+  EXPECT_EQ(CoopF32A3D2::kSmemBytes, 81920);
+  EXPECT_EQ((GemmKernel<CoopF32A3D2Tile, CoopF32A3D2>::Stages), 3);
+  EXPECT_LE(sizeof(GemmKernel<CoopF32A0D2Tile, CoopF32A0D2>::SharedStorage), size_t(CoopTile::kMaxSmem));
+  EXPECT_LE(sizeof(GemmKernel<CoopF32A1D2Tile, CoopF32A1D2>::SharedStorage), size_t(CoopTile::kMaxSmem));
+  EXPECT_LE(sizeof(GemmKernel<CoopF32A2D2Tile, CoopF32A2D2>::SharedStorage), size_t(CoopTile::kMaxSmem));
+  EXPECT_LE(sizeof(GemmKernel<CoopF32A3D2Tile, CoopF32A3D2>::SharedStorage), size_t(CoopTile::kMaxSmem));
+  EXPECT_EQ(PingpongF32A1D2::EpiN, 32);
+  EXPECT_EQ(PingpongF32A1D2::kFrg, 16);
+  EXPECT_EQ(PingpongF32A1D2::kStagesC, 1);
+  EXPECT_EQ(PingpongF32A1D2::kSmemBytes, 49152);
+  EXPECT_EQ((GemmKernel<PingpongF32A1D2Tile, PingpongF32A1D2>::Stages), 5);
+  EXPECT_EQ(PingpongF32A2D2::kStagesC, 2);
+  EXPECT_EQ(PingpongF32A2D2::kSmemBytes, 65536);
+  EXPECT_EQ((GemmKernel<PingpongF32A2D2Tile, PingpongF32A2D2>::Stages), 5);
+  EXPECT_FALSE(PingpongF32A0D4::kCAhead);
+  EXPECT_TRUE(PingpongF32A0D4::kReuseSmemC);
+  EXPECT_EQ(PingpongF32A0D4::kSmemBytes, 65536);
+  EXPECT_EQ((GemmKernel<PingpongF32A0D4Tile, PingpongF32A0D4>::Stages), 5);
+  EXPECT_EQ(PingpongF32C::EpiN, 32);  // an fp32 C narrows the subtile too
+  EXPECT_EQ(Pingpong::EpiN, 64);      // 16-bit D and C keep 64 x 64
+  EXPECT_LE(sizeof(GemmKernel<PingpongF32A1D2Tile, PingpongF32A1D2>::SharedStorage), size_t(PingpongTile::kMaxSmem));
+  EXPECT_LE(sizeof(GemmKernel<PingpongF32A2D2Tile, PingpongF32A2D2>::SharedStorage), size_t(PingpongTile::kMaxSmem));
+  EXPECT_LE(sizeof(GemmKernel<PingpongF32A0D4Tile, PingpongF32A0D4>::SharedStorage), size_t(PingpongTile::kMaxSmem));
+  expect_buffers_match_cute<PingpongF32A1D2>("128x128 pingpong fp32 D, 1 C buffer ahead");
+  expect_buffers_match_cute<PingpongF32A0D4>("128x128 pingpong fp32 D, C into 4 D buffers");
+  expect_buffers_match_cute<CoopF32A1D2>("128x256 fp32 D, 1 C buffer ahead");
+  expect_buffers_match_cute<CoopF32A3D2>("128x256 fp32 D, 3 C buffers ahead");
+}
+
 // The mainloop's stages beside each epilogue (GemmKernel): as many as fit beside the buffers. One
 // 16-bit output keeps 4 buffers in flight (3 at 128x192 pingpong), two outputs 2 each (or 4 each
 // of half the width), so a second output costs no mainloop stage at 128x256 and 128x128, one at

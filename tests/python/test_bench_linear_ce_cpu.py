@@ -1,0 +1,68 @@
+"""bench/bench_linear_ce.py's --trace analysis (trace_gaps) on hand-made chrome-trace events and
+its --tiles wrapper; no GPU, no torch (the bench imports torch only in main)."""
+
+import importlib.util
+import os
+
+import pytest
+
+_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                     "bench_linear_ce.py")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_linear_ce", _PATH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def kernel(name, ts, dur, cat="kernel"):
+    return dict(ph="X", cat=cat, name=name, ts=ts, dur=dur)
+
+
+def test_gaps_between_kernels_and_lead_in(bench):
+    ev = [dict(ph="X", cat="user_annotation", name="lce_call", ts=900.0, dur=50.0),
+          kernel("gemm_a", 1000.0, 100.0),
+          kernel("ce", 1110.0, 20.0),               # 10 us gap: below the threshold
+          kernel("gemm_b", 1200.0, 300.0),          # 70 us gap
+          kernel("memset", 1490.0, 30.0, "gpu_memset"),  # overlaps gemm_b's end: no gap
+          kernel("gemm_c", 1700.0, 100.0),          # 180 us gap after gemm_b (ends at 1520)
+          dict(ph="X", cat="cuda_runtime", name="cudaMalloc", ts=1550.0, dur=100.0),
+          dict(ph="X", cat="cuda_runtime", name="cudaLaunchKernel", ts=1560.0, dur=5.0),
+          dict(ph="X", cat="cuda_runtime", name="cudaStreamSynchronize", ts=100.0, dur=5.0)]
+    g = bench.trace_gaps(ev, 50.0)
+    assert g["kernels"] == 5
+    assert g["lead_in_us"] == pytest.approx(100.0)
+    assert [round(x["gap_us"], 3) for x in g["gaps"]] == [70.0, 180.0]
+    assert g["gaps"][0]["before"] == "ce" and g["gaps"][0]["after"] == "gemm_b"
+    assert g["gaps"][0]["start_us"] == pytest.approx(130.0)
+    assert g["gaps"][1]["before"] == "memset" and g["gaps"][1]["after"] == "gemm_c"
+    assert g["gaps"][1]["host_calls"] == ["cudaMalloc"]  # launches are not stalls; the sync is outside
+    assert g["span_us"] == pytest.approx(800.0)
+    assert g["busy_us"] == pytest.approx(100 + 20 + 300 + 20 + 100)
+    assert g["idle_us"] == pytest.approx(800.0 - 540.0)
+
+
+def test_no_gpu_activity(bench):
+    g = bench.trace_gaps([dict(ph="X", cat="cpu_op", name="aten::add", ts=0.0, dur=1.0)])
+    assert g["kernels"] == 0 and g["gaps"] == [] and g["lead_in_us"] is None
+
+
+def test_tiles_and_trace_arguments(bench):
+    a = bench.parse_args(["--quick", "--impls", "ours,gemms", "--tiles",
+                          "auto,f32_mm:128x256a1d2", "--trace", "t.json", "--gap-us", "20"])
+    assert a.tiles.split(",") == ["auto", "f32_mm:128x256a1d2"]
+    assert a.trace == "t.json" and a.gap_us == 20.0
+    seen = []
+    f = bench.with_tile(lambda: seen.append(os.environ.get("QUACK_GEMM_TILE")), "f32_mm:128x256a1d2")
+    old = os.environ.get("QUACK_GEMM_TILE")
+    try:
+        f()
+    finally:
+        if old is None:
+            os.environ.pop("QUACK_GEMM_TILE", None)
+        else:
+            os.environ["QUACK_GEMM_TILE"] = old
+    assert seen == ["f32_mm:128x256a1d2"]
