@@ -91,6 +91,12 @@ TEST(RotaryValidation, EmptyInputsReturnWithoutCuda) {
   a.k = a.k_out = a.v = a.v_out = TensorRef();
   a.q.shape[2] = a.q_out.shape[2] = 0;
   EXPECT_NO_THROW(apply_rotary(a, nullptr));
+  // All strides 0 (autograd's gradient of an empty tensor's sum): nothing read, no stride check.
+  a = args();
+  a.k = a.k_out = a.v = a.v_out = TensorRef();
+  a.q.shape[0] = a.q_out.shape[0] = 0;
+  for (int i = 0; i < 4; ++i) a.q.stride[i] = 0;
+  EXPECT_NO_THROW(apply_rotary(a, nullptr));
 }
 
 TEST(RotaryValidation, MissingTensors) {
