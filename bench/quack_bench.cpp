@@ -41,8 +41,14 @@
 //                       the forward, the backward returns at once), and ce_fwd_bwd_scaled at 0.5
 //                       every step (no dx in the forward, the backward recomputes it from x);
 //                       ce_fwd_bwd_rescale / ce_fwd_bwd_scaled_rescale: the same with dx always
-//                       written and cross_entropy_scale_grad (A/B); random targets, none
-//                       ignored; "config" as softmax's (the forward's row kernel)
+//                       written and cross_entropy_scale_grad (A/B); the two halves of
+//                       ce_fwd_bwd_scaled alone: ce_fwd_dx_off, the training forward with the
+//                       word at 0 (prep + the dx instance with its gate closed + finish; compare
+//                       ce_fwd, the loss-only instance, on the same config), and
+//                       ce_train_bwd_recompute, cross_entropy_train_bwd after it (the scale
+//                       kernel's early return + the recompute; its own plan, timed once per
+//                       shape); random targets, none ignored; "config" as softmax's (the
+//                       forward's row kernel)
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
 //     (env QUACK_GEMM_TILE or QUACK_GEMM_TILE_N forces a tile, for gemm-act / gemm-dact on both the
@@ -697,6 +703,7 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
     auto extra_of = [&](const d::RowPlan& plan) {
       return std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
     };
+    bool recompute_timed = false;  // ce_train_bwd_recompute: once per shape
     for (int cfg : configs) {
       if (run_fwd) {
         const d::RowPlan plan = d::plan_row_call(d::cross_entropy_fwd_call(fwd_args(0, false)).row, cfg);
@@ -745,6 +752,27 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
           emit(g == 1.f ? "ce_fwd_bwd_rescale" : "ce_fwd_bwd_scaled_rescale", name, M, V,
                ms_rescale, 2.0 * mv * es, extra_of(plan).c_str());
         }
+        // The halves of ce_fwd_bwd_scaled. The forward with the word at 0: the dx instance
+        // with its gate closed (no dx stored; loss and lse only), bytes as ce_fwd's.
+        const int32_t zero = 0;
+        check(cudaMemcpy(word.p, &zero, 4, cudaMemcpyHostToDevice), "dx_predict");
+        const double ms_off = time_median(
+            [&](int s) {
+              d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(predicted(with_ws(fwd_args(s, true)))),
+                                       plan, nullptr);
+            },
+            sets, budget_ms);
+        emit("ce_fwd_dx_off", name, M, V, ms_off, 1.0 * mv * es, extra_of(plan).c_str());
+        if (!recompute_timed) {
+          recompute_timed = true;
+          // The backward after it (the state says dx not written; grad_output 0.5 keeps the
+          // word at 0): the scale kernel returns, the recompute runs on its own plan.
+          set_grad(0.5f);
+          const d::RowPlan bplan = d::plan_row_call(d::cross_entropy_bwd_call(bwd_args(0)));
+          const double ms_bwd = time_median([&](int s) { train_bwd(s); }, sets, budget_ms);
+          emit("ce_train_bwd_recompute", name, M, V, ms_bwd, 2.0 * mv * es, extra_of(bplan).c_str());
+        }
+        check(cudaMemcpy(word.p, &one, 4, cudaMemcpyHostToDevice), "dx_predict");
       }
     }
   }
