@@ -731,8 +731,10 @@ def print_summary(s, runs):
 
 
 def git_commit():
+    """The checkout's commit, with "-dirty" when tracked files differ from it (a copied working
+    tree, e.g. on a remote GPU machine, can carry an older .git than its files)."""
     try:
-        return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+        return subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty", "--abbrev=7"],
                               capture_output=True, text=True, timeout=10).stdout.strip() or None
     except Exception:  # noqa: BLE001
         return None
