@@ -5,7 +5,6 @@
 // instantiations skip instead).
 #pragma once
 
-#include <cstring>
 #include <initializer_list>
 #include <string>
 
@@ -24,14 +23,16 @@ inline std::string fused_tile_name(const char* key) {
 }
 
 /// Whether the bf16 instance of tile key `key` (QUACK_GEMM_TILE_N) is compiled for any of
-/// `epilogues` (the default 128x256 always is).
+/// `epilogues` (the default 128x256 always is): the tile's fields, any epilogue buffer split;
+/// A/B candidates (instances_ab.txt) do not count, since a key never selects one (gemm.cpp).
 inline bool fused_tile_compiled(const char* key, std::initializer_list<detail::GemmEpilogue> epilogues) {
   const std::string k(key);
-  const char* tile = k == "256" ? "128x256" : k == "128" ? "128x128pp" : "128x192pp";
+  const int bn = k == "256" ? 256 : k == "128" ? 128 : 192;
+  const bool pingpong = k != "256";
   for (const detail::GemmInstance& i : detail::kGemmInstances)
     for (detail::GemmEpilogue e : epilogues)
-      if (i.epilogue == e && i.ab == DType::kBFloat16 && std::strncmp(i.tile, tile, std::strlen(tile)) == 0 &&
-          (i.tile[std::strlen(tile)] == '\0' || i.tile[std::strlen(tile)] == 'a'))  // a<S>[d<D>]: a buffer split
+      if (i.epilogue == e && i.ab == DType::kBFloat16 && !i.candidate && i.bm == 128 && i.bn == bn &&
+          i.pingpong == pingpong && i.cluster_m == 2 && i.cluster_n == 1)
         return true;
   return false;
 }
