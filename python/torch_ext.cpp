@@ -699,6 +699,17 @@ Tensor predict_word(const Tensor& like) {
   return t;
 }
 
+// The cross-entropy options every Args struct of quack/cross_entropy.h carries, from the
+// custom ops' Python types.
+template <class Args>
+void set_ce_options(Args& a, int64_t ignore_index, double label_smoothing, double z_loss,
+                    double logit_softcap) {
+  a.ignore_index = ignore_index;
+  a.label_smoothing = static_cast<float>(label_smoothing);
+  a.z_loss_scale = static_cast<float>(z_loss);
+  a.logit_softcap = static_cast<float>(logit_softcap);
+}
+
 // The outputs of CrossEntropyFwd (None: undefined) in its order.
 struct CeOuts {
   Tensor loss, lse, z, dx, state;
@@ -738,8 +749,7 @@ CeOuts ce_fwd_impl(const Tensor& x, const Tensor& target, const Tensor& weight,
   a.target = ref(target, fn, "target");
   a.weight = ref(weight, fn, "weight");
   a.reduction = red;
-  a.label_smoothing = static_cast<float>(label_smoothing);
-  a.z_loss_scale = static_cast<float>(z_loss);
+  set_ce_options(a, ignore_index, label_smoothing, z_loss, logit_softcap);
   const size_t ws_bytes = quack::cross_entropy_fwd_workspace_size(a);
   Tensor ws = ws_bytes ? at::empty({static_cast<int64_t>(ws_bytes)},
                                    target.options().dtype(at::kByte))
@@ -751,8 +761,6 @@ CeOuts ce_fwd_impl(const Tensor& x, const Tensor& target, const Tensor& weight,
   a.dx = ref(dx, fn, "dx");
   a.dx_state = ref(o.state, fn, "dx_state");
   a.dx_predict = ref(predict_dx ? word : Tensor(), fn, "dx_predict");
-  a.ignore_index = ignore_index;
-  a.logit_softcap = static_cast<float>(logit_softcap);
   a.num_classes = num_classes;
   a.workspace = ws.defined() ? ws.data_ptr() : nullptr;
   a.workspace_bytes = ws_bytes;
@@ -780,10 +788,7 @@ Tensor ce_train_bwd_impl(const Tensor& x, const Tensor& target, const Tensor& ls
   a.dx_out = ref(out, fn, "dx_out");
   a.dx_predict = ref(word, fn, "dx_predict");
   a.weight = ref(weight, fn, "weight");
-  a.ignore_index = ignore_index;
-  a.label_smoothing = static_cast<float>(label_smoothing);
-  a.z_loss_scale = static_cast<float>(z_loss);
-  a.logit_softcap = static_cast<float>(logit_softcap);
+  set_ce_options(a, ignore_index, label_smoothing, z_loss, logit_softcap);
   if (!g_stub_launches) quack::cross_entropy_train_bwd(a, stream_of(dx));
   if (into_dx) {
     bump_version(dx);
@@ -820,10 +825,7 @@ Tensor ce_bwd_impl(const Tensor& x, const Tensor& target, const Tensor& lse, con
   a.dloss = loss_ref(dloss, fn, "dloss");
   a.dx = ref(dx, fn, "dx");
   a.weight = ref(weight, fn, "weight");
-  a.ignore_index = ignore_index;
-  a.label_smoothing = static_cast<float>(label_smoothing);
-  a.z_loss_scale = static_cast<float>(z_loss);
-  a.logit_softcap = static_cast<float>(logit_softcap);
+  set_ce_options(a, ignore_index, label_smoothing, z_loss, logit_softcap);
   if (!g_stub_launches) quack::cross_entropy_bwd(a, stream_of(x));
   if (dx_into_x) bump_version(x);
   return dx;
