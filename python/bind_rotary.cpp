@@ -49,4 +49,36 @@ void bind_rotary(nb::module_& m) {
        "B * S = 0 launches nothing. Raises ValueError for a bad argument (the message names\n"
        "it), RuntimeError for a CUDA error.")
           .c_str());
+  m.def(
+      "rotary_qkv_pack",
+      [](const OptTensor& dq, const OptTensor& dk, const OptTensor& dv, const OptTensor& dqkv,
+         const OptTensor& cos, const OptTensor& sin, int64_t seqlen_offset, bool conjugate,
+         uintptr_t stream) {
+        constexpr const char* fn = "rotary_qkv_pack";
+        quack::RotaryPackArgs a;
+        a.dq = to_ref(dq, fn, "dq");
+        a.dk = to_ref(dk, fn, "dk");
+        a.dv = to_ref(dv, fn, "dv");
+        a.dqkv = to_ref(dqkv, fn, "dqkv");
+        a.cos = to_ref(cos, fn, "cos");
+        a.sin = to_ref(sin, fn, "sin");
+        a.seqlen_offset = seqlen_offset;
+        a.conjugate = conjugate;
+        nb::gil_scoped_release release;
+        quack::rotary_qkv_pack(a, quack_py::to_stream(stream));
+      },
+      nb::arg("dq").none(), nb::arg("dk").none(), nb::arg("dv").none(), nb::arg("dqkv"),
+      nb::arg("cos"), nb::arg("sin"), nb::arg("seqlen_offset") = 0, nb::arg("conjugate") = true,
+      nb::arg("stream") = 0,
+      (std::string(
+           "The packed gradient of a split rotary (quack::rotary_qkv_pack), one launch:\n"
+           "dqkv[:, :, 0] = rot(dq), dqkv[:, :, 1] = rot(dk) (apply_rotary's formula, -sin when\n"
+           "conjugate), dqkv[:, :, 2] = dv; an absent (None) dq, dk or dv gives zeros.\n"
+           "dq, dk, dv: (B, S, H, D) in dqkv's dtype, D stride 1; dqkv: (B, S, 3 * H, D) (the\n"
+           "packed (B, S, 3, H, D) with (3, H) merged) fp32/fp16/bf16, D stride 1. cos, sin:\n"
+           "(S_ro, R/2) fp32, S + seqlen_offset <= S_ro.\n") +
+       quack_py::kTensorDoc +
+       "B * S = 0 launches nothing. Raises ValueError for a bad argument (the message names\n"
+       "it), RuntimeError for a CUDA error.")
+          .c_str());
 }

@@ -77,4 +77,51 @@ struct RotaryArgs {
 /// past 2^31 elements; CudaError when the launch fails.
 void apply_rotary(const RotaryArgs& args, cudaStream_t stream);
 
+/// Arguments of rotary_qkv_pack: the backward of a rotary embedding that took a packed qkv
+/// (B, S, 3, H, D) and returned q, k, v as three separate tensors (Python's
+/// apply_rotary_emb_qkv_split). It writes the packed gradient in one launch:
+///
+///   dqkv[:, :, 0] = rot(dq)   (apply_rotary's formula on each head, zeros when dq is absent)
+///   dqkv[:, :, 1] = rot(dk)   (zeros when dk is absent)
+///   dqkv[:, :, 2] = dv        (copied; zeros when dv is absent)
+///
+/// with rot the rotation of apply_rotary by cos, sin, seqlen_offset and `conjugate` (the
+/// backward of a forward rotation passes conjugate = true: the inverse rotation). Same kernel as
+/// apply_rotary (fp32 math, one rounding; dv's bits copied), so a packed gradient costs one read
+/// of dq, dk, dv and one write of dqkv: no stacking copy.
+///
+/// | tensor      | shape          | dtype            | layout                                |
+/// |-------------|----------------|------------------|---------------------------------------|
+/// | dq, dk, dv  | (B, S, H, D)   | dqkv's dtype     | any non-negative strides, D stride 1; |
+/// |             |                |                  | each optional (absent: zeros)         |
+/// | dqkv        | (B, S, 3·H, D) | fp32, fp16, bf16 | the packed (B, S, 3, H, D) with its   |
+/// |             |                |                  | (3, H) dims merged (a view of a       |
+/// |             |                |                  | contiguous one); D stride 1, no       |
+/// |             |                |                  | overlapping elements                  |
+/// | cos, sin    | (S_ro, R/2)    | fp32             | as apply_rotary                       |
+///
+/// dqkv must not overlap dq, dk or dv (not detected). The vector kernel runs under
+/// apply_rotary's conditions on the present tensors and dqkv.
+struct RotaryPackArgs {
+  TensorRef dq;    // optional
+  TensorRef dk;    // optional
+  TensorRef dv;    // optional
+  TensorRef dqkv;  // the output, (B, S, 3·H, D)
+  TensorRef cos;
+  TensorRef sin;
+  int64_t seqlen_offset = 0;  // position of s = 0; S + seqlen_offset ≤ S_ro
+  bool conjugate = true;      // rotate by −angle (the backward of a forward rotation)
+};
+
+/// Runs the packing rotation on `stream` (the device of dqkv). B·S·H = 0 launches nothing.
+/// Throws InvalidArgument (naming the function "rotary_qkv_pack", the argument, what was
+/// expected and what came) for an absent dqkv, cos or sin, a tensor not 4-D (cos, sin: 2-D),
+/// a negative size or stride, dqkv's third dimension not a multiple of 3, dq, dk or dv not
+/// (B, S, H, D) of dqkv's B, S, 3·H and D, cos with 0 columns or 2 · cos.shape[1] > D, a D
+/// stride other than 1 (D > 1), dqkv not fp32/fp16/bf16, dq, dk, dv not dqkv's dtype (cos,
+/// sin: not fp32), a tensor in host memory or on another device than dqkv, dqkv with
+/// overlapping elements, seqlen_offset < 0 or S + seqlen_offset > S_ro, or 3·H·D past 2^31
+/// elements; CudaError when the launch fails.
+void rotary_qkv_pack(const RotaryPackArgs& args, cudaStream_t stream);
+
 }  // namespace quack

@@ -14,6 +14,8 @@
 // checked 16-byte aligned bases and strides (rotary.cpp, vector_path), so every x access is one
 // or more aligned 16-byte words and every cos/sin access V·4 aligned bytes.
 // In place: each element is read and written by the same thread, its loads before its stores.
+// An absent input (in == nullptr with a written output: rotary_qkv_pack's missing gradients)
+// reads as zeros: its rotated chunks and copied chunks are stored as zeros.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -82,16 +84,21 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
               const int64_t hh = isq ? h : h - hq;
               // Field by field (values, no reference into the parameter block: taking its
               // address would copy it to local memory).
-              const T* src = static_cast<const T*>(pick(w, p.t[0].in, p.t[1].in, p.t[1].in)) +
-                             b * pick(w, p.t[0].in_b, p.t[1].in_b, p.t[1].in_b) +
-                             s * pick(w, p.t[0].in_s, p.t[1].in_s, p.t[1].in_s) +
-                             hh * pick(w, p.t[0].in_h, p.t[1].in_h, p.t[1].in_h) + c * V;
+              const T* base = static_cast<const T*>(pick(w, p.t[0].in, p.t[1].in, p.t[1].in));
+              const int64_t off = b * pick(w, p.t[0].in_b, p.t[1].in_b, p.t[1].in_b) +
+                                  s * pick(w, p.t[0].in_s, p.t[1].in_s, p.t[1].in_s) +
+                                  hh * pick(w, p.t[0].in_h, p.t[1].in_h, p.t[1].in_h) + c * V;
               dst[u] = static_cast<T*>(pick(w, p.t[0].out, p.t[1].out, p.t[1].out)) +
                        b * pick(w, p.t[0].out_b, p.t[1].out_b, p.t[1].out_b) +
                        s * pick(w, p.t[0].out_s, p.t[1].out_s, p.t[1].out_s) +
                        hh * pick(w, p.t[0].out_h, p.t[1].out_h, p.t[1].out_h) + c * V;
-              load_vec<T, V>(src, x1[u]);
-              load_vec<T, V>(src + p.half, x2[u]);
+              if (base != nullptr) {  // (no pointer arithmetic on an absent input)
+                load_vec<T, V>(base + off, x1[u]);
+                load_vec<T, V>(base + off + p.half, x2[u]);
+              } else {
+#pragma unroll
+                for (int i = 0; i < V; ++i) x1[u][i] = x2[u][i] = 0.f;
+              }
             }
           }
 #pragma unroll
@@ -122,16 +129,16 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
       }
       const int h = j / per;
       const int col = col0 + (j - h * per) * V;
-      const T* src = static_cast<const T*>(pick(which, p.t[0].in, p.t[1].in, p.t[2].in)) +
-                     b * pick(which, p.t[0].in_b, p.t[1].in_b, p.t[2].in_b) +
-                     s * pick(which, p.t[0].in_s, p.t[1].in_s, p.t[2].in_s) +
-                     h * pick(which, p.t[0].in_h, p.t[1].in_h, p.t[2].in_h) + col;
+      const T* base = static_cast<const T*>(pick(which, p.t[0].in, p.t[1].in, p.t[2].in));
+      const int64_t off = b * pick(which, p.t[0].in_b, p.t[1].in_b, p.t[2].in_b) +
+                          s * pick(which, p.t[0].in_s, p.t[1].in_s, p.t[2].in_s) +
+                          h * pick(which, p.t[0].in_h, p.t[1].in_h, p.t[2].in_h) + col;
       T* dst = static_cast<T*>(pick(which, p.t[0].out, p.t[1].out, p.t[2].out)) +
                b * pick(which, p.t[0].out_b, p.t[1].out_b, p.t[2].out_b) +
                s * pick(which, p.t[0].out_s, p.t[1].out_s, p.t[2].out_s) +
                h * pick(which, p.t[0].out_h, p.t[1].out_h, p.t[2].out_h) + col;
-      Packed<T, V> w;
-      load_packed<Cache::kStream>(src, w);
+      Packed<T, V> w{};  // zeros for an absent input
+      if (base != nullptr) load_packed<Cache::kStream>(base + off, w);
       store_packed(dst, w);
     }
   }

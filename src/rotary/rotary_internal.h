@@ -14,6 +14,7 @@ namespace quack::detail {
 /// One of q, k, v: input and output bases with their (B, S, head) strides in elements (the D
 /// stride is 1). `write`: the kernel writes this tensor's pass-through columns (q, k: columns
 /// R..D; v: all) — false when the output is the input (in place) or the tensor is absent.
+/// `in` == nullptr with `write` (rotary_qkv_pack's absent gradients): the input reads as zeros.
 struct RotaryTensor {
   const void* in = nullptr;
   void* out = nullptr;
@@ -46,5 +47,8 @@ void launch_rotary(const RotaryParams& p, DType dtype, bool vec, cudaStream_t st
 
 /// Whether apply_rotary(a) takes the vector kernel (a already valid; for the tests).
 bool rotary_vector_path(const RotaryArgs& a);
+
+/// Whether rotary_qkv_pack(a) takes the vector kernel (a already valid; for the tests).
+bool rotary_pack_vector_path(const RotaryPackArgs& a);
 
 }  // namespace quack::detail

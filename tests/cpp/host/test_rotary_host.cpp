@@ -1,4 +1,5 @@
-// Tier 1 (no GPU): every validation path of apply_rotary throws quack::InvalidArgument naming
+// Tier 1 (no GPU): every validation path of apply_rotary and rotary_qkv_pack throws
+// quack::InvalidArgument naming
 // the function and the argument before any CUDA call; valid arguments (odd layouts included)
 // reach CUDA, which is hidden here, and report "no CUDA driver/GPU"; empty inputs return
 // without CUDA; the vector-path choice.
@@ -216,6 +217,116 @@ TEST(RotaryValidation, VectorPathChoice) {
   a = args();
   a.cos.stride[0] = a.sin.stride[0] = 128;  // the demo's cos[:, :hd / 2]
   EXPECT_TRUE(detail::rotary_vector_path(a));
+}
+
+// rotary_qkv_pack: dq, dk, dv (B, S, H, D) contiguous, dqkv the packed (B, S, 3 * H, D).
+TensorRef contiguous_bshd(void* p, DType t) { return bshd(p, t, H, 0, 1); }
+
+RotaryPackArgs pack_args(DType t = DType::kBFloat16) {
+  RotaryPackArgs a;
+  a.dq = contiguous_bshd(fake(1), t);
+  a.dk = contiguous_bshd(fake(2), t);
+  a.dv = contiguous_bshd(fake(3), t);
+  a.dqkv = bshd(fake(4), t, 3 * H, 0, 3);
+  a.cos = TensorRef::matrix(fake(5), DType::kFloat32, kRo, kHalf);
+  a.sin = TensorRef::matrix(fake(6), DType::kFloat32, kRo, kHalf);
+  return a;
+}
+
+void expect_bad_pack(const RotaryPackArgs& a, const std::vector<std::string>& parts) {
+  expect_invalid([&] { rotary_qkv_pack(a, nullptr); }, "rotary_qkv_pack", parts);
+}
+
+TEST(RotaryPackValidation, Baseline) {
+  ASSERT_TRUE(kCudaHidden);
+  for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
+    expect_reaches_cuda([&] { rotary_qkv_pack(pack_args(t), nullptr); }, "all gradients");
+  RotaryPackArgs a = pack_args();
+  a.dq = a.dv = TensorRef();
+  expect_reaches_cuda([&] { rotary_qkv_pack(a, nullptr); }, "dk only");
+  a.dk = TensorRef();
+  expect_reaches_cuda([&] { rotary_qkv_pack(a, nullptr); }, "no gradient: zeros");
+  a = pack_args();
+  a.dq = bshd(fake(1), a.dqkv.dtype, H, 0, 3);  // a slice of a packed tensor
+  a.cos.shape[1] = a.sin.shape[1] = 16;
+  a.seqlen_offset = kRo - S;
+  a.conjugate = false;
+  expect_reaches_cuda([&] { rotary_qkv_pack(a, nullptr); }, "strided, partial, offset");
+}
+
+TEST(RotaryPackValidation, EmptyInputsReturnWithoutCuda) {
+  RotaryPackArgs a = pack_args();
+  for (TensorRef* t : {&a.dq, &a.dk, &a.dv, &a.dqkv}) t->shape[0] = 0;
+  EXPECT_NO_THROW(rotary_qkv_pack(a, nullptr));
+  a = pack_args();
+  for (TensorRef* t : {&a.dq, &a.dk, &a.dv, &a.dqkv}) t->shape[1] = 0;
+  a.cos.shape[0] = a.sin.shape[0] = 0;
+  EXPECT_NO_THROW(rotary_qkv_pack(a, nullptr));
+  a = pack_args();
+  a.dq = a.dk = a.dv = TensorRef();
+  a.dqkv.shape[2] = 0;
+  EXPECT_NO_THROW(rotary_qkv_pack(a, nullptr));
+}
+
+TEST(RotaryPackValidation, Errors) {
+  RotaryPackArgs a = pack_args();
+  a.dqkv = TensorRef();
+  expect_bad_pack(a, {"dqkv is absent"});
+  a = pack_args();
+  a.dqkv.ndim = 3;
+  expect_bad_pack(a, {"dqkv has 3 dimensions", "expected 4 (B, S, 3·H, D)"});
+  a = pack_args();
+  a.dqkv.shape[2] = 3 * H + 1;
+  expect_bad_pack(a, {"dqkv has shape", "divisible by 3"});
+  a = pack_args();
+  a.dq.shape[2] = H + 1;
+  expect_bad_pack(a, {"dq has shape", "dqkv's H = 12 / 3"});
+  a = pack_args();
+  a.dk.shape[1] = S + 1;
+  expect_bad_pack(a, {"dk has shape", "dqkv's B, S and D"});
+  a = pack_args();
+  a.dv.dtype = DType::kFloat32;
+  expect_bad_pack(a, {"dv has dtype float32", "dqkv's dtype"});
+  a = pack_args();
+  a.dqkv.dtype = DType::kInt64;
+  expect_bad_pack(a, {"dqkv has dtype int64"});
+  a = pack_args();
+  a.dq.device = 1;
+  expect_bad_pack(a, {"dq is on cuda:1", "the device of dqkv"});
+  a = pack_args();
+  a.dqkv.device = -1;
+  expect_bad_pack(a, {"dqkv is in host memory"});
+  a = pack_args();
+  a.dv.stride[3] = 2;
+  expect_bad_pack(a, {"dv has D stride 2", "expected 1"});
+  a = pack_args();
+  a.dqkv.stride[2] = 0;
+  expect_bad_pack(a, {"output dqkv has overlapping elements"});
+  a = pack_args();
+  a.cos.dtype = DType::kFloat16;
+  expect_bad_pack(a, {"cos has dtype float16", "expected float32"});
+  a = pack_args();
+  a.cos.shape[1] = a.sin.shape[1] = 65;
+  expect_bad_pack(a, {"cos has shape", "rotary_dim", "≤ D = 128"});
+  a = pack_args();
+  a.seqlen_offset = kRo - S + 1;
+  expect_bad_pack(a, {"cos has 32 rows", "= 33"});
+  a = pack_args();
+  a.sin.device = 1;
+  expect_bad_pack(a, {"sin is on cuda:1", "the device of dqkv"});
+}
+
+TEST(RotaryPackValidation, VectorPathChoice) {
+  EXPECT_TRUE(detail::rotary_pack_vector_path(pack_args()));
+  RotaryPackArgs a = pack_args();
+  a.dq = a.dk = a.dv = TensorRef();  // absent gradients pass
+  EXPECT_TRUE(detail::rotary_pack_vector_path(a));
+  a = pack_args();
+  a.dk.data = static_cast<char*>(a.dk.data) + 2;
+  EXPECT_FALSE(detail::rotary_pack_vector_path(a));
+  a = pack_args();
+  a.cos.shape[1] = a.sin.shape[1] = 20;
+  EXPECT_FALSE(detail::rotary_pack_vector_path(a));
 }
 
 }  // namespace
