@@ -6,9 +6,17 @@
 - ``apply_rotary_emb_qkv(qkv, cos, sin, interleaved=False, inplace=False, seqlen_offsets=0)``:
   a packed qkv (B, S, 3, H, D) (the fused qkv Linear's output viewed so): q and k rotated, v
   copied, one launch, differentiable;
+- ``apply_rotary_emb_qkv_split(qkv, cos, sin, interleaved=False, seqlen_offsets=0)``: the same
+  rotation of a packed qkv returned as three separate contiguous (B, S, H, D) tensors q, k, v
+  (``q.transpose(1, 2)`` is SDPA's (B, H, S, D) view, no copy); its backward writes the packed
+  (B, S, 3, H, D) gradient from dq, dk, dv in one launch (no unbind / stack of the gradients);
 - ``rotary`` / ``rotary_inplace``: the ops, registered by ``quack_cpp._registrar`` as the custom
   ops ``torch.ops.quack_cpp.rotary`` (functional; its backward is itself with the rotation
-  inverted) and ``torch.ops.quack_cpp.rotary_inplace`` (mutates x; not differentiable).
+  inverted) and ``torch.ops.quack_cpp.rotary_inplace`` (mutates x; not differentiable);
+- ``rotary_qkv_split`` / ``rotary_qkv_pack``: the custom ops ``torch.ops.quack_cpp.
+  rotary_qkv_split`` (packed qkv -> q, k, v; backward: rotary_qkv_pack) and ``rotary_qkv_pack``
+  (dq, dk, dv, each optional -> the packed gradient, ``quack::rotary_qkv_pack``; backward:
+  rotary_qkv_split), each the other's transpose.
 
 The names and argument conventions are flash-attn's ``flash_attn.layers.rotary``
 (``apply_rotary_emb``, ``apply_rotary_emb_qkv_``) and QuACK's rotary ops: cos and sin of shape
@@ -19,7 +27,7 @@ out of place by default (flash-attn's ``apply_rotary_emb_qkv_`` is in place) and
 only (equal heads for q, k, v; GQA layouts go through the C++ API with separate k and v).
 """
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -28,7 +36,8 @@ from . import _C
 from ._registrar import (DEVICE_TYPES, FLOAT_DTYPES, dtype_name, records_grad, register, stream,
                          tensor_arg)
 
-__all__ = ["apply_rotary_emb", "apply_rotary_emb_qkv", "rotary", "rotary_inplace"]
+__all__ = ["apply_rotary_emb", "apply_rotary_emb_qkv", "apply_rotary_emb_qkv_split", "rotary",
+           "rotary_inplace", "rotary_qkv_split", "rotary_qkv_pack"]
 
 _FORMULA = """With R = 2 * cos.shape[1] (rotary_dim), for each head vector x (D) at position
         p = s + seqlen_offset, x1 = x[:R/2], x2 = x[R/2:R], c = cos[p], s = sin[p] (-sin[p] when
@@ -141,8 +150,123 @@ class RotaryInplace:
 rotary_inplace = register(RotaryInplace)
 
 
-def _run(fn: str, x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inplace: bool,
-         seqlen_offsets, conjugate: bool, qkv: bool) -> Optional[Tensor]:
+class RotaryQkvSplit:
+    name = "quack_cpp::rotary_qkv_split"
+
+    def signature(qkv: Tensor, cos: Tensor, sin: Tensor, seqlen_offset: int,
+                  conjugate: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        pass
+
+    signature.__doc__ = f"""Rotary position embedding of a packed qkv, split
+        (``quack::apply_rotary`` with q, k, v the slices of qkv and three separate outputs),
+        one launch. qkv: (B, S, 3, H, D) fp32/fp16/bf16, any strides (a D stride other than 1
+        is copied first). cos, sin: (seqlen_ro, rotary_dim / 2) fp32, S + seqlen_offset <=
+        seqlen_ro. Returns q, k, v: three contiguous (B, S, H, D) tensors in qkv's dtype, q and
+        k rotated, v a copy. {_FORMULA}
+        Backward: ``rotary_qkv_pack`` of (dq, dk, dv) with ``conjugate`` flipped (one launch
+        writing the packed gradient; a None gradient counts as zeros); no gradient for cos and
+        sin. Raises ValueError for a bad argument."""
+
+    def outputs(qkv, cos, sin, seqlen_offset, conjugate):
+        _check("rotary_qkv_split", qkv, cos, sin, True)
+        B, S, _, H, D = qkv.shape
+        return tuple(torch.empty((B, S, H, D), dtype=qkv.dtype, device=qkv.device)
+                     for _ in range(3))
+
+    def launch(out, qkv, cos, sin, seqlen_offset, conjugate):
+        fn = "rotary_qkv_split"
+        x = _unit_last(qkv)
+        xs = [tensor_arg(x.select(2, i), fn, n) for i, n in enumerate(("q", "k", "v"))]
+        os = [tensor_arg(o, fn, n) for o, n in zip(out, ("q_out", "k_out", "v_out"))]
+        _C.apply_rotary(xs[0], os[0], xs[1], os[1], xs[2], os[2], tensor_arg(cos, fn, "cos"),
+                        tensor_arg(sin, fn, "sin"), seqlen_offset, conjugate, stream(qkv))
+
+    def setup_context(ctx, inputs, output):
+        _, cos, sin, seqlen_offset, conjugate = inputs
+        ctx.save_for_backward(cos, sin)
+        ctx.args = (seqlen_offset, not conjugate)
+        ctx.set_materialize_grads(False)  # an unused q, k or v: None, no zeros tensor
+
+    def backward(ctx, dq, dk, dv):
+        cos, sin = ctx.saved_tensors
+        dqkv = None
+        if ctx.needs_input_grad[0] and (dq is not None or dk is not None or dv is not None):
+            dqkv = rotary_qkv_pack(dq, dk, dv, cos, sin, *ctx.args)
+        return dqkv, None, None, None, None
+
+
+rotary_qkv_split = register(RotaryQkvSplit)
+
+
+def _pack_like(dq: Optional[Tensor], dk: Optional[Tensor], dv: Optional[Tensor],
+               cos: Tensor, sin: Tensor) -> Tensor:
+    """The first gradient given, after the checks the fake kernel must raise too."""
+    fn = "rotary_qkv_pack"
+    given = [(n, t) for n, t in (("dq", dq), ("dk", dk), ("dv", dv)) if t is not None]
+    if not given:
+        raise ValueError(f"{fn}: dq, dk and dv are all None, expected at least one tensor")
+    name0, like = given[0]
+    _check(fn, like, cos, sin, False)
+    for name, t in given[1:]:
+        if t.shape != like.shape or t.dtype != like.dtype or t.device != like.device:
+            raise ValueError(f"{fn}: {name} is {tuple(t.shape)} {dtype_name(t.dtype)} on "
+                             f"{t.device}, expected {name0}'s {tuple(like.shape)} "
+                             f"{dtype_name(like.dtype)} on {like.device}")
+    return like
+
+
+class RotaryQkvPack:
+    name = "quack_cpp::rotary_qkv_pack"
+
+    def signature(dq: Optional[Tensor], dk: Optional[Tensor], dv: Optional[Tensor], cos: Tensor,
+                  sin: Tensor, seqlen_offset: int, conjugate: bool) -> Tensor:
+        pass
+
+    signature.__doc__ = f"""The packed gradient of ``rotary_qkv_split``
+        (``quack::rotary_qkv_pack``), one launch: out[:, :, 0] = rot(dq), out[:, :, 1] =
+        rot(dk), out[:, :, 2] = dv, a None input giving zeros (at least one given). dq, dk, dv:
+        (B, S, H, D), one shape, dtype (fp32/fp16/bf16) and device, any strides (a D stride
+        other than 1 is copied first). cos, sin as ``rotary``; rot is its formula with
+        ``conjugate`` (True for the backward of a forward rotation). Returns a contiguous
+        (B, S, 3, H, D) tensor. {_FORMULA}
+        Backward: ``rotary_qkv_split`` with ``conjugate`` flipped. Raises ValueError for a bad
+        argument."""
+
+    def outputs(dq, dk, dv, cos, sin, seqlen_offset, conjugate):
+        like = _pack_like(dq, dk, dv, cos, sin)
+        B, S, H, D = like.shape
+        return torch.empty((B, S, 3, H, D), dtype=like.dtype, device=like.device)
+
+    def launch(out, dq, dk, dv, cos, sin, seqlen_offset, conjugate):
+        fn = "rotary_qkv_pack"
+        B, S, _, H, D = out.shape
+        grads = [None if t is None else tensor_arg(_unit_last(t), fn, n)
+                 for t, n in ((dq, "dq"), (dk, "dk"), (dv, "dv"))]
+        _C.rotary_qkv_pack(grads[0], grads[1], grads[2],
+                           tensor_arg(out.view(B, S, 3 * H, D), fn, "dqkv"),
+                           tensor_arg(cos, fn, "cos"), tensor_arg(sin, fn, "sin"),
+                           seqlen_offset, conjugate, stream(out))
+
+    def setup_context(ctx, inputs, output):
+        _, _, _, cos, sin, seqlen_offset, conjugate = inputs
+        ctx.save_for_backward(cos, sin)
+        ctx.args = (seqlen_offset, not conjugate)
+
+    def backward(ctx, dqkv):
+        cos, sin = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        if not (need[0] or need[1] or need[2]):
+            return None, None, None, None, None, None, None
+        d = rotary_qkv_split(dqkv, cos, sin, *ctx.args)
+        return (d[0] if need[0] else None, d[1] if need[1] else None,
+                d[2] if need[2] else None, None, None, None, None)
+
+
+rotary_qkv_pack = register(RotaryQkvPack)
+
+
+def _tables(fn: str, x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, seqlen_offsets):
+    """The functional APIs' checks of what the ops do not take; cos and sin as fp32."""
     if interleaved:
         raise ValueError(f"{fn}: interleaved=True is not supported (the kernel rotates the "
                          "halves x[:R/2], x[R/2:R]: GPT-NeoX / Llama layout)")
@@ -158,6 +282,12 @@ def _run(fn: str, x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inplac
         cos = cos.float()  # exact
     if sin.dtype != torch.float32 and sin.dtype in FLOAT_DTYPES:
         sin = sin.float()
+    return cos, sin
+
+
+def _run(fn: str, x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inplace: bool,
+         seqlen_offsets, conjugate: bool, qkv: bool) -> Optional[Tensor]:
+    cos, sin = _tables(fn, x, cos, sin, interleaved, seqlen_offsets)
     if inplace:
         if records_grad(x):
             raise ValueError(f"{fn}: inplace=True is not differentiable and x requires grad; "
@@ -230,3 +360,37 @@ def apply_rotary_emb_qkv(qkv: Tensor, cos: Tensor, sin: Tensor, interleaved: boo
     """
     return _run("apply_rotary_emb_qkv", qkv, cos, sin, interleaved, inplace, seqlen_offsets,
                 False, True)
+
+
+def apply_rotary_emb_qkv_split(qkv: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False,
+                               seqlen_offsets: int = 0) -> Tuple[Tensor, Tensor, Tensor]:
+    """``apply_rotary_emb_qkv``'s rotation of a packed qkv (B, S, 3, H, D), returned as three
+    separate tensors, one kernel launch each way (``quack::apply_rotary`` forward,
+    ``quack::rotary_qkv_pack`` backward).
+
+    Layout: q, k, v are contiguous (B, S, H, D), the layout of the packed input without its 3
+    axis, so ``q.transpose(1, 2)`` is the (B, H, S, D) view that
+    ``F.scaled_dot_product_attention`` takes (D contiguous: no copy) and that the packed op's
+    ``out.transpose(1, 3).unbind(2)`` gave. The point is the backward: the packed op's
+    callers unbind, and autograd then stacks dq, dk, dv into a (B, S, 3, H, D) gradient (a
+    copy of all three) before the rotary backward reads it again; here the backward reads dq,
+    dk, dv where they are and writes the packed gradient once (the qkv Linear's output
+    gradient). An unused output's gradient (None) counts as zeros, with no zeros tensor made.
+
+    Args:
+        qkv: (B, S, 3, H, D) float32, float16 or bfloat16 on a CUDA device, any strides (e.g.
+            the fused qkv Linear's (B, S, 3 * H * D) output viewed so); fastest with D
+            contiguous and 16-byte aligned rows.
+        cos, sin, interleaved, seqlen_offsets: as ``apply_rotary_emb``.
+
+    Returns:
+        (q, k, v), each (B, S, H, D) contiguous in qkv's dtype: q and k rotated, v a copy of
+        qkv[:, :, 2] (bit for bit). The values equal ``apply_rotary_emb_qkv(qkv, ...)
+        .unbind(2)`` bit for bit (the same kernel and formula).
+
+    Raises:
+        ValueError: a bad shape, dtype, device or option (the message names it).
+    """
+    fn = "apply_rotary_emb_qkv_split"
+    cos, sin = _tables(fn, qkv, cos, sin, interleaved, seqlen_offsets)
+    return rotary_qkv_split(qkv, cos, sin, seqlen_offsets, False)
