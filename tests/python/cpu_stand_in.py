@@ -3,7 +3,8 @@ quack_cpp::layernorm_fwd / layernorm_bwd, quack_cpp::gemm / gemm_add_inplace,
 quack_cpp::gemm_act / gemm_dact / gemm_gated / gemm_dgated,
 quack_cpp::topk_fwd / topk_bwd, softmax / log_softmax fwd and bwd, the cross-entropy ops
 (cross_entropy_fwd / _bwd / _scale_grad) and the linear cross-entropy ops
-(linear_cross_entropy_fwd / _bwd / _scale_grad), written in torch after the C++ API's contract
+(linear_cross_entropy_fwd / _bwd / _scale_grad) and the rotary ops (rotary, rotary_qkv_split,
+rotary_qkv_pack), written in torch after the C++ API's contract
 (include/quack/norm.h, gemm.h, gemm_act.h, topk.h, softmax.h, cross_entropy.h,
 linear_cross_entropy.h: fp32 math, same outputs and placeholders, the cross-entropy's NaN rows for
 bad targets and exact zeros for ignored ones; the GEMM stand-ins accept every layout, they do not
@@ -431,6 +432,47 @@ def linear_cross_entropy_scale_grad_cpu(grad, grad_output):
         grad.data.copy_(grad.float() * g)
 
 
+def _rotate_cpu(x, cos, sin, offset, conjugate):
+    """include/quack/rotary.h's formula on x (B, S, H, D): fp32 math, one rounding to x's
+    dtype, columns R.. passed through."""
+    S, half = x.shape[1], cos.shape[1]
+    c = cos[offset:offset + S].float()[None, :, None, :]
+    s = sin[offset:offset + S].float()[None, :, None, :]
+    if conjugate:
+        s = -s
+    xf = x.float()
+    x1, x2 = xf[..., :half], xf[..., half:2 * half]
+    out = torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1).to(x.dtype)
+    return torch.cat((out, x[..., 2 * half:]), -1)
+
+
+def rotary_cpu(x, cos, sin, seqlen_offset, conjugate, qkv):
+    if not qkv:
+        return _rotate_cpu(x, cos, sin, seqlen_offset, conjugate)
+    q, k, v = x.unbind(2)
+    return torch.stack((_rotate_cpu(q, cos, sin, seqlen_offset, conjugate),
+                        _rotate_cpu(k, cos, sin, seqlen_offset, conjugate), v), 2)
+
+
+def rotary_qkv_split_cpu(qkv, cos, sin, seqlen_offset, conjugate):
+    from quack_cpp.rotary_ops import _check
+    _check("rotary_qkv_split", qkv, cos, sin, True)  # what the real kernel's outputs() raises
+    q, k, v = qkv.unbind(2)
+    return (_rotate_cpu(q, cos, sin, seqlen_offset, conjugate).contiguous(),
+            _rotate_cpu(k, cos, sin, seqlen_offset, conjugate).contiguous(),
+            v.clone(memory_format=torch.contiguous_format))
+
+
+def rotary_qkv_pack_cpu(dq, dk, dv, cos, sin, seqlen_offset, conjugate):
+    from quack_cpp.rotary_ops import _pack_like
+    like = _pack_like(dq, dk, dv, cos, sin)  # what the real kernel's outputs() raises
+    z = torch.zeros_like(like, memory_format=torch.contiguous_format)
+    return torch.stack((
+        _rotate_cpu(dq, cos, sin, seqlen_offset, conjugate) if dq is not None else z,
+        _rotate_cpu(dk, cos, sin, seqlen_offset, conjugate) if dk is not None else z,
+        dv if dv is not None else z), 2)
+
+
 STAND_INS = {  # custom op name -> its CPU stand-in
     "rmsnorm_fwd": rmsnorm_fwd_cpu, "rmsnorm_bwd": rmsnorm_bwd_cpu,
     "layernorm_fwd": layernorm_fwd_cpu, "layernorm_bwd": layernorm_bwd_cpu, "gemm": gemm_cpu,
@@ -445,7 +487,8 @@ STAND_INS = {  # custom op name -> its CPU stand-in
     "linear_cross_entropy_bwd": linear_cross_entropy_bwd_cpu,
     "linear_cross_entropy_scale_grad": linear_cross_entropy_scale_grad_cpu,
     "gemm_act": gemm_act_cpu, "gemm_gated": gemm_gated_cpu, "gemm_dact": gemm_dact_cpu,
-    "gemm_dgated": gemm_dgated_cpu,
+    "gemm_dgated": gemm_dgated_cpu, "rotary": rotary_cpu,
+    "rotary_qkv_split": rotary_qkv_split_cpu, "rotary_qkv_pack": rotary_qkv_pack_cpu,
 }
 
 
@@ -460,6 +503,7 @@ def registered():
     import quack_cpp.layernorm_ops  # noqa: F401 (defines the LayerNorm ops)
     import quack_cpp.linear_cross_entropy_ops  # noqa: F401 (defines the linear CE ops)
     import quack_cpp.ops  # noqa: F401 (defines the RMSNorm ops)
+    import quack_cpp.rotary_ops  # noqa: F401 (defines the rotary ops)
     import quack_cpp.topk_ops  # noqa: F401 (defines the top-k ops)
 
     import quack_cpp.softmax_ops  # noqa: F401 (defines the softmax ops)
