@@ -10,10 +10,14 @@ Each of our ops joins the demo's model (demo/lm.py) as it lands, found by featur
                norm (lm.py's add_norm; the
                stream stays fp32, h is bf16)
   linear       quack_cpp.nn.Linear               torch.nn.Linear
-  rotary       quack_cpp.apply_rotary_emb_qkv    lm.py's torch_rotary (x * cos +
-               (q and k of the qkv Linear's      rotate_half(x) * sin on the transposed q, k)
-               output rotated, v copied, one
-               kernel; backward one kernel too)
+  rotary       quack_cpp.apply_rotary_emb_qkv_    lm.py's torch_rotary (x * cos +
+               split (q and k of the qkv         rotate_half(x) * sin on the transposed q, k)
+               Linear's output rotated, v
+               copied, one kernel, as three
+               tensors; backward one kernel
+               writing the packed gradient: no
+               unbind / stack); else
+               apply_rotary_emb_qkv + unbind
   mlp          quack_cpp.nn.MLP (activation      SwiGLU of the linear above + torch's silu * mul
                "swiglu": the GEMM's fused
                epilogue; fc1 holds gate and up
@@ -33,7 +37,7 @@ is an error.
 
 ``cpu_stand_ins()`` gives a namespace shaped like quack_cpp whose ops are written in torch (the
 MLP with interleaved gate/up, the fused head as an ``nn.Linear`` subclass, ``rmsnorm`` with a
-residual, ``apply_rotary_emb_qkv``), for the CPU smoke test: it runs this module's detection,
+residual, ``apply_rotary_emb_qkv`` and ``apply_rotary_emb_qkv_split``), for the CPU smoke test: it runs this module's detection,
 probes and weight conversions without a GPU.
 """
 
@@ -267,11 +271,22 @@ def probe_add_rmsnorm(add_norm, cfg, device, g):
     return _judge("add_rmsnorm", list(zip(names, ours, tor, ref)), 1e-4)
 
 
-def make_rotary(rotary_qkv_fn):
-    """lm.py's ``Parts.rotary`` on ``rotary_qkv_fn`` (quack_cpp.apply_rotary_emb_qkv's
-    signature: qkv (B, T, 3, h, hd), cos and sin (T, hd / 2) fp32 -> rotated (B, T, 3, h, hd)):
-    the model's (T, hd) tables repeat their halves, so their first halves are the kernel's
-    tables (a view, no copy)."""
+def make_rotary(rotary_qkv_fn, split=False):
+    """lm.py's ``Parts.rotary`` on ``rotary_qkv_fn``: with ``split``,
+    quack_cpp.apply_rotary_emb_qkv_split's signature (qkv (B, T, 3, h, hd), cos and sin
+    (T, hd / 2) fp32 -> q, k, v each (B, T, h, hd) contiguous; each ``.transpose(1, 2)`` is
+    SDPA's (B, h, T, hd) view, no copy; the backward writes the packed gradient in one kernel),
+    else quack_cpp.apply_rotary_emb_qkv's (-> rotated (B, T, 3, h, hd), unbound into views;
+    autograd then stacks dq, dk, dv into a packed gradient, a copy, before the rotary
+    backward). The model's (T, hd) tables repeat their halves, so their first halves are the
+    kernel's tables (a view, no copy)."""
+    if split:
+        def rotary(qkv, cos, sin):
+            half = cos.shape[-1] // 2
+            q, k, v = rotary_qkv_fn(qkv, cos[:, :half], sin[:, :half])
+            return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        return rotary
+
     def rotary(qkv, cos, sin):
         half = cos.shape[-1] // 2
         out = rotary_qkv_fn(qkv, cos[:, :half], sin[:, :half])
@@ -457,8 +472,11 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
     lin_cls = _has(qnn, "Linear")
     if attempt("linear", lin_cls, lambda: probe_linear(lin_cls, cfg, device, g)):
         used["linear"] = lin_cls
-    rot_fn = _has(qc, "apply_rotary_emb_qkv")
-    rotary = make_rotary(rot_fn) if rot_fn is not None else None
+    rot_fn = _has(qc, "apply_rotary_emb_qkv_split")
+    rot_split = rot_fn is not None
+    if not rot_split:
+        rot_fn = _has(qc, "apply_rotary_emb_qkv")
+    rotary = make_rotary(rot_fn, rot_split) if rot_fn is not None else None
     if attempt("rotary", rot_fn, lambda: probe_rotary(rotary, cfg, device, g)):
         used["rotary"] = rotary
     mlp_cls = _has(qnn, "MLP")
@@ -518,8 +536,13 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
         lin_name = "torch.nn.Linear (cuBLAS)"
     ops.append(f"linear (qkv, attention proj): {lin_name}")
     if "rotary" in used:
-        ops.append(f"rotary (q, k): {label}.apply_rotary_emb_qkv (one kernel: q, k rotated, "
-                   "v copied)")
+        if rot_split:
+            ops.append(f"rotary (q, k): {label}.apply_rotary_emb_qkv_split (one kernel: q, k "
+                       "rotated, v copied, as three tensors; backward one kernel writing the "
+                       "packed gradient, no stack)")
+        else:
+            ops.append(f"rotary (q, k): {label}.apply_rotary_emb_qkv (one kernel: q, k "
+                       "rotated, v copied)")
     else:
         ops.append("rotary (q, k): torch x * cos + rotate_half(x) * sin")
     if "mlp" in used:
@@ -551,7 +574,7 @@ def _params_of(fn):
 
 
 OPS_API = {"rmsnorm": "nn.RMSNorm", "add_rmsnorm": "rmsnorm(..., residual=, prenorm=, "
-           "residual_dtype=)", "linear": "nn.Linear", "rotary": "apply_rotary_emb_qkv",
+           "residual_dtype=)", "linear": "nn.Linear", "rotary": "apply_rotary_emb_qkv_split or apply_rotary_emb_qkv",
            "mlp": "nn.MLP",
            "ce": "cross_entropy", "lce": "nn.LinearCrossEntropy"}
 
@@ -629,10 +652,17 @@ def cpu_stand_ins():
             return torch.cat((y, x[..., r:]), -1)
         return torch.stack((rot(q), rot(k), v), 2)
 
+    def apply_rotary_emb_qkv_split(qkv, cos, sin, interleaved=False, seqlen_offsets=0):
+        # quack_cpp.apply_rotary_emb_qkv_split's contract in torch: the packed form's q, k, v
+        # as three contiguous (B, T, h, hd) tensors.
+        out = apply_rotary_emb_qkv(qkv, cos, sin, interleaved, False, seqlen_offsets)
+        return tuple(t.contiguous() for t in out.unbind(2))
+
     nn_ns = types.SimpleNamespace(RMSNorm=nn.RMSNorm, Linear=Linear, MLP=MLP,
                                   LinearCrossEntropy=LinearCrossEntropy)
     return types.SimpleNamespace(nn=nn_ns, cross_entropy=cross_entropy, rmsnorm=rmsnorm,
                                  apply_rotary_emb_qkv=apply_rotary_emb_qkv,
+                                 apply_rotary_emb_qkv_split=apply_rotary_emb_qkv_split,
                                  linear=None, __version__="(torch code for the CPU smoke)")
 
 
