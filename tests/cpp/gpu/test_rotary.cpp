@@ -1,5 +1,5 @@
-// Tier 2: apply_rotary (quack/rotary.h) on the device against a float64 reference. Skips
-// without a GPU.
+// Tier 2: apply_rotary and rotary_qkv_pack (quack/rotary.h) on the device against a float64
+// reference. Skips without a GPU.
 //
 //   RotaryCases   packed qkv (B, S, 3, H, D) slices (contiguous, and the strides of autograd's
 //                 stacked gradient), q only, GQA (Hk ≠ H), rotary_dim < D, seqlen_offset,
@@ -8,6 +8,10 @@
 //                 tokens than the grid (grid-stride), every dtype. Outputs poisoned (NaN) first;
 //                 the bytes around each output must stay poisoned.
 //   RotaryEmpty   B = 0, S = 0, H = 0 launch nothing and leave the outputs untouched.
+//   RotaryPack    rotary_qkv_pack: dq, dk, dv (contiguous or strided, each present or absent)
+//                 into a poisoned packed (B, S, 3, H, D): the inverse rotation of dq and dk,
+//                 dv copied exactly, exact zeros for an absent one; the vector and
+//                 element-at-a-time kernels, rotary_dim < D, seqlen_offset.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -371,6 +375,140 @@ TEST_F(RotaryEmpty, LaunchesNothing) {
   QUACK_CUDA_OK(cudaMemcpy(img.data(), out.get(), img.size(), cudaMemcpyDeviceToHost));
   for (unsigned char b : img) ASSERT_EQ(b, 0xFF);
 }
+
+// rotary_qkv_pack cases: which gradients are given ("qkv", "k", "" ...), and their layout.
+struct PackCase {
+  std::string name;
+  DType dtype;
+  int64_t B, S, H, D, half;
+  std::string given = "qkv";
+  bool grad_layout = false;  // dq, dk, dv with SDPA's (B, H, S, D) memory order
+  int64_t seqlen_offset = 0;
+  bool expect_vec = true;
+};
+
+std::string pack_name(const ::testing::TestParamInfo<PackCase>& info) { return info.param.name; }
+
+class RotaryPack : public GpuTest, public ::testing::WithParamInterface<PackCase> {};
+
+TEST_P(RotaryPack, MatchesReference) {
+  const PackCase c = GetParam();
+  Rng rng(4321 + c.B * 7 + c.S * 13 + c.D);
+  const int64_t S_ro = c.S + c.seqlen_offset + 2;
+  std::vector<float> cos_h(static_cast<size_t>(S_ro * c.half)), sin_h(cos_h.size());
+  for (int64_t p = 0; p < S_ro; ++p)
+    for (int64_t j = 0; j < c.half; ++j) {
+      const double ang = static_cast<double>(p) *
+                         std::pow(10000.0, -static_cast<double>(j) / static_cast<double>(c.half));
+      cos_h[static_cast<size_t>(p * c.half + j)] = static_cast<float>(std::cos(ang));
+      sin_h[static_cast<size_t>(p * c.half + j)] = static_cast<float>(std::sin(ang));
+    }
+  DeviceBuffer cos_d(cos_h.size() * 4), sin_d(sin_h.size() * 4);
+  QUACK_CUDA_OK(cudaMemcpy(cos_d.get(), cos_h.data(), cos_h.size() * 4, cudaMemcpyHostToDevice));
+  QUACK_CUDA_OK(cudaMemcpy(sin_d.get(), sin_h.data(), sin_h.size() * 4, cudaMemcpyHostToDevice));
+
+  const int order_row[5] = {0, 1, 2, 3, 4};
+  const int order_bhsd[5] = {0, 3, 2, 1, 4};  // (B, H, 1, S, D) memory: SDPA's gradients
+  const int64_t gshape[5] = {c.B, c.S, 1, c.H, c.D};
+  const int64_t pshape[5] = {c.B, c.S, 3, c.H, c.D};
+  std::vector<Tensor5> grads;
+  for (int g = 0; g < 3; ++g) {
+    grads.push_back(make5(c.dtype, gshape, c.grad_layout ? order_bhsd : order_row));
+    fill_random(grads[g], rng);
+    grads[g].upload();
+  }
+  Tensor5 out = make5(c.dtype, pshape, order_row);
+  out.upload();  // all poison
+
+  RotaryPackArgs a;
+  TensorRef* slots[3] = {&a.dq, &a.dk, &a.dv};
+  const char* letters = "qkv";
+  for (int g = 0; g < 3; ++g)
+    if (c.given.find(letters[g]) != std::string::npos) *slots[g] = grads[g].slice(0);
+  a.dqkv = out.slice(0);  // (B, S, H, D) at group 0, widened to the merged (B, S, 3·H, D)
+  a.dqkv.shape[2] = 3 * c.H;
+  a.dqkv.stride[2] = c.D;
+  a.cos = TensorRef::matrix(cos_d.get(), DType::kFloat32, S_ro, c.half);
+  a.sin = TensorRef::matrix(sin_d.get(), DType::kFloat32, S_ro, c.half);
+  a.seqlen_offset = c.seqlen_offset;
+  a.conjugate = true;
+  EXPECT_EQ(detail::rotary_pack_vector_path(a), c.expect_vec);
+  ASSERT_NO_THROW(rotary_qkv_pack(a, nullptr));
+  QUACK_CUDA_OK(cudaDeviceSynchronize());
+  out.download();
+
+  const char* names[3] = {"dqkv[:, :, 0]", "dqkv[:, :, 1]", "dqkv[:, :, 2]"};
+  for (int g = 0; g < 3; ++g) {
+    const bool present = slots[g]->present();
+    const Tensor5& t = grads[g];
+    std::vector<double> ref(static_cast<size_t>(c.B * c.S * c.H * c.D)), got(ref.size());
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t s = 0; s < c.S; ++s)
+        for (int64_t h = 0; h < c.H; ++h) {
+          const size_t row = static_cast<size_t>(((b * c.S + s) * c.H + h) * c.D);
+          const int64_t p = s + c.seqlen_offset;
+          for (int64_t d = 0; d < c.D; ++d) {
+            got[row + d] = out.get(out.at(b, s, g, h, d));
+            if (!present) {
+              ref[row + d] = 0.0;
+            } else if (g == 2 || d >= 2 * c.half) {
+              ref[row + d] = t.get(t.at(b, s, 0, h, d));
+            } else {
+              const int64_t j = d % c.half;
+              const double cs = cos_h[static_cast<size_t>(p * c.half + j)];
+              const double sn = -sin_h[static_cast<size_t>(p * c.half + j)];  // conjugate
+              const double x1 = t.get(t.at(b, s, 0, h, j));
+              const double x2 = t.get(t.at(b, s, 0, h, j + c.half));
+              ref[row + d] = d < c.half ? x1 * cs - x2 * sn : x2 * cs + x1 * sn;
+            }
+          }
+        }
+    // Absent: exact zeros; dv: an exact copy.
+    EXPECT_TRUE(close(c.name + " " + names[g], got, ref,
+                      (!present || g == 2) ? 0.0 : tolerance(c.dtype), c.D));
+  }
+}
+
+PackCase pk(std::string name, DType t, int64_t B, int64_t S, int64_t H, int64_t D, int64_t half,
+            std::string given) {
+  PackCase c;
+  c.name = std::move(name);
+  c.dtype = t;
+  c.B = B, c.S = S, c.H = H, c.D = D, c.half = half;
+  c.given = std::move(given);
+  return c;
+}
+
+std::vector<PackCase> pack_cases() {
+  std::vector<PackCase> v;
+  v.push_back(pk("bf16_all", kBf, 2, 9, 4, 128, 64, "qkv"));
+  {
+    PackCase c = pk("bf16_all_sdpa_layout", kBf, 2, 9, 4, 128, 64, "qkv");
+    c.grad_layout = true;
+    v.push_back(c);
+  }
+  v.push_back(pk("bf16_k_only", kBf, 1, 17, 3, 128, 64, "k"));
+  v.push_back(pk("bf16_q_and_v", kBf, 1, 5, 2, 64, 32, "qv"));
+  v.push_back(pk("f16_none", kF16, 2, 4, 2, 64, 32, ""));
+  {
+    PackCase c = pk("f32_rotary_dim_32_of_64_offset", kF32, 2, 6, 3, 64, 16, "qkv");
+    c.seqlen_offset = 3;
+    v.push_back(c);
+  }
+  {
+    PackCase c = pk("bf16_D40_scalar_kv", kBf, 1, 7, 3, 40, 20, "kv");
+    c.expect_vec = false;
+    v.push_back(c);
+  }
+  {
+    PackCase c = pk("f16_D6_scalar_q", kF16, 2, 3, 5, 6, 3, "q");
+    c.expect_vec = false;
+    v.push_back(c);
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Rotary, RotaryPack, ::testing::ValuesIn(pack_cases()), pack_name);
 
 }  // namespace
 }  // namespace quack::test
