@@ -33,7 +33,8 @@ import torch
 from torch import Tensor
 
 from . import _C
-from ._registrar import (DEVICE_TYPES, FLOAT_DTYPES, dtype_name, records_grad, register, stream,
+from . import _registrar as _reg
+from ._registrar import (FLOAT_DTYPES, dtype_name, records_grad, register, stream,
                          tensor_arg)
 
 __all__ = ["apply_rotary_emb", "apply_rotary_emb_qkv", "apply_rotary_emb_qkv_split", "rotary",
@@ -276,7 +277,7 @@ def _tables(fn: str, x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, seq
     for name, t in (("x", x), ("cos", cos), ("sin", sin)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{fn}: {name} is {type(t).__name__}, expected a torch.Tensor")
-        if t.device.type not in DEVICE_TYPES:
+        if t.device.type not in _reg.DEVICE_TYPES:  # read per call (the CPU stand-ins add cpu)
             raise ValueError(f"{fn}: {name} is on {t.device}, expected a CUDA tensor")
     if cos.dtype != torch.float32 and cos.dtype in FLOAT_DTYPES:
         cos = cos.float()  # exact
