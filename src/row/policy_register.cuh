@@ -172,13 +172,6 @@ __device__ __forceinline__ void row_register_block(const RowParams& p, int64_t b
   }
 }
 
-/// Row blocks of kRows rows in p (< 2^31: the plan's grid bound).
-template <int kRows>
-__device__ __forceinline__ unsigned row_register_blocks(const RowParams& p) {
-  if constexpr (kRows == 1) return static_cast<unsigned>(p.g.rows);
-  else return static_cast<unsigned>((p.g.rows + kRows - 1) / kRows);
-}
-
 /// Grid: one CTA per row block, or, for ops with kGate == RowGate::kKernel, at most the
 /// resident CTAs (launch_row_config), each looping over the row blocks blockIdx.x + k·gridDim.x,
 /// so that a closed gate costs one wave of CTAs that return at once instead of ⌈M / kRows⌉.
@@ -194,11 +187,8 @@ __global__ void __launch_bounds__(kTpr * kRows,
   using Reducer = StaticRowReducer<kTpr, kRows, typename Op::Red>;
   __shared__ float slots[Reducer::kSlotFloats];
   if constexpr (Op::kGate == RowGate::kKernel) {
-    // 32-bit row blocks (the plan takes the register policy for ≤ kMaxGrid < 2^31 of them),
-    // compared with the kernel parameter itself for one row per CTA (no register holds the
-    // count: cross-entropy's loss-only kernels, held to 32 registers, spilled 4 bytes with it).
-#pragma unroll 1
-    for (unsigned blk = blockIdx.x; blk < row_register_blocks<kRows>(p); blk += gridDim.x) {
+    const int64_t blocks = (p.g.rows + kRows - 1) / kRows;
+    for (int64_t blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
       if (blk != blockIdx.x) __syncthreads();  // the previous row block's slot loads are done
       row_register_block<Op, D, kTpr, kRows, kVecs>(p, blk, slots);
     }
