@@ -48,7 +48,14 @@
 //                       ce_train_bwd_recompute, cross_entropy_train_bwd after it (the scale
 //                       kernel's early return + the recompute; its own plan, timed once per
 //                       shape); random targets, none ignored; "config" as softmax's (the
-//                       forward's row kernel)
+//                       forward's row kernel; the training lines: the fwd+dx kernel's,
+//                       "config_loss" the loss-only kernel's). The training forward is split
+//                       (the loss-only kernel where the word is 0, the loss + dx kernel where
+//                       it is 1; --config all forces the entry on both where it is compiled
+//                       and takes the row, else that kernel keeps its plan); env
+//                       QUACK_BENCH_CE_FWD=single runs it as one kernel instead (the dx
+//                       instance with its stores gated: the A/B of the split), "fwd_form"
+//                       says which
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
 //     (env QUACK_GEMM_TILE or QUACK_GEMM_TILE_N forces a tile, for gemm-act / gemm-dact on both the
@@ -700,6 +707,11 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
       quack::cross_entropy_train_bwd(a, nullptr);
     };
     char plan_name[64];
+    // The predicted forward's form (env QUACK_BENCH_CE_FWD=single: one kernel, for an A/B).
+    const char* form_env = std::getenv("QUACK_BENCH_CE_FWD");
+    const d::CePredictedForm pred_form = form_env != nullptr && std::strcmp(form_env, "single") == 0
+                                             ? d::CePredictedForm::kSingle
+                                             : d::CePredictedForm::kSplit;
     auto extra_of = [&](const d::RowPlan& plan) {
       return std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
     };
@@ -729,20 +741,31 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
         }
       }
       if (run_train) {
+        // The forward with dx (the rescale lines), and the predicted forward's kernels.
         const d::RowPlan plan = d::plan_row_call(d::cross_entropy_fwd_call(with_ws(fwd_args(0, true))).row, cfg);
         if (plan.policy == d::RowPolicy::kNone) continue;
+        auto pred_call = [&](int s) {
+          return d::cross_entropy_fwd_call(predicted(with_ws(fwd_args(s, true))), pred_form);
+        };
+        const d::CeFwdCall pc = pred_call(0);
+        d::CeFwdPlan pplan = d::plan_cross_entropy_fwd(pc, cfg, cfg);
+        if (pplan.row.policy == d::RowPolicy::kNone) pplan.row = d::plan_row_call(pc.row);
+        if (pc.split && pplan.dx.policy == d::RowPolicy::kNone) pplan.dx = d::plan_row_call(pc.row_dx);
+        std::string pextra = extra_of(pc.split ? pplan.dx : pplan.row);
+        pextra += std::string(", \"config_loss\": \"") +
+                  (pc.split ? d::row_plan_name(pplan.row, plan_name, sizeof(plan_name)) : "-") +
+                  "\", \"fwd_form\": \"" + (pc.split ? "split" : "single") + "\"";
         for (float g : {1.f, 0.5f}) {
           set_grad(g);
           // The predicted pair: the word follows grad_output after the first step (warm-up).
           const double ms = time_median(
               [&](int s) {
-                d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(predicted(with_ws(fwd_args(s, true)))),
-                                         plan, nullptr);
+                d::run_cross_entropy_fwd(pred_call(s), pplan, nullptr);
                 train_bwd(s);
               },
               sets, budget_ms);
           emit(g == 1.f ? "ce_fwd_bwd" : "ce_fwd_bwd_scaled", name, M, V, ms, 2.0 * mv * es,
-               extra_of(plan).c_str());
+               pextra.c_str());
           const double ms_rescale = time_median(
               [&](int s) {
                 d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(with_ws(fwd_args(s, true))), plan, nullptr);
@@ -752,17 +775,15 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
           emit(g == 1.f ? "ce_fwd_bwd_rescale" : "ce_fwd_bwd_scaled_rescale", name, M, V,
                ms_rescale, 2.0 * mv * es, extra_of(plan).c_str());
         }
-        // The halves of ce_fwd_bwd_scaled. The forward with the word at 0: the dx instance
-        // with its gate closed (no dx stored; loss and lse only), bytes as ce_fwd's.
+        // The halves of ce_fwd_bwd_scaled. The forward with the word at 0 (no dx stored; loss
+        // and lse only), bytes as ce_fwd's: split, the loss-only kernel and the dx kernel
+        // closed; single, the dx instance with its stores gated.
         const int32_t zero = 0;
         check(cudaMemcpy(word.p, &zero, 4, cudaMemcpyHostToDevice), "dx_predict");
         const double ms_off = time_median(
-            [&](int s) {
-              d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(predicted(with_ws(fwd_args(s, true)))),
-                                       plan, nullptr);
-            },
-            sets, budget_ms);
-        emit("ce_fwd_dx_off", name, M, V, ms_off, 1.0 * mv * es, extra_of(plan).c_str());
+            [&](int s) { d::run_cross_entropy_fwd(pred_call(s), pplan, nullptr); }, sets,
+            budget_ms);
+        emit("ce_fwd_dx_off", name, M, V, ms_off, 1.0 * mv * es, pextra.c_str());
         if (!recompute_timed) {
           recompute_timed = true;
           // The backward after it (the state says dx not written; grad_output 0.5 keeps the

@@ -99,9 +99,16 @@ enum class Reduction : int { kNone = 0, kSum = 1, kMean = 2 };
 /// - dx_predict (optional, needs dx_state): one int32 in device memory, read on the device by
 ///   the forward's first kernel: 0: dx is NOT written (the forward reads x once and writes the
 ///   loss, lse, z_loss; cross_entropy_train_bwd then computes dx from x); otherwise dx is
-///   written as without it. What the forward did is recorded in dx_state, so the prediction
-///   may be any value and may change at any time (another stream, a CUDA graph replay): it
-///   decides the cost, never the result. cross_entropy_train_bwd sets it to (grad_output ==
+///   written as without it. The forward launches two row kernels, the loss-only one (run
+///   where the word is 0) and the loss + dx one (run where it is not); the other returns at
+///   once, so the forward that writes no dx runs as the forward without dx does (not at the
+///   dx kernel's occupancy). Class weights with label smoothing: one kernel whose dx stores
+///   the word gates. What the forward did is recorded in dx_state, so the prediction may be
+///   any value and may change at any time (another stream, a CUDA graph replay): it decides
+///   the cost and the kernel whose reduction order the loss and lse take (each deterministic,
+///   so equal to the calls without dx_predict: with dx where it is not 0, without where it
+///   is 0; the two may differ in the last bits), never the values beyond rounding.
+///   cross_entropy_train_bwd sets it to (grad_output ==
 ///   1), so a training loop gets, on the device and without a host sync: grad_output 1 every
 ///   step: forward read x + write dx, backward nothing (2 passes over M·V); a scaled loss
 ///   every step: forward read x, backward read x + write dx (3 passes, the backward from lse);
@@ -141,10 +148,12 @@ inline constexpr int64_t kCrossEntropyDxStateFloats = 16;
 /// reduction and z_loss_scale; validates nothing else). Never throws.
 size_t cross_entropy_fwd_workspace_size(const CrossEntropyFwdArgs& args);
 
-/// Runs the cross-entropy forward on `stream`: up to three kernels, all on the device's own
-/// values (no host sync; CUDA-graph capturable): for 'mean' (or class weights with label
-/// smoothing) a one-CTA prep kernel (the denominators from the targets, Σ_j w_j), the row
-/// kernel (per-row loss parts, lse, dx), and for 'sum'/'mean' a one-CTA kernel summing the
+/// Runs the cross-entropy forward on `stream`: up to three kernels (four with dx_predict), all
+/// on the device's own values (no host sync; CUDA-graph capturable): for 'mean', class weights
+/// with label smoothing or a dx_state a one-CTA prep kernel (the denominators from the
+/// targets, Σ_j w_j, the prediction copied into dx_state), the row kernel (per-row loss
+/// parts, lse, dx; with dx_predict the loss-only and the loss + dx row kernels, one of which
+/// returns at once), and for 'sum'/'mean' a one-CTA kernel summing the
 /// per-row parts in a fixed order (deterministic) into loss (and z_loss). M = 0 writes 0
 /// ('sum') or NaN ('mean') into the scalar outputs and launches no row kernel.
 /// Throws InvalidArgument (naming the function, the argument, what was expected and what came)

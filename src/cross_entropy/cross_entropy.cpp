@@ -103,6 +103,12 @@ const RowOpEntry& fwd_entry(bool grad, bool cap, bool ws) {
   return cap ? row_op_cross_entropy_fwd_cap() : row_op_cross_entropy_fwd();
 }
 
+// The predicted training forward's two kernels (kSplit): loss only, or loss + dx.
+const RowOpEntry& split_entry(bool grad, bool cap) {
+  if (grad) return cap ? row_op_cross_entropy_fwd_split_grad_cap() : row_op_cross_entropy_fwd_split_grad();
+  return cap ? row_op_cross_entropy_fwd_split_loss_cap() : row_op_cross_entropy_fwd_split_loss();
+}
+
 const RowOpEntry& bwd_entry(bool cap, bool ws) {
   if (ws) return cap ? row_op_cross_entropy_bwd_cap_ws() : row_op_cross_entropy_bwd_ws();
   return cap ? row_op_cross_entropy_bwd_cap() : row_op_cross_entropy_bwd();
@@ -140,7 +146,7 @@ void guard_device(std::optional<DeviceGuard>& guard, int device, const char* fn)
 
 }  // namespace
 
-CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a) {
+CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a, CePredictedForm form) {
   const ArgCheck chk(kFwd);
   const int r = static_cast<int>(a.reduction);
   if (r < 0 || r > 2)
@@ -240,8 +246,17 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a) {
   CeFwdCall c;
   c.device = device;
   const TensorRef& in = partial ? a.lse_partial : a.x;
-  c.row = grad ? make_row_call(fwd_entry(true, cap, ws), kFwd, {&in}, {&a.dx})
-               : make_row_call(fwd_entry(false, cap, ws), kFwd, {&in}, {});
+  // The predicted forward: two kernels, loss only where the word is 0 (the loss-only plan and
+  // occupancy), loss + dx where it is not. Weighted smoothing runs on the general policy only,
+  // where the two instances do not differ in occupancy: one kernel, stores gated.
+  c.split = a.dx_predict.present() && !ws && form == CePredictedForm::kSplit;
+  if (c.split) {
+    c.row = make_row_call(split_entry(false, cap), kFwd, {&in}, {});
+    c.row_dx = make_row_call(split_entry(true, cap), kFwd, {&in}, {&a.dx});
+  } else {
+    c.row = grad ? make_row_call(fwd_entry(true, cap, ws), kFwd, {&in}, {&a.dx})
+                 : make_row_call(fwd_entry(false, cap, ws), kFwd, {&in}, {});
+  }
   c.row.device = device;
   RowParams& p = c.row.p;
   // The device scalars: in the dx state when there is one (the training backward reads them).
@@ -271,6 +286,12 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a) {
   p.row_out[ce::kLseOut] = row_vector_io(a.lse);
   p.vec[ce::kWeight] = row_io(a.weight);
   set_options(p, a.label_smoothing, a.z_loss_scale, a.logit_softcap, a.ignore_index, V, flags);
+  if (c.split) {  // the same parameters (per-row inputs and outputs, options, flags); dx out
+    const RowIO dx_out = c.row_dx.p.out[0];
+    c.row_dx.p = p;
+    c.row_dx.p.out[0] = dx_out;
+    c.row_dx.device = device;
+  }
 
   c.prep = mean || ws || state;
   c.prep_params.mean = mean;
@@ -294,13 +315,33 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a) {
   return c;
 }
 
-void run_cross_entropy_fwd(const CeFwdCall& c, const RowPlan& plan, cudaStream_t stream) {
-  if (!c.prep && !c.finish && plan.policy == RowPolicy::kNone) return;  // 'none', M = 0
+CeFwdPlan plan_cross_entropy_fwd(const CeFwdCall& c, int config, int dx_config) {
+  CeFwdPlan plan;
+  plan.row = plan_row_call(c.row, config);
+  if (c.split) plan.dx = plan_row_call(c.row_dx, dx_config);
+  return plan;
+}
+
+void run_cross_entropy_fwd(const CeFwdCall& c, const CeFwdPlan& plan, cudaStream_t stream) {
+  const bool rows = plan.row.policy != RowPolicy::kNone || plan.dx.policy != RowPolicy::kNone;
+  if (!c.prep && !c.finish && !rows) return;  // 'none', M = 0
   std::optional<DeviceGuard> guard;
   guard_device(guard, c.device, kFwd);
   if (c.prep) launch_ce_prep(c.prep_params, stream, kFwd);
-  run_row_call(c.row, plan, stream);  // nothing when M = 0
+  run_row_call(c.row, plan.row, stream);  // nothing when M = 0
+  // Split: one of the two kernels returns at once (the state's kDxOn, written by the prep).
+  if (c.split) run_row_call(c.row_dx, plan.dx, stream);
   if (c.finish) launch_ce_finish(c.finish_params, stream, kFwd);
+}
+
+void run_cross_entropy_fwd(const CeFwdCall& c, const RowPlan& plan, cudaStream_t stream) {
+  if (c.split)
+    throw InvalidArgument(std::string(kFwd) +
+                          ": internal error: a split call runs with the plans of its two "
+                          "kernels (plan_cross_entropy_fwd)");
+  CeFwdPlan p;
+  p.row = plan;
+  run_cross_entropy_fwd(c, p, stream);
 }
 
 RowCall cross_entropy_bwd_call(const CrossEntropyBwdArgs& a, const char* fn, int64_t flags) {
@@ -347,7 +388,7 @@ size_t cross_entropy_fwd_workspace_size(const CrossEntropyFwdArgs& a) {
 
 void cross_entropy_fwd(const CrossEntropyFwdArgs& args, cudaStream_t stream) {
   const detail::CeFwdCall c = detail::cross_entropy_fwd_call(args);
-  detail::run_cross_entropy_fwd(c, detail::plan_row_call(c.row), stream);
+  detail::run_cross_entropy_fwd(c, detail::plan_cross_entropy_fwd(c), stream);
 }
 
 void cross_entropy_bwd(const CrossEntropyBwdArgs& args, cudaStream_t stream) {

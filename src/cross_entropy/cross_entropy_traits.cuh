@@ -209,7 +209,15 @@ __device__ __forceinline__ float ce_grad(const RowParams& p, const CeGradRow& r,
 /// Registers: the per-row input is the target alone (one register, read early); the device
 /// scalars, w[t] and a given target logit are read in finish (t1024 rows at 32 registers keep
 /// two CTAs per SM).
-template <bool kGrad, bool kCap, bool kWS>
+///
+/// kSplit: one of the two kernels of the predicted training forward (flag kDxGated, a dx
+/// state): the loss-only instance (kGrad false) runs where the state's kDxOn is 0, the dx
+/// instance (kGrad true) where it is not; the other returns at its first instruction
+/// (RowGate::kKernel). Both are launched, each on its own plan (the loss-only instance's and
+/// the fwd+dx's), so the forward that writes no dx keeps the loss-only occupancy. Without
+/// kSplit the dx instance gates only its stores (RowGate::kOutputs): one kernel, dx-capable
+/// occupancy either way (quack-bench's QUACK_BENCH_CE_FWD=single).
+template <bool kGrad, bool kCap, bool kWS, bool kSplit = false>
 struct CrossEntropyFwd : RowOpBase {
   static constexpr int kIn = 1;              // x (or lse_partial)
   static constexpr int kOut = kGrad ? 1 : 0; // dx
@@ -218,15 +226,18 @@ struct CrossEntropyFwd : RowOpBase {
   // the cluster register policy for both) are compiled for the forwards.
   static constexpr bool kTrialConfigs = true;
   using Red = CeRed;
-  // kDxGated: dx is stored only where the prep kernel's copy of the prediction says so.
-  static constexpr RowGate kGate = kGrad ? RowGate::kOutputs : RowGate::kNone;
+  // kDxGated: dx is stored (kSplit: the kernel runs) only where the prep kernel's copy of the
+  // prediction, kDxOn, says so; kSplit's loss-only instance runs only where it does not.
+  static constexpr RowGate kGate =
+      kSplit ? RowGate::kKernel : (kGrad ? RowGate::kOutputs : RowGate::kNone);
   struct RowIn {
     int t = kCeIgnored;
   };
   using Row = CeGradRow;
 
   __device__ __forceinline__ static bool gate_open(const RowParams& p) {
-    return !(p.iscalar[ce::kFlags] & ce::kDxGated) || ce_dev_scalar(p, ce::kDxOn) != 0.f;
+    if (!(p.iscalar[ce::kFlags] & ce::kDxGated)) return true;
+    return (ce_dev_scalar(p, ce::kDxOn) != 0.f) == kGrad;  // loss-only: open where kDxOn is 0
   }
 
   __device__ __forceinline__ static RowIn load_row(const RowParams& p, int64_t row) {
@@ -359,6 +370,12 @@ using CrossEntropyFwdLossWS = CrossEntropyFwd<false, false, true>;
 using CrossEntropyFwdLossCapWS = CrossEntropyFwd<false, true, true>;
 using CrossEntropyFwdGradWS = CrossEntropyFwd<true, false, true>;
 using CrossEntropyFwdGradCapWS = CrossEntropyFwd<true, true, true>;
+// The predicted training forward's two kernels (kSplit; weighted smoothing keeps the single
+// kernel: general policy only, where both instances have the same occupancy).
+using CrossEntropyFwdSplitLoss = CrossEntropyFwd<false, false, false, true>;
+using CrossEntropyFwdSplitLossCap = CrossEntropyFwd<false, true, false, true>;
+using CrossEntropyFwdSplitGrad = CrossEntropyFwd<true, false, false, true>;
+using CrossEntropyFwdSplitGradCap = CrossEntropyFwd<true, true, false, true>;
 using CrossEntropyBwdPlain = CrossEntropyBwd<false, false>;
 using CrossEntropyBwdCap = CrossEntropyBwd<true, false>;
 using CrossEntropyBwdWS = CrossEntropyBwd<false, true>;

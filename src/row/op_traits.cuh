@@ -93,7 +93,9 @@
 //                       whose gradient output is decided by an earlier kernel). RowGate::kKernel:
 //                       where it is closed every CTA returns at its first instruction, before
 //                       any load, barrier or cluster arrive (a backward that runs only when an
-//                       earlier kernel says so). Ops without column accumulations.
+//                       earlier kernel says so; two forwards launched together with gates of
+//                       opposite polarity, one of which works). The polarity is gate_open's.
+//                       Ops without column accumulations.
 #pragma once
 
 #include <cstdint>

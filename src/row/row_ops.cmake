@@ -51,7 +51,9 @@ quack_row_op(rmsnorm_bwd_dbias norm/rmsnorm_traits.cuh RmsNormBwdDbias
              f16:f16:f32 f16:f16:f16 f32,f16,f32:f16,f32:f32 f32,f16,f32:f16,f32:f16 f32:f32:f32)
 # Cross-entropy: loss (+ lse, z part), loss + dx (the gradient in the forward), dx from lse; the
 # softcap variants are their own instances (tanh per element), for bf16 and fp32 logits; the
-# weighted-smoothing variants (class weights with ε > 0) run on the general policy only.
+# weighted-smoothing variants (class weights with ε > 0) run on the general policy only; the
+# split ones are the predicted training forward's two kernels (loss only where the dx word is 0,
+# loss + dx where it is not: a kernel gate each).
 quack_row_op(cross_entropy_fwd             cross_entropy/cross_entropy_traits.cuh  CrossEntropyFwdLoss       bf16:bf16 f16:f16 f32:f32)
 quack_row_op(cross_entropy_fwd_cap         cross_entropy/cross_entropy_traits.cuh  CrossEntropyFwdLossCap    bf16:bf16 f32:f32)
 quack_row_op(cross_entropy_fwd_grad        cross_entropy/cross_entropy_traits.cuh  CrossEntropyFwdGrad       bf16:bf16 f16:f16 f32:f32)
@@ -60,6 +62,10 @@ quack_row_op(cross_entropy_fwd_ws          cross_entropy/cross_entropy_traits.cu
 quack_row_op(cross_entropy_fwd_cap_ws      cross_entropy/cross_entropy_traits.cuh  CrossEntropyFwdLossCapWS)
 quack_row_op(cross_entropy_fwd_grad_ws     cross_entropy/cross_entropy_traits.cuh  CrossEntropyFwdGradWS)
 quack_row_op(cross_entropy_fwd_grad_cap_ws cross_entropy/cross_entropy_traits.cuh  CrossEntropyFwdGradCapWS)
+quack_row_op(cross_entropy_fwd_split_loss     cross_entropy/cross_entropy_traits.cuh  CrossEntropyFwdSplitLoss     bf16:bf16 f16:f16 f32:f32)
+quack_row_op(cross_entropy_fwd_split_loss_cap cross_entropy/cross_entropy_traits.cuh  CrossEntropyFwdSplitLossCap  bf16:bf16 f32:f32)
+quack_row_op(cross_entropy_fwd_split_grad     cross_entropy/cross_entropy_traits.cuh  CrossEntropyFwdSplitGrad     bf16:bf16 f16:f16 f32:f32)
+quack_row_op(cross_entropy_fwd_split_grad_cap cross_entropy/cross_entropy_traits.cuh  CrossEntropyFwdSplitGradCap  bf16:bf16 f32:f32)
 quack_row_op(cross_entropy_bwd             cross_entropy/cross_entropy_traits.cuh  CrossEntropyBwdPlain      bf16:bf16 f16:f16 f32:f32)
 quack_row_op(cross_entropy_bwd_cap         cross_entropy/cross_entropy_traits.cuh  CrossEntropyBwdCap        bf16:bf16 f32:f32)
 quack_row_op(cross_entropy_bwd_ws          cross_entropy/cross_entropy_traits.cuh  CrossEntropyBwdWS)

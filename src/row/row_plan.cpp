@@ -153,17 +153,20 @@ static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0,
 //    LayerNorm forwards, cross-entropy's forwards) on 16-bit rows of (4, 8] KB: t128v4, at
 //    16384 x 4096 softmax fwd 3.94 TB/s against t256v2's 3.71, RMSNorm fwd 3.85 / 3.75,
 //    LayerNorm fwd 2.84 / 2.74, cross-entropy fwd 3.76, fwd+dx 3.09 (t256v4: 2.34);
-//  - ops with a kernel gate (cross-entropy's backward) on 16-bit rows of (32, 64] KB:
-//    ring-t1024v4-s3, 4.02 TB/s at 16384 x 32768 against t1024v4's 3.53.
+//  - ops with a kernel gate and no trial entries (cross-entropy's backward) on 16-bit rows of
+//    (32, 64] KB: ring-t1024v4-s3, 4.02 TB/s at 16384 x 32768 against t1024v4's 3.53.
+// The kernel gate of an op with trial entries (the predicted training forward's two kernels,
+// CrossEntropyFwd's kSplit) changes none of these: they take the plans of the forwards they
+// gate.
 int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes) {
   if (in_elt != 2) return -1;
+  const bool gated_bwd = op.gate_kernel && !op.trial_configs;
   if (op.trial_configs && row_bytes > kRowRegisterMaxRowBytes &&
       (op.n_out > 0 || row_bytes <= 2 * kRowRegisterMaxRowBytes))
     return kClusterEntry;
-  if (op.n_in == 1 && op.n_acc == 0 && !op.gate_kernel && row_bytes > 4096 && row_bytes <= 8192)
+  if (op.n_in == 1 && op.n_acc == 0 && !gated_bwd && row_bytes > 4096 && row_bytes <= 8192)
     return kShortRowEntry;
-  if (op.gate_kernel && row_bytes > kRowRegisterMaxRowBytes / 2 &&
-      row_bytes <= kRowRegisterMaxRowBytes)
+  if (gated_bwd && row_bytes > kRowRegisterMaxRowBytes / 2 && row_bytes <= kRowRegisterMaxRowBytes)
     return kRingEntry;
   return -1;
 }

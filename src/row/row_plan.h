@@ -23,7 +23,8 @@ struct RowOpInfo {
   int red_floats = 1;  // floats reduced together per row (Traits::Red::kFloats)
   bool late_cols = false;  // Traits::kLateCols
   bool trial_configs = false;  // Traits::kTrialConfigs: the configurations under trial compiled
-  bool gate_kernel = false;    // Traits::kGate == RowGate::kKernel (cross-entropy's backward)
+  bool gate_kernel = false;    // Traits::kGate == RowGate::kKernel (cross-entropy's backward
+                               // and the predicted forward's two kernels)
   const char* name = "";
 };
 

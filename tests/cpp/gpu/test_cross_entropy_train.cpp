@@ -12,8 +12,17 @@
 //   CeTrain.ForcedWord    the word forced to 0 and 1 before each forward.
 //   CeTrain.InPlace       dx = x (inplace_backward): x untouched where dx was not written.
 //   CeTrain.OutOfPlace    dx_out given (a retained graph): the forward's dx and state untouched.
-//   CeTrain.ForcedConfigs the forward's gate closed and open on every entry of the row
-//                         skeleton's table and the general policy.
+//   CeTrain.ForcedConfigs the predicted forward's two kernels (loss only where the word is 0,
+//                         loss + dx where it is 1), each forced on every entry of the row
+//                         skeleton's table it is compiled for and on the general policy (the
+//                         other on its own plan), word 0 and 1: loss and lse right, dx right
+//                         or (word 0) untouched; and the single-kernel form (stores gated).
+//   CeTrain.PairBitwise   the predicted pair (split forward + training backward) over steps
+//                         whose grad_output flips the word both ways, against the separate
+//                         calls it stands for: word 1: the forward with dx (no prediction),
+//                         then cross_entropy_scale_grad for grad_output ≠ 1; word 0: the
+//                         loss-only forward, then cross_entropy_bwd from its lse with dloss =
+//                         grad_output · the state's scale. Loss, lse and dx bitwise equal.
 //   CeTrain.Empty         M = 0.
 //   CeTrain.ManyRowBlocks several times more rows than resident CTAs (V = 32768 bf16: the
 //                         register policy), so that every CTA of the gated backward loops over
@@ -303,9 +312,9 @@ TEST_F(CeTrain, OutOfPlace) {
   run_sequence(c, kSteps);
 }
 
-// The forward's gate on every configuration of the skeleton's table (closed: no dx byte
-// written, loss and lse right; open: dx right), through the forced plan.
-// Shapes a forced configuration takes (bf16; test_cross_entropy.cpp's config_rows, fewer).
+// The predicted forward's two kernels on every configuration of the skeleton's table (bf16;
+// test_cross_entropy.cpp's config_rows, fewer): the forced kernel on the entry, the other on
+// its own plan, with the word 0 and 1 (each kernel once open, once closed).
 std::vector<std::pair<int64_t, int64_t>> gate_rows(int config) {
   const int64_t vec = 8;
   if (config == kRowConfigCount) return {{5, 4097}, {3, 70001}};
@@ -318,75 +327,264 @@ std::vector<std::pair<int64_t, int64_t>> gate_rows(int config) {
       return {{3, 2 * chunk + chunk / 2 + vec}};
     case RowPolicy::kRing:
       return {{5, 3 * chunk - vec}, {3, 16 * chunk}};
+    case RowPolicy::kClusterRegister:
+      return {{300, chunk + vec}, {3, 16 * chunk}};
     default:
       return {};
   }
 }
 
+// One forward (dx poisoned, the word set to `on`) with the given plans; checks loss and lse
+// against the reference and dx (word 1) or its poison (word 0).
+void check_gated_forward(const detail::CeFwdCall& call, const detail::CeFwdPlan& plan,
+                         const ref::CeRef& r, const DeviceTensor& dx, const DeviceTensor& loss,
+                         const DeviceTensor& lse, int on, int64_t M, int64_t V) {
+  detail::run_cross_entropy_fwd(call, plan, nullptr);
+  QUACK_CUDA_OK(cudaDeviceSynchronize());
+  const double tol = tolerance(DType::kFloat32);
+  const double got_loss = download(loss)[0];
+  const double loss_tol = tol * std::fmax(std::fabs(r.loss), r.loss_terms) + 1e-30;
+  if (std::isnan(r.loss)) EXPECT_TRUE(std::isnan(got_loss));
+  else EXPECT_NEAR(got_loss, r.loss, loss_tol);
+  EXPECT_TRUE(close("lse", download(lse), r.lse, tol, 0, 0.0));
+  if (on) {
+    EXPECT_TRUE(ce_close_rows("dx", download(dx), r.dx, M, V, tolerance(DType::kBFloat16),
+                              r.row_terms));
+  } else {
+    EXPECT_TRUE(all_poison(dx)) << "word 0: dx untouched";
+  }
+}
+
 TEST_F(CeTrain, ForcedConfigs) {
-  int ran = 0;
+  int ran_loss = 0, ran_dx = 0;
   for (int cfg = 0; cfg <= kRowConfigCount; ++cfg) {
     const char* name = cfg < kRowConfigCount ? kRowConfigs[cfg].name : "general";
-    // Compiled for the forward with dx (one bf16 stream, a 4-float reduction)?
-    if (cfg < kRowConfigCount && !detail::row_config_usable(kRowConfigs[cfg], 1, 4, 0, 2))
-      continue;
+    // Compiled for the loss-only / loss + dx kernel (one bf16 stream, a 4-float reduction, no /
+    // one output, the entries under trial)?
+    const bool gen = cfg == kRowConfigCount;
+    const bool use_loss =
+        gen || detail::row_config_usable(kRowConfigs[cfg], 1, 4, 0, 2, 0, 4, -1, false, 0, true);
+    const bool use_dx =
+        gen || detail::row_config_usable(kRowConfigs[cfg], 1, 4, 0, 2, 0, 4, -1, false, 1, true);
     for (const auto& [M, V] : gate_rows(cfg)) {
-      for (int on : {0, 1}) {
-        SCOPED_TRACE(std::string(name) + " M=" + std::to_string(M) + " V=" + std::to_string(V) +
-                     " word " + std::to_string(on));
-        Rng rng(static_cast<uint64_t>(cfg * 31 + V + on));
-        CeCase cc;
-        cc.M = M;
-        cc.V = V;
-        const std::vector<int64_t> targets = ce_targets(rng, cc);
-        DeviceTensor x = upload(random_values(rng, M * V, DType::kBFloat16, 0.0, 2.0),
-                                DType::kBFloat16, M, V);
-        const std::vector<double> xh = download(x);
-        DeviceTensor tg = upload_targets(targets, DType::kInt64);
-        ref::CeOptions o;
-        const ref::CeRef r =
-            ref::cross_entropy_ref(M, V, xh.data(), targets.data(), o, true, nullptr);
-        DeviceTensor dx = alloc_tensor(DType::kBFloat16, M, V);
-        DeviceTensor loss = alloc_vector(DType::kFloat32, 1);
-        DeviceTensor lse = alloc_vector(DType::kFloat32, M);
-        DeviceTensor state = alloc_vector(DType::kFloat32, kCrossEntropyDxStateFloats);
-        DeviceBuffer word(4);
-        write_word(word, on);
-        CrossEntropyFwdArgs a;
-        a.x = x.ref;
-        a.target = tg.ref;
-        a.loss = loss.ref;
-        a.lse = lse.ref;
-        a.dx = dx.ref;
-        a.dx_state = state.ref;
-        a.dx_predict = TensorRef::vector(word.get(), DType::kInt32, 1, 0, 1);
-        const size_t ws_bytes = cross_entropy_fwd_workspace_size(a);
-        DeviceBuffer ws(ws_bytes);
-        a.workspace = ws.get();
-        a.workspace_bytes = ws_bytes;
-        const detail::CeFwdCall call = detail::cross_entropy_fwd_call(a);
-        const detail::RowPlan plan = detail::plan_row_call(call.row, cfg);
-        EXPECT_NE(plan.policy, RowPolicy::kNone) << "the forced configuration does not take it";
-        if (plan.policy == RowPolicy::kNone) continue;
-        ++ran;
-        detail::run_cross_entropy_fwd(call, plan, nullptr);
-        QUACK_CUDA_OK(cudaDeviceSynchronize());
-        const double tol = tolerance(DType::kFloat32);
-        const double got_loss = download(loss)[0];
-        const double loss_tol = tol * std::fmax(std::fabs(r.loss), r.loss_terms) + 1e-30;
-        if (std::isnan(r.loss)) EXPECT_TRUE(std::isnan(got_loss));
-        else EXPECT_NEAR(got_loss, r.loss, loss_tol);
-        EXPECT_TRUE(close("lse", download(lse), r.lse, tol, 0, 0.0));
-        if (on) {
-          EXPECT_TRUE(ce_close_rows("dx", download(dx), r.dx, M, V,
-                                    tolerance(DType::kBFloat16), r.row_terms));
-        } else {
-          EXPECT_TRUE(all_poison(dx)) << "gate closed: dx untouched";
+      // kernel 0: the loss-only one forced; 1: the loss + dx one; 2: the single-kernel form
+      // (the dx instance with its stores gated) forced.
+      for (int kernel : {0, 1, 2}) {
+        if (kernel == 0 ? !use_loss : !use_dx) continue;
+        for (int on : {0, 1}) {
+          SCOPED_TRACE(std::string(name) + " M=" + std::to_string(M) + " V=" +
+                       std::to_string(V) + " kernel " + std::to_string(kernel) + " word " +
+                       std::to_string(on));
+          Rng rng(static_cast<uint64_t>(cfg * 31 + V + on + 7 * kernel));
+          CeCase cc;
+          cc.M = M;
+          cc.V = V;
+          const std::vector<int64_t> targets = ce_targets(rng, cc);
+          DeviceTensor x = upload(random_values(rng, M * V, DType::kBFloat16, 0.0, 2.0),
+                                  DType::kBFloat16, M, V);
+          const std::vector<double> xh = download(x);
+          DeviceTensor tg = upload_targets(targets, DType::kInt64);
+          ref::CeOptions o;
+          const ref::CeRef r =
+              ref::cross_entropy_ref(M, V, xh.data(), targets.data(), o, true, nullptr);
+          DeviceTensor dx = alloc_tensor(DType::kBFloat16, M, V);
+          DeviceTensor loss = alloc_vector(DType::kFloat32, 1);
+          DeviceTensor lse = alloc_vector(DType::kFloat32, M);
+          DeviceTensor state = alloc_vector(DType::kFloat32, kCrossEntropyDxStateFloats);
+          DeviceBuffer word(4);
+          write_word(word, on);
+          CrossEntropyFwdArgs a;
+          a.x = x.ref;
+          a.target = tg.ref;
+          a.loss = loss.ref;
+          a.lse = lse.ref;
+          a.dx = dx.ref;
+          a.dx_state = state.ref;
+          a.dx_predict = TensorRef::vector(word.get(), DType::kInt32, 1, 0, 1);
+          const size_t ws_bytes = cross_entropy_fwd_workspace_size(a);
+          DeviceBuffer ws(ws_bytes);
+          a.workspace = ws.get();
+          a.workspace_bytes = ws_bytes;
+          const detail::CeFwdCall call = detail::cross_entropy_fwd_call(
+              a, kernel == 2 ? detail::CePredictedForm::kSingle : detail::CePredictedForm::kSplit);
+          ASSERT_EQ(call.split, kernel != 2);
+          const detail::CeFwdPlan plan = detail::plan_cross_entropy_fwd(
+              call, kernel != 1 ? cfg : -1, kernel == 1 ? cfg : -1);
+          const detail::RowPlan& forced = kernel == 1 ? plan.dx : plan.row;
+          EXPECT_NE(forced.policy, RowPolicy::kNone)
+              << "the forced configuration does not take it";
+          if (kernel != 2) {
+            EXPECT_NE((kernel == 1 ? plan.row : plan.dx).policy, RowPolicy::kNone)
+                << "the other kernel's own plan";
+          }
+          if (forced.policy == RowPolicy::kNone) continue;
+          (kernel == 0 ? ran_loss : ran_dx) += 1;
+          check_gated_forward(call, plan, r, dx, loss, lse, on, M, V);
+          EXPECT_EQ(download(state)[detail::ce::kDxOn], on ? 1.0 : 0.0);
         }
       }
     }
   }
-  EXPECT_GT(ran, 4) << "configurations that took a case";
+  EXPECT_GT(ran_loss, 8) << "configurations that took a case (loss-only kernel)";
+  EXPECT_GT(ran_dx, 8) << "configurations that took a case (loss + dx kernel)";
+}
+
+// The predicted pair against the separate calls it stands for, bitwise. Steps from the word
+// 1: g 1 (written, used), 0.5 (written, rescaled), 0.5 (not written: the recompute), 1 (not
+// written, recompute), 1 (written), 0.5 (written, rescaled), 1 (not written): every
+// transition of the word, both kernels of the forward open after each. 'mean' without class
+// weights (one denominator: the recompute's σ_ce = σ_z = g·the state's scale, which the
+// reference passes as dloss; exact for g a power of 2).
+struct PairCase {
+  int64_t M, V;
+  DType x = DType::kBFloat16;
+  double cap = 0.0, zs = 0.0, eps = 0.0;
+  Reduction red = Reduction::kMean;
+};
+
+std::string pair_name(const PairCase& c) {
+  std::string s = "M=" + std::to_string(c.M) + " V=" + std::to_string(c.V) + " " +
+                  short_name(c.x) + (c.red == Reduction::kMean ? " mean" : " sum");
+  if (c.cap > 0) s += " cap=" + std::to_string(c.cap);
+  if (c.zs > 0) s += " zs=" + std::to_string(c.zs);
+  if (c.eps > 0) s += " eps=" + std::to_string(c.eps);
+  return s;
+}
+
+void run_pair_bitwise(const PairCase& c, const std::vector<double>& gs) {
+  SCOPED_TRACE(pair_name(c));
+  const int64_t M = c.M, V = c.V;
+  Rng rng(static_cast<uint64_t>(M * 131 + V));
+  CeCase cc;
+  cc.M = M;
+  cc.V = V;
+  cc.x = c.x;
+  cc.ignore_frac = 0.2;
+  const std::vector<int64_t> targets = ce_targets(rng, cc);
+  DeviceTensor x = upload(random_values(rng, M * V, c.x, 0.0, 2.0), c.x, M, V);
+  DeviceTensor tg = upload_targets(targets, DType::kInt64);
+  DeviceBuffer word(4);
+  write_word(word, 1);
+  DeviceTensor state = alloc_vector(DType::kFloat32, kCrossEntropyDxStateFloats);
+  auto fwd_args = [&](const DeviceTensor& loss, const DeviceTensor& lse) {
+    CrossEntropyFwdArgs a;
+    a.x = x.ref;
+    a.target = tg.ref;
+    a.loss = loss.ref;
+    a.lse = lse.ref;
+    a.reduction = c.red;
+    a.label_smoothing = static_cast<float>(c.eps);
+    a.z_loss_scale = static_cast<float>(c.zs);
+    a.logit_softcap = static_cast<float>(c.cap);
+    return a;
+  };
+  int split_on = 0, split_off = 0;
+  for (size_t k = 0; k < gs.size(); ++k) {
+    const double g = gs[k];
+    const int32_t w = read_word(word);
+    SCOPED_TRACE("step " + std::to_string(k) + " grad_output " + std::to_string(g) + " word " +
+                 std::to_string(w));
+    (w != 0 ? split_on : split_off) += 1;
+    DeviceTensor go = upload_vector({g}, DType::kFloat32, 1);
+
+    // The pair (poisoned outputs, workspace and state).
+    DeviceTensor dx = alloc_tensor(c.x, M, V), loss = alloc_vector(DType::kFloat32, 1),
+                 lse = alloc_vector(DType::kFloat32, M);
+    state.poison();
+    CrossEntropyFwdArgs a = fwd_args(loss, lse);
+    a.dx = dx.ref;
+    a.dx_state = state.ref;
+    a.dx_predict = TensorRef::vector(word.get(), DType::kInt32, 1, 0, 1);
+    const size_t ws_bytes = cross_entropy_fwd_workspace_size(a);
+    DeviceBuffer ws(ws_bytes);
+    ws.poison();
+    a.workspace = ws.get();
+    a.workspace_bytes = ws_bytes;
+    ASSERT_TRUE(detail::cross_entropy_fwd_call(a).split);
+    cross_entropy_fwd(a, nullptr);
+    CrossEntropyTrainBwdArgs b;
+    b.x = x.ref;
+    b.target = tg.ref;
+    b.lse = lse.ref;
+    b.grad_output = go.ref;
+    b.dx = dx.ref;
+    b.dx_state = state.ref;
+    b.dx_predict = a.dx_predict;
+    b.label_smoothing = a.label_smoothing;
+    b.z_loss_scale = a.z_loss_scale;
+    b.logit_softcap = a.logit_softcap;
+    cross_entropy_train_bwd(b, nullptr);
+    QUACK_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_EQ(read_word(word), g == 1.0 ? 1 : 0) << "the backward sets the word to (g == 1)";
+    const std::vector<double> st = download(state);
+    EXPECT_EQ(st[detail::ce::kDxOn], w != 0 ? 1.0 : 0.0) << "the state records the word";
+
+    // The separate calls (their own poisoned outputs).
+    DeviceTensor rdx = alloc_tensor(c.x, M, V), rloss = alloc_vector(DType::kFloat32, 1),
+                 rlse = alloc_vector(DType::kFloat32, M);
+    CrossEntropyFwdArgs ra = fwd_args(rloss, rlse);
+    if (w != 0) ra.dx = rdx.ref;  // the forward with dx, no prediction (stores not gated)
+    const size_t rws_bytes = cross_entropy_fwd_workspace_size(ra);
+    DeviceBuffer rws(rws_bytes);
+    rws.poison();
+    ra.workspace = rws.get();
+    ra.workspace_bytes = rws_bytes;
+    ASSERT_FALSE(detail::cross_entropy_fwd_call(ra).split);
+    cross_entropy_fwd(ra, nullptr);
+    if (w != 0) {
+      if (g != 1.0) {
+        CrossEntropyScaleGradArgs sa;
+        sa.dx = rdx.ref;
+        sa.grad_output = go.ref;
+        cross_entropy_scale_grad(sa, nullptr);
+      }
+    } else {
+      // σ = dloss: the training backward's g·kScaleCe (= g·kScaleZ without class weights).
+      EXPECT_EQ(st[detail::ce::kScaleCe], st[detail::ce::kScaleZ]);
+      const float dl = static_cast<float>(g) * static_cast<float>(st[detail::ce::kScaleCe]);
+      DeviceTensor dloss = upload_vector({static_cast<double>(dl)}, DType::kFloat32, 1);
+      CrossEntropyBwdArgs rb;
+      rb.x = x.ref;
+      rb.target = tg.ref;
+      rb.lse = rlse.ref;
+      rb.dloss = dloss.ref;
+      rb.dx = rdx.ref;
+      rb.label_smoothing = a.label_smoothing;
+      rb.z_loss_scale = a.z_loss_scale;
+      rb.logit_softcap = a.logit_softcap;
+      cross_entropy_bwd(rb, nullptr);
+    }
+    QUACK_CUDA_OK(cudaDeviceSynchronize());
+    const auto got_loss = download_bytes(loss);
+    EXPECT_EQ(got_loss, download_bytes(rloss)) << "loss bits";
+    EXPECT_EQ(download_bytes(lse), download_bytes(rlse)) << "lse bits";
+    EXPECT_EQ(download_bytes(dx), download_bytes(rdx)) << "dx bits";
+    EXPECT_FALSE(all_poison(dx)) << "dx written";
+    EXPECT_TRUE(std::isfinite(download(loss)[0])) << "loss finite";
+  }
+  EXPECT_GT(split_on, 0) << "steps with the word 1";
+  EXPECT_GT(split_off, 0) << "steps with the word 0";
+}
+
+TEST_F(CeTrain, PairBitwise) {
+  // Word 1 → g 1, 0.5 → 0 → g 0.5, 1 → 1 → g 1, 0.5 → 0 → g 1 → 1 → g 0.5.
+  const std::vector<double> steps = {1.0, 0.5, 0.5, 1.0, 1.0, 0.5, 1.0, 0.5};
+  std::vector<PairCase> cases = {
+      {8, 65536},          // cl-t256v8 for both kernels (rows of 128 KB)
+      {37, 131072},        // loss only: the looped entry; loss + dx: cl-t256v8 (clusters of 8)
+      {4, 262144},         // the same at clusters of 16
+      {64, 4096},          // t128v4 (8 KB rows)
+      {600, 32768},        // t1024v4: more row blocks than some grids, the gated loops
+      {16, 8192, DType::kBFloat16, 20.0},           // softcap instances
+      {9, 65536, DType::kFloat32, 0.0, 1e-3, 0.1},  // fp32 (the ring), z-loss, smoothing
+      {33, 16384, DType::kFloat16},
+      {21, 1000},          // short rows: several rows per CTA
+  };
+  PairCase sum_case{12, 65536};
+  sum_case.red = Reduction::kSum;
+  sum_case.zs = 1e-3;
+  cases.push_back(sum_case);
+  for (const PairCase& c : cases) run_pair_bitwise(c, steps);
 }
 
 TEST_F(CeTrain, Empty) {

@@ -422,6 +422,86 @@ TEST(CrossEntropyPlan, TrainingShapes) {
   EXPECT_EQ(bwd_plan(16384, 16384, f32), "t1024v4");
 }
 
+// The predicted training forward is split into two gated kernels, each on the plan of the
+// forward it stands for: the loss-only kernel on the loss-only forward's, the loss + dx kernel
+// on the forward with dx's (same entry, cluster, grid, instance); class weights with label
+// smoothing and the single form (quack-bench's A/B) keep one kernel.
+TEST(CrossEntropyPlan, SplitForwardPlans) {
+  char b1[64], b2[64];
+  auto same = [&](const detail::RowPlan& p, const detail::RowPlan& q) {
+    return std::string(detail::row_plan_name(p, b1, sizeof(b1))) ==
+               detail::row_plan_name(q, b2, sizeof(b2)) &&
+           p.config == q.config && p.inst == q.inst && p.grid == q.grid &&
+           p.cluster_n == q.cluster_n && p.threads == q.threads && p.smem == q.smem;
+  };
+  int checked = 0;
+  for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    for (int64_t V : {1000, 4096, 4100, 8192, 16384, 32768, 65536, 65544, 131072, 262144}) {
+      for (float cap : {0.f, 20.f}) {
+        const int64_t M = 16384;
+        SCOPED_TRACE(std::string(dtype_name(t)) + " V=" + std::to_string(V) +
+                     " cap=" + std::to_string(cap));
+        CrossEntropyFwdArgs a;
+        a.x = TensorRef::matrix(fake(1), t, M, V);
+        a.target = TensorRef::vector(fake(2), DType::kInt64, M);
+        a.loss = TensorRef::vector(fake(3), DType::kFloat32, 1);
+        a.lse = TensorRef::vector(fake(4), DType::kFloat32, M);
+        a.reduction = Reduction::kMean;
+        a.logit_softcap = cap;
+        a.workspace = fake(9);
+        a.workspace_bytes = size_t{1} << 30;
+        const detail::RowPlan loss_plan = detail::plan_row_call(detail::cross_entropy_fwd_call(a).row);
+        a.dx = TensorRef::matrix(fake(5), t, M, V);
+        const detail::RowPlan dx_plan = detail::plan_row_call(detail::cross_entropy_fwd_call(a).row);
+        a.dx_state = TensorRef::vector(fake(6), DType::kFloat32, kCrossEntropyDxStateFloats);
+        a.dx_predict = TensorRef::vector(fake(7), DType::kInt32, 1);
+        const detail::CeFwdCall call = detail::cross_entropy_fwd_call(a);
+        ASSERT_TRUE(call.split);
+        EXPECT_EQ(call.row.p.out[0].ptr, nullptr) << "the loss-only kernel writes no dx";
+        EXPECT_EQ(call.row_dx.p.out[0].ptr, a.dx.data);
+        for (int k = 0; k < 4; ++k) {
+          EXPECT_EQ(call.row.p.row_out[k].ptr, call.row_dx.p.row_out[k].ptr) << "row_out " << k;
+          EXPECT_EQ(call.row.p.row_in[k].ptr, call.row_dx.p.row_in[k].ptr) << "row_in " << k;
+          EXPECT_EQ(call.row.p.iscalar[k], call.row_dx.p.iscalar[k]) << "iscalar " << k;
+        }
+        EXPECT_TRUE(call.row.p.iscalar[detail::ce::kFlags] & detail::ce::kDxGated);
+        const detail::CeFwdPlan plan = detail::plan_cross_entropy_fwd(call);
+        EXPECT_TRUE(same(plan.row, loss_plan))
+            << detail::row_plan_name(plan.row, b1, sizeof(b1)) << " vs the loss-only forward's "
+            << detail::row_plan_name(loss_plan, b2, sizeof(b2));
+        EXPECT_TRUE(same(plan.dx, dx_plan))
+            << detail::row_plan_name(plan.dx, b1, sizeof(b1)) << " vs the forward with dx's "
+            << detail::row_plan_name(dx_plan, b2, sizeof(b2));
+        EXPECT_FALSE(detail::cross_entropy_fwd_call(a, detail::CePredictedForm::kSingle).split);
+        a.weight = TensorRef::vector(fake(8), DType::kFloat32, V);
+        a.label_smoothing = 0.1f;
+        EXPECT_FALSE(detail::cross_entropy_fwd_call(a).split) << "weighted smoothing: one kernel";
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 60);
+  // The plans named (bf16, 16384 rows; docs/architecture.md's training-pair section).
+  auto names = [&](int64_t V) {
+    CrossEntropyFwdArgs a;
+    a.x = TensorRef::matrix(fake(1), DType::kBFloat16, 16384, V);
+    a.target = TensorRef::vector(fake(2), DType::kInt64, 16384);
+    a.loss = TensorRef::vector(fake(3), DType::kFloat32, 1);
+    a.reduction = Reduction::kMean;
+    a.workspace = fake(9);
+    a.workspace_bytes = size_t{1} << 30;
+    a.dx = TensorRef::matrix(fake(5), DType::kBFloat16, 16384, V);
+    a.dx_state = TensorRef::vector(fake(6), DType::kFloat32, kCrossEntropyDxStateFloats);
+    a.dx_predict = TensorRef::vector(fake(7), DType::kInt32, 1);
+    const detail::CeFwdPlan plan = detail::plan_cross_entropy_fwd(detail::cross_entropy_fwd_call(a));
+    return std::string(detail::row_plan_name(plan.row, b1, sizeof(b1))) + " " +
+           detail::row_plan_name(plan.dx, b2, sizeof(b2));
+  };
+  EXPECT_EQ(names(4096), "t128v4 t128v4");
+  EXPECT_EQ(names(65536), "cl-t256v8-x4 cl-t256v8-x4");
+  EXPECT_EQ(names(131072), "t1024v2-looped cl-t256v8-x8");
+}
+
 // ---------------------------------------------------------------- float64 reference
 
 TEST(CrossEntropyReference, HandValues) {
