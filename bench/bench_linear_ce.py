@@ -44,6 +44,12 @@ and the CUDA runtime calls the host made during it (a cudaMalloc, a synchronisat
 then busy / idle / span totals, and the torch calls that synchronised inside the call
 (torch.cuda.set_sync_debug_mode("warn")). No timing rounds run with --trace.
 
+Events (--events N): at the first shape, ours and our three GEMMs each timed N times three ways:
+CUDA events around each call issued back to back ("b2b"), the same after a 256 MB L2-clearing
+memset per call as do_bench does ("l2"), and the host's wall clock from a synchronisation to the
+next ("host"); then do_bench with rep sized for N calls. Medians in ms; it tells a host-side
+cost (host > l2) from the L2 clear and from do_bench's one-sample estimate at long calls.
+
 Output: JSON lines (--out) and the table last.
 """
 
@@ -75,6 +81,10 @@ def parse_args(argv=None):
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="record one call of ours with torch.profiler: chrome trace to FILE, "
                         "GPU idle gaps printed; no timing")
+    p.add_argument("--events", type=int, default=0, metavar="N",
+                   help="time N calls of ours (and of our three GEMMs) with CUDA events, three "
+                        "ways (back to back; after an L2 clear as do_bench; host wall clock "
+                        "between synchronisations) beside do_bench with n_repeat = N; no rounds")
     p.add_argument("--gap-us", type=float, default=50.0,
                    help="--trace: smallest gap printed (microseconds)")
     return p.parse_args(argv)
@@ -256,6 +266,66 @@ def run_trace(torch, F, args, T, D, V):
     return g
 
 
+def time_three_ways(torch, do_bench, call, n):
+    """call timed n times: back to back, after an L2 clear, host wall clock; do_bench (ms)."""
+    import time
+
+    cache = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    out = {}
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+          for _ in range(n)]
+    for s_, e_ in ev:  # back to back: the host queues every call before the GPU finishes
+        s_.record()
+        call()
+        e_.record()
+    torch.cuda.synchronize()
+    out["b2b"] = statistics.median(s_.elapsed_time(e_) for s_, e_ in ev)
+    for s_, e_ in ev:  # as do_bench: an L2-clearing memset before each call
+        cache.zero_()
+        s_.record()
+        call()
+        e_.record()
+    torch.cuda.synchronize()
+    out["l2"] = statistics.median(s_.elapsed_time(e_) for s_, e_ in ev)
+    walls = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        call()
+        torch.cuda.synchronize()
+        walls.append((time.perf_counter() - t0) * 1e3)
+    out["host"] = statistics.median(walls)
+    est = out["b2b"]
+    out["do_bench"] = do_bench(call, warmup=max(25.0, 2 * est), rep=max(100.0, n * est),
+                               return_mode="median")
+    return out
+
+
+def run_events(torch, F, do_bench, args, T, D, V):
+    """--events N: ours and our three GEMMs timed three ways beside do_bench (see the doc)."""
+    x, W, t = make_inputs(torch, T, D, V)
+    calls = {"ours": fwd_bwd_call(loss_fn(torch, F, "ours"), x, W, t)}
+    parts, R = gemm_calls(torch, "gemms", x, W, T, D, V)
+    calls.update({f"gemms:{k}": c for k, c in parts.items()})
+    for c in calls.values():
+        for _ in range(3):
+            c()
+    torch.cuda.synchronize()
+    print(f"bench_linear_ce --events {args.events}: {T}x{D}x{V} (ms, medians)")
+    print(f"  {'call':14s} {'b2b':>9s} {'l2':>9s} {'host':>9s} {'do_bench':>9s}")
+    res = {}
+    for name, c in calls.items():
+        r = time_three_ways(torch, do_bench, c, args.events)
+        res[name] = r
+        print(f"  {name:14s} " + " ".join(f"{r[k]:9.3f}" for k in ("b2b", "l2", "host", "do_bench")),
+              flush=True)
+    g = {k: sum(res[f"gemms:{p}"][k] for p in ("logits", "dx", "dW")) for k in res["ours"]}
+    print(f"  {'gemms (sum)':14s} " + " ".join(f"{g[k]:9.3f}" for k in ("b2b", "l2", "host", "do_bench")))
+    print("  ours / gemms:  " + " ".join(f"{res['ours'][k] / g[k]:9.3f}" for k in ("b2b", "l2", "host", "do_bench")))
+    del R
+    return res
+
+
 def peak_gib(torch, call, x, W):
     x.grad = None
     W.grad = None
@@ -373,6 +443,9 @@ def main(argv=None):
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     if args.trace:
         run_trace(torch, F, args, *shapes[0])
+        return 0
+    if args.events:
+        run_events(torch, F, do_bench, args, *shapes[0])
         return 0
     impls = [i for i in args.impls.split(",") if i]
     impls += [f"ours_c{c}" for c in args.chunks.split(",") if c]

@@ -66,3 +66,60 @@ def test_tiles_and_trace_arguments(bench):
         else:
             os.environ["QUACK_GEMM_TILE"] = old
     assert seen == ["f32_mm:128x256a1d2"]
+
+
+class _FakeEvent:
+    """A CUDA event stand-in: record() takes the fake clock's time."""
+
+    def __init__(self, clock):
+        self.clock, self.t = clock, None
+
+    def record(self):
+        self.t = self.clock[0]
+
+    def elapsed_time(self, other):
+        return other.t - self.t
+
+
+def test_events_times_each_way(bench):
+    a = bench.parse_args(["--quick", "--events", "5"])
+    assert a.events == 5
+    clock = [0.0]
+    cleared = []
+
+    class Cuda:
+        @staticmethod
+        def Event(enable_timing):
+            assert enable_timing
+            return _FakeEvent(clock)
+
+        @staticmethod
+        def synchronize():
+            pass
+
+    class Buf:
+        def zero_(self):
+            cleared.append(1)
+            clock[0] += 0.5  # the clear itself must not count
+
+    class Torch:
+        cuda = Cuda
+        int8 = "int8"
+
+        @staticmethod
+        def empty(n, dtype, device):
+            return Buf()
+
+    def call():
+        clock[0] += 2.0
+
+    seen = {}
+
+    def do_bench(fn, warmup, rep, return_mode):
+        seen.update(warmup=warmup, rep=rep, mode=return_mode)
+        return 2.25
+
+    r = bench.time_three_ways(Torch, do_bench, call, 5)
+    assert r["b2b"] == 2.0 and r["l2"] == 2.0 and len(cleared) == 5
+    assert r["host"] >= 0.0 and r["do_bench"] == 2.25
+    assert seen == dict(warmup=25.0, rep=100.0, mode="median")
