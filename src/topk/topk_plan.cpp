@@ -122,11 +122,13 @@ const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len) {
       std::snprintf(buf, len, "bitonic-k%d-e%d-t%d%s", plan.list, plan.elems, plan.threads_per_row,
                     plan.fit ? "-fit" : "");
       break;
-    case TopkPath::kQueue:
+    case TopkPath::kQueue: {
+      char pre[24] = "";
+      if (plan.prefix_iters > 0) std::snprintf(pre, sizeof(pre), "-pre%d", plan.prefix_iters);
       std::snprintf(buf, len, "queue-q%d-p%d-%s-w%dr%d%s", 32 * plan.queue_regs, plan.packed_bits,
-                    plan.vec_io ? "vec" : "elt", plan.warps_per_row, plan.rows_per_cta,
-                    plan.prefix_iters > 0 ? "-pre" : "");
+                    plan.vec_io ? "vec" : "elt", plan.warps_per_row, plan.rows_per_cta, pre);
       break;
+    }
   }
   return buf;
 }

@@ -171,7 +171,8 @@ struct TopkParams {
   int prefix_iters = 0;     // kQueue: the prefix bound's iterations (TopkPlan::prefix_iters)
 };
 
-/// Readable plan name for benchmarks: "queue-q1-p32-vec-w1r4", "sort".
+/// Readable plan name for benchmarks: "queue-q1-p32-vec-w1r4", "queue-q128-p32-vec-w1r4-pre8"
+/// (a prefix bound of 8 iterations), "sort".
 const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len);
 
 }  // namespace quack::detail

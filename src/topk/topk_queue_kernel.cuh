@@ -191,14 +191,20 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
       float dm[kD];
 #pragma unroll
       for (int j = 0; j < kD; ++j) dm[j] = __uint_as_float(0x7fffffffu);
+      // Two iterations a step (2·kU loads in flight; an odd count re-reads the last one,
+      // harmless for a maximum).
 #pragma unroll 1
-      for (int64_t it = 0; it < n_pre; ++it) {
-        const T* const xit = xrow + (c_begin + it * kIter);
-        Packed<T, kV> pk[kU];
+      for (int64_t it = 0; it < n_pre; it += 2) {
+        const T* const xa = xrow + (c_begin + it * kIter);
+        const T* const xb = xrow + (c_begin + min(it + 1, n_pre - 1) * kIter);
+        Packed<T, kV> pk[2 * kU];
 #pragma unroll
-        for (int u = 0; u < kU; ++u) load_packed<Cache::kNormal>(xit + off_of(u, 0), pk[u]);
+        for (int u = 0; u < kU; ++u) {
+          load_packed<Cache::kNormal>(xa + off_of(u, 0), pk[u]);
+          load_packed<Cache::kNormal>(xb + off_of(u, 0), pk[kU + u]);
+        }
 #pragma unroll
-        for (int s = 0; s < kSlots; ++s)
+        for (int s = 0; s < 2 * kSlots; ++s)
           dm[s % kD] = fmaxf(dm[s % kD], topk_flip(topk_elem(pk[s / kV], s % kV), sgn));
       }
       uint32_t dk[kD];

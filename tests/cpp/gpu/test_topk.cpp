@@ -8,6 +8,10 @@
 //   TopkData      crafted rows: few distinct values (ties everywhere), −inf, NaN, all-NaN,
 //                 ±0, +inf, ascending and descending rows (every element enters the queue).
 //   TopkPlans     every warps-per-row count (1..16) and the element path forced on one shape.
+//   TopkPrefix    the queue kernel's prefix bound forced (none, 1 and 8 iterations) at any k
+//                 (the plan: k > 64), 1 and 2 warps per row, every data kind and dtype, k = 1,
+//                 k = N, an odd N; the row softmax beside it. (The unforced k > 64 cases of
+//                 TopkShapes, TopkData and TopkSoftmax run the plan's prefix of 8.)
 //   TopkBitonic   the register (bitonic) kernel forced with each elements-per-thread count,
 //                 every list size, crafted data and softmax modes; each of those again with
 //                 the forced `fit` configuration where T·E = N (no tail loads or masks).

@@ -355,7 +355,7 @@ TEST(TopkPlan, PrefixBound) {
   EXPECT_EQ(plan_topk(topk_problem(16, 4096, 300)).prefix_iters, 0);
   char buf[96];
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(16384, 4096, 128)), buf, sizeof(buf)),
-               "queue-q128-p32-vec-w1r4-pre");
+               "queue-q128-p32-vec-w1r4-pre8");
 }
 
 TEST(TopkPlan, BitonicRule) {
