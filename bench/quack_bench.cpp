@@ -23,8 +23,8 @@
 //                    forward only); TB/s = M·N·elt of x / time; "config": the plan
 //                    (topk_plan_name; "-pre": the queue kernel's prefix bound); all = each
 //                    warps-per-row count forced (with a prefix bound: also without it, the A/B
-//                    that --path queue-noprefix runs alone, and one warp with prefixes of 2, 4,
-//                    16 and 32 iterations), the element path,
+//                    that --path queue-noprefix runs alone), one warp with prefixes of 2, 4,
+//                    8, 16 and 32 iterations (any k), the element path,
 //                    then the bitonic kernel (16-bit x, N ≤ 4096, k ≤ 32) with its own elements
 //                    per thread and each of 16..128, then each of those forced `fit` where
 //                    N = T·E ("-fit": no tail loads or column masks); --path forces the queue
@@ -468,7 +468,8 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
         plans.push_back({w, true, -1, false, -1});
         plans.push_back({w, true, -1, false, 0});
       }
-      for (int pre : {2, 4, 16, 32}) plans.push_back({1, true, -1, false, pre});  // its length
+      // Its length at one warp (k ≤ 64 too, where the plan has none: the first-block bound).
+      for (int pre : {2, 4, 8, 16, 32}) plans.push_back({1, true, -1, false, pre});
       plans.push_back({0, false, -1, false, -1});
       for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e, false, -1});
       for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e, true, -1});
@@ -486,7 +487,7 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
         if (fit && !plan.fit) continue;                  // T·E ≠ N at this shape
       } else if (w > 0 || !vec || path == "queue" || prefix >= 0) {
         const d::TopkPlan own = d::plan_topk(call.problem, w, d::TopkPath::kQueue);
-        if (prefix >= 0 && all_configs && own.prefix_iters == 0) continue;  // k ≤ 64: none
+        if (prefix == 0 && all_configs && own.prefix_iters == 0) continue;  // the same plan
         plan = d::plan_topk(call.problem, w, d::TopkPath::kQueue, 0, false, prefix);
       }
       if (plan.path == d::TopkPath::kQueue && w > 0 && (N + plan.slice - 1) / plan.slice < w) continue;
