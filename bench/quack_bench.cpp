@@ -18,10 +18,13 @@
 //                       src/row/row_config.h that takes the shape, and the general policy
 //   quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row]
 //                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all]
-//                    [--path auto|queue|bitonic|bitonic-fit] [--ms 100]
+//                    [--path auto|queue|queue-noprefix|bitonic|bitonic-fit] [--ms 100]
 //                    top-k, values in x's dtype, int64 indices (default: issue 19's shapes,
 //                    forward only); TB/s = M·N·elt of x / time; "config": the plan
-//                    (topk_plan_name); all = each warps-per-row count forced, the element path,
+//                    (topk_plan_name; "-pre": the queue kernel's prefix bound); all = each
+//                    warps-per-row count forced (with a prefix bound: also without it, the A/B
+//                    that --path queue-noprefix runs alone), one warp with prefixes of 2, 4,
+//                    8, 16 and 32 iterations (any k), the element path,
 //                    then the bitonic kernel (16-bit x, N ≤ 4096, k ≤ 32) with its own elements
 //                    per thread and each of 16..128, then each of those forced `fit` where
 //                    N = T·E ("-fit": no tail loads or column masks); --path forces the queue
@@ -461,18 +464,25 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
     Buffer ws(ws_bytes);
     // (forced warps, vector loads, forced bitonic elements per thread: -1 none, 0 the plan's;
     // the bitonic plan's forced `fit`: N = T·E, no tail loads or column masks)
-    struct Forced { int w; bool vec; int elems; bool fit; };
+    // prefix: the queue kernel's prefix bound, -1 the plan's, 0 none (quack-bench's A/B of it:
+    // --path queue-noprefix, and --config all runs each queue plan that has one without it too)
+    struct Forced { int w; bool vec; int elems; bool fit; int prefix; };
     std::vector<Forced> plans = {{0, true, path == "bitonic" || path == "bitonic-fit" ? 0 : -1,
-                                  path == "bitonic-fit"}};
+                                  path == "bitonic-fit", path == "queue-noprefix" ? 0 : -1}};
     if (all_configs) {
       plans.clear();
-      for (int w : {1, 2, 4, 8, 16}) plans.push_back({w, true, -1, false});
-      plans.push_back({0, false, -1, false});
-      for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e, false});
-      for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e, true});
+      for (int w : {1, 2, 4, 8, 16}) {
+        plans.push_back({w, true, -1, false, -1});
+        plans.push_back({w, true, -1, false, 0});
+      }
+      // Its length at one warp (k ≤ 64 too, where the plan has none: the first-block bound).
+      for (int pre : {2, 4, 8, 16, 32}) plans.push_back({1, true, -1, false, pre});
+      plans.push_back({0, false, -1, false, -1});
+      for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e, false, -1});
+      for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e, true, -1});
     }
     char plan_name[96];
-    for (auto [w, vec, elems, fit] : plans) {
+    for (auto [w, vec, elems, fit, prefix] : plans) {
       if (dir == "bwd") break;
       d::TopkCall call = d::topk_fwd_call(fwd_args(0));
       if (!vec) call.problem.vec_ok = false;
@@ -482,8 +492,10 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
         plan = d::plan_topk(call.problem, 0, d::TopkPath::kBitonic, elems, fit);
         if (elems > 0 && plan.elems != elems) continue;  // E not usable at this shape
         if (fit && !plan.fit) continue;                  // T·E ≠ N at this shape
-      } else if (w > 0 || !vec || path == "queue") {
-        plan = d::plan_topk(call.problem, w, d::TopkPath::kQueue);
+      } else if (w > 0 || !vec || path == "queue" || prefix >= 0) {
+        const d::TopkPlan own = d::plan_topk(call.problem, w, d::TopkPath::kQueue);
+        if (prefix == 0 && all_configs && own.prefix_iters == 0) continue;  // the same plan
+        plan = d::plan_topk(call.problem, w, d::TopkPath::kQueue, 0, false, prefix);
       }
       if (plan.path == d::TopkPath::kQueue && w > 0 && (N + plan.slice - 1) / plan.slice < w) continue;
       const double ms = time_median(
@@ -1072,7 +1084,7 @@ int main(int argc, char** argv) {
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
-                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|bitonic|bitonic-fit] [--ms 100]\n"
+                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|queue-noprefix|bitonic|bitonic-fit] [--ms 100]\n"
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
@@ -1168,8 +1180,10 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "quack-bench: topk shapes are MxNxK with 1 <= K <= N\n");
           return 2;
         }
-      if (path != "auto" && path != "queue" && path != "bitonic" && path != "bitonic-fit") {
-        std::fprintf(stderr, "quack-bench: topk --path is auto, queue, bitonic or bitonic-fit\n");
+      if (path != "auto" && path != "queue" && path != "queue-noprefix" && path != "bitonic" &&
+          path != "bitonic-fit") {
+        std::fprintf(stderr,
+                     "quack-bench: topk --path is auto, queue, queue-noprefix, bitonic or bitonic-fit\n");
         return 2;
       }
       return bench_topk(parse_dtype(dtype), dims, dir_given ? dir : "fwd", budget_ms, softmax,

@@ -161,6 +161,7 @@ void topk_run_call(const TopkCall& c, void* workspace, size_t workspace_bytes,
   p.rows_per_cta = c.plan.rows_per_cta;
   p.slice = c.plan.slice;
   p.vec_io = c.plan.vec_io;
+  p.prefix_iters = c.plan.prefix_iters;
   std::optional<DeviceGuard> guard;
   try {
     guard.emplace(c.device);

@@ -65,7 +65,7 @@ bool topk_bitonic_planned(const TopkProblem& pr) {
 }
 
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path,
-                   int forced_elems, bool forced_fit) {
+                   int forced_elems, bool forced_fit, int forced_prefix) {
   TopkPlan plan;
   if (pr.M <= 0 || pr.k <= 0 || pr.N <= 0) return plan;
   if (forced_path == TopkPath::kBitonic && topk_bitonic_ok(pr))
@@ -106,6 +106,11 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path
   plan.slice = ceil_div(ceil_div(pr.N, w), iter) * iter;
   plan.grid = ceil_div(pr.M, plan.rows_per_cta);
   plan.smem = topk_smem_layout(w, plan.rows_per_cta, q, plan.packed_bits / 8).total;
+  // The prefix bound where the first-block bound does not apply (k > 16·kTopkUnroll).
+  if (plan.vec_io)
+    plan.prefix_iters = forced_prefix >= 0          ? forced_prefix
+                        : pr.k > 16 * kTopkUnroll ? kTopkPrefixIters
+                                                  : 0;
   return plan;
 }
 
@@ -117,10 +122,13 @@ const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len) {
       std::snprintf(buf, len, "bitonic-k%d-e%d-t%d%s", plan.list, plan.elems, plan.threads_per_row,
                     plan.fit ? "-fit" : "");
       break;
-    case TopkPath::kQueue:
-      std::snprintf(buf, len, "queue-q%d-p%d-%s-w%dr%d", 32 * plan.queue_regs, plan.packed_bits,
-                    plan.vec_io ? "vec" : "elt", plan.warps_per_row, plan.rows_per_cta);
+    case TopkPath::kQueue: {
+      char pre[24] = "";
+      if (plan.prefix_iters > 0) std::snprintf(pre, sizeof(pre), "-pre%d", plan.prefix_iters);
+      std::snprintf(buf, len, "queue-q%d-p%d-%s-w%dr%d%s", 32 * plan.queue_regs, plan.packed_bits,
+                    plan.vec_io ? "vec" : "elt", plan.warps_per_row, plan.rows_per_cta, pre);
       break;
+    }
   }
   return buf;
 }

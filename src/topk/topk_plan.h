@@ -32,6 +32,13 @@ inline constexpr int kTopkQueueMaxK = 256;  // queue of ≤ 8 registers × 32 la
 inline constexpr int kTopkUnroll = 4;       // 16-byte vectors per lane per iteration
 inline constexpr int kTopkMaxWarpsPerRow = 16;
 inline constexpr int kTopkBufEntries = 64;  // per-warp shared buffer of accepted entries
+// The queue kernel's prefix bound (k > 16·kTopkUnroll, vector path): iterations of the warp's
+// slice read first for a lower bound of its k-th best (topk_queue_kernel.cuh), at most this
+// many. Model (random rows): the slice's acceptances go from ~k·(1 + ln(slice / k)) to ~1.2·k
+// for the prefix + k·ln(slice / prefix) after it: k 128 at N 4096 ~570 → ~150 (18 → 5 merges
+// of 32), k 256 at N 131072 ~1850 → ~1060. Not yet measured (issue 19; quack-bench topk
+// --config all prints both).
+inline constexpr int kTopkPrefixIters = 8;
 
 inline constexpr int kTopkBitonicMaxN = 4096;
 inline constexpr int kTopkBitonicMaxK = 32;
@@ -90,6 +97,8 @@ struct TopkPlan {
   // kBitonic: N = T·E, so every thread's vectors lie inside the row; the kernel instance
   // without tail loads and column masks (unforced: power-of-2 N; forced: forced_fit).
   bool fit = false;
+  // kQueue: iterations of the prefix bound (0: none; the kernel clips it to the slice).
+  int prefix_iters = 0;
 };
 
 /// Whether the bitonic kernel takes the problem (16-bit x, vector loads, N and k in range).
@@ -113,10 +122,12 @@ bool topk_bitonic_planned(const TopkProblem& pr);
 /// where T·E ≥ N and E ≥ K. forced_fit with forced_path kBitonic sets plan.fit where the
 /// bitonic plan has T·E = N exactly (else the plan is the one without forced_fit). Unforced
 /// (forced_elems ≤ 0), power-of-2 rows plan fit (kTopkBitonicFitElems from
-/// kTopkBitonicFitMinN).
+/// kTopkBitonicFitMinN). The queue plan's prefix bound: kTopkPrefixIters for k > 16·kTopkUnroll
+/// on the vector path, else 0; forced_prefix ≥ 0 sets it instead (vector path only; tests and
+/// benchmarks: 0 is the kernel without it, any k takes a forced one).
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0,
                    TopkPath forced_path = TopkPath::kNone, int forced_elems = 0,
-                   bool forced_fit = false);
+                   bool forced_fit = false, int forced_prefix = -1);
 
 /// Columns one warp covers per iteration: kTopkUnroll 16-byte vectors per lane.
 inline constexpr int64_t topk_iter_cols(int elt_bytes) {
@@ -157,9 +168,11 @@ struct TopkParams {
   int64_t slice = 0;
   bool vec_io = false;  // 16-byte loads (x: vector-aligned rows, unit column stride)
   int threads_per_row = 0;  // kBitonic: T
+  int prefix_iters = 0;     // kQueue: the prefix bound's iterations (TopkPlan::prefix_iters)
 };
 
-/// Readable plan name for benchmarks: "queue-q1-p32-vec-w1r4", "sort".
+/// Readable plan name for benchmarks: "queue-q1-p32-vec-w1r4", "queue-q128-p32-vec-w1r4-pre8"
+/// (a prefix bound of 8 iterations), "sort".
 const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len);
 
 }  // namespace quack::detail

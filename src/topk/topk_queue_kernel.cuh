@@ -22,6 +22,11 @@
 // hold an element at least that large), so elements with a smaller key are rejected from the
 // start instead of after the queue has filled.
 //
+// Prefix bound (p.prefix_iters > 0: the plan's for k > 16·kU, or forced): the warp first reads
+// up to p.prefix_iters full iterations of its slice and takes the k-th largest of 512 group
+// maxima as thr (details at the code); the scan then starts with it, so a random slice accepts
+// ~1.2·k elements of the prefix instead of ~k·(1 + ln(prefix / k)). The prefix is read twice.
+//
 // Softmax (kRow): each lane folds the online (max, Σ e^(x − max)) of its elements per
 // iteration (one exponential per element), reduced over the warp and the row's warps at the
 // end (row_reduce.cuh's OnlineMaxSum). kSelected: the same over the k selected values.
@@ -168,6 +173,60 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
     thr_f = Key::value(Pk::key(thr));
   };
 
+  // Prefix bound (p.prefix_iters > 0, vector path): before the scan, a lower bound of the
+  // slice's k-th best from its first full iterations (≤ p.prefix_iters), read twice (the scan
+  // re-reads them, from L2: normal loads here). Lane l's delegate j (< kD) is the largest x' of
+  // slots j, j + kD, … of lane l over those iterations: 32·kD disjoint groups, so the k-th
+  // largest delegate key is ≤ the slice's k-th best key (k groups each hold an element at least
+  // that large). fmaxf from NaN gives a group's largest number, or NaN for a group of NaNs (as
+  // the first-block bound); a key ≤ the group's best. The k-th is found by a binary search over
+  // the key's top 16 bits (count of delegates ≥ the candidate, summed over the warp), so the
+  // bound is the k-th delegate key with its low bits cleared for fp32 (still ≤ it).
+  bool bounded = false;
+  if (p.prefix_iters > 0 && vec) {
+    const int64_t n_pre = min((c_end - c_begin) / kIter, static_cast<int64_t>(p.prefix_iters));
+    if (n_pre > 0) {  // warp-uniform
+      constexpr int kD = 16;  // delegates per lane: 512 per warp (a useful bound for k ≤ 256)
+      static_assert(kSlots % kD == 0, "whole groups");
+      float dm[kD];
+#pragma unroll
+      for (int j = 0; j < kD; ++j) dm[j] = __uint_as_float(0x7fffffffu);
+      // Two iterations a step (2·kU loads in flight; an odd count re-reads the last one,
+      // harmless for a maximum).
+#pragma unroll 1
+      for (int64_t it = 0; it < n_pre; it += 2) {
+        const T* const xa = xrow + (c_begin + it * kIter);
+        const T* const xb = xrow + (c_begin + min(it + 1, n_pre - 1) * kIter);
+        Packed<T, kV> pk[2 * kU];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          load_packed<Cache::kNormal>(xa + off_of(u, 0), pk[u]);
+          load_packed<Cache::kNormal>(xb + off_of(u, 0), pk[kU + u]);
+        }
+#pragma unroll
+        for (int s = 0; s < 2 * kSlots; ++s)
+          dm[s % kD] = fmaxf(dm[s % kD], topk_flip(topk_elem(pk[s / kV], s % kV), sgn));
+      }
+      uint32_t dk[kD];
+#pragma unroll
+      for (int j = 0; j < kD; ++j) dk[j] = Key::key(dm[j], largest);
+      constexpr int kShift = Key::kBits - 16;
+      uint32_t v = 0;  // the top 16 bits found so far
+#pragma unroll 1
+      for (int b = 15; b >= 0; --b) {
+        const uint32_t cand = v | (1u << b), t = cand << kShift;
+        unsigned n = 0;
+#pragma unroll
+        for (int j = 0; j < kD; ++j) n += dk[j] >= t ? 1u : 0u;
+        if (__reduce_add_sync(kFull, n) >= static_cast<unsigned>(p.k)) v = cand;
+      }
+      const uint32_t bound = v << kShift;  // 0 (no bound) when fewer than k delegates
+      thr = Pk::floor(bound);
+      thr_f = Key::value(bound);  // NaN for 0: the fast path rejects nothing
+      bounded = true;
+    }
+  }
+
   for (int64_t c0 = c_begin; c0 < c_end; c0 += kIter) {
     const int lim = static_cast<int>(min(c_end - c0, static_cast<int64_t>(kIter)));
     const T* const xit = xrow + c0 * cs;
@@ -211,7 +270,7 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
 
     if (first) {  // first-block bound (warp-uniform branch)
       first = false;
-      if (p.k <= 16 * kU) {  // a useful bound: at least 2k delegates
+      if (p.k <= 16 * kU && !bounded) {  // a useful bound: at least 2k delegates
         // Maxima of x' per vector over its valid elements, starting from NaN (fmaxf ignores a
         // NaN operand): a vector of only NaNs keeps NaN, whose key is its elements' key; a
         // vector with numbers gets its largest number, whose key is ≤ its best element's

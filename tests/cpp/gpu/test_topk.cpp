@@ -8,6 +8,10 @@
 //   TopkData      crafted rows: few distinct values (ties everywhere), −inf, NaN, all-NaN,
 //                 ±0, +inf, ascending and descending rows (every element enters the queue).
 //   TopkPlans     every warps-per-row count (1..16) and the element path forced on one shape.
+//   TopkPrefix    the queue kernel's prefix bound forced (none, 1 and 8 iterations) at any k
+//                 (the plan: k > 64), 1 and 2 warps per row, every data kind and dtype, k = 1,
+//                 k = N, an odd N; the row softmax beside it. (The unforced k > 64 cases of
+//                 TopkShapes, TopkData and TopkSoftmax run the plan's prefix of 8.)
 //   TopkBitonic   the register (bitonic) kernel forced with each elements-per-thread count,
 //                 every list size, crafted data and softmax modes; each of those again with
 //                 the forced `fit` configuration where T·E = N (no tail loads or masks).
@@ -61,6 +65,7 @@ struct TopkCase {
   bool queue = false;         // plan_topk(problem, forced_warps, kQueue) (k ≤ 256)
   int forced_elems = 0;
   bool fit = false;           // with bitonic: plan_topk's forced_fit (N = T·E only)
+  int forced_prefix = -1;     // ≥ 0: the queue kernel with plan_topk's forced_prefix
   uint64_t seed = 1;
 };
 
@@ -74,7 +79,8 @@ std::string case_name(const TopkCase& c) {
          (c.element_path ? " element-path" : "") +
          (c.bitonic ? " bitonic E=" + std::to_string(c.forced_elems) : "") +
          (c.fit ? " fit" : "") +
-         (c.queue ? " queue" : "");
+         (c.queue ? " queue" : "") +
+         (c.forced_prefix >= 0 ? " prefix=" + std::to_string(c.forced_prefix) : "");
 }
 
 /// Host values of x (dense row-major), exact in c.x.
@@ -225,6 +231,9 @@ TopkRun run_case(const TopkCase& c) {
                                        detail::topk_bitonic_planned(call.problem);
   if (c.bitonic)
     call.plan = detail::plan_topk(call.problem, 0, TopkPath::kBitonic, c.forced_elems, c.fit);
+  if (c.forced_prefix >= 0)
+    call.plan = detail::plan_topk(call.problem, c.forced_warps, TopkPath::kQueue, 0, false,
+                                  c.forced_prefix);
   r.plan = call.plan;
   const size_t ws_bytes = topk_fwd_workspace_size(a);
   DeviceBuffer ws(ws_bytes);
@@ -373,6 +382,57 @@ INSTANTIATE_TEST_SUITE_P(All, TopkData,
                            return std::string(kDataNames[std::get<0>(info.param)]) + "_" +
                                   short_name(kDtypes[std::get<1>(info.param)]) +
                                   (std::get<2>(info.param) ? "_bitonic" : "");
+                         });
+
+// ------------------------------------------------------------------ the queue's prefix bound
+
+// The queue kernel's prefix bound (plan_topk's forced_prefix): every k (the plan takes it for
+// k > 64 only), prefixes of 1 and 8 iterations and none, 1 and 2 warps per row, over the crafted
+// rows (ties, ±inf, NaN, sorted rows: an ascending row's prefix bound is its lowest part).
+// Rows of 16-byte multiples (the bound needs the vector path), an odd N as one row; k = N where
+// the row is shorter than one iteration (no prefix: the kernel clips it to the slice).
+using PrefixParam = std::tuple<int, int>;  // data kind, dtype
+class TopkPrefix : public GpuTest, public ::testing::WithParamInterface<PrefixParam> {};
+
+TEST_P(TopkPrefix, MatchesReference) {
+  const auto [data, di] = GetParam();
+  const Mnk shapes[] = {{7, 1032, 1},   {7, 2056, 65},  {7, 4096, 128}, {7, 9224, 256},
+                        {7, 1024, 256}, {1, 1031, 100}, {1, 3001, 255}, {7, 256, 256},
+                        {7, 5000, 64},  {7, 2048, 8}};
+  uint64_t seed = 5000 + 10 * data + di;
+  for (const Mnk& s : shapes)
+    for (int prefix : {0, 1, 8})
+      for (int w : {1, 2})
+        for (bool largest : {true, false}) {
+          TopkCase c;
+          c.M = s.M;
+          c.N = s.N;
+          c.k = s.k;
+          c.x = c.values = kDtypes[di];
+          c.largest = largest;
+          c.data = static_cast<Data>(data);
+          c.queue = true;
+          c.forced_warps = w;
+          c.forced_prefix = prefix;
+          // The row softmax (its statistics ignore the prefix pass) on the finite data kinds.
+          if (data != static_cast<int>(Data::kSpecials) && s.k % 2 == 0) {
+            c.softmax = TopkSoftmax::kRow;
+            c.lse = true;
+          }
+          c.seed = ++seed;
+          const TopkRun r = run_case(c);
+          if (c.M > 0 && c.k > 0) {
+            EXPECT_TRUE(r.plan.vec_io) << case_name(c);
+            EXPECT_EQ(r.plan.prefix_iters, prefix) << case_name(c);
+          }
+        }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, TopkPrefix,
+                         ::testing::Combine(::testing::Range(0, 5), ::testing::Range(0, 3)),
+                         [](const ::testing::TestParamInfo<PrefixParam>& info) {
+                           return std::string(kDataNames[std::get<0>(info.param)]) + "_" +
+                                  short_name(kDtypes[std::get<1>(info.param)]);
                          });
 
 // ------------------------------------------------------------------ the bitonic kernel forced

@@ -334,6 +334,30 @@ TEST(TopkPlan, BenchmarkShapes) {
   }
 }
 
+TEST(TopkPlan, PrefixBound) {
+  // The queue kernel's prefix bound: planned for k > 16·kTopkUnroll (where the first-block
+  // bound stops) on the vector path; forced_prefix sets it (0: none), vector path only.
+  EXPECT_EQ(detail::kTopkPrefixIters, 8);
+  for (int64_t k : {1, 8, 64, 65, 128, 256}) {
+    for (bool vec : {true, false}) {
+      TopkProblem pr = topk_problem(16384, 4096, k);
+      pr.vec_ok = vec;
+      const TopkPlan p = plan_topk(pr, 0, TopkPath::kQueue);
+      ASSERT_EQ(p.path, TopkPath::kQueue);
+      EXPECT_EQ(p.prefix_iters, vec && k > 64 ? 8 : 0) << k;
+      EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue, 0, false, 0).prefix_iters, 0) << k;
+      EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue, 0, false, 3).prefix_iters, vec ? 3 : 0) << k;
+      EXPECT_EQ(plan_topk(pr, 2).prefix_iters, p.prefix_iters) << k;
+    }
+  }
+  // The other paths never carry one.
+  EXPECT_EQ(plan_topk(topk_problem(65536, 1024, 8)).prefix_iters, 0);
+  EXPECT_EQ(plan_topk(topk_problem(16, 4096, 300)).prefix_iters, 0);
+  char buf[96];
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(16384, 4096, 128)), buf, sizeof(buf)),
+               "queue-q128-p32-vec-w1r4-pre8");
+}
+
 TEST(TopkPlan, BitonicRule) {
   // The rule's constants and its edges: bf16 / fp16 with 16-byte rows, k ≤ 16 or N ≤ 2048.
   EXPECT_EQ(detail::kTopkBitonicPlanMaxK, 16);
