@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Call A (cold): A/B build, every GPU test (gtest shards + pytest files alongside), budget-guarded.
+cd "$(dirname "$0")/.."; source scripts/device/common.sh
+T0=$(date +%s); END=$((T0 + ${BUDGET:-565}))
+say "build"
+cmake -S . -B build/d -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=ON -DQUACK_GEMM_AB_INSTANCES=ON > $R/cmake.log 2>&1 \
+  && ninja -C build/d -j 16 > $R/build.log 2>&1 || { tail -40 $R/build.log; echo BUILD FAILED; tar -cJf $OUT/a.tar.xz -C $OUT r; exit 1; }
+say "built in $(( $(date +%s) - T0 )) s"; stage; ls /tmp/s/quack_cpp | tr '\n' ' '; echo
+python3 -c "import quack_cpp, quack; print('quack_cpp', quack_cpp.__file__, 'quack', quack.__version__)"
+G=build/d/tests/cpp/quack_gpu_tests; NSH=8
+build/d/tests/cpp/quack_host_tests --gtest_brief=1 > $R/host.log 2>&1; tail -2 $R/host.log
+TMO=$(( END - $(date +%s) - 75 )); [ $TMO -gt 240 ] && TMO=240; say "gtest/pytest timeout $TMO"
+for i in $(seq 0 $((NSH-1))); do
+  ( GTEST_TOTAL_SHARDS=$NSH GTEST_SHARD_INDEX=$i timeout $TMO $G --gtest_filter='-*Large*:*RmsNormBwdConfigs*' > $R/g$i.log 2>&1; echo "rc=$?" >> $R/g$i.log ) &
+  ( GTEST_TOTAL_SHARDS=$NSH GTEST_SHARD_INDEX=$i timeout $TMO $G --gtest_brief=1 --gtest_filter='*RmsNormBwdConfigs*' > $R/c$i.log 2>&1; echo "rc=$?" >> $R/c$i.log ) &
+done
+# Python test files 4 at a time alongside (rotary first: mended, not GPU-run before).
+( { echo tests/python/test_rotary.py; ls tests/python/test_*.py | grep -v test_rotary.py; } | timeout $TMO xargs -P 4 -I{} sh -c 'f={}; b=$(basename $f .py); python3 -m pytest $f -q -p no:cacheprovider --maxfail=20 > '$R'/py_$b.log 2>&1; echo "rc=$?" >> '$R'/py_$b.log' ) &
+wait
+L=$(( END - $(date +%s) - 10 )); [ $L -gt 150 ] && L=150
+[ $L -gt 20 ] && ( timeout $L $G --gtest_brief=1 --gtest_filter='*Large*' > $R/large.log 2>&1; echo "rc=$?" >> $R/large.log )
+say "tests done at $(( $(date +%s) - T0 )) s"
+echo "gtest OK: $(cat $R/g*.log $R/c*.log $R/large.log 2>/dev/null | grep -c '^\[       OK \]')  FAILED lines:"; cat $R/g*.log $R/c*.log $R/large.log 2>/dev/null | grep -E '^\[  FAILED  \] [A-Za-z]' | sort -u | head -30
+for f in $(grep -l "^rc=124" $R/*.log); do echo "TIMEOUT $(basename $f) in: $(grep '^\[ RUN' $f | tail -1)"; done
+for f in $R/py_*.log; do echo "$(basename $f): $(grep -vE '^rc=' $f | tail -1) $(grep '^rc=' $f)"; done
+ls tests/python/test_*.py | while read f; do b=$(basename $f .py); [ -f $R/py_$b.log ] || echo "NOT RUN $b"; done
+grep -hE "^(FAILED|ERROR)" $R/py_*.log | head -30
+tar -cJf $OUT/a.tar.xz -C $OUT r && rm -rf $R
+say "end at $(( $(date +%s) - T0 )) s"
