@@ -38,8 +38,9 @@ inline constexpr int kTopkBufEntries = 64;  // per-warp shared buffer of accepte
 // groups per warp do not depend on the count: any count ≥ 1 is valid for k ≤ 256. Model
 // (random rows, scripts/topk_scan_model.py): the slice's acceptances go from ~k·(1 + ln(slice /
 // k)) to ~1.2·k for the prefix + k·ln(slice / prefix) after it. Source: H200, bf16,
-// kernel-only, quack-bench topk --config all (run V of docs/performance.md), ms per call, one
-// warp per row (w1r4), prefix iterations 0 / 2 / 4 / 8 / 16 / 32:
+// kernel-only, quack-bench topk --config all (run V of docs/performance.md;
+// docs/data/run-V_quack_bench_topk_configs.jsonl), ms per call, one warp per row (w1r4), prefix
+// iterations 0 / 2 / 4 / 8 / 16 / 32:
 //                          none    pre2    pre4    pre8    pre16   pre32
 //   16384 × 4096   k 128   0.4603  0.3455  0.2921  0.2925  0.2923  0.2922
 //   4096 × 131072  k 256   1.4869  1.3797  1.3320  1.3008  1.2322  1.1756
