@@ -475,7 +475,7 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
         plans.push_back({w, true, -1, false, -1});
         plans.push_back({w, true, -1, false, 0});
       }
-      // Its length at one warp (k ≤ 64 too, where the plan has none: the first-block bound).
+      // Its length at one warp (k < 32 too, where the plan has none: the first-block bound).
       for (int pre : {2, 4, 8, 16, 32}) plans.push_back({1, true, -1, false, pre});
       plans.push_back({0, false, -1, false, -1});
       for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e, false, -1});

@@ -11,15 +11,16 @@
 //   shared memory, 32 at a time sorted and merged into a sorted queue of k ≤ 32·R ≤ 256
 //   entries held across the warp's registers (bitonic networks on shuffles). A first
 //   threshold comes from the k-th largest of per-lane or per-vector maxima of the first
-//   block (a valid lower bound: k disjoint groups each hold an element at least that large).
+//   block (a valid lower bound: k disjoint groups each hold an element at least that large),
+//   for k ≥ 32 (16-byte rows) from the maxima of 512 groups of the first (up to 32) iterations.
 //   QuACK 0.2.0's topk (registers only, bitonic, N a power of 2 ≤ 4096, k ≤ 128) sorts every
 //   element; this rejects most of them.
-// - 16-bit x with 16-byte rows, N ≤ 4096, k ≤ 32, and any of k ≤ 16, N ≤ 2048, N a power of
-//   2 (the plan's rule, src/topk/topk_plan.h): QuACK 0.2.0's register method instead (T ≤ 32
-//   threads per row, ≤ 128 elements each in registers, sorting networks and bitonic merges,
-//   exact (key, column) entries; power-of-2 rows without tail loads or column masks); faster
-//   there on H200 (kernel-only, 65536 rows: 2.3× the warp queue at N = 1024, k = 8; 1.21× at
-//   N = 4096, k = 32).
+// - 16-bit x with 16-byte rows, N ≤ 4096, k ≤ 32, and k ≤ 16 or N ≤ 2048 (the plan's rule,
+//   src/topk/topk_plan.h): QuACK 0.2.0's register method instead (T ≤ 32 threads per row,
+//   ≤ 128 elements each in registers, sorting networks and bitonic merges, exact (key, column)
+//   entries; power-of-2 rows without tail loads or column masks); faster there on H200
+//   (kernel-only, 65536 rows: 2.4× the warp queue at N = 1024, k = 8). At N = 4096, k = 32
+//   the warp queue with its prefix bound is ahead (1.13×) and keeps the shape.
 // - k > 256: a segmented radix sort of each row (CUB's DeviceSegmentedRadixSort: stable, so
 //   ties keep the lower index first) in a caller-provided workspace; correct, slower.
 #pragma once

@@ -178,9 +178,9 @@ def topk(
     Args:
         x: (..., N, ...) float32, float16 or bfloat16 on a CUDA device, any strides (``dim`` is
             moved last and the rest flattened with views where the strides allow).
-        k: 0 <= k <= N. 16-bit x with 16-byte rows, N <= 4096 and k <= 32 with any of
-            k <= 16, N <= 2048, N a power of 2 runs the register (bitonic) kernel; otherwise
-            k <= 256 runs the warp-queue kernel; larger k sorts
+        k: 0 <= k <= N. 16-bit x with 16-byte rows, N <= 4096 and k <= 32 with k <= 16 or
+            N <= 2048 runs the register (bitonic) kernel; otherwise k <= 256 runs the
+            warp-queue kernel (from k = 32 with a prefix bound on 16-byte rows); larger k sorts
             each row (a workspace of ~16 bytes per element of x).
         dim: the dimension to select along (default the last).
         largest, sorted: as torch.topk.

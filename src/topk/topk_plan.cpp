@@ -60,8 +60,7 @@ bool topk_bitonic_fits(const TopkProblem& pr) {
 }
 
 bool topk_bitonic_planned(const TopkProblem& pr) {
-  return topk_bitonic_ok(pr) && (pr.k <= kTopkBitonicPlanMaxK || pr.N <= kTopkBitonicPlanMaxN ||
-                                 topk_bitonic_fits(pr));
+  return topk_bitonic_ok(pr) && (pr.k <= kTopkBitonicPlanMaxK || pr.N <= kTopkBitonicPlanMaxN);
 }
 
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path,
@@ -106,10 +105,10 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path
   plan.slice = ceil_div(ceil_div(pr.N, w), iter) * iter;
   plan.grid = ceil_div(pr.M, plan.rows_per_cta);
   plan.smem = topk_smem_layout(w, plan.rows_per_cta, q, plan.packed_bits / 8).total;
-  // The prefix bound where the first-block bound does not apply (k > 16·kTopkUnroll).
+  // The prefix bound from k = kTopkPrefixMinK (below, the first-block bound; run V's table).
   if (plan.vec_io)
-    plan.prefix_iters = forced_prefix >= 0          ? forced_prefix
-                        : pr.k > 16 * kTopkUnroll ? kTopkPrefixIters
+    plan.prefix_iters = forced_prefix >= 0        ? forced_prefix
+                        : pr.k >= kTopkPrefixMinK ? kTopkPrefixIters
                                                   : 0;
   return plan;
 }

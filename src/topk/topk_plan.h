@@ -9,9 +9,9 @@
 //   kBitonic 16-bit x, 16-byte loads, N ≤ kTopkBitonicMaxN, k ≤ kTopkBitonicMaxK: the register
 //           kernel (topk_bitonic_kernel.cuh), T threads per row, E elements per thread. The plan
 //           takes it by topk_bitonic_planned (k ≤ kTopkBitonicPlanMaxK or N ≤
-//           kTopkBitonicPlanMaxN, or N a power of 2); plan_topk's forced_path takes it anywhere
-//           in its range. Rows of a power-of-2 length N ≥ 16 run `fit` (N = T·E): the
-//           kernel without tail loads and column masks.
+//           kTopkBitonicPlanMaxN); plan_topk's forced_path takes it anywhere in its range. Rows
+//           of a power-of-2 length N ≥ 16 that it takes run `fit` (N = T·E): the kernel without
+//           tail loads and column masks.
 #pragma once
 
 #include <cstddef>
@@ -32,39 +32,58 @@ inline constexpr int kTopkQueueMaxK = 256;  // queue of ≤ 8 registers × 32 la
 inline constexpr int kTopkUnroll = 4;       // 16-byte vectors per lane per iteration
 inline constexpr int kTopkMaxWarpsPerRow = 16;
 inline constexpr int kTopkBufEntries = 64;  // per-warp shared buffer of accepted entries
-// The queue kernel's prefix bound (k > 16·kTopkUnroll, vector path): iterations of the warp's
-// slice read first for a lower bound of its k-th best (topk_queue_kernel.cuh), at most this
-// many. Model (random rows): the slice's acceptances go from ~k·(1 + ln(slice / k)) to ~1.2·k
-// for the prefix + k·ln(slice / prefix) after it: k 128 at N 4096 ~570 → ~150 (18 → 5 merges
-// of 32), k 256 at N 131072 ~1850 → ~1060. Not yet measured (issue 19; quack-bench topk
-// --config all prints both).
-inline constexpr int kTopkPrefixIters = 8;
+// The queue kernel's prefix bound (k ≥ kTopkPrefixMinK, vector path): iterations of the warp's
+// slice read first for a lower bound of its k-th best (topk_queue_kernel.cuh), at most
+// kTopkPrefixIters (the kernel clips them to the slice's full iterations). Its 512 delegate
+// groups per warp do not depend on the count: any count ≥ 1 is valid for k ≤ 256. Model
+// (random rows, scripts/topk_scan_model.py): the slice's acceptances go from ~k·(1 + ln(slice /
+// k)) to ~1.2·k for the prefix + k·ln(slice / prefix) after it. Source: H200, bf16,
+// kernel-only, quack-bench topk --config all (run V of docs/performance.md;
+// docs/data/run-V_quack_bench_topk_configs.jsonl), ms per call, one warp per row (w1r4), prefix
+// iterations 0 / 2 / 4 / 8 / 16 / 32:
+//                          none    pre2    pre4    pre8    pre16   pre32
+//   16384 × 4096   k 128   0.4603  0.3455  0.2921  0.2925  0.2923  0.2922
+//   4096 × 131072  k 256   1.4869  1.3797  1.3320  1.3008  1.2322  1.1756
+//   16384 × 32768  k 64    1.0587  1.0201  0.9856  0.9391  0.8935  0.8936
+//   65536 × 4096   k 32    0.850   0.742   0.6157  0.6152  0.6154  0.6157
+// 65536 × 4096 k 32: the bitonic kernel 0.6951 (fit), 0.889 (not fit); 65536 × 1024 k 8: the
+// bitonic fit 0.0705 against the queue's 0.168 (the bitonic rule keeps k ≤ 16). 32 iterations:
+// never measurably slower than fewer, and the long rows keep gaining up to 32. k < 32 keeps
+// the first-block bound (not measured against the prefix).
+inline constexpr int kTopkPrefixMinK = 32;
+inline constexpr int kTopkPrefixIters = 32;
 
 inline constexpr int kTopkBitonicMaxN = 4096;
 inline constexpr int kTopkBitonicMaxK = 32;
 inline constexpr int kTopkBitonicThreads = 128;  // threads per CTA: 128 / T rows
 
 // The plan's bitonic class: 16-bit x with 16-byte loads in the kernel's range, and k ≤ 16 or
-// N ≤ 2048 (N in (2048, 4096) with k in (16, 32] keeps the queue kernel). Source: H200,
-// bf16, M = 65536, kernel-only (quack-bench topk --config all, TB/s of x read), the plan's
-// bitonic entry against the best queue entry:
+// N ≤ 2048 (N in (2048, 4096] with k in (16, 32] keeps the queue kernel, power-of-2 N
+// included). Source: H200, bf16, M = 65536, kernel-only (quack-bench topk --config all, TB/s
+// of x read), the plan's bitonic entry against the best queue entry (the queue's without the
+// prefix bound; run R):
 //            k = 8          k = 16         k = 32
 //   N 1024   1.383 / 0.820  0.940 / 0.668  0.585 / 0.496
 //   N 2048   1.418 / 0.947  0.938 / 0.703  0.579 / 0.560
 //   N 4096   1.212 / 0.955  0.854 / 0.806  0.604 / 0.639
+// At N = 4096, k = 32 the queue kernel with the prefix bound (32 iterations) takes 0.6157 ms
+// against the bitonic fit instance's 0.6951 (run V, ms per call; table at kTopkPrefixIters):
+// the rule no longer plans the bitonic kernel there (k in (16, 32] at N 1024 and 2048 was not
+// re-measured with the prefix bound).
 inline constexpr int kTopkBitonicPlanMaxK = 16;
 inline constexpr int kTopkBitonicPlanMaxN = 2048;
 
-// Power-of-2 rows (topk_bitonic_fits) run the `fit` instance, and the bitonic kernel also
-// where the class above leaves N = 4096 with k in (16, 32] to the queue. From N =
-// kTopkBitonicFitMinN on, E = 128 (T = N / 128); below, the plan's own E and T (then T·E = N).
-// Source: H200, bf16, M = 65536, kernel-only (quack-bench topk --config all, run T at 3a19ebc),
-// TB/s of x read:
+// Power-of-2 rows (topk_bitonic_fits) that the rule above plans run the `fit` instance. From N
+// = kTopkBitonicFitMinN on, E = 128 (T = N / 128); below, the plan's own E and T (then T·E =
+// N). Source: H200, bf16, M = 65536, kernel-only (quack-bench topk --config all, run T at
+// 3a19ebc), TB/s of x read:
 //                 fit e128   fit e64   generic (16 × 64, 32 × 64, 32 × 128)   best queue
 //   N 1024 k 8    1.901      1.640     1.381                                  0.819
 //   N 2048 k 8    1.977      1.657     1.424                                  0.945
 //   N 4096 k 8    2.018      -         1.210                                  0.951
 //   N 4096 k 32   0.771      -         0.604                                  0.638
+// (the last row's best queue is without the prefix bound; with it, run V: 0.6157 ms per call,
+// 0.872 TB/s, against the fit instance's 0.6951 ms, 0.772 TB/s.)
 inline constexpr int kTopkBitonicFitMinN = 1024;
 inline constexpr int kTopkBitonicFitElems = 128;
 
@@ -108,9 +127,9 @@ bool topk_bitonic_ok(const TopkProblem& pr);
 /// power of 2, N ≥ 16.
 bool topk_bitonic_fits(const TopkProblem& pr);
 
-/// Whether the plan picks the bitonic kernel unforced: topk_bitonic_ok(pr) and at least one
-/// of k ≤ kTopkBitonicPlanMaxK, N ≤ kTopkBitonicPlanMaxN, topk_bitonic_fits(pr) (the
-/// measured classes above).
+/// Whether the plan picks the bitonic kernel unforced: topk_bitonic_ok(pr) and k ≤
+/// kTopkBitonicPlanMaxK or N ≤ kTopkBitonicPlanMaxN (the measured classes above; a power-of-2
+/// N outside them keeps the queue kernel).
 bool topk_bitonic_planned(const TopkProblem& pr);
 
 /// The plan for problem `pr` (M = 0 or k = 0: kNone): kBitonic where topk_bitonic_planned, else
@@ -122,9 +141,9 @@ bool topk_bitonic_planned(const TopkProblem& pr);
 /// where T·E ≥ N and E ≥ K. forced_fit with forced_path kBitonic sets plan.fit where the
 /// bitonic plan has T·E = N exactly (else the plan is the one without forced_fit). Unforced
 /// (forced_elems ≤ 0), power-of-2 rows plan fit (kTopkBitonicFitElems from
-/// kTopkBitonicFitMinN). The queue plan's prefix bound: kTopkPrefixIters for k > 16·kTopkUnroll
-/// on the vector path, else 0; forced_prefix ≥ 0 sets it instead (vector path only; tests and
-/// benchmarks: 0 is the kernel without it, any k takes a forced one).
+/// kTopkBitonicFitMinN). The queue plan's prefix bound: kTopkPrefixIters for k ≥
+/// kTopkPrefixMinK on the vector path, else 0; forced_prefix ≥ 0 sets it instead (vector path
+/// only; tests and benchmarks: 0 is the kernel without it, any k takes a forced one).
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0,
                    TopkPath forced_path = TopkPath::kNone, int forced_elems = 0,
                    bool forced_fit = false, int forced_prefix = -1);
@@ -171,8 +190,8 @@ struct TopkParams {
   int prefix_iters = 0;     // kQueue: the prefix bound's iterations (TopkPlan::prefix_iters)
 };
 
-/// Readable plan name for benchmarks: "queue-q1-p32-vec-w1r4", "queue-q128-p32-vec-w1r4-pre8"
-/// (a prefix bound of 8 iterations), "sort".
+/// Readable plan name for benchmarks: "queue-q32-p32-vec-w1r4", "queue-q128-p32-vec-w1r4-pre32"
+/// (a prefix bound of 32 iterations), "sort".
 const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len);
 
 }  // namespace quack::detail

@@ -22,10 +22,12 @@
 // hold an element at least that large), so elements with a smaller key are rejected from the
 // start instead of after the queue has filled.
 //
-// Prefix bound (p.prefix_iters > 0: the plan's for k > 16·kU, or forced): the warp first reads
-// up to p.prefix_iters full iterations of its slice and takes the k-th largest of 512 group
-// maxima as thr (details at the code); the scan then starts with it, so a random slice accepts
-// ~1.2·k elements of the prefix instead of ~k·(1 + ln(prefix / k)). The prefix is read twice.
+// Prefix bound (p.prefix_iters > 0: the plan's for k ≥ kTopkPrefixMinK, or forced): the warp
+// first reads up to p.prefix_iters full iterations of its slice (fewer where the slice has
+// fewer; none: the first-block bound instead) and takes the k-th largest of 512 group maxima as
+// thr (details at the code); the scan then starts with it, so a random slice accepts ~1.2·k
+// elements of the prefix instead of ~k·(1 + ln(prefix / k)). The prefix is read twice. The
+// groups' count (512 ≥ kTopkQueueMaxK) and the registers do not depend on the iterations.
 //
 // Softmax (kRow): each lane folds the online (max, Σ e^(x − max)) of its elements per
 // iteration (one exponential per element), reduced over the warp and the row's warps at the

@@ -8,18 +8,20 @@
 //   TopkData      crafted rows: few distinct values (ties everywhere), −inf, NaN, all-NaN,
 //                 ±0, +inf, ascending and descending rows (every element enters the queue).
 //   TopkPlans     every warps-per-row count (1..16) and the element path forced on one shape.
-//   TopkPrefix    the queue kernel's prefix bound forced (none, 1 and 8 iterations) at any k
-//                 (the plan: k > 64), 1 and 2 warps per row, every data kind and dtype, k = 1,
-//                 k = N, an odd N; the row softmax beside it. (The unforced k > 64 cases of
-//                 TopkShapes, TopkData and TopkSoftmax run the plan's prefix of 8.)
+//   TopkPrefix    the queue kernel's prefix bound forced (none, 1 and 8 iterations) at any k,
+//                 and the plan's own (32 iterations for k ≥ 32, clipped to each warp's slice),
+//                 1 and 2 warps per row, every data kind and dtype, k = 1, k = N, an odd N,
+//                 32- and 64-bit entries; the row softmax beside it. (The queue cases with
+//                 k ≥ 32 of TopkShapes, TopkData and TopkSoftmax run the plan's prefix of 32.)
 //   TopkBitonic   the register (bitonic) kernel forced with each elements-per-thread count,
 //                 every list size, crafted data and softmax modes; each of those again with
 //                 the forced `fit` configuration where T·E = N (no tail loads or masks).
 //                 TopkShapes, TopkData and TopkSoftmax run every case twice: the queue
 //                 kernel forced (the sort path for k > 256) and the bitonic kernel forced
 //                 (where it applies: 16-bit x, 16-byte rows, N ≤ 4096, k ≤ 32), so both
-//                 kernels keep every case whichever the plan picks; the plan's own path (the bitonic rule: k ≤ 16 or N ≤ 2048)
-//                 runs in TopkPlanRule, TopkLayouts and TopkBackward.
+//                 kernels keep every case whichever the plan picks; the plan's own path (the
+//                 bitonic rule: k ≤ 16 or N ≤ 2048; else the queue kernel, N = 4096 with k in
+//                 (16, 32] included) runs in TopkPlanRule, TopkLayouts and TopkBackward.
 //   TopkLayouts   strided and misaligned x, strided values / indices (nothing written
 //                 outside them), fp32 values from bf16 x and bf16 values from fp32 x, at a
 //                 queue shape and at a shape of the bitonic rule.
@@ -250,7 +252,8 @@ TopkRun run_case(const TopkCase& c) {
       c.forced_elems >= 16) {
     EXPECT_EQ(call.plan.elems, c.forced_elems);
   }
-  // Unforced, power-of-2 rows run the fit instance; forced, where forced_fit asks and T·E = N.
+  // Unforced, the power-of-2 rows the rule plans run the fit instance; forced, where forced_fit
+  // asks and T·E = N.
   const bool planned_fit = !c.bitonic && detail::topk_bitonic_fits(call.problem);
   if (bitonic)
     EXPECT_EQ(call.plan.fit,
@@ -386,11 +389,14 @@ INSTANTIATE_TEST_SUITE_P(All, TopkData,
 
 // ------------------------------------------------------------------ the queue's prefix bound
 
-// The queue kernel's prefix bound (plan_topk's forced_prefix): every k (the plan takes it for
-// k > 64 only), prefixes of 1 and 8 iterations and none, 1 and 2 warps per row, over the crafted
-// rows (ties, ±inf, NaN, sorted rows: an ascending row's prefix bound is its lowest part).
-// Rows of 16-byte multiples (the bound needs the vector path), an odd N as one row; k = N where
-// the row is shorter than one iteration (no prefix: the kernel clips it to the slice).
+// The queue kernel's prefix bound (plan_topk's forced_prefix): every k, prefixes of 1 and 8
+// iterations and none, and the plan's own (forced_prefix −1: kTopkPrefixIters = 32 for k ≥ 32,
+// none below), 1 and 2 warps per row, over the crafted rows (ties, ±inf, NaN, sorted rows: an
+// ascending row's prefix bound is its lowest part). Rows of 16-byte multiples (the bound needs
+// the vector path), an odd N as one row; k = N where the row is shorter than one iteration (no
+// prefix: the kernel clips it to the slice). The plan's 32 iterations: clipped at N = 4096
+// (4 bf16 iterations per row), the whole slice at 32768 (bf16, one warp), fewer than the slice
+// at 40000 and 65536 (bf16 at 65536: 64-bit entries, 32 iterations per warp at two warps).
 using PrefixParam = std::tuple<int, int>;  // data kind, dtype
 class TopkPrefix : public GpuTest, public ::testing::WithParamInterface<PrefixParam> {};
 
@@ -398,10 +404,12 @@ TEST_P(TopkPrefix, MatchesReference) {
   const auto [data, di] = GetParam();
   const Mnk shapes[] = {{7, 1032, 1},   {7, 2056, 65},  {7, 4096, 128}, {7, 9224, 256},
                         {7, 1024, 256}, {1, 1031, 100}, {1, 3001, 255}, {7, 256, 256},
-                        {7, 5000, 64},  {7, 2048, 8}};
+                        {7, 5000, 64},  {7, 2048, 8},   {7, 4096, 32},  {7, 4096, 64},
+                        {3, 32768, 32}, {3, 32768, 64}, {3, 40000, 64}, {2, 65536, 256},
+                        {7, 4096, 31}};
   uint64_t seed = 5000 + 10 * data + di;
   for (const Mnk& s : shapes)
-    for (int prefix : {0, 1, 8})
+    for (int prefix : {0, 1, 8, -1})
       for (int w : {1, 2})
         for (bool largest : {true, false}) {
           TopkCase c;
@@ -423,7 +431,11 @@ TEST_P(TopkPrefix, MatchesReference) {
           const TopkRun r = run_case(c);
           if (c.M > 0 && c.k > 0) {
             EXPECT_TRUE(r.plan.vec_io) << case_name(c);
-            EXPECT_EQ(r.plan.prefix_iters, prefix) << case_name(c);
+            const int planned = c.k >= detail::kTopkPrefixMinK ? detail::kTopkPrefixIters : 0;
+            EXPECT_EQ(r.plan.prefix_iters, prefix >= 0 ? prefix : planned) << case_name(c);
+            if (prefix < 0 && c.k >= 32) {
+              EXPECT_EQ(r.plan.prefix_iters, 32) << case_name(c);
+            }
           }
         }
 }
@@ -524,11 +536,14 @@ class TopkPlanRule : public GpuTest {};
 
 TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
   // The plan unforced (run_case expects topk_bitonic_planned's path): the rule's edges
-  // (k ≤ 16, N ≤ 2048 or N a power of 2: the fit instance) and just past them, every softmax
-  // mode, int32 / int64 indices, largest and smallest, bf16 / fp16 / fp32 x.
+  // (k ≤ 16 or N ≤ 2048; power-of-2 rows it plans: the fit instance) and just past them
+  // (N = 4096 with k in (16, 32]: the queue kernel with its prefix bound of 32 iterations from
+  // k = 32), every softmax mode, int32 / int64 indices, largest and smallest, bf16 / fp16 /
+  // fp32 x.
   const Mnk shapes[] = {{300, 2048, 16}, {130, 1024, 8}, {33, 2048, 17}, {9, 2056, 8},
                         {5, 40, 16},     {7, 1000, 1},   {11, 2056, 17}, {6, 4096, 32},
-                        {70, 512, 32},   {3, 16, 9},     {5, 4088, 32}};
+                        {70, 512, 32},   {3, 16, 9},     {5, 4088, 32},  {6, 4096, 16},
+                        {6, 4096, 17}};
   uint64_t seed = 8000;
   int n = 0;
   for (const Mnk& s : shapes)
@@ -548,10 +563,14 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
         ++n;
         const TopkRun r = run_case(c);
         const bool pow2 = (s.N & (s.N - 1)) == 0 && s.N >= 16;
-        const bool planned = dtype_size(t) == 2 && (s.k <= 16 || s.N <= 2048 || pow2);
+        const bool planned = dtype_size(t) == 2 && (s.k <= 16 || s.N <= 2048);
         EXPECT_EQ(r.plan.path, planned ? TopkPath::kBitonic : TopkPath::kQueue) << case_name(c);
         EXPECT_EQ(r.plan.fit, planned && pow2) << case_name(c);
-        if (planned && s.N >= 1024 && pow2) EXPECT_EQ(r.plan.elems, 128) << case_name(c);
+        if (planned && s.N >= 1024 && pow2) {
+          EXPECT_EQ(r.plan.elems, 128) << case_name(c);
+        }
+        EXPECT_EQ(r.plan.prefix_iters, !planned && r.plan.vec_io && s.k >= 32 ? 32 : 0)
+            << case_name(c);
       }
 }
 

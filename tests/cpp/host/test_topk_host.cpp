@@ -287,6 +287,9 @@ TEST(TopkPlan, SweepInvariants) {
           if (p.warps_per_row > 1) {
             EXPECT_GE(n / p.warps_per_row, std::max<int64_t>(iter, 16 * k));
           }
+          EXPECT_EQ(p.prefix_iters, pr.vec_ok && k >= detail::kTopkPrefixMinK
+                                        ? detail::kTopkPrefixIters
+                                        : 0);
         }
 }
 
@@ -335,31 +338,53 @@ TEST(TopkPlan, BenchmarkShapes) {
 }
 
 TEST(TopkPlan, PrefixBound) {
-  // The queue kernel's prefix bound: planned for k > 16·kTopkUnroll (where the first-block
-  // bound stops) on the vector path; forced_prefix sets it (0: none), vector path only.
-  EXPECT_EQ(detail::kTopkPrefixIters, 8);
-  for (int64_t k : {1, 8, 64, 65, 128, 256}) {
+  // The queue kernel's prefix bound: planned for k ≥ kTopkPrefixMinK = 32 on the vector path
+  // (run V: 32 iterations never slower than fewer at k 32, 64, 128, 256; below k = 32 the
+  // first-block bound); forced_prefix sets it (0: none), vector path only.
+  EXPECT_EQ(detail::kTopkPrefixMinK, 32);
+  EXPECT_EQ(detail::kTopkPrefixIters, 32);
+  for (int64_t k : {1, 8, 16, 31, 32, 33, 64, 65, 128, 256}) {
     for (bool vec : {true, false}) {
       TopkProblem pr = topk_problem(16384, 4096, k);
       pr.vec_ok = vec;
       const TopkPlan p = plan_topk(pr, 0, TopkPath::kQueue);
       ASSERT_EQ(p.path, TopkPath::kQueue);
-      EXPECT_EQ(p.prefix_iters, vec && k > 64 ? 8 : 0) << k;
+      EXPECT_EQ(p.prefix_iters, vec && k >= 32 ? 32 : 0) << k;
       EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue, 0, false, 0).prefix_iters, 0) << k;
       EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue, 0, false, 3).prefix_iters, vec ? 3 : 0) << k;
       EXPECT_EQ(plan_topk(pr, 2).prefix_iters, p.prefix_iters) << k;
     }
   }
-  // The other paths never carry one.
+  // The other paths never carry one (bitonic at N ≤ 2048 with k = 32 too).
   EXPECT_EQ(plan_topk(topk_problem(65536, 1024, 8)).prefix_iters, 0);
+  EXPECT_EQ(plan_topk(topk_problem(65536, 2048, 32)).path, TopkPath::kBitonic);
+  EXPECT_EQ(plan_topk(topk_problem(65536, 2048, 32)).prefix_iters, 0);
   EXPECT_EQ(plan_topk(topk_problem(16, 4096, 300)).prefix_iters, 0);
+  // run V's shapes, unforced: the queue kernel with 32 prefix iterations (fp32 and fp16 too).
   char buf[96];
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(16384, 4096, 128)), buf, sizeof(buf)),
-               "queue-q128-p32-vec-w1r4-pre8");
+  const struct { int64_t M, N, k; DType x; const char* name; } shapes[] = {
+      {16384, 4096, 128, DType::kBFloat16, "queue-q128-p32-vec-w1r4-pre32"},
+      {4096, 131072, 256, DType::kBFloat16, "queue-q256-p64-vec-w1r4-pre32"},
+      {16384, 32768, 64, DType::kBFloat16, "queue-q64-p32-vec-w1r4-pre32"},
+      {65536, 4096, 32, DType::kBFloat16, "queue-q32-p32-vec-w1r4-pre32"},
+      {65536, 4096, 32, DType::kFloat16, "queue-q32-p32-vec-w1r4-pre32"},
+      {65536, 4096, 32, DType::kFloat32, "queue-q32-p64-vec-w1r4-pre32"},
+      {65536, 4096, 31, DType::kFloat32, "queue-q32-p64-vec-w1r4"}};
+  for (const auto& s : shapes)
+    EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(s.M, s.N, s.k, s.x)), buf,
+                                        sizeof(buf)),
+                 s.name)
+        << s.N << " " << s.k << " " << dtype_name(s.x);
+  // Several warps per row: each warp's slice clips the prefix (the kernel); the plan's count
+  // is the same.
+  const TopkPlan w = plan_topk(topk_problem(16, 32768, 64));
+  EXPECT_GT(w.warps_per_row, 1);
+  EXPECT_EQ(w.prefix_iters, 32);
 }
 
 TEST(TopkPlan, BitonicRule) {
-  // The rule's constants and its edges: bf16 / fp16 with 16-byte rows, k ≤ 16 or N ≤ 2048.
+  // The rule's constants and its edges: bf16 / fp16 with 16-byte rows, k ≤ 16 or N ≤ 2048;
+  // a power-of-2 N past both (4096, k in (16, 32]) keeps the queue kernel (run V).
   EXPECT_EQ(detail::kTopkBitonicPlanMaxK, 16);
   EXPECT_EQ(detail::kTopkBitonicPlanMaxN, 2048);
   struct S {
@@ -379,7 +404,9 @@ TEST(TopkPlan, BitonicRule) {
       {65536, 2056, 8, DType::kBFloat16, true, TopkPath::kBitonic},   // N > 2048, k ≤ 16
       {65536, 4096, 16, DType::kBFloat16, true, TopkPath::kBitonic},
       {65536, 2056, 17, DType::kBFloat16, true, TopkPath::kQueue},    // both past
-      {65536, 4096, 32, DType::kBFloat16, true, TopkPath::kBitonic},  // power of 2: fit
+      {65536, 4096, 32, DType::kBFloat16, true, TopkPath::kQueue},    // power of 2 too
+      {65536, 4096, 17, DType::kFloat16, true, TopkPath::kQueue},
+      {65536, 4096, 8, DType::kFloat16, true, TopkPath::kBitonic},   // k ≤ 16: fit
       {65536, 4088, 32, DType::kBFloat16, true, TopkPath::kQueue},
       {65536, 4104, 8, DType::kBFloat16, true, TopkPath::kQueue},     // the kernel's N range
       {65536, 1024, 33, DType::kBFloat16, true, TopkPath::kQueue},    // the kernel's k range
@@ -404,9 +431,14 @@ TEST(TopkPlan, BitonicRule) {
   char buf[96];
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k8-e128-t8-fit");
   pr.N = 4096;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)),
+               "bitonic-k8-e128-t32-fit");
   pr.k = 32;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)),
-               "bitonic-k32-e128-t32-fit");
+               "queue-q32-p32-vec-w1r4-pre32");
+  pr.N = 2048;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)),
+               "bitonic-k32-e128-t16-fit");
   pr.N = 512;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k32-e64-t8-fit");
   pr.N = 1000;
@@ -433,12 +465,12 @@ TEST(TopkPlan, BitonicForced) {
             const bool ok = dtype_size(t) == 2 && vec && n <= 4096 && k <= 32;
             EXPECT_EQ(detail::topk_bitonic_ok(pr), ok);
             const detail::TopkPlan p = detail::plan_topk(pr, 0, TopkPath::kBitonic, e);
-            // Unforced: the rule (16-bit x, 16-byte rows, k ≤ 16, N ≤ 2048 or N a power of
-            // 2), else the queue kernel; forcing the queue kernel or its warps per row never
-            // gives bitonic.
+            // Unforced: the rule (16-bit x, 16-byte rows, k ≤ 16 or N ≤ 2048; a power of 2
+            // alone does not plan it), else the queue kernel; forcing the queue kernel or its
+            // warps per row never gives bitonic.
             const bool pow2 = n >= 16 && (n & (n - 1)) == 0;
             EXPECT_EQ(detail::topk_bitonic_fits(pr), ok && pow2);
-            const bool planned = ok && (k <= 16 || n <= 2048 || pow2);
+            const bool planned = ok && (k <= 16 || n <= 2048);
             EXPECT_EQ(detail::topk_bitonic_planned(pr), planned);
             EXPECT_EQ(detail::plan_topk(pr).path,
                       planned ? TopkPath::kBitonic : TopkPath::kQueue);
@@ -449,7 +481,8 @@ TEST(TopkPlan, BitonicForced) {
               const detail::TopkPlan f = detail::plan_topk(pr, 0, TopkPath::kBitonic);
               EXPECT_EQ(d.list, f.list);
               EXPECT_EQ(d.fit, pow2);
-              if (pow2) {  // the fit instance: E = 128 from N = 1024, else the forced plan's E
+              if (pow2) {  // planned power-of-2 rows run the fit instance: E = 128 from N =
+                           // 1024, else the forced plan's E
                 EXPECT_EQ(static_cast<int64_t>(d.threads_per_row) * d.elems, n);
                 EXPECT_EQ(d.elems, n >= 1024 ? 128 : f.elems);
               } else {
@@ -500,7 +533,7 @@ TEST(TopkPlan, BitonicForced) {
 TEST(TopkPlan, BitonicFitForced) {
   // forced_fit sets `fit` exactly where the bitonic plan has T·E = N (the kernel then loads no
   // partial vector and masks no column); otherwise the plan is unchanged. Unforced, fit is the
-  // power-of-2 rows' (BitonicForced, BitonicRule).
+  // planned power-of-2 rows' (BitonicForced, BitonicRule).
   using detail::TopkPath;
   int fits = 0;
   for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
