@@ -24,7 +24,9 @@ layout and converts from the canonical one (``set_weights``): the SwiGLU's first
 (2 * hidden, d) with the gate rows first and the up rows after them ([gate; up]); a fused MLP
 whose kernel wants gate and up interleaved converts on the way in. ``init_weights`` draws the
 canonical tensors from a seeded generator in a fixed order, so every variant built from one
-seed starts from the same function.
+seed starts from the same function; ``load_canonical`` copies one variant's weights into
+another through the same layout (the demo's reference evaluator: every run's final weights in
+run (a)'s all-torch model).
 """
 
 import math
@@ -275,6 +277,34 @@ def canonical_grads(model: LM):
                 (f"{i}.proj", b.attn.proj.weight.grad), (f"{i}.mlp_norm", b.mlp_norm.weight.grad),
                 (f"{i}.fc1", g1), (f"{i}.fc2", g2)]
     return out + [("final_norm", model.final_norm.weight.grad), ("head", model.head.weight.grad)]
+
+
+@torch.no_grad()
+def load_canonical(dst: LM, src: LM):
+    """dst's weights <- src's, through the canonical layout: ``canonical_tensors(src)`` copied
+    into dst's parameters (the MLP's through its ``set_weights``), so models of different
+    ``Parts`` exchange weights (e.g. run (c)'s interleaved fc1 into torch's [gate; up] SwiGLU
+    for the reference evaluator of demo/train_lm.py). Exact: copies only (a dtype cast where
+    the dtypes differ; the demo's parameters are fp32 on both sides). Raises ValueError when
+    the two models' parameter names or canonical shapes differ (copy_ would broadcast)."""
+    s = dict(canonical_tensors(src))
+    d = canonical_tensors(dst)
+    if [n for n, _ in d] != list(s):
+        raise ValueError(f"load_canonical: parameter names differ ({len(d)} in dst, {len(s)} "
+                         "in src)")
+    for n, t in d:
+        if tuple(t.shape) != tuple(s[n].shape):
+            raise ValueError(f"load_canonical: {n} is {tuple(s[n].shape)} in src, "
+                             f"{tuple(t.shape)} in dst")
+    dst.embed.weight.copy_(s["embed"])
+    for i, b in enumerate(dst.blocks):
+        b.attn_norm.weight.copy_(s[f"{i}.attn_norm"])
+        b.attn.qkv.weight.copy_(s[f"{i}.qkv"])
+        b.attn.proj.weight.copy_(s[f"{i}.proj"])
+        b.mlp_norm.weight.copy_(s[f"{i}.mlp_norm"])
+        b.mlp.set_weights(s[f"{i}.fc1"], s[f"{i}.fc2"])
+    dst.final_norm.weight.copy_(s["final_norm"])
+    dst.head.weight.copy_(s["head"])
 
 
 @torch.no_grad()

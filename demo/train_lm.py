@@ -19,6 +19,19 @@ prompt (our kernels, same process). Then one table, the parity check (the mean l
 20 steps of (c) and of (d) each within max(0.02, 3 |a - e|) of (a)), the acceptance bars of
 issue 21, a plot and a JSON record in the output folder ($OUT when set, else results/).
 
+One evaluator for every run: a run's training and val losses come from its own head + loss
+((c): quack_cpp's linear cross-entropy, fp32-accumulated logits; (a): torch's Linear under bf16
+autocast, bf16 logits, then F.cross_entropy), so they are not measured by one instrument. After
+each run its final weights are copied exactly (lm.load_canonical, fc1 de-interleaved) into a
+fresh all-torch model (run (a)'s code and autocast) that measures the same val sequences: the
+"reference val loss" (per-run line "val loss X (ref Y)", the table's "ref val" column, JSON
+runs.<k>.ref_val_loss), printed with two offsets on step 0's batch: "loss instrument offset"
+(the run's own head + loss minus torch's, on the same hidden states) and "forward offset" (the
+run's own model minus the reference model); JSON runs.<k>.ref_eval. For (a), (b), (e) they are
+0 and the reference equals the own val loss. The summary also prints |ref_val(k) - ref_val(a)|
+against the parity bound, as information (the verdict stays on the training loss). About two
+val passes' time per run (a few seconds on the H200); --gpus N > 1 does not measure it.
+
     python3 demo/train_lm.py                 # 5 x 300 steps (about 8 minutes on an H200)
     python3 demo/train_lm.py --quick         # 5 x 50 steps
     python3 demo/train_lm.py --runs a,c      # a subset; --ours rmsnorm,linear: a subset of ours
@@ -469,6 +482,64 @@ def val_loss(model, val, T, offs, cfg, ac, device):
     return vl, vn
 
 
+def reference_eval(model, cfg, val, batch, ac, device):
+    """The one evaluator of every run, so that a parity difference can be told from a
+    measurement difference: each run's own training and val losses come from its own head +
+    loss (run (c): quack_cpp's linear_cross_entropy, logits accumulated in fp32 and never
+    stored; run (a): torch's Linear under bf16 autocast, bf16 logits, then F.cross_entropy).
+    Here ``model``'s weights are copied (lm.load_canonical: exact, through the canonical
+    layout, fc1 de-interleaved) into a fresh all-torch model (lm.torch_parts: run (a)'s code,
+    the same bf16 autocast ``ac``), identical code for every run, and:
+
+      ref_val_loss            val_loss() of that model over the same val sequences;
+      on ``batch`` ((B, T + 1) tokens, the same for every run):
+      batch_loss_own / _ref   the run's own model and the reference model (forward_offset =
+                              own - ref: everything the run's parts compute differently);
+      head_loss_own / _ref    the run's own head + loss and torch's head + loss on the same
+                              hidden states (the reference model's final-norm output,
+                              rounded to bf16 as every head's matmul reads it under
+                              autocast): loss_instrument_offset = own - ref, the loss
+                              instrument alone.
+
+    Returns a dict of those (floats) and ``seconds``; the reference model is freed before."""
+    import torch
+    from lm import LM, load_canonical, torch_parts
+    t0 = time.perf_counter()
+    ref = LM(cfg, torch_parts(device), device)
+    load_canonical(ref, model)
+    vl, vn = val_loss(ref, val, cfg["seq_len"], torch.arange(cfg["seq_len"] + 1, device=device),
+                      cfg, ac, device)
+    idx, tgt = batch[:, :-1], batch[:, 1:]
+    with torch.no_grad(), torch.autocast(**ac):
+        own, rl = float(model(idx, tgt)), float(ref(idx, tgt))
+        h = ref.hidden(idx)
+        h = h.reshape(-1, h.shape[-1]).to(torch.bfloat16)
+        t = tgt.reshape(-1)
+        own_h, ref_h = float(model.head(h, t)), float(ref.head(h, t))
+    ref = h = None
+    out = dict(ref_val_loss=vl / max(1, vn), batch_loss_own=own, batch_loss_ref=rl,
+               forward_offset=own - rl, head_loss_own=own_h, head_loss_ref=ref_h,
+               loss_instrument_offset=own_h - ref_h)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def ref_eval_line(res):
+    """The per-run line of reference_eval's numbers (or its failure)."""
+    r = res.get("ref_eval")
+    if r is None:
+        return f"reference evaluator FAILED: {res.get('ref_eval_error')}"
+    return (f"reference val loss {r['ref_val_loss']:.4f} (these weights in the all-torch "
+            f"evaluator; own val loss - ref {res['val_loss'] - r['ref_val_loss']:+.4f}); on "
+            f"step 0's batch: loss instrument offset {r['loss_instrument_offset']:+.4f} (own "
+            f"head + loss {r['head_loss_own']:.4f} - torch's {r['head_loss_ref']:.4f}, same "
+            f"hidden states), forward offset {r['forward_offset']:+.4f} (own model "
+            f"{r['batch_loss_own']:.4f} - reference {r['batch_loss_ref']:.4f}); "
+            f"{r['seconds']:.1f} s")
+
+
 def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args, after=None):
     import torch
     from lm import LM, checksum, init_weights
@@ -553,6 +624,15 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
     # Validation loss over the whole val split, on the eager model (same weights; no recompiles
     # for the no-grad graph or the last, short batch).
     vl, vn = val_loss(model, val, T, offs, cfg, ac, device)
+    # The same weights measured by the one evaluator of every run (reference_eval), on the
+    # eager model too; the instrument probe on the first step's batch.
+    try:
+        ref_ev, ref_err = reference_eval(model, cfg, val, train[starts[0][:, None] + offs], ac,
+                                         device), None
+    except Exception as e:  # noqa: BLE001 - reported; main counts it as a failure
+        traceback.print_exc()
+        ref_ev, ref_err = None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        free_memory()
 
     losses = losses.tolist()
     timed = times[TIMING_WARMUP:] if len(times) > TIMING_WARMUP else times
@@ -565,6 +645,8 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
                median_host_ms=statistics.median(host_ms[TIMING_WARMUP:] or host_ms),
                tokens_per_s=cfg["batch"] * T / (med / 1e3),
                final_loss=sum(window) / len(window), val_loss=vl / max(1, vn),
+               ref_val_loss=ref_ev["ref_val_loss"] if ref_ev else None, ref_eval=ref_ev,
+               ref_eval_error=ref_err,
                peak_gib=peak, peak_reserved_gib=peak_reserved, mem_start_gib=mem_start,
                first_step_s=first_step_s,
                train_s=train_s, wall_s=time.perf_counter() - t_build, census=cen)
@@ -575,10 +657,12 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
         print(f"  {census_line(cen)}")
         for n, ms in cen["top"]:
             print(f"    {ms:8.2f} ms  {n}")
+    rv = f" (ref {res['ref_val_loss']:.4f})" if res["ref_val_loss"] is not None else ""
     print(f"  final loss (mean of last {len(window)}) {res['final_loss']:.4f}, val loss "
-          f"{res['val_loss']:.4f}, median step {med:.2f} ms, {res['tokens_per_s']:,.0f} "
+          f"{res['val_loss']:.4f}{rv}, median step {med:.2f} ms, {res['tokens_per_s']:,.0f} "
           f"tokens/s" + (f", peak {peak:.2f} GiB" if peak is not None else "") +
           f", first step {first_step_s:.1f} s, {res['wall_s']:.0f} s", flush=True)
+    print("  " + ref_eval_line(res), flush=True)
     if after is not None:
         after(model, res)
     model = opt = fwd = params = step_fn = None   # the closure's cells too: frees the run
@@ -675,6 +759,16 @@ def summarize(runs, steps):
         if checks:
             s["parity"] = checks
             s["parity_pass"] = all(checks.values())
+        # Information, not the verdict: the same comparison on the reference val loss (one
+        # evaluator for every run: reference_eval), against the same bound.
+        if a.get("ref_val_loss") is not None:
+            rv = {}
+            for k in ("b", "c", "d", "e"):
+                if k in runs and runs[k].get("ref_val_loss") is not None:
+                    rv[f"abs_{k}_minus_a"] = abs(runs[k]["ref_val_loss"] - a["ref_val_loss"])
+            rv["within_bound"] = {k: rv[f"abs_{k}_minus_a"] <= s["bound"] for k in ("c", "d")
+                                  if f"abs_{k}_minus_a" in rv}
+            s["ref_val"] = rv
     bars = []
     for num, den, want in BARS:
         if num in runs and den in runs:
@@ -691,21 +785,26 @@ def summarize(runs, steps):
 
 def print_table(runs, steps):
     print("\n== train_lm: results ==")
-    hdr = (f"{'run':<4}{'what':<24}{'seed':>5}{'final loss':>11}{'val loss':>10}"
+    hdr = (f"{'run':<4}{'what':<24}{'seed':>5}{'final loss':>11}{'val loss':>10}{'ref val':>9}"
            f"{'step ms':>9}{'tokens/s':>11}{'x (a)':>7}{'peak GiB':>10}{'1st step s':>11}")
     print(hdr)
     a = runs.get("a")
     for k, r in runs.items():
         rel = f"{r['tokens_per_s'] / a['tokens_per_s']:.2f}" if a else "-"
         peak = f"{r['peak_gib']:.2f}" if r["peak_gib"] is not None else "-"
+        rv = f"{r['ref_val_loss']:.4f}" if r.get("ref_val_loss") is not None else "-"
         print(f"({k}) {r['desc']:<24}{r['seed']:>5}{r['final_loss']:>11.4f}{r['val_loss']:>10.4f}"
-              f"{r['median_step_ms']:>9.1f}{r['tokens_per_s']:>11,.0f}{rel:>7}{peak:>10}"
+              f"{rv:>9}{r['median_step_ms']:>9.1f}{r['tokens_per_s']:>11,.0f}{rel:>7}{peak:>10}"
               f"{r['first_step_s']:>11.1f}")
     any_r = next(iter(runs.values()))
     clock = "CUDA events" if any_r["peak_gib"] is not None else "host time"
     print(f"final loss: mean of the last {min(FINAL_WINDOW, steps)} steps; step: median over "
           f"steps {any_r['timed_from_step']}..{steps - 1} ({clock}); 1st step: includes "
           "torch.compile's compile time")
+    print("val loss: the run's own head + loss; ref val: the same weights in an all-torch "
+          "model (run (a)'s code, one evaluator for every run)"
+          + ("" if any(r.get("ref_val_loss") is not None for r in runs.values())
+             else " (not measured here)"))
 
 
 def print_summary(s, runs):
@@ -719,6 +818,17 @@ def print_summary(s, runs):
             if k in s.get("parity", {}):
                 tag = "  PASS" if s["parity"][k] else "  FAIL"
             print(f"|{k} - a| = {s[f'abs_{k}_minus_a']:.4f}{tag}")
+    rv = s.get("ref_val")
+    if rv:
+        print("reference val loss (every run's weights in one all-torch evaluator; "
+              "information, not part of the verdict):")
+        for k in ("b", "c", "d", "e"):
+            if f"abs_{k}_minus_a" in rv:
+                tag = ""
+                if k in rv["within_bound"]:
+                    tag = (f"  within the bound {s['bound']:.4f}" if rv["within_bound"][k]
+                           else f"  OUTSIDE the bound {s['bound']:.4f}")
+                print(f"  |ref_val({k}) - ref_val(a)| = {rv[f'abs_{k}_minus_a']:.4f}{tag}")
     if s.get("bars"):
         print("issue 21's bars (printed; not part of the exit code):")
         for b in s["bars"]:
@@ -871,6 +981,12 @@ def _main(args):
             free_memory()
             if compiled:
                 torch._dynamo.reset()
+    # The reference evaluator is information (one instrument for every run's weights); its
+    # failure is reported, not a failed run: the verdict stays the training-loss parity.
+    for k, r in runs.items():
+        if r.get("ref_eval_error"):
+            print(f"warning: run ({k})'s reference evaluator failed: {r['ref_eval_error']} "
+                  "(information only; not part of the exit code)", flush=True)
     env["total_s"] = time.perf_counter() - t_start
 
     summary = summarize(runs, args.steps) if runs else {}

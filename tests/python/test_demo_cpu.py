@@ -4,7 +4,9 @@ ops, torch.compile through aot_eager), --cpu-smoke --gpus 2 (FSDP2 over 2 gloo
 processes) against the single-process run, the detection and probes of our ops (fallbacks, a
 concatenated gate/up layout, a wrong kernel, the fused residual add + RMSNorm), the gate/up
 interleave, the fused-residual model against the plain one, --grad-check (passing, and
-catching a wrong gradient: exit 5), and the one-line exits without a GPU and for --gpus 2
+catching a wrong gradient: exit 5), the reference evaluator (one all-torch instrument for
+every run's weights: the same value for (a)'s and (c)'s parts holding the same weights, the
+exact weight conversion, offsets), and the one-line exits without a GPU and for --gpus 2
 without 2 GPUs. Needs torch and numpy (skips without them); no GPU."""
 
 import contextlib
@@ -72,6 +74,25 @@ def test_cpu_smoke_all_runs(corpus, tmp_path):
     assert "graph(s) captured" in runs["d"]["compiled_graphs"]
     assert rec["plot"] is None or os.path.exists(rec["plot"])  # None: no matplotlib
     assert "== train_lm: results ==" in out
+    # The reference evaluator (one all-torch evaluator of every run's final weights): for the
+    # torch runs it is their own code on their own weights (the same numbers, bit for bit on
+    # the CPU); for (c) and (d) the stand-ins compute the same function up to rounding.
+    for k, r in runs.items():
+        ev = r["ref_eval"]
+        assert r["ref_eval_error"] is None and r["ref_val_loss"] == ev["ref_val_loss"]
+        assert np.isfinite(r["ref_val_loss"]) and ev["seconds"] > 0
+        if k in "abe":
+            assert r["ref_val_loss"] == r["val_loss"], k
+            assert ev["forward_offset"] == 0 and ev["loss_instrument_offset"] == 0, (k, ev)
+        else:
+            assert abs(r["ref_val_loss"] - r["val_loss"]) < 1e-2, (k, r["val_loss"], ev)
+            assert abs(ev["loss_instrument_offset"]) < 1e-2, (k, ev)
+            assert abs(ev["forward_offset"]) < 1e-2, (k, ev)
+    rv = rec["summary"]["ref_val"]
+    assert set(rv["within_bound"]) == {"c", "d"} and all(rv["within_bound"].values())
+    assert rv["abs_c_minus_a"] == abs(runs["c"]["ref_val_loss"] - runs["a"]["ref_val_loss"])
+    assert out.count("loss instrument offset") == 5
+    assert "|ref_val(c) - ref_val(a)|" in out and "ref val" in out
 
 
 def test_gpus_2_refused_without_2_gpus(corpus):
@@ -255,6 +276,12 @@ def test_demo_on_quack_cpp_python_layer(corpus, tmp_path, monkeypatch):
     assert code == 0, out
     rec = json.loads((tmp_path / "train_lm.json").read_text())
     assert {"rmsnorm", "add_rmsnorm", "linear"} <= set(rec["env"]["ours_used"])
+    # quack_cpp's own modules (MLP layout, fused head) through the reference evaluator.
+    runs = rec["runs"]
+    for k in "cd":
+        assert runs[k]["ref_eval_error"] is None, runs[k]["ref_eval_error"]
+        assert abs(runs[k]["ref_val_loss"] - runs["a"]["ref_val_loss"]) < 1e-2, k
+        assert abs(runs[k]["ref_eval"]["loss_instrument_offset"]) < 1e-2, k
     assert "gemm x" in rec["runs"]["d"]["compiled_graphs"], rec["runs"]["d"]["compiled_graphs"]
     assert "rmsnorm_fwd x" in rec["runs"]["d"]["compiled_graphs"]
 
@@ -356,3 +383,85 @@ def test_grad_check_catches_a_wrong_gradient(corpus, tmp_path, monkeypatch):
     rec = json.loads((tmp_path / "train_lm.json").read_text())["grad_check"]
     assert rec["failed"] == ["fc2"]
     assert rec["groups"]["fc2"]["ours"] > 0.3
+
+
+def _val_and_batch(cfg, vocab, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    T = cfg["seq_len"]
+    val = torch.randint(0, vocab, (cfg["val_seqs"] * T + 1,), generator=g)
+    batch = torch.randint(0, vocab, (cfg["batch"], T + 1), generator=g)
+    return val, batch
+
+
+def test_reference_evaluator_is_one_instrument():
+    """Run (a)'s parts and run (c)'s parts (the CPU stand-ins: fc1 interleaved, fused head,
+    fused residual add, ...) holding identical weights give the same reference val loss, bit
+    for bit: lm.load_canonical's conversion is exact (the canonical tensors come back
+    unchanged, fc1 is stored interleaved) and right (the fp32 forwards agree), and
+    train_lm.reference_eval measures both with the same code. For (a) the own and reference
+    numbers coincide (offsets 0); for (c) they differ by rounding only. A biased loss
+    instrument shows in the offsets and not in the reference val loss; a model whose MLP
+    misreports its layout is caught (the reference differs)."""
+    cpu = torch.device("cpu")
+    a = lm.LM(CFG, lm.torch_parts(cpu), cpu)
+    lm.init_weights(a, 3)
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():   # off the init: norms away from 1, every matrix moved
+        for p in a.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    parts_c = ours.ours_parts(ours.cpu_stand_ins(), CFG, cpu, None, log=lambda s: None)
+    assert {"mlp", "lce", "add_rmsnorm"} <= set(parts_c.used)
+    c = lm.LM(CFG, parts_c, cpu)
+    lm.init_weights(c, 0)
+    lm.load_canonical(c, a)
+    ta, tc = lm.canonical_tensors(a), lm.canonical_tensors(c)
+    assert [n for n, _ in ta] == [n for n, _ in tc]
+    for (n, x), (_, y) in zip(ta, tc):
+        assert torch.equal(x, y), n
+    raw = c.blocks[0].mlp.inner.fc1.weight
+    assert not torch.equal(raw, a.blocks[0].mlp.fc1.weight)
+    assert torch.equal(raw, ours._interleave(a.blocks[0].mlp.fc1.weight))
+
+    val, batch = _val_and_batch(CFG, 512)
+    with torch.no_grad():   # fp32, no autocast: the same function
+        la, lc = float(a(batch[:, :-1], batch[:, 1:])), float(c(batch[:, :-1], batch[:, 1:]))
+    assert lc == pytest.approx(la, rel=1e-5)
+
+    ac = dict(device_type="cpu", dtype=torch.bfloat16)
+    ea = train_lm.reference_eval(a, CFG, val, batch, ac, cpu)
+    ec = train_lm.reference_eval(c, CFG, val, batch, ac, cpu)
+    for k in ("ref_val_loss", "batch_loss_ref", "head_loss_ref"):
+        assert ea[k] == ec[k], (k, ea[k], ec[k])
+    assert ea["forward_offset"] == 0 and ea["loss_instrument_offset"] == 0
+    vl, vn = train_lm.val_loss(a, val, CFG["seq_len"], torch.arange(CFG["seq_len"] + 1), CFG,
+                               ac, cpu)
+    assert ea["ref_val_loss"] == vl / vn          # (a)'s own val loss: the same instrument
+    assert abs(ec["loss_instrument_offset"]) < 1e-2
+    assert abs(ec["forward_offset"]) < 1e-2
+    assert 3 < ea["ref_val_loss"] < 20
+
+    # A loss instrument that reads 0.05 high (the weights untouched): the offsets show it,
+    # the reference val loss does not move.
+    fwd = c.head.forward
+    c.head.forward = lambda h, t: fwd(h, t) + 0.05
+    eb = train_lm.reference_eval(c, CFG, val, batch, ac, cpu)
+    del c.head.forward
+    assert eb["ref_val_loss"] == ea["ref_val_loss"]
+    assert eb["loss_instrument_offset"] == pytest.approx(0.05, abs=1e-3)
+    assert eb["forward_offset"] == pytest.approx(0.05, abs=1e-3)
+
+    for b in c.blocks:      # fc1 read back as if it held [gate; up]: a wrong conversion
+        b.mlp.layout = "concat"
+    bad = train_lm.reference_eval(c, CFG, val, batch, ac, cpu)
+    assert abs(bad["ref_val_loss"] - ea["ref_val_loss"]) > 1e-4
+
+
+def test_load_canonical_refuses_other_shapes():
+    cpu = torch.device("cpu")
+    a = lm.LM(CFG, lm.torch_parts(cpu), cpu)
+    other = lm.LM(dict(CFG, d_mlp=192), lm.torch_parts(cpu), cpu)
+    with pytest.raises(ValueError, match="0.fc1"):
+        lm.load_canonical(other, a)
+    fewer = lm.LM(dict(CFG, n_layers=1), lm.torch_parts(cpu), cpu)
+    with pytest.raises(ValueError, match="names differ"):
+        lm.load_canonical(fewer, a)
