@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# Call A (cold): A/B build, every GPU test (gtest shards + pytest files alongside), budget-guarded.
-cd "$(dirname "$0")/.."; source scripts/device/common.sh
+# Call 1 (cold): A/B build, every GPU test (gtest shards + pytest files alongside), budget-guarded.
+cd "$(dirname "$0")/../.."; source scripts/device/common.sh
 T0=$(date +%s); END=$((T0 + ${BUDGET:-565}))
 say "build"
-cmake -S . -B build/d -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=ON -DQUACK_GEMM_AB_INSTANCES=ON > $R/cmake.log 2>&1 \
-  && ninja -C build/d -j 16 > $R/build.log 2>&1 || { tail -40 $R/build.log; echo BUILD FAILED; tar -cJf $OUT/a.tar.xz -C $OUT r; exit 1; }
+build || { tail -40 $R/build.log; echo BUILD FAILED; tar -cJf $OUT/a.tar.xz -C $OUT r; exit 1; }
 say "built in $(( $(date +%s) - T0 )) s"; stage; ls /tmp/s/quack_cpp | tr '\n' ' '; echo
 python3 -c "import quack_cpp, quack; print('quack_cpp', quack_cpp.__file__, 'quack', quack.__version__)"
 G=build/d/tests/cpp/quack_gpu_tests; NSH=8

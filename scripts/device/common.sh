@@ -12,3 +12,10 @@ stage() {
 }
 export PYTHONPATH=/tmp/s:/tmp/site:/tmp/qp:/tmp/qp/nvidia_cutlass_dsl/python_packages
 say() { echo "[$(date +%T)] $*"; }
+# build: the A/B build into build/d (a warm machine keeps it; a fresh one builds, ~260 s).
+build() {
+  cmake -S . -B build/d -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=ON -DQUACK_GEMM_AB_INSTANCES=ON > $R/cmake.log 2>&1 \
+    && ninja -C build/d -j "$(nproc)" > $R/build.log 2>&1
+}
+# Calls 2 and 3 on a machine that went cold in between: build first (their budget then shrinks).
+ensure_built() { ls build/d/python/_C*.so > /dev/null 2>&1 || { say "no build/d here: building"; build || { tail -30 $R/build.log; echo BUILD FAILED; }; }; }
