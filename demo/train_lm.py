@@ -65,6 +65,10 @@ import subprocess
 import sys
 import tempfile
 import time
+
+# The command's start: each run's header and first step print their time since it, so a run
+# cut by a time limit still shows where the time went.
+T_START = time.perf_counter()
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -571,7 +575,8 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
             fwd = torch.compile(model, backend=backend)
     print(f"run {label}: {desc}, seed {seed}, {n_params / 1e6:.1f} M parameters, init "
           f"checksum {chk:.6f}" + (f", {mem_start:.2f} GiB allocated before the model"
-                                   if cuda else ""), flush=True)
+                                   if cuda else "")
+          + f"; at {time.perf_counter() - T_START:.0f} s of the command", flush=True)
 
     T = cfg["seq_len"]
     starts = batch_starts(train.numel(), cfg, steps).to(device)
@@ -609,6 +614,8 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
             if cuda:
                 torch.cuda.synchronize()
             first_step_s = time.perf_counter() - h0
+            print(f"  first step {first_step_s:.1f} s (compile, autotune, caches); at "
+                  f"{time.perf_counter() - T_START:.0f} s of the command", flush=True)
         host_ms.append((time.perf_counter() - h0) * 1e3)
         if step % 50 == 0 or step == steps - 1:
             print(f"  step {step:4d}  loss {losses[step].item():.4f}", flush=True)
