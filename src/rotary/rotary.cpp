@@ -134,15 +134,19 @@ bool vector_path(DType dtype, std::initializer_list<const TensorRef*> xs, const 
   return true;
 }
 
+// One tensor's kernel parameters: nothing when out is absent (apply_rotary's absent k or v);
+// an absent in with a present out (rotary_qkv_pack's absent gradient) reads as zeros.
 detail::RotaryTensor tensor_params(const TensorRef& in, const TensorRef& out) {
   detail::RotaryTensor t;
-  if (!in.present()) return t;
-  t.in = in.data;
+  if (!out.present()) return t;
   t.out = out.data;
-  t.heads = static_cast<int>(in.shape[2]);
-  t.write = !same_view(in, out);
-  t.in_b = in.stride[0], t.in_s = in.stride[1], t.in_h = in.stride[2];
+  t.heads = static_cast<int>(out.shape[2]);
+  t.write = !in.present() || !same_view(in, out);
   t.out_b = out.stride[0], t.out_s = out.stride[1], t.out_h = out.stride[2];
+  if (in.present()) {
+    t.in = in.data;
+    t.in_b = in.stride[0], t.in_s = in.stride[1], t.in_h = in.stride[2];
+  }
   return t;
 }
 
@@ -184,10 +188,11 @@ bool detail::rotary_vector_path(const RotaryArgs& a) {
 }
 
 bool detail::rotary_pack_vector_path(const RotaryPackArgs& a) {
-  const TensorRef outs[3] = {packed_slice(a.dqkv, 0), packed_slice(a.dqkv, 1),
-                             packed_slice(a.dqkv, 2)};
-  return vector_path(a.dqkv.dtype, {&a.dq, &a.dk, &a.dv, &outs[0], &outs[1], &outs[2]}, a.cos,
-                     a.sin, static_cast<int>(a.cos.shape[1]), static_cast<int>(a.dqkv.shape[3]));
+  // dqkv's three slices share its base alignment and strides: dqkv itself stands for them
+  // (a slice starts H·stride[2] elements further, a multiple of the vector where dqkv's
+  // strides are).
+  return vector_path(a.dqkv.dtype, {&a.dq, &a.dk, &a.dv, &a.dqkv}, a.cos, a.sin,
+                     static_cast<int>(a.cos.shape[1]), static_cast<int>(a.dqkv.shape[3]));
 }
 
 void apply_rotary(const RotaryArgs& a, cudaStream_t stream) {
@@ -245,20 +250,8 @@ void rotary_qkv_pack(const RotaryPackArgs& a, cudaStream_t stream) {
   if (B * S == 0 || H == 0) return;
 
   detail::RotaryParams p = table_params(a.cos, a.sin, B, S, D, a.seqlen_offset, a.conjugate);
-  const TensorRef outs[3] = {packed_slice(a.dqkv, 0), packed_slice(a.dqkv, 1),
-                             packed_slice(a.dqkv, 2)};
   const TensorRef* ins[3] = {&a.dq, &a.dk, &a.dv};
-  for (int j = 0; j < 3; ++j) {
-    // An absent gradient: in == nullptr, the kernel writes zeros.
-    detail::RotaryTensor& t = p.t[j];
-    t.in = ins[j]->present() ? ins[j]->data : nullptr;
-    t.out = outs[j].data;
-    t.heads = static_cast<int>(H);
-    t.write = true;
-    if (ins[j]->present())
-      t.in_b = ins[j]->stride[0], t.in_s = ins[j]->stride[1], t.in_h = ins[j]->stride[2];
-    t.out_b = outs[j].stride[0], t.out_s = outs[j].stride[1], t.out_h = outs[j].stride[2];
-  }
+  for (int j = 0; j < 3; ++j) p.t[j] = tensor_params(*ins[j], packed_slice(a.dqkv, j));
   const bool vec = detail::rotary_pack_vector_path(a);
   detail::DeviceGuard guard(a.dqkv.device);
   detail::launch_rotary(p, a.dqkv.dtype, vec, stream, kPackFn);
