@@ -84,6 +84,17 @@ bool all_poison(const DeviceTensor& d) {
   return true;
 }
 
+// The forward's workspace, sized for `a`, poisoned and attached to it (keep it alive for the
+// call).
+DeviceBuffer attach_workspace(CrossEntropyFwdArgs& a) {
+  const size_t bytes = cross_entropy_fwd_workspace_size(a);
+  DeviceBuffer ws(bytes);
+  ws.poison();
+  a.workspace = ws.get();
+  a.workspace_bytes = bytes;
+  return ws;
+}
+
 int32_t read_word(const DeviceBuffer& w) {
   int32_t v = -1;
   EXPECT_EQ(cudaMemcpy(&v, w.get(), 4, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -159,11 +170,7 @@ void run_sequence(const TrainCase& c, const std::vector<double>& gs,
     a.label_smoothing = static_cast<float>(c.eps);
     a.z_loss_scale = static_cast<float>(c.zs);
     a.logit_softcap = static_cast<float>(c.cap);
-    const size_t ws_bytes = cross_entropy_fwd_workspace_size(a);
-    DeviceBuffer ws(ws_bytes);
-    ws.poison();
-    a.workspace = ws.get();
-    a.workspace_bytes = ws_bytes;
+    const DeviceBuffer ws = attach_workspace(a);
     cross_entropy_fwd(a, nullptr);
     QUACK_CUDA_OK(cudaDeviceSynchronize());
 
@@ -401,10 +408,7 @@ TEST_F(CeTrain, ForcedConfigs) {
           a.dx = dx.ref;
           a.dx_state = state.ref;
           a.dx_predict = TensorRef::vector(word.get(), DType::kInt32, 1, 0, 1);
-          const size_t ws_bytes = cross_entropy_fwd_workspace_size(a);
-          DeviceBuffer ws(ws_bytes);
-          a.workspace = ws.get();
-          a.workspace_bytes = ws_bytes;
+          const DeviceBuffer ws = attach_workspace(a);
           const detail::CeFwdCall call = detail::cross_entropy_fwd_call(
               a, kernel == 2 ? detail::CePredictedForm::kSingle : detail::CePredictedForm::kSplit);
           ASSERT_EQ(call.split, kernel != 2);
@@ -495,11 +499,7 @@ void run_pair_bitwise(const PairCase& c, const std::vector<double>& gs) {
     a.dx = dx.ref;
     a.dx_state = state.ref;
     a.dx_predict = TensorRef::vector(word.get(), DType::kInt32, 1, 0, 1);
-    const size_t ws_bytes = cross_entropy_fwd_workspace_size(a);
-    DeviceBuffer ws(ws_bytes);
-    ws.poison();
-    a.workspace = ws.get();
-    a.workspace_bytes = ws_bytes;
+    const DeviceBuffer ws = attach_workspace(a);
     ASSERT_TRUE(detail::cross_entropy_fwd_call(a).split);
     cross_entropy_fwd(a, nullptr);
     CrossEntropyTrainBwdArgs b;
@@ -524,11 +524,7 @@ void run_pair_bitwise(const PairCase& c, const std::vector<double>& gs) {
                  rlse = alloc_vector(DType::kFloat32, M);
     CrossEntropyFwdArgs ra = fwd_args(rloss, rlse);
     if (w != 0) ra.dx = rdx.ref;  // the forward with dx, no prediction (stores not gated)
-    const size_t rws_bytes = cross_entropy_fwd_workspace_size(ra);
-    DeviceBuffer rws(rws_bytes);
-    rws.poison();
-    ra.workspace = rws.get();
-    ra.workspace_bytes = rws_bytes;
+    const DeviceBuffer rws = attach_workspace(ra);
     ASSERT_FALSE(detail::cross_entropy_fwd_call(ra).split);
     cross_entropy_fwd(ra, nullptr);
     if (w != 0) {

@@ -302,6 +302,15 @@ TopkRun run_case(const TopkCase& c) {
 struct Mnk {
   int64_t M, N, k;
 };
+// A case of shape s with x and values in dtype x (the rest TopkCase's defaults).
+TopkCase case_of(const Mnk& s, DType x) {
+  TopkCase c;
+  c.M = s.M;
+  c.N = s.N;
+  c.k = s.k;
+  c.x = c.values = x;
+  return c;
+}
 const std::vector<Mnk> kShapes = {
     {1, 1, 1},        {3, 7, 1},       {3, 7, 7},      {5, 127, 5},    {7, 1000, 8},
     {33, 1024, 8},    {9, 4096, 32},   {5, 4096, 128}, {3, 4099, 100}, {4, 32768, 64},
@@ -317,11 +326,7 @@ class TopkShapes : public GpuTest, public ::testing::WithParamInterface<ShapePar
 TEST_P(TopkShapes, MatchesReference) {
   const auto [si, di, largest, bitonic] = GetParam();
   const Mnk s = kShapes[static_cast<size_t>(si)];
-  TopkCase c;
-  c.M = s.M;
-  c.N = s.N;
-  c.k = s.k;
-  c.x = c.values = kDtypes[di];
+  TopkCase c = case_of(s, kDtypes[di]);
   c.indices = si % 2 ? DType::kInt32 : DType::kInt64;
   c.largest = largest;
   c.bitonic = bitonic;
@@ -362,11 +367,7 @@ TEST_P(TopkData, MatchesReference) {
   uint64_t seed = 77 + 10 * data + di;
   for (const Mnk& s : shapes)
     for (bool largest : {true, false}) {
-      TopkCase c;
-      c.M = s.M;
-      c.N = s.N;
-      c.k = s.k;
-      c.x = c.values = kDtypes[di];
+      TopkCase c = case_of(s, kDtypes[di]);
       c.largest = largest;
       c.data = static_cast<Data>(data);
       c.bitonic = bitonic;
@@ -412,11 +413,7 @@ TEST_P(TopkPrefix, MatchesReference) {
     for (int prefix : {0, 1, 8, -1})
       for (int w : {1, 2})
         for (bool largest : {true, false}) {
-          TopkCase c;
-          c.M = s.M;
-          c.N = s.N;
-          c.k = s.k;
-          c.x = c.values = kDtypes[di];
+          TopkCase c = case_of(s, kDtypes[di]);
           c.largest = largest;
           c.data = static_cast<Data>(data);
           c.queue = true;
@@ -476,11 +473,7 @@ TEST_F(TopkBitonic, EveryElementCountListSizeAndSoftmax) {
                 if (!detail::plan_topk(pr, 0, TopkPath::kBitonic, e, true).fit) continue;
                 ++fit_cases;
               }
-              TopkCase c;
-              c.M = s.M;
-              c.N = s.N;
-              c.k = s.k;
-              c.x = c.values = t;
+              TopkCase c = case_of(s, t);
               c.indices = seed % 2 ? DType::kInt32 : DType::kInt64;
               c.bitonic = true;
               c.forced_elems = e;
@@ -512,11 +505,7 @@ TEST_F(TopkPlans, EveryWarpCountAndTheElementPath) {
       for (int w : {1, 2, 4, 8, 16})
         for (bool element : {false, true})
           for (TopkSoftmax sm : {TopkSoftmax::kNone, TopkSoftmax::kRow}) {
-            TopkCase c;
-            c.M = s.M;
-            c.N = s.N;
-            c.k = s.k;
-            c.x = c.values = t;
+            TopkCase c = case_of(s, t);
             c.forced_warps = w;
             c.element_path = element;
             c.softmax = sm;
@@ -549,11 +538,7 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
   for (const Mnk& s : shapes)
     for (DType t : kDtypes)
       for (TopkSoftmax sm : {TopkSoftmax::kNone, TopkSoftmax::kSelected, TopkSoftmax::kRow}) {
-        TopkCase c;
-        c.M = s.M;
-        c.N = s.N;
-        c.k = s.k;
-        c.x = t;
+        TopkCase c = case_of(s, t);
         c.values = n % 3 == 0 ? DType::kFloat32 : t;
         c.indices = n % 2 ? DType::kInt32 : DType::kInt64;
         c.softmax = sm;
@@ -674,11 +659,7 @@ TEST_P(TopkSoftmaxTest, MatchesReference) {
   int n = 0;
   for (const Mnk& s : shapes)
     for (bool largest : {true, false}) {
-      TopkCase c;
-      c.M = s.M;
-      c.N = s.N;
-      c.k = s.k;
-      c.x = kDtypes[di];
+      TopkCase c = case_of(s, kDtypes[di]);
       c.values = n % 3 == 0 ? DType::kFloat32 : c.x;
       c.softmax = row ? TopkSoftmax::kRow : TopkSoftmax::kSelected;
       c.lse = row && n % 2 == 0;
@@ -713,11 +694,7 @@ TEST_P(TopkBackward, MatchesReference) {
                         {1, 1, 1},   {4, 100, 0},   {0, 50, 5}};
   uint64_t seed = 8000 + 10 * mode + di;
   for (const Mnk& s : shapes) {
-    TopkCase c;
-    c.M = s.M;
-    c.N = s.N;
-    c.k = s.k;
-    c.x = c.values = kDtypes[di];
+    TopkCase c = case_of(s, kDtypes[di]);
     c.indices = s.N % 2 ? DType::kInt32 : DType::kInt64;
     c.softmax = sm;
     c.lse = sm == TopkSoftmax::kRow;
