@@ -46,8 +46,9 @@
 //                       ce_fwd_bwd_rescale / ce_fwd_bwd_scaled_rescale: the same with dx always
 //                       written and cross_entropy_scale_grad (A/B); the two halves of
 //                       ce_fwd_bwd_scaled alone: ce_fwd_dx_off, the training forward with the
-//                       word at 0 (prep + the dx instance with its gate closed + finish; compare
-//                       ce_fwd, the loss-only instance, on the same config), and
+//                       word at 0 (prep + its row kernels + finish: split, the loss-only kernel
+//                       working and the dx kernel returning; single, the dx instance with its
+//                       stores gated; compare ce_fwd, the loss-only instance alone), and
 //                       ce_train_bwd_recompute, cross_entropy_train_bwd after it (the scale
 //                       kernel's early return + the recompute; its own plan, timed once per
 //                       shape); random targets, none ignored; "config" as softmax's (the
