@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Call 1 (cold), focused: A/B build, host tests, the GPU tests of what changed since the last
+# full run (TESTS: gtest filter, PYFILES: pytest files; run side by side), then the benches of
+# $ITEMS (default bench_items.sh) while the budget lasts.
+cd "$(dirname "$0")/../.."; source scripts/device/common.sh; source scripts/device/common_run.sh
+T0=$(date +%s)
+say "build"
+build || { tail -40 $R/build.log; echo BUILD FAILED; tar -cJf $OUT/a.tar.xz -C $OUT r; exit 1; }
+say "built in $(( $(date +%s) - T0 )) s"; stage
+G=build/d/tests/cpp/quack_gpu_tests
+build/d/tests/cpp/quack_host_tests --gtest_brief=1 > $R/host.log 2>&1; tail -2 $R/host.log
+TMO=${TEST_TMO:-200}
+for f in ${TESTS:-'CeTrain.*' '*Topk*' '*Rotary*'}; do
+  for i in 0 1; do
+    ( GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$i timeout $TMO $G --gtest_filter="$f" > "$R/g_${f//[^A-Za-z]/}_$i.log" 2>&1; echo "rc=$?" >> "$R/g_${f//[^A-Za-z]/}_$i.log" ) &
+  done
+done
+for f in ${PYFILES:-test_topk test_rotary test_cross_entropy test_linear_cross_entropy}; do
+  ( timeout $TMO python3 -m pytest tests/python/$f.py -q -p no:cacheprovider --maxfail=20 > $R/py_$f.log 2>&1; echo "rc=$?" >> $R/py_$f.log ) &
+done
+wait
+say "tests done at $(( $(date +%s) - T0 )) s"
+echo "gtest OK: $(cat $R/g_*.log | grep -c '^\[       OK \]')  FAILED lines:"; cat $R/g_*.log | grep -E '^\[  FAILED  \] [A-Za-z]' | sort -u | head -30
+for f in $R/g_*.log; do echo "$(basename $f): $(grep -E '^\[  (PASSED|FAILED)  \]' $f | head -2 | tr '\n' ' ') $(grep '^rc=' $f)"; done
+for f in $(grep -l "^rc=124" $R/*.log); do echo "TIMEOUT $(basename $f) in: $(grep '^\[ RUN' $f | tail -1)"; done
+for f in $R/py_*.log; do echo "$(basename $f): $(grep -vE '^rc=' $f | tail -1) $(grep '^rc=' $f)"; done
+grep -hE "^(FAILED|ERROR)" $R/py_*.log | head -30
+source "${ITEMS:-scripts/device/bench_items.sh}"
+say "tables"
+for f in $R/*.txt; do echo "=== $(basename $f)"; grep -vE "^\s*$" $f | tail -${TAIL:-14}; done
+tar -cJf $OUT/a.tar.xz -C $OUT r && rm -rf $R
+say "end at $(( $(date +%s) - T0 )) s"
