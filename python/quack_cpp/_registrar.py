@@ -119,6 +119,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from . import _inductor
+
 __all__ = [
     "Op", "register", "route", "CUSTOM", "EAGER", "EAGER_GRAD", "FORCE_CUSTOM_OP",
     "dtype_code", "dtype_name", "tensor_arg", "scalar_arg", "stream", "rows_cols", "as_rows",
@@ -494,6 +496,7 @@ class Op:
             return None if returns_none else self._fill(out, args)
 
         def fake_kernel(*args, **kwargs):
+            _inductor.note_fake_call()
             args = self._full_custom(args, kwargs)
             out = fake(*args)
             return None if returns_none else self._fill(out, args)
@@ -505,6 +508,7 @@ class Op:
                                                  device_types="cuda", schema=schema)
         self.custom_op.register_fake(fake_kernel)
         self.default = getattr(getattr(torch.ops, ns), short).default
+        _inductor.add(self.default)
         # The C++ eager path (optional): a callable with the signature's arguments that runs
         # the op and, where autograd records the call, its C++ autograd node.
         self.eager = getattr(desc, "eager", None)

@@ -7,6 +7,7 @@ through ``_registrar._is_plain_cuda`` (the ``as_cuda`` fixture, as test_fastpath
 and register each op's CUDA kernel for the CPU too (what runs for CUDA tensors). Needs torch (any
 build) and an importable quack_cpp."""
 
+import sys
 from typing import Optional, Tuple
 
 import pytest
@@ -335,6 +336,46 @@ def test_compile_takes_the_custom_op(as_cuda):
     assert CALLS["backward"] == 1  # the formula, traced by AOTAutograd and run
     xe, we = _data(grad=True)
     f(xe, we).backward()
+    torch.testing.assert_close(x.grad, xe.grad)
+    torch.testing.assert_close(w.grad, we.grad)
+
+
+def test_inductor_fallbacks_registered_before_the_lowering():
+    """Each op's Inductor fallback comes from the registrar (quack_cpp._inductor), with the
+    layout constraint of the op's tags, not from Inductor's implicit path, whose INFO log formats
+    every argument's IR on torch 2.11 (pytorch/pytorch#185937: minutes on a deep graph)."""
+    lowering = pytest.importorskip("torch._inductor.lowering")
+    from torch._library.utils import get_layout_constraint_tag
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        toy_scale(torch.empty(3, 8), None, 1.0, True)  # any fake call, once Inductor is loaded
+    for op in (toy_scale, toy_add_inplace, toy_pick):
+        assert op.default in lowering.lowerings, op.name
+        want = lowering.tag_to_layout_constraint(get_layout_constraint_tag(op.default))
+        assert lowering.maybe_layout_constraints(op.default) is want, op.name
+
+
+def test_inductor_compiles_the_custom_op(as_cuda):
+    """torch.compile with Inductor (CPU) runs the op as a fallback after a deep pointwise chain
+    (what made torch 2.11's implicit-fallback log take minutes); values and grads as eager."""
+    torch._dynamo.reset()
+
+    def f(x, w):
+        h = x
+        for _ in range(24):
+            h = h * 1.01 + 0.01
+        y, aux = toy_scale(h, w, 2.0, True)
+        return y.square().sum() + aux.sum()
+
+    x, w = _data(grad=True)
+    loss = torch.compile(f, fullgraph=True, backend="inductor", dynamic=False)(x, w)
+    loss.backward()
+    xe, we = _data(grad=True)
+    le = f(xe, we)
+    le.backward()
+    assert toy_scale.default in sys.modules["torch._inductor.lowering"].lowerings
+    torch.testing.assert_close(loss, le)
     torch.testing.assert_close(x.grad, xe.grad)
     torch.testing.assert_close(w.grad, we.grad)
 
