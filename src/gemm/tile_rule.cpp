@@ -28,7 +28,8 @@ double cost(const TileQuery& q, const TileOption& o, double rate) {
 
 }  // namespace
 
-int choose_tile_index(const TileQuery& q, const TileOption* o, int count, double rate192, double rate256_long_k) {
+int choose_tile_index(const TileQuery& q, const TileOption* o, int count, double rate192, double rate256_long_k,
+                      double rate256_mid_k) {
   const int64_t sms = q.sms > 0 ? q.sms : 1;
   // 1. Small M·N.
   const int i64 = find(o, count, 128, 64, 1, 1, false);
@@ -39,17 +40,21 @@ int choose_tile_index(const TileQuery& q, const TileOption* o, int count, double
     const int64_t busy64m = ceil_div(q.m, 64) * ceil_div(q.n, 128) * q.l;
     return i64m >= 0 && busy64m >= ctas64 ? i64m : i64;
   }
-  // 2. Pingpong with ≥ 4 tiles per SM; the cheaper of those that qualify, and at long K of those
-  // and the cooperative 128x256 (no tile-count condition: it is the default).
+  // 2. Pingpong with ≥ 4 tiles per SM; the cheaper of those that qualify, and from kMidK of those
+  // and the cooperative 128x256 (no tile-count condition: it is the default). Below kLongK
+  // 128x256 competes only where 128x192 pingpong qualifies, at its rate: measured against it
+  // alone (tile_rule.h, kRateCooperative256MidK).
+  const int i192 = q.k >= 1024 && rate192 > 0.0 ? find(o, count, 128, 192, 2, 1, true) : -1;
+  const bool qualifies192 = i192 >= 0 && tiles(q, o[i192]) >= 4 * sms;
+  const double rate256 = q.k >= kLongK ? rate256_long_k : q.k >= kMidK && qualifies192 ? rate256_mid_k : 0.0;
   struct Candidate {
     int index;
     double rate;
     bool pingpong;
   };
-  const Candidate cand[] = {
-      {find(o, count, 128, 128, 2, 1, true), 1.0, true},
-      {q.k >= 1024 && rate192 > 0.0 ? find(o, count, 128, 192, 2, 1, true) : -1, rate192, true},
-      {q.k >= kLongK && rate256_long_k > 0.0 ? find(o, count, 128, 256, 2, 1, false) : -1, rate256_long_k, false}};
+  const Candidate cand[] = {{find(o, count, 128, 128, 2, 1, true), 1.0, true},
+                            {i192, rate192, true},
+                            {rate256 > 0.0 ? find(o, count, 128, 256, 2, 1, false) : -1, rate256, false}};
   int best = -1;
   double best_cost = 0.0;
   bool pingpong_qualifies = false;

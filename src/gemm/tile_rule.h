@@ -16,11 +16,13 @@
 //    the tile area counts the padding past M and N), rate = the tile's measured throughput
 //    relative to 128x128 pingpong (kRate*). 128x192 only for K ≥ 1024: below that the
 //    epilogue dominates, and its 64 x 32 subtiles (3 per warpgroup) store slower than
-//    128x128's 64 x 64 (4 per warpgroup). At long K (K ≥ kLongK) the cooperative 128x256 joins
-//    that comparison at its own rate (kRateCooperative256LongK): pingpong's gain, one tile's
-//    epilogue hidden under another's mainloop, shrinks as 1/K, and 128x256 ran the mainloop
-//    faster (measured at K = 128256; each consumer warpgroup issues 64x256 WGMMAs, which read
-//    fewer shared-memory operand bytes per MAC than 64x192 or 64x128).
+//    128x128's 64 x 64 (4 per warpgroup). From K = kMidK the cooperative 128x256 joins that
+//    comparison: pingpong's gain, one tile's epilogue hidden under another's mainloop, shrinks
+//    as 1/K, and 128x256 runs the mainloop faster (each consumer warpgroup issues 64x256
+//    WGMMAs, which read fewer shared-memory operand bytes per MAC than 64x192 or 64x128). For
+//    kMidK ≤ K < kLongK at 128x192's rate (kRateCooperative256MidK: the waves x area decide,
+//    e.g. N = 2048, where 128x192 pads 2048 columns to 2112), from kLongK at its own higher
+//    rate (kRateCooperative256LongK).
 // 3. Else the 128x256 cooperative default (options[0]).
 #pragma once
 
@@ -63,6 +65,25 @@ inline constexpr double kRatePingpong192 = 1.06;
 /// 4096 and 14336 not measured.
 inline constexpr int64_t kLongK = 14336;
 
+/// K from which the cooperative 128x256 competes with the pingpong tiles below kLongK, at
+/// kRateCooperative256MidK: the smallest K at which it measured ahead at N = 2048. H200, bf16,
+/// burst, rotated, TFLOP/s at 16384x2048xK, layouts rc / rr (docs/performance.md, run W; the
+/// rule's tile before this constant was 128x192pp):
+///   K = 2048   128x192pp 694.6 / 677.1   128x256 650.1 / 648.6
+///   K = 5632   128x192pp 656.8 / 659.5   128x256 678.3 / 682.2
+///   K = 11264  128x192pp 674.8 / 655.8   128x256 678.9 / 678.8
+/// At K = 4096, 16384x128256x4096: 128x192pp 666.8, 128x256 626.4 (run U).
+inline constexpr int64_t kMidK = 5632;
+
+/// Throughput per clock of the cooperative 128x256 tile relative to 128x128 pingpong for
+/// kMidK ≤ K < kLongK: 128x192 pingpong's (kRatePingpong192), i.e. equal throughput per tile
+/// area, so the waves x cluster-tile area decide between the two. Run W (table at kMidK): at
+/// 16384x2048xK, 128x256's waves x area (8 x 256·256) are 1/1.031 of 128x192's (11 x 256·192),
+/// and it ran 1.033 / 1.034 (K = 5632) and 1.006 / 1.035 (K = 11264) x 128x192pp's TFLOP/s.
+/// At 8192³ 128x192's waves x area are the smaller (21 x 256·192 against 16 x 256·256):
+/// 128x192 pingpong stays (ties keep pingpong).
+inline constexpr double kRateCooperative256MidK = kRatePingpong192;
+
 /// Throughput per clock of the cooperative 128x256 tile relative to 128x128 pingpong at long K
 /// (K ≥ kLongK): 647.7 / 571.5 = 1.133 at 16384x4096x128256, where both have equal waves x
 /// cluster-tile area (16 x 256·256 against 32 x 256·128). Against 128x192 pingpong at
@@ -74,9 +95,11 @@ inline constexpr double kRateCooperative256LongK = 1.13;
 
 /// Index into options[0, count) of the configuration to run; options[0] is the 128x256
 /// cooperative default, which is returned when no rule applies. rate192: kRatePingpong192,
-/// rate256_long_k: kRateCooperative256LongK (parameters for the host tests; ≤ 0 leaves 128x192,
-/// resp. 128x256 at long K, out of the comparison).
+/// rate256_long_k: kRateCooperative256LongK, rate256_mid_k: kRateCooperative256MidK (parameters
+/// for the host tests; ≤ 0 leaves 128x192, resp. 128x256 at long K or mid K, out of the
+/// comparison).
 int choose_tile_index(const TileQuery& q, const TileOption* options, int count,
-                      double rate192 = kRatePingpong192, double rate256_long_k = kRateCooperative256LongK);
+                      double rate192 = kRatePingpong192, double rate256_long_k = kRateCooperative256LongK,
+                      double rate256_mid_k = kRateCooperative256MidK);
 
 }  // namespace quack::detail

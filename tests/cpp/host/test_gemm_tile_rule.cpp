@@ -26,9 +26,10 @@ std::string name(const TileOption& o) {
 
 std::string pick(const std::vector<TileOption>& set, int64_t m, int64_t n, int64_t k, int64_t l = 1,
                  double rate192 = quack::detail::kRatePingpong192,
-                 double rate256 = quack::detail::kRateCooperative256LongK) {
+                 double rate256 = quack::detail::kRateCooperative256LongK,
+                 double rate256_mid = quack::detail::kRateCooperative256MidK) {
   const TileQuery q{m, n, k, l, 132};
-  const int i = choose_tile_index(q, set.data(), int(set.size()), rate192, rate256);
+  const int i = choose_tile_index(q, set.data(), int(set.size()), rate192, rate256, rate256_mid);
   EXPECT_GE(i, 0);
   EXPECT_LT(i, int(set.size()));
   return name(set[size_t(i)]);
@@ -44,7 +45,7 @@ TEST(GemmTileRule, LlmShapesTakeTheWidePingpongTile) {
 }
 
 // kRatePingpong192 alone decides between the pingpong tiles (the break-even rates of tile_rule.h;
-// 128x256 left out of the comparison, as below kLongK).
+// 128x256 left out of the comparison, as below kMidK).
 TEST(GemmTileRule, RateFlipsTheChoice) {
   struct Flip {
     int64_t m, n, k;
@@ -54,10 +55,10 @@ TEST(GemmTileRule, RateFlipsTheChoice) {
                         {16384, 28672, 4096, 1.005}, {16384, 4096, 14336, 1.031}};
   for (const Flip& f : flips) {
     SCOPED_TRACE(std::to_string(f.m) + "x" + std::to_string(f.n) + "x" + std::to_string(f.k));
-    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, f.break_even + 0.001, 0.0), "128x192pp");
-    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, f.break_even - 0.001, 0.0), "128x128pp");
-    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, 0.0, 0.0), "128x128pp");   // left out
-    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, -1.0, 0.0), "128x128pp");
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, f.break_even + 0.001, 0.0, 0.0), "128x192pp");
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, f.break_even - 0.001, 0.0, 0.0), "128x128pp");
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, 0.0, 0.0, 0.0), "128x128pp");   // left out
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, -1.0, 0.0, 0.0), "128x128pp");
   }
 }
 
@@ -77,9 +78,10 @@ TEST(GemmTileRule, LmHeadShapes) {
 TEST(GemmTileRule, LongKTakesTheCooperativeTile) {
   const int64_t long_k = quack::detail::kLongK;
   EXPECT_EQ(pick(kBf16, 16384, 4096, 14336), "128x256");
-  EXPECT_EQ(pick(kBf16, 16384, 4096, 8192), "128x192pp");
-  EXPECT_EQ(pick(kBf16, 16384, 4096, long_k - 1), "128x192pp");
   EXPECT_EQ(pick(kBf16, 16384, 4096, long_k), "128x256");
+  // Below kLongK with 128x256 out of the mid-K comparison: 128x192 pingpong.
+  EXPECT_EQ(pick(kBf16, 16384, 4096, long_k - 1, 1, quack::detail::kRatePingpong192,
+                 quack::detail::kRateCooperative256LongK, 0.0), "128x192pp");
   EXPECT_EQ(pick(kBf16, 8192, 8192, long_k), "128x256");
   EXPECT_EQ(pick(kBf16, 8192, 4096, 65536), "128x256");
   // Quantisation can keep a pingpong tile: 5 waves of 256x256 clusters (4.36) against 6 of
@@ -99,6 +101,25 @@ TEST(GemmTileRule, LongKTakesTheCooperativeTile) {
   // A set without 128x256 (the fp16 fused epilogues: 128x128 pingpong alone) keeps its tile.
   const std::vector<TileOption> only128pp = {{128, 128, 2, 1, true}};
   EXPECT_EQ(pick(only128pp, 16384, 4096, 128256), "128x128pp");
+}
+
+// From K = kMidK to kLongK 128x256 competes with 128x192 pingpong at its rate: the waves x area
+// decide. N = 2048 (the demo's fc2 forward, qkv and fc1 dgrad): 8 waves of 256x256 clusters
+// (7.76) against 11 of 256x192 (10.67; 2048 columns padded to 2112): 128x256. Below kMidK and at
+// 8192³ (16 x 256·256 against 21 x 256·192) 128x192 pingpong stays; a set without 128x192
+// keeps its pingpong tile below kLongK.
+TEST(GemmTileRule, MidKTakesTheCooperativeTileWhereItsWavesAreFewer) {
+  const int64_t mid_k = quack::detail::kMidK;
+  for (int64_t k : {mid_k, int64_t(6144), int64_t(11264)}) EXPECT_EQ(pick(kBf16, 16384, 2048, k), "128x256") << k;
+  EXPECT_EQ(pick(kBf16, 16384, 2048, mid_k - 1), "128x192pp");
+  EXPECT_EQ(pick(kBf16, 16384, 2048, 2048), "128x192pp");
+  EXPECT_EQ(pick(kBf16, 16384, 4096, 8192), "128x256");  // 16 x 256·256 against 22 x 256·192
+  EXPECT_EQ(pick(kBf16, 8192, 8192, 8192), "128x192pp");
+  EXPECT_EQ(pick(kBf16, 16384, 2048, 5632, 1, quack::detail::kRatePingpong192,
+                 quack::detail::kRateCooperative256LongK, 0.0), "128x192pp");  // left out
+  std::vector<TileOption> no192 = kBf16;
+  no192.erase(no192.begin() + 2);
+  EXPECT_EQ(pick(no192, 16384, 2048, 5632), "128x128pp");
 }
 
 TEST(GemmTileRule, QuantisationKeepsTheNarrowPingpongTile) {
