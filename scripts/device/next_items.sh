@@ -1,6 +1,6 @@
 # The benches after call_focus.sh's tests for the session after run W, in priority order.
 # Top-k's radix-select path (forced) against the plan, kernel-only, then the acceptance table.
-run topk_radix 90 bash -c "for d in bf16 f32; do build/d/bench/quack-bench topk --dtype \$d --shapes 16384x4096x128,65536x4096x32,65536x1024x8,16384x4096x32,65536x2048x16; build/d/bench/quack-bench topk --dtype \$d --path radix --shapes 16384x4096x128,65536x4096x32,65536x1024x8,16384x4096x32,65536x2048x16; done"
+run topk_radix 90 bash -c "for d in bf16 fp32; do build/d/bench/quack-bench topk --dtype \$d --shapes 16384x4096x128,65536x4096x32,65536x1024x8,16384x4096x32,65536x2048x16; build/d/bench/quack-bench topk --dtype \$d --path radix --shapes 16384x4096x128,65536x4096x32,65536x1024x8,16384x4096x32,65536x2048x16; done"
 # The weight gradient (mm) tiles (A/B candidates) at the demo's wgrad shapes, and the rule's
 # kMidK pick (128x256 from K = 5632) at the N = 2048 outputs.
 run gemm_wgrad 150 python3 bench/bench_gemm.py --shapes 11264x2048x16384,2048x2048x16384,2048x5632x16384,6144x2048x16384 --layouts cr --methods burst --tiles auto,128x192pp,128x128pp,256x128c1x2 --out $R/gemm_wgrad.jsonl
