@@ -2,6 +2,7 @@
 
     python3 bench/bench_gemm.py                        # issue 16's whole set, both methods
     python3 bench/bench_gemm.py --quick                # the five LLM shapes, both methods
+    python3 bench/bench_gemm.py --demo --methods burst  # the demo's thirteen GEMMs (fprop, dgrad, wgrad)
     python3 bench/bench_gemm.py --shapes 8192x8192x8192 --layouts rr,cc --methods burst
     python3 bench/bench_gemm.py --quick --tiles auto,128x128pp,128x192pp,128x192pp@h8s   # A/B
 
@@ -45,6 +46,17 @@ LLM = [(8192, 8192, 8192), (16384, 14336, 4096), (16384, 4096, 14336), (16384, 2
        (8192, 128256, 4096)]
 OTHERS = [(4096, 4096, 4096), (2048, 2048, 2048), (128, 8192, 8192), (8192, 8192, 128)]
 OTHER_LAYOUTS = ("rc", "cr", "cc")  # at 8192³
+# The demo's GEMMs per step (demo/lm.py: 16384 tokens, d 2048, qkv 6144, SwiGLU 5632 (fc1 11264
+# wide), vocabulary 32768) as torch issues them: fprop x @ W.t() (rc), dgrad dy @ W (rr),
+# wgrad dy.t() @ x (cr; kernel majors mm). Plain GEMMs at those shapes: in the demo fc1's
+# forward runs gemm_gated, the gradient into fc1's output gemm_dgated, and the head's three
+# (logits, dgrad, wgrad) run chunked inside linear + cross-entropy.
+DEMO = [((16384, 6144, 2048), "rc"), ((16384, 2048, 2048), "rc"), ((16384, 11264, 2048), "rc"),
+        ((16384, 2048, 5632), "rc"), ((16384, 32768, 2048), "rc"),
+        ((16384, 2048, 6144), "rr"), ((16384, 2048, 2048), "rr"), ((16384, 2048, 11264), "rr"),
+        ((16384, 2048, 32768), "rr"),
+        ((6144, 2048, 16384), "cr"), ((2048, 2048, 16384), "cr"), ((11264, 2048, 16384), "cr"),
+        ((2048, 5632, 16384), "cr")]
 IMPLS = ("ours", "cublas", "quack")
 
 
@@ -52,6 +64,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="the five LLM shapes, A and B row-major")
+    p.add_argument("--demo", action="store_true",
+                   help="the demo's thirteen GEMMs, each in its layout (fprop rc, dgrad rr, wgrad cr)")
     p.add_argument("--shapes", help="comma list of MxNxK")
     p.add_argument("--layouts", default=None, help="comma list of rr, rc, cr, cc (A then B)")
     p.add_argument("--methods", default="burst,sustained")
@@ -67,6 +81,8 @@ def parse_args(argv=None):
 
 
 def cases(args):
+    if args.demo:
+        return list(DEMO)
     if args.shapes:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
         return [(s, l) for s in shapes for l in (args.layouts or "rr").split(",")]
