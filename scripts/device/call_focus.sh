@@ -23,6 +23,7 @@ for f in ${PYFILES:-test_topk test_rotary test_cross_entropy test_linear_cross_e
 done
 wait
 say "tests done at $(( $(date +%s) - T0 )) s"
+grep -l 'PASSED  \] 0 tests' $R/g_*.log && echo "WARNING: a gtest filter matched no test"
 echo "gtest OK: $(cat $R/g_*.log | grep -c '^\[       OK \]')  FAILED lines:"; cat $R/g_*.log | grep -E '^\[  FAILED  \] [A-Za-z]' | sort -u | head -30
 for f in $R/g_*.log; do echo "$(basename $f): $(grep -E '^\[  (PASSED|FAILED)  \]' $f | head -2 | tr '\n' ' ') $(grep '^rc=' $f)"; done
 for f in $(grep -l "^rc=124" $R/*.log); do echo "TIMEOUT $(basename $f) in: $(grep '^\[ RUN' $f | tail -1)"; done
