@@ -20,7 +20,9 @@
 //      G vectors are disjoint groups, so the k-th largest delegate b is ≤ the row's k-th best
 //      key (k groups each hold an element at least that large). b is radix-selected over the
 //      delegates (two 8-bit digits, below). Used when 4·k ≤ G (else b = 0: no pruning); a
-//      random row then keeps ~1.1–1.5·k candidates (keys ≥ b) out of N.
+//      random normal row then keeps ~1.05–1.15·k candidates (keys ≥ b) out of N, sorted rows
+//      ~8·k (16-bit x) / ~4·k (fp32), rows of 8 distinct values ~N / 8
+//      (scripts/topk_radix_model.py, which checks these steps against a sort).
 //   2. Candidates: elements with key ≥ b (≥ k of them), compacted into a shared list (per-thread
 //      count, warp scan, one atomic per warp), C entries.
 //   3. C ≤ kTopkRadixMaxK: one warp sorts the list (bitonic over 32·R registers, R = 1..8,
@@ -37,6 +39,13 @@
 // Softmax: kRow folds each thread's online (max, Σ e^(x − max)) per vector, all-reduces it per
 // warp and combines the warps in the storing warp; kSelected over the k values (as the queue
 // kernel).
+//
+// Why: the queue kernel spends its time on acceptances and merges (issue 19's misses at N =
+// 4096, k = 32 and 128), the bitonic kernel on networks whose size grows with k; here a random
+// row costs per element a key, a max, a compare and a count (~10 instructions), plus per row
+// a few radix steps over G = N / 8 (16-bit) or N / 4 delegates and a sort of ~k entries.
+// Expected costs not measured: the barriers (2 per radix step, ~6 per row) and the shared
+// atomics of the delegate step.
 //
 // Shared memory (topk_radix_smem_layout): 2 KB of histograms (the fallback's k selected entries
 // reuse them), counters, per-warp softmax statistics, the list (N entries: 4 bytes each for
