@@ -267,8 +267,8 @@ TopkRun run_case(const TopkCase& c) {
     EXPECT_EQ(call.plan.elems, e_ok ? c.forced_elems : detail::kTopkRadixElems);
     EXPECT_GE(static_cast<int64_t>(call.plan.threads) * call.plan.elems, c.N);
   }
-  if (c.bitonic && bitonic && c.forced_elems > 0 && 32 * c.forced_elems >= c.N && c.forced_elems >= c.k &&
-      c.forced_elems >= 16) {
+  if (c.bitonic && bitonic && c.forced_elems > 0 && 32 * c.forced_elems >= c.N &&
+      c.forced_elems >= c.k && c.forced_elems >= 16) {
     EXPECT_EQ(call.plan.elems, c.forced_elems);
   }
   // Unforced, the power-of-2 rows the rule plans run the fit instance; forced, where forced_fit
