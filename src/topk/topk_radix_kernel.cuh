@@ -379,12 +379,12 @@ __global__ void __launch_bounds__(kTopkRadixMaxThreads) topk_radix_kernel(const 
     uint32_t base = 0;
     if (lane == 31) base = atomicAdd(&misc[kTopkRadixListN], static_cast<uint32_t>(incl));
     base = __shfl_sync(kFull, base, 31);
-    int pos = static_cast<int>(base) + incl - cnt;
+    P* dst = list + (static_cast<int>(base) + incl - cnt);  // a pointer: STS + add per entry
 #pragma unroll
     for (int u = 0; u < kVecs; ++u)
 #pragma unroll
       for (int i = 0; i < kV; ++i)
-        if (is_cand(u, i)) list[pos++] = entry_of(u, i);
+        if (is_cand(u, i)) *dst++ = entry_of(u, i);
   }
   __syncthreads();
   const int C = static_cast<int>(misc[kTopkRadixListN]);  // ≥ k
