@@ -4,7 +4,7 @@
 Follows, per row, the kernel's integer steps: order keys (bf16 / fp32 bit patterns, x' = x or
 -x, NaN above every number), entries key << 16 | (0xffff - column), the delegates (top 16 bits
 of each 16-byte vector's best key), the bound (the k-th largest delegate by two 8-bit radix
-steps, when 4k <= vectors), the candidate list (key >= bound), and either the direct sort
+steps, when 2k <= vectors), the candidate list (key >= bound), and either the direct sort
 (C <= 256) or the radix select over the list (8-bit digits from the top, stopping when the
 digit's bin holds exactly the rank still wanted). Checks the selected (column) order against a
 plain sort by (key descending, column ascending) on random normal rows and crafted ones (ties,
@@ -52,7 +52,7 @@ def select_row(key, k, kbits, kv):
     entry = (key << np.uint64(16)) | (np.uint64(0xFFFF) - cols)
     vectors = (n + kv - 1) // kv
     bound = 0
-    if 4 * k <= vectors:
+    if 2 * k <= vectors:
         dv = np.array([key[v * kv:(v + 1) * kv].max() >> (kbits - 16) for v in range(vectors)],
                       dtype=np.uint64)
         d1, above, cnt = radix_digit(dv >> np.uint64(8), k)

@@ -19,7 +19,7 @@
 //   1. Bound. The key of each vector's best element (a delegate, its top 16 bits for fp32): the
 //      G vectors are disjoint groups, so the k-th largest delegate b is ≤ the row's k-th best
 //      key (k groups each hold an element at least that large). b is radix-selected over the
-//      delegates (two 8-bit digits, below). Used when 4·k ≤ G (else b = 0: no pruning); a
+//      delegates (two 8-bit digits, below). Used when 2·k ≤ G (else b = 0: no pruning); a
 //      random normal row then keeps ~1.05–1.15·k candidates (keys ≥ b) out of N, sorted rows
 //      ~8·k (16-bit x) / ~4·k (fp32), rows of 8 distinct values ~N / 8
 //      (scripts/topk_radix_model.py, which checks these steps against a sort).
@@ -337,7 +337,7 @@ __global__ void __launch_bounds__(kTopkRadixMaxThreads) topk_radix_kernel(const 
   int pass = 0;
   uint32_t bound = 0;  // in the key's domain: keys ≥ bound hold the k best
   const int vectors = (n + kV - 1) / kV;
-  if (4 * k <= vectors) {  // CTA-uniform
+  if (2 * k <= vectors) {  // CTA-uniform; at least 2k delegates: a useful bound
     uint32_t* h = hist + 256 * (pass & 1);
 #pragma unroll
     for (int u = 0; u < kVecs; ++u) topk_radix_count(h, dv[u] >> 8, first_col(u) < n, lane);

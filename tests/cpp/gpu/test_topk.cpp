@@ -544,12 +544,14 @@ TEST_F(TopkRadix, EveryElementCountDataAndSoftmax) {
   // (8192 for 16-bit x; 4096 for fp32), T not a power of 2 (N = 4104: 288 threads at E = 16),
   // the shapes' rows, a row shorter than one warp's vectors, M = 0. Each with every
   // forced E (0: the plan's 16; 8 only where 512·8 ≥ N) and the crafted data kinds (ties and
-  // sorted rows take the fallback), softmax modes and index dtypes in turn.
+  // sorted rows take the fallback), softmax modes and index dtypes in turn. k = G / 2 (4096,
+  // 256; 1024, 64): the bound's edge (2k ≤ G vectors); (2048, 200): no bound, the whole row
+  // into the fallback.
   const Mnk shapes[] = {{1, 4099, 100}, {1, 4095, 100}, {1, 1001, 13}, {1, 8191, 256},
                         {3, 8192, 256}, {5, 256, 256},  {4, 64, 64},   {9, 4096, 1},
                         {6, 4104, 32},  {6, 4088, 32},  {7, 1024, 8},  {5, 4096, 128},
                         {8, 4096, 32},  {2, 8, 8},      {1, 1, 1},     {1, 3, 2},
-                        {0, 1024, 8},   {3, 2048, 200}};
+                        {0, 1024, 8},   {3, 2048, 200}, {4, 4096, 256}, {5, 1024, 64}};
   uint64_t seed = 9000;
   int ran = 0;
   for (const Mnk& s : shapes)
