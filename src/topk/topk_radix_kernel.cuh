@@ -190,16 +190,7 @@ __device__ __forceinline__ void topk_radix_sort_store(const TopkParams& p, int64
     for (int w = 0; w < warps; ++w)
       st = OnlineMaxSum::combine(st, {{stats[2 * w], stats[2 * w + 1]}});
   } else if (p.softmax == kTopkSoftmaxSelected) {
-    float mx = kNegInf;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (r * 32 + lane < k) mx = fmaxf(mx, val[r]);
-    const float mr = mx == kNegInf ? 0.f : mx;
-    float s = 0.f;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (r * 32 + lane < k) s += exp_diff(val[r], mr);
-    st = warp_allreduce_red<OnlineMaxSum>({{mx, s}}, 32);
+    st = topk_selected_stats(val, k, lane);
   }
   float m = 0.f, inv_s = 1.f;
   if (p.softmax != kTopkSoftmaxNone) {
