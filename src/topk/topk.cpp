@@ -181,6 +181,12 @@ void topk_run_call(const TopkCall& c, void* workspace, size_t workspace_bytes,
     throw InvalidArgument(std::string(fn) + ": internal error: a bitonic plan for x " +
                           dtype_name(c.x_dtype) + ", expected bf16 or fp16");
   }
+  if (c.plan.path == TopkPath::kRadix) {
+    p.threads_per_row = c.plan.threads_per_row;
+    if (c.x_dtype == DType::kBFloat16) return topk_radix_bf16(c.plan, p, stream, fn);
+    if (c.x_dtype == DType::kFloat16) return topk_radix_f16(c.plan, p, stream, fn);
+    return topk_radix_f32(c.plan, p, stream, fn);
+  }
   const bool p32 = c.plan.packed_bits == 32;
   TopkQueueLaunch run = topk_queue_f32_p64;
   if (c.x_dtype == DType::kBFloat16) run = p32 ? topk_queue_bf16_p32 : topk_queue_bf16_p64;
@@ -206,7 +212,8 @@ size_t call_workspace_size(const TopkCall& c) {
 }  // namespace detail
 
 size_t topk_fwd_workspace_size(const TopkFwdArgs& args) {
-  // The path (bitonic, queue or sort) does not depend on the device's SM count: no query for it.
+  // The path (bitonic, queue or sort; radix only forced) does not depend on the device's SM
+  // count: no query for it.
   return detail::call_workspace_size(detail::topk_fwd_call(args, /*sm_count=*/1));
 }
 

@@ -46,6 +46,11 @@ void topk_bitonic_f16(const TopkPlan&, const TopkParams&, cudaStream_t, const ch
 void topk_bitonic_fit_bf16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
 void topk_bitonic_fit_f16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
 
+/// Launchers of the radix-select kernel (topk_radix_<dtype>.cu), 16-byte rows only.
+void topk_radix_bf16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
+void topk_radix_f16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
+void topk_radix_f32(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
+
 /// The sort path (topk_sort.cu): workspace bytes for (M, N) rows of `x` dtype, and the run.
 size_t topk_sort_workspace_size(int64_t M, int64_t N, DType x, const char* where);
 void topk_sort_run(const TopkParams& p, DType x, void* workspace, size_t workspace_bytes,

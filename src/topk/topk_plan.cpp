@@ -48,7 +48,35 @@ TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fi
   return plan;
 }
 
+/// The radix kernel's plan (topk_radix_ok(pr) holds): E elements per thread, T = 32·⌈N /
+/// (32·E)⌉ ≥ 32 threads, one row per CTA.
+TopkPlan plan_topk_radix(const TopkProblem& pr, int forced_elems) {
+  TopkPlan plan;
+  plan.path = TopkPath::kRadix;
+  plan.vec_io = true;
+  const int elt = dtype_size(pr.x);
+  plan.packed_bits = elt == 2 ? 32 : 64;
+  int64_t e = kTopkRadixElems;
+  if ((forced_elems == 8 || forced_elems == 16 || forced_elems == 32) &&
+      kTopkRadixMaxThreads * static_cast<int64_t>(forced_elems) >= pr.N)
+    e = forced_elems;
+  const int64_t t = std::max<int64_t>(32, ceil_div(ceil_div(pr.N, e), 32) * 32);
+  plan.elems = static_cast<int>(e);
+  plan.threads_per_row = static_cast<int>(t);
+  plan.threads = static_cast<int>(t);
+  plan.rows_per_cta = 1;
+  plan.grid = pr.M;
+  plan.smem = topk_radix_smem_layout(pr.N, plan.packed_bits / 8, plan.threads / 32).total;
+  return plan;
+}
+
 }  // namespace
+
+bool topk_radix_ok(const TopkProblem& pr) {
+  const int elt = dtype_size(pr.x);
+  return pr.vec_ok && pr.k <= kTopkRadixMaxK &&
+         ((elt == 2 && pr.N <= kTopkRadixMaxN16) || (elt == 4 && pr.N <= kTopkRadixMaxN32));
+}
 
 bool topk_bitonic_ok(const TopkProblem& pr) {
   return dtype_size(pr.x) == 2 && pr.vec_ok && pr.N <= kTopkBitonicMaxN &&
@@ -67,6 +95,8 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path
                    int forced_elems, bool forced_fit, int forced_prefix) {
   TopkPlan plan;
   if (pr.M <= 0 || pr.k <= 0 || pr.N <= 0) return plan;
+  if (forced_path == TopkPath::kRadix && topk_radix_ok(pr))
+    return plan_topk_radix(pr, forced_elems);
   if (forced_path == TopkPath::kBitonic && topk_bitonic_ok(pr))
     return plan_topk_bitonic(pr, forced_elems, forced_fit);
   if (forced_path != TopkPath::kQueue && forced_warps <= 0 && topk_bitonic_planned(pr)) {
@@ -117,6 +147,9 @@ const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len) {
   switch (plan.path) {
     case TopkPath::kNone: std::snprintf(buf, len, "none"); break;
     case TopkPath::kSort: std::snprintf(buf, len, "sort"); break;
+    case TopkPath::kRadix:
+      std::snprintf(buf, len, "radix-e%d-t%d", plan.elems, plan.threads_per_row);
+      break;
     case TopkPath::kBitonic:
       std::snprintf(buf, len, "bitonic-k%d-e%d-t%d%s", plan.list, plan.elems, plan.threads_per_row,
                     plan.fit ? "-fit" : "");

@@ -12,6 +12,10 @@
 //           kTopkBitonicPlanMaxN); plan_topk's forced_path takes it anywhere in its range. Rows
 //           of a power-of-2 length N ≥ 16 that it takes run `fit` (N = T·E): the kernel without
 //           tail loads and column masks.
+//   kRadix  16-byte loads, N ≤ kTopkRadixMaxN16 (16-bit x) / kTopkRadixMaxN32 (fp32), k ≤
+//           kTopkRadixMaxK: the radix-select kernel (topk_radix_kernel.cuh), one CTA of T threads
+//           per row, E elements per thread. Planned only when forced (plan_topk's forced_path;
+//           not GPU-measured yet).
 #pragma once
 
 #include <cstddef>
@@ -87,7 +91,18 @@ inline constexpr int kTopkBitonicPlanMaxN = 2048;
 inline constexpr int kTopkBitonicFitMinN = 1024;
 inline constexpr int kTopkBitonicFitElems = 128;
 
-enum class TopkPath : int { kNone = 0, kQueue = 1, kSort = 2, kBitonic = 3 };
+// The radix-select kernel (topk_radix_kernel.cuh): the row stays on chip, so N is bounded by
+// the candidate list in shared memory (N entries of 4 bytes for 16-bit x, 8 for fp32: 32 KB at
+// the limits, no opt-in shared memory) and by kTopkRadixMaxThreads threads of E elements; k by
+// the final sort of ≤ kTopkRadixMaxK entries in one warp's registers (8 per lane). E =
+// kTopkRadixElems unless forced (8, 16 or 32); T = 32·⌈N / (32·E)⌉ ≥ 32.
+inline constexpr int64_t kTopkRadixMaxN16 = 8192;
+inline constexpr int64_t kTopkRadixMaxN32 = 4096;
+inline constexpr int kTopkRadixMaxK = 256;
+inline constexpr int kTopkRadixMaxThreads = 512;
+inline constexpr int kTopkRadixElems = 16;
+
+enum class TopkPath : int { kNone = 0, kQueue = 1, kSort = 2, kBitonic = 3, kRadix = 4 };
 
 /// One call as the plan sees it.
 struct TopkProblem {
@@ -118,6 +133,9 @@ struct TopkPlan {
   bool fit = false;
   // kQueue: iterations of the prefix bound (0: none; the kernel clips it to the slice).
   int prefix_iters = 0;
+  // kRadix: threads_per_row = threads = T (one row per CTA: rows_per_cta 1, grid M), elems = E
+  // (8, 16 or 32 elements per thread, T·E ≥ N), packed_bits 32 (16-bit x) or 64 (fp32), smem =
+  // topk_radix_smem_layout(N, packed_bits / 8, T / 32).total.
 };
 
 /// Whether the bitonic kernel takes the problem (16-bit x, vector loads, N and k in range).
@@ -132,6 +150,10 @@ bool topk_bitonic_fits(const TopkProblem& pr);
 /// N outside them keeps the queue kernel).
 bool topk_bitonic_planned(const TopkProblem& pr);
 
+/// Whether the radix kernel takes the problem: 16-byte loads, x of 2 bytes with N ≤
+/// kTopkRadixMaxN16 or of 4 bytes with N ≤ kTopkRadixMaxN32, k ≤ kTopkRadixMaxK.
+bool topk_radix_ok(const TopkProblem& pr);
+
 /// The plan for problem `pr` (M = 0 or k = 0: kNone): kBitonic where topk_bitonic_planned, else
 /// kQueue for k ≤ kTopkQueueMaxK, else kSort. forced_warps > 0 (a power of 2 ≤
 /// kTopkMaxWarpsPerRow) sets the queue kernel's warps per row instead of the heuristic and
@@ -144,6 +166,9 @@ bool topk_bitonic_planned(const TopkProblem& pr);
 /// kTopkBitonicFitMinN). The queue plan's prefix bound: kTopkPrefixIters for k ≥
 /// kTopkPrefixMinK on the vector path, else 0; forced_prefix ≥ 0 sets it instead (vector path
 /// only; tests and benchmarks: 0 is the kernel without it, any k takes a forced one).
+/// forced_path kRadix picks the radix kernel where topk_radix_ok (else the plan's own; never
+/// unforced): forced_elems 8, 16 or 32 sets its E where kTopkRadixMaxThreads·E ≥ N (else
+/// kTopkRadixElems).
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0,
                    TopkPath forced_path = TopkPath::kNone, int forced_elems = 0,
                    bool forced_fit = false, int forced_prefix = -1);
@@ -172,6 +197,24 @@ QUACK_TOPK_HD inline constexpr TopkSmem topk_smem_layout(int warps_per_row, int 
   return s;
 }
 
+/// Shared-memory layout of the radix kernel (bytes from the dynamic base), one function for the
+/// host plan and the kernel: two 256-bin histograms of 32-bit counts (the ≤ kTopkRadixMaxK
+/// selected entries of the fallback reuse them: 256 · 8 bytes), 16 words of pass results and
+/// counters, the row's softmax (max, sum) per warp, the candidate list of up to N entries.
+struct TopkRadixSmem {
+  size_t hist, misc, stats, list, total;
+};
+QUACK_TOPK_HD inline constexpr TopkRadixSmem topk_radix_smem_layout(int64_t n, int entry_bytes,
+                                                                    int warps) {
+  TopkRadixSmem s{};
+  s.hist = 0;
+  s.misc = 2 * 256 * sizeof(uint32_t);
+  s.stats = s.misc + 16 * sizeof(uint32_t);
+  s.list = s.stats + (static_cast<size_t>(warps) * 2 * sizeof(float) + 15) / 16 * 16;
+  s.total = s.list + (static_cast<size_t>(n) * entry_bytes + 15) / 16 * 16;
+  return s;
+}
+
 /// The kernels' parameters (plain data).
 struct TopkParams {
   RowIO x;        // (M, N)
@@ -186,12 +229,12 @@ struct TopkParams {
   int rows_per_cta = 1;
   int64_t slice = 0;
   bool vec_io = false;  // 16-byte loads (x: vector-aligned rows, unit column stride)
-  int threads_per_row = 0;  // kBitonic: T
+  int threads_per_row = 0;  // kBitonic, kRadix: T
   int prefix_iters = 0;     // kQueue: the prefix bound's iterations (TopkPlan::prefix_iters)
 };
 
 /// Readable plan name for benchmarks: "queue-q32-p32-vec-w1r4", "queue-q128-p32-vec-w1r4-pre32"
-/// (a prefix bound of 32 iterations), "sort".
+/// (a prefix bound of 32 iterations), "sort", "radix-e16-t256".
 const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len);
 
 }  // namespace quack::detail

@@ -115,6 +115,22 @@ __device__ __forceinline__ void topk_store_entry(const TopkParams& p, int64_t ro
   topk_store_index(p.indices, row, e, col);
 }
 
+/// (max, Σ e^(v − max)) over a warp's k values val[r] (lane's r·32 + lane < k; the others
+/// ignored), all-reduced over the warp: the softmax statistics of kTopkSoftmaxSelected.
+template <int R>
+__device__ __forceinline__ OnlineMaxSum::Val topk_selected_stats(const float (&val)[R], int k, int lane) {
+  float mx = kNegInf;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    if (r * 32 + lane < k) mx = fmaxf(mx, val[r]);
+  const float mr = mx == kNegInf ? 0.f : mx;
+  float s = 0.f;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    if (r * 32 + lane < k) s += exp_diff(val[r], mr);
+  return warp_allreduce_red<OnlineMaxSum>({{mx, s}}, 32);
+}
+
 template <typename T, typename P, int kQ>
 __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) {
   using Key = TopkKey<T>;
@@ -404,18 +420,7 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
 #pragma unroll
   for (int r = 0; r < kQ; ++r) val[r] = topk_flip(Key::value(Pk::key(q[r])), sgn);
   float m = 0.f, inv_s = 1.f;
-  if (p.softmax == kTopkSoftmaxSelected) {
-    float mx = kNegInf;
-#pragma unroll
-    for (int r = 0; r < kQ; ++r)
-      if (r * 32 + lane < k) mx = fmaxf(mx, val[r]);
-    const float mr = mx == kNegInf ? 0.f : mx;
-    float s = 0.f;
-#pragma unroll
-    for (int r = 0; r < kQ; ++r)
-      if (r * 32 + lane < k) s += exp_diff(val[r], mr);
-    st = warp_allreduce_red<OnlineMaxSum>({{mx, s}}, 32);
-  }
+  if (p.softmax == kTopkSoftmaxSelected) st = topk_selected_stats(val, k, lane);
   if (p.softmax != kTopkSoftmaxNone) {
     m = st.v[0] == kNegInf ? 0.f : st.v[0];
     inv_s = 1.f / st.v[1];

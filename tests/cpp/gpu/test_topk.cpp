@@ -21,7 +21,13 @@
 //                 (where it applies: 16-bit x, 16-byte rows, N ≤ 4096, k ≤ 32), so both
 //                 kernels keep every case whichever the plan picks; the plan's own path (the
 //                 bitonic rule: k ≤ 16 or N ≤ 2048; else the queue kernel, N = 4096 with k in
-//                 (16, 32] included) runs in TopkPlanRule, TopkLayouts and TopkBackward.
+//                 (16, 32] included) runs in TopkPlanRule, TopkLayouts and TopkBackward. A
+//                 third run forces the radix kernel (16-byte rows, N ≤ 8192 for 16-bit x and
+//                 ≤ 4096 for fp32, k ≤ 256; the cases outside its range are left out there).
+//   TopkRadix     the radix kernel forced with each elements-per-thread count (8, 16, 32, the
+//                 plan's), odd N (one row), k = 1, k = N, k = 256, the longest rows, T not a
+//                 power of 2, every data kind (ties: the fallback's radix steps; random rows:
+//                 the direct sort), softmax modes, int32 / int64 indices.
 //   TopkLayouts   strided and misaligned x, strided values / indices (nothing written
 //                 outside them), fp32 values from bf16 x and bf16 values from fp32 x, at a
 //                 queue shape and at a shape of the bitonic rule.
@@ -64,6 +70,7 @@ struct TopkCase {
   int forced_warps = 0;       // > 0: plan_topk(problem, forced_warps)
   bool element_path = false;  // force the element-at-a-time loads
   bool bitonic = false;       // plan_topk(problem, 0, kBitonic, forced_elems) where it applies
+  bool radix = false;         // plan_topk(problem, 0, kRadix, forced_elems) where it applies
   bool queue = false;         // plan_topk(problem, forced_warps, kQueue) (k ≤ 256)
   int forced_elems = 0;
   bool fit = false;           // with bitonic: plan_topk's forced_fit (N = T·E only)
@@ -81,6 +88,7 @@ std::string case_name(const TopkCase& c) {
          (c.element_path ? " element-path" : "") +
          (c.bitonic ? " bitonic E=" + std::to_string(c.forced_elems) : "") +
          (c.fit ? " fit" : "") +
+         (c.radix ? " radix E=" + std::to_string(c.forced_elems) : "") +
          (c.queue ? " queue" : "") +
          (c.forced_prefix >= 0 ? " prefix=" + std::to_string(c.forced_prefix) : "");
 }
@@ -228,11 +236,15 @@ TopkRun run_case(const TopkCase& c) {
     call.plan = detail::plan_topk(call.problem, c.forced_warps,
                                   c.queue ? TopkPath::kQueue : TopkPath::kNone);
   // The bitonic kernel: forced where it applies, or the plan's rule when nothing is forced.
-  const bool bitonic = c.bitonic ? detail::topk_bitonic_ok(call.problem)
-                                 : !c.queue && c.forced_warps == 0 &&
-                                       detail::topk_bitonic_planned(call.problem);
+  // The radix kernel: forced where it applies (elsewhere the plan's own, without forced_elems).
+  const bool radix = c.radix && detail::topk_radix_ok(call.problem);
+  const bool bitonic = !radix && (c.bitonic ? detail::topk_bitonic_ok(call.problem)
+                                            : !c.queue && c.forced_warps == 0 &&
+                                                  detail::topk_bitonic_planned(call.problem));
   if (c.bitonic)
     call.plan = detail::plan_topk(call.problem, 0, TopkPath::kBitonic, c.forced_elems, c.fit);
+  if (c.radix)
+    call.plan = detail::plan_topk(call.problem, 0, TopkPath::kRadix, radix ? c.forced_elems : 0);
   if (c.forced_prefix >= 0)
     call.plan = detail::plan_topk(call.problem, c.forced_warps, TopkPath::kQueue, 0, false,
                                   c.forced_prefix);
@@ -245,16 +257,23 @@ TopkRun run_case(const TopkCase& c) {
     EXPECT_EQ(call.plan.path, TopkPath::kNone);
     return r;
   }
-  EXPECT_EQ(call.plan.path, bitonic                      ? TopkPath::kBitonic
+  EXPECT_EQ(call.plan.path, radix                        ? TopkPath::kRadix
+                            : bitonic                      ? TopkPath::kBitonic
                             : c.k > detail::kTopkQueueMaxK ? TopkPath::kSort
                                                            : TopkPath::kQueue);
-  if (bitonic && c.forced_elems > 0 && 32 * c.forced_elems >= c.N && c.forced_elems >= c.k &&
-      c.forced_elems >= 16) {
+  if (radix) {
+    const bool e_ok = (c.forced_elems == 8 || c.forced_elems == 16 || c.forced_elems == 32) &&
+                      detail::kTopkRadixMaxThreads * c.forced_elems >= c.N;
+    EXPECT_EQ(call.plan.elems, e_ok ? c.forced_elems : detail::kTopkRadixElems);
+    EXPECT_GE(static_cast<int64_t>(call.plan.threads) * call.plan.elems, c.N);
+  }
+  if (c.bitonic && bitonic && c.forced_elems > 0 && 32 * c.forced_elems >= c.N &&
+      c.forced_elems >= c.k && c.forced_elems >= 16) {
     EXPECT_EQ(call.plan.elems, c.forced_elems);
   }
   // Unforced, the power-of-2 rows the rule plans run the fit instance; forced, where forced_fit
   // asks and T·E = N.
-  const bool planned_fit = !c.bitonic && detail::topk_bitonic_fits(call.problem);
+  const bool planned_fit = !c.bitonic && !radix && detail::topk_bitonic_fits(call.problem);
   if (bitonic)
     EXPECT_EQ(call.plan.fit,
               planned_fit || (c.fit && static_cast<int64_t>(call.plan.threads_per_row) *
@@ -311,6 +330,28 @@ TopkCase case_of(const Mnk& s, DType x) {
   c.x = c.values = x;
   return c;
 }
+// Whether the radix kernel takes case c (dense rows as run_case uploads them: 16-byte rows for
+// M > 1), or c launches nothing (M = 0, k = 0); the other cases are left out of its runs.
+bool radix_runs(const TopkCase& c) {
+  if (c.M == 0 || c.k == 0) return true;
+  detail::TopkProblem pr;
+  pr.M = c.M;
+  pr.N = c.N;
+  pr.k = c.k;
+  pr.x = c.x;
+  pr.vec_ok = c.M == 1 || (c.N * dtype_size(c.x)) % 16 == 0;
+  return detail::topk_radix_ok(pr);
+}
+
+// The forced kernel of a parameterized case: 0 the queue kernel (the sort path for k > 256), 1
+// the bitonic kernel, 2 the radix kernel (cases it does not take are left out).
+const char* const kPathSuffix[] = {"", "_bitonic", "_radix"};
+void force_path(TopkCase& c, int path) {
+  c.queue = path == 0;
+  c.bitonic = path == 1;
+  c.radix = path == 2;
+}
+
 const std::vector<Mnk> kShapes = {
     {1, 1, 1},        {3, 7, 1},       {3, 7, 7},      {5, 127, 5},    {7, 1000, 8},
     {33, 1024, 8},    {9, 4096, 32},   {5, 4096, 128}, {3, 4099, 100}, {4, 32768, 64},
@@ -319,18 +360,18 @@ const std::vector<Mnk> kShapes = {
     {3, 1000, 1000},  {0, 4096, 8},    {4, 0, 0},      {4, 16, 0},     {300, 512, 16}};
 const DType kDtypes[] = {DType::kBFloat16, DType::kFloat16, DType::kFloat32};
 
-// shape, dtype, largest, bitonic forced (else the queue kernel forced)
-using ShapeParam = std::tuple<int, int, bool, bool>;
+// shape, dtype, largest, forced kernel (force_path)
+using ShapeParam = std::tuple<int, int, bool, int>;
 class TopkShapes : public GpuTest, public ::testing::WithParamInterface<ShapeParam> {};
 
 TEST_P(TopkShapes, MatchesReference) {
-  const auto [si, di, largest, bitonic] = GetParam();
+  const auto [si, di, largest, path] = GetParam();
   const Mnk s = kShapes[static_cast<size_t>(si)];
   TopkCase c = case_of(s, kDtypes[di]);
   c.indices = si % 2 ? DType::kInt32 : DType::kInt64;
   c.largest = largest;
-  c.bitonic = bitonic;
-  c.queue = !bitonic;
+  force_path(c, path);
+  if (c.radix && !radix_runs(c)) GTEST_SKIP() << "outside the radix kernel's range";
   c.seed = static_cast<uint64_t>(1000 * si + 10 * di + largest);
   const TopkRun r = run_case(c);
   // Dense rows of 16-byte multiples (or one row) take the vector loads; others the element path.
@@ -343,23 +384,23 @@ TEST_P(TopkShapes, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(All, TopkShapes,
                          ::testing::Combine(::testing::Range(0, static_cast<int>(kShapes.size())),
                                             ::testing::Range(0, 3), ::testing::Bool(),
-                                            ::testing::Bool()),
+                                            ::testing::Range(0, 3)),
                          [](const ::testing::TestParamInfo<ShapeParam>& info) {
                            const Mnk s = kShapes[static_cast<size_t>(std::get<0>(info.param))];
                            return "M" + std::to_string(s.M) + "_N" + std::to_string(s.N) + "_k" +
                                   std::to_string(s.k) + "_" +
                                   short_name(kDtypes[std::get<1>(info.param)]) +
                                   (std::get<2>(info.param) ? "_largest" : "_smallest") +
-                                  (std::get<3>(info.param) ? "_bitonic" : "");
+                                  kPathSuffix[std::get<3>(info.param)];
                          });
 
 // ------------------------------------------------------------------ crafted rows
 
-using DataParam = std::tuple<int, int, bool>;  // data kind, dtype, bitonic (else queue) forced
+using DataParam = std::tuple<int, int, int>;  // data kind, dtype, forced kernel (force_path)
 class TopkData : public GpuTest, public ::testing::WithParamInterface<DataParam> {};
 
 TEST_P(TopkData, MatchesReference) {
-  const auto [data, di, bitonic] = GetParam();
+  const auto [data, di, path] = GetParam();
   // (M, N, k): queue of 1, 2 and 8 registers, 32- and 64-bit entries, the sort path; the
   // bitonic kernel's lists of 8, 16 and 32 (16-bit x).
   const Mnk shapes[] = {{14, 37, 5},    {14, 1024, 40}, {7, 5000, 256}, {7, 70000, 30},
@@ -370,9 +411,9 @@ TEST_P(TopkData, MatchesReference) {
       TopkCase c = case_of(s, kDtypes[di]);
       c.largest = largest;
       c.data = static_cast<Data>(data);
-      c.bitonic = bitonic;
-      c.queue = !bitonic;
+      force_path(c, path);
       c.seed = ++seed;
+      if (c.radix && !radix_runs(c)) continue;
       run_case(c);
     }
 }
@@ -381,11 +422,11 @@ const char* const kDataNames[] = {"random", "duplicates", "specials", "ascending
 
 INSTANTIATE_TEST_SUITE_P(All, TopkData,
                          ::testing::Combine(::testing::Range(1, 5), ::testing::Range(0, 3),
-                                            ::testing::Bool()),
+                                            ::testing::Range(0, 3)),
                          [](const ::testing::TestParamInfo<DataParam>& info) {
                            return std::string(kDataNames[std::get<0>(info.param)]) + "_" +
                                   short_name(kDtypes[std::get<1>(info.param)]) +
-                                  (std::get<2>(info.param) ? "_bitonic" : "");
+                                  kPathSuffix[std::get<2>(info.param)];
                          });
 
 // ------------------------------------------------------------------ the queue's prefix bound
@@ -491,6 +532,50 @@ TEST_F(TopkBitonic, EveryElementCountListSizeAndSoftmax) {
   // Fit plans: 23 (shape, E) pairs per dtype at N = 1024, 4096, 64, 2048 and 512 (an E not
   // usable at a shape gives the plan's own, which fits there too), × 3 softmax × 3 data kinds.
   EXPECT_GE(fit_cases, 2 * 20 * 9);
+}
+
+// ------------------------------------------------------------------ the radix kernel forced
+
+class TopkRadix : public GpuTest {};
+
+TEST_F(TopkRadix, EveryElementCountDataAndSoftmax) {
+  // (M, N, k): odd N (one row: 16-byte rows need M = 1 there), k = 1, k = N, k = 256 (the
+  // fallback's radix steps even on random rows: ~1.1·k candidates > 256), the longest rows
+  // (8192 for 16-bit x; 4096 for fp32), T not a power of 2 (N = 4104: 288 threads at E = 16),
+  // the issue's shapes' rows, a row shorter than one warp's vectors, M = 0. Each with every
+  // forced E (0: the plan's 16; 8 only where 512·8 ≥ N) and the crafted data kinds (ties and
+  // sorted rows take the fallback), softmax modes and index dtypes in turn. k = G / 2 (4096,
+  // 256; 1024, 64): the bound's edge (2k ≤ G vectors); (2048, 200): no bound, the whole row
+  // into the fallback.
+  const Mnk shapes[] = {{1, 4099, 100}, {1, 4095, 100}, {1, 1001, 13}, {1, 8191, 256},
+                        {3, 8192, 256}, {5, 256, 256},  {4, 64, 64},   {9, 4096, 1},
+                        {6, 4104, 32},  {6, 4088, 32},  {7, 1024, 8},  {5, 4096, 128},
+                        {8, 4096, 32},  {2, 8, 8},      {1, 1, 1},     {1, 3, 2},
+                        {0, 1024, 8},   {3, 2048, 200}, {4, 4096, 256}, {5, 1024, 64}};
+  uint64_t seed = 9000;
+  int ran = 0;
+  for (const Mnk& s : shapes)
+    for (DType t : kDtypes)
+      for (int e : {0, 8, 16, 32})
+        for (Data d : {Data::kRandom, Data::kDuplicates, Data::kSpecials, Data::kAscending}) {
+          TopkCase c = case_of(s, t);
+          c.radix = true;
+          c.forced_elems = e;
+          c.data = d;
+          c.indices = seed % 2 ? DType::kInt32 : DType::kInt64;
+          c.largest = seed % 3 != 0;
+          c.softmax = static_cast<TopkSoftmax>(seed % 3);
+          c.lse = c.softmax == TopkSoftmax::kRow && seed % 2 == 0;
+          c.seed = ++seed;
+          if (!radix_runs(c)) continue;
+          const TopkRun r = run_case(c);
+          ++ran;
+          if (c.M == 0) continue;
+          EXPECT_EQ(r.plan.path, TopkPath::kRadix) << case_name(c);
+          EXPECT_EQ(r.plan.threads % 32, 0) << case_name(c);
+          EXPECT_EQ(r.plan.grid, c.M) << case_name(c);
+        }
+  EXPECT_GE(ran, 500);
 }
 
 // ------------------------------------------------------------------ forced plans
@@ -647,12 +732,12 @@ TEST_F(TopkLayouts, BroadcastRows) {
 
 // ------------------------------------------------------------------ fused softmax
 
-// dtype, kRow (else kSelected), bitonic forced (else the queue kernel forced)
-using SoftmaxParam = std::tuple<int, bool, bool>;
+// dtype, kRow (else kSelected), forced kernel (force_path)
+using SoftmaxParam = std::tuple<int, bool, int>;
 class TopkSoftmaxTest : public GpuTest, public ::testing::WithParamInterface<SoftmaxParam> {};
 
 TEST_P(TopkSoftmaxTest, MatchesReference) {
-  const auto [di, row, bitonic] = GetParam();
+  const auto [di, row, path] = GetParam();
   const Mnk shapes[] = {{64, 64, 8},    {33, 256, 8},    {9, 4096, 32}, {4, 32768, 128},
                         {3, 3000, 300}, {2, 131072, 64}, {14, 200, 6}};
   uint64_t seed = 7000 + 10 * di + row;
@@ -665,21 +750,21 @@ TEST_P(TopkSoftmaxTest, MatchesReference) {
       c.lse = row && n % 2 == 0;
       c.largest = largest;
       c.data = s.M == 14 ? Data::kSpecials : Data::kRandom;
-      c.bitonic = bitonic;
-      c.queue = !bitonic;
+      force_path(c, path);
       c.seed = ++seed;
       ++n;
+      if (c.radix && !radix_runs(c)) continue;
       run_case(c);
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, TopkSoftmaxTest,
                          ::testing::Combine(::testing::Range(0, 3), ::testing::Bool(),
-                                            ::testing::Bool()),
+                                            ::testing::Range(0, 3)),
                          [](const ::testing::TestParamInfo<SoftmaxParam>& info) {
                            return std::string(short_name(kDtypes[std::get<0>(info.param)])) +
                                   (std::get<1>(info.param) ? "_row" : "_selected") +
-                                  (std::get<2>(info.param) ? "_bitonic" : "");
+                                  kPathSuffix[std::get<2>(info.param)];
                          });
 
 // ------------------------------------------------------------------ backward

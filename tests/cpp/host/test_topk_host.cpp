@@ -576,6 +576,103 @@ TEST(TopkPlan, BitonicFitForced) {
   }
 }
 
+TEST(TopkPlan, RadixForced) {
+  // The radix kernel: only forced (plan_topk's forced_path kRadix), where topk_radix_ok (16-byte
+  // rows, N ≤ 8192 for 16-bit x and ≤ 4096 for fp32, k ≤ 256); elsewhere the plan's own. E =
+  // 16 unless forced to 8, 16 or 32 with 512·E ≥ N; T = 32·⌈N / (32·E)⌉ ≥ 32; one row per CTA.
+  using detail::TopkPath;
+  EXPECT_EQ(detail::kTopkRadixMaxN16, 8192);
+  EXPECT_EQ(detail::kTopkRadixMaxN32, 4096);
+  EXPECT_EQ(detail::kTopkRadixMaxK, 256);
+  EXPECT_EQ(detail::kTopkRadixMaxThreads, 512);
+  EXPECT_EQ(detail::kTopkRadixElems, 16);
+  int checked = 0;
+  for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
+    for (int64_t n : {1, 7, 8, 100, 1000, 1024, 4095, 4096, 4097, 4104, 8191, 8192, 8193, 65536})
+      for (int64_t k : {1, 8, 32, 100, 128, 255, 256, 257})
+        for (bool vec : {true, false})
+          for (int e : {0, 4, 8, 16, 24, 32, 64}) {
+            if (k > n) continue;
+            const TopkProblem pr = topk_problem(3000, n, k, t, vec);
+            SCOPED_TRACE("N=" + std::to_string(n) + " k=" + std::to_string(k) + " " +
+                         dtype_name(t) + (vec ? " vec" : "") + " E=" + std::to_string(e));
+            const bool ok = vec && k <= 256 && n <= (dtype_size(t) == 2 ? 8192 : 4096);
+            EXPECT_EQ(detail::topk_radix_ok(pr), ok);
+            EXPECT_NE(plan_topk(pr).path, TopkPath::kRadix) << "never planned unforced";
+            const TopkPlan p = plan_topk(pr, 0, TopkPath::kRadix, e);
+            if (!ok) {
+              const TopkPlan own = plan_topk(pr, 0, TopkPath::kNone, e);
+              EXPECT_EQ(p.path, own.path);
+              EXPECT_NE(p.path, TopkPath::kRadix);
+              continue;
+            }
+            ++checked;
+            ASSERT_EQ(p.path, TopkPath::kRadix);
+            const bool e_ok = (e == 8 || e == 16 || e == 32) && 512 * e >= n;
+            EXPECT_EQ(p.elems, e_ok ? e : 16);
+            EXPECT_EQ(p.threads, p.threads_per_row);
+            EXPECT_EQ(p.threads % 32, 0);
+            EXPECT_GE(p.threads, 32);
+            EXPECT_LE(p.threads, detail::kTopkRadixMaxThreads);
+            EXPECT_GE(static_cast<int64_t>(p.threads) * p.elems, n) << "the threads cover the row";
+            EXPECT_TRUE(p.threads == 32 || static_cast<int64_t>(p.threads - 32) * p.elems < n)
+                << "the fewest warps that cover it";
+            EXPECT_EQ(p.rows_per_cta, 1);
+            EXPECT_EQ(p.grid, pr.M);
+            EXPECT_TRUE(p.vec_io);
+            EXPECT_EQ(p.packed_bits, dtype_size(t) == 2 ? 32 : 64);
+            EXPECT_FALSE(p.fit);
+            EXPECT_EQ(p.prefix_iters, 0);
+            EXPECT_EQ(p.smem, detail::topk_radix_smem_layout(n, p.packed_bits / 8, p.threads / 32)
+                                  .total);
+            EXPECT_LE(p.smem, 48u * 1024) << "no opt-in shared memory";
+          }
+  EXPECT_GT(checked, 300);
+  // M = 0 or k = 0: nothing to launch, forced or not.
+  EXPECT_EQ(plan_topk(topk_problem(0, 4096, 8), 0, TopkPath::kRadix).path, TopkPath::kNone);
+  TopkProblem z = topk_problem(8, 4096, 8);
+  z.k = 0;
+  EXPECT_EQ(plan_topk(z, 0, TopkPath::kRadix).path, TopkPath::kNone);
+  // The shapes (the lead's quack-bench --path radix) and their names.
+  char buf[96];
+  const struct { int64_t M, N, k; DType x; int e; const char* name; } shapes[] = {
+      {16384, 4096, 128, DType::kBFloat16, 0, "radix-e16-t256"},
+      {65536, 4096, 32, DType::kBFloat16, 0, "radix-e16-t256"},
+      {65536, 4096, 32, DType::kFloat32, 0, "radix-e16-t256"},
+      {65536, 1024, 8, DType::kBFloat16, 0, "radix-e16-t64"},
+      {65536, 1024, 8, DType::kFloat32, 0, "radix-e16-t64"},
+      {65536, 1024, 8, DType::kBFloat16, 8, "radix-e8-t128"},
+      {65536, 4096, 32, DType::kBFloat16, 32, "radix-e32-t128"},
+      {100, 8192, 256, DType::kFloat16, 8, "radix-e16-t512"},  // 512·8 < N: the plan's E
+      {100, 4104, 64, DType::kBFloat16, 0, "radix-e16-t288"},
+      {100, 7, 1, DType::kFloat32, 0, "radix-e16-t32"}};
+  for (const auto& s : shapes)
+    EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(s.M, s.N, s.k, s.x), 0,
+                                                  TopkPath::kRadix, s.e),
+                                        buf, sizeof(buf)),
+                 s.name)
+        << s.N << " " << s.k << " " << dtype_name(s.x);
+}
+
+TEST(TopkPlan, RadixSharedMemoryLayout) {
+  // Histograms (2 × 256 counts: also the fallback's ≤ 256 selected 8-byte entries), 16 counter
+  // words, per-warp (max, sum), the list of N entries; 16-byte aligned pieces.
+  const auto a = detail::topk_radix_smem_layout(4096, 4, 8);
+  EXPECT_EQ(a.hist, 0u);
+  EXPECT_EQ(a.misc, 2048u);
+  EXPECT_GE(a.misc - a.hist, 256u * 8);
+  EXPECT_EQ(a.stats, a.misc + 64);
+  EXPECT_EQ(a.list, a.stats + 64);
+  EXPECT_EQ(a.total, a.list + 4096u * 4);
+  const auto b = detail::topk_radix_smem_layout(4095, 8, 16);
+  EXPECT_EQ(b.list, b.stats + 128);
+  EXPECT_EQ(b.total, b.list + 4096u * 8);
+  const auto c = detail::topk_radix_smem_layout(7, 4, 1);
+  EXPECT_EQ(c.list % 16, 0u);
+  EXPECT_EQ(c.total, c.list + 32);
+  EXPECT_EQ(detail::topk_radix_smem_layout(8192, 4, 16).total, 2048u + 64 + 128 + 8192 * 4);
+}
+
 /// Every 0/1 input of n ≤ 16 keys (and random inputs of 32) comes out sorted (0-1 principle).
 template <int N>
 void check_network() {

@@ -1,0 +1,205 @@
+// The radix kernel on the host emulation (run.sh): bf16 / fp16 / fp32 x; the plan's E and the
+// forced 8 and 32; random, 8-value (ties), special (NaN, ±0, ±inf, all-NaN, all −inf), ascending
+// and descending rows; odd N, k = 1, k = N, k = 256 (the radix fallback), N up to 8192; the
+// softmax modes and both index dtypes in turn. Indices must equal the reference's, values bit
+// for bit (softmax: within 2e-2, lse 1e-4). Exit status 1 on any mismatch.
+#include "cuda_mock.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "reference/topk_ref.h"
+#include "topk/topk_plan.h"
+#include "topk/topk_radix_kernel.cuh"
+
+namespace quack::detail {
+alignas(16) unsigned char topk_smem[1 << 16];
+size_t g_smem_limit = 1 << 16;
+}  // namespace quack::detail
+
+using namespace quack;
+using namespace quack::detail;
+
+enum Data { kRandom, kDup, kSpecials, kAsc, kDesc };
+
+template <typename T>
+uint16_t to16(float f) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(f).x;
+  else return __float2half_rn(f).x;
+}
+template <typename T>
+double from16(uint16_t b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float({b});
+  else return __half2float({b});
+}
+
+struct Case {
+  int64_t M, N, k;
+  int e;
+  Data data;
+  bool largest;
+  int softmax;
+  bool idx32;
+  uint64_t seed;
+};
+
+int failures = 0;
+
+template <typename T, typename P>
+void run(const Case& c) {
+  constexpr bool k16 = sizeof(T) == 2;
+  std::mt19937_64 rng(c.seed);
+  std::normal_distribution<float> nd;
+  std::vector<double> x(static_cast<size_t>(c.M * c.N));
+  std::vector<uint16_t> x16(x.size());
+  std::vector<float> x32(x.size());
+  const float set[] = {-2, -1, -0.5f, 0.5f, 1, 1.5f, 2, 3};
+  for (int64_t i = 0; i < c.M; ++i) {
+    std::vector<float> r(c.N);
+    for (auto& v : r) v = c.data == kDup ? set[rng() % 8] : nd(rng);
+    if (c.data == kSpecials) {
+      for (int64_t j = 0; j < c.N; ++j) {
+        switch (i % 5) {
+          case 0: if (j % 3 == 0) r[j] = NAN; break;
+          case 1: r[j] = j % 3 == 0 ? 0.f : j % 3 == 1 ? -0.f : -std::fabs(r[j]); break;
+          case 2: if (j % 5 == 0) r[j] = j % 2 ? INFINITY : -INFINITY; break;
+          case 3: r[j] = NAN; break;
+          default: r[j] = -INFINITY; break;
+        }
+      }
+    }
+    if (c.data == kAsc || c.data == kDesc) {
+      std::sort(r.begin(), r.end());
+      if (c.data == kDesc) std::reverse(r.begin(), r.end());
+    }
+    for (int64_t j = 0; j < c.N; ++j) {
+      const size_t o = static_cast<size_t>(i * c.N + j);
+      if constexpr (k16) {
+        x16[o] = to16<T>(r[j]);
+        x[o] = from16<T>(x16[o]);
+      } else {
+        x32[o] = r[j];
+        x[o] = r[j];
+      }
+    }
+  }
+  // Rows padded to 16 bytes.
+  const int64_t es = sizeof(T);
+  const int64_t ld = (c.N * es + 15) / 16 * 16 / es;
+  std::vector<uint4> xbuf(static_cast<size_t>((c.M * ld * es + 15) / 16 + 1));
+  T* xp = reinterpret_cast<T*>(xbuf.data());
+  for (int64_t i = 0; i < c.M; ++i)
+    for (int64_t j = 0; j < c.N; ++j) {
+      if constexpr (k16) std::memcpy(xp + i * ld + j, &x16[i * c.N + j], 2);
+      else xp[i * ld + j] = x32[i * c.N + j];
+    }
+  std::vector<T> vals(static_cast<size_t>(c.M * c.k));
+  std::vector<int64_t> idx64(static_cast<size_t>(c.M * c.k), -7);
+  std::vector<int32_t> idx32(static_cast<size_t>(c.M * c.k), -7);
+  std::vector<float> lse(static_cast<size_t>(c.M), -123.f);
+  std::memset(vals.data(), 0xab, vals.size() * sizeof(T));
+
+  TopkParams p;
+  p.x = {xp, ld, 1, k16 ? (std::is_same_v<T, __nv_bfloat16> ? DType::kBFloat16 : DType::kFloat16)
+                        : DType::kFloat32};
+  p.values = {vals.data(), c.k, 1, p.x.dtype};
+  p.indices = c.idx32 ? RowIO{idx32.data(), c.k, 1, DType::kInt32}
+                      : RowIO{idx64.data(), c.k, 1, DType::kInt64};
+  if (c.softmax == 2) p.lse = {lse.data(), 0, 1, DType::kFloat32};
+  p.M = c.M;
+  p.N = c.N;
+  p.k = static_cast<int>(c.k);
+  p.softmax = c.softmax;
+  p.largest = c.largest;
+  TopkProblem pr;
+  pr.M = c.M;
+  pr.N = c.N;
+  pr.k = c.k;
+  pr.x = p.x.dtype;
+  pr.vec_ok = true;
+  const TopkPlan plan = plan_topk(pr, 0, TopkPath::kRadix, c.e);
+  if (plan.path != TopkPath::kRadix) {
+    std::printf("not radix\n");
+    ++failures;
+    return;
+  }
+  p.threads_per_row = plan.threads_per_row;
+  launch_topk_radix<T, P>(plan, p, nullptr, "emu");
+
+  const auto ref = test::topk_reference(x, c.M, c.N, c.k, c.largest,
+                                        static_cast<test::TopkRefSoftmax>(c.softmax));
+  char name[200];
+  std::snprintf(name, sizeof(name), "M%ld N%ld k%ld E%d data%d %s sm%d %s %s", (long)c.M,
+                (long)c.N, (long)c.k, plan.elems, c.data, c.largest ? "largest" : "smallest",
+                c.softmax, c.idx32 ? "i32" : "i64", k16 ? "16-bit" : "fp32");
+  int bad = 0;
+  for (int64_t i = 0; i < c.M * c.k && bad < 3; ++i) {
+    const int64_t gi = c.idx32 ? idx32[i] : idx64[i];
+    if (gi != ref.indices[i]) {
+      std::printf("FAIL %s: index (%ld, %ld) = %ld, expected %ld\n", name, (long)(i / c.k),
+                  (long)(i % c.k), (long)gi, (long)ref.indices[i]);
+      ++bad;
+      continue;
+    }
+    double gv;
+    if constexpr (k16) {
+      uint16_t b;
+      std::memcpy(&b, &vals[i], 2);
+      gv = from16<T>(b);
+    } else {
+      gv = vals[i];
+    }
+    const double e = ref.values[i];
+    bool ok;
+    if (c.softmax == 0)
+      ok = (std::isnan(e) && std::isnan(gv)) || (gv == e && std::signbit(gv) == std::signbit(e));
+    else
+      ok = (std::isnan(e) && std::isnan(gv)) || std::fabs(gv - e) <= 2e-2 * std::fabs(e) + 1e-6;
+    if (!ok) {
+      std::printf("FAIL %s: value (%ld, %ld) = %g, expected %g\n", name, (long)(i / c.k),
+                  (long)(i % c.k), gv, e);
+      ++bad;
+    }
+  }
+  if (c.softmax == 2)
+    for (int64_t i = 0; i < c.M && bad < 3; ++i) {
+      const double e = ref.lse[i];
+      const bool ok = std::isfinite(e) ? std::fabs(lse[i] - e) <= 1e-4 * std::fmax(1.0, std::fabs(e))
+                                       : (std::isnan(e) ? std::isnan(lse[i]) : lse[i] == e);
+      if (!ok) {
+        std::printf("FAIL %s: lse %ld = %g, expected %g\n", name, (long)i, lse[i], e);
+        ++bad;
+      }
+    }
+  failures += bad > 0;
+}
+
+int main(int argc, char** argv) {
+  const int level = argc > 1 ? std::atoi(argv[1]) : 0;
+  struct S { int64_t M, N, k; };
+  std::vector<S> shapes = {{3, 1024, 8},  {2, 4096, 32}, {2, 4096, 128}, {1, 4099, 100},
+                           {1, 1001, 13}, {2, 256, 256}, {3, 64, 64},    {3, 4096, 1},
+                           {2, 4104, 32}, {2, 8, 8},     {1, 1, 1},      {1, 3, 2},
+                           {2, 2048, 200}, {2, 8192, 256}, {2, 4096, 256}, {3, 1024, 64}};
+  if (level > 0) shapes = {{3, 1024, 8}, {2, 4096, 32}, {1, 1001, 13}, {2, 2048, 200}};
+  uint64_t seed = 1;
+  int n = 0;
+  for (const S& s : shapes)
+    for (int dt = 0; dt < 3; ++dt)
+      for (int e : {0, 8, 32})
+        for (Data d : {kRandom, kDup, kSpecials, kAsc, kDesc}) {
+          if (dt == 2 && s.N > 4096) continue;
+          Case c{s.M, s.N, s.k, e, d, seed % 3 != 0, static_cast<int>(seed % 3), seed % 2 == 0,
+                 seed};
+          ++seed;
+          if (level > 1 && (e != 0 || d == kDesc)) continue;
+          if (dt == 0) run<__nv_bfloat16, uint32_t>(c);
+          if (dt == 1) run<__half, uint32_t>(c);
+          if (dt == 2) run<float, uint64_t>(c);
+          ++n;
+          if (n % 50 == 0) { std::printf("%d cases, %d failed\n", n, failures); std::fflush(stdout); }
+        }
+  std::printf("%d cases, %d failed\n", n, failures);
+  return failures != 0;
+}

@@ -1,0 +1,13 @@
+// The radix-select top-k kernels for x = __nv_bfloat16 with uint32_t entries: 8, 16 and 32
+// elements per thread (3 instances).
+#include "topk/topk_internal.h"
+#include "topk/topk_radix_kernel.cuh"
+
+namespace quack::detail {
+
+void topk_radix_bf16(const TopkPlan& plan, const TopkParams& p, cudaStream_t stream,
+                    const char* where) {
+  launch_topk_radix<__nv_bfloat16, uint32_t>(plan, p, stream, where);
+}
+
+}  // namespace quack::detail
