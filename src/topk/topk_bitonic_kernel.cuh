@@ -135,16 +135,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
 #pragma unroll
     for (int u = 0; u < V; ++u) {
       const int c0 = (u * tpr + r) * kV;
-      float m = kNegInf;
-#pragma unroll
-      for (int i = 0; i < kV; ++i)
-        if (kFit || c0 + i < n) m = fmaxf(m, topk_elem(pk[u], i));
-      const float mr = m == kNegInf ? 0.f : m;
-      float s = 0.f;
-#pragma unroll
-      for (int i = 0; i < kV; ++i)
-        if (kFit || c0 + i < n) s += exp_diff(topk_elem(pk[u], i), mr);
-      st = OnlineMaxSum::combine(st, {{m, s}});
+      st = topk_fold_vector(st, pk[u], [&](int i) { return kFit || c0 + i < n; });
     }
     st = warp_allreduce_red<OnlineMaxSum>(st, tpr);
 #pragma unroll
@@ -204,7 +195,6 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   using Key = TopkKey<T>;
   using Pk = TopkPack<uint32_t>;
   const int k = p.k;
-  float m = 0.f, inv_s = 1.f;
   if (p.softmax == kTopkSoftmaxSelected) {
     float mx = kNegInf;
 #pragma unroll
@@ -217,18 +207,12 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
       if (i < k) s += exp_diff(topk_flip(Key::value(Pk::key(top[i])), sgn), mr);
     st = {{mx, s}};
   }
-  if (p.softmax != kTopkSoftmaxNone) {
-    m = st.v[0] == kNegInf ? 0.f : st.v[0];
-    inv_s = 1.f / st.v[1];
-    if (p.softmax == kTopkSoftmaxRow && p.lse.ptr != nullptr && r == 0)
-      static_cast<float*>(p.lse.ptr)[row * p.lse.col_stride] =
-          st.v[0] + log2_approx(st.v[1]) * kLn2;
-  }
+  const TopkSoftmaxScale sc = topk_softmax_scale(p, row, st, r == 0);
 #pragma unroll
   for (int i = 0; i < K; ++i) {
     if (i < k && (i & (tpr - 1)) == r) {
       const float val = topk_flip(Key::value(Pk::key(top[i])), sgn);
-      topk_store_entry(p, row, i, val, Pk::col(top[i]), m, inv_s);
+      topk_store_entry(p, row, i, val, Pk::col(top[i]), sc.m, sc.inv_s);
     }
   }
 }

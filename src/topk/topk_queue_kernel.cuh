@@ -82,6 +82,23 @@ __device__ __forceinline__ float topk_elem(const Packed<T, kV>& v, int i) {
   }
 }
 
+/// st folded with one vector's (max, Σ e^(x − max)) over its elements i with valid(i): the
+/// row softmax's online statistics, vector by vector (queue, bitonic and radix kernels).
+template <typename T, int kV, class Valid>
+__device__ __forceinline__ OnlineMaxSum::Val topk_fold_vector(OnlineMaxSum::Val st,
+                                                              const Packed<T, kV>& v, Valid valid) {
+  float m = kNegInf;
+#pragma unroll
+  for (int i = 0; i < kV; ++i)
+    if (valid(i)) m = fmaxf(m, topk_elem(v, i));
+  const float mr = m == kNegInf ? 0.f : m;
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < kV; ++i)
+    if (valid(i)) s += exp_diff(topk_elem(v, i), mr);
+  return OnlineMaxSum::combine(st, {{m, s}});
+}
+
 /// v unchanged, through an empty asm the compiler cannot see into (no instruction).
 __device__ __forceinline__ int topk_opaque(int v) {
   asm volatile("" : "+r"(v));
@@ -113,6 +130,21 @@ __device__ __forceinline__ void topk_store_entry(const TopkParams& p, int64_t ro
   const float out = p.softmax == kTopkSoftmaxNone ? x : exp_diff(x, m) * inv_s;
   store1(p.values, row, e, out);
   topk_store_index(p.indices, row, e, col);
+}
+
+/// The softmax's (m, 1/Σ) from its statistics st = (max, Σ e^(x − max)) (m = 0 where the max is
+/// −inf), applied by topk_store_entry; with kTopkSoftmaxRow and an lse output, `lse_writer`
+/// also writes lse[row] = max + ln Σ. Shared by the queue, bitonic and radix kernels.
+struct TopkSoftmaxScale {
+  float m = 0.f, inv_s = 1.f;
+};
+__device__ __forceinline__ TopkSoftmaxScale topk_softmax_scale(const TopkParams& p, int64_t row,
+                                                               const OnlineMaxSum::Val& st,
+                                                               bool lse_writer) {
+  if (p.softmax == kTopkSoftmaxNone) return {};
+  if (p.softmax == kTopkSoftmaxRow && p.lse.ptr != nullptr && lse_writer)
+    static_cast<float*>(p.lse.ptr)[row * p.lse.col_stride] = st.v[0] + log2_approx(st.v[1]) * kLn2;
+  return {st.v[0] == kNegInf ? 0.f : st.v[0], 1.f / st.v[1]};
 }
 
 /// (max, Σ e^(v − max)) over a warp's k values val[r] (lane's r·32 + lane < k; the others
@@ -270,18 +302,8 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
 
     if (row_softmax) {  // the lane's online (max, Σ e^(x − max)), folded vector by vector
 #pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        float m = kNegInf;
-#pragma unroll
-        for (int i = 0; i < kV; ++i)
-          if (off_of(u, i) < lim) m = fmaxf(m, x_at(u, i));
-        const float mr = m == kNegInf ? 0.f : m;
-        float s = 0.f;
-#pragma unroll
-        for (int i = 0; i < kV; ++i)
-          if (off_of(u, i) < lim) s += exp_diff(x_at(u, i), mr);
-        st = OnlineMaxSum::combine(st, {{m, s}});
-      }
+      for (int u = 0; u < kU; ++u)
+        st = topk_fold_vector(st, pk[u], [&](int i) { return off_of(u, i) < lim; });
 #pragma unroll
       for (int u = 0; u < kU; ++u) pk[u] = topk_opaque(pk[u]);  // no CSE with the fast path
     }
@@ -419,19 +441,12 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
   float val[kQ];
 #pragma unroll
   for (int r = 0; r < kQ; ++r) val[r] = topk_flip(Key::value(Pk::key(q[r])), sgn);
-  float m = 0.f, inv_s = 1.f;
   if (p.softmax == kTopkSoftmaxSelected) st = topk_selected_stats(val, k, lane);
-  if (p.softmax != kTopkSoftmaxNone) {
-    m = st.v[0] == kNegInf ? 0.f : st.v[0];
-    inv_s = 1.f / st.v[1];
-    if (row_softmax && p.lse.ptr != nullptr && lane == 0)
-      static_cast<float*>(p.lse.ptr)[row * p.lse.col_stride] =
-          st.v[0] + log2_approx(st.v[1]) * kLn2;
-  }
+  const TopkSoftmaxScale sc = topk_softmax_scale(p, row, st, lane == 0);
 #pragma unroll
   for (int r = 0; r < kQ; ++r) {
     const int e = r * 32 + lane;
-    if (e < k) topk_store_entry(p, row, e, val[r], Pk::col(q[r]), m, inv_s);
+    if (e < k) topk_store_entry(p, row, e, val[r], Pk::col(q[r]), sc.m, sc.inv_s);
   }
 }
 

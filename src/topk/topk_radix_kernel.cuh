@@ -85,6 +85,17 @@ struct TopkRadixEntry {
 inline constexpr int kTopkRadixDigit = 0, kTopkRadixAbove = 1, kTopkRadixCount = 2,
                      kTopkRadixListN = 4, kTopkRadixSelN = 5;
 
+/// The inclusive prefix sum of v over the warp's lanes (lane l: Σ_{j ≤ l} v_j).
+template <typename I>
+__device__ __forceinline__ I topk_warp_inclusive_sum(I v, int lane) {
+#pragma unroll
+  for (int off = 1; off < 32; off *= 2) {
+    const I t = __shfl_up_sync(0xffffffffu, v, off);
+    if (lane >= off) v += t;
+  }
+  return v;
+}
+
 /// h[digit] += 1 for every lane with `pred` (the whole warp calls it, any lanes with pred).
 /// The digits of the first two active lanes are added once each with their lanes' count, the
 /// remaining lanes one atomic each: data concentrated in a few bins (the exponent bits of real
@@ -118,12 +129,7 @@ __device__ __forceinline__ void topk_radix_find(const uint32_t* h, uint32_t* nex
   uint32_t s = 0;
 #pragma unroll
   for (int j = 0; j < 8; ++j) s += c[j];
-  uint32_t incl = s;
-#pragma unroll
-  for (int off = 1; off < 32; off *= 2) {
-    const uint32_t t = __shfl_up_sync(kFull, incl, off);
-    if (lane >= off) incl += t;
-  }
+  const uint32_t incl = topk_warp_inclusive_sum(s, lane);
   const uint32_t excl = incl - s;
   const unsigned hit = __ballot_sync(kFull, excl < kk && kk <= incl);
   const int src = hit ? __ffs(hit) - 1 : 0;
@@ -192,18 +198,11 @@ __device__ __forceinline__ void topk_radix_sort_store(const TopkParams& p, int64
   } else if (p.softmax == kTopkSoftmaxSelected) {
     st = topk_selected_stats(val, k, lane);
   }
-  float m = 0.f, inv_s = 1.f;
-  if (p.softmax != kTopkSoftmaxNone) {
-    m = st.v[0] == kNegInf ? 0.f : st.v[0];
-    inv_s = 1.f / st.v[1];
-    if (p.softmax == kTopkSoftmaxRow && p.lse.ptr != nullptr && lane == 0)
-      static_cast<float*>(p.lse.ptr)[row * p.lse.col_stride] =
-          st.v[0] + log2_approx(st.v[1]) * kLn2;
-  }
+  const TopkSoftmaxScale sc = topk_softmax_scale(p, row, st, lane == 0);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int e = r * 32 + lane;
-    if (e < k) topk_store_entry(p, row, e, val[r], En::col(v[r]), m, inv_s);
+    if (e < k) topk_store_entry(p, row, e, val[r], En::col(v[r]), sc.m, sc.inv_s);
   }
 }
 
@@ -258,16 +257,7 @@ __global__ void __launch_bounds__(kTopkRadixMaxThreads) topk_radix_kernel(const 
 #pragma unroll
     for (int u = 0; u < kVecs; ++u) {
       const int c0 = first_col(u);
-      float m = kNegInf;
-#pragma unroll
-      for (int i = 0; i < kV; ++i)
-        if (c0 + i < n) m = fmaxf(m, topk_elem(pk[u], i));
-      const float mr = m == kNegInf ? 0.f : m;
-      float s = 0.f;
-#pragma unroll
-      for (int i = 0; i < kV; ++i)
-        if (c0 + i < n) s += exp_diff(topk_elem(pk[u], i), mr);
-      st = OnlineMaxSum::combine(st, {{m, s}});
+      st = topk_fold_vector(st, pk[u], [&](int i) { return c0 + i < n; });
     }
     st = warp_allreduce_red<OnlineMaxSum>(st, 32);
     if (lane == 0) {
@@ -361,12 +351,7 @@ __global__ void __launch_bounds__(kTopkRadixMaxThreads) topk_radix_kernel(const 
     for (int u = 0; u < kVecs; ++u)
 #pragma unroll
       for (int i = 0; i < kV; ++i) cnt += is_cand(u, i) ? 1 : 0;
-    int incl = cnt;
-#pragma unroll
-    for (int off = 1; off < 32; off *= 2) {
-      const int t = __shfl_up_sync(kFull, incl, off);
-      if (lane >= off) incl += t;
-    }
+    const int incl = topk_warp_inclusive_sum(cnt, lane);
     uint32_t base = 0;
     if (lane == 31) base = atomicAdd(&misc[kTopkRadixListN], static_cast<uint32_t>(incl));
     base = __shfl_sync(kFull, base, 31);
