@@ -24,13 +24,8 @@ done
 wait
 say "tests done at $(( $(date +%s) - T0 )) s"
 grep -l 'PASSED  \] 0 tests' $R/g_*.log && echo "WARNING: a gtest filter matched no test"
-echo "gtest OK: $(cat $R/g_*.log | grep -c '^\[       OK \]')  FAILED lines:"; cat $R/g_*.log | grep -E '^\[  FAILED  \] [A-Za-z]' | sort -u | head -30
 for f in $R/g_*.log; do echo "$(basename $f): $(grep -E '^\[  (PASSED|FAILED)  \]' $f | head -2 | tr '\n' ' ') $(grep '^rc=' $f)"; done
-for f in $(grep -l "^rc=124" $R/*.log); do echo "TIMEOUT $(basename $f) in: $(grep '^\[ RUN' $f | tail -1)"; done
-for f in $R/py_*.log; do echo "$(basename $f): $(grep -vE '^rc=' $f | tail -1) $(grep '^rc=' $f)"; done
-grep -hE "^(FAILED|ERROR)" $R/py_*.log | head -30
-source "${ITEMS:-scripts/device/bench_items.sh}"
-say "tables"
-for f in $R/*.txt; do echo "=== $(basename $f)"; grep -vE "^\s*$" $f | tail -${TAIL:-14}; done
+test_summary $R/g_*.log
+items_and_tables 14
 tar -cJf $OUT/a.tar.xz -C $OUT r && rm -rf $R
 say "end at $(( $(date +%s) - T0 )) s"

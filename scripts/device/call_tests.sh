@@ -19,10 +19,7 @@ wait
 L=$(( END - $(date +%s) - 10 )); [ $L -gt 150 ] && L=150
 [ $L -gt 20 ] && ( timeout $L $G --gtest_brief=1 --gtest_filter='*Large*' > $R/large.log 2>&1; echo "rc=$?" >> $R/large.log )
 say "tests done at $(( $(date +%s) - T0 )) s"
-echo "gtest OK: $(cat $R/g*.log $R/c*.log $R/large.log 2>/dev/null | grep -c '^\[       OK \]')  FAILED lines:"; cat $R/g*.log $R/c*.log $R/large.log 2>/dev/null | grep -E '^\[  FAILED  \] [A-Za-z]' | sort -u | head -30
-for f in $(grep -l "^rc=124" $R/*.log); do echo "TIMEOUT $(basename $f) in: $(grep '^\[ RUN' $f | tail -1)"; done
-for f in $R/py_*.log; do echo "$(basename $f): $(grep -vE '^rc=' $f | tail -1) $(grep '^rc=' $f)"; done
+test_summary $R/g*.log $R/c*.log $R/large.log
 ls tests/python/test_*.py | while read f; do b=$(basename $f .py); [ -f $R/py_$b.log ] || echo "NOT RUN $b"; done
-grep -hE "^(FAILED|ERROR)" $R/py_*.log | head -30
 tar -cJf $OUT/a.tar.xz -C $OUT r && rm -rf $R
 say "end at $(( $(date +%s) - T0 )) s"

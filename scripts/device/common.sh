@@ -19,3 +19,19 @@ build() {
 }
 # Calls 2 and 3 on a machine that went cold in between: build first (their budget then shrinks).
 ensure_built() { ls build/d/python/_C*.so > /dev/null 2>&1 || { say "no build/d here: building"; build || { tail -30 $R/build.log; echo BUILD FAILED; }; }; }
+# test_summary LOG...: gtest OK count and FAILED lines over the gtest logs, the timed-out logs
+# (with the test they were in), each pytest file's last line and its FAILED / ERROR lines.
+test_summary() {
+  echo "gtest OK: $(cat "$@" 2>/dev/null | grep -c '^\[       OK \]')  FAILED lines:"
+  cat "$@" 2>/dev/null | grep -E '^\[  FAILED  \] [A-Za-z]' | sort -u | head -30
+  for f in $(grep -l "^rc=124" $R/*.log); do echo "TIMEOUT $(basename $f) in: $(grep '^\[ RUN' $f | tail -1)"; done
+  for f in $R/py_*.log; do [ -f "$f" ] && echo "$(basename $f): $(grep -vE '^rc=' $f | tail -1) $(grep '^rc=' $f)"; done
+  grep -hE "^(FAILED|ERROR)" $R/py_*.log 2>/dev/null | head -30
+}
+# items_and_tables: the bench items of $ITEMS (default bench_items.sh; needs common_run.sh),
+# then the tail of each item's table.
+items_and_tables() {
+  source "${ITEMS:-scripts/device/bench_items.sh}"
+  say "tables"
+  for f in $R/*.txt; do echo "=== $(basename $f)"; grep -vE "^\s*$" $f | tail -${TAIL:-${1:-30}}; done
+}
