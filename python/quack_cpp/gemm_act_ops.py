@@ -561,7 +561,7 @@ class LinearAct:
 
     def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: str,
                 dtype: torch.dtype, store_preact: bool, fuse_grad_accum: bool, tuned: bool,
-                concat_layout: bool):
+                concat_layout: bool, postact_grad: bool):
         K, N = weight.shape[1], weight.shape[0]
         gated = is_gated(activation)
         x2 = _as_operand(_rows(_cast(x, dtype), K))
@@ -585,6 +585,13 @@ class LinearAct:
         ctx.save_for_backward(x2 if need_w else None, w if need_x else None,
                               weight if need_w else None, preact if any_grad else None)
         post = postact if x.dim() == 2 else postact.view(*lead, postact.shape[-1])
+        # Inside mlp, postact feeds act_linear alone, whose backward gives preact's gradient:
+        # postact gets none. Marked, so that a zero gradient a compiled graph materializes for
+        # it (torch.compile does not honour set_materialize_grads(False)) is not pushed
+        # through act' in torch (run X: a 4.6 ms Triton kernel a step in the demo's run (d)).
+        ctx.postact_grad = bool(postact_grad)
+        if not postact_grad:
+            ctx.mark_non_differentiable(post)
         return (preact if x.dim() == 2 else preact.view(*lead, N)), post
 
     def backward(ctx, dpreact, dpostact):
@@ -594,12 +601,12 @@ class LinearAct:
         g = None
         if dpreact is not None:
             g = _rows(_cast(dpreact, ctx.dtype), n)
-        if dpostact is not None:  # standalone use: postact's gradient through act'
+        if dpostact is not None and ctx.postact_grad:  # postact's gradient through act'
             gp = _dpreact_torch(ctx.activation, preact,
                                 _rows(dpostact, dpostact.shape[-1])).to(ctx.dtype)
             g = gp if g is None else g + gp
         if g is None:
-            return None, None, None, None, None, None, None, None, None
+            return None, None, None, None, None, None, None, None, None, None
         g = _as_operand(g)
         dx = dw = db = None
         if need_x:  # dgrad: dx = g @ W (interleaved rows for the concat layout)
@@ -615,7 +622,7 @@ class LinearAct:
             db = _colsum(g, ctx.bias_dtype)
             if ctx.concat:
                 db = deinterleave_gate_up(db)
-        return dx, dw, db, None, None, None, None, None, None
+        return dx, dw, db, None, None, None, None, None, None, None
 
 
 class ActLinear:
@@ -703,6 +710,13 @@ def linear_act(x: Tensor, weight: Tensor, activation: Optional[str], bias: Optio
     Returns:
         (preact (..., N) or None, postact (..., N or N/2)), the compute dtype.
     """
+    return _linear_act(x, weight, activation, bias, store_preact, fuse_grad_accum, tuned,
+                       concat_layout, True)
+
+
+def _linear_act(x, weight, activation, bias, store_preact, fuse_grad_accum, tuned, concat_layout,
+                postact_grad: bool):
+    """linear_act; postact_grad=False (mlp): postact is marked non-differentiable."""
     name = activation_name(activation, "linear_act")
     path = _reg.route(x, weight, bias)
     _checks("linear_act", path, x=x, weight=weight, bias=bias)
@@ -722,7 +736,7 @@ def linear_act(x: Tensor, weight: Tensor, activation: Optional[str], bias: Optio
             _, post = gemm_act(x2, w.mT, name, None, bias, False, dtype, dtype, 1.0, tuned)
         return None, (post if x.dim() == 2 else post.view(*x.shape[:-1], post.shape[-1]))
     return linear_act_op.run(path, x, weight, bias, name, dtype, True, bool(fuse_grad_accum),
-                             bool(tuned), bool(concat_layout))
+                             bool(tuned), bool(concat_layout), bool(postact_grad))
 
 
 def act_linear(preact: Tensor, weight: Tensor, postact: Tensor, activation: Optional[str],
@@ -765,9 +779,8 @@ def mlp(x: Tensor, weight1: Tensor, weight2: Tensor, activation: Optional[str],
     name = activation_name(activation, "mlp")
     grad = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (x, weight1, weight2, bias1, bias2))
-    preact, postact = linear_act(x, weight1, name, bias1, store_preact=grad,
-                                 fuse_grad_accum=fuse_grad_accum, tuned=tuned,
-                                 concat_layout=concat_layout)
+    preact, postact = _linear_act(x, weight1, name, bias1, grad, fuse_grad_accum, tuned,
+                                  concat_layout, False)
     if preact is None:
         from .gemm_ops import linear
         return linear(postact, weight2, bias2, tuned=tuned)

@@ -78,6 +78,11 @@ bool topk_radix_ok(const TopkProblem& pr) {
          ((elt == 2 && pr.N <= kTopkRadixMaxN16) || (elt == 4 && pr.N <= kTopkRadixMaxN32));
 }
 
+bool topk_radix_planned(const TopkProblem& pr) {
+  return dtype_size(pr.x) == 2 && pr.N >= kTopkRadixPlanMinN && topk_radix_ok(pr) &&
+         !topk_bitonic_planned(pr);
+}
+
 bool topk_bitonic_ok(const TopkProblem& pr) {
   return dtype_size(pr.x) == 2 && pr.vec_ok && pr.N <= kTopkBitonicMaxN &&
          pr.k <= kTopkBitonicMaxK;
@@ -106,6 +111,9 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path
       return plan_topk_bitonic(pr, pr.N >= kTopkBitonicFitMinN ? kTopkBitonicFitElems : 0, true);
     return plan_topk_bitonic(pr, forced_elems, false);
   }
+  if (forced_path == TopkPath::kNone && forced_warps <= 0 && forced_prefix < 0 &&
+      topk_radix_planned(pr))
+    return plan_topk_radix(pr, forced_elems);
   if (pr.k > kTopkQueueMaxK) {
     plan.path = TopkPath::kSort;
     return plan;

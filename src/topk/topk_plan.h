@@ -14,8 +14,8 @@
 //           tail loads and column masks.
 //   kRadix  16-byte loads, N ≤ kTopkRadixMaxN16 (16-bit x) / kTopkRadixMaxN32 (fp32), k ≤
 //           kTopkRadixMaxK: the radix-select kernel (topk_radix_kernel.cuh), one CTA of T threads
-//           per row, E elements per thread. Planned only when forced (plan_topk's forced_path;
-//           not GPU-measured yet).
+//           per row, E elements per thread. The plan takes it by topk_radix_planned (16-bit x,
+//           N ≥ kTopkRadixPlanMinN, outside the bitonic class); forced_path anywhere in range.
 #pragma once
 
 #include <cstddef>
@@ -102,6 +102,20 @@ inline constexpr int kTopkRadixMaxK = 256;
 inline constexpr int kTopkRadixMaxThreads = 512;
 inline constexpr int kTopkRadixElems = 16;
 
+// The plan's radix class: 16-bit x from N = 4096 (to kTopkRadixMaxN16) where the bitonic class
+// does not hold (k > 16 at N = 4096). Source: H200, bf16, kernel-only (quack-bench topk, run X
+// at e0f2c91), ms per call, the radix kernel (E = 16) against the plan's entry before it:
+//   (M, N, k)              radix e16   queue (prefix 32)   bitonic (fit)
+//   16384 x 4096 x 128     0.1635      0.2920              -
+//   16384 x 4096 x 32      0.1193      0.1645              -
+//   65536 x 4096 x 32      0.4582      0.6142              0.6978
+//   65536 x 2048 x 16      0.2320      -                   0.2030
+//   65536 x 1024 x 8       0.1593      -                   0.0706
+// fp32 keeps the queue kernel (32-bit keys, twice the passes: 0.41 / 0.90 ms against the
+// queue's 0.27 / 0.57 at the first and third rows). N in (4096, 8192] is in the class by the
+// kernel's cost per element, not by a measurement of its own.
+inline constexpr int64_t kTopkRadixPlanMinN = 4096;
+
 enum class TopkPath : int { kNone = 0, kQueue = 1, kSort = 2, kBitonic = 3, kRadix = 4 };
 
 /// One call as the plan sees it.
@@ -154,8 +168,12 @@ bool topk_bitonic_planned(const TopkProblem& pr);
 /// kTopkRadixMaxN16 or of 4 bytes with N ≤ kTopkRadixMaxN32, k ≤ kTopkRadixMaxK.
 bool topk_radix_ok(const TopkProblem& pr);
 
-/// The plan for problem `pr` (M = 0 or k = 0: kNone): kBitonic where topk_bitonic_planned, else
-/// kQueue for k ≤ kTopkQueueMaxK, else kSort. forced_warps > 0 (a power of 2 ≤
+/// Whether the plan picks the radix kernel unforced: topk_radix_ok(pr), x of 2 bytes, N ≥
+/// kTopkRadixPlanMinN and not topk_bitonic_planned(pr).
+bool topk_radix_planned(const TopkProblem& pr);
+
+/// The plan for problem `pr` (M = 0 or k = 0: kNone): kBitonic where topk_bitonic_planned,
+/// kRadix where topk_radix_planned, else kQueue for k ≤ kTopkQueueMaxK, else kSort. forced_warps > 0 (a power of 2 ≤
 /// kTopkMaxWarpsPerRow) sets the queue kernel's warps per row instead of the heuristic and
 /// implies the queue kernel (tests, benchmarks). forced_path kQueue / kBitonic picks that
 /// kernel where it applies (topk_bitonic_ok; k ≤ kTopkQueueMaxK for kQueue), else the plan's
@@ -166,9 +184,9 @@ bool topk_radix_ok(const TopkProblem& pr);
 /// kTopkBitonicFitMinN). The queue plan's prefix bound: kTopkPrefixIters for k ≥
 /// kTopkPrefixMinK on the vector path, else 0; forced_prefix ≥ 0 sets it instead (vector path
 /// only; tests and benchmarks: 0 is the kernel without it, any k takes a forced one).
-/// forced_path kRadix picks the radix kernel where topk_radix_ok (else the plan's own; never
-/// unforced): forced_elems 8, 16 or 32 sets its E where kTopkRadixMaxThreads·E ≥ N (else
-/// kTopkRadixElems).
+/// forced_path kRadix picks the radix kernel where topk_radix_ok (else the plan's own); the
+/// plan's radix entry (forced_path kNone, no forced warps or prefix) and the forced one take
+/// forced_elems 8, 16 or 32 as E where kTopkRadixMaxThreads·E ≥ N (else kTopkRadixElems).
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0,
                    TopkPath forced_path = TopkPath::kNone, int forced_elems = 0,
                    bool forced_fit = false, int forced_prefix = -1);

@@ -586,6 +586,31 @@ def test_compile_fullgraph_forward_backward():
         torch.testing.assert_close(c, e, rtol=1e-2, atol=1e-3)
 
 
+def test_compile_mlp_backward_has_no_torch_activation_gradient():
+    """Inside mlp postact gets no gradient (act_linear's backward gives preact's): the compiled
+    backward holds gemm_dgated and no act' in torch. torch.compile materializes a zero gradient
+    for an output without one; unmarked, it went through act' (sigmoid) and was added."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    torch._dynamo.reset()
+    backward_graphs = []
+
+    def keep_backward(gm, _):
+        backward_graphs.append(gm)
+        return make_boxed_func(gm)
+
+    backend = aot_autograd(fw_compiler=lambda gm, _: make_boxed_func(gm), bw_compiler=keep_backward)
+    q = qnn.MLP(128, 96, 64, activation="swiglu", device=DEVICE, dtype=bf16)
+    x = rand(2, 37, 128).requires_grad_(True)
+    torch.compile(lambda m, x: m(x).float().square().mean(), backend=backend,
+                  fullgraph=True, dynamic=False)(q, x).backward()
+    assert len(backward_graphs) == 1
+    targets = [str(n.target) for n in backward_graphs[0].graph.nodes if n.op == "call_function"]
+    assert any("gemm_dgated" in t for t in targets), targets
+    assert not any("sigmoid" in t for t in targets), targets
+
+
 def test_compile_fullgraph_ops():
     torch._dynamo.reset()
     A, W, b = rand(64, 128), rand(96, 128), rand(96, dtype=f32)

@@ -20,8 +20,9 @@
 //                 kernel forced (the sort path for k > 256) and the bitonic kernel forced
 //                 (where it applies: 16-bit x, 16-byte rows, N ≤ 4096, k ≤ 32), so both
 //                 kernels keep every case whichever the plan picks; the plan's own path (the
-//                 bitonic rule: k ≤ 16 or N ≤ 2048; else the queue kernel, N = 4096 with k in
-//                 (16, 32] included) runs in TopkPlanRule, TopkLayouts and TopkBackward. A
+//                 bitonic rule: k ≤ 16 or N ≤ 2048; the radix rule: 16-bit x from N = 4096
+//                 outside it; else the queue kernel) runs in TopkPlanRule, TopkLayouts and
+//                 TopkBackward. A
 //                 third run forces the radix kernel (16-byte rows, N ≤ 8192 for 16-bit x and
 //                 ≤ 4096 for fp32, k ≤ 256; the cases outside its range are left out there).
 //   TopkRadix     the radix kernel forced with each elements-per-thread count (8, 16, 32, the
@@ -236,8 +237,11 @@ TopkRun run_case(const TopkCase& c) {
     call.plan = detail::plan_topk(call.problem, c.forced_warps,
                                   c.queue ? TopkPath::kQueue : TopkPath::kNone);
   // The bitonic kernel: forced where it applies, or the plan's rule when nothing is forced.
-  // The radix kernel: forced where it applies (elsewhere the plan's own, without forced_elems).
-  const bool radix = c.radix && detail::topk_radix_ok(call.problem);
+  // The radix kernel: forced where it applies (elsewhere the plan's own, without forced_elems),
+  // or the plan's rule when nothing is forced.
+  const bool radix = c.radix ? detail::topk_radix_ok(call.problem)
+                             : !c.bitonic && !c.queue && c.forced_warps == 0 &&
+                                   c.forced_prefix < 0 && detail::topk_radix_planned(call.problem);
   const bool bitonic = !radix && (c.bitonic ? detail::topk_bitonic_ok(call.problem)
                                             : !c.queue && c.forced_warps == 0 &&
                                                   detail::topk_bitonic_planned(call.problem));
@@ -609,15 +613,15 @@ TEST_F(TopkPlans, EveryWarpCountAndTheElementPath) {
 class TopkPlanRule : public GpuTest {};
 
 TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
-  // The plan unforced (run_case expects topk_bitonic_planned's path): the rule's edges
-  // (k ≤ 16 or N ≤ 2048; power-of-2 rows it plans: the fit instance) and just past them
-  // (N = 4096 with k in (16, 32]: the queue kernel with its prefix bound of 32 iterations from
-  // k = 32), every softmax mode, int32 / int64 indices, largest and smallest, bf16 / fp16 /
-  // fp32 x.
+  // The plan unforced (run_case expects topk_bitonic_planned's and topk_radix_planned's path):
+  // the bitonic rule's edges (k ≤ 16 or N ≤ 2048; power-of-2 rows it plans: the fit instance)
+  // and just past them (16-bit x from N = 4096: the radix kernel; below, and fp32: the queue
+  // kernel with its prefix bound of 32 iterations from k = 32), every softmax mode, int32 /
+  // int64 indices, largest and smallest, bf16 / fp16 / fp32 x.
   const Mnk shapes[] = {{300, 2048, 16}, {130, 1024, 8}, {33, 2048, 17}, {9, 2056, 8},
                         {5, 40, 16},     {7, 1000, 1},   {11, 2056, 17}, {6, 4096, 32},
                         {70, 512, 32},   {3, 16, 9},     {5, 4088, 32},  {6, 4096, 16},
-                        {6, 4096, 17}};
+                        {6, 4096, 17},   {6, 8192, 64},  {4, 6000, 100}, {3, 4104, 8}};
   uint64_t seed = 8000;
   int n = 0;
   for (const Mnk& s : shapes)
@@ -633,13 +637,18 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
         ++n;
         const TopkRun r = run_case(c);
         const bool pow2 = (s.N & (s.N - 1)) == 0 && s.N >= 16;
-        const bool planned = dtype_size(t) == 2 && (s.k <= 16 || s.N <= 2048);
-        EXPECT_EQ(r.plan.path, planned ? TopkPath::kBitonic : TopkPath::kQueue) << case_name(c);
+        const bool planned = dtype_size(t) == 2 && s.N <= 4096 && (s.k <= 16 || s.N <= 2048);
+        const bool radix = dtype_size(t) == 2 && !planned && s.N >= 4096;
+        EXPECT_EQ(r.plan.path, planned ? TopkPath::kBitonic
+                               : radix ? TopkPath::kRadix
+                                       : TopkPath::kQueue)
+            << case_name(c);
         EXPECT_EQ(r.plan.fit, planned && pow2) << case_name(c);
         if (planned && s.N >= 1024 && pow2) {
           EXPECT_EQ(r.plan.elems, 128) << case_name(c);
         }
-        EXPECT_EQ(r.plan.prefix_iters, !planned && r.plan.vec_io && s.k >= 32 ? 32 : 0)
+        const bool queue = !planned && !radix;
+        EXPECT_EQ(r.plan.prefix_iters, queue && r.plan.vec_io && s.k >= 32 ? 32 : 0)
             << case_name(c);
       }
 }

@@ -265,6 +265,10 @@ TEST(TopkPlan, SweepInvariants) {
             EXPECT_EQ(p.path, TopkPath::kBitonic);
             continue;
           }
+          if (detail::topk_radix_planned(pr)) {
+            EXPECT_EQ(p.path, TopkPath::kRadix);
+            continue;
+          }
           ASSERT_EQ(p.path, TopkPath::kQueue);
           EXPECT_GE(32 * p.queue_regs, k);
           EXPECT_LT(16 * p.queue_regs, std::max<int64_t>(k, 17))
@@ -360,7 +364,8 @@ TEST(TopkPlan, PrefixBound) {
   EXPECT_EQ(plan_topk(topk_problem(65536, 2048, 32)).path, TopkPath::kBitonic);
   EXPECT_EQ(plan_topk(topk_problem(65536, 2048, 32)).prefix_iters, 0);
   EXPECT_EQ(plan_topk(topk_problem(16, 4096, 300)).prefix_iters, 0);
-  // run V's shapes, unforced: the queue kernel with 32 prefix iterations (fp32 and fp16 too).
+  // run V's shapes on the queue kernel: 32 prefix iterations (fp32 and fp16 too); 16-bit rows
+  // of N = 4096 with k > 16 plan the radix kernel (TopkPlan.RadixPlanned), forced to the queue.
   char buf[96];
   const struct { int64_t M, N, k; DType x; const char* name; } shapes[] = {
       {16384, 4096, 128, DType::kBFloat16, "queue-q128-p32-vec-w1r4-pre32"},
@@ -371,8 +376,9 @@ TEST(TopkPlan, PrefixBound) {
       {65536, 4096, 32, DType::kFloat32, "queue-q32-p64-vec-w1r4-pre32"},
       {65536, 4096, 31, DType::kFloat32, "queue-q32-p64-vec-w1r4"}};
   for (const auto& s : shapes)
-    EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(s.M, s.N, s.k, s.x)), buf,
-                                        sizeof(buf)),
+    EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(s.M, s.N, s.k, s.x), 0,
+                                                  TopkPath::kQueue),
+                                        buf, sizeof(buf)),
                  s.name)
         << s.N << " " << s.k << " " << dtype_name(s.x);
   // Several warps per row: each warp's slice clips the prefix (the kernel); the plan's count
@@ -384,7 +390,8 @@ TEST(TopkPlan, PrefixBound) {
 
 TEST(TopkPlan, BitonicRule) {
   // The rule's constants and its edges: bf16 / fp16 with 16-byte rows, k ≤ 16 or N ≤ 2048;
-  // a power-of-2 N past both (4096, k in (16, 32]) keeps the queue kernel (run V).
+  // past both, N in (2048, 4096) keeps the queue kernel and N ≥ 4096 takes the radix kernel
+  // (a power of 2 too: run V's queue against the fit instance, run X's radix against both).
   EXPECT_EQ(detail::kTopkBitonicPlanMaxK, 16);
   EXPECT_EQ(detail::kTopkBitonicPlanMaxN, 2048);
   struct S {
@@ -404,11 +411,12 @@ TEST(TopkPlan, BitonicRule) {
       {65536, 2056, 8, DType::kBFloat16, true, TopkPath::kBitonic},   // N > 2048, k ≤ 16
       {65536, 4096, 16, DType::kBFloat16, true, TopkPath::kBitonic},
       {65536, 2056, 17, DType::kBFloat16, true, TopkPath::kQueue},    // both past
-      {65536, 4096, 32, DType::kBFloat16, true, TopkPath::kQueue},    // power of 2 too
-      {65536, 4096, 17, DType::kFloat16, true, TopkPath::kQueue},
+      {65536, 4096, 32, DType::kBFloat16, true, TopkPath::kRadix},    // power of 2 too
+      {65536, 4096, 17, DType::kFloat16, true, TopkPath::kRadix},
       {65536, 4096, 8, DType::kFloat16, true, TopkPath::kBitonic},   // k ≤ 16: fit
       {65536, 4088, 32, DType::kBFloat16, true, TopkPath::kQueue},
-      {65536, 4104, 8, DType::kBFloat16, true, TopkPath::kQueue},     // the kernel's N range
+      {65536, 4104, 8, DType::kBFloat16, true, TopkPath::kRadix},     // the kernel's N range
+      {65536, 4104, 8, DType::kFloat32, true, TopkPath::kQueue},
       {65536, 1024, 33, DType::kBFloat16, true, TopkPath::kQueue},    // the kernel's k range
       {65536, 1024, 8, DType::kFloat32, true, TopkPath::kQueue},     // fp32 x
       {65536, 1024, 8, DType::kBFloat16, false, TopkPath::kQueue},   // no 16-byte rows
@@ -434,8 +442,7 @@ TEST(TopkPlan, BitonicRule) {
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)),
                "bitonic-k8-e128-t32-fit");
   pr.k = 32;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)),
-               "queue-q32-p32-vec-w1r4-pre32");
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "radix-e16-t256");
   pr.N = 2048;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)),
                "bitonic-k32-e128-t16-fit");
@@ -473,7 +480,9 @@ TEST(TopkPlan, BitonicForced) {
             const bool planned = ok && (k <= 16 || n <= 2048);
             EXPECT_EQ(detail::topk_bitonic_planned(pr), planned);
             EXPECT_EQ(detail::plan_topk(pr).path,
-                      planned ? TopkPath::kBitonic : TopkPath::kQueue);
+                      planned                            ? TopkPath::kBitonic
+                      : detail::topk_radix_planned(pr) ? TopkPath::kRadix
+                                                         : TopkPath::kQueue);
             EXPECT_EQ(detail::plan_topk(pr, 0, TopkPath::kQueue).path, TopkPath::kQueue);
             EXPECT_EQ(detail::plan_topk(pr, 1).path, TopkPath::kQueue);
             if (planned) {
@@ -576,8 +585,41 @@ TEST(TopkPlan, BitonicFitForced) {
   }
 }
 
+TEST(TopkPlan, RadixPlanned) {
+  // Unforced, 16-bit rows from N = 4096 outside the bitonic class take the radix kernel; fp32,
+  // shorter rows, the bitonic class and any forced queue setting keep their kernels.
+  using detail::TopkPath;
+  EXPECT_EQ(detail::kTopkRadixPlanMinN, 4096);
+  char buf[96];
+  const struct { int64_t M, N, k; DType x; const char* name; } shapes[] = {
+      {16384, 4096, 128, DType::kBFloat16, "radix-e16-t256"},
+      {65536, 4096, 32, DType::kBFloat16, "radix-e16-t256"},
+      {16384, 4096, 17, DType::kFloat16, "radix-e16-t256"},
+      {16384, 8192, 64, DType::kBFloat16, "radix-e16-t512"},
+      {16384, 8192, 256, DType::kBFloat16, "radix-e16-t512"},
+      {16384, 6000, 8, DType::kBFloat16, "radix-e16-t384"},
+      {16384, 4096, 16, DType::kBFloat16, "bitonic-k16-e128-t32-fit"},
+      {65536, 2048, 16, DType::kBFloat16, "bitonic-k16-e128-t16-fit"},
+      {65536, 4096, 32, DType::kFloat32, "queue-q32-p64-vec-w1r4-pre32"},
+      {16384, 8193, 64, DType::kBFloat16, "queue-q64-p32-vec-w1r4-pre32"}};
+  for (const auto& s : shapes)
+    EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(s.M, s.N, s.k, s.x)), buf,
+                                        sizeof(buf)),
+                 s.name)
+        << s.M << "x" << s.N << "x" << s.k << " " << dtype_name(s.x);
+  const TopkProblem pr = topk_problem(16384, 4096, 128, DType::kBFloat16);
+  EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue).path, TopkPath::kQueue);
+  EXPECT_EQ(plan_topk(pr, 2).path, TopkPath::kQueue) << "forced warps: the queue kernel";
+  EXPECT_EQ(plan_topk(pr, 0, TopkPath::kNone, 0, false, 0).path, TopkPath::kQueue)
+      << "a forced prefix: the queue kernel";
+  EXPECT_EQ(plan_topk(pr, 0, TopkPath::kNone, 8).elems, 8) << "forced E";
+  TopkProblem rows = pr;
+  rows.vec_ok = false;
+  EXPECT_EQ(plan_topk(rows).path, TopkPath::kQueue) << "no 16-byte rows: the element path";
+}
+
 TEST(TopkPlan, RadixForced) {
-  // The radix kernel: only forced (plan_topk's forced_path kRadix), where topk_radix_ok (16-byte
+  // The radix kernel forced (plan_topk's forced_path kRadix), where topk_radix_ok (16-byte
   // rows, N ≤ 8192 for 16-bit x and ≤ 4096 for fp32, k ≤ 256); elsewhere the plan's own. E =
   // 16 unless forced to 8, 16 or 32 with 512·E ≥ N; T = 32·⌈N / (32·E)⌉ ≥ 32; one row per CTA.
   using detail::TopkPath;
@@ -598,7 +640,10 @@ TEST(TopkPlan, RadixForced) {
                          dtype_name(t) + (vec ? " vec" : "") + " E=" + std::to_string(e));
             const bool ok = vec && k <= 256 && n <= (dtype_size(t) == 2 ? 8192 : 4096);
             EXPECT_EQ(detail::topk_radix_ok(pr), ok);
-            EXPECT_NE(plan_topk(pr).path, TopkPath::kRadix) << "never planned unforced";
+            const bool planned = ok && dtype_size(t) == 2 && n >= 4096 &&
+                                 !detail::topk_bitonic_planned(pr);
+            EXPECT_EQ(detail::topk_radix_planned(pr), planned);
+            EXPECT_EQ(plan_topk(pr).path == TopkPath::kRadix, planned);
             const TopkPlan p = plan_topk(pr, 0, TopkPath::kRadix, e);
             if (!ok) {
               const TopkPlan own = plan_topk(pr, 0, TopkPath::kNone, e);
