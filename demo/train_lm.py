@@ -849,7 +849,10 @@ def print_summary(s, runs):
 
 def git_commit():
     """The checkout's commit, with "-dirty" when tracked files differ from it (a copied working
-    tree, e.g. on a remote GPU machine, can carry an older .git than its files)."""
+    tree, e.g. on a remote GPU machine, can carry an older .git than its files), or
+    $QUACK_DEMO_COMMIT where the caller knows better (the device scripts pass the local one)."""
+    if os.environ.get("QUACK_DEMO_COMMIT"):
+        return os.environ["QUACK_DEMO_COMMIT"]
     try:
         return subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty", "--abbrev=7"],
                               capture_output=True, text=True, timeout=10).stdout.strip() or None

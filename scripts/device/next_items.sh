@@ -1,9 +1,9 @@
-# The benches after call_focus.sh's tests for the call after run X, in priority order
-# (BUDGET=420 leaves ~100 s after the build and the tests: the last items may SKIP).
-# Top-k by the acceptance method with the radix kernel planned (16-bit x from N = 4096).
+# The benches after call_focus.sh's tests for the session after run X2, in priority order
+# (BUDGET=585 leaves ~250 s after the build and the top-k tests: the last items may SKIP).
+# Top-k by the acceptance method (fp32's short rows: the register path, if planned).
 run topk 120 python3 bench/bench_topk.py --out $R/topk.jsonl
-# The radix class's rows past the measured N = 4096 (6000 and 8192), planned against the queue
-# kernel forced, kernel-only.
-run topk_radix_n 60 bash -c "for p in auto queue; do build/d/bench/quack-bench topk --dtype bf16 --path \$p --shapes 16384x8192x64,16384x8192x256,16384x6000x100,65536x4096x32; done"
-# Issue 15's small rows (M = 32768, bf16), never run by the acceptance method.
-run rows_small 150 python3 bench/bench_rows.py --small --out $R/rows_small.jsonl --plot $R/rows_small.png
+# fp32 top-k, the plan against the queue kernel forced, kernel-only.
+run topk_f32 60 bash -c "for p in auto queue; do build/d/bench/quack-bench topk --dtype fp32 --path \$p --shapes 65536x1024x8,65536x4096x32,65536x2048x16,16384x4096x128; done"
+# Issue 15's small-row misses (X2: layernorm fwd N = 256-2048, rmsnorm fwd 2048, softmax /
+# log_softmax fwd 1024), every configuration that takes them, kernel-only.
+run rows_small_cfg 120 bash -c "for op in layernorm rmsnorm softmax; do build/d/bench/quack-bench \$op --dtype bf16 --dir fwd --config all --shapes 32768x256,32768x1024,32768x2048; done"
