@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -243,6 +244,23 @@ TopkProblem topk_problem(int64_t M, int64_t N, int64_t k, DType x = DType::kBFlo
   return pr;
 }
 
+// Plan names expected at shapes (plan_topk unforced, or with forced_path).
+struct NamedPlan {
+  int64_t M, N, k;
+  DType x;
+  const char* name;
+};
+
+void expect_plan_names(std::initializer_list<NamedPlan> shapes,
+                       detail::TopkPath forced_path = detail::TopkPath::kNone) {
+  char buf[96];
+  for (const NamedPlan& s : shapes)
+    EXPECT_STREQ(detail::topk_plan_name(
+                     plan_topk(topk_problem(s.M, s.N, s.k, s.x), 0, forced_path), buf, sizeof(buf)),
+                 s.name)
+        << s.M << "x" << s.N << "x" << s.k << " " << dtype_name(s.x);
+}
+
 TEST(TopkPlan, SweepInvariants) {
   const int64_t Ns[] = {1,    7,     64,    100,   1000,   1024,   4096,
                         4099, 32768, 65535, 65536, 131072, 262144, 1000000};
@@ -366,21 +384,14 @@ TEST(TopkPlan, PrefixBound) {
   EXPECT_EQ(plan_topk(topk_problem(16, 4096, 300)).prefix_iters, 0);
   // run V's shapes on the queue kernel: 32 prefix iterations (fp32 and fp16 too); 16-bit rows
   // of N = 4096 with k > 16 plan the radix kernel (TopkPlan.RadixPlanned), forced to the queue.
-  char buf[96];
-  const struct { int64_t M, N, k; DType x; const char* name; } shapes[] = {
-      {16384, 4096, 128, DType::kBFloat16, "queue-q128-p32-vec-w1r4-pre32"},
-      {4096, 131072, 256, DType::kBFloat16, "queue-q256-p64-vec-w1r4-pre32"},
-      {16384, 32768, 64, DType::kBFloat16, "queue-q64-p32-vec-w1r4-pre32"},
-      {65536, 4096, 32, DType::kBFloat16, "queue-q32-p32-vec-w1r4-pre32"},
-      {65536, 4096, 32, DType::kFloat16, "queue-q32-p32-vec-w1r4-pre32"},
-      {65536, 4096, 32, DType::kFloat32, "queue-q32-p64-vec-w1r4-pre32"},
-      {65536, 4096, 31, DType::kFloat32, "queue-q32-p64-vec-w1r4"}};
-  for (const auto& s : shapes)
-    EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(s.M, s.N, s.k, s.x), 0,
-                                                  TopkPath::kQueue),
-                                        buf, sizeof(buf)),
-                 s.name)
-        << s.N << " " << s.k << " " << dtype_name(s.x);
+  expect_plan_names({{16384, 4096, 128, DType::kBFloat16, "queue-q128-p32-vec-w1r4-pre32"},
+                     {4096, 131072, 256, DType::kBFloat16, "queue-q256-p64-vec-w1r4-pre32"},
+                     {16384, 32768, 64, DType::kBFloat16, "queue-q64-p32-vec-w1r4-pre32"},
+                     {65536, 4096, 32, DType::kBFloat16, "queue-q32-p32-vec-w1r4-pre32"},
+                     {65536, 4096, 32, DType::kFloat16, "queue-q32-p32-vec-w1r4-pre32"},
+                     {65536, 4096, 32, DType::kFloat32, "queue-q32-p64-vec-w1r4-pre32"},
+                     {65536, 4096, 31, DType::kFloat32, "queue-q32-p64-vec-w1r4"}},
+                    TopkPath::kQueue);
   // Several warps per row: each warp's slice clips the prefix (the kernel); the plan's count
   // is the same.
   const TopkPlan w = plan_topk(topk_problem(16, 32768, 64));
@@ -590,23 +601,16 @@ TEST(TopkPlan, RadixPlanned) {
   // shorter rows, the bitonic class and any forced queue setting keep their kernels.
   using detail::TopkPath;
   EXPECT_EQ(detail::kTopkRadixPlanMinN, 4096);
-  char buf[96];
-  const struct { int64_t M, N, k; DType x; const char* name; } shapes[] = {
-      {16384, 4096, 128, DType::kBFloat16, "radix-e16-t256"},
-      {65536, 4096, 32, DType::kBFloat16, "radix-e16-t256"},
-      {16384, 4096, 17, DType::kFloat16, "radix-e16-t256"},
-      {16384, 8192, 64, DType::kBFloat16, "radix-e16-t512"},
-      {16384, 8192, 256, DType::kBFloat16, "radix-e16-t512"},
-      {16384, 6000, 8, DType::kBFloat16, "radix-e16-t384"},
-      {16384, 4096, 16, DType::kBFloat16, "bitonic-k16-e128-t32-fit"},
-      {65536, 2048, 16, DType::kBFloat16, "bitonic-k16-e128-t16-fit"},
-      {65536, 4096, 32, DType::kFloat32, "queue-q32-p64-vec-w1r4-pre32"},
-      {16384, 8193, 64, DType::kBFloat16, "queue-q64-p32-vec-w1r4-pre32"}};
-  for (const auto& s : shapes)
-    EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(s.M, s.N, s.k, s.x)), buf,
-                                        sizeof(buf)),
-                 s.name)
-        << s.M << "x" << s.N << "x" << s.k << " " << dtype_name(s.x);
+  expect_plan_names({{16384, 4096, 128, DType::kBFloat16, "radix-e16-t256"},
+                     {65536, 4096, 32, DType::kBFloat16, "radix-e16-t256"},
+                     {16384, 4096, 17, DType::kFloat16, "radix-e16-t256"},
+                     {16384, 8192, 64, DType::kBFloat16, "radix-e16-t512"},
+                     {16384, 8192, 256, DType::kBFloat16, "radix-e16-t512"},
+                     {16384, 6000, 8, DType::kBFloat16, "radix-e16-t384"},
+                     {16384, 4096, 16, DType::kBFloat16, "bitonic-k16-e128-t32-fit"},
+                     {65536, 2048, 16, DType::kBFloat16, "bitonic-k16-e128-t16-fit"},
+                     {65536, 4096, 32, DType::kFloat32, "queue-q32-p64-vec-w1r4-pre32"},
+                     {16384, 8193, 64, DType::kBFloat16, "queue-q64-p32-vec-w1r4-pre32"}});
   const TopkProblem pr = topk_problem(16384, 4096, 128, DType::kBFloat16);
   EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue).path, TopkPath::kQueue);
   EXPECT_EQ(plan_topk(pr, 2).path, TopkPath::kQueue) << "forced warps: the queue kernel";
