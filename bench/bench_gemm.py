@@ -25,7 +25,9 @@ Methods (the order of the implementations rotates between rounds: A B C, B C A, 
              calls, each behind a torch.cuda._sleep just long enough for the host to enqueue the
              batch (GPU busy >= 90 % of the time), no L2 clear, --rounds rounds, the first
              --drop dropped, median per call. The SM clock seen (nvidia-smi, sampled every 50 ms
-             during the rounds) is printed beside the figures.
+             during the rounds) is printed beside the figures, overall and by implementation
+             (the samples that arrived while its batches ran: sm_mhz_<impl> in the records):
+             an implementation that draws less power holds a higher clock at the limit.
 TFLOP/s = 2·M·N·K / time.
 
 Output: JSON lines (--out), and a table last: TFLOP/s per implementation and method, ours /
@@ -40,6 +42,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 LLM = [(8192, 8192, 8192), (16384, 14336, 4096), (16384, 4096, 14336), (16384, 28672, 4096),
@@ -167,11 +170,13 @@ def burst(torch, calls, args):
 
 
 class ClockSampler:
-    """nvidia-smi's SM clock every 50 ms while active (None where nvidia-smi is missing)."""
+    """nvidia-smi's SM clock every 50 ms while active, each sample with the host time it
+    arrived (None where nvidia-smi is missing)."""
 
     def __init__(self):
         self.proc = None
-        self.values = []
+        self.thread = None
+        self.samples = []  # (time.perf_counter() at arrival, MHz)
 
     def __enter__(self):
         try:
@@ -181,17 +186,36 @@ class ClockSampler:
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         except (OSError, ValueError):
             self.proc = None
+            return self
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
         return self
+
+    def _read(self):
+        for line in self.proc.stdout:
+            if line.strip().isdigit():
+                self.samples.append((time.perf_counter(), int(line)))
 
     def __exit__(self, *exc):
         if self.proc is None:
             return
         self.proc.terminate()
-        out, _ = self.proc.communicate(timeout=5)
-        self.values = [int(v) for v in out.split() if v.strip().isdigit()]
+        self.proc.wait(timeout=5)
+        self.thread.join(timeout=5)
 
     def median(self):
-        return statistics.median(self.values) if self.values else None
+        return statistics.median(v for _, v in self.samples) if self.samples else None
+
+
+def clock_by_window(samples, windows):
+    """The median SM clock of the samples that arrived inside each name's host-time windows
+    ({name: [(t0, t1), ...]} -> {name: MHz or None}): which implementation the GPU ran while a
+    sample was taken (a batch runs from the end of its enqueue to its event's synchronize)."""
+    out = {}
+    for name, spans in windows.items():
+        vals = [v for t, v in samples if any(t0 <= t <= t1 for t0, t1 in spans)]
+        out[name] = statistics.median(vals) if vals else None
+    return out
 
 
 def sustained(torch, calls, args):
@@ -221,6 +245,7 @@ def sustained(torch, calls, args):
     # The sleep covers the host's enqueue of the whole batch, with a margin.
     sleep = {n: int(cycles_per_ms * (0.3 + 1.3 * n_calls[n] * enqueue[n])) for n in names}
     samples = {n: [] for n in names}
+    windows = {n: [] for n in names}
     with ClockSampler() as clock:
         for r in range(args.rounds):
             for n in rotated(names, r):
@@ -230,10 +255,13 @@ def sustained(torch, calls, args):
                 for _ in range(n_calls[n]):
                     calls[n]()
                 e.record()
+                t0 = time.perf_counter()
                 e.synchronize()
                 if r >= args.drop:
                     samples[n].append(s.elapsed_time(e) / n_calls[n])
-    return {n: statistics.median(v) for n, v in samples.items()}, clock.median()
+                    windows[n].append((t0, time.perf_counter()))
+    clocks = clock_by_window(clock.samples, windows)
+    return {n: statistics.median(v) for n, v in samples.items()}, clock.median(), clocks
 
 
 def main(argv=None):
@@ -267,19 +295,23 @@ def main(argv=None):
             flop = 2.0 * M * N * K
             for m in methods:
                 if m == "burst":
-                    ms, clk = burst(torch, calls, args), None
+                    ms, clk, clks = burst(torch, calls, args), None, {}
                 else:
-                    ms, clk = sustained(torch, calls, args)
+                    ms, clk, clks = sustained(torch, calls, args)
                 rec = dict(op="gemm", M=M, N=N, K=K, layout=layout, method=m, sm_mhz=clk,
                            rel_diff_vs_cublas=d, rel_diff=diffs,
                            **{f"ms_{n}": v for n, v in ms.items()},
-                           **{f"tflops_{n}": flop / v / 1e9 for n, v in ms.items()})
+                           **{f"tflops_{n}": flop / v / 1e9 for n, v in ms.items()},
+                           **{f"sm_mhz_{n}": v for n, v in clks.items()})
                 rows.append(rec)
                 fout.write(json.dumps(rec) + "\n")
                 fout.flush()
                 print(f"{M}x{N}x{K} {layout} {m}: " + "  ".join(
                     f"{n} {flop / v / 1e9:.1f}" for n, v in ms.items()) +
-                    (f"  SM {clk:.0f} MHz" if clk else ""), flush=True)
+                    (f"  SM {clk:.0f} MHz" if clk else "") +
+                    ("  (SM MHz by impl: " + ", ".join(f"{n} {v:.0f}" for n, v in clks.items()
+                                                       if v) + ")" if any(clks.values()) else ""),
+                    flush=True)
             del a, b, calls
             torch.cuda.empty_cache()
     os.environ.pop("QUACK_GEMM_TILE", None)

@@ -343,12 +343,13 @@ def main(argv=None):
                     diff = check(torch, op, calls)
                     for m in methods:
                         ms = burst(torch, calls, args) if m == "burst" else sustained(torch, calls, args)
-                        clk = None
+                        clk, clks = None, {}
                         if m != "burst":
-                            ms, clk = ms
+                            ms, clk, clks = ms
                         rec = dict(op=op, act=act, M=shape[0], N=shape[1], K=shape[2], method=m,
                                    sm_mhz=clk, rel_diff_vs_torch=diff,
-                                   **{f"ms_{n}": v for n, v in ms.items()})
+                                   **{f"ms_{n}": v for n, v in ms.items()},
+                                   **{f"sm_mhz_{n}": v for n, v in clks.items()})
                         rows.append(rec)
                         fout.write(json.dumps(rec) + "\n")
                         fout.flush()

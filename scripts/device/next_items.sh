@@ -10,3 +10,7 @@ run rows_small_cfg 120 bash -c "for op in layernorm rmsnorm softmax; do build/d/
 # The demo's N = 2048 outputs (0.920-0.960 x cuBLAS in X): the persistent schedule's raster,
 # no build change (QUACK_GEMM_RASTER through bench_gemm's "@<raster>").
 run gemm_raster 150 python3 bench/bench_gemm.py --shapes 16384x2048x2048,16384x2048x5632,16384x2048x11264 --layouts rr,rc --methods burst --tiles auto,auto@m4,auto@m16,auto@n8,auto@h8s,auto@m8s --out $R/gemm_raster.jsonl
+# QuACK sustains 708-768 TFLOPS on the five LLM shapes against our 674-698 (W): the SM clock by
+# implementation at the power limit (bench_gemm's sm_mhz_<impl>) says whether its kernels draw
+# less power or do more per clock.
+run gemm_sustained_clocks 200 python3 bench/bench_gemm.py --quick --methods sustained --out $R/gemm_sustained_clocks.jsonl
