@@ -7,6 +7,9 @@ run topk_f32 60 bash -c "for p in auto queue; do build/d/bench/quack-bench topk 
 # Issue 15's small-row misses (X2: layernorm fwd N = 256-2048, rmsnorm fwd 2048, softmax /
 # log_softmax fwd 1024), every configuration that takes them, kernel-only.
 run rows_small_cfg 120 bash -c "for op in layernorm rmsnorm softmax; do build/d/bench/quack-bench \$op --dtype bf16 --dir fwd --config all --shapes 32768x256,32768x1024,32768x2048; done"
+# The demo's N = 2048 outputs: cuBLAS's tile (256x128 1x2; kk since this session's A/B list)
+# and the other 1x2 candidates against the rule.
+run gemm_n2048_tiles 150 python3 bench/bench_gemm.py --shapes 16384x2048x2048,16384x2048x5632,16384x2048x11264 --layouts rr,rc --methods burst --tiles auto,256x128c1x2,256x192c1x2,128x192ppc1x2 --out $R/gemm_n2048_tiles.jsonl
 # The demo's N = 2048 outputs (0.920-0.960 x cuBLAS in X): the persistent schedule's raster,
 # no build change (QUACK_GEMM_RASTER through bench_gemm's "@<raster>").
 run gemm_raster 150 python3 bench/bench_gemm.py --shapes 16384x2048x2048,16384x2048x5632,16384x2048x11264 --layouts rr,rc --methods burst --tiles auto,auto@m4,auto@m16,auto@n8,auto@h8s,auto@m8s --out $R/gemm_raster.jsonl
