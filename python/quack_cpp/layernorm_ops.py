@@ -26,7 +26,7 @@ from torch import Tensor
 
 from . import _C
 from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
-from .ops import norm_grads, norm_prologue
+from .ops import norm_grads, norm_prologue, norm_setup_context
 from . import _dtensor
 from ._registrar import as_rows, register, rows_cols, stream, tensor_arg
 
@@ -117,25 +117,8 @@ class LayerNormFwd:
         )
 
     def setup_context(ctx, inputs, output):
-        (x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
-         store_stats) = inputs
         _out, residual_out, mean, rstd = output
-        # Unused outputs (residual_out without prenorm, mean, rstd) get None, not zeros.
-        ctx.set_materialize_grads(False)
-        ctx.x_dtype = x.dtype
-        ctx.out_dtype = out_dtype
-        ctx.weight_offset = weight_offset
-        ctx.residual_dtype = residual.dtype if residual is not None else None
-        ctx.bias_dtype = bias.dtype if bias is not None else None
-        ctx.residual_out_stored = residual_out_dtype is not None
-        # The norm's input h: residual_out with a residual, else x itself.
-        ctx.can_backward = store_stats and (residual is None or residual_out_dtype is not None)
-        h = residual_out if residual is not None else x
-        ctx.save_for_backward(h, weight, mean, rstd)
-        # Statistics, not functions of the inputs to differentiate (as QuACK's and torch's).
-        stats = [t for t in (mean, rstd) if t is not None]
-        if stats:
-            ctx.mark_non_differentiable(*stats)
+        norm_setup_context(ctx, inputs, residual_out, (mean, rstd))
 
     def backward(ctx, dout, dresidual_out, _dmean, _drstd):
         """Gradients where ctx.needs_input_grad says (mean and rstd are non-differentiable).

@@ -146,22 +146,8 @@ class RMSNormFwd:
         )
 
     def setup_context(ctx, inputs, output):
-        (x, weight, bias, residual, eps, weight_offset, out_dtype, residual_out_dtype,
-         store_rstd) = inputs
         _out, residual_out, rstd = output
-        # Unused outputs (residual_out when prenorm=False, rstd) get None, not materialised
-        # zeros.
-        ctx.set_materialize_grads(False)
-        ctx.x_dtype = x.dtype
-        ctx.out_dtype = out_dtype
-        ctx.weight_offset = weight_offset
-        ctx.residual_dtype = residual.dtype if residual is not None else None
-        ctx.bias_dtype = bias.dtype if bias is not None else None
-        ctx.residual_out_stored = residual_out_dtype is not None
-        # The norm's input h: residual_out with a residual, else x itself.
-        ctx.can_backward = store_rstd and (residual is None or residual_out_dtype is not None)
-        h = residual_out if residual is not None else x
-        ctx.save_for_backward(h, weight, rstd)
+        norm_setup_context(ctx, inputs, residual_out, (rstd,))
 
     def backward(ctx, dout, dresidual_out, _drstd):
         """Gradients only where ctx.needs_input_grad says; rmsnorm_bwd takes the fast path
@@ -213,6 +199,30 @@ def norm_prologue(name, x, weight, bias, residual, out_dtype, residual_dtype, pr
     else:
         res_out_dtype = None
     return path, need_grad, nd, res_out_dtype
+
+
+def norm_setup_context(ctx, inputs, residual_out, stats):
+    """The context of a norm forward (RMSNorm's, LayerNorm's) that norm_grads reads. inputs:
+    the forward op's (x, weight, bias, residual, eps, weight_offset, out_dtype,
+    residual_out_dtype, store_stats); stats: (rstd,) or (mean, rstd), None when not stored.
+    Saves (h, weight, *stats), h the norm's input (residual_out with a residual, else x). Unused
+    outputs (residual_out without prenorm, the statistics) get None, not materialised zeros; the
+    statistics are marked non-differentiable (as QuACK's and torch's)."""
+    (x, weight, bias, residual, _eps, weight_offset, out_dtype, residual_out_dtype,
+     store_stats) = inputs
+    ctx.set_materialize_grads(False)
+    ctx.x_dtype = x.dtype
+    ctx.out_dtype = out_dtype
+    ctx.weight_offset = weight_offset
+    ctx.residual_dtype = residual.dtype if residual is not None else None
+    ctx.bias_dtype = bias.dtype if bias is not None else None
+    ctx.residual_out_stored = residual_out_dtype is not None
+    ctx.can_backward = store_stats and (residual is None or residual_out_dtype is not None)
+    h = residual_out if residual is not None else x
+    ctx.save_for_backward(h, weight, *stats)
+    stored = [t for t in stats if t is not None]
+    if stored:
+        ctx.mark_non_differentiable(*stored)
 
 
 def norm_grads(ctx, bwd, h, weight, stats, dout, dresidual_out):
