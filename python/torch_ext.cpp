@@ -396,10 +396,14 @@ struct RMSNormFn : public torch::autograd::Function<RMSNormFn> {
     save_norm_ctx(ctx, x, w, b, r, weight_offset, out_dtype, residual_out_dtype, store_rstd);
     ctx->save_for_backward({r.defined() ? residual_out : x, w, rstd});
     // Only the present outputs (an autograd output must be defined): out, then residual_out
-    // when stored, then rstd when stored.
+    // when stored, then rstd when stored (a statistic, not a function of the inputs to
+    // differentiate, as LayerNorm's and the Python path's norm_setup_context).
     variable_list outs{out};
     if (residual_out.defined()) outs.push_back(residual_out);
-    if (rstd.defined()) outs.push_back(rstd);
+    if (rstd.defined()) {
+      outs.push_back(rstd);
+      ctx->mark_non_differentiable({rstd});
+    }
     return outs;
   }
 

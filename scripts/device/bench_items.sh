@@ -1,4 +1,5 @@
-# The benches of call C, in priority order (sourced by call_bench.sh).
+# The benches of call C (sourced by call_bench.sh): the kernel-only A/Bs of ab_items.sh first,
+# then the acceptance benches in priority order.
 source scripts/device/ab_items.sh
 run ce_rows 150 python3 bench/bench_rows.py --ops ce_fwd,ce_bwd,ce_fwd_bwd,ce_fwd_bwd_half --dtypes bf16 --shapes 16384x32768,16384x65536,16384x131072,8192x262144 --impls ours,quack,eager,liger --out $R/ce_rows.jsonl --plot $R/ce.png
 run topk 120 python3 bench/bench_topk.py --out $R/topk.jsonl

@@ -1,6 +1,7 @@
 # Sourced by the device scripts: peers, wheels, PYTHONPATH, staged package.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
+OUT=${OUT:-$PWD/results/device}  # the device sets it; elsewhere (your own Hopper machine) results/device
 R=$OUT/r; mkdir -p "$R"
 if [ ! -d .deps/cutlass/include ]; then mkdir -p .deps && tar -xJf .peers/cutlass-include.tar.xz -C .deps; fi
 export QUACK_CUTLASS_INCLUDE=$PWD/.deps/cutlass/include

@@ -112,8 +112,9 @@ inline constexpr int kTopkRadixElems = 16;
 //   65536 x 2048 x 16      0.2320      -                   0.2030
 //   65536 x 1024 x 8       0.1593      -                   0.0706
 // fp32 keeps the queue kernel (32-bit keys, twice the passes: 0.41 / 0.90 ms against the
-// queue's 0.27 / 0.57 at the first and third rows). N in (4096, 8192] is in the class by the
-// kernel's cost per element, not by a measurement of its own.
+// queue's 0.27 / 0.57 at the first and third rows). Past N = 4096 (run X2, bf16, the plan's radix
+// against the queue kernel forced): 16384 x 8192 x 64 0.293 / 0.319, 16384 x 8192 x 256 0.493 /
+// 0.615, 16384 x 6000 x 100 0.212 / 0.377.
 inline constexpr int64_t kTopkRadixPlanMinN = 4096;
 
 enum class TopkPath : int { kNone = 0, kQueue = 1, kSort = 2, kBitonic = 3, kRadix = 4 };
