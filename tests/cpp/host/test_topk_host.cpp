@@ -336,8 +336,8 @@ TEST(TopkPlan, BenchmarkShapes) {
     EXPECT_EQ(p.warps_per_row, s.w) << s.N;
     EXPECT_EQ(p.queue_regs, s.q) << s.N;
     EXPECT_EQ(p.packed_bits, s.bits) << s.N;
-    pr.x = DType::kFloat32;
-    EXPECT_EQ(plan_topk(pr).packed_bits, 64);
+    pr.x = DType::kFloat32;  // the queue kernel's fp32 entries (the bitonic rule takes 1024 × 8)
+    EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue).packed_bits, 64);
   }
 }
 
@@ -418,7 +418,17 @@ TEST(TopkPlan, BitonicRule) {
       {65536, 4104, 8, DType::kBFloat16, true, TopkPath::kRadix},     // the kernel's N range
       {65536, 4104, 8, DType::kFloat32, true, TopkPath::kQueue},
       {65536, 1024, 33, DType::kBFloat16, true, TopkPath::kQueue},    // the kernel's k range
-      {65536, 1024, 8, DType::kFloat32, true, TopkPath::kQueue},     // fp32 x
+      // fp32 x: the same class by its own (not measured) constants; fp32 never takes radix.
+      {65536, 1024, 8, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 2048, 32, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 4096, 16, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 1000, 13, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 4096, 32, DType::kFloat32, true, TopkPath::kQueue},
+      {65536, 4096, 17, DType::kFloat32, true, TopkPath::kQueue},
+      {65536, 2056, 17, DType::kFloat32, true, TopkPath::kQueue},
+      {65536, 1024, 33, DType::kFloat32, true, TopkPath::kQueue},
+      {65536, 1024, 8, DType::kFloat32, false, TopkPath::kQueue},    // no 16-byte rows
+      {16384, 4096, 128, DType::kFloat32, true, TopkPath::kQueue},
       {65536, 1024, 8, DType::kBFloat16, false, TopkPath::kQueue},   // no 16-byte rows
       {65536, 1000, 8, DType::kFloat16, false, TopkPath::kQueue},
   };
@@ -451,6 +461,29 @@ TEST(TopkPlan, BitonicRule) {
   pr.N = 1000;
   pr.k = 8;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k8-e64-t16");
+  // fp32 (kTopkBitonicFitElemsF32, not measured): fit from N = 1024 with 64 elements per
+  // thread, 128 where T = 32 needs them (N = 4096).
+  EXPECT_EQ(detail::kTopkBitonicPlanMaxKF32, 16);
+  EXPECT_EQ(detail::kTopkBitonicPlanMaxNF32, 2048);
+  EXPECT_EQ(detail::kTopkBitonicFitElemsF32, 64);
+  TopkProblem pf = topk_problem(65536, 1024, 8, DType::kFloat32);
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t16-fit");
+  pf.N = 2048;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t32-fit");
+  pf.N = 4096;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e128-t32-fit");
+  pf.k = 32;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4-pre32");
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic), buf, sizeof(buf)),
+               "bitonic-k32-e128-t32");
+  pf.N = 512;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k32-e64-t8-fit");
+  pf.N = 1000;
+  pf.k = 8;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t16");
+  pf.N = 1024;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kQueue), buf, sizeof(buf)),
+               "queue-q32-p64-vec-w1r4");
   pr.N = 1024;
   // Forcing the queue kernel (tests, quack-bench --path queue / --config all) still works.
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr, 0, TopkPath::kQueue), buf, sizeof(buf)),
@@ -469,7 +502,7 @@ TEST(TopkPlan, BitonicForced) {
           for (int e : {0, 16, 32, 64, 128}) {
             if (k > n) continue;
             const TopkProblem pr = topk_problem(1000, n, k, t, vec);
-            const bool ok = dtype_size(t) == 2 && vec && n <= 4096 && k <= 32;
+            const bool ok = vec && n <= 4096 && k <= 32;  // 16-bit and fp32 x
             EXPECT_EQ(detail::topk_bitonic_ok(pr), ok);
             const detail::TopkPlan p = detail::plan_topk(pr, 0, TopkPath::kBitonic, e);
             // Unforced: the rule (16-bit x, 16-byte rows, k ≤ 16 or N ≤ 2048; a power of 2
@@ -491,9 +524,10 @@ TEST(TopkPlan, BitonicForced) {
               EXPECT_EQ(d.list, f.list);
               EXPECT_EQ(d.fit, pow2);
               if (pow2) {  // planned power-of-2 rows run the fit instance: E = 128 from N =
-                           // 1024, else the forced plan's E
+                           // 1024 (fp32: 64, 128 at N = 4096), else the forced plan's E
                 EXPECT_EQ(static_cast<int64_t>(d.threads_per_row) * d.elems, n);
-                EXPECT_EQ(d.elems, n >= 1024 ? 128 : f.elems);
+                const int fit_e = dtype_size(t) == 2 ? 128 : n == 4096 ? 128 : 64;
+                EXPECT_EQ(d.elems, n >= 1024 ? fit_e : f.elems);
               } else {
                 EXPECT_EQ(d.elems, f.elems);
                 EXPECT_EQ(d.threads_per_row, f.threads_per_row);
