@@ -131,21 +131,28 @@ __device__ __forceinline__ void topk_merge_lists_track(uint32_t (&top)[K], const
   topk_merge_lists<K>(top, other);
 }
 
-/// fp32: the row's vectors u·T + r (u < V) in pk, zeros past N (kFit: every one inside).
-template <int V, bool kFit>
-__device__ __forceinline__ void topk_reload_f32(const float* xrow, int n, int tpr, int r,
-                                                Packed<float, 4> (&pk)[V]) {
-#pragma unroll
+/// fp32: f(w, col) for each element of the thread (x's bits w, column col < N; kFit: every
+/// one), reloading the row (L1 / L2) four vectors at a time: the rare paths keep few registers
+/// live (all V vectors at once took the generic kernel from 150 to 246 registers).
+template <int V, bool kFit, class F>
+__device__ __forceinline__ void topk_rescan_f32(const float* xrow, int n, int tpr, int r, F f) {
+#pragma unroll 4
   for (int u = 0; u < V; ++u) {
     const int c0 = (u * tpr + r) * 4;
+    Packed<float, 4> pk;
     if (kFit || c0 + 4 <= n) {
-      load_packed<Cache::kNormal>(xrow + c0, pk[u]);
+      load_packed<Cache::kNormal>(xrow + c0, pk);
     } else {
-      pk[u].word[0] = make_uint4(0u, 0u, 0u, 0u);
+      pk.word[0] = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        if (c0 + i < n) pk[u].elt[i] = xrow[c0 + i];
+        if (c0 + i < n) pk.elt[i] = xrow[c0 + i];
     }
+    const uint4 w4 = pk.word[0];
+    const uint32_t w[4] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (kFit || c0 + i < n) f(w[i], static_cast<uint32_t>(c0 + i));
   }
 }
 
@@ -163,37 +170,24 @@ __device__ __forceinline__ uint32_t topk_group_reduce(uint32_t v, int tpr, unsig
 /// an unselected member. Reloads the row; where an unselected member of G has a larger exact
 /// key than a selected one, replaces entries a .. k − 1 of top (those of G) by G's best k − a
 /// members in the exact order, as entries (hs << b) | (m − column). Row-uniform (T threads).
-/// Each re-pick step reloads the row (L1 / L2) instead of keeping E entries live: registers and
-/// local memory stay those of the main path.
+/// Each pass (the test, each re-pick step) reloads the row (L1 / L2, topk_rescan_f32) instead of
+/// keeping E entries live: registers and local memory stay those of the main path.
 template <int K, int V, bool kFit>
 __device__ __forceinline__ void topk_fix_group_f32(const float* xrow, int n, int k, int tpr, int r,
                                                 int b, uint32_t flip, uint32_t ek,
                                                 uint32_t (&top)[K]) {
-  constexpr int kE = V * 4;
   const uint32_t m = (1u << b) - 1u, hs = ek >> b;
   const int lane = static_cast<int>(threadIdx.x & 31);
   const unsigned gmask =
       tpr == 32 ? 0xffffffffu : ((1u << tpr) - 1u) << (lane & ~(tpr - 1));
-  // Element t of the thread: vector t / 4 (column 4·(t / 4 · T + r) + t % 4); its exact key,
-  // whether it is a real member of G, its column part m − column.
-  auto word = [&](const Packed<float, 4>(&pk)[V], int t) {
-    const uint4 w4 = pk[t / 4].word[0];
-    return t % 4 == 0 ? w4.x : t % 4 == 1 ? w4.y : t % 4 == 2 ? w4.z : w4.w;
-  };
-  auto col_of = [&](int t) { return static_cast<uint32_t>((t / 4 * tpr + r) * 4 + t % 4); };
   uint32_t max_out = 0u, min_in = 0xffffffffu;
-  {
-    Packed<float, 4> pk[V];
-    topk_reload_f32<V, kFit>(xrow, n, tpr, r, pk);
-#pragma unroll
-    for (int t = 0; t < kE; ++t) {
-      const uint32_t col = col_of(t), key = topk_key_f32(word(pk, t), flip);
-      if ((kFit || col < static_cast<uint32_t>(n)) && (key >> b) == hs) {
-        if (((key & ~m) | (m - col)) >= ek) min_in = min(min_in, key);
-        else max_out = max(max_out, key);
-      }
+  topk_rescan_f32<V, kFit>(xrow, n, tpr, r, [&](uint32_t w, uint32_t col) {
+    const uint32_t key = topk_key_f32(w, flip);
+    if ((key >> b) == hs) {
+      if (((key & ~m) | (m - col)) >= ek) min_in = min(min_in, key);
+      else max_out = max(max_out, key);
     }
-  }
+  });
   max_out = topk_group_reduce<true>(max_out, tpr, gmask);
   min_in = topk_group_reduce<false>(min_in, tpr, gmask);
   if (max_out <= min_in) return;  // the selected members of G beat every other one: exact set
@@ -205,17 +199,13 @@ __device__ __forceinline__ void topk_fix_group_f32(const float* xrow, int n, int
   uint32_t prev = 0xffffffffu;
 #pragma unroll 1
   for (int i = a; i < k; ++i) {
-    Packed<float, 4> pk[V];
-    topk_reload_f32<V, kFit>(xrow, n, tpr, r, pk);
     uint32_t best = 0u;
-#pragma unroll
-    for (int t = 0; t < kE; ++t) {
-      const uint32_t col = col_of(t), key = topk_key_f32(word(pk, t), flip);
-      const uint32_t ep = (kFit || col < static_cast<uint32_t>(n)) && (key >> b) == hs
-                              ? (1u << (2 * b)) | ((key & m) << b) | (m - col)
-                              : 0u;
+    topk_rescan_f32<V, kFit>(xrow, n, tpr, r, [&](uint32_t w, uint32_t col) {
+      const uint32_t key = topk_key_f32(w, flip);
+      const uint32_t ep =
+          (key >> b) == hs ? (1u << (2 * b)) | ((key & m) << b) | (m - col) : 0u;
       best = max(best, ep < prev ? ep : 0u);
-    }
+    });
     best = topk_group_reduce<true>(best, tpr, gmask);
     prev = best;
     const uint32_t e = (hs << b) | (best & m);

@@ -15,10 +15,15 @@
 //                 k ≥ 32 of TopkShapes, TopkData and TopkSoftmax run the plan's prefix of 32.)
 //   TopkBitonic   the register (bitonic) kernel forced with each elements-per-thread count,
 //                 every list size, crafted data and softmax modes; each of those again with
-//                 the forced `fit` configuration where T·E = N (no tail loads or masks).
+//                 the forced `fit` configuration where T·E = N (no tail loads or masks);
+//                 every x dtype (fp32: truncated entries + the exactness fix-up), and fp32
+//                 rows of near-ties (values 1 + j ulp, a cluster of ulps around the k-th
+//                 value, ±0 with subnormals, ±inf / NaN / FLT_MAX − j ulp) that force the
+//                 fix-up, against the reference and the queue kernel.
 //                 TopkShapes, TopkData and TopkSoftmax run every case twice: the queue
 //                 kernel forced (the sort path for k > 256) and the bitonic kernel forced
-//                 (where it applies: 16-bit x, 16-byte rows, N ≤ 4096, k ≤ 32), so both
+//                 (where it applies: 16-byte rows, k ≤ 32, N ≤ 4096 for 16-bit x, N ≤ 2048
+//                 for fp32 (≤ 1024 for k > 16)), so both
 //                 kernels keep every case whichever the plan picks; the plan's own path (the
 //                 bitonic rule: k ≤ 16 or N ≤ 2048; the radix rule: 16-bit x from N = 4096
 //                 outside it; else the queue kernel) runs in TopkPlanRule, TopkLayouts and
@@ -557,13 +562,14 @@ TEST_F(TopkBitonic, EveryElementCountListSizeAndSoftmax) {
         for (bool fit : {false, true})
           for (TopkSoftmax sm : {TopkSoftmax::kNone, TopkSoftmax::kSelected, TopkSoftmax::kRow})
             for (Data d : {Data::kRandom, Data::kDuplicates, Data::kSpecials}) {
+              detail::TopkProblem pr;
+              pr.M = s.M;
+              pr.N = s.N;
+              pr.k = s.k;
+              pr.x = t;
+              pr.vec_ok = true;
+              if (!detail::topk_bitonic_ok(pr)) continue;  // fp32: N ≤ 2048 (1024 for k > 16)
               if (fit) {
-                detail::TopkProblem pr;
-                pr.M = s.M;
-                pr.N = s.N;
-                pr.k = s.k;
-                pr.x = t;
-                pr.vec_ok = true;
                 if (!detail::plan_topk(pr, 0, TopkPath::kBitonic, e, true).fit) continue;
                 ++fit_cases;
               }
@@ -584,7 +590,7 @@ TEST_F(TopkBitonic, EveryElementCountListSizeAndSoftmax) {
             }
   // Fit plans: 23 (shape, E) pairs per dtype at N = 1024, 4096, 64, 2048 and 512 (an E not
   // usable at a shape gives the plan's own, which fits there too), × 3 softmax × 3 data kinds.
-  EXPECT_GE(fit_cases, 3 * 20 * 9);
+  EXPECT_GE(fit_cases, 2 * 20 * 9 + 10 * 9);
 }
 
 TEST_F(TopkBitonic, Fp32NearTiesAtTheBoundary) {
@@ -596,9 +602,9 @@ TEST_F(TopkBitonic, Fp32NearTiesAtTheBoundary) {
   // kernel's dropped-entry test) and k < K (its (k+1)-th entry), fit and generic, every E,
   // largest and smallest, softmax modes and index dtypes in turn. The queue kernel (exact 64-bit
   // entries) runs the same rows as a second reference.
-  const Mnk shapes[] = {{37, 1024, 8}, {21, 4096, 16}, {9, 4096, 32}, {50, 1000, 13},
+  const Mnk shapes[] = {{37, 1024, 8}, {21, 2048, 16}, {9, 1000, 32}, {50, 1000, 13},
                         {11, 512, 32}, {13, 2048, 1},  {5, 16, 16},   {7, 17, 5},
-                        {10, 1024, 32}, {10, 64, 7}};
+                        {10, 1024, 32}, {10, 2040, 9}};
   uint64_t seed = 7000;
   int ran = 0;
   for (const Mnk& s : shapes)
@@ -727,8 +733,9 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
         ++n;
         const TopkRun r = run_case(c);
         const bool pow2 = (s.N & (s.N - 1)) == 0 && s.N >= 16;
-        // fp32: the same class (kTopkBitonicPlanMaxKF32 / MaxNF32, not measured).
-        const bool planned = s.N <= 4096 && (s.k <= 16 || s.N <= 2048);
+        // fp32: the kernel's whole range (N ≤ 2048, ≤ 1024 for k > 16; not measured).
+        const bool planned = dtype_size(t) == 2 ? s.N <= 4096 && (s.k <= 16 || s.N <= 2048)
+                                                : s.N <= (s.k > 16 ? 1024 : 2048);
         const bool radix = dtype_size(t) == 2 && !planned && s.N >= 4096;
         EXPECT_EQ(r.plan.path, planned ? TopkPath::kBitonic
                                : radix ? TopkPath::kRadix
@@ -736,7 +743,7 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
             << case_name(c);
         EXPECT_EQ(r.plan.fit, planned && pow2) << case_name(c);
         if (planned && s.N >= 1024 && pow2) {
-          EXPECT_EQ(r.plan.elems, dtype_size(t) == 2 || s.N == 4096 ? 128 : 64) << case_name(c);
+          EXPECT_EQ(r.plan.elems, dtype_size(t) == 2 ? 128 : s.k > 16 ? 32 : 64) << case_name(c);
         }
         const bool queue = !planned && !radix;
         EXPECT_EQ(r.plan.prefix_iters, queue && r.plan.vec_io && s.k >= 32 ? 32 : 0)
