@@ -52,7 +52,8 @@
 // min of its selected ones (max / min over the T threads); if max > min, G's best k − a
 // members (a = selected entries above G) are chosen again exactly by the (2b + 1)-bit entries
 // 1 << 2b | (key & m) << b | (m − column), one per step (max over the thread's elements below
-// the previous pick, max over the T threads): k − a steps of ~3·E instructions. Last, every
+// the previous pick, max over the T threads): k − a steps, each a reload of the row and ~10
+// instructions per element (slow; crafted rows, e.g. values 1 + j ulp). Last, every
 // thread loads the k selected values from x (exact outputs; L2) and, where two of the k
 // entries share H (possibly misordered), places entry i at its rank by (exact key, lower
 // column) among the k.
@@ -239,7 +240,7 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
   bool tie = false;  // two of the k entries with one H: their order needs the exact keys
 #pragma unroll
   for (int i = 0; i < K; ++i) {
-    if (i < k) v[i] = xrow[m - (top[i] & m)];
+    v[i] = i < k ? xrow[m - (top[i] & m)] : 0.f;
     if (i + 1 < K && i + 1 < k && (top[i] >> b) == (top[i + 1] >> b)) tie = true;
   }
   if (p.softmax == kTopkSoftmaxSelected) {

@@ -6,7 +6,8 @@
 //           row, R rows per CTA; no workspace.
 //   kSort   k > kTopkQueueMaxK: CUB's segmented radix sort of each row (topk_sort.cu) in a
 //           workspace, then an epilogue kernel.
-//   kBitonic 16-bit or fp32 x, 16-byte loads, N ≤ kTopkBitonicMaxN, k ≤ kTopkBitonicMaxK: the
+//   kBitonic 16-bit or fp32 x, 16-byte loads, N ≤ kTopkBitonicMaxN (fp32: ≤ 32 ·
+//           topk_bitonic_max_elems, 2048 or 1024 for k > 16), k ≤ kTopkBitonicMaxK: the
 //           register kernel (topk_bitonic_kernel.cuh; fp32: truncated entries + an exactness
 //           fix-up), T threads per row, E elements per thread. The plan takes it by
 //           topk_bitonic_planned (16-bit x: k ≤ kTopkBitonicPlanMaxK or N ≤ kTopkBitonicPlanMaxN;
@@ -181,8 +182,9 @@ struct TopkPlan {
   // topk_radix_smem_layout(N, packed_bits / 8, T / 32).total.
 };
 
-/// Whether the bitonic kernel takes the problem (16-bit or fp32 x, vector loads, N and k in
-/// range).
+/// Whether the bitonic kernel takes the problem (16-bit or fp32 x, vector loads, k ≤
+/// kTopkBitonicMaxK, N ≤ 32 · topk_bitonic_max_elems(x's bytes, list): 4096 for 16-bit x, 2048
+/// for fp32 and 1024 for fp32 with k > 16).
 bool topk_bitonic_ok(const TopkProblem& pr);
 
 /// Whether the bitonic kernel takes the problem with N = T·E: topk_bitonic_ok(pr) and N a
