@@ -326,7 +326,8 @@ TopkRun run_case(const TopkCase& c) {
     EXPECT_GE(static_cast<int64_t>(call.plan.threads) * call.plan.elems, c.N);
   }
   if (c.bitonic && bitonic && c.forced_elems > 0 && 32 * c.forced_elems >= c.N &&
-      c.forced_elems >= c.k && c.forced_elems >= 16) {
+      c.forced_elems >= c.k && c.forced_elems >= 16 &&
+      c.forced_elems <= detail::topk_bitonic_max_elems(dtype_size(c.x), call.plan.list)) {
     EXPECT_EQ(call.plan.elems, c.forced_elems);
   }
   // Unforced, the power-of-2 rows the rule plans run the fit instance; forced, where forced_fit
