@@ -179,7 +179,8 @@ def topk(
         x: (..., N, ...) float32, float16 or bfloat16 on a CUDA device, any strides (``dim`` is
             moved last and the rest flattened with views where the strides allow).
         k: 0 <= k <= N. 16-bit x with 16-byte rows, N <= 4096 and k <= 32 with k <= 16 or
-            N <= 2048 runs the register (bitonic) kernel; otherwise k <= 256 runs the
+            N <= 2048 runs the register (bitonic) kernel, and so does float32 x with 16-byte
+            rows, N <= 2048 (<= 1024 for k > 16), exactly; otherwise k <= 256 runs the
             warp-queue kernel (from k = 32 with a prefix bound on 16-byte rows); larger k sorts
             each row (a workspace of ~16 bytes per element of x).
         dim: the dimension to select along (default the last).

@@ -2,7 +2,8 @@
 // its threads as ucontext fibers that switch only at barriers and warp collectives (in a random
 // order between them), shared memory a global array poisoned per CTA (launch_mock.h); a barrier
 // that never completes aborts ("deadlock"). Warp collectives assume full warps (the kernel's
-// masks are all 0xffffffff). Atomics are plain read-modify-writes (fibers never interleave
+// masks are all 0xffffffff; __shfl_xor_sync also takes the mask of an aligned group of lanes:
+// those lanes meet at a barrier of their own). Atomics are plain read-modify-writes (fibers never interleave
 // inside one).
 #pragma once
 #include <ucontext.h>
@@ -22,6 +23,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__
 #define __shared__
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
@@ -36,7 +38,7 @@ typedef int cudaError_t;
 namespace emu {
 struct Barrier { int expected = 0; int arrived = 0; long phase = 0; };
 struct Fiber { ucontext_t ctx; std::vector<char> stack; bool done = false; int tid = 0; };
-struct Warp { Barrier bar; uint64_t slot[32]; };
+struct Warp { Barrier bar; Barrier group[32]; uint64_t slot[32]; };
 struct State {
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
@@ -103,6 +105,24 @@ template <class T> T exchange(T v, int src) {
   wait(w.bar);
   return r;
 }
+// The exchange among the lanes of `mask` (an aligned group of lanes, or the full warp).
+template <class T> T exchange_masked(unsigned mask, T v, int src) {
+  if (mask == 0xffffffffu) return exchange(v, src);
+  const int n = __builtin_popcount(mask), first = __builtin_ctz(mask);
+  if ((mask >> first) != (n == 32 ? 0xffffffffu : (1u << n) - 1u) || first % n != 0 ||
+      !((mask >> lane()) & 1u) || !((mask >> src) & 1u)) {
+    std::fprintf(stderr, "emu: bad shuffle mask %08x (lane %d, source %d)\n", mask, lane(), src);
+    std::abort();
+  }
+  Warp& w = warp();
+  Barrier& b = w.group[first];
+  b.expected = n;
+  w.slot[lane()] = bits(v);
+  wait(b);
+  const T r = from_bits<T>(w.slot[src]);
+  wait(b);
+  return r;
+}
 inline unsigned ballot(bool p) {
   Warp& w = warp();
   w.slot[lane()] = p;
@@ -136,8 +156,8 @@ template <class T> T __shfl_sync(unsigned, T v, int src, int width = 32) {
   const int base = emu::lane() & ~(width - 1);
   return emu::exchange(v, base + (src & (width - 1)));
 }
-template <class T> T __shfl_xor_sync(unsigned, T v, int m, int width = 32) {
-  return emu::exchange(v, emu::lane() ^ m);
+template <class T> T __shfl_xor_sync(unsigned mask, T v, int m, int width = 32) {
+  return emu::exchange_masked(mask, v, emu::lane() ^ m);
 }
 template <class T> T __shfl_up_sync(unsigned, T v, unsigned d, int width = 32) {
   const int l = emu::lane();
@@ -157,6 +177,7 @@ inline unsigned __reduce_or_sync(unsigned, unsigned v) {
   return s;
 }
 inline uint32_t atomicAdd(uint32_t* p, uint32_t v) { const uint32_t o = *p; *p += v; return o; }
+inline int __clz(unsigned v) { return v == 0 ? 32 : __builtin_clz(v); }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline int __ffs(unsigned v) { return __builtin_ffs(static_cast<int>(v)); }
 inline uint32_t __float_as_uint(float f) { return emu::from_bits<uint32_t>(emu::bits(f)); }

@@ -178,8 +178,10 @@ void topk_run_call(const TopkCall& c, void* workspace, size_t workspace_bytes,
       return (c.plan.fit ? topk_bitonic_fit_bf16 : topk_bitonic_bf16)(c.plan, p, stream, fn);
     if (c.x_dtype == DType::kFloat16)
       return (c.plan.fit ? topk_bitonic_fit_f16 : topk_bitonic_f16)(c.plan, p, stream, fn);
+    if (c.x_dtype == DType::kFloat32)
+      return (c.plan.fit ? topk_bitonic_fit_f32 : topk_bitonic_f32)(c.plan, p, stream, fn);
     throw InvalidArgument(std::string(fn) + ": internal error: a bitonic plan for x " +
-                          dtype_name(c.x_dtype) + ", expected bf16 or fp16");
+                          dtype_name(c.x_dtype) + ", expected bf16, fp16 or fp32");
   }
   if (c.plan.path == TopkPath::kRadix) {
     p.threads_per_row = c.plan.threads_per_row;

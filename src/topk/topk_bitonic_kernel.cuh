@@ -1,10 +1,12 @@
-// The register top-k kernel for 16-bit x (k ≤ kTopkBitonicMaxK, N ≤ kTopkBitonicMaxN): QuACK
-// 0.2.0's method (quack/topk.py, quack/sort/bitonic_sort.py) with exact (key, column) entries.
+// The register top-k kernel (k ≤ kTopkBitonicMaxK, N ≤ kTopkBitonicMaxN): QuACK 0.2.0's method
+// (quack/topk.py, quack/sort/bitonic_sort.py) with exact results: exact (key, column) entries
+// for 16-bit x; for fp32 truncated entries and an exactness fix-up (below, "fp32").
 //
 // Thread -> data: T threads per row (a power of 2 ≤ 32, aligned groups of a warp), 128 / T rows
-// per 128-thread CTA. Thread r of a row holds V = E / 8 16-byte vectors: vector u·T + r of the
-// row (u < V; columns 8·(u·T + r) .. +7), so each u is one coalesced 16·T-byte access of the
-// group. Every load is issued before any compute (V·16 bytes in flight per thread).
+// per 128-thread CTA. Thread r of a row holds V = E / kV 16-byte vectors (kV = 8 elements for
+// 16-bit x, 4 for fp32): vector u·T + r of the row (u < V; columns kV·(u·T + r) .. +kV − 1), so
+// each u is one coalesced 16·T-byte access of the group. Every load is issued before any
+// compute (V·16 bytes in flight per thread).
 //
 // Entries (uint32_t): key << 16 | (0xffff − column), the order of topk_warp.cuh (TopkKey,
 // TopkPack<uint32_t>): one unsigned compare orders by value, then lower column first; 0 is the
@@ -32,6 +34,29 @@
 // Softmax: kSelected over the k values (each thread has them all); kRow folds the online
 // (max, Σ e^(x − max)) of the thread's elements per vector (as topk_queue_kernel.cuh) and
 // all-reduces it over the T threads.
+//
+// fp32 (QuACK 0.2.0 packs the column into the low log2 N bits of the value and returns the
+// truncated values; exact here). Entry = (key & ~m) | (m − column), key = the fp32 order key of
+// x' (topk_key_f32: TopkKey<float>'s order, NaN one key), m = 2^b − 1 with b the bits of the
+// columns: 2^b ≥ N (kFit: no empty entries) or 2^b > N (generic: every real entry ≥ 1 > the
+// empty 0); b ≤ 13. The selection above runs on these entries unchanged, and also keeps d, the
+// best entry any merge dropped (the elementwise min of the descending list and the ascending
+// chunk is the worse half; max over merges and butterfly partners = the row's (K+1)-th entry):
+// +2 VIMNMX per element. Let H(e) = e >> b (the truncated key), e_k the k-th selected entry, G
+// the "boundary group" {elements with H = H(e_k)}. Elements with H > H(e_k) are in the exact
+// top-k and those with H < H(e_k) are not, so the selected set is exact unless G has an
+// unselected member (then the (k+1)-th entry, top[k] for k < K else d, has H = H(e_k): the
+// cheap test, row-uniform) with an exact key above a selected member's (selected members are
+// G's lowest columns). Only then (rare on real rows: equal top 32 − b key bits at the cut) the
+// row's T threads reload it (L2) and take the exact max key of G's unselected members and the
+// min of its selected ones (max / min over the T threads); if max > min, G's best k − a
+// members (a = selected entries above G) are chosen again exactly by the (2b + 1)-bit entries
+// 1 << 2b | (key & m) << b | (m − column), one per step (max over the thread's elements below
+// the previous pick, max over the T threads): k − a steps, each a reload of the row and ~10
+// instructions per element (slow; crafted rows, e.g. values 1 + j ulp). Last, every
+// thread loads the k selected values from x (exact outputs; L2) and, where two of the k
+// entries share H (possibly misordered), places entry i at its rank by (exact key, lower
+// column) among the k.
 #pragma once
 
 #include <cstdint>
@@ -70,6 +95,15 @@ __device__ __forceinline__ uint32_t topk_keys2(uint32_t w, uint32_t flip) {
   return (h ^ (neg | 0x80008000u)) ^ flip;
 }
 
+/// The fp32 order key of x' for x's bits w (flip = 0 largest, 0xffffffff smallest): the order of
+/// TopkKey<float>::key by integer operations; every NaN → 0xffffffff ^ flip (the largest for
+/// largest, 0 for smallest), else w ^ (sign ? 0xffffffff : 0x80000000) ^ flip (−0 < +0).
+__device__ __forceinline__ uint32_t topk_key_f32(uint32_t w, uint32_t flip) {
+  const uint32_t h = (w & 0x7fffffffu) > 0x7f800000u ? 0x7fffffffu : w;
+  const uint32_t neg = static_cast<uint32_t>(static_cast<int32_t>(h) >> 31);
+  return h ^ (neg | 0x80000000u) ^ flip;
+}
+
 /// Sorts a bitonic list of K entries descending.
 template <int K>
 __device__ __forceinline__ void topk_bitonic_merge_desc(uint32_t (&v)[K]) {
@@ -88,10 +122,164 @@ __device__ __forceinline__ void topk_merge_lists(uint32_t (&top)[K], const uint3
   topk_bitonic_merge_desc<K>(top);
 }
 
+/// topk_merge_lists, and d := max(d, the best entry it drops): the elementwise min of the
+/// descending `top` and the ascending `other` is the worse half of their union.
+template <int K>
+__device__ __forceinline__ void topk_merge_lists_track(uint32_t (&top)[K], const uint32_t (&other)[K],
+                                                       uint32_t& d) {
+#pragma unroll
+  for (int i = 0; i < K; ++i) d = max(d, min(top[i], other[i]));
+  topk_merge_lists<K>(top, other);
+}
+
+/// fp32: f(w, col) for each element of the thread (x's bits w, column col < N; kFit: every
+/// one), reloading the row (L1 / L2) four vectors at a time: the rare paths keep few registers
+/// live (all V vectors at once took the generic kernel from 150 to 246 registers).
+template <int V, bool kFit, class F>
+__device__ __forceinline__ void topk_rescan_f32(const float* xrow, int n, int tpr, int r, F f) {
+#pragma unroll 4
+  for (int u = 0; u < V; ++u) {
+    const int c0 = (u * tpr + r) * 4;
+    Packed<float, 4> pk;
+    if (kFit || c0 + 4 <= n) {
+      load_packed<Cache::kNormal>(xrow + c0, pk);
+    } else {
+      pk.word[0] = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (c0 + i < n) pk.elt[i] = xrow[c0 + i];
+    }
+    const uint4 w4 = pk.word[0];
+    const uint32_t w[4] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (kFit || c0 + i < n) f(w[i], static_cast<uint32_t>(c0 + i));
+  }
+}
+
+/// Max (kMax) or min of v over the row's T threads (lanes of the aligned group `gmask`).
+template <bool kMax>
+__device__ __forceinline__ uint32_t topk_group_reduce(uint32_t v, int tpr, unsigned gmask) {
+  for (int off = 1; off < tpr; off *= 2) {
+    const uint32_t o = __shfl_xor_sync(gmask, v, off);
+    v = kMax ? max(v, o) : min(v, o);
+  }
+  return v;
+}
+
+/// fp32, the rare path of the fix-up (header, "fp32"): the boundary group G = {H = hs} may have
+/// an unselected member. Reloads the row; where an unselected member of G has a larger exact
+/// key than a selected one, replaces entries a .. k − 1 of top (those of G) by G's best k − a
+/// members in the exact order, as entries (hs << b) | (m − column). Row-uniform (T threads).
+/// Each pass (the test, each re-pick step) reloads the row (L1 / L2, topk_rescan_f32) instead of
+/// keeping E entries live: registers and local memory stay those of the main path.
+template <int K, int V, bool kFit>
+__device__ __forceinline__ void topk_fix_group_f32(const float* xrow, int n, int k, int tpr, int r,
+                                                int b, uint32_t flip, uint32_t ek,
+                                                uint32_t (&top)[K]) {
+  const uint32_t m = (1u << b) - 1u, hs = ek >> b;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const unsigned gmask =
+      tpr == 32 ? 0xffffffffu : ((1u << tpr) - 1u) << (lane & ~(tpr - 1));
+  uint32_t max_out = 0u, min_in = 0xffffffffu;
+  topk_rescan_f32<V, kFit>(xrow, n, tpr, r, [&](uint32_t w, uint32_t col) {
+    const uint32_t key = topk_key_f32(w, flip);
+    if ((key >> b) == hs) {
+      if (((key & ~m) | (m - col)) >= ek) min_in = min(min_in, key);
+      else max_out = max(max_out, key);
+    }
+  });
+  max_out = topk_group_reduce<true>(max_out, tpr, gmask);
+  min_in = topk_group_reduce<false>(min_in, tpr, gmask);
+  if (max_out <= min_in) return;  // the selected members of G beat every other one: exact set
+  int a = 0;
+#pragma unroll
+  for (int i = 0; i < K; ++i) a += i < k && (top[i] >> b) > hs;
+  // Step i: G's best member below the previous pick by (1 << 2b) | (key & m) << b | (m − col)
+  // (exact order inside G; the marker bit keeps every member above the non-members' 0).
+  uint32_t prev = 0xffffffffu;
+#pragma unroll 1
+  for (int i = a; i < k; ++i) {
+    uint32_t best = 0u;
+    topk_rescan_f32<V, kFit>(xrow, n, tpr, r, [&](uint32_t w, uint32_t col) {
+      const uint32_t key = topk_key_f32(w, flip);
+      const uint32_t ep =
+          (key >> b) == hs ? (1u << (2 * b)) | ((key & m) << b) | (m - col) : 0u;
+      best = max(best, ep < prev ? ep : 0u);
+    });
+    best = topk_group_reduce<true>(best, tpr, gmask);
+    prev = best;
+    const uint32_t e = (hs << b) | (best & m);
+#pragma unroll
+    for (int q = 0; q < K; ++q) {  // top[i] = e by masks (a select chain becomes local memory)
+      const uint32_t sel = 0u - static_cast<uint32_t>(q == i);
+      top[q] = (top[q] & ~sel) | (e & sel);
+    }
+  }
+}
+
+/// fp32: the end of the kernel for a row inside M (header, "fp32"): the cheap test and the
+/// fix-up of the selected set, the k exact values from x, their exact order, the stores.
+template <int K, int V, bool kFit>
+__device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row, const float* xrow,
+                                                int n, int tpr, int r, int b, uint32_t flip,
+                                                uint32_t (&top)[K], uint32_t d,
+                                                OnlineMaxSum::Val st) {
+  const int k = p.k;
+  const uint32_t m = (1u << b) - 1u;
+  // The k-th entry; the (k + 1)-th (top[k] for k < K, else d). Masks, not a select chain
+  // (NVVM's select chain over the list crashed cicc at K = 8, E ≥ 64).
+  uint32_t ek = 0u, next = k < K ? 0u : d;
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    ek |= top[i] & (0u - static_cast<uint32_t>(i == k - 1));
+    next |= top[i] & (0u - static_cast<uint32_t>(i == k));
+  }
+  if ((next >> b) == (ek >> b)) topk_fix_group_f32<K, V, kFit>(xrow, n, k, tpr, r, b, flip, ek, top);
+  float v[K];
+  bool tie = false;  // two of the k entries with one H: their order needs the exact keys
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    v[i] = i < k ? xrow[m - (top[i] & m)] : 0.f;
+    if (i + 1 < K && i + 1 < k && (top[i] >> b) == (top[i + 1] >> b)) tie = true;
+  }
+  if (p.softmax == kTopkSoftmaxSelected) {
+    float mx = kNegInf;
+#pragma unroll
+    for (int i = 0; i < K; ++i)
+      if (i < k) mx = fmaxf(mx, v[i]);
+    const float mr = mx == kNegInf ? 0.f : mx;
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < K; ++i)
+      if (i < k) s += exp_diff(v[i], mr);
+    st = {{mx, s}};
+  }
+  const TopkSoftmaxScale sc = topk_softmax_scale(p, row, st, r == 0);
+  uint32_t kx[K];
+#pragma unroll
+  for (int i = 0; i < K; ++i) kx[i] = topk_key_f32(__float_as_uint(v[i]), flip);
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    if (i < k && (i & (tpr - 1)) == r) {
+      int pos = i;
+      if (tie) {  // rank by (exact key, lower column: larger column part) among the k
+        pos = 0;
+#pragma unroll
+        for (int j = 0; j < K; ++j)
+          pos += j < k && (kx[j] > kx[i] || (kx[j] == kx[i] && (top[j] & m) > (top[i] & m)));
+      }
+      topk_store_entry(p, row, pos, v[i], m - (top[i] & m), sc.m, sc.inv_s);
+    }
+  }
+}
+
 template <typename T, int K, int V, bool kFit>
 __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const TopkParams p) {
-  static_assert(sizeof(T) == 2, "16-bit x: (16-bit key, 16-bit column) entries");
-  constexpr int kV = 8;       // elements per 16-byte vector
+  constexpr bool kF32 = std::is_same_v<T, float>;
+  static_assert(sizeof(T) == 2 || kF32,
+                "16-bit x: (16-bit key, 16-bit column) entries; fp32: truncated entries");
+  constexpr int kV = 16 / sizeof(T);  // elements per 16-byte vector
   constexpr int kE = V * kV;  // elements per thread
   static_assert(kE % K == 0 && (K == 8 || K == 16 || K == 32), "chunks of K entries");
   constexpr int kWordsPerChunk = K / 2;
@@ -168,8 +356,32 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
     }
   };
 
+  // fp32: entries (key & ~m) | (m − column); m = 2^b − 1, 2^b ≥ N (kFit) or > N (header).
+  const int bits = 32 - __clz(kFit ? n - 1 : n);
+  const uint32_t m = (1u << bits) - 1u;
+  const uint32_t cpf_r = m - static_cast<uint32_t>(4 * r);
+  auto make_chunk_f32 = [&](int c, uint32_t(&e)[K]) {
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const int t0 = c * K + j;  // the element of the thread
+      const int u = t0 / 4, i = t0 % 4;  // its vector, its word in the vector
+      const uint4 w4 = pk[u].word[0];
+      const uint32_t w = i == 0 ? w4.x : i == 1 ? w4.y : i == 2 ? w4.z : w4.w;
+      const uint32_t cp = cpf_r - static_cast<uint32_t>(4 * u * tpr + i);
+      e[j] = (topk_key_f32(w, flip) & ~m) | cp;
+      const int col = (u * tpr + r) * 4 + i;
+      if (!kFit && ((u * tpr + r) * 4 + 4 > n || !row_ok))
+        if (col >= n || !row_ok) e[j] = 0u;
+    }
+  };
+  auto make = [&](int c, uint32_t(&e)[K]) {
+    if constexpr (kF32) make_chunk_f32(c, e);
+    else make_chunk(c, e);
+  };
+  uint32_t d = 0u;  // fp32: the best entry dropped so far (header)
+
   uint32_t top[K];
-  make_chunk(0, top);
+  make(0, top);
   TopkNetwork<K>::template sort<false>(top);
 #pragma unroll
   for (int c = 1; c < kE / K; ++c) {
@@ -178,9 +390,10 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
 #pragma unroll
     for (int u = c * K / kV; u < (c + 1) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
     uint32_t e[K];
-    make_chunk(c, e);
+    make(c, e);
     TopkNetwork<K>::template sort<true>(e);
-    topk_merge_lists<K>(top, e);
+    if constexpr (kF32) topk_merge_lists_track<K>(top, e, d);
+    else topk_merge_lists<K>(top, e);
   }
 
   // Butterfly over the row's T threads: the partner's list reversed is ascending.
@@ -188,10 +401,19 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
     uint32_t o[K];
 #pragma unroll
     for (int i = 0; i < K; ++i) o[i] = __shfl_xor_sync(kFull, top[K - 1 - i], off);
-    topk_merge_lists<K>(top, o);
+    if constexpr (kF32) {
+      d = max(d, __shfl_xor_sync(kFull, d, off));
+      topk_merge_lists_track<K>(top, o, d);
+    } else {
+      topk_merge_lists<K>(top, o);
+    }
   }
 
   if (!row_ok) return;
+  if constexpr (kF32) {
+    topk_finish_f32<K, V, kFit>(p, row, xrow, n, tpr, r, bits, flip, top, d, st);
+    return;
+  } else {
   using Key = TopkKey<T>;
   using Pk = TopkPack<uint32_t>;
   const int k = p.k;
@@ -215,30 +437,38 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
       topk_store_entry(p, row, i, val, Pk::col(top[i]), sc.m, sc.inv_s);
     }
   }
+  }
 }
 
-/// Launches topk_bitonic_kernel<T, plan.list, plan.elems / 8, kFit> on `stream`; kFit must
-/// equal plan.fit (then p.N = T·E).
-template <typename T, bool kFit>
+/// Launches topk_bitonic_kernel<T, plan.list, plan.elems / kV, kFit> on `stream` (kV = 16 /
+/// sizeof(T) elements per vector); kFit must equal plan.fit (then p.N = T·E). kLists: the list
+/// sizes this TU instantiates (bit 0: 8, bit 1: 16, bit 2: 32; fp32 splits them over two TUs
+/// for compile time); plan.list must be one of them.
+template <typename T, bool kFit, int kLists = 7>
 void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t stream,
                          const char* where) {
+  constexpr int kV = 16 / sizeof(T);
   auto go = [&](auto k_tag, auto v_tag) {
     constexpr int kK = decltype(k_tag)::value, kVecs = decltype(v_tag)::value;
-    if constexpr (kVecs * 8 >= kK)
+    constexpr int kBit = kK == 8 ? 1 : kK == 16 ? 2 : 4;
+    if constexpr ((kLists & kBit) != 0 && kVecs * kV >= kK &&
+                  kVecs * kV <= topk_bitonic_max_elems(sizeof(T), kK))
       launch(topk_bitonic_kernel<T, kK, kVecs, kFit>, plan.grid, plan.threads, 0, 1, stream,
              where, p);
   };
   auto by_elems = [&](auto k_tag) {
     switch (plan.elems) {
-      case 16: return go(k_tag, std::integral_constant<int, 2>{});
-      case 32: return go(k_tag, std::integral_constant<int, 4>{});
-      case 64: return go(k_tag, std::integral_constant<int, 8>{});
-      case 128: return go(k_tag, std::integral_constant<int, 16>{});
+      case 16: return go(k_tag, std::integral_constant<int, 16 / kV>{});
+      case 32: return go(k_tag, std::integral_constant<int, 32 / kV>{});
+      case 64: return go(k_tag, std::integral_constant<int, 64 / kV>{});
+      case 128: return go(k_tag, std::integral_constant<int, 128 / kV>{});
     }
   };
-  const bool ok = (plan.list == 8 || plan.list == 16 || plan.list == 32) &&
+  const bool ok = ((plan.list == 8 && (kLists & 1)) || (plan.list == 16 && (kLists & 2)) ||
+                   (plan.list == 32 && (kLists & 4))) &&
                   (plan.elems == 16 || plan.elems == 32 || plan.elems == 64 ||
                    plan.elems == 128) &&
+                  plan.elems <= topk_bitonic_max_elems(sizeof(T), plan.list) &&
                   plan.elems >= plan.list && plan.threads_per_row >= 1 &&
                   plan.threads_per_row <= 32 &&
                   (plan.threads_per_row & (plan.threads_per_row - 1)) == 0 &&

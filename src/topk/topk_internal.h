@@ -39,12 +39,17 @@ void topk_queue_f16_p32(const TopkPlan&, const TopkParams&, cudaStream_t, const 
 void topk_queue_f16_p64(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
 void topk_queue_f32_p64(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
 
-/// Launchers of the register (bitonic) kernel (topk_bitonic_<dtype>.cu), 16-bit x only.
+/// Launchers of the register (bitonic) kernel (topk_bitonic_<dtype>.cu).
 void topk_bitonic_bf16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
 void topk_bitonic_f16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
+void topk_bitonic_f32(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
 /// The same kernel for plans with `fit` (N = T·E; topk_bitonic_fit_<dtype>.cu).
 void topk_bitonic_fit_bf16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
 void topk_bitonic_fit_f16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
+void topk_bitonic_fit_f32(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
+/// fp32 lists of 32 (their own TUs, topk_bitonic_{,fit_}f32_l32.cu; the two above call them).
+void topk_bitonic_f32_l32(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
+void topk_bitonic_fit_f32_l32(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);
 
 /// Launchers of the radix-select kernel (topk_radix_<dtype>.cu), 16-byte rows only.
 void topk_radix_bf16(const TopkPlan&, const TopkParams&, cudaStream_t, const char*);

@@ -26,13 +26,16 @@ TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fi
   plan.vec_io = true;
   plan.packed_bits = 32;
   plan.list = static_cast<int>(std::max<int64_t>(8, pow2_ceil(pr.k)));
-  int64_t e = std::max<int64_t>({plan.list, 16, std::min<int64_t>(64, pow2_ceil(pr.N))});
+  const int max_e = topk_bitonic_max_elems(dtype_size(pr.x), plan.list);
+  int64_t e = std::max<int64_t>(
+      {plan.list, 16, std::min<int64_t>({64, max_e, pow2_ceil(pr.N)})});
   int64_t t = pow2_ceil(ceil_div(pr.N, e));
   if (t > 32) {
     t = 32;
     e = pow2_ceil(ceil_div(pr.N, 32));
   }
-  if (forced_elems > 0 && forced_elems >= plan.list && forced_elems <= 128 &&
+  if (forced_elems > 0 && forced_elems >= plan.list &&
+      forced_elems <= max_e &&
       (forced_elems & (forced_elems - 1)) == 0 && forced_elems >= 16 &&
       32 * static_cast<int64_t>(forced_elems) >= pr.N) {
     e = forced_elems;
@@ -84,8 +87,12 @@ bool topk_radix_planned(const TopkProblem& pr) {
 }
 
 bool topk_bitonic_ok(const TopkProblem& pr) {
-  return dtype_size(pr.x) == 2 && pr.vec_ok && pr.N <= kTopkBitonicMaxN &&
-         pr.k <= kTopkBitonicMaxK;
+  if (!(dtype_size(pr.x) == 2 || pr.x == DType::kFloat32) || !pr.vec_ok ||
+      pr.k > kTopkBitonicMaxK || pr.N > kTopkBitonicMaxN)
+    return false;
+  // T ≤ 32 threads of at most topk_bitonic_max_elems (fp32: by the list size).
+  const int list = static_cast<int>(std::max<int64_t>(8, pow2_ceil(pr.k)));
+  return pr.N <= 32 * static_cast<int64_t>(topk_bitonic_max_elems(dtype_size(pr.x), list));
 }
 
 bool topk_bitonic_fits(const TopkProblem& pr) {
@@ -93,6 +100,9 @@ bool topk_bitonic_fits(const TopkProblem& pr) {
 }
 
 bool topk_bitonic_planned(const TopkProblem& pr) {
+  if (pr.x == DType::kFloat32)
+    return topk_bitonic_ok(pr) &&
+           (pr.k <= kTopkBitonicPlanMaxKF32 || pr.N <= kTopkBitonicPlanMaxNF32);
   return topk_bitonic_ok(pr) && (pr.k <= kTopkBitonicPlanMaxK || pr.N <= kTopkBitonicPlanMaxN);
 }
 
@@ -106,9 +116,13 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path
     return plan_topk_bitonic(pr, forced_elems, forced_fit);
   if (forced_path != TopkPath::kQueue && forced_warps <= 0 && topk_bitonic_planned(pr)) {
     // Rows of a power-of-2 length run the fit instance; from N = 1024 with 128 elements per
-    // thread (kTopkBitonicFitElems' measurements).
-    if (forced_elems <= 0 && topk_bitonic_fits(pr))
-      return plan_topk_bitonic(pr, pr.N >= kTopkBitonicFitMinN ? kTopkBitonicFitElems : 0, true);
+    // thread (kTopkBitonicFitElems' measurements; fp32: kTopkBitonicFitElemsF32, not
+    // measured).
+    if (forced_elems <= 0 && topk_bitonic_fits(pr)) {
+      const int fit_e =
+          pr.x == DType::kFloat32 ? kTopkBitonicFitElemsF32 : kTopkBitonicFitElems;
+      return plan_topk_bitonic(pr, pr.N >= kTopkBitonicFitMinN ? fit_e : 0, true);
+    }
     return plan_topk_bitonic(pr, forced_elems, false);
   }
   if (forced_path == TopkPath::kNone && forced_warps <= 0 && forced_prefix < 0 &&

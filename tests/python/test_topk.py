@@ -77,8 +77,10 @@ def check(x, k, dim=-1, largest=True, **kw):
 # 16-bit x with 16-byte rows, N <= 4096, k <= 32 and k <= 16 or N <= 2048 (here (1, 1, 1),
 # (33, 1000, 8), (65, 256, 8), (300, 64, 2), (130, 2048, 16), (9, 2056, 8), (6, 4096, 16),
 # (11, 1024, 24)) takes the register (bitonic) kernel by the plan's rule (src/topk/topk_plan.h);
-# past it, 16-bit rows of 16-byte multiples with 4096 <= N <= 8192 ((64, 4096, 32),
-# (16, 4096, 128), (3, 5000, 300) is past k <= 256) the radix kernel; the others (fp32 x too)
+# so does fp32 x with 16-byte rows, N <= 2048 (<= 1024 for k > 16; here (1, 1, 1), (33, 1000,
+# 8), (65, 256, 8), (300, 64, 2), (130, 2048, 16), (11, 1024, 24)): truncated entries and an
+# exactness fix-up. Past it, 16-bit rows of 16-byte multiples with 4096 <= N <= 8192 ((64,
+# 4096, 32), (16, 4096, 128), (3, 5000, 300) is past k <= 256) the radix kernel; the others
 # the queue kernel (k <= 256) or the sort path. The queue kernel's rows of 16-byte multiples
 # with k >= 32 ((8, 32768, 64), (4, 131072, 256); fp32 at N = 4096) take its prefix bound of 32
 # iterations.
@@ -118,6 +120,26 @@ def test_nan_inf_duplicates(dtype, largest):
     x[5, ::2] = -float("inf")
     for k in (1, 8, 40, 300):
         check(x, k, largest=largest)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("M,N,k", [(37, 1024, 8), (21, 2048, 16), (9, 1000, 32), (50, 1000, 13)])
+def test_fp32_near_ties(M, N, k, largest):
+    # fp32 rows that the register kernel's truncated entries (the column in the key's low bits)
+    # cannot tell apart: values +-(1 + j ulp), j < 64 (the whole row one truncated key), and a
+    # random row with 2k + 3 columns within 4 ulps of its k-th value (of the mode). Its fix-up must give the
+    # exact values and order (src/topk/topk_bitonic_kernel.cuh, "fp32").
+    j = torch.randint(0, 64, (M, N), device=DEVICE, dtype=torch.int32)
+    x = (torch.ones(M, N, device=DEVICE, dtype=f32).view(torch.int32) + j).view(f32)
+    x[1::2] *= -1
+    check(x, k, largest=largest)
+    y = randx(M, N)
+    kth = torch.sort(y, dim=-1, descending=largest).values[:, k - 1:k]  # the mode's k-th
+    cols = torch.randint(0, N, (M, 2 * k + 3), device=DEVICE)
+    d = torch.randint(-4, 5, cols.shape, device=DEVICE, dtype=torch.int32)
+    near = (kth.expand(-1, cols.shape[1]).contiguous().view(torch.int32) + d).view(f32)
+    y.scatter_(1, cols, near)
+    check(y, k, largest=largest)
 
 
 def test_k_zero_and_empty():
@@ -160,7 +182,7 @@ def ref_softmax_values(x, k, mode, largest=True):
 
 @pytest.mark.parametrize("mode", [True, "pre"], ids=["selected", "pre"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-# bf16 / fp16 at (64, 64, 8), (33, 256, 8), (130, 2048, 16): the bitonic kernel (the plan's rule);
+# (64, 64, 8), (33, 256, 8), (130, 2048, 16): the bitonic kernel (the plan's rule; fp32 too);
 # (9, 4096, 32) the radix kernel; (4, 32768, 128) (and fp32 at (9, 4096, 32)) the queue kernel
 # with its prefix bound (k >= 32).
 @pytest.mark.parametrize("M,N,k", [(64, 64, 8), (33, 256, 8), (130, 2048, 16), (9, 4096, 32),

@@ -15,10 +15,15 @@
 //                 k ≥ 32 of TopkShapes, TopkData and TopkSoftmax run the plan's prefix of 32.)
 //   TopkBitonic   the register (bitonic) kernel forced with each elements-per-thread count,
 //                 every list size, crafted data and softmax modes; each of those again with
-//                 the forced `fit` configuration where T·E = N (no tail loads or masks).
+//                 the forced `fit` configuration where T·E = N (no tail loads or masks);
+//                 every x dtype (fp32: truncated entries + the exactness fix-up), and fp32
+//                 rows of near-ties (values 1 + j ulp, a cluster of ulps around the k-th
+//                 value, ±0 with subnormals, ±inf / NaN / FLT_MAX − j ulp) that force the
+//                 fix-up, against the reference and the queue kernel.
 //                 TopkShapes, TopkData and TopkSoftmax run every case twice: the queue
 //                 kernel forced (the sort path for k > 256) and the bitonic kernel forced
-//                 (where it applies: 16-bit x, 16-byte rows, N ≤ 4096, k ≤ 32), so both
+//                 (where it applies: 16-byte rows, k ≤ 32, N ≤ 4096 for 16-bit x, N ≤ 2048
+//                 for fp32 (≤ 1024 for k > 16)), so both
 //                 kernels keep every case whichever the plan picks; the plan's own path (the
 //                 bitonic rule: k ≤ 16 or N ≤ 2048; the radix rule: 16-bit x from N = 4096
 //                 outside it; else the queue kernel) runs in TopkPlanRule, TopkLayouts and
@@ -40,6 +45,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -56,7 +63,18 @@ namespace {
 
 using detail::TopkPath;
 
-enum class Data { kRandom, kDuplicates, kSpecials, kAscending, kDescending };
+// kNearTies (fp32 x; the bitonic kernel's truncated entries and their fix-up): rows whose
+// values differ only in their low mantissa bits around the k-th value (make_x).
+enum class Data { kRandom, kDuplicates, kSpecials, kAscending, kDescending, kNearTies };
+
+/// v moved by j units in the last place (its bits + j; j < 0 towards zero for v > 0).
+double ulps_from(float v, int j) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  b += static_cast<uint32_t>(j);
+  std::memcpy(&v, &b, 4);
+  return v;
+}
 
 struct TopkCase {
   int64_t M = 1, N = 1, k = 1;
@@ -142,6 +160,42 @@ std::vector<double> make_x(const TopkCase& c) {
         double* r = x.data() + i * c.N;
         std::sort(r, r + c.N);
         if (c.data == Data::kDescending) std::reverse(r, r + c.N);
+      }
+      break;
+    case Data::kNearTies:  // exact in fp32 (the other dtypes round them)
+      for (int64_t i = 0; i < c.M; ++i) {
+        double* r = x.data() + i * c.N;
+        switch (i % 5) {
+          case 0:  // ±(1 + j ulp), j < 64: one truncated key for the whole row
+          case 1:  // 1 + j ulp, j < 8: exact ties as well
+            for (int64_t j = 0; j < c.N; ++j)
+              r[j] = (i % 10 == 5 ? -1 : 1) * ulps_from(1.f, static_cast<int>(rng.next() % (i % 5 ? 8 : 64)));
+            break;
+          case 2: {  // a random row with 2k + 3 columns within 4 ulps of its k-th value
+            std::vector<double> sorted(r, r + c.N);
+            std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+            const float kth = static_cast<float>(sorted[static_cast<size_t>(c.k > 0 ? c.k - 1 : 0)]);
+            for (int64_t n = 0; n < std::min<int64_t>(c.N / 2 + 1, 2 * c.k + 3); ++n)
+              r[rng.next() % c.N] = ulps_from(kth, static_cast<int>(rng.next() % 9) - 4);
+            break;
+          }
+          case 3:  // ±0 and ± the smallest subnormals (one truncated key), a NaN per 16
+            for (int64_t j = 0; j < c.N; ++j) {
+              const int t = static_cast<int>(rng.next() % 16);
+              r[j] = t == 0 ? NAN : t < 4 ? 0.0 : t < 7 ? -0.0 : t < 11 ? ulps_from(0.f, 1 + t % 4)
+                                                                       : -ulps_from(0.f, 1 + t % 4);
+            }
+            break;
+          default:  // ±inf, NaN, ±(FLT_MAX − j ulp)
+            for (int64_t j = 0; j < c.N; ++j) {
+              const int t = static_cast<int>(rng.next() % 6);
+              const float fm = std::numeric_limits<float>::max();
+              r[j] = t == 0 ? inf : t == 1 ? -inf : t == 2 ? nan
+                     : t == 3 ? ulps_from(fm, -static_cast<int>(rng.next() % 6))
+                     : t == 4 ? -ulps_from(fm, -static_cast<int>(rng.next() % 6)) : r[j];
+            }
+            break;
+        }
       }
       break;
   }
@@ -272,7 +326,8 @@ TopkRun run_case(const TopkCase& c) {
     EXPECT_GE(static_cast<int64_t>(call.plan.threads) * call.plan.elems, c.N);
   }
   if (c.bitonic && bitonic && c.forced_elems > 0 && 32 * c.forced_elems >= c.N &&
-      c.forced_elems >= c.k && c.forced_elems >= 16) {
+      c.forced_elems >= c.k && c.forced_elems >= 16 &&
+      c.forced_elems <= detail::topk_bitonic_max_elems(dtype_size(c.x), call.plan.list)) {
     EXPECT_EQ(call.plan.elems, c.forced_elems);
   }
   // Unforced, the power-of-2 rows the rule plans run the fit instance; forced, where forced_fit
@@ -503,18 +558,19 @@ TEST_F(TopkBitonic, EveryElementCountListSizeAndSoftmax) {
   uint64_t seed = 5000;
   int fit_cases = 0;
   for (const Mnk& s : shapes)
-    for (DType t : {DType::kBFloat16, DType::kFloat16})
+    for (DType t : kDtypes)  // fp32: the truncated entries and their fix-up
       for (int e : {0, 16, 32, 64, 128})
         for (bool fit : {false, true})
           for (TopkSoftmax sm : {TopkSoftmax::kNone, TopkSoftmax::kSelected, TopkSoftmax::kRow})
             for (Data d : {Data::kRandom, Data::kDuplicates, Data::kSpecials}) {
+              detail::TopkProblem pr;
+              pr.M = s.M;
+              pr.N = s.N;
+              pr.k = s.k;
+              pr.x = t;
+              pr.vec_ok = true;
+              if (!detail::topk_bitonic_ok(pr)) continue;  // fp32: N ≤ 2048 (1024 for k > 16)
               if (fit) {
-                detail::TopkProblem pr;
-                pr.M = s.M;
-                pr.N = s.N;
-                pr.k = s.k;
-                pr.x = t;
-                pr.vec_ok = true;
                 if (!detail::plan_topk(pr, 0, TopkPath::kBitonic, e, true).fit) continue;
                 ++fit_cases;
               }
@@ -535,7 +591,48 @@ TEST_F(TopkBitonic, EveryElementCountListSizeAndSoftmax) {
             }
   // Fit plans: 23 (shape, E) pairs per dtype at N = 1024, 4096, 64, 2048 and 512 (an E not
   // usable at a shape gives the plan's own, which fits there too), × 3 softmax × 3 data kinds.
-  EXPECT_GE(fit_cases, 2 * 20 * 9);
+  EXPECT_GE(fit_cases, 2 * 20 * 9 + 10 * 9);
+}
+
+TEST_F(TopkBitonic, Fp32NearTiesAtTheBoundary) {
+  // fp32 x: the kernel selects by entries whose low b bits (2^b ≥ N) hold the column, so values
+  // that differ only there tie in the selection; its fix-up must make the results exact. Rows
+  // of Data::kNearTies (values 1 + j ulp: the whole row one truncated key, so the selected
+  // lowest columns are wrong and the fix-up re-picks them; a cluster within 4 ulps of the k-th
+  // value; ±0 with ± subnormals; ±inf, NaN, ±FLT_MAX − j ulp), every list size, k = K (the
+  // kernel's dropped-entry test) and k < K (its (k+1)-th entry), fit and generic, every E,
+  // largest and smallest, softmax modes and index dtypes in turn. The queue kernel (exact 64-bit
+  // entries) runs the same rows as a second reference.
+  const Mnk shapes[] = {{37, 1024, 8}, {21, 2048, 16}, {9, 1000, 32}, {50, 1000, 13},
+                        {11, 512, 32}, {13, 2048, 1},  {5, 16, 16},   {7, 17, 5},
+                        {10, 1024, 32}, {10, 2040, 9}};
+  uint64_t seed = 7000;
+  int ran = 0;
+  for (const Mnk& s : shapes)
+    for (int e : {0, 16, 32, 64, 128})
+      for (bool fit : {false, true})
+        for (bool largest : {true, false}) {
+          TopkCase c = case_of(s, DType::kFloat32);
+          c.data = Data::kNearTies;
+          c.bitonic = true;
+          c.forced_elems = e;
+          c.fit = fit;
+          c.largest = largest;
+          c.indices = seed % 2 ? DType::kInt32 : DType::kInt64;
+          c.softmax = static_cast<TopkSoftmax>(seed % 3);
+          c.lse = c.softmax == TopkSoftmax::kRow;
+          c.seed = ++seed;
+          const TopkRun r = run_case(c);
+          EXPECT_EQ(r.plan.path, TopkPath::kBitonic) << case_name(c);
+          ++ran;
+          if (e == 0 && !fit) {
+            TopkCase q = c;
+            q.bitonic = false;
+            q.queue = true;
+            run_case(q);
+          }
+        }
+  EXPECT_EQ(ran, 10 * 5 * 2 * 2);
 }
 
 // ------------------------------------------------------------------ the radix kernel forced
@@ -637,7 +734,9 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
         ++n;
         const TopkRun r = run_case(c);
         const bool pow2 = (s.N & (s.N - 1)) == 0 && s.N >= 16;
-        const bool planned = dtype_size(t) == 2 && s.N <= 4096 && (s.k <= 16 || s.N <= 2048);
+        // fp32: the kernel's whole range (N ≤ 2048, ≤ 1024 for k > 16; not measured).
+        const bool planned = dtype_size(t) == 2 ? s.N <= 4096 && (s.k <= 16 || s.N <= 2048)
+                                                : s.N <= (s.k > 16 ? 1024 : 2048);
         const bool radix = dtype_size(t) == 2 && !planned && s.N >= 4096;
         EXPECT_EQ(r.plan.path, planned ? TopkPath::kBitonic
                                : radix ? TopkPath::kRadix
@@ -645,7 +744,7 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
             << case_name(c);
         EXPECT_EQ(r.plan.fit, planned && pow2) << case_name(c);
         if (planned && s.N >= 1024 && pow2) {
-          EXPECT_EQ(r.plan.elems, 128) << case_name(c);
+          EXPECT_EQ(r.plan.elems, dtype_size(t) == 2 ? 128 : s.k > 16 ? 32 : 64) << case_name(c);
         }
         const bool queue = !planned && !radix;
         EXPECT_EQ(r.plan.prefix_iters, queue && r.plan.vec_io && s.k >= 32 ? 32 : 0)
@@ -663,7 +762,7 @@ TEST_F(TopkLayouts, StridedAndMisaligned) {
     DType xt, vt;
     bool vec;  // the vector loads are expected
   };
-  // (N, k): the queue kernel's; the bitonic rule's (16-bit x with 16-byte rows there).
+  // (N, k): the queue kernel's; the bitonic rule's (16-byte rows there, any x dtype).
   const std::pair<int64_t, int64_t> nks[] = {{3001, 50}, {1000, 8}};
   for (const auto& nk : nks) {
     const int64_t M = 6, N = nk.first, k = nk.second;
@@ -705,8 +804,7 @@ TEST_F(TopkLayouts, StridedAndMisaligned) {
         c.seed = ++seed;
         const TopkRun r = run_case(c);
         EXPECT_EQ(r.plan.vec_io, l.vec);
-        EXPECT_EQ(r.plan.path, N == 1000 && l.vec && dtype_size(l.xt) == 2 ? TopkPath::kBitonic
-                                                                           : TopkPath::kQueue);
+        EXPECT_EQ(r.plan.path, N == 1000 && l.vec ? TopkPath::kBitonic : TopkPath::kQueue);
       }
   }
 }

@@ -354,8 +354,8 @@ TEST(TopkPlan, BenchmarkShapes) {
     EXPECT_EQ(p.warps_per_row, s.w) << s.N;
     EXPECT_EQ(p.queue_regs, s.q) << s.N;
     EXPECT_EQ(p.packed_bits, s.bits) << s.N;
-    pr.x = DType::kFloat32;
-    EXPECT_EQ(plan_topk(pr).packed_bits, 64);
+    pr.x = DType::kFloat32;  // the queue kernel's fp32 entries (the bitonic rule takes 1024 × 8)
+    EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue).packed_bits, 64);
   }
 }
 
@@ -429,7 +429,20 @@ TEST(TopkPlan, BitonicRule) {
       {65536, 4104, 8, DType::kBFloat16, true, TopkPath::kRadix},     // the kernel's N range
       {65536, 4104, 8, DType::kFloat32, true, TopkPath::kQueue},
       {65536, 1024, 33, DType::kBFloat16, true, TopkPath::kQueue},    // the kernel's k range
-      {65536, 1024, 8, DType::kFloat32, true, TopkPath::kQueue},     // fp32 x
+      // fp32 x: the same class by its own (not measured) constants; fp32 never takes radix.
+      {65536, 1024, 8, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 1024, 32, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 2048, 16, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 1000, 13, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 2048, 32, DType::kFloat32, true, TopkPath::kQueue},   // fp32: N ≤ 1024 for k > 16
+      {65536, 2056, 8, DType::kFloat32, true, TopkPath::kQueue},    // fp32: N ≤ 2048
+      {65536, 4096, 16, DType::kFloat32, true, TopkPath::kQueue},
+      {65536, 4096, 32, DType::kFloat32, true, TopkPath::kQueue},
+      {65536, 4096, 17, DType::kFloat32, true, TopkPath::kQueue},
+      {65536, 2056, 17, DType::kFloat32, true, TopkPath::kQueue},
+      {65536, 1024, 33, DType::kFloat32, true, TopkPath::kQueue},
+      {65536, 1024, 8, DType::kFloat32, false, TopkPath::kQueue},    // no 16-byte rows
+      {16384, 4096, 128, DType::kFloat32, true, TopkPath::kQueue},
       {65536, 1024, 8, DType::kBFloat16, false, TopkPath::kQueue},   // no 16-byte rows
       {65536, 1000, 8, DType::kFloat16, false, TopkPath::kQueue},
   };
@@ -462,6 +475,37 @@ TEST(TopkPlan, BitonicRule) {
   pr.N = 1000;
   pr.k = 8;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k8-e64-t16");
+  // fp32 (not measured): the kernel's range N ≤ 2048 (E ≤ 64; lists of 32: E ≤ 32, N ≤ 1024),
+  // all of it planned; fit from N = 1024 with kTopkBitonicFitElemsF32 = 64 elements per thread
+  // (32 for lists of 32).
+  EXPECT_EQ(detail::kTopkBitonicPlanMaxKF32, 16);
+  EXPECT_EQ(detail::kTopkBitonicPlanMaxNF32, 2048);
+  EXPECT_EQ(detail::kTopkBitonicFitElemsF32, 64);
+  EXPECT_EQ(detail::kTopkBitonicMaxNF32, 2048);
+  EXPECT_EQ(detail::topk_bitonic_max_elems(4, 8), 64);
+  EXPECT_EQ(detail::topk_bitonic_max_elems(4, 16), 64);
+  EXPECT_EQ(detail::topk_bitonic_max_elems(4, 32), 32);
+  EXPECT_EQ(detail::topk_bitonic_max_elems(2, 32), 128);
+  TopkProblem pf = topk_problem(65536, 1024, 8, DType::kFloat32);
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t16-fit");
+  pf.N = 2048;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t32-fit");
+  pf.N = 4096;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4");
+  pf.k = 32;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4-pre32");
+  pf.N = 1024;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k32-e32-t32-fit");
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 64), buf, sizeof(buf)),
+               "bitonic-k32-e32-t32");  // a forced E above the fp32 bound: the plan's own
+  pf.N = 512;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k32-e32-t16-fit");
+  pf.N = 1000;
+  pf.k = 8;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t16");
+  pf.N = 1024;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kQueue), buf, sizeof(buf)),
+               "queue-q32-p64-vec-w1r4");
   pr.N = 1024;
   // Forcing the queue kernel (tests, quack-bench --path queue / --config all) still works.
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr, 0, TopkPath::kQueue), buf, sizeof(buf)),
@@ -480,7 +524,9 @@ TEST(TopkPlan, BitonicForced) {
           for (int e : {0, 16, 32, 64, 128}) {
             if (k > n) continue;
             const TopkProblem pr = topk_problem(1000, n, k, t, vec);
-            const bool ok = dtype_size(t) == 2 && vec && n <= 4096 && k <= 32;
+            // 16-bit x: N ≤ 4096; fp32: N ≤ 2048, ≤ 1024 for lists of 32 (k > 16).
+            const int64_t max_n = dtype_size(t) == 2 ? 4096 : k > 16 ? 1024 : 2048;
+            const bool ok = vec && n <= max_n && k <= 32;
             EXPECT_EQ(detail::topk_bitonic_ok(pr), ok);
             const detail::TopkPlan p = detail::plan_topk(pr, 0, TopkPath::kBitonic, e);
             // Unforced: the rule (16-bit x, 16-byte rows, k ≤ 16 or N ≤ 2048; a power of 2
@@ -502,9 +548,10 @@ TEST(TopkPlan, BitonicForced) {
               EXPECT_EQ(d.list, f.list);
               EXPECT_EQ(d.fit, pow2);
               if (pow2) {  // planned power-of-2 rows run the fit instance: E = 128 from N =
-                           // 1024, else the forced plan's E
+                           // 1024 (fp32: 64, 128 at N = 4096), else the forced plan's E
                 EXPECT_EQ(static_cast<int64_t>(d.threads_per_row) * d.elems, n);
-                EXPECT_EQ(d.elems, n >= 1024 ? 128 : f.elems);
+                const int fit_e = dtype_size(t) == 2 ? 128 : k > 16 ? 32 : 64;
+                EXPECT_EQ(d.elems, n >= 1024 ? fit_e : f.elems);
               } else {
                 EXPECT_EQ(d.elems, f.elems);
                 EXPECT_EQ(d.threads_per_row, f.threads_per_row);
@@ -531,7 +578,9 @@ TEST(TopkPlan, BitonicForced) {
             EXPECT_EQ(p.rows_per_cta * p.threads_per_row, detail::kTopkBitonicThreads);
             EXPECT_EQ(p.grid, (pr.M + p.rows_per_cta - 1) / p.rows_per_cta);
             EXPECT_EQ(p.packed_bits, 32);
-            if (e >= p.list && e >= 16 && 32 * e >= n) {
+            EXPECT_LE(p.elems, detail::topk_bitonic_max_elems(dtype_size(t), p.list));
+            if (e >= p.list && e >= 16 && 32 * e >= n &&
+                e <= detail::topk_bitonic_max_elems(dtype_size(t), p.list)) {
               EXPECT_EQ(p.elems, e);
             }
           }
