@@ -9,6 +9,7 @@
 // reference's, values bit for bit (NaN: any NaN; softmax within 2e-2, lse 1e-4). Exit status 1
 // on any mismatch.
 #include "cuda_mock.h"
+#include "emu_check.h"
 
 #include <cfloat>
 #include <cstdio>
@@ -30,17 +31,6 @@ using namespace quack::detail;
 enum Data { kRandom, kDup, kSpecials, kAsc, kDesc, kUlp, kCluster, kZeros, kExtremes, kNumData };
 const char* const kDataName[] = {"random", "dup", "specials", "asc", "desc",
                                   "ulp", "cluster", "zeros", "extremes"};
-
-template <typename T>
-uint16_t to16(float f) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(f).x;
-  else return __float2half_rn(f).x;
-}
-template <typename T>
-double from16(uint16_t b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float({b});
-  else return __half2float({b});
-}
 
 struct Case {
   int64_t M, N, k;
@@ -201,46 +191,8 @@ void run(const Case& c) {
                 (long)c.N, (long)c.k, plan.list, plan.elems, plan.threads_per_row,
                 plan.fit ? " fit" : "", kDataName[c.data], c.largest ? "largest" : "smallest",
                 c.softmax, c.idx32 ? "i32" : "i64", k16 ? "16-bit" : "fp32");
-  int bad = 0;
-  for (int64_t i = 0; i < c.M * c.k && bad < 3; ++i) {
-    const int64_t gi = c.idx32 ? idx32[i] : idx64[i];
-    if (gi != ref.indices[i]) {
-      std::printf("FAIL %s: index (%ld, %ld) = %ld, expected %ld\n", name, (long)(i / c.k),
-                  (long)(i % c.k), (long)gi, (long)ref.indices[i]);
-      ++bad;
-      continue;
-    }
-    double gv;
-    if constexpr (k16) {
-      uint16_t b;
-      std::memcpy(&b, &vals[i], 2);
-      gv = from16<T>(b);
-    } else {
-      gv = vals[i];
-    }
-    const double e = ref.values[i];
-    bool ok;
-    if (c.softmax == 0)
-      ok = (std::isnan(e) && std::isnan(gv)) || (gv == e && std::signbit(gv) == std::signbit(e));
-    else
-      ok = (std::isnan(e) && std::isnan(gv)) || std::fabs(gv - e) <= 2e-2 * std::fabs(e) + 1e-6;
-    if (!ok) {
-      std::printf("FAIL %s: value (%ld, %ld) = %.9g, expected %.9g\n", name, (long)(i / c.k),
-                  (long)(i % c.k), gv, e);
-      ++bad;
-    }
-  }
-  if (c.softmax == 2)
-    for (int64_t i = 0; i < c.M && bad < 3; ++i) {
-      const double e = ref.lse[i];
-      const bool ok = std::isfinite(e) ? std::fabs(lse[i] - e) <= 1e-4 * std::fmax(1.0, std::fabs(e))
-                                       : (std::isnan(e) ? std::isnan(lse[i]) : lse[i] == e);
-      if (!ok) {
-        std::printf("FAIL %s: lse %ld = %g, expected %g\n", name, (long)i, lse[i], e);
-        ++bad;
-      }
-    }
-  failures += bad > 0;
+  failures += topk_outputs_differ<T>(name, ref, c.M, c.k, c.softmax, c.idx32, idx32, idx64,
+                                     vals, lse);
 }
 
 int main(int argc, char** argv) {
