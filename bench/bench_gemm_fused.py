@@ -6,8 +6,9 @@
     python3 bench/bench_gemm_fused.py --ops gated,dgated --shapes 16384x14336x4096 --methods burst
     python3 bench/bench_gemm_fused.py --ops mlp        # the MLP blocks only
 
-Ops, per shape M x N x K (bf16, fp32 accumulation; N = preact's columns, so a gated postact has
-N / 2 and gemm_dgated's GEMM is M x N x K with preact 2N wide):
+Ops, per shape M x N x K (bf16, or fp16 with --dtype fp16: inputs and outputs; fp32 accumulation;
+N = preact's columns, so a gated postact has N / 2 and gemm_dgated's GEMM is M x N x K with
+preact 2N wide):
   gemm     ours quack_cpp.gemm(x, W.T)                              (the ratio's base: "plain")
   act      ours gemm_act(x, W.T, act) (preact stored) | torch: x @ W.T, then act | torch.compile of
            that | QuACK 0.2.0 gemm_act(x, W.T, activation=act, tuned=False) for relu, relu_sq,
@@ -63,6 +64,8 @@ def parse_args(argv=None):
                    help="burst only; relu_sq and swiglu; the MLP blocks")
     p.add_argument("--ops", default=",".join(OPS))
     p.add_argument("--shapes", help="comma list of MxNxK")
+    p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16",
+                   help="inputs and outputs of the fused ops (not the MLP blocks: bf16)")
     p.add_argument("--acts", help="comma list of activations (default: per op kind)")
     p.add_argument("--methods", default="burst,sustained")
     p.add_argument("--impls", default="ours,torch,compile,quack")
@@ -158,13 +161,13 @@ def tiled(calls, tiles, plain_tile):
     return out
 
 
-def op_calls(torch, op, act, shape, impls):
-    """{impl: fn} for one (op, activation, shape); fn runs the op once."""
+def op_calls(torch, op, act, shape, impls, dtype="bf16"):
+    """{impl: fn} for one (op, activation, shape) in `dtype` (bf16, fp16); fn runs the op once."""
     import torch.nn.functional as F
     import quack_cpp
 
     M, N, K = shape
-    bf = torch.bfloat16
+    bf = torch.bfloat16 if dtype == "bf16" else torch.float16
     g = torch.Generator(device="cuda").manual_seed(1)
     rnd = lambda *s, scale=1.0: (torch.randn(*s, device="cuda", generator=g) * scale).to(bf)  # noqa: E731
     calls = {}
@@ -338,15 +341,15 @@ def main(argv=None):
                 continue
             for shape in shapes:
                 for act in acts_for(op):
-                    calls = warm(torch, tiled(op_calls(torch, op, act, shape, impls), tiles,
-                                              args.plain_tile))
+                    calls = warm(torch, tiled(op_calls(torch, op, act, shape, impls, args.dtype),
+                                              tiles, args.plain_tile))
                     diff = check(torch, op, calls)
                     for m in methods:
                         ms = burst(torch, calls, args) if m == "burst" else sustained(torch, calls, args)
                         clk, clks = None, {}
                         if m != "burst":
                             ms, clk, clks = ms
-                        rec = dict(op=op, act=act, M=shape[0], N=shape[1], K=shape[2], method=m,
+                        rec = dict(op=op, act=act, dtype=args.dtype, M=shape[0], N=shape[1], K=shape[2], method=m,
                                    sm_mhz=clk, rel_diff_vs_torch=diff,
                                    **{f"ms_{n}": v for n, v in ms.items()},
                                    **{f"sm_mhz_{n}": v for n, v in clks.items()})

@@ -20,3 +20,5 @@ run gemm_raster 150 python3 bench/bench_gemm.py --shapes 16384x2048x2048,16384x2
 # less power or do more per clock; with QuACK's raster (h8s: serpentine bands of 8) beside ours
 # (m8), since L2 reuse moves DRAM power.
 run gemm_sustained_clocks 240 python3 bench/bench_gemm.py --quick --methods sustained --tiles auto,auto@h8s --out $R/gemm_sustained_clocks.jsonl
+# Issue 17's fused ops in fp16 (never benched): ours / plain and the peers, burst.
+run gemm_fused_fp16 150 python3 bench/bench_gemm_fused.py --quick --dtype fp16 --ops act,dact,gated,dgated,bias --out $R/gemm_fused_fp16.jsonl
