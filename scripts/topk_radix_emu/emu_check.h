@@ -1,5 +1,6 @@
 // The top-k host emulations' shared pieces (scripts/topk_radix_emu, scripts/topk_bitonic_emu):
-// 16-bit conversions and the check of one case's outputs against the float64 reference.
+// 16-bit conversions, one case's host buffers and the check of its outputs against the float64
+// reference.
 #pragma once
 
 #include "cuda_mock.h"
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "reference/topk_ref.h"
+#include "topk/topk_plan.h"
 
 template <typename T>
 uint16_t to16(float f) {
@@ -73,3 +75,81 @@ bool topk_outputs_differ(const char* name, const quack::test::TopkRef& ref, int6
     }
   return bad > 0;
 }
+
+/// One case's host buffers: M rows of N values (row(i) -> std::vector<float>, rounded to T), the
+/// rows padded to 16 bytes with the padding poisoned (NaN bits: the kernel must not read it as
+/// x), x in float64 for the reference, and poisoned outputs for k values per row.
+template <typename T>
+struct EmuBuffers {
+  int64_t M, N, k, ld;
+  std::vector<double> x;
+  std::vector<uint4> xbuf;
+  std::vector<T> vals;
+  std::vector<int64_t> idx64;
+  std::vector<int32_t> idx32;
+  std::vector<float> lse;
+
+  template <class RowFn>
+  EmuBuffers(int64_t M_, int64_t N_, int64_t k_, RowFn row)
+      : M(M_), N(N_), k(k_), ld((N_ * int64_t{sizeof(T)} + 15) / 16 * 16 / int64_t{sizeof(T)}),
+        x(static_cast<size_t>(M_ * N_)),
+        xbuf(static_cast<size_t>((M_ * ld * int64_t{sizeof(T)} + 15) / 16 + 1)),
+        vals(static_cast<size_t>(M_ * k_)), idx64(vals.size(), -7), idx32(vals.size(), -7),
+        lse(static_cast<size_t>(M_), -123.f) {
+    std::memset(xbuf.data(), 0xff, xbuf.size() * sizeof(uint4));
+    std::memset(vals.data(), 0xab, vals.size() * sizeof(T));
+    T* xp = reinterpret_cast<T*>(xbuf.data());
+    for (int64_t i = 0; i < M; ++i) {
+      const std::vector<float> r = row(i);
+      for (int64_t j = 0; j < N; ++j) {
+        double& ref = x[static_cast<size_t>(i * N + j)];
+        if constexpr (sizeof(T) == 2) {
+          const uint16_t b = to16<T>(r[j]);
+          std::memcpy(xp + i * ld + j, &b, 2);
+          ref = from16<T>(b);
+        } else {
+          xp[i * ld + j] = r[j];
+          ref = r[j];
+        }
+      }
+    }
+  }
+
+  static quack::DType dtype() {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) return quack::DType::kBFloat16;
+    else if constexpr (sizeof(T) == 2) return quack::DType::kFloat16;
+    else return quack::DType::kFloat32;
+  }
+  /// The problem as the plan sees it (16-byte rows).
+  quack::detail::TopkProblem problem() const {
+    quack::detail::TopkProblem pr;
+    pr.M = M;
+    pr.N = N;
+    pr.k = k;
+    pr.x = dtype();
+    pr.vec_ok = true;
+    return pr;
+  }
+  /// The kernel's parameters over these buffers (the plan's geometry is the caller's).
+  quack::detail::TopkParams params(int softmax, bool largest, bool use_idx32) {
+    using quack::detail::RowIO;
+    quack::detail::TopkParams p;
+    p.x = {xbuf.data(), ld, 1, dtype()};
+    p.values = {vals.data(), k, 1, dtype()};
+    p.indices = use_idx32 ? RowIO{idx32.data(), k, 1, quack::DType::kInt32}
+                          : RowIO{idx64.data(), k, 1, quack::DType::kInt64};
+    if (softmax == 2) p.lse = {lse.data(), 0, 1, quack::DType::kFloat32};
+    p.M = M;
+    p.N = N;
+    p.k = static_cast<int>(k);
+    p.softmax = softmax;
+    p.largest = largest;
+    return p;
+  }
+  /// topk_outputs_differ against the float64 reference of x.
+  bool differ(const char* name, int softmax, bool largest, bool use_idx32) const {
+    const auto ref = quack::test::topk_reference(
+        x, M, N, k, largest, static_cast<quack::test::TopkRefSoftmax>(softmax));
+    return topk_outputs_differ<T>(name, ref, M, k, softmax, use_idx32, idx32, idx64, vals, lse);
+  }
+};

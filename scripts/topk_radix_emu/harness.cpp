@@ -38,14 +38,10 @@ int failures = 0;
 
 template <typename T, typename P>
 void run(const Case& c) {
-  constexpr bool k16 = sizeof(T) == 2;
   std::mt19937_64 rng(c.seed);
   std::normal_distribution<float> nd;
-  std::vector<double> x(static_cast<size_t>(c.M * c.N));
-  std::vector<uint16_t> x16(x.size());
-  std::vector<float> x32(x.size());
   const float set[] = {-2, -1, -0.5f, 0.5f, 1, 1.5f, 2, 3};
-  for (int64_t i = 0; i < c.M; ++i) {
+  EmuBuffers<T> buf(c.M, c.N, c.k, [&](int64_t i) {
     std::vector<float> r(c.N);
     for (auto& v : r) v = c.data == kDup ? set[rng() % 8] : nd(rng);
     if (c.data == kSpecials) {
@@ -63,52 +59,10 @@ void run(const Case& c) {
       std::sort(r.begin(), r.end());
       if (c.data == kDesc) std::reverse(r.begin(), r.end());
     }
-    for (int64_t j = 0; j < c.N; ++j) {
-      const size_t o = static_cast<size_t>(i * c.N + j);
-      if constexpr (k16) {
-        x16[o] = to16<T>(r[j]);
-        x[o] = from16<T>(x16[o]);
-      } else {
-        x32[o] = r[j];
-        x[o] = r[j];
-      }
-    }
-  }
-  // Rows padded to 16 bytes.
-  const int64_t es = sizeof(T);
-  const int64_t ld = (c.N * es + 15) / 16 * 16 / es;
-  std::vector<uint4> xbuf(static_cast<size_t>((c.M * ld * es + 15) / 16 + 1));
-  T* xp = reinterpret_cast<T*>(xbuf.data());
-  for (int64_t i = 0; i < c.M; ++i)
-    for (int64_t j = 0; j < c.N; ++j) {
-      if constexpr (k16) std::memcpy(xp + i * ld + j, &x16[i * c.N + j], 2);
-      else xp[i * ld + j] = x32[i * c.N + j];
-    }
-  std::vector<T> vals(static_cast<size_t>(c.M * c.k));
-  std::vector<int64_t> idx64(static_cast<size_t>(c.M * c.k), -7);
-  std::vector<int32_t> idx32(static_cast<size_t>(c.M * c.k), -7);
-  std::vector<float> lse(static_cast<size_t>(c.M), -123.f);
-  std::memset(vals.data(), 0xab, vals.size() * sizeof(T));
-
-  TopkParams p;
-  p.x = {xp, ld, 1, k16 ? (std::is_same_v<T, __nv_bfloat16> ? DType::kBFloat16 : DType::kFloat16)
-                        : DType::kFloat32};
-  p.values = {vals.data(), c.k, 1, p.x.dtype};
-  p.indices = c.idx32 ? RowIO{idx32.data(), c.k, 1, DType::kInt32}
-                      : RowIO{idx64.data(), c.k, 1, DType::kInt64};
-  if (c.softmax == 2) p.lse = {lse.data(), 0, 1, DType::kFloat32};
-  p.M = c.M;
-  p.N = c.N;
-  p.k = static_cast<int>(c.k);
-  p.softmax = c.softmax;
-  p.largest = c.largest;
-  TopkProblem pr;
-  pr.M = c.M;
-  pr.N = c.N;
-  pr.k = c.k;
-  pr.x = p.x.dtype;
-  pr.vec_ok = true;
-  const TopkPlan plan = plan_topk(pr, 0, TopkPath::kRadix, c.e);
+    return r;
+  });
+  TopkParams p = buf.params(c.softmax, c.largest, c.idx32);
+  const TopkPlan plan = plan_topk(buf.problem(), 0, TopkPath::kRadix, c.e);
   if (plan.path != TopkPath::kRadix) {
     std::printf("not radix\n");
     ++failures;
@@ -117,14 +71,11 @@ void run(const Case& c) {
   p.threads_per_row = plan.threads_per_row;
   launch_topk_radix<T, P>(plan, p, nullptr, "emu");
 
-  const auto ref = test::topk_reference(x, c.M, c.N, c.k, c.largest,
-                                        static_cast<test::TopkRefSoftmax>(c.softmax));
   char name[200];
   std::snprintf(name, sizeof(name), "M%ld N%ld k%ld E%d data%d %s sm%d %s %s", (long)c.M,
                 (long)c.N, (long)c.k, plan.elems, c.data, c.largest ? "largest" : "smallest",
-                c.softmax, c.idx32 ? "i32" : "i64", k16 ? "16-bit" : "fp32");
-  failures += topk_outputs_differ<T>(name, ref, c.M, c.k, c.softmax, c.idx32, idx32, idx64,
-                                     vals, lse);
+                c.softmax, c.idx32 ? "i32" : "i64", sizeof(T) == 2 ? "16-bit" : "fp32");
+  failures += buf.differ(name, c.softmax, c.largest, c.idx32);
 }
 
 int main(int argc, char** argv) {
