@@ -214,8 +214,8 @@ size_t call_workspace_size(const TopkCall& c) {
 }  // namespace detail
 
 size_t topk_fwd_workspace_size(const TopkFwdArgs& args) {
-  // The path (bitonic, queue or sort; radix only forced) does not depend on the device's SM
-  // count: no query for it.
+  // The path (bitonic, radix, queue or sort) does not depend on the device's SM count: no query
+  // for it.
   return detail::call_workspace_size(detail::topk_fwd_call(args, /*sm_count=*/1));
 }
 

@@ -16,6 +16,9 @@ int64_t pow2_ceil(int64_t v) {
   return p;
 }
 
+/// The bitonic kernel's list size for k: the power of 2 ≥ k, at least 8.
+int bitonic_list(int64_t k) { return static_cast<int>(std::max<int64_t>(8, pow2_ceil(k))); }
+
 /// The bitonic kernel's plan (topk_bitonic_ok(pr) holds). Elements per thread: 64 (as QuACK:
 /// enough per thread that the T-lane merges stay a small part), or all of a short row in one
 /// thread, at least K and 16; T = the power of 2 that covers N, at most 32 (then E grows).
@@ -25,7 +28,7 @@ TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fi
   plan.path = TopkPath::kBitonic;
   plan.vec_io = true;
   plan.packed_bits = 32;
-  plan.list = static_cast<int>(std::max<int64_t>(8, pow2_ceil(pr.k)));
+  plan.list = bitonic_list(pr.k);
   const int max_e = topk_bitonic_max_elems(dtype_size(pr.x), plan.list);
   int64_t e = std::max<int64_t>(
       {plan.list, 16, std::min<int64_t>({64, max_e, pow2_ceil(pr.N)})});
@@ -91,8 +94,8 @@ bool topk_bitonic_ok(const TopkProblem& pr) {
       pr.k > kTopkBitonicMaxK || pr.N > kTopkBitonicMaxN)
     return false;
   // T ≤ 32 threads of at most topk_bitonic_max_elems (fp32: by the list size).
-  const int list = static_cast<int>(std::max<int64_t>(8, pow2_ceil(pr.k)));
-  return pr.N <= 32 * static_cast<int64_t>(topk_bitonic_max_elems(dtype_size(pr.x), list));
+  return pr.N <= 32 * static_cast<int64_t>(topk_bitonic_max_elems(dtype_size(pr.x),
+                                                                   bitonic_list(pr.k)));
 }
 
 bool topk_bitonic_fits(const TopkProblem& pr) {
@@ -100,9 +103,6 @@ bool topk_bitonic_fits(const TopkProblem& pr) {
 }
 
 bool topk_bitonic_planned(const TopkProblem& pr) {
-  if (pr.x == DType::kFloat32)
-    return topk_bitonic_ok(pr) &&
-           (pr.k <= kTopkBitonicPlanMaxKF32 || pr.N <= kTopkBitonicPlanMaxNF32);
   return topk_bitonic_ok(pr) && (pr.k <= kTopkBitonicPlanMaxK || pr.N <= kTopkBitonicPlanMaxN);
 }
 
@@ -116,11 +116,11 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path
     return plan_topk_bitonic(pr, forced_elems, forced_fit);
   if (forced_path != TopkPath::kQueue && forced_warps <= 0 && topk_bitonic_planned(pr)) {
     // Rows of a power-of-2 length run the fit instance; from N = 1024 with 128 elements per
-    // thread (kTopkBitonicFitElems' measurements; fp32: kTopkBitonicFitElemsF32, not
-    // measured).
+    // thread (kTopkBitonicFitElems' measurements), or the kernel's largest E below that (fp32:
+    // 64, lists of 32: 32; not measured).
     if (forced_elems <= 0 && topk_bitonic_fits(pr)) {
-      const int fit_e =
-          pr.x == DType::kFloat32 ? kTopkBitonicFitElemsF32 : kTopkBitonicFitElems;
+      const int fit_e = std::min(kTopkBitonicFitElems,
+                                 topk_bitonic_max_elems(dtype_size(pr.x), bitonic_list(pr.k)));
       return plan_topk_bitonic(pr, pr.N >= kTopkBitonicFitMinN ? fit_e : 0, true);
     }
     return plan_topk_bitonic(pr, forced_elems, false);

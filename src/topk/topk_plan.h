@@ -10,8 +10,8 @@
 //           topk_bitonic_max_elems, 2048 or 1024 for k > 16), k ≤ kTopkBitonicMaxK: the
 //           register kernel (topk_bitonic_kernel.cuh; fp32: truncated entries + an exactness
 //           fix-up), T threads per row, E elements per thread. The plan takes it by
-//           topk_bitonic_planned (16-bit x: k ≤ kTopkBitonicPlanMaxK or N ≤ kTopkBitonicPlanMaxN;
-//           fp32: the ...F32 constants); plan_topk's forced_path takes it anywhere in its range.
+//           topk_bitonic_planned (k ≤ kTopkBitonicPlanMaxK or N ≤ kTopkBitonicPlanMaxN: every
+//           fp32 row it takes); plan_topk's forced_path takes it anywhere in its range.
 //           Rows of a power-of-2 length N ≥ 16 that it takes run `fit` (N = T·E): the kernel
 //           without tail loads and column masks.
 //   kRadix  16-byte loads, N ≤ kTopkRadixMaxN16 (16-bit x) / kTopkRadixMaxN32 (fp32), k ≤
@@ -106,10 +106,11 @@ inline constexpr int kTopkBitonicFitMinN = 1024;
 inline constexpr int kTopkBitonicFitElems = 128;
 
 // fp32 x in the bitonic kernel (truncated entries + the exactness fix-up of
-// topk_bitonic_kernel.cuh; N ≤ kTopkBitonicMaxNF32) — NOT MEASURED YET: the class of 16-bit x
-// (k ≤ 16 or N ≤ 2048, so every fp32 row in the kernel's range) and fit rows from
-// kTopkBitonicFitMinN with 64 elements per thread (64 fp32 values fill the 64 registers that
-// the 16-bit fit's E = 128 fills; T × E = 16 × 64 at N = 1024, 32 × 64 at 2048). Expected,
+// topk_bitonic_kernel.cuh; N ≤ kTopkBitonicMaxNF32) — NOT MEASURED YET: the rule of 16-bit x
+// above (k ≤ 16 or N ≤ 2048) holds for every fp32 row the kernel takes, so the plan takes them
+// all; fit rows from kTopkBitonicFitMinN with kTopkBitonicFitElems capped by
+// topk_bitonic_max_elems (64 fp32 values fill the 64 registers that the 16-bit fit's E = 128
+// fills; T × E = 16 × 64 at N = 1024, 32 × 64 at 2048; lists of 32: E = 32). Expected,
 // from the 16-bit kernel's measured cost (issue-bound: ~15.7 instructions per element at (K 8,
 // E 128) fit, 0.0706 ms at (65536, 1024, 8) bf16) plus ~4 per element (the fp32 key: 2 more;
 // the dropped-entry max: 2 VIMNMX) and a fourth butterfly round at T = 16: (65536, 1024, 8)
@@ -117,9 +118,6 @@ inline constexpr int kTopkBitonicFitElems = 128;
 // the boundary reload runs on ~0.5 % of random normal rows. N = 4096 keeps the queue kernel
 // (0.578 ms at (65536, 4096, 32) against QuACK's 0.545; this kernel at E = 128 would need 128
 // registers of x). Source of the baselines: the issue's figures (H200, quack-bench topk, fp32).
-inline constexpr int kTopkBitonicPlanMaxKF32 = 16;
-inline constexpr int kTopkBitonicPlanMaxNF32 = 2048;
-inline constexpr int kTopkBitonicFitElemsF32 = 64;
 
 // The radix-select kernel (topk_radix_kernel.cuh): the row stays on chip, so N is bounded by
 // the candidate list in shared memory (N entries of 4 bytes for 16-bit x, 8 for fp32: 32 KB at
@@ -194,8 +192,8 @@ bool topk_bitonic_fits(const TopkProblem& pr);
 
 /// Whether the plan picks the bitonic kernel unforced: topk_bitonic_ok(pr) and k ≤
 /// kTopkBitonicPlanMaxK or N ≤ kTopkBitonicPlanMaxN (16-bit x: the measured classes above; a
-/// power-of-2 N outside them keeps the queue kernel); fp32 x: k ≤ kTopkBitonicPlanMaxKF32 or N ≤
-/// kTopkBitonicPlanMaxNF32 (not measured).
+/// power-of-2 N outside them keeps the queue kernel; fp32 x: every row the kernel takes, not
+/// measured).
 bool topk_bitonic_planned(const TopkProblem& pr);
 
 /// Whether the radix kernel takes the problem: 16-byte loads, x of 2 bytes with N ≤
@@ -215,7 +213,7 @@ bool topk_radix_planned(const TopkProblem& pr);
 /// where T·E ≥ N and E ≥ K. forced_fit with forced_path kBitonic sets plan.fit where the
 /// bitonic plan has T·E = N exactly (else the plan is the one without forced_fit). Unforced
 /// (forced_elems ≤ 0), power-of-2 rows plan fit (kTopkBitonicFitElems from
-/// kTopkBitonicFitMinN; fp32 x: kTopkBitonicFitElemsF32, T ≤ 32 raising it where needed). The queue plan's prefix bound: kTopkPrefixIters for k ≥
+/// kTopkBitonicFitMinN, capped by topk_bitonic_max_elems: 64 for fp32, 32 for its lists of 32). The queue plan's prefix bound: kTopkPrefixIters for k ≥
 /// kTopkPrefixMinK on the vector path, else 0; forced_prefix ≥ 0 sets it instead (vector path
 /// only; tests and benchmarks: 0 is the kernel without it, any k takes a forced one).
 /// forced_path kRadix picks the radix kernel where topk_radix_ok (else the plan's own); the

@@ -476,11 +476,7 @@ TEST(TopkPlan, BitonicRule) {
   pr.k = 8;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k8-e64-t16");
   // fp32 (not measured): the kernel's range N ≤ 2048 (E ≤ 64; lists of 32: E ≤ 32, N ≤ 1024),
-  // all of it planned; fit from N = 1024 with kTopkBitonicFitElemsF32 = 64 elements per thread
-  // (32 for lists of 32).
-  EXPECT_EQ(detail::kTopkBitonicPlanMaxKF32, 16);
-  EXPECT_EQ(detail::kTopkBitonicPlanMaxNF32, 2048);
-  EXPECT_EQ(detail::kTopkBitonicFitElemsF32, 64);
+  // all of it planned; fit from N = 1024 with the kernel's largest E (64; 32 for lists of 32).
   EXPECT_EQ(detail::kTopkBitonicMaxNF32, 2048);
   EXPECT_EQ(detail::topk_bitonic_max_elems(4, 8), 64);
   EXPECT_EQ(detail::topk_bitonic_max_elems(4, 16), 64);
