@@ -243,18 +243,7 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
     v[i] = i < k ? xrow[m - (top[i] & m)] : 0.f;
     if (i + 1 < K && i + 1 < k && (top[i] >> b) == (top[i + 1] >> b)) tie = true;
   }
-  if (p.softmax == kTopkSoftmaxSelected) {
-    float mx = kNegInf;
-#pragma unroll
-    for (int i = 0; i < K; ++i)
-      if (i < k) mx = fmaxf(mx, v[i]);
-    const float mr = mx == kNegInf ? 0.f : mx;
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < K; ++i)
-      if (i < k) s += exp_diff(v[i], mr);
-    st = {{mx, s}};
-  }
+  if (p.softmax == kTopkSoftmaxSelected) st = topk_list_stats(v, [&](int i) { return i < k; });
   const TopkSoftmaxScale sc = topk_softmax_scale(p, row, st, r == 0);
   uint32_t kx[K];
 #pragma unroll
@@ -418,16 +407,10 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   using Pk = TopkPack<uint32_t>;
   const int k = p.k;
   if (p.softmax == kTopkSoftmaxSelected) {
-    float mx = kNegInf;
+    float val[K];
 #pragma unroll
-    for (int i = 0; i < K; ++i)
-      if (i < k) mx = fmaxf(mx, topk_flip(Key::value(Pk::key(top[i])), sgn));
-    const float mr = mx == kNegInf ? 0.f : mx;
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < K; ++i)
-      if (i < k) s += exp_diff(topk_flip(Key::value(Pk::key(top[i])), sgn), mr);
-    st = {{mx, s}};
+    for (int i = 0; i < K; ++i) val[i] = topk_flip(Key::value(Pk::key(top[i])), sgn);
+    st = topk_list_stats(val, [&](int i) { return i < k; });
   }
   const TopkSoftmaxScale sc = topk_softmax_scale(p, row, st, r == 0);
 #pragma unroll

@@ -147,20 +147,28 @@ __device__ __forceinline__ TopkSoftmaxScale topk_softmax_scale(const TopkParams&
   return {st.v[0] == kNegInf ? 0.f : st.v[0], 1.f / st.v[1]};
 }
 
-/// (max, Σ e^(v − max)) over a warp's k values val[r] (lane's r·32 + lane < k; the others
-/// ignored), all-reduced over the warp: the softmax statistics of kTopkSoftmaxSelected.
-template <int R>
-__device__ __forceinline__ OnlineMaxSum::Val topk_selected_stats(const float (&val)[R], int k, int lane) {
+/// (max, Σ e^(v − max)) over the thread's values val[r] with valid(r) (the others ignored):
+/// the softmax statistics of kTopkSoftmaxSelected where the thread holds selected values.
+template <int R, class Valid>
+__device__ __forceinline__ OnlineMaxSum::Val topk_list_stats(const float (&val)[R], Valid valid) {
   float mx = kNegInf;
 #pragma unroll
   for (int r = 0; r < R; ++r)
-    if (r * 32 + lane < k) mx = fmaxf(mx, val[r]);
+    if (valid(r)) mx = fmaxf(mx, val[r]);
   const float mr = mx == kNegInf ? 0.f : mx;
   float s = 0.f;
 #pragma unroll
   for (int r = 0; r < R; ++r)
-    if (r * 32 + lane < k) s += exp_diff(val[r], mr);
-  return warp_allreduce_red<OnlineMaxSum>({{mx, s}}, 32);
+    if (valid(r)) s += exp_diff(val[r], mr);
+  return {{mx, s}};
+}
+
+/// topk_list_stats over a warp's k values val[r] (lane's r·32 + lane < k), all-reduced over the
+/// warp.
+template <int R>
+__device__ __forceinline__ OnlineMaxSum::Val topk_selected_stats(const float (&val)[R], int k, int lane) {
+  return warp_allreduce_red<OnlineMaxSum>(
+      topk_list_stats(val, [&](int r) { return r * 32 + lane < k; }), 32);
 }
 
 template <typename T, typename P, int kQ>
