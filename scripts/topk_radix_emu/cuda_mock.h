@@ -176,6 +176,18 @@ inline unsigned __reduce_or_sync(unsigned, unsigned v) {
   for (int l = 0; l < 32; ++l) s |= emu::exchange(v, l);
   return s;
 }
+inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
+  unsigned s = 0;
+  for (int l = 0; l < 32; ++l)
+    if ((mask >> l) & 1u) s = std::max(s, emu::exchange_masked(mask, v, l));
+  return s;
+}
+inline unsigned __reduce_min_sync(unsigned mask, unsigned v) {
+  unsigned s = 0xffffffffu;
+  for (int l = 0; l < 32; ++l)
+    if ((mask >> l) & 1u) s = std::min(s, emu::exchange_masked(mask, v, l));
+  return s;
+}
 inline uint32_t atomicAdd(uint32_t* p, uint32_t v) { const uint32_t o = *p; *p += v; return o; }
 inline int __clz(unsigned v) { return v == 0 ? 32 : __builtin_clz(v); }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }

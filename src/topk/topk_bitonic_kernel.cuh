@@ -157,16 +157,6 @@ __device__ __forceinline__ void topk_rescan_f32(const float* xrow, int n, int tp
   }
 }
 
-/// Max (kMax) or min of v over the row's T threads (lanes of the aligned group `gmask`).
-template <bool kMax>
-__device__ __forceinline__ uint32_t topk_group_reduce(uint32_t v, int tpr, unsigned gmask) {
-  for (int off = 1; off < tpr; off *= 2) {
-    const uint32_t o = __shfl_xor_sync(gmask, v, off);
-    v = kMax ? max(v, o) : min(v, o);
-  }
-  return v;
-}
-
 /// fp32, the rare path of the fix-up (header, "fp32"): the boundary group G = {H = hs} may have
 /// an unselected member. Reloads the row; where an unselected member of G has a larger exact
 /// key than a selected one, replaces entries a .. k − 1 of top (those of G) by G's best k − a
@@ -189,8 +179,8 @@ __device__ __forceinline__ void topk_fix_group_f32(const float* xrow, int n, int
       else max_out = max(max_out, key);
     }
   });
-  max_out = topk_group_reduce<true>(max_out, tpr, gmask);
-  min_in = topk_group_reduce<false>(min_in, tpr, gmask);
+  max_out = __reduce_max_sync(gmask, max_out);  // over the row's T threads
+  min_in = __reduce_min_sync(gmask, min_in);
   if (max_out <= min_in) return;  // the selected members of G beat every other one: exact set
   int a = 0;
 #pragma unroll
@@ -207,7 +197,7 @@ __device__ __forceinline__ void topk_fix_group_f32(const float* xrow, int n, int
           (key >> b) == hs ? (1u << (2 * b)) | ((key & m) << b) | (m - col) : 0u;
       best = max(best, ep < prev ? ep : 0u);
     });
-    best = topk_group_reduce<true>(best, tpr, gmask);
+    best = __reduce_max_sync(gmask, best);
     prev = best;
     const uint32_t e = (hs << b) | (best & m);
 #pragma unroll
