@@ -103,7 +103,11 @@ bool topk_bitonic_fits(const TopkProblem& pr) {
 }
 
 bool topk_bitonic_planned(const TopkProblem& pr) {
-  return topk_bitonic_ok(pr) && (pr.k <= kTopkBitonicPlanMaxK || pr.N <= kTopkBitonicPlanMaxN);
+  if (!topk_bitonic_ok(pr)) return false;
+  if (pr.x == DType::kFloat32)
+    return topk_bitonic_fits(pr) && pr.N <= kTopkBitonicPlanMaxNF32 &&
+           pr.k <= kTopkBitonicPlanMaxKF32;
+  return pr.k <= kTopkBitonicPlanMaxK || pr.N <= kTopkBitonicPlanMaxN;
 }
 
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path,

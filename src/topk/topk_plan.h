@@ -10,8 +10,9 @@
 //           topk_bitonic_max_elems, 2048 or 1024 for k > 16), k ≤ kTopkBitonicMaxK: the
 //           register kernel (topk_bitonic_kernel.cuh; fp32: truncated entries + an exactness
 //           fix-up), T threads per row, E elements per thread. The plan takes it by
-//           topk_bitonic_planned (k ≤ kTopkBitonicPlanMaxK or N ≤ kTopkBitonicPlanMaxN: every
-//           fp32 row it takes); plan_topk's forced_path takes it anywhere in its range.
+//           topk_bitonic_planned (16-bit x: k ≤ kTopkBitonicPlanMaxK or N ≤
+//           kTopkBitonicPlanMaxN; fp32: power-of-2 N ≤ 1024, k ≤ 8); plan_topk's forced_path
+//           takes it anywhere in its range.
 //           Rows of a power-of-2 length N ≥ 16 that it takes run `fit` (N = T·E): the kernel
 //           without tail loads and column masks.
 //   kRadix  16-byte loads, N ≤ kTopkRadixMaxN16 (16-bit x) / kTopkRadixMaxN32 (fp32), k ≤
@@ -106,18 +107,18 @@ inline constexpr int kTopkBitonicFitMinN = 1024;
 inline constexpr int kTopkBitonicFitElems = 128;
 
 // fp32 x in the bitonic kernel (truncated entries + the exactness fix-up of
-// topk_bitonic_kernel.cuh; N ≤ kTopkBitonicMaxNF32) — NOT MEASURED YET: the rule of 16-bit x
-// above (k ≤ 16 or N ≤ 2048) holds for every fp32 row the kernel takes, so the plan takes them
-// all; fit rows from kTopkBitonicFitMinN with kTopkBitonicFitElems capped by
-// topk_bitonic_max_elems (64 fp32 values fill the 64 registers that the 16-bit fit's E = 128
-// fills; T × E = 16 × 64 at N = 1024, 32 × 64 at 2048; lists of 32: E = 32). Expected,
-// from the 16-bit kernel's measured cost (issue-bound: ~15.7 instructions per element at (K 8,
-// E 128) fit, 0.0706 ms at (65536, 1024, 8) bf16) plus ~4 per element (the fp32 key: 2 more;
-// the dropped-entry max: 2 VIMNMX) and a fourth butterfly round at T = 16: (65536, 1024, 8)
-// ~0.085–0.095 ms against the queue kernel's 0.180 and QuACK 0.2.0's 0.08–0.17 (best 0.079);
-// the boundary reload runs on ~0.5 % of random normal rows. N = 4096 keeps the queue kernel
-// (0.578 ms at (65536, 4096, 32) against QuACK's 0.545; this kernel at E = 128 would need 128
-// registers of x). Source of the baselines: the issue's figures (H200, quack-bench topk, fp32).
+// topk_bitonic_kernel.cuh): the plan takes it only for power-of-2 rows (the fit instance) of N
+// ≤ kTopkBitonicPlanMaxNF32 with k ≤ kTopkBitonicPlanMaxKF32; every other fp32 row keeps the
+// queue kernel. Source: H200, fp32, M = 65536, kernel-only (quack-bench topk --path auto /
+// queue, run Y at 89b1fb0), ms per call, the bitonic entry the rule above planned against the
+// queue kernel's plan:
+//   (N 1024, k 8)   fit 16 × 64   0.134   queue 0.180
+//   (N 2048, k 16)  fit 32 × 64   0.598   queue 0.400 (prefix bound 0.334)
+//   (N 1024, k 32)  fit 32 × 32   2.404   queue 0.286
+//   (N 1000, k 8)   16 × 64       0.214   queue 0.191
+// (N 1024, k 16) is not measured.
+inline constexpr int kTopkBitonicPlanMaxNF32 = 1024;
+inline constexpr int kTopkBitonicPlanMaxKF32 = 8;
 
 // The radix-select kernel (topk_radix_kernel.cuh): the row stays on chip, so N is bounded by
 // the candidate list in shared memory (N entries of 4 bytes for 16-bit x, 8 for fp32: 32 KB at
@@ -191,9 +192,9 @@ bool topk_bitonic_ok(const TopkProblem& pr);
 bool topk_bitonic_fits(const TopkProblem& pr);
 
 /// Whether the plan picks the bitonic kernel unforced: topk_bitonic_ok(pr) and k ≤
-/// kTopkBitonicPlanMaxK or N ≤ kTopkBitonicPlanMaxN (16-bit x: the measured classes above; a
-/// power-of-2 N outside them keeps the queue kernel; fp32 x: every row the kernel takes, not
-/// measured).
+/// kTopkBitonicPlanMaxK or N ≤ kTopkBitonicPlanMaxN for 16-bit x (the measured classes above;
+/// a power-of-2 N outside them keeps the queue kernel); for fp32 x, power-of-2 N ≤
+/// kTopkBitonicPlanMaxNF32 and k ≤ kTopkBitonicPlanMaxKF32.
 bool topk_bitonic_planned(const TopkProblem& pr);
 
 /// Whether the radix kernel takes the problem: 16-byte loads, x of 2 bytes with N ≤

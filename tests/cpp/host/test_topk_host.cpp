@@ -405,6 +405,8 @@ TEST(TopkPlan, BitonicRule) {
   // (a power of 2 too: run V's queue against the fit instance, run X's radix against both).
   EXPECT_EQ(detail::kTopkBitonicPlanMaxK, 16);
   EXPECT_EQ(detail::kTopkBitonicPlanMaxN, 2048);
+  EXPECT_EQ(detail::kTopkBitonicPlanMaxNF32, 1024);
+  EXPECT_EQ(detail::kTopkBitonicPlanMaxKF32, 8);
   struct S {
     int64_t M, N, k;
     DType x;
@@ -431,9 +433,11 @@ TEST(TopkPlan, BitonicRule) {
       {65536, 1024, 33, DType::kBFloat16, true, TopkPath::kQueue},    // the kernel's k range
       // fp32 x: the same class by its own (not measured) constants; fp32 never takes radix.
       {65536, 1024, 8, DType::kFloat32, true, TopkPath::kBitonic},
-      {65536, 1024, 32, DType::kFloat32, true, TopkPath::kBitonic},
-      {65536, 2048, 16, DType::kFloat32, true, TopkPath::kBitonic},
-      {65536, 1000, 13, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 1024, 32, DType::kFloat32, true, TopkPath::kQueue},    // fp32: k ≤ 8 (run Y)
+      {65536, 2048, 16, DType::kFloat32, true, TopkPath::kQueue},    // fp32: N ≤ 1024 (run Y)
+      {65536, 1000, 8, DType::kFloat32, true, TopkPath::kQueue},     // fp32: fit rows only
+      {65536, 512, 8, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 1024, 16, DType::kFloat32, true, TopkPath::kQueue},
       {65536, 2048, 32, DType::kFloat32, true, TopkPath::kQueue},   // fp32: N ≤ 1024 for k > 16
       {65536, 2056, 8, DType::kFloat32, true, TopkPath::kQueue},    // fp32: N ≤ 2048
       {65536, 4096, 16, DType::kFloat32, true, TopkPath::kQueue},
