@@ -119,7 +119,12 @@ class Parts:
     the plain form) ``add_norm(norm, delta, residual, prenorm=True)`` with ``norm`` a module
     built by ``norm`` (its ``weight`` and ``eps`` are used) returns ``(norm(residual + delta),
     residual + delta)`` with the sum kept in residual's dtype and the first in delta's dtype,
-    or only the first when ``prenorm`` is False (``torch_add_norm`` is the torch form)."""
+    or only the first when ``prenorm`` is False (``torch_add_norm`` is the torch form);
+    ``qkv_rotary`` (optional, None: ``linear`` + ``rotary``) ``qkv_rotary(d, h)`` a module
+    that is the qkv Linear and the rotary together: ``forward(x, cos, sin) -> (q, k, v)`` in
+    SDPA's (B, h, T, hd) layout, q and k rotated, with ``weight`` (its parameter, in a layout
+    of its own) and ``set_weight(w)`` / ``canonical_weight()`` / ``canonical_grad()`` taking
+    and giving the (3d, d) weight in the canonical [W_q; W_k; W_v] rotate_half layout."""
     name: str
     norm: Callable
     linear: Callable
@@ -127,6 +132,7 @@ class Parts:
     head: Callable
     add_norm: Optional[Callable] = None
     rotary: Optional[Callable] = None   # None: torch_rotary
+    qkv_rotary: Optional[Callable] = None  # None: linear + rotary
     ops: List[str] = field(default_factory=list)   # one line per part: what runs there
     used: List[str] = field(default_factory=list)  # our ops in use (demo/ours.py's OPS names)
 
@@ -178,13 +184,17 @@ class Attention(nn.Module):
         super().__init__()
         d = cfg["d_model"]
         self.h, self.hd = cfg["n_heads"], d // cfg["n_heads"]
-        self.qkv = parts.linear(d, 3 * d)
+        self.fused = parts.qkv_rotary is not None
+        self.qkv = parts.qkv_rotary(d, self.h) if self.fused else parts.linear(d, 3 * d)
         self.proj = parts.linear(d, d)
         self.rotary = parts.rotary or torch_rotary
 
     def forward(self, x, cos, sin):
         B, T, d = x.shape
-        q, k, v = self.rotary(self.qkv(x).view(B, T, 3, self.h, self.hd), cos, sin)
+        if self.fused:
+            q, k, v = self.qkv(x, cos, sin)
+        else:
+            q, k, v = self.rotary(self.qkv(x).view(B, T, 3, self.h, self.hd), cos, sin)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)   # (B, h, T, hd)
         return self.proj(y.transpose(1, 2).reshape(B, T, d))
 
@@ -256,12 +266,28 @@ class LM(nn.Module):
         return self.head.logits(h[:, -1, :].contiguous())
 
 
+def _qkv_weight(attn: Attention):
+    """The qkv weight in the canonical layout (a fused qkv_rotary module converts)."""
+    return attn.qkv.canonical_weight() if attn.fused else attn.qkv.weight
+
+
+def _qkv_grad(attn: Attention):
+    return attn.qkv.canonical_grad() if attn.fused else attn.qkv.weight.grad
+
+
+def _set_qkv(attn: Attention, w):
+    if attn.fused:
+        attn.qkv.set_weight(w)
+    else:
+        attn.qkv.weight.copy_(w)
+
+
 def canonical_tensors(model: LM):
     """(name, tensor) of every parameter in the canonical layout and a fixed order."""
     out = [("embed", model.embed.weight)]
     for i, b in enumerate(model.blocks):
         w1, w2 = b.mlp.canonical_weights()
-        out += [(f"{i}.attn_norm", b.attn_norm.weight), (f"{i}.qkv", b.attn.qkv.weight),
+        out += [(f"{i}.attn_norm", b.attn_norm.weight), (f"{i}.qkv", _qkv_weight(b.attn)),
                 (f"{i}.proj", b.attn.proj.weight), (f"{i}.mlp_norm", b.mlp_norm.weight),
                 (f"{i}.fc1", w1), (f"{i}.fc2", w2)]
     return out + [("final_norm", model.final_norm.weight), ("head", model.head.weight)]
@@ -273,7 +299,7 @@ def canonical_grads(model: LM):
     out = [("embed", model.embed.weight.grad)]
     for i, b in enumerate(model.blocks):
         g1, g2 = b.mlp.canonical_grads()
-        out += [(f"{i}.attn_norm", b.attn_norm.weight.grad), (f"{i}.qkv", b.attn.qkv.weight.grad),
+        out += [(f"{i}.attn_norm", b.attn_norm.weight.grad), (f"{i}.qkv", _qkv_grad(b.attn)),
                 (f"{i}.proj", b.attn.proj.weight.grad), (f"{i}.mlp_norm", b.mlp_norm.weight.grad),
                 (f"{i}.fc1", g1), (f"{i}.fc2", g2)]
     return out + [("final_norm", model.final_norm.weight.grad), ("head", model.head.weight.grad)]
@@ -299,7 +325,7 @@ def load_canonical(dst: LM, src: LM):
     dst.embed.weight.copy_(s["embed"])
     for i, b in enumerate(dst.blocks):
         b.attn_norm.weight.copy_(s[f"{i}.attn_norm"])
-        b.attn.qkv.weight.copy_(s[f"{i}.qkv"])
+        _set_qkv(b.attn, s[f"{i}.qkv"])
         b.attn.proj.weight.copy_(s[f"{i}.proj"])
         b.mlp_norm.weight.copy_(s[f"{i}.mlp_norm"])
         b.mlp.set_weights(s[f"{i}.fc1"], s[f"{i}.fc2"])
@@ -326,7 +352,7 @@ def init_weights(model: LM, seed: int):
     for b in model.blocks:
         b.attn_norm.weight.fill_(1.0)
         b.mlp_norm.weight.fill_(1.0)
-        b.attn.qkv.weight.copy_(draw(b.attn.qkv.weight, 0.02))
+        _set_qkv(b.attn, draw(_qkv_weight(b.attn), 0.02))
         b.attn.proj.weight.copy_(draw(b.attn.proj.weight, resid))
         w1, w2 = b.mlp.canonical_weights()
         b.mlp.set_weights(draw(w1, 0.02), draw(w2, resid))

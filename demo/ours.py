@@ -10,13 +10,18 @@ Each of our ops joins the demo's model (demo/lm.py) as it lands, found by featur
                norm (lm.py's add_norm; the
                stream stays fp32, h is bf16)
   linear       quack_cpp.nn.Linear               torch.nn.Linear
-  rotary       quack_cpp.apply_rotary_emb_qkv_    lm.py's torch_rotary (x * cos +
-               split (q and k of the qkv         rotate_half(x) * sin on the transposed q, k)
-               Linear's output rotated, v
-               copied, one kernel, as three
-               tensors; backward one kernel
-               writing the packed gradient: no
-               unbind / stack); else
+  rotary       quack_cpp.linear_rotary_qkv (the  lm.py's torch_rotary (x * cos +
+               qkv Linear with q and k rotated   rotate_half(x) * sin on the transposed q, k)
+               in its GEMM's epilogue, in the
+               interleaved pair layout: each
+               head's W_q / W_k rows permuted
+               once, see FusedQkvRotary;
+               backward one kernel packing
+               dq, dk, dv, then the Linear's
+               GEMMs); else
+               apply_rotary_emb_qkv_split
+               (one kernel after the qkv
+               Linear, three tensors); else
                apply_rotary_emb_qkv + unbind
   mlp          quack_cpp.nn.MLP (activation      SwiGLU of the linear above + torch's silu * mul
                "swiglu": the GEMM's fused
@@ -37,7 +42,7 @@ is an error.
 
 ``cpu_stand_ins()`` gives a namespace shaped like quack_cpp whose ops are written in torch (the
 MLP with interleaved gate/up, the fused head as an ``nn.Linear`` subclass, ``rmsnorm`` with a
-residual, ``apply_rotary_emb_qkv`` and ``apply_rotary_emb_qkv_split``), for the CPU smoke test: it runs this module's detection,
+residual, ``apply_rotary_emb_qkv``, ``apply_rotary_emb_qkv_split`` and ``linear_rotary_qkv``), for the CPU smoke test: it runs this module's detection,
 probes and weight conversions without a GPU.
 """
 
@@ -294,6 +299,112 @@ def make_rotary(rotary_qkv_fn, split=False):
     return rotary
 
 
+def interleave_heads(w, n_heads, hd):
+    """[W_q; W_k; W_v] (3 d, K) with each q and k head's rows reordered from rotate_half's
+    layout to the interleaved one (new row 2i = old row i, new row 2i + 1 = old row i + hd / 2),
+    v unchanged: the rotation of adjacent output pairs (2i, 2i + 1) of the permuted projection
+    is then rotate_half's rotation of (i, i + hd / 2) of the original one, so q and k come out
+    with one permutation of the head dimension, which q · k does not see."""
+    perm = torch.arange(hd, device=w.device).view(2, hd // 2).t().reshape(-1)
+    qk = w[:2 * n_heads * hd].reshape(2 * n_heads, hd, -1)[:, perm].reshape(2 * n_heads * hd, -1)
+    return torch.cat((qk, w[2 * n_heads * hd:]), 0)
+
+
+def deinterleave_heads(w, n_heads, hd):
+    """The inverse of interleave_heads (the canonical layout back)."""
+    inv = torch.arange(hd, device=w.device).view(hd // 2, 2).t().reshape(-1)
+    qk = w[:2 * n_heads * hd].reshape(2 * n_heads, hd, -1)[:, inv].reshape(2 * n_heads * hd, -1)
+    return torch.cat((qk, w[2 * n_heads * hd:]), 0)
+
+
+class FusedQkvRotary(nn.Module):
+    """lm.py's ``Parts.qkv_rotary`` on ``linear_rotary_qkv`` (quack_cpp's: the qkv GEMM with q
+    and k rotated in its epilogue, interleaved pairs). ``weight`` holds [W_q; W_k; W_v] with
+    each q and k head's rows in the interleaved order (``interleave_heads``), so the model
+    computes run (a)'s function from the same canonical weights: q and k come out in one
+    permutation of the head dimension (SDPA's q · k and its output, which depends on v only
+    besides, are unchanged). The model's (T, hd) tables repeat their halves: their first
+    halves are the kernel's (T, hd / 2) tables (a view)."""
+
+    def __init__(self, fn, d, n_heads, device):
+        super().__init__()
+        self.fn, self.h, self.hd = fn, n_heads, d // n_heads
+        self.weight = nn.Parameter(torch.empty(3 * d, d, device=device))
+
+    def forward(self, x, cos, sin):
+        half = self.hd // 2
+        q, k, v = self.fn(x, self.weight, cos[:, :half], sin[:, :half], self.h)
+        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+    @torch.no_grad()
+    def set_weight(self, w):
+        self.weight.copy_(interleave_heads(w, self.h, self.hd))
+
+    def canonical_weight(self):
+        return deinterleave_heads(self.weight, self.h, self.hd)
+
+    def canonical_grad(self):
+        g = self.weight.grad
+        return None if g is None else deinterleave_heads(g, self.h, self.hd)
+
+
+def probe_qkv_rotary(make, cfg, device, g):
+    """A FusedQkvRotary (make()) on bf16 x of PROBE_ROWS tokens under autocast, weights set
+    from a canonical W: q, k, v, the attention scores q · kᵀ (layout-independent), dx and the
+    canonical dW of sum(q * dq) + sum(k * dk) + sum(v * dv) (dq, dk permuted like q, k) against
+    float64 (torch's Linear + torch_rotary), beside the torch path in bf16."""
+    d, h = cfg["d_model"], cfg["n_heads"]
+    hd = d // h
+    T = PROBE_ROWS
+    inv = 1.0 / (cfg["rope_base"] ** (torch.arange(0, hd, 2, device=device).float() / hd))
+    ang = torch.outer(torch.arange(T, device=device).float(), inv)
+    ang = torch.cat((ang, ang), dim=-1)
+    cos, sin = ang.cos(), ang.sin()
+    bf = torch.bfloat16
+    x0 = torch.randn(1, T, d, device=device, generator=g).to(bf)
+    w0 = (torch.randn(3 * d, d, device=device, generator=g) * 0.02).float()
+    dys = [torch.randn(1, h, T, hd, device=device, generator=g).to(bf) for _ in range(3)]
+    perm = torch.arange(hd, device=device).view(2, hd // 2).t().reshape(-1)
+    mod = make()
+    mod.set_weight(w0)
+
+    def finish(q, k, v, x, w_grad, dt):
+        scores = (q.to(dt) @ k.to(dt).transpose(-1, -2)).detach()
+        return [q.detach(), k.detach(), v.detach(), scores, x.grad, w_grad]
+
+    def run_ours():
+        x = x0.detach().clone().requires_grad_()
+        mod.weight.grad = None
+        with _autocast(device):
+            q, k, v = mod(x, cos, sin)
+        sum((o.float() * dy[..., p].float()).sum() for o, dy, p in
+            zip((q, k, v), dys, (perm, perm, slice(None)))).backward()
+        return finish(q[..., _inverse(perm)], k[..., _inverse(perm)], v, x,
+                      mod.canonical_grad(), torch.float32)
+
+    def run_torch(dt):
+        x = x0.detach().to(dt).requires_grad_()
+        w = w0.detach().to(dt).requires_grad_()
+        c, s = (cos.to(dt), sin.to(dt))
+        q, k, v = torch_rotary(F.linear(x, w).view(1, T, 3, h, hd), c, s)
+        sum((o * dy.to(dt)).sum() for o, dy in zip((q, k, v), dys)).backward()
+        return finish(q, k, v, x, w.grad, dt)
+
+    ours = run_ours()
+    if ours[0].dtype != bf:
+        raise ProbeMismatch(f"probe rotary: q comes out in {ours[0].dtype}, expected bf16")
+    tor = run_torch(bf)
+    ref = run_torch(torch.float64)
+    names = ("q", "k", "v", "q·kᵀ", "dx", "dW")
+    return _judge("rotary (fused qkv)", list(zip(names, ours, tor, ref)), 1e-4)
+
+
+def _inverse(perm):
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(perm.numel(), device=perm.device)
+    return inv
+
+
 def probe_rotary(rotary, cfg, device, g):
     """rotary(qkv, cos, sin) (make_rotary's) on a bf16 qkv of PROBE_ROWS tokens at the model's
     heads and head dim: q, k, v and the gradient of sum(q * dq) + sum(k * dk) + sum(v * dv)
@@ -472,13 +583,24 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
     lin_cls = _has(qnn, "Linear")
     if attempt("linear", lin_cls, lambda: probe_linear(lin_cls, cfg, device, g)):
         used["linear"] = lin_cls
-    rot_fn = _has(qc, "apply_rotary_emb_qkv_split")
-    rot_split = rot_fn is not None
-    if not rot_split:
-        rot_fn = _has(qc, "apply_rotary_emb_qkv")
-    rotary = make_rotary(rot_fn, rot_split) if rot_fn is not None else None
-    if attempt("rotary", rot_fn, lambda: probe_rotary(rotary, cfg, device, g)):
-        used["rotary"] = rotary
+    fused_fn = _has(qc, "linear_rotary_qkv")
+
+    def make_fused(d=cfg["d_model"], h=cfg["n_heads"]):
+        return FusedQkvRotary(fused_fn, d, h, device)
+    qkv_rotary = None
+    rot_fn, rot_split = None, False
+    if fused_fn is not None and attempt("rotary", fused_fn,
+                                        lambda: probe_qkv_rotary(make_fused, cfg, device, g)):
+        qkv_rotary = make_fused
+        used["rotary"] = make_fused
+    else:
+        rot_fn = _has(qc, "apply_rotary_emb_qkv_split")
+        rot_split = rot_fn is not None
+        if not rot_split:
+            rot_fn = _has(qc, "apply_rotary_emb_qkv")
+        rotary = make_rotary(rot_fn, rot_split) if rot_fn is not None else None
+        if attempt("rotary", rot_fn, lambda: probe_rotary(rotary, cfg, device, g)):
+            used["rotary"] = rotary
     mlp_cls = _has(qnn, "MLP")
     layout = ["interleaved"]
 
@@ -534,8 +656,16 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
     else:
         linear = lambda i, o: nn.Linear(i, o, bias=False, device=device)  # noqa: E731
         lin_name = "torch.nn.Linear (cuBLAS)"
-    ops.append(f"linear (qkv, attention proj): {lin_name}")
-    if "rotary" in used:
+    if qkv_rotary is not None:
+        ops.append(f"linear (attention proj): {lin_name}")
+        ops.append(f"qkv linear + rotary (q, k): {label}.linear_rotary_qkv (the GEMM rotates q "
+                   "and k in its epilogue, interleaved pairs: W_q / W_k rows permuted per head "
+                   "once; backward one kernel packing dq, dk, dv, then dgrad and wgrad GEMMs)")
+    else:
+        ops.append(f"linear (qkv, attention proj): {lin_name}")
+    if qkv_rotary is not None:
+        pass
+    elif "rotary" in used:
         if rot_split:
             ops.append(f"rotary (q, k): {label}.apply_rotary_emb_qkv_split (one kernel: q, k "
                        "rotated, v copied, as three tensors; backward one kernel writing the "
@@ -563,7 +693,10 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
         ops.append(f"head + loss: {lin_name} + F.cross_entropy on the bf16 logits")
     in_model = [o for o in OPS if o in used and not (o == "ce" and "lce" in used)]
     return Parts(name="ours", norm=norm, linear=linear, mlp=mlp, head=head, ops=ops,
-                 used=in_model, add_norm=used.get("add_rmsnorm"), rotary=used.get("rotary"))
+                 used=in_model, add_norm=used.get("add_rmsnorm"),
+                 rotary=None if qkv_rotary is not None else used.get("rotary"),
+                 qkv_rotary=(None if qkv_rotary is None else
+                             lambda d, h: FusedQkvRotary(fused_fn, d, h, device)))
 
 
 def _params_of(fn):
@@ -574,7 +707,7 @@ def _params_of(fn):
 
 
 OPS_API = {"rmsnorm": "nn.RMSNorm", "add_rmsnorm": "rmsnorm(..., residual=, prenorm=, "
-           "residual_dtype=)", "linear": "nn.Linear", "rotary": "apply_rotary_emb_qkv_split or apply_rotary_emb_qkv",
+           "residual_dtype=)", "linear": "nn.Linear", "rotary": "linear_rotary_qkv, apply_rotary_emb_qkv_split or apply_rotary_emb_qkv",
            "mlp": "nn.MLP",
            "ce": "cross_entropy", "lce": "nn.LinearCrossEntropy"}
 
@@ -658,12 +791,29 @@ def cpu_stand_ins():
         out = apply_rotary_emb_qkv(qkv, cos, sin, interleaved, False, seqlen_offsets)
         return tuple(t.contiguous() for t in out.unbind(2))
 
+    def linear_rotary_qkv(x, weight, cos, sin, n_heads):
+        # quack_cpp.linear_rotary_qkv's contract in torch: qkv = x @ W^T (autocast's dtype),
+        # q and k rotated in adjacent pairs (2i, 2i + 1) by angle i with the (T, hd / 2)
+        # tables cast to qkv's dtype (as the rotate_half stand-in above), v as computed; (B,
+        # T, h, hd) views of one packed tensor.
+        B, T, _ = x.shape
+        hd = weight.shape[0] // (3 * n_heads)
+        qkv = F.linear(x, weight).view(B, T, 3, n_heads, hd)
+        c = cos[:T, None, :].to(qkv.dtype)
+        s = sin[:T, None, :].to(qkv.dtype)
+        q, k, v = qkv.unbind(2)
+
+        def rot(t):
+            t0, t1 = t[..., 0::2], t[..., 1::2]
+            return torch.stack((t0 * c - t1 * s, t1 * c + t0 * s), -1).flatten(-2)
+        return rot(q), rot(k), v
+
     nn_ns = types.SimpleNamespace(RMSNorm=nn.RMSNorm, Linear=Linear, MLP=MLP,
                                   LinearCrossEntropy=LinearCrossEntropy)
     return types.SimpleNamespace(nn=nn_ns, cross_entropy=cross_entropy, rmsnorm=rmsnorm,
                                  apply_rotary_emb_qkv=apply_rotary_emb_qkv,
                                  apply_rotary_emb_qkv_split=apply_rotary_emb_qkv_split,
-                                 linear=None, __version__="(torch code for the CPU smoke)")
+                                 linear_rotary_qkv=linear_rotary_qkv, linear=None, __version__="(torch code for the CPU smoke)")
 
 
 def signature_of(obj) -> str:

@@ -1,5 +1,5 @@
 // quack_cpp._C: gemm_act, gemm_dact, gemm_gated, gemm_dgated and their can_implement
-// (quack/gemm_act.h). Tensors are tuples as in binding.cpp (bind_util.h); the activation is its
+// (quack/gemm_act.h); gemm_rotary (quack/gemm_rotary.h). Tensors are tuples as in binding.cpp (bind_util.h); the activation is its
 // name (quack::activation_name: "identity" or "none", "relu", "relu_sq", "gelu_tanh_approx",
 // "silu", "tanh"; gated: "swiglu", "swiglu_oai", "reglu", "geglu", "glu"); a bias is two optional
 // tensors, bias_row (N,) / (L, N) and bias_col (M,) / (L, M) (quack::GemmBias). No logic: the
@@ -13,6 +13,7 @@
 #include "bind_util.h"
 #include "quack/errors.h"
 #include "quack/gemm_act.h"
+#include "quack/gemm_rotary.h"
 
 namespace nb = nanobind;
 
@@ -50,6 +51,24 @@ quack::GemmActArgs act_args(const OptTensor& a, const OptTensor& b, const OptTen
   g.beta = static_cast<float>(beta);
   g.tuned = tuned;
   g.tile_counter = reinterpret_cast<uint32_t*>(tile_counter);
+  return g;
+}
+
+quack::GemmRotaryArgs rotary_args(const OptTensor& a, const OptTensor& b, const OptTensor& d, const OptTensor& cos,
+                                  const OptTensor& sin, int64_t rotary_cols, int64_t head_dim, int64_t seqlen,
+                                  double alpha, bool tuned) {
+  const char* fn = "gemm_rotary";
+  quack::GemmRotaryArgs g;
+  g.a = to_ref(a, fn, "a");
+  g.b = to_ref(b, fn, "b");
+  g.d = to_ref(d, fn, "d");
+  g.cos = to_ref(cos, fn, "cos");
+  g.sin = to_ref(sin, fn, "sin");
+  g.rotary_cols = rotary_cols;
+  g.head_dim = head_dim;
+  g.seqlen = seqlen;
+  g.alpha = static_cast<float>(alpha);
+  g.tuned = tuned;
   return g;
 }
 
@@ -329,6 +348,48 @@ void bind_gemm_act(nb::module_& m) {
       (std::string("GEMM with a fused gated activation (quack::gemm_gated), written into preact (when\n"
                    "given) and postact on the given stream:\n") +
        kGatedDoc + "M = 0, N = 0 or L = 0: nothing launched. K = 0: preact = beta * c + bias.\n" + kTensorDoc +
+       "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
+          .c_str());
+
+  const char* kRotaryDoc =
+      "d = rot(alpha * a @ b): for each row m (position t = m % seqlen) and column pair (n, n+1),\n"
+      "n even, n < rotary_cols, p = (n % head_dim) / 2:\n"
+      "  d[m, n] = y[m, n] * cos[t, p] - y[m, n+1] * sin[t, p]\n"
+      "  d[m, n+1] = y[m, n+1] * cos[t, p] + y[m, n] * sin[t, p]\n"
+      "columns n >= rotary_cols as the plain GEMM; fp32 math, one rounding. a: (M, K) bf16\n"
+      "row-major; b: (K, N) bf16 column-major (W.T); d: (M, N) bf16 row-major; cos, sin:\n"
+      "(S_ro >= seqlen, head_dim / 2) fp32, unit column stride. head_dim even, N and\n"
+      "rotary_cols multiples of head_dim, M a multiple of seqlen.\n";
+  m.def(
+      "gemm_rotary_workspace_size",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& d, const OptTensor& cos, const OptTensor& sin,
+         int64_t rotary_cols, int64_t head_dim, int64_t seqlen, double alpha) {
+        const quack::GemmRotaryArgs g = rotary_args(a, b, d, cos, sin, rotary_cols, head_dim, seqlen, alpha, false);
+        nb::gil_scoped_release release;
+        return quack::gemm_workspace_size(g);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("d"), nb::arg("cos"), nb::arg("sin"), nb::arg("rotary_cols"),
+      nb::arg("head_dim"), nb::arg("seqlen"), nb::arg("alpha") = 1.0,
+      "Bytes of workspace gemm_rotary needs for these arguments (quack::gemm_workspace_size): the\n"
+      "padded copies of a and b where TMA cannot address them, 0 otherwise. Raises ValueError\n"
+      "for bad arguments (quack::can_implement's checks).");
+  m.def(
+      "gemm_rotary",
+      [](const OptTensor& a, const OptTensor& b, const OptTensor& d, const OptTensor& cos, const OptTensor& sin,
+         int64_t rotary_cols, int64_t head_dim, int64_t seqlen, double alpha, uintptr_t stream, bool tuned,
+         uintptr_t workspace, size_t workspace_bytes) {
+        quack::GemmRotaryArgs g = rotary_args(a, b, d, cos, sin, rotary_cols, head_dim, seqlen, alpha, tuned);
+        g.workspace = reinterpret_cast<void*>(workspace);
+        g.workspace_bytes = workspace_bytes;
+        nb::gil_scoped_release release;
+        quack::gemm_rotary(g, to_stream(stream));
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("d"), nb::arg("cos"), nb::arg("sin"), nb::arg("rotary_cols"),
+      nb::arg("head_dim"), nb::arg("seqlen"), nb::arg("alpha") = 1.0, nb::arg("stream") = 0,
+      nb::arg("tuned") = false, nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
+      (std::string("GEMM with rotary position embedding (interleaved pairs) in the epilogue\n"
+                   "(quack::gemm_rotary), written into d on the given stream:\n") +
+       kRotaryDoc + "M = 0 or N = 0: nothing launched. K = 0: d = 0.\n" + kTensorDoc +
        "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
           .c_str());
 

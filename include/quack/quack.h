@@ -6,6 +6,7 @@
 #include "quack/errors.h"
 #include "quack/gemm.h"
 #include "quack/gemm_act.h"
+#include "quack/gemm_rotary.h"
 #include "quack/linear_cross_entropy.h"
 #include "quack/norm.h"
 #include "quack/rotary.h"

@@ -1,5 +1,5 @@
 // QuACK-C++ rotary position embedding (RoPE), non-interleaved ("rotate_half", GPT-NeoX /
-// Llama layout), forward and backward (the inverse rotation), on q and optionally k of one
+// Llama layout) or interleaved (GPT-J: adjacent pairs), forward and backward (the inverse rotation), on q and optionally k of one
 // attention layer, with v copied in the same launch. Host-only header.
 //
 // Method: Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary Position Embedding"; the
@@ -27,6 +27,12 @@ namespace quack {
 ///   out[R/2 : R] = x2 · c + x1 · s
 ///   out[R : D]   = x[R : D]                        (passed through)
 ///
+/// or, with `interleaved` (flash-attn's interleaved=True, GPT-J), the pairs adjacent: for
+/// i < R/2,
+///
+///   out[2i]     = x[2i] · c[i] − x[2i + 1] · s[i]
+///   out[2i + 1] = x[2i + 1] · c[i] + x[2i] · s[i]
+///
 /// Applied to every head of q and of k (when given); v (when given) is copied to v_out
 /// unchanged, so a packed qkv tensor (B, S, 3, H, D) is served by one launch with q, k and v
 /// its three (B, S, H, D) slices. The backward of the rotation is the same call with
@@ -49,7 +55,7 @@ namespace quack {
 /// those 8 (4) elements, cos and sin with unit column stride and row strides multiples of 4;
 /// any other call runs the same kernel one element at a time (correct, slower).
 ///
-/// Differences from flash-attn: non-interleaved only; one scalar seqlen_offset (no per-batch
+/// Differences from flash-attn: one scalar seqlen_offset (no per-batch
 /// offsets, no cu_seqlens varlen layout); cos/sin fp32 only; k and v separate tensors (so q,
 /// k, v of a packed (B, S, 3, H, D) tensor, or of GQA layouts with Hk ≠ H, are slices).
 struct RotaryArgs {
@@ -63,6 +69,7 @@ struct RotaryArgs {
   TensorRef sin;
   int64_t seqlen_offset = 0;  // position of s = 0; S + seqlen_offset ≤ S_ro
   bool conjugate = false;     // rotate by −angle (the backward)
+  bool interleaved = false;   // pairs (2i, 2i + 1), else (i, i + R/2)
 };
 
 /// Runs the rotation on `stream` (the device of q). B·S = 0 or no heads launches nothing.
@@ -85,7 +92,8 @@ void apply_rotary(const RotaryArgs& args, cudaStream_t stream);
 ///   dqkv[:, :, 1] = rot(dk)   (zeros when dk is absent)
 ///   dqkv[:, :, 2] = dv        (copied; zeros when dv is absent)
 ///
-/// with rot the rotation of apply_rotary by cos, sin, seqlen_offset and `conjugate` (the
+/// with rot the rotation of apply_rotary by cos, sin, seqlen_offset, `interleaved` (the pair
+/// layout) and `conjugate` (the
 /// backward of a forward rotation passes conjugate = true: the inverse rotation). Same kernel as
 /// apply_rotary (fp32 math, one rounding; dv's bits copied), so a packed gradient costs one read
 /// of dq, dk, dv and one write of dqkv: no stacking copy.
@@ -111,6 +119,7 @@ struct RotaryPackArgs {
   TensorRef sin;
   int64_t seqlen_offset = 0;  // position of s = 0; S + seqlen_offset ≤ S_ro
   bool conjugate = true;      // rotate by −angle (the backward of a forward rotation)
+  bool interleaved = false;   // pairs (2i, 2i + 1), else (i, i + R/2)
 };
 
 /// Runs the packing rotation on `stream` (the device of dqkv). B·S·H = 0 launches nothing.

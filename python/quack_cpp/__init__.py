@@ -26,11 +26,14 @@ on first use and need torch:
 - ``quack_cpp.softmax(x, dim=-1)``, ``log_softmax(x, dim=-1)`` (see ``quack_cpp.softmax_ops``);
 - ``quack_cpp.apply_rotary_emb(x, cos, sin, interleaved=False, inplace=False,
   seqlen_offsets=0)``, ``apply_rotary_emb_qkv(qkv, cos, sin, ...)``: rotary position
-  embedding (non-interleaved), the packed-qkv form rotating q and k and copying v in one launch,
+  embedding (non-interleaved or interleaved), the packed-qkv form rotating q and k and copying v in one launch,
   differentiable; ``apply_rotary_emb_qkv_split(qkv, cos, sin, ...)``: the packed form's q, k, v
   as three contiguous (B, S, H, D) tensors, its backward writing the packed gradient in one
   launch (see ``quack_cpp.rotary_ops``; custom ops ``torch.ops.quack_cpp.rotary`` /
   ``rotary_inplace`` / ``rotary_qkv_split`` / ``rotary_qkv_pack``);
+- ``quack_cpp.linear_rotary_qkv(x, weight, cos, sin, n_heads)``: an attention layer's qkv
+  projection with q and k rotated (interleaved pairs) in the GEMM's epilogue, differentiable
+  (see ``quack_cpp.gemm_rotary_ops``; custom op ``torch.ops.quack_cpp.gemm_rotary``);
 - ``quack_cpp.cross_entropy(logits, target, *, ignore_index=-100, reduction="mean", ...)``
   (see ``quack_cpp.cross_entropy_ops``);
 - ``quack_cpp.linear_cross_entropy(x, weight, target, bias=None, ignore_index=-100,
@@ -85,7 +88,8 @@ _LAZY = {
     "gemm_gated": "gemm_act_ops", "gemm_dgated": "gemm_act_ops", "linear_act": "gemm_act_ops",
     "act_linear": "gemm_act_ops", "mlp": "gemm_act_ops", "distributed": None,
     "rotary_ops": None, "apply_rotary_emb": "rotary_ops", "apply_rotary_emb_qkv": "rotary_ops",
-    "apply_rotary_emb_qkv_split": "rotary_ops",
+    "apply_rotary_emb_qkv_split": "rotary_ops", "gemm_rotary_ops": None,
+    "linear_rotary_qkv": "gemm_rotary_ops",
 }
 
 __all__ = ["__version__"] + list(_LAZY)

@@ -21,8 +21,8 @@
 The names and argument conventions are flash-attn's ``flash_attn.layers.rotary``
 (``apply_rotary_emb``, ``apply_rotary_emb_qkv_``) and QuACK's rotary ops: cos and sin of shape
 (seqlen_ro, rotary_dim / 2), the leading rotary_dim of each head rotated, the rest passed
-through. Differences: non-interleaved only (``interleaved=True`` raises), ``seqlen_offsets`` an
-int (no per-batch tensor, no cu_seqlens), no gradient for cos and sin, ``apply_rotary_emb_qkv``
+through; ``interleaved=True`` rotates adjacent pairs (x[2i], x[2i+1]) by angle i (GPT-J)
+instead of the halves (x[i], x[i + R/2]). Differences: ``seqlen_offsets`` an int (no per-batch tensor, no cu_seqlens), no gradient for cos and sin, ``apply_rotary_emb_qkv``
 out of place by default (flash-attn's ``apply_rotary_emb_qkv_`` is in place) and for MHA
 only (equal heads for q, k, v; GQA layouts go through the C++ API with separate k and v).
 """
@@ -47,6 +47,11 @@ _FORMULA = """With R = 2 * cos.shape[1] (rotary_dim), for each head vector x (D)
             out[:R/2]  = x1 * c - x2 * s
             out[R/2:R] = x2 * c + x1 * s
             out[R:]    = x[R:]
+
+        or with ``interleaved`` the adjacent pairs, for i < R/2::
+
+            out[2i]   = x[2i] * c[i] - x[2i+1] * s[i]
+            out[2i+1] = x[2i+1] * c[i] + x[2i] * s[i]
 
         fp32 math, one rounding to x's dtype."""
 
@@ -79,7 +84,7 @@ def _unit_last(t: Tensor) -> Tensor:
 
 
 def _launch(fn: str, x: Tensor, out: Tensor, cos: Tensor, sin: Tensor, seqlen_offset: int,
-            conjugate: bool, qkv: bool) -> None:
+            conjugate: bool, qkv: bool, interleaved: bool) -> None:
     if qkv:  # q, k, v: the three (B, S, H, D) slices (the C++ API's tensors are 4-D at most)
         xs = [tensor_arg(x.select(2, i), fn, n) for i, n in enumerate(("q", "k", "v"))]
         os = [tensor_arg(out.select(2, i), fn, n) for i, n in enumerate(("q_out", "k_out",
@@ -88,40 +93,40 @@ def _launch(fn: str, x: Tensor, out: Tensor, cos: Tensor, sin: Tensor, seqlen_of
         xs = [tensor_arg(x, fn, "q"), None, None]
         os = [tensor_arg(out, fn, "q_out"), None, None]
     _C.apply_rotary(xs[0], os[0], xs[1], os[1], xs[2], os[2], tensor_arg(cos, fn, "cos"),
-                    tensor_arg(sin, fn, "sin"), seqlen_offset, conjugate, stream(x))
+                    tensor_arg(sin, fn, "sin"), seqlen_offset, conjugate, stream(x), interleaved)
 
 
 class Rotary:
     name = "quack_cpp::rotary"
 
     def signature(x: Tensor, cos: Tensor, sin: Tensor, seqlen_offset: int, conjugate: bool,
-                  qkv: bool) -> Tensor:
+                  qkv: bool, interleaved: bool = False) -> Tensor:
         pass
 
-    signature.__doc__ = f"""Rotary position embedding, non-interleaved (``quack::apply_rotary``),
-        out of place. x: (B, S, H, D), or with ``qkv`` (B, S, 3, H, D) whose slice 2 (v) is
+    signature.__doc__ = f"""Rotary position embedding (``quack::apply_rotary``), out of place. x: (B, S, H, D), or with ``qkv`` (B, S, 3, H, D) whose slice 2 (v) is
         copied unchanged; fp32/fp16/bf16, any strides (a D stride other than 1 is copied
         first). cos, sin: (seqlen_ro, rotary_dim / 2) fp32, S + seqlen_offset <= seqlen_ro.
         Returns a contiguous tensor of x's shape and dtype. {_FORMULA}
         Backward: the same op on the gradient with ``conjugate`` flipped (the inverse
         rotation); no gradient for cos and sin. Raises ValueError for a bad argument."""
 
-    def outputs(x, cos, sin, seqlen_offset, conjugate, qkv):
+    def outputs(x, cos, sin, seqlen_offset, conjugate, qkv, interleaved):
         _check("rotary", x, cos, sin, qkv)
         return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
-    def launch(out, x, cos, sin, seqlen_offset, conjugate, qkv):
-        _launch("rotary", _unit_last(x), out, cos, sin, seqlen_offset, conjugate, qkv)
+    def launch(out, x, cos, sin, seqlen_offset, conjugate, qkv, interleaved):
+        _launch("rotary", _unit_last(x), out, cos, sin, seqlen_offset, conjugate, qkv,
+                interleaved)
 
     def setup_context(ctx, inputs, output):
-        _, cos, sin, seqlen_offset, conjugate, qkv = inputs
+        _, cos, sin, seqlen_offset, conjugate, qkv, interleaved = inputs
         ctx.save_for_backward(cos, sin)
-        ctx.args = (seqlen_offset, not conjugate, qkv)
+        ctx.args = (seqlen_offset, not conjugate, qkv, interleaved)
 
     def backward(ctx, dy):
         cos, sin = ctx.saved_tensors
         dx = rotary(dy, cos, sin, *ctx.args) if ctx.needs_input_grad[0] else None
-        return dx, None, None, None, None, None
+        return dx, None, None, None, None, None, None
 
 
 rotary = register(Rotary)
@@ -132,19 +137,19 @@ class RotaryInplace:
     mutates_args = ("x",)
 
     def signature(x: Tensor, cos: Tensor, sin: Tensor, seqlen_offset: int, conjugate: bool,
-                  qkv: bool) -> None:
+                  qkv: bool, interleaved: bool = False) -> None:
         """``rotary`` written into x itself (``torch.ops.quack_cpp.rotary_inplace``); with
         ``qkv`` the v slice is left as it is. x needs a D stride of 1. Not differentiable.
         Raises ValueError for a bad argument."""
 
-    def impl(x, cos, sin, seqlen_offset, conjugate, qkv):
+    def impl(x, cos, sin, seqlen_offset, conjugate, qkv, interleaved):
         _check("rotary_inplace", x, cos, sin, qkv)
         if x.shape[-1] > 1 and x.stride(-1) != 1:
             raise ValueError(f"rotary_inplace: x has strides {tuple(x.stride())}, expected a "
                              "last (D) stride of 1")
-        _launch("rotary_inplace", x, x, cos, sin, seqlen_offset, conjugate, qkv)
+        _launch("rotary_inplace", x, x, cos, sin, seqlen_offset, conjugate, qkv, interleaved)
 
-    def fake(x, cos, sin, seqlen_offset, conjugate, qkv):
+    def fake(x, cos, sin, seqlen_offset, conjugate, qkv, interleaved):
         _check("rotary_inplace", x, cos, sin, qkv)
 
 
@@ -155,7 +160,7 @@ class RotaryQkvSplit:
     name = "quack_cpp::rotary_qkv_split"
 
     def signature(qkv: Tensor, cos: Tensor, sin: Tensor, seqlen_offset: int,
-                  conjugate: bool) -> Tuple[Tensor, Tensor, Tensor]:
+                  conjugate: bool, interleaved: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
         pass
 
     signature.__doc__ = f"""Rotary position embedding of a packed qkv, split
@@ -168,24 +173,25 @@ class RotaryQkvSplit:
         writing the packed gradient; a None gradient counts as zeros); no gradient for cos and
         sin. Raises ValueError for a bad argument."""
 
-    def outputs(qkv, cos, sin, seqlen_offset, conjugate):
+    def outputs(qkv, cos, sin, seqlen_offset, conjugate, interleaved):
         _check("rotary_qkv_split", qkv, cos, sin, True)
         B, S, _, H, D = qkv.shape
         return tuple(torch.empty((B, S, H, D), dtype=qkv.dtype, device=qkv.device)
                      for _ in range(3))
 
-    def launch(out, qkv, cos, sin, seqlen_offset, conjugate):
+    def launch(out, qkv, cos, sin, seqlen_offset, conjugate, interleaved):
         fn = "rotary_qkv_split"
         x = _unit_last(qkv)
         xs = [tensor_arg(x.select(2, i), fn, n) for i, n in enumerate(("q", "k", "v"))]
         os = [tensor_arg(o, fn, n) for o, n in zip(out, ("q_out", "k_out", "v_out"))]
         _C.apply_rotary(xs[0], os[0], xs[1], os[1], xs[2], os[2], tensor_arg(cos, fn, "cos"),
-                        tensor_arg(sin, fn, "sin"), seqlen_offset, conjugate, stream(qkv))
+                        tensor_arg(sin, fn, "sin"), seqlen_offset, conjugate, stream(qkv),
+                        interleaved)
 
     def setup_context(ctx, inputs, output):
-        _, cos, sin, seqlen_offset, conjugate = inputs
+        _, cos, sin, seqlen_offset, conjugate, interleaved = inputs
         ctx.save_for_backward(cos, sin)
-        ctx.args = (seqlen_offset, not conjugate)
+        ctx.args = (seqlen_offset, not conjugate, interleaved)
         ctx.set_materialize_grads(False)  # an unused q, k or v: None, no zeros tensor
 
     def backward(ctx, dq, dk, dv):
@@ -193,7 +199,7 @@ class RotaryQkvSplit:
         dqkv = None
         if ctx.needs_input_grad[0] and (dq is not None or dk is not None or dv is not None):
             dqkv = rotary_qkv_pack(dq, dk, dv, cos, sin, *ctx.args)
-        return dqkv, None, None, None, None
+        return dqkv, None, None, None, None, None
 
 
 rotary_qkv_split = register(RotaryQkvSplit)
@@ -220,7 +226,8 @@ class RotaryQkvPack:
     name = "quack_cpp::rotary_qkv_pack"
 
     def signature(dq: Optional[Tensor], dk: Optional[Tensor], dv: Optional[Tensor], cos: Tensor,
-                  sin: Tensor, seqlen_offset: int, conjugate: bool) -> Tensor:
+                  sin: Tensor, seqlen_offset: int, conjugate: bool,
+                  interleaved: bool = False) -> Tensor:
         pass
 
     signature.__doc__ = f"""The packed gradient of ``rotary_qkv_split``
@@ -228,17 +235,18 @@ class RotaryQkvPack:
         rot(dk), out[:, :, 2] = dv, a None input giving zeros (at least one given). dq, dk, dv:
         (B, S, H, D), one shape, dtype (fp32/fp16/bf16) and device, any strides (a D stride
         other than 1 is copied first). cos, sin as ``rotary``; rot is its formula with
-        ``conjugate`` (True for the backward of a forward rotation). Returns a contiguous
+        ``conjugate`` (True for the backward of a forward rotation) and ``interleaved`` (the
+        pair layout). Returns a contiguous
         (B, S, 3, H, D) tensor. {_FORMULA}
         Backward: ``rotary_qkv_split`` with ``conjugate`` flipped. Raises ValueError for a bad
         argument."""
 
-    def outputs(dq, dk, dv, cos, sin, seqlen_offset, conjugate):
+    def outputs(dq, dk, dv, cos, sin, seqlen_offset, conjugate, interleaved):
         like = _pack_like(dq, dk, dv, cos, sin)
         B, S, H, D = like.shape
         return torch.empty((B, S, 3, H, D), dtype=like.dtype, device=like.device)
 
-    def launch(out, dq, dk, dv, cos, sin, seqlen_offset, conjugate):
+    def launch(out, dq, dk, dv, cos, sin, seqlen_offset, conjugate, interleaved):
         fn = "rotary_qkv_pack"
         B, S, _, H, D = out.shape
         grads = [None if t is None else tensor_arg(_unit_last(t), fn, n)
@@ -246,31 +254,28 @@ class RotaryQkvPack:
         _C.rotary_qkv_pack(grads[0], grads[1], grads[2],
                            tensor_arg(out.view(B, S, 3 * H, D), fn, "dqkv"),
                            tensor_arg(cos, fn, "cos"), tensor_arg(sin, fn, "sin"),
-                           seqlen_offset, conjugate, stream(out))
+                           seqlen_offset, conjugate, stream(out), interleaved)
 
     def setup_context(ctx, inputs, output):
-        _, _, _, cos, sin, seqlen_offset, conjugate = inputs
+        _, _, _, cos, sin, seqlen_offset, conjugate, interleaved = inputs
         ctx.save_for_backward(cos, sin)
-        ctx.args = (seqlen_offset, not conjugate)
+        ctx.args = (seqlen_offset, not conjugate, interleaved)
 
     def backward(ctx, dqkv):
         cos, sin = ctx.saved_tensors
         need = ctx.needs_input_grad
         if not (need[0] or need[1] or need[2]):
-            return None, None, None, None, None, None, None
+            return None, None, None, None, None, None, None, None
         d = rotary_qkv_split(dqkv, cos, sin, *ctx.args)
         return (d[0] if need[0] else None, d[1] if need[1] else None,
-                d[2] if need[2] else None, None, None, None, None)
+                d[2] if need[2] else None, None, None, None, None, None)
 
 
 rotary_qkv_pack = register(RotaryQkvPack)
 
 
-def _tables(fn: str, x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, seqlen_offsets):
+def _tables(fn: str, x: Tensor, cos: Tensor, sin: Tensor, seqlen_offsets):
     """The functional APIs' checks of what the ops do not take; cos and sin as fp32."""
-    if interleaved:
-        raise ValueError(f"{fn}: interleaved=True is not supported (the kernel rotates the "
-                         "halves x[:R/2], x[R/2:R]: GPT-NeoX / Llama layout)")
     if isinstance(seqlen_offsets, Tensor) or not isinstance(seqlen_offsets, int):
         raise ValueError(f"{fn}: seqlen_offsets is {type(seqlen_offsets).__name__}, expected an "
                          "int (per-batch offsets are not supported)")
@@ -288,21 +293,21 @@ def _tables(fn: str, x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, seq
 
 def _run(fn: str, x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inplace: bool,
          seqlen_offsets, conjugate: bool, qkv: bool) -> Optional[Tensor]:
-    cos, sin = _tables(fn, x, cos, sin, interleaved, seqlen_offsets)
+    cos, sin = _tables(fn, x, cos, sin, seqlen_offsets)
     if inplace:
         if records_grad(x):
             raise ValueError(f"{fn}: inplace=True is not differentiable and x requires grad; "
                              "use inplace=False")
-        rotary_inplace(x, cos, sin, seqlen_offsets, conjugate, qkv)
+        rotary_inplace(x, cos, sin, seqlen_offsets, conjugate, qkv, bool(interleaved))
         return x
-    return rotary(x, cos, sin, seqlen_offsets, conjugate, qkv)
+    return rotary(x, cos, sin, seqlen_offsets, conjugate, qkv, bool(interleaved))
 
 
 def apply_rotary_emb(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False,
                      inplace: bool = False, seqlen_offsets: int = 0,
                      conjugate: bool = False) -> Tensor:
-    """Rotary position embedding of x, non-interleaved (GPT-NeoX / Llama ``rotate_half``), on
-    one kernel (``quack::apply_rotary``; flash-attn's ``apply_rotary_emb`` conventions).
+    """Rotary position embedding of x, non-interleaved (GPT-NeoX / Llama ``rotate_half``) or
+    interleaved (GPT-J: adjacent pairs), on one kernel (``quack::apply_rotary``; flash-attn's ``apply_rotary_emb`` conventions).
 
     With R = 2 * cos.shape[1] (rotary_dim <= D), for each head vector x[b, s, h] at position
     p = s + seqlen_offsets, x1 = x[..., :R/2], x2 = x[..., R/2:R]::
@@ -312,7 +317,10 @@ def apply_rotary_emb(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
         out[..., R:]    = x[..., R:]
 
     i.e. ``x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)`` over the first R columns, in fp32
-    (one rounding to x's dtype). ``conjugate=True`` rotates by -angle (the inverse).
+    (one rounding to x's dtype). ``interleaved=True`` rotates the adjacent pairs instead: for
+    i < R/2, out[..., 2i] = x[..., 2i] * cos[p, i] - x[..., 2i+1] * sin[p, i] and
+    out[..., 2i+1] = x[..., 2i+1] * cos[p, i] + x[..., 2i] * sin[p, i] (flash-attn's
+    interleaved=True). ``conjugate=True`` rotates by -angle (the inverse).
 
     Args:
         x: (B, S, H, D) float32, float16 or bfloat16 on a CUDA device; any strides (fastest
@@ -320,7 +328,8 @@ def apply_rotary_emb(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
             dtypes, of 4 for float32).
         cos, sin: (seqlen_ro, R/2), float32 (a 16-bit table is upcast, exactly), any strides;
             S + seqlen_offsets <= seqlen_ro.
-        interleaved: must be False (the interleaved GPT-J layout is not implemented).
+        interleaved: rotate adjacent pairs (x[2i], x[2i+1]) by angle i (GPT-J) instead of the
+            halves (x[i], x[i + R/2]).
         inplace: write the result into x and return x (not differentiable).
         seqlen_offsets: an int, the position of s = 0 (KV-cache decoding).
         conjugate: rotate by -angle.
@@ -393,5 +402,5 @@ def apply_rotary_emb_qkv_split(qkv: Tensor, cos: Tensor, sin: Tensor, interleave
         ValueError: a bad shape, dtype, device or option (the message names it).
     """
     fn = "apply_rotary_emb_qkv_split"
-    cos, sin = _tables(fn, qkv, cos, sin, interleaved, seqlen_offsets)
-    return rotary_qkv_split(qkv, cos, sin, seqlen_offsets, False)
+    cos, sin = _tables(fn, qkv, cos, sin, seqlen_offsets)
+    return rotary_qkv_split(qkv, cos, sin, seqlen_offsets, False, bool(interleaved))

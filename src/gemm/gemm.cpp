@@ -25,6 +25,7 @@
 #include "quack/errors.h"
 #include "quack/gemm.h"
 #include "quack/gemm_act.h"
+#include "quack/gemm_rotary.h"
 
 namespace quack {
 
@@ -238,7 +239,8 @@ bool is_default(const Instance& i) {
 // output 1's only when the epilogue has one).
 bool dtypes_match(const Instance& i, const GemmProblem& p) {
   const DType c = p.c != nullptr ? p.c_dtype : p.d_dtype;
-  const bool two = p.epilogue != GemmEpilogue::kLinComb && p.epilogue != GemmEpilogue::kBias;
+  const bool two = p.epilogue != GemmEpilogue::kLinComb && p.epilogue != GemmEpilogue::kBias &&
+                   p.epilogue != GemmEpilogue::kRotary;
   return i.epilogue == p.epilogue && i.ab == p.ab_dtype && i.d == p.d_dtype && i.c == c &&
          (!two || i.d1 == p.d1_dtype);
 }
@@ -959,6 +961,72 @@ Plan plan_dact(const GemmDActArgs& g) {
   return plan;
 }
 
+Plan plan_rotary(const GemmRotaryArgs& g) {
+  ArgCheck chk("gemm_rotary");
+  chk.required(g.a, "a");
+  chk.required(g.d, "d");
+  if (g.a.ndim != 2)
+    chk.fail("a has " + str(g.a.ndim) + " dimensions " + describe(g.a) + ", expected 2 (M, K): rows are the " +
+             "B · seqlen tokens");
+  Plan plan = plan_fused(chk, GemmEpilogue::kRotary, g.a, g.b, {{&g.d, "d", MnRole::kD}}, g.workspace,
+                         g.workspace_bytes, /*row_only=*/true);
+  plan.fn = "gemm_rotary";
+  const int64_t M = g.a.shape[0], N = g.b.shape[1];
+  const int64_t hd = g.head_dim, S = g.seqlen;
+  if (hd < 2 || hd % 2 != 0)
+    chk.fail("head_dim is " + str(hd) + ", expected an even head_dim ≥ 2 (rotated column pairs)");
+  if (N % hd != 0)
+    chk.fail("b has shape " + describe(g.b) + " with N = " + str(N) + " columns, expected a multiple of head_dim = " +
+             str(hd) + " (whole heads)");
+  if (g.rotary_cols < 0 || g.rotary_cols > N || g.rotary_cols % hd != 0)
+    chk.fail("rotary_cols is " + str(g.rotary_cols) + ", expected a multiple of head_dim = " + str(hd) +
+             " in [0, N = " + str(N) + "] (whole heads rotated)");
+  if (S < 1 || M % S != 0)
+    chk.fail("seqlen is " + str(S) + ", expected seqlen ≥ 1 dividing M = " + str(M) +
+             " (the rows are B sequences of seqlen tokens)");
+  for (const auto& [t, name] : {std::pair{&g.cos, "cos"}, std::pair{&g.sin, "sin"}}) {
+    chk.matrix(*t, name, -1, hd / 2);
+    chk.dtype_in(*t, name, {DType::kFloat32});
+    chk.same_device(*t, name, plan.p.device);
+    chk.no_negative_strides(*t, name);
+    if (t->shape[0] < S)
+      chk.fail(std::string(name) + " has shape " + describe(*t) + ", expected at least seqlen = " + str(S) +
+               " rows (positions)");
+    if (hd / 2 > 1 && t->stride[1] != 1)
+      chk.fail(std::string(name) + " has strides " + detail::describe_full(*t) + ", expected a column stride of 1");
+    if (t->stride[0] > kMaxExtent)
+      chk.fail(std::string(name) + " has row stride " + str(t->stride[0]) + ", expected ≤ 2^31 − 1");
+  }
+  if (g.sin.shape[0] != g.cos.shape[0] || (g.cos.shape[0] > 1 && g.sin.stride[0] != g.cos.stride[0]))
+    chk.fail("sin is " + detail::describe_full(g.sin) + ", expected cos's shape and strides (" +
+             detail::describe_full(g.cos) + ")");
+  for (const auto& [t, name] : {std::pair{&g.cos, "cos"}, std::pair{&g.sin, "sin"}})
+    if (spans_overlap(g.d, *t))
+      chk.fail(std::string("d ") + detail::describe_full(g.d) + " and " + name + " " + detail::describe_full(*t) +
+               " overlap in memory, expected a separate output");
+  if (g.d.present() && g.d.dtype != g.a.dtype)
+    chk.fail(std::string("d has dtype ") + dtype_name(g.d.dtype) + ", expected " + dtype_name(g.a.dtype) +
+             " (a's dtype)");
+  GemmProblem& p = plan.p;
+  p.alpha = g.alpha;
+  p.tile_counter = g.tile_counter;
+  p.d_dtype = g.d.dtype;
+  p.c_dtype = g.d.dtype;
+  p.d1_dtype = g.d.dtype;
+  p.rotary_cos = static_cast<const float*>(g.cos.data);
+  p.rotary_sin = static_cast<const float*>(g.sin.data);
+  p.rotary_ld = g.cos.stride[0];
+  p.rotary_cols = int(g.rotary_cols);
+  p.rotary_head_dim = int(hd);
+  p.rotary_seqlen = int(std::min<int64_t>(S, kMaxExtent));
+  if (!plan.empty && p.k > 0) {
+    const std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs and " + dtype_name(p.d_dtype) + " d";
+    check_compiled_dtypes(chk, p, "d", nullptr, nullptr);
+    plan.inst = &find_instance(chk, p, false, dtypes, "d");
+  }
+  return plan;
+}
+
 // Runs a validated plan: nothing (empty), the K = 0 fill, or the padded copies (into the
 // caller's workspace, else one allocated on the stream and freed after the launch) and the tuned
 // or the rule's instance.
@@ -1085,6 +1153,14 @@ size_t gemm_workspace_size(const GemmDGatedArgs& args) { return workspace_of(arg
 
 void gemm_dgated(const GemmDGatedArgs& args, cudaStream_t stream) {
   run_plan(plan_dgated(args), args.tuned, args.workspace, stream);
+}
+
+void can_implement(const GemmRotaryArgs& args) { (void)plan_rotary(args); }
+
+size_t gemm_workspace_size(const GemmRotaryArgs& args) { return workspace_of(args, plan_rotary); }
+
+void gemm_rotary(const GemmRotaryArgs& args, cudaStream_t stream) {
+  run_plan(plan_rotary(args), args.tuned, args.workspace, stream);
 }
 
 }  // namespace quack

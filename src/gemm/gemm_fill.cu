@@ -111,6 +111,7 @@ const char* api_name(GemmEpilogue e) {
     case GemmEpilogue::kGated:
     case GemmEpilogue::kGatedConcat: return "gemm_gated";
     case GemmEpilogue::kDGated: return "gemm_dgated";
+    case GemmEpilogue::kRotary: return "gemm_rotary";
   }
   return "gemm";
 }

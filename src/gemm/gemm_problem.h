@@ -13,6 +13,11 @@
 //   kDGated:  C = preact and D = dpreact as packed 16-bit pairs (the problem's n = the number of
 //             pairs; c_dtype / d_dtype = kFloat32 stand for the 32-bit pairs, packed_dtype for
 //             their halves), D1 = glu(C's pairs)
+//   kRotary:  D = alpha · acc + beta · C, then the columns n < rotary_cols (heads of
+//             rotary_head_dim columns) rotated in pairs (2j, 2j + 1) of a head by the angle of
+//             pair j at position m % rotary_seqlen (the interleaved RoPE layout): with
+//             c = rotary_cos[pos][j], s = rotary_sin[pos][j],
+//             D(m, 2j) = y0·c − y1·s, D(m, 2j + 1) = y1·c + y0·s (the gemm_rotary API)
 // kAct also adds the bias. A bias is read at its element (row_bias[l][n], col_bias[l][m]) in
 // the kernel's terms (a column-major user D swaps the two).
 //
@@ -42,8 +47,8 @@ enum class GemmMajor { kK, kMN };
 
 /// The epilogue visitor (src/gemm/sm90/epilogue_ops.cuh) of an instance: LinearCombination,
 /// ActEpilogue, DActEpilogue, LinCombBias, GatedEpilogue (twice: with and without the concat
-/// view of B), DGatedEpilogue.
-enum class GemmEpilogue { kLinComb, kAct, kDAct, kBias, kGated, kGatedConcat, kDGated };
+/// view of B), DGatedEpilogue, RotaryEpilogue.
+enum class GemmEpilogue { kLinComb, kAct, kDAct, kBias, kGated, kGatedConcat, kDGated, kRotary };
 
 struct GemmProblem {
   const void* a = nullptr;
@@ -76,6 +81,12 @@ struct GemmProblem {
   // kGatedConcat: the row bias is [bias_gate; bias_up] (element n read at (n % 2)·N/2 + n / 2).
   bool concat = false;
   DType packed_dtype = DType::kBFloat16;  // kDGated: the 16-bit halves of C's and D's pairs
+  // kRotary: fp32 tables (rotary_seqlen, rotary_head_dim / 2), row stride rotary_ld, unit column
+  // stride; the rotated columns [0, rotary_cols) in the kernel's terms (a row-major D).
+  const float* rotary_cos = nullptr;
+  const float* rotary_sin = nullptr;
+  int64_t rotary_ld = 0;
+  int rotary_cols = 0, rotary_head_dim = 0, rotary_seqlen = 0;
   // Tile order (src/gemm/tile_scheduler.h): bands of raster_group cluster tiles (0: the tile
   // configuration's default, 8) along M (raster 0), along N (1) or as QuACK's heuristic picks
   // (2); odd bands walked backwards when serpentine. gemm.cpp sets them (QUACK_GEMM_RASTER).

@@ -119,7 +119,8 @@ bool aligned16(const TensorRef& t, int vec) {
 }
 
 // The 16-byte kernel: D and R/2 multiples of 16 bytes, every x tensor (absent ones pass)
-// and the tables aligned.
+// and the tables aligned (the same rule for both pair layouts: an interleaved chunk of 2V
+// columns starts at a multiple of 2V).
 bool vector_path(DType dtype, std::initializer_list<const TensorRef*> xs, const TensorRef& cos,
                  const TensorRef& sin, int half, int D) {
   const int vec = 16 / dtype_size(dtype);
@@ -166,7 +167,8 @@ TensorRef packed_slice(const TensorRef& qkv, int j) {
 
 // The parameters every launch shares: tables, sizes, offset and direction.
 detail::RotaryParams table_params(const TensorRef& cos, const TensorRef& sin, int64_t B,
-                                  int64_t S, int64_t D, int64_t seqlen_offset, bool conjugate) {
+                                  int64_t S, int64_t D, int64_t seqlen_offset, bool conjugate,
+                                  bool interleaved) {
   detail::RotaryParams p;
   p.cos = static_cast<const float*>(cos.data);
   p.sin = static_cast<const float*>(sin.data);
@@ -178,6 +180,7 @@ detail::RotaryParams table_params(const TensorRef& cos, const TensorRef& sin, in
   p.half = static_cast<int>(cos.shape[1]);
   p.seqlen_offset = seqlen_offset;
   p.conjugate = conjugate;
+  p.interleaved = interleaved;
   return p;
 }
 
@@ -214,7 +217,8 @@ void apply_rotary(const RotaryArgs& a, cudaStream_t stream) {
              " together, expected at most 2^31 - 1 elements per token");
   if (B * S == 0 || heads == 0) return;
 
-  detail::RotaryParams p = table_params(a.cos, a.sin, B, S, D, a.seqlen_offset, a.conjugate);
+  detail::RotaryParams p = table_params(a.cos, a.sin, B, S, D, a.seqlen_offset, a.conjugate,
+                                                  a.interleaved);
   p.t[0] = tensor_params(a.q, a.q_out);
   p.t[1] = tensor_params(a.k, a.k_out);
   p.t[2] = tensor_params(a.v, a.v_out);
@@ -249,7 +253,8 @@ void rotary_qkv_pack(const RotaryPackArgs& a, cudaStream_t stream) {
   check_tables(chk, a.cos, a.sin, a.dqkv, "dqkv", B * S, S, D, a.seqlen_offset);
   if (B * S == 0 || H == 0) return;
 
-  detail::RotaryParams p = table_params(a.cos, a.sin, B, S, D, a.seqlen_offset, a.conjugate);
+  detail::RotaryParams p = table_params(a.cos, a.sin, B, S, D, a.seqlen_offset, a.conjugate,
+                                                  a.interleaved);
   const TensorRef* ins[3] = {&a.dq, &a.dk, &a.dv};
   for (int j = 0; j < 3; ++j) p.t[j] = tensor_params(*ins[j], packed_slice(a.dqkv, j));
   const bool vec = detail::rotary_pack_vector_path(a);

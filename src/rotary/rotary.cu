@@ -1,4 +1,5 @@
-// Rotary embedding kernel (quack/rotary.h), non-interleaved layout.
+// Rotary embedding kernel (quack/rotary.h), non-interleaved and interleaved layouts (a template
+// flag of one kernel body).
 //
 // Thread -> data: one CTA per token (b, s), grid-stride over the B·S tokens (64-bit). The CTA's
 // kRotaryThreads threads form a (by, bx) grid with bx = min(chunks, kRotaryThreads), chunks =
@@ -6,8 +7,11 @@
 // or 1. Thread (ty, tx) takes chunk c = tx (then c + bx, ...): it loads the V fp32 values of
 // cos[p, c·V ..] and sin[p, c·V ..] once into registers and applies them to heads ty, ty + by,
 // ... of q and then k (one head index space of Hq + Hk heads), kUnroll heads' loads issued
-// before their math. A head's chunk is two V-element vectors: x1 at column c·V and x2 at
-// R/2 + c·V. After the rotation, the CTA's threads copy, as flat lists of V-element chunks,
+// before their math. A head's chunk is two V-element vectors x1 and x2 rotated by the angles
+// c·V .. c·V + V − 1: non-interleaved, x1 at column c·V and x2 at R/2 + c·V (pairs (x1[i],
+// x2[i]) by angle c·V + i); interleaved, x1 at column 2·c·V and x2 at 2·c·V + V (one 2V-element
+// run z = x1 ++ x2 whose pairs (z[2i], z[2i + 1]) take angle c·V + i; with V = 1 the two forms
+// are the same arithmetic on different columns). After the rotation, the CTA's threads copy, as flat lists of V-element chunks,
 // the pass-through columns R..D of q's and k's heads (out of place only) and all of v (when
 // v_out is not v).
 // Registers only (no shared memory, no barriers). Alignment: on the vector path the host has
@@ -34,7 +38,14 @@ __device__ __forceinline__ X pick(int which, X a, X b, X c) {
   return which == 0 ? a : which == 1 ? b : c;
 }
 
-template <typename T, int V>
+// (a0, a1) rotated by (c, s): a0·c − a1·s, a1·c + a0·s (one fma each).
+__device__ __forceinline__ void rotate_pair(float a0, float a1, float c, float s, float& y0,
+                                            float& y1) {
+  y0 = fmaf(a0, c, -a1 * s);
+  y1 = fmaf(a1, c, a0 * s);
+}
+
+template <typename T, int V, bool kInterleaved>
 __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryParams p, int bx) {
   const int tid = static_cast<int>(threadIdx.x);
   const int by = static_cast<int>(blockDim.x) / bx;
@@ -49,6 +60,9 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
   const int n_v = p.t[2].write ? p.t[2].heads * vchunks : 0;
   const int n_copy = n_q + n_k + n_v;
   const int64_t ntok = p.B * p.S;
+  // Column offsets of a chunk's two vectors (chunk c: x1 at c·V·x1_step, x2 x2_off further).
+  const int x1_step = kInterleaved ? 2 : 1;
+  const int x2_off = kInterleaved ? V : p.half;
 
   for (int64_t tok = blockIdx.x; tok < ntok; tok += gridDim.x) {
     const int64_t b = tok / p.S;
@@ -87,14 +101,16 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
               const T* base = static_cast<const T*>(pick(w, p.t[0].in, p.t[1].in, p.t[1].in));
               const int64_t off = b * pick(w, p.t[0].in_b, p.t[1].in_b, p.t[1].in_b) +
                                   s * pick(w, p.t[0].in_s, p.t[1].in_s, p.t[1].in_s) +
-                                  hh * pick(w, p.t[0].in_h, p.t[1].in_h, p.t[1].in_h) + c * V;
+                                  hh * pick(w, p.t[0].in_h, p.t[1].in_h, p.t[1].in_h) +
+                                  c * V * x1_step;
               dst[u] = static_cast<T*>(pick(w, p.t[0].out, p.t[1].out, p.t[1].out)) +
                        b * pick(w, p.t[0].out_b, p.t[1].out_b, p.t[1].out_b) +
                        s * pick(w, p.t[0].out_s, p.t[1].out_s, p.t[1].out_s) +
-                       hh * pick(w, p.t[0].out_h, p.t[1].out_h, p.t[1].out_h) + c * V;
+                       hh * pick(w, p.t[0].out_h, p.t[1].out_h, p.t[1].out_h) +
+                       c * V * x1_step;
               if (base != nullptr) {  // (no pointer arithmetic on an absent input)
                 load_vec<T, V>(base + off, x1[u]);
-                load_vec<T, V>(base + off + p.half, x2[u]);
+                load_vec<T, V>(base + off + x2_off, x2[u]);
               } else {
 #pragma unroll
                 for (int i = 0; i < V; ++i) x1[u][i] = x2[u][i] = 0.f;
@@ -105,13 +121,22 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
           for (int u = 0; u < kUnroll; ++u) {
             if (dst[u] == nullptr) continue;
             float y1[V], y2[V];
+            if constexpr (kInterleaved && V > 1) {
+              // z = x1 ++ x2: pair i of x1 takes angle i, pair i of x2 angle V / 2 + i.
 #pragma unroll
-            for (int i = 0; i < V; ++i) {
-              y1[i] = fmaf(x1[u][i], cv[i], -x2[u][i] * sv[i]);
-              y2[i] = fmaf(x2[u][i], cv[i], x1[u][i] * sv[i]);
+              for (int i = 0; i < V / 2; ++i) {
+                rotate_pair(x1[u][2 * i], x1[u][2 * i + 1], cv[i], sv[i], y1[2 * i],
+                            y1[2 * i + 1]);
+                rotate_pair(x2[u][2 * i], x2[u][2 * i + 1], cv[V / 2 + i], sv[V / 2 + i],
+                            y2[2 * i], y2[2 * i + 1]);
+              }
+            } else {
+#pragma unroll
+              for (int i = 0; i < V; ++i)
+                rotate_pair(x1[u][i], x2[u][i], cv[i], sv[i], y1[i], y2[i]);
             }
             store_vec<T, V>(dst[u], y1);
-            store_vec<T, V>(dst[u] + p.half, y2);
+            store_vec<T, V>(dst[u] + x2_off, y2);
           }
         }
       }
@@ -153,10 +178,17 @@ void launch_typed(const RotaryParams& p, bool vec, cudaStream_t stream, const ch
   const int block = (kRotaryThreads / bx) * bx;
   const int64_t ntok = p.B * p.S;
   const int64_t grid = ntok < (int64_t{1} << 20) ? ntok : (int64_t{1} << 20);
-  if (vec)
-    launch(rotary_kernel<T, kVec>, grid, block, 0, 1, stream, where, p, bx);
-  else
-    launch(rotary_kernel<T, 1>, grid, block, 0, 1, stream, where, p, bx);
+  if (p.interleaved) {
+    if (vec)
+      launch(rotary_kernel<T, kVec, true>, grid, block, 0, 1, stream, where, p, bx);
+    else
+      launch(rotary_kernel<T, 1, true>, grid, block, 0, 1, stream, where, p, bx);
+  } else {
+    if (vec)
+      launch(rotary_kernel<T, kVec, false>, grid, block, 0, 1, stream, where, p, bx);
+    else
+      launch(rotary_kernel<T, 1, false>, grid, block, 0, 1, stream, where, p, bx);
+  }
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ struct RotaryTensor {
 };
 
 /// t[0] = q and t[1] = k are rotated, t[2] = v copied. cos/sin rows are positions; columns
-/// 0..half-1 with column stride cs_col (1 on the vector path).
+/// 0..half-1 with column stride cs_col (1 on the vector path). interleaved: the rotated pairs
+/// are columns (2i, 2i + 1) (GPT-J), else (i, i + half) (GPT-NeoX rotate_half).
 struct RotaryParams {
   RotaryTensor t[3];
   const float* cos = nullptr;
@@ -35,6 +36,7 @@ struct RotaryParams {
   int D = 0, half = 0;
   int64_t seqlen_offset = 0;
   bool conjugate = false;
+  bool interleaved = false;  // pairs (2i, 2i + 1) of the rotated columns, else (i, i + R/2)
 };
 
 /// Threads per CTA of the rotary kernel.

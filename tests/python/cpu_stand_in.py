@@ -4,7 +4,7 @@ quack_cpp::gemm_act / gemm_dact / gemm_gated / gemm_dgated,
 quack_cpp::topk_fwd / topk_bwd, softmax / log_softmax fwd and bwd, the cross-entropy ops
 (cross_entropy_fwd / _bwd / _scale_grad) and the linear cross-entropy ops
 (linear_cross_entropy_fwd / _bwd / _scale_grad) and the rotary ops (rotary, rotary_qkv_split,
-rotary_qkv_pack), written in torch after the C++ API's contract
+rotary_qkv_pack) and quack_cpp::gemm_rotary, written in torch after the C++ API's contract
 (include/quack/norm.h, gemm.h, gemm_act.h, topk.h, softmax.h, cross_entropy.h,
 linear_cross_entropy.h: fp32 math, same outputs and placeholders, the cross-entropy's NaN rows for
 bad targets and exact zeros for ignored ones; the GEMM stand-ins accept every layout, they do not
@@ -432,45 +432,62 @@ def linear_cross_entropy_scale_grad_cpu(grad, grad_output):
         grad.data.copy_(grad.float() * g)
 
 
-def _rotate_cpu(x, cos, sin, offset, conjugate):
+def _rotate_cpu(x, cos, sin, offset, conjugate, interleaved=False):
     """include/quack/rotary.h's formula on x (B, S, H, D): fp32 math, one rounding to x's
-    dtype, columns R.. passed through."""
+    dtype, columns R.. passed through; interleaved: the pairs (2i, 2i + 1)."""
     S, half = x.shape[1], cos.shape[1]
     c = cos[offset:offset + S].float()[None, :, None, :]
     s = sin[offset:offset + S].float()[None, :, None, :]
     if conjugate:
         s = -s
     xf = x.float()
-    x1, x2 = xf[..., :half], xf[..., half:2 * half]
-    out = torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1).to(x.dtype)
+    if interleaved:
+        x1, x2 = xf[..., 0:2 * half:2], xf[..., 1:2 * half:2]
+        out = torch.stack((x1 * c - x2 * s, x2 * c + x1 * s), -1).flatten(-2).to(x.dtype)
+    else:
+        x1, x2 = xf[..., :half], xf[..., half:2 * half]
+        out = torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1).to(x.dtype)
     return torch.cat((out, x[..., 2 * half:]), -1)
 
 
-def rotary_cpu(x, cos, sin, seqlen_offset, conjugate, qkv):
+def rotary_cpu(x, cos, sin, seqlen_offset, conjugate, qkv, interleaved=False):
     if not qkv:
-        return _rotate_cpu(x, cos, sin, seqlen_offset, conjugate)
+        return _rotate_cpu(x, cos, sin, seqlen_offset, conjugate, interleaved)
     q, k, v = x.unbind(2)
-    return torch.stack((_rotate_cpu(q, cos, sin, seqlen_offset, conjugate),
-                        _rotate_cpu(k, cos, sin, seqlen_offset, conjugate), v), 2)
+    return torch.stack((_rotate_cpu(q, cos, sin, seqlen_offset, conjugate, interleaved),
+                        _rotate_cpu(k, cos, sin, seqlen_offset, conjugate, interleaved), v), 2)
 
 
-def rotary_qkv_split_cpu(qkv, cos, sin, seqlen_offset, conjugate):
+def rotary_qkv_split_cpu(qkv, cos, sin, seqlen_offset, conjugate, interleaved=False):
     from quack_cpp.rotary_ops import _check
     _check("rotary_qkv_split", qkv, cos, sin, True)  # what the real kernel's outputs() raises
     q, k, v = qkv.unbind(2)
-    return (_rotate_cpu(q, cos, sin, seqlen_offset, conjugate).contiguous(),
-            _rotate_cpu(k, cos, sin, seqlen_offset, conjugate).contiguous(),
+    return (_rotate_cpu(q, cos, sin, seqlen_offset, conjugate, interleaved).contiguous(),
+            _rotate_cpu(k, cos, sin, seqlen_offset, conjugate, interleaved).contiguous(),
             v.clone(memory_format=torch.contiguous_format))
 
 
-def rotary_qkv_pack_cpu(dq, dk, dv, cos, sin, seqlen_offset, conjugate):
+def rotary_qkv_pack_cpu(dq, dk, dv, cos, sin, seqlen_offset, conjugate, interleaved=False):
     from quack_cpp.rotary_ops import _pack_like
     like = _pack_like(dq, dk, dv, cos, sin)  # what the real kernel's outputs() raises
     z = torch.zeros_like(like, memory_format=torch.contiguous_format)
     return torch.stack((
-        _rotate_cpu(dq, cos, sin, seqlen_offset, conjugate) if dq is not None else z,
-        _rotate_cpu(dk, cos, sin, seqlen_offset, conjugate) if dk is not None else z,
+        _rotate_cpu(dq, cos, sin, seqlen_offset, conjugate, interleaved) if dq is not None else z,
+        _rotate_cpu(dk, cos, sin, seqlen_offset, conjugate, interleaved) if dk is not None else z,
         dv if dv is not None else z), 2)
+
+
+def gemm_rotary_cpu(A, B, cos, sin, rotary_cols, head_dim, seqlen, out_dtype, tuned=False):
+    """include/quack/gemm_rotary.h's formula: y = A @ B in fp32, the columns n < rotary_cols
+    rotated in interleaved pairs per head at position row % seqlen, one rounding."""
+    from quack_cpp.gemm_rotary_ops import _rotary_check
+    M, N = _rotary_check("gemm_rotary", A, B, cos, sin, rotary_cols, head_dim, seqlen)
+    y = A.float() @ B.float()
+    if rotary_cols:
+        r = y[:, :rotary_cols].view(M // seqlen, seqlen, rotary_cols // head_dim, head_dim)
+        r = _rotate_cpu(r, cos[:seqlen], sin[:seqlen], 0, False, True).reshape(M, rotary_cols)
+        y = torch.cat((r, y[:, rotary_cols:]), 1)
+    return y.to(out_dtype).contiguous()
 
 
 STAND_INS = {  # custom op name -> its CPU stand-in
@@ -489,6 +506,7 @@ STAND_INS = {  # custom op name -> its CPU stand-in
     "gemm_act": gemm_act_cpu, "gemm_gated": gemm_gated_cpu, "gemm_dact": gemm_dact_cpu,
     "gemm_dgated": gemm_dgated_cpu, "rotary": rotary_cpu,
     "rotary_qkv_split": rotary_qkv_split_cpu, "rotary_qkv_pack": rotary_qkv_pack_cpu,
+    "gemm_rotary": gemm_rotary_cpu,
 }
 
 
@@ -500,6 +518,7 @@ def registered():
     import quack_cpp.cross_entropy_ops  # noqa: F401 (defines the cross-entropy ops)
     import quack_cpp.gemm_act_ops  # noqa: F401 (defines the fused GEMM ops)
     import quack_cpp.gemm_ops  # noqa: F401 (defines the GEMM ops)
+    import quack_cpp.gemm_rotary_ops  # noqa: F401 (defines the rotary GEMM op)
     import quack_cpp.layernorm_ops  # noqa: F401 (defines the LayerNorm ops)
     import quack_cpp.linear_cross_entropy_ops  # noqa: F401 (defines the linear CE ops)
     import quack_cpp.ops  # noqa: F401 (defines the RMSNorm ops)

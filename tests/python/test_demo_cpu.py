@@ -465,3 +465,57 @@ def test_load_canonical_refuses_other_shapes():
     fewer = lm.LM(dict(CFG, n_layers=1), lm.torch_parts(cpu), cpu)
     with pytest.raises(ValueError, match="names differ"):
         lm.load_canonical(fewer, a)
+
+
+def test_fused_qkv_rotary_is_detected_and_used():
+    """The stand-ins offer linear_rotary_qkv: the model's qkv Linear and rotary are one
+    FusedQkvRotary module (the split rotary is not used), said in the ops lines."""
+    lines = []
+    p = ours.ours_parts(ours.cpu_stand_ins(), CFG, torch.device("cpu"), None,
+                        log=lines.append, label="q")
+    assert "rotary" in p.used and p.qkv_rotary is not None and p.rotary is None
+    assert any("linear_rotary_qkv" in o for o in p.ops)
+    model = lm.LM(CFG, p, torch.device("cpu"))
+    assert isinstance(model.blocks[0].attn.qkv, ours.FusedQkvRotary)
+
+
+def test_fused_qkv_rotary_permutation_float64():
+    """The permuted fused path (FusedQkvRotary on the stand-in linear_rotary_qkv: x @ W_perm^T,
+    then adjacent pairs rotated) against torch_rotary on the unpermuted Linear, in float64: the
+    attention scores q · kᵀ and v are equal, q and k equal up to the head-dim permutation; the
+    canonical weight round-trips exactly; whole models of the two kinds from one seed give the
+    same loss (to fp32 rounding: the model's tables and loss are fp32)."""
+    h, hd, T, B = 4, 16, 12, 2
+    d = h * hd
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(3 * d, d, generator=g, dtype=torch.float64)
+    x = torch.randn(B, T, d, generator=g, dtype=torch.float64)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, hd, 2).double() / hd))
+    ang = torch.outer(torch.arange(T).double(), inv)
+    ang = torch.cat((ang, ang), -1)
+    cos, sin = ang.cos(), ang.sin()
+    mod = ours.FusedQkvRotary(ours.cpu_stand_ins().linear_rotary_qkv, d, h, torch.device("cpu"))
+    mod.double()
+    mod.set_weight(w)
+    assert torch.equal(mod.canonical_weight(), w)
+    q, k, v = mod(x, cos, sin)
+    qr, kr, vr = lm.torch_rotary(F.linear(x, w).view(B, T, 3, h, hd), cos, sin)
+    torch.testing.assert_close(q @ k.transpose(-1, -2), qr @ kr.transpose(-1, -2),
+                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(v, vr, rtol=0, atol=0)
+    perm = torch.arange(hd).view(2, hd // 2).t().reshape(-1)
+    torch.testing.assert_close(q, qr[..., perm], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(k, kr[..., perm], rtol=1e-12, atol=1e-12)
+
+    cfg = dict(CFG)
+    fused = lm.LM(cfg, ours.ours_parts(ours.cpu_stand_ins(), cfg, torch.device("cpu"),
+                                       ["rotary"], log=lambda s: None), torch.device("cpu"))
+    ref = lm.LM(cfg, lm.torch_parts(torch.device("cpu")), torch.device("cpu"))
+    lm.init_weights(fused, 0)
+    lm.init_weights(ref, 0)
+    assert lm.checksum(fused) == lm.checksum(ref)
+    fused.double()
+    ref.double()
+    idx = torch.randint(0, 512, (2, 16), generator=g)
+    with torch.no_grad():
+        torch.testing.assert_close(fused(idx, idx), ref(idx, idx), rtol=1e-6, atol=1e-6)

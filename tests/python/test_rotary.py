@@ -18,6 +18,10 @@ inputs and gradients, a NaN-poisoned packed output, rotary_dim < D with an offse
 inputs, the demo's SDPA pattern, torch.compile(fullgraph=True), opcheck, the fast path against
 the custom ops, double backward, bad inputs.
 
+interleaved=True (pairs (2i, 2i + 1)): forward, packed and split, and the split's backward
+(rotary_qkv_pack with the inverse rotation) against a float64 reference, on and off the vector
+path.
+
 Skips without torch, quack_cpp or a CUDA GPU.
 """
 
@@ -253,8 +257,6 @@ def test_empty():
 def test_bad_inputs():
     cos, sin = tables(8, 64)
     x = torch.randn(2, 8, 2, 64, device=DEV)
-    with pytest.raises(ValueError, match="interleaved=True"):
-        quack_cpp.apply_rotary_emb(x, cos, sin, interleaved=True)
     with pytest.raises(ValueError, match="seqlen_offsets"):
         quack_cpp.apply_rotary_emb(x, cos, sin, seqlen_offsets=torch.zeros(2, device=DEV))
     with pytest.raises(ValueError, match="expected 4"):
@@ -502,8 +504,6 @@ def test_split_empty():
 def test_split_bad_inputs():
     cos, sin = tables(8, 64)
     qkv = torch.randn(2, 8, 3, 2, 64, device=DEV)
-    with pytest.raises(ValueError, match="interleaved=True"):
-        quack_cpp.apply_rotary_emb_qkv_split(qkv, cos, sin, interleaved=True)
     with pytest.raises(ValueError, match="expected 5"):
         quack_cpp.apply_rotary_emb_qkv_split(qkv[:, :, 0], cos, sin)
     with pytest.raises(ValueError, match="qkv has shape"):
@@ -519,3 +519,51 @@ def test_split_bad_inputs():
         rot.rotary_qkv_pack(d, d[:, :4], None, cos, sin, 0, True)
     with pytest.raises(ValueError, match="dv is"):
         rot.rotary_qkv_pack(d, None, d.to(bf16), cos, sin, 0, True)
+
+
+def ref_rotary_interleaved(x, cos, sin, offset=0, conjugate=False):
+    """flash-attn's interleaved=True in float64: pairs (x[2i], x[2i+1]) rotated by angle i
+    over the first R = 2 * cos.shape[1] columns."""
+    S, half = x.shape[1], cos.shape[1]
+    c = cos[offset:offset + S].double()[None, :, None, :]
+    s = sin[offset:offset + S].double()[None, :, None, :]
+    if conjugate:
+        s = -s
+    xr = x.double()
+    x0, x1 = xr[..., 0:2 * half:2], xr[..., 1:2 * half:2]
+    rotated = torch.stack((x0 * c - x1 * s, x1 * c + x0 * s), -1).flatten(-2)
+    return torch.cat((rotated, xr[..., 2 * half:]), -1)
+
+
+@pytest.mark.parametrize("dtype", [f32, f16, bf16])
+@pytest.mark.parametrize("shape", [(2, 33, 3, 128, 128), (1, 9, 2, 64, 32), (2, 5, 2, 6, 6)])
+def test_interleaved(dtype, shape):
+    """interleaved=True against float64: apply_rotary_emb, the packed and the split qkv forms
+    (forward), the split's backward (the packed gradient, inverse rotation) and in place."""
+    B, S, H, D, R = shape
+    off = 3
+    cos, sin = tables(S + off, R)
+    tol = {f32: 1e-5, f16: 2e-3, bf16: 1.6e-2}[dtype]
+    x = torch.randn(B, S, H, D, device=DEV, dtype=dtype)
+    out = quack_cpp.apply_rotary_emb(x, cos, sin, interleaved=True, seqlen_offsets=off)
+    torch.testing.assert_close(out.double(), ref_rotary_interleaved(x, cos, sin, off),
+                               rtol=tol, atol=tol)
+    qkv = torch.randn(B, S, 3, H, D, device=DEV, dtype=dtype, requires_grad=True)
+    packed = quack_cpp.apply_rotary_emb_qkv(qkv.detach(), cos, sin, interleaved=True,
+                                            seqlen_offsets=off)
+    q, k, v = quack_cpp.apply_rotary_emb_qkv_split(qkv, cos, sin, interleaved=True,
+                                                   seqlen_offsets=off)
+    for i, t in enumerate((q, k)):
+        want = ref_rotary_interleaved(qkv.detach()[:, :, i], cos, sin, off)
+        torch.testing.assert_close(t.double(), want, rtol=tol, atol=tol)
+        assert torch.equal(t, packed[:, :, i])
+    assert torch.equal(v, qkv.detach()[:, :, 2])
+    ds = [torch.randn_like(q) for _ in range(3)]
+    torch.autograd.backward((q, k, v), ds)
+    want = torch.stack((ref_rotary_interleaved(ds[0], cos, sin, off, conjugate=True),
+                        ref_rotary_interleaved(ds[1], cos, sin, off, conjugate=True),
+                        ds[2].double()), 2)
+    torch.testing.assert_close(qkv.grad.double(), want, rtol=tol, atol=tol)
+    y = x.clone()
+    quack_cpp.apply_rotary_emb(y, cos, sin, interleaved=True, inplace=True, seqlen_offsets=off)
+    assert torch.equal(y, out)

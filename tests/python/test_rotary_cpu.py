@@ -103,9 +103,9 @@ def test_split_backward_calls_pack(monkeypatch):
     q, k, v = quack_cpp.apply_rotary_emb_qkv_split(qkv, cos, sin)
     (q * 2).sum().backward()
     assert len(calls) == 1
-    dq, dk, dv, _, _, offset, conjugate = calls[0]
+    dq, dk, dv, _, _, offset, conjugate, interleaved = calls[0]
     assert dq is not None and dk is None and dv is None
-    assert offset == 0 and conjugate is True
+    assert offset == 0 and conjugate is True and interleaved is False
 
 
 def test_pack_double_backward():
@@ -179,8 +179,6 @@ def test_bad_inputs():
     cos, sin = tables(8, 8)
     qkv = torch.randn(2, 8, 3, 2, 8)
     split = quack_cpp.apply_rotary_emb_qkv_split
-    with pytest.raises(ValueError, match="interleaved=True"):
-        split(qkv, cos, sin, interleaved=True)
     with pytest.raises(ValueError, match="seqlen_offsets"):
         split(qkv, cos, sin, seqlen_offsets=torch.zeros(2))
     with pytest.raises(TypeError, match="x is list"):
@@ -203,3 +201,33 @@ def test_bad_inputs():
         rot.rotary_qkv_pack(d, None, d.to(torch.bfloat16), cos, sin, 0, True)
     with pytest.raises(ValueError, match="expected 4"):
         rot.rotary_qkv_pack(None, qkv, None, cos, sin, 0, True)
+
+
+def ref_interleaved(x, cos, sin, offset=0, conjugate=False):
+    """flash-attn's interleaved=True in float64 over the first 2 * cos.shape[1] columns."""
+    S, half = x.shape[1], cos.shape[1]
+    c = cos[offset:offset + S].double()[None, :, None, :]
+    s = sin[offset:offset + S].double()[None, :, None, :]
+    s = -s if conjugate else s
+    xr = x.double()
+    x0, x1 = xr[..., 0:2 * half:2], xr[..., 1:2 * half:2]
+    return torch.cat((torch.stack((x0 * c - x1 * s, x1 * c + x0 * s), -1).flatten(-2),
+                      xr[..., 2 * half:]), -1)
+
+
+def test_split_interleaved_forward_backward():
+    """interleaved=True through the split: the flag reaches both ops (forward rotation, the
+    backward's pack with the inverse rotation), against float64."""
+    B, S, H, D, R = 2, 7, 3, 12, 8
+    cos, sin = tables(S + 1, R)
+    qkv = torch.randn(B, S, 3, H, D, dtype=torch.float64).float().requires_grad_()
+    q, k, v = quack_cpp.apply_rotary_emb_qkv_split(qkv, cos, sin, interleaved=True,
+                                                   seqlen_offsets=1)
+    torch.testing.assert_close(q.double(), ref_interleaved(qkv[:, :, 0].detach(), cos, sin, 1))
+    torch.testing.assert_close(k.double(), ref_interleaved(qkv[:, :, 1].detach(), cos, sin, 1))
+    assert torch.equal(v, qkv[:, :, 2].detach())
+    ds = [torch.randn(B, S, H, D) for _ in range(3)]
+    torch.autograd.backward((q, k, v), ds)
+    want = torch.stack((ref_interleaved(ds[0], cos, sin, 1, True),
+                        ref_interleaved(ds[1], cos, sin, 1, True), ds[2].double()), 2)
+    torch.testing.assert_close(qkv.grad.double(), want)

@@ -12,6 +12,8 @@
 //                 into a poisoned packed (B, S, 3, H, D): the inverse rotation of dq and dk,
 //                 dv copied exactly, exact zeros for an absent one; the vector and
 //                 element-at-a-time kernels, rotary_dim < D, seqlen_offset.
+//   Both suites also run the interleaved pair layout (`interleaved`: pairs (2i, 2i + 1) by
+//   angle i) on and off the vector path ("_il" cases).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -122,7 +124,20 @@ struct Case {
   int64_t cs_pad = 0;     // cos/sin rows wider than half by this many columns
   int64_t pad_d = 0;      // input D padded (head stride > D)
   bool expect_vec = true;
+  bool interleaved = false;  // pairs (2i, 2i + 1), else (i, i + half)
 };
+
+// The float64 reference of one rotated column d < 2·half of a head: x(col) reads the head's
+// input at a column, cs / sn the pair's cos and (signed) sin at column j of the table.
+template <class X, class Table>
+double ref_rotated(int64_t d, int64_t half, bool interleaved, X x, Table cs_sn) {
+  const int64_t j = interleaved ? d / 2 : d % half;
+  double cs, sn;
+  cs_sn(j, &cs, &sn);
+  const int64_t c0 = interleaved ? 2 * j : j, c1 = interleaved ? 2 * j + 1 : j + half;
+  const double x1 = x(c0), x2 = x(c1);
+  return d == c0 ? x1 * cs - x2 * sn : x2 * cs + x1 * sn;
+}
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
 
@@ -188,6 +203,7 @@ TEST_P(RotaryCases, MatchesReference) {
   a.sin = TensorRef::matrix(sin_d.get(), DType::kFloat32, S_ro, c.half, 0, cw);
   a.seqlen_offset = c.seqlen_offset;
   a.conjugate = c.conjugate;
+  a.interleaved = c.interleaved;
   EXPECT_EQ(detail::rotary_vector_path(a), c.expect_vec);
 
   // The reference from the uploaded inputs (before an in-place call overwrites them).
@@ -211,12 +227,13 @@ TEST_P(RotaryCases, MatchesReference) {
               r[d] = x;
               continue;
             }
-            const int64_t j = d % c.half;
-            const double cs = cos_h[static_cast<size_t>(p * cw + j)];
-            const double sn = (c.conjugate ? -1.0 : 1.0) * sin_h[static_cast<size_t>(p * cw + j)];
-            const double x1 = t.get(t.at(b, s, gi, h, j));
-            const double x2 = t.get(t.at(b, s, gi, h, j + c.half));
-            r[d] = d < c.half ? x1 * cs - x2 * sn : x2 * cs + x1 * sn;
+            r[d] = ref_rotated(
+                d, c.half, c.interleaved,
+                [&](int64_t col) { return t.get(t.at(b, s, gi, h, col)); },
+                [&](int64_t j, double* cs, double* sn) {
+                  *cs = cos_h[static_cast<size_t>(p * cw + j)];
+                  *sn = (c.conjugate ? -1.0 : 1.0) * sin_h[static_cast<size_t>(p * cw + j)];
+                });
           }
         }
   }
@@ -345,6 +362,43 @@ std::vector<Case> cases() {
     c.groups = 1;
     v.push_back(c);
   }
+  // The interleaved layout: the vector kernel (each dtype), rotary_dim < D with an offset and
+  // the inverse, in place, and the element-at-a-time kernel (odd half, misaligned).
+  for (const Case& base : {mk("qkv_bf16_D128_il", kBf, 2, 7, 3, 128, 64),
+                           mk("qkv_f16_D64_il", kF16, 1, 9, 2, 64, 32),
+                           mk("qkv_f32_D64_il", kF32, 2, 5, 2, 64, 32)}) {
+    Case c = base;
+    c.interleaved = true;
+    v.push_back(c);
+  }
+  {
+    Case c = mk("qkv_bf16_rotary_dim_64_of_128_offset_conj_il", kBf, 2, 9, 4, 128, 32);
+    c.interleaved = true;
+    c.seqlen_offset = 5;
+    c.conjugate = true;
+    c.cs_pad = 32;
+    v.push_back(c);
+  }
+  {
+    Case c = mk("q_bf16_in_place_il", kBf, 2, 5, 3, 128, 64);
+    c.groups = 1;
+    c.in_place = true;
+    c.interleaved = true;
+    v.push_back(c);
+  }
+  {
+    Case c = mk("qkv_f16_D6_scalar_il", kF16, 2, 3, 5, 6, 3);
+    c.interleaved = true;
+    c.expect_vec = false;
+    v.push_back(c);
+  }
+  {
+    Case c = mk("qkv_bf16_misaligned_scalar_il", kBf, 1, 5, 2, 128, 48);
+    c.interleaved = true;
+    c.offset = 1;
+    c.expect_vec = false;
+    v.push_back(c);
+  }
   return v;
 }
 
@@ -385,6 +439,7 @@ struct PackCase {
   bool grad_layout = false;  // dq, dk, dv with SDPA's (B, H, S, D) memory order
   int64_t seqlen_offset = 0;
   bool expect_vec = true;
+  bool interleaved = false;
 };
 
 std::string pack_name(const ::testing::TestParamInfo<PackCase>& info) { return info.param.name; }
@@ -432,6 +487,7 @@ TEST_P(RotaryPack, MatchesReference) {
   a.sin = TensorRef::matrix(sin_d.get(), DType::kFloat32, S_ro, c.half);
   a.seqlen_offset = c.seqlen_offset;
   a.conjugate = true;
+  a.interleaved = c.interleaved;
   EXPECT_EQ(detail::rotary_pack_vector_path(a), c.expect_vec);
   ASSERT_NO_THROW(rotary_qkv_pack(a, nullptr));
   QUACK_CUDA_OK(cudaDeviceSynchronize());
@@ -454,12 +510,13 @@ TEST_P(RotaryPack, MatchesReference) {
             } else if (g == 2 || d >= 2 * c.half) {
               ref[row + d] = t.get(t.at(b, s, 0, h, d));
             } else {
-              const int64_t j = d % c.half;
-              const double cs = cos_h[static_cast<size_t>(p * c.half + j)];
-              const double sn = -sin_h[static_cast<size_t>(p * c.half + j)];  // conjugate
-              const double x1 = t.get(t.at(b, s, 0, h, j));
-              const double x2 = t.get(t.at(b, s, 0, h, j + c.half));
-              ref[row + d] = d < c.half ? x1 * cs - x2 * sn : x2 * cs + x1 * sn;
+              ref[row + d] = ref_rotated(
+                  d, c.half, c.interleaved,
+                  [&](int64_t col) { return t.get(t.at(b, s, 0, h, col)); },
+                  [&](int64_t j, double* cs, double* sn) {
+                    *cs = cos_h[static_cast<size_t>(p * c.half + j)];
+                    *sn = -sin_h[static_cast<size_t>(p * c.half + j)];  // conjugate
+                  });
             }
           }
         }
@@ -503,6 +560,24 @@ std::vector<PackCase> pack_cases() {
   {
     PackCase c = pk("f16_D6_scalar_q", kF16, 2, 3, 5, 6, 3, "q");
     c.expect_vec = false;
+    v.push_back(c);
+  }
+  {
+    PackCase c = pk("bf16_all_sdpa_layout_il", kBf, 2, 9, 4, 128, 64, "qkv");
+    c.grad_layout = true;
+    c.interleaved = true;
+    v.push_back(c);
+  }
+  {
+    PackCase c = pk("f32_rotary_dim_32_of_64_offset_kv_il", kF32, 2, 6, 3, 64, 16, "kv");
+    c.seqlen_offset = 3;
+    c.interleaved = true;
+    v.push_back(c);
+  }
+  {
+    PackCase c = pk("f16_D6_scalar_q_il", kF16, 2, 3, 5, 6, 3, "q");
+    c.expect_vec = false;
+    c.interleaved = true;
     v.push_back(c);
   }
   return v;

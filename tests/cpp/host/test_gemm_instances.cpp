@@ -40,11 +40,14 @@ const char* prefix(GemmEpilogue e) {
     case GemmEpilogue::kGated: return "gemm_gated";
     case GemmEpilogue::kGatedConcat: return "gemm_gatedcat";
     case GemmEpilogue::kDGated: return "gemm_dgated";
+    case GemmEpilogue::kRotary: return "gemm_rotary";
   }
   return "?";
 }
 
-bool one_output(GemmEpilogue e) { return e == GemmEpilogue::kLinComb || e == GemmEpilogue::kBias; }
+bool one_output(GemmEpilogue e) {
+  return e == GemmEpilogue::kLinComb || e == GemmEpilogue::kBias || e == GemmEpilogue::kRotary;
+}
 
 // The tile name's suffix of an epilogue buffer split (instances_ab.txt: "<epilogue>:a<S>[d<D>]"
 // gives "a<S>[d<D>]"), empty if none; "?" if the tile part is not expected_tile(i) with such a suffix.

@@ -1,0 +1,212 @@
+"""An attention layer's fused qkv projection with rotary position embedding in the GEMM's
+epilogue (include/quack/gemm_rotary.h), for torch tensors.
+
+- ``linear_rotary_qkv(x, weight, cos, sin, n_heads)`` -> (q, k, v): qkv = x @ W^T with q and k
+  rotated in the interleaved pair layout (pairs (2i, 2i + 1) of a head by angle i, flash-attn's
+  interleaved=True) inside the GEMM, v as computed; q, k, v are (B, T, H, D) views of one
+  packed (B, T, 3, H, D) output. Differentiable: the backward packs dq, dk, dv with the inverse
+  rotation into the packed gradient in one launch (``rotary_qkv_pack``, interleaved) and runs
+  the Linear's dgrad and wgrad GEMMs (as ``quack_cpp.linear``);
+- ``gemm_rotary``: the op, registered by ``quack_cpp._registrar`` as the custom op
+  ``torch.ops.quack_cpp.gemm_rotary`` (fake kernel: torch.compile treats it as opaque; not
+  differentiable on its own: ``linear_rotary_qkv`` carries the autograd).
+
+A model trained with the non-interleaved (rotate_half) layout gets the same function by
+permuting each head's rows of W_q and W_k once (``interleave_rotary_rows``): q·k is unchanged
+when q and k share one permutation of the head dimension.
+"""
+
+from typing import Tuple
+
+import torch
+from torch import Tensor
+
+from . import _C
+from . import _registrar as _reg
+from ._registrar import dtype_name, register, register_function, stream, tensor_arg
+from .gemm_ops import (_as_operand, _cast, _check, _row_major, _rows, _tma_ok, gemm_op,
+                       linear_dtype, weight_grad)
+from .rotary_ops import rotary_qkv_pack
+
+__all__ = ["linear_rotary_qkv", "gemm_rotary", "interleave_rotary_rows"]
+
+
+def _rotary_check(fn: str, A: Tensor, B: Tensor, cos: Tensor, sin: Tensor, rotary_cols: int,
+                  head_dim: int, seqlen: int) -> Tuple[int, int]:
+    """(M, N) of A @ B after the checks the fake kernel must raise too (the C++ checks the
+    rest on real tensors)."""
+    if A.dim() != 2 or B.dim() != 2 or B.shape[0] != A.shape[1]:
+        raise ValueError(f"{fn}: a {tuple(A.shape)} and b {tuple(B.shape)}, expected (M, K) and "
+                         "(K, N)")
+    M, N = A.shape[0], B.shape[1]
+    if head_dim < 2 or head_dim % 2:
+        raise ValueError(f"{fn}: head_dim is {head_dim}, expected an even head_dim >= 2")
+    if N % head_dim:
+        raise ValueError(f"{fn}: b has N = {N} columns, expected a multiple of head_dim = "
+                         f"{head_dim}")
+    if rotary_cols < 0 or rotary_cols > N or rotary_cols % head_dim:
+        raise ValueError(f"{fn}: rotary_cols is {rotary_cols}, expected a multiple of head_dim = "
+                         f"{head_dim} in [0, N = {N}]")
+    if seqlen < 1 or M % seqlen:
+        raise ValueError(f"{fn}: seqlen is {seqlen}, expected seqlen >= 1 dividing M = {M}")
+    for name, t in (("cos", cos), ("sin", sin)):
+        if t.dim() != 2 or t.shape[1] != head_dim // 2 or t.shape[0] < seqlen:
+            raise ValueError(f"{fn}: {name} has shape {tuple(t.shape)}, expected (S_ro >= "
+                             f"{seqlen}, head_dim / 2 = {head_dim // 2})")
+        if t.dtype != torch.float32:
+            raise ValueError(f"{fn}: {name} has dtype {dtype_name(t.dtype)}, expected float32")
+    return M, N
+
+
+class GemmRotary:
+    name = "quack_cpp::gemm_rotary"
+
+    def signature(A: Tensor, B: Tensor, cos: Tensor, sin: Tensor, rotary_cols: int,
+                  head_dim: int, seqlen: int, out_dtype: torch.dtype,
+                  tuned: bool = False) -> Tensor:
+        """D = rot(A @ B) (``torch.ops.quack_cpp.gemm_rotary``; quack::gemm_rotary): for row m
+        (position t = m % seqlen) and each column pair (n, n + 1), n even, n < rotary_cols,
+        p = (n % head_dim) / 2: D[m, n] = y[m, n] cos[t, p] - y[m, n+1] sin[t, p],
+        D[m, n+1] = y[m, n+1] cos[t, p] + y[m, n] sin[t, p]; the other columns y. fp32 math,
+        one rounding to out_dtype. A (M, K) row-major bf16, B (K, N) column-major (W.T), cos,
+        sin (S_ro >= seqlen, head_dim / 2) fp32 with unit column stride; D (M, N) row-major.
+        Not differentiable. Raises ValueError for a bad argument."""
+
+    def outputs(A, B, cos, sin, rotary_cols, head_dim, seqlen, out_dtype, tuned=False):
+        M, N = _rotary_check("gemm_rotary", A, B, cos, sin, rotary_cols, head_dim, seqlen)
+        return _row_major((M, N), out_dtype, A)
+
+    def launch(out, A, B, cos, sin, rotary_cols, head_dim, seqlen, out_dtype, tuned=False):
+        fn = "gemm_rotary"
+        args = (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"), tensor_arg(out, fn, "d"),
+                tensor_arg(cos, fn, "cos"), tensor_arg(sin, fn, "sin"), int(rotary_cols),
+                int(head_dim), int(seqlen), 1.0)
+        ws, nbytes = None, 0
+        if not (_tma_ok(A) and _tma_ok(B)):
+            nbytes = _C.gemm_rotary_workspace_size(*args)
+            if nbytes:
+                ws = torch.empty(nbytes, dtype=torch.uint8, device=A.device)
+        _C.gemm_rotary(*args, stream(A), bool(tuned), ws.data_ptr() if ws is not None else 0,
+                       nbytes)
+
+
+gemm_rotary = register(GemmRotary)
+
+
+class LinearRotaryQkv:
+    """(q, k, v) of qkv = x @ W^T with q and k rotated (interleaved pairs) in the GEMM's
+    epilogue. See ``linear_rotary_qkv``."""
+
+    name = "quack_cpp::linear_rotary_qkv"
+
+    def forward(ctx, x: Tensor, weight: Tensor, cos: Tensor, sin: Tensor, n_heads: int,
+                dtype: torch.dtype, fuse_grad_accum: bool, tuned: bool):
+        B, T, K = x.shape
+        N = weight.shape[0]
+        D = N // (3 * n_heads)
+        x2 = _as_operand(_rows(_cast(x, dtype), K))
+        w = _cast(weight, dtype)
+        qkv = gemm_rotary(x2, w.mT, cos, sin, 2 * n_heads * D, D, T, dtype, bool(tuned))
+        need_x, need_w = ctx.needs_input_grad[:2]
+        ctx.dtype, ctx.shape = dtype, (B, T, n_heads, D)
+        ctx.fuse = bool(fuse_grad_accum and need_w and not torch.compiler.is_compiling())
+        ctx.set_materialize_grads(False)  # an unused q, k or v: None, no zeros tensor
+        ctx.save_for_backward(x2 if need_w else None, w if need_x else None,
+                              weight if need_w else None, cos, sin)
+        q, k, v = qkv.view(B, T, 3, n_heads, D).unbind(2)
+        return q, k, v
+
+    def backward(ctx, dq, dk, dv):
+        x2, w, weight, cos, sin = ctx.saved_tensors
+        need_x, need_w = ctx.needs_input_grad[:2]
+        if dq is None and dk is None and dv is None or not (need_x or need_w):
+            return None, None, None, None, None, None, None, None
+        dt = ctx.dtype
+        grads = [None if g is None else _cast(g, dt) for g in (dq, dk, dv)]
+        # d(qkv) with the rotation inverted (conjugate), interleaved pairs: (B, T, 3, H, D)
+        dqkv = rotary_qkv_pack(grads[0], grads[1], grads[2], cos, sin, 0, True, True)
+        B, T, H, D = ctx.shape
+        g = dqkv.view(B * T, 3 * H * D)
+        dx = dw = None
+        if need_x:  # dgrad: dx = g @ W
+            dx = gemm_op(g, w, None, 1.0, 0.0, dt, False, None, None).view(B, T, w.shape[1])
+        if need_w:  # wgrad: dW = g^T @ x2, in weight's dtype where the C++ has that instance
+            dw = weight_grad(g, x2, weight, dt, ctx.fuse)
+        return dx, dw, None, None, None, None, None, None
+
+
+linear_rotary_qkv_op = register_function(LinearRotaryQkv)
+
+
+def linear_rotary_qkv(x: Tensor, weight: Tensor, cos: Tensor, sin: Tensor, n_heads: int,
+                      fuse_grad_accum: bool = False,
+                      tuned: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
+    """An attention layer's fused qkv projection with rotary position embedding of q and k in
+    the GEMM's epilogue (``quack::gemm_rotary``), differentiable.
+
+    qkv = x @ weight^T (fp32 accumulation) viewed as (B, T, 3, H, D), D = weight.shape[0] /
+    (3 * n_heads); for token t of each sequence and each head of q and of k, the pairs
+    (2i, 2i + 1) are rotated by angle i (the interleaved layout, flash-attn's
+    interleaved=True)::
+
+        q[b, t, h, 2i]   = y[2i] * cos[t, i] - y[2i+1] * sin[t, i]
+        q[b, t, h, 2i+1] = y[2i+1] * cos[t, i] + y[2i] * sin[t, i]
+
+    in fp32, one rounding to the compute dtype; v = its columns of qkv. Equal to
+    ``apply_rotary_emb_qkv_split(linear(x, weight).view(B, T, 3, H, D), cos, sin,
+    interleaved=True)`` up to that one rounding (the separate form rounds qkv first). A model
+    whose weights follow the non-interleaved (rotate_half) layout permutes its W_q and W_k rows
+    once with ``interleave_rotary_rows`` (q·k unchanged).
+
+    Backward: dq, dk, dv (a None one counts as zeros) are packed with the inverse rotation into
+    d(qkv) in one launch (``rotary_qkv_pack``, interleaved), then dx = d(qkv) @ W and
+    dW = d(qkv)^T @ x (our GEMMs, dW in weight's dtype as ``linear``); no gradient for cos and
+    sin. Under ``torch.autocast`` x and weight are cast to the autocast dtype first.
+
+    Args:
+        x: (B, T, K) CUDA; bfloat16 (or any float dtype under a bfloat16 autocast).
+        weight: (3 * n_heads * D, K) [W_q; W_k; W_v], x's dtype (or any under autocast).
+        cos, sin: (S_ro >= T, D / 2) (float32; other float dtypes are upcast), row t the
+            angles of position t.
+        n_heads: H; weight.shape[0] must be a multiple of 3 * H with D even.
+        fuse_grad_accum, tuned: as ``quack_cpp.linear``.
+
+    Returns:
+        (q, k, v), each (B, T, H, D) in the compute dtype: views of one packed (B, T, 3, H, D)
+        tensor (``q.transpose(1, 2)`` is SDPA's (B, H, T, D) layout with D contiguous).
+
+    Raises:
+        ValueError: a bad shape, dtype or device (the message names it); what ``gemm_rotary``
+            raises. RuntimeError: a CUDA error.
+    """
+    fn = "linear_rotary_qkv"
+    path = _reg.route(x, weight, cos, sin)
+    if path == _reg.CUSTOM:
+        _check(fn, x=x, weight=weight, cos=cos, sin=sin)
+    if x.dim() != 3 or weight.dim() != 2 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"{fn}: x has shape {tuple(x.shape)} and weight {tuple(weight.shape)}, "
+                         "expected (B, T, K) and (3 * n_heads * D, K)")
+    if n_heads < 1 or weight.shape[0] % (3 * n_heads) or (weight.shape[0] // (3 * n_heads)) % 2:
+        raise ValueError(f"{fn}: weight has {weight.shape[0]} rows, expected 3 * n_heads * D = "
+                         f"3 * {n_heads} * D with D even")
+    dtype = linear_dtype(x, weight)
+    if dtype is None:
+        raise ValueError(f"{fn}: x {x.dtype} and weight {weight.dtype}: expected both bfloat16 "
+                         "or both float16 (or autocast to one of them)")
+    cos = cos if cos.dtype == torch.float32 else cos.float()
+    sin = sin if sin.dtype == torch.float32 else sin.float()
+    return linear_rotary_qkv_op.run(path, x, weight, cos, sin, int(n_heads), dtype,
+                                    bool(fuse_grad_accum), bool(tuned))
+
+
+def interleave_rotary_rows(w: Tensor, n_heads: int, head_dim: int) -> Tensor:
+    """The rows of a [W_q; W_k; W_v] weight (3 * n_heads * head_dim, K) with each q and k
+    head's rows reordered from the non-interleaved (rotate_half) layout to the interleaved one:
+    new row 2i of a head is old row i, new row 2i + 1 old row i + head_dim / 2 (v unchanged).
+    With tables of head_dim / 2 angles, rotating the interleaved pairs of the permuted
+    projection gives the same q·k as rotate_half on the original one (both q and k are permuted
+    alike); v and the output projection are untouched. Returns a new tensor."""
+    half = head_dim // 2
+    perm = torch.arange(head_dim, device=w.device).view(2, half).t().reshape(-1)
+    qk = w[:2 * n_heads * head_dim].view(2 * n_heads, head_dim, -1)[:, perm]
+    return torch.cat((qk.reshape(2 * n_heads * head_dim, -1), w[2 * n_heads * head_dim:]), 0)
