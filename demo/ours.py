@@ -10,15 +10,17 @@ Each of our ops joins the demo's model (demo/lm.py) as it lands, found by featur
                norm (lm.py's add_norm; the
                stream stays fp32, h is bf16)
   linear       quack_cpp.nn.Linear               torch.nn.Linear
-  rotary       quack_cpp.linear_rotary_qkv (the  lm.py's torch_rotary (x * cos +
-               qkv Linear with q and k rotated   rotate_half(x) * sin on the transposed q, k)
+  rotary       with QUACK_DEMO_FUSED_ROTARY=1:   lm.py's torch_rotary (x * cos +
+               quack_cpp.linear_rotary_qkv (the  rotate_half(x) * sin on the transposed q, k)
+               qkv Linear with q and k rotated
                in its GEMM's epilogue, in the
                interleaved pair layout: each
                head's W_q / W_k rows permuted
                once, see FusedQkvRotary;
                backward one kernel packing
                dq, dk, dv, then the Linear's
-               GEMMs); else
+               GEMMs; off by default: not
+               faster, run Y); else
                apply_rotary_emb_qkv_split
                (one kernel after the qkv
                Linear, three tensors); else
@@ -47,6 +49,7 @@ probes and weight conversions without a GPU.
 """
 
 import inspect
+import os
 import types
 from typing import Dict, List, Optional
 
@@ -583,7 +586,11 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
     lin_cls = _has(qnn, "Linear")
     if attempt("linear", lin_cls, lambda: probe_linear(lin_cls, cfg, device, g)):
         used["linear"] = lin_cls
-    fused_fn = _has(qc, "linear_rotary_qkv")
+    # The fused qkv + rotary only on request: run Y measured it at the demo's shape against
+    # linear + the split rotary at 0.994 × the time forward and 1.021 × forward + backward (the
+    # epilogue's cos / sin reads cost what the separate pass saved).
+    fused_fn = (_has(qc, "linear_rotary_qkv")
+                if os.environ.get("QUACK_DEMO_FUSED_ROTARY", "0") == "1" else None)
 
     def make_fused(d=cfg["d_model"], h=cfg["n_heads"]):
         return FusedQkvRotary(fused_fn, d, h, device)

@@ -467,9 +467,14 @@ def test_load_canonical_refuses_other_shapes():
         lm.load_canonical(fewer, a)
 
 
-def test_fused_qkv_rotary_is_detected_and_used():
-    """The stand-ins offer linear_rotary_qkv: the model's qkv Linear and rotary are one
-    FusedQkvRotary module (the split rotary is not used), said in the ops lines."""
+def test_fused_qkv_rotary_is_detected_and_used(monkeypatch):
+    """With QUACK_DEMO_FUSED_ROTARY=1 and the stand-ins' linear_rotary_qkv: the model's qkv
+    Linear and rotary are one FusedQkvRotary module (the split rotary is not used), said in the
+    ops lines; without it, the split rotary."""
+    p = ours.ours_parts(ours.cpu_stand_ins(), CFG, torch.device("cpu"), None,
+                        log=lambda _: None, label="q")
+    assert p.qkv_rotary is None and p.rotary is not None
+    monkeypatch.setenv("QUACK_DEMO_FUSED_ROTARY", "1")
     lines = []
     p = ours.ours_parts(ours.cpu_stand_ins(), CFG, torch.device("cpu"), None,
                         log=lines.append, label="q")

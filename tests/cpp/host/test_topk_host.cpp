@@ -479,8 +479,9 @@ TEST(TopkPlan, BitonicRule) {
   pr.N = 1000;
   pr.k = 8;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k8-e64-t16");
-  // fp32 (not measured): the kernel's range N ≤ 2048 (E ≤ 64; lists of 32: E ≤ 32, N ≤ 1024),
-  // all of it planned; fit from N = 1024 with the kernel's largest E (64; 32 for lists of 32).
+  // fp32: the kernel's range N ≤ 2048 (E ≤ 64; lists of 32: E ≤ 32, N ≤ 1024); the plan
+  // takes it at power-of-2 N ≤ 1024 with k ≤ 8 (run Y), with the kernel's largest E from N =
+  // 1024 (64); forcing it takes the rest of its range.
   EXPECT_EQ(detail::kTopkBitonicMaxNF32, 2048);
   EXPECT_EQ(detail::topk_bitonic_max_elems(4, 8), 64);
   EXPECT_EQ(detail::topk_bitonic_max_elems(4, 16), 64);
@@ -489,20 +490,22 @@ TEST(TopkPlan, BitonicRule) {
   TopkProblem pf = topk_problem(65536, 1024, 8, DType::kFloat32);
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t16-fit");
   pf.N = 2048;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t32-fit");
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4");
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic), buf, sizeof(buf)),
+               "bitonic-k8-e64-t32");
   pf.N = 4096;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4");
   pf.k = 32;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4-pre32");
   pf.N = 1024;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k32-e32-t32-fit");
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4-pre32");
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 64), buf, sizeof(buf)),
                "bitonic-k32-e32-t32");  // a forced E above the fp32 bound: the plan's own
   pf.N = 512;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k32-e32-t16-fit");
-  pf.N = 1000;
   pf.k = 8;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t16");
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t8-fit");
+  pf.N = 1000;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4");
   pf.N = 1024;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kQueue), buf, sizeof(buf)),
                "queue-q32-p64-vec-w1r4");
@@ -534,7 +537,8 @@ TEST(TopkPlan, BitonicForced) {
             // warps per row never gives bitonic.
             const bool pow2 = n >= 16 && (n & (n - 1)) == 0;
             EXPECT_EQ(detail::topk_bitonic_fits(pr), ok && pow2);
-            const bool planned = ok && (k <= 16 || n <= 2048);
+            const bool planned = ok && (dtype_size(t) == 2 ? k <= 16 || n <= 2048
+                                                           : pow2 && n <= 1024 && k <= 8);
             EXPECT_EQ(detail::topk_bitonic_planned(pr), planned);
             EXPECT_EQ(detail::plan_topk(pr).path,
                       planned                            ? TopkPath::kBitonic
