@@ -139,9 +139,7 @@ constexpr int kClusterEntry = row_config_index("cl-t256v8");
 constexpr int kShortRowEntry = row_config_index("t128v4");
 constexpr int kRingEntry = row_config_index("ring-t1024v4-s3");
 constexpr int kWarpRowEntry = row_config_index("r4t32v8");
-constexpr int kQuarterWarpEntry = row_config_index("r32t8v4");
-static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kWarpRowEntry >= 0 &&
-                  kQuarterWarpEntry >= 0,
+static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kWarpRowEntry >= 0,
               "the preferred entries are in kRowConfigs");
 
 // The entry an unforced plan tries first (-1: none; it falls back to kRowConfigs' order where
@@ -159,15 +157,11 @@ static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kW
 //  - ops with a kernel gate and no trial entries (cross-entropy's backward) on 16-bit rows of
 //    (32, 64] KB: ring-t1024v4-s3, 4.02 TB/s at 16384 x 32768 against t1024v4's 3.53;
 //  - one-stream ops whose vectors load at apply (kColsAtApply: LayerNorm's forward) on 16-bit
-//    rows of (256, 512] B: r32t8v4, 8 threads per row (3 shuffle steps per exchange of its
-//    two-stage reduction, against r8t32v1's 5) with 4 vectors each; run Y (H200, 32768 x 256,
-//    fp32 weight and bias still held with the row): 2.03 TB/s against r8t32v1's 1.99 at 103
-//    registers against 48 (16 warps per SM against 40); at apply it takes 48;
-//  - the same ops on 16-bit rows of (2, 4] KB: r4t32v8, one warp per row (no shared-memory
-//    stage in either exchange) with 8 vectors per thread, where t256v2 leaves half its threads
-//    without a vector; run Y at 32768 x 2048: 2.62 TB/s against t256v2's 1.93 (185 registers
-//    then, 64 at apply). RMSNorm (3.89 / 3.48) and softmax (3.93 / 3.43) measured the same
-//    order there, but keep their planned t256v2.
+//    rows of (2, 4] KB: r4t32v8, one warp per row (no shared-memory stage in either of the
+//    two-stage reduction's exchanges) with 8 vectors per thread, where t256v2 leaves half its
+//    threads without a vector. Run Y (H200, 32768 x 2048, fp32 weight and bias, the vectors
+//    still held with the row): LayerNorm 2.62 TB/s against t256v2's 1.93; RMSNorm 3.89 / 3.48
+//    and softmax 3.93 / 3.43 measured the same order, but keep their planned t256v2 here.
 // The kernel gate of an op with trial entries (the predicted training forward's two kernels,
 // CrossEntropyFwd's kSplit) changes none of these: they take the plans of the forwards they
 // gate.
@@ -181,10 +175,9 @@ int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes) {
     return kShortRowEntry;
   if (gated_bwd && row_bytes > kRowRegisterMaxRowBytes / 2 && row_bytes <= kRowRegisterMaxRowBytes)
     return kRingEntry;
-  if (op.n_in == 1 && op.cols_at_apply && op.n_acc == 0 && !gated_bwd) {
-    if (row_bytes > 256 && row_bytes <= 512) return kQuarterWarpEntry;
-    if (row_bytes > 2048 && row_bytes <= 4096) return kWarpRowEntry;
-  }
+  if (op.n_in == 1 && op.cols_at_apply && op.n_acc == 0 && !gated_bwd && row_bytes > 2048 &&
+      row_bytes <= 4096)
+    return kWarpRowEntry;
   return -1;
 }
 
