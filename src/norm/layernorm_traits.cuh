@@ -31,6 +31,9 @@ struct LayerNormFwdT : RowOpBase {
   static constexpr int kOut = 2;       // y, residual_out
   static constexpr int kOptOut = 1;    // residual_out
   static constexpr int kCols = 2;      // weight, bias
+  // Register policy: weight and bias loaded per vector at apply, not held beside the row
+  // (fp32 vectors at 4 vectors per thread: 103 registers -> see op_traits.cuh).
+  static constexpr bool kColsAtApply = true;
   using Red = RedMeanM2;
   struct Row {
     float mean, rstd;

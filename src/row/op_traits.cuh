@@ -61,6 +61,12 @@
 //                       reduction where they do not fit the registers beside the row (RMSNorm's
 //                       weight: its t1024v4 instance then takes 32 registers, two CTAs per SM);
 //                       otherwise the plan skips such register configurations.
+//   kColsAtApply [false] the register and looped policies load the vectors one at a time where
+//                       apply uses them even where they would fit beside the row (the plan's
+//                       choice of configurations is unchanged: it still asks for the fit, or
+//                       kLateCols): LayerNorm's forward, whose fp32 weight and bias held with
+//                       the row took 64 of its 103 registers at 4 vectors per thread and halved
+//                       its CTAs per SM against RMSNorm's (small rows: latency-bound).
 //   kAcc [0]            column accumulations (dweight, dbias): apply's acc[a] terms are summed
 //                       per column over all rows of a persistent CTA in fp32 registers, folded
 //                       per CTA in a fixed order into one (N) partial row per cluster
@@ -127,6 +133,7 @@ struct RowOpBase {
   static constexpr int kCols = 0;
   static constexpr bool kReduceCols = false;
   static constexpr bool kLateCols = false;
+  static constexpr bool kColsAtApply = false;
   static constexpr int kAcc = 0;
   static constexpr bool kAccInFold = false;
   static constexpr bool kColShift = false;

@@ -44,8 +44,9 @@ namespace quack::detail {
 
 /// Whether a register or looped instance loads the per-column vectors with the row (before the
 /// reduction): when the fold reads them, or when they fit the CTA's register cap beside the
-/// row's packed values (row_register_cols_fit). Otherwise they are loaded one vector at a time
-/// where used (the register policy takes such ops only with kLateCols: row_config_usable).
+/// row's packed values (row_register_cols_fit) and the op does not ask for them at apply
+/// (kColsAtApply). Otherwise they are loaded one vector at a time where used (the register
+/// policy takes ops whose vectors do not fit only with kLateCols: row_config_usable).
 template <class Op, class D, int kThreads, int kVecs>
 __host__ __device__ constexpr bool row_cols_early() {
   constexpr int kVec = row_vec_elems<D, Op::kIn>();
@@ -53,8 +54,9 @@ __host__ __device__ constexpr bool row_cols_early() {
   constexpr int kColRegs = Op::kCols * kVecs * kVec * int{sizeof(typename D::Vec)} / 4;
   return Op::kCols > 0 &&
          (Op::kReduceCols ||
-          row_register_cols_fit(kVecs * 4 * row_in_words<D, Op::kIn>(), kColRegs, kRegCap,
-                                Op::kCols, row_in_words<D, Op::kIn>() - Op::kIn));
+          (!Op::kColsAtApply &&
+           row_register_cols_fit(kVecs * 4 * row_in_words<D, Op::kIn>(), kColRegs, kRegCap,
+                                 Op::kCols, row_in_words<D, Op::kIn>() - Op::kIn)));
 }
 
 /// Vector j's per-column values, in fp32, for apply: from the registers loaded with the row
@@ -107,7 +109,7 @@ __device__ __forceinline__ void row_register_block(const RowParams& p, int64_t b
   using TVec = typename D::Vec;
   using CV = Packed<TVec, kVec>;
   constexpr bool kEarly = row_cols_early<Op, D, kTpr * kRows, kVecs>();
-  static_assert(Op::kCols == 0 || kEarly || Op::kLateCols,
+  static_assert(Op::kCols == 0 || kEarly || Op::kLateCols || Op::kColsAtApply,
                 "row_config_usable compiles only instances whose vectors fit beside the row, "
                 "or ops that take them late");
   using Reducer = StaticRowReducer<kTpr, kRows, typename Op::Red>;

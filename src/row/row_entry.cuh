@@ -19,6 +19,7 @@ RowOpInfo row_op_info(const char* name) {
   i.n_opt_in = Op::kOptIn;
   i.red_floats = Op::Red::kFloats;
   i.late_cols = Op::kLateCols;
+  i.cols_at_apply = Op::kColsAtApply;
   i.trial_configs = Op::kTrialConfigs;
   i.gate_kernel = Op::kGate == RowGate::kKernel;
   i.name = name;

@@ -22,6 +22,7 @@ struct RowOpInfo {
   int n_opt_in = 0;    // trailing input streams that may be absent (Traits::kOptIn)
   int red_floats = 1;  // floats reduced together per row (Traits::Red::kFloats)
   bool late_cols = false;  // Traits::kLateCols
+  bool cols_at_apply = false;  // Traits::kColsAtApply
   bool trial_configs = false;  // Traits::kTrialConfigs: the configurations under trial compiled
   bool gate_kernel = false;    // Traits::kGate == RowGate::kKernel (cross-entropy's backward
                                // and the predicted forward's two kernels)

@@ -42,6 +42,7 @@ RowOpInfo ln_fwd_info(int n_in) {  // layernorm_fwd(_res)'s shape: weight, bias;
   i.n_out = 2;
   i.n_cols = 2;
   i.red_floats = 3;
+  i.cols_at_apply = true;
   i.name = n_in == 1 ? "ln_fwd" : "ln_fwd_res";
   return i;
 }
