@@ -1,12 +1,10 @@
-# The benches after call_focus.sh's tests for the session after run Y (call 2 of run Y), in
-# priority order; done ones skip on a later call (/tmp/done).
-# The qkv projection with RoPE in the GEMM's epilogue (gemm_rotary, 128x192pp) against the demo's
-# previous pair (linear + the split rotary), the demo's shape. Expected: fwd −0.13 ms (the split
-# pass over the (16384, 6144) bf16 qkv: ~400 MB at ~3 TB/s) if the epilogue's table reads cost
-# nothing; fwd_bwd the same saving (the backward is the pack + the GEMMs either way).
-run linear_rotary 90 python3 bench/bench_linear_rotary.py --out $R/linear_rotary.jsonl
-# Top-k by the acceptance method (fp32: the register path now only at power-of-2 N ≤ 1024, k ≤ 8).
-run topk 120 python3 bench/bench_topk.py --out $R/topk.jsonl
-# Small rows by the acceptance method (every row op, M = 32768): the baseline for LayerNorm's
-# small-row work.
-run rows_small 200 python3 bench/bench_rows.py --small --out $R/rows_small.jsonl
+# The benches after call_focus.sh's tests for run Y's third call, in priority order; done ones
+# skip on a later call (/tmp/done).
+# Small rows by the acceptance method: LayerNorm fwd with its vectors at apply (kColsAtApply)
+# and r4t32v8 at N = 2048 for every one-stream op. Expected against run Y's second call:
+# layernorm fwd ~2.6 / 3.5 / 3.7 TB/s kernel-only at 256 / 1024 / 2048 (acceptance ≥ compile at
+# 1024, 2048), rmsnorm fwd 2048 +10 % (3.48 -> 3.89 kernel-only), softmax fwd 2048 ±0.
+run rows_small_norms 150 python3 bench/bench_rows.py --small --ops layernorm_fwd,rmsnorm_fwd,softmax_fwd,log_softmax_fwd --out $R/rows_small_norms.jsonl
+# Kernel-only, every configuration: LayerNorm with fp32 vectors (run Y's workload) and with
+# vectors in x's dtype (the acceptance workload); RMSNorm for comparison with run Y.
+run ln_cfg 120 bash -c "for w in fp32 x; do build/d/bench/quack-bench layernorm --dtype bf16 --dir fwd --wdtype \$w --config all --shapes 32768x256,32768x1024,32768x2048; done; build/d/bench/quack-bench rmsnorm --dtype bf16 --dir fwd --config all --shapes 32768x2048"

@@ -156,12 +156,12 @@ static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kW
 //    LayerNorm fwd 2.84 / 2.74, cross-entropy fwd 3.76, fwd+dx 3.09 (t256v4: 2.34);
 //  - ops with a kernel gate and no trial entries (cross-entropy's backward) on 16-bit rows of
 //    (32, 64] KB: ring-t1024v4-s3, 4.02 TB/s at 16384 x 32768 against t1024v4's 3.53;
-//  - one-stream ops whose vectors load at apply (kColsAtApply: LayerNorm's forward) on 16-bit
-//    rows of (2, 4] KB: r4t32v8, one warp per row (no shared-memory stage in either of the
-//    two-stage reduction's exchanges) with 8 vectors per thread, where t256v2 leaves half its
-//    threads without a vector. Run Y (H200, 32768 x 2048, fp32 weight and bias, the vectors
-//    still held with the row): LayerNorm 2.62 TB/s against t256v2's 1.93; RMSNorm 3.89 / 3.48
-//    and softmax 3.93 / 3.43 measured the same order, but keep their planned t256v2 here.
+//  - one-stream ops without trial entries (softmax, log_softmax, RMSNorm and LayerNorm
+//    forwards) on 16-bit rows of (2, 4] KB: r4t32v8, one warp per row (no shared-memory stage
+//    in the reduction's exchanges) with 8 vectors per thread, where t256v2 leaves half its
+//    threads without a vector. Run Y (H200, 32768 x 2048): LayerNorm 2.62 TB/s against
+//    t256v2's 1.93 (fp32 weight and bias held with the row, before kColsAtApply), RMSNorm 3.89
+//    / 3.48, softmax 3.93 / 3.43 (its t128v4: 4.04).
 // The kernel gate of an op with trial entries (the predicted training forward's two kernels,
 // CrossEntropyFwd's kSplit) changes none of these: they take the plans of the forwards they
 // gate.
@@ -175,7 +175,7 @@ int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes) {
     return kShortRowEntry;
   if (gated_bwd && row_bytes > kRowRegisterMaxRowBytes / 2 && row_bytes <= kRowRegisterMaxRowBytes)
     return kRingEntry;
-  if (op.n_in == 1 && op.cols_at_apply && op.n_acc == 0 && !gated_bwd && row_bytes > 2048 &&
+  if (op.n_in == 1 && !op.trial_configs && op.n_acc == 0 && !gated_bwd && row_bytes > 2048 &&
       row_bytes <= 4096)
     return kWarpRowEntry;
   return -1;

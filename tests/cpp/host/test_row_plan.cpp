@@ -302,7 +302,7 @@ TEST(RowPlan, TrainingShapes) {
   const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
   const Expect cases[] = {
       {bf, 128, false, "r16t16v1"},          {bf, 256, false, "r8t32v1"},
-      {bf, 1024, false, "r4t32v4"},          {bf, 2048, false, "t256v2"},
+      {bf, 1024, false, "r4t32v4"},          {bf, 2048, false, "r4t32v8"},
       {bf, 4096, false, "t128v4"},           {bf, 8192, false, "t256v4"},
       {bf, 16384, false, "t512v4"},          {bf, 32768, false, "t1024v4"},
       {bf, 65536, false, "ring-t1024v4-s3-x2"}, {bf, 131072, false, "ring-t1024v4-s3-x4"},
