@@ -47,7 +47,12 @@ namespace quack {
 /// | a        | (M, K)                 | bf16  | row-major (stride 1 along K), e.g. x           | yes      |
 /// | b        | (K, N)                 | bf16  | column-major (stride 1 along K): Wᵀ of an nn.Linear weight W (N, K) | yes |
 /// | d        | (M, N)                 | bf16  | row-major (stride 1 along N)                   | yes      |
-/// | cos, sin | (S_ro, head_dim / 2)   | fp32  | unit column stride, equal strides; S_ro ≥ seqlen | yes    |
+/// | cos, sin | (S_ro, head_dim / 2)   | fp32  | unit column stride (or paired, below), equal strides; S_ro ≥ seqlen | yes |
+///
+/// cos and sin may also be the two columns of one (S_ro, head_dim / 2, 2) fp32 tensor t (cos =
+/// t[..., 0], sin = t[..., 1]: column stride 2, sin.data one element after cos.data, an even row
+/// stride, cos.data 8-byte aligned): the epilogue then reads each (cos, sin) pair with one 8-byte
+/// load instead of two 4-byte loads from two tables (quack_cpp.linear_rotary_qkv passes this).
 ///
 /// Compiled (src/gemm/sm90/instances.txt): bf16 with the 128x192 pingpong tile (2x1 cluster).
 /// Alignment, strides and the workspace of padded copies: as gemm_act (quack/gemm_act.h); d must
@@ -78,7 +83,8 @@ struct GemmRotaryArgs {
 /// d, with d row-major) and: a or b not 2-D; head_dim odd or < 2; N not a multiple of head_dim;
 /// rotary_cols negative, past N or not a multiple of head_dim; seqlen < 1 or M not a multiple of
 /// it; cos or sin not 2-D fp32 on d's device, of another shape than (S_ro ≥ seqlen,
-/// head_dim / 2), with a column stride other than 1, negative strides, or sin's strides not
+/// head_dim / 2), with a column stride other than 1 (outside the paired layout), negative
+/// strides, or sin's strides not
 /// cos's; d overlapping cos or sin; a dtype combination that is not compiled.
 void can_implement(const GemmRotaryArgs& args);
 

@@ -69,8 +69,10 @@ class GemmRotary:
         p = (n % head_dim) / 2: D[m, n] = y[m, n] cos[t, p] - y[m, n+1] sin[t, p],
         D[m, n+1] = y[m, n+1] cos[t, p] + y[m, n] sin[t, p]; the other columns y. fp32 math,
         one rounding to out_dtype. A (M, K) row-major bf16, B (K, N) column-major (W.T), cos,
-        sin (S_ro >= seqlen, head_dim / 2) fp32 with unit column stride; D (M, N) row-major.
-        Not differentiable. Raises ValueError for a bad argument."""
+        sin (S_ro >= seqlen, head_dim / 2) fp32 with unit column stride, or the two columns of
+        one (S_ro, head_dim / 2, 2) fp32 tensor (``t[..., 0]``, ``t[..., 1]``: the epilogue then
+        reads each (cos, sin) pair with one 8-byte load; ``linear_rotary_qkv`` passes that);
+        D (M, N) row-major. Not differentiable. Raises ValueError for a bad argument."""
 
     def outputs(A, B, cos, sin, rotary_cols, head_dim, seqlen, out_dtype, tuned=False):
         M, N = _rotary_check("gemm_rotary", A, B, cos, sin, rotary_cols, head_dim, seqlen)
@@ -93,6 +95,43 @@ class GemmRotary:
 gemm_rotary = register(GemmRotary)
 
 
+# _paired_tables's tables by (device, data pointers, shapes, strides and version counters of cos
+# and sin, T), each entry holding cos and sin themselves: while an entry lives their storage
+# cannot be freed and reused, and an in-place change through any view bumps the shared version
+# counter. A write the version counters do not see (a raw kernel on their memory) is not noticed.
+_PAIRED = {}
+_PAIRED_MAX = 4
+
+
+def _pair(cos: Tensor, sin: Tensor, T: int) -> Tensor:
+    return torch.stack((cos[:T], sin[:T]), -1)
+
+
+def _paired_tables(cos: Tensor, sin: Tensor, T: int) -> Tuple[Tensor, Tensor]:
+    """The first T rows of cos and sin (S_ro, D / 2) fp32 as the two columns of one contiguous
+    (T, D / 2, 2) tensor (``t[..., 0]``, ``t[..., 1]``: column stride 2, sin one element after
+    cos), the layout in which the rotary epilogue reads (cos, sin) with one 8-byte load per pair
+    (quack/gemm_rotary.h). One small copy (T · D · 4 bytes), made once per set of tables in eager
+    mode (cached while cos and sin are unchanged, see _PAIRED), per call under torch.compile."""
+    if torch.compiler.is_compiling():
+        t = _pair(cos, sin, T)
+        return t[..., 0], t[..., 1]
+    try:
+        key = (cos.device, cos.data_ptr(), cos.shape, cos.stride(), cos._version, sin.data_ptr(),
+               sin.shape, sin.stride(), sin._version, T)
+    except RuntimeError:  # inference tensors keep no version counter: no caching
+        t = _pair(cos, sin, T)
+        return t[..., 0], t[..., 1]
+    hit = _PAIRED.get(key)
+    if hit is None:
+        if len(_PAIRED) >= _PAIRED_MAX:
+            _PAIRED.pop(next(iter(_PAIRED)))
+        hit = (cos, sin, _pair(cos, sin, T))
+        _PAIRED[key] = hit
+    t = hit[2]
+    return t[..., 0], t[..., 1]
+
+
 class LinearRotaryQkv:
     """(q, k, v) of qkv = x @ W^T with q and k rotated (interleaved pairs) in the GEMM's
     epilogue. See ``linear_rotary_qkv``."""
@@ -106,7 +145,8 @@ class LinearRotaryQkv:
         D = N // (3 * n_heads)
         x2 = _as_operand(_rows(_cast(x, dtype), K))
         w = _cast(weight, dtype)
-        qkv = gemm_rotary(x2, w.mT, cos, sin, 2 * n_heads * D, D, T, dtype, bool(tuned))
+        cs, sn = _paired_tables(cos, sin, T)  # (cos, sin) as one float2 per pair for the epilogue
+        qkv = gemm_rotary(x2, w.mT, cs, sn, 2 * n_heads * D, D, T, dtype, bool(tuned))
         need_x, need_w = ctx.needs_input_grad[:2]
         ctx.dtype, ctx.shape = dtype, (B, T, n_heads, D)
         ctx.fuse = bool(fuse_grad_accum and need_w and not torch.compiler.is_compiling())
@@ -152,8 +192,10 @@ def linear_rotary_qkv(x: Tensor, weight: Tensor, cos: Tensor, sin: Tensor, n_hea
         q[b, t, h, 2i]   = y[2i] * cos[t, i] - y[2i+1] * sin[t, i]
         q[b, t, h, 2i+1] = y[2i+1] * cos[t, i] + y[2i] * sin[t, i]
 
-    in fp32, one rounding to the compute dtype; v = its columns of qkv. Equal to
-    ``apply_rotary_emb_qkv_split(linear(x, weight).view(B, T, 3, H, D), cos, sin,
+    in fp32, one rounding to the compute dtype; v = its columns of qkv. The GEMM reads the
+    first T rows of cos and sin as one interleaved (T, D / 2, 2) table (a copy made once per
+    set of tables in eager mode: cached while cos and sin are the same, unchanged tensors).
+    Equal to ``apply_rotary_emb_qkv_split(linear(x, weight).view(B, T, 3, H, D), cos, sin,
     interleaved=True)`` up to that one rounding (the separate form rounds qkv first). A model
     whose weights follow the non-interleaved (rotate_half) layout permutes its W_q and W_k rows
     once with ``interleave_rotary_rows`` (q·k unchanged).

@@ -984,6 +984,15 @@ Plan plan_rotary(const GemmRotaryArgs& g) {
   if (S < 1 || M % S != 0)
     chk.fail("seqlen is " + str(S) + ", expected seqlen ≥ 1 dividing M = " + str(M) +
              " (the rows are B sequences of seqlen tokens)");
+  // Paired tables: cos and sin the two columns of one (S_ro, head_dim / 2, 2) fp32 tensor (sin one
+  // element after cos, column stride 2, rows and base 8-byte aligned): the kernel reads (cos, sin)
+  // as one float2 per pair and row (epilogue_rotary.cuh).
+  const int64_t cs_col = hd / 2 > 1 ? g.cos.stride[1] : 2;
+  const bool paired = g.cos.data != nullptr && g.sin.data != nullptr &&
+                      static_cast<const float*>(g.sin.data) == static_cast<const float*>(g.cos.data) + 1 &&
+                      cs_col == 2 && (hd / 2 == 1 || g.sin.stride[1] == 2) &&
+                      reinterpret_cast<uintptr_t>(g.cos.data) % 8 == 0 &&
+                      (g.cos.shape[0] <= 1 || g.cos.stride[0] % 2 == 0);
   for (const auto& [t, name] : {std::pair{&g.cos, "cos"}, std::pair{&g.sin, "sin"}}) {
     chk.matrix(*t, name, -1, hd / 2);
     chk.dtype_in(*t, name, {DType::kFloat32});
@@ -992,8 +1001,10 @@ Plan plan_rotary(const GemmRotaryArgs& g) {
     if (t->shape[0] < S)
       chk.fail(std::string(name) + " has shape " + describe(*t) + ", expected at least seqlen = " + str(S) +
                " rows (positions)");
-    if (hd / 2 > 1 && t->stride[1] != 1)
-      chk.fail(std::string(name) + " has strides " + detail::describe_full(*t) + ", expected a column stride of 1");
+    if (hd / 2 > 1 && t->stride[1] != 1 && !paired)
+      chk.fail(std::string(name) + " has strides " + detail::describe_full(*t) +
+               ", expected a column stride of 1 (or cos and sin the two columns of one 8-byte aligned (S_ro, "
+               "head_dim / 2, 2) tensor: column stride 2, even row stride, sin one element after cos)");
     if (t->stride[0] > kMaxExtent)
       chk.fail(std::string(name) + " has row stride " + str(t->stride[0]) + ", expected ≤ 2^31 − 1");
   }
@@ -1016,6 +1027,7 @@ Plan plan_rotary(const GemmRotaryArgs& g) {
   p.rotary_cos = static_cast<const float*>(g.cos.data);
   p.rotary_sin = static_cast<const float*>(g.sin.data);
   p.rotary_ld = g.cos.stride[0];
+  p.rotary_paired = paired;
   p.rotary_cols = int(g.rotary_cols);
   p.rotary_head_dim = int(hd);
   p.rotary_seqlen = int(std::min<int64_t>(S, kMaxExtent));

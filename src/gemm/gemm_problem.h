@@ -82,10 +82,13 @@ struct GemmProblem {
   bool concat = false;
   DType packed_dtype = DType::kBFloat16;  // kDGated: the 16-bit halves of C's and D's pairs
   // kRotary: fp32 tables (rotary_seqlen, rotary_head_dim / 2), row stride rotary_ld, unit column
-  // stride; the rotated columns [0, rotary_cols) in the kernel's terms (a row-major D).
+  // stride, or paired (rotary_paired: the columns of one (rows, rotary_head_dim / 2, 2) tensor,
+  // rotary_sin = rotary_cos + 1, column stride 2, rotary_ld even, 8-byte aligned); the rotated
+  // columns [0, rotary_cols) in the kernel's terms (a row-major D).
   const float* rotary_cos = nullptr;
   const float* rotary_sin = nullptr;
   int64_t rotary_ld = 0;
+  bool rotary_paired = false;
   int rotary_cols = 0, rotary_head_dim = 0, rotary_seqlen = 0;
   // Tile order (src/gemm/tile_scheduler.h): bands of raster_group cluster tiles (0: the tile
   // configuration's default, 8) along M (raster 0), along N (1) or as QuACK's heuristic picks

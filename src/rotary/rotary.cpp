@@ -119,8 +119,9 @@ bool aligned16(const TensorRef& t, int vec) {
 }
 
 // The 16-byte kernel: D and R/2 multiples of 16 bytes, every x tensor (absent ones pass)
-// and the tables aligned (the same rule for both pair layouts: an interleaved chunk of 2V
-// columns starts at a multiple of 2V).
+// and the tables aligned (the same rule for both pair layouts: a chunk's vectors sit at c·V and
+// R/2 + c·V in both; interleaved, its angles at c·V/2 and R/4 + c·V/2 are V/2-float runs,
+// aligned as R/2 is a multiple of V).
 bool vector_path(DType dtype, std::initializer_list<const TensorRef*> xs, const TensorRef& cos,
                  const TensorRef& sin, int half, int D) {
   const int vec = 16 / dtype_size(dtype);

@@ -7,11 +7,15 @@
 // or 1. Thread (ty, tx) takes chunk c = tx (then c + bx, ...): it loads the V fp32 values of
 // cos[p, c·V ..] and sin[p, c·V ..] once into registers and applies them to heads ty, ty + by,
 // ... of q and then k (one head index space of Hq + Hk heads), kUnroll heads' loads issued
-// before their math. A head's chunk is two V-element vectors x1 and x2 rotated by the angles
-// c·V .. c·V + V − 1: non-interleaved, x1 at column c·V and x2 at R/2 + c·V (pairs (x1[i],
-// x2[i]) by angle c·V + i); interleaved, x1 at column 2·c·V and x2 at 2·c·V + V (one 2V-element
-// run z = x1 ++ x2 whose pairs (z[2i], z[2i + 1]) take angle c·V + i; with V = 1 the two forms
-// are the same arithmetic on different columns). After the rotation, the CTA's threads copy, as flat lists of V-element chunks,
+// before their math. A head's chunk is two V-element vectors, x1 at column c·V and x2 at
+// R/2 + c·V, in both pair layouts (so a warp's accesses are the same 16-byte runs in both):
+// non-interleaved, the pairs (x1[i], x2[i]) take angle c·V + i; interleaved (V > 1), the pairs
+// (x1[2i], x1[2i + 1]) take angle c·V/2 + i and (x2[2i], x2[2i + 1]) angle R/4 + c·V/2 + i, so
+// the thread's V angles are two runs of V/2. (Before, an interleaved chunk was the 2V adjacent
+// columns 2·c·V ..: each 16-byte access then left every other 16 bytes of the warp's span to
+// the next instruction, twice the L2 sectors per request, and the stores wrote half sectors.)
+// With V = 1 the interleaved pair is columns (2c, 2c + 1) by angle c. After the rotation, the
+// CTA's threads copy, as flat lists of V-element chunks,
 // the pass-through columns R..D of q's and k's heads (out of place only) and all of v (when
 // v_out is not v).
 // Registers only (no shared memory, no barriers). Alignment: on the vector path the host has
@@ -60,9 +64,12 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
   const int n_v = p.t[2].write ? p.t[2].heads * vchunks : 0;
   const int n_copy = n_q + n_k + n_v;
   const int64_t ntok = p.B * p.S;
-  // Column offsets of a chunk's two vectors (chunk c: x1 at c·V·x1_step, x2 x2_off further).
-  const int x1_step = kInterleaved ? 2 : 1;
-  const int x2_off = kInterleaved ? V : p.half;
+  // Column offsets of a chunk's two vectors (chunk c: x1 at c·V·x1_step, x2 x2_off further):
+  // (c·V, R/2 + c·V), or the pair (2c, 2c + 1) in the interleaved element-at-a-time kernel.
+  constexpr bool kPairsInVector = kInterleaved && V > 1;
+  constexpr bool kPairOfElements = kInterleaved && V == 1;
+  const int x1_step = kPairOfElements ? 2 : 1;
+  const int x2_off = kPairOfElements ? 1 : p.half;
 
   for (int64_t tok = blockIdx.x; tok < ntok; tok += gridDim.x) {
     const int64_t b = tok / p.S;
@@ -74,7 +81,20 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
     if (ty < hrot) {
       for (int c = tx; c < chunks; c += bx) {
         float cv[V], sv[V];
-        if constexpr (V > 1) {
+        if constexpr (kPairsInVector) {
+          // Angles c·V/2 .. (x1's pairs) and R/4 + c·V/2 .. (x2's): V/2 each, 8-byte aligned
+          // (fp32, V = 4) or 16-byte (16-bit, V = 8), as R/2 is a multiple of V.
+          float ca[V / 2], cb[V / 2], sa[V / 2], sb[V / 2];
+          load_vec<float, V / 2, Cache::kReadOnly>(crow + c * (V / 2), ca);
+          load_vec<float, V / 2, Cache::kReadOnly>(crow + p.half / 2 + c * (V / 2), cb);
+          load_vec<float, V / 2, Cache::kReadOnly>(srow + c * (V / 2), sa);
+          load_vec<float, V / 2, Cache::kReadOnly>(srow + p.half / 2 + c * (V / 2), sb);
+#pragma unroll
+          for (int i = 0; i < V / 2; ++i) {
+            cv[i] = ca[i], cv[V / 2 + i] = cb[i];
+            sv[i] = sa[i], sv[V / 2 + i] = sb[i];
+          }
+        } else if constexpr (V > 1) {
           load_vec<float, V, Cache::kReadOnly>(crow + c * V, cv);
           load_vec<float, V, Cache::kReadOnly>(srow + c * V, sv);
         } else {
@@ -121,8 +141,8 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
           for (int u = 0; u < kUnroll; ++u) {
             if (dst[u] == nullptr) continue;
             float y1[V], y2[V];
-            if constexpr (kInterleaved && V > 1) {
-              // z = x1 ++ x2: pair i of x1 takes angle i, pair i of x2 angle V / 2 + i.
+            if constexpr (kPairsInVector) {
+              // Pair i of x1 takes angle cv[i], pair i of x2 cv[V / 2 + i].
 #pragma unroll
               for (int i = 0; i < V / 2; ++i) {
                 rotate_pair(x1[u][2 * i], x1[u][2 * i + 1], cv[i], sv[i], y1[2 * i],

@@ -206,3 +206,56 @@ def test_bad_inputs():
         grot.gemm_rotary(x.view(-1, K), w.mT, cos, sin, 8, hd, T, bf16)
     with pytest.raises(ValueError, match="seqlen"):
         grot.gemm_rotary(x.view(-1, K), w.mT, cos, sin, 2 * h * hd, hd, 3, bf16)
+
+
+def test_paired_tables():
+    """The epilogue's table layout: cos[:T] and sin[:T] as the two columns of one (T, hd / 2, 2)
+    tensor (column stride 2, sin one element after cos), made once per unchanged set of tables
+    in eager mode; an in-place change of cos (version counter) makes a new one."""
+    T, hd = 12, 16
+    cos, sin = tables(20, hd)
+    c, s = grot._paired_tables(cos, sin, T)
+    assert c.shape == s.shape == (T, hd // 2) and c.stride() == s.stride() == (hd, 2)
+    assert s.data_ptr() == c.data_ptr() + 4
+    assert torch.equal(c, cos[:T]) and torch.equal(s, sin[:T])
+    c2, _ = grot._paired_tables(cos, sin, T)
+    assert c2.data_ptr() == c.data_ptr()  # cached
+    cos.mul_(2)
+    c3, s3 = grot._paired_tables(cos, sin, T)
+    assert c3.data_ptr() != c.data_ptr()
+    assert torch.equal(c3, cos[:T]) and torch.equal(s3, sin[:T])
+    view = torch.cat((cos, cos), 1)[:, : hd // 2]  # a strided view (the demo's half tables)
+    c4, _ = grot._paired_tables(view, sin, T)
+    assert torch.equal(c4, cos[:T])
+
+
+def test_backward_gemm_calls_match_linear(monkeypatch):
+    """The fused op's backward runs the GEMMs of quack_cpp.linear's backward behind the split
+    rotary (the same operands' shapes, strides and dtypes, out dtype, alpha, beta, tuned): the
+    two paths differ only in the rotary_qkv_pack's pair layout."""
+    import quack_cpp.gemm_ops as gops
+    B, T, h, hd, K = 2, 16, 2, 64, 128
+    cos, sin = tables(T, hd)
+    x, w = inputs(B, T, h, hd, K)
+    dys = [torch.randn(B, T, h, hd, device=DEVICE).to(bf16) for _ in range(3)]
+    calls = []
+    real = gops.gemm_op
+
+    def recording(A, Bm, *rest):
+        calls.append((tuple(A.shape), A.stride(), A.dtype, tuple(Bm.shape), Bm.stride(), Bm.dtype)
+                     + tuple(r if not isinstance(r, torch.Tensor) else "tensor" for r in rest))
+        return real(A, Bm, *rest)
+    monkeypatch.setattr(gops, "gemm_op", recording)
+    monkeypatch.setattr(grot, "gemm_op", recording)
+
+    def backward_calls(fn):
+        xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
+        outs = fn(xs, ws)
+        calls.clear()
+        torch.autograd.grad(outs, (xs, ws), dys)
+        return list(calls)
+
+    fused = backward_calls(lambda xs, ws: quack_cpp.linear_rotary_qkv(xs, ws, cos, sin, h))
+    separate = backward_calls(lambda xs, ws: quack_cpp.apply_rotary_emb_qkv_split(
+        quack_cpp.linear(xs, ws).view(B, T, 3, h, hd), cos, sin, interleaved=True))
+    assert len(fused) == 2 and fused == separate

@@ -86,6 +86,15 @@ template <class Op>
 struct VisitorCAheadStagesD<Op, std::void_t<decltype(Op::kCAheadStagesD)>>
     : std::integral_constant<int, Op::kCAheadStagesD> {};
 
+/// Whether visitor Op reads global memory per subtile and asks for it to be prefetched one subtile
+/// ahead (Op::kPrefetch; default false): store_tile then calls op.prefetch(coord) for the tile's
+/// first subtile when the tile's epilogue starts and, at each subtile, for the next one in its
+/// order, before this subtile's visitor call and stores (epilogue_ops.cuh).
+template <class Op, class = void>
+struct VisitorPrefetch : std::false_type {};
+template <class Op>
+struct VisitorPrefetch<Op, std::void_t<decltype(Op::kPrefetch)>> : std::bool_constant<Op::kPrefetch> {};
+
 /// Tile configuration Base whose epilogue takes StagesC C buffers loaded ahead per group (0: C
 /// loaded when its subtile's turn comes, into the D buffer where the widths match) and, when
 /// StagesD > 0, StagesD buffers per output (CollectiveEpilogue's kStagesC, EpiStagesD): the
@@ -455,6 +464,8 @@ struct CollectiveEpilogue {
     Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     Tensor bSG_gD = tma_d_blk.partition_D(gD);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     auto epi_sync = [this] { cutlass::arch::NamedBarrier::sync(kEpiThreads, 1 + grp); };
+    constexpr bool kPrefetch = VisitorPrefetch<Op>::value;
+    if constexpr (kPrefetch) op.template prefetch<kFrg>(SubtileCoord{m_blk * Tile::BM, n_blk * Tile::BN, etid, l});
     CUTE_UNROLL
     for (int epi_m = 0; epi_m < Tile::BM / EpiM; ++epi_m) {
       int const m0 = m_blk * Tile::BM + epi_m * EpiM;  // first row of the subtile
@@ -462,6 +473,14 @@ struct CollectiveEpilogue {
       for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n) {
         int const n0 = n_blk * Tile::BN + epi_n * EpiN;  // first column of the subtile
         if (n0 >= N || m0 >= M) continue;  // wholly outside the output: nothing to load or store (group-uniform)
+        if constexpr (kPrefetch) {
+          // The next subtile in this order (its global reads then overlap this subtile's stores).
+          int const next_m = epi_n + 1 < Tile::BN / EpiN ? epi_m : epi_m + 1;
+          int const next_n = epi_n + 1 < Tile::BN / EpiN ? epi_n + 1 : 0;
+          if (next_m < Tile::BM / EpiM)
+            op.template prefetch<kFrg>(
+                SubtileCoord{m_blk * Tile::BM + next_m * EpiM, n_blk * Tile::BN + next_n * EpiN, etid, l});
+        }
         int const d_stage = sub_count % EpiStagesD;
         int const c_stage = kCAhead ? sub_count % kStagesC : kReuseSmemC ? d_stage : 0;
         uint32_t const c_phase = uint32_t(kCAhead ? sub_count / kStagesC : sub_count) & 1u;

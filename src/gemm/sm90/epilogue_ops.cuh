@@ -31,6 +31,14 @@
 //                                    mainloop's stages. Default false.
 //   static constexpr int kCAheadStagesD;  with kCAhead: output buffers per output (default: as
 //                                    without the ring).
+//   static constexpr bool kPrefetch; the visitor reads global memory per subtile (gemm_rotary's
+//                                    tables) and has template <int N> prefetch(SubtileCoord
+//                                    const&) const (N = kFrg), which
+//                                    store_tile calls for the tile's first subtile when its
+//                                    epilogue starts and at each subtile for the next one, before
+//                                    the subtile's visitor call, barriers and stores: it asks for
+//                                    the next subtile's lines in L1 (no registers held across the
+//                                    barriers). Default false.
 //   static constexpr int kD1Div;     2: output 1 has N / 2 columns (gated activations): out[1][i]
 //                                    for even i is the value of output column col(i) / 2 (odd
 //                                    entries are ignored); the epilogue stores it through a

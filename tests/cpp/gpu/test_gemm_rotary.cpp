@@ -5,8 +5,11 @@
 //   GemmRotaryCases  the demo's layout (head_dim 128, q and k rotated, v through), head_dim 64,
 //                    a partial rotary_cols, odd M / N tails of the tile (seqlen 7, N = 3·40),
 //                    a table longer than seqlen with a wider row stride (a column view), a
-//                    K not a multiple of 8 (padded-copy path), K = 0 (zeros). D poisoned
-//                    (NaN) first; its row padding must stay untouched.
+//                    K not a multiple of 8 (padded-copy path), K = 0 (zeros); the paired
+//                    table layout (cos and sin the two columns of one (S_ro, head_dim / 2, 2)
+//                    tensor, what gemm_rotary_ops passes: the epilogue's float2 path) on the
+//                    demo's layout, the odd tails, a padded longer table and head_dim 2. D
+//                    poisoned (NaN) first; its row padding must stay untouched.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -26,7 +29,8 @@ struct Case {
   std::string name;
   int64_t B, T, N, K, head_dim, rotary_cols;
   int64_t table_rows = 0;  // 0: T
-  int64_t table_pad = 0;   // table row stride head_dim / 2 + pad
+  int64_t table_pad = 0;   // table row stride head_dim / 2 + pad (pairs, when paired)
+  bool paired = false;     // one (S_ro, head_dim / 2 + pad, 2) table: cos and sin its two columns
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
@@ -55,13 +59,22 @@ TEST_P(GemmRotaryCases, MatchesReference) {
   DeviceTensor dd = alloc_tensor(bf, M, N, pad);
   DeviceTensor dcos = upload(cs, DType::kFloat32, S_ro, cw);
   DeviceTensor dsin = upload(sn, DType::kFloat32, S_ro, cw);
+  std::vector<double> pairs(2 * cs.size());  // (S_ro, cw, 2): (cos, sin) per pair
+  for (size_t i = 0; i < cs.size(); ++i) pairs[2 * i] = cs[i], pairs[2 * i + 1] = sn[i];
+  DeviceTensor dpair = upload(pairs, DType::kFloat32, S_ro, 2 * cw);
 
   GemmRotaryArgs g;
   g.a = da.ref;
   g.b = TensorRef::matrix(dw.ref.data, bf, K, N, 0, 1, K);  // Wᵀ: column-major (K, N)
   g.d = dd.ref;
-  g.cos = TensorRef::matrix(dcos.ref.data, DType::kFloat32, S_ro, half, 0, cw);
-  g.sin = TensorRef::matrix(dsin.ref.data, DType::kFloat32, S_ro, half, 0, cw);
+  if (c.paired) {
+    const float* base = static_cast<const float*>(dpair.ref.data);
+    g.cos = TensorRef::matrix(base, DType::kFloat32, S_ro, half, 0, 2 * cw, 2);
+    g.sin = TensorRef::matrix(base + 1, DType::kFloat32, S_ro, half, 0, 2 * cw, 2);
+  } else {
+    g.cos = TensorRef::matrix(dcos.ref.data, DType::kFloat32, S_ro, half, 0, cw);
+    g.sin = TensorRef::matrix(dsin.ref.data, DType::kFloat32, S_ro, half, 0, cw);
+  }
   g.rotary_cols = c.rotary_cols;
   g.head_dim = hd;
   g.seqlen = c.T;
@@ -101,6 +114,10 @@ std::vector<Case> cases() {
       {"odd_K_padded_copy", 2, 16, 3 * 64, 61, 64, 2 * 64},
       {"K0_zeros", 2, 16, 3 * 64, 0, 64, 2 * 64},
       {"hd2_smallest_head", 1, 24, 3 * 8, 32, 2, 16},
+      {"paired_demo_layout_hd128", 2, 64, 3 * 2 * 128, 256, 128, 2 * 2 * 128, 0, 0, true},
+      {"paired_odd_tails_T7_hd40", 5, 7, 3 * 40, 72, 40, 2 * 40, 0, 0, true},
+      {"paired_long_table_padded", 2, 33, 3 * 64, 64, 64, 2 * 64, 100, 4, true},
+      {"paired_hd2_smallest_head", 1, 24, 3 * 8, 32, 2, 16, 0, 0, true},
   };
 }
 

@@ -49,6 +49,35 @@ TEST(GemmRotaryValidation, Baseline) {
   EXPECT_NO_THROW(can_implement(g));
 }
 
+// cos and sin as the two columns of one (S_ro, head_dim / 2, 2) fp32 tensor (what
+// gemm_rotary_ops passes: one float2 per pair in the epilogue); a column stride of 2 is accepted
+// only in that form.
+TensorRef pair_column(const void* base, int which, int64_t rows, int64_t row_stride) {
+  return TensorRef::matrix(static_cast<const float*>(base) + which, DType::kFloat32, rows, HD / 2, 0, row_stride, 2);
+}
+
+TEST(GemmRotaryValidation, PairedTables) {
+  GemmRotaryArgs g = args();
+  g.cos = pair_column(fake(4), 0, T, HD);
+  g.sin = pair_column(fake(4), 1, T, HD);
+  EXPECT_NO_THROW(can_implement(g));
+  g.cos = pair_column(fake(4), 0, 2 * T, HD + 2);  // a longer table with padded rows (even stride)
+  g.sin = pair_column(fake(4), 1, 2 * T, HD + 2);
+  EXPECT_NO_THROW(can_implement(g));
+  g.cos = pair_column(fake(4), 0, T, HD + 1);  // odd row stride: rows not 8-byte aligned
+  g.sin = pair_column(fake(4), 1, T, HD + 1);
+  expect_error(g, "cos has strides");
+  g.cos = pair_column(fake(4), 1, T, HD);  // base 4 bytes past 8-byte alignment
+  g.sin = pair_column(fake(4), 2, T, HD);
+  expect_error(g, "cos has strides");
+  g.cos = pair_column(fake(4), 0, T, HD);  // sin not the element after cos
+  g.sin = pair_column(fake(5), 1, T, HD);
+  expect_error(g, "cos has strides");
+  g.cos = pair_column(fake(4), 0, T, HD);  // sin first: (sin, cos) pairs are not this layout
+  g.sin = pair_column(fake(4), -1, T, HD);
+  expect_error(g, "cos has strides");
+}
+
 TEST(GemmRotaryValidation, Arguments) {
   GemmRotaryArgs g = args();
   g.head_dim = 7;
