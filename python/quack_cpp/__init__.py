@@ -89,7 +89,7 @@ _LAZY = {
     "act_linear": "gemm_act_ops", "mlp": "gemm_act_ops", "distributed": None,
     "rotary_ops": None, "apply_rotary_emb": "rotary_ops", "apply_rotary_emb_qkv": "rotary_ops",
     "apply_rotary_emb_qkv_split": "rotary_ops", "gemm_rotary_ops": None,
-    "linear_rotary_qkv": "gemm_rotary_ops",
+    "linear_rotary_qkv": "gemm_rotary_ops", "interleave_rotary_rows": "gemm_rotary_ops",
 }
 
 __all__ = ["__version__"] + list(_LAZY)
