@@ -279,7 +279,11 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   const int tpr = p.threads_per_row;  // T
   const int tid = static_cast<int>(threadIdx.x);
   const int r = tid & (tpr - 1);
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * p.rows_per_cta + tid / tpr;
+  // kFit: tid / T by a shift (T a power of 2; the division takes ~20 instructions per thread).
+  // The generic instances keep the division: with the shift ptxas gave some of them more
+  // registers (K 32, E 64: 107 -> 128).
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * p.rows_per_cta +
+                      (kFit ? tid >> (__ffs(tpr) - 1) : tid / tpr);
   const bool row_ok = row < p.M;
   const int64_t N = p.N;  // ≤ kTopkBitonicMaxN: columns fit in int
   const int n = static_cast<int>(N);
