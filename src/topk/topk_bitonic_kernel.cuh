@@ -20,7 +20,11 @@
 // Selection, in registers: the thread sorts each chunk of K entries (an optimal sorting
 // network, topk_networks.h) and merges it into its list of the K best (elementwise max of the
 // descending list with the ascending chunk is bitonic and holds the best K; a bitonic merge
-// sorts it). Then log2(T) butterfly rounds: each thread takes its partner's list by K shuffles
+// sorts it). Lists of 8 from 16-bit x take two chunks at a time: their best 8, sorted, by
+// TopkBest8Of16 (the 16-key network pruned to those outputs), then the same merge. bf16, K 8,
+// E 128, fit (SASS per thread, largest, no softmax): 72 instructions to the loads, 445 making
+// entries (7 per word of two elements), 972 min / max, 3 × 43 per butterfly round, ~100 to the
+// store: ~13.6 per element. Then log2(T) butterfly rounds: each thread takes its partner's list by K shuffles
 // and merges it the same way, so every thread of the row ends with the row's K best, sorted.
 // Thread r stores entries r, r + T, ... (< k).
 //
