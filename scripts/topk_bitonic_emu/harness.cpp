@@ -3,11 +3,11 @@
 // the boundary group) and the exact final order. Every fp32 instance (lists 8 / 16 / 32; E = 16,
 // 32, 64, 128; fit and generic) over random rows and crafted ones: values 1 + j ulp (the whole
 // row one truncated group), a cluster of near-equal values at the k-th value, ±0 with ± tiny
-// subnormals, ±inf / NaN / ±FLT_MAX − j ulp, few distinct values (ties), the specials of the
-// radix harness, ascending / descending rows; largest and smallest, softmax modes and index
-// dtypes in turn; bf16 / fp16 beside (the 16-bit path, unchanged). Indices must equal the
-// reference's, values bit for bit (NaN: any NaN; softmax within 2e-2, lse 1e-4). Exit status 1
-// on any mismatch.
+// subnormals, ±inf / NaN (either sign, many payloads) / ±FLT_MAX − j ulp, few distinct values
+// (ties), the specials of the radix harness, ascending / descending rows; largest and smallest,
+// softmax modes and index dtypes in turn; bf16 / fp16 beside (the 16-bit path: keys by PRMT /
+// HSET2, lists of 8 through TopkBest8Of16). Indices must equal the reference's, values bit for
+// bit (NaN: any NaN; softmax within 2e-2, lse 1e-4). Exit status 1 on any mismatch.
 #include "cuda_mock.h"
 #include "emu_check.h"
 
@@ -53,6 +53,16 @@ float ulps(float v, int j) {
   return v;
 }
 
+/// A NaN of either sign and one of 64 payloads inside the top 7 mantissa bits (bf16 and fp16
+/// keep them): the kernels must give every NaN one key.
+float any_nan(uint64_t v) {
+  const uint32_t b = 0x7f800000u | static_cast<uint32_t>(v % 64 + 1) << 16 |
+                     (v & 64 ? 0x80000000u : 0u);
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
 /// One row of kind d (fp32 values; the 16-bit runs round them).
 std::vector<float> make_row(Data d, int64_t i, int64_t N, int64_t k, std::mt19937_64& rng) {
   std::normal_distribution<float> nd;
@@ -63,10 +73,10 @@ std::vector<float> make_row(Data d, int64_t i, int64_t N, int64_t k, std::mt1993
     case kSpecials:
       for (int64_t j = 0; j < N; ++j) {
         switch (i % 5) {
-          case 0: if (j % 3 == 0) r[j] = NAN; break;
+          case 0: if (j % 3 == 0) r[j] = any_nan(rng()); break;
           case 1: r[j] = j % 3 == 0 ? 0.f : j % 3 == 1 ? -0.f : -std::fabs(r[j]); break;
           case 2: if (j % 5 == 0) r[j] = j % 2 ? INFINITY : -INFINITY; break;
-          case 3: r[j] = NAN; break;
+          case 3: r[j] = j % 2 ? NAN : any_nan(rng()); break;
           default: r[j] = -INFINITY; break;
         }
       }
@@ -97,13 +107,13 @@ std::vector<float> make_row(Data d, int64_t i, int64_t N, int64_t k, std::mt1993
       for (auto& v : r) {
         const int t = static_cast<int>(rng() % 6);
         v = t == 0 ? 0.f : t == 1 ? -0.f : t == 2 ? ulps(0.f, 1 + rng() % 5)
-            : t == 3 ? -ulps(0.f, 1 + rng() % 5) : t == 4 ? (i % 2 ? NAN : 1e-3f) : -v;
+            : t == 3 ? -ulps(0.f, 1 + rng() % 5) : t == 4 ? (i % 2 ? any_nan(rng()) : 1e-3f) : -v;
       }
       break;
     case kExtremes:  // ±inf, NaN, ±(FLT_MAX − j ulp)
       for (auto& v : r) {
         const int t = static_cast<int>(rng() % 7);
-        v = t == 0 ? INFINITY : t == 1 ? -INFINITY : t == 2 ? (i % 3 == 0 ? NAN : 0.f)
+        v = t == 0 ? INFINITY : t == 1 ? -INFINITY : t == 2 ? (i % 3 == 0 ? any_nan(rng()) : 0.f)
             : t == 3 ? ulps(FLT_MAX, -static_cast<int>(rng() % 6))
             : t == 4 ? -ulps(FLT_MAX, -static_cast<int>(rng() % 6)) : v;
       }
@@ -171,8 +181,9 @@ int main(int argc, char** argv) {
           if (level > 0 && e != 0 && e != 64) continue;
           run<float>(c);
           ++n;
-          // The 16-bit path beside (unchanged code): the plan's E, both fit settings.
-          if (e == 0 && d < 5 && level == 0) {
+          // The 16-bit path beside: every E (the plan's and forced), both fit settings, every
+          // kind of data (level 0).
+          if (level == 0) {
             run<__nv_bfloat16>(c);
             run<__half>(c);
             n += 2;

@@ -5,8 +5,8 @@
 # fit and generic; a few 16-bit ones beside), compiled by g++ against the CUDA mock of
 # scripts/topk_radix_emu (cuda_mock.h, launch_mock.h: each CTA's threads as fibers switching at
 # warp collectives; a group-masked shuffle meets the group's lanes only), checked against the
-# float64 reference of the tests (tests/cpp/reference/topk_ref.h). PRMT by its definition, the
-# empty register barriers removed, MUFU math by libm. Says nothing about speed.
+# float64 reference of the tests (tests/cpp/reference/topk_ref.h). PRMT and HSET2 by their
+# definitions, the empty register barriers removed, MUFU math by libm. Says nothing about speed.
 #
 # Usage: scripts/topk_bitonic_emu/run.sh [level]   (0: every case; 1: fewer)
 set -euo pipefail

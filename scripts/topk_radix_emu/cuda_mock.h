@@ -143,6 +143,14 @@ inline uint32_t prmt(uint32_t a, uint32_t b, uint32_t c, bool sign_mode) {
   }
   return d;
 }
+/// set.nan.u32.{bf16x2,f16x2} d, w, w: 0xffff per NaN half (exponent all ones: inf = `inf`, the
+/// pattern of +infinity; above it a NaN), else 0.
+inline uint32_t set_nan2(uint32_t w, uint32_t inf) {
+  uint32_t d = 0;
+  for (int i = 0; i < 2; ++i)
+    if (((w >> (16 * i)) & 0x7fffu) > inf) d |= 0xffffu << (16 * i);
+  return d;
+}
 }  // namespace emu
 
 #define threadIdx (dim3e{static_cast<unsigned>(::emu::tid()), 0, 0})

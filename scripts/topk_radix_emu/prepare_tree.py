@@ -1,8 +1,8 @@
 """The mocked source tree of the top-k host emulations (run.sh of scripts/topk_radix_emu and
 scripts/topk_bitonic_emu): copies src/topk and src/common/vec.cuh into T, stands the CUDA headers
-and common/launch.h in for the mock, and replaces the device-only inline asm: PRMT by its
-definition, the empty register barriers (topk_opaque) removed, the L2 prefetch dropped, MUFU
-math by libm; row_reduce.cuh cut to what top-k uses (no clusters).
+and common/launch.h in for the mock, and replaces the device-only inline asm: PRMT and HSET2's
+NaN masks by their definitions, the empty register barriers (topk_opaque) removed, the L2
+prefetch dropped, MUFU math by libm; row_reduce.cuh cut to what top-k uses (no clusters).
 
     python3 prepare_tree.py W T [EXTRA]
 
@@ -37,7 +37,11 @@ def patch(path, pairs):
 
 patch(T + "/src/topk/topk_bitonic_kernel.cuh",
       [('asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));',
-        'd = ::emu::prmt(a, b, sel, true);')])
+        'd = ::emu::prmt(a, b, sel, true);'),
+       ('asm("set.nan.u32.bf16x2 %0, %1, %1;" : "=r"(d) : "r"(w));',
+        'd = ::emu::set_nan2(w, 0x7f80u);'),
+       ('asm("set.nan.u32.f16x2 %0, %1, %1;" : "=r"(d) : "r"(w));',
+        'd = ::emu::set_nan2(w, 0x7c00u);')])
 patch(T + "/src/topk/topk_queue_kernel.cuh",
       [('asm volatile("" : "+r"(v));', ''), ('asm volatile("" : "+l"(v));', ''),
        ('asm volatile("" : "+r"(v.word[0].x), "+r"(v.word[0].y), "+r"(v.word[0].z), '

@@ -12,15 +12,19 @@
 // TopkPack<uint32_t>): one unsigned compare orders by value, then lower column first; 0 is the
 // empty entry (columns ≥ N) and sorts below every element. Built two columns at a time from a
 // 32-bit word of two 16-bit values h (integer operations only):
-//   NaN → 0x7fff (every NaN one key: the largest for largest, 0 for smallest, as TopkKey);
-//   key = h ^ (sign(h) ? 0xffff : 0x8000), then ^ 0xffff for smallest (key(−x) = ~key(x) for
-//   every non-NaN x, +0/−0 included); the sign masks by one PRMT with sign replication;
-//   the entry = PRMT(key, column part) per element.
+//   key = h ^ (sign(h) ? 0xffff : 0x8000), NaN → 0xffff (every NaN one key: the largest for
+//   largest, 0 for smallest, as TopkKey), then ^ 0xffff for smallest (key(−x) = ~key(x) for
+//   every non-NaN x, +0/−0 included); the sign masks by one PRMT with sign replication, the NaN
+//   masks by one HSET2; the entry = PRMT(key, column part) per element.
 //
 // Selection, in registers: the thread sorts each chunk of K entries (an optimal sorting
 // network, topk_networks.h) and merges it into its list of the K best (elementwise max of the
 // descending list with the ascending chunk is bitonic and holds the best K; a bitonic merge
-// sorts it). Then log2(T) butterfly rounds: each thread takes its partner's list by K shuffles
+// sorts it). Lists of 8 from 16-bit x take two chunks at a time: their best 8, sorted, by
+// TopkBest8Of16 (the 16-key network pruned to those outputs), then the same merge. bf16, K 8,
+// E 128, fit (SASS per thread, largest, no softmax): 72 instructions to the loads, 445 making
+// entries (7 per word of two elements), 972 min / max, 3 × 43 per butterfly round, ~100 to the
+// store: ~13.6 per element. Then log2(T) butterfly rounds: each thread takes its partner's list by K shuffles
 // and merges it the same way, so every thread of the row ends with the row's K best, sorted.
 // Thread r stores entries r, r + T, ... (< k).
 //
@@ -82,17 +86,26 @@ __device__ __forceinline__ uint32_t topk_prmt(uint32_t a, uint32_t b, uint32_t s
   return d;
 }
 
+/// 0xffff per NaN half of `w` (two 16-bit values of type T), else 0: one HSET2.
+template <typename T>
+__device__ __forceinline__ uint32_t topk_nan2(uint32_t w) {
+  uint32_t d;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    asm("set.nan.u32.bf16x2 %0, %1, %1;" : "=r"(d) : "r"(w));
+  else
+    asm("set.nan.u32.f16x2 %0, %1, %1;" : "=r"(d) : "r"(w));
+  return d;
+}
+
 /// The order keys of the two 16-bit values of `w` (low half: the lower column), in the same
-/// halves. flip = 0 (largest) or 0xffffffff (smallest).
+/// halves. flip = 0 (largest) or 0xffffffff (smallest). 4 instructions per word: PRMT, HSET2,
+/// 2 LOP3.
 template <typename T>
 __device__ __forceinline__ uint32_t topk_keys2(uint32_t w, uint32_t flip) {
-  // |h| + c carries into bit 15 exactly when |h| is above the infinity pattern (a NaN).
-  constexpr uint32_t kNanAdd = std::is_same_v<T, __nv_bfloat16> ? 0x007f007fu : 0x03ff03ffu;
-  const uint32_t t = (w & 0x7fff7fffu) + kNanAdd;
-  const uint32_t nan = topk_prmt(t, 0u, 0xbb99u);            // 0xffff per NaN half
-  const uint32_t h = (w & ~nan) | (0x7fff7fffu & nan);         // NaN → 0x7fff
-  const uint32_t neg = topk_prmt(h, 0u, 0xbb99u);            // 0xffff per negative half
-  return (h ^ (neg | 0x80008000u)) ^ flip;
+  const uint32_t neg = topk_prmt(w, 0u, 0xbb99u);  // 0xffff per negative half
+  // h ^ (sign ? 0xffff : 0x8000) per half; a NaN half (any sign or payload) becomes 0xffff, the
+  // key of the NaN pattern 0x7fff: every NaN one key.
+  return ((w ^ (neg | 0x80008000u)) | topk_nan2<T>(w)) ^ flip;
 }
 
 /// The fp32 order key of x' for x's bits w (flip = 0 largest, 0xffffffff smallest): the order of
@@ -262,12 +275,19 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   constexpr int kE = V * kV;  // elements per thread
   static_assert(kE % K == 0 && (K == 8 || K == 16 || K == 32), "chunks of K entries");
   constexpr int kWordsPerChunk = K / 2;
+  // Lists of 8 from 16-bit x: pairs of chunks through TopkBest8Of16 (fp32 keeps chunk by chunk:
+  // its fix-up needs the best dropped entry, which the pruned network does not compute).
+  constexpr bool kPairs = !kF32 && K == 8 && kE % 16 == 0;
   constexpr unsigned kFull = 0xffffffffu;
 
   const int tpr = p.threads_per_row;  // T
   const int tid = static_cast<int>(threadIdx.x);
   const int r = tid & (tpr - 1);
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * p.rows_per_cta + tid / tpr;
+  // kFit: tid / T by a shift (T a power of 2; the division takes ~20 instructions per thread).
+  // The generic instances keep the division: with the shift ptxas gave some of them more
+  // registers (K 32, E 64: 107 -> 128).
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * p.rows_per_cta +
+                      (kFit ? tid >> (__ffs(tpr) - 1) : tid / tpr);
   const bool row_ok = row < p.M;
   const int64_t N = p.N;  // ≤ kTopkBitonicMaxN: columns fit in int
   const int n = static_cast<int>(N);
@@ -360,19 +380,51 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   uint32_t d = 0u;  // fp32: the best entry dropped so far (header)
 
   uint32_t top[K];
-  make(0, top);
-  TopkNetwork<K>::template sort<false>(top);
+  if constexpr (kPairs) {
+    // Two chunks at a time: their best 8, sorted (TopkBest8Of16, 100 min / max), merged into
+    // the list: 132 per 16 entries against 2·(38 + 32) = 140 chunk by chunk.
+    auto make16 = [&](int c, uint32_t(&e16)[16]) {
+      uint32_t a[K], b[K];
+      make(c, a);
+      make(c + 1, b);
 #pragma unroll
-  for (int c = 1; c < kE / K; ++c) {
-    // Opaque (no instruction): the chunk's entries are made here, not hoisted next to the
-    // loads (twice the registers of the packed values: 168 instead of 77 at E = 128, K = 8).
+      for (int i = 0; i < K; ++i) {
+        e16[i] = a[i];
+        e16[K + i] = b[i];
+      }
+    };
+    uint32_t e16[16];
+    make16(0, e16);
+    TopkBest8Of16::select<false>(e16);
 #pragma unroll
-    for (int u = c * K / kV; u < (c + 1) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
-    uint32_t e[K];
-    make(c, e);
-    TopkNetwork<K>::template sort<true>(e);
-    if constexpr (kF32) topk_merge_lists_track<K>(top, e, d);
-    else topk_merge_lists<K>(top, e);
+    for (int i = 0; i < K; ++i) top[i] = e16[i];
+#pragma unroll
+    for (int c = 2; c < kE / K; c += 2) {
+      // Opaque (no instruction): the chunks' entries are made here, not hoisted next to the
+      // loads (twice the registers of the packed values: 168 instead of 77 at E = 128, K = 8).
+#pragma unroll
+      for (int u = c * K / kV; u < (c + 2) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
+      make16(c, e16);
+      TopkBest8Of16::select<true>(e16);
+      uint32_t e[K];
+#pragma unroll
+      for (int i = 0; i < K; ++i) e[i] = e16[K + i];
+      topk_merge_lists<K>(top, e);
+    }
+  } else {
+    make(0, top);
+    TopkNetwork<K>::template sort<false>(top);
+#pragma unroll
+    for (int c = 1; c < kE / K; ++c) {
+      // Opaque (no instruction): as above.
+#pragma unroll
+      for (int u = c * K / kV; u < (c + 1) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
+      uint32_t e[K];
+      make(c, e);
+      TopkNetwork<K>::template sort<true>(e);
+      if constexpr (kF32) topk_merge_lists_track<K>(top, e, d);
+      else topk_merge_lists<K>(top, e);
+    }
   }
 
   // Butterfly over the row's T threads: the partner's list reversed is ascending.

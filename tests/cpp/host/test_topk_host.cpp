@@ -805,6 +805,27 @@ TEST(TopkNetworks, SortEveryInput) {
   check_network<32>();
 }
 
+// TopkBest8Of16: for every 0/1 input of 16 keys, the best 8 come out sorted where the kernel
+// reads them (v[8..15] ascending; v[0..7] descending), as many ones as the input's best 8 hold
+// (0-1 principle: a network that selects and sorts every 0/1 input does so for every input).
+TEST(TopkNetworks, Best8Of16EveryInput) {
+  for (int m = 0; m < (1 << 16); ++m) {
+    const int ones = __builtin_popcount(static_cast<unsigned>(m));
+    const int best_ones = ones < 8 ? ones : 8;
+    for (bool asc : {true, false}) {
+      uint32_t v[16];
+      for (int i = 0; i < 16; ++i) v[i] = static_cast<uint32_t>((m >> i) & 1);
+      if (asc) detail::TopkBest8Of16::select<true>(v);
+      else detail::TopkBest8Of16::select<false>(v);
+      // The 8 outputs, best first: a run of best_ones ones, then zeros.
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t got = asc ? v[15 - i] : v[i];
+        ASSERT_EQ(got, i < best_ones ? 1u : 0u) << "input " << m << (asc ? " asc" : " desc");
+      }
+    }
+  }
+}
+
 TEST(TopkPlan, SharedMemoryLayout) {
   // One warp per row: only the buffers; W > 1 adds the queues and (max, sum) pairs.
   const auto a = detail::topk_smem_layout(1, 4, 8, 8);
