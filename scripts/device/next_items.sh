@@ -9,7 +9,8 @@ run linear_rotary 90 python3 bench/bench_linear_rotary.py --out $R/linear_rotary
 # should now match the non-interleaved one.
 run rotary 120 python3 bench/bench_rotary.py --shapes 8x2048x16x128 --impls ours,split,clone --modes fwd,fwd_bwd
 # Top-k bf16 (65536, 1024, 8): the register kernel's configurations (QuACK 0.0713 ms in Y;
-# ours 0.0720).
+# ours 0.0720, kernel-only 0.0706). Expected after topk-fit-cost (4c1e7f4): the planned
+# bitonic-k8-e128-t8-fit at 0.058-0.062 ms kernel-only.
 run topk_cfg 90 build/d/bench/quack-bench topk --dtype bf16 --config all --shapes 65536x1024x8
 run topk 120 python3 bench/bench_topk.py --out $R/topk.jsonl
 # Small rows still below compile (Y3): rmsnorm fwd 256 / 1024, softmax fwd 1024, layernorm fwd
