@@ -71,8 +71,8 @@ class GemmRotary:
         one rounding to out_dtype. A (M, K) row-major bf16, B (K, N) column-major (W.T), cos,
         sin (S_ro >= seqlen, head_dim / 2) fp32 with unit column stride, or the two columns of
         one (S_ro, head_dim / 2, 2) fp32 tensor (``t[..., 0]``, ``t[..., 1]``: the epilogue then
-        reads each (cos, sin) pair with one 8-byte load; ``linear_rotary_qkv`` passes that);
-        D (M, N) row-major. Not differentiable. Raises ValueError for a bad argument."""
+        reads each (cos, sin) pair with one 8-byte load; ``linear_rotary_qkv`` passes that;
+        other layouts are first copied into that one, seqlen rows); D (M, N) row-major. Not differentiable. Raises ValueError for a bad argument."""
 
     def outputs(A, B, cos, sin, rotary_cols, head_dim, seqlen, out_dtype, tuned=False):
         M, N = _rotary_check("gemm_rotary", A, B, cos, sin, rotary_cols, head_dim, seqlen)
@@ -80,6 +80,9 @@ class GemmRotary:
 
     def launch(out, A, B, cos, sin, rotary_cols, head_dim, seqlen, out_dtype, tuned=False):
         fn = "gemm_rotary"
+        if not _tables_layout_ok(cos, sin):  # e.g. the paired views, realised apart by Inductor
+            t = _pair(cos, sin, seqlen)
+            cos, sin = t[..., 0], t[..., 1]
         args = (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"), tensor_arg(out, fn, "d"),
                 tensor_arg(cos, fn, "cos"), tensor_arg(sin, fn, "sin"), int(rotary_cols),
                 int(head_dim), int(seqlen), 1.0)
@@ -101,6 +104,17 @@ gemm_rotary = register(GemmRotary)
 # counter. A write the version counters do not see (a raw kernel on their memory) is not noticed.
 _PAIRED = {}
 _PAIRED_MAX = 4
+
+
+def _tables_layout_ok(cos: Tensor, sin: Tensor) -> bool:
+    """Whether the C++ takes cos and sin as they are: unit column stride (sin with cos's
+    strides), or the two columns of one 8-byte aligned (S_ro, D / 2, 2) tensor (src/gemm/gemm.cpp,
+    the rotary checks). Shapes and dtypes are checked before (_rotary_check)."""
+    if cos.shape[1] <= 1 or (cos.stride(1) == 1 and sin.stride() == cos.stride()):
+        return True
+    return (cos.stride(1) == 2 and sin.stride() == cos.stride()
+            and (cos.shape[0] <= 1 or cos.stride(0) % 2 == 0)
+            and cos.data_ptr() % 8 == 0 and sin.data_ptr() == cos.data_ptr() + 4)
 
 
 def _pair(cos: Tensor, sin: Tensor, T: int) -> Tensor:

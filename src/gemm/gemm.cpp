@@ -1002,7 +1002,7 @@ Plan plan_rotary(const GemmRotaryArgs& g) {
       chk.fail(std::string(name) + " has shape " + describe(*t) + ", expected at least seqlen = " + str(S) +
                " rows (positions)");
     if (hd / 2 > 1 && t->stride[1] != 1 && !paired)
-      chk.fail(std::string(name) + " has strides " + detail::describe_full(*t) +
+      chk.fail(std::string(name) + " is " + detail::describe_full(*t) +
                ", expected a column stride of 1 (or cos and sin the two columns of one 8-byte aligned (S_ro, "
                "head_dim / 2, 2) tensor: column stride 2, even row stride, sin one element after cos)");
     if (t->stride[0] > kMaxExtent)

@@ -106,7 +106,7 @@ void check_tables(const detail::ArgCheck& chk, const TensorRef& cos, const Tenso
   // The kernel indexes sin with cos's strides.
   if ((sin.stride[0] != cos.stride[0] && cos.shape[0] > 1) ||
       (sin.stride[1] != cos.stride[1] && half > 1))
-    chk.fail("sin has strides " + detail::describe_full(sin) + ", expected cos's (" +
+    chk.fail("sin is " + detail::describe_full(sin) + ", expected cos's (" +
              detail::describe_full(cos) + ")");
 }
 

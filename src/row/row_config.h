@@ -126,7 +126,7 @@ struct RowConfig {
 //    one stage), 256-thread CTAs so the column sums of 16 vectors per thread stay in registers
 //    (255-register cap); unmeasured.
 // Entries after staged-v16-s1 are planned only as preferred entries (row_plan.cpp,
-// preferred_entry: t128v4, cl-t256v8, r4t32v8), else forced by plan_row(op, problem, config) (GPU
+// preferred_entry: t128v4, cl-t256v8, r4t32v8, r32t8v4), else forced by plan_row(op, problem, config) (GPU
 // tests, `quack-bench ... --config all`):
 //  - r64t4v4, r32t8v4 (rows of ≤ 256 / 512 B), r4t32v8 (≤ 4 KB, one warp per row), t128v4
 //    (≤ 8 KB): 4-8 vectors per thread, so more bytes in flight per thread and fewer threads per

@@ -139,7 +139,9 @@ constexpr int kClusterEntry = row_config_index("cl-t256v8");
 constexpr int kShortRowEntry = row_config_index("t128v4");
 constexpr int kRingEntry = row_config_index("ring-t1024v4-s3");
 constexpr int kWarpRowEntry = row_config_index("r4t32v8");
-static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kWarpRowEntry >= 0,
+constexpr int kQuarterWarpEntry = row_config_index("r32t8v4");
+static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kWarpRowEntry >= 0 &&
+                  kQuarterWarpEntry >= 0,
               "the preferred entries are in kRowConfigs");
 
 // The entry an unforced plan tries first (-1: none; it falls back to kRowConfigs' order where
@@ -161,7 +163,12 @@ static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kW
 //    in the reduction's exchanges) with 8 vectors per thread, where t256v2 leaves half its
 //    threads without a vector. Run Y (H200, 32768 x 2048): LayerNorm 2.62 TB/s against
 //    t256v2's 1.93 (fp32 weight and bias held with the row, before kColsAtApply), RMSNorm 3.89
-//    / 3.48, softmax 3.93 / 3.43 (its t128v4: 4.04).
+//    / 3.48, softmax 3.93 / 3.43 (its t128v4: 4.04);
+//  - one-stream ops whose vectors load at apply (kColsAtApply: LayerNorm's forward) on 16-bit
+//    rows of (256, 512] B: r32t8v4, 8 threads per row (3 shuffle steps per exchange against
+//    r8t32v1's 5) with 4 vectors each. LayerNorm fwd at 32768 x 256, fp32 weight and bias:
+//    2.33 TB/s against r8t32v1's 2.15 (run Y3), 2.20 / 2.05 (run Z); RMSNorm (2.70 / 2.72) and
+//    softmax (2.73 / 2.67) do not gain there (run Z) and keep r8t32v1.
 // The kernel gate of an op with trial entries (the predicted training forward's two kernels,
 // CrossEntropyFwd's kSplit) changes none of these: they take the plans of the forwards they
 // gate.
@@ -178,6 +185,9 @@ int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes) {
   if (op.n_in == 1 && !op.trial_configs && op.n_acc == 0 && !gated_bwd && row_bytes > 2048 &&
       row_bytes <= 4096)
     return kWarpRowEntry;
+  if (op.n_in == 1 && op.cols_at_apply && op.n_acc == 0 && !gated_bwd && row_bytes > 256 &&
+      row_bytes <= 512)
+    return kQuarterWarpEntry;
   return -1;
 }
 

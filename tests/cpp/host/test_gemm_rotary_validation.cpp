@@ -66,16 +66,16 @@ TEST(GemmRotaryValidation, PairedTables) {
   EXPECT_NO_THROW(can_implement(g));
   g.cos = pair_column(fake(4), 0, T, HD + 1);  // odd row stride: rows not 8-byte aligned
   g.sin = pair_column(fake(4), 1, T, HD + 1);
-  expect_error(g, "cos has strides");
+  expect_error(g, "cos is (");
   g.cos = pair_column(fake(4), 1, T, HD);  // base 4 bytes past 8-byte alignment
   g.sin = pair_column(fake(4), 2, T, HD);
-  expect_error(g, "cos has strides");
+  expect_error(g, "cos is (");
   g.cos = pair_column(fake(4), 0, T, HD);  // sin not the element after cos
   g.sin = pair_column(fake(5), 1, T, HD);
-  expect_error(g, "cos has strides");
+  expect_error(g, "cos is (");
   g.cos = pair_column(fake(4), 0, T, HD);  // sin first: (sin, cos) pairs are not this layout
   g.sin = pair_column(fake(4), -1, T, HD);
-  expect_error(g, "cos has strides");
+  expect_error(g, "cos is (");
 }
 
 TEST(GemmRotaryValidation, Arguments) {
@@ -112,7 +112,7 @@ TEST(GemmRotaryValidation, Arguments) {
   expect_error(g, "cos has dtype bfloat16");
   g = args();
   g.sin = col_major(fake(5), DType::kFloat32, T, HD / 2);
-  expect_error(g, "sin has strides");
+  expect_error(g, "sin is (");
   g = args();
   g.d.dtype = DType::kFloat32;
   expect_error(g, "d has dtype float32");
