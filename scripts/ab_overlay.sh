@@ -37,7 +37,7 @@ run() {  # run LABEL
     $B/bench/quack-bench $b | python3 -c "
 import json, sys
 r = [json.loads(l) for l in sys.stdin if l.startswith('{')]
-print('$1'.ljust(10), '${b//\'/}'[:48].ljust(48), ' '.join(f\"{x['N']}:{x['tbps']:.3f}\" + ('/' + x['config'] if 'config' in x else '') for x in r if 'tbps' in x))"
+print('$1'.ljust(10), '${b//\'/}'[:48].ljust(48), ' '.join(x.get('op', '')[-12:] + f\":{x['N']}:{x['tbps']:.3f}\" + ('/' + x['config'] if 'config' in x else '') for x in r if 'tbps' in x))"
   done
   if [ -n "$FILTER" ]; then
     ninja -C $B quack_gpu_tests > "$R/ab_build_t_$1.txt" 2>&1

@@ -1,18 +1,14 @@
-# The benches after call_focus.sh's tests for the session after run Y, in priority order; done
-# ones skip on a later call (/tmp/done).
-# gemm_rotary with paired float2 tables, L1 prefetch of the next subtile, and the interleaved
-# rotary kernel's coalesced accesses (rotary-perf, 3993f85). Expected (the helper's estimate):
-# fused fwd 0.65-0.67 ms (Y2: 0.7147; separate 0.7190), fwd_bwd 2.03-2.06 (Y2: 2.1430; separate
-# 2.0984). If fused fwd_bwd < separate, run the demo with QUACK_DEMO_FUSED_ROTARY=1 (call 2).
-run linear_rotary 90 python3 bench/bench_linear_rotary.py --out $R/linear_rotary.jsonl
-# The rotary kernel alone, both layouts (the split forward and the pack): the interleaved one
-# should now match the non-interleaved one.
-run rotary 120 python3 bench/bench_rotary.py --shapes 8x2048x16x128 --impls ours,split,clone --modes fwd,fwd_bwd
-# Top-k bf16 (65536, 1024, 8): the register kernel's configurations (QuACK 0.0713 ms in Y;
-# ours 0.0720, kernel-only 0.0706). Expected after topk-fit-cost (4c1e7f4): the planned
-# bitonic-k8-e128-t8-fit at 0.058-0.062 ms kernel-only.
-run topk_cfg 90 build/d/bench/quack-bench topk --dtype bf16 --config all --shapes 65536x1024x8
-run topk 120 python3 bench/bench_topk.py --out $R/topk.jsonl
-# Small rows still below compile (Y3): rmsnorm fwd 256 / 1024, softmax fwd 1024, layernorm fwd
-# 256: every configuration, kernel-only.
-run rows_small_cfg 120 bash -c "for op in rmsnorm softmax layernorm; do build/d/bench/quack-bench \$op --dtype bf16 --dir fwd --config all --shapes 32768x256,32768x1024; done"
+# The benches after call_focus.sh's tests, run Z's second call, in priority order; done ones skip
+# on a later call (/tmp/done).
+# Small rows by the acceptance method: LayerNorm fwd at N = 256 now plans r32t8v4 (kernel-only
+# 2.20 / 2.05 TB/s against r8t32v1 in run Z's first call). Expected: layernorm fwd 256 from 0.78
+# toward ~0.85 x compile (Y3).
+run rows_small 150 python3 bench/bench_rows.py --ops layernorm_fwd,rmsnorm_fwd,softmax_fwd --dtypes bf16 --shapes 32768x256,32768x1024 --out $R/rows_small.jsonl
+# GEMM: ours against QuACK (pingpong 128x192 2x1) under Nsight Compute, one launch each:
+# where QuACK's mainloop does more work per clock (run Y: 92 % against 84 % of peak at 8192^3).
+ncu_pair() { ncu --clock-control none --profile-from-start off --set full -f -o /tmp/ncu_$1 python3 scripts/ncu_gemm_quack.py $2 $3 $4 > /dev/null 2>&1; python3 scripts/ncu_gemm_quack.py --report /tmp/ncu_$1.ncu-rep; }
+run ncu_gemm_8192 150 bash -c "$(declare -f ncu_pair); ncu_pair g8192 8192 8192 8192"
+run ncu_gemm_2048 150 bash -c "$(declare -f ncu_pair); ncu_pair g2048 16384 2048 5632"
+# The gated loss-only cross-entropy instances held to 1536 threads per SM (ce-spill: removes their
+# 4-byte spill): base, overlay, base. Expected: within 1 % (the spill is outside the loop).
+run ce_spill_ab 200 env AB_BUILD_DIR=build/d OUT=$R bash scripts/ab_overlay.sh cespill -- 'cross-entropy --dtype bf16 --dir fwdbwd --shapes 16384x4096,16384x16384 --ms 30'
