@@ -4,7 +4,7 @@ EXTRA = {
     "src/topk/topk_bitonic_kernel.cuh": [
         ("  if (max_out <= min_in) return;",
          "  ++emu_stats[0];\n  if (max_out <= min_in) return;\n  ++emu_stats[1];"),
-        ("      if (tie) {", "      if (tie) {\n        ++emu_stats[2];"),
+        ("    if (tie) {", "    if (tie) {\n      ++emu_stats[2];"),
         ("namespace quack::detail {", "namespace quack::detail {\ninline long emu_stats[3];"),
     ],
 }

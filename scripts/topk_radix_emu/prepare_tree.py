@@ -41,7 +41,11 @@ patch(T + "/src/topk/topk_bitonic_kernel.cuh",
        ('asm("set.nan.u32.bf16x2 %0, %1, %1;" : "=r"(d) : "r"(w));',
         'd = ::emu::set_nan2(w, 0x7f80u);'),
        ('asm("set.nan.u32.f16x2 %0, %1, %1;" : "=r"(d) : "r"(w));',
-        'd = ::emu::set_nan2(w, 0x7c00u);')])
+        'd = ::emu::set_nan2(w, 0x7c00u);'),
+       ('asm("shr.s32 %0, %1, %2;" : "=r"(s) : "r"(w), "r"(sh));',  # PTX clamps the shift to 32
+        's = static_cast<uint32_t>(static_cast<int32_t>(w) >> (sh > 31u ? 31u : sh));'),
+       ('asm volatile("xor.b32 %0, %0, 0x80000000;" : "+r"(w));', 'w ^= 0x80000000u;'),
+       ('asm volatile("" : "+l"(p));', '')])
 patch(T + "/src/topk/topk_queue_kernel.cuh",
       [('asm volatile("" : "+r"(v));', ''), ('asm volatile("" : "+l"(v));', ''),
        ('asm volatile("" : "+r"(v.word[0].x), "+r"(v.word[0].y), "+r"(v.word[0].z), '

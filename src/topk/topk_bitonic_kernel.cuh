@@ -43,10 +43,19 @@
 // truncated values; exact here). Entry = (key & ~m) | (m − column), key = the fp32 order key of
 // x' (topk_key_f32: TopkKey<float>'s order, NaN one key), m = 2^b − 1 with b the bits of the
 // columns: 2^b ≥ N (kFit: no empty entries) or 2^b > N (generic: every real entry ≥ 1 > the
-// empty 0); b ≤ 13. The selection above runs on these entries unchanged, and also keeps d, the
-// best entry any merge dropped (the elementwise min of the descending list and the ascending
-// chunk is the worse half; max over merges and butterfly partners = the row's (K+1)-th entry):
-// +2 VIMNMX per element. Let H(e) = e >> b (the truncated key), e_k the k-th selected entry, G
+// empty 0); b ≤ 13. The x bits are first prepared in registers: a NaN test per two elements
+// (FSETP.NAN, OR-ed), and only where a NaN is found (a branch) NaN → 0x7fffffff | sgn; for
+// smallest (a branch) the sign flipped. Then key = w ^ (sign ? ~0 : 0x80000000) equals
+// topk_key_f32 of the raw bits, and an entry costs SHF + LOP3 + LOP3 + the column part's IADD.
+// The selection above runs on these entries unchanged (lists of 8 over pairs of chunks too), and
+// also keeps d, an upper bound of the best dropped entry: exact at the merges (the elementwise
+// min of the descending list and the ascending chunk is the worse half) and butterfly partners,
+// and each pair's 8th best for the entries TopkBest8Of16 drops (it does not compute the 9th).
+// The cheap test below fires where H(d) ≥ H(e_k) (d ≥ e_k is possible with the pairs' bound:
+// then the reload finds the exact answer). fp32 K 8 E 64 fit, per thread (largest, no softmax):
+// ~70 to the loads, ~40 NaN test, 269 making entries, 486 min / max, 38 for d, 4 × ~50
+// butterfly rounds, ~210 to the stores: ~21 per element (was ~33 counting the stores' divergent
+// bodies). Let H(e) = e >> b (the truncated key), e_k the k-th selected entry, G
 // the "boundary group" {elements with H = H(e_k)}. Elements with H > H(e_k) are in the exact
 // top-k and those with H < H(e_k) are not, so the selected set is exact unless G has an
 // unselected member (then the (k+1)-th entry, top[k] for k < K else d, has H = H(e_k): the
@@ -57,10 +66,12 @@
 // members (a = selected entries above G) are chosen again exactly by the (2b + 1)-bit entries
 // 1 << 2b | (key & m) << b | (m − column), one per step (max over the thread's elements below
 // the previous pick, max over the T threads): k − a steps, each a reload of the row and ~10
-// instructions per element (slow; crafted rows, e.g. values 1 + j ulp). Last, every
-// thread loads the k selected values from x (exact outputs; L2) and, where two of the k
-// entries share H (possibly misordered), places entry i at its rank by (exact key, lower
-// column) among the k.
+// instructions per element (slow; crafted rows, e.g. values 1 + j ulp). Last, thread r loads
+// the values of its entries r, r + T, ... from x (exact outputs; L2) in one loop whose body the
+// lanes run together and, where two of the k entries share H (possibly misordered; a branch),
+// places entry i at its rank by (exact key, lower column) among the k. (Before, a body per
+// entry taken by one lane ran one after another, and the rank's branches per entry made the K 32
+// instance's code ~300 KB: ~11 % of random rows at (1024, 32) tie, so 2.4 ms there.)
 #pragma once
 
 #include <cstdint>
@@ -116,6 +127,21 @@ __device__ __forceinline__ uint32_t topk_key_f32(uint32_t w, uint32_t flip) {
   const uint32_t neg = static_cast<uint32_t>(static_cast<int32_t>(h) >> 31);
   return h ^ (neg | 0x80000000u) ^ flip;
 }
+
+/// The fp32 order key (largest) of x's bits w without the NaN and smallest cases: w ^ (sign ?
+/// 0xffffffff : 0x80000000), SHF + LOP3. The kernel's x bits are prepared for it (NaN →
+/// 0x7fffffff | sgn, smallest: sign flipped), so it equals topk_key_f32 of the raw bits.
+/// sh: any value ≥ 31 (PTX clamps the shift of shr to 32); the kernel passes one made from the
+/// list (top[K − 1] | 31), so that ptxas makes each chunk's keys after the previous merge, not
+/// all next to the loads (fp32 K 8 E 64: 167 registers with the constant 31).
+__device__ __forceinline__ uint32_t topk_key_f32_plain(uint32_t w, uint32_t sh) {
+  uint32_t s;
+  asm("shr.s32 %0, %1, %2;" : "=r"(s) : "r"(w), "r"(sh));
+  return w ^ (s | 0x80000000u);
+}
+
+/// Whether a or b is NaN: one FSETP.NAN (its OR into a running flag folds into the next one).
+__device__ __forceinline__ bool topk_nan_or(float a, float b) { return (a != a) | (b != b); }
 
 /// Sorts a bitonic list of K entries descending.
 template <int K>
@@ -221,8 +247,17 @@ __device__ __forceinline__ void topk_fix_group_f32(const float* xrow, int n, int
   }
 }
 
+/// p unchanged, through an empty volatile asm (no instruction): what is computed from it stays
+/// after this point (in its branch), not hoisted or made unconditional.
+__device__ __forceinline__ const float* topk_opaque_ptr(const float* p) {
+  asm volatile("" : "+l"(p));
+  return p;
+}
+
 /// fp32: the end of the kernel for a row inside M (header, "fp32"): the cheap test and the
-/// fix-up of the selected set, the k exact values from x, their exact order, the stores.
+/// fix-up of the selected set, the exact values from x, their exact order, the stores. Thread r
+/// stores entries r, r + T, ... (< k) by a loop whose body every lane runs together (a body per
+/// entry, each taken by one lane of the T, ran the lanes' stores one after another).
 template <int K, int V, bool kFit>
 __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row, const float* xrow,
                                                 int n, int tpr, int r, int b, uint32_t flip,
@@ -230,39 +265,53 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
                                                 OnlineMaxSum::Val st) {
   const int k = p.k;
   const uint32_t m = (1u << b) - 1u;
-  // The k-th entry; the (k + 1)-th (top[k] for k < K, else d). Masks, not a select chain
-  // (NVVM's select chain over the list crashed cicc at K = 8, E ≥ 64).
-  uint32_t ek = 0u, next = k < K ? 0u : d;
+  // The k-th entry; the (k + 1)-th (top[k] for k < K, else d, which may be an upper bound of it
+  // above the k-th: lists of 8 over pairs). Masks, not a select chain (NVVM's select chain over
+  // the list crashed cicc at K = 8, E ≥ 64).
+  uint32_t ek = top[K - 1], next = d;
+  if (k < K) {
+    ek = 0u;
+    next = 0u;
 #pragma unroll
-  for (int i = 0; i < K; ++i) {
-    ek |= top[i] & (0u - static_cast<uint32_t>(i == k - 1));
-    next |= top[i] & (0u - static_cast<uint32_t>(i == k));
+    for (int i = 0; i < K; ++i) {
+      ek |= top[i] & (0u - static_cast<uint32_t>(i == k - 1));
+      next |= top[i] & (0u - static_cast<uint32_t>(i == k));
+    }
   }
-  if ((next >> b) == (ek >> b)) topk_fix_group_f32<K, V, kFit>(xrow, n, k, tpr, r, b, flip, ek, top);
-  float v[K];
+  if ((next >> b) >= (ek >> b))
+    topk_fix_group_f32<K, V, kFit>(xrow, n, k, tpr, r, b, flip, ek, top);
   bool tie = false;  // two of the k entries with one H: their order needs the exact keys
 #pragma unroll
-  for (int i = 0; i < K; ++i) {
-    v[i] = i < k ? xrow[m - (top[i] & m)] : 0.f;
-    if (i + 1 < K && i + 1 < k && (top[i] >> b) == (top[i + 1] >> b)) tie = true;
+  for (int i = 0; i + 1 < K; ++i)
+    tie |= (i + 1 < k) & ((top[i] >> b) == (top[i + 1] >> b));
+  if (p.softmax == kTopkSoftmaxSelected) {
+    // Opaque pointer (no instruction): the loads and their addresses stay in this branch.
+    const float* const xs = topk_opaque_ptr(xrow);
+    float v[K];
+#pragma unroll
+    for (int i = 0; i < K; ++i) v[i] = i < k ? xs[m - (top[i] & m)] : 0.f;
+    st = topk_list_stats(v, [&](int i) { return i < k; });
   }
-  if (p.softmax == kTopkSoftmaxSelected) st = topk_list_stats(v, [&](int i) { return i < k; });
   const TopkSoftmaxScale sc = topk_softmax_scale(p, row, st, r == 0);
-  uint32_t kx[K];
+#pragma unroll 1
+  for (int i = r; i < k; i += tpr) {
+    uint32_t e = 0u;  // top[i] by masks
 #pragma unroll
-  for (int i = 0; i < K; ++i) kx[i] = topk_key_f32(__float_as_uint(v[i]), flip);
+    for (int q = 0; q < K; ++q) e |= top[q] & (0u - static_cast<uint32_t>(q == i));
+    const uint32_t col = m - (e & m);
+    const float v = xrow[col];
+    int pos = i;
+    if (tie) {  // rank by (exact key, lower column: larger column part) among the k
+      const float* const xs = topk_opaque_ptr(xrow);  // as above: the rank stays in the branch
+      const uint32_t kx = topk_key_f32(__float_as_uint(v), flip);
+      pos = 0;
 #pragma unroll
-  for (int i = 0; i < K; ++i) {
-    if (i < k && (i & (tpr - 1)) == r) {
-      int pos = i;
-      if (tie) {  // rank by (exact key, lower column: larger column part) among the k
-        pos = 0;
-#pragma unroll
-        for (int j = 0; j < K; ++j)
-          pos += j < k && (kx[j] > kx[i] || (kx[j] == kx[i] && (top[j] & m) > (top[i] & m)));
+      for (int j = 0; j < K; ++j) {
+        const uint32_t kj = topk_key_f32(__float_as_uint(xs[m - (top[j] & m)]), flip);
+        pos += (j < k) & ((kj > kx) | ((kj == kx) & ((top[j] & m) > (e & m))));
       }
-      topk_store_entry(p, row, pos, v[i], m - (top[i] & m), sc.m, sc.inv_s);
     }
+    topk_store_entry(p, row, pos, v, col, sc.m, sc.inv_s);
   }
 }
 
@@ -275,9 +324,10 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   constexpr int kE = V * kV;  // elements per thread
   static_assert(kE % K == 0 && (K == 8 || K == 16 || K == 32), "chunks of K entries");
   constexpr int kWordsPerChunk = K / 2;
-  // Lists of 8 from 16-bit x: pairs of chunks through TopkBest8Of16 (fp32 keeps chunk by chunk:
-  // its fix-up needs the best dropped entry, which the pruned network does not compute).
-  constexpr bool kPairs = !kF32 && K == 8 && kE % 16 == 0;
+  // Lists of 8: pairs of chunks through TopkBest8Of16. fp32's d then takes, for each pair, its
+  // 8th best (an upper bound of the pair's dropped entries: the pruned network does not compute
+  // its 9th) and the merges' dropped entries exactly (header, "fp32").
+  constexpr bool kPairs = K == 8 && kE % 16 == 0;
   constexpr unsigned kFull = 0xffffffffu;
 
   const int tpr = p.threads_per_row;  // T
@@ -319,14 +369,65 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
 
   OnlineMaxSum::Val st = OnlineMaxSum::identity();
   if (p.softmax == kTopkSoftmaxRow) {
+    if constexpr (kF32 && kFit) {
+      // The thread's max, then Σ e^(x − max) in one chain (the vector-by-vector fold let ptxas
+      // hold every vector's exponentials at once: 159 live registers at K 8, E 64, fit).
+      float mx = kNegInf;
 #pragma unroll
-    for (int u = 0; u < V; ++u) {
-      const int c0 = (u * tpr + r) * kV;
-      st = topk_fold_vector(st, pk[u], [&](int i) { return kFit || c0 + i < n; });
+      for (int u = 0; u < V; ++u)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          mx = fmaxf(mx, pk[u].elt[i]);
+      const float mr = mx == kNegInf ? 0.f : mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int u = 0; u < V; ++u)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          sum += exp_diff(pk[u].elt[i], mr);
+      st = {{mx, sum}};
+    } else {
+#pragma unroll
+      for (int u = 0; u < V; ++u) {
+        const int c0 = (u * tpr + r) * kV;
+        st = topk_fold_vector(st, pk[u], [&](int i) { return kFit || c0 + i < n; });
+      }
     }
     st = warp_allreduce_red<OnlineMaxSum>(st, tpr);
 #pragma unroll
     for (int u = 0; u < V; ++u) pk[u] = topk_opaque(pk[u]);  // no CSE with the entries
+  }
+
+  // fp32: x's bits in place as those whose largest-order key is the entry's (header, "fp32"):
+  // NaN (rare: one FSETP per two elements finds them) → 0x7fffffff | sgn, then for smallest
+  // the sign flipped (key(−x) = ~key(x)); the entries below need no NaN test and no flip.
+  if constexpr (kF32) {
+    bool any_nan = false;
+#pragma unroll
+    for (int u = 0; u < V; ++u)
+#pragma unroll
+      for (int i = 0; i < 4; i += 2) any_nan |= topk_nan_or(pk[u].elt[i], pk[u].elt[i + 1]);
+    if (any_nan) {
+#pragma unroll
+      for (int u = 0; u < V; ++u)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint32_t w = __float_as_uint(pk[u].elt[i]);
+          pk[u].elt[i] = __uint_as_float((w & 0x7fffffffu) > 0x7f800000u ? 0x7fffffffu | sgn
+                                                                          : w ^ sgn);
+        }
+    } else if (!largest) {  // volatile: a branch, not XORs with 0 on the largest path
+#pragma unroll
+      for (int u = 0; u < V; ++u)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          uint32_t w = __float_as_uint(pk[u].elt[i]);
+          asm volatile("xor.b32 %0, %0, 0x80000000;" : "+r"(w));
+          pk[u].elt[i] = __uint_as_float(w);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < V; ++u) pk[u] = topk_opaque(pk[u]);  // the entries made chunk by chunk
   }
 
   // Entries of chunk c (K consecutive elements of the thread: vectors c·K/8 ..), and the list.
@@ -359,6 +460,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   const int bits = 32 - __clz(kFit ? n - 1 : n);
   const uint32_t m = (1u << bits) - 1u;
   const uint32_t cpf_r = m - static_cast<uint32_t>(4 * r);
+  uint32_t sh = 31u;  // fp32: the keys' shift (topk_key_f32_plain), from the list once it exists
   auto make_chunk_f32 = [&](int c, uint32_t(&e)[K]) {
 #pragma unroll
     for (int j = 0; j < K; ++j) {
@@ -366,8 +468,13 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
       const int u = t0 / 4, i = t0 % 4;  // its vector, its word in the vector
       const uint4 w4 = pk[u].word[0];
       const uint32_t w = i == 0 ? w4.x : i == 1 ? w4.y : i == 2 ? w4.z : w4.w;
-      const uint32_t cp = cpf_r - static_cast<uint32_t>(4 * u * tpr + i);
-      e[j] = (topk_key_f32(w, flip) & ~m) | cp;
+      // The column part m − (4·(u·T + r) + i): the vector's base, less i. Opaque (no
+      // instruction): made here, not hoisted (E live column parts).
+      const uint32_t cp =
+          static_cast<uint32_t>(topk_opaque(static_cast<int>(
+              cpf_r - static_cast<uint32_t>(4 * u) * static_cast<uint32_t>(tpr)))) -
+          static_cast<uint32_t>(i);
+      e[j] = (topk_key_f32_plain(w, sh) & ~m) | cp;  // SHF, LOP3, LOP3 (+ the IADD of cp)
       const int col = (u * tpr + r) * 4 + i;
       if (!kFit && ((u * tpr + r) * 4 + 4 > n || !row_ok))
         if (col >= n || !row_ok) e[j] = 0u;
@@ -398,18 +505,25 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
     TopkBest8Of16::select<false>(e16);
 #pragma unroll
     for (int i = 0; i < K; ++i) top[i] = e16[i];
+    if constexpr (kF32) d = e16[K - 1];  // the pair's 8th best ≥ its dropped entries
 #pragma unroll
     for (int c = 2; c < kE / K; c += 2) {
       // Opaque (no instruction): the chunks' entries are made here, not hoisted next to the
       // loads (twice the registers of the packed values: 168 instead of 77 at E = 128, K = 8).
 #pragma unroll
       for (int u = c * K / kV; u < (c + 2) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
+      if constexpr (kF32) sh = top[K - 1] | 31u;
       make16(c, e16);
       TopkBest8Of16::select<true>(e16);
       uint32_t e[K];
 #pragma unroll
       for (int i = 0; i < K; ++i) e[i] = e16[K + i];
-      topk_merge_lists<K>(top, e);
+      if constexpr (kF32) {
+        d = max(d, e[0]);  // the pair's 8th best (ascending)
+        topk_merge_lists_track<K>(top, e, d);
+      } else {
+        topk_merge_lists<K>(top, e);
+      }
     }
   } else {
     make(0, top);
@@ -420,6 +534,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
 #pragma unroll
       for (int u = c * K / kV; u < (c + 1) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
       uint32_t e[K];
+      if constexpr (kF32) sh = top[K - 1] | 31u;
       make(c, e);
       TopkNetwork<K>::template sort<true>(e);
       if constexpr (kF32) topk_merge_lists_track<K>(top, e, d);
