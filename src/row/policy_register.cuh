@@ -86,7 +86,9 @@ __device__ __forceinline__ void row_cols_for_apply(const RowParams& p, const CV 
 /// registers) when ptxas is held to it; left free, its schedule of the fold (FFMAs hoisted ahead
 /// of the MUFU) took 36-42 registers: one 1024-thread CTA per SM instead of two. CTAs of
 /// several rows with reductions of more than 2 floats are held to 1536 threads per SM (≤ 40
-/// registers) instead (cross-entropy's forward spilled 8 bytes at 32 and took 48 when free). Ops
+/// registers) instead (cross-entropy's forward spilled 8 bytes at 32 and took 48 when free), and
+/// so are kernels with a kernel gate (their row-block loop: the gated loss-only cross-entropy
+/// instances spilled 4 bytes at 32). Ops
 /// with per-column vectors, accumulations or optional streams keep ptxas's choice, and so do
 /// ops whose per-element math spills at 32 (Op::kFullSm, op_traits.cuh): 0, no minimum (a
 /// minimum of 1 is not the same: ptxas then took 4-16 registers more, e.g. softmax's backward
@@ -95,7 +97,10 @@ template <class Op, class D, int kThreads, int kRows, int kVecs>
 __host__ __device__ constexpr int row_register_min_ctas() {
   return row_in_words<D, Op::kIn>() * kVecs <= 4 && Op::kCols == 0 && Op::kAcc == 0 &&
                  Op::kOptIn == 0 && Op::kOptOut == 0 && Op::kFullSm
-             ? (kRows == 1 || Op::Red::kFloats <= 2 ? 2048 : 1536) / kThreads
+             ? (Op::kGate == RowGate::kKernel              ? 1536
+                : kRows == 1 || Op::Red::kFloats <= 2 ? 2048
+                                                      : 1536) /
+                   kThreads
              : 0;
 }
 
