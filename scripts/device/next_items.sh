@@ -1,14 +1,10 @@
-# The benches after call_focus.sh's tests, run Z's second call, in priority order; done ones skip
+# The benches after call_focus.sh's tests, run Z's third call, in priority order; done ones skip
 # on a later call (/tmp/done).
-# Small rows by the acceptance method: LayerNorm fwd at N = 256 now plans r32t8v4 (kernel-only
-# 2.20 / 2.05 TB/s against r8t32v1 in run Z's first call). Expected: layernorm fwd 256 from 0.78
-# toward ~0.85 x compile (Y3).
-run rows_small 150 python3 bench/bench_rows.py --ops layernorm_fwd,rmsnorm_fwd,softmax_fwd --dtypes bf16 --shapes 32768x256,32768x1024 --out $R/rows_small.jsonl
-# GEMM: ours against QuACK (pingpong 128x192 2x1) under Nsight Compute, one launch each:
-# where QuACK's mainloop does more work per clock (run Y: 92 % against 84 % of peak at 8192^3).
-ncu_pair() { ncu --clock-control none --profile-from-start off --set full -f -o /tmp/ncu_$1 python3 scripts/ncu_gemm_quack.py $2 $3 $4 > /dev/null 2>&1; python3 scripts/ncu_gemm_quack.py --report /tmp/ncu_$1.ncu-rep; }
-run ncu_gemm_8192 150 bash -c "$(declare -f ncu_pair); ncu_pair g8192 8192 8192 8192"
-run ncu_gemm_2048 150 bash -c "$(declare -f ncu_pair); ncu_pair g2048 16384 2048 5632"
-# The gated loss-only cross-entropy instances held to 1536 threads per SM (ce-spill: removes their
-# 4-byte spill): base, overlay, base. Expected: within 1 % (the spill is outside the loop).
-run ce_spill_ab 200 env AB_BUILD_DIR=build/d OUT=$R bash scripts/ab_overlay.sh cespill -- 'cross-entropy --dtype bf16 --dir fwdbwd --shapes 16384x4096,16384x16384 --ms 30'
+# fp32 register top-k after topk-f32 (~33 -> ~21 SASS instructions per element at (k 8, E 64)
+# fit). Expected kernel-only: bitonic-k8-e64-t16-fit 0.134 -> ~0.085 ms at (65536, 1024, 8) (an
+# e128-t8-fit entry, if compiled: ~0.07); k 32 fit 2.40 -> ~0.3-0.4 ms; (2048, 16) fit below 0.598.
+run topk_f32_cfg 90 build/d/bench/quack-bench topk --dtype fp32 --config all --shapes 65536x1024x8,65536x1024x32,65536x2048x16
+# Top-k by the acceptance method. Expected fp32 (65536, 1024, 8) 0.131 -> ~0.09 ms (QuACK 0.079-0.146).
+run topk 120 python3 bench/bench_topk.py --out $R/topk.jsonl
+# The softmax variants of the fp32 register kernel (their code moved): the plan's, kernel-only.
+run topk_f32_softmax 40 bash -c "build/d/bench/quack-bench topk --dtype fp32 --softmax row --shapes 65536x1024x8; build/d/bench/quack-bench topk --dtype fp32 --softmax selected --shapes 65536x1024x8"
