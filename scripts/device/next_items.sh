@@ -8,3 +8,6 @@ run topk_f32_cfg 90 build/d/bench/quack-bench topk --dtype fp32 --config all --s
 run topk 120 python3 bench/bench_topk.py --out $R/topk.jsonl
 # The softmax variants of the fp32 register kernel (their code moved): the plan's, kernel-only.
 run topk_f32_softmax 40 bash -c "build/d/bench/quack-bench topk --dtype fp32 --softmax row --shapes 65536x1024x8; build/d/bench/quack-bench topk --dtype fp32 --softmax selected --shapes 65536x1024x8"
+# LayerNorm fwd r8t32v1 at 32 registers (ln-occ: 8 CTAs per SM, 3.88 waves at 32768 x 256):
+# expected 2.05 -> 2.4-2.6 TB/s, against the planned r32t8v4's ~2.20 (48 registers, 1.55 waves).
+run ln_small_cfg 60 build/d/bench/quack-bench layernorm --dtype bf16 --dir fwd --config all --shapes 32768x256,32768x1024
