@@ -11,3 +11,6 @@ run topk_f32_softmax 40 bash -c "build/d/bench/quack-bench topk --dtype fp32 --s
 # LayerNorm fwd r8t32v1 at 32 registers (ln-occ: 8 CTAs per SM, 3.88 waves at 32768 x 256):
 # expected 2.05 -> 2.4-2.6 TB/s, against the planned r32t8v4's ~2.20 (48 registers, 1.55 waves).
 run ln_small_cfg 60 build/d/bench/quack-bench layernorm --dtype bf16 --dir fwd --config all --shapes 32768x256,32768x1024
+# Diagnosis for the next session: the cross-entropy forward at V = 65536 (0.80-0.83 x copy; QuACK
+# 0.89-0.93) under Nsight Compute: DRAM throughput, occupancy, stall reasons of the planned kernel.
+run ncu_ce_fwd 90 env OUT=$R bash scripts/ncu_kernel.sh ce_fwd_65536 'regex:row_.*kernel' build/d/bench/quack-bench cross-entropy --dtype bf16 --dir fwd --shapes 16384x65536 --ms 1
