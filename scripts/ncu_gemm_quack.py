@@ -60,17 +60,18 @@ def report(rep):
             if k in d:
                 print(f"  {k:72s} {d[k]}")
         st = [(h, v) for h, v in d.items()
-              if "warps_issue_stalled" in h and h.endswith("_per_warp_active.pct")]
+              if "warps_issue_stalled" in h and (h.endswith("_per_warp_active.pct")
+                                                 or h.endswith("_per_issue_active.ratio"))]
 
         def num(v):
             try:
                 return float(v.replace(",", ""))
             except ValueError:
                 return 0.0
-        print("  stall reasons (% of active warp cycles, top 10):")
+        print("  stall reasons (top 10):")
         for h, v in sorted(st, key=lambda x: -num(x[1]))[:10]:
             name = h.replace("smsp__average_warps_issue_stalled_", "").replace(
-                "_per_warp_active.pct", "")
+                "_per_warp_active.pct", " (% warp)").replace("_per_issue_active.ratio", " (/issue)")
             print(f"    {name:40s} {v}")
 
 
