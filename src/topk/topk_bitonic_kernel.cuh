@@ -55,23 +55,27 @@
 // then the reload finds the exact answer). fp32 K 8 E 64 fit, per thread (largest, no softmax):
 // ~70 to the loads, ~40 NaN test, 269 making entries, 486 min / max, 38 for d, 4 × ~50
 // butterfly rounds, ~210 to the stores: ~21 per element (was ~33 counting the stores' divergent
-// bodies). Let H(e) = e >> b (the truncated key), e_k the k-th selected entry, G
-// the "boundary group" {elements with H = H(e_k)}. Elements with H > H(e_k) are in the exact
-// top-k and those with H < H(e_k) are not, so the selected set is exact unless G has an
-// unselected member (then the (k+1)-th entry, top[k] for k < K else d, has H = H(e_k): the
-// cheap test, row-uniform) with an exact key above a selected member's (selected members are
-// G's lowest columns). Only then (rare on real rows: equal top 32 − b key bits at the cut) the
-// row's T threads reload it (L2) and take the exact max key of G's unselected members and the
-// min of its selected ones (max / min over the T threads); if max > min, G's best k − a
-// members (a = selected entries above G) are chosen again exactly by the (2b + 1)-bit entries
-// 1 << 2b | (key & m) << b | (m − column), one per step (max over the thread's elements below
-// the previous pick, max over the T threads): k − a steps, each a reload of the row and ~10
-// instructions per element (slow; crafted rows, e.g. values 1 + j ulp). Last, thread r loads
-// the values of its entries r, r + T, ... from x (exact outputs; L2) in one loop whose body the
-// lanes run together and, where two of the k entries share H (possibly misordered; a branch),
-// places entry i at its rank by (exact key, lower column) among the k. (Before, a body per
-// entry taken by one lane ran one after another, and the rank's branches per entry made the K 32
-// instance's code ~300 KB: ~11 % of random rows at (1024, 32) tie, so 2.4 ms there.)
+// bodies). fp32 K 8 E 128 T 8 fit (the fit-only E, topk_bitonic_max_fit_elems; forced), the same
+// path walked in SASS: 128 to the loads, 69 the NaN test, 1653 making entries and the min / max
+// (with d), 3 × 57 butterfly rounds, ~155 to the stores: ~17 per element (E 64 T 16 counted the
+// same way: ~20.5); 210 registers (the row's 128 values), no local memory: 2 CTAs per SM (E 64:
+// 116, 4 CTAs; the same 128 KB of loads in flight per SM). Let H(e) = e >> b (the truncated key),
+// e_k the k-th selected entry, G the "boundary group" {elements with H = H(e_k)}. Elements with H >
+// H(e_k) are in the exact top-k and those with H < H(e_k) are not, so the selected set is exact
+// unless G has an unselected member (then the (k+1)-th entry, top[k] for k < K else d, has H =
+// H(e_k): the cheap test, row-uniform) with an exact key above a selected member's (selected
+// members are G's lowest columns). Only then (rare on real rows: equal top 32 − b key bits at the
+// cut) the row's T threads reload it (L2) and take the exact max key of G's unselected members and
+// the min of its selected ones (max / min over the T threads); if max > min, G's best k − a members
+// (a = selected entries above G) are chosen again exactly by the (2b + 1)-bit entries 1 << 2b |
+// (key & m) << b | (m − column), one per step (max over the thread's elements below the previous
+// pick, max over the T threads): k − a steps, each a reload of the row and ~10 instructions per
+// element (slow; crafted rows, e.g. values 1 + j ulp). Last, thread r loads the values of its
+// entries r, r + T, ... from x (exact outputs; L2) in one loop whose body the lanes run together
+// and, where two of the k entries share H (possibly misordered; a branch), places entry i at its
+// rank by (exact key, lower column) among the k. (Before, a body per entry taken by one lane ran
+// one after another, and the rank's branches per entry made the K 32 instance's code ~300 KB: ~11 %
+// of random rows at (1024, 32) tie, so 2.4 ms there.)
 #pragma once
 
 #include <cstdint>
@@ -580,6 +584,14 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   }
 }
 
+/// The instances' largest E for lists of `list` entries: the fit ones may go further
+/// (topk_bitonic_max_fit_elems: fp32, lists of 8, 128).
+template <typename T, bool kFit>
+constexpr int topk_bitonic_instance_max_elems(int list) {
+  return kFit ? topk_bitonic_max_fit_elems(sizeof(T), list)
+              : topk_bitonic_max_elems(sizeof(T), list);
+}
+
 /// Launches topk_bitonic_kernel<T, plan.list, plan.elems / kV, kFit> on `stream` (kV = 16 /
 /// sizeof(T) elements per vector); kFit must equal plan.fit (then p.N = T·E). kLists: the list
 /// sizes this TU instantiates (bit 0: 8, bit 1: 16, bit 2: 32; fp32 splits them over two TUs
@@ -592,7 +604,7 @@ void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t
     constexpr int kK = decltype(k_tag)::value, kVecs = decltype(v_tag)::value;
     constexpr int kBit = kK == 8 ? 1 : kK == 16 ? 2 : 4;
     if constexpr ((kLists & kBit) != 0 && kVecs * kV >= kK &&
-                  kVecs * kV <= topk_bitonic_max_elems(sizeof(T), kK))
+                  kVecs * kV <= topk_bitonic_instance_max_elems<T, kFit>(kK))
       launch(topk_bitonic_kernel<T, kK, kVecs, kFit>, plan.grid, plan.threads, 0, 1, stream,
              where, p);
   };
@@ -608,7 +620,7 @@ void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t
                    (plan.list == 32 && (kLists & 4))) &&
                   (plan.elems == 16 || plan.elems == 32 || plan.elems == 64 ||
                    plan.elems == 128) &&
-                  plan.elems <= topk_bitonic_max_elems(sizeof(T), plan.list) &&
+                  plan.elems <= topk_bitonic_instance_max_elems<T, kFit>(plan.list) &&
                   plan.elems >= plan.list && plan.threads_per_row >= 1 &&
                   plan.threads_per_row <= 32 &&
                   (plan.threads_per_row & (plan.threads_per_row - 1)) == 0 &&

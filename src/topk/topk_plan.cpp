@@ -22,7 +22,8 @@ int bitonic_list(int64_t k) { return static_cast<int>(std::max<int64_t>(8, pow2_
 /// The bitonic kernel's plan (topk_bitonic_ok(pr) holds). Elements per thread: 64 (as QuACK:
 /// enough per thread that the T-lane merges stay a small part), or all of a short row in one
 /// thread, at least K and 16; T = the power of 2 that covers N, at most 32 (then E grows).
-/// want_fit: the fit instance where T·E = N.
+/// want_fit: the fit instance where T·E = N (a forced E up to topk_bitonic_max_fit_elems then,
+/// only where T·E = N).
 TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fit) {
   TopkPlan plan;
   plan.path = TopkPath::kBitonic;
@@ -30,6 +31,7 @@ TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fi
   plan.packed_bits = 32;
   plan.list = bitonic_list(pr.k);
   const int max_e = topk_bitonic_max_elems(dtype_size(pr.x), plan.list);
+  const int max_fit_e = topk_bitonic_max_fit_elems(dtype_size(pr.x), plan.list);
   int64_t e = std::max<int64_t>(
       {plan.list, 16, std::min<int64_t>({64, max_e, pow2_ceil(pr.N)})});
   int64_t t = pow2_ceil(ceil_div(pr.N, e));
@@ -38,11 +40,15 @@ TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fi
     e = pow2_ceil(ceil_div(pr.N, 32));
   }
   if (forced_elems > 0 && forced_elems >= plan.list &&
-      forced_elems <= max_e &&
+      forced_elems <= (want_fit ? max_fit_e : max_e) &&
       (forced_elems & (forced_elems - 1)) == 0 && forced_elems >= 16 &&
       32 * static_cast<int64_t>(forced_elems) >= pr.N) {
-    e = forced_elems;
-    t = std::min<int64_t>(32, pow2_ceil(ceil_div(pr.N, e)));
+    const int64_t ft = std::min<int64_t>(32, pow2_ceil(ceil_div(pr.N, forced_elems)));
+    // Above max_e only the fit instance exists (fp32, lists of 8: E = 128).
+    if (forced_elems <= max_e || ft * forced_elems == pr.N) {
+      e = forced_elems;
+      t = ft;
+    }
   }
   plan.elems = static_cast<int>(e);
   plan.threads_per_row = static_cast<int>(t);

@@ -68,11 +68,25 @@ inline constexpr int kTopkBitonicMaxK = 32;
 inline constexpr int kTopkBitonicMaxNF32 = 2048;
 inline constexpr int kTopkBitonicMaxElemsF32 = 64;
 inline constexpr int kTopkBitonicMaxElemsF32K32 = 32;
+// fp32 x, lists of 8, the fit instance only (N = T·E: no tail loads, no column masks): up to
+// 128 elements per thread (the instance bitonic-k8-e128-t*-fit; forced only, the plan keeps
+// E = 64). It holds the row's 128 values in registers without local memory (see
+// topk_bitonic_kernel.cuh, "fp32").
+inline constexpr int kTopkBitonicMaxFitElemsF32K8 = 128;
 
 /// The bitonic kernel's largest E for x of `elt_bytes` bytes and lists of `list` entries (its
 /// instances and plans); T ≤ 32, so it bounds N at 32 times it.
 QUACK_TOPK_HD inline constexpr int topk_bitonic_max_elems(int elt_bytes, int list) {
   return elt_bytes != 4 ? 128 : list > 16 ? kTopkBitonicMaxElemsF32K32 : kTopkBitonicMaxElemsF32;
+}
+
+/// The fit instances' largest E (≥ topk_bitonic_max_elems): fp32 lists of 8 up to
+/// kTopkBitonicMaxFitElemsF32K8, else topk_bitonic_max_elems. A plan takes an E above
+/// topk_bitonic_max_elems only forced, with forced_fit, where T·E = N; the kernel's range
+/// (topk_bitonic_ok, N ≤ 32 · topk_bitonic_max_elems) is not widened by it.
+QUACK_TOPK_HD inline constexpr int topk_bitonic_max_fit_elems(int elt_bytes, int list) {
+  return elt_bytes == 4 && list <= 8 ? kTopkBitonicMaxFitElemsF32K8
+                                     : topk_bitonic_max_elems(elt_bytes, list);
 }
 inline constexpr int kTopkBitonicThreads = 128;  // threads per CTA: 128 / T rows
 
@@ -211,8 +225,11 @@ bool topk_radix_planned(const TopkProblem& pr);
 /// implies the queue kernel (tests, benchmarks). forced_path kQueue / kBitonic picks that
 /// kernel where it applies (topk_bitonic_ok; k ≤ kTopkQueueMaxK for kQueue), else the plan's
 /// own; forced_elems > 0 (16, 32, 64 or 128) sets the bitonic kernel's elements per thread
-/// where T·E ≥ N and E ≥ K. forced_fit with forced_path kBitonic sets plan.fit where the
-/// bitonic plan has T·E = N exactly (else the plan is the one without forced_fit). Unforced
+/// where T·E ≥ N and E ≥ K (and E ≤ topk_bitonic_max_elems). forced_fit with forced_path
+/// kBitonic sets plan.fit where the bitonic plan has T·E = N exactly (else the plan is the one
+/// without forced_fit); with forced_fit, a forced E in (topk_bitonic_max_elems,
+/// topk_bitonic_max_fit_elems] (fp32, k ≤ 8: 128) is taken where T·E = N (a fit plan), else
+/// ignored as any E out of range. Unforced
 /// (forced_elems ≤ 0), power-of-2 rows plan fit (kTopkBitonicFitElems from
 /// kTopkBitonicFitMinN, capped by topk_bitonic_max_elems: 64 for fp32, 32 for its lists of 32). The queue plan's prefix bound: kTopkPrefixIters for k ≥
 /// kTopkPrefixMinK on the vector path, else 0; forced_prefix ≥ 0 sets it instead (vector path

@@ -326,9 +326,17 @@ TopkRun run_case(const TopkCase& c) {
     EXPECT_GE(static_cast<int64_t>(call.plan.threads) * call.plan.elems, c.N);
   }
   if (c.bitonic && bitonic && c.forced_elems > 0 && 32 * c.forced_elems >= c.N &&
-      c.forced_elems >= c.k && c.forced_elems >= 16 &&
-      c.forced_elems <= detail::topk_bitonic_max_elems(dtype_size(c.x), call.plan.list)) {
-    EXPECT_EQ(call.plan.elems, c.forced_elems);
+      c.forced_elems >= c.k && c.forced_elems >= 16) {
+    // A forced E: taken up to topk_bitonic_max_elems; with forced fit, up to
+    // topk_bitonic_max_fit_elems where T·E = N (fp32, lists of 8: E = 128, the fit instance).
+    int64_t t = 1;
+    while (t < 32 && t * c.forced_elems < c.N) t *= 2;
+    const int elt = dtype_size(c.x);
+    if (c.forced_elems <= detail::topk_bitonic_max_elems(elt, call.plan.list) ||
+        (c.fit && c.forced_elems <= detail::topk_bitonic_max_fit_elems(elt, call.plan.list) &&
+         t * c.forced_elems == c.N)) {
+      EXPECT_EQ(call.plan.elems, c.forced_elems);
+    }
   }
   // Unforced, the power-of-2 rows the rule plans run the fit instance; forced, where forced_fit
   // asks and T·E = N.

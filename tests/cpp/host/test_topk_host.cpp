@@ -487,8 +487,35 @@ TEST(TopkPlan, BitonicRule) {
   EXPECT_EQ(detail::topk_bitonic_max_elems(4, 16), 64);
   EXPECT_EQ(detail::topk_bitonic_max_elems(4, 32), 32);
   EXPECT_EQ(detail::topk_bitonic_max_elems(2, 32), 128);
+  // The fit instances: fp32 lists of 8 up to E = 128 (forced only), the rest as above.
+  EXPECT_EQ(detail::topk_bitonic_max_fit_elems(4, 8), 128);
+  EXPECT_EQ(detail::topk_bitonic_max_fit_elems(4, 16), 64);
+  EXPECT_EQ(detail::topk_bitonic_max_fit_elems(4, 32), 32);
+  EXPECT_EQ(detail::topk_bitonic_max_fit_elems(2, 8), 128);
+  EXPECT_EQ(detail::topk_bitonic_max_fit_elems(2, 32), 128);
   TopkProblem pf = topk_problem(65536, 1024, 8, DType::kFloat32);
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t16-fit");
+  // E = 128: the fit instance forced (T·E = N); forced without fit, or where T·E ≠ N, or with
+  // lists of 16, the plan's own E.
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 128, true), buf,
+                                      sizeof(buf)),
+               "bitonic-k8-e128-t8-fit");
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 128), buf, sizeof(buf)),
+               "bitonic-k8-e64-t16");
+  pf.N = 1000;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 128, true), buf,
+                                      sizeof(buf)),
+               "bitonic-k8-e64-t16");
+  pf.N = 2048;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 128, true), buf,
+                                      sizeof(buf)),
+               "bitonic-k8-e128-t16-fit");
+  pf.k = 16;
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 128, true), buf,
+                                      sizeof(buf)),
+               "bitonic-k16-e64-t32-fit");
+  pf.N = 1024;
+  pf.k = 8;
   pf.N = 2048;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4");
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic), buf, sizeof(buf)),
@@ -608,7 +635,7 @@ TEST(TopkPlan, BitonicFitForced) {
   // partial vector and masks no column); otherwise the plan is unchanged. Unforced, fit is the
   // planned power-of-2 rows' (BitonicForced, BitonicRule).
   using detail::TopkPath;
-  int fits = 0;
+  int fits = 0, fits_only = 0;
   for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
     for (int64_t n : {8, 16, 64, 100, 512, 1000, 1024, 2048, 4088, 4096})
       for (int64_t k : {1, 8, 9, 16, 32})
@@ -623,15 +650,38 @@ TEST(TopkPlan, BitonicFitForced) {
           EXPECT_FALSE(detail::plan_topk(pr, 0, TopkPath::kQueue, e, true).fit);
           EXPECT_EQ(fit.path, base.path);
           EXPECT_EQ(fit.list, base.list);
+          // An E above topk_bitonic_max_elems (fp32, lists of 8: 128) only forced with fit,
+          // where T·E = N: then the fit-only instance, else the plan without it.
+          const int elt = dtype_size(t);
+          int64_t te = 1;
+          while (te < 32 && te * e < n) te *= 2;
+          const bool fit_only = base.path == TopkPath::kBitonic && e >= base.list && e >= 16 &&
+                                32 * static_cast<int64_t>(e) >= n &&
+                                e > detail::topk_bitonic_max_elems(elt, base.list) &&
+                                e <= detail::topk_bitonic_max_fit_elems(elt, base.list) &&
+                                te * e == n;
+          if (fit_only) {
+            EXPECT_EQ(fit.elems, e);
+            EXPECT_EQ(fit.threads_per_row, te);
+            EXPECT_EQ(fit.rows_per_cta * fit.threads_per_row, detail::kTopkBitonicThreads);
+            EXPECT_EQ(fit.grid, (pr.M + fit.rows_per_cta - 1) / fit.rows_per_cta);
+            EXPECT_TRUE(fit.fit) << "N " << n << " k " << k << " E " << e;
+            ++fits_only;
+            ++fits;
+            continue;
+          }
           EXPECT_EQ(fit.elems, base.elems);
           EXPECT_EQ(fit.threads_per_row, base.threads_per_row);
           EXPECT_EQ(fit.grid, base.grid);
+          EXPECT_LE(fit.elems, detail::topk_bitonic_max_elems(elt, fit.list));
           const bool expect = base.path == TopkPath::kBitonic &&
                               static_cast<int64_t>(base.threads_per_row) * base.elems == n;
           EXPECT_EQ(fit.fit, expect) << "N " << n << " k " << k << " E " << e;
           fits += fit.fit;
         }
   EXPECT_GT(fits, 40);
+  // fp32, k ≤ 8 (lists of 8), E = 128 at N = 512, 1024, 2048 (T = 4, 8, 16).
+  EXPECT_EQ(fits_only, 3 * 2);
   // The shapes all fit: 16 × 64 at N = 1024, 32 × 64 at 2048, 32 × 128 at 4096.
   TopkProblem pr = topk_problem(65536, 0, 0);
   char buf[96];
