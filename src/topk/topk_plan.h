@@ -11,7 +11,7 @@
 //           register kernel (topk_bitonic_kernel.cuh; fp32: truncated entries + an exactness
 //           fix-up), T threads per row, E elements per thread. The plan takes it by
 //           topk_bitonic_planned (16-bit x: k ≤ kTopkBitonicPlanMaxK or N ≤
-//           kTopkBitonicPlanMaxN; fp32: power-of-2 N ≤ 1024, k ≤ 8); plan_topk's forced_path
+//           kTopkBitonicPlanMaxN; fp32: power-of-2 N ≤ 2048, k ≤ 16); plan_topk's forced_path
 //           takes it anywhere in its range.
 //           Rows of a power-of-2 length N ≥ 16 that it takes run `fit` (N = T·E): the kernel
 //           without tail loads and column masks.
@@ -123,16 +123,17 @@ inline constexpr int kTopkBitonicFitElems = 128;
 // fp32 x in the bitonic kernel (truncated entries + the exactness fix-up of
 // topk_bitonic_kernel.cuh): the plan takes it only for power-of-2 rows (the fit instance) of N
 // ≤ kTopkBitonicPlanMaxNF32 with k ≤ kTopkBitonicPlanMaxKF32; every other fp32 row keeps the
-// queue kernel. Source: H200, fp32, M = 65536, kernel-only (quack-bench topk --path auto /
-// queue, run Y at 89b1fb0), ms per call, the bitonic entry the rule above planned against the
-// queue kernel's plan:
-//   (N 1024, k 8)   fit 16 × 64   0.134   queue 0.180
-//   (N 2048, k 16)  fit 32 × 64   0.598   queue 0.400 (prefix bound 0.334)
-//   (N 1024, k 32)  fit 32 × 32   2.404   queue 0.286
-//   (N 1000, k 8)   16 × 64       0.214   queue 0.191
-// (N 1024, k 16) is not measured.
-inline constexpr int kTopkBitonicPlanMaxNF32 = 1024;
-inline constexpr int kTopkBitonicPlanMaxKF32 = 8;
+// queue kernel. Source: H200, fp32, M = 65536, kernel-only (quack-bench topk --config all, run
+// Z's third call at 81a91a0, the kernel at ~21 SASS instructions per element), ms per call, the
+// planned fit entry against the queue kernel's best configuration:
+//   (N 1024, k 8)   fit 16 × 64   0.089   queue 0.180 (E 128 × 8: 0.107)
+//   (N 2048, k 16)  fit 32 × 64   0.247   queue 0.334 (prefix bound)
+//   (N 1024, k 32)  fit 32 × 32   0.275   queue 0.286 (4 %: not taken)
+//   generic rows: 16 × 64 forced at N 1024 0.130 against the queue's 0.180; N 1000 not
+//   measured since the kernel changed (run Y, before: 0.214 / 0.191), so generic rows keep the
+//   queue kernel. (N 1024, k 16) is not measured.
+inline constexpr int kTopkBitonicPlanMaxNF32 = 2048;
+inline constexpr int kTopkBitonicPlanMaxKF32 = 16;
 
 // The radix-select kernel (topk_radix_kernel.cuh): the row stays on chip, so N is bounded by
 // the candidate list in shared memory (N entries of 4 bytes for 16-bit x, 8 for fp32: 32 KB at

@@ -742,9 +742,9 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
         ++n;
         const TopkRun r = run_case(c);
         const bool pow2 = (s.N & (s.N - 1)) == 0 && s.N >= 16;
-        // fp32: power-of-2 N ≤ 1024 with k ≤ 8 (run Y).
+        // fp32: power-of-2 N ≤ 2048 with k ≤ 16 (run Z).
         const bool planned = dtype_size(t) == 2 ? s.N <= 4096 && (s.k <= 16 || s.N <= 2048)
-                                                : pow2 && s.N <= 1024 && s.k <= 8;
+                                                : pow2 && s.N <= 2048 && s.k <= 16;
         const bool radix = dtype_size(t) == 2 && !planned && s.N >= 4096;
         EXPECT_EQ(r.plan.path, planned ? TopkPath::kBitonic
                                : radix ? TopkPath::kRadix

@@ -354,7 +354,7 @@ TEST(TopkPlan, BenchmarkShapes) {
     EXPECT_EQ(p.warps_per_row, s.w) << s.N;
     EXPECT_EQ(p.queue_regs, s.q) << s.N;
     EXPECT_EQ(p.packed_bits, s.bits) << s.N;
-    pr.x = DType::kFloat32;  // the queue kernel's fp32 entries (the bitonic rule takes 1024 × 8)
+    pr.x = DType::kFloat32;  // the queue kernel's fp32 entries (the bitonic rule takes power-of-2 N ≤ 2048, k ≤ 16)
     EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue).packed_bits, 64);
   }
 }
@@ -405,8 +405,8 @@ TEST(TopkPlan, BitonicRule) {
   // (a power of 2 too: run V's queue against the fit instance, run X's radix against both).
   EXPECT_EQ(detail::kTopkBitonicPlanMaxK, 16);
   EXPECT_EQ(detail::kTopkBitonicPlanMaxN, 2048);
-  EXPECT_EQ(detail::kTopkBitonicPlanMaxNF32, 1024);
-  EXPECT_EQ(detail::kTopkBitonicPlanMaxKF32, 8);
+  EXPECT_EQ(detail::kTopkBitonicPlanMaxNF32, 2048);
+  EXPECT_EQ(detail::kTopkBitonicPlanMaxKF32, 16);
   struct S {
     int64_t M, N, k;
     DType x;
@@ -431,14 +431,16 @@ TEST(TopkPlan, BitonicRule) {
       {65536, 4104, 8, DType::kBFloat16, true, TopkPath::kRadix},     // the kernel's N range
       {65536, 4104, 8, DType::kFloat32, true, TopkPath::kQueue},
       {65536, 1024, 33, DType::kBFloat16, true, TopkPath::kQueue},    // the kernel's k range
-      // fp32 x: the same class by its own (not measured) constants; fp32 never takes radix.
+      // fp32 x: power-of-2 rows by its own constants (run Z); fp32 never takes radix.
       {65536, 1024, 8, DType::kFloat32, true, TopkPath::kBitonic},
-      {65536, 1024, 32, DType::kFloat32, true, TopkPath::kQueue},    // fp32: k ≤ 8 (run Y)
-      {65536, 2048, 16, DType::kFloat32, true, TopkPath::kQueue},    // fp32: N ≤ 1024 (run Y)
+      {65536, 1024, 32, DType::kFloat32, true, TopkPath::kQueue},    // fp32: k ≤ 16 (run Z)
+      {65536, 2048, 16, DType::kFloat32, true, TopkPath::kBitonic},  // fp32: N ≤ 2048 (run Z)
       {65536, 1000, 8, DType::kFloat32, true, TopkPath::kQueue},     // fp32: fit rows only
       {65536, 512, 8, DType::kFloat32, true, TopkPath::kBitonic},
-      {65536, 1024, 16, DType::kFloat32, true, TopkPath::kQueue},
-      {65536, 2048, 32, DType::kFloat32, true, TopkPath::kQueue},   // fp32: N ≤ 1024 for k > 16
+      {65536, 1024, 16, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 2048, 17, DType::kFloat32, true, TopkPath::kQueue},
+      {65536, 4096, 8, DType::kFloat32, true, TopkPath::kQueue},     // fp32: N ≤ 2048
+      {65536, 2048, 32, DType::kFloat32, true, TopkPath::kQueue},   // fp32: k ≤ 16
       {65536, 2056, 8, DType::kFloat32, true, TopkPath::kQueue},    // fp32: N ≤ 2048
       {65536, 4096, 16, DType::kFloat32, true, TopkPath::kQueue},
       {65536, 4096, 32, DType::kFloat32, true, TopkPath::kQueue},
