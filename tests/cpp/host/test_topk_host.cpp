@@ -518,10 +518,10 @@ TEST(TopkPlan, BitonicRule) {
                "bitonic-k16-e64-t32-fit");
   pf.N = 1024;
   pf.k = 8;
-  pf.N = 2048;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4");
+  pf.N = 2048;  // fp32: power-of-2 N ≤ 2048 with k ≤ 16 plans the fit instance (run Z3)
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t32-fit");
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic), buf, sizeof(buf)),
-               "bitonic-k8-e64-t32");
+               "bitonic-k8-e64-t32");  // forced without fit: the generic instance
   pf.N = 4096;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4");
   pf.k = 32;
@@ -567,7 +567,7 @@ TEST(TopkPlan, BitonicForced) {
             const bool pow2 = n >= 16 && (n & (n - 1)) == 0;
             EXPECT_EQ(detail::topk_bitonic_fits(pr), ok && pow2);
             const bool planned = ok && (dtype_size(t) == 2 ? k <= 16 || n <= 2048
-                                                           : pow2 && n <= 1024 && k <= 8);
+                                                           : pow2 && n <= 2048 && k <= 16);
             EXPECT_EQ(detail::topk_bitonic_planned(pr), planned);
             EXPECT_EQ(detail::plan_topk(pr).path,
                       planned                            ? TopkPath::kBitonic
