@@ -16,6 +16,8 @@
 //                                    finish(out, y, coord) once instead of operator(). Beside the
 //                                    192 accumulators of the 128x192 pingpong tile the 16 fp32 C
 //                                    values that operator() kept live to the call spilled.
+//                                    LinFirstVisitor<V> is such a visitor's base (lin, kNeedsC,
+//                                    kLinFirst, reads_c, load_scalars, operator()).
 //                                    A kNeedsC visitor is called once too, whichever way C arrives.
 //   static Visitor make(const GemmProblem& p, bool load_c);     host: from the problem
 //   bool reads_c() const;            C is read (uniform over the grid)
@@ -244,29 +246,38 @@ struct LinearCombination {
   }
 };
 
-/// gemm_act: out[0] = preact = alpha · acc + beta · C + bias, out[1] = postact = act(preact)
-/// (QuACK's GemmActSm90). The activation is a runtime value (one branch per subtile, uniform).
-/// kLinFirst: the epilogue forms alpha · acc + beta · C and calls finish.
-struct ActEpilogue {
-  static constexpr int kOutputs = 2;
+/// What the kLinFirst visitors (ActEpilogue, LinCombBias, GatedEpilogue, RotaryEpilogue) share:
+/// y = alpha · acc + beta · C by `lin` (C not otherwise read), then Derived's
+/// finish(out, y, coord) (everything after y). The epilogue forms y itself and calls finish;
+/// operator() is the visitor protocol's call, y formed here.
+template <class Derived>
+struct LinFirstVisitor {
   static constexpr bool kNeedsC = false;
   static constexpr bool kLinFirst = true;
   LinearCombination lin;
+
+  CUTE_HOST_DEVICE bool reads_c() const { return lin.reads_c(); }
+  CUTE_DEVICE void load_scalars(const float* alpha_dev, const float* beta_dev) { lin.load_scalars(alpha_dev, beta_dev); }
+
+  template <int N, int K>
+  CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[K], cutlass::Array<float, N> const& acc,
+                              cutlass::Array<float, N> const* c, SubtileCoord const& coord) const {
+    cutlass::Array<float, N> y;
+    lin.apply(y, acc, c);
+    static_cast<Derived const&>(*this).finish(out, y, coord);
+  }
+};
+
+/// gemm_act: out[0] = preact = alpha · acc + beta · C + bias, out[1] = postact = act(preact)
+/// (QuACK's GemmActSm90). The activation is a runtime value (one branch per subtile, uniform).
+/// kLinFirst: the epilogue forms alpha · acc + beta · C and calls finish.
+struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
+  static constexpr int kOutputs = 2;
   Activation act = Activation::kIdentity;
   BiasVec bias;
 
   static ActEpilogue make(const GemmProblem& p, bool load_c) {
-    return {LinearCombination::make(p, load_c), static_cast<Activation>(p.activation), BiasVec::make(p)};
-  }
-  CUTE_HOST_DEVICE bool reads_c() const { return lin.reads_c(); }
-  CUTE_DEVICE void load_scalars(const float* alpha_dev, const float* beta_dev) { lin.load_scalars(alpha_dev, beta_dev); }
-
-  template <int N>
-  CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
-                              cutlass::Array<float, N> const* c, SubtileCoord const& coord) const {
-    cutlass::Array<float, N> y;
-    lin.apply(y, acc, c);
-    finish(out, y, coord);
+    return {{LinearCombination::make(p, load_c)}, static_cast<Activation>(p.activation), BiasVec::make(p)};
   }
 
   /// Everything after y = alpha · acc + beta · C (kLinFirst).
@@ -334,23 +345,11 @@ struct DActEpilogue {
 /// gemm with a bias: out[0] = alpha · acc + beta · C + bias (LinearCombination, then BiasVec).
 /// kLinFirst as ActEpilogue: finish is called once, so the bias reads appear once instead of once
 /// per C source (three copies took a 56-byte stack frame on the pingpong 128x128 tile).
-struct LinCombBias {
+struct LinCombBias : LinFirstVisitor<LinCombBias> {
   static constexpr int kOutputs = 1;
-  static constexpr bool kNeedsC = false;
-  static constexpr bool kLinFirst = true;
-  LinearCombination lin;
   BiasVec bias;
 
-  static LinCombBias make(const GemmProblem& p, bool load_c) { return {LinearCombination::make(p, load_c), BiasVec::make(p)}; }
-  CUTE_HOST_DEVICE bool reads_c() const { return lin.reads_c(); }
-  CUTE_DEVICE void load_scalars(const float* alpha_dev, const float* beta_dev) { lin.load_scalars(alpha_dev, beta_dev); }
-
-  template <int N>
-  CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
-                              cutlass::Array<float, N> const* c, SubtileCoord const& coord) const {
-    lin.apply(out[0], acc, c);
-    bias.add(out[0], coord);
-  }
+  static LinCombBias make(const GemmProblem& p, bool load_c) { return {{LinearCombination::make(p, load_c)}, BiasVec::make(p)}; }
 
   /// Everything after y = alpha · acc + beta · C (kLinFirst).
   template <int N>
@@ -365,27 +364,14 @@ struct LinCombBias {
 /// postact = glu(preact[i], preact[i + 1]) of the column pair (col(i), col(i) + 1) = (gate, up),
 /// stored at column col(i) / 2 of the (M, N / 2) output (kD1Div = 2; odd entries unused).
 /// kLinFirst as ActEpilogue; the activation a runtime value, one branch per subtile.
-struct GatedEpilogue {
+struct GatedEpilogue : LinFirstVisitor<GatedEpilogue> {
   static constexpr int kOutputs = 2;
-  static constexpr bool kNeedsC = false;
-  static constexpr bool kLinFirst = true;
   static constexpr int kD1Div = 2;
-  LinearCombination lin;
   Activation act = Activation::kSwiglu;
   BiasVec bias;
 
   static GatedEpilogue make(const GemmProblem& p, bool load_c) {
-    return {LinearCombination::make(p, load_c), static_cast<Activation>(p.activation), BiasVec::make(p)};
-  }
-  CUTE_HOST_DEVICE bool reads_c() const { return lin.reads_c(); }
-  CUTE_DEVICE void load_scalars(const float* alpha_dev, const float* beta_dev) { lin.load_scalars(alpha_dev, beta_dev); }
-
-  template <int N>
-  CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
-                              cutlass::Array<float, N> const* c, SubtileCoord const& coord) const {
-    cutlass::Array<float, N> y;
-    lin.apply(y, acc, c);
-    finish(out, y, coord);
+    return {{LinearCombination::make(p, load_c)}, static_cast<Activation>(p.activation), BiasVec::make(p)};
   }
 
   /// Everything after y = alpha · acc + beta · C (kLinFirst).

@@ -35,12 +35,9 @@ namespace quack::detail::sm90 {
 /// n < cols, at row m: p = (n % head_dim) / 2, t = m % seqlen, c = cos[t·ld + p], s = sin[t·ld
 /// + p]:  out(m, n) = y(m, n)·c − y(m, n + 1)·s,  out(m, n + 1) = y(m, n + 1)·c + y(m, n)·s
 /// (fp32, one fma each, as src/rotary/rotary.cu). kLinFirst as LinCombBias.
-struct RotaryEpilogue {
+struct RotaryEpilogue : LinFirstVisitor<RotaryEpilogue> {
   static constexpr int kOutputs = 1;
-  static constexpr bool kNeedsC = false;
-  static constexpr bool kLinFirst = true;
   static constexpr bool kPrefetch = true;  // the next subtile's table lines, into L1 (prefetch)
-  LinearCombination lin;
   const float* cos = nullptr;
   const float* sin = nullptr;
   int64_t ld = 0;       // table row stride (elements)
@@ -64,18 +61,6 @@ struct RotaryEpilogue {
     e.col_step = e.head_dim > 0 ? 8 % e.head_dim : 0;
     e.row_step = e.seqlen > 0 ? 8 % e.seqlen : 0;
     return e;
-  }
-  CUTE_HOST_DEVICE bool reads_c() const { return lin.reads_c(); }
-  CUTE_DEVICE void load_scalars(const float* alpha_dev, const float* beta_dev) {
-    lin.load_scalars(alpha_dev, beta_dev);
-  }
-
-  template <int N>
-  CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
-                              cutlass::Array<float, N> const* c, SubtileCoord const& coord) const {
-    cutlass::Array<float, N> y;
-    lin.apply(y, acc, c);
-    finish(out, y, coord);
   }
 
   /// Asks for the table lines of the subtile at `coord` in L1 (prefetch.global.L1; no registers,
