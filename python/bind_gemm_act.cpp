@@ -33,12 +33,12 @@ quack::Activation to_activation(const std::string& name, const char* fn) {
   return a;
 }
 
-quack::GemmActArgs act_args(const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
-                            const OptTensor& postact, const std::string& activation, double alpha, double beta,
-                            bool tuned, uintptr_t tile_counter, const OptTensor& bias_row,
-                            const OptTensor& bias_col) {
-  const char* fn = "gemm_act";
-  quack::GemmActArgs g;
+// The fields GemmActArgs and GemmGatedArgs share (gemm_gated adds concat_layout).
+template <class Args>
+Args fwd_args(const char* fn, const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
+              const OptTensor& postact, const std::string& activation, double alpha, double beta, bool tuned,
+              uintptr_t tile_counter, const OptTensor& bias_row, const OptTensor& bias_col) {
+  Args g;
   g.a = to_ref(a, fn, "a");
   g.b = to_ref(b, fn, "b");
   g.c = to_ref(c, fn, "c");
@@ -52,6 +52,31 @@ quack::GemmActArgs act_args(const OptTensor& a, const OptTensor& b, const OptTen
   g.tuned = tuned;
   g.tile_counter = reinterpret_cast<uint32_t*>(tile_counter);
   return g;
+}
+
+// GemmDActArgs and GemmDGatedArgs: the same fields.
+template <class Args>
+Args bwd_args(const char* fn, const OptTensor& a, const OptTensor& b, const OptTensor& preact,
+              const OptTensor& dpreact, const OptTensor& postact, const std::string& activation, bool tuned,
+              uintptr_t tile_counter) {
+  Args g;
+  g.a = to_ref(a, fn, "a");
+  g.b = to_ref(b, fn, "b");
+  g.preact = to_ref(preact, fn, "preact");
+  g.dpreact = to_ref(dpreact, fn, "dpreact");
+  g.postact = to_ref(postact, fn, "postact");
+  g.activation = to_activation(activation, fn);
+  g.tuned = tuned;
+  g.tile_counter = reinterpret_cast<uint32_t*>(tile_counter);
+  return g;
+}
+
+quack::GemmActArgs act_args(const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
+                            const OptTensor& postact, const std::string& activation, double alpha, double beta,
+                            bool tuned, uintptr_t tile_counter, const OptTensor& bias_row,
+                            const OptTensor& bias_col) {
+  return fwd_args<quack::GemmActArgs>("gemm_act", a, b, c, preact, postact, activation, alpha, beta, tuned,
+                                      tile_counter, bias_row, bias_col);
 }
 
 quack::GemmRotaryArgs rotary_args(const OptTensor& a, const OptTensor& b, const OptTensor& d, const OptTensor& cos,
@@ -75,55 +100,24 @@ quack::GemmRotaryArgs rotary_args(const OptTensor& a, const OptTensor& b, const 
 quack::GemmDActArgs dact_args(const OptTensor& a, const OptTensor& b, const OptTensor& preact,
                               const OptTensor& dpreact, const OptTensor& postact, const std::string& activation,
                               bool tuned, uintptr_t tile_counter) {
-  const char* fn = "gemm_dact";
-  quack::GemmDActArgs g;
-  g.a = to_ref(a, fn, "a");
-  g.b = to_ref(b, fn, "b");
-  g.preact = to_ref(preact, fn, "preact");
-  g.dpreact = to_ref(dpreact, fn, "dpreact");
-  g.postact = to_ref(postact, fn, "postact");
-  g.activation = to_activation(activation, fn);
-  g.tuned = tuned;
-  g.tile_counter = reinterpret_cast<uint32_t*>(tile_counter);
-  return g;
+  return bwd_args<quack::GemmDActArgs>("gemm_dact", a, b, preact, dpreact, postact, activation, tuned, tile_counter);
 }
 
 quack::GemmGatedArgs gated_args(const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
                                 const OptTensor& postact, const std::string& activation, double alpha, double beta,
                                 bool concat_layout, bool tuned, uintptr_t tile_counter, const OptTensor& bias_row,
                                 const OptTensor& bias_col) {
-  const char* fn = "gemm_gated";
-  quack::GemmGatedArgs g;
-  g.a = to_ref(a, fn, "a");
-  g.b = to_ref(b, fn, "b");
-  g.c = to_ref(c, fn, "c");
-  g.preact = to_ref(preact, fn, "preact");
-  g.postact = to_ref(postact, fn, "postact");
-  g.bias.row = to_ref(bias_row, fn, "bias.row");
-  g.bias.col = to_ref(bias_col, fn, "bias.col");
-  g.activation = to_activation(activation, fn);
-  g.alpha = static_cast<float>(alpha);
-  g.beta = static_cast<float>(beta);
+  quack::GemmGatedArgs g = fwd_args<quack::GemmGatedArgs>("gemm_gated", a, b, c, preact, postact, activation, alpha,
+                                                          beta, tuned, tile_counter, bias_row, bias_col);
   g.concat_layout = concat_layout;
-  g.tuned = tuned;
-  g.tile_counter = reinterpret_cast<uint32_t*>(tile_counter);
   return g;
 }
 
 quack::GemmDGatedArgs dgated_args(const OptTensor& a, const OptTensor& b, const OptTensor& preact,
                                   const OptTensor& dpreact, const OptTensor& postact, const std::string& activation,
                                   bool tuned, uintptr_t tile_counter) {
-  const char* fn = "gemm_dgated";
-  quack::GemmDGatedArgs g;
-  g.a = to_ref(a, fn, "a");
-  g.b = to_ref(b, fn, "b");
-  g.preact = to_ref(preact, fn, "preact");
-  g.dpreact = to_ref(dpreact, fn, "dpreact");
-  g.postact = to_ref(postact, fn, "postact");
-  g.activation = to_activation(activation, fn);
-  g.tuned = tuned;
-  g.tile_counter = reinterpret_cast<uint32_t*>(tile_counter);
-  return g;
+  return bwd_args<quack::GemmDGatedArgs>("gemm_dgated", a, b, preact, dpreact, postact, activation, tuned,
+                                         tile_counter);
 }
 
 constexpr const char* kGatedDoc =
