@@ -1,6 +1,8 @@
 // Row policy for long rows with each CTA's slice in registers, not persistent
 // (RowPolicy::kClusterRegister): QuACK 0.2.0's cross-entropy geometry (quack/cross_entropy.py,
-// quack/reduce.py online_softmax_reduce), the op's math from its traits.
+// quack/reduce.py online_softmax_reduce), the op's math from its traits. Its persistent
+// variant for ops without per-element outputs (row_cluster_register_persistent_kernel, the
+// early_refill entry cl-t256v8-p) is described at its kernel.
 //
 // Why: the ring policy (policy_ring.cuh) runs one persistent 1024-thread CTA per SM through
 // each row in lockstep (wait for the stage, fold, cluster all-reduce, barrier, refill), so an
@@ -113,6 +115,94 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
         apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
       }
     }
+  }
+}
+
+/// The persistent variant (a kClusterRegister entry with RowConfig::early_refill: ops without
+/// per-element outputs, the loss-only cross-entropy forwards): grid = min(M, resident
+/// clusters) clusters of cluster_n CTAs (the geometry above per row); cluster c works on rows
+/// c, c + C, c + 2C, ... (C: the clusters of the grid). The row's registers are read only by
+/// the fold (kOut == 0), so each thread loads the next row's slice into them right after
+/// folding the current one, before the cluster all-reduce and the finish: the exchange, the
+/// finish and the loop overhead run while the next row's loads are in flight. The per-row
+/// inputs are read (Op::load_row) after the finish, where their wait overlaps the next row's
+/// loads; Op::prefetch_row (thread 0, next to the next row's loads) brings them into L2 first.
+/// Synchronisation across rows: row k is the reducer's all-reduce k (its slots stage k & 1,
+/// mbarrier k & 1 with phase parity (k >> 1) & 1): call k + 2 reuses call k's stage only
+/// after call k + 1's __syncthreads and exchange (ClusterRowReducer), and every CTA of a
+/// cluster runs the same rows, so no cluster barrier is needed between rows. The cluster
+/// barrier's wait (peers' mbarriers initialised) is taken once, before the first exchange;
+/// a CTA exits after its last exchange, when no peer writes to it any more.
+template <class Op, class D, int kTpr, int kVecs>
+__global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
+    row_cluster_register_persistent_kernel(const __grid_constant__ RowParams p) {
+  if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
+  static_assert(Op::kOut == 0, "the next row's loads overwrite the registers the outputs read");
+  static_assert(!Op::kColShift && Op::kCols == 0, "per-column vectors: other policies");
+  static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
+  constexpr int kIn = Op::kIn;
+  constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector
+  constexpr int kWarps = kTpr / 32;
+  using R = typename Op::Red;
+  using Reducer = ClusterRowReducer<kWarps, kRowMaxCluster, R>;
+  static_assert(static_cast<int64_t>(Reducer::kBytes) ==
+                    row_cluster_register_smem_bytes(kTpr, R::kFloats),
+                "row_config.h's size");
+  __shared__ __align__(16) unsigned char red_smem[Reducer::kBytes];
+  const Reducer reducer(red_smem);
+
+  const int cluster_n = p.g.cluster_n;
+  const int rank = cluster_n > 1 ? static_cast<int>(blockIdx.x % cluster_n) : 0;
+  const int64_t clusters = gridDim.x / cluster_n;
+  const int64_t M = p.g.rows;
+  int64_t row = blockIdx.x / cluster_n;  // < M: at most M clusters
+  const int t = threadIdx.x;
+  const int row_vecs = static_cast<int>(p.g.cols / kVec);
+  const int per_cta = (row_vecs + cluster_n - 1) / cluster_n;  // S ≤ kTpr·kVecs (host-checked)
+  const int slice_vecs = max(0, min(per_cta, row_vecs - rank * per_cta));
+  const int n = slice_vecs - t;  // vector j·kTpr of this thread exists when j·kTpr < n
+  const int64_t col_t = int64_t{rank} * per_cta * kVec + int64_t{t} * kVec;  // first column
+
+  if (cluster_n > 1) {
+    if (t == 0) reducer.init();  // fences the mbarrier inits for the cluster
+    __syncthreads();
+    cluster_arrive_relaxed();  // waited on before the first exchange
+  }
+
+  RowInRegs<Op, D, kVecs> xv;
+  // This thread's vectors of row r into xv.
+  auto load = [&](int64_t r) {
+    row_for<kIn>([&](auto S) {
+      constexpr int s = decltype(S)::value;
+      using T = row_in_t<D, s>;
+      const bool present = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
+      const T* src =
+          present ? static_cast<const T*>(p.in[s].ptr) + r * p.in[s].row_stride + col_t : nullptr;
+#pragma unroll
+      for (int j = 0; j < kVecs; ++j) {
+        if (j * kTpr < n) {
+          if (present) xv.template load<s, Cache::kStream>(j, src + j * kTpr * kVec);
+          else xv.template zero<s>(j);
+        }
+      }
+    });
+  };
+  load(row);
+  typename Op::RowIn rin = Op::load_row(p, row);
+  for (int k = 0;; ++k) {
+    const RegisterView<Op, D, kVecs, kTpr> view{xv, n, col_t, NoCols{}};
+    const auto part = Op::reduce(p, rin, view);
+    const int64_t next = row + clusters;  // the same in every CTA of the cluster
+    if (next < M) {
+      load(next);  // xv's values are dead: the fold above was their only reader
+      if (t == 0) Op::prefetch_row(p, next);
+    }
+    if (cluster_n > 1 && k == 0) cluster_wait();  // every peer's mbarriers are initialised
+    const auto total = reducer.allreduce(part, k, cluster_n, rank);
+    Op::finish(p, rin, total, row, rank == 0 && t == 0);
+    if (next >= M) break;
+    row = next;
+    rin = Op::load_row(p, row);
   }
 }
 
