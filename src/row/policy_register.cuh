@@ -85,35 +85,21 @@ __device__ __forceinline__ void row_cols_for_apply(const RowParams& p, const CV 
 /// Rows of ≤ 4 packed 16-byte words per thread (16 registers) keep a full SM (2048 threads: 32
 /// registers) when ptxas is held to it; left free, its schedule of the fold (FFMAs hoisted ahead
 /// of the MUFU) took 36-42 registers: one 1024-thread CTA per SM instead of two. CTAs of
-/// several rows with reductions of more than 2 floats per exchange are held to 1536 threads per
-/// SM (≤ 40 registers) instead (cross-entropy's forward spilled 8 bytes at 32 and took 48 when
-/// free; a two-stage kind such as RedMeanM2 exchanges at most 2 floats at a time), and so are
-/// kernels with a kernel gate (their row-block loop: the gated loss-only cross-entropy
-/// instances spilled 4 bytes at 32).
-/// Ops whose per-column vectors load at apply (kColsAtApply: LayerNorm's forward, with its
-/// optional residual_out) are held the same way where the row's packed words and one vector's
-/// column values take ≤ 20 registers (16-bit x at one vector per thread, fp32 weight and bias:
-/// 4 + 16; r8t32v1 34 -> 32 registers, 1536 -> 2048 threads per SM, no spill); with 4 vectors
-/// per thread (16 + 8 or 16 + 16) they spilled 48-72 bytes at 32 and 8-16 bytes at 40, and keep
-/// ptxas's choice (45-48 registers).
-/// Other ops with per-column vectors, accumulations or optional streams keep ptxas's choice,
-/// and so do ops whose per-element math spills at 32 (Op::kFullSm, op_traits.cuh): 0, no
-/// minimum (a minimum of 1 is not the same: ptxas then took 4-16 registers more, e.g. softmax's
-/// backward 48 -> 64 and RMSNorm's forward 64 -> 70).
+/// several rows with reductions of more than 2 floats are held to 1536 threads per SM (≤ 40
+/// registers) instead (cross-entropy's forward spilled 8 bytes at 32 and took 48 when free), and
+/// so are kernels with a kernel gate (their row-block loop: the gated loss-only cross-entropy
+/// instances spilled 4 bytes at 32). Ops
+/// with per-column vectors, accumulations or optional streams keep ptxas's choice, and so do
+/// ops whose per-element math spills at 32 (Op::kFullSm, op_traits.cuh): 0, no minimum (a
+/// minimum of 1 is not the same: ptxas then took 4-16 registers more, e.g. softmax's backward
+/// 48 -> 64 and RMSNorm's forward 64 -> 70).
 template <class Op, class D, int kThreads, int kRows, int kVecs>
 __host__ __device__ constexpr int row_register_min_ctas() {
-  constexpr int kRowRegs = row_in_words<D, Op::kIn>() * kVecs * 4;
-  // One vector's column values (apply's; kColsAtApply loads them one vector at a time).
-  constexpr int kVecColRegs =
-      Op::kCols * row_vec_elems<D, Op::kIn>() * int{sizeof(typename D::Vec)} / 4;
-  constexpr int kExchangeFloats = red_exchange_floats<typename Op::Red>();
-  constexpr bool kPlain = kRowRegs <= 16 && Op::kCols == 0 && Op::kOptOut == 0;
-  constexpr bool kColsLate = Op::kCols > 0 && Op::kColsAtApply && !Op::kReduceCols &&
-                             kRowRegs + kVecColRegs <= 20;
-  return (kPlain || kColsLate) && Op::kAcc == 0 && Op::kOptIn == 0 && Op::kFullSm
-             ? (Op::kGate == RowGate::kKernel           ? 1536
-                : kRows == 1 || kExchangeFloats <= 2 ? 2048
-                                                     : 1536) /
+  return row_in_words<D, Op::kIn>() * kVecs <= 4 && Op::kCols == 0 && Op::kAcc == 0 &&
+                 Op::kOptIn == 0 && Op::kOptOut == 0 && Op::kFullSm
+             ? (Op::kGate == RowGate::kKernel              ? 1536
+                : kRows == 1 || Op::Red::kFloats <= 2 ? 2048
+                                                      : 1536) /
                    kThreads
              : 0;
 }

@@ -172,15 +172,6 @@ template <class R>
 struct RedTwoStage<R, std::void_t<decltype(R::kTwoStage)>>
     : std::integral_constant<bool, R::kTwoStage> {};
 
-/// The most floats one exchange of kind R carries (a two-stage kind's larger stage).
-template <class R>
-__host__ __device__ constexpr int red_exchange_floats() {
-  if constexpr (RedTwoStage<R>::value)
-    return R::Stage1::kFloats > R::Stage2::kFloats ? R::Stage1::kFloats : R::Stage2::kFloats;
-  else
-    return R::kFloats;
-}
-
 /// Reduction calls (exchanges) per all-reduce of kind R: 2 for two-stage kinds.
 template <class R>
 __host__ __device__ constexpr int red_calls() {
