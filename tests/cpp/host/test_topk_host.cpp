@@ -482,8 +482,8 @@ TEST(TopkPlan, BitonicRule) {
   pr.k = 8;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k8-e64-t16");
   // fp32: the kernel's range N ≤ 2048 (E ≤ 64; lists of 32: E ≤ 32, N ≤ 1024); the plan
-  // takes it at power-of-2 N ≤ 1024 with k ≤ 8 (run Y), with the kernel's largest E from N =
-  // 1024 (64); forcing it takes the rest of its range.
+  // takes its fit instance at power-of-2 N ≤ 2048 with k ≤ 16 (run Z3), with the kernel's
+  // largest E from N = 1024 (64); forcing it takes the rest of its range.
   EXPECT_EQ(detail::kTopkBitonicMaxNF32, 2048);
   EXPECT_EQ(detail::topk_bitonic_max_elems(4, 8), 64);
   EXPECT_EQ(detail::topk_bitonic_max_elems(4, 16), 64);
@@ -495,49 +495,40 @@ TEST(TopkPlan, BitonicRule) {
   EXPECT_EQ(detail::topk_bitonic_max_fit_elems(4, 32), 32);
   EXPECT_EQ(detail::topk_bitonic_max_fit_elems(2, 8), 128);
   EXPECT_EQ(detail::topk_bitonic_max_fit_elems(2, 32), 128);
-  TopkProblem pf = topk_problem(65536, 1024, 8, DType::kFloat32);
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t16-fit");
-  // E = 128: the fit instance forced (T·E = N); forced without fit, or where T·E ≠ N, or with
-  // lists of 16, the plan's own E.
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 128, true), buf,
-                                      sizeof(buf)),
-               "bitonic-k8-e128-t8-fit");
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 128), buf, sizeof(buf)),
-               "bitonic-k8-e64-t16");
-  pf.N = 1000;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 128, true), buf,
-                                      sizeof(buf)),
-               "bitonic-k8-e64-t16");
-  pf.N = 2048;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 128, true), buf,
-                                      sizeof(buf)),
-               "bitonic-k8-e128-t16-fit");
-  pf.k = 16;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 128, true), buf,
-                                      sizeof(buf)),
-               "bitonic-k16-e64-t32-fit");
-  pf.N = 1024;
-  pf.k = 8;
-  pf.N = 2048;  // fp32: power-of-2 N ≤ 2048 with k ≤ 16 plans the fit instance (run Z3)
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t32-fit");
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic), buf, sizeof(buf)),
-               "bitonic-k8-e64-t32");  // forced without fit: the generic instance
-  pf.N = 4096;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4");
-  pf.k = 32;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4-pre32");
-  pf.N = 1024;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4-pre32");
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kBitonic, 64), buf, sizeof(buf)),
-               "bitonic-k32-e32-t32");  // a forced E above the fp32 bound: the plan's own
-  pf.N = 512;
-  pf.k = 8;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "bitonic-k8-e64-t8-fit");
-  pf.N = 1000;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf), buf, sizeof(buf)), "queue-q32-p64-vec-w1r4");
-  pf.N = 1024;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, TopkPath::kQueue), buf, sizeof(buf)),
-               "queue-q32-p64-vec-w1r4");
+  // fp32 plans: (N, k, forced path, forced E, forced fit) → name. E = 128 is the fit instance
+  // forced (T·E = N); forced without fit, or where T·E ≠ N, or with lists of 16, the plan's own
+  // E; a forced E above the fp32 bound of lists of 32 also gives the plan's own.
+  struct F {
+    int64_t N, k;
+    TopkPath path;
+    int elems;
+    bool fit;
+    const char* name;
+  };
+  const TopkPath kAuto = TopkPath::kNone, kBit = TopkPath::kBitonic, kQ = TopkPath::kQueue;
+  const F f32_plans[] = {
+      {1024, 8, kAuto, 0, false, "bitonic-k8-e64-t16-fit"},
+      {1024, 8, kBit, 128, true, "bitonic-k8-e128-t8-fit"},
+      {1024, 8, kBit, 128, false, "bitonic-k8-e64-t16"},
+      {1000, 8, kBit, 128, true, "bitonic-k8-e64-t16"},
+      {2048, 8, kBit, 128, true, "bitonic-k8-e128-t16-fit"},
+      {2048, 16, kBit, 128, true, "bitonic-k16-e64-t32-fit"},
+      {2048, 8, kAuto, 0, false, "bitonic-k8-e64-t32-fit"},
+      {2048, 8, kBit, 0, false, "bitonic-k8-e64-t32"},  // forced without fit: the generic one
+      {4096, 8, kAuto, 0, false, "queue-q32-p64-vec-w1r4"},
+      {4096, 32, kAuto, 0, false, "queue-q32-p64-vec-w1r4-pre32"},
+      {1024, 32, kAuto, 0, false, "queue-q32-p64-vec-w1r4-pre32"},
+      {1024, 32, kBit, 64, false, "bitonic-k32-e32-t32"},
+      {512, 8, kAuto, 0, false, "bitonic-k8-e64-t8-fit"},
+      {1000, 8, kAuto, 0, false, "queue-q32-p64-vec-w1r4"},
+      {1024, 8, kQ, 0, false, "queue-q32-p64-vec-w1r4"},
+  };
+  for (const F& f : f32_plans) {
+    const TopkProblem pf = topk_problem(65536, f.N, f.k, DType::kFloat32);
+    EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, f.path, f.elems, f.fit), buf, sizeof(buf)),
+                 f.name)
+        << f.N << " " << f.k;
+  }
   pr.N = 1024;
   // Forcing the queue kernel (tests, quack-bench --path queue / --config all) still works.
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr, 0, TopkPath::kQueue), buf, sizeof(buf)),
