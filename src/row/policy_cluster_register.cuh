@@ -49,6 +49,36 @@ __host__ __device__ constexpr int row_cluster_register_min_ctas(int tpr) {
   return tpr >= threads ? 1 : threads / tpr;
 }
 
+/// A CTA's slice of every row it works on (header, "Thread -> data"): its rank in the cluster,
+/// n (vector j·kTpr of this thread exists when j·kTpr < n) and col_t (the thread's first
+/// column).
+struct ClusterSlice {
+  int rank, n;
+  int64_t col_t;
+};
+
+template <int kTpr, int kVec>
+__device__ __forceinline__ ClusterSlice cluster_slice(const RowParams& p) {
+  const int cluster_n = p.g.cluster_n;
+  const int rank = cluster_n > 1 ? static_cast<int>(blockIdx.x % cluster_n) : 0;
+  const int t = threadIdx.x;
+  const int row_vecs = static_cast<int>(p.g.cols / kVec);
+  const int per_cta = (row_vecs + cluster_n - 1) / cluster_n;  // S ≤ kTpr·kVecs (host-checked)
+  const int slice_vecs = max(0, min(per_cta, row_vecs - rank * per_cta));
+  return {rank, slice_vecs - t, int64_t{rank} * per_cta * kVec + int64_t{t} * kVec};
+}
+
+/// The reducer's mbarriers initialised and the cluster barrier arrived on (its wait comes
+/// before the first exchange: every peer's mbarriers exist then).
+template <class Reducer>
+__device__ __forceinline__ void cluster_reducer_start(const Reducer& reducer, int cluster_n) {
+  if (cluster_n > 1) {
+    if (threadIdx.x == 0) reducer.init();  // fences the mbarrier inits for the cluster
+    __syncthreads();
+    cluster_arrive_relaxed();
+  }
+}
+
 template <class Op, class D, int kTpr, int kVecs>
 __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
     row_cluster_register_kernel(const __grid_constant__ RowParams p) {
@@ -67,36 +97,13 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
   const Reducer reducer(red_smem);
 
   const int cluster_n = p.g.cluster_n;
-  const int rank = cluster_n > 1 ? static_cast<int>(blockIdx.x % cluster_n) : 0;
   const int64_t row = blockIdx.x / cluster_n;  // < M: grid = M x cluster_n
   const int t = threadIdx.x;
-  const int row_vecs = static_cast<int>(p.g.cols / kVec);
-  const int per_cta = (row_vecs + cluster_n - 1) / cluster_n;  // S ≤ kTpr·kVecs (host-checked)
-  const int slice_vecs = max(0, min(per_cta, row_vecs - rank * per_cta));
-  const int n = slice_vecs - t;  // vector j·kTpr of this thread exists when j·kTpr < n
-  const int64_t col_t = int64_t{rank} * per_cta * kVec + int64_t{t} * kVec;  // first column
-
-  if (cluster_n > 1) {
-    if (t == 0) reducer.init();  // fences the mbarrier inits for the cluster
-    __syncthreads();
-    cluster_arrive_relaxed();  // waited on before the exchange
-  }
+  const auto [rank, n, col_t] = cluster_slice<kTpr, kVec>(p);
+  cluster_reducer_start(reducer, cluster_n);
 
   RowInRegs<Op, D, kVecs> xv;
-  row_for<kIn>([&](auto S) {
-    constexpr int s = decltype(S)::value;
-    using T = row_in_t<D, s>;
-    const bool present = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
-    const T* src =
-        present ? static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col_t : nullptr;
-#pragma unroll
-    for (int j = 0; j < kVecs; ++j) {
-      if (j * kTpr < n) {
-        if (present) xv.template load<s, Cache::kStream>(j, src + j * kTpr * kVec);
-        else xv.template zero<s>(j);
-      }
-    }
-  });
+  xv.template load_row<kTpr>(p, row, col_t, n);
   const typename Op::RowIn rin = Op::load_row(p, row);
   const RegisterView<Op, D, kVecs, kTpr> view{xv, n, col_t, NoCols{}};
   const auto part = Op::reduce(p, rin, view);
@@ -152,49 +159,22 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
   const Reducer reducer(red_smem);
 
   const int cluster_n = p.g.cluster_n;
-  const int rank = cluster_n > 1 ? static_cast<int>(blockIdx.x % cluster_n) : 0;
   const int64_t clusters = gridDim.x / cluster_n;
   const int64_t M = p.g.rows;
   int64_t row = blockIdx.x / cluster_n;  // < M: at most M clusters
   const int t = threadIdx.x;
-  const int row_vecs = static_cast<int>(p.g.cols / kVec);
-  const int per_cta = (row_vecs + cluster_n - 1) / cluster_n;  // S ≤ kTpr·kVecs (host-checked)
-  const int slice_vecs = max(0, min(per_cta, row_vecs - rank * per_cta));
-  const int n = slice_vecs - t;  // vector j·kTpr of this thread exists when j·kTpr < n
-  const int64_t col_t = int64_t{rank} * per_cta * kVec + int64_t{t} * kVec;  // first column
-
-  if (cluster_n > 1) {
-    if (t == 0) reducer.init();  // fences the mbarrier inits for the cluster
-    __syncthreads();
-    cluster_arrive_relaxed();  // waited on before the first exchange
-  }
+  const auto [rank, n, col_t] = cluster_slice<kTpr, kVec>(p);
+  cluster_reducer_start(reducer, cluster_n);
 
   RowInRegs<Op, D, kVecs> xv;
-  // This thread's vectors of row r into xv.
-  auto load = [&](int64_t r) {
-    row_for<kIn>([&](auto S) {
-      constexpr int s = decltype(S)::value;
-      using T = row_in_t<D, s>;
-      const bool present = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
-      const T* src =
-          present ? static_cast<const T*>(p.in[s].ptr) + r * p.in[s].row_stride + col_t : nullptr;
-#pragma unroll
-      for (int j = 0; j < kVecs; ++j) {
-        if (j * kTpr < n) {
-          if (present) xv.template load<s, Cache::kStream>(j, src + j * kTpr * kVec);
-          else xv.template zero<s>(j);
-        }
-      }
-    });
-  };
-  load(row);
+  xv.template load_row<kTpr>(p, row, col_t, n);
   typename Op::RowIn rin = Op::load_row(p, row);
   for (int k = 0;; ++k) {
     const RegisterView<Op, D, kVecs, kTpr> view{xv, n, col_t, NoCols{}};
     const auto part = Op::reduce(p, rin, view);
     const int64_t next = row + clusters;  // the same in every CTA of the cluster
     if (next < M) {
-      load(next);  // xv's values are dead: the fold above was their only reader
+      xv.template load_row<kTpr>(p, next, col_t, n);  // the fold above read xv last
       if (t == 0) Op::prefetch_row(p, next);
     }
     if (cluster_n > 1 && k == 0) cluster_wait();  // every peer's mbarriers are initialised

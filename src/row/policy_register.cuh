@@ -129,20 +129,7 @@ __device__ __forceinline__ void row_register_block(const RowParams& p, int64_t b
   const int64_t col_t = int64_t{t} * kVec;  // the thread's first column
 
   RowInRegs<Op, D, kVecs> xv;
-  row_for<kIn>([&](auto S) {
-    constexpr int s = decltype(S)::value;
-    using T = row_in_t<D, s>;
-    const bool present = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
-    const T* src =
-        present ? static_cast<const T*>(p.in[s].ptr) + r * p.in[s].row_stride + col_t : nullptr;
-#pragma unroll
-    for (int j = 0; j < kVecs; ++j) {
-      if (j * kTpr < n) {
-        if (present) xv.template load<s, Cache::kStream>(j, src + j * kTpr * kVec);
-        else xv.template zero<s>(j);
-      }
-    }
-  });
+  xv.template load_row<kTpr>(p, r, col_t, n);
   CV cv[kC][kEarly ? kVecs : 1];
   if constexpr (kEarly) {
 #pragma unroll

@@ -123,6 +123,26 @@ struct RowInRegs {
 #pragma unroll
     for (int k = 0; k < V<s>::kWords; ++k) w[s][j][k] = make_uint4(0, 0, 0, 0);
   }
+  /// This thread's vectors of row r, every input stream: vector j (j·kTpr < n) from column
+  /// col_t + j·kTpr·kVec, streaming (evict-first) 16-byte loads; an absent optional stream
+  /// (null pointer) gives zeros. The register and cluster register policies' row load.
+  template <int kTpr>
+  __device__ __forceinline__ void load_row(const RowParams& p, int64_t r, int64_t col_t, int n) {
+    row_for<kIn>([&](auto S) {
+      constexpr int s = decltype(S)::value;
+      const bool present = !row_in_optional<Op>(s) || p.in[s].ptr != nullptr;
+      const T<s>* src =
+          present ? static_cast<const T<s>*>(p.in[s].ptr) + r * p.in[s].row_stride + col_t
+                  : nullptr;
+#pragma unroll
+      for (int j = 0; j < kVecs; ++j) {
+        if (j * kTpr < n) {
+          if (present) load<s, Cache::kStream>(j, src + j * kTpr * kVec);
+          else zero<s>(j);
+        }
+      }
+    });
+  }
   /// Vector j of every stream in fp32.
   __device__ __forceinline__ void unpack_all(int j, float (&x)[kIn][kVec]) const {
     row_for<kIn>([&](auto S) {
