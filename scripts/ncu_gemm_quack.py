@@ -5,6 +5,13 @@ region, for Nsight Compute (device only; clocks left alone):
     ncu --clock-control none --profile-from-start off --set full -f -o /tmp/g \
         python3 scripts/ncu_gemm_quack.py 8192 8192 8192
     python3 scripts/ncu_gemm_quack.py --report /tmp/g.ncu-rep
+    python3 scripts/ncu_gemm_quack.py --sass /tmp/g.ncu-rep [OUT_DIR]
+
+`ce M N` in place of `M N K` profiles the cross-entropy forward (reduction="none") of each
+instead. The `--sass` mode prints, per kernel, the SASS lines with the most warp stall samples
+and the stall reasons sampled on them (the per-instruction view behind the kernel-wide
+reasons), and with OUT_DIR writes each kernel's whole source page as CSV (xz) for reading
+beside our own SASS.
 
 The report mode prints, per kernel, the duration, the SM clock, tensor-pipe activity, issued
 instructions, the launch geometry and the top warp stall reasons: where QuACK's mainloop does
@@ -15,14 +22,27 @@ import subprocess
 import sys
 
 
-def run(M, N, K):
+def calls(args):
     import torch
     import quack_cpp
-    from quack.gemm_interface import gemm as quack_gemm
     torch.manual_seed(0)
+    if args[0] == "ce":
+        import quack
+        M, N = int(args[1]), int(args[2])
+        x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
+        t = torch.randint(0, N, (M,), device="cuda")
+        return [("ours", lambda: quack_cpp.cross_entropy(x, t, reduction="none")),
+                ("quack", lambda: quack.cross_entropy(x, t, reduction="none"))]
+    from quack.gemm_interface import gemm as quack_gemm
+    M, N, K = (int(v) for v in args[:3])
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
-    fs = [("ours", lambda: quack_cpp.gemm(a, b)), ("quack", lambda: quack_gemm(a, b, tuned=False))]
+    return [("ours", lambda: quack_cpp.gemm(a, b)), ("quack", lambda: quack_gemm(a, b, tuned=False))]
+
+
+def run(args):
+    import torch
+    fs = calls(args)
     for _, f in fs:  # compile / plan, warm up
         for _ in range(3):
             f()
@@ -75,8 +95,51 @@ def report(rep):
             print(f"    {name:40s} {v}")
 
 
+def sass(rep, out_dir=None):
+    """Per kernel of the report: the SASS lines with the most stall samples, with their reasons."""
+    import lzma
+    import os
+    text = subprocess.run(["ncu", "-i", rep, "--page", "source", "--csv", "--print-source", "sass"],
+                          capture_output=True, text=True).stdout
+    rows = list(csv.reader(text.splitlines()))
+    # One block per kernel: a "Kernel Name" row, then a header row naming the sampling columns.
+    starts = [i for i, r in enumerate(rows) if r and r[0].startswith("Kernel Name")] or [0]
+    for n, s0 in enumerate(starts):
+        block = rows[s0:starts[n + 1] if n + 1 < len(starts) else len(rows)]
+        name = ",".join(block[0][1:])[:100] if block and block[0][0].startswith("Kernel Name") else "?"
+        hi = next((i for i, r in enumerate(block)
+                   if any(h.startswith("Warp Stall Sampling (All") for h in r)), None)
+        print(f"== kernel {n}: {name}")
+        if hi is None:
+            print("  no stall-sampling column; first rows:", [r[:4] for r in block[:3]])
+            continue
+        head, body = block[hi], [r for r in block[hi + 1:] if len(r) == len(block[hi])]
+        if out_dir:
+            with lzma.open(os.path.join(out_dir, f"sass_{n}.csv.xz"), "wt") as f:
+                csv.writer(f).writerows([block[0], head] + body)
+        col = next(i for i, h in enumerate(head) if h.startswith("Warp Stall Sampling (All"))
+        src = next((i for i, h in enumerate(head) if h == "Source"), 1)
+        addr = next((i for i, h in enumerate(head) if h == "Address"), 0)
+
+        def num(r, i):
+            try:
+                return float(r[i].replace(",", ""))
+            except (ValueError, IndexError):
+                return 0.0
+        reasons = [i for i, h in enumerate(head) if "stall" in h.lower() and i != col
+                   and "Not-issued" not in h and "Sampling" not in h]
+        total = sum(num(r, col) for r in body) or 1.0
+        print(f"  {len(body)} SASS lines, {total:.0f} samples; top 40 lines:")
+        for r in sorted(body, key=lambda r: -num(r, col))[:40]:
+            top = sorted(((num(r, i), head[i]) for i in reasons), reverse=True)[:3]
+            why = "; ".join(f"{h.split('(')[0].strip()[:24]} {v:.0f}" for v, h in top if v > 0)
+            print(f"  {100 * num(r, col) / total:5.1f}% {r[addr]:>6} {r[src][:70]:70s} {why}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--report":
         report(sys.argv[2])
+    elif sys.argv[1] == "--sass":
+        sass(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
     else:
-        run(*(int(v) for v in sys.argv[1:4]))
+        run(sys.argv[1:])
