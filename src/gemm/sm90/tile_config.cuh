@@ -110,8 +110,9 @@ struct TileConfig {
 
   // Threads that consume (and release) each mainloop stage: both warpgroups, or the one owning the tile.
   static constexpr int kStageConsumers = kPingpong ? 128 : kConsumerThreads;
-  // Pingpong: the two warpgroups' mainloops alternate (one sequence, depth 1).
-  using MmaOrder = cutlass::OrderedSequenceBarrier<1, 2>;
+  // Pingpong: the two warpgroups' mainloops alternate on named barriers kMmaOrderBarrier + g
+  // (warpgroup g waits on its own, the other arrives; the epilogue's are 1 + g).
+  static constexpr uint32_t kMmaOrderBarrier = 3;
   // Dynamic scheduler ring (scheduler.cuh): slots, and readers per slot and CTA (the producer
   // thread and the consumer warps that take that work).
   using WorkRingT = WorkRing<4>;
