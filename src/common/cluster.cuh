@@ -76,4 +76,38 @@ __device__ __forceinline__ void cluster_exchange(float* blocks, int row_stride, 
   }
 }
 
+/// Exchange step k gathered on rank 0 only (cluster_exchange's layout and mbarrier): ranks ≠ 0
+/// copy their `rows` blocks of W floats into rank 0 with st.async and return at once (the
+/// values travel from registers, and rank 0 waits for them, so the sender may exit); rank 0's
+/// threads return once every peer's blocks are in its shared memory.
+__device__ __forceinline__ void cluster_gather(float* blocks, int row_stride, int W, int rows,
+                                               int cluster_n, int rank, uint64_t* bar, int k) {
+  if (rank == 0) {
+    if (threadIdx.x == 0)
+      cuda::ptx::mbarrier_arrive_expect_tx(
+          cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, bar,
+          static_cast<uint32_t>((cluster_n - 1) * rows * W * 4));
+    const uint32_t parity = static_cast<uint32_t>((k >> 1) & 1);
+    while (!cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
+    }
+    return;
+  }
+  const int per_row_log2 = __ffs(W) - 3;  // log2(W / 4): 16-byte chunks per row block
+  const int c = threadIdx.x;              // this lane's chunk
+  if (c < (rows << per_row_log2)) {
+    const float* src =
+        blocks + (c >> per_row_log2) * row_stride + (c & ((1 << per_row_log2) - 1)) * 4;
+    const float4 v = *reinterpret_cast<const float4*>(src);
+    const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(src));
+    const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
+    uint32_t rs, rb;  // 32-bit shared::cluster addresses of rank 0's block and mbarrier
+    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rs) : "r"(s), "r"(0));
+    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(b), "r"(0));
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
+        :: "r"(rs), "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)),
+           "r"(__float_as_uint(v.z)), "r"(__float_as_uint(v.w)), "r"(rb) : "memory");
+  }
+}
+
 }  // namespace quack::detail

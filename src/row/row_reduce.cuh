@@ -432,6 +432,24 @@ struct ClusterRowReducer {
     return warp_allreduce_red<K>(combine_slots<K, kSlot>(s, lane, kWarps * cluster_n), 32);
   }
 
+  /// Row 0's reduction on rank 0 only (single-stage kinds; ops without per-element outputs,
+  /// where only rank 0's thread 0 uses the row's total): ranks ≠ 0 send their warps' partials
+  /// to rank 0 and return at once (the value they return is their warp's partial, not for
+  /// use); rank 0 returns the cluster's total once every peer's partials arrived.
+  __device__ Val reduce_to_rank0(Val v, int cluster_n, int rank) const {
+    static_assert(!RedTwoStage<R>::value, "two-stage kinds need the total in every CTA");
+    v = warp_allreduce_red<R>(v, 32);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) store_slot<R>(slots + (rank * kWarps + warp) * kSlot, v);
+    __syncthreads();
+    if (cluster_n > 1) {
+      cluster_gather(slots + rank * kWarps * kSlot, kWarps * kSlot, kWarps * kSlot, 1, cluster_n,
+                     rank, bars, 0);
+      if (rank != 0) return v;
+    }
+    return warp_allreduce_red<R>(combine_slots<R, kSlot>(slots, lane, kWarps * cluster_n), 32);
+  }
+
   /// Row k (0, 1, ...) of the kernel: every thread of every CTA of the cluster calls. Two-stage
   /// kinds make exchange calls 2k and 2k + 1 (after_sync in the first).
   template <class Hook = RowNoHook>
