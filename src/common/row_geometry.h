@@ -28,6 +28,7 @@ struct RowGeometry {
   int cluster_n = 1;      // CTAs per row (power of two ≤ 16)
   int cta_threads = 128;  // threads per CTA (multiple of 32, ≥ tpr)
   int64_t row_blocks = 0; // CTA groups along M (non-persistent) or clusters (persistent)
+  int slice_vecs = 0;     // kClusterRegister: vectors per CTA slice, ceil(N / vec / cluster_n)
 
   QUACK_HOST_DEVICE int rows_per_cta() const { return cta_threads / tpr; }
   QUACK_HOST_DEVICE int warps() const { return cta_threads / 32; }

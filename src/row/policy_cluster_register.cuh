@@ -53,22 +53,28 @@ __host__ __device__ constexpr int row_cluster_register_min_ctas(int tpr) {
 }
 
 /// A CTA's slice of every row it works on (header, "Thread -> data"): its rank in the cluster,
-/// n (vector j·kTpr of this thread exists when j·kTpr < n) and col_t (the thread's first
-/// column).
+/// n (vector j·kTpr of this thread exists when j·kTpr < n), col_t (the thread's first column)
+/// and cluster (blockIdx.x / cluster_n: the row, or the first row of a persistent cluster).
+/// The rank and the cluster come from the cluster registers (a launch without clusters is one
+/// of size 1 per CTA) and the slice length S from the host (RowGeometry::slice_vecs): integer
+/// divisions by the runtime cluster_n took ~40 instructions on the path to the first load
+/// (run AA's ncu).
 struct ClusterSlice {
   int rank, n;
-  int64_t col_t;
+  int64_t col_t, cluster;
 };
 
 template <int kTpr, int kVec>
 __device__ __forceinline__ ClusterSlice cluster_slice(const RowParams& p) {
-  const int cluster_n = p.g.cluster_n;
-  const int rank = cluster_n > 1 ? static_cast<int>(blockIdx.x % cluster_n) : 0;
+  uint32_t rank, cluster;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  asm("mov.u32 %0, %%clusterid.x;" : "=r"(cluster));
   const int t = threadIdx.x;
   const int row_vecs = static_cast<int>(p.g.cols / kVec);
-  const int per_cta = (row_vecs + cluster_n - 1) / cluster_n;  // S ≤ kTpr·kVecs (host-checked)
-  const int slice_vecs = max(0, min(per_cta, row_vecs - rank * per_cta));
-  return {rank, slice_vecs - t, int64_t{rank} * per_cta * kVec + int64_t{t} * kVec};
+  const int per_cta = p.g.slice_vecs;  // S = ceil(row_vecs / cluster_n) ≤ kTpr·kVecs (host-checked)
+  const int r = static_cast<int>(rank);
+  const int slice_vecs = max(0, min(per_cta, row_vecs - r * per_cta));
+  return {r, slice_vecs - t, int64_t{r} * per_cta * kVec + int64_t{t} * kVec, int64_t{cluster}};
 }
 
 /// The reducer's mbarriers initialised and the cluster barrier arrived on (its wait comes
@@ -100,9 +106,8 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
   const Reducer reducer(red_smem);
 
   const int cluster_n = p.g.cluster_n;
-  const int64_t row = blockIdx.x / cluster_n;  // < M: grid = M x cluster_n
   const int t = threadIdx.x;
-  const auto [rank, n, col_t] = cluster_slice<kTpr, kVec>(p);
+  const auto [rank, n, col_t, row] = cluster_slice<kTpr, kVec>(p);  // row < M: grid = M x cluster_n
   cluster_reducer_start(reducer, cluster_n);
 
   RowInRegs<Op, D, kVecs> xv;
@@ -171,9 +176,9 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
   const int cluster_n = p.g.cluster_n;
   const int64_t clusters = gridDim.x / cluster_n;
   const int64_t M = p.g.rows;
-  int64_t row = blockIdx.x / cluster_n;  // < M: at most M clusters
   const int t = threadIdx.x;
-  const auto [rank, n, col_t] = cluster_slice<kTpr, kVec>(p);
+  const auto [rank, n, col_t, first_row] = cluster_slice<kTpr, kVec>(p);
+  int64_t row = first_row;  // < M: at most M clusters
   cluster_reducer_start(reducer, cluster_n);
 
   RowInRegs<Op, D, kVecs> xv;

@@ -258,6 +258,7 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
       } else if (c.policy == RowPolicy::kClusterRegister) {
         plan.cluster_n = static_cast<int>(
             std::max<int64_t>(1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes()));
+        plan.g.slice_vecs = static_cast<int>((pr.N / plan.g.vec + plan.cluster_n - 1) / plan.cluster_n);
         plan.smem = 0;  // the all-reduce's slots are static shared memory
         // Persistent (early_refill): resident clusters, at launch.
         plan.grid = c.early_refill ? 0 : pr.M * plan.cluster_n;
