@@ -244,15 +244,6 @@ struct CrossEntropyFwd : RowOpBase {
     return {ce_target(p, row)};
   }
 
-  /// The target's line into L2 (the target logit's, where given or gathered, is read by one
-  /// thread in finish and not prefetched).
-  __device__ __forceinline__ static void prefetch_row(const RowParams& p, int64_t row) {
-    const RowIO& io = p.row_in[ce::kTarget];
-    const int64_t bytes = io.dtype == DType::kInt64 ? 8 : 4;
-    const char* a = static_cast<const char*>(io.ptr) + row * io.row_stride * bytes;
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-  }
-
   template <class View>
   __device__ __forceinline__ static Red::Val reduce(const RowParams& p, const RowIn& in,
                                                     const View& v) {

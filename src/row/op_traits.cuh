@@ -18,10 +18,6 @@
 //     // (optional, RowOpBase: none) per-row inputs, read once per row before the fold (the
 //     // ring policy reads them one row ahead: they must not be what the kernel writes):
 //     // struct RowIn { float rstd; };  static RowIn load_row(const RowParams&, int64_t row);
-    // (optional, RowOpBase: none) a hint that load_row(p, row) comes later: prefetches what
-    // it reads (no result; one thread per CTA calls it; the persistent cluster register
-    // policy, next to the next row's loads):
-    // static void prefetch_row(const RowParams&, int64_t row);
 //
 //     // This thread's part of the row's reduction: a fold over the elements the thread holds.
 //     // `view.for_each(f)` calls f(const RowElem<kIn, kCols>& e) for each of them; a view
@@ -149,7 +145,6 @@ struct RowOpBase {
   struct RowIn {};
   __device__ __forceinline__ static bool gate_open(const RowParams&) { return true; }
   __device__ __forceinline__ static RowIn load_row(const RowParams&, int64_t) { return {}; }
-  __device__ __forceinline__ static void prefetch_row(const RowParams&, int64_t) {}
   __device__ __forceinline__ static float col_shift(const RowParams&, int) { return 0.f; }
 };
 

@@ -1,8 +1,6 @@
 // Row policy for long rows with each CTA's slice in registers, not persistent
 // (RowPolicy::kClusterRegister): QuACK 0.2.0's cross-entropy geometry (quack/cross_entropy.py,
-// quack/reduce.py online_softmax_reduce), the op's math from its traits. Its persistent
-// variant for ops without per-element outputs (row_cluster_register_persistent_kernel, the
-// early_refill entry cl-t256v8-p) is described at its kernel.
+// quack/reduce.py online_softmax_reduce), the op's math from its traits.
 //
 // Why: the ring policy (policy_ring.cuh) runs one persistent 1024-thread CTA per SM through
 // each row in lockstep (wait for the stage, fold, cluster all-reduce, barrier, refill), so an
@@ -54,7 +52,7 @@ __host__ __device__ constexpr int row_cluster_register_min_ctas(int tpr) {
 
 /// A CTA's slice of every row it works on (header, "Thread -> data"): its rank in the cluster,
 /// n (vector j·kTpr of this thread exists when j·kTpr < n), col_t (the thread's first column)
-/// and cluster (blockIdx.x / cluster_n: the row, or the first row of a persistent cluster).
+/// and cluster (blockIdx.x / cluster_n: the row).
 /// The rank and the cluster come from the cluster registers (a launch without clusters is one
 /// of size 1 per CTA) and the slice length S from the host (RowGeometry::slice_vecs): integer
 /// divisions by the runtime cluster_n took ~40 instructions on the path to the first load
@@ -137,67 +135,6 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
         apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
       }
     }
-  }
-}
-
-/// The persistent variant (a kClusterRegister entry with RowConfig::early_refill: ops without
-/// per-element outputs, the loss-only cross-entropy forwards): grid = min(M, resident
-/// clusters) clusters of cluster_n CTAs (the geometry above per row); cluster c works on rows
-/// c, c + C, c + 2C, ... (C: the clusters of the grid). The row's registers are read only by
-/// the fold (kOut == 0), so each thread loads the next row's slice into them right after
-/// folding the current one, before the cluster all-reduce and the finish: the exchange, the
-/// finish and the loop overhead run while the next row's loads are in flight. The per-row
-/// inputs are read (Op::load_row) after the finish, where their wait overlaps the next row's
-/// loads; Op::prefetch_row (thread 0, next to the next row's loads) brings them into L2 first.
-/// Synchronisation across rows: row k is the reducer's all-reduce k (its slots stage k & 1,
-/// mbarrier k & 1 with phase parity (k >> 1) & 1): call k + 2 reuses call k's stage only
-/// after call k + 1's __syncthreads and exchange (ClusterRowReducer), and every CTA of a
-/// cluster runs the same rows, so no cluster barrier is needed between rows. The cluster
-/// barrier's wait (peers' mbarriers initialised) is taken once, before the first exchange;
-/// a CTA exits after its last exchange, when no peer writes to it any more.
-template <class Op, class D, int kTpr, int kVecs>
-__global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
-    row_cluster_register_persistent_kernel(const __grid_constant__ RowParams p) {
-  if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
-  static_assert(Op::kOut == 0, "the next row's loads overwrite the registers the outputs read");
-  static_assert(!Op::kColShift && Op::kCols == 0, "per-column vectors: other policies");
-  static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
-  constexpr int kIn = Op::kIn;
-  constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector
-  constexpr int kWarps = kTpr / 32;
-  using R = typename Op::Red;
-  using Reducer = ClusterRowReducer<kWarps, kRowMaxCluster, R>;
-  static_assert(static_cast<int64_t>(Reducer::kBytes) ==
-                    row_cluster_register_smem_bytes(kTpr, R::kFloats),
-                "row_config.h's size");
-  __shared__ __align__(16) unsigned char red_smem[Reducer::kBytes];
-  const Reducer reducer(red_smem);
-
-  const int cluster_n = p.g.cluster_n;
-  const int64_t clusters = gridDim.x / cluster_n;
-  const int64_t M = p.g.rows;
-  const int t = threadIdx.x;
-  const auto [rank, n, col_t, first_row] = cluster_slice<kTpr, kVec>(p);
-  int64_t row = first_row;  // < M: at most M clusters
-  cluster_reducer_start(reducer, cluster_n);
-
-  RowInRegs<Op, D, kVecs> xv;
-  xv.template load_row<kTpr>(p, row, col_t, n);
-  typename Op::RowIn rin = Op::load_row(p, row);
-  for (int k = 0;; ++k) {
-    const RegisterView<Op, D, kVecs, kTpr> view{xv, n, col_t, NoCols{}};
-    const auto part = Op::reduce(p, rin, view);
-    const int64_t next = row + clusters;  // the same in every CTA of the cluster
-    if (next < M) {
-      xv.template load_row<kTpr>(p, next, col_t, n);  // the fold above read xv last
-      if (t == 0) Op::prefetch_row(p, next);
-    }
-    if (cluster_n > 1 && k == 0) cluster_wait();  // every peer's mbarriers are initialised
-    const auto total = reducer.allreduce(part, k, cluster_n, rank);
-    Op::finish(p, rin, total, row, rank == 0 && t == 0);
-    if (next >= M) break;
-    row = next;
-    rin = Op::load_row(p, row);
   }
 }
 

@@ -22,10 +22,7 @@
 //   kClusterRegister  long rows, QuACK's cross-entropy geometry: not persistent, one CTA per
 //              (row, cluster rank); a cluster of ceil(row / slice) CTAs holds the row, each
 //              CTA its slice in registers (16-byte loads straight from global memory), several
-//              CTAs per SM in different phases; one cluster exchange per row. Its
-//              persistent entry (early_refill, ops without per-element outputs): min(M,
-//              resident) clusters loop over the rows, each thread loading the next row's
-//              slice right after the fold of the current one.
+//              CTAs per SM in different phases; one cluster exchange per row.
 //   kGeneral   anything else (any strides and dtypes, odd N): element at a time, runtime
 //              geometry, clusters; the row is read from global memory once per sweep.
 //
@@ -79,10 +76,8 @@ struct RowConfig {
   int min_in;   // compiled only for ops with at least this many input streams
   int min_elt;  // compiled only for input dtypes of at least this many bytes
   const char* name;
-  // kRing: the stage is refilled right after the fold, before the row's all-reduce;
-  // kClusterRegister: persistent clusters whose registers take the next row's slice right
-  // after the fold, before the row's all-reduce. Ops without per-element outputs only
-  // (nothing reads the stage or the registers after the fold).
+  // kRing: the stage is refilled right after the fold, before the row's all-reduce (ops
+  // without per-element outputs only: nothing reads the stage after the fold).
   bool early_refill = false;
   // Compiled only for ops whose traits ask for the configurations under trial
   // (Op::kTrialConfigs): candidates timed by `quack-bench ... --config all` before the plan
@@ -159,11 +154,11 @@ struct RowConfig {
 //    up to 1024 / tpr CTAs per SM (64 registers) at different phases of their rows, so one
 //    CTA's reduction and exchange overlap the others' loads. Also the fwd+dx (its row stays
 //    in registers across the exchange, then dx).
-//  - cl-t256v8-p: cl-t256v8 made persistent (ops without per-element outputs: cross-entropy's
-//    loss alone): min(M, resident) clusters loop over the rows, and each thread's registers
-//    take the next row's slice right after the fold, so the row's exchange and finish overlap
-//    the next row's loads (cl-t256v8 at 16384 x 65536: 3.53 TB/s, 124 waves of 4-CTA
-//    clusters, stalls on long scoreboard and barriers, run Z3); unmeasured.
+//    The cluster register entries are not persistent: a persistent cl-t256v8 (cl-t256v8-p:
+//    min(M, resident) clusters looping over the rows, the next row's loads issued right after
+//    the fold) measured no better in run AA (kernel-only bf16 CE forward, TB/s, cl-t256v8-p /
+//    cl-t256v8: 3.632 / 3.656 at 16384 x 65536, 3.431 / 3.483 at 16384 x 131072, 3.156 /
+//    3.086 at 8192 x 262144, where t1024v2-looped reads 3.77).
 inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRegister, 16, 16, 1, 0, 1, 2, "r16t16v1"},   // 0: ≤ 256 B
     {RowPolicy::kRegister, 32, 8, 1, 0, 1, 2, "r8t32v1"},     // 1: ≤ 512 B
@@ -195,8 +190,6 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kClusterRegister, 256, 1, 8, 0, 1, 2, "cl-t256v8", false, true},  // ≤ 16 x 32 KB
     {RowPolicy::kClusterRegister, 512, 1, 8, 0, 1, 2, "cl-t512v8", false, true},  // ≤ 16 x 64 KB
     {RowPolicy::kClusterRegister, 256, 1, 4, 0, 1, 2, "cl-t256v4", false, true},  // ≤ 16 x 16 KB
-    // 28: the persistent cluster register policy (no per-element outputs), under trial
-    {RowPolicy::kClusterRegister, 256, 1, 8, 0, 1, 2, "cl-t256v8-p", true, true},  // ≤ 16 x 32 KB
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -333,8 +326,7 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///    one-stage entry only for ops with column accumulations (others have the ring);
 ///  - cluster register: no per-column vectors, no column accumulations; the packed values
 ///    within 64 registers with the slack (1024 / tpr CTAs per SM);
-///  - early_refill entries (rings, the persistent cluster register entry): ops without
-///    per-element outputs (n_out == 0);
+///  - early_refill rings: ops without per-element outputs (n_out == 0);
 ///  - trial entries: ops whose traits ask for them (trial_ok: Op::kTrialConfigs).
 QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int red_floats,
                                               int n_cols, int in_elt, int n_acc = 0,

@@ -35,11 +35,9 @@ bool row_config_takes(int config, int64_t M, int64_t row_bytes) {
       return M <= kMaxGrid;
     case RowPolicy::kRing:
       return row_bytes <= c.capacity_bytes();
-    case RowPolicy::kClusterRegister:  // grid: M x the cluster (persistent: resident clusters)
+    case RowPolicy::kClusterRegister:  // grid: M x the cluster
       return row_bytes <= c.capacity_bytes() &&
-             (c.early_refill ||
-              M <= kMaxGrid / std::max<int64_t>(
-                                  1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes()));
+             M <= kMaxGrid / std::max<int64_t>(1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes());
     default:
       return false;
   }
@@ -260,8 +258,7 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
             std::max<int64_t>(1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes()));
         plan.g.slice_vecs = static_cast<int>((pr.N / plan.g.vec + plan.cluster_n - 1) / plan.cluster_n);
         plan.smem = 0;  // the all-reduce's slots are static shared memory
-        // Persistent (early_refill): resident clusters, at launch.
-        plan.grid = c.early_refill ? 0 : pr.M * plan.cluster_n;
+        plan.grid = pr.M * plan.cluster_n;
         plan.g.row_blocks = pr.M;
       } else {
         plan.grid = (pr.M + c.rows - 1) / c.rows;

@@ -152,12 +152,8 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
       EXPECT_LE(S, chunk_vecs);
       EXPECT_LT((plan.cluster_n - 1) * S, row_vecs);
       EXPECT_EQ(plan.smem, 0u);
-      if (c.early_refill) {
-        EXPECT_EQ(plan.grid, 0) << "persistent: resident clusters, at launch";
-      } else {
-        EXPECT_EQ(plan.grid, pr.M * plan.cluster_n);
-        EXPECT_LE(plan.grid, 0x7fffffff);
-      }
+      EXPECT_EQ(plan.grid, pr.M * plan.cluster_n);
+      EXPECT_LE(plan.grid, 0x7fffffff);
       EXPECT_LE(row_cluster_register_smem_bytes(c.tpr, op.red_floats), 48 * 1024)
           << "static shared memory";
       EXPECT_LE(c.vecs * 4 * op.n_in + kRowRegisterBudgetSlack,
@@ -279,17 +275,6 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
   EXPECT_EQ(plan_row(fwd_info(), problem(16384, 131072, DType::kBFloat16), cl).policy,
             RowPolicy::kNone)
       << "not compiled for ops that do not ask";
-  // Its persistent entry: the loss alone only (no per-element outputs), never planned.
-  const int clp = row_config_index("cl-t256v8-p");
-  ASSERT_GE(clp, 0);
-  const RowPlan pp = plan_row(ce_fwd_info(0), problem(16384, 65536, DType::kBFloat16), clp);
-  EXPECT_EQ(name_of(pp), "cl-t256v8-p-x4");
-  EXPECT_EQ(pp.grid, 0);
-  EXPECT_EQ(plan_row(ce_fwd_info(1), problem(16384, 65536, DType::kBFloat16), clp).policy,
-            RowPolicy::kNone)
-      << "the fwd+dx reads its row after the reduction";
-  EXPECT_EQ(plan_row(fwd_info(), problem(16384, 65536, DType::kBFloat16), clp).policy,
-            RowPolicy::kNone);
 }
 
 TEST(RowPlan, EmptyAndUnalignedInputs) {
