@@ -20,9 +20,10 @@
 //   ≤ 128 elements each in registers, sorting networks and bitonic merges, exact (key, column)
 //   entries; power-of-2 rows without tail loads or column masks); faster there on H200
 //   (kernel-only, 65536 rows: 2.4× the warp queue at N = 1024, k = 8). At N = 4096, k = 32
-//   the warp queue with its prefix bound is ahead (1.13×) and keeps the shape. fp32 x takes
-//   it at power-of-2 N ≤ 2048 with k ≤ 16 (truncated entries + an exactness fix-up: results
-//   exact; 2.0× the warp queue at (65536, 1024, 8), 1.35× at (65536, 2048, 16) on H200).
+//   the warp queue with its prefix bound is ahead (1.13×) and keeps the shape. fp32 x with
+//   16-byte rows takes it at N ≤ 2048 with k ≤ 16 (truncated entries + an exactness fix-up:
+//   results exact; on H200 2.0× the warp queue at (65536, 1024, 8), 1.35× at (65536, 2048,
+//   16), 1.49× at (65536, 1000, 8)).
 // - k > 256: a segmented radix sort of each row (CUB's DeviceSegmentedRadixSort: stable, so
 //   ties keep the lower index first) in a caller-provided workspace; correct, slower.
 #pragma once

@@ -111,8 +111,7 @@ bool topk_bitonic_fits(const TopkProblem& pr) {
 bool topk_bitonic_planned(const TopkProblem& pr) {
   if (!topk_bitonic_ok(pr)) return false;
   if (pr.x == DType::kFloat32)
-    return topk_bitonic_fits(pr) && pr.N <= kTopkBitonicPlanMaxNF32 &&
-           pr.k <= kTopkBitonicPlanMaxKF32;
+    return pr.N <= kTopkBitonicPlanMaxNF32 && pr.k <= kTopkBitonicPlanMaxKF32;
   return pr.k <= kTopkBitonicPlanMaxK || pr.N <= kTopkBitonicPlanMaxN;
 }
 

@@ -11,7 +11,7 @@
 //           register kernel (topk_bitonic_kernel.cuh; fp32: truncated entries + an exactness
 //           fix-up), T threads per row, E elements per thread. The plan takes it by
 //           topk_bitonic_planned (16-bit x: k ≤ kTopkBitonicPlanMaxK or N ≤
-//           kTopkBitonicPlanMaxN; fp32: power-of-2 N ≤ 2048, k ≤ 16); plan_topk's forced_path
+//           kTopkBitonicPlanMaxN; fp32: N ≤ 2048, k ≤ 16); plan_topk's forced_path
 //           takes it anywhere in its range.
 //           Rows of a power-of-2 length N ≥ 16 that it takes run `fit` (N = T·E): the kernel
 //           without tail loads and column masks.
@@ -121,17 +121,24 @@ inline constexpr int kTopkBitonicFitMinN = 1024;
 inline constexpr int kTopkBitonicFitElems = 128;
 
 // fp32 x in the bitonic kernel (truncated entries + the exactness fix-up of
-// topk_bitonic_kernel.cuh): the plan takes it only for power-of-2 rows (the fit instance) of N
-// ≤ kTopkBitonicPlanMaxNF32 with k ≤ kTopkBitonicPlanMaxKF32; every other fp32 row keeps the
-// queue kernel. Source: H200, fp32, M = 65536, kernel-only (quack-bench topk --config all, run
-// Z's third call at 81a91a0, the kernel at ~21 SASS instructions per element), ms per call, the
-// planned fit entry against the queue kernel's best configuration:
-//   (N 1024, k 8)   fit 16 × 64   0.089   queue 0.180 (E 128 × 8: 0.107)
-//   (N 2048, k 16)  fit 32 × 64   0.247   queue 0.334 (prefix bound)
-//   (N 1024, k 32)  fit 32 × 32   0.275   queue 0.286 (4 %: not taken)
-//   generic rows: 16 × 64 forced at N 1024 0.130 against the queue's 0.180; N 1000 not
-//   measured since the kernel changed (run Y, before: 0.214 / 0.191), so generic rows keep the
-//   queue kernel. (N 1024, k 16) is not measured.
+// topk_bitonic_kernel.cuh): the plan takes it for rows in the kernel's range (16-byte rows,
+// topk_bitonic_ok) of N ≤ kTopkBitonicPlanMaxNF32 with k ≤ kTopkBitonicPlanMaxKF32: power-of-2
+// rows (topk_bitonic_fits) run the fit instance, the others the generic one (tail loads and
+// column masks; at N = 1000 the plan's 16 × 64); every other fp32 row keeps the queue kernel.
+// Source: H200, fp32, M = 65536, kernel-only (quack-bench topk --dtype fp32 --config all), ms
+// per call, T × E:
+//   run AA (2026-12-03):
+//   (N 1000, k 8)   generic 16 × 64  0.1285 (32 × 32: 0.133)   queue 0.191 (the plan before)
+//   (N 2048, k 8)   fit 32 × 64      0.1665                    queue 0.3166
+//   (N 1024, k 16)  fit 16 × 64      0.123  (generic: 0.174)   queue 0.266
+//   (N 512, k 16)   fit 8 × 64       0.0676
+//   run Z (81a91a0, the kernel at ~21 SASS instructions per element):
+//   (N 1024, k 8)   fit 16 × 64      0.089                     queue 0.180 (E 128 × 8: 0.107)
+//   (N 2048, k 16)  fit 32 × 64      0.247                     queue 0.334 (prefix bound)
+//   (N 1024, k 32)  fit 32 × 32      0.275                     queue 0.286 (4 %: not taken)
+// Generic rows were measured at (1000, 8) only (and, forced, at power-of-2 N: (1024, 16) above,
+// (1024, 8) 16 × 64 0.130 in run Z): short rows (N < 512) and k in (8, 16] at generic N follow
+// the rule unmeasured.
 inline constexpr int kTopkBitonicPlanMaxNF32 = 2048;
 inline constexpr int kTopkBitonicPlanMaxKF32 = 16;
 
@@ -208,8 +215,8 @@ bool topk_bitonic_fits(const TopkProblem& pr);
 
 /// Whether the plan picks the bitonic kernel unforced: topk_bitonic_ok(pr) and k ≤
 /// kTopkBitonicPlanMaxK or N ≤ kTopkBitonicPlanMaxN for 16-bit x (the measured classes above;
-/// a power-of-2 N outside them keeps the queue kernel); for fp32 x, power-of-2 N ≤
-/// kTopkBitonicPlanMaxNF32 and k ≤ kTopkBitonicPlanMaxKF32.
+/// a power-of-2 N outside them keeps the queue kernel); for fp32 x, N ≤
+/// kTopkBitonicPlanMaxNF32 and k ≤ kTopkBitonicPlanMaxKF32 (power-of-2 N or not).
 bool topk_bitonic_planned(const TopkProblem& pr);
 
 /// Whether the radix kernel takes the problem: 16-byte loads, x of 2 bytes with N ≤

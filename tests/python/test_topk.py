@@ -77,9 +77,9 @@ def check(x, k, dim=-1, largest=True, **kw):
 # 16-bit x with 16-byte rows, N <= 4096, k <= 32 and k <= 16 or N <= 2048 (here (1, 1, 1),
 # (33, 1000, 8), (65, 256, 8), (300, 64, 2), (130, 2048, 16), (9, 2056, 8), (6, 4096, 16),
 # (11, 1024, 24)) takes the register (bitonic) kernel by the plan's rule (src/topk/topk_plan.h);
-# so does fp32 x with 16-byte rows, N <= 2048 (<= 1024 for k > 16; here (1, 1, 1), (33, 1000,
-# 8), (65, 256, 8), (300, 64, 2), (130, 2048, 16), (11, 1024, 24)): truncated entries and an
-# exactness fix-up. Past it, 16-bit rows of 16-byte multiples with 4096 <= N <= 8192 ((64,
+# so does fp32 x with 16-byte rows, N <= 2048 and k <= 16 (here (1, 1, 1), (33, 1000, 8), (65,
+# 256, 8), (300, 64, 2), (130, 2048, 16); the power-of-2 N by the fit instance, the others the
+# generic one): truncated entries and an exactness fix-up. Past it, 16-bit rows of 16-byte multiples with 4096 <= N <= 8192 ((64,
 # 4096, 32), (16, 4096, 128), (3, 5000, 300) is past k <= 256) the radix kernel; the others
 # the queue kernel (k <= 256) or the sort path. The queue kernel's rows of 16-byte multiples
 # with k >= 32 ((8, 32768, 64), (4, 131072, 256); fp32 at N = 4096) take its prefix bound of 32

@@ -36,7 +36,8 @@
 //                 the direct sort), softmax modes, int32 / int64 indices.
 //   TopkLayouts   strided and misaligned x, strided values / indices (nothing written
 //                 outside them), fp32 values from bf16 x and bf16 values from fp32 x, at a
-//                 queue shape and at a shape of the bitonic rule.
+//                 queue shape and at shapes of the bitonic rule (N = 1000, and 1001 in padded
+//                 rows: a partial last vector).
 //   TopkSoftmax   kSelected and kRow (with lse), every dtype, on the queue and sort paths.
 //   TopkBackward  kNone, kSelected, kRow against topk_bwd_reference on the forward's outputs;
 //                 out-of-range indices skipped.
@@ -608,12 +609,13 @@ TEST_F(TopkBitonic, Fp32NearTiesAtTheBoundary) {
   // of Data::kNearTies (values 1 + j ulp: the whole row one truncated key, so the selected
   // lowest columns are wrong and the fix-up re-picks them; a cluster within 4 ulps of the k-th
   // value; ±0 with ± subnormals; ±inf, NaN, ±FLT_MAX − j ulp), every list size, k = K (the
-  // kernel's dropped-entry test) and k < K (its (k+1)-th entry), fit and generic, every E,
+  // kernel's dropped-entry test) and k < K (its (k+1)-th entry), fit and generic (a partial
+  // last vector at N = 1001 and 2045: one row, 16-byte rows need M = 1 there), every E,
   // largest and smallest, softmax modes and index dtypes in turn. The queue kernel (exact 64-bit
   // entries) runs the same rows as a second reference.
   const Mnk shapes[] = {{37, 1024, 8}, {21, 2048, 16}, {9, 1000, 32}, {50, 1000, 13},
                         {11, 512, 32}, {13, 2048, 1},  {5, 16, 16},   {7, 20, 5},
-                        {10, 1024, 32}, {10, 2040, 9}};
+                        {10, 1024, 32}, {10, 2040, 9},  {1, 1001, 8},  {1, 2045, 16}};
   uint64_t seed = 7000;
   int ran = 0;
   for (const Mnk& s : shapes)
@@ -640,7 +642,7 @@ TEST_F(TopkBitonic, Fp32NearTiesAtTheBoundary) {
             run_case(q);
           }
         }
-  EXPECT_EQ(ran, 10 * 5 * 2 * 2);
+  EXPECT_EQ(ran, 12 * 5 * 2 * 2);
 }
 
 // ------------------------------------------------------------------ the radix kernel forced
@@ -719,8 +721,8 @@ class TopkPlanRule : public GpuTest {};
 
 TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
   // The plan unforced (run_case expects topk_bitonic_planned's and topk_radix_planned's path):
-  // the bitonic rule's edges (k ≤ 16 or N ≤ 2048; power-of-2 rows it plans: the fit instance)
-  // and just past them (16-bit x from N = 4096: the radix kernel; below, and fp32: the queue
+  // the bitonic rule's edges (16-bit x: k ≤ 16 or N ≤ 2048; fp32: N ≤ 2048 and k ≤ 16;
+  // power-of-2 rows it plans: the fit instance, the others the generic one) and just past them (16-bit x from N = 4096: the radix kernel; below, and fp32: the queue
   // kernel with its prefix bound of 32 iterations from k = 32), every softmax mode, int32 /
   // int64 indices, largest and smallest, bf16 / fp16 / fp32 x.
   const Mnk shapes[] = {{300, 2048, 16}, {130, 1024, 8}, {33, 2048, 17}, {9, 2056, 8},
@@ -742,9 +744,9 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
         ++n;
         const TopkRun r = run_case(c);
         const bool pow2 = (s.N & (s.N - 1)) == 0 && s.N >= 16;
-        // fp32: power-of-2 N ≤ 2048 with k ≤ 16 (run Z).
+        // fp32: N ≤ 2048 with k ≤ 16 (runs Z, AA), power-of-2 N (fit) or not (generic).
         const bool planned = dtype_size(t) == 2 ? s.N <= 4096 && (s.k <= 16 || s.N <= 2048)
-                                                : pow2 && s.N <= 2048 && s.k <= 16;
+                                                : s.N <= 2048 && s.k <= 16;
         const bool radix = dtype_size(t) == 2 && !planned && s.N >= 4096;
         EXPECT_EQ(r.plan.path, planned ? TopkPath::kBitonic
                                : radix ? TopkPath::kRadix
@@ -770,9 +772,9 @@ TEST_F(TopkLayouts, StridedAndMisaligned) {
     DType xt, vt;
     bool vec;  // the vector loads are expected
   };
-  // (N, k): the queue kernel's; the bitonic rule's for 16-bit x with 16-byte rows (fp32 x takes
-  // the bitonic kernel only at power-of-2 N: the queue kernel at 1000).
-  const std::pair<int64_t, int64_t> nks[] = {{3001, 50}, {1000, 8}};
+  // (N, k): the queue kernel's; the bitonic rule's with 16-byte rows (every x dtype: the
+  // generic instance at N = 1000, and at N = 1001 with a partial last vector in padded rows).
+  const std::pair<int64_t, int64_t> nks[] = {{3001, 50}, {1000, 8}, {1001, 8}};
   for (const auto& nk : nks) {
     const int64_t M = 6, N = nk.first, k = nk.second;
     Layout row_pad;  // rows padded to a multiple of 8 elements: vector-aligned
@@ -813,7 +815,7 @@ TEST_F(TopkLayouts, StridedAndMisaligned) {
         c.seed = ++seed;
         const TopkRun r = run_case(c);
         EXPECT_EQ(r.plan.vec_io, l.vec);
-        const bool bitonic = N == 1000 && l.vec && l.xt != DType::kFloat32;
+        const bool bitonic = N <= 2048 && l.vec;
         EXPECT_EQ(r.plan.path, bitonic ? TopkPath::kBitonic : TopkPath::kQueue);
       }
   }

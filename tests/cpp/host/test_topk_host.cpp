@@ -354,7 +354,7 @@ TEST(TopkPlan, BenchmarkShapes) {
     EXPECT_EQ(p.warps_per_row, s.w) << s.N;
     EXPECT_EQ(p.queue_regs, s.q) << s.N;
     EXPECT_EQ(p.packed_bits, s.bits) << s.N;
-    pr.x = DType::kFloat32;  // the queue kernel's fp32 entries (the bitonic rule takes power-of-2 N ≤ 2048, k ≤ 16)
+    pr.x = DType::kFloat32;  // the queue kernel's fp32 entries (the bitonic rule takes N ≤ 2048, k ≤ 16)
     EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue).packed_bits, 64);
   }
 }
@@ -431,11 +431,18 @@ TEST(TopkPlan, BitonicRule) {
       {65536, 4104, 8, DType::kBFloat16, true, TopkPath::kRadix},     // the kernel's N range
       {65536, 4104, 8, DType::kFloat32, true, TopkPath::kQueue},
       {65536, 1024, 33, DType::kBFloat16, true, TopkPath::kQueue},    // the kernel's k range
-      // fp32 x: power-of-2 rows by its own constants (run Z); fp32 never takes radix.
+      // fp32 x: N ≤ 2048, k ≤ 16 by its own constants (runs Z, AA), power-of-2 N or not;
+      // fp32 never takes radix.
       {65536, 1024, 8, DType::kFloat32, true, TopkPath::kBitonic},
       {65536, 1024, 32, DType::kFloat32, true, TopkPath::kQueue},    // fp32: k ≤ 16 (run Z)
       {65536, 2048, 16, DType::kFloat32, true, TopkPath::kBitonic},  // fp32: N ≤ 2048 (run Z)
-      {65536, 1000, 8, DType::kFloat32, true, TopkPath::kQueue},     // fp32: fit rows only
+      {65536, 1000, 8, DType::kFloat32, true, TopkPath::kBitonic},   // generic rows (run AA)
+      {65536, 1000, 16, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 1000, 17, DType::kFloat32, true, TopkPath::kQueue},    // fp32: k ≤ 16
+      {65536, 2044, 8, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 2052, 8, DType::kFloat32, true, TopkPath::kQueue},     // fp32: N ≤ 2048
+      {3, 7, 1, DType::kFloat32, true, TopkPath::kBitonic},
+      {65536, 1000, 8, DType::kFloat32, false, TopkPath::kQueue},    // no 16-byte rows
       {65536, 512, 8, DType::kFloat32, true, TopkPath::kBitonic},
       {65536, 1024, 16, DType::kFloat32, true, TopkPath::kBitonic},
       {65536, 2048, 17, DType::kFloat32, true, TopkPath::kQueue},
@@ -482,8 +489,9 @@ TEST(TopkPlan, BitonicRule) {
   pr.k = 8;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "bitonic-k8-e64-t16");
   // fp32: the kernel's range N ≤ 2048 (E ≤ 64; lists of 32: E ≤ 32, N ≤ 1024); the plan
-  // takes its fit instance at power-of-2 N ≤ 2048 with k ≤ 16 (run Z3), with the kernel's
-  // largest E from N = 1024 (64); forcing it takes the rest of its range.
+  // takes it at N ≤ 2048 with k ≤ 16 (runs Z3, AA): the fit instance at power-of-2 N, with the
+  // kernel's largest E from N = 1024 (64), the generic one elsewhere (16 × 64 at N = 1000);
+  // forcing it takes the rest of its range.
   EXPECT_EQ(detail::kTopkBitonicMaxNF32, 2048);
   EXPECT_EQ(detail::topk_bitonic_max_elems(4, 8), 64);
   EXPECT_EQ(detail::topk_bitonic_max_elems(4, 16), 64);
@@ -520,7 +528,14 @@ TEST(TopkPlan, BitonicRule) {
       {1024, 32, kAuto, 0, false, "queue-q32-p64-vec-w1r4-pre32"},
       {1024, 32, kBit, 64, false, "bitonic-k32-e32-t32"},
       {512, 8, kAuto, 0, false, "bitonic-k8-e64-t8-fit"},
-      {1000, 8, kAuto, 0, false, "queue-q32-p64-vec-w1r4"},
+      {512, 16, kAuto, 0, false, "bitonic-k16-e64-t8-fit"},
+      {1024, 16, kAuto, 0, false, "bitonic-k16-e64-t16-fit"},
+      {1000, 8, kAuto, 0, false, "bitonic-k8-e64-t16"},  // generic rows (run AA)
+      {1000, 16, kAuto, 0, false, "bitonic-k16-e64-t16"},
+      {2040, 16, kAuto, 0, false, "bitonic-k16-e64-t32"},
+      {100, 8, kAuto, 0, false, "bitonic-k8-e64-t2"},
+      {1000, 17, kAuto, 0, false, "queue-q32-p64-vec-w1r4"},
+      {1000, 8, kQ, 0, false, "queue-q32-p64-vec-w1r4"},
       {1024, 8, kQ, 0, false, "queue-q32-p64-vec-w1r4"},
   };
   for (const F& f : f32_plans) {
@@ -552,13 +567,13 @@ TEST(TopkPlan, BitonicForced) {
             const bool ok = vec && n <= max_n && k <= 32;
             EXPECT_EQ(detail::topk_bitonic_ok(pr), ok);
             const detail::TopkPlan p = detail::plan_topk(pr, 0, TopkPath::kBitonic, e);
-            // Unforced: the rule (16-bit x, 16-byte rows, k ≤ 16 or N ≤ 2048; a power of 2
-            // alone does not plan it), else the queue kernel; forcing the queue kernel or its
-            // warps per row never gives bitonic.
+            // Unforced: the rule (16-bit x, 16-byte rows, k ≤ 16 or N ≤ 2048; fp32: N ≤ 2048,
+            // k ≤ 16; a power of 2 alone does not plan it), else the queue kernel; forcing the
+            // queue kernel or its warps per row never gives bitonic.
             const bool pow2 = n >= 16 && (n & (n - 1)) == 0;
             EXPECT_EQ(detail::topk_bitonic_fits(pr), ok && pow2);
             const bool planned = ok && (dtype_size(t) == 2 ? k <= 16 || n <= 2048
-                                                           : pow2 && n <= 2048 && k <= 16);
+                                                           : n <= 2048 && k <= 16);
             EXPECT_EQ(detail::topk_bitonic_planned(pr), planned);
             EXPECT_EQ(detail::plan_topk(pr).path,
                       planned                            ? TopkPath::kBitonic
