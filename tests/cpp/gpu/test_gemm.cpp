@@ -496,7 +496,8 @@ TEST_F(Gemm, DynamicScheduler) {
 
 // Stream-K (src/gemm/streamk.h), forced (QUACK_GEMM_STREAMK=1) on every cooperative tile
 // configuration with the caller's workspace: a few tiles split over many clusters (long K), a
-// tail wave split (2048x2048x2048 and 4096x1000x1000 on 128x256), M / N / K tails, K not a
+// single wave split (2048x2048x2048 and 4096x1000x1000 on 128x256: 64 cluster tiles), full
+// waves plus the split tail (4096x3000x640, 3 x 2048x2048x1000), M / N / K tails, K not a
 // multiple of 64, K < 128 (one or two k-blocks: whole tiles over fewer units), batches, C with
 // beta (also in place, and an fp32 C), an fp32 D, every (a, b, d) layout; D poisoned before the
 // launch, flags zero after it, and a second launch bitwise equal. Then the rule (env unset,
@@ -513,6 +514,8 @@ TEST_F(Gemm, StreamK) {
       sk(mk(1000, 600, 1000)),
       sk(mk(2048, 2048, 2048)),
       sk(mk(4096, 1000, 1000)),
+      sk(mk(4096, 3000, 640)),  // 128x256: 192 cluster tiles on 66 clusters, 1 wave data-parallel
+      sk(with(mk(2048, 2048, 1000), [](GemmCase& c) { c.L = 3; })),  // 192 tiles over 3 batches
       sk(mk(300, 200, 64)),    // one k-block
       sk(mk(300, 200, 100)),   // two k-blocks, K < 2·BK
       sk(with(mk(200, 300, 700), [](GemmCase& c) { c.L = 3; })),
