@@ -7,9 +7,9 @@
 // With T = W·G + R (0 < R < G), data-parallel waves alone leave (G − R)/G of the last wave idle.
 // Here the first S work indices (S = R + G when W ≥ 1, else S = T) are stream-K tiles: their
 // S·KB (tile, k-block) iterations, in order (tile-major), are cut into `units` ≤ G contiguous,
-// equal ranges (within one k-block: unit u gets [u·I/U, (u+1)·I/U)), one per cluster u < units;
-// the other T − S tiles (a multiple of G) are data-parallel: cluster c takes S + c, S + c + G, ...
-// after its stream-K range. A cluster's range cut at tile boundaries gives its pieces (tile,
+// equal ranges (within one k-block: unit u gets [u·I/U, (u+1)·I/U)), one per cluster c < units
+// (unit units − 1 − c: unit_of_cluster); the other T − S tiles (a multiple of G) are
+// data-parallel: cluster c takes S + c, S + c + G, ... after its stream-K range. A cluster's range cut at tile boundaries gives its pieces (tile,
 // [k_begin, k_end)), run in order.
 //
 // Reduction of a tile split between clusters: only the piece with k-block 0 of the tile (its
@@ -19,7 +19,8 @@
 // range: it runs last in time, the other pieces of the tile being the first piece, or the whole
 // range, of the units after it) waits for the flags of units u + 1 .. unit_of(last k-block), adds
 // their partials in that order (deterministic) to its accumulators and runs the epilogue.
-// Partial pieces never wait on another cluster, so the waits form no cycle (kernel.cuh).
+// Partial pieces never wait on another cluster, so the waits form no cycle; a finisher waits
+// only on clusters of lower index (kernel.cuh).
 //
 // Tested on the host (tests/cpp/host/test_gemm_streamk.cpp): every (tile, k-block) exactly once,
 // ranges balanced within one k-block, one finisher per tile, at most one partial per unit.
@@ -103,12 +104,19 @@ struct StreamKSchedule {
   /// The unit whose range holds iteration i (0 ≤ i < iters()).
   QUACK_HD int64_t unit_of(int64_t i) const { return ((i + 1) * units - 1) / iters(); }
 
+  /// The stream-K unit of cluster c < units: units − 1 − c (its own inverse), so that the units
+  /// a finisher waits for (after its own) run on clusters of lower index, which the hardware
+  /// dispatches first: a grid that is not all resident at once (a GPU shared with other work)
+  /// still makes progress when blocks start in index order (kernel.cuh).
+  QUACK_HD int64_t unit_of_cluster(int64_t c) const { return units - 1 - c; }
+
   /// Piece `seq` of cluster c (its stream-K pieces, then its data-parallel tiles); false past
   /// the cluster's last one.
   QUACK_HD bool piece(int64_t c, int64_t seq, StreamKPiece& out) const {
     int64_t done = 0;  // k-blocks of the cluster's stream-K range
     if (c < units) {
-      const int64_t b = begin(c), e = begin(c + 1);
+      const int64_t u = unit_of_cluster(c);
+      const int64_t b = begin(u), e = begin(u + 1);
       const int64_t t0 = b / k_tiles, n = (e - 1) / k_tiles - t0 + 1;  // b < e: units ≤ iters
       if (seq < n) {
         const int64_t t = t0 + seq;

@@ -32,7 +32,10 @@
 //   No deadlock: a partial piece is the first piece of its cluster and waits on no other cluster
 //   (only on its own pipeline, fed by its own producer), so it completes once its cluster is
 //   resident; a finisher waits only on units after its own; the grid is persistent (at most as
-//   many clusters as fit at once: all resident), so every awaited partial is produced.
+//   many clusters as fit at once: all resident), so every awaited partial is produced. Units
+//   run on clusters in reverse order (unit_of_cluster), so a finisher only waits on clusters of
+//   lower index: were fewer clusters resident than launched (a GPU shared with other work),
+//   blocks dispatched in index order would still make progress.
 // Shared memory: the mainloop's A and B rings, the epilogue's buffers, then the barriers (the
 //   pipeline's, the work ring, the epilogue's C mbarriers). All
 //   dynamic; ≤ 227 KB. The mainloop takes as many stages as fit beside the epilogue (GemmKernel).
@@ -218,11 +221,12 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
         if (streamk) {
           auto sync = [grp] { cutlass::arch::NamedBarrier::sync(Tile::kEpiThreads, 1 + grp); };  // the epilogue's
           using Reducer = StreamKReducer<Tile>;
+          int64_t const unit = p.sk.sched.unit_of_cluster(cluster_id);
           if (!finishes) {  // a partial: to the workspace, no epilogue
-            Reducer::store(p.sk, acc, cluster_id, cta_rank, etid, sync);
+            Reducer::store(p.sk, acc, unit, cta_rank, etid, sync);
             continue;
           }
-          if (p.sk.sched.split(x)) Reducer::reduce(p.sk, acc, cluster_id, p.sk.sched.last_unit(x), cta_rank, etid, sync);
+          if (p.sk.sched.split(x)) Reducer::reduce(p.sk, acc, unit, p.sk.sched.last_unit(x), cta_rank, etid, sync);
         }
       }
       epilogue.store_tile(p.epilogue, acc, p.M, p.N, p.L, m_blk, n_blk, l);

@@ -1,7 +1,8 @@
 // The stream-K schedule of the GEMM (src/gemm/streamk.h), on the host: every (tile, k-block)
 // exactly once, ranges balanced within one k-block, one finisher per tile whose waits name
-// exactly the units holding the tile's other pieces, at most one partial per unit, the pipeline
-// positions (k_before) contiguous, and the rule's choices at the shapes it is for.
+// exactly the units holding the tile's other pieces (on clusters of lower index), at most one
+// partial per unit, the pipeline positions (k_before) contiguous, and the rule's choices at the
+// shapes it is for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,14 +50,17 @@ void check_schedule(const StreamKSchedule& s) {
         continue;
       }
       ASSERT_LT(c, s.units) << "stream-K pieces only on the stream-K units";
+      const int64_t u = s.unit_of_cluster(c);
+      ASSERT_GE(u, 0);
+      ASSERT_LT(u, s.units);
       sk_blocks += x.k_end - x.k_begin;
-      units_of_tile[x.tile].push_back(c);
+      units_of_tile[x.tile].push_back(u);
       if (x.k_begin == 0) {
         ASSERT_EQ(finisher.count(x.tile), 0u);
-        finisher[x.tile] = c;
+        finisher[x.tile] = u;
       } else {
         ASSERT_EQ(seq, 0) << "a partial piece is the first of its cluster";
-        ++partials[size_t(c)];
+        ++partials[size_t(u)];
       }
     }
     if (c < s.units) {
@@ -75,10 +79,11 @@ void check_schedule(const StreamKSchedule& s) {
     std::sort(units.begin(), units.end());
     ASSERT_EQ(units.front(), f) << "the finisher is the lowest unit of the tile";
     StreamKPiece x;
+    const int64_t fc = s.unit_of_cluster(f);  // the finisher's cluster (the map is its own inverse)
     int64_t seq = 0, last_seq = -1;
-    for (; s.piece(f, seq, x) && x.tile < s.sk_tiles; ++seq)
+    for (; s.piece(fc, seq, x) && x.tile < s.sk_tiles; ++seq)
       if (x.tile == tile) last_seq = seq;
-    ASSERT_TRUE(s.piece(f, last_seq, x));
+    ASSERT_TRUE(s.piece(fc, last_seq, x));
     if (units.size() == 1) {
       ASSERT_FALSE(s.split(x));
       continue;
@@ -87,7 +92,10 @@ void check_schedule(const StreamKSchedule& s) {
     ASSERT_EQ(last_seq, seq - 1) << "the finisher's piece ends its stream-K range";
     ASSERT_TRUE(s.split(x));
     ASSERT_EQ(s.last_unit(x), units.back());
-    for (size_t i = 1; i < units.size(); ++i) ASSERT_EQ(units[i], f + int64_t(i)) << "contiguous units";
+    for (size_t i = 1; i < units.size(); ++i) {
+      ASSERT_EQ(units[i], f + int64_t(i)) << "contiguous units";
+      ASSERT_LT(s.unit_of_cluster(units[i]), fc) << "a finisher waits only on clusters of lower index";
+    }
   }
 }
 
