@@ -66,7 +66,8 @@
 //   quack-bench gemm [--shapes 8192x8192x8192,...] [--layout rr|rc|cr|cc] [--ms 300]
 //                                            bf16 GEMM beside cuBLAS (default: issue 3's set)
 //     (env QUACK_GEMM_TILE or QUACK_GEMM_TILE_N forces a tile, for gemm-act / gemm-dact on both the
-//     fused and the plain GEMM; QUACK_BENCH_TILE_COUNTER=1 uses the dynamic scheduler)
+//     fused and the plain GEMM; QUACK_BENCH_TILE_COUNTER=1 uses the dynamic scheduler;
+//     QUACK_GEMM_STREAMK=0|1|auto passes a stream-K workspace to gemm: off, forced, the rule)
 //   quack-bench gemm-act [--shapes MxNxK,...] [--act gelu_tanh_approx] [--store-preact 1|0] [--ms 300]
 //   quack-bench gemm-dact [--shapes MxNxK,...] [--act gelu_tanh_approx] [--ms 300]
 //                                            bf16 gemm_act / gemm_dact beside our plain gemm of the
@@ -861,6 +862,15 @@ int bench_gemm(const std::vector<std::vector<long long>>& shapes, const std::vec
     if (dyn) {
       check(cudaMemset(counter.p, 0, 4), "memset");
       g.tile_counter = static_cast<uint32_t*>(counter.p);
+    }
+    // QUACK_GEMM_STREAMK set (0, 1 or auto): a stream-K workspace, zeroed once and kept for the
+    // shape, so the library's setting decides (0 off, 1 forced, auto the rule); unset: none.
+    const bool sk = std::getenv("QUACK_GEMM_STREAMK") != nullptr;
+    Buffer sk_ws(sk ? quack::gemm_streamk_workspace_size(0) : 16);
+    if (sk) {
+      check(cudaMemset(sk_ws.p, 0, quack::gemm_streamk_workspace_size(0)), "memset");
+      g.streamk_workspace = sk_ws.p;
+      g.streamk_workspace_bytes = quack::gemm_streamk_workspace_size(0);
     }
     const float one = 1.f, zero = 0.f;
     auto ours = [&] { quack::gemm(g, nullptr); };

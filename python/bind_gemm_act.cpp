@@ -33,6 +33,10 @@ quack::Activation to_activation(const std::string& name, const char* fn) {
   return a;
 }
 
+constexpr const char* kStreamKDoc =
+    "streamk_workspace / streamk_workspace_bytes: as gemm's (GemmArgs::streamk_workspace: a\n"
+    "buffer of gemm_streamk_workspace_size(device) bytes, zeroed once, one per stream; 0: none).\n";
+
 // The fields GemmActArgs and GemmGatedArgs share (gemm_gated adds concat_layout).
 template <class Args>
 Args fwd_args(const char* fn, const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
@@ -201,17 +205,21 @@ void def_grad_op(nb::module_& m, const std::string& op, const char* default_act,
       op.c_str(),
       [make, launch](const OptTensor& a, const OptTensor& b, const OptTensor& preact, const OptTensor& dpreact,
                      const OptTensor& postact, const std::string& activation, uintptr_t stream, bool tuned,
-                     uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes) {
+                     uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes,
+                     uintptr_t streamk_workspace, size_t streamk_workspace_bytes) {
         Args g = make(a, b, preact, dpreact, postact, activation, tuned, tile_counter);
         g.workspace = reinterpret_cast<void*>(workspace);
         g.workspace_bytes = workspace_bytes;
+        g.streamk_workspace = reinterpret_cast<void*>(streamk_workspace);
+        g.streamk_workspace_bytes = streamk_workspace_bytes;
         nb::gil_scoped_release release;
         launch(g, to_stream(stream));
       },
       nb::arg("a"), nb::arg("b"), nb::arg("preact"), nb::arg("dpreact"), nb::arg("postact").none(),
       nb::arg("activation") = default_act, nb::arg("stream") = 0, nb::arg("tuned") = false,
       nb::arg("tile_counter") = 0, nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
-      (std::string(what) + problem + empty + kTensorDoc +
+      nb::arg("streamk_workspace") = 0, nb::arg("streamk_workspace_bytes") = 0,
+      (std::string(what) + problem + empty + kStreamKDoc + kTensorDoc +
        "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
           .c_str());
 }
@@ -258,11 +266,13 @@ void bind_gemm_act(nb::module_& m) {
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
          const OptTensor& postact, const std::string& activation, double alpha, double beta, uintptr_t stream,
          bool tuned, uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes, const OptTensor& bias_row,
-         const OptTensor& bias_col) {
+         const OptTensor& bias_col, uintptr_t streamk_workspace, size_t streamk_workspace_bytes) {
         quack::GemmActArgs g =
             act_args(a, b, c, preact, postact, activation, alpha, beta, tuned, tile_counter, bias_row, bias_col);
         g.workspace = reinterpret_cast<void*>(workspace);
         g.workspace_bytes = workspace_bytes;
+        g.streamk_workspace = reinterpret_cast<void*>(streamk_workspace);
+        g.streamk_workspace_bytes = streamk_workspace_bytes;
         nb::gil_scoped_release release;
         quack::gemm_act(g, to_stream(stream));
       },
@@ -270,11 +280,12 @@ void bind_gemm_act(nb::module_& m) {
       nb::arg("activation") = "identity", nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0,
       nb::arg("stream") = 0, nb::arg("tuned") = false, nb::arg("tile_counter") = 0, nb::arg("workspace") = 0,
       nb::arg("workspace_bytes") = 0, nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
+      nb::arg("streamk_workspace") = 0, nb::arg("streamk_workspace_bytes") = 0,
       (std::string("GEMM with a fused activation (quack::gemm_act), written into preact (when\n"
                    "given) and postact on the given stream:\n") +
        kActDoc +
        "M = 0, N = 0 or L = 0: nothing launched. K = 0: preact = beta * c (zeros without c).\n" +
-       kTensorDoc + "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
+       kStreamKDoc + kTensorDoc + "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
           .c_str());
 
   def_grad_op<quack::GemmDActArgs>(
@@ -326,11 +337,14 @@ void bind_gemm_act(nb::module_& m) {
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& preact,
          const OptTensor& postact, const std::string& activation, double alpha, double beta, bool concat_layout,
          uintptr_t stream, bool tuned, uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes,
-         const OptTensor& bias_row, const OptTensor& bias_col) {
+         const OptTensor& bias_row, const OptTensor& bias_col, uintptr_t streamk_workspace,
+         size_t streamk_workspace_bytes) {
         quack::GemmGatedArgs g = gated_args(a, b, c, preact, postact, activation, alpha, beta, concat_layout, tuned,
                                             tile_counter, bias_row, bias_col);
         g.workspace = reinterpret_cast<void*>(workspace);
         g.workspace_bytes = workspace_bytes;
+        g.streamk_workspace = reinterpret_cast<void*>(streamk_workspace);
+        g.streamk_workspace_bytes = streamk_workspace_bytes;
         nb::gil_scoped_release release;
         quack::gemm_gated(g, to_stream(stream));
       },
@@ -339,9 +353,11 @@ void bind_gemm_act(nb::module_& m) {
       nb::arg("concat_layout") = false, nb::arg("stream") = 0, nb::arg("tuned") = false,
       nb::arg("tile_counter") = 0, nb::arg("workspace") = 0, nb::arg("workspace_bytes") = 0,
       nb::arg("bias_row").none() = nb::none(), nb::arg("bias_col").none() = nb::none(),
+      nb::arg("streamk_workspace") = 0, nb::arg("streamk_workspace_bytes") = 0,
       (std::string("GEMM with a fused gated activation (quack::gemm_gated), written into preact (when\n"
                    "given) and postact on the given stream:\n") +
-       kGatedDoc + "M = 0, N = 0 or L = 0: nothing launched. K = 0: preact = beta * c + bias.\n" + kTensorDoc +
+       kGatedDoc + "M = 0, N = 0 or L = 0: nothing launched. K = 0: preact = beta * c + bias.\n" + kStreamKDoc +
+       kTensorDoc +
        "Raises ValueError for a bad or not yet supported argument, RuntimeError for a CUDA error.")
           .c_str());
 

@@ -238,17 +238,29 @@ NB_MODULE(_C, m) {
       "not a multiple of 16 bytes), 0 otherwise. Validates like gemm_can_implement (ValueError).");
 
   m.def(
+      "gemm_streamk_workspace_size",
+      [](int device) {
+        nb::gil_scoped_release release;
+        return quack::gemm_streamk_workspace_size(device);
+      },
+      nb::arg("device"),
+      "Bytes of gemm's streamk_workspace on CUDA device `device` "
+      "(quack::gemm_streamk_workspace_size): one flag and one fp32 tile per SM.");
+
+  m.def(
       "gemm",
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& d,
          double alpha, double beta, uintptr_t stream, bool tuned, uintptr_t alpha_device,
          uintptr_t beta_device, uintptr_t workspace, size_t workspace_bytes, const OptTensor& bias_row,
-         const OptTensor& bias_col) {
+         const OptTensor& bias_col, uintptr_t streamk_workspace, size_t streamk_workspace_bytes) {
         quack::GemmArgs g = gemm_args(a, b, c, d, alpha, beta, bias_row, bias_col);
         g.tuned = tuned;
         g.alpha_device = reinterpret_cast<const float*>(alpha_device);
         g.beta_device = reinterpret_cast<const float*>(beta_device);
         g.workspace = reinterpret_cast<void*>(workspace);
         g.workspace_bytes = workspace_bytes;
+        g.streamk_workspace = reinterpret_cast<void*>(streamk_workspace);
+        g.streamk_workspace_bytes = streamk_workspace_bytes;
         nb::gil_scoped_release release;
         quack::gemm(g, to_stream(stream));
       },
@@ -256,7 +268,8 @@ NB_MODULE(_C, m) {
       nb::arg("beta") = 0.0, nb::arg("stream") = 0, nb::arg("tuned") = false,
       nb::arg("alpha_device") = 0, nb::arg("beta_device") = 0, nb::arg("workspace") = 0,
       nb::arg("workspace_bytes") = 0, nb::arg("bias_row").none() = nb::none(),
-      nb::arg("bias_col").none() = nb::none(),
+      nb::arg("bias_col").none() = nb::none(), nb::arg("streamk_workspace") = 0,
+      nb::arg("streamk_workspace_bytes") = 0,
       (std::string("GEMM (quack::gemm), written into d on the given stream:\n") + kGemmDoc +
        "M = 0, N = 0 or L = 0: validation only, nothing launched. K = 0: d = beta * c (zeros\n"
        "without c). tuned: autotune the tile configuration on first use per shape class and\n"
@@ -264,7 +277,10 @@ NB_MODULE(_C, m) {
        "each on d's device (0: none), read by the kernel instead of alpha / beta (a device\n"
        "beta of 0 means c is not read; GemmArgs::alpha_device / beta_device). workspace /\n"
        "workspace_bytes: a device buffer of at least gemm_workspace_size bytes (0: gemm\n"
-       "allocates it on the stream when needed; GemmArgs::workspace). " +
+       "allocates it on the stream when needed; GemmArgs::workspace). streamk_workspace /\n"
+       "streamk_workspace_bytes: a device buffer of gemm_streamk_workspace_size(device) bytes,\n"
+       "zeroed once and kept per stream (0: none; GemmArgs::streamk_workspace): stream-K where\n"
+       "it pays (QUACK_GEMM_STREAMK=0 off, 1 forced). " +
        kTensorDoc +
        "Raises ValueError for a bad or not yet supported argument (the C++ message, e.g.\n"
        "'gemm: b has shape (64, 128) bfloat16, expected (K, N) = (63, N)'), RuntimeError for a\n"

@@ -16,7 +16,11 @@
 // would leave more than a quarter of the SMs idle; pingpong 128x128 or 128x192, the one of least
 // estimated time, with ≥ 4 of its tiles per SM; else 128x256). Scheduling: static persistent
 // (tile order: QUACK_GEMM_RASTER, for measurements), or dynamic (an atomic tile counter) with
-// GemmArgs::tile_counter.
+// GemmArgs::tile_counter; stream-K (the last wave of tiles split along K over all SMs,
+// src/gemm/streamk.h) on the cooperative tiles with GemmArgs::streamk_workspace where the rule
+// estimates a gain. QUACK_GEMM_STREAMK: 0 off, 1 forced (a workspace allocated per call when
+// none is given), auto / unset: the rule when a workspace is given. NOT YET RUN ON A GPU
+// (branch gemm-streamk, 2026-12-03).
 // Hardware: sm_90a (H100/H200) only; on another GPU the launch fails with CudaError.
 // The same kernel with an activation fused into the epilogue: quack/gemm_act.h (gemm_act, gemm_dact).
 //
@@ -162,6 +166,19 @@ struct GemmArgs {
   /// frees it after the launch (cudaFreeAsync), stream-ordered and graph-capturable.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  /// Stream-K workspace (QUACK_GEMM_STREAMK, below): device memory on d's device, 16-byte
+  /// aligned, of gemm_streamk_workspace_size(device) bytes (or more), ZEROED ONCE before its first
+  /// use; every completed launch leaves its flags zero again, so it needs no reset between calls
+  /// or graph replays; like tile_counter it must not be shared by launches that may run at the
+  /// same time (keep one per stream). With it, the cooperative tile configurations split the
+  /// last wave of output tiles along K over all SMs where the rule of src/gemm/streamk.h
+  /// estimates a gain (fp32 partials reduced in a fixed order: deterministic for a given device).
+  /// Null: stream-K off, unless QUACK_GEMM_STREAMK=1 forces it (then the call allocates, zeroes
+  /// and frees one on `stream`). InvalidArgument when misaligned (can_implement) or smaller than
+  /// gemm_streamk_workspace_size (at the call). The dynamic tile counter is not used by a
+  /// stream-K launch.
+  void* streamk_workspace = nullptr;
+  size_t streamk_workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm without touching the device (no CUDA call). Throws InvalidArgument,
@@ -180,6 +197,12 @@ void can_implement(const GemmArgs& args);
 /// both are TMA-addressable or K = 0. Validates `args` as can_implement (no CUDA call; throws
 /// InvalidArgument likewise); a workspace already in args is ignored.
 size_t gemm_workspace_size(const GemmArgs& args);
+
+/// Bytes of GemmArgs::streamk_workspace (and of the fused GEMMs' streamk_workspace) for device
+/// `device`: one uint32 flag and one fp32 partial tile (largest cooperative tile compiled) per
+/// SM; e.g. 17 MB on a 132-SM H200 with 128x256 tiles. Reads the device's SM count (one CUDA
+/// call per device, cached); throws CudaError if that fails.
+size_t gemm_streamk_workspace_size(int device);
 
 /// D = alpha · A·B + beta · C on `stream`, on the tensors' device. Runs can_implement first.
 /// M = 0, N = 0 or L = 0: nothing is launched. K = 0: D = beta · C (zeros without c or with

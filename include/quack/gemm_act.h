@@ -156,6 +156,9 @@ struct GemmActArgs {
   /// (gemm_workspace_size(GemmActArgs) bytes; null: allocated and freed on the stream).
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  /// As GemmArgs::streamk_workspace (stream-K on the cooperative tiles).
+  void* streamk_workspace = nullptr;
+  size_t streamk_workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm_act without touching the device (no CUDA call). Throws
@@ -209,6 +212,8 @@ struct GemmDActArgs {
   uint32_t* tile_counter = nullptr;   // as GemmArgs::tile_counter
   void* workspace = nullptr;          // as GemmActArgs::workspace
   size_t workspace_bytes = 0;
+  void* streamk_workspace = nullptr;  // as GemmArgs::streamk_workspace
+  size_t streamk_workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm_dact without touching the device. Throws InvalidArgument ("gemm_dact:
@@ -278,6 +283,8 @@ struct GemmGatedArgs {
   uint32_t* tile_counter = nullptr;  // as GemmArgs::tile_counter
   void* workspace = nullptr;         // as GemmActArgs::workspace
   size_t workspace_bytes = 0;
+  void* streamk_workspace = nullptr;  // as GemmArgs::streamk_workspace
+  size_t streamk_workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm_gated without touching the device. Throws InvalidArgument
@@ -332,6 +339,8 @@ struct GemmDGatedArgs {
   uint32_t* tile_counter = nullptr;  // as GemmArgs::tile_counter
   void* workspace = nullptr;         // as GemmActArgs::workspace
   size_t workspace_bytes = 0;
+  void* streamk_workspace = nullptr;  // as GemmArgs::streamk_workspace
+  size_t streamk_workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm_dgated without touching the device. Throws InvalidArgument

@@ -75,6 +75,9 @@ struct GemmRotaryArgs {
   /// freed on the stream when a or b needs a padded copy).
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  /// As GemmArgs::streamk_workspace (stream-K on the cooperative tiles).
+  void* streamk_workspace = nullptr;
+  size_t streamk_workspace_bytes = 0;
 };
 
 /// Validates `args` for gemm_rotary without touching the device (no CUDA call). Throws

@@ -54,8 +54,8 @@ from . import _C
 from . import _registrar as _reg
 from . import _dtensor
 from ._registrar import dtype_name, register, register_function, stream, tensor_arg
-from .gemm_ops import (_as_operand, _cast, _check, _row_major, _rows, _tma_ok, gemm_op,
-                       linear_dtype, weight_grad)
+from .gemm_ops import (_as_operand, _cast, _check, _row_major, _rows, _streamk_workspace, _tma_ok,
+                       gemm_op, linear_dtype, weight_grad)
 
 __all__ = ["gemm_act", "gemm_dact", "gemm_gated", "gemm_dgated", "linear_act", "act_linear",
            "mlp", "ACTIVATIONS", "GATED_ACTIVATIONS", "activation_name", "is_gated",
@@ -268,7 +268,7 @@ class GemmAct:
         bias_row = _bias_args(bias, fn)
         ws, nbytes = _workspace(A, B, _C.gemm_act_workspace_size, *args, bias_row, None)
         _C.gemm_act(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
-                    nbytes, bias_row, None)
+                    nbytes, bias_row, None, *_streamk_workspace(A))
 
 
 class GemmGated:
@@ -304,7 +304,7 @@ class GemmGated:
         bias_row = _bias_args(bias, fn)
         ws, nbytes = _workspace(A, B, _C.gemm_gated_workspace_size, *args, bias_row, None)
         _C.gemm_gated(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
-                      nbytes, bias_row, None)
+                      nbytes, bias_row, None, *_streamk_workspace(A))
 
 
 class GemmDAct:
@@ -334,7 +334,7 @@ class GemmDAct:
                 tensor_arg(postact, fn, "postact"), activation)
         ws, nbytes = _workspace(A, B, _C.gemm_dact_workspace_size, *args)
         _C.gemm_dact(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
-                     nbytes)
+                     nbytes, *_streamk_workspace(A))
 
 
 class GemmDGated:
@@ -364,7 +364,7 @@ class GemmDGated:
                 tensor_arg(postact, fn, "postact"), activation)
         ws, nbytes = _workspace(A, B, _C.gemm_dgated_workspace_size, *args)
         _C.gemm_dgated(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
-                       nbytes)
+                       nbytes, *_streamk_workspace(A))
 
 
 gemm_act_op = register(GemmAct)

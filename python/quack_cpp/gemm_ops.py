@@ -31,6 +31,7 @@ gemm_add_inplace; ``quack/linear.py``: LinearFunc with fused gradient accumulati
 CUTLASS 3.x-style sm90 warp-specialised TMA + WGMMA kernel (``src/gemm/sm90/``).
 """
 
+import os
 from typing import Optional, Tuple, Union
 
 import torch
@@ -257,10 +258,33 @@ def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
         ws_bytes = _C.gemm_workspace_size(a, b, c, d, float(alpha), float(beta), bias_row, None)
         if ws_bytes:
             ws = torch.empty(ws_bytes, dtype=torch.uint8, device=D.device)
+    sk_ptr, sk_bytes = _streamk_workspace(D)
     _C.gemm(a, b, c, d, float(alpha), float(beta), stream(D), bool(tuned),
             alpha_t.data_ptr() if alpha_t is not None else 0,
             beta_t.data_ptr() if beta_t is not None else 0,
-            ws.data_ptr() if ws is not None else 0, ws_bytes, bias_row, None)
+            ws.data_ptr() if ws is not None else 0, ws_bytes, bias_row, None, sk_ptr, sk_bytes)
+
+
+# Stream-K workspaces (GemmArgs::streamk_workspace), one per (device, stream): zeroed once when
+# made (every launch leaves its flags zero again), kept for the process. Passed only while
+# QUACK_GEMM_STREAMK is set (0, 1 or auto: the C++ library's setting decides); unset, none is
+# made and gemm runs without stream-K. Not made during CUDA-graph capture (none is passed then
+# unless one was made for that stream before the capture).
+_STREAMK_WS = {}
+
+
+def _streamk_workspace(D: Tensor) -> Tuple[int, int]:
+    if os.environ.get("QUACK_GEMM_STREAMK") is None:
+        return 0, 0
+    key = (D.device.index, stream(D))
+    ws = _STREAMK_WS.get(key)
+    if ws is None:
+        if torch.cuda.is_current_stream_capturing():
+            return 0, 0
+        nbytes = _C.gemm_streamk_workspace_size(D.device.index)
+        ws = torch.zeros(nbytes, dtype=torch.uint8, device=D.device)
+        _STREAMK_WS[key] = ws
+    return ws.data_ptr(), ws.numel()
 
 
 def _scalar(fn: str, name: str, v, A: Tensor) -> Tuple[float, Optional[Tensor]]:

@@ -21,6 +21,7 @@
 #include "gemm/gemm_pad.h"
 #include "gemm/gemm_problem.h"
 #include "gemm/gemm_tune.h"
+#include "gemm/streamk.h"
 #include "gemm/tile_rule.h"
 #include "quack/errors.h"
 #include "quack/gemm.h"
@@ -464,7 +465,37 @@ struct Plan {
   const Instance* inst = nullptr;  // K > 0: the base kernel instance of the problem (is_base)
   std::vector<Pad> pads;           // operands TMA cannot address (gemm_pad.h)
   size_t workspace_bytes = 0;      // their copies, each 256-byte aligned
+  void* streamk_ws = nullptr;      // the caller's stream-K workspace (GemmArgs::streamk_workspace)
+  size_t streamk_ws_bytes = 0;
 };
+
+// The caller's stream-K workspace (GemmArgs::streamk_workspace): alignment here (no CUDA call),
+// its size when the call runs (run_plan: gemm_streamk_workspace_size reads the SM count).
+void set_streamk(const ArgCheck& chk, Plan& plan, void* ws, size_t bytes) {
+  if (reinterpret_cast<uintptr_t>(ws) % 16 != 0)
+    chk.fail("streamk_workspace is not 16-byte aligned, expected a 16-byte aligned device buffer of "
+             "gemm_streamk_workspace_size bytes");
+  plan.streamk_ws = ws;
+  plan.streamk_ws_bytes = bytes;
+}
+
+// QUACK_GEMM_STREAMK: "0" off, "1" forced (kStreamKForce), "auto", empty or unset: -1 (the rule
+// where the caller gives a workspace). Throws InvalidArgument otherwise.
+int streamk_env(const char* fn) {
+  const char* e = std::getenv("QUACK_GEMM_STREAMK");
+  if (e == nullptr || *e == 0 || std::strcmp(e, "auto") == 0) return -1;
+  if (std::strcmp(e, "0") == 0) return detail::kStreamKOff;
+  if (std::strcmp(e, "1") == 0) return detail::kStreamKForce;
+  ArgCheck(fn).fail(std::string("QUACK_GEMM_STREAMK is '") + e + "', expected 0, 1 or auto");
+}
+
+// One flag and one fp32 tile per SM: the largest cooperative tile compiled.
+int64_t streamk_slot_bytes() {
+  int64_t slot = 0;
+  for (const GemmInstance& i : detail::kGemmInstances)
+    if (!i.pingpong) slot = std::max<int64_t>(slot, int64_t(i.bm) * i.bn * 4);
+  return slot;
+}
 
 // Operands TMA cannot address (ka, kb: the kernel's A and B) are read from padded copies in the
 // workspace (gemm_pad.h): records the copies and their bytes in plan and points the kernel's
@@ -563,6 +594,7 @@ Plan plan_gemm(const GemmArgs& g) {
   p.alpha_dev = g.alpha_device;
   p.beta_dev = g.beta_device;
   p.tile_counter = g.tile_counter;
+  set_streamk(chk, plan, g.streamk_workspace, g.streamk_workspace_bytes);
   p.device = dev;
   if (g.bias.present()) p.epilogue = GemmEpilogue::kBias;
   if (M == 0 || N == 0 || L == 0) {
@@ -811,6 +843,7 @@ Plan plan_act(const GemmActArgs& g) {
   p.alpha = g.alpha;
   p.beta = g.beta;
   p.tile_counter = g.tile_counter;
+  set_streamk(chk, plan, g.streamk_workspace, g.streamk_workspace_bytes);
   p.d1_dtype = g.postact.dtype;
   // Output 0's dtype is preact's; without preact it is C's (when read) or postact's.
   p.d_dtype = g.preact.present() ? g.preact.dtype : read_c ? g.c.dtype : g.postact.dtype;
@@ -857,6 +890,7 @@ Plan plan_gated(const GemmGatedArgs& g) {
   p.alpha = g.alpha;
   p.beta = g.beta;
   p.tile_counter = g.tile_counter;
+  set_streamk(chk, plan, g.streamk_workspace, g.streamk_workspace_bytes);
   p.concat = g.concat_layout;
   p.d1_dtype = g.postact.dtype;
   // Output 0's dtype is preact's; without preact it is C's (when read) or postact's.
@@ -897,6 +931,7 @@ Plan plan_dgated(const GemmDGatedArgs& g) {
   GemmProblem& p = plan.p;
   p.activation = static_cast<int>(g.activation);
   p.tile_counter = g.tile_counter;
+  set_streamk(chk, plan, g.streamk_workspace, g.streamk_workspace_bytes);
   p.packed_dtype = g.dpreact.dtype;
   // preact and dpreact as (M, H) matrices of 32-bit pairs: strides in 32-bit units, so a 4-byte
   // aligned base and even strides (in 16-bit elements) are required; TMA or the epilogue's plain
@@ -947,6 +982,7 @@ Plan plan_dact(const GemmDActArgs& g) {
   GemmProblem& p = plan.p;
   p.activation = static_cast<int>(g.activation);
   p.tile_counter = g.tile_counter;
+  set_streamk(chk, plan, g.streamk_workspace, g.streamk_workspace_bytes);
   p.d_dtype = g.dpreact.dtype;
   p.c_dtype = g.preact.dtype;
   // Without postact, output 1 is not stored: any instance of preact's dtype serves.
@@ -1021,6 +1057,7 @@ Plan plan_rotary(const GemmRotaryArgs& g) {
   GemmProblem& p = plan.p;
   p.alpha = g.alpha;
   p.tile_counter = g.tile_counter;
+  set_streamk(chk, plan, g.streamk_workspace, g.streamk_workspace_bytes);
   p.d_dtype = g.d.dtype;
   p.c_dtype = g.d.dtype;
   p.d1_dtype = g.d.dtype;
@@ -1051,10 +1088,33 @@ void run_plan(const Plan& plan, bool tuned, void* workspace, cudaStream_t stream
     return;
   }
   apply_raster_env(p);
+  // Stream-K: QUACK_GEMM_STREAMK = 0 off, 1 forced, else the rule with the caller's workspace.
+  const int env = streamk_env(plan.fn);
+  void* sk = nullptr;
+  p.streamk = env >= 0 ? env : plan.streamk_ws != nullptr ? detail::kStreamKRule : detail::kStreamKOff;
+  const bool sk_own = p.streamk == detail::kStreamKForce && plan.streamk_ws == nullptr;
+  int64_t sk_need = 0, sk_flags = 0;
+  if (p.streamk != detail::kStreamKOff) {
+    sk_flags = detail::StreamKSchedule::flag_bytes(detail::sm_count(p.device));
+    sk_need = int64_t(gemm_streamk_workspace_size(p.device));
+    if (!sk_own && int64_t(plan.streamk_ws_bytes) < sk_need)
+      ArgCheck(plan.fn).fail("streamk_workspace has " + str(int64_t(plan.streamk_ws_bytes)) + " bytes, expected ≥ " +
+                             str(sk_need) + " (gemm_streamk_workspace_size of device " + str(p.device) + ")");
+  }
   void* ws = workspace;
   const bool own = !plan.pads.empty() && ws == nullptr;
   if (own) detail::check_cuda(cudaMallocAsync(&ws, plan.workspace_bytes, stream), plan.fn, "cudaMallocAsync");
   try {
+    if (p.streamk != detail::kStreamKOff) {
+      sk = plan.streamk_ws;
+      if (sk_own) {  // zeroed flags, freed after the launch (stream-ordered)
+        detail::check_cuda(cudaMallocAsync(&sk, size_t(sk_need), stream), plan.fn, "cudaMallocAsync");
+        detail::check_cuda(cudaMemsetAsync(sk, 0, size_t(sk_flags), stream), plan.fn, "cudaMemsetAsync");
+      }
+      p.streamk_ws = sk;
+      p.streamk_ws_bytes = sk_need;
+      p.streamk_flag_bytes = sk_flags;
+    }
     for (const Pad& pad : plan.pads) {
       detail::PadCopy c = pad.copy;
       c.dst = static_cast<char*>(ws) + pad.offset;
@@ -1067,9 +1127,11 @@ void run_plan(const Plan& plan, bool tuned, void* workspace, cudaStream_t stream
       choose_tile(*plan.inst, p)(p, stream);
   } catch (...) {
     if (own) cudaFreeAsync(ws, stream);
+    if (sk_own && sk != nullptr) cudaFreeAsync(sk, stream);
     throw;
   }
   if (own) detail::check_cuda(cudaFreeAsync(ws, stream), plan.fn, "cudaFreeAsync");
+  if (sk_own) detail::check_cuda(cudaFreeAsync(sk, stream), plan.fn, "cudaFreeAsync");
 }
 
 // Workspace bytes of args planned by `plan`: the answer does not depend on a workspace already
@@ -1096,6 +1158,11 @@ const char* gemm_instance_name(const GemmArgs& args, int64_t sms) {
 }  // namespace detail
 
 size_t gemm_workspace_size(const GemmArgs& args) { return workspace_of(args, plan_gemm); }
+
+size_t gemm_streamk_workspace_size(int device) {
+  const int64_t sms = detail::sm_count(device);
+  return size_t(detail::StreamKSchedule::workspace_bytes(sms, streamk_slot_bytes()));
+}
 
 void gemm(const GemmArgs& args, cudaStream_t stream) { run_plan(plan_gemm(args), args.tuned, args.workspace, stream); }
 

@@ -50,6 +50,8 @@ enum class GemmMajor { kK, kMN };
 /// view of B), DGatedEpilogue, RotaryEpilogue.
 enum class GemmEpilogue { kLinComb, kAct, kDAct, kBias, kGated, kGatedConcat, kDGated, kRotary };
 
+inline constexpr int kStreamKOff = 0, kStreamKForce = 1, kStreamKRule = 2;
+
 struct GemmProblem {
   const void* a = nullptr;
   const void* b = nullptr;
@@ -72,6 +74,13 @@ struct GemmProblem {
   const float* alpha_dev = nullptr;
   const float* beta_dev = nullptr;
   uint32_t* tile_counter = nullptr;  // dynamic tile scheduler (GemmArgs::tile_counter) when non-null
+  // Stream-K (src/gemm/streamk.h; cooperative instances): kStreamKOff, kStreamKForce (the
+  // schedule wherever it can be built) or kStreamKRule (where StreamKSchedule::make estimates a
+  // gain). streamk_ws: the workspace (flags zero; streamk_flag_bytes of flags, then the
+  // partials), streamk_ws_bytes its size; null with streamk off. gemm.cpp sets them.
+  int streamk = 0;
+  void* streamk_ws = nullptr;
+  int64_t streamk_ws_bytes = 0, streamk_flag_bytes = 0;
   // Bias vectors (kBias, kAct, kGated; null: absent), contiguous, in the kernel's terms:
   // row_bias[l·batch_row_bias + n], col_bias[l·batch_col_bias + m]; dtypes fp32, bf16 or fp16.
   const void* row_bias = nullptr;

@@ -24,6 +24,18 @@
 //   (grouped rasterisation), or with a tile counter takes them from an atomic counter, published
 //   by CTA 0's producer (scheduler.cuh). The producer walks the whole sequence; cooperative
 //   consumers too, pingpong consumer i the indices of parity i (and skips the other's stages).
+// Stream-K (cooperative tiles, p.sk.sched.active(); src/gemm/streamk.h): cluster c walks its
+//   pieces (tile, k-blocks [k_begin, k_end)): its share of the split tiles, then its whole
+//   data-parallel tiles. A piece without the tile's k-block 0 stores its accumulators to the
+//   workspace and releases a flag (no epilogue, no C); the piece with k-block 0 (the finisher)
+//   adds the other pieces' partials, in unit order, and runs the epilogue (streamk.cuh).
+//   No deadlock: a partial piece is the first piece of its cluster and waits on no other cluster
+//   (only on its own pipeline, fed by its own producer), so it completes once its cluster is
+//   resident; a finisher waits only on units after its own; the grid is persistent (at most as
+//   many clusters as fit at once: all resident), so every awaited partial is produced. Units
+//   run on clusters in reverse order (unit_of_cluster), so a finisher only waits on clusters of
+//   lower index: were fewer clusters resident than launched (a GPU shared with other work),
+//   blocks dispatched in index order would still make progress.
 // Shared memory: the mainloop's A and B rings, the epilogue's buffers, then the barriers (the
 //   pipeline's, the work ring, the epilogue's C mbarriers). All
 //   dynamic; ≤ 227 KB. The mainloop takes as many stages as fit beside the epilogue (GemmKernel).
@@ -37,6 +49,7 @@
 #include "gemm/sm90/epilogue.cuh"
 #include "gemm/sm90/mainloop.cuh"
 #include "gemm/sm90/scheduler.cuh"
+#include "gemm/sm90/streamk.cuh"
 #include "gemm/sm90/tile_config.cuh"
 
 namespace quack::detail::sm90 {
@@ -54,6 +67,7 @@ struct KernelParams {
   // sched.tiles(), formed on the host: a parameter the kernel reads where it is needed, not a
   // product held (or spilled) across the producer's and the consumers' loops.
   int64_t num_work;
+  StreamKParams sk;  // stream-K (cooperative tiles) when sk.sched.active(); tile_counter null then
 };
 
 /// The kernel of tile configuration Tile with epilogue Epilogue (a CollectiveEpilogue of Tile).
@@ -118,15 +132,25 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
       auto write = cutlass::make_producer_start_state<Pipeline>();
       auto const load_in = Mainloop::load_init(p.mainloop, ss.mainloop, p.M, p.N, p.K, p.L, rank_m, rank_n);
       for (uint32_t seq = 0;; ++seq) {
-        int64_t const w = queue.producer_next(seq);
-        if (w >= num_work) {
-          if constexpr (Tile::kPingpong) queue.producer_stop_next(seq);
-          break;
+        int64_t w;
+        int k_begin = 0, k_count = k_tiles;
+        if (Tile::kStreamK && p.sk.sched.active()) {
+          StreamKPiece x;
+          if (!p.sk.sched.piece(cluster_id, seq, x)) break;
+          w = x.tile;
+          k_begin = x.k_begin;
+          k_count = x.k_end - x.k_begin;
+        } else {
+          w = queue.producer_next(seq);
+          if (w >= num_work) {
+            if constexpr (Tile::kPingpong) queue.producer_stop_next(seq);
+            break;
+          }
         }
         TileCoord const t = p.sched.tile(w);
         int const l = int(t.batch);
         int const m_blk = int(t.m) * Tile::kClusterM + rank_m, n_blk = int(t.n) * Tile::kClusterN + rank_n;
-        Mainloop::load(p.mainloop, load_in, pipeline, write, m_blk, n_blk, l, k_tiles);
+        Mainloop::load(p.mainloop, load_in, pipeline, write, m_blk, n_blk, l, k_begin, k_count);
       }
       pipeline.producer_tail(write);  // stay until every stage this CTA filled (and multicast) is released
     }
@@ -146,6 +170,8 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
     // pipeline (pingpong: the other warpgroup's tiles included): the read state (index, phase)
     // is formed from seq at each tile, (seq · k_tiles) modulo 2·Stages, instead of being held
     // across the tile loop (the epilogue of the 128x192 pingpong tile has no register to spare).
+    // Stream-K: a piece of k_count k-blocks starts at stage k_before (the k-blocks of the
+    // cluster's pieces before it), a closed form of the schedule (StreamKPiece::k_before).
     constexpr uint32_t kS = Mainloop::Stages;
     uint32_t const k_mod = uint32_t(k_tiles) % (2 * kS);
     // Pingpong turns on named barriers (QuACK's scheme): warpgroup g waits on barrier
@@ -158,27 +184,51 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
     constexpr uint32_t kOrder = Tile::kMmaOrderBarrier;
     if constexpr (Tile::kPingpong)
       if (mma_wg == 0) cutlass::arch::NamedBarrier::arrive(256, kOrder);
+    bool const streamk = Tile::kStreamK && p.sk.sched.active();
     for (uint32_t seq = Tile::kPingpong ? uint32_t(mma_wg) : 0u;; seq += Tile::kEpiGroups) {
-      int64_t const w = queue.consumer_get(seq);
-      if (w >= num_work) break;
+      int64_t w;
+      StreamKPiece x;  // stream-K only
+      if (streamk) {
+        if (!p.sk.sched.piece(cluster_id, seq, x)) break;
+        w = x.tile;
+      } else {
+        w = queue.consumer_get(seq);
+        if (w >= num_work) break;
+      }
       TileCoord const t = p.sched.tile(w);
       int const l = int(t.batch);
       int const m_blk = int(t.m) * Tile::kClusterM + rank_m, n_blk = int(t.n) * Tile::kClusterN + rank_n;
+      // Whether this piece runs the tile's epilogue: it holds k-block 0 (always, data-parallel).
+      bool const finishes = !streamk || x.k_begin == 0;
 
       // The epilogue's C ring (gemm_dgated's preact): the tile's first subtiles of C are loaded
       // now, under this tile's mainloop (and, pingpong, the other warpgroup's), not after it.
-      epilogue.prefetch_c(p.epilogue, p.M, p.N, p.L, m_blk, n_blk, l);
+      if (finishes) epilogue.prefetch_c(p.epilogue, p.M, p.N, p.L, m_blk, n_blk, l);
 
       if constexpr (Tile::kPingpong)  // our turn on the tensor cores
         cutlass::arch::NamedBarrier::sync(256, kOrder + uint32_t(mma_wg));
-      uint32_t const first = (seq % (2 * kS)) * k_mod % (2 * kS);  // seq · k_tiles modulo 2·Stages
+      // seq · k_tiles modulo 2·Stages (stream-K: k_before modulo 2·Stages)
+      uint32_t const first = streamk ? uint32_t(x.k_before % (2 * kS)) : (seq % (2 * kS)) * k_mod % (2 * kS);
+      int const k_count = streamk ? x.k_end - x.k_begin : k_tiles;
       auto read = typename Mainloop::PipelineState(int(first % kS), first / kS, 0u);
       auto release = read;
-      Mainloop::mma(tiled_mma, mma_in, pipeline, ss.pipe, read, release, acc, k_tiles);
+      Mainloop::mma(tiled_mma, mma_in, pipeline, ss.pipe, read, release, acc, k_count);
       if constexpr (Tile::kPingpong)  // the other warpgroup may issue now
         cutlass::arch::NamedBarrier::arrive(256, kOrder + uint32_t(mma_wg ^ 1));
-      Mainloop::mma_tail(pipeline, ss.pipe, release, acc, k_tiles);
+      Mainloop::mma_tail(pipeline, ss.pipe, release, acc, k_count);
 
+      if constexpr (Tile::kStreamK) {
+        if (streamk) {
+          auto sync = [grp] { cutlass::arch::NamedBarrier::sync(Tile::kEpiThreads, 1 + grp); };  // the epilogue's
+          using Reducer = StreamKReducer<Tile>;
+          int64_t const unit = p.sk.sched.unit_of_cluster(cluster_id);
+          if (!finishes) {  // a partial: to the workspace, no epilogue
+            Reducer::store(p.sk, acc, unit, cta_rank, etid, sync);
+            continue;
+          }
+          if (p.sk.sched.split(x)) Reducer::reduce(p.sk, acc, unit, p.sk.sched.last_unit(x), cta_rank, etid, sync);
+        }
+      }
       epilogue.store_tile(p.epilogue, acc, p.M, p.N, p.L, m_blk, n_blk, l);
     }
     epilogue.finish();

@@ -1,7 +1,8 @@
 // Host launcher of the Hopper GEMM kernel (compiled in the instance TUs, which see CuTe): the
 // collectives' parameters (TMA descriptors) from the GemmProblem, the persistent grid, the launch
-// with 2x1 / 1x2 clusters. Each instance TU (generated from src/gemm/sm90/instances.txt) calls
-// run_gemm with its tile configuration, visitor and dtypes.
+// with 2x1 / 1x2 clusters, and the stream-K schedule where the problem asks for it (cooperative
+// tiles). Each instance TU (generated from src/gemm/sm90/instances.txt) calls run_gemm with its
+// tile configuration, visitor and dtypes.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,6 +15,7 @@
 #include "common/launch.h"
 #include "gemm/gemm_problem.h"
 #include "gemm/sm90/kernel.cuh"
+#include "gemm/streamk.h"
 #include "gemm/tile_scheduler.h"
 
 namespace quack::detail::sm90 {
@@ -43,7 +45,7 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   P params{mainloop, epilogue, M, N, K, L,
            TileScheduler::make(M, N, L, Tile::BM, Tile::BN, Tile::kClusterM, Tile::kClusterN, group, raster_n,
                                p.serpentine),
-           p.tile_counter, 0};
+           p.tile_counter, 0, StreamKParams{}};
   params.num_work = params.sched.tiles();
   // The dynamic scheduler counts work in 32-bit atomics: beyond 2^31 - 1 cluster tiles (far past
   // any real problem) the static schedule runs instead. It also needs a cluster launch: its
@@ -56,7 +58,28 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   // Persistent grid: one cluster per work tile, at most as many clusters as fit at once.
   const int64_t fit = max_resident(reinterpret_cast<const void*>(kernel), Tile::kThreads, smem, Tile::kClusterSize,
                                    p.device, where);
-  const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(params.sched.tiles(), fit));
+  int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(params.sched.tiles(), fit));
+  // Stream-K (cooperative tiles): the hybrid schedule over the same clusters (fewer when the split
+  // tiles are all there is and they give fewer units), the static order for its data-parallel
+  // tiles (the tile counter is left out).
+  if (Tile::kStreamK && p.streamk != kStreamKOff && p.streamk_ws != nullptr) {
+    const int64_t k_tiles = (int64_t(K) + Tile::BK - 1) / Tile::BK;
+    const StreamKSchedule s = StreamKSchedule::make(params.sched.tiles(), k_tiles, std::max<int64_t>(fit, 1),
+                                                    p.streamk == kStreamKForce);
+    if (s.active()) {
+      const int64_t ctas = s.units * Tile::kClusterSize;
+      const int64_t slot = int64_t(Tile::BM) * Tile::BN * 4;
+      if (ctas * 4 > p.streamk_flag_bytes || p.streamk_flag_bytes + ctas * slot > p.streamk_ws_bytes)
+        throw std::logic_error(std::string(where) + ": internal error: the stream-K workspace (" +
+                               std::to_string(p.streamk_ws_bytes) + " bytes) is too small for " +
+                               std::to_string(ctas) + " CTAs of " + std::to_string(slot) + " bytes");
+      params.sk.sched = s;
+      params.sk.flags = static_cast<uint32_t*>(p.streamk_ws);
+      params.sk.partials = reinterpret_cast<float4*>(static_cast<char*>(p.streamk_ws) + p.streamk_flag_bytes);
+      params.tile_counter = nullptr;
+      clusters = s.clusters;
+    }
+  }
   void* args[] = {&params};
   launch_kernel(reinterpret_cast<const void*>(kernel), args, clusters * Tile::kClusterSize, Tile::kThreads, smem,
                 Tile::kClusterSize, stream, where);

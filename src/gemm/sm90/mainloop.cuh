@@ -180,10 +180,11 @@ struct CollectiveMainloop {
     return cute::make_tuple(mA, mB, cta_tma_a, cta_tma_b, tAsA, tBsB);
   }
 
-  /// Producer: the k_tiles stages of tile (m_blk, n_blk) of batch l, from `write` on.
+  /// Producer: the k_tiles stages of k-blocks [k_begin, k_begin + k_tiles) of tile (m_blk, n_blk)
+  /// of batch l, from `write` on (k_begin > 0: a stream-K piece).
   template <class P, class LoadInit>
   CUTE_DEVICE static void load(P const& p, LoadInit const& in, Pipeline& pipeline, PipelineState& write, int m_blk,
-                               int n_blk, int l, int k_tiles) {
+                               int n_blk, int l, int k_begin, int k_tiles) {
     auto const& mA = get<0>(in);
     auto const& mB = get<1>(in);
     auto const& cta_tma_a = get<2>(in);
@@ -199,8 +200,8 @@ struct CollectiveMainloop {
     for (int k = 0; k < k_tiles; ++k) {
       pipeline.producer_acquire(write);
       auto* bar = pipeline.producer_get_barrier(write);
-      copy(p.tma_a.with(*bar, mcast_a), tAgA(_, _, _, k), tAsA(_, _, _, write.index()));
-      copy(p.tma_b.with(*bar, mcast_b), tBgB(_, _, _, k), tBsB(_, _, _, write.index()));
+      copy(p.tma_a.with(*bar, mcast_a), tAgA(_, _, _, k_begin + k), tAsA(_, _, _, write.index()));
+      copy(p.tma_b.with(*bar, mcast_b), tBgB(_, _, _, k_begin + k), tBsB(_, _, _, write.index()));
       ++write;
     }
   }

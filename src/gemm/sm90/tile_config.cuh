@@ -113,6 +113,10 @@ struct TileConfig {
   // Pingpong: the two warpgroups' mainloops alternate on named barriers kMmaOrderBarrier + g
   // (warpgroup g waits on its own, the other arrives; the epilogue's are 1 + g).
   static constexpr uint32_t kMmaOrderBarrier = 3;
+  // Stream-K (src/gemm/streamk.h, kernel.cuh): cooperative tiles only. A pingpong warpgroup
+  // derives its pipeline position from seq · k_tiles (kernel.cuh) and its turn from seq; a
+  // piece of variable length would need the other warpgroup's pieces counted too.
+  static constexpr bool kStreamK = !kPingpong;
   // Dynamic scheduler ring (scheduler.cuh): slots, and readers per slot and CTA (the producer
   // thread and the consumer warps that take that work).
   using WorkRingT = WorkRing<4>;

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <set>
 #include <thread>
@@ -47,6 +48,9 @@ struct GemmCase {
   bool tight = false;           // leading strides = the contiguous extents (make_mat): TMA-unaligned when odd
   int64_t offset = 0;           // every operand's first element this many elements into its buffer
   bool workspace = false;       // the caller passes GemmArgs::workspace (else gemm allocates it)
+  // GemmArgs::streamk_workspace: one workspace for every such case, zeroed once; each launch
+  // must leave its flags zero (checked), and a second launch must give the same bits.
+  bool streamk = false;
   uint64_t seed = 1;
   DType c_dtype() const { return c_dt == DType::kInt32 ? d : c_dt; }
 };
@@ -105,8 +109,28 @@ void run_case(const GemmCase& c) {
     args.workspace = ws.get();
     args.workspace_bytes = bytes;
   }
+  static DeviceBuffer* sk_ws = nullptr;
+  size_t sk_flag_bytes = 0;
+  if (c.streamk) {
+    const size_t bytes = gemm_streamk_workspace_size(0);
+    if (sk_ws == nullptr) {
+      sk_ws = new DeviceBuffer(bytes);
+      QUACK_CUDA_OK(cudaMemset(sk_ws->get(), 0, bytes));
+    }
+    int sms = 0;
+    QUACK_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    sk_flag_bytes = size_t((sms * 4 + 255) / 256 * 256);
+    args.streamk_workspace = sk_ws->get();
+    args.streamk_workspace_bytes = bytes;
+  }
   ASSERT_NO_THROW(gemm(args, nullptr));
   QUACK_CUDA_OK(cudaDeviceSynchronize());
+  if (c.streamk) {
+    std::vector<uint8_t> flags(sk_flag_bytes, 1);
+    QUACK_CUDA_OK(cudaMemcpy(flags.data(), sk_ws->get(), flags.size(), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::count(flags.begin(), flags.end(), uint8_t(0)), int64_t(flags.size()))
+        << "stream-K flags left set after the launch";
+  }
   if (c.dynamic) {
     uint32_t left = 1;
     QUACK_CUDA_OK(cudaMemcpy(&left, counter->get(), sizeof(left), cudaMemcpyDeviceToHost));
@@ -114,6 +138,18 @@ void run_case(const GemmCase& c) {
   }
   const std::vector<double> got = from_memory(D, download(D.mem));
   EXPECT_TRUE(gaps_untouched("d", D.mem));
+  if (c.streamk && !c.in_place && M > 0 && N > 0 && L > 0 && K > 0) {
+    // Deterministic: a second launch into a re-poisoned D gives the same bits (the partials are
+    // added in a fixed order).
+    D.mem.poison();
+    ASSERT_NO_THROW(gemm(args, nullptr));
+    QUACK_CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<double> again = from_memory(D, download(D.mem));
+    int64_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      differ += std::memcmp(&got[i], &again[i], sizeof(double)) != 0 ? 1 : 0;
+    EXPECT_EQ(differ, 0) << "stream-K: two launches differ in " << differ << " elements";
+  }
   if (M == 0 || N == 0 || L == 0) return;
 
   // Every element written (no NaN left from the poison).
@@ -456,6 +492,77 @@ TEST_F(Gemm, DynamicScheduler) {
     }
   }
   unsetenv("QUACK_GEMM_TILE");
+}
+
+// Stream-K (src/gemm/streamk.h), forced (QUACK_GEMM_STREAMK=1) on every cooperative tile
+// configuration with the caller's workspace: a few tiles split over many clusters (long K), a
+// single wave split (2048x2048x2048 and 4096x1000x1000 on 128x256: 64 cluster tiles), full
+// waves plus the split tail (4096x3000x640, 3 x 2048x2048x1000), M / N / K tails, K not a
+// multiple of 64, K < 128 (one or two k-blocks: whole tiles over fewer units), batches, C with
+// beta (also in place, and an fp32 C), an fp32 D, every (a, b, d) layout; D poisoned before the
+// launch, flags zero after it, and a second launch bitwise equal. Then the rule (env unset,
+// workspace given) on shapes where it turns stream-K on, and the allocating path (env forced,
+// no workspace); QUACK_GEMM_STREAMK=x throws.
+TEST_F(Gemm, StreamK) {
+  auto sk = [](GemmCase c) {
+    c.streamk = true;
+    return c;
+  };
+  std::vector<GemmCase> cases = {
+      sk(mk(256, 256, 8192)),  // one cluster tile, 128 k-blocks: 32 units of 4
+      sk(mk(127, 255, 4033)),  // tails, K % 64 = 1
+      sk(mk(1000, 600, 1000)),
+      sk(mk(2048, 2048, 2048)),
+      sk(mk(4096, 1000, 1000)),
+      sk(mk(4096, 3000, 640)),  // 128x256: 192 cluster tiles on 66 clusters, 1 wave data-parallel
+      sk(with(mk(2048, 2048, 1000), [](GemmCase& c) { c.L = 3; })),  // 192 tiles over 3 batches
+      sk(mk(300, 200, 64)),    // one k-block
+      sk(mk(300, 200, 100)),   // two k-blocks, K < 2·BK
+      sk(with(mk(200, 300, 700), [](GemmCase& c) { c.L = 3; })),
+      sk(with(mk(640, 512, 3000), [](GemmCase& c) { c.L = 2; c.with_c = true; c.beta = -0.75f; c.alpha = 1.5f; })),
+      sk(with(mk(500, 520, 2000), [](GemmCase& c) { c.with_c = true; c.beta = 1.f; c.in_place = true; })),
+      sk(with(mk(500, 520, 2000), [](GemmCase& c) { c.with_c = true; c.beta = 2.f; c.c_dt = DType::kFloat32; })),
+      sk(with(mk(300, 280, 1500), [](GemmCase& c) { c.d = DType::kFloat32; })),
+      sk(with(mk(257, 1001, 1001), [](GemmCase& c) { c.tight = true; })),  // padded copies, plain stores
+  };
+  for (const char* l : {"rrr", "crr", "rcc", "ccc", "crc"}) cases.push_back(sk(lay(l, mk(700, 900, 1500))));
+  setenv("QUACK_GEMM_STREAMK", "1", 1);
+  for (const std::string& tile : tile_names()) {
+    if (tile.find("pp") != std::string::npos) continue;  // pingpong: no stream-K (tile_config.cuh)
+    setenv("QUACK_GEMM_TILE", tile.c_str(), 1);
+    for (const GemmCase& c : cases) {
+      SCOPED_TRACE("tile " + tile + ", " + c.layout + " L " + std::to_string(c.L) + " M " + std::to_string(c.M) +
+                   " N " + std::to_string(c.N) + " K " + std::to_string(c.K));
+      run_case(c);
+    }
+  }
+  // The library's own workspace (forced, none given).
+  setenv("QUACK_GEMM_TILE", "128x256", 1);
+  run_case(mk(1000, 600, 1000));
+  // The rule: 2048x2048x16384 on 128x256 (64 cluster tiles on 66 clusters) and 11264x2048x4096
+  // (5.33 waves); the pingpong tiles ignore it.
+  unsetenv("QUACK_GEMM_STREAMK");
+  run_case(sk(mk(2048, 2048, 16384)));
+  run_case(sk(mk(11264, 2048, 4096)));
+  setenv("QUACK_GEMM_TILE", "128x192pp", 1);
+  run_case(sk(mk(2048, 2048, 4096)));
+  unsetenv("QUACK_GEMM_TILE");
+  setenv("QUACK_GEMM_STREAMK", "x", 1);
+  Mat A = make_mat(DType::kBFloat16, 1, 64, 64, 'r', 0), B = make_mat(DType::kBFloat16, 1, 64, 64, 'c', 0);
+  Mat D = make_mat(DType::kBFloat16, 1, 64, 64, 'r', 0);
+  GemmArgs args;
+  args.a = A.arg;
+  args.b = B.arg;
+  args.d = D.arg;
+  EXPECT_THROW(gemm(args, nullptr), InvalidArgument);
+  unsetenv("QUACK_GEMM_STREAMK");
+  // A workspace smaller than gemm_streamk_workspace_size, or misaligned, throws.
+  DeviceBuffer small(1024);
+  args.streamk_workspace = small.get();
+  args.streamk_workspace_bytes = 1024;
+  EXPECT_THROW(gemm(args, nullptr), InvalidArgument);
+  args.streamk_workspace = static_cast<char*>(small.get()) + 4;
+  EXPECT_THROW(can_implement(args), InvalidArgument);
 }
 
 // The tile order knob (QUACK_GEMM_RASTER: bands along M or N, QuACK's heuristic, band widths,

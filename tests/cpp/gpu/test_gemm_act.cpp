@@ -460,6 +460,26 @@ TEST_F(GemmActEdge, EmptyAndKZero) {
   run_case(mk(64, 0, 64, Activation::kRelu, true));
 }
 
+// Stream-K forced (QUACK_GEMM_STREAMK=1, gemm_act's own workspace) on the cooperative 128x256
+// tile: the activation runs once per tile, on the partials summed by the tile's finisher; tails,
+// K not a multiple of 64, C with beta, batches, gemm_dact's preact read only by the finisher.
+TEST_F(GemmActEdge, StreamKForced) {
+  setenv("QUACK_GEMM_STREAMK", "1", 1);
+  setenv("QUACK_GEMM_TILE", "128x256", 1);
+  for (bool dact : {false, true}) {
+    run_case(mk(1000, 600, 1500, Activation::kGeluTanhApprox, dact));
+    run_case(mk(127, 255, 4033, Activation::kRelu, dact));
+    run_case(with(mk(300, 520, 2000, Activation::kReluSq, dact), [](ActCase& c) {
+      c.with_c = !c.dact;
+      c.alpha = 2.f;
+      c.beta = 0.5f;
+    }));
+    run_case(with(mk(200, 300, 700, Activation::kSilu, dact), [](ActCase& c) { c.L = 3; }));
+  }
+  unsetenv("QUACK_GEMM_TILE");
+  unsetenv("QUACK_GEMM_STREAMK");
+}
+
 // Combinations without an instance throw before any launch and write nothing.
 TEST_F(GemmActEdge, UncompiledCombinationsThrow) {
   const DType bf = DType::kBFloat16;

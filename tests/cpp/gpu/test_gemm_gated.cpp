@@ -542,6 +542,31 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GemmGatedDtypes,
 
 class GemmGatedEdge : public GpuTest {};
 
+// Stream-K forced (QUACK_GEMM_STREAMK=1, the op's own workspace) on the cooperative 128x256
+// tile: the gated epilogue (and gemm_dgated's, whose preact ring C is loaded only by the tile's
+// finisher) on the summed partials; bias, C with beta, the concat view of b, batches, tails.
+TEST_F(GemmGatedEdge, StreamKForced) {
+  setenv("QUACK_GEMM_STREAMK", "1", 1);
+  setenv("QUACK_GEMM_TILE", "128x256", 1);
+  for (bool dgated : {false, true}) {
+    run_case(mk(1000, 600, 1500, Activation::kSwiglu, dgated));
+    run_case(mk(129, 264, 4033, Activation::kGeglu, dgated));
+    run_case(with(mk(200, 300, 700, Activation::kSwiglu, dgated), [](GatedCase& c) { c.L = 3; }));
+  }
+  run_case(with(mk(300, 520, 2000, Activation::kSwiglu, false), [](GatedCase& c) {
+    c.with_c = true;
+    c.alpha = 0.5f;
+    c.beta = -1.25f;
+    c.bias = kRowF32;
+  }));
+  run_case(with(mk(640, 512, 3000, Activation::kReglu, false), [](GatedCase& c) {
+    c.concat = true;
+    c.bias = kRowBf16;
+  }));
+  unsetenv("QUACK_GEMM_TILE");
+  unsetenv("QUACK_GEMM_STREAMK");
+}
+
 // K = 0: preact = beta·C + bias, postact = glu of its pairs; dpreact = 0, postact = glu(preact).
 // M = 0 or N = 0: nothing written.
 TEST_F(GemmGatedEdge, EmptyAndKZero) {

@@ -455,5 +455,15 @@ TEST(GemmValidation, TileCounterAlignment) {
   expect_error(g, "gemm: tile_counter is not 4-byte aligned, expected a pointer to one uint32");
 }
 
+// The stream-K workspace's alignment is checked without a CUDA call (its size at the call).
+TEST(GemmValidation, StreamKWorkspaceAlignment) {
+  GemmArgs g = args2d();
+  g.streamk_workspace = fake(11);
+  g.streamk_workspace_bytes = size_t(1) << 30;
+  expect_valid(g);
+  g.streamk_workspace = reinterpret_cast<char*>(fake(11)) + 8;
+  expect_error(g, "gemm: streamk_workspace is not 16-byte aligned");
+}
+
 }  // namespace
 }  // namespace quack
