@@ -66,7 +66,14 @@
 //                       choice of configurations is unchanged: it still asks for the fit, or
 //                       kLateCols): LayerNorm's forward, whose fp32 weight and bias held with
 //                       the row took 64 of its 103 registers at 4 vectors per thread and halved
-//                       its CTAs per SM against RMSNorm's (small rows: latency-bound).
+//                       its CTAs per SM against RMSNorm's (small rows: latency-bound). The
+//                       register policy then computes and stores the output streams one at a
+//                       time, the last first, each from the packed row again, with the vectors
+//                       one 16-byte word at a time (apply_store_by_stream: apply must be a pure
+//                       function of its arguments, called once per element and stream), is
+//                       held to 1536-2048 threads per SM by the row's registers
+//                       (row_register_at_apply_min_ctas), and has the at_apply entries
+//                       (r16t16v2, row_config.h).
 //   kAcc [0]            column accumulations (dweight, dbias): apply's acc[a] terms are summed
 //                       per column over all rows of a persistent CTA in fp32 registers, folded
 //                       per CTA in a fixed order into one (N) partial row per cluster

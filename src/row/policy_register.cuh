@@ -24,7 +24,10 @@
 // them), issued with the row's loads (kRegister) or with each pass-2 chunk (kLooped) when they
 // fit the registers beside it (row_cols_early), else one vector at a time right before its use
 // (RMSNorm's simple forward; the plan takes the register policy for such ops only when their
-// traits allow it, kLateCols: row_config_usable).
+// traits allow it, kLateCols: row_config_usable). Ops that ask for them at apply (kColsAtApply:
+// LayerNorm's forward) get them one 16-byte word at a time inside a per-stream output step
+// (apply_store_by_stream, register policy; the looped policy one vector at a time), and launch
+// bounds from the row's registers alone (row_register_at_apply_min_ctas).
 // Absent optional input streams hold zeros and are not read; absent vectors read as 0.
 //
 // Registers only; shared memory holds the reduction's partials (one slot per warp).
@@ -82,6 +85,85 @@ __device__ __forceinline__ void row_cols_for_apply(const RowParams& p, const CV 
   }
 }
 
+/// Vector j's outputs for ops whose per-column vectors load at apply (kColsAtApply: LayerNorm's
+/// forward), one output stream at a time, the last first (an optional residual_out before y),
+/// so that no fp32 value lives from one stream to the next: each stream unpacks the row's packed
+/// words again (opaque: the unpacked values of an earlier stream or of the fold are not reused),
+/// and loads the vectors' values one 16-byte word of each at a time right before the elements
+/// that use them (a vector's word of fp32 values: 4 registers per vector instead of its 8);
+/// streams whose apply does not read them load nothing (the loads are dead code there). Each
+/// element's outputs come from the traits' apply as in apply_store (the same math, so the same
+/// bits); absent optional streams are not computed.
+template <class Op, class D, int kVec, int kVecs>
+__device__ __forceinline__ void apply_store_by_stream(const RowParams& p,
+                                                      const typename Op::Row& rr,
+                                                      RowInRegs<Op, D, kVecs>& xv, int j,
+                                                      int64_t col,
+                                                      void* const (&dst)[row_dim(Op::kOut)],
+                                                      int64_t off) {
+  static_assert(Op::kAcc == 0 && Op::kGate != RowGate::kOutputs,
+                "no column accumulations, no output gate");
+  using TVec = typename D::Vec;
+  constexpr int kC = row_dim(Op::kCols);
+  // Elements per 16-byte word of the vectors (fp32: 4; 16-bit: 8), at most the input vector's.
+  constexpr int kGroup = 16 / int{sizeof(TVec)} < kVec ? 16 / int{sizeof(TVec)} : kVec;
+  row_for<Op::kOut>([&](auto S) {
+    constexpr int s = Op::kOut - 1 - decltype(S)::value;
+    using TO = row_out_t<D, s>;
+    if (row_out_optional<Op>(s) && dst[s] == nullptr) return;
+    row_for<Op::kIn>([&](auto I) {
+      constexpr int i = decltype(I)::value;
+#pragma unroll
+      for (int k = 0; k < row_in_words_of<D, Op::kIn, i>(); ++k) {
+        asm volatile("" : "+r"(xv.w[i][j][k].x), "+r"(xv.w[i][j][k].y), "+r"(xv.w[i][j][k].z),
+                     "+r"(xv.w[i][j][k].w));
+      }
+    });
+    float x[Op::kIn][kVec];
+    xv.unpack_all(j, x);
+    Packed<TO, kVec> y;
+#pragma unroll
+    for (int g = 0; g < kVec; g += kGroup) {
+      float v[kC][kVec];
+      if constexpr (Op::kCols > 0) {
+#pragma unroll
+        for (int c = 0; c < Op::kCols; ++c) {
+          Packed<TVec, kGroup> w;
+          load_col_packed<TVec, kGroup>(p.vec[c], col + g, w);
+          float wf[kGroup];
+          unpack(w, wf);
+#pragma unroll
+          for (int e = 0; e < kGroup; ++e) v[c][g + e] = wf[e];
+        }
+        asm volatile("" ::: "memory");  // the next word's loads stay below this point
+      }
+#pragma unroll
+      for (int e = g; e < g + kGroup; ++e) {
+        RowElem<Op::kIn, Op::kCols> el;
+        fill_elem<Op, kVec>(el, x, v, e, col + e);
+        float o[row_dim(Op::kOut)];
+        Op::apply(p, rr, el, o);
+        y.elt[e] = from_float<TO>(o[s]);
+      }
+    }
+    store_packed(static_cast<TO*>(dst[s]) + off, y);
+  });
+}
+
+/// CTAs per SM ptxas is held to for ops whose vectors load at apply (kColsAtApply: LayerNorm's
+/// forward, apply_store_by_stream), by the registers of the row's packed words: ≤ 8 (2 words:
+/// r16t16v2, r16t16v1, r8t32v1 at one stream) 2048 threads per SM (32 registers), ≤ 16
+/// (r32t8v4, r4t32v4, t256v4 of 16-bit or fp32 x; r16t16v2 of x and a residual) 1536 (40);
+/// more (r4t32v8, two streams at 4 vectors), or fewer than 2 CTAs, ptxas's choice. No instance
+/// spills there (scripts/resource_report.py; at 32, 4-vector one-stream instances spilled 40-60
+/// bytes, and one-vector instances with an fp32 residual beside 16-bit x 12).
+template <class Op, class D, int kThreads, int kVecs>
+__host__ __device__ constexpr int row_register_at_apply_min_ctas() {
+  constexpr int kRowRegs = row_in_words<D, Op::kIn>() * kVecs * 4;
+  constexpr int kSmThreads = kRowRegs <= 8 ? 2048 : kRowRegs <= 16 ? 1536 : 0;
+  return kSmThreads / kThreads >= 2 ? kSmThreads / kThreads : 0;
+}
+
 /// Rows of ≤ 4 packed 16-byte words per thread (16 registers) keep a full SM (2048 threads: 32
 /// registers) when ptxas is held to it; left free, its schedule of the fold (FFMAs hoisted ahead
 /// of the MUFU) took 36-42 registers: one 1024-thread CTA per SM instead of two. CTAs of
@@ -92,9 +174,11 @@ __device__ __forceinline__ void row_cols_for_apply(const RowParams& p, const CV 
 /// with per-column vectors, accumulations or optional streams keep ptxas's choice, and so do
 /// ops whose per-element math spills at 32 (Op::kFullSm, op_traits.cuh): 0, no minimum (a
 /// minimum of 1 is not the same: ptxas then took 4-16 registers more, e.g. softmax's backward
-/// 48 -> 64 and RMSNorm's forward 64 -> 70).
+/// 48 -> 64 and RMSNorm's forward 64 -> 70). Ops whose vectors load at apply: by the row's
+/// registers alone (row_register_at_apply_min_ctas).
 template <class Op, class D, int kThreads, int kRows, int kVecs>
 __host__ __device__ constexpr int row_register_min_ctas() {
+  if constexpr (Op::kColsAtApply) return row_register_at_apply_min_ctas<Op, D, kThreads, kVecs>();
   return row_in_words<D, Op::kIn>() * kVecs <= 4 && Op::kCols == 0 && Op::kAcc == 0 &&
                  Op::kOptIn == 0 && Op::kOptOut == 0 && Op::kFullSm
              ? (Op::kGate == RowGate::kKernel              ? 1536
@@ -157,10 +241,14 @@ __device__ __forceinline__ void row_register_block(const RowParams& p, int64_t b
     for (int j = 0; j < kVecs; ++j) {
       if (j * kTpr < n) {
         const int64_t off = int64_t{j} * kTpr * kVec;
-        float x[kIn][kVec], v[kC][kVec];
-        xv.unpack_all(j, x);
-        row_cols_for_apply<Op, D, kEarly, kVec>(p, cv, j, col_t + off, v);
-        apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
+        if constexpr (Op::kColsAtApply) {
+          apply_store_by_stream<Op, D, kVec>(p, rr, xv, j, col_t + off, dst, off);
+        } else {
+          float x[kIn][kVec], v[kC][kVec];
+          xv.unpack_all(j, x);
+          row_cols_for_apply<Op, D, kEarly, kVec>(p, cv, j, col_t + off, v);
+          apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
+        }
       }
     }
   }

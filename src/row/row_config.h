@@ -83,6 +83,9 @@ struct RowConfig {
   // (Op::kTrialConfigs): candidates timed by `quack-bench ... --config all` before the plan
   // takes them, without adding kernels to every row op.
   bool trial = false;
+  // Compiled only for ops whose per-column vectors load at apply (Op::kColsAtApply:
+  // LayerNorm's forward), whose register instances hold only the row across the reduction.
+  bool at_apply = false;
 
   QUACK_ROW_HD constexpr int threads() const {
     return policy == RowPolicy::kStaged ? tpr : tpr * rows;
@@ -137,6 +140,11 @@ struct RowConfig {
 //  - ring-t512v4-s3 and ring-t512v8-s1: 512-thread rings, two CTAs per SM (one CTA's reduction
 //    and cluster exchange overlap the other's fold and stores, which a 1024-thread CTA per SM
 //    leaves exposed); t512v8-s1's 64 KB slices hold fp32 rows of 1 MB in 16 CTAs on 8 SMs.
+//  - r16t16v2 (`at_apply`: compiled only for ops with Op::kColsAtApply, LayerNorm's forward):
+//    rows of ≤ 512 B at 16 threads and 2 vectors per row: the row's 8 registers beside apply's
+//    one vector word at a time fit 32 registers (8 CTAs of 256 threads per SM: 32768 rows of
+//    256 bf16 in 1024 CTAs, one wave on 132 SMs), where r32t8v4's 16 take 40 (6 CTAs per SM,
+//    1.29 waves); 4 shuffle steps per exchange (r32t8v4: 3, r8t32v1: 5); unmeasured.
 // Entries under trial (`trial`: compiled only for ops with Op::kTrialConfigs, cross-entropy's
 // forwards), for long rows of read-mostly ops: the ring reads bf16 x at ~2 TB/s whether or not
 // the op also writes (H200: CE forward 2.05 TB/s at 16384 x 131072 where softmax's forward on
@@ -190,6 +198,8 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kClusterRegister, 256, 1, 8, 0, 1, 2, "cl-t256v8", false, true},  // ≤ 16 x 32 KB
     {RowPolicy::kClusterRegister, 512, 1, 8, 0, 1, 2, "cl-t512v8", false, true},  // ≤ 16 x 64 KB
     {RowPolicy::kClusterRegister, 256, 1, 4, 0, 1, 2, "cl-t256v4", false, true},  // ≤ 16 x 16 KB
+    // 28: ops whose vectors load at apply only (at_apply)
+    {RowPolicy::kRegister, 16, 16, 2, 0, 1, 2, "r16t16v2", false, false, true},  // ≤ 512 B
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -327,15 +337,17 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///  - cluster register: no per-column vectors, no column accumulations; the packed values
 ///    within 64 registers with the slack (1024 / tpr CTAs per SM);
 ///  - early_refill rings: ops without per-element outputs (n_out == 0);
-///  - trial entries: ops whose traits ask for them (trial_ok: Op::kTrialConfigs).
+///  - trial entries: ops whose traits ask for them (trial_ok: Op::kTrialConfigs);
+///  - at_apply entries: ops whose vectors load at apply (at_apply_ok: Op::kColsAtApply).
 QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int red_floats,
                                               int n_cols, int in_elt, int n_acc = 0,
                                               int vec_elt = 4, int in_words = -1,
                                               bool late_cols = false, int n_out = 1,
-                                              bool trial_ok = false) {
+                                              bool trial_ok = false, bool at_apply_ok = false) {
   const int words = in_words < 0 ? n_in : in_words;
   if (n_in < c.min_in || in_elt < c.min_elt) return false;
   if (c.trial && !trial_ok) return false;
+  if (c.at_apply && !at_apply_ok) return false;
   if (c.early_refill && n_out != 0) return false;
   if (c.policy == RowPolicy::kClusterRegister) {
     const int cap = 65536 / (c.tpr * row_cluster_register_ctas_per_sm(c.tpr));

@@ -23,7 +23,7 @@ template <class Op, class D>
 constexpr bool row_usable(const RowConfig& c) {
   return row_config_usable(c, Op::kIn, Op::Red::kFloats, Op::kCols, row_in_elt<D, Op::kIn>(),
                            Op::kAcc, int{sizeof(typename D::Vec)}, row_in_words<D, Op::kIn>(),
-                           Op::kLateCols, Op::kOut, Op::kTrialConfigs);
+                           Op::kLateCols, Op::kOut, Op::kTrialConfigs, Op::kColsAtApply);
 }
 
 /// A persistent kernel's clusters: plan.grid / cluster_n when the plan has them (ops with column

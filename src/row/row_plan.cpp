@@ -217,7 +217,8 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
       if (forced_config >= 0 && i != forced_config) continue;
       const RowConfig& c = kRowConfigs[i];
       if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt, op.n_acc, vec_elt,
-                             in_words, op.late_cols, op.n_out, op.trial_configs))
+                             in_words, op.late_cols, op.n_out, op.trial_configs,
+                             op.cols_at_apply))
         continue;
       // Ops without per-element outputs (cross-entropy's loss alone) skip the ring: it walks
       // one row at a time per SM, so a read-only op reads at half the copy rate (H200, bf16,

@@ -172,7 +172,8 @@ TEST_P(LayerNormConfigs, MatchesReference) {
         const int n_cols = bwd ? 1 : 2;
         if (config < kRowConfigCount &&
             !detail::row_config_usable(kRowConfigs[config], n_in, red, n_cols, dtype_size(d.x),
-                                       bwd ? 2 : 0, dtype_size(d.vec)))
+                                       bwd ? 2 : 0, dtype_size(d.vec), -1, false, 2, false,
+                                       !bwd))  // the forward's vectors load at apply
           continue;
         run_layernorm_case(c);
         ++ran;

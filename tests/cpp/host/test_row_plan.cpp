@@ -110,7 +110,8 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
   EXPECT_TRUE(pr.vec_ok && pr.pair);
   EXPECT_TRUE(row_config_usable(c, op.n_in, op.red_floats, op.n_cols, elt, op.n_acc,
                                 dtype_size(pr.vec), -1, op.late_cols, op.n_out,
-                                op.trial_configs));
+                                op.trial_configs, op.cols_at_apply));
+  if (c.at_apply) EXPECT_TRUE(op.cols_at_apply) << "at-apply entries only where asked";
   if (c.trial) EXPECT_TRUE(op.trial_configs) << "entries under trial only where asked";
   if (c.early_refill) EXPECT_EQ(op.n_out, 0) << "early refills only without outputs";
   EXPECT_EQ(plan.policy, c.policy);
@@ -223,7 +224,8 @@ TEST(RowPlan, EveryForcedConfigWithinLimits) {
             EXPECT_FALSE(pr.vec_ok &&
                          row_config_usable(kRowConfigs[c], op.n_in, op.red_floats, op.n_cols,
                                            dtype_size(t), op.n_acc, dtype_size(pr.vec), -1,
-                                           op.late_cols, op.n_out, op.trial_configs) &&
+                                           op.late_cols, op.n_out, op.trial_configs,
+                                           op.cols_at_apply) &&
                          row_config_takes(c, pr.M, N * dtype_size(t)))
                 << kRowConfigs[c].name << " N=" << N;
             continue;
