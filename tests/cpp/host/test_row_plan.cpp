@@ -279,6 +279,26 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
       << "not compiled for ops that do not ask";
 }
 
+// r16t16v2 (at_apply): compiled only for ops whose vectors load at apply (LayerNorm's
+// forward), forced only; the plan keeps r32t8v4 for LayerNorm's 16-bit rows of (256, 512] B.
+TEST(RowPlan, AtApplyEntriesForcedOnly) {
+  const int e = row_config_index("r16t16v2");
+  ASSERT_GE(e, 0);
+  EXPECT_TRUE(kRowConfigs[e].at_apply);
+  const RowProblem pr = problem(32768, 256, DType::kBFloat16);
+  const RowPlan forced = plan_row(ln_fwd_info(1), pr, e);
+  EXPECT_EQ(name_of(forced), "r16t16v2");
+  EXPECT_EQ(forced.threads, 256);
+  EXPECT_EQ(forced.grid, 32768 / 16);
+  EXPECT_EQ(name_of(plan_row(ln_fwd_info(1), pr)), "r32t8v4");
+  EXPECT_EQ(plan_row(ln_fwd_info(1), problem(32768, 264, DType::kBFloat16), e).policy,
+            RowPolicy::kNone)
+      << "rows over 512 B";
+  EXPECT_EQ(plan_row(fwd_info(), pr, e).policy, RowPolicy::kNone)
+      << "not compiled for ops that do not ask";
+  EXPECT_EQ(plan_row(bwd_info(), pr, e).policy, RowPolicy::kNone);
+}
+
 TEST(RowPlan, EmptyAndUnalignedInputs) {
   EXPECT_EQ(plan_row(fwd_info(), problem(0, 4096, DType::kBFloat16)).policy, RowPolicy::kNone);
   EXPECT_EQ(plan_row(fwd_info(), problem(8, 0, DType::kBFloat16)).policy, RowPolicy::kNone);
