@@ -13,9 +13,10 @@ stage() {
 }
 export PYTHONPATH=/tmp/s:/tmp/site:/tmp/qp:/tmp/qp/nvidia_cutlass_dsl/python_packages
 say() { echo "[$(date +%T)] $*"; }
-# build: the A/B build into build/d (a warm machine keeps it; a fresh one builds, ~260 s).
+# build: the A/B build into build/d (a warm machine keeps it; a fresh one builds, ~260 s;
+# AB_INSTANCES=OFF leaves the candidate tiles of instances_ab.txt out).
 build() {
-  cmake -S . -B build/d -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=ON -DQUACK_GEMM_AB_INSTANCES=ON > $R/cmake.log 2>&1 \
+  cmake -S . -B build/d -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=ON -DQUACK_GEMM_AB_INSTANCES=${AB_INSTANCES:-ON} > $R/cmake.log 2>&1 \
     && ninja -C build/d -j "$(nproc)" > $R/build.log 2>&1
 }
 # Calls 2 and 3 on a machine that went cold in between: build first (their budget then shrinks).
