@@ -149,9 +149,9 @@ static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kW
 // <op> --config all; docs/performance.md, runs R, T and T2):
 //  - cross-entropy's forward with dx (the ops with trial entries and per-element outputs) on
 //    16-bit rows beyond 64 KB: cl-t256v8, 2.68 / 2.90 ms at 16384 x 131072 / 8192 x 262144
-//    against the ring's 3.24 / 3.59; its loss alone on rows of (64, 128] KB: cl-t256v8, 3.54
-//    TB/s at 16384 x 65536 against the looped entry's 2.85 (beyond, the looped entry: 3.42 /
-//    3.74 against 3.38 / 3.00);
+//    against the ring's 3.24 / 3.59; its loss alone on rows of (64, 256] KB: cl-t256v8 (with
+//    the rank-0 gather, run AA3) 3.84 / 3.84 TB/s at 16384 x 65536 / 131072 against the looped
+//    entry's 2.87 / 3.42 (beyond, the looped entry: 3.74 against 3.45 at 8192 x 262144);
 //  - one-stream ops without column accumulations or a kernel gate (softmax, RMSNorm and
 //    LayerNorm forwards, cross-entropy's forwards) on 16-bit rows of (4, 8] KB: t128v4, at
 //    16384 x 4096 softmax fwd 3.94 TB/s against t256v2's 3.71, RMSNorm fwd 3.85 / 3.75,
@@ -176,7 +176,7 @@ int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes) {
   if (in_elt != 2) return -1;
   const bool gated_bwd = op.gate_kernel && !op.trial_configs;
   if (op.trial_configs && row_bytes > kRowRegisterMaxRowBytes &&
-      (op.n_out > 0 || row_bytes <= 2 * kRowRegisterMaxRowBytes))
+      (op.n_out > 0 || row_bytes <= 4 * kRowRegisterMaxRowBytes))
     return kClusterEntry;
   if (op.n_in == 1 && op.n_acc == 0 && !gated_bwd && row_bytes > 4096 && row_bytes <= 8192)
     return kShortRowEntry;

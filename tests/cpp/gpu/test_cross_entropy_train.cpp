@@ -567,7 +567,7 @@ TEST_F(CeTrain, PairBitwise) {
   const std::vector<double> steps = {1.0, 0.5, 0.5, 1.0, 1.0, 0.5, 1.0, 0.5};
   std::vector<PairCase> cases = {
       {8, 65536},          // cl-t256v8 for both kernels (rows of 128 KB)
-      {37, 131072},        // loss only: the looped entry; loss + dx: cl-t256v8 (clusters of 8)
+      {37, 131072},        // cl-t256v8 for both kernels (clusters of 8)
       {4, 262144},         // the same at clusters of 16
       {64, 4096},          // t128v4 (8 KB rows)
       {600, 32768},        // t1024v4: more row blocks than some grids, the gated loops

@@ -394,10 +394,11 @@ TEST(CrossEntropyPlan, TrainingShapes) {
   const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
   EXPECT_EQ(plan_name(16384, 4096, bf, false), "t128v4");  // 8 KB 16-bit rows (row_plan.cpp)
   EXPECT_EQ(plan_name(16384, 32768, bf, false), "t1024v4");
-  // The loss alone: cl-t256v8 on rows of (64, 128] KB, then the looped entry (row_plan.cpp).
-  EXPECT_EQ(plan_name(16384, 65536, bf, false), "cl-t256v8-x4");  // (64, 128] KB rows
-  EXPECT_EQ(plan_name(16384, 65544, bf, false), "t1024v2-looped");
-  EXPECT_EQ(plan_name(16384, 131072, bf, false), "t1024v2-looped");
+  // The loss alone: cl-t256v8 on rows of (64, 256] KB, then the looped entry (row_plan.cpp).
+  EXPECT_EQ(plan_name(16384, 65536, bf, false), "cl-t256v8-x4");  // (64, 256] KB rows
+  EXPECT_EQ(plan_name(16384, 65544, bf, false), "cl-t256v8-x5");
+  EXPECT_EQ(plan_name(16384, 131072, bf, false), "cl-t256v8-x8");
+  EXPECT_EQ(plan_name(16384, 131080, bf, false), "t1024v2-looped");
   EXPECT_EQ(plan_name(8192, 262144, bf, false), "t1024v2-looped");
   EXPECT_EQ(plan_name(16384, 32768, f32, false), "t1024v8");
   EXPECT_EQ(plan_name(16384, 131072, f32, true), "ring-t1024v4-s3-x8");
@@ -499,7 +500,8 @@ TEST(CrossEntropyPlan, SplitForwardPlans) {
   };
   EXPECT_EQ(names(4096), "t128v4 t128v4");
   EXPECT_EQ(names(65536), "cl-t256v8-x4 cl-t256v8-x4");
-  EXPECT_EQ(names(131072), "t1024v2-looped cl-t256v8-x8");
+  EXPECT_EQ(names(131072), "cl-t256v8-x8 cl-t256v8-x8");
+  EXPECT_EQ(names(262144), "t1024v2-looped cl-t256v8-x16");
 }
 
 // ---------------------------------------------------------------- float64 reference
