@@ -46,10 +46,15 @@ struct StreamKSchedule {
   int64_t sk_tiles = 0;  // S: work indices [0, S) are split along K
   int64_t units = 0;     // clusters [0, units) run the stream-K ranges; 0: data-parallel only
 
-  // Estimated cost of a split tile's reduction in k-blocks of the finisher (partial stores and
-  // loads of BM·BN fp32 per CTA against one k-block's (BM + BN)·64 operand bytes and WGMMAs);
-  // provisional, not yet measured.
-  static constexpr int64_t kFixupKBlocks = 4;
+  // The stream-K schedule's cost beyond its k-blocks, in k-blocks of 128x256 (the split tiles'
+  // partial stores, the finisher's wait and loads, each piece's pipeline refill), fitted to run
+  // AA3 (H200, bf16, quack-bench gemm, QUACK_GEMM_STREAMK 0 / 1, ours / cuBLAS in one process):
+  // forced stream-K gained 9 % at 11264 x 2048 x 16384 (model with 4: 10.8 %) and 5 % at
+  // 2048 x 5632 x 16384, and lost 3 % at 16384 x 2048 x 5632 (model: +2.4 %) and 8 % at
+  // 2048 x 2048 x 16384 (model: +1.2 %): 20-40 k-blocks more than the 4 first assumed. 32
+  // keeps the rule on at the two gains and off at the losses (and at 16384 x 2048 x 11264,
+  // within the noise either way).
+  static constexpr int64_t kFixupKBlocks = 32;
   // Fewest k-blocks per stream-K unit (fewer units when the split iterations are fewer).
   static constexpr int64_t kMinUnitKBlocks = 4;
   // The rule turns stream-K on when its estimated time is at most (1 − kMinGain) of the

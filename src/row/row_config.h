@@ -142,9 +142,10 @@ struct RowConfig {
 //    leaves exposed); t512v8-s1's 64 KB slices hold fp32 rows of 1 MB in 16 CTAs on 8 SMs.
 //  - r16t16v2 (`at_apply`: compiled only for ops with Op::kColsAtApply, LayerNorm's forward):
 //    rows of ≤ 512 B at 16 threads and 2 vectors per row: the row's 8 registers beside apply's
-//    one vector word at a time fit 32 registers (8 CTAs of 256 threads per SM: 32768 rows of
-//    256 bf16 in 1024 CTAs, one wave on 132 SMs), where r32t8v4's 16 take 40 (6 CTAs per SM,
-//    1.29 waves); 4 shuffle steps per exchange (r32t8v4: 3, r8t32v1: 5); unmeasured.
+//    one vector word at a time fit 32 registers (8 CTAs of 256 threads per SM), where
+//    r32t8v4's 16 take 40 (6 CTAs per SM); 4 shuffle steps per exchange (r32t8v4: 3, r8t32v1:
+//    5). LayerNorm fwd at 32768 x 256 bf16 (run AA3, kernel-only): 2.30 TB/s against
+//    r32t8v4's 2.19 and r8t32v1's 2.13: the plan's entry there (row_plan.cpp).
 // Entries under trial (`trial`: compiled only for ops with Op::kTrialConfigs, cross-entropy's
 // forwards), for long rows of read-mostly ops: the ring reads bf16 x at ~2 TB/s whether or not
 // the op also writes (H200: CE forward 2.05 TB/s at 16384 x 131072 where softmax's forward on

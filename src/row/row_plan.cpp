@@ -139,7 +139,7 @@ constexpr int kClusterEntry = row_config_index("cl-t256v8");
 constexpr int kShortRowEntry = row_config_index("t128v4");
 constexpr int kRingEntry = row_config_index("ring-t1024v4-s3");
 constexpr int kWarpRowEntry = row_config_index("r4t32v8");
-constexpr int kQuarterWarpEntry = row_config_index("r32t8v4");
+constexpr int kQuarterWarpEntry = row_config_index("r16t16v2");
 static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kWarpRowEntry >= 0 &&
                   kQuarterWarpEntry >= 0,
               "the preferred entries are in kRowConfigs");
@@ -165,10 +165,11 @@ static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kW
 //    t256v2's 1.93 (fp32 weight and bias held with the row, before kColsAtApply), RMSNorm 3.89
 //    / 3.48, softmax 3.93 / 3.43 (its t128v4: 4.04);
 //  - one-stream ops whose vectors load at apply (kColsAtApply: LayerNorm's forward) on 16-bit
-//    rows of (256, 512] B: r32t8v4, 8 threads per row (3 shuffle steps per exchange against
-//    r8t32v1's 5) with 4 vectors each. LayerNorm fwd at 32768 x 256, fp32 weight and bias:
-//    2.33 TB/s against r8t32v1's 2.15 (run Y3), 2.20 / 2.05 (run Z); RMSNorm (2.70 / 2.72) and
-//    softmax (2.73 / 2.67) do not gain there (run Z) and keep r8t32v1.
+//    rows of (256, 512] B: r16t16v2, 16 threads per row with 2 vectors each at 32 registers (8
+//    CTAs per SM: 32768 rows of 256 in one wave). LayerNorm fwd at 32768 x 256, fp32 weight and
+//    bias, run AA3 (at 40 registers for r32t8v4): 2.30 TB/s against r32t8v4's 2.19 and
+//    r8t32v1's 2.13 (run Z, at 48: r32t8v4 2.20, r8t32v1 2.05); RMSNorm (2.70 / 2.72) and
+//    softmax (2.73 / 2.67) do not gain from r32t8v4 there (run Z) and keep r8t32v1.
 // The kernel gate of an op with trial entries (the predicted training forward's two kernels,
 // CrossEntropyFwd's kSplit) changes none of these: they take the plans of the forwards they
 // gate.

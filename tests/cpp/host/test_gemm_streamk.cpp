@@ -156,24 +156,25 @@ TEST(GemmStreamK, EdgeCases) {
 }
 
 TEST(GemmStreamK, RuleAtTheN2048Shapes) {
-  // 132 SMs, 2x1 clusters of 128x256: 66 clusters. 16384x2048xK: 512 cluster tiles (7.76 waves).
-  for (int64_t K : {5632, 11264}) {
-    const auto s = StreamKSchedule::make(512, K / 64, 66, false);
-    EXPECT_TRUE(s.active()) << "K=" << K;
-    EXPECT_EQ(s.sk_tiles, 50 + 66);
-    EXPECT_EQ(s.units, 66);
-  }
-  // 2048x2048x16384: 64 cluster tiles on 66 clusters, 256 k-blocks: 248 or 249 per unit.
-  const auto w = StreamKSchedule::make(64, 256, 66, false);
+  // 132 SMs, 2x1 clusters of 128x256: 66 clusters. 16384x2048xK: 512 cluster tiles (7.76
+  // waves): forced stream-K lost 3 % at K = 5632 (run AA3), even at 11264: off.
+  for (int64_t K : {5632, 11264}) EXPECT_FALSE(StreamKSchedule::make(512, K / 64, 66, false).active()) << K;
+  const auto forced = StreamKSchedule::make(512, 5632 / 64, 66, true);
+  EXPECT_EQ(forced.sk_tiles, 50 + 66);
+  EXPECT_EQ(forced.units, 66);
+  // 2048x2048x16384: 64 cluster tiles on 66 clusters, 256 k-blocks (one wave; forced: -8 %).
+  EXPECT_FALSE(StreamKSchedule::make(64, 256, 66, false).active());
+  // 11264x2048x16384: 352 cluster tiles = 5.33 waves (forced: +9 %); 2048x5632x16384: 176
+  // cluster tiles = 2.67 waves (forced: +5 %).
+  const auto w = StreamKSchedule::make(352, 256, 66, false);
   EXPECT_TRUE(w.active());
-  EXPECT_EQ(w.sk_tiles, 64);
-  // 11264x2048x16384: 352 cluster tiles = 5.33 waves.
-  EXPECT_TRUE(StreamKSchedule::make(352, 256, 66, false).active());
+  EXPECT_EQ(w.sk_tiles, 22 + 66);
+  EXPECT_TRUE(StreamKSchedule::make(176, 256, 66, false).active());
   // Whole waves, or a short K where the reduction costs more than the tail: data-parallel.
   EXPECT_FALSE(StreamKSchedule::make(528, 88, 66, false).active());
   EXPECT_FALSE(StreamKSchedule::make(130, 2, 66, false).active());
-  // 8192³ with 128x256 (16 x 32 cluster tiles = 7.76 waves, 128 k-blocks): on.
-  EXPECT_TRUE(StreamKSchedule::make(512, 128, 66, false).active());
+  // 8192³ with 128x256 (16 x 32 cluster tiles = 7.76 waves, 128 k-blocks): off.
+  EXPECT_FALSE(StreamKSchedule::make(512, 128, 66, false).active());
 }
 
 TEST(GemmStreamK, UnitOfInvertsBegin) {

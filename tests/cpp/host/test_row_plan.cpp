@@ -279,8 +279,8 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
 }
 
 // r16t16v2 (at_apply): compiled only for ops whose vectors load at apply (LayerNorm's
-// forward), forced only; the plan keeps r32t8v4 for LayerNorm's 16-bit rows of (256, 512] B.
-TEST(RowPlan, AtApplyEntriesForcedOnly) {
+// forward), which the plan takes on 16-bit rows of (256, 512] B.
+TEST(RowPlan, AtApplyEntriesForLayerNormFwd) {
   const int e = row_config_index("r16t16v2");
   ASSERT_GE(e, 0);
   EXPECT_TRUE(kRowConfigs[e].at_apply);
@@ -289,7 +289,7 @@ TEST(RowPlan, AtApplyEntriesForcedOnly) {
   EXPECT_EQ(name_of(forced), "r16t16v2");
   EXPECT_EQ(forced.threads, 256);
   EXPECT_EQ(forced.grid, 32768 / 16);
-  EXPECT_EQ(name_of(plan_row(ln_fwd_info(1), pr)), "r32t8v4");
+  EXPECT_EQ(name_of(plan_row(ln_fwd_info(1), pr)), "r16t16v2");
   EXPECT_EQ(plan_row(ln_fwd_info(1), problem(32768, 264, DType::kBFloat16), e).policy,
             RowPolicy::kNone)
       << "rows over 512 B";
