@@ -22,6 +22,7 @@ namespace {
 using quack_py::kTensorDoc;
 using quack_py::OptTensor;
 using quack_py::to_ref;
+using quack_py::set_gemm_workspaces;
 using quack_py::to_stream;
 
 quack::Activation to_activation(const std::string& name, const char* fn) {
@@ -208,10 +209,7 @@ void def_grad_op(nb::module_& m, const std::string& op, const char* default_act,
                      uintptr_t tile_counter, uintptr_t workspace, size_t workspace_bytes,
                      uintptr_t streamk_workspace, size_t streamk_workspace_bytes) {
         Args g = make(a, b, preact, dpreact, postact, activation, tuned, tile_counter);
-        g.workspace = reinterpret_cast<void*>(workspace);
-        g.workspace_bytes = workspace_bytes;
-        g.streamk_workspace = reinterpret_cast<void*>(streamk_workspace);
-        g.streamk_workspace_bytes = streamk_workspace_bytes;
+        set_gemm_workspaces(g, workspace, workspace_bytes, streamk_workspace, streamk_workspace_bytes);
         nb::gil_scoped_release release;
         launch(g, to_stream(stream));
       },
@@ -269,10 +267,7 @@ void bind_gemm_act(nb::module_& m) {
          const OptTensor& bias_col, uintptr_t streamk_workspace, size_t streamk_workspace_bytes) {
         quack::GemmActArgs g =
             act_args(a, b, c, preact, postact, activation, alpha, beta, tuned, tile_counter, bias_row, bias_col);
-        g.workspace = reinterpret_cast<void*>(workspace);
-        g.workspace_bytes = workspace_bytes;
-        g.streamk_workspace = reinterpret_cast<void*>(streamk_workspace);
-        g.streamk_workspace_bytes = streamk_workspace_bytes;
+        set_gemm_workspaces(g, workspace, workspace_bytes, streamk_workspace, streamk_workspace_bytes);
         nb::gil_scoped_release release;
         quack::gemm_act(g, to_stream(stream));
       },
@@ -341,10 +336,7 @@ void bind_gemm_act(nb::module_& m) {
          size_t streamk_workspace_bytes) {
         quack::GemmGatedArgs g = gated_args(a, b, c, preact, postact, activation, alpha, beta, concat_layout, tuned,
                                             tile_counter, bias_row, bias_col);
-        g.workspace = reinterpret_cast<void*>(workspace);
-        g.workspace_bytes = workspace_bytes;
-        g.streamk_workspace = reinterpret_cast<void*>(streamk_workspace);
-        g.streamk_workspace_bytes = streamk_workspace_bytes;
+        set_gemm_workspaces(g, workspace, workspace_bytes, streamk_workspace, streamk_workspace_bytes);
         nb::gil_scoped_release release;
         quack::gemm_gated(g, to_stream(stream));
       },

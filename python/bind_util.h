@@ -59,6 +59,17 @@ inline quack::TensorRef to_ref(const OptTensor& t, const char* fn, const char* n
 
 inline cudaStream_t to_stream(uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
 
+/// The GEMM args' caller-given buffers (GemmArgs::workspace / streamk_workspace and the fused
+/// ops' same fields) from Python's integer pointers and byte counts (0: none).
+template <class Args>
+void set_gemm_workspaces(Args& g, uintptr_t workspace, size_t workspace_bytes, uintptr_t streamk_workspace,
+                         size_t streamk_workspace_bytes) {
+  g.workspace = reinterpret_cast<void*>(workspace);
+  g.workspace_bytes = workspace_bytes;
+  g.streamk_workspace = reinterpret_cast<void*>(streamk_workspace);
+  g.streamk_workspace_bytes = streamk_workspace_bytes;
+}
+
 inline constexpr const char* kTensorDoc =
     "Each tensor is a tuple (data_ptr, dtype_code, shape, strides, device) or None; strides in\n"
     "elements; dtype_code 0 float32, 1 float16, 2 bfloat16, 3 int32, 4 int64; device is the\n"

@@ -52,6 +52,7 @@ namespace {
 
 using quack_py::OptTensor;
 using quack_py::to_ref;
+using quack_py::set_gemm_workspaces;
 using quack_py::to_stream;
 
 quack::RmsNormBwdArgs bwd_args(const OptTensor& x, const OptTensor& weight, const OptTensor& dout,
@@ -257,10 +258,7 @@ NB_MODULE(_C, m) {
         g.tuned = tuned;
         g.alpha_device = reinterpret_cast<const float*>(alpha_device);
         g.beta_device = reinterpret_cast<const float*>(beta_device);
-        g.workspace = reinterpret_cast<void*>(workspace);
-        g.workspace_bytes = workspace_bytes;
-        g.streamk_workspace = reinterpret_cast<void*>(streamk_workspace);
-        g.streamk_workspace_bytes = streamk_workspace_bytes;
+        set_gemm_workspaces(g, workspace, workspace_bytes, streamk_workspace, streamk_workspace_bytes);
         nb::gil_scoped_release release;
         quack::gemm(g, to_stream(stream));
       },
