@@ -19,8 +19,7 @@
 // GemmArgs::tile_counter; stream-K (the last wave of tiles split along K over all SMs,
 // src/gemm/streamk.h) on the cooperative tiles with GemmArgs::streamk_workspace where the rule
 // estimates a gain. QUACK_GEMM_STREAMK: 0 off, 1 forced (a workspace allocated per call when
-// none is given), auto / unset: the rule when a workspace is given. NOT YET RUN ON A GPU
-// (branch gemm-streamk, 2026-12-03).
+// none is given), auto / unset: the rule when a workspace is given.
 // Hardware: sm_90a (H100/H200) only; on another GPU the launch fails with CudaError.
 // The same kernel with an activation fused into the epilogue: quack/gemm_act.h (gemm_act, gemm_dact).
 //

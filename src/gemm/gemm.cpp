@@ -489,11 +489,15 @@ int streamk_env(const char* fn) {
   ArgCheck(fn).fail(std::string("QUACK_GEMM_STREAMK is '") + e + "', expected 0, 1 or auto");
 }
 
-// One flag and one fp32 tile per SM: the largest cooperative tile compiled.
+// One flag and one fp32 tile per SM: the largest cooperative tile compiled (found once: the
+// stream-K calls ask for it at every launch).
 int64_t streamk_slot_bytes() {
-  int64_t slot = 0;
-  for (const GemmInstance& i : detail::kGemmInstances)
-    if (!i.pingpong) slot = std::max<int64_t>(slot, int64_t(i.bm) * i.bn * 4);
+  static const int64_t slot = [] {
+    int64_t s = 0;
+    for (const GemmInstance& i : detail::kGemmInstances)
+      if (!i.pingpong) s = std::max<int64_t>(s, int64_t(i.bm) * i.bn * 4);
+    return s;
+  }();
   return slot;
 }
 

@@ -127,8 +127,8 @@ inline constexpr int kTopkBitonicFitElems = 128;
 // column masks; at N = 1000 the plan's 16 × 64); every other fp32 row keeps the queue kernel.
 // Source: H200, fp32, M = 65536, kernel-only (quack-bench topk --dtype fp32 --config all), ms
 // per call, T × E:
-//   run AA (2026-12-03):
-//   (N 1000, k 8)   generic 16 × 64  0.1285 (32 × 32: 0.133)   queue 0.191 (the plan before)
+//   run AA:
+//   (N 1000, k 8)   generic 16 × 64  0.1285 (32 × 32: 0.133)   queue 0.191
 //   (N 2048, k 8)   fit 32 × 64      0.1665                    queue 0.3166
 //   (N 1024, k 16)  fit 16 × 64      0.123  (generic: 0.174)   queue 0.266
 //   (N 512, k 16)   fit 8 × 64       0.0676
