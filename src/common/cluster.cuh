@@ -33,6 +33,35 @@ __device__ __forceinline__ void init_exchange_barriers(uint64_t* bars, int n) {
   cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
 }
 
+/// Thread 0: this CTA's mbarrier `bar` expects `bytes` from its peers. CTA scope: thread 0
+/// publishes nothing (a cluster-scope release compiles to MEMBAR.ALL.GPU).
+__device__ __forceinline__ void exchange_expect(uint64_t* bar, uint32_t bytes) {
+  if (threadIdx.x == 0)
+    cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
+                                         cuda::ptx::space_shared, bar, bytes);
+}
+
+/// Every thread: exchange step k's bytes are in this CTA's shared memory. Default (CTA-scope
+/// acquire) wait, as CUTLASS's cluster barriers; a cluster-scope acquire would add an L1
+/// invalidation (CCTL.IVALL).
+__device__ __forceinline__ void exchange_wait(uint64_t* bar, int k) {
+  const uint32_t parity = static_cast<uint32_t>((k >> 1) & 1);
+  while (!cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
+  }
+}
+
+/// st.async of the 16 bytes v (from 32-bit shared address s) into the same offset of CTA `dst`
+/// of the cluster, completing them on that CTA's mbarrier at this CTA's offset b.
+__device__ __forceinline__ void st_async_to(uint32_t s, uint32_t b, const float4& v, int dst) {
+  uint32_t rs, rb;  // 32-bit shared::cluster addresses of the peer's block and mbarrier
+  asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rs) : "r"(s), "r"(dst));
+  asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(b), "r"(dst));
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
+      :: "r"(rs), "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)),
+         "r"(__float_as_uint(v.z)), "r"(__float_as_uint(v.w)), "r"(rb) : "memory");
+}
+
 /// Exchange step k (0, 1, ...) of reduction partials between the CTAs of a cluster. Each CTA's
 /// partials are `rows` blocks of W floats (row r's block at blocks + r·row_stride, the same
 /// offsets in every CTA's slots; W a power of two ≥ 4, rows·W/4 ≤ 32, blocks 16-byte aligned),
@@ -45,11 +74,7 @@ __device__ __forceinline__ void init_exchange_barriers(uint64_t* bars, int n) {
 /// message is a transaction on the receiver's mbarrier.
 __device__ __forceinline__ void cluster_exchange(float* blocks, int row_stride, int W, int rows,
                                                  int cluster_n, int rank, uint64_t* bar, int k) {
-  // CTA scope: thread 0 publishes nothing (a cluster-scope release compiles to MEMBAR.ALL.GPU).
-  if (threadIdx.x == 0)
-    cuda::ptx::mbarrier_arrive_expect_tx(
-        cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, bar,
-        static_cast<uint32_t>((cluster_n - 1) * rows * W * 4));
+  exchange_expect(bar, static_cast<uint32_t>((cluster_n - 1) * rows * W * 4));
   const int per_row_log2 = __ffs(W) - 3;  // log2(W / 4): 16-byte chunks per row block
   const int c = threadIdx.x;              // this lane's chunk
   if (c < (rows << per_row_log2)) {
@@ -58,22 +83,10 @@ __device__ __forceinline__ void cluster_exchange(float* blocks, int row_stride, 
     const float4 v = *reinterpret_cast<const float4*>(src);
     const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(src));
     const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
-    for (int d = 1; d < cluster_n; ++d) {
-      const int dst = rank + d < cluster_n ? rank + d : rank + d - cluster_n;
-      uint32_t rs, rb;  // 32-bit shared::cluster addresses of the peer's block and mbarrier
-      asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rs) : "r"(s), "r"(dst));
-      asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(b), "r"(dst));
-      asm volatile(
-          "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
-          :: "r"(rs), "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)),
-             "r"(__float_as_uint(v.z)), "r"(__float_as_uint(v.w)), "r"(rb) : "memory");
-    }
+    for (int d = 1; d < cluster_n; ++d)
+      st_async_to(s, b, v, rank + d < cluster_n ? rank + d : rank + d - cluster_n);
   }
-  // Default (CTA-scope acquire) wait, as CUTLASS's cluster barriers: the bytes arrived in this
-  // CTA's shared memory; a cluster-scope acquire would add an L1 invalidation (CCTL.IVALL).
-  const uint32_t parity = static_cast<uint32_t>((k >> 1) & 1);
-  while (!cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
-  }
+  exchange_wait(bar, k);
 }
 
 /// Exchange step k gathered on rank 0 only (cluster_exchange's layout and mbarrier): ranks ≠ 0
@@ -83,13 +96,8 @@ __device__ __forceinline__ void cluster_exchange(float* blocks, int row_stride, 
 __device__ __forceinline__ void cluster_gather(float* blocks, int row_stride, int W, int rows,
                                                int cluster_n, int rank, uint64_t* bar, int k) {
   if (rank == 0) {
-    if (threadIdx.x == 0)
-      cuda::ptx::mbarrier_arrive_expect_tx(
-          cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, bar,
-          static_cast<uint32_t>((cluster_n - 1) * rows * W * 4));
-    const uint32_t parity = static_cast<uint32_t>((k >> 1) & 1);
-    while (!cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
-    }
+    exchange_expect(bar, static_cast<uint32_t>((cluster_n - 1) * rows * W * 4));
+    exchange_wait(bar, k);
     return;
   }
   const int per_row_log2 = __ffs(W) - 3;  // log2(W / 4): 16-byte chunks per row block
@@ -100,13 +108,7 @@ __device__ __forceinline__ void cluster_gather(float* blocks, int row_stride, in
     const float4 v = *reinterpret_cast<const float4*>(src);
     const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(src));
     const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
-    uint32_t rs, rb;  // 32-bit shared::cluster addresses of rank 0's block and mbarrier
-    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rs) : "r"(s), "r"(0));
-    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(b), "r"(0));
-    asm volatile(
-        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
-        :: "r"(rs), "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)),
-           "r"(__float_as_uint(v.z)), "r"(__float_as_uint(v.w)), "r"(rb) : "memory");
+    st_async_to(s, b, v, 0);
   }
 }
 
