@@ -494,6 +494,19 @@ TEST_F(Gemm, DynamicScheduler) {
   unsetenv("QUACK_GEMM_TILE");
 }
 
+// A 64 x 64 x 64 bf16 problem for the checks that throw before any launch.
+struct TinyGemm {
+  Mat A = make_mat(DType::kBFloat16, 1, 64, 64, 'r', 0), B = make_mat(DType::kBFloat16, 1, 64, 64, 'c', 0),
+      D = make_mat(DType::kBFloat16, 1, 64, 64, 'r', 0);
+  GemmArgs args() const {
+    GemmArgs g;
+    g.a = A.arg;
+    g.b = B.arg;
+    g.d = D.arg;
+    return g;
+  }
+};
+
 // Stream-K (src/gemm/streamk.h), forced (QUACK_GEMM_STREAMK=1) on every cooperative tile
 // configuration with the caller's workspace: a few tiles split over many clusters (long K), a
 // single wave split (2048x2048x2048 and 4096x1000x1000 on 128x256: 64 cluster tiles), full
@@ -501,7 +514,7 @@ TEST_F(Gemm, DynamicScheduler) {
 // multiple of 64, K < 128 (one or two k-blocks: whole tiles over fewer units), batches, C with
 // beta (also in place, and an fp32 C), an fp32 D, every (a, b, d) layout; D poisoned before the
 // launch, flags zero after it, and a second launch bitwise equal. Then the rule (env unset,
-// workspace given) on shapes where it turns stream-K on, and the allocating path (env forced,
+// workspace given) on one shape on each side of its threshold, and the allocating path (env forced,
 // no workspace); QUACK_GEMM_STREAMK=x throws.
 TEST_F(Gemm, StreamK) {
   auto sk = [](GemmCase c) {
@@ -539,8 +552,8 @@ TEST_F(Gemm, StreamK) {
   // The library's own workspace (forced, none given).
   setenv("QUACK_GEMM_TILE", "128x256", 1);
   run_case(mk(1000, 600, 1000));
-  // The rule: 2048x2048x16384 on 128x256 (64 cluster tiles on 66 clusters) and 11264x2048x4096
-  // (5.33 waves); the pingpong tiles ignore it.
+  // The rule with the test's workspace: off at 2048x2048x16384 on 128x256 (64 cluster tiles on
+  // 66 clusters), on at 11264x2048x4096 (5.33 waves); the pingpong tiles ignore it.
   unsetenv("QUACK_GEMM_STREAMK");
   run_case(sk(mk(2048, 2048, 16384)));
   run_case(sk(mk(11264, 2048, 4096)));
@@ -548,12 +561,8 @@ TEST_F(Gemm, StreamK) {
   run_case(sk(mk(2048, 2048, 4096)));
   unsetenv("QUACK_GEMM_TILE");
   setenv("QUACK_GEMM_STREAMK", "x", 1);
-  Mat A = make_mat(DType::kBFloat16, 1, 64, 64, 'r', 0), B = make_mat(DType::kBFloat16, 1, 64, 64, 'c', 0);
-  Mat D = make_mat(DType::kBFloat16, 1, 64, 64, 'r', 0);
-  GemmArgs args;
-  args.a = A.arg;
-  args.b = B.arg;
-  args.d = D.arg;
+  const TinyGemm tiny;
+  GemmArgs args = tiny.args();
   EXPECT_THROW(gemm(args, nullptr), InvalidArgument);
   unsetenv("QUACK_GEMM_STREAMK");
   // A workspace smaller than gemm_streamk_workspace_size, or misaligned, throws.
@@ -582,12 +591,8 @@ TEST_F(Gemm, RasterOrders) {
     }
   }
   setenv("QUACK_GEMM_RASTER", "x8", 1);
-  Mat A = make_mat(DType::kBFloat16, 1, 64, 64, 'r', 0), B = make_mat(DType::kBFloat16, 1, 64, 64, 'c', 0);
-  Mat D = make_mat(DType::kBFloat16, 1, 64, 64, 'r', 0);
-  GemmArgs args;
-  args.a = A.arg;
-  args.b = B.arg;
-  args.d = D.arg;
+  const TinyGemm tiny;
+  GemmArgs args = tiny.args();
   EXPECT_THROW(gemm(args, nullptr), InvalidArgument);
   unsetenv("QUACK_GEMM_RASTER");
   unsetenv("QUACK_GEMM_TILE");
