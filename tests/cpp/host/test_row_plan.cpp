@@ -107,6 +107,12 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
   ASSERT_GE(plan.config, 0);
   ASSERT_LT(plan.config, kRowConfigCount);
   const RowConfig& c = kRowConfigs[plan.config];
+  if (plan.policy == RowPolicy::kClusterRegister) {  // the kernel reads its slice length from g
+    const int64_t row_vecs = pr.N / plan.g.vec;
+    EXPECT_EQ(plan.g.slice_vecs, (row_vecs + plan.cluster_n - 1) / plan.cluster_n);
+    EXPECT_LE(plan.g.slice_vecs, int64_t{c.tpr} * c.vecs);
+    EXPECT_EQ(plan.g.vec * elt, 16);
+  }
   EXPECT_TRUE(pr.vec_ok && pr.pair);
   EXPECT_TRUE(row_config_usable(c, op.n_in, op.red_floats, op.n_cols, elt, op.n_acc,
                                 dtype_size(pr.vec), -1, op.late_cols, op.n_out,
