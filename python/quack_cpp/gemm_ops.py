@@ -266,15 +266,16 @@ def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
 
 
 # Stream-K workspaces (GemmArgs::streamk_workspace), one per (device, stream): zeroed once when
-# made (every launch leaves its flags zero again), kept for the process. Passed only while
-# QUACK_GEMM_STREAMK is set (0, 1 or auto: the C++ library's setting decides); unset, none is
-# made and gemm runs without stream-K. Not made during CUDA-graph capture (none is passed then
-# unless one was made for that stream before the capture).
+# made (every launch leaves its flags zero again), kept for the process (one flag and one fp32
+# tile per SM: ~17 MB on an H200). Passed by default, so the C++ rule (src/gemm/streamk.h) turns
+# stream-K on where it pays; QUACK_GEMM_STREAMK=0 passes none (stream-K off), 1 forces it on
+# every cooperative tile. Not made during CUDA-graph capture: a stream first seen inside a
+# capture runs without stream-K (a warm-up call before the capture makes its workspace).
 _STREAMK_WS = {}
 
 
 def _streamk_workspace(D: Tensor) -> Tuple[int, int]:
-    if os.environ.get("QUACK_GEMM_STREAMK") is None:
+    if os.environ.get("QUACK_GEMM_STREAMK") == "0":
         return 0, 0
     key = (D.device.index, stream(D))
     ws = _STREAMK_WS.get(key)
