@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "host_test_util.h"
@@ -159,8 +160,18 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
       EXPECT_LE(S, chunk_vecs);
       EXPECT_LT((plan.cluster_n - 1) * S, row_vecs);
       EXPECT_EQ(plan.smem, 0u);
-      EXPECT_EQ(plan.grid, pr.M * plan.cluster_n);
-      EXPECT_LE(plan.grid, 0x7fffffff);
+      if (c.stages > 0) {
+        EXPECT_EQ(plan.grid, 0) << "persistent: resident clusters, at launch";
+        EXPECT_GT(op.n_out, 0) << "one-stage entries only with per-element outputs";
+        EXPECT_LE(row_cluster_register_stage_bytes(c.tpr, c.vecs, op.n_in) +
+                      row_cluster_register_smem_bytes(c.tpr, op.red_floats) + 16,
+                  48 * 1024)
+            << "static shared memory";
+        EXPECT_LE(op.n_in * S * vec_bytes, int64_t{1} << 20) << "an mbarrier's tx count";
+      } else {
+        EXPECT_EQ(plan.grid, pr.M * plan.cluster_n);
+        EXPECT_LE(plan.grid, 0x7fffffff);
+      }
       EXPECT_LE(row_cluster_register_smem_bytes(c.tpr, op.red_floats), 48 * 1024)
           << "static shared memory";
       EXPECT_LE(c.vecs * 4 * op.n_in + kRowRegisterBudgetSlack,
@@ -282,6 +293,22 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
   EXPECT_EQ(plan_row(fwd_info(), problem(16384, 131072, DType::kBFloat16), cl).policy,
             RowPolicy::kNone)
       << "not compiled for ops that do not ask";
+  // Its persistent entry with a shared-memory stage: the fwd+dx only, never planned.
+  const int cls = row_config_index("cl-t256v8-s1");
+  ASSERT_GE(cls, 0);
+  for (auto [M, N, name] : {std::tuple<int64_t, int64_t, const char*>{16384, 65536, "cl-t256v8-s1-x4"},
+                            {16384, 131072, "cl-t256v8-s1-x8"},
+                            {8192, 262144, "cl-t256v8-s1-x16"}}) {
+    const RowPlan ps = plan_row(ce_fwd_info(1), problem(M, N, DType::kBFloat16), cls);
+    EXPECT_EQ(name_of(ps), name);
+    EXPECT_EQ(ps.grid, 0);
+    EXPECT_EQ(ps.g.slice_vecs,
+              plan_row(ce_fwd_info(1), problem(M, N, DType::kBFloat16), cl).g.slice_vecs)
+        << "cl-t256v8's slices";
+  }
+  EXPECT_EQ(plan_row(ce_fwd_info(0), problem(16384, 65536, DType::kBFloat16), cls).policy,
+            RowPolicy::kNone)
+      << "not for the loss alone";
 }
 
 // r16t16v2 (at_apply): compiled only for ops whose vectors load at apply (LayerNorm's
