@@ -23,11 +23,11 @@
 //                         then cross_entropy_scale_grad for grad_output ≠ 1; word 0: the
 //                         loss-only forward, then cross_entropy_bwd from its lse with dloss =
 //                         grad_output · the state's scale. Loss, lse and dx bitwise equal.
-//   CeTrain.StageEntryBitwise  cl-t256v8-s1 (persistent, the next row in a shared-memory stage)
-//                         against cl-t256v8, both forced on the dx kernel of the predicted
-//                         forward (word 1) and on the forward with dx that is not split:
-//                         loss, lse and dx bitwise equal, clusters of 1 to 16, options, dtypes,
-//                         in place.
+//   CeTrain.StageEntryBitwise  cl-t256v8-s1 and -s2 (persistent, the next rows in
+//                         shared-memory stages) against cl-t256v8, each forced on the dx
+//                         kernel of the predicted forward (word 1) and on the forward with dx
+//                         that is not split: loss, lse and dx bitwise equal, clusters of 1 to
+//                         16, options, dtypes, in place.
 //   CeTrain.Empty         M = 0.
 //   CeTrain.ManyRowBlocks several times more rows than resident CTAs (V = 32768 bf16: the
 //                         register policy), so that every CTA of the gated backward loops over
@@ -589,9 +589,9 @@ TEST_F(CeTrain, PairBitwise) {
   for (const PairCase& c : cases) run_pair_bitwise(c, steps);
 }
 
-// cl-t256v8-s1 computes each row as cl-t256v8 does (the same slices, registers, fold, exchange,
-// finish and stores; only where the row's bytes come from and when differ), so its results are
-// cl-t256v8's bit for bit. Rows: more than the resident clusters (every persistent cluster
+// cl-t256v8-s1 and -s2 compute each row as cl-t256v8 does (the same slices, registers, fold, exchange,
+// finish and stores; only where the row's bytes come from and when differ), so their results
+// are cl-t256v8's bit for bit. Rows: more than the resident clusters (every persistent cluster
 // loops over several rows) at clusters of 1, 2, 4, 8 and 16.
 struct StageCase {
   int64_t M, V;
@@ -602,9 +602,11 @@ struct StageCase {
 
 TEST_F(CeTrain, StageEntryBitwise) {
   const int cl = detail::row_config_index("cl-t256v8");
-  const int cls = detail::row_config_index("cl-t256v8-s1");
+  const int cls[2] = {detail::row_config_index("cl-t256v8-s1"),
+                      detail::row_config_index("cl-t256v8-s2")};
   ASSERT_GE(cl, 0);
-  ASSERT_GE(cls, 0);
+  ASSERT_GE(cls[0], 0);
+  ASSERT_GE(cls[1], 0);
   std::vector<StageCase> cases = {
       {900, 8192},    // clusters of 1 (16 KB rows)
       {700, 16392},   // 2
@@ -633,9 +635,10 @@ TEST_F(CeTrain, StageEntryBitwise) {
     DeviceTensor tg = upload_targets(targets, DType::kInt64);
     for (bool split : {true, false}) {
       SCOPED_TRACE(split ? "predicted forward (split, word 1)" : "forward with dx ('sum')");
-      std::vector<unsigned char> bits[2][3];  // [cl, cls][loss, lse, dx]
-      for (int e = 0; e < 2; ++e) {
-        const int cfg = e == 0 ? cl : cls;
+      std::vector<unsigned char> bits[3][3];  // [cl, -s1, -s2][loss, lse, dx]
+      for (int e = 0; e < 3; ++e) {
+        const int cfg = e == 0 ? cl : cls[e - 1];
+        SCOPED_TRACE(detail::kRowConfigs[cfg].name);
         DeviceTensor x = upload(xh, c.x, M, V);
         DeviceTensor dx = alloc_tensor(c.x, M, V);
         DeviceTensor loss = alloc_vector(DType::kFloat32, 1);
@@ -674,9 +677,12 @@ TEST_F(CeTrain, StageEntryBitwise) {
         }
         EXPECT_TRUE(std::isfinite(download(loss)[0])) << "loss finite";
       }
-      EXPECT_EQ(bits[0][0], bits[1][0]) << "loss bits";
-      EXPECT_EQ(bits[0][1], bits[1][1]) << "lse bits";
-      EXPECT_EQ(bits[0][2], bits[1][2]) << "dx bits";
+      for (int e = 1; e < 3; ++e) {
+        SCOPED_TRACE(detail::kRowConfigs[cls[e - 1]].name);
+        EXPECT_EQ(bits[0][0], bits[e][0]) << "loss bits";
+        EXPECT_EQ(bits[0][1], bits[e][1]) << "lse bits";
+        EXPECT_EQ(bits[0][2], bits[e][2]) << "dx bits";
+      }
     }
   }
 }
