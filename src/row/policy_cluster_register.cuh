@@ -1,6 +1,10 @@
-// Row policy for long rows with each CTA's slice in registers, not persistent
-// (RowPolicy::kClusterRegister): QuACK 0.2.0's cross-entropy geometry (quack/cross_entropy.py,
-// quack/reduce.py online_softmax_reduce), the op's math from its traits.
+// Row policy for long rows with each CTA's slice in registers (RowPolicy::kClusterRegister):
+// QuACK 0.2.0's cross-entropy geometry (quack/cross_entropy.py, quack/reduce.py
+// online_softmax_reduce), the op's math from its traits. Not persistent
+// (row_cluster_register_kernel), except the one-stage entries (RowConfig::stages == 1, ops
+// with per-element outputs: row_cluster_register_prefetch_kernel, described at its kernel),
+// whose persistent clusters fetch each CTA's next row into shared memory while the current
+// one is reduced and written from the registers.
 //
 // Why: the ring policy (policy_ring.cuh) runs one persistent 1024-thread CTA per SM through
 // each row in lockstep (wait for the stage, fold, cluster all-reduce, barrier, refill), so an
@@ -31,11 +35,14 @@
 // per-column vectors, no column accumulations.
 #pragma once
 
+#include <cuda/ptx>
+
 #include "common/cluster.cuh"
 #include "common/vec.cuh"
 #include "row/op_traits.cuh"
 #include "row/row_config.h"
 #include "row/row_params.h"
+#include "row/policy_ring.cuh"  // row_ring_words_before
 #include "row/row_reduce.cuh"
 #include "row/row_views.cuh"
 
@@ -135,6 +142,163 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
         apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
       }
     }
+  }
+}
+
+
+/// Dynamic shared memory of the persistent cluster register kernel, offsets in bytes
+/// (row_cluster_register_stage_smem_bytes's layout): [kStages stages of a CTA's slice of every
+/// input stream (kInWords 16-byte words per vector)] [the all-reduce's slots and mbarriers]
+/// [kStages stage mbarriers].
+template <int kInWords, int kTpr, int kVecs, int kStages, int kRedFloats>
+struct ClusterStageSmem {
+  static constexpr size_t kStageBytes = size_t{kInWords} * kTpr * kVecs * 16;
+  static constexpr size_t kReduce = kStages * kStageBytes;
+  static constexpr size_t kFull =
+      kReduce + size_t(row_cluster_register_smem_bytes(kTpr, kRedFloats));
+  static constexpr size_t kBytes = kFull + (kStages * 8 + 15) / 16 * 16;
+};
+
+/// The persistent variant with kStages shared-memory stages (a kClusterRegister entry with
+/// RowConfig::stages ≥ 1; ops with per-element outputs: cross-entropy's forward with dx).
+/// Why: the kernel above reads its row, then exchanges, then writes dx; per CTA nothing is
+/// read during the exchange and the stores, and a new cluster's loads start only when one
+/// ends. Here a CTA's next rows are already in flight then: grid = min(M, resident) clusters
+/// of cluster_n CTAs (the slices above per row); cluster c works on rows c, c + C, c + 2C, ...
+/// (C: the grid's clusters). Per row k: the fold over the registers, the all-reduce (exchange
+/// k: the reducer's stage k & 1, mbarrier k & 1), finish, dx from the registers; then the next
+/// row's slice comes from stage k % kStages (thread 0 issued its bulk copy, one per input
+/// stream, completing on the stage's mbarrier, kStages rows earlier) into the same registers
+/// (LDS.128, conflict-free), a __syncthreads (every read of the stage done), and thread 0
+/// issues the copy of the row kStages rows after that one into the stage. The first row is
+/// loaded straight into the registers while the next kStages rows' copies are in flight. The
+/// per-row inputs (Op::load_row) are read one row ahead. Each row's registers, view,
+/// reduction, finish and stores are the kernel above's, so loss, lse and dx are bitwise its
+/// results.
+/// Synchronisation across rows: as the ring's (row k is the reducer's all-reduce k; every CTA
+/// of a cluster runs the same rows, so no cluster barrier between rows); the cluster
+/// barrier's wait (peers' mbarriers initialised) is taken once, before the first exchange; a
+/// CTA exits after its last exchange, when no peer writes to it any more, and after its last
+/// copy completed (every copy issued is waited on).
+template <class Op, class D, int kTpr, int kVecs, int kStages>
+__global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
+    row_cluster_register_prefetch_kernel(const __grid_constant__ RowParams p) {
+  if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
+  static_assert(Op::kOut > 0, "ops without per-element outputs: the kernel above");
+  static_assert(!Op::kColShift && Op::kCols == 0, "per-column vectors: other policies");
+  static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
+  static_assert(Op::kOptIn == 0, "every input stream present (one bulk copy each)");
+  static_assert(kStages >= 1, "at least one stage");
+  constexpr int kIn = Op::kIn;
+  constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector
+  constexpr int kChunk = kTpr * kVecs;           // vectors of a CTA's largest slice
+  constexpr int kWarps = kTpr / 32;
+  constexpr int kWords = row_in_words<D, kIn>();  // 16-byte words per vector, all streams
+  using R = typename Op::Red;
+  using Reducer = ClusterRowReducer<kWarps, kRowMaxCluster, R>;
+  static_assert(static_cast<int64_t>(Reducer::kBytes) ==
+                    row_cluster_register_smem_bytes(kTpr, R::kFloats),
+                "row_config.h's size");
+  using Layout = ClusterStageSmem<kWords, kTpr, kVecs, kStages, R::kFloats>;
+  static_assert(Layout::kBytes <= size_t(kRowMaxSmem), "stages exceed shared memory");
+  extern __shared__ __align__(128) unsigned char smem[];
+  const Reducer reducer(smem + Layout::kReduce);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + Layout::kFull);  // [kStages]
+
+  const int cluster_n = p.g.cluster_n;
+  const int t = threadIdx.x;
+  const int64_t M = p.g.rows;
+  const int64_t clusters = gridDim.x / cluster_n;
+  const ClusterSlice sl = cluster_slice<kTpr, kVec>(p);
+  const int rank = sl.rank, n = sl.n;
+  const int64_t col_t = sl.col_t;
+  const int slice_vecs = n + t;                      // this CTA's vectors of the row
+  const int64_t col0 = col_t - int64_t{t} * kVec;    // the slice's first column
+  // Stream s of stage st.
+  auto stage_ptr = [&](int st, auto S) {
+    constexpr int s = decltype(S)::value;
+    return smem + st * Layout::kStageBytes +
+           size_t{row_ring_words_before<D, kIn, s>()} * kChunk * 16;
+  };
+
+  if (t == 0) {
+    for (int i = 0; i < kStages; ++i) cuda::ptx::mbarrier_init(&full[i], 1);
+    reducer.init();  // fences the mbarrier inits for the cluster
+  }
+  __syncthreads();
+  if (cluster_n > 1) cluster_arrive_relaxed();  // waited on before the first exchange
+  // Thread 0: this CTA's slices of `row` into stage `st`.
+  auto issue = [&](int64_t row, int st) {
+    if (slice_vecs <= 0) {
+      cuda::ptx::mbarrier_arrive(&full[st]);
+      return;
+    }
+    cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
+                                         cuda::ptx::space_shared, &full[st],
+                                         uint32_t(kWords) * uint32_t(slice_vecs) * 16);
+    row_for<kIn>([&](auto S) {
+      constexpr int s = decltype(S)::value;
+      using T = row_in_t<D, s>;
+      cuda::ptx::cp_async_bulk(
+          cuda::ptx::space_cluster, cuda::ptx::space_global, stage_ptr(st, S),
+          static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col0,
+          uint32_t(slice_vecs) * 16 * row_in_words_of<D, kIn, s>(), &full[st]);
+    });
+  };
+
+  int64_t row = sl.cluster;  // < M: at most M clusters
+  if (t == 0) {
+    for (int st = 0; st < kStages && row + (st + 1) * clusters < M; ++st)
+      issue(row + (st + 1) * clusters, st);
+  }
+  RowInRegs<Op, D, kVecs> xv;
+  xv.template load_row<kTpr>(p, row, col_t, n);
+  typename Op::RowIn rin = Op::load_row(p, row);
+  typename Op::RowIn rin_next =
+      row + clusters < M ? Op::load_row(p, row + clusters) : typename Op::RowIn{};
+  for (int k = 0;; ++k) {
+    const RegisterView<Op, D, kVecs, kTpr> view{xv, n, col_t, NoCols{}};
+    const auto part = Op::reduce(p, rin, view);
+    if (cluster_n > 1 && k == 0) cluster_wait();  // every peer's mbarriers are initialised
+    const auto total = reducer.allreduce(part, k, cluster_n, rank);
+    const typename Op::Row rr = Op::finish(p, rin, total, row, rank == 0 && t == 0);
+    {
+      void* dst[row_dim(Op::kOut)];
+      out_ptrs<Op, D>(p, row, col_t, dst);
+#pragma unroll
+      for (int j = 0; j < kVecs; ++j) {
+        if (j * kTpr < n) {
+          const int64_t off = int64_t{j} * kTpr * kVec;
+          float x[kIn][kVec], v[1][kVec];
+          xv.unpack_all(j, x);
+          apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
+        }
+      }
+    }
+    const int64_t next = row + clusters;  // the same in every CTA of the cluster
+    if (next >= M) break;
+    // The next row: from stage k % kStages (its fill k / kStages) into the registers.
+    const int st = k % kStages;
+    while (!cuda::ptx::mbarrier_try_wait_parity(&full[st],
+                                                static_cast<uint32_t>((k / kStages) & 1))) {
+    }
+    row_for<kIn>([&](auto S) {
+      constexpr int s = decltype(S)::value;
+      constexpr int kW = row_in_words_of<D, kIn, s>();
+      const uint4* src = reinterpret_cast<const uint4*>(stage_ptr(st, S));
+#pragma unroll
+      for (int j = 0; j < kVecs; ++j) {
+        if (j * kTpr < n) {
+#pragma unroll
+          for (int w = 0; w < kW; ++w) xv.w[s][j][w] = src[(j * kTpr + t) * kW + w];
+        }
+      }
+    });
+    __syncthreads();  // every read of the stage is done before the copy engine refills it
+    if (t == 0 && next + kStages * clusters < M) issue(next + kStages * clusters, st);
+    row = next;
+    rin = rin_next;
+    if (row + clusters < M) rin_next = Op::load_row(p, row + clusters);
   }
 }
 

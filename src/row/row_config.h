@@ -22,7 +22,10 @@
 //   kClusterRegister  long rows, QuACK's cross-entropy geometry: not persistent, one CTA per
 //              (row, cluster rank); a cluster of ceil(row / slice) CTAs holds the row, each
 //              CTA its slice in registers (16-byte loads straight from global memory), several
-//              CTAs per SM in different phases; one cluster exchange per row.
+//              CTAs per SM in different phases; one cluster exchange per row. Its entry with
+//              one stage (ops with per-element outputs): persistent clusters, each CTA's next
+//              row fetched into a shared-memory stage by the bulk-copy engine while the
+//              current one is reduced, exchanged and written from the registers.
 //   kGeneral   anything else (any strides and dtypes, odd N): element at a time, runtime
 //              geometry, clusters; the row is read from global memory once per sweep.
 //
@@ -72,7 +75,9 @@ struct RowConfig {
   int rows;     // rows per CTA (1 for kLooped and kRing; kStaged: at run time)
   int vecs;     // vectors per thread, pass and input stream (kStaged: at most); a vector is
                 // 16 bytes of the op's narrowest input stream
-  int stages;   // kRing: row slices in flight in shared memory; kStaged: row blocks (1 or 2)
+  int stages;   // kRing: row slices in flight in shared memory; kStaged: row blocks (1 or 2);
+                // kClusterRegister: 0, one CTA per (row, rank); 1, persistent clusters with
+                // the next row's slice in one shared-memory stage
   int min_in;   // compiled only for ops with at least this many input streams
   int min_elt;  // compiled only for input dtypes of at least this many bytes
   const char* name;
@@ -168,6 +173,16 @@ struct RowConfig {
 //    the fold) measured no better in run AA (kernel-only bf16 CE forward, TB/s, cl-t256v8-p /
 //    cl-t256v8: 3.632 / 3.656 at 16384 x 65536, 3.431 / 3.483 at 16384 x 131072, 3.156 /
 //    3.086 at 8192 x 262144, where t1024v2-looped reads 3.77).
+//  - cl-t256v8-s1, cl-t256v8-s2 (ops with per-element outputs: cross-entropy's forward with
+//    dx): cl-t256v8's geometry and per-row code, persistent (min(M, resident) clusters over
+//    the rows), each CTA's next rows fetched by one bulk copy each into 1 or 2 shared-memory
+//    stages of 32 KB while the current row is folded, exchanged and written as dx, then
+//    copied into the registers (so loss, lse and dx are bitwise cl-t256v8's). cl-t256v8 reads
+//    a row, then exchanges, then writes: per CTA no read is in flight during the exchange and
+//    the stores, and a new cluster starts only when one ends (3 CTAs per SM: fwd+dx bf16 at
+//    0.72-0.76 x copy by the acceptance method). Here every CTA keeps its next 32 KB (-s1) or
+//    64 KB (-s2: slack for a cluster of 16 waiting on its slowest CTA) in flight, 96 / 192 KB
+//    per SM; unmeasured.
 inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRegister, 16, 16, 1, 0, 1, 2, "r16t16v1"},   // 0: ≤ 256 B
     {RowPolicy::kRegister, 32, 8, 1, 0, 1, 2, "r8t32v1"},     // 1: ≤ 512 B
@@ -201,6 +216,9 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kClusterRegister, 256, 1, 4, 0, 1, 2, "cl-t256v4", false, true},  // ≤ 16 x 16 KB
     // 28: ops whose vectors load at apply only (at_apply)
     {RowPolicy::kRegister, 16, 16, 2, 0, 1, 2, "r16t16v2", false, false, true},  // ≤ 512 B
+    // 29-30: the persistent cluster register policy with shared-memory stages (outputs), trial
+    {RowPolicy::kClusterRegister, 256, 1, 8, 1, 1, 2, "cl-t256v8-s1", false, true},  // ≤ 16x32 KB
+    {RowPolicy::kClusterRegister, 256, 1, 8, 2, 1, 2, "cl-t256v8-s2", false, true},  // ≤ 16x32 KB
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -302,6 +320,17 @@ QUACK_ROW_HD constexpr int64_t row_cluster_register_smem_bytes(int tpr, int red_
   return row_ring_reduce_bytes(tpr, red_floats);
 }
 
+/// Dynamic shared memory of the persistent cluster register entries (stages ≥ 1) for an op
+/// whose input streams take in_words 16-byte words per vector together and a reduction of
+/// red_floats floats: [stages x a CTA's slice of every stream] [the all-reduce's slots and
+/// mbarriers] [the stages' mbarriers]. ClusterStageSmem::kBytes.
+QUACK_ROW_HD constexpr int64_t row_cluster_register_stage_smem_bytes(const RowConfig& c,
+                                                                    int in_words,
+                                                                    int red_floats) {
+  return c.stages * int64_t{in_words} * c.chunk_bytes() +
+         row_cluster_register_smem_bytes(c.tpr, red_floats) + (c.stages * 8 + 15) / 16 * 16;
+}
+
 /// Registers a thread of configuration c holds per-column vector slices in: n_cols vectors of
 /// vec_elt-byte elements for each of its vecs 16-byte vectors of in_elt-byte input.
 QUACK_ROW_HD constexpr int row_col_regs(const RowConfig& c, int n_cols, int in_elt, int vec_elt) {
@@ -336,7 +365,10 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///  - staged: any op (its geometry and shared memory are checked per call by the plan); the
 ///    one-stage entry only for ops with column accumulations (others have the ring);
 ///  - cluster register: no per-column vectors, no column accumulations; the packed values
-///    within 64 registers with the slack (1024 / tpr CTAs per SM);
+///    within 64 registers with the slack (1024 / tpr CTAs per SM); the persistent entries
+///    (stages ≥ 1) only for ops with per-element outputs, their shared memory within 227 KB
+///    and, for 768 / tpr CTAs (the fwd+dx's __launch_bounds__: Op::kFullSm false), within an
+///    SM's 228 KB;
 ///  - early_refill rings: ops without per-element outputs (n_out == 0);
 ///  - trial entries: ops whose traits ask for them (trial_ok: Op::kTrialConfigs);
 ///  - at_apply entries: ops whose vectors load at apply (at_apply_ok: Op::kColsAtApply).
@@ -352,6 +384,12 @@ QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int 
   if (c.early_refill && n_out != 0) return false;
   if (c.policy == RowPolicy::kClusterRegister) {
     const int cap = 65536 / (c.tpr * row_cluster_register_ctas_per_sm(c.tpr));
+    if (c.stages > 0) {
+      const int64_t smem = row_cluster_register_stage_smem_bytes(c, words, red_floats);
+      const int ctas = c.tpr >= 768 ? 1 : 768 / c.tpr;  // the fwd+dx's CTAs per SM
+      if (n_out == 0 || smem > kRowMaxSmem || ctas * (smem + kRowCtaSmemReserve) > kRowSmSmem)
+        return false;
+    }
     return n_acc == 0 && n_cols == 0 && c.vecs * 4 * words + kRowRegisterBudgetSlack <= cap;
   }
   if (c.policy == RowPolicy::kRegister || c.policy == RowPolicy::kLooped) {

@@ -35,9 +35,10 @@ bool row_config_takes(int config, int64_t M, int64_t row_bytes) {
       return M <= kMaxGrid;
     case RowPolicy::kRing:
       return row_bytes <= c.capacity_bytes();
-    case RowPolicy::kClusterRegister:  // grid: M x the cluster
+    case RowPolicy::kClusterRegister:  // grid: M x the cluster (persistent: resident clusters)
       return row_bytes <= c.capacity_bytes() &&
-             M <= kMaxGrid / std::max<int64_t>(1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes());
+             (c.stages > 0 ||
+              M <= kMaxGrid / std::max<int64_t>(1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes()));
     default:
       return false;
   }
@@ -259,8 +260,13 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
         plan.cluster_n = static_cast<int>(
             std::max<int64_t>(1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes()));
         plan.g.slice_vecs = static_cast<int>((pr.N / plan.g.vec + plan.cluster_n - 1) / plan.cluster_n);
-        plan.smem = 0;  // the all-reduce's slots are static shared memory
-        plan.grid = pr.M * plan.cluster_n;
+        // Not persistent: the all-reduce's slots are static shared memory. Persistent
+        // (stages ≥ 1): the stages, slots and mbarriers in dynamic shared memory, and the
+        // resident clusters, at launch.
+        plan.smem = c.stages > 0 ? static_cast<size_t>(row_cluster_register_stage_smem_bytes(
+                                       c, in_words, op.red_floats))
+                                 : 0;
+        plan.grid = c.stages > 0 ? 0 : pr.M * plan.cluster_n;
         plan.g.row_blocks = pr.M;
       } else {
         plan.grid = (pr.M + c.rows - 1) / c.rows;

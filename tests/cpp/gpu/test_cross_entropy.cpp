@@ -132,7 +132,9 @@ INSTANTIATE_TEST_SUITE_P(
 // Rows per configuration (elements of an `elt`-byte input), as the softmax tests: a vector, half
 // the capacity plus a vector, the capacity; looped 2.5 passes; the ring: a slice, a slice plus
 // a vector (two CTAs), three slices less a vector, 16 slices; more rows than resident clusters;
-// the cluster register policy: a vector (one CTA), then the ring's rows.
+// the cluster register policy: a vector (one CTA), then the ring's rows; its persistent entry
+// (one stage) also 1500 rows of two slices and a vector (clusters of 3, several rows per
+// cluster: the stage's mbarrier phases and the reducer's stages reused).
 std::vector<Shape> config_rows(int config, int elt) {
   const int64_t vec = 16 / elt;
   if (config == kRowConfigCount) return {{3, 1}, {37, 300}, {5, 4097}, {2, 70001}};
@@ -147,6 +149,9 @@ std::vector<Shape> config_rows(int config, int elt) {
     case RowPolicy::kRing:
       return {{600, chunk}, {300, chunk + vec}, {5, 3 * chunk - vec}, {3, 16 * chunk}};
     case RowPolicy::kClusterRegister:
+      if (k.stages > 0)
+        return {{7, vec},           {600, chunk},      {300, chunk + vec},
+                {5, 3 * chunk - vec}, {3, 16 * chunk}, {1500, 2 * chunk + vec}};
       return {{7, vec}, {600, chunk}, {300, chunk + vec}, {5, 3 * chunk - vec}, {3, 16 * chunk}};
     default:
       return {};

@@ -5,10 +5,10 @@
 // a constant byte pattern (cudaMemset) except rows 0, M−2 and M−1, which are random, and the
 // last row has one large logit at its target; the reference is computed for the checked rows
 // only. Per shape: the forward with dx ('mean', the training path: prep + ring kernel + finish;
-// and 'none' with lse), on the plan's policy, the general policy and two entries under trial
-// (ring-t1024v4-s3e, cl-t256v8), then the backward from the device's lse (dloss per row). Also
-// an out-of-range target in row M−2 (NaN row, nothing touched outside the tensors: run under
-// compute-sanitizer memcheck).
+// and 'none' with lse), on the plan's policy, the general policy and three entries under trial
+// (ring-t1024v4-s3e, cl-t256v8, cl-t256v8-s1), then the backward from the device's lse (dloss
+// per row). Also an out-of-range target in row M−2 (NaN row, nothing touched outside the
+// tensors: run under compute-sanitizer memcheck).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -101,15 +101,16 @@ void run_shape(int64_t M, int64_t V) {
     ref::CeOptions o;
     o.reduction = 0;
     const ref::CeRef r = ref::cross_entropy_ref(K, V, xc.data(), tc.data(), o, true);
-    // The plan's policy, the general one, and two entries under trial (cross-entropy's
-    // forwards only; ring-t1024v4-s3e: the loss alone): a step whose op the entry is not
-    // compiled for is skipped.
+    // The plan's policy, the general one, and three entries under trial (cross-entropy's
+    // forwards only; ring-t1024v4-s3e: the loss alone; cl-t256v8-s1: with dx): a step whose
+    // op the entry is not compiled for is skipped.
     std::vector<int> configs = {-1, detail::kRowConfigCount};
     for (int i = 0; i < detail::kRowConfigCount; ++i) {
       const std::string n = detail::kRowConfigs[i].name;
-      if (n == "ring-t1024v4-s3e" || n == "cl-t256v8") configs.push_back(i);
+      if (n == "ring-t1024v4-s3e" || n == "cl-t256v8" || n == "cl-t256v8-s1")
+        configs.push_back(i);
     }
-    ASSERT_EQ(configs.size(), 4u);
+    ASSERT_EQ(configs.size(), 5u);
     const auto runs = [&](int config, const detail::RowPlan& plan) {
       if (plan.policy != detail::RowPolicy::kNone) return true;
       EXPECT_TRUE(config >= 0 && config < detail::kRowConfigCount &&

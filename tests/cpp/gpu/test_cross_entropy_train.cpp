@@ -23,6 +23,11 @@
 //                         then cross_entropy_scale_grad for grad_output ≠ 1; word 0: the
 //                         loss-only forward, then cross_entropy_bwd from its lse with dloss =
 //                         grad_output · the state's scale. Loss, lse and dx bitwise equal.
+//   CeTrain.StageEntryBitwise  cl-t256v8-s1 and -s2 (persistent, the next rows in
+//                         shared-memory stages) against cl-t256v8, each forced on the dx
+//                         kernel of the predicted forward (word 1) and on the forward with dx
+//                         that is not split: loss, lse and dx bitwise equal, clusters of 1 to
+//                         16, options, dtypes, in place.
 //   CeTrain.Empty         M = 0.
 //   CeTrain.ManyRowBlocks several times more rows than resident CTAs (V = 32768 bf16: the
 //                         register policy), so that every CTA of the gated backward loops over
@@ -334,7 +339,8 @@ std::vector<std::pair<int64_t, int64_t>> gate_rows(int config) {
       return {{3, 2 * chunk + chunk / 2 + vec}};
     case RowPolicy::kRing:
       return {{5, 3 * chunk - vec}, {3, 16 * chunk}};
-    case RowPolicy::kClusterRegister:
+    case RowPolicy::kClusterRegister:  // the persistent entry: rows reused per cluster too
+      if (k.stages > 0) return {{300, chunk + vec}, {3, 16 * chunk}, {1500, 2 * chunk + vec}};
       return {{300, chunk + vec}, {3, 16 * chunk}};
     default:
       return {};
@@ -581,6 +587,104 @@ TEST_F(CeTrain, PairBitwise) {
   sum_case.zs = 1e-3;
   cases.push_back(sum_case);
   for (const PairCase& c : cases) run_pair_bitwise(c, steps);
+}
+
+// cl-t256v8-s1 and -s2 compute each row as cl-t256v8 does (the same slices, registers, fold, exchange,
+// finish and stores; only where the row's bytes come from and when differ), so their results
+// are cl-t256v8's bit for bit. Rows: more than the resident clusters (every persistent cluster
+// loops over several rows) at clusters of 1, 2, 4, 8 and 16.
+struct StageCase {
+  int64_t M, V;
+  DType x = DType::kBFloat16;
+  double cap = 0.0, zs = 0.0, eps = 0.0;
+  bool inplace = false;
+};
+
+TEST_F(CeTrain, StageEntryBitwise) {
+  const int cl = detail::row_config_index("cl-t256v8");
+  const int cls[2] = {detail::row_config_index("cl-t256v8-s1"),
+                      detail::row_config_index("cl-t256v8-s2")};
+  ASSERT_GE(cl, 0);
+  ASSERT_GE(cls[0], 0);
+  ASSERT_GE(cls[1], 0);
+  std::vector<StageCase> cases = {
+      {900, 8192},    // clusters of 1 (16 KB rows)
+      {700, 16392},   // 2
+      {700, 65536},   // 4
+      {300, 131072},  // 8
+      {120, 262144},  // 16
+      {300, 65536, DType::kBFloat16, 20.0, 1e-3, 0.1},  // softcap, z-loss, label smoothing
+      {300, 32768, DType::kFloat32},                    // 4 (fp32: 8192 elements per CTA)
+      {300, 65536, DType::kFloat16},
+  };
+  StageCase inplace{300, 65536};
+  inplace.inplace = true;
+  cases.push_back(inplace);
+  for (const StageCase& c : cases) {
+    const int64_t M = c.M, V = c.V;
+    SCOPED_TRACE("M=" + std::to_string(M) + " V=" + std::to_string(V) + " " + short_name(c.x) +
+                 (c.cap > 0 ? " cap" : "") + (c.inplace ? " in place" : ""));
+    Rng rng(static_cast<uint64_t>(M * 17 + V));
+    CeCase cc;
+    cc.M = M;
+    cc.V = V;
+    cc.x = c.x;
+    cc.ignore_frac = 0.2;
+    const std::vector<int64_t> targets = ce_targets(rng, cc);
+    const std::vector<double> xh = random_values(rng, M * V, c.x, 0.0, 2.0);
+    DeviceTensor tg = upload_targets(targets, DType::kInt64);
+    for (bool split : {true, false}) {
+      SCOPED_TRACE(split ? "predicted forward (split, word 1)" : "forward with dx ('sum')");
+      std::vector<unsigned char> bits[3][3];  // [cl, -s1, -s2][loss, lse, dx]
+      for (int e = 0; e < 3; ++e) {
+        const int cfg = e == 0 ? cl : cls[e - 1];
+        SCOPED_TRACE(detail::kRowConfigs[cfg].name);
+        DeviceTensor x = upload(xh, c.x, M, V);
+        DeviceTensor dx = alloc_tensor(c.x, M, V);
+        DeviceTensor loss = alloc_vector(DType::kFloat32, 1);
+        DeviceTensor lse = alloc_vector(DType::kFloat32, M);
+        DeviceTensor state = alloc_vector(DType::kFloat32, kCrossEntropyDxStateFloats);
+        DeviceBuffer word(4);
+        write_word(word, 1);
+        CrossEntropyFwdArgs a;
+        a.x = x.ref;
+        a.target = tg.ref;
+        a.loss = loss.ref;
+        a.lse = lse.ref;
+        a.dx = c.inplace ? x.ref : dx.ref;
+        a.reduction = split ? Reduction::kMean : Reduction::kSum;
+        a.label_smoothing = static_cast<float>(c.eps);
+        a.z_loss_scale = static_cast<float>(c.zs);
+        a.logit_softcap = static_cast<float>(c.cap);
+        if (split) {
+          a.dx_state = state.ref;
+          a.dx_predict = TensorRef::vector(word.get(), DType::kInt32, 1, 0, 1);
+        }
+        const DeviceBuffer ws = attach_workspace(a);
+        const detail::CeFwdCall call = detail::cross_entropy_fwd_call(a);
+        ASSERT_EQ(call.split, split);
+        const detail::CeFwdPlan plan = split ? detail::plan_cross_entropy_fwd(call, -1, cfg)
+                                             : detail::plan_cross_entropy_fwd(call, cfg);
+        const detail::RowPlan& forced = split ? plan.dx : plan.row;
+        ASSERT_EQ(forced.config, cfg) << "the forced entry takes the call";
+        detail::run_cross_entropy_fwd(call, plan, nullptr);
+        QUACK_CUDA_OK(cudaDeviceSynchronize());
+        bits[e][0] = download_bytes(loss);
+        bits[e][1] = download_bytes(lse);
+        bits[e][2] = download_bytes(c.inplace ? x : dx);
+        if (!c.inplace) {
+          EXPECT_FALSE(all_poison(dx)) << "dx written";
+        }
+        EXPECT_TRUE(std::isfinite(download(loss)[0])) << "loss finite";
+      }
+      for (int e = 1; e < 3; ++e) {
+        SCOPED_TRACE(detail::kRowConfigs[cls[e - 1]].name);
+        EXPECT_EQ(bits[0][0], bits[e][0]) << "loss bits";
+        EXPECT_EQ(bits[0][1], bits[e][1]) << "lse bits";
+        EXPECT_EQ(bits[0][2], bits[e][2]) << "dx bits";
+      }
+    }
+  }
 }
 
 TEST_F(CeTrain, Empty) {

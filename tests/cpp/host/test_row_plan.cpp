@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "host_test_util.h"
@@ -158,9 +159,21 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
       const int64_t S = (row_vecs + plan.cluster_n - 1) / plan.cluster_n;
       EXPECT_LE(S, chunk_vecs);
       EXPECT_LT((plan.cluster_n - 1) * S, row_vecs);
-      EXPECT_EQ(plan.smem, 0u);
-      EXPECT_EQ(plan.grid, pr.M * plan.cluster_n);
-      EXPECT_LE(plan.grid, 0x7fffffff);
+      if (c.stages > 0) {
+        EXPECT_EQ(plan.grid, 0) << "persistent: resident clusters, at launch";
+        EXPECT_GT(op.n_out, 0) << "persistent entries only with per-element outputs";
+        EXPECT_EQ(static_cast<int64_t>(plan.smem),
+                  row_cluster_register_stage_smem_bytes(c, op.n_in, op.red_floats));
+        EXPECT_LE(static_cast<int64_t>(plan.smem), kRowMaxSmem);
+        EXPECT_LE((768 / c.tpr) * (static_cast<int64_t>(plan.smem) + kRowCtaSmemReserve),
+                  kRowSmSmem)
+            << "the fwd+dx's CTAs per SM";
+        EXPECT_LE(op.n_in * S * vec_bytes, int64_t{1} << 20) << "an mbarrier's tx count";
+      } else {
+        EXPECT_EQ(plan.smem, 0u);
+        EXPECT_EQ(plan.grid, pr.M * plan.cluster_n);
+        EXPECT_LE(plan.grid, 0x7fffffff);
+      }
       EXPECT_LE(row_cluster_register_smem_bytes(c.tpr, op.red_floats), 48 * 1024)
           << "static shared memory";
       EXPECT_LE(c.vecs * 4 * op.n_in + kRowRegisterBudgetSlack,
@@ -282,6 +295,24 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
   EXPECT_EQ(plan_row(fwd_info(), problem(16384, 131072, DType::kBFloat16), cl).policy,
             RowPolicy::kNone)
       << "not compiled for ops that do not ask";
+  // Its persistent entries with shared-memory stages: the fwd+dx only, never planned.
+  for (const char* e : {"cl-t256v8-s1", "cl-t256v8-s2"}) {
+    const int cls = row_config_index(e);
+    ASSERT_GE(cls, 0);
+    for (auto [M, N, cl_n] : {std::tuple<int64_t, int64_t, int>{16384, 65536, 4},
+                              {16384, 131072, 8},
+                              {8192, 262144, 16}}) {
+      const RowPlan ps = plan_row(ce_fwd_info(1), problem(M, N, DType::kBFloat16), cls);
+      EXPECT_EQ(name_of(ps), std::string(e) + "-x" + std::to_string(cl_n));
+      EXPECT_EQ(ps.grid, 0);
+      EXPECT_EQ(ps.g.slice_vecs,
+                plan_row(ce_fwd_info(1), problem(M, N, DType::kBFloat16), cl).g.slice_vecs)
+          << "cl-t256v8's slices";
+    }
+    EXPECT_EQ(plan_row(ce_fwd_info(0), problem(16384, 65536, DType::kBFloat16), cls).policy,
+              RowPolicy::kNone)
+        << "not for the loss alone";
+  }
 }
 
 // r16t16v2 (at_apply): compiled only for ops whose vectors load at apply (LayerNorm's
