@@ -144,6 +144,14 @@ __device__ __forceinline__ uint32_t topk_key_f32_plain(uint32_t w, uint32_t sh) 
   return w ^ (s | 0x80000000u);
 }
 
+/// c |= bit where x ≥ t (false for NaN): FSETP and a predicated LOP3 (a compare's 0 / ~0
+/// result AND-ed in became FSETP, SEL and LOP3).
+__device__ __forceinline__ void topk_or_if_ge(uint32_t& c, float x, float t, uint32_t bit) {
+  asm("{\n\t.reg .pred p;\n\tsetp.ge.f32 p, %1, %2;\n\t@p or.b32 %0, %0, %3;\n\t}"
+      : "+r"(c)
+      : "f"(x), "f"(t), "r"(bit));
+}
+
 /// Whether a or b is NaN: one FSETP.NAN (its OR into a running flag folds into the next one).
 __device__ __forceinline__ bool topk_nan_or(float a, float b) { return (a != a) | (b != b); }
 
@@ -319,9 +327,10 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
   }
 }
 
-template <typename T, int K, int V, bool kFit>
+template <typename T, int K, int V, bool kFit, bool kFilter = false>
 __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const TopkParams p) {
   constexpr bool kF32 = std::is_same_v<T, float>;
+  static_assert(!kFilter || (kF32 && kFit && K == 8), "the candidate filter: fp32, fit, lists of 8");
   static_assert(sizeof(T) == 2 || kF32,
                 "16-bit x: (16-bit key, 16-bit column) entries; fp32: truncated entries");
   constexpr int kV = 16 / sizeof(T);  // elements per 16-byte vector
@@ -405,8 +414,8 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   // fp32: x's bits in place as those whose largest-order key is the entry's (header, "fp32"):
   // NaN (rare: one FSETP per two elements finds them) → 0x7fffffff | sgn, then for smallest
   // the sign flipped (key(−x) = ~key(x)); the entries below need no NaN test and no flip.
+  bool any_nan = false;
   if constexpr (kF32) {
-    bool any_nan = false;
 #pragma unroll
     for (int u = 0; u < V; ++u)
 #pragma unroll
@@ -491,7 +500,79 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   uint32_t d = 0u;  // fp32: the best entry dropped so far (header)
 
   uint32_t top[K];
-  if constexpr (kPairs) {
+  // kFilter (header, "fp32 filter"): threads without NaN build their list from the candidates
+  // above the row's bound; the others (and rows of T < 16) run the networks below.
+  bool networks = true;
+  if constexpr (kFilter) {
+    if (tpr >= kTopkBitonicFilterMinT) {
+      // The thread's largest x (fmax: x's prepared bits, NaN ignored; NaN threads give 0).
+      float mx = pk[0].elt[0];
+#pragma unroll
+      for (int u = 0; u < V; ++u)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (u + i > 0) mx = fmaxf(mx, pk[u].elt[i]);
+      uint32_t v = any_nan ? 0u : topk_key_f32_plain(__float_as_uint(mx), 31u);
+      // The 9th largest of the row's T keys: a bitonic sort over the T lanes (16 or 32),
+      // descending.
+      auto sort_lanes = [&](auto tt) {
+        constexpr int kT = decltype(tt)::value;
+#pragma unroll
+        for (int k2 = 2; k2 <= kT; k2 *= 2)
+#pragma unroll
+          for (int j = k2 / 2; j >= 1; j /= 2) {
+            const uint32_t o = __shfl_xor_sync(kFull, v, j);
+            v = (((r & j) == 0) == ((r & k2) == 0)) ? max(v, o) : min(v, o);
+          }
+      };
+      if (tpr == 16) sort_lanes(std::integral_constant<int, 16>{});
+      else sort_lanes(std::integral_constant<int, 32>{});
+      const uint32_t t9 = __shfl_sync(kFull, v, 8, tpr);
+      // Candidates: H(key) ≥ H(t9), as x ≥ the float of the key t9 & ~m (below −inf's key:
+      // −inf, every x).
+      const uint32_t tl = t9 & ~m;
+      const float tf = tl < 0x00800000u ? kNegInf
+                                        : __uint_as_float(tl ^ (tl >= 0x80000000u ? 0x80000000u
+                                                                                  : 0xffffffffu));
+      if (!any_nan) {
+        networks = false;
+        uint32_t cand[(V + 7) / 8];
+#pragma unroll
+        for (int h = 0; h < (V + 7) / 8; ++h) cand[h] = 0u;
+#pragma unroll
+        for (int u = 0; u < V; ++u)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            topk_or_if_ge(cand[u / 8], pk[u].elt[i], tf, 1u << (u % 8 * 4 + i));
+          }
+#pragma unroll
+        for (int i = 0; i < K; ++i) top[i] = 0u;
+        const float* const xs = topk_opaque_ptr(xrow);
+#pragma unroll
+        for (int h = 0; h < (V + 7) / 8; ++h) {
+          uint32_t c = cand[h];
+#pragma unroll 1
+          while (c != 0u) {
+            const int j = __ffs(c) - 1;
+            c &= c - 1u;
+            const int u = h * 8 + (j >> 2);
+            const uint32_t col = static_cast<uint32_t>((u * tpr + r) * 4 + (j & 3));
+            const uint32_t w = __float_as_uint(__ldg(xs + col)) ^ sgn;
+            uint32_t e = (topk_key_f32_plain(w, 31u) & ~m) | (m - col);
+#pragma unroll
+            for (int q = 0; q < K; ++q) {
+              const uint32_t hq = max(top[q], e);
+              e = min(top[q], e);
+              top[q] = hq;
+            }
+            d = max(d, e);
+          }
+        }
+      }
+    }
+  }
+  if (!networks) {
+  } else if constexpr (kPairs) {
     // Two chunks at a time: their best 8, sorted (TopkBest8Of16, 100 min / max), merged into
     // the list: 132 per 16 entries against 2·(38 + 32) = 140 chunk by chunk.
     auto make16 = [&](int c, uint32_t(&e16)[16]) {
@@ -604,9 +685,15 @@ void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t
     constexpr int kK = decltype(k_tag)::value, kVecs = decltype(v_tag)::value;
     constexpr int kBit = kK == 8 ? 1 : kK == 16 ? 2 : 4;
     if constexpr ((kLists & kBit) != 0 && kVecs * kV >= kK &&
-                  kVecs * kV <= topk_bitonic_instance_max_elems<T, kFit>(kK))
+                  kVecs * kV <= topk_bitonic_instance_max_elems<T, kFit>(kK)) {
+      if constexpr (topk_bitonic_filter_instance(sizeof(T), kK, kVecs * kV, kFit)) {
+        if (plan.filter)
+          return launch(topk_bitonic_kernel<T, kK, kVecs, kFit, true>, plan.grid, plan.threads,
+                        0, 1, stream, where, p);
+      }
       launch(topk_bitonic_kernel<T, kK, kVecs, kFit>, plan.grid, plan.threads, 0, 1, stream,
              where, p);
+    }
   };
   auto by_elems = [&](auto k_tag) {
     switch (plan.elems) {
@@ -625,6 +712,8 @@ void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t
                   plan.threads_per_row <= 32 &&
                   (plan.threads_per_row & (plan.threads_per_row - 1)) == 0 &&
                   plan.fit == kFit &&
+                  (!plan.filter || topk_bitonic_filter_instance(sizeof(T), plan.list,
+                                                                plan.elems, plan.fit)) &&
                   (!kFit || p.N == static_cast<int64_t>(plan.threads_per_row) * plan.elems);
   if (!ok)
     throw InvalidArgument(std::string(where) + ": internal error: a bitonic plan with K = " +
