@@ -76,6 +76,19 @@
 // rank by (exact key, lower column) among the k. (Before, a body per entry taken by one lane ran
 // one after another, and the rank's branches per entry made the K 32 instance's code ~300 KB: ~11 %
 // of random rows at (1024, 32) tie, so 2.4 ms there.)
+//
+// fp32 filter (kFilter: lists of 8, E 64, fit, T ≥ kTopkBitonicFilterMinT; TopkPlan::filter).
+// The networks spend ~8 min / max on every element; here only candidates reach the list. Each
+// thread's max of its prepared values (FMNMX, NaN ignored), its key (0 from a thread with a NaN),
+// a bitonic sort of the T keys over the lanes, t9 = the 9th largest: 9 elements have key ≥ t9,
+// so every element of the entry-order top 9 has H ≥ H(t9) (entries with a lower H rank below all
+// 9). Candidates: x ≥ the float of key t9 & ~m (−inf below −inf's key), a mask per thread by
+// FSETP + predicated LOP3; the loop over its set bits reloads each candidate (L1), makes its
+// entry and inserts it into the sorted list, d = the best entry dropped. The list and d are then
+// those of the networks over the candidates, which hold the row's top 9: the butterfly and
+// topk_finish_f32 run unchanged. Threads with a NaN (their NaN bits fail the compare) run the
+// networks. Random rows: ~10 candidates per row (~4 loop iterations per warp, ~31 SASS each);
+// rows of equal values make all 64 candidates (slower, exact).
 #pragma once
 
 #include <cstdint>
