@@ -561,17 +561,29 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
 #pragma unroll
         for (int i = 0; i < K; ++i) top[i] = 0u;
         const float* const xs = topk_opaque_ptr(xrow);
-#pragma unroll
-        for (int h = 0; h < (V + 7) / 8; ++h) {
-          uint32_t c = cand[h];
+        // One loop over the 64 bits (cand[0]: vectors 0..7, cand[1]: 8..15); each candidate's
+        // load is issued one iteration ahead (the insert hides its latency).
+        static_assert(V == 16, "the filter instance: E = 64");
+        uint32_t lo = cand[0], hi = cand[1];
+        auto take = [&]() {  // the lowest set bit's column; the bit cleared (none: bit 31's)
+          const bool in_lo = lo != 0u;
+          const uint32_t w = in_lo ? lo : hi;
+          const int j = __ffs(w) - 1 + (in_lo ? 0 : 32);
+          if (in_lo) lo &= lo - 1u;
+          else hi &= hi - 1u;
+          return static_cast<uint32_t>(((j >> 2) * tpr + r) * 4 + (j & 3));
+        };
+        if ((lo | hi) != 0u) {
+          uint32_t col = take();
+          uint32_t w = __float_as_uint(__ldg(xs + col));
 #pragma unroll 1
-          while (c != 0u) {
-            const int j = __ffs(c) - 1;
-            c &= c - 1u;
-            const int u = h * 8 + (j >> 2);
-            const uint32_t col = static_cast<uint32_t>((u * tpr + r) * 4 + (j & 3));
-            const uint32_t w = __float_as_uint(__ldg(xs + col)) ^ sgn;
-            uint32_t e = (topk_key_f32_plain(w, 31u) & ~m) | (m - col);
+          while (true) {
+            const bool more = (lo | hi) != 0u;
+            // Unconditional (no branch for ptxas to sink it below the insert): with no bit
+            // left, take() gives column (7·T + r)·4 + 3 of the row, loaded and unused.
+            const uint32_t col2 = take();
+            const uint32_t w2 = __float_as_uint(__ldg(xs + col2));
+            uint32_t e = (topk_key_f32_plain(w ^ sgn, 31u) & ~m) | (m - col);
 #pragma unroll
             for (int q = 0; q < K; ++q) {
               const uint32_t hq = max(top[q], e);
@@ -579,6 +591,9 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
               top[q] = hq;
             }
             d = max(d, e);
+            if (!more) break;
+            col = col2;
+            w = w2;
           }
         }
       }
