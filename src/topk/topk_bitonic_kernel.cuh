@@ -86,9 +86,12 @@
 // FSETP + predicated LOP3; the loop over its set bits reloads each candidate (L1), makes its
 // entry and inserts it into the sorted list, d = the best entry dropped. The list and d are then
 // those of the networks over the candidates, which hold the row's top 9: the butterfly and
-// topk_finish_f32 run unchanged. Threads with a NaN (their NaN bits fail the compare) run the
-// networks. Random rows: ~10 candidates per row (~4 loop iterations per warp, ~31 SASS each);
-// rows of equal values make all 64 candidates (slower, exact).
+// topk_finish_f32 run unchanged. A thread with a NaN (its NaN bits fail the compare) takes all
+// 64 as candidates (the loop prepares each reloaded x as above), as does every thread at T < 16
+// (t9 = 0): the instance has no networks (91 registers against 116: 5 CTAs per SM). Random rows:
+// ~10 candidates per row, ~3–4 loop iterations per warp of ~46 SASS (the next candidate's load
+// issued before the insert); rows of equal values, or a NaN, make all 64 candidates (64
+// iterations: ~3× the networks' time, exact).
 #pragma once
 
 #include <cstdint>
@@ -513,11 +516,11 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   uint32_t d = 0u;  // fp32: the best entry dropped so far (header)
 
   uint32_t top[K];
-  // kFilter (header, "fp32 filter"): threads without NaN build their list from the candidates
-  // above the row's bound; the others (and rows of T < 16) run the networks below.
-  bool networks = true;
+  // kFilter (header, "fp32 filter"): the list from the candidates above the row's bound (every
+  // element of a thread with a NaN, every element at T < kTopkBitonicFilterMinT); else the
+  // networks.
   if constexpr (kFilter) {
-    if (tpr >= kTopkBitonicFilterMinT) {
+    {
       // The thread's largest x (fmax: x's prepared bits, NaN ignored; NaN threads give 0).
       float mx = pk[0].elt[0];
 #pragma unroll
@@ -539,16 +542,15 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
           }
       };
       if (tpr == 16) sort_lanes(std::integral_constant<int, 16>{});
-      else sort_lanes(std::integral_constant<int, 32>{});
-      const uint32_t t9 = __shfl_sync(kFull, v, 8, tpr);
+      else if (tpr == 32) sort_lanes(std::integral_constant<int, 32>{});
+      const uint32_t t9 = tpr >= kTopkBitonicFilterMinT ? __shfl_sync(kFull, v, 8, tpr) : 0u;
       // Candidates: H(key) ≥ H(t9), as x ≥ the float of the key t9 & ~m (below −inf's key:
       // −inf, every x).
       const uint32_t tl = t9 & ~m;
       const float tf = tl < 0x00800000u ? kNegInf
                                         : __uint_as_float(tl ^ (tl >= 0x80000000u ? 0x80000000u
                                                                                   : 0xffffffffu));
-      if (!any_nan) {
-        networks = false;
+      {
         uint32_t cand[(V + 7) / 8];
 #pragma unroll
         for (int h = 0; h < (V + 7) / 8; ++h) cand[h] = 0u;
@@ -558,6 +560,10 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
           for (int i = 0; i < 4; ++i) {
             topk_or_if_ge(cand[u / 8], pk[u].elt[i], tf, 1u << (u % 8 * 4 + i));
           }
+        if (any_nan) {  // NaN bits fail the compare: every element a candidate
+#pragma unroll
+          for (int h = 0; h < (V + 7) / 8; ++h) cand[h] = 0xffffffffu;
+        }
 #pragma unroll
         for (int i = 0; i < K; ++i) top[i] = 0u;
         const float* const xs = topk_opaque_ptr(xrow);
@@ -583,7 +589,10 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
             // left, take() gives column (7·T + r)·4 + 3 of the row, loaded and unused.
             const uint32_t col2 = take();
             const uint32_t w2 = __float_as_uint(__ldg(xs + col2));
-            uint32_t e = (topk_key_f32_plain(w ^ sgn, 31u) & ~m) | (m - col);
+            // x's bits prepared as above (NaN → 0x7fffffff | sgn, else the sign flipped for
+            // smallest), then the entry.
+            const uint32_t wp = (w & 0x7fffffffu) > 0x7f800000u ? 0x7fffffffu | sgn : w ^ sgn;
+            uint32_t e = (topk_key_f32_plain(wp, 31u) & ~m) | (m - col);
 #pragma unroll
             for (int q = 0; q < K; ++q) {
               const uint32_t hq = max(top[q], e);
@@ -598,8 +607,6 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
         }
       }
     }
-  }
-  if (!networks) {
   } else if constexpr (kPairs) {
     // Two chunks at a time: their best 8, sorted (TopkBest8Of16, 100 min / max), merged into
     // the list: 132 per 16 entries against 2·(38 + 32) = 140 chunk by chunk.
