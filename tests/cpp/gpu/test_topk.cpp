@@ -651,10 +651,10 @@ TEST_F(TopkBitonic, Fp32NearTiesAtTheBoundary) {
 TEST_F(TopkBitonic, Fp32CandidateFilter) {
   // The fp32 fit instance of lists of 8 at E = 64 with T ≥ 16 (N = 1024, 2048) builds its list
   // from the candidates above the row's 9th-largest thread maximum (topk_bitonic_kernel.cuh,
-  // "fp32 filter"); threads with a NaN keep the networks. Each row kind (random, duplicates,
-  // specials with NaN / ±inf, ascending, descending, near ties: many candidates and the
-  // fix-up), k from 1 to 8, largest and smallest, the filter's plan and the same plan forced
-  // without it.
+  // "fp32 filter"); a thread with a NaN takes all its elements as candidates. Each row kind
+  // (random, duplicates, specials with NaN / ±inf, ascending, descending, near ties: many
+  // candidates and the fix-up), k from 1 to 8, largest and smallest, the filter's plan and the
+  // same plan forced without it.
   const Mnk shapes[] = {{37, 1024, 8}, {21, 1024, 5}, {13, 1024, 1}, {19, 2048, 8}, {9, 2048, 3}};
   const Data datas[] = {Data::kRandom,    Data::kDuplicates, Data::kSpecials,
                         Data::kAscending, Data::kDescending, Data::kNearTies};
