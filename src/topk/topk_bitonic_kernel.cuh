@@ -665,8 +665,8 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   // Butterfly over the row's T threads: the partner's list reversed is ascending.
   // kFilter: the merges do not track d; after them, every entry outside the row's list is in
   // some thread's own list below top[K − 1] or at most that thread's d, so d = the max over the
-  // T threads of (d, the own entries below top[K − 1]): the same value, ~30 instructions
-  // instead of ~13 per round.
+  // T threads of (d, the own entries below top[K − 1]): the same value, ~30 instructions in
+  // all instead of ~13 per round.
   uint32_t own[K];
   if constexpr (kFilter) {
 #pragma unroll
