@@ -44,7 +44,7 @@ struct Case {
   uint64_t seed;
 };
 
-int failures = 0, fit_runs = 0, fit_only_runs = 0, skipped = 0;
+int failures = 0, fit_runs = 0, fit_only_runs = 0, filter_runs = 0, skipped = 0;
 
 float ulps(float v, int j) {
   uint32_t b;
@@ -124,8 +124,10 @@ std::vector<float> make_row(Data d, int64_t i, int64_t N, int64_t k, std::mt1993
   return r;
 }
 
+/// forced_filter: plan_topk's (-1 the plan's; a plan with the candidate filter runs again
+/// with 0, the networks alone).
 template <typename T>
-void run(const Case& c) {
+void run(const Case& c, int forced_filter = -1) {
   std::mt19937_64 rng(c.seed);
   EmuBuffers<T> buf(c.M, c.N, c.k,
                     [&](int64_t i) { return make_row(c.data, i, c.N, c.k, rng); });
@@ -134,7 +136,7 @@ void run(const Case& c) {
     ++skipped;
     return;
   }
-  const TopkPlan plan = plan_topk(pr, 0, TopkPath::kBitonic, c.e, c.fit);
+  const TopkPlan plan = plan_topk(pr, 0, TopkPath::kBitonic, c.e, c.fit, -1, forced_filter);
   if (plan.path != TopkPath::kBitonic) {
     std::printf("not bitonic\n");
     ++failures;
@@ -144,17 +146,19 @@ void run(const Case& c) {
   p.threads_per_row = plan.threads_per_row;
   p.rows_per_cta = plan.rows_per_cta;
   fit_runs += plan.fit;
+  filter_runs += plan.filter;
   // fp32 E above topk_bitonic_max_elems: the fit-only instance (lists of 8, E = 128).
   fit_only_runs += plan.elems > topk_bitonic_max_elems(sizeof(T), plan.list);
   if (plan.fit) launch_topk_bitonic<T, true>(plan, p, nullptr, "emu");
   else launch_topk_bitonic<T, false>(plan, p, nullptr, "emu");
 
   char name[200];
-  std::snprintf(name, sizeof(name), "M%ld N%ld k%ld K%d E%d T%d%s %s %s sm%d %s %s", (long)c.M,
+  std::snprintf(name, sizeof(name), "M%ld N%ld k%ld K%d E%d T%d%s%s %s %s sm%d %s %s", (long)c.M,
                 (long)c.N, (long)c.k, plan.list, plan.elems, plan.threads_per_row,
-                plan.fit ? " fit" : "", kDataName[c.data], c.largest ? "largest" : "smallest",
+                plan.fit ? " fit" : "", plan.filter ? " filter" : "", kDataName[c.data], c.largest ? "largest" : "smallest",
                 c.softmax, c.idx32 ? "i32" : "i64", sizeof(T) == 2 ? "16-bit" : "fp32");
   failures += buf.differ(name, c.softmax, c.largest, c.idx32);
+  if (plan.filter) run<T>(c, 0);
 }
 
 int main(int argc, char** argv) {
@@ -168,10 +172,11 @@ int main(int argc, char** argv) {
                            {9, 64, 8},    {3, 8, 8},     {5, 2048, 1},  {5, 512, 32},
                            {4, 16, 16},   {3, 17, 5},    {5, 2048, 16}, {3, 2040, 9},
                            {5, 1024, 32}, {7, 128, 7},   {3, 1016, 24}, {3, 256, 31},
-                           {4, 2048, 8},  {5, 1000, 17}, {1, 1, 1},    {1, 3, 2}};
+                           {4, 2048, 8},  {5, 1000, 17}, {1, 1, 1},    {1, 3, 2},
+                           {5, 1024, 5},  {3, 2048, 1}};
   if (level > 0)
     shapes = {{9, 1024, 8}, {5, 1024, 32}, {5, 1000, 13}, {5, 512, 32}, {4, 2048, 16}, {1, 1, 1},
-              {1, 3, 2}};
+              {1, 3, 2},    {5, 1024, 5},  {3, 2048, 8}};
   uint64_t seed = 1;
   int n = 0;
   for (const S& s : shapes)
@@ -193,9 +198,10 @@ int main(int argc, char** argv) {
           }
           if (n % 200 == 0) { std::printf("%d cases, %d failed\n", n, failures); std::fflush(stdout); }
         }
-  std::printf("%d cases (%d fit, of them %d fit-only fp32 E 128; %d outside the kernel's range "
-              "skipped), %d failed\n",
-              n, fit_runs, fit_only_runs, skipped, failures);
+  std::printf("%d cases (%d fit, of them %d fit-only fp32 E 128; %d runs of the candidate "
+              "filter, each also run without it; %d outside the kernel's range skipped), %d "
+              "failed\n",
+              n, fit_runs, fit_only_runs, filter_runs, skipped, failures);
   // Thread-level counts: rows with the cheap test fired (reload), of them re-picked, and
   // stores placed by rank (two of the k entries with one truncated key).
   std::printf("fp32 fix-up: %ld boundary reloads, %ld re-picks, %ld ranked stores\n",

@@ -45,6 +45,8 @@ patch(T + "/src/topk/topk_bitonic_kernel.cuh",
        ('asm("shr.s32 %0, %1, %2;" : "=r"(s) : "r"(w), "r"(sh));',  # PTX clamps the shift to 32
         's = static_cast<uint32_t>(static_cast<int32_t>(w) >> (sh > 31u ? 31u : sh));'),
        ('asm volatile("xor.b32 %0, %0, 0x80000000;" : "+r"(w));', 'w ^= 0x80000000u;'),
+       ('asm("{\\n\\t.reg .pred p;\\n\\tsetp.ge.f32 p, %1, %2;\\n\\t@p or.b32 %0, %0, %3;\\n\\t}"\n'
+        '      : "+r"(c)\n      : "f"(x), "f"(t), "r"(bit));', 'if (x >= t) c |= bit;'),
        ('asm volatile("" : "+l"(p));', '')])
 patch(T + "/src/topk/topk_queue_kernel.cuh",
       [('asm volatile("" : "+r"(v));', ''), ('asm volatile("" : "+l"(v));', ''),

@@ -76,6 +76,22 @@
 // rank by (exact key, lower column) among the k. (Before, a body per entry taken by one lane ran
 // one after another, and the rank's branches per entry made the K 32 instance's code ~300 KB: ~11 %
 // of random rows at (1024, 32) tie, so 2.4 ms there.)
+//
+// fp32 filter (kFilter: lists of 8, E 64, fit, T ≥ kTopkBitonicFilterMinT; TopkPlan::filter).
+// The networks spend ~8 min / max on every element; here only candidates reach the list. Each
+// thread's max of its prepared values (FMNMX, NaN ignored), its key (0 from a thread with a NaN),
+// a bitonic sort of the T keys over the lanes, t9 = the 9th largest: 9 elements have key ≥ t9,
+// so every element of the entry-order top 9 has H ≥ H(t9) (entries with a lower H rank below all
+// 9). Candidates: x ≥ the float of key t9 & ~m (−inf below −inf's key), a mask per thread by
+// FSETP + predicated LOP3; the loop over its set bits reloads each candidate (L1), makes its
+// entry and inserts it into the sorted list, d = the best entry dropped. The list and d are then
+// those of the networks over the candidates, which hold the row's top 9: the butterfly and
+// topk_finish_f32 run unchanged. A thread with a NaN (its NaN bits fail the compare) takes all
+// 64 as candidates (the loop prepares each reloaded x as above), as does every thread at T < 16
+// (t9 = 0): the instance has no networks (91 registers against 116: 5 CTAs per SM). Random rows:
+// ~10 candidates per row, ~3–4 loop iterations per warp of ~46 SASS (the next candidate's load
+// issued before the insert); rows of equal values, or a NaN, make all 64 candidates (64
+// iterations: ~3× the networks' time, exact).
 #pragma once
 
 #include <cstdint>
@@ -142,6 +158,14 @@ __device__ __forceinline__ uint32_t topk_key_f32_plain(uint32_t w, uint32_t sh) 
   uint32_t s;
   asm("shr.s32 %0, %1, %2;" : "=r"(s) : "r"(w), "r"(sh));
   return w ^ (s | 0x80000000u);
+}
+
+/// c |= bit where x ≥ t (false for NaN): FSETP and a predicated LOP3 (a compare's 0 / ~0
+/// result AND-ed in became FSETP, SEL and LOP3).
+__device__ __forceinline__ void topk_or_if_ge(uint32_t& c, float x, float t, uint32_t bit) {
+  asm("{\n\t.reg .pred p;\n\tsetp.ge.f32 p, %1, %2;\n\t@p or.b32 %0, %0, %3;\n\t}"
+      : "+r"(c)
+      : "f"(x), "f"(t), "r"(bit));
 }
 
 /// Whether a or b is NaN: one FSETP.NAN (its OR into a running flag folds into the next one).
@@ -319,9 +343,10 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
   }
 }
 
-template <typename T, int K, int V, bool kFit>
+template <typename T, int K, int V, bool kFit, bool kFilter = false>
 __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const TopkParams p) {
   constexpr bool kF32 = std::is_same_v<T, float>;
+  static_assert(!kFilter || (kF32 && kFit && K == 8), "the candidate filter: fp32, fit, lists of 8");
   static_assert(sizeof(T) == 2 || kF32,
                 "16-bit x: (16-bit key, 16-bit column) entries; fp32: truncated entries");
   constexpr int kV = 16 / sizeof(T);  // elements per 16-byte vector
@@ -405,8 +430,8 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   // fp32: x's bits in place as those whose largest-order key is the entry's (header, "fp32"):
   // NaN (rare: one FSETP per two elements finds them) → 0x7fffffff | sgn, then for smallest
   // the sign flipped (key(−x) = ~key(x)); the entries below need no NaN test and no flip.
+  bool any_nan = false;
   if constexpr (kF32) {
-    bool any_nan = false;
 #pragma unroll
     for (int u = 0; u < V; ++u)
 #pragma unroll
@@ -491,7 +516,98 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   uint32_t d = 0u;  // fp32: the best entry dropped so far (header)
 
   uint32_t top[K];
-  if constexpr (kPairs) {
+  // kFilter (header, "fp32 filter"): the list from the candidates above the row's bound (every
+  // element of a thread with a NaN, every element at T < kTopkBitonicFilterMinT); else the
+  // networks.
+  if constexpr (kFilter) {
+    {
+      // The thread's largest x (fmax: x's prepared bits, NaN ignored; NaN threads give 0).
+      float mx = pk[0].elt[0];
+#pragma unroll
+      for (int u = 0; u < V; ++u)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (u + i > 0) mx = fmaxf(mx, pk[u].elt[i]);
+      uint32_t v = any_nan ? 0u : topk_key_f32_plain(__float_as_uint(mx), 31u);
+      // The 9th largest of the row's T keys: a bitonic sort over the T lanes (16 or 32),
+      // descending.
+      auto sort_lanes = [&](auto tt) {
+        constexpr int kT = decltype(tt)::value;
+#pragma unroll
+        for (int k2 = 2; k2 <= kT; k2 *= 2)
+#pragma unroll
+          for (int j = k2 / 2; j >= 1; j /= 2) {
+            const uint32_t o = __shfl_xor_sync(kFull, v, j);
+            v = (((r & j) == 0) == ((r & k2) == 0)) ? max(v, o) : min(v, o);
+          }
+      };
+      if (tpr == 16) sort_lanes(std::integral_constant<int, 16>{});
+      else if (tpr == 32) sort_lanes(std::integral_constant<int, 32>{});
+      const uint32_t t9 = tpr >= kTopkBitonicFilterMinT ? __shfl_sync(kFull, v, 8, tpr) : 0u;
+      // Candidates: H(key) ≥ H(t9), as x ≥ the float of the key t9 & ~m (below −inf's key:
+      // −inf, every x).
+      const uint32_t tl = t9 & ~m;
+      const float tf = tl < 0x00800000u ? kNegInf
+                                        : __uint_as_float(tl ^ (tl >= 0x80000000u ? 0x80000000u
+                                                                                  : 0xffffffffu));
+      {
+        uint32_t cand[(V + 7) / 8];
+#pragma unroll
+        for (int h = 0; h < (V + 7) / 8; ++h) cand[h] = 0u;
+#pragma unroll
+        for (int u = 0; u < V; ++u)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            topk_or_if_ge(cand[u / 8], pk[u].elt[i], tf, 1u << (u % 8 * 4 + i));
+          }
+        if (any_nan) {  // NaN bits fail the compare: every element a candidate
+#pragma unroll
+          for (int h = 0; h < (V + 7) / 8; ++h) cand[h] = 0xffffffffu;
+        }
+#pragma unroll
+        for (int i = 0; i < K; ++i) top[i] = 0u;
+        const float* const xs = topk_opaque_ptr(xrow);
+        // One loop over the 64 bits (cand[0]: vectors 0..7, cand[1]: 8..15); each candidate's
+        // load is issued one iteration ahead (the insert hides its latency).
+        static_assert(V == 16, "the filter instance: E = 64");
+        uint32_t lo = cand[0], hi = cand[1];
+        auto take = [&]() {  // the lowest set bit's column; the bit cleared (none: bit 31's)
+          const bool in_lo = lo != 0u;
+          const uint32_t w = in_lo ? lo : hi;
+          const int j = __ffs(w) - 1 + (in_lo ? 0 : 32);
+          if (in_lo) lo &= lo - 1u;
+          else hi &= hi - 1u;
+          return static_cast<uint32_t>(((j >> 2) * tpr + r) * 4 + (j & 3));
+        };
+        if ((lo | hi) != 0u) {
+          uint32_t col = take();
+          uint32_t w = __float_as_uint(__ldg(xs + col));
+#pragma unroll 1
+          while (true) {
+            const bool more = (lo | hi) != 0u;
+            // Unconditional (no branch for ptxas to sink it below the insert): with no bit
+            // left, take() gives column (7·T + r)·4 + 3 of the row, loaded and unused.
+            const uint32_t col2 = take();
+            const uint32_t w2 = __float_as_uint(__ldg(xs + col2));
+            // x's bits prepared as above (NaN → 0x7fffffff | sgn, else the sign flipped for
+            // smallest), then the entry.
+            const uint32_t wp = (w & 0x7fffffffu) > 0x7f800000u ? 0x7fffffffu | sgn : w ^ sgn;
+            uint32_t e = (topk_key_f32_plain(wp, 31u) & ~m) | (m - col);
+#pragma unroll
+            for (int q = 0; q < K; ++q) {
+              const uint32_t hq = max(top[q], e);
+              e = min(top[q], e);
+              top[q] = hq;
+            }
+            d = max(d, e);
+            if (!more) break;
+            col = col2;
+            w = w2;
+          }
+        }
+      }
+    }
+  } else if constexpr (kPairs) {
     // Two chunks at a time: their best 8, sorted (TopkBest8Of16, 100 min / max), merged into
     // the list: 132 per 16 entries against 2·(38 + 32) = 140 chunk by chunk.
     auto make16 = [&](int c, uint32_t(&e16)[16]) {
@@ -547,16 +663,30 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   }
 
   // Butterfly over the row's T threads: the partner's list reversed is ascending.
+  // kFilter: the merges do not track d; after them, every entry outside the row's list is in
+  // some thread's own list below top[K − 1] or at most that thread's d, so d = the max over the
+  // T threads of (d, the own entries below top[K − 1]): the same value, ~30 instructions in
+  // all instead of ~13 per round.
+  uint32_t own[K];
+  if constexpr (kFilter) {
+#pragma unroll
+    for (int i = 0; i < K; ++i) own[i] = top[i];
+  }
   for (int off = 1; off < tpr; off *= 2) {
     uint32_t o[K];
 #pragma unroll
     for (int i = 0; i < K; ++i) o[i] = __shfl_xor_sync(kFull, top[K - 1 - i], off);
-    if constexpr (kF32) {
+    if constexpr (kF32 && !kFilter) {
       d = max(d, __shfl_xor_sync(kFull, d, off));
       topk_merge_lists_track<K>(top, o, d);
     } else {
       topk_merge_lists<K>(top, o);
     }
+  }
+  if constexpr (kFilter) {
+#pragma unroll
+    for (int i = 0; i < K; ++i) d = max(d, own[i] < top[K - 1] ? own[i] : 0u);
+    for (int off = 1; off < tpr; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
   }
 
   if (!row_ok) return;
@@ -604,9 +734,15 @@ void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t
     constexpr int kK = decltype(k_tag)::value, kVecs = decltype(v_tag)::value;
     constexpr int kBit = kK == 8 ? 1 : kK == 16 ? 2 : 4;
     if constexpr ((kLists & kBit) != 0 && kVecs * kV >= kK &&
-                  kVecs * kV <= topk_bitonic_instance_max_elems<T, kFit>(kK))
+                  kVecs * kV <= topk_bitonic_instance_max_elems<T, kFit>(kK)) {
+      if constexpr (topk_bitonic_filter_instance(sizeof(T), kK, kVecs * kV, kFit)) {
+        if (plan.filter)
+          return launch(topk_bitonic_kernel<T, kK, kVecs, kFit, true>, plan.grid, plan.threads,
+                        0, 1, stream, where, p);
+      }
       launch(topk_bitonic_kernel<T, kK, kVecs, kFit>, plan.grid, plan.threads, 0, 1, stream,
              where, p);
+    }
   };
   auto by_elems = [&](auto k_tag) {
     switch (plan.elems) {
@@ -625,6 +761,8 @@ void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t
                   plan.threads_per_row <= 32 &&
                   (plan.threads_per_row & (plan.threads_per_row - 1)) == 0 &&
                   plan.fit == kFit &&
+                  (!plan.filter || topk_bitonic_filter_instance(sizeof(T), plan.list,
+                                                                plan.elems, plan.fit)) &&
                   (!kFit || p.N == static_cast<int64_t>(plan.threads_per_row) * plan.elems);
   if (!ok)
     throw InvalidArgument(std::string(where) + ": internal error: a bitonic plan with K = " +

@@ -24,7 +24,8 @@ int bitonic_list(int64_t k) { return static_cast<int>(std::max<int64_t>(8, pow2_
 /// thread, at least K and 16; T = the power of 2 that covers N, at most 32 (then E grows).
 /// want_fit: the fit instance where T·E = N (a forced E up to topk_bitonic_max_fit_elems then,
 /// only where T·E = N).
-TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fit) {
+TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fit,
+                           int forced_filter) {
   TopkPlan plan;
   plan.path = TopkPath::kBitonic;
   plan.vec_io = true;
@@ -53,6 +54,8 @@ TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fi
   plan.elems = static_cast<int>(e);
   plan.threads_per_row = static_cast<int>(t);
   plan.fit = want_fit && t * e == pr.N;
+  plan.filter = forced_filter != 0 && t >= kTopkBitonicFilterMinT &&
+                topk_bitonic_filter_instance(dtype_size(pr.x), plan.list, plan.elems, plan.fit);
   plan.rows_per_cta = kTopkBitonicThreads / plan.threads_per_row;
   plan.threads = kTopkBitonicThreads;
   plan.grid = ceil_div(pr.M, plan.rows_per_cta);
@@ -116,13 +119,13 @@ bool topk_bitonic_planned(const TopkProblem& pr) {
 }
 
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path,
-                   int forced_elems, bool forced_fit, int forced_prefix) {
+                   int forced_elems, bool forced_fit, int forced_prefix, int forced_filter) {
   TopkPlan plan;
   if (pr.M <= 0 || pr.k <= 0 || pr.N <= 0) return plan;
   if (forced_path == TopkPath::kRadix && topk_radix_ok(pr))
     return plan_topk_radix(pr, forced_elems);
   if (forced_path == TopkPath::kBitonic && topk_bitonic_ok(pr))
-    return plan_topk_bitonic(pr, forced_elems, forced_fit);
+    return plan_topk_bitonic(pr, forced_elems, forced_fit, forced_filter);
   if (forced_path != TopkPath::kQueue && forced_warps <= 0 && topk_bitonic_planned(pr)) {
     // Rows of a power-of-2 length run the fit instance; from N = 1024 with 128 elements per
     // thread (kTopkBitonicFitElems' measurements), or the kernel's largest E below that (fp32:
@@ -130,9 +133,9 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path
     if (forced_elems <= 0 && topk_bitonic_fits(pr)) {
       const int fit_e = std::min(kTopkBitonicFitElems,
                                  topk_bitonic_max_elems(dtype_size(pr.x), bitonic_list(pr.k)));
-      return plan_topk_bitonic(pr, pr.N >= kTopkBitonicFitMinN ? fit_e : 0, true);
+      return plan_topk_bitonic(pr, pr.N >= kTopkBitonicFitMinN ? fit_e : 0, true, forced_filter);
     }
-    return plan_topk_bitonic(pr, forced_elems, false);
+    return plan_topk_bitonic(pr, forced_elems, false, forced_filter);
   }
   if (forced_path == TopkPath::kNone && forced_warps <= 0 && forced_prefix < 0 &&
       topk_radix_planned(pr))
@@ -182,8 +185,8 @@ const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len) {
       std::snprintf(buf, len, "radix-e%d-t%d", plan.elems, plan.threads_per_row);
       break;
     case TopkPath::kBitonic:
-      std::snprintf(buf, len, "bitonic-k%d-e%d-t%d%s", plan.list, plan.elems, plan.threads_per_row,
-                    plan.fit ? "-fit" : "");
+      std::snprintf(buf, len, "bitonic-k%d-e%d-t%d%s%s", plan.list, plan.elems, plan.threads_per_row,
+                    plan.fit ? "-fit" : "", plan.filter ? "-flt" : "");
       break;
     case TopkPath::kQueue: {
       char pre[24] = "";

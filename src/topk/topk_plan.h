@@ -14,7 +14,8 @@
 //           kTopkBitonicPlanMaxN; fp32: N ≤ 2048, k ≤ 16); plan_topk's forced_path
 //           takes it anywhere in its range.
 //           Rows of a power-of-2 length N ≥ 16 that it takes run `fit` (N = T·E): the kernel
-//           without tail loads and column masks.
+//           without tail loads and column masks; fp32 fit plans of lists of 8 at E = 64 with T
+//           ≥ 16 run the candidate filter (`filter`; topk_bitonic_filter_instance).
 //   kRadix  16-byte loads, N ≤ kTopkRadixMaxN16 (16-bit x) / kTopkRadixMaxN32 (fp32), k ≤
 //           kTopkRadixMaxK: the radix-select kernel (topk_radix_kernel.cuh), one CTA of T threads
 //           per row, E elements per thread. The plan takes it by topk_radix_planned (16-bit x,
@@ -89,6 +90,16 @@ QUACK_TOPK_HD inline constexpr int topk_bitonic_max_fit_elems(int elt_bytes, int
                                      : topk_bitonic_max_elems(elt_bytes, list);
 }
 inline constexpr int kTopkBitonicThreads = 128;  // threads per CTA: 128 / T rows
+
+/// Whether the bitonic kernel has the candidate-filter instance (topk_bitonic_kernel.cuh,
+/// "fp32 filter") for x of `elt_bytes` bytes, lists of `list`, E = `elems`, fit: fp32, lists
+/// of 8, E = 64, fit. The plan sets TopkPlan::filter there for T ≥ kTopkBitonicFilterMinT
+/// (the kernel needs 9 thread maxima per row), unless forced off.
+QUACK_TOPK_HD inline constexpr bool topk_bitonic_filter_instance(int elt_bytes, int list, int elems,
+                                                                bool fit) {
+  return elt_bytes == 4 && list == 8 && elems == 64 && fit;
+}
+inline constexpr int kTopkBitonicFilterMinT = 16;
 
 // The plan's bitonic class: 16-bit x with 16-byte loads in the kernel's range, and k ≤ 16 or
 // N ≤ 2048 (N in (2048, 4096] with k in (16, 32] keeps the queue kernel, power-of-2 N
@@ -197,6 +208,9 @@ struct TopkPlan {
   // kBitonic: N = T·E, so every thread's vectors lie inside the row; the kernel instance
   // without tail loads and column masks (unforced: power-of-2 N; forced: forced_fit).
   bool fit = false;
+  // kBitonic: the candidate-filter instance (topk_bitonic_filter_instance, T ≥
+  // kTopkBitonicFilterMinT; plan_topk's forced_filter 0 keeps the networks alone).
+  bool filter = false;
   // kQueue: iterations of the prefix bound (0: none; the kernel clips it to the slice).
   int prefix_iters = 0;
   // kRadix: threads_per_row = threads = T (one row per CTA: rows_per_cta 1, grid M), elems = E
@@ -247,7 +261,7 @@ bool topk_radix_planned(const TopkProblem& pr);
 /// forced_elems 8, 16 or 32 as E where kTopkRadixMaxThreads·E ≥ N (else kTopkRadixElems).
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0,
                    TopkPath forced_path = TopkPath::kNone, int forced_elems = 0,
-                   bool forced_fit = false, int forced_prefix = -1);
+                   bool forced_fit = false, int forced_prefix = -1, int forced_filter = -1);
 
 /// Columns one warp covers per iteration: kTopkUnroll 16-byte vectors per lane.
 inline constexpr int64_t topk_iter_cols(int elt_bytes) {

@@ -95,6 +95,7 @@ struct TopkCase {
   int forced_elems = 0;
   bool fit = false;           // with bitonic: plan_topk's forced_fit (N = T·E only)
   int forced_prefix = -1;     // ≥ 0: the queue kernel with plan_topk's forced_prefix
+  int forced_filter = -1;     // with bitonic: plan_topk's forced_filter (0: no candidate filter)
   uint64_t seed = 1;
 };
 
@@ -110,7 +111,8 @@ std::string case_name(const TopkCase& c) {
          (c.fit ? " fit" : "") +
          (c.radix ? " radix E=" + std::to_string(c.forced_elems) : "") +
          (c.queue ? " queue" : "") +
-         (c.forced_prefix >= 0 ? " prefix=" + std::to_string(c.forced_prefix) : "");
+         (c.forced_prefix >= 0 ? " prefix=" + std::to_string(c.forced_prefix) : "") +
+         (c.forced_filter >= 0 ? " filter=" + std::to_string(c.forced_filter) : "");
 }
 
 /// Host values of x (dense row-major), exact in c.x.
@@ -301,7 +303,8 @@ TopkRun run_case(const TopkCase& c) {
                                             : !c.queue && c.forced_warps == 0 &&
                                                   detail::topk_bitonic_planned(call.problem));
   if (c.bitonic)
-    call.plan = detail::plan_topk(call.problem, 0, TopkPath::kBitonic, c.forced_elems, c.fit);
+    call.plan = detail::plan_topk(call.problem, 0, TopkPath::kBitonic, c.forced_elems, c.fit, -1,
+                                  c.forced_filter);
   if (c.radix)
     call.plan = detail::plan_topk(call.problem, 0, TopkPath::kRadix, radix ? c.forced_elems : 0);
   if (c.forced_prefix >= 0)
@@ -643,6 +646,40 @@ TEST_F(TopkBitonic, Fp32NearTiesAtTheBoundary) {
           }
         }
   EXPECT_EQ(ran, 12 * 5 * 2 * 2);
+}
+
+TEST_F(TopkBitonic, Fp32CandidateFilter) {
+  // The fp32 fit instance of lists of 8 at E = 64 with T ≥ 16 (N = 1024, 2048) builds its list
+  // from the candidates above the row's 9th-largest thread maximum (topk_bitonic_kernel.cuh,
+  // "fp32 filter"); a thread with a NaN takes all its elements as candidates. Each row kind
+  // (random, duplicates, specials with NaN / ±inf, ascending, descending, near ties: many
+  // candidates and the fix-up), k from 1 to 8, largest and smallest, the filter's plan and the
+  // same plan forced without it.
+  const Mnk shapes[] = {{37, 1024, 8}, {21, 1024, 5}, {13, 1024, 1}, {19, 2048, 8}, {9, 2048, 3}};
+  const Data datas[] = {Data::kRandom,    Data::kDuplicates, Data::kSpecials,
+                        Data::kAscending, Data::kDescending, Data::kNearTies};
+  uint64_t seed = 9000;
+  int filtered = 0;
+  for (const Mnk& s : shapes)
+    for (Data d : datas)
+      for (bool largest : {true, false})
+        for (int filter : {-1, 0}) {
+          TopkCase c = case_of(s, DType::kFloat32);
+          c.data = d;
+          c.bitonic = true;
+          c.fit = true;
+          c.forced_filter = filter;
+          c.largest = largest;
+          c.indices = seed % 2 ? DType::kInt32 : DType::kInt64;
+          c.softmax = static_cast<TopkSoftmax>(seed % 3);
+          c.lse = c.softmax == TopkSoftmax::kRow;
+          c.seed = ++seed;
+          const TopkRun r = run_case(c);
+          EXPECT_EQ(r.plan.path, TopkPath::kBitonic) << case_name(c);
+          EXPECT_EQ(r.plan.filter, filter != 0) << case_name(c);
+          filtered += r.plan.filter;
+        }
+  EXPECT_EQ(filtered, 5 * 6 * 2);
 }
 
 // ------------------------------------------------------------------ the radix kernel forced

@@ -515,13 +515,13 @@ TEST(TopkPlan, BitonicRule) {
   };
   const TopkPath kAuto = TopkPath::kNone, kBit = TopkPath::kBitonic, kQ = TopkPath::kQueue;
   const F f32_plans[] = {
-      {1024, 8, kAuto, 0, false, "bitonic-k8-e64-t16-fit"},
+      {1024, 8, kAuto, 0, false, "bitonic-k8-e64-t16-fit-flt"},
       {1024, 8, kBit, 128, true, "bitonic-k8-e128-t8-fit"},
       {1024, 8, kBit, 128, false, "bitonic-k8-e64-t16"},
       {1000, 8, kBit, 128, true, "bitonic-k8-e64-t16"},
       {2048, 8, kBit, 128, true, "bitonic-k8-e128-t16-fit"},
       {2048, 16, kBit, 128, true, "bitonic-k16-e64-t32-fit"},
-      {2048, 8, kAuto, 0, false, "bitonic-k8-e64-t32-fit"},
+      {2048, 8, kAuto, 0, false, "bitonic-k8-e64-t32-fit-flt"},
       {2048, 8, kBit, 0, false, "bitonic-k8-e64-t32"},  // forced without fit: the generic one
       {4096, 8, kAuto, 0, false, "queue-q32-p64-vec-w1r4"},
       {4096, 32, kAuto, 0, false, "queue-q32-p64-vec-w1r4-pre32"},
@@ -543,6 +543,29 @@ TEST(TopkPlan, BitonicRule) {
     EXPECT_STREQ(detail::topk_plan_name(plan_topk(pf, 0, f.path, f.elems, f.fit), buf, sizeof(buf)),
                  f.name)
         << f.N << " " << f.k;
+  }
+  // The candidate filter (fp32, lists of 8, E = 64, fit, T ≥ 16): planned at N = 1024 and
+  // 2048 for k ≤ 8; forced_filter 0 gives the same plan without it; nowhere else.
+  EXPECT_TRUE(detail::topk_bitonic_filter_instance(4, 8, 64, true));
+  EXPECT_FALSE(detail::topk_bitonic_filter_instance(2, 8, 64, true));
+  EXPECT_FALSE(detail::topk_bitonic_filter_instance(4, 8, 64, false));
+  EXPECT_FALSE(detail::topk_bitonic_filter_instance(4, 16, 64, true));
+  EXPECT_FALSE(detail::topk_bitonic_filter_instance(4, 8, 128, true));
+  {
+    const TopkProblem pf = topk_problem(65536, 1024, 8, DType::kFloat32);
+    const TopkPlan on = plan_topk(pf), off = plan_topk(pf, 0, kAuto, 0, false, -1, 0);
+    EXPECT_TRUE(on.filter);
+    EXPECT_FALSE(off.filter);
+    EXPECT_STREQ(detail::topk_plan_name(off, buf, sizeof(buf)), "bitonic-k8-e64-t16-fit");
+    EXPECT_EQ(off.elems, on.elems);
+    EXPECT_EQ(off.threads_per_row, on.threads_per_row);
+    EXPECT_TRUE(plan_topk(pf, 0, kBit, 64, true).filter);
+    EXPECT_FALSE(plan_topk(pf, 0, kBit, 64, false).filter);  // the generic instance
+    EXPECT_FALSE(plan_topk(topk_problem(65536, 1024, 8, DType::kBFloat16)).filter);
+    EXPECT_FALSE(plan_topk(topk_problem(65536, 512, 8, DType::kFloat32)).filter);  // T = 8
+    EXPECT_FALSE(plan_topk(topk_problem(65536, 1024, 16, DType::kFloat32)).filter);
+    EXPECT_FALSE(plan_topk(topk_problem(65536, 1000, 8, DType::kFloat32)).filter);
+    EXPECT_TRUE(plan_topk(topk_problem(65536, 2048, 1, DType::kFloat32)).filter);
   }
   pr.N = 1024;
   // Forcing the queue kernel (tests, quack-bench --path queue / --config all) still works.
