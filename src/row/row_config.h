@@ -182,7 +182,9 @@ struct RowConfig {
 //    the stores, and a new cluster starts only when one ends (3 CTAs per SM: fwd+dx bf16 at
 //    0.72-0.76 x copy by the acceptance method). Here every CTA keeps its next 32 KB (-s1) or
 //    64 KB (-s2: slack for a cluster of 16 waiting on its slowest CTA) in flight, 96 / 192 KB
-//    per SM; unmeasured.
+//    per SM. Run AB (kernel-only, grad-1 pair, TB/s, -s1 / -s2 / cl-t256v8): 3.32 / 3.32 / 3.30
+//    at 16384 x 65536, 3.26 / 3.26 / 3.22 at 131072, 3.17 / 3.15 / 2.99 at 8192 x 262144: the
+//    fwd+dx plans -s1 (row_plan.cpp); the predicted ~3.8-4.0 did not come.
 inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRegister, 16, 16, 1, 0, 1, 2, "r16t16v1"},   // 0: ≤ 256 B
     {RowPolicy::kRegister, 32, 8, 1, 0, 1, 2, "r8t32v1"},     // 1: ≤ 512 B

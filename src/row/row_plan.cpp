@@ -137,11 +137,12 @@ namespace {
 
 // Entries the plan tries before kRowConfigs' order, found once (preferred_entry).
 constexpr int kClusterEntry = row_config_index("cl-t256v8");
+constexpr int kClusterStageEntry = row_config_index("cl-t256v8-s1");
 constexpr int kShortRowEntry = row_config_index("t128v4");
 constexpr int kRingEntry = row_config_index("ring-t1024v4-s3");
 constexpr int kWarpRowEntry = row_config_index("r4t32v8");
 constexpr int kQuarterWarpEntry = row_config_index("r16t16v2");
-static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kWarpRowEntry >= 0 &&
+static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kWarpRowEntry >= 0 &&
                   kQuarterWarpEntry >= 0,
               "the preferred entries are in kRowConfigs");
 
@@ -149,8 +150,11 @@ static_assert(kClusterEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kW
 // that entry is not usable or does not take the shape). H200, bf16, kernel-only (quack-bench
 // <op> --config all; docs/performance.md, runs R, T and T2):
 //  - cross-entropy's forward with dx (the ops with trial entries and per-element outputs) on
-//    16-bit rows beyond 64 KB: cl-t256v8, 2.68 / 2.90 ms at 16384 x 131072 / 8192 x 262144
-//    against the ring's 3.24 / 3.59; its loss alone on rows of (64, 256] KB: cl-t256v8 (with
+//    16-bit rows beyond 64 KB: cl-t256v8-s1 (persistent, the next row's slice prefetched into
+//    shared memory), training pair grad 1 at 16384 x 65536 / 131072, 8192 x 262144 (run AB)
+//    1.293 / 2.633 / 2.714 ms against cl-t256v8's 1.302 / 2.666 / 2.871 (and the closed dx
+//    kernel of the scaled step 0.56 / 1.10 ms against 0.63 / 1.24: a resident grid); cl-t256v8
+//    itself 2.68 / 2.90 ms at 131072 / 262144 against the ring's 3.24 / 3.59 (run T); its loss alone on rows of (64, 256] KB: cl-t256v8 (with
 //    the rank-0 gather, run AA3) 3.84 / 3.84 TB/s at 16384 x 65536 / 131072 against the looped
 //    entry's 2.87 / 3.42 (beyond, the looped entry: 3.74 against 3.45 at 8192 x 262144);
 //  - one-stream ops without column accumulations or a kernel gate (softmax, RMSNorm and
@@ -179,7 +183,7 @@ int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes) {
   const bool gated_bwd = op.gate_kernel && !op.trial_configs;
   if (op.trial_configs && row_bytes > kRowRegisterMaxRowBytes &&
       (op.n_out > 0 || row_bytes <= 4 * kRowRegisterMaxRowBytes))
-    return kClusterEntry;
+    return op.n_out > 0 ? kClusterStageEntry : kClusterEntry;
   if (op.n_in == 1 && op.n_acc == 0 && !gated_bwd && row_bytes > 4096 && row_bytes <= 8192)
     return kShortRowEntry;
   if (gated_bwd && row_bytes > kRowRegisterMaxRowBytes / 2 && row_bytes <= kRowRegisterMaxRowBytes)

@@ -54,7 +54,8 @@ TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fi
   plan.elems = static_cast<int>(e);
   plan.threads_per_row = static_cast<int>(t);
   plan.fit = want_fit && t * e == pr.N;
-  plan.filter = forced_filter != 0 && t >= kTopkBitonicFilterMinT &&
+  plan.filter = forced_filter != 0 &&
+                t >= (forced_filter == 1 ? kTopkBitonicFilterMinT : kTopkFilterPlanMinT) &&
                 topk_bitonic_filter_instance(dtype_size(pr.x), plan.list, plan.elems, plan.fit);
   plan.rows_per_cta = kTopkBitonicThreads / plan.threads_per_row;
   plan.threads = kTopkBitonicThreads;

@@ -93,13 +93,17 @@ inline constexpr int kTopkBitonicThreads = 128;  // threads per CTA: 128 / T row
 
 /// Whether the bitonic kernel has the candidate-filter instance (topk_bitonic_kernel.cuh,
 /// "fp32 filter") for x of `elt_bytes` bytes, lists of `list`, E = `elems`, fit: fp32, lists
-/// of 8, E = 64, fit. The plan sets TopkPlan::filter there for T ≥ kTopkBitonicFilterMinT
-/// (the kernel needs 9 thread maxima per row), unless forced off.
+/// of 8, E = 64, fit. The plan sets TopkPlan::filter there for T ≥ kTopkFilterPlanMinT, forced
+/// (plan_topk's forced_filter 1) for T ≥ kTopkBitonicFilterMinT (the kernel needs 9 thread
+/// maxima per row). Run AB (H200, kernel-only, fp32, 65536 rows, ms, filter / networks):
+/// (2048, 8) 0.158 / 0.167, (1024, 8) 0.0895 / 0.0888, (1024, 4) 0.0902 / 0.0871: the filter
+/// pays at T = 32 (N = 2048), not at T = 16.
 QUACK_TOPK_HD inline constexpr bool topk_bitonic_filter_instance(int elt_bytes, int list, int elems,
                                                                 bool fit) {
   return elt_bytes == 4 && list == 8 && elems == 64 && fit;
 }
 inline constexpr int kTopkBitonicFilterMinT = 16;
+inline constexpr int kTopkFilterPlanMinT = 32;
 
 // The plan's bitonic class: 16-bit x with 16-byte loads in the kernel's range, and k ≤ 16 or
 // N ≤ 2048 (N in (2048, 4096] with k in (16, 32] keeps the queue kernel, power-of-2 N
@@ -208,8 +212,9 @@ struct TopkPlan {
   // kBitonic: N = T·E, so every thread's vectors lie inside the row; the kernel instance
   // without tail loads and column masks (unforced: power-of-2 N; forced: forced_fit).
   bool fit = false;
-  // kBitonic: the candidate-filter instance (topk_bitonic_filter_instance, T ≥
-  // kTopkBitonicFilterMinT; plan_topk's forced_filter 0 keeps the networks alone).
+  // kBitonic: the candidate-filter instance (topk_bitonic_filter_instance; planned at T ≥
+  // kTopkFilterPlanMinT; plan_topk's forced_filter 0 keeps the networks alone, 1 takes the
+  // filter from T ≥ kTopkBitonicFilterMinT).
   bool filter = false;
   // kQueue: iterations of the prefix bound (0: none; the kernel clips it to the slice).
   int prefix_iters = 0;

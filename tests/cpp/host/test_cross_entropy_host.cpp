@@ -402,7 +402,7 @@ TEST(CrossEntropyPlan, TrainingShapes) {
   EXPECT_EQ(plan_name(8192, 262144, bf, false), "t1024v2-looped");
   EXPECT_EQ(plan_name(16384, 32768, f32, false), "t1024v8");
   EXPECT_EQ(plan_name(16384, 131072, f32, true), "ring-t1024v4-s3-x8");
-  EXPECT_EQ(plan_name(16384, 128256, bf, true), "cl-t256v8-x8");
+  EXPECT_EQ(plan_name(16384, 128256, bf, true), "cl-t256v8-s1-x8");
   EXPECT_EQ(plan_name(16384, 4100, bf, true), "general-t256-x2");
   // The backward (a kernel gate): the ring for 16-bit rows of (32, 64] KB (row_plan.cpp).
   auto bwd_plan = [](int64_t Mr, int64_t Vr, DType t) {
@@ -499,9 +499,9 @@ TEST(CrossEntropyPlan, SplitForwardPlans) {
            detail::row_plan_name(plan.dx, b2, sizeof(b2));
   };
   EXPECT_EQ(names(4096), "t128v4 t128v4");
-  EXPECT_EQ(names(65536), "cl-t256v8-x4 cl-t256v8-x4");
-  EXPECT_EQ(names(131072), "cl-t256v8-x8 cl-t256v8-x8");
-  EXPECT_EQ(names(262144), "t1024v2-looped cl-t256v8-x16");
+  EXPECT_EQ(names(65536), "cl-t256v8-x4 cl-t256v8-s1-x4");
+  EXPECT_EQ(names(131072), "cl-t256v8-x8 cl-t256v8-s1-x8");
+  EXPECT_EQ(names(262144), "t1024v2-looped cl-t256v8-s1-x16");
 }
 
 // ---------------------------------------------------------------- float64 reference

@@ -255,8 +255,8 @@ TEST(RowPlan, EveryForcedConfigWithinLimits) {
 }
 
 // Entries under trial are compiled for cross-entropy's forwards and reached only when forced,
-// but for cl-t256v8, which the fwd+dx takes on 16-bit rows beyond 64 KB and the loss alone on
-// 16-bit rows of (64, 256] KB (beyond, the looped entry).
+// but for cl-t256v8-s1, which the fwd+dx takes on 16-bit rows beyond 64 KB, and cl-t256v8,
+// which the loss alone takes on 16-bit rows of (64, 256] KB (beyond, the looped entry).
 TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
   for (int n_out : {0, 1}) {
     const RowOpInfo op = ce_fwd_info(n_out);
@@ -268,17 +268,20 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
         if (plan.config >= 0 && kRowConfigs[plan.config].trial)  // the one planned trial entry
           EXPECT_TRUE(dtype_size(t) == 2 && N * 2 > kRowRegisterMaxRowBytes &&
                       (n_out == 1 || N * 2 <= 4 * kRowRegisterMaxRowBytes) &&
-                      std::string(kRowConfigs[plan.config].name) == "cl-t256v8")
+                      std::string(kRowConfigs[plan.config].name) ==
+                          (n_out ? "cl-t256v8-s1" : "cl-t256v8"))
               << name_of(plan);
       }
-    // The fwd+dx takes cl-t256v8 on 16-bit rows beyond 64 KB; the loss alone (n_out = 0)
-    // takes it on rows of (64, 256] KB, then skips the ring for the looped entry; fp32 fwd+dx
-    // keeps the ring.
-    EXPECT_EQ(name_of(plan_row(op, problem(16384, 131072, DType::kBFloat16))), "cl-t256v8-x8");
+    // The fwd+dx takes cl-t256v8-s1 on 16-bit rows beyond 64 KB; the loss alone (n_out = 0)
+    // takes cl-t256v8 on rows of (64, 256] KB, then skips the ring for the looped entry; fp32
+    // fwd+dx keeps the ring.
+    EXPECT_EQ(name_of(plan_row(op, problem(16384, 131072, DType::kBFloat16))),
+              n_out ? "cl-t256v8-s1-x8" : "cl-t256v8-x8");
     EXPECT_EQ(name_of(plan_row(op, problem(8192, 262144, DType::kBFloat16))),
-              n_out ? "cl-t256v8-x16" : "t1024v2-looped");
+              n_out ? "cl-t256v8-s1-x16" : "t1024v2-looped");
     EXPECT_EQ(name_of(plan_row(op, problem(16384, 32768, DType::kBFloat16))), "t1024v4");
-    EXPECT_EQ(name_of(plan_row(op, problem(16384, 65536, DType::kBFloat16))), "cl-t256v8-x4");
+    EXPECT_EQ(name_of(plan_row(op, problem(16384, 65536, DType::kBFloat16))),
+              n_out ? "cl-t256v8-s1-x4" : "cl-t256v8-x4");
     if (n_out)
       EXPECT_EQ(name_of(plan_row(op, problem(16384, 65536, DType::kFloat32))),
                 "ring-t1024v4-s3-x4");
@@ -295,7 +298,7 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
   EXPECT_EQ(plan_row(fwd_info(), problem(16384, 131072, DType::kBFloat16), cl).policy,
             RowPolicy::kNone)
       << "not compiled for ops that do not ask";
-  // Its persistent entries with shared-memory stages: the fwd+dx only, never planned.
+  // Its persistent entries with shared-memory stages: the fwd+dx only (-s1 planned there).
   for (const char* e : {"cl-t256v8-s1", "cl-t256v8-s2"}) {
     const int cls = row_config_index(e);
     ASSERT_GE(cls, 0);

@@ -544,8 +544,9 @@ TEST(TopkPlan, BitonicRule) {
                  f.name)
         << f.N << " " << f.k;
   }
-  // The candidate filter (fp32, lists of 8, E = 64, fit, T ≥ 16): planned at N = 1024 and
-  // 2048 for k ≤ 8; forced_filter 0 gives the same plan without it; nowhere else.
+  // The candidate filter (fp32, lists of 8, E = 64, fit): planned at T = 32 (N = 2048) for
+  // k ≤ 8, forced on (forced_filter 1) from T = 16 (N = 1024); forced_filter 0 gives the same
+  // plan without it; nowhere else.
   EXPECT_TRUE(detail::topk_bitonic_filter_instance(4, 8, 64, true));
   EXPECT_FALSE(detail::topk_bitonic_filter_instance(2, 8, 64, true));
   EXPECT_FALSE(detail::topk_bitonic_filter_instance(4, 8, 64, false));
@@ -553,13 +554,16 @@ TEST(TopkPlan, BitonicRule) {
   EXPECT_FALSE(detail::topk_bitonic_filter_instance(4, 8, 128, true));
   {
     const TopkProblem pf = topk_problem(65536, 1024, 8, DType::kFloat32);
-    const TopkPlan on = plan_topk(pf), off = plan_topk(pf, 0, kAuto, 0, false, -1, 0);
+    const TopkPlan on = plan_topk(pf, 0, kAuto, 0, false, -1, 1), off = plan_topk(pf, 0, kAuto, 0, false, -1, 0);
     EXPECT_TRUE(on.filter);
+    EXPECT_FALSE(plan_topk(pf).filter);  // the rule: T = 16 keeps the networks
+    EXPECT_TRUE(plan_topk(topk_problem(65536, 2048, 8, DType::kFloat32)).filter);
     EXPECT_FALSE(off.filter);
     EXPECT_STREQ(detail::topk_plan_name(off, buf, sizeof(buf)), "bitonic-k8-e64-t16-fit");
     EXPECT_EQ(off.elems, on.elems);
     EXPECT_EQ(off.threads_per_row, on.threads_per_row);
-    EXPECT_TRUE(plan_topk(pf, 0, kBit, 64, true).filter);
+    EXPECT_FALSE(plan_topk(pf, 0, kBit, 64, true).filter);
+    EXPECT_TRUE(plan_topk(pf, 0, kBit, 64, true, -1, 1).filter);
     EXPECT_FALSE(plan_topk(pf, 0, kBit, 64, false).filter);  // the generic instance
     EXPECT_FALSE(plan_topk(topk_problem(65536, 1024, 8, DType::kBFloat16)).filter);
     EXPECT_FALSE(plan_topk(topk_problem(65536, 512, 8, DType::kFloat32)).filter);  // T = 8
