@@ -515,7 +515,7 @@ TEST(TopkPlan, BitonicRule) {
   };
   const TopkPath kAuto = TopkPath::kNone, kBit = TopkPath::kBitonic, kQ = TopkPath::kQueue;
   const F f32_plans[] = {
-      {1024, 8, kAuto, 0, false, "bitonic-k8-e64-t16-fit-flt"},
+      {1024, 8, kAuto, 0, false, "bitonic-k8-e64-t16-fit"},
       {1024, 8, kBit, 128, true, "bitonic-k8-e128-t8-fit"},
       {1024, 8, kBit, 128, false, "bitonic-k8-e64-t16"},
       {1000, 8, kBit, 128, true, "bitonic-k8-e64-t16"},
