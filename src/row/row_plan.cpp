@@ -152,9 +152,10 @@ static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >=
 //  - cross-entropy's forward with dx (the ops with trial entries and per-element outputs) on
 //    16-bit rows beyond 64 KB: cl-t256v8-s1 (persistent, the next row's slice prefetched into
 //    shared memory), training pair grad 1 at 16384 x 65536 / 131072, 8192 x 262144 (run AB)
-//    1.293 / 2.633 / 2.714 ms against cl-t256v8's 1.302 / 2.666 / 2.871 (and the closed dx
-//    kernel of the scaled step 0.56 / 1.10 ms against 0.63 / 1.24: a resident grid); cl-t256v8
-//    itself 2.68 / 2.90 ms at 131072 / 262144 against the ring's 3.24 / 3.59 (run T); its loss alone on rows of (64, 256] KB: cl-t256v8 (with
+//    1.293 / 2.633 / 2.714 ms against cl-t256v8's 1.302 / 2.666 / 2.871 (the forward with
+//    the word at 0, its dx kernel closed on a resident grid: 0.56 / 1.10 ms against 0.63 /
+//    1.24); cl-t256v8 itself 2.68 / 2.90 ms at 131072 / 262144 against the ring's 3.24 / 3.59
+//    (run T); its loss alone on rows of (64, 256] KB: cl-t256v8 (with
 //    the rank-0 gather, run AA3) 3.84 / 3.84 TB/s at 16384 x 65536 / 131072 against the looped
 //    entry's 2.87 / 3.42 (beyond, the looped entry: 3.74 against 3.45 at 8192 x 262144);
 //  - one-stream ops without column accumulations or a kernel gate (softmax, RMSNorm and
