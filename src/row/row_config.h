@@ -134,7 +134,7 @@ struct RowConfig {
 //    one stage), 256-thread CTAs so the column sums of 16 vectors per thread stay in registers
 //    (255-register cap); unmeasured.
 // Entries after staged-v16-s1 are planned only as preferred entries (row_plan.cpp,
-// preferred_entry: t128v4, cl-t256v8, r4t32v8, r32t8v4), else forced by plan_row(op, problem, config) (GPU
+// preferred_entry: cl-t256v8-s1, cl-t256v8, t128v4, ring-t1024v4-s3, r4t32v8, r16t16v2), else forced by plan_row(op, problem, config) (GPU
 // tests, `quack-bench ... --config all`):
 //  - r64t4v4, r32t8v4 (rows of ≤ 256 / 512 B), r4t32v8 (≤ 4 KB, one warp per row), t128v4
 //    (≤ 8 KB): 4-8 vectors per thread, so more bytes in flight per thread and fewer threads per
@@ -177,14 +177,12 @@ struct RowConfig {
 //    dx): cl-t256v8's geometry and per-row code, persistent (min(M, resident) clusters over
 //    the rows), each CTA's next rows fetched by one bulk copy each into 1 or 2 shared-memory
 //    stages of 32 KB while the current row is folded, exchanged and written as dx, then
-//    copied into the registers (so loss, lse and dx are bitwise cl-t256v8's). cl-t256v8 reads
-//    a row, then exchanges, then writes: per CTA no read is in flight during the exchange and
-//    the stores, and a new cluster starts only when one ends (3 CTAs per SM: fwd+dx bf16 at
-//    0.72-0.76 x copy by the acceptance method). Here every CTA keeps its next 32 KB (-s1) or
-//    64 KB (-s2: slack for a cluster of 16 waiting on its slowest CTA) in flight, 96 / 192 KB
-//    per SM. Run AB (kernel-only, grad-1 pair, TB/s, -s1 / -s2 / cl-t256v8): 3.32 / 3.32 / 3.30
-//    at 16384 x 65536, 3.26 / 3.26 / 3.22 at 131072, 3.17 / 3.15 / 2.99 at 8192 x 262144: the
-//    fwd+dx plans -s1 (row_plan.cpp); the predicted ~3.8-4.0 did not come.
+//    copied into the registers (so loss, lse and dx are bitwise cl-t256v8's): every CTA keeps
+//    its next 32 KB (-s1) or 64 KB (-s2: slack for a cluster of 16 waiting on its slowest CTA)
+//    in flight during its exchange and stores, 96 / 192 KB per SM, and the closed kernel
+//    launches the resident clusters only. Run AB (kernel-only, grad-1 pair, TB/s, -s1 / -s2 /
+//    cl-t256v8): 3.32 / 3.32 / 3.30 at 16384 x 65536, 3.26 / 3.26 / 3.22 at 131072, 3.17 /
+//    3.15 / 2.99 at 8192 x 262144: the fwd+dx plans -s1 (row_plan.cpp).
 inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRegister, 16, 16, 1, 0, 1, 2, "r16t16v1"},   // 0: ≤ 256 B
     {RowPolicy::kRegister, 32, 8, 1, 0, 1, 2, "r8t32v1"},     // 1: ≤ 512 B

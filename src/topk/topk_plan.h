@@ -15,7 +15,8 @@
 //           takes it anywhere in its range.
 //           Rows of a power-of-2 length N ≥ 16 that it takes run `fit` (N = T·E): the kernel
 //           without tail loads and column masks; fp32 fit plans of lists of 8 at E = 64 with T
-//           ≥ 16 run the candidate filter (`filter`; topk_bitonic_filter_instance).
+//           = 32 (N = 2048) run the candidate filter (`filter`; topk_bitonic_filter_instance;
+//           from T = 16 when forced).
 //   kRadix  16-byte loads, N ≤ kTopkRadixMaxN16 (16-bit x) / kTopkRadixMaxN32 (fp32), k ≤
 //           kTopkRadixMaxK: the radix-select kernel (topk_radix_kernel.cuh), one CTA of T threads
 //           per row, E elements per thread. The plan takes it by topk_radix_planned (16-bit x,
