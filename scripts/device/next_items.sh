@@ -1,14 +1,13 @@
-# The benches after call_focus.sh's tests for the session after run Z, in priority order; done
-# ones skip on a later call (/tmp/done).
-# Top-k by the acceptance method: the fp32 rule now takes the fit kernel at power-of-2 N ≤ 2048,
-# k ≤ 16 (run Z3 kernel-only: (1024, 8) 0.089 ms, (2048, 16) 0.247 against the queue's 0.334).
-run topk 120 python3 bench/bench_topk.py --out $R/topk.jsonl
-# fp32 top-k plans at the new edges and generic rows (unmeasured since topk-f32): the planned
-# entry first, then every configuration.
-run topk_f32_cfg 90 build/d/bench/quack-bench topk --dtype fp32 --config all --shapes 65536x1000x8,65536x2048x8,65536x1024x16,65536x512x16
-# Cross-entropy forward, every configuration (a persistent cluster entry, if merged, is forced
-# only: compare it with the planned cl-t256v8 at 3.53 TB/s, run Z3).
-run ce_fwd_cfg 120 build/d/bench/quack-bench cross-entropy --dtype bf16 --dir fwd --config all --shapes 16384x65536,16384x131072,8192x262144
-# GEMM ours beside QuACK under ncu with the stall reasons (run Z2 printed none).
-ncu_pair() { ncu --clock-control none --profile-from-start off --set full -f -o /tmp/ncu_$1 python3 scripts/ncu_gemm_quack.py $2 $3 $4 > /dev/null 2>&1; python3 scripts/ncu_gemm_quack.py --report /tmp/ncu_$1.ncu-rep; }
-run ncu_gemm_8192 150 bash -c "$(declare -f ncu_pair); ncu_pair g8192 8192 8192 8192"
+# The benches after call_focus.sh's tests for the session after run AB, in priority order; done
+# ones skip on a later call (/tmp/done). Suggested call: AB_INSTANCES=OFF BUDGET=585 TEST_TMO=240
+# TESTS='CeConfigs* *Gemm*' PYFILES='test_gemm test_mlp' ITEMS=scripts/device/next_items.sh
+# bash scripts/device/call_focus.sh; then a warm call_demo.sh (the demo with the Python stream-K
+# workspace on by default: its figure X2 predates it).
+# Where a dx CTA's time per row goes (issue 18): the fwd+dx kernel on cl-t256v8-s1 beside the
+# loss-only cl-t256v8 kernel, ncu stall reasons, one launch each (3rd matching launch).
+run ncu_ce_dx 150 bash scripts/ncu_kernel.sh ce_dx_s1 regex:row_cluster_register_prefetch_kernel build/d/bench/quack-bench cross-entropy --dtype bf16 --dir fwdbwd --shapes 16384x65536 --ms 1
+run ncu_ce_loss 150 bash scripts/ncu_kernel.sh ce_loss regex:row_cluster_register_kernel build/d/bench/quack-bench cross-entropy --dtype bf16 --dir fwd --shapes 16384x65536 --ms 1
+# Top-k fp32 (issue 19): where the fit kernel's time goes at (65536, 1024, 8) (issue-bound or not).
+run ncu_topk 150 bash scripts/ncu_kernel.sh topk_f32 regex:topk_bitonic build/d/bench/quack-bench topk --dtype fp32 --shapes 65536x1024x8 --ms 1
+# Small rows by the acceptance method, repeated (compile's figure moves between calls).
+run small 120 python3 bench/bench_rows.py --ops rmsnorm_fwd,softmax_fwd,layernorm_fwd,ce_fwd --dtypes bf16 --shapes 32768x256,32768x1024 --impls ours,compile --out $R/small.jsonl
