@@ -67,8 +67,7 @@ inline constexpr int64_t kLongK = 14336;
 
 /// K from which the cooperative 128x256 competes with the pingpong tiles below kLongK, at
 /// kRateCooperative256MidK: the smallest K at which it measured ahead at N = 2048. H200, bf16,
-/// burst, rotated, TFLOP/s at 16384x2048xK, layouts rc / rr (docs/performance.md, run W; the
-/// rule's tile before this constant was 128x192pp):
+/// burst, rotated, TFLOP/s at 16384x2048xK, layouts rc / rr (docs/performance.md, run W):
 ///   K = 2048   128x192pp 694.6 / 677.1   128x256 650.1 / 648.6
 ///   K = 5632   128x192pp 656.8 / 659.5   128x256 678.3 / 682.2
 ///   K = 11264  128x192pp 674.8 / 655.8   128x256 678.9 / 678.8

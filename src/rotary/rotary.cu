@@ -11,9 +11,9 @@
 // R/2 + c·V, in both pair layouts (so a warp's accesses are the same 16-byte runs in both):
 // non-interleaved, the pairs (x1[i], x2[i]) take angle c·V + i; interleaved (V > 1), the pairs
 // (x1[2i], x1[2i + 1]) take angle c·V/2 + i and (x2[2i], x2[2i + 1]) angle R/4 + c·V/2 + i, so
-// the thread's V angles are two runs of V/2. (Before, an interleaved chunk was the 2V adjacent
-// columns 2·c·V ..: each 16-byte access then left every other 16 bytes of the warp's span to
-// the next instruction, twice the L2 sectors per request, and the stores wrote half sectors.)
+// the thread's V angles are two runs of V/2. (Not the 2V adjacent columns 2·c·V .. as an
+// interleaved chunk: each 16-byte access would leave every other 16 bytes of the warp's span to
+// the next instruction, twice the L2 sectors per request, and the stores would write half sectors.)
 // With V = 1 the interleaved pair is columns (2c, 2c + 1) by angle c. After the rotation, the
 // CTA's threads copy, as flat lists of V-element chunks,
 // the pass-through columns R..D of q's and k's heads (out of place only) and all of v (when

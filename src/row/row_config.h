@@ -168,9 +168,9 @@ struct RowConfig {
 //    up to 1024 / tpr CTAs per SM (64 registers) at different phases of their rows, so one
 //    CTA's reduction and exchange overlap the others' loads. Also the fwd+dx (its row stays
 //    in registers across the exchange, then dx).
-//    The cluster register entries are not persistent: a persistent cl-t256v8 (cl-t256v8-p:
-//    min(M, resident) clusters looping over the rows, the next row's loads issued right after
-//    the fold) measured no better in run AA (kernel-only bf16 CE forward, TB/s, cl-t256v8-p /
+//    cl-t256v8 is not persistent: a persistent loss-only variant (min(M, resident) clusters
+//    looping over the rows, the next row's loads into registers right after the fold)
+//    measured no better in run AA (kernel-only bf16 CE forward, TB/s, cl-t256v8-p /
 //    cl-t256v8: 3.632 / 3.656 at 16384 x 65536, 3.431 / 3.483 at 16384 x 131072, 3.156 /
 //    3.086 at 8192 x 262144, where t1024v2-looped reads 3.77).
 //  - cl-t256v8-s1, cl-t256v8-s2 (ops with per-element outputs: cross-entropy's forward with

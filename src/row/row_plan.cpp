@@ -168,7 +168,7 @@ static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >=
 //    forwards) on 16-bit rows of (2, 4] KB: r4t32v8, one warp per row (no shared-memory stage
 //    in the reduction's exchanges) with 8 vectors per thread, where t256v2 leaves half its
 //    threads without a vector. Run Y (H200, 32768 x 2048): LayerNorm 2.62 TB/s against
-//    t256v2's 1.93 (fp32 weight and bias held with the row, before kColsAtApply), RMSNorm 3.89
+//    t256v2's 1.93 (fp32 weight and bias held in registers with the row), RMSNorm 3.89
 //    / 3.48, softmax 3.93 / 3.43 (its t128v4: 4.04);
 //  - one-stream ops whose vectors load at apply (kColsAtApply: LayerNorm's forward) on 16-bit
 //    rows of (256, 512] B: r16t16v2, 16 threads per row with 2 vectors each at 32 registers (8

@@ -73,9 +73,9 @@
 // element (slow; crafted rows, e.g. values 1 + j ulp). Last, thread r loads the values of its
 // entries r, r + T, ... from x (exact outputs; L2) in one loop whose body the lanes run together
 // and, where two of the k entries share H (possibly misordered; a branch), places entry i at its
-// rank by (exact key, lower column) among the k. (Before, a body per entry taken by one lane ran
-// one after another, and the rank's branches per entry made the K 32 instance's code ~300 KB: ~11 %
-// of random rows at (1024, 32) tie, so 2.4 ms there.)
+// rank by (exact key, lower column) among the k. (Not a body per entry taken by one lane, one
+// after another: the rank's branches per entry make the K 32 instance's code ~300 KB, and ~11 %
+// of random rows at (1024, 32) tie, 2.4 ms there.)
 //
 // fp32 filter (kFilter: lists of 8, E 64, fit, T ≥ kTopkBitonicFilterMinT; TopkPlan::filter).
 // The networks spend ~8 min / max on every element; here only candidates reach the list. Each

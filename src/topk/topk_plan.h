@@ -117,7 +117,7 @@ inline constexpr int kTopkFilterPlanMinT = 32;
 //   N 4096   1.212 / 0.955  0.854 / 0.806  0.604 / 0.639
 // At N = 4096, k = 32 the queue kernel with the prefix bound (32 iterations) takes 0.6157 ms
 // against the bitonic fit instance's 0.6951 (run V, ms per call; table at kTopkPrefixIters):
-// the rule no longer plans the bitonic kernel there (k in (16, 32] at N 1024 and 2048 was not
+// the rule does not plan the bitonic kernel there (k in (16, 32] at N 1024 and 2048 was not
 // re-measured with the prefix bound).
 inline constexpr int kTopkBitonicPlanMaxK = 16;
 inline constexpr int kTopkBitonicPlanMaxN = 2048;
