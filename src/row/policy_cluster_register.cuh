@@ -42,7 +42,7 @@
 #include "row/op_traits.cuh"
 #include "row/row_config.h"
 #include "row/row_params.h"
-#include "row/policy_ring.cuh"  // row_ring_words_before
+#include "row/policy_ring.cuh"  // row_stage_issue, row_stage_stream
 #include "row/row_reduce.cuh"
 #include "row/row_views.cuh"
 
@@ -93,6 +93,27 @@ __device__ __forceinline__ void cluster_reducer_start(const Reducer& reducer, in
   }
 }
 
+/// The row's per-element outputs from the registers: vector j of this thread (j·kTpr < n) at
+/// column col_t + j·kTpr·kVec, through Op::apply (the finish's row state rr).
+template <class Op, class D, int kTpr, int kVecs>
+__device__ __forceinline__ void cluster_register_store(const RowParams& p,
+                                                       const typename Op::Row& rr,
+                                                       const RowInRegs<Op, D, kVecs>& xv,
+                                                       int64_t row, int64_t col_t, int n) {
+  constexpr int kVec = row_vec_elems<D, Op::kIn>();
+  void* dst[row_dim(Op::kOut)];
+  out_ptrs<Op, D>(p, row, col_t, dst);
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    if (j * kTpr < n) {
+      const int64_t off = int64_t{j} * kTpr * kVec;
+      float x[Op::kIn][kVec], v[1][kVec];
+      xv.unpack_all(j, x);
+      apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
+    }
+  }
+}
+
 template <class Op, class D, int kTpr, int kVecs>
 __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
     row_cluster_register_kernel(const __grid_constant__ RowParams p) {
@@ -130,34 +151,10 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
   }
   const auto total = reducer.allreduce(part, 0, cluster_n, rank);
   const typename Op::Row rr = Op::finish(p, rin, total, row, rank == 0 && t == 0);
-  if constexpr (kOut > 0) {
-    void* dst[row_dim(kOut)];
-    out_ptrs<Op, D>(p, row, col_t, dst);
-#pragma unroll
-    for (int j = 0; j < kVecs; ++j) {
-      if (j * kTpr < n) {
-        const int64_t off = int64_t{j} * kTpr * kVec;
-        float x[kIn][kVec], v[1][kVec];
-        xv.unpack_all(j, x);
-        apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
-      }
-    }
-  }
+  if constexpr (kOut > 0) cluster_register_store<Op, D, kTpr, kVecs>(p, rr, xv, row, col_t, n);
 }
 
 
-/// Dynamic shared memory of the persistent cluster register kernel, offsets in bytes
-/// (row_cluster_register_stage_smem_bytes's layout): [kStages stages of a CTA's slice of every
-/// input stream (kInWords 16-byte words per vector)] [the all-reduce's slots and mbarriers]
-/// [kStages stage mbarriers].
-template <int kInWords, int kTpr, int kVecs, int kStages, int kRedFloats>
-struct ClusterStageSmem {
-  static constexpr size_t kStageBytes = size_t{kInWords} * kTpr * kVecs * 16;
-  static constexpr size_t kReduce = kStages * kStageBytes;
-  static constexpr size_t kFull =
-      kReduce + size_t(row_cluster_register_smem_bytes(kTpr, kRedFloats));
-  static constexpr size_t kBytes = kFull + (kStages * 8 + 15) / 16 * 16;
-};
 
 /// The persistent variant with kStages shared-memory stages (a kClusterRegister entry with
 /// RowConfig::stages ≥ 1; ops with per-element outputs: cross-entropy's forward with dx).
@@ -199,7 +196,7 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
   static_assert(static_cast<int64_t>(Reducer::kBytes) ==
                     row_cluster_register_smem_bytes(kTpr, R::kFloats),
                 "row_config.h's size");
-  using Layout = ClusterStageSmem<kWords, kTpr, kVecs, kStages, R::kFloats>;
+  using Layout = RingSmem<kWords, kTpr, kVecs, kStages, R::kFloats>;  // the ring's layout
   static_assert(Layout::kBytes <= size_t(kRowMaxSmem), "stages exceed shared memory");
   extern __shared__ __align__(128) unsigned char smem[];
   const Reducer reducer(smem + Layout::kReduce);
@@ -216,10 +213,10 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
   const int64_t col0 = col_t - int64_t{t} * kVec;    // the slice's first column
   // Stream s of stage st.
   auto stage_ptr = [&](int st, auto S) {
-    constexpr int s = decltype(S)::value;
-    return smem + st * Layout::kStageBytes +
-           size_t{row_ring_words_before<D, kIn, s>()} * kChunk * 16;
+    return row_stage_stream<D, kIn, kChunk>(smem + st * Layout::kStageBytes, S);
   };
+  bool present[kIn];  // every stream (kOptIn == 0)
+  for (bool& b : present) b = true;
 
   if (t == 0) {
     for (int i = 0; i < kStages; ++i) cuda::ptx::mbarrier_init(&full[i], 1);
@@ -229,21 +226,8 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
   if (cluster_n > 1) cluster_arrive_relaxed();  // waited on before the first exchange
   // Thread 0: this CTA's slices of `row` into stage `st`.
   auto issue = [&](int64_t row, int st) {
-    if (slice_vecs <= 0) {
-      cuda::ptx::mbarrier_arrive(&full[st]);
-      return;
-    }
-    cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
-                                         cuda::ptx::space_shared, &full[st],
-                                         uint32_t(kWords) * uint32_t(slice_vecs) * 16);
-    row_for<kIn>([&](auto S) {
-      constexpr int s = decltype(S)::value;
-      using T = row_in_t<D, s>;
-      cuda::ptx::cp_async_bulk(
-          cuda::ptx::space_cluster, cuda::ptx::space_global, stage_ptr(st, S),
-          static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col0,
-          uint32_t(slice_vecs) * 16 * row_in_words_of<D, kIn, s>(), &full[st]);
-    });
+    row_stage_issue<D, kIn, kChunk>(p, smem + st * Layout::kStageBytes, &full[st], row, col0,
+                                    slice_vecs, present, uint32_t(kWords));
   };
 
   int64_t row = sl.cluster;  // < M: at most M clusters
@@ -262,19 +246,7 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
     if (cluster_n > 1 && k == 0) cluster_wait();  // every peer's mbarriers are initialised
     const auto total = reducer.allreduce(part, k, cluster_n, rank);
     const typename Op::Row rr = Op::finish(p, rin, total, row, rank == 0 && t == 0);
-    {
-      void* dst[row_dim(Op::kOut)];
-      out_ptrs<Op, D>(p, row, col_t, dst);
-#pragma unroll
-      for (int j = 0; j < kVecs; ++j) {
-        if (j * kTpr < n) {
-          const int64_t off = int64_t{j} * kTpr * kVec;
-          float x[kIn][kVec], v[1][kVec];
-          xv.unpack_all(j, x);
-          apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
-        }
-      }
-    }
+    cluster_register_store<Op, D, kTpr, kVecs>(p, rr, xv, row, col_t, n);
     const int64_t next = row + clusters;  // the same in every CTA of the cluster
     if (next >= M) break;
     // The next row: from stage k % kStages (its fill k / kStages) into the registers.

@@ -53,8 +53,10 @@ namespace quack::detail {
 // ahead lifted bf16 65536-262144 by 4-5 %; two or three rows ahead fell 15-25 %).
 inline constexpr int kRingL2Ahead = 1;
 
-/// Dynamic shared memory of a ring instance, offsets in bytes (row_ring_smem_bytes's layout):
-/// kInWords 16-byte words per vector over the input streams.
+/// Dynamic shared memory of a ring instance, and of the persistent cluster register entries
+/// (the same layout), offsets in bytes (row_ring_smem_bytes): [kStages stages of a CTA's slice
+/// of every input stream (kInWords 16-byte words per vector)] [the reducer's slots and
+/// mbarriers] [kStages stage mbarriers].
 template <int kInWords, int kTpr, int kVecs, int kStages, int kRedFloats>
 struct RingSmem {
   static constexpr size_t kStageBytes = size_t{kInWords} * kTpr * kVecs * 16;
@@ -69,6 +71,41 @@ template <class D, int kIn, int s>
 __host__ __device__ constexpr int row_ring_words_before() {
   if constexpr (s == 0) return 0;
   else return row_ring_words_before<D, kIn, s - 1>() + row_in_words_of<D, kIn, s - 1>();
+}
+
+/// Stream S's slice in a stage at `stage` of slices of kChunk vectors (the ring's and the
+/// cluster register kernel's stage layout: the input streams one after another).
+template <class D, int kIn, int kChunk, class S>
+__device__ __forceinline__ unsigned char* row_stage_stream(unsigned char* stage, S) {
+  return stage + size_t{row_ring_words_before<D, kIn, S::value>()} * kChunk * 16;
+}
+
+/// Thread 0: the bulk copies of a CTA's slice of `row` (slice_vecs vectors from column col0)
+/// of the present input streams into the stage at `stage`, completing on mbarrier `full`
+/// (present_words 16-byte words per vector over the present streams); an empty slice arrives
+/// without bytes.
+template <class D, int kIn, int kChunk>
+__device__ __forceinline__ void row_stage_issue(const RowParams& p, unsigned char* stage,
+                                                uint64_t* full, int64_t row, int64_t col0,
+                                                int slice_vecs, const bool (&present)[kIn],
+                                                uint32_t present_words) {
+  if (slice_vecs == 0) {  // ≥ 0
+    cuda::ptx::mbarrier_arrive(full);
+    return;
+  }
+  cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
+                                       cuda::ptx::space_shared, full,
+                                       present_words * uint32_t(slice_vecs) * 16);
+  row_for<kIn>([&](auto S) {
+    constexpr int s = decltype(S)::value;
+    using T = row_in_t<D, s>;
+    if (present[s])
+      cuda::ptx::cp_async_bulk(
+          cuda::ptx::space_cluster, cuda::ptx::space_global,
+          row_stage_stream<D, kIn, kChunk>(stage, S),
+          static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col0,
+          uint32_t(slice_vecs) * 16 * row_in_words_of<D, kIn, s>(), full);
+  });
 }
 
 // One 1024-thread CTA per SM, or 1024 / kTpr smaller ones (row_ring_ctas_per_sm).
@@ -119,9 +156,7 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
   });
   // Stream s of stage st: its slice of kChunk vectors of row_in_words_of<s> words each.
   auto stage_ptr = [&](int st, auto S) {
-    constexpr int s = decltype(S)::value;
-    return smem + st * Layout::kStageBytes +
-           size_t{row_ring_words_before<D, kIn, s>()} * kChunk * 16;
+    return row_stage_stream<D, kIn, kChunk>(smem + st * Layout::kStageBytes, S);
   };
 
   if (t == 0) {
@@ -132,22 +167,8 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
   if (cluster_n > 1) cluster_arrive_relaxed();  // waited on before the first remote store
   // Thread 0: this CTA's slices of `row` into stage `st`.
   auto issue = [&](int64_t row, int st) {
-    if (slice_vecs == 0) {
-      cuda::ptx::mbarrier_arrive(&full[st]);
-      return;
-    }
-    cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
-                                         cuda::ptx::space_shared, &full[st],
-                                         present_words * uint32_t(slice_vecs) * 16);
-    row_for<kIn>([&](auto S) {
-      constexpr int s = decltype(S)::value;
-      using T = row_in_t<D, s>;
-      if (present[s])
-        cuda::ptx::cp_async_bulk(
-            cuda::ptx::space_cluster, cuda::ptx::space_global, stage_ptr(st, S),
-            static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col0,
-            uint32_t(slice_vecs) * 16 * row_in_words_of<D, kIn, s>(), &full[st]);
-    });
+    row_stage_issue<D, kIn, kChunk>(p, smem + st * Layout::kStageBytes, &full[st], row, col0,
+                                    slice_vecs, present, present_words);
   };
   // Thread 0: this CTA's slices of `row` into L2 only.
   auto prefetch = [&](int64_t row) {

@@ -320,17 +320,6 @@ QUACK_ROW_HD constexpr int64_t row_cluster_register_smem_bytes(int tpr, int red_
   return row_ring_reduce_bytes(tpr, red_floats);
 }
 
-/// Dynamic shared memory of the persistent cluster register entries (stages ≥ 1) for an op
-/// whose input streams take in_words 16-byte words per vector together and a reduction of
-/// red_floats floats: [stages x a CTA's slice of every stream] [the all-reduce's slots and
-/// mbarriers] [the stages' mbarriers]. ClusterStageSmem::kBytes.
-QUACK_ROW_HD constexpr int64_t row_cluster_register_stage_smem_bytes(const RowConfig& c,
-                                                                    int in_words,
-                                                                    int red_floats) {
-  return c.stages * int64_t{in_words} * c.chunk_bytes() +
-         row_cluster_register_smem_bytes(c.tpr, red_floats) + (c.stages * 8 + 15) / 16 * 16;
-}
-
 /// Registers a thread of configuration c holds per-column vector slices in: n_cols vectors of
 /// vec_elt-byte elements for each of its vecs 16-byte vectors of in_elt-byte input.
 QUACK_ROW_HD constexpr int row_col_regs(const RowConfig& c, int n_cols, int in_elt, int vec_elt) {
@@ -385,7 +374,7 @@ QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int 
   if (c.policy == RowPolicy::kClusterRegister) {
     const int cap = 65536 / (c.tpr * row_cluster_register_ctas_per_sm(c.tpr));
     if (c.stages > 0) {
-      const int64_t smem = row_cluster_register_stage_smem_bytes(c, words, red_floats);
+      const int64_t smem = row_ring_smem_bytes(c, words, red_floats);  // the ring's layout
       const int ctas = c.tpr >= 768 ? 1 : 768 / c.tpr;  // the fwd+dx's CTAs per SM
       if (n_out == 0 || smem > kRowMaxSmem || ctas * (smem + kRowCtaSmemReserve) > kRowSmSmem)
         return false;

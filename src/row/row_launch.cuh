@@ -87,10 +87,8 @@ void launch_row_config(const RowPlan& plan, const RowParams& p, int device, cuda
     launch(kernel, clusters * plan.cluster_n, c.tpr, smem, plan.cluster_n, stream, where, p);
   } else if constexpr (c.policy == RowPolicy::kClusterRegister && c.stages > 0) {
     constexpr auto kernel = row_cluster_register_prefetch_kernel<Op, D, c.tpr, c.vecs, c.stages>;
-    constexpr size_t smem =
-        ClusterStageSmem<kWords, c.tpr, c.vecs, c.stages, Op::Red::kFloats>::kBytes;
-    static_assert(static_cast<int64_t>(smem) ==
-                      row_cluster_register_stage_smem_bytes(c, kWords, Op::Red::kFloats),
+    constexpr size_t smem = RingSmem<kWords, c.tpr, c.vecs, c.stages, Op::Red::kFloats>::kBytes;
+    static_assert(static_cast<int64_t>(smem) == row_ring_smem_bytes(c, kWords, Op::Red::kFloats),
                   "the plan's and the kernel's shared-memory layouts agree");
     // Persistent: as many clusters as are resident at once, at most one per row.
     const int64_t clusters = row_persistent_clusters(

@@ -268,9 +268,9 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
         // Not persistent: the all-reduce's slots are static shared memory. Persistent
         // (stages ≥ 1): the stages, slots and mbarriers in dynamic shared memory, and the
         // resident clusters, at launch.
-        plan.smem = c.stages > 0 ? static_cast<size_t>(row_cluster_register_stage_smem_bytes(
-                                       c, in_words, op.red_floats))
-                                 : 0;
+        plan.smem = c.stages > 0
+                        ? static_cast<size_t>(row_ring_smem_bytes(c, in_words, op.red_floats))
+                        : 0;
         plan.grid = c.stages > 0 ? 0 : pr.M * plan.cluster_n;
         plan.g.row_blocks = pr.M;
       } else {

@@ -461,16 +461,21 @@ std::string pair_name(const PairCase& c) {
   return s;
 }
 
+// Targets of an (M, V) case in dtype x with a fifth of the rows ignored (ce_targets).
+std::vector<int64_t> targets_fifth_ignored(Rng& rng, int64_t M, int64_t V, DType x) {
+  CeCase cc;
+  cc.M = M;
+  cc.V = V;
+  cc.x = x;
+  cc.ignore_frac = 0.2;
+  return ce_targets(rng, cc);
+}
+
 void run_pair_bitwise(const PairCase& c, const std::vector<double>& gs) {
   SCOPED_TRACE(pair_name(c));
   const int64_t M = c.M, V = c.V;
   Rng rng(static_cast<uint64_t>(M * 131 + V));
-  CeCase cc;
-  cc.M = M;
-  cc.V = V;
-  cc.x = c.x;
-  cc.ignore_frac = 0.2;
-  const std::vector<int64_t> targets = ce_targets(rng, cc);
+  const std::vector<int64_t> targets = targets_fifth_ignored(rng, M, V, c.x);
   DeviceTensor x = upload(random_values(rng, M * V, c.x, 0.0, 2.0), c.x, M, V);
   DeviceTensor tg = upload_targets(targets, DType::kInt64);
   DeviceBuffer word(4);
@@ -625,12 +630,7 @@ TEST_F(CeTrain, StageEntryBitwise) {
     SCOPED_TRACE("M=" + std::to_string(M) + " V=" + std::to_string(V) + " " + short_name(c.x) +
                  (c.cap > 0 ? " cap" : "") + (c.inplace ? " in place" : ""));
     Rng rng(static_cast<uint64_t>(M * 17 + V));
-    CeCase cc;
-    cc.M = M;
-    cc.V = V;
-    cc.x = c.x;
-    cc.ignore_frac = 0.2;
-    const std::vector<int64_t> targets = ce_targets(rng, cc);
+    const std::vector<int64_t> targets = targets_fifth_ignored(rng, M, V, c.x);
     const std::vector<double> xh = random_values(rng, M * V, c.x, 0.0, 2.0);
     DeviceTensor tg = upload_targets(targets, DType::kInt64);
     for (bool split : {true, false}) {

@@ -401,6 +401,14 @@ TopkCase case_of(const Mnk& s, DType x) {
   c.x = c.values = x;
   return c;
 }
+// The outputs a case asks for, rotated by seed (index dtype, softmax mode, lse with the row
+// softmax), and its data seed (++seed).
+void rotate_outputs(TopkCase& c, uint64_t& seed) {
+  c.indices = seed % 2 ? DType::kInt32 : DType::kInt64;
+  c.softmax = static_cast<TopkSoftmax>(seed % 3);
+  c.lse = c.softmax == TopkSoftmax::kRow;
+  c.seed = ++seed;
+}
 // Whether the radix kernel takes case c (dense rows as run_case uploads them: 16-byte rows for
 // M > 1), or c launches nothing (M = 0, k = 0); the other cases are left out of its runs.
 bool radix_runs(const TopkCase& c) {
@@ -631,10 +639,7 @@ TEST_F(TopkBitonic, Fp32NearTiesAtTheBoundary) {
           c.forced_elems = e;
           c.fit = fit;
           c.largest = largest;
-          c.indices = seed % 2 ? DType::kInt32 : DType::kInt64;
-          c.softmax = static_cast<TopkSoftmax>(seed % 3);
-          c.lse = c.softmax == TopkSoftmax::kRow;
-          c.seed = ++seed;
+          rotate_outputs(c, seed);
           const TopkRun r = run_case(c);
           EXPECT_EQ(r.plan.path, TopkPath::kBitonic) << case_name(c);
           ++ran;
@@ -670,10 +675,7 @@ TEST_F(TopkBitonic, Fp32CandidateFilter) {
           c.fit = true;
           c.forced_filter = filter;
           c.largest = largest;
-          c.indices = seed % 2 ? DType::kInt32 : DType::kInt64;
-          c.softmax = static_cast<TopkSoftmax>(seed % 3);
-          c.lse = c.softmax == TopkSoftmax::kRow;
-          c.seed = ++seed;
+          rotate_outputs(c, seed);
           const TopkRun r = run_case(c);
           EXPECT_EQ(r.plan.path, TopkPath::kBitonic) << case_name(c);
           EXPECT_EQ(r.plan.filter, filter != 0) << case_name(c);

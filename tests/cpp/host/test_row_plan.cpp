@@ -163,7 +163,7 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
         EXPECT_EQ(plan.grid, 0) << "persistent: resident clusters, at launch";
         EXPECT_GT(op.n_out, 0) << "persistent entries only with per-element outputs";
         EXPECT_EQ(static_cast<int64_t>(plan.smem),
-                  row_cluster_register_stage_smem_bytes(c, op.n_in, op.red_floats));
+                  row_ring_smem_bytes(c, op.n_in, op.red_floats));
         EXPECT_LE(static_cast<int64_t>(plan.smem), kRowMaxSmem);
         EXPECT_LE((768 / c.tpr) * (static_cast<int64_t>(plan.smem) + kRowCtaSmemReserve),
                   kRowSmSmem)
