@@ -53,8 +53,7 @@ namespace quack::detail {
 /// bytes at 64 registers with 8 vectors per thread).
 template <class Op>
 __host__ __device__ constexpr int row_cluster_register_min_ctas(int tpr) {
-  const int threads = Op::kFullSm ? 1024 : 768;
-  return tpr >= threads ? 1 : threads / tpr;
+  return row_cluster_register_ctas_per_sm(tpr, Op::kFullSm);
 }
 
 /// A CTA's slice of every row it works on (header, "Thread -> data"): its rank in the cluster,

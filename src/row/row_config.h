@@ -308,9 +308,11 @@ QUACK_ROW_HD constexpr int row_ring_ctas_per_sm(const RowConfig& c) {
 }
 
 /// CTAs per SM a cluster-register configuration is built for (its __launch_bounds__): 1024
-/// threads per SM, so at most 64 registers per thread.
-QUACK_ROW_HD constexpr int row_cluster_register_ctas_per_sm(int tpr) {
-  return tpr >= 1024 ? 1 : 1024 / tpr;
+/// threads per SM, so at most 64 registers per thread; 768 for ops whose per-element math
+/// spills at 64 (full_sm false: cross-entropy's fwd+dx, Op::kFullSm).
+QUACK_ROW_HD constexpr int row_cluster_register_ctas_per_sm(int tpr, bool full_sm = true) {
+  const int threads = full_sm ? 1024 : 768;
+  return tpr >= threads ? 1 : threads / tpr;
 }
 
 /// Shared memory of the cluster register policy's all-reduce (static, in the kernel): two
@@ -375,7 +377,7 @@ QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int 
     const int cap = 65536 / (c.tpr * row_cluster_register_ctas_per_sm(c.tpr));
     if (c.stages > 0) {
       const int64_t smem = row_ring_smem_bytes(c, words, red_floats);  // the ring's layout
-      const int ctas = c.tpr >= 768 ? 1 : 768 / c.tpr;  // the fwd+dx's CTAs per SM
+      const int ctas = row_cluster_register_ctas_per_sm(c.tpr, false);  // the fwd+dx's
       if (n_out == 0 || smem > kRowMaxSmem || ctas * (smem + kRowCtaSmemReserve) > kRowSmSmem)
         return false;
     }

@@ -142,7 +142,8 @@ constexpr int kShortRowEntry = row_config_index("t128v4");
 constexpr int kRingEntry = row_config_index("ring-t1024v4-s3");
 constexpr int kWarpRowEntry = row_config_index("r4t32v8");
 constexpr int kQuarterWarpEntry = row_config_index("r16t16v2");
-static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >= 0 && kRingEntry >= 0 && kWarpRowEntry >= 0 &&
+static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >= 0 &&
+                  kRingEntry >= 0 && kWarpRowEntry >= 0 &&
                   kQuarterWarpEntry >= 0,
               "the preferred entries are in kRowConfigs");
 

@@ -165,7 +165,8 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
         EXPECT_EQ(static_cast<int64_t>(plan.smem),
                   row_ring_smem_bytes(c, op.n_in, op.red_floats));
         EXPECT_LE(static_cast<int64_t>(plan.smem), kRowMaxSmem);
-        EXPECT_LE((768 / c.tpr) * (static_cast<int64_t>(plan.smem) + kRowCtaSmemReserve),
+        EXPECT_LE(row_cluster_register_ctas_per_sm(c.tpr, false) *
+                      (static_cast<int64_t>(plan.smem) + kRowCtaSmemReserve),
                   kRowSmSmem)
             << "the fwd+dx's CTAs per SM";
         EXPECT_LE(op.n_in * S * vec_bytes, int64_t{1} << 20) << "an mbarrier's tx count";
