@@ -8,7 +8,7 @@ region, for Nsight Compute (device only; clocks left alone):
     python3 scripts/ncu_gemm_quack.py --sass /tmp/g.ncu-rep [OUT_DIR]
 
 `ce M N` in place of `M N K` profiles the cross-entropy forward (reduction="none") of each
-instead. The `--sass` mode prints, per kernel, the SASS lines with the most warp stall samples
+instead; `topk M N K [fp32|bf16]` the top-k forward (quack_cpp.topk against quack.topk). The `--sass` mode prints, per kernel, the SASS lines with the most warp stall samples
 and the stall reasons sampled on them (the per-instruction view behind the kernel-wide
 reasons), and with OUT_DIR writes each kernel's whole source page as CSV (xz) for reading
 beside our own SASS.
@@ -33,6 +33,12 @@ def calls(args):
         t = torch.randint(0, N, (M,), device="cuda")
         return [("ours", lambda: quack_cpp.cross_entropy(x, t, reduction="none")),
                 ("quack", lambda: quack.cross_entropy(x, t, reduction="none"))]
+    if args[0] == "topk":
+        import quack
+        M, N, k = (int(v) for v in args[1:4])
+        dt = torch.float32 if (args[4:] or ["fp32"])[0] == "fp32" else torch.bfloat16
+        x = torch.randn(M, N, device="cuda", dtype=dt)
+        return [("ours", lambda: quack_cpp.topk(x, k)), ("quack", lambda: quack.topk(x, k))]
     from quack.gemm_interface import gemm as quack_gemm
     M, N, K = (int(v) for v in args[:3])
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
