@@ -173,8 +173,9 @@ struct RowConfig {
 //    measured no better in run AA (kernel-only bf16 CE forward, TB/s, cl-t256v8-p /
 //    cl-t256v8: 3.632 / 3.656 at 16384 x 65536, 3.431 / 3.483 at 16384 x 131072, 3.156 /
 //    3.086 at 8192 x 262144, where t1024v2-looped reads 3.77).
-//  - cl-t256v8-s1, cl-t256v8-s2 (ops with per-element outputs: cross-entropy's forward with
-//    dx): cl-t256v8's geometry and per-row code, persistent (min(M, resident) clusters over
+//  - cl-t256v8-s1, cl-t256v8-s2 (cross-entropy's forwards; planned for the forward with dx
+//    and the predicted forward's gated loss-only kernel): cl-t256v8's geometry and per-row
+//    code, persistent (min(M, resident) clusters over
 //    the rows), each CTA's next rows fetched by one bulk copy each into 1 or 2 shared-memory
 //    stages of 32 KB while the current row is folded, exchanged and written as dx, then
 //    copied into the registers (so loss, lse and dx are bitwise cl-t256v8's): every CTA keeps
@@ -216,7 +217,7 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kClusterRegister, 256, 1, 4, 0, 1, 2, "cl-t256v4", false, true},  // ≤ 16 x 16 KB
     // 28: ops whose vectors load at apply only (at_apply)
     {RowPolicy::kRegister, 16, 16, 2, 0, 1, 2, "r16t16v2", false, false, true},  // ≤ 512 B
-    // 29-30: the persistent cluster register policy with shared-memory stages (outputs), trial
+    // 29-30: the persistent cluster register policy with shared-memory stages, under trial
     {RowPolicy::kClusterRegister, 256, 1, 8, 1, 1, 2, "cl-t256v8-s1", false, true},  // ≤ 16x32 KB
     {RowPolicy::kClusterRegister, 256, 1, 8, 2, 1, 2, "cl-t256v8-s2", false, true},  // ≤ 16x32 KB
 };
@@ -357,9 +358,8 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///    one-stage entry only for ops with column accumulations (others have the ring);
 ///  - cluster register: no per-column vectors, no column accumulations; the packed values
 ///    within 64 registers with the slack (1024 / tpr CTAs per SM); the persistent entries
-///    (stages ≥ 1) only for ops with per-element outputs, their shared memory within 227 KB
-///    and, for 768 / tpr CTAs (the fwd+dx's __launch_bounds__: Op::kFullSm false), within an
-///    SM's 228 KB;
+///    (stages ≥ 1): their shared memory within 227 KB and, for 768 / tpr CTAs (the fwd+dx's
+///    __launch_bounds__: Op::kFullSm false), within an SM's 228 KB;
 ///  - early_refill rings: ops without per-element outputs (n_out == 0);
 ///  - trial entries: ops whose traits ask for them (trial_ok: Op::kTrialConfigs);
 ///  - at_apply entries: ops whose vectors load at apply (at_apply_ok: Op::kColsAtApply).
@@ -378,7 +378,7 @@ QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int 
     if (c.stages > 0) {
       const int64_t smem = row_ring_smem_bytes(c, words, red_floats);  // the ring's layout
       const int ctas = row_cluster_register_ctas_per_sm(c.tpr, false);  // the fwd+dx's
-      if (n_out == 0 || smem > kRowMaxSmem || ctas * (smem + kRowCtaSmemReserve) > kRowSmSmem)
+      if (smem > kRowMaxSmem || ctas * (smem + kRowCtaSmemReserve) > kRowSmSmem)
         return false;
     }
     return n_acc == 0 && n_cols == 0 && c.vecs * 4 * words + kRowRegisterBudgetSlack <= cap;

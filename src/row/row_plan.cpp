@@ -177,15 +177,17 @@ static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >=
 //    bias, run AA3 (at 40 registers for r32t8v4): 2.30 TB/s against r32t8v4's 2.19 and
 //    r8t32v1's 2.13 (run Z, at 48: r32t8v4 2.20, r8t32v1 2.05); RMSNorm (2.70 / 2.72) and
 //    softmax (2.73 / 2.67) do not gain from r32t8v4 there (run Z) and keep r8t32v1.
-// The kernel gate of an op with trial entries (the predicted training forward's two kernels,
-// CrossEntropyFwd's kSplit) changes none of these: they take the plans of the forwards they
-// gate.
+//  - the predicted training forward's loss-only kernel (CrossEntropyFwd's kSplit: trial entries
+//    and a kernel gate, closed in training) on 16-bit rows of (64, 256] KB: cl-t256v8-s1 too,
+//    whose closed launch is the resident clusters (cl-t256v8's is M x cluster_n CTAs that
+//    return at once: ~70 µs at 16384 x 65536, the dx kernel's figure above); its fwd+dx
+//    kernel takes the fwd+dx plan.
 int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes) {
   if (in_elt != 2) return -1;
   const bool gated_bwd = op.gate_kernel && !op.trial_configs;
   if (op.trial_configs && row_bytes > kRowRegisterMaxRowBytes &&
       (op.n_out > 0 || row_bytes <= 4 * kRowRegisterMaxRowBytes))
-    return op.n_out > 0 ? kClusterStageEntry : kClusterEntry;
+    return op.n_out > 0 || op.gate_kernel ? kClusterStageEntry : kClusterEntry;
   if (op.n_in == 1 && op.n_acc == 0 && !gated_bwd && row_bytes > 4096 && row_bytes <= 8192)
     return kShortRowEntry;
   if (gated_bwd && row_bytes > kRowRegisterMaxRowBytes / 2 && row_bytes <= kRowRegisterMaxRowBytes)

@@ -161,7 +161,6 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
       EXPECT_LT((plan.cluster_n - 1) * S, row_vecs);
       if (c.stages > 0) {
         EXPECT_EQ(plan.grid, 0) << "persistent: resident clusters, at launch";
-        EXPECT_GT(op.n_out, 0) << "persistent entries only with per-element outputs";
         EXPECT_EQ(static_cast<int64_t>(plan.smem),
                   row_ring_smem_bytes(c, op.n_in, op.red_floats));
         EXPECT_LE(static_cast<int64_t>(plan.smem), kRowMaxSmem);
@@ -256,8 +255,9 @@ TEST(RowPlan, EveryForcedConfigWithinLimits) {
 }
 
 // Entries under trial are compiled for cross-entropy's forwards and reached only when forced,
-// but for cl-t256v8-s1, which the fwd+dx takes on 16-bit rows beyond 64 KB, and cl-t256v8,
-// which the loss alone takes on 16-bit rows of (64, 256] KB (beyond, the looped entry).
+// but for cl-t256v8-s1, which the fwd+dx takes on 16-bit rows beyond 64 KB (and the gated
+// loss-only kernel on rows of (64, 256] KB), and cl-t256v8, which the loss alone takes on
+// 16-bit rows of (64, 256] KB (beyond, the looped entry).
 TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
   for (int n_out : {0, 1}) {
     const RowOpInfo op = ce_fwd_info(n_out);
@@ -299,7 +299,19 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
   EXPECT_EQ(plan_row(fwd_info(), problem(16384, 131072, DType::kBFloat16), cl).policy,
             RowPolicy::kNone)
       << "not compiled for ops that do not ask";
-  // Its persistent entries with shared-memory stages: the fwd+dx only (-s1 planned there).
+  // The predicted training forward's gated loss-only kernel takes -s1 where the loss alone
+  // takes cl-t256v8 (its closed launch: the resident clusters), the looped entry beyond.
+  RowOpInfo gated = ce_fwd_info(0);
+  gated.gate_kernel = true;
+  EXPECT_EQ(name_of(plan_row(gated, problem(16384, 65536, DType::kBFloat16))),
+            "cl-t256v8-s1-x4");
+  EXPECT_EQ(name_of(plan_row(gated, problem(16384, 131072, DType::kBFloat16))),
+            "cl-t256v8-s1-x8");
+  EXPECT_EQ(name_of(plan_row(gated, problem(8192, 262144, DType::kBFloat16))),
+            "t1024v2-looped");
+  EXPECT_EQ(name_of(plan_row(gated, problem(16384, 32768, DType::kBFloat16))), "t1024v4");
+  // Its persistent entries with shared-memory stages: compiled for both forwards (planned for
+  // the fwd+dx and the gated loss-only kernel).
   for (const char* e : {"cl-t256v8-s1", "cl-t256v8-s2"}) {
     const int cls = row_config_index(e);
     ASSERT_GE(cls, 0);
@@ -313,9 +325,9 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
                 plan_row(ce_fwd_info(1), problem(M, N, DType::kBFloat16), cl).g.slice_vecs)
           << "cl-t256v8's slices";
     }
-    EXPECT_EQ(plan_row(ce_fwd_info(0), problem(16384, 65536, DType::kBFloat16), cls).policy,
-              RowPolicy::kNone)
-        << "not for the loss alone";
+    EXPECT_EQ(name_of(plan_row(ce_fwd_info(0), problem(16384, 65536, DType::kBFloat16), cls)),
+              std::string(e) + "-x4")
+        << "forced for the loss alone";
   }
 }
 
