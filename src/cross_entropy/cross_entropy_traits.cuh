@@ -187,8 +187,9 @@ __device__ __forceinline__ CeGradRow ce_grad_row(const RowParams& p, int t, floa
   return r;
 }
 
-/// dx of one element (header formula).
-template <bool kCap, bool kWS>
+/// dx of one element (header formula). The vector policies' part (kFixVector): kOneHot false
+/// leaves out the one-hot term, kIgnore false the ignored row's zeros (ce_fix_vector's).
+template <bool kCap, bool kWS, bool kOneHot = true, bool kIgnore = true>
 __device__ __forceinline__ float ce_grad(const RowParams& p, const CeGradRow& r, float x,
                                          int64_t col) {
   float y = x, th = 0.f;
@@ -197,9 +198,31 @@ __device__ __forceinline__ float ce_grad(const RowParams& p, const CeGradRow& r,
     y = p.scalar[ce::kCap] * th;  // the fold's y (same expression)
   }
   float g = fmaf(r.a, exp_diff(y, r.lse), kWS ? -r.b * ce_weight(p, col) : -r.b);
-  if (r.t - static_cast<int>(col) == 0) g -= r.c;  // columns < V < 2^31
+  if constexpr (kOneHot) {
+    if (r.t - static_cast<int>(col) == 0) g -= r.c;  // columns < V < 2^31
+  }
   if constexpr (kCap) g *= fmaf(-th, th, 1.f);
-  return r.t == kCeIgnored ? 0.f : g;
+  if constexpr (kIgnore) return r.t == kCeIgnored ? 0.f : g;
+  else return g;
+}
+
+/// The vector step's fix-up (kFixVector, op_traits.cuh; instances without the softcap: with
+/// it, the fix-up spilled in the 32-register kernels): out[0][i] holds
+/// ce_grad<false, kWS, false, false> of column col0 + i; an ignored row's become 0 and the
+/// target column's, where the vector holds it, get the one-hot (out − c: ce_grad's operations
+/// in its order, so its bits; the column picked by compile-time indices, no local memory). The
+/// common vector (a counted row, the target elsewhere) takes no branch; an out-of-range
+/// target's row is NaN already (a = NaN).
+template <int kVec>
+__device__ __forceinline__ void ce_fix_vector(const CeGradRow& r, int64_t col0,
+                                              float (&out)[1][kVec]) {
+  const bool ignored = r.t == kCeIgnored;
+  const int d = r.t - static_cast<int>(col0);  // columns < V < 2^31
+  if (ignored || static_cast<unsigned>(d) < static_cast<unsigned>(kVec)) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i)
+      if (ignored || i == d) out[0][i] = ignored ? 0.f : out[0][i] - r.c;
+  }
 }
 
 /// Forward: loss, lse and z parts per row (row_out), and with kGrad dx for dloss = 1 (times
@@ -234,6 +257,7 @@ struct CrossEntropyFwd : RowOpBase {
     int t = kCeIgnored;
   };
   using Row = CeGradRow;
+  static constexpr bool kFixVector = kGrad && !kCap;  // one-hot, ignored row per vector
 
   __device__ __forceinline__ static bool gate_open(const RowParams& p) {
     if (!(p.iscalar[ce::kFlags] & ce::kDxGated)) return true;
@@ -297,6 +321,18 @@ struct CrossEntropyFwd : RowOpBase {
                                                const RowElem<kIn, kCols>& e, float (&out)[1]) {
     out[0] = ce_grad<kCap, kWS>(p, r, e.in[0], e.col);
   }
+  __device__ __forceinline__ static void apply_bulk(const RowParams& p, const Row& r,
+                                                    const RowElem<kIn, kCols>& e,
+                                                    float (&out)[1]) {
+    out[0] = ce_grad<kCap, kWS, false, false>(p, r, e.in[0], e.col);
+  }
+  template <int kVec>
+  __device__ __forceinline__ static void fix_vector(const RowParams&, const Row& r,
+                                                    const float (&)[1][kVec],
+                                                    const float (&)[1][kVec], int64_t col0,
+                                                    float (&out)[1][kVec]) {
+    ce_fix_vector(r, col0, out);
+  }
 };
 
 /// Backward from lse: dx = the forward's gradient with σ_ce = σ_z = dloss_i, from x, lse and
@@ -317,6 +353,7 @@ struct CrossEntropyBwd : RowOpBase {
     float lse = 0.f, dloss = 0.f;
   };
   using Row = CeGradRow;
+  static constexpr bool kFixVector = !kCap;  // one-hot, ignored row per vector
 
   /// Scalar k of the forward's dx state (kTrainBwd).
   __device__ __forceinline__ static float state(const RowParams& p, int k) {
@@ -355,6 +392,18 @@ struct CrossEntropyBwd : RowOpBase {
   __device__ __forceinline__ static void apply(const RowParams& p, const Row& r,
                                                const RowElem<kIn, kCols>& e, float (&out)[1]) {
     out[0] = ce_grad<kCap, kWS>(p, r, e.in[0], e.col);
+  }
+  __device__ __forceinline__ static void apply_bulk(const RowParams& p, const Row& r,
+                                                    const RowElem<kIn, kCols>& e,
+                                                    float (&out)[1]) {
+    out[0] = ce_grad<kCap, kWS, false, false>(p, r, e.in[0], e.col);
+  }
+  template <int kVec>
+  __device__ __forceinline__ static void fix_vector(const RowParams&, const Row& r,
+                                                    const float (&)[1][kVec],
+                                                    const float (&)[1][kVec], int64_t col0,
+                                                    float (&out)[1][kVec]) {
+    ce_fix_vector(r, col0, out);
   }
 };
 

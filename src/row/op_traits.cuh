@@ -109,6 +109,19 @@
 //                       earlier kernel says so; two forwards launched together with gates of
 //                       opposite polarity, one of which works). The polarity is gate_open's.
 //                       Ops without column accumulations.
+//   kFixVector [false]  the vector policies' output step (apply_store, row_views.cuh: the
+//                       register, cluster register, ring and staged policies) computes a 16-byte
+//                       vector's outputs as apply_bulk(p, r, e, out) per element (apply's
+//                       signature) and then fix_vector(p, r, x, v, col0, out) once, where x and v
+//                       are the vector's inputs and per-column values ([kIn][kVec],
+//                       [row_dim(kCols)][kVec], fp32), col0 its first column and out[s][i] the
+//                       outputs of stream s at column col0 + i. apply_bulk is apply for the
+//                       ordinary elements; fix_vector overwrites, with apply's values, those of
+//                       the few elements where apply differs (cross-entropy: the target column's
+//                       one-hot, an ignored row's zeros), behind a branch the common vector does
+//                       not take, so the per-element compare leaves the common path. Together
+//                       they give apply's bits; the general policy and apply_store_by_stream
+//                       (kColsAtApply) call apply. Ops without column accumulations.
 #pragma once
 
 #include <cstdint>
@@ -149,6 +162,7 @@ struct RowOpBase {
   static constexpr bool kFullSm = true;
   static constexpr bool kTrialConfigs = false;
   static constexpr RowGate kGate = RowGate::kNone;
+  static constexpr bool kFixVector = false;
   struct RowIn {};
   __device__ __forceinline__ static bool gate_open(const RowParams&) { return true; }
   __device__ __forceinline__ static RowIn load_row(const RowParams&, int64_t) { return {}; }

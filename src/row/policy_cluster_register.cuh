@@ -102,6 +102,13 @@ __device__ __forceinline__ void cluster_register_store(const RowParams& p,
   constexpr int kVec = row_vec_elems<D, Op::kIn>();
   void* dst[row_dim(Op::kOut)];
   out_ptrs<Op, D>(p, row, col_t, dst);
+  if constexpr (Op::kFixVector) {
+    // Opaque from here on: with the fix-up's branch in every vector, the compiler would
+    // recompute row·row_stride + col_t in each vector (7 instructions; the kernel has the
+    // registers to hold the pointer, unlike the 32-40-register kernels of other policies).
+#pragma unroll
+    for (int s = 0; s < row_dim(Op::kOut); ++s) asm volatile("" : "+l"(dst[s]));
+  }
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
     if (j * kTpr < n) {

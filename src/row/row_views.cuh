@@ -492,11 +492,12 @@ struct NoAcc {
   __device__ __forceinline__ float& operator()(int, int) const { return sink; }
 };
 
-/// One input vector's outputs: Op::apply per element (inputs x, vectors v), each output stream
-/// converted to its dtype (D) and stored with 16-byte (or, for outputs narrower than the
-/// vector's 16 bytes, 8-byte) streaming stores at element `off` of dst[s]; absent optional
-/// outputs (dst[s] == nullptr) are not stored. For ops with column accumulations, each
-/// element's terms are added into acc(k, i).
+/// One input vector's outputs: Op::apply per element (inputs x, vectors v; with kFixVector
+/// Op::apply_bulk per element, then Op::fix_vector once), each output stream converted to its
+/// dtype (D) and stored with 16-byte (or, for outputs narrower than the vector's 16 bytes,
+/// 8-byte) streaming stores at element `off` of dst[s]; absent optional outputs
+/// (dst[s] == nullptr) are not stored. For ops with column accumulations, each element's terms
+/// are added into acc(k, i).
 template <class Op, class D, int kVec, class AccF = NoAcc>
 __device__ __forceinline__ void apply_store(const RowParams& p, const typename Op::Row& r,
                                             const float (&x)[Op::kIn][kVec],
@@ -509,16 +510,19 @@ __device__ __forceinline__ void apply_store(const RowParams& p, const typename O
     for (int s = 0; s < row_dim(Op::kOut); ++s) any |= dst[s] != nullptr;
     if (!any) return;
   }
+  static_assert(!Op::kFixVector || Op::kAcc == 0, "kFixVector: no column accumulations");
   float o[row_dim(Op::kOut)][kVec];
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
     RowElem<Op::kIn, Op::kCols> e;
     fill_elem<Op, kVec>(e, x, v, i, col + i);
     float oi[row_dim(Op::kOut)];
-    apply_elem<Op>(p, r, e, oi, acc, i);
+    if constexpr (Op::kFixVector) Op::apply_bulk(p, r, e, oi);
+    else apply_elem<Op>(p, r, e, oi, acc, i);
 #pragma unroll
     for (int s = 0; s < Op::kOut; ++s) o[s][i] = oi[s];
   }
+  if constexpr (Op::kFixVector) Op::fix_vector(p, r, x, v, col, o);
   row_for<Op::kOut>([&](auto S) {
     constexpr int s = decltype(S)::value;
     using TO = row_out_t<D, s>;
