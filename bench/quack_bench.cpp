@@ -18,7 +18,7 @@
 //                       src/row/row_config.h that takes the shape, and the general policy
 //   quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row]
 //                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all]
-//                    [--path auto|queue|queue-noprefix|bitonic|bitonic-fit|bitonic-nofilter|bitonic-fit-l2|radix] [--ms 100]
+//                    [--path auto|queue|queue-noprefix|bitonic|bitonic-fit|bitonic-nofilter|radix] [--ms 100]
 //                    top-k, values in x's dtype, int64 indices (default: issue 19's shapes,
 //                    forward only); TB/s = M·N·elt of x / time; "config": the plan
 //                    (topk_plan_name; "-pre": the queue kernel's prefix bound); all = each
@@ -32,10 +32,8 @@
 //                    own), 32 ("radix-e16-t256"); --path forces the queue, bitonic or radix
 //                    kernel (bitonic-fit: the fit plan; nothing where T·E ≠ N;
 //                    bitonic-nofilter: the fit plan without the candidate filter, which --config
-//                    all also times beside each plan that has it, "-flt"; bitonic-fit-l2:
-//                    the fit plan with its L2 lookahead one wave ahead, which --config all
-//                    times beside each fit plan, "-l2"; radix: its own E, nothing outside its
-//                    range)
+//                    all also times beside each plan that has it, "-flt"; radix: its own E,
+//                    nothing outside its range)
 //   quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
 //                       [--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]
 //                       LayerNorm with a weight and (--bias 1) a bias in fp32 or x's dtype, out
@@ -480,19 +478,13 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
     // nofilter: the bitonic plan with the candidate filter forced off (plan_topk's
     // forced_filter 0; --config all times it beside each plan that has the filter, and --path
     // bitonic-nofilter is the fit plan without it).
-    // l2: the bitonic plan with its L2 lookahead (TopkPlan::l2_ahead -1: one wave of CTAs
-    // ahead; --config all times it beside each fit plan, --path bitonic-fit-l2 the fit plan).
-    struct Forced {
-      int w; bool vec; int elems; bool fit; int prefix; bool radix; bool nofilter; bool l2 = false;
-    };
+    struct Forced { int w; bool vec; int elems; bool fit; int prefix; bool radix; bool nofilter; };
     std::vector<Forced> plans = {{0, true,
                                   path == "bitonic" || path == "bitonic-fit" || path == "radix" ||
-                                          path == "bitonic-nofilter" || path == "bitonic-fit-l2"
-                                      ? 0 : -1,
-                                  path == "bitonic-fit" || path == "bitonic-nofilter" ||
-                                      path == "bitonic-fit-l2",
+                                          path == "bitonic-nofilter" ? 0 : -1,
+                                  path == "bitonic-fit" || path == "bitonic-nofilter",
                                   path == "queue-noprefix" ? 0 : -1, path == "radix",
-                                  path == "bitonic-nofilter", path == "bitonic-fit-l2"}};
+                                  path == "bitonic-nofilter"}};
     if (all_configs) {
       plans.clear();
       for (int w : {1, 2, 4, 8, 16}) {
@@ -506,12 +498,11 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
       for (int e : {0, 16, 32, 64, 128}) {
         plans.push_back({0, true, e, true, -1, false, false});
         plans.push_back({0, true, e, true, -1, false, true});
-        plans.push_back({0, true, e, true, -1, false, false, true});
       }
       for (int e : {8, 16, 32}) plans.push_back({0, true, e, false, -1, true, false});
     }
     char plan_name[96];
-    for (auto [w, vec, elems, fit, prefix, radix, nofilter, l2] : plans) {
+    for (auto [w, vec, elems, fit, prefix, radix, nofilter] : plans) {
       if (dir == "bwd") break;
       d::TopkCall call = d::topk_fwd_call(fwd_args(0));
       if (!vec) call.problem.vec_ok = false;
@@ -533,7 +524,6 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
         if (nofilter && all_configs &&
             !d::plan_topk(call.problem, 0, d::TopkPath::kBitonic, elems, fit).filter)
           continue;  // the same plan as without nofilter
-        if (l2) plan.l2_ahead = -1;
       } else if (w > 0 || !vec || path == "queue" || prefix >= 0) {
         const d::TopkPlan own = d::plan_topk(call.problem, w, d::TopkPath::kQueue);
         if (prefix == 0 && all_configs && own.prefix_iters == 0) continue;  // the same plan
@@ -1135,7 +1125,7 @@ int main(int argc, char** argv) {
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
-                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|queue-noprefix|bitonic|bitonic-fit|bitonic-nofilter|bitonic-fit-l2|radix] [--ms 100]\n"
+                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|queue-noprefix|bitonic|bitonic-fit|bitonic-nofilter|radix] [--ms 100]\n"
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
@@ -1232,10 +1222,9 @@ int main(int argc, char** argv) {
           return 2;
         }
       if (path != "auto" && path != "queue" && path != "queue-noprefix" && path != "bitonic" &&
-          path != "bitonic-fit" && path != "bitonic-nofilter" && path != "bitonic-fit-l2" &&
-          path != "radix") {
+          path != "bitonic-fit" && path != "bitonic-nofilter" && path != "radix") {
         std::fprintf(stderr, "quack-bench: topk --path is auto, queue, queue-noprefix, bitonic, "
-                             "bitonic-fit, bitonic-nofilter, bitonic-fit-l2 or radix\n");
+                             "bitonic-fit, bitonic-nofilter or radix\n");
         return 2;
       }
       return bench_topk(parse_dtype(dtype), dims, dir_given ? dir : "fwd", budget_ms, softmax,

@@ -375,16 +375,6 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   const uint32_t flip = largest ? 0u : 0xffffffffu;
   const uint32_t sgn = largest ? 0u : 0x80000000u;
 
-  // L2 lookahead (p.l2_ahead > 0): thread 0 of each row's group asks the copy engine for its
-  // row of the CTA p.l2_ahead CTAs later (16-byte multiple: the tail past it is not asked for),
-  // so that CTA's loads below hit L2.
-  if (p.l2_ahead > 0 && r == 0) {
-    const int64_t ahead = row + p.l2_ahead * p.rows_per_cta;
-    const uint32_t bytes = static_cast<uint32_t>(N * sizeof(T)) & ~15u;
-    if (ahead < p.M && bytes > 0)
-      prefetch_l2_bulk(static_cast<const T*>(p.x.ptr) + ahead * p.x.row_stride, bytes);
-  }
-
   // Loads: whole vectors inside the row in one 16-byte load; the row's last partial vector
   // element by element; past the row (or past M) zeros, whose entries are masked below.
   // kFit: every vector is inside the row (N = T·E); rows beyond M read row 0 (xrow).
@@ -745,21 +735,13 @@ void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t
     constexpr int kBit = kK == 8 ? 1 : kK == 16 ? 2 : 4;
     if constexpr ((kLists & kBit) != 0 && kVecs * kV >= kK &&
                   kVecs * kV <= topk_bitonic_instance_max_elems<T, kFit>(kK)) {
-      auto run = [&](auto kernel) {
-        TopkParams q = p;
-        q.l2_ahead = plan.l2_ahead;
-        if (plan.l2_ahead < 0) {  // one wave ahead (the caller set the device)
-          int dev = 0;
-          check_cuda(cudaGetDevice(&dev), where, "cudaGetDevice");
-          q.l2_ahead = max_resident(reinterpret_cast<const void*>(kernel), plan.threads, 0, 1,
-                                    dev, where);
-        }
-        launch(kernel, plan.grid, plan.threads, 0, 1, stream, where, q);
-      };
       if constexpr (topk_bitonic_filter_instance(sizeof(T), kK, kVecs * kV, kFit)) {
-        if (plan.filter) return run(topk_bitonic_kernel<T, kK, kVecs, kFit, true>);
+        if (plan.filter)
+          return launch(topk_bitonic_kernel<T, kK, kVecs, kFit, true>, plan.grid, plan.threads,
+                        0, 1, stream, where, p);
       }
-      run(topk_bitonic_kernel<T, kK, kVecs, kFit>);
+      launch(topk_bitonic_kernel<T, kK, kVecs, kFit>, plan.grid, plan.threads, 0, 1, stream,
+             where, p);
     }
   };
   auto by_elems = [&](auto k_tag) {

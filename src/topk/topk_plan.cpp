@@ -186,9 +186,8 @@ const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len) {
       std::snprintf(buf, len, "radix-e%d-t%d", plan.elems, plan.threads_per_row);
       break;
     case TopkPath::kBitonic:
-      std::snprintf(buf, len, "bitonic-k%d-e%d-t%d%s%s%s", plan.list, plan.elems, plan.threads_per_row,
-                    plan.fit ? "-fit" : "", plan.filter ? "-flt" : "",
-                    plan.l2_ahead != 0 ? "-l2" : "");
+      std::snprintf(buf, len, "bitonic-k%d-e%d-t%d%s%s", plan.list, plan.elems, plan.threads_per_row,
+                    plan.fit ? "-fit" : "", plan.filter ? "-flt" : "");
       break;
     case TopkPath::kQueue: {
       char pre[24] = "";

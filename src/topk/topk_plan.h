@@ -217,10 +217,6 @@ struct TopkPlan {
   // kTopkFilterPlanMinT; plan_topk's forced_filter 0 keeps the networks alone, 1 takes the
   // filter from T ≥ kTopkBitonicFilterMinT).
   bool filter = false;
-  // kBitonic: each CTA asks the copy engine to bring the rows of the CTA this many CTAs later
-  // into L2 (cp.async.bulk.prefetch.L2, one per row) before its own loads; -1: the resident
-  // CTAs of the launch (one wave ahead), 0: none. Not planned (quack-bench's "-l2" lines).
-  int l2_ahead = 0;
   // kQueue: iterations of the prefix bound (0: none; the kernel clips it to the slice).
   int prefix_iters = 0;
   // kRadix: threads_per_row = threads = T (one row per CTA: rows_per_cta 1, grid M), elems = E
@@ -331,7 +327,6 @@ struct TopkParams {
   bool vec_io = false;  // 16-byte loads (x: vector-aligned rows, unit column stride)
   int threads_per_row = 0;  // kBitonic, kRadix: T
   int prefix_iters = 0;     // kQueue: the prefix bound's iterations (TopkPlan::prefix_iters)
-  int64_t l2_ahead = 0;     // kBitonic: CTAs ahead whose rows go into L2 first (0: none)
 };
 
 /// Readable plan name for benchmarks: "queue-q32-p32-vec-w1r4", "queue-q128-p32-vec-w1r4-pre32"

@@ -96,7 +96,6 @@ struct TopkCase {
   bool fit = false;           // with bitonic: plan_topk's forced_fit (N = T·E only)
   int forced_prefix = -1;     // ≥ 0: the queue kernel with plan_topk's forced_prefix
   int forced_filter = -1;     // with bitonic: plan_topk's forced_filter (0: no candidate filter)
-  int l2_ahead = 0;           // with bitonic: TopkPlan::l2_ahead (-1: one wave of CTAs ahead)
   uint64_t seed = 1;
 };
 
@@ -113,8 +112,7 @@ std::string case_name(const TopkCase& c) {
          (c.radix ? " radix E=" + std::to_string(c.forced_elems) : "") +
          (c.queue ? " queue" : "") +
          (c.forced_prefix >= 0 ? " prefix=" + std::to_string(c.forced_prefix) : "") +
-         (c.forced_filter >= 0 ? " filter=" + std::to_string(c.forced_filter) : "") +
-         (c.l2_ahead != 0 ? " l2_ahead=" + std::to_string(c.l2_ahead) : "");
+         (c.forced_filter >= 0 ? " filter=" + std::to_string(c.forced_filter) : "");
 }
 
 /// Host values of x (dense row-major), exact in c.x.
@@ -304,11 +302,9 @@ TopkRun run_case(const TopkCase& c) {
   const bool bitonic = !radix && (c.bitonic ? detail::topk_bitonic_ok(call.problem)
                                             : !c.queue && c.forced_warps == 0 &&
                                                   detail::topk_bitonic_planned(call.problem));
-  if (c.bitonic) {
+  if (c.bitonic)
     call.plan = detail::plan_topk(call.problem, 0, TopkPath::kBitonic, c.forced_elems, c.fit, -1,
                                   c.forced_filter);
-    call.plan.l2_ahead = c.l2_ahead;
-  }
   if (c.radix)
     call.plan = detail::plan_topk(call.problem, 0, TopkPath::kRadix, radix ? c.forced_elems : 0);
   if (c.forced_prefix >= 0)
@@ -686,31 +682,6 @@ TEST_F(TopkBitonic, Fp32CandidateFilter) {
           filtered += r.plan.filter;
         }
   EXPECT_EQ(filtered, 5 * 6 * 2);
-}
-
-TEST_F(TopkBitonic, L2Lookahead) {
-  // The L2 lookahead (TopkPlan::l2_ahead) only asks for rows of later CTAs: the results are
-  // the plan's. Near and far lookaheads (rows past M not asked for), fit and tail rows (the
-  // tail past the last 16 bytes not asked for), fp32 with and without the filter, bf16.
-  const Mnk shapes[] = {{1000, 1024, 8}, {997, 2048, 5}, {301, 1000, 8}, {513, 4096, 8}};
-  uint64_t seed = 9500;
-  int ran = 0;
-  for (const Mnk& s : shapes)
-    for (DType x : {DType::kFloat32, DType::kBFloat16})
-      for (int ahead : {-1, 3})
-        for (int filter : {-1, 0}) {
-          TopkCase c = case_of(s, x);
-          c.bitonic = true;
-          c.fit = (s.N & (s.N - 1)) == 0;
-          c.forced_filter = filter;
-          c.l2_ahead = ahead;
-          rotate_outputs(c, seed);
-          const TopkRun r = run_case(c);
-          if (r.plan.path != TopkPath::kBitonic) continue;  // bf16 N 4096 k 8: E 128 not fit
-          EXPECT_EQ(r.plan.l2_ahead, ahead) << case_name(c);
-          ++ran;
-        }
-  EXPECT_GE(ran, 24);
 }
 
 // ------------------------------------------------------------------ the radix kernel forced
