@@ -1,8 +1,9 @@
 # The benches after call_focus.sh's tests for the session after run AC, in priority order; done
 # ones skip on a later call (/tmp/done). Suggested first call: AB_INSTANCES=OFF BUDGET=585
-# TEST_TMO=240 TESTS='*Rotary* *Lce* CeConfigs.* *RmsNorm*Fwd*' PYFILES='test_linear_cross_entropy
-# test_rmsnorm' ITEMS=scripts/device/next_items.sh bash scripts/device/call_focus.sh (the
-# kFixVector hook touched every vector policy's store: run AC2 ran the Ce* tests only); then a
+# TEST_TMO=240 TESTS='*Ce* *Lce* *Rotary*' PYFILES='test_linear_cross_entropy test_rmsnorm'
+# ITEMS=scripts/device/next_items.sh bash scripts/device/call_focus.sh (`*Ce*`: the
+# parametrized All/CeConfigs, CeOptions, CeShapes have not run since AB; run AC's changes
+# passed CeTrain.*, CeCases.* and test_cross_entropy only); then a
 # warm call_demo.sh (the demo with stream-K on in Python and run AC's cross-entropy).
 # Top-k fp32 (issue 19): ours beside QuACK's under ncu (kernel-wide figures, then the SASS lines
 # with the most stall samples): where the ~20 µs fixed part of ours goes (QuACK ~9 µs).
