@@ -3,10 +3,11 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-$PWD/results/device}  # the device sets it; elsewhere (your own Hopper machine) results/device
 R=$OUT/r; mkdir -p "$R"
-if [ ! -d .deps/cutlass/include ]; then mkdir -p .deps && tar -xJf .peers/cutlass-include.tar.xz -C .deps; fi
+# Each carried folder is optional (a PREBUILT call may carry .prebuilt alone).
+if [ ! -d .deps/cutlass/include ] && [ -f .peers/cutlass-include.tar.xz ]; then mkdir -p .deps && tar -xJf .peers/cutlass-include.tar.xz -C .deps; fi
 export QUACK_CUTLASS_INCLUDE=$PWD/.deps/cutlass/include
-if [ ! -d /tmp/qp/quack ]; then mkdir -p /tmp/qp && tar -xJf .peers/quack-0.2.0-site.tar.xz -C /tmp/qp; fi
-if [ ! -d /tmp/site/liger_kernel ]; then python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1; fi
+if [ ! -d /tmp/qp/quack ] && [ -f .peers/quack-0.2.0-site.tar.xz ]; then mkdir -p /tmp/qp && tar -xJf .peers/quack-0.2.0-site.tar.xz -C /tmp/qp; fi
+if [ ! -d /tmp/site/liger_kernel ] && ls .whl/*.whl > /dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1; fi
 stage() {
   rm -rf /tmp/s && mkdir -p /tmp/s/quack_cpp && cp python/quack_cpp/*.py /tmp/s/quack_cpp/ \
     && cp build/d/python/_C*.so /tmp/s/quack_cpp/ && cp build/d/python/_torch*.so /tmp/s/quack_cpp/ 2>/dev/null
@@ -16,6 +17,13 @@ say() { echo "[$(date +%T)] $*"; }
 # build: the A/B build into build/d (a warm machine keeps it; a fresh one builds, ~260 s;
 # AB_INSTANCES=OFF leaves the candidate tiles of instances_ab.txt out).
 build() {
+  # PREBUILT=1: the binaries of .prebuilt/ (scripts/device/prebuild.sh) where its stamp is this
+  # tree's and the A/B switch matches; no Python extension then (stage() finds none).
+  if [ "${PREBUILT:-0}" = 1 ] && [ -f .prebuilt/bin.tar.xz ] &&
+     [ "$(cat .prebuilt/stamp 2>/dev/null)" = "$(bash scripts/device/stamp.sh) ab=${AB_INSTANCES:-ON}" ]; then
+    mkdir -p build/d && tar -xJf .prebuilt/bin.tar.xz -C build/d && echo "prebuilt binaries" >> $R/build.log && return 0
+  fi
+  [ "${PREBUILT:-0}" = 1 ] && echo "PREBUILT=1 but .prebuilt/ is missing or for another tree: building" | tee -a $R/build.log
   cmake -S . -B build/d -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=ON -DQUACK_GEMM_AB_INSTANCES=${AB_INSTANCES:-ON} > $R/cmake.log 2>&1 \
     && ninja -C build/d -j "$(nproc)" > $R/build.log 2>&1
 }

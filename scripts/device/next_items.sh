@@ -11,5 +11,9 @@ ncu_sass() { mkdir -p $R/$1; ncu --clock-control none --profile-from-start off -
 run sass_topk_f32 200 bash -c "$(declare -f ncu_sass); R=$R; ncu_sass topk_f32 topk 65536 1024 8 fp32"
 # Cross-entropy's fwd+dx kernel after the fix-up (issue 18): instructions and stalls (AC0: 746 M).
 run ncu_ce_dx 150 env KBASE=demangled bash scripts/ncu_kernel.sh ce_dx_fix 'regex:CrossEntropyFwd<1' build/d/bench/quack-bench cross-entropy --dtype bf16 --dir fwdbwd --shapes 16384x65536 --ms 1
+# Softmax / log_softmax forwards on the cluster register entries (compiled since run AC, forced
+# only): against the plan's (t1024v4, rings) at the anchor shapes, QuACK's geometry (issue 15:
+# QuACK's softmax fwd 4.12-4.19 TB/s against ours 3.50-3.89 in run O).
+run sm_configs 150 build/d/bench/quack-bench softmax --dtype bf16 --dir fwd --shapes 16384x32768,16384x65536,16384x131072,8192x262144 --config all --ms 30
 # Small rows by the acceptance method (compile's reading collapses in some calls: AA3, AC).
 run small 90 python3 bench/bench_rows.py --ops rmsnorm_fwd,softmax_fwd,layernorm_fwd,ce_fwd --dtypes bf16 --shapes 32768x256,32768x1024 --impls ours,compile --out $R/small.jsonl

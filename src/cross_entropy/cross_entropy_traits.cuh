@@ -248,6 +248,7 @@ struct CrossEntropyFwd : RowOpBase {
   // The long-row candidates under trial (row_config.h: early-refill rings for the loss alone,
   // the cluster register policy for both) are compiled for the forwards.
   static constexpr bool kTrialConfigs = true;
+  static constexpr bool kTrialPlanned = true;  // row_plan.cpp's rules were measured on it
   using Red = CeRed;
   // kDxGated: dx is stored (kSplit: the kernel runs) only where the prep kernel's copy of the
   // prediction, kDxOn, says so; kSplit's loss-only instance runs only where it does not.

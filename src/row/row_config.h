@@ -151,8 +151,10 @@ struct RowConfig {
 //    r32t8v4's 16 take 40 (6 CTAs per SM); 4 shuffle steps per exchange (r32t8v4: 3, r8t32v1:
 //    5). LayerNorm fwd at 32768 x 256 bf16 (run AA3, kernel-only): 2.30 TB/s against
 //    r32t8v4's 2.19 and r8t32v1's 2.13: the plan's entry there (row_plan.cpp).
-// Entries under trial (`trial`: compiled only for ops with Op::kTrialConfigs, cross-entropy's
-// forwards), for long rows of read-mostly ops: the ring reads bf16 x at ~2 TB/s whether or not
+// Entries under trial (`trial`: compiled only for ops with Op::kTrialConfigs: cross-entropy's
+// forwards, planned by row_plan.cpp's rules (Op::kTrialPlanned), and softmax's and
+// log_softmax's forwards, reached only when forced until measured), for long rows of
+// read-mostly ops: the ring reads bf16 x at ~2 TB/s whether or not
 // the op also writes (H200: CE forward 2.05 TB/s at 16384 x 131072 where softmax's forward on
 // the same configuration moves 3.89 TB/s, read + write), so a read-only op gets half the copy
 // rate; one 1024-thread CTA per SM runs each row in lockstep (wait, fold, cluster all-reduce,

@@ -21,6 +21,7 @@ RowOpInfo row_op_info(const char* name) {
   i.late_cols = Op::kLateCols;
   i.cols_at_apply = Op::kColsAtApply;
   i.trial_configs = Op::kTrialConfigs;
+  i.trial_planned = Op::kTrialPlanned;
   i.gate_kernel = Op::kGate == RowGate::kKernel;
   i.name = name;
   return i;

@@ -150,8 +150,9 @@ static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >=
 // The entry an unforced plan tries first (-1: none; it falls back to kRowConfigs' order where
 // that entry is not usable or does not take the shape). H200, bf16, kernel-only (quack-bench
 // <op> --config all; docs/performance.md, runs R, T and T2):
-//  - cross-entropy's forward with dx (the ops with trial entries and per-element outputs) on
-//    16-bit rows beyond 64 KB: cl-t256v8-s1 (persistent, the next row's slice prefetched into
+//  - cross-entropy's forward with dx (the ops with planned trial entries, kTrialPlanned, and
+//    per-element outputs) on 16-bit rows beyond 64 KB: cl-t256v8-s1 (persistent, the next
+//    row's slice prefetched into
 //    shared memory), training pair grad 1 at 16384 x 65536 / 131072, 8192 x 262144 (run AB)
 //    1.293 / 2.633 / 2.714 ms against cl-t256v8's 1.302 / 2.666 / 2.871 (the forward with
 //    the word at 0, its dx kernel closed on a resident grid: 0.56 / 1.10 ms against 0.63 /
@@ -163,9 +164,9 @@ static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >=
 //    LayerNorm forwards, cross-entropy's forwards) on 16-bit rows of (4, 8] KB: t128v4, at
 //    16384 x 4096 softmax fwd 3.94 TB/s against t256v2's 3.71, RMSNorm fwd 3.85 / 3.75,
 //    LayerNorm fwd 2.84 / 2.74, cross-entropy fwd 3.76, fwd+dx 3.09 (t256v4: 2.34);
-//  - ops with a kernel gate and no trial entries (cross-entropy's backward) on 16-bit rows of
-//    (32, 64] KB: ring-t1024v4-s3, 4.02 TB/s at 16384 x 32768 against t1024v4's 3.53;
-//  - one-stream ops without trial entries (softmax, log_softmax, RMSNorm and LayerNorm
+//  - ops with a kernel gate and no planned trial entries (cross-entropy's backward) on 16-bit
+//    rows of (32, 64] KB: ring-t1024v4-s3, 4.02 TB/s at 16384 x 32768 against t1024v4's 3.53;
+//  - one-stream ops without planned trial entries (softmax, log_softmax, RMSNorm and LayerNorm
 //    forwards) on 16-bit rows of (2, 4] KB: r4t32v8, one warp per row (no shared-memory stage
 //    in the reduction's exchanges) with 8 vectors per thread, where t256v2 leaves half its
 //    threads without a vector. Run Y (H200, 32768 x 2048): LayerNorm 2.62 TB/s against
@@ -185,15 +186,15 @@ static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >=
 //    forward) it reads 0.580 ms against cl-t256v8's 0.558 at 65536.
 int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes) {
   if (in_elt != 2) return -1;
-  const bool gated_bwd = op.gate_kernel && !op.trial_configs;
-  if (op.trial_configs && row_bytes > kRowRegisterMaxRowBytes &&
+  const bool gated_bwd = op.gate_kernel && !op.trial_planned;
+  if (op.trial_planned && row_bytes > kRowRegisterMaxRowBytes &&
       (op.n_out > 0 || row_bytes <= 4 * kRowRegisterMaxRowBytes))
     return op.n_out > 0 || op.gate_kernel ? kClusterStageEntry : kClusterEntry;
   if (op.n_in == 1 && op.n_acc == 0 && !gated_bwd && row_bytes > 4096 && row_bytes <= 8192)
     return kShortRowEntry;
   if (gated_bwd && row_bytes > kRowRegisterMaxRowBytes / 2 && row_bytes <= kRowRegisterMaxRowBytes)
     return kRingEntry;
-  if (op.n_in == 1 && !op.trial_configs && op.n_acc == 0 && !gated_bwd && row_bytes > 2048 &&
+  if (op.n_in == 1 && !op.trial_planned && op.n_acc == 0 && !gated_bwd && row_bytes > 2048 &&
       row_bytes <= 4096)
     return kWarpRowEntry;
   if (op.n_in == 1 && op.cols_at_apply && op.n_acc == 0 && !gated_bwd && row_bytes > 256 &&

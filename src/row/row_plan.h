@@ -24,6 +24,7 @@ struct RowOpInfo {
   bool late_cols = false;  // Traits::kLateCols
   bool cols_at_apply = false;  // Traits::kColsAtApply
   bool trial_configs = false;  // Traits::kTrialConfigs: the configurations under trial compiled
+  bool trial_planned = false;  // Traits::kTrialPlanned: cross-entropy's forwards' plan rules
   bool gate_kernel = false;    // Traits::kGate == RowGate::kKernel (cross-entropy's backward
                                // and the predicted forward's two kernels)
   const char* name = "";

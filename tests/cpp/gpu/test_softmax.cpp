@@ -126,6 +126,13 @@ std::vector<Shape> config_rows(int config, int elt) {
       // More rows than resident clusters at one and two CTAs per row (each CTA loops several
       // times: every stage reused, the copy and exchange barriers change phase).
       return {{600, chunk}, {600, chunk + vec}, {5, 3 * chunk - vec}, {3, 16 * chunk}};
+    case RowPolicy::kClusterRegister:  // the forwards' entries under trial (forced only)
+      // One vector, one CTA's slice, two CTAs, a partial third, 16 CTAs; the persistent
+      // entries also more rows than resident clusters (each loops over several rows).
+      if (k.stages > 0)
+        return {{7, vec},           {600, chunk},      {300, chunk + vec},
+                {5, 3 * chunk - vec}, {3, 16 * chunk}, {1500, 2 * chunk + vec}};
+      return {{7, vec}, {600, chunk}, {300, chunk + vec}, {5, 3 * chunk - vec}, {3, 16 * chunk}};
     default:
       return {};
   }
@@ -155,10 +162,11 @@ TEST_P(SoftmaxConfigs, MatchesReference) {
         c.out = d.out;
         c.config = config;
         c.seed = ++seed;
-        // Is the entry compiled for this op and dtype? (Not: skip, as the plan would.)
+        // Is the entry compiled for this op and dtype? (Not: skip, as the plan would.) The
+        // forwards compile the entries under trial (kTrialConfigs).
         if (config < kRowConfigCount &&
             !detail::row_config_usable(kRowConfigs[config], bwd ? 2 : 1, bwd ? 1 : 2, 0,
-                                       dtype_size(d.in)))
+                                       dtype_size(d.in), 0, 4, -1, false, 1, !bwd))
           continue;
         run_softmax_case(c);
         ++ran;

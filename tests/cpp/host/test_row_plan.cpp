@@ -20,7 +20,7 @@
 namespace quack::detail {
 namespace {
 
-RowOpInfo fwd_info() {  // softmax_fwd's shape: x -> y, online (max, sum)
+RowOpInfo fwd_info() {  // softmax_fwd's shape without its trial entries: x -> y, (max, sum)
   RowOpInfo i;
   i.n_in = 1;
   i.n_out = 1;
@@ -54,6 +54,7 @@ RowOpInfo ce_fwd_info(int n_out) {  // cross-entropy's forwards: loss (n_out 0) 
   i.n_out = n_out;
   i.red_floats = 4;
   i.trial_configs = true;
+  i.trial_planned = true;
   i.name = n_out == 0 ? "ce_fwd" : "ce_fwd_grad";
   return i;
 }
@@ -328,6 +329,30 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
     EXPECT_EQ(name_of(plan_row(ce_fwd_info(0), problem(16384, 65536, DType::kBFloat16), cls)),
               std::string(e) + "-x4")
         << "forced for the loss alone";
+  }
+}
+
+// Softmax's and log_softmax's forwards compile the entries under trial (kTrialConfigs) without
+// the rules measured for cross-entropy (kTrialPlanned): unforced they plan as without them, at
+// every row length and dtype; forced, the cluster register entries take their long rows.
+TEST(RowPlan, TrialEntriesForcedOnlyWithoutPlannedRules) {
+  RowOpInfo sm = fwd_info();
+  sm.trial_configs = true;
+  for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
+    for (int64_t N : sweep_ns()) {
+      const RowProblem pr = problem(16384, N, t);
+      EXPECT_EQ(name_of(plan_row(sm, pr)), name_of(plan_row(fwd_info(), pr)))
+          << dtype_name(t) << " N=" << N;
+    }
+  EXPECT_EQ(name_of(plan_row(sm, problem(32768, 2048, DType::kBFloat16))), "r4t32v8")
+      << "the warp-per-row entry stays";
+  for (auto [e, N, name] : {std::tuple<const char*, int64_t, const char*>{
+                                "cl-t256v8", 131072, "cl-t256v8-x8"},
+                            {"cl-t256v8-s1", 65536, "cl-t256v8-s1-x4"},
+                            {"cl-t256v8", 32768, "cl-t256v8-x2"}}) {
+    const int i = row_config_index(e);
+    ASSERT_GE(i, 0);
+    EXPECT_EQ(name_of(plan_row(sm, problem(16384, N, DType::kBFloat16), i)), name);
   }
 }
 
