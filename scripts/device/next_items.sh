@@ -1,6 +1,6 @@
 # The benches after call_focus.sh's tests for the session after run AC, in priority order; done
 # ones skip on a later call (/tmp/done). Suggested first call: AB_INSTANCES=OFF BUDGET=585
-# TEST_TMO=240 TESTS='*Ce* *Lce* *Rotary*' PYFILES='test_linear_cross_entropy test_rmsnorm'
+# TEST_TMO=240 TESTS='*Ce* *SoftmaxConfigs* *Lce*' PYFILES='test_linear_cross_entropy test_softmax'
 # ITEMS=scripts/device/next_items.sh bash scripts/device/call_focus.sh (`*Ce*`: the
 # parametrized All/CeConfigs, CeOptions, CeShapes have not run since AB; run AC's changes
 # passed CeTrain.*, CeCases.* and test_cross_entropy only); then a
