@@ -35,6 +35,10 @@ struct LayerNormFwdT : RowOpBase {
   // at 4 vectors per thread held with the row took 103 registers; at apply 40: op_traits.cuh).
   // apply is called there once per output stream (residual_out first): a pure function.
   static constexpr bool kColsAtApply = true;
+  // Without a residual: the cluster register entries and the rest under trial compiled
+  // (weight and bias at apply there too), reached only when forced until measured
+  // (quack-bench layernorm --config all).
+  static constexpr bool kTrialConfigs = kInputs == 1;
   using Red = RedMeanM2;
   struct Row {
     float mean, rstd;

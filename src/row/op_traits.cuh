@@ -102,8 +102,8 @@
 //   kTrialPlanned [false] the plan's rules measured for cross-entropy's forwards apply
 //                       (row_plan.cpp's preferred entries: cl-t256v8 / cl-t256v8-s1 on 16-bit
 //                       rows beyond 64 KB, no warp-per-row entry); without it an op with
-//                       kTrialConfigs (softmax's and log_softmax's forwards: candidates under
-//                       measurement) plans as if it had none.
+//                       kTrialConfigs (softmax's, log_softmax's and LayerNorm's forwards:
+//                       candidates under measurement) plans as if it had none.
 //   kGate [kNone]       a switch read on the device, Op::gate_open(p) (from memory the kernel
 //                       does not write, so every CTA sees the same value): RowGate::kOutputs:
 //                       the per-element outputs are stored (and apply called) only while it is

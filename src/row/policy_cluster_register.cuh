@@ -42,6 +42,7 @@
 #include "row/op_traits.cuh"
 #include "row/row_config.h"
 #include "row/row_params.h"
+#include "row/policy_register.cuh"  // apply_store_by_stream
 #include "row/policy_ring.cuh"  // row_stage_issue, row_stage_stream
 #include "row/row_reduce.cuh"
 #include "row/row_views.cuh"
@@ -93,11 +94,14 @@ __device__ __forceinline__ void cluster_reducer_start(const Reducer& reducer, in
 }
 
 /// The row's per-element outputs from the registers: vector j of this thread (j·kTpr < n) at
-/// column col_t + j·kTpr·kVec, through Op::apply (the finish's row state rr).
+/// column col_t + j·kTpr·kVec, through Op::apply (the finish's row state rr); ops whose
+/// per-column vectors load at apply (kColsAtApply: LayerNorm's forward) store one output
+/// stream at a time, loading the vectors' words right before use (apply_store_by_stream, the
+/// register policy's path).
 template <class Op, class D, int kTpr, int kVecs>
 __device__ __forceinline__ void cluster_register_store(const RowParams& p,
                                                        const typename Op::Row& rr,
-                                                       const RowInRegs<Op, D, kVecs>& xv,
+                                                       RowInRegs<Op, D, kVecs>& xv,
                                                        int64_t row, int64_t col_t, int n) {
   constexpr int kVec = row_vec_elems<D, Op::kIn>();
   void* dst[row_dim(Op::kOut)];
@@ -113,9 +117,13 @@ __device__ __forceinline__ void cluster_register_store(const RowParams& p,
   for (int j = 0; j < kVecs; ++j) {
     if (j * kTpr < n) {
       const int64_t off = int64_t{j} * kTpr * kVec;
-      float x[Op::kIn][kVec], v[1][kVec];
-      xv.unpack_all(j, x);
-      apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
+      if constexpr (Op::kColsAtApply) {
+        apply_store_by_stream<Op, D, kVec>(p, rr, xv, j, col_t + off, dst, off);
+      } else {
+        float x[Op::kIn][kVec], v[1][kVec];
+        xv.unpack_all(j, x);
+        apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
+      }
     }
   }
 }
@@ -124,7 +132,8 @@ template <class Op, class D, int kTpr, int kVecs>
 __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
     row_cluster_register_kernel(const __grid_constant__ RowParams p) {
   if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
-  static_assert(!Op::kColShift && Op::kCols == 0, "per-column vectors: other policies");
+  static_assert(!Op::kColShift && !Op::kReduceCols && (Op::kCols == 0 || Op::kColsAtApply),
+                "per-column vectors only at apply (the fold holds the row alone)");
   static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
   constexpr int kIn = Op::kIn, kOut = Op::kOut;
   constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector
@@ -190,7 +199,8 @@ template <class Op, class D, int kTpr, int kVecs, int kStages>
 __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
     row_cluster_register_prefetch_kernel(const __grid_constant__ RowParams p) {
   if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
-  static_assert(!Op::kColShift && Op::kCols == 0, "per-column vectors: other policies");
+  static_assert(!Op::kColShift && !Op::kReduceCols && (Op::kCols == 0 || Op::kColsAtApply),
+                "per-column vectors only at apply (the fold holds the row alone)");
   static_assert(Op::kAcc == 0, "column accumulations need a persistent policy (staged)");
   static_assert(Op::kOptIn == 0, "every input stream present (one bulk copy each)");
   static_assert(kStages >= 1, "at least one stage");

@@ -152,9 +152,9 @@ struct RowConfig {
 //    5). LayerNorm fwd at 32768 x 256 bf16 (run AA3, kernel-only): 2.30 TB/s against
 //    r32t8v4's 2.19 and r8t32v1's 2.13: the plan's entry there (row_plan.cpp).
 // Entries under trial (`trial`: compiled only for ops with Op::kTrialConfigs: cross-entropy's
-// forwards, planned by row_plan.cpp's rules (Op::kTrialPlanned), and softmax's and
-// log_softmax's forwards, reached only when forced until measured), for long rows of
-// read-mostly ops: the ring reads bf16 x at ~2 TB/s whether or not
+// forwards, planned by row_plan.cpp's rules (Op::kTrialPlanned), and softmax's,
+// log_softmax's and LayerNorm's (no residual) forwards, reached only when forced until
+// measured), for long rows of read-mostly ops: the ring reads bf16 x at ~2 TB/s whether or not
 // the op also writes (H200: CE forward 2.05 TB/s at 16384 x 131072 where softmax's forward on
 // the same configuration moves 3.89 TB/s, read + write), so a read-only op gets half the copy
 // rate; one 1024-thread CTA per SM runs each row in lockstep (wait, fold, cluster all-reduce,
@@ -358,7 +358,9 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///    an SM's 228 KB; the CTA's vector slices fit kRowRingColRegs registers;
 ///  - staged: any op (its geometry and shared memory are checked per call by the plan); the
 ///    one-stage entry only for ops with column accumulations (others have the ring);
-///  - cluster register: no per-column vectors, no column accumulations; the packed values
+///  - cluster register: no column accumulations, per-column vectors only where they load at
+///    apply (at_apply_ok: LayerNorm's forward; 16-bit ones in the persistent entries); the
+///    packed values
 ///    within 64 registers with the slack (1024 / tpr CTAs per SM); the persistent entries
 ///    (stages ≥ 1): their shared memory within 227 KB and, for 768 / tpr CTAs (the fwd+dx's
 ///    __launch_bounds__: Op::kFullSm false), within an SM's 228 KB;
@@ -378,12 +380,16 @@ QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int 
   if (c.policy == RowPolicy::kClusterRegister) {
     const int cap = 65536 / (c.tpr * row_cluster_register_ctas_per_sm(c.tpr));
     if (c.stages > 0) {
+      // fp32 per-column vectors at apply (LayerNorm fwd's fp32 weight and bias) spill there at
+      // 64 registers (12-56 bytes): the non-persistent entries take them.
+      if (n_cols > 0 && vec_elt > 2) return false;
       const int64_t smem = row_ring_smem_bytes(c, words, red_floats);  // the ring's layout
       const int ctas = row_cluster_register_ctas_per_sm(c.tpr, false);  // the fwd+dx's
       if (smem > kRowMaxSmem || ctas * (smem + kRowCtaSmemReserve) > kRowSmSmem)
         return false;
     }
-    return n_acc == 0 && n_cols == 0 && c.vecs * 4 * words + kRowRegisterBudgetSlack <= cap;
+    return n_acc == 0 && (n_cols == 0 || at_apply_ok) &&
+           c.vecs * 4 * words + kRowRegisterBudgetSlack <= cap;
   }
   if (c.policy == RowPolicy::kRegister || c.policy == RowPolicy::kLooped) {
     if (n_acc != 0) return false;

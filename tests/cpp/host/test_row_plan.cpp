@@ -356,6 +356,31 @@ TEST(RowPlan, TrialEntriesForcedOnlyWithoutPlannedRules) {
   }
 }
 
+// LayerNorm's forward without a residual compiles the entries under trial too (weight and bias
+// at apply): unforced its plans do not change; forced, the cluster register entries take its
+// long rows, the persistent ones only with 16-bit weight and bias (fp32 ones spill there).
+TEST(RowPlan, LayerNormFwdTrialEntriesForcedOnly) {
+  RowOpInfo ln = ln_fwd_info(1);
+  ln.trial_configs = true;
+  for (DType t : {DType::kBFloat16, DType::kFloat32})
+    for (DType v : {DType::kFloat32, DType::kBFloat16})
+      for (int64_t N : sweep_ns()) {
+        const RowProblem pr = problem(16384, N, t, true, true, v);
+        EXPECT_EQ(name_of(plan_row(ln, pr)), name_of(plan_row(ln_fwd_info(1), pr)))
+            << dtype_name(t) << " N=" << N;
+      }
+  const int cl = row_config_index("cl-t256v8"), s1 = row_config_index("cl-t256v8-s1");
+  ASSERT_GE(cl, 0);
+  ASSERT_GE(s1, 0);
+  const RowProblem f32v = problem(8192, 262144, DType::kBFloat16, true, true, DType::kFloat32);
+  const RowProblem bf16v = problem(8192, 262144, DType::kBFloat16, true, true, DType::kBFloat16);
+  EXPECT_EQ(name_of(plan_row(ln, f32v, cl)), "cl-t256v8-x16");
+  EXPECT_EQ(plan_row(ln, f32v, s1).policy, RowPolicy::kNone) << "fp32 vectors: no -s1";
+  EXPECT_EQ(name_of(plan_row(ln, bf16v, s1)), "cl-t256v8-s1-x16");
+  EXPECT_EQ(plan_row(ln_fwd_info(1), bf16v, cl).policy, RowPolicy::kNone)
+      << "not compiled without kTrialConfigs";
+}
+
 // r16t16v2 (at_apply): compiled only for ops whose vectors load at apply (LayerNorm's
 // forward), which the plan takes on 16-bit rows of (256, 512] B.
 TEST(RowPlan, AtApplyEntriesForLayerNormFwd) {
