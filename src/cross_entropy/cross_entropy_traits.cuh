@@ -225,6 +225,33 @@ __device__ __forceinline__ void ce_fix_vector(const CeGradRow& r, int64_t col0,
   }
 }
 
+/// What the forward with dx and the backward share: one input stream (x), the row state
+/// CeGradRow and dx per element (header formula); without the softcap the one-hot and an
+/// ignored row's zeros per vector (kFixVector: apply_bulk per element, then fix_vector).
+template <bool kCap, bool kWS>
+struct CeDxTraits : RowOpBase {
+  static constexpr int kIn = 1;  // x (or, for the forward, lse_partial)
+  using Row = CeGradRow;
+  static constexpr bool kFixVector = !kCap;  // the softcap's instances spilled with it
+
+  __device__ __forceinline__ static void apply(const RowParams& p, const Row& r,
+                                               const RowElem<kIn, kCols>& e, float (&out)[1]) {
+    out[0] = ce_grad<kCap, kWS>(p, r, e.in[0], e.col);
+  }
+  __device__ __forceinline__ static void apply_bulk(const RowParams& p, const Row& r,
+                                                    const RowElem<kIn, kCols>& e,
+                                                    float (&out)[1]) {
+    out[0] = ce_grad<kCap, kWS, false, false>(p, r, e.in[0], e.col);
+  }
+  template <int kVec>
+  __device__ __forceinline__ static void fix_vector(const RowParams&, const Row& r,
+                                                    const float (&)[1][kVec],
+                                                    const float (&)[1][kVec], int64_t col0,
+                                                    float (&out)[1][kVec]) {
+    ce_fix_vector(r, col0, out);
+  }
+};
+
 /// Forward: loss, lse and z parts per row (row_out), and with kGrad dx for dloss = 1 (times
 /// the mean's scales when kDeviceScale). Input stream: the logits (M, V), or with lse_partial
 /// the (M, K) partial lse's (their lse is the row's: log Σ_k e^(lse_k)).
@@ -241,8 +268,9 @@ __device__ __forceinline__ void ce_fix_vector(const CeGradRow& r, int64_t col0,
 /// kSplit the dx instance gates only its stores (RowGate::kOutputs): one kernel, dx-capable
 /// occupancy either way (quack-bench's QUACK_BENCH_CE_FWD=single).
 template <bool kGrad, bool kCap, bool kWS, bool kSplit = false>
-struct CrossEntropyFwd : RowOpBase {
-  static constexpr int kIn = 1;              // x (or lse_partial)
+struct CrossEntropyFwd : CeDxTraits<kCap, kWS> {
+  using Base = CeDxTraits<kCap, kWS>;
+  using Base::kIn;
   static constexpr int kOut = kGrad ? 1 : 0; // dx
   static constexpr bool kFullSm = !kGrad;    // dx's coefficients spill at 32 registers
   // The long-row candidates under trial (row_config.h: early-refill rings for the loss alone,
@@ -258,7 +286,7 @@ struct CrossEntropyFwd : RowOpBase {
     int t = kCeIgnored;
   };
   using Row = CeGradRow;
-  static constexpr bool kFixVector = kGrad && !kCap;  // one-hot, ignored row per vector
+  static constexpr bool kFixVector = kGrad && Base::kFixVector;
 
   __device__ __forceinline__ static bool gate_open(const RowParams& p) {
     if (!(p.iscalar[ce::kFlags] & ce::kDxGated)) return true;
@@ -318,22 +346,6 @@ struct CrossEntropyFwd : RowOpBase {
     }
   }
 
-  __device__ __forceinline__ static void apply(const RowParams& p, const Row& r,
-                                               const RowElem<kIn, kCols>& e, float (&out)[1]) {
-    out[0] = ce_grad<kCap, kWS>(p, r, e.in[0], e.col);
-  }
-  __device__ __forceinline__ static void apply_bulk(const RowParams& p, const Row& r,
-                                                    const RowElem<kIn, kCols>& e,
-                                                    float (&out)[1]) {
-    out[0] = ce_grad<kCap, kWS, false, false>(p, r, e.in[0], e.col);
-  }
-  template <int kVec>
-  __device__ __forceinline__ static void fix_vector(const RowParams&, const Row& r,
-                                                    const float (&)[1][kVec],
-                                                    const float (&)[1][kVec], int64_t col0,
-                                                    float (&out)[1][kVec]) {
-    ce_fix_vector(r, col0, out);
-  }
 };
 
 /// Backward from lse: dx = the forward's gradient with σ_ce = σ_z = dloss_i, from x, lse and
@@ -342,8 +354,8 @@ struct CrossEntropyFwd : RowOpBase {
 /// σ_ce = g·s_ce, σ_z = g·s_z (g = dloss, one value; s_*: the forward's scales from its dx
 /// state), and the whole kernel skipped (RowGate::kKernel) where the forward wrote dx.
 template <bool kCap, bool kWS>
-struct CrossEntropyBwd : RowOpBase {
-  static constexpr int kIn = 1;   // x
+struct CrossEntropyBwd : CeDxTraits<kCap, kWS> {
+  using CeDxTraits<kCap, kWS>::kIn;
   static constexpr int kOut = 1;  // dx
   static constexpr bool kFullSm = false;  // spills at 32 registers
   using Red = RedSum;             // W (weighted smoothing), else 0
@@ -354,7 +366,6 @@ struct CrossEntropyBwd : RowOpBase {
     float lse = 0.f, dloss = 0.f;
   };
   using Row = CeGradRow;
-  static constexpr bool kFixVector = !kCap;  // one-hot, ignored row per vector
 
   /// Scalar k of the forward's dx state (kTrainBwd).
   __device__ __forceinline__ static float state(const RowParams& p, int k) {
@@ -390,22 +401,6 @@ struct CrossEntropyBwd : RowOpBase {
     return ce_grad_row<kWS>(p, in.t, in.lse, ce_target_weight(p, in.t), tot.v[0], s_ce, s_z);
   }
 
-  __device__ __forceinline__ static void apply(const RowParams& p, const Row& r,
-                                               const RowElem<kIn, kCols>& e, float (&out)[1]) {
-    out[0] = ce_grad<kCap, kWS>(p, r, e.in[0], e.col);
-  }
-  __device__ __forceinline__ static void apply_bulk(const RowParams& p, const Row& r,
-                                                    const RowElem<kIn, kCols>& e,
-                                                    float (&out)[1]) {
-    out[0] = ce_grad<kCap, kWS, false, false>(p, r, e.in[0], e.col);
-  }
-  template <int kVec>
-  __device__ __forceinline__ static void fix_vector(const RowParams&, const Row& r,
-                                                    const float (&)[1][kVec],
-                                                    const float (&)[1][kVec], int64_t col0,
-                                                    float (&out)[1][kVec]) {
-    ce_fix_vector(r, col0, out);
-  }
 };
 
 // The instances of the list (row_ops.cmake): one name per (direction, gradient, softcap,
