@@ -42,7 +42,7 @@
 #include "row/op_traits.cuh"
 #include "row/row_config.h"
 #include "row/row_params.h"
-#include "row/policy_register.cuh"  // apply_store_by_stream
+#include "row/policy_register.cuh"  // register_store_vector
 #include "row/policy_ring.cuh"  // row_stage_issue, row_stage_stream
 #include "row/row_reduce.cuh"
 #include "row/row_views.cuh"
@@ -96,8 +96,8 @@ __device__ __forceinline__ void cluster_reducer_start(const Reducer& reducer, in
 /// The row's per-element outputs from the registers: vector j of this thread (j·kTpr < n) at
 /// column col_t + j·kTpr·kVec, through Op::apply (the finish's row state rr); ops whose
 /// per-column vectors load at apply (kColsAtApply: LayerNorm's forward) store one output
-/// stream at a time, loading the vectors' words right before use (apply_store_by_stream, the
-/// register policy's path).
+/// stream at a time, loading the vectors' words right before use (register_store_vector, the
+/// register policy's step).
 template <class Op, class D, int kTpr, int kVecs>
 __device__ __forceinline__ void cluster_register_store(const RowParams& p,
                                                        const typename Op::Row& rr,
@@ -117,13 +117,7 @@ __device__ __forceinline__ void cluster_register_store(const RowParams& p,
   for (int j = 0; j < kVecs; ++j) {
     if (j * kTpr < n) {
       const int64_t off = int64_t{j} * kTpr * kVec;
-      if constexpr (Op::kColsAtApply) {
-        apply_store_by_stream<Op, D, kVec>(p, rr, xv, j, col_t + off, dst, off);
-      } else {
-        float x[Op::kIn][kVec], v[1][kVec];
-        xv.unpack_all(j, x);
-        apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
-      }
+      register_store_vector<Op, D, kVec>(p, rr, xv, j, col_t + off, dst, off, [](auto&) {});
     }
   }
 }

@@ -150,6 +150,28 @@ __device__ __forceinline__ void apply_store_by_stream(const RowParams& p,
   });
 }
 
+/// Vector j of a row held in registers, its outputs stored at element `off` of dst (first
+/// column col): for ops whose per-column vectors load at apply one output stream at a time
+/// (apply_store_by_stream), else from the unpacked values and the per-column values that
+/// cols(v) fills (row_cols_for_apply; nothing for ops without vectors) through apply_store.
+/// The register and cluster register policies' store step.
+template <class Op, class D, int kVec, int kVecs, class ColsF>
+__device__ __forceinline__ void register_store_vector(const RowParams& p,
+                                                      const typename Op::Row& rr,
+                                                      RowInRegs<Op, D, kVecs>& xv, int j,
+                                                      int64_t col,
+                                                      void* const (&dst)[row_dim(Op::kOut)],
+                                                      int64_t off, ColsF&& cols) {
+  if constexpr (Op::kColsAtApply) {
+    apply_store_by_stream<Op, D, kVec>(p, rr, xv, j, col, dst, off);
+  } else {
+    float x[Op::kIn][kVec], v[row_dim(Op::kCols)][kVec];
+    xv.unpack_all(j, x);
+    cols(v);
+    apply_store<Op, D, kVec>(p, rr, x, v, col, dst, off);
+  }
+}
+
 /// CTAs per SM ptxas is held to for ops whose vectors load at apply (kColsAtApply: LayerNorm's
 /// forward, apply_store_by_stream), by the registers of the row's packed words: ≤ 8 (2 words:
 /// r16t16v2, r16t16v1, r8t32v1 at one stream) 2048 threads per SM (32 registers), ≤ 16
@@ -241,14 +263,9 @@ __device__ __forceinline__ void row_register_block(const RowParams& p, int64_t b
     for (int j = 0; j < kVecs; ++j) {
       if (j * kTpr < n) {
         const int64_t off = int64_t{j} * kTpr * kVec;
-        if constexpr (Op::kColsAtApply) {
-          apply_store_by_stream<Op, D, kVec>(p, rr, xv, j, col_t + off, dst, off);
-        } else {
-          float x[kIn][kVec], v[kC][kVec];
-          xv.unpack_all(j, x);
+        register_store_vector<Op, D, kVec>(p, rr, xv, j, col_t + off, dst, off, [&](auto& v) {
           row_cols_for_apply<Op, D, kEarly, kVec>(p, cv, j, col_t + off, v);
-          apply_store<Op, D, kVec>(p, rr, x, v, col_t + off, dst, off);
-        }
+        });
       }
     }
   }
