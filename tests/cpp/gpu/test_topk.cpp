@@ -409,6 +409,17 @@ void rotate_outputs(TopkCase& c, uint64_t& seed) {
   c.lse = c.softmax == TopkSoftmax::kRow;
   c.seed = ++seed;
 }
+// A case of shape s with fp32 x of `data` on the bitonic kernel forced (fit: plan_topk's
+// forced_fit), largest or smallest, its outputs rotated by seed.
+TopkCase bitonic_f32_case(const Mnk& s, Data data, bool fit, bool largest, uint64_t& seed) {
+  TopkCase c = case_of(s, DType::kFloat32);
+  c.data = data;
+  c.bitonic = true;
+  c.fit = fit;
+  c.largest = largest;
+  rotate_outputs(c, seed);
+  return c;
+}
 // Whether the radix kernel takes case c (dense rows as run_case uploads them: 16-byte rows for
 // M > 1), or c launches nothing (M = 0, k = 0); the other cases are left out of its runs.
 bool radix_runs(const TopkCase& c) {
@@ -633,13 +644,8 @@ TEST_F(TopkBitonic, Fp32NearTiesAtTheBoundary) {
     for (int e : {0, 16, 32, 64, 128})
       for (bool fit : {false, true})
         for (bool largest : {true, false}) {
-          TopkCase c = case_of(s, DType::kFloat32);
-          c.data = Data::kNearTies;
-          c.bitonic = true;
+          TopkCase c = bitonic_f32_case(s, Data::kNearTies, fit, largest, seed);
           c.forced_elems = e;
-          c.fit = fit;
-          c.largest = largest;
-          rotate_outputs(c, seed);
           const TopkRun r = run_case(c);
           EXPECT_EQ(r.plan.path, TopkPath::kBitonic) << case_name(c);
           ++ran;
@@ -669,13 +675,8 @@ TEST_F(TopkBitonic, Fp32CandidateFilter) {
     for (Data d : datas)
       for (bool largest : {true, false})
         for (int filter : {1, 0}) {
-          TopkCase c = case_of(s, DType::kFloat32);
-          c.data = d;
-          c.bitonic = true;
-          c.fit = true;
+          TopkCase c = bitonic_f32_case(s, d, true, largest, seed);
           c.forced_filter = filter;
-          c.largest = largest;
-          rotate_outputs(c, seed);
           const TopkRun r = run_case(c);
           EXPECT_EQ(r.plan.path, TopkPath::kBitonic) << case_name(c);
           EXPECT_EQ(r.plan.filter, filter != 0) << case_name(c);
