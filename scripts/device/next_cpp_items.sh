@@ -1,6 +1,6 @@
-# The session after run AC, call 1 (C++ only, no device build): the binaries prebuilt here at
-# the stamp 7c2d3d96… (scripts/device/stamp.sh; rebuild with scripts/device/prebuild.sh after any C++
-# change), carry [".prebuilt"] alone:
+# The session after run AC, call 1 (C++ only, no device build): the binaries prebuilt here for
+# the tree whose stamp .prebuilt/stamp holds (scripts/device/stamp.sh; after any C++ change
+# scripts/device/prebuild.sh again), carry [".prebuilt"] alone:
 #   PREBUILT=1 AB_INSTANCES=OFF BUDGET=585 TEST_TMO=240
 #   TESTS='*Ce* *SoftmaxConfigs* *LayerNormConfigs* *Lce*' PYFILES=''
 #   ITEMS=scripts/device/next_cpp_items.sh bash scripts/device/call_focus.sh
