@@ -17,3 +17,6 @@ run sm_configs 150 build/d/bench/quack-bench softmax --dtype bf16 --dir fwd --sh
 run ln_configs 150 build/d/bench/quack-bench layernorm --dtype bf16 --wdtype x --dir fwd --shapes 16384x65536,16384x131072,8192x262144 --config all --ms 30
 # Cross-entropy's fwd+dx kernel after the fix-up (issue 18): instructions and stalls (AC0: 746 M).
 run ncu_ce_dx 150 env KBASE=demangled bash scripts/ncu_kernel.sh ce_dx_fix 'regex:CrossEntropyFwd<1' build/d/bench/quack-bench cross-entropy --dtype bf16 --dir fwdbwd --shapes 16384x65536 --ms 1
+# Top-k fp32 at k = 32 (issue 19): the bitonic kernel forced against the queue kernel's plan at
+# N <= 1024 (Z3: 0.275 against 0.286 ms at (1024, 32)) before widening the fp32 bitonic rule.
+run topk_f32_k32 60 build/d/bench/quack-bench topk --dtype fp32 --shapes 65536x1024x32,65536x512x32,65536x256x32 --config all --ms 30
