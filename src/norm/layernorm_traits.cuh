@@ -36,8 +36,8 @@ struct LayerNormFwdT : RowOpBase {
   // apply is called there once per output stream (residual_out first): a pure function.
   static constexpr bool kColsAtApply = true;
   // Without a residual: the cluster register entries and the rest under trial compiled
-  // (weight and bias at apply there too), reached only when forced until measured
-  // (quack-bench layernorm --config all).
+  // (weight and bias at apply there too); the plan takes cl-t256v8-s1 on 16-bit rows beyond
+  // 128 KB with 16-bit weight and bias (row_plan.cpp, preferred_entry).
   static constexpr bool kTrialConfigs = kInputs == 1;
   using Red = RedMeanM2;
   struct Row {

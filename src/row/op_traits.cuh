@@ -97,13 +97,13 @@
 //   kOptOut [0]         the last kOptOut output streams may be absent: not stored.
 //   kTrialConfigs [false] the plan's configurations under trial (RowConfig::trial,
 //                       row_config.h) are compiled for the op, so `--config all` and the GPU
-//                       tests reach them; unforced, the plan takes them only with
-//                       kTrialPlanned.
-//   kTrialPlanned [false] the plan's rules measured for cross-entropy's forwards apply
-//                       (row_plan.cpp's preferred entries: cl-t256v8 / cl-t256v8-s1 on 16-bit
-//                       rows beyond 64 KB, no warp-per-row entry); without it an op with
-//                       kTrialConfigs (softmax's, log_softmax's and LayerNorm's forwards:
-//                       candidates under measurement) plans as if it had none.
+//                       tests reach them; unforced, the plan takes them on 16-bit rows beyond
+//                       64 KB (row_plan.cpp's preferred entries: cl-t256v8 for softmax's and
+//                       log_softmax's forwards; cl-t256v8-s1 beyond 128 KB for LayerNorm's,
+//                       kColsAtApply, with 16-bit weight and bias), or by kTrialPlanned's rules.
+//   kTrialPlanned [false] the plan's rules measured for cross-entropy's forwards apply instead
+//                       (cl-t256v8 / cl-t256v8-s1 on 16-bit rows beyond 64 KB by output and
+//                       gate, no warp-per-row entry).
 //   kGate [kNone]       a switch read on the device, Op::gate_open(p) (from memory the kernel
 //                       does not write, so every CTA sees the same value): RowGate::kOutputs:
 //                       the per-element outputs are stored (and apply called) only while it is

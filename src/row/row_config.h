@@ -153,8 +153,8 @@ struct RowConfig {
 //    r32t8v4's 2.19 and r8t32v1's 2.13: the plan's entry there (row_plan.cpp).
 // Entries under trial (`trial`: compiled only for ops with Op::kTrialConfigs: cross-entropy's
 // forwards, planned by row_plan.cpp's rules (Op::kTrialPlanned), and softmax's,
-// log_softmax's and LayerNorm's (no residual) forwards, reached only when forced until
-// measured), for long rows of read-mostly ops: the ring reads bf16 x at ~2 TB/s whether or not
+// log_softmax's and LayerNorm's (no residual) forwards, planned on 16-bit rows beyond 64 KB
+// by row_plan.cpp's preferred entries), for long rows of read-mostly ops: the ring reads bf16 x at ~2 TB/s whether or not
 // the op also writes (H200: CE forward 2.05 TB/s at 16384 x 131072 where softmax's forward on
 // the same configuration moves 3.89 TB/s, read + write), so a read-only op gets half the copy
 // rate; one 1024-thread CTA per SM runs each row in lockstep (wait, fold, cluster all-reduce,

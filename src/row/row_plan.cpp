@@ -184,12 +184,24 @@ static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >=
 //    return at once). Run AC, training pair grad 1 with both kernels on -s1 / on cl-t256v8:
 //    1.228 / 1.296 ms at 16384 x 65536, 2.523 / 2.655 at 131072; open (the scaled step's
 //    forward) it reads 0.580 ms against cl-t256v8's 0.558 at 65536.
+//  - the other ops compiling the entries under trial (kTrialConfigs without kTrialPlanned) on
+//    16-bit rows beyond 64 KB: softmax's and log_softmax's forwards cl-t256v8, run AD (bf16,
+//    kernel-only) 4.19 / 4.19 / 4.13 TB/s at 16384 x 65536 / 131072, 8192 x 262144 against the
+//    ring's 3.97 / 3.90 / 3.58 (QuACK 0.2.0: 4.12-4.19, run O); LayerNorm's forward on rows
+//    beyond 128 KB cl-t256v8-s1 (16-bit weight and bias; fp32 ones fall back to the ring, the
+//    persistent entry not being compiled for them), 3.43 / 3.19 TB/s at 16384 x 131072 /
+//    8192 x 262144 against the ring's 3.35 / 2.99 (at 65536 the ring's 3.94 beats
+//    cl-t512v8's 3.66).
 int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes) {
   if (in_elt != 2) return -1;
   const bool gated_bwd = op.gate_kernel && !op.trial_planned;
   if (op.trial_planned && row_bytes > kRowRegisterMaxRowBytes &&
       (op.n_out > 0 || row_bytes <= 4 * kRowRegisterMaxRowBytes))
     return op.n_out > 0 || op.gate_kernel ? kClusterStageEntry : kClusterEntry;
+  if (op.trial_configs && !op.trial_planned && row_bytes > kRowRegisterMaxRowBytes) {
+    if (!op.cols_at_apply) return kClusterEntry;
+    if (row_bytes > 2 * kRowRegisterMaxRowBytes) return kClusterStageEntry;
+  }
   if (op.n_in == 1 && op.n_acc == 0 && !gated_bwd && row_bytes > 4096 && row_bytes <= 8192)
     return kShortRowEntry;
   if (gated_bwd && row_bytes > kRowRegisterMaxRowBytes / 2 && row_bytes <= kRowRegisterMaxRowBytes)

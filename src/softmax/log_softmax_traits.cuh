@@ -17,8 +17,8 @@ namespace quack::detail {
 struct LogSoftmaxFwd : RowOpBase {
   static constexpr int kIn = 1;   // x
   static constexpr int kOut = 1;  // y
-  // The cluster register entries (QuACK's softmax geometry) and the rest under trial compiled,
-  // reached only when forced until measured (quack-bench softmax --config all).
+  // The cluster register entries (QuACK's softmax geometry) and the rest under trial compiled;
+  // the plan takes cl-t256v8 on 16-bit rows beyond 64 KB (row_plan.cpp, preferred_entry).
   static constexpr bool kTrialConfigs = true;
   using Red = OnlineMaxSum;
   struct Row {

@@ -115,7 +115,10 @@ bool topk_bitonic_fits(const TopkProblem& pr) {
 bool topk_bitonic_planned(const TopkProblem& pr) {
   if (!topk_bitonic_ok(pr)) return false;
   if (pr.x == DType::kFloat32)
-    return pr.N <= kTopkBitonicPlanMaxNF32 && pr.k <= kTopkBitonicPlanMaxKF32;
+    return (pr.N <= kTopkBitonicPlanMaxNF32 && pr.k <= kTopkBitonicPlanMaxKF32) ||
+           (pr.k <= kTopkBitonicPlanMaxKF32Short &&
+            (pr.N <= kTopkBitonicPlanMaxNF32Short ||
+             (pr.N <= 2 * kTopkBitonicPlanMaxNF32Short && topk_bitonic_fits(pr))));
   return pr.k <= kTopkBitonicPlanMaxK || pr.N <= kTopkBitonicPlanMaxN;
 }
 

@@ -138,9 +138,11 @@ inline constexpr int kTopkBitonicFitElems = 128;
 
 // fp32 x in the bitonic kernel (truncated entries + the exactness fix-up of
 // topk_bitonic_kernel.cuh): the plan takes it for rows in the kernel's range (16-byte rows,
-// topk_bitonic_ok) of N ≤ kTopkBitonicPlanMaxNF32 with k ≤ kTopkBitonicPlanMaxKF32: power-of-2
-// rows (topk_bitonic_fits) run the fit instance, the others the generic one (tail loads and
-// column masks; at N = 1000 the plan's 16 × 64); every other fp32 row keeps the queue kernel.
+// topk_bitonic_ok) of N ≤ kTopkBitonicPlanMaxNF32 with k ≤ kTopkBitonicPlanMaxKF32, and with
+// k ≤ kTopkBitonicPlanMaxKF32Short (lists of 32) for N ≤ kTopkBitonicPlanMaxNF32Short at any N or
+// N = 2 · kTopkBitonicPlanMaxNF32Short if it fits: power-of-2 rows (topk_bitonic_fits) run the
+// fit instance, the others the generic one (tail loads and column masks; at N = 1000 the plan's
+// 16 × 64); every other fp32 row keeps the queue kernel.
 // Source: H200, fp32, M = 65536, kernel-only (quack-bench topk --dtype fp32 --config all), ms
 // per call, T × E:
 //   run AA:
@@ -151,12 +153,18 @@ inline constexpr int kTopkBitonicFitElems = 128;
 //   run Z (81a91a0, the kernel at ~21 SASS instructions per element):
 //   (N 1024, k 8)   fit 16 × 64      0.089                     queue 0.180 (E 128 × 8: 0.107)
 //   (N 2048, k 16)  fit 32 × 64      0.247                     queue 0.334 (prefix bound)
-//   (N 1024, k 32)  fit 32 × 32      0.275                     queue 0.286 (4 %: not taken)
+//   (N 1024, k 32)  fit 32 × 32      0.275                     queue 0.286
+//   run AD (f977a01), k 32:
+//   (N 1024)        fit 32 × 32      0.2743 (generic 0.3144)   queue 0.2851
+//   (N 512)         fit 16 × 32      0.1392 (generic 0.1672)   queue 0.2065
+//   (N 256)         fit 8 × 32       0.0794 (generic 0.0965)   queue 0.1858
 // Generic rows were measured at (1000, 8) only (and, forced, at power-of-2 N: (1024, 16) above,
 // (1024, 8) 16 × 64 0.130 in run Z): short rows (N < 512) and k in (8, 16] at generic N follow
 // the rule unmeasured.
 inline constexpr int kTopkBitonicPlanMaxNF32 = 2048;
 inline constexpr int kTopkBitonicPlanMaxKF32 = 16;
+inline constexpr int64_t kTopkBitonicPlanMaxNF32Short = 512;
+inline constexpr int kTopkBitonicPlanMaxKF32Short = 32;
 
 // The radix-select kernel (topk_radix_kernel.cuh): the row stays on chip, so N is bounded by
 // the candidate list in shared memory (N entries of 4 bytes for 16-bit x, 8 for fp32: 32 KB at
@@ -236,7 +244,9 @@ bool topk_bitonic_fits(const TopkProblem& pr);
 /// Whether the plan picks the bitonic kernel unforced: topk_bitonic_ok(pr) and k ≤
 /// kTopkBitonicPlanMaxK or N ≤ kTopkBitonicPlanMaxN for 16-bit x (the measured classes above;
 /// a power-of-2 N outside them keeps the queue kernel); for fp32 x, N ≤
-/// kTopkBitonicPlanMaxNF32 and k ≤ kTopkBitonicPlanMaxKF32 (power-of-2 N or not).
+/// kTopkBitonicPlanMaxNF32 and k ≤ kTopkBitonicPlanMaxKF32 (power-of-2 N or not), or k ≤
+/// kTopkBitonicPlanMaxKF32Short and N ≤ kTopkBitonicPlanMaxNF32Short (any N) or twice that
+/// where the row fits (topk_bitonic_fits).
 bool topk_bitonic_planned(const TopkProblem& pr);
 
 /// Whether the radix kernel takes the problem: 16-byte loads, x of 2 bytes with N ≤

@@ -333,17 +333,30 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
 }
 
 // Softmax's and log_softmax's forwards compile the entries under trial (kTrialConfigs) without
-// the rules measured for cross-entropy (kTrialPlanned): unforced they plan as without them, at
-// every row length and dtype; forced, the cluster register entries take their long rows.
-TEST(RowPlan, TrialEntriesForcedOnlyWithoutPlannedRules) {
+// the rules measured for cross-entropy (kTrialPlanned): unforced they plan cl-t256v8 on 16-bit
+// rows beyond 64 KB where it takes the shape, elsewhere as without the entries; forced, the
+// cluster register entries take their long rows.
+TEST(RowPlan, SoftmaxFwdTrialEntriesPlannedOnLongRows) {
   RowOpInfo sm = fwd_info();
   sm.trial_configs = true;
+  const int cl = row_config_index("cl-t256v8");
+  ASSERT_GE(cl, 0);
+  int planned = 0;
   for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
     for (int64_t N : sweep_ns()) {
       const RowProblem pr = problem(16384, N, t);
-      EXPECT_EQ(name_of(plan_row(sm, pr)), name_of(plan_row(fwd_info(), pr)))
+      const RowPlan forced = plan_row(sm, pr, cl);
+      const bool takes = dtype_size(t) == 2 && N * 2 > 65536 && forced.policy != RowPolicy::kNone;
+      if (takes) ++planned;
+      EXPECT_EQ(name_of(plan_row(sm, pr)), takes ? name_of(forced) : name_of(plan_row(fwd_info(), pr)))
           << dtype_name(t) << " N=" << N;
     }
+  EXPECT_GT(planned, 10) << "the rule takes the long 16-bit rows of the sweep";
+  EXPECT_EQ(name_of(plan_row(sm, problem(16384, 65536, DType::kBFloat16))), "cl-t256v8-x4");
+  EXPECT_EQ(name_of(plan_row(sm, problem(8192, 262144, DType::kBFloat16))), "cl-t256v8-x16");
+  EXPECT_EQ(name_of(plan_row(sm, problem(16384, 32768, DType::kBFloat16))),
+            name_of(plan_row(fwd_info(), problem(16384, 32768, DType::kBFloat16))))
+      << "64 KB rows keep the register plan";
   EXPECT_EQ(name_of(plan_row(sm, problem(32768, 2048, DType::kBFloat16))), "r4t32v8")
       << "the warp-per-row entry stays";
   for (auto [e, N, name] : {std::tuple<const char*, int64_t, const char*>{
@@ -357,26 +370,41 @@ TEST(RowPlan, TrialEntriesForcedOnlyWithoutPlannedRules) {
 }
 
 // LayerNorm's forward without a residual compiles the entries under trial too (weight and bias
-// at apply): unforced its plans do not change; forced, the cluster register entries take its
-// long rows, the persistent ones only with 16-bit weight and bias (fp32 ones spill there).
-TEST(RowPlan, LayerNormFwdTrialEntriesForcedOnly) {
+// at apply): unforced it plans cl-t256v8-s1 on 16-bit rows beyond 128 KB with 16-bit weight and
+// bias, elsewhere (fp32 weight and bias: -s1 is not compiled for them) as without the entries;
+// forced, the cluster register entries take its long rows.
+TEST(RowPlan, LayerNormFwdTrialEntriesPlannedOnLongRows) {
   RowOpInfo ln = ln_fwd_info(1);
   ln.trial_configs = true;
+  const int cl = row_config_index("cl-t256v8"), s1 = row_config_index("cl-t256v8-s1");
+  ASSERT_GE(cl, 0);
+  ASSERT_GE(s1, 0);
+  int planned = 0;
   for (DType t : {DType::kBFloat16, DType::kFloat32})
     for (DType v : {DType::kFloat32, DType::kBFloat16})
       for (int64_t N : sweep_ns()) {
         const RowProblem pr = problem(16384, N, t, true, true, v);
-        EXPECT_EQ(name_of(plan_row(ln, pr)), name_of(plan_row(ln_fwd_info(1), pr)))
+        const RowPlan forced = plan_row(ln, pr, s1);
+        const bool takes = dtype_size(t) == 2 && N * 2 > 131072 && forced.policy != RowPolicy::kNone;
+        if (takes) ++planned;
+        EXPECT_EQ(name_of(plan_row(ln, pr)),
+                  takes ? name_of(forced) : name_of(plan_row(ln_fwd_info(1), pr)))
             << dtype_name(t) << " N=" << N;
+        if (dtype_size(v) == 4) EXPECT_FALSE(takes) << "fp32 vectors: no -s1";
       }
-  const int cl = row_config_index("cl-t256v8"), s1 = row_config_index("cl-t256v8-s1");
-  ASSERT_GE(cl, 0);
-  ASSERT_GE(s1, 0);
+  EXPECT_GT(planned, 5) << "the rule takes the long 16-bit rows of the sweep";
   const RowProblem f32v = problem(8192, 262144, DType::kBFloat16, true, true, DType::kFloat32);
   const RowProblem bf16v = problem(8192, 262144, DType::kBFloat16, true, true, DType::kBFloat16);
   EXPECT_EQ(name_of(plan_row(ln, f32v, cl)), "cl-t256v8-x16");
   EXPECT_EQ(plan_row(ln, f32v, s1).policy, RowPolicy::kNone) << "fp32 vectors: no -s1";
   EXPECT_EQ(name_of(plan_row(ln, bf16v, s1)), "cl-t256v8-s1-x16");
+  EXPECT_EQ(name_of(plan_row(ln, bf16v)), "cl-t256v8-s1-x16");
+  EXPECT_EQ(name_of(plan_row(ln, f32v)), name_of(plan_row(ln_fwd_info(1), f32v)));
+  EXPECT_EQ(name_of(plan_row(ln, problem(16384, 65536, DType::kBFloat16, true, true,
+                                         DType::kBFloat16))),
+            name_of(plan_row(ln_fwd_info(1), problem(16384, 65536, DType::kBFloat16, true, true,
+                                                     DType::kBFloat16))))
+      << "128 KB rows keep the ring";
   EXPECT_EQ(plan_row(ln_fwd_info(1), bf16v, cl).policy, RowPolicy::kNone)
       << "not compiled without kTrialConfigs";
 }

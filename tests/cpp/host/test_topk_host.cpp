@@ -407,6 +407,8 @@ TEST(TopkPlan, BitonicRule) {
   EXPECT_EQ(detail::kTopkBitonicPlanMaxN, 2048);
   EXPECT_EQ(detail::kTopkBitonicPlanMaxNF32, 2048);
   EXPECT_EQ(detail::kTopkBitonicPlanMaxKF32, 16);
+  EXPECT_EQ(detail::kTopkBitonicPlanMaxNF32Short, 512);
+  EXPECT_EQ(detail::kTopkBitonicPlanMaxKF32Short, 32);
   struct S {
     int64_t M, N, k;
     DType x;
@@ -434,11 +436,15 @@ TEST(TopkPlan, BitonicRule) {
       // fp32 x: N ≤ 2048, k ≤ 16 by its own constants (runs Z, AA), power-of-2 N or not;
       // fp32 never takes radix.
       {65536, 1024, 8, DType::kFloat32, true, TopkPath::kBitonic},
-      {65536, 1024, 32, DType::kFloat32, true, TopkPath::kQueue},    // fp32: k ≤ 16 (run Z)
+      {65536, 1024, 32, DType::kFloat32, true, TopkPath::kBitonic},  // k ≤ 32: fit (run AD)
+      {65536, 1000, 32, DType::kFloat32, true, TopkPath::kQueue},    // not fit past 512
+      {65536, 512, 32, DType::kFloat32, true, TopkPath::kBitonic},   // k ≤ 32 to 512 (AD)
+      {65536, 500, 32, DType::kFloat32, true, TopkPath::kBitonic},   // generic to 512
+      {65536, 256, 17, DType::kFloat32, true, TopkPath::kBitonic},
       {65536, 2048, 16, DType::kFloat32, true, TopkPath::kBitonic},  // fp32: N ≤ 2048 (run Z)
       {65536, 1000, 8, DType::kFloat32, true, TopkPath::kBitonic},   // generic rows (run AA)
       {65536, 1000, 16, DType::kFloat32, true, TopkPath::kBitonic},
-      {65536, 1000, 17, DType::kFloat32, true, TopkPath::kQueue},    // fp32: k ≤ 16
+      {65536, 1000, 17, DType::kFloat32, true, TopkPath::kQueue},    // fp32: k ≤ 16 past 512
       {65536, 2044, 8, DType::kFloat32, true, TopkPath::kBitonic},
       {65536, 2052, 8, DType::kFloat32, true, TopkPath::kQueue},     // fp32: N ≤ 2048
       {3, 7, 1, DType::kFloat32, true, TopkPath::kBitonic},
@@ -525,7 +531,10 @@ TEST(TopkPlan, BitonicRule) {
       {2048, 8, kBit, 0, false, "bitonic-k8-e64-t32"},  // forced without fit: the generic one
       {4096, 8, kAuto, 0, false, "queue-q32-p64-vec-w1r4"},
       {4096, 32, kAuto, 0, false, "queue-q32-p64-vec-w1r4-pre32"},
-      {1024, 32, kAuto, 0, false, "queue-q32-p64-vec-w1r4-pre32"},
+      {1024, 32, kAuto, 0, false, "bitonic-k32-e32-t32-fit"},  // run AD
+      {1000, 32, kAuto, 0, false, "queue-q32-p64-vec-w1r4-pre32"},
+      {512, 32, kAuto, 0, false, "bitonic-k32-e32-t16-fit"},
+      {256, 32, kAuto, 0, false, "bitonic-k32-e32-t8-fit"},
       {1024, 32, kBit, 64, false, "bitonic-k32-e32-t32"},
       {512, 8, kAuto, 0, false, "bitonic-k8-e64-t8-fit"},
       {512, 16, kAuto, 0, false, "bitonic-k16-e64-t8-fit"},
@@ -595,12 +604,15 @@ TEST(TopkPlan, BitonicForced) {
             EXPECT_EQ(detail::topk_bitonic_ok(pr), ok);
             const detail::TopkPlan p = detail::plan_topk(pr, 0, TopkPath::kBitonic, e);
             // Unforced: the rule (16-bit x, 16-byte rows, k ≤ 16 or N ≤ 2048; fp32: N ≤ 2048,
-            // k ≤ 16; a power of 2 alone does not plan it), else the queue kernel; forcing the
-            // queue kernel or its warps per row never gives bitonic.
+            // k ≤ 16, or k ≤ 32 at N ≤ 512, or N = 1024 fit; a power of 2 alone does not plan
+            // 16-bit x), else the queue kernel; forcing the queue kernel or its warps per row
+            // never gives bitonic.
             const bool pow2 = n >= 16 && (n & (n - 1)) == 0;
             EXPECT_EQ(detail::topk_bitonic_fits(pr), ok && pow2);
-            const bool planned = ok && (dtype_size(t) == 2 ? k <= 16 || n <= 2048
-                                                           : n <= 2048 && k <= 16);
+            const bool planned =
+                ok && (dtype_size(t) == 2
+                           ? k <= 16 || n <= 2048
+                           : (n <= 2048 && k <= 16) || (k <= 32 && (n <= 512 || (n == 1024 && pow2))));
             EXPECT_EQ(detail::topk_bitonic_planned(pr), planned);
             EXPECT_EQ(detail::plan_topk(pr).path,
                       planned                            ? TopkPath::kBitonic
