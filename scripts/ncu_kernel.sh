@@ -5,14 +5,15 @@
 #   build/gpu/bench/quack-bench rmsnorm --dir bwd --dtype bf16 --shapes 16384x4096 --ms 1)
 # Profiles the 3rd matching launch (after warm-up), writes $OUT/ncu_NAME.txt and prints it.
 # KBASE=demangled matches KERNEL_REGEX against the demangled name with its template arguments
-# (e.g. regex:CrossEntropyFwd<true for the fwd+dx instance where two instances share a kernel:
-# the demangled name spells bool arguments true / false).
+# (e.g. 'regex:CrossEntropyFwd<(true|\(bool\)1)' for the fwd+dx instance where two instances
+# share a kernel: demanglers spell a bool argument true or (bool)1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 NAME="$1"; KREGEX="$2"; shift 2
 REP=/tmp/ncu_$NAME; TXT="${OUT:-results}/ncu_$NAME.txt"; mkdir -p "$(dirname "$TXT")"
 timeout 240 ncu --clock-control none --kernel-name-base "${KBASE:-function}" -k "$KREGEX" -s 2 -c 1 --set full -f -o "$REP" "$@" > "$REP.log" 2>&1 \
-  || { echo "ncu exit $?:"; grep -E '==(ERROR|WARNING|PROF)==' "$REP.log" | tail -8; }
+  || echo "ncu exit $?"
+[ -f "$REP.ncu-rep" ] || { echo "no report; ncu said:"; grep -E '==(ERROR|WARNING)==' "$REP.log" | tail -8; }
 ncu -i "$REP.ncu-rep" --page raw --csv > "$REP.raw.csv" 2>/dev/null
 python3 - "$REP.raw.csv" "$NAME" <<'PY' | tee "$TXT"
 import csv, sys

@@ -784,9 +784,13 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
         ++n;
         const TopkRun r = run_case(c);
         const bool pow2 = (s.N & (s.N - 1)) == 0 && s.N >= 16;
-        // fp32: N ≤ 2048 with k ≤ 16 (runs Z, AA), power-of-2 N (fit) or not (generic).
-        const bool planned = dtype_size(t) == 2 ? s.N <= 4096 && (s.k <= 16 || s.N <= 2048)
-                                                : s.N <= 2048 && s.k <= 16;
+        // fp32: N ≤ 2048 with k ≤ 16 (runs Z, AA), or k ≤ 32 at N ≤ 512 or N = 1024 fit (run
+        // AD), power-of-2 N (fit) or not (generic).
+        const bool planned =
+            dtype_size(t) == 2
+                ? s.N <= 4096 && (s.k <= 16 || s.N <= 2048)
+                : (s.N <= 2048 && s.k <= 16) ||
+                      (s.k <= 32 && (s.N <= 512 || (s.N == 1024 && pow2)));
         const bool radix = dtype_size(t) == 2 && !planned && s.N >= 4096;
         EXPECT_EQ(r.plan.path, planned ? TopkPath::kBitonic
                                : radix ? TopkPath::kRadix
