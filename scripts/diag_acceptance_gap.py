@@ -1,0 +1,143 @@
+"""Where a row op's acceptance-method time goes beyond its kernel (diagnosis, not a bar).
+
+    python3 scripts/diag_acceptance_gap.py --op softmax --shapes 16384x65536,8192x262144
+
+For ours and QuACK 0.2.0 (where it runs the op) at each bf16 shape, four timings of the same
+public call, ms per call:
+  accept   triton.testing.do_bench (L2 cleared before each call): the acceptance method;
+  graph    the call captured in a CUDA graph, 20 per replay, L2 cleared once (no host time);
+  b2b      20 calls back to back between two events, L2 not cleared (host time overlapped);
+  kernel   torch.profiler over 10 (L2 clear, call) pairs: the GPU time of the call's kernels,
+           and `gap`, the median idle time between the clear's end and the call's first kernel
+           (host time that the clear did not cover), with the kernels the call launched.
+accept ≈ kernel + gap; kernel against b2b says whether the cleared L2 (dirty lines of the clear
+written back during the call) costs the kernel itself.
+"""
+
+import argparse
+import statistics
+
+import torch
+
+
+def calls(op, impl, x, w, b):
+    if impl == "ours":
+        import quack_cpp
+        if op == "softmax":
+            return lambda: quack_cpp.softmax(x)
+        if op == "log_softmax":
+            return lambda: quack_cpp.log_softmax(x)
+        return lambda: quack_cpp.layernorm(x, w, b)
+    try:
+        import quack
+    except ImportError:
+        return None
+    if op == "softmax":
+        return lambda: quack.softmax(x)
+    if op == "layernorm":
+        from quack.layernorm import layernorm
+        w32 = w.float()
+        return lambda: layernorm(x, w32, eps=1e-6)
+    return None
+
+
+def graph_ms(fn, cache):
+    fn()
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            for _ in range(20):
+                fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(5):
+        cache.zero_()
+        a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        e.record()
+        torch.cuda.synchronize()
+        out.append(a.elapsed_time(e) / 20)
+    return statistics.median(out)
+
+
+def b2b_ms(fn):
+    for _ in range(3):
+        fn()
+    out = []
+    for _ in range(5):
+        a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(20):
+            fn()
+        e.record()
+        torch.cuda.synchronize()
+        out.append(a.elapsed_time(e) / 20)
+    return statistics.median(out)
+
+
+def profiled(fn, cache):
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            cache.zero_()
+            fn()
+        torch.cuda.synchronize()
+    ev = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+                 and e.time_range.elapsed_us() > 0), key=lambda e: e.time_range.start)
+    iters, cur = [], None
+    for e in ev:
+        if "zero" in e.name.lower() or "fill" in e.name.lower():
+            cur = {"clear_end": e.time_range.end, "kernels": []}
+            iters.append(cur)
+        elif cur is not None:
+            cur["kernels"].append(e)
+    k_us, gaps, names = [], [], set()
+    for it in iters:
+        if not it["kernels"]:
+            continue
+        ks = it["kernels"]
+        gaps.append(ks[0].time_range.start - it["clear_end"])
+        k_us.append(ks[-1].time_range.end - ks[0].time_range.start)
+        names.update(k.name[:60] for k in ks)
+    if not k_us:
+        return None, None, []
+    return statistics.median(k_us) / 1e3, statistics.median(gaps) / 1e3, sorted(names)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--op", default="softmax", choices=("softmax", "log_softmax", "layernorm"))
+    p.add_argument("--shapes", default="16384x65536,16384x131072,8192x262144")
+    args = p.parse_args()
+    from triton.testing import do_bench
+    cache = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    for shape in args.shapes.split(","):
+        M, N = (int(v) for v in shape.split("x"))
+        torch.manual_seed(0)
+        x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+        gb = 2 * M * N * 2 / 1e9
+        for impl in ("ours", "quack"):
+            fn = calls(args.op, impl, x, w, b)
+            if fn is None:
+                continue
+            with torch.no_grad():
+                acc = do_bench(fn, warmup=25, rep=100, return_mode="median")
+                gr = graph_ms(fn, cache)
+                bb = b2b_ms(fn)
+                k, gap, names = profiled(fn, cache)
+            tb = lambda ms: f"{ms:.4f} ms {gb / ms:.2f} TB/s" if ms else "-"
+            print(f"{args.op} {M}x{N} {impl:5s} accept {tb(acc)} | graph {tb(gr)} | b2b {tb(bb)}"
+                  f" | kernel {tb(k)} gap {gap if gap is None else round(gap * 1e3, 1)} us"
+                  f" | {names}", flush=True)
+        del x
+
+
+if __name__ == "__main__":
+    main()
