@@ -349,7 +349,9 @@ struct CrossEntropyFwd : CeDxTraits<kCap, kWS> {
 };
 
 /// Backward from lse: dx = the forward's gradient with σ_ce = σ_z = dloss_i, from x, lse and
-/// dloss. No reduction is needed but Σ_j w_j (weights and ε > 0: W, summed per row).
+/// dloss. No reduction is needed but Σ_j w_j (weights and ε > 0: W, summed per row); without
+/// it the op has none (kNoReduce): its vector instances run long rows as independent tiles
+/// (RowPolicy::kMap).
 /// The training backward's recompute (flag kTrainBwd, cross_entropy_train_bwd): the same with
 /// σ_ce = g·s_ce, σ_z = g·s_z (g = dloss, one value; s_*: the forward's scales from its dx
 /// state), and the whole kernel skipped (RowGate::kKernel) where the forward wrote dx.
@@ -359,6 +361,9 @@ struct CrossEntropyBwd : CeDxTraits<kCap, kWS> {
   static constexpr int kOut = 1;  // dx
   static constexpr bool kFullSm = false;  // spills at 32 registers
   using Red = RedSum;             // W (weighted smoothing), else 0
+  // Without weighted smoothing nothing is reduced (reduce returns 0, RedSum's identity): the
+  // register policy skips the fold and the all-reduce, and the map entries take the op.
+  static constexpr bool kNoReduce = !kWS;
   // kTrainBwd: the kernel runs only where the forward did not write dx (the state's kDxOn 0).
   static constexpr RowGate kGate = RowGate::kKernel;
   struct RowIn {

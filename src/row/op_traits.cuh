@@ -127,6 +127,14 @@
 //                       not take, so the per-element compare leaves the common path. Together
 //                       they give apply's bits; the general policy and apply_store_by_stream
 //                       (kColsAtApply) call apply. Ops without column accumulations.
+//   kNoReduce [false]   the op needs no reduction (cross-entropy's backward without weighted
+//                       smoothing): reduce must return Red::identity(). The map entries
+//                       (RowPolicy::kMap, row_config.h) are compiled for the op: its rows split
+//                       into independent column chunks, one CTA per (row, chunk), which calls
+//                       neither reduce nor an all-reduce and hands finish Red::identity(),
+//                       once per chunk (per-row inputs only; `writer` true in the row's first
+//                       chunk alone); the other policies still run them. The map entries
+//                       take ops without per-column vectors or column accumulations.
 #pragma once
 
 #include <cstdint>
@@ -169,6 +177,7 @@ struct RowOpBase {
   static constexpr bool kTrialPlanned = false;
   static constexpr RowGate kGate = RowGate::kNone;
   static constexpr bool kFixVector = false;
+  static constexpr bool kNoReduce = false;
   struct RowIn {};
   __device__ __forceinline__ static bool gate_open(const RowParams&) { return true; }
   __device__ __forceinline__ static RowIn load_row(const RowParams&, int64_t) { return {}; }

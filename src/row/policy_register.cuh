@@ -1,6 +1,7 @@
 // Row policies with the row in registers and compile-time geometry (RowPolicy::kRegister,
-// kLooped): the design of RMSNorm's simple forward (docs/performance.md), the op's math from its
-// traits.
+// kLooped, and kMap: the register policy's row code over independent column tiles for ops
+// without a reduction, row_map_kernel): the design of RMSNorm's simple forward
+// (docs/performance.md), the op's math from its traits.
 //
 // Thread -> data: row r of the CTA is threads kTpr·r .. kTpr·r + kTpr-1; thread t of a row owns
 // the 16-byte vectors j·kTpr + t (j < kVecs) of each chunk of kTpr·kVecs vectors of every input
@@ -211,10 +212,14 @@ __host__ __device__ constexpr int row_register_min_ctas() {
 }
 
 /// One row block (kRows rows) of row_register_kernel: block blk's rows blk·kRows ..
-/// blk·kRows + kRows-1 (those < M). slots: the reducer's shared memory.
-template <class Op, class D, int kTpr, int kRows, int kVecs>
+/// blk·kRows + kRows-1 (those < M). slots: the reducer's shared memory. kMap: a tile of
+/// row_map_kernel (kRows = 1, ops without a reduction): row blk's vectors from v0 on (at most
+/// kTpr·kVecs of them), no fold and no all-reduce (finish gets Red::identity()), the writer
+/// of per-row outputs thread 0 of the row's tile at v0 = 0.
+template <class Op, class D, int kTpr, int kRows, int kVecs, bool kMap = false>
 __device__ __forceinline__ void row_register_block(const RowParams& p, int64_t blk,
-                                                   float* slots) {
+                                                   float* slots, int v0 = 0) {
+  static_assert(!kMap || (Op::kNoReduce && kRows == 1), "a map tile: one row, no reduction");
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols);
   constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector
   using TVec = typename D::Vec;
@@ -230,9 +235,9 @@ __device__ __forceinline__ void row_register_block(const RowParams& p, int64_t b
   const bool row_ok = row < p.g.rows;
   // Vectors of this row still ahead of this thread's first one: vector j·kTpr of the thread's
   // pointers exists when j·kTpr < n.
-  const int n = row_ok ? static_cast<int>(p.g.cols / kVec) - t : 0;
+  const int n = row_ok ? static_cast<int>(p.g.cols / kVec) - v0 - t : 0;
   const int64_t r = row_ok ? row : 0;
-  const int64_t col_t = int64_t{t} * kVec;  // the thread's first column
+  const int64_t col_t = int64_t{v0 + t} * kVec;  // the thread's first column
 
   RowInRegs<Op, D, kVecs> xv;
   xv.template load_row<kTpr>(p, r, col_t, n);
@@ -246,7 +251,9 @@ __device__ __forceinline__ void row_register_block(const RowParams& p, int64_t b
   }
   const typename Op::RowIn rin = row_ok ? Op::load_row(p, row) : typename Op::RowIn{};
   typename Op::Red::Val part;
-  if constexpr (Op::kReduceCols) {
+  if constexpr (kMap) {
+    part = Op::Red::identity();
+  } else if constexpr (Op::kReduceCols) {
     using Cols = PackedCols<TVec, kC, kVecs, kVec>;
     const RegisterView<Op, D, kVecs, kTpr, Cols> view{xv, n, col_t, Cols{cv}};
     part = Op::reduce(p, rin, view);
@@ -254,8 +261,9 @@ __device__ __forceinline__ void row_register_block(const RowParams& p, int64_t b
     const RegisterView<Op, D, kVecs, kTpr> view{xv, n, col_t, NoCols{}};
     part = Op::reduce(p, rin, view);
   }
-  const auto total = Reducer::allreduce(part, slots);
-  const typename Op::Row rr = Op::finish(p, rin, total, row, row_ok && t == 0);
+  typename Op::Red::Val total = part;
+  if constexpr (!kMap) total = Reducer::allreduce(part, slots);
+  const typename Op::Row rr = Op::finish(p, rin, total, row, row_ok && t == 0 && v0 == 0);
   if constexpr (kOut > 0) {
     void* dst[row_dim(kOut)];
     out_ptrs<Op, D>(p, r, col_t, dst);
@@ -293,6 +301,32 @@ __global__ void __launch_bounds__(kTpr * kRows,
     }
   } else {
     row_register_block<Op, D, kTpr, kRows, kVecs>(p, blockIdx.x, slots);
+  }
+}
+
+/// The map policy (RowPolicy::kMap; ops without a reduction, Op::kNoReduce): tile k is row
+/// k / chunks, its vectors from v0 = (k % chunks)·kTpr·kVecs on (chunks = ⌈row vectors /
+/// (kTpr·kVecs)⌉), run as a one-row register block at v0 (row_register_block): the 16-byte
+/// loads of every input stream, the per-row inputs, finish, the stores; no reduction, no
+/// barrier, no cluster: a row's tiles are independent CTAs. Grid: one CTA per tile (M·chunks
+/// < 2^31, host-checked: 32-bit tile indices), or for ops with kGate == RowGate::kKernel at
+/// most the resident CTAs, each looping over the tiles blockIdx.x + k·gridDim.x
+/// (row_gated_grid). 1024 threads per SM (row_map_ctas_per_sm: 64 registers).
+template <class Op, class D, int kTpr, int kVecs>
+__global__ void __launch_bounds__(kTpr, row_map_ctas_per_sm(kTpr))
+    row_map_kernel(const __grid_constant__ RowParams p) {
+  if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
+  static_assert(Op::kNoReduce && Op::kCols == 0 && Op::kAcc == 0,
+                "ops without a reduction, per-column vectors or accumulations (row_config.h)");
+  constexpr unsigned kChunk = kTpr * kVecs;  // vectors per tile
+  constexpr int kVec = row_vec_elems<D, Op::kIn>();
+  const unsigned chunks = (static_cast<unsigned>(p.g.cols / kVec) + kChunk - 1) / kChunk;
+  const unsigned tiles = static_cast<unsigned>(p.g.rows) * chunks;
+#pragma unroll 1
+  for (unsigned k = blockIdx.x; k < tiles; k += gridDim.x) {
+    const unsigned row = k / chunks;
+    row_register_block<Op, D, kTpr, 1, kVecs, true>(p, row, nullptr,
+                                                    static_cast<int>((k - row * chunks) * kChunk));
   }
 }
 

@@ -26,6 +26,10 @@
 //              one stage (ops with per-element outputs): persistent clusters, each CTA's next
 //              row fetched into a shared-memory stage by the bulk-copy engine while the
 //              current one is reduced, exchanged and written from the registers.
+//   kMap       ops without a reduction (Op::kNoReduce: cross-entropy's backward): the register
+//              policy's row code over column chunks of kTpr·kVecs vectors (a tile), one CTA per
+//              (row, chunk), no reduction, no cluster, no barrier, rows of any length; for ops
+//              with a kernel gate at most the resident CTAs, looping over the tiles.
 //   kGeneral   anything else (any strides and dtypes, odd N): element at a time, runtime
 //              geometry, clusters; the row is read from global memory once per sweep.
 //
@@ -47,7 +51,9 @@
 
 namespace quack::detail {
 
-enum class RowPolicy : int { kNone, kRegister, kLooped, kStaged, kRing, kGeneral, kClusterRegister };
+enum class RowPolicy : int {
+  kNone, kRegister, kLooped, kStaged, kRing, kGeneral, kClusterRegister, kMap
+};
 
 inline constexpr int kRowMaxCluster = 16;              // CTAs per row (non-portable above 8)
 inline constexpr int64_t kRowMaxSmem = 227 * 1024;     // dynamic shared memory per CTA
@@ -95,8 +101,8 @@ struct RowConfig {
   QUACK_ROW_HD constexpr int threads() const {
     return policy == RowPolicy::kStaged ? tpr : tpr * rows;
   }
-  /// Bytes of one input stream a thread group holds: a pass (register, looped: one row) or a
-  /// CTA's slice of a row (ring).
+  /// Bytes of one input stream a thread group holds: a pass (register, looped: one row), a
+  /// CTA's slice of a row (ring) or a tile (map).
   QUACK_ROW_HD constexpr int64_t chunk_bytes() const { return int64_t{tpr} * vecs * 16; }
   /// Longest row (bytes of one input stream) a single pass or a cluster of kRowMaxCluster CTAs
   /// (ring, cluster register) holds.
@@ -134,7 +140,8 @@ struct RowConfig {
 //    one stage), 256-thread CTAs so the column sums of 16 vectors per thread stay in registers
 //    (255-register cap); unmeasured.
 // Entries after staged-v16-s1 are planned only as preferred entries (row_plan.cpp,
-// preferred_entry: cl-t256v8-s1, cl-t256v8, t128v4, ring-t1024v4-s3, r4t32v8, r16t16v2), else forced by plan_row(op, problem, config) (GPU
+// preferred_entry: cl-t256v8-s1, cl-t256v8, t128v4, ring-t1024v4-s3, r4t32v8, r16t16v2,
+// map-t256v8), else forced by plan_row(op, problem, config) (GPU
 // tests, `quack-bench ... --config all`):
 //  - r64t4v4, r32t8v4 (rows of ≤ 256 / 512 B), r4t32v8 (≤ 4 KB, one warp per row), t128v4
 //    (≤ 8 KB): 4-8 vectors per thread, so more bytes in flight per thread and fewer threads per
@@ -186,6 +193,16 @@ struct RowConfig {
 //    launches the resident clusters only. Run AB (kernel-only, grad-1 pair, TB/s, -s1 / -s2 /
 //    cl-t256v8): 3.32 / 3.32 / 3.30 at 16384 x 65536, 3.26 / 3.26 / 3.22 at 131072, 3.17 /
 //    3.15 / 2.99 at 8192 x 262144: the fwd+dx plans -s1 (row_plan.cpp).
+// Map entries (kMap: compiled only for ops without a reduction, Op::kNoReduce: cross-entropy's
+// backward), for the rows the ring would take otherwise: it runs each row in lockstep across
+// the cluster (wait, fold, all-reduce, barrier, refill) although such an op reduces nothing
+// (H200, CE backward bf16, kernel-only: ring-t1024v4-s3 at 0.77-0.88 x a device copy of the
+// same bytes at 16384 x 65536 - 8192 x 262144). Here every CTA is one tile of 32 KB (or 16 KB),
+// read with 16-byte loads into registers, finished from the row's per-row inputs and stored,
+// independently of the row's other tiles; 1024 threads per SM (64 registers):
+//  - map-t256v8: 256 threads x 8 vectors (QuACK's cross-entropy CTA), 4 CTAs per SM;
+//  - map-t128v8: 128 threads x 8 vectors, 8 CTAs per SM (a finer tail, the same bytes in
+//    flight per SM).
 inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRegister, 16, 16, 1, 0, 1, 2, "r16t16v1"},   // 0: ≤ 256 B
     {RowPolicy::kRegister, 32, 8, 1, 0, 1, 2, "r8t32v1"},     // 1: ≤ 512 B
@@ -222,6 +239,9 @@ inline constexpr RowConfig kRowConfigs[] = {
     // 29-30: the persistent cluster register policy with shared-memory stages, under trial
     {RowPolicy::kClusterRegister, 256, 1, 8, 1, 1, 2, "cl-t256v8-s1", false, true},  // ≤ 16x32 KB
     {RowPolicy::kClusterRegister, 256, 1, 8, 2, 1, 2, "cl-t256v8-s2", false, true},  // ≤ 16x32 KB
+    // 31-32: ops without a reduction (Op::kNoReduce), rows of any length in tiles
+    {RowPolicy::kMap, 256, 1, 8, 0, 1, 2, "map-t256v8"},  // tiles of 256 x 8 vectors
+    {RowPolicy::kMap, 128, 1, 8, 0, 1, 2, "map-t128v8"},  // tiles of 128 x 8 vectors
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -325,6 +345,10 @@ QUACK_ROW_HD constexpr int64_t row_cluster_register_smem_bytes(int tpr, int red_
   return row_ring_reduce_bytes(tpr, red_floats);
 }
 
+/// CTAs per SM a map configuration is built for (its __launch_bounds__): 1024 threads per SM,
+/// so at most 64 registers per thread.
+QUACK_ROW_HD constexpr int row_map_ctas_per_sm(int tpr) { return tpr >= 1024 ? 1 : 1024 / tpr; }
+
 /// Registers a thread of configuration c holds per-column vector slices in: n_cols vectors of
 /// vec_elt-byte elements for each of its vecs 16-byte vectors of in_elt-byte input.
 QUACK_ROW_HD constexpr int row_col_regs(const RowConfig& c, int n_cols, int in_elt, int vec_elt) {
@@ -364,6 +388,9 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///    within 64 registers with the slack (1024 / tpr CTAs per SM); the persistent entries
 ///    (stages ≥ 1): their shared memory within 227 KB and, for 768 / tpr CTAs (the fwd+dx's
 ///    __launch_bounds__: Op::kFullSm false), within an SM's 228 KB;
+///  - map: ops without a reduction (no_reduce: Op::kNoReduce), per-column vectors or column
+///    accumulations; the packed values within 64 registers with the slack
+///    (row_map_ctas_per_sm);
 ///  - early_refill rings: ops without per-element outputs (n_out == 0);
 ///  - trial entries: ops whose traits ask for them (trial_ok: Op::kTrialConfigs);
 ///  - at_apply entries: ops whose vectors load at apply (at_apply_ok: Op::kColsAtApply).
@@ -371,9 +398,14 @@ QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int 
                                               int n_cols, int in_elt, int n_acc = 0,
                                               int vec_elt = 4, int in_words = -1,
                                               bool late_cols = false, int n_out = 1,
-                                              bool trial_ok = false, bool at_apply_ok = false) {
+                                              bool trial_ok = false, bool at_apply_ok = false,
+                                              bool no_reduce = false) {
   const int words = in_words < 0 ? n_in : in_words;
   if (n_in < c.min_in || in_elt < c.min_elt) return false;
+  if (c.policy == RowPolicy::kMap)
+    return no_reduce && n_acc == 0 && n_cols == 0 &&
+           c.vecs * 4 * words + kRowRegisterBudgetSlack <=
+               65536 / (c.tpr * row_map_ctas_per_sm(c.tpr));
   if (c.trial && !trial_ok) return false;
   if (c.at_apply && !at_apply_ok) return false;
   if (c.early_refill && n_out != 0) return false;

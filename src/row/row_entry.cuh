@@ -23,6 +23,7 @@ RowOpInfo row_op_info(const char* name) {
   i.trial_configs = Op::kTrialConfigs;
   i.trial_planned = Op::kTrialPlanned;
   i.gate_kernel = Op::kGate == RowGate::kKernel;
+  i.no_reduce = Op::kNoReduce;
   i.name = name;
   return i;
 }

@@ -23,7 +23,8 @@ template <class Op, class D>
 constexpr bool row_usable(const RowConfig& c) {
   return row_config_usable(c, Op::kIn, Op::Red::kFloats, Op::kCols, row_in_elt<D, Op::kIn>(),
                            Op::kAcc, int{sizeof(typename D::Vec)}, row_in_words<D, Op::kIn>(),
-                           Op::kLateCols, Op::kOut, Op::kTrialConfigs, Op::kColsAtApply);
+                           Op::kLateCols, Op::kOut, Op::kTrialConfigs, Op::kColsAtApply,
+                           Op::kNoReduce);
 }
 
 /// A persistent kernel's clusters: plan.grid / cluster_n when the plan has them (ops with column
@@ -41,9 +42,10 @@ inline int64_t row_persistent_clusters(const RowPlan& plan, const void* kernel, 
                            max_resident(kernel, threads, smem, plan.cluster_n, device, where));
 }
 
-/// The grid of a register or looped kernel: plan.grid (one CTA per row block), or for ops with
-/// kGate == RowGate::kKernel at most the CTAs resident at once, which loop over the row blocks
-/// (policy_register.cuh): where the gate is closed the launch is one wave of CTAs that return.
+/// The grid of a register, looped or map kernel: plan.grid (one CTA per row block or tile), or
+/// for ops with kGate == RowGate::kKernel at most the CTAs resident at once, which loop over the
+/// row blocks or tiles (policy_register.cuh): where the gate is closed the launch is one wave
+/// of CTAs that return.
 template <class Op, class Kernel>
 int64_t row_gated_grid(const RowPlan& plan, Kernel kernel, int threads, int device,
                        const char* where) {
@@ -73,6 +75,11 @@ void launch_row_config(const RowPlan& plan, const RowParams& p, int device, cuda
   } else if constexpr (c.policy == RowPolicy::kLooped) {
     if (resident) throw InvalidArgument(std::string(where) + ": internal error: not persistent");
     constexpr auto kernel = row_looped_kernel<Op, D, c.tpr, c.vecs>;
+    launch(kernel, row_gated_grid<Op>(plan, kernel, c.tpr, device, where), c.tpr, 0, 1, stream,
+           where, p);
+  } else if constexpr (c.policy == RowPolicy::kMap) {
+    if (resident) throw InvalidArgument(std::string(where) + ": internal error: not persistent");
+    constexpr auto kernel = row_map_kernel<Op, D, c.tpr, c.vecs>;
     launch(kernel, row_gated_grid<Op>(plan, kernel, c.tpr, device, where), c.tpr, 0, 1, stream,
            where, p);
   } else if constexpr (c.policy == RowPolicy::kRing) {

@@ -39,6 +39,9 @@ bool row_config_takes(int config, int64_t M, int64_t row_bytes) {
       return row_bytes <= c.capacity_bytes() &&
              (c.stages > 0 ||
               M <= kMaxGrid / std::max<int64_t>(1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes()));
+    case RowPolicy::kMap:  // M x chunks tiles, 32-bit tile indices (policy_register.cuh)
+      return M <= kMaxGrid / std::max<int64_t>(
+                          1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes());
     default:
       return false;
   }
@@ -142,9 +145,10 @@ constexpr int kShortRowEntry = row_config_index("t128v4");
 constexpr int kRingEntry = row_config_index("ring-t1024v4-s3");
 constexpr int kWarpRowEntry = row_config_index("r4t32v8");
 constexpr int kQuarterWarpEntry = row_config_index("r16t16v2");
+constexpr int kMapEntry = row_config_index("map-t256v8");
 static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >= 0 &&
                   kRingEntry >= 0 && kWarpRowEntry >= 0 &&
-                  kQuarterWarpEntry >= 0,
+                  kQuarterWarpEntry >= 0 && kMapEntry >= 0,
               "the preferred entries are in kRowConfigs");
 
 // The entry an unforced plan tries first (-1: none; it falls back to kRowConfigs' order where
@@ -192,7 +196,17 @@ static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >=
 //    persistent entry not being compiled for them), 3.43 / 3.19 TB/s at 16384 x 131072 /
 //    8192 x 262144 against the ring's 3.35 / 2.99 (at 65536 the ring's 3.94 beats
 //    cl-t512v8's 3.66).
+//  - ops without a reduction (kNoReduce: cross-entropy's backward without weighted smoothing)
+//    on 16-bit rows beyond 64 KB: map-t256v8, one CTA per 32 KB tile, where the ring ran each
+//    row in lockstep over its cluster for a reduction of nothing (kernel-only, bf16:
+//    1.139 / 2.479 / 2.609 ms at 16384 x 65536 / 131072 and 8192 x 262144, 0.88 / 0.81 / 0.77
+//    x a device copy of the same bytes); and on rows of any dtype that no ring holds (beyond
+//    16 x 64 KB), where the looped entry reads the row twice and the map once.
 int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes) {
+  if (op.no_reduce && op.n_acc == 0 &&
+      (row_bytes > kRowMaxCluster * kRowRegisterMaxRowBytes ||
+       (in_elt == 2 && row_bytes > kRowRegisterMaxRowBytes)))
+    return kMapEntry;
   if (in_elt != 2) return -1;
   const bool gated_bwd = op.gate_kernel && !op.trial_planned;
   if (op.trial_planned && row_bytes > kRowRegisterMaxRowBytes &&
@@ -242,7 +256,7 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
       const RowConfig& c = kRowConfigs[i];
       if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt, op.n_acc, vec_elt,
                              in_words, op.late_cols, op.n_out, op.trial_configs,
-                             op.cols_at_apply))
+                             op.cols_at_apply, op.no_reduce))
         continue;
       // Ops without per-element outputs (cross-entropy's loss alone) skip the ring: it walks
       // one row at a time per SM, so a read-only op reads at half the copy rate (H200, bf16,
@@ -290,6 +304,11 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
                         : 0;
         plan.grid = c.stages > 0 ? 0 : pr.M * plan.cluster_n;
         plan.g.row_blocks = pr.M;
+      } else if (c.policy == RowPolicy::kMap) {
+        // One CTA per tile (row, chunk of tpr·vecs vectors); ops with a kernel gate: at most
+        // the resident CTAs, at launch (row_gated_grid). No cluster.
+        plan.grid = pr.M * ((row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes());
+        plan.g.row_blocks = plan.grid;
       } else {
         plan.grid = (pr.M + c.rows - 1) / c.rows;
         plan.g.row_blocks = plan.grid;

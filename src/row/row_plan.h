@@ -27,6 +27,7 @@ struct RowOpInfo {
   bool trial_planned = false;  // Traits::kTrialPlanned: cross-entropy's forwards' plan rules
   bool gate_kernel = false;    // Traits::kGate == RowGate::kKernel (cross-entropy's backward
                                // and the predicted forward's two kernels)
+  bool no_reduce = false;      // Traits::kNoReduce: the map entries (RowPolicy::kMap)
   const char* name = "";
 };
 

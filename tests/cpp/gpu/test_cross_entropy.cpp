@@ -134,7 +134,9 @@ INSTANTIATE_TEST_SUITE_P(
 // a vector (two CTAs), three slices less a vector, 16 slices; more rows than resident clusters;
 // the cluster register policy: a vector (one CTA), then the ring's rows; its persistent entry
 // (one stage) also 1500 rows of two slices and a vector (clusters of 3, several rows per
-// cluster: the stage's mbarrier phases and the reducer's stages reused).
+// cluster: the stage's mbarrier phases and the reducer's stages reused); the map (the
+// backward): a vector, a tile, a tile and a vector (a second tile of one vector), three tiles
+// less a vector, 16 tiles, and 20 rows of 40 tiles and a vector.
 std::vector<Shape> config_rows(int config, int elt) {
   const int64_t vec = 16 / elt;
   if (config == kRowConfigCount) return {{3, 1}, {37, 300}, {5, 4097}, {2, 70001}};
@@ -153,6 +155,9 @@ std::vector<Shape> config_rows(int config, int elt) {
         return {{7, vec},           {600, chunk},      {300, chunk + vec},
                 {5, 3 * chunk - vec}, {3, 16 * chunk}, {1500, 2 * chunk + vec}};
       return {{7, vec}, {600, chunk}, {300, chunk + vec}, {5, 3 * chunk - vec}, {3, 16 * chunk}};
+    case RowPolicy::kMap:
+      return {{7, vec},           {600, chunk},     {300, chunk + vec},
+              {5, 3 * chunk - vec}, {3, 16 * chunk}, {20, 40 * chunk + vec}};
     default:
       return {};
   }
@@ -168,12 +173,13 @@ TEST_P(CeConfigs, MatchesReference) {
   for (DType dt : {DType::kBFloat16, DType::kFloat32}) {
     // Is the entry compiled for this op (one input stream, 4-float or 1-float reduction; the
     // forward's loss alone has no per-element output; the forwards take the entries under
-    // trial)?
+    // trial; the backward without weighted smoothing has no reduction: the map entries)?
     const int red_floats = dir == Dir::kBwd ? 1 : 4;
     const int n_out = dir == Dir::kFwd ? 0 : 1;
     if (config < kRowConfigCount &&
         !detail::row_config_usable(kRowConfigs[config], 1, red_floats, 0, dtype_size(dt), 0, 4,
-                                   -1, false, n_out, dir != Dir::kBwd))
+                                   -1, false, n_out, dir != Dir::kBwd, false,
+                                   dir == Dir::kBwd))
       continue;
     for (const Shape& s : config_rows(config, dtype_size(dt))) {
       CeCase c = make_case(s.first, s.second, dt, dir, ++seed);
@@ -257,7 +263,8 @@ TEST_F(CeCases, C10OutOfRangeTargets) {
   c.targets = {254, 1, 255, 3};
   c.red = Reduction::kNone;
   run_ce_case(c);
-  // Vector policies and the ring, int32 targets far out of range, then every option.
+  // Vector policies and the ring (the backward: the map), int32 targets far out of range, then
+  // every option.
   for (int64_t V : {int64_t{4096}, int64_t{262144}}) {
     CeCase v = make_case(5, V, DType::kBFloat16, Dir::kGrad, 12);
     v.target = DType::kInt32;
@@ -266,6 +273,10 @@ TEST_F(CeCases, C10OutOfRangeTargets) {
     v.zs = 1e-3;
     v.z_out = true;
     EXPECT_NE(run_ce_case(v).policy, RowPolicy::kGeneral);  // register / ring policy
+    CeCase b = v;  // the backward: register policy / map (262144 bf16: 16 tiles per row)
+    b.grad = false;
+    b.bwd = true;
+    EXPECT_NE(run_ce_case(b).policy, RowPolicy::kGeneral);
     v.eps = 0.1;
     v.weight = true;
     run_ce_case(v);  // weighted smoothing: general policy

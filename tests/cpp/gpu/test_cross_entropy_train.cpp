@@ -33,8 +33,8 @@
 //                         register policy), so that every CTA of the gated backward loops over
 //                         row blocks: open (recompute, grad_output 0.5 and 1) and closed (after
 //                         an open step) as in Sequences; and the backward's kernel forced to
-//                         every register and looped entry of the table with as many row blocks
-//                         (the gate open: cross_entropy_bwd).
+//                         every register, looped and map entry of the table with as many row
+//                         blocks or tiles (the gate open: cross_entropy_bwd).
 // Each step poisons dx (and dx_out, dx_state) with NaN first; where the forward did not write
 // dx its bytes must still be the poison.
 #include <cuda_runtime.h>
@@ -716,9 +716,11 @@ int64_t sm_count() {
   return n;
 }
 
-// The gated backward's register and looped kernels run at most the resident CTAs, each looping
-// over row blocks (policy_register.cuh). Row blocks: 4 x (2048 threads per SM / the CTA's
-// threads) x SMs, an upper bound on the resident CTAs, plus a partial block.
+// The gated backward's register, looped and map kernels run at most the resident CTAs, each
+// looping over row blocks or tiles (policy_register.cuh). Row blocks: 4 x (2048 threads per SM
+// / the CTA's threads) x SMs, an upper bound on the resident CTAs, plus a partial block; map
+// tiles: 3 per row (the last half a tile and a vector) over (2048 / the CTA's threads) x SMs + 1
+// rows.
 TEST_F(CeTrain, ManyRowBlocks) {
   const int64_t sms = sm_count();
   ASSERT_GT(sms, 0);
@@ -727,12 +729,16 @@ TEST_F(CeTrain, ManyRowBlocks) {
   c.V = 32768;
   run_sequence(c, kSteps);  // open at steps 2, 3 (g 0.5, 1); closed at 0, 1, 4 (4 after open)
 
-  int ran = 0;
+  int ran = 0, ran_map = 0;
   for (int cfg = 0; cfg < kRowConfigCount; ++cfg) {
     const detail::RowConfig& k = kRowConfigs[cfg];
-    if (k.policy != RowPolicy::kRegister && k.policy != RowPolicy::kLooped) continue;
-    // Compiled for the backward (one bf16 stream, a 1-float reduction, one output)?
-    if (!detail::row_config_usable(k, 1, 1, 0, 2, 0, 4, -1, false, 1, false)) continue;
+    if (k.policy != RowPolicy::kRegister && k.policy != RowPolicy::kLooped &&
+        k.policy != RowPolicy::kMap)
+      continue;
+    // Compiled for the backward (one bf16 stream, a 1-float reduction that it needs only with
+    // weighted smoothing, one output)?
+    if (!detail::row_config_usable(k, 1, 1, 0, 2, 0, 4, -1, false, 1, false, false, true))
+      continue;
     const int64_t chunk = k.chunk_bytes() / 2;
     const int64_t per_sm = std::min<int64_t>(32, 2048 / k.threads());
     CeCase cc;
@@ -746,14 +752,19 @@ TEST_F(CeTrain, ManyRowBlocks) {
     if (k.policy == RowPolicy::kRegister) {
       cc.M = 3 * sms * per_sm * k.rows + k.rows / 2 + 1;
       cc.V = chunk;
+    } else if (k.policy == RowPolicy::kMap) {  // 3 tiles per row
+      cc.M = sms * per_sm + 1;
+      cc.V = 2 * chunk + chunk / 2 + 8;
     } else {  // 2.5 passes of the loop
       cc.M = 3 * sms * per_sm + 1;
       cc.V = 2 * chunk + chunk / 2 + 8;
     }
     run_ce_case(cc);
     ++ran;
+    if (k.policy == RowPolicy::kMap) ++ran_map;
   }
   EXPECT_GT(ran, 4) << "register and looped configurations compiled for the backward";
+  EXPECT_EQ(ran_map, 2) << "map configurations compiled for the backward";
 }
 
 }  // namespace

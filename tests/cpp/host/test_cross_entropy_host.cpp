@@ -404,7 +404,8 @@ TEST(CrossEntropyPlan, TrainingShapes) {
   EXPECT_EQ(plan_name(16384, 131072, f32, true), "ring-t1024v4-s3-x8");
   EXPECT_EQ(plan_name(16384, 128256, bf, true), "cl-t256v8-s1-x8");
   EXPECT_EQ(plan_name(16384, 4100, bf, true), "general-t256-x2");
-  // The backward (a kernel gate): the ring for 16-bit rows of (32, 64] KB (row_plan.cpp).
+  // The backward (a kernel gate): the ring for 16-bit rows of (32, 64] KB, the map beyond
+  // (row_plan.cpp).
   auto bwd_plan = [](int64_t Mr, int64_t Vr, DType t) {
     CrossEntropyBwdArgs b;
     b.x = TensorRef::matrix(fake(1), t, Mr, Vr);
@@ -416,6 +417,11 @@ TEST(CrossEntropyPlan, TrainingShapes) {
     return std::string(detail::row_plan_name(
         detail::plan_row_call(detail::cross_entropy_bwd_call(b)), buf, sizeof(buf)));
   };
+  // Beyond 64 KB (16-bit): the map entry (no reduction without weighted smoothing).
+  EXPECT_EQ(bwd_plan(16384, 65536, bf), "map-t256v8");
+  EXPECT_EQ(bwd_plan(16384, 131072, bf), "map-t256v8");
+  EXPECT_EQ(bwd_plan(8192, 262144, bf), "map-t256v8");
+  EXPECT_EQ(bwd_plan(16384, 65536, f32), "ring-t1024v4-s3-x4");
   EXPECT_EQ(bwd_plan(16384, 32768, bf), "ring-t1024v4-s3-x1");
   EXPECT_EQ(bwd_plan(16384, 24576, bf), "ring-t1024v4-s3-x1");
   EXPECT_EQ(bwd_plan(16384, 16384, bf), "t512v4");  // 32 KB: the table's order

@@ -59,6 +59,17 @@ RowOpInfo ce_fwd_info(int n_out) {  // cross-entropy's forwards: loss (n_out 0) 
   return i;
 }
 
+RowOpInfo ce_bwd_info(bool no_reduce = true) {  // cross-entropy's backward: x -> dx, gated
+  RowOpInfo i;
+  i.n_in = 1;
+  i.n_out = 1;
+  i.red_floats = 1;
+  i.gate_kernel = true;
+  i.no_reduce = no_reduce;  // false: weighted smoothing (W summed per row)
+  i.name = no_reduce ? "ce_bwd" : "ce_bwd_ws";
+  return i;
+}
+
 RowProblem problem(int64_t M, int64_t N, DType in, bool vec_ok = true, bool pair = true,
                    DType vec = DType::kFloat32) {
   RowProblem p;
@@ -118,8 +129,10 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
   EXPECT_TRUE(pr.vec_ok && pr.pair);
   EXPECT_TRUE(row_config_usable(c, op.n_in, op.red_floats, op.n_cols, elt, op.n_acc,
                                 dtype_size(pr.vec), -1, op.late_cols, op.n_out,
-                                op.trial_configs, op.cols_at_apply));
+                                op.trial_configs, op.cols_at_apply, op.no_reduce));
   if (c.at_apply) EXPECT_TRUE(op.cols_at_apply) << "at-apply entries only where asked";
+  if (c.policy == RowPolicy::kMap)
+    EXPECT_TRUE(op.no_reduce) << "map entries only for ops without a reduction";
   if (c.trial) EXPECT_TRUE(op.trial_configs) << "entries under trial only where asked";
   if (c.early_refill) EXPECT_EQ(op.n_out, 0) << "early refills only without outputs";
   EXPECT_EQ(plan.policy, c.policy);
@@ -183,6 +196,20 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
       EXPECT_EQ(op.n_cols, 0);
       break;
     }
+    case RowPolicy::kMap: {  // one CTA per (row, chunk of tpr·vecs vectors), no cluster
+      const int64_t chunks = (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes();
+      EXPECT_EQ(plan.grid, pr.M * chunks);
+      EXPECT_LE(plan.grid, 0x7fffffff) << "32-bit tile indices";
+      EXPECT_LE(row_vecs, 0x7fffffff);
+      EXPECT_EQ(plan.cluster_n, 1);
+      EXPECT_EQ(plan.smem, 0u);
+      EXPECT_LE(c.vecs * 4 * op.n_in + kRowRegisterBudgetSlack,
+                65536 / (c.tpr * row_map_ctas_per_sm(c.tpr)))
+          << "packed values fit 64 registers";
+      EXPECT_EQ(op.n_cols, 0);
+      EXPECT_EQ(op.n_acc, 0);
+      break;
+    }
     case RowPolicy::kStaged: {
       const RowGeometry& g = plan.g;
       EXPECT_LE(g.vpt, c.vecs);
@@ -218,7 +245,8 @@ std::vector<int64_t> sweep_ns() {
 }
 
 TEST(RowPlan, EveryPlanWithinLimits) {
-  for (const RowOpInfo& op : {fwd_info(), bwd_info(), ln_fwd_info(1), ln_fwd_info(2)})
+  for (const RowOpInfo& op :
+       {fwd_info(), bwd_info(), ln_fwd_info(1), ln_fwd_info(2), ce_bwd_info()})
     for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
       for (DType v : {t, DType::kFloat32})
         for (int64_t M : {int64_t{1}, int64_t{7}, int64_t{16384}})
@@ -232,7 +260,7 @@ TEST(RowPlan, EveryPlanWithinLimits) {
 
 TEST(RowPlan, EveryForcedConfigWithinLimits) {
   for (const RowOpInfo& op : {fwd_info(), bwd_info(), ln_fwd_info(1), ce_fwd_info(0),
-                              ce_fwd_info(1)})
+                              ce_fwd_info(1), ce_bwd_info()})
     for (DType t : {DType::kBFloat16, DType::kFloat32})
       for (int64_t N : sweep_ns())
         for (int c = 0; c <= kRowConfigCount; ++c) {
@@ -245,7 +273,7 @@ TEST(RowPlan, EveryForcedConfigWithinLimits) {
                          row_config_usable(kRowConfigs[c], op.n_in, op.red_floats, op.n_cols,
                                            dtype_size(t), op.n_acc, dtype_size(pr.vec), -1,
                                            op.late_cols, op.n_out, op.trial_configs,
-                                           op.cols_at_apply) &&
+                                           op.cols_at_apply, op.no_reduce) &&
                          row_config_takes(c, pr.M, N * dtype_size(t)))
                 << kRowConfigs[c].name << " N=" << N;
             continue;
@@ -427,6 +455,63 @@ TEST(RowPlan, AtApplyEntriesForLayerNormFwd) {
   EXPECT_EQ(plan_row(fwd_info(), pr, e).policy, RowPolicy::kNone)
       << "not compiled for ops that do not ask";
   EXPECT_EQ(plan_row(bwd_info(), pr, e).policy, RowPolicy::kNone);
+}
+
+// The map entries are compiled only for ops without a reduction (kNoReduce: cross-entropy's
+// backward without weighted smoothing), planned (map-t256v8) on 16-bit rows beyond 64 KB and
+// on rows of any dtype beyond the ring's 16 x 64 KB, and take rows of any length in tiles.
+TEST(RowPlan, MapEntriesForOpsWithoutReduction) {
+  const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
+  const int map = row_config_index("map-t256v8"), map128 = row_config_index("map-t128v8");
+  ASSERT_GE(map, 0);
+  ASSERT_GE(map128, 0);
+  const RowOpInfo op = ce_bwd_info();
+  for (DType t : {bf, DType::kFloat16, f32})
+    for (int64_t N : sweep_ns()) {
+      const RowProblem pr = problem(16384, N, t);
+      const RowPlan plan = plan_row(op, pr);
+      check_plan(op, pr, plan);
+      const int64_t row_bytes = N * dtype_size(t);
+      const bool planned =
+          pr.vec_ok && (row_bytes > 16 * kRowRegisterMaxRowBytes ||
+                        (dtype_size(t) == 2 && row_bytes > kRowRegisterMaxRowBytes));
+      EXPECT_EQ(plan.config == map, planned)
+          << dtype_name(t) << " N=" << N << " " << name_of(plan);
+      EXPECT_NE(plan.config, map128) << "forced only";
+      // The ops with a reduction never take them, even forced.
+      for (const RowOpInfo& other :
+           {fwd_info(), bwd_info(), ce_fwd_info(1), ce_bwd_info(false)}) {
+        EXPECT_NE(plan_row(other, pr).policy, RowPolicy::kMap);
+        EXPECT_EQ(plan_row(other, pr, map).policy, RowPolicy::kNone);
+      }
+    }
+  // The backward's training shapes: 32 KB tiles (16 KB for map-t128v8), M x chunks CTAs.
+  for (auto [M, N, chunks] : {std::tuple<int64_t, int64_t, int64_t>{16384, 65536, 4},
+                              {16384, 131072, 8},
+                              {8192, 262144, 16},
+                              {16384, 128256, 8},
+                              {4, 1048576, 64}}) {
+    const RowPlan p = plan_row(op, problem(M, N, bf));
+    EXPECT_EQ(name_of(p), "map-t256v8") << N;
+    EXPECT_EQ(p.grid, M * chunks) << N;
+    EXPECT_EQ(plan_row(op, problem(M, N, bf), map128).grid, M * 2 * chunks) << N;
+  }
+  EXPECT_EQ(name_of(plan_row(op, problem(16384, 32768, bf))), "ring-t1024v4-s3-x1");  // 64 KB
+  EXPECT_EQ(name_of(plan_row(op, problem(16384, 65536, f32))), "ring-t1024v4-s3-x4");
+  EXPECT_EQ(name_of(plan_row(op, problem(16384, 262144, f32))), "ring-t1024v4-s3-x16");
+  EXPECT_EQ(name_of(plan_row(op, problem(64, 262148, f32))), "map-t256v8");  // beyond the ring
+  EXPECT_EQ(name_of(plan_row(ce_bwd_info(false), problem(16384, 131072, bf))),
+            "ring-t1024v4-s3-x4")
+      << "with a reduction: the ring";
+  // Forced: short rows are one tile per row.
+  EXPECT_EQ(plan_row(op, problem(33, 8, bf), map).grid, 33);
+  EXPECT_EQ(plan_row(op, problem(33, 16384, bf), map).grid, 33);
+  EXPECT_EQ(plan_row(op, problem(33, 16392, bf), map).grid, 66);
+  // M x chunks beyond 2^31 - 1 CTAs: not the map (the ring takes the row).
+  const int64_t big = 0x7fffffff / 8 + 1;
+  EXPECT_EQ(plan_row(op, problem(big, 131072, bf), map).policy, RowPolicy::kNone);
+  EXPECT_EQ(name_of(plan_row(op, problem(big, 131072, bf))), "ring-t1024v4-s3-x4");
+  EXPECT_EQ(plan_row(op, problem(big - 1, 131072, bf), map).grid, (big - 1) * 8);
 }
 
 TEST(RowPlan, EmptyAndUnalignedInputs) {
