@@ -140,16 +140,13 @@ void bind_linear_cross_entropy(nb::module_& m) {
          const OptTensor& dbias, bool accumulate, int64_t ignore_index,
          const std::string& reduction, double eps, double zs, double cap, bool low_memory,
          int64_t chunk_size, int64_t vocab_chunk_size, uintptr_t workspace_ptr,
-         size_t workspace_bytes, uintptr_t stream, uintptr_t streamk_workspace,
-         size_t streamk_workspace_bytes) {
+         size_t workspace_bytes, uintptr_t stream) {
         const char* fn = "linear_cross_entropy_fwd";
         quack::LinearCrossEntropyFwdArgs a = fwd_args(
             fn, FwdIn{x, weight, bias, target, loss, lse, z_loss, dx, dweight, dbias}, accumulate,
             ignore_index, reduction, eps, zs, cap, low_memory, chunk_size, vocab_chunk_size);
         a.workspace = reinterpret_cast<void*>(workspace_ptr);
         a.workspace_bytes = workspace_bytes;
-        a.streamk_workspace = reinterpret_cast<void*>(streamk_workspace);
-        a.streamk_workspace_bytes = streamk_workspace_bytes;
         nb::gil_scoped_release release;
         quack::linear_cross_entropy_fwd(a, to_stream(stream));
       },
@@ -161,8 +158,7 @@ void bind_linear_cross_entropy(nb::module_& m) {
       nb::arg("label_smoothing") = 0.0, nb::arg("z_loss_scale") = 0.0,
       nb::arg("logit_softcap") = 0.0, nb::arg("low_memory") = false, nb::arg("chunk_size") = 0,
       nb::arg("vocab_chunk_size") = 0, nb::arg("workspace_ptr") = 0, nb::arg("workspace_bytes") = 0,
-      nb::arg("stream") = 0, nb::arg("streamk_workspace") = 0,
-      nb::arg("streamk_workspace_bytes") = 0,
+      nb::arg("stream") = 0,
       (std::string(
            "Linear + cross-entropy forward (quack::linear_cross_entropy_fwd): z = x W^T + bias,\n"
            "loss = cross_entropy(z, target) with cross_entropy_fwd's options (no class weights),\n"
@@ -171,8 +167,7 @@ void bind_linear_cross_entropy(nb::module_& m) {
            "added\n"
            "into dweight and dbias). x bfloat16 (T, D) and weight (V, D) row-major with 16-byte\n"
            "rows. low_memory: no fp32 accumulator spans the weight. chunk_size tokens per chunk,\n"
-           "vocab_chunk_size columns per slice (0: the rules). streamk_workspace /\n"
-           "streamk_workspace_bytes: as gemm's (0: none; the GEMMs' stream-K off).\n") +
+           "vocab_chunk_size columns per slice (0: the rules).\n") +
        quack_py::kTensorDoc + kRaises)
           .c_str());
 
@@ -201,16 +196,13 @@ void bind_linear_cross_entropy(nb::module_& m) {
          const OptTensor& target, const OptTensor& lse, const OptTensor& dloss, const OptTensor& dx,
          const OptTensor& dweight, const OptTensor& dbias, bool accumulate, int64_t ignore_index,
          double eps, double zs, double cap, bool low_memory, int64_t vocab_chunk_size,
-         uintptr_t workspace_ptr, size_t workspace_bytes, uintptr_t stream,
-         uintptr_t streamk_workspace, size_t streamk_workspace_bytes) {
+         uintptr_t workspace_ptr, size_t workspace_bytes, uintptr_t stream) {
         const char* fn = "linear_cross_entropy_bwd";
         quack::LinearCrossEntropyBwdArgs a =
             bwd_args(fn, x, weight, bias, target, lse, dloss, dx, dweight, dbias, accumulate,
                      ignore_index, eps, zs, cap, low_memory, vocab_chunk_size);
         a.workspace = reinterpret_cast<void*>(workspace_ptr);
         a.workspace_bytes = workspace_bytes;
-        a.streamk_workspace = reinterpret_cast<void*>(streamk_workspace);
-        a.streamk_workspace_bytes = streamk_workspace_bytes;
         nb::gil_scoped_release release;
         quack::linear_cross_entropy_bwd(a, to_stream(stream));
       },
@@ -220,12 +212,10 @@ void bind_linear_cross_entropy(nb::module_& m) {
       nb::arg("ignore_index") = -100, nb::arg("label_smoothing") = 0.0,
       nb::arg("z_loss_scale") = 0.0, nb::arg("logit_softcap") = 0.0, nb::arg("low_memory") = false,
       nb::arg("vocab_chunk_size") = 0, nb::arg("workspace_ptr") = 0, nb::arg("workspace_bytes") = 0,
-      nb::arg("stream") = 0, nb::arg("streamk_workspace") = 0,
-      nb::arg("streamk_workspace_bytes") = 0,
+      nb::arg("stream") = 0,
       (std::string("Linear + cross-entropy backward from lse (quack::linear_cross_entropy_bwd):\n"
                    "R = dloss_i * d loss_i / d z_i, dx = R W, dweight (+)= R^T x, dbias (+)=\n"
-                   "sum_i R_i, by vocabulary slices (the logits recomputed). dloss (T) or (1).\n"
-                   "streamk_workspace / streamk_workspace_bytes: as the forward's.\n") +
+                   "sum_i R_i, by vocabulary slices (the logits recomputed). dloss (T) or (1).\n") +
        quack_py::kTensorDoc + kRaises)
           .c_str());
 

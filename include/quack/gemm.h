@@ -7,8 +7,7 @@
 //
 // Tile configurations: 128x256x64 cooperative with 2x1 clusters (every dtype and layout) and,
 // for bf16 -> bf16 with a row-major a, 128x128x64 and 128x192x64 pingpong with 2x1 clusters
-// (large problems; 128x192 is QuACK 0.2.0's default), 128x128x64 pingpong for bf16 -> fp32
-// with both a and b MN-major (dW = dyᵀ·x accumulated in fp32), 128x64x64 cooperative without a cluster
+// (large problems; 128x192 is QuACK 0.2.0's default), 128x64x64 cooperative without a cluster
 // and 64x128x64 (one consumer warpgroup) with a 2x1 cluster (small M·N), 128x64x64 with a 1x2
 // cluster (A multicast; forced only). Which one runs: GemmArgs::tuned (timed once per shape
 // class, cached), else the environment variable QUACK_GEMM_TILE (the kernel name's tile part,

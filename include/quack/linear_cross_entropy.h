@@ -112,16 +112,6 @@ struct LinearCrossEntropyFwdArgs {
   int64_t vocab_chunk_size = 0;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  /// Optional stream-K workspace of the call's GEMMs: GemmArgs::streamk_workspace's contract
-  /// (quack/gemm.h: gemm_streamk_workspace_size(device) bytes on x's device, 16-byte aligned,
-  /// ZEROED ONCE before its first use, left zeroed by every completed launch, one per stream).
-  /// The call's GEMMs run one after another on `stream` and share it. With it the GEMM's rule
-  /// splits the last wave of a GEMM along K where it estimates a gain: the dx GEMM of each
-  /// token chunk (chunk × D output tiles, K = V: 3.9 waves of long tiles at chunk 4096, D 4096
-  /// on 132 SMs). Null: stream-K off (unless QUACK_GEMM_STREAMK=1 forces it). quack_cpp passes
-  /// its per-stream workspace (the one quack_cpp.gemm uses).
-  void* streamk_workspace = nullptr;
-  size_t streamk_workspace_bytes = 0;
 };
 
 /// The rule for chunk_size = 0: tokens per chunk of the forward, from the shapes, the mode and
@@ -144,8 +134,7 @@ size_t linear_cross_entropy_fwd_workspace_size(const LinearCrossEntropyFwdArgs& 
 /// InvalidArgument (naming the function, the argument, what was expected and what came) for a
 /// required tensor absent, a wrong shape, dtype, device or layout (see the table), V = 0 with
 /// T > 0, V ≥ 2^31, an option outside cross_entropy_fwd's ranges, a negative chunk size, a
-/// workspace or stream-K workspace too small or misaligned; CudaError when a launch fails.
-/// Asynchronous.
+/// workspace too small or misaligned; CudaError when a launch fails. Asynchronous.
 void linear_cross_entropy_fwd(const LinearCrossEntropyFwdArgs& args, cudaStream_t stream);
 
 /// Arguments of linear_cross_entropy_bwd: the gradients from the forward's lse for a per-row
@@ -185,9 +174,6 @@ struct LinearCrossEntropyBwdArgs {
   int64_t vocab_chunk_size = 0;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  /// Optional stream-K workspace of the GEMMs, as LinearCrossEntropyFwdArgs::streamk_workspace.
-  void* streamk_workspace = nullptr;
-  size_t streamk_workspace_bytes = 0;
 };
 
 /// Workspace bytes of linear_cross_entropy_bwd; validates as it does (except the workspace).

@@ -15,10 +15,7 @@ Layers (top to bottom):
 
 Memory: the op allocates its outputs and one workspace (a logits chunk and, with several chunks,
 half of an fp32 dweight accumulator; the other half lives in dweight itself) with torch's caching
-allocator. Its GEMMs share the stream-K workspace ``quack_cpp.gemm`` keeps per (device, stream)
-(``gemm_ops._streamk_workspace``: ~17 MB made once; none during a capture that first sees the
-stream, or with QUACK_GEMM_STREAMK=0), so the GEMM's rule splits the last wave of the token
-chunks' dx GEMMs along K as it does for a plain ``quack_cpp.gemm``. ``chunk_size=None`` lets the C++ rule pick the chunk from the shapes and the free
+allocator. ``chunk_size=None`` lets the C++ rule pick the chunk from the shapes and the free
 memory (torch's free and cached bytes; none during CUDA-graph capture).
 
 Method: QuACK 0.2.0 ``chunked_linear_cross_entropy`` (``quack/linear_cross_entropy.py``).
@@ -33,7 +30,7 @@ from . import _C, _dtensor
 from . import _registrar as _reg
 from ._registrar import (dtype_name, functional_context, graph_retained, register, route,
                          route_index, scalar_arg, stream, tensor_arg)
-from .gemm_ops import _as_operand, _streamk_workspace
+from .gemm_ops import _as_operand
 
 __all__ = ["linear_cross_entropy"]
 
@@ -108,8 +105,7 @@ class LinearCrossEntropyFwd:
                 float(logit_softcap), bool(low_memory), int(chunk_size), 0)
         nbytes = _C.linear_cross_entropy_fwd_workspace_size(*args)
         ws, ptr, nbytes = _workspace(nbytes, x)
-        sk_ptr, sk_bytes = _streamk_workspace(x)
-        _C.linear_cross_entropy_fwd(*args, ptr, nbytes, stream(x), sk_ptr, sk_bytes)
+        _C.linear_cross_entropy_fwd(*args, ptr, nbytes, stream(x))
 
     def setup_context(ctx, inputs, output):
         (x, weight, bias, target, ignore_index, reduction, eps, zs, cap, need_dx, need_dw,
@@ -211,8 +207,7 @@ class LinearCrossEntropyBwd:
                 bool(low_memory), 0)
         nbytes = _C.linear_cross_entropy_bwd_workspace_size(*args)
         ws, ptr, nbytes = _workspace(nbytes, x)
-        sk_ptr, sk_bytes = _streamk_workspace(x)
-        _C.linear_cross_entropy_bwd(*args, ptr, nbytes, stream(x), sk_ptr, sk_bytes)
+        _C.linear_cross_entropy_bwd(*args, ptr, nbytes, stream(x))
 
 
 class LinearCrossEntropyScaleGrad:

@@ -2,9 +2,7 @@
 // the plan (lce_plan.h), and the passes over token chunks and vocabulary slices on one stream:
 // our GEMM (quack/gemm.h), the cross-entropy row kernels (src/cross_entropy/, driven through
 // their internal call builders so that one prep kernel counts the targets of all chunks), and
-// the small kernels of lce_aux.cu. Every GEMM gets the caller's stream-K workspace (when given),
-// so the GEMM's rule splits a last wave along K where it pays (the token chunks' dx GEMMs). Host
-// only.
+// the small kernels of lce_aux.cu. Host only.
 #include "quack/linear_cross_entropy.h"
 
 #include <algorithm>
@@ -145,18 +143,6 @@ void check_workspace(const ArgCheck& chk, const LcePlan& p, const void* ws, size
              std::to_string(p.total) + " (" + query + ")");
   if (reinterpret_cast<uintptr_t>(ws) % 256 != 0)
     chk.fail("workspace is not 256-byte aligned, expected a 256-byte aligned device pointer");
-}
-
-// The optional stream-K workspace (GemmArgs::streamk_workspace's contract): checked here so the
-// message names this function; the alignment first (no CUDA call), then the size (the SM count).
-void check_streamk(const ArgCheck& chk, const void* ws, size_t bytes, int device) {
-  if (ws == nullptr) return;
-  if (reinterpret_cast<uintptr_t>(ws) % 16 != 0)
-    chk.fail("streamk_workspace is not 16-byte aligned, expected a 16-byte aligned device pointer");
-  const size_t need = gemm_streamk_workspace_size(device);
-  if (bytes < need)
-    chk.fail("streamk_workspace has " + std::to_string(bytes) + " bytes, expected ≥ " +
-             std::to_string(need) + " (gemm_streamk_workspace_size of device " + str(device) + ")");
 }
 
 // ---- layout helpers ----------------------------------------------------------------------------
@@ -334,14 +320,8 @@ void zero_fill(const TensorRef& t, cudaStream_t s, const char* where) {
   check_cuda(cudaMemset2DAsync(t.data, pitch, 0, width, height, s), where, "cudaMemset2DAsync");
 }
 
-// The caller's stream-K workspace (null: none), shared by the call's GEMMs (one stream).
-struct StreamKWs {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-};
-
 void run_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& d, bool add,
-              const StreamKWs& sk, cudaStream_t s) {
+              cudaStream_t s) {
   GemmArgs g;
   g.a = a;
   g.b = b;
@@ -350,8 +330,6 @@ void run_gemm(const TensorRef& a, const TensorRef& b, const TensorRef& d, bool a
     g.c = d;
     g.beta = 1.f;
   }
-  g.streamk_workspace = sk.ptr;
-  g.streamk_workspace_bytes = sk.bytes;
   gemm(g, s);
 }
 
@@ -362,7 +340,6 @@ struct Ctx {
   int64_t ignore_index;
   float eps, zs, cap;
   char* ws;
-  StreamKWs sk;
   int device;
   cudaStream_t s;
   const char* fn;
@@ -390,7 +367,7 @@ struct Ctx {
       const TensorRef wt = TensorRef::matrix(
           static_cast<char*>(weight.data) + v0 * weight.stride[0] * dtype_size(weight.dtype), kBF16,
           p.D, vn, device, 1, weight.stride[0]);
-      run_gemm(rows_of(x, r0, rn), wt, L, with_bias, sk, s);
+      run_gemm(rows_of(x, r0, rn), wt, L, with_bias, s);
     }
     return L;
   }
@@ -464,11 +441,10 @@ struct Ctx {
       run_row_call(rc, s);
       if (p.D > 0 && dweight.present()) {
         const TensorRef lt = TensorRef::matrix(L.data, kBF16, vn, p.T, device, 1, p.vslice_ld);
-        run_gemm(lt, x, rows_of(dweight, v0, vn), accumulate, sk, s);
+        run_gemm(lt, x, rows_of(dweight, v0, vn), accumulate, s);
       }
       if (dbias.present()) colsum(L, elems_of(dbias, v0, vn), accumulate);
-      if (p.D > 0 && dx.present())
-        run_gemm(L, rows_of(weight, v0, vn), dx_acc, v0 > p.v_begin, sk, s);
+      if (p.D > 0 && dx.present()) run_gemm(L, rows_of(weight, v0, vn), dx_acc, v0 > p.v_begin, s);
     }
     if (p.dx_acc) cast(static_cast<const float*>(dx_acc.data), dx_acc.stride[0], dx, false);
   }
@@ -498,7 +474,6 @@ void run_fwd(const LinearCrossEntropyFwdArgs& a, const LcePlan& p, cudaStream_t 
               a.z_loss_scale,
               a.logit_softcap,
               ws,
-              StreamKWs{a.streamk_workspace, a.streamk_workspace_bytes},
               device,
               s,
               kFwd};
@@ -560,17 +535,16 @@ void run_fwd(const LinearCrossEntropyFwdArgs& a, const LcePlan& p, cudaStream_t 
     run_row_call(call.row, plan_row_call(call.row), s);
     if (!p.grads) continue;
     const TensorRef xc = rows_of(a.x, c0, cn);
-    if (a.dx.present() && p.D > 0) run_gemm(L, a.weight, rows_of(a.dx, c0, cn), false, c.sk, s);
+    if (a.dx.present() && p.D > 0) run_gemm(L, a.weight, rows_of(a.dx, c0, cn), false, s);
     const auto lt = [&](int64_t r0, int64_t rn) {  // L[:, r0:r0+rn]ᵀ, (rn, cn) column-major
       return TensorRef::matrix(static_cast<char*>(L.data) + r0 * p.elt, kBF16, rn, cn, device, 1,
                                p.ld);
     };
     if (p.dw == LceDw::kDirect) {
-      run_gemm(lt(0, p.V), xc, a.dweight, a.accumulate || k > 0, c.sk, s);
+      run_gemm(lt(0, p.V), xc, a.dweight, a.accumulate || k > 0, s);
     } else if (p.dw == LceDw::kAcc) {
-      if (dw_in.present()) run_gemm(lt(0, p.acc_in_dw), xc, dw_in, k > 0, c.sk, s);
-      if (dw_ws.present())
-        run_gemm(lt(p.acc_in_dw, p.dw_rows - p.acc_in_dw), xc, dw_ws, k > 0, c.sk, s);
+      if (dw_in.present()) run_gemm(lt(0, p.acc_in_dw), xc, dw_in, k > 0, s);
+      if (dw_ws.present()) run_gemm(lt(p.acc_in_dw, p.dw_rows - p.acc_in_dw), xc, dw_ws, k > 0, s);
     }
     if (db_acc.present()) c.colsum(L, db_acc, k > 0);
   }
@@ -629,7 +603,6 @@ void run_bwd(const LinearCrossEntropyBwdArgs& a, const LcePlan& p, cudaStream_t 
               a.z_loss_scale,
               a.logit_softcap,
               static_cast<char*>(a.workspace),
-              StreamKWs{a.streamk_workspace, a.streamk_workspace_bytes},
               device,
               s,
               kBwd};
@@ -680,10 +653,8 @@ size_t linear_cross_entropy_fwd_workspace_size(const LinearCrossEntropyFwdArgs& 
 
 void linear_cross_entropy_fwd(const LinearCrossEntropyFwdArgs& args, cudaStream_t stream) {
   const detail::LcePlan p = detail::lce_plan_fwd(args);
-  const detail::ArgCheck chk(detail::kFwd);
-  detail::check_workspace(chk, p, args.workspace, args.workspace_bytes,
+  detail::check_workspace(detail::ArgCheck(detail::kFwd), p, args.workspace, args.workspace_bytes,
                           "linear_cross_entropy_fwd_workspace_size");
-  detail::check_streamk(chk, args.streamk_workspace, args.streamk_workspace_bytes, args.x.device);
   detail::run_fwd(args, p, stream);
 }
 
@@ -693,10 +664,8 @@ size_t linear_cross_entropy_bwd_workspace_size(const LinearCrossEntropyBwdArgs& 
 
 void linear_cross_entropy_bwd(const LinearCrossEntropyBwdArgs& args, cudaStream_t stream) {
   const detail::LcePlan p = detail::lce_plan_bwd(args);
-  const detail::ArgCheck chk(detail::kBwd);
-  detail::check_workspace(chk, p, args.workspace, args.workspace_bytes,
+  detail::check_workspace(detail::ArgCheck(detail::kBwd), p, args.workspace, args.workspace_bytes,
                           "linear_cross_entropy_bwd_workspace_size");
-  detail::check_streamk(chk, args.streamk_workspace, args.streamk_workspace_bytes, args.x.device);
   detail::run_bwd(args, p, stream);
 }
 

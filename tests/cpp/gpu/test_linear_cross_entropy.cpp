@@ -41,7 +41,6 @@
 #include "gpu/gpu_util.h"
 #include "linear_cross_entropy/lce_plan.h"
 #include "quack/errors.h"
-#include "quack/gemm.h"
 #include "quack/linear_cross_entropy.h"
 #include "reference/cross_entropy_ref.h"
 #include "reference/random.h"
@@ -72,7 +71,6 @@ struct LceCase {
   DType target_dt = DType::kInt64;
   bool bwd = false;    // linear_cross_entropy_bwd with dloss
   int dloss_kind = 0;  // bwd: 0 per row (stride 1), 1 per row broadcast (stride 0), 2 (1)
-  bool streamk = false;  // a zeroed stream-K workspace for the GEMMs (the GEMM's rule decides)
   uint64_t seed = 1;
 };
 
@@ -234,13 +232,6 @@ LceRun run_case(const LceCase& c) {
   a.mode = c.mode;
   a.chunk_size = c.chunk;
   a.vocab_chunk_size = c.vchunk;
-  DeviceBuffer sk;
-  if (c.streamk) {  // zeroed once, shared by the forward's and the backward's GEMMs
-    sk = DeviceBuffer(gemm_streamk_workspace_size(0));
-    EXPECT_EQ(cudaMemset(sk.get(), 0, sk.bytes()), cudaSuccess);
-    a.streamk_workspace = sk.get();
-    a.streamk_workspace_bytes = sk.bytes();
-  }
   LceRun run;
   run.plan = plan_of(a);
   const size_t bytes = linear_cross_entropy_fwd_workspace_size(a);
@@ -280,8 +271,6 @@ LceRun run_case(const LceCase& c) {
     g.logit_softcap = a.logit_softcap;
     g.mode = c.mode;
     g.vocab_chunk_size = c.vchunk;
-    g.streamk_workspace = a.streamk_workspace;
-    g.streamk_workspace_bytes = a.streamk_workspace_bytes;
     run.plan = detail::lce_plan_bwd(g);
     const size_t gb = linear_cross_entropy_bwd_workspace_size(g);
     DeviceBuffer gws(gb);
@@ -437,8 +426,8 @@ TEST_F(LcePaths, Fp32DweightAccumulatedDirectly) {
 
 // The dweight GEMMs' tiles (the fp32 accumulation: bf16 inputs, fp32 D = C, a and b MN-major)
 // forced through QUACK_GEMM_TILE's name part ("f32_mm:<tile>", the other GEMMs on the rule):
-// 128x256 and 128x128 pingpong a1d2 and, in A/B builds (-DQUACK_GEMM_AB_INSTANCES=ON), the
-// C-ring variants of instances_ab.txt. Five chunks accumulated into the split accumulator (dweight's memory and the
+// 128x256 and, in A/B builds (-DQUACK_GEMM_AB_INSTANCES=ON), its C-ring variants of
+// instances_ab.txt. Five chunks accumulated into the split accumulator (dweight's memory and the
 // workspace) and, with accumulate, all in the workspace; N = D = 320: a full 256-column tile
 // and a tail of 64 columns (two subtiles).
 TEST_F(LcePaths, DweightTilesForced) {
@@ -468,39 +457,6 @@ TEST_F(LcePaths, DweightTilesForced) {
       EXPECT_EQ(r.plan.dw, detail::LceDw::kAcc);
       EXPECT_EQ(r.plan.n_chunks, 5);
       EXPECT_EQ(r.plan.acc_in_dw, acc ? 0 : detail::lce_split_rows(c.V));
-    }
-  }
-}
-
-// The GEMMs with a stream-K workspace (LinearCrossEntropyFwdArgs::streamk_workspace): the rule
-// splits the dx GEMMs of these shapes along K (few output tiles, K = V long: e.g. 300 x 256 x
-// 20000 is 2 cluster tiles of 313 k-blocks on 66 clusters), and the split-accumulator, the
-// accumulate, the low-memory and the backward paths run with it; then stream-K forced on every
-// cooperative GEMM (QUACK_GEMM_STREAMK=1 with the caller's workspace).
-TEST_F(LcePaths, StreamKWorkspace) {
-  struct Unset {
-    ~Unset() { unsetenv("QUACK_GEMM_STREAMK"); }
-  } unset;
-  for (const char* env : {"auto", "1"}) {
-    setenv("QUACK_GEMM_STREAMK", env, 1);
-    for (int k = 0; k < 4; ++k) {
-      SCOPED_TRACE(std::string("QUACK_GEMM_STREAMK=") + env + ", case " + std::to_string(k));
-      LceCase c;
-      c.T = 300;
-      c.D = 256;
-      c.V = 20000;
-      c.chunk = 128;  // 3 chunks, the last of 44 tokens
-      c.bias = true;
-      c.streamk = true;
-      c.seed = 40 + static_cast<uint64_t>(k);
-      if (k == 1) c.accumulate = true;
-      if (k == 2) c.mode = Mode::kLowMemory;
-      if (k == 3) {
-        c.bwd = true;
-        c.reduction = 0;
-        c.vchunk = 8192;
-      }
-      run_case(c);
     }
   }
 }

@@ -126,12 +126,11 @@ TEST(GemmDispatch, LlmShapesRunTheWidePingpongTile) {
 }
 
 // Linear + cross-entropy's three GEMMs per 4096-token chunk (V = 128256, D = 4096): logits (rc:
-// kk), dx (rr: km) and the fp32-accumulating dweight half (cr: mm, fp32 d, C = d, beta 1; the
-// rule's 128x128 pingpong a1d2: K = 4096, 121 tiles per SM). "<name part>:<tile>" forces the
-// tile only on the groups whose base instance's name contains the part (here the dweight's
-// "..._bf16_f32_mm"); the others keep the rule. An A/B candidate (instances_ab.txt:
-// GemmInstance::candidate) runs only when forced by its tile name: the rule never picks one, in
-// A/B builds too.
+// kk), dx (rr: km) and the fp32-accumulating dweight half (cr: mm, fp32 d, C = d, beta 1).
+// "<name part>:<tile>" forces the tile only on the groups whose base instance's name contains
+// the part (here the dweight's "..._bf16_f32_mm"); the others keep the rule. An A/B candidate
+// (instances_ab.txt: GemmInstance::candidate) runs only when forced by its tile name: the rule
+// keeps the group's base in A/B builds too.
 TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
   const GemmArgs logits = args(4096, 128256, 4096, "rc");
   const GemmArgs dx = args(4096, 4096, 128256, "rr");
@@ -140,8 +139,7 @@ TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
   dw.c = dw.d;
   dw.beta = 1.f;
   const std::string rule_logits = launched(logits, nullptr), rule_dx = launched(dx, nullptr);
-  const std::string rule_dw = "gemm_sm90_128x128ppa1d2_bf16_f32_mm";
-  EXPECT_EQ(launched(dw, nullptr), rule_dw);
+  EXPECT_EQ(launched(dw, nullptr), "gemm_sm90_128x256_bf16_f32_mm");
   // A tile of the dweight's group: the compiled A/B variants (in A/B builds) and its base.
   std::vector<std::string> tiles = {"128x256"};
   for (const detail::GemmInstance& i : detail::kGemmInstances)
@@ -157,18 +155,16 @@ TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
   // A name part that matches: its group forced (a tile it lacks: its base); the others' rule.
   EXPECT_EQ(launched(logits, "bf16_bf16_kk:128x128pp"), "gemm_sm90_128x128pp_bf16_bf16_kk");
   EXPECT_EQ(launched(dx, "bf16_bf16_kk:128x128pp"), rule_dx);
-  EXPECT_EQ(launched(dw, "bf16_bf16_kk:128x128pp"), rule_dw);
+  EXPECT_EQ(launched(dw, "bf16_bf16_kk:128x128pp"), "gemm_sm90_128x256_bf16_f32_mm");
   EXPECT_EQ(launched(dw, "f32_mm:128x192pp"), "gemm_sm90_128x256_bf16_f32_mm");  // not compiled: base
-  EXPECT_EQ(launched(dw, "f32_mm:128x128pp"), rule_dw);  // the name without its buffer split
-  EXPECT_EQ(launched(dw, "f32_mm:auto"), rule_dw);
-  // QUACK_GEMM_TILE_N's keys select production instances only: "128" the pingpong a1d2 (not an
-  // A/B candidate's 128x128 split), "256" the base.
+  EXPECT_EQ(launched(dw, "f32_mm:auto"), "gemm_sm90_128x256_bf16_f32_mm");
+  // QUACK_GEMM_TILE_N's keys never select an A/B candidate: "256" and "128" run the base.
   setenv("QUACK_GEMM_TILE_N", "128", 1);
   const char* n128 = detail::gemm_instance_name(dw, kSms);
   setenv("QUACK_GEMM_TILE_N", "256", 1);
   const char* n256 = detail::gemm_instance_name(dw, kSms);
   unsetenv("QUACK_GEMM_TILE_N");
-  EXPECT_EQ(std::string(n128), rule_dw);
+  EXPECT_EQ(std::string(n128), "gemm_sm90_128x256_bf16_f32_mm");
   EXPECT_EQ(std::string(n256), "gemm_sm90_128x256_bf16_f32_mm");
   // Without a name part every group is forced, as before.
   EXPECT_EQ(launched(dx, "128x128pp"), "gemm_sm90_128x128pp_bf16_bf16_km");
