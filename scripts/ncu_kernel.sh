@@ -34,6 +34,15 @@ for k in ("gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_
           "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps", "launch__occupancy_limit_blocks",
           "launch__waves_per_multiprocessor", "smsp__inst_executed.sum", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"):
     if k in d: print(f"  {k:60s} {d[k]}")
+import re
+pipes = [(h, v) for h, v in d.items()
+         if re.fullmatch(r"sm__inst_executed_pipe_[a-z_]+\.avg\.pct_of_peak_sustained_active", h)
+         and num(v) >= 5.0]
+print("  pipes (% of peak issue, >= 5 %):")
+for h, v in sorted(pipes, key=lambda x: -num(x[1])):
+    print(f"    {h.replace('sm__inst_executed_pipe_', '').replace('.avg.pct_of_peak_sustained_active', ''):40s} {v}")
+for k in ("sm__cycles_elapsed.avg.per_second", "smsp__issue_active.avg.pct_of_peak_sustained_active"):
+    if k in d: print(f"  {k:60s} {d[k]}")
 st = [(h, v) for h, v in d.items() if "warps_issue_stalled" in h and (h.endswith("_per_warp_active.pct") or h.endswith("_per_issue_active.ratio"))]
 print("  stall reasons (% of active warp cycles, top 8):")
 for h, v in sorted(st, key=lambda x: -num(x[1]))[:8]:
