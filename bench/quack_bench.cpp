@@ -56,7 +56,8 @@
 //                       stores gated; compare ce_fwd, the loss-only instance alone), and
 //                       ce_train_bwd_recompute, cross_entropy_train_bwd after it (the scale
 //                       kernel's early return + the recompute; its own plan, timed once per
-//                       shape); random targets, none ignored; "config" as softmax's (the
+//                       shape; with --config all also ce_train_bwd_recompute_row, the
+//                       recompute's row kernel alone on each entry that takes it); random targets, none ignored; "config" as softmax's (the
 //                       forward's row kernel; the training lines: the fwd+dx kernel's,
 //                       "config_loss" the loss-only kernel's). The training forward is split
 //                       (the loss-only kernel where the word is 0, the loss + dx kernel where
@@ -739,7 +740,7 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
       a.dx_predict = word_ref;
       return a;
     };
-    auto train_bwd = [&](int s) {
+    auto train_args = [&](int s) {
       quack::CrossEntropyTrainBwdArgs a;
       a.x = mat(x[s]->p);
       a.target = target;
@@ -748,8 +749,9 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
       a.dx = mat(dx[s]->p);
       a.dx_state = state_ref;
       a.dx_predict = word_ref;
-      quack::cross_entropy_train_bwd(a, nullptr);
+      return a;
     };
+    auto train_bwd = [&](int s) { quack::cross_entropy_train_bwd(train_args(s), nullptr); };
     char plan_name[64];
     // The predicted forward's form (env QUACK_BENCH_CE_FWD=single: one kernel, for an A/B).
     const char* form_env = std::getenv("QUACK_BENCH_CE_FWD");
@@ -836,6 +838,20 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
           const d::RowPlan bplan = d::plan_row_call(d::cross_entropy_bwd_call(bwd_args(0)));
           const double ms_bwd = time_median([&](int s) { train_bwd(s); }, sets, budget_ms);
           emit("ce_train_bwd_recompute", name, M, V, ms_bwd, 2.0 * mv * es, extra_of(bplan).c_str());
+          // --config all: the recompute's row kernel alone on each entry that takes it (the
+          // state still says dx not written).
+          for (int rc : all_configs ? configs : std::vector<int>{}) {
+            quack::CrossEntropyTrainBwdArgs ta = train_args(0);
+            const d::RowPlan rplan = d::plan_row_call(d::cross_entropy_train_bwd_call(ta), rc);
+            if (rplan.policy == d::RowPolicy::kNone) continue;
+            const double ms_row = time_median(
+                [&](int s) {
+                  d::run_row_call(d::cross_entropy_train_bwd_call(train_args(s)), rplan, nullptr);
+                },
+                sets, budget_ms);
+            emit("ce_train_bwd_recompute_row", name, M, V, ms_row, 2.0 * mv * es,
+                 extra_of(rplan).c_str());
+          }
         }
         check(cudaMemcpy(word.p, &one, 4, cudaMemcpyHostToDevice), "dx_predict");
       }

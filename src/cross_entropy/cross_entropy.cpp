@@ -395,8 +395,9 @@ void cross_entropy_bwd(const CrossEntropyBwdArgs& args, cudaStream_t stream) {
   detail::run_row_call(detail::cross_entropy_bwd_call(args), stream);
 }
 
-void cross_entropy_train_bwd(const CrossEntropyTrainBwdArgs& a, cudaStream_t stream) {
-  using namespace detail;
+namespace detail {
+
+RowCall cross_entropy_train_bwd_call(const CrossEntropyTrainBwdArgs& a) {
   const ArgCheck chk(kTrainBwd);
   chk.required(a.x, "x");
   chk.required(a.lse, "lse");
@@ -404,10 +405,8 @@ void cross_entropy_train_bwd(const CrossEntropyTrainBwdArgs& a, cudaStream_t str
   check_vector(chk, a.grad_output, "grad_output", 1, a.x.device, false);
   chk.required(a.dx, "dx");
   chk.required(a.dx_state, "dx_state");
-  // The recompute: cross_entropy_bwd's row call (its checks of x, target, lse, the options and
-  // the weight; dloss = grad_output for every row) into dx_out or dx, run on the device only
-  // where the forward did not write dx (kTrainBwd: the state's kDxOn).
-  const bool out_of_place = a.dx_out.present() && a.dx_out.data != a.dx.data;
+  // cross_entropy_bwd's row call (its checks of x, target, lse, the options and the weight;
+  // dloss = grad_output for every row) into dx_out or dx.
   CrossEntropyBwdArgs b;
   b.x = a.x;
   b.target = a.target;
@@ -421,9 +420,22 @@ void cross_entropy_train_bwd(const CrossEntropyTrainBwdArgs& a, cudaStream_t str
   b.logit_softcap = a.logit_softcap;
   RowCall c = cross_entropy_bwd_call(b, kTrainBwd, ce::kTrainBwd);
   c.p.row_in[ce::kBwdState] = scalars_io(a.dx_state.data);
+  c.problem.finish_loads = true;  // the state's scales, per row in finish
+  check_dx_state(chk, a.dx_state, a.x.device);
+  return c;
+}
+
+}  // namespace detail
+
+void cross_entropy_train_bwd(const CrossEntropyTrainBwdArgs& a, cudaStream_t stream) {
+  using namespace detail;
+  const ArgCheck chk(kTrainBwd);
+  // The recompute, run on the device only where the forward did not write dx (kTrainBwd: the
+  // state's kDxOn).
+  const RowCall c = cross_entropy_train_bwd_call(a);
+  const bool out_of_place = a.dx_out.present() && a.dx_out.data != a.dx.data;
   const int64_t M = a.x.shape[0], V = a.x.shape[1];
   const int device = a.x.device;
-  check_dx_state(chk, a.dx_state, device);
   if (a.dx_out.present()) {
     check_dx(chk, a.dx, a.x, M, V, device);
     if (a.dx_out.dtype != a.dx.dtype)

@@ -7,7 +7,7 @@
 // only. Per shape: the forward with dx ('mean', the training path: prep + ring kernel + finish;
 // and 'none' with lse), on the plan's policy, the general policy and three entries under trial
 // (ring-t1024v4-s3e, cl-t256v8, cl-t256v8-s1), then the backward from the device's lse (dloss
-// per row; its plan at both shapes: map-t256v8, 8 / 16 tiles per row). Also an out-of-range target in row M−2 (NaN row, nothing touched outside the
+// per row; its plan at both shapes: the ring). Also an out-of-range target in row M−2 (NaN row, nothing touched outside the
 // tensors: run under compute-sanitizer memcheck).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>

@@ -417,10 +417,26 @@ TEST(CrossEntropyPlan, TrainingShapes) {
     return std::string(detail::row_plan_name(
         detail::plan_row_call(detail::cross_entropy_bwd_call(b)), buf, sizeof(buf)));
   };
-  // Beyond 64 KB (16-bit): the map entry (no reduction without weighted smoothing).
-  EXPECT_EQ(bwd_plan(16384, 65536, bf), "map-t256v8");
-  EXPECT_EQ(bwd_plan(16384, 131072, bf), "map-t256v8");
-  EXPECT_EQ(bwd_plan(8192, 262144, bf), "map-t256v8");
+  // Beyond 64 KB (16-bit): the ring; the training backward's recompute (its finish reads the
+  // dx state per row) the map entry.
+  EXPECT_EQ(bwd_plan(16384, 131072, bf), "ring-t1024v4-s3-x4");
+  auto train_plan = [](int64_t Mr, int64_t Vr, DType t) {
+    CrossEntropyTrainBwdArgs a;
+    a.x = TensorRef::matrix(fake(1), t, Mr, Vr);
+    a.target = TensorRef::vector(fake(2), DType::kInt32, Mr);
+    a.lse = TensorRef::vector(fake(3), DType::kFloat32, Mr);
+    a.grad_output = TensorRef::vector(fake(4), DType::kFloat32, 1);
+    a.dx = TensorRef::matrix(fake(5), t, Mr, Vr);
+    a.dx_state = TensorRef::vector(fake(6), DType::kFloat32, kCrossEntropyDxStateFloats);
+    char buf[64];
+    return std::string(detail::row_plan_name(
+        detail::plan_row_call(detail::cross_entropy_train_bwd_call(a)), buf, sizeof(buf)));
+  };
+  EXPECT_EQ(train_plan(16384, 65536, bf), "map-t256v8");
+  EXPECT_EQ(train_plan(16384, 131072, bf), "map-t256v8");
+  EXPECT_EQ(train_plan(8192, 262144, bf), "map-t256v8");
+  EXPECT_EQ(train_plan(16384, 32768, bf), "ring-t1024v4-s3-x1");
+  EXPECT_EQ(train_plan(16384, 65536, f32), "ring-t1024v4-s3-x4");
   EXPECT_EQ(bwd_plan(16384, 65536, f32), "ring-t1024v4-s3-x4");
   EXPECT_EQ(bwd_plan(16384, 32768, bf), "ring-t1024v4-s3-x1");
   EXPECT_EQ(bwd_plan(16384, 24576, bf), "ring-t1024v4-s3-x1");
