@@ -835,7 +835,7 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
           // The backward after it (the state says dx not written; grad_output 0.5 keeps the
           // word at 0): the scale kernel returns, the recompute runs on its own plan.
           set_grad(0.5f);
-          const d::RowPlan bplan = d::plan_row_call(d::cross_entropy_bwd_call(bwd_args(0)));
+          const d::RowPlan bplan = d::plan_row_call(d::cross_entropy_train_bwd_call(train_args(0)));
           const double ms_bwd = time_median([&](int s) { train_bwd(s); }, sets, budget_ms);
           emit("ce_train_bwd_recompute", name, M, V, ms_bwd, 2.0 * mv * es, extra_of(bplan).c_str());
           // --config all: the recompute's row kernel alone on each entry that takes it (the
