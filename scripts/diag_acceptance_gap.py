@@ -2,11 +2,12 @@
 
     python3 scripts/diag_acceptance_gap.py --op softmax --shapes 16384x65536,8192x262144
 
-For ours and QuACK 0.2.0 (where it runs the op) at each bf16 shape, four timings of the same
+For ours and QuACK 0.2.0 (where it runs the op) at each bf16 shape, timings of the same
 public call, ms per call:
   accept   triton.testing.do_bench (L2 cleared before each call): the acceptance method;
+  l2, b2b  events around each call after an L2 clear / back to back, L2 not cleared (host time
+           overlapped): bench_linear_ce.py's time_three_ways;
   graph    the call captured in a CUDA graph, 20 per replay, L2 cleared once (no host time);
-  b2b      20 calls back to back between two events, L2 not cleared (host time overlapped);
   kernel   torch.profiler over 10 (L2 clear, call) pairs: the GPU time of the call's kernels,
            and `gap`, the median idle time between the clear's end and the call's first kernel
            (host time that the clear did not cover), with the kernels the call launched.
@@ -15,9 +16,14 @@ written back during the call) costs the kernel itself.
 """
 
 import argparse
+import os
 import statistics
+import sys
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from bench_linear_ce import time_three_ways  # noqa: E402
 
 
 def calls(op, impl, x, w, b):
@@ -57,21 +63,6 @@ def graph_ms(fn, cache):
         a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         g.replay()
-        e.record()
-        torch.cuda.synchronize()
-        out.append(a.elapsed_time(e) / 20)
-    return statistics.median(out)
-
-
-def b2b_ms(fn):
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(5):
-        a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(20):
-            fn()
         e.record()
         torch.cuda.synchronize()
         out.append(a.elapsed_time(e) / 20)
@@ -129,11 +120,12 @@ def main():
                 continue
             with torch.no_grad():
                 acc = do_bench(fn, warmup=25, rep=100, return_mode="median")
+                three = time_three_ways(torch, do_bench, fn, 20)
                 gr = graph_ms(fn, cache)
-                bb = b2b_ms(fn)
                 k, gap, names = profiled(fn, cache)
             tb = lambda ms: f"{ms:.4f} ms {gb / ms:.2f} TB/s" if ms else "-"
-            print(f"{args.op} {M}x{N} {impl:5s} accept {tb(acc)} | graph {tb(gr)} | b2b {tb(bb)}"
+            print(f"{args.op} {M}x{N} {impl:5s} accept {tb(acc)} | l2 {tb(three['l2'])}"
+                  f" | b2b {tb(three['b2b'])} | graph {tb(gr)}"
                   f" | kernel {tb(k)} gap {gap if gap is None else round(gap * 1e3, 1)} us"
                   f" | {names}", flush=True)
         del x
