@@ -22,6 +22,12 @@ int64_t next_pow2(int64_t v) {
 
 constexpr int64_t kMaxGrid = 0x7fffffff;  // gridDim.x
 
+// Chunks of c.chunk_bytes() covering a row (at least 1): the ring's and cluster register
+// policy's CTAs per row, the map's tiles per row.
+int64_t row_chunks(const RowConfig& c, int64_t row_bytes) {
+  return std::max<int64_t>(1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes());
+}
+
 }  // namespace
 
 bool row_config_takes(int config, int64_t M, int64_t row_bytes) {
@@ -37,11 +43,9 @@ bool row_config_takes(int config, int64_t M, int64_t row_bytes) {
       return row_bytes <= c.capacity_bytes();
     case RowPolicy::kClusterRegister:  // grid: M x the cluster (persistent: resident clusters)
       return row_bytes <= c.capacity_bytes() &&
-             (c.stages > 0 ||
-              M <= kMaxGrid / std::max<int64_t>(1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes()));
+             (c.stages > 0 || M <= kMaxGrid / row_chunks(c, row_bytes));
     case RowPolicy::kMap:  // M x chunks tiles, 32-bit tile indices (policy_register.cuh)
-      return M <= kMaxGrid / std::max<int64_t>(
-                          1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes());
+      return M <= kMaxGrid / row_chunks(c, row_bytes);
     default:
       return false;
   }
@@ -292,13 +296,12 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
       plan.g.tpr = c.tpr;
       plan.g.cta_threads = c.threads();
       if (c.policy == RowPolicy::kRing) {
-        plan.cluster_n = static_cast<int>((row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes());
+        plan.cluster_n = static_cast<int>(row_chunks(c, row_bytes));
         plan.smem = static_cast<size_t>(row_ring_smem_bytes(c, in_words, op.red_floats));
         plan.grid = 0;  // persistent: resident clusters, at launch
         plan.g.row_blocks = pr.M;
       } else if (c.policy == RowPolicy::kClusterRegister) {
-        plan.cluster_n = static_cast<int>(
-            std::max<int64_t>(1, (row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes()));
+        plan.cluster_n = static_cast<int>(row_chunks(c, row_bytes));
         plan.g.slice_vecs = static_cast<int>((pr.N / plan.g.vec + plan.cluster_n - 1) / plan.cluster_n);
         // Not persistent: the all-reduce's slots are static shared memory. Persistent
         // (stages ≥ 1): the stages, slots and mbarriers in dynamic shared memory, and the
@@ -311,7 +314,7 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
       } else if (c.policy == RowPolicy::kMap) {
         // One CTA per tile (row, chunk of tpr·vecs vectors); ops with a kernel gate: at most
         // the resident CTAs, at launch (row_gated_grid). No cluster.
-        plan.grid = pr.M * ((row_bytes + c.chunk_bytes() - 1) / c.chunk_bytes());
+        plan.grid = pr.M * row_chunks(c, row_bytes);
         plan.g.row_blocks = plan.grid;
       } else {
         plan.grid = (pr.M + c.rows - 1) / c.rows;
