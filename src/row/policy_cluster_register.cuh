@@ -106,10 +106,12 @@ __device__ __forceinline__ void cluster_register_store(const RowParams& p,
   constexpr int kVec = row_vec_elems<D, Op::kIn>();
   void* dst[row_dim(Op::kOut)];
   out_ptrs<Op, D>(p, row, col_t, dst);
-  if constexpr (Op::kFixVector) {
-    // Opaque from here on: with the fix-up's branch in every vector, the compiler would
-    // recompute row·row_stride + col_t in each vector (7 instructions; the kernel has the
-    // registers to hold the pointer, unlike the 32-40-register kernels of other policies).
+  if constexpr (Op::kFixVector || Op::kCols == 0) {
+    // Opaque from here on: otherwise the compiler recomputes the pointer in each vector rather
+    // than hold it (with a fix-up's branch in every vector, row·row_stride + col_t: 7
+    // instructions; softmax's forward, base + 2·offset: 3 per 8 elements). The kernel has the
+    // registers to hold it, unlike the 32-40-register kernels of other policies; ops with
+    // per-column vectors at apply (LayerNorm's forward) need them for the vectors' words.
 #pragma unroll
     for (int s = 0; s < row_dim(Op::kOut); ++s) asm volatile("" : "+l"(dst[s]));
   }

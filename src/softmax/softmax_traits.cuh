@@ -5,8 +5,10 @@
 //
 // Method: QuACK 0.2.0 (quack/softmax.py): the online (max, sum) pair reduced in one pass and one
 // exchange (Milakov & Gimelshein, "Online normalizer calculation for softmax", 2018), fp32
-// math, e^x as 2^(x·log2 e) on the MUFU. −inf inputs give 0; a row of all −inf gives NaN
-// (e^(−inf − (−inf))), as PyTorch does.
+// math, e^x as 2^(x·log2 e) on the MUFU; the output as 2^((x − m)·log2 e − log2 s) (FADD, FFMA,
+// MUFU per element; log2_denominator). −inf inputs give 0; a row of all −inf gives NaN
+// (e^(−inf − (−inf))), as PyTorch does; a row of 2^k equal values gives exactly 2^-k, other
+// lengths 1/N within a few fp32 ulp.
 #pragma once
 
 #include "row/op_traits.cuh"
@@ -23,7 +25,7 @@ struct SoftmaxFwd : RowOpBase {
   static constexpr bool kTrialConfigs = true;
   using Red = OnlineMaxSum;
   struct Row {
-    float m, inv_s;
+    float m, log2_s;
   };
 
   template <class View>
@@ -32,12 +34,19 @@ struct SoftmaxFwd : RowOpBase {
   }
   __device__ __forceinline__ static Row finish(const RowParams&, const RowIn&, const Red::Val& t,
                                                int64_t, bool) {
-    return {t.v[0], 1.f / t.v[1]};
+    float l = log2_denominator(t.v[1]);
+    // Opaque: otherwise the compiler recomputes the select inside log2_denominator in every
+    // vector of the output loop (FSETP + FSEL per 8 elements) rather than hold the register.
+    asm volatile("" : "+f"(l));
+    return {t.v[0], l};
   }
   __device__ __forceinline__ static void apply(const RowParams&, const Row& r,
                                                const RowElem<kIn, kCols>& e, float (&out)[kOut]) {
-    // The difference first: exactly 1 / s where x = m (torch's 1/N for a row of equal values).
-    out[0] = exp_diff(e.in[0], r.m) * r.inv_s;
+    // e^(x − m) / s = 2^((x − m)·log2 e − log2 s): FADD, FFMA, MUFU (no reciprocal multiply).
+    // The difference first (exact for x near m, so shifted inputs such as x + 100 lose nothing):
+    // where x = m the output is 2^(−log2 s), exactly 1/s for s a power of two
+    // (log2_denominator: one finite element gives 1, a row of 2^k equal values 2^-k).
+    out[0] = exp2_approx(fmaf(e.in[0] - r.m, kLog2e, -r.log2_s));
   }
 };
 
