@@ -24,8 +24,12 @@ struct SoftmaxFwd : RowOpBase {
   // the plan takes cl-t256v8 on 16-bit rows beyond 64 KB (row_plan.cpp, preferred_entry).
   static constexpr bool kTrialConfigs = true;
   using Red = OnlineMaxSum;
+  // The held cluster register entries (cl-t256v8-h, cl-t256v4-h): e^(x − m_t) kept from the
+  // fold (reduce_held / finish_held / apply_held, op_traits.cuh).
+  static constexpr bool kHeldFold = true;
   struct Row {
     float m, log2_s;
+    float scale;  // held folds: e^(m_t − m) / s (m_t: the thread's max); else unset
   };
 
   template <class View>
@@ -38,7 +42,25 @@ struct SoftmaxFwd : RowOpBase {
     // Opaque: otherwise the compiler recomputes the select inside log2_denominator in every
     // vector of the output loop (FSETP + FSEL per 8 elements) rather than hold the register.
     asm volatile("" : "+f"(l));
-    return {t.v[0], l};
+    return {t.v[0], l, 0.f};
+  }
+  template <class View, int kVecs, int kVec>
+  __device__ __forceinline__ static Red::Val reduce_held(const RowParams&, const RowIn&,
+                                                         const View& v, float (&h)[kVecs][kVec]) {
+    return Red::fold_in0_held(v, h);
+  }
+  /// h = e^(x − m_t) (m_t: the thread's max, taken as 0 where it is −inf: then every h is 0);
+  /// y = h·e^(m_t − m)/s. A row of equal values: h = 1 and e^0 = 1, so y is 1/s correctly
+  /// rounded (exactly torch's 1/N); one finite element: 1. A thread of all −inf: e^(−inf − m)
+  /// = 0, y = 0; a row of all −inf: e^(−inf − (−inf)) = NaN; a NaN or +inf element: s NaN.
+  __device__ __forceinline__ static Row finish_held(const RowParams&, const RowIn&,
+                                                    const Red::Val& t, const Red::Val& part,
+                                                    int64_t, bool) {
+    return {t.v[0], 0.f, exp_diff(part.v[0], t.v[0]) / t.v[1]};
+  }
+  __device__ __forceinline__ static void apply_held(const RowParams&, const Row& r, float h,
+                                                    float (&out)[kOut]) {
+    out[0] = h * r.scale;
   }
   __device__ __forceinline__ static void apply(const RowParams&, const Row& r,
                                                const RowElem<kIn, kCols>& e, float (&out)[kOut]) {

@@ -129,7 +129,8 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
   EXPECT_TRUE(pr.vec_ok && pr.pair);
   EXPECT_TRUE(row_config_usable(c, op.n_in, op.red_floats, op.n_cols, elt, op.n_acc,
                                 dtype_size(pr.vec), -1, op.late_cols, op.n_out,
-                                op.trial_configs, op.cols_at_apply, op.no_reduce));
+                                op.trial_configs, op.cols_at_apply, op.no_reduce,
+                                op.held_fold));
   if (c.at_apply) EXPECT_TRUE(op.cols_at_apply) << "at-apply entries only where asked";
   if (c.policy == RowPolicy::kMap)
     EXPECT_TRUE(op.no_reduce) << "map entries only for ops without a reduction";
