@@ -127,6 +127,19 @@
 //                       not take, so the per-element compare leaves the common path. Together
 //                       they give apply's bits; the general policy and apply_store_by_stream
 //                       (kColsAtApply) call apply. Ops without column accumulations.
+//   kHeldFold [false]   the held cluster register entries (RowConfig::held: cl-t256v8-h,
+//                       cl-t256v4-h, row_config.h) are compiled for the op; there it folds
+//                       with reduce_held(p, in, view, h) instead of reduce: the same Red::Val, and one
+//                       fp32 value per element kept in h[j][i] (the thread's vector j, element
+//                       i); then finish_held(p, in, total, part, row, writer) gives the thread's
+//                       Row (part: its own fold's value, before the all-reduce) and
+//                       apply_held(p, r, h, out) each element's outputs from its held value alone
+//                       (the packed row is not read again). Softmax's forward keeps e^(x − m_t)
+//                       (m_t: the thread's max) and rescales it by e^(m_t − m) / s: one
+//                       exponential per element instead of two, as QuACK's softmax. Other
+//                       entries and policies call reduce / finish / apply, so those stay
+//                       complete. Ops with per-element outputs, without per-column vectors,
+//                       column accumulations, gate or kFixVector.
 //   kNoReduce [false]   the op needs no reduction (cross-entropy's backward without weighted
 //                       smoothing): reduce must return Red::identity(). The map entries
 //                       (RowPolicy::kMap, row_config.h) are compiled for the op: its rows split
@@ -178,6 +191,7 @@ struct RowOpBase {
   static constexpr RowGate kGate = RowGate::kNone;
   static constexpr bool kFixVector = false;
   static constexpr bool kNoReduce = false;
+  static constexpr bool kHeldFold = false;
   struct RowIn {};
   __device__ __forceinline__ static bool gate_open(const RowParams&) { return true; }
   __device__ __forceinline__ static RowIn load_row(const RowParams&, int64_t) { return {}; }

@@ -22,7 +22,10 @@
 // every input stream, thread t the vectors j·kTpr + t (j < kVecs) of that slice. Per CTA: every
 // load issued first (evict-first, packed), the per-row inputs, the traits' fold, the all-reduce
 // (ClusterRowReducer: warps, then one st.async exchange between the cluster's CTAs), finish,
-// then the outputs from the registers (evict-first 16-byte stores).
+// then the outputs from the registers (evict-first 16-byte stores). Held entries
+// (RowConfig::held, ops with Op::kHeldFold: softmax's forward): the fold keeps one fp32 value
+// per element (h, kVecs x kVec registers; the packed row dies in the fold) and the outputs come
+// from those (Op::apply_held); 64 of them (cl-t256v8-h) hold the kernel to 768 threads per SM.
 // Exit: a CTA leaves once every peer's partials are in its shared memory; its own st.async
 // writes go to peers that are still waiting for them, so no CTA's shared memory is accessed
 // after it exits (no trailing cluster barrier, as QuACK's). Ops without per-element outputs
@@ -106,10 +109,12 @@ __device__ __forceinline__ void cluster_register_store(const RowParams& p,
   constexpr int kVec = row_vec_elems<D, Op::kIn>();
   void* dst[row_dim(Op::kOut)];
   out_ptrs<Op, D>(p, row, col_t, dst);
-  if constexpr (Op::kFixVector) {
-    // Opaque from here on: with the fix-up's branch in every vector, the compiler would
-    // recompute row·row_stride + col_t in each vector (7 instructions; the kernel has the
-    // registers to hold the pointer, unlike the 32-40-register kernels of other policies).
+  if constexpr (Op::kFixVector || Op::kCols == 0) {
+    // Opaque from here on: otherwise the compiler recomputes the pointer in each vector rather
+    // than hold it (with a fix-up's branch in every vector, row·row_stride + col_t: 7
+    // instructions; softmax's forward, base + 2·offset: 3 per 8 elements). The kernel has the
+    // registers to hold it, unlike the 32-40-register kernels of other policies; ops with
+    // per-column vectors at apply (LayerNorm's forward) need them for the vectors' words.
 #pragma unroll
     for (int s = 0; s < row_dim(Op::kOut); ++s) asm volatile("" : "+l"(dst[s]));
   }
@@ -122,8 +127,43 @@ __device__ __forceinline__ void cluster_register_store(const RowParams& p,
   }
 }
 
-template <class Op, class D, int kTpr, int kVecs>
-__global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
+/// The held-fold output step: vector j of this thread (j·kTpr < n) from its held values
+/// h[j][·] through Op::apply_held, stored at dst[s] + j·kTpr·kVec (dst: the thread's first
+/// output column of each stream, out_ptrs).
+template <class Op, class D, int kTpr, int kVecs, int kVec>
+__device__ __forceinline__ void cluster_register_store_held(
+    const RowParams& p, const typename Op::Row& rr, const float (&h)[kVecs][kVec],
+    void* const (&dst)[row_dim(Op::kOut)], int n) {
+  static_assert(Op::kOut > 0 && Op::kCols == 0 && Op::kAcc == 0 && !Op::kFixVector &&
+                    Op::kGate == RowGate::kNone,
+                "held folds: per-element outputs, no vectors, accumulations, fix-up or gate");
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    if (j * kTpr < n) {
+      float o[row_dim(Op::kOut)][kVec];
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        float oi[row_dim(Op::kOut)];
+        Op::apply_held(p, rr, h[j][i], oi);
+#pragma unroll
+        for (int s = 0; s < Op::kOut; ++s) o[s][i] = oi[s];
+      }
+      store_vector_outputs<Op, D, kVec>(o, dst, int64_t{j} * kTpr * kVec);
+    }
+  }
+}
+
+/// CTAs per SM of row_cluster_register_kernel's __launch_bounds__: held entries by their fp32
+/// values per thread (row_cluster_register_held_ctas_per_sm), the others by the op.
+template <class Op, class D, int kTpr, int kVecs, bool kHeld>
+__host__ __device__ constexpr int row_cluster_register_kernel_ctas() {
+  return kHeld ? row_cluster_register_held_ctas_per_sm(kTpr, kVecs * row_vec_elems<D, Op::kIn>())
+               : row_cluster_register_min_ctas<Op>(kTpr);
+}
+
+/// kHeld: a held entry (RowConfig::held; ops with Op::kHeldFold, op_traits.cuh).
+template <class Op, class D, int kTpr, int kVecs, bool kHeld = false>
+__global__ void __launch_bounds__(kTpr, row_cluster_register_kernel_ctas<Op, D, kTpr, kVecs, kHeld>())
     row_cluster_register_kernel(const __grid_constant__ RowParams p) {
   if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
   static_assert(!Op::kColShift && !Op::kReduceCols && (Op::kCols == 0 || Op::kColsAtApply),
@@ -149,6 +189,23 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
   xv.template load_row<kTpr>(p, row, col_t, n);
   const typename Op::RowIn rin = Op::load_row(p, row);
   const RegisterView<Op, D, kVecs, kTpr> view{xv, n, col_t, NoCols{}};
+  if constexpr (kHeld) {
+    // The fold keeps each element's fp32 value (h); the packed row is dead after it. The
+    // output pointer is taken first and held (opaque: not recomputed per vector), so row and
+    // col_t are dead across the fold (at cl-t256v8-h, bf16 -> fp32, keeping them spilled 4
+    // bytes at 80 registers).
+    void* dst[row_dim(kOut)];
+    out_ptrs<Op, D>(p, row, col_t, dst);
+#pragma unroll
+    for (int s = 0; s < row_dim(kOut); ++s) asm volatile("" : "+l"(dst[s]));
+    float h[kVecs][kVec];
+    const auto part = Op::reduce_held(p, rin, view, h);
+    if (cluster_n > 1) cluster_wait();  // every peer's mbarriers are initialised
+    const auto total = reducer.allreduce(part, 0, cluster_n, rank);
+    const typename Op::Row rr = Op::finish_held(p, rin, total, part, row, rank == 0 && t == 0);
+    cluster_register_store_held<Op, D, kTpr, kVecs>(p, rr, h, dst, n);
+    return;
+  }
   const auto part = Op::reduce(p, rin, view);
   if (cluster_n > 1) cluster_wait();  // every peer's mbarriers are initialised
   if constexpr (kOut == 0 && !RedTwoStage<R>::value) {

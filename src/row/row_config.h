@@ -97,6 +97,11 @@ struct RowConfig {
   // Compiled only for ops whose per-column vectors load at apply (Op::kColsAtApply:
   // LayerNorm's forward), whose register instances hold only the row across the reduction.
   bool at_apply = false;
+  // kClusterRegister, compiled only for ops with held folds (Op::kHeldFold: softmax's
+  // forward): the fold keeps each element's fp32 value in registers for the stores (softmax:
+  // e^(x − m_t), one exponential per element instead of two), the packed row dead after it;
+  // row_cluster_register_held_ctas_per_sm CTAs per SM.
+  bool held = false;
 
   QUACK_ROW_HD constexpr int threads() const {
     return policy == RowPolicy::kStaged ? tpr : tpr * rows;
@@ -177,6 +182,11 @@ struct RowConfig {
 //    up to 1024 / tpr CTAs per SM (64 registers) at different phases of their rows, so one
 //    CTA's reduction and exchange overlap the others' loads. Also the fwd+dx (its row stays
 //    in registers across the exchange, then dx).
+//    cl-t256v8-h, cl-t256v4-h (held): the same geometries for ops whose fold keeps its fp32
+//    terms for the stores (softmax's forward: QuACK's softmax computes e^x once per element
+//    and keeps it across the exchange); 64 fp32 values per thread at cl-t256v8-h take 80
+//    registers (768 threads per SM: 3 CTAs, 96 KB of a 16-bit row in flight per SM against
+//    cl-t256v8's 128 KB), 32 at cl-t256v4-h 63 (4 CTAs, 64 KB). Unmeasured.
 //    cl-t256v8 is not persistent: a persistent loss-only variant (min(M, resident) clusters
 //    looping over the rows, the next row's loads into registers right after the fold)
 //    measured no better in run AA (kernel-only bf16 CE forward, TB/s, cl-t256v8-p /
@@ -242,6 +252,9 @@ inline constexpr RowConfig kRowConfigs[] = {
     // 31-32: ops without a reduction (Op::kNoReduce), rows of any length in tiles
     {RowPolicy::kMap, 256, 1, 8, 0, 1, 2, "map-t256v8"},  // tiles of 256 x 8 vectors
     {RowPolicy::kMap, 128, 1, 8, 0, 1, 2, "map-t128v8"},  // tiles of 128 x 8 vectors
+    // 33-34: the cluster register entries with held folds (ops with Op::kHeldFold), under trial
+    {RowPolicy::kClusterRegister, 256, 1, 8, 0, 1, 2, "cl-t256v8-h", false, true, false, true},
+    {RowPolicy::kClusterRegister, 256, 1, 4, 0, 1, 2, "cl-t256v4-h", false, true, false, true},
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -338,6 +351,17 @@ QUACK_ROW_HD constexpr int row_cluster_register_ctas_per_sm(int tpr, bool full_s
   return tpr >= threads ? 1 : threads / tpr;
 }
 
+/// Largest fp32 values per thread of a held entry (RowConfig::held): 64 (cl-t256v8-h of a
+/// 16-bit row: 80 registers, no spills).
+inline constexpr int kRowHeldMaxFloats = 64;
+
+/// CTAs per SM of a held entry whose threads keep `floats` fp32 values (its
+/// __launch_bounds__): up to 32, 1024 threads per SM (64 registers: cl-t256v4-h took 63);
+/// more, 768 (85 registers: cl-t256v8-h took 80).
+QUACK_ROW_HD constexpr int row_cluster_register_held_ctas_per_sm(int tpr, int floats) {
+  return row_cluster_register_ctas_per_sm(tpr, floats <= 32);
+}
+
 /// Shared memory of the cluster register policy's all-reduce (static, in the kernel): two
 /// stages of one slot per warp and cluster CTA, then the exchange's two mbarriers.
 /// ClusterRowReducer::kBytes, as the ring's.
@@ -393,13 +417,15 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///    (row_map_ctas_per_sm);
 ///  - early_refill rings: ops without per-element outputs (n_out == 0);
 ///  - trial entries: ops whose traits ask for them (trial_ok: Op::kTrialConfigs);
-///  - at_apply entries: ops whose vectors load at apply (at_apply_ok: Op::kColsAtApply).
+///  - at_apply entries: ops whose vectors load at apply (at_apply_ok: Op::kColsAtApply);
+///  - held entries: ops with held folds (held_ok: Op::kHeldFold; one input stream, no
+///    per-column vectors or accumulations), at most kRowHeldMaxFloats values per thread.
 QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int red_floats,
                                               int n_cols, int in_elt, int n_acc = 0,
                                               int vec_elt = 4, int in_words = -1,
                                               bool late_cols = false, int n_out = 1,
                                               bool trial_ok = false, bool at_apply_ok = false,
-                                              bool no_reduce = false) {
+                                              bool no_reduce = false, bool held_ok = false) {
   const int words = in_words < 0 ? n_in : in_words;
   if (n_in < c.min_in || in_elt < c.min_elt) return false;
   if (c.policy == RowPolicy::kMap)
@@ -408,6 +434,9 @@ QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int 
                65536 / (c.tpr * row_map_ctas_per_sm(c.tpr));
   if (c.trial && !trial_ok) return false;
   if (c.at_apply && !at_apply_ok) return false;
+  if (c.held)
+    return held_ok && n_in == 1 && n_cols == 0 && n_acc == 0 && n_out > 0 && c.stages == 0 &&
+           c.vecs * (16 / in_elt) <= kRowHeldMaxFloats;
   if (c.early_refill && n_out != 0) return false;
   if (c.policy == RowPolicy::kClusterRegister) {
     const int cap = 65536 / (c.tpr * row_cluster_register_ctas_per_sm(c.tpr));

@@ -24,6 +24,7 @@ RowOpInfo row_op_info(const char* name) {
   i.trial_planned = Op::kTrialPlanned;
   i.gate_kernel = Op::kGate == RowGate::kKernel;
   i.no_reduce = Op::kNoReduce;
+  i.held_fold = Op::kHeldFold;
   i.name = name;
   return i;
 }

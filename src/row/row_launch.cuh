@@ -24,7 +24,7 @@ constexpr bool row_usable(const RowConfig& c) {
   return row_config_usable(c, Op::kIn, Op::Red::kFloats, Op::kCols, row_in_elt<D, Op::kIn>(),
                            Op::kAcc, int{sizeof(typename D::Vec)}, row_in_words<D, Op::kIn>(),
                            Op::kLateCols, Op::kOut, Op::kTrialConfigs, Op::kColsAtApply,
-                           Op::kNoReduce);
+                           Op::kNoReduce, Op::kHeldFold);
 }
 
 /// A persistent kernel's clusters: plan.grid / cluster_n when the plan has them (ops with column
@@ -104,7 +104,7 @@ void launch_row_config(const RowPlan& plan, const RowParams& p, int device, cuda
     launch(kernel, clusters * plan.cluster_n, c.tpr, smem, plan.cluster_n, stream, where, p);
   } else if constexpr (c.policy == RowPolicy::kClusterRegister) {
     if (resident) throw InvalidArgument(std::string(where) + ": internal error: not persistent");
-    launch(row_cluster_register_kernel<Op, D, c.tpr, c.vecs>, plan.grid, c.tpr, 0,
+    launch(row_cluster_register_kernel<Op, D, c.tpr, c.vecs, c.held>, plan.grid, c.tpr, 0,
            plan.cluster_n, stream, where, p);
   } else if constexpr (c.policy == RowPolicy::kStaged) {
     constexpr auto kernel = row_staged_kernel<Op, D, c.vecs, c.stages, c.tpr>;

@@ -59,6 +59,20 @@ struct ExpShift {
   }
 };
 
+/// log2(s) of a softmax denominator s = Σ e^(x − m) (s ≥ 1: the element at the max adds exactly
+/// 1), so that e^(x − m) / s is one FFMA and the MUFU, 2^((x − m)·log2 e − l), with no
+/// reciprocal and no multiply per element. s = 2^e·f, f ∈ [1, 2) split exactly from the bits:
+/// l = e + log2(f), log2(f) by lg2.approx (absolute error ≤ 2^-22 on [1, 2)) and exactly 0 for
+/// f = 1, so powers of two give their exponent exactly and 2^(−l) = 1/s exactly there (one
+/// finite element: s = 1, output 1; a row of 2^k equal values: 2^-k); other s give 1/s to a
+/// few fp32 ulp. s < 1 (0: a row of all −inf) or NaN: NaN.
+__device__ __forceinline__ float log2_denominator(float s) {
+  const int b = __float_as_int(s);
+  const float f = __int_as_float((b & 0x007fffff) | 0x3f800000);
+  const float l = static_cast<float>((b >> 23) - 127) + (f == 1.f ? 0.f : log2_approx(f));
+  return s >= 1.f ? l : __int_as_float(0x7fffffff);
+}
+
 /// e^(x - m) with the difference taken first (exact when x and m are close, so shifted inputs
 /// such as x + 100 lose no accuracy), then one multiply and the MUFU.
 __device__ __forceinline__ float exp_diff(float x, float m) {

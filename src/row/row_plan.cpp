@@ -264,7 +264,7 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
       const RowConfig& c = kRowConfigs[i];
       if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt, op.n_acc, vec_elt,
                              in_words, op.late_cols, op.n_out, op.trial_configs,
-                             op.cols_at_apply, op.no_reduce))
+                             op.cols_at_apply, op.no_reduce, op.held_fold))
         continue;
       // Ops without per-element outputs (cross-entropy's loss alone) skip the ring: it walks
       // one row at a time per SM, so a read-only op reads at half the copy rate (H200, bf16,

@@ -28,6 +28,7 @@ struct RowOpInfo {
   bool gate_kernel = false;    // Traits::kGate == RowGate::kKernel (cross-entropy's backward
                                // and the predicted forward's two kernels)
   bool no_reduce = false;      // Traits::kNoReduce: the map entries (RowPolicy::kMap)
+  bool held_fold = false;      // Traits::kHeldFold: the held cluster register entries
   const char* name = "";
 };
 

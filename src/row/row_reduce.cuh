@@ -242,6 +242,22 @@ struct OnlineMaxSum {
     if constexpr (View::kOnChip) return sum_terms(view, x0, view.max_in0());
     else return fold(view, x0);
   }
+  /// fold_in0 over a register view (RegisterView::for_each_at) that also keeps each term:
+  /// h[j][i] = e^(x − m_t) of element i of the thread's vector j (m_t: the thread's max, 0 where
+  /// it is −inf), the value the held-fold ops' apply rescales (op_traits.cuh, kHeldFold).
+  /// Entries of vectors the thread does not hold are left unset.
+  template <class View, int kVecs, int kVec>
+  __device__ __forceinline__ static Val fold_in0_held(const View& view,
+                                                      float (&h)[kVecs][kVec]) {
+    const float m = view.max_in0();
+    const float mr = m == kNegInf ? 0.f : m;
+    float s = 0.f;
+    view.for_each_at([&](const auto& e, int j, int i) {
+      h[j][i] = exp_diff(e.in[0], mr);
+      s += h[j][i];
+    });
+    return {{m, s}};
+  }
   /// (m, Σ e^(value − m)) over an on-chip view whose max of value is m. The difference first
   /// (exp_diff), so every element at the max adds exactly 1: a row of equal values sums to
   /// exactly N and softmax gives exactly 1/N, as torch (ExpShift's FFMA form does not).

@@ -247,8 +247,9 @@ struct RegisterView {
   int64_t col0;
   Cols cols;
 
+  /// f(e, j, i) for element i of the thread's vector j.
   template <class F>
-  __device__ __forceinline__ void for_each(F&& f) const {
+  __device__ __forceinline__ void for_each_at(F&& f) const {
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
       if (j * kTpr < n) {
@@ -259,10 +260,14 @@ struct RegisterView {
         for (int i = 0; i < kVec; ++i) {
           RowElem<kIn, Op::kCols> e;
           fill_elem<Op, kVec>(e, x, v, i, col0 + int64_t{j} * kTpr * kVec + i);
-          f(e);
+          f(e, j, i);
         }
       }
     }
+  }
+  template <class F>
+  __device__ __forceinline__ void for_each(F&& f) const {
+    for_each_at([&](const RowElem<kIn, Op::kCols>& e, int, int) { f(e); });
   }
 
   /// The max of stream 0 over the thread's elements, from the packed values.
@@ -492,6 +497,26 @@ struct NoAcc {
   __device__ __forceinline__ float& operator()(int, int) const { return sink; }
 };
 
+/// One vector's outputs o[s][0..kVec) (fp32), each output stream converted to its dtype (D) and
+/// stored with 16-byte (or, for outputs narrower than the vector's 16 bytes, 8-byte) streaming
+/// stores at element `off` of dst[s]; absent optional outputs (dst[s] == nullptr) are not
+/// stored. The tail of apply_store, and the held-fold output step (policy_cluster_register.cuh).
+template <class Op, class D, int kVec>
+__device__ __forceinline__ void store_vector_outputs(const float (&o)[row_dim(Op::kOut)][kVec],
+                                                     void* const (&dst)[row_dim(Op::kOut)],
+                                                     int64_t off) {
+  row_for<Op::kOut>([&](auto S) {
+    constexpr int s = decltype(S)::value;
+    using TO = row_out_t<D, s>;
+    if ((!row_out_optional<Op>(s) && Op::kGate != RowGate::kOutputs) || dst[s] != nullptr) {
+      Packed<TO, kVec> y;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) y.elt[i] = from_float<TO>(o[s][i]);
+      store_packed(static_cast<TO*>(dst[s]) + off, y);
+    }
+  });
+}
+
 /// One input vector's outputs: Op::apply per element (inputs x, vectors v; with kFixVector
 /// Op::apply_bulk per element, then Op::fix_vector once), each output stream converted to its
 /// dtype (D) and stored with 16-byte (or, for outputs narrower than the vector's 16 bytes,
@@ -523,16 +548,7 @@ __device__ __forceinline__ void apply_store(const RowParams& p, const typename O
     for (int s = 0; s < Op::kOut; ++s) o[s][i] = oi[s];
   }
   if constexpr (Op::kFixVector) Op::fix_vector(p, r, x, v, col, o);
-  row_for<Op::kOut>([&](auto S) {
-    constexpr int s = decltype(S)::value;
-    using TO = row_out_t<D, s>;
-    if ((!row_out_optional<Op>(s) && Op::kGate != RowGate::kOutputs) || dst[s] != nullptr) {
-      Packed<TO, kVec> y;
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) y.elt[i] = from_float<TO>(o[s][i]);
-      store_packed(static_cast<TO*>(dst[s]) + off, y);
-    }
-  });
+  store_vector_outputs<Op, D, kVec>(o, dst, off);
 }
 
 /// The output pointers of a vector policy: stream s at row `row`, column `col`, in its dtype

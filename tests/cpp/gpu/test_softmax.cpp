@@ -163,10 +163,12 @@ TEST_P(SoftmaxConfigs, MatchesReference) {
         c.config = config;
         c.seed = ++seed;
         // Is the entry compiled for this op and dtype? (Not: skip, as the plan would.) The
-        // forwards compile the entries under trial (kTrialConfigs).
+        // forwards compile the entries under trial (kTrialConfigs), softmax's forward the held
+        // entries (kHeldFold).
         if (config < kRowConfigCount &&
             !detail::row_config_usable(kRowConfigs[config], bwd ? 2 : 1, bwd ? 1 : 2, 0,
-                                       dtype_size(d.in), 0, 4, -1, false, 1, !bwd))
+                                       dtype_size(d.in), 0, 4, -1, false, 1, !bwd, false,
+                                       false, !bwd && !log))
           continue;
         run_softmax_case(c);
         ++ran;

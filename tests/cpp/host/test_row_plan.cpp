@@ -129,7 +129,8 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
   EXPECT_TRUE(pr.vec_ok && pr.pair);
   EXPECT_TRUE(row_config_usable(c, op.n_in, op.red_floats, op.n_cols, elt, op.n_acc,
                                 dtype_size(pr.vec), -1, op.late_cols, op.n_out,
-                                op.trial_configs, op.cols_at_apply, op.no_reduce));
+                                op.trial_configs, op.cols_at_apply, op.no_reduce,
+                                op.held_fold));
   if (c.at_apply) EXPECT_TRUE(op.cols_at_apply) << "at-apply entries only where asked";
   if (c.policy == RowPolicy::kMap)
     EXPECT_TRUE(op.no_reduce) << "map entries only for ops without a reduction";
@@ -395,6 +396,39 @@ TEST(RowPlan, SoftmaxFwdTrialEntriesPlannedOnLongRows) {
     ASSERT_GE(i, 0);
     EXPECT_EQ(name_of(plan_row(sm, problem(16384, N, DType::kBFloat16), i)), name);
   }
+}
+
+// The held entries (RowConfig::held: cl-t256v8-h, cl-t256v4-h) are compiled only for ops with
+// held folds (softmax's forward, kHeldFold); forced, they take its long rows (64 fp32 values
+// per thread at most: cl-t256v8-h of 16-bit rows, of fp32 ones 32); unforced, the plan never
+// picks them (last in the table, after entries that take every shape they take).
+TEST(RowPlan, HeldEntriesOnlyForHeldFolds) {
+  RowOpInfo sm = fwd_info();
+  sm.trial_configs = true;
+  RowOpInfo held = sm;
+  held.held_fold = true;
+  const int h8 = row_config_index("cl-t256v8-h"), h4 = row_config_index("cl-t256v4-h");
+  ASSERT_GE(h8, 0);
+  ASSERT_GE(h4, 0);
+  EXPECT_TRUE(kRowConfigs[h8].held && kRowConfigs[h4].held);
+  for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
+    for (int64_t N : sweep_ns()) {
+      const RowProblem pr = problem(16384, N, t);
+      EXPECT_EQ(name_of(plan_row(held, pr)), name_of(plan_row(sm, pr)))
+          << dtype_name(t) << " N=" << N;
+      for (int i : {h8, h4}) {
+        EXPECT_EQ(plan_row(sm, pr, i).policy, RowPolicy::kNone) << "not compiled without kHeldFold";
+        EXPECT_EQ(plan_row(bwd_info(), pr, i).policy, RowPolicy::kNone);
+      }
+    }
+  EXPECT_EQ(name_of(plan_row(held, problem(16384, 65536, DType::kBFloat16), h8)), "cl-t256v8-h-x4");
+  EXPECT_EQ(name_of(plan_row(held, problem(8192, 262144, DType::kBFloat16), h8)),
+            "cl-t256v8-h-x16");
+  EXPECT_EQ(name_of(plan_row(held, problem(16384, 131072, DType::kBFloat16), h4)),
+            "cl-t256v4-h-x16");
+  EXPECT_EQ(plan_row(held, problem(8192, 262144, DType::kBFloat16), h4).policy, RowPolicy::kNone)
+      << "beyond 16 x 16 KB";
+  EXPECT_EQ(name_of(plan_row(held, problem(16384, 65536, DType::kFloat32), h8)), "cl-t256v8-h-x8");
 }
 
 // LayerNorm's forward without a residual compiles the entries under trial too (weight and bias
