@@ -36,8 +36,9 @@ struct LayerNormFwdT : RowOpBase {
   // apply is called there once per output stream (residual_out first): a pure function.
   static constexpr bool kColsAtApply = true;
   // Without a residual: the cluster register entries and the rest under trial compiled
-  // (weight and bias at apply there too); the plan takes cl-t256v8-s1 on 16-bit rows beyond
-  // 128 KB with 16-bit weight and bias (row_plan.cpp, preferred_entry).
+  // (weight and bias at apply there too), of the persistent ones cl-t256v8-s1 only, with
+  // 16-bit weight and bias (row_config_usable: no -s2); the plan takes cl-t256v8-s1 on 16-bit
+  // rows beyond 128 KB with 16-bit weight and bias (row_plan.cpp, preferred_entry).
   static constexpr bool kTrialConfigs = kInputs == 1;
   using Red = RedMeanM2;
   struct Row {
