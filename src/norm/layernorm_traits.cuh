@@ -1,7 +1,8 @@
 // LayerNorm forward and backward as row-op traits (the skeleton: src/row/op_traits.cuh).
 //
 //   forward   h = x (+ residual);  μ, M2 = mean and Σ (h − μ)² of the row (RedMeanM2: each
-//             thread's own elements in two sweeps, then Chan's combine; never E[h²] − E[h]²)
+//             16-byte vector's own M2 about its mean, merged by Chan's formula; never
+//             E[h²] − E[h]²)
 //             rstd = 1/sqrt(M2/N + eps)   (biased variance)
 //             y = (h − μ)·rstd·(w + offset) + b;  residual_out = h;  mean, rstd per row
 //   backward  x̂ = (h − μ)·rstd,  g = dy·(w + offset)

@@ -93,8 +93,9 @@ struct RedSums {
 
 /// Count, mean and sum of squared deviations (n, μ, M2 = Σ (x − μ)²) of a row: the stable
 /// variance (never E[x²] − E[x]²). A thread folds its own elements into (n_t, s_t = Σ x,
-/// M2_t = Σ (x − μ_t)²) about its own mean μ_t = s_t / n_t: two sweeps over on-chip views,
-/// Welford's update over global memory; chunks of one thread merge by Chan's formula
+/// M2_t = Σ (x − μ_t)²) about its own mean μ_t = s_t / n_t: over on-chip views one sweep,
+/// each 16-byte vector's M2 about its own mean from registers, the vectors merged by Chan's
+/// formula; Welford's update over global memory; chunks of one thread merge by Chan's formula
 /// (Chan, Golub & LeVeque 1983). Across threads, warps, CTAs and clusters the all-reduce takes
 /// two plain sum stages (kTwoStage) rather than a tree of Chan merges (a reciprocal each, up to
 /// 26 per row and thread in a 16-CTA cluster):
@@ -123,21 +124,49 @@ struct RedMeanM2 {
   template <class View, class F>
   __device__ __forceinline__ static Val fold(const View& view, F value) {
     if constexpr (View::kOnChip) {
+      // One sweep, vector by vector (kV elements held as fp32 in registers): the vector's sum
+      // s_j (a pairwise tree), its mean μ_j = s_j / kV (exact: kV is a power of two) and
+      // Σ (x − μ_j)² from the same registers; vector j then merges into the thread's
+      // (mean, M2) of vectors 0..j−1 by Chan's formula with counts kV·j and kV (constants:
+      // the vectors present are a prefix), s_t = Σ s_j.
+      constexpr int kV = View::kVec;
+      static_assert((kV & (kV - 1)) == 0, "μ_j = s_j · (1 / kV) exactly");
       int cnt = 0;
-      float s = 0.f;
-      view.for_each([&](const auto& e) {
-        ++cnt;
-        s += value(e);
+      float s = 0.f, mean = 0.f, m2 = 0.f;
+      float x[kV];
+      view.for_each_at([&](const auto& e, int j, int i) {
+        x[i] = value(e);
+        if (i == kV - 1) {
+          float t[kV];
+#pragma unroll
+          for (int k = 0; k < kV; ++k) t[k] = x[k];
+#pragma unroll
+          for (int w = 1; w < kV; w *= 2)
+#pragma unroll
+            for (int k = 0; k + w < kV; k += 2 * w) t[k] += t[k + w];
+          const float sj = t[0];
+          const float mu = sj * (1.f / kV);
+#pragma unroll
+          for (int k = 0; k < kV; ++k) {
+            const float d = x[k] - mu;
+            m2 = fmaf(d, d, m2);
+          }
+          cnt += kV;
+          if (j == 0) {
+            s = sj;
+            mean = mu;
+          } else {
+            // Chan, n_a = kV·j and n_b = kV: mean += δ·n_b / (n_a + n_b),
+            // M2 += δ²·n_a·n_b / (n_a + n_b).
+            s += sj;
+            const float delta = mu - mean;
+            mean = fmaf(delta, 1.f / float(j + 1), mean);
+            m2 = fmaf(delta * (float(kV) * float(j) / float(j + 1)), delta, m2);
+          }
+        }
       });
       if (cnt == 0) return identity();
-      const Val v{{static_cast<float>(cnt), s, 0.f}};
-      const float mean = mean_of(v);
-      float m2 = 0.f;
-      view.for_each([&](const auto& e) {
-        const float d = value(e) - mean;
-        m2 = fmaf(d, d, m2);
-      });
-      return {{v.v[0], s, m2}};
+      return {{static_cast<float>(cnt), s, m2}};
     } else {
       float n = 0.f, mean = 0.f, m2 = 0.f;
       view.for_each([&](const auto& e) {
