@@ -16,7 +16,9 @@
 // and (b, a) in its partner): written with __fadd_rn / __fmul_rn where a compiler contraction
 // into an FMA would break the symmetry. Then every thread of every CTA of the row holds the
 // same bits, run to run (deterministic). A two-stage kind (RedMeanM2) all-reduces as two sum
-// kinds in two exchange calls instead, the second using the first's result.
+// kinds in two exchange calls instead, the second using the first's result; on
+// ClusterRowReducer each call sums the CTA's slots first and exchanges one 16-byte total per
+// CTA (allreduce_cta_first).
 // Online kinds (kOnline: v[0] a max m, v[1] a sum of e^(x − m), v[2..K) plain sums; the online
 // softmax pair and cross-entropy's) skip the combine's two exponentials per butterfly step: a
 // step set takes the max first (shuffles + FMNMX), rescales each lane's v[1] once to it, then
@@ -461,6 +463,45 @@ struct ClusterRowReducer {
     return warp_allreduce_red<K>(combine_slots<K, kSlot>(s, lane, kWarps * cluster_n), 32);
   }
 
+  /// Exchange call k of a two-stage kind's sum stage K (K::kFloats ≤ 4): the CTA's total
+  /// first (every warp the same butterfly over its kWarps slots), then one 16-byte message per
+  /// peer (lanes 1..cluster_n − 1 of warp 0 send the total, from registers, into the first slot
+  /// of this CTA's block in each peer's stage, which the peer itself never writes), then lane
+  /// r < cluster_n takes rank r's total (its own from registers) and a butterfly sums them:
+  /// every CTA adds the same totals in the same order. The reuse argument of the stages is
+  /// allreduce_as's: a peer writes this stage again only in its call k + 2, after this CTA's
+  /// call k + 1 message, which follows this CTA's reads of call k.
+  template <class K, class Hook = RowNoHook>
+  __device__ typename K::Val allreduce_cta_first(typename K::Val v, int k, int cluster_n, int rank,
+                                                 const Hook& after_sync = {}) const {
+    static_assert(K::kFloats <= 4 && kSlot == 4, "a CTA's total is one 16-byte message");
+    v = warp_allreduce_red<K>(v, 32);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float* s = slots + (k & 1) * kStageFloats;
+    float* mine = s + rank * kWarps * kSlot;  // this CTA's warps' slots; block `rank` in peers
+    if (lane == 0) store_slot<K>(mine + warp * kSlot, v);
+    __syncthreads();
+    after_sync();
+    typename K::Val c = lane < kWarps ? load_slot<K>(mine + lane * kSlot) : K::identity();
+    c = warp_allreduce_red<K>(c, 32);
+    if (cluster_n == 1) return c;
+    uint64_t* bar = bars + (k & 1);
+    exchange_expect(bar, static_cast<uint32_t>((cluster_n - 1) * kSlot * 4));
+    if (warp == 0 && lane >= 1 && lane < cluster_n) {
+      float m[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int i = 0; i < K::kFloats; ++i) m[i] = c.v[i];
+      st_async_to(static_cast<uint32_t>(__cvta_generic_to_shared(mine)),
+                  static_cast<uint32_t>(__cvta_generic_to_shared(bar)),
+                  make_float4(m[0], m[1], m[2], m[3]),
+                  rank + lane < cluster_n ? rank + lane : rank + lane - cluster_n);
+    }
+    exchange_wait(bar, k);
+    typename K::Val r = K::identity();
+    if (lane < cluster_n) r = lane == rank ? c : load_slot<K>(s + lane * kWarps * kSlot);
+    return warp_allreduce_red<K>(r, 32);
+  }
+
   /// Row 0's reduction on rank 0 only (single-stage kinds; ops without per-element outputs,
   /// where only rank 0's thread 0 uses the row's total): ranks ≠ 0 send their warps' partials
   /// to rank 0 and return at once (the value they return is their warp's partial, not for
@@ -480,16 +521,17 @@ struct ClusterRowReducer {
   }
 
   /// Row k (0, 1, ...) of the kernel: every thread of every CTA of the cluster calls. Two-stage
-  /// kinds make exchange calls 2k and 2k + 1 (after_sync in the first).
+  /// kinds make exchange calls 2k and 2k + 1 (after_sync in the first), each a CTA total first
+  /// (allreduce_cta_first).
   template <class Hook = RowNoHook>
   __device__ Val allreduce(Val v, int k, int cluster_n, int rank,
                            const Hook& after_sync = {}) const {
     if constexpr (RedTwoStage<R>::value) {
-      const auto t1 =
-          allreduce_as<typename R::Stage1>(R::stage1(v), 2 * k, cluster_n, rank, after_sync);
+      const auto t1 = allreduce_cta_first<typename R::Stage1>(R::stage1(v), 2 * k, cluster_n,
+                                                              rank, after_sync);
       const float mu = R::mid(t1);
       const auto t2 =
-          allreduce_as<typename R::Stage2>(R::stage2(v, mu), 2 * k + 1, cluster_n, rank);
+          allreduce_cta_first<typename R::Stage2>(R::stage2(v, mu), 2 * k + 1, cluster_n, rank);
       return R::result(t1, mu, t2);
     } else {
       return allreduce_as<R>(v, k, cluster_n, rank, after_sync);
