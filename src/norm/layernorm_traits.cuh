@@ -1,7 +1,8 @@
 // LayerNorm forward and backward as row-op traits (the skeleton: src/row/op_traits.cuh).
 //
 //   forward   h = x (+ residual);  μ, M2 = mean and Σ (h − μ)² of the row (RedMeanM2: each
-//             thread's own elements in two sweeps, then Chan's combine; never E[h²] − E[h]²)
+//             16-byte vector's own M2 about its mean, merged by Chan's formula; never
+//             E[h²] − E[h]²)
 //             rstd = 1/sqrt(M2/N + eps)   (biased variance)
 //             y = (h − μ)·rstd·(w + offset) + b;  residual_out = h;  mean, rstd per row
 //   backward  x̂ = (h − μ)·rstd,  g = dy·(w + offset)
@@ -36,8 +37,9 @@ struct LayerNormFwdT : RowOpBase {
   // apply is called there once per output stream (residual_out first): a pure function.
   static constexpr bool kColsAtApply = true;
   // Without a residual: the cluster register entries and the rest under trial compiled
-  // (weight and bias at apply there too); the plan takes cl-t256v8-s1 on 16-bit rows beyond
-  // 128 KB with 16-bit weight and bias (row_plan.cpp, preferred_entry).
+  // (weight and bias at apply there too), of the persistent ones cl-t256v8-s1 only, with
+  // 16-bit weight and bias (row_config_usable: no -s2); the plan takes cl-t256v8-s1 on 16-bit
+  // rows beyond 128 KB with 16-bit weight and bias (row_plan.cpp, preferred_entry).
   static constexpr bool kTrialConfigs = kInputs == 1;
   using Red = RedMeanM2;
   struct Row {

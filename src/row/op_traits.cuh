@@ -101,6 +101,9 @@
 //                       64 KB (row_plan.cpp's preferred entries: cl-t256v8 for softmax's and
 //                       log_softmax's forwards; cl-t256v8-s1 beyond 128 KB for LayerNorm's,
 //                       kColsAtApply, with 16-bit weight and bias), or by kTrialPlanned's rules.
+//                       Ops with per-column vectors (kColsAtApply) get of the persistent cluster
+//                       register entries only the one-stage ones, with 16-bit vectors
+//                       (row_config_usable: cl-t256v8-s1, not -s2).
 //   kTrialPlanned [false] the plan's rules measured for cross-entropy's forwards apply instead
 //                       (cl-t256v8 / cl-t256v8-s1 on 16-bit rows beyond 64 KB by output and
 //                       gate, no warp-per-row entry).

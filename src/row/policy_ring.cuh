@@ -18,7 +18,8 @@
 //      completing on the stage's mbarrier);
 //   2. the traits' fold over the slice in shared memory (LDS.128, conflict-free);
 //   3. all-reduce (ClusterRowReducer, row_reduce.cuh: one slot per warp; a cluster exchanges
-//      them by st.async and mbarriers, no cluster barrier per row) and the traits' finish;
+//      them by st.async and mbarriers, no cluster barrier per row; two-stage kinds exchange
+//      one total per CTA) and the traits' finish;
 //   4. outputs from the slice in shared memory, evict-first 16-byte stores;
 //   5. __syncthreads (every read of the stage done), then thread 0 issues the copies of the row
 //      kStages rows ahead into that stage and the L2 prefetch of the row after it.

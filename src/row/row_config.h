@@ -202,7 +202,11 @@ struct RowConfig {
 //    in flight during its exchange and stores, 96 / 192 KB per SM, and the closed kernel
 //    launches the resident clusters only. Run AB (kernel-only, grad-1 pair, TB/s, -s1 / -s2 /
 //    cl-t256v8): 3.32 / 3.32 / 3.30 at 16384 x 65536, 3.26 / 3.26 / 3.22 at 131072, 3.17 /
-//    3.15 / 2.99 at 8192 x 262144: the fwd+dx plans -s1 (row_plan.cpp).
+//    3.15 / 2.99 at 8192 x 262144: the fwd+dx plans -s1 (row_plan.cpp). Softmax's and
+//    log_softmax's forwards compile both; LayerNorm's forward (per-column vectors at apply)
+//    -s1 only, with 16-bit weight and bias (row_config_usable): run AD (kernel-only, bf16,
+//    TB/s, -s1 / -s2) 3.49 / 3.28 at 16384 x 65536, 3.43 / 3.20 at 131072, 3.19 / 2.96 at
+//    8192 x 262144, and -s2's fp16 instances spilled 252 bytes with its one-sweep fold.
 // Map entries (kMap: compiled only for ops without a reduction, Op::kNoReduce: cross-entropy's
 // backward), for the rows the ring would take otherwise: it runs each row in lockstep across
 // the cluster (wait, fold, all-reduce, barrier, refill) although such an op reduces nothing
@@ -407,8 +411,8 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///  - staged: any op (its geometry and shared memory are checked per call by the plan); the
 ///    one-stage entry only for ops with column accumulations (others have the ring);
 ///  - cluster register: no column accumulations, per-column vectors only where they load at
-///    apply (at_apply_ok: LayerNorm's forward; 16-bit ones in the persistent entries); the
-///    packed values
+///    apply (at_apply_ok: LayerNorm's forward; of the persistent entries only the one-stage
+///    ones, with 16-bit vectors); the packed values
 ///    within 64 registers with the slack (1024 / tpr CTAs per SM); the persistent entries
 ///    (stages ≥ 1): their shared memory within 227 KB and, for 768 / tpr CTAs (the fwd+dx's
 ///    __launch_bounds__: Op::kFullSm false), within an SM's 228 KB;
@@ -441,9 +445,11 @@ QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int 
   if (c.policy == RowPolicy::kClusterRegister) {
     const int cap = 65536 / (c.tpr * row_cluster_register_ctas_per_sm(c.tpr));
     if (c.stages > 0) {
-      // fp32 per-column vectors at apply (LayerNorm fwd's fp32 weight and bias) spill there at
-      // 64 registers (12-56 bytes): the non-persistent entries take them.
-      if (n_cols > 0 && vec_elt > 2) return false;
+      // Per-column vectors at apply (LayerNorm fwd's weight and bias): -s1 only, and only
+      // 16-bit ones. fp32 ones spilled there at 64 registers (12-56 bytes): the non-persistent
+      // entries take them; -s2 never beat -s1 for LayerNorm (run AD) and its fp16 instances
+      // spilled 252 bytes with the one-sweep fold.
+      if (n_cols > 0 && (vec_elt > 2 || c.stages > 1)) return false;
       const int64_t smem = row_ring_smem_bytes(c, words, red_floats);  // the ring's layout
       const int ctas = row_cluster_register_ctas_per_sm(c.tpr, false);  // the fwd+dx's
       if (smem > kRowMaxSmem || ctas * (smem + kRowCtaSmemReserve) > kRowSmSmem)

@@ -16,7 +16,9 @@
 // and (b, a) in its partner): written with __fadd_rn / __fmul_rn where a compiler contraction
 // into an FMA would break the symmetry. Then every thread of every CTA of the row holds the
 // same bits, run to run (deterministic). A two-stage kind (RedMeanM2) all-reduces as two sum
-// kinds in two exchange calls instead, the second using the first's result.
+// kinds in two exchange calls instead, the second using the first's result; on
+// ClusterRowReducer each call sums the CTA's slots first and exchanges one 16-byte total per
+// CTA (allreduce_cta_first).
 // Online kinds (kOnline: v[0] a max m, v[1] a sum of e^(x − m), v[2..K) plain sums; the online
 // softmax pair and cross-entropy's) skip the combine's two exponentials per butterfly step: a
 // step set takes the max first (shuffles + FMNMX), rescales each lane's v[1] once to it, then
@@ -93,8 +95,9 @@ struct RedSums {
 
 /// Count, mean and sum of squared deviations (n, μ, M2 = Σ (x − μ)²) of a row: the stable
 /// variance (never E[x²] − E[x]²). A thread folds its own elements into (n_t, s_t = Σ x,
-/// M2_t = Σ (x − μ_t)²) about its own mean μ_t = s_t / n_t: two sweeps over on-chip views,
-/// Welford's update over global memory; chunks of one thread merge by Chan's formula
+/// M2_t = Σ (x − μ_t)²) about its own mean μ_t = s_t / n_t: over on-chip views one sweep,
+/// each 16-byte vector's M2 about its own mean from registers, the vectors merged by Chan's
+/// formula; Welford's update over global memory; chunks of one thread merge by Chan's formula
 /// (Chan, Golub & LeVeque 1983). Across threads, warps, CTAs and clusters the all-reduce takes
 /// two plain sum stages (kTwoStage) rather than a tree of Chan merges (a reciprocal each, up to
 /// 26 per row and thread in a 16-CTA cluster):
@@ -123,21 +126,49 @@ struct RedMeanM2 {
   template <class View, class F>
   __device__ __forceinline__ static Val fold(const View& view, F value) {
     if constexpr (View::kOnChip) {
+      // One sweep, vector by vector (kV elements held as fp32 in registers): the vector's sum
+      // s_j (a pairwise tree), its mean μ_j = s_j / kV (exact: kV is a power of two) and
+      // Σ (x − μ_j)² from the same registers; vector j then merges into the thread's
+      // (mean, M2) of vectors 0..j−1 by Chan's formula with counts kV·j and kV (constants:
+      // the vectors present are a prefix), s_t = Σ s_j.
+      constexpr int kV = View::kVec;
+      static_assert((kV & (kV - 1)) == 0, "μ_j = s_j · (1 / kV) exactly");
       int cnt = 0;
-      float s = 0.f;
-      view.for_each([&](const auto& e) {
-        ++cnt;
-        s += value(e);
+      float s = 0.f, mean = 0.f, m2 = 0.f;
+      float x[kV];
+      view.for_each_at([&](const auto& e, int j, int i) {
+        x[i] = value(e);
+        if (i == kV - 1) {
+          float t[kV];
+#pragma unroll
+          for (int k = 0; k < kV; ++k) t[k] = x[k];
+#pragma unroll
+          for (int w = 1; w < kV; w *= 2)
+#pragma unroll
+            for (int k = 0; k + w < kV; k += 2 * w) t[k] += t[k + w];
+          const float sj = t[0];
+          const float mu = sj * (1.f / kV);
+#pragma unroll
+          for (int k = 0; k < kV; ++k) {
+            const float d = x[k] - mu;
+            m2 = fmaf(d, d, m2);
+          }
+          cnt += kV;
+          if (j == 0) {
+            s = sj;
+            mean = mu;
+          } else {
+            // Chan, n_a = kV·j and n_b = kV: mean += δ·n_b / (n_a + n_b),
+            // M2 += δ²·n_a·n_b / (n_a + n_b).
+            s += sj;
+            const float delta = mu - mean;
+            mean = fmaf(delta, 1.f / float(j + 1), mean);
+            m2 = fmaf(delta * (float(kV) * float(j) / float(j + 1)), delta, m2);
+          }
+        }
       });
       if (cnt == 0) return identity();
-      const Val v{{static_cast<float>(cnt), s, 0.f}};
-      const float mean = mean_of(v);
-      float m2 = 0.f;
-      view.for_each([&](const auto& e) {
-        const float d = value(e) - mean;
-        m2 = fmaf(d, d, m2);
-      });
-      return {{v.v[0], s, m2}};
+      return {{static_cast<float>(cnt), s, m2}};
     } else {
       float n = 0.f, mean = 0.f, m2 = 0.f;
       view.for_each([&](const auto& e) {
@@ -448,6 +479,45 @@ struct ClusterRowReducer {
     return warp_allreduce_red<K>(combine_slots<K, kSlot>(s, lane, kWarps * cluster_n), 32);
   }
 
+  /// Exchange call k of a two-stage kind's sum stage K (K::kFloats ≤ 4): the CTA's total
+  /// first (every warp the same butterfly over its kWarps slots), then one 16-byte message per
+  /// peer (lanes 1..cluster_n − 1 of warp 0 send the total, from registers, into the first slot
+  /// of this CTA's block in each peer's stage, which the peer itself never writes), then lane
+  /// r < cluster_n takes rank r's total (its own from registers) and a butterfly sums them:
+  /// every CTA adds the same totals in the same order. The reuse argument of the stages is
+  /// allreduce_as's: a peer writes this stage again only in its call k + 2, after this CTA's
+  /// call k + 1 message, which follows this CTA's reads of call k.
+  template <class K, class Hook = RowNoHook>
+  __device__ typename K::Val allreduce_cta_first(typename K::Val v, int k, int cluster_n, int rank,
+                                                 const Hook& after_sync = {}) const {
+    static_assert(K::kFloats <= 4 && kSlot == 4, "a CTA's total is one 16-byte message");
+    v = warp_allreduce_red<K>(v, 32);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float* s = slots + (k & 1) * kStageFloats;
+    float* mine = s + rank * kWarps * kSlot;  // this CTA's warps' slots; block `rank` in peers
+    if (lane == 0) store_slot<K>(mine + warp * kSlot, v);
+    __syncthreads();
+    after_sync();
+    typename K::Val c = lane < kWarps ? load_slot<K>(mine + lane * kSlot) : K::identity();
+    c = warp_allreduce_red<K>(c, 32);
+    if (cluster_n == 1) return c;
+    uint64_t* bar = bars + (k & 1);
+    exchange_expect(bar, static_cast<uint32_t>((cluster_n - 1) * kSlot * 4));
+    if (warp == 0 && lane >= 1 && lane < cluster_n) {
+      float m[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int i = 0; i < K::kFloats; ++i) m[i] = c.v[i];
+      st_async_to(static_cast<uint32_t>(__cvta_generic_to_shared(mine)),
+                  static_cast<uint32_t>(__cvta_generic_to_shared(bar)),
+                  make_float4(m[0], m[1], m[2], m[3]),
+                  rank + lane < cluster_n ? rank + lane : rank + lane - cluster_n);
+    }
+    exchange_wait(bar, k);
+    typename K::Val r = K::identity();
+    if (lane < cluster_n) r = lane == rank ? c : load_slot<K>(s + lane * kWarps * kSlot);
+    return warp_allreduce_red<K>(r, 32);
+  }
+
   /// Row 0's reduction on rank 0 only (single-stage kinds; ops without per-element outputs,
   /// where only rank 0's thread 0 uses the row's total): ranks ≠ 0 send their warps' partials
   /// to rank 0 and return at once (the value they return is their warp's partial, not for
@@ -467,16 +537,17 @@ struct ClusterRowReducer {
   }
 
   /// Row k (0, 1, ...) of the kernel: every thread of every CTA of the cluster calls. Two-stage
-  /// kinds make exchange calls 2k and 2k + 1 (after_sync in the first).
+  /// kinds make exchange calls 2k and 2k + 1 (after_sync in the first), each a CTA total first
+  /// (allreduce_cta_first).
   template <class Hook = RowNoHook>
   __device__ Val allreduce(Val v, int k, int cluster_n, int rank,
                            const Hook& after_sync = {}) const {
     if constexpr (RedTwoStage<R>::value) {
-      const auto t1 =
-          allreduce_as<typename R::Stage1>(R::stage1(v), 2 * k, cluster_n, rank, after_sync);
+      const auto t1 = allreduce_cta_first<typename R::Stage1>(R::stage1(v), 2 * k, cluster_n,
+                                                              rank, after_sync);
       const float mu = R::mid(t1);
       const auto t2 =
-          allreduce_as<typename R::Stage2>(R::stage2(v, mu), 2 * k + 1, cluster_n, rank);
+          allreduce_cta_first<typename R::Stage2>(R::stage2(v, mu), 2 * k + 1, cluster_n, rank);
       return R::result(t1, mu, t2);
     } else {
       return allreduce_as<R>(v, k, cluster_n, rank, after_sync);

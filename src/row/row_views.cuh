@@ -6,8 +6,10 @@
 // f(const RowElem<kIn, kCols>&) once per element the thread holds, in a fixed order.
 // Per-column vectors reach the fold only for traits with kReduceCols (a column source `Cols`
 // fills them per 16-byte vector of the row); otherwise e.vec is left unset there. On-chip
-// views also give the max of stream 0 from the packed values (max_in0) and one element by its
-// column (value_at: exactly one thread of a row holds each column).
+// views also give the max of stream 0 from the packed values (max_in0), one element by its
+// column (value_at: exactly one thread of a row holds each column) and for_each_at(f), which
+// calls f(e, j, i) for element i of the thread's 16-byte vector j (kVec elements each; the
+// vectors present are a prefix j = 0, 1, ...: a fold may work per vector).
 #pragma once
 
 #include <cstdint>
@@ -270,6 +272,26 @@ struct RegisterView {
     for_each_at([&](const RowElem<kIn, Op::kCols>& e, int, int) { f(e); });
   }
 
+  /// f(e, j, i) for element i of the thread's vector j (as for_each: the vectors present are
+  /// j = 0, 1, ... while j·kTpr < n, a prefix).
+  template <class F>
+  __device__ __forceinline__ void for_each_at(F&& f) const {
+#pragma unroll
+    for (int j = 0; j < kVecs; ++j) {
+      if (j * kTpr < n) {
+        float x[kIn][kVec], v[row_dim(Op::kCols)][kVec];
+        vals.unpack_all(j, x);
+        cols.load(j, v);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          RowElem<kIn, Op::kCols> e;
+          fill_elem<Op, kVec>(e, x, v, i, col0 + int64_t{j} * kTpr * kVec + i);
+          f(e, j, i);
+        }
+      }
+    }
+  }
+
   /// The max of stream 0 over the thread's elements, from the packed values.
   __device__ __forceinline__ float max_in0() const {
     static_assert(!row_in_optional<Op>(0), "stream 0 is always present");
@@ -348,7 +370,8 @@ struct SharedView {
     });
   }
 
-  /// f(e, j, i) for element i of the thread's vector j.
+  /// f(e, j, i) for element i of the thread's vector j (the vectors present are j = 0, 1, ...
+  /// while j·kStride < n, a prefix).
   template <class F>
   __device__ __forceinline__ void for_each_at(F&& f) const {
 #pragma unroll

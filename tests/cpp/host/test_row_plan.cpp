@@ -434,13 +434,30 @@ TEST(RowPlan, HeldEntriesOnlyForHeldFolds) {
 // LayerNorm's forward without a residual compiles the entries under trial too (weight and bias
 // at apply): unforced it plans cl-t256v8-s1 on 16-bit rows beyond 128 KB with 16-bit weight and
 // bias, elsewhere (fp32 weight and bias: -s1 is not compiled for them) as without the entries;
-// forced, the cluster register entries take its long rows.
+// forced, the cluster register entries take its long rows. Of the persistent ones it compiles
+// -s1 only (no -s2 for ops with per-column vectors; softmax's forward keeps both).
 TEST(RowPlan, LayerNormFwdTrialEntriesPlannedOnLongRows) {
   RowOpInfo ln = ln_fwd_info(1);
   ln.trial_configs = true;
-  const int cl = row_config_index("cl-t256v8"), s1 = row_config_index("cl-t256v8-s1");
+  const int cl = row_config_index("cl-t256v8"), s1 = row_config_index("cl-t256v8-s1"),
+            s2 = row_config_index("cl-t256v8-s2");
   ASSERT_GE(cl, 0);
   ASSERT_GE(s1, 0);
+  ASSERT_GE(s2, 0);
+  for (int vec_elt : {2, 4}) {
+    EXPECT_FALSE(row_config_usable(kRowConfigs[s2], 1, 3, 2, 2, 0, vec_elt, -1, false, 2, true,
+                                   true))
+        << "no -s2 for LayerNorm's forward, vectors of " << vec_elt << " bytes";
+    EXPECT_EQ(row_config_usable(kRowConfigs[s1], 1, 3, 2, 2, 0, vec_elt, -1, false, 2, true,
+                                true),
+              vec_elt == 2)
+        << "-s1 with 16-bit vectors only";
+  }
+  RowOpInfo sm = fwd_info();
+  sm.trial_configs = true;
+  EXPECT_TRUE(row_config_usable(kRowConfigs[s2], sm.n_in, sm.red_floats, sm.n_cols, 2, 0, 4, -1,
+                                false, sm.n_out, true, false))
+      << "softmax's forward keeps -s2";
   int planned = 0;
   for (DType t : {DType::kBFloat16, DType::kFloat32})
     for (DType v : {DType::kFloat32, DType::kBFloat16})
@@ -453,6 +470,7 @@ TEST(RowPlan, LayerNormFwdTrialEntriesPlannedOnLongRows) {
                   takes ? name_of(forced) : name_of(plan_row(ln_fwd_info(1), pr)))
             << dtype_name(t) << " N=" << N;
         if (dtype_size(v) == 4) EXPECT_FALSE(takes) << "fp32 vectors: no -s1";
+        EXPECT_EQ(plan_row(ln, pr, s2).policy, RowPolicy::kNone) << "no -s2: N=" << N;
       }
   EXPECT_GT(planned, 5) << "the rule takes the long 16-bit rows of the sweep";
   const RowProblem f32v = problem(8192, 262144, DType::kBFloat16, true, true, DType::kFloat32);
@@ -461,6 +479,8 @@ TEST(RowPlan, LayerNormFwdTrialEntriesPlannedOnLongRows) {
   EXPECT_EQ(plan_row(ln, f32v, s1).policy, RowPolicy::kNone) << "fp32 vectors: no -s1";
   EXPECT_EQ(name_of(plan_row(ln, bf16v, s1)), "cl-t256v8-s1-x16");
   EXPECT_EQ(name_of(plan_row(ln, bf16v)), "cl-t256v8-s1-x16");
+  EXPECT_EQ(plan_row(ln, bf16v, s2).policy, RowPolicy::kNone) << "no -s2 for LayerNorm";
+  EXPECT_EQ(name_of(plan_row(sm, bf16v, s2)), "cl-t256v8-s2-x16") << "softmax's forward";
   EXPECT_EQ(name_of(plan_row(ln, f32v)), name_of(plan_row(ln_fwd_info(1), f32v)));
   EXPECT_EQ(name_of(plan_row(ln, problem(16384, 65536, DType::kBFloat16, true, true,
                                          DType::kBFloat16))),
