@@ -249,7 +249,8 @@ struct RegisterView {
   int64_t col0;
   Cols cols;
 
-  /// f(e, j, i) for element i of the thread's vector j.
+  /// f(e, j, i) for element i of the thread's vector j (as for_each: the vectors present are
+  /// j = 0, 1, ... while j·kTpr < n, a prefix).
   template <class F>
   __device__ __forceinline__ void for_each_at(F&& f) const {
 #pragma unroll
@@ -270,26 +271,6 @@ struct RegisterView {
   template <class F>
   __device__ __forceinline__ void for_each(F&& f) const {
     for_each_at([&](const RowElem<kIn, Op::kCols>& e, int, int) { f(e); });
-  }
-
-  /// f(e, j, i) for element i of the thread's vector j (as for_each: the vectors present are
-  /// j = 0, 1, ... while j·kTpr < n, a prefix).
-  template <class F>
-  __device__ __forceinline__ void for_each_at(F&& f) const {
-#pragma unroll
-    for (int j = 0; j < kVecs; ++j) {
-      if (j * kTpr < n) {
-        float x[kIn][kVec], v[row_dim(Op::kCols)][kVec];
-        vals.unpack_all(j, x);
-        cols.load(j, v);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          RowElem<kIn, Op::kCols> e;
-          fill_elem<Op, kVec>(e, x, v, i, col0 + int64_t{j} * kTpr * kVec + i);
-          f(e, j, i);
-        }
-      }
-    }
   }
 
   /// The max of stream 0 over the thread's elements, from the packed values.
