@@ -1,8 +1,9 @@
-# Run AE, call 1 (C++ only, no device build): branch ae (main + sm-exp + ln-ring2 + the CE
-# backward's row scalars in load_row), scripts/device/prebuild.sh here, carry [".prebuilt"] alone:
+# The session after run AD, call 1 (C++ only, no device build): merge what should be measured
+# first (branches sm-exp, ln-ring2: docs/status.md), then scripts/device/prebuild.sh here and
+# carry [".prebuilt"] alone:
 #   PREBUILT=1 AB_INSTANCES=OFF BUDGET=585 TEST_TMO=200
-#   TESTS='*Softmax* *LayerNorm* CeTrain.* *CeConfigs* *RmsNormFwd* CeCases.* CeShapes*'
-#   PYFILES='' ITEMS=scripts/device/next_cpp_items.sh bash scripts/device/call_focus.sh
+#   TESTS='*Softmax* *LayerNorm* CeTrain.* *CeConfigs*' PYFILES=''
+#   ITEMS=scripts/device/next_cpp_items.sh bash scripts/device/call_focus.sh
 # (CeTrain's second shard needs ~180 s: ForcedConfigs 80 s, ManyRowBlocks ~100 s.) If the build
 # log does not say "prebuilt binaries", the stamp differed and it built (~215 s).
 # Softmax fwd (issue 15; AD: cl-t256v8 4.19 / 4.19 / 4.13 TB/s kernel-only, 3.97 / 4.00 / 3.96 by
@@ -13,6 +14,5 @@ run ncu_sm_fwd 80 bash scripts/ncu_kernel.sh sm_fwd 'regex:row_cluster_register_
 # ln-ring2 (one-sweep statistics, one CTA total per peer), bf16 and fp32 weight and bias.
 run ln_configs 150 bash -c "build/d/bench/quack-bench layernorm --dtype bf16 --wdtype x --dir fwd --shapes 16384x65536,16384x131072,8192x262144 --config all --ms 20; build/d/bench/quack-bench layernorm --dtype bf16 --wdtype fp32 --dir fwd --shapes 16384x131072,8192x262144 --config all --ms 20"
 # The CE training recompute per entry (issue 18; AD5: looped 1.094 / 2.172 / 2.172 ms, map 1.110
-# / 2.231 / 2.228, ring 1.136 / 2.456 / 2.598): with the per-call scales read in load_row the ring
-# should read as the plain backward's (AD4 1.084 / 2.209 / 2.106), the plan's line with it.
+# / 2.231 / 2.228): after moving the finish_loads rule to the looped entry, the plan's line.
 run ce_recompute 80 build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x65536,16384x131072,8192x262144 --dir fwdbwd --config all --ms 5
