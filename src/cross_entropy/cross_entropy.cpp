@@ -420,6 +420,7 @@ RowCall cross_entropy_train_bwd_call(const CrossEntropyTrainBwdArgs& a) {
   b.logit_softcap = a.logit_softcap;
   RowCall c = cross_entropy_bwd_call(b, kTrainBwd, ce::kTrainBwd);
   c.p.row_in[ce::kBwdState] = scalars_io(a.dx_state.data);
+  c.problem.finish_loads = true;  // the state's scales, per row in finish
   check_dx_state(chk, a.dx_state, a.x.device);
   return c;
 }

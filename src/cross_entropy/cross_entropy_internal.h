@@ -58,7 +58,7 @@ RowCall cross_entropy_bwd_call(const CrossEntropyBwdArgs& args,
 
 /// The training backward's recompute (cross_entropy_train_bwd without its rescale kernel and
 /// the dx_out / dx_predict checks): validates `args` and builds the row call on x into dx_out
-/// or dx, with the dx state.
+/// or dx, with the dx state and RowProblem::finish_loads set.
 RowCall cross_entropy_train_bwd_call(const CrossEntropyTrainBwdArgs& args);
 
 }  // namespace quack::detail

@@ -366,12 +366,9 @@ struct CrossEntropyBwd : CeDxTraits<kCap, kWS> {
   static constexpr bool kNoReduce = !kWS;
   // kTrainBwd: the kernel runs only where the forward did not write dx (the state's kDxOn 0).
   static constexpr RowGate kGate = RowGate::kKernel;
-  // The row's scalars, all read in load_row: issued before the row's loads, so that no policy
-  // waits on them after its all-reduce (the ring runs a row in lockstep over its cluster).
   struct RowIn {
     int t = kCeIgnored;
-    float lse = 0.f, wt = 1.f;  // wt = w[t]
-    float s_ce = 0.f, s_z = 0.f;  // σ_ce, σ_z
+    float lse = 0.f, dloss = 0.f;
   };
   using Row = CeGradRow;
 
@@ -388,13 +385,7 @@ struct CrossEntropyBwd : CeDxTraits<kCap, kWS> {
     RowIn r;
     r.t = ce_target(p, row);
     r.lse = load1(p.row_in[ce::kLseIn], row, 0);
-    r.wt = ce_target_weight(p, r.t);
-    const float dloss = load1(p.row_in[ce::kDloss], row, 0);
-    r.s_ce = r.s_z = dloss;
-    if (p.iscalar[ce::kFlags] & ce::kTrainBwd) {  // the forward's scales (mean: 1 / denom.)
-      r.s_ce *= state(p, ce::kScaleCe);
-      r.s_z *= state(p, ce::kScaleZ);
-    }
+    r.dloss = load1(p.row_in[ce::kDloss], row, 0);
     return r;
   }
 
@@ -407,7 +398,12 @@ struct CrossEntropyBwd : CeDxTraits<kCap, kWS> {
 
   __device__ __forceinline__ static Row finish(const RowParams& p, const RowIn& in,
                                                const Red::Val& tot, int64_t, bool) {
-    return ce_grad_row<kWS>(p, in.t, in.lse, in.wt, tot.v[0], in.s_ce, in.s_z);
+    float s_ce = in.dloss, s_z = in.dloss;
+    if (p.iscalar[ce::kFlags] & ce::kTrainBwd) {  // the forward's scales (mean: 1 / denom.)
+      s_ce *= state(p, ce::kScaleCe);
+      s_z *= state(p, ce::kScaleZ);
+    }
+    return ce_grad_row<kWS>(p, in.t, in.lse, ce_target_weight(p, in.t), tot.v[0], s_ce, s_z);
   }
 
 };

@@ -201,14 +201,19 @@ static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >=
 //    8192 x 262144 against the ring's 3.35 / 2.99 (at 65536 the ring's 3.94 beats
 //    cl-t512v8's 3.66).
 //  - ops without a reduction (kNoReduce: cross-entropy's backward without weighted smoothing)
-//    on rows of any dtype that no ring holds (beyond 16 x 64 KB): map-t256v8, one CTA per
-//    32 KB tile, where the looped entry reads the row twice and the map once. Below that the
-//    ring and looped entries stay (run AD, kernel-only, bf16, the backward at 16384 x 65536 /
-//    131072 and 8192 x 262144: ring 1.084 / 2.209 / 2.106 ms, map-t256v8 1.108 / 2.230 /
-//    2.225); the training backward's recompute reads its per-call scales with the row's
-//    scalars in load_row, off the ring's lockstep path.
-int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes) {
-  if (op.no_reduce && op.n_acc == 0 && row_bytes > kRowMaxCluster * kRowRegisterMaxRowBytes)
+//    whose finish reads per-row device scalars (RowProblem::finish_loads: the training
+//    backward's dx state), on 16-bit rows beyond 64 KB: map-t256v8, one CTA per 32 KB tile;
+//    the ring runs each row in lockstep over its cluster, the state's loads on its path (run
+//    AD, kernel-only, bf16, the training backward's recompute on map-t256v8 1.113 / 2.228 /
+//    2.233 ms at 16384 x 65536 / 131072 and 8192 x 262144; run AC2 on the ring 1.139 / 2.479 /
+//    2.609). The plain backward (no such loads) keeps the ring and looped entries: in run AD
+//    1.084 / 2.183 / 2.106 ms against map-t256v8's 1.108 / 2.230 / 2.225. Both take the map
+//    on rows of any dtype that no ring holds (beyond 16 x 64 KB), where the looped entry
+//    reads the row twice and the map once.
+int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes, bool finish_loads) {
+  if (op.no_reduce && op.n_acc == 0 &&
+      (row_bytes > kRowMaxCluster * kRowRegisterMaxRowBytes ||
+       (finish_loads && in_elt == 2 && row_bytes > kRowRegisterMaxRowBytes)))
     return kMapEntry;
   if (in_elt != 2) return -1;
   const bool gated_bwd = op.gate_kernel && !op.trial_planned;
@@ -250,7 +255,7 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
   const int present_bytes = pr.present_bytes < 0 ? n_present * in_elt : pr.present_bytes;
   const int64_t row_bytes = pr.N * in_elt;
   const bool force_general = forced_config == kRowConfigCount;
-  const int first = forced_config < 0 ? preferred_entry(op, in_elt, row_bytes) : -1;
+  const int first = forced_config < 0 ? preferred_entry(op, in_elt, row_bytes, pr.finish_loads) : -1;
   if (pr.pair && pr.vec_ok && !force_general) {
     for (int k = first >= 0 ? -1 : 0; k < kRowConfigCount; ++k) {
       const int i = k < 0 ? first : k;

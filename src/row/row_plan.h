@@ -49,6 +49,10 @@ struct RowProblem {
   int present_bytes = -1;  // bytes per element over the present input streams (-1:
                            // n_present x the size of `in`)
   int inst = -1;         // the instance (RowOpEntry::insts) when `pair`
+  bool finish_loads = false;  // the op's finish reads per-row device scalars besides its row
+                              // inputs (cross-entropy's training backward: its dx state); the
+                              // map entries' independent tiles hide that latency, which the
+                              // ring's lockstep rows expose (row_plan.cpp, preferred_entry)
 };
 
 struct RowPlan {

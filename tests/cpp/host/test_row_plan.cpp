@@ -511,43 +511,53 @@ TEST(RowPlan, AtApplyEntriesForLayerNormFwd) {
   EXPECT_EQ(plan_row(bwd_info(), pr, e).policy, RowPolicy::kNone);
 }
 
-// The map entry is compiled only for ops without a reduction (kNoReduce: cross-entropy's
-// backward without weighted smoothing) and planned (map-t256v8) on rows of any dtype beyond the
-// ring's 16 x 64 KB; forced, it takes rows of any length in tiles.
+// The map entries are compiled only for ops without a reduction (kNoReduce: cross-entropy's
+// backward without weighted smoothing), planned (map-t256v8) on rows of any dtype beyond the
+// ring's 16 x 64 KB, and on 16-bit rows beyond 64 KB where finish reads per-row device scalars
+// (RowProblem::finish_loads: the training backward); they take rows of any length in tiles.
 TEST(RowPlan, MapEntriesForOpsWithoutReduction) {
   const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
-  const int map = row_config_index("map-t256v8");
+  const int map = row_config_index("map-t256v8"), map128 = row_config_index("map-t128v8");
   ASSERT_GE(map, 0);
-  EXPECT_LT(row_config_index("map-t128v8"), 0) << "never ahead of map-t256v8 (runs AD4 / AD5)";
+  ASSERT_GE(map128, 0);
   const RowOpInfo op = ce_bwd_info();
   for (DType t : {bf, DType::kFloat16, f32})
-    for (int64_t N : sweep_ns()) {
+    for (int64_t N : sweep_ns())
+      for (bool loads : {false, true}) {
       RowProblem pr = problem(16384, N, t);
+      pr.finish_loads = loads;
       const RowPlan plan = plan_row(op, pr);
       check_plan(op, pr, plan);
       const int64_t row_bytes = N * dtype_size(t);
-      const bool planned = pr.vec_ok && row_bytes > 16 * kRowRegisterMaxRowBytes;
-      EXPECT_EQ(plan.config == map, planned) << dtype_name(t) << " N=" << N << " " << name_of(plan);
-      // The ops with a reduction never take it, even forced.
+      const bool planned =
+          pr.vec_ok && (row_bytes > 16 * kRowRegisterMaxRowBytes ||
+                        (loads && dtype_size(t) == 2 && row_bytes > kRowRegisterMaxRowBytes));
+      EXPECT_EQ(plan.config == map, planned)
+          << dtype_name(t) << " N=" << N << " loads=" << loads << " " << name_of(plan);
+      EXPECT_NE(plan.config, map128) << "forced only";
+      // The ops with a reduction never take them, even forced.
       for (const RowOpInfo& other :
            {fwd_info(), bwd_info(), ce_fwd_info(1), ce_bwd_info(false)}) {
         EXPECT_NE(plan_row(other, pr).policy, RowPolicy::kMap);
         EXPECT_EQ(plan_row(other, pr, map).policy, RowPolicy::kNone);
       }
-    }
-  // Forced at the backward's training shapes: 32 KB tiles, M x chunks CTAs.
+      }
+  // The backward's training shapes: 32 KB tiles (16 KB for map-t128v8), M x chunks CTAs.
   for (auto [M, N, chunks] : {std::tuple<int64_t, int64_t, int64_t>{16384, 65536, 4},
                               {16384, 131072, 8},
                               {8192, 262144, 16},
                               {16384, 128256, 8},
                               {4, 1048576, 64}}) {
-    const RowPlan p = plan_row(op, problem(M, N, bf), map);
+    RowProblem pr = problem(M, N, bf);
+    pr.finish_loads = true;
+    const RowPlan p = plan_row(op, pr);
     EXPECT_EQ(name_of(p), "map-t256v8") << N;
     EXPECT_EQ(p.grid, M * chunks) << N;
+    EXPECT_EQ(plan_row(op, problem(M, N, bf), map128).grid, M * 2 * chunks) << N;
   }
-  EXPECT_EQ(name_of(plan_row(op, problem(4, 1048576, bf))), "map-t256v8") << "beyond the ring";
   EXPECT_EQ(name_of(plan_row(op, problem(16384, 32768, bf))), "ring-t1024v4-s3-x1");  // 64 KB
-  EXPECT_EQ(name_of(plan_row(op, problem(16384, 131072, bf))), "ring-t1024v4-s3-x4");
+  EXPECT_EQ(name_of(plan_row(op, problem(16384, 131072, bf))), "ring-t1024v4-s3-x4")
+      << "no per-row loads in finish: the ring";
   EXPECT_EQ(name_of(plan_row(op, problem(16384, 65536, f32))), "ring-t1024v4-s3-x4");
   EXPECT_EQ(name_of(plan_row(op, problem(16384, 262144, f32))), "ring-t1024v4-s3-x16");
   EXPECT_EQ(name_of(plan_row(op, problem(64, 262148, f32))), "map-t256v8");  // beyond the ring
