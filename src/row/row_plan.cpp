@@ -150,9 +150,10 @@ constexpr int kRingEntry = row_config_index("ring-t1024v4-s3");
 constexpr int kWarpRowEntry = row_config_index("r4t32v8");
 constexpr int kQuarterWarpEntry = row_config_index("r16t16v2");
 constexpr int kMapEntry = row_config_index("map-t256v8");
+constexpr int kLoopedEntry = row_config_index("t1024v2-looped");
 static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >= 0 &&
                   kRingEntry >= 0 && kWarpRowEntry >= 0 &&
-                  kQuarterWarpEntry >= 0 && kMapEntry >= 0,
+                  kQuarterWarpEntry >= 0 && kMapEntry >= 0 && kLoopedEntry >= 0,
               "the preferred entries are in kRowConfigs");
 
 // The entry an unforced plan tries first (-1: none; it falls back to kRowConfigs' order where
@@ -193,37 +194,37 @@ static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >=
 //    1.228 / 1.296 ms at 16384 x 65536, 2.523 / 2.655 at 131072; open (the scaled step's
 //    forward) it reads 0.580 ms against cl-t256v8's 0.558 at 65536.
 //  - the other ops compiling the entries under trial (kTrialConfigs without kTrialPlanned) on
-//    16-bit rows beyond 64 KB: softmax's and log_softmax's forwards cl-t256v8, run AD (bf16,
-//    kernel-only) 4.19 / 4.19 / 4.13 TB/s at 16384 x 65536 / 131072, 8192 x 262144 against the
-//    ring's 3.97 / 3.90 / 3.58 (QuACK 0.2.0: 4.12-4.19, run O); LayerNorm's forward on rows
-//    beyond 128 KB cl-t256v8-s1 (16-bit weight and bias; fp32 ones fall back to the ring, the
-//    persistent entry not being compiled for them), 3.43 / 3.19 TB/s at 16384 x 131072 /
-//    8192 x 262144 against the ring's 3.35 / 2.99 (at 65536 the ring's 3.94 beats
-//    cl-t512v8's 3.66).
-//  - ops without a reduction (kNoReduce: cross-entropy's backward without weighted smoothing)
-//    whose finish reads per-row device scalars (RowProblem::finish_loads: the training
-//    backward's dx state), on 16-bit rows beyond 64 KB: map-t256v8, one CTA per 32 KB tile;
-//    the ring runs each row in lockstep over its cluster, the state's loads on its path (run
-//    AD, kernel-only, bf16, the training backward's recompute on map-t256v8 1.113 / 2.228 /
-//    2.233 ms at 16384 x 65536 / 131072 and 8192 x 262144; run AC2 on the ring 1.139 / 2.479 /
-//    2.609). The plain backward (no such loads) keeps the ring and looped entries: in run AD
-//    1.084 / 2.183 / 2.106 ms against map-t256v8's 1.108 / 2.230 / 2.225. Both take the map
-//    on rows of any dtype that no ring holds (beyond 16 x 64 KB), where the looped entry
-//    reads the row twice and the map once.
-int preferred_entry(const RowOpInfo& op, int in_elt, int64_t row_bytes, bool finish_loads) {
-  if (op.no_reduce && op.n_acc == 0 &&
-      (row_bytes > kRowMaxCluster * kRowRegisterMaxRowBytes ||
-       (finish_loads && in_elt == 2 && row_bytes > kRowRegisterMaxRowBytes)))
-    return kMapEntry;
+//    16-bit rows beyond 64 KB: softmax's and log_softmax's forwards cl-t256v8, run AE (bf16,
+//    kernel-only) 4.21 / 4.21 / 4.14 TB/s at 16384 x 65536 / 131072, 8192 x 262144 against the
+//    ring's 3.99 / 3.94 / 3.62 (QuACK 0.2.0: 4.12-4.19, run O); LayerNorm's forward (per-column
+//    vectors at apply) with fp32 weight and bias cl-t256v8 too, 3.12 / 2.79 against the ring
+//    it takes otherwise (ring-t1024v2-s6: no ring-t1024v4-s3 for fp32 vectors) 2.62 / 2.23 at
+//    131072 / 262144; with 16-bit weight and bias the ring (one-sweep statistics), 3.99 / 3.84
+//    / 3.70 against cl-t256v8-s1's 3.56 / 3.59 / 3.34.
+//  - ops without a reduction (kNoReduce: cross-entropy's backward without weighted smoothing):
+//    on rows of any dtype that no ring holds (beyond 16 x 64 KB) map-t256v8, one CTA per 32 KB
+//    tile, where the looped entry reads the row twice and the map once; where finish reads
+//    per-row device scalars (RowProblem::finish_loads: the training backward's dx state) on
+//    16-bit rows beyond 64 KB the looped entry: the ring runs each row in lockstep over its
+//    cluster, the state's loads on its path. Run AE (kernel-only, bf16, the training
+//    backward's recompute at 16384 x 65536 / 131072 and 8192 x 262144): t1024v2-looped 1.090 /
+//    2.169 / 2.164 ms, map-t256v8 1.112 / 2.221 / 2.227 (run AD5: the ring 1.136 / 2.456 /
+//    2.598). The plain backward (no such loads) keeps the ring and looped entries: in run AD
+//    1.084 / 2.183 / 2.106 ms against map-t256v8's 1.108 / 2.230 / 2.225.
+int preferred_entry(const RowOpInfo& op, int in_elt, int vec_elt, int64_t row_bytes,
+                    bool finish_loads) {
+  if (op.no_reduce && op.n_acc == 0) {
+    if (row_bytes > kRowMaxCluster * kRowRegisterMaxRowBytes) return kMapEntry;
+    if (finish_loads && in_elt == 2 && row_bytes > kRowRegisterMaxRowBytes) return kLoopedEntry;
+  }
   if (in_elt != 2) return -1;
   const bool gated_bwd = op.gate_kernel && !op.trial_planned;
   if (op.trial_planned && row_bytes > kRowRegisterMaxRowBytes &&
       (op.n_out > 0 || row_bytes <= 4 * kRowRegisterMaxRowBytes))
     return op.n_out > 0 || op.gate_kernel ? kClusterStageEntry : kClusterEntry;
-  if (op.trial_configs && !op.trial_planned && row_bytes > kRowRegisterMaxRowBytes) {
-    if (!op.cols_at_apply) return kClusterEntry;
-    if (row_bytes > 2 * kRowRegisterMaxRowBytes) return kClusterStageEntry;
-  }
+  if (op.trial_configs && !op.trial_planned && row_bytes > kRowRegisterMaxRowBytes &&
+      (!op.cols_at_apply || vec_elt == 4))
+    return kClusterEntry;
   if (op.n_in == 1 && op.n_acc == 0 && !gated_bwd && row_bytes > 4096 && row_bytes <= 8192)
     return kShortRowEntry;
   if (gated_bwd && row_bytes > kRowRegisterMaxRowBytes / 2 && row_bytes <= kRowRegisterMaxRowBytes)
@@ -255,7 +256,8 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
   const int present_bytes = pr.present_bytes < 0 ? n_present * in_elt : pr.present_bytes;
   const int64_t row_bytes = pr.N * in_elt;
   const bool force_general = forced_config == kRowConfigCount;
-  const int first = forced_config < 0 ? preferred_entry(op, in_elt, row_bytes, pr.finish_loads) : -1;
+  const int first =
+      forced_config < 0 ? preferred_entry(op, in_elt, vec_elt, row_bytes, pr.finish_loads) : -1;
   if (pr.pair && pr.vec_ok && !force_general) {
     for (int k = first >= 0 ? -1 : 0; k < kRowConfigCount; ++k) {
       const int i = k < 0 ? first : k;

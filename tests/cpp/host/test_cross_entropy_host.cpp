@@ -418,7 +418,7 @@ TEST(CrossEntropyPlan, TrainingShapes) {
         detail::plan_row_call(detail::cross_entropy_bwd_call(b)), buf, sizeof(buf)));
   };
   // Beyond 64 KB (16-bit): the ring; the training backward's recompute (its finish reads the
-  // dx state per row) the map entry.
+  // dx state per row) the looped entry.
   EXPECT_EQ(bwd_plan(16384, 131072, bf), "ring-t1024v4-s3-x4");
   auto train_plan = [](int64_t Mr, int64_t Vr, DType t) {
     CrossEntropyTrainBwdArgs a;
@@ -432,9 +432,9 @@ TEST(CrossEntropyPlan, TrainingShapes) {
     return std::string(detail::row_plan_name(
         detail::plan_row_call(detail::cross_entropy_train_bwd_call(a)), buf, sizeof(buf)));
   };
-  EXPECT_EQ(train_plan(16384, 65536, bf), "map-t256v8");
-  EXPECT_EQ(train_plan(16384, 131072, bf), "map-t256v8");
-  EXPECT_EQ(train_plan(8192, 262144, bf), "map-t256v8");
+  EXPECT_EQ(train_plan(16384, 65536, bf), "t1024v2-looped");
+  EXPECT_EQ(train_plan(16384, 131072, bf), "t1024v2-looped");
+  EXPECT_EQ(train_plan(8192, 262144, bf), "t1024v2-looped");
   EXPECT_EQ(train_plan(16384, 32768, bf), "ring-t1024v4-s3-x1");
   EXPECT_EQ(train_plan(16384, 65536, f32), "ring-t1024v4-s3-x4");
   EXPECT_EQ(bwd_plan(16384, 65536, f32), "ring-t1024v4-s3-x4");

@@ -350,8 +350,9 @@ TEST(LayerNormPlan, TrainingShapes) {
   const Expect cases[] = {
       {bf, 128, false, "r16t16v1"},           {bf, 256, false, "r16t16v2"},
       {bf, 1024, false, "r4t32v4"},           {bf, 1536, false, "r4t32v8"},
-      {bf, 2048, false, "r4t32v8"},           {bf, 4096, false, "t128v4"},            {bf, 32768, false, "ring-t1024v2-s6-x2"},
-      {bf, 131072, false, "ring-t1024v2-s6-x8"}, {bf, 262144, false, "ring-t1024v2-s6-x16"},
+      {bf, 2048, false, "r4t32v8"},           {bf, 4096, false, "t128v4"},
+      {bf, 32768, false, "ring-t1024v2-s6-x2"}, {bf, 65536, false, "cl-t256v8-x4"},
+      {bf, 131072, false, "cl-t256v8-x8"},    {bf, 262144, false, "cl-t256v8-x16"},
       {bf, 16384, false, "t512v4"},          {f32, 16384, false, "ring-t1024v4-s3-x1"},
       {f32, 32768, false, "ring-t1024v4-s3-x2"}, {f32, 131072, false, "ring-t1024v4-s3-x8"},
       {f32, 262144, false, "ring-t1024v4-s3-x16"},

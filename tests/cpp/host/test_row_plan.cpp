@@ -432,10 +432,11 @@ TEST(RowPlan, HeldEntriesOnlyForHeldFolds) {
 }
 
 // LayerNorm's forward without a residual compiles the entries under trial too (weight and bias
-// at apply): unforced it plans cl-t256v8-s1 on 16-bit rows beyond 128 KB with 16-bit weight and
-// bias, elsewhere (fp32 weight and bias: -s1 is not compiled for them) as without the entries;
-// forced, the cluster register entries take its long rows. Of the persistent ones it compiles
-// -s1 only (no -s2 for ops with per-column vectors; softmax's forward keeps both).
+// at apply): unforced it plans cl-t256v8 on 16-bit rows beyond 64 KB with fp32 weight and bias
+// (the ring it takes otherwise holds fp32 vector slices only in ring-t1024v2-s6), elsewhere
+// (16-bit weight and bias: the ring) as without the entries; forced, the cluster register
+// entries take its long rows. Of the persistent ones it compiles -s1 only (no -s2 for ops with
+// per-column vectors; softmax's forward keeps both).
 TEST(RowPlan, LayerNormFwdTrialEntriesPlannedOnLongRows) {
   RowOpInfo ln = ln_fwd_info(1);
   ln.trial_configs = true;
@@ -463,30 +464,27 @@ TEST(RowPlan, LayerNormFwdTrialEntriesPlannedOnLongRows) {
     for (DType v : {DType::kFloat32, DType::kBFloat16})
       for (int64_t N : sweep_ns()) {
         const RowProblem pr = problem(16384, N, t, true, true, v);
-        const RowPlan forced = plan_row(ln, pr, s1);
-        const bool takes = dtype_size(t) == 2 && N * 2 > 131072 && forced.policy != RowPolicy::kNone;
+        const RowPlan forced = plan_row(ln, pr, cl);
+        const bool takes = dtype_size(t) == 2 && dtype_size(v) == 4 && N * 2 > 65536 &&
+                           forced.policy != RowPolicy::kNone;
         if (takes) ++planned;
         EXPECT_EQ(name_of(plan_row(ln, pr)),
                   takes ? name_of(forced) : name_of(plan_row(ln_fwd_info(1), pr)))
-            << dtype_name(t) << " N=" << N;
-        if (dtype_size(v) == 4) EXPECT_FALSE(takes) << "fp32 vectors: no -s1";
+            << dtype_name(t) << " " << dtype_name(v) << " N=" << N;
         EXPECT_EQ(plan_row(ln, pr, s2).policy, RowPolicy::kNone) << "no -s2: N=" << N;
       }
   EXPECT_GT(planned, 5) << "the rule takes the long 16-bit rows of the sweep";
   const RowProblem f32v = problem(8192, 262144, DType::kBFloat16, true, true, DType::kFloat32);
   const RowProblem bf16v = problem(8192, 262144, DType::kBFloat16, true, true, DType::kBFloat16);
   EXPECT_EQ(name_of(plan_row(ln, f32v, cl)), "cl-t256v8-x16");
+  EXPECT_EQ(name_of(plan_row(ln, f32v)), "cl-t256v8-x16");
   EXPECT_EQ(plan_row(ln, f32v, s1).policy, RowPolicy::kNone) << "fp32 vectors: no -s1";
   EXPECT_EQ(name_of(plan_row(ln, bf16v, s1)), "cl-t256v8-s1-x16");
-  EXPECT_EQ(name_of(plan_row(ln, bf16v)), "cl-t256v8-s1-x16");
+  EXPECT_EQ(name_of(plan_row(ln, bf16v)), name_of(plan_row(ln_fwd_info(1), bf16v)))
+      << "16-bit weight and bias: the ring";
+  EXPECT_EQ(name_of(plan_row(ln, bf16v)).rfind("ring-", 0), 0u);
   EXPECT_EQ(plan_row(ln, bf16v, s2).policy, RowPolicy::kNone) << "no -s2 for LayerNorm";
   EXPECT_EQ(name_of(plan_row(sm, bf16v, s2)), "cl-t256v8-s2-x16") << "softmax's forward";
-  EXPECT_EQ(name_of(plan_row(ln, f32v)), name_of(plan_row(ln_fwd_info(1), f32v)));
-  EXPECT_EQ(name_of(plan_row(ln, problem(16384, 65536, DType::kBFloat16, true, true,
-                                         DType::kBFloat16))),
-            name_of(plan_row(ln_fwd_info(1), problem(16384, 65536, DType::kBFloat16, true, true,
-                                                     DType::kBFloat16))))
-      << "128 KB rows keep the ring";
   EXPECT_EQ(plan_row(ln_fwd_info(1), bf16v, cl).policy, RowPolicy::kNone)
       << "not compiled without kTrialConfigs";
 }
@@ -511,38 +509,40 @@ TEST(RowPlan, AtApplyEntriesForLayerNormFwd) {
   EXPECT_EQ(plan_row(bwd_info(), pr, e).policy, RowPolicy::kNone);
 }
 
-// The map entries are compiled only for ops without a reduction (kNoReduce: cross-entropy's
-// backward without weighted smoothing), planned (map-t256v8) on rows of any dtype beyond the
-// ring's 16 x 64 KB, and on 16-bit rows beyond 64 KB where finish reads per-row device scalars
-// (RowProblem::finish_loads: the training backward); they take rows of any length in tiles.
+// The map entry is compiled only for ops without a reduction (kNoReduce: cross-entropy's
+// backward without weighted smoothing) and planned (map-t256v8) on rows of any dtype beyond the
+// ring's 16 x 64 KB; where finish reads per-row device scalars (RowProblem::finish_loads: the
+// training backward) the looped entry takes 16-bit rows of (64 KB, 16 x 64 KB]. Forced, the map
+// takes rows of any length in tiles.
 TEST(RowPlan, MapEntriesForOpsWithoutReduction) {
   const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
-  const int map = row_config_index("map-t256v8"), map128 = row_config_index("map-t128v8");
+  const int map = row_config_index("map-t256v8"), looped = row_config_index("t1024v2-looped");
   ASSERT_GE(map, 0);
-  ASSERT_GE(map128, 0);
+  ASSERT_GE(looped, 0);
+  EXPECT_LT(row_config_index("map-t128v8"), 0) << "never ahead of map-t256v8 (runs AD4 / AD5)";
   const RowOpInfo op = ce_bwd_info();
   for (DType t : {bf, DType::kFloat16, f32})
     for (int64_t N : sweep_ns())
       for (bool loads : {false, true}) {
-      RowProblem pr = problem(16384, N, t);
-      pr.finish_loads = loads;
-      const RowPlan plan = plan_row(op, pr);
-      check_plan(op, pr, plan);
-      const int64_t row_bytes = N * dtype_size(t);
-      const bool planned =
-          pr.vec_ok && (row_bytes > 16 * kRowRegisterMaxRowBytes ||
-                        (loads && dtype_size(t) == 2 && row_bytes > kRowRegisterMaxRowBytes));
-      EXPECT_EQ(plan.config == map, planned)
-          << dtype_name(t) << " N=" << N << " loads=" << loads << " " << name_of(plan);
-      EXPECT_NE(plan.config, map128) << "forced only";
-      // The ops with a reduction never take them, even forced.
-      for (const RowOpInfo& other :
-           {fwd_info(), bwd_info(), ce_fwd_info(1), ce_bwd_info(false)}) {
-        EXPECT_NE(plan_row(other, pr).policy, RowPolicy::kMap);
-        EXPECT_EQ(plan_row(other, pr, map).policy, RowPolicy::kNone);
+        RowProblem pr = problem(16384, N, t);
+        pr.finish_loads = loads;
+        const RowPlan plan = plan_row(op, pr);
+        check_plan(op, pr, plan);
+        const int64_t row_bytes = N * dtype_size(t);
+        const bool planned = pr.vec_ok && row_bytes > 16 * kRowRegisterMaxRowBytes;
+        EXPECT_EQ(plan.config == map, planned)
+            << dtype_name(t) << " N=" << N << " loads=" << loads << " " << name_of(plan);
+        if (pr.vec_ok && loads && dtype_size(t) == 2 && row_bytes > kRowRegisterMaxRowBytes &&
+            !planned)
+          EXPECT_EQ(plan.config, looped) << dtype_name(t) << " N=" << N;
+        // The ops with a reduction never take the map, even forced.
+        for (const RowOpInfo& other :
+             {fwd_info(), bwd_info(), ce_fwd_info(1), ce_bwd_info(false)}) {
+          EXPECT_NE(plan_row(other, pr).policy, RowPolicy::kMap);
+          EXPECT_EQ(plan_row(other, pr, map).policy, RowPolicy::kNone);
+        }
       }
-      }
-  // The backward's training shapes: 32 KB tiles (16 KB for map-t128v8), M x chunks CTAs.
+  // The backward's training shapes, forced: 32 KB tiles, M x chunks CTAs.
   for (auto [M, N, chunks] : {std::tuple<int64_t, int64_t, int64_t>{16384, 65536, 4},
                               {16384, 131072, 8},
                               {8192, 262144, 16},
@@ -550,10 +550,12 @@ TEST(RowPlan, MapEntriesForOpsWithoutReduction) {
                               {4, 1048576, 64}}) {
     RowProblem pr = problem(M, N, bf);
     pr.finish_loads = true;
-    const RowPlan p = plan_row(op, pr);
+    const RowPlan p = plan_row(op, pr, map);
     EXPECT_EQ(name_of(p), "map-t256v8") << N;
     EXPECT_EQ(p.grid, M * chunks) << N;
-    EXPECT_EQ(plan_row(op, problem(M, N, bf), map128).grid, M * 2 * chunks) << N;
+    EXPECT_EQ(name_of(plan_row(op, pr)),
+              N * 2 > 16 * kRowRegisterMaxRowBytes ? "map-t256v8" : "t1024v2-looped")
+        << N;
   }
   EXPECT_EQ(name_of(plan_row(op, problem(16384, 32768, bf))), "ring-t1024v4-s3-x1");  // 64 KB
   EXPECT_EQ(name_of(plan_row(op, problem(16384, 131072, bf))), "ring-t1024v4-s3-x4")
