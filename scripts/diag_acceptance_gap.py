@@ -12,7 +12,10 @@ public call, ms per call:
            and `gap`, the median idle time between the clear's end and the call's first kernel
            (host time that the clear did not cover), with the kernels the call launched.
 accept ≈ kernel + gap; kernel against b2b says whether the cleared L2 (dirty lines of the clear
-written back during the call) costs the kernel itself.
+written back during the call) costs the kernel itself. Each line ends with the median SM clock
+(nvidia-smi, MHz) over its measurements. --pattern also times x made of one 1 M-element random
+block repeated (quack-bench's inputs): whether the data itself (DRAM and SM power, so the clock)
+moves the kernel's time.
 """
 
 import argparse
@@ -24,6 +27,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 from bench_linear_ce import time_three_ways  # noqa: E402
+from bench_gemm import ClockSampler  # noqa: E402
 
 
 def calls(op, impl, x, w, b):
@@ -104,32 +108,37 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--op", default="softmax", choices=("softmax", "log_softmax", "layernorm"))
     p.add_argument("--shapes", default="16384x65536,16384x131072,8192x262144")
+    p.add_argument("--pattern", action="store_true", help="also x as a repeated 1 M-element block")
     args = p.parse_args()
     from triton.testing import do_bench
     cache = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
     for shape in args.shapes.split(","):
         M, N = (int(v) for v in shape.split("x"))
         torch.manual_seed(0)
-        x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
         w = torch.randn(N, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(N, device="cuda", dtype=torch.bfloat16)
         gb = 2 * M * N * 2 / 1e9
-        for impl in ("ours", "quack"):
-            fn = calls(args.op, impl, x, w, b)
-            if fn is None:
-                continue
-            with torch.no_grad():
-                acc = do_bench(fn, warmup=25, rep=100, return_mode="median")
-                three = time_three_ways(torch, do_bench, fn, 20)
-                gr = graph_ms(fn, cache)
-                k, gap, names = profiled(fn, cache)
-            tb = lambda ms: f"{ms:.4f} ms {gb / ms:.2f} TB/s" if ms else "-"
-            print(f"{args.op} {M}x{N} {impl:5s} accept {tb(acc)} | l2 {tb(three['l2'])}"
-                  f" | b2b {tb(three['b2b'])} | graph {tb(gr)}"
-                  f" | kernel {tb(k)} gap {gap if gap is None else round(gap * 1e3, 1)} us"
-                  f" | {names}", flush=True)
-        del x
-
+        for data in ("randn", "pattern") if args.pattern else ("randn",):
+            if data == "randn":
+                x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
+            else:
+                block = torch.randn(1 << 20, device="cuda", dtype=torch.bfloat16)
+                x = block.repeat((M * N + block.numel() - 1) // block.numel())[: M * N].view(M, N)
+            for impl in ("ours", "quack"):
+                fn = calls(args.op, impl, x, w, b)
+                if fn is None:
+                    continue
+                with torch.no_grad(), ClockSampler() as clock:
+                    acc = do_bench(fn, warmup=25, rep=100, return_mode="median")
+                    three = time_three_ways(torch, do_bench, fn, 20)
+                    gr = graph_ms(fn, cache)
+                    k, gap, names = profiled(fn, cache)
+                tb = lambda ms: f"{ms:.4f} ms {gb / ms:.2f} TB/s" if ms else "-"
+                print(f"{args.op} {M}x{N} {data} {impl:5s} accept {tb(acc)} | l2 {tb(three['l2'])}"
+                      f" | b2b {tb(three['b2b'])} | graph {tb(gr)}"
+                      f" | kernel {tb(k)} gap {gap if gap is None else round(gap * 1e3, 1)} us"
+                      f" | {names} | SM {clock.median()} MHz", flush=True)
+            del x
 
 if __name__ == "__main__":
     main()
