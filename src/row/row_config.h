@@ -186,7 +186,10 @@ struct RowConfig {
 //    terms for the stores (softmax's forward: QuACK's softmax computes e^x once per element
 //    and keeps it across the exchange); 64 fp32 values per thread at cl-t256v8-h take 80
 //    registers (768 threads per SM: 3 CTAs, 96 KB of a 16-bit row in flight per SM against
-//    cl-t256v8's 128 KB), 32 at cl-t256v4-h 63 (4 CTAs, 64 KB). Unmeasured.
+//    cl-t256v8's 128 KB), 32 at cl-t256v4-h 63 (4 CTAs, 64 KB), cl-t512v4-h 62 (2 CTAs of
+//    512: cl-t256v8's cluster sizes at 32 held values per thread). Run AE1 (bf16 softmax fwd,
+//    kernel-only, TB/s at 16384 x 65536 / 131072, 8192 x 262144): cl-t256v8-h 4.23 / 4.13 /
+//    3.84, cl-t256v4-h 3.70 / 3.35 / -, against cl-t256v8's 4.21 / 4.21 / 4.14.
 //    cl-t256v8 is not persistent: a persistent loss-only variant (min(M, resident) clusters
 //    looping over the rows, the next row's loads into registers right after the fold)
 //    measured no better in run AA (kernel-only bf16 CE forward, TB/s, cl-t256v8-p /
@@ -254,9 +257,10 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kClusterRegister, 256, 1, 8, 2, 1, 2, "cl-t256v8-s2", false, true},  // ≤ 16x32 KB
     // 31: ops without a reduction (Op::kNoReduce), rows of any length in tiles
     {RowPolicy::kMap, 256, 1, 8, 0, 1, 2, "map-t256v8"},  // tiles of 256 x 8 vectors
-    // 32-33: the cluster register entries with held folds (ops with Op::kHeldFold), under trial
+    // 32-34: the cluster register entries with held folds (ops with Op::kHeldFold), under trial
     {RowPolicy::kClusterRegister, 256, 1, 8, 0, 1, 2, "cl-t256v8-h", false, true, false, true},
     {RowPolicy::kClusterRegister, 256, 1, 4, 0, 1, 2, "cl-t256v4-h", false, true, false, true},
+    {RowPolicy::kClusterRegister, 512, 1, 4, 0, 1, 2, "cl-t512v4-h", false, true, false, true},
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
