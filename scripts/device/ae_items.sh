@@ -2,8 +2,10 @@
 #   AB_INSTANCES=OFF BUDGET=585 TEST_TMO=200 TESTS='Topk* CeTrain.*'
 #   PYFILES='test_softmax test_layernorm test_cross_entropy test_topk'
 #   ITEMS=scripts/device/ae_items.sh bash scripts/device/call_focus.sh
+# Softmax fwd held entries (cl-t512v4-h new) beside cl-t256v8.
 # Top-k fp32 (issue 19): the staged bitonic instance (-fit-stg, forced only; helper's prediction
 # 0.072-0.080 ms at (65536, 1024, 8) against the plan's 0.0889 and QuACK's 0.0781).
+run sm_held 40 build/d/bench/quack-bench softmax --dtype bf16 --dir fwd --shapes 16384x65536,8192x262144 --config all --ms 20
 run topk_cfg 60 build/d/bench/quack-bench topk --dtype fp32 --config all --shapes 65536x1024x8,65536x2048x8,65536x1024x16 --ms 40
 # LayerNorm fwd with fp32 weight and bias at 65536 (the rule plans cl-t256v8 beyond 64 KB; AE1
 # measured it at 131072 / 262144 only).
