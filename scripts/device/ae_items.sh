@@ -1,6 +1,6 @@
 # Run AE, call 2 (device build, Python), branch ae: carry [".peers", ".whl", ".data"]:
-#   AB_INSTANCES=OFF BUDGET=585 TEST_TMO=200 TESTS='Topk* CeTrain.*'
-#   PYFILES='test_softmax test_layernorm test_cross_entropy test_topk'
+#   AB_INSTANCES=OFF BUDGET=585 TEST_TMO=200 TESTS='Topk* CeTrain.* *SoftmaxConfigs*'
+#   PYFILES='test_softmax test_layernorm test_cross_entropy'
 #   ITEMS=scripts/device/ae_items.sh bash scripts/device/call_focus.sh
 # Softmax fwd held entries (cl-t512v4-h new) beside cl-t256v8.
 # Top-k fp32 (issue 19): the staged bitonic instance (-fit-stg, forced only; helper's prediction

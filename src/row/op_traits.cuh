@@ -130,8 +130,8 @@
 //                       not take, so the per-element compare leaves the common path. Together
 //                       they give apply's bits; the general policy and apply_store_by_stream
 //                       (kColsAtApply) call apply. Ops without column accumulations.
-//   kHeldFold [false]   the held cluster register entries (RowConfig::held: cl-t256v8-h,
-//                       cl-t256v4-h, row_config.h) are compiled for the op; there it folds
+//   kHeldFold [false]   the held cluster register entry (RowConfig::held: cl-t256v8-h,
+//                       row_config.h) is compiled for the op; there it folds
 //                       with reduce_held(p, in, view, h) instead of reduce: the same Red::Val, and one
 //                       fp32 value per element kept in h[j][i] (the thread's vector j, element
 //                       i); then finish_held(p, in, total, part, row, writer) gives the thread's

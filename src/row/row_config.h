@@ -182,14 +182,14 @@ struct RowConfig {
 //    up to 1024 / tpr CTAs per SM (64 registers) at different phases of their rows, so one
 //    CTA's reduction and exchange overlap the others' loads. Also the fwd+dx (its row stays
 //    in registers across the exchange, then dx).
-//    cl-t256v8-h, cl-t256v4-h (held): the same geometries for ops whose fold keeps its fp32
-//    terms for the stores (softmax's forward: QuACK's softmax computes e^x once per element
-//    and keeps it across the exchange); 64 fp32 values per thread at cl-t256v8-h take 80
-//    registers (768 threads per SM: 3 CTAs, 96 KB of a 16-bit row in flight per SM against
-//    cl-t256v8's 128 KB), 32 at cl-t256v4-h 63 (4 CTAs, 64 KB), cl-t512v4-h 62 (2 CTAs of
-//    512: cl-t256v8's cluster sizes at 32 held values per thread). Run AE1 (bf16 softmax fwd,
-//    kernel-only, TB/s at 16384 x 65536 / 131072, 8192 x 262144): cl-t256v8-h 4.23 / 4.13 /
-//    3.84, cl-t256v4-h 3.70 / 3.35 / -, against cl-t256v8's 4.21 / 4.21 / 4.14.
+//    cl-t256v8-h (held): the same geometry for ops whose fold keeps its fp32 terms for the
+//    stores (softmax's forward: QuACK's softmax computes e^x once per element and keeps it
+//    across the exchange); 64 fp32 values per thread take 80 registers (768 threads per SM:
+//    3 CTAs, 96 KB of a 16-bit row in flight per SM against cl-t256v8's 128 KB). Run AE1
+//    (bf16 softmax fwd, kernel-only, TB/s at 16384 x 65536 / 131072, 8192 x 262144): 4.23 /
+//    4.13 / 3.84 against cl-t256v8's 4.21 / 4.21 / 4.14; its 32-value variants (4 CTAs of 256
+//    at 63 registers: 3.70 / 3.35 / -; 2 CTAs of 512 at 62: 3.59 / - / 3.09, run AE2) hold
+//    half the bytes in flight and were taken out.
 //    cl-t256v8 is not persistent: a persistent loss-only variant (min(M, resident) clusters
 //    looping over the rows, the next row's loads into registers right after the fold)
 //    measured no better in run AA (kernel-only bf16 CE forward, TB/s, cl-t256v8-p /
@@ -257,10 +257,8 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kClusterRegister, 256, 1, 8, 2, 1, 2, "cl-t256v8-s2", false, true},  // ≤ 16x32 KB
     // 31: ops without a reduction (Op::kNoReduce), rows of any length in tiles
     {RowPolicy::kMap, 256, 1, 8, 0, 1, 2, "map-t256v8"},  // tiles of 256 x 8 vectors
-    // 32-34: the cluster register entries with held folds (ops with Op::kHeldFold), under trial
+    // 32: the cluster register entry with held folds (ops with Op::kHeldFold), under trial
     {RowPolicy::kClusterRegister, 256, 1, 8, 0, 1, 2, "cl-t256v8-h", false, true, false, true},
-    {RowPolicy::kClusterRegister, 256, 1, 4, 0, 1, 2, "cl-t256v4-h", false, true, false, true},
-    {RowPolicy::kClusterRegister, 512, 1, 4, 0, 1, 2, "cl-t512v4-h", false, true, false, true},
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -362,8 +360,8 @@ QUACK_ROW_HD constexpr int row_cluster_register_ctas_per_sm(int tpr, bool full_s
 inline constexpr int kRowHeldMaxFloats = 64;
 
 /// CTAs per SM of a held entry whose threads keep `floats` fp32 values (its
-/// __launch_bounds__): up to 32, 1024 threads per SM (64 registers: cl-t256v4-h took 63);
-/// more, 768 (85 registers: cl-t256v8-h took 80).
+/// __launch_bounds__): up to 32, 1024 threads per SM (64 registers); more, 768 (85 registers:
+/// cl-t256v8-h took 80).
 QUACK_ROW_HD constexpr int row_cluster_register_held_ctas_per_sm(int tpr, int floats) {
   return row_cluster_register_ctas_per_sm(tpr, floats <= 32);
 }

@@ -24,7 +24,7 @@ struct SoftmaxFwd : RowOpBase {
   // the plan takes cl-t256v8 on 16-bit rows beyond 64 KB (row_plan.cpp, preferred_entry).
   static constexpr bool kTrialConfigs = true;
   using Red = OnlineMaxSum;
-  // The held cluster register entries (cl-t256v8-h, cl-t256v4-h): e^(x − m_t) kept from the
+  // The held cluster register entry (cl-t256v8-h): e^(x − m_t) kept from the
   // fold (reduce_held / finish_held / apply_held, op_traits.cuh).
   static constexpr bool kHeldFold = true;
   struct Row {
