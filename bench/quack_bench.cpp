@@ -18,8 +18,7 @@
 //                       src/row/row_config.h that takes the shape, and the general policy
 //   quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row]
 //                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all]
-//                    [--path auto|queue|queue-noprefix|bitonic|bitonic-fit|bitonic-nofilter|bitonic-staged|radix]
-//                    [--ms 100]
+//                    [--path auto|queue|queue-noprefix|bitonic|bitonic-fit|bitonic-nofilter|radix] [--ms 100]
 //                    top-k, values in x's dtype, int64 indices (default: issue 19's shapes,
 //                    forward only); TB/s = M·N·elt of x / time; "config": the plan
 //                    (topk_plan_name; "-pre": the queue kernel's prefix bound); all = each
@@ -33,9 +32,8 @@
 //                    own), 32 ("radix-e16-t256"); --path forces the queue, bitonic or radix
 //                    kernel (bitonic-fit: the fit plan; nothing where T·E ≠ N;
 //                    bitonic-nofilter: the fit plan without the candidate filter, which --config
-//                    all also times beside each plan that has it, "-flt"; bitonic-staged: the
-//                    fit plan's staged instance, "-stg" (fp32, k ≤ 16, E = 64; --config all
-//                    times it at E = 64); radix: its own E, nothing outside its range)
+//                    all also times beside each plan that has it, "-flt"; radix: its own E,
+//                    nothing outside its range)
 //   quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
 //                       [--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]
 //                       LayerNorm with a weight and (--bias 1) a bias in fp32 or x's dtype, out
@@ -432,8 +430,7 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
 // (M·N·elt) / time, the anchors' model. all_configs: the plan with each warps-per-row count
 // (1..16, quack::detail::plan_topk forced), then the element path, then the bitonic kernel
 // (plan_topk's forced_path, each elements-per-thread count), then the radix kernel (the same,
-// forced_path kRadix). path: auto, queue, bitonic, bitonic-fit, bitonic-nofilter,
-// bitonic-staged or radix. bwd: topk_bwd of the same
+// forced_path kRadix). path: auto, queue, bitonic, bitonic-fit, bitonic-nofilter or radix. bwd: topk_bwd of the same
 // softmax mode into dx in x's dtype (TB/s = dx bytes / time).
 int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shapes,
                const std::string& dir, double budget_ms, const std::string& softmax,
@@ -482,41 +479,31 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
     // nofilter: the bitonic plan with the candidate filter forced off (plan_topk's
     // forced_filter 0; --config all times it beside each plan that has the filter, and --path
     // bitonic-nofilter is the fit plan without it).
-    // staged: the bitonic fit plan's staged instance (plan_topk's forced_staged, where it
-    // exists: fp32, lists of 8 / 16, E = 64; --path bitonic-staged, and --config all beside
-    // each fit plan that has one).
-    struct Forced {
-      int w; bool vec; int elems; bool fit; int prefix; bool radix; bool nofilter; bool staged;
-    };
+    struct Forced { int w; bool vec; int elems; bool fit; int prefix; bool radix; bool nofilter; };
     std::vector<Forced> plans = {{0, true,
                                   path == "bitonic" || path == "bitonic-fit" || path == "radix" ||
-                                          path == "bitonic-nofilter" || path == "bitonic-staged"
-                                      ? 0 : -1,
-                                  path == "bitonic-fit" || path == "bitonic-nofilter" ||
-                                      path == "bitonic-staged",
+                                          path == "bitonic-nofilter" ? 0 : -1,
+                                  path == "bitonic-fit" || path == "bitonic-nofilter",
                                   path == "queue-noprefix" ? 0 : -1, path == "radix",
-                                  path == "bitonic-nofilter", path == "bitonic-staged"}};
+                                  path == "bitonic-nofilter"}};
     if (all_configs) {
       plans.clear();
       for (int w : {1, 2, 4, 8, 16}) {
-        plans.push_back({w, true, -1, false, -1, false, false, false});
-        plans.push_back({w, true, -1, false, 0, false, false, false});
+        plans.push_back({w, true, -1, false, -1, false, false});
+        plans.push_back({w, true, -1, false, 0, false, false});
       }
       // Its length at one warp (k < 32 too, where the plan has none: the first-block bound).
-      for (int pre : {2, 4, 8, 16, 32})
-        plans.push_back({1, true, -1, false, pre, false, false, false});
-      plans.push_back({0, false, -1, false, -1, false, false, false});
-      for (int e : {0, 16, 32, 64, 128})
-        plans.push_back({0, true, e, false, -1, false, false, false});
+      for (int pre : {2, 4, 8, 16, 32}) plans.push_back({1, true, -1, false, pre, false, false});
+      plans.push_back({0, false, -1, false, -1, false, false});
+      for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e, false, -1, false, false});
       for (int e : {0, 16, 32, 64, 128}) {
-        plans.push_back({0, true, e, true, -1, false, false, false});
-        plans.push_back({0, true, e, true, -1, false, true, false});
-        if (e == 64) plans.push_back({0, true, e, true, -1, false, false, true});
+        plans.push_back({0, true, e, true, -1, false, false});
+        plans.push_back({0, true, e, true, -1, false, true});
       }
-      for (int e : {8, 16, 32}) plans.push_back({0, true, e, false, -1, true, false, false});
+      for (int e : {8, 16, 32}) plans.push_back({0, true, e, false, -1, true, false});
     }
     char plan_name[96];
-    for (auto [w, vec, elems, fit, prefix, radix, nofilter, staged] : plans) {
+    for (auto [w, vec, elems, fit, prefix, radix, nofilter] : plans) {
       if (dir == "bwd") break;
       d::TopkCall call = d::topk_fwd_call(fwd_args(0));
       if (!vec) call.problem.vec_ok = false;
@@ -532,15 +519,9 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
       } else if (elems >= 0) {
         if (!d::topk_bitonic_ok(call.problem)) continue;
         plan = d::plan_topk(call.problem, 0, d::TopkPath::kBitonic, elems, fit, -1,
-                            nofilter ? 0 : -1, staged);
+                            nofilter ? 0 : -1);
         if (elems > 0 && plan.elems != elems) continue;  // E not usable at this shape
         if (fit && !plan.fit) continue;                  // T·E ≠ N at this shape
-        if (staged && !plan.staged) {                    // no staged instance here
-          if (!all_configs)
-            std::fprintf(stderr, "quack-bench: no staged bitonic instance at %lldx%lldx%lld\n",
-                         M, N, K);
-          continue;
-        }
         if (nofilter && all_configs &&
             !d::plan_topk(call.problem, 0, d::TopkPath::kBitonic, elems, fit).filter)
           continue;  // the same plan as without nofilter
@@ -1160,7 +1141,7 @@ int main(int argc, char** argv) {
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
-                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|queue-noprefix|bitonic|bitonic-fit|bitonic-nofilter|bitonic-staged|radix] [--ms 100]\n"
+                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|queue-noprefix|bitonic|bitonic-fit|bitonic-nofilter|radix] [--ms 100]\n"
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
@@ -1257,10 +1238,9 @@ int main(int argc, char** argv) {
           return 2;
         }
       if (path != "auto" && path != "queue" && path != "queue-noprefix" && path != "bitonic" &&
-          path != "bitonic-fit" && path != "bitonic-nofilter" && path != "bitonic-staged" &&
-          path != "radix") {
+          path != "bitonic-fit" && path != "bitonic-nofilter" && path != "radix") {
         std::fprintf(stderr, "quack-bench: topk --path is auto, queue, queue-noprefix, bitonic, "
-                             "bitonic-fit, bitonic-nofilter, bitonic-staged or radix\n");
+                             "bitonic-fit, bitonic-nofilter or radix\n");
         return 2;
       }
       return bench_topk(parse_dtype(dtype), dims, dir_given ? dir : "fwd", budget_ms, softmax,

@@ -1,9 +1,8 @@
 // The register (bitonic) top-k kernels for x = float with N = T·E (the plan's `fit`
 // configuration: no tail loads, no column masks): lists of 8 and 16 entries, 16 to 64
 // elements per thread, and 128 for lists of 8 (topk_bitonic_max_fit_elems: forced only), and
-// the candidate-filter instance of lists of 8 at E = 64 (TopkPlan::filter), the staged
-// instances of lists of 8 and 16 at E = 64 (TopkPlan::staged; 10 kernels); lists of 32 in
-// topk_bitonic_fit_f32_l32.cu.
+// the candidate-filter instance of lists of 8 at E = 64 (TopkPlan::filter; 8 instances); lists
+// of 32 in topk_bitonic_fit_f32_l32.cu.
 #include "topk/topk_bitonic_kernel.cuh"
 #include "topk/topk_internal.h"
 

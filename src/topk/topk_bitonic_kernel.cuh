@@ -92,20 +92,8 @@
 // ~10 candidates per row, ~3–4 loop iterations per warp of ~46 SASS (the next candidate's load
 // issued before the insert); rows of equal values, or a NaN, make all 64 candidates (64
 // iterations: ~3× the networks' time, exact).
-//
-// staged (topk_bitonic_staged_kernel; TopkPlan::staged, forced only: fp32, fit, lists of 8 / 16,
-// E = 64). The plain kernel is one row group per CTA: its loads, then its selection with no
-// load of its own in flight; the SM streams only while some of its CTAs are between their loads
-// and their compute. Here the grid is at most the resident CTAs; a CTA loops over the groups g
-// = blockIdx.x + i·gridDim.x, and each thread copies its 16 vectors of the next group global
-// -> shared (cp.async.cg, 16 bytes each, into its own slots: no barrier) as soon as the current
-// group's values are in its registers (after the fp32 NaN pass, which reads them all), then
-// selects the current row from registers exactly as the plain kernel. One stage of 32 KB per
-// CTA; 96 registers (the loads' addresses are one shared base + immediates), 5 CTAs per SM on
-// an H200: ~160 KB of x in flight per SM while every CTA selects.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -355,18 +343,8 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
   }
 }
 
-/// One row after its loads (the kernels below): thread r of the T threads of `row` (row_ok: row
-/// < M; kFit rows beyond M hold row 0's values and store nothing) holds its V vectors in pk
-/// (vector u·T + r of the row in pk[u]); the selection, the fix-up and the stores. fp32:
-/// `consumed(any_nan)` is called once every value of pk has been read (the NaN pass: its flag
-/// depends on all of them), before the entries are made; the staged kernel issues the next
-/// rows' copies into the shared-memory stage there. 16-bit x: never called.
-template <typename T, int K, int V, bool kFit, bool kFilter, class Consumed>
-__device__ __forceinline__ void topk_bitonic_row(const TopkParams& p, const int64_t row,
-                                                 const bool row_ok, const T* const xrow,
-                                                 const int tpr, const int r,
-                                                 Packed<T, 16 / sizeof(T)> (&pk)[V],
-                                                 Consumed consumed) {
+template <typename T, int K, int V, bool kFit, bool kFilter = false>
+__global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const TopkParams p) {
   constexpr bool kF32 = std::is_same_v<T, float>;
   static_assert(!kFilter || (kF32 && kFit && K == 8), "the candidate filter: fp32, fit, lists of 8");
   static_assert(sizeof(T) == 2 || kF32,
@@ -380,11 +358,43 @@ __device__ __forceinline__ void topk_bitonic_row(const TopkParams& p, const int6
   // its 9th) and the merges' dropped entries exactly (header, "fp32").
   constexpr bool kPairs = K == 8 && kE % 16 == 0;
   constexpr unsigned kFull = 0xffffffffu;
+
+  const int tpr = p.threads_per_row;  // T
+  const int tid = static_cast<int>(threadIdx.x);
+  const int r = tid & (tpr - 1);
+  // kFit: tid / T by a shift (T a power of 2; the division takes ~20 instructions per thread).
+  // The generic instances keep the division: with the shift ptxas gave some of them more
+  // registers (K 32, E 64: 107 -> 128).
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * p.rows_per_cta +
+                      (kFit ? tid >> (__ffs(tpr) - 1) : tid / tpr);
+  const bool row_ok = row < p.M;
   const int64_t N = p.N;  // ≤ kTopkBitonicMaxN: columns fit in int
   const int n = static_cast<int>(N);
+  const T* const xrow = static_cast<const T*>(p.x.ptr) + (row_ok ? row * p.x.row_stride : 0);
   const bool largest = p.largest;
   const uint32_t flip = largest ? 0u : 0xffffffffu;
   const uint32_t sgn = largest ? 0u : 0x80000000u;
+
+  // Loads: whole vectors inside the row in one 16-byte load; the row's last partial vector
+  // element by element; past the row (or past M) zeros, whose entries are masked below.
+  // kFit: every vector is inside the row (N = T·E); rows beyond M read row 0 (xrow).
+  Packed<T, kV> pk[V];
+#pragma unroll
+  for (int u = 0; u < V; ++u) {
+    const int c0 = (u * tpr + r) * kV;
+    if constexpr (kFit) {
+      load_packed<Cache::kStream>(xrow + c0, pk[u]);
+    } else if (row_ok && c0 + kV <= n) {
+      load_packed<Cache::kStream>(xrow + c0, pk[u]);
+    } else {
+      pk[u].word[0] = make_uint4(0u, 0u, 0u, 0u);
+      if (row_ok) {
+#pragma unroll
+        for (int i = 0; i < kV; ++i)
+          if (c0 + i < n) pk[u].elt[i] = xrow[c0 + i];
+      }
+    }
+  }
 
   OnlineMaxSum::Val st = OnlineMaxSum::identity();
   if (p.softmax == kTopkSoftmaxRow) {
@@ -426,7 +436,6 @@ __device__ __forceinline__ void topk_bitonic_row(const TopkParams& p, const int6
     for (int u = 0; u < V; ++u)
 #pragma unroll
       for (int i = 0; i < 4; i += 2) any_nan |= topk_nan_or(pk[u].elt[i], pk[u].elt[i + 1]);
-    consumed(any_nan);
     if (any_nan) {
 #pragma unroll
       for (int u = 0; u < V; ++u)
@@ -705,98 +714,6 @@ __device__ __forceinline__ void topk_bitonic_row(const TopkParams& p, const int6
   }
 }
 
-
-template <typename T, int K, int V, bool kFit, bool kFilter = false>
-__global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const TopkParams p) {
-  constexpr int kV = 16 / sizeof(T);  // elements per 16-byte vector
-  const int tpr = p.threads_per_row;  // T
-  const int tid = static_cast<int>(threadIdx.x);
-  const int r = tid & (tpr - 1);
-  // kFit: tid / T by a shift (T a power of 2; the division takes ~20 instructions per thread).
-  // The generic instances keep the division: with the shift ptxas gave some of them more
-  // registers (K 32, E 64: 107 -> 128).
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * p.rows_per_cta +
-                      (kFit ? tid >> (__ffs(tpr) - 1) : tid / tpr);
-  const bool row_ok = row < p.M;
-  const int n = static_cast<int>(p.N);
-  const T* const xrow = static_cast<const T*>(p.x.ptr) + (row_ok ? row * p.x.row_stride : 0);
-
-  // Loads: whole vectors inside the row in one 16-byte load; the row's last partial vector
-  // element by element; past the row (or past M) zeros, whose entries are masked below.
-  // kFit: every vector is inside the row (N = T·E); rows beyond M read row 0 (xrow).
-  Packed<T, kV> pk[V];
-#pragma unroll
-  for (int u = 0; u < V; ++u) {
-    const int c0 = (u * tpr + r) * kV;
-    if constexpr (kFit) {
-      load_packed<Cache::kStream>(xrow + c0, pk[u]);
-    } else if (row_ok && c0 + kV <= n) {
-      load_packed<Cache::kStream>(xrow + c0, pk[u]);
-    } else {
-      pk[u].word[0] = make_uint4(0u, 0u, 0u, 0u);
-      if (row_ok) {
-#pragma unroll
-        for (int i = 0; i < kV; ++i)
-          if (c0 + i < n) pk[u].elt[i] = xrow[c0 + i];
-      }
-    }
-  }
-  topk_bitonic_row<T, K, V, kFit, kFilter>(p, row, row_ok, xrow, tpr, r, pk, [](bool) {});
-}
-
-/// Copies 16 bytes global -> shared without L1 (cp.async.cg), completing at cp.async.wait_all.
-__device__ __forceinline__ void topk_cp_async16(uint32_t smem, const void* g) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(g) : "memory");
-}
-
-/// The staged instance (TopkPlan::staged; fp32, fit; header, "staged"): persistent CTAs of
-/// kTopkBitonicThreads threads, group g = rows g·R .. g·R + R − 1 (R = p.rows_per_cta) for g =
-/// blockIdx.x, + gridDim.x, ...; each thread copies its V vectors of the CTA's next group into
-/// its slots of a shared-memory stage (V · kTopkBitonicThreads 16-byte vectors, thread t's
-/// vector u at u · kTopkBitonicThreads + t: conflict-free LDS.128 / cp.async per warp) while it
-/// selects the current group's row from registers.
-template <int K, int V>
-__global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_staged_kernel(const TopkParams p) {
-  extern __shared__ uint4 topk_stage[];
-  const int tpr = p.threads_per_row;  // T
-  const int tid = static_cast<int>(threadIdx.x);
-  const int r = tid & (tpr - 1);
-  const int sub = tid >> (__ffs(tpr) - 1);  // the thread's row in the group
-  const int64_t rows = p.rows_per_cta;
-  const int64_t groups = (p.M + rows - 1) / rows;
-  const float* const x = static_cast<const float*>(p.x.ptr);
-  // Rows beyond M read row 0 (every column exists: N = T·E) and store nothing.
-  auto row_ptr = [&](int64_t row) { return x + (row < p.M ? row * p.x.row_stride : 0); };
-  const uint32_t slot0 = static_cast<uint32_t>(__cvta_generic_to_shared(topk_stage + tid));
-  auto issue = [&](int64_t g) {  // group g's vectors of this thread into the stage
-    const float* const xr = row_ptr(g * rows + sub);
-#pragma unroll
-    for (int u = 0; u < V; ++u)
-      topk_cp_async16(slot0 + static_cast<uint32_t>(u * kTopkBitonicThreads * 16),
-                      xr + (u * tpr + r) * 4);
-  };
-  int64_t g = blockIdx.x;
-  if (g < groups) issue(g);
-#pragma unroll 1
-  for (; g < groups; g += gridDim.x) {
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    Packed<float, 4> pk[V];
-#pragma unroll
-    for (int u = 0; u < V; ++u) pk[u].word[0] = topk_stage[u * kTopkBitonicThreads + tid];
-    const int64_t row = g * rows + sub;
-    const int64_t next = g + gridDim.x;
-    // The next group's copies once the stage's values are in registers: `consumed` runs after
-    // the NaN pass, whose flag depends on every LDS result (the empty asm keeps it before the
-    // copies; the LDS have completed when it is computed).
-    topk_bitonic_row<float, K, V, true, false>(p, row, row < p.M, row_ptr(row), tpr, r, pk,
-                                               [&](bool any_nan) {
-                                                 asm volatile("" ::"r"(static_cast<int>(any_nan))
-                                                              : "memory");
-                                                 if (next < groups) issue(next);
-                                               });
-  }
-}
-
 /// The instances' largest E for lists of `list` entries: the fit ones may go further
 /// (topk_bitonic_max_fit_elems: fp32, lists of 8, 128).
 template <typename T, bool kFit>
@@ -818,18 +735,6 @@ void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t
     constexpr int kBit = kK == 8 ? 1 : kK == 16 ? 2 : 4;
     if constexpr ((kLists & kBit) != 0 && kVecs * kV >= kK &&
                   kVecs * kV <= topk_bitonic_instance_max_elems<T, kFit>(kK)) {
-      if constexpr (kFit && topk_bitonic_staged_instance(sizeof(T), kK, kVecs * kV, kFit)) {
-        if (plan.staged) {
-          // Persistent: at most the resident CTAs (each loops over groups).
-          const auto kernel = topk_bitonic_staged_kernel<kK, kVecs>;
-          int dev = 0;
-          check_cuda(cudaGetDevice(&dev), where, "cudaGetDevice");
-          const int64_t resident = max_resident(reinterpret_cast<const void*>(kernel),
-                                                plan.threads, plan.smem, 1, dev, where);
-          return launch(kernel, std::min<int64_t>(plan.grid, std::max<int64_t>(resident, 1)),
-                        plan.threads, plan.smem, 1, stream, where, p);
-        }
-      }
       if constexpr (topk_bitonic_filter_instance(sizeof(T), kK, kVecs * kV, kFit)) {
         if (plan.filter)
           return launch(topk_bitonic_kernel<T, kK, kVecs, kFit, true>, plan.grid, plan.threads,
@@ -858,15 +763,12 @@ void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t
                   plan.fit == kFit &&
                   (!plan.filter || topk_bitonic_filter_instance(sizeof(T), plan.list,
                                                                 plan.elems, plan.fit)) &&
-                  (!plan.staged || (!plan.filter && topk_bitonic_staged_instance(
-                                                        sizeof(T), plan.list, plan.elems, plan.fit) &&
-                                    plan.smem == topk_bitonic_staged_smem(plan.elems, sizeof(T)))) &&
                   (!kFit || p.N == static_cast<int64_t>(plan.threads_per_row) * plan.elems);
   if (!ok)
     throw InvalidArgument(std::string(where) + ": internal error: a bitonic plan with K = " +
                           std::to_string(plan.list) + ", E = " + std::to_string(plan.elems) +
                           ", T = " + std::to_string(plan.threads_per_row) +
-                          (plan.fit ? ", fit" : "") + (plan.staged ? ", staged" : "") + " (N = " + std::to_string(p.N) + ")" +
+                          (plan.fit ? ", fit" : "") + " (N = " + std::to_string(p.N) + ")" +
                           (kFit ? " in the fit launcher" : ""));
   switch (plan.list) {
     case 8: return by_elems(std::integral_constant<int, 8>{});

@@ -25,7 +25,7 @@ int bitonic_list(int64_t k) { return static_cast<int>(std::max<int64_t>(8, pow2_
 /// want_fit: the fit instance where T·E = N (a forced E up to topk_bitonic_max_fit_elems then,
 /// only where T·E = N).
 TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fit,
-                           int forced_filter, bool want_staged = false) {
+                           int forced_filter) {
   TopkPlan plan;
   plan.path = TopkPath::kBitonic;
   plan.vec_io = true;
@@ -61,12 +61,6 @@ TopkPlan plan_topk_bitonic(const TopkProblem& pr, int forced_elems, bool want_fi
   plan.threads = kTopkBitonicThreads;
   plan.grid = ceil_div(pr.M, plan.rows_per_cta);
   plan.smem = 0;
-  if (want_staged &&
-      topk_bitonic_staged_instance(dtype_size(pr.x), plan.list, plan.elems, plan.fit)) {
-    plan.staged = true;
-    plan.filter = false;
-    plan.smem = topk_bitonic_staged_smem(plan.elems, dtype_size(pr.x));
-  }
   return plan;
 }
 
@@ -129,14 +123,13 @@ bool topk_bitonic_planned(const TopkProblem& pr) {
 }
 
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path,
-                   int forced_elems, bool forced_fit, int forced_prefix, int forced_filter,
-                   bool forced_staged) {
+                   int forced_elems, bool forced_fit, int forced_prefix, int forced_filter) {
   TopkPlan plan;
   if (pr.M <= 0 || pr.k <= 0 || pr.N <= 0) return plan;
   if (forced_path == TopkPath::kRadix && topk_radix_ok(pr))
     return plan_topk_radix(pr, forced_elems);
   if (forced_path == TopkPath::kBitonic && topk_bitonic_ok(pr))
-    return plan_topk_bitonic(pr, forced_elems, forced_fit, forced_filter, forced_staged);
+    return plan_topk_bitonic(pr, forced_elems, forced_fit, forced_filter);
   if (forced_path != TopkPath::kQueue && forced_warps <= 0 && topk_bitonic_planned(pr)) {
     // Rows of a power-of-2 length run the fit instance; from N = 1024 with 128 elements per
     // thread (kTopkBitonicFitElems' measurements), or the kernel's largest E below that (fp32:
@@ -196,9 +189,8 @@ const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len) {
       std::snprintf(buf, len, "radix-e%d-t%d", plan.elems, plan.threads_per_row);
       break;
     case TopkPath::kBitonic:
-      std::snprintf(buf, len, "bitonic-k%d-e%d-t%d%s%s%s", plan.list, plan.elems,
-                    plan.threads_per_row, plan.fit ? "-fit" : "", plan.filter ? "-flt" : "",
-                    plan.staged ? "-stg" : "");
+      std::snprintf(buf, len, "bitonic-k%d-e%d-t%d%s%s", plan.list, plan.elems, plan.threads_per_row,
+                    plan.fit ? "-fit" : "", plan.filter ? "-flt" : "");
       break;
     case TopkPath::kQueue: {
       char pre[24] = "";

@@ -16,9 +16,7 @@
 //           Rows of a power-of-2 length N ≥ 16 that it takes run `fit` (N = T·E): the kernel
 //           without tail loads and column masks; fp32 fit plans of lists of 8 at E = 64 with T
 //           = 32 (N = 2048) run the candidate filter (`filter`; topk_bitonic_filter_instance;
-//           from T = 16 when forced). fp32 fit plans of lists of 8 / 16 at E = 64 have a
-//           staged instance (`stg`: persistent CTAs that copy the next rows into shared memory
-//           while they select the current one; topk_bitonic_staged_instance), forced only.
+//           from T = 16 when forced).
 //   kRadix  16-byte loads, N ≤ kTopkRadixMaxN16 (16-bit x) / kTopkRadixMaxN32 (fp32), k ≤
 //           kTopkRadixMaxK: the radix-select kernel (topk_radix_kernel.cuh), one CTA of T threads
 //           per row, E elements per thread. The plan takes it by topk_radix_planned (16-bit x,
@@ -106,20 +104,6 @@ QUACK_TOPK_HD inline constexpr bool topk_bitonic_filter_instance(int elt_bytes, 
   return elt_bytes == 4 && list == 8 && elems == 64 && fit;
 }
 inline constexpr int kTopkBitonicFilterMinT = 16;
-
-/// Whether the bitonic kernel has the staged instance (topk_bitonic_kernel.cuh, "staged":
-/// persistent CTAs, each thread's vectors of the CTA's next rows copied into shared memory by
-/// cp.async while it selects the current row) for x of `elt_bytes` bytes, lists of `list`, E =
-/// `elems`, fit: fp32, lists of 8 or 16, E = 64, fit. Forced only (plan_topk's forced_staged;
-/// TopkPlan::staged), not timed yet.
-QUACK_TOPK_HD inline constexpr bool topk_bitonic_staged_instance(int elt_bytes, int list,
-                                                                int elems, bool fit) {
-  return elt_bytes == 4 && (list == 8 || list == 16) && elems == 64 && fit;
-}
-/// The staged instance's shared memory per CTA: one stage of kTopkBitonicThreads · E elements.
-QUACK_TOPK_HD inline constexpr size_t topk_bitonic_staged_smem(int elems, int elt_bytes) {
-  return static_cast<size_t>(kTopkBitonicThreads) * elems * elt_bytes;
-}
 inline constexpr int kTopkFilterPlanMinT = 32;
 
 // The plan's bitonic class: 16-bit x with 16-byte loads in the kernel's range, and k ≤ 16 or
@@ -241,10 +225,6 @@ struct TopkPlan {
   // kTopkFilterPlanMinT; plan_topk's forced_filter 0 keeps the networks alone, 1 takes the
   // filter from T ≥ kTopkBitonicFilterMinT).
   bool filter = false;
-  // kBitonic: the staged instance (topk_bitonic_staged_instance; forced only: plan_topk's
-  // forced_staged): grid = the row groups, launched as min(grid, resident CTAs), each CTA
-  // looping over groups; smem = topk_bitonic_staged_smem(E, x's bytes); filter off.
-  bool staged = false;
   // kQueue: iterations of the prefix bound (0: none; the kernel clips it to the slice).
   int prefix_iters = 0;
   // kRadix: threads_per_row = threads = T (one row per CTA: rows_per_cta 1, grid M), elems = E
@@ -295,13 +275,9 @@ bool topk_radix_planned(const TopkProblem& pr);
 /// forced_path kRadix picks the radix kernel where topk_radix_ok (else the plan's own); the
 /// plan's radix entry (forced_path kNone, no forced warps or prefix) and the forced one take
 /// forced_elems 8, 16 or 32 as E where kTopkRadixMaxThreads·E ≥ N (else kTopkRadixElems).
-/// forced_staged with forced_path kBitonic sets plan.staged where the bitonic plan is a staged
-/// instance (topk_bitonic_staged_instance: fp32, fit, lists of 8 or 16, E = 64), the filter
-/// off; elsewhere it is ignored.
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0,
                    TopkPath forced_path = TopkPath::kNone, int forced_elems = 0,
-                   bool forced_fit = false, int forced_prefix = -1, int forced_filter = -1,
-                   bool forced_staged = false);
+                   bool forced_fit = false, int forced_prefix = -1, int forced_filter = -1);
 
 /// Columns one warp covers per iteration: kTopkUnroll 16-byte vectors per lane.
 inline constexpr int64_t topk_iter_cols(int elt_bytes) {
@@ -364,8 +340,7 @@ struct TopkParams {
 };
 
 /// Readable plan name for benchmarks: "queue-q32-p32-vec-w1r4", "queue-q128-p32-vec-w1r4-pre32"
-/// (a prefix bound of 32 iterations), "sort", "radix-e16-t256", "bitonic-k8-e64-t16-fit-stg"
-/// (the staged instance).
+/// (a prefix bound of 32 iterations), "sort", "radix-e16-t256".
 const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len);
 
 }  // namespace quack::detail

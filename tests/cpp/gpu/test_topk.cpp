@@ -96,7 +96,6 @@ struct TopkCase {
   bool fit = false;           // with bitonic: plan_topk's forced_fit (N = T·E only)
   int forced_prefix = -1;     // ≥ 0: the queue kernel with plan_topk's forced_prefix
   int forced_filter = -1;     // with bitonic: plan_topk's forced_filter (0: no candidate filter)
-  bool staged = false;        // with bitonic: plan_topk's forced_staged
   uint64_t seed = 1;
 };
 
@@ -113,8 +112,7 @@ std::string case_name(const TopkCase& c) {
          (c.radix ? " radix E=" + std::to_string(c.forced_elems) : "") +
          (c.queue ? " queue" : "") +
          (c.forced_prefix >= 0 ? " prefix=" + std::to_string(c.forced_prefix) : "") +
-         (c.forced_filter >= 0 ? " filter=" + std::to_string(c.forced_filter) : "") +
-         (c.staged ? " staged" : "");
+         (c.forced_filter >= 0 ? " filter=" + std::to_string(c.forced_filter) : "");
 }
 
 /// Host values of x (dense row-major), exact in c.x.
@@ -306,7 +304,7 @@ TopkRun run_case(const TopkCase& c) {
                                                   detail::topk_bitonic_planned(call.problem));
   if (c.bitonic)
     call.plan = detail::plan_topk(call.problem, 0, TopkPath::kBitonic, c.forced_elems, c.fit, -1,
-                                  c.forced_filter, c.staged);
+                                  c.forced_filter);
   if (c.radix)
     call.plan = detail::plan_topk(call.problem, 0, TopkPath::kRadix, radix ? c.forced_elems : 0);
   if (c.forced_prefix >= 0)
@@ -685,34 +683,6 @@ TEST_F(TopkBitonic, Fp32CandidateFilter) {
           filtered += r.plan.filter;
         }
   EXPECT_EQ(filtered, 5 * 6 * 2);
-}
-
-TEST_F(TopkBitonic, Fp32Staged) {
-  // The staged instance (persistent CTAs, the next rows copied into shared memory while the
-  // current one is selected; fp32, fit, lists of 8 / 16, E = 64): M not a multiple of the rows
-  // per CTA (rows beyond M in the last group), more groups than resident CTAs (M = 12001 at N =
-  // 512: 751 groups of 16 rows, M = 6007 at N = 1024: 751 of 8; an H200 holds ~5 CTAs of
-  // 96 registers per SM, 660 in all: CTAs loop over groups), every data kind
-  // (NaN, ±inf, near ties: the fix-up's reloads), k ≤ K, largest and smallest, softmax modes
-  // and index dtypes in turn.
-  const Mnk shapes[] = {{37, 1024, 8},   {21, 1024, 16}, {19, 2048, 8},   {9, 2048, 13},
-                        {13, 512, 3},    {5, 256, 1},    {6007, 1024, 8}, {12001, 512, 16}};
-  const Data datas[] = {Data::kRandom,    Data::kDuplicates, Data::kSpecials,
-                        Data::kAscending, Data::kDescending, Data::kNearTies};
-  uint64_t seed = 11000;
-  int staged = 0;
-  for (const Mnk& s : shapes)
-    for (Data d : datas)
-      for (bool largest : {true, false}) {
-        if (s.M > 1000 && d != Data::kRandom && d != Data::kNearTies) continue;  // time
-        TopkCase c = bitonic_f32_case(s, d, true, largest, seed);
-        c.staged = true;
-        const TopkRun r = run_case(c);
-        EXPECT_EQ(r.plan.path, TopkPath::kBitonic) << case_name(c);
-        EXPECT_TRUE(r.plan.staged) << case_name(c);
-        staged += r.plan.staged;
-      }
-  EXPECT_EQ(staged, 6 * 6 * 2 + 2 * 2 * 2);
 }
 
 // ------------------------------------------------------------------ the radix kernel forced

@@ -580,45 +580,6 @@ TEST(TopkPlan, BitonicRule) {
     EXPECT_FALSE(plan_topk(topk_problem(65536, 1000, 8, DType::kFloat32)).filter);
     EXPECT_TRUE(plan_topk(topk_problem(65536, 2048, 1, DType::kFloat32)).filter);
   }
-  // The staged instance (fp32, lists of 8 / 16, E = 64, fit): forced only (forced_staged), the
-  // filter off, one stage of 128 · E fp32 values; nowhere else, and never planned.
-  EXPECT_TRUE(detail::topk_bitonic_staged_instance(4, 8, 64, true));
-  EXPECT_TRUE(detail::topk_bitonic_staged_instance(4, 16, 64, true));
-  EXPECT_FALSE(detail::topk_bitonic_staged_instance(4, 32, 64, true));
-  EXPECT_FALSE(detail::topk_bitonic_staged_instance(2, 8, 64, true));
-  EXPECT_FALSE(detail::topk_bitonic_staged_instance(4, 8, 64, false));
-  EXPECT_FALSE(detail::topk_bitonic_staged_instance(4, 8, 32, true));
-  EXPECT_EQ(detail::topk_bitonic_staged_smem(64, 4), 32768u);
-  {
-    const TopkProblem p1 = topk_problem(65536, 1024, 8, DType::kFloat32);
-    const TopkPlan s1 = plan_topk(p1, 0, kBit, 0, true, -1, -1, true);
-    EXPECT_TRUE(s1.staged);
-    EXPECT_FALSE(s1.filter);
-    EXPECT_EQ(s1.smem, 32768u);
-    EXPECT_EQ(s1.grid, 65536 / 8);
-    EXPECT_STREQ(detail::topk_plan_name(s1, buf, sizeof(buf)), "bitonic-k8-e64-t16-fit-stg");
-    const TopkPlan s2 = plan_topk(topk_problem(65536, 2048, 8, DType::kFloat32), 0, kBit, 0, true,
-                                  -1, -1, true);
-    EXPECT_TRUE(s2.staged);
-    EXPECT_FALSE(s2.filter);  // the rule's filter plan there: staged takes the networks
-    EXPECT_STREQ(detail::topk_plan_name(s2, buf, sizeof(buf)), "bitonic-k8-e64-t32-fit-stg");
-    EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(65536, 1024, 16, DType::kFloat32),
-                                                  0, kBit, 0, true, -1, -1, true),
-                                        buf, sizeof(buf)),
-                 "bitonic-k16-e64-t16-fit-stg");
-    EXPECT_FALSE(plan_topk(p1).staged);
-    EXPECT_FALSE(plan_topk(p1, 0, kBit, 0, false, -1, -1, true).staged);  // not fit
-    EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(65536, 512, 8, DType::kFloat32),
-                                                  0, kBit, 0, true, -1, -1, true),
-                                        buf, sizeof(buf)),
-                 "bitonic-k8-e64-t8-fit-stg");
-    EXPECT_FALSE(plan_topk(topk_problem(65536, 256, 8, DType::kFloat32), 0, kBit, 32, true, -1,
-                           -1, true).staged);  // E = 32 (T = 8): no staged instance
-    EXPECT_FALSE(plan_topk(topk_problem(65536, 1024, 8, DType::kBFloat16), 0, kBit, 0, true, -1,
-                           -1, true).staged);
-    EXPECT_FALSE(plan_topk(topk_problem(65536, 1024, 32, DType::kFloat32), 0, kBit, 0, true, -1,
-                           -1, true).staged);
-  }
   pr.N = 1024;
   // Forcing the queue kernel (tests, quack-bench --path queue / --config all) still works.
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr, 0, TopkPath::kQueue), buf, sizeof(buf)),
