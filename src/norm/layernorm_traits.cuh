@@ -38,8 +38,9 @@ struct LayerNormFwdT : RowOpBase {
   static constexpr bool kColsAtApply = true;
   // Without a residual: the cluster register entries and the rest under trial compiled
   // (weight and bias at apply there too), of the persistent ones cl-t256v8-s1 only, with
-  // 16-bit weight and bias (row_config_usable: no -s2); the plan takes cl-t256v8-s1 on 16-bit
-  // rows beyond 128 KB with 16-bit weight and bias (row_plan.cpp, preferred_entry).
+  // 16-bit weight and bias (row_config_usable: no -s2); the plan takes cl-t256v8 on 16-bit
+  // rows beyond 64 KB with fp32 weight and bias, the ring with 16-bit ones (row_plan.cpp,
+  // preferred_entry; run AE).
   static constexpr bool kTrialConfigs = kInputs == 1;
   using Red = RedMeanM2;
   struct Row {

@@ -99,8 +99,9 @@
 //                       row_config.h) are compiled for the op, so `--config all` and the GPU
 //                       tests reach them; unforced, the plan takes them on 16-bit rows beyond
 //                       64 KB (row_plan.cpp's preferred entries: cl-t256v8 for softmax's and
-//                       log_softmax's forwards; cl-t256v8-s1 beyond 128 KB for LayerNorm's,
-//                       kColsAtApply, with 16-bit weight and bias), or by kTrialPlanned's rules.
+//                       log_softmax's forwards and for LayerNorm's, kColsAtApply, with fp32
+//                       weight and bias; with 16-bit ones it keeps the ring), or by
+//                       kTrialPlanned's rules.
 //                       Ops with per-column vectors (kColsAtApply) get of the persistent cluster
 //                       register entries only the one-stage ones, with 16-bit vectors
 //                       (row_config_usable: cl-t256v8-s1, not -s2).
