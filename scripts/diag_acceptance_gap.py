@@ -15,7 +15,10 @@ accept ≈ kernel + gap; kernel against b2b says whether the cleared L2 (dirty l
 written back during the call) costs the kernel itself. Each line ends with the median SM clock
 (nvidia-smi, MHz) over its measurements. --pattern also times x made of one 1 M-element random
 block repeated (quack-bench's inputs): whether the data itself (DRAM and SM power, so the clock)
-moves the kernel's time.
+moves the kernel's time. --placement (softmax) also times ours through `_C.softmax_fwd` into
+one output allocated once (quack-bench's buffers: no allocation per call), and with x and that
+output as views 1 MiB + 4 KiB into larger buffers (other physical pages and alignment): whether
+the buffers' placement moves it.
 """
 
 import argparse
@@ -49,6 +52,25 @@ def calls(op, impl, x, w, b):
         w32 = w.float()
         return lambda: layernorm(x, w32, eps=1e-6)
     return None
+
+
+def placed_calls(x):
+    """Ours on softmax through _C with preallocated outputs: {name: fn} (see --placement)."""
+    from quack_cpp import _C
+    from quack_cpp._registrar import stream, tensor_arg
+    out = torch.empty_like(x)
+    shift = (1 << 20) + 4096  # bytes: past a 2 MiB page's start, off 64 KiB alignment
+    e = x.element_size()
+    big_x = torch.empty(x.numel() + shift // e, dtype=x.dtype, device=x.device)
+    big_o = torch.empty_like(big_x)
+    x_off = big_x[shift // e:].view_as(x)
+    x_off.copy_(x)
+    o_off = big_o[shift // e:].view_as(x)
+
+    def run(xi, oi):
+        a, b = tensor_arg(xi, "softmax_fwd", "x"), tensor_arg(oi, "softmax_fwd", "out")
+        return lambda: _C.softmax_fwd(a, b, stream(xi))
+    return {"ours-out": run(x, out), "ours-offset": run(x_off, o_off)}
 
 
 def graph_ms(fn, cache):
@@ -109,6 +131,8 @@ def main():
     p.add_argument("--op", default="softmax", choices=("softmax", "log_softmax", "layernorm"))
     p.add_argument("--shapes", default="16384x65536,16384x131072,8192x262144")
     p.add_argument("--pattern", action="store_true", help="also x as a repeated 1 M-element block")
+    p.add_argument("--placement", action="store_true",
+                   help="softmax: also ours into a preallocated output, and on offset buffers")
     args = p.parse_args()
     from triton.testing import do_bench
     cache = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
@@ -124,8 +148,10 @@ def main():
             else:
                 block = torch.randn(1 << 20, device="cuda", dtype=torch.bfloat16)
                 x = block.repeat((M * N + block.numel() - 1) // block.numel())[: M * N].view(M, N)
-            for impl in ("ours", "quack"):
-                fn = calls(args.op, impl, x, w, b)
+            impls = {impl: calls(args.op, impl, x, w, b) for impl in ("ours", "quack")}
+            if args.placement and args.op == "softmax" and data == "randn":
+                impls.update(placed_calls(x))
+            for impl, fn in impls.items():
                 if fn is None:
                     continue
                 with torch.no_grad(), ClockSampler() as clock:
@@ -134,11 +160,12 @@ def main():
                     gr = graph_ms(fn, cache)
                     k, gap, names = profiled(fn, cache)
                 tb = lambda ms: f"{ms:.4f} ms {gb / ms:.2f} TB/s" if ms else "-"
-                print(f"{args.op} {M}x{N} {data} {impl:5s} accept {tb(acc)} | l2 {tb(three['l2'])}"
+                print(f"{args.op} {M}x{N} {data} {impl:11s} accept {tb(acc)} | l2 {tb(three['l2'])}"
                       f" | b2b {tb(three['b2b'])} | graph {tb(gr)}"
                       f" | kernel {tb(k)} gap {gap if gap is None else round(gap * 1e3, 1)} us"
                       f" | {names} | SM {clock.median()} MHz", flush=True)
-            del x
+            del x, impls
+
 
 if __name__ == "__main__":
     main()
