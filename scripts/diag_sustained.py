@@ -11,7 +11,13 @@ its own kernels (another stream); a max error near 1 means a different product.
   python3 scripts/diag_sustained.py [--shape 8192x8192x8192] [--layout rr] [--calls 200]
 """
 import argparse
+import os
 import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from bench_gemm import make_calls, operand  # noqa: E402
 
 
 def parse_args(argv):
@@ -21,25 +27,6 @@ def parse_args(argv):
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--impls", default="ours,quack,cublas")
     return p.parse_args(argv)
-
-
-def operand(torch, rows, cols, major, seed):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    if major == "r":
-        return torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    return torch.randn(cols, rows, device="cuda", dtype=torch.bfloat16, generator=g).t()
-
-
-def make_call(torch, impl, a, b):
-    if impl == "ours":
-        import quack_cpp
-
-        return lambda: quack_cpp.gemm(a, b)
-    if impl == "quack":
-        from quack.gemm_interface import gemm as quack_gemm
-
-        return lambda: quack_gemm(a, b, tuned=False)
-    return lambda: torch.matmul(a, b)
 
 
 def one(torch, impl, f, ref, calls):
@@ -58,7 +45,8 @@ def one(torch, impl, f, ref, calls):
         e.record()
         e.synchronize()
     ev_ms = s.elapsed_time(e) / calls
-    kern = [k for k in prof.events() if k.device_type.name == "CUDA" and "sleep" not in k.name
+    # The batch's kernels: not the spin kernel of torch.cuda._sleep that precedes it.
+    kern = [k for k in prof.events() if k.device_type.name == "CUDA" and "spin_kernel" not in k.name
             and k.device_time_total > 0]
     big = [k for k in kern if k.device_time_total > 50]  # µs: the GEMM kernels, not fills
     starts = [k.time_range.start for k in big]
@@ -73,27 +61,12 @@ def one(torch, impl, f, ref, calls):
 
 def main(argv=None):
     args = parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("diag_sustained: needs torch")
-        return 2
-    if not torch.cuda.is_available():
-        print("diag_sustained: needs a CUDA GPU")
-        return 2
     M, N, K = (int(v) for v in args.shape.split("x"))
     a = operand(torch, M, K, args.layout[0], 1)
     b = operand(torch, K, N, args.layout[1], 2)
     ref = torch.matmul(a, b).float()
     print(f"shape {M}x{N}x{K} layout {args.layout}, {args.calls} calls per batch")
-    for impl in args.impls.split(","):
-        try:
-            f = make_call(torch, impl, a, b)
-            f()
-            torch.cuda.synchronize()
-        except Exception as ex:
-            print(f"{impl}: skipped ({type(ex).__name__}: {str(ex)[:120]})")
-            continue
+    for impl, f in make_calls(torch, args.impls.split(","), a, b).items():
         for _ in range(2):
             one(torch, impl, f, ref, args.calls)
     return 0
