@@ -70,23 +70,36 @@ function(quack_gemm_instances list_files out_dir sources_var)
     list(GET f 7 post)
     list(GET f 8 majors)
 
-    # "<epilogue>:a<S>[d<D>]": the epilogue's buffer split set (EpiCAhead<..., S, D>: S C buffers
-    # loaded ahead per group, 0 for none; D buffers per output): device A/B variants of a fused
-    # epilogue (instances_ab.txt); the tile name takes the suffix a<S>[d<D>].
+    # "<epilogue>:[e<N>][a<S>[d<D>]]" (at least one part): device A/B variants of the epilogue
+    # (instances_ab.txt); the tile name takes the suffix e<N>a<S>d<D> (the parts present).
+    # - e<N>: epilogue subtiles N columns wide (EpiSubtile<..., N>, tile_config.cuh: cooperative
+    #   128 x 64 instead of 128 x 32, the buffer bytes kept); one 16-bit output, C of D's dtype.
+    # - a<S>[d<D>]: the epilogue's buffer split (EpiCAhead<..., S, D>: S C buffers loaded ahead
+    #   per group, 0 for none; D buffers per output).
     set(epi_split "")
     set(epi_split_s "")
     set(epi_split_d "0")
-    if(epi MATCHES "^([a-z]+):a([0-9])(d([0-9]))?$")
+    set(epi_sub "")
+    set(epi_sub_n "")
+    if(epi MATCHES "^([a-z]+):(e([0-9]+))?(a([0-9])(d([0-9]))?)?$")
       set(epi ${CMAKE_MATCH_1})
-      set(epi_split_s ${CMAKE_MATCH_2})
-      set(epi_split "a${CMAKE_MATCH_2}")
-      set(split_d "${CMAKE_MATCH_4}")
-      if(NOT "${split_d}" STREQUAL "")
-        set(epi_split_d ${split_d})
-        string(APPEND epi_split "d${split_d}")
+      set(epi_sub "${CMAKE_MATCH_2}")
+      set(epi_sub_n "${CMAKE_MATCH_3}")
+      set(split_s "${CMAKE_MATCH_5}")
+      set(split_d "${CMAKE_MATCH_7}")
+      if("${epi_sub}${split_s}" STREQUAL "")
+        message(FATAL_ERROR "${where}: epilogue column of '${line}': a variant is written <epilogue>:[e<N>][a<S>[d<D>]]")
+      endif()
+      if(NOT "${split_s}" STREQUAL "")
+        set(epi_split_s ${split_s})
+        set(epi_split "a${split_s}")
+        if(NOT "${split_d}" STREQUAL "")
+          set(epi_split_d ${split_d})
+          string(APPEND epi_split "d${split_d}")
+        endif()
       endif()
     elseif(epi MATCHES ":")
-      message(FATAL_ERROR "${where}: epilogue '${epi}': a buffer split is written <epilogue>:a<S>[d<D>]")
+      message(FATAL_ERROR "${where}: epilogue '${epi}': a variant is written <epilogue>:[e<N>][a<S>[d<D>]]")
     endif()
 
     set(QG_TILE "Base")
@@ -176,7 +189,17 @@ function(quack_gemm_instances list_files out_dir sources_var)
     else()
       set(cl "")
     endif()
-    set(tile_name "${tile}${pp}${cl}${epi_split}")
+    set(tile_name "${tile}${pp}${cl}${epi_sub}${epi_split}")
+    if(NOT epi_sub STREQUAL "")
+      # The subtile variant keeps its subtile only with one 16-bit output and C of D's width
+      # (CollectiveEpilogue's kNarrow), on a cooperative 128-row subtile (BM 128 / 256).
+      if(NOT (epi STREQUAL "lincomb" OR epi STREQUAL "bias") OR NOT (d STREQUAL "bf16" OR d STREQUAL "f16")
+         OR NOT c STREQUAL "-" OR NOT schedule STREQUAL "cooperative" OR QG_BM EQUAL 64
+         OR NOT (epi_sub_n EQUAL 32 OR epi_sub_n EQUAL 64))
+        message(FATAL_ERROR "${where}: e<N> (N: 32 or 64) is for lincomb / bias with a 16-bit d and no c, cooperative, BM 128 or 256")
+      endif()
+      set(QG_TILE "sm90::EpiSubtile<${QG_TILE}, ${epi_sub_n}>")
+    endif()
     if(NOT epi_split STREQUAL "")
       set(QG_TILE "sm90::EpiCAhead<${QG_TILE}, ${epi_split_s}, ${epi_split_d}>")
     endif()

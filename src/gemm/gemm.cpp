@@ -367,14 +367,20 @@ std::vector<detail::GemmCandidate> candidates(const Instance& base) {
   return out;
 }
 
-// A tile name without its epilogue buffer split ("128x128ppa1d2" -> "128x128pp"; instances.txt,
-// "<epilogue>:a<S>[d<D>]").
+// A tile name without its epilogue variant ("128x128ppa1d2" -> "128x128pp", "128x256e64" ->
+// "128x256"; instances.txt, "<epilogue>:[e<N>][a<S>[d<D>]]").
 std::string without_split(const char* tile) {
   std::string t(tile);
   size_t n = t.size();
-  if (n >= 2 && t[n - 2] == 'd' && std::isdigit(static_cast<unsigned char>(t[n - 1]))) n -= 2;
-  if (n >= 2 && t[n - 2] == 'a' && std::isdigit(static_cast<unsigned char>(t[n - 1]))) return t.substr(0, n - 2);
-  return t;
+  auto digit = [&](size_t k) { return std::isdigit(static_cast<unsigned char>(t[k])) != 0; };
+  size_t m = n;  // a<S>[d<D>]: d<D> only after a<S>
+  if (m >= 2 && t[m - 2] == 'd' && digit(m - 1)) m -= 2;
+  if (m >= 2 && t[m - 2] == 'a' && digit(m - 1)) n = m - 2;
+  // e<N> (digits after an 'e'; a tile part itself has no 'e')
+  size_t k = n;
+  while (k > 0 && digit(k - 1)) --k;
+  if (k < n && k > 0 && t[k - 1] == 'e') n = k - 1;
+  return t.substr(0, n);
 }
 
 // The instance of base's dtypes and majors with tile configuration `tile`: the name's tile part

@@ -1,8 +1,9 @@
 // Tile configuration of the Hopper GEMM (device and host; CuTe types): the CTA tile, the cluster,
-// the consumer warpgroups and their roles, the tiled MMA and the epilogue subtile. The mainloop
-// (mainloop.cuh), the epilogue (epilogue.cuh) and the kernel (kernel.cuh) read their shapes and
-// thread counts from here; what depends on the epilogue's outputs (the mainloop's stage count)
-// is decided where the two meet (kernel.cuh, GemmKernel).
+// the consumer warpgroups and their roles, the tiled MMA and the epilogue subtile (EpiSubtile: a
+// device A/B variant of its width). The mainloop (mainloop.cuh), the epilogue (epilogue.cuh) and
+// the kernel (kernel.cuh) read their shapes and thread counts from here; what depends on the
+// epilogue's outputs (the mainloop's stage count) is decided where the two meet (kernel.cuh,
+// GemmKernel).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -121,6 +122,26 @@ struct TileConfig {
   // thread and the consumer warps that take that work).
   using WorkRingT = WorkRing<4>;
   static constexpr int kWorkReaders = 1 + (kPingpong ? 4 : kConsumerThreads / 32);
+};
+
+/// Tile configuration Base with epilogue subtiles EpiN columns wide instead of Base's (EpiM
+/// rows as Base's) and Stages buffers in flight per group for one 16-bit output (Base's
+/// kEpiStages; default: as many as keep Base's buffer bytes, Base::kEpiStages · Base::EpiN /
+/// EpiN, so the mainloop keeps its stages). The device A/B variant of the cooperative 128-row
+/// subtile (instances_ab.txt, epilogue column "<epilogue>:e<EpiN>", tile name suffix e<EpiN>):
+/// 128 x 64 subtiles take half the subtiles of 128 x 32 per tile, so half the epilogue's
+/// named barriers and TMA store issues, with 2 buffers of 16 KB (16-bit D) in place of 4 of 8 KB.
+/// Only for epilogues that keep the tile's subtile (one 16-bit output, C of D's width:
+/// CollectiveEpilogue narrows a 64-column subtile to 32 otherwise; the CMake list checks it).
+template <class Base, int EpiN_, int Stages = Base::kEpiStages * Base::EpiN / EpiN_>
+struct EpiSubtile : Base {
+  static_assert(EpiN_ == 32 || EpiN_ == 64, "subtiles of 32 or 64 columns (rows of 64 / 128 bytes of 16-bit D)");
+  static_assert(Base::BN % EpiN_ == 0, "whole subtiles per tile");
+  static_assert(Stages >= 2, "at least two buffers per output in flight");
+  static constexpr int EpiN = EpiN_;
+  static constexpr int kEpiStages = Stages;
+  using EpiTile = Shape<Int<Base::EpiM>, Int<EpiN>>;
+  static constexpr int kFrg = Base::EpiM * EpiN / Base::kEpiThreads;
 };
 
 }  // namespace quack::detail::sm90

@@ -49,16 +49,28 @@ bool one_output(GemmEpilogue e) {
   return e == GemmEpilogue::kLinComb || e == GemmEpilogue::kBias || e == GemmEpilogue::kRotary;
 }
 
-// The tile name's suffix of an epilogue buffer split (instances_ab.txt: "<epilogue>:a<S>[d<D>]"
-// gives "a<S>[d<D>]"), empty if none; "?" if the tile part is not expected_tile(i) with such a suffix.
+// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>][a<S>[d<D>]]"
+// gives "[e<N>][a<S>[d<D>]]"), empty if none; "?" if the tile part is not expected_tile(i) with such
+// a suffix.
 std::string split_suffix(const GemmInstance& i) {
   const std::string t = i.tile, base = expected_tile(i);
   if (t.compare(0, base.size(), base) != 0) return "?";
   const std::string rest = t.substr(base.size());
-  if (rest.empty()) return rest;
-  const bool ok = (rest.size() == 2 || (rest.size() == 4 && rest[2] == 'd' && std::isdigit(static_cast<unsigned char>(rest[3])))) &&
-                  rest[0] == 'a' && std::isdigit(static_cast<unsigned char>(rest[1]));
-  return ok ? rest : "?";
+  auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  size_t k = 0;
+  if (k < rest.size() && rest[k] == 'e') {  // e<N>: the epilogue subtile's width
+    ++k;
+    const size_t d0 = k;
+    while (k < rest.size() && digit(rest[k])) ++k;
+    if (k == d0) return "?";
+  }
+  if (k < rest.size()) {  // a<S>[d<D>]: the buffer split
+    const std::string split = rest.substr(k);
+    const bool ok = (split.size() == 2 || (split.size() == 4 && split[2] == 'd' && digit(split[3]))) &&
+                    split[0] == 'a' && digit(split[1]);
+    if (!ok) return "?";
+  }
+  return rest;
 }
 
 std::string expected_name(const GemmInstance& i) {
@@ -72,7 +84,7 @@ std::string expected_name(const GemmInstance& i) {
   return n;
 }
 
-// gemm.cpp's is_default: a buffer-split A/B variant of the 128x256 tile is no group's base.
+// gemm.cpp's is_default: an epilogue-variant A/B candidate of the 128x256 tile is no group's base.
 bool is_default(const GemmInstance& i) {
   return i.bm == 128 && i.bn == 256 && !i.pingpong && i.cluster_m == 2 && i.cluster_n == 1 && split_suffix(i).empty();
 }
