@@ -61,7 +61,7 @@ struct Case {
 const Case kLmHead[] = {
     {2048, 128256, 4096, "rc", "gemm_sm90_128x192pp_bf16_bf16_kk"},
     {16384, 128256, 4096, "rc", "gemm_sm90_128x192pp_bf16_bf16_kk"},
-    {16384, 4096, 128256, "rr", "gemm_sm90_128x256_bf16_bf16_km"},
+    {16384, 4096, 128256, "rr", "gemm_sm90_128x256e64_bf16_bf16_km"},
     {128256, 4096, 2048, "cr", "gemm_sm90_128x256_bf16_bf16_mm"},
 };
 
@@ -94,7 +94,9 @@ TEST(GemmDispatch, ForcedTilesRunTheirInstanceOfTheGroup) {
     // in an A/B build.
     const bool mm = majors == "mm";
     for (const char* tile : {"128x128pp", "128x192pp", "128x256"}) {
-      const std::string own = std::string("gemm_sm90_") + tile + "_bf16_bf16_" + majors;
+      // kk and km: instances.txt's 128x256 is the 128 x 64-subtile variant, 128x256e64.
+      const std::string variant = std::string(tile) == "128x256" && !mm ? "e64" : "";
+      const std::string own = std::string("gemm_sm90_") + tile + variant + "_bf16_bf16_" + majors;
       EXPECT_EQ(launched(g, tile), !mm || compiled(own) ? own : "gemm_sm90_128x256_bf16_bf16_mm")
           << tile;
     }
@@ -122,7 +124,7 @@ TEST(GemmDispatch, LlmShapesRunTheWidePingpongTile) {
   for (const auto& s : shapes)
     EXPECT_EQ(launched(args(s[0], s[1], s[2], "rr"), nullptr), "gemm_sm90_128x192pp_bf16_bf16_km")
         << s[0] << "x" << s[1] << "x" << s[2];
-  EXPECT_EQ(launched(args(16384, 4096, 14336, "rr"), nullptr), "gemm_sm90_128x256_bf16_bf16_km");
+  EXPECT_EQ(launched(args(16384, 4096, 14336, "rr"), nullptr), "gemm_sm90_128x256e64_bf16_bf16_km");
 }
 
 // Linear + cross-entropy's three GEMMs per 4096-token chunk (V = 128256, D = 4096): logits (rc:

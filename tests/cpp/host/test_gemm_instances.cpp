@@ -84,9 +84,10 @@ std::string expected_name(const GemmInstance& i) {
   return n;
 }
 
-// gemm.cpp's is_default: an epilogue-variant A/B candidate of the 128x256 tile is no group's base.
+// gemm.cpp's is_default: the production 128x256 cooperative 2x1 instance (with or without an
+// epilogue variant, e.g. 128x256e64); an A/B candidate is no group's base.
 bool is_default(const GemmInstance& i) {
-  return i.bm == 128 && i.bn == 256 && !i.pingpong && i.cluster_m == 2 && i.cluster_n == 1 && split_suffix(i).empty();
+  return i.bm == 128 && i.bn == 256 && !i.pingpong && i.cluster_m == 2 && i.cluster_n == 1 && !i.candidate;
 }
 
 TEST(GemmInstances, NamesFollowTheListsRule) {
