@@ -1,15 +1,24 @@
-# The session after run AE (device build, Python): carry [".peers", ".whl", ".data"]:
-#   AB_INSTANCES=OFF BUDGET=585 TEST_TMO=200 TESTS='' PYFILES=''
-#   ITEMS=scripts/device/next_items.sh bash scripts/device/call_focus.sh
-# Done items skip on a later call of a warm machine. docs/status.md "Open threads" says why.
-# Softmax fwd's acceptance gap (issue 15; AE3: not the clock, not the data): ours through _C into
-# a preallocated output (quack-bench's buffers) and on offset buffers, beside the public call.
-run diag_place 150 python3 scripts/diag_acceptance_gap.py --op softmax --shapes 16384x65536,8192x262144 --placement
-# Issue 15's anchor table by the acceptance method (not run since O / R / U), first half.
-run anchors_fwd 300 python3 bench/bench_rows.py --dtypes bf16 --ops rmsnorm_fwd,softmax_fwd,log_softmax_fwd,layernorm_fwd --out $R/anchors_fwd.jsonl --plot $R/anchors_fwd.png
-# (second half: anchors_bwd, last)
-# Top-k fp32 beside QuACK under ncu (issue 19).
-ncu_sass() { mkdir -p $R/$1; ncu --clock-control none --profile-from-start off --set full --import-source no -f -o /tmp/ncu_$1 python3 scripts/ncu_gemm_quack.py "${@:2}" > $R/$1/ncu.log 2>&1; tail -3 $R/$1/ncu.log; python3 scripts/ncu_gemm_quack.py --report /tmp/ncu_$1.ncu-rep; python3 scripts/ncu_gemm_quack.py --sass /tmp/ncu_$1.ncu-rep $R/$1; }
-run sass_topk_f32 150 bash -c "$(declare -f ncu_sass); R=$R; ncu_sass topk_f32 topk 65536 1024 8 fp32"
-# Issue 15's anchor table, second half.
-run anchors_bwd 300 python3 bench/bench_rows.py --dtypes bf16 --ops rmsnorm_bwd,softmax_bwd,log_softmax_bwd,layernorm_bwd --out $R/anchors_bwd.jsonl --plot $R/anchors_bwd.png
+# The session after run AF. Call 1 (device build with the A/B tiles and Python; carry [".peers",
+# ".whl", ".data"]), on a test branch = main + the branches named below:
+#   AB_INSTANCES=ON BUDGET=585 TEST_TMO=200 TESTS='Gemm.EveryTileConfig *LayerNorm*'
+#   PYFILES='test_layernorm' ITEMS=scripts/device/next_items.sh bash scripts/device/call_focus.sh
+# Call 2 (warm): QUACK_DEMO_COMMIT=<sha> BUDGET=590 DEMO_TMO=585 bash scripts/device/call_demo.sh
+# (the demo's (d) bar with 128x256e64 in the forward and dgrad GEMMs; AE3: (d) 1.016 x (b)).
+# Done items skip on a warm machine. docs/status.md "Open threads" says why.
+QB=build/d/bench/quack-bench
+# Issue 16 by both bar methods with 128x256e64 (kk / km) in production (AF3: 1.015-1.045 x
+# cuBLAS kernel-only burst at the five shapes).
+run gemm_quick 240 python3 bench/bench_gemm.py --quick --out $R/bench_gemm.jsonl
+# The weight gradient's 128x256e64 (mm, A/B candidate) against 128x256 at the demo's wgrad
+# shapes and the LM head's (cr: mm), four alternating rounds; predicted +0.5-1 % (long K).
+wgrad_e64() { for r in 1 2 3 4; do for t in 128x256 128x256e64; do QUACK_GEMM_TILE=$t $QB gemm --layout cr --shapes 11264x2048x16384,2048x5632x16384,128256x4096x2048 --ms 300 | sed "s/^/$t /"; done; done; }
+run wgrad_e64 150 bash -c "QB=$QB; $(declare -f wgrad_e64); wgrad_e64"
+# One-stream forwards with column vectors at 16-bit rows of (4, 8] KB: t256v2 read 4.00 against
+# the planned t128v4's 3.88 for RMSNorm fwd (fp32 weight) at 16384 x 4096 in four rounds (AF3);
+# before a rule change, the other N of that range (t256v2 leaves threads idle there).
+rows_n() { for r in 1 2; do for n in 2560 3072 3584 4096; do $QB rmsnorm --shapes 16384x$n --dir fwd --config all; $QB layernorm --wdtype x --bias 1 --shapes 16384x$n --dir fwd --config all; done; done; }
+run rows_n 90 bash -c "QB=$QB; $(declare -f rows_n); rows_n"
+# LayerNorm bwd (branch ln-bwd, if merged into the test branch): kernel-only at the anchors.
+run ln_bwd 60 $QB layernorm --wdtype x --bias 1 --shapes 16384x4096,16384x32768,16384x131072,8192x262144 --dir bwd
+# Issue 15's anchors again for the rows that change (acceptance method).
+run anchors_ln 120 python3 bench/bench_rows.py --dtypes bf16 --ops layernorm_bwd,rmsnorm_fwd --out $R/anchors.jsonl
