@@ -70,8 +70,8 @@ function(quack_gemm_instances list_files out_dir sources_var)
     list(GET f 7 post)
     list(GET f 8 majors)
 
-    # "<epilogue>:[e<N>][a<S>[d<D>]]" (at least one part): device A/B variants of the epilogue
-    # (instances_ab.txt); the tile name takes the suffix e<N>a<S>d<D> (the parts present).
+    # "<epilogue>:[e<N>][a<S>[d<D>]]" (at least one part): variants of the epilogue (either
+    # list); the tile name takes the suffix e<N>a<S>d<D> (the parts present).
     # - e<N>: epilogue subtiles N columns wide (EpiSubtile<..., N>, tile_config.cuh: cooperative
     #   128 x 64 instead of 128 x 32, the buffer bytes kept); one 16-bit output, C of D's dtype.
     # - a<S>[d<D>]: the epilogue's buffer split (EpiCAhead<..., S, D>: S C buffers loaded ahead

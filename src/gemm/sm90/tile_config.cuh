@@ -1,6 +1,6 @@
 // Tile configuration of the Hopper GEMM (device and host; CuTe types): the CTA tile, the cluster,
-// the consumer warpgroups and their roles, the tiled MMA and the epilogue subtile (EpiSubtile: a
-// device A/B variant of its width). The mainloop (mainloop.cuh), the epilogue (epilogue.cuh) and
+// the consumer warpgroups and their roles, the tiled MMA and the epilogue subtile (EpiSubtile:
+// another width of it). The mainloop (mainloop.cuh), the epilogue (epilogue.cuh) and
 // the kernel (kernel.cuh) read their shapes and thread counts from here; what depends on the
 // epilogue's outputs (the mainloop's stage count) is decided where the two meet (kernel.cuh,
 // GemmKernel).
@@ -127,8 +127,8 @@ struct TileConfig {
 /// Tile configuration Base with epilogue subtiles EpiN columns wide instead of Base's (EpiM
 /// rows as Base's) and Stages buffers in flight per group for one 16-bit output (Base's
 /// kEpiStages; default: as many as keep Base's buffer bytes, Base::kEpiStages · Base::EpiN /
-/// EpiN, so the mainloop keeps its stages). The device A/B variant of the cooperative 128-row
-/// subtile (instances_ab.txt, epilogue column "<epilogue>:e<EpiN>", tile name suffix e<EpiN>):
+/// EpiN, so the mainloop keeps its stages). A variant of the cooperative 128-row subtile
+/// (instances.txt / instances_ab.txt, epilogue column "<epilogue>:e<EpiN>", suffix e<EpiN>):
 /// 128 x 64 subtiles take half the subtiles of 128 x 32 per tile, so half the epilogue's
 /// named barriers and TMA store issues, with 2 buffers of 16 KB (16-bit D) in place of 4 of 8 KB.
 /// Only for epilogues that keep the tile's subtile (one 16-bit output, C of D's width:
