@@ -18,7 +18,9 @@ block repeated (quack-bench's inputs): whether the data itself (DRAM and SM powe
 moves the kernel's time. --placement (softmax) also times ours through `_C.softmax_fwd` into
 one output allocated once (quack-bench's buffers: no allocation per call), and with x and that
 output as views 1 MiB + 4 KiB into larger buffers (other physical pages and alignment): whether
-the buffers' placement moves it.
+the buffers' placement moves it. --spin also times each call quack-bench's way (behind a
+~100 µs spin kernel, torch.cuda._sleep, events around the call alone; `spin`) and so after an
+L2 clear (`spin+l2`): whether quack-bench's method, not its process, reads our kernels faster.
 """
 
 import argparse
@@ -81,6 +83,24 @@ def placed_calls(x):
             "ours-offset": run(x_off, o_off, (big_x, big_o, x_off, o_off))}
 
 
+def spin_ms(fn, cache, n=30, clear=False):
+    """quack-bench's timing in this process: each call enqueued behind a ~100 µs spin kernel
+    (its launch hidden), events around the call alone; median ms. clear: an L2 clear first."""
+    fn()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+          for _ in range(n)]
+    for a, e in ev:
+        if clear:
+            cache.zero_()
+        torch.cuda._sleep(200_000)  # cycles: ~100 µs at 1.98 GHz
+        a.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(e) for a, e in ev)
+
+
 def graph_ms(fn, cache):
     fn()
     torch.cuda.synchronize()
@@ -139,6 +159,8 @@ def main():
     p.add_argument("--op", default="softmax", choices=("softmax", "log_softmax", "layernorm"))
     p.add_argument("--shapes", default="16384x65536,16384x131072,8192x262144")
     p.add_argument("--pattern", action="store_true", help="also x as a repeated 1 M-element block")
+    p.add_argument("--spin", action="store_true",
+                   help="also time each call behind a spin kernel (quack-bench's way)")
     p.add_argument("--placement", action="store_true",
                    help="softmax: also ours into a preallocated output, and on offset buffers")
     args = p.parse_args()
@@ -167,11 +189,13 @@ def main():
                     three = time_three_ways(torch, do_bench, fn, 20)
                     gr = graph_ms(fn, cache)
                     k, gap, names = profiled(fn, cache)
+                    spin = (spin_ms(fn, cache), spin_ms(fn, cache, clear=True)) if args.spin else None
                 tb = lambda ms: f"{ms:.4f} ms {gb / ms:.2f} TB/s" if ms else "-"
                 print(f"{args.op} {M}x{N} {data} {impl:11s} accept {tb(acc)} | l2 {tb(three['l2'])}"
                       f" | b2b {tb(three['b2b'])} | graph {tb(gr)}"
                       f" | kernel {tb(k)} gap {gap if gap is None else round(gap * 1e3, 1)} us"
-                      f" | {names} | SM {clock.median()} MHz", flush=True)
+                      + (f" | spin {tb(spin[0])} | spin+l2 {tb(spin[1])}" if spin else "")
+                      + f" | {names} | SM {clock.median()} MHz", flush=True)
             del x, impls
 
 

@@ -22,3 +22,6 @@ run rows_n 90 bash -c "QB=$QB; $(declare -f rows_n); rows_n"
 run ln_bwd 60 $QB layernorm --wdtype x --bias 1 --shapes 16384x4096,16384x32768,16384x131072,8192x262144 --dir bwd
 # Issue 15's anchors again for the rows that change (acceptance method).
 run anchors_ln 120 python3 bench/bench_rows.py --dtypes bf16 --ops layernorm_bwd,rmsnorm_fwd --out $R/anchors.jsonl
+# The in-process gap (docs/status.md): ours and QuACK timed quack-bench's way in Python (behind a
+# spin kernel, with and without an L2 clear) beside the other ways.
+run diag_spin 150 python3 scripts/diag_acceptance_gap.py --op softmax --shapes 16384x65536,16384x4096 --spin
