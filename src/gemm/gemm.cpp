@@ -369,7 +369,7 @@ std::vector<detail::GemmCandidate> candidates(const Instance& base) {
 
 // A tile name without its epilogue variant ("128x128ppa1d2" -> "128x128pp", "128x256e64" ->
 // "128x256"; instances.txt, "<epilogue>:[e<N>][a<S>[d<D>]]").
-std::string without_split(const char* tile) {
+std::string without_variant(const char* tile) {
   std::string t(tile);
   size_t n = t.size();
   auto digit = [&](size_t k) { return std::isdigit(static_cast<unsigned char>(t[k])) != 0; };
@@ -385,13 +385,14 @@ std::string without_split(const char* tile) {
 
 // The instance of base's dtypes and majors with tile configuration `tile`: the name's tile part
 // (any instance, A/B candidates included); then, among production instances, the name without
-// its buffer split (first in list order: "128x128pp" finds gemm_dgated's 128x128ppa1d2), then
+// its epilogue variant (first in list order: "128x128pp" finds gemm_dgated's 128x128ppa1d2,
+// "128x256" the forward's 128x256e64), then
 // tile_key; or null.
 const Instance* with_tile(const Instance& base, const char* tile) {
   for (const Instance& i : kGemmInstances)
     if (std::strcmp(tile, i.tile) == 0 && same_problem(i, base)) return &i;
   for (const Instance& i : kGemmInstances)
-    if (!i.candidate && without_split(i.tile) == tile && same_problem(i, base)) return &i;
+    if (!i.candidate && without_variant(i.tile) == tile && same_problem(i, base)) return &i;
   for (const Instance& i : kGemmInstances)
     if (!i.candidate && tile_key(i) == tile && same_problem(i, base)) return &i;
   return nullptr;
