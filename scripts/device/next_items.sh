@@ -25,3 +25,8 @@ run anchors_ln 120 python3 bench/bench_rows.py --dtypes bf16 --ops layernorm_bwd
 # The in-process gap (docs/status.md): ours and QuACK timed quack-bench's way in Python (behind a
 # spin kernel, with and without an L2 clear) beside the other ways.
 run diag_spin 150 python3 scripts/diag_acceptance_gap.py --op softmax --shapes 16384x65536,16384x4096 --spin
+# Top-k fp32 (65536, 4096, 32), the open issue-19 miss (0.94 x QuACK on the queue kernel): branch
+# topk-f32-4096's forced register candidate bitonic-k32-e128-t32-fit (167 registers, no spills;
+# the helper predicts ~0.80 ms against the queue's 0.579: expected to confirm the plan), with
+# '*Topk*' in TESTS when that branch is in the test branch.
+run topk_4096 60 bash -c "$QB topk --dtype fp32 --shapes 65536x4096x32 --path bitonic-fit; $QB topk --dtype fp32 --shapes 65536x4096x32"
