@@ -18,8 +18,10 @@ run wgrad_e64 150 bash -c "QB=$QB; $(declare -f wgrad_e64); wgrad_e64"
 # before a rule change, the other N of that range (t256v2 leaves threads idle there).
 rows_n() { for r in 1 2; do for n in 2560 3072 3584 4096; do $QB rmsnorm --shapes 16384x$n --dir fwd --config all; $QB layernorm --wdtype x --bias 1 --shapes 16384x$n --dir fwd --config all; done; done; }
 run rows_n 90 bash -c "QB=$QB; $(declare -f rows_n); rows_n"
-# LayerNorm bwd (branch ln-bwd, if merged into the test branch): kernel-only at the anchors.
-run ln_bwd 60 $QB layernorm --wdtype x --bias 1 --shapes 16384x4096,16384x32768,16384x131072,8192x262144 --dir bwd
+# LayerNorm bwd (branch ln-bwd, and ln-bwd-ahead, in the test branch): kernel-only at the
+# anchors; predicted 3.35 / 3.65 / 3.3 TB/s at 4096 / 32768 / 262144 (AF2: 3.06 / 3.59 / 3.07).
+# A/B against main needs main's binary too (prebuilt into build/m, or AF2's figures).
+run ln_bwd 60 $QB layernorm --wdtype x --bias 1 --shapes 16384x4096,16384x32768,16384x131072,8192x262144 --dir bwd --config all
 # Issue 15's anchors again for the rows that change (acceptance method).
 run anchors_ln 120 python3 bench/bench_rows.py --dtypes bf16 --ops layernorm_bwd,rmsnorm_fwd --out $R/anchors.jsonl
 # The in-process gap (docs/status.md): ours and QuACK timed quack-bench's way in Python (behind a
