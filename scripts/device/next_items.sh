@@ -1,8 +1,10 @@
-# The session after run AF. Call 1 (device build with the A/B tiles and Python; carry [".peers",
-# ".whl", ".data"]), on a test branch = main + the branches named below:
-#   AB_INSTANCES=ON BUDGET=585 TEST_TMO=200 TESTS='Gemm.EveryTileConfig *LayerNorm*'
-#   PYFILES='test_layernorm' ITEMS=scripts/device/next_items.sh bash scripts/device/call_focus.sh
-# Call 2 (warm): QUACK_DEMO_COMMIT=<sha> BUDGET=590 DEMO_TMO=585 bash scripts/device/call_demo.sh
+# Run AG (the session after run AF; its branches ln-bwd, ln-bwd-ahead and topk-f32-4096 were
+# lost with that checkout). Call 1 (device build with the A/B tiles and Python; carry
+# [".peers", ".whl", ".data"]), on main:
+#   AB_INSTANCES=ON BUDGET=585 TEST_TMO=120 TESTS='Gemm.EveryTileConfig' PYFILES=''
+#   ITEMS=scripts/device/next_items.sh bash scripts/device/call_focus.sh
+# Call 2 (warm): QUACK_DEMO_COMMIT=<sha> BUDGET=590 DEMO_TMO=585 ITEMS=scripts/device/next_items.sh
+#   bash scripts/device/call_demo.sh
 # (the demo's (d) bar with 128x256e64 in the forward and dgrad GEMMs; AE3: (d) 1.016 x (b)).
 # Done items skip on a warm machine. docs/status.md "Open threads" says why.
 QB=build/d/bench/quack-bench
@@ -18,17 +20,11 @@ run wgrad_e64 150 bash -c "QB=$QB; $(declare -f wgrad_e64); wgrad_e64"
 # before a rule change, the other N of that range (t256v2 leaves threads idle there).
 rows_n() { for r in 1 2; do for n in 2560 3072 3584 4096; do $QB rmsnorm --shapes 16384x$n --dir fwd --config all; $QB layernorm --wdtype x --bias 1 --shapes 16384x$n --dir fwd --config all; done; done; }
 run rows_n 90 bash -c "QB=$QB; $(declare -f rows_n); rows_n"
-# LayerNorm bwd (branch ln-bwd, and ln-bwd-ahead, in the test branch): kernel-only at the
-# anchors; predicted 3.35 / 3.65 / 3.3 TB/s at 4096 / 32768 / 262144 (AF2: 3.06 / 3.59 / 3.07).
-# A/B against main needs main's binary too (prebuilt into build/m, or AF2's figures).
+# LayerNorm bwd on main, kernel-only at the anchors: the baseline for its rework (AF2: 3.06 /
+# 3.59 / 3.07 TB/s at 4096 / 32768 / 262144).
 run ln_bwd 60 $QB layernorm --wdtype x --bias 1 --shapes 16384x4096,16384x32768,16384x131072,8192x262144 --dir bwd --config all
-# Issue 15's anchors again for the rows that change (acceptance method).
-run anchors_ln 120 python3 bench/bench_rows.py --dtypes bf16 --ops layernorm_bwd,rmsnorm_fwd --out $R/anchors.jsonl
+# Issue 15's fp32 anchors, never run by the acceptance method (the forwards; two rounds).
+run anchors_f32 150 python3 bench/bench_rows.py --dtypes fp32 --ops rmsnorm_fwd,softmax_fwd,layernorm_fwd --rounds 2 --out $R/anchors_f32.jsonl
 # The in-process gap (docs/status.md): ours and QuACK timed quack-bench's way in Python (behind a
 # spin kernel, with and without an L2 clear) beside the other ways.
 run diag_spin 150 python3 scripts/diag_acceptance_gap.py --op softmax --shapes 16384x65536,16384x4096 --spin
-# Top-k fp32 (65536, 4096, 32), the open issue-19 miss (0.94 x QuACK on the queue kernel): branch
-# topk-f32-4096's forced register candidate bitonic-k32-e128-t32-fit (167 registers, no spills;
-# the helper predicts ~0.80 ms against the queue's 0.579: expected to confirm the plan), with
-# '*Topk*' in TESTS when that branch is in the test branch.
-run topk_4096 60 bash -c "$QB topk --dtype fp32 --shapes 65536x4096x32 --path bitonic-fit; $QB topk --dtype fp32 --shapes 65536x4096x32"
