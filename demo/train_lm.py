@@ -272,7 +272,57 @@ def census(step_fn, top=0):
             ours[k] = ours.get(k, 0.0) + ms
     topk = sorted(per_name.items(), key=lambda kv: -kv[1])[:top]
     return dict(ms=fam, count=count, ours_ms=ours, total_ms=sum(fam.values()),
-                top=[(n[:160], ms) for n, ms in topk])
+                top=[(n[:160], ms) for n, ms in topk], idle=idle_census(events))
+
+
+SYNC_CALLS = ("Synchronize", "cudaMalloc", "cudaFree", "cudaMemcpy", "cudaHostAlloc")
+
+
+def idle_census(events, top=6, floor_us=10.0):
+    """Where the GPU waits in the profiled step: the span from the first kernel's start to the
+    last one's end, the idle time inside it (the span less the union of kernel intervals), the
+    gaps of more than floor_us, the longest ones with the kernels around them and the host op
+    running at the gap's middle, and the host runtime calls that can stall the queue (syncs,
+    allocations, blocking copies: count and ms)."""
+    ker = sorted((e["ts"], e["ts"] + e["dur"], e["name"]) for e in events
+                 if e.get("cat") == "kernel" and "dur" in e)
+    if not ker:
+        return None
+    gaps, end, prev = [], ker[0][1], ker[0][2]
+    for t0, t1, name in ker[1:]:
+        if t0 > end:
+            gaps.append((t0 - end, end, prev, name))
+        if t1 > end:
+            end, prev = t1, name
+    span = end - ker[0][0]
+    ops = [e for e in events if e.get("cat") == "cpu_op" and "dur" in e]
+
+    def host_op(t):   # the innermost host op running at t (the shortest one that covers it)
+        cov = [e for e in ops if e["ts"] <= t <= e["ts"] + e["dur"]]
+        return min(cov, key=lambda e: e["dur"])["name"][:60] if cov else "-"
+    calls = {}
+    for e in events:
+        if e.get("cat") == "cuda_runtime" and any(k in e.get("name", "") for k in SYNC_CALLS):
+            n, ms = calls.get(e["name"], (0, 0.0))
+            calls[e["name"]] = (n + 1, ms + e.get("dur", 0) / 1e3)
+    big = sorted(gaps, reverse=True)[:top]
+    return dict(span_ms=span / 1e3, idle_ms=sum(g[0] for g in gaps) / 1e3,
+                gaps=sum(g[0] > floor_us for g in gaps),
+                gaps_ms=sum(g[0] for g in gaps if g[0] > floor_us) / 1e3,
+                top=[(g[0], g[2][:50], g[3][:50], host_op(g[1] + g[0] / 2)) for g in big],
+                calls=calls)
+
+
+def idle_lines(c):
+    i = c.get("idle")
+    if not i:
+        return []
+    out = [f"GPU span {i['span_ms']:.1f} ms, idle {i['idle_ms']:.1f} ms ({i['gaps']} gaps over "
+           f"10 us: {i['gaps_ms']:.1f} ms); host calls that can stall: " +
+           (", ".join(f"{k} x{n} {ms:.2f} ms" for k, (n, ms) in sorted(i["calls"].items()))
+            or "none")]
+    out += [f"  gap {us:8.1f} us  after {a}  before {b}  host: {h}" for us, a, b, h in i["top"]]
+    return out
 
 
 def census_line(c):
@@ -662,6 +712,8 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
         print(f"  compiled: {res['compiled_graphs']}")
     if cen:
         print(f"  {census_line(cen)}")
+        for line in idle_lines(cen):
+            print(f"  {line}")
         for n, ms in cen["top"]:
             print(f"    {ms:8.2f} ms  {n}")
     rv = f" (ref {res['ref_val_loss']:.4f})" if res["ref_val_loss"] is not None else ""

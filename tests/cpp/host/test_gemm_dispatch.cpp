@@ -62,7 +62,7 @@ const Case kLmHead[] = {
     {2048, 128256, 4096, "rc", "gemm_sm90_128x192pp_bf16_bf16_kk"},
     {16384, 128256, 4096, "rc", "gemm_sm90_128x192pp_bf16_bf16_kk"},
     {16384, 4096, 128256, "rr", "gemm_sm90_128x256e64_bf16_bf16_km"},
-    {128256, 4096, 2048, "cr", "gemm_sm90_128x256_bf16_bf16_mm"},
+    {128256, 4096, 2048, "cr", "gemm_sm90_128x256e64_bf16_bf16_mm"},
 };
 
 TEST(GemmDispatch, RulePicksPerLayoutGroup) {
@@ -94,10 +94,10 @@ TEST(GemmDispatch, ForcedTilesRunTheirInstanceOfTheGroup) {
     // in an A/B build.
     const bool mm = majors == "mm";
     for (const char* tile : {"128x128pp", "128x192pp", "128x256"}) {
-      // kk and km: instances.txt's 128x256 is the 128 x 64-subtile variant, 128x256e64.
-      const std::string variant = std::string(tile) == "128x256" && !mm ? "e64" : "";
+      // instances.txt's bf16 128x256 (kk, km, mm) is the 128 x 64-subtile variant, 128x256e64.
+      const std::string variant = std::string(tile) == "128x256" ? "e64" : "";
       const std::string own = std::string("gemm_sm90_") + tile + variant + "_bf16_bf16_" + majors;
-      EXPECT_EQ(launched(g, tile), !mm || compiled(own) ? own : "gemm_sm90_128x256_bf16_bf16_mm")
+      EXPECT_EQ(launched(g, tile), !mm || compiled(own) ? own : "gemm_sm90_128x256e64_bf16_bf16_mm")
           << tile;
     }
     // The rule's instance, forced by its own tile name.
