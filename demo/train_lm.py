@@ -306,7 +306,15 @@ def idle_census(events, top=6, floor_us=10.0):
             n, ms = calls.get(e["name"], (0, 0.0))
             calls[e["name"]] = (n + 1, ms + e.get("dur", 0) / 1e3)
     big = sorted(gaps, reverse=True)[:top]
-    return dict(span_ms=span / 1e3, idle_ms=sum(g[0] for g in gaps) / 1e3,
+    # The host's issue span (first launch call's start to the last one's end) against the GPU
+    # span: a host slower than the GPU over the step shows as issue >= span (profiler overhead
+    # included).
+    launch = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+              and "Launch" in e.get("name", "") and "dur" in e]
+    issue = (max(e["ts"] + e["dur"] for e in launch) - min(e["ts"] for e in launch)
+             if launch else 0.0)
+    return dict(span_ms=span / 1e3, issue_ms=issue / 1e3, launches=len(launch),
+                idle_ms=sum(g[0] for g in gaps) / 1e3,
                 gaps=sum(g[0] > floor_us for g in gaps),
                 gaps_ms=sum(g[0] for g in gaps if g[0] > floor_us) / 1e3,
                 top=[(g[0], g[2][:50], g[3][:50], host_op(g[1] + g[0] / 2)) for g in big],
@@ -317,7 +325,8 @@ def idle_lines(c):
     i = c.get("idle")
     if not i:
         return []
-    out = [f"GPU span {i['span_ms']:.1f} ms, idle {i['idle_ms']:.1f} ms ({i['gaps']} gaps over "
+    out = [f"GPU span {i['span_ms']:.1f} ms, host issue span {i['issue_ms']:.1f} ms "
+           f"({i['launches']} launch calls), idle {i['idle_ms']:.1f} ms ({i['gaps']} gaps over "
            f"10 us: {i['gaps_ms']:.1f} ms); host calls that can stall: " +
            (", ".join(f"{k} x{n} {ms:.2f} ms" for k, (n, ms) in sorted(i["calls"].items()))
             or "none")]
