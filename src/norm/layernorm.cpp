@@ -33,8 +33,16 @@ RowCall layernorm_fwd_call(const LayerNormFwdArgs& a) {
 RowCall layernorm_bwd_call(const LayerNormBwdArgs& a, const char* fn) {
   const ArgCheck chk(fn);
   const int64_t N = check_norm_bwd(chk, a, &a.mean).N;
-  RowCall c = make_row_call(row_op_layernorm_bwd(), fn, {&a.x, &a.dout, &a.dresidual_out},
-                            {&a.dx, &a.dresidual}, {&a.weight}, {&a.dweight, &a.dbias});
+  // The plain backward (h, dy -> dx) without residual gradients when it has an instance of the
+  // dtypes; the residual one otherwise (its instances include the fp32 residual stream's).
+  RowCall c;
+  const bool plain = !a.dresidual_out.present() && !a.dresidual.present();
+  if (plain)
+    c = make_row_call(row_op_layernorm_bwd(), fn, {&a.x, &a.dout}, {&a.dx}, {&a.weight},
+                      {&a.dweight, &a.dbias});
+  if (!plain || !c.problem.pair)
+    c = make_row_call(row_op_layernorm_bwd_res(), fn, {&a.x, &a.dout, &a.dresidual_out},
+                      {&a.dx, &a.dresidual}, {&a.weight}, {&a.dweight, &a.dbias});
   c.p.row_in[0] = row_vector_io(a.mean);
   c.p.row_in[1] = row_vector_io(a.rstd);
   c.p.scalar[1] = weight_shift(a.weight, a.weight_offset);

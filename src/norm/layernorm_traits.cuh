@@ -16,6 +16,13 @@
 // the backward and weight_offset of its later releases); Welford/Chan for the statistics
 // (Chan, Golub & LeVeque, "Algorithms for computing the sample variance", 1983). fp32 math;
 // h is the unrounded fp32 sum x + residual (residual_out stores it rounded to its dtype).
+// The backward's per-element work as RMSNorm's: the offset rides in its fp32 weight copy
+// (kColShift), the dweight and dbias terms come from the fold's sweep, where x̂ is at hand
+// (kAccInFold), and the output pass computes dh alone.
+//
+// Instances (row_ops.cmake): the forward without and with the residual stream; the backward
+// plain (h, dy -> dx) and with the residual gradients (dresidual_out, dresidual; also the
+// prenorm backward of an fp32 residual stream, with or without them).
 #pragma once
 
 #include "row/op_traits.cuh"
@@ -76,58 +83,79 @@ struct LayerNormFwdT : RowOpBase {
 using LayerNormFwd = LayerNormFwdT<1>;
 using LayerNormFwdRes = LayerNormFwdT<2>;
 
-/// The backward: inputs h (the forward's x + residual), dy and, optionally, dresidual_out;
-/// outputs dx and, optionally, dresidual (both dh); vector weight (absent: 0); per-row inputs
-/// mean (row_in[0]) and rstd (row_in[1]); column accumulations dweight (Σ dy·x̂) and dbias
-/// (Σ dy).
-struct LayerNormBwd : RowOpBase {
-  static constexpr int kIn = 3;   // h, dy, dresidual_out
-  static constexpr int kOptIn = 1;
-  static constexpr int kOut = 2;  // dx, dresidual
-  static constexpr int kOptOut = 1;
-  static constexpr int kCols = 1;  // weight
+/// The backward: kRes = false: h (the forward's x + residual) and dy -> dx; kRes = true: h,
+/// dy and the optional dresidual_out -> dx and the optional dresidual (both dh). Vector weight
+/// (absent: 0), shifted by the offset where converted (kColShift); per-row inputs mean
+/// (row_in[0]) and rstd (row_in[1]); column accumulations dweight (Σ dy·x̂) and dbias (Σ dy),
+/// their terms taken in the fold's sweep, where x̂ is at hand (kAccInFold). The plain backward
+/// (no residual gradients) has no third stream and no second output: fewer registers and
+/// instructions than the residual one.
+template <bool kRes>
+struct LayerNormBwdT : RowOpBase {
+  static constexpr int kIn = kRes ? 3 : 2;  // h, dy (, dresidual_out)
+  static constexpr int kOptIn = kRes ? 1 : 0;
+  static constexpr int kOut = kRes ? 2 : 1;  // dx (, dresidual)
+  static constexpr int kOptOut = kRes ? 1 : 0;
+  static constexpr int kCols = 1;  // weight + offset (kColShift)
   static constexpr bool kReduceCols = true;
-  static constexpr int kAcc = 2;   // dweight, dbias
-  using Red = RedSums<2>;          // (Σ g, Σ g·x̂)
+  static constexpr int kAcc = 2;               // dweight, dbias
+  static constexpr bool kAccInFold = true;     // dy·x̂ where the fold computes x̂
+  static constexpr bool kColShift = true;
+  using Red = RedSums<2>;  // (Σ g, Σ g·x̂)
   struct RowIn {
     float mean, rstd;
   };
   struct Row {
-    float mean, rstd, mean_g, mean_gx;
+    float mean, rstd, mean_g, k;  // k = rstd·mean(g·x̂)
   };
 
   __device__ __forceinline__ static RowIn load_row(const RowParams& p, int64_t row) {
     return {static_cast<const float*>(p.row_in[0].ptr)[row * p.row_in[0].row_stride],
             static_cast<const float*>(p.row_in[1].ptr)[row * p.row_in[1].row_stride]};
   }
+  __device__ __forceinline__ static float col_shift(const RowParams& p, int) {
+    return p.scalar[1];
+  }
+  __device__ __forceinline__ static float xhat(const RowIn& in, const RowElem<kIn, kCols>& e) {
+    return (e.in[0] - in.mean) * in.rstd;
+  }
+  // e.vec[0] = w + offset (col_shift). g rounded as in apply (see there).
   template <class View>
-  __device__ __forceinline__ static Red::Val reduce(const RowParams& p, const RowIn& in,
+  __device__ __forceinline__ static Red::Val reduce(const RowParams&, const RowIn& in,
                                                     const View& v) {
-    const float off = p.scalar[1];
     return Red::fold(v, [&](const auto& e) {
-      const float xh = (e.in[0] - in.mean) * in.rstd;
-      const float g = __fmul_rn(e.in[1], e.vec[0] + off);  // as apply's g (see there)
-      return Red::Val{{g, g * xh}};
+      const float g = __fmul_rn(e.in[1], e.vec[0]);
+      return Red::Val{{g, g * xhat(in, e)}};
     });
+  }
+  __device__ __forceinline__ static void accumulate(const RowParams&, const RowIn& in,
+                                                    const RowElem<kIn, kCols>& e,
+                                                    float (&acc)[kAcc]) {
+    acc[0] = e.in[1] * xhat(in, e);
+    acc[1] = e.in[1];
   }
   __device__ __forceinline__ static Row finish(const RowParams& p, const RowIn& in,
                                                const Red::Val& t, int64_t, bool) {
-    return {in.mean, in.rstd, t.v[0] * p.scalar[2], t.v[1] * p.scalar[2]};
+    return {in.mean, in.rstd, t.v[0] * p.scalar[2], in.rstd * (t.v[1] * p.scalar[2])};
   }
-  __device__ __forceinline__ static void apply(const RowParams& p, const Row& r,
-                                               const RowElem<kIn, kCols>& e, float (&out)[kOut],
-                                               float (&acc)[kAcc]) {
-    const float xh = (e.in[0] - r.mean) * r.rstd;
-    const float dy = e.in[1];
+  // dh = rstd·(g − mean_g − (h − μ)·k): x̂·mean(g·x̂) as (h − μ)·k saves a multiply per element;
+  // h − μ stays explicit (rows of large mean: h·k − μ·k would cancel).
+  __device__ __forceinline__ static void apply(const RowParams&, const Row& r,
+                                               const RowElem<kIn, kCols>& e, float (&out)[kOut]) {
     // g rounded as in the fold: contracted into an FMA with − mean_g, a row of N = 1 would
     // give rstd·(rounding of dy·w) instead of exactly 0.
-    const float g = __fmul_rn(dy, e.vec[0] + p.scalar[1]);
-    const float dh = r.rstd * (g - r.mean_g - xh * r.mean_gx) + e.in[2];
-    out[0] = dh;
-    out[1] = dh;
-    acc[0] = dy * xh;
-    acc[1] = dy;
+    const float g = __fmul_rn(e.in[1], e.vec[0]);
+    const float dh = r.rstd * fmaf(r.mean - e.in[0], r.k, g - r.mean_g);
+    if constexpr (kRes) {
+      out[0] = dh + e.in[2];
+      out[1] = out[0];
+    } else {
+      out[0] = dh;
+    }
   }
 };
+
+using LayerNormBwd = LayerNormBwdT<false>;
+using LayerNormBwdRes = LayerNormBwdT<true>;
 
 }  // namespace quack::detail

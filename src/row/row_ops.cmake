@@ -14,7 +14,9 @@ quack_row_op(log_softmax_fwd  softmax/log_softmax_traits.cuh  LogSoftmaxFwd   bf
 quack_row_op(log_softmax_bwd  softmax/log_softmax_traits.cuh  LogSoftmaxBwd   bf16:bf16 f16:f16 f32:f32 f32:bf16 f32:f16)
 # LayerNorm: as RMSNorm's lines, the fp32 residual stream's instances after the all-x ones
 # (forward: residual_out fp32 with or without a residual; backward: h, dresidual_out and
-# dresidual fp32 beside 16-bit dy and dx).
+# dresidual fp32 beside 16-bit dy and dx). Backward: h, dy -> dx (plain), and h, dy,
+# dresidual_out -> dx, dresidual (also the fp32 residual stream's without the residual
+# gradients).
 quack_row_op(layernorm_fwd     norm/layernorm_traits.cuh       LayerNormFwd
              bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32
              bf16:bf16,f32:f32 bf16:bf16,f32:bf16 f16:f16,f32:f32 f16:f16,f32:f16)
@@ -22,6 +24,8 @@ quack_row_op(layernorm_fwd_res norm/layernorm_traits.cuh       LayerNormFwdRes
              bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32
              bf16,f32:bf16,f32:f32 bf16,f32:bf16,f32:bf16 f16,f32:f16,f32:f32 f16,f32:f16,f32:f16)
 quack_row_op(layernorm_bwd     norm/layernorm_traits.cuh       LayerNormBwd
+             bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32)
+quack_row_op(layernorm_bwd_res norm/layernorm_traits.cuh       LayerNormBwdRes
              bf16:bf16:bf16 bf16:bf16:f32 f16:f16:f16 f16:f16:f32 f32:f32:f32
              f32,bf16,f32:bf16,f32:f32 f32,bf16,f32:bf16,f32:bf16
              f32,f16,f32:f16,f32:f32 f32,f16,f32:f16,f32:f16)

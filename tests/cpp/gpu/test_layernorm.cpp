@@ -6,7 +6,9 @@
 //                     policy); aligned shapes with a compiled triple must take a vector policy.
 //   LayerNormConfigs  every entry of the row skeleton's table the op compiles, and the general
 //                     policy, forced, on rows that fill its capacity, end inside it, or span
-//                     clusters; persistent kernels with more rows than resident clusters.
+//                     clusters; persistent kernels with more rows than resident clusters; each
+//                     without and with the residual stream (backward: the plain instance and
+//                     the residual gradients' one).
 //   LayerNormOptions  residual / prenorm (residual_out), residual_out without a residual, weight
 //                     or bias absent, weight_offset (Gemma's 1), large-mean rows, strided and
 //                     misaligned rows, broadcast x, strided mean/rstd, in place; backward with
@@ -149,8 +151,7 @@ TEST_P(LayerNormConfigs, MatchesReference) {
   int ran = 0;
   for (const Dtypes& d : dts)
     for (const Shape& s : config_rows(config, dtype_size(d.x)))
-      for (bool residual : {false, true}) {
-        if (bwd && residual) continue;
+      for (bool residual : {false, true}) {  // bwd: the residual gradients (their instance)
         // The staged policy's longest rows leave no shared memory for a third stream.
         const bool longest_staged = config < kRowConfigCount &&
                                     kRowConfigs[config].policy == RowPolicy::kStaged &&
@@ -165,16 +166,18 @@ TEST_P(LayerNormConfigs, MatchesReference) {
         c.bias = d.vec;
         if (residual) {
           if (longest_staged) continue;
-          c.residual = d.x;
-          c.residual_out = d.out;
-        } else if (bwd && !longest_staged) {
-          c.dresidual_out = d.x;
-          c.dresidual = d.out;
+          if (bwd) {
+            c.dresidual_out = d.x;
+            c.dresidual = d.out;
+          } else {
+            c.residual = d.x;
+            c.residual_out = d.out;
+          }
         }
         c.offset = residual ? 1.f : 0.f;
         c.config = config;
         c.seed = ++seed;
-        const int n_in = bwd ? 3 : (residual ? 2 : 1);  // the traits' streams
+        const int n_in = (bwd ? 2 : 1) + (residual ? 1 : 0);  // the traits' streams
         const int red = bwd ? 2 : 3;
         const int n_cols = bwd ? 1 : 2;
         if (config < kRowConfigCount &&
