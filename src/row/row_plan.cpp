@@ -144,6 +144,7 @@ namespace {
 
 // Entries the plan tries before kRowConfigs' order, found once (preferred_entry).
 constexpr int kClusterEntry = row_config_index("cl-t256v8");
+constexpr int kWideClusterEntry = row_config_index("cl-t512v8");
 constexpr int kClusterStageEntry = row_config_index("cl-t256v8-s1");
 constexpr int kShortRowEntry = row_config_index("t128v4");
 constexpr int kRingEntry = row_config_index("ring-t1024v4-s3");
@@ -151,7 +152,7 @@ constexpr int kWarpRowEntry = row_config_index("r4t32v8");
 constexpr int kQuarterWarpEntry = row_config_index("r16t16v2");
 constexpr int kMapEntry = row_config_index("map-t256v8");
 constexpr int kLoopedEntry = row_config_index("t1024v2-looped");
-static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >= 0 &&
+static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >= 0 &&
                   kRingEntry >= 0 && kWarpRowEntry >= 0 &&
                   kQuarterWarpEntry >= 0 && kMapEntry >= 0 && kLoopedEntry >= 0,
               "the preferred entries are in kRowConfigs");
@@ -201,6 +202,11 @@ static_assert(kClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >=
 //    it takes otherwise (ring-t1024v2-s6: no ring-t1024v4-s3 for fp32 vectors) 2.62 / 2.23 at
 //    131072 / 262144; with 16-bit weight and bias the ring (one-sweep statistics), 3.99 / 3.84
 //    / 3.70 against cl-t256v8-s1's 3.56 / 3.59 / 3.34.
+//  - the same ops without per-column vectors at apply (softmax's and log_softmax's forwards)
+//    on fp32 rows beyond 128 KB (t1024v8's limit): cl-t256v8 up to its 512 KB, cl-t512v8
+//    beyond. Run AG3 (fp32 softmax fwd, kernel-only): 4.22 TB/s at 16384 x 131072 against the
+//    ring's 3.96; cl-t512v8 4.05 at 8192 x 262144 against the ring's 3.12. LayerNorm's fp32
+//    forward keeps the ring there (3.49 against cl-t512v8's 3.17).
 //  - ops without a reduction (kNoReduce: cross-entropy's backward without weighted smoothing):
 //    on rows of any dtype that no ring holds (beyond 16 x 64 KB) map-t256v8, one CTA per 32 KB
 //    tile, where the looped entry reads the row twice and the map once; where finish reads
@@ -217,6 +223,9 @@ int preferred_entry(const RowOpInfo& op, int in_elt, int vec_elt, int64_t row_by
     if (row_bytes > kRowMaxCluster * kRowRegisterMaxRowBytes) return kMapEntry;
     if (finish_loads && in_elt == 2 && row_bytes > kRowRegisterMaxRowBytes) return kLoopedEntry;
   }
+  if (in_elt == 4 && op.trial_configs && !op.trial_planned && !op.cols_at_apply &&
+      row_bytes > 2 * kRowRegisterMaxRowBytes)
+    return row_bytes <= 8 * kRowRegisterMaxRowBytes ? kClusterEntry : kWideClusterEntry;
   if (in_elt != 2) return -1;
   const bool gated_bwd = op.gate_kernel && !op.trial_planned;
   if (op.trial_planned && row_bytes > kRowRegisterMaxRowBytes &&

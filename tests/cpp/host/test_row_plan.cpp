@@ -363,23 +363,34 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
 
 // Softmax's and log_softmax's forwards compile the entries under trial (kTrialConfigs) without
 // the rules measured for cross-entropy (kTrialPlanned): unforced they plan cl-t256v8 on 16-bit
-// rows beyond 64 KB where it takes the shape, elsewhere as without the entries; forced, the
+// rows beyond 64 KB where it takes the shape (fp32 rows beyond 128 KB: cl-t256v8 to 512 KB,
+// cl-t512v8 beyond), elsewhere as without the entries; forced, the
 // cluster register entries take their long rows.
 TEST(RowPlan, SoftmaxFwdTrialEntriesPlannedOnLongRows) {
   RowOpInfo sm = fwd_info();
   sm.trial_configs = true;
   const int cl = row_config_index("cl-t256v8");
+  const int wide = row_config_index("cl-t512v8");
   ASSERT_GE(cl, 0);
+  ASSERT_GE(wide, 0);
   int planned = 0;
   for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
     for (int64_t N : sweep_ns()) {
       const RowProblem pr = problem(16384, N, t);
-      const RowPlan forced = plan_row(sm, pr, cl);
-      const bool takes = dtype_size(t) == 2 && N * 2 > 65536 && forced.policy != RowPolicy::kNone;
+      const int64_t row_bytes = N * dtype_size(t);
+      // fp32: beyond 128 KB, cl-t256v8 up to 512 KB, cl-t512v8 beyond.
+      const bool f32 = dtype_size(t) == 4;
+      const RowPlan forced = plan_row(sm, pr, f32 && row_bytes > 8 * 65536 ? wide : cl);
+      const bool takes = (f32 ? row_bytes > 2 * 65536 : row_bytes > 65536) &&
+                         forced.policy != RowPolicy::kNone;
       if (takes) ++planned;
       EXPECT_EQ(name_of(plan_row(sm, pr)), takes ? name_of(forced) : name_of(plan_row(fwd_info(), pr)))
           << dtype_name(t) << " N=" << N;
     }
+  EXPECT_EQ(name_of(plan_row(sm, problem(16384, 131072, DType::kFloat32))), "cl-t256v8-x16");
+  EXPECT_EQ(name_of(plan_row(sm, problem(8192, 262144, DType::kFloat32))), "cl-t512v8-x16");
+  EXPECT_EQ(name_of(plan_row(sm, problem(16384, 32768, DType::kFloat32))), "t1024v8")
+      << "fp32 rows of 128 KB keep t1024v8";
   EXPECT_GT(planned, 10) << "the rule takes the long 16-bit rows of the sweep";
   EXPECT_EQ(name_of(plan_row(sm, problem(16384, 65536, DType::kBFloat16))), "cl-t256v8-x4");
   EXPECT_EQ(name_of(plan_row(sm, problem(8192, 262144, DType::kBFloat16))), "cl-t256v8-x16");
@@ -651,7 +662,7 @@ TEST(RowPlan, SoftmaxCallsPickTheirPolicy) {
   };
   EXPECT_EQ(fwd(bf, bf, 4096), RowPolicy::kRegister);
   EXPECT_EQ(fwd(bf, f32, 4096), RowPolicy::kRegister);  // compiled pair bf16 -> fp32
-  EXPECT_EQ(fwd(f32, f32, 262144), RowPolicy::kRing);
+  EXPECT_EQ(fwd(f32, f32, 262144), RowPolicy::kClusterRegister);  // cl-t512v8 (run AG3)
   EXPECT_EQ(fwd(bf, f16, 4096), RowPolicy::kGeneral);   // no bf16 -> fp16 instance
   EXPECT_EQ(fwd(f32, bf, 4096), RowPolicy::kGeneral);   // no fp32 -> bf16 forward instance
   EXPECT_EQ(fwd(bf, bf, 4096, 4104), RowPolicy::kRegister);  // 16-byte row stride
