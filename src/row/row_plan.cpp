@@ -152,8 +152,8 @@ constexpr int kWarpRowEntry = row_config_index("r4t32v8");
 constexpr int kQuarterWarpEntry = row_config_index("r16t16v2");
 constexpr int kMapEntry = row_config_index("map-t256v8");
 constexpr int kLoopedEntry = row_config_index("t1024v2-looped");
-static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry >= 0 && kShortRowEntry >= 0 &&
-                  kRingEntry >= 0 && kWarpRowEntry >= 0 &&
+static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry >= 0 &&
+                  kShortRowEntry >= 0 && kRingEntry >= 0 && kWarpRowEntry >= 0 &&
                   kQuarterWarpEntry >= 0 && kMapEntry >= 0 && kLoopedEntry >= 0,
               "the preferred entries are in kRowConfigs");
 
@@ -204,7 +204,7 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
 //    / 3.70 against cl-t256v8-s1's 3.56 / 3.59 / 3.34.
 //  - the same ops without per-column vectors at apply (softmax's and log_softmax's forwards)
 //    on fp32 rows beyond 128 KB (t1024v8's limit): cl-t256v8 up to its 512 KB, cl-t512v8
-//    beyond. Run AG3 (fp32 softmax fwd, kernel-only): 4.22 TB/s at 16384 x 131072 against the
+//    beyond (16-bit rows beyond 512 KB too, by the fp32 rows' measurement). Run AG3 (fp32 softmax fwd, kernel-only): 4.22 TB/s at 16384 x 131072 against the
 //    ring's 3.96; cl-t512v8 4.05 at 8192 x 262144 against the ring's 3.12. LayerNorm's fp32
 //    forward keeps the ring there (3.49 against cl-t512v8's 3.17).
 //  - ops without a reduction (kNoReduce: cross-entropy's backward without weighted smoothing):
@@ -223,17 +223,20 @@ int preferred_entry(const RowOpInfo& op, int in_elt, int vec_elt, int64_t row_by
     if (row_bytes > kRowMaxCluster * kRowRegisterMaxRowBytes) return kMapEntry;
     if (finish_loads && in_elt == 2 && row_bytes > kRowRegisterMaxRowBytes) return kLoopedEntry;
   }
-  if (in_elt == 4 && op.trial_configs && !op.trial_planned && !op.cols_at_apply &&
-      row_bytes > 2 * kRowRegisterMaxRowBytes)
-    return row_bytes <= 8 * kRowRegisterMaxRowBytes ? kClusterEntry : kWideClusterEntry;
+  // Ops compiling the entries under trial without planned ones, on rows beyond what one CTA's
+  // registers hold (64 KB of 16-bit input, 128 KB of fp32: t1024v8): cl-t256v8, and beyond its
+  // 16 CTAs cl-t512v8 for ops without vectors at apply. LayerNorm's forward (vectors at apply)
+  // only with 16-bit x and fp32 vectors.
+  if (op.trial_configs && !op.trial_planned && row_bytes > kRowRegisterMaxRowBytes * in_elt / 2 &&
+      (!op.cols_at_apply || (in_elt == 2 && vec_elt == 4))) {
+    const int64_t cluster_bytes = kRowMaxCluster * kRowConfigs[kClusterEntry].chunk_bytes();
+    return op.cols_at_apply || row_bytes <= cluster_bytes ? kClusterEntry : kWideClusterEntry;
+  }
   if (in_elt != 2) return -1;
   const bool gated_bwd = op.gate_kernel && !op.trial_planned;
   if (op.trial_planned && row_bytes > kRowRegisterMaxRowBytes &&
       (op.n_out > 0 || row_bytes <= 4 * kRowRegisterMaxRowBytes))
     return op.n_out > 0 || op.gate_kernel ? kClusterStageEntry : kClusterEntry;
-  if (op.trial_configs && !op.trial_planned && row_bytes > kRowRegisterMaxRowBytes &&
-      (!op.cols_at_apply || vec_elt == 4))
-    return kClusterEntry;
   if (op.n_in == 1 && op.n_acc == 0 && !gated_bwd && row_bytes > 4096 && row_bytes <= 8192)
     return kShortRowEntry;
   if (gated_bwd && row_bytes > kRowRegisterMaxRowBytes / 2 && row_bytes <= kRowRegisterMaxRowBytes)

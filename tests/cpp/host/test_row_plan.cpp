@@ -363,8 +363,8 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
 
 // Softmax's and log_softmax's forwards compile the entries under trial (kTrialConfigs) without
 // the rules measured for cross-entropy (kTrialPlanned): unforced they plan cl-t256v8 on 16-bit
-// rows beyond 64 KB where it takes the shape (fp32 rows beyond 128 KB: cl-t256v8 to 512 KB,
-// cl-t512v8 beyond), elsewhere as without the entries; forced, the
+// rows beyond 64 KB (fp32: 128 KB) where it takes the shape, cl-t512v8 on rows beyond its 512
+// KB, elsewhere as without the entries; forced, the
 // cluster register entries take their long rows.
 TEST(RowPlan, SoftmaxFwdTrialEntriesPlannedOnLongRows) {
   RowOpInfo sm = fwd_info();
@@ -378,9 +378,9 @@ TEST(RowPlan, SoftmaxFwdTrialEntriesPlannedOnLongRows) {
     for (int64_t N : sweep_ns()) {
       const RowProblem pr = problem(16384, N, t);
       const int64_t row_bytes = N * dtype_size(t);
-      // fp32: beyond 128 KB, cl-t256v8 up to 512 KB, cl-t512v8 beyond.
+      // Beyond 64 KB (fp32: 128 KB), cl-t256v8 up to 512 KB, cl-t512v8 beyond.
       const bool f32 = dtype_size(t) == 4;
-      const RowPlan forced = plan_row(sm, pr, f32 && row_bytes > 8 * 65536 ? wide : cl);
+      const RowPlan forced = plan_row(sm, pr, row_bytes > 8 * 65536 ? wide : cl);
       const bool takes = (f32 ? row_bytes > 2 * 65536 : row_bytes > 65536) &&
                          forced.policy != RowPolicy::kNone;
       if (takes) ++planned;
