@@ -353,7 +353,7 @@ void check_compiled_dtypes(const ArgCheck& chk, const GemmProblem& p, const char
 // dtypes and majors: QUACK_GEMM_TILE (the kernel name's tile part, e.g. "128x192pp") or the older
 // QUACK_GEMM_TILE_N (tile_key) force a configuration where its instance exists (unset, empty or
 // "auto": the rule); else the rule of tile_rule.h (small M·N: 64x128 or 128x64; pingpong 128x128
-// or 128x192 with ≥ 4 tiles per SM, the one of least estimated time, from K = 5632 (kMidK) against
+// or 128x192 with ≥ 4 tiles per SM, the one of least estimated time, from K = 4096 (kShortK) against
 // 128x256 too; else 128x256). Measured on
 // the H200 (docs/performance.md g3, g5): pingpong 128x128 0.999–1.016x cuBLAS at 8192³ and the
 // four LLM shapes (128x256: 0.962–0.995), 0.749 at 2048³ (128x256: 0.783). 64x2 (128x64 with a

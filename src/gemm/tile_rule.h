@@ -22,7 +22,8 @@
 //    WGMMAs, which read fewer shared-memory operand bytes per MAC than 64x192 or 64x128). For
 //    kMidK ≤ K < kLongK at 128x192's rate (kRateCooperative256MidK: the waves x area decide,
 //    e.g. N = 2048, where 128x192 pads 2048 columns to 2112), from kLongK at its own higher
-//    rate (kRateCooperative256LongK).
+//    rate (kRateCooperative256LongK); from kShortK to kMidK at kRateCooperative256ShortK, where
+//    few waves make its tile count the cheaper (4096³).
 // 3. Else the 128x256 cooperative default (options[0]).
 #pragma once
 
@@ -83,6 +84,20 @@ inline constexpr int64_t kMidK = 5632;
 /// 128x192 pingpong stays (ties keep pingpong).
 inline constexpr double kRateCooperative256MidK = kRatePingpong192;
 
+/// K from which the cooperative 128x256 competes with the pingpong tiles below kMidK, at
+/// kRateCooperative256ShortK (where 128x192 pingpong qualifies, as from kMidK).
+inline constexpr int64_t kShortK = 4096;
+
+/// Throughput per clock of the cooperative 128x256 tile relative to 128x128 pingpong for
+/// kShortK ≤ K < kMidK: between the two measured at K = 4096 (H200, bf16, rr, kernel-only
+/// beside cuBLAS, two rounds; docs/performance.md, run AH): 1.044 at 4096³ (128x256 0.1834 ms
+/// against 128x128pp 0.1915, at 4 waves of 256x256 clusters (3.88) against 8 of 256x128
+/// (7.76): equal waves x area) and 0.996 at 16384x128256x4096 (run U: 128x256 626.4 TFLOP/s
+/// against 128x192pp 666.8 at 486 waves x 256·256 against 648 x 256·192 / 1.06). 1.02 takes
+/// 128x256 at 4096³ and keeps 128x192 pingpong on the LLM shapes of K = 4096 (16384x28672x4096
+/// flips at 1.055, 16384x14336x4096 at 1.065).
+inline constexpr double kRateCooperative256ShortK = 1.02;
+
 /// Throughput per clock of the cooperative 128x256 tile relative to 128x128 pingpong at long K
 /// (K ≥ kLongK): 647.7 / 571.5 = 1.133 at 16384x4096x128256, where both have equal waves x
 /// cluster-tile area (16 x 256·256 against 32 x 256·128). Against 128x192 pingpong at
@@ -94,11 +109,12 @@ inline constexpr double kRateCooperative256LongK = 1.13;
 
 /// Index into options[0, count) of the configuration to run; options[0] is the 128x256
 /// cooperative default, which is returned when no rule applies. rate192: kRatePingpong192,
-/// rate256_long_k: kRateCooperative256LongK, rate256_mid_k: kRateCooperative256MidK (parameters
-/// for the host tests; ≤ 0 leaves 128x192, resp. 128x256 at long K or mid K, out of the
-/// comparison).
+/// rate256_long_k: kRateCooperative256LongK, rate256_mid_k: kRateCooperative256MidK,
+/// rate256_short_k: kRateCooperative256ShortK (parameters for the host tests; ≤ 0 leaves 128x192,
+/// resp. 128x256 at long, mid or short K, out of the comparison).
 int choose_tile_index(const TileQuery& q, const TileOption* options, int count,
                       double rate192 = kRatePingpong192, double rate256_long_k = kRateCooperative256LongK,
-                      double rate256_mid_k = kRateCooperative256MidK);
+                      double rate256_mid_k = kRateCooperative256MidK,
+                      double rate256_short_k = kRateCooperative256ShortK);
 
 }  // namespace quack::detail

@@ -27,9 +27,10 @@ std::string name(const TileOption& o) {
 std::string pick(const std::vector<TileOption>& set, int64_t m, int64_t n, int64_t k, int64_t l = 1,
                  double rate192 = quack::detail::kRatePingpong192,
                  double rate256 = quack::detail::kRateCooperative256LongK,
-                 double rate256_mid = quack::detail::kRateCooperative256MidK) {
+                 double rate256_mid = quack::detail::kRateCooperative256MidK,
+                 double rate256_short = quack::detail::kRateCooperative256ShortK) {
   const TileQuery q{m, n, k, l, 132};
-  const int i = choose_tile_index(q, set.data(), int(set.size()), rate192, rate256, rate256_mid);
+  const int i = choose_tile_index(q, set.data(), int(set.size()), rate192, rate256, rate256_mid, rate256_short);
   EXPECT_GE(i, 0);
   EXPECT_LT(i, int(set.size()));
   return name(set[size_t(i)]);
@@ -55,10 +56,10 @@ TEST(GemmTileRule, RateFlipsTheChoice) {
                         {16384, 28672, 4096, 1.005}, {16384, 4096, 14336, 1.031}};
   for (const Flip& f : flips) {
     SCOPED_TRACE(std::to_string(f.m) + "x" + std::to_string(f.n) + "x" + std::to_string(f.k));
-    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, f.break_even + 0.001, 0.0, 0.0), "128x192pp");
-    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, f.break_even - 0.001, 0.0, 0.0), "128x128pp");
-    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, 0.0, 0.0, 0.0), "128x128pp");   // left out
-    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, -1.0, 0.0, 0.0), "128x128pp");
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, f.break_even + 0.001, 0.0, 0.0, 0.0), "128x192pp");
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, f.break_even - 0.001, 0.0, 0.0, 0.0), "128x128pp");
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, 0.0, 0.0, 0.0, 0.0), "128x128pp");   // left out
+    EXPECT_EQ(pick(kBf16, f.m, f.n, f.k, 1, -1.0, 0.0, 0.0, 0.0), "128x128pp");
   }
 }
 
@@ -122,10 +123,24 @@ TEST(GemmTileRule, MidKTakesTheCooperativeTileWhereItsWavesAreFewer) {
   EXPECT_EQ(pick(no192, 16384, 2048, 5632), "128x128pp");
 }
 
-TEST(GemmTileRule, QuantisationKeepsTheNarrowPingpongTile) {
-  // 4096³: 512 cluster tiles of 128x128 (7.8 waves -> 8) against 352 of 128x192 (5.3 -> 6):
-  // 8 · 32768 < 6 · 49152 / 1.06.
-  EXPECT_EQ(pick(kBf16, 4096, 4096, 4096), "128x128pp");
+TEST(GemmTileRule, QuantisationDecidesAtShortK) {
+  // 4096³: 512 cluster tiles of 128x128 (7.8 waves -> 8) against 352 of 128x192 (5.3 -> 6) and
+  // 256 of 128x256 (3.9 -> 4): 4 · 65536 / 1.02 < 8 · 32768 < 6 · 49152 / 1.06.
+  EXPECT_EQ(pick(kBf16, 4096, 4096, 4096), "128x256");
+  // Below kShortK, or with 128x256 left out, the narrow pingpong tile.
+  EXPECT_EQ(pick(kBf16, 4096, 4096, quack::detail::kShortK - 1), "128x128pp");
+  EXPECT_EQ(pick(kBf16, 4096, 4096, 4096, 1, quack::detail::kRatePingpong192,
+                 quack::detail::kRateCooperative256LongK, quack::detail::kRateCooperative256MidK, 0.0),
+            "128x128pp");
+  // The LLM shapes of K = 4096 keep 128x192 pingpong; 16384x28672x4096 flips at 1.055 (109 x
+  // 256·256 against 146 x 256·192 / 1.06).
+  EXPECT_EQ(pick(kBf16, 16384, 28672, 4096, 1, quack::detail::kRatePingpong192,
+                 quack::detail::kRateCooperative256LongK, quack::detail::kRateCooperative256MidK, 1.054),
+            "128x192pp");
+  EXPECT_EQ(pick(kBf16, 16384, 28672, 4096, 1, quack::detail::kRatePingpong192,
+                 quack::detail::kRateCooperative256LongK, quack::detail::kRateCooperative256MidK, 1.056),
+            "128x256");
+  EXPECT_EQ(pick(kBf16, 16384, 128256, 4096), "128x192pp");
 }
 
 TEST(GemmTileRule, ShortKKeepsTheNarrowPingpongTile) {
@@ -157,9 +172,10 @@ TEST(GemmTileRule, OnlyCompiledTilesArePicked) {
 }
 
 TEST(GemmTileRule, BatchesCountAsTiles) {
-  // 16 batches of 1024 x 1024 x 4096: 1024 tiles of 128x128 (≥ 4 per SM): pingpong.
-  EXPECT_EQ(pick(kBf16, 1024, 1024, 4096, 16).substr(0, 3), "128");
-  EXPECT_NE(pick(kBf16, 1024, 1024, 4096, 16), "128x256");
+  // 16 batches of 1024 x 1024 x 2048: 1024 tiles of 128x128 (≥ 4 per SM): pingpong.
+  EXPECT_EQ(pick(kBf16, 1024, 1024, 2048, 16), "128x128pp");
+  // At K = 4096 the tile counts of 4096³, and its choice.
+  EXPECT_EQ(pick(kBf16, 1024, 1024, 4096, 16), pick(kBf16, 4096, 4096, 4096));
   EXPECT_EQ(pick(kBf16, 1024, 1024, 4096, 1), "64x128");  // 32 busy CTAs of 128x256: small M·N
 }
 
