@@ -21,6 +21,9 @@ output as views 1 MiB + 4 KiB into larger buffers (other physical pages and alig
 the buffers' placement moves it. --spin also times each call quack-bench's way (behind a
 ~100 µs spin kernel, torch.cuda._sleep, events around the call alone; `spin`) and so after an
 L2 clear (`spin+l2`): whether quack-bench's method, not its process, reads our kernels faster.
+--spin2 times two calls behind one spin, each alone (`spin2 first / second`): whether a kernel
+is slower after the spin than after itself. --launch prints each kernel's grid, block, cluster,
+shared memory and registers from the profiler's trace (against quack-bench's plan).
 """
 
 import argparse
@@ -101,6 +104,51 @@ def spin_ms(fn, cache, n=30, clear=False):
     return statistics.median(a.elapsed_time(e) for a, e in ev)
 
 
+def spin2_ms(fn, n=30):
+    """Two calls behind one spin kernel, each timed alone: (first, second) median ms. A kernel
+    that is slower after the spin than after itself reads first > second."""
+    fn()
+    torch.cuda.synchronize()
+    firsts, seconds = [], []
+    for _ in range(n):
+        a, m, e = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        torch.cuda._sleep(400_000)  # cycles: ~200 µs at 1.98 GHz, covers both calls' host time
+        a.record()
+        fn()
+        m.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        firsts.append(a.elapsed_time(m))
+        seconds.append(m.elapsed_time(e))
+    return statistics.median(firsts), statistics.median(seconds)
+
+
+def launch_geometry(fn):
+    """The kernels one call launches, with grid, block, cluster, dynamic shared memory and
+    registers as the profiler's trace records them (compare with quack-bench's plan)."""
+    import json
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        path = f.name
+    prof.export_chrome_trace(path)
+    out = []
+    for e in json.load(open(path)).get("traceEvents", []):
+        if e.get("cat") == "kernel":
+            a = e.get("args", {})
+            out.append(f"{e.get('name', '?')[:70]} grid {a.get('grid')} block {a.get('block')} "
+                       f"cluster {a.get('cluster', a.get('cluster dim', '-'))} smem {a.get('shared memory')} "
+                       f"regs {a.get('registers per thread')} dur {e.get('dur')} us")
+    os.unlink(path)
+    return out
+
+
 def graph_ms(fn, cache):
     fn()
     torch.cuda.synchronize()
@@ -159,6 +207,10 @@ def main():
     p.add_argument("--op", default="softmax", choices=("softmax", "log_softmax", "layernorm"))
     p.add_argument("--shapes", default="16384x65536,16384x131072,8192x262144")
     p.add_argument("--pattern", action="store_true", help="also x as a repeated 1 M-element block")
+    p.add_argument("--spin2", action="store_true",
+                   help="two calls behind one spin kernel, each timed alone (first, second)")
+    p.add_argument("--launch", action="store_true",
+                   help="print each kernel's launch geometry from the profiler's trace")
     p.add_argument("--spin", action="store_true",
                    help="also time each call behind a spin kernel (quack-bench's way)")
     p.add_argument("--placement", action="store_true",
@@ -190,12 +242,17 @@ def main():
                     gr = graph_ms(fn, cache)
                     k, gap, names = profiled(fn, cache)
                     spin = (spin_ms(fn, cache), spin_ms(fn, cache, clear=True)) if args.spin else None
+                    spin2 = spin2_ms(fn) if args.spin2 else None
                 tb = lambda ms: f"{ms:.4f} ms {gb / ms:.2f} TB/s" if ms else "-"
                 print(f"{args.op} {M}x{N} {data} {impl:11s} accept {tb(acc)} | l2 {tb(three['l2'])}"
                       f" | b2b {tb(three['b2b'])} | graph {tb(gr)}"
                       f" | kernel {tb(k)} gap {gap if gap is None else round(gap * 1e3, 1)} us"
                       + (f" | spin {tb(spin[0])} | spin+l2 {tb(spin[1])}" if spin else "")
+                      + (f" | spin2 first {tb(spin2[0])} second {tb(spin2[1])}" if spin2 else "")
                       + f" | {names} | SM {clock.median()} MHz", flush=True)
+                if args.launch:
+                    for line in launch_geometry(fn):
+                        print(f"    launch {impl}: {line}", flush=True)
             del x, impls
 
 
