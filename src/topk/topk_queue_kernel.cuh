@@ -378,8 +378,16 @@ __global__ void __launch_bounds__(kSparse ? kTopkSparseMaxThreads : 512,
     // value (−inf for largest, +inf for smallest), which the fast path rejects.
     Packed<T, kV> pk[kU];
     if (vec && lim == kIter) {  // a full iteration: the kU loads issue back to back
+      if constexpr (kSparse) {
+        // One address for the lane, the vectors at constant offsets from it (immediates of the
+        // loads) instead of a 64-bit address per vector.
+        const T* const xl = xit + lane * kV;
 #pragma unroll
-      for (int u = 0; u < kU; ++u) load_packed<Cache::kStream>(xit + off_of(u, 0), pk[u]);
+        for (int u = 0; u < kU; ++u) load_packed<Cache::kStream>(xl + u * kStep, pk[u]);
+      } else {
+#pragma unroll
+        for (int u = 0; u < kU; ++u) load_packed<Cache::kStream>(xit + off_of(u, 0), pk[u]);
+      }
     } else {
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
