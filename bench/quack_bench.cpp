@@ -18,13 +18,17 @@
 //                       src/row/row_config.h that takes the shape, and the general policy
 //   quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row]
 //                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all]
-//                    [--path auto|queue|queue-noprefix|bitonic|bitonic-fit|bitonic-nofilter|radix] [--ms 100]
+//                    [--path auto|queue|queue-noprefix|queue-sparse|queue-narrow|queue-sparse-narrow|
+//                            bitonic|bitonic-fit|bitonic-nofilter|radix] [--ms 100]
 //                    top-k, values in x's dtype, int64 indices (default: issue 19's shapes,
 //                    forward only); TB/s = M·N·elt of x / time; "config": the plan
 //                    (topk_plan_name; "-pre": the queue kernel's prefix bound); all = each
 //                    warps-per-row count forced (with a prefix bound: also without it, the A/B
 //                    that --path queue-noprefix runs alone), one warp with prefixes of 2, 4,
-//                    8, 16 and 32 iterations (any k), the element path,
+//                    8, 16 and 32 iterations (any k), one warp with the sparse offer ("-sp",
+//                    TopkPlan::sparse), the narrowed prefix search ("-nw",
+//                    TopkPlan::prefix_narrow) and both (--path queue-sparse, queue-narrow,
+//                    queue-sparse-narrow: each alone, at the plan's warps), the element path,
 //                    then the bitonic kernel (16-bit x, N ≤ 4096, k ≤ 32) with its own elements
 //                    per thread and each of 16..128, then each of those forced `fit` where
 //                    N = T·E ("-fit": no tail loads or column masks), then the radix kernel
@@ -479,31 +483,45 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
     // nofilter: the bitonic plan with the candidate filter forced off (plan_topk's
     // forced_filter 0; --config all times it beside each plan that has the filter, and --path
     // bitonic-nofilter is the fit plan without it).
-    struct Forced { int w; bool vec; int elems; bool fit; int prefix; bool radix; bool nofilter; };
+    // sparse / narrow: the queue plan with the sparse offer (plan_topk's forced_sparse 1) / the
+    // narrowed prefix search (forced_narrow 1); --path queue-sparse, queue-narrow and
+    // queue-sparse-narrow at the plan's own warps and prefix, --config all at one warp.
+    struct Forced {
+      int w; bool vec; int elems; bool fit; int prefix; bool radix; bool nofilter; bool sparse;
+      bool narrow;
+    };
     std::vector<Forced> plans = {{0, true,
                                   path == "bitonic" || path == "bitonic-fit" || path == "radix" ||
                                           path == "bitonic-nofilter" ? 0 : -1,
                                   path == "bitonic-fit" || path == "bitonic-nofilter",
                                   path == "queue-noprefix" ? 0 : -1, path == "radix",
-                                  path == "bitonic-nofilter"}};
+                                  path == "bitonic-nofilter",
+                                  path == "queue-sparse" || path == "queue-sparse-narrow",
+                                  path == "queue-narrow" || path == "queue-sparse-narrow"}};
     if (all_configs) {
       plans.clear();
       for (int w : {1, 2, 4, 8, 16}) {
-        plans.push_back({w, true, -1, false, -1, false, false});
-        plans.push_back({w, true, -1, false, 0, false, false});
+        plans.push_back({w, true, -1, false, -1, false, false, false, false});
+        plans.push_back({w, true, -1, false, 0, false, false, false, false});
       }
       // Its length at one warp (k < 32 too, where the plan has none: the first-block bound).
-      for (int pre : {2, 4, 8, 16, 32}) plans.push_back({1, true, -1, false, pre, false, false});
-      plans.push_back({0, false, -1, false, -1, false, false});
-      for (int e : {0, 16, 32, 64, 128}) plans.push_back({0, true, e, false, -1, false, false});
+      for (int pre : {2, 4, 8, 16, 32})
+        plans.push_back({1, true, -1, false, pre, false, false, false, false});
+      plans.push_back({1, true, -1, false, -1, false, false, true, false});
+      plans.push_back({1, true, -1, false, -1, false, false, false, true});
+      plans.push_back({1, true, -1, false, -1, false, false, true, true});
+      plans.push_back({0, false, -1, false, -1, false, false, false, false});
+      for (int e : {0, 16, 32, 64, 128})
+        plans.push_back({0, true, e, false, -1, false, false, false, false});
       for (int e : {0, 16, 32, 64, 128}) {
-        plans.push_back({0, true, e, true, -1, false, false});
-        plans.push_back({0, true, e, true, -1, false, true});
+        plans.push_back({0, true, e, true, -1, false, false, false, false});
+        plans.push_back({0, true, e, true, -1, false, true, false, false});
       }
-      for (int e : {8, 16, 32}) plans.push_back({0, true, e, false, -1, true, false});
+      for (int e : {8, 16, 32})
+        plans.push_back({0, true, e, false, -1, true, false, false, false});
     }
     char plan_name[96];
-    for (auto [w, vec, elems, fit, prefix, radix, nofilter] : plans) {
+    for (auto [w, vec, elems, fit, prefix, radix, nofilter, sparse, narrow] : plans) {
       if (dir == "bwd") break;
       d::TopkCall call = d::topk_fwd_call(fwd_args(0));
       if (!vec) call.problem.vec_ok = false;
@@ -525,10 +543,19 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
         if (nofilter && all_configs &&
             !d::plan_topk(call.problem, 0, d::TopkPath::kBitonic, elems, fit).filter)
           continue;  // the same plan as without nofilter
-      } else if (w > 0 || !vec || path == "queue" || prefix >= 0) {
+      } else if (w > 0 || !vec || path == "queue" || prefix >= 0 || sparse || narrow) {
         const d::TopkPlan own = d::plan_topk(call.problem, w, d::TopkPath::kQueue);
         if (prefix == 0 && all_configs && own.prefix_iters == 0) continue;  // the same plan
-        plan = d::plan_topk(call.problem, w, d::TopkPath::kQueue, 0, false, prefix);
+        plan = d::plan_topk(call.problem, w, d::TopkPath::kQueue, 0, false, prefix, -1,
+                            sparse ? 1 : -1, narrow ? 1 : -1);
+        // The sparse offer: vector path, ≤ 128 threads per CTA (≤ 4 warps per row); the
+        // narrowed search: a prefix bound.
+        if ((sparse && !plan.sparse) || (narrow && !plan.prefix_narrow)) {
+          if (!all_configs)
+            std::fprintf(stderr, "quack-bench: --path %s does not take %lldx%lldx%lld\n",
+                         path.c_str(), M, N, K);
+          continue;
+        }
       }
       if (plan.path == d::TopkPath::kQueue && w > 0 && (N + plan.slice - 1) / plan.slice < w) continue;
       const double ms = time_median(
@@ -1141,7 +1168,7 @@ int main(int argc, char** argv) {
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--log 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
-                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|queue-noprefix|bitonic|bitonic-fit|bitonic-nofilter|radix] [--ms 100]\n"
+                 "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|queue-noprefix|queue-sparse|queue-narrow|queue-sparse-narrow|bitonic|bitonic-fit|bitonic-nofilter|radix] [--ms 100]\n"
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
@@ -1237,9 +1264,12 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "quack-bench: topk shapes are MxNxK with 1 <= K <= N\n");
           return 2;
         }
-      if (path != "auto" && path != "queue" && path != "queue-noprefix" && path != "bitonic" &&
-          path != "bitonic-fit" && path != "bitonic-nofilter" && path != "radix") {
-        std::fprintf(stderr, "quack-bench: topk --path is auto, queue, queue-noprefix, bitonic, "
+      if (path != "auto" && path != "queue" && path != "queue-noprefix" &&
+          path != "queue-sparse" && path != "queue-narrow" && path != "queue-sparse-narrow" &&
+          path != "bitonic" && path != "bitonic-fit" && path != "bitonic-nofilter" &&
+          path != "radix") {
+        std::fprintf(stderr, "quack-bench: topk --path is auto, queue, queue-noprefix, "
+                             "queue-sparse, queue-narrow, queue-sparse-narrow, bitonic, "
                              "bitonic-fit, bitonic-nofilter or radix\n");
         return 2;
       }

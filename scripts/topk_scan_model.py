@@ -3,7 +3,9 @@
 
 Counts, per warp, the elements accepted into the buffer, the merges of 32 into the queue and the
 slots visited (a slot of an iteration is visited when some lane holds a candidate against the
-threshold at the iteration's start), with and without the prefix bound. The kernel's slot order
+threshold at the iteration's start), with and without the prefix bound; and for the sparse offer
+(TopkPlan::sparse) the iterations with a candidate and its ballot rounds (per such iteration the
+largest count of candidates one lane holds; merges inside an iteration are not modelled there). The kernel's slot order
 (slot s = vector s / V, element s % V of every lane; lane l's vector u is column (32·u + l)·V),
 its threshold updates after each merge and the prefix bound's 16 delegates per lane are
 followed; ties and the first-block bound (k ≤ 64) are not modelled. No GPU; numpy only.
@@ -17,7 +19,8 @@ import numpy as np
 
 
 def scan(x, k, prefix_iters, kv):
-    """(merges, slots visited, accepted) of one warp scanning row x for its k best."""
+    """(merges, slots visited, accepted, hit iterations, sparse rounds) of one warp scanning row x
+    for its k best."""
     ku, kd = 4, 16
     slots, it_cols = ku * kv, ku * 32 * kv
     n = len(x)
@@ -34,10 +37,19 @@ def scan(x, k, prefix_iters, kv):
         thr = np.sort(dm.ravel())[::-1][k - 1]
         assert thr <= np.sort(x)[::-1][k - 1], "the bound exceeds the k-th best"
     queue = np.array([])
-    buf, merges, visits, accepted = [], 0, 0, 0
+    buf, merges, visits, accepted, hits, rounds = [], 0, 0, 0, 0, 0
     cap = 32 * max(1, int(2 ** np.ceil(np.log2(max(k, 32) / 32))))
     for c0 in range(0, n, it_cols):
         thr_it = thr
+        per_lane = np.zeros(32, dtype=int)
+        for s in range(slots):
+            u, i = divmod(s, kv)
+            cols = c0 + (u * 32 + lanes) * kv + i
+            ok = cols < n
+            per_lane[ok] += x[cols[ok]] >= thr_it
+        if per_lane.any():
+            hits += 1
+            rounds += per_lane.max()
         for s in range(slots):
             u, i = divmod(s, kv)
             cols = c0 + (u * 32 + lanes) * kv + i
@@ -55,7 +67,7 @@ def scan(x, k, prefix_iters, kv):
                 merges += 1
                 if len(queue) >= k:
                     thr = max(thr, queue[k - 1])
-    return merges + (1 if buf else 0), visits, accepted
+    return merges + (1 if buf else 0), visits, accepted, hits, rounds
 
 
 def main():
@@ -78,7 +90,8 @@ def main():
         for p in (int(v) for v in opts.prefix.split(",")):
             m = np.mean([scan(x, k, p, kv) for x in rows], axis=0)
             print(f"N {n} k {k} {opts.dtype} prefix {p}: merges {m[0]:.1f}, slots visited "
-                  f"{m[1]:.1f}, accepted {m[2]:.0f}")
+                  f"{m[1]:.1f}, accepted {m[2]:.0f}; sparse offer: iterations with a candidate "
+                  f"{m[3]:.1f} of {-(-n // (4 * 32 * kv))}, rounds {m[4]:.1f}")
 
 
 if __name__ == "__main__":

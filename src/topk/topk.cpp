@@ -162,6 +162,7 @@ void topk_run_call(const TopkCall& c, void* workspace, size_t workspace_bytes,
   p.slice = c.plan.slice;
   p.vec_io = c.plan.vec_io;
   p.prefix_iters = c.plan.prefix_iters;
+  p.prefix_narrow = c.plan.prefix_narrow;
   std::optional<DeviceGuard> guard;
   try {
     guard.emplace(c.device);

@@ -123,7 +123,8 @@ bool topk_bitonic_planned(const TopkProblem& pr) {
 }
 
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path,
-                   int forced_elems, bool forced_fit, int forced_prefix, int forced_filter) {
+                   int forced_elems, bool forced_fit, int forced_prefix, int forced_filter,
+                   int forced_sparse, int forced_narrow) {
   TopkPlan plan;
   if (pr.M <= 0 || pr.k <= 0 || pr.N <= 0) return plan;
   if (forced_path == TopkPath::kRadix && topk_radix_ok(pr))
@@ -178,6 +179,8 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path
     plan.prefix_iters = forced_prefix >= 0        ? forced_prefix
                         : pr.k >= kTopkPrefixMinK ? kTopkPrefixIters
                                                   : 0;
+  plan.sparse = plan.vec_io && forced_sparse == 1 && plan.threads <= kTopkSparseMaxThreads;
+  plan.prefix_narrow = plan.prefix_iters > 0 && forced_narrow == 1;
   return plan;
 }
 
@@ -194,9 +197,12 @@ const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len) {
       break;
     case TopkPath::kQueue: {
       char pre[24] = "";
-      if (plan.prefix_iters > 0) std::snprintf(pre, sizeof(pre), "-pre%d", plan.prefix_iters);
-      std::snprintf(buf, len, "queue-q%d-p%d-%s-w%dr%d%s", 32 * plan.queue_regs, plan.packed_bits,
-                    plan.vec_io ? "vec" : "elt", plan.warps_per_row, plan.rows_per_cta, pre);
+      if (plan.prefix_iters > 0)
+        std::snprintf(pre, sizeof(pre), "-pre%d%s", plan.prefix_iters,
+                      plan.prefix_narrow ? "-nw" : "");
+      std::snprintf(buf, len, "queue-q%d-p%d-%s-w%dr%d%s%s", 32 * plan.queue_regs,
+                    plan.packed_bits, plan.vec_io ? "vec" : "elt", plan.warps_per_row,
+                    plan.rows_per_cta, pre, plan.sparse ? "-sp" : "");
       break;
     }
   }

@@ -41,6 +41,9 @@ inline constexpr int kTopkQueueMaxK = 256;  // queue of ≤ 8 registers × 32 la
 inline constexpr int kTopkUnroll = 4;       // 16-byte vectors per lane per iteration
 inline constexpr int kTopkMaxWarpsPerRow = 16;
 inline constexpr int kTopkBufEntries = 64;  // per-warp shared buffer of accepted entries
+// The queue kernel's sparse offer (TopkPlan::sparse): its instances take CTAs of at most this
+// many threads (warps per row × rows per CTA ≤ 4), for their register bound.
+inline constexpr int kTopkSparseMaxThreads = 128;
 // The queue kernel's prefix bound (k ≥ kTopkPrefixMinK, vector path): iterations of the warp's
 // slice read first for a lower bound of its k-th best (topk_queue_kernel.cuh), at most
 // kTopkPrefixIters (the kernel clips them to the slice's full iterations). Its 512 delegate
@@ -227,6 +230,14 @@ struct TopkPlan {
   bool filter = false;
   // kQueue: iterations of the prefix bound (0: none; the kernel clips it to the slice).
   int prefix_iters = 0;
+  // kQueue, vector path: the sparse offer (topk_queue_kernel.cuh: each lane offers its own
+  // candidates, one per ballot round, instead of a pass over the warp's candidate slots).
+  // Forced only (plan_topk's forced_sparse 1), not measured yet.
+  bool sparse = false;
+  // kQueue with a prefix bound: the bound's search starts below the leading bits that the
+  // warp's delegate extremes fix (topk_queue_kernel.cuh; ~7 of 16 steps on random rows at
+  // k ≤ 32). Forced only (plan_topk's forced_narrow 1), not measured yet.
+  bool prefix_narrow = false;
   // kRadix: threads_per_row = threads = T (one row per CTA: rows_per_cta 1, grid M), elems = E
   // (8, 16 or 32 elements per thread, T·E ≥ N), packed_bits 32 (16-bit x) or 64 (fp32), smem =
   // topk_radix_smem_layout(N, packed_bits / 8, T / 32).total.
@@ -275,9 +286,13 @@ bool topk_radix_planned(const TopkProblem& pr);
 /// forced_path kRadix picks the radix kernel where topk_radix_ok (else the plan's own); the
 /// plan's radix entry (forced_path kNone, no forced warps or prefix) and the forced one take
 /// forced_elems 8, 16 or 32 as E where kTopkRadixMaxThreads·E ≥ N (else kTopkRadixElems).
+/// forced_sparse 1 sets the queue plan's sparse offer where it has the vector path and ≤
+/// kTopkSparseMaxThreads threads per CTA (0 or −1: the plan's own, none); forced_narrow 1 sets
+/// its narrowed prefix search where it has a prefix bound (0 or −1: none).
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0,
                    TopkPath forced_path = TopkPath::kNone, int forced_elems = 0,
-                   bool forced_fit = false, int forced_prefix = -1, int forced_filter = -1);
+                   bool forced_fit = false, int forced_prefix = -1, int forced_filter = -1,
+                   int forced_sparse = -1, int forced_narrow = -1);
 
 /// Columns one warp covers per iteration: kTopkUnroll 16-byte vectors per lane.
 inline constexpr int64_t topk_iter_cols(int elt_bytes) {
@@ -337,10 +352,12 @@ struct TopkParams {
   bool vec_io = false;  // 16-byte loads (x: vector-aligned rows, unit column stride)
   int threads_per_row = 0;  // kBitonic, kRadix: T
   int prefix_iters = 0;     // kQueue: the prefix bound's iterations (TopkPlan::prefix_iters)
+  bool prefix_narrow = false;  // kQueue: TopkPlan::prefix_narrow
 };
 
 /// Readable plan name for benchmarks: "queue-q32-p32-vec-w1r4", "queue-q128-p32-vec-w1r4-pre32"
-/// (a prefix bound of 32 iterations), "sort", "radix-e16-t256".
+/// (a prefix bound of 32 iterations; "-nw": its narrowed search; "-sp": the sparse offer),
+/// "sort", "radix-e16-t256".
 const char* topk_plan_name(const TopkPlan& plan, char* buf, size_t len);
 
 }  // namespace quack::detail

@@ -28,6 +28,13 @@
 // thr (details at the code); the scan then starts with it, so a random slice accepts ~1.2·k
 // elements of the prefix instead of ~k·(1 + ln(prefix / k)). The prefix is read twice. The
 // groups' count (512 ≥ kTopkQueueMaxK) and the registers do not depend on the iterations.
+// p.prefix_narrow (forced only): the search skips the leading bits that the delegates' extremes
+// fix (below, "narrowed start").
+//
+// Sparse offer (kSparse, TopkPlan::sparse, forced only; vector path): each lane offers its own
+// candidates one per ballot round instead of the warp passing over every slot with a candidate
+// in some lane (below); its candidate mask is the fast path. Its instances also take the prefix
+// maxima without a flip per element and a full iteration's loads from one lane address.
 //
 // Softmax (kRow): each lane folds the online (max, Σ e^(x − max)) of its elements per
 // iteration (one exponential per element), reduced over the warp and the row's warps at the
@@ -115,6 +122,39 @@ __device__ __forceinline__ Packed<T, kV> topk_opaque(Packed<T, kV> v) {
   return v;
 }
 
+/// Slot s (runtime, s < kU·kV) of the lane's kU vectors in fp32, where slot s = u·kV + i is
+/// element i of vector u: a chain of selects over the 4·kU 32-bit words (one compare and one
+/// select a word: a select tree costs half the selects but holds half the words again in
+/// registers beside pk, 91 against 80 registers at fp32, kQ = 1), then the half for 16-bit x.
+/// No dynamic register index (NVVM would put pk in local memory for one).
+template <typename T, int kV, int kU>
+__device__ __forceinline__ float topk_slot_value(const Packed<T, kV> (&pk)[kU], int s) {
+  static_assert(Packed<T, kV>::kWords == 1 && Packed<T, kV>::kWordBytes == 16, "one uint4");
+  constexpr int kWords = 4 * kU, kPerWord = kV / 4;  // elements per 32-bit word: 1 or 2
+  static_assert((kWords & (kWords - 1)) == 0, "a power of 2 of words");
+  uint32_t w[kWords];
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    w[4 * u] = pk[u].word[0].x;
+    w[4 * u + 1] = pk[u].word[0].y;
+    w[4 * u + 2] = pk[u].word[0].z;
+    w[4 * u + 3] = pk[u].word[0].w;
+  }
+  const int wi = s / kPerWord;
+  uint32_t r = w[0];
+#pragma unroll
+  for (int j = 1; j < kWords; ++j) r = wi == j ? w[j] : r;
+  if constexpr (std::is_same_v<T, float>) {
+    return __uint_as_float(r);
+  } else {
+    const bool upper = s % kPerWord != 0;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      return __uint_as_float(upper ? (r & 0xffff0000u) : (r << 16));
+    else
+      return __half2float(__ushort_as_half(static_cast<unsigned short>(upper ? r >> 16 : r)));
+  }
+}
+
 /// indices[row, j] = col in the tensor's integer dtype (int64 or int32).
 __device__ __forceinline__ void topk_store_index(const RowIO& t, int64_t row, int64_t j,
                                                  int64_t col) {
@@ -171,8 +211,18 @@ __device__ __forceinline__ OnlineMaxSum::Val topk_selected_stats(const float (&v
       topk_list_stats(val, [&](int r) { return r * 32 + lane < k; }), 32);
 }
 
-template <typename T, typename P, int kQ>
-__global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) {
+// The sparse offer's instances: at most kTopkSparseMaxThreads = 128 threads, 6 CTAs per SM for
+// fp32 x (80 registers, the other fp32 instances' count at k ≤ 128; unbounded they took 88, 5
+// CTAs), 5 for 16-bit x (96 registers, as the other 16-bit instances; at 80 they spilled), 4
+// for 16-bit x with kQ = 8, or kQ = 4 and 64-bit entries (at 96 they spilled; the others there
+// take 96–128).
+template <typename T, typename P, int kQ, bool kSparse>
+__global__ void __launch_bounds__(kSparse ? kTopkSparseMaxThreads : 512,
+                                  !kSparse                                 ? 1
+                                  : sizeof(T) == 4                         ? 6
+                                  : kQ == 8 || (sizeof(P) == 8 && kQ == 4) ? 4
+                                                                           : 5)
+    topk_queue_kernel(const TopkParams p) {
   using Key = TopkKey<T>;
   using Pk = TopkPack<P>;
   constexpr int kV = 16 / sizeof(T);  // elements per 16-byte vector
@@ -199,8 +249,10 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
   const int64_t c_begin = min(p.N, static_cast<int64_t>(wr) * p.slice);
   const int64_t c_end = row_ok ? min(p.N, c_begin + p.slice) : c_begin;
   const T* const xrow = static_cast<const T*>(p.x.ptr) + (row_ok ? row * p.x.row_stride : 0);
-  const int64_t cs = p.x.col_stride;  // 1 on the vector path (or N = 1)
-  const bool vec = p.vec_io;
+  // 1 on the vector path (or N = 1, where only column 0 is read); the sparse offer's plans
+  // have the vector path, so its instances hold neither the element path nor the stride.
+  const int64_t cs = kSparse ? 1 : p.x.col_stride;
+  const bool vec = kSparse || p.vec_io;
   const bool row_softmax = p.softmax == kTopkSoftmaxRow;
   const T filler = topk_worst<T>(largest);
 
@@ -261,17 +313,52 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
           load_packed<Cache::kNormal>(xa + off_of(u, 0), pk[u]);
           load_packed<Cache::kNormal>(xb + off_of(u, 0), pk[kU + u]);
         }
+        if constexpr (!kSparse) {
 #pragma unroll
-        for (int s = 0; s < 2 * kSlots; ++s)
-          dm[s % kD] = fmaxf(dm[s % kD], topk_flip(topk_elem(pk[s / kV], s % kV), sgn));
+          for (int s = 0; s < 2 * kSlots; ++s)
+            dm[s % kD] = fmaxf(dm[s % kD], topk_flip(topk_elem(pk[s / kV], s % kV), sgn));
+        } else if (largest) {  // the sparse instances: no flip per element (fp32: 1 of 2 ops)
+#pragma unroll
+          for (int s = 0; s < 2 * kSlots; ++s)
+            dm[s % kD] = fmaxf(dm[s % kD], topk_elem(pk[s / kV], s % kV));
+        } else {  // smallest: max of −x = −(min of x), flipped after the loop
+#pragma unroll
+          for (int s = 0; s < 2 * kSlots; ++s)
+            dm[s % kD] = fminf(dm[s % kD], topk_elem(pk[s / kV], s % kV));
+        }
+      }
+      if constexpr (kSparse) {
+        // −0 / +0 and NaN: fminf may return either zero (−(+0) = −0 has the lower key: still a
+        // lower bound), and a group of NaNs stays NaN, whose key ignores the sign.
+#pragma unroll
+        for (int j = 0; j < kD; ++j) dm[j] = topk_flip(dm[j], sgn);
       }
       uint32_t dk[kD];
 #pragma unroll
       for (int j = 0; j < kD; ++j) dk[j] = Key::key(dm[j], largest);
       constexpr int kShift = Key::kBits - 16;
       uint32_t v = 0;  // the top 16 bits found so far
+      int top = 15;    // the highest bit still to search
+      if (p.prefix_narrow) {
+        // Narrowed start: lo ≤ the k-th largest delegate key ≤ hi, so its top 16 bits share the
+        // leading bits on which lo's and hi's agree; the search starts below them. hi: the
+        // largest delegate; lo: for k ≤ 32 the smallest lane maximum (32 delegates, one per
+        // lane, are ≥ it), else the smallest delegate. Random rows at k ≤ 32 (fp32 or bf16):
+        // lo and hi share sign and exponent, 7 steps instead of 16.
+        uint32_t mx = dk[0], mn = dk[0];
+#pragma unroll
+        for (int j = 1; j < kD; ++j) {
+          mx = max(mx, dk[j]);
+          mn = min(mn, dk[j]);
+        }
+        const uint32_t hi = __reduce_max_sync(kFull, mx) >> kShift;
+        const uint32_t lo = __reduce_min_sync(kFull, p.k <= 32 ? mx : mn) >> kShift;
+        const uint32_t diff = lo ^ hi;
+        top = diff == 0 ? -1 : 31 - __clz(diff);
+        v = top < 0 ? hi : hi & ~((2u << top) - 1u);
+      }
 #pragma unroll 1
-      for (int b = 15; b >= 0; --b) {
+      for (int b = top; b >= 0; --b) {
         const uint32_t cand = v | (1u << b), t = cand << kShift;
         unsigned n = 0;
 #pragma unroll
@@ -292,8 +379,16 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
     // value (−inf for largest, +inf for smallest), which the fast path rejects.
     Packed<T, kV> pk[kU];
     if (vec && lim == kIter) {  // a full iteration: the kU loads issue back to back
+      if constexpr (kSparse) {
+        // One address for the lane, the vectors at constant offsets from it (immediates of the
+        // loads) instead of a 64-bit address per vector.
+        const T* const xl = xit + lane * kV;
 #pragma unroll
-      for (int u = 0; u < kU; ++u) load_packed<Cache::kStream>(xit + off_of(u, 0), pk[u]);
+        for (int u = 0; u < kU; ++u) load_packed<Cache::kStream>(xl + u * kStep, pk[u]);
+      } else {
+#pragma unroll
+        for (int u = 0; u < kU; ++u) load_packed<Cache::kStream>(xit + off_of(u, 0), pk[u]);
+      }
     } else {
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
@@ -352,7 +447,10 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
     // Fast path, on x: a candidate is not below the threshold (largest) or not above it.
     const float thr_x = topk_flip(thr_f, sgn);
     bool hit = false;
-    if (largest) {
+    if constexpr (kSparse) {
+      // The sparse offer's candidate mask is its fast path (7.9 of 8 iterations have a
+      // candidate at fp32 (4096, 32): one pass of compares, not two).
+    } else if (largest) {
 #pragma unroll
       for (int u = 0; u < kU; ++u)
 #pragma unroll
@@ -363,7 +461,44 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
 #pragma unroll
         for (int i = 0; i < kV; ++i) hit |= !(x_at(u, i) > thr_x);
     }
-    if (!__any_sync(kFull, hit)) continue;
+    if (!kSparse && !__any_sync(kFull, hit)) continue;
+
+    if constexpr (kSparse) {
+      // Sparse offer: each lane offers its own candidates (its slots not below the threshold at
+      // the iteration's start), one per round, lowest slot first; a round is one ballot for the
+      // warp, so an iteration costs max over lanes of the lane's candidates in rounds (~1 on a
+      // random row once the prefix bound holds) instead of a pass over every slot with a
+      // candidate in some lane. The threshold is re-tested per offer (it rises at a merge).
+      // NaN is never below: a candidate, as on the fast path.
+      unsigned cand = 0;
+      if (largest) {
+#pragma unroll
+        for (int s = 0; s < kSlots; ++s)
+          cand |= static_cast<unsigned>(!(x_at(s / kV, s % kV) < thr_x)) << s;
+      } else {
+#pragma unroll
+        for (int s = 0; s < kSlots; ++s)
+          cand |= static_cast<unsigned>(!(x_at(s / kV, s % kV) > thr_x)) << s;
+      }
+      while (__any_sync(kFull, cand != 0)) {
+        const bool has = cand != 0;
+        const int s = has ? __ffs(cand) - 1 : 0;
+        cand &= cand - 1u;
+        const float xv = topk_flip(topk_slot_value(pk, s), sgn);
+        const int o = ((s / kV) * 32 + lane) * kV + s % kV;
+        bool pred = false;
+        P e = 0;
+        if (has && !(xv < thr_f) && o < lim) {
+          e = Pk::pack(Key::key(xv, largest), c0 + o);
+          pred = e > thr;
+        }
+        const unsigned m = __ballot_sync(kFull, pred);
+        if (pred) buf[buf_n + __popc(m & lanes_below)] = e;
+        buf_n += __popc(m);
+        if (buf_n >= 32) merge_buffer();  // ≤ 31 + 32 entries before it: the buffer holds 64
+      }
+      continue;
+    }
 
     // The slots with a candidate in some lane (the threshold only rises from here, so this is
     // a superset of the slots that can still insert): the others are skipped by one test.
@@ -458,13 +593,18 @@ __global__ void __launch_bounds__(512, 1) topk_queue_kernel(const TopkParams p) 
   }
 }
 
-/// Launches topk_queue_kernel<T, P, plan.queue_regs> on `stream`.
+/// Launches topk_queue_kernel<T, P, plan.queue_regs, plan.sparse> on `stream`.
 template <typename T, typename P>
 void launch_topk_queue(const TopkPlan& plan, const TopkParams& p, cudaStream_t stream,
                        const char* where) {
   auto go = [&](auto q_tag) {
     constexpr int kQ = decltype(q_tag)::value;
-    launch(topk_queue_kernel<T, P, kQ>, plan.grid, plan.threads, plan.smem, 1, stream, where, p);
+    if (plan.sparse)
+      launch(topk_queue_kernel<T, P, kQ, true>, plan.grid, plan.threads, plan.smem, 1, stream,
+             where, p);
+    else
+      launch(topk_queue_kernel<T, P, kQ, false>, plan.grid, plan.threads, plan.smem, 1, stream,
+             where, p);
   };
   switch (plan.queue_regs) {
     case 1: return go(std::integral_constant<int, 1>{});

@@ -96,6 +96,8 @@ struct TopkCase {
   bool fit = false;           // with bitonic: plan_topk's forced_fit (N = T·E only)
   int forced_prefix = -1;     // ≥ 0: the queue kernel with plan_topk's forced_prefix
   int forced_filter = -1;     // with bitonic: plan_topk's forced_filter (0: no candidate filter)
+  int forced_sparse = -1;     // 1: the queue kernel with plan_topk's forced_sparse (sparse offer)
+  int forced_narrow = -1;     // 1: the queue kernel with plan_topk's forced_narrow
   uint64_t seed = 1;
 };
 
@@ -112,7 +114,8 @@ std::string case_name(const TopkCase& c) {
          (c.radix ? " radix E=" + std::to_string(c.forced_elems) : "") +
          (c.queue ? " queue" : "") +
          (c.forced_prefix >= 0 ? " prefix=" + std::to_string(c.forced_prefix) : "") +
-         (c.forced_filter >= 0 ? " filter=" + std::to_string(c.forced_filter) : "");
+         (c.forced_filter >= 0 ? " filter=" + std::to_string(c.forced_filter) : "") +
+         (c.forced_sparse == 1 ? " sparse" : "") + (c.forced_narrow == 1 ? " narrow" : "");
 }
 
 /// Host values of x (dense row-major), exact in c.x.
@@ -307,9 +310,9 @@ TopkRun run_case(const TopkCase& c) {
                                   c.forced_filter);
   if (c.radix)
     call.plan = detail::plan_topk(call.problem, 0, TopkPath::kRadix, radix ? c.forced_elems : 0);
-  if (c.forced_prefix >= 0)
+  if (c.forced_prefix >= 0 || c.forced_sparse >= 0 || c.forced_narrow >= 0)
     call.plan = detail::plan_topk(call.problem, c.forced_warps, TopkPath::kQueue, 0, false,
-                                  c.forced_prefix);
+                                  c.forced_prefix, -1, c.forced_sparse, c.forced_narrow);
   r.plan = call.plan;
   const size_t ws_bytes = topk_fwd_workspace_size(a);
   DeviceBuffer ws(ws_bytes);
@@ -569,6 +572,62 @@ TEST_P(TopkPrefix, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, TopkPrefix,
+                         ::testing::Combine(::testing::Range(0, 5), ::testing::Range(0, 3)),
+                         [](const ::testing::TestParamInfo<PrefixParam>& info) {
+                           return std::string(kDataNames[std::get<0>(info.param)]) + "_" +
+                                  short_name(kDtypes[std::get<1>(info.param)]);
+                         });
+
+// ------------------------------------------------------------------ the queue's sparse offer
+
+// The queue kernel's sparse offer (plan_topk's forced_sparse 1): the prefix bound's shapes and
+// data kinds, with the plan's prefix, none (the first iterations offer every slot: up to
+// 16 or 32 rounds, merges inside an iteration) and one iteration; 1, 2 and 4 warps per row
+// (4: 128 threads, the instances' bound); the row softmax where the prefix test has it. Each
+// case also with the narrowed prefix search (forced_narrow 1; k ≤ 32 and above, where its low
+// end differs), alternating with the sparse offer off and on.
+class TopkSparse : public GpuTest, public ::testing::WithParamInterface<PrefixParam> {};
+
+TEST_P(TopkSparse, MatchesReference) {
+  const auto [data, di] = GetParam();
+  const Mnk shapes[] = {{7, 1032, 1},   {7, 2056, 65},  {7, 4096, 128}, {7, 9224, 256},
+                        {1, 1031, 100}, {7, 256, 256},  {7, 5000, 64},  {7, 2048, 8},
+                        {7, 4096, 32},  {9, 4096, 32},  {3, 32768, 64}, {3, 40000, 64},
+                        {2, 65536, 256}, {7, 4096, 31}, {5, 1000, 13}};
+  uint64_t seed = 7000 + 10 * data + di;
+  for (const Mnk& s : shapes)
+    for (int prefix : {-1, 0, 1})
+      for (int w : {1, 2, 4})
+        for (bool largest : {true, false}) {
+          TopkCase c = case_of(s, kDtypes[di]);
+          c.largest = largest;
+          c.data = static_cast<Data>(data);
+          c.queue = true;
+          c.forced_warps = w;
+          c.forced_prefix = prefix;
+          c.forced_sparse = 1;
+          if (data != static_cast<int>(Data::kSpecials) && s.k % 2 == 0) {
+            c.softmax = TopkSoftmax::kRow;
+            c.lse = true;
+          }
+          c.seed = ++seed;
+          const TopkRun r = run_case(c);
+          if (c.M > 0 && c.k > 0) {
+            EXPECT_TRUE(r.plan.vec_io) << case_name(c);
+            EXPECT_TRUE(r.plan.sparse) << case_name(c);
+          }
+          c.forced_narrow = 1;
+          c.forced_sparse = seed % 2 ? 1 : 0;
+          c.seed = ++seed;
+          const TopkRun rn = run_case(c);
+          if (c.M > 0 && c.k > 0) {
+            EXPECT_EQ(rn.plan.prefix_narrow, rn.plan.prefix_iters > 0) << case_name(c);
+            EXPECT_EQ(rn.plan.sparse, c.forced_sparse == 1) << case_name(c);
+          }
+        }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, TopkSparse,
                          ::testing::Combine(::testing::Range(0, 5), ::testing::Range(0, 3)),
                          [](const ::testing::TestParamInfo<PrefixParam>& info) {
                            return std::string(kDataNames[std::get<0>(info.param)]) + "_" +

@@ -359,6 +359,53 @@ TEST(TopkPlan, BenchmarkShapes) {
   }
 }
 
+TEST(TopkPlan, SparseOffer) {
+  // The queue kernel's sparse offer: forced only (forced_sparse 1), on the vector path, for CTAs
+  // of ≤ kTopkSparseMaxThreads = 128 threads (warps per row 1..4); the name ends in "-sp".
+  EXPECT_EQ(detail::kTopkSparseMaxThreads, 128);
+  char buf[96];
+  for (DType t : {DType::kBFloat16, DType::kFloat32}) {
+    for (bool vec : {true, false}) {
+      TopkProblem pr = topk_problem(65536, 4096, 32, t, vec);
+      EXPECT_FALSE(plan_topk(pr).sparse);
+      EXPECT_FALSE(plan_topk(pr, 0, TopkPath::kQueue).sparse);
+      EXPECT_FALSE(plan_topk(pr, 0, TopkPath::kQueue, 0, false, -1, -1, 0).sparse);
+      for (int w : {1, 2, 4, 8, 16}) {
+        const TopkPlan p = plan_topk(pr, w, TopkPath::kQueue, 0, false, -1, -1, 1);
+        ASSERT_EQ(p.path, TopkPath::kQueue);
+        EXPECT_EQ(p.sparse, vec && p.threads <= 128) << w;
+        EXPECT_EQ(p.sparse, vec && w <= 4) << w;
+      }
+    }
+  }
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(65536, 4096, 32, DType::kFloat32), 0,
+                                                TopkPath::kQueue, 0, false, -1, -1, 1),
+                                      buf, sizeof(buf)),
+               "queue-q32-p64-vec-w1r4-pre32-sp");
+  // The radix and bitonic plans never carry it.
+  EXPECT_FALSE(plan_topk(topk_problem(65536, 4096, 32), 0, TopkPath::kRadix, 0, false, -1, -1, 1)
+                   .sparse);
+}
+
+TEST(TopkPlan, NarrowedPrefixSearch) {
+  // forced_narrow 1: the queue plan's narrowed prefix search, only where it has a prefix bound.
+  char buf[96];
+  for (int64_t k : {8, 32, 128}) {
+    for (bool vec : {true, false}) {
+      const TopkProblem pr = topk_problem(16384, 4096, k, DType::kFloat32, vec);
+      EXPECT_FALSE(plan_topk(pr, 0, TopkPath::kQueue).prefix_narrow);
+      const TopkPlan p = plan_topk(pr, 0, TopkPath::kQueue, 0, false, -1, -1, -1, 1);
+      EXPECT_EQ(p.prefix_narrow, vec && k >= 32) << k;
+      EXPECT_FALSE(plan_topk(pr, 0, TopkPath::kQueue, 0, false, 0, -1, -1, 1).prefix_narrow);
+      EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue, 0, false, 4, -1, -1, 1).prefix_narrow, vec);
+    }
+  }
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(topk_problem(65536, 4096, 32, DType::kFloat32), 0,
+                                                TopkPath::kQueue, 0, false, -1, -1, 1, 1),
+                                      buf, sizeof(buf)),
+               "queue-q32-p64-vec-w1r4-pre32-nw-sp");
+}
+
 TEST(TopkPlan, PrefixBound) {
   // The queue kernel's prefix bound: planned for k ≥ kTopkPrefixMinK = 32 on the vector path
   // (run V: 32 iterations never slower than fewer at k 32, 64, 128, 256; below k = 32 the
