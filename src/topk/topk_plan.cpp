@@ -96,7 +96,7 @@ bool topk_radix_ok(const TopkProblem& pr) {
 
 bool topk_radix_planned(const TopkProblem& pr) {
   return dtype_size(pr.x) == 2 && pr.N >= kTopkRadixPlanMinN && topk_radix_ok(pr) &&
-         !topk_bitonic_planned(pr);
+         !topk_bitonic_planned(pr) && !(pr.N <= kTopkSparseOverRadixMaxN && pr.k >= kTopkPrefixMinK);
 }
 
 bool topk_bitonic_ok(const TopkProblem& pr) {
@@ -179,7 +179,9 @@ TopkPlan plan_topk(const TopkProblem& pr, int forced_warps, TopkPath forced_path
     plan.prefix_iters = forced_prefix >= 0        ? forced_prefix
                         : pr.k >= kTopkPrefixMinK ? kTopkPrefixIters
                                                   : 0;
-  plan.sparse = plan.vec_io && forced_sparse == 1 && plan.threads <= kTopkSparseMaxThreads;
+  // The sparse offer where the prefix bound runs (kTopkSparsePlanned's measurements), or forced.
+  plan.sparse = plan.vec_io && plan.threads <= kTopkSparseMaxThreads &&
+                (forced_sparse == 1 || (forced_sparse < 0 && plan.prefix_iters > 0));
   plan.prefix_narrow = plan.prefix_iters > 0 && forced_narrow == 1;
   return plan;
 }

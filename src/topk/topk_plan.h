@@ -3,7 +3,8 @@
 //
 // Paths:
 //   kQueue  k ≤ kTopkQueueMaxK: the warp-queue kernel (topk_queue_kernel.cuh), W warps per
-//           row, R rows per CTA; no workspace.
+//           row, R rows per CTA; no workspace. With the prefix bound (k ≥ kTopkPrefixMinK) it
+//           plans the sparse offer (TopkPlan::sparse, kTopkSparseMaxThreads).
 //   kSort   k > kTopkQueueMaxK: CUB's segmented radix sort of each row (topk_sort.cu) in a
 //           workspace, then an epilogue kernel.
 //   kBitonic 16-bit or fp32 x, 16-byte loads, N ≤ kTopkBitonicMaxN (fp32: ≤ 32 ·
@@ -20,7 +21,8 @@
 //   kRadix  16-byte loads, N ≤ kTopkRadixMaxN16 (16-bit x) / kTopkRadixMaxN32 (fp32), k ≤
 //           kTopkRadixMaxK: the radix-select kernel (topk_radix_kernel.cuh), one CTA of T threads
 //           per row, E elements per thread. The plan takes it by topk_radix_planned (16-bit x,
-//           N ≥ kTopkRadixPlanMinN, outside the bitonic class); forced_path anywhere in range.
+//           N ≥ kTopkRadixPlanMinN, outside the bitonic class, and not N ≤
+//           kTopkSparseOverRadixMaxN with k ≥ kTopkPrefixMinK); forced_path anywhere in range.
 #pragma once
 
 #include <cstddef>
@@ -42,7 +44,17 @@ inline constexpr int kTopkUnroll = 4;       // 16-byte vectors per lane per iter
 inline constexpr int kTopkMaxWarpsPerRow = 16;
 inline constexpr int kTopkBufEntries = 64;  // per-warp shared buffer of accepted entries
 // The queue kernel's sparse offer (TopkPlan::sparse): its instances take CTAs of at most this
-// many threads (warps per row × rows per CTA ≤ 4), for their register bound.
+// many threads (warps per row × rows per CTA ≤ 4), for their register bound. The plan takes it
+// wherever the prefix bound runs (k ≥ kTopkPrefixMinK, vector path); k < 32 (the first-block
+// bound, more rounds per iteration) is not measured. Source: H200, kernel-only (quack-bench
+// topk --path queue / queue-sparse, run AH3), ms, one warp per row, prefix 32:
+//   (M, N, k)              fp32 dense  fp32 sparse   bf16 dense  bf16 sparse
+//   65536 x 4096 x 32      0.5829      0.3754        0.6144      0.3039
+//   16384 x 4096 x 128     0.2575      0.1775        0.2891      0.1260
+//   16384 x 32768 x 64     0.8976      0.7672        0.8819      0.5403
+//   4096 x 131072 x 256    1.0675      0.7316        1.1731      0.5204
+// (QuACK 0.2.0 at fp32 65536 x 4096 x 32: ~0.545.) The narrowed search (-nw) moved none of
+// them by more than 1 %: forced only.
 inline constexpr int kTopkSparseMaxThreads = 128;
 // The queue kernel's prefix bound (k ≥ kTopkPrefixMinK, vector path): iterations of the warp's
 // slice read first for a lower bound of its k-th best (topk_queue_kernel.cuh), at most
@@ -181,7 +193,8 @@ inline constexpr int kTopkRadixMaxThreads = 512;
 inline constexpr int kTopkRadixElems = 16;
 
 // The plan's radix class: 16-bit x from N = 4096 (to kTopkRadixMaxN16) where the bitonic class
-// does not hold (k > 16 at N = 4096). Source: H200, bf16, kernel-only (quack-bench topk, run X
+// does not hold (k > 16 at N = 4096), but for N ≤ kTopkSparseOverRadixMaxN with k ≥
+// kTopkPrefixMinK, where the queue kernel's sparse offer is ahead (kTopkSparseOverRadixMaxN). Source: H200, bf16, kernel-only (quack-bench topk, run X
 // at e0f2c91), ms per call, the radix kernel (E = 16) against the plan's entry before it:
 //   (M, N, k)              radix e16   queue (prefix 32)   bitonic (fit)
 //   16384 x 4096 x 128     0.1635      0.2920              -
@@ -194,6 +207,11 @@ inline constexpr int kTopkRadixElems = 16;
 // against the queue kernel forced): 16384 x 8192 x 64 0.293 / 0.319, 16384 x 8192 x 256 0.493 /
 // 0.615, 16384 x 6000 x 100 0.212 / 0.377.
 inline constexpr int64_t kTopkRadixPlanMinN = 4096;
+// 16-bit rows up to this N with k ≥ kTopkPrefixMinK plan the queue kernel (its sparse offer)
+// instead of the radix kernel: 0.304 / 0.126 ms against radix's 0.447 / 0.160 at 65536 x 4096 x
+// 32 / 16384 x 4096 x 128 (H200, bf16, kernel-only, run AH3). Beyond N = 4096, and for k < 32
+// (no prefix bound, so no sparse offer), not measured against it: radix stays.
+inline constexpr int64_t kTopkSparseOverRadixMaxN = 4096;
 
 enum class TopkPath : int { kNone = 0, kQueue = 1, kSort = 2, kBitonic = 3, kRadix = 4 };
 
@@ -232,11 +250,12 @@ struct TopkPlan {
   int prefix_iters = 0;
   // kQueue, vector path: the sparse offer (topk_queue_kernel.cuh: each lane offers its own
   // candidates, one per ballot round, instead of a pass over the warp's candidate slots).
-  // Forced only (plan_topk's forced_sparse 1), not measured yet.
+  // Planned with the prefix bound (kTopkSparseMaxThreads' measurements); plan_topk's
+  // forced_sparse 0 / 1 turns it off / on.
   bool sparse = false;
   // kQueue with a prefix bound: the bound's search starts below the leading bits that the
   // warp's delegate extremes fix (topk_queue_kernel.cuh; ~7 of 16 steps on random rows at
-  // k ≤ 32). Forced only (plan_topk's forced_narrow 1), not measured yet.
+  // k ≤ 32). Forced only (plan_topk's forced_narrow 1): within 1 % of the plan (run AH3).
   bool prefix_narrow = false;
   // kRadix: threads_per_row = threads = T (one row per CTA: rows_per_cta 1, grid M), elems = E
   // (8, 16 or 32 elements per thread, T·E ≥ N), packed_bits 32 (16-bit x) or 64 (fp32), smem =
@@ -265,7 +284,8 @@ bool topk_bitonic_planned(const TopkProblem& pr);
 bool topk_radix_ok(const TopkProblem& pr);
 
 /// Whether the plan picks the radix kernel unforced: topk_radix_ok(pr), x of 2 bytes, N ≥
-/// kTopkRadixPlanMinN and not topk_bitonic_planned(pr).
+/// kTopkRadixPlanMinN, not topk_bitonic_planned(pr), and not N ≤ kTopkSparseOverRadixMaxN with
+/// k ≥ kTopkPrefixMinK.
 bool topk_radix_planned(const TopkProblem& pr);
 
 /// The plan for problem `pr` (M = 0 or k = 0: kNone): kBitonic where topk_bitonic_planned,
@@ -287,7 +307,8 @@ bool topk_radix_planned(const TopkProblem& pr);
 /// plan's radix entry (forced_path kNone, no forced warps or prefix) and the forced one take
 /// forced_elems 8, 16 or 32 as E where kTopkRadixMaxThreads·E ≥ N (else kTopkRadixElems).
 /// forced_sparse 1 sets the queue plan's sparse offer where it has the vector path and ≤
-/// kTopkSparseMaxThreads threads per CTA (0 or −1: the plan's own, none); forced_narrow 1 sets
+/// kTopkSparseMaxThreads threads per CTA, 0 leaves it out, −1 the plan's (there with a prefix
+/// bound); forced_narrow 1 sets
 /// its narrowed prefix search where it has a prefix bound (0 or −1: none).
 TopkPlan plan_topk(const TopkProblem& pr, int forced_warps = 0,
                    TopkPath forced_path = TopkPath::kNone, int forced_elems = 0,

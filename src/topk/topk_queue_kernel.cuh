@@ -31,10 +31,11 @@
 // p.prefix_narrow (forced only): the search skips the leading bits that the delegates' extremes
 // fix (below, "narrowed start").
 //
-// Sparse offer (kSparse, TopkPlan::sparse, forced only; vector path): each lane offers its own
-// candidates one per ballot round instead of the warp passing over every slot with a candidate
-// in some lane (below); its candidate mask is the fast path. Its instances also take the prefix
-// maxima without a flip per element and a full iteration's loads from one lane address.
+// Sparse offer (kSparse, TopkPlan::sparse, planned with the prefix bound; vector path): each
+// lane offers its own candidates one per ballot round instead of the warp passing over every
+// slot with a candidate in some lane (below); its candidate mask is the fast path. Its
+// instances also take the prefix maxima without a flip per element and a full iteration's loads
+// from one lane address.
 //
 // Softmax (kRow): each lane folds the online (max, Σ e^(x − max)) of its elements per
 // iteration (one exponential per element), reduced over the warp and the row's warps at the

@@ -79,15 +79,16 @@ def check(x, k, dim=-1, largest=True, **kw):
 # (11, 1024, 24)) takes the register (bitonic) kernel by the plan's rule (src/topk/topk_plan.h);
 # so does fp32 x with 16-byte rows, N <= 2048 and k <= 16 (here (1, 1, 1), (33, 1000, 8), (65,
 # 256, 8), (300, 64, 2), (130, 2048, 16); the power-of-2 N by the fit instance, the others the
-# generic one): truncated entries and an exactness fix-up. Past it, 16-bit rows of 16-byte multiples with 4096 <= N <= 8192 ((64,
-# 4096, 32), (16, 4096, 128), (3, 5000, 300) is past k <= 256) the radix kernel; the others
-# the queue kernel (k <= 256) or the sort path. The queue kernel's rows of 16-byte multiples
-# with k >= 32 ((8, 32768, 64), (4, 131072, 256); fp32 at N = 4096) take its prefix bound of 32
-# iterations.
+# generic one): truncated entries and an exactness fix-up. Past it, 16-bit rows of 16-byte
+# multiples with 4096 < N <= 8192, or N = 4096 and k < 32, take the radix kernel ((16, 6000,
+# 100), (13, 4096, 24); (3, 5000, 300) is past k <= 256); the others the queue kernel (k <= 256)
+# or the sort path. The queue kernel's rows of 16-byte multiples with k >= 32 ((64, 4096, 32),
+# (16, 4096, 128), (8, 32768, 64), (4, 131072, 256)) take its prefix bound of 32 iterations and
+# its sparse offer.
 SHAPES = [(1, 1, 1), (7, 127, 5), (33, 1000, 8), (64, 4096, 32), (16, 4096, 128),
           (8, 32768, 64), (4, 131072, 256), (3, 5000, 300), (5, 257, 257), (65, 256, 8),
           (300, 64, 2), (2, 70001, 17), (130, 2048, 16), (9, 2056, 8), (6, 4096, 16),
-          (11, 1024, 24)]
+          (11, 1024, 24), (16, 6000, 100), (13, 4096, 24)]
 
 
 @pytest.mark.parametrize("largest", [True, False])
@@ -183,10 +184,10 @@ def ref_softmax_values(x, k, mode, largest=True):
 @pytest.mark.parametrize("mode", [True, "pre"], ids=["selected", "pre"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 # (64, 64, 8), (33, 256, 8), (130, 2048, 16): the bitonic kernel (the plan's rule; fp32 too);
-# (9, 4096, 32) the radix kernel; (4, 32768, 128) (and fp32 at (9, 4096, 32)) the queue kernel
-# with its prefix bound (k >= 32).
+# (9, 4096, 32) and (4, 32768, 128) the queue kernel with its prefix bound and sparse offer
+# (k >= 32); (13, 4096, 24) the radix kernel at 16 bits.
 @pytest.mark.parametrize("M,N,k", [(64, 64, 8), (33, 256, 8), (130, 2048, 16), (9, 4096, 32),
-                                   (4, 32768, 128), (3, 3000, 300)])
+                                   (4, 32768, 128), (3, 3000, 300), (13, 4096, 24)])
 def test_softmax(M, N, k, dtype, mode):
     x = randx(M, N, dtype=dtype)
     for largest in (True, False):

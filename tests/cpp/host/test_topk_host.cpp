@@ -360,16 +360,19 @@ TEST(TopkPlan, BenchmarkShapes) {
 }
 
 TEST(TopkPlan, SparseOffer) {
-  // The queue kernel's sparse offer: forced only (forced_sparse 1), on the vector path, for CTAs
-  // of ≤ kTopkSparseMaxThreads = 128 threads (warps per row 1..4); the name ends in "-sp".
+  // The queue kernel's sparse offer: planned with the prefix bound (k ≥ 32) or forced
+  // (forced_sparse 1), on the vector path, for CTAs of ≤ kTopkSparseMaxThreads = 128 threads
+  // (warps per row 1..4); forced_sparse 0 leaves it out; the name ends in "-sp".
   EXPECT_EQ(detail::kTopkSparseMaxThreads, 128);
   char buf[96];
   for (DType t : {DType::kBFloat16, DType::kFloat32}) {
     for (bool vec : {true, false}) {
       TopkProblem pr = topk_problem(65536, 4096, 32, t, vec);
-      EXPECT_FALSE(plan_topk(pr).sparse);
-      EXPECT_FALSE(plan_topk(pr, 0, TopkPath::kQueue).sparse);
+      EXPECT_EQ(plan_topk(pr).sparse, vec);
+      EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue).sparse, vec);
       EXPECT_FALSE(plan_topk(pr, 0, TopkPath::kQueue, 0, false, -1, -1, 0).sparse);
+      EXPECT_FALSE(plan_topk(pr, 0, TopkPath::kQueue, 0, false, 0, -1, -1).sparse);  // no prefix
+      EXPECT_FALSE(plan_topk(topk_problem(65536, 4096, 31, t, vec), 0, TopkPath::kQueue).sparse);
       for (int w : {1, 2, 4, 8, 16}) {
         const TopkPlan p = plan_topk(pr, w, TopkPath::kQueue, 0, false, -1, -1, 1);
         ASSERT_EQ(p.path, TopkPath::kQueue);
@@ -429,14 +432,14 @@ TEST(TopkPlan, PrefixBound) {
   EXPECT_EQ(plan_topk(topk_problem(65536, 2048, 32)).path, TopkPath::kBitonic);
   EXPECT_EQ(plan_topk(topk_problem(65536, 2048, 32)).prefix_iters, 0);
   EXPECT_EQ(plan_topk(topk_problem(16, 4096, 300)).prefix_iters, 0);
-  // run V's shapes on the queue kernel: 32 prefix iterations (fp32 and fp16 too); 16-bit rows
-  // of N = 4096 with k > 16 plan the radix kernel (TopkPlan.RadixPlanned), forced to the queue.
-  expect_plan_names({{16384, 4096, 128, DType::kBFloat16, "queue-q128-p32-vec-w1r4-pre32"},
-                     {4096, 131072, 256, DType::kBFloat16, "queue-q256-p64-vec-w1r4-pre32"},
-                     {16384, 32768, 64, DType::kBFloat16, "queue-q64-p32-vec-w1r4-pre32"},
-                     {65536, 4096, 32, DType::kBFloat16, "queue-q32-p32-vec-w1r4-pre32"},
-                     {65536, 4096, 32, DType::kFloat16, "queue-q32-p32-vec-w1r4-pre32"},
-                     {65536, 4096, 32, DType::kFloat32, "queue-q32-p64-vec-w1r4-pre32"},
+  // run V's shapes on the queue kernel: 32 prefix iterations (fp32 and fp16 too), with the
+  // sparse offer; k < 32 neither.
+  expect_plan_names({{16384, 4096, 128, DType::kBFloat16, "queue-q128-p32-vec-w1r4-pre32-sp"},
+                     {4096, 131072, 256, DType::kBFloat16, "queue-q256-p64-vec-w1r4-pre32-sp"},
+                     {16384, 32768, 64, DType::kBFloat16, "queue-q64-p32-vec-w1r4-pre32-sp"},
+                     {65536, 4096, 32, DType::kBFloat16, "queue-q32-p32-vec-w1r4-pre32-sp"},
+                     {65536, 4096, 32, DType::kFloat16, "queue-q32-p32-vec-w1r4-pre32-sp"},
+                     {65536, 4096, 32, DType::kFloat32, "queue-q32-p64-vec-w1r4-pre32-sp"},
                      {65536, 4096, 31, DType::kFloat32, "queue-q32-p64-vec-w1r4"}},
                     TopkPath::kQueue);
   // Several warps per row: each warp's slice clips the prefix (the kernel); the plan's count
@@ -473,7 +476,8 @@ TEST(TopkPlan, BitonicRule) {
       {65536, 2056, 8, DType::kBFloat16, true, TopkPath::kBitonic},   // N > 2048, k ≤ 16
       {65536, 4096, 16, DType::kBFloat16, true, TopkPath::kBitonic},
       {65536, 2056, 17, DType::kBFloat16, true, TopkPath::kQueue},    // both past
-      {65536, 4096, 32, DType::kBFloat16, true, TopkPath::kRadix},    // power of 2 too
+      {65536, 4096, 32, DType::kBFloat16, true, TopkPath::kQueue},    // k ≥ 32: the sparse offer
+      {65536, 4096, 31, DType::kBFloat16, true, TopkPath::kRadix},    // power of 2 too
       {65536, 4096, 17, DType::kFloat16, true, TopkPath::kRadix},
       {65536, 4096, 8, DType::kFloat16, true, TopkPath::kBitonic},   // k ≤ 16: fit
       {65536, 4088, 32, DType::kBFloat16, true, TopkPath::kQueue},
@@ -532,7 +536,8 @@ TEST(TopkPlan, BitonicRule) {
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)),
                "bitonic-k8-e128-t32-fit");
   pr.k = 32;
-  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)), "radix-e16-t256");
+  EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)),
+               "queue-q32-p32-vec-w1r4-pre32-sp");
   pr.N = 2048;
   EXPECT_STREQ(detail::topk_plan_name(plan_topk(pr), buf, sizeof(buf)),
                "bitonic-k32-e128-t16-fit");
@@ -577,9 +582,9 @@ TEST(TopkPlan, BitonicRule) {
       {2048, 8, kAuto, 0, false, "bitonic-k8-e64-t32-fit-flt"},
       {2048, 8, kBit, 0, false, "bitonic-k8-e64-t32"},  // forced without fit: the generic one
       {4096, 8, kAuto, 0, false, "queue-q32-p64-vec-w1r4"},
-      {4096, 32, kAuto, 0, false, "queue-q32-p64-vec-w1r4-pre32"},
+      {4096, 32, kAuto, 0, false, "queue-q32-p64-vec-w1r4-pre32-sp"},
       {1024, 32, kAuto, 0, false, "bitonic-k32-e32-t32-fit"},  // run AD
-      {1000, 32, kAuto, 0, false, "queue-q32-p64-vec-w1r4-pre32"},
+      {1000, 32, kAuto, 0, false, "queue-q32-p64-vec-w1r4-pre32-sp"},
       {512, 32, kAuto, 0, false, "bitonic-k32-e32-t16-fit"},
       {256, 32, kAuto, 0, false, "bitonic-k32-e32-t8-fit"},
       {1024, 32, kBit, 64, false, "bitonic-k32-e32-t32"},
@@ -794,26 +799,29 @@ TEST(TopkPlan, BitonicFitForced) {
 }
 
 TEST(TopkPlan, RadixPlanned) {
-  // Unforced, 16-bit rows from N = 4096 outside the bitonic class take the radix kernel; fp32,
-  // shorter rows, the bitonic class and any forced queue setting keep their kernels.
+  // Unforced, 16-bit rows from N = 4096 outside the bitonic class take the radix kernel, but at
+  // N ≤ 4096 with k ≥ 32 (the queue's sparse offer); fp32, shorter rows, the bitonic class and
+  // any forced queue setting keep their kernels.
   using detail::TopkPath;
   EXPECT_EQ(detail::kTopkRadixPlanMinN, 4096);
-  expect_plan_names({{16384, 4096, 128, DType::kBFloat16, "radix-e16-t256"},
-                     {65536, 4096, 32, DType::kBFloat16, "radix-e16-t256"},
+  EXPECT_EQ(detail::kTopkSparseOverRadixMaxN, 4096);
+  expect_plan_names({{16384, 4096, 128, DType::kBFloat16, "queue-q128-p32-vec-w1r4-pre32-sp"},
+                     {65536, 4096, 32, DType::kBFloat16, "queue-q32-p32-vec-w1r4-pre32-sp"},
+                     {65536, 4096, 31, DType::kBFloat16, "radix-e16-t256"},
                      {16384, 4096, 17, DType::kFloat16, "radix-e16-t256"},
                      {16384, 8192, 64, DType::kBFloat16, "radix-e16-t512"},
                      {16384, 8192, 256, DType::kBFloat16, "radix-e16-t512"},
                      {16384, 6000, 8, DType::kBFloat16, "radix-e16-t384"},
                      {16384, 4096, 16, DType::kBFloat16, "bitonic-k16-e128-t32-fit"},
                      {65536, 2048, 16, DType::kBFloat16, "bitonic-k16-e128-t16-fit"},
-                     {65536, 4096, 32, DType::kFloat32, "queue-q32-p64-vec-w1r4-pre32"},
-                     {16384, 8193, 64, DType::kBFloat16, "queue-q64-p32-vec-w1r4-pre32"}});
+                     {65536, 4096, 32, DType::kFloat32, "queue-q32-p64-vec-w1r4-pre32-sp"},
+                     {16384, 8193, 64, DType::kBFloat16, "queue-q64-p32-vec-w1r4-pre32-sp"}});
   const TopkProblem pr = topk_problem(16384, 4096, 128, DType::kBFloat16);
   EXPECT_EQ(plan_topk(pr, 0, TopkPath::kQueue).path, TopkPath::kQueue);
   EXPECT_EQ(plan_topk(pr, 2).path, TopkPath::kQueue) << "forced warps: the queue kernel";
   EXPECT_EQ(plan_topk(pr, 0, TopkPath::kNone, 0, false, 0).path, TopkPath::kQueue)
       << "a forced prefix: the queue kernel";
-  EXPECT_EQ(plan_topk(pr, 0, TopkPath::kNone, 8).elems, 8) << "forced E";
+  EXPECT_EQ(plan_topk(topk_problem(16384, 4096, 17), 0, TopkPath::kNone, 8).elems, 8) << "forced E";
   TopkProblem rows = pr;
   rows.vec_ok = false;
   EXPECT_EQ(plan_topk(rows).path, TopkPath::kQueue) << "no 16-byte rows: the element path";
@@ -842,7 +850,7 @@ TEST(TopkPlan, RadixForced) {
             const bool ok = vec && k <= 256 && n <= (dtype_size(t) == 2 ? 8192 : 4096);
             EXPECT_EQ(detail::topk_radix_ok(pr), ok);
             const bool planned = ok && dtype_size(t) == 2 && n >= 4096 &&
-                                 !detail::topk_bitonic_planned(pr);
+                                 !detail::topk_bitonic_planned(pr) && !(n <= 4096 && k >= 32);
             EXPECT_EQ(detail::topk_radix_planned(pr), planned);
             EXPECT_EQ(plan_topk(pr).path == TopkPath::kRadix, planned);
             const TopkPlan p = plan_topk(pr, 0, TopkPath::kRadix, e);
