@@ -18,15 +18,17 @@
 //                       src/row/row_config.h that takes the shape, and the general policy
 //   quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row]
 //                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all]
-//                    [--path auto|queue|queue-noprefix|queue-sparse|queue-narrow|queue-sparse-narrow|
-//                            bitonic|bitonic-fit|bitonic-nofilter|radix] [--ms 100]
+//                    [--path auto|queue|queue-dense|queue-noprefix|queue-sparse|queue-narrow|
+//                            queue-sparse-narrow|bitonic|bitonic-fit|bitonic-nofilter|radix]
+//                    [--ms 100]
 //                    top-k, values in x's dtype, int64 indices (default: issue 19's shapes,
 //                    forward only); TB/s = M·N·elt of x / time; "config": the plan
 //                    (topk_plan_name; "-pre": the queue kernel's prefix bound); all = each
 //                    warps-per-row count forced (with a prefix bound: also without it, the A/B
 //                    that --path queue-noprefix runs alone), one warp with prefixes of 2, 4,
 //                    8, 16 and 32 iterations (any k), one warp with the sparse offer ("-sp",
-//                    TopkPlan::sparse), the narrowed prefix search ("-nw",
+//                    TopkPlan::sparse; the other queue entries without it, and --path
+//                    queue-dense the plan's queue entry without it), the narrowed search ("-nw",
 //                    TopkPlan::prefix_narrow) and both (--path queue-sparse, queue-narrow,
 //                    queue-sparse-narrow: each alone, at the plan's warps), the element path,
 //                    then the bitonic kernel (16-bit x, N ≤ 4096, k ≤ 32) with its own elements
@@ -543,11 +545,15 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
         if (nofilter && all_configs &&
             !d::plan_topk(call.problem, 0, d::TopkPath::kBitonic, elems, fit).filter)
           continue;  // the same plan as without nofilter
-      } else if (w > 0 || !vec || path == "queue" || prefix >= 0 || sparse || narrow) {
+      } else if (w > 0 || !vec || path == "queue" || path == "queue-dense" || prefix >= 0 || sparse ||
+                 narrow) {
         const d::TopkPlan own = d::plan_topk(call.problem, w, d::TopkPath::kQueue);
         if (prefix == 0 && all_configs && own.prefix_iters == 0) continue;  // the same plan
+        // The sparse offer: on where forced, off for queue-dense and --config all's other
+        // queue entries (its A/B), else the plan's.
+        const int forced_sparse = sparse ? 1 : all_configs || path == "queue-dense" ? 0 : -1;
         plan = d::plan_topk(call.problem, w, d::TopkPath::kQueue, 0, false, prefix, -1,
-                            sparse ? 1 : -1, narrow ? 1 : -1);
+                            forced_sparse, narrow ? 1 : -1);
         // The sparse offer: vector path, ≤ 128 threads per CTA (≤ 4 warps per row); the
         // narrowed search: a prefix bound.
         if ((sparse && !plan.sparse) || (narrow && !plan.prefix_narrow)) {
@@ -1264,11 +1270,11 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "quack-bench: topk shapes are MxNxK with 1 <= K <= N\n");
           return 2;
         }
-      if (path != "auto" && path != "queue" && path != "queue-noprefix" &&
+      if (path != "auto" && path != "queue" && path != "queue-dense" && path != "queue-noprefix" &&
           path != "queue-sparse" && path != "queue-narrow" && path != "queue-sparse-narrow" &&
           path != "bitonic" && path != "bitonic-fit" && path != "bitonic-nofilter" &&
           path != "radix") {
-        std::fprintf(stderr, "quack-bench: topk --path is auto, queue, queue-noprefix, "
+        std::fprintf(stderr, "quack-bench: topk --path is auto, queue, queue-dense, queue-noprefix, "
                              "queue-sparse, queue-narrow, queue-sparse-narrow, bitonic, "
                              "bitonic-fit, bitonic-nofilter or radix\n");
         return 2;
