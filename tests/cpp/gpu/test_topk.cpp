@@ -821,9 +821,10 @@ class TopkPlanRule : public GpuTest {};
 TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
   // The plan unforced (run_case expects topk_bitonic_planned's and topk_radix_planned's path):
   // the bitonic rule's edges (16-bit x: k ≤ 16 or N ≤ 2048; fp32: N ≤ 2048 and k ≤ 16;
-  // power-of-2 rows it plans: the fit instance, the others the generic one) and just past them (16-bit x from N = 4096: the radix kernel; below, and fp32: the queue
-  // kernel with its prefix bound of 32 iterations from k = 32), every softmax mode, int32 /
-  // int64 indices, largest and smallest, bf16 / fp16 / fp32 x.
+  // power-of-2 rows it plans: the fit instance, the others the generic one) and just past them
+  // (16-bit x from N = 4096: the radix kernel, but at N = 4096 with k ≥ 32; below, and fp32:
+  // the queue kernel with its prefix bound of 32 iterations and its sparse offer from k = 32),
+  // every softmax mode, int32 / int64 indices, largest and smallest, bf16 / fp16 / fp32 x.
   const Mnk shapes[] = {{300, 2048, 16}, {130, 1024, 8}, {33, 2048, 17}, {9, 2056, 8},
                         {5, 40, 16},     {7, 1000, 1},   {11, 2056, 17}, {6, 4096, 32},
                         {70, 512, 32},   {3, 16, 9},     {5, 4088, 32},  {6, 4096, 16},
@@ -850,7 +851,8 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
                 ? s.N <= 4096 && (s.k <= 16 || s.N <= 2048)
                 : (s.N <= 2048 && s.k <= 16) ||
                       (s.k <= 32 && (s.N <= 512 || (s.N == 1024 && pow2)));
-        const bool radix = dtype_size(t) == 2 && !planned && s.N >= 4096;
+        const bool radix =
+            dtype_size(t) == 2 && !planned && s.N >= 4096 && !(s.N <= 4096 && s.k >= 32);
         EXPECT_EQ(r.plan.path, planned ? TopkPath::kBitonic
                                : radix ? TopkPath::kRadix
                                        : TopkPath::kQueue)
@@ -861,6 +863,8 @@ TEST_F(TopkPlanRule, BitonicInsideTheBoundsQueueOutside) {
         }
         const bool queue = !planned && !radix;
         EXPECT_EQ(r.plan.prefix_iters, queue && r.plan.vec_io && s.k >= 32 ? 32 : 0)
+            << case_name(c);
+        EXPECT_EQ(r.plan.sparse, queue && r.plan.vec_io && s.k >= 32 && r.plan.threads <= 128)
             << case_name(c);
       }
 }
