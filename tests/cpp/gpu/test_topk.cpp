@@ -535,6 +535,22 @@ INSTANTIATE_TEST_SUITE_P(All, TopkData,
 using PrefixParam = std::tuple<int, int>;  // data kind, dtype
 class TopkPrefix : public GpuTest, public ::testing::WithParamInterface<PrefixParam> {};
 
+// A queue-kernel case of the prefix and sparse-offer tests: forced warps and prefix, the row
+// softmax (its statistics ignore the prefix pass) on the finite data kinds at even k.
+TopkCase queue_case(const Mnk& s, DType t, int data, int w, int prefix, bool largest) {
+  TopkCase c = case_of(s, t);
+  c.largest = largest;
+  c.data = static_cast<Data>(data);
+  c.queue = true;
+  c.forced_warps = w;
+  c.forced_prefix = prefix;
+  if (data != static_cast<int>(Data::kSpecials) && s.k % 2 == 0) {
+    c.softmax = TopkSoftmax::kRow;
+    c.lse = true;
+  }
+  return c;
+}
+
 TEST_P(TopkPrefix, MatchesReference) {
   const auto [data, di] = GetParam();
   const Mnk shapes[] = {{7, 1032, 1},   {7, 2056, 65},  {7, 4096, 128}, {7, 9224, 256},
@@ -547,17 +563,7 @@ TEST_P(TopkPrefix, MatchesReference) {
     for (int prefix : {0, 1, 8, -1})
       for (int w : {1, 2})
         for (bool largest : {true, false}) {
-          TopkCase c = case_of(s, kDtypes[di]);
-          c.largest = largest;
-          c.data = static_cast<Data>(data);
-          c.queue = true;
-          c.forced_warps = w;
-          c.forced_prefix = prefix;
-          // The row softmax (its statistics ignore the prefix pass) on the finite data kinds.
-          if (data != static_cast<int>(Data::kSpecials) && s.k % 2 == 0) {
-            c.softmax = TopkSoftmax::kRow;
-            c.lse = true;
-          }
+          TopkCase c = queue_case(s, kDtypes[di], data, w, prefix, largest);
           c.seed = ++seed;
           const TopkRun r = run_case(c);
           if (c.M > 0 && c.k > 0) {
@@ -580,7 +586,8 @@ INSTANTIATE_TEST_SUITE_P(All, TopkPrefix,
 
 // ------------------------------------------------------------------ the queue's sparse offer
 
-// The queue kernel's sparse offer (plan_topk's forced_sparse 1): the prefix bound's shapes and
+// The queue kernel's sparse offer (plan_topk's forced_sparse 1; planned where the prefix bound
+// runs, so TopkPrefix's plan-prefix cases take it too): the prefix bound's shapes and
 // data kinds, with the plan's prefix, none (the first iterations offer every slot: up to
 // 16 or 32 rounds, merges inside an iteration) and one iteration; 1, 2 and 4 warps per row
 // (4: 128 threads, the instances' bound); the row softmax where the prefix test has it. Each
@@ -599,17 +606,8 @@ TEST_P(TopkSparse, MatchesReference) {
     for (int prefix : {-1, 0, 1})
       for (int w : {1, 2, 4})
         for (bool largest : {true, false}) {
-          TopkCase c = case_of(s, kDtypes[di]);
-          c.largest = largest;
-          c.data = static_cast<Data>(data);
-          c.queue = true;
-          c.forced_warps = w;
-          c.forced_prefix = prefix;
+          TopkCase c = queue_case(s, kDtypes[di], data, w, prefix, largest);
           c.forced_sparse = 1;
-          if (data != static_cast<int>(Data::kSpecials) && s.k % 2 == 0) {
-            c.softmax = TopkSoftmax::kRow;
-            c.lse = true;
-          }
           c.seed = ++seed;
           const TopkRun r = run_case(c);
           if (c.M > 0 && c.k > 0) {
