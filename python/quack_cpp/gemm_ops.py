@@ -275,7 +275,8 @@ _STREAMK_WS = {}
 
 
 def _streamk_workspace(D: Tensor) -> Tuple[int, int]:
-    if os.environ.get("QUACK_GEMM_STREAMK") == "0":
+    # A host D (CPU stand-ins, or bad input the C++ rejects with its own message) gets none.
+    if os.environ.get("QUACK_GEMM_STREAMK") == "0" or D.device.type != "cuda":
         return 0, 0
     key = (D.device.index, stream(D))
     ws = _STREAMK_WS.get(key)
