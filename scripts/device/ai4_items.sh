@@ -1,0 +1,16 @@
+# Run AI, call 4 (cold; device build with the A/B tiles and Python; carry [".peers", ".whl",
+# ".data"]), on branch `ai4` (main + the helper branches named below):
+#   BUDGET=590 TEST_TMO=90 TESTS='TESTS_HERE' PYFILES='test_fastpath_cpu test_gemm_plumbing_cpu'
+#   ITEMS=scripts/device/ai4_items.sh bash scripts/device/call_focus.sh
+# docs/status.md "Open threads" says why each item is here.
+QB=build/d/bench/quack-bench
+# The in-process gap: quack-bench's own loop inside Python, with torch absent, initialised, and
+# after the acceptance call (softmax fwd 16384 x 65536: 4.19-4.21 TB/s under quack-bench, 3.95-4.00
+# by do_bench in AE2 / AF). Same as the executable in every mode -> the method; slow once torch
+# is in -> the process.
+gap() { ninja -C build/d bench/libquack-bench-lib.so > /dev/null || return 1
+  L=build/d/bench/libquack-bench-lib.so; A="softmax --shapes 16384x65536 --dir fwd --ms 200"
+  echo "== executable"; $QB $A
+  for m in none init acceptance; do echo "== in python, torch $m"; python3 scripts/diag_bench_in_torch.py --lib $L --torch $m -- $A; done
+  echo "== executable again"; $QB $A; }
+run gap 150 bash -c "QB=$QB; $(declare -f gap); gap"
