@@ -14,3 +14,10 @@ gap() { ninja -C build/d bench/libquack-bench-lib.so > /dev/null || return 1
   for m in none init acceptance; do echo "== in python, torch $m"; python3 scripts/diag_bench_in_torch.py --lib $L --torch $m -- $A; done
   echo "== executable again"; $QB $A; }
 run gap 150 bash -c "QB=$QB; $(declare -f gap); gap"
+# gemm_dgated at the demo's fc2 dgrad (1.49 x plain under ncu, AI2: its time is near mainloop +
+# epilogue traffic, its reads 320 MB above the minimum, L2 hit 75 against 89 %): the tile order's
+# band (QUACK_GEMM_RASTER; default m8) beside plain at the same orders. If the preact stream evicts
+# the operands between their uses, a band that reuses them sooner moves dgated and not plain.
+raster() { for r in "" m2 m4 m16 n8 h8; do echo "== raster ${r:-default}"
+  QUACK_GEMM_RASTER=$r python3 bench/bench_gemm_fused.py --ops dgated --acts swiglu --shapes 16384x5632x2048 --methods burst --burst-rounds 2 --impls ours --plain-tile 128x128pp --out /tmp/r.jsonl 2>&1 | grep -E "dgated|plain" | tail -3; done; }
+run dgated_raster 120 bash -c "$(declare -f raster); raster"
