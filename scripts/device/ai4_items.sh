@@ -21,3 +21,11 @@ run gap 150 bash -c "QB=$QB; $(declare -f gap); gap"
 raster() { for r in "" m2 m4 m16 n8 h8; do echo "== raster ${r:-default}"
   QUACK_GEMM_RASTER=$r python3 bench/bench_gemm_fused.py --ops dgated --acts swiglu --shapes 16384x5632x2048 --methods burst --burst-rounds 2 --impls ours --plain-tile 128x128pp --out /tmp/r.jsonl 2>&1 | grep -E "dgated|plain" | tail -3; done; }
 run dgated_raster 120 bash -c "$(declare -f raster); raster"
+# Issue 16's 8192 x 8192 x 128 (0.79 x cuBLAS; more D buffers no faster, AI2): branch `gemm-k128`'s
+# A/B tiles, D stored by the threads (t: no TMA stores; predicted 0.050-0.056 ms if the SM's TMA
+# store path is the limit, else unchanged 0.063-0.066), and no cluster (c1: unchanged); then the
+# tile order and 256x128c1x2 on the rule's tile. cuBLAS 0.0495 / 0.0668 / 0.1830.
+k128() { S=8192x8192x128,8192x8192x256,16384x16384x128
+  for t in 128x128pp 128x128ppt 128x256e64t 128x128ppc1 256x128c1x2; do echo "== tile $t"; QUACK_GEMM_TILE=$t $QB gemm --layout rr --shapes $S --ms 60; done
+  for r in m1 n8 m8s; do echo "== 128x128pp raster $r"; QUACK_GEMM_RASTER=$r QUACK_GEMM_TILE=128x128pp $QB gemm --layout rr --shapes $S --ms 60; done; }
+run k128 90 bash -c "QB=$QB; $(declare -f k128); k128"
