@@ -29,3 +29,8 @@ k128() { S=8192x8192x128,8192x8192x256,16384x16384x128
   for t in 128x128pp 128x128ppt 128x256e64t 128x128ppc1 256x128c1x2; do echo "== tile $t"; QUACK_GEMM_TILE=$t $QB gemm --layout rr --shapes $S --ms 60; done
   for r in m1 n8 m8s; do echo "== 128x128pp raster $r"; QUACK_GEMM_RASTER=$r QUACK_GEMM_TILE=128x128pp $QB gemm --layout rr --shapes $S --ms 60; done; }
 run k128 90 bash -c "QB=$QB; $(declare -f k128); k128"
+# Issue 19's last miss, top-k fp32 (65536, 1024, 8) (0.0886 ms kernel-only, QuACK 0.0781; 0.86 x
+# by the acceptance method, AI2): branch `topk-f32`: the default fit instance at 96 registers
+# (was 116: 5 CTAs/SM; predicted ~0.085), the staged instances (cp.async into shared memory:
+# e64 77 registers, 6 CTAs/SM, predicted 0.076-0.082; e128 0.074-0.085), all forced here.
+run topk_f32 60 bash -c "$QB topk --dtype fp32 --shapes 65536x1024x8,65536x2048x8,65536x1024x16 --config all; $QB topk --dtype fp32 --shapes 65536x1024x8 --path bitonic-stage"
