@@ -1,6 +1,6 @@
 # Run AI, call 4 (cold; device build with the A/B tiles and Python; carry [".peers", ".whl",
 # ".data"]), on branch `ai4` (main + the helper branches named below):
-#   BUDGET=590 TEST_TMO=80 TESTS='*Topk*' PYFILES='test_fastpath_cpu test_gemm_plumbing_cpu test_topk'
+#   BUDGET=590 TEST_TMO=80 TESTS='*Topk* All/LayerNormConfigs.MatchesReference/staged_v4*:LayerNormPlan.*' PYFILES='test_fastpath_cpu test_gemm_plumbing_cpu test_topk'
 #   ITEMS=scripts/device/ai4_items.sh bash scripts/device/call_focus.sh
 # docs/status.md "Open threads" says why each item is here.
 QB=build/d/bench/quack-bench
@@ -20,7 +20,7 @@ run k128 90 bash -c "QB=$QB; $(declare -f k128); k128"
 # LayerNorm bwd (16384 x 4096: 115.7 against RMSNorm bwd's 102.5 us, AH3 ncu; 0.71-0.84 x copy by
 # the acceptance method, AF1): branch `ln-bwd2`'s staged entries, staged-v4-ra (mean and rstd one
 # row block ahead) and staged-v4-s3 (three stages), forced, beside the plan's staged-v4.
-run ln_bwd 60 $QB layernorm --wdtype x --bias 1 --dir bwd --shapes 16384x4096,32768x2048,16384x8192 --config all
+run ln_bwd 60 $QB layernorm --wdtype x --bias 1 --dir bwd --shapes 16384x4096,16384x32768,16384x131072,8192x262144 --config all
 # gemm_dgated at the demo's fc2 dgrad (1.49 x plain under ncu, AI2: its time is near mainloop +
 # epilogue traffic, its reads 320 MB above the minimum, L2 hit 75 against 89 %): the tile order's
 # band (QUACK_GEMM_RASTER; default m8) beside plain at the same orders. If the preact stream evicts
