@@ -58,8 +58,9 @@
 // bodies). fp32 K 8 E 128 T 8 fit (the fit-only E, topk_bitonic_max_fit_elems; forced), the same
 // path walked in SASS: 128 to the loads, 69 the NaN test, 1653 making entries and the min / max
 // (with d), 3 × 57 butterfly rounds, ~155 to the stores: ~17 per element (E 64 T 16 counted the
-// same way: ~20.5); 210 registers (the row's 128 values), no local memory: 2 CTAs per SM (E 64:
-// 116, 4 CTAs; the same 128 KB of loads in flight per SM). Let H(e) = e >> b (the truncated key),
+// same way: ~20.5); 162 registers (the row's 128 values), no local memory: 3 CTAs per SM (E 64:
+// 96, 5 CTAs; 192 and 160 KB of loads in flight per SM; 210 and 116 registers, 2 and 4 CTAs,
+// 128 KB, before the row-softmax fold read vector copies). Let H(e) = e >> b (the truncated key),
 // e_k the k-th selected entry, G the "boundary group" {elements with H = H(e_k)}. Elements with H >
 // H(e_k) are in the exact top-k and those with H < H(e_k) are not, so the selected set is exact
 // unless G has an unselected member (then the (k+1)-th entry, top[k] for k < K else d, has H =
@@ -88,7 +89,8 @@
 // those of the networks over the candidates, which hold the row's top 9: the butterfly and
 // topk_finish_f32 run unchanged. A thread with a NaN (its NaN bits fail the compare) takes all
 // 64 as candidates (the loop prepares each reloaded x as above), as does every thread at T < 16
-// (t9 = 0): the instance has no networks (91 registers against 116: 5 CTAs per SM). Random rows:
+// (t9 = 0): the instance has no networks (91 registers against 96: 5 CTAs per SM, as the networks'
+// instance since the row-softmax fold read vector copies; 116 and 4 before). Random rows:
 // ~10 candidates per row, ~3–4 loop iterations per warp of ~46 SASS (the next candidate's load
 // issued before the insert); rows of equal values, or a NaN, make all 64 candidates (64
 // iterations: ~3× the networks' time, exact).
@@ -400,20 +402,27 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   if (p.softmax == kTopkSoftmaxRow) {
     if constexpr (kF32 && kFit) {
       // The thread's max, then Σ e^(x − max) in one chain (the vector-by-vector fold let ptxas
-      // hold every vector's exponentials at once: 159 live registers at K 8, E 64, fit).
+      // hold every vector's exponentials at once: 159 live registers at K 8, E 64, fit). Each
+      // pass reads a copy of each vector: reading pk[u] in place made this branch the kernel's
+      // register peak (fp32 fit K 8 E 64: 116 registers, now 96, those of the kernel without
+      // this branch; E 128: 210, now 162).
       float mx = kNegInf;
 #pragma unroll
-      for (int u = 0; u < V; ++u)
+      for (int u = 0; u < V; ++u) {
+        const Packed<T, kV> v = pk[u];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          mx = fmaxf(mx, pk[u].elt[i]);
+          mx = fmaxf(mx, v.elt[i]);
+      }
       const float mr = mx == kNegInf ? 0.f : mx;
       float sum = 0.f;
 #pragma unroll
-      for (int u = 0; u < V; ++u)
+      for (int u = 0; u < V; ++u) {
+        const Packed<T, kV> v = pk[u];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          sum += exp_diff(pk[u].elt[i], mr);
+          sum += exp_diff(v.elt[i], mr);
+      }
       st = {{mx, sum}};
     } else {
 #pragma unroll
