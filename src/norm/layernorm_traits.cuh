@@ -101,6 +101,9 @@ struct LayerNormBwdT : RowOpBase {
   static constexpr int kAcc = 2;               // dweight, dbias
   static constexpr bool kAccInFold = true;     // dy·x̂ where the fold computes x̂
   static constexpr bool kColShift = true;
+  // The plain backward compiles the staged entries under trial (staged-v4-ra, staged-v4-s3:
+  // mean and rstd one row block ahead, three stages; row_config.h), forced only.
+  static constexpr bool kTrialConfigs = !kRes;
   using Red = RedSums<2>;  // (Σ g, Σ g·x̂)
   struct RowIn {
     float mean, rstd;

@@ -223,11 +223,14 @@ int preferred_entry(const RowOpInfo& op, int in_elt, int vec_elt, int64_t row_by
     if (row_bytes > kRowMaxCluster * kRowRegisterMaxRowBytes) return kMapEntry;
     if (finish_loads && in_elt == 2 && row_bytes > kRowRegisterMaxRowBytes) return kLoopedEntry;
   }
-  // Ops compiling the entries under trial without planned ones, on rows beyond what one CTA's
-  // registers hold (64 KB of 16-bit input, 128 KB of fp32: t1024v8): cl-t256v8, and beyond its
+  // Ops compiling the entries under trial without planned ones and without column
+  // accumulations (LayerNorm's backward has staged ones only, forced only), on rows beyond
+  // what one CTA's registers hold (64 KB of 16-bit input, 128 KB of fp32: t1024v8): cl-t256v8,
+  // and beyond its
   // 16 CTAs cl-t512v8 for ops without vectors at apply. LayerNorm's forward (vectors at apply)
   // only with 16-bit x and fp32 vectors.
-  if (op.trial_configs && !op.trial_planned && row_bytes > kRowRegisterMaxRowBytes * in_elt / 2 &&
+  if (op.trial_configs && !op.trial_planned && op.n_acc == 0 &&
+      row_bytes > kRowRegisterMaxRowBytes * in_elt / 2 &&
       (!op.cols_at_apply || (in_elt == 2 && vec_elt == 4))) {
     const int64_t cluster_bytes = kRowMaxCluster * kRowConfigs[kClusterEntry].chunk_bytes();
     return op.cols_at_apply || row_bytes <= cluster_bytes ? kClusterEntry : kWideClusterEntry;
@@ -285,6 +288,9 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
       // kernel-only: ring-t1024v4-s3 2.08 / 1.71 TB/s at 16384 x 131072 / 8192 x 262144, the
       // looped entry below 3.42 / 3.74, QuACK 0.2.0 3.81 / 3.35).
       if (forced_config < 0 && c.policy == RowPolicy::kRing && op.n_out == 0) continue;
+      // The staged entries under trial (LayerNorm's backward: staged-v4-ra, staged-v4-s3) only
+      // when forced, until measured.
+      if (forced_config < 0 && c.policy == RowPolicy::kStaged && c.trial) continue;
       if (c.policy == RowPolicy::kStaged) {
         RowGeometry g;
         int64_t smem = 0;

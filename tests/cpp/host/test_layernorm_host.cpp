@@ -383,5 +383,57 @@ TEST(LayerNormPlan, TrainingShapes) {
   }
 }
 
+// The plain backward's staged entries under trial (staged-v4-ra, staged-v4-s3: row_config.h)
+// are reached only when forced: unforced the anchors keep staged-v4; forced, they take the
+// anchors but three stages of 16-bit rows of 262144 (beyond 16 CTAs at half the values per
+// thread), with two CTAs of staged-v4-s3 per SM at 16384 x 4096; the residual gradients'
+// instance does not compile them.
+TEST(LayerNormPlan, BackwardTrialEntriesForcedOnly) {
+  const int ra = detail::row_config_index("staged-v4-ra");
+  const int s3 = detail::row_config_index("staged-v4-s3");
+  ASSERT_GE(ra, 0);
+  ASSERT_GE(s3, 0);
+  EXPECT_TRUE(kRowConfigs[ra].trial && kRowConfigs[ra].row_ahead);
+  EXPECT_TRUE(kRowConfigs[s3].trial && kRowConfigs[s3].row_ahead);
+  EXPECT_EQ(kRowConfigs[s3].stages, 3);
+  struct Case {
+    int64_t M, N;
+    const char *ra, *s3;
+  };
+  const Case cases[] = {
+      {16384, 4096, "staged-v4-ra-t128r2v4-x1", "staged-v4-s3-t128r2v4-x1"},
+      {16384, 32768, "staged-v4-ra-t512r1v4-x2", "staged-v4-s3-t512r1v2-x4"},
+      {16384, 131072, "staged-v4-ra-t512r1v4-x8", "staged-v4-s3-t512r1v2-x16"},
+      {8192, 262144, "staged-v4-ra-t512r1v4-x16", "none"},
+  };
+  const DType bf = DType::kBFloat16;
+  for (const Case& e : cases) {
+    LayerNormBwdArgs b;
+    b.x = TensorRef::matrix(fake(1), bf, e.M, e.N);
+    b.weight = TensorRef::vector(fake(2), bf, e.N);
+    b.dout = TensorRef::matrix(fake(3), bf, e.M, e.N);
+    b.mean = TensorRef::vector(fake(4), DType::kFloat32, e.M);
+    b.rstd = TensorRef::vector(fake(5), DType::kFloat32, e.M);
+    b.dx = TensorRef::matrix(fake(6), bf, e.M, e.N);
+    b.dweight = TensorRef::vector(fake(7), DType::kFloat32, e.N);
+    b.dbias = TensorRef::vector(fake(8), DType::kFloat32, e.N);
+    const detail::RowCall call = detail::layernorm_bwd_call(b);
+    EXPECT_EQ(plan_name(detail::plan_row_call(call)).rfind("staged-v4-t", 0), 0u)
+        << "unforced: staged-v4, N=" << e.N;
+    EXPECT_EQ(plan_name(detail::plan_row_call(call, ra)), e.ra);
+    const detail::RowPlan p3 = detail::plan_row_call(call, s3);
+    EXPECT_EQ(plan_name(p3), e.s3);
+    if (e.N == 4096)
+      EXPECT_LE(2 * (static_cast<int64_t>(p3.smem) + detail::kRowCtaSmemReserve),
+                detail::kRowSmSmem)
+          << "two CTAs per SM";
+    LayerNormBwdArgs r = b;  // the residual gradients: their own instance, no trial entries
+    r.dresidual_out = TensorRef::matrix(fake(9), bf, e.M, e.N);
+    const detail::RowCall rcall = detail::layernorm_bwd_call(r);
+    EXPECT_EQ(detail::plan_row_call(rcall, ra).policy, RowPolicy::kNone);
+    EXPECT_EQ(detail::plan_row_call(rcall, s3).policy, RowPolicy::kNone);
+  }
+}
+
 }  // namespace
 }  // namespace quack
