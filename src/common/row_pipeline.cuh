@@ -172,13 +172,12 @@ struct RowPipeline {
                         const RowIO (&src)[kStreams], const int (&elt_bytes)[kStreams],
                         const RowIO (&vsrc)[kVectors], const int (&vec_bytes)[kVectors]) const {
     issue(0, rb0, g, c, src, elt_bytes);
-    if constexpr (kStages == 1) {
-      if (rb0 + clusters < g.row_blocks) prefetch(rb0 + clusters, g, c, src, elt_bytes);
-    } else {
-#pragma unroll
-      for (int s = 1; s < kStages; ++s)
-        if (rb0 + s * clusters < g.row_blocks) issue(s, rb0 + s * clusters, g, c, src, elt_bytes);
+    if (rb0 + clusters < g.row_blocks) {
+      if constexpr (kStages >= 2) issue(1, rb0 + clusters, g, c, src, elt_bytes);
+      else prefetch(rb0 + clusters, g, c, src, elt_bytes);
     }
+    if constexpr (kStages == 3)
+      if (rb0 + 2 * clusters < g.row_blocks) issue(2, rb0 + 2 * clusters, g, c, src, elt_bytes);
     stage_vectors(g, c, vsrc, vec_bytes);
   }
 

@@ -186,13 +186,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int stage = k % kStages;
     const int64_t row = rb * g.rows_per_cta() + c.row_in_cta;
     const bool row_ok = row < g.rows;
-    typename Op::RowIn rin;
-    if constexpr (kRowAhead) {
-      rin = rin_ahead;
-      rin_ahead = row_staged_row_in<Op>(p, g, c, rb + clusters);
-    } else {
-      rin = row_staged_row_in<Op>(p, g, c, rb);
-    }
+    const typename Op::RowIn rin =
+        kRowAhead ? rin_ahead : row_ok ? Op::load_row(p, row) : typename Op::RowIn{};
+    if constexpr (kRowAhead) rin_ahead = row_staged_row_in<Op>(p, g, c, rb + clusters);
     const void* buf[kIn];
     row_for<kIn>([&](auto S) {
       constexpr int s = decltype(S)::value;
