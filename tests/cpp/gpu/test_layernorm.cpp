@@ -133,9 +133,10 @@ std::vector<Shape> config_rows(int config, int elt) {
     case RowPolicy::kStaged: {
       const int64_t cta = int64_t{std::min(detail::kRowStagedMaxRowThreads, k.threads())} * k.vecs *
                           vec;  // one CTA's row
-      // Three stages of 16-bit rows hold at most 16 CTAs x half the values per thread (the
-      // geometry halves them to fit 227 KB): 8 CTAs' rows, in a cluster of 16.
-      const int64_t longest = k.stages == 3 && elt == 2 ? 8 * cta : 16 * cta;
+      // Three stages hold 8 CTAs' rows: 16-bit ones in a cluster of 16 at half the values per
+      // thread (the geometry halves them to fit 227 KB), fp32 ones in 8 CTAs (16 leave no
+      // room for the cluster's reduction slots).
+      const int64_t longest = k.stages == 3 ? 8 * cta : 16 * cta;
       return {{3000, vec}, {1500, 128}, {700, 2048 + vec}, {300, cta}, {200, 2 * cta},
               {40, longest}};
     }

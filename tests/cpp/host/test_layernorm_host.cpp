@@ -423,15 +423,30 @@ TEST(LayerNormPlan, BackwardTrialEntriesForcedOnly) {
     EXPECT_EQ(plan_name(detail::plan_row_call(call, ra)), e.ra);
     const detail::RowPlan p3 = detail::plan_row_call(call, s3);
     EXPECT_EQ(plan_name(p3), e.s3);
-    if (e.N == 4096)
+    if (e.N == 4096) {
       EXPECT_LE(2 * (static_cast<int64_t>(p3.smem) + detail::kRowCtaSmemReserve),
                 detail::kRowSmSmem)
           << "two CTAs per SM";
+    }
     LayerNormBwdArgs r = b;  // the residual gradients: their own instance, no trial entries
     r.dresidual_out = TensorRef::matrix(fake(9), bf, e.M, e.N);
     const detail::RowCall rcall = detail::layernorm_bwd_call(r);
     EXPECT_EQ(detail::plan_row_call(rcall, ra).policy, RowPolicy::kNone);
     EXPECT_EQ(detail::plan_row_call(rcall, s3).policy, RowPolicy::kNone);
+  }
+  // fp32 rows: staged-v4-s3 holds 8 CTAs' rows (the GPU test's longest), not 16.
+  for (int64_t N : {int64_t{65536}, int64_t{131072}}) {
+    const DType f32 = DType::kFloat32;
+    LayerNormBwdArgs b;
+    b.x = TensorRef::matrix(fake(1), f32, 40, N);
+    b.weight = TensorRef::vector(fake(2), f32, N);
+    b.dout = TensorRef::matrix(fake(3), f32, 40, N);
+    b.mean = TensorRef::vector(fake(4), f32, 40);
+    b.rstd = TensorRef::vector(fake(5), f32, 40);
+    b.dx = TensorRef::matrix(fake(6), f32, 40, N);
+    b.dweight = TensorRef::vector(fake(7), f32, N);
+    EXPECT_EQ(plan_name(detail::plan_row_call(detail::layernorm_bwd_call(b), s3)),
+              N == 65536 ? "staged-v4-s3-t512r1v4-x8" : "none");
   }
 }
 
