@@ -229,7 +229,7 @@ struct RowConfig {
 // registers, latency-bound, long-scoreboard stalls leading; the loop's only global loads are
 // the per-row mean and rstd, on the fold's path):
 //  - staged-v4-ra: staged-v4 with each row block's per-row inputs loaded one row block ahead
-//    (row_ahead), so their latency overlaps the row block before (127 registers for bf16,
+//    (row_ahead), so their latency overlaps the row block before (128 registers for bf16,
 //    no spills; predicted +3-6 % kernel-only at the four anchors, unmeasured);
 //  - staged-v4-s3: the same with three stages, two row blocks in flight per CTA during the
 //    third's fold and stores instead of one (at 16384 x 4096 bf16: 112 KB per CTA, still two
