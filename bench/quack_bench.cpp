@@ -46,7 +46,7 @@
 //                       and dx in x's dtype; the forward writes mean and rstd, the backward
 //                       dweight and dbias (fp32; its workspace allocated once); "config" as for
 //                       softmax, or one entry of src/row/row_config.h forced by its name
-//                       (staged-v4-s3: nothing where it does not take the shape)
+//                       (nothing where it does not take the shape)
 //   quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] [--dir fwd|bwd|fwdbwd|all]
 //                       [--config auto|all] [--ms 100]
 //                       ce_fwd: reduction 'none', no dx (loss only); ce_bwd: dx from x, lse and a

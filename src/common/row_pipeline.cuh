@@ -1,9 +1,8 @@
 // Row staging for persistent row kernels (the staged policy): the CTA's slice of each of its
 // rows is copied global -> shared by the bulk-copy engine (cp.async.bulk, completing on an
 // mbarrier) while the threads work on the previous row block: kStages stages (two: double
-// buffering; three: two blocks in flight while one is worked on; one, for rows whose two
-// blocks do not fit: the block after the next is fetched into L2 meanwhile, prefetch()).
-// Values live in shared memory, not in
+// buffering; one, for rows whose two blocks do not fit: the block after the next is fetched
+// into L2 meanwhile, prefetch()). Values live in shared memory, not in
 // registers, so a thread's register count no longer grows with N and every SM keeps a whole
 // row block of loads in flight during the reduction and the stores.
 //
@@ -34,7 +33,7 @@ namespace quack::detail {
 template <int kStreams, int kVectors = 2, int kStageCount = 2>
 struct RowPipeline {
   static constexpr int kStages = kStageCount;
-  static_assert(kStages >= 1 && kStages <= 3, "one to three stages");
+  static_assert(kStages == 1 || kStages == 2, "one or two stages");
   uint64_t* full;                     // [kStages] mbarriers, then the one-shot vector barrier
   unsigned char* base;                // stage 0, stream 0
   int64_t stream_offset[kStreams];    // bytes from a stage's start to stream s
@@ -166,18 +165,16 @@ struct RowPipeline {
   }
 
   /// Prologue of a persistent staged kernel: issues the CTA's first kStages row blocks (rb0,
-  /// rb0 + clusters, ...; one stage: rb0, and rb0 + clusters into L2), then stages the
-  /// per-column vectors and waits for them.
+  /// rb0 + clusters; one stage: rb0, and rb0 + clusters into L2), then stages the per-column
+  /// vectors and waits for them.
   __device__ void start(int64_t rb0, int64_t clusters, const RowGeometry& g, const RowCtx& c,
                         const RowIO (&src)[kStreams], const int (&elt_bytes)[kStreams],
                         const RowIO (&vsrc)[kVectors], const int (&vec_bytes)[kVectors]) const {
     issue(0, rb0, g, c, src, elt_bytes);
     if (rb0 + clusters < g.row_blocks) {
-      if constexpr (kStages >= 2) issue(1, rb0 + clusters, g, c, src, elt_bytes);
+      if constexpr (kStages == 2) issue(1, rb0 + clusters, g, c, src, elt_bytes);
       else prefetch(rb0 + clusters, g, c, src, elt_bytes);
     }
-    if constexpr (kStages == 3)
-      if (rb0 + 2 * clusters < g.row_blocks) issue(2, rb0 + 2 * clusters, g, c, src, elt_bytes);
     stage_vectors(g, c, vsrc, vec_bytes);
   }
 

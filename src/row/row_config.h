@@ -81,7 +81,7 @@ struct RowConfig {
   int rows;     // rows per CTA (1 for kLooped and kRing; kStaged: at run time)
   int vecs;     // vectors per thread, pass and input stream (kStaged: at most); a vector is
                 // 16 bytes of the op's narrowest input stream
-  int stages;   // kRing: row slices in flight in shared memory; kStaged: row blocks (1 to 3);
+  int stages;   // kRing: row slices in flight in shared memory; kStaged: row blocks (1 or 2);
                 // kClusterRegister: 0, one CTA per (row, rank); 1, persistent clusters with
                 // the next row's slice in one shared-memory stage
   int min_in;   // compiled only for ops with at least this many input streams
@@ -150,7 +150,7 @@ struct RowConfig {
 //    (255-register cap); unmeasured.
 // Entries after staged-v16-s1 are planned only as preferred entries (row_plan.cpp,
 // preferred_entry: cl-t256v8-s1, cl-t256v8, t128v4, ring-t1024v4-s3, r4t32v8, r16t16v2,
-// map-t256v8), else forced by plan_row(op, problem, config) (GPU
+// map-t256v8, staged-v4-ra), else forced by plan_row(op, problem, config) (GPU
 // tests, `quack-bench ... --config all`):
 //  - r64t4v4, r32t8v4 (rows of ≤ 256 / 512 B), r4t32v8 (≤ 4 KB, one warp per row), t128v4
 //    (≤ 8 KB): 4-8 vectors per thread, so more bytes in flight per thread and fewer threads per
@@ -223,21 +223,14 @@ struct RowConfig {
 // independently of the row's other tiles; 1024 threads per SM (64 registers):
 //  - map-t256v8: 256 threads x 8 vectors (QuACK's cross-entropy CTA), 4 CTAs per SM (a
 //    128-thread variant, 8 CTAs per SM, read within 0.5 % of it in runs AD4 / AD5).
-// Staged entries under trial (compiled only for ops with column accumulations whose traits ask,
-// Op::kTrialConfigs: LayerNorm's plain backward; never planned unforced, row_plan.cpp), for the
-// backward at 16384 x 4096 (run AH3, ncu: staged-v4 2 CTAs of 256 threads per SM at 128
-// registers, latency-bound, long-scoreboard stalls leading; the loop's only global loads are
-// the per-row mean and rstd, on the fold's path):
+// Staged entries compiled only for ops with column accumulations whose traits ask (`trial`,
+// Op::kTrialConfigs: LayerNorm's plain backward):
 //  - staged-v4-ra: staged-v4 with each row block's per-row inputs loaded one row block ahead
-//    (row_ahead), so their latency overlaps the row block before (128 registers for bf16,
-//    no spills; predicted +3-6 % kernel-only at the four anchors, unmeasured);
-//  - staged-v4-s3: the same with three stages, two row blocks in flight per CTA during the
-//    third's fold and stores instead of one (at 16384 x 4096 bf16: 112 KB per CTA, still two
-//    CTAs per SM, 128 KB in flight per SM against 64; 128 registers; predicted +6-12 %
-//    there, unmeasured). Rows whose three stages do not fit 227 KB halve their values per
-//    thread (row_staged_geometry) and run in clusters twice as long with the same bytes in
-//    flight as staged-v4 (16384 x 32768: t512v2 x4; 131072: x16; predicted within 3 % of
-//    staged-v4-ra); 16-bit rows of 262144 it does not take.
+//    (row_ahead), so their latency overlaps the row block before instead of stalling the fold
+//    (staged-v4 at 16384 x 4096, run AH3, ncu: 2 CTAs of 256 threads per SM at 128 registers,
+//    latency-bound, long-scoreboard stalls leading; the mean and rstd are the loop's only
+//    global loads). 128 registers for bf16, no spills. Planned in staged-v4's place on 16-bit
+//    rows (row_plan.cpp's preferred entries).
 inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRegister, 16, 16, 1, 0, 1, 2, "r16t16v1"},   // 0: ≤ 256 B
     {RowPolicy::kRegister, 32, 8, 1, 0, 1, 2, "r8t32v1"},     // 1: ≤ 512 B
@@ -278,10 +271,9 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kMap, 256, 1, 8, 0, 1, 2, "map-t256v8"},  // tiles of 256 x 8 vectors
     // 32: the cluster register entry with held folds (ops with Op::kHeldFold), under trial
     {RowPolicy::kClusterRegister, 256, 1, 8, 0, 1, 2, "cl-t256v8-h", false, true, false, true},
-    // 33-34: staged-v4 with the per-row inputs one row block ahead, two and three stages, under
-    // trial (ops with column accumulations whose traits ask: LayerNorm's plain backward)
+    // 33: staged-v4 with the per-row inputs one row block ahead (`trial`: ops with column
+    // accumulations whose traits ask, LayerNorm's plain backward)
     {RowPolicy::kStaged, 512, 0, 4, 2, 1, 2, "staged-v4-ra", false, true, false, false, true},
-    {RowPolicy::kStaged, 512, 0, 4, 3, 1, 2, "staged-v4-s3", false, true, false, false, true},
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -432,7 +424,7 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///  - ring: no column accumulations; the stages fit 227 KB, and row_ring_ctas_per_sm of them
 ///    an SM's 228 KB; the CTA's vector slices fit kRowRingColRegs registers;
 ///  - staged: any op (its geometry and shared memory are checked per call by the plan); the
-///    one- and three-stage entries and those under trial only for ops with column
+///    one-stage entry and those under trial (staged-v4-ra) only for ops with column
 ///    accumulations (others have the ring);
 ///  - cluster register: no column accumulations, per-column vectors only where they load at
 ///    apply (at_apply_ok: LayerNorm's forward; of the persistent entries only the one-stage
