@@ -41,11 +41,12 @@
 //                    all also times beside each plan that has it, "-flt"; radix: its own E,
 //                    nothing outside its range)
 //   quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
-//                       [--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]
+//                       [--wdtype fp32|x] [--bias 0|1] [--config auto|all|ENTRY] [--ms 100]
 //                       LayerNorm with a weight and (--bias 1) a bias in fp32 or x's dtype, out
 //                       and dx in x's dtype; the forward writes mean and rstd, the backward
 //                       dweight and dbias (fp32; its workspace allocated once); "config" as for
-//                       softmax
+//                       softmax, or one entry of src/row/row_config.h forced by its name
+//                       (nothing where it does not take the shape)
 //   quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] [--dir fwd|bwd|fwdbwd|all]
 //                       [--config auto|all] [--ms 100]
 //                       ce_fwd: reduction 'none', no dx (loss only); ce_bwd: dx from x, lse and a
@@ -602,17 +603,26 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
 // LayerNorm forward and backward, x, out, dout, dx in `dt`, weight (and bias) in `wdt`,
 // contiguous; as bench_softmax (all_configs: every configuration that takes the shape, then the
 // general policy).
+// The plan entries a row bench times: "auto" the plan (-1), "all" every entry and the general
+// policy, otherwise the one entry of that name; empty for an unknown name.
+std::vector<int> row_configs(const std::string& config) {
+  namespace d = quack::detail;
+  if (config == "auto") return {-1};
+  std::vector<int> configs;
+  if (config == "all") {
+    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);  // last: general
+  } else if (d::row_config_index(config.c_str()) >= 0) {
+    configs.push_back(d::row_config_index(config.c_str()));
+  }
+  return configs;
+}
+
 int bench_layernorm(quack::DType dt, quack::DType wdt, bool bias,
                     const std::vector<std::pair<long long, long long>>& shapes,
-                    const std::string& dir, double budget_ms, bool all_configs) {
+                    const std::string& dir, double budget_ms, const std::vector<int>& configs) {
   namespace d = quack::detail;
   const char* name = quack::dtype_name(dt);
   const size_t es = quack::dtype_size(dt), ws = quack::dtype_size(wdt);
-  std::vector<int> configs = {-1};
-  if (all_configs) {
-    configs.clear();
-    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);  // last: general
-  }
   const std::string wextra = std::string(", \"weight\": \"") + quack::dtype_name(wdt) +
                              "\", \"bias\": " + (bias ? "true" : "false");
   for (auto [M, N] : shapes) {
@@ -1176,7 +1186,7 @@ int main(int argc, char** argv) {
                  "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
                  "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|queue-noprefix|queue-sparse|queue-narrow|queue-sparse-narrow|bitonic|bitonic-fit|bitonic-nofilter|radix] [--ms 100]\n"
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
-                 "[--wdtype fp32|x] [--bias 0|1] [--config auto|all] [--ms 100]\n"
+                 "[--wdtype fp32|x] [--bias 0|1] [--config auto|all|ENTRY] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
                  "[--dir fwd|bwd|fwdbwd|all] [--config auto|all] [--ms 100]\n"
                  "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n"
@@ -1227,8 +1237,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "quack-bench: --residual is none, x or fp32\n");
     return 2;
   }
-  if (config != "auto" && config != "all") {
-    std::fprintf(stderr, "quack-bench: --config is auto or all\n");
+  if (config != "auto" && config != "all" && (cmd != "layernorm" || row_configs(config).empty())) {
+    std::fprintf(stderr, "quack-bench: --config is auto, all or (layernorm) a row entry's name\n");
     return 2;
   }
   int n = 0;
@@ -1298,7 +1308,7 @@ int main(int argc, char** argv) {
     if (cmd == "layernorm") {
       const quack::DType xt = parse_dtype(dtype);
       return bench_layernorm(xt, wdtype == "x" ? xt : parse_dtype(wdtype), bias,
-                             parse_shapes(shapes), dir, budget_ms, config == "all");
+                             parse_shapes(shapes), dir, budget_ms, row_configs(config));
     }
     if (cmd == "gemm-act" || cmd == "gemm-dact") {
       if (!shapes_given) shapes = "16384x14336x4096,16384x4096x14336,8192x8192x8192";

@@ -101,6 +101,9 @@ struct LayerNormBwdT : RowOpBase {
   static constexpr int kAcc = 2;               // dweight, dbias
   static constexpr bool kAccInFold = true;     // dy·x̂ where the fold computes x̂
   static constexpr bool kColShift = true;
+  // The plain backward compiles staged-v4-ra (mean and rstd one row block ahead; row_config.h),
+  // which the plan takes in staged-v4's place on 16-bit rows.
+  static constexpr bool kTrialConfigs = !kRes;
   using Red = RedSums<2>;  // (Σ g, Σ g·x̂)
   struct RowIn {
     float mean, rstd;

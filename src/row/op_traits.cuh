@@ -104,7 +104,10 @@
 //                       kTrialPlanned's rules.
 //                       Ops with per-column vectors (kColsAtApply) get of the persistent cluster
 //                       register entries only the one-stage ones, with 16-bit vectors
-//                       (row_config_usable: cl-t256v8-s1, not -s2).
+//                       (row_config_usable: cl-t256v8-s1, not -s2). Ops with column
+//                       accumulations (LayerNorm's plain backward) get of them only
+//                       staged-v4-ra, which the plan takes in staged-v4's place on 16-bit
+//                       rows.
 //   kTrialPlanned [false] the plan's rules measured for cross-entropy's forwards apply instead
 //                       (cl-t256v8 / cl-t256v8-s1 on 16-bit rows beyond 64 KB by output and
 //                       gate, no warp-per-row entry).

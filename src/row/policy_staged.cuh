@@ -11,7 +11,9 @@
 // (common/row_pipeline.cuh; with one stage, the row block after the next is also fetched into
 // L2 while the current one is worked on, so the next copy reads L2). Per row block: wait for
 // the stage; the traits' fold over the
-// thread's vectors in shared memory (LDS.128, conflict-free); row_allreduce_red (warps, CTA
+// thread's vectors in shared memory (LDS.128, conflict-free; the row's per-row inputs,
+// Op::load_row, read at the row block's start, or during the row block before with
+// RowConfig::row_ahead); row_allreduce_red (warps, CTA
 // slots, clusters through distributed shared memory); finish; outputs from shared memory
 // (16-byte streaming stores); __syncthreads; the stage refilled with the row block kStages
 // ahead.
@@ -83,7 +85,18 @@ __device__ __forceinline__ void row_store_partial(const float (&acc)[kMaxVecs][k
   }
 }
 
-template <class Op, class D, int kMaxVecs, int kStages, int kThreads>
+/// The per-row inputs of row block rb's row of this thread ({} past the last row).
+template <class Op>
+__device__ __forceinline__ typename Op::RowIn row_staged_row_in(const RowParams& p,
+                                                                const RowGeometry& g,
+                                                                const RowCtx& c, int64_t rb) {
+  const int64_t row = rb * g.rows_per_cta() + c.row_in_cta;
+  return row < g.rows ? Op::load_row(p, row) : typename Op::RowIn{};
+}
+
+/// kRowAhead (RowConfig::row_ahead): each row block's per-row inputs are loaded during the row
+/// block before (the same values, so the same results), their latency off the fold's path.
+template <class Op, class D, int kMaxVecs, int kStages, int kThreads, bool kRowAhead = false>
 __global__ void __launch_bounds__(kThreads, 1)
     row_staged_kernel(const __grid_constant__ RowParams p) {
   if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
@@ -165,13 +178,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < kVec; ++i) acc[a][v][i] = 0.f;
 
   const int64_t clusters = gridDim.x / g.cluster_n;
+  typename Op::RowIn rin_ahead{};  // the first row block's: in flight while the vectors load
+  if constexpr (kRowAhead) rin_ahead = row_staged_row_in<Op>(p, g, c, c.row_block);
   pipe.start(c.row_block, clusters, g, c, src, elt, vsrc, vbytes);
   int k = 0;
   for (int64_t rb = c.row_block; rb < g.row_blocks; rb += clusters, ++k) {
     const int stage = k % kStages;
     const int64_t row = rb * g.rows_per_cta() + c.row_in_cta;
     const bool row_ok = row < g.rows;
-    const typename Op::RowIn rin = row_ok ? Op::load_row(p, row) : typename Op::RowIn{};
+    const typename Op::RowIn rin =
+        kRowAhead ? rin_ahead : row_ok ? Op::load_row(p, row) : typename Op::RowIn{};
+    if constexpr (kRowAhead) rin_ahead = row_staged_row_in<Op>(p, g, c, rb + clusters);
     const void* buf[kIn];
     row_for<kIn>([&](auto S) {
       constexpr int s = decltype(S)::value;

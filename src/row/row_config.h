@@ -102,6 +102,10 @@ struct RowConfig {
   // e^(x − m_t), one exponential per element instead of two), the packed row dead after it;
   // row_cluster_register_held_ctas_per_sm CTAs per SM.
   bool held = false;
+  // kStaged: each row block's per-row inputs (Op::load_row: LayerNorm's mean and rstd) are
+  // loaded one row block ahead, so their global-load latency overlaps the row block before
+  // instead of stalling the fold (results bitwise those of the entry without it).
+  bool row_ahead = false;
 
   QUACK_ROW_HD constexpr int threads() const {
     return policy == RowPolicy::kStaged ? tpr : tpr * rows;
@@ -146,7 +150,7 @@ struct RowConfig {
 //    (255-register cap); unmeasured.
 // Entries after staged-v16-s1 are planned only as preferred entries (row_plan.cpp,
 // preferred_entry: cl-t256v8-s1, cl-t256v8, t128v4, ring-t1024v4-s3, r4t32v8, r16t16v2,
-// map-t256v8), else forced by plan_row(op, problem, config) (GPU
+// map-t256v8, staged-v4-ra), else forced by plan_row(op, problem, config) (GPU
 // tests, `quack-bench ... --config all`):
 //  - r64t4v4, r32t8v4 (rows of ≤ 256 / 512 B), r4t32v8 (≤ 4 KB, one warp per row), t128v4
 //    (≤ 8 KB): 4-8 vectors per thread, so more bytes in flight per thread and fewer threads per
@@ -219,6 +223,14 @@ struct RowConfig {
 // independently of the row's other tiles; 1024 threads per SM (64 registers):
 //  - map-t256v8: 256 threads x 8 vectors (QuACK's cross-entropy CTA), 4 CTAs per SM (a
 //    128-thread variant, 8 CTAs per SM, read within 0.5 % of it in runs AD4 / AD5).
+// Staged entries compiled only for ops with column accumulations whose traits ask (`trial`,
+// Op::kTrialConfigs: LayerNorm's plain backward):
+//  - staged-v4-ra: staged-v4 with each row block's per-row inputs loaded one row block ahead
+//    (row_ahead), so their latency overlaps the row block before instead of stalling the fold
+//    (staged-v4 at 16384 x 4096, run AH3, ncu: 2 CTAs of 256 threads per SM at 128 registers,
+//    latency-bound, long-scoreboard stalls leading; the mean and rstd are the loop's only
+//    global loads). 128 registers for bf16, no spills. Planned in staged-v4's place on 16-bit
+//    rows (row_plan.cpp's preferred entries).
 inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRegister, 16, 16, 1, 0, 1, 2, "r16t16v1"},   // 0: ≤ 256 B
     {RowPolicy::kRegister, 32, 8, 1, 0, 1, 2, "r8t32v1"},     // 1: ≤ 512 B
@@ -259,6 +271,9 @@ inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kMap, 256, 1, 8, 0, 1, 2, "map-t256v8"},  // tiles of 256 x 8 vectors
     // 32: the cluster register entry with held folds (ops with Op::kHeldFold), under trial
     {RowPolicy::kClusterRegister, 256, 1, 8, 0, 1, 2, "cl-t256v8-h", false, true, false, true},
+    // 33: staged-v4 with the per-row inputs one row block ahead (`trial`: ops with column
+    // accumulations whose traits ask, LayerNorm's plain backward)
+    {RowPolicy::kStaged, 512, 0, 4, 2, 1, 2, "staged-v4-ra", false, true, false, false, true},
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -409,7 +424,8 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///  - ring: no column accumulations; the stages fit 227 KB, and row_ring_ctas_per_sm of them
 ///    an SM's 228 KB; the CTA's vector slices fit kRowRingColRegs registers;
 ///  - staged: any op (its geometry and shared memory are checked per call by the plan); the
-///    one-stage entry only for ops with column accumulations (others have the ring);
+///    one-stage entry and those under trial (staged-v4-ra) only for ops with column
+///    accumulations (others have the ring);
 ///  - cluster register: no column accumulations, per-column vectors only where they load at
 ///    apply (at_apply_ok: LayerNorm's forward; of the persistent entries only the one-stage
 ///    ones, with 16-bit vectors); the packed values
@@ -472,7 +488,7 @@ QUACK_ROW_HD constexpr bool row_config_usable(const RowConfig& c, int n_in, int 
            row_ring_ctas_per_sm(c) * (smem + kRowCtaSmemReserve) <= kRowSmSmem &&
            row_col_regs(c, n_cols, in_elt, vec_elt) <= kRowRingColRegs;
   }
-  if (c.policy == RowPolicy::kStaged) return c.stages == 2 || n_acc > 0;
+  if (c.policy == RowPolicy::kStaged) return (c.stages == 2 && !c.trial) || n_acc > 0;
   return false;
 }
 

@@ -152,9 +152,11 @@ constexpr int kWarpRowEntry = row_config_index("r4t32v8");
 constexpr int kQuarterWarpEntry = row_config_index("r16t16v2");
 constexpr int kMapEntry = row_config_index("map-t256v8");
 constexpr int kLoopedEntry = row_config_index("t1024v2-looped");
+constexpr int kRowAheadEntry = row_config_index("staged-v4-ra");
 static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry >= 0 &&
                   kShortRowEntry >= 0 && kRingEntry >= 0 && kWarpRowEntry >= 0 &&
-                  kQuarterWarpEntry >= 0 && kMapEntry >= 0 && kLoopedEntry >= 0,
+                  kQuarterWarpEntry >= 0 && kMapEntry >= 0 && kLoopedEntry >= 0 &&
+                  kRowAheadEntry >= 0,
               "the preferred entries are in kRowConfigs");
 
 // The entry an unforced plan tries first (-1: none; it falls back to kRowConfigs' order where
@@ -217,22 +219,29 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
 //    2.169 / 2.164 ms, map-t256v8 1.112 / 2.221 / 2.227 (run AD5: the ring 1.136 / 2.456 /
 //    2.598). The plain backward (no such loads) keeps the ring and looped entries: in run AD
 //    1.084 / 2.183 / 2.106 ms against map-t256v8's 1.108 / 2.230 / 2.225.
+//  - ops with column accumulations compiling the entries under trial (LayerNorm's plain
+//    backward) on 16-bit rows: staged-v4-ra, which takes the rows staged-v4 takes (the same
+//    geometry; fp32 rows keep staged-v4, unmeasured). LayerNorm bwd with bf16 weight and bias
+//    at 16384 x 4096 / 32768 / 131072 and 8192 x 262144: 3.217 / 3.942 / 3.679 / 3.278 TB/s
+//    against staged-v4's 3.139 / 3.623 / 3.423 / 3.106.
 int preferred_entry(const RowOpInfo& op, int in_elt, int vec_elt, int64_t row_bytes,
                     bool finish_loads) {
   if (op.no_reduce && op.n_acc == 0) {
     if (row_bytes > kRowMaxCluster * kRowRegisterMaxRowBytes) return kMapEntry;
     if (finish_loads && in_elt == 2 && row_bytes > kRowRegisterMaxRowBytes) return kLoopedEntry;
   }
-  // Ops compiling the entries under trial without planned ones, on rows beyond what one CTA's
-  // registers hold (64 KB of 16-bit input, 128 KB of fp32: t1024v8): cl-t256v8, and beyond its
-  // 16 CTAs cl-t512v8 for ops without vectors at apply. LayerNorm's forward (vectors at apply)
-  // only with 16-bit x and fp32 vectors.
-  if (op.trial_configs && !op.trial_planned && row_bytes > kRowRegisterMaxRowBytes * in_elt / 2 &&
+  // Ops compiling the entries under trial without planned ones and without column
+  // accumulations, on rows beyond what one CTA's registers hold (64 KB of 16-bit input, 128 KB
+  // of fp32: t1024v8): cl-t256v8, and beyond its 16 CTAs cl-t512v8 for ops without vectors at
+  // apply. LayerNorm's forward (vectors at apply) only with 16-bit x and fp32 vectors.
+  if (op.trial_configs && !op.trial_planned && op.n_acc == 0 &&
+      row_bytes > kRowRegisterMaxRowBytes * in_elt / 2 &&
       (!op.cols_at_apply || (in_elt == 2 && vec_elt == 4))) {
     const int64_t cluster_bytes = kRowMaxCluster * kRowConfigs[kClusterEntry].chunk_bytes();
     return op.cols_at_apply || row_bytes <= cluster_bytes ? kClusterEntry : kWideClusterEntry;
   }
   if (in_elt != 2) return -1;
+  if (op.trial_configs && op.n_acc > 0) return kRowAheadEntry;
   const bool gated_bwd = op.gate_kernel && !op.trial_planned;
   if (op.trial_planned && row_bytes > kRowRegisterMaxRowBytes &&
       (op.n_out > 0 || row_bytes <= 4 * kRowRegisterMaxRowBytes))

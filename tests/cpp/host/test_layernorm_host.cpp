@@ -356,8 +356,10 @@ TEST(LayerNormPlan, TrainingShapes) {
       {bf, 16384, false, "t512v4"},          {f32, 16384, false, "ring-t1024v4-s3-x1"},
       {f32, 32768, false, "ring-t1024v4-s3-x2"}, {f32, 131072, false, "ring-t1024v4-s3-x8"},
       {f32, 262144, false, "ring-t1024v4-s3-x16"},
-      {bf, 128, true, "staged-v4-t4r64v4-x1"},  {bf, 4096, true, "staged-v4-t128r2v4-x1"},
-      {bf, 32768, true, "staged-v4-t512r1v4-x2"}, {bf, 262144, true, "staged-v4-t512r1v4-x16"},
+      {bf, 128, true, "staged-v4-ra-t4r64v4-x1"},
+      {bf, 4096, true, "staged-v4-ra-t128r2v4-x1"},
+      {bf, 32768, true, "staged-v4-ra-t512r1v4-x2"},
+      {bf, 262144, true, "staged-v4-ra-t512r1v4-x16"},
       {f32, 131072, true, "staged-v4-t512r1v4-x16"},
       {f32, 262144, true, "staged-v16-s1-t256r1v16-x16"},
   };
@@ -380,6 +382,65 @@ TEST(LayerNormPlan, TrainingShapes) {
     const detail::RowPlan p = e.bwd ? detail::plan_row_call(detail::layernorm_bwd_call(b))
                                     : detail::plan_row_call(detail::layernorm_fwd_call(f));
     EXPECT_EQ(plan_name(p), e.plan) << dtype_name(e.t) << " N=" << e.N << (e.bwd ? " bwd" : " fwd");
+  }
+}
+
+// The plain backward plans staged-v4-ra (mean and rstd one row block ahead: row_config.h) on
+// 16-bit rows wherever staged-v4 takes them, with staged-v4's geometry; fp32 rows keep
+// staged-v4; the residual gradients' instance does not compile staged-v4-ra (staged-v4 where
+// its three streams fit).
+TEST(LayerNormPlan, BackwardRowAhead) {
+  const int ra = detail::row_config_index("staged-v4-ra");
+  const int v4 = detail::row_config_index("staged-v4");
+  ASSERT_GE(ra, 0);
+  ASSERT_GE(v4, 0);
+  EXPECT_TRUE(kRowConfigs[ra].row_ahead);
+  EXPECT_EQ(kRowConfigs[ra].stages, kRowConfigs[v4].stages);
+  struct Case {
+    DType t;
+    int64_t M, N;
+    const char* plan;
+  };
+  const DType bf = DType::kBFloat16, f16 = DType::kFloat16, f32 = DType::kFloat32;
+  const Case cases[] = {
+      {bf, 16384, 4096, "staged-v4-ra-t128r2v4-x1"},
+      {bf, 16384, 32768, "staged-v4-ra-t512r1v4-x2"},
+      {bf, 16384, 131072, "staged-v4-ra-t512r1v4-x8"},
+      {bf, 8192, 262144, "staged-v4-ra-t512r1v4-x16"},
+      {bf, 1000, 1024, "staged-v4-ra-t32r8v4-x1"},
+      {f16, 16384, 4096, "staged-v4-ra-t128r2v4-x1"},
+      {f32, 16384, 4096, "staged-v4-t256r1v4-x1"},
+      {f32, 16384, 131072, "staged-v4-t512r1v4-x16"},
+  };
+  for (const Case& e : cases) {
+    SCOPED_TRACE(std::string(dtype_name(e.t)) + " N=" + std::to_string(e.N));
+    LayerNormBwdArgs b;  // weight and bias in x's dtype (the measured case)
+    b.x = TensorRef::matrix(fake(1), e.t, e.M, e.N);
+    b.weight = TensorRef::vector(fake(2), e.t, e.N);
+    b.dout = TensorRef::matrix(fake(3), e.t, e.M, e.N);
+    b.mean = TensorRef::vector(fake(4), DType::kFloat32, e.M);
+    b.rstd = TensorRef::vector(fake(5), DType::kFloat32, e.M);
+    b.dx = TensorRef::matrix(fake(6), e.t, e.M, e.N);
+    b.dweight = TensorRef::vector(fake(7), DType::kFloat32, e.N);
+    b.dbias = TensorRef::vector(fake(8), DType::kFloat32, e.N);
+    const detail::RowCall call = detail::layernorm_bwd_call(b);
+    const detail::RowPlan p = detail::plan_row_call(call);
+    EXPECT_EQ(plan_name(p), e.plan);
+    // staged-v4's geometry and shared memory, forced.
+    const detail::RowPlan p4 = detail::plan_row_call(call, v4);
+    EXPECT_EQ(p.g.tpr, p4.g.tpr);
+    EXPECT_EQ(p.g.rows_per_cta(), p4.g.rows_per_cta());
+    EXPECT_EQ(p.g.vpt, p4.g.vpt);
+    EXPECT_EQ(p.cluster_n, p4.cluster_n);
+    EXPECT_EQ(p.smem, p4.smem);
+    LayerNormBwdArgs r = b;  // the residual gradients: their own instance, no staged-v4-ra
+    r.dresidual_out = TensorRef::matrix(fake(9), e.t, e.M, e.N);
+    const detail::RowCall rcall = detail::layernorm_bwd_call(r);
+    const detail::RowPlan rp = detail::plan_row_call(rcall);
+    EXPECT_NE(rp.config, ra);
+    if (e.N * dtype_size(e.t) <= 256 * 1024)  // beyond, three streams leave staged-v4
+      EXPECT_EQ(plan_name(rp).rfind("staged-v4-t", 0), 0u) << plan_name(rp);
+    EXPECT_EQ(detail::plan_row_call(rcall, ra).policy, RowPolicy::kNone);
   }
 }
 
