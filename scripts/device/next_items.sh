@@ -3,7 +3,7 @@
 #   AB_INSTANCES=OFF BUDGET=585 TEST_TMO=120 TESTS='*Topk* *LayerNorm*' PYFILES='test_topk test_layernorm'
 #   ITEMS=scripts/device/next_items.sh bash scripts/device/call_focus.sh
 # then, warm, the whole suite with a longer limit (AI1 cut four of eight shards at 231 s after the
-# build): BUDGET=590 bash scripts/device/call_tests.sh (it finds build/d and skips the build).
+# build): AB_INSTANCES=OFF BUDGET=590 bash scripts/device/call_tests.sh (ninja finds build/d built).
 # docs/status.md "Open threads" says why each item is here.
 # Issue 19 with the fp32 fit fold on vector copies (5ac55e8: 0.0854 ms kernel-only in AI4, was
 # 0.0886; QuACK 0.0787 by the acceptance method, ours 0.0911 before): the acceptance table.
