@@ -1175,6 +1175,19 @@ std::vector<std::pair<long long, long long>> parse_shapes(const std::string& s) 
 
 }  // namespace
 
+// Entry points of the shared library quack-bench-lib for scripts/diag_bench_in_torch.py (unused
+// by the executable): quack-bench's timing (time_median: a spin, events around the call alone)
+// of the public softmax_fwd on caller-given bf16 buffers (torch's tensors), and the spin kernel
+// alone, so Python can time its own calls behind the same spin.
+extern "C" double quack_bench_softmax_fwd_ms(void* x, void* y, long long M, long long N, double budget_ms) {
+  quack::SoftmaxFwdArgs a;
+  a.x = quack::TensorRef::matrix(x, quack::DType::kBFloat16, M, N);
+  a.out = quack::TensorRef::matrix(y, quack::DType::kBFloat16, M, N);
+  return time_median([&](int) { quack::softmax_fwd(a, nullptr); }, 1, budget_ms);
+}
+
+extern "C" int quack_bench_gpu_busy(double us) { return static_cast<int>(gpu_busy(us)); }
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
