@@ -3,7 +3,7 @@
 //   quack-bench copy                         4 GiB device-to-device copy (the roofline)
 //   quack-bench rmsnorm [--dtype bf16|fp16|fp32] [--shapes 16384x4096,8192x262144]
 //                       [--dir fwd|bwd|both] [--wdtype fp32|x] [--residual none|x|fp32]
-//                       [--offset 0] [--config auto|all] [--ms 100]
+//                       [--offset 0] [--config auto|all|ENTRY] [--ms 100]
 //                       RMSNorm with a weight in fp32 (default) or x's dtype, out and dx in x's
 //                       dtype; the forward writes rstd, the backward dweight (fp32; its
 //                       workspace allocated once); --residual x|fp32: the forward takes a
@@ -12,10 +12,11 @@
 //                       backward: x, dresidual_out, dresidual fp32; dy, dx in --dtype);
 //                       "config" as for softmax
 //   quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
-//                       [--log 0|1] [--config auto|all] [--ms 100]
+//                       [--log 0|1] [--config auto|all|ENTRY] [--ms 100]
 //                       softmax (--log 1: log_softmax), out and dx in x's dtype; "config": the
 //                       row skeleton's plan (row_plan_name); all = every configuration of
-//                       src/row/row_config.h that takes the shape, and the general policy
+//                       src/row/row_config.h that takes the shape, and the general policy; an
+//                       entry's name forces that entry (nothing where it does not take the shape)
 //   quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row]
 //                    [--largest 0|1] [--dir fwd|bwd|both] [--config auto|all]
 //                    [--path auto|queue|queue-dense|queue-noprefix|queue-sparse|queue-narrow|
@@ -45,8 +46,7 @@
 //                       LayerNorm with a weight and (--bias 1) a bias in fp32 or x's dtype, out
 //                       and dx in x's dtype; the forward writes mean and rstd, the backward
 //                       dweight and dbias (fp32; its workspace allocated once); "config" as for
-//                       softmax, or one entry of src/row/row_config.h forced by its name
-//                       (nothing where it does not take the shape)
+//                       softmax
 //   quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] [--dir fwd|bwd|fwdbwd|all]
 //                       [--config auto|all] [--ms 100]
 //                       ce_fwd: reduction 'none', no dx (loss only); ce_bwd: dx from x, lse and a
@@ -234,12 +234,26 @@ int bench_copy(double budget_ms) {
   return 0;
 }
 
-// RMSNorm forward and backward (see the header comment); as bench_layernorm (all_configs: every
-// configuration that takes the shape, then the general policy). Bytes: QuACK's model (x read,
+// The plan entries a row bench times: "auto" the plan (-1), "all" every entry and the general
+// policy, otherwise the one entry of that name; empty for an unknown name.
+std::vector<int> row_configs(const std::string& config) {
+  namespace d = quack::detail;
+  if (config == "auto") return {-1};
+  std::vector<int> configs;
+  if (config == "all") {
+    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);  // last: general
+  } else if (d::row_config_index(config.c_str()) >= 0) {
+    configs.push_back(d::row_config_index(config.c_str()));
+  }
+  return configs;
+}
+
+// RMSNorm forward and backward (see the header comment); configs as row_configs gives them (the
+// plan, every configuration that takes the shape then the general policy, or one entry). Bytes: QuACK's model (x read,
 // y written; bwd x and dy read, dx written), the residual stream's tensors not counted.
 int bench_rmsnorm(quack::DType dt, quack::DType wdt, const std::string& residual, float offset,
                   const std::vector<std::pair<long long, long long>>& shapes,
-                  const std::string& dir, double budget_ms, bool all_configs) {
+                  const std::string& dir, double budget_ms, const std::vector<int>& configs) {
   namespace d = quack::detail;
   using quack::TensorRef;
   const char* name = quack::dtype_name(dt);
@@ -248,11 +262,6 @@ int bench_rmsnorm(quack::DType dt, quack::DType wdt, const std::string& residual
   const quack::DType rdt = residual == "fp32" ? quack::DType::kFloat32 : dt;
   const size_t rs = quack::dtype_size(rdt);
   const auto F32 = quack::DType::kFloat32;
-  std::vector<int> configs = {-1};
-  if (all_configs) {
-    configs.clear();
-    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);  // last: general
-  }
   const std::string wextra = std::string(", \"weight\": \"") + quack::dtype_name(wdt) +
                              "\", \"residual\": \"" + residual + "\"";
   for (auto [M, N] : shapes) {
@@ -348,22 +357,16 @@ int bench_rmsnorm(quack::DType dt, quack::DType wdt, const std::string& residual
   return 0;
 }
 
-// softmax / log_softmax forward and backward, every tensor in `dt`, contiguous. all_configs:
-// every configuration of the row skeleton's table that takes the shape, then the general
-// policy (forced through the internal call, quack::detail::run_row_call); otherwise the public
-// functions with the library's plan.
+// softmax / log_softmax forward and backward, every tensor in `dt`, contiguous. configs
+// (row_configs): -1 runs the public functions with the library's plan; an entry (the last:
+// the general policy) is forced through the internal call, quack::detail::run_row_call.
 int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long long>>& shapes,
-                  const std::string& dir, double budget_ms, bool log, bool all_configs) {
+                  const std::string& dir, double budget_ms, bool log, const std::vector<int>& configs) {
   namespace d = quack::detail;
   const char* name = quack::dtype_name(dt);
   const size_t es = quack::dtype_size(dt);
   const std::string fwd_op = std::string(log ? "log_softmax" : "softmax") + "_fwd";
   const std::string bwd_op = std::string(log ? "log_softmax" : "softmax") + "_bwd";
-  std::vector<int> configs = {-1};
-  if (all_configs) {
-    configs.clear();
-    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);  // last: general
-  }
   for (auto [M, N] : shapes) {
     const size_t mn = static_cast<size_t>(M) * N;
     const int sets = static_cast<int>(std::max<size_t>(1, std::min<size_t>(8, (256ull << 20) / (mn * es) + 1)));
@@ -601,22 +604,7 @@ int bench_topk(quack::DType dt, const std::vector<std::vector<long long>>& shape
 }
 
 // LayerNorm forward and backward, x, out, dout, dx in `dt`, weight (and bias) in `wdt`,
-// contiguous; as bench_softmax (all_configs: every configuration that takes the shape, then the
-// general policy).
-// The plan entries a row bench times: "auto" the plan (-1), "all" every entry and the general
-// policy, otherwise the one entry of that name; empty for an unknown name.
-std::vector<int> row_configs(const std::string& config) {
-  namespace d = quack::detail;
-  if (config == "auto") return {-1};
-  std::vector<int> configs;
-  if (config == "all") {
-    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);  // last: general
-  } else if (d::row_config_index(config.c_str()) >= 0) {
-    configs.push_back(d::row_config_index(config.c_str()));
-  }
-  return configs;
-}
-
+// contiguous; configs as bench_softmax's.
 int bench_layernorm(quack::DType dt, quack::DType wdt, bool bias,
                     const std::vector<std::pair<long long, long long>>& shapes,
                     const std::string& dir, double budget_ms, const std::vector<int>& configs) {
@@ -712,11 +700,7 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
   const char* name = quack::dtype_name(dt);
   const size_t es = quack::dtype_size(dt);
   const auto F32 = quack::DType::kFloat32;
-  std::vector<int> configs = {-1};
-  if (all_configs) {
-    configs.clear();
-    for (int c = 0; c <= d::kRowConfigCount; ++c) configs.push_back(c);
-  }
+  const std::vector<int> configs = row_configs(all_configs ? "all" : "auto");
   const bool run_fwd = dir == "fwd" || dir == "all", run_bwd = dir == "bwd" || dir == "all";
   const bool run_train = dir == "fwdbwd" || dir == "all";
   for (auto [M, V] : shapes) {
@@ -1193,9 +1177,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: quack-bench copy\n"
                  "       quack-bench rmsnorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
-                 "[--wdtype fp32|x] [--residual none|x|fp32] [--offset 0] [--config auto|all] [--ms 100]\n"
+                 "[--wdtype fp32|x] [--residual none|x|fp32] [--offset 0] [--config auto|all|ENTRY] [--ms 100]\n"
                  "       quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
-                 "[--log 0|1] [--config auto|all] [--ms 100]\n"
+                 "[--log 0|1] [--config auto|all|ENTRY] [--ms 100]\n"
                  "       quack-bench topk [--dtype bf16|fp16|fp32] [--shapes MxNxK,...] [--softmax none|selected|row] "
                  "[--largest 0|1] [--dir fwd|bwd|both] [--config auto|all] [--path auto|queue|queue-noprefix|queue-sparse|queue-narrow|queue-sparse-narrow|bitonic|bitonic-fit|bitonic-nofilter|radix] [--ms 100]\n"
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
@@ -1250,8 +1234,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "quack-bench: --residual is none, x or fp32\n");
     return 2;
   }
-  if (config != "auto" && config != "all" && (cmd != "layernorm" || row_configs(config).empty())) {
-    std::fprintf(stderr, "quack-bench: --config is auto, all or (layernorm) a row entry's name\n");
+  const bool row_bench = cmd == "rmsnorm" || cmd == "softmax" || cmd == "layernorm";
+  if (config != "auto" && config != "all" && (!row_bench || row_configs(config).empty())) {
+    std::fprintf(stderr, "quack-bench: --config is auto, all or (rmsnorm, softmax, layernorm) a row entry's name\n");
     return 2;
   }
   int n = 0;
@@ -1317,7 +1302,7 @@ int main(int argc, char** argv) {
     }
     if (cmd == "softmax")
       return bench_softmax(parse_dtype(dtype), parse_shapes(shapes), dir, budget_ms, log,
-                           config == "all");
+                           row_configs(config));
     if (cmd == "layernorm") {
       const quack::DType xt = parse_dtype(dtype);
       return bench_layernorm(xt, wdtype == "x" ? xt : parse_dtype(wdtype), bias,
@@ -1344,7 +1329,7 @@ int main(int argc, char** argv) {
     if (cmd == "rmsnorm") {
       const quack::DType xt = parse_dtype(dtype);
       return bench_rmsnorm(xt, wdtype == "x" ? xt : parse_dtype(wdtype), residual, offset,
-                           parse_shapes(shapes), dir, budget_ms, config == "all");
+                           parse_shapes(shapes), dir, budget_ms, row_configs(config));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "quack-bench: %s\n", e.what());
