@@ -46,7 +46,8 @@
 // empty 0); b ≤ 13. The x bits are first prepared in registers: a NaN test per two elements
 // (FSETP.NAN, OR-ed), and only where a NaN is found (a branch) NaN → 0x7fffffff | sgn; for
 // smallest (a branch) the sign flipped. Then key = w ^ (sign ? ~0 : 0x80000000) equals
-// topk_key_f32 of the raw bits, and an entry costs SHF + LOP3 + LOP3 + the column part's IADD.
+// topk_key_f32 of the raw bits, and an entry costs SHF + LOP3 + LOP3 + the column part's IADD
+// (kFit: SHF + LOP3 + one LOP3 of the key and two column registers, topk_entry_lop3).
 // The selection above runs on these entries unchanged (lists of 8 over pairs of chunks too), and
 // also keeps d, an upper bound of the best dropped entry: exact at the merges (the elementwise
 // min of the descending list and the ascending chunk is the worse half) and butterfly partners,
@@ -160,6 +161,15 @@ __device__ __forceinline__ uint32_t topk_key_f32_plain(uint32_t w, uint32_t sh) 
   uint32_t s;
   asm("shr.s32 %0, %1, %2;" : "=r"(s) : "r"(w), "r"(sh));
   return w ^ (s | 0x80000000u);
+}
+
+/// kFit fp32 entry in one LOP3 (header, "fp32"): where r and q are both 1 (the bits above m:
+/// both hold ~m there) the key's bit, else r | q (r and q are disjoint below m: the column
+/// part's bits 2.. in r, its bits 0–1 in q). LUT (a & b & c) | (b ^ c) = 0xe6.
+__device__ __forceinline__ uint32_t topk_entry_lop3(uint32_t key, uint32_t r, uint32_t q) {
+  uint32_t e;
+  asm("lop3.b32 %0, %1, %2, %3, 0xe6;" : "=r"(e) : "r"(key), "r"(r), "r"(q));
+  return e;
 }
 
 /// c |= bit where x ≥ t (false for NaN): FSETP and a predicated LOP3 (a compare's 0 / ~0
@@ -499,13 +509,31 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   const uint32_t m = (1u << bits) - 1u;
   const uint32_t cpf_r = m - static_cast<uint32_t>(4 * r);
   uint32_t sh = 31u;  // fp32: the keys' shift (topk_key_f32_plain), from the list once it exists
+  // kFit: m − column = m ^ column (column ≤ m) and column = 4·(u·T + r) | i, so the column
+  // part's bits 2.. depend on the vector only and its bits 0–1 are 3 − i (b ≥ 4: N = T·E ≥
+  // 16). The entry is then one LOP3 of the key, fr − 4·u·T (~m above the column part, bits 0–1
+  // clear) and fq[i] (~m | 3 − i): the same bits as (key & ~m) | (m − column), without the
+  // IADD per element (one per vector).
+  const uint32_t fr = (cpf_r - 3u) | ~m;
+  uint32_t fq[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) fq[i] = ~m | (3u - static_cast<uint32_t>(i));
   auto make_chunk_f32 = [&](int c, uint32_t(&e)[K]) {
+    uint32_t ru = 0u;  // kFit: fr − 4·u·T of the current vector
 #pragma unroll
     for (int j = 0; j < K; ++j) {
       const int t0 = c * K + j;  // the element of the thread
       const int u = t0 / 4, i = t0 % 4;  // its vector, its word in the vector
       const uint4 w4 = pk[u].word[0];
       const uint32_t w = i == 0 ? w4.x : i == 1 ? w4.y : i == 2 ? w4.z : w4.w;
+      if constexpr (kFit) {
+        // Opaque (no instruction): made here, once per vector, not hoisted (V live parts).
+        if (i == 0)
+          ru = static_cast<uint32_t>(topk_opaque(static_cast<int>(
+              fr - static_cast<uint32_t>(4 * u) * static_cast<uint32_t>(tpr))));
+        e[j] = topk_entry_lop3(topk_key_f32_plain(w, sh), ru, fq[i]);  // SHF, LOP3, LOP3
+        continue;
+      }
       // The column part m − (4·(u·T + r) + i): the vector's base, less i. Opaque (no
       // instruction): made here, not hoisted (E live column parts).
       const uint32_t cp =
