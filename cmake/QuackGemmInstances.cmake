@@ -82,9 +82,9 @@ function(quack_gemm_instances list_files out_dir sources_var)
     set(epi_sub "")
     set(epi_sub_n "")
     # - diag<M> (after a<S>[d<D>], instances_ab.txt only): DIAGNOSTIC, wrong results
-    #   (EpiDiag<..., M>, epilogue.cuh: 1 no C loads, 2 no stores); never in correctness tests.
+    #   (EpiDiag<..., M>, epilogue.cuh: 1 no C loads, 2 no stores, 3 C prefetched to L2, not waited); never in correctness tests.
     set(epi_diag "")
-    if(epi MATCHES "^([a-z]+):(e([0-9]+))?(a([0-9])(d([0-9]))?)?(diag([12]))?$")
+    if(epi MATCHES "^([a-z]+):(e([0-9]+))?(a([0-9])(d([0-9]))?)?(diag([123]))?$")
       set(epi_diag "${CMAKE_MATCH_9}")
       set(epi ${CMAKE_MATCH_1})
       set(epi_sub "${CMAKE_MATCH_2}")

@@ -125,9 +125,13 @@ struct TileEpiStagesD<T, std::void_t<decltype(T::kEpiStagesD)>> : std::integral_
 ///   visitor gets a synthetic C made at run time (not foldable), so its arithmetic is kept.
 /// - Mode 2 (no stores): the outputs are written to shared memory as usual but no TMA store is
 ///   issued (each subtile's bulk group is empty); C is loaded as usual.
+/// - Mode 3 (C's traffic without its wait): each C load of the ring (kCAhead) becomes a TMA L2
+///   prefetch of the same box at the same moment (cp.async.bulk.prefetch.tensor: DRAM reads and
+///   L2 footprint as production, no smem write, no mbarrier), and the visitor gets mode 1's
+///   synthetic C: nothing in the epilogue waits on C.
 template <class Base, int Mode>
 struct EpiDiag : Base {
-  static_assert(Mode == 1 || Mode == 2, "diagnostic modes: 1 no C, 2 no stores");
+  static_assert(Mode >= 1 && Mode <= 3, "diagnostic modes: 1 no C, 2 no stores, 3 C prefetched to L2, not waited");
   static constexpr int kEpiDiag = Mode;
 };
 template <class T, class = void>
@@ -548,7 +552,7 @@ struct CollectiveEpilogue {
               copy(p.tma_c.with(bs.c_full[grp][0]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
             }
           }
-          if constexpr (kDiag == 1) {
+          if constexpr (kDiag == 1 || kDiag == 3) {
             // Diagnostic: no C; a run-time value (not foldable): packed (1, ~1) for a 16-bit pair.
             CUTE_UNROLL
             for (int i = 0; i < kFrg; ++i) cf[i] = __uint_as_float(0x3f803f80u + (uint32_t(etid + i) & 7u));
@@ -658,6 +662,10 @@ struct CollectiveEpilogue {
     Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
                             EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+    if constexpr (kDiag == 3) {  // diagnostic: the same box into L2 only, nothing to wait on
+      cute::prefetch(p.tma_c, bGS_gC(_, _, _, em, en));
+      return;
+    }
     cutlass::arch::fence_view_async_shared();  // the group's generic reads of the buffer before the async write
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp][stage], kCBytes);
     copy(p.tma_c.with(bs.c_full[grp][stage]), bGS_gC(_, _, _, em, en), bGS_sC(_, _, _, stage));
