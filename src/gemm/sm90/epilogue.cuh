@@ -116,6 +116,29 @@ struct TileEpiStagesD : std::integral_constant<int, 0> {};  // 0: the epilogue's
 template <class T>
 struct TileEpiStagesD<T, std::void_t<decltype(T::kEpiStagesD)>> : std::integral_constant<int, T::kEpiStagesD> {};
 
+/// DIAGNOSTIC ONLY (wrong results; never in instances.txt, never in correctness tests): tile
+/// configuration Base whose epilogue drops one of its global streams, to split gemm_dgated's cost
+/// on the device (instances_ab.txt, epilogue column "<epilogue>:a<S>[d<D>]diag<Mode>", tile suffix
+/// diag<Mode>). Same shared-memory layout, buffers and mainloop stages as Base; same per-subtile
+/// barriers and TMA store groups.
+/// - Mode 1 (no C): C is never loaded (no prefetch_c, no ring loads, no c_full waits); the
+///   visitor gets a synthetic C made at run time (not foldable), so its arithmetic is kept.
+/// - Mode 2 (no stores): the outputs are written to shared memory as usual but no TMA store is
+///   issued (each subtile's bulk group is empty); C is loaded as usual.
+/// - Mode 3 (C's traffic without its wait): each C load of the ring (kCAhead) becomes a TMA L2
+///   prefetch of the same box at the same moment (cp.async.bulk.prefetch.tensor: DRAM reads and
+///   L2 footprint as production, no smem write, no mbarrier), and the visitor gets mode 1's
+///   synthetic C: nothing in the epilogue waits on C.
+template <class Base, int Mode>
+struct EpiDiag : Base {
+  static_assert(Mode >= 1 && Mode <= 3, "diagnostic modes: 1 no C, 2 no stores, 3 C prefetched to L2, not waited");
+  static constexpr int kEpiDiag = Mode;
+};
+template <class T, class = void>
+struct TileEpiDiag : std::integral_constant<int, 0> {};  // 0: production
+template <class T>
+struct TileEpiDiag<T, std::void_t<decltype(T::kEpiDiag)>> : std::integral_constant<int, T::kEpiDiag> {};
+
 /// Epilogue of tile configuration Tile with visitor Op, output dtype ElementD (output 0), C's
 /// dtype ElementC (void: D's) and, for a visitor with two outputs, output 1's ElementD1 (void: D's).
 template <class Tile_, class Op_, class ElementD_, class ElementC_ = void, class ElementD1_ = void>
@@ -126,6 +149,7 @@ struct CollectiveEpilogue {
   using ElementC = conditional_t<is_void_v<ElementC_>, ElementD_, ElementC_>;
   using ElementD1 = conditional_t<is_void_v<ElementD1_>, ElementD_, ElementD1_>;
   static constexpr int kOutputs = Op::kOutputs;
+  static constexpr int kDiag = TileEpiDiag<Tile>::value;  // 0 in production (EpiDiag: test only)
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
   // Subtile: the tile's (EpiM, EpiN), but 32 columns wide where the tile's are 64 (pingpong, BM
@@ -416,6 +440,7 @@ struct CollectiveEpilogue {
   /// it is read (load_c), and TMA can address it.
   template <class P>
   CUTE_DEVICE bool c_via_tma(P const& p) const {
+    if constexpr (kDiag == 1) return false;  // diagnostic: C never loaded
     return (Op::kNeedsC || load_c) && !p.c_plain;
   }
 
@@ -527,11 +552,17 @@ struct CollectiveEpilogue {
               copy(p.tma_c.with(bs.c_full[grp][0]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
             }
           }
+          if constexpr (kDiag == 1 || kDiag == 3) {
+            // Diagnostic: no C; a run-time value (not foldable): packed (1, ~1) for a 16-bit pair.
+            CUTE_UNROLL
+            for (int i = 0; i < kFrg; ++i) cf[i] = __uint_as_float(0x3f803f80u + (uint32_t(etid + i) & 7u));
+          } else {
           // kCAhead: issued by prefetch_c or kStagesC subtiles earlier (issue_c_ahead).
           cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][kCAhead ? c_stage : 0], c_phase);
           cutlass::Array<ElementC, kFrg> c;
           load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
           cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
+          }
           if constexpr (kLin)
             op.lin.apply(x, x, &cf);
           else if constexpr (!kOneCall)
@@ -586,7 +617,7 @@ struct CollectiveEpilogue {
           }
         }
         if (etid == 0) {
-          if (!manual) {
+          if (kDiag != 2 && !manual) {  // diagnostic mode 2: no stores (empty bulk groups)
             if (store_d) copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
             if constexpr (kOutputs == 2)
               if (store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L, d_stage);
@@ -631,6 +662,10 @@ struct CollectiveEpilogue {
     Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
                             EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+    if constexpr (kDiag == 3) {  // diagnostic: the same box into L2 only, nothing to wait on
+      cute::prefetch(p.tma_c, bGS_gC(_, _, _, em, en));
+      return;
+    }
     cutlass::arch::fence_view_async_shared();  // the group's generic reads of the buffer before the async write
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp][stage], kCBytes);
     copy(p.tma_c.with(bs.c_full[grp][stage]), bGS_gC(_, _, _, em, en), bGS_sC(_, _, _, stage));

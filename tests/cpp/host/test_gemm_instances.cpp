@@ -65,7 +65,12 @@ std::string split_suffix(const GemmInstance& i) {
     if (k == d0) return "?";
   }
   if (k < rest.size()) {  // a<S>[d<D>]: the buffer split
-    const std::string split = rest.substr(k);
+    std::string split = rest.substr(k);
+    // diag<M>: a diagnostic A/B candidate after the split (wrong results; instances_ab.txt only)
+    if (split.size() > 5 && split.compare(split.size() - 5, 4, "diag") == 0 && digit(split.back())) {
+      if (!i.candidate) return "?";
+      split.resize(split.size() - 5);
+    }
     const bool ok = (split.size() == 2 || (split.size() == 4 && split[2] == 'd' && digit(split[3]))) &&
                     split[0] == 'a' && digit(split[1]);
     if (!ok) return "?";
