@@ -8,7 +8,7 @@ say "built in $(( $(date +%s) - T0 )) s"; stage; ls /tmp/s/quack_cpp | tr '\n' '
 python3 -c "import quack_cpp, quack; print('quack_cpp', quack_cpp.__file__, 'quack', quack.__version__)"
 G=build/d/tests/cpp/quack_gpu_tests; NSH=8
 build/d/tests/cpp/quack_host_tests --gtest_brief=1 > $R/host.log 2>&1; tail -2 $R/host.log
-TMO=$(( END - $(date +%s) - 75 )); [ $TMO -gt 240 ] && TMO=240; say "gtest/pytest timeout $TMO"
+TMO=$(( END - $(date +%s) - 75 )); [ $TMO -gt ${TMO_MAX:-240} ] && TMO=${TMO_MAX:-240}; say "gtest/pytest timeout $TMO"
 for i in $(seq 0 $((NSH-1))); do
   ( GTEST_TOTAL_SHARDS=$NSH GTEST_SHARD_INDEX=$i timeout $TMO $G --gtest_filter='-*Large*:*RmsNormBwdConfigs*' > $R/g$i.log 2>&1; echo "rc=$?" >> $R/g$i.log ) &
   ( GTEST_TOTAL_SHARDS=$NSH GTEST_SHARD_INDEX=$i timeout $TMO $G --gtest_brief=1 --gtest_filter='*RmsNormBwdConfigs*' > $R/c$i.log 2>&1; echo "rc=$?" >> $R/c$i.log ) &
