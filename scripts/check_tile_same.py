@@ -1,9 +1,9 @@
 """Bit-equality of gemm_dgated's outputs on forced A/B tiles against its production tile.
 
-An A/B variant that changes only where data is staged (EpiCL2: L2 prefetches) must give the
-production tile's bits. Exits 1 on any difference, naming tile, shape and output.
+An A/B variant that changes only how data is staged (buffer counts, prefetches, orders of
+loads) must give the production tile's bits. Exits 1 on any difference, naming tile, shape and output.
 
-    python3 scripts/check_tile_same.py --base 128x128ppa1d2 --tiles 128x128ppa1d2l2,128x128ppa2d2l2
+    python3 scripts/check_tile_same.py --base 128x128ppa1d2 --tiles 128x128ppa2d2,128x128ppa3d2
 """
 import argparse
 import os

@@ -116,20 +116,6 @@ struct TileEpiStagesD : std::integral_constant<int, 0> {};  // 0: the epilogue's
 template <class T>
 struct TileEpiStagesD<T, std::void_t<decltype(T::kEpiStagesD)>> : std::integral_constant<int, T::kEpiStagesD> {};
 
-/// Tile configuration Base whose epilogue, with C loaded ahead (kCAhead), also asks L2 for every
-/// subtile of C past the ring's first kStagesC when its tile starts (prefetch_c: TMA L2 prefetches,
-/// cp.async.bulk.prefetch.tensor, nothing waits on them), so the ring's later loads hit L2 instead
-/// of taking a DRAM round trip each (EpiDiag mode 3's reading: gemm_dgated at plain speed when no
-/// ring load is waited on). Device A/B variant (instances_ab.txt, suffix "l2" after a<S>[d<D>]).
-template <class Base>
-struct EpiCL2 : Base {
-  static constexpr bool kEpiCL2 = true;
-};
-template <class T, class = void>
-struct TileEpiCL2 : std::false_type {};
-template <class T>
-struct TileEpiCL2<T, std::void_t<decltype(T::kEpiCL2)>> : std::bool_constant<T::kEpiCL2> {};
-
 /// DIAGNOSTIC ONLY (wrong results; never in instances.txt, never in correctness tests): tile
 /// configuration Base whose epilogue drops one of its global streams, to split gemm_dgated's cost
 /// on the device (instances_ab.txt, epilogue column "<epilogue>:a<S>[d<D>]diag<Mode>", tile suffix
@@ -164,7 +150,6 @@ struct CollectiveEpilogue {
   using ElementD1 = conditional_t<is_void_v<ElementD1_>, ElementD_, ElementD1_>;
   static constexpr int kOutputs = Op::kOutputs;
   static constexpr int kDiag = TileEpiDiag<Tile>::value;  // 0 in production (EpiDiag: test only)
-  static constexpr bool kCL2 = TileEpiCL2<Tile>::value;     // EpiCL2: the tile's later C subtiles to L2
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
   // Subtile: the tile's (EpiM, EpiN), but 32 columns wide where the tile's are 64 (pingpong, BM
@@ -472,10 +457,6 @@ struct CollectiveEpilogue {
 #pragma unroll 1
         for (int s = 0; s < kStagesC; ++s)
           issue_c_ahead(p, M, N, L, m_blk, n_blk, l, 0, 0, s, (sub_count + s) % kStagesC);
-        if constexpr (kCL2) {
-#pragma unroll 1
-          for (int s = kStagesC; s < kSubtilesPerTile; ++s) issue_c_ahead<true>(p, M, N, L, m_blk, n_blk, l, 0, 0, s, 0);
-        }
       }
     }
   }
@@ -662,8 +643,8 @@ struct CollectiveEpilogue {
   /// the vm x vn valid ones: epi_m < vm, epi_n < vn) into C buffer `stage`, on its mbarrier;
   /// nothing past the tile's last valid subtile (or for a tile wholly outside (M, N): a 2x1
   /// cluster's second CTA past M). Every thread's reads of the buffer came before the caller's
-  /// last group barrier. kL2Only: a TMA L2 prefetch of that subtile instead (no buffer, no mbarrier).
-  template <bool kL2Only = false, class P>
+  /// last group barrier.
+  template <class P>
   CUTE_DEVICE void issue_c_ahead(P const& p, int M, int N, int L, int m_blk, int n_blk, int l, int epi_m, int epi_n,
                                  int ahead, int stage) const {
     constexpr int kEpiMs = Tile::BM / EpiM, kEpiNs = Tile::BN / EpiN;
@@ -681,7 +662,7 @@ struct CollectiveEpilogue {
     Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
                             EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
-    if constexpr (kL2Only || kDiag == 3) {  // the same box into L2 only, nothing to wait on (EpiCL2; diagnostic 3)
+    if constexpr (kDiag == 3) {  // diagnostic: the same box into L2 only, nothing to wait on
       cute::prefetch(p.tma_c, bGS_gC(_, _, _, em, en));
       return;
     }

@@ -70,8 +70,6 @@ std::string split_suffix(const GemmInstance& i) {
     if (split.size() > 5 && split.compare(split.size() - 5, 4, "diag") == 0 && digit(split.back())) {
       if (!i.candidate) return "?";
       split.resize(split.size() - 5);
-    } else if (split.size() > 2 && split.compare(split.size() - 2, 2, "l2") == 0) {
-      split.resize(split.size() - 2);  // l2: the later C subtiles asked into L2 (EpiCL2)
     }
     const bool ok = (split.size() == 2 || (split.size() == 4 && split[2] == 'd' && digit(split[3]))) &&
                     split[0] == 'a' && digit(split[1]);
