@@ -92,6 +92,11 @@ def main():
     a = ap.parse_args()
     bench_args = a.bench[1:] if a.bench[:1] == ["--"] else a.bench
     if a.mode != "main":
+        # torch and quack_cpp before the library (run AJ1: loading it first segfaulted both
+        # modes; `main` loads it after setup_torch and ran).
+        import torch  # noqa: F401
+        import quack_cpp  # noqa: F401
+        torch.zeros(1, device="cuda")
         sys.exit(split_method(ctypes.CDLL(a.lib), a.mode, bench_args))
     setup_torch(a.torch, bench_args)
     lib = ctypes.CDLL(a.lib)
