@@ -129,15 +129,42 @@ struct TileEpiStagesD<T, std::void_t<decltype(T::kEpiStagesD)>> : std::integral_
 ///   prefetch of the same box at the same moment (cp.async.bulk.prefetch.tensor: DRAM reads and
 ///   L2 footprint as production, no smem write, no mbarrier), and the visitor gets mode 1's
 ///   synthetic C: nothing in the epilogue waits on C.
+/// - Mode 4 (C loaded and waited on, not read): C's TMA loads into the ring and the c_full waits
+///   as production; no thread reads the buffer (mode 1's synthetic C). Production less its
+///   shared-memory reads of C (8 ld.shared.v2 per thread and subtile) and their conversion.
+/// - Mode 5 (C read, neither loaded into smem nor waited on): mode 3's L2 prefetches, and the
+///   threads read the C buffer as production (the same ld.shared.v2, the same bank conflicts)
+///   though TMA never writes it (stale values: the visitor's arithmetic on garbage). Mode 3 plus
+///   the smem reads of C; production less the TMA write of C into smem and the wait.
 template <class Base, int Mode>
 struct EpiDiag : Base {
-  static_assert(Mode >= 1 && Mode <= 3, "diagnostic modes: 1 no C, 2 no stores, 3 C prefetched to L2, not waited");
+  static_assert(Mode >= 1 && Mode <= 5,
+                "diagnostic modes: 1 no C, 2 no stores, 3 C prefetched to L2, not waited, 4 C waited, not read, "
+                "5 C read, not loaded (L2 prefetch)");
   static constexpr int kEpiDiag = Mode;
 };
 template <class T, class = void>
 struct TileEpiDiag : std::integral_constant<int, 0> {};  // 0: production
 template <class T>
 struct TileEpiDiag<T, std::void_t<decltype(T::kEpiDiag)>> : std::integral_constant<int, T::kEpiDiag> {};
+
+/// Tile configuration Base whose epilogue moves its 32-bit C and D subtiles (64 x 32 words: gemm_dgated's
+/// packed pairs) in the bank-conflict-free order of epilogue_smem.cuh (load_subtile_cf /
+/// store_subtile_cf, whose 16-bit path stores postact by STSM): lanes of odd lane / 4 take the column block
+/// j ^ 2 at slot j, and the accumulator values are permuted to match (16 selects per thread and
+/// subtile), so every value meets its own C and lands at its own address: bit-identical results
+/// (instances_ab.txt, epilogue column "<epilogue>:a<S>[d<D>]cf", tile suffix cf). Same
+/// buffers, layouts and mainloop stages as Base. The fragment order's ld / st.shared.v2 take 4
+/// wavefronts each (2-way conflicts per half-warp), 32 per warp and subtile for C and as many for
+/// D; the cf order 2 (scripts/dgated_smem_banks.py).
+template <class Base>
+struct EpiCf : Base {
+  static constexpr bool kEpiCf = true;
+};
+template <class T, class = void>
+struct TileEpiCf : std::false_type {};  // production: the fragment order
+template <class T>
+struct TileEpiCf<T, std::void_t<decltype(T::kEpiCf)>> : std::bool_constant<T::kEpiCf> {};
 
 /// Epilogue of tile configuration Tile with visitor Op, output dtype ElementD (output 0), C's
 /// dtype ElementC (void: D's) and, for a visitor with two outputs, output 1's ElementD1 (void: D's).
@@ -150,6 +177,7 @@ struct CollectiveEpilogue {
   using ElementD1 = conditional_t<is_void_v<ElementD1_>, ElementD_, ElementD1_>;
   static constexpr int kOutputs = Op::kOutputs;
   static constexpr int kDiag = TileEpiDiag<Tile>::value;  // 0 in production (EpiDiag: test only)
+  static constexpr bool kCf = TileEpiCf<Tile>::value;     // EpiCf: the conflict-free order (A/B)
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
   // Subtile: the tile's (EpiM, EpiN), but 32 columns wide where the tile's are 64 (pingpong, BM
@@ -172,6 +200,10 @@ struct CollectiveEpilogue {
   static_assert(kD1Div == 1 || (kD1Div == 2 && kOutputs == 2 && (sizeof(ElementD1) == 2 || sizeof(ElementD1) == 4)),
                 "a half-width output 1 is 16-bit or fp32");
   static constexpr int EpiN1 = EpiN / kD1Div;
+  static_assert(!kCf || (sizeof(ElementC) == 4 && sizeof(ElementD) == 4 && EpiN == 32 && kFrg == 16 &&
+                         kOutputs == 2 && kD1Div == 1 && (sizeof(ElementD1) == 2 || sizeof(ElementD1) == 4) &&
+                         Op::kNeedsC && !Op::kLinFirst),
+                "EpiCf: gemm_dgated's 32-bit C and D in 64 x 32 subtiles, output 1 (postact) of D's columns");
   using EpiTile1 = Shape<Int<EpiM>, Int<EpiN1>>;
   static constexpr int kSubtile = EpiM * EpiN;  // elements per buffer stage
   static constexpr int kSubtile1 = EpiM * EpiN1;  // elements per output-1 buffer stage
@@ -510,8 +542,25 @@ struct CollectiveEpilogue {
         int const c_stage = kCAhead ? sub_count % kStagesC : kReuseSmemC ? d_stage : 0;
         uint32_t const c_phase = uint32_t(kCAhead ? sub_count / kStagesC : sub_count) & 1u;
         cutlass::Array<float, kFrg> x;  // this subtile's accumulator values (fragment order)
-        CUTE_UNROLL
-        for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
+        if constexpr (kCf) {
+          // The cf order: slot i of a thread of odd lane / 4 holds fragment value i ^ 8.
+          bool const flip = cf_flip(etid) != 0u;
+          CUTE_UNROLL
+          for (int i = 0; i < kFrg; ++i) {
+            float const a = acc(epi_n * kFrg + i, epi_m, 0), b = acc(epi_n * kFrg + (i ^ 8), epi_m, 0);
+            x[i] = flip ? b : a;
+          }
+        } else {
+          CUTE_UNROLL
+          for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
+        }
+        // A thread's C values of one subtile from its buffer, in x's order.
+        auto read_c = [&](cutlass::Array<ElementC, kFrg>& c, ElementC const* buf) {
+          if constexpr (kCf)
+            load_subtile_cf<EpiN>(c, buf, etid);
+          else
+            load_subtile<EpiN>(c, buf, etid);
+        };
         cutlass::Array<float, kFrg> out[kOutputs];
         SubtileCoord const coord{m0, n0, etid, l};
         // C's values: from global memory (c_plain) or through TMA and smem. A kLinFirst visitor
@@ -534,7 +583,7 @@ struct CollectiveEpilogue {
           load_subtile_plain(c_smem + c_stage * kSubtile, p.c_ptr, p.ldc, p.batch_c, M, N, l, m0, n0, etid);
           epi_sync();  // the whole subtile is in the buffer
           cutlass::Array<ElementC, kFrg> c;
-          load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
+          read_c(c, c_smem + c_stage * kSubtile);
           cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
           if constexpr (kLin)
             op.lin.apply(x, x, &cf);
@@ -552,16 +601,18 @@ struct CollectiveEpilogue {
               copy(p.tma_c.with(bs.c_full[grp][0]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
             }
           }
-          if constexpr (kDiag == 1 || kDiag == 3) {
-            // Diagnostic: no C; a run-time value (not foldable): packed (1, ~1) for a 16-bit pair.
+          // kCAhead: issued by prefetch_c or kStagesC subtiles earlier (issue_c_ahead).
+          // Diagnostic modes 1, 3 and 5 issue no load into smem: nothing to wait on.
+          if constexpr (kDiag != 1 && kDiag != 3 && kDiag != 5)
+            cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][kCAhead ? c_stage : 0], c_phase);
+          if constexpr (kDiag == 1 || kDiag == 3 || kDiag == 4) {
+            // Diagnostic: C not read; a run-time value (not foldable): packed (1, ~1) for a 16-bit pair.
             CUTE_UNROLL
             for (int i = 0; i < kFrg; ++i) cf[i] = __uint_as_float(0x3f803f80u + (uint32_t(etid + i) & 7u));
           } else {
-          // kCAhead: issued by prefetch_c or kStagesC subtiles earlier (issue_c_ahead).
-          cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][kCAhead ? c_stage : 0], c_phase);
-          cutlass::Array<ElementC, kFrg> c;
-          load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
-          cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
+            cutlass::Array<ElementC, kFrg> c;
+            read_c(c, c_smem + c_stage * kSubtile);
+            cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
           }
           if constexpr (kLin)
             op.lin.apply(x, x, &cf);
@@ -591,10 +642,17 @@ struct CollectiveEpilogue {
           if (etid == 0 && c_via_tma(p))
             issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
         }
-        if (store_d) store_subtile<EpiN>(d, d_smem + d_stage * kSubtile, etid);
+        if (store_d) {
+          if constexpr (kCf)
+            store_subtile_cf<EpiN>(d, d_smem + d_stage * kSubtile, etid);
+          else
+            store_subtile<EpiN>(d, d_smem + d_stage * kSubtile, etid);
+        }
         if constexpr (kOutputs == 2) {
           if (store_d1) {
-            if constexpr (kD1Div == 2)
+            if constexpr (kCf)
+              store_subtile_cf<EpiN>(d1, ts.D1[grp].begin() + d_stage * kSubtile, etid);
+            else if constexpr (kD1Div == 2)
               store_half_subtile<EpiN1>(d1, ts.D1[grp].begin() + d_stage * kSubtile1, etid);
             else
               store_subtile<EpiN>(d1, ts.D1[grp].begin() + d_stage * kSubtile, etid);
@@ -662,7 +720,7 @@ struct CollectiveEpilogue {
     Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
                             EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
-    if constexpr (kDiag == 3) {  // diagnostic: the same box into L2 only, nothing to wait on
+    if constexpr (kDiag == 3 || kDiag == 5) {  // diagnostic: the same box into L2 only, nothing to wait on
       cute::prefetch(p.tma_c, bGS_gC(_, _, _, em, en));
       return;
     }
