@@ -129,15 +129,57 @@ struct TileEpiStagesD<T, std::void_t<decltype(T::kEpiStagesD)>> : std::integral_
 ///   prefetch of the same box at the same moment (cp.async.bulk.prefetch.tensor: DRAM reads and
 ///   L2 footprint as production, no smem write, no mbarrier), and the visitor gets mode 1's
 ///   synthetic C: nothing in the epilogue waits on C.
+/// - Mode 4 (C loaded and waited on, not read): C's TMA loads into the ring and the c_full waits
+///   as production; no thread reads the buffer (mode 1's synthetic C). Production less its
+///   shared-memory reads of C (8 ld.shared.v2 per thread and subtile) and their conversion.
+/// - Mode 5 (C read, neither loaded into smem nor waited on): mode 3's L2 prefetches, and the
+///   threads read the C buffer as production (the same ld.shared.v2, the same bank conflicts)
+///   though TMA never writes it (stale values: the visitor's arithmetic on garbage). Mode 3 plus
+///   the smem reads of C; production less the TMA write of C into smem and the wait.
 template <class Base, int Mode>
 struct EpiDiag : Base {
-  static_assert(Mode >= 1 && Mode <= 3, "diagnostic modes: 1 no C, 2 no stores, 3 C prefetched to L2, not waited");
+  static_assert(Mode >= 1 && Mode <= 5,
+                "diagnostic modes: 1 no C, 2 no stores, 3 C prefetched to L2, not waited, 4 C waited, not read, "
+                "5 C read, not loaded (L2 prefetch)");
   static constexpr int kEpiDiag = Mode;
 };
 template <class T, class = void>
 struct TileEpiDiag : std::integral_constant<int, 0> {};  // 0: production
 template <class T>
 struct TileEpiDiag<T, std::void_t<decltype(T::kEpiDiag)>> : std::integral_constant<int, T::kEpiDiag> {};
+
+/// Tile configuration Base whose epilogue moves its 32-bit C and D subtiles (64 x 32 words: gemm_dgated's
+/// packed pairs) in the bank-conflict-free order of epilogue_smem.cuh (load_subtile_cf /
+/// store_subtile_cf, whose 16-bit path stores postact by STSM): lanes of odd lane / 4 take the column block
+/// j ^ 2 at slot j, and the accumulator values are permuted to match (16 selects per thread and
+/// subtile), so every value meets its own C and lands at its own address: bit-identical results
+/// (instances_ab.txt, epilogue column "<epilogue>:a<S>[d<D>]cf", tile suffix cf). Same
+/// buffers, layouts and mainloop stages as Base. The fragment order's ld / st.shared.v2 take 4
+/// wavefronts each (2-way conflicts per half-warp), 32 per warp and subtile for C and as many for
+/// D; the cf order 2 (scripts/dgated_smem_banks.py).
+template <class Base>
+struct EpiCf : Base {
+  static constexpr bool kEpiCf = true;
+};
+/// Tile configuration Base whose epilogue (a C ring of one buffer, kCAhead) issues the C load of
+/// the subtile kStagesC places ahead as soon as every thread has read this subtile's C from the
+/// buffer (warps 1-3 arrive on a named barrier of their group right after their C reads, warp 0
+/// syncs on it, then thread 0 issues) instead of after the subtile's visitor call, the wait for
+/// its output buffer and the group barrier before its stores: the load's L2 → smem round trip
+/// then runs under this subtile's activation gradient and stores as well (instances_ab.txt, suffix
+/// er, after cf if both; timing only: bit-identical results).
+template <class Base>
+struct EpiEarly : Base {
+  static constexpr bool kEpiEarly = true;
+};
+template <class T, class = void>
+struct TileEpiEarly : std::false_type {};
+template <class T>
+struct TileEpiEarly<T, std::void_t<decltype(T::kEpiEarly)>> : std::bool_constant<T::kEpiEarly> {};
+template <class T, class = void>
+struct TileEpiCf : std::false_type {};  // production: the fragment order
+template <class T>
+struct TileEpiCf<T, std::void_t<decltype(T::kEpiCf)>> : std::bool_constant<T::kEpiCf> {};
 
 /// Epilogue of tile configuration Tile with visitor Op, output dtype ElementD (output 0), C's
 /// dtype ElementC (void: D's) and, for a visitor with two outputs, output 1's ElementD1 (void: D's).
@@ -150,6 +192,10 @@ struct CollectiveEpilogue {
   using ElementD1 = conditional_t<is_void_v<ElementD1_>, ElementD_, ElementD1_>;
   static constexpr int kOutputs = Op::kOutputs;
   static constexpr int kDiag = TileEpiDiag<Tile>::value;  // 0 in production (EpiDiag: test only)
+  static constexpr bool kCf = TileEpiCf<Tile>::value;     // EpiCf: the conflict-free order (A/B)
+  static constexpr bool kEarly = TileEpiEarly<Tile>::value;  // EpiEarly: C's next load right after the reads (A/B)
+  // EpiEarly's named barrier per group (epi_sync takes 1 + grp, the pingpong turns 3 and 4).
+  static constexpr uint32_t kCReadBarrier = 5;
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
   // Subtile: the tile's (EpiM, EpiN), but 32 columns wide where the tile's are 64 (pingpong, BM
@@ -172,6 +218,10 @@ struct CollectiveEpilogue {
   static_assert(kD1Div == 1 || (kD1Div == 2 && kOutputs == 2 && (sizeof(ElementD1) == 2 || sizeof(ElementD1) == 4)),
                 "a half-width output 1 is 16-bit or fp32");
   static constexpr int EpiN1 = EpiN / kD1Div;
+  static_assert(!kCf || (sizeof(ElementC) == 4 && sizeof(ElementD) == 4 && EpiN == 32 && kFrg == 16 &&
+                         kOutputs == 2 && kD1Div == 1 && (sizeof(ElementD1) == 2 || sizeof(ElementD1) == 4) &&
+                         Op::kNeedsC && !Op::kLinFirst),
+                "EpiCf: gemm_dgated's 32-bit C and D in 64 x 32 subtiles, output 1 (postact) of D's columns");
   using EpiTile1 = Shape<Int<EpiM>, Int<EpiN1>>;
   static constexpr int kSubtile = EpiM * EpiN;  // elements per buffer stage
   static constexpr int kSubtile1 = EpiM * EpiN1;  // elements per output-1 buffer stage
@@ -219,6 +269,8 @@ struct CollectiveEpilogue {
   static constexpr int kStagesCAhead =
       TileCAheadStages<Tile>::value >= 0 ? TileCAheadStages<Tile>::value : (VisitorCAhead<Op>::value ? kAheadAuto : 0);
   static constexpr bool kCAhead = kStagesCAhead > 0;
+  static_assert(!kEarly || (kCAhead && kStagesCAhead == 1 && Op::kNeedsC && !Op::kLinFirst),
+                "EpiEarly: a visitor that needs C (not kLinFirst), a C ring of one buffer");
   static_assert(kStagesCAhead <= kSubtilesPerTile, "no more C buffers than subtiles per tile");
   static constexpr bool kReuseSmemC = kSameWidthC && !kCAhead;
   static constexpr int EpiStagesD =
@@ -510,8 +562,25 @@ struct CollectiveEpilogue {
         int const c_stage = kCAhead ? sub_count % kStagesC : kReuseSmemC ? d_stage : 0;
         uint32_t const c_phase = uint32_t(kCAhead ? sub_count / kStagesC : sub_count) & 1u;
         cutlass::Array<float, kFrg> x;  // this subtile's accumulator values (fragment order)
-        CUTE_UNROLL
-        for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
+        if constexpr (kCf) {
+          // The cf order: slot i of a thread of odd lane / 4 holds fragment value i ^ 8.
+          bool const flip = cf_flip(etid) != 0u;
+          CUTE_UNROLL
+          for (int i = 0; i < kFrg; ++i) {
+            float const a = acc(epi_n * kFrg + i, epi_m, 0), b = acc(epi_n * kFrg + (i ^ 8), epi_m, 0);
+            x[i] = flip ? b : a;
+          }
+        } else {
+          CUTE_UNROLL
+          for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
+        }
+        // A thread's C values of one subtile from its buffer, in x's order.
+        auto read_c = [&](cutlass::Array<ElementC, kFrg>& c, ElementC const* buf) {
+          if constexpr (kCf)
+            load_subtile_cf<EpiN>(c, buf, etid);
+          else
+            load_subtile<EpiN>(c, buf, etid);
+        };
         cutlass::Array<float, kFrg> out[kOutputs];
         SubtileCoord const coord{m0, n0, etid, l};
         // C's values: from global memory (c_plain) or through TMA and smem. A kLinFirst visitor
@@ -534,7 +603,7 @@ struct CollectiveEpilogue {
           load_subtile_plain(c_smem + c_stage * kSubtile, p.c_ptr, p.ldc, p.batch_c, M, N, l, m0, n0, etid);
           epi_sync();  // the whole subtile is in the buffer
           cutlass::Array<ElementC, kFrg> c;
-          load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
+          read_c(c, c_smem + c_stage * kSubtile);
           cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
           if constexpr (kLin)
             op.lin.apply(x, x, &cf);
@@ -552,16 +621,28 @@ struct CollectiveEpilogue {
               copy(p.tma_c.with(bs.c_full[grp][0]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
             }
           }
-          if constexpr (kDiag == 1 || kDiag == 3) {
-            // Diagnostic: no C; a run-time value (not foldable): packed (1, ~1) for a 16-bit pair.
+          // kCAhead: issued by prefetch_c or kStagesC subtiles earlier (issue_c_ahead).
+          // Diagnostic modes 1, 3 and 5 issue no load into smem: nothing to wait on.
+          if constexpr (kDiag != 1 && kDiag != 3 && kDiag != 5)
+            cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][kCAhead ? c_stage : 0], c_phase);
+          if constexpr (kDiag == 1 || kDiag == 3 || kDiag == 4) {
+            // Diagnostic: C not read; a run-time value (not foldable): packed (1, ~1) for a 16-bit pair.
             CUTE_UNROLL
             for (int i = 0; i < kFrg; ++i) cf[i] = __uint_as_float(0x3f803f80u + (uint32_t(etid + i) & 7u));
           } else {
-          // kCAhead: issued by prefetch_c or kStagesC subtiles earlier (issue_c_ahead).
-          cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][kCAhead ? c_stage : 0], c_phase);
-          cutlass::Array<ElementC, kFrg> c;
-          load_subtile<EpiN>(c, c_smem + c_stage * kSubtile, etid);
-          cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
+            cutlass::Array<ElementC, kFrg> c;
+            read_c(c, c_smem + c_stage * kSubtile);
+            cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
+            if constexpr (kEarly && kCAhead) {
+              // Every thread's reads of buffer c_stage are done (the barrier orders a thread's
+              // prior memory accesses): it takes the load kStagesC subtiles ahead now.
+              if (etid < 32) {
+                cutlass::arch::NamedBarrier::sync(kEpiThreads, kCReadBarrier + uint32_t(grp));
+                if (etid == 0) issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
+              } else {
+                cutlass::arch::NamedBarrier::arrive(kEpiThreads, kCReadBarrier + uint32_t(grp));
+              }
+            }
           }
           if constexpr (kLin)
             op.lin.apply(x, x, &cf);
@@ -584,17 +665,24 @@ struct CollectiveEpilogue {
         bool const store_d1 = kOutputs == 2 && p.store_d1;
         if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
         epi_sync();  // ... and every thread's LDSM of C from it (reuse)
-        if constexpr (kCAhead) {
+        if constexpr (kCAhead && !(kEarly && kDiag != 1 && kDiag != 3 && kDiag != 4)) {
           // Every thread's LDSM of C buffer c_stage came before that sync: it takes the subtile
           // kStagesC places further in this tile's order, if any (count sub_count + kStagesC:
-          // same buffer, next phase).
+          // same buffer, next phase). (EpiEarly: issued right after the reads, above.)
           if (etid == 0 && c_via_tma(p))
             issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
         }
-        if (store_d) store_subtile<EpiN>(d, d_smem + d_stage * kSubtile, etid);
+        if (store_d) {
+          if constexpr (kCf)
+            store_subtile_cf<EpiN>(d, d_smem + d_stage * kSubtile, etid);
+          else
+            store_subtile<EpiN>(d, d_smem + d_stage * kSubtile, etid);
+        }
         if constexpr (kOutputs == 2) {
           if (store_d1) {
-            if constexpr (kD1Div == 2)
+            if constexpr (kCf)
+              store_subtile_cf<EpiN>(d1, ts.D1[grp].begin() + d_stage * kSubtile, etid);
+            else if constexpr (kD1Div == 2)
               store_half_subtile<EpiN1>(d1, ts.D1[grp].begin() + d_stage * kSubtile1, etid);
             else
               store_subtile<EpiN>(d1, ts.D1[grp].begin() + d_stage * kSubtile, etid);
@@ -662,7 +750,7 @@ struct CollectiveEpilogue {
     Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
                             EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
-    if constexpr (kDiag == 3) {  // diagnostic: the same box into L2 only, nothing to wait on
+    if constexpr (kDiag == 3 || kDiag == 5) {  // diagnostic: the same box into L2 only, nothing to wait on
       cute::prefetch(p.tma_c, bGS_gC(_, _, _, em, en));
       return;
     }

@@ -115,6 +115,80 @@ CUTE_DEVICE void load_subtile(cutlass::Array<T, N>& v, T const* buf, int t) {
   }
 }
 
+/// The bank-conflict-free order of a thread's fp32 pairs (tile suffix "cf", EpiCf in epilogue.cuh;
+/// 32-bit C and D in subtiles of 32 columns: rows of 128 bytes, SW128). In the fragment order
+/// above, pair p = (h, j) of a warp's lanes is one ld / st.shared.v2 at rows lane / 4 (+ 8h, + 16
+/// per warp) and bytes 32j + 8(lane % 4) of each row; SW128 XORs the 16-byte chunk index with the
+/// row's low 3 bits, so rows 2k and 2k + 1 put their 32 bytes in the same two chunks (one chunk
+/// pair per row pair) and each half-warp (rows 0-3 or 4-7: an 8-byte access is served half a warp
+/// at a time) hits every bank it touches twice: 4 wavefronts per instruction instead of 2
+/// (scripts/dgated_smem_banks.py). Here lanes of odd lane / 4 take column block j ^ 2 at slot
+/// (h, j): the 4 rows of a half-warp then cover 4 distinct chunk pairs (2 wavefronts). Slot p of
+/// such a thread holds fragment pair p ^ 4 (values 2p ^ 8, 2p ^ 8 + 1): the caller permutes the
+/// accumulator values to match (cf_flip), so every value meets its own C and lands at its own
+/// address; the results are bit-identical to the fragment order's.
+CUTE_HOST_DEVICE constexpr uint32_t cf_flip(int t) { return ((t % 32) / 4) & 1 ? 1u : 0u; }
+/// Byte offset of slot p (pair (p % 2, (p / 2) ^ 2·flip)) of thread t in a 128-byte-row SW128 buffer.
+CUTE_HOST_DEVICE constexpr uint32_t cf_offset(int t, int p, uint32_t flip) {
+  uint32_t const row = uint32_t(frag_row(t, p % 2));
+  uint32_t const k = uint32_t(8 * (t % 4)) ^ (64u * flip) ^ ((row & 7u) << 4);  // same for both h
+  return row * 128u + ((32u * uint32_t(p / 2)) ^ k);
+}
+// cf_offset is the fragment layout's address of pair p ^ 4·flip (checked for every thread and slot).
+CUTE_HOST_DEVICE constexpr bool cf_offset_ok() {
+  for (int t = 0; t < 128; ++t)
+    for (int p = 0; p < 8; ++p)
+      for (uint32_t f = 0; f < 2; ++f) {
+        int const q = p ^ int(4 * f);
+        if (cf_offset(t, p, f) != swizzled_offset<128>(uint32_t(frag_row(t, q % 2)), uint32_t(4 * frag_col(t, 2 * q))))
+          return false;
+      }
+  return true;
+}
+static_assert(cf_offset_ok(), "cf_offset: the SW128 address of fragment pair p ^ 4·flip");
+
+/// load_subtile's fp32 path in the cf order (thread t's slot p: fragment pair p ^ 4·cf_flip(t)).
+template <int EpiN, class T, int N>
+CUTE_DEVICE void load_subtile_cf(cutlass::Array<T, N>& v, T const* buf, int t) {
+  static_assert(sizeof(T) == 4 && EpiN == 32 && N == 16, "32-bit subtiles of 64 x 32: 16 values per thread");
+  uint32_t const sbase = cute::cast_smem_ptr_to_uint(buf);
+  uint32_t const flip = cf_flip(t);
+  CUTE_UNROLL
+  for (int p = 0; p < N / 2; ++p) {
+    float2 const x = ld_shared_f32x2(sbase + cf_offset(t, p, flip));
+    v[2 * p] = T(x.x);
+    v[2 * p + 1] = T(x.y);
+  }
+}
+
+/// store_subtile in the cf order: the 32-bit path (dpreact) as load_subtile_cf; the 16-bit path
+/// (postact of gemm_dgated: one value per pair, the same 64 x 32 subtile in rows of 64 bytes,
+/// SW64) by STSM as store_subtile, where STSM jj of a thread of odd lane / 4 holds its fragment's
+/// column blocks 2(jj ^ 1), 2(jj ^ 1) + 1: the lane that gives row r of each 8 x 8 matrix (lane %
+/// 8 = r) gives chunk matrix_chunk(t, jj ^ (r & 1)) (each matrix's 8 rows still fill the 8 bank
+/// groups: conflict-free as the fragment order).
+template <int EpiN, class T, int N>
+CUTE_DEVICE void store_subtile_cf(cutlass::Array<T, N> const& v, T* buf, int t) {
+  static_assert((sizeof(T) == 4 || sizeof(T) == 2) && EpiN == 32 && N == 16, "subtiles of 64 x 32: 16 values per thread");
+  if constexpr (sizeof(T) == 4) {
+    uint32_t const sbase = cute::cast_smem_ptr_to_uint(buf);
+    uint32_t const flip = cf_flip(t);
+    CUTE_UNROLL
+    for (int p = 0; p < N / 2; ++p) st_shared_f32x2(sbase + cf_offset(t, p, flip), float(v[2 * p]), float(v[2 * p + 1]));
+  } else {
+    constexpr int kRowBytes = EpiN * int(sizeof(T));
+    char* const base = reinterpret_cast<char*>(buf);
+    uint32_t const* r = reinterpret_cast<uint32_t const*>(v.data());
+    int const rflip = t & 1;  // this lane's address row (lane % 8) is odd
+    CUTE_UNROLL
+    for (int jj = 0; jj < EpiN / 16; ++jj) {
+      uint32_t const off = swizzled_offset<kRowBytes>(matrix_row(t), 16 * matrix_chunk(t, jj ^ rflip));
+      cute::SM90_U32x4_STSM_N::copy(r[4 * jj], r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3],
+                                    *reinterpret_cast<cute::uint128_t*>(base + off));
+    }
+  }
+}
+
 /// The bits of elements (r, c) and (r, c + 1) (c even) of a swizzled subtile buffer (one stage),
 /// column c in the low half: one 4-byte (16-bit T) or 8-byte (fp32) shared-memory load, as both
 /// sit in one 16-byte chunk. For the plain stores of the epilogue.

@@ -315,6 +315,58 @@ TEST(GemmEpilogueLayout, MatrixAddressingMatchesFragment) {
   expect_matrix_addressing_matches_fragment<32, bf16, 128>();  // pingpong 128x192, pingpong with two outputs
 }
 
+// The cf order (EpiCf, gemm_dgated's a1d2cf): slot i of a thread of odd lane / 4 holds fragment
+// value i ^ 8 (the accumulator permuted by store_tile); its 32-bit accesses (cf_offset: preact's
+// ld.shared.v2, dpreact's st.shared.v2) and postact's STSM (store_subtile_cf: the lane giving row
+// r of a matrix takes chunk group jj ^ (r & 1)) must put every slot's values where the fragment
+// order puts that fragment value; and a half-warp's 8-byte accesses must touch each bank once
+// (the fragment order: twice).
+TEST(GemmEpilogueLayout, ConflictFreeOrderMatchesFragment) {
+  constexpr int kEpiN = 32;
+  int conflicted = 0;
+  for (int t = 0; t < 128; ++t) {
+    const int lane = t % 32, warp0 = t - lane;
+    const int swap = cf_flip(t) ? 8 : 0;
+    for (int p = 0; p < 8; ++p) {  // 32-bit path: slot pair p = values 2p, 2p + 1
+      const int v = (2 * p) ^ swap;
+      EXPECT_EQ(cf_offset(t, p, cf_flip(t)),
+                swizzled_offset<kEpiN * 4>(frag_row(t, (v / 2) % 2), 4 * frag_col(t, v)))
+          << "thread " << t << " pair " << p;
+    }
+    for (int jj = 0; jj < kEpiN / 16; ++jj)  // 16-bit path (postact): STSM x4 jj
+      for (int q = 0; q < 4; ++q)
+        for (int c = 0; c < 2; ++c) {
+          const int giver = warp0 + 8 * q + lane / 4;
+          const uint32_t row_addr =
+              swizzled_offset<kEpiN * 2>(matrix_row(giver), 16 * matrix_chunk(giver, jj ^ (giver & 1)));
+          const uint32_t written = row_addr + uint32_t(2 * (2 * (lane % 4) + c));
+          const int v = (8 * jj + 2 * q + c) ^ swap;
+          EXPECT_EQ(written, swizzled_offset<kEpiN * 2>(frag_row(t, (v / 2) % 2), 2 * frag_col(t, v)))
+              << "thread " << t << " jj " << jj << " q " << q << " c " << c;
+        }
+  }
+  // Banks per half-warp and 8-byte access: cf order once each, fragment order twice.
+  for (int cf = 0; cf < 2; ++cf)
+    for (int p = 0; p < 8; ++p)
+      for (int half = 0; half < 2; ++half) {
+        int hits[32] = {};
+        for (int lane = 16 * half; lane < 16 * half + 16; ++lane) {
+          const uint32_t off = cf ? cf_offset(lane, p, cf_flip(lane))
+                                  : swizzled_offset<kEpiN * 4>(frag_row(lane, p % 2), 4 * frag_col(lane, 2 * p));
+          ++hits[(off / 4) % 32];
+          ++hits[(off / 4 + 1) % 32];
+        }
+        int most = 0;
+        for (int h : hits) most = h > most ? h : most;
+        if (cf) {
+          EXPECT_EQ(most, 1) << "cf order, pair " << p << ", half-warp " << half;
+        } else {
+          conflicted += most == 2;
+        }
+      }
+  EXPECT_EQ(conflicted, 16);  // the fragment order: every pair, both half-warps (2-way)
+}
+
 TEST(GemmEpilogueLayout, SwizzleIsABijectionWithinEachStage) {
   for (int row_bytes : {64, 128}) {
     std::vector<int> seen(size_t(row_bytes) * 128, 0);

@@ -49,8 +49,8 @@ bool one_output(GemmEpilogue e) {
   return e == GemmEpilogue::kLinComb || e == GemmEpilogue::kBias || e == GemmEpilogue::kRotary;
 }
 
-// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>][a<S>[d<D>]]"
-// gives "[e<N>][a<S>[d<D>]]"), empty if none; "?" if the tile part is not expected_tile(i) with such
+// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>][a<S>[d<D>]][cf][er][diag<M>]"
+// gives "[e<N>][a<S>[d<D>]][cf][er][diag<M>]"), empty if none; "?" if the tile part is not expected_tile(i) with such
 // a suffix.
 std::string split_suffix(const GemmInstance& i) {
   const std::string t = i.tile, base = expected_tile(i);
@@ -70,6 +70,16 @@ std::string split_suffix(const GemmInstance& i) {
     if (split.size() > 5 && split.compare(split.size() - 5, 4, "diag") == 0 && digit(split.back())) {
       if (!i.candidate) return "?";
       split.resize(split.size() - 5);
+    }
+    // er: C's next load right after the reads (gemm_dgated A/B candidates, after cf)
+    if (split.size() > 2 && split.compare(split.size() - 2, 2, "er") == 0) {
+      if (!i.candidate || i.epilogue != GemmEpilogue::kDGated) return "?";
+      split.resize(split.size() - 2);
+    }
+    // cf: the conflict-free order of 32-bit C and D (gemm_dgated A/B candidates, before er, diag<M>)
+    if (split.size() > 2 && split.compare(split.size() - 2, 2, "cf") == 0) {
+      if (!i.candidate || i.epilogue != GemmEpilogue::kDGated) return "?";
+      split.resize(split.size() - 2);
     }
     const bool ok = (split.size() == 2 || (split.size() == 4 && split[2] == 'd' && digit(split[3]))) &&
                     split[0] == 'a' && digit(split[1]);
