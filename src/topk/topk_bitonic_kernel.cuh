@@ -60,8 +60,9 @@
 // path walked in SASS: 128 to the loads, 69 the NaN test, 1653 making entries and the min / max
 // (with d), 3 × 57 butterfly rounds, ~155 to the stores: ~17 per element (E 64 T 16 counted the
 // same way: ~20.5); 162 registers (the row's 128 values), no local memory: 3 CTAs per SM (E 64:
-// 96, 5 CTAs; 192 and 160 KB of loads in flight per SM; 210 and 116 registers, 2 and 4 CTAs,
-// 128 KB, before the row-softmax fold read vector copies). Let H(e) = e >> b (the truncated key),
+// 80 under __launch_bounds__(128, 6), topk_bitonic_min_ctas: 6 CTAs; 96 and 5 before; 192 and
+// 160 KB of loads in flight per SM; 210 and 116 registers, 2 and 4 CTAs, 128 KB, before the
+// row-softmax fold read vector copies). Let H(e) = e >> b (the truncated key),
 // e_k the k-th selected entry, G the "boundary group" {elements with H = H(e_k)}. Elements with H >
 // H(e_k) are in the exact top-k and those with H < H(e_k) are not, so the selected set is exact
 // unless G has an unselected member (then the (k+1)-th entry, top[k] for k < K else d, has H =
@@ -287,6 +288,20 @@ __device__ __forceinline__ void topk_fix_group_f32(const float* xrow, int n, int
   }
 }
 
+/// %tid.x and %ctaid.x read again (volatile asm: NVVM keeps the read; ptxas may still reuse
+/// the entry's S2R where registers allow): the fp32 fit kernel remakes its row, row pointer and
+/// lane at the finish from them instead of holding ~8 registers through the selection.
+__device__ __forceinline__ uint32_t topk_fresh_tid() {
+  uint32_t t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+__device__ __forceinline__ uint32_t topk_fresh_ctaid() {
+  uint32_t c;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(c));
+  return c;
+}
+
 /// p unchanged, through an empty volatile asm (no instruction): what is computed from it stays
 /// after this point (in its branch), not hoisted or made unconditional.
 __device__ __forceinline__ const float* topk_opaque_ptr(const float* p) {
@@ -355,8 +370,18 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
   }
 }
 
+/// The CTAs per SM an instance asks ptxas for (__launch_bounds__' second argument; 0: none,
+/// as before: 1 raised other instances' registers, K 8 E 128 157 → 218, K 16 E 64 91 → 120). fp32 fit lists of 8 at E = 64 (the plan's N = 1024 instances,
+/// networks and filter): 6, ≤ 80 registers (their live peak without a cap: ~78 on the
+/// selection's path, 84 in the row-softmax fold's exponentials; allocated 89 → 96, 5 CTAs).
+template <typename T, int K, int V, bool kFit>
+constexpr int topk_bitonic_min_ctas() {
+  return std::is_same_v<T, float> && kFit && K == 8 && V == 16 ? 6 : 0;
+}
+
 template <typename T, int K, int V, bool kFit, bool kFilter = false>
-__global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const TopkParams p) {
+__global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T, K, V, kFit>()))
+    topk_bitonic_kernel(const TopkParams p) {
   constexpr bool kF32 = std::is_same_v<T, float>;
   static_assert(!kFilter || (kF32 && kFit && K == 8), "the candidate filter: fp32, fit, lists of 8");
   static_assert(sizeof(T) == 2 || kF32,
@@ -409,6 +434,9 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   }
 
   OnlineMaxSum::Val st = OnlineMaxSum::identity();
+  // fp32 fit: the row's (max, sum) waits in shared memory for the finish (not 2 registers held
+  // through the selection, whose register peak it raised).
+  __shared__ float2 st_sm[kF32 && kFit ? kTopkBitonicThreads : 1];
   if (p.softmax == kTopkSoftmaxRow) {
     if constexpr (kF32 && kFit) {
       // The thread's max, then Σ e^(x − max) in one chain (the vector-by-vector fold let ptxas
@@ -442,6 +470,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
       }
     }
     st = warp_allreduce_red<OnlineMaxSum>(st, tpr);
+    if constexpr (kF32 && kFit) st_sm[tid] = make_float2(st.v[0], st.v[1]);
 #pragma unroll
     for (int u = 0; u < V; ++u) pk[u] = topk_opaque(pk[u]);  // no CSE with the entries
   }
@@ -726,6 +755,24 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
     for (int off = 1; off < tpr; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
   }
 
+  if constexpr (kF32 && kFit) {
+    // The row, its pointer and the lane made again from %tid / %ctaid (ptxas may still keep
+    // the entry's S2R values; under the register cap of topk_bitonic_min_ctas it remakes them
+    // instead of holding the row, the row offset and the lane through the selection).
+    const int tid2 = static_cast<int>(topk_fresh_tid());
+    const int r2 = tid2 & (tpr - 1);
+    const int64_t row2 = static_cast<int64_t>(topk_fresh_ctaid()) * p.rows_per_cta +
+                         (tid2 >> (__ffs(tpr) - 1));
+    if (row2 >= p.M) return;
+    const T* const xrow2 = static_cast<const T*>(p.x.ptr) + row2 * p.x.row_stride;
+    OnlineMaxSum::Val st2 = OnlineMaxSum::identity();
+    if (p.softmax == kTopkSoftmaxRow) {
+      const float2 s2 = st_sm[tid2];
+      st2 = {{s2.x, s2.y}};
+    }
+    topk_finish_f32<K, V, kFit>(p, row2, xrow2, n, tpr, r2, bits, flip, top, d, st2);
+    return;
+  }
   if (!row_ok) return;
   if constexpr (kF32) {
     topk_finish_f32<K, V, kFit>(p, row, xrow, n, tpr, r, bits, flip, top, d, st);
