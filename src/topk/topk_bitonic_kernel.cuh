@@ -370,6 +370,12 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
   }
 }
 
+/// The T of the instance with a constant T (topk_bitonic_kernel's kT) beside the general one,
+/// else 0: fp32 fit lists of 8 at E 64, T 16 (N = 1024).
+constexpr int topk_bitonic_const_t(size_t elt, int list, int elems, bool fit) {
+  return elt == 4 && fit && list == 8 && elems == 64 ? 16 : 0;
+}
+
 /// The CTAs per SM an instance asks ptxas for (__launch_bounds__' second argument; 0: none,
 /// as before: 1 raised other instances' registers, K 8 E 128 157 → 218, K 16 E 64 91 → 120). fp32 fit lists of 8 at E = 64 (the plan's N = 1024 instances,
 /// networks and filter): 6, ≤ 80 registers (their live peak without a cap: ~78 on the
@@ -379,7 +385,10 @@ constexpr int topk_bitonic_min_ctas() {
   return std::is_same_v<T, float> && kFit && K == 8 && V == 16 ? 6 : 0;
 }
 
-template <typename T, int K, int V, bool kFit, bool kFilter = false>
+/// kT: T as a constant (0: p.threads_per_row). fp32 fit K 8 E 64 at T 16 (N = 1024) has its
+/// own instance (topk_bitonic_const_t): the loads' addresses become one base and immediate
+/// offsets, the butterfly unrolled.
+template <typename T, int K, int V, bool kFit, bool kFilter = false, int kT = 0>
 __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T, K, V, kFit>()))
     topk_bitonic_kernel(const TopkParams p) {
   constexpr bool kF32 = std::is_same_v<T, float>;
@@ -396,7 +405,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
   constexpr bool kPairs = K == 8 && kE % 16 == 0;
   constexpr unsigned kFull = 0xffffffffu;
 
-  const int tpr = p.threads_per_row;  // T
+  const int tpr = kT != 0 ? kT : p.threads_per_row;  // T
   const int tid = static_cast<int>(threadIdx.x);
   const int r = tid & (tpr - 1);
   // kFit: tid / T by a shift (T a power of 2; the division takes ~20 instructions per thread).
@@ -416,10 +425,14 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
   // element by element; past the row (or past M) zeros, whose entries are masked below.
   // kFit: every vector is inside the row (N = T·E); rows beyond M read row 0 (xrow).
   Packed<T, kV> pk[V];
+  // kT: the thread's first vector's address, then constant offsets (immediates in the loads).
+  const T* const xth = xrow + r * kV;
 #pragma unroll
   for (int u = 0; u < V; ++u) {
     const int c0 = (u * tpr + r) * kV;
-    if constexpr (kFit) {
+    if constexpr (kFit && kT != 0) {
+      load_packed<Cache::kStream>(xth + u * (kT * kV), pk[u]);
+    } else if constexpr (kFit) {
       load_packed<Cache::kStream>(xrow + c0, pk[u]);
     } else if (row_ok && c0 + kV <= n) {
       load_packed<Cache::kStream>(xrow + c0, pk[u]);
@@ -598,9 +611,9 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
       // The 9th largest of the row's T keys: a bitonic sort over the T lanes (16 or 32),
       // descending.
       auto sort_lanes = [&](auto tt) {
-        constexpr int kT = decltype(tt)::value;
+        constexpr int kLanes = decltype(tt)::value;
 #pragma unroll
-        for (int k2 = 2; k2 <= kT; k2 *= 2)
+        for (int k2 = 2; k2 <= kLanes; k2 *= 2)
 #pragma unroll
           for (int j = k2 / 2; j >= 1; j /= 2) {
             const uint32_t o = __shfl_xor_sync(kFull, v, j);
@@ -733,26 +746,41 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
   // some thread's own list below top[K − 1] or at most that thread's d, so d = the max over the
   // T threads of (d, the own entries below top[K − 1]): the same value, ~30 instructions in
   // all instead of ~13 per round.
+  // kT (fp32): the same d as the filter's (own list kept through the rounds, ~30 instructions
+  // after them): the butterfly's dropped entries are exactly the own entries outside the row's
+  // list, so the value equals the one the rounds' tracking gives (T 16: 4 × ~14 before).
+  constexpr bool kOwnD = kFilter || (kF32 && kT != 0);
   uint32_t own[K];
-  if constexpr (kFilter) {
+  if constexpr (kOwnD) {
 #pragma unroll
     for (int i = 0; i < K; ++i) own[i] = top[i];
   }
-  for (int off = 1; off < tpr; off *= 2) {
+  auto butterfly_round = [&](int off) {
     uint32_t o[K];
 #pragma unroll
     for (int i = 0; i < K; ++i) o[i] = __shfl_xor_sync(kFull, top[K - 1 - i], off);
-    if constexpr (kF32 && !kFilter) {
+    if constexpr (kF32 && !kOwnD) {
       d = max(d, __shfl_xor_sync(kFull, d, off));
       topk_merge_lists_track<K>(top, o, d);
     } else {
       topk_merge_lists<K>(top, o);
     }
+  };
+  if constexpr (kT != 0) {
+#pragma unroll
+    for (int off = 1; off < kT; off *= 2) butterfly_round(off);
+  } else {
+    for (int off = 1; off < tpr; off *= 2) butterfly_round(off);
   }
-  if constexpr (kFilter) {
+  if constexpr (kOwnD) {
 #pragma unroll
     for (int i = 0; i < K; ++i) d = max(d, own[i] < top[K - 1] ? own[i] : 0u);
-    for (int off = 1; off < tpr; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
+    if constexpr (kT != 0) {
+#pragma unroll
+      for (int off = 1; off < kT; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
+    } else {
+      for (int off = 1; off < tpr; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
+    }
   }
 
   if constexpr (kF32 && kFit) {
@@ -823,6 +851,12 @@ void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t
         if (plan.filter)
           return launch(topk_bitonic_kernel<T, kK, kVecs, kFit, true>, plan.grid, plan.threads,
                         0, 1, stream, where, p);
+      }
+      if constexpr (topk_bitonic_const_t(sizeof(T), kK, kVecs * kV, kFit) != 0) {
+        constexpr int kT = topk_bitonic_const_t(sizeof(T), kK, kVecs * kV, kFit);
+        if (plan.threads_per_row == kT)
+          return launch(topk_bitonic_kernel<T, kK, kVecs, kFit, false, kT>, plan.grid,
+                        plan.threads, 0, 1, stream, where, p);
       }
       launch(topk_bitonic_kernel<T, kK, kVecs, kFit>, plan.grid, plan.threads, 0, 1, stream,
              where, p);
