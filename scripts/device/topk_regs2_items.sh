@@ -1,0 +1,20 @@
+# Issue 19's last miss (top-k fp32 (65536, 1024, 8)), branch `topk-regs2`; cold call with Python
+# (the acceptance bench needs the extension and QuACK); carry [".peers", ".whl", ".data"]:
+#   BUDGET=590 TEST_TMO=80 TESTS='*Topk*' PYFILES='test_topk'
+#   ITEMS=scripts/device/topk_regs2_items.sh bash scripts/device/call_focus.sh
+# What changed (fp32 fit, lists of 8, E 64): 80 registers under __launch_bounds__(128, 6) (was
+# 89 -> 96 allocated: 5 CTAs/SM, now 6); T 16 (N = 1024) runs an instance with T constant
+# (immediate load offsets, unrolled butterfly) whose d comes from the own lists after the
+# butterfly; hot-path SASS per storing lane 1257 -> ~1200 (see the branch's commits).
+# Before (AJ2, main): kernel-only ~0.084 ms, acceptance 0.0866-0.0873, QuACK 0.0787 (0.91 x).
+# Predicted: kernel-only 0.076-0.080 ms at 65536x1024x8 (6 CTAs: 192 KB of loads in flight per
+# SM against 160, ~5 % fewer instructions); acceptance 0.079-0.083 (ours ~+0.0025 over
+# kernel-only in AJ); 65536x2048x8 (the filter instance, now 80 registers too, 6 CTAs) no slower
+# than AJ's ~0.160; 65536x1024x16 (K 16 E 64, unchanged code but for the finish's remade row)
+# within 1 % of ~0.123. If 1024x8 reads no faster, occupancy is not its limit: next is ncu's
+# stall reasons at 6 CTAs (tools in scripts/ncu_kernel.sh).
+QB=build/d/bench/quack-bench
+run topk_r2_k 60 bash -c "$QB topk --dtype fp32 --shapes 65536x1024x8,65536x2048x8,65536x1024x16; $QB topk --dtype fp32 --shapes 65536x1024x8 --path bitonic-fit; $QB topk --dtype fp32 --shapes 65536x1024x8 --softmax row; $QB topk --dtype fp32 --shapes 65536x1024x8 --largest 0"
+run topk_r2_p1 45 python3 bench/bench_topk.py --dtypes fp32 --shapes 65536x1024x8 --out $R/topk_r2_p1.jsonl
+run topk_r2_p2 45 python3 bench/bench_topk.py --dtypes fp32 --shapes 65536x1024x8 --out $R/topk_r2_p2.jsonl
+run topk_r2_cfg 60 $QB topk --dtype fp32 --shapes 65536x1024x8,65536x2048x8 --config all
