@@ -313,7 +313,7 @@ __device__ __forceinline__ const float* topk_opaque_ptr(const float* p) {
 /// fix-up of the selected set, the exact values from x, their exact order, the stores. Thread r
 /// stores entries r, r + T, ... (< k) by a loop whose body every lane runs together (a body per
 /// entry, each taken by one lane of the T, ran the lanes' stores one after another).
-template <int K, int V, bool kFit>
+template <int K, int V, bool kFit, int kT = 0>
 __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row, const float* xrow,
                                                 int n, int tpr, int r, int b, uint32_t flip,
                                                 uint32_t (&top)[K], uint32_t d,
@@ -335,6 +335,47 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
   }
   if ((next >> b) >= (ek >> b))
     topk_fix_group_f32<K, V, kFit>(xrow, n, k, tpr, r, b, flip, ek, top);
+  if constexpr (kT >= K) {
+    // T constant ≥ K: lane r stores entry r (r < k), taken by a select tree on r's bits; the
+    // tie test is lane r's pair (r, r + 1) (entry r + 1 from lane r + 1), a ballot over the
+    // row's lanes (the mask loop, the 7 pairs' compares on every lane and the tie path's
+    // hoisted operands were ~60 instructions per lane).
+    static_assert(K == 8, "the select tree: lists of 8");
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    const unsigned gmask = (kT == 32 ? 0xffffffffu : ((1u << kT) - 1u) << (lane & ~(kT - 1)));
+    const bool s0 = (r & 1) != 0, s1 = (r & 2) != 0, s2 = (r & 4) != 0;
+    const uint32_t a0 = s0 ? top[1] : top[0], a1 = s0 ? top[3] : top[2];
+    const uint32_t a2 = s0 ? top[5] : top[4], a3 = s0 ? top[7] : top[6];
+    const uint32_t c0 = s1 ? a1 : a0, c1 = s1 ? a3 : a2;
+    const uint32_t e = s2 ? c1 : c0;  // top[r & 7]
+    const uint32_t e_next = __shfl_down_sync(gmask, e, 1, kT);  // top[r + 1] (r + 1 < K)
+    const bool tie_pair = r + 1 < k && ((e ^ e_next) >> b) == 0u;
+    const bool tie = (__ballot_sync(gmask, tie_pair) & gmask) != 0u;
+    if (p.softmax == kTopkSoftmaxSelected) {
+      const float* const xs = topk_opaque_ptr(xrow);
+      float v[K];
+#pragma unroll
+      for (int i = 0; i < K; ++i) v[i] = i < k ? xs[m - (top[i] & m)] : 0.f;
+      st = topk_list_stats(v, [&](int i) { return i < k; });
+    }
+    const TopkSoftmaxScale sc = topk_softmax_scale(p, row, st, r == 0);
+    if (r >= k) return;
+    const uint32_t col = m - (e & m);
+    const float v = xrow[col];
+    int pos = r;
+    if (tie) {  // rank by (exact key, lower column: larger column part) among the k
+      const float* const xs = topk_opaque_ptr(xrow);
+      const uint32_t kx = topk_key_f32(__float_as_uint(v), flip);
+      pos = 0;
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        const uint32_t kj = topk_key_f32(__float_as_uint(xs[m - (top[j] & m)]), flip);
+        pos += (j < k) & ((kj > kx) | ((kj == kx) & ((top[j] & m) > (e & m))));
+      }
+    }
+    topk_store_entry(p, row, pos, v, col, sc.m, sc.inv_s);
+    return;
+  }
   bool tie = false;  // two of the k entries with one H: their order needs the exact keys
 #pragma unroll
   for (int i = 0; i + 1 < K; ++i)
@@ -798,7 +839,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
       const float2 s2 = st_sm[tid2];
       st2 = {{s2.x, s2.y}};
     }
-    topk_finish_f32<K, V, kFit>(p, row2, xrow2, n, tpr, r2, bits, flip, top, d, st2);
+    topk_finish_f32<K, V, kFit, kT>(p, row2, xrow2, n, tpr, r2, bits, flip, top, d, st2);
     return;
   }
   if (!row_ok) return;
