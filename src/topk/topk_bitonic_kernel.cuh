@@ -296,6 +296,13 @@ __device__ __forceinline__ uint32_t topk_fresh_tid() {
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
   return t;
 }
+/// %tid.x as %laneid | (%tid.x & ~31): the same value by an expression ptxas does not merge
+/// with the entry's (it kept the entry's shared-memory address of the thread's slot live).
+__device__ __forceinline__ uint32_t topk_fresh_tid_by_lane() {
+  uint32_t l;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));
+  return l | (topk_fresh_tid() & ~31u);
+}
 __device__ __forceinline__ uint32_t topk_fresh_ctaid() {
   uint32_t c;
   asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(c));
@@ -418,19 +425,22 @@ constexpr int topk_bitonic_const_t(size_t elt, int list, int elems, bool fit) {
 }
 
 /// The CTAs per SM an instance asks ptxas for (__launch_bounds__' second argument; 0: none,
-/// as before: 1 raised other instances' registers, K 8 E 128 157 → 218, K 16 E 64 91 → 120). fp32 fit lists of 8 at E = 64 (the plan's N = 1024 instances,
-/// networks and filter): 6, ≤ 80 registers (their live peak without a cap: ~78 on the
-/// selection's path, 84 in the row-softmax fold's exponentials; allocated 89 → 96, 5 CTAs).
-template <typename T, int K, int V, bool kFit>
+/// as before: 1 raised other instances' registers, K 8 E 128 157 → 218, K 16 E 64 91 → 120).
+/// fp32 fit lists of 8 at E = 64 (networks and filter): 6, ≤ 80 registers (their live peak
+/// without a cap: ~78 on the selection's path, 84 in the row-softmax fold's exponentials;
+/// allocated 89 → 96, 5 CTAs); the T 16 instance (kT, N = 1024): 7, ≤ 72 registers, no
+/// spills with its row pointer from shared memory and its lane from %laneid (QuACK 0.2.0's
+/// kernel: 72, 7 CTAs).
+template <typename T, int K, int V, bool kFit, int kT>
 constexpr int topk_bitonic_min_ctas() {
-  return std::is_same_v<T, float> && kFit && K == 8 && V == 16 ? 6 : 0;
+  return std::is_same_v<T, float> && kFit && K == 8 && V == 16 ? (kT == 16 ? 7 : 6) : 0;
 }
 
 /// kT: T as a constant (0: p.threads_per_row). fp32 fit K 8 E 64 at T 16 (N = 1024) has its
 /// own instance (topk_bitonic_const_t): the loads' addresses become one base and immediate
 /// offsets, the butterfly unrolled.
 template <typename T, int K, int V, bool kFit, bool kFilter = false, int kT = 0>
-__global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T, K, V, kFit>()))
+__global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T, K, V, kFit, kT>()))
     topk_bitonic_kernel(const TopkParams p) {
   constexpr bool kF32 = std::is_same_v<T, float>;
   static_assert(!kFilter || (kF32 && kFit && K == 8), "the candidate filter: fp32, fit, lists of 8");
@@ -456,7 +466,9 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
                       (kFit ? tid >> (__ffs(tpr) - 1) : tid / tpr);
   const bool row_ok = row < p.M;
   const int64_t N = p.N;  // ≤ kTopkBitonicMaxN: columns fit in int
-  const int n = static_cast<int>(N);
+  // kT (fit): N = T·E, a constant (so are b and m below: the entries' column parts become
+  // immediates).
+  const int n = kFit && kT != 0 ? kT * kE : static_cast<int>(N);
   const T* const xrow = static_cast<const T*>(p.x.ptr) + (row_ok ? row * p.x.row_stride : 0);
   const bool largest = p.largest;
   const uint32_t flip = largest ? 0u : 0xffffffffu;
@@ -491,6 +503,11 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
   // fp32 fit: the row's (max, sum) waits in shared memory for the finish (not 2 registers held
   // through the selection, whose register peak it raised).
   __shared__ float2 st_sm[kF32 && kFit ? kTopkBitonicThreads : 1];
+  // kT (fp32 fit): the thread's row pointer waits here for the finish too (ptxas held x's base
+  // in two registers through the selection to remake it: at the 72-register cap of 7 CTAs it
+  // spilled).
+  __shared__ const T* xrow_sm[kF32 && kFit && kT != 0 ? kTopkBitonicThreads : 1];
+  if constexpr (kF32 && kFit && kT != 0) xrow_sm[tid] = xrow;
   if (p.softmax == kTopkSoftmaxRow) {
     if constexpr (kF32 && kFit) {
       // The thread's max, then Σ e^(x − max) in one chain (the vector-by-vector fold let ptxas
@@ -598,6 +615,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
   // clear) and fq[i] (~m | 3 − i): the same bits as (key & ~m) | (m − column), without the
   // IADD per element (one per vector).
   const uint32_t fr = (cpf_r - 3u) | ~m;
+  const uint32_t fa = ~m | static_cast<uint32_t>(4 * (tpr - 1 - r));  // kT: r's bits of m − col
   uint32_t fq[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) fq[i] = ~m | (3u - static_cast<uint32_t>(i));
@@ -609,7 +627,15 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
       const int u = t0 / 4, i = t0 % 4;  // its vector, its word in the vector
       const uint4 w4 = pk[u].word[0];
       const uint32_t w = i == 0 ? w4.x : i == 1 ? w4.y : i == 2 ? w4.z : w4.w;
-      if constexpr (kFit) {
+      if constexpr (kFit && kT != 0) {
+        // m constant: m − column = (bits of r: fa, per thread) | (bits of u and i: an
+        // immediate), disjoint below m, both ~m above it: one LOP3 as below, no IADD per
+        // vector (checked in Python for T 1..32, E 16..128, every r, u, i, random keys).
+        const uint32_t fb = ~m | ((m & ~(4u * (kT - 1) | 3u)) ^ static_cast<uint32_t>(4 * u * kT)) |
+                            (3u - static_cast<uint32_t>(i));
+        e[j] = topk_entry_lop3(topk_key_f32_plain(w, sh), fa, fb);  // SHF, LOP3, LOP3
+        continue;
+      } else if constexpr (kFit) {
         // Opaque (no instruction): made here, once per vector, not hoisted (V live parts).
         if (i == 0)
           ru = static_cast<uint32_t>(topk_opaque(static_cast<int>(
@@ -828,12 +854,18 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
     // The row, its pointer and the lane made again from %tid / %ctaid (ptxas may still keep
     // the entry's S2R values; under the register cap of topk_bitonic_min_ctas it remakes them
     // instead of holding the row, the row offset and the lane through the selection).
-    const int tid2 = static_cast<int>(topk_fresh_tid());
+    const int tid2 = static_cast<int>(kT != 0 ? topk_fresh_tid_by_lane() : topk_fresh_tid());
     const int r2 = tid2 & (tpr - 1);
-    const int64_t row2 = static_cast<int64_t>(topk_fresh_ctaid()) * p.rows_per_cta +
-                         (tid2 >> (__ffs(tpr) - 1));
+    // kT: rows per CTA 128 / T as a constant, an expression ptxas cannot merge with the
+    // entry's (p.rows_per_cta): the entry's row and row pointer die after the loads.
+    const int64_t row2 =
+        static_cast<int64_t>(topk_fresh_ctaid()) *
+            (kT != 0 ? kTopkBitonicThreads / (kT != 0 ? kT : 1) : p.rows_per_cta) +
+        (tid2 >> (__ffs(tpr) - 1));
     if (row2 >= p.M) return;
-    const T* const xrow2 = static_cast<const T*>(p.x.ptr) + row2 * p.x.row_stride;
+    // (a generic pointer: the reloads are LD.E, not LDG; the cvta form hung cicc)
+    const T* const xrow2 = kT != 0 ? xrow_sm[tid2]
+                                   : static_cast<const T*>(p.x.ptr) + row2 * p.x.row_stride;
     OnlineMaxSum::Val st2 = OnlineMaxSum::identity();
     if (p.softmax == kTopkSoftmaxRow) {
       const float2 s2 = st_sm[tid2];
