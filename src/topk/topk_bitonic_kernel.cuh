@@ -60,11 +60,12 @@
 // path walked in SASS: 128 to the loads, 69 the NaN test, 1653 making entries and the min / max
 // (with d), 3 × 57 butterfly rounds, ~155 to the stores: ~17 per element (E 64 T 16 counted the
 // same way: ~20.5); 162 registers (the row's 128 values), no local memory: 3 CTAs per SM (E 64:
-// 80 under __launch_bounds__(128, 6), topk_bitonic_min_ctas: 6 CTAs; 96 and 5 before; 192 and
-// 160 KB of loads in flight per SM; 210 and 116 registers, 2 and 4 CTAs, 128 KB, before the
-// row-softmax fold read vector copies). Let H(e) = e >> b (the truncated key),
-// e_k the k-th selected entry, G the "boundary group" {elements with H = H(e_k)}. Elements with H >
-// H(e_k) are in the exact top-k and those with H < H(e_k) are not, so the selected set is exact
+// 80 under __launch_bounds__(128, 6), topk_bitonic_min_ctas: 6 CTAs; the T 16 instance with
+// T and N constant: 72, 7 CTAs, 224 KB of loads in flight per SM; 96 and 5 before, 160 KB;
+// E 128: 192 KB; 210 and 116 registers, 2 and 4 CTAs, 128 KB, before the row-softmax fold read
+// vector copies). Let H(e) = e >> b (the truncated key), e_k the k-th selected entry, G the
+// "boundary group" {elements with H = H(e_k)}. Elements with H > H(e_k) are in the exact top-k
+// and those with H < H(e_k) are not, so the selected set is exact
 // unless G has an unselected member (then the (k+1)-th entry, top[k] for k < K else d, has H =
 // H(e_k): the cheap test, row-uniform) with an exact key above a selected member's (selected
 // members are G's lowest columns). Only then (rare on real rows: equal top 32 − b key bits at the
