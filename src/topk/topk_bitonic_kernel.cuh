@@ -317,6 +317,35 @@ __device__ __forceinline__ const float* topk_opaque_ptr(const float* p) {
   return p;
 }
 
+/// softmax = selected: (max, sum of exponentials) of the k selected values, read from x at the
+/// list's columns (an opaque pointer, no instruction: the loads and their addresses stay in the
+/// caller's branch).
+template <int K>
+__device__ __forceinline__ OnlineMaxSum::Val topk_selected_stats_f32(const float* xrow, const uint32_t (&top)[K],
+                                                                     int k, uint32_t m) {
+  const float* const xs = topk_opaque_ptr(xrow);
+  float v[K];
+#pragma unroll
+  for (int i = 0; i < K; ++i) v[i] = i < k ? xs[m - (top[i] & m)] : 0.f;
+  return topk_list_stats(v, [&](int i) { return i < k; });
+}
+
+/// Entry e's (value v) place among the k by (exact key, lower column: larger column part), for
+/// lists where two entries share a cheap key (the tie path; opaque pointer as above).
+template <int K>
+__device__ __forceinline__ int topk_tie_rank_f32(const float* xrow, const uint32_t (&top)[K], int k, uint32_t m,
+                                                 uint32_t e, float v, uint32_t flip) {
+  const float* const xs = topk_opaque_ptr(xrow);
+  const uint32_t kx = topk_key_f32(__float_as_uint(v), flip);
+  int pos = 0;
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    const uint32_t kj = topk_key_f32(__float_as_uint(xs[m - (top[j] & m)]), flip);
+    pos += (j < k) & ((kj > kx) | ((kj == kx) & ((top[j] & m) > (e & m))));
+  }
+  return pos;
+}
+
 /// fp32: the end of the kernel for a row inside M (header, "fp32"): the cheap test and the
 /// fix-up of the selected set, the exact values from x, their exact order, the stores. Thread r
 /// stores entries r, r + T, ... (< k) by a loop whose body every lane runs together (a body per
@@ -359,28 +388,12 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
     const uint32_t e_next = __shfl_down_sync(gmask, e, 1, kT);  // top[r + 1] (r + 1 < K)
     const bool tie_pair = r + 1 < k && ((e ^ e_next) >> b) == 0u;
     const bool tie = (__ballot_sync(gmask, tie_pair) & gmask) != 0u;
-    if (p.softmax == kTopkSoftmaxSelected) {
-      const float* const xs = topk_opaque_ptr(xrow);
-      float v[K];
-#pragma unroll
-      for (int i = 0; i < K; ++i) v[i] = i < k ? xs[m - (top[i] & m)] : 0.f;
-      st = topk_list_stats(v, [&](int i) { return i < k; });
-    }
+    if (p.softmax == kTopkSoftmaxSelected) st = topk_selected_stats_f32(xrow, top, k, m);
     const TopkSoftmaxScale sc = topk_softmax_scale(p, row, st, r == 0);
     if (r >= k) return;
     const uint32_t col = m - (e & m);
     const float v = xrow[col];
-    int pos = r;
-    if (tie) {  // rank by (exact key, lower column: larger column part) among the k
-      const float* const xs = topk_opaque_ptr(xrow);
-      const uint32_t kx = topk_key_f32(__float_as_uint(v), flip);
-      pos = 0;
-#pragma unroll
-      for (int j = 0; j < K; ++j) {
-        const uint32_t kj = topk_key_f32(__float_as_uint(xs[m - (top[j] & m)]), flip);
-        pos += (j < k) & ((kj > kx) | ((kj == kx) & ((top[j] & m) > (e & m))));
-      }
-    }
+    const int pos = tie ? topk_tie_rank_f32(xrow, top, k, m, e, v, flip) : r;
     topk_store_entry(p, row, pos, v, col, sc.m, sc.inv_s);
     return;
   }
@@ -388,14 +401,7 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
 #pragma unroll
   for (int i = 0; i + 1 < K; ++i)
     tie |= (i + 1 < k) & ((top[i] >> b) == (top[i + 1] >> b));
-  if (p.softmax == kTopkSoftmaxSelected) {
-    // Opaque pointer (no instruction): the loads and their addresses stay in this branch.
-    const float* const xs = topk_opaque_ptr(xrow);
-    float v[K];
-#pragma unroll
-    for (int i = 0; i < K; ++i) v[i] = i < k ? xs[m - (top[i] & m)] : 0.f;
-    st = topk_list_stats(v, [&](int i) { return i < k; });
-  }
+  if (p.softmax == kTopkSoftmaxSelected) st = topk_selected_stats_f32(xrow, top, k, m);
   const TopkSoftmaxScale sc = topk_softmax_scale(p, row, st, r == 0);
 #pragma unroll 1
   for (int i = r; i < k; i += tpr) {
@@ -404,17 +410,7 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
     for (int q = 0; q < K; ++q) e |= top[q] & (0u - static_cast<uint32_t>(q == i));
     const uint32_t col = m - (e & m);
     const float v = xrow[col];
-    int pos = i;
-    if (tie) {  // rank by (exact key, lower column: larger column part) among the k
-      const float* const xs = topk_opaque_ptr(xrow);  // as above: the rank stays in the branch
-      const uint32_t kx = topk_key_f32(__float_as_uint(v), flip);
-      pos = 0;
-#pragma unroll
-      for (int j = 0; j < K; ++j) {
-        const uint32_t kj = topk_key_f32(__float_as_uint(xs[m - (top[j] & m)]), flip);
-        pos += (j < k) & ((kj > kx) | ((kj == kx) & ((top[j] & m) > (e & m))));
-      }
-    }
+    const int pos = tie ? topk_tie_rank_f32(xrow, top, k, m, e, v, flip) : i;
     topk_store_entry(p, row, pos, v, col, sc.m, sc.inv_s);
   }
 }
