@@ -16,7 +16,9 @@
 # for chunk 1's write-only; run U2 forced the ring tile on all 8 halves: -1.65 ms, chunk 1 then
 # paying ~0.36 ms per half more than on 128x256), (c) -0.35..-0.45 ms (the 0.406 ms cast, the last
 # GEMM's fp32 stores become bf16 under the other warpgroup's mainloop). Ours ~83.2 ms (82.6-84.0)
-# -> ~1.031 x (1.024-1.041) the unchanged GEMM sum; memory unchanged (3.06 GiB). Bits: loss, dx
+# -> ~1.031 x (1.024-1.041) the unchanged GEMM sum (against: AD3's `lce-overhead`, the same ring
+# tile on every half plus stream-K, read 1.059 x where 1.018-1.028 was predicted; here the ring
+# tile runs only on the halves that read C, without stream-K); memory unchanged (3.06 GiB). Bits: loss, dx
 # and dW identical to main's path (check_lce_dw_bits.py: "old" = f32_mm:128x256 + cast at end).
 # In the trace: 8 dW halves of 2.98 (chunk 1, 128x256) and ~3.1-3.4 ms (ring), no lce_cast of
 # 0.406 ms, the 15 compaction launches before the last dW half.

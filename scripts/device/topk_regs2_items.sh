@@ -9,10 +9,12 @@
 # (was 89 -> 96 allocated, 5 CTAs; QuACK 0.2.0: 72, 7); hot-path SASS per storing lane 1257 ->
 # 1122 (-10.7 %). The other E 64 fit instances (runtime T, the filter at T 32) 80 registers, 6
 # CTAs (were 89 / 91, 5). See the branch's commits.
-# Before (AJ2, main): kernel-only ~0.084 ms, acceptance 0.0866-0.0873, QuACK 0.0787 (0.91 x).
+# Before: kernel-only 0.0854 ms (AI4, before the one-LOP3 entry; main's kernel-only figure since
+# was not measured: AJ1's item passed a --config topk does not take), acceptance 0.0865-0.0873
+# (AJ1 / AJ2), QuACK 0.0785 (0.91 x).
 # Predicted: kernel-only 0.075-0.080 ms at 65536x1024x8 (7 CTAs: 224 KB of loads in flight per
 # SM against 160, as QuACK's; ~11 % fewer instructions); acceptance 0.078-0.083 (ours ~+0.0025
-# over kernel-only in AJ): >= 1.0 x QuACK needs the low half of that range. 65536x2048x8 (filter
+# over kernel-only, AI4 against AJ): >= 1.0 x QuACK needs the low half of that range. 65536x2048x8 (filter
 # instance, 80 registers, 6 CTAs) no slower than AJ's ~0.160; 65536x1024x16 (K 16 E 64, only the
 # finish's remade row changed) within 1 % of ~0.123. --softmax row / --largest 0 exercise the
 # st_sm and the flipped-key paths (timings only; the GPU tests check values). If 1024x8 reads no
