@@ -2,6 +2,9 @@
 
 An A/B variant that changes only how data is staged (buffer counts, prefetches, orders of
 loads) must give the production tile's bits. Exits 1 on any difference, naming tile, shape and output.
+A forced tile that is not compiled runs the group's base instance (gemm.cpp), which would pass
+unseen: --must-differ names tiles that must NOT give the base's bits (a diagnostic tile with
+synthetic inputs, diag1), a control that the forcing reaches the kernels of this build.
 
     python3 scripts/check_tile_same.py --base 128x128ppa1d2 --tiles 128x128ppa2d2,128x128ppa3d2
 """
@@ -14,6 +17,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--base", required=True)
     p.add_argument("--tiles", required=True)
+    p.add_argument("--must-differ", default="", help="tiles whose outputs must differ from --base's")
     p.add_argument("--shapes", default="16384x5632x2048,1000x1000x520,4096x2048x4096,130x4000x64")
     a = p.parse_args()
     import torch
@@ -40,6 +44,11 @@ def main():
                 same = torch.equal(x.view(torch.int16), y.view(torch.int16))
                 print(f"{t} {s} output {i}: {'same bits' if same else 'DIFFERS'}")
                 bad += not same
+        for t in filter(None, a.must_differ.split(",")):
+            got = run(t)
+            differs = any(not torch.equal(x.view(torch.int16), y.view(torch.int16)) for x, y in zip(got, ref))
+            print(f"{t} {s} (control): {'differs, as it must' if differs else 'SAME BITS: the forcing did not reach it'}")
+            bad += not differs
     os.environ.pop("QUACK_GEMM_TILE", None)
     sys.exit(1 if bad else 0)
 
