@@ -55,15 +55,12 @@
 // The cheap test below fires where H(d) ≥ H(e_k) (d ≥ e_k is possible with the pairs' bound:
 // then the reload finds the exact answer). fp32 K 8 E 64 fit, per thread (largest, no softmax):
 // ~70 to the loads, ~40 NaN test, 269 making entries, 486 min / max, 38 for d, 4 × ~50
-// butterfly rounds, ~210 to the stores: ~21 per element (was ~33 counting the stores' divergent
-// bodies). fp32 K 8 E 128 T 8 fit (the fit-only E, topk_bitonic_max_fit_elems; forced), the same
+// butterfly rounds, ~210 to the stores: ~21 per element (the stores' bodies run by every lane together). fp32 K 8 E 128 T 8 fit (the fit-only E, topk_bitonic_max_fit_elems; forced), the same
 // path walked in SASS: 128 to the loads, 69 the NaN test, 1653 making entries and the min / max
 // (with d), 3 × 57 butterfly rounds, ~155 to the stores: ~17 per element (E 64 T 16 counted the
 // same way: ~20.5); 162 registers (the row's 128 values), no local memory: 3 CTAs per SM (E 64:
 // 80 under __launch_bounds__(128, 6), topk_bitonic_min_ctas: 6 CTAs; the T 16 instance with
-// T and N constant: 72, 7 CTAs, 224 KB of loads in flight per SM; 96 and 5 before, 160 KB;
-// E 128: 192 KB; 210 and 116 registers, 2 and 4 CTAs, 128 KB, before the row-softmax fold read
-// vector copies). Let H(e) = e >> b (the truncated key), e_k the k-th selected entry, G the
+// T and N constant: 72, 7 CTAs, 224 KB of loads in flight per SM; E 128: 192 KB). Let H(e) = e >> b (the truncated key), e_k the k-th selected entry, G the
 // "boundary group" {elements with H = H(e_k)}. Elements with H > H(e_k) are in the exact top-k
 // and those with H < H(e_k) are not, so the selected set is exact
 // unless G has an unselected member (then the (k+1)-th entry, top[k] for k < K else d, has H =
@@ -92,8 +89,8 @@
 // those of the networks over the candidates, which hold the row's top 9: the butterfly and
 // topk_finish_f32 run unchanged. A thread with a NaN (its NaN bits fail the compare) takes all
 // 64 as candidates (the loop prepares each reloaded x as above), as does every thread at T < 16
-// (t9 = 0): the instance has no networks (91 registers against 96: 5 CTAs per SM, as the networks'
-// instance since the row-softmax fold read vector copies; 116 and 4 before). Random rows:
+// (t9 = 0): the instance has no networks (80 registers under the 6-CTA bound of
+// topk_bitonic_min_ctas, as the networks' instance). Random rows:
 // ~10 candidates per row, ~3–4 loop iterations per warp of ~46 SASS (the next candidate's load
 // issued before the insert); rows of equal values, or a NaN, make all 64 candidates (64
 // iterations: ~3× the networks' time, exact).
@@ -422,7 +419,7 @@ constexpr int topk_bitonic_const_t(size_t elt, int list, int elems, bool fit) {
 }
 
 /// The CTAs per SM an instance asks ptxas for (__launch_bounds__' second argument; 0: none,
-/// as before: 1 raised other instances' registers, K 8 E 128 157 → 218, K 16 E 64 91 → 120).
+/// since a bound of 1 raises other instances' registers: K 8 E 128 157 → 218, K 16 E 64 91 → 120).
 /// fp32 fit lists of 8 at E = 64 (networks and filter): 6, ≤ 80 registers (their live peak
 /// without a cap: ~78 on the selection's path, 84 in the row-softmax fold's exponentials;
 /// allocated 89 → 96, 5 CTAs); the T 16 instance (kT, N = 1024): 7, ≤ 72 registers, no
@@ -812,7 +809,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
   // all instead of ~13 per round.
   // kT (fp32): the same d as the filter's (own list kept through the rounds, ~30 instructions
   // after them): the butterfly's dropped entries are exactly the own entries outside the row's
-  // list, so the value equals the one the rounds' tracking gives (T 16: 4 × ~14 before).
+  // list, so the value equals the one the rounds' tracking would give (~4 × 14 instructions at T 16).
   constexpr bool kOwnD = kFilter || (kF32 && kT != 0);
   uint32_t own[K];
   if constexpr (kOwnD) {
