@@ -363,8 +363,7 @@ void check_compiled_dtypes(const ArgCheck& chk, const GemmProblem& p, const char
 std::vector<detail::GemmCandidate> candidates(const Instance& base) {
   std::vector<detail::GemmCandidate> out{{base.tile, base.run}};
   for (const Instance& i : kGemmInstances)
-    // Never a diagnostic A/B candidate ("...diag<M>", instances_ab.txt: wrong results by design).
-    if (&i != &base && same_problem(i, base) && std::strstr(i.tile, "diag") == nullptr) out.push_back({i.tile, i.run});
+    if (&i != &base && same_problem(i, base) && !i.diagnostic) out.push_back({i.tile, i.run});
   return out;
 }
 

@@ -21,6 +21,7 @@ struct GemmInstance {
   bool pingpong;          // pingpong consumers, else cooperative
   bool candidate;         // a device A/B candidate (instances_ab.txt, A/B builds only): runs only when
                           // forced by its tile name; never the tile rule's pick nor a group's base
+  bool diagnostic;        // a diagnostic A/B tile ("...diag<M>": wrong results by design): never tuned
   GemmLauncher run;
 };
 

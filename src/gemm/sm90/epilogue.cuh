@@ -192,6 +192,10 @@ struct CollectiveEpilogue {
   using ElementD1 = conditional_t<is_void_v<ElementD1_>, ElementD_, ElementD1_>;
   static constexpr int kOutputs = Op::kOutputs;
   static constexpr int kDiag = TileEpiDiag<Tile>::value;  // 0 in production (EpiDiag: test only)
+  // What of C's path a diagnostic mode keeps (production: all): its TMA load into the buffer and
+  // the c_full wait (modes 1, 3 and 5 drop them), the threads' reads of the buffer (1, 3, 4 drop them).
+  static constexpr bool kLoadsCIntoSmem = kDiag != 1 && kDiag != 3 && kDiag != 5;
+  static constexpr bool kReadsC = kDiag != 1 && kDiag != 3 && kDiag != 4;
   static constexpr bool kCf = TileEpiCf<Tile>::value;     // EpiCf: the conflict-free order (A/B)
   static constexpr bool kEarly = TileEpiEarly<Tile>::value;  // EpiEarly: C's next load right after the reads (A/B)
   // EpiEarly's named barrier per group (epi_sync takes 1 + grp, the pingpong turns 3 and 4).
@@ -622,10 +626,9 @@ struct CollectiveEpilogue {
             }
           }
           // kCAhead: issued by prefetch_c or kStagesC subtiles earlier (issue_c_ahead).
-          // Diagnostic modes 1, 3 and 5 issue no load into smem: nothing to wait on.
-          if constexpr (kDiag != 1 && kDiag != 3 && kDiag != 5)
+          if constexpr (kLoadsCIntoSmem)
             cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][kCAhead ? c_stage : 0], c_phase);
-          if constexpr (kDiag == 1 || kDiag == 3 || kDiag == 4) {
+          if constexpr (!kReadsC) {
             // Diagnostic: C not read; a run-time value (not foldable): packed (1, ~1) for a 16-bit pair.
             CUTE_UNROLL
             for (int i = 0; i < kFrg; ++i) cf[i] = __uint_as_float(0x3f803f80u + (uint32_t(etid + i) & 7u));
@@ -665,7 +668,7 @@ struct CollectiveEpilogue {
         bool const store_d1 = kOutputs == 2 && p.store_d1;
         if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
         epi_sync();  // ... and every thread's LDSM of C from it (reuse)
-        if constexpr (kCAhead && !(kEarly && kDiag != 1 && kDiag != 3 && kDiag != 4)) {
+        if constexpr (kCAhead && !(kEarly && kReadsC)) {
           // Every thread's LDSM of C buffer c_stage came before that sync: it takes the subtile
           // kStagesC places further in this tile's order, if any (count sub_count + kStagesC:
           // same buffer, next phase). (EpiEarly: issued right after the reads, above.)
@@ -750,7 +753,7 @@ struct CollectiveEpilogue {
     Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
                             EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
-    if constexpr (kDiag == 3 || kDiag == 5) {  // diagnostic: the same box into L2 only, nothing to wait on
+    if constexpr (!kLoadsCIntoSmem) {  // diagnostic 3 / 5 (1 loads nothing): the box into L2 only, no wait
       cute::prefetch(p.tma_c, bGS_gC(_, _, _, em, en));
       return;
     }

@@ -64,11 +64,13 @@ std::string split_suffix(const GemmInstance& i) {
     while (k < rest.size() && digit(rest[k])) ++k;
     if (k == d0) return "?";
   }
+  bool diag = false;  // the name says diag<M>: the flag must say it too, and only then
   if (k < rest.size()) {  // a<S>[d<D>]: the buffer split
     std::string split = rest.substr(k);
     // diag<M>: a diagnostic A/B candidate after the split (wrong results; instances_ab.txt only)
     if (split.size() > 5 && split.compare(split.size() - 5, 4, "diag") == 0 && digit(split.back())) {
       if (!i.candidate) return "?";
+      diag = true;
       split.resize(split.size() - 5);
     }
     // er: C's next load right after the reads (gemm_dgated A/B candidates, after cf)
@@ -85,6 +87,7 @@ std::string split_suffix(const GemmInstance& i) {
                     split[0] == 'a' && digit(split[1]);
     if (!ok) return "?";
   }
+  if (i.diagnostic != diag) return "?";
   return rest;
 }
 
