@@ -27,7 +27,8 @@
 // than one chunk and a 16-bit dweight that is written (not accumulated into) and contiguous,
 // the first ⌊V/2⌋ rows (rounded down to 8) of the accumulator live in dweight's own memory
 // (fp32 rows take twice the bytes of 16-bit rows) and only the other half is workspace; the
-// end of the call compacts them in place into 16-bit rows. kLowMemory instead accumulates only
+// last chunk compacts them in place into 16-bit rows, then stores the other half's rows into
+// dweight from its dweight GEMM (fp32 accumulator as C, rounded once). kLowMemory instead accumulates only
 // the first ⌊V/3⌋ rows (inside dweight's memory, no workspace) while the chunks are processed,
 // and computes the other rows' dweight afterwards by vocabulary slices of all T tokens
 // (recomputing those logits from the forward's lse: one GEMM of T·(V − V/3)·D more), so no

@@ -5,7 +5,8 @@
 // Passes of the forward (include/quack/linear_cross_entropy.h has the method):
 //   token-chunk pass   chunks of `chunk` tokens over the full vocabulary: logits chunk, the CE
 //                      forward with the gradient in place, dx rows, dbias partials, and dweight
-//                      rows [0, dw_rows) accumulated (kDirect: into dweight itself; kAcc: fp32)
+//                      rows [0, dw_rows) accumulated (kDirect: into dweight itself; kAcc: fp32;
+//                      the last chunk stores the workspace rows into dweight: dw_ws_last_direct)
 //   vocabulary pass    (kLowMemory with dw_rows < V) slices of `vslice` columns of [dw_rows, V)
 //                      over all T tokens: the logits slice again, the CE backward from lse in
 //                      place, and that slice's dweight rows by one GEMM with K = T
@@ -41,6 +42,12 @@ struct LcePlan {
   LceDw dw = LceDw::kNone;
   int64_t dw_rows = 0;    // dweight rows of the token-chunk pass (V, or the low-memory V0)
   int64_t acc_in_dw = 0;  // kAcc: fp32 rows living inside dweight's memory
+  // kAcc, dweight written (not accumulated into): the last chunk's GEMM of the workspace rows
+  // [acc_in_dw, dw_rows) stores them straight into dweight's 16-bit rows (D = acc + C, C their
+  // fp32 accumulator: no cast of them at the end); rows [0, acc_in_dw) are compacted in place
+  // before it (their 16-bit rows free the bytes it writes), inside the last chunk. Off (the
+  // rows cast after the chunks, as before) with QUACK_LCE_DW_CAST_AT_END=1: device A/B only.
+  bool dw_ws_last_direct = false;
   // vocabulary pass (forward: [dw_rows, V) with kLowMemory; backward: [0, V))
   int64_t v_begin = 0;    // first column; V: no vocabulary pass
   int64_t vslice = 0;     // columns per slice (multiple of 8 unless it is the whole range)

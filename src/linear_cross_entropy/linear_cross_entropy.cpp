@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -234,6 +235,10 @@ LcePlan lce_plan_fwd(const LinearCrossEntropyFwdArgs& a) {
         p.dw_rows = s.V;
         p.acc_in_dw = in_dw ? lce_split_rows(s.V) : 0;
       }
+      // QUACK_LCE_DW_CAST_AT_END=1 (device A/B only): the workspace rows cast at the end.
+      const char* cast_env = std::getenv("QUACK_LCE_DW_CAST_AT_END");
+      const bool cast_at_end = cast_env != nullptr && std::strcmp(cast_env, "1") == 0;
+      p.dw_ws_last_direct = !a.accumulate && p.dw_rows > p.acc_in_dw && !cast_at_end;
     }
   }
   if (p.v_begin < s.V) {
@@ -543,8 +548,25 @@ void run_fwd(const LinearCrossEntropyFwdArgs& a, const LcePlan& p, cudaStream_t 
     if (p.dw == LceDw::kDirect) {
       run_gemm(lt(0, p.V), xc, a.dweight, a.accumulate || k > 0, s);
     } else if (p.dw == LceDw::kAcc) {
+      const bool last = k + 1 == p.n_chunks;
       if (dw_in.present()) run_gemm(lt(0, p.acc_in_dw), xc, dw_in, k > 0, s);
-      if (dw_ws.present()) run_gemm(lt(p.acc_in_dw, p.dw_rows - p.acc_in_dw), xc, dw_ws, k > 0, s);
+      if (dw_ws.present() && last && p.dw_ws_last_direct) {
+        // Rows [0, acc_in_dw) are final: their 16-bit rows free the bytes that rows
+        // [acc_in_dw, dw_rows) take in dweight; those are then stored by their last GEMM,
+        // dweight rows = acc + their fp32 accumulator (the _cf32 instance: the same fp32 sum,
+        // rounded once, as the cast at the end).
+        if (p.acc_in_dw > 0)
+          launch_lce_compact(a.dweight.data, p.acc_in_dw * p.D, a.dweight.dtype, device, s, kFwd);
+        GemmArgs g;
+        g.a = lt(p.acc_in_dw, p.dw_rows - p.acc_in_dw);
+        g.b = xc;
+        g.d = rows_of(a.dweight, p.acc_in_dw, p.dw_rows - p.acc_in_dw);
+        g.c = dw_ws;
+        g.beta = 1.f;
+        gemm(g, s);
+      } else if (dw_ws.present()) {
+        run_gemm(lt(p.acc_in_dw, p.dw_rows - p.acc_in_dw), xc, dw_ws, k > 0, s);
+      }
     }
     if (db_acc.present()) c.colsum(L, db_acc, k > 0);
   }
@@ -562,7 +584,7 @@ void run_fwd(const LinearCrossEntropyFwdArgs& a, const LcePlan& p, cudaStream_t 
     launch_ce_finish(f, s, kFwd);
   }
   if (a.lse.present() && p.T > 0) c.cast(c.lse(), p.T, a.lse, false);
-  if (p.dw == LceDw::kAcc) {
+  if (p.dw == LceDw::kAcc && !p.dw_ws_last_direct) {
     if (p.acc_in_dw > 0)
       launch_lce_compact(a.dweight.data, p.acc_in_dw * p.D, a.dweight.dtype, device, s, kFwd);
     if (dw_ws.present())

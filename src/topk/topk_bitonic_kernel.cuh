@@ -55,15 +55,14 @@
 // The cheap test below fires where H(d) ≥ H(e_k) (d ≥ e_k is possible with the pairs' bound:
 // then the reload finds the exact answer). fp32 K 8 E 64 fit, per thread (largest, no softmax):
 // ~70 to the loads, ~40 NaN test, 269 making entries, 486 min / max, 38 for d, 4 × ~50
-// butterfly rounds, ~210 to the stores: ~21 per element (was ~33 counting the stores' divergent
-// bodies). fp32 K 8 E 128 T 8 fit (the fit-only E, topk_bitonic_max_fit_elems; forced), the same
+// butterfly rounds, ~210 to the stores: ~21 per element (the stores' bodies run by every lane together). fp32 K 8 E 128 T 8 fit (the fit-only E, topk_bitonic_max_fit_elems; forced), the same
 // path walked in SASS: 128 to the loads, 69 the NaN test, 1653 making entries and the min / max
 // (with d), 3 × 57 butterfly rounds, ~155 to the stores: ~17 per element (E 64 T 16 counted the
 // same way: ~20.5); 162 registers (the row's 128 values), no local memory: 3 CTAs per SM (E 64:
-// 96, 5 CTAs; 192 and 160 KB of loads in flight per SM; 210 and 116 registers, 2 and 4 CTAs,
-// 128 KB, before the row-softmax fold read vector copies). Let H(e) = e >> b (the truncated key),
-// e_k the k-th selected entry, G the "boundary group" {elements with H = H(e_k)}. Elements with H >
-// H(e_k) are in the exact top-k and those with H < H(e_k) are not, so the selected set is exact
+// 80 under __launch_bounds__(128, 6), topk_bitonic_min_ctas: 6 CTAs; the T 16 instance with
+// T and N constant: 72, 7 CTAs, 224 KB of loads in flight per SM; E 128: 192 KB). Let H(e) = e >> b (the truncated key), e_k the k-th selected entry, G the
+// "boundary group" {elements with H = H(e_k)}. Elements with H > H(e_k) are in the exact top-k
+// and those with H < H(e_k) are not, so the selected set is exact
 // unless G has an unselected member (then the (k+1)-th entry, top[k] for k < K else d, has H =
 // H(e_k): the cheap test, row-uniform) with an exact key above a selected member's (selected
 // members are G's lowest columns). Only then (rare on real rows: equal top 32 − b key bits at the
@@ -90,8 +89,8 @@
 // those of the networks over the candidates, which hold the row's top 9: the butterfly and
 // topk_finish_f32 run unchanged. A thread with a NaN (its NaN bits fail the compare) takes all
 // 64 as candidates (the loop prepares each reloaded x as above), as does every thread at T < 16
-// (t9 = 0): the instance has no networks (91 registers against 96: 5 CTAs per SM, as the networks'
-// instance since the row-softmax fold read vector copies; 116 and 4 before). Random rows:
+// (t9 = 0): the instance has no networks (80 registers under the 6-CTA bound of
+// topk_bitonic_min_ctas, as the networks' instance). Random rows:
 // ~10 candidates per row, ~3–4 loop iterations per warp of ~46 SASS (the next candidate's load
 // issued before the insert); rows of equal values, or a NaN, make all 64 candidates (64
 // iterations: ~3× the networks' time, exact).
@@ -287,6 +286,27 @@ __device__ __forceinline__ void topk_fix_group_f32(const float* xrow, int n, int
   }
 }
 
+/// %tid.x and %ctaid.x read again (volatile asm: NVVM keeps the read; ptxas may still reuse
+/// the entry's S2R where registers allow): the fp32 fit kernel remakes its row, row pointer and
+/// lane at the finish from them instead of holding ~8 registers through the selection.
+__device__ __forceinline__ uint32_t topk_fresh_tid() {
+  uint32_t t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+/// %tid.x as %laneid | (%tid.x & ~31): the same value by an expression ptxas does not merge
+/// with the entry's (it kept the entry's shared-memory address of the thread's slot live).
+__device__ __forceinline__ uint32_t topk_fresh_tid_by_lane() {
+  uint32_t l;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));
+  return l | (topk_fresh_tid() & ~31u);
+}
+__device__ __forceinline__ uint32_t topk_fresh_ctaid() {
+  uint32_t c;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(c));
+  return c;
+}
+
 /// p unchanged, through an empty volatile asm (no instruction): what is computed from it stays
 /// after this point (in its branch), not hoisted or made unconditional.
 __device__ __forceinline__ const float* topk_opaque_ptr(const float* p) {
@@ -294,11 +314,40 @@ __device__ __forceinline__ const float* topk_opaque_ptr(const float* p) {
   return p;
 }
 
+/// softmax = selected: (max, sum of exponentials) of the k selected values, read from x at the
+/// list's columns (an opaque pointer, no instruction: the loads and their addresses stay in the
+/// caller's branch).
+template <int K>
+__device__ __forceinline__ OnlineMaxSum::Val topk_selected_stats_f32(const float* xrow, const uint32_t (&top)[K],
+                                                                     int k, uint32_t m) {
+  const float* const xs = topk_opaque_ptr(xrow);
+  float v[K];
+#pragma unroll
+  for (int i = 0; i < K; ++i) v[i] = i < k ? xs[m - (top[i] & m)] : 0.f;
+  return topk_list_stats(v, [&](int i) { return i < k; });
+}
+
+/// Entry e's (value v) place among the k by (exact key, lower column: larger column part), for
+/// lists where two entries share a cheap key (the tie path; opaque pointer as above).
+template <int K>
+__device__ __forceinline__ int topk_tie_rank_f32(const float* xrow, const uint32_t (&top)[K], int k, uint32_t m,
+                                                 uint32_t e, float v, uint32_t flip) {
+  const float* const xs = topk_opaque_ptr(xrow);
+  const uint32_t kx = topk_key_f32(__float_as_uint(v), flip);
+  int pos = 0;
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    const uint32_t kj = topk_key_f32(__float_as_uint(xs[m - (top[j] & m)]), flip);
+    pos += (j < k) & ((kj > kx) | ((kj == kx) & ((top[j] & m) > (e & m))));
+  }
+  return pos;
+}
+
 /// fp32: the end of the kernel for a row inside M (header, "fp32"): the cheap test and the
 /// fix-up of the selected set, the exact values from x, their exact order, the stores. Thread r
 /// stores entries r, r + T, ... (< k) by a loop whose body every lane runs together (a body per
 /// entry, each taken by one lane of the T, ran the lanes' stores one after another).
-template <int K, int V, bool kFit>
+template <int K, int V, bool kFit, int kT = 0>
 __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row, const float* xrow,
                                                 int n, int tpr, int r, int b, uint32_t flip,
                                                 uint32_t (&top)[K], uint32_t d,
@@ -320,18 +369,36 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
   }
   if ((next >> b) >= (ek >> b))
     topk_fix_group_f32<K, V, kFit>(xrow, n, k, tpr, r, b, flip, ek, top);
+  if constexpr (kT >= K) {
+    // T constant ≥ K: lane r stores entry r (r < k), taken by a select tree on r's bits; the
+    // tie test is lane r's pair (r, r + 1) (entry r + 1 from lane r + 1), a ballot over the
+    // row's lanes (the mask loop, the 7 pairs' compares on every lane and the tie path's
+    // hoisted operands were ~60 instructions per lane).
+    static_assert(K == 8, "the select tree: lists of 8");
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    const unsigned gmask = (kT == 32 ? 0xffffffffu : ((1u << kT) - 1u) << (lane & ~(kT - 1)));
+    const bool s0 = (r & 1) != 0, s1 = (r & 2) != 0, s2 = (r & 4) != 0;
+    const uint32_t a0 = s0 ? top[1] : top[0], a1 = s0 ? top[3] : top[2];
+    const uint32_t a2 = s0 ? top[5] : top[4], a3 = s0 ? top[7] : top[6];
+    const uint32_t c0 = s1 ? a1 : a0, c1 = s1 ? a3 : a2;
+    const uint32_t e = s2 ? c1 : c0;  // top[r & 7]
+    const uint32_t e_next = __shfl_down_sync(gmask, e, 1, kT);  // top[r + 1] (r + 1 < K)
+    const bool tie_pair = r + 1 < k && ((e ^ e_next) >> b) == 0u;
+    const bool tie = (__ballot_sync(gmask, tie_pair) & gmask) != 0u;
+    if (p.softmax == kTopkSoftmaxSelected) st = topk_selected_stats_f32(xrow, top, k, m);
+    const TopkSoftmaxScale sc = topk_softmax_scale(p, row, st, r == 0);
+    if (r >= k) return;
+    const uint32_t col = m - (e & m);
+    const float v = xrow[col];
+    const int pos = tie ? topk_tie_rank_f32(xrow, top, k, m, e, v, flip) : r;
+    topk_store_entry(p, row, pos, v, col, sc.m, sc.inv_s);
+    return;
+  }
   bool tie = false;  // two of the k entries with one H: their order needs the exact keys
 #pragma unroll
   for (int i = 0; i + 1 < K; ++i)
     tie |= (i + 1 < k) & ((top[i] >> b) == (top[i + 1] >> b));
-  if (p.softmax == kTopkSoftmaxSelected) {
-    // Opaque pointer (no instruction): the loads and their addresses stay in this branch.
-    const float* const xs = topk_opaque_ptr(xrow);
-    float v[K];
-#pragma unroll
-    for (int i = 0; i < K; ++i) v[i] = i < k ? xs[m - (top[i] & m)] : 0.f;
-    st = topk_list_stats(v, [&](int i) { return i < k; });
-  }
+  if (p.softmax == kTopkSoftmaxSelected) st = topk_selected_stats_f32(xrow, top, k, m);
   const TopkSoftmaxScale sc = topk_softmax_scale(p, row, st, r == 0);
 #pragma unroll 1
   for (int i = r; i < k; i += tpr) {
@@ -340,23 +407,35 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
     for (int q = 0; q < K; ++q) e |= top[q] & (0u - static_cast<uint32_t>(q == i));
     const uint32_t col = m - (e & m);
     const float v = xrow[col];
-    int pos = i;
-    if (tie) {  // rank by (exact key, lower column: larger column part) among the k
-      const float* const xs = topk_opaque_ptr(xrow);  // as above: the rank stays in the branch
-      const uint32_t kx = topk_key_f32(__float_as_uint(v), flip);
-      pos = 0;
-#pragma unroll
-      for (int j = 0; j < K; ++j) {
-        const uint32_t kj = topk_key_f32(__float_as_uint(xs[m - (top[j] & m)]), flip);
-        pos += (j < k) & ((kj > kx) | ((kj == kx) & ((top[j] & m) > (e & m))));
-      }
-    }
+    const int pos = tie ? topk_tie_rank_f32(xrow, top, k, m, e, v, flip) : i;
     topk_store_entry(p, row, pos, v, col, sc.m, sc.inv_s);
   }
 }
 
-template <typename T, int K, int V, bool kFit, bool kFilter = false>
-__global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const TopkParams p) {
+/// The T of the instance with a constant T (topk_bitonic_kernel's kT) beside the general one,
+/// else 0: fp32 fit lists of 8 at E 64, T 16 (N = 1024).
+constexpr int topk_bitonic_const_t(size_t elt, int list, int elems, bool fit) {
+  return elt == 4 && fit && list == 8 && elems == 64 ? 16 : 0;
+}
+
+/// The CTAs per SM an instance asks ptxas for (__launch_bounds__' second argument; 0: none,
+/// since a bound of 1 raises other instances' registers: K 8 E 128 157 → 218, K 16 E 64 91 → 120).
+/// fp32 fit lists of 8 at E = 64 (networks and filter): 6, ≤ 80 registers (their live peak
+/// without a cap: ~78 on the selection's path, 84 in the row-softmax fold's exponentials;
+/// allocated 89 → 96, 5 CTAs); the T 16 instance (kT, N = 1024): 7, ≤ 72 registers, no
+/// spills with its row pointer from shared memory and its lane from %laneid (QuACK 0.2.0's
+/// kernel: 72, 7 CTAs).
+template <typename T, int K, int V, bool kFit, int kT>
+constexpr int topk_bitonic_min_ctas() {
+  return std::is_same_v<T, float> && kFit && K == 8 && V == 16 ? (kT == 16 ? 7 : 6) : 0;
+}
+
+/// kT: T as a constant (0: p.threads_per_row). fp32 fit K 8 E 64 at T 16 (N = 1024) has its
+/// own instance (topk_bitonic_const_t): the loads' addresses become one base and immediate
+/// offsets, the butterfly unrolled.
+template <typename T, int K, int V, bool kFit, bool kFilter = false, int kT = 0>
+__global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T, K, V, kFit, kT>()))
+    topk_bitonic_kernel(const TopkParams p) {
   constexpr bool kF32 = std::is_same_v<T, float>;
   static_assert(!kFilter || (kF32 && kFit && K == 8), "the candidate filter: fp32, fit, lists of 8");
   static_assert(sizeof(T) == 2 || kF32,
@@ -371,7 +450,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   constexpr bool kPairs = K == 8 && kE % 16 == 0;
   constexpr unsigned kFull = 0xffffffffu;
 
-  const int tpr = p.threads_per_row;  // T
+  const int tpr = kT != 0 ? kT : p.threads_per_row;  // T
   const int tid = static_cast<int>(threadIdx.x);
   const int r = tid & (tpr - 1);
   // kFit: tid / T by a shift (T a power of 2; the division takes ~20 instructions per thread).
@@ -381,7 +460,9 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
                       (kFit ? tid >> (__ffs(tpr) - 1) : tid / tpr);
   const bool row_ok = row < p.M;
   const int64_t N = p.N;  // ≤ kTopkBitonicMaxN: columns fit in int
-  const int n = static_cast<int>(N);
+  // kT (fit): N = T·E, a constant (so are b and m below: the entries' column parts become
+  // immediates).
+  const int n = kFit && kT != 0 ? kT * kE : static_cast<int>(N);
   const T* const xrow = static_cast<const T*>(p.x.ptr) + (row_ok ? row * p.x.row_stride : 0);
   const bool largest = p.largest;
   const uint32_t flip = largest ? 0u : 0xffffffffu;
@@ -391,10 +472,14 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   // element by element; past the row (or past M) zeros, whose entries are masked below.
   // kFit: every vector is inside the row (N = T·E); rows beyond M read row 0 (xrow).
   Packed<T, kV> pk[V];
+  // kT: the thread's first vector's address, then constant offsets (immediates in the loads).
+  const T* const xth = xrow + r * kV;
 #pragma unroll
   for (int u = 0; u < V; ++u) {
     const int c0 = (u * tpr + r) * kV;
-    if constexpr (kFit) {
+    if constexpr (kFit && kT != 0) {
+      load_packed<Cache::kStream>(xth + u * (kT * kV), pk[u]);
+    } else if constexpr (kFit) {
       load_packed<Cache::kStream>(xrow + c0, pk[u]);
     } else if (row_ok && c0 + kV <= n) {
       load_packed<Cache::kStream>(xrow + c0, pk[u]);
@@ -409,6 +494,14 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   }
 
   OnlineMaxSum::Val st = OnlineMaxSum::identity();
+  // fp32 fit: the row's (max, sum) waits in shared memory for the finish (not 2 registers held
+  // through the selection, whose register peak it raised).
+  __shared__ float2 st_sm[kF32 && kFit ? kTopkBitonicThreads : 1];
+  // kT (fp32 fit): the thread's row pointer waits here for the finish too (ptxas held x's base
+  // in two registers through the selection to remake it: at the 72-register cap of 7 CTAs it
+  // spilled).
+  __shared__ const T* xrow_sm[kF32 && kFit && kT != 0 ? kTopkBitonicThreads : 1];
+  if constexpr (kF32 && kFit && kT != 0) xrow_sm[tid] = xrow;
   if (p.softmax == kTopkSoftmaxRow) {
     if constexpr (kF32 && kFit) {
       // The thread's max, then Σ e^(x − max) in one chain (the vector-by-vector fold let ptxas
@@ -442,6 +535,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
       }
     }
     st = warp_allreduce_red<OnlineMaxSum>(st, tpr);
+    if constexpr (kF32 && kFit) st_sm[tid] = make_float2(st.v[0], st.v[1]);
 #pragma unroll
     for (int u = 0; u < V; ++u) pk[u] = topk_opaque(pk[u]);  // no CSE with the entries
   }
@@ -515,6 +609,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   // clear) and fq[i] (~m | 3 − i): the same bits as (key & ~m) | (m − column), without the
   // IADD per element (one per vector).
   const uint32_t fr = (cpf_r - 3u) | ~m;
+  const uint32_t fa = ~m | static_cast<uint32_t>(4 * (tpr - 1 - r));  // kT: r's bits of m − col
   uint32_t fq[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) fq[i] = ~m | (3u - static_cast<uint32_t>(i));
@@ -526,7 +621,15 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
       const int u = t0 / 4, i = t0 % 4;  // its vector, its word in the vector
       const uint4 w4 = pk[u].word[0];
       const uint32_t w = i == 0 ? w4.x : i == 1 ? w4.y : i == 2 ? w4.z : w4.w;
-      if constexpr (kFit) {
+      if constexpr (kFit && kT != 0) {
+        // m constant: m − column = (bits of r: fa, per thread) | (bits of u and i: an
+        // immediate), disjoint below m, both ~m above it: one LOP3 as below, no IADD per
+        // vector (checked in Python for T 1..32, E 16..128, every r, u, i, random keys).
+        const uint32_t fb = ~m | ((m & ~(4u * (kT - 1) | 3u)) ^ static_cast<uint32_t>(4 * u * kT)) |
+                            (3u - static_cast<uint32_t>(i));
+        e[j] = topk_entry_lop3(topk_key_f32_plain(w, sh), fa, fb);  // SHF, LOP3, LOP3
+        continue;
+      } else if constexpr (kFit) {
         // Opaque (no instruction): made here, once per vector, not hoisted (V live parts).
         if (i == 0)
           ru = static_cast<uint32_t>(topk_opaque(static_cast<int>(
@@ -569,9 +672,9 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
       // The 9th largest of the row's T keys: a bitonic sort over the T lanes (16 or 32),
       // descending.
       auto sort_lanes = [&](auto tt) {
-        constexpr int kT = decltype(tt)::value;
+        constexpr int kLanes = decltype(tt)::value;
 #pragma unroll
-        for (int k2 = 2; k2 <= kT; k2 *= 2)
+        for (int k2 = 2; k2 <= kLanes; k2 *= 2)
 #pragma unroll
           for (int j = k2 / 2; j >= 1; j /= 2) {
             const uint32_t o = __shfl_xor_sync(kFull, v, j);
@@ -704,28 +807,67 @@ __global__ void __launch_bounds__(kTopkBitonicThreads) topk_bitonic_kernel(const
   // some thread's own list below top[K − 1] or at most that thread's d, so d = the max over the
   // T threads of (d, the own entries below top[K − 1]): the same value, ~30 instructions in
   // all instead of ~13 per round.
+  // kT (fp32): the same d as the filter's (own list kept through the rounds, ~30 instructions
+  // after them): the butterfly's dropped entries are exactly the own entries outside the row's
+  // list, so the value equals the one the rounds' tracking would give (~4 × 14 instructions at T 16).
+  constexpr bool kOwnD = kFilter || (kF32 && kT != 0);
   uint32_t own[K];
-  if constexpr (kFilter) {
+  if constexpr (kOwnD) {
 #pragma unroll
     for (int i = 0; i < K; ++i) own[i] = top[i];
   }
-  for (int off = 1; off < tpr; off *= 2) {
+  auto butterfly_round = [&](int off) {
     uint32_t o[K];
 #pragma unroll
     for (int i = 0; i < K; ++i) o[i] = __shfl_xor_sync(kFull, top[K - 1 - i], off);
-    if constexpr (kF32 && !kFilter) {
+    if constexpr (kF32 && !kOwnD) {
       d = max(d, __shfl_xor_sync(kFull, d, off));
       topk_merge_lists_track<K>(top, o, d);
     } else {
       topk_merge_lists<K>(top, o);
     }
+  };
+  if constexpr (kT != 0) {
+#pragma unroll
+    for (int off = 1; off < kT; off *= 2) butterfly_round(off);
+  } else {
+    for (int off = 1; off < tpr; off *= 2) butterfly_round(off);
   }
-  if constexpr (kFilter) {
+  if constexpr (kOwnD) {
 #pragma unroll
     for (int i = 0; i < K; ++i) d = max(d, own[i] < top[K - 1] ? own[i] : 0u);
-    for (int off = 1; off < tpr; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
+    if constexpr (kT != 0) {
+#pragma unroll
+      for (int off = 1; off < kT; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
+    } else {
+      for (int off = 1; off < tpr; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
+    }
   }
 
+  if constexpr (kF32 && kFit) {
+    // The row, its pointer and the lane made again from %tid / %ctaid (ptxas may still keep
+    // the entry's S2R values; under the register cap of topk_bitonic_min_ctas it remakes them
+    // instead of holding the row, the row offset and the lane through the selection).
+    const int tid2 = static_cast<int>(kT != 0 ? topk_fresh_tid_by_lane() : topk_fresh_tid());
+    const int r2 = tid2 & (tpr - 1);
+    // kT: rows per CTA 128 / T as a constant, an expression ptxas cannot merge with the
+    // entry's (p.rows_per_cta): the entry's row and row pointer die after the loads.
+    const int64_t row2 =
+        static_cast<int64_t>(topk_fresh_ctaid()) *
+            (kT != 0 ? kTopkBitonicThreads / (kT != 0 ? kT : 1) : p.rows_per_cta) +
+        (tid2 >> (__ffs(tpr) - 1));
+    if (row2 >= p.M) return;
+    // (a generic pointer: the reloads are LD.E, not LDG; the cvta form hung cicc)
+    const T* const xrow2 = kT != 0 ? xrow_sm[tid2]
+                                   : static_cast<const T*>(p.x.ptr) + row2 * p.x.row_stride;
+    OnlineMaxSum::Val st2 = OnlineMaxSum::identity();
+    if (p.softmax == kTopkSoftmaxRow) {
+      const float2 s2 = st_sm[tid2];
+      st2 = {{s2.x, s2.y}};
+    }
+    topk_finish_f32<K, V, kFit, kT>(p, row2, xrow2, n, tpr, r2, bits, flip, top, d, st2);
+    return;
+  }
   if (!row_ok) return;
   if constexpr (kF32) {
     topk_finish_f32<K, V, kFit>(p, row, xrow, n, tpr, r, bits, flip, top, d, st);
@@ -776,6 +918,12 @@ void launch_topk_bitonic(const TopkPlan& plan, const TopkParams& p, cudaStream_t
         if (plan.filter)
           return launch(topk_bitonic_kernel<T, kK, kVecs, kFit, true>, plan.grid, plan.threads,
                         0, 1, stream, where, p);
+      }
+      if constexpr (topk_bitonic_const_t(sizeof(T), kK, kVecs * kV, kFit) != 0) {
+        constexpr int kT = topk_bitonic_const_t(sizeof(T), kK, kVecs * kV, kFit);
+        if (plan.threads_per_row == kT)
+          return launch(topk_bitonic_kernel<T, kK, kVecs, kFit, false, kT>, plan.grid,
+                        plan.threads, 0, 1, stream, where, p);
       }
       launch(topk_bitonic_kernel<T, kK, kVecs, kFit>, plan.grid, plan.threads, 0, 1, stream,
              where, p);

@@ -386,8 +386,8 @@ TEST_F(Gemm, EveryTileConfig) {
   cases.push_back(lay("rrr", mk(1100, 1000, 256)));
   cases.push_back(with(mk(640, 2000, 192), [](GemmCase& c) { c.with_c = true; c.beta = 0.5f; c.c_dt = DType::kFloat32; }));
   // The fp32 accumulation of linear + cross-entropy's dweight (a column-major, b row-major: mm;
-  // fp32 D += A·B in place, C = D), which the A/B builds' variants serve (instances_ab.txt:
-  // 128x256a0d2 / a1d2 / a2d2 / a3d2, 128x128ppa1d2 / a2d2 / a0d4): M and N tails (N = 600: a
+  // fp32 D += A·B in place, C = D; the rule's 128x128ppa1d2 where C is read, and the A/B builds'
+  // variants, instances_ab.txt: 128x256a0d2 / a1d2 / a2d2 / a3d2, 128x128ppa2d2 / a0d4): M and N tails (N = 600: a
   // last 128x256 tile of 3 subtiles, N = 280: of one, fewer than the ring's buffers), a 2x1
   // cluster's partial pair (M = 1000, 300), several tiles per CTA (8192 x 1024: 256 or 512 tiles,
   // K = 64 one k-tile each), beta ≠ 1 and alpha, and rows TMA cannot address (N = 1001, tight:
@@ -466,7 +466,18 @@ TEST_F(Gemm, Float32CIntoBf16D) {
       with(mk(1000, 600, 200), [](GemmCase& c) { c.with_c = true; c.beta = -1.f; c.L = 2; c.c_dt = DType::kFloat32; }),
       with(lay("rrr", mk(300, 520, 136)), [](GemmCase& c) { c.with_c = true; c.beta = 2.f; c.c_dt = DType::kFloat32; }),
       with(mk(200, 300, 100), [](GemmCase& c) { c.with_c = true; c.c_dt = DType::kFloat32; }),  // NaN C, beta 0
-      with(mk(100, 300, 0), [](GemmCase& c) { c.with_c = true; c.beta = 2.f; c.c_dt = DType::kFloat32; })};
+      with(mk(100, 300, 0), [](GemmCase& c) { c.with_c = true; c.beta = 2.f; c.c_dt = DType::kFloat32; }),
+      // a column-major, b row-major (mm): the _cf32 mm instance (128x128 pingpong with the C
+      // ring) that stores linear + cross-entropy's last dweight rows; several tiles per CTA,
+      // a 2x1 cluster's partial pair, rows TMA cannot address (N = 1001, tight)
+      with(lay("crr", mk(1000, 600, 300)), [](GemmCase& c) { c.with_c = true; c.beta = 1.f; c.c_dt = DType::kFloat32; }),
+      with(lay("crr", mk(8192, 1024, 64)), [](GemmCase& c) { c.with_c = true; c.beta = 1.f; c.c_dt = DType::kFloat32; }),
+      with(lay("crr", mk(260, 1001, 96)), [](GemmCase& c) {
+        c.with_c = true;
+        c.beta = 0.5f;
+        c.c_dt = DType::kFloat32;
+        c.tight = true;
+      })};
   for (const GemmCase& c : cases) {
     SCOPED_TRACE("M " + std::to_string(c.M) + " N " + std::to_string(c.N) + " K " + std::to_string(c.K));
     run_case(c);

@@ -385,6 +385,8 @@ TEST_F(LcePaths, SplitAccumulatorInsideDweight) {
     EXPECT_EQ(r.plan.n_chunks, 5);
     EXPECT_EQ(r.plan.dw, detail::LceDw::kAcc);
     EXPECT_EQ(r.plan.acc_in_dw, detail::lce_split_rows(V)) << V;
+    // rows [0, acc_in_dw) compacted inside the last chunk, the rest stored by its GEMM
+    EXPECT_TRUE(r.plan.dw_ws_last_direct) << V;
   }
 }
 
@@ -398,6 +400,7 @@ TEST_F(LcePaths, AccumulatorInWorkspace) {
   LceRun r = run_case(c);
   EXPECT_EQ(r.plan.dw, detail::LceDw::kAcc);
   EXPECT_EQ(r.plan.acc_in_dw, 0);
+  EXPECT_FALSE(r.plan.dw_ws_last_direct);  // added into dweight by the cast at the end
   LceCase p;  // a padded dweight: rows are not contiguous
   p.T = 150;
   p.V = 777;
@@ -405,6 +408,7 @@ TEST_F(LcePaths, AccumulatorInWorkspace) {
   p.dw_pad = 8;
   r = run_case(p);
   EXPECT_EQ(r.plan.acc_in_dw, 0);
+  EXPECT_TRUE(r.plan.dw_ws_last_direct);  // every row stored by the last chunk's GEMM
 }
 
 TEST_F(LcePaths, Fp32DweightAccumulatedDirectly) {

@@ -213,6 +213,8 @@ using PingpongF32A1D2 = CollectiveEpilogue<PingpongF32A1D2Tile, LinearCombinatio
 using PingpongF32A2D2 = CollectiveEpilogue<PingpongF32A2D2Tile, LinearCombination, float>;
 using PingpongF32A0D4 = CollectiveEpilogue<PingpongF32A0D4Tile, LinearCombination, float>;
 using PingpongF32C = CollectiveEpilogue<PingpongTile, LinearCombination, bf16, float>;
+// instances.txt's _cf32 mm (linear + cross-entropy's last dweight rows): bf16 D, fp32 C, the ring.
+using PingpongBf16CF32A1D2 = CollectiveEpilogue<PingpongF32A1D2Tile, LinearCombination, bf16, float>;
 
 TEST(GemmEpilogueLayout, Fp32LinCombCRingSplits) {
   EXPECT_FALSE(CoopF32D::kCAhead);
@@ -255,6 +257,14 @@ TEST(GemmEpilogueLayout, Fp32LinCombCRingSplits) {
   EXPECT_LE(sizeof(GemmKernel<PingpongF32A1D2Tile, PingpongF32A1D2>::SharedStorage), size_t(PingpongTile::kMaxSmem));
   EXPECT_LE(sizeof(GemmKernel<PingpongF32A2D2Tile, PingpongF32A2D2>::SharedStorage), size_t(PingpongTile::kMaxSmem));
   EXPECT_LE(sizeof(GemmKernel<PingpongF32A0D4Tile, PingpongF32A0D4>::SharedStorage), size_t(PingpongTile::kMaxSmem));
+  // bf16 D with the fp32 C ring: 64 x 32 subtiles, 2 x (2 D buffers of 4 KB + 1 C of 8 KB).
+  EXPECT_EQ(PingpongBf16CF32A1D2::EpiN, 32);
+  EXPECT_TRUE(PingpongBf16CF32A1D2::kCAhead);
+  EXPECT_EQ(PingpongBf16CF32A1D2::kStagesC, 1);
+  EXPECT_EQ(PingpongBf16CF32A1D2::EpiStagesD, 2);
+  EXPECT_EQ(PingpongBf16CF32A1D2::kSmemBytes, 32768);
+  EXPECT_EQ((GemmKernel<PingpongF32A1D2Tile, PingpongBf16CF32A1D2>::Stages), 6);
+  EXPECT_LE(sizeof(GemmKernel<PingpongF32A1D2Tile, PingpongBf16CF32A1D2>::SharedStorage), size_t(PingpongTile::kMaxSmem));
   expect_buffers_match_cute<PingpongF32A1D2>("128x128 pingpong fp32 D, 1 C buffer ahead");
   expect_buffers_match_cute<PingpongF32A0D4>("128x128 pingpong fp32 D, C into 4 D buffers");
   expect_buffers_match_cute<CoopF32A1D2>("128x256 fp32 D, 1 C buffer ahead");

@@ -105,6 +105,11 @@ TEST(LcePlan, DefaultModelAtTheMainShape) {
   EXPECT_EQ(p.n_chunks, 4);
   EXPECT_EQ(p.dw, LceDw::kAcc);
   EXPECT_EQ(p.acc_in_dw, 64128);
+  // The last chunk stores rows [64128, V) into dweight from their GEMM (no cast at the end).
+  EXPECT_TRUE(p.dw_ws_last_direct);
+  setenv("QUACK_LCE_DW_CAST_AT_END", "1", 1);  // the device A/B's switch: cast at the end
+  EXPECT_FALSE(detail::lce_plan_fwd(fwd_args(T, D, V)).dw_ws_last_direct);
+  unsetenv("QUACK_LCE_DW_CAST_AT_END");
   EXPECT_EQ(p.v_begin, V);
   EXPECT_EQ(p.logits_bytes, size_t{4096} * 128256 * 2);
   EXPECT_EQ(p.acc_bytes, size_t{64128} * 4096 * 4);
@@ -123,6 +128,7 @@ TEST(LcePlan, LowMemoryModelAtTheMainShape) {
   EXPECT_EQ(p.dw, LceDw::kAcc);
   EXPECT_EQ(p.dw_rows, 42752);
   EXPECT_EQ(p.acc_in_dw, 42752);
+  EXPECT_FALSE(p.dw_ws_last_direct);  // no workspace rows
   EXPECT_EQ(p.acc_bytes, 0u);
   EXPECT_EQ(p.v_begin, 42752);
   EXPECT_EQ(p.vslice, 14336);
@@ -151,10 +157,12 @@ TEST(LcePlan, AccumulatorPlacement) {
   EXPECT_EQ(p.dw, LceDw::kAcc);
   EXPECT_EQ(p.acc_in_dw, 496);  // ⌊1001/2⌋ rounded down to 8
   EXPECT_EQ(p.acc_bytes, size_t{1001 - 496} * 64 * 4);
+  EXPECT_TRUE(p.dw_ws_last_direct);
   a.accumulate = true;  // the old dweight is read: all of the accumulator in the workspace
   p = detail::lce_plan_fwd(a);
   EXPECT_EQ(p.acc_in_dw, 0);
   EXPECT_EQ(p.acc_bytes, size_t{1001} * 64 * 4);
+  EXPECT_FALSE(p.dw_ws_last_direct);  // added into dweight by the cast at the end
   a.accumulate = false;
   a.dweight = TensorRef::matrix(fake(7), kF32, 1001, 64);  // fp32: accumulated in place
   p = detail::lce_plan_fwd(a);
@@ -163,6 +171,7 @@ TEST(LcePlan, AccumulatorPlacement) {
   a.dweight = TensorRef::matrix(fake(7), kBF, 1001, 64, 0, 72);  // padded rows
   p = detail::lce_plan_fwd(a);
   EXPECT_EQ(p.acc_in_dw, 0);
+  EXPECT_TRUE(p.dw_ws_last_direct);  // all rows stored by the last chunk's GEMM
   a = fwd_args(1000, 64, 1001, false);  // no gradient: no accumulator, no slices
   a.chunk_size = 100;
   p = detail::lce_plan_fwd(a);
