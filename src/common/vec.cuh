@@ -63,18 +63,31 @@ struct alignas(K * sizeof(U) >= 16 ? 16 : K * sizeof(U)) Packed {
 // L1 (weights every row of an SM re-reads).
 enum class Cache { kStream, kShared, kNormal, kReadOnly };
 
+// QUACK_DIAG_PLAIN_CACHE (a diagnostic build flag, off by default): the streaming loads and the
+// stores without the evict-first hint (plain ld / st, as QuACK's kernels issue them), to measure
+// what the hint costs behind a dirty L2 (scripts/diag_cache_hints.cu).
+#ifdef QUACK_DIAG_PLAIN_CACHE
+inline constexpr bool kEvictFirstHints = false;
+#else
+inline constexpr bool kEvictFirstHints = true;
+#endif
+
 template <Cache kCache, typename W>
 __device__ __forceinline__ W load_word(const W* p) {
-  if constexpr (kCache == Cache::kStream) return __ldcs(p);
+  if constexpr (kCache == Cache::kStream && kEvictFirstHints) return __ldcs(p);
   else if constexpr (kCache == Cache::kReadOnly) return __ldg(p);
   else return *p;
 }
 template <typename W>
-__device__ __forceinline__ void store_word(W* p, W v) { __stcs(p, v); }
+__device__ __forceinline__ void store_word(W* p, W v) {
+  if constexpr (kEvictFirstHints) __stcs(p, v);
+  else *p = v;
+}
 
 // Specialisations for the scalar words __ldcs/__ldg lack.
 template <>
 __device__ __forceinline__ uint16_t load_word<Cache::kStream, uint16_t>(const uint16_t* p) {
+  if constexpr (!kEvictFirstHints) return *p;
   return __ldcs(reinterpret_cast<const unsigned short*>(p));
 }
 template <>
