@@ -8,7 +8,8 @@
 # float64 reference of the tests (tests/cpp/reference/topk_ref.h). PRMT and HSET2 by their
 # definitions, the empty register barriers removed, MUFU math by libm. Says nothing about speed.
 #
-# Usage: scripts/topk_bitonic_emu/run.sh [level]   (0: every case; 1: fewer)
+# Usage: scripts/topk_bitonic_emu/run.sh [level]   (0: every case; 1: fewer; 2: the fp32 T 16
+# instance, N = 1024, over more rows and seeds)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 MOCK=$(cd "$HERE/../topk_radix_emu" && pwd)

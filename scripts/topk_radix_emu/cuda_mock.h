@@ -30,6 +30,8 @@
 
 struct uint4 { uint32_t x, y, z, w; };
 struct uint2 { uint32_t x, y; };
+struct float2 { float x, y; };
+inline float2 make_float2(float x, float y) { return {x, y}; }
 inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return {a, b, c, d}; }
 struct dim3e { unsigned x, y, z; };
 typedef void* cudaStream_t;
@@ -172,7 +174,20 @@ template <class T> T __shfl_up_sync(unsigned, T v, unsigned d, int width = 32) {
   const int src = (l & (width - 1)) >= static_cast<int>(d) ? l - static_cast<int>(d) : l;
   return emu::exchange(v, src);
 }
-inline unsigned __ballot_sync(unsigned, int p) { return emu::ballot(p != 0); }
+template <class T> T __shfl_down_sync(unsigned mask, T v, unsigned d, int width = 32) {
+  const int l = emu::lane();
+  const int src = (l & (width - 1)) + static_cast<int>(d) < width ? l + static_cast<int>(d) : l;
+  return emu::exchange_masked(mask, v, src);
+}
+// A group mask (an aligned group of lanes): the group's lanes meet alone (lanes outside it may
+// have left).
+inline unsigned __ballot_sync(unsigned mask, int p) {
+  if (mask == 0xffffffffu) return emu::ballot(p != 0);
+  unsigned m = 0;
+  for (int l = 0; l < 32; ++l)
+    if ((mask >> l) & 1u) m |= (emu::exchange_masked(mask, p != 0 ? 1u : 0u, l) ? 1u : 0u) << l;
+  return m;
+}
 inline int __any_sync(unsigned, int p) { return emu::ballot(p != 0) != 0; }
 inline unsigned __reduce_add_sync(unsigned, unsigned v) {
   unsigned s = 0;
@@ -202,6 +217,8 @@ inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline int __ffs(unsigned v) { return __builtin_ffs(static_cast<int>(v)); }
 inline uint32_t __float_as_uint(float f) { return emu::from_bits<uint32_t>(emu::bits(f)); }
 inline float __uint_as_float(uint32_t u) { return emu::from_bits<float>(u); }
+inline int __float_as_int(float f) { return emu::from_bits<int>(emu::bits(f)); }
+inline float __int_as_float(int u) { return emu::from_bits<float>(static_cast<uint32_t>(u)); }
 inline uint32_t __byte_perm(uint32_t a, uint32_t b, uint32_t s) { return emu::prmt(a, b, s, false); }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }

@@ -1,5 +1,7 @@
-// Column sums: CTA tile (8 row slices, 32 columns); thread (s, j) sums rows s, s+8, ... of
-// column j in order, then slice 0 adds the 8 slice sums in order.
+// Column sums: CTA tile (kSlices row slices, 32 columns) of one (P, N) matrix; thread (s, j)
+// sums rows s, s + kSlices, ... of column j in order, then slice 0 adds the kSlices slice sums
+// in order. Every matrix of a call in one launch (CTA b: matrix b / col_blocks): LayerNorm's
+// dweight and dbias no longer wait on each other's launch.
 #include "common/colsum.h"
 #include "common/launch.h"
 #include "common/vec.cuh"
@@ -7,34 +9,62 @@
 namespace quack::detail {
 
 constexpr int kColsumCols = 32;
-constexpr int kColsumSlices = 8;
 
-__global__ void __launch_bounds__(kColsumCols * kColsumSlices)
-    colsum_kernel(const float* __restrict__ part, int64_t P, int64_t N, RowIO out) {
-  __shared__ float acc[kColsumSlices][kColsumCols];
+struct ColsumArgs {
+  const float* part[kMaxColsums];
+  RowIO out[kMaxColsums];
+};
+
+template <int kSlices>
+__global__ void __launch_bounds__(kColsumCols * kSlices)
+    colsum_kernel(const ColsumArgs a, int64_t P, int64_t N, int64_t col_blocks) {
+  __shared__ float acc[kSlices][kColsumCols];
+  const int m = static_cast<int>(blockIdx.x / col_blocks);
   const int j = threadIdx.x % kColsumCols;
   const int s = threadIdx.x / kColsumCols;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kColsumCols + j;
+  const int64_t col = static_cast<int64_t>(blockIdx.x % col_blocks) * kColsumCols + j;
   float sum = 0.f;
+  // Matrix m's pointers by selects (an indexed parameter array would go through local memory).
+  const float* base = a.part[0];
+  RowIO out = a.out[0];
+#pragma unroll
+  for (int i = 1; i < kMaxColsums; ++i)
+    if (m == i) {
+      base = a.part[i];
+      out = a.out[i];
+    }
   if (col < N) {
-    const float* p = part + col;
+    const float* p = base + col;
 #pragma unroll 4
-    for (int64_t r = s; r < P; r += kColsumSlices) sum += p[r * N];
+    for (int64_t r = s; r < P; r += kSlices) sum += p[r * N];
   }
   acc[s][j] = sum;
   __syncthreads();
   if (s == 0 && col < N) {
     float total[1] = {0.f};
 #pragma unroll
-    for (int i = 0; i < kColsumSlices; ++i) total[0] += acc[i][j];
+    for (int i = 0; i < kSlices; ++i) total[0] += acc[i][j];
     store_any<1>(out.ptr, out.dtype, col * out.col_stride, total);
   }
 }
 
-void launch_colsum(const float* part, int64_t P, int64_t N, RowIO out, cudaStream_t stream,
-                   const char* where) {
-  const int64_t grid = (N + kColsumCols - 1) / kColsumCols;
-  launch(colsum_kernel, grid, kColsumCols * kColsumSlices, 0, 1, stream, where, part, P, N, out);
+void launch_colsums(const float* const* parts, const RowIO* outs, int n, int64_t P, int64_t N,
+                    cudaStream_t stream, const char* where) {
+  if (n <= 0 || N <= 0) return;
+  ColsumArgs a{};
+  for (int m = 0; m < n; ++m) {
+    a.part[m] = parts[m];
+    a.out[m] = outs[m];
+  }
+  const int64_t col_blocks = (N + kColsumCols - 1) / kColsumCols;
+  // 32 slices (1,024 threads) when there are many partial rows (the short rows' 2-3 per SM): a
+  // thread's serial chain of dependent adds then stays under ~10 loads; 8 otherwise.
+  if (P >= 128)
+    launch(colsum_kernel<32>, col_blocks * n, kColsumCols * 32, 0, 1, stream, where, a, P, N,
+           col_blocks);
+  else
+    launch(colsum_kernel<8>, col_blocks * n, kColsumCols * 8, 0, 1, stream, where, a, P, N,
+           col_blocks);
 }
 
 }  // namespace quack::detail

@@ -1,6 +1,6 @@
-// Deterministic column sums of a (P, N) fp32 matrix of per-CTA partials (dweight, dbias):
-// out[n] = sum_{p < P} part[p, n], always in the same order, so the result has identical bits
-// run to run. P = 0 writes zeros. Shared by every backward that reduces over rows.
+// Deterministic column sums of (P, N) fp32 matrices of per-CTA partials (dweight, dbias):
+// out[n] = sum_{p < P} part[p, n], in an order fixed by (P, N), so the result has identical
+// bits run to run. P = 0 writes zeros. Shared by every backward that reduces over rows.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,8 +11,12 @@
 
 namespace quack::detail {
 
-/// Launches the column sum on `stream` (current device). N ≥ 1.
-void launch_colsum(const float* part, int64_t P, int64_t N, RowIO out, cudaStream_t stream,
-                   const char* where);
+/// The most matrices one launch_colsums call sums.
+inline constexpr int kMaxColsums = 2;
+
+/// Launches the column sums of the n (≤ kMaxColsums) matrices parts[m] into outs[m] on
+/// `stream` (current device), one kernel for all of them; nothing when n or N is 0.
+void launch_colsums(const float* const* parts, const RowIO* outs, int n, int64_t P, int64_t N,
+                    cudaStream_t stream, const char* where);
 
 }  // namespace quack::detail

@@ -57,9 +57,11 @@ struct alignas(K * sizeof(U) >= 16 ? 16 : K * sizeof(U)) Packed {
   };
 };
 
-// Where a load goes: global row streams are read once (evict-first); kShared reads staged
-// rows and vectors from shared memory; kNormal is a plain global load (default L1/L2 policy:
-// for data a kernel re-reads from L2); kReadOnly goes through the read-only path and stays in
+// Where a load goes: kStream is evict-first (ld.global.cs: rows read once beside L1-resident
+// vectors, the looped policy's second pass); kShared reads staged rows and vectors from shared
+// memory; kNormal is a plain global load (default L1/L2 policy: data a kernel re-reads from L2,
+// and rows read once where nothing in L1 needs protecting: the evict-first hint costs 4-6 %
+// behind an L2 of dirty lines, run AK3); kReadOnly goes through the read-only path and stays in
 // L1 (weights every row of an SM re-reads).
 enum class Cache { kStream, kShared, kNormal, kReadOnly };
 

@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(256) ce_scale_grad_kernel(const CeScaleParams 
 #pragma unroll 4
       for (int64_t v = threadIdx.x; v < row_vecs; v += blockDim.x) {
         float x[kVec];
-        load_vec<T, kVec>(r + v * kVec, x);
+        load_vec<T, kVec, Cache::kNormal>(r + v * kVec, x);  // plain: see Cache in vec.cuh
 #pragma unroll
         for (int i = 0; i < kVec; ++i) x[i] *= g;
         store_vec<T, kVec>(w + v * kVec, x);

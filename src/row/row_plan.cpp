@@ -1,6 +1,8 @@
 // The row skeleton's host side: plan (policy, configuration, geometry) and the call/launch glue.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -285,6 +287,7 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
       if (k >= 0 && i == first) continue;  // tried first
       if (forced_config >= 0 && i != forced_config) continue;
       const RowConfig& c = kRowConfigs[i];
+      if (c.forced_only && forced_config != i) continue;
       if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt, op.n_acc, vec_elt,
                              in_words, op.late_cols, op.n_out, op.trial_configs,
                              op.cols_at_apply, op.no_reduce, op.held_fold))
@@ -471,6 +474,18 @@ RowPlan plan_row_call(const RowCall& c, int forced_config) {
   return plan_row(c.op->info, c.problem, forced_config);
 }
 
+RowPlan plan_row_call_env(const RowCall& c, const char* var) {
+  const char* e = std::getenv(var);
+  if (e != nullptr && *e != 0 && std::strcmp(e, "auto") != 0) {
+    const int config = row_config_index(e);
+    if (config >= 0) {
+      const RowPlan forced = plan_row_call(c, config);
+      if (forced.policy != RowPolicy::kNone) return forced;
+    }
+  }
+  return plan_row_call(c);
+}
+
 namespace {
 
 // The instance a vector-policy plan launches.
@@ -554,10 +569,18 @@ void run_row_call(const RowCall& c, const RowPlan& plan_in, cudaStream_t stream,
     c.op->launch_general(plan, p, stream, c.fn);
   else if (plan.policy != RowPolicy::kNone)
     row_inst(c, plan).launch(plan, p, c.device, stream, c.fn, nullptr);
-  // Column sums of the partial rows in a fixed order; P = 0 (M = 0) writes zeros.
+  // Column sums of the partial rows in a fixed order, every accumulation in one launch; P = 0
+  // (M = 0) writes zeros.
+  static_assert(kRowMaxAcc <= kMaxColsums);
+  const float* parts[kRowMaxAcc];
+  RowIO outs[kRowMaxAcc];
+  int n_sums = 0;
   for (int a = 0; a < n_acc; ++a)
-    if (c.acc_out[a].ptr && N > 0)
-      launch_colsum(p.part[a], plan.partials, N, c.acc_out[a], stream, c.fn);
+    if (c.acc_out[a].ptr) {
+      parts[n_sums] = p.part[a];
+      outs[n_sums++] = c.acc_out[a];
+    }
+  launch_colsums(parts, outs, n_sums, plan.partials, N, stream, c.fn);
 }
 
 void row_check_mn(const ArgCheck& chk, const TensorRef& t, const char* name, int64_t M,

@@ -78,6 +78,29 @@
 // after another: the rank's branches per entry make the K 32 instance's code ~300 KB, and ~11 %
 // of random rows at (1024, 32) tie, 2.4 ms there.)
 //
+// fp32 float keys (kFltKeys: the T 16 instance, fit K 8 E 64 with T and N constant). Where no
+// x of the warp is ±inf or NaN (Σ x0·x1 over the thread's pairs by FFMA, FMA pipe, one per two
+// elements, and one FSETP.GEU; a VOTE.ANY makes it warp-uniform), the selection runs on f = (w & ~m) | c as a float, c = m −
+// column (largest) or the column (smallest), w x's prepared bits: one LOP3 per element against
+// SHF + LOP3 + LOP3 for the integer entry, compared by FMNMX. The f are finite, distinct
+// (distinct c) and never +0 and −0 both (only c = 0 can give ±0), so the float order is strict
+// and orders by the truncated key H first; inside one H it orders by c for positive w and
+// against c for negative w: the lower column first in positive groups (largest) or negative ones
+// (smallest: positive x), the higher column first in the other sign's groups ("reversed"). The
+// set at H granularity, d and the cheap test mean what they mean for the entries. After the
+// butterfly the smallest path's f ^= m, so that the low bits are m − column for the finish, which
+// reads the columns there, tests ties by H equality (the same bits) and the cheap test on the
+// floats of the truncations (monotone in f); only the fix-up converts, E = f ^ (f < 0 ? ~m :
+// 0x80000000) (the entry exactly), and in a reversed G takes the selected members as those ≤ e_k
+// and re-picks on an equal key too (the unselected members have the lower columns): rows whose
+// boundary group is reversed and holds exact duplicates (largest over negative values, smallest
+// over negative x) take the re-pick's k − a reloads where the integer entries took none. A warp
+// with an infinity or NaN (or a product or the sum overflowing: |x| ≳ 1e19) takes the integer
+// entries below. fp32 K 8 E 64 T 16, per storing thread (largest, no softmax): 1028 SASS
+// instructions against 1122 (the entries 64 LOP3 against 192; the inf / NaN test 32 FFMA + 3 FADD
+// + 1 FSETP against 32 FSETP.NAN; FMNMX has no 3-input form as VIMNMX3: +~25), ALU-pipe
+// instructions ~830 against ~961; smallest 1102 against 1187.
+//
 // fp32 filter (kFilter: lists of 8, E 64, fit, T ≥ kTopkBitonicFilterMinT; TopkPlan::filter).
 // The networks spend ~8 min / max on every element; here only candidates reach the list. Each
 // thread's max of its prepared values (FMNMX, NaN ignored), its key (0 from a thread with a NaN),
@@ -182,9 +205,16 @@ __device__ __forceinline__ void topk_or_if_ge(uint32_t& c, float x, float t, uin
 /// Whether a or b is NaN: one FSETP.NAN (its OR into a running flag folds into the next one).
 __device__ __forceinline__ bool topk_nan_or(float a, float b) { return (a != a) | (b != b); }
 
+/// max / min of two entries: unsigned (VIMNMX) or float (FMNMX; the float keys of the fp32 T 16
+/// instance, never NaN).
+__device__ __forceinline__ uint32_t topk_max(uint32_t a, uint32_t b) { return max(a, b); }
+__device__ __forceinline__ uint32_t topk_min(uint32_t a, uint32_t b) { return min(a, b); }
+__device__ __forceinline__ float topk_max(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ float topk_min(float a, float b) { return fminf(a, b); }
+
 /// Sorts a bitonic list of K entries descending.
-template <int K>
-__device__ __forceinline__ void topk_bitonic_merge_desc(uint32_t (&v)[K]) {
+template <int K, typename P>
+__device__ __forceinline__ void topk_bitonic_merge_desc(P (&v)[K]) {
 #pragma unroll
   for (int s = K / 2; s >= 1; s /= 2)
 #pragma unroll
@@ -193,20 +223,19 @@ __device__ __forceinline__ void topk_bitonic_merge_desc(uint32_t (&v)[K]) {
 }
 
 /// top (descending) := the best K of top ∪ other, descending; `other` ascending.
-template <int K>
-__device__ __forceinline__ void topk_merge_lists(uint32_t (&top)[K], const uint32_t (&other)[K]) {
+template <int K, typename P>
+__device__ __forceinline__ void topk_merge_lists(P (&top)[K], const P (&other)[K]) {
 #pragma unroll
-  for (int i = 0; i < K; ++i) top[i] = top[i] > other[i] ? top[i] : other[i];
+  for (int i = 0; i < K; ++i) top[i] = topk_max(top[i], other[i]);
   topk_bitonic_merge_desc<K>(top);
 }
 
 /// topk_merge_lists, and d := max(d, the best entry it drops): the elementwise min of the
 /// descending `top` and the ascending `other` is the worse half of their union.
-template <int K>
-__device__ __forceinline__ void topk_merge_lists_track(uint32_t (&top)[K], const uint32_t (&other)[K],
-                                                       uint32_t& d) {
+template <int K, typename P>
+__device__ __forceinline__ void topk_merge_lists_track(P (&top)[K], const P (&other)[K], P& d) {
 #pragma unroll
-  for (int i = 0; i < K; ++i) d = max(d, min(top[i], other[i]));
+  for (int i = 0; i < K; ++i) d = topk_max(d, topk_min(top[i], other[i]));
   topk_merge_lists<K>(top, other);
 }
 
@@ -241,25 +270,33 @@ __device__ __forceinline__ void topk_rescan_f32(const float* xrow, int n, int tp
 /// members in the exact order, as entries (hs << b) | (m − column). Row-uniform (T threads).
 /// Each pass (the test, each re-pick step) reloads the row (L1 / L2, topk_rescan_f32) instead of
 /// keeping E entries live: registers and local memory stay those of the main path.
+/// flt_order: the list was selected by the float keys (kFltKeys, header "fp32 float keys"):
+/// inside a reversed G (below) the selected members are G's highest columns, the entries ≤ ek.
 template <int K, int V, bool kFit>
 __device__ __forceinline__ void topk_fix_group_f32(const float* xrow, int n, int k, int tpr, int r,
                                                 int b, uint32_t flip, uint32_t ek,
-                                                uint32_t (&top)[K]) {
+                                                uint32_t (&top)[K], bool flt_order = false) {
   const uint32_t m = (1u << b) - 1u, hs = ek >> b;
   const int lane = static_cast<int>(threadIdx.x & 31);
   const unsigned gmask =
       tpr == 32 ? 0xffffffffu : ((1u << tpr) - 1u) << (lane & ~(tpr - 1));
   uint32_t max_out = 0u, min_in = 0xffffffffu;
+  // flt_order: G's highest columns chosen where the float keys' column part runs against the
+  // entries' (negative G for largest, positive G for smallest: kFltKeys' col_asc).
+  const bool rev = flt_order && (ek < 0x80000000u) == (flip == 0u);
   topk_rescan_f32<V, kFit>(xrow, n, tpr, r, [&](uint32_t w, uint32_t col) {
     const uint32_t key = topk_key_f32(w, flip);
     if ((key >> b) == hs) {
-      if (((key & ~m) | (m - col)) >= ek) min_in = min(min_in, key);
+      const uint32_t e = (key & ~m) | (m - col);
+      if (rev ? e <= ek : e >= ek) min_in = min(min_in, key);
       else max_out = max(max_out, key);
     }
   });
   max_out = __reduce_max_sync(gmask, max_out);  // over the row's T threads
   min_in = __reduce_min_sync(gmask, min_in);
-  if (max_out <= min_in) return;  // the selected members of G beat every other one: exact set
+  // The selected members of G beat every other one: the exact set. In a reversed G (rev) the
+  // unselected members have the lower columns, so an equal key beats a selected one.
+  if (rev ? max_out < min_in : max_out <= min_in) return;
   int a = 0;
 #pragma unroll
   for (int i = 0; i < K; ++i) a += i < k && (top[i] >> b) > hs;
@@ -351,7 +388,7 @@ template <int K, int V, bool kFit, int kT = 0>
 __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row, const float* xrow,
                                                 int n, int tpr, int r, int b, uint32_t flip,
                                                 uint32_t (&top)[K], uint32_t d,
-                                                OnlineMaxSum::Val st) {
+                                                OnlineMaxSum::Val st, bool fdom = false) {
   const int k = p.k;
   const uint32_t m = (1u << b) - 1u;
   // The k-th entry; the (k + 1)-th (top[k] for k < K, else d, which may be an upper bound of it
@@ -367,8 +404,22 @@ __device__ __forceinline__ void topk_finish_f32(const TopkParams& p, int64_t row
       next |= top[i] & (0u - static_cast<uint32_t>(i == k));
     }
   }
-  if ((next >> b) >= (ek >> b))
-    topk_fix_group_f32<K, V, kFit>(xrow, n, k, tpr, r, b, flip, ek, top);
+  // fdom: top and d are float keys (kFltKeys, header "fp32 float keys"): H(next) ≥ H(ek) as
+  // the floats of their truncations (monotone; +0 and −0 compare equal: a harmless extra fire),
+  // and the fix-up takes the entries, converted: E = f ^ (f < 0 ? ~m : 0x80000000).
+  const bool fire = fdom ? __uint_as_float(next & ~m) >= __uint_as_float(ek & ~m)
+                         : (next >> b) >= (ek >> b);
+  if (fire) {
+    if (fdom) {
+      auto entry = [&](uint32_t f) {
+        return f ^ ((static_cast<uint32_t>(static_cast<int32_t>(f) >> 31) & ~m) | 0x80000000u);
+      };
+#pragma unroll
+      for (int i = 0; i < K; ++i) top[i] = entry(top[i]);
+      ek = entry(ek);
+    }
+    topk_fix_group_f32<K, V, kFit>(xrow, n, k, tpr, r, b, flip, ek, top, fdom);
+  }
   if constexpr (kT >= K) {
     // T constant ≥ K: lane r stores entry r (r < k), taken by a select tree on r's bits; the
     // tie test is lane r's pair (r, r + 1) (entry r + 1 from lane r + 1), a ballot over the
@@ -468,8 +519,8 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
   const uint32_t flip = largest ? 0u : 0xffffffffu;
   const uint32_t sgn = largest ? 0u : 0x80000000u;
 
-  // Loads: whole vectors inside the row in one 16-byte load; the row's last partial vector
-  // element by element; past the row (or past M) zeros, whose entries are masked below.
+  // Loads: whole vectors inside the row in one plain 16-byte load (not evict-first: see
+  // Cache in vec.cuh); the row's last partial vector element by element; past the row (or past M) zeros, whose entries are masked below.
   // kFit: every vector is inside the row (N = T·E); rows beyond M read row 0 (xrow).
   Packed<T, kV> pk[V];
   // kT: the thread's first vector's address, then constant offsets (immediates in the loads).
@@ -478,11 +529,11 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
   for (int u = 0; u < V; ++u) {
     const int c0 = (u * tpr + r) * kV;
     if constexpr (kFit && kT != 0) {
-      load_packed<Cache::kStream>(xth + u * (kT * kV), pk[u]);
+      load_packed<Cache::kNormal>(xth + u * (kT * kV), pk[u]);
     } else if constexpr (kFit) {
-      load_packed<Cache::kStream>(xrow + c0, pk[u]);
+      load_packed<Cache::kNormal>(xrow + c0, pk[u]);
     } else if (row_ok && c0 + kV <= n) {
-      load_packed<Cache::kStream>(xrow + c0, pk[u]);
+      load_packed<Cache::kNormal>(xrow + c0, pk[u]);
     } else {
       pk[u].word[0] = make_uint4(0u, 0u, 0u, 0u);
       if (row_ok) {
@@ -543,12 +594,32 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
   // fp32: x's bits in place as those whose largest-order key is the entry's (header, "fp32"):
   // NaN (rare: one FSETP per two elements finds them) → 0x7fffffff | sgn, then for smallest
   // the sign flipped (key(−x) = ~key(x)); the entries below need no NaN test and no flip.
+  // kFltKeys (header, "fp32 float keys"): any_nan is also set by an infinity (or an overflowing
+  // product or sum: the integer path, exact), which the float keys cannot hold.
+  constexpr bool kFltKeys = kF32 && kFit && kT != 0 && !kFilter;
   bool any_nan = false;
   if constexpr (kF32) {
+    if constexpr (kFltKeys) {
+      // Σ x0·x1 over the pairs, four sums (FFMA, FMA pipe: one per two elements): ±inf or NaN
+      // where some x is (inf·0 = NaN, inf + −inf = NaN, neither ever finite again), or where a
+      // product or a sum overflows (|x| ≳ 1e19: the integer path, exact); one FSETP.GEU at the
+      // end (the pairwise FSETP.NAN before had no infinities to find).
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int u = 0; u < V; ++u)
+      for (int u = 0; u < V; ++u) {
+        acc[u % 4] = fmaf(pk[u].elt[0], pk[u].elt[1], acc[u % 4]);
+        acc[u % 4] = fmaf(pk[u].elt[2], pk[u].elt[3], acc[u % 4]);
+      }
+      any_nan = !(fabsf((acc[0] + acc[1]) + (acc[2] + acc[3])) < __builtin_huge_valf());
+    } else {
 #pragma unroll
-      for (int i = 0; i < 4; i += 2) any_nan |= topk_nan_or(pk[u].elt[i], pk[u].elt[i + 1]);
+      for (int u = 0; u < V; ++u)
+#pragma unroll
+        for (int i = 0; i < 4; i += 2) any_nan |= topk_nan_or(pk[u].elt[i], pk[u].elt[i + 1]);
+    }
+    // kFltKeys: warp-uniform (VOTE.ANY), the float and the integer path's butterflies must not
+    // meet (the NaN canonicalisation below leaves a thread without NaN as the sign flip would).
+    if constexpr (kFltKeys) any_nan = __any_sync(kFull, any_nan);
     if (any_nan) {
 #pragma unroll
       for (int u = 0; u < V; ++u)
@@ -656,192 +727,278 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
   uint32_t d = 0u;  // fp32: the best entry dropped so far (header)
 
   uint32_t top[K];
-  // kFilter (header, "fp32 filter"): the list from the candidates above the row's bound (every
-  // element of a thread with a NaN, every element at T < kTopkBitonicFilterMinT); else the
-  // networks.
-  if constexpr (kFilter) {
-    {
-      // The thread's largest x (fmax: x's prepared bits, NaN ignored; NaN threads give 0).
-      float mx = pk[0].elt[0];
+  // kFltKeys without an infinity or NaN in the warp's x (header, "fp32 float keys"): the
+  // selection, the butterfly and d on the float keys f = (w & ~m) | (m − column) (one LOP3 of x's
+  // bits each, FMNMX), left as their bits in top and d for the finish (fdom).
+  const bool fdom = kFltKeys && !any_nan;
+  if (fdom) {
+    if constexpr (kFltKeys) {
+      // col_asc: the low bits the column (smallest: x's sign flipped above, so that positive x,
+      // negative prepared keys, keep the lower column first among equal keys), else m − column
+      // (largest: positive x). At the end ^ m: the low bits m − column for the finish.
+      auto float_path = [&](auto col_asc) {
+        constexpr bool kColAsc = decltype(col_asc)::value;
+        // r's bits of the low part (m − column's: fa; col_asc: the column's), ~m above
+        // (The keys are one LOP3 in place of x's bits: ptxas may make them all next to the
+        // loads, with no more registers.)
+        const uint32_t fr = kColAsc ? ~m | static_cast<uint32_t>(4 * r) : fa;
+        auto make_f = [&](int c, float(&e)[K]) {
 #pragma unroll
-      for (int u = 0; u < V; ++u)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          if (u + i > 0) mx = fmaxf(mx, pk[u].elt[i]);
-      uint32_t v = any_nan ? 0u : topk_key_f32_plain(__float_as_uint(mx), 31u);
-      // The 9th largest of the row's T keys: a bitonic sort over the T lanes (16 or 32),
-      // descending.
-      auto sort_lanes = [&](auto tt) {
-        constexpr int kLanes = decltype(tt)::value;
-#pragma unroll
-        for (int k2 = 2; k2 <= kLanes; k2 *= 2)
-#pragma unroll
-          for (int j = k2 / 2; j >= 1; j /= 2) {
-            const uint32_t o = __shfl_xor_sync(kFull, v, j);
-            v = (((r & j) == 0) == ((r & k2) == 0)) ? max(v, o) : min(v, o);
+          for (int j = 0; j < K; ++j) {
+            const int t0 = c * K + j;
+            const int u = t0 / 4, i = t0 % 4;
+            const uint4 w4 = pk[u].word[0];
+            const uint32_t w = i == 0 ? w4.x : i == 1 ? w4.y : i == 2 ? w4.z : w4.w;
+            // the low part's bits of u and i (an immediate): m − column's as make_chunk_f32's
+            // kT branch, or the column's 4·u·T | i
+            const uint32_t fb =
+                kColAsc ? ~m | static_cast<uint32_t>(4 * u * kT + i)
+                        : ~m | ((m & ~(4u * (kT - 1) | 3u)) ^ static_cast<uint32_t>(4 * u * kT)) |
+                              (3u - static_cast<uint32_t>(i));
+            e[j] = __uint_as_float(topk_entry_lop3(w, fr, fb));  // LOP3
           }
-      };
-      if (tpr == 16) sort_lanes(std::integral_constant<int, 16>{});
-      else if (tpr == 32) sort_lanes(std::integral_constant<int, 32>{});
-      const uint32_t t9 = tpr >= kTopkBitonicFilterMinT ? __shfl_sync(kFull, v, 8, tpr) : 0u;
-      // Candidates: H(key) ≥ H(t9), as x ≥ the float of the key t9 & ~m (below −inf's key:
-      // −inf, every x).
-      const uint32_t tl = t9 & ~m;
-      const float tf = tl < 0x00800000u ? kNegInf
-                                        : __uint_as_float(tl ^ (tl >= 0x80000000u ? 0x80000000u
-                                                                                  : 0xffffffffu));
-      {
-        uint32_t cand[(V + 7) / 8];
+        };
+        auto make16_f = [&](int c, float(&e16)[16]) {
+          float a[K], b2[K];
+          make_f(c, a);
+          make_f(c + 1, b2);
 #pragma unroll
-        for (int h = 0; h < (V + 7) / 8; ++h) cand[h] = 0u;
-#pragma unroll
-        for (int u = 0; u < V; ++u)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            topk_or_if_ge(cand[u / 8], pk[u].elt[i], tf, 1u << (u % 8 * 4 + i));
+          for (int i = 0; i < K; ++i) {
+            e16[i] = a[i];
+            e16[K + i] = b2[i];
           }
-        if (any_nan) {  // NaN bits fail the compare: every element a candidate
+        };
+        static_assert(kPairs, "the float keys: lists of 8 over pairs of chunks");
+        float ft[K], fd;
+        float e16[16];
+        make16_f(0, e16);
+        TopkBest8Of16::select<false>(e16);
 #pragma unroll
-          for (int h = 0; h < (V + 7) / 8; ++h) cand[h] = 0xffffffffu;
+        for (int i = 0; i < K; ++i) ft[i] = e16[i];
+        fd = e16[K - 1];  // the pair's 8th best ≥ its dropped entries
+#pragma unroll
+        for (int c = 2; c < kE / K; c += 2) {
+#pragma unroll
+          for (int u = c * K / kV; u < (c + 2) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
+          make16_f(c, e16);
+          TopkBest8Of16::select<true>(e16);
+          float e[K];
+#pragma unroll
+          for (int i = 0; i < K; ++i) e[i] = e16[K + i];
+          fd = fmaxf(fd, e[0]);  // the pair's 8th best (ascending)
+          topk_merge_lists_track<K>(ft, e, fd);
+        }
+        // The butterfly and d as the integer path's kOwnD below.
+        float own[K];
+#pragma unroll
+        for (int i = 0; i < K; ++i) own[i] = ft[i];
+#pragma unroll
+        for (int off = 1; off < kT; off *= 2) {
+          float o[K];
+#pragma unroll
+          for (int i = 0; i < K; ++i) o[i] = __shfl_xor_sync(kFull, ft[K - 1 - i], off);
+          topk_merge_lists<K>(ft, o);
         }
 #pragma unroll
-        for (int i = 0; i < K; ++i) top[i] = 0u;
-        const float* const xs = topk_opaque_ptr(xrow);
-        // One loop over the 64 bits (cand[0]: vectors 0..7, cand[1]: 8..15); each candidate's
-        // load is issued one iteration ahead (the insert hides its latency).
-        static_assert(V == 16, "the filter instance: E = 64");
-        uint32_t lo = cand[0], hi = cand[1];
-        auto take = [&]() {  // the lowest set bit's column; the bit cleared (none: bit 31's)
-          const bool in_lo = lo != 0u;
-          const uint32_t w = in_lo ? lo : hi;
-          const int j = __ffs(w) - 1 + (in_lo ? 0 : 32);
-          if (in_lo) lo &= lo - 1u;
-          else hi &= hi - 1u;
-          return static_cast<uint32_t>(((j >> 2) * tpr + r) * 4 + (j & 3));
-        };
-        if ((lo | hi) != 0u) {
-          uint32_t col = take();
-          uint32_t w = __float_as_uint(__ldg(xs + col));
-#pragma unroll 1
-          while (true) {
-            const bool more = (lo | hi) != 0u;
-            // Unconditional (no branch for ptxas to sink it below the insert): with no bit
-            // left, take() gives column (7·T + r)·4 + 3 of the row, loaded and unused.
-            const uint32_t col2 = take();
-            const uint32_t w2 = __float_as_uint(__ldg(xs + col2));
-            // x's bits prepared as above (NaN → 0x7fffffff | sgn, else the sign flipped for
-            // smallest), then the entry.
-            const uint32_t wp = (w & 0x7fffffffu) > 0x7f800000u ? 0x7fffffffu | sgn : w ^ sgn;
-            uint32_t e = (topk_key_f32_plain(wp, 31u) & ~m) | (m - col);
+        for (int i = 0; i < K; ++i) fd = fmaxf(fd, own[i] < ft[K - 1] ? own[i] : fd);
 #pragma unroll
-            for (int q = 0; q < K; ++q) {
-              const uint32_t hq = max(top[q], e);
-              e = min(top[q], e);
-              top[q] = hq;
+        for (int off = 1; off < kT; off *= 2) fd = fmaxf(fd, __shfl_xor_sync(kFull, fd, off));
+#pragma unroll
+        for (int i = 0; i < K; ++i) top[i] = __float_as_uint(ft[i]) ^ (kColAsc ? m : 0u);
+        d = __float_as_uint(fd);  // (its low bits unread: the cheap test takes its truncation)
+      };
+      if (largest) float_path(std::false_type{});
+      else float_path(std::true_type{});
+    }
+  } else {  // the integer entries: every other instance, and kFltKeys with an infinity or NaN
+    // kFilter (header, "fp32 filter"): the list from the candidates above the row's bound (every
+    // element of a thread with a NaN, every element at T < kTopkBitonicFilterMinT); else the
+    // networks.
+    if constexpr (kFilter) {
+      {
+        // The thread's largest x (fmax: x's prepared bits, NaN ignored; NaN threads give 0).
+        float mx = pk[0].elt[0];
+  #pragma unroll
+        for (int u = 0; u < V; ++u)
+  #pragma unroll
+          for (int i = 0; i < 4; ++i)
+            if (u + i > 0) mx = fmaxf(mx, pk[u].elt[i]);
+        uint32_t v = any_nan ? 0u : topk_key_f32_plain(__float_as_uint(mx), 31u);
+        // The 9th largest of the row's T keys: a bitonic sort over the T lanes (16 or 32),
+        // descending.
+        auto sort_lanes = [&](auto tt) {
+          constexpr int kLanes = decltype(tt)::value;
+  #pragma unroll
+          for (int k2 = 2; k2 <= kLanes; k2 *= 2)
+  #pragma unroll
+            for (int j = k2 / 2; j >= 1; j /= 2) {
+              const uint32_t o = __shfl_xor_sync(kFull, v, j);
+              v = (((r & j) == 0) == ((r & k2) == 0)) ? max(v, o) : min(v, o);
             }
-            d = max(d, e);
-            if (!more) break;
-            col = col2;
-            w = w2;
+        };
+        if (tpr == 16) sort_lanes(std::integral_constant<int, 16>{});
+        else if (tpr == 32) sort_lanes(std::integral_constant<int, 32>{});
+        const uint32_t t9 = tpr >= kTopkBitonicFilterMinT ? __shfl_sync(kFull, v, 8, tpr) : 0u;
+        // Candidates: H(key) ≥ H(t9), as x ≥ the float of the key t9 & ~m (below −inf's key:
+        // −inf, every x).
+        const uint32_t tl = t9 & ~m;
+        const float tf = tl < 0x00800000u ? kNegInf
+                                          : __uint_as_float(tl ^ (tl >= 0x80000000u ? 0x80000000u
+                                                                                    : 0xffffffffu));
+        {
+          uint32_t cand[(V + 7) / 8];
+  #pragma unroll
+          for (int h = 0; h < (V + 7) / 8; ++h) cand[h] = 0u;
+  #pragma unroll
+          for (int u = 0; u < V; ++u)
+  #pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              topk_or_if_ge(cand[u / 8], pk[u].elt[i], tf, 1u << (u % 8 * 4 + i));
+            }
+          if (any_nan) {  // NaN bits fail the compare: every element a candidate
+  #pragma unroll
+            for (int h = 0; h < (V + 7) / 8; ++h) cand[h] = 0xffffffffu;
+          }
+  #pragma unroll
+          for (int i = 0; i < K; ++i) top[i] = 0u;
+          const float* const xs = topk_opaque_ptr(xrow);
+          // One loop over the 64 bits (cand[0]: vectors 0..7, cand[1]: 8..15); each candidate's
+          // load is issued one iteration ahead (the insert hides its latency).
+          static_assert(V == 16, "the filter instance: E = 64");
+          uint32_t lo = cand[0], hi = cand[1];
+          auto take = [&]() {  // the lowest set bit's column; the bit cleared (none: bit 31's)
+            const bool in_lo = lo != 0u;
+            const uint32_t w = in_lo ? lo : hi;
+            const int j = __ffs(w) - 1 + (in_lo ? 0 : 32);
+            if (in_lo) lo &= lo - 1u;
+            else hi &= hi - 1u;
+            return static_cast<uint32_t>(((j >> 2) * tpr + r) * 4 + (j & 3));
+          };
+          if ((lo | hi) != 0u) {
+            uint32_t col = take();
+            uint32_t w = __float_as_uint(__ldg(xs + col));
+  #pragma unroll 1
+            while (true) {
+              const bool more = (lo | hi) != 0u;
+              // Unconditional (no branch for ptxas to sink it below the insert): with no bit
+              // left, take() gives column (7·T + r)·4 + 3 of the row, loaded and unused.
+              const uint32_t col2 = take();
+              const uint32_t w2 = __float_as_uint(__ldg(xs + col2));
+              // x's bits prepared as above (NaN → 0x7fffffff | sgn, else the sign flipped for
+              // smallest), then the entry.
+              const uint32_t wp = (w & 0x7fffffffu) > 0x7f800000u ? 0x7fffffffu | sgn : w ^ sgn;
+              uint32_t e = (topk_key_f32_plain(wp, 31u) & ~m) | (m - col);
+  #pragma unroll
+              for (int q = 0; q < K; ++q) {
+                const uint32_t hq = max(top[q], e);
+                e = min(top[q], e);
+                top[q] = hq;
+              }
+              d = max(d, e);
+              if (!more) break;
+              col = col2;
+              w = w2;
+            }
           }
         }
       }
+    } else if constexpr (kPairs) {
+      // Two chunks at a time: their best 8, sorted (TopkBest8Of16, 100 min / max), merged into
+      // the list: 132 per 16 entries against 2·(38 + 32) = 140 chunk by chunk.
+      auto make16 = [&](int c, uint32_t(&e16)[16]) {
+        uint32_t a[K], b[K];
+        make(c, a);
+        make(c + 1, b);
+  #pragma unroll
+        for (int i = 0; i < K; ++i) {
+          e16[i] = a[i];
+          e16[K + i] = b[i];
+        }
+      };
+      uint32_t e16[16];
+      make16(0, e16);
+      TopkBest8Of16::select<false>(e16);
+  #pragma unroll
+      for (int i = 0; i < K; ++i) top[i] = e16[i];
+      if constexpr (kF32) d = e16[K - 1];  // the pair's 8th best ≥ its dropped entries
+  #pragma unroll
+      for (int c = 2; c < kE / K; c += 2) {
+        // Opaque (no instruction): the chunks' entries are made here, not hoisted next to the
+        // loads (twice the registers of the packed values: 168 instead of 77 at E = 128, K = 8).
+  #pragma unroll
+        for (int u = c * K / kV; u < (c + 2) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
+        if constexpr (kF32) sh = top[K - 1] | 31u;
+        make16(c, e16);
+        TopkBest8Of16::select<true>(e16);
+        uint32_t e[K];
+  #pragma unroll
+        for (int i = 0; i < K; ++i) e[i] = e16[K + i];
+        if constexpr (kF32) {
+          d = max(d, e[0]);  // the pair's 8th best (ascending)
+          topk_merge_lists_track<K>(top, e, d);
+        } else {
+          topk_merge_lists<K>(top, e);
+        }
+      }
+    } else {
+      make(0, top);
+      TopkNetwork<K>::template sort<false>(top);
+  #pragma unroll
+      for (int c = 1; c < kE / K; ++c) {
+        // Opaque (no instruction): as above.
+  #pragma unroll
+        for (int u = c * K / kV; u < (c + 1) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
+        uint32_t e[K];
+        if constexpr (kF32) sh = top[K - 1] | 31u;
+        make(c, e);
+        TopkNetwork<K>::template sort<true>(e);
+        if constexpr (kF32) topk_merge_lists_track<K>(top, e, d);
+        else topk_merge_lists<K>(top, e);
+      }
     }
-  } else if constexpr (kPairs) {
-    // Two chunks at a time: their best 8, sorted (TopkBest8Of16, 100 min / max), merged into
-    // the list: 132 per 16 entries against 2·(38 + 32) = 140 chunk by chunk.
-    auto make16 = [&](int c, uint32_t(&e16)[16]) {
-      uint32_t a[K], b[K];
-      make(c, a);
-      make(c + 1, b);
-#pragma unroll
-      for (int i = 0; i < K; ++i) {
-        e16[i] = a[i];
-        e16[K + i] = b[i];
+
+    // Butterfly over the row's T threads: the partner's list reversed is ascending.
+    // kFilter: the merges do not track d; after them, every entry outside the row's list is in
+    // some thread's own list below top[K − 1] or at most that thread's d, so d = the max over the
+    // T threads of (d, the own entries below top[K − 1]): the same value, ~30 instructions in
+    // all instead of ~13 per round.
+    // kT (fp32): the same d as the filter's (own list kept through the rounds, ~30 instructions
+    // after them): the butterfly's dropped entries are exactly the own entries outside the row's
+    // list, so the value equals the one the rounds' tracking would give (~4 × 14 instructions at T 16).
+    constexpr bool kOwnD = kFilter || (kF32 && kT != 0);
+    uint32_t own[K];
+    if constexpr (kOwnD) {
+  #pragma unroll
+      for (int i = 0; i < K; ++i) own[i] = top[i];
+    }
+    auto butterfly_round = [&](int off) {
+      uint32_t o[K];
+  #pragma unroll
+      for (int i = 0; i < K; ++i) o[i] = __shfl_xor_sync(kFull, top[K - 1 - i], off);
+      if constexpr (kF32 && !kOwnD) {
+        d = max(d, __shfl_xor_sync(kFull, d, off));
+        topk_merge_lists_track<K>(top, o, d);
+      } else {
+        topk_merge_lists<K>(top, o);
       }
     };
-    uint32_t e16[16];
-    make16(0, e16);
-    TopkBest8Of16::select<false>(e16);
-#pragma unroll
-    for (int i = 0; i < K; ++i) top[i] = e16[i];
-    if constexpr (kF32) d = e16[K - 1];  // the pair's 8th best ≥ its dropped entries
-#pragma unroll
-    for (int c = 2; c < kE / K; c += 2) {
-      // Opaque (no instruction): the chunks' entries are made here, not hoisted next to the
-      // loads (twice the registers of the packed values: 168 instead of 77 at E = 128, K = 8).
-#pragma unroll
-      for (int u = c * K / kV; u < (c + 2) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
-      if constexpr (kF32) sh = top[K - 1] | 31u;
-      make16(c, e16);
-      TopkBest8Of16::select<true>(e16);
-      uint32_t e[K];
-#pragma unroll
-      for (int i = 0; i < K; ++i) e[i] = e16[K + i];
-      if constexpr (kF32) {
-        d = max(d, e[0]);  // the pair's 8th best (ascending)
-        topk_merge_lists_track<K>(top, e, d);
+    if constexpr (kT != 0) {
+  #pragma unroll
+      for (int off = 1; off < kT; off *= 2) butterfly_round(off);
+    } else {
+      for (int off = 1; off < tpr; off *= 2) butterfly_round(off);
+    }
+    if constexpr (kOwnD) {
+  #pragma unroll
+      for (int i = 0; i < K; ++i) d = max(d, own[i] < top[K - 1] ? own[i] : 0u);
+      if constexpr (kT != 0) {
+  #pragma unroll
+        for (int off = 1; off < kT; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
       } else {
-        topk_merge_lists<K>(top, e);
+        for (int off = 1; off < tpr; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
       }
     }
-  } else {
-    make(0, top);
-    TopkNetwork<K>::template sort<false>(top);
-#pragma unroll
-    for (int c = 1; c < kE / K; ++c) {
-      // Opaque (no instruction): as above.
-#pragma unroll
-      for (int u = c * K / kV; u < (c + 1) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
-      uint32_t e[K];
-      if constexpr (kF32) sh = top[K - 1] | 31u;
-      make(c, e);
-      TopkNetwork<K>::template sort<true>(e);
-      if constexpr (kF32) topk_merge_lists_track<K>(top, e, d);
-      else topk_merge_lists<K>(top, e);
-    }
-  }
 
-  // Butterfly over the row's T threads: the partner's list reversed is ascending.
-  // kFilter: the merges do not track d; after them, every entry outside the row's list is in
-  // some thread's own list below top[K − 1] or at most that thread's d, so d = the max over the
-  // T threads of (d, the own entries below top[K − 1]): the same value, ~30 instructions in
-  // all instead of ~13 per round.
-  // kT (fp32): the same d as the filter's (own list kept through the rounds, ~30 instructions
-  // after them): the butterfly's dropped entries are exactly the own entries outside the row's
-  // list, so the value equals the one the rounds' tracking would give (~4 × 14 instructions at T 16).
-  constexpr bool kOwnD = kFilter || (kF32 && kT != 0);
-  uint32_t own[K];
-  if constexpr (kOwnD) {
-#pragma unroll
-    for (int i = 0; i < K; ++i) own[i] = top[i];
-  }
-  auto butterfly_round = [&](int off) {
-    uint32_t o[K];
-#pragma unroll
-    for (int i = 0; i < K; ++i) o[i] = __shfl_xor_sync(kFull, top[K - 1 - i], off);
-    if constexpr (kF32 && !kOwnD) {
-      d = max(d, __shfl_xor_sync(kFull, d, off));
-      topk_merge_lists_track<K>(top, o, d);
-    } else {
-      topk_merge_lists<K>(top, o);
-    }
-  };
-  if constexpr (kT != 0) {
-#pragma unroll
-    for (int off = 1; off < kT; off *= 2) butterfly_round(off);
-  } else {
-    for (int off = 1; off < tpr; off *= 2) butterfly_round(off);
-  }
-  if constexpr (kOwnD) {
-#pragma unroll
-    for (int i = 0; i < K; ++i) d = max(d, own[i] < top[K - 1] ? own[i] : 0u);
-    if constexpr (kT != 0) {
-#pragma unroll
-      for (int off = 1; off < kT; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
-    } else {
-      for (int off = 1; off < tpr; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
-    }
   }
 
   if constexpr (kF32 && kFit) {
@@ -865,7 +1022,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
       const float2 s2 = st_sm[tid2];
       st2 = {{s2.x, s2.y}};
     }
-    topk_finish_f32<K, V, kFit, kT>(p, row2, xrow2, n, tpr, r2, bits, flip, top, d, st2);
+    topk_finish_f32<K, V, kFit, kT>(p, row2, xrow2, n, tpr, r2, bits, flip, top, d, st2, fdom);
     return;
   }
   if (!row_ok) return;

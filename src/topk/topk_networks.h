@@ -7,6 +7,7 @@
 // table with a pruning string per direction.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <utility>
 
@@ -36,6 +37,24 @@ QUACK_TOPK_NET_HD void topk_cas_lo(P& a, const P& b) {
 template <bool kAsc, typename P>
 QUACK_TOPK_NET_HD void topk_cas_hi(const P& a, P& b) {
   b = (a < b) == kAsc ? b : a;
+}
+
+/// The same three for float keys by FMNMX (fminf / fmaxf: the kernel's float keys are never NaN;
+/// `a < b ? a : b` would be FSETP + FSEL). Declared before topk_ce: more specialized than the
+/// templates above, so overload resolution picks them for float.
+template <bool kAsc>
+QUACK_TOPK_NET_HD void topk_cas(float& a, float& b) {
+  const float lo = fminf(a, b), hi = fmaxf(a, b);
+  a = kAsc ? lo : hi;
+  b = kAsc ? hi : lo;
+}
+template <bool kAsc>
+QUACK_TOPK_NET_HD void topk_cas_lo(float& a, const float& b) {
+  a = kAsc ? fminf(a, b) : fmaxf(a, b);
+}
+template <bool kAsc>
+QUACK_TOPK_NET_HD void topk_cas_hi(const float& a, float& b) {
+  b = kAsc ? fmaxf(a, b) : fminf(a, b);
 }
 
 /// One compare-exchange (v[kA], v[kB]) as kOp says: 'x' topk_cas, 'l' topk_cas_lo, 'h'

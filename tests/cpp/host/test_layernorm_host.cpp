@@ -39,18 +39,21 @@ LayerNormFwdArgs fwd_args() {
   return a;
 }
 
-LayerNormBwdArgs bwd_args() {
+// A backward of x dtype t, shape (rows, cols), weight dtype wdtype; dweight and dbias asked.
+LayerNormBwdArgs bwd_args_of(DType t, int64_t rows, int64_t cols, DType wdtype) {
   LayerNormBwdArgs a;
-  a.x = TensorRef::matrix(fake(1), DType::kBFloat16, M, N);
-  a.weight = TensorRef::vector(fake(2), DType::kFloat32, N);
-  a.dout = TensorRef::matrix(fake(3), DType::kBFloat16, M, N);
-  a.mean = TensorRef::vector(fake(4), DType::kFloat32, M);
-  a.rstd = TensorRef::vector(fake(5), DType::kFloat32, M);
-  a.dx = TensorRef::matrix(fake(6), DType::kBFloat16, M, N);
-  a.dweight = TensorRef::vector(fake(7), DType::kFloat32, N);
-  a.dbias = TensorRef::vector(fake(8), DType::kFloat32, N);
+  a.x = TensorRef::matrix(fake(1), t, rows, cols);
+  a.weight = TensorRef::vector(fake(2), wdtype, cols);
+  a.dout = TensorRef::matrix(fake(3), t, rows, cols);
+  a.mean = TensorRef::vector(fake(4), DType::kFloat32, rows);
+  a.rstd = TensorRef::vector(fake(5), DType::kFloat32, rows);
+  a.dx = TensorRef::matrix(fake(6), t, rows, cols);
+  a.dweight = TensorRef::vector(fake(7), DType::kFloat32, cols);
+  a.dbias = TensorRef::vector(fake(8), DType::kFloat32, cols);
   return a;
 }
+
+LayerNormBwdArgs bwd_args() { return bwd_args_of(DType::kBFloat16, M, N, DType::kFloat32); }
 
 void expect_fwd_invalid(const LayerNormFwdArgs& a, const std::vector<std::string>& parts) {
   expect_invalid([&] { layernorm_fwd(a, nullptr); }, "layernorm_fwd", parts);
@@ -414,15 +417,7 @@ TEST(LayerNormPlan, BackwardRowAhead) {
   };
   for (const Case& e : cases) {
     SCOPED_TRACE(std::string(dtype_name(e.t)) + " N=" + std::to_string(e.N));
-    LayerNormBwdArgs b;  // weight and bias in x's dtype (the measured case)
-    b.x = TensorRef::matrix(fake(1), e.t, e.M, e.N);
-    b.weight = TensorRef::vector(fake(2), e.t, e.N);
-    b.dout = TensorRef::matrix(fake(3), e.t, e.M, e.N);
-    b.mean = TensorRef::vector(fake(4), DType::kFloat32, e.M);
-    b.rstd = TensorRef::vector(fake(5), DType::kFloat32, e.M);
-    b.dx = TensorRef::matrix(fake(6), e.t, e.M, e.N);
-    b.dweight = TensorRef::vector(fake(7), DType::kFloat32, e.N);
-    b.dbias = TensorRef::vector(fake(8), DType::kFloat32, e.N);
+    const LayerNormBwdArgs b = bwd_args_of(e.t, e.M, e.N, e.t);  // weight in x's dtype (measured)
     const detail::RowCall call = detail::layernorm_bwd_call(b);
     const detail::RowPlan p = detail::plan_row_call(call);
     EXPECT_EQ(plan_name(p), e.plan);
@@ -441,6 +436,84 @@ TEST(LayerNormPlan, BackwardRowAhead) {
     if (e.N * dtype_size(e.t) <= 256 * 1024)  // beyond, three streams leave staged-v4
       EXPECT_EQ(plan_name(rp).rfind("staged-v4-t", 0), 0u) << plan_name(rp);
     EXPECT_EQ(detail::plan_row_call(rcall, ra).policy, RowPolicy::kNone);
+  }
+}
+
+// staged-v2-ra-occ3 (forced only): staged-v4-ra's code at 2 vectors per thread in CTAs of at
+// most 256 threads built for 3 CTAs per SM. Never planned unforced; forced it takes 16-bit rows
+// of up to 16 x 256 x 16 columns (one row of 256 threads per CTA at 4096), three of whose CTAs
+// fit an SM's shared memory at 4096; only the plain backward compiles it;
+// QUACK_LAYERNORM_BWD_ENTRY forces it on the calls it takes (plan_row_call_env).
+TEST(LayerNormPlan, BackwardOccupancyEntry) {
+  const int occ = detail::row_config_index("staged-v2-ra-occ3");
+  const int ra = detail::row_config_index("staged-v4-ra");
+  ASSERT_GE(occ, 0);
+  ASSERT_GE(ra, 0);
+  const detail::RowConfig& k = kRowConfigs[occ];
+  EXPECT_EQ(k.policy, RowPolicy::kStaged);
+  EXPECT_TRUE(k.row_ahead);
+  EXPECT_TRUE(k.forced_only);
+  EXPECT_TRUE(k.trial);
+  EXPECT_EQ(k.ctas_per_sm, 3);
+  EXPECT_EQ(k.threads(), 256);
+  EXPECT_EQ(k.vecs, 2);
+  EXPECT_EQ(k.stages, kRowConfigs[ra].stages);
+  for (int i = 0; i < kRowConfigCount; ++i) {
+    if (i != occ) {
+      EXPECT_FALSE(kRowConfigs[i].forced_only) << kRowConfigs[i].name;
+    }
+  }
+  struct Case {
+    DType t;
+    int64_t M, N;
+    const char* forced;  // nullptr: the entry does not take the row
+  };
+  const DType bf = DType::kBFloat16, f16 = DType::kFloat16, f32 = DType::kFloat32;
+  const Case cases[] = {
+      {bf, 16384, 4096, "staged-v2-ra-occ3-t256r1v2-x1"},
+      {f16, 16384, 4096, "staged-v2-ra-occ3-t256r1v2-x1"},
+      {bf, 16384, 2048, "staged-v2-ra-occ3-t128r2v2-x1"},
+      {bf, 16384, 8192, "staged-v2-ra-occ3-t256r1v2-x2"},
+      {bf, 16384, 32768, "staged-v2-ra-occ3-t256r1v2-x8"},
+      {bf, 16384, 65536, "staged-v2-ra-occ3-t256r1v2-x16"},
+      {bf, 1000, 1024, "staged-v2-ra-occ3-t64r4v2-x1"},
+      {f32, 16384, 4096, "staged-v2-ra-occ3-t256r1v2-x2"},
+      {bf, 16384, 131072, nullptr},
+      {bf, 8192, 262144, nullptr},
+  };
+  const char* var = "QUACK_LAYERNORM_BWD_ENTRY";
+  for (const Case& e : cases) {
+    SCOPED_TRACE(std::string(dtype_name(e.t)) + " N=" + std::to_string(e.N));
+    const LayerNormBwdArgs b = bwd_args_of(e.t, e.M, e.N, e.t);  // weight in x's dtype (measured)
+    const detail::RowCall call = detail::layernorm_bwd_call(b);
+    const detail::RowPlan planned = detail::plan_row_call(call);
+    EXPECT_NE(planned.config, occ);
+    const detail::RowPlan p = detail::plan_row_call(call, occ);
+    if (e.forced == nullptr) {
+      EXPECT_EQ(p.policy, RowPolicy::kNone);
+    } else {
+      EXPECT_EQ(plan_name(p), e.forced);
+      EXPECT_LE(p.g.cta_threads, 256);
+      EXPECT_LE(p.g.vpt, 2);
+      if (e.N == 4096 && e.t != f32) {  // three CTAs per SM by shared memory
+        EXPECT_LE(3 * (static_cast<int64_t>(p.smem) + detail::kRowCtaSmemReserve),
+                  detail::kRowSmSmem);
+      }
+    }
+    // The environment switch: the entry where it takes the call, else the plan.
+    ::setenv(var, "staged-v2-ra-occ3", 1);
+    const detail::RowPlan env = detail::plan_row_call_env(call, var);
+    EXPECT_EQ(plan_name(env), e.forced ? std::string(e.forced) : plan_name(planned));
+    ::setenv(var, "auto", 1);
+    EXPECT_EQ(plan_name(detail::plan_row_call_env(call, var)), plan_name(planned));
+    ::setenv(var, "no-such-entry", 1);
+    EXPECT_EQ(plan_name(detail::plan_row_call_env(call, var)), plan_name(planned));
+    ::unsetenv(var);
+    EXPECT_EQ(plan_name(detail::plan_row_call_env(call, var)), plan_name(planned));
+    LayerNormBwdArgs r = b;  // the residual gradients: their own instance, no trial entries
+    r.dresidual_out = TensorRef::matrix(fake(9), e.t, e.M, e.N);
+    EXPECT_EQ(detail::plan_row_call(detail::layernorm_bwd_call(r), occ).policy,
+              RowPolicy::kNone);
   }
 }
 
