@@ -49,8 +49,8 @@ bool one_output(GemmEpilogue e) {
   return e == GemmEpilogue::kLinComb || e == GemmEpilogue::kBias || e == GemmEpilogue::kRotary;
 }
 
-// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>][a<S>[d<D>]][cf][er][diag<M>]"
-// gives "[e<N>][a<S>[d<D>]][cf][er][diag<M>]"), empty if none; "?" if the tile part is not expected_tile(i) with such
+// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>][a<S>[d<D>]][cf][diag<M>]"
+// gives "[e<N>][a<S>[d<D>]][cf][diag<M>]"), empty if none; "?" if the tile part is not expected_tile(i) with such
 // a suffix.
 std::string split_suffix(const GemmInstance& i) {
   const std::string t = i.tile, base = expected_tile(i);
@@ -73,12 +73,7 @@ std::string split_suffix(const GemmInstance& i) {
       diag = true;
       split.resize(split.size() - 5);
     }
-    // er: C's next load right after the reads (gemm_dgated A/B candidates, after cf)
-    if (split.size() > 2 && split.compare(split.size() - 2, 2, "er") == 0) {
-      if (!i.candidate || i.epilogue != GemmEpilogue::kDGated) return "?";
-      split.resize(split.size() - 2);
-    }
-    // cf: the conflict-free order of 32-bit C and D (gemm_dgated A/B candidates, before er, diag<M>)
+    // cf: the conflict-free order of 32-bit C and D (gemm_dgated A/B candidates, before diag<M>)
     if (split.size() > 2 && split.compare(split.size() - 2, 2, "cf") == 0) {
       if (!i.candidate || i.epilogue != GemmEpilogue::kDGated) return "?";
       split.resize(split.size() - 2);
