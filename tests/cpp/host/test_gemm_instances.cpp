@@ -65,6 +65,7 @@ std::string split_suffix(const GemmInstance& i) {
     if (k == d0) return "?";
   }
   bool diag = false;  // the name says diag<M>: the flag must say it too, and only then
+  bool ring = false;  // the name says a<S> with S ≥ 1: GemmInstance::c_ring must say it, and only then
   if (k < rest.size()) {  // a<S>[d<D>]: the buffer split
     std::string split = rest.substr(k);
     // diag<M>: a diagnostic A/B candidate after the split (wrong results; instances_ab.txt only)
@@ -81,8 +82,9 @@ std::string split_suffix(const GemmInstance& i) {
     const bool ok = (split.size() == 2 || (split.size() == 4 && split[2] == 'd' && digit(split[3]))) &&
                     split[0] == 'a' && digit(split[1]);
     if (!ok) return "?";
+    ring = split[1] != '0';
   }
-  if (i.diagnostic != diag) return "?";
+  if (i.diagnostic != diag || i.c_ring != ring) return "?";
   return rest;
 }
 
