@@ -1,18 +1,13 @@
 """Bit-equality of linear + cross-entropy's loss, dx and dweight across its dweight paths.
 
-Branch lce-dw changed two things that should not change any bit:
-  - the accumulating dweight GEMMs (fp32 D = acc + C, every chunk after the first) run 128x128
-    pingpong with the C ring (128x128ppa1d2) instead of the cooperative 128x256: same K order
-    per output element, so the same fp32 sums;
-  - the last chunk stores the workspace rows straight into the bf16 dweight (D = acc + C fp32,
-    rounded once) instead of writing fp32 and casting after the chunks (QUACK_LCE_DW_CAST_AT_END=1
-    restores the cast): with alpha = beta = 1 both round the same fp32 sum to nearest even.
+The accumulating dweight GEMMs (fp32 D = acc + C, every chunk after the first) run 128x128
+pingpong with the C ring (128x128ppa1d2) by the rule; forced to the cooperative 128x256 they must
+give the same bits (same K order per output element, so the same fp32 sums). Run AK1 checked
+this and the last chunk's bf16 store against the cast after the chunks it replaced (same bits).
 This runs forward + backward per configuration and compares every output's bits against the
-first one ("new": the rule, the store in the GEMM):
-  new          QUACK_GEMM_TILE unset, QUACK_LCE_DW_CAST_AT_END unset
-  cast_at_end  the workspace rows cast after the chunks (the GEMM tiles as new)
-  old          QUACK_GEMM_TILE=f32_mm:128x256 and the cast at the end: main's path before the
-               branch
+first one:
+  new          QUACK_GEMM_TILE unset (the rule)
+  old_tile     QUACK_GEMM_TILE=f32_mm:128x256
 Exits 1 on any difference, naming configuration, shape and output.
 
     python3 scripts/check_lce_dw_bits.py [--shapes 8192x4096x32000:2048,16384x4096x128256:4096]
@@ -26,8 +21,7 @@ import sys
 
 CONFIGS = {
     "new": {},
-    "cast_at_end": {"QUACK_LCE_DW_CAST_AT_END": "1"},
-    "old": {"QUACK_LCE_DW_CAST_AT_END": "1", "QUACK_GEMM_TILE": "f32_mm:128x256"},
+    "old_tile": {"QUACK_GEMM_TILE": "f32_mm:128x256"},
 }
 
 
@@ -49,8 +43,7 @@ def main():
         t = torch.randint(0, V, (T,), device="cuda", generator=g)
 
         def run(env):
-            for k in ("QUACK_GEMM_TILE", "QUACK_LCE_DW_CAST_AT_END"):
-                os.environ.pop(k, None)
+            os.environ.pop("QUACK_GEMM_TILE", None)
             os.environ.update(env)
             x.grad = None
             W.grad = None
@@ -74,8 +67,7 @@ def main():
                 bad += not same
         del ref, x, W, t
         torch.cuda.empty_cache()
-    for k in ("QUACK_GEMM_TILE", "QUACK_LCE_DW_CAST_AT_END"):
-        os.environ.pop(k, None)
+    os.environ.pop("QUACK_GEMM_TILE", None)
     sys.exit(1 if bad else 0)
 
 

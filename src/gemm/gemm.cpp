@@ -398,18 +398,10 @@ const Instance* with_tile(const Instance& base, const char* tile) {
   return nullptr;
 }
 
-// Whether instance i's epilogue loads C ahead through a ring of C buffers (the tile name's
-// a<S> variant with S ≥ 1, instances.txt: "<epilogue>:a<S>[d<D>]"). The rule offers such an
-// instance only for problems that read C (choose_instance): without C its buffers are idle
-// smem (e.g. linear + cross-entropy's first dweight chunk keeps the cooperative 128x256).
-bool has_c_ring(const Instance& i) {
-  const char* a = std::strchr(i.tile, 'a');  // no other tile part has an 'a'
-  return a != nullptr && a[1] >= '1' && a[1] <= '9';
-}
-
 // The instance that runs p (base: its group's base instance) on a device of `sms` SMs, without a
 // CUDA call: the forced one, else the rule's (among the group's production instances; one with
-// a C ring only where p reads C: has_c_ring). QUACK_GEMM_TILE (then QUACK_GEMM_TILE_N) forces
+// a C ring only where p reads C: without C its buffers are idle shared memory, e.g. linear +
+// cross-entropy's first dweight chunk keeps the cooperative 128x256). QUACK_GEMM_TILE (then QUACK_GEMM_TILE_N) forces
 // "<tile>" on every group (a tile not compiled for the group runs base), or, written
 // "<name part>:<tile>", only on the groups whose base instance's name contains <name part> (e.g.
 // "f32_mm:128x256a1d2": linear + cross-entropy's fp32-accumulating dweight GEMM, while its other
@@ -431,7 +423,7 @@ const Instance& choose_instance(const Instance& base, const GemmProblem& p, int6
   std::vector<const Instance*> same{&base};
   std::vector<detail::TileOption> options{{base.bm, base.bn, base.cluster_m, base.cluster_n, base.pingpong}};
   for (const Instance& i : kGemmInstances)
-    if (&i != &base && same_problem(i, base) && !i.candidate && (p.c != nullptr || !has_c_ring(i))) {
+    if (&i != &base && same_problem(i, base) && !i.candidate && (p.c != nullptr || !i.c_ring)) {
       same.push_back(&i);
       options.push_back({i.bm, i.bn, i.cluster_m, i.cluster_n, i.pingpong});
     }

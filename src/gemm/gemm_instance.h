@@ -22,6 +22,8 @@ struct GemmInstance {
   bool candidate;         // a device A/B candidate (instances_ab.txt, A/B builds only): runs only when
                           // forced by its tile name; never the tile rule's pick nor a group's base
   bool diagnostic;        // a diagnostic A/B tile ("...diag<M>": wrong results by design): never tuned
+  bool c_ring;            // C loaded ahead through a ring of C buffers (the tile's a<S>, S ≥ 1):
+                          // the rule offers it only for problems that read C
   GemmLauncher run;
 };
 

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -235,10 +234,7 @@ LcePlan lce_plan_fwd(const LinearCrossEntropyFwdArgs& a) {
         p.dw_rows = s.V;
         p.acc_in_dw = in_dw ? lce_split_rows(s.V) : 0;
       }
-      // QUACK_LCE_DW_CAST_AT_END=1 (device A/B only): the workspace rows cast at the end.
-      const char* cast_env = std::getenv("QUACK_LCE_DW_CAST_AT_END");
-      const bool cast_at_end = cast_env != nullptr && std::strcmp(cast_env, "1") == 0;
-      p.dw_ws_last_direct = !a.accumulate && p.dw_rows > p.acc_in_dw && !cast_at_end;
+      p.dw_ws_last_direct = !a.accumulate && p.dw_rows > p.acc_in_dw;
     }
   }
   if (p.v_begin < s.V) {

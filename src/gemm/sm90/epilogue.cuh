@@ -161,21 +161,6 @@ template <class Base>
 struct EpiCf : Base {
   static constexpr bool kEpiCf = true;
 };
-/// Tile configuration Base whose epilogue (a C ring of one buffer, kCAhead) issues the C load of
-/// the subtile kStagesC places ahead as soon as every thread has read this subtile's C from the
-/// buffer (warps 1-3 arrive on a named barrier of their group right after their C reads, warp 0
-/// syncs on it, then thread 0 issues) instead of after the subtile's visitor call, the wait for
-/// its output buffer and the group barrier before its stores: the load's L2 → smem round trip
-/// then runs under this subtile's activation gradient and stores as well (instances_ab.txt, suffix
-/// er, after cf if both; timing only: bit-identical results).
-template <class Base>
-struct EpiEarly : Base {
-  static constexpr bool kEpiEarly = true;
-};
-template <class T, class = void>
-struct TileEpiEarly : std::false_type {};
-template <class T>
-struct TileEpiEarly<T, std::void_t<decltype(T::kEpiEarly)>> : std::bool_constant<T::kEpiEarly> {};
 template <class T, class = void>
 struct TileEpiCf : std::false_type {};  // production: the fragment order
 template <class T>
@@ -197,9 +182,6 @@ struct CollectiveEpilogue {
   static constexpr bool kLoadsCIntoSmem = kDiag != 1 && kDiag != 3 && kDiag != 5;
   static constexpr bool kReadsC = kDiag != 1 && kDiag != 3 && kDiag != 4;
   static constexpr bool kCf = TileEpiCf<Tile>::value;     // EpiCf: the conflict-free order (A/B)
-  static constexpr bool kEarly = TileEpiEarly<Tile>::value;  // EpiEarly: C's next load right after the reads (A/B)
-  // EpiEarly's named barrier per group (epi_sync takes 1 + grp, the pingpong turns 3 and 4).
-  static constexpr uint32_t kCReadBarrier = 5;
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
   // Subtile: the tile's (EpiM, EpiN), but 32 columns wide where the tile's are 64 (pingpong, BM
@@ -273,8 +255,6 @@ struct CollectiveEpilogue {
   static constexpr int kStagesCAhead =
       TileCAheadStages<Tile>::value >= 0 ? TileCAheadStages<Tile>::value : (VisitorCAhead<Op>::value ? kAheadAuto : 0);
   static constexpr bool kCAhead = kStagesCAhead > 0;
-  static_assert(!kEarly || (kCAhead && kStagesCAhead == 1 && Op::kNeedsC && !Op::kLinFirst),
-                "EpiEarly: a visitor that needs C (not kLinFirst), a C ring of one buffer");
   static_assert(kStagesCAhead <= kSubtilesPerTile, "no more C buffers than subtiles per tile");
   static constexpr bool kReuseSmemC = kSameWidthC && !kCAhead;
   static constexpr int EpiStagesD =
@@ -636,16 +616,6 @@ struct CollectiveEpilogue {
             cutlass::Array<ElementC, kFrg> c;
             read_c(c, c_smem + c_stage * kSubtile);
             cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
-            if constexpr (kEarly && kCAhead) {
-              // Every thread's reads of buffer c_stage are done (the barrier orders a thread's
-              // prior memory accesses): it takes the load kStagesC subtiles ahead now.
-              if (etid < 32) {
-                cutlass::arch::NamedBarrier::sync(kEpiThreads, kCReadBarrier + uint32_t(grp));
-                if (etid == 0) issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
-              } else {
-                cutlass::arch::NamedBarrier::arrive(kEpiThreads, kCReadBarrier + uint32_t(grp));
-              }
-            }
           }
           if constexpr (kLin)
             op.lin.apply(x, x, &cf);
@@ -668,10 +638,10 @@ struct CollectiveEpilogue {
         bool const store_d1 = kOutputs == 2 && p.store_d1;
         if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
         epi_sync();  // ... and every thread's LDSM of C from it (reuse)
-        if constexpr (kCAhead && !(kEarly && kReadsC)) {
+        if constexpr (kCAhead) {
           // Every thread's LDSM of C buffer c_stage came before that sync: it takes the subtile
           // kStagesC places further in this tile's order, if any (count sub_count + kStagesC:
-          // same buffer, next phase). (EpiEarly: issued right after the reads, above.)
+          // same buffer, next phase).
           if (etid == 0 && c_via_tma(p))
             issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
         }

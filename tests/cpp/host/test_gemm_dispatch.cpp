@@ -179,7 +179,7 @@ TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
 // Linear + cross-entropy's dweight GEMMs (cr: mm, 64128 rows of a 128256-row vocabulary, D =
 // 4096, 4096-token chunks): the first chunk writes fp32 rows (no C) on the cooperative 128x256;
 // the later chunks add into them (C = D, beta 1) on 128x128 pingpong with the C ring (an
-// instance with a C ring joins the rule's options only where C is read: gemm.cpp, has_c_ring);
+// instance with a C ring joins the rule's options only where C is read: GemmInstance::c_ring);
 // the last chunk's workspace rows go into the bf16 dweight with their fp32 accumulator as C
 // (the _cf32 mm group's only instance); at K ≥ kLongK (the vocabulary pass over all T = 16384
 // tokens, accumulating) the cooperative 128x256 wins the rule's comparison again.

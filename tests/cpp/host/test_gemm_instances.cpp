@@ -49,8 +49,8 @@ bool one_output(GemmEpilogue e) {
   return e == GemmEpilogue::kLinComb || e == GemmEpilogue::kBias || e == GemmEpilogue::kRotary;
 }
 
-// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>][a<S>[d<D>]][cf][er][diag<M>]"
-// gives "[e<N>][a<S>[d<D>]][cf][er][diag<M>]"), empty if none; "?" if the tile part is not expected_tile(i) with such
+// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>][a<S>[d<D>]][cf][diag<M>]"
+// gives "[e<N>][a<S>[d<D>]][cf][diag<M>]"), empty if none; "?" if the tile part is not expected_tile(i) with such
 // a suffix.
 std::string split_suffix(const GemmInstance& i) {
   const std::string t = i.tile, base = expected_tile(i);
@@ -65,6 +65,7 @@ std::string split_suffix(const GemmInstance& i) {
     if (k == d0) return "?";
   }
   bool diag = false;  // the name says diag<M>: the flag must say it too, and only then
+  bool ring = false;  // the name says a<S> with S ≥ 1: GemmInstance::c_ring must say it, and only then
   if (k < rest.size()) {  // a<S>[d<D>]: the buffer split
     std::string split = rest.substr(k);
     // diag<M>: a diagnostic A/B candidate after the split (wrong results; instances_ab.txt only)
@@ -73,12 +74,7 @@ std::string split_suffix(const GemmInstance& i) {
       diag = true;
       split.resize(split.size() - 5);
     }
-    // er: C's next load right after the reads (gemm_dgated A/B candidates, after cf)
-    if (split.size() > 2 && split.compare(split.size() - 2, 2, "er") == 0) {
-      if (!i.candidate || i.epilogue != GemmEpilogue::kDGated) return "?";
-      split.resize(split.size() - 2);
-    }
-    // cf: the conflict-free order of 32-bit C and D (gemm_dgated A/B candidates, before er, diag<M>)
+    // cf: the conflict-free order of 32-bit C and D (gemm_dgated A/B candidates, before diag<M>)
     if (split.size() > 2 && split.compare(split.size() - 2, 2, "cf") == 0) {
       if (!i.candidate || i.epilogue != GemmEpilogue::kDGated) return "?";
       split.resize(split.size() - 2);
@@ -86,8 +82,9 @@ std::string split_suffix(const GemmInstance& i) {
     const bool ok = (split.size() == 2 || (split.size() == 4 && split[2] == 'd' && digit(split[3]))) &&
                     split[0] == 'a' && digit(split[1]);
     if (!ok) return "?";
+    ring = split[1] != '0';
   }
-  if (i.diagnostic != diag) return "?";
+  if (i.diagnostic != diag || i.c_ring != ring) return "?";
   return rest;
 }
 

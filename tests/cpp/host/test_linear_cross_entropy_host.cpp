@@ -107,9 +107,10 @@ TEST(LcePlan, DefaultModelAtTheMainShape) {
   EXPECT_EQ(p.acc_in_dw, 64128);
   // The last chunk stores rows [64128, V) into dweight from their GEMM (no cast at the end).
   EXPECT_TRUE(p.dw_ws_last_direct);
-  setenv("QUACK_LCE_DW_CAST_AT_END", "1", 1);  // the device A/B's switch: cast at the end
-  EXPECT_FALSE(detail::lce_plan_fwd(fwd_args(T, D, V)).dw_ws_last_direct);
-  unsetenv("QUACK_LCE_DW_CAST_AT_END");
+  // Accumulated into dweight (weight.grad += ...): the workspace rows are added at the end.
+  LinearCrossEntropyFwdArgs acc = fwd_args(T, D, V);
+  acc.accumulate = true;
+  EXPECT_FALSE(detail::lce_plan_fwd(acc).dw_ws_last_direct);
   EXPECT_EQ(p.v_begin, V);
   EXPECT_EQ(p.logits_bytes, size_t{4096} * 128256 * 2);
   EXPECT_EQ(p.acc_bytes, size_t{64128} * 4096 * 4);
