@@ -8,14 +8,13 @@ unseen: --must-differ names tiles that must NOT give the base's bits (a diagnost
 synthetic inputs, diag1), a control that the forcing reaches the kernels of this build.
 
     python3 scripts/check_tile_same.py --base 128x128ppa1d2 --tiles 128x128ppa2d2,128x128ppa3d2
-    python3 scripts/check_tile_same.py --op gemm --base 256x128c1x2 --tiles 256x128c1x2e64a0d4 \
-        --shapes 8192x8192x128,1000x1000x520,4096x2048x4096,130x4000x64 \
-        --must-contain '256x128c1x2e64a0d4=EpiCAhead,256x128c1x2=256, 128, 1, 2, false'
+    python3 scripts/check_tile_same.py --op gemm --base 128x192pp --tiles 256x128c1x2 \
+        --shapes 8192x8192x128,1000x1000x520 --must-contain '256x128c1x2=256, 128, 1, 2, false'
 
 --op gemm: D = A @ B, A (M, K) and B (K, N) bf16 row-major (layout rr, majors km: x @ W).
 Plain gemm's tiles give the same bits as each other where they accumulate K in the same order,
-so --must-differ has no plain-gemm control; --must-contain TILE=SUBSTR,... is one for either op:
-the forced tile's kernel name (torch.profiler, demangled) must contain SUBSTR (e.g. EpiCAhead for
+so --must-differ has no plain-gemm control; --must-contain TILE=SUBSTR;... (';' between items: a
+SUBSTR may hold commas) is one for either op: the forced tile's kernel name (torch.profiler, demangled) must contain SUBSTR (e.g. EpiCAhead for
 an a<S>d<D> variant, "256, 128, 1, 2, false" for the 256x128 1x2 cooperative TileConfig).
 """
 import argparse
@@ -29,7 +28,7 @@ def main():
     p.add_argument("--tiles", required=True)
     p.add_argument("--must-differ", default="", help="tiles whose outputs must differ from --base's")
     p.add_argument("--op", default="dgated", choices=["dgated", "gemm"])
-    p.add_argument("--must-contain", default="", help="TILE=SUBSTR,...: the forced tile's kernel name contains SUBSTR")
+    p.add_argument("--must-contain", default="", help="TILE=SUBSTR;...: the forced tile's kernel name contains SUBSTR")
     p.add_argument("--shapes", default="16384x5632x2048,1000x1000x520,4096x2048x4096,130x4000x64")
     a = p.parse_args()
     import torch
@@ -69,7 +68,7 @@ def main():
     A = torch.randn(M, K, device="cuda").bfloat16()
     B = torch.randn(K, N, device="cuda").bfloat16()
     P = torch.randn(M, 2 * N, device="cuda").bfloat16()
-    for item in filter(None, a.must_contain.split(",")):
+    for item in filter(None, a.must_contain.split(";")):
         tile, sub = item.split("=", 1)
         os.environ["QUACK_GEMM_TILE"] = tile
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:

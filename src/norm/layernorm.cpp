@@ -56,21 +56,16 @@ void layernorm_fwd(const LayerNormFwdArgs& args, cudaStream_t stream) {
   detail::run_row_call(detail::layernorm_fwd_call(args), stream);
 }
 
-// QUACK_LAYERNORM_BWD_ENTRY (measurements): a row entry forced on every call it takes, the
-// workspace query included (plan_row_call_env); unset: the plan.
-constexpr const char* kBwdEntryEnv = "QUACK_LAYERNORM_BWD_ENTRY";
-
 size_t layernorm_bwd_workspace_size(const LayerNormBwdArgs& args) {
   const detail::RowCall c = detail::layernorm_bwd_call(args, "layernorm_bwd_workspace_size");
-  detail::RowPlan plan = detail::plan_row_call_env(c, kBwdEntryEnv);
+  detail::RowPlan plan = detail::plan_row_call(c);
   return detail::row_call_workspace(c, plan);
 }
 
 void layernorm_bwd(const LayerNormBwdArgs& args, void* workspace, size_t workspace_bytes,
                    cudaStream_t stream) {
   const detail::RowCall c = detail::layernorm_bwd_call(args);
-  detail::run_row_call(c, detail::plan_row_call_env(c, kBwdEntryEnv), stream, workspace,
-                       workspace_bytes);
+  detail::run_row_call(c, detail::plan_row_call(c), stream, workspace, workspace_bytes);
 }
 
 }  // namespace quack

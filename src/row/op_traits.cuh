@@ -107,7 +107,7 @@
 //                       (row_config_usable: cl-t256v8-s1, not -s2). Ops with column
 //                       accumulations (LayerNorm's plain backward) get of them only
 //                       staged-v4-ra, which the plan takes in staged-v4's place on 16-bit
-//                       rows, and staged-v2-ra-occ3 (forced only).
+//                       rows.
 //   kTrialPlanned [false] the plan's rules measured for cross-entropy's forwards apply instead
 //                       (cl-t256v8 / cl-t256v8-s1 on 16-bit rows beyond 64 KB by output and
 //                       gate, no warp-per-row entry).

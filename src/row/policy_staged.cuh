@@ -96,11 +96,8 @@ __device__ __forceinline__ typename Op::RowIn row_staged_row_in(const RowParams&
 
 /// kRowAhead (RowConfig::row_ahead): each row block's per-row inputs are loaded during the row
 /// block before (the same values, so the same results), their latency off the fold's path.
-/// kMinCtas (RowConfig::ctas_per_sm): the CTAs per SM of its __launch_bounds__ (the register
-/// cap 65536 / (kThreads · kMinCtas)).
-template <class Op, class D, int kMaxVecs, int kStages, int kThreads, bool kRowAhead = false,
-          int kMinCtas = 1>
-__global__ void __launch_bounds__(kThreads, kMinCtas)
+template <class Op, class D, int kMaxVecs, int kStages, int kThreads, bool kRowAhead = false>
+__global__ void __launch_bounds__(kThreads, 1)
     row_staged_kernel(const __grid_constant__ RowParams p) {
   if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols), kA = row_dim(Op::kAcc);

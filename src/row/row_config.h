@@ -106,11 +106,6 @@ struct RowConfig {
   // loaded one row block ahead, so their global-load latency overlaps the row block before
   // instead of stalling the fold (results bitwise those of the entry without it).
   bool row_ahead = false;
-  // kStaged: CTAs per SM the kernel is built for (its __launch_bounds__ minimum; the register
-  // cap 65536 / (tpr · ctas_per_sm)). 1 for every entry but staged-v2-ra-occ3 (3: 85).
-  int ctas_per_sm = 1;
-  // Never planned unforced (plan_row skips it unless it is the forced entry).
-  bool forced_only = false;
 
   QUACK_ROW_HD constexpr int threads() const {
     return policy == RowPolicy::kStaged ? tpr : tpr * rows;
@@ -156,7 +151,7 @@ struct RowConfig {
 // Entries after staged-v16-s1 are planned only as preferred entries (row_plan.cpp,
 // preferred_entry: cl-t256v8-s1, cl-t256v8, t128v4, ring-t1024v4-s3, r4t32v8, r16t16v2,
 // map-t256v8, staged-v4-ra), else forced by plan_row(op, problem, config) (GPU
-// tests, `quack-bench ... --config all`; `forced_only` entries never otherwise):
+// tests, `quack-bench ... --config all`):
 //  - r64t4v4, r32t8v4 (rows of ≤ 256 / 512 B), r4t32v8 (≤ 4 KB, one warp per row), t128v4
 //    (≤ 8 KB): 4-8 vectors per thread, so more bytes in flight per thread and fewer threads per
 //    row (a shorter reduction) than r16t16v1, r8t32v1 and t256v2 (1-2 vectors) at those rows;
@@ -236,14 +231,6 @@ struct RowConfig {
 //    latency-bound, long-scoreboard stalls leading; the mean and rstd are the loop's only
 //    global loads). 128 registers for bf16, no spills. Planned in staged-v4's place on 16-bit
 //    rows (row_plan.cpp's preferred entries).
-//  - staged-v2-ra-occ3 (forced only: quack-bench --config, the GPU tests,
-//    QUACK_LAYERNORM_BWD_ENTRY): staged-v4-ra's code at 2 vectors per thread in CTAs of at most
-//    256 threads, built for 3 CTAs per SM (ctas_per_sm: 85 registers; LayerNorm bwd bf16 takes
-//    79, no spills), so 24 warps per SM where staged-v4-ra's 128 registers hold 16: half the
-//    column sums per thread (dweight, dbias: 32 registers, staged-v4-ra's 64). At 16384 x 4096
-//    a CTA is one row of 256 threads (staged-v4-ra: two rows of 128), 3 per SM, and the call
-//    writes 1.5 x the partial rows (the resident CTAs); rows of up to 16 x 256 x 2 vectors
-//    (65536 16-bit columns). Unmeasured.
 inline constexpr RowConfig kRowConfigs[] = {
     {RowPolicy::kRegister, 16, 16, 1, 0, 1, 2, "r16t16v1"},   // 0: ≤ 256 B
     {RowPolicy::kRegister, 32, 8, 1, 0, 1, 2, "r8t32v1"},     // 1: ≤ 512 B
@@ -287,10 +274,6 @@ inline constexpr RowConfig kRowConfigs[] = {
     // 33: staged-v4 with the per-row inputs one row block ahead (`trial`: ops with column
     // accumulations whose traits ask, LayerNorm's plain backward)
     {RowPolicy::kStaged, 512, 0, 4, 2, 1, 2, "staged-v4-ra", false, true, false, false, true},
-    // 34: staged-v4-ra's code at 2 vectors per thread, 256-thread CTAs, 3 CTAs per SM (forced
-    // only; the same ops)
-    {RowPolicy::kStaged, 256, 0, 2, 2, 1, 2, "staged-v2-ra-occ3", false, true, false, false, true,
-     3, true},
 };
 inline constexpr int kRowConfigCount =
     static_cast<int>(sizeof(kRowConfigs) / sizeof(kRowConfigs[0]));
@@ -441,7 +424,7 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///  - ring: no column accumulations; the stages fit 227 KB, and row_ring_ctas_per_sm of them
 ///    an SM's 228 KB; the CTA's vector slices fit kRowRingColRegs registers;
 ///  - staged: any op (its geometry and shared memory are checked per call by the plan); the
-///    one-stage entry and those under trial (staged-v4-ra, staged-v2-ra-occ3) only for ops with column
+///    one-stage entry and those under trial (staged-v4-ra) only for ops with column
 ///    accumulations (others have the ring);
 ///  - cluster register: no column accumulations, per-column vectors only where they load at
 ///    apply (at_apply_ok: LayerNorm's forward; of the persistent entries only the one-stage

@@ -107,8 +107,7 @@ void launch_row_config(const RowPlan& plan, const RowParams& p, int device, cuda
     launch(row_cluster_register_kernel<Op, D, c.tpr, c.vecs, c.held>, plan.grid, c.tpr, 0,
            plan.cluster_n, stream, where, p);
   } else if constexpr (c.policy == RowPolicy::kStaged) {
-    constexpr auto kernel =
-        row_staged_kernel<Op, D, c.vecs, c.stages, c.tpr, c.row_ahead, c.ctas_per_sm>;
+    constexpr auto kernel = row_staged_kernel<Op, D, c.vecs, c.stages, c.tpr, c.row_ahead>;
     // The plan's shared memory is row_staged_smem_bytes; the kernel's layout is RowPipeline's.
     int elt[Op::kIn];
     for (int s = 0; s < Op::kIn; ++s) elt[s] = 0;

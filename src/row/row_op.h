@@ -85,12 +85,6 @@ RowCall make_row_call(const RowOpEntry& op, const char* fn,
 /// plan_row for the call.
 RowPlan plan_row_call(const RowCall& c, int forced_config = -1);
 
-/// plan_row_call(c), or, where the environment variable `var` (read at every call) names an
-/// entry of kRowConfigs (row_config.h) that takes the call, that entry forced: entries the plan
-/// does not take, measured through the public call (LayerNorm bwd: QUACK_LAYERNORM_BWD_ENTRY).
-/// Unset, empty, "auto", an unknown name or an entry that does not take the call: the plan.
-RowPlan plan_row_call_env(const RowCall& c, const char* var);
-
 /// Ops with column accumulations: fixes the plan's persistent grid (the resident clusters of
 /// its kernel on the call's device, at most one per row block: a device query, cached) and
 /// returns P, the partial rows per accumulation; 0 when the plan launches nothing. Idempotent.

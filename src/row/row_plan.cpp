@@ -1,8 +1,6 @@
 // The row skeleton's host side: plan (policy, configuration, geometry) and the call/launch glue.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <string>
 
@@ -287,7 +285,6 @@ RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
       if (k >= 0 && i == first) continue;  // tried first
       if (forced_config >= 0 && i != forced_config) continue;
       const RowConfig& c = kRowConfigs[i];
-      if (c.forced_only && forced_config != i) continue;
       if (!row_config_usable(c, op.n_in, op.red_floats, op.n_cols, in_elt, op.n_acc, vec_elt,
                              in_words, op.late_cols, op.n_out, op.trial_configs,
                              op.cols_at_apply, op.no_reduce, op.held_fold))
@@ -472,18 +469,6 @@ RowCall make_row_call(const RowOpEntry& op, const char* fn,
 
 RowPlan plan_row_call(const RowCall& c, int forced_config) {
   return plan_row(c.op->info, c.problem, forced_config);
-}
-
-RowPlan plan_row_call_env(const RowCall& c, const char* var) {
-  const char* e = std::getenv(var);
-  if (e != nullptr && *e != 0 && std::strcmp(e, "auto") != 0) {
-    const int config = row_config_index(e);
-    if (config >= 0) {
-      const RowPlan forced = plan_row_call(c, config);
-      if (forced.policy != RowPolicy::kNone) return forced;
-    }
-  }
-  return plan_row_call(c);
 }
 
 namespace {

@@ -13,14 +13,10 @@
 //                     or bias absent, weight_offset (Gemma's 1), large-mean rows, strided and
 //                     misaligned rows, broadcast x, strided mean/rstd, in place; backward with
 //                     dresidual_out / dresidual, dweight or dbias absent, deterministic bits.
-//   LayerNormBwdOccupancyEntry  staged-v2-ra-occ3 (forced only) at the rows it is measured on,
-//                     with more row blocks than resident CTAs; the public call with
-//                     QUACK_LAYERNORM_BWD_ENTRY.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include <string>
 #include <tuple>
@@ -413,73 +409,6 @@ TEST_F(LayerNormBwdSums, DeterministicAndEmpty) {
   QUACK_CUDA_OK(cudaDeviceSynchronize());
   for (double v : download(dw)) EXPECT_EQ(v, 0.0);
   for (double v : download(db)) EXPECT_EQ(v, 0.0);
-}
-
-// staged-v2-ra-occ3 (forced only; row_config.h), beyond LayerNormConfigs' rows: more row
-// blocks than resident CTAs (3 per SM) at 16384 x 4096's row (one row of 256 threads per CTA),
-// rows sharing a CTA, a row one vector past a CTA's (a cluster of 2 with idle vectors), clusters
-// of 2 and 16; weight and dbias in x's dtype or fp32, weight_offset, dbias absent; then the
-// public call with QUACK_LAYERNORM_BWD_ENTRY (plan_row_call_env: the entry, the workspace query
-// included).
-class LayerNormBwdOccupancyEntry : public GpuTest {};
-
-TEST_F(LayerNormBwdOccupancyEntry, MatchesReference) {
-  const int occ = detail::row_config_index("staged-v2-ra-occ3");
-  ASSERT_GE(occ, 0);
-  const std::vector<Shape> shapes = {{1200, 4096}, {2500, 2048}, {900, 4104},
-                                     {700, 8192},  {50, 65536}};
-  const std::vector<Dtypes> dts = {kDtypes[1], kDtypes[2], kDtypes[3], kDtypes[0]};
-  uint64_t seed = 91000;
-  for (const Dtypes& d : dts)
-    for (const Shape& s : shapes) {
-      if (s.second * dtype_size(d.x) > 16 * 256 * 2 * 16) continue;  // beyond 16 CTAs' rows
-      LayerNormCase c;
-      c.M = s.first;
-      c.N = s.second;
-      c.bwd = true;
-      c.x = d.x;
-      c.out = d.out;
-      c.weight = d.vec;
-      c.dbias = d.vec;
-      c.config = occ;
-      c.seed = ++seed;
-      EXPECT_EQ(run_layernorm_case(c).config, occ);
-      if (d.x == DType::kBFloat16 && s.second == 4096) {
-        c.offset = 1.f;  // Gemma
-        c.dbias.reset();
-        c.seed = ++seed;
-        run_layernorm_case(c);
-      }
-    }
-  // The public call with the switch: the entry (plan_row_call_env), against the reference.
-  const char* var = "QUACK_LAYERNORM_BWD_ENTRY";
-  ::setenv(var, "staged-v2-ra-occ3", 1);
-  for (const Shape& s : {Shape{1200, 4096}, Shape{700, 8192}}) {
-    LayerNormBwdArgs a;  // shapes and dtypes only: the plan reads no memory
-    a.x = TensorRef::matrix(reinterpret_cast<void*>(uintptr_t{1} << 20), DType::kBFloat16,
-                            s.first, s.second);
-    a.weight = TensorRef::vector(reinterpret_cast<void*>(uintptr_t{2} << 20), DType::kBFloat16,
-                                 s.second);
-    a.dout = a.x;
-    a.dx = TensorRef::matrix(reinterpret_cast<void*>(uintptr_t{3} << 20), DType::kBFloat16,
-                             s.first, s.second);
-    a.mean = TensorRef::vector(reinterpret_cast<void*>(uintptr_t{4} << 20), DType::kFloat32,
-                               s.first);
-    a.rstd = TensorRef::vector(reinterpret_cast<void*>(uintptr_t{5} << 20), DType::kFloat32,
-                               s.first);
-    a.dweight = TensorRef::vector(reinterpret_cast<void*>(uintptr_t{6} << 20), DType::kFloat32,
-                                  s.second);
-    EXPECT_EQ(detail::plan_row_call_env(detail::layernorm_bwd_call(a), var).config, occ);
-    LayerNormCase c;
-    c.M = s.first;
-    c.N = s.second;
-    c.bwd = true;
-    c.weight = DType::kBFloat16;
-    c.dbias = DType::kBFloat16;
-    c.seed = ++seed;
-    run_layernorm_case(c);  // config -1: the public API
-  }
-  ::unsetenv(var);
 }
 
 TEST_F(LayerNormBwdSums, WorkspaceTooSmall) {
