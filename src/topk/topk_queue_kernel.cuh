@@ -385,17 +385,17 @@ __global__ void __launch_bounds__(kSparse ? kTopkSparseMaxThreads : 512,
         // loads) instead of a 64-bit address per vector.
         const T* const xl = xit + lane * kV;
 #pragma unroll
-        for (int u = 0; u < kU; ++u) load_packed<Cache::kNormal>(xl + u * kStep, pk[u]);
+        for (int u = 0; u < kU; ++u) load_packed<Cache::kStream>(xl + u * kStep, pk[u]);
       } else {
 #pragma unroll
-        for (int u = 0; u < kU; ++u) load_packed<Cache::kNormal>(xit + off_of(u, 0), pk[u]);
+        for (int u = 0; u < kU; ++u) load_packed<Cache::kStream>(xit + off_of(u, 0), pk[u]);
       }
     } else {
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int ov = off_of(u, 0);
         if (vec && ov + kV <= lim) {
-          load_packed<Cache::kNormal>(xit + ov, pk[u]);
+          load_packed<Cache::kStream>(xit + ov, pk[u]);
         } else {
 #pragma unroll
           for (int i = 0; i < kV; ++i) pk[u].elt[i] = ov + i < lim ? xit[(ov + i) * cs] : filler;

@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(kTopkRadixMaxThreads) topk_radix_kernel(const 
   for (int u = 0; u < kVecs; ++u) {
     const int c0 = first_col(u);
     if (c0 + kV <= n) {
-      load_packed<Cache::kNormal>(xrow + c0, pk[u]);
+      load_packed<Cache::kStream>(xrow + c0, pk[u]);
     } else {
       pk[u].word[0] = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
