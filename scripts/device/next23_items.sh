@@ -13,7 +13,9 @@
 # Call 2 (warm, within 30 s): AB_INSTANCES=ON BUDGET=560 ITEMS=scripts/device/next23_items.sh bash scripts/device/call_bench.sh
 # Call 3 (warm), before merging: AB_INSTANCES=ON BUDGET=560 TMO_MAX=400 bash scripts/device/call_tests.sh
 # Predictions: the headers of row_loads_items.sh, k128b_items.sh, ln_bwd3_items.sh and
-# topk_regs3_items.sh (their items, reordered here).
+# topk_regs3_items.sh (their items, reordered here). Ran as run AL (docs/performance.md); the
+# k128b and ln_bwd3 items' tiles and entry were dropped after it (their items files: git show
+# d9a3f15:scripts/device/k128b_items.sh, ln_bwd3_items.sh).
 QB=build/d/bench/quack-bench
 run hints 60 bash -c "nvcc -O3 -arch=sm_90a -o /tmp/cache_hints scripts/diag_cache_hints.cu && /tmp/cache_hints"
 run k_rows 120 bash -c "$QB softmax --shapes 16384x4096,16384x32768,16384x65536 --dir all; $QB rmsnorm --shapes 16384x4096,16384x32768,16384x65536 --dir fwd; $QB layernorm --shapes 16384x4096,16384x32768 --dir fwd; $QB rmsnorm --shapes 16384x4096,16384x32768 --dir bwd; $QB topk --dtype fp32 --shapes 65536x1024x8,65536x4096x32; $QB topk --dtype bf16 --shapes 65536x4096x32,16384x32768x64; $QB cross-entropy --dtype bf16 --dir fwdbwd --shapes 16384x65536,16384x131072,8192x262144"
