@@ -1,5 +1,5 @@
 # Branch row-loads: plain row loads (ld.global) where main issues evict-first ones (ld.global.cs),
-# except beside column vectors of more than 32 KB a CTA (RowRegs::kRowCache); top-k's loads
+# except beside column vectors of more than 32 KB a CTA (RowInRegs::kRowCache); top-k's loads
 # plain. Stores stay evict-first. Evidence: run AK3 (everything plain) against AK4 (= main).
 # Call (cold; carry [".peers", ".whl", ".data"]; no A/B tiles: ~225 s build):
 #   AB_INSTANCES=OFF BUDGET=590 TEST_TMO=200 TESTS='*Softmax* *RmsNorm*-*RmsNormBwdConfigs* *LayerNorm* *Ce* *Topk*'
