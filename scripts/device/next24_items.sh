@@ -1,0 +1,33 @@
+# Branch `next24` = main + `row-l2n` (issue 15: the row loads beside column slices above 32 KB
+# skip L1 with L2's normal policy) + `dgated-a3ip` (issue 17: an A/B dgated tile, preact loaded
+# into the dpreact slot, three slots) + `gemm-k128c` (issue 16: A/B tiles with 256-byte store
+# rows at K = 128). None GPU-run. Check out next24 in the checkout the device copies; carry
+# [".peers", ".whl", ".data"]. Calls (~1,750 s):
+# Call 1 (cold; A/B build with Python ~330 s):
+#   AB_INSTANCES=ON BUDGET=590 TEST_TMO=150 TESTS='*RmsNorm*-*RmsNormBwdConfigs* *Topk* Gemm.EveryTileConfig *GemmGated*'
+#   PYFILES='test_rmsnorm test_topk' ITEMS=scripts/device/next24_items.sh bash scripts/device/call_focus.sh
+# Call 2 (warm, within 30 s): the demo, not run since AG2 (issue 21; the LCE dweight ring, the
+#   plain row loads and top-k's float keys since): DEMO_TMO=450 BUDGET=580 bash scripts/device/call_demo.sh
+# Call 3 (warm) if the budget holds: AB_INSTANCES=ON BUDGET=<left> ITEMS=scripts/device/next24_items.sh
+#   bash scripts/device/call_bench.sh (the items call 1 did not reach; each runs once a machine).
+# Before merging `row-l2n`: the row pytest files and `*RmsNorm*` / `*LayerNorm*` gtests (call 1).
+QB=build/d/bench/quack-bench
+# Top-k's queue kernel back on evict-first loads (9d600f0; run AL read 0.459 ms kernel-only, 0.4675
+# by the acceptance method with plain ones): predicted 0.37-0.39 ms at (65536, 4096, 32), 0.176-0.182
+# at (16384, 4096, 128) fp32 (AH4 0.375 / 0.177; AJ1 acceptance 0.3815 / 0.1803).
+run topk_q 60 bash -c "$QB topk --dtype fp32 --shapes 65536x4096x32,16384x4096x128,16384x32768x64; $QB topk --dtype bf16 --shapes 65536x4096x32"
+run topk_q_acc 90 python3 bench/bench_topk.py --dtypes fp32 --out $R/topk_q_acc.jsonl
+# Issue 20 (LCE, ≤ 0.97 × QuACK needs its GEMMs ~9 % faster): every compiled tile at its three
+# GEMMs (logits x·Wᵀ rc, dx dlogits·W rr, dW dlogitsᵀ·x cr), kernel-only burst; AK2: 663 / 595 /
+# 673 TFLOP/s on the rule's tiles. Predicted: the rule's tile within 2 % of the best at logits and
+# dW; at dx (K = 128256) a 256x128 1x2 or 128x192 pingpong tile up to 5 % ahead (cuBLAS's nvjet
+# 256x128 1x2 is 4-14 % ahead there, T2).
+lcet() { for t in auto 128x256 128x256e64 128x192pp 256x128c1x2 256x192c1x2; do echo "== tile $t"
+  QUACK_GEMM_TILE=$t $QB gemm --layout rc --shapes 16384x128256x4096 --ms 120
+  QUACK_GEMM_TILE=$t $QB gemm --layout rr --shapes 16384x4096x128256 --ms 120
+  QUACK_GEMM_TILE=$t $QB gemm --layout cr --shapes 128256x4096x16384 --ms 120; done; }
+run lce_tiles 200 bash -c "QB=$QB; $(declare -f lcet); lcet"
+# Issue 18: the CE training step's fwd+dx kernel reads 0.83 × copy kernel-only (1.216 ms at
+# 16384 × 65536) where softmax fwd, the same bytes, reads 0.97 (1.045): every entry that takes it
+# (80 registers, 3 CTAs per SM on cl-t256v8-s1; AD3). No prediction: a census for the next step.
+run ce_configs 120 bash -c "$QB cross-entropy --dtype bf16 --dir fwdbwd --shapes 16384x65536,8192x262144 --config all"
