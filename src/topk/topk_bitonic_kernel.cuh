@@ -824,9 +824,9 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
       {
         // The thread's largest x (fmax: x's prepared bits, NaN ignored; NaN threads give 0).
         float mx = pk[0].elt[0];
-  #pragma unroll
+#pragma unroll
         for (int u = 0; u < V; ++u)
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < 4; ++i)
             if (u + i > 0) mx = fmaxf(mx, pk[u].elt[i]);
         uint32_t v = any_nan ? 0u : topk_key_f32_plain(__float_as_uint(mx), 31u);
@@ -834,9 +834,9 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
         // descending.
         auto sort_lanes = [&](auto tt) {
           constexpr int kLanes = decltype(tt)::value;
-  #pragma unroll
+#pragma unroll
           for (int k2 = 2; k2 <= kLanes; k2 *= 2)
-  #pragma unroll
+#pragma unroll
             for (int j = k2 / 2; j >= 1; j /= 2) {
               const uint32_t o = __shfl_xor_sync(kFull, v, j);
               v = (((r & j) == 0) == ((r & k2) == 0)) ? max(v, o) : min(v, o);
@@ -853,19 +853,19 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
                                                                                     : 0xffffffffu));
         {
           uint32_t cand[(V + 7) / 8];
-  #pragma unroll
+#pragma unroll
           for (int h = 0; h < (V + 7) / 8; ++h) cand[h] = 0u;
-  #pragma unroll
+#pragma unroll
           for (int u = 0; u < V; ++u)
-  #pragma unroll
+#pragma unroll
             for (int i = 0; i < 4; ++i) {
               topk_or_if_ge(cand[u / 8], pk[u].elt[i], tf, 1u << (u % 8 * 4 + i));
             }
           if (any_nan) {  // NaN bits fail the compare: every element a candidate
-  #pragma unroll
+#pragma unroll
             for (int h = 0; h < (V + 7) / 8; ++h) cand[h] = 0xffffffffu;
           }
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < K; ++i) top[i] = 0u;
           const float* const xs = topk_opaque_ptr(xrow);
           // One loop over the 64 bits (cand[0]: vectors 0..7, cand[1]: 8..15); each candidate's
@@ -883,7 +883,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
           if ((lo | hi) != 0u) {
             uint32_t col = take();
             uint32_t w = __float_as_uint(__ldg(xs + col));
-  #pragma unroll 1
+#pragma unroll 1
             while (true) {
               const bool more = (lo | hi) != 0u;
               // Unconditional (no branch for ptxas to sink it below the insert): with no bit
@@ -894,7 +894,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
               // smallest), then the entry.
               const uint32_t wp = (w & 0x7fffffffu) > 0x7f800000u ? 0x7fffffffu | sgn : w ^ sgn;
               uint32_t e = (topk_key_f32_plain(wp, 31u) & ~m) | (m - col);
-  #pragma unroll
+#pragma unroll
               for (int q = 0; q < K; ++q) {
                 const uint32_t hq = max(top[q], e);
                 e = min(top[q], e);
@@ -914,20 +914,20 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
       uint32_t e16[16];
       topk_make_pair<K>(make, 0, e16);
       TopkBest8Of16::select<false>(e16);
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < K; ++i) top[i] = e16[i];
       if constexpr (kF32) d = e16[K - 1];  // the pair's 8th best ≥ its dropped entries
-  #pragma unroll
+#pragma unroll
       for (int c = 2; c < kE / K; c += 2) {
         // Opaque (no instruction): the chunks' entries are made here, not hoisted next to the
         // loads (twice the registers of the packed values: 168 instead of 77 at E = 128, K = 8).
-  #pragma unroll
+#pragma unroll
         for (int u = c * K / kV; u < (c + 2) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
         if constexpr (kF32) sh = top[K - 1] | 31u;
         topk_make_pair<K>(make, c, e16);
         TopkBest8Of16::select<true>(e16);
         uint32_t e[K];
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < K; ++i) e[i] = e16[K + i];
         if constexpr (kF32) {
           d = max(d, e[0]);  // the pair's 8th best (ascending)
@@ -939,10 +939,10 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
     } else {
       make(0, top);
       TopkNetwork<K>::template sort<false>(top);
-  #pragma unroll
+#pragma unroll
       for (int c = 1; c < kE / K; ++c) {
         // Opaque (no instruction): as above.
-  #pragma unroll
+#pragma unroll
         for (int u = c * K / kV; u < (c + 1) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
         uint32_t e[K];
         if constexpr (kF32) sh = top[K - 1] | 31u;
@@ -964,12 +964,12 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
     constexpr bool kOwnD = kFilter || (kF32 && kT != 0);
     uint32_t own[K];
     if constexpr (kOwnD) {
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < K; ++i) own[i] = top[i];
     }
     auto butterfly_round = [&](int off) {
       uint32_t o[K];
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < K; ++i) o[i] = __shfl_xor_sync(kFull, top[K - 1 - i], off);
       if constexpr (kF32 && !kOwnD) {
         d = max(d, __shfl_xor_sync(kFull, d, off));
@@ -979,16 +979,16 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
       }
     };
     if constexpr (kT != 0) {
-  #pragma unroll
+#pragma unroll
       for (int off = 1; off < kT; off *= 2) butterfly_round(off);
     } else {
       for (int off = 1; off < tpr; off *= 2) butterfly_round(off);
     }
     if constexpr (kOwnD) {
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < K; ++i) d = max(d, own[i] < top[K - 1] ? own[i] : 0u);
       if constexpr (kT != 0) {
-  #pragma unroll
+#pragma unroll
         for (int off = 1; off < kT; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
       } else {
         for (int off = 1; off < tpr; off *= 2) d = max(d, __shfl_xor_sync(kFull, d, off));
