@@ -20,9 +20,9 @@
 // 16-byte vectors are split into cluster_n slices of S = ceil(R / cluster_n) ≤ kTpr·kVecs
 // vectors (the ring's balanced split); CTA `rank` owns vectors [rank·S, min(R, rank·S + S)) of
 // every input stream, thread t the vectors j·kTpr + t (j < kVecs) of that slice. Per CTA: every
-// load issued first (RowInRegs::kRowCache, packed), the per-row inputs, the traits' fold, the all-reduce
-// (ClusterRowReducer: warps, then one st.async exchange between the cluster's CTAs), finish,
-// then the outputs from the registers (evict-first 16-byte stores). Held entries
+// load issued first (RowInRegs::kRowCache, packed), the per-row inputs, the traits' fold, the
+// all-reduce (ClusterRowReducer: warps, then one st.async exchange between the cluster's CTAs),
+// finish, then the outputs from the registers (evict-first 16-byte stores). Held entries
 // (RowConfig::held, ops with Op::kHeldFold: softmax's forward): the fold keeps one fp32 value
 // per element (h, kVecs x kVec registers; the packed row dies in the fold) and the outputs come
 // from those (Op::apply_held); 64 of them (cl-t256v8-h) hold the kernel to 768 threads per SM.

@@ -12,8 +12,8 @@
 // gate then costs one wave of CTAs, not one per row block).
 //
 // kRegister (the row fits one chunk): every load of every input stream is issued first
-// (RowInRegs::kRowCache), kept packed (16-bit types: half the registers of fp32); the traits' fold ->
-// StaticRowReducer (shuffles, plus one shared-memory exchange when a row spans warps) ->
+// (RowInRegs::kRowCache), kept packed (16-bit types: half the registers of fp32); the traits'
+// fold -> StaticRowReducer (shuffles, plus one shared-memory exchange when a row spans warps) ->
 // finish; then the outputs from the registers (evict-first 16-byte stores).
 // kLooped (any N): pass 1 folds chunk by chunk (plain loads, so the row stays in L2; two chunks
 // in flight when the registers allow), combining the chunks' partial values in the thread;

@@ -78,28 +78,28 @@
 // after another: the rank's branches per entry make the K 32 instance's code ~300 KB, and ~11 %
 // of random rows at (1024, 32) tie, 2.4 ms there.)
 //
-// fp32 float keys (kFltKeys: the T 16 instance, fit K 8 E 64 with T and N constant). Where no
-// x of the warp is ±inf or NaN (Σ x0·x1 over the thread's pairs by FFMA, FMA pipe, one per two
-// elements, and one FSETP.GEU; a VOTE.ANY makes it warp-uniform), the selection runs on f = (w & ~m) | c as a float, c = m −
-// column (largest) or the column (smallest), w x's prepared bits: one LOP3 per element against
-// SHF + LOP3 + LOP3 for the integer entry, compared by FMNMX. The f are finite, distinct
-// (distinct c) and never +0 and −0 both (only c = 0 can give ±0), so the float order is strict
-// and orders by the truncated key H first; inside one H it orders by c for positive w and
+// fp32 float keys (kFltKeys: the T 16 instance, fit K 8 E 64 with T and N constant). Where no x of
+// the warp is ±inf or NaN (Σ x0·x1 over the thread's pairs by FFMA, FMA pipe, one per two elements,
+// and one FSETP.GEU; a VOTE.ANY makes it warp-uniform), the selection runs on f = (w & ~m) | c as a
+// float, c = m − column (largest) or the column (smallest), w x's prepared bits: one LOP3 per
+// element against SHF + LOP3 + LOP3 for the integer entry, compared by FMNMX. The f are finite,
+// distinct (distinct c) and never +0 and −0 both (only c = 0 can give ±0), so the float order is
+// strict and orders by the truncated key H first; inside one H it orders by c for positive w and
 // against c for negative w: the lower column first in positive groups (largest) or negative ones
-// (smallest: positive x), the higher column first in the other sign's groups ("reversed"). The
-// set at H granularity, d and the cheap test mean what they mean for the entries. After the
-// butterfly the smallest path's f ^= m, so that the low bits are m − column for the finish, which
-// reads the columns there, tests ties by H equality (the same bits) and the cheap test on the
-// floats of the truncations (monotone in f); only the fix-up converts, E = f ^ (f < 0 ? ~m :
-// 0x80000000) (the entry exactly), and in a reversed G takes the selected members as those ≤ e_k
-// and re-picks on an equal key too (the unselected members have the lower columns): rows whose
-// boundary group is reversed and holds exact duplicates (largest over negative values, smallest
-// over negative x) take the re-pick's k − a reloads where the integer entries took none. A warp
-// with an infinity or NaN (or a product or the sum overflowing: |x| ≳ 1e19) takes the integer
-// entries below. fp32 K 8 E 64 T 16, per storing thread (largest, no softmax): 1028 SASS
-// instructions against 1122 (the entries 64 LOP3 against 192; the inf / NaN test 32 FFMA + 3 FADD
-// + 1 FSETP against 32 FSETP.NAN; FMNMX has no 3-input form as VIMNMX3: +~25), ALU-pipe
-// instructions ~830 against ~961; smallest 1102 against 1187.
+// (smallest: positive x), the higher column first in the other sign's groups ("reversed"). The set
+// at H granularity, d and the cheap test mean what they mean for the entries. After the butterfly
+// the smallest path's f ^= m, so that the low bits are m − column for the finish, which reads the
+// columns there, tests ties by H equality (the same bits) and the cheap test on the floats of the
+// truncations (monotone in f); only the fix-up converts, E = f ^ (f < 0 ? ~m : 0x80000000) (the
+// entry exactly), and in a reversed G takes the selected members as those ≤ e_k and re-picks on an
+// equal key too (the unselected members have the lower columns): rows whose boundary group is
+// reversed and holds exact duplicates (largest over negative values, smallest over negative x) take
+// the re-pick's k − a reloads where the integer entries took none. A warp with an infinity or NaN
+// (or a product or the sum overflowing: |x| ≳ 1e19) takes the integer entries below. fp32 K 8 E 64
+// T 16, per storing thread (largest, no softmax): 1028 SASS instructions against 1122 (the entries
+// 64 LOP3 against 192; the inf / NaN test 32 FFMA + 3 FADD + 1 FSETP against 32 FSETP.NAN; FMNMX
+// has no 3-input form as VIMNMX3: +~25), ALU-pipe instructions ~830 against ~961; smallest 1102
+// against 1187.
 //
 // fp32 filter (kFilter: lists of 8, E 64, fit, T ≥ kTopkBitonicFilterMinT; TopkPlan::filter).
 // The networks spend ~8 min / max on every element; here only candidates reach the list. Each
@@ -960,7 +960,8 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
     // all instead of ~13 per round.
     // kT (fp32): the same d as the filter's (own list kept through the rounds, ~30 instructions
     // after them): the butterfly's dropped entries are exactly the own entries outside the row's
-    // list, so the value equals the one the rounds' tracking would give (~4 × 14 instructions at T 16).
+    // list, so the value equals the one the rounds' tracking would give (~4 × 14 instructions at
+    // T 16).
     constexpr bool kOwnD = kFilter || (kF32 && kT != 0);
     uint32_t own[K];
     if constexpr (kOwnD) {
