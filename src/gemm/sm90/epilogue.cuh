@@ -10,7 +10,7 @@
 //   for a second output (EpiN1 = EpiN, or EpiN / 2 for a gated visitor's half-width postact:
 //   epilogue_gated.cuh) and, unless C has D's width and is loaded into the D buffer it becomes
 //   (kReuseSmemC), a C (EpiM,EpiN) subtile, each swizzled to its row width; one mbarrier per
-//   group for C.
+//   group for C. (EpiInPlace, an A/B variant of the C ring: D's buffers are the ring's slots.)
 // Registers <-> smem: epilogue_smem.cuh (written against WGMMA's fragment layout and TMA's
 //   swizzle by hand: CuTe's tiled copies cost ~1 GB of compiler memory per TU).
 // Tails: TMA clips stores along M; along N a TMA store clips exactly only when rows of the output
@@ -257,7 +257,8 @@ struct CollectiveEpilogue {
   //   kStagesD0); kStagesC: as many C buffers as fit beside them and the mainloop stages of the
   //   default layout (the ring costs no mainloop stage), at most 4 and the subtiles of a tile;
   //   none fits: the default source. A tile configuration may set both counts (EpiCAhead,
-  //   device A/B variants; that may cost or give mainloop stages).
+  //   device A/B variants; that may cost or give mainloop stages). With EpiInPlace (A/B) the
+  //   ring's slots are output 0's buffers too (kStagesDBuffers) and loads run kStagesC − 1 ahead.
   // The stores' smem reads complete about a microsecond after issue on the H200 under a full
   // write load (ncu, 8192x8192x128 at 4c9df5f: 16 KB of stores in flight per SM gave 1.6 TB/s of
   // D; cuBLAS's same 128x256 tile 2.5 TB/s), so the bytes in flight per SM set the epilogue's
