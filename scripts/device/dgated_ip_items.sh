@@ -1,6 +1,6 @@
 # Call DGI (cold) on branch dgated-a3ip (ba5262d + the A/B tile 128x128ppa3d2ip); A/B build with
 # Python; carry [".peers", ".whl", ".data"]:
-#   AB_INSTANCES=ON BUDGET=590 TEST_TMO=240 TESTS='GemmDGatedAbTiles.* GemmGatedTest.DGated*' PYFILES=''
+#   AB_INSTANCES=ON BUDGET=590 TEST_TMO=240 TESTS='GemmDGatedAbTiles.* *GemmGatedTest.DGated*' PYFILES=''
 #   ITEMS=scripts/device/dgated_ip_items.sh bash scripts/device/call_focus.sh
 # Issue 17 (status.md open thread 2; docs/data/run-AK_dgated_budget.md, its "cheaper first
 # experiment"): gemm_dgated on 128x128 pingpong with the in-place three-slot ring (EpiInPlace,
