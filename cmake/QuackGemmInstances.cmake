@@ -86,13 +86,22 @@ function(quack_gemm_instances list_files out_dir sources_var)
     #   4 C loaded and waited on, not read, 5 C read, not loaded (L2 prefetch)); never in correctness tests.
     # - cf (after a<S>[d<D>], before diag<M>; instances_ab.txt only, gemm_dgated): 32-bit C and D
     #   moved in the bank-conflict-free order (EpiCf<...>, epilogue.cuh): bit-identical results.
-    # (CMake's regular expressions hold at most 9 groups: diag<M>, then cf, are taken off first.)
+    # - ip (after a<S>[d<D>][cf], S ≥ 2, no diag<M>; instances_ab.txt only, gemm_dgated): C's
+    #   ring slots are output 0's buffers, each C subtile overwritten in place by its output and
+    #   stored from there, loads S − 1 subtiles ahead (EpiInPlace<...>, epilogue.cuh): bit-identical
+    #   results; d<D> counts output 1's buffers only.
+    # (CMake's regular expressions hold at most 9 groups: diag<M>, ip, then cf, are taken off first.)
     set(epi_diag "")
     set(QG_DIAGNOSTIC false)
     set(QG_C_RING false)
     set(epi_cf "")
     if(epi MATCHES "^([a-z]+:.*[0-9])diag([1-5])$")
       set(epi_diag "${CMAKE_MATCH_2}")
+      set(epi "${CMAKE_MATCH_1}")
+    endif()
+    set(epi_ip "")
+    if(epi MATCHES "^([a-z]+:.*[0-9f])ip$")
+      set(epi_ip "ip")
       set(epi "${CMAKE_MATCH_1}")
     endif()
     if(epi MATCHES "^([a-z]+:.*[0-9])cf$")
@@ -230,6 +239,14 @@ function(quack_gemm_instances list_files out_dir sources_var)
       endif()
       set(QG_TILE "sm90::EpiCf<${QG_TILE}>")
       set(tile_name "${tile_name}cf")
+    endif()
+    if(NOT epi_ip STREQUAL "")
+      if(NOT QG_CANDIDATE OR epi_split_s STREQUAL "" OR epi_split_s LESS 2 OR NOT epi STREQUAL "dgated"
+         OR NOT epi_diag STREQUAL "")
+        message(FATAL_ERROR "${where}: ip (C's ring slots become output 0's buffers) is for instances_ab.txt's dgated after a<S>[d<D>][cf], S >= 2, without diag<M>")
+      endif()
+      set(QG_TILE "sm90::EpiInPlace<${QG_TILE}>")
+      set(tile_name "${tile_name}ip")
     endif()
     if(NOT epi_diag STREQUAL "")
       if(NOT QG_CANDIDATE OR epi_split STREQUAL "")

@@ -120,11 +120,14 @@ using PingpongDGatedA1D2 = CollectiveEpilogue<PingpongA1D2Tile, DGatedEpilogue<b
 using PingpongDGatedA4D2 = CollectiveEpilogue<PingpongA4D2Tile, DGatedEpilogue<bf16>, float, void, bf16>;
 using PingpongDGatedA2 = CollectiveEpilogue<PingpongA2Tile, DGatedEpilogue<bf16>, float, void, bf16>;
 using PingpongDGatedA0 = CollectiveEpilogue<PingpongA0Tile, DGatedEpilogue<bf16>, float, void, bf16>;
+// a3d2ip (EpiInPlace): 3 preact slots that become dpreact's buffers, 2 postact buffers.
+using PingpongA3D2IpTile = EpiInPlace<EpiCAhead<PingpongTile, 3, 2>>;
+using PingpongDGatedA3D2Ip = CollectiveEpilogue<PingpongA3D2IpTile, DGatedEpilogue<bf16>, float, void, bf16>;
 
 template <class Cfg>
 void expect_buffers_match_cute(const char* what) {
   expect_swizzle_matches_cute<typename Cfg::ElementD, typename Cfg::SmemLayoutD, Cfg::EpiM, Cfg::EpiN,
-                              Cfg::EpiStagesD>(what);
+                              Cfg::kStagesDBuffers>(what);
   expect_swizzle_matches_cute<typename Cfg::ElementC, typename Cfg::SmemLayoutC, Cfg::EpiM, Cfg::EpiN,
                               Cfg::kStagesC>(what);
   if constexpr (Cfg::kOutputs == 2)
@@ -147,6 +150,58 @@ TEST(GemmEpilogueLayout, SwizzleMatchesCuteBuffers) {
   expect_buffers_match_cute<CoopDGated>("128x256 dgated (C ring)");
   expect_buffers_match_cute<PingpongDGated>("128x128 pingpong dgated (C ring)");
   expect_buffers_match_cute<PingpongDGatedA2D3>("128x128 pingpong dgated, 2 C and 3 D buffers");
+  expect_buffers_match_cute<PingpongDGatedA3D2Ip>("128x128 pingpong dgated, 3 slots in place, 2 postact buffers");
+}
+
+// a3d2ip: the ring's 3 slots of 64 x 32 words (8 KB) are dpreact's buffers, beside 2 postact
+// buffers of 64 x 32 bf16 (4 KB): a1d2's 32 KB per warpgroup, so the same 5 mainloop stages;
+// loads 2 subtiles ahead.
+TEST(GemmEpilogueLayout, DGatedInPlaceRingKeepsTheStages) {
+  using E = PingpongDGatedA3D2Ip;
+  EXPECT_TRUE(E::kInPlace);
+  EXPECT_TRUE(E::kCAhead);
+  EXPECT_TRUE(E::kCInD);
+  EXPECT_FALSE(E::kReuseSmemC);
+  EXPECT_EQ(E::EpiN, 32);
+  EXPECT_EQ(E::kStagesC, 3);
+  EXPECT_EQ(E::kStagesDBuffers, 3);
+  EXPECT_EQ(E::EpiStagesD, 2);
+  EXPECT_EQ(E::kCAheadDist, 2);
+  EXPECT_EQ(E::kSmemBytes, 65536);
+  EXPECT_EQ(E::kSmemBytes, PingpongDGatedA1D2::kSmemBytes);
+  EXPECT_EQ((GemmKernel<PingpongA3D2IpTile, E>::Stages), 5);
+  EXPECT_EQ(E::kSubCountWrap % (2 * E::kStagesC), 0);  // the slot's phase
+  EXPECT_EQ(E::kSubCountWrap % E::EpiStagesD, 0);
+  EXPECT_LE(sizeof(GemmKernel<PingpongA3D2IpTile, E>::SharedStorage), size_t(PingpongTile::kMaxSmem));
+  EXPECT_EQ(sizeof(GemmKernel<PingpongA3D2IpTile, E>::SharedStorage),
+            sizeof(GemmKernel<PingpongA1D2Tile, PingpongDGatedA1D2>::SharedStorage));
+  EXPECT_FALSE(PingpongDGatedA1D2::kInPlace);
+  EXPECT_EQ(PingpongDGatedA1D2::kCAheadDist, 1);
+  EXPECT_EQ(PingpongDGatedA1D2::kStagesDBuffers, PingpongDGatedA1D2::EpiStagesD);
+}
+
+// In place, each thread overwrites the words it read (load_subtile and store_subtile of 32-bit
+// values address pair p at the same offset), so the slot has no cross-thread hazard only if no
+// two threads' pairs overlap: the 128 threads' 8 pairs of 8 bytes cover a 64 x 32-word subtile
+// (8 KB) exactly once, in the fragment order and in the cf order.
+TEST(GemmEpilogueLayout, ThreadPairsPartitionA32BitSubtile) {
+  for (int cf = 0; cf < 2; ++cf) {
+    std::vector<int> owner(64 * 128, -1);
+    int overlaps = 0;
+    for (int t = 0; t < 128; ++t)
+      for (int p = 0; p < 8; ++p) {
+        const uint32_t off = cf ? cf_offset(t, p, cf_flip(t)) : swizzled_offset<128>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
+        ASSERT_LT(off + 8, owner.size() + 1);
+        for (uint32_t b = off; b < off + 8; ++b) {
+          overlaps += owner[b] != -1;
+          owner[b] = t;
+        }
+      }
+    EXPECT_EQ(overlaps, 0) << (cf ? "cf order" : "fragment order");
+    int covered = 0;
+    for (int o : owner) covered += o != -1;
+    EXPECT_EQ(covered, 64 * 128) << (cf ? "cf order" : "fragment order");
+  }
 }
 
 // gemm_dgated's C ring (kCAhead): as many C buffers as fit beside the mainloop stages the
