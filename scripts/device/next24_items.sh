@@ -4,13 +4,18 @@
 # rows at K = 128). None GPU-run. Check out next24 in the checkout the device copies; carry
 # [".peers", ".whl", ".data"]. Calls (~1,750 s):
 # Call 1 (cold; A/B build with Python ~330 s):
-#   AB_INSTANCES=ON BUDGET=590 TEST_TMO=150 TESTS='*RmsNorm*-*RmsNormBwdConfigs* *Topk* Gemm.EveryTileConfig *GemmGated*'
+#   AB_INSTANCES=ON BUDGET=590 TEST_TMO=150 TESTS='*RmsNorm*-*RmsNormBwdConfigs* *Topk* Gemm.EveryTileConfig GemmDGatedAbTiles.* *GemmGatedTest.DGated*'
 #   PYFILES='test_rmsnorm test_topk' ITEMS=scripts/device/next24_items.sh bash scripts/device/call_focus.sh
 # Call 2 (warm, within 30 s): the demo, not run since AG2 (issue 21; the LCE dweight ring, the
 #   plain row loads and top-k's float keys since): DEMO_TMO=450 BUDGET=580 bash scripts/device/call_demo.sh
 # Call 3 (warm) if the budget holds: AB_INSTANCES=ON BUDGET=<left> ITEMS=scripts/device/next24_items.sh
 #   bash scripts/device/call_bench.sh (the items call 1 did not reach; each runs once a machine).
 # Before merging `row-l2n`: the row pytest files and `*RmsNorm*` / `*LayerNorm*` gtests (call 1).
+QB=build/d/bench/quack-bench
+# First the branches' own items (their headers hold the predictions), where this checkout has them.
+for f in row_l2n dgated_ip k128c; do
+  [ -f scripts/device/${f}_items.sh ] && source scripts/device/${f}_items.sh
+done
 QB=build/d/bench/quack-bench
 # Top-k's queue kernel back on evict-first loads (9d600f0; run AL read 0.459 ms kernel-only, 0.4675
 # by the acceptance method with plain ones): predicted 0.37-0.39 ms at (65536, 4096, 32), 0.176-0.182
