@@ -190,6 +190,10 @@ struct CollectiveEpilogue {
   // bytes) and for an fp32 D or C (rows of 128 bytes, the widest swizzle of epilogue_smem.cuh).
   static constexpr bool kNarrow = kOutputs == 2 || sizeof(ElementD) == 4 || sizeof(ElementC) == 4;
   static constexpr int EpiM = Tile::EpiM, EpiN = kNarrow && Tile::EpiN == 64 ? 32 : Tile::EpiN;
+  // Subtiles of 128 columns (EpiSubtile, tile suffix e128: rows of 256 bytes, two SW128 column
+  // blocks) only for one 16-bit output with C of its width: there is no narrowing rule for them.
+  static_assert(EpiN <= 64 || (!kNarrow && sizeof(ElementD) == 2),
+                "128-column subtiles: one 16-bit output, C of D's width");
   static constexpr int kFrg = EpiM * EpiN / kEpiThreads;  // values per thread per subtile
   using EpiTile = Shape<Int<EpiM>, Int<EpiN>>;
   // C is loaded into the D buffer it is about to become (CUTLASS's ReuseSmemC) when both have
@@ -266,7 +270,9 @@ struct CollectiveEpilogue {
   static constexpr int kCBarriers = kCAhead ? kStagesCAhead : 1;
 
   // Epilogue smem: a row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
-  // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom).
+  // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom). Rows of 256
+  // bytes (e128) take the SW128 atom twice along N: two column blocks of EpiM x 128 bytes
+  // (epilogue_smem.cuh), which make_tma_copy writes as two boxes of 64 columns per subtile.
   template <class T>
   using SmemAtomEpi = conditional_t<EpiN * sizeof(T) == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>;
   using SmemLayoutC = decltype(tile_to_shape(SmemAtomEpi<ElementC>{}, Shape<Int<EpiM>, Int<EpiN>, Int<kStagesC>>{}));     // (EpiM,EpiN,PIPE_C)
@@ -402,7 +408,7 @@ struct CollectiveEpilogue {
       int const row = m0 + r, col = n0 + c;
       if (row >= M || col >= N) continue;
       Half* const dst = reinterpret_cast<Half*>(base + (int64_t(row) * ld + col) * int64_t(sizeof(T)));
-      Pair const v = Pair(subtile_pair_bits<EpiN>(buf, r, c));
+      Pair const v = Pair(subtile_pair_bits<EpiN, EpiM>(buf, r, c));
       if (col + 1 < N && reinterpret_cast<uintptr_t>(dst) % sizeof(Pair) == 0) {
         *reinterpret_cast<Pair*>(dst) = v;
       } else {
@@ -439,7 +445,7 @@ struct CollectiveEpilogue {
         if (col < N) lo = src[0];
         if (col + 1 < N) hi = src[1];
       }
-      uint32_t const a = sbase + swizzled_offset<kRowBytes>(uint32_t(r), uint32_t(c) * uint32_t(sizeof(ElementC)));
+      uint32_t const a = sbase + swizzled_offset<kRowBytes, EpiM>(uint32_t(r), uint32_t(c) * uint32_t(sizeof(ElementC)));
       if constexpr (sizeof(ElementC) == 2)
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(uint32_t(lo) | (uint32_t(hi) << 16)));
       else
@@ -563,7 +569,7 @@ struct CollectiveEpilogue {
           if constexpr (kCf)
             load_subtile_cf<EpiN>(c, buf, etid);
           else
-            load_subtile<EpiN>(c, buf, etid);
+            load_subtile<EpiN, EpiM>(c, buf, etid);
         };
         cutlass::Array<float, kFrg> out[kOutputs];
         SubtileCoord const coord{m0, n0, etid, l};
@@ -649,7 +655,7 @@ struct CollectiveEpilogue {
           if constexpr (kCf)
             store_subtile_cf<EpiN>(d, d_smem + d_stage * kSubtile, etid);
           else
-            store_subtile<EpiN>(d, d_smem + d_stage * kSubtile, etid);
+            store_subtile<EpiN, EpiM>(d, d_smem + d_stage * kSubtile, etid);
         }
         if constexpr (kOutputs == 2) {
           if (store_d1) {

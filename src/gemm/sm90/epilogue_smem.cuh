@@ -16,6 +16,9 @@
 // Buffer layout: a subtile buffer is row-major, RowBytes = EpiN·sizeof(T) ∈ {64, 128} per row,
 // with TMA's 64B / 128B swizzle (CuTe's GMMA::Layout_K_SW64/SW128 atoms: 16-byte chunk bits
 // [4, 4 + log2(RowBytes / 16)) of the byte offset XOR bits [7, ..)); buffers are 1024-byte aligned.
+// Rows of 256 bytes (16-bit subtiles of 128 columns, tile suffix e128): a TMA box's swizzled row
+// spans at most 128 bytes, so the buffer is two column blocks of EpiM rows x 128 bytes, each
+// SW128 (CuTe's tile_to_shape of the SW128 atom, M first); the TMA store writes one box per block.
 #pragma once
 
 #include <cute/arch/copy_sm75.hpp>
@@ -28,13 +31,20 @@
 
 namespace quack::detail::sm90 {
 
-/// Byte offset of byte `byte_in_row` of row `row` in a swizzled subtile buffer of RowBytes rows.
-template <int RowBytes>
+/// Byte offset of byte `byte_in_row` of row `row` in a swizzled subtile buffer of RowBytes rows
+/// (Rows of them: needed only for rows of 256 bytes, whose second 128-byte column block starts
+/// after the first block's Rows rows).
+template <int RowBytes, int Rows = 0>
 CUTE_HOST_DEVICE constexpr uint32_t swizzled_offset(uint32_t row, uint32_t byte_in_row) {
-  static_assert(RowBytes == 64 || RowBytes == 128, "subtile rows of 64 or 128 bytes (SW64 / SW128)");
-  uint32_t const off = row * RowBytes + byte_in_row;
-  constexpr uint32_t kMask = RowBytes == 128 ? 7u : 3u;
-  return off ^ (((off >> 7) & kMask) << 4);
+  static_assert(RowBytes == 64 || RowBytes == 128 || (RowBytes == 256 && Rows > 0 && Rows % 8 == 0),
+                "subtile rows of 64 or 128 bytes (SW64 / SW128), or of 256 (two SW128 column blocks of Rows rows)");
+  if constexpr (RowBytes == 256) {
+    return (byte_in_row / 128u) * uint32_t(Rows * 128) + swizzled_offset<128>(row, byte_in_row % 128u);
+  } else {
+    uint32_t const off = row * RowBytes + byte_in_row;
+    constexpr uint32_t kMask = RowBytes == 128 ? 7u : 3u;
+    return off ^ (((off >> 7) & kMask) << 4);
+  }
 }
 
 /// Row of values with h (value i = c + 2·h + 4·j) of epilogue thread t in its subtile.
@@ -64,7 +74,8 @@ CUTE_DEVICE float2 ld_shared_f32x2(uint32_t addr) {
 }
 
 /// Stores a thread's kFrg values of one subtile into the swizzled buffer `buf` (one stage).
-template <int EpiN, class T, int N>
+/// EpiM: the subtile's rows (needed only for rows of 256 bytes).
+template <int EpiN, int EpiM = 0, class T, int N>
 CUTE_DEVICE void store_subtile(cutlass::Array<T, N> const& v, T* buf, int t) {
   constexpr int kRowBytes = EpiN * int(sizeof(T));
   char* const base = reinterpret_cast<char*>(buf);
@@ -73,7 +84,7 @@ CUTE_DEVICE void store_subtile(cutlass::Array<T, N> const& v, T* buf, int t) {
     uint32_t const* r = reinterpret_cast<uint32_t const*>(v.data());  // value pairs (c = 0, 1)
     CUTE_UNROLL
     for (int jj = 0; jj < EpiN / 16; ++jj) {
-      uint32_t const off = swizzled_offset<kRowBytes>(matrix_row(t), 16 * matrix_chunk(t, jj));
+      uint32_t const off = swizzled_offset<kRowBytes, EpiM>(matrix_row(t), 16 * matrix_chunk(t, jj));
       cute::SM90_U32x4_STSM_N::copy(r[4 * jj], r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3],
                                     *reinterpret_cast<cute::uint128_t*>(base + off));
     }
@@ -82,14 +93,15 @@ CUTE_DEVICE void store_subtile(cutlass::Array<T, N> const& v, T* buf, int t) {
     uint32_t const sbase = cute::cast_smem_ptr_to_uint(base);
     CUTE_UNROLL
     for (int p = 0; p < N / 2; ++p) {  // value pair p = (h, j) = (p % 2, p / 2)
-      uint32_t const off = swizzled_offset<kRowBytes>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
+      uint32_t const off = swizzled_offset<kRowBytes, EpiM>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
       st_shared_f32x2(sbase + off, float(v[2 * p]), float(v[2 * p + 1]));
     }
   }
 }
 
 /// Loads a thread's kFrg values of one subtile from the swizzled buffer `buf` (one stage).
-template <int EpiN, class T, int N>
+/// EpiM: as store_subtile's.
+template <int EpiN, int EpiM = 0, class T, int N>
 CUTE_DEVICE void load_subtile(cutlass::Array<T, N>& v, T const* buf, int t) {
   constexpr int kRowBytes = EpiN * int(sizeof(T));
   char const* const base = reinterpret_cast<char const*>(buf);
@@ -98,7 +110,7 @@ CUTE_DEVICE void load_subtile(cutlass::Array<T, N>& v, T const* buf, int t) {
     uint32_t* r = reinterpret_cast<uint32_t*>(v.data());
     CUTE_UNROLL
     for (int jj = 0; jj < EpiN / 16; ++jj) {
-      uint32_t const off = swizzled_offset<kRowBytes>(matrix_row(t), 16 * matrix_chunk(t, jj));
+      uint32_t const off = swizzled_offset<kRowBytes, EpiM>(matrix_row(t), 16 * matrix_chunk(t, jj));
       cute::SM75_U32x4_LDSM_N::copy(*reinterpret_cast<cute::uint128_t const*>(base + off), r[4 * jj],
                                     r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3]);
     }
@@ -107,7 +119,7 @@ CUTE_DEVICE void load_subtile(cutlass::Array<T, N>& v, T const* buf, int t) {
     uint32_t const sbase = cute::cast_smem_ptr_to_uint(base);
     CUTE_UNROLL
     for (int p = 0; p < N / 2; ++p) {
-      uint32_t const off = swizzled_offset<kRowBytes>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
+      uint32_t const off = swizzled_offset<kRowBytes, EpiM>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
       float2 const x = ld_shared_f32x2(sbase + off);
       v[2 * p] = T(x.x);
       v[2 * p + 1] = T(x.y);
@@ -192,10 +204,10 @@ CUTE_DEVICE void store_subtile_cf(cutlass::Array<T, N> const& v, T* buf, int t) 
 /// The bits of elements (r, c) and (r, c + 1) (c even) of a swizzled subtile buffer (one stage),
 /// column c in the low half: one 4-byte (16-bit T) or 8-byte (fp32) shared-memory load, as both
 /// sit in one 16-byte chunk. For the plain stores of the epilogue.
-template <int EpiN, class T>
+template <int EpiN, int EpiM = 0, class T>
 CUTE_DEVICE uint64_t subtile_pair_bits(T const* buf, int r, int c) {
   constexpr int kRowBytes = EpiN * int(sizeof(T));
-  uint32_t const a = cute::cast_smem_ptr_to_uint(buf) + swizzled_offset<kRowBytes>(r, c * int(sizeof(T)));
+  uint32_t const a = cute::cast_smem_ptr_to_uint(buf) + swizzled_offset<kRowBytes, EpiM>(r, c * int(sizeof(T)));
   if constexpr (sizeof(T) == 2) {
     uint32_t bits;
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bits) : "r"(a));
