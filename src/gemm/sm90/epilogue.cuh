@@ -166,6 +166,22 @@ struct TileEpiCf : std::false_type {};  // production: the fragment order
 template <class T>
 struct TileEpiCf<T, std::void_t<decltype(T::kEpiCf)>> : std::bool_constant<T::kEpiCf> {};
 
+/// Tile configuration Base (with 16-bit subtiles of 128 columns: EpiSubtile<..., 128>) whose
+/// subtile buffers are row-major without swizzle, so each subtile is one TMA box of 256-byte rows
+/// (instances_ab.txt, epilogue column "<epilogue>:e128u", tile suffix e128u; issue 16's A/B of
+/// the store box's row width). e128's SW128 blocks need two boxes of 128-byte rows: a swizzled
+/// box row spans at most 128 bytes. The STSM / LDSM rows rotate (epilogue_smem.cuh,
+/// rotated_chunk / rotate_blocks: 96 selects per thread and subtile) to stay free of bank
+/// conflicts. Same buffers and mainloop stages as Base; bit-identical results.
+template <class Base>
+struct EpiUnswizzled : Base {
+  static constexpr bool kEpiUnswizzled = true;
+};
+template <class T, class = void>
+struct TileEpiUnswizzled : std::false_type {};  // production: swizzled buffers
+template <class T>
+struct TileEpiUnswizzled<T, std::void_t<decltype(T::kEpiUnswizzled)>> : std::bool_constant<T::kEpiUnswizzled> {};
+
 /// Epilogue of tile configuration Tile with visitor Op, output dtype ElementD (output 0), C's
 /// dtype ElementC (void: D's) and, for a visitor with two outputs, output 1's ElementD1 (void: D's).
 template <class Tile_, class Op_, class ElementD_, class ElementC_ = void, class ElementD1_ = void>
@@ -194,6 +210,9 @@ struct CollectiveEpilogue {
   // blocks) only for one 16-bit output with C of its width: there is no narrowing rule for them.
   static_assert(EpiN <= 64 || (!kNarrow && sizeof(ElementD) == 2),
                 "128-column subtiles: one 16-bit output, C of D's width");
+  static constexpr bool kUnswizzled = TileEpiUnswizzled<Tile>::value;  // EpiUnswizzled: e128u (A/B)
+  static_assert(!kUnswizzled || (EpiN * int(sizeof(ElementD)) == 256 && kOutputs == 1 && !kNarrow),
+                "EpiUnswizzled: one 16-bit output in subtiles of 128 columns");
   static constexpr int kFrg = EpiM * EpiN / kEpiThreads;  // values per thread per subtile
   using EpiTile = Shape<Int<EpiM>, Int<EpiN>>;
   // C is loaded into the D buffer it is about to become (CUTLASS's ReuseSmemC) when both have
@@ -273,8 +292,15 @@ struct CollectiveEpilogue {
   // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom). Rows of 256
   // bytes (e128) take the SW128 atom twice along N: two column blocks of EpiM x 128 bytes
   // (epilogue_smem.cuh), which make_tma_copy writes as two boxes of 64 columns per subtile.
+  // e128u: a row-major atom of 8 rows of 256 bytes without swizzle (Swizzle<0, 4, 3>, as CuTe
+  // builds its GMMA INTER atoms), so the TMA box is the whole (EpiM, 128) subtile.
   template <class T>
-  using SmemAtomEpi = conditional_t<EpiN * sizeof(T) == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>;
+  using SmemAtomRows = decltype(upcast<sizeof_bits<T>::value>(
+      ComposedLayout<Swizzle<0, 4, 3>, smem_ptr_flag,
+                     Layout<Shape<_8, Int<EpiN * int(sizeof_bits<T>::value)>>, Stride<Int<EpiN * int(sizeof_bits<T>::value)>, _1>>>{}));
+  template <class T>
+  using SmemAtomEpi = conditional_t<kUnswizzled, SmemAtomRows<T>,
+                                    conditional_t<EpiN * sizeof(T) == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>>;
   using SmemLayoutC = decltype(tile_to_shape(SmemAtomEpi<ElementC>{}, Shape<Int<EpiM>, Int<EpiN>, Int<kStagesC>>{}));     // (EpiM,EpiN,PIPE_C)
   using SmemLayoutD = decltype(tile_to_shape(SmemAtomEpi<ElementD>{}, Shape<Int<EpiM>, Int<EpiN>, Int<EpiStagesD>>{}));   // (EpiM,EpiN,PIPE_D)
   // Output 1: rows of EpiN1 elements (32, 64 or 128 bytes), TMA's swizzle of that width.
@@ -408,7 +434,7 @@ struct CollectiveEpilogue {
       int const row = m0 + r, col = n0 + c;
       if (row >= M || col >= N) continue;
       Half* const dst = reinterpret_cast<Half*>(base + (int64_t(row) * ld + col) * int64_t(sizeof(T)));
-      Pair const v = Pair(subtile_pair_bits<EpiN, EpiM>(buf, r, c));
+      Pair const v = Pair(subtile_pair_bits<EpiN, EpiM, kUnswizzled>(buf, r, c));
       if (col + 1 < N && reinterpret_cast<uintptr_t>(dst) % sizeof(Pair) == 0) {
         *reinterpret_cast<Pair*>(dst) = v;
       } else {
@@ -445,7 +471,7 @@ struct CollectiveEpilogue {
         if (col < N) lo = src[0];
         if (col + 1 < N) hi = src[1];
       }
-      uint32_t const a = sbase + swizzled_offset<kRowBytes, EpiM>(uint32_t(r), uint32_t(c) * uint32_t(sizeof(ElementC)));
+      uint32_t const a = sbase + buffer_offset<kRowBytes, EpiM, kUnswizzled>(uint32_t(r), uint32_t(c) * uint32_t(sizeof(ElementC)));
       if constexpr (sizeof(ElementC) == 2)
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(uint32_t(lo) | (uint32_t(hi) << 16)));
       else
@@ -569,7 +595,7 @@ struct CollectiveEpilogue {
           if constexpr (kCf)
             load_subtile_cf<EpiN>(c, buf, etid);
           else
-            load_subtile<EpiN, EpiM>(c, buf, etid);
+            load_subtile<EpiN, EpiM, kUnswizzled>(c, buf, etid);
         };
         cutlass::Array<float, kFrg> out[kOutputs];
         SubtileCoord const coord{m0, n0, etid, l};
@@ -655,7 +681,7 @@ struct CollectiveEpilogue {
           if constexpr (kCf)
             store_subtile_cf<EpiN>(d, d_smem + d_stage * kSubtile, etid);
           else
-            store_subtile<EpiN, EpiM>(d, d_smem + d_stage * kSubtile, etid);
+            store_subtile<EpiN, EpiM, kUnswizzled>(d, d_smem + d_stage * kSubtile, etid);
         }
         if constexpr (kOutputs == 2) {
           if (store_d1) {

@@ -18,7 +18,7 @@ using namespace quack::detail::sm90;
 using bf16 = cutlass::bfloat16_t;
 using KMaj = std::integral_constant<GMMA::Major, GMMA::Major::K>;
 
-template <class T, class SmemLayout, int EpiM, int EpiN, int Stages>
+template <class T, class SmemLayout, int EpiM, int EpiN, int Stages, bool Unswizzled = false>
 void expect_swizzle_matches_cute(const char* what) {
   // A 1024-byte aligned buffer: the swizzle acts on address bits, as in shared memory.
   constexpr size_t kBytes = size_t(EpiM) * EpiN * Stages * sizeof(T);
@@ -32,7 +32,8 @@ void expect_swizzle_matches_cute(const char* what) {
     for (int r = 0; r < EpiM; ++r)
       for (int c = 0; c < EpiN; ++c) {
         const auto cute_off = reinterpret_cast<const char*>(&s(r, c, st)) - reinterpret_cast<const char*>(buf);
-        const auto ours = size_t(st) * EpiM * EpiN * sizeof(T) + swizzled_offset<kRowBytes, EpiM>(r, c * int(sizeof(T)));
+        const auto ours =
+            size_t(st) * EpiM * EpiN * sizeof(T) + buffer_offset<kRowBytes, EpiM, Unswizzled>(r, c * int(sizeof(T)));
         if (size_t(cute_off) != ours && bad++ < 5)
           ADD_FAILURE() << what << ": (" << r << ", " << c << ", stage " << st << ") CuTe byte " << cute_off
                         << ", ours " << ours;
@@ -127,13 +128,16 @@ using Bm256E128Tile = EpiSubtile<Bm256Tile, 128>;
 using PingpongE128Tile = EpiSubtile<PingpongTile, 128>;
 using Bm256E128 = CollectiveEpilogue<Bm256E128Tile, LinearCombination, bf16>;
 using PingpongE128 = CollectiveEpilogue<PingpongE128Tile, LinearCombination, bf16>;
+// e128u: the same subtiles in row-major buffers without swizzle (one TMA box per subtile).
+using Bm256E128U = CollectiveEpilogue<EpiUnswizzled<Bm256E128Tile>, LinearCombination, bf16>;
+using PingpongE128U = CollectiveEpilogue<EpiUnswizzled<PingpongE128Tile>, LinearCombination, bf16>;
 
 template <class Cfg>
 void expect_buffers_match_cute(const char* what) {
   expect_swizzle_matches_cute<typename Cfg::ElementD, typename Cfg::SmemLayoutD, Cfg::EpiM, Cfg::EpiN,
-                              Cfg::EpiStagesD>(what);
+                              Cfg::EpiStagesD, Cfg::kUnswizzled>(what);
   expect_swizzle_matches_cute<typename Cfg::ElementC, typename Cfg::SmemLayoutC, Cfg::EpiM, Cfg::EpiN,
-                              Cfg::kStagesC>(what);
+                              Cfg::kStagesC, Cfg::kUnswizzled>(what);
   if constexpr (Cfg::kOutputs == 2)
     expect_swizzle_matches_cute<typename Cfg::ElementD1, typename Cfg::SmemLayoutD1, Cfg::EpiM, Cfg::EpiN,
                                 Cfg::EpiStagesD>(what);
@@ -156,6 +160,11 @@ TEST(GemmEpilogueLayout, SwizzleMatchesCuteBuffers) {
   expect_buffers_match_cute<PingpongDGatedA2D3>("128x128 pingpong dgated, 2 C and 3 D buffers");
   expect_buffers_match_cute<Bm256E128>("256x128 e128 (128 x 128 subtiles)");
   expect_buffers_match_cute<PingpongE128>("128x128 pingpong e128 (64 x 128 subtiles)");
+  expect_buffers_match_cute<Bm256E128U>("256x128 e128u (row-major, no swizzle)");
+  expect_buffers_match_cute<PingpongE128U>("128x128 pingpong e128u (row-major, no swizzle)");
+  static_assert(!Bm256E128::kUnswizzled && Bm256E128U::kUnswizzled && PingpongE128U::kUnswizzled);
+  EXPECT_EQ(Bm256E128U::kSmemBytes, Bm256E128::kSmemBytes);
+  EXPECT_EQ(PingpongE128U::kSmemBytes, PingpongE128::kSmemBytes);
 }
 
 // gemm_dgated's C ring (kCAhead): as many C buffers as fit beside the mainloop stages the
@@ -367,6 +376,53 @@ void expect_matrix_rows_conflict_free() {
         }
         EXPECT_EQ(groups, 0xffu) << "warp " << warp0 / 32 << " jj " << jj << " matrix " << q;
       }
+}
+
+// e128u: STSM x4 number jj of thread t holds, in register q, its fragment's pair (h = q % 2, block
+// ((2·jj + q / 2) ^ rotation(t))) (rotate_blocks), and the lane giving row lane % 8 of matrix q
+// gives chunk rotated_chunk: every value must land where the fragment formula puts it in the
+// row-major buffer, and each matrix's 8 rows must fall in 8 bank groups.
+template <int EpiThreads>
+void expect_rotated_addressing_matches_fragment() {
+  constexpr int kEpiN = 128, kRowBytes = 256;
+  for (int t = 0; t < EpiThreads; ++t) {
+    const int lane = t % 32, warp0 = t - lane;
+    for (int jj = 0; jj < kEpiN / 16; ++jj)
+      for (int q = 0; q < 4; ++q) {
+        const int giver = warp0 + 8 * q + lane / 4;  // the lane that addresses row lane / 4 of matrix q
+        const uint32_t row_addr = uint32_t(matrix_row(giver)) * kRowBytes + 16u * uint32_t(rotated_chunk(giver, jj));
+        const int h = q % 2, j = (2 * jj + q / 2) ^ int(rotation(t));  // the pair rotate_blocks put in register q
+        for (int c = 0; c < 2; ++c) {
+          const uint32_t written = row_addr + uint32_t((2 * (lane % 4) + c) * 2);
+          const int i = c + 2 * h + 4 * j;
+          const uint32_t expected = uint32_t(frag_row(t, h)) * kRowBytes + uint32_t(frag_col(t, i) * 2);
+          ASSERT_EQ(written, expected) << "thread " << t << " jj " << jj << " q " << q << " c " << c;
+        }
+      }
+  }
+  for (int warp0 = 0; warp0 < EpiThreads; warp0 += 32)
+    for (int jj = 0; jj < kEpiN / 16; ++jj)
+      for (int q = 0; q < 4; ++q) {
+        unsigned groups = 0;
+        for (int r = 0; r < 8; ++r) {
+          const int giver = warp0 + 8 * q + r;
+          groups |= 1u << ((uint32_t(matrix_row(giver)) * kRowBytes + 16u * uint32_t(rotated_chunk(giver, jj))) / 16 % 8);
+        }
+        EXPECT_EQ(groups, 0xffu) << "warp " << warp0 / 32 << " jj " << jj << " matrix " << q;
+      }
+}
+
+TEST(GemmEpilogueLayout, UnswizzledRowsRotateBlocks) {
+  expect_rotated_addressing_matches_fragment<256>();  // 256x128 cooperative, 128 x 128 subtiles
+  expect_rotated_addressing_matches_fragment<128>();  // 128x128 pingpong, 64 x 128 subtiles
+  // rotate_blocks: block j ^ rot at slot j (so applying it twice is the identity).
+  for (uint32_t rot = 0; rot < 8; ++rot) {
+    uint32_t r[32];
+    for (int i = 0; i < 32; ++i) r[i] = uint32_t(i);
+    rotate_blocks(r, rot);
+    for (int j = 0; j < 16; ++j)
+      for (int h = 0; h < 2; ++h) EXPECT_EQ(r[h + 2 * j], uint32_t(h + 2 * (j ^ int(rot)))) << "rot " << rot << " j " << j;
+  }
 }
 
 TEST(GemmEpilogueLayout, WideRowsMatricesConflictFree) {
