@@ -184,6 +184,21 @@ template <class T, class = void>
 struct TileEpiInPlace : std::false_type {};  // production: C and D in buffers of their own
 template <class T>
 struct TileEpiInPlace<T, std::void_t<decltype(T::kEpiInPlace)>> : std::bool_constant<T::kEpiInPlace> {};
+/// Tile configuration Base (with 16-bit subtiles of 128 columns: EpiSubtile<..., 128>) whose
+/// subtile buffers are row-major without swizzle, so each subtile is one TMA box of 256-byte rows
+/// (instances_ab.txt, epilogue column "<epilogue>:e128u", tile suffix e128u; issue 16's A/B of
+/// the store box's row width). e128's SW128 blocks need two boxes of 128-byte rows: a swizzled
+/// box row spans at most 128 bytes. The STSM / LDSM rows rotate (epilogue_smem.cuh,
+/// rotated_chunk / rotate_blocks: 96 selects per thread and subtile) to stay free of bank
+/// conflicts. Same buffers and mainloop stages as Base; bit-identical results.
+template <class Base>
+struct EpiUnswizzled : Base {
+  static constexpr bool kEpiUnswizzled = true;
+};
+template <class T, class = void>
+struct TileEpiUnswizzled : std::false_type {};  // production: swizzled buffers
+template <class T>
+struct TileEpiUnswizzled<T, std::void_t<decltype(T::kEpiUnswizzled)>> : std::bool_constant<T::kEpiUnswizzled> {};
 
 /// Epilogue of tile configuration Tile with visitor Op, output dtype ElementD (output 0), C's
 /// dtype ElementC (void: D's) and, for a visitor with two outputs, output 1's ElementD1 (void: D's).
@@ -210,6 +225,13 @@ struct CollectiveEpilogue {
   // bytes) and for an fp32 D or C (rows of 128 bytes, the widest swizzle of epilogue_smem.cuh).
   static constexpr bool kNarrow = kOutputs == 2 || sizeof(ElementD) == 4 || sizeof(ElementC) == 4;
   static constexpr int EpiM = Tile::EpiM, EpiN = kNarrow && Tile::EpiN == 64 ? 32 : Tile::EpiN;
+  // Subtiles of 128 columns (EpiSubtile, tile suffix e128: rows of 256 bytes, two SW128 column
+  // blocks) only for one 16-bit output with C of its width: there is no narrowing rule for them.
+  static_assert(EpiN <= 64 || (!kNarrow && sizeof(ElementD) == 2),
+                "128-column subtiles: one 16-bit output, C of D's width");
+  static constexpr bool kUnswizzled = TileEpiUnswizzled<Tile>::value;  // EpiUnswizzled: e128u (A/B)
+  static_assert(!kUnswizzled || (EpiN * int(sizeof(ElementD)) == 256 && kOutputs == 1 && !kNarrow),
+                "EpiUnswizzled: one 16-bit output in subtiles of 128 columns");
   static constexpr int kFrg = EpiM * EpiN / kEpiThreads;  // values per thread per subtile
   using EpiTile = Shape<Int<EpiM>, Int<EpiN>>;
   // C is loaded into the D buffer it is about to become (CUTLASS's ReuseSmemC) when both have
@@ -303,9 +325,18 @@ struct CollectiveEpilogue {
   static constexpr bool kCInD = kReuseSmemC || kInPlace;
 
   // Epilogue smem: a row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
-  // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom).
+  // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom). Rows of 256
+  // bytes (e128) take the SW128 atom twice along N: two column blocks of EpiM x 128 bytes
+  // (epilogue_smem.cuh), which make_tma_copy writes as two boxes of 64 columns per subtile.
+  // e128u: a row-major atom of 8 rows of 256 bytes without swizzle (Swizzle<0, 4, 3>, as CuTe
+  // builds its GMMA INTER atoms), so the TMA box is the whole (EpiM, 128) subtile.
   template <class T>
-  using SmemAtomEpi = conditional_t<EpiN * sizeof(T) == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>;
+  using SmemAtomRows = decltype(upcast<sizeof_bits<T>::value>(
+      ComposedLayout<Swizzle<0, 4, 3>, smem_ptr_flag,
+                     Layout<Shape<_8, Int<EpiN * int(sizeof_bits<T>::value)>>, Stride<Int<EpiN * int(sizeof_bits<T>::value)>, _1>>>{}));
+  template <class T>
+  using SmemAtomEpi = conditional_t<kUnswizzled, SmemAtomRows<T>,
+                                    conditional_t<EpiN * sizeof(T) == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>>;
   using SmemLayoutC = decltype(tile_to_shape(SmemAtomEpi<ElementC>{}, Shape<Int<EpiM>, Int<EpiN>, Int<kStagesC>>{}));     // (EpiM,EpiN,PIPE_C)
   using SmemLayoutD = decltype(tile_to_shape(SmemAtomEpi<ElementD>{}, Shape<Int<EpiM>, Int<EpiN>, Int<kStagesDBuffers>>{}));  // (EpiM,EpiN,PIPE_D)
   // Output 1: rows of EpiN1 elements (32, 64 or 128 bytes), TMA's swizzle of that width.
@@ -440,7 +471,7 @@ struct CollectiveEpilogue {
       int const row = m0 + r, col = n0 + c;
       if (row >= M || col >= N) continue;
       Half* const dst = reinterpret_cast<Half*>(base + (int64_t(row) * ld + col) * int64_t(sizeof(T)));
-      Pair const v = Pair(subtile_pair_bits<EpiN>(buf, r, c));
+      Pair const v = Pair(subtile_pair_bits<EpiN, EpiM, kUnswizzled>(buf, r, c));
       if (col + 1 < N && reinterpret_cast<uintptr_t>(dst) % sizeof(Pair) == 0) {
         *reinterpret_cast<Pair*>(dst) = v;
       } else {
@@ -477,7 +508,7 @@ struct CollectiveEpilogue {
         if (col < N) lo = src[0];
         if (col + 1 < N) hi = src[1];
       }
-      uint32_t const a = sbase + swizzled_offset<kRowBytes>(uint32_t(r), uint32_t(c) * uint32_t(sizeof(ElementC)));
+      uint32_t const a = sbase + buffer_offset<kRowBytes, EpiM, kUnswizzled>(uint32_t(r), uint32_t(c) * uint32_t(sizeof(ElementC)));
       if constexpr (sizeof(ElementC) == 2)
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(uint32_t(lo) | (uint32_t(hi) << 16)));
       else
@@ -609,7 +640,7 @@ struct CollectiveEpilogue {
           if constexpr (kCf)
             load_subtile_cf<EpiN>(c, buf, etid);
           else
-            load_subtile<EpiN>(c, buf, etid);
+            load_subtile<EpiN, EpiM, kUnswizzled>(c, buf, etid);
         };
         cutlass::Array<float, kFrg> out[kOutputs];
         SubtileCoord const coord{m0, n0, etid, l};
@@ -701,7 +732,7 @@ struct CollectiveEpilogue {
           if constexpr (kCf)
             store_subtile_cf<EpiN>(d, d_smem + d_slot * kSubtile, etid);
           else
-            store_subtile<EpiN>(d, d_smem + d_slot * kSubtile, etid);
+            store_subtile<EpiN, EpiM, kUnswizzled>(d, d_smem + d_slot * kSubtile, etid);
         }
         if constexpr (kOutputs == 2) {
           if (store_d1) {
