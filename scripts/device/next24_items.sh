@@ -36,3 +36,13 @@ run lce_tiles 200 bash -c "QB=$QB; $(declare -f lcet); lcet"
 # 16384 × 65536) where softmax fwd, the same bytes, reads 0.97 (1.045): every entry that takes it
 # (80 registers, 3 CTAs per SM on cl-t256v8-s1; AD3). No prediction: a census for the next step.
 run ce_configs 120 bash -c "$QB cross-entropy --dtype bf16 --dir fwdbwd --shapes 16384x65536,8192x262144 --config all"
+# Issues 16 / 21: the demo's N = 2048 outputs (fc2 forward 16384 x 2048 x 5632 rc, fc1 dgrad
+# 16384 x 2048 x 11264 rr), where cuBLAS's nvjet 256x128 1x2 is 5-10 % ahead of the rule's
+# 128x256e64 a call (AB); our 256x128 1x2 with 64-byte store rows read 0.93-0.96 x the rule's
+# (X). next24's A/B 256x128c1x2e64 (kk, km) stores 128-byte rows. Predicted: e64 2-5 % ahead of
+# 256x128c1x2 and within ±3 % of the rule's tile (cuBLAS's lead stays: the row width is a
+# K = 128 effect mostly, ~7 % of the time at K = 5632).
+demt() { for r in 1 2; do for t in auto 256x128c1x2 256x128c1x2e64; do echo "== round $r tile $t"
+  QUACK_GEMM_TILE=$t $QB gemm --layout rc --shapes 16384x2048x5632 --ms 120
+  QUACK_GEMM_TILE=$t $QB gemm --layout rr --shapes 16384x2048x11264 --ms 120; done; done; }
+run demo_n2048 150 bash -c "QB=$QB; $(declare -f demt); demt"

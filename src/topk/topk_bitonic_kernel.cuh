@@ -230,6 +230,20 @@ __device__ __forceinline__ void topk_merge_lists(P (&top)[K], const P (&other)[K
   topk_bitonic_merge_desc<K>(top);
 }
 
+/// The entries of chunks c and c + 1 side by side (the paired selection's 16-entry input):
+/// make(chunk, entries[K]) builds one chunk's K entries (uint32 keys, or float keys).
+template <int K, typename E, class Make>
+__device__ __forceinline__ void topk_make_pair(const Make& make, int c, E (&e16)[2 * K]) {
+  E a[K], b[K];
+  make(c, a);
+  make(c + 1, b);
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    e16[i] = a[i];
+    e16[K + i] = b[i];
+  }
+}
+
 /// topk_merge_lists, and d := max(d, the best entry it drops): the elementwise min of the
 /// descending `top` and the ascending `other` is the worse half of their union.
 template <int K, typename P>
@@ -760,20 +774,10 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
             e[j] = __uint_as_float(topk_entry_lop3(w, fr, fb));  // LOP3
           }
         };
-        auto make16_f = [&](int c, float(&e16)[16]) {
-          float a[K], b2[K];
-          make_f(c, a);
-          make_f(c + 1, b2);
-#pragma unroll
-          for (int i = 0; i < K; ++i) {
-            e16[i] = a[i];
-            e16[K + i] = b2[i];
-          }
-        };
         static_assert(kPairs, "the float keys: lists of 8 over pairs of chunks");
         float ft[K], fd;
         float e16[16];
-        make16_f(0, e16);
+        topk_make_pair<K>(make_f, 0, e16);
         TopkBest8Of16::select<false>(e16);
 #pragma unroll
         for (int i = 0; i < K; ++i) ft[i] = e16[i];
@@ -782,7 +786,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
         for (int c = 2; c < kE / K; c += 2) {
 #pragma unroll
           for (int u = c * K / kV; u < (c + 2) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
-          make16_f(c, e16);
+          topk_make_pair<K>(make_f, c, e16);
           TopkBest8Of16::select<true>(e16);
           float e[K];
 #pragma unroll
@@ -907,18 +911,8 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
     } else if constexpr (kPairs) {
       // Two chunks at a time: their best 8, sorted (TopkBest8Of16, 100 min / max), merged into
       // the list: 132 per 16 entries against 2·(38 + 32) = 140 chunk by chunk.
-      auto make16 = [&](int c, uint32_t(&e16)[16]) {
-        uint32_t a[K], b[K];
-        make(c, a);
-        make(c + 1, b);
-  #pragma unroll
-        for (int i = 0; i < K; ++i) {
-          e16[i] = a[i];
-          e16[K + i] = b[i];
-        }
-      };
       uint32_t e16[16];
-      make16(0, e16);
+      topk_make_pair<K>(make, 0, e16);
       TopkBest8Of16::select<false>(e16);
   #pragma unroll
       for (int i = 0; i < K; ++i) top[i] = e16[i];
@@ -930,7 +924,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
   #pragma unroll
         for (int u = c * K / kV; u < (c + 2) * K / kV; ++u) pk[u] = topk_opaque(pk[u]);
         if constexpr (kF32) sh = top[K - 1] | 31u;
-        make16(c, e16);
+        topk_make_pair<K>(make, c, e16);
         TopkBest8Of16::select<true>(e16);
         uint32_t e[K];
   #pragma unroll
