@@ -11,6 +11,11 @@
 # Call 3 (warm) if the budget holds: AB_INSTANCES=ON BUDGET=<left> ITEMS=scripts/device/next24_items.sh
 #   bash scripts/device/call_bench.sh (the items call 1 did not reach; each runs once a machine).
 # Before merging `row-l2n`: the row pytest files and `*RmsNorm*` / `*LayerNorm*` gtests (call 1).
+# The items add up to ~1,500 s, more than two calls leave: they run in this order (each once a
+# warm machine), so what is cut is the end: the branches' items (l2n ~180 s, dgated ~420,
+# k128c ~590), then top-k, the LCE tiles, the CE census, the demo's N = 2048 tiles. Trim
+# k128c_burst (the acceptance figure of the K = 128 tiles) first if the kernel-only items
+# already say no.
 QB=build/d/bench/quack-bench
 # First the branches' own items (their headers hold the predictions), where this checkout has them.
 for f in row_l2n dgated_ip k128c; do
