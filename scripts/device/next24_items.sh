@@ -17,6 +17,13 @@
 # k128c_burst (the acceptance figure of the K = 128 tiles) first if the kernel-only items
 # already say no.
 QB=build/d/bench/quack-bench
+# Issue 16: 128x128ppe128 (AL4: 11-16 % ahead of the rule's 128x128pp at K = 128 / 256,
+# kernel-only) beside the rule over the whole set by the burst method (rr: its only A/B
+# instance is km), before promoting it.
+# Predicted: ahead at every shape whose plan is 128x128pp (8192 x 8192 x 128: 0.79 -> ~0.91 x
+# cuBLAS), within ±2 % of it elsewhere (pingpong overlaps the epilogue with the other
+# warpgroup's mainloop at long K); a loss beyond 2 % at any shape: promote only at short K.
+run e128_whole 300 python3 bench/bench_gemm.py --methods burst --burst-rounds 2 --layouts rr --impls ours,cublas --tiles auto,128x128ppe128 --out $R/e128_whole.jsonl
 # First the branches' own items (their headers hold the predictions), where this checkout has them.
 for f in row_l2n dgated_ip k128c; do
   [ -f scripts/device/${f}_items.sh ] && source scripts/device/${f}_items.sh
