@@ -73,20 +73,28 @@ function(quack_gemm_instances list_files out_dir sources_var)
     # "<epilogue>:[e<N>][a<S>[d<D>]]" (at least one part): variants of the epilogue (either
     # list); the tile name takes the suffix e<N>a<S>d<D> (the parts present).
     # - e<N>: epilogue subtiles N columns wide (EpiSubtile<..., N>, tile_config.cuh: cooperative
-    #   128 x 64 instead of 128 x 32, the buffer bytes kept); one 16-bit output, C of D's dtype.
+    #   128 x 64 instead of 128 x 32, the buffer bytes kept; N = 128 on BN = 128, cooperative or
+    #   pingpong: subtiles as wide as the tile, rows of 256 bytes); one 16-bit output, C of D's dtype.
+    #   e128u (instances_ab.txt only): e128 with row-major buffers without swizzle (EpiUnswizzled,
+    #   epilogue.cuh), one TMA box of 256-byte rows per subtile instead of two of 128-byte rows.
     # - a<S>[d<D>]: the epilogue's buffer split (EpiCAhead<..., S, D>: S C buffers loaded ahead
     #   per group, 0 for none; D buffers per output).
     set(epi_split "")
     set(epi_split_s "")
     set(epi_split_d "0")
     set(epi_sub "")
+    set(epi_sub_u "")
     set(epi_sub_n "")
     # - diag<M> (after a<S>[d<D>], instances_ab.txt only): DIAGNOSTIC, wrong results
     #   (EpiDiag<..., M>, epilogue.cuh: 1 no C loads, 2 no stores, 3 C prefetched to L2, not waited,
     #   4 C loaded and waited on, not read, 5 C read, not loaded (L2 prefetch)); never in correctness tests.
     # - cf (after a<S>[d<D>], before diag<M>; instances_ab.txt only, gemm_dgated): 32-bit C and D
     #   moved in the bank-conflict-free order (EpiCf<...>, epilogue.cuh): bit-identical results.
-    # (CMake's regular expressions hold at most 9 groups: diag<M>, then cf, are taken off first.)
+    # - ip (after a<S>[d<D>][cf], S ≥ 2, no diag<M>; instances_ab.txt only, gemm_dgated): C's
+    #   ring slots are output 0's buffers, each C subtile overwritten in place by its output and
+    #   stored from there, loads S − 1 subtiles ahead (EpiInPlace<...>, epilogue.cuh): bit-identical
+    #   results; d<D> counts output 1's buffers only.
+    # (CMake's regular expressions hold at most 9 groups: diag<M>, ip, then cf, are taken off first.)
     set(epi_diag "")
     set(QG_DIAGNOSTIC false)
     set(QG_C_RING false)
@@ -95,16 +103,22 @@ function(quack_gemm_instances list_files out_dir sources_var)
       set(epi_diag "${CMAKE_MATCH_2}")
       set(epi "${CMAKE_MATCH_1}")
     endif()
+    set(epi_ip "")
+    if(epi MATCHES "^([a-z]+:.*[0-9f])ip$")
+      set(epi_ip "ip")
+      set(epi "${CMAKE_MATCH_1}")
+    endif()
     if(epi MATCHES "^([a-z]+:.*[0-9])cf$")
       set(epi_cf "cf")
       set(epi "${CMAKE_MATCH_1}")
     endif()
-    if(epi MATCHES "^([a-z]+):(e([0-9]+))?(a([0-9])(d([0-9]))?)?$")
+    if(epi MATCHES "^([a-z]+):(e([0-9]+)(u?))?(a([0-9])(d([0-9]))?)?$")
       set(epi ${CMAKE_MATCH_1})
       set(epi_sub "${CMAKE_MATCH_2}")
       set(epi_sub_n "${CMAKE_MATCH_3}")
-      set(split_s "${CMAKE_MATCH_5}")
-      set(split_d "${CMAKE_MATCH_7}")
+      set(epi_sub_u "${CMAKE_MATCH_4}")
+      set(split_s "${CMAKE_MATCH_6}")
+      set(split_d "${CMAKE_MATCH_8}")
       if("${epi_sub}${split_s}" STREQUAL "")
         message(FATAL_ERROR "${where}: epilogue column of '${line}': a variant is written <epilogue>:[e<N>][a<S>[d<D>]]")
       endif()
@@ -210,13 +224,22 @@ function(quack_gemm_instances list_files out_dir sources_var)
     set(tile_name "${tile}${pp}${cl}${epi_sub}${epi_split}")
     if(NOT epi_sub STREQUAL "")
       # The subtile variant keeps its subtile only with one 16-bit output and C of D's width
-      # (CollectiveEpilogue's kNarrow), on a cooperative 128-row subtile (BM 128 / 256).
+      # (CollectiveEpilogue's kNarrow), on a cooperative 128-row subtile (BM 128 / 256); e128
+      # also on pingpong's 64-row subtile, on tiles of BN = 128 (one subtile per row band).
       if(NOT (epi STREQUAL "lincomb" OR epi STREQUAL "bias") OR NOT (d STREQUAL "bf16" OR d STREQUAL "f16")
-         OR NOT c STREQUAL "-" OR NOT schedule STREQUAL "cooperative" OR QG_BM EQUAL 64
-         OR NOT (epi_sub_n EQUAL 32 OR epi_sub_n EQUAL 64))
-        message(FATAL_ERROR "${where}: e<N> (N: 32 or 64) is for lincomb / bias with a 16-bit d and no c, cooperative, BM 128 or 256")
+         OR NOT c STREQUAL "-" OR QG_BM EQUAL 64
+         OR NOT ((schedule STREQUAL "cooperative" AND (epi_sub_n EQUAL 32 OR epi_sub_n EQUAL 64))
+                 OR (epi_sub_n EQUAL 128 AND QG_BN EQUAL 128)))
+        message(FATAL_ERROR "${where}: e<N> is for lincomb / bias with a 16-bit d and no c, BM 128 or 256: "
+                            "N 32 or 64 cooperative, or N 128 on BN 128 (cooperative or pingpong)")
       endif()
       set(QG_TILE "sm90::EpiSubtile<${QG_TILE}, ${epi_sub_n}>")
+      if(epi_sub_u STREQUAL "u")
+        if(NOT QG_CANDIDATE OR NOT epi_sub_n EQUAL 128)
+          message(FATAL_ERROR "${where}: e128u (unswizzled 256-byte rows) is for instances_ab.txt, N = 128 only")
+        endif()
+        set(QG_TILE "sm90::EpiUnswizzled<${QG_TILE}>")
+      endif()
     endif()
     if(NOT epi_split STREQUAL "")
       set(QG_TILE "sm90::EpiCAhead<${QG_TILE}, ${epi_split_s}, ${epi_split_d}>")
@@ -230,6 +253,14 @@ function(quack_gemm_instances list_files out_dir sources_var)
       endif()
       set(QG_TILE "sm90::EpiCf<${QG_TILE}>")
       set(tile_name "${tile_name}cf")
+    endif()
+    if(NOT epi_ip STREQUAL "")
+      if(NOT QG_CANDIDATE OR epi_split_s STREQUAL "" OR epi_split_s LESS 2 OR NOT epi STREQUAL "dgated"
+         OR NOT epi_diag STREQUAL "")
+        message(FATAL_ERROR "${where}: ip (C's ring slots become output 0's buffers) is for instances_ab.txt's dgated after a<S>[d<D>][cf], S >= 2, without diag<M>")
+      endif()
+      set(QG_TILE "sm90::EpiInPlace<${QG_TILE}>")
+      set(tile_name "${tile_name}ip")
     endif()
     if(NOT epi_diag STREQUAL "")
       if(NOT QG_CANDIDATE OR epi_split STREQUAL "")

@@ -62,8 +62,12 @@ struct alignas(K * sizeof(U) >= 16 ? 16 : K * sizeof(U)) Packed {
 // memory; kNormal is a plain global load (default L1/L2 policy: data a kernel re-reads from L2,
 // and rows read once where nothing in L1 needs protecting: the evict-first hint costs 4-6 %
 // behind an L2 of dirty lines, run AK3); kReadOnly goes through the read-only path and stays in
-// L1 (weights every row of an SM re-reads).
-enum class Cache { kStream, kShared, kNormal, kReadOnly };
+// L1 (weights every row of an SM re-reads); kNoL1 skips L1 and keeps L2's normal policy
+// (ld.global.L1::no_allocate.L2::cache_hint with an evict_normal policy): rows read once beside
+// L1-resident vectors, where a plain load would push the vectors out of L1 and the evict-first
+// one pays behind dirty L2 lines (scripts/diag_cache_hints.cu's scale32k: 3.99 TB/s against
+// ld.cs's 3.89 and plain's 3.93 after a dirty flush, run AL).
+enum class Cache { kStream, kShared, kNormal, kReadOnly, kNoL1 };
 
 // QUACK_DIAG_PLAIN_CACHE (a diagnostic build flag, off by default): the streaming loads and the
 // stores without the evict-first hint (plain ld / st, as QuACK's kernels issue them), to measure
@@ -74,9 +78,41 @@ inline constexpr bool kEvictFirstHints = false;
 inline constexpr bool kEvictFirstHints = true;
 #endif
 
+/// An L2 cache policy of evict_normal for the whole access (createpolicy; not volatile, so
+/// the compiler creates it once per kernel).
+__device__ __forceinline__ uint64_t l2_evict_normal_policy() {
+  uint64_t pol;
+  asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+
+/// Cache::kNoL1's load of one 4-, 8- or 16-byte word.
+template <typename W>
+__device__ __forceinline__ W load_word_no_l1(const W* p) {
+  const uint64_t pol = l2_evict_normal_policy();
+  W v;
+  if constexpr (sizeof(W) == 16) {
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(pol));
+  } else if constexpr (sizeof(W) == 8) {
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
+                 : "=r"(v.x), "=r"(v.y)
+                 : "l"(p), "l"(pol));
+  } else {
+    static_assert(sizeof(W) == 4, "kNoL1 loads 4-, 8- or 16-byte words");
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;"
+                 : "=r"(v)
+                 : "l"(p), "l"(pol));
+  }
+  return v;
+}
+
 template <Cache kCache, typename W>
 __device__ __forceinline__ W load_word(const W* p) {
-  if constexpr (kCache == Cache::kStream && kEvictFirstHints) return __ldcs(p);
+  if constexpr (kCache == Cache::kNoL1 && kEvictFirstHints && sizeof(W) >= 4)
+    return load_word_no_l1(p);
+  else if constexpr (kCache == Cache::kStream && kEvictFirstHints) return __ldcs(p);
   else if constexpr (kCache == Cache::kReadOnly) return __ldg(p);
   else return *p;
 }

@@ -126,15 +126,16 @@ struct RowInRegs {
     for (int k = 0; k < V<s>::kWords; ++k) w[s][j][k] = make_uint4(0, 0, 0, 0);
   }
   /// Where the row's loads go. Plain loads, except beside column vectors (weight, bias) whose
-  /// slice (kTpr·kVecs·kVec columns, up to 4 bytes each) exceeds 32 KB: those rows load
-  /// evict-first (ld.global.cs) so that they do not push the vectors, which every CTA on the SM
-  /// re-reads, out of L1. By the acceptance method (run AK3, plain against evict-first):
-  /// softmax fwd −4 to −6 % time at 4096-65536 columns, RMSNorm fwd −6 % at 4096 columns
-  /// (t128v4) and +5 % at 32768 / 65536 (t1024v4, cluster); the evict-first load cost 4-6 %
-  /// behind the L2 of dirty lines the benchmark's flush leaves (scripts/diag_cache_hints.cu).
+  /// slice (kTpr·kVecs·kVec columns, up to 4 bytes each) exceeds 32 KB: those rows skip L1
+  /// (Cache::kNoL1, L2's normal policy) so that they do not push the vectors, which every CTA on
+  /// the SM re-reads, out of L1, without the evict-first hint's cost behind dirty L2 lines. By
+  /// the acceptance method (run AK3, plain against evict-first): softmax fwd −4 to −6 % time at
+  /// 4096-65536 columns, RMSNorm fwd −6 % at 4096 columns (t128v4) and +5 % at 32768 / 65536
+  /// (t1024v4, cluster); the evict-first load cost 4-6 % behind the L2 of dirty lines the
+  /// benchmark's flush leaves (scripts/diag_cache_hints.cu).
   template <int kTpr>
   static constexpr Cache kRowCache =
-      Op::kCols * kTpr * kVecs * kVec * 4 > 32 * 1024 ? Cache::kStream : Cache::kNormal;
+      Op::kCols * kTpr * kVecs * kVec * 4 > 32 * 1024 ? Cache::kNoL1 : Cache::kNormal;
   /// This thread's vectors of row r, every input stream: vector j (j·kTpr < n) from column
   /// col_t + j·kTpr·kVec, 16-byte loads (kRowCache); an absent optional stream (null pointer)
   /// gives zeros. The register and cluster register policies' row load.

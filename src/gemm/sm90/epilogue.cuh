@@ -10,7 +10,7 @@
 //   for a second output (EpiN1 = EpiN, or EpiN / 2 for a gated visitor's half-width postact:
 //   epilogue_gated.cuh) and, unless C has D's width and is loaded into the D buffer it becomes
 //   (kReuseSmemC), a C (EpiM,EpiN) subtile, each swizzled to its row width; one mbarrier per
-//   group for C.
+//   group for C. (EpiInPlace, an A/B variant of the C ring: D's buffers are the ring's slots.)
 // Registers <-> smem: epilogue_smem.cuh (written against WGMMA's fragment layout and TMA's
 //   swizzle by hand: CuTe's tiled copies cost ~1 GB of compiler memory per TU).
 // Tails: TMA clips stores along M; along N a TMA store clips exactly only when rows of the output
@@ -166,6 +166,40 @@ struct TileEpiCf : std::false_type {};  // production: the fragment order
 template <class T>
 struct TileEpiCf<T, std::void_t<decltype(T::kEpiCf)>> : std::bool_constant<T::kEpiCf> {};
 
+/// Tile configuration Base whose epilogue (a C ring of S ≥ 2 buffers, EpiCAhead<..., S, D>) lands
+/// each C subtile in a ring slot that then holds that subtile's output 0 and is TMA-stored from
+/// there: C's buffers are D's (S slots per group; D stays output 1's buffer count), and the load
+/// of the subtile S − 1 places ahead is issued after this subtile's stores once the stores of the
+/// subtile before have read their slot. The slot is written in place without a cross-thread
+/// hazard because a thread's 32-bit C reads and D writes of a subtile touch the same addresses
+/// (load_subtile / store_subtile, epilogue_smem.cuh). With gemm_dgated's a3d2 (3 slots of 8 KB
+/// and 2 postact buffers of 4 KB per warpgroup: a1d2's 32 KB) preact's loads run two subtiles
+/// ahead instead of one at the same mainloop stages, and one group barrier per subtile is left
+/// (instances_ab.txt, suffix ip; timing only: bit-identical results).
+template <class Base>
+struct EpiInPlace : Base {
+  static constexpr bool kEpiInPlace = true;
+};
+template <class T, class = void>
+struct TileEpiInPlace : std::false_type {};  // production: C and D in buffers of their own
+template <class T>
+struct TileEpiInPlace<T, std::void_t<decltype(T::kEpiInPlace)>> : std::bool_constant<T::kEpiInPlace> {};
+/// Tile configuration Base (with 16-bit subtiles of 128 columns: EpiSubtile<..., 128>) whose
+/// subtile buffers are row-major without swizzle, so each subtile is one TMA box of 256-byte rows
+/// (instances_ab.txt, epilogue column "<epilogue>:e128u", tile suffix e128u; issue 16's A/B of
+/// the store box's row width). e128's SW128 blocks need two boxes of 128-byte rows: a swizzled
+/// box row spans at most 128 bytes. The STSM / LDSM rows rotate (epilogue_smem.cuh,
+/// rotated_chunk / rotate_blocks: 96 selects per thread and subtile) to stay free of bank
+/// conflicts. Same buffers and mainloop stages as Base; bit-identical results.
+template <class Base>
+struct EpiUnswizzled : Base {
+  static constexpr bool kEpiUnswizzled = true;
+};
+template <class T, class = void>
+struct TileEpiUnswizzled : std::false_type {};  // production: swizzled buffers
+template <class T>
+struct TileEpiUnswizzled<T, std::void_t<decltype(T::kEpiUnswizzled)>> : std::bool_constant<T::kEpiUnswizzled> {};
+
 /// Epilogue of tile configuration Tile with visitor Op, output dtype ElementD (output 0), C's
 /// dtype ElementC (void: D's) and, for a visitor with two outputs, output 1's ElementD1 (void: D's).
 template <class Tile_, class Op_, class ElementD_, class ElementC_ = void, class ElementD1_ = void>
@@ -182,6 +216,7 @@ struct CollectiveEpilogue {
   static constexpr bool kLoadsCIntoSmem = kDiag != 1 && kDiag != 3 && kDiag != 5;
   static constexpr bool kReadsC = kDiag != 1 && kDiag != 3 && kDiag != 4;
   static constexpr bool kCf = TileEpiCf<Tile>::value;     // EpiCf: the conflict-free order (A/B)
+  static constexpr bool kInPlace = TileEpiInPlace<Tile>::value;  // EpiInPlace: C's slot becomes D's (A/B)
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
   // Subtile: the tile's (EpiM, EpiN), but 32 columns wide where the tile's are 64 (pingpong, BM
@@ -190,6 +225,13 @@ struct CollectiveEpilogue {
   // bytes) and for an fp32 D or C (rows of 128 bytes, the widest swizzle of epilogue_smem.cuh).
   static constexpr bool kNarrow = kOutputs == 2 || sizeof(ElementD) == 4 || sizeof(ElementC) == 4;
   static constexpr int EpiM = Tile::EpiM, EpiN = kNarrow && Tile::EpiN == 64 ? 32 : Tile::EpiN;
+  // Subtiles of 128 columns (EpiSubtile, tile suffix e128: rows of 256 bytes, two SW128 column
+  // blocks) only for one 16-bit output with C of its width: there is no narrowing rule for them.
+  static_assert(EpiN <= 64 || (!kNarrow && sizeof(ElementD) == 2),
+                "128-column subtiles: one 16-bit output, C of D's width");
+  static constexpr bool kUnswizzled = TileEpiUnswizzled<Tile>::value;  // EpiUnswizzled: e128u (A/B)
+  static_assert(!kUnswizzled || (EpiN * int(sizeof(ElementD)) == 256 && kOutputs == 1 && !kNarrow),
+                "EpiUnswizzled: one 16-bit output in subtiles of 128 columns");
   static constexpr int kFrg = EpiM * EpiN / kEpiThreads;  // values per thread per subtile
   using EpiTile = Shape<Int<EpiM>, Int<EpiN>>;
   // C is loaded into the D buffer it is about to become (CUTLASS's ReuseSmemC) when both have
@@ -237,7 +279,8 @@ struct CollectiveEpilogue {
   //   kStagesD0); kStagesC: as many C buffers as fit beside them and the mainloop stages of the
   //   default layout (the ring costs no mainloop stage), at most 4 and the subtiles of a tile;
   //   none fits: the default source. A tile configuration may set both counts (EpiCAhead,
-  //   device A/B variants; that may cost or give mainloop stages).
+  //   device A/B variants; that may cost or give mainloop stages). With EpiInPlace (A/B) the
+  //   ring's slots are output 0's buffers too (kStagesDBuffers) and loads run kStagesC − 1 ahead.
   // The stores' smem reads complete about a microsecond after issue on the H200 under a full
   // write load (ncu, 8192x8192x128 at 4c9df5f: 16 KB of stores in flight per SM gave 1.6 TB/s of
   // D; cuBLAS's same 128x256 tile 2.5 TB/s), so the bytes in flight per SM set the epilogue's
@@ -256,21 +299,46 @@ struct CollectiveEpilogue {
       TileCAheadStages<Tile>::value >= 0 ? TileCAheadStages<Tile>::value : (VisitorCAhead<Op>::value ? kAheadAuto : 0);
   static constexpr bool kCAhead = kStagesCAhead > 0;
   static_assert(kStagesCAhead <= kSubtilesPerTile, "no more C buffers than subtiles per tile");
+  // In place: 32-bit C and D (a thread's reads and writes of a subtile at the same addresses;
+  // 16-bit LDSM / STSM move other lanes' rows), a ring of at least 2 (loads S − 1 ahead), no
+  // diagnostic mode.
+  static_assert(!kInPlace || (kCAhead && kStagesCAhead >= 2 && sizeof(ElementC) == 4 && sizeof(ElementD) == 4 &&
+                              Op::kNeedsC && !Op::kLinFirst && kDiag == 0),
+                "EpiInPlace: a visitor that needs 32-bit C (not kLinFirst) of D's width, a C ring of at least 2, no diag");
   static constexpr bool kReuseSmemC = kSameWidthC && !kCAhead;
   static constexpr int EpiStagesD =
       TileEpiStagesD<Tile>::value > 0 ? TileEpiStagesD<Tile>::value : kCAhead ? kStagesDAhead : kStagesD0;
   static_assert(EpiStagesD >= 2, "at least two buffers per output in flight");
-  static constexpr int kSmemOut = smem_out(EpiStagesD);
-  // C buffers per group (aliasing D's when reused) and C mbarriers per group.
+  // C buffers per group (aliasing D's when reused or in place) and C mbarriers per group.
   static constexpr int kStagesC = kCAhead ? kStagesCAhead : kReuseSmemC ? EpiStagesD : 1;
   static constexpr int kCBarriers = kCAhead ? kStagesCAhead : 1;
+  // Output 0's buffers per group: the ring's slots in place, else EpiStagesD (output 1 keeps
+  // EpiStagesD either way).
+  static constexpr int kStagesDBuffers = kInPlace ? kStagesC : EpiStagesD;
+  static constexpr int kSmemOut =
+      kInPlace ? kEpiGroups * (kStagesC * kSubtile * int(sizeof(ElementD)) + EpiStagesD * kSubtile1 * int(sizeof(ElementD1)))
+               : smem_out(EpiStagesD);
+  // Subtiles a C load runs ahead of its use: the ring's length, or one less in place (the slot
+  // of the subtile just stored is busy until its stores have read it).
+  static constexpr int kCAheadDist = kInPlace ? kStagesC - 1 : kStagesC;
+  // C lives in output 0's buffers (no buffer of its own).
+  static constexpr bool kCInD = kReuseSmemC || kInPlace;
 
   // Epilogue smem: a row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
-  // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom).
+  // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom). Rows of 256
+  // bytes (e128) take the SW128 atom twice along N: two column blocks of EpiM x 128 bytes
+  // (epilogue_smem.cuh), which make_tma_copy writes as two boxes of 64 columns per subtile.
+  // e128u: a row-major atom of 8 rows of 256 bytes without swizzle (Swizzle<0, 4, 3>, as CuTe
+  // builds its GMMA INTER atoms), so the TMA box is the whole (EpiM, 128) subtile.
   template <class T>
-  using SmemAtomEpi = conditional_t<EpiN * sizeof(T) == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>;
+  using SmemAtomRows = decltype(upcast<sizeof_bits<T>::value>(
+      ComposedLayout<Swizzle<0, 4, 3>, smem_ptr_flag,
+                     Layout<Shape<_8, Int<EpiN * int(sizeof_bits<T>::value)>>, Stride<Int<EpiN * int(sizeof_bits<T>::value)>, _1>>>{}));
+  template <class T>
+  using SmemAtomEpi = conditional_t<kUnswizzled, SmemAtomRows<T>,
+                                    conditional_t<EpiN * sizeof(T) == 64, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW128_Atom<T>>>;
   using SmemLayoutC = decltype(tile_to_shape(SmemAtomEpi<ElementC>{}, Shape<Int<EpiM>, Int<EpiN>, Int<kStagesC>>{}));     // (EpiM,EpiN,PIPE_C)
-  using SmemLayoutD = decltype(tile_to_shape(SmemAtomEpi<ElementD>{}, Shape<Int<EpiM>, Int<EpiN>, Int<EpiStagesD>>{}));   // (EpiM,EpiN,PIPE_D)
+  using SmemLayoutD = decltype(tile_to_shape(SmemAtomEpi<ElementD>{}, Shape<Int<EpiM>, Int<EpiN>, Int<kStagesDBuffers>>{}));  // (EpiM,EpiN,PIPE_D)
   // Output 1: rows of EpiN1 elements (32, 64 or 128 bytes), TMA's swizzle of that width.
   template <class T, int RowBytes>
   using SmemAtomW = conditional_t<RowBytes == 32, GMMA::Layout_K_SW32_Atom<T>,
@@ -278,7 +346,8 @@ struct CollectiveEpilogue {
   using SmemLayoutD1 = decltype(tile_to_shape(SmemAtomW<ElementD1, EpiN1 * int(sizeof(ElementD1))>{},
                                               Shape<Int<EpiM>, Int<EpiN1>, Int<EpiStagesD>>{}));  // (EpiM,EpiN1,PIPE_D)
   // Shared memory of the buffers (all groups): what the mainloop's stages must leave free.
-  static constexpr int kSmemBytes = kSmemOut + (kReuseSmemC ? 0 : kEpiGroups * kStagesC * int(kCBytes));
+  static constexpr int kSmemBytes = kSmemOut + (kCInD ? 0 : kEpiGroups * kStagesC * int(kCBytes));
+  static_assert(!kInPlace || cosize_v<SmemLayoutC> == cosize_v<SmemLayoutD>, "in place: C's slots are D's buffers");
 
   // Shared memory: D, then C and D1 where present (empty bases take no space), each 1024-byte
   // aligned with sizes multiples of 1024.
@@ -293,7 +362,7 @@ struct CollectiveEpilogue {
   };
   struct NoC {};
   struct NoD1 {};
-  struct TensorStorage : StorageD, conditional_t<kReuseSmemC, NoC, StorageC>, conditional_t<kOutputs == 2, StorageD1, NoD1> {};
+  struct TensorStorage : StorageD, conditional_t<kCInD, NoC, StorageC>, conditional_t<kOutputs == 2, StorageD1, NoD1> {};
   struct BarrierStorage {
     alignas(8) uint64_t c_full[kEpiGroups][kCBarriers];  // per group: C's buffer (kCAhead: each of the ring)
   };
@@ -402,7 +471,7 @@ struct CollectiveEpilogue {
       int const row = m0 + r, col = n0 + c;
       if (row >= M || col >= N) continue;
       Half* const dst = reinterpret_cast<Half*>(base + (int64_t(row) * ld + col) * int64_t(sizeof(T)));
-      Pair const v = Pair(subtile_pair_bits<EpiN>(buf, r, c));
+      Pair const v = Pair(subtile_pair_bits<EpiN, EpiM, kUnswizzled>(buf, r, c));
       if (col + 1 < N && reinterpret_cast<uintptr_t>(dst) % sizeof(Pair) == 0) {
         *reinterpret_cast<Pair*>(dst) = v;
       } else {
@@ -439,7 +508,7 @@ struct CollectiveEpilogue {
         if (col < N) lo = src[0];
         if (col + 1 < N) hi = src[1];
       }
-      uint32_t const a = sbase + swizzled_offset<kRowBytes>(uint32_t(r), uint32_t(c) * uint32_t(sizeof(ElementC)));
+      uint32_t const a = sbase + buffer_offset<kRowBytes, EpiM, kUnswizzled>(uint32_t(r), uint32_t(c) * uint32_t(sizeof(ElementC)));
       if constexpr (sizeof(ElementC) == 2)
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(uint32_t(lo) | (uint32_t(hi) << 16)));
       else
@@ -472,6 +541,15 @@ struct CollectiveEpilogue {
     load_c = p.load_c && op.reads_c();
   }
 
+  /// The group's C buffers: output 0's where C is loaded into the buffer it becomes (reuse, in
+  /// place; same layout, same width), else C's own.
+  CUTE_DEVICE ElementC* c_buffers() const {
+    if constexpr (kCInD)
+      return reinterpret_cast<ElementC*>(ts.D[grp].begin());
+    else
+      return ts.C[grp].begin();
+  }
+
   /// Whether this launch reads C through TMA (store_tile's TMA branch): the visitor needs C, or
   /// it is read (load_c), and TMA can address it.
   template <class P>
@@ -480,18 +558,20 @@ struct CollectiveEpilogue {
     return (Op::kNeedsC || load_c) && !p.c_plain;
   }
 
-  /// kCAhead: issues the C loads of the first kStagesC subtiles of tile (m_blk, n_blk) of batch l
-  /// (those inside (M, N), in store_tile's order) into the group's C ring, counts sub_count,
-  /// sub_count + 1, ...: call it when the tile starts, before its mainloop, with the C ring free
-  /// (the previous tile's store_tile has read every buffer: every load issued for a tile is of
-  /// one of its subtiles inside (M, N), which store_tile waits for and reads). One thread
+  /// kCAhead: issues the C loads of the first kCAheadDist subtiles of tile (m_blk, n_blk) of
+  /// batch l (those inside (M, N), in store_tile's order) into the group's C ring, counts
+  /// sub_count, sub_count + 1, ...: call it when the tile starts, before its mainloop, with the C
+  /// ring free (the previous tile's store_tile has read every buffer: every load issued for a
+  /// tile is of one of its subtiles inside (M, N), which store_tile waits for and reads; in place,
+  /// the slots these loads take are those whose stores the previous tile's last subtile waited
+  /// for, and the slot of its last stores is left to the first subtile's issue). One thread
   /// (etid 0) issues; nothing otherwise.
   template <class P>
   CUTE_DEVICE void prefetch_c(P const& p, int M, int N, int L, int m_blk, int n_blk, int l) const {
     if constexpr (kCAhead) {
       if (etid == 0 && c_via_tma(p)) {
 #pragma unroll 1
-        for (int s = 0; s < kStagesC; ++s)
+        for (int s = 0; s < kCAheadDist; ++s)
           issue_c_ahead(p, M, N, L, m_blk, n_blk, l, 0, 0, s, (sub_count + s) % kStagesC);
       }
     }
@@ -504,11 +584,7 @@ struct CollectiveEpilogue {
     static_assert(decltype(size<0>(acc))::value == kFrg * (Tile::BN / EpiN) &&
                       decltype(size<1>(acc))::value == Tile::BM / EpiM && decltype(size<2>(acc))::value == 1,
                   "the accumulator holds BN / EpiN subtiles' fragments along its first mode, one per EpiM rows");
-    ElementC* c_smem;
-    if constexpr (kReuseSmemC)
-      c_smem = reinterpret_cast<ElementC*>(ts.D[grp].begin());  // same layout, same width
-    else
-      c_smem = ts.C[grp].begin();
+    ElementC* const c_smem = c_buffers();
     ElementD* const d_smem = ts.D[grp].begin();
     Tensor sC = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(c_smem), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
     Tensor sD = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(d_smem), SmemLayoutD{}));  // (EpiM,EpiN,PIPE_D)
@@ -544,6 +620,7 @@ struct CollectiveEpilogue {
         }
         int const d_stage = sub_count % EpiStagesD;
         int const c_stage = kCAhead ? sub_count % kStagesC : kReuseSmemC ? d_stage : 0;
+        int const d_slot = kInPlace ? c_stage : d_stage;  // output 0's buffer (in place: C's slot)
         uint32_t const c_phase = uint32_t(kCAhead ? sub_count / kStagesC : sub_count) & 1u;
         cutlass::Array<float, kFrg> x;  // this subtile's accumulator values (fragment order)
         if constexpr (kCf) {
@@ -563,7 +640,7 @@ struct CollectiveEpilogue {
           if constexpr (kCf)
             load_subtile_cf<EpiN>(c, buf, etid);
           else
-            load_subtile<EpiN>(c, buf, etid);
+            load_subtile<EpiN, EpiM, kUnswizzled>(c, buf, etid);
         };
         cutlass::Array<float, kFrg> out[kOutputs];
         SubtileCoord const coord{m0, n0, etid, l};
@@ -636,20 +713,26 @@ struct CollectiveEpilogue {
         bool const manual = p.d_plain || (p.tail_manual && n0 + EpiN > N);
         bool const store_d = kOutputs == 1 || p.store_d;
         bool const store_d1 = kOutputs == 2 && p.store_d1;
-        if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
-        epi_sync();  // ... and every thread's LDSM of C from it (reuse)
-        if constexpr (kCAhead) {
-          // Every thread's LDSM of C buffer c_stage came before that sync: it takes the subtile
-          // kStagesC places further in this tile's order, if any (count sub_count + kStagesC:
-          // same buffer, next phase).
-          if (etid == 0 && c_via_tma(p))
-            issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
+        if constexpr (!kInPlace) {
+          if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
+          epi_sync();  // ... and every thread's LDSM of C from it (reuse)
+          if constexpr (kCAhead) {
+            // Every thread's LDSM of C buffer c_stage came before that sync: it takes the subtile
+            // kStagesC places further in this tile's order, if any (count sub_count + kStagesC:
+            // same buffer, next phase).
+            if (etid == 0 && c_via_tma(p))
+              issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
+          }
         }
+        // In place, no wait here: slot c_stage's last stores (kStagesC subtiles back) were done
+        // before its C load was issued, and output 1's buffer d_stage was released by the
+        // previous subtile's wait and group barrier (below). This thread's writes of the slot
+        // follow its own reads of the same addresses.
         if (store_d) {
           if constexpr (kCf)
-            store_subtile_cf<EpiN>(d, d_smem + d_stage * kSubtile, etid);
+            store_subtile_cf<EpiN>(d, d_smem + d_slot * kSubtile, etid);
           else
-            store_subtile<EpiN>(d, d_smem + d_stage * kSubtile, etid);
+            store_subtile<EpiN, EpiM, kUnswizzled>(d, d_smem + d_slot * kSubtile, etid);
         }
         if constexpr (kOutputs == 2) {
           if (store_d1) {
@@ -662,10 +745,16 @@ struct CollectiveEpilogue {
           }
         }
         cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
+        if constexpr (kInPlace) {
+          // Every store issued before this subtile's (the previous subtile's slot and output 1
+          // buffer) has read shared memory: after the barrier the next subtile may write its
+          // output 1 buffer and that slot may take a C load.
+          if (etid == 0) tma_store_wait<0>();
+        }
         epi_sync();
         if (manual) {
           if (store_d)
-            store_subtile_plain(d_smem + d_stage * kSubtile, p.d_ptr, p.ldd, p.batch_d, M, N, l, m0, n0, etid);
+            store_subtile_plain(d_smem + d_slot * kSubtile, p.d_ptr, p.ldd, p.batch_d, M, N, l, m0, n0, etid);
           if constexpr (kOutputs == 2) {
             if (store_d1) {
               if constexpr (kD1Div == 2)
@@ -678,8 +767,17 @@ struct CollectiveEpilogue {
           }
         }
         if (etid == 0) {
+          if constexpr (kInPlace) {
+            // The subtile kStagesC − 1 places further in this tile's order (count sub_count +
+            // kStagesC − 1) into the slot the previous subtile's stores have just read (waited
+            // above; every thread's plain reads of it came before the barrier), ahead of this
+            // subtile's stores.
+            if (c_via_tma(p))
+              issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kCAheadDist,
+                            (sub_count + kCAheadDist) % kStagesC);
+          }
           if (kDiag != 2 && !manual) {  // diagnostic mode 2: no stores (empty bulk groups)
-            if (store_d) copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
+            if (store_d) copy(p.tma_d, bSG_sD(_, _, _, d_slot), bSG_gD(_, _, _, epi_m, epi_n));
             if constexpr (kOutputs == 2)
               if (store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L, d_stage);
           }
@@ -715,7 +813,7 @@ struct CollectiveEpilogue {
     int const j = epi_m * vn + epi_n + ahead;  // the target's place among the valid subtiles
     if (j >= vm * vn) return;
     int const em = j / vn, en = j - em * vn;
-    ElementC* const c_smem = ts.C[grp].begin();
+    ElementC* const c_smem = c_buffers();
     Tensor sC = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(c_smem), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
     auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
     Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N,PIPE_C)

@@ -16,6 +16,12 @@
 // Buffer layout: a subtile buffer is row-major, RowBytes = EpiN·sizeof(T) ∈ {64, 128} per row,
 // with TMA's 64B / 128B swizzle (CuTe's GMMA::Layout_K_SW64/SW128 atoms: 16-byte chunk bits
 // [4, 4 + log2(RowBytes / 16)) of the byte offset XOR bits [7, ..)); buffers are 1024-byte aligned.
+// Rows of 256 bytes (16-bit subtiles of 128 columns, tile suffix e128): a TMA box's swizzled row
+// spans at most 128 bytes, so the buffer is two column blocks of EpiM rows x 128 bytes, each
+// SW128 (CuTe's tile_to_shape of the SW128 atom, M first); the TMA store writes one box per block.
+// Unswizzled rows of 256 bytes (tile suffix e128u): row-major, one TMA box per subtile without
+// swizzle (SWIZZLE_NONE allows a box row of up to 256 elements); the 16-bit accesses then rotate
+// each thread's column blocks by its row (rotate_blocks) to stay free of bank conflicts.
 #pragma once
 
 #include <cute/arch/copy_sm75.hpp>
@@ -28,13 +34,31 @@
 
 namespace quack::detail::sm90 {
 
-/// Byte offset of byte `byte_in_row` of row `row` in a swizzled subtile buffer of RowBytes rows.
-template <int RowBytes>
+/// Byte offset of byte `byte_in_row` of row `row` in a swizzled subtile buffer of RowBytes rows
+/// (Rows of them: needed only for rows of 256 bytes, whose second 128-byte column block starts
+/// after the first block's Rows rows).
+template <int RowBytes, int Rows = 0>
 CUTE_HOST_DEVICE constexpr uint32_t swizzled_offset(uint32_t row, uint32_t byte_in_row) {
-  static_assert(RowBytes == 64 || RowBytes == 128, "subtile rows of 64 or 128 bytes (SW64 / SW128)");
-  uint32_t const off = row * RowBytes + byte_in_row;
-  constexpr uint32_t kMask = RowBytes == 128 ? 7u : 3u;
-  return off ^ (((off >> 7) & kMask) << 4);
+  static_assert(RowBytes == 64 || RowBytes == 128 || (RowBytes == 256 && Rows > 0 && Rows % 8 == 0),
+                "subtile rows of 64 or 128 bytes (SW64 / SW128), or of 256 (two SW128 column blocks of Rows rows)");
+  if constexpr (RowBytes == 256) {
+    return (byte_in_row / 128u) * uint32_t(Rows * 128) + swizzled_offset<128>(row, byte_in_row % 128u);
+  } else {
+    uint32_t const off = row * RowBytes + byte_in_row;
+    constexpr uint32_t kMask = RowBytes == 128 ? 7u : 3u;
+    return off ^ (((off >> 7) & kMask) << 4);
+  }
+}
+
+/// Byte offset of (row, byte_in_row) in a subtile buffer: swizzled_offset<RowBytes, Rows>, or,
+/// Unswizzled (rows of 256 bytes, e128u), row-major.
+template <int RowBytes, int Rows, bool Unswizzled>
+CUTE_HOST_DEVICE constexpr uint32_t buffer_offset(uint32_t row, uint32_t byte_in_row) {
+  static_assert(!Unswizzled || RowBytes == 256, "unswizzled buffers: rows of 256 bytes");
+  if constexpr (Unswizzled)
+    return row * uint32_t(RowBytes) + byte_in_row;
+  else
+    return swizzled_offset<RowBytes, Rows>(row, byte_in_row);
 }
 
 /// Row of values with h (value i = c + 2·h + 4·j) of epilogue thread t in its subtile.
@@ -52,6 +76,34 @@ CUTE_HOST_DEVICE constexpr int matrix_row(int t) {
 }
 CUTE_HOST_DEVICE constexpr int matrix_chunk(int t, int jj) { return 2 * jj + (t % 32) / 16; }
 
+/// Unswizzled rows of 256 bytes (e128u): STSM / LDSM x4 number jj as above would put the 8 rows
+/// of each 8 x 8 matrix at one 16-byte chunk 256 bytes apart, one bank group (8-way conflicts).
+/// Instead the lane that gives row r = lane % 8 of a matrix gives chunk matrix_chunk ^ r
+/// (rotated_chunk), so a matrix's 8 rows fall in 8 bank groups, and the threads that hold that
+/// row's data (r = (t % 32) / 4) hold, in STSM jj's registers, their fragment's column blocks
+/// j ^ r in place of j (rotate_blocks over packed pairs r[h + 2·j]: three conditional swaps, an
+/// involution, so the same call puts LDSM's registers back in fragment order).
+CUTE_HOST_DEVICE constexpr int rotated_chunk(int t, int jj) { return matrix_chunk(t, jj) ^ (t % 8); }
+CUTE_HOST_DEVICE constexpr uint32_t rotation(int t) { return uint32_t((t % 32) / 4); }
+template <int Regs>
+CUTE_HOST_DEVICE void rotate_blocks(uint32_t (&r)[Regs], uint32_t rot) {
+  static_assert(Regs % 16 == 0, "column blocks in groups of 8 (two packed pairs each)");
+  CUTE_UNROLL
+  for (int b = 1; b < 8; b <<= 1) {
+    bool const swap = (rot & uint32_t(b)) != 0u;
+    CUTE_UNROLL
+    for (int j = 0; j < Regs / 2; ++j) {
+      if (j & b) continue;
+      CUTE_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        uint32_t const x = r[h + 2 * j], y = r[h + 2 * (j ^ b)];
+        r[h + 2 * j] = swap ? y : x;
+        r[h + 2 * (j ^ b)] = swap ? x : y;
+      }
+    }
+  }
+}
+
 // Shared-memory accesses through 32-bit shared addresses (as the STSM / LDSM atoms), so they stay
 // LDS / STS whatever the compiler can prove about the buffer pointer's address space.
 CUTE_DEVICE void st_shared_f32x2(uint32_t addr, float x, float y) {
@@ -64,16 +116,29 @@ CUTE_DEVICE float2 ld_shared_f32x2(uint32_t addr) {
 }
 
 /// Stores a thread's kFrg values of one subtile into the swizzled buffer `buf` (one stage).
-template <int EpiN, class T, int N>
+/// EpiM: the subtile's rows (needed only for rows of 256 bytes). Unswizzled: e128u's buffer.
+template <int EpiN, int EpiM = 0, bool Unswizzled = false, class T, int N>
 CUTE_DEVICE void store_subtile(cutlass::Array<T, N> const& v, T* buf, int t) {
   constexpr int kRowBytes = EpiN * int(sizeof(T));
   char* const base = reinterpret_cast<char*>(buf);
-  if constexpr (sizeof(T) == 2) {
+  if constexpr (Unswizzled) {
+    static_assert(sizeof(T) == 2 && N == EpiN / 2 && kRowBytes == 256, "e128u: 16-bit rows of 256 bytes");
+    uint32_t r[N / 2];
+    CUTE_UNROLL
+    for (int i = 0; i < N / 2; ++i) r[i] = reinterpret_cast<uint32_t const*>(v.data())[i];
+    rotate_blocks(r, rotation(t));
+    CUTE_UNROLL
+    for (int jj = 0; jj < EpiN / 16; ++jj) {
+      uint32_t const off = uint32_t(matrix_row(t)) * kRowBytes + 16u * uint32_t(rotated_chunk(t, jj));
+      cute::SM90_U32x4_STSM_N::copy(r[4 * jj], r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3],
+                                    *reinterpret_cast<cute::uint128_t*>(base + off));
+    }
+  } else if constexpr (sizeof(T) == 2) {
     static_assert(N == EpiN / 2, "16-bit subtile: EpiN / 8 column blocks of 4 values");
     uint32_t const* r = reinterpret_cast<uint32_t const*>(v.data());  // value pairs (c = 0, 1)
     CUTE_UNROLL
     for (int jj = 0; jj < EpiN / 16; ++jj) {
-      uint32_t const off = swizzled_offset<kRowBytes>(matrix_row(t), 16 * matrix_chunk(t, jj));
+      uint32_t const off = swizzled_offset<kRowBytes, EpiM>(matrix_row(t), 16 * matrix_chunk(t, jj));
       cute::SM90_U32x4_STSM_N::copy(r[4 * jj], r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3],
                                     *reinterpret_cast<cute::uint128_t*>(base + off));
     }
@@ -82,23 +147,36 @@ CUTE_DEVICE void store_subtile(cutlass::Array<T, N> const& v, T* buf, int t) {
     uint32_t const sbase = cute::cast_smem_ptr_to_uint(base);
     CUTE_UNROLL
     for (int p = 0; p < N / 2; ++p) {  // value pair p = (h, j) = (p % 2, p / 2)
-      uint32_t const off = swizzled_offset<kRowBytes>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
+      uint32_t const off = swizzled_offset<kRowBytes, EpiM>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
       st_shared_f32x2(sbase + off, float(v[2 * p]), float(v[2 * p + 1]));
     }
   }
 }
 
 /// Loads a thread's kFrg values of one subtile from the swizzled buffer `buf` (one stage).
-template <int EpiN, class T, int N>
+/// EpiM, Unswizzled: as store_subtile's.
+template <int EpiN, int EpiM = 0, bool Unswizzled = false, class T, int N>
 CUTE_DEVICE void load_subtile(cutlass::Array<T, N>& v, T const* buf, int t) {
   constexpr int kRowBytes = EpiN * int(sizeof(T));
   char const* const base = reinterpret_cast<char const*>(buf);
-  if constexpr (sizeof(T) == 2) {
+  if constexpr (Unswizzled) {
+    static_assert(sizeof(T) == 2 && N == EpiN / 2 && kRowBytes == 256, "e128u: 16-bit rows of 256 bytes");
+    uint32_t r[N / 2];
+    CUTE_UNROLL
+    for (int jj = 0; jj < EpiN / 16; ++jj) {
+      uint32_t const off = uint32_t(matrix_row(t)) * kRowBytes + 16u * uint32_t(rotated_chunk(t, jj));
+      cute::SM75_U32x4_LDSM_N::copy(*reinterpret_cast<cute::uint128_t const*>(base + off), r[4 * jj],
+                                    r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3]);
+    }
+    rotate_blocks(r, rotation(t));
+    CUTE_UNROLL
+    for (int i = 0; i < N / 2; ++i) reinterpret_cast<uint32_t*>(v.data())[i] = r[i];
+  } else if constexpr (sizeof(T) == 2) {
     static_assert(N == EpiN / 2, "16-bit subtile");
     uint32_t* r = reinterpret_cast<uint32_t*>(v.data());
     CUTE_UNROLL
     for (int jj = 0; jj < EpiN / 16; ++jj) {
-      uint32_t const off = swizzled_offset<kRowBytes>(matrix_row(t), 16 * matrix_chunk(t, jj));
+      uint32_t const off = swizzled_offset<kRowBytes, EpiM>(matrix_row(t), 16 * matrix_chunk(t, jj));
       cute::SM75_U32x4_LDSM_N::copy(*reinterpret_cast<cute::uint128_t const*>(base + off), r[4 * jj],
                                     r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3]);
     }
@@ -107,7 +185,7 @@ CUTE_DEVICE void load_subtile(cutlass::Array<T, N>& v, T const* buf, int t) {
     uint32_t const sbase = cute::cast_smem_ptr_to_uint(base);
     CUTE_UNROLL
     for (int p = 0; p < N / 2; ++p) {
-      uint32_t const off = swizzled_offset<kRowBytes>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
+      uint32_t const off = swizzled_offset<kRowBytes, EpiM>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
       float2 const x = ld_shared_f32x2(sbase + off);
       v[2 * p] = T(x.x);
       v[2 * p + 1] = T(x.y);
@@ -192,10 +270,10 @@ CUTE_DEVICE void store_subtile_cf(cutlass::Array<T, N> const& v, T* buf, int t) 
 /// The bits of elements (r, c) and (r, c + 1) (c even) of a swizzled subtile buffer (one stage),
 /// column c in the low half: one 4-byte (16-bit T) or 8-byte (fp32) shared-memory load, as both
 /// sit in one 16-byte chunk. For the plain stores of the epilogue.
-template <int EpiN, class T>
+template <int EpiN, int EpiM = 0, bool Unswizzled = false, class T>
 CUTE_DEVICE uint64_t subtile_pair_bits(T const* buf, int r, int c) {
   constexpr int kRowBytes = EpiN * int(sizeof(T));
-  uint32_t const a = cute::cast_smem_ptr_to_uint(buf) + swizzled_offset<kRowBytes>(r, c * int(sizeof(T)));
+  uint32_t const a = cute::cast_smem_ptr_to_uint(buf) + buffer_offset<kRowBytes, EpiM, Unswizzled>(r, c * int(sizeof(T)));
   if constexpr (sizeof(T) == 2) {
     uint32_t bits;
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bits) : "r"(a));

@@ -127,15 +127,22 @@ struct TileConfig {
 /// Tile configuration Base with epilogue subtiles EpiN columns wide instead of Base's (EpiM
 /// rows as Base's) and Stages buffers in flight per group for one 16-bit output (Base's
 /// kEpiStages; default: as many as keep Base's buffer bytes, Base::kEpiStages · Base::EpiN /
-/// EpiN, so the mainloop keeps its stages). A variant of the cooperative 128-row subtile
-/// (instances.txt / instances_ab.txt, epilogue column "<epilogue>:e<EpiN>", suffix e<EpiN>):
-/// 128 x 64 subtiles take half the subtiles of 128 x 32 per tile, so half the epilogue's
-/// named barriers and TMA store issues, with 2 buffers of 16 KB (16-bit D) in place of 4 of 8 KB.
-/// Only for epilogues that keep the tile's subtile (one 16-bit output, C of D's width:
-/// CollectiveEpilogue narrows a 64-column subtile to 32 otherwise; the CMake list checks it).
-template <class Base, int EpiN_, int Stages = Base::kEpiStages * Base::EpiN / EpiN_>
+/// EpiN, so the mainloop keeps its stages, but at least 2). A variant of the cooperative
+/// 128-row subtile (instances.txt / instances_ab.txt, epilogue column "<epilogue>:e<EpiN>",
+/// suffix e<EpiN>): 128 x 64 subtiles take half the subtiles of 128 x 32 per tile, so half the
+/// epilogue's named barriers and TMA store issues, with 2 buffers of 16 KB (16-bit D) in place
+/// of 4 of 8 KB. EpiN = 128 (A/B only, issue 16's K = 128 store rate): a subtile spans the
+/// whole N = 128 tile, rows of 256 bytes of 16-bit D in two SW128 column blocks (epilogue_smem.cuh),
+/// stored as two 64-column TMA boxes issued back to back: pingpong 128x128's 64 x 128 subtiles
+/// keep its bytes (2 of 16 KB per warpgroup for 4 of 8 KB; 5 mainloop stages), cooperative
+/// 256x128's 128 x 128 take 2 of 32 KB for 4 of 8 KB (64 KB: 3 mainloop stages of 48 KB
+/// instead of 4). Only for epilogues that keep the tile's subtile (one 16-bit output, C of D's
+/// width: CollectiveEpilogue narrows a 64-column subtile to 32 otherwise; the CMake list checks it).
+template <class Base, int EpiN_,
+          int Stages = (Base::kEpiStages * Base::EpiN / EpiN_ < 2 ? 2 : Base::kEpiStages * Base::EpiN / EpiN_)>
 struct EpiSubtile : Base {
-  static_assert(EpiN_ == 32 || EpiN_ == 64, "subtiles of 32 or 64 columns (rows of 64 / 128 bytes of 16-bit D)");
+  static_assert(EpiN_ == 32 || EpiN_ == 64 || EpiN_ == 128,
+                "subtiles of 32, 64 or 128 columns (rows of 64 / 128 / 256 bytes of 16-bit D)");
   static_assert(Base::BN % EpiN_ == 0, "whole subtiles per tile");
   static_assert(Stages >= 2, "at least two buffers per output in flight");
   static constexpr int EpiN = EpiN_;

@@ -4,7 +4,8 @@
 // Every gated activation, both layouts of gemm_gated (interleaved; concat_layout: b's columns
 // [gate | up] and the bias [b_gate; b_up]), the tiles (QUACK_GEMM_TILE_N = 256: cooperative
 // 128x256, 128: pingpong 128x128, 192: pingpong 128x192 where compiled, gpu/gemm_tiles.h; the
-// concat view has 128x256 only, gemm_dgated its pingpong tiles only in the A/B build), tails along M, N (postact rows of 250 and 264 bytes: the clipped stores of the
+// concat view has 128x256 only, gemm_dgated its pingpong tiles only in the A/B build; there
+// also each gemm_dgated A/B candidate forced by its tile name), tails along M, N (postact rows of 250 and 264 bytes: the clipped stores of the
 // half-width output; the concat view's j dimension cut by TMA), batches, C with beta, preact /
 // postact stored or not, bias kinds (row fp32, row bf16, column, both; per batch or shared),
 // K = 0, the other compiled dtypes (fp16; fp32 outputs of bf16 inputs). Inputs are random (never
@@ -459,6 +460,43 @@ TEST_P(GemmGatedTest, DGatedManyTilesPerCta) {
   run_case(mk(3900, 2500, 64, Activation::kSwiglu, true));
   run_case(with(mk(3900, 2500, 200, Activation::kGeglu, true), [](GatedCase& c) { c.store_postact = false; }));
   run_case(with(mk(1000, 1500, 40, Activation::kSwigluOai, true), [](GatedCase& c) { c.L = 3; }));
+}
+
+// Every gemm_dgated A/B candidate of an A/B build (instances_ab.txt: the buffer splits a<S>[d<D>],
+// cf, ip; not the diagnostic tiles, wrong by design), each forced by its tile name: the shapes
+// above, several tiles per CTA and per pingpong warpgroup with partial tiles and a 2x1 cluster's
+// empty second CTA (DGatedManyTilesPerCta's), postact absent, batches, and rows TMA cannot
+// address (preact staged by plain loads into the ring, dpreact and postact by plain and clipped
+// stores; an in-place slot then goes through both). Skips in a default build.
+class GemmDGatedAbTiles : public GpuTest {};
+
+TEST_F(GemmDGatedAbTiles, EveryCandidateTile) {
+  std::vector<std::string> tiles;
+  for (const detail::GemmInstance& i : detail::kGemmInstances)
+    if (i.epilogue == detail::GemmEpilogue::kDGated && i.candidate && !i.diagnostic && i.ab == kBf &&
+        std::find(tiles.begin(), tiles.end(), i.tile) == tiles.end())
+      tiles.push_back(i.tile);
+  if (tiles.empty()) GTEST_SKIP() << "no gemm_dgated A/B tile compiled (-DQUACK_GEMM_AB_INSTANCES=ON)";
+  struct Unset {
+    ~Unset() { unsetenv("QUACK_GEMM_TILE"); }
+  } unset;
+  auto tight = [](GatedCase c, int64_t offset = 0) {
+    c.tight = true;
+    c.offset = offset;
+    return c;
+  };
+  for (const std::string& tile : tiles) {
+    SCOPED_TRACE("tile " + tile);
+    setenv("QUACK_GEMM_TILE", tile.c_str(), 1);
+    for (const Shape3& s : kShapes) run_case(mk(s.M, s.N / 2, s.K, Activation::kSwiglu, true));
+    run_case(mk(3900, 2500, 64, Activation::kSwiglu, true));
+    run_case(with(mk(3900, 2500, 200, Activation::kGeglu, true), [](GatedCase& c) { c.store_postact = false; }));
+    run_case(with(mk(1000, 1500, 40, Activation::kSwigluOai, true), [](GatedCase& c) { c.L = 3; }));
+    run_case(tight(mk(127, 125, 63, Activation::kGeglu, true)));
+    run_case(tight(mk(300, 501, 256, Activation::kSwiglu, true)));
+    run_case(tight(mk(129, 501, 1001, Activation::kSwiglu, true), 2));
+    run_case(tight(with(mk(200, 501, 100, Activation::kReglu, true), [](GatedCase& c) { c.L = 3; })));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiles, GemmGatedTest, ::testing::ValuesIn(kFusedTiles),

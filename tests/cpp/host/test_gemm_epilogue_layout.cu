@@ -18,7 +18,7 @@ using namespace quack::detail::sm90;
 using bf16 = cutlass::bfloat16_t;
 using KMaj = std::integral_constant<GMMA::Major, GMMA::Major::K>;
 
-template <class T, class SmemLayout, int EpiM, int EpiN, int Stages>
+template <class T, class SmemLayout, int EpiM, int EpiN, int Stages, bool Unswizzled = false>
 void expect_swizzle_matches_cute(const char* what) {
   // A 1024-byte aligned buffer: the swizzle acts on address bits, as in shared memory.
   constexpr size_t kBytes = size_t(EpiM) * EpiN * Stages * sizeof(T);
@@ -32,7 +32,8 @@ void expect_swizzle_matches_cute(const char* what) {
     for (int r = 0; r < EpiM; ++r)
       for (int c = 0; c < EpiN; ++c) {
         const auto cute_off = reinterpret_cast<const char*>(&s(r, c, st)) - reinterpret_cast<const char*>(buf);
-        const auto ours = size_t(st) * EpiM * EpiN * sizeof(T) + swizzled_offset<kRowBytes>(r, c * int(sizeof(T)));
+        const auto ours =
+            size_t(st) * EpiM * EpiN * sizeof(T) + buffer_offset<kRowBytes, EpiM, Unswizzled>(r, c * int(sizeof(T)));
         if (size_t(cute_off) != ours && bad++ < 5)
           ADD_FAILURE() << what << ": (" << r << ", " << c << ", stage " << st << ") CuTe byte " << cute_off
                         << ", ours " << ours;
@@ -64,8 +65,9 @@ void expect_fragment_matches_cute() {
 
 // Where stmatrix x4 number jj puts thread t's values 8·jj + 2q + c (register q, half c), from the
 // addresses matrix_row / matrix_chunk give each lane, against where the fragment formula says
-// they belong. (ldmatrix uses the same addressing in the other direction.)
-template <int EpiN, class T, int EpiThreads>
+// they belong. (ldmatrix uses the same addressing in the other direction.) EpiM: the subtile's
+// rows (for rows of 256 bytes: two column blocks).
+template <int EpiN, class T, int EpiThreads, int EpiM = 0>
 void expect_matrix_addressing_matches_fragment() {
   constexpr int kRowBytes = EpiN * int(sizeof(T));
   for (int t = 0; t < EpiThreads; ++t) {
@@ -74,10 +76,10 @@ void expect_matrix_addressing_matches_fragment() {
       for (int q = 0; q < 4; ++q)
         for (int c = 0; c < 2; ++c) {
           const int giver = warp0 + 8 * q + lane / 4;  // the lane that addresses row lane / 4 of matrix q
-          const uint32_t row_addr = swizzled_offset<kRowBytes>(matrix_row(giver), 16 * matrix_chunk(giver, jj));
+          const uint32_t row_addr = swizzled_offset<kRowBytes, EpiM>(matrix_row(giver), 16 * matrix_chunk(giver, jj));
           const uint32_t written = row_addr + uint32_t((2 * (lane % 4) + c) * sizeof(T));
           const int i = 8 * jj + 2 * q + c;
-          const uint32_t expected = swizzled_offset<kRowBytes>(frag_row(t, (i / 2) % 2), frag_col(t, i) * int(sizeof(T)));
+          const uint32_t expected = swizzled_offset<kRowBytes, EpiM>(frag_row(t, (i / 2) % 2), frag_col(t, i) * int(sizeof(T)));
           ASSERT_EQ(written, expected) << "thread " << t << " jj " << jj << " q " << q << " c " << c;
         }
   }
@@ -120,13 +122,25 @@ using PingpongDGatedA1D2 = CollectiveEpilogue<PingpongA1D2Tile, DGatedEpilogue<b
 using PingpongDGatedA4D2 = CollectiveEpilogue<PingpongA4D2Tile, DGatedEpilogue<bf16>, float, void, bf16>;
 using PingpongDGatedA2 = CollectiveEpilogue<PingpongA2Tile, DGatedEpilogue<bf16>, float, void, bf16>;
 using PingpongDGatedA0 = CollectiveEpilogue<PingpongA0Tile, DGatedEpilogue<bf16>, float, void, bf16>;
+// a3d2ip (EpiInPlace): 3 preact slots that become dpreact's buffers, 2 postact buffers.
+using PingpongA3D2IpTile = EpiInPlace<EpiCAhead<PingpongTile, 3, 2>>;
+using PingpongDGatedA3D2Ip = CollectiveEpilogue<PingpongA3D2IpTile, DGatedEpilogue<bf16>, float, void, bf16>;
+// Subtiles as wide as a 128-column tile (instances_ab.txt's e128: rows of 256 bytes in two SW128
+// column blocks): 256x128 cooperative (128 x 128) and 128x128 pingpong (64 x 128).
+using Bm256E128Tile = EpiSubtile<Bm256Tile, 128>;
+using PingpongE128Tile = EpiSubtile<PingpongTile, 128>;
+using Bm256E128 = CollectiveEpilogue<Bm256E128Tile, LinearCombination, bf16>;
+using PingpongE128 = CollectiveEpilogue<PingpongE128Tile, LinearCombination, bf16>;
+// e128u: the same subtiles in row-major buffers without swizzle (one TMA box per subtile).
+using Bm256E128U = CollectiveEpilogue<EpiUnswizzled<Bm256E128Tile>, LinearCombination, bf16>;
+using PingpongE128U = CollectiveEpilogue<EpiUnswizzled<PingpongE128Tile>, LinearCombination, bf16>;
 
 template <class Cfg>
 void expect_buffers_match_cute(const char* what) {
   expect_swizzle_matches_cute<typename Cfg::ElementD, typename Cfg::SmemLayoutD, Cfg::EpiM, Cfg::EpiN,
-                              Cfg::EpiStagesD>(what);
+                              Cfg::kStagesDBuffers, Cfg::kUnswizzled>(what);
   expect_swizzle_matches_cute<typename Cfg::ElementC, typename Cfg::SmemLayoutC, Cfg::EpiM, Cfg::EpiN,
-                              Cfg::kStagesC>(what);
+                              Cfg::kStagesC, Cfg::kUnswizzled>(what);
   if constexpr (Cfg::kOutputs == 2)
     expect_swizzle_matches_cute<typename Cfg::ElementD1, typename Cfg::SmemLayoutD1, Cfg::EpiM, Cfg::EpiN,
                                 Cfg::EpiStagesD>(what);
@@ -147,6 +161,65 @@ TEST(GemmEpilogueLayout, SwizzleMatchesCuteBuffers) {
   expect_buffers_match_cute<CoopDGated>("128x256 dgated (C ring)");
   expect_buffers_match_cute<PingpongDGated>("128x128 pingpong dgated (C ring)");
   expect_buffers_match_cute<PingpongDGatedA2D3>("128x128 pingpong dgated, 2 C and 3 D buffers");
+  expect_buffers_match_cute<PingpongDGatedA3D2Ip>("128x128 pingpong dgated, 3 slots in place, 2 postact buffers");
+  expect_buffers_match_cute<Bm256E128>("256x128 e128 (128 x 128 subtiles)");
+  expect_buffers_match_cute<PingpongE128>("128x128 pingpong e128 (64 x 128 subtiles)");
+  expect_buffers_match_cute<Bm256E128U>("256x128 e128u (row-major, no swizzle)");
+  expect_buffers_match_cute<PingpongE128U>("128x128 pingpong e128u (row-major, no swizzle)");
+  static_assert(!Bm256E128::kUnswizzled && Bm256E128U::kUnswizzled && PingpongE128U::kUnswizzled);
+  EXPECT_EQ(Bm256E128U::kSmemBytes, Bm256E128::kSmemBytes);
+  EXPECT_EQ(PingpongE128U::kSmemBytes, PingpongE128::kSmemBytes);
+}
+
+// a3d2ip: the ring's 3 slots of 64 x 32 words (8 KB) are dpreact's buffers, beside 2 postact
+// buffers of 64 x 32 bf16 (4 KB): a1d2's 32 KB per warpgroup, so the same 5 mainloop stages;
+// loads 2 subtiles ahead.
+TEST(GemmEpilogueLayout, DGatedInPlaceRingKeepsTheStages) {
+  using E = PingpongDGatedA3D2Ip;
+  EXPECT_TRUE(E::kInPlace);
+  EXPECT_TRUE(E::kCAhead);
+  EXPECT_TRUE(E::kCInD);
+  EXPECT_FALSE(E::kReuseSmemC);
+  EXPECT_EQ(E::EpiN, 32);
+  EXPECT_EQ(E::kStagesC, 3);
+  EXPECT_EQ(E::kStagesDBuffers, 3);
+  EXPECT_EQ(E::EpiStagesD, 2);
+  EXPECT_EQ(E::kCAheadDist, 2);
+  EXPECT_EQ(E::kSmemBytes, 65536);
+  EXPECT_EQ(E::kSmemBytes, PingpongDGatedA1D2::kSmemBytes);
+  EXPECT_EQ((GemmKernel<PingpongA3D2IpTile, E>::Stages), 5);
+  EXPECT_EQ(E::kSubCountWrap % (2 * E::kStagesC), 0);  // the slot's phase
+  EXPECT_EQ(E::kSubCountWrap % E::EpiStagesD, 0);
+  EXPECT_LE(sizeof(GemmKernel<PingpongA3D2IpTile, E>::SharedStorage), size_t(PingpongTile::kMaxSmem));
+  EXPECT_EQ(sizeof(GemmKernel<PingpongA3D2IpTile, E>::SharedStorage),
+            sizeof(GemmKernel<PingpongA1D2Tile, PingpongDGatedA1D2>::SharedStorage));
+  EXPECT_FALSE(PingpongDGatedA1D2::kInPlace);
+  EXPECT_EQ(PingpongDGatedA1D2::kCAheadDist, 1);
+  EXPECT_EQ(PingpongDGatedA1D2::kStagesDBuffers, PingpongDGatedA1D2::EpiStagesD);
+}
+
+// In place, each thread overwrites the words it read (load_subtile and store_subtile of 32-bit
+// values address pair p at the same offset), so the slot has no cross-thread hazard only if no
+// two threads' pairs overlap: the 128 threads' 8 pairs of 8 bytes cover a 64 x 32-word subtile
+// (8 KB) exactly once, in the fragment order and in the cf order.
+TEST(GemmEpilogueLayout, ThreadPairsPartitionA32BitSubtile) {
+  for (int cf = 0; cf < 2; ++cf) {
+    std::vector<int> owner(64 * 128, -1);
+    int overlaps = 0;
+    for (int t = 0; t < 128; ++t)
+      for (int p = 0; p < 8; ++p) {
+        const uint32_t off = cf ? cf_offset(t, p, cf_flip(t)) : swizzled_offset<128>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
+        ASSERT_LT(off + 8, owner.size() + 1);
+        for (uint32_t b = off; b < off + 8; ++b) {
+          overlaps += owner[b] != -1;
+          owner[b] = t;
+        }
+      }
+    EXPECT_EQ(overlaps, 0) << (cf ? "cf order" : "fragment order");
+    int covered = 0;
+    for (int o : owner) covered += o != -1;
+    EXPECT_EQ(covered, 64 * 128) << (cf ? "cf order" : "fragment order");
+  }
 }
 
 // gemm_dgated's C ring (kCAhead): as many C buffers as fit beside the mainloop stages the
@@ -305,6 +378,19 @@ TEST(GemmEpilogueLayout, StagesBesideTheEpilogue) {
   EXPECT_LE(sizeof(GemmKernel<PingpongTile, PingpongDAct>::SharedStorage), size_t(PingpongTile::kMaxSmem));
   // Without a C buffer or a second output the epilogue's storage is D's buffers alone.
   EXPECT_EQ(sizeof(Coop::TensorStorage), sizeof(Coop::StorageD));
+  // e128: 128x128 pingpong keeps its bytes (2 buffers of 64 x 128 per warpgroup for 4 of 64 x
+  // 64) and its 5 stages; 256x128 takes 2 of 128 x 128 (64 KB, the fewest in flight) for 4 of
+  // 128 x 32 (32 KB), so 3 stages of 48 KB instead of 4.
+  EXPECT_EQ(PingpongE128::EpiN, 128);
+  EXPECT_EQ(PingpongE128::EpiStagesD, 2);
+  EXPECT_EQ(PingpongE128::kSmemBytes, Pingpong::kSmemBytes);
+  EXPECT_EQ((GemmKernel<PingpongE128Tile, PingpongE128>::Stages), 5);
+  EXPECT_EQ(Bm256E128::EpiN, 128);
+  EXPECT_EQ(Bm256E128::EpiStagesD, 2);
+  EXPECT_EQ(Bm256E128::kSmemBytes, 2 * 128 * 128 * 2);
+  EXPECT_EQ((GemmKernel<Bm256E128Tile, Bm256E128>::Stages), 3);
+  EXPECT_LE(sizeof(GemmKernel<Bm256E128Tile, Bm256E128>::SharedStorage), size_t(Bm256Tile::kMaxSmem));
+  EXPECT_LE(sizeof(GemmKernel<PingpongE128Tile, PingpongE128>::SharedStorage), size_t(PingpongTile::kMaxSmem));
 }
 
 TEST(GemmEpilogueLayout, FragmentMatchesCuteAccumulator) {
@@ -317,12 +403,87 @@ TEST(GemmEpilogueLayout, FragmentMatchesCuteAccumulator) {
   expect_fragment_matches_cute<Bm256WideTile>();
   expect_fragment_matches_cute<PingpongTile, PingpongAct::EpiN>();  // 64 x 32 subtiles (two outputs)
   expect_fragment_matches_cute<Bm64Tile, 32>();
+  expect_fragment_matches_cute<Bm256Tile, 128>();     // e128: 128 x 128 subtiles
+  expect_fragment_matches_cute<PingpongTile, 128>();  // e128: 64 x 128 subtiles
 }
 
 TEST(GemmEpilogueLayout, MatrixAddressingMatchesFragment) {
   expect_matrix_addressing_matches_fragment<32, bf16, 256>();  // cooperative 128x256 / 128x64
   expect_matrix_addressing_matches_fragment<64, bf16, 128>();  // pingpong, 64x128
   expect_matrix_addressing_matches_fragment<32, bf16, 128>();  // pingpong 128x192, pingpong with two outputs
+  expect_matrix_addressing_matches_fragment<128, bf16, 256, 128>();  // e128: cooperative 256x128
+  expect_matrix_addressing_matches_fragment<128, bf16, 128, 64>();   // e128: pingpong 128x128
+}
+
+// Rows of 256 bytes (e128) stay conflict-free for STSM / LDSM x4: each 8 x 8 matrix's 8 row
+// addresses (one 16-byte chunk each) fall in 8 distinct bank groups (address / 16 mod 8), as in
+// one SW128 block: the column blocks do not break the swizzle's spread.
+template <int EpiN, int EpiM, int EpiThreads>
+void expect_matrix_rows_conflict_free() {
+  constexpr int kRowBytes = EpiN * 2;
+  for (int warp0 = 0; warp0 < EpiThreads; warp0 += 32)
+    for (int jj = 0; jj < EpiN / 16; ++jj)
+      for (int q = 0; q < 4; ++q) {
+        unsigned groups = 0;
+        for (int r = 0; r < 8; ++r) {
+          const int giver = warp0 + 8 * q + r;
+          groups |= 1u << ((swizzled_offset<kRowBytes, EpiM>(matrix_row(giver), 16 * matrix_chunk(giver, jj)) / 16) % 8);
+        }
+        EXPECT_EQ(groups, 0xffu) << "warp " << warp0 / 32 << " jj " << jj << " matrix " << q;
+      }
+}
+
+// e128u: STSM x4 number jj of thread t holds, in register q, its fragment's pair (h = q % 2, block
+// ((2·jj + q / 2) ^ rotation(t))) (rotate_blocks), and the lane giving row lane % 8 of matrix q
+// gives chunk rotated_chunk: every value must land where the fragment formula puts it in the
+// row-major buffer, and each matrix's 8 rows must fall in 8 bank groups.
+template <int EpiThreads>
+void expect_rotated_addressing_matches_fragment() {
+  constexpr int kEpiN = 128, kRowBytes = 256;
+  for (int t = 0; t < EpiThreads; ++t) {
+    const int lane = t % 32, warp0 = t - lane;
+    for (int jj = 0; jj < kEpiN / 16; ++jj)
+      for (int q = 0; q < 4; ++q) {
+        const int giver = warp0 + 8 * q + lane / 4;  // the lane that addresses row lane / 4 of matrix q
+        const uint32_t row_addr = uint32_t(matrix_row(giver)) * kRowBytes + 16u * uint32_t(rotated_chunk(giver, jj));
+        const int h = q % 2, j = (2 * jj + q / 2) ^ int(rotation(t));  // the pair rotate_blocks put in register q
+        for (int c = 0; c < 2; ++c) {
+          const uint32_t written = row_addr + uint32_t((2 * (lane % 4) + c) * 2);
+          const int i = c + 2 * h + 4 * j;
+          const uint32_t expected = uint32_t(frag_row(t, h)) * kRowBytes + uint32_t(frag_col(t, i) * 2);
+          ASSERT_EQ(written, expected) << "thread " << t << " jj " << jj << " q " << q << " c " << c;
+        }
+      }
+  }
+  for (int warp0 = 0; warp0 < EpiThreads; warp0 += 32)
+    for (int jj = 0; jj < kEpiN / 16; ++jj)
+      for (int q = 0; q < 4; ++q) {
+        unsigned groups = 0;
+        for (int r = 0; r < 8; ++r) {
+          const int giver = warp0 + 8 * q + r;
+          groups |= 1u << ((uint32_t(matrix_row(giver)) * kRowBytes + 16u * uint32_t(rotated_chunk(giver, jj))) / 16 % 8);
+        }
+        EXPECT_EQ(groups, 0xffu) << "warp " << warp0 / 32 << " jj " << jj << " matrix " << q;
+      }
+}
+
+TEST(GemmEpilogueLayout, UnswizzledRowsRotateBlocks) {
+  expect_rotated_addressing_matches_fragment<256>();  // 256x128 cooperative, 128 x 128 subtiles
+  expect_rotated_addressing_matches_fragment<128>();  // 128x128 pingpong, 64 x 128 subtiles
+  // rotate_blocks: block j ^ rot at slot j (so applying it twice is the identity).
+  for (uint32_t rot = 0; rot < 8; ++rot) {
+    uint32_t r[32];
+    for (int i = 0; i < 32; ++i) r[i] = uint32_t(i);
+    rotate_blocks(r, rot);
+    for (int j = 0; j < 16; ++j)
+      for (int h = 0; h < 2; ++h) EXPECT_EQ(r[h + 2 * j], uint32_t(h + 2 * (j ^ int(rot)))) << "rot " << rot << " j " << j;
+  }
+}
+
+TEST(GemmEpilogueLayout, WideRowsMatricesConflictFree) {
+  expect_matrix_rows_conflict_free<128, 128, 256>();
+  expect_matrix_rows_conflict_free<128, 64, 128>();
+  expect_matrix_rows_conflict_free<64, 64, 128>();  // the 128-byte rows, for comparison
 }
 
 // The cf order (EpiCf, gemm_dgated's a1d2cf): slot i of a thread of odd lane / 4 holds fragment
@@ -393,6 +554,18 @@ TEST(GemmEpilogueLayout, SwizzleIsABijectionWithinEachStage) {
       ++chunks;
     }
     EXPECT_EQ(chunks, row_bytes * 128 / 16);
+  }
+  // Rows of 256 bytes: two column blocks of `rows` rows (e128).
+  for (int rows : {64, 128}) {
+    std::vector<int> seen(size_t(256) * rows, 0);
+    for (int r = 0; r < rows; ++r)
+      for (int b = 0; b < 256; b += 16) {
+        const uint32_t off = rows == 64 ? swizzled_offset<256, 64>(r, b) : swizzled_offset<256, 128>(r, b);
+        ASSERT_LT(off, seen.size());
+        ASSERT_EQ(off % 16, 0u);
+        ++seen[off];
+      }
+    for (size_t i = 0; i < seen.size(); i += 16) EXPECT_EQ(seen[i], 1) << "rows " << rows << " chunk at byte " << i;
   }
 }
 

@@ -49,20 +49,24 @@ bool one_output(GemmEpilogue e) {
   return e == GemmEpilogue::kLinComb || e == GemmEpilogue::kBias || e == GemmEpilogue::kRotary;
 }
 
-// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>][a<S>[d<D>]][cf][diag<M>]"
-// gives "[e<N>][a<S>[d<D>]][cf][diag<M>]"), empty if none; "?" if the tile part is not expected_tile(i) with such
-// a suffix.
+// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>[u]][a<S>[d<D>]][cf][ip][diag<M>]"
+// gives "[e<N>[u]][a<S>[d<D>]][cf][ip][diag<M>]"), empty if none; "?" if the tile part is not expected_tile(i) with
+// such a suffix.
 std::string split_suffix(const GemmInstance& i) {
   const std::string t = i.tile, base = expected_tile(i);
   if (t.compare(0, base.size(), base) != 0) return "?";
   const std::string rest = t.substr(base.size());
   auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
   size_t k = 0;
-  if (k < rest.size() && rest[k] == 'e') {  // e<N>: the epilogue subtile's width
+  if (k < rest.size() && rest[k] == 'e') {  // e<N>[u]: the epilogue subtile's width (u: unswizzled, A/B only)
     ++k;
     const size_t d0 = k;
     while (k < rest.size() && digit(rest[k])) ++k;
     if (k == d0) return "?";
+    if (k < rest.size() && rest[k] == 'u') {
+      if (!i.candidate || rest.substr(d0, k - d0) != "128") return "?";
+      ++k;
+    }
   }
   bool diag = false;  // the name says diag<M>: the flag must say it too, and only then
   bool ring = false;  // the name says a<S> with S ≥ 1: GemmInstance::c_ring must say it, and only then
@@ -74,7 +78,14 @@ std::string split_suffix(const GemmInstance& i) {
       diag = true;
       split.resize(split.size() - 5);
     }
-    // cf: the conflict-free order of 32-bit C and D (gemm_dgated A/B candidates, before diag<M>)
+    // ip: C's ring slots are output 0's buffers (gemm_dgated A/B candidates, after cf; a ring of
+    // at least 2; never with diag<M>)
+    if (split.size() > 2 && split.compare(split.size() - 2, 2, "ip") == 0) {
+      if (!i.candidate || i.epilogue != GemmEpilogue::kDGated || diag) return "?";
+      split.resize(split.size() - 2);
+      if (split.size() < 2 || !digit(split[1]) || split[1] < '2') return "?";
+    }
+    // cf: the conflict-free order of 32-bit C and D (gemm_dgated A/B candidates, before ip, diag<M>)
     if (split.size() > 2 && split.compare(split.size() - 2, 2, "cf") == 0) {
       if (!i.candidate || i.epilogue != GemmEpilogue::kDGated) return "?";
       split.resize(split.size() - 2);
