@@ -19,7 +19,19 @@ an a<S>d<D> variant, "256, 128, 1, 2, false" for the 256x128 1x2 cooperative Til
 """
 import argparse
 import os
+import subprocess
 import sys
+
+
+def demangle(name):
+    """The profiler reports some kernels by their mangled names (run AM: every e128 tile's):
+    --must-contain's substrings are written against the demangled form."""
+    if not name.startswith("_Z"):
+        return name
+    try:
+        return subprocess.run(["c++filt"], input=name, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return name
 
 
 def main():
@@ -77,7 +89,7 @@ def main():
             else:
                 quack_cpp.gemm_dgated(A, B, P, "swiglu")
             torch.cuda.synchronize()
-        names = [e.name for e in prof.events() if "gemm_kernel" in e.name]
+        names = [demangle(e.name) for e in prof.events() if "gemm_kernel" in e.name]
         ok = any(sub in n for n in names)
         print(f"{tile} kernel name contains {sub!r}: {'yes' if ok else 'NO'} ({len(names)} gemm kernels seen)")
         if not ok:
