@@ -402,11 +402,11 @@ const Instance* with_tile(const Instance& base, const char* tile) {
 // CUDA call: the forced one, else the rule's (among the group's production instances; one with
 // a C ring only where p reads C: without C its buffers are idle shared memory, e.g. linear +
 // cross-entropy's first dweight chunk keeps the cooperative 128x256). QUACK_GEMM_TILE (then
-// QUACK_GEMM_TILE_N) forces
-// "<tile>" on every group (a tile not compiled for the group runs base), or, written
-// "<name part>:<tile>", only on the groups whose base instance's name contains <name part> (e.g.
-// "f32_mm:128x256a1d2": linear + cross-entropy's fp32-accumulating dweight GEMM, while its other
-// GEMMs keep the rule); "auto", empty or unset (or "<name part>:auto"): the rule.
+// QUACK_GEMM_TILE_N) forces "<tile>" on every group (a tile not compiled for the group runs
+// base), or, written "<name part>:<tile>", only on the groups whose base instance's name
+// contains <name part> (e.g. "f32_mm:128x256a1d2": linear + cross-entropy's fp32-accumulating
+// dweight GEMM, while its other GEMMs keep the rule); "auto", empty or unset (or
+// "<name part>:auto"): the rule.
 const Instance& choose_instance(const Instance& base, const GemmProblem& p, int64_t sms) {
   for (const char* var : {"QUACK_GEMM_TILE", "QUACK_GEMM_TILE_N"}) {
     const char* e = std::getenv(var);

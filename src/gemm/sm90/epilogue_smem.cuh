@@ -104,6 +104,17 @@ CUTE_HOST_DEVICE void rotate_blocks(uint32_t (&r)[Regs], uint32_t rot) {
   }
 }
 
+/// Byte offset, in a subtile buffer of kRowBytes rows (EpiM of them: rows of 256 bytes only),
+/// of the 16-byte row chunk thread t addresses in STSM / LDSM x4 number jj: the swizzled
+/// buffer's matrix_chunk, or, Unswizzled (e128u), the row-major buffer's rotated_chunk.
+template <int kRowBytes, int EpiM, bool Unswizzled>
+CUTE_HOST_DEVICE constexpr uint32_t matrix_offset(int t, int jj) {
+  if constexpr (Unswizzled)
+    return buffer_offset<kRowBytes, EpiM, true>(uint32_t(matrix_row(t)), 16u * uint32_t(rotated_chunk(t, jj)));
+  else
+    return swizzled_offset<kRowBytes, EpiM>(uint32_t(matrix_row(t)), 16u * uint32_t(matrix_chunk(t, jj)));
+}
+
 // Shared-memory accesses through 32-bit shared addresses (as the STSM / LDSM atoms), so they stay
 // LDS / STS whatever the compiler can prove about the buffer pointer's address space.
 CUTE_DEVICE void st_shared_f32x2(uint32_t addr, float x, float y) {
@@ -121,29 +132,21 @@ template <int EpiN, int EpiM = 0, bool Unswizzled = false, class T, int N>
 CUTE_DEVICE void store_subtile(cutlass::Array<T, N> const& v, T* buf, int t) {
   constexpr int kRowBytes = EpiN * int(sizeof(T));
   char* const base = reinterpret_cast<char*>(buf);
-  if constexpr (Unswizzled) {
-    static_assert(sizeof(T) == 2 && N == EpiN / 2 && kRowBytes == 256, "e128u: 16-bit rows of 256 bytes");
-    uint32_t r[N / 2];
+  if constexpr (sizeof(T) == 2) {
+    static_assert(N == EpiN / 2, "16-bit subtile: EpiN / 8 column blocks of 4 values");
+    static_assert(!Unswizzled || kRowBytes == 256, "e128u: 16-bit rows of 256 bytes");
+    uint32_t r[N / 2];  // value pairs (c = 0, 1); e128u: column blocks rotated by row
     CUTE_UNROLL
     for (int i = 0; i < N / 2; ++i) r[i] = reinterpret_cast<uint32_t const*>(v.data())[i];
-    rotate_blocks(r, rotation(t));
+    if constexpr (Unswizzled) rotate_blocks(r, rotation(t));
     CUTE_UNROLL
     for (int jj = 0; jj < EpiN / 16; ++jj) {
-      uint32_t const off = uint32_t(matrix_row(t)) * kRowBytes + 16u * uint32_t(rotated_chunk(t, jj));
-      cute::SM90_U32x4_STSM_N::copy(r[4 * jj], r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3],
-                                    *reinterpret_cast<cute::uint128_t*>(base + off));
-    }
-  } else if constexpr (sizeof(T) == 2) {
-    static_assert(N == EpiN / 2, "16-bit subtile: EpiN / 8 column blocks of 4 values");
-    uint32_t const* r = reinterpret_cast<uint32_t const*>(v.data());  // value pairs (c = 0, 1)
-    CUTE_UNROLL
-    for (int jj = 0; jj < EpiN / 16; ++jj) {
-      uint32_t const off = swizzled_offset<kRowBytes, EpiM>(matrix_row(t), 16 * matrix_chunk(t, jj));
+      uint32_t const off = matrix_offset<kRowBytes, EpiM, Unswizzled>(t, jj);
       cute::SM90_U32x4_STSM_N::copy(r[4 * jj], r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3],
                                     *reinterpret_cast<cute::uint128_t*>(base + off));
     }
   } else {
-    static_assert(sizeof(T) == 4 && N == EpiN / 2, "fp32 subtile");
+    static_assert(sizeof(T) == 4 && N == EpiN / 2 && !Unswizzled, "fp32 subtile (swizzled)");
     uint32_t const sbase = cute::cast_smem_ptr_to_uint(base);
     CUTE_UNROLL
     for (int p = 0; p < N / 2; ++p) {  // value pair p = (h, j) = (p % 2, p / 2)
@@ -159,29 +162,21 @@ template <int EpiN, int EpiM = 0, bool Unswizzled = false, class T, int N>
 CUTE_DEVICE void load_subtile(cutlass::Array<T, N>& v, T const* buf, int t) {
   constexpr int kRowBytes = EpiN * int(sizeof(T));
   char const* const base = reinterpret_cast<char const*>(buf);
-  if constexpr (Unswizzled) {
-    static_assert(sizeof(T) == 2 && N == EpiN / 2 && kRowBytes == 256, "e128u: 16-bit rows of 256 bytes");
+  if constexpr (sizeof(T) == 2) {
+    static_assert(N == EpiN / 2, "16-bit subtile");
+    static_assert(!Unswizzled || kRowBytes == 256, "e128u: 16-bit rows of 256 bytes");
     uint32_t r[N / 2];
     CUTE_UNROLL
     for (int jj = 0; jj < EpiN / 16; ++jj) {
-      uint32_t const off = uint32_t(matrix_row(t)) * kRowBytes + 16u * uint32_t(rotated_chunk(t, jj));
+      uint32_t const off = matrix_offset<kRowBytes, EpiM, Unswizzled>(t, jj);
       cute::SM75_U32x4_LDSM_N::copy(*reinterpret_cast<cute::uint128_t const*>(base + off), r[4 * jj],
                                     r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3]);
     }
-    rotate_blocks(r, rotation(t));
+    if constexpr (Unswizzled) rotate_blocks(r, rotation(t));  // an involution: fragment order again
     CUTE_UNROLL
     for (int i = 0; i < N / 2; ++i) reinterpret_cast<uint32_t*>(v.data())[i] = r[i];
-  } else if constexpr (sizeof(T) == 2) {
-    static_assert(N == EpiN / 2, "16-bit subtile");
-    uint32_t* r = reinterpret_cast<uint32_t*>(v.data());
-    CUTE_UNROLL
-    for (int jj = 0; jj < EpiN / 16; ++jj) {
-      uint32_t const off = swizzled_offset<kRowBytes, EpiM>(matrix_row(t), 16 * matrix_chunk(t, jj));
-      cute::SM75_U32x4_LDSM_N::copy(*reinterpret_cast<cute::uint128_t const*>(base + off), r[4 * jj],
-                                    r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3]);
-    }
   } else {
-    static_assert(sizeof(T) == 4 && N == EpiN / 2, "fp32 subtile");
+    static_assert(sizeof(T) == 4 && N == EpiN / 2 && !Unswizzled, "fp32 subtile (swizzled)");
     uint32_t const sbase = cute::cast_smem_ptr_to_uint(base);
     CUTE_UNROLL
     for (int p = 0; p < N / 2; ++p) {

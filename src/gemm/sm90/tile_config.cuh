@@ -138,8 +138,7 @@ struct TileConfig {
 /// 256x128's 128 x 128 take 2 of 32 KB for 4 of 8 KB (64 KB: 3 mainloop stages of 48 KB
 /// instead of 4). Only for epilogues that keep the tile's subtile (one 16-bit output, C of D's
 /// width: CollectiveEpilogue narrows a 64-column subtile to 32 otherwise; the CMake list checks it).
-template <class Base, int EpiN_,
-          int Stages = (Base::kEpiStages * Base::EpiN / EpiN_ < 2 ? 2 : Base::kEpiStages * Base::EpiN / EpiN_)>
+template <class Base, int EpiN_, int Stages = cute::max(2, Base::kEpiStages * Base::EpiN / EpiN_)>
 struct EpiSubtile : Base {
   static_assert(EpiN_ == 32 || EpiN_ == 64 || EpiN_ == 128,
                 "subtiles of 32, 64 or 128 columns (rows of 64 / 128 / 256 bytes of 16-bit D)");

@@ -418,7 +418,7 @@ TEST(GemmEpilogueLayout, MatrixAddressingMatchesFragment) {
 // Rows of 256 bytes (e128) stay conflict-free for STSM / LDSM x4: each 8 x 8 matrix's 8 row
 // addresses (one 16-byte chunk each) fall in 8 distinct bank groups (address / 16 mod 8), as in
 // one SW128 block: the column blocks do not break the swizzle's spread.
-template <int EpiN, int EpiM, int EpiThreads>
+template <int EpiN, int EpiM, int EpiThreads, bool Unswizzled = false>
 void expect_matrix_rows_conflict_free() {
   constexpr int kRowBytes = EpiN * 2;
   for (int warp0 = 0; warp0 < EpiThreads; warp0 += 32)
@@ -427,7 +427,7 @@ void expect_matrix_rows_conflict_free() {
         unsigned groups = 0;
         for (int r = 0; r < 8; ++r) {
           const int giver = warp0 + 8 * q + r;
-          groups |= 1u << ((swizzled_offset<kRowBytes, EpiM>(matrix_row(giver), 16 * matrix_chunk(giver, jj)) / 16) % 8);
+          groups |= 1u << (matrix_offset<kRowBytes, EpiM, Unswizzled>(giver, jj) / 16 % 8);
         }
         EXPECT_EQ(groups, 0xffu) << "warp " << warp0 / 32 << " jj " << jj << " matrix " << q;
       }
@@ -445,7 +445,7 @@ void expect_rotated_addressing_matches_fragment() {
     for (int jj = 0; jj < kEpiN / 16; ++jj)
       for (int q = 0; q < 4; ++q) {
         const int giver = warp0 + 8 * q + lane / 4;  // the lane that addresses row lane / 4 of matrix q
-        const uint32_t row_addr = uint32_t(matrix_row(giver)) * kRowBytes + 16u * uint32_t(rotated_chunk(giver, jj));
+        const uint32_t row_addr = matrix_offset<kRowBytes, 0, true>(giver, jj);
         const int h = q % 2, j = (2 * jj + q / 2) ^ int(rotation(t));  // the pair rotate_blocks put in register q
         for (int c = 0; c < 2; ++c) {
           const uint32_t written = row_addr + uint32_t((2 * (lane % 4) + c) * 2);
@@ -455,16 +455,7 @@ void expect_rotated_addressing_matches_fragment() {
         }
       }
   }
-  for (int warp0 = 0; warp0 < EpiThreads; warp0 += 32)
-    for (int jj = 0; jj < kEpiN / 16; ++jj)
-      for (int q = 0; q < 4; ++q) {
-        unsigned groups = 0;
-        for (int r = 0; r < 8; ++r) {
-          const int giver = warp0 + 8 * q + r;
-          groups |= 1u << ((uint32_t(matrix_row(giver)) * kRowBytes + 16u * uint32_t(rotated_chunk(giver, jj))) / 16 % 8);
-        }
-        EXPECT_EQ(groups, 0xffu) << "warp " << warp0 / 32 << " jj " << jj << " matrix " << q;
-      }
+  expect_matrix_rows_conflict_free<kEpiN, 0, EpiThreads, true>();
 }
 
 TEST(GemmEpilogueLayout, UnswizzledRowsRotateBlocks) {
