@@ -3,7 +3,7 @@
 // STATUS (2026-11-30, session 3): every layout below passed the GPU tests on an H200
 // (tests/cpp/gpu/test_gemm.cpp, ~100 GEMM cases incl. tails, batches, C/beta, K = 0, every tile
 // configuration; compute-sanitizer memcheck/racecheck/synccheck clean on samples); 1.00-1.02x
-// cuBLAS at 8192³ and the LLM shapes, less at small ones (docs/performance.md "GEMM").
+// cuBLAS at 8192³ and the LLM shapes, less at small ones (docs/performance.md "Current figures").
 //
 // Tile configurations: 128x256x64 cooperative with 2x1 clusters (every dtype and layout) and,
 // for bf16 -> bf16 with a row-major a, 128x128x64 and 128x192x64 pingpong with 2x1 clusters
