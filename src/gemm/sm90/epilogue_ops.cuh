@@ -293,11 +293,7 @@ struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
     for (int i = 0; i < N; ++i) out[1][i] = act_fwd(A, out[0][i]);              \
     break;                                                                      \
   }
-      QUACK_ACT_CASE(Activation::kRelu)
-      QUACK_ACT_CASE(Activation::kReluSq)
-      QUACK_ACT_CASE(Activation::kGeluTanhApprox)
-      QUACK_ACT_CASE(Activation::kSilu)
-      QUACK_ACT_CASE(Activation::kTanh)
+      QUACK_FOR_ELEMENTWISE_ACTS(QUACK_ACT_CASE)
 #undef QUACK_ACT_CASE
       default:
         out[1] = out[0];
@@ -328,11 +324,7 @@ struct DActEpilogue {
     for (int i = 0; i < N; ++i) act_bwd(A, (*c)[i], acc[i], out[0][i], out[1][i]); \
     break;                                                                      \
   }
-      QUACK_DACT_CASE(Activation::kRelu)
-      QUACK_DACT_CASE(Activation::kReluSq)
-      QUACK_DACT_CASE(Activation::kGeluTanhApprox)
-      QUACK_DACT_CASE(Activation::kSilu)
-      QUACK_DACT_CASE(Activation::kTanh)
+      QUACK_FOR_ELEMENTWISE_ACTS(QUACK_DACT_CASE)
 #undef QUACK_DACT_CASE
       default:
         out[0] = acc;
@@ -391,11 +383,7 @@ struct GatedEpilogue : LinFirstVisitor<GatedEpilogue> {
     }                                                                           \
     break;                                                                      \
   }
-      QUACK_GATED_CASE(Activation::kSwiglu)
-      QUACK_GATED_CASE(Activation::kSwigluOai)
-      QUACK_GATED_CASE(Activation::kReglu)
-      QUACK_GATED_CASE(Activation::kGeglu)
-      QUACK_GATED_CASE(Activation::kGlu)
+      QUACK_FOR_GATED_ACTS(QUACK_GATED_CASE)
 #undef QUACK_GATED_CASE
       default:
         CUTE_UNROLL
@@ -474,11 +462,7 @@ struct DGatedEpilogue {
     }                                                                           \
     break;                                                                      \
   }
-      QUACK_DGATED_CASE(Activation::kSwiglu)
-      QUACK_DGATED_CASE(Activation::kSwigluOai)
-      QUACK_DGATED_CASE(Activation::kReglu)
-      QUACK_DGATED_CASE(Activation::kGeglu)
-      QUACK_DGATED_CASE(Activation::kGlu)
+      QUACK_FOR_GATED_ACTS(QUACK_DGATED_CASE)
 #undef QUACK_DGATED_CASE
       default:  // never taken (validation admits gated activations only)
         CUTE_UNROLL
