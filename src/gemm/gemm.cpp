@@ -240,8 +240,7 @@ bool is_default(const Instance& i) {
 // output 1's only when the epilogue has one).
 bool dtypes_match(const Instance& i, const GemmProblem& p) {
   const DType c = p.c != nullptr ? p.c_dtype : p.d_dtype;
-  const bool two = p.epilogue != GemmEpilogue::kLinComb && p.epilogue != GemmEpilogue::kBias &&
-                   p.epilogue != GemmEpilogue::kRotary;
+  const bool two = gemm_epilogue_outputs(p.epilogue) == 2;
   return i.epilogue == p.epilogue && i.ab == p.ab_dtype && i.d == p.d_dtype && i.c == c &&
          (!two || i.d1 == p.d1_dtype);
 }
