@@ -48,13 +48,14 @@ enum class GemmMajor { kK, kMN };
 /// The epilogue visitor (src/gemm/sm90/epilogue_ops.cuh) of an instance: LinearCombination,
 /// ActEpilogue, DActEpilogue, LinCombBias, GatedEpilogue (twice: with and without the concat
 /// view of B), DGatedEpilogue, RotaryEpilogue.
-/// A new epilogue is appended (last value) with one row in kGemmEpilogues.
+/// A new epilogue is appended (the last value, which kGemmEpilogueCount then names) with one row
+/// in kGemmEpilogues.
 enum class GemmEpilogue { kLinComb, kAct, kDAct, kBias, kGated, kGatedConcat, kDGated, kRotary };
 
 /// Per epilogue, in the enum's order: its name (the epilogue column of instances.txt, the kernel
-/// name's prefix after "gemm_", and the "epi:" field of the autotune key, which keys the disk
-/// cache: never renamed) and its outputs (1: D; 2: D and D1, whose dtype then tells instances
-/// and tune keys apart).
+/// name's part after "gemm_" but for lincomb's "gemm", and the "epi:" field of the autotune key,
+/// which keys the disk cache: never renamed) and its outputs (1: D; 2: D and D1, whose dtype
+/// then tells instances and tune keys apart).
 struct GemmEpilogueInfo {
   GemmEpilogue epilogue;
   const char* name;
