@@ -1,7 +1,7 @@
 // QuACK-C++ GEMM (Hopper, sm_90a). Host-only header.
 //
-// Speed against cuBLAS and QuACK: docs/performance.md, "Current figures"; GPU tests:
-// tests/cpp/gpu/test_gemm.cpp.
+// Speed against cuBLAS and QuACK: docs/performance.md, "Current figures" ("Issue 16: GEMM");
+// GPU tests: tests/cpp/gpu/test_gemm.cpp.
 //
 // Tile configurations (BK = 64), the instances of src/gemm/sm90/instances.txt: 128x256
 // cooperative with a 2x1 cluster for every dtype and layout (bf16 -> bf16 as 128x256e64, D stored

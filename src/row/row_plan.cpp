@@ -161,8 +161,8 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
 
 // The entry an unforced plan tries first (-1: none; it falls back to kRowConfigs' order where
 // that entry is not usable or does not take the shape). H200, kernel-only (quack-bench <op>
-// --config all; docs/performance.md), bf16 unless a bullet says fp32; each bullet names its run
-// (t128v4's and ring-t1024v4-s3's: runs T and T2):
+// --config all), bf16 unless a bullet says fp32; each bullet names its run (t128v4's and
+// ring-t1024v4-s3's: runs T and T2; docs/performance.md, "The runs cited"):
 //  - cross-entropy's forward with dx (the ops with planned trial entries, kTrialPlanned, and
 //    per-element outputs) on 16-bit rows beyond 64 KB: cl-t256v8-s1 (persistent, the next
 //    row's slice prefetched into
