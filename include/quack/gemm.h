@@ -1,20 +1,24 @@
 // QuACK-C++ GEMM (Hopper, sm_90a). Host-only header.
 //
-// STATUS (2026-11-30, session 3): every layout below passed the GPU tests on an H200
-// (tests/cpp/gpu/test_gemm.cpp, ~100 GEMM cases incl. tails, batches, C/beta, K = 0, every tile
-// configuration; compute-sanitizer memcheck/racecheck/synccheck clean on samples); 1.00-1.02x
-// cuBLAS at 8192³ and the LLM shapes, less at small ones (docs/performance.md "Current figures").
+// Speed against cuBLAS and QuACK: docs/performance.md, "Current figures" ("Issue 16: GEMM");
+// GPU tests: tests/cpp/gpu/test_gemm.cpp.
 //
-// Tile configurations: 128x256x64 cooperative with 2x1 clusters (every dtype and layout) and,
-// for bf16 -> bf16 with a row-major a, 128x128x64 and 128x192x64 pingpong with 2x1 clusters
-// (large problems; 128x192 is QuACK 0.2.0's default), 128x64x64 cooperative without a cluster
-// and 64x128x64 (one consumer warpgroup) with a 2x1 cluster (small M·N), 128x64x64 with a 1x2
-// cluster (A multicast; forced only). Which one runs: GemmArgs::tuned (timed once per shape
-// class, cached), else the environment variable QUACK_GEMM_TILE (the kernel name's tile part,
-// e.g. 128x192pp) or QUACK_GEMM_TILE_N = 256 | 192 | 128 | 64 | 64x128 | 64x2 (forces one where
-// it exists), else the shape rule of src/gemm/tile_rule.h (64x128 or 128x64 when 128x256 tiles
-// would leave more than a quarter of the SMs idle; pingpong 128x128 or 128x192, the one of least
-// estimated time, with ≥ 4 of its tiles per SM; else 128x256). Scheduling: static persistent
+// Tile configurations (BK = 64), the instances of src/gemm/sm90/instances.txt: 128x256
+// cooperative with a 2x1 cluster for every dtype and layout (bf16 -> bf16 as 128x256e64, D stored
+// in 128 x 64 subtiles); for bf16 -> bf16 with the kernel's A K-major (kk, km in the kernel's
+// terms, src/gemm/gemm_problem.h) also 128x128 and 128x192 pingpong with 2x1 clusters, 128x64
+// cooperative without a cluster, 64x128 (one consumer warpgroup) with a 2x1 cluster and 128x64
+// with a 1x2 cluster (A multicast; forced only); for the weight gradient accumulated in fp32 (mm,
+// C fp32) 128x128 pingpong with a C ring (128x128ppa1d2, taken only when C is read). Other tiles
+// (256x128, 256x192, further epilogue variants) are A/B candidates of instances_ab.txt, built
+// only with -DQUACK_GEMM_AB_INSTANCES=ON. Which one runs (src/gemm/gemm.cpp, choose_instance):
+// GemmArgs::tuned (timed once per shape class, cached), else the environment variable
+// QUACK_GEMM_TILE (the kernel name's tile part, e.g. 128x192pp, or "<name part>:<tile>" for some
+// groups only) or QUACK_GEMM_TILE_N = 256 | 192 | 128 | 64 | 64x128 | 64x2 (forces one where it
+// exists), else the shape rule of src/gemm/tile_rule.h and tile_rule.cpp (64x128 or 128x64 when
+// 128x256 tiles would leave more than a quarter of the SMs idle; pingpong 128x128 or 128x192 with
+// ≥ 4 of its tiles per SM, the one of least estimated time, from K = kShortK against 128x256
+// too; else 128x256). Scheduling: static persistent
 // (tile order: QUACK_GEMM_RASTER, for measurements), or dynamic (an atomic tile counter) with
 // GemmArgs::tile_counter; stream-K (the last wave of tiles split along K over all SMs,
 // src/gemm/streamk.h) on the cooperative tiles with GemmArgs::streamk_workspace where the rule

@@ -84,6 +84,10 @@ namespace quack {
 /// 0.6's sigmoid). NaN in x propagates to act(x) (relu(NaN) = NaN, as torch.relu; reglu alike)
 /// and to the gradients, except relu's and reglu's gate gradient (dout·[x > 0] is 0 at a NaN, as
 /// QuACK's drelu).
+///
+/// The values are public and stable, never renumbered: a new activation, elementwise or gated,
+/// is appended with the next value and one row in src/gemm/gemm.cpp's kActivations (value,
+/// name, gated), plus its formulas (src/gemm/activation.cuh) and a table row above.
 enum class Activation : int {
   kIdentity = 0,
   kRelu = 1,
@@ -98,7 +102,7 @@ enum class Activation : int {
   kGlu = 10,
 };
 
-/// Whether `a` is a gated activation (kSwiglu .. kGlu: gemm_gated / gemm_dgated). Never throws.
+/// Whether `a` is a gated activation (the second table: gemm_gated / gemm_dgated). Never throws.
 bool is_gated(Activation a);
 
 /// The name in the tables above ("unknown" for a value outside the enum). Never throws.

@@ -5,11 +5,13 @@
 // kernels to speed of light": each row is read from HBM once while its max and sum of
 // exponentials are reduced together in one pass ("online softmax", Milakov & Gimelshein 2018),
 // thread -> warp -> CTA -> cluster (distributed shared memory, up to 16 CTAs per row), in fp32.
-// The kernels are the row skeleton's (docs/architecture.md, "The row skeleton"): rows held in
-// registers (up to 64 KB; 128 KB for fp32 forward), split over clusters whose CTAs keep their
-// slices in shared memory (the bulk-copy engine fetching rows ahead: rows up to 1 MB of each
-// input), else read twice (the second time from L2), or, for layouts the vector kernels do not
-// take, element at a time.
+// The kernels are the row skeleton's (docs/architecture.md, "The row skeleton"): a row held in
+// one CTA's registers (up to 64 KB; 128 KB for fp32 forward); longer rows split over a cluster.
+// The forwards' CTAs keep their slices in registers (src/row/row_plan.cpp, preferred_entry:
+// cl-t256v8, 32 KB slices, rows up to 512 KB; cl-t512v8, 64 KB slices, up to 1 MB); the
+// backwards' in shared memory, fetched ahead by the bulk-copy engine (rows up to 1 MB of each
+// input). Longer rows are read twice (the second time from L2); layouts the vector kernels do
+// not take, element at a time.
 #pragma once
 
 #include <cuda_runtime_api.h>

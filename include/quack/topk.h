@@ -2,7 +2,8 @@
 // forward and backward. Host-only header.
 //
 // Method (docs/architecture.md, "Top-k"):
-// - k ≤ 256 (the MoE-routing and sampling range), any N: the warp queue of RAFT's
+// - k ≤ 256 (the MoE-routing and sampling range), any N, where neither the register method
+//   nor radix select (below) takes the row: the warp queue of RAFT's
 //   `warp_sort_filtered` (Zhang et al., "Parallel Top-K Algorithms on GPU: A Comprehensive
 //   Study and New Methods", SC'23) and FAISS's WarpSelect (Johnson et al., 2017). One warp
 //   (or up to 16 warps) per row streams the row once from HBM with 16-byte loads; each
@@ -23,7 +24,14 @@
 //   the warp queue with its prefix bound is ahead (1.13×) and keeps the shape. fp32 x with
 //   16-byte rows takes it at N ≤ 2048 with k ≤ 16 (truncated entries + an exactness fix-up:
 //   results exact; on H200 2.0× the warp queue at (65536, 1024, 8), 1.35× at (65536, 2048,
-//   16), 1.49× at (65536, 1000, 8)).
+//   16), 1.49× at (65536, 1000, 8)), and with k ≤ 32 on short rows: N ≤ 512, or N = 1024
+//   (at k = 32: 1.04× the warp queue at N = 1024, 1.48× at 512).
+// - 16-bit x with 16-byte rows, 4096 ≤ N ≤ 8192, k ≤ 256, where the register method does not
+//   take the row, except N = 4096 with k ≥ 32 (the warp queue is ahead there): radix select,
+//   one CTA per row holding it on chip; a bound from per-vector maxima keeps ~k candidates in
+//   shared memory, which one warp sorts (or an 8-bit-digit radix select of the k-th entry
+//   narrows when more remain); on H200 (bf16, 16384 rows) 1.09-1.78× the warp queue at
+//   N = 6000-8192, k 64-256 (src/topk/topk_plan.h, kTopkRadixPlanMinN).
 // - k > 256: a segmented radix sort of each row (CUB's DeviceSegmentedRadixSort: stable, so
 //   ties keep the lower index first) in a caller-provided workspace; correct, slower.
 #pragma once

@@ -138,9 +138,11 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
         result (torch returns x's layout).
 
     Backward: ``dx = y * (dy - sum(y * dy))``, in x's dtype. Rows of all -inf give NaN, as
-    torch. No host synchronisation (CUDA-graph safe). Eager CUDA calls take the fast path
-    (``_C`` directly); torch.compile, fake/meta tensors and ``QUACK_EAGER_CUSTOM_OP=1`` the
-    custom ops ``quack_cpp::softmax_fwd`` / ``softmax_bwd``.
+    torch. No host synchronisation (CUDA-graph safe). Eager CUDA calls take the fast path: the
+    C++ one of ``quack_cpp._torch`` (python/torch_ext.cpp, a C++ autograd node) where it is
+    built, else ``_C`` called from Python (``QUACK_CPP_EAGER=0`` keeps this one); torch.compile,
+    fake/meta tensors and ``QUACK_EAGER_CUSTOM_OP=1`` the custom ops
+    ``quack_cpp::softmax_fwd`` / ``softmax_bwd``.
 
     Raises:
         ValueError: x not on a CUDA device, or not float32/float16/bfloat16.

@@ -240,8 +240,7 @@ bool is_default(const Instance& i) {
 // output 1's only when the epilogue has one).
 bool dtypes_match(const Instance& i, const GemmProblem& p) {
   const DType c = p.c != nullptr ? p.c_dtype : p.d_dtype;
-  const bool two = p.epilogue != GemmEpilogue::kLinComb && p.epilogue != GemmEpilogue::kBias &&
-                   p.epilogue != GemmEpilogue::kRotary;
+  const bool two = gemm_epilogue_outputs(p.epilogue) == 2;
   return i.epilogue == p.epilogue && i.ab == p.ab_dtype && i.d == p.d_dtype && i.c == c &&
          (!two || i.d1 == p.d1_dtype);
 }
@@ -685,10 +684,45 @@ struct MnArg {
   const char* shape = "(M, N)";    // for the message
 };
 
-bool is_activation(Activation a) {
-  const int v = static_cast<int>(a);
-  return v >= static_cast<int>(Activation::kIdentity) && v <= static_cast<int>(Activation::kGlu);
+// The activations of quack/gemm_act.h, one row per value in value order (row v has value v):
+// activation_name, is_activation, is_gated and activation_from_name read only this. A new
+// activation is the enum's next value and one row here; its formulas go to
+// src/gemm/activation.cuh, its case to sm90/epilogue_ops.cuh's dispatch (QUACK_ACT_CASE and
+// QUACK_DACT_CASE, or the gated pair), its name to python/quack_cpp/gemm_act_ops.py
+// (ACTIVATIONS or GATED_ACTIVATIONS, with a torch reference) and bind_gemm_act.cpp's message.
+struct ActivationInfo {
+  Activation value;
+  const char* name;
+  bool gated;  // of a gate and an up projection (gemm_gated, gemm_dgated); else elementwise
+};
+constexpr ActivationInfo kActivations[] = {
+    {Activation::kIdentity, "identity", false},
+    {Activation::kRelu, "relu", false},
+    {Activation::kReluSq, "relu_sq", false},
+    {Activation::kGeluTanhApprox, "gelu_tanh_approx", false},
+    {Activation::kSilu, "silu", false},
+    {Activation::kTanh, "tanh", false},
+    {Activation::kSwiglu, "swiglu", true},
+    {Activation::kSwigluOai, "swiglu_oai", true},
+    {Activation::kReglu, "reglu", true},
+    {Activation::kGeglu, "geglu", true},
+    {Activation::kGlu, "glu", true},
+};
+constexpr int kActivationCount = static_cast<int>(sizeof(kActivations) / sizeof(kActivations[0]));
+constexpr bool activations_in_order() {
+  for (int v = 0; v < kActivationCount; ++v)
+    if (static_cast<int>(kActivations[v].value) != v) return false;
+  return true;
 }
+static_assert(activations_in_order(), "kActivations: row v has value v");
+
+// a's row of kActivations; null for a value outside the enum.
+const ActivationInfo* activation_info(Activation a) {
+  const int v = static_cast<int>(a);
+  return v >= 0 && v < kActivationCount ? &kActivations[v] : nullptr;
+}
+
+bool is_activation(Activation a) { return activation_info(a) != nullptr; }
 
 // True when the byte spans of a and b intersect (both present, non-empty).
 bool spans_overlap(const TensorRef& a, const TensorRef& b) {
@@ -1181,25 +1215,13 @@ size_t gemm_streamk_workspace_size(int device) {
 void gemm(const GemmArgs& args, cudaStream_t stream) { run_plan(plan_gemm(args), args.tuned, args.workspace, stream); }
 
 const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::kIdentity: return "identity";
-    case Activation::kRelu: return "relu";
-    case Activation::kReluSq: return "relu_sq";
-    case Activation::kGeluTanhApprox: return "gelu_tanh_approx";
-    case Activation::kSilu: return "silu";
-    case Activation::kTanh: return "tanh";
-    case Activation::kSwiglu: return "swiglu";
-    case Activation::kSwigluOai: return "swiglu_oai";
-    case Activation::kReglu: return "reglu";
-    case Activation::kGeglu: return "geglu";
-    case Activation::kGlu: return "glu";
-  }
-  return "unknown";
+  const ActivationInfo* i = activation_info(a);
+  return i != nullptr ? i->name : "unknown";
 }
 
 bool is_gated(Activation a) {
-  const int v = static_cast<int>(a);
-  return v >= static_cast<int>(Activation::kSwiglu) && v <= static_cast<int>(Activation::kGlu);
+  const ActivationInfo* i = activation_info(a);
+  return i != nullptr && i->gated;
 }
 
 bool activation_from_name(const char* name, Activation* out) {
@@ -1208,9 +1230,9 @@ bool activation_from_name(const char* name, Activation* out) {
     *out = Activation::kIdentity;
     return true;
   }
-  for (int v = 0; v <= static_cast<int>(Activation::kGlu); ++v)
-    if (std::strcmp(name, activation_name(static_cast<Activation>(v))) == 0) {
-      *out = static_cast<Activation>(v);
+  for (const ActivationInfo& i : kActivations)
+    if (std::strcmp(name, i.name) == 0) {
+      *out = i.value;
       return true;
     }
   return false;

@@ -48,7 +48,37 @@ enum class GemmMajor { kK, kMN };
 /// The epilogue visitor (src/gemm/sm90/epilogue_ops.cuh) of an instance: LinearCombination,
 /// ActEpilogue, DActEpilogue, LinCombBias, GatedEpilogue (twice: with and without the concat
 /// view of B), DGatedEpilogue, RotaryEpilogue.
+/// A new epilogue is appended (the last value, which kGemmEpilogueCount then names) with one row
+/// in kGemmEpilogues.
 enum class GemmEpilogue { kLinComb, kAct, kDAct, kBias, kGated, kGatedConcat, kDGated, kRotary };
+
+/// Per epilogue, in the enum's order: its name (the epilogue column of instances.txt, the kernel
+/// name's part after "gemm_" but for lincomb's "gemm", and the "epi:" field of the autotune key,
+/// which keys the disk cache: never renamed) and its outputs (1: D; 2: D and D1, whose dtype
+/// then tells instances and tune keys apart).
+struct GemmEpilogueInfo {
+  GemmEpilogue epilogue;
+  const char* name;
+  int outputs;
+};
+inline constexpr GemmEpilogueInfo kGemmEpilogues[] = {
+    {GemmEpilogue::kLinComb, "lincomb", 1},   {GemmEpilogue::kAct, "act", 2},
+    {GemmEpilogue::kDAct, "dact", 2},         {GemmEpilogue::kBias, "bias", 1},
+    {GemmEpilogue::kGated, "gated", 2},       {GemmEpilogue::kGatedConcat, "gatedcat", 2},
+    {GemmEpilogue::kDGated, "dgated", 2},     {GemmEpilogue::kRotary, "rotary", 1},
+};
+constexpr int kGemmEpilogueCount = static_cast<int>(GemmEpilogue::kRotary) + 1;
+static_assert(sizeof(kGemmEpilogues) / sizeof(kGemmEpilogues[0]) == kGemmEpilogueCount,
+              "kGemmEpilogues: one row per GemmEpilogue (update kGemmEpilogueCount to the last value)");
+constexpr bool gemm_epilogues_in_order() {
+  for (int i = 0; i < kGemmEpilogueCount; ++i)
+    if (static_cast<int>(kGemmEpilogues[i].epilogue) != i) return false;
+  return true;
+}
+static_assert(gemm_epilogues_in_order(), "kGemmEpilogues: rows in the enum's order");
+
+constexpr const char* gemm_epilogue_name(GemmEpilogue e) { return kGemmEpilogues[static_cast<int>(e)].name; }
+constexpr int gemm_epilogue_outputs(GemmEpilogue e) { return kGemmEpilogues[static_cast<int>(e)].outputs; }
 
 inline constexpr int kStreamKOff = 0, kStreamKForce = 1, kStreamKRule = 2;
 

@@ -48,10 +48,9 @@ std::string gemm_tune_key(const GemmProblem& p) {
                              short_name(p.d_dtype);
   const std::string majors = std::string("A:") + (p.a_major == GemmMajor::kK ? "k" : "m") +
                              " B:" + (p.b_major == GemmMajor::kK ? "k" : "m");
-  const bool two = p.epilogue != GemmEpilogue::kLinComb && p.epilogue != GemmEpilogue::kBias;
+  const bool two = gemm_epilogue_outputs(p.epilogue) == 2;
   const bool reads_c_always = p.epilogue == GemmEpilogue::kDAct || p.epilogue == GemmEpilogue::kDGated;
-  const char* names[] = {"lincomb", "act", "dact", "bias", "gated", "gatedcat", "dgated"};
-  const std::string epi = std::string(names[static_cast<int>(p.epilogue)]) + (p.c && !reads_c_always ? "+c" : "") +
+  const std::string epi = std::string(gemm_epilogue_name(p.epilogue)) + (p.c && !reads_c_always ? "+c" : "") +
                           (two ? std::string(",") + short_name(p.d1_dtype) : "");
   return autotune_key(p.m, p.n, p.k, p.l, dtypes, majors, epi);
 }

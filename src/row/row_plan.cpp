@@ -160,8 +160,9 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
               "the preferred entries are in kRowConfigs");
 
 // The entry an unforced plan tries first (-1: none; it falls back to kRowConfigs' order where
-// that entry is not usable or does not take the shape). H200, bf16, kernel-only (quack-bench
-// <op> --config all; docs/performance.md, runs R, T and T2):
+// that entry is not usable or does not take the shape). H200, kernel-only (quack-bench <op>
+// --config all), bf16 unless a bullet says fp32; each bullet names its run (t128v4's and
+// ring-t1024v4-s3's: runs T and T2; docs/performance.md, "The runs cited"):
 //  - cross-entropy's forward with dx (the ops with planned trial entries, kTrialPlanned, and
 //    per-element outputs) on 16-bit rows beyond 64 KB: cl-t256v8-s1 (persistent, the next
 //    row's slice prefetched into
@@ -222,7 +223,7 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
 //  - ops with column accumulations compiling the entries under trial (LayerNorm's plain
 //    backward) on 16-bit rows: staged-v4-ra, which takes the rows staged-v4 takes (the same
 //    geometry; fp32 rows keep staged-v4, unmeasured). LayerNorm bwd with bf16 weight and bias
-//    at 16384 x 4096 / 32768 / 131072 and 8192 x 262144: 3.217 / 3.942 / 3.679 / 3.278 TB/s
+//    (run AI4) at 16384 x 4096 / 32768 / 131072 and 8192 x 262144: 3.217 / 3.942 / 3.679 / 3.278 TB/s
 //    against staged-v4's 3.139 / 3.623 / 3.423 / 3.106.
 int preferred_entry(const RowOpInfo& op, int in_elt, int vec_elt, int64_t row_bytes,
                     bool finish_loads) {

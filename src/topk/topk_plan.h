@@ -2,7 +2,8 @@
 // top-k kernel shares. Plain data, host and device.
 //
 // Paths:
-//   kQueue  k ≤ kTopkQueueMaxK: the warp-queue kernel (topk_queue_kernel.cuh), W warps per
+//   kQueue  k ≤ kTopkQueueMaxK where neither kBitonic nor kRadix below is planned: the
+//           warp-queue kernel (topk_queue_kernel.cuh), W warps per
 //           row, R rows per CTA; no workspace. With the prefix bound (k ≥ kTopkPrefixMinK) it
 //           plans the sparse offer (TopkPlan::sparse, kTopkSparseMaxThreads).
 //   kSort   k > kTopkQueueMaxK: CUB's segmented radix sort of each row (topk_sort.cu) in a
@@ -12,7 +13,8 @@
 //           register kernel (topk_bitonic_kernel.cuh; fp32: truncated entries + an exactness
 //           fix-up), T threads per row, E elements per thread. The plan takes it by
 //           topk_bitonic_planned (16-bit x: k ≤ kTopkBitonicPlanMaxK or N ≤
-//           kTopkBitonicPlanMaxN; fp32: N ≤ 2048, k ≤ 16); plan_topk's forced_path
+//           kTopkBitonicPlanMaxN; fp32: N ≤ 2048 with k ≤ 16, or k ≤ 32 on short rows, N ≤
+//           kTopkBitonicPlanMaxNF32Short or a fit N ≤ 2 · that); plan_topk's forced_path
 //           takes it anywhere in its range.
 //           Rows of a power-of-2 length N ≥ 16 that it takes run `fit` (N = T·E): the kernel
 //           without tail loads and column masks; fp32 fit plans of lists of 8 at E = 64 with T

@@ -1,6 +1,7 @@
 // The radix-select top-k kernel for rows that fit on chip (16-byte loads, N ≤ kTopkRadixMaxN16
-// for 16-bit x, ≤ kTopkRadixMaxN32 for fp32; k ≤ kTopkRadixMaxK). Forced only (plan_topk's
-// forced_path kRadix); not GPU-measured yet.
+// for 16-bit x, ≤ kTopkRadixMaxN32 for fp32; k ≤ kTopkRadixMaxK). Planned for 16-bit x by
+// topk_radix_planned (topk_plan.h: N from kTopkRadixPlanMinN, with its measurements); fp32 rows
+// only when forced (plan_topk's forced_path kRadix).
 //
 // Thread -> data: one CTA of T threads per row (T a multiple of 32, ≤ kTopkRadixMaxThreads);
 // thread t holds V 16-byte vectors, vector u·T + t of the row (u < V; each u one coalesced

@@ -169,6 +169,37 @@ TEST(AutotuneCache, GemmKeyNamesDtypesMajorsAndWhetherCIsRead) {
   EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m epi:dact,bf16");
 }
 
+// gemm_rotary writes one output (D): its key names the epilogue and C, and no output-1 dtype.
+TEST(AutotuneCache, GemmKeyOfRotaryHasOneOutput) {
+  quack::detail::GemmProblem p;
+  p.m = 16384;
+  p.n = 6144;
+  p.k = 2048;
+  p.epilogue = quack::detail::GemmEpilogue::kRotary;
+  p.d1_dtype = quack::DType::kFloat32;  // not an output of kRotary: must not show
+  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m16384 n8192 k2048 l1 bf16.bf16>bf16 A:k B:k epi:rotary");
+  int c = 0;
+  p.c = &c;
+  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m16384 n8192 k2048 l1 bf16.bf16>bf16 A:k B:k epi:rotary+c");
+}
+
+// Every GemmEpilogue has a distinct non-empty name and one or two outputs (kGemmEpilogues).
+TEST(AutotuneCache, EveryGemmEpilogueHasANameAndAnOutputCount) {
+  using quack::detail::GemmEpilogue;
+  std::set<std::string> names;
+  for (int i = 0; i < quack::detail::kGemmEpilogueCount; ++i) {
+    const auto e = static_cast<GemmEpilogue>(i);
+    const std::string name = quack::detail::gemm_epilogue_name(e);
+    EXPECT_FALSE(name.empty()) << i;
+    EXPECT_TRUE(names.insert(name).second) << name;
+    const int outputs = quack::detail::gemm_epilogue_outputs(e);
+    EXPECT_TRUE(outputs == 1 || outputs == 2) << name;
+  }
+  EXPECT_EQ(std::string(quack::detail::gemm_epilogue_name(GemmEpilogue::kGatedConcat)), "gatedcat");
+  EXPECT_EQ(quack::detail::gemm_epilogue_outputs(GemmEpilogue::kRotary), 1);
+  EXPECT_EQ(quack::detail::gemm_epilogue_outputs(GemmEpilogue::kDGated), 2);
+}
+
 // One candidate: no tuning, no CUDA call (this runs without a GPU).
 TEST(AutotuneCache, SingleCandidateIsTakenWithoutTiming) {
   quack::detail::GemmProblem p;

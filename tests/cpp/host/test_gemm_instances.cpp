@@ -23,7 +23,7 @@ std::string short_name(DType t) {
 }
 
 // The list's naming rule (instances.txt):
-// gemm[_bias|_act|_dact|_gated|_gatedcat|_dgated]_sm90_<BMxBN>[pp][c1|c1x2]_<ab>_<d>[_c<c>][_p<postact>]_<majors>.
+// gemm[_bias|_act|_dact|_gated|_gatedcat|_dgated|_rotary]_sm90_<BMxBN>[pp][c1|c1x2]_<ab>_<d>[_c<c>][_p<postact>]_<majors>.
 std::string expected_tile(const GemmInstance& i) {
   std::string t = std::to_string(i.bm) + "x" + std::to_string(i.bn) + (i.pingpong ? "pp" : "");
   if (i.cluster_m == 1 && i.cluster_n == 1) t += "c1";
@@ -31,23 +31,12 @@ std::string expected_tile(const GemmInstance& i) {
   return t;
 }
 
-const char* prefix(GemmEpilogue e) {
-  switch (e) {
-    case GemmEpilogue::kLinComb: return "gemm";
-    case GemmEpilogue::kBias: return "gemm_bias";
-    case GemmEpilogue::kAct: return "gemm_act";
-    case GemmEpilogue::kDAct: return "gemm_dact";
-    case GemmEpilogue::kGated: return "gemm_gated";
-    case GemmEpilogue::kGatedConcat: return "gemm_gatedcat";
-    case GemmEpilogue::kDGated: return "gemm_dgated";
-    case GemmEpilogue::kRotary: return "gemm_rotary";
-  }
-  return "?";
+// The kernel name's prefix: "gemm", or "gemm_" and the epilogue's name (kGemmEpilogues).
+std::string prefix(GemmEpilogue e) {
+  return e == GemmEpilogue::kLinComb ? "gemm" : std::string("gemm_") + quack::detail::gemm_epilogue_name(e);
 }
 
-bool one_output(GemmEpilogue e) {
-  return e == GemmEpilogue::kLinComb || e == GemmEpilogue::kBias || e == GemmEpilogue::kRotary;
-}
+bool one_output(GemmEpilogue e) { return quack::detail::gemm_epilogue_outputs(e) == 1; }
 
 // The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>[u]][a<S>[d<D>]][cf][ip][diag<M>]"
 // gives "[e<N>[u]][a<S>[d<D>]][cf][ip][diag<M>]"), empty if none; "?" if the tile part is not expected_tile(i) with
@@ -102,7 +91,7 @@ std::string split_suffix(const GemmInstance& i) {
 std::string expected_name(const GemmInstance& i) {
   // gemm_dgated's output 0 (and C) are packed 16-bit pairs: "x2" (kFloat32 in the table).
   const std::string d = i.epilogue == GemmEpilogue::kDGated ? "x2" : short_name(i.d);
-  std::string n = std::string(prefix(i.epilogue)) + "_sm90_" + expected_tile(i) + split_suffix(i) + "_" +
+  std::string n = prefix(i.epilogue) + "_sm90_" + expected_tile(i) + split_suffix(i) + "_" +
                   short_name(i.ab) + "_" + d;
   if (i.c != i.d) n += "_c" + short_name(i.c);
   if (!one_output(i.epilogue) && (i.d1 != i.d || i.epilogue == GemmEpilogue::kDGated)) n += "_p" + short_name(i.d1);
