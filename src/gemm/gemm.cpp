@@ -687,8 +687,8 @@ struct MnArg {
 // The activations of quack/gemm_act.h, one row per value in value order (row v has value v):
 // activation_name, is_activation, is_gated and activation_from_name read only this. A new
 // activation is the enum's next value and one row here; its formulas go to
-// src/gemm/activation.cuh, its case to sm90/epilogue_ops.cuh's dispatch (QUACK_ACT_CASE and
-// QUACK_DACT_CASE, or the gated pair), its name to python/quack_cpp/gemm_act_ops.py
+// src/gemm/activation.cuh with its entry in the list there the epilogue visitors branch over
+// (QUACK_FOR_ELEMENTWISE_ACTS or QUACK_FOR_GATED_ACTS), its name to python/quack_cpp/gemm_act_ops.py
 // (ACTIVATIONS or GATED_ACTIVATIONS, with a torch reference) and bind_gemm_act.cpp's message.
 struct ActivationInfo {
   Activation value;
