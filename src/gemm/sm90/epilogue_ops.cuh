@@ -268,6 +268,25 @@ struct LinFirstVisitor {
   }
 };
 
+/// The gradient visitors' common part (DActEpilogue, DGatedEpilogue): acc is the gradient of
+/// the postact, C the stored preact (always read), two outputs (dpreact, the recomputed
+/// postact); alpha, beta and bias do not apply; the activation from the problem.
+template <class Derived, Activation kDefault>
+struct PreactGradVisitor {
+  static constexpr int kOutputs = 2;
+  static constexpr bool kNeedsC = true;
+  static constexpr bool kLinFirst = false;
+  Activation act = kDefault;
+
+  static Derived make(const GemmProblem& p, bool) {
+    Derived d;
+    d.act = static_cast<Activation>(p.activation);
+    return d;
+  }
+  CUTE_HOST_DEVICE bool reads_c() const { return true; }
+  CUTE_DEVICE void load_scalars(const float*, const float*) {}
+};
+
 /// gemm_act: out[0] = preact = alpha · acc + beta · C + bias, out[1] = postact = act(preact)
 /// (QuACK's GemmActSm90). The activation is a runtime value (one branch per subtile, uniform).
 /// kLinFirst: the epilogue forms alpha · acc + beta · C and calls finish.
@@ -304,15 +323,7 @@ struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
 
 /// gemm_dact: acc = dpostact (e.g. dout · W), c = preact; out[0] = dpreact = acc ⊙ act'(preact),
 /// out[1] = postact = act(preact), recomputed (QuACK's GemmDActSm90). alpha and beta do not apply.
-struct DActEpilogue {
-  static constexpr int kOutputs = 2;
-  static constexpr bool kNeedsC = true;
-  static constexpr bool kLinFirst = false;
-  Activation act = Activation::kIdentity;
-
-  static DActEpilogue make(const GemmProblem& p, bool) { return {static_cast<Activation>(p.activation)}; }
-  CUTE_HOST_DEVICE bool reads_c() const { return true; }
-  CUTE_DEVICE void load_scalars(const float*, const float*) {}
+struct DActEpilogue : PreactGradVisitor<DActEpilogue, Activation::kIdentity> {
 
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
@@ -431,26 +442,19 @@ CUTE_DEVICE float pack_pair16(float lo, float hi) {
 /// patterns (the instance's ElementC and ElementD are float: copies, never arithmetic, so every
 /// bit survives).
 template <class T16>
-struct DGatedEpilogue {
-  static constexpr int kOutputs = 2;
-  static constexpr bool kNeedsC = true;
-  static constexpr bool kLinFirst = false;
+struct DGatedEpilogue : PreactGradVisitor<DGatedEpilogue<T16>, Activation::kSwiglu> {
+  using PreactGradVisitor<DGatedEpilogue<T16>, Activation::kSwiglu>::kOutputs;  // a dependent base's
   // The preact tile (fp32 words) is read in full: its loads run ahead of the subtiles
   // (epilogue.cuh, kCAhead), in the smem of all but 2 output buffers per output (dpreact and
   // postact). Expected: C's round trip, in series with every subtile otherwise, matters more
   // than more stores in flight; the device A/B variants of instances_ab.txt measure it.
   static constexpr bool kCAhead = true;
   static constexpr int kCAheadStagesD = 2;
-  Activation act = Activation::kSwiglu;
-
-  static DGatedEpilogue make(const GemmProblem& p, bool) { return {static_cast<Activation>(p.activation)}; }
-  CUTE_HOST_DEVICE bool reads_c() const { return true; }
-  CUTE_DEVICE void load_scalars(const float*, const float*) {}
 
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
                               cutlass::Array<float, N> const* c, SubtileCoord const&) const {
-    switch (act) {
+    switch (this->act) {
 #define QUACK_DGATED_CASE(A)                                                    \
   case A: {                                                                     \
     CUTE_UNROLL                                                                 \
