@@ -86,8 +86,8 @@ namespace quack {
 /// QuACK's drelu).
 ///
 /// The values are public and stable, never renumbered: a new activation, elementwise or gated,
-/// is appended with the next value and one row in src/gemm/gemm.cpp's kActivations (value,
-/// name, gated), plus its formulas (src/gemm/activation.cuh) and a table row above.
+/// is appended with the next value and one entry in src/gemm/activation_list.h (name, kind),
+/// plus its formulas (src/gemm/activation.cuh) and a table row above.
 enum class Activation : int {
   kIdentity = 0,
   kRelu = 1,

@@ -5,20 +5,8 @@
 // formulas are in include/quack/gemm_act.h (Activation).
 #pragma once
 
+#include "gemm/activation_list.h"
 #include "quack/gemm_act.h"
-
-// The activations each epilogue visitor branches over (sm90/epilogue_ops.cuh), as X-macro
-// lists: a visitor's switch takes one case per entry, each its own loop with the activation a
-// constant. A new activation joins its list here and its formula's switch below; the visitors
-// take the lists as they are.
-#define QUACK_FOR_ELEMENTWISE_ACTS(X)                                              \
-  X(::quack::Activation::kRelu) X(::quack::Activation::kReluSq)                   \
-  X(::quack::Activation::kGeluTanhApprox) X(::quack::Activation::kSilu)           \
-  X(::quack::Activation::kTanh)
-#define QUACK_FOR_GATED_ACTS(X)                                                    \
-  X(::quack::Activation::kSwiglu) X(::quack::Activation::kSwigluOai)              \
-  X(::quack::Activation::kReglu) X(::quack::Activation::kGeglu)                   \
-  X(::quack::Activation::kGlu)
 
 namespace quack::detail {
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "gemm/activation_list.h"
 #include "common/launch.h"
 #include "gemm/gemm_dispatch.h"
 #include "gemm/gemm_instances.h"
@@ -684,30 +685,24 @@ struct MnArg {
   const char* shape = "(M, N)";    // for the message
 };
 
-// The activations of quack/gemm_act.h, one row per value in value order (row v has value v):
+// The activations of quack/gemm_act.h, one row per value in value order (row v has value v),
+// expanded from src/gemm/activation_list.h (the lists the epilogue visitors branch over):
 // activation_name, is_activation, is_gated and activation_from_name read only this. A new
-// activation is the enum's next value and one row here; its formulas go to
-// src/gemm/activation.cuh with its entry in the list there the epilogue visitors branch over
-// (QUACK_FOR_ELEMENTWISE_ACTS or QUACK_FOR_GATED_ACTS), its name to python/quack_cpp/gemm_act_ops.py
-// (ACTIVATIONS or GATED_ACTIVATIONS, with a torch reference) and bind_gemm_act.cpp's message.
+// activation is the enum's next value and one entry in that list; its formulas go to
+// src/gemm/activation.cuh, its name to python/quack_cpp/gemm_act_ops.py (ACTIVATIONS or
+// GATED_ACTIVATIONS, with a torch reference) and bind_gemm_act.cpp's message.
 struct ActivationInfo {
   Activation value;
   const char* name;
   bool gated;  // of a gate and an up projection (gemm_gated, gemm_dgated); else elementwise
 };
+#define QUACK_ELEMENTWISE_ROW(A, name) {Activation::A, name, false},
+#define QUACK_GATED_ROW(A, name) {Activation::A, name, true},
 constexpr ActivationInfo kActivations[] = {
     {Activation::kIdentity, "identity", false},
-    {Activation::kRelu, "relu", false},
-    {Activation::kReluSq, "relu_sq", false},
-    {Activation::kGeluTanhApprox, "gelu_tanh_approx", false},
-    {Activation::kSilu, "silu", false},
-    {Activation::kTanh, "tanh", false},
-    {Activation::kSwiglu, "swiglu", true},
-    {Activation::kSwigluOai, "swiglu_oai", true},
-    {Activation::kReglu, "reglu", true},
-    {Activation::kGeglu, "geglu", true},
-    {Activation::kGlu, "glu", true},
-};
+    QUACK_FOR_ELEMENTWISE_ACTS(QUACK_ELEMENTWISE_ROW) QUACK_FOR_GATED_ACTS(QUACK_GATED_ROW)};
+#undef QUACK_ELEMENTWISE_ROW
+#undef QUACK_GATED_ROW
 constexpr int kActivationCount = static_cast<int>(sizeof(kActivations) / sizeof(kActivations[0]));
 constexpr bool activations_in_order() {
   for (int v = 0; v < kActivationCount; ++v)

@@ -306,11 +306,11 @@ struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
     out[0] = y;
     bias.add(out[0], coord);
     switch (act) {  // one loop per activation: the branch is taken once per subtile
-#define QUACK_ACT_CASE(A)                                                       \
-  case A: {                                                                     \
-    CUTE_UNROLL                                                                 \
-    for (int i = 0; i < N; ++i) out[1][i] = act_fwd(A, out[0][i]);              \
-    break;                                                                      \
+#define QUACK_ACT_CASE(A, name)                                                         \
+  case Activation::A: {                                                                 \
+    CUTE_UNROLL                                                                         \
+    for (int i = 0; i < N; ++i) out[1][i] = act_fwd(Activation::A, out[0][i]);          \
+    break;                                                                              \
   }
       QUACK_FOR_ELEMENTWISE_ACTS(QUACK_ACT_CASE)
 #undef QUACK_ACT_CASE
@@ -324,16 +324,15 @@ struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
 /// gemm_dact: acc = dpostact (e.g. dout · W), c = preact; out[0] = dpreact = acc ⊙ act'(preact),
 /// out[1] = postact = act(preact), recomputed (QuACK's GemmDActSm90). alpha and beta do not apply.
 struct DActEpilogue : PreactGradVisitor<DActEpilogue, Activation::kIdentity> {
-
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
                               cutlass::Array<float, N> const* c, SubtileCoord const&) const {
     switch (act) {
-#define QUACK_DACT_CASE(A)                                                      \
-  case A: {                                                                     \
-    CUTE_UNROLL                                                                 \
-    for (int i = 0; i < N; ++i) act_bwd(A, (*c)[i], acc[i], out[0][i], out[1][i]); \
-    break;                                                                      \
+#define QUACK_DACT_CASE(A, name)                                                        \
+  case Activation::A: {                                                                 \
+    CUTE_UNROLL                                                                         \
+    for (int i = 0; i < N; ++i) act_bwd(Activation::A, (*c)[i], acc[i], out[0][i], out[1][i]); \
+    break;                                                                              \
   }
       QUACK_FOR_ELEMENTWISE_ACTS(QUACK_DACT_CASE)
 #undef QUACK_DACT_CASE
@@ -385,14 +384,14 @@ struct GatedEpilogue : LinFirstVisitor<GatedEpilogue> {
     out[0] = y;
     bias.add(out[0], coord);
     switch (act) {
-#define QUACK_GATED_CASE(A)                                                     \
-  case A: {                                                                     \
-    CUTE_UNROLL                                                                 \
-    for (int i = 0; i < N; i += 2) {                                            \
-      out[1][i] = gated_fwd(A, out[0][i], out[0][i + 1]);                       \
-      out[1][i + 1] = 0.f;                                                      \
-    }                                                                           \
-    break;                                                                      \
+#define QUACK_GATED_CASE(A, name)                                                       \
+  case Activation::A: {                                                                 \
+    CUTE_UNROLL                                                                         \
+    for (int i = 0; i < N; i += 2) {                                                    \
+      out[1][i] = gated_fwd(Activation::A, out[0][i], out[0][i + 1]);                   \
+      out[1][i + 1] = 0.f;                                                              \
+    }                                                                                   \
+    break;                                                                              \
   }
       QUACK_FOR_GATED_ACTS(QUACK_GATED_CASE)
 #undef QUACK_GATED_CASE
@@ -443,7 +442,8 @@ CUTE_DEVICE float pack_pair16(float lo, float hi) {
 /// bit survives).
 template <class T16>
 struct DGatedEpilogue : PreactGradVisitor<DGatedEpilogue<T16>, Activation::kSwiglu> {
-  using PreactGradVisitor<DGatedEpilogue<T16>, Activation::kSwiglu>::kOutputs;  // a dependent base's
+  // kOutputs from the base, which name lookup in a template does not search by itself.
+  using PreactGradVisitor<DGatedEpilogue<T16>, Activation::kSwiglu>::kOutputs;
   // The preact tile (fp32 words) is read in full: its loads run ahead of the subtiles
   // (epilogue.cuh, kCAhead), in the smem of all but 2 output buffers per output (dpreact and
   // postact). Expected: C's round trip, in series with every subtile otherwise, matters more
@@ -455,16 +455,16 @@ struct DGatedEpilogue : PreactGradVisitor<DGatedEpilogue<T16>, Activation::kSwig
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
                               cutlass::Array<float, N> const* c, SubtileCoord const&) const {
     switch (this->act) {
-#define QUACK_DGATED_CASE(A)                                                    \
-  case A: {                                                                     \
-    CUTE_UNROLL                                                                 \
-    for (int i = 0; i < N; ++i) {                                               \
-      float g, u, dg, du;                                                       \
-      unpack_pair16<T16>((*c)[i], g, u);                                        \
-      gated_bwd(A, g, u, acc[i], dg, du, out[1][i]);                            \
-      out[0][i] = pack_pair16<T16>(dg, du);                                     \
-    }                                                                           \
-    break;                                                                      \
+#define QUACK_DGATED_CASE(A, name)                                                      \
+  case Activation::A: {                                                                 \
+    CUTE_UNROLL                                                                         \
+    for (int i = 0; i < N; ++i) {                                                       \
+      float g, u, dg, du;                                                               \
+      unpack_pair16<T16>((*c)[i], g, u);                                                \
+      gated_bwd(Activation::A, g, u, acc[i], dg, du, out[1][i]);                        \
+      out[0][i] = pack_pair16<T16>(dg, du);                                             \
+    }                                                                                   \
+    break;                                                                              \
   }
       QUACK_FOR_GATED_ACTS(QUACK_DGATED_CASE)
 #undef QUACK_DGATED_CASE
