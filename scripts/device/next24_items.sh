@@ -53,8 +53,10 @@ run ce_configs 120 bash -c "$QB cross-entropy --dtype bf16 --dir fwdbwd --shapes
 # 128x256e64 a call (AB); our 256x128 1x2 with 64-byte store rows read 0.93-0.96 x the rule's
 # (X). next24's A/B 256x128c1x2e64 (kk, km) stores 128-byte rows. Predicted: e64 2-5 % ahead of
 # 256x128c1x2 and within ±3 % of the rule's tile (cuBLAS's lead stays: the row width is a
-# K = 128 effect mostly, ~7 % of the time at K = 5632).
-demt() { for r in 1 2; do for t in auto 256x128c1x2 256x128c1x2e64; do echo "== round $r tile $t"
+# K = 128 effect mostly, ~7 % of the time at K = 5632). AL4 (kernel-only): e64 0.5112 / 0.9805 ms
+# against the rule's 0.5089 / 0.9694 (held). 256x128c1x2e128 (kk and km A/B; AL4 at K = 128 0.0586
+# against e64's 0.0689): predicted 1-3 % ahead of e64 here (half the subtile turns a tile).
+demt() { for r in 1 2; do for t in auto 256x128c1x2 256x128c1x2e64 256x128c1x2e128; do echo "== round $r tile $t"
   QUACK_GEMM_TILE=$t $QB gemm --layout rc --shapes 16384x2048x5632 --ms 120
   QUACK_GEMM_TILE=$t $QB gemm --layout rr --shapes 16384x2048x11264 --ms 120; done; done; }
 run demo_n2048 150 bash -c "QB=$QB; $(declare -f demt); demt"
