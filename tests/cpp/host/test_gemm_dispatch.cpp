@@ -94,8 +94,11 @@ TEST(GemmDispatch, ForcedTilesRunTheirInstanceOfTheGroup) {
     // in an A/B build.
     const bool mm = majors == "mm";
     for (const char* tile : {"128x128pp", "128x192pp", "128x256"}) {
-      // instances.txt's bf16 128x256 (kk, km, mm) is the 128 x 64-subtile variant, 128x256e64.
-      const std::string variant = std::string(tile) == "128x256" ? "e64" : "";
+      // instances.txt's bf16 128x256 (kk, km, mm) is the 128 x 64-subtile variant, 128x256e64;
+      // its 128x128 pingpong (kk, km) the 64 x 128-subtile one, 128x128ppe128 (mm: a1d2 only).
+      const std::string variant = std::string(tile) == "128x256"                 ? "e64"
+                                  : std::string(tile) == "128x128pp" && !mm ? "e128"
+                                                                            : "";
       const std::string own = std::string("gemm_sm90_") + tile + variant + "_bf16_bf16_" + majors;
       EXPECT_EQ(launched(g, tile), !mm || compiled(own) ? own : "gemm_sm90_128x256e64_bf16_bf16_mm")
           << tile;
@@ -157,7 +160,7 @@ TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
     EXPECT_EQ(launched(dx, spec.c_str()), rule_dx);
   }
   // A name part that matches: its group forced (a tile it lacks: its base); the others' rule.
-  EXPECT_EQ(launched(logits, "bf16_bf16_kk:128x128pp"), "gemm_sm90_128x128pp_bf16_bf16_kk");
+  EXPECT_EQ(launched(logits, "bf16_bf16_kk:128x128pp"), "gemm_sm90_128x128ppe128_bf16_bf16_kk");
   EXPECT_EQ(launched(dx, "bf16_bf16_kk:128x128pp"), rule_dx);
   EXPECT_EQ(launched(dw, "bf16_bf16_kk:128x128pp"), rule_dw);
   EXPECT_EQ(launched(dw, "f32_mm:128x192pp"), "gemm_sm90_128x256_bf16_f32_mm");  // not compiled: base
@@ -173,7 +176,7 @@ TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
   EXPECT_EQ(std::string(n128), rule_dw);
   EXPECT_EQ(std::string(n256), "gemm_sm90_128x256_bf16_f32_mm");
   // Without a name part every group is forced, as before.
-  EXPECT_EQ(launched(dx, "128x128pp"), "gemm_sm90_128x128pp_bf16_bf16_km");
+  EXPECT_EQ(launched(dx, "128x128pp"), "gemm_sm90_128x128ppe128_bf16_bf16_km");
 }
 
 // Linear + cross-entropy's dweight GEMMs (cr: mm, 64128 rows of a 128256-row vocabulary, D =
