@@ -171,11 +171,12 @@ __device__ __forceinline__ float ce_target_weight(const RowParams& p, int t) {
 /// (cl-t256v8-s1 fwd+dx).
 __device__ __forceinline__ float ce_eps_v(const RowParams& p) { return p.scalar[ce::kEpsV]; }
 
-/// The coefficients of the row's gradient (header formula). wt = w[t], wsum = W, sigma_*: the
-/// row's scales; kWS: weights with ε > 0.
-template <bool kWS>
+/// The coefficients of the row's gradient (header formula). wt = w[t], wsum = W, eps_v(): ε/V
+/// (called for a counted row only), sigma_*: the row's scales; kWS: weights with ε > 0.
+template <bool kWS, class EpsV>
 __device__ __forceinline__ CeGradRow ce_grad_row(const RowParams& p, int t, float lse, float wt,
-                                                 float wsum, float sigma_ce, float sigma_z) {
+                                                 float wsum, EpsV&& eps_v, float sigma_ce,
+                                                 float sigma_z) {
   CeGradRow r;
   r.lse = lse;
   r.t = t;
@@ -184,10 +185,10 @@ __device__ __forceinline__ CeGradRow ce_grad_row(const RowParams& p, int t, floa
     return r;
   }
   const float eps = p.scalar[ce::kEps], zs = p.scalar[ce::kZScale];
-  const float eps_v = ce_eps_v(p);
-  const float smooth = kWS ? eps_v * wsum : eps;  // (ε/V)·W; W = V without weights
+  const float ev = eps_v();
+  const float smooth = kWS ? ev * wsum : eps;  // (ε/V)·W; W = V without weights
   r.c = (1.f - eps) * wt * sigma_ce;
-  r.b = eps_v * sigma_ce;
+  r.b = ev * sigma_ce;
   r.a = ((1.f - eps) * wt + smooth) * sigma_ce;
   if (zs != 0.f) r.a += 2.f * zs * lse * sigma_z;
   return r;
@@ -366,8 +367,9 @@ struct CrossEntropyFwd : CeDxTraits<kCap, kWS> {
     }
     if constexpr (kGrad) {
       const bool dev = (flags & ce::kDeviceScale) != 0;
-      return ce_grad_row<kWS>(p, in.t, lse, wt, wsum, dev ? ce_dev_scalar(p, ce::kScaleCe) : 1.f,
-                         dev ? ce_dev_scalar(p, ce::kScaleZ) : 1.f);
+      return ce_grad_row<kWS>(p, in.t, lse, wt, wsum, [&] { return ce_eps_v(p); },
+                              dev ? ce_dev_scalar(p, ce::kScaleCe) : 1.f,
+                              dev ? ce_dev_scalar(p, ce::kScaleZ) : 1.f);
     } else {
       return Row{};
     }
@@ -430,7 +432,14 @@ struct CrossEntropyBwd : CeDxTraits<kCap, kWS> {
       s_ce *= state(p, ce::kScaleCe);
       s_z *= state(p, ce::kScaleZ);
     }
-    return ce_grad_row<kWS>(p, in.t, in.lse, ce_target_weight(p, in.t), tot.v[0], s_ce, s_z);
+    // ε/V divided here rather than read (ce_eps_v; the same bits): with the read, ptxas spilled
+    // 4 bytes in the fp32 t1024v4 register kernel (a store and reload before its row loop), and
+    // divided before ce_grad_row's early return for ignored rows, in the fp32 r4t32v8 one.
+    const auto eps_v = [&] {
+      return p.scalar[ce::kEps] / static_cast<float>(p.iscalar[ce::kClasses]);
+    };
+    return ce_grad_row<kWS>(p, in.t, in.lse, ce_target_weight(p, in.t), tot.v[0], eps_v, s_ce,
+                            s_z);
   }
 
 };
