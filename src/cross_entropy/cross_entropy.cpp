@@ -91,7 +91,7 @@ void set_options(RowParams& p, float eps, float zs, float cap, int64_t ignore, i
   p.scalar[ce::kCap] = cap;
   p.scalar[ce::kInvCap] = cap > 0.f ? 1.f / cap : 0.f;
   p.iscalar[ce::kIgnore] = ignore;
-  p.iscalar[ce::kClasses] = V;
+  ce::set_classes(p, V);  // after ε
   p.iscalar[ce::kFlags] = flags;
 }
 

@@ -32,6 +32,7 @@ inline constexpr int kEps = 0;     // label smoothing ε
 inline constexpr int kZScale = 1;  // z-loss scale
 inline constexpr int kCap = 2;     // logit softcap c (> 0 in the softcap instances)
 inline constexpr int kInvCap = 3;  // 1 / c
+inline constexpr int kEpsV = 4;    // ε / V in fp32 (set with iscalar[kClasses]: set_classes)
 
 // ---- RowParams::iscalar
 inline constexpr int kIgnore = 0;   // ignore_index
@@ -51,6 +52,15 @@ enum Flag : int64_t {
   kTrainBwd = 128,          // bwd: runs only where the state's kDxOn is 0 (the forward did not
                             // write dx); σ_ce = dloss·kScaleCe, σ_z = dloss·kScaleZ of the state
 };
+
+/// Sets V (iscalar[kClasses]) and ε/V (scalar[kEpsV], from scalar[kEps]: set ε first), which
+/// the kernels read instead of dividing: the fp32 quotient, so the bits of the division they
+/// did. Every V the row kernels see goes through here.
+template <class Params>
+inline void set_classes(Params& p, int64_t V) {
+  p.iscalar[kClasses] = V;
+  p.scalar[kEpsV] = p.scalar[kEps] / static_cast<float>(V);
+}
 
 // ---- device scalars written by the prep kernel (fp32, at the workspace's start)
 inline constexpr int kDenomLoss = 0;  // Σ over counted rows of w[t] (the count without weights)

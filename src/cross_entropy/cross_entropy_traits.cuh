@@ -165,11 +165,18 @@ __device__ __forceinline__ float ce_target_weight(const RowParams& p, int t) {
   return (p.iscalar[ce::kFlags] & ce::kHasWeight) && t >= 0 ? ce_weight(p, t) : 1.f;
 }
 
-/// The coefficients of the row's gradient (header formula). wt = w[t], wsum = W, sigma_*: the
-/// row's scales; kWS: weights with ε > 0.
-template <bool kWS>
+/// ε/V, the host's quotient (ce::set_classes: the same fp32 division's bits). Divided here,
+/// the persistent kernels hoisted the quotient out of their row loop and held it (twice: ptxas
+/// did not merge the loss's and the gradient's divisions), which spilled at 64 registers
+/// (cl-t256v8-s1 fwd+dx).
+__device__ __forceinline__ float ce_eps_v(const RowParams& p) { return p.scalar[ce::kEpsV]; }
+
+/// The coefficients of the row's gradient (header formula). wt = w[t], wsum = W, eps_v(): ε/V
+/// (called for a counted row only), sigma_*: the row's scales; kWS: weights with ε > 0.
+template <bool kWS, class EpsV>
 __device__ __forceinline__ CeGradRow ce_grad_row(const RowParams& p, int t, float lse, float wt,
-                                                 float wsum, float sigma_ce, float sigma_z) {
+                                                 float wsum, EpsV&& eps_v, float sigma_ce,
+                                                 float sigma_z) {
   CeGradRow r;
   r.lse = lse;
   r.t = t;
@@ -178,10 +185,10 @@ __device__ __forceinline__ CeGradRow ce_grad_row(const RowParams& p, int t, floa
     return r;
   }
   const float eps = p.scalar[ce::kEps], zs = p.scalar[ce::kZScale];
-  const float eps_v = eps / static_cast<float>(p.iscalar[ce::kClasses]);
-  const float smooth = kWS ? eps_v * wsum : eps;  // (ε/V)·W; W = V without weights
+  const float ev = eps_v();
+  const float smooth = kWS ? ev * wsum : eps;  // (ε/V)·W; W = V without weights
   r.c = (1.f - eps) * wt * sigma_ce;
-  r.b = eps_v * sigma_ce;
+  r.b = ev * sigma_ce;
   r.a = ((1.f - eps) * wt + smooth) * sigma_ce;
   if (zs != 0.f) r.a += 2.f * zs * lse * sigma_z;
   return r;
@@ -225,6 +232,20 @@ __device__ __forceinline__ void ce_fix_vector(const CeGradRow& r, int64_t col0,
   }
 }
 
+/// The vectors whose fix-up may change them (fix_mask, op_traits.cuh): a thread's vector j at
+/// columns col_t + j·kStride .. + kVec − 1 (kStride a power of two): every vector of an ignored
+/// row, the one holding the target column, none else (an out-of-range target's row is NaN
+/// already). Once per row, so the common vector tests one bit rather than recompute its column
+/// and compare twice (7 instructions a vector at cl-t256v8-s1).
+template <int kVecs, int kVec, int kStride>
+__device__ __forceinline__ uint32_t ce_fix_mask(const CeGradRow& r, int64_t col_t) {
+  static_assert((kStride & (kStride - 1)) == 0 && kVecs <= 32, "one bit per vector");
+  if (r.t == kCeIgnored) return ~0u;
+  const unsigned d = static_cast<unsigned>(r.t - static_cast<int>(col_t));  // < V < 2^31
+  return d < unsigned{kVecs * kStride} && d % kStride < unsigned{kVec} ? 1u << (d / kStride)
+                                                                        : 0u;
+}
+
 /// What the forward with dx and the backward share: one input stream (x), the row state
 /// CeGradRow and dx per element (header formula); without the softcap the one-hot and an
 /// ignored row's zeros per vector (kFixVector: apply_bulk per element, then fix_vector).
@@ -250,6 +271,10 @@ struct CeDxTraits : RowOpBase {
                                                     float (&out)[1][kVec]) {
     ce_fix_vector(r, col0, out);
   }
+  template <int kVecs, int kVec, int kStride>
+  __device__ __forceinline__ static uint32_t fix_mask(const Row& r, int64_t col_t) {
+    return ce_fix_mask<kVecs, kVec, kStride>(r, col_t);
+  }
 };
 
 /// Forward: loss, lse and z parts per row (row_out), and with kGrad dx for dloss = 1 (times
@@ -273,6 +298,10 @@ struct CrossEntropyFwd : CeDxTraits<kCap, kWS> {
   using Base::kIn;
   static constexpr int kOut = kGrad ? 1 : 0; // dx
   static constexpr bool kFullSm = !kGrad;    // dx's coefficients spill at 32 registers
+  // The cluster register kernels at 64 registers (4 CTAs of 256 per SM; cl-t256v8-s1 fwd+dx
+  // took 80 at 3) where they fit with dx: without the softcap (its instances spilled 4 bytes
+  // at cl-t256v8-s1).
+  static constexpr bool kClusterFullSm = !kGrad || !kCap;
   // The long-row candidates under trial (row_config.h: early-refill rings for the loss alone,
   // the cluster register policy for both) are compiled for the forwards.
   static constexpr bool kTrialConfigs = true;
@@ -325,8 +354,7 @@ struct CrossEntropyFwd : CeDxTraits<kCap, kWS> {
         else if (flags & ce::kTargetGather) yt = load1(p.row_in[ce::kTargetLogit], row, in.t);
         ce_part = (1.f - eps) * wt * ((m - yt) + ln_s);  // lse − y_t, m first (shifted logits)
         if (eps > 0.f)  // Σ_j w_j·(lse − y_j) = (W·m − Σ_j w_j·y_j) + W·ln s
-          ce_part += eps / static_cast<float>(p.iscalar[ce::kClasses]) *
-                     ((wsum * m - tot.v[2]) + wsum * ln_s);
+          ce_part += ce_eps_v(p) * ((wsum * m - tot.v[2]) + wsum * ln_s);
         if (zs != 0.f) z_part = zs * lse * lse;
       } else if (in.t == kCeOutOfRange) {
         ce_part = z_part = kCeNaN;
@@ -339,8 +367,9 @@ struct CrossEntropyFwd : CeDxTraits<kCap, kWS> {
     }
     if constexpr (kGrad) {
       const bool dev = (flags & ce::kDeviceScale) != 0;
-      return ce_grad_row<kWS>(p, in.t, lse, wt, wsum, dev ? ce_dev_scalar(p, ce::kScaleCe) : 1.f,
-                         dev ? ce_dev_scalar(p, ce::kScaleZ) : 1.f);
+      return ce_grad_row<kWS>(p, in.t, lse, wt, wsum, [&] { return ce_eps_v(p); },
+                              dev ? ce_dev_scalar(p, ce::kScaleCe) : 1.f,
+                              dev ? ce_dev_scalar(p, ce::kScaleZ) : 1.f);
     } else {
       return Row{};
     }
@@ -403,7 +432,14 @@ struct CrossEntropyBwd : CeDxTraits<kCap, kWS> {
       s_ce *= state(p, ce::kScaleCe);
       s_z *= state(p, ce::kScaleZ);
     }
-    return ce_grad_row<kWS>(p, in.t, in.lse, ce_target_weight(p, in.t), tot.v[0], s_ce, s_z);
+    // ε/V divided here rather than read (ce_eps_v; the same bits): with the read, ptxas spilled
+    // 4 bytes in the fp32 t1024v4 register kernel (a store and reload before its row loop), and
+    // divided before ce_grad_row's early return for ignored rows, in the fp32 r4t32v8 one.
+    const auto eps_v = [&] {
+      return p.scalar[ce::kEps] / static_cast<float>(p.iscalar[ce::kClasses]);
+    };
+    return ce_grad_row<kWS>(p, in.t, in.lse, ce_target_weight(p, in.t), tot.v[0], eps_v, s_ce,
+                            s_z);
   }
 
 };

@@ -438,7 +438,7 @@ struct Ctx {
       b.z_loss_scale = zs;
       b.logit_softcap = cap;
       RowCall rc = cross_entropy_bwd_call(b);
-      rc.p.iscalar[ce::kClasses] = p.V;  // the slice is columns [0, vn) of a V-class row
+      ce::set_classes(rc.p, p.V);  // the slice is columns [0, vn) of a V-class row
       run_row_call(rc, s);
       if (p.D > 0 && dweight.present()) {
         const TensorRef lt = TensorRef::matrix(L.data, kBF16, vn, p.T, device, 1, p.vslice_ld);

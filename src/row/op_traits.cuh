@@ -134,6 +134,12 @@
 //                       not take, so the per-element compare leaves the common path. Together
 //                       they give apply's bits; the general policy and apply_store_by_stream
 //                       (kColsAtApply) call apply. Ops without column accumulations.
+//                       fix_mask<kVecs, kVec, kStride>(r, col_t) [every bit]: the vectors j of
+//                       a thread whose vector j starts at column col_t + j·kStride that
+//                       fix_vector may change (bit j); the cluster register policy computes it
+//                       once per row and calls fix_vector for those alone, so the common vector
+//                       tests one bit instead of the op's per-vector compare (cross-entropy:
+//                       the target's offset from the vector's column, recomputed per vector).
 //   kHeldFold [false]   the held cluster register entry (RowConfig::held: cl-t256v8-h,
 //                       row_config.h) is compiled for the op; there it folds
 //                       with reduce_held(p, in, view, h) instead of reduce: the same Red::Val, and one
@@ -203,6 +209,10 @@ struct RowOpBase {
   __device__ __forceinline__ static bool gate_open(const RowParams&) { return true; }
   __device__ __forceinline__ static RowIn load_row(const RowParams&, int64_t) { return {}; }
   __device__ __forceinline__ static float col_shift(const RowParams&, int) { return 0.f; }
+  template <int kVecs, int kVec, int kStride, class Row>
+  __device__ __forceinline__ static uint32_t fix_mask(const Row&, int64_t) {
+    return ~0u;  // kFixVector: fix_vector on every vector (it tests its own columns)
+  }
 };
 
 /// Whether input stream s of Op may be absent (one of the last kOptIn).

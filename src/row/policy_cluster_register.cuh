@@ -38,6 +38,8 @@
 // per-column vectors, no column accumulations.
 #pragma once
 
+#include <type_traits>
+
 #include <cuda/ptx>
 
 #include "common/cluster.cuh"
@@ -52,12 +54,20 @@
 
 namespace quack::detail {
 
+/// Whether Op's cluster register kernels are held to 1024 threads per SM (64 registers):
+/// Op::kClusterFullSm where the op sets it, else Op::kFullSm.
+template <class Op, class = void>
+struct RowClusterFullSm : std::bool_constant<Op::kFullSm> {};
+template <class Op>
+struct RowClusterFullSm<Op, std::void_t<decltype(Op::kClusterFullSm)>>
+    : std::bool_constant<Op::kClusterFullSm> {};
+
 /// CTAs per SM of the kernel's __launch_bounds__: 1024 threads (64 registers), or 768 for ops
-/// whose per-element math spills there (Op::kFullSm false: cross-entropy's fwd+dx spilled 4
-/// bytes at 64 registers with 8 vectors per thread).
+/// whose per-element math spills there (RowClusterFullSm false: cross-entropy's softcapped
+/// fwd+dx).
 template <class Op>
 __host__ __device__ constexpr int row_cluster_register_min_ctas(int tpr) {
-  return row_cluster_register_ctas_per_sm(tpr, Op::kFullSm);
+  return row_cluster_register_ctas_per_sm(tpr, RowClusterFullSm<Op>::value);
 }
 
 /// A CTA's slice of every row it works on (header, "Thread -> data"): its rank in the cluster,
@@ -82,7 +92,10 @@ __device__ __forceinline__ ClusterSlice cluster_slice(const RowParams& p) {
   const int per_cta = p.g.slice_vecs;  // S = ceil(row_vecs / cluster_n) ≤ kTpr·kVecs (host-checked)
   const int r = static_cast<int>(rank);
   const int slice_vecs = max(0, min(per_cta, row_vecs - r * per_cta));
-  return {r, slice_vecs - t, int64_t{r} * per_cta * kVec + int64_t{t} * kVec, int64_t{cluster}};
+  // col_t < kRowMaxCluster·kTpr·kVecs·kVec < 2^31, zero-extended: no register for its high
+  // word (the 64-register fwd+dx, cl-t256v8-s1, took 31 instructions more with it).
+  const uint32_t col_t = (static_cast<uint32_t>(r) * per_cta + t) * kVec;
+  return {r, slice_vecs - t, int64_t{col_t}, int64_t{cluster}};
 }
 
 /// The reducer's mbarriers initialised and the cluster barrier arrived on (its wait comes
@@ -100,7 +113,8 @@ __device__ __forceinline__ void cluster_reducer_start(const Reducer& reducer, in
 /// column col_t + j·kTpr·kVec, through Op::apply (the finish's row state rr); ops whose
 /// per-column vectors load at apply (kColsAtApply: LayerNorm's forward) store one output
 /// stream at a time, loading the vectors' words right before use (register_store_vector, the
-/// register policy's step).
+/// register policy's step). Ops with kFixVector: fix_vector only on the vectors of the op's
+/// fix_mask, computed once here.
 template <class Op, class D, int kTpr, int kVecs>
 __device__ __forceinline__ void cluster_register_store(const RowParams& p,
                                                        const typename Op::Row& rr,
@@ -118,11 +132,14 @@ __device__ __forceinline__ void cluster_register_store(const RowParams& p,
 #pragma unroll
     for (int s = 0; s < row_dim(Op::kOut); ++s) asm volatile("" : "+l"(dst[s]));
   }
+  [[maybe_unused]] uint32_t fix = ~0u;
+  if constexpr (Op::kFixVector) fix = Op::template fix_mask<kVecs, kVec, kTpr * kVec>(rr, col_t);
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
     if (j * kTpr < n) {
       const int64_t off = int64_t{j} * kTpr * kVec;
-      register_store_vector<Op, D, kVec>(p, rr, xv, j, col_t + off, dst, off, [](auto&) {});
+      register_store_vector<Op, D, kVec>(p, rr, xv, j, col_t + off, dst, off, [](auto&) {},
+                                         ((fix >> j) & 1u) != 0);
     }
   }
 }
@@ -222,6 +239,19 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_kernel_ctas<Op, D, 
 
 
 
+/// CTAs per SM of row_cluster_register_prefetch_kernel's __launch_bounds__ (kSmemBytes: its
+/// shared memory): row_cluster_register_min_ctas where that many CTAs' stages fit an SM's
+/// shared memory, else the op's kFullSm bound (-s2, 64 KB a CTA, fits 3 of 256 threads: an op
+/// raised to 64 registers by kClusterFullSm keeps 768 threads there, so ptxas is not held to
+/// registers that buy no CTA; cross-entropy's fwd+dx -s2 spilled 4 bytes at 64).
+template <class Op, int kTpr, size_t kSmemBytes>
+__host__ __device__ constexpr int row_cluster_register_prefetch_min_ctas() {
+  constexpr int kCtas = row_cluster_register_min_ctas<Op>(kTpr);
+  return int64_t{kCtas} * (int64_t(kSmemBytes) + kRowCtaSmemReserve) <= kRowSmSmem
+             ? kCtas
+             : row_cluster_register_ctas_per_sm(kTpr, Op::kFullSm);
+}
+
 /// The persistent variant with kStages shared-memory stages (a kClusterRegister entry with
 /// RowConfig::stages ≥ 1; cross-entropy's forward with dx, and the loss-only kernel of its
 /// predicted training forward, whose gate is closed in training).
@@ -247,7 +277,10 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_kernel_ctas<Op, D, 
 /// CTA exits after its last exchange, when no peer writes to it any more, and after its last
 /// copy completed (every copy issued is waited on).
 template <class Op, class D, int kTpr, int kVecs, int kStages>
-__global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
+__global__ void __launch_bounds__(
+    kTpr, row_cluster_register_prefetch_min_ctas<
+              Op, kTpr, RingSmem<row_in_words<D, Op::kIn>(), kTpr, kVecs, kStages,
+                                 Op::Red::kFloats>::kBytes>())
     row_cluster_register_prefetch_kernel(const __grid_constant__ RowParams p) {
   if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
   static_assert(!Op::kColShift && !Op::kReduceCols && (Op::kCols == 0 || Op::kColsAtApply),
@@ -274,7 +307,11 @@ __global__ void __launch_bounds__(kTpr, row_cluster_register_min_ctas<Op>(kTpr))
   const int cluster_n = p.g.cluster_n;
   const int t = threadIdx.x;
   const int64_t M = p.g.rows;
-  const int64_t clusters = gridDim.x / cluster_n;
+  // The grid's clusters from the cluster register, not gridDim.x / cluster_n: that integer
+  // division's result, held across the row loop, spilled at 64 registers (cl-t256v8-s1 fwd+dx).
+  uint32_t n_clusters;
+  asm("mov.u32 %0, %%nclusterid.x;" : "=r"(n_clusters));
+  const int64_t clusters = n_clusters;
   const ClusterSlice sl = cluster_slice<kTpr, kVec>(p);
   const int rank = sl.rank, n = sl.n;
   const int64_t col_t = sl.col_t;

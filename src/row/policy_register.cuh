@@ -155,21 +155,23 @@ __device__ __forceinline__ void apply_store_by_stream(const RowParams& p,
 /// column col): for ops whose per-column vectors load at apply one output stream at a time
 /// (apply_store_by_stream), else from the unpacked values and the per-column values that
 /// cols(v) fills (row_cols_for_apply; nothing for ops without vectors) through apply_store.
-/// The register and cluster register policies' store step.
+/// The register and cluster register policies' store step; fix: apply_store's (false: the
+/// vector is outside the op's fix_mask).
 template <class Op, class D, int kVec, int kVecs, class ColsF>
 __device__ __forceinline__ void register_store_vector(const RowParams& p,
                                                       const typename Op::Row& rr,
                                                       RowInRegs<Op, D, kVecs>& xv, int j,
                                                       int64_t col,
                                                       void* const (&dst)[row_dim(Op::kOut)],
-                                                      int64_t off, ColsF&& cols) {
+                                                      int64_t off, ColsF&& cols,
+                                                      bool fix = true) {
   if constexpr (Op::kColsAtApply) {
     apply_store_by_stream<Op, D, kVec>(p, rr, xv, j, col, dst, off);
   } else {
     float x[Op::kIn][kVec], v[row_dim(Op::kCols)][kVec];
     xv.unpack_all(j, x);
     cols(v);
-    apply_store<Op, D, kVec>(p, rr, x, v, col, dst, off);
+    apply_store<Op, D, kVec>(p, rr, x, v, col, dst, off, NoAcc{}, fix);
   }
 }
 

@@ -364,7 +364,9 @@ QUACK_ROW_HD constexpr int row_ring_ctas_per_sm(const RowConfig& c) {
 
 /// CTAs per SM a cluster-register configuration is built for (its __launch_bounds__): 1024
 /// threads per SM, so at most 64 registers per thread; 768 for ops whose per-element math
-/// spills at 64 (full_sm false: cross-entropy's fwd+dx, Op::kFullSm).
+/// spills at 64 (full_sm false: cross-entropy's softcapped fwd+dx, RowClusterFullSm in
+/// policy_cluster_register.cuh; a persistent entry's stages that do not fit 1024 threads'
+/// CTAs in an SM, -s2 of the fwd+dx, keep 768 too).
 QUACK_ROW_HD constexpr int row_cluster_register_ctas_per_sm(int tpr, bool full_sm = true) {
   const int threads = full_sm ? 1024 : 768;
   return tpr >= threads ? 1 : threads / tpr;
@@ -430,8 +432,8 @@ QUACK_ROW_HD constexpr bool row_register_cols_fit(int row_regs, int col_regs, in
 ///    apply (at_apply_ok: LayerNorm's forward; of the persistent entries only the one-stage
 ///    ones, with 16-bit vectors); the packed values
 ///    within 64 registers with the slack (1024 / tpr CTAs per SM); the persistent entries
-///    (stages ≥ 1): their shared memory within 227 KB and, for 768 / tpr CTAs (the fwd+dx's
-///    __launch_bounds__: Op::kFullSm false), within an SM's 228 KB;
+///    (stages ≥ 1): their shared memory within 227 KB and, for 768 / tpr CTAs (the smallest
+///    bound: the softcapped fwd+dx's), within an SM's 228 KB;
 ///  - map: ops without a reduction (no_reduce: Op::kNoReduce), per-column vectors or column
 ///    accumulations; the packed values within 64 registers with the slack
 ///    (row_map_ctas_per_sm);

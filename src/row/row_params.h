@@ -29,7 +29,7 @@ inline constexpr int kRowMaxIn = 3;
 inline constexpr int kRowMaxOut = 2;
 inline constexpr int kRowMaxVec = 2;
 inline constexpr int kRowMaxRowIO = 4;  // cross-entropy: target, target logit, lse, dloss
-inline constexpr int kRowMaxScalars = 4;
+inline constexpr int kRowMaxScalars = 5;  // cross-entropy: ε, z scale, c, 1/c, ε/V
 inline constexpr int kRowMaxAcc = 2;
 inline constexpr int kRowMaxIScalars = 4;
 
@@ -41,7 +41,7 @@ struct RowParams {
   RowIO row_in[kRowMaxRowIO];
   RowIO row_out[kRowMaxRowIO];
   float* part[kRowMaxAcc] = {nullptr, nullptr};
-  float scalar[kRowMaxScalars] = {0.f, 0.f, 0.f, 0.f};
+  float scalar[kRowMaxScalars] = {};
   int64_t iscalar[kRowMaxIScalars] = {0, 0, 0, 0};
 };
 

@@ -537,13 +537,15 @@ __device__ __forceinline__ void store_vector_outputs(const float (&o)[row_dim(Op
 /// dtype (D) and stored with 16-byte (or, for outputs narrower than the vector's 16 bytes,
 /// 8-byte) streaming stores at element `off` of dst[s]; absent optional outputs
 /// (dst[s] == nullptr) are not stored. For ops with column accumulations, each element's terms
-/// are added into acc(k, i).
+/// are added into acc(k, i). fix false: Op::fix_vector is not called (kFixVector: the vector is
+/// outside the op's fix_mask).
 template <class Op, class D, int kVec, class AccF = NoAcc>
 __device__ __forceinline__ void apply_store(const RowParams& p, const typename Op::Row& r,
                                             const float (&x)[Op::kIn][kVec],
                                             const float (&v)[row_dim(Op::kCols)][kVec],
                                             int64_t col, void* const (&dst)[row_dim(Op::kOut)],
-                                            int64_t off, AccF&& acc = AccF{}) {
+                                            int64_t off, AccF&& acc = AccF{},
+                                            bool fix = true) {
   if constexpr (Op::kGate == RowGate::kOutputs) {  // gate closed: out_ptrs gave no pointer
     bool any = false;
 #pragma unroll
@@ -562,7 +564,9 @@ __device__ __forceinline__ void apply_store(const RowParams& p, const typename O
 #pragma unroll
     for (int s = 0; s < Op::kOut; ++s) o[s][i] = oi[s];
   }
-  if constexpr (Op::kFixVector) Op::fix_vector(p, r, x, v, col, o);
+  if constexpr (Op::kFixVector) {
+    if (fix) Op::fix_vector(p, r, x, v, col, o);
+  }
   store_vector_outputs<Op, D, kVec>(o, dst, off);
 }
 
