@@ -94,7 +94,11 @@ function(quack_gemm_instances list_files out_dir sources_var)
     #   ring slots are output 0's buffers, each C subtile overwritten in place by its output and
     #   stored from there, loads S − 1 subtiles ahead (EpiInPlace<...>, epilogue.cuh): bit-identical
     #   results; d<D> counts output 1's buffers only.
-    # (CMake's regular expressions hold at most 9 groups: diag<M>, ip, then cf, are taken off first.)
+    # - io (after a<S>[d<D>], S ≥ 2, no cf, no diag<M>; instances_ab.txt only, gemm_dgated on a
+    #   pingpong tile): ip's slots, and each warpgroup's C loads and output stores issued by an
+    #   I/O warp of the producer warpgroup (EpiIoWarp<EpiInPlace<...>>, epilogue.cuh): the
+    #   consumers only compute and write smem; bit-identical results; d<D> counts output 1's buffers.
+    # (CMake's regular expressions hold at most 9 groups: diag<M>, ip / io, then cf, are taken off first.)
     set(epi_diag "")
     set(QG_DIAGNOSTIC false)
     set(QG_C_RING false)
@@ -106,6 +110,11 @@ function(quack_gemm_instances list_files out_dir sources_var)
     set(epi_ip "")
     if(epi MATCHES "^([a-z]+:.*[0-9f])ip$")
       set(epi_ip "ip")
+      set(epi "${CMAKE_MATCH_1}")
+    endif()
+    set(epi_io "")
+    if(epi MATCHES "^([a-z]+:.*[0-9f])io$")
+      set(epi_io "io")
       set(epi "${CMAKE_MATCH_1}")
     endif()
     if(epi MATCHES "^([a-z]+:.*[0-9])cf$")
@@ -261,6 +270,14 @@ function(quack_gemm_instances list_files out_dir sources_var)
       endif()
       set(QG_TILE "sm90::EpiInPlace<${QG_TILE}>")
       set(tile_name "${tile_name}ip")
+    endif()
+    if(NOT epi_io STREQUAL "")
+      if(NOT QG_CANDIDATE OR epi_split_s STREQUAL "" OR epi_split_s LESS 2 OR NOT epi STREQUAL "dgated"
+         OR NOT epi_diag STREQUAL "" OR NOT epi_cf STREQUAL "" OR NOT schedule STREQUAL "pingpong")
+        message(FATAL_ERROR "${where}: io (an I/O warp per warpgroup, C's ring slots become output 0's buffers) is for instances_ab.txt's pingpong dgated after a<S>[d<D>], S >= 2, without cf or diag<M>")
+      endif()
+      set(QG_TILE "sm90::EpiIoWarp<sm90::EpiInPlace<${QG_TILE}>>")
+      set(tile_name "${tile_name}io")
     endif()
     if(NOT epi_diag STREQUAL "")
       if(NOT QG_CANDIDATE OR epi_split STREQUAL "")

@@ -184,6 +184,27 @@ template <class T, class = void>
 struct TileEpiInPlace : std::false_type {};  // production: C and D in buffers of their own
 template <class T>
 struct TileEpiInPlace<T, std::void_t<decltype(T::kEpiInPlace)>> : std::bool_constant<T::kEpiInPlace> {};
+/// Tile configuration Base (in place: EpiInPlace<EpiCAhead<..., S, D>>, pingpong) whose epilogue
+/// I/O goes through one warp per group of the producer warpgroup (warps 1 and 2, idle otherwise):
+/// the I/O warp issues the group's C loads into the ring's slots and the TMA stores of its
+/// outputs, and drains the stores; the consumers only wait for a slot's C, compute, write the
+/// outputs into smem and signal (no named barrier, no store drain, no TMA issue in their chain).
+/// The I/O warp walks the group's tiles as its consumers do, so C loads of a tile's subtiles run
+/// up to S ahead of its stores, across the mainloop of the group's next tile. mbarriers per
+/// group: c_full[S] (the slot's C landed: 1 arrival + TMA bytes), d_full[S] (the slot's output 0
+/// and the subtile's output 1 written and fenced for the async proxy: one arrival per consumer
+/// warp), d1_free[D] (output 1's buffer read by its store: 1 arrival). Launches the I/O warp
+/// cannot serve (C or an output TMA cannot address, a row tail stored by plain stores) run the
+/// in-place epilogue of EpiInPlace with the I/O warp idle. Bit-identical results (same values,
+/// same conversion, same addresses): instances_ab.txt, tile suffix io (docs/data/run-AK_dgated_budget.md, a3d2io).
+template <class Base>
+struct EpiIoWarp : Base {
+  static constexpr bool kEpiIoWarp = true;
+};
+template <class T, class = void>
+struct TileEpiIoWarp : std::false_type {};  // production: the consumers issue their own I/O
+template <class T>
+struct TileEpiIoWarp<T, std::void_t<decltype(T::kEpiIoWarp)>> : std::bool_constant<T::kEpiIoWarp> {};
 /// Tile configuration Base (with 16-bit subtiles of 128 columns: EpiSubtile<..., 128>) whose
 /// subtile buffers are row-major without swizzle, so each subtile is one TMA box of 256-byte rows
 /// (instances_ab.txt, epilogue column "<epilogue>:e128u", tile suffix e128u; issue 16's A/B of
@@ -217,6 +238,7 @@ struct CollectiveEpilogue {
   static constexpr bool kReadsC = kDiag != 1 && kDiag != 3 && kDiag != 4;
   static constexpr bool kCf = TileEpiCf<Tile>::value;     // EpiCf: the conflict-free order (A/B)
   static constexpr bool kInPlace = TileEpiInPlace<Tile>::value;  // EpiInPlace: C's slot becomes D's (A/B)
+  static constexpr bool kIo = TileEpiIoWarp<Tile>::value;  // EpiIoWarp: an I/O warp per group (A/B)
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
   // Subtile: the tile's (EpiM, EpiN), but 32 columns wide where the tile's are 64 (pingpong, BM
@@ -348,6 +370,8 @@ struct CollectiveEpilogue {
   // Shared memory of the buffers (all groups): what the mainloop's stages must leave free.
   static constexpr int kSmemBytes = kSmemOut + (kCInD ? 0 : kEpiGroups * kStagesC * int(kCBytes));
   static_assert(!kInPlace || cosize_v<SmemLayoutC> == cosize_v<SmemLayoutD>, "in place: C's slots are D's buffers");
+  static_assert(!kIo || (kInPlace && Tile::kPingpong && !kCf && !VisitorPrefetch<Op>::value && kOutputs == 2),
+                "EpiIoWarp: in place, pingpong (one I/O warp per warpgroup), fragment order, two outputs");
 
   // Shared memory: D, then C and D1 where present (empty bases take no space), each 1024-byte
   // aligned with sizes multiples of 1024.
@@ -363,7 +387,12 @@ struct CollectiveEpilogue {
   struct NoC {};
   struct NoD1 {};
   struct TensorStorage : StorageD, conditional_t<kCInD, NoC, StorageC>, conditional_t<kOutputs == 2, StorageD1, NoD1> {};
-  struct BarrierStorage {
+  struct IoBarriers {
+    uint64_t d_full[kEpiGroups][kStagesC];   // the slot's outputs written (one arrival per consumer warp)
+    uint64_t d1_free[kEpiGroups][EpiStagesD];  // output 1's buffer read by its store (1 arrival)
+  };
+  struct NoIoBarriers {};
+  struct BarrierStorage : conditional_t<kIo, IoBarriers, NoIoBarriers> {
     alignas(8) uint64_t c_full[kEpiGroups][kCBarriers];  // per group: C's buffer (kCAhead: each of the ring)
   };
 
@@ -446,6 +475,13 @@ struct CollectiveEpilogue {
     if (leader)
       for (int g = 0; g < kEpiGroups; ++g)
         for (int s = 0; s < kCBarriers; ++s) cutlass::arch::ClusterTransactionBarrier::init(&bs.c_full[g][s], 1);
+    if constexpr (kIo) {
+      if (leader)
+        for (int g = 0; g < kEpiGroups; ++g) {
+          for (int s = 0; s < kStagesC; ++s) cutlass::arch::ClusterBarrier::init(&bs.d_full[g][s], kEpiThreads / 32);
+          for (int s = 0; s < EpiStagesD; ++s) cutlass::arch::ClusterBarrier::init(&bs.d1_free[g][s], 1);
+        }
+    }
   }
 
   /// Stores the (EpiM, EpiN) subtile staged in `buf` (one buffer stage) at out(m0.., n0..) of
@@ -568,6 +604,8 @@ struct CollectiveEpilogue {
   /// (etid 0) issues; nothing otherwise.
   template <class P>
   CUTE_DEVICE void prefetch_c(P const& p, int M, int N, int L, int m_blk, int n_blk, int l) const {
+    if constexpr (kIo)
+      if (io_on(p)) return;  // the I/O warp loads C (io_loop)
     if constexpr (kCAhead) {
       if (etid == 0 && c_via_tma(p)) {
 #pragma unroll 1
@@ -584,6 +622,12 @@ struct CollectiveEpilogue {
     static_assert(decltype(size<0>(acc))::value == kFrg * (Tile::BN / EpiN) &&
                       decltype(size<1>(acc))::value == Tile::BM / EpiM && decltype(size<2>(acc))::value == 1,
                   "the accumulator holds BN / EpiN subtiles' fragments along its first mode, one per EpiM rows");
+    if constexpr (kIo) {
+      if (io_on(p)) {
+        store_tile_io(p, acc, M, N, m_blk, n_blk, l);
+        return;
+      }
+    }
     ElementC* const c_smem = c_buffers();
     ElementD* const d_smem = ts.D[grp].begin();
     Tensor sC = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(c_smem), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
@@ -789,6 +833,179 @@ struct CollectiveEpilogue {
         sub_count = (sub_count + 1) % kSubCountWrap;
       }
     }
+  }
+
+  // ---- EpiIoWarp: the I/O warp of each group and its consumers' side ----
+
+  /// Whether this launch's I/O goes through the I/O warps: C and both outputs by TMA, no row
+  /// tail stored by plain stores (the same for every thread of the launch). Otherwise the
+  /// consumers run the in-place epilogue and the I/O warps stay idle.
+  template <class P>
+  CUTE_HOST_DEVICE static bool io_on(P const& p) {
+    return kIo && !p.c_plain && !p.d_plain && !p.tail_manual;
+  }
+
+  /// The consumers' side of store_tile with an I/O warp (io_on): per valid subtile, in the I/O
+  /// warp's order (running count n = sub_count), wait for C in slot n % S, run the visitor, wait
+  /// for output 1's buffer n % D to be read by its last store, write output 0 over C in the
+  /// slot (each thread at the addresses it read) and output 1 into its buffer, then signal the
+  /// I/O warp: the proxy fence orders this thread's writes before the TMA store, and one lane
+  /// per warp arrives once the whole warp has written (__syncwarp).
+  template <class P, class Acc>
+  CUTE_DEVICE void store_tile_io(P const& p, Acc const& acc, int M, int N, int m_blk, int n_blk, int l) {
+    ElementD* const slots = ts.D[grp].begin();
+    bool const store_d = p.store_d, store_d1 = p.store_d1;
+    CUTE_UNROLL
+    for (int epi_m = 0; epi_m < Tile::BM / EpiM; ++epi_m) {
+      int const m0 = m_blk * Tile::BM + epi_m * EpiM;
+      CUTE_UNROLL
+      for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n) {
+        int const n0 = n_blk * Tile::BN + epi_n * EpiN;
+        if (n0 >= N || m0 >= M) continue;  // not one of the I/O warp's valid subtiles
+        int const slot = sub_count % kStagesC, d1_buf = sub_count % EpiStagesD;
+        uint32_t const c_phase = uint32_t(sub_count / kStagesC) & 1u;
+        // Use u = count / D of output 1's buffer waits for its u-th release (phase u − 1
+        // complete); use 0 passes at once (parity 1 of a fresh barrier). Parity alone suffices:
+        // the c_full wait comes first, and the I/O warp loads C of count n only after releasing
+        // the buffer of count n − 3's store (so at least u − 1 releases are in), and it cannot
+        // release this use before this subtile's d_full arrival.
+        uint32_t const d1_phase = (uint32_t(sub_count / EpiStagesD) & 1u) ^ 1u;
+        cutlass::Array<float, kFrg> x;
+        CUTE_UNROLL
+        for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
+        cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][slot], c_phase);
+        cutlass::Array<ElementC, kFrg> c;
+        load_subtile<EpiN, EpiM, kUnswizzled>(c, slots + slot * kSubtile, etid);
+        cutlass::Array<float, kFrg> const cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
+        cutlass::Array<float, kFrg> out[kOutputs];
+        op(out, x, &cf, SubtileCoord{m0, n0, etid, l});
+        cutlass::Array<ElementD, kFrg> const d = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(out[0]);
+        cutlass::Array<ElementD1, kFrg> const d1 = cutlass::NumericArrayConverter<ElementD1, float, kFrg>{}(out[1]);
+        cutlass::arch::ClusterBarrier::wait(&bs.d1_free[grp][d1_buf], d1_phase);
+        if (store_d) store_subtile<EpiN, EpiM, kUnswizzled>(d, slots + slot * kSubtile, etid);
+        if (store_d1) {
+          if constexpr (kD1Div == 2)
+            store_half_subtile<EpiN1>(d1, ts.D1[grp].begin() + d1_buf * kSubtile1, etid);
+          else
+            store_subtile<EpiN>(d1, ts.D1[grp].begin() + d1_buf * kSubtile, etid);
+        }
+        cutlass::arch::fence_view_async_shared();  // this thread's smem writes visible to the TMA unit
+        __syncwarp();
+        if (etid % 32 == 0) cutlass::arch::ClusterBarrier::arrive(&bs.d_full[grp][slot]);
+        sub_count = (sub_count + 1) % kSubCountWrap;
+      }
+    }
+  }
+
+  /// The valid subtiles (vm along M, vn along N) of tile (m_blk, n_blk) inside (M, N), in
+  /// store_tile's order (row-major): 0 for a tile wholly outside (a 2x1 cluster's second CTA past M).
+  CUTE_DEVICE static void valid_subtiles(int M, int N, int m_blk, int n_blk, int& vm, int& vn) {
+    constexpr int kEpiMs = Tile::BM / EpiM, kEpiNs = Tile::BN / EpiN;
+    int const rows = M - m_blk * Tile::BM, cols = N - n_blk * Tile::BN;
+    vm = rows <= 0 ? 0 : rows >= Tile::BM ? kEpiMs : (rows + EpiM - 1) / EpiM;
+    vn = cols <= 0 ? 0 : cols >= Tile::BN ? kEpiNs : (cols + EpiN - 1) / EpiN;
+  }
+
+  /// I/O warp, issuing lane: the TMA load of C's subtile (em, en) of tile (m_blk, n_blk) into
+  /// slot `slot` of group grp, on its c_full barrier.
+  template <class P>
+  CUTE_DEVICE static void io_load_c(P const& p, TensorStorage& ts, BarrierStorage& bs, int grp, int M, int N, int L,
+                                    int m_blk, int n_blk, int l, int em, int en, int slot) {
+    Tensor sC = as_position_independent_swizzle_tensor(
+        make_tensor(make_smem_ptr(reinterpret_cast<ElementC*>(ts.D[grp].begin())), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
+    auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
+    Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N,PIPE_C)
+    Tensor mC = p.tma_c.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
+    Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
+                            EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+    Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp][slot], kCBytes);
+    copy(p.tma_c.with(bs.c_full[grp][slot]), bGS_gC(_, _, _, em, en), bGS_sC(_, _, _, slot));
+  }
+
+  /// I/O warp, issuing lane: the TMA stores of subtile (em, en): output 0 from slot `slot`,
+  /// output 1 from its buffer d1_buf (each if stored).
+  template <class P>
+  CUTE_DEVICE static void io_store(P const& p, TensorStorage& ts, int grp, int M, int N, int L, int m_blk, int n_blk,
+                                   int l, int em, int en, int slot, int d1_buf) {
+    if (p.store_d) {
+      Tensor sD = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(ts.D[grp].begin()), SmemLayoutD{}));
+      auto tma_d_blk = p.tma_d.get_slice(Int<0>{});
+      Tensor bSG_sD = tma_d_blk.partition_S(sD);  // (TMA,TMA_M,TMA_N,PIPE_D)
+      Tensor mD = p.tma_d.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
+      Tensor gD = flat_divide(local_tile(mD(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
+                              EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+      Tensor bSG_gD = tma_d_blk.partition_D(gD);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+      copy(p.tma_d, bSG_sD(_, _, _, slot), bSG_gD(_, _, _, em, en));
+    }
+    if (p.store_d1) {
+      Tensor sD1 = as_position_independent_swizzle_tensor(
+          make_tensor(make_smem_ptr(ts.D1[grp].begin()), SmemLayoutD1{}));  // (EpiM,EpiN1,PIPE_D)
+      auto tma_blk = p.tma_d1.get_slice(Int<0>{});
+      Tensor bSG_sD1 = tma_blk.partition_S(sD1);  // (TMA,TMA_M,TMA_N,PIPE_D)
+      Tensor mD1 = p.tma_d1.get_tma_tensor(make_shape(M, N / kD1Div, L));  // (M,N1,L)
+      Tensor gD1 = flat_divide(
+          local_tile(mD1(_, _, l), Shape<Int<Tile::BM>, Int<Tile::BN / kD1Div>>{}, make_coord(m_blk, n_blk)),
+          EpiTile1{});  // (EpiM,EpiN1,EPI_M,EPI_N)
+      Tensor bSG_gD1 = tma_blk.partition_D(gD1);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+      copy(p.tma_d1, bSG_sD1(_, _, _, d1_buf), bSG_gD1(_, _, _, em, en));
+    }
+  }
+
+  /// The I/O warp of group grp (the whole warp calls it; lane 0 issues every TMA operation, as
+  /// bulk groups belong to the issuing thread). It walks the group's tiles (next_tile(seq, m_blk,
+  /// n_blk, l): false past the last; seq = grp, grp + kEpiGroups, ..., as the consumers) and their
+  /// valid subtiles in store_tile's order, with running counts of C loads issued, of subtiles
+  /// stored, and of stores known to have read their smem (`freed`). The load of count n takes
+  /// slot n % S once the store of count n − S has read it (n < freed + S), so loads run up to S
+  /// ahead of the stores, into the group's next tile. Per subtile: wait d_full, issue the stores,
+  /// commit one bulk group, then wait until at most one group is pending (the previous subtile's
+  /// stores have read the slot and output 1's buffer) and release output 1's buffer. At a tile's
+  /// end every store is drained, so the next tile's first S loads go out at once, under the
+  /// group's next mainloop. No cycle: a load waits only on earlier stores, a store on the
+  /// consumers' subtile, whose C load was issued before the I/O warp waited for it.
+  template <class P, class NextTile>
+  CUTE_DEVICE static void io_loop(P const& p, TensorStorage& ts, BarrierStorage& bs, int grp, int M, int N, int L,
+                                  NextTile&& next_tile) {
+    bool const issuer = (threadIdx.x % 32) == 0;
+    uint32_t loads = 0, stores = 0, freed = 0;
+    // Releases output 1's buffer of the store of count `freed` once its group has read smem.
+    auto release = [&](bool all) {
+      if (issuer) {
+        if (all)
+          tma_store_wait<0>();
+        else
+          tma_store_wait<1>();
+        cutlass::arch::ClusterBarrier::arrive(&bs.d1_free[grp][freed % EpiStagesD]);
+      }
+      ++freed;
+    };
+#pragma unroll 1
+    for (uint32_t seq = uint32_t(grp);; seq += kEpiGroups) {
+      int m_blk, n_blk, l;
+      if (!next_tile(seq, m_blk, n_blk, l)) break;
+      int vm, vn;
+      valid_subtiles(M, N, m_blk, n_blk, vm, vn);
+      int const count = vm * vn;
+      int next_load = 0;  // the tile's next subtile to load
+#pragma unroll 1
+      for (int j = 0; j < count; ++j) {
+#pragma unroll 1
+        for (; next_load < count && loads < freed + kStagesC; ++next_load, ++loads)
+          if (issuer)
+            io_load_c(p, ts, bs, grp, M, N, L, m_blk, n_blk, l, next_load / vn, next_load % vn, int(loads % kStagesC));
+        cutlass::arch::ClusterBarrier::wait(&bs.d_full[grp][stores % kStagesC], (stores / kStagesC) & 1u);
+        if (issuer) {
+          io_store(p, ts, grp, M, N, L, m_blk, n_blk, l, j / vn, j % vn, int(stores % kStagesC),
+                   int(stores % EpiStagesD));
+          tma_store_arrive();
+        }
+        ++stores;
+        if (stores >= 2 && freed < stores - 1) release(false);
+      }
+      if (freed < stores) release(true);
+    }
+    if (issuer) tma_store_wait<0>();  // smem must outlive the last stores
   }
 
   /// Waits until the last TMA stores have read shared memory (before the CTA exits).

@@ -11,8 +11,9 @@
 //
 // Threads → work: 384 threads = 3 warpgroups (256 = 2 with BM = 64). WG0 is the producer: one
 //   elected thread of warp 0 runs the mainloop's loads, and the warpgroup keeps 40 registers
-//   (setmaxnreg). WG1 and WG2 are the consumers (232 registers each), in one of two modes
-//   (Tile::kPingpong):
+//   (setmaxnreg); with an I/O warp epilogue (EpiIoWarp, A/B) warps 1 and 2 issue the C loads and
+//   output stores of pingpong group 0 and 1. WG1 and WG2 are the consumers (232 registers each),
+//   in one of two modes (Tile::kPingpong):
 //   - cooperative: they split the BM x BN tile along M (BM / 2 rows each: one 64xBNx16 WGMMA atom
 //     per warpgroup and k-step, twice along M for BM = 256) and run its epilogue together (256
 //     threads); a BM = 64 tile has one consumer warpgroup (256 threads in all, no register
@@ -118,7 +119,10 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
   int64_t const cluster_stride = gridDim.x / Tile::kClusterSize;
   WorkQueue<Tile::WorkRingT::kStages> const queue{&ss.work, p.tile_counter, num_work, cluster_id, cluster_stride,
                                                   cta_rank, Tile::kClusterSize};
-  queue.init(warp_idx == 2 && lane_pred, Tile::kWorkReaders);
+  int work_readers = Tile::kWorkReaders;
+  if constexpr (Epilogue::kIo)  // each group's I/O warp reads its tiles too (EpiIoWarp)
+    if (Epilogue::io_on(p.epilogue)) work_readers += 1;
+  queue.init(warp_idx == 2 && lane_pred, work_readers);
   cutlass::arch::fence_barrier_init();
   cute::cluster_arrive_relaxed();  // the peer's barriers exist before any multicast or remote arrive
   cute::cluster_wait();
@@ -153,6 +157,22 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
         Mainloop::load(p.mainloop, load_in, pipeline, write, m_blk, n_blk, l, k_begin, k_count);
       }
       pipeline.producer_tail(write);  // stay until every stage this CTA filled (and multicast) is released
+    }
+    if constexpr (Epilogue::kIo) {
+      // Warps 1 and 2, idle otherwise, are group 0's and group 1's I/O warps (EpiIoWarp): they
+      // walk their group's tiles as its consumers do and issue its C loads and output stores.
+      if ((warp_idx == 1 || warp_idx == 2) && Epilogue::io_on(p.epilogue)) {
+        auto next_tile = [&](uint32_t seq, int& m_blk, int& n_blk, int& l) {
+          int64_t const w = queue.consumer_get(seq);
+          if (w >= num_work) return false;
+          TileCoord const t = p.sched.tile(w);
+          l = int(t.batch);
+          m_blk = int(t.m) * Tile::kClusterM + rank_m;
+          n_blk = int(t.n) * Tile::kClusterN + rank_n;
+          return true;
+        };
+        Epilogue::io_loop(p.epilogue, ss.epilogue, ss.epi, warp_idx - 1, p.M, p.N, p.L, next_tile);
+      }
     }
   } else {
     // ---------------- consumers (1 or 2 warpgroups: cooperative or pingpong) ----------------

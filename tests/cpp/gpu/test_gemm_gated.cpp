@@ -492,6 +492,14 @@ TEST_F(GemmDGatedAbTiles, EveryCandidateTile) {
     run_case(mk(3900, 2500, 64, Activation::kSwiglu, true));
     run_case(with(mk(3900, 2500, 200, Activation::kGeglu, true), [](GatedCase& c) { c.store_postact = false; }));
     run_case(with(mk(1000, 1500, 40, Activation::kSwigluOai, true), [](GatedCase& c) { c.L = 3; }));
+    // Rows of 16-byte multiples (preact, dpreact and postact by TMA: an I/O warp tile, io, runs
+    // its I/O warps only then): an odd count of m tiles (the 2x1 cluster's empty second CTA),
+    // partial tiles along M and N, K of one k-block, batches.
+    run_case(mk(3900, 1504, 64, Activation::kSwiglu, true));
+    run_case(with(mk(1000, 1504, 40, Activation::kGeglu, true), [](GatedCase& c) {
+      c.L = 3;
+      c.store_postact = false;
+    }));
     run_case(tight(mk(127, 125, 63, Activation::kGeglu, true)));
     run_case(tight(mk(300, 501, 256, Activation::kSwiglu, true)));
     run_case(tight(mk(129, 501, 1001, Activation::kSwiglu, true), 2));

@@ -125,6 +125,9 @@ using PingpongDGatedA0 = CollectiveEpilogue<PingpongA0Tile, DGatedEpilogue<bf16>
 // a3d2ip (EpiInPlace): 3 preact slots that become dpreact's buffers, 2 postact buffers.
 using PingpongA3D2IpTile = EpiInPlace<EpiCAhead<PingpongTile, 3, 2>>;
 using PingpongDGatedA3D2Ip = CollectiveEpilogue<PingpongA3D2IpTile, DGatedEpilogue<bf16>, float, void, bf16>;
+// a3d2io (EpiIoWarp): a3d2ip's buffers, the I/O issued by one warp per warpgroup.
+using PingpongA3D2IoTile = EpiIoWarp<EpiInPlace<EpiCAhead<PingpongTile, 3, 2>>>;
+using PingpongDGatedA3D2Io = CollectiveEpilogue<PingpongA3D2IoTile, DGatedEpilogue<bf16>, float, void, bf16>;
 // Subtiles as wide as a 128-column tile (instances_ab.txt's e128: rows of 256 bytes in two SW128
 // column blocks): 256x128 cooperative (128 x 128) and 128x128 pingpong (64 x 128).
 using Bm256E128Tile = EpiSubtile<Bm256Tile, 128>;
@@ -196,6 +199,25 @@ TEST(GemmEpilogueLayout, DGatedInPlaceRingKeepsTheStages) {
   EXPECT_FALSE(PingpongDGatedA1D2::kInPlace);
   EXPECT_EQ(PingpongDGatedA1D2::kCAheadDist, 1);
   EXPECT_EQ(PingpongDGatedA1D2::kStagesDBuffers, PingpongDGatedA1D2::EpiStagesD);
+}
+
+// a3d2io: a3d2ip's buffers and mainloop stages; its barriers per warpgroup are 3 c_full, 3
+// d_full and 2 d1_free mbarriers beside the 2 KB the stage count leaves for them.
+TEST(GemmEpilogueLayout, DGatedIoWarpKeepsTheInPlaceBuffers) {
+  using E = PingpongDGatedA3D2Io;
+  EXPECT_TRUE(E::kIo);
+  EXPECT_TRUE(E::kInPlace);
+  EXPECT_FALSE(PingpongDGatedA3D2Ip::kIo);
+  EXPECT_FALSE(PingpongDGatedA1D2::kIo);
+  EXPECT_EQ(E::kStagesC, 3);
+  EXPECT_EQ(E::EpiStagesD, 2);
+  EXPECT_EQ(E::kSmemBytes, PingpongDGatedA3D2Ip::kSmemBytes);
+  EXPECT_EQ((GemmKernel<PingpongA3D2IoTile, E>::Stages), 5);
+  EXPECT_EQ(sizeof(E::BarrierStorage), size_t(8 * 2 * (3 + 3 + 2)));
+  EXPECT_EQ(sizeof(PingpongDGatedA3D2Ip::BarrierStorage), size_t(8 * 2 * 3));  // no I/O barriers without io
+  EXPECT_EQ(E::kSubCountWrap % (2 * E::kStagesC), 0);  // the slot's c_full phase
+  EXPECT_EQ(E::kSubCountWrap % (2 * E::EpiStagesD), 0);  // output 1's d1_free phase
+  EXPECT_LE(sizeof(GemmKernel<PingpongA3D2IoTile, E>::SharedStorage), size_t(PingpongTile::kMaxSmem));
 }
 
 // In place, each thread overwrites the words it read (load_subtile and store_subtile of 32-bit

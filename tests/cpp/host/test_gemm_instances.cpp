@@ -68,7 +68,14 @@ std::string split_suffix(const GemmInstance& i) {
       split.resize(split.size() - 5);
     }
     // ip: C's ring slots are output 0's buffers (gemm_dgated A/B candidates, after cf; a ring of
-    // at least 2; never with diag<M>)
+    // at least 2; never with diag<M>); io: the same with an I/O warp per pingpong warpgroup
+    // (never with cf or diag<M>)
+    if (split.size() > 2 && split.compare(split.size() - 2, 2, "io") == 0) {
+      if (!i.candidate || i.epilogue != GemmEpilogue::kDGated || diag || !i.pingpong) return "?";
+      split.resize(split.size() - 2);
+      if (split.size() < 2 || !digit(split[1]) || split[1] < '2') return "?";
+      if (split.size() > 2 && split.compare(split.size() - 2, 2, "cf") == 0) return "?";
+    }
     if (split.size() > 2 && split.compare(split.size() - 2, 2, "ip") == 0) {
       if (!i.candidate || i.epilogue != GemmEpilogue::kDGated || diag) return "?";
       split.resize(split.size() - 2);
