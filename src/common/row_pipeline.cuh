@@ -131,6 +131,9 @@ struct RowPipeline {
       cuda::ptx::mbarrier_arrive(&full[stage]);
       return;
     }
+    // The stage's earlier reads (generic proxy, every thread's, before the caller's barrier)
+    // ordered before the copy engine's writes (async proxy): PTX ISA, "Proxies".
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
     uint32_t total = 0;  // a stream with elt_bytes 0 is absent
 #pragma unroll
     for (int s = 0; s < kStreams; ++s) total += uint32_t(n * elt_bytes[s]);

@@ -84,12 +84,15 @@ __device__ __forceinline__ unsigned char* row_stage_stream(unsigned char* stage,
 /// Thread 0: the bulk copies of a CTA's slice of `row` (slice_vecs vectors from column col0)
 /// of the present input streams into the stage at `stage`, completing on mbarrier `full`
 /// (present_words 16-byte words per vector over the present streams); an empty slice arrives
-/// without bytes.
+/// without bytes. Called after a CTA barrier that follows every thread's reads of the stage:
+/// the proxy fence orders those generic-proxy reads before the copy engine's writes (the
+/// async proxy; PTX ISA, "Proxies": ordering across proxies needs a proxy fence).
 template <class D, int kIn, int kChunk>
 __device__ __forceinline__ void row_stage_issue(const RowParams& p, unsigned char* stage,
                                                 uint64_t* full, int64_t row, int64_t col0,
                                                 int slice_vecs, const bool (&present)[kIn],
                                                 uint32_t present_words) {
+  cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
   if (slice_vecs == 0) {  // ≥ 0
     cuda::ptx::mbarrier_arrive(full);
     return;
