@@ -1,0 +1,29 @@
+# Run AO's items (main after run AN: e128 in the rule, ce-lean, the row refills' proxy fence).
+# Calls (docs/status.md, "Next device calls"):
+#   1 (cold): AB_INSTANCES=ON BUDGET=590 TEST_TMO=200 TESTS='*Softmax*-*Large* *Ce*-*Large*
+#     *LayerNorm*-*Large* *RmsNorm*-*Large* Gemm.* *GemmCases*' PYFILES='test_gemm
+#     test_cross_entropy' ITEMS=scripts/device/ao_items.sh bash scripts/device/call_focus.sh
+#   2 (warm): QUACK_DEMO_COMMIT=<main's short hash> DEMO_TMO=450 BUDGET=580
+#     ITEMS=scripts/device/ao_items.sh bash scripts/device/call_demo.sh
+QB=build/d/bench/quack-bench
+# The proxy fence before each stage refill (row_stage_issue, RowPipeline::issue): one
+# fence.proxy.async in the issuing thread per refill, a row time >= ~2 us. Predicted kernel-only
+# within +-1 % of AN1 on each policy that refills (docs/data/run-AN1_items.txt): cluster register
+# -s1, CE bf16 fwd+bwd 1.204 / 2.410 / 2.458 ms; ring, CE fp32 16384 x 65536 fwd+bwd 2.584 and
+# recompute 2.318; staged, LayerNorm bwd planned (staged-v4-ra) 3.928 / 3.510 ms at 8192 x 262144
+# / 16384 x 131072. Beyond +2 % on any: the fence goes to the refills that follow a read in the
+# same iteration only, or to every thread before the barrier (CUTLASS's order for stores).
+run fence_ce 150 bash -c "$QB cross-entropy --dtype bf16 --dir fwdbwd --shapes 16384x65536,16384x131072,8192x262144; $QB cross-entropy --dtype fp32 --dir fwdbwd --shapes 16384x65536"
+run fence_ln 90 $QB layernorm --wdtype x --bias 1 --dir bwd --shapes 8192x262144,16384x131072 --ms 150
+# The race the fence closes: the softmax -s1 config test failed in 3 of 14 runs without it
+# (AN1, AN4), 0 of 14 with it. Ten more runs here (~25 s each).
+run race_sm1 300 build/d/tests/cpp/quack_gpu_tests --gtest_filter='All/SoftmaxConfigs.MatchesReference/cl_t256v8_s1_fwd' --gtest_repeat=10
+# Issue 16's whole set by the acceptance method (burst) with e128 in the rule: predicted
+# 8192 x 8192 x 128 from 0.79 to 0.90-0.93 x cuBLAS (AM1 forced: 0.91 kernel-only, 0.923 burst
+# x max), the K >= 1024 shapes on 128x128pp 1-3 % up (AN1), the rest unchanged.
+run gemm_set 330 python3 bench/bench_gemm.py --methods burst --burst-rounds 2 --out $R/gemm_set.jsonl
+# Issue 17: the a3d2io tile at K <= 2048 beyond AN2's one shape (0.764 against a1d2's 0.834
+# ms at 16384 x 5632 x 2048). Predicted 5-9 % ahead at K = 1024 / 2048, a1d2 ahead by 1-3 % at
+# K = 4096. If so, the rule takes a3d2io at K <= 2048 (a default instance and a K test in the
+# dgated tile choice).
+run dgated_k 240 python3 bench/bench_gemm_fused.py --ops dgated --acts swiglu --impls ours --methods burst --burst-rounds 2 --shapes 16384x5632x1024,8192x14336x2048,16384x14336x2048,8192x5632x4096 --tiles 128x128ppa1d2,128x128ppa3d2io --plain-tile 128x128pp --out $R/dgated_k.jsonl
