@@ -27,11 +27,12 @@ using quack_py::to_stream;
 
 quack::Activation to_activation(const std::string& name, const char* fn) {
   quack::Activation a;
-  if (!quack::activation_from_name(name.c_str(), &a))
-    throw quack::InvalidArgument(std::string(fn) + ": activation is '" + name +
-                                 "', expected one of identity (or none), relu, relu_sq, gelu_tanh_approx, silu, tanh, "
-                                 "swiglu, swiglu_oai, reglu, geglu, glu");
-  return a;
+  if (quack::activation_from_name(name.c_str(), &a)) return a;
+  std::string names;  // every value of quack::Activation, in order
+  for (int v = 0; quack::is_activation(static_cast<quack::Activation>(v)); ++v)
+    names += (v ? ", " : "") + std::string(quack::activation_name(static_cast<quack::Activation>(v))) +
+             (v == 0 ? " (or none)" : "");
+  throw quack::InvalidArgument(std::string(fn) + ": activation is '" + name + "', expected one of " + names);
 }
 
 constexpr const char* kStreamKDoc =

@@ -690,7 +690,7 @@ struct MnArg {
 // activation_name, is_activation, is_gated and activation_from_name read only this. A new
 // activation is the enum's next value and one entry in that list; its formulas go to
 // src/gemm/activation.cuh, its name to python/quack_cpp/gemm_act_ops.py (ACTIVATIONS or
-// GATED_ACTIVATIONS, with a torch reference) and bind_gemm_act.cpp's message.
+// GATED_ACTIVATIONS, with a torch reference; test_activation_lists.py checks the names).
 struct ActivationInfo {
   Activation value;
   const char* name;
@@ -718,6 +718,14 @@ const ActivationInfo* activation_info(Activation a) {
 }
 
 bool is_activation(Activation a) { return activation_info(a) != nullptr; }
+
+// kActivations' names of one kind, comma-separated (the error messages' lists).
+std::string activation_names(bool gated) {
+  std::string s;
+  for (const ActivationInfo& a : kActivations)
+    if (a.gated == gated) s += (s.empty() ? "" : ", ") + std::string(a.name);
+  return s;
+}
 
 // True when the byte spans of a and b intersect (both present, non-empty).
 bool spans_overlap(const TensorRef& a, const TensorRef& b) {
@@ -847,13 +855,13 @@ void check_activation(const ArgCheck& chk, Activation a) {
   if (!is_activation(a) || is_gated(a))
     chk.fail("activation is " + (is_activation(a) ? std::string(activation_name(a)) + " (gated: gemm_gated computes it)"
                                                    : str(static_cast<int>(a))) +
-             ", expected one of identity, relu, relu_sq, gelu_tanh_approx, silu, tanh (quack::Activation)");
+             ", expected one of " + activation_names(false) + " (quack::Activation)");
 }
 
 void check_gated_activation(const ArgCheck& chk, Activation a) {
   if (!is_activation(a) || !is_gated(a))
     chk.fail("activation is " + (is_activation(a) ? std::string(activation_name(a)) : str(static_cast<int>(a))) +
-             ", expected a gated one: swiglu, swiglu_oai, reglu, geglu, glu (quack::Activation)");
+             ", expected a gated one: " + activation_names(true) + " (quack::Activation)");
 }
 
 // An output dtype: a's dtype or float32 (as gemm's d).
@@ -1127,7 +1135,7 @@ void run_plan(const Plan& plan, bool tuned, void* workspace, cudaStream_t stream
   GemmProblem p = plan.p;
   detail::DeviceGuard guard(p.device);
   if (p.k == 0) {
-    detail::gemm_fill_k0(p, stream);
+    detail::gemm_fill_k0(p, plan.fn, stream);
     return;
   }
   apply_raster_env(p);

@@ -102,29 +102,15 @@ __global__ void gemm_fill_kernel(const GemmProblem p) {
   }
 }
 
-const char* api_name(GemmEpilogue e) {
-  switch (e) {
-    case GemmEpilogue::kLinComb:
-    case GemmEpilogue::kBias: return "gemm";
-    case GemmEpilogue::kAct: return "gemm_act";
-    case GemmEpilogue::kDAct: return "gemm_dact";
-    case GemmEpilogue::kGated:
-    case GemmEpilogue::kGatedConcat: return "gemm_gated";
-    case GemmEpilogue::kDGated: return "gemm_dgated";
-    case GemmEpilogue::kRotary: return "gemm_rotary";
-  }
-  return "gemm";
-}
-
 }  // namespace
 
-void gemm_fill_k0(const GemmProblem& p, cudaStream_t stream) {
+void gemm_fill_k0(const GemmProblem& p, const char* fn, cudaStream_t stream) {
   const bool pairs = p.epilogue == GemmEpilogue::kGated || p.epilogue == GemmEpilogue::kGatedConcat;
   const int64_t total = int64_t(p.l) * p.m * (pairs ? p.n / 2 : p.n);
   if (total == 0) return;
   const int block = 256;
   const int64_t grid = std::min<int64_t>((total + block - 1) / block, int64_t(sm_count(p.device)) * 8);
-  launch(gemm_fill_kernel, grid, block, 0, 1, stream, api_name(p.epilogue), p);
+  launch(gemm_fill_kernel, grid, block, 0, 1, stream, fn, p);
 }
 
 }  // namespace quack::detail

@@ -144,7 +144,8 @@ struct GemmProblem {
 using GemmLauncher = void (*)(const GemmProblem&, cudaStream_t);
 
 // K = 0: acc = 0, then the epilogue (D = beta · C or zeros; gemm_act: preact and postact;
-// gemm_dact: dpreact = 0, postact = act(C)). src/gemm/gemm_fill.cu. Requires m, n ≥ 1.
-void gemm_fill_k0(const GemmProblem& p, cudaStream_t stream);
+// gemm_dact: dpreact = 0, postact = act(C)). src/gemm/gemm_fill.cu. Requires m, n ≥ 1. fn: the
+// public function, for launch errors.
+void gemm_fill_k0(const GemmProblem& p, const char* fn, cudaStream_t stream);
 
 }  // namespace quack::detail
