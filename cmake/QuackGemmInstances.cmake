@@ -94,10 +94,12 @@ function(quack_gemm_instances list_files out_dir sources_var)
     #   ring slots are output 0's buffers, each C subtile overwritten in place by its output and
     #   stored from there, loads S − 1 subtiles ahead (EpiInPlace<...>, epilogue.cuh): bit-identical
     #   results; d<D> counts output 1's buffers only.
-    # - io (after a<S>[d<D>], S ≥ 2, no cf, no diag<M>; instances_ab.txt only, gemm_dgated on a
-    #   pingpong tile): ip's slots, and each warpgroup's C loads and output stores issued by an
-    #   I/O warp of the producer warpgroup (EpiIoWarp<EpiInPlace<...>>, epilogue.cuh): the
-    #   consumers only compute and write smem; bit-identical results; d<D> counts output 1's buffers.
+    # - io (after a<S>[d<D>], S ≥ 2, no cf, no diag<M>; gemm_dgated on a pingpong tile): ip's
+    #   slots, and each warpgroup's C loads and output stores issued by an I/O warp of the
+    #   producer warpgroup (EpiIoWarp<EpiInPlace<...>>, epilogue.cuh): the consumers only compute
+    #   and write smem; bit-identical results; d<D> counts output 1's buffers. The rule offers a
+    #   production io instance in place of its tile's other variant at K ≤ kIoWarpMaxK only
+    #   (GemmInstance::io_warps, tile_rule.h).
     # (CMake's regular expressions hold at most 9 groups: diag<M>, ip / io, then cf, are taken off first.)
     set(epi_diag "")
     set(QG_DIAGNOSTIC false)
@@ -113,8 +115,10 @@ function(quack_gemm_instances list_files out_dir sources_var)
       set(epi "${CMAKE_MATCH_1}")
     endif()
     set(epi_io "")
+    set(QG_IO_WARPS false)
     if(epi MATCHES "^([a-z]+:.*[0-9f])io$")
       set(epi_io "io")
+      set(QG_IO_WARPS true)
       set(epi "${CMAKE_MATCH_1}")
     endif()
     if(epi MATCHES "^([a-z]+:.*[0-9])cf$")
@@ -272,9 +276,9 @@ function(quack_gemm_instances list_files out_dir sources_var)
       set(tile_name "${tile_name}ip")
     endif()
     if(NOT epi_io STREQUAL "")
-      if(NOT QG_CANDIDATE OR epi_split_s STREQUAL "" OR epi_split_s LESS 2 OR NOT epi STREQUAL "dgated"
+      if(epi_split_s STREQUAL "" OR epi_split_s LESS 2 OR NOT epi STREQUAL "dgated"
          OR NOT epi_diag STREQUAL "" OR NOT epi_cf STREQUAL "" OR NOT schedule STREQUAL "pingpong")
-        message(FATAL_ERROR "${where}: io (an I/O warp per warpgroup, C's ring slots become output 0's buffers) is for instances_ab.txt's pingpong dgated after a<S>[d<D>], S >= 2, without cf or diag<M>")
+        message(FATAL_ERROR "${where}: io (an I/O warp per warpgroup, C's ring slots become output 0's buffers) is for pingpong dgated after a<S>[d<D>], S >= 2, without cf or diag<M>")
       endif()
       set(QG_TILE "sm90::EpiIoWarp<sm90::EpiInPlace<${QG_TILE}>>")
       set(tile_name "${tile_name}io")
@@ -343,7 +347,7 @@ function(quack_gemm_instances list_files out_dir sources_var)
     string(APPEND QG_DECLS "void ${name}(const GemmProblem& p, cudaStream_t stream);\n")
     string(APPEND QG_ROWS "    {\"${name}\", \"${tile_name}\", ${epi_enum}, ${ab_enum}, ${d_enum}, ${c_enum}, ${d1_enum}, "
                           "${major_a_enum}, ${major_b_enum}, ${QG_BM}, ${QG_BN}, ${QG_CLUSTER_M}, ${QG_CLUSTER_N}, "
-                          "${QG_PINGPONG}, ${QG_CANDIDATE}, ${QG_DIAGNOSTIC}, ${QG_C_RING}, ${name}},\n")
+                          "${QG_PINGPONG}, ${QG_CANDIDATE}, ${QG_DIAGNOSTIC}, ${QG_C_RING}, ${QG_IO_WARPS}, ${name}},\n")
   endforeach()
   endforeach()
   configure_file(${h_template} ${out_dir}/gemm/gemm_instances.h @ONLY)

@@ -401,7 +401,8 @@ const Instance* with_tile(const Instance& base, const char* tile) {
 // The instance that runs p (base: its group's base instance) on a device of `sms` SMs, without a
 // CUDA call: the forced one, else the rule's (among the group's production instances; one with
 // a C ring only where p reads C: without C its buffers are idle shared memory, e.g. linear +
-// cross-entropy's first dweight chunk keeps the cooperative 128x256). QUACK_GEMM_TILE (then
+// cross-entropy's first dweight chunk keeps the cooperative 128x256; an I/O-warp variant in
+// place of its tile's other variant at K ≤ kIoWarpMaxK: gemm_dgated's 128x128ppa3d2io). QUACK_GEMM_TILE (then
 // QUACK_GEMM_TILE_N) forces "<tile>" on every group (a tile not compiled for the group runs
 // base), or, written "<name part>:<tile>", only on the groups whose base instance's name
 // contains <name part> (e.g. "f32_mm:128x256a1d2": linear + cross-entropy's fp32-accumulating
@@ -424,12 +425,20 @@ const Instance& choose_instance(const Instance& base, const GemmProblem& p, int6
   std::vector<const Instance*> same{&base};
   std::vector<detail::TileOption> options{{base.bm, base.bn, base.cluster_m, base.cluster_n, base.pingpong}};
   for (const Instance& i : kGemmInstances)
-    if (&i != &base && same_problem(i, base) && !i.candidate && (p.c != nullptr || !i.c_ring)) {
+    if (&i != &base && same_problem(i, base) && !i.candidate && !i.io_warps &&
+        (p.c != nullptr || !i.c_ring)) {
       same.push_back(&i);
       options.push_back({i.bm, i.bn, i.cluster_m, i.cluster_n, i.pingpong});
     }
   const detail::TileQuery q{p.m, p.n, p.k, p.l, sms};
-  return *same[size_t(detail::choose_tile_index(q, options.data(), int(options.size())))];
+  const Instance& pick = *same[size_t(detail::choose_tile_index(q, options.data(), int(options.size())))];
+  // The tile's I/O-warp variant in its place at K ≤ kIoWarpMaxK (tile_rule.h).
+  if (p.k <= detail::kIoWarpMaxK && p.c != nullptr)
+    for (const Instance& i : kGemmInstances)
+      if (i.io_warps && !i.candidate && same_problem(i, base) && i.bm == pick.bm && i.bn == pick.bn &&
+          i.cluster_m == pick.cluster_m && i.cluster_n == pick.cluster_n && i.pingpong == pick.pingpong)
+        return i;
+  return pick;
 }
 
 Launcher choose_tile(const Instance& base, const GemmProblem& p) {
@@ -1200,10 +1209,17 @@ void can_implement(const GemmArgs& args) { (void)plan_gemm(args); }
 
 namespace detail {
 
-const char* gemm_instance_name(const GemmArgs& args, int64_t sms) {
-  const Plan plan = plan_gemm(args);
+static const char* instance_name(const Plan& plan, int64_t sms) {
   if (plan.empty || plan.p.k == 0) return nullptr;
   return choose_instance(*plan.inst, plan.p, sms).name;
+}
+
+const char* gemm_instance_name(const GemmArgs& args, int64_t sms) {
+  return instance_name(plan_gemm(args), sms);
+}
+
+const char* gemm_instance_name(const GemmDGatedArgs& args, int64_t sms) {
+  return instance_name(plan_dgated(args), sms);
 }
 
 }  // namespace detail

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "quack/gemm.h"
+#include "quack/gemm_act.h"
 
 namespace quack::detail {
 
@@ -17,5 +18,8 @@ namespace quack::detail {
 /// gemm/tile_rule.h for `sms` (which never picks a buffer-split A/B variant). nullptr when nothing runs a GEMM kernel (M, N or L = 0; K = 0: the
 /// fill kernel). Throws InvalidArgument as can_implement(args).
 const char* gemm_instance_name(const GemmArgs& args, int64_t sms);
+
+/// The same for quack::gemm_dgated(args) (e.g. "gemm_dgated_sm90_128x128ppa3d2io_bf16_x2_pbf16_km").
+const char* gemm_instance_name(const GemmDGatedArgs& args, int64_t sms);
 
 }  // namespace quack::detail

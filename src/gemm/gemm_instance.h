@@ -24,6 +24,8 @@ struct GemmInstance {
   bool diagnostic;        // a diagnostic A/B tile ("...diag<M>": wrong results by design): never tuned
   bool c_ring;            // C loaded ahead through a ring of C buffers (the tile's a<S>, S ≥ 1):
                           // the rule offers it only for problems that read C
+  bool io_warps;          // I/O warps issue C's loads and the output stores (the tile's io): the
+                          // rule takes it for its tile at K ≤ kIoWarpMaxK only (tile_rule.h)
   GemmLauncher run;
 };
 

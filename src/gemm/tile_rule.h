@@ -84,6 +84,13 @@ inline constexpr int64_t kMidK = 5632;
 /// 128x192 pingpong stays (ties keep pingpong).
 inline constexpr double kRateCooperative256MidK = kRatePingpong192;
 
+/// Largest K at which the rule takes a tile's I/O-warp variant (GemmInstance::io_warps:
+/// gemm_dgated's 128x128ppa3d2io) in place of its other variant (128x128ppa1d2). H200, bf16,
+/// swiglu, burst, one process, ms (docs/performance.md, run AN2): 16384x5632x2048 a3d2io 0.764
+/// against a1d2 0.834; 16384x14336x4096 3.490 / 3.408; 8192³ 1.825 / 1.825. Between 2048 and
+/// 4096, and below 2048, not measured.
+inline constexpr int64_t kIoWarpMaxK = 2048;
+
 /// K from which the cooperative 128x256 competes with the pingpong tiles below kMidK, at
 /// kRateCooperative256ShortK (where 128x192 pingpong qualifies, as from kMidK).
 inline constexpr int64_t kShortK = 4096;

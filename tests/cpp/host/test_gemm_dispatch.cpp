@@ -209,6 +209,40 @@ TEST(GemmDispatch, LceDweightTiles) {
   EXPECT_EQ(launched(vocab, nullptr), "gemm_sm90_128x256_bf16_f32_mm");
 }
 
+// gemm_dgated (an MLP's fc2 dgrad: a (M, K) row-major, b (K, H) row-major, kernel majors km)
+// on the rule's 128x128 pingpong: the I/O-warp variant a3d2io at K ≤ kIoWarpMaxK (2048), a1d2
+// above; QUACK_GEMM_TILE=128x128pp forces the tile's first variant, a1d2, at any K.
+TEST(GemmDispatch, DGatedIoWarpsUpToKIoWarpMaxK) {
+  const uintptr_t unit = uintptr_t{1} << 40;
+  auto dgated = [&](int64_t M, int64_t H, int64_t K) {
+    GemmDGatedArgs g;
+    g.a = row_major(fake(1, unit), DType::kBFloat16, M, K);
+    g.b = row_major(fake(2, unit), DType::kBFloat16, K, H);
+    g.preact = row_major(fake(3, unit), DType::kBFloat16, M, 2 * H);
+    g.dpreact = row_major(fake(4, unit), DType::kBFloat16, M, 2 * H);
+    g.postact = row_major(fake(5, unit), DType::kBFloat16, M, H);
+    return g;
+  };
+  auto name = [](const GemmDGatedArgs& g, const char* tile) {
+    if (tile)
+      setenv("QUACK_GEMM_TILE", tile, 1);
+    else
+      unsetenv("QUACK_GEMM_TILE");
+    const char* n = detail::gemm_instance_name(g, kSms);
+    unsetenv("QUACK_GEMM_TILE");
+    return std::string(n ? n : "(none)");
+  };
+  const std::string io = "gemm_dgated_sm90_128x128ppa3d2io_bf16_x2_pbf16_km";
+  const std::string a1d2 = "gemm_dgated_sm90_128x128ppa1d2_bf16_x2_pbf16_km";
+  EXPECT_EQ(name(dgated(16384, 5632, 2048), nullptr), io);  // the demo's fc2 dgrad
+  EXPECT_EQ(name(dgated(16384, 5632, 1024), nullptr), io);
+  EXPECT_EQ(name(dgated(16384, 5632, 2049), nullptr), a1d2);
+  EXPECT_EQ(name(dgated(16384, 14336, 4096), nullptr), a1d2);
+  EXPECT_EQ(name(dgated(8192, 8192, 8192), nullptr), a1d2);
+  EXPECT_EQ(name(dgated(16384, 5632, 2048), "128x128pp"), a1d2);
+  EXPECT_EQ(name(dgated(16384, 5632, 8192), "128x128ppa3d2io"), io);
+}
+
 TEST(GemmDispatch, NothingLaunchedForEmptyOrKZero) {
   EXPECT_EQ(launched(args(0, 4096, 4096, "rc"), nullptr), "(none)");
   EXPECT_EQ(launched(args(4096, 4096, 0, "rc"), nullptr), "(none)");

@@ -69,9 +69,11 @@ std::string split_suffix(const GemmInstance& i) {
     }
     // ip: C's ring slots are output 0's buffers (gemm_dgated A/B candidates, after cf; a ring of
     // at least 2; never with diag<M>); io: the same with an I/O warp per pingpong warpgroup
-    // (never with cf or diag<M>)
+    // (gemm_dgated, production or A/B; never with cf or diag<M>; GemmInstance::io_warps says it)
+    bool io = false;
     if (split.size() > 2 && split.compare(split.size() - 2, 2, "io") == 0) {
-      if (!i.candidate || i.epilogue != GemmEpilogue::kDGated || diag || !i.pingpong) return "?";
+      if (i.epilogue != GemmEpilogue::kDGated || diag || !i.pingpong) return "?";
+      io = true;
       split.resize(split.size() - 2);
       if (split.size() < 2 || !digit(split[1]) || split[1] < '2') return "?";
       if (split.size() > 2 && split.compare(split.size() - 2, 2, "cf") == 0) return "?";
@@ -90,6 +92,9 @@ std::string split_suffix(const GemmInstance& i) {
                     split[0] == 'a' && digit(split[1]);
     if (!ok) return "?";
     ring = split[1] != '0';
+    if (i.io_warps != io) return "?";
+  } else if (i.io_warps) {
+    return "?";
   }
   if (i.diagnostic != diag || i.c_ring != ring) return "?";
   return rest;
