@@ -1,7 +1,9 @@
-# Run AO's items (main after run AN: e128 in the rule, ce-lean, the row refills' proxy fence).
+# Run AO's items (main after run AN: e128 in the rule, ce-lean, the row refills' proxy fence,
+# gemm_dgated's a3d2io in the rule at K <= 2048; none of it GPU-run on main's own tree yet).
 # Calls (docs/status.md, "Next device calls"):
 #   1 (cold): AB_INSTANCES=ON BUDGET=590 TEST_TMO=200 TESTS='*Softmax*-*Large* *Ce*-*Large*
-#     *LayerNorm*-*Large* *RmsNorm*-*Large* Gemm.* *GemmCases*' PYFILES='test_gemm
+#     *LayerNorm*-*Large* *RmsNorm*-*Large* Gemm.* *GemmCases* GemmDGatedAbTiles.*
+#     *DGated*' PYFILES='test_gemm
 #     test_cross_entropy' ITEMS=scripts/device/ao_items.sh bash scripts/device/call_focus.sh
 #   2 (warm): QUACK_DEMO_COMMIT=<main's short hash> DEMO_TMO=450 BUDGET=580
 #     ITEMS=scripts/device/ao_items.sh bash scripts/device/call_demo.sh
@@ -22,8 +24,17 @@ run race_sm1 300 build/d/tests/cpp/quack_gpu_tests --gtest_filter='All/SoftmaxCo
 # 8192 x 8192 x 128 from 0.79 to 0.90-0.93 x cuBLAS (AM1 forced: 0.91 kernel-only, 0.923 burst
 # x max), the K >= 1024 shapes on 128x128pp 1-3 % up (AN1), the rest unchanged.
 run gemm_set 330 python3 bench/bench_gemm.py --methods burst --burst-rounds 2 --out $R/gemm_set.jsonl
-# Issue 17: the a3d2io tile at K <= 2048 beyond AN2's one shape (0.764 against a1d2's 0.834
-# ms at 16384 x 5632 x 2048). Predicted 5-9 % ahead at K = 1024 / 2048, a1d2 ahead by 1-3 % at
-# K = 4096. If so, the rule takes a3d2io at K <= 2048 (a default instance and a K test in the
-# dgated tile choice).
+# Issue 17: the rule takes 128x128ppa3d2io at K <= kIoWarpMaxK = 2048 on AN2's one shape
+# (0.764 against a1d2's 0.834 ms at 16384 x 5632 x 2048). Predicted a3d2io 5-9 % ahead at K = 1024
+# / 2048 at these M, N, a1d2 1-3 % ahead at K = 4096. a3d2io ahead at 4096 too: raise kIoWarpMaxK
+# (tile_rule.h); behind at a K <= 2048 shape: lower it.
 run dgated_k 240 python3 bench/bench_gemm_fused.py --ops dgated --acts swiglu --impls ours --methods burst --burst-rounds 2 --shapes 16384x5632x1024,8192x14336x2048,16384x14336x2048,8192x5632x4096 --tiles 128x128ppa1d2,128x128ppa3d2io --plain-tile 128x128pp --out $R/dgated_k.jsonl
+# Issue 21: the rotary kernels take 3.81 ms of the demo's (d) step (AN3: 12 forward + 12 backward
+# calls at 8 x 2048 x 16 x 128) where a clone of the same bytes would take ~2.4 (bench_rotary.py,
+# run Z: fwd 0.144 ms against clone 0.101, 0.65 x copy); ~1.4 ms is 1 % of the step, about the
+# (d) bar's gap. What bounds it (one CTA of 256 threads per token; each thread's cos / sin
+# loads repeat across its 32 head threads; v's copy loads issued after q's and k's stores): the
+# bench by the acceptance method, then ncu of one forward launch (the backward is the same
+# kernel with the sine negated).
+run rotary 90 python3 bench/bench_rotary.py --shapes 8x2048x16x128 --impls split,clone --rounds 3 --out $R/rotary.jsonl
+run ncu_rotary_f 90 env OUT=$R bash scripts/ncu_kernel.sh rotary_f 'regex:rotary_kernel' python3 bench/bench_rotary.py --shapes 8x2048x16x128 --impls split --modes fwd --rounds 1
