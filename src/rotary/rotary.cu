@@ -35,7 +35,12 @@ namespace quack::detail {
 
 namespace {
 
-constexpr int kUnroll = 2;
+// Heads per thread whose loads are issued before their math, and the CTAs per SM that
+// __launch_bounds__ asks for. One head at ≤ 48 registers gives 5 CTAs of 256 per SM; two heads
+// took 72 registers, 3 CTAs (768 threads: too few 16-byte loads in flight for DRAM's latency),
+// and at 8 × 2048 × 16 × 128 each thread has one head of q or k anyway (bx 8, by 32, 32 heads).
+constexpr int kUnroll = 1;
+constexpr int kRotaryCtasPerSm = 5;
 
 template <typename X>
 __device__ __forceinline__ X pick(int which, X a, X b, X c) {
@@ -50,7 +55,8 @@ __device__ __forceinline__ void rotate_pair(float a0, float a1, float c, float s
 }
 
 template <typename T, int V, bool kInterleaved>
-__global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryParams p, int bx) {
+__global__ void __launch_bounds__(kRotaryThreads, kRotaryCtasPerSm)
+    rotary_kernel(const RotaryParams p, int bx) {
   const int tid = static_cast<int>(threadIdx.x);
   const int by = static_cast<int>(blockDim.x) / bx;
   const int tx = tid % bx, ty = tid / bx;
