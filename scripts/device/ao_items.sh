@@ -29,12 +29,12 @@ run gemm_set 330 python3 bench/bench_gemm.py --methods burst --burst-rounds 2 --
 # / 2048 at these M, N, a1d2 1-3 % ahead at K = 4096. a3d2io ahead at 4096 too: raise kIoWarpMaxK
 # (tile_rule.h); behind at a K <= 2048 shape: lower it.
 run dgated_k 240 python3 bench/bench_gemm_fused.py --ops dgated --acts swiglu --impls ours --methods burst --burst-rounds 2 --shapes 16384x5632x1024,8192x14336x2048,16384x14336x2048,8192x5632x4096 --tiles 128x128ppa1d2,128x128ppa3d2io --plain-tile 128x128pp --out $R/dgated_k.jsonl
-# Issue 21: the rotary kernels take 3.81 ms of the demo's (d) step (AN3: 12 forward + 12 backward
+# Issue 21: the rotary kernels took 3.81 ms of the demo's (d) step (AN3: 12 forward + 12 backward
 # calls at 8 x 2048 x 16 x 128) where a clone of the same bytes would take ~2.4 (bench_rotary.py,
-# run Z: fwd 0.144 ms against clone 0.101, 0.65 x copy); ~1.4 ms is 1 % of the step, about the
-# (d) bar's gap. What bounds it (one CTA of 256 threads per token; each thread's cos / sin
-# loads repeat across its 32 head threads; v's copy loads issued after q's and k's stores): the
-# bench by the acceptance method, then ncu of one forward launch (the backward is the same
-# kernel with the sine negated).
+# run Z: split fwd 0.144 ms against clone 0.101, 1.43 x). The kernel held 72 registers (3 CTAs of
+# 256 per SM); main now runs one head per thread at 48 registers, 5 CTAs per SM (rotary.cu).
+# Predicted: split fwd 1.10-1.20 x the same run's clone, fwd_bwd likewise against Z's ratio; the
+# demo's rotary time 3.81 -> ~3.0 ms a step. Beyond 1.25 x: the ncu item says what bounds it
+# (next: v's copy loads issued with q's and k's, one latency period per token instead of two).
 run rotary 90 python3 bench/bench_rotary.py --shapes 8x2048x16x128 --impls split,clone --rounds 3 --out $R/rotary.jsonl
 run ncu_rotary_f 90 env OUT=$R bash scripts/ncu_kernel.sh rotary_f 'regex:rotary_kernel' python3 bench/bench_rotary.py --shapes 8x2048x16x128 --impls split --modes fwd --rounds 1
