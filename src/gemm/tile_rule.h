@@ -87,8 +87,11 @@ inline constexpr double kRateCooperative256MidK = kRatePingpong192;
 /// Largest K at which the rule takes a tile's I/O-warp variant (GemmInstance::io_warps:
 /// gemm_dgated's 128x128ppa3d2io) in place of its other variant (128x128ppa1d2). H200, bf16,
 /// swiglu, burst, one process, ms (docs/performance.md, run AN2): 16384x5632x2048 a3d2io 0.764
-/// against a1d2 0.834; 16384x14336x4096 3.490 / 3.408; 8192³ 1.825 / 1.825. Between 2048 and
-/// 4096, and below 2048, not measured.
+/// against a1d2 0.834; 16384x14336x4096 3.490 / 3.408; 8192³ 1.825 / 1.825. The two shapes
+/// differ in N too (tiles per SM may be what decides); between 2048 and 4096, below 2048 and at
+/// other N not measured. Where C or an output falls back to plain loads or stores (rows TMA
+/// cannot address) the I/O warps idle and the tile runs a3d2ip's path (0.813 ms at the shape
+/// above, AN2): still not behind a1d2 there.
 inline constexpr int64_t kIoWarpMaxK = 2048;
 
 /// K from which the cooperative 128x256 competes with the pingpong tiles below kMidK, at

@@ -237,8 +237,8 @@ struct CollectiveEpilogue {
   static constexpr bool kLoadsCIntoSmem = kDiag != 1 && kDiag != 3 && kDiag != 5;
   static constexpr bool kReadsC = kDiag != 1 && kDiag != 3 && kDiag != 4;
   static constexpr bool kCf = TileEpiCf<Tile>::value;     // EpiCf: the conflict-free order (A/B)
-  static constexpr bool kInPlace = TileEpiInPlace<Tile>::value;  // EpiInPlace: C's slot becomes D's (A/B)
-  static constexpr bool kIo = TileEpiIoWarp<Tile>::value;  // EpiIoWarp: an I/O warp per group (A/B)
+  static constexpr bool kInPlace = TileEpiInPlace<Tile>::value;  // EpiInPlace: C's slot becomes D's (a3d2ip A/B, a3d2io)
+  static constexpr bool kIo = TileEpiIoWarp<Tile>::value;  // EpiIoWarp: an I/O warp per group (a3d2io)
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
   // Subtile: the tile's (EpiM, EpiN), but 32 columns wide where the tile's are 64 (pingpong, BM
