@@ -28,10 +28,12 @@ using quack_py::to_stream;
 quack::Activation to_activation(const std::string& name, const char* fn) {
   quack::Activation a;
   if (quack::activation_from_name(name.c_str(), &a)) return a;
-  std::string names;  // every value of quack::Activation, in order
-  for (int v = 0; quack::is_activation(static_cast<quack::Activation>(v)); ++v)
-    names += (v ? ", " : "") + std::string(quack::activation_name(static_cast<quack::Activation>(v))) +
-             (v == 0 ? " (or none)" : "");
+  std::string names;  // every value of quack::Activation, in order ("unknown" past the last)
+  for (int v = 0;; ++v) {
+    const std::string n = quack::activation_name(static_cast<quack::Activation>(v));
+    if (n == "unknown") break;
+    names += (v ? ", " : "") + n + (v == 0 ? " (or none)" : "");
+  }
   throw quack::InvalidArgument(std::string(fn) + ": activation is '" + name + "', expected one of " + names);
 }
 
