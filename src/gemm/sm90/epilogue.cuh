@@ -636,12 +636,8 @@ struct CollectiveEpilogue {
     auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
     Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N,PIPE_C)
     Tensor bSG_sD = tma_d_blk.partition_S(sD);  // (TMA,TMA_M,TMA_N,PIPE_D)
-    Tensor mC = p.tma_c.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
-    Tensor mD = p.tma_d.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
-    Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
-                            EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
-    Tensor gD = flat_divide(local_tile(mD(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
-                            EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+    Tensor gC = gmem_subtiles(p.tma_c, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN,EPI_M,EPI_N)
+    Tensor gD = gmem_subtiles(p.tma_d, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     Tensor bSG_gD = tma_d_blk.partition_D(gD);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     auto epi_sync = [this] { cutlass::arch::NamedBarrier::sync(kEpiThreads, 1 + grp); };
@@ -906,6 +902,22 @@ struct CollectiveEpilogue {
     vn = cols <= 0 ? 0 : cols >= Tile::BN ? kEpiNs : (cols + EpiN - 1) / EpiN;
   }
 
+  /// Tile (m_blk, n_blk) of batch l of the (M, N, L) tensor that `tma` addresses, split into
+  /// the epilogue's subtiles: (EpiM,EpiN,EPI_M,EPI_N); output 1 (kD1: N / kD1Div columns):
+  /// (EpiM,EpiN1,EPI_M,EPI_N).
+  template <bool kD1 = false, class Tma>
+  CUTE_DEVICE static auto gmem_subtiles(Tma const& tma, int M, int N, int L, int l, int m_blk, int n_blk) {
+    if constexpr (kD1) {
+      Tensor m = tma.get_tma_tensor(make_shape(M, N / kD1Div, L));  // (M,N1,L)
+      return flat_divide(local_tile(m(_, _, l), Shape<Int<Tile::BM>, Int<Tile::BN / kD1Div>>{}, make_coord(m_blk, n_blk)),
+                         EpiTile1{});
+    } else {
+      Tensor m = tma.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
+      return flat_divide(local_tile(m(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
+                         EpiTile{});
+    }
+  }
+
   /// I/O warp, issuing lane: the TMA load of C's subtile (em, en) of tile (m_blk, n_blk) into
   /// slot `slot` of group grp, on its c_full barrier.
   template <class P>
@@ -915,9 +927,7 @@ struct CollectiveEpilogue {
         make_tensor(make_smem_ptr(reinterpret_cast<ElementC*>(ts.D[grp].begin())), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
     auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
     Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N,PIPE_C)
-    Tensor mC = p.tma_c.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
-    Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
-                            EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+    Tensor gC = gmem_subtiles(p.tma_c, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp][slot], kCBytes);
     copy(p.tma_c.with(bs.c_full[grp][slot]), bGS_gC(_, _, _, em, en), bGS_sC(_, _, _, slot));
@@ -932,9 +942,7 @@ struct CollectiveEpilogue {
       Tensor sD = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(ts.D[grp].begin()), SmemLayoutD{}));
       auto tma_d_blk = p.tma_d.get_slice(Int<0>{});
       Tensor bSG_sD = tma_d_blk.partition_S(sD);  // (TMA,TMA_M,TMA_N,PIPE_D)
-      Tensor mD = p.tma_d.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
-      Tensor gD = flat_divide(local_tile(mD(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
-                              EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+      Tensor gD = gmem_subtiles(p.tma_d, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN,EPI_M,EPI_N)
       Tensor bSG_gD = tma_d_blk.partition_D(gD);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
       copy(p.tma_d, bSG_sD(_, _, _, slot), bSG_gD(_, _, _, em, en));
     }
@@ -943,10 +951,7 @@ struct CollectiveEpilogue {
           make_tensor(make_smem_ptr(ts.D1[grp].begin()), SmemLayoutD1{}));  // (EpiM,EpiN1,PIPE_D)
       auto tma_blk = p.tma_d1.get_slice(Int<0>{});
       Tensor bSG_sD1 = tma_blk.partition_S(sD1);  // (TMA,TMA_M,TMA_N,PIPE_D)
-      Tensor mD1 = p.tma_d1.get_tma_tensor(make_shape(M, N / kD1Div, L));  // (M,N1,L)
-      Tensor gD1 = flat_divide(
-          local_tile(mD1(_, _, l), Shape<Int<Tile::BM>, Int<Tile::BN / kD1Div>>{}, make_coord(m_blk, n_blk)),
-          EpiTile1{});  // (EpiM,EpiN1,EPI_M,EPI_N)
+      Tensor gD1 = gmem_subtiles<true>(p.tma_d1, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN1,EPI_M,EPI_N)
       Tensor bSG_gD1 = tma_blk.partition_D(gD1);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
       copy(p.tma_d1, bSG_sD1(_, _, _, d1_buf), bSG_gD1(_, _, _, em, en));
     }
@@ -1034,9 +1039,7 @@ struct CollectiveEpilogue {
     Tensor sC = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(c_smem), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
     auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
     Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N,PIPE_C)
-    Tensor mC = p.tma_c.get_tma_tensor(make_shape(M, N, L));  // (M,N,L)
-    Tensor gC = flat_divide(local_tile(mC(_, _, l), select<0, 1>(typename Tile::TileShape{}), make_coord(m_blk, n_blk)),
-                            EpiTile{});  // (EpiM,EpiN,EPI_M,EPI_N)
+    Tensor gC = gmem_subtiles(p.tma_c, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     if constexpr (!kLoadsCIntoSmem) {  // diagnostic 3 / 5 (1 loads nothing): the box into L2 only, no wait
       cute::prefetch(p.tma_c, bGS_gC(_, _, _, em, en));
@@ -1055,9 +1058,7 @@ struct CollectiveEpilogue {
         make_tensor(make_smem_ptr(ts.D1[grp].begin()), SmemLayoutD1{}));  // (EpiM,EpiN1,PIPE_D)
     auto tma_blk = p.tma_d1.get_slice(Int<0>{});
     Tensor bSG_sD1 = tma_blk.partition_S(sD1);  // (TMA,TMA_M,TMA_N,PIPE_D)
-    Tensor mD1 = p.tma_d1.get_tma_tensor(make_shape(M, N / kD1Div, L));  // (M,N1,L)
-    Tensor gD1 = flat_divide(local_tile(mD1(_, _, l), Shape<Int<Tile::BM>, Int<Tile::BN / kD1Div>>{}, make_coord(m_blk, n_blk)),
-                             EpiTile1{});  // (EpiM,EpiN1,EPI_M,EPI_N)
+    Tensor gD1 = gmem_subtiles<true>(p.tma_d1, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN1,EPI_M,EPI_N)
     Tensor bSG_gD1 = tma_blk.partition_D(gD1);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     copy(p.tma_d1, bSG_sD1(_, _, _, d_stage), bSG_gD1(_, _, _, epi_m, epi_n));
   }
