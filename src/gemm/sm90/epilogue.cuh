@@ -946,15 +946,7 @@ struct CollectiveEpilogue {
       Tensor bSG_gD = tma_d_blk.partition_D(gD);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
       copy(p.tma_d, bSG_sD(_, _, _, slot), bSG_gD(_, _, _, em, en));
     }
-    if (p.store_d1) {
-      Tensor sD1 = as_position_independent_swizzle_tensor(
-          make_tensor(make_smem_ptr(ts.D1[grp].begin()), SmemLayoutD1{}));  // (EpiM,EpiN1,PIPE_D)
-      auto tma_blk = p.tma_d1.get_slice(Int<0>{});
-      Tensor bSG_sD1 = tma_blk.partition_S(sD1);  // (TMA,TMA_M,TMA_N,PIPE_D)
-      Tensor gD1 = gmem_subtiles<true>(p.tma_d1, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN1,EPI_M,EPI_N)
-      Tensor bSG_gD1 = tma_blk.partition_D(gD1);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
-      copy(p.tma_d1, bSG_sD1(_, _, _, d1_buf), bSG_gD1(_, _, _, em, en));
-    }
+    if (p.store_d1) store_d1(p, ts, grp, M, N, L, l, m_blk, n_blk, em, en, d1_buf);
   }
 
   /// The I/O warp of group grp (the whole warp calls it; lane 0 issues every TMA operation, as
@@ -1050,17 +1042,25 @@ struct CollectiveEpilogue {
     copy(p.tma_c.with(bs.c_full[grp][stage]), bGS_gC(_, _, _, em, en), bGS_sC(_, _, _, stage));
   }
 
-  /// Output 1's TMA store of subtile (epi_m, epi_n) from buffer stage d_stage (one thread).
+  /// Output 1's TMA store of group grp's subtile (em, en) of tile (m_blk, n_blk) from its buffer
+  /// `buf` (one thread: a consumer's, or the I/O warp's issuing lane).
   template <class P>
-  CUTE_DEVICE void store_d1_subtile(P const& p, int l, int m_blk, int n_blk, int epi_m, int epi_n, int M, int N,
-                                    int L, int d_stage) const {
+  CUTE_DEVICE static void store_d1(P const& p, TensorStorage& ts, int grp, int M, int N, int L, int l, int m_blk,
+                                   int n_blk, int em, int en, int buf) {
     Tensor sD1 = as_position_independent_swizzle_tensor(
         make_tensor(make_smem_ptr(ts.D1[grp].begin()), SmemLayoutD1{}));  // (EpiM,EpiN1,PIPE_D)
     auto tma_blk = p.tma_d1.get_slice(Int<0>{});
     Tensor bSG_sD1 = tma_blk.partition_S(sD1);  // (TMA,TMA_M,TMA_N,PIPE_D)
     Tensor gD1 = gmem_subtiles<true>(p.tma_d1, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN1,EPI_M,EPI_N)
     Tensor bSG_gD1 = tma_blk.partition_D(gD1);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
-    copy(p.tma_d1, bSG_sD1(_, _, _, d_stage), bSG_gD1(_, _, _, epi_m, epi_n));
+    copy(p.tma_d1, bSG_sD1(_, _, _, buf), bSG_gD1(_, _, _, em, en));
+  }
+
+  /// Output 1's TMA store of subtile (epi_m, epi_n) from buffer stage d_stage (one thread).
+  template <class P>
+  CUTE_DEVICE void store_d1_subtile(P const& p, int l, int m_blk, int n_blk, int epi_m, int epi_n, int M, int N,
+                                    int L, int d_stage) const {
+    store_d1(p, ts, grp, M, N, L, l, m_blk, n_blk, epi_m, epi_n, d_stage);
   }
 };
 
