@@ -36,8 +36,9 @@ GemmArgs args(int64_t M, int64_t N, int64_t K, const char* layout, char d_or = '
   return g;
 }
 
-// The instance gemm(g) launches with QUACK_GEMM_TILE = tile (nullptr: unset).
-std::string launched(const GemmArgs& g, const char* tile) {
+// The instance gemm(g) (or gemm_dgated(g)) launches with QUACK_GEMM_TILE = tile (nullptr: unset).
+template <class Args>
+std::string launched(const Args& g, const char* tile) {
   const char* saved_n = std::getenv("QUACK_GEMM_TILE_N");
   EXPECT_EQ(saved_n, nullptr) << "QUACK_GEMM_TILE_N is set in the test's environment";
   if (tile)
@@ -223,24 +224,15 @@ TEST(GemmDispatch, DGatedIoWarpsUpToKIoWarpMaxK) {
     g.postact = row_major(fake(5, unit), DType::kBFloat16, M, H);
     return g;
   };
-  auto name = [](const GemmDGatedArgs& g, const char* tile) {
-    if (tile)
-      setenv("QUACK_GEMM_TILE", tile, 1);
-    else
-      unsetenv("QUACK_GEMM_TILE");
-    const char* n = detail::gemm_instance_name(g, kSms);
-    unsetenv("QUACK_GEMM_TILE");
-    return std::string(n ? n : "(none)");
-  };
   const std::string io = "gemm_dgated_sm90_128x128ppa3d2io_bf16_x2_pbf16_km";
   const std::string a1d2 = "gemm_dgated_sm90_128x128ppa1d2_bf16_x2_pbf16_km";
-  EXPECT_EQ(name(dgated(16384, 5632, 2048), nullptr), io);  // the demo's fc2 dgrad
-  EXPECT_EQ(name(dgated(16384, 5632, 1024), nullptr), io);
-  EXPECT_EQ(name(dgated(16384, 5632, 2049), nullptr), a1d2);
-  EXPECT_EQ(name(dgated(16384, 14336, 4096), nullptr), a1d2);
-  EXPECT_EQ(name(dgated(8192, 8192, 8192), nullptr), a1d2);
-  EXPECT_EQ(name(dgated(16384, 5632, 2048), "128x128pp"), a1d2);
-  EXPECT_EQ(name(dgated(16384, 5632, 8192), "128x128ppa3d2io"), io);
+  EXPECT_EQ(launched(dgated(16384, 5632, 2048), nullptr), io);  // the demo's fc2 dgrad
+  EXPECT_EQ(launched(dgated(16384, 5632, 1024), nullptr), io);
+  EXPECT_EQ(launched(dgated(16384, 5632, 2049), nullptr), a1d2);
+  EXPECT_EQ(launched(dgated(16384, 14336, 4096), nullptr), a1d2);
+  EXPECT_EQ(launched(dgated(8192, 8192, 8192), nullptr), a1d2);
+  EXPECT_EQ(launched(dgated(16384, 5632, 2048), "128x128pp"), a1d2);
+  EXPECT_EQ(launched(dgated(16384, 5632, 8192), "128x128ppa3d2io"), io);
 }
 
 TEST(GemmDispatch, NothingLaunchedForEmptyOrKZero) {
