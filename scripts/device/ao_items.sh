@@ -5,7 +5,7 @@
 # Calls (docs/status.md, "Next device calls"):
 #   1 (cold; ~330 s build, <= 200 s tests, so ~60 s of items): AB_INSTANCES=ON BUDGET=590
 #     TEST_TMO=200 TESTS='*Softmax*-*Large* *Ce*-*Large* *LayerNorm*-*Large* *RmsNorm*-*Large*
-#     Gemm.* *GemmCases* *DGated*' PYFILES='test_gemm test_cross_entropy test_rotary'
+#     Gemm.* *GemmCases* *DGated* *Rotary*' PYFILES='test_gemm test_cross_entropy test_rotary'
 #     ITEMS=scripts/device/ao_items.sh bash scripts/device/call_focus.sh
 #     (gtest filters "positive-negative": the row ops' and CE's GPU tests without the Large ones)
 #   2 (warm): QUACK_DEMO_COMMIT=<main's short hash> DEMO_TMO=450 BUDGET=580
