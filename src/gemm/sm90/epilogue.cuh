@@ -196,7 +196,8 @@ struct TileEpiInPlace<T, std::void_t<decltype(T::kEpiInPlace)>> : std::bool_cons
 /// warp), d1_free[D] (output 1's buffer read by its store: 1 arrival). Launches the I/O warp
 /// cannot serve (C or an output TMA cannot address, a row tail stored by plain stores) run the
 /// in-place epilogue of EpiInPlace with the I/O warp idle. Bit-identical results (same values,
-/// same conversion, same addresses): instances_ab.txt, tile suffix io (docs/data/run-AK_dgated_budget.md, a3d2io).
+/// same conversion, same addresses). Tile suffix io: gemm_dgated's 128x128ppa3d2io (instances.txt;
+/// the rule's at K ≤ kIoWarpMaxK, tile_rule.h; design: docs/data/dgated_a3io_design.md).
 template <class Base>
 struct EpiIoWarp : Base {
   static constexpr bool kEpiIoWarp = true;
