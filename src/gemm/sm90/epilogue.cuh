@@ -578,14 +578,26 @@ struct CollectiveEpilogue {
     load_c = p.load_c && op.reads_c();
   }
 
+  /// This thread's part of a subtile's output 1 into the group's buffer `buf`, in the layout its
+  /// TMA store reads (conflict-free order, half-width pairs, or the fragment order).
+  CUTE_DEVICE void write_d1_smem(cutlass::Array<ElementD1, kFrg> const& d1, int buf) const {
+    if constexpr (kCf)
+      store_subtile_cf<EpiN>(d1, ts.D1[grp].begin() + buf * kSubtile, etid);
+    else if constexpr (kD1Div == 2)
+      store_half_subtile<EpiN1>(d1, ts.D1[grp].begin() + buf * kSubtile1, etid);
+    else
+      store_subtile<EpiN>(d1, ts.D1[grp].begin() + buf * kSubtile, etid);
+  }
+
   /// The group's C buffers: output 0's where C is loaded into the buffer it becomes (reuse, in
   /// place; same layout, same width), else C's own.
-  CUTE_DEVICE ElementC* c_buffers() const {
+  CUTE_DEVICE static ElementC* c_buffers(TensorStorage& ts, int grp) {
     if constexpr (kCInD)
       return reinterpret_cast<ElementC*>(ts.D[grp].begin());
     else
       return ts.C[grp].begin();
   }
+  CUTE_DEVICE ElementC* c_buffers() const { return c_buffers(ts, grp); }
 
   /// Whether this launch reads C through TMA (store_tile's TMA branch): the visitor needs C, or
   /// it is read (load_c), and TMA can address it.
@@ -776,14 +788,7 @@ struct CollectiveEpilogue {
             store_subtile<EpiN, EpiM, kUnswizzled>(d, d_smem + d_slot * kSubtile, etid);
         }
         if constexpr (kOutputs == 2) {
-          if (store_d1) {
-            if constexpr (kCf)
-              store_subtile_cf<EpiN>(d1, ts.D1[grp].begin() + d_stage * kSubtile, etid);
-            else if constexpr (kD1Div == 2)
-              store_half_subtile<EpiN1>(d1, ts.D1[grp].begin() + d_stage * kSubtile1, etid);
-            else
-              store_subtile<EpiN>(d1, ts.D1[grp].begin() + d_stage * kSubtile, etid);
-          }
+          if (store_d1) write_d1_smem(d1, d_stage);
         }
         cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
         if constexpr (kInPlace) {
@@ -880,12 +885,7 @@ struct CollectiveEpilogue {
         cutlass::Array<ElementD1, kFrg> const d1 = cutlass::NumericArrayConverter<ElementD1, float, kFrg>{}(out[1]);
         cutlass::arch::ClusterBarrier::wait(&bs.d1_free[grp][d1_buf], d1_phase);
         if (store_d) store_subtile<EpiN, EpiM, kUnswizzled>(d, slots + slot * kSubtile, etid);
-        if (store_d1) {
-          if constexpr (kD1Div == 2)
-            store_half_subtile<EpiN1>(d1, ts.D1[grp].begin() + d1_buf * kSubtile1, etid);
-          else
-            store_subtile<EpiN>(d1, ts.D1[grp].begin() + d1_buf * kSubtile, etid);
-        }
+        if (store_d1) write_d1_smem(d1, d1_buf);
         cutlass::arch::fence_view_async_shared();  // this thread's smem writes visible to the TMA unit
         __syncwarp();
         if (etid % 32 == 0) cutlass::arch::ClusterBarrier::arrive(&bs.d_full[grp][slot]);
@@ -919,17 +919,25 @@ struct CollectiveEpilogue {
     }
   }
 
-  /// I/O warp, issuing lane: the TMA load of C's subtile (em, en) of tile (m_blk, n_blk) into
-  /// slot `slot` of group grp, on its c_full barrier.
-  template <class P>
-  CUTE_DEVICE static void io_load_c(P const& p, TensorStorage& ts, BarrierStorage& bs, int grp, int M, int N, int L,
-                                    int m_blk, int n_blk, int l, int em, int en, int slot) {
+  /// One thread (a consumer's, or the I/O warp's issuing lane): the TMA load of C's subtile
+  /// (em, en) of tile (m_blk, n_blk) into group grp's C buffer `slot`, on its c_full barrier;
+  /// kFence: a proxy fence first (the buffer's earlier generic reads before the async write).
+  /// Diagnostic modes without C in shared memory: the box into L2 only, no wait (1 loads
+  /// nothing: never called).
+  template <bool kFence, class P>
+  CUTE_DEVICE static void tma_load_c(P const& p, TensorStorage& ts, BarrierStorage& bs, int grp, int M, int N, int L,
+                                     int l, int m_blk, int n_blk, int em, int en, int slot) {
     Tensor sC = as_position_independent_swizzle_tensor(
-        make_tensor(make_smem_ptr(reinterpret_cast<ElementC*>(ts.D[grp].begin())), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
+        make_tensor(make_smem_ptr(c_buffers(ts, grp)), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
     auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
     Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N,PIPE_C)
     Tensor gC = gmem_subtiles(p.tma_c, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+    if constexpr (!kLoadsCIntoSmem) {
+      cute::prefetch(p.tma_c, bGS_gC(_, _, _, em, en));
+      return;
+    }
+    if constexpr (kFence) cutlass::arch::fence_view_async_shared();
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp][slot], kCBytes);
     copy(p.tma_c.with(bs.c_full[grp][slot]), bGS_gC(_, _, _, em, en), bGS_sC(_, _, _, slot));
   }
@@ -991,7 +999,8 @@ struct CollectiveEpilogue {
 #pragma unroll 1
         for (; next_load < count && loads < freed + kStagesC; ++next_load, ++loads)
           if (issuer)
-            io_load_c(p, ts, bs, grp, M, N, L, m_blk, n_blk, l, next_load / vn, next_load % vn, int(loads % kStagesC));
+            tma_load_c<false>(p, ts, bs, grp, M, N, L, l, m_blk, n_blk, next_load / vn, next_load % vn,
+                              int(loads % kStagesC));
         cutlass::arch::ClusterBarrier::wait(&bs.d_full[grp][stores % kStagesC], (stores / kStagesC) & 1u);
         if (issuer) {
           io_store(p, ts, grp, M, N, L, m_blk, n_blk, l, j / vn, j % vn, int(stores % kStagesC),
@@ -1021,26 +1030,13 @@ struct CollectiveEpilogue {
   template <class P>
   CUTE_DEVICE void issue_c_ahead(P const& p, int M, int N, int L, int m_blk, int n_blk, int l, int epi_m, int epi_n,
                                  int ahead, int stage) const {
-    constexpr int kEpiMs = Tile::BM / EpiM, kEpiNs = Tile::BN / EpiN;
-    int const rows = M - m_blk * Tile::BM, cols = N - n_blk * Tile::BN;  // of the tile inside (M, N); may be ≤ 0
-    int const vm = rows <= 0 ? 0 : rows >= Tile::BM ? kEpiMs : (rows + EpiM - 1) / EpiM;
-    int const vn = cols <= 0 ? 0 : cols >= Tile::BN ? kEpiNs : (cols + EpiN - 1) / EpiN;
+    int vm, vn;  // of the tile inside (M, N)
+    valid_subtiles(M, N, m_blk, n_blk, vm, vn);
     int const j = epi_m * vn + epi_n + ahead;  // the target's place among the valid subtiles
     if (j >= vm * vn) return;
     int const em = j / vn, en = j - em * vn;
-    ElementC* const c_smem = c_buffers();
-    Tensor sC = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(c_smem), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
-    auto tma_c_blk = p.tma_c.get_slice(Int<0>{});
-    Tensor bGS_sC = tma_c_blk.partition_D(sC);  // (TMA,TMA_M,TMA_N,PIPE_C)
-    Tensor gC = gmem_subtiles(p.tma_c, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN,EPI_M,EPI_N)
-    Tensor bGS_gC = tma_c_blk.partition_S(gC);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
-    if constexpr (!kLoadsCIntoSmem) {  // diagnostic 3 / 5 (1 loads nothing): the box into L2 only, no wait
-      cute::prefetch(p.tma_c, bGS_gC(_, _, _, em, en));
-      return;
-    }
-    cutlass::arch::fence_view_async_shared();  // the group's generic reads of the buffer before the async write
-    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp][stage], kCBytes);
-    copy(p.tma_c.with(bs.c_full[grp][stage]), bGS_gC(_, _, _, em, en), bGS_sC(_, _, _, stage));
+    // The group's generic reads of the buffer before the async write.
+    tma_load_c<true>(p, ts, bs, grp, M, N, L, l, m_blk, n_blk, em, en, stage);
   }
 
   /// Output 1's TMA store of group grp's subtile (em, en) of tile (m_blk, n_blk) from its buffer
