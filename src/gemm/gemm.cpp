@@ -255,6 +255,9 @@ std::string user_layouts(GemmMajor ka, GemmMajor kb, bool swap) {
 }
 
 // Instances that compute the same problem as base (same dtypes and majors), any tile.
+// The tile rule's view of an instance: its tile, cluster and schedule (tile_rule.h).
+detail::TileOption tile_option(const Instance& i) { return {i.bm, i.bn, i.cluster_m, i.cluster_n, i.pingpong}; }
+
 bool same_problem(const Instance& i, const Instance& base) {
   return i.epilogue == base.epilogue && i.ab == base.ab && i.d == base.d && i.c == base.c && i.d1 == base.d1 &&
          i.a == base.a && i.b == base.b;
@@ -402,8 +405,8 @@ const Instance* with_tile(const Instance& base, const char* tile) {
 // CUDA call: the forced one, else the rule's (among the group's production instances; one with
 // a C ring only where p reads C: without C its buffers are idle shared memory, e.g. linear +
 // cross-entropy's first dweight chunk keeps the cooperative 128x256; an I/O-warp variant in
-// place of its tile's other variant at K ≤ kIoWarpMaxK: gemm_dgated's 128x128ppa3d2io). QUACK_GEMM_TILE (then
-// QUACK_GEMM_TILE_N) forces "<tile>" on every group (a tile not compiled for the group runs
+// place of its tile's other variant at K ≤ kIoWarpMaxK: gemm_dgated's 128x128ppa3d2io).
+// QUACK_GEMM_TILE (then QUACK_GEMM_TILE_N) forces "<tile>" on every group (a tile not compiled for the group runs
 // base), or, written "<name part>:<tile>", only on the groups whose base instance's name
 // contains <name part> (e.g. "f32_mm:128x256a1d2": linear + cross-entropy's fp32-accumulating
 // dweight GEMM, while its other GEMMs keep the rule); "auto", empty or unset (or
@@ -423,21 +426,19 @@ const Instance& choose_instance(const Instance& base, const GemmProblem& p, int6
     }
   }
   std::vector<const Instance*> same{&base};
-  std::vector<detail::TileOption> options{{base.bm, base.bn, base.cluster_m, base.cluster_n, base.pingpong}};
+  std::vector<detail::TileOption> options{tile_option(base)};
   for (const Instance& i : kGemmInstances)
     if (&i != &base && same_problem(i, base) && !i.candidate && !i.io_warps &&
         (p.c != nullptr || !i.c_ring)) {
       same.push_back(&i);
-      options.push_back({i.bm, i.bn, i.cluster_m, i.cluster_n, i.pingpong});
+      options.push_back(tile_option(i));
     }
   const detail::TileQuery q{p.m, p.n, p.k, p.l, sms};
   const Instance& pick = *same[size_t(detail::choose_tile_index(q, options.data(), int(options.size())))];
   // The tile's I/O-warp variant in its place at K ≤ kIoWarpMaxK (tile_rule.h).
   if (p.k <= detail::kIoWarpMaxK && p.c != nullptr)
     for (const Instance& i : kGemmInstances)
-      if (i.io_warps && !i.candidate && same_problem(i, base) && i.bm == pick.bm && i.bn == pick.bn &&
-          i.cluster_m == pick.cluster_m && i.cluster_n == pick.cluster_n && i.pingpong == pick.pingpong)
-        return i;
+      if (i.io_warps && !i.candidate && same_problem(i, base) && tile_option(i) == tile_option(pick)) return i;
   return pick;
 }
 

@@ -36,6 +36,10 @@ struct TileOption {
   int bm, bn, cluster_m, cluster_n;
   bool pingpong;
 };
+constexpr bool operator==(const TileOption& a, const TileOption& b) {
+  return a.bm == b.bm && a.bn == b.bn && a.cluster_m == b.cluster_m && a.cluster_n == b.cluster_n &&
+         a.pingpong == b.pingpong;
+}
 
 /// The problem in the kernel's terms (after the column-major-D swap) and the device's SM count.
 struct TileQuery {
