@@ -1,7 +1,8 @@
 # The row ops' instance list (DESIGN §2, "Instances"): one line per op and direction. Adding a
 # row op's kernels is its traits file, its API function, and a line here per direction
 # (docs/architecture.md, "Adding a row op"). cmake/QuackRowOps.cmake turns each line into the
-# op's TUs (one per input dtype) and its entry row_op_<name>(); a line without pairs is an op on the general policy only.
+# op's TUs (one per input dtype) and its entry row_op_<name>(); a line without pairs is an op on
+# the general policy only.
 #
 # Dtypes per instance: <inputs>:<outputs>[:<vectors>], each of <inputs> and <outputs> one dtype
 # for every stream or a comma list per stream (the last repeated); the first listed instance

@@ -223,8 +223,8 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
 //  - ops with column accumulations compiling the entries under trial (LayerNorm's plain
 //    backward) on 16-bit rows: staged-v4-ra, which takes the rows staged-v4 takes (the same
 //    geometry; fp32 rows keep staged-v4, unmeasured). LayerNorm bwd with bf16 weight and bias
-//    (run AI4) at 16384 x 4096 / 32768 / 131072 and 8192 x 262144: 3.217 / 3.942 / 3.679 / 3.278 TB/s
-//    against staged-v4's 3.139 / 3.623 / 3.423 / 3.106.
+//    (run AI4) at 16384 x 4096 / 32768 / 131072 and 8192 x 262144: 3.217 / 3.942 / 3.679 /
+//    3.278 TB/s against staged-v4's 3.139 / 3.623 / 3.423 / 3.106.
 int preferred_entry(const RowOpInfo& op, int in_elt, int vec_elt, int64_t row_bytes,
                     bool finish_loads) {
   if (op.no_reduce && op.n_acc == 0) {

@@ -11,9 +11,9 @@
 //
 // Threads → work: 384 threads = 3 warpgroups (256 = 2 with BM = 64). WG0 is the producer: one
 //   elected thread of warp 0 runs the mainloop's loads, and the warpgroup keeps 40 registers
-//   (setmaxnreg); with an I/O warp epilogue (EpiIoWarp: gemm_dgated's a3d2io) warps 1 and 2 issue the C loads and
-//   output stores of pingpong group 0 and 1. WG1 and WG2 are the consumers (232 registers each),
-//   in one of two modes (Tile::kPingpong):
+//   (setmaxnreg); with an I/O warp epilogue (EpiIoWarp: gemm_dgated's a3d2io) warps 1 and 2
+//   issue the C loads and output stores of pingpong group 0 and 1. WG1 and WG2 are the
+//   consumers (232 registers each), in one of two modes (Tile::kPingpong):
 //   - cooperative: they split the BM x BN tile along M (BM / 2 rows each: one 64xBNx16 WGMMA atom
 //     per warpgroup and k-step, twice along M for BM = 256) and run its epilogue together (256
 //     threads); a BM = 64 tile has one consumer warpgroup (256 threads in all, no register
