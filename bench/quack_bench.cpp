@@ -1315,11 +1315,12 @@ int main(int argc, char** argv) {
         if (d.size() != 3) { std::fprintf(stderr, "quack-bench: %s shapes are MxNxK\n", cmd.c_str()); return 2; }
       std::vector<quack::Activation> acts;
       if (act == "all") {
-        for (int v = 0; v <= static_cast<int>(quack::Activation::kTanh); ++v) acts.push_back(static_cast<quack::Activation>(v));
+        for (int v = 0; std::strcmp(quack::activation_name(static_cast<quack::Activation>(v)), "unknown") != 0; ++v)
+          if (!quack::is_gated(static_cast<quack::Activation>(v))) acts.push_back(static_cast<quack::Activation>(v));
       } else {
         quack::Activation a;
         if (!quack::activation_from_name(act.c_str(), &a)) {
-          std::fprintf(stderr, "quack-bench: --act is all, identity, relu, relu_sq, gelu_tanh_approx, silu or tanh\n");
+          std::fprintf(stderr, "quack-bench: --act is all or an elementwise name of quack/gemm_act.h (relu, gelu_erf, ...)\n");
           return 2;
         }
         acts.push_back(a);

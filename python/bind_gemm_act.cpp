@@ -1,9 +1,10 @@
 // quack_cpp._C: gemm_act, gemm_dact, gemm_gated, gemm_dgated and their can_implement
-// (quack/gemm_act.h); gemm_rotary (quack/gemm_rotary.h). Tensors are tuples as in binding.cpp (bind_util.h); the activation is its
-// name (quack::activation_name: "identity" or "none", "relu", "relu_sq", "gelu_tanh_approx",
-// "silu", "tanh"; gated: "swiglu", "swiglu_oai", "reglu", "geglu", "glu"); a bias is two optional
-// tensors, bias_row (N,) / (L, N) and bias_col (M,) / (L, M) (quack::GemmBias). No logic: the
-// C++ API validates (quack::InvalidArgument -> ValueError, quack::CudaError -> RuntimeError).
+// (quack/gemm_act.h); gemm_rotary (quack/gemm_rotary.h). Tensors are tuples as in binding.cpp
+// (bind_util.h); the activation is its name (quack::activation_name: "identity" or "none",
+// "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh", "gelu_erf", "quick_gelu"; gated:
+// "swiglu", "swiglu_oai", "reglu", "geglu", "glu"); a bias is two optional tensors, bias_row (N,)
+// / (L, N) and bias_col (M,) / (L, M) (quack::GemmBias). No logic: the C++ API validates
+// (quack::InvalidArgument -> ValueError, quack::CudaError -> RuntimeError).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
@@ -153,7 +154,7 @@ constexpr const char* kActDoc =
     "column-major (W.T of a weight W (N, K)); c, preact, postact: (M, N) or (L, M, N), row-major,\n"
     "bf16 (what is compiled today; quack/gemm_act.h lists it). preact None: not stored; c None:\n"
     "no C (beta must be 0). activation: identity (none), relu, relu_sq, gelu_tanh_approx, silu,\n"
-    "tanh. tile_counter: address of one uint32 (zeroed once) for the dynamic scheduler, 0: none.\n"
+    "tanh, gelu_erf, quick_gelu. tile_counter: address of one uint32 (zeroed once) for the dynamic scheduler, 0: none.\n"
     "bias_row (N,) / (L, N), bias_col (M,) / (L, M): fp32, bf16 or fp16, contiguous, or None.\n"
     "Any alignment (as gemm): workspace / workspace_bytes, a device buffer of at least\n"
     "gemm_act_workspace_size bytes for the padded copies of a and b TMA cannot address (0: the\n"

@@ -68,6 +68,8 @@ namespace quack {
 /// | kGeluTanhApprox   | "gelu_tanh_approx" | 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))   | its derivative, sech² = 1 − tanh²    |
 /// | kSilu             | "silu"             | x·sigmoid(x), computed as h·tanh(h) + h, h = x/2 | sigmoid(x)·(1 + x·(1 − sigmoid(x))) |
 /// | kTanh             | "tanh"             | tanh(x)                                       | 1 − tanh²(x)                         |
+/// | kGeluErf          | "gelu_erf"         | 0.5·x·(1 + erf(x/√2)) (torch's F.gelu)        | Φ(x) + x·φ(x), φ(x) = e^(−x²/2)/√(2π) |
+/// | kQuickGelu        | "quick_gelu"       | x·σ(1.702·x) (CLIP's QuickGELU)               | σ(αx) + α·x·σ(αx)·(1 − σ(αx)), α = 1.702 |
 ///
 /// Gated, of a gate g and an up projection u (gemm_gated, gemm_dgated; QuACK 0.6's gate_fn_map):
 ///
@@ -81,7 +83,8 @@ namespace quack {
 ///
 /// tanh is the hardware's tanh.approx.f32 (relative error about 2^-11), as in QuACK; σ (sigmoid)
 /// is 1 / (1 + 2^(−x·log2 e)) with ex2.approx and rcp.approx (relative error about 2^-22; QuACK
-/// 0.6's sigmoid). NaN in x propagates to act(x) (relu(NaN) = NaN, as torch.relu; reglu alike)
+/// 0.6's sigmoid); erf is CUDA's erff (2 ulp) and φ's exponential ex2.approx. gelu_erf and
+/// quick_gelu are QuACK 0.6.3's. NaN in x propagates to act(x) (relu(NaN) = NaN, as torch.relu; reglu alike)
 /// and to the gradients, except relu's and reglu's gate gradient (dout·[x > 0] is 0 at a NaN, as
 /// QuACK's drelu).
 ///
@@ -100,6 +103,8 @@ enum class Activation : int {
   kReglu = 8,
   kGeglu = 9,
   kGlu = 10,
+  kGeluErf = 11,
+  kQuickGelu = 12,
 };
 
 /// Whether `a` is a gated activation (the second table: gemm_gated / gemm_dgated). Never throws.

@@ -61,10 +61,12 @@ __all__ = ["gemm_act", "gemm_dact", "gemm_gated", "gemm_dgated", "linear_act", "
            "mlp", "ACTIVATIONS", "GATED_ACTIVATIONS", "activation_name", "is_gated",
            "act_torch", "gated_torch", "interleave_gate_up", "deinterleave_gate_up"]
 
-ACTIVATIONS = ("identity", "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh")
+ACTIVATIONS = ("identity", "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh", "gelu_erf",
+               "quick_gelu")
 GATED_ACTIVATIONS = ("swiglu", "swiglu_oai", "reglu", "geglu", "glu")
 _INPUT_DTYPES = (torch.float16, torch.bfloat16)
 _SWIGLU_OAI_ALPHA = 1.702
+_QUICK_GELU_ALPHA = 1.702
 
 
 def activation_name(activation: Optional[str], fn: str = "gemm_act") -> str:
@@ -99,6 +101,10 @@ def act_torch(name: str, x: Tensor) -> Tensor:
         return F.silu(x)
     if name == "tanh":
         return torch.tanh(x)
+    if name == "gelu_erf":
+        return F.gelu(x)
+    if name == "quick_gelu":
+        return x * torch.sigmoid(_QUICK_GELU_ALPHA * x)
     return x
 
 
@@ -118,6 +124,13 @@ def dact_torch(name: str, x: Tensor, dy: Tensor) -> Tensor:
     if name == "tanh":
         t = torch.tanh(x)
         return dy * (1.0 - t * t)
+    if name == "gelu_erf":
+        cdf = 0.5 * (1.0 + torch.erf(x * 0.7071067811865476))
+        pdf = 0.3989422804014327 * torch.exp(-0.5 * x * x)
+        return dy * (cdf + x * pdf)
+    if name == "quick_gelu":
+        s = torch.sigmoid(_QUICK_GELU_ALPHA * x)
+        return dy * (s + _QUICK_GELU_ALPHA * x * s * (1.0 - s))
     return dy
 
 
@@ -405,8 +418,8 @@ def gemm_act(A: Tensor, B: Tensor, activation: Optional[str] = None, C: Optional
     Args:
         A: (M, K) or (L, M, K), bfloat16 or float16, CUDA, row-major (x).
         B: (K, N) or (L, K, N), A's dtype, column-major (``W.T`` of a weight W (N, K)).
-        activation: None / "identity", "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh"
-            (quack/gemm_act.h has the formulas); a gated name ("swiglu", "swiglu_oai", "reglu",
+        activation: None / "identity", "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh",
+            "gelu_erf", "quick_gelu" (quack/gemm_act.h has the formulas); a gated name ("swiglu", "swiglu_oai", "reglu",
             "geglu", "glu") runs ``gemm_gated`` (QuACK's ``gemm_gated = gemm_act``).
         C: None or (M, N) / (L, M, N) in out_dtype, row-major, added (beta = 1).
         bias: None or (N,) / (L, N), float32 or A's dtype, contiguous, added to every row.

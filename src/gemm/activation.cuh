@@ -1,6 +1,7 @@
 // Activation functions of the fused GEMM epilogues (device code, plain CUDA; fp32 in and out):
 // the formulas of QuACK's quack/activation.py (elementwise: 0.2.0 forms, silu through tanh, one
-// MUFU.TANH; gated: 0.6 forms, sigmoid by ex2 + rcp, their FFMA-friendly gradients), used by the
+// MUFU.TANH, and 0.6.3's gelu_erf, quick_gelu; gated: 0.6 forms, sigmoid by ex2 + rcp, their
+// FFMA-friendly gradients), used by the
 // epilogue visitors (sm90/epilogue_ops.cuh) and the K = 0 fill (gemm_fill.cu). The tables of
 // formulas are in include/quack/gemm_act.h (Activation).
 #pragma once
@@ -20,6 +21,28 @@ __device__ __forceinline__ float tanh_approx(float x) {
 // gelu_tanh_approx constants: sqrt(2/pi), 0.044715·sqrt(2/pi), 3·0.044715·sqrt(2/pi).
 constexpr float kGeluC1 = 0.7978845608028654f, kGeluC2 = 0.035677408136300125f, kGeluC3 = 0.10703222440890037f;
 
+/// 2^x by ex2.approx (MUFU.EX2).
+__device__ __forceinline__ float exp2_approx(float x) {
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x));
+  return e;
+}
+
+/// sigmoid(x) = 1 / (1 + 2^(−x·log2 e)): MUFU.EX2 and MUFU.RCP (QuACK 0.6's sigmoid; relative
+/// error about 2^-22). Saturates to 0 and 1; NaN stays NaN.
+__device__ __forceinline__ float sigmoid_approx(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(exp2_approx(x * -1.4426950408889634f) + 1.f));
+  return r;
+}
+
+// gelu_erf: 1/√2, 1/√(2π), and −log2(e)/2 (φ's exponent in base 2).
+constexpr float kRsqrt2 = 0.7071067811865476f, kRsqrt2Pi = 0.3989422804014327f,
+                kMinusHalfLog2e = -0.7213475204444817f;
+// quick_gelu's sigmoid scale (CLIP's), also gpt-oss's swiglu scale (QuACK's default alpha).
+constexpr float kSigmoidAlpha = 1.702f;
+constexpr float kSwigluOaiAlpha = kSigmoidAlpha;
+
 /// act(x). NaN propagates through relu and relu_sq (x < 0 ? 0 : x), as torch.relu.
 __device__ __forceinline__ float act_fwd(Activation a, float x) {
   switch (a) {
@@ -34,6 +57,8 @@ __device__ __forceinline__ float act_fwd(Activation a, float x) {
       return h * tanh_approx(h) + h;
     }
     case Activation::kTanh: return tanh_approx(x);
+    case Activation::kGeluErf: return 0.5f * (x * erff(x * kRsqrt2) + x);
+    case Activation::kQuickGelu: return x * sigmoid_approx(kSigmoidAlpha * x);
     default: return x;  // kIdentity
   }
 }
@@ -75,6 +100,19 @@ __device__ __forceinline__ void act_bwd(Activation a, float x, float dout, float
       dx = dout * (t * (-t) + 1.f);
       return;
     }
+    case Activation::kGeluErf: {  // Φ(x) = (1 + erf(x/√2)) / 2, φ(x) = e^(−x²/2) / √(2π)
+      float const cdf = 0.5f * erff(x * kRsqrt2) + 0.5f;
+      float const pdf = kRsqrt2Pi * exp2_approx(kMinusHalfLog2e * (x * x));
+      post = x * cdf;
+      dx = dout * (x * pdf + cdf);
+      return;
+    }
+    case Activation::kQuickGelu: {
+      float const sig = sigmoid_approx(kSigmoidAlpha * x);
+      post = x * sig;
+      dx = dout * ((post * (-sig) + post) * kSigmoidAlpha + sig);
+      return;
+    }
     default:  // kIdentity
       dx = dout;
       post = x;
@@ -82,16 +120,6 @@ __device__ __forceinline__ void act_bwd(Activation a, float x, float dout, float
   }
 }
 
-/// sigmoid(x) = 1 / (1 + 2^(−x·log2 e)): MUFU.EX2 and MUFU.RCP (QuACK 0.6's sigmoid; relative
-/// error about 2^-22). Saturates to 0 and 1; NaN stays NaN.
-__device__ __forceinline__ float sigmoid_approx(float x) {
-  float e, r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * -1.4426950408889634f));
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.f));
-  return r;
-}
-
-constexpr float kSwigluOaiAlpha = 1.702f;  // gpt-oss's swiglu scale (QuACK's default alpha)
 
 /// glu(g, u) of a gated activation (the table of quack/gemm_act.h); kIdentity-like fallback g·u
 /// never runs (validation admits gated activations only).

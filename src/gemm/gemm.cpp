@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <cstdlib>
@@ -706,17 +707,24 @@ struct ActivationInfo {
   const char* name;
   bool gated;  // of a gate and an up projection (gemm_gated, gemm_dgated); else elementwise
 };
-#define QUACK_ELEMENTWISE_ROW(A, name) {Activation::A, name, false},
-#define QUACK_GATED_ROW(A, name) {Activation::A, name, true},
-constexpr ActivationInfo kActivations[] = {
-    {Activation::kIdentity, "identity", false},
+#define QUACK_ELEMENTWISE_ROW(A, name) ActivationInfo{Activation::A, name, false},
+#define QUACK_GATED_ROW(A, name) ActivationInfo{Activation::A, name, true},
+constexpr ActivationInfo kActivationLists[] = {
+    ActivationInfo{Activation::kIdentity, "identity", false},
     QUACK_FOR_ELEMENTWISE_ACTS(QUACK_ELEMENTWISE_ROW) QUACK_FOR_GATED_ACTS(QUACK_GATED_ROW)};
 #undef QUACK_ELEMENTWISE_ROW
 #undef QUACK_GATED_ROW
-constexpr int kActivationCount = static_cast<int>(sizeof(kActivations) / sizeof(kActivations[0]));
-constexpr bool activations_in_order() {
+constexpr int kActivationCount = static_cast<int>(sizeof(kActivationLists) / sizeof(kActivationLists[0]));
+// The lists' rows placed at their values (a value past the count fails to compile).
+constexpr std::array<ActivationInfo, kActivationCount> activations_by_value() {
+  std::array<ActivationInfo, kActivationCount> t{};
+  for (const ActivationInfo& a : kActivationLists) t[static_cast<int>(a.value)] = a;
+  return t;
+}
+constexpr std::array<ActivationInfo, kActivationCount> kActivations = activations_by_value();
+constexpr bool activations_in_order() {  // every value once: no row left empty
   for (int v = 0; v < kActivationCount; ++v)
-    if (static_cast<int>(kActivations[v].value) != v) return false;
+    if (static_cast<int>(kActivations[v].value) != v || kActivations[v].name == nullptr) return false;
   return true;
 }
 static_assert(activations_in_order(), "kActivations: row v has value v");

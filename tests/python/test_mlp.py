@@ -34,7 +34,7 @@ cuda_only = pytest.mark.skipif(DEVICE != "cuda", reason="checks CUDA itself")
 STAND_IN = True  # QUACK_TEST_DEVICE=cpu runs this module on the CPU stand-ins (conftest.py)
 
 f32, bf16, f16, f64 = torch.float32, torch.bfloat16, torch.float16, torch.float64
-ACTS = ["identity", "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh"]
+ACTS = ["identity", "relu", "relu_sq", "gelu_tanh_approx", "silu", "tanh", "gelu_erf", "quick_gelu"]
 GATED = ["swiglu", "swiglu_oai", "reglu", "geglu", "glu"]
 
 

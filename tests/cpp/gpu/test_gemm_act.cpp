@@ -35,7 +35,8 @@ namespace quack::test {
 namespace {
 
 constexpr Activation kActs[] = {Activation::kIdentity, Activation::kRelu, Activation::kReluSq,
-                                Activation::kGeluTanhApprox, Activation::kSilu, Activation::kTanh};
+                                Activation::kGeluTanhApprox, Activation::kSilu, Activation::kTanh,
+                                Activation::kGeluErf, Activation::kQuickGelu};
 
 // act(x) and act'(x) in float64 (the formulas of quack/gemm_act.h).
 double act_ref(Activation a, double x) {
@@ -48,6 +49,8 @@ double act_ref(Activation a, double x) {
     }
     case Activation::kSilu: return x / (1.0 + std::exp(-x));
     case Activation::kTanh: return std::tanh(x);
+    case Activation::kGeluErf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case Activation::kQuickGelu: return x / (1.0 + std::exp(-1.702 * x));
     default: return x;
   }
 }
@@ -67,6 +70,12 @@ double dact_ref(Activation a, double x) {
     case Activation::kTanh: {
       const double t = std::tanh(x);
       return 1.0 - t * t;
+    }
+    case Activation::kGeluErf:
+      return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    case Activation::kQuickGelu: {
+      const double s = 1.0 / (1.0 + std::exp(-1.702 * x));
+      return s + 1.702 * x * s * (1.0 - s);
     }
     default: return 1.0;
   }

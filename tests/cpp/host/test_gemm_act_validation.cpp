@@ -291,13 +291,20 @@ TEST(GemmActValidation, UnalignedOperands) {
 }
 
 TEST(GemmActValidation, ActivationNames) {
-  for (int v = 0; v <= static_cast<int>(Activation::kTanh); ++v) {
+  for (int v = 0; v <= static_cast<int>(Activation::kQuickGelu); ++v) {
     const Activation a = static_cast<Activation>(v);
     Activation back = Activation::kRelu;
     ASSERT_TRUE(activation_from_name(activation_name(a), &back)) << activation_name(a);
     EXPECT_EQ(back, a);
+    EXPECT_STRNE(activation_name(a), "unknown") << v;
   }
   EXPECT_STREQ(activation_name(Activation::kGeluTanhApprox), "gelu_tanh_approx");
+  EXPECT_STREQ(activation_name(Activation::kGeluErf), "gelu_erf");
+  EXPECT_STREQ(activation_name(Activation::kQuickGelu), "quick_gelu");
+  EXPECT_FALSE(is_gated(Activation::kGeluErf));
+  EXPECT_FALSE(is_gated(Activation::kQuickGelu));
+  EXPECT_TRUE(is_gated(Activation::kGlu));
+  EXPECT_STREQ(activation_name(static_cast<Activation>(13)), "unknown");
   EXPECT_STREQ(activation_name(static_cast<Activation>(42)), "unknown");
   Activation x = Activation::kRelu;
   EXPECT_TRUE(activation_from_name("none", &x));
