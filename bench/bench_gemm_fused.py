@@ -98,7 +98,11 @@ def torch_act(F, torch, name, y):
         return F.gelu(y, approximate="tanh")
     if name == "silu":
         return F.silu(y)
-    return y
+    if name == "gelu_erf":
+        return F.gelu(y)
+    if name == "quick_gelu":
+        return y * torch.sigmoid(1.702 * y)
+    raise ValueError(f"activation {name!r}")
 
 
 def torch_glu(F, torch, name, g, u):
@@ -118,8 +122,14 @@ def torch_dact(torch, name, pre, d):
         t = torch.tanh(c * (pre + 0.044715 * pre * pre * pre))
         dg = 0.5 * (1 + t) + 0.5 * pre * (1 - t * t) * c * (1 + 3 * 0.044715 * pre * pre)
         return d * dg, 0.5 * pre * (1 + t)
-    s = torch.sigmoid(pre)
-    return d * s * (1 + pre * (1 - s)), pre * s
+    if name == "gelu_erf":
+        cdf = 0.5 * (1 + torch.erf(pre * 0.7071067811865476))
+        return d * (cdf + pre * 0.3989422804014327 * torch.exp(-0.5 * pre * pre)), pre * cdf
+    if name in ("silu", "quick_gelu"):
+        a = 1.0 if name == "silu" else 1.702
+        s = torch.sigmoid(a * pre)
+        return d * (s + a * pre * s * (1 - s)), pre * s
+    raise ValueError(f"activation {name!r}")
 
 
 def torch_dglu(torch, name, pre, d):
