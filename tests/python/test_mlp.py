@@ -501,6 +501,42 @@ def test_layers_compose_like_the_mlp():
     assert torch.equal(fc2.bias.grad, q.fc2.bias.grad)
 
 
+class _LayerPair(torch.nn.Module):
+    """fc2(*fc1(x)) for a LinearAct fc1 and a DActLinear fc2 (a TorchMLP's state dict)."""
+
+    def __init__(self, fc1, fc2):
+        super().__init__()
+        self.fc1, self.fc2 = fc1, fc2
+
+    def forward(self, x):
+        return self.fc2(*self.fc1(x))
+
+
+@pytest.mark.parametrize("act", ["swiglu", "geglu"])
+def test_linear_act_concat_fallback_pairs_with_kernels(act):
+    """LinearAct(concat_layout=True) on the torch fallback (in_features 20, not a multiple of 8)
+    returns preact interleaved, as the kernels do: DActLinear on the kernels reads it so."""
+    fc1 = qnn.LinearAct(20, 192, activation=act, bias=True, device=DEVICE, dtype=bf16,
+                        concat_layout=True)
+    fc2 = qnn.DActLinear(96, 64, activation=act, bias=True, device=DEVICE, dtype=bf16)
+    q = _LayerPair(fc1, fc2)
+    x, dy = rand(70, 20), rand(70, 64)
+    assert not fc1._kernels(x)
+    with torch.no_grad():
+        pre, _ = fc1(x)
+        halves = F.linear(x, fc1.weight, fc1.bias)
+        assert torch.equal(pre[:, 0::2], halves[:, :96])
+        assert torch.equal(pre[:, 1::2], halves[:, 96:])
+    t = TorchMLP(20, 96, 64, act, True, bf16, concat=True)
+    t.load_state_dict(q.state_dict())
+    r = TorchMLP(20, 96, 64, act, True, f64, concat=True)
+    r.load_state_dict({k: v.double() for k, v in q.state_dict().items()})
+    lib, tch, ref = _grads(q, x, dy), _grads(t, x, dy), _grads(r, x.double(), dy.double())
+    names = ["y", "dx"] + [n for n, _ in q.named_parameters()]
+    for name, a, b, c in zip(names, lib, ref, tch):
+        assert_rule(name, a, b, c, dtype=bf16)
+
+
 @pytest.mark.parametrize("act", ["gelu_tanh_approx", "swiglu"])
 def test_linear_act_postact_gradient(act):
     """postact used on its own (not through DActLinear): its gradient reaches x and W."""
