@@ -90,7 +90,8 @@ def is_gated(activation: Optional[str]) -> bool:
 
 
 def act_torch(name: str, x: Tensor) -> Tensor:
-    """act(x) in torch (the formulas of quack/gemm_act.h; QuACK's act_to_pytorch_fn_map)."""
+    """act(x) in torch (the formulas of quack/gemm_act.h; QuACK's act_to_pytorch_fn_map).
+    name: a canonical name of ACTIVATIONS (``activation_name``'s); ValueError otherwise."""
     if name == "relu":
         return F.relu(x)
     if name == "relu_sq":
@@ -105,11 +106,15 @@ def act_torch(name: str, x: Tensor) -> Tensor:
         return F.gelu(x)
     if name == "quick_gelu":
         return x * torch.sigmoid(_QUICK_GELU_ALPHA * x)
-    return x
+    if name == "identity":
+        return x
+    # A name missing here would otherwise pass as the identity: a wrong fallback, not an error.
+    raise ValueError(f"act_torch: activation is {name!r}, expected one of "
+                     f"{', '.join(ACTIVATIONS)}")
 
 
 def dact_torch(name: str, x: Tensor, dy: Tensor) -> Tensor:
-    """dy * act'(x) in torch."""
+    """dy * act'(x) in torch. name: as ``act_torch``'s; ValueError otherwise."""
     if name == "relu":
         return torch.where(x > 0, dy, torch.zeros_like(dy))
     if name == "relu_sq":
@@ -131,7 +136,10 @@ def dact_torch(name: str, x: Tensor, dy: Tensor) -> Tensor:
     if name == "quick_gelu":
         s = torch.sigmoid(_QUICK_GELU_ALPHA * x)
         return dy * (s + _QUICK_GELU_ALPHA * x * s * (1.0 - s))
-    return dy
+    if name == "identity":
+        return dy
+    raise ValueError(f"dact_torch: activation is {name!r}, expected one of "
+                     f"{', '.join(ACTIVATIONS)}")
 
 
 def gated_torch(name: str, g: Tensor, u: Tensor) -> Tensor:
@@ -146,7 +154,8 @@ def gated_torch(name: str, g: Tensor, u: Tensor) -> Tensor:
         return F.gelu(g, approximate="tanh") * u
     if name == "glu":
         return torch.sigmoid(g) * u
-    raise ValueError(f"gated activation {name!r}")
+    raise ValueError(f"gated_torch: activation is {name!r}, expected one of "
+                     f"{', '.join(GATED_ACTIVATIONS)}")
 
 
 def dgated_torch(name: str, g: Tensor, u: Tensor, dy: Tensor) -> Tuple[Tensor, Tensor]:
@@ -164,7 +173,8 @@ def dgated_torch(name: str, g: Tensor, u: Tensor, dy: Tensor) -> Tuple[Tensor, T
     if name == "glu":
         s = torch.sigmoid(g)
         return dy * u * s * (1.0 - s), dy * s
-    raise ValueError(f"gated activation {name!r}")
+    raise ValueError(f"dgated_torch: activation is {name!r}, expected one of "
+                     f"{', '.join(GATED_ACTIVATIONS)}")
 
 
 def interleave_gate_up(t: Tensor) -> Tensor:
