@@ -47,6 +47,10 @@ constexpr const char* kFwdDoc =
 }  // namespace
 
 void bind_topk(nb::module_& m) {
+  // topk_ops reads it once at import to skip the workspace-size call for k without a workspace
+  // (the eager fast path's host time), rather than keeping a copy of the C++ constant.
+  m.attr("topk_max_k_without_workspace") = quack::kTopkMaxKWithoutWorkspace;
+
   m.def(
       "topk_fwd_workspace_size",
       [](const OptTensor& x, const OptTensor& values, const OptTensor& indices,

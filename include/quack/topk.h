@@ -44,6 +44,11 @@
 
 namespace quack {
 
+/// The largest k that topk_fwd runs without a workspace (the warp queue's capacity: 8 registers
+/// × 32 lanes); larger k sorts each row in the workspace of topk_fwd_workspace_size. Exported to
+/// Python as quack_cpp._C.topk_max_k_without_workspace.
+inline constexpr int kTopkMaxKWithoutWorkspace = 256;
+
 /// The softmax topk_fwd fuses into its values (MoE router gating).
 enum class TopkSoftmax : int {
   kNone = 0,      ///< values are the selected elements of x

@@ -27,7 +27,9 @@ __all__ = ["topk", "topk_fwd", "topk_bwd"]
 
 # TopkSoftmax (include/quack/topk.h).
 SOFTMAX_NONE, SOFTMAX_SELECTED, SOFTMAX_ROW = 0, 1, 2
-_QUEUE_MAX_K = 256  # kTopkQueueMaxK: larger k sorts each row in a workspace
+# quack::kTopkMaxKWithoutWorkspace: larger k sorts each row in a workspace (read once here, so
+# smaller k asks for no workspace size per call).
+_QUEUE_MAX_K = _C.topk_max_k_without_workspace
 
 
 class TopkFwd:
