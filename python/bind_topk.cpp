@@ -64,7 +64,7 @@ void bind_topk(nb::module_& m) {
       nb::arg("largest") = true, nb::arg("sorted") = true, nb::arg("softmax") = 0,
       (std::string("Bytes of device workspace topk_fwd needs for these arguments: 0 for\n"
                    "k <= 256; for k > 256 the segmented sort's buffers (~16 bytes per element of\n"
-                   "x) and CUB's temporary storage (asks the current device).\n") +
+                   "x) and CUB's temporary storage (asks x's device).\n") +
        quack_py::kTensorDoc + "Raises like topk_fwd.")
           .c_str());
 

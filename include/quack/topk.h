@@ -98,7 +98,7 @@ struct TopkFwdArgs {
 /// Bytes of device workspace topk_fwd needs for these arguments: 0 for k ≤ 256 (and for
 /// M = 0 or k = 0); for k > 256 the segmented sort's keys, column indices and CUB's temporary
 /// storage, about 16·M·N bytes. Throws InvalidArgument like topk_fwd; CudaError when CUB's
-/// size query fails (k > 256 only; it looks at the current device).
+/// size query fails (k > 256 only; it runs on x's device, switched to and back).
 size_t topk_fwd_workspace_size(const TopkFwdArgs& args);
 
 /// Runs top-k on `stream`, on x's device. `workspace` must hold topk_fwd_workspace_size(args)
