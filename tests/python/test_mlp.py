@@ -304,6 +304,13 @@ def test_errors():
         quack_cpp.gemm_gated(A, rand(95, 64).mT, "swiglu")
     with pytest.raises(ValueError, match="gated"):
         quack_cpp.gemm_gated(A, W.mT, "relu")
+    with pytest.raises(ValueError, match="gemm_act: concat_layout is True with the activation "
+                                         "'relu'"):
+        quack_cpp.gemm_act(A, W.mT, "relu", concat_layout=True)
+    # act_linear's preact against postact (gated: 2H columns), checked in the forward.
+    with pytest.raises(ValueError, match=r"act_linear: preact has shape \(64, 90\), expected "
+                                         r"\(64, 96\)"):
+        G.act_linear(rand(64, 90), rand(32, 48), rand(64, 48), "swiglu")
 
 
 # --------------------------------------------------------------------------------------------
