@@ -90,7 +90,8 @@ namespace quack {
 ///
 /// The values are public and stable, never renumbered: a new activation, elementwise or gated,
 /// is appended with the next value and one entry in src/gemm/activation_list.h (name, kind),
-/// plus its formulas (src/gemm/activation.cuh) and a table row above.
+/// plus its formulas (src/gemm/activation.cuh) and a table row above; the Python names, torch
+/// references and tests too (every place: docs/architecture.md, "Adding an activation").
 enum class Activation : int {
   kIdentity = 0,
   kRelu = 1,
