@@ -47,6 +47,10 @@ constexpr const char* kFwdDoc =
 }  // namespace
 
 void bind_topk(nb::module_& m) {
+  // topk_ops reads it once at import to skip the workspace-size call for k without a workspace
+  // (the eager fast path's host time), rather than keeping a copy of the C++ constant.
+  m.attr("topk_max_k_without_workspace") = quack::kTopkMaxKWithoutWorkspace;
+
   m.def(
       "topk_fwd_workspace_size",
       [](const OptTensor& x, const OptTensor& values, const OptTensor& indices,
@@ -60,7 +64,7 @@ void bind_topk(nb::module_& m) {
       nb::arg("largest") = true, nb::arg("sorted") = true, nb::arg("softmax") = 0,
       (std::string("Bytes of device workspace topk_fwd needs for these arguments: 0 for\n"
                    "k <= 256; for k > 256 the segmented sort's buffers (~16 bytes per element of\n"
-                   "x) and CUB's temporary storage (asks the current device).\n") +
+                   "x) and CUB's temporary storage (asks x's device).\n") +
        quack_py::kTensorDoc + "Raises like topk_fwd.")
           .c_str());
 

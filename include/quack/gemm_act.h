@@ -90,7 +90,8 @@ namespace quack {
 ///
 /// The values are public and stable, never renumbered: a new activation, elementwise or gated,
 /// is appended with the next value and one entry in src/gemm/activation_list.h (name, kind),
-/// plus its formulas (src/gemm/activation.cuh) and a table row above.
+/// plus its formulas (src/gemm/activation.cuh) and a table row above; the Python names, torch
+/// references and tests too (every place: docs/architecture.md, "Adding an activation").
 enum class Activation : int {
   kIdentity = 0,
   kRelu = 1,
@@ -136,9 +137,9 @@ bool activation_from_name(const char* name, Activation* out);
 ///
 /// Compiled (src/gemm/sm90/instances.txt; the table at the top of this header): a row-major, b
 /// column-major (y = x·Wᵀ, the forward of a Linear layer); bf16 → bf16 with the tiles 128x256
-/// (cooperative) and 128x128 (pingpong), 2x1 clusters, chosen as gemm's rule; bf16 → fp32 and
-/// fp16 → fp16 with 128x128 pingpong. Other dtype combinations throw InvalidArgument "... are
-/// not compiled ..." listing the compiled ones, other layouts "... not yet supported".
+/// (cooperative), 128x192 and 128x128 (pingpong), 2x1 clusters, chosen as gemm's rule; bf16 →
+/// fp32 and fp16 → fp16 with 128x128 pingpong. Other dtype combinations throw InvalidArgument
+/// "... are not compiled ..." listing the compiled ones, other layouts "... not yet supported".
 /// Strides, alignment, batches, M, N, K, L limits: as quack/gemm.h, for each tensor. Any
 /// alignment works as in gemm: a and b that TMA cannot address (K or N not a multiple of 8 in
 /// memory, a view at an odd offset) are copied into a workspace with padded rows (workspace
@@ -267,16 +268,18 @@ void gemm_dact(const GemmDActArgs& args, cudaStream_t stream);
 /// | postact | (M, N/2) or (L, M, N/2)| preact's dtype | row-major (stride 1 along N/2)          | yes      |
 /// | bias    | GemmBias: row (N,) / (L, N), col (M,) / (L, M) | fp32, bf16, fp16 | contiguous | no |
 ///
-/// N must be even. Compiled (the table at the top of this header): bf16 → bf16 (tiles as
-/// gemm_act; the concat layout: 128x256 only), fp16 → fp16 (128x128 pingpong; concat: 128x256),
-/// bf16 → fp32 (interleaved, 128x128 pingpong); postact is stored per value into a half-width
-/// subtile (16-bit or fp32), a row-major, b column-major, outputs row-major. Other dtypes throw
-/// "... are not compiled ..." listing the compiled ones. Strides, alignment and limits:
-/// as quack/gemm.h for each tensor, any alignment as gemm_act: a and b that TMA cannot address
-/// (K or N not a multiple of 8 in memory, a view at an odd offset) are read from padded copies in
-/// the workspace (with concat_layout the copy keeps b's halves, so the up half starts at N/2 of
-/// the copy's rows); c, preact and postact that TMA cannot address are read and written by plain
-/// loads and stores in the epilogue (both outputs take the plain stores when either needs them).
+/// N must be even. Compiled (the table at the top of this header): bf16 → bf16 (128x256
+/// cooperative and 128x128 pingpong, no 128x192: it spills, instances.txt; where gemm's rule
+/// picks a pingpong tile, 128x128; the concat layout: 128x256 only), fp16 → fp16 (128x128
+/// pingpong; concat: 128x256), bf16 → fp32 (interleaved, 128x128 pingpong); postact is stored
+/// per value into a half-width subtile (16-bit or fp32), a row-major, b column-major, outputs
+/// row-major. Other dtypes throw "... are not compiled ..." listing the compiled ones. Strides,
+/// alignment and limits: as quack/gemm.h for each tensor, any alignment as gemm_act: a and b
+/// that TMA cannot address (K or N not a multiple of 8 in memory, a view at an odd offset) are
+/// read from padded copies in the workspace (with concat_layout the copy keeps b's halves, so the
+/// up half starts at N/2 of the copy's rows); c, preact and postact that TMA cannot address are
+/// read and written by plain loads and stores in the epilogue (both outputs take the plain stores
+/// when either needs them).
 struct GemmGatedArgs {
   TensorRef a;
   TensorRef b;
@@ -332,9 +335,13 @@ void gemm_gated(const GemmGatedArgs& args, cudaStream_t stream);
 /// | postact | (M, H) or (L, M, H)     | a's dtype       | row-major                              | no: stored when given |
 ///
 /// Compiled: a's dtype everywhere (bf16 or fp16), a and b row-major (an MLP's fc2 dgrad),
-/// outputs row-major, the 128x256 cooperative tile. Strides and alignment as quack/gemm.h (a and b that TMA cannot
-/// address: padded copies in the workspace; postact: plain stores where TMA cannot address it),
-/// the packed tensors' in 32-bit units: preact and dpreact need a 4-byte aligned base and even
+/// outputs row-major. Tiles: bf16 128x256 cooperative and 128x128 pingpong, chosen as gemm's
+/// rule (no 128x192: it spills; where the rule picks a pingpong tile, 128x128), the latter in two
+/// variants: 128x128ppa3d2io (I/O warps issue the preact loads and the stores) at K ≤ 2048
+/// (src/gemm/tile_rule.h, kIoWarpMaxK), 128x128ppa1d2 above; fp16 128x256 cooperative only.
+/// Strides and alignment as quack/gemm.h (a and b that TMA cannot address: padded copies in the
+/// workspace; postact: plain stores where TMA cannot address it), the packed tensors' in 32-bit
+/// units: preact and dpreact need a 4-byte aligned base and even
 /// leading and batch strides (in 16-bit elements), else InvalidArgument; where TMA cannot address
 /// them (e.g. H not a multiple of 4) they are read and written by plain loads and stores.
 struct GemmDGatedArgs {

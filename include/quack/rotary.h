@@ -48,12 +48,13 @@ namespace quack {
 /// | cos, sin    | (S_ro, R/2)    | fp32             | any non-negative strides              |
 ///
 /// Each output has q's dtype, its input's shape, and either is its input exactly (same data
-/// and strides: in place; an in-place v is left as it is) or does not overlap any tensor of
-/// the call (partial overlaps are not detected). The vector kernel (16-byte loads and stores)
-/// runs when D and R/2 are multiples of 16 bytes of the dtype (8 elements for fp16/bf16, 4 for
-/// fp32) and every tensor's base is 16-byte aligned with B, S and head strides multiples of
-/// those 8 (4) elements, cos and sin with unit column stride and row strides multiples of 4;
-/// any other call runs the same kernel one element at a time (correct, slower).
+/// and strides: in place; an in-place v is left as it is) or shares no element with any tensor
+/// of the call (other outputs, other inputs, cos, sin; checked, with interleaved slices of one
+/// buffer, as q, k, v of a packed qkv, told apart exactly). The vector kernel (16-byte loads
+/// and stores) runs when D and R/2 are multiples of 16 bytes of the dtype (8 elements for
+/// fp16/bf16, 4 for fp32) and every tensor's base is 16-byte aligned with B, S and head strides
+/// multiples of those 8 (4) elements, cos and sin with unit column stride and row strides
+/// multiples of 4; any other call runs the same kernel one element at a time (correct, slower).
 ///
 /// Differences from flash-attn: one scalar seqlen_offset (no per-batch
 /// offsets, no cu_seqlens varlen layout); cos/sin fp32 only; k and v separate tensors (so q,
@@ -80,7 +81,8 @@ struct RotaryArgs {
 /// columns or 2 · cos.shape[1] > D, a D stride other than 1 (D > 1), a dtype other than q's
 /// (cos, sin: other than fp32), q not fp32/fp16/bf16, a tensor in host memory or on another
 /// device than q, an output whose elements overlap, an output at its input's address with
-/// other strides, seqlen_offset < 0 or S + seqlen_offset > S_ro, or H·D per token of a tensor
+/// other strides, an output sharing memory with another tensor of the call (not in place),
+/// seqlen_offset < 0 or S + seqlen_offset > S_ro, or H·D per token of a tensor
 /// past 2^31 elements; CudaError when the launch fails.
 void apply_rotary(const RotaryArgs& args, cudaStream_t stream);
 
@@ -108,8 +110,8 @@ void apply_rotary(const RotaryArgs& args, cudaStream_t stream);
 /// |             |                |                  | overlapping elements                  |
 /// | cos, sin    | (S_ro, R/2)    | fp32             | as apply_rotary                       |
 ///
-/// dqkv must not overlap dq, dk or dv (not detected). The vector kernel runs under
-/// apply_rotary's conditions on the present tensors and dqkv.
+/// dqkv must not share memory with dq, dk, dv, cos or sin (checked). The vector kernel runs
+/// under apply_rotary's conditions on the present tensors and dqkv.
 struct RotaryPackArgs {
   TensorRef dq;    // optional
   TensorRef dk;    // optional
@@ -129,8 +131,8 @@ struct RotaryPackArgs {
 /// (B, S, H, D) of dqkv's B, S, 3·H and D, cos with 0 columns or 2 · cos.shape[1] > D, a D
 /// stride other than 1 (D > 1), dqkv not fp32/fp16/bf16, dq, dk, dv not dqkv's dtype (cos,
 /// sin: not fp32), a tensor in host memory or on another device than dqkv, dqkv with
-/// overlapping elements, seqlen_offset < 0 or S + seqlen_offset > S_ro, or 3·H·D past 2^31
-/// elements; CudaError when the launch fails.
+/// overlapping elements or sharing memory with dq, dk, dv, cos or sin, seqlen_offset < 0 or
+/// S + seqlen_offset > S_ro, or 3·H·D past 2^31 elements; CudaError when the launch fails.
 void rotary_qkv_pack(const RotaryPackArgs& args, cudaStream_t stream);
 
 }  // namespace quack

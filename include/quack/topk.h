@@ -44,6 +44,11 @@
 
 namespace quack {
 
+/// The largest k that topk_fwd runs without a workspace (the warp queue's capacity: 8 registers
+/// × 32 lanes); larger k sorts each row in the workspace of topk_fwd_workspace_size. Exported to
+/// Python as quack_cpp._C.topk_max_k_without_workspace.
+inline constexpr int kTopkMaxKWithoutWorkspace = 256;
+
 /// The softmax topk_fwd fuses into its values (MoE router gating).
 enum class TopkSoftmax : int {
   kNone = 0,      ///< values are the selected elements of x
@@ -93,7 +98,7 @@ struct TopkFwdArgs {
 /// Bytes of device workspace topk_fwd needs for these arguments: 0 for k ≤ 256 (and for
 /// M = 0 or k = 0); for k > 256 the segmented sort's keys, column indices and CUB's temporary
 /// storage, about 16·M·N bytes. Throws InvalidArgument like topk_fwd; CudaError when CUB's
-/// size query fails (k > 256 only; it looks at the current device).
+/// size query fails (k > 256 only; it runs on x's device, switched to and back).
 size_t topk_fwd_workspace_size(const TopkFwdArgs& args);
 
 /// Runs top-k on `stream`, on x's device. `workspace` must hold topk_fwd_workspace_size(args)

@@ -25,15 +25,17 @@ on first use and need torch:
   (see ``quack_cpp.topk_ops``; custom ops ``torch.ops.quack_cpp.topk_fwd`` / ``topk_bwd``);
 - ``quack_cpp.softmax(x, dim=-1)``, ``log_softmax(x, dim=-1)`` (see ``quack_cpp.softmax_ops``);
 - ``quack_cpp.apply_rotary_emb(x, cos, sin, interleaved=False, inplace=False,
-  seqlen_offsets=0)``, ``apply_rotary_emb_qkv(qkv, cos, sin, ...)``: rotary position
-  embedding (non-interleaved or interleaved), the packed-qkv form rotating q and k and copying v in one launch,
-  differentiable; ``apply_rotary_emb_qkv_split(qkv, cos, sin, ...)``: the packed form's q, k, v
+  seqlen_offsets=0, conjugate=False)``, ``apply_rotary_emb_qkv(qkv, cos, sin, ...)``: rotary
+  position embedding (non-interleaved or interleaved; ``conjugate``: by -angle, the inverse),
+  the packed-qkv form rotating q and k and copying v in one launch, differentiable; ``apply_rotary_emb_qkv_split(qkv, cos, sin, ...)``: the packed form's q, k, v
   as three contiguous (B, S, H, D) tensors, its backward writing the packed gradient in one
   launch (see ``quack_cpp.rotary_ops``; custom ops ``torch.ops.quack_cpp.rotary`` /
   ``rotary_inplace`` / ``rotary_qkv_split`` / ``rotary_qkv_pack``);
 - ``quack_cpp.linear_rotary_qkv(x, weight, cos, sin, n_heads)``: an attention layer's qkv
-  projection with q and k rotated (interleaved pairs) in the GEMM's epilogue, differentiable
-  (see ``quack_cpp.gemm_rotary_ops``; custom op ``torch.ops.quack_cpp.gemm_rotary``);
+  projection with q and k rotated (interleaved pairs) in the GEMM's epilogue, differentiable;
+  ``interleave_rotary_rows(w, n_heads, head_dim)``: a rotate_half model's [W_q; W_k; W_v] rows
+  permuted once for it (see ``quack_cpp.gemm_rotary_ops``; custom op
+  ``torch.ops.quack_cpp.gemm_rotary``);
 - ``quack_cpp.cross_entropy(logits, target, *, ignore_index=-100, reduction="mean", ...)``
   (see ``quack_cpp.cross_entropy_ops``);
 - ``quack_cpp.linear_cross_entropy(x, weight, target, bias=None, ignore_index=-100,

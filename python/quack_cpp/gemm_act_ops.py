@@ -90,7 +90,8 @@ def is_gated(activation: Optional[str]) -> bool:
 
 
 def act_torch(name: str, x: Tensor) -> Tensor:
-    """act(x) in torch (the formulas of quack/gemm_act.h; QuACK's act_to_pytorch_fn_map)."""
+    """act(x) in torch (the formulas of quack/gemm_act.h; QuACK's act_to_pytorch_fn_map).
+    name: a canonical name of ACTIVATIONS (``activation_name``'s); ValueError otherwise."""
     if name == "relu":
         return F.relu(x)
     if name == "relu_sq":
@@ -105,11 +106,15 @@ def act_torch(name: str, x: Tensor) -> Tensor:
         return F.gelu(x)
     if name == "quick_gelu":
         return x * torch.sigmoid(_QUICK_GELU_ALPHA * x)
-    return x
+    if name == "identity":
+        return x
+    # A name missing here would otherwise pass as the identity: a wrong fallback, not an error.
+    raise ValueError(f"act_torch: activation is {name!r}, expected one of "
+                     f"{', '.join(ACTIVATIONS)}")
 
 
 def dact_torch(name: str, x: Tensor, dy: Tensor) -> Tensor:
-    """dy * act'(x) in torch."""
+    """dy * act'(x) in torch. name: as ``act_torch``'s; ValueError otherwise."""
     if name == "relu":
         return torch.where(x > 0, dy, torch.zeros_like(dy))
     if name == "relu_sq":
@@ -131,7 +136,10 @@ def dact_torch(name: str, x: Tensor, dy: Tensor) -> Tensor:
     if name == "quick_gelu":
         s = torch.sigmoid(_QUICK_GELU_ALPHA * x)
         return dy * (s + _QUICK_GELU_ALPHA * x * s * (1.0 - s))
-    return dy
+    if name == "identity":
+        return dy
+    raise ValueError(f"dact_torch: activation is {name!r}, expected one of "
+                     f"{', '.join(ACTIVATIONS)}")
 
 
 def gated_torch(name: str, g: Tensor, u: Tensor) -> Tensor:
@@ -146,7 +154,8 @@ def gated_torch(name: str, g: Tensor, u: Tensor) -> Tensor:
         return F.gelu(g, approximate="tanh") * u
     if name == "glu":
         return torch.sigmoid(g) * u
-    raise ValueError(f"gated activation {name!r}")
+    raise ValueError(f"gated_torch: activation is {name!r}, expected one of "
+                     f"{', '.join(GATED_ACTIVATIONS)}")
 
 
 def dgated_torch(name: str, g: Tensor, u: Tensor, dy: Tensor) -> Tuple[Tensor, Tensor]:
@@ -164,7 +173,8 @@ def dgated_torch(name: str, g: Tensor, u: Tensor, dy: Tensor) -> Tuple[Tensor, T
     if name == "glu":
         s = torch.sigmoid(g)
         return dy * u * s * (1.0 - s), dy * s
-    raise ValueError(f"gated activation {name!r}")
+    raise ValueError(f"dgated_torch: activation is {name!r}, expected one of "
+                     f"{', '.join(GATED_ACTIVATIONS)}")
 
 
 def interleave_gate_up(t: Tensor) -> Tensor:
@@ -431,7 +441,8 @@ def gemm_act(A: Tensor, B: Tensor, activation: Optional[str] = None, C: Optional
             the compiled ones.
         alpha: scales A @ B (fp32).
         tuned: autotune the tile configuration (as ``quack_cpp.gemm``).
-        concat_layout: gated activations only (see ``gemm_gated``).
+        concat_layout: gated activations only (see ``gemm_gated``); True with an elementwise
+            activation raises ValueError.
 
     Returns:
         (preact or None, postact), row-major with rows padded to 16 bytes (contiguous when N *
@@ -439,13 +450,20 @@ def gemm_act(A: Tensor, B: Tensor, activation: Optional[str] = None, C: Optional
         ``act_linear`` carry the autograd).
 
     Raises:
-        ValueError: an unknown activation, mismatched ranks / K / L, or what
-            quack::can_implement rejects (its message, ``gemm_act: ...``).
+        ValueError: an unknown activation, concat_layout with an elementwise one, a tensor not
+            on a CUDA device, an unsupported out_dtype / postact_dtype, mismatched ranks / K / L,
+            or what quack::can_implement rejects (its message, ``gemm_act: ...``).
+        TypeError: A, B, C or bias not a tensor. RuntimeError: a CUDA error.
     """
     name = activation_name(activation, "gemm_act")
     if is_gated(name):
         return gemm_gated(A, B, name, C, bias, store_preact, out_dtype, postact_dtype, alpha,
                           tuned, concat_layout)
+    if concat_layout:
+        # The concat view pairs gate and up columns: it has no meaning for an elementwise act.
+        raise ValueError(f"gemm_act: concat_layout is True with the activation {name!r}, "
+                         f"expected False (concat_layout is for gated activations: "
+                         f"{', '.join(GATED_ACTIVATIONS)})")
     path = _reg.route(A, B, C, bias)
     _checks("gemm_act", path, A=A, B=B, C=C, bias=bias)
     od = _dtype_arg("gemm_act", "out_dtype", out_dtype, A.dtype)
@@ -514,6 +532,12 @@ def gemm_dact(A: Tensor, B: Tensor, preact: Tensor, activation: Optional[str] = 
 
     Returns:
         (dpreact, postact or None), row-major. Not differentiable.
+
+    Raises:
+        ValueError: an unknown activation, a tensor not on a CUDA device, an unsupported
+            out_dtype / postact_dtype, mismatched ranks / K / L, or what quack::can_implement
+            rejects (its message, ``gemm_dact: ...``; e.g. preact not (M, N) of A's dtype).
+        TypeError: A, B or preact not a tensor. RuntimeError: a CUDA error.
     """
     name = activation_name(activation, "gemm_dact")
     if is_gated(name):
@@ -542,6 +566,11 @@ def gemm_dgated(A: Tensor, B: Tensor, preact: Tensor, activation: str = "swiglu"
     Args: as ``gemm_dact``; preact and dpreact of A's dtype (bfloat16 or float16: read and
     written as packed 16-bit pairs), postact of A's dtype.
     Returns (dpreact (M, 2H), postact (M, H) or None). Not differentiable.
+
+    Raises:
+        ValueError: an activation that is not gated, and as ``gemm_dact`` (``gemm_dgated: ...``;
+            e.g. preact not (M, 2H), or not in 4-byte pairs: an odd base or leading stride).
+        TypeError: A, B or preact not a tensor. RuntimeError: a CUDA error.
     """
     name = activation_name(activation, "gemm_dgated")
     if not is_gated(name):
@@ -715,13 +744,24 @@ def linear_act(x: Tensor, weight: Tensor, activation: Optional[str], bias: Optio
     (postact used elsewhere) is turned into dpreact with the activation's derivative in torch.
 
     Args:
-        x: (..., K) CUDA, bfloat16 or float16 (or autocast to one). weight: (N, K); gated: N = 2H with gate
-            and up rows interleaved, or [W_gate; W_up] with concat_layout. bias: None or (N,).
+        x: (..., K) CUDA, bfloat16 or float16 (or autocast to one). weight: (N, K); gated:
+            N = 2H with gate and up rows interleaved, or [W_gate; W_up] with concat_layout.
+            bias: None or (N,).
+        activation: a name of ACTIVATIONS or GATED_ACTIVATIONS, or None ("identity").
         store_preact: keep preact (needed for a backward; stored anyway when a gradient is
             recorded); False without grad: preact is None.
+        fuse_grad_accum: accumulate dW into ``weight.grad`` in the wgrad GEMM (eager only).
+        tuned: autotune the GEMMs' tiles. concat_layout: gated only, weight's halves (above).
 
     Returns:
-        (preact (..., N) or None, postact (..., N or N/2)), the compute dtype.
+        (preact (..., N) or None, postact (..., N or N/2)), the compute dtype; a gated preact is
+        interleaved (column 2j gate_j, 2j + 1 up_j) with either weight layout.
+
+    Raises:
+        ValueError: an unknown activation, x and weight not both bfloat16 or both float16 (after
+            autocast), x not (..., K) or weight not (N, K), a tensor not on a CUDA device, or
+            what the GEMM rejects (``gemm_act: ...`` / ``gemm_gated: ...``, e.g. an odd N for a
+            gated activation). RuntimeError: a CUDA error.
     """
     return _linear_act(x, weight, activation, bias, store_preact, fuse_grad_accum, tuned,
                        concat_layout, True)
@@ -764,11 +804,25 @@ def act_linear(preact: Tensor, weight: Tensor, postact: Tensor, activation: Opti
     holds it), and is not saved for the backward.
 
     Args:
-        preact: (..., H), or (..., 2H) interleaved for a gated activation. weight: (N, H).
-        postact: (..., H). bias: None or (N,).
+        preact: linear_act's preact: (..., H), or (..., 2H) for a gated activation with gate and
+            up interleaved (column 2j gate_j, 2j + 1 up_j: the kernels' layout whatever fc1's
+            weight layout); postact's leading dims; bfloat16 or float16 (cast to the compute
+            dtype for the backward).
+        weight: (N, H), bfloat16 or float16 (or autocast to one).
+        postact: (..., H) = act(preact), the compute dtype (or autocast to it). bias: None or
+            (N,), float32 or the compute dtype.
+        activation: preact's, a name of ACTIVATIONS or GATED_ACTIVATIONS, or None.
+        fuse_grad_accum: accumulate dW into ``weight.grad`` (eager only). tuned: autotune.
 
     Returns:
         out (..., N) in the compute dtype.
+
+    Raises:
+        ValueError: an unknown activation, postact and weight not both bfloat16 or both float16
+            (after autocast), postact not (..., H) or weight not (N, H), preact not postact's
+            leading dims with H (2H gated) columns, a tensor not on a CUDA device, or what the
+            GEMM rejects (``gemm: ...``; in the backward ``gemm_dact`` / ``gemm_dgated``'s).
+            RuntimeError: a CUDA error.
     """
     name = activation_name(activation, "act_linear")
     path = _reg.route(preact, weight, postact, bias)
@@ -777,6 +831,13 @@ def act_linear(preact: Tensor, weight: Tensor, postact: Tensor, activation: Opti
     if weight.dim() != 2 or postact.shape[-1] != weight.shape[1]:
         raise ValueError(f"act_linear: postact has shape {tuple(postact.shape)} and weight "
                          f"{tuple(weight.shape)}, expected (..., H) and (N, H)")
+    # The backward reads preact against postact's rows: a mismatch found there would name
+    # gemm_dact's tensors, not the ones the caller passed.
+    n_pre = 2 * postact.shape[-1] if is_gated(name) else postact.shape[-1]
+    if preact.shape[:-1] != postact.shape[:-1] or preact.shape[-1] != n_pre:
+        raise ValueError(f"act_linear: preact has shape {tuple(preact.shape)}, expected "
+                         f"{tuple(postact.shape[:-1]) + (n_pre,)} (postact's leading dims and "
+                         f"{'2H' if is_gated(name) else 'H'} = {n_pre} columns for {name!r})")
     return act_linear_op.run(path, preact, weight, postact, bias, name, dtype,
                              bool(fuse_grad_accum), bool(tuned))
 
@@ -788,7 +849,30 @@ def mlp(x: Tensor, weight1: Tensor, weight2: Tensor, activation: Optional[str],
     ``mlp_func``): forward two GEMMs (the activation in fc1's epilogue, preact stored when a
     gradient is recorded), backward four (fc2's dgrad with the activation's gradient fused,
     fc2's wgrad from the recomputed postact, fc1's dgrad and wgrad). Without a recorded gradient
-    preact is not stored and fc2 is a plain linear."""
+    preact is not stored and fc2 is a plain linear::
+
+        out = act(x @ weight1^T + bias1) @ weight2^T + bias2
+
+    Args:
+        x: (..., D) CUDA, bfloat16 or float16 (or autocast to one).
+        weight1: (H, D), or (2H, D) for a gated activation with gate and up rows interleaved
+            (row 2j gate_j, 2j + 1 up_j), or the halves [W_gate; W_up] with concat_layout;
+            x's dtype (the compute dtype). bias1: None or (H,) / (2H,) in weight1's row order,
+            float32 or the compute dtype.
+        weight2: (O, H), the compute dtype. bias2: None or (O,), float32 or the compute dtype.
+        activation: a name of ACTIVATIONS or GATED_ACTIVATIONS, or None ("identity").
+        fuse_grad_accum: accumulate dW1 and dW2 into the weights' ``.grad`` (eager only).
+        tuned: autotune the GEMMs' tiles. concat_layout: weight1's halves (gated only).
+
+    Returns:
+        out (..., O) in the compute dtype; differentiable in x, the weights and the biases.
+
+    Raises:
+        ValueError: an unknown activation, x and the weights not all bfloat16 or all float16
+            (after autocast), mismatched shapes (x's D against weight1's, H against weight2's),
+            a tensor not on a CUDA device, or what the GEMMs reject (``gemm_act: ...`` /
+            ``gemm_gated: ...`` / ``gemm: ...``). RuntimeError: a CUDA error.
+    """
     name = activation_name(activation, "mlp")
     grad = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (x, weight1, weight2, bias1, bias2))

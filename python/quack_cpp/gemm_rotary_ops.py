@@ -261,7 +261,35 @@ def interleave_rotary_rows(w: Tensor, n_heads: int, head_dim: int) -> Tensor:
     new row 2i of a head is old row i, new row 2i + 1 old row i + head_dim / 2 (v unchanged).
     With tables of head_dim / 2 angles, rotating the interleaved pairs of the permuted
     projection gives the same q·k as rotate_half on the original one (both q and k are permuted
-    alike); v and the output projection are untouched. Returns a new tensor."""
+    alike); v and the output projection are untouched.
+
+    Args:
+        w: (3 * n_heads * head_dim, K), any dtype and device: W_q, W_k, W_v stacked by rows,
+            each (n_heads * head_dim, K); q, k and v have the same head count (no GQA: a
+            grouped k / v has fewer rows, and ``linear_rotary_qkv`` takes equal heads).
+        n_heads: heads of each of q, k, v (> 0). head_dim: D, even (> 0).
+
+    Returns:
+        A new tensor of w's shape, dtype and device (rows permuted; a bias (3 * n_heads *
+        head_dim,) permutes the same way with K = 1: ``interleave_rotary_rows(b[:, None], ...)``).
+
+    Raises:
+        ValueError: w not 2-D, n_heads or head_dim not positive, head_dim odd, or w.shape[0] not
+            3 * n_heads * head_dim (each message names the argument).
+    """
+    if w.dim() != 2:
+        raise ValueError(f"interleave_rotary_rows: w has shape {tuple(w.shape)}, expected 2 "
+                         "dimensions (3 * n_heads * head_dim, K)")
+    if n_heads <= 0 or head_dim <= 0:
+        raise ValueError(f"interleave_rotary_rows: n_heads is {n_heads} and head_dim "
+                         f"{head_dim}, expected both > 0")
+    if head_dim % 2 != 0:
+        raise ValueError(f"interleave_rotary_rows: head_dim is {head_dim}, expected an even "
+                         "number (pairs of rows)")
+    if w.shape[0] != 3 * n_heads * head_dim:
+        raise ValueError(f"interleave_rotary_rows: w has {w.shape[0]} rows {tuple(w.shape)}, "
+                         f"expected 3 * n_heads * head_dim = 3 * {n_heads} * {head_dim} = "
+                         f"{3 * n_heads * head_dim} (q, k, v of equal heads; no GQA)")
     half = head_dim // 2
     perm = torch.arange(head_dim, device=w.device).view(2, half).t().reshape(-1)
     qk = w[:2 * n_heads * head_dim].view(2 * n_heads, head_dim, -1)[:, perm]

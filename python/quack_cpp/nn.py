@@ -267,13 +267,17 @@ def _kernel_dtype(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
     return bias is None or bias.dtype in _FLOAT_DTYPES
 
 
+def _interleave_columns(y: Tensor) -> Tensor:
+    """[gate | up] halves of y's last dim (2H) -> columns gate_0, up_0, gate_1, up_1, ... (the
+    kernels' preact layout; differentiable)."""
+    h = y.shape[-1] // 2
+    return torch.stack((y[..., :h], y[..., h:]), dim=-1).flatten(-2)
+
+
 def _torch_act(activation: str, y: Tensor, concat: bool = False) -> Tensor:
     """act(y), or for a gated activation glu of y's gate/up (interleaved, or halves)."""
-    if not is_gated(activation):
-        return _postact_torch(activation, y)
-    if concat:
-        h = y.shape[-1] // 2
-        y = torch.stack((y[..., :h], y[..., h:]), dim=-1).flatten(-2)
+    if is_gated(activation) and concat:
+        y = _interleave_columns(y)
     return _postact_torch(activation, y)
 
 
@@ -285,10 +289,11 @@ class LinearAct(torch.nn.Linear):
     ``(preact, postact)``: preact (*, out_features), None when not stored (``store_preact``
     False and no gradient recorded); postact (*, out_features), or (*, out_features / 2) for a
     gated activation, whose weight rows hold gate and up interleaved (row 2j gate_j, row 2j + 1
-    up_j; ``concat_layout=True``: the halves [W_gate; W_up]). Both are differentiable: the
-    backward takes preact's gradient (what ``DActLinear`` gives) and turns a gradient of postact
-    into one with the activation's derivative (torch), then dgrad, wgrad and the bias's column
-    sum. The kernels run for CUDA bfloat16 or float16 compute (autocast or the module's dtype;
+    up_j; ``concat_layout=True``: the halves [W_gate; W_up]). A gated preact is interleaved
+    (column 2j gate_j, 2j + 1 up_j) with either weight layout and on either path, the layout
+    ``DActLinear`` reads. Both are differentiable: the backward takes preact's gradient (what
+    ``DActLinear`` gives) and turns a gradient of postact into one with the activation's
+    derivative (torch), then dgrad, wgrad and the bias's column sum. The kernels run for CUDA bfloat16 or float16 compute (autocast or the module's dtype;
     preact and postact in that dtype) with in_features, out_features (and out_features / 2)
     multiples of 8; otherwise torch computes the same (``F.linear``, then the activation).
 
@@ -330,7 +335,11 @@ class LinearAct(torch.nn.Linear):
                               fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned,
                               concat_layout=self.concat_layout)
         preact = F.linear(input, self.weight, self.bias)
-        return preact, _torch_act(self.activation, preact, self.concat_layout)
+        if self.concat_layout:
+            # The kernels' preact is interleaved whatever the weight's layout, and DActLinear
+            # reads it so: the fallback gives the same layout, so either path pairs with either.
+            preact = _interleave_columns(preact)
+        return preact, _torch_act(self.activation, preact)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", activation={self.activation!r}"

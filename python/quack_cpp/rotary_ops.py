@@ -56,18 +56,20 @@ _FORMULA = """With R = 2 * cos.shape[1] (rotary_dim), for each head vector x (D)
         fp32 math, one rounding to x's dtype."""
 
 
-def _check(fn: str, x: Tensor, cos: Tensor, sin: Tensor, qkv: bool) -> None:
-    """What the fake kernel must raise too (the C++ checks the rest on real tensors)."""
+def _check(fn: str, x: Tensor, cos: Tensor, sin: Tensor, qkv: bool, x_name: str = "x") -> None:
+    """What the fake kernel must raise too (the C++ checks the rest on real tensors). fn and
+    x_name: the function and argument the caller called and passed (apply_rotary_emb_qkv's
+    qkv), or the op's own ("rotary", x)."""
     nd = 5 if qkv else 4
     if x.dim() != nd:
         want = "(B, S, 3, H, D)" if qkv else "(B, S, H, D)"
-        raise ValueError(f"{fn}: x has {x.dim()} dimensions {tuple(x.shape)}, expected {nd} "
-                         f"{want}")
+        raise ValueError(f"{fn}: {x_name} has {x.dim()} dimensions {tuple(x.shape)}, expected "
+                         f"{nd} {want}")
     if qkv and x.shape[2] != 3:
-        raise ValueError(f"{fn}: qkv has shape {tuple(x.shape)}, expected (B, S, 3, H, D)")
+        raise ValueError(f"{fn}: {x_name} has shape {tuple(x.shape)}, expected (B, S, 3, H, D)")
     if x.dtype not in FLOAT_DTYPES:
-        raise ValueError(f"{fn}: x has dtype {dtype_name(x.dtype)}, expected float32, float16 "
-                         "or bfloat16")
+        raise ValueError(f"{fn}: {x_name} has dtype {dtype_name(x.dtype)}, expected float32, "
+                         "float16 or bfloat16")
     for name, t in (("cos", cos), ("sin", sin)):
         if t.dim() != 2:
             raise ValueError(f"{fn}: {name} has {t.dim()} dimensions {tuple(t.shape)}, expected "
@@ -274,12 +276,14 @@ class RotaryQkvPack:
 rotary_qkv_pack = register(RotaryQkvPack)
 
 
-def _tables(fn: str, x: Tensor, cos: Tensor, sin: Tensor, seqlen_offsets):
-    """The functional APIs' checks of what the ops do not take; cos and sin as fp32."""
+def _tables(fn: str, x: Tensor, cos: Tensor, sin: Tensor, seqlen_offsets, qkv: bool,
+            x_name: str):
+    """The functional APIs' checks, named by the public function fn and x's argument name
+    x_name (the ops would name themselves and x); cos and sin as fp32."""
     if isinstance(seqlen_offsets, Tensor) or not isinstance(seqlen_offsets, int):
         raise ValueError(f"{fn}: seqlen_offsets is {type(seqlen_offsets).__name__}, expected an "
                          "int (per-batch offsets are not supported)")
-    for name, t in (("x", x), ("cos", cos), ("sin", sin)):
+    for name, t in ((x_name, x), ("cos", cos), ("sin", sin)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{fn}: {name} is {type(t).__name__}, expected a torch.Tensor")
         if t.device.type not in _reg.DEVICE_TYPES:  # read per call (the CPU stand-ins add cpu)
@@ -288,16 +292,17 @@ def _tables(fn: str, x: Tensor, cos: Tensor, sin: Tensor, seqlen_offsets):
         cos = cos.float()  # exact
     if sin.dtype != torch.float32 and sin.dtype in FLOAT_DTYPES:
         sin = sin.float()
+    _check(fn, x, cos, sin, qkv, x_name)
     return cos, sin
 
 
 def _run(fn: str, x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inplace: bool,
-         seqlen_offsets, conjugate: bool, qkv: bool) -> Optional[Tensor]:
-    cos, sin = _tables(fn, x, cos, sin, seqlen_offsets)
+         seqlen_offsets, conjugate: bool, qkv: bool, x_name: str) -> Optional[Tensor]:
+    cos, sin = _tables(fn, x, cos, sin, seqlen_offsets, qkv, x_name)
     if inplace:
         if records_grad(x):
-            raise ValueError(f"{fn}: inplace=True is not differentiable and x requires grad; "
-                             "use inplace=False")
+            raise ValueError(f"{fn}: inplace=True is not differentiable and {x_name} requires "
+                             "grad; use inplace=False")
         rotary_inplace(x, cos, sin, seqlen_offsets, conjugate, qkv, bool(interleaved))
         return x
     return rotary(x, cos, sin, seqlen_offsets, conjugate, qkv, bool(interleaved))
@@ -342,7 +347,7 @@ def apply_rotary_emb(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
         ValueError: a bad shape, dtype, device or option (the message names it).
     """
     return _run("apply_rotary_emb", x, cos, sin, interleaved, inplace, seqlen_offsets,
-                conjugate, False)
+                conjugate, False, "x")
 
 
 def apply_rotary_emb_qkv(qkv: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False,
@@ -369,7 +374,7 @@ def apply_rotary_emb_qkv(qkv: Tensor, cos: Tensor, sin: Tensor, interleaved: boo
         ValueError: a bad shape, dtype, device or option (the message names it).
     """
     return _run("apply_rotary_emb_qkv", qkv, cos, sin, interleaved, inplace, seqlen_offsets,
-                False, True)
+                False, True, "qkv")
 
 
 def apply_rotary_emb_qkv_split(qkv: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False,
@@ -402,5 +407,5 @@ def apply_rotary_emb_qkv_split(qkv: Tensor, cos: Tensor, sin: Tensor, interleave
         ValueError: a bad shape, dtype, device or option (the message names it).
     """
     fn = "apply_rotary_emb_qkv_split"
-    cos, sin = _tables(fn, qkv, cos, sin, seqlen_offsets)
+    cos, sin = _tables(fn, qkv, cos, sin, seqlen_offsets, True, "qkv")
     return rotary_qkv_split(qkv, cos, sin, seqlen_offsets, False, bool(interleaved))

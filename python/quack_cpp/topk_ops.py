@@ -27,7 +27,9 @@ __all__ = ["topk", "topk_fwd", "topk_bwd"]
 
 # TopkSoftmax (include/quack/topk.h).
 SOFTMAX_NONE, SOFTMAX_SELECTED, SOFTMAX_ROW = 0, 1, 2
-_QUEUE_MAX_K = 256  # kTopkQueueMaxK: larger k sorts each row in a workspace
+# quack::kTopkMaxKWithoutWorkspace: larger k sorts each row in a workspace (read once here, so
+# smaller k asks for no workspace size per call).
+_QUEUE_MAX_K = _C.topk_max_k_without_workspace
 
 
 class TopkFwd:
@@ -178,11 +180,14 @@ def topk(
     Args:
         x: (..., N, ...) float32, float16 or bfloat16 on a CUDA device, any strides (``dim`` is
             moved last and the rest flattened with views where the strides allow).
-        k: 0 <= k <= N. 16-bit x with 16-byte rows, N <= 4096 and k <= 32 with k <= 16 or
-            N <= 2048 runs the register (bitonic) kernel, and so does float32 x with 16-byte
-            rows, N <= 2048 (<= 1024 for k > 16), exactly; otherwise k <= 256 runs the
-            warp-queue kernel (from k = 32 with a prefix bound on 16-byte rows); larger k sorts
-            each row (a workspace of ~16 bytes per element of x).
+        k: 0 <= k <= N. The kernel (``include/quack/topk.h``; every path exact):
+            16-bit x with 16-byte rows, N <= 4096, k <= 32, and k <= 16 or N <= 2048: the
+            register (bitonic) kernel; float32 x with 16-byte rows takes it at N <= 2048 with
+            k <= 16, and with k <= 32 on short rows (N <= 512, or N = 1024). 16-bit x with
+            16-byte rows, 4096 <= N <= 8192, k <= 256, where the register kernel does not take
+            the row, except N = 4096 with k >= 32: radix select (one CTA per row). Any other
+            k <= 256: the warp-queue kernel (from k = 32 with a prefix bound on 16-byte rows).
+            k > 256 sorts each row (a workspace of ~16 bytes per element of x).
         dim: the dimension to select along (default the last).
         largest, sorted: as torch.topk.
         softmax: False, True or "pre".

@@ -111,6 +111,80 @@ void ArgCheck::non_overlapping(const TensorRef& t, const char* name) const {
   }
 }
 
+void ArgCheck::disjoint(const TensorRef& a, const char* a_name, const TensorRef& b,
+                        const char* b_name) const {
+  if (may_overlap(a, b))
+    fail(std::string(a_name) + " overlaps " + b_name + " in memory: " + describe_full(a) +
+         " and " + describe_full(b) + ", expected separate memory");
+}
+
+namespace {
+
+/// [first byte, last byte + 1) of a present, non-empty tensor.
+bool byte_span(const TensorRef& t, intptr_t& lo, intptr_t& hi) {
+  if (!t.present() || t.numel() == 0) return false;
+  int64_t first = 0, last = 0;
+  for (int i = 0; i < t.ndim; ++i) {
+    const int64_t reach = (t.shape[i] - 1) * t.stride[i];
+    (reach < 0 ? first : last) += reach;
+  }
+  const int64_t es = dtype_size(t.dtype);
+  lo = reinterpret_cast<intptr_t>(t.data) + first * es;
+  hi = reinterpret_cast<intptr_t>(t.data) + (last + 1) * es;
+  return true;
+}
+
+struct OverlapDim {
+  int64_t stride;    // bytes, > 0
+  int64_t lo, hi;    // c = i − j ranges over [lo, hi]: i an index of a, j one of b
+};
+
+/// Whether some c_k in [lo_k, hi_k] for dims[k..n) brings a's element within `elem` bytes of
+/// b's: |Σ c_k·stride_k − delta| < elem, delta = b's base − a's base. dims sorted by stride,
+/// largest first, and nested: stride_k exceeds every |Σ c_j·stride_j| of the later dims by at
+/// least elem, so |delta − c_k·stride_k| < stride_k leaves c_k two candidates (floor, + 1).
+bool reaches(const OverlapDim* dims, int n, int64_t delta, int64_t elem) {
+  if (n == 0) return delta > -elem && delta < elem;
+  const int64_t s = dims[0].stride;
+  const int64_t q = delta >= 0 ? delta / s : -((-delta + s - 1) / s);  // floor(delta / s)
+  for (int64_t c = q; c <= q + 1; ++c) {
+    if (c < dims[0].lo || c > dims[0].hi) continue;
+    const int64_t rest = delta - c * s;
+    if (rest > -s && rest < s && reaches(dims + 1, n - 1, rest, elem)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool may_overlap(const TensorRef& a, const TensorRef& b) {
+  intptr_t alo, ahi, blo, bhi;
+  if (!byte_span(a, alo, ahi) || !byte_span(b, blo, bhi)) return false;
+  if (ahi <= blo || bhi <= alo) return false;
+  // Interleaved ranges: a's elements sit at a + Σ i_k·S_k, b's at b + Σ j_k·S_k (one S).
+  if (a.dtype != b.dtype || a.ndim != b.ndim) return true;
+  const int64_t es = dtype_size(a.dtype);
+  OverlapDim dims[TensorRef::kMaxDims];
+  int n = 0;
+  for (int i = 0; i < a.ndim; ++i) {
+    if (a.shape[i] <= 1 && b.shape[i] <= 1) continue;  // c = 0: the stride does not matter
+    if (a.shape[i] > 1 && b.shape[i] > 1 && a.stride[i] != b.stride[i]) return true;
+    const int64_t st = a.shape[i] > 1 ? a.stride[i] : b.stride[i];
+    if (st <= 0) return true;
+    dims[n++] = {st * es, -(b.shape[i] - 1), a.shape[i] - 1};
+  }
+  std::sort(dims, dims + n, [](const OverlapDim& x, const OverlapDim& y) {
+    return x.stride > y.stride;
+  });
+  int64_t inner = es;  // the largest |Σ c_j·S_j| of the smaller strides, plus one element
+  for (int k = n - 1; k >= 0; --k) {
+    if (dims[k].stride < inner) return true;  // not nested: no exact answer here
+    inner += std::max(-dims[k].lo, dims[k].hi) * dims[k].stride;
+  }
+  const int64_t delta = reinterpret_cast<intptr_t>(b.data) - reinterpret_cast<intptr_t>(a.data);
+  return reaches(dims, n, delta, es);
+}
+
 RowIO row_io(const TensorRef& t) {
   RowIO io;
   if (!t.present()) return io;

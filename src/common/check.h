@@ -30,6 +30,10 @@ class ArgCheck {
   /// Output layout: no negative strides and no two elements at one address.
   void non_overlapping(const TensorRef& t, const char* name) const;
   void no_negative_strides(const TensorRef& t, const char* name) const;
+  /// a and b share no byte (may_overlap below), e.g. an output and an input, or two outputs:
+  /// "<a> overlaps <b> in memory: <a's layout> and <b's>, expected separate memory".
+  void disjoint(const TensorRef& a, const char* a_name, const TensorRef& b,
+                const char* b_name) const;
 
  private:
   const char* fn_;
@@ -49,5 +53,13 @@ bool staged_ok(const TensorRef& t, int64_t slice_elems);
 
 /// "(4096, 512) bfloat16 strides (512, 1) on cuda:0"
 std::string describe_full(const TensorRef& t);
+
+/// Whether a and b may share a byte. False when either is absent or empty, or their byte ranges
+/// [first, last + 1) are disjoint. Ranges that interleave (views of one buffer: q, k and v of a
+/// packed qkv) are decided exactly when a and b have one dtype, non-negative strides, equal
+/// strides in every dimension of extent > 1 in both, and those strides nest (sorted, each at
+/// least the largest offset the smaller ones reach, plus one element); otherwise true
+/// (conservative).
+bool may_overlap(const TensorRef& a, const TensorRef& b);
 
 }  // namespace quack::detail

@@ -1,7 +1,9 @@
 // Rotary embedding public API (quack/rotary.h): apply_rotary and rotary_qkv_pack, validation
 // at the boundary, the vector-path choice, then the launch (host only).
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "common/check.h"
 #include "common/launch.h"
@@ -71,6 +73,31 @@ void check_pair(const detail::ArgCheck& chk, const TensorRef& in, const char* in
     chk.fail(std::string(out_name) + " starts at " + in_name + "'s address with other strides (" +
              detail::describe_full(out) + " vs " + detail::describe_full(in) +
              "), expected " + in_name + " itself (in place) or a separate tensor");
+}
+
+// Each present output apart from every other output and from every input, its own input
+// excepted when it is that input exactly (in place): the kernel writes one tensor while it reads
+// or writes the others, so any shared element is a race (q_out inside k, two outputs on one
+// buffer). ins[i] is outs[i]'s input; tables: cos and sin.
+void check_outputs_apart(const detail::ArgCheck& chk,
+                         std::initializer_list<std::pair<const TensorRef*, const char*>> ins,
+                         std::initializer_list<std::pair<const TensorRef*, const char*>> outs,
+                         const TensorRef& cos, const TensorRef& sin) {
+  size_t i = 0;
+  for (auto o = outs.begin(); o != outs.end(); ++o, ++i) {
+    const auto& [out, out_name] = *o;
+    if (!out->present()) continue;
+    size_t j = 0;
+    for (const auto& [in, in_name] : ins) {
+      if (in->present() && !(j == i && same_view(*in, *out)))
+        chk.disjoint(*out, out_name, *in, in_name);
+      ++j;
+    }
+    for (auto p = o + 1; p != outs.end(); ++p)
+      if (p->first->present()) chk.disjoint(*out, out_name, *p->first, p->second);
+    chk.disjoint(*out, out_name, cos, "cos");
+    chk.disjoint(*out, out_name, sin, "sin");
+  }
 }
 
 // cos and sin: (S_ro, R/2) fp32 on x's device (x named x_name), equal shapes and strides,
@@ -211,6 +238,9 @@ void apply_rotary(const RotaryArgs& a, cudaStream_t stream) {
   check_pair(chk, a.v, "v", a.v_out, "v_out", a.q);
   const int64_t B = a.q.shape[0], S = a.q.shape[1], D = a.q.shape[3];
   check_tables(chk, a.cos, a.sin, a.q, "q", B * S, S, D, a.seqlen_offset);
+  check_outputs_apart(chk, {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}},
+                      {{&a.q_out, "q_out"}, {&a.k_out, "k_out"}, {&a.v_out, "v_out"}}, a.cos,
+                      a.sin);
   const int64_t heads = a.q.shape[2] + (a.k.present() ? a.k.shape[2] : 0) +
                         (a.v.present() ? a.v.shape[2] : 0);
   if (heads * D > INT32_MAX)
@@ -252,6 +282,9 @@ void rotary_qkv_pack(const RotaryPackArgs& a, cudaStream_t stream) {
                std::to_string(D) + ") (dqkv's H = " + std::to_string(3 * H) + " / 3)");
   }
   check_tables(chk, a.cos, a.sin, a.dqkv, "dqkv", B * S, S, D, a.seqlen_offset);
+  // dqkv is no gradient's in-place output (the kernel writes its three slices from the three).
+  check_outputs_apart(chk, {{&a.dq, "dq"}, {&a.dk, "dk"}, {&a.dv, "dv"}}, {{&a.dqkv, "dqkv"}},
+                      a.cos, a.sin);
   if (B * S == 0 || H == 0) return;
 
   detail::RotaryParams p = table_params(a.cos, a.sin, B, S, D, a.seqlen_offset, a.conjugate,

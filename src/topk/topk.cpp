@@ -37,26 +37,6 @@ void check_softmax(const ArgCheck& chk, TopkSoftmax s) {
              "(1) or kRow (2)");
 }
 
-/// [first byte, last byte + 1) of a present, non-empty tensor (non-negative strides).
-bool byte_span(const TensorRef& t, uintptr_t& lo, uintptr_t& hi) {
-  if (!t.present() || t.numel() == 0) return false;
-  int64_t last = 0;
-  for (int i = 0; i < t.ndim; ++i) last += (t.shape[i] - 1) * t.stride[i];
-  lo = reinterpret_cast<uintptr_t>(t.data);
-  hi = lo + static_cast<uintptr_t>(last + 1) * dtype_size(t.dtype);
-  return true;
-}
-
-/// Outputs must not share memory with the inputs or with each other (byte ranges).
-void check_disjoint(const ArgCheck& chk, const TensorRef& a, const char* an, const TensorRef& b,
-                    const char* bn) {
-  uintptr_t alo, ahi, blo, bhi;
-  if (!byte_span(a, alo, ahi) || !byte_span(b, blo, bhi)) return;
-  if (alo < bhi && blo < ahi)
-    chk.fail(std::string(an) + " overlaps " + bn + " in memory: " + describe_full(a) + " and " +
-             describe_full(b) + ", expected separate memory");
-}
-
 /// A present (M, ·) matrix on `device`: returns its column count.
 int64_t check_rows(const ArgCheck& chk, const TensorRef& t, const char* name, int64_t M,
                    int device) {
@@ -117,13 +97,14 @@ TopkCall topk_fwd_call(const TopkFwdArgs& a, int sm_count_override) {
     chk.vector(a.lse, "lse", M);
     chk.dtype_in(a.lse, "lse", {DType::kFloat32});
     chk.same_device(a.lse, "lse", dev);
+    chk.non_overlapping(a.lse, "lse");
   }
-  check_disjoint(chk, a.values, "values", a.x, "x");
-  check_disjoint(chk, a.indices, "indices", a.x, "x");
-  check_disjoint(chk, a.values, "values", a.indices, "indices");
-  check_disjoint(chk, a.lse, "lse", a.x, "x");
-  check_disjoint(chk, a.lse, "lse", a.values, "values");
-  check_disjoint(chk, a.lse, "lse", a.indices, "indices");
+  chk.disjoint(a.values, "values", a.x, "x");
+  chk.disjoint(a.indices, "indices", a.x, "x");
+  chk.disjoint(a.values, "values", a.indices, "indices");
+  chk.disjoint(a.lse, "lse", a.x, "x");
+  chk.disjoint(a.lse, "lse", a.values, "values");
+  chk.disjoint(a.lse, "lse", a.indices, "indices");
   if (M > kMaxGrid)
     chk.fail("x has M = " + std::to_string(M) + " rows, expected M ≤ " + std::to_string(kMaxGrid));
 
@@ -278,12 +259,12 @@ void topk_bwd(const TopkBwdArgs& a, cudaStream_t stream) {
     chk.dtype_in(a.lse, "lse", {DType::kFloat32});
     chk.same_device(a.lse, "lse", dev);
   }
-  d::check_disjoint(chk, a.dx, "dx", a.dvalues, "dvalues");
-  d::check_disjoint(chk, a.dx, "dx", a.indices, "indices");
-  if (a.softmax == TopkSoftmax::kSelected) d::check_disjoint(chk, a.dx, "dx", a.values, "values");
+  chk.disjoint(a.dx, "dx", a.dvalues, "dvalues");
+  chk.disjoint(a.dx, "dx", a.indices, "indices");
+  if (a.softmax == TopkSoftmax::kSelected) chk.disjoint(a.dx, "dx", a.values, "values");
   if (a.softmax == TopkSoftmax::kRow) {
-    d::check_disjoint(chk, a.dx, "dx", a.x, "x");
-    d::check_disjoint(chk, a.dx, "dx", a.lse, "lse");
+    chk.disjoint(a.dx, "dx", a.x, "x");
+    chk.disjoint(a.dx, "dx", a.lse, "lse");
   }
   if (M == 0 || N == 0) return;
 

@@ -32,6 +32,7 @@
 
 #include "common/row_io.h"
 #include "quack/tensor.h"
+#include "quack/topk.h"
 
 #ifdef __CUDACC__
 #define QUACK_TOPK_HD __host__ __device__
@@ -41,7 +42,9 @@
 
 namespace quack::detail {
 
-inline constexpr int kTopkQueueMaxK = 256;  // queue of ≤ 8 registers × 32 lanes
+// The queue of ≤ 8 registers × 32 lanes; the public header's constant, so the no-workspace
+// bound it documents (and Python reads) is this one.
+inline constexpr int kTopkQueueMaxK = kTopkMaxKWithoutWorkspace;
 inline constexpr int kTopkUnroll = 4;       // 16-byte vectors per lane per iteration
 inline constexpr int kTopkMaxWarpsPerRow = 16;
 inline constexpr int kTopkBufEntries = 64;  // per-warp shared buffer of accepted entries

@@ -280,3 +280,13 @@ def test_linear_cross_entropy_surface():
         _C.linear_cross_entropy_fwd(x, w, None, t, loss, reduction="avg")
     with pytest.raises(ValueError, match="linear_cross_entropy_bwd: dloss has shape"):
         _C.linear_cross_entropy_bwd(x, w, None, t, _t((T,)), _t((T - 1,)))
+
+
+def test_topk_no_workspace_bound():
+    """topk_ops skips the workspace-size call for k ≤ _C.topk_max_k_without_workspace (read once
+    at import): at that k the C++ size is 0 (the plan is host-only: no CUDA call)."""
+    k = _C.topk_max_k_without_workspace
+    assert isinstance(k, int) and k > 0
+    x = _t((4, 2 * k), ptr=1 << 20)
+    values, indices = _t((4, k), ptr=1 << 24), _t((4, k), dtype=4, ptr=1 << 25)
+    assert _C.topk_fwd_workspace_size(x, values, indices) == 0

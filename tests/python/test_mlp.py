@@ -304,6 +304,13 @@ def test_errors():
         quack_cpp.gemm_gated(A, rand(95, 64).mT, "swiglu")
     with pytest.raises(ValueError, match="gated"):
         quack_cpp.gemm_gated(A, W.mT, "relu")
+    with pytest.raises(ValueError, match="gemm_act: concat_layout is True with the activation "
+                                         "'relu'"):
+        quack_cpp.gemm_act(A, W.mT, "relu", concat_layout=True)
+    # act_linear's preact against postact (gated: 2H columns), checked in the forward.
+    with pytest.raises(ValueError, match=r"act_linear: preact has shape \(64, 90\), expected "
+                                         r"\(64, 96\)"):
+        G.act_linear(rand(64, 90), rand(32, 48), rand(64, 48), "swiglu")
 
 
 # --------------------------------------------------------------------------------------------
@@ -499,6 +506,42 @@ def test_layers_compose_like_the_mlp():
     assert torch.equal(y.detach(), lib[0]) and torch.equal(xa.grad, lib[1])
     assert torch.equal(fc1.weight.grad, q.fc1.weight.grad)
     assert torch.equal(fc2.bias.grad, q.fc2.bias.grad)
+
+
+class _LayerPair(torch.nn.Module):
+    """fc2(*fc1(x)) for a LinearAct fc1 and a DActLinear fc2 (a TorchMLP's state dict)."""
+
+    def __init__(self, fc1, fc2):
+        super().__init__()
+        self.fc1, self.fc2 = fc1, fc2
+
+    def forward(self, x):
+        return self.fc2(*self.fc1(x))
+
+
+@pytest.mark.parametrize("act", ["swiglu", "geglu"])
+def test_linear_act_concat_fallback_pairs_with_kernels(act):
+    """LinearAct(concat_layout=True) on the torch fallback (in_features 20, not a multiple of 8)
+    returns preact interleaved, as the kernels do: DActLinear on the kernels reads it so."""
+    fc1 = qnn.LinearAct(20, 192, activation=act, bias=True, device=DEVICE, dtype=bf16,
+                        concat_layout=True)
+    fc2 = qnn.DActLinear(96, 64, activation=act, bias=True, device=DEVICE, dtype=bf16)
+    q = _LayerPair(fc1, fc2)
+    x, dy = rand(70, 20), rand(70, 64)
+    assert not fc1._kernels(x)
+    with torch.no_grad():
+        pre, _ = fc1(x)
+        halves = F.linear(x, fc1.weight, fc1.bias)
+        assert torch.equal(pre[:, 0::2], halves[:, :96])
+        assert torch.equal(pre[:, 1::2], halves[:, 96:])
+    t = TorchMLP(20, 96, 64, act, True, bf16, concat=True)
+    t.load_state_dict(q.state_dict())
+    r = TorchMLP(20, 96, 64, act, True, f64, concat=True)
+    r.load_state_dict({k: v.double() for k, v in q.state_dict().items()})
+    lib, tch, ref = _grads(q, x, dy), _grads(t, x, dy), _grads(r, x.double(), dy.double())
+    names = ["y", "dx"] + [n for n, _ in q.named_parameters()]
+    for name, a, b, c in zip(names, lib, ref, tch):
+        assert_rule(name, a, b, c, dtype=bf16)
 
 
 @pytest.mark.parametrize("act", ["gelu_tanh_approx", "swiglu"])

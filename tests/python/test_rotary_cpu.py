@@ -181,11 +181,12 @@ def test_bad_inputs():
     split = quack_cpp.apply_rotary_emb_qkv_split
     with pytest.raises(ValueError, match="seqlen_offsets"):
         split(qkv, cos, sin, seqlen_offsets=torch.zeros(2))
-    with pytest.raises(TypeError, match="x is list"):
+    # Named by the public function and its argument (qkv), not the op's (rotary_qkv_split, x).
+    with pytest.raises(TypeError, match="^apply_rotary_emb_qkv_split: qkv is list"):
         split([qkv], cos, sin)
-    with pytest.raises(ValueError, match="expected 5"):
+    with pytest.raises(ValueError, match="^apply_rotary_emb_qkv_split: qkv has 4 dimensions"):
         split(qkv[:, :, 0], cos, sin)
-    with pytest.raises(ValueError, match="qkv has shape"):
+    with pytest.raises(ValueError, match="^apply_rotary_emb_qkv_split: qkv has shape"):
         split(qkv[:, :, :2], cos, sin)
     with pytest.raises(ValueError, match="dtype int32"):
         split(qkv.to(torch.int32), cos, sin)
@@ -231,3 +232,23 @@ def test_split_interleaved_forward_backward():
     want = torch.stack((ref_interleaved(ds[0], cos, sin, 1, True),
                         ref_interleaved(ds[1], cos, sin, 1, True), ds[2].double()), 2)
     torch.testing.assert_close(qkv.grad.double(), want)
+
+
+def test_interleave_rotary_rows_permutes_and_validates():
+    """interleave_rotary_rows on CPU (torch only): row 2i of each q / k head is old row i, 2i + 1
+    old row i + hd / 2, v unchanged; bad shapes raise ValueError naming the argument."""
+    grot = pytest.importorskip("quack_cpp.gemm_rotary_ops")
+    h, hd, K = 2, 4, 3
+    w = torch.arange(3 * h * hd * K, dtype=torch.float32).view(3 * h * hd, K)
+    p = grot.interleave_rotary_rows(w, h, hd)
+    head = w[:hd]
+    assert torch.equal(p[:hd], torch.stack((head[:2], head[2:]), 1).reshape(hd, K))
+    assert torch.equal(p[2 * h * hd:], w[2 * h * hd:])
+    with pytest.raises(ValueError, match=r"interleave_rotary_rows: w has shape \(24,\)"):
+        grot.interleave_rotary_rows(w[:, 0], h, hd)
+    with pytest.raises(ValueError, match="head_dim is 3, expected an even"):
+        grot.interleave_rotary_rows(w[:18], h, 3)
+    with pytest.raises(ValueError, match=r"w has 20 rows .* = 24 \(q, k, v of equal heads"):
+        grot.interleave_rotary_rows(w[:20], h, hd)
+    with pytest.raises(ValueError, match="n_heads is 0"):
+        grot.interleave_rotary_rows(w, 0, hd)

@@ -196,6 +196,36 @@ TEST(RotaryValidation, DtypesDevicesLayouts) {
   expect_bad(a, {"sin is (", "cos's"});
 }
 
+// An output sharing memory with another tensor of the call: caught, naming both (the kernel
+// writes it while it reads or writes the other). The packed slices of args() interleave and
+// do not overlap: they pass (Baseline).
+TEST(RotaryValidation, OutputsApart) {
+  RotaryArgs a = args();
+  a.k_out = a.q;  // k's output written over q's input
+  expect_bad(a, {"k_out overlaps q in memory", "expected separate memory"});
+  a = args();
+  a.q_out = a.v_out;  // two outputs on one buffer
+  expect_bad(a, {"q_out overlaps v_out in memory"});
+  a = args();
+  a.k_out = a.k;  // k in place, q_out onto k
+  a.q_out = a.k;
+  expect_bad(a, {"q_out overlaps k in memory"});
+  a = args();
+  a.q_out.data = static_cast<char*>(a.q.data) + 2 * 8;  // q shifted by 8 elements
+  expect_bad(a, {"q_out overlaps q in memory"});
+  a = args();
+  a.v_out.data = static_cast<char*>(a.k_out.data) + 2 * 64;  // half a head into k_out's heads
+  expect_bad(a, {"k_out overlaps v_out in memory"});
+  a = args();
+  a.k = a.k_out = TensorRef();
+  a.v_out.data = a.cos.data;
+  expect_bad(a, {"v_out overlaps cos in memory"});
+  // In place (each output its input exactly) and separate outputs pass.
+  a = args();
+  a.q_out = a.q, a.k_out = a.k;
+  expect_reaches_cuda([&] { apply_rotary(a, nullptr); }, "q, k in place, v_out separate");
+}
+
 TEST(RotaryValidation, VectorPathChoice) {
   EXPECT_TRUE(detail::rotary_vector_path(args()));
   EXPECT_TRUE(detail::rotary_vector_path(args(DType::kFloat32)));
@@ -314,6 +344,21 @@ TEST(RotaryPackValidation, Errors) {
   a = pack_args();
   a.sin.device = 1;
   expect_bad_pack(a, {"sin is on cuda:1", "the device of dqkv"});
+}
+
+TEST(RotaryPackValidation, OutputApartFromGradients) {
+  RotaryPackArgs a = pack_args();
+  a.dk = bshd(a.dqkv.data, a.dqkv.dtype, H, 1, 3);  // dk is dqkv's k slice
+  expect_bad_pack(a, {"dqkv overlaps dk in memory", "expected separate memory"});
+  a = pack_args();
+  a.dq.data = static_cast<char*>(a.dqkv.data) + 2 * 128;  // dq inside dqkv's first token
+  expect_bad_pack(a, {"dqkv overlaps dq in memory"});
+  a = pack_args();
+  a.dv = contiguous_bshd(a.dqkv.data, a.dqkv.dtype);
+  expect_bad_pack(a, {"dqkv overlaps dv in memory"});
+  a = pack_args();
+  a.sin.data = static_cast<char*>(a.dqkv.data) + 4096;
+  expect_bad_pack(a, {"dqkv overlaps sin in memory"});
 }
 
 TEST(RotaryPackValidation, VectorPathChoice) {

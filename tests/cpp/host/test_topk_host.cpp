@@ -148,6 +148,8 @@ TEST(TopkValidation, ForwardArguments) {
   expect_fwd_invalid(a, {"lse has shape (9,)", "expected (8,)"});
   a.lse = TensorRef::vector(fake(7), DType::kBFloat16, M);
   expect_fwd_invalid(a, {"lse has dtype bfloat16", "expected float32"});
+  a.lse = TensorRef::vector(fake(7), DType::kFloat32, M, 0, /*st=*/0);  // M rows on one float
+  expect_fwd_invalid(a, {"output lse has overlapping elements"});
   // Outputs overlapping x or each other.
   a = fwd_args();
   a.values.data = static_cast<char*>(a.x.data) + 64;
