@@ -4,7 +4,9 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:-$PWD/results/device}  # the device sets it; elsewhere (your own Hopper machine) results/device
 R=$OUT/r; mkdir -p "$R"
 # Each carried folder is optional (a PREBUILT call may carry .prebuilt alone).
-if [ ! -d .deps/cutlass/include ] && [ -f .peers/cutlass-include.tar.xz ]; then mkdir -p .deps && tar -xJf .peers/cutlass-include.tar.xz -C .deps; fi
+for t in .peers/cutlass-include.tar.xz .prebuilt-lib/cutlass-include.tar.xz; do
+  if [ ! -d .deps/cutlass/include ] && [ -f $t ]; then mkdir -p .deps && tar -xJf $t -C .deps; fi
+done
 export QUACK_CUTLASS_INCLUDE=$PWD/.deps/cutlass/include
 if [ ! -d /tmp/qp/quack ] && [ -f .peers/quack-0.2.0-site.tar.xz ]; then mkdir -p /tmp/qp && tar -xJf .peers/quack-0.2.0-site.tar.xz -C /tmp/qp; fi
 if [ ! -d /tmp/site/liger_kernel ] && ls .whl/*.whl > /dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1; fi
@@ -24,8 +26,21 @@ build() {
     mkdir -p build/d && tar -xJf .prebuilt/bin.tar.xz -C build/d && echo "prebuilt binaries" >> $R/build.log && return 0
   fi
   [ "${PREBUILT:-0}" = 1 ] && echo "PREBUILT=1 but .prebuilt/ is missing or for another tree: building" | tee -a $R/build.log
-  cmake -S . -B build/d -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=ON -DQUACK_GEMM_AB_INSTANCES=${AB_INSTANCES:-ON} > $R/cmake.log 2>&1 \
-    && ninja -C build/d -j "$(nproc)" > $R/build.log 2>&1
+  # PREBUILT_LIB=1: link .prebuilt-lib's libquack.a (scripts/device/prebuild_lib.sh) where its
+  # stamp is this tree's library stamp and the A/B switch matches; the rest builds as usual.
+  local lib=""
+  if [ "${PREBUILT_LIB:-0}" = 1 ]; then
+    if [ -f .prebuilt-lib/libquack.a.xz ] &&
+       [ "$(cat .prebuilt-lib/stamp 2>/dev/null)" = "$(bash scripts/device/stamp.sh lib) ab=${AB_INSTANCES:-ON}" ]; then
+      mkdir -p build/lib && xz -dc .prebuilt-lib/libquack.a.xz > build/lib/libquack.a \
+        && lib=$PWD/build/lib/libquack.a && echo "prebuilt libquack.a" | tee -a $R/build.log
+    else
+      echo "PREBUILT_LIB=1 but .prebuilt-lib/ is missing or for another tree: building the library" | tee -a $R/build.log
+    fi
+  fi
+  cmake -S . -B build/d -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=ON \
+    -DQUACK_GEMM_AB_INSTANCES=${AB_INSTANCES:-ON} -DQUACK_PREBUILT_LIBRARY=$lib > $R/cmake.log 2>&1 \
+    && ninja -C build/d -j "$(nproc)" >> $R/build.log 2>&1
 }
 # Calls 2 and 3 on a machine that went cold in between: build first (their budget then shrinks).
 ensure_built() { ls build/d/python/_C*.so > /dev/null 2>&1 || { say "no build/d here: building"; build || { tail -30 $R/build.log; echo BUILD FAILED; }; }; }
