@@ -2,7 +2,7 @@
 # Calls (docs/status.md, "Next device calls"):
 #   1 (cold; every GPU test): where .prebuilt-lib's stamp is main's (scripts/device/prebuild_lib.sh
 #     at the end of the session that wrote this file), PREBUILT_LIB=1 saves the library's
-#     ~250 s of GEMM TUs: PREBUILT_LIB=1 AB_INSTANCES=ON BUDGET=565 bash scripts/device/call_tests.sh,
+#     ~250 s of GEMM TUs: PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=565 bash scripts/device/call_tests.sh,
 #     carry [".prebuilt-lib", ".whl", ".data"] (no QuACK in this call: .peers and .prebuilt-lib
 #     pass 64 MiB together). Otherwise the same without PREBUILT_LIB, carry [".peers", ".whl", ".data"].
 #   2 (warm): QUACK_DEMO_COMMIT=<main's short hash> DEMO_TMO=450 BUDGET=580

@@ -7,14 +7,15 @@
 # the library's GEMM TUs are most of a cold device build (~280 s of a call). .peers (43 MB)
 # and .prebuilt-lib do not fit one call's 64 MiB together: carry .prebuilt-lib, .whl and .data
 # in the cold call (no QuACK peer there) and .peers in a warm one (the build stays).
-#   AB_INSTANCES=ON scripts/device/prebuild_lib.sh [BUILD_DIR]   (default build-lib; 2 cores:
-#   ~40 min cold, a few minutes with a warm ccache)
+#   AB_INSTANCES=OFF scripts/device/prebuild_lib.sh [BUILD_DIR]   (default: build, the test
+#   command's tree, whose library TUs it shares; ccache serves the GEMM TUs only where the
+#   build directory's path relative to the tree is the one they were compiled in, so another
+#   directory name recompiles every one: ~80 min on 2 cores. The library target alone)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-B=${1:-build-lib}
-AB=${AB_INSTANCES:-ON}
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_TESTS=OFF \
-  -DQUACK_BUILD_BENCH=OFF -DQUACK_BUILD_PYTHON=OFF -DQUACK_PREBUILT_LIBRARY= \
+B=${1:-build}
+AB=${AB_INSTANCES:-OFF}
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_PREBUILT_LIBRARY= \
   -DQUACK_GEMM_AB_INSTANCES="$AB" > /dev/null
 ninja -C "$B" quack
 mkdir -p .prebuilt-lib
