@@ -103,8 +103,8 @@ void bind_cross_entropy(nb::module_& m) {
            "reduction 'none' writes loss (M); 'sum'/'mean' write loss (1) (mean: the CE part over\n"
            "the summed class weights of the counted rows, the z part over their count; on the\n"
            "device). lse (M), z_loss ((M) or (1)) optional. dx (M, V) optional: the gradient for\n"
-           "grad_output 1 (may be x itself: in place). lse_partial (M, K) fp32 and target_logit\n"
-           "(M): see the C++ header. Workspace: cross_entropy_fwd_workspace_size bytes.\n"
+           "grad_output 1 (may be x itself: in place). lse_partial (M, K) fp32/fp16/bf16 and\n"
+           "target_logit (M): see the C++ header. Workspace: cross_entropy_fwd_workspace_size bytes.\n"
            "dx_state (16) fp32 (with dx, 'sum'/'mean'): what cross_entropy_train_bwd needs;\n"
            "dx_predict (1) int32 (with dx_state): 0 on the device: dx is not written.\n") +
        quack_py::kTensorDoc + kRaises)

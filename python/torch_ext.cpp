@@ -653,8 +653,13 @@ std::string py_shape(at::IntArrayRef s) {
   return o + (s.size() == 1 ? ",)" : ")");
 }
 
-// A one-element tensor (0-d or (1,)) as a (1) TensorRef (the Python path's scalar_arg).
+// A one-element tensor (0-d or (1,)) as a (1) TensorRef (the Python path's scalar_arg). More
+// elements are refused: the C++ reads element 0 only, and would ignore the rest silently.
 quack::TensorRef scalar_ref(const Tensor& t, const char* fn, const char* name) {
+  if (t.numel() != 1)
+    throw quack::InvalidArgument(std::string(fn) + ": " + name + " has shape " +
+                                 py_shape(t.sizes()) + " (" + std::to_string(t.numel()) +
+                                 " elements), expected one element (0-d or (1,))");
   quack::TensorRef r;
   r.data = t.data_ptr();
   r.dtype = dtype_of(t, fn, name);
@@ -894,9 +899,9 @@ namespace quack_torch {
 // weight (the Python Function's tensor inputs but the absent lse_partial / target_logit).
 // Modes, as the Python setup_context: "predict" (predict_dx: saves x, target, lse, weight, dx
 // or x, state; backward cross_entropy_train_bwd), "dx" (want_dx alone: saves dx; backward
-// dx * dloss where the graph is kept or traced, else the in-place rescale), "lse" (saves x,
-// target, lse, weight; backward cross_entropy_bwd with dloss as it is: 'none' and 'sum' only;
-// the entry point sends 'mean' to the Python path).
+// dx * dloss where the graph is kept or traced, else the in-place rescale; create_graph
+// raises), "lse" (saves x, target, lse, weight; backward cross_entropy_bwd with dloss as it
+// is: 'none' and 'sum' only; the entry point sends 'mean' to the Python path).
 struct CrossEntropyFn : public torch::autograd::Function<CrossEntropyFn> {
   static constexpr size_t kForwardArgs = 15;  // forward's arguments after ctx
 
@@ -973,6 +978,13 @@ struct CrossEntropyFn : public torch::autograd::Function<CrossEntropyFn> {
         g = ce_train_bwd_impl(x, target, lse, dloss, dx, state, w, ii, eps, zs, cap, into);
     } else if (mode == 1) {  // the gradient for grad_output 1 in dx
       const Tensor& dx = saved[0];
+      // As the Python backward (_registrar.refuse_double_backward): dx is a constant of the
+      // forward, so a graph recorded through dx * dloss would miss the second derivative.
+      TORCH_CHECK(!at::GradMode::is_enabled(),
+                  "cross_entropy: backward with create_graph=True (double backward) is not "
+                  "supported: the gradient was computed in the forward (want_dx) and saved, and "
+                  "is not differentiable; call backward without create_graph, or use torch's "
+                  "version of the op for higher-order gradients");
       if (functional_context(dx, dloss) || torch::autograd::get_current_graph_task_keep_graph())
         return result(dx * dloss);  // the graph may be used again: dx unscaled
       if (bwd_takes_custom_op({&dx, &dloss}))

@@ -116,8 +116,9 @@ enum class Reduction : int { kNone = 0, kSum = 1, kMean = 2 };
 ///   dx, or the dx written in vain).
 ///
 /// Workspace: cross_entropy_fwd_workspace_size(args) bytes of device memory on x's device,
-/// 16-byte aligned, contents irrelevant (the kernels write before they read); 64 bytes for
-/// 'none', plus 4·M (and 4·M more with a z-loss) for 'sum' and 'mean'. It must not be used by
+/// 16-byte aligned, contents irrelevant (the kernels write before they read); 0 bytes for
+/// 'none' unless class weights and label smoothing are both used (then 64 bytes); 64 bytes
+/// plus 4·M (and 4·M more with a z-loss) for 'sum' and 'mean'. It must not be used by
 /// anything else until the call's kernels have run (stream order).
 struct CrossEntropyFwdArgs {
   TensorRef x;

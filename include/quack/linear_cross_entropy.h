@@ -81,7 +81,10 @@ enum class LinearCrossEntropyMode : int {
 /// - dx, dweight, dbias (each optional, e.g. dx absent for a frozen embedding below the head)
 ///   are the gradients of `loss` for grad_output 1 (for 'none': of Σ_i loss_i); with
 ///   `accumulate`, dweight and dbias get them added (fp32 sum of the old value and the new
-///   gradient, rounded once: fused gradient accumulation), dx is always overwritten.
+///   gradient, rounded once: fused gradient accumulation), dx is always overwritten. A later
+///   linear_cross_entropy_scale_grad scales the whole dweight and dbias, the accumulated old
+///   value included: with `accumulate`, use grad_output 1 (or scale the loss before the
+///   forward), since the API cannot tell the old part from the new one.
 /// - lse (optional) is each row's logsumexp (softcapped logits), the input of
 ///   linear_cross_entropy_bwd.
 /// - chunk_size: tokens per chunk, or 0 for linear_cross_entropy_chunk_size's rule (with

@@ -179,7 +179,12 @@ def tensor_arg(t: Optional[Tensor], fn: str, name: str):
 
 def scalar_arg(t: Tensor, fn: str, name: str):
     """A one-element tensor (0-d or (1,)) as ``_C`` takes a (1) tensor: ``tensor_arg`` with
-    shape (1,) and stride (1,) (a 0-d loss or grad_output without a view)."""
+    shape (1,) and stride (1,) (a 0-d loss or grad_output without a view). Raises ValueError
+    naming ``fn`` and ``name`` when t has more than one element (or none): the C++ would read
+    element 0 and silently ignore the rest."""
+    if t.numel() != 1:
+        raise ValueError(f"{fn}: {name} has shape {tuple(t.shape)} ({t.numel()} elements), "
+                         "expected one element (0-d or (1,))")
     code = DTYPE_CODE.get(t.dtype)
     if code is None:
         dtype_code(t.dtype, fn, name)  # raises
@@ -201,10 +206,12 @@ def stream(t: Tensor) -> int:
     return torch.cuda.current_stream(t.device).cuda_stream
 
 
-def rows_cols(x: Tensor, fn: str):
-    """x's (M, N) (a torch.Size; unpack it); ValueError naming ``fn`` unless x is 2-D."""
+def rows_cols(x: Tensor, fn: str, name: str = "x"):
+    """x's (M, N) (a torch.Size; unpack it); ValueError naming ``fn`` and the argument ``name``
+    (softmax_bwd's y, ...) unless x is 2-D."""
     if x.dim() != 2:
-        raise ValueError(f"{fn}: x has {x.dim()} dimensions {tuple(x.shape)}, expected 2 (M, N)")
+        raise ValueError(f"{fn}: {name} has {x.dim()} dimensions {tuple(x.shape)}, expected 2 "
+                         "(M, N)")
     return x.shape
 
 
@@ -381,6 +388,39 @@ def graph_retained() -> bool:
     if _keep_graph is None or _is_compiling():
         return True
     return bool(_keep_graph())
+
+
+def refuse_double_backward(fn: str, why: str) -> None:
+    """In a backward formula whose gradient is not differentiable (e.g. computed in the
+    forward and saved): RuntimeError naming ``fn`` when the running backward records a graph
+    (create_graph=True: grad mode is on inside a backward), where returning the gradient
+    would let a later differentiation through it silently miss this op's second derivative.
+    Not while compiling (AOTAutograd traces backward formulas without create_graph)."""
+    if _grad_enabled() and not _is_compiling():
+        raise RuntimeError(f"{fn}: backward with create_graph=True (double backward) is not "
+                           f"supported: {why}; call backward without create_graph, or use "
+                           "torch's version of the op for higher-order gradients")
+
+
+_will_execute = getattr(torch._C, "_will_engine_execute_node", None)
+
+
+def engine_accumulates(leaf: Tensor) -> bool:
+    """In a backward formula: whether the running backward will run the AccumulateGrad node of
+    ``leaf`` (a leaf that requires grad), i.e. store a gradient into ``leaf.grad``:
+    ``backward()``, or ``backward(inputs=...)`` naming leaf. False for ``torch.autograd.grad``
+    (which captures the gradient instead: the engine refuses to say for a captured leaf, and
+    for one it does not ask for it runs no node), for ``backward(inputs=...)`` without leaf,
+    and where torch lacks the query: the safe answer for a formula that would otherwise write
+    into ``leaf.grad`` itself."""
+    if _will_execute is None or not leaf.is_leaf or not leaf.requires_grad:
+        return False
+    with torch.enable_grad():  # the AccumulateGrad node: the next function of a view of leaf
+        node = leaf.view_as(leaf).grad_fn.next_functions[0][0]
+    try:
+        return bool(_will_execute(node))
+    except RuntimeError:  # "A leaf node was passed ... running autograd.grad()"
+        return False
 
 
 def records_grad(*tensors: Optional[Tensor]) -> bool:

@@ -68,8 +68,8 @@ from . import _C
 from . import _dtensor
 from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
 from ._registrar import (CUSTOM, EAGER, EAGER_GRAD, check_float, check_index,
-                         functional_context, graph_retained, records_grad, register, route,
-                         route_index, scalar_arg, stream, tensor_arg)
+                         functional_context, graph_retained, records_grad, refuse_double_backward,
+                         register, route, route_index, scalar_arg, stream, tensor_arg)
 
 __all__ = ["cross_entropy", "cross_entropy_fwd", "cross_entropy_bwd", "cross_entropy_scale_grad",
            "cross_entropy_train_bwd", "dx_predict_word"]
@@ -363,6 +363,10 @@ class CrossEntropyFwd:
                                             ignore_index, eps, zs, cap, into),) + nones
         if ctx.mode == "dx":
             (dx,) = ctx.saved_tensors
+            # dx is a constant of the forward: a graph recorded through dx * dloss would miss
+            # the loss's second derivative (zeros, silently).
+            refuse_double_backward("cross_entropy", "the gradient was computed in the forward "
+                                   "(want_dx) and saved, and is not differentiable")
             if functional_context(dx, dloss) or graph_retained():
                 # The graph may be used again (or is traced): dx stays unscaled.
                 return (dx * dloss,) + nones
@@ -542,6 +546,15 @@ def cross_entropy(
         check_index(fn, target, "target")
         need_grad = (records_grad(logits) if x_given
                      else records_grad(lse_partial, target_logit))
+        # The inputs that get no gradient are detached, as on the eager paths: else autograd
+        # would record the op for one of them alone (weight, or lse_partial / target_logit
+        # beside the logits), and its backward would find no lse saved (want_lse follows
+        # need_grad).
+        if weight is not None:
+            weight = weight.detach()
+        if x_given:
+            lse_partial = lse_partial.detach() if lse_partial is not None else None
+            target_logit = target_logit.detach() if target_logit is not None else None
     elif path == EAGER_GRAD:
         need_grad = (logits.requires_grad if x_given
                      else records_grad(lse_partial, target_logit))

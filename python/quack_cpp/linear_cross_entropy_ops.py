@@ -28,8 +28,9 @@ from torch import Tensor
 
 from . import _C, _dtensor
 from . import _registrar as _reg
-from ._registrar import (dtype_name, functional_context, graph_retained, register, route,
-                         route_index, scalar_arg, stream, tensor_arg)
+from ._registrar import (dtype_name, engine_accumulates, functional_context, graph_retained,
+                         refuse_double_backward, register, route, route_index, scalar_arg,
+                         stream, tensor_arg)
 from .gemm_ops import _as_operand
 
 __all__ = ["linear_cross_entropy"]
@@ -115,9 +116,12 @@ class LinearCrossEntropyFwd:
         ctx.mark_non_differentiable(*(t for t in (lse, dx, dw, db) if t is not None))
         ctx.recompute = reduction == "none"
         ctx.options = (int(ignore_index), float(eps), float(zs), float(cap), bool(low_memory))
+        ctx.reduction = reduction
         ctx.has_bias = bias is not None
-        # Fused accumulation reads weight.grad at backward time: eager only (as QuACK's Linear).
-        ctx.fuse = bool(fuse and need_dw and not torch.compiler.is_compiling())
+        # Fused accumulation reads weight.grad at backward time: eager only (as QuACK's Linear),
+        # and only for a leaf weight (the only kind whose .grad AccumulateGrad fills).
+        ctx.fuse = bool(fuse and need_dw and weight.is_leaf
+                        and not torch.compiler.is_compiling())
         if ctx.recompute:
             ctx.save_for_backward(x, weight, bias, target, lse)
         else:
@@ -145,6 +149,11 @@ class LinearCrossEntropyFwd:
             return (dx if need_x else None, dw if need_w else None,
                     db if need_b else None) + none
         dx, dw, db, weight = ctx.saved_tensors
+        # The saved gradients are constants of the forward: a graph recorded through them would
+        # miss the loss's second derivative (zeros, silently).
+        refuse_double_backward(
+            "linear_cross_entropy", f"with reduction {ctx.reduction!r} the gradients are "
+            "computed in the forward and saved, and are not differentiable")
         keep = functional_context(dx, dw, db, dloss) or graph_retained()
 
         def scaled(g):  # the gradient times grad_output (bf16 · fp32 0-d: fp32 math, bf16)
@@ -158,8 +167,12 @@ class LinearCrossEntropyFwd:
         dx = scaled(dx) if need_x else None
         db = scaled(db) if need_b else None
         if need_w and dw is not None:
+            # Fused accumulation only where AccumulateGrad will store what we return into
+            # weight.grad (loss.backward()); under torch.autograd.grad or backward(inputs=...)
+            # without weight, weight.grad must stay as it is and the result be dW alone.
             grad = weight.grad if ctx.fuse else None
-            if grad is not None and grad.dtype == dw.dtype and grad.shape == dw.shape:
+            if (grad is not None and grad.dtype == dw.dtype and grad.shape == dw.shape
+                    and engine_accumulates(weight)):
                 # weight.grad += dweight * grad_output in one pass, fp32 math, one rounding (dw
                 # itself untouched); handed to autograd with weight.grad cleared, so
                 # AccumulateGrad stores it as it is.
@@ -216,18 +229,33 @@ class LinearCrossEntropyScaleGrad:
 
     def signature(grad: Tensor, grad_output: Tensor) -> None:
         """grad *= grad_output in place (``torch.ops.quack_cpp.linear_cross_entropy_scale_grad``):
-        grad (T, D), (V, D) or (V,), grad_output one element (0-d), read on the device;
-        nothing is touched when it is exactly 1."""
+        grad (T, D), (V, D) or (V,), grad_output one element (0-d or (1,)), read on the device;
+        nothing is touched when it is exactly 1. Raises ValueError for a grad of another rank
+        or a grad_output of more than one element."""
 
     def impl(grad, grad_output):
         fn = "linear_cross_entropy_scale_grad"
+        _check_scale_args(grad, grad_output)
         g = tensor_arg(grad, fn, "grad")
         _C.linear_cross_entropy_scale_grad(g if grad.dim() == 2 else None, None,
                                            g if grad.dim() == 1 else None,
                                            scalar_arg(grad_output, fn, "grad_output"), stream(grad))
 
     def fake(grad, grad_output):
+        _check_scale_args(grad, grad_output)
         return None
+
+
+def _check_scale_args(grad: Tensor, grad_output: Tensor) -> None:
+    """ValueError unless grad is 1-D or 2-D (the C++ takes a matrix or a vector; any other rank
+    would be scaled by nothing) and grad_output has one element."""
+    fn = "linear_cross_entropy_scale_grad"
+    if grad.dim() not in (1, 2):
+        raise ValueError(f"{fn}: grad has shape {tuple(grad.shape)}, expected (T, D), (V, D) "
+                         "or (V,)")
+    if grad_output.numel() != 1:
+        raise ValueError(f"{fn}: grad_output has shape {tuple(grad_output.shape)} "
+                         f"({grad_output.numel()} elements), expected one element (0-d or (1,))")
 
 
 lce_bwd = register(LinearCrossEntropyBwd)
@@ -287,9 +315,18 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
             vocabulary is accumulated inside dweight's own memory, the rest computed from the
             lse by vocabulary slices afterwards: ~1.2x the time; extra memory about one logits
             chunk of 512 MiB).
-        fuse_grad_accum: when ``weight.grad`` exists (eager mode, 'mean'/'sum'), the backward
-            adds grad_output * dweight into it in place (one pass, one rounding) instead of
-            returning a new gradient for autograd to add.
+        fuse_grad_accum: QuACK's in-place accumulation, for ``loss.backward()``: when
+            ``weight.grad`` exists (a leaf weight, weight's dtype and shape; eager mode;
+            'mean'/'sum'), the backward adds grad_output * dweight into it in place (one pass,
+            one rounding) and hands that tensor to autograd with ``weight.grad`` cleared for
+            the moment, so AccumulateGrad stores it back as it is. Consequences: a hook on
+            weight (``weight.register_hook``) sees the accumulated gradient, not this call's
+            dweight; only where the running backward will accumulate into ``weight.grad``
+            (``loss.backward()``, or ``backward(inputs=...)`` naming weight: asked of the
+            autograd engine, no sync) is it fused: under ``torch.autograd.grad`` or
+            ``backward(inputs=...)`` without weight, ``weight.grad`` is left untouched and the
+            gradient is dweight alone, as without the option. Ignored under torch.compile and
+            for 'none'.
 
     Returns:
         float32 loss: a 0-d tensor for 'mean' and 'sum', target's shape for 'none'.
@@ -299,12 +336,15 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
     traced (torch.compile) it returns scaled copies instead, so every backward gets its own
     grad_output's gradients ('none' recomputes the gradients in each backward). Bitwise
     reproducible for a fixed ``chunk_size``; with None the chunk may follow the free memory,
-    which moves the fp32 summation order of dweight across chunks.
+    which moves the fp32 summation order of dweight across chunks. No double backward: for
+    'mean' and 'sum' a backward with ``create_graph=True`` raises RuntimeError (the saved
+    gradients are not differentiable); for 'none' differentiating the gradient raises (its op
+    has no autograd formula).
 
     Raises:
         ValueError: a shape, dtype (x and weight must compute in bfloat16), device, layout or
             option the C++ rejects (its message), a bad reduction or chunk_size.
-        RuntimeError: a CUDA error.
+        RuntimeError: a CUDA error; a 'mean'/'sum' backward with ``create_graph=True``.
 
     Source: QuACK 0.2.0 ``chunked_linear_cross_entropy``; the options as Liger-Kernel's fused
     linear cross-entropy (z-loss ``lse_square_scale``, ``softcap``).

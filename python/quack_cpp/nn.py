@@ -615,8 +615,12 @@ class LinearCrossEntropy(torch.nn.Linear):
         in_features, out_features, bias, device, dtype: as ``torch.nn.Linear`` (bias default
             False).
         ignore_index, reduction, label_smoothing: as ``torch.nn.CrossEntropyLoss``.
-        z_loss, logit_softcap, chunk_size, low_memory, fuse_grad_accum: as
-            ``quack_cpp.linear_cross_entropy``.
+        z_loss, logit_softcap, chunk_size, low_memory: as ``quack_cpp.linear_cross_entropy``.
+        fuse_grad_accum: as ``quack_cpp.linear_cross_entropy``: meant for
+            ``loss.backward()``: the backward adds this step's weight gradient into an existing
+            ``weight.grad`` in place (hooks on weight see the sum); under
+            ``torch.autograd.grad`` or ``backward(inputs=...)`` without weight it is not fused
+            (``weight.grad`` untouched). Eager only; not for the torch fallback.
 
     Shape: input (*, in_features), target (*) int64; output as ``reduction`` says.
 

@@ -53,7 +53,7 @@ def _describe(kind: str):
         dx_dtype. Raises ValueError for a bad argument (the message names it)."""
 
         def outputs(y, dy, dx_dtype):
-            M, N = rows_cols(y, bwd)
+            M, N = rows_cols(y, bwd, "y")
             return y.new_empty(M, N, dtype=dx_dtype)
 
         def launch(dx, y, dy, dx_dtype):

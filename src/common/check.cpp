@@ -2,6 +2,8 @@
 #include "quack/version.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 namespace quack {
@@ -83,7 +85,7 @@ void ArgCheck::float_dtype(const TensorRef& t, const char* name) const {
 void ArgCheck::same_device(const TensorRef& t, const char* name, int device) const {
   if (t.device != device)
     fail(std::string(name) + " is on cuda:" + std::to_string(t.device) + ", expected cuda:" +
-         std::to_string(device) + " (the device of x)");
+         std::to_string(device) + " (the device of " + device_ref_ + ")");
 }
 
 void ArgCheck::no_negative_strides(const TensorRef& t, const char* name) const {
@@ -116,6 +118,33 @@ void ArgCheck::disjoint(const TensorRef& a, const char* a_name, const TensorRef&
   if (may_overlap(a, b))
     fail(std::string(a_name) + " overlaps " + b_name + " in memory: " + describe_full(a) +
          " and " + describe_full(b) + ", expected separate memory");
+}
+
+void ArgCheck::same_or_disjoint(const TensorRef& out, const char* out_name, const TensorRef& in,
+                                const char* in_name) const {
+  if (same_view(out, in) || !may_overlap(out, in)) return;
+  fail(std::string(out_name) + " overlaps " + in_name + " in memory: " + describe_full(out) +
+       " and " + describe_full(in) + ", expected " + in_name +
+       " itself (in place: the same address, dtype, shape and strides) or separate memory");
+}
+
+bool same_view(const TensorRef& a, const TensorRef& b) {
+  if (!a.present() || !b.present() || a.data != b.data || a.dtype != b.dtype ||
+      a.ndim != b.ndim)
+    return false;
+  for (int i = 0; i < a.ndim; ++i)
+    if (a.shape[i] != b.shape[i] || (a.shape[i] > 1 && a.stride[i] != b.stride[i]))
+      return false;  // a stride of an extent-1 dimension addresses nothing: not compared
+  return true;
+}
+
+std::string format_float(float v) {
+  char buf[32];
+  for (int digits = 6; digits <= 9; ++digits) {  // 9 significant digits round-trip any float
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v || v != v) break;
+  }
+  return buf;
 }
 
 namespace {

@@ -14,7 +14,14 @@ namespace quack::detail {
 
 class ArgCheck {
  public:
-  explicit ArgCheck(const char* fn) : fn_(fn) {}
+  /// device_ref: the argument whose device the others must share, named in same_device's
+  /// message ("x"; softmax_bwd's "y", linear_cross_entropy_scale_grad's "grad_output", ...).
+  explicit ArgCheck(const char* fn, const char* device_ref = "x")
+      : fn_(fn), device_ref_(device_ref) {}
+
+  /// Names another reference argument, where it is known only after the first checks (e.g.
+  /// cross_entropy_fwd: x, or target when x is absent).
+  void set_device_ref(const char* name) { device_ref_ = name; }
 
   [[noreturn]] void fail(const std::string& msg) const;
 
@@ -34,10 +41,26 @@ class ArgCheck {
   /// "<a> overlaps <b> in memory: <a's layout> and <b's>, expected separate memory".
   void disjoint(const TensorRef& a, const char* a_name, const TensorRef& b,
                 const char* b_name) const;
+  /// An output that may be written in place of an input: out is either the input itself (the
+  /// same data pointer, dtype, shape and strides) or disjoint from it (no shared byte). A
+  /// partial overlap, or the same memory read through another dtype or layout, fails:
+  /// "<out> overlaps <in> in memory: <layouts>, expected <in> itself (in place: the same
+  /// address, dtype, shape and strides) or separate memory".
+  void same_or_disjoint(const TensorRef& out, const char* out_name, const TensorRef& in,
+                        const char* in_name) const;
 
  private:
   const char* fn_;
+  const char* device_ref_;
 };
+
+/// True when a and b are the same tensor view: both present, the same data pointer, dtype,
+/// ndim, shape and strides (an in-place output).
+bool same_view(const TensorRef& a, const TensorRef& b);
+
+/// A float option for a message: the shortest %g form that reads back as the same float
+/// ("0.1", "1.0000001", "inf", "nan"), where std::to_string prints 6 decimals ("1.000000").
+std::string format_float(float v);
 
 /// (M, N) view of a 2-D tensor; an (N) view (row_stride 0) of a 1-D one; absent -> null.
 RowIO row_io(const TensorRef& t);

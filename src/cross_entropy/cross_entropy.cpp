@@ -50,11 +50,12 @@ void check_target(const ArgCheck& chk, const TensorRef& t, int64_t M, int device
 
 void check_options(const ArgCheck& chk, float eps, float zs, float cap) {
   if (!(eps >= 0.f && eps <= 1.f))
-    chk.fail("label_smoothing is " + std::to_string(eps) + ", expected a value in [0, 1]");
-  if (!(zs >= 0.f && std::isfinite(zs)))
-    chk.fail("z_loss_scale is " + std::to_string(zs) + ", expected a finite value ≥ 0");
+    chk.fail("label_smoothing is " + format_float(eps) + ", expected a value in [0, 1]");
+  if (!(zs >= 0.f && std::isfinite(zs)))  // Python's name for it is z_loss
+    chk.fail("z_loss_scale (Python: z_loss) is " + format_float(zs) +
+             ", expected a finite value ≥ 0");
   if (!(cap >= 0.f && std::isfinite(cap)))
-    chk.fail("logit_softcap is " + std::to_string(cap) +
+    chk.fail("logit_softcap is " + format_float(cap) +
              ", expected a finite value > 0 (or 0: no softcap)");
 }
 
@@ -65,15 +66,12 @@ void check_weight(const ArgCheck& chk, const TensorRef& w, int64_t V, int device
   chk.same_device(w, "weight", device);
 }
 
-// dx: (M, V) float output; dx = x (in place) only with x's dtype and strides.
+// dx: (M, V) float output; x itself (in place: the same address, dtype and strides) or memory
+// of its own, not overlapping x (the header's rule; an absent x passes).
 void check_dx(const ArgCheck& chk, const TensorRef& dx, const TensorRef& x, int64_t M,
               int64_t V, int device, const char* name = "dx") {
   row_check_mn(chk, dx, name, M, V, device, /*output=*/true);
-  if (x.present() && dx.data == x.data && dx.numel() > 0 &&
-      (dx.dtype != x.dtype || dx.stride[0] != x.stride[0] || dx.stride[1] != x.stride[1]))
-    chk.fail(std::string(name) + " " + describe_full(dx) + " starts at x's address " +
-             describe_full(x) +
-             ", expected x itself (same dtype and strides: in place) or its own memory");
+  chk.same_or_disjoint(dx, name, x, "x");
 }
 
 void check_v(const ArgCheck& chk, int64_t M, int64_t V, const char* what) {
@@ -147,7 +145,7 @@ void guard_device(std::optional<DeviceGuard>& guard, int device, const char* fn)
 }  // namespace
 
 CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a, CePredictedForm form) {
-  const ArgCheck chk(kFwd);
+  ArgCheck chk(kFwd, "target");  // the device reference: target, then x where present
   const int r = static_cast<int>(a.reduction);
   if (r < 0 || r > 2)
     chk.fail("reduction has value " + std::to_string(r) + ", expected kNone, kSum or kMean");
@@ -164,6 +162,7 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a, CePredictedForm f
     chk.matrix(a.x, "x", M, -1);
     chk.float_dtype(a.x, "x");
     device = a.x.device;
+    chk.set_device_ref("x");
     if (a.num_classes >= 0 && a.num_classes != a.x.shape[1])
       chk.fail("num_classes is " + std::to_string(a.num_classes) + ", expected -1 or x's V = " +
                std::to_string(a.x.shape[1]));
@@ -192,10 +191,10 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a, CePredictedForm f
   if (partial || given) {
     const char* with = partial ? "lse_partial" : "target_logit";
     if (a.label_smoothing > 0.f)
-      chk.fail(std::string("label_smoothing is ") + std::to_string(a.label_smoothing) +
+      chk.fail(std::string("label_smoothing is ") + format_float(a.label_smoothing) +
                " with " + with + ", expected 0 (smoothing needs every logit)");
     if (a.logit_softcap > 0.f)
-      chk.fail(std::string("logit_softcap is ") + std::to_string(a.logit_softcap) + " with " +
+      chk.fail(std::string("logit_softcap is ") + format_float(a.logit_softcap) + " with " +
                with + ", expected 0 (the softcap applies to every logit)");
   }
   if (partial && a.dx.present())
@@ -204,7 +203,13 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a, CePredictedForm f
   check_vector(chk, a.loss, "loss", none ? M : 1, device, true);
   if (a.lse.present()) check_vector(chk, a.lse, "lse", M, device, true);
   if (a.z_loss.present()) check_vector(chk, a.z_loss, "z_loss", none ? M : 1, device, true);
-  if (a.dx.present()) check_dx(chk, a.dx, a.x, M, V, device);
+  if (a.dx.present()) {
+    check_dx(chk, a.dx, a.x, M, V, device);
+    // Outputs of one call: dx shares no byte with the loss, lse or z-loss outputs.
+    chk.disjoint(a.dx, "dx", a.loss, "loss");
+    chk.disjoint(a.dx, "dx", a.lse, "lse");
+    chk.disjoint(a.dx, "dx", a.z_loss, "z_loss");
+  }
   const bool state = a.dx_state.present();
   if (state) {
     if (!a.dx.present())
@@ -362,6 +367,9 @@ RowCall cross_entropy_bwd_call(const CrossEntropyBwdArgs& a, const char* fn, int
     check_vector(chk, a.dloss, "dloss", M, device, false);
   }
   check_dx(chk, a.dx, a.x, M, V, device);
+  // dx is written while lse and dloss are read by other rows: separate memory.
+  chk.disjoint(a.dx, "dx", a.lse, "lse");
+  chk.disjoint(a.dx, "dx", a.dloss, "dloss");
 
   const bool ws = a.weight.present() && a.label_smoothing > 0.f;
   if (a.weight.present()) flags |= ce::kHasWeight;
@@ -441,10 +449,7 @@ void cross_entropy_train_bwd(const CrossEntropyTrainBwdArgs& a, cudaStream_t str
     if (a.dx_out.dtype != a.dx.dtype)
       chk.fail("dx_out has dtype " + describe_full(a.dx_out) + ", expected dx's " +
                describe_full(a.dx));
-    if (!out_of_place && (a.dx_out.stride[0] != a.dx.stride[0] ||
-                          a.dx_out.stride[1] != a.dx.stride[1]))
-      chk.fail("dx_out " + describe_full(a.dx_out) + " starts at dx's address " +
-               describe_full(a.dx) + ", expected dx itself (same strides) or its own memory");
+    chk.same_or_disjoint(a.dx_out, "dx_out", a.dx, "dx");
   }
   if (a.dx_predict.present()) check_dx_predict(chk, a.dx_predict, device);
   if (M == 0 || V == 0) return;
@@ -469,7 +474,7 @@ void cross_entropy_train_bwd(const CrossEntropyTrainBwdArgs& a, cudaStream_t str
 
 void cross_entropy_scale_grad(const CrossEntropyScaleGradArgs& a, cudaStream_t stream) {
   using namespace detail;
-  const ArgCheck chk(kScale);
+  const ArgCheck chk(kScale, "dx");
   chk.matrix(a.dx, "dx", -1, -1);
   chk.float_dtype(a.dx, "dx");
   chk.non_overlapping(a.dx, "dx");

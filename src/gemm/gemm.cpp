@@ -559,7 +559,7 @@ void add_pads(const ArgCheck& chk, Plan& plan, const Operand& ka, const Operand&
 }
 
 Plan plan_gemm(const GemmArgs& g) {
-  ArgCheck chk("gemm");
+  ArgCheck chk("gemm", "a");
   chk.required(g.a, "a");
   if (g.a.ndim != 2 && g.a.ndim != 3)
     chk.fail("a has " + str(g.a.ndim) + " dimensions " + describe(g.a) + ", expected 2 (M, K) or 3 (L, M, K)");
@@ -888,7 +888,7 @@ void check_out_dtype(const ArgCheck& chk, const TensorRef& t, const char* name, 
 }
 
 Plan plan_act(const GemmActArgs& g) {
-  ArgCheck chk("gemm_act");
+  ArgCheck chk("gemm_act", "a");
   check_activation(chk, g.activation);
   chk.required(g.postact, "postact");
   if (g.beta != 0.f && !g.c.present())
@@ -930,7 +930,7 @@ Plan plan_act(const GemmActArgs& g) {
 }
 
 Plan plan_gated(const GemmGatedArgs& g) {
-  ArgCheck chk("gemm_gated");
+  ArgCheck chk("gemm_gated", "a");
   check_gated_activation(chk, g.activation);
   chk.required(g.postact, "postact");
   if (g.b.present() && g.b.ndim >= 2 && g.b.shape[g.b.ndim - 1] % 2 != 0)
@@ -979,7 +979,7 @@ Plan plan_gated(const GemmGatedArgs& g) {
 }
 
 Plan plan_dgated(const GemmDGatedArgs& g) {
-  ArgCheck chk("gemm_dgated");
+  ArgCheck chk("gemm_dgated", "a");
   check_gated_activation(chk, g.activation);
   chk.required(g.dpreact, "dpreact");
   chk.required(g.preact, "preact");
@@ -1034,7 +1034,7 @@ Plan plan_dgated(const GemmDGatedArgs& g) {
 }
 
 Plan plan_dact(const GemmDActArgs& g) {
-  ArgCheck chk("gemm_dact");
+  ArgCheck chk("gemm_dact", "a");
   check_activation(chk, g.activation);
   chk.required(g.dpreact, "dpreact");
   chk.required(g.preact, "preact");
@@ -1067,7 +1067,7 @@ Plan plan_dact(const GemmDActArgs& g) {
 }
 
 Plan plan_rotary(const GemmRotaryArgs& g) {
-  ArgCheck chk("gemm_rotary");
+  ArgCheck chk("gemm_rotary", "a");
   chk.required(g.a, "a");
   chk.required(g.d, "d");
   if (g.a.ndim != 2)

@@ -124,11 +124,12 @@ Shapes check_common(const ArgCheck& chk, const TensorRef& x, const TensorRef& we
 void check_options(const ArgCheck& chk, float eps, float zs, float cap,
                    LinearCrossEntropyMode mode) {
   if (!(eps >= 0.f && eps <= 1.f))
-    chk.fail("label_smoothing is " + std::to_string(eps) + ", expected a value in [0, 1]");
+    chk.fail("label_smoothing is " + format_float(eps) + ", expected a value in [0, 1]");
   if (!(zs >= 0.f && std::isfinite(zs)))
-    chk.fail("z_loss_scale is " + std::to_string(zs) + ", expected a finite value ≥ 0");
+    chk.fail("z_loss_scale (Python: z_loss) is " + format_float(zs) +
+             ", expected a finite value ≥ 0");
   if (!(cap >= 0.f && std::isfinite(cap)))
-    chk.fail("logit_softcap is " + std::to_string(cap) +
+    chk.fail("logit_softcap is " + format_float(cap) +
              ", expected a finite value > 0 (or 0: no softcap)");
   const int m = static_cast<int>(mode);
   if (m != 0 && m != 1)
@@ -690,7 +691,7 @@ void linear_cross_entropy_bwd(const LinearCrossEntropyBwdArgs& args, cudaStream_
 void linear_cross_entropy_scale_grad(const LinearCrossEntropyScaleGradArgs& a,
                                      cudaStream_t stream) {
   using namespace detail;
-  const ArgCheck chk(kScale);
+  const ArgCheck chk(kScale, "grad_output");
   chk.required(a.grad_output, "grad_output");
   const int device = a.grad_output.device;
   check_vec(chk, a.grad_output, "grad_output", 1, {kF32, DType::kFloat16, kBF16}, device, false);

@@ -24,7 +24,7 @@ inline float weight_shift(const TensorRef& weight, float offset) {
 
 inline void check_weight_offset(const ArgCheck& chk, float offset) {
   if (!std::isfinite(offset))
-    chk.fail("weight_offset is " + std::to_string(offset) + ", expected a finite value");
+    chk.fail("weight_offset is " + format_float(offset) + ", expected a finite value");
 }
 
 inline NormDims check_norm_x(const ArgCheck& chk, const TensorRef& x) {
@@ -49,7 +49,11 @@ NormDims check_norm_fwd(const ArgCheck& chk, const Args& a, const TensorRef* mea
     row_check_mn(chk, a.residual_out, "residual_out", d.M, d.N, d.dev, true);
   if (mean != nullptr && mean->present()) row_check_m_f32(chk, *mean, "mean", d.M, d.dev, true);
   if (a.rstd.present()) row_check_m_f32(chk, a.rstd, "rstd", d.M, d.dev, true);
-  if (!(a.eps >= 0.f)) chk.fail("eps is " + std::to_string(a.eps) + ", expected eps ≥ 0");
+  // The header's aliasing rule: out in place of x, residual_out in place of the residual, each
+  // only as that tensor itself (same address, dtype, shape, strides); else separate memory.
+  chk.same_or_disjoint(a.out, "out", a.x, "x");
+  chk.same_or_disjoint(a.residual_out, "residual_out", a.residual, "residual");
+  if (!(a.eps >= 0.f)) chk.fail("eps is " + format_float(a.eps) + ", expected eps ≥ 0");
   check_weight_offset(chk, a.weight_offset);
   check_norm_n(chk, d);
   return d;
@@ -67,6 +71,9 @@ NormDims check_norm_bwd(const ArgCheck& chk, const Args& a, const TensorRef* mea
     row_check_mn(chk, a.dresidual_out, "dresidual_out", d.M, d.N, d.dev, false);
   row_check_mn(chk, a.dx, "dx", d.M, d.N, d.dev, true);
   if (a.dresidual.present()) row_check_mn(chk, a.dresidual, "dresidual", d.M, d.N, d.dev, true);
+  // The header's aliasing rule: dx (and dresidual) in place of dout only as dout itself.
+  chk.same_or_disjoint(a.dx, "dx", a.dout, "dout");
+  chk.same_or_disjoint(a.dresidual, "dresidual", a.dout, "dout");
   if (a.dweight.present()) {
     if (!a.weight.present()) chk.fail("dweight is given but weight is absent, expected both");
     row_check_n(chk, a.dweight, "dweight", d.N, d.dev, true);

@@ -17,18 +17,22 @@ RowCall softmax_fwd_call(const SoftmaxFwdArgs& a, bool log) {
   chk.float_dtype(a.x, "x");
   const int64_t M = a.x.shape[0], N = a.x.shape[1];
   row_check_mn(chk, a.out, "out", M, N, a.x.device, /*output=*/true);
+  chk.same_or_disjoint(a.out, "out", a.x, "x");  // in place only as x itself (the header)
   return make_row_call(log ? row_op_log_softmax_fwd() : row_op_softmax_fwd(), fn, {&a.x},
                        {&a.out});
 }
 
 RowCall softmax_bwd_call(const SoftmaxBwdArgs& a, bool log) {
   const char* fn = log ? "log_softmax_bwd" : "softmax_bwd";
-  const ArgCheck chk(fn);
+  const ArgCheck chk(fn, "y");
   chk.matrix(a.y, "y", -1, -1);
   chk.float_dtype(a.y, "y");
   const int64_t M = a.y.shape[0], N = a.y.shape[1];
   row_check_mn(chk, a.dy, "dy", M, N, a.y.device, /*output=*/false);
   row_check_mn(chk, a.dx, "dx", M, N, a.y.device, /*output=*/true);
+  // In place only as dy (or y) itself (the header); else memory of its own.
+  chk.same_or_disjoint(a.dx, "dx", a.dy, "dy");
+  chk.same_or_disjoint(a.dx, "dx", a.y, "y");
   return make_row_call(log ? row_op_log_softmax_bwd() : row_op_softmax_bwd(), fn,
                        {&a.y, &a.dy}, {&a.dx});
 }

@@ -223,7 +223,7 @@ void topk_fwd(const TopkFwdArgs& args, cudaStream_t stream) { topk_fwd(args, nul
 void topk_bwd(const TopkBwdArgs& a, cudaStream_t stream) {
   namespace d = detail;
   const char* fn = "topk_bwd";
-  const d::ArgCheck chk(fn);
+  const d::ArgCheck chk(fn, "dx");
   chk.matrix(a.dx, "dx", -1, -1);
   chk.float_dtype(a.dx, "dx");
   chk.non_overlapping(a.dx, "dx");

@@ -739,6 +739,48 @@ def test_fast_path_matches_custom_op(monkeypatch):
 
 
 @cuda_only
+@pytest.mark.parametrize("force_custom", [False, True])
+def test_grad_only_for_inputs_without_gradient(monkeypatch, force_custom):
+    """Only the class weight, or lse_partial / target_logit beside the logits, require grad:
+    they get no gradient, so nothing is recorded (the custom-op path detached them as the
+    eager paths do; it used to record the op and fail in the backward on the (0,) lse
+    placeholder)."""
+    monkeypatch.setattr(reg, "FORCE_CUSTOM_OP", force_custom)
+    M, V = 32, 512
+    x = logits_of(M, V, bf16)
+    t = targets_of(M, V)
+    w = weight_of(V).requires_grad_(True)
+    for red in ("mean", "sum", "none"):
+        loss = quack_cpp.cross_entropy(x, t, reduction=red, weight=w)
+        assert not loss.requires_grad, red
+        want = quack_cpp.cross_entropy(x, t, reduction=red, weight=w.detach())
+        assert torch.equal(loss, want), red
+    lp = _chunk_lse(x, 128).requires_grad_(True)
+    xt = x.float().gather(1, t.clamp(0, V - 1)[:, None])[:, 0].requires_grad_(True)
+    loss = quack_cpp.cross_entropy(x, t, lse_partial=lp, target_logit=xt, weight=w)
+    assert not loss.requires_grad
+    # The logits requiring grad as well: the gradient goes to them alone.
+    xl = x.clone().requires_grad_(True)
+    quack_cpp.cross_entropy(xl, t, weight=w).backward()
+    assert xl.grad is not None and w.grad is None
+
+
+@cuda_only
+def test_dx_mode_refuses_create_graph():
+    """The "dx" mode (want_dx without predict_dx: the gradient saved by the forward) refuses a
+    backward that records a graph, rather than returning a gradient whose second derivative
+    would be silently 0."""
+    x = logits_of(16, 256, f32).requires_grad_(True)
+    t = targets_of(16, 256)
+    loss = ce_ops.cross_entropy_fwd(x, t, None, None, None, -100, "mean", 0.0, 0.0, 0.0, -1,
+                                    False, False, True)[0]
+    with pytest.raises(RuntimeError, match="create_graph"):
+        torch.autograd.grad(loss, x, create_graph=True)
+    (g,) = torch.autograd.grad(loss, x)  # without create_graph: the saved gradient
+    assert g.shape == x.shape
+
+
+@cuda_only
 def test_no_host_sync():
     x = logits_of(64, 4096, bf16).requires_grad_(True)
     t = targets_of(64, 4096)

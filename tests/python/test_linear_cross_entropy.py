@@ -307,6 +307,37 @@ def test_fuse_grad_accum():
                                rtol=2e-2)
 
 
+def test_fuse_grad_accum_only_where_autograd_accumulates():
+    """fuse_grad_accum under torch.autograd.grad: weight.grad is left as it is and the result
+    is this call's dweight alone (no fusion); loss.backward(inputs=[x]) likewise."""
+    x, w, b, t = make(50, 32, 200, seed=3)
+    x = x.detach().requires_grad_(True)
+    w = w.detach().requires_grad_(True)
+    w.grad = torch.randn(200, 32, device=DEVICE).to(bf16)
+    old = w.grad.clone()
+    w2 = w.detach().clone().requires_grad_(True)
+    x2 = x.detach().clone().requires_grad_(True)
+    lce(x2, w2, t, chunk_size=16).backward()
+    gx, gw = torch.autograd.grad(lce(x, w, t, fuse_grad_accum=True, chunk_size=16), [x, w])
+    assert torch.equal(w.grad, old)
+    assert torch.equal(gw, w2.grad) and torch.equal(gx, x2.grad)
+    (gx,) = torch.autograd.grad(lce(x, w, t, fuse_grad_accum=True, chunk_size=16), [x])
+    assert torch.equal(w.grad, old) and torch.equal(gx, x2.grad)
+    lce(x, w, t, fuse_grad_accum=True, chunk_size=16).backward(inputs=[x])
+    assert torch.equal(w.grad, old)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_create_graph_refused(reduction):
+    """'mean'/'sum': the gradients are saved by the forward and not differentiable; a backward
+    that records a graph raises rather than giving a zero second derivative."""
+    x, w, b, t = make(24, 32, 100, seed=5)
+    x = x.detach().requires_grad_(True)
+    with pytest.raises(RuntimeError, match="create_graph"):
+        torch.autograd.grad(lce(x, w, t, reduction=reduction, chunk_size=8), x,
+                            create_graph=True)
+
+
 def test_nn_module_state_dict_and_fallback():
     torch.manual_seed(0)
     m = qnn.LinearCrossEntropy(64, 300, bias=True, device=DEVICE, dtype=bf16, chunk_size=16)

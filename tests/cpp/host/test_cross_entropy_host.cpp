@@ -181,7 +181,7 @@ TEST(CrossEntropyValidation, OutputsAndWorkspace) {
   a = fwd_args();
   a.dx = a.x;
   a.dx.dtype = DType::kFloat32;  // x's address, another dtype
-  expect_fwd_invalid(a, {"dx", "x's address", "in place"});
+  expect_fwd_invalid(a, {"dx overlaps x", "in place"});
   a = fwd_args();
   a.dx = TensorRef::matrix(fake(5), DType::kBFloat16, M, V, 0, 0);
   expect_fwd_invalid(a, {"dx", "overlapping"});
@@ -352,7 +352,7 @@ TEST(CrossEntropyValidation, TrainingPair) {
   expect_invalid(train(c), fn, {"dx_out", "expected dx's"});
   c = b;
   c.dx_out = TensorRef::matrix(fake(5), DType::kBFloat16, M, V, 0, 2 * V, 1);
-  expect_invalid(train(c), fn, {"dx_out", "dx's address"});
+  expect_invalid(train(c), fn, {"dx_out overlaps dx", "in place"});
   c = b;
   c.dx_predict = TensorRef::vector(fake(11), DType::kInt32, 2);
   expect_invalid(train(c), fn, {"dx_predict", "(2,)"});
@@ -609,6 +609,55 @@ TEST(CrossEntropyReference, Options) {
   const double ly = std::log(std::exp(y[0]) + std::exp(y[1]) + std::exp(y[2]));
   EXPECT_NEAR(r.loss_rows[0], ly - y[2], 1e-15);
   EXPECT_NEAR(r.dx[1], std::exp(y[1] - ly) * (1 - y[1] * y[1]), 1e-15);
+}
+
+// Aliasing (the header: dx may be x itself, else its own memory; ArgCheck::same_or_disjoint):
+// a dx that starts inside x, or covers x with another layout, is refused; dx overlapping the
+// loss or lse is refused; dx = x exactly is accepted (Baseline).
+TEST(CrossEntropyValidation, DxAliasing) {
+  CrossEntropyFwdArgs a = fwd_args();
+  a.dx = a.x;
+  a.dx.data = static_cast<char*>(a.x.data) + 2 * V;  // one bf16 row into x
+  expect_fwd_invalid(a, {"dx overlaps x", "separate memory"});
+  a = fwd_args();
+  a.dx = TensorRef::matrix(a.x.data, DType::kBFloat16, M, V, 0, 1, M);  // x's bytes, transposed
+  expect_fwd_invalid(a, {"dx overlaps x"});
+  a = fwd_args();
+  a.lse = TensorRef::vector(fake(4), DType::kFloat32, M);
+  a.dx = TensorRef::matrix(fake(4), DType::kBFloat16, M, V);  // over lse
+  expect_fwd_invalid(a, {"dx overlaps lse"});
+  CrossEntropyBwdArgs b = bwd_args();
+  b.dx.data = static_cast<char*>(b.x.data) + 64;  // 32 elements into x
+  expect_bwd_invalid(b, {"dx overlaps x", "in place"});
+  b = bwd_args();
+  b.dx = TensorRef::matrix(b.lse.data, DType::kBFloat16, M, V);
+  expect_bwd_invalid(b, {"dx overlaps lse"});
+  b = bwd_args();
+  b.dx = b.x;  // in place
+  expect_reaches_cuda([&] { cross_entropy_bwd(b, nullptr); }, "bwd in place");
+}
+
+// Float options print as the float they are (%g, the shortest form that reads back), not
+// std::to_string's six decimals; z_loss_scale names its Python spelling too.
+TEST(CrossEntropyValidation, OptionMessages) {
+  CrossEntropyFwdArgs a = fwd_args();
+  a.label_smoothing = 1.0000001f;
+  expect_fwd_invalid(a, {"label_smoothing is 1.0000001,", "[0, 1]"});
+  a = fwd_args();
+  a.z_loss_scale = -0.5f;
+  expect_fwd_invalid(a, {"z_loss_scale (Python: z_loss) is -0.5"});
+}
+
+// The device reference named in a device mismatch: target where x is absent.
+TEST(CrossEntropyValidation, DeviceReferenceName) {
+  CrossEntropyFwdArgs a = fwd_args();
+  a.x = TensorRef();
+  a.lse_partial = TensorRef::matrix(fake(6), DType::kFloat32, M, 4);
+  a.target_logit = TensorRef::vector(fake(7), DType::kFloat32, M);
+  a.num_classes = V;
+  a.lse_partial.device = 1;
+  a.workspace_bytes = cross_entropy_fwd_workspace_size(fwd_args());
+  expect_fwd_invalid(a, {"lse_partial", "cuda:1", "the device of target"});
 }
 
 }  // namespace

@@ -439,5 +439,30 @@ TEST(LayerNormPlan, BackwardRowAhead) {
   }
 }
 
+// Aliasing (norm.h: out may be x itself, residual_out the residual itself, dx and dresidual
+// dout itself; else memory of their own; the check is shared with RMSNorm: norm_check.h).
+TEST(LayerNormValidation, OutputAliasing) {
+  LayerNormFwdArgs a = fwd_args();
+  a.out.data = static_cast<char*>(a.x.data) + 2 * N;  // one bf16 row into x
+  expect_fwd_invalid(a, {"out overlaps x", "in place"});
+  expect_invalid([&] {
+    RmsNormFwdArgs r;
+    r.x = a.x;
+    r.out = a.out;
+    rmsnorm_fwd(r, nullptr);
+  }, "rmsnorm_fwd", {"out overlaps x"});
+  a = fwd_args();
+  a.residual = TensorRef::matrix(fake(7), DType::kBFloat16, M, N);
+  a.residual_out = a.residual;  // in place
+  expect_reaches_cuda([&] { layernorm_fwd(a, nullptr); }, "residual_out = residual");
+  a.residual_out.data = static_cast<char*>(a.residual.data) + 64;
+  expect_fwd_invalid(a, {"residual_out overlaps residual"});
+  LayerNormBwdArgs b = bwd_args();
+  b.dx = b.dout;  // in place
+  expect_reaches_cuda([&] { (void)layernorm_bwd_workspace_size(b); }, "dx = dout");
+  b.dx = TensorRef::matrix(b.dout.data, DType::kBFloat16, M, N, 0, 1, M);  // transposed
+  expect_bwd_invalid(b, {"dx overlaps dout"});
+}
+
 }  // namespace
 }  // namespace quack

@@ -233,5 +233,35 @@ TEST(SoftmaxReference, BackwardHandValues) {
   EXPECT_DOUBLE_EQ(lr.terms, 3.0 + 3.0);
 }
 
+// Aliasing (the header: out may be x itself, dx may be dy or y itself; else memory of their
+// own): exact in place is accepted, a partial overlap or x's memory in another layout refused.
+TEST(SoftmaxValidation, OutputAliasing) {
+  SoftmaxFwdArgs a = fwd_args();
+  a.out = a.x;
+  expect_reaches_cuda([&] { softmax_fwd(a, nullptr); }, "fwd in place");
+  a = fwd_args();
+  a.out.data = static_cast<char*>(a.x.data) + 2 * N;  // one bf16 row into x
+  expect_fwd_invalid(a, {"out overlaps x", "in place", "separate memory"});
+  a = fwd_args();
+  a.out = TensorRef::matrix(a.x.data, DType::kBFloat16, M, N, 0, 1, M);  // x's bytes, transposed
+  expect_fwd_invalid(a, {"out overlaps x"});
+  SoftmaxBwdArgs b = bwd_args();
+  b.dx = b.y;
+  expect_reaches_cuda([&] { softmax_bwd(b, nullptr); }, "bwd in place of y");
+  b = bwd_args();
+  b.dx.data = static_cast<char*>(b.dy.data) + 4 * N;  // one fp32 row into dy
+  expect_bwd_invalid(b, {"dx overlaps dy"});
+  b = bwd_args();
+  b.dx.data = b.y.data;  // y's address, another dtype (bf16 over fp32 y)
+  expect_bwd_invalid(b, {"dx overlaps y"});
+}
+
+// A device mismatch names the backward's reference argument, y.
+TEST(SoftmaxValidation, DeviceReferenceIsY) {
+  SoftmaxBwdArgs b = bwd_args();
+  b.dy.device = 1;
+  expect_bwd_invalid(b, {"dy is on cuda:1", "(the device of y)"});
+}
+
 }  // namespace
 }  // namespace quack
