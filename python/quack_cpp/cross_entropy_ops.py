@@ -536,6 +536,9 @@ def cross_entropy(
     fn = "cross_entropy"
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{fn}: reduction is '{reduction}', expected 'none', 'sum' or 'mean'")
+    if torch.is_tensor(weight) and weight.dtype == torch.float64:
+        weight = weight.float()  # the documented cast to float32, on every path (the kernels
+        # read float32, float16 or bfloat16 weights)
     path = route_index(route(logits, lse_partial, target_logit, weight), target)
     x_given = logits is not None
     if path == CUSTOM:  # on the fast path these hold: plain CUDA tensors of the right dtypes

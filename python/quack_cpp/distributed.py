@@ -295,9 +295,9 @@ def vocab_parallel_cross_entropy(logits_shard: Tensor, target: Tensor, group=Non
     (quack_cpp.distributed).
 
     Args:
-        logits_shard: (M, V_r) float32/float16/bfloat16, on the device of the group's backend
-            (CUDA for NCCL, CPU for gloo). V_r may differ between ranks (then pass vocab_start
-            and vocab_size) and may be 0.
+        logits_shard: (M, V_r) float32/float16/bfloat16, CUDA (the kernels run on CUDA only;
+            the group's backend must move CUDA tensors: NCCL). V_r may differ between ranks
+            (then pass vocab_start and vocab_size) and may be 0.
         target: (M,) int32/int64 global class indices, the same on every rank.
         group: a torch.distributed process group, or None for the default group (without
             torch.distributed initialised: one rank holding the whole vocabulary).
@@ -461,7 +461,8 @@ def vocab_parallel_linear_cross_entropy(x: Tensor, weight_shard: Tensor, target:
 
     x (..., D) replicated on every rank (bfloat16/float16, as quack_cpp.linear); weight_shard
     (V_r, D): rows [vocab_start, vocab_start + V_r) of the (V, D) head weight; target (...)
-    matching x's leading dimensions, the same on every rank. The backward: dlogits_r local, dW_r
+    matching x's leading dimensions (ValueError otherwise), the same on every rank; with
+    reduction='none' the loss (and with return_lse the lse) has target's shape. The backward: dlogits_r local, dW_r
     and db_r local, dx all-reduced (SUM) over ``group``. The logits shard is materialised
     (M·V_r elements of x's dtype per rank, and its gradient): the chunked, logit-free form of
     quack_cpp.linear_cross_entropy needs the cross-entropy gradient without the one-hot term
@@ -470,9 +471,19 @@ def vocab_parallel_linear_cross_entropy(x: Tensor, weight_shard: Tensor, target:
     if not torch.is_tensor(x) or x.dim() < 1:
         raise ValueError("vocab_parallel_linear_cross_entropy: x is not a tensor of shape "
                          "(..., D)")
+    if not torch.is_tensor(target) or tuple(target.shape) != tuple(x.shape[:-1]):
+        got = tuple(target.shape) if torch.is_tensor(target) else type(target).__name__
+        raise ValueError(f"vocab_parallel_linear_cross_entropy: target has shape {got}, "
+                         f"expected x's leading shape {tuple(x.shape[:-1])}")
     D = x.shape[-1]
     logits = column_parallel_linear(x.reshape(-1, D), weight_shard, bias_shard, group)
-    return vocab_parallel_cross_entropy(
+    out = vocab_parallel_cross_entropy(
         logits, target.reshape(-1), group, vocab_start=vocab_start, vocab_size=vocab_size,
         ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing,
         z_loss=z_loss, return_lse=return_lse)
+    loss, lse = out if return_lse else (out, None)
+    if reduction == "none":  # per token: target's (x's leading) shape, as linear_cross_entropy
+        loss = loss.view(target.shape)
+    if lse is not None:
+        return loss, lse.view(target.shape)
+    return loss

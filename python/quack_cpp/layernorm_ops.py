@@ -310,7 +310,9 @@ def layernorm(
 
     Autocast: as ``torch.nn.functional.layer_norm`` (float32 in autocast's lists), inside an
     enabled autocast region x, weight, bias and residual are cast to float32 and out is
-    float32 (out_dtype, when given, still wins). Runs on ``torch.cuda.current_stream(x.device)``;
+    float32 (out_dtype, when given, still wins); residual_out, in the residual's dtype unless
+    residual_dtype says otherwise, is then float32 too (with prenorm and no residual: x's
+    float32 copy). Runs on ``torch.cuda.current_stream(x.device)``;
     no host synchronisation (CUDA graphs work).
 
     Path: in plain eager mode on CUDA tensors, the eager fast path (``quack_cpp._torch``'s C++

@@ -451,6 +451,9 @@ TEST(CrossEntropyPlan, TrainingShapes) {
 // cluster, grid, instance); class weights with label smoothing and the single form
 // (quack-bench's A/B) keep one kernel.
 TEST(CrossEntropyPlan, SplitForwardPlans) {
+  // Fake buffers 64 GiB apart: x and dx (16384 x 262144 fp32: 16 GiB each) must not overlap,
+  // or the aliasing check refuses the call.
+  auto fake = [](uintptr_t k) { return test::fake(k, uintptr_t{1} << 36); };
   char b1[64], b2[64];
   auto same = [&](const detail::RowPlan& p, const detail::RowPlan& q) {
     return std::string(detail::row_plan_name(p, b1, sizeof(b1))) ==
