@@ -32,8 +32,9 @@ inline const bool kCudaHidden = [] {
   return true;
 }();
 
-// The k-th fake device pointer: k · unit bytes (unit 1 MiB, so small tensors never overlap).
-inline void* fake(uintptr_t k, uintptr_t unit = uintptr_t{0x100000}) {
+// The k-th fake device pointer: k · unit bytes (unit 64 GiB, so the plan tests' largest
+// tensors never overlap one another: the aliasing checks refuse overlapping outputs).
+inline void* fake(uintptr_t k, uintptr_t unit = uintptr_t{1} << 36) {
   return reinterpret_cast<void*>(unit * k);
 }
 
