@@ -25,13 +25,18 @@ passed=0; failed=0; skipped=0
 run_gtest() {
   local out rc
   out=$(timeout "${QUACK_GTEST_TIMEOUT:-300}" "$1" --gtest_brief=1 2>&1); rc=$?
+  echo "$out" | grep -E '^\[  FAILED  \] [A-Za-z]' | sort -u | head -30  # every failed test
   echo "$out" | tail -5
   [ "$rc" = 124 ] && echo "[  FAILED  ] $1 timed out after ${QUACK_GTEST_TIMEOUT:-300} s"
-  local p f s
+  local p f s n
   p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
   f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
   s=$(echo "$out" | sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' | tail -1)
+  n=$(echo "$out" | sed -n 's/^\[==========\] \([0-9]*\) tests\{0,1\} from .* ran\..*/\1/p' | tail -1)
   p=${p:-0}; f=${f:-0}; s=${s:-0}
+  # --gtest_brief prints no "N tests, listed below" line: the failures are the ran tests that
+  # neither passed nor skipped.
+  [ "$f" = 0 ] && [ -n "$n" ] && [ $((n - p - s)) -gt 0 ] && f=$((n - p - s))
   [ "$rc" != 0 ] && [ "$f" = 0 ] && f=1
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))  # gtest counts skips apart
 }
