@@ -1,13 +1,13 @@
 // Activation functions of the fused GEMM epilogues (device code, plain CUDA; fp32 in and out):
 // the formulas of QuACK's quack/activation.py (elementwise: 0.2.0 forms, silu through tanh, one
 // MUFU.TANH, and 0.6.3's gelu_erf, quick_gelu; gated: 0.6 forms, sigmoid by ex2 + rcp, their
-// FFMA-friendly gradients), used by the
-// epilogue visitors (sm90/epilogue_ops.cuh) and the K = 0 fill (gemm_fill.cu). The tables of
-// formulas are in include/quack/gemm_act.h (Activation).
+// FFMA-friendly gradients), used by the epilogue visitors (sm90/epilogue_ops.cuh) and the K = 0
+// fill (gemm_fill.cu). The tables of formulas are in include/quack/gemm_act.h (Activation).
 #pragma once
 
 #include "gemm/activation_list.h"
 #include "quack/gemm_act.h"
+#include "row/row_math.cuh"  // exp2_approx, rcp_approx, kLog2e
 
 namespace quack::detail {
 
@@ -21,19 +21,10 @@ __device__ __forceinline__ float tanh_approx(float x) {
 // gelu_tanh_approx constants: sqrt(2/pi), 0.044715·sqrt(2/pi), 3·0.044715·sqrt(2/pi).
 constexpr float kGeluC1 = 0.7978845608028654f, kGeluC2 = 0.035677408136300125f, kGeluC3 = 0.10703222440890037f;
 
-/// 2^x by ex2.approx (MUFU.EX2).
-__device__ __forceinline__ float exp2_approx(float x) {
-  float e;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x));
-  return e;
-}
-
 /// sigmoid(x) = 1 / (1 + 2^(−x·log2 e)): MUFU.EX2 and MUFU.RCP (QuACK 0.6's sigmoid; relative
 /// error about 2^-22). Saturates to 0 and 1; NaN stays NaN.
 __device__ __forceinline__ float sigmoid_approx(float x) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(exp2_approx(x * -1.4426950408889634f) + 1.f));
-  return r;
+  return rcp_approx(exp2_approx(x * -kLog2e) + 1.f);
 }
 
 // gelu_erf: 1/√2, 1/√(2π), and −log2(e)/2 (φ's exponent in base 2).
