@@ -223,6 +223,40 @@ TEST(GemmGatedValidation, DGatedArguments) {
   expect_dgated_error(g, "not yet supported");
 }
 
+// Outputs against inputs. gemm_gated as gemm_act (quack/gemm_act.h): preact and postact must not
+// overlap a, b, a read c or the bias. gemm_dgated: dpreact and postact disjoint from a and b;
+// dpreact either preact itself (in place, as gemm's d = c) or disjoint from it.
+TEST(GemmGatedValidation, OutputsOverlappingInputs) {
+  GemmGatedArgs g = gated_args();
+  g.postact = row_major(fake(1), kBf, M, H);
+  expect_gated_error(g, "postact overlaps a in memory");
+  g = gated_args();
+  g.preact = row_major(fake(2), kBf, M, N);
+  expect_gated_error(g, "preact overlaps b in memory");
+  g = gated_args();
+  g.c = g.preact;
+  g.beta = 1.f;
+  expect_gated_error(g, "preact overlaps c in memory");
+  g = gated_args();
+  g.bias.row = TensorRef::vector(static_cast<char*>(fake(3)) + 128, kF32, N);
+  expect_gated_error(g, "preact overlaps bias.row in memory");
+
+  GemmDGatedArgs d = dgated_args();
+  d.dpreact = d.preact;
+  EXPECT_NO_THROW(can_implement(d));
+  d.dpreact = row_major(static_cast<char*>(fake(3)) + 64, kBf, M, N);
+  expect_dgated_error(d, "dpreact overlaps preact in memory");
+  d = dgated_args();
+  d.postact = row_major(fake(3), kBf, M, H);  // preact's first half: never preact's own view
+  expect_dgated_error(d, "postact overlaps preact in memory");
+  d = dgated_args();
+  d.dpreact = row_major(fake(1), kBf, M, N);
+  expect_dgated_error(d, "dpreact overlaps a in memory");
+  d = dgated_args();
+  d.postact = row_major(fake(2), kBf, M, H);
+  expect_dgated_error(d, "postact overlaps b in memory");
+}
+
 TEST(GemmGatedValidation, Bias) {
   GemmArgs g = gemm_args();
   EXPECT_NO_THROW(can_implement(g));
