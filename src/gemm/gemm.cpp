@@ -667,10 +667,16 @@ Plan plan_gemm(const GemmArgs& g) {
     p.batch_b = kb.batch;
     p.b_major = swap ? a_major : b_major;
     add_pads(chk, plan, ka, kb, g.workspace, g.workspace_bytes);
+  }
+  // K = 0 launches no GEMM kernel (gemm_fill_k0), but the dtypes are checked as at K > 0 so that
+  // can_implement gives one answer for them; the instance (a's and b's layouts, which K = 0 leaves
+  // undefined) only at K > 0. Every instance serves a row-major and a column-major d (through
+  // Dᵀ = Bᵀ·Aᵀ) for some layouts of a and b, so the dtypes are all K = 0 can be checked against.
+  check_compiled_dtypes(chk, p, "d", p.c != nullptr ? "c" : nullptr, nullptr, g.bias.present() ? " (with a bias)" : "");
+  if (K > 0) {
     const std::string c_part =
         p.c != nullptr && p.c_dtype != p.d_dtype ? std::string(", ") + dtype_name(p.c_dtype) + " c" : "";
     const std::string bias_part = g.bias.present() ? " with a bias" : "";
-    check_compiled_dtypes(chk, p, "d", p.c != nullptr ? "c" : nullptr, nullptr, g.bias.present() ? " (with a bias)" : "");
     plan.inst = &find_instance(chk, p, swap,
                                std::string(dtype_name(p.ab_dtype)) + " inputs and " + dtype_name(p.d_dtype) + " d" +
                                    c_part + bias_part,
@@ -947,14 +953,15 @@ Plan plan_act(const GemmActArgs& g) {
   // Output 0's dtype is preact's; without preact it is C's (when read) or postact's.
   p.d_dtype = g.preact.present() ? g.preact.dtype : read_c ? g.c.dtype : g.postact.dtype;
   p.c_dtype = read_c ? g.c.dtype : p.d_dtype;
-  if (!plan.empty && p.k > 0) {
+  // K = 0: the dtypes checked as at K > 0, the instance not looked up (as plan_gemm).
+  if (!plan.empty) {
     std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, ";
     if (g.preact.present()) dtypes += std::string(dtype_name(p.d_dtype)) + " preact, ";
     if (read_c) dtypes += std::string(dtype_name(p.c_dtype)) + " c, ";
     dtypes += std::string(dtype_name(p.d1_dtype)) + " postact";
     check_compiled_dtypes(chk, p, "preact", read_c ? "c" : nullptr, "postact",
                           g.preact.present() ? "" : " (preact is not stored: its dtype is taken as c's or postact's)");
-    plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "postact");
+    if (p.k > 0) plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "postact");
   }
   return plan;
 }
@@ -1000,7 +1007,8 @@ Plan plan_gated(const GemmGatedArgs& g) {
   // Output 0's dtype is preact's; without preact it is C's (when read) or postact's.
   p.d_dtype = g.preact.present() ? g.preact.dtype : read_c ? g.c.dtype : g.postact.dtype;
   p.c_dtype = read_c ? g.c.dtype : p.d_dtype;
-  if (!plan.empty && p.k > 0) {
+  // K = 0: the dtypes checked as at K > 0, the instance not looked up (as plan_gemm).
+  if (!plan.empty) {
     std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, ";
     if (g.preact.present()) dtypes += std::string(dtype_name(p.d_dtype)) + " preact, ";
     if (read_c) dtypes += std::string(dtype_name(p.c_dtype)) + " c, ";
@@ -1008,7 +1016,7 @@ Plan plan_gated(const GemmGatedArgs& g) {
     check_compiled_dtypes(chk, p, "preact", read_c ? "c" : nullptr, "postact",
                           std::string(g.concat_layout ? " with concat_layout" : "") +
                               (g.preact.present() ? "" : " (preact is not stored: its dtype is taken as c's or postact's)"));
-    plan.inst = &find_instance(chk, p, false, dtypes, "postact");
+    if (p.k > 0) plan.inst = &find_instance(chk, p, false, dtypes, "postact");
   }
   return plan;
 }
@@ -1063,12 +1071,13 @@ Plan plan_dgated(const GemmDGatedArgs& g) {
   }
   // Without postact, output 1 is not stored: any instance of the inputs' dtype serves.
   p.d1_dtype = g.postact.present() ? g.postact.dtype : g.a.dtype;
-  if (!plan.empty && p.k > 0) {
+  // K = 0: the dtypes checked as at K > 0, the instance not looked up (as plan_gemm).
+  if (!plan.empty) {
     const std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, " + dtype_name(p.packed_dtype) +
                                " preact and dpreact, " + dtype_name(p.d1_dtype) + " postact";
     check_compiled_dtypes(chk, p, nullptr, nullptr, "postact",
                           g.postact.present() ? "" : " (postact is not stored: its dtype is taken as a's)");
-    plan.inst = &find_instance(chk, p, false, dtypes, "dpreact");
+    if (p.k > 0) plan.inst = &find_instance(chk, p, false, dtypes, "dpreact");
   }
   return plan;
 }
@@ -1100,12 +1109,13 @@ Plan plan_dact(const GemmDActArgs& g) {
   p.c_dtype = g.preact.dtype;
   // Without postact, output 1 is not stored: any instance of preact's dtype serves.
   p.d1_dtype = g.postact.present() ? g.postact.dtype : g.preact.dtype;
-  if (!plan.empty && p.k > 0) {
+  // K = 0: the dtypes checked as at K > 0, the instance not looked up (as plan_gemm).
+  if (!plan.empty) {
     const std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, " + dtype_name(p.d_dtype) +
                                " preact and dpreact, " + dtype_name(p.d1_dtype) + " postact";
     check_compiled_dtypes(chk, p, "dpreact", "preact", "postact",
                           g.postact.present() ? "" : " (postact is not stored: its dtype is taken as preact's)");
-    plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "dpreact");
+    if (p.k > 0) plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "dpreact");
   }
   return plan;
 }
@@ -1181,10 +1191,11 @@ Plan plan_rotary(const GemmRotaryArgs& g) {
   p.rotary_cols = int(g.rotary_cols);
   p.rotary_head_dim = int(hd);
   p.rotary_seqlen = int(std::min<int64_t>(S, kMaxExtent));
-  if (!plan.empty && p.k > 0) {
+  // K = 0: the dtypes checked as at K > 0, the instance not looked up (as plan_gemm).
+  if (!plan.empty) {
     const std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs and " + dtype_name(p.d_dtype) + " d";
     check_compiled_dtypes(chk, p, "d", nullptr, nullptr);
-    plan.inst = &find_instance(chk, p, false, dtypes, "d");
+    if (p.k > 0) plan.inst = &find_instance(chk, p, false, dtypes, "d");
   }
   return plan;
 }

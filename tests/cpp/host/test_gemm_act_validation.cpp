@@ -216,6 +216,9 @@ TEST(GemmActValidation, UncompiledDtypesThrow) {
   g = act_args();
   g.preact.dtype = kF32;  // fp32 preact with a bf16 postact
   expect_act_error(g, "preact float32 and postact bfloat16 are not compiled");
+  g.a = row_major(fake(1), kBf, M, 0);  // K = 0: no GEMM kernel, the same answer
+  g.b = col_major(fake(2), kBf, 0, N);
+  expect_act_error(g, "preact float32 and postact bfloat16 are not compiled");
   g = act_args();
   g.a.dtype = g.b.dtype = g.preact.dtype = kF16;
   g.postact.dtype = kF32;  // fp32 outputs of fp16 inputs

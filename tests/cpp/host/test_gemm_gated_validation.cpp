@@ -97,6 +97,8 @@ TEST(GemmGatedValidation, Baseline) {
   g.a = row_major(fake(1), kBf, M, 0);
   g.b = col_major(fake(2), kBf, 0, N);
   EXPECT_NO_THROW(can_implement(g));
+  g.preact.dtype = kF32;  // fp32 preact with a bf16 postact: not compiled, at K = 0 as at K > 0
+  expect_gated_error(g, "preact float32 and postact bfloat16 are not compiled");
   g = gated_args();
   g.a = row_major(fake(1), kBf, 0, K);
   g.preact = row_major(fake(3), kBf, 0, N);
@@ -304,6 +306,10 @@ TEST(GemmGatedValidation, Bias) {
   g.d.dtype = kF32;  // fp32 d with a bias: not compiled
   expect_can_implement_error(g, "gemm", "d float32 is not compiled for bfloat16 inputs (no kernel instance), expected d = bfloat16 "
                           "(with a bias)");
+  // K = 0 runs no GEMM kernel, yet the same dtypes are refused: one answer whatever K.
+  g.a = row_major(fake(1), kBf, M, 0);
+  g.b = col_major(fake(2), kBf, 0, N);
+  expect_can_implement_error(g, "gemm", "d float32 is not compiled for bfloat16 inputs");
   // Batched: (N,) shared, (L, N) per batch, (L + 1, N) wrong.
   g = gemm_args();
   g.a = TensorRef::batched(fake(1), kBf, 3, M, K, 0, M * K, K, 1);
