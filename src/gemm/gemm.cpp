@@ -522,10 +522,18 @@ int64_t streamk_slot_bytes() {
   return slot;
 }
 
+// The caller's workspace (GemmArgs::workspace and the fused GEMMs'), checked whenever one is given
+// (quack/gemm.h), not only where padded copies need it: its alignment here, before the empty and
+// K = 0 returns; its size in add_pads (need 0 without copies, so any size passes then).
+void check_workspace_alignment(const ArgCheck& chk, const void* workspace) {
+  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+    chk.fail("workspace is not 16-byte aligned, expected a 16-byte aligned device buffer");
+}
+
 // Operands TMA cannot address (ka, kb: the kernel's A and B) are read from padded copies in the
 // workspace (gemm_pad.h): records the copies and their bytes in plan and points the kernel's
 // strides at the copies' (the pointers are set when the call runs: run_plan). A workspace the
-// caller gives is checked against those bytes.
+// caller gives is checked against those bytes (0 without copies).
 void add_pads(const ArgCheck& chk, Plan& plan, const Operand& ka, const Operand& kb, const void* workspace,
               size_t workspace_bytes) {
   GemmProblem& p = plan.p;
@@ -548,14 +556,10 @@ void add_pads(const ArgCheck& chk, Plan& plan, const Operand& ka, const Operand&
     (pad.a_side ? p.batch_a : p.batch_b) = c.rows * c.ld_dst;
     plan.pads.push_back(pad);
   }
-  if (!plan.pads.empty() && workspace != nullptr) {
-    if (workspace_bytes < plan.workspace_bytes)
-      chk.fail("workspace has " + str(int64_t(workspace_bytes)) + " bytes, expected ≥ " +
-               str(int64_t(plan.workspace_bytes)) + " (gemm_workspace_size) for the padded copies of the operands "
-               "TMA cannot address");
-    if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
-      chk.fail("workspace is not 16-byte aligned, expected a 16-byte aligned device buffer");
-  }
+  if (workspace != nullptr && workspace_bytes < plan.workspace_bytes)
+    chk.fail("workspace has " + str(int64_t(workspace_bytes)) + " bytes, expected ≥ " +
+             str(int64_t(plan.workspace_bytes)) + " (gemm_workspace_size) for the padded copies of the operands "
+             "TMA cannot address");
 }
 
 Plan plan_gemm(const GemmArgs& g) {
@@ -620,6 +624,7 @@ Plan plan_gemm(const GemmArgs& g) {
   p.beta_dev = g.beta_device;
   p.tile_counter = g.tile_counter;
   set_streamk(chk, plan, g.streamk_workspace, g.streamk_workspace_bytes);
+  check_workspace_alignment(chk, g.workspace);
   p.device = dev;
   if (g.bias.present()) p.epilogue = GemmEpilogue::kBias;
   if (M == 0 || N == 0 || L == 0) {
@@ -832,6 +837,7 @@ Plan plan_fused(const ArgCheck& chk, GemmEpilogue epi, const TensorRef& a, const
   p.ab_dtype = a.dtype;
   p.epilogue = epi;
   p.device = dev;
+  check_workspace_alignment(chk, workspace);
   if (M == 0 || N == 0 || L == 0) {
     plan.empty = true;
     return plan;

@@ -391,6 +391,23 @@ TEST(GemmValidation, UnalignedOperands) {
   expect_valid(g);
   g.workspace = static_cast<char*>(fake(9)) + 8;
   expect_error(g, "workspace is not 16-byte aligned");
+  // A given workspace is checked also where no copy needs it (quack/gemm.h): TMA-aligned
+  // operands, K = 0 and empty problems. Its size then only has to be ≥ 0.
+  g = args2d();
+  g.workspace = static_cast<char*>(fake(9)) + 8;
+  expect_error(g, "workspace is not 16-byte aligned, expected a 16-byte aligned device buffer");
+  g.a.shape[1] = 0;
+  g.b.shape[0] = 0;
+  expect_error(g, "workspace is not 16-byte aligned");
+  g = args2d();
+  g.a.shape[0] = 0;
+  g.d.shape[0] = 0;
+  g.workspace = static_cast<char*>(fake(9)) + 8;
+  expect_error(g, "workspace is not 16-byte aligned");
+  g = args2d();
+  g.workspace = fake(9);
+  g.workspace_bytes = 0;
+  expect_valid(g);
   g = args2d();
   g.b.stride[1] = 60;
   expect_error(g, "b has leading stride 60 < 64 contiguous elements");
