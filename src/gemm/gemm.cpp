@@ -1251,8 +1251,8 @@ void run_plan(const Plan& plan, bool tuned, void* workspace, cudaStream_t stream
       detail::gemm_pad_rows(c, stream);
       (pad.a_side ? p.a : p.b) = c.dst;
     }
-    if (tuned)
-      detail::gemm_tuned_launcher(p, candidates(*plan.inst), stream)(p, stream);
+    if (tuned)  // the rule's pick stands in while a graph is captured before the first tuning
+      detail::gemm_tuned_launcher(p, candidates(*plan.inst), choose_tile(*plan.inst, p), stream)(p, stream);
     else
       choose_tile(*plan.inst, p)(p, stream);
   } catch (...) {

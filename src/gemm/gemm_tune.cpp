@@ -56,7 +56,7 @@ std::string gemm_tune_key(const GemmProblem& p) {
 }
 
 GemmLauncher gemm_tuned_launcher(const GemmProblem& p, const std::vector<GemmCandidate>& candidates,
-                                 cudaStream_t stream) {
+                                 GemmLauncher untuned, cudaStream_t stream) {
   if (candidates.size() == 1) return candidates[0].run;
   const std::string key = gemm_tune_key(p);
   if (auto hit = cache().lookup(key))
@@ -64,7 +64,10 @@ GemmLauncher gemm_tuned_launcher(const GemmProblem& p, const std::vector<GemmCan
       if (c.name == *hit) return c.run;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   check_cuda(cudaStreamIsCapturing(stream, &capture), "gemm", "cudaStreamIsCapturing");
-  if (capture != cudaStreamCaptureStatusNone) return candidates[0].run;  // never time in a capture
+  // Never time in a capture (no launch may be recorded besides the caller's): the call runs what
+  // it would run untuned (the tile rule or QUACK_GEMM_TILE), not candidates[0] (the group's base,
+  // e.g. 128x256, which can be far from the rule's pick); the next uncaptured call tunes.
+  if (capture != cudaStreamCaptureStatusNone) return untuned;
 
   // Scratch outputs spanning the problem's D and D1 (kernel terms: row-major (L, M, N) with their
   // leading and batch strides); C stays the caller's (read only), also when C is D.

@@ -204,7 +204,11 @@ TEST(AutotuneCache, EveryGemmEpilogueHasANameAndAnOutputCount) {
 TEST(AutotuneCache, SingleCandidateIsTakenWithoutTiming) {
   quack::detail::GemmProblem p;
   auto run = [](const quack::detail::GemmProblem&, cudaStream_t) {};
-  EXPECT_EQ(quack::detail::gemm_tuned_launcher(p, {{"128x256", run}}, nullptr), +run);
+  // The untuned pick, with another body than run's so that no identical-code folding merges them.
+  auto other = [](const quack::detail::GemmProblem& q, cudaStream_t) {
+    if (q.m < 0) std::abort();
+  };
+  EXPECT_EQ(quack::detail::gemm_tuned_launcher(p, {{"128x256", run}}, +other, nullptr), +run);
 }
 
 TEST(AutotuneCache, DefaultPathHonoursQuackCacheDir) {
