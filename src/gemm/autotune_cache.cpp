@@ -114,10 +114,10 @@ std::string AutotuneCache::last_error() const {
   return error_;
 }
 
-std::string autotune_key(long long M, long long N, long long K, long long L,
+std::string autotune_key(int cc, int sms, long long M, long long N, long long K, long long L,
                          const std::string& dtypes, const std::string& majors,
                          const std::string& epilogue) {
-  return "sm90 m" + std::to_string(pow2_ceil(M)) + " n" + std::to_string(pow2_ceil(N)) + " k" +
+  return "sm" + std::to_string(cc) + " sms" + std::to_string(sms) + " m" + std::to_string(pow2_ceil(M)) + " n" + std::to_string(pow2_ceil(N)) + " k" +
          std::to_string(pow2_ceil(K)) + " l" + std::to_string(L) + " " + dtypes + " " + majors +
          " epi:" + epilogue;
 }

@@ -39,9 +39,13 @@ class AutotuneCache {
   std::string error_;
 };
 
-/// Autotuning key: shape rounded up to powers of two, dtypes, majors and epilogue, e.g.
-/// "sm90 m8192 n8192 k4096 l1 bf16.bf16>bf16 A:k B:k C:- epi:none".
-std::string autotune_key(long long M, long long N, long long K, long long L,
+/// Autotuning key: the device (compute capability cc = major · 10 + minor, SM count), shape
+/// rounded up to powers of two, dtypes, majors with C's dtype ("-": C not read) and epilogue
+/// (with output 1's dtype), as gemm_tune_key writes it, e.g.
+/// "sm90 sms132 m8192 n8192 k4096 l1 bf16.bf16>bf16 A:k B:m C:- epi:lincomb".
+/// Keys of older versions had no SM count and no C dtype: their entries are never matched, so
+/// those problems are tuned again (and both lines stay in the file; delete it to drop the old).
+std::string autotune_key(int cc, int sms, long long M, long long N, long long K, long long L,
                          const std::string& dtypes, const std::string& majors,
                          const std::string& epilogue);
 

@@ -522,10 +522,18 @@ int64_t streamk_slot_bytes() {
   return slot;
 }
 
+// The caller's workspace (GemmArgs::workspace and the fused GEMMs'), checked whenever one is given
+// (quack/gemm.h), not only where padded copies need it: its alignment here, before the empty and
+// K = 0 returns; its size in add_pads (need 0 without copies, so any size passes then).
+void check_workspace_alignment(const ArgCheck& chk, const void* workspace) {
+  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+    chk.fail("workspace is not 16-byte aligned, expected a 16-byte aligned device buffer");
+}
+
 // Operands TMA cannot address (ka, kb: the kernel's A and B) are read from padded copies in the
 // workspace (gemm_pad.h): records the copies and their bytes in plan and points the kernel's
 // strides at the copies' (the pointers are set when the call runs: run_plan). A workspace the
-// caller gives is checked against those bytes.
+// caller gives is checked against those bytes (0 without copies).
 void add_pads(const ArgCheck& chk, Plan& plan, const Operand& ka, const Operand& kb, const void* workspace,
               size_t workspace_bytes) {
   GemmProblem& p = plan.p;
@@ -548,14 +556,10 @@ void add_pads(const ArgCheck& chk, Plan& plan, const Operand& ka, const Operand&
     (pad.a_side ? p.batch_a : p.batch_b) = c.rows * c.ld_dst;
     plan.pads.push_back(pad);
   }
-  if (!plan.pads.empty() && workspace != nullptr) {
-    if (workspace_bytes < plan.workspace_bytes)
-      chk.fail("workspace has " + str(int64_t(workspace_bytes)) + " bytes, expected ≥ " +
-               str(int64_t(plan.workspace_bytes)) + " (gemm_workspace_size) for the padded copies of the operands "
-               "TMA cannot address");
-    if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
-      chk.fail("workspace is not 16-byte aligned, expected a 16-byte aligned device buffer");
-  }
+  if (workspace != nullptr && workspace_bytes < plan.workspace_bytes)
+    chk.fail("workspace has " + str(int64_t(workspace_bytes)) + " bytes, expected ≥ " +
+             str(int64_t(plan.workspace_bytes)) + " (gemm_workspace_size) for the padded copies of the operands "
+             "TMA cannot address");
 }
 
 Plan plan_gemm(const GemmArgs& g) {
@@ -620,6 +624,7 @@ Plan plan_gemm(const GemmArgs& g) {
   p.beta_dev = g.beta_device;
   p.tile_counter = g.tile_counter;
   set_streamk(chk, plan, g.streamk_workspace, g.streamk_workspace_bytes);
+  check_workspace_alignment(chk, g.workspace);
   p.device = dev;
   if (g.bias.present()) p.epilogue = GemmEpilogue::kBias;
   if (M == 0 || N == 0 || L == 0) {
@@ -667,10 +672,16 @@ Plan plan_gemm(const GemmArgs& g) {
     p.batch_b = kb.batch;
     p.b_major = swap ? a_major : b_major;
     add_pads(chk, plan, ka, kb, g.workspace, g.workspace_bytes);
+  }
+  // K = 0 launches no GEMM kernel (gemm_fill_k0), but the dtypes are checked as at K > 0 so that
+  // can_implement gives one answer for them; the instance (a's and b's layouts, which K = 0 leaves
+  // undefined) only at K > 0. Every instance serves a row-major and a column-major d (through
+  // Dᵀ = Bᵀ·Aᵀ) for some layouts of a and b, so the dtypes are all K = 0 can be checked against.
+  check_compiled_dtypes(chk, p, "d", p.c != nullptr ? "c" : nullptr, nullptr, g.bias.present() ? " (with a bias)" : "");
+  if (K > 0) {
     const std::string c_part =
         p.c != nullptr && p.c_dtype != p.d_dtype ? std::string(", ") + dtype_name(p.c_dtype) + " c" : "";
     const std::string bias_part = g.bias.present() ? " with a bias" : "";
-    check_compiled_dtypes(chk, p, "d", p.c != nullptr ? "c" : nullptr, nullptr, g.bias.present() ? " (with a bias)" : "");
     plan.inst = &find_instance(chk, p, swap,
                                std::string(dtype_name(p.ab_dtype)) + " inputs and " + dtype_name(p.d_dtype) + " d" +
                                    c_part + bias_part,
@@ -760,6 +771,30 @@ bool spans_overlap(const TensorRef& a, const TensorRef& b) {
   return alo < bhi && blo < ahi;
 }
 
+// An input of a fused GEMM for check_outputs_vs_inputs; in_place: an output may be this input
+// exactly (the same view), as gemm's d may be its c.
+struct InArg {
+  const TensorRef* t;
+  const char* name;
+  bool in_place = false;
+};
+
+// The outputs of a fused GEMM against its inputs: the kernel reads a and b (every tile's
+// mainloop) and the epilogue's inputs (c, preact, bias) while other tiles' outputs are being
+// stored, so a shared byte is a race, not an in-place update. Absent and empty tensors pass
+// (a and b at K = 0 are not read). Each output: disjoint from every input, or, where the input
+// is in_place, that input itself.
+void check_outputs_vs_inputs(const ArgCheck& chk, std::initializer_list<InArg> outs,
+                             std::initializer_list<InArg> ins) {
+  for (const InArg& o : outs)
+    for (const InArg& i : ins) {
+      if (i.in_place)
+        chk.same_or_disjoint(*o.t, o.name, *i.t, i.name);
+      else
+        chk.disjoint(*o.t, o.name, *i.t, i.name);
+    }
+}
+
 // Shapes, devices, layouts and the kernel's problem (sizes, majors, pointers and strides) of a
 // fused GEMM: a (M, K), b (K, N) and the (M, N) tensors `mn`, whose first entry (an output,
 // present) sets the layout the others must have. Dtypes are checked and set by the caller, which
@@ -802,6 +837,7 @@ Plan plan_fused(const ArgCheck& chk, GemmEpilogue epi, const TensorRef& a, const
   p.ab_dtype = a.dtype;
   p.epilogue = epi;
   p.device = dev;
+  check_workspace_alignment(chk, workspace);
   if (M == 0 || N == 0 || L == 0) {
     plan.empty = true;
     return plan;
@@ -907,6 +943,12 @@ Plan plan_act(const GemmActArgs& g) {
   if (g.c.present() && g.preact.present() && g.c.dtype != g.preact.dtype)
     chk.fail(std::string("c has dtype ") + dtype_name(g.c.dtype) + ", expected " + dtype_name(g.preact.dtype) +
              " (preact's dtype)");
+  // quack/gemm_act.h: preact and postact must not overlap an input (each other: plan_fused).
+  // c counts where it is read (beta ≠ 0): an unread c is only shape-checked, as in gemm.
+  const TensorRef unread_c{};
+  check_outputs_vs_inputs(chk, {{&g.preact, "preact"}, {&g.postact, "postact"}},
+                          {{&g.a, "a"}, {&g.b, "b"}, {read_c ? &g.c : &unread_c, "c"},
+                           {&g.bias.row, "bias.row"}, {&g.bias.col, "bias.col"}});
   GemmProblem& p = plan.p;
   p.activation = static_cast<int>(g.activation);
   p.alpha = g.alpha;
@@ -917,14 +959,15 @@ Plan plan_act(const GemmActArgs& g) {
   // Output 0's dtype is preact's; without preact it is C's (when read) or postact's.
   p.d_dtype = g.preact.present() ? g.preact.dtype : read_c ? g.c.dtype : g.postact.dtype;
   p.c_dtype = read_c ? g.c.dtype : p.d_dtype;
-  if (!plan.empty && p.k > 0) {
+  // K = 0: the dtypes checked as at K > 0, the instance not looked up (as plan_gemm).
+  if (!plan.empty) {
     std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, ";
     if (g.preact.present()) dtypes += std::string(dtype_name(p.d_dtype)) + " preact, ";
     if (read_c) dtypes += std::string(dtype_name(p.c_dtype)) + " c, ";
     dtypes += std::string(dtype_name(p.d1_dtype)) + " postact";
     check_compiled_dtypes(chk, p, "preact", read_c ? "c" : nullptr, "postact",
                           g.preact.present() ? "" : " (preact is not stored: its dtype is taken as c's or postact's)");
-    plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "postact");
+    if (p.k > 0) plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "postact");
   }
   return plan;
 }
@@ -953,6 +996,11 @@ Plan plan_gated(const GemmGatedArgs& g) {
   if (g.c.present() && g.preact.present() && g.c.dtype != g.preact.dtype)
     chk.fail(std::string("c has dtype ") + dtype_name(g.c.dtype) + ", expected " + dtype_name(g.preact.dtype) +
              " (preact's dtype)");
+  // As gemm_act (quack/gemm_act.h): preact and postact must not overlap an input.
+  const TensorRef unread_c{};
+  check_outputs_vs_inputs(chk, {{&g.preact, "preact"}, {&g.postact, "postact"}},
+                          {{&g.a, "a"}, {&g.b, "b"}, {read_c ? &g.c : &unread_c, "c"},
+                           {&g.bias.row, "bias.row"}, {&g.bias.col, "bias.col"}});
   GemmProblem& p = plan.p;
   apply_bias(g.bias, false, p);
   p.activation = static_cast<int>(g.activation);
@@ -965,7 +1013,8 @@ Plan plan_gated(const GemmGatedArgs& g) {
   // Output 0's dtype is preact's; without preact it is C's (when read) or postact's.
   p.d_dtype = g.preact.present() ? g.preact.dtype : read_c ? g.c.dtype : g.postact.dtype;
   p.c_dtype = read_c ? g.c.dtype : p.d_dtype;
-  if (!plan.empty && p.k > 0) {
+  // K = 0: the dtypes checked as at K > 0, the instance not looked up (as plan_gemm).
+  if (!plan.empty) {
     std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, ";
     if (g.preact.present()) dtypes += std::string(dtype_name(p.d_dtype)) + " preact, ";
     if (read_c) dtypes += std::string(dtype_name(p.c_dtype)) + " c, ";
@@ -973,7 +1022,7 @@ Plan plan_gated(const GemmGatedArgs& g) {
     check_compiled_dtypes(chk, p, "preact", read_c ? "c" : nullptr, "postact",
                           std::string(g.concat_layout ? " with concat_layout" : "") +
                               (g.preact.present() ? "" : " (preact is not stored: its dtype is taken as c's or postact's)"));
-    plan.inst = &find_instance(chk, p, false, dtypes, "postact");
+    if (p.k > 0) plan.inst = &find_instance(chk, p, false, dtypes, "postact");
   }
   return plan;
 }
@@ -997,6 +1046,11 @@ Plan plan_dgated(const GemmDGatedArgs& g) {
   if (g.preact.dtype != g.dpreact.dtype)
     chk.fail(std::string("preact has dtype ") + dtype_name(g.preact.dtype) + ", expected " +
              dtype_name(g.dpreact.dtype) + " (dpreact's dtype)");
+  // Outputs against inputs: disjoint from a and b; against preact (the epilogue's C), disjoint or
+  // preact itself (in place, as quack/gemm.h allows d = c; accepted before this check too).
+  // postact (M, H) is never preact's (M, 2H) view, so it must be disjoint.
+  check_outputs_vs_inputs(chk, {{&g.dpreact, "dpreact"}, {&g.postact, "postact"}},
+                          {{&g.a, "a"}, {&g.b, "b"}, {&g.preact, "preact", /*in_place=*/true}});
   GemmProblem& p = plan.p;
   p.activation = static_cast<int>(g.activation);
   p.tile_counter = g.tile_counter;
@@ -1023,12 +1077,13 @@ Plan plan_dgated(const GemmDGatedArgs& g) {
   }
   // Without postact, output 1 is not stored: any instance of the inputs' dtype serves.
   p.d1_dtype = g.postact.present() ? g.postact.dtype : g.a.dtype;
-  if (!plan.empty && p.k > 0) {
+  // K = 0: the dtypes checked as at K > 0, the instance not looked up (as plan_gemm).
+  if (!plan.empty) {
     const std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, " + dtype_name(p.packed_dtype) +
                                " preact and dpreact, " + dtype_name(p.d1_dtype) + " postact";
     check_compiled_dtypes(chk, p, nullptr, nullptr, "postact",
                           g.postact.present() ? "" : " (postact is not stored: its dtype is taken as a's)");
-    plan.inst = &find_instance(chk, p, false, dtypes, "dpreact");
+    if (p.k > 0) plan.inst = &find_instance(chk, p, false, dtypes, "dpreact");
   }
   return plan;
 }
@@ -1048,6 +1103,10 @@ Plan plan_dact(const GemmDActArgs& g) {
   if (g.preact.dtype != g.dpreact.dtype)
     chk.fail(std::string("preact has dtype ") + dtype_name(g.preact.dtype) + ", expected " +
              dtype_name(g.dpreact.dtype) + " (dpreact's dtype)");
+  // Outputs against inputs: disjoint from a and b; against preact (the epilogue's C), disjoint or
+  // preact itself (in place, as quack/gemm.h allows d = c; accepted before this check too).
+  check_outputs_vs_inputs(chk, {{&g.dpreact, "dpreact"}, {&g.postact, "postact"}},
+                          {{&g.a, "a"}, {&g.b, "b"}, {&g.preact, "preact", /*in_place=*/true}});
   GemmProblem& p = plan.p;
   p.activation = static_cast<int>(g.activation);
   p.tile_counter = g.tile_counter;
@@ -1056,12 +1115,13 @@ Plan plan_dact(const GemmDActArgs& g) {
   p.c_dtype = g.preact.dtype;
   // Without postact, output 1 is not stored: any instance of preact's dtype serves.
   p.d1_dtype = g.postact.present() ? g.postact.dtype : g.preact.dtype;
-  if (!plan.empty && p.k > 0) {
+  // K = 0: the dtypes checked as at K > 0, the instance not looked up (as plan_gemm).
+  if (!plan.empty) {
     const std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs, " + dtype_name(p.d_dtype) +
                                " preact and dpreact, " + dtype_name(p.d1_dtype) + " postact";
     check_compiled_dtypes(chk, p, "dpreact", "preact", "postact",
                           g.postact.present() ? "" : " (postact is not stored: its dtype is taken as preact's)");
-    plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "dpreact");
+    if (p.k > 0) plan.inst = &find_instance(chk, p, plan.swapped, dtypes, "dpreact");
   }
   return plan;
 }
@@ -1137,10 +1197,11 @@ Plan plan_rotary(const GemmRotaryArgs& g) {
   p.rotary_cols = int(g.rotary_cols);
   p.rotary_head_dim = int(hd);
   p.rotary_seqlen = int(std::min<int64_t>(S, kMaxExtent));
-  if (!plan.empty && p.k > 0) {
+  // K = 0: the dtypes checked as at K > 0, the instance not looked up (as plan_gemm).
+  if (!plan.empty) {
     const std::string dtypes = std::string(dtype_name(p.ab_dtype)) + " inputs and " + dtype_name(p.d_dtype) + " d";
     check_compiled_dtypes(chk, p, "d", nullptr, nullptr);
-    plan.inst = &find_instance(chk, p, false, dtypes, "d");
+    if (p.k > 0) plan.inst = &find_instance(chk, p, false, dtypes, "d");
   }
   return plan;
 }
@@ -1190,8 +1251,8 @@ void run_plan(const Plan& plan, bool tuned, void* workspace, cudaStream_t stream
       detail::gemm_pad_rows(c, stream);
       (pad.a_side ? p.a : p.b) = c.dst;
     }
-    if (tuned)
-      detail::gemm_tuned_launcher(p, candidates(*plan.inst), stream)(p, stream);
+    if (tuned)  // the rule's pick stands in while a graph is captured before the first tuning
+      detail::gemm_tuned_launcher(p, candidates(*plan.inst), choose_tile(*plan.inst, p), stream)(p, stream);
     else
       choose_tile(*plan.inst, p)(p, stream);
   } catch (...) {

@@ -43,28 +43,40 @@ float time_launches(GemmLauncher run, const GemmProblem& p, cudaStream_t stream)
 
 }  // namespace
 
-std::string gemm_tune_key(const GemmProblem& p) {
+std::string gemm_tune_key(const GemmProblem& p, int sms, int cc) {
   const std::string dtypes = std::string(short_name(p.ab_dtype)) + "." + short_name(p.ab_dtype) + ">" +
                              short_name(p.d_dtype);
+  // C's dtype where C is read ("-" otherwise): an fp32 C into a bf16 D is another kernel than a
+  // bf16 C (gemm_dact's and gemm_dgated's preact is always read as C).
   const std::string majors = std::string("A:") + (p.a_major == GemmMajor::kK ? "k" : "m") +
-                             " B:" + (p.b_major == GemmMajor::kK ? "k" : "m");
+                             " B:" + (p.b_major == GemmMajor::kK ? "k" : "m") +
+                             " C:" + (p.c ? short_name(p.c_dtype) : "-");
   const bool two = gemm_epilogue_outputs(p.epilogue) == 2;
-  const bool reads_c_always = p.epilogue == GemmEpilogue::kDAct || p.epilogue == GemmEpilogue::kDGated;
-  const std::string epi = std::string(gemm_epilogue_name(p.epilogue)) + (p.c && !reads_c_always ? "+c" : "") +
-                          (two ? std::string(",") + short_name(p.d1_dtype) : "");
-  return autotune_key(p.m, p.n, p.k, p.l, dtypes, majors, epi);
+  const std::string epi =
+      std::string(gemm_epilogue_name(p.epilogue)) + (two ? std::string(",") + short_name(p.d1_dtype) : "");
+  return autotune_key(cc, sms, p.m, p.n, p.k, p.l, dtypes, majors, epi);
 }
 
 GemmLauncher gemm_tuned_launcher(const GemmProblem& p, const std::vector<GemmCandidate>& candidates,
-                                 cudaStream_t stream) {
+                                 GemmLauncher untuned, cudaStream_t stream) {
   if (candidates.size() == 1) return candidates[0].run;
-  const std::string key = gemm_tune_key(p);
+  // The device in the key: the fastest tile depends on the SM count (waves of tiles) and the
+  // architecture, and one cache file serves every GPU of the machine (and may be shared).
+  int major = 0, minor = 0;
+  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p.device), "gemm",
+             "cudaDeviceGetAttribute");
+  check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, p.device), "gemm",
+             "cudaDeviceGetAttribute");
+  const std::string key = gemm_tune_key(p, sm_count(p.device), major * 10 + minor);
   if (auto hit = cache().lookup(key))
     for (const GemmCandidate& c : candidates)
       if (c.name == *hit) return c.run;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   check_cuda(cudaStreamIsCapturing(stream, &capture), "gemm", "cudaStreamIsCapturing");
-  if (capture != cudaStreamCaptureStatusNone) return candidates[0].run;  // never time in a capture
+  // Never time in a capture (no launch may be recorded besides the caller's): the call runs what
+  // it would run untuned (the tile rule or QUACK_GEMM_TILE), not candidates[0] (the group's base,
+  // e.g. 128x256, which can be far from the rule's pick); the next uncaptured call tunes.
+  if (capture != cudaStreamCaptureStatusNone) return untuned;
 
   // Scratch outputs spanning the problem's D and D1 (kernel terms: row-major (L, M, N) with their
   // leading and batch strides); C stays the caller's (read only), also when C is D.

@@ -1,12 +1,13 @@
 // Autotuning of the GEMM's kernel instance (GemmArgs::tuned; host only).
 //
-// On first use per key (M, N, K rounded up to powers of two, L, dtypes, majors, epilogue) the
+// On first use per key (device, M, N, K rounded up to powers of two, L, dtypes, majors, C's
+// dtype, epilogue) the
 // candidates -- every compiled instance of the problem's dtypes and majors -- are timed on the
 // caller's stream (2 warm-up + 5 timed launches each, median, CUDA events) writing a scratch D,
 // so the caller's D is never written while tuning (in-place C = D stays read-only); the fastest
 // one's name is stored in the AutotuneCache (memory and disk, src/gemm/autotune_cache.h). While
-// the stream is capturing a CUDA graph nothing is timed: the cached choice, else the first
-// candidate (the default). Method: QuACK 0.2.0's autotuner (first call per key, disk cache),
+// the stream is capturing a CUDA graph nothing is timed: the cached choice, else the untuned
+// choice (the tile rule's, as GemmArgs::tuned = false). Method: QuACK 0.2.0's autotuner (first call per key, disk cache),
 // CUTLASS's profiler for the timing loop.
 #pragma once
 
@@ -25,12 +26,15 @@ struct GemmCandidate {
   GemmLauncher run;
 };
 
-/// Key of a problem in the autotuning cache (see autotune_key).
-std::string gemm_tune_key(const GemmProblem& p);
+/// Key of a problem in the autotuning cache on a device of `sms` SMs and compute capability `cc`
+/// (major · 10 + minor, e.g. 90), see autotune_key.
+std::string gemm_tune_key(const GemmProblem& p, int sms, int cc);
 
 /// The launcher to use for p: candidates[0] when there is one candidate; else the cached or
-/// freshly timed choice (see the file comment). Throws CudaError when a CUDA call fails.
+/// freshly timed choice, or `untuned` (what the call runs without tuning: the tile rule's pick)
+/// while `stream` is capturing a graph and the cache has no entry (see the file comment). Throws
+/// CudaError when a CUDA call fails.
 GemmLauncher gemm_tuned_launcher(const GemmProblem& p, const std::vector<GemmCandidate>& candidates,
-                                 cudaStream_t stream);
+                                 GemmLauncher untuned, cudaStream_t stream);
 
 }  // namespace quack::detail

@@ -139,6 +139,30 @@ TEST(GemmActValidation, ActArguments) {
   expect_act_error(g, "overlap");
 }
 
+// quack/gemm_act.h: preact and postact must not overlap an input (a, b, a read c, the bias).
+TEST(GemmActValidation, OutputsOverlappingInputs) {
+  GemmActArgs g = act_args();
+  g.postact = row_major(fake(1), kBf, M, N);  // a's memory
+  expect_act_error(g, "postact overlaps a in memory");
+  g = act_args();
+  g.preact = row_major(static_cast<char*>(fake(2)) + 256, kBf, M, N);  // inside b
+  expect_act_error(g, "preact overlaps b in memory");
+  g = act_args();
+  g.c = g.preact;  // in place of a read c: the doc's rule has no in-place exception
+  g.beta = 1.f;
+  expect_act_error(g, "preact overlaps c in memory");
+  g.beta = 0.f;  // c not read: not an input
+  EXPECT_NO_THROW(can_implement(g));
+  g = act_args();
+  g.bias.row = TensorRef::vector(static_cast<char*>(fake(4)) + 64, DType::kFloat32, N);
+  expect_act_error(g, "postact overlaps bias.row in memory");
+  // K = 0: a and b are empty (not read), so nothing can overlap them.
+  g = act_args();
+  g.a = row_major(fake(4), kBf, M, 0);
+  g.b = col_major(fake(4), kBf, 0, N);
+  EXPECT_NO_THROW(can_implement(g));
+}
+
 TEST(GemmActValidation, UncompiledCombinations) {
   GemmActArgs g = act_args();
   g.b = row_major(fake(2), kBf, K, N);  // b row-major: no gemm_act instance
@@ -192,6 +216,9 @@ TEST(GemmActValidation, UncompiledDtypesThrow) {
   g = act_args();
   g.preact.dtype = kF32;  // fp32 preact with a bf16 postact
   expect_act_error(g, "preact float32 and postact bfloat16 are not compiled");
+  g.a = row_major(fake(1), kBf, M, 0);  // K = 0: no GEMM kernel, the same answer
+  g.b = col_major(fake(2), kBf, 0, N);
+  expect_act_error(g, "preact float32 and postact bfloat16 are not compiled");
   g = act_args();
   g.a.dtype = g.b.dtype = g.preact.dtype = kF16;
   g.postact.dtype = kF32;  // fp32 outputs of fp16 inputs
@@ -235,6 +262,21 @@ TEST(GemmActValidation, DActArguments) {
   g = dact_args();
   g.postact = g.dpreact;
   expect_dact_error(g, "overlap");
+  // Against the inputs: disjoint from a and b; preact itself (in place, as gemm's d = c) or disjoint.
+  g = dact_args();
+  g.dpreact = g.preact;
+  EXPECT_NO_THROW(can_implement(g));
+  g.dpreact = row_major(static_cast<char*>(fake(3)) + 64, kBf, M, N);  // preact shifted
+  expect_dact_error(g, "dpreact overlaps preact in memory");
+  g = dact_args();
+  g.postact = row_major(static_cast<char*>(fake(3)) + 64, kBf, M, N);
+  expect_dact_error(g, "postact overlaps preact in memory");
+  g = dact_args();
+  g.dpreact = row_major(fake(1), kBf, M, N);
+  expect_dact_error(g, "dpreact overlaps a in memory");
+  g = dact_args();
+  g.postact = row_major(fake(2), kBf, M, N);
+  expect_dact_error(g, "postact overlaps b in memory");
 }
 
 // Any alignment, as gemm: a and b that TMA cannot address through padded copies in the
@@ -269,6 +311,11 @@ TEST(GemmActValidation, UnalignedOperands) {
   EXPECT_NO_THROW(can_implement(g));
   g.workspace = static_cast<char*>(fake(9)) + 8;
   expect_act_error(g, "workspace is not 16-byte aligned");
+  g = act_args();  // checked also where no copy needs it (aligned operands)
+  g.workspace = static_cast<char*>(fake(9)) + 8;
+  expect_act_error(g, "workspace is not 16-byte aligned");
+  g.workspace = fake(9);  // 0 bytes: enough without copies
+  EXPECT_NO_THROW(can_implement(g));
   // A view at an odd column of a wider a: a alone is copied.
   g = act_args();
   g.a = TensorRef::matrix(static_cast<char*>(fake(1)) + 2, kBf, M, K, 0, K + 8, 1);

@@ -97,6 +97,8 @@ TEST(GemmGatedValidation, Baseline) {
   g.a = row_major(fake(1), kBf, M, 0);
   g.b = col_major(fake(2), kBf, 0, N);
   EXPECT_NO_THROW(can_implement(g));
+  g.preact.dtype = kF32;  // fp32 preact with a bf16 postact: not compiled, at K = 0 as at K > 0
+  expect_gated_error(g, "preact float32 and postact bfloat16 are not compiled");
   g = gated_args();
   g.a = row_major(fake(1), kBf, 0, K);
   g.preact = row_major(fake(3), kBf, 0, N);
@@ -223,6 +225,40 @@ TEST(GemmGatedValidation, DGatedArguments) {
   expect_dgated_error(g, "not yet supported");
 }
 
+// Outputs against inputs. gemm_gated as gemm_act (quack/gemm_act.h): preact and postact must not
+// overlap a, b, a read c or the bias. gemm_dgated: dpreact and postact disjoint from a and b;
+// dpreact either preact itself (in place, as gemm's d = c) or disjoint from it.
+TEST(GemmGatedValidation, OutputsOverlappingInputs) {
+  GemmGatedArgs g = gated_args();
+  g.postact = row_major(fake(1), kBf, M, H);
+  expect_gated_error(g, "postact overlaps a in memory");
+  g = gated_args();
+  g.preact = row_major(fake(2), kBf, M, N);
+  expect_gated_error(g, "preact overlaps b in memory");
+  g = gated_args();
+  g.c = g.preact;
+  g.beta = 1.f;
+  expect_gated_error(g, "preact overlaps c in memory");
+  g = gated_args();
+  g.bias.row = TensorRef::vector(static_cast<char*>(fake(3)) + 128, kF32, N);
+  expect_gated_error(g, "preact overlaps bias.row in memory");
+
+  GemmDGatedArgs d = dgated_args();
+  d.dpreact = d.preact;
+  EXPECT_NO_THROW(can_implement(d));
+  d.dpreact = row_major(static_cast<char*>(fake(3)) + 64, kBf, M, N);
+  expect_dgated_error(d, "dpreact overlaps preact in memory");
+  d = dgated_args();
+  d.postact = row_major(fake(3), kBf, M, H);  // preact's first half: never preact's own view
+  expect_dgated_error(d, "postact overlaps preact in memory");
+  d = dgated_args();
+  d.dpreact = row_major(fake(1), kBf, M, N);
+  expect_dgated_error(d, "dpreact overlaps a in memory");
+  d = dgated_args();
+  d.postact = row_major(fake(2), kBf, M, H);
+  expect_dgated_error(d, "postact overlaps b in memory");
+}
+
 TEST(GemmGatedValidation, Bias) {
   GemmArgs g = gemm_args();
   EXPECT_NO_THROW(can_implement(g));
@@ -270,6 +306,10 @@ TEST(GemmGatedValidation, Bias) {
   g.d.dtype = kF32;  // fp32 d with a bias: not compiled
   expect_can_implement_error(g, "gemm", "d float32 is not compiled for bfloat16 inputs (no kernel instance), expected d = bfloat16 "
                           "(with a bias)");
+  // K = 0 runs no GEMM kernel, yet the same dtypes are refused: one answer whatever K.
+  g.a = row_major(fake(1), kBf, M, 0);
+  g.b = col_major(fake(2), kBf, 0, N);
+  expect_can_implement_error(g, "gemm", "d float32 is not compiled for bfloat16 inputs");
   // Batched: (N,) shared, (L, N) per batch, (L + 1, N) wrong.
   g = gemm_args();
   g.a = TensorRef::batched(fake(1), kBf, 3, M, K, 0, M * K, K, 1);

@@ -137,12 +137,14 @@ TEST(AutotuneCache, UnwritableFolderKeepsTheChoiceInMemory) {
 }
 
 TEST(AutotuneCache, KeyRoundsShapesUpToPowersOfTwo) {
-  EXPECT_EQ(quack::detail::autotune_key(5000, 8192, 4097, 1, "bf16.bf16>bf16", "A:k B:k C:-",
-                                        "none"),
-            "sm90 m8192 n8192 k8192 l1 bf16.bf16>bf16 A:k B:k C:- epi:none");
+  EXPECT_EQ(quack::detail::autotune_key(90, 132, 5000, 8192, 4097, 1, "bf16.bf16>bf16", "A:k B:k C:-",
+                                        "lincomb"),
+            "sm90 sms132 m8192 n8192 k8192 l1 bf16.bf16>bf16 A:k B:k C:- epi:lincomb");
 }
 
-TEST(AutotuneCache, GemmKeyNamesDtypesMajorsAndWhetherCIsRead) {
+constexpr int kH200Sms = 132, kSm90 = 90;
+
+TEST(AutotuneCache, GemmKeyNamesDtypesMajorsAndCsDtype) {
   quack::detail::GemmProblem p;
   p.m = 128;
   p.n = 8000;
@@ -152,21 +154,38 @@ TEST(AutotuneCache, GemmKeyNamesDtypesMajorsAndWhetherCIsRead) {
   p.d_dtype = quack::DType::kBFloat16;
   p.a_major = quack::detail::GemmMajor::kK;
   p.b_major = quack::detail::GemmMajor::kMN;
-  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m epi:lincomb");
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
+            "sm90 sms132 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m C:- epi:lincomb");
   int c = 0;
-  p.c = &c;  // C read (beta != 0): another key
+  p.c = &c;  // C read (beta != 0): another key, naming C's dtype
+  p.c_dtype = quack::DType::kBFloat16;
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
+            "sm90 sms132 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m C:bf16 epi:lincomb");
+  p.c_dtype = quack::DType::kFloat32;  // an fp32 C into a bf16 D: another kernel
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
+            "sm90 sms132 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m C:f32 epi:lincomb");
   p.d_dtype = quack::DType::kFloat32;
-  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m128 n8192 k8192 l1 bf16.bf16>f32 A:k B:m epi:lincomb+c");
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
+            "sm90 sms132 m128 n8192 k8192 l1 bf16.bf16>f32 A:k B:m C:f32 epi:lincomb");
+  // Another device: another key (an H100 PCIe's 114 SMs; a future architecture).
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, 114, kSm90),
+            "sm90 sms114 m128 n8192 k8192 l1 bf16.bf16>f32 A:k B:m C:f32 epi:lincomb");
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, 100),
+            "sm100 sms132 m128 n8192 k8192 l1 bf16.bf16>f32 A:k B:m C:f32 epi:lincomb");
   // The fused epilogues: their name and output 1's dtype (gemm_dact always reads its preact as C).
   p.epilogue = quack::detail::GemmEpilogue::kAct;
   p.d_dtype = quack::DType::kBFloat16;
+  p.c_dtype = quack::DType::kBFloat16;
   p.d1_dtype = quack::DType::kBFloat16;
-  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m epi:act+c,bf16");
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
+            "sm90 sms132 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m C:bf16 epi:act,bf16");
   p.c = nullptr;
-  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m epi:act,bf16");
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
+            "sm90 sms132 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m C:- epi:act,bf16");
   p.epilogue = quack::detail::GemmEpilogue::kDAct;
   p.c = &c;
-  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m epi:dact,bf16");
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
+            "sm90 sms132 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m C:bf16 epi:dact,bf16");
 }
 
 // gemm_rotary writes one output (D): its key names the epilogue and C, and no output-1 dtype.
@@ -177,10 +196,12 @@ TEST(AutotuneCache, GemmKeyOfRotaryHasOneOutput) {
   p.k = 2048;
   p.epilogue = quack::detail::GemmEpilogue::kRotary;
   p.d1_dtype = quack::DType::kFloat32;  // not an output of kRotary: must not show
-  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m16384 n8192 k2048 l1 bf16.bf16>bf16 A:k B:k epi:rotary");
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
+            "sm90 sms132 m16384 n8192 k2048 l1 bf16.bf16>bf16 A:k B:k C:- epi:rotary");
   int c = 0;
   p.c = &c;
-  EXPECT_EQ(quack::detail::gemm_tune_key(p), "sm90 m16384 n8192 k2048 l1 bf16.bf16>bf16 A:k B:k epi:rotary+c");
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
+            "sm90 sms132 m16384 n8192 k2048 l1 bf16.bf16>bf16 A:k B:k C:bf16 epi:rotary");
 }
 
 // Every GemmEpilogue has a distinct non-empty name and one or two outputs (kGemmEpilogues).
@@ -204,7 +225,11 @@ TEST(AutotuneCache, EveryGemmEpilogueHasANameAndAnOutputCount) {
 TEST(AutotuneCache, SingleCandidateIsTakenWithoutTiming) {
   quack::detail::GemmProblem p;
   auto run = [](const quack::detail::GemmProblem&, cudaStream_t) {};
-  EXPECT_EQ(quack::detail::gemm_tuned_launcher(p, {{"128x256", run}}, nullptr), +run);
+  // The untuned pick, with another body than run's so that no identical-code folding merges them.
+  auto other = [](const quack::detail::GemmProblem& q, cudaStream_t) {
+    if (q.m < 0) std::abort();
+  };
+  EXPECT_EQ(quack::detail::gemm_tuned_launcher(p, {{"128x256", run}}, +other, nullptr), +run);
 }
 
 TEST(AutotuneCache, DefaultPathHonoursQuackCacheDir) {

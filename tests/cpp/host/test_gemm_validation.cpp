@@ -222,7 +222,9 @@ TEST(GemmValidation, KZeroIgnoresInputLayouts) {
   g.c = TensorRef::matrix(fake(4), DType::kBFloat16, M, N);
   g.beta = 2.f;
   expect_valid(g);
-  // No kernel runs: a layout combination without an instance is fine, and so is fp16 -> fp32.
+  // No kernel runs: a layout combination without an instance is fine (fp16 -> fp32 is compiled
+  // for a row-major a and a column-major b only); the dtypes must still be compiled, as at K > 0
+  // (test_gemm_gated_validation.cpp: an fp32 d with a bias is refused at K = 0).
   g = args_layout("rrc", DType::kFloat16, DType::kFloat32, /*with_c=*/true);
   g.a.shape[1] = 0;
   g.b.shape[0] = 0;
@@ -389,6 +391,23 @@ TEST(GemmValidation, UnalignedOperands) {
   expect_valid(g);
   g.workspace = static_cast<char*>(fake(9)) + 8;
   expect_error(g, "workspace is not 16-byte aligned");
+  // A given workspace is checked also where no copy needs it (quack/gemm.h): TMA-aligned
+  // operands, K = 0 and empty problems. Its size then only has to be ≥ 0.
+  g = args2d();
+  g.workspace = static_cast<char*>(fake(9)) + 8;
+  expect_error(g, "workspace is not 16-byte aligned, expected a 16-byte aligned device buffer");
+  g.a.shape[1] = 0;
+  g.b.shape[0] = 0;
+  expect_error(g, "workspace is not 16-byte aligned");
+  g = args2d();
+  g.a.shape[0] = 0;
+  g.d.shape[0] = 0;
+  g.workspace = static_cast<char*>(fake(9)) + 8;
+  expect_error(g, "workspace is not 16-byte aligned");
+  g = args2d();
+  g.workspace = fake(9);
+  g.workspace_bytes = 0;
+  expect_valid(g);
   g = args2d();
   g.b.stride[1] = 60;
   expect_error(g, "b has leading stride 60 < 64 contiguous elements");
