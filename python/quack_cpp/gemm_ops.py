@@ -295,12 +295,30 @@ def _scalar(fn: str, name: str, v, A: Tensor) -> Tuple[float, Optional[Tensor]]:
     value), and its host placeholder is 1.0 (so C counts as read for the layout choice)."""
     if not isinstance(v, Tensor):
         return float(v), None
+    _check_device_scalar(fn, name, v, A, "a Python float")
+    return 1.0, v
+
+
+def _check_device_scalar(fn: str, name: str, v: Optional[Tensor], A: Tensor,
+                         other: str = "None") -> None:
+    """Raises ValueError unless v is None or one float32 element on A's device: the kernel reads
+    4 bytes through v's pointer on A's device (a CPU tensor would hand it a host pointer, a
+    bf16 one a 2-byte buffer). other: what else the argument may be, for the message."""
+    if v is None:
+        return
     if v.dtype != torch.float32 or v.numel() != 1 or v.device != A.device:
         raise ValueError(f"{fn}: {name} is a tensor of shape {tuple(v.shape)} "
-                         f"{dtype_name(v.dtype)} "
-                         f"on {v.device}, expected one float32 element on {A.device} (or a "
-                         "Python float)")
-    return 1.0, v
+                         f"{dtype_name(v.dtype)} on {v.device}, expected one float32 element "
+                         f"on {A.device} (or {other})")
+
+
+def _check_device_scalars(fn: str, A: Tensor, alpha_t: Optional[Tensor],
+                          beta_t: Optional[Tensor]) -> None:
+    # The custom ops' own check (impl and fake): torch.ops.quack_cpp.gemm / gemm_add_inplace
+    # called directly skip the functional API's _scalar.
+    if alpha_t is not None or beta_t is not None:
+        _check_device_scalar(fn, "alpha_t", alpha_t, A)
+        _check_device_scalar(fn, "beta_t", beta_t, A)
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,6 +330,7 @@ def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_
                bias=None):
     """gemm_op's implementation: D allocated by ``_new_out`` (through ``_new_out_and_args``'s
     plan cache when C is not read), then ``_C.gemm``."""
+    _check_device_scalars("gemm", A, alpha_t, beta_t)
     beta = beta if C is not None else 0.0
     beta_t = beta_t if C is not None else None
     beta_d = 1.0 if beta_t is not None else beta  # what _new_out sees
@@ -364,13 +383,15 @@ class Gemm:
             unless N * itemsize % 16 != 0).
 
         Raises:
-            ValueError: mismatched ranks/L/K (this layer), or anything the C++ ``can_implement``
-                rejects (its message). RuntimeError: a CUDA error.
+            ValueError: mismatched ranks/L/K, or alpha_t / beta_t not one float32 element on
+                A's device (this layer, also in the fake: torch.compile raises too), or anything
+                the C++ ``can_implement`` rejects (its message). RuntimeError: a CUDA error.
         """
 
     impl = _gemm_impl
 
     def fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None, bias=None):
+        _check_device_scalars("gemm", A, alpha_t, beta_t)
         beta = 1.0 if (beta_t is not None and C is not None) else beta
         return _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
 
@@ -418,10 +439,12 @@ class GemmAddInplace:
         ``gemm_op`` with out as C and D. Not differentiable. Raises as ``gemm_op``."""
 
     def impl(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
+        _check_device_scalars("gemm_add_inplace", A, alpha_t, beta_t)
         _out_shape(A, B)
         _launch(A, B, out, out, alpha, beta, tuned, alpha_t, beta_t)
 
     def fake(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
+        _check_device_scalars("gemm_add_inplace", A, alpha_t, beta_t)
         _out_shape(A, B)
 
 

@@ -113,6 +113,29 @@ def test_python_level_errors(cpu_kernels):
         quack_cpp.gemm_add(A, B, rand(4, 8), beta=torch.ones(1, dtype=bf16))
 
 
+def test_ops_check_device_scalars():
+    # torch.ops.quack_cpp.gemm / gemm_add_inplace called directly (no functional API): the impls
+    # and the fakes check alpha_t / beta_t themselves, before anything reaches the kernel.
+    A, B, out = rand(4, 16), rand(16, 8), rand(4, 8)
+    with pytest.raises(ValueError, match=r"^gemm: alpha_t is a tensor of shape \(1,\) bfloat16 on "
+                                         r"cpu, expected one float32 element on cpu \(or None\)$"):
+        gemm_ops._gemm_impl(A, B, None, 1.0, 0.0, bf16, False, torch.ones(1, dtype=bf16), None)
+    with pytest.raises(ValueError, match=r"^gemm_add_inplace: beta_t is a tensor of shape \(2,\) "
+                                         r"float32 on cpu, expected one float32 element"):
+        gemm_ops.GemmAddInplace.impl(A, B, out, 1.0, 1.0, False, None, torch.ones(2))
+    meta = dict(device="meta")
+    Am, Bm, Cm = (torch.empty(*t.shape, dtype=t.dtype, **meta) for t in (A, B, out))
+    with pytest.raises(ValueError, match=r"^gemm: beta_t is a tensor of shape \(1,\) bfloat16 on "
+                                         r"meta, expected one float32 element on meta"):
+        torch.ops.quack_cpp.gemm(Am, Bm, Cm, 1.0, 1.0, bf16, False, None,
+                                 torch.ones(1, dtype=bf16, **meta))
+    with pytest.raises(ValueError, match=r"^gemm_add_inplace: alpha_t is a tensor of shape \(2,\)"):
+        torch.ops.quack_cpp.gemm_add_inplace(Am, Bm, Cm, 1.0, 1.0, False,
+                                             torch.ones(2, **meta), None)
+    D = torch.ops.quack_cpp.gemm(Am, Bm, None, 1.0, 0.0, bf16, False, torch.ones(1, **meta), None)
+    assert D.shape == (4, 8)
+
+
 def test_cpu_tensors_rejected_without_stand_in():
     with pytest.raises(ValueError, match=r"^gemm: A is on cpu, expected a CUDA tensor"):
         quack_cpp.gemm(rand(4, 16), rand(16, 8))
