@@ -512,7 +512,8 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
         rounded up to 16 bytes (contiguous unless N * itemsize % 16 != 0), except where the C++
         supports only a column-major D for A's and B's layouts (A and B both column-major):
         then column-major, the same padding along M. M = 0 or N = 0: an empty D, nothing
-        launched. K = 0: zeros.
+        launched. K = 0 (A @ B is zero): D = bias broadcast over the rows when a bias is given,
+        else zeros (a fill kernel, no GEMM).
 
     Raises:
         ValueError: a tensor not on a CUDA device, ranks other than 2/2 or 3/3, mismatched K or
@@ -728,7 +729,12 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
         tuned: autotune the forward GEMM's tile configuration (as ``gemm``'s ``tuned``).
 
     Returns:
-        y (..., N) in the compute dtype (x's, or autocast's), contiguous.
+        y (..., N) in the compute dtype (x's, or autocast's); row-major, contiguous when
+        N * itemsize is a multiple of 16 bytes (N a multiple of 8 for bfloat16/float16). Else
+        the rows are padded (TMA's 16-byte leading-stride rule, no copy made here): the row
+        stride y.stride(-2) is N rounded up to a multiple of 8 (e.g. 50264 for N = 50257),
+        stride(-1) = 1, the leading dims' strides multiples of it; with more than one row
+        ``y.is_contiguous()`` is then False and ``y.contiguous()`` copies.
 
     Raises:
         ValueError: no bfloat16/float16 compute dtype (see ``linear_dtype``), or what ``gemm``
