@@ -204,12 +204,15 @@ class LayerNorm(torch.nn.LayerNorm):
 
 
 class Linear(torch.nn.Linear):
-    r"""``y = x W^T + b`` on QuACK-C++'s GEMM; a drop-in for ``torch.nn.Linear``.
+    r"""``y = x W^T + b`` on QuACK-C++'s GEMM; a drop-in for ``torch.nn.Linear`` (bias=False).
 
     A subclass of ``torch.nn.Linear``: same parameters (``weight`` (out_features, in_features),
     ``bias`` (out_features,) when bias=True, same initialisation), state dict,
-    ``reset_parameters`` and ``extra_repr``, so the two load each other's state dicts. The
-    default ``bias=False`` follows QuACK's ``Linear``.
+    ``reset_parameters`` and ``extra_repr``. One difference: the default is ``bias=False``
+    (QuACK's ``Linear``; torch.nn.Linear's is True), so ``Linear(i, o)`` has no bias and cannot
+    load a ``torch.nn.Linear(i, o)`` state dict (unexpected key "bias"); pass ``bias=True`` to
+    load a ``torch.nn.Linear(bias=True)`` state dict. With the same bias flag the two load each
+    other's state dicts.
 
     Forward ``y = x W^T + b`` for x (*, in_features) (leading dims flattened to M rows), output
     (*, out_features), the bias added in the GEMM's epilogue; backward dgrad ``dx = dy W``, wgrad
@@ -227,7 +230,7 @@ class Linear(torch.nn.Linear):
 
     Args:
         in_features, out_features: sizes of the last dim of x and y.
-        bias: learnable bias (default False, QuACK's).
+        bias: learnable bias (default False, QuACK's; torch.nn.Linear's default is True).
         device, dtype: of the parameters.
         fuse_grad_accum: when ``weight.grad`` exists, accumulate the wgrad into it in place
             with ``gemm_add_inplace`` (beta = 1) instead of producing a new tensor that autograd
