@@ -347,7 +347,7 @@ def _bias_grad(g: Tensor, bias: Tensor) -> Tensor:
     column sums of dD over M (and L for a (N,) bias shared by the batches), in fp32, cast to the
     bias's dtype. torch's reduction: deterministic, one read of dD."""
     if bias.dim() == 1:
-        return g.reshape(-1, g.shape[-1]).sum(0, dtype=torch.float32).to(bias.dtype)
+        return _rows(g, g.shape[-1]).sum(0, dtype=torch.float32).to(bias.dtype)  # N = 0 too
     return g.sum(-2, dtype=torch.float32).to(bias.dtype)
 
 
@@ -624,9 +624,17 @@ def _cast(t: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 def _rows(t: Tensor, k: int) -> Tensor:
-    # t.reshape(-1, k) for t (..., k); a 2-D t is returned itself (reshape's same-shape view of
-    # it, ~1 µs). k = 0 goes to reshape, which raises for the ambiguous -1.
-    return t if t.dim() == 2 and k else t.reshape(-1, k)
+    # t (..., k) as (M, k), M the product of the leading dims (1 for a 1-D t); a 2-D t is
+    # returned itself (reshape's same-shape view of it, ~1 µs). k = 0 (in_features = 0, or a
+    # gradient with out_features = 0) names M itself: reshape(-1, 0) raises (-1 is ambiguous).
+    if t.dim() == 2:
+        return t
+    if k:
+        return t.reshape(-1, k)
+    m = 1
+    for s in t.shape[:-1]:
+        m *= s
+    return t.reshape(m, 0)
 
 
 def weight_grad(g: Tensor, x2: Tensor, weight: Tensor, dtype: torch.dtype, fuse: bool) -> Tensor:
@@ -724,6 +732,8 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
         weight: (N, K), x's dtype (or any float dtype under autocast); any N and K (where
             they are not multiples of 8 the GEMM copies the operands TMA cannot address into
             padded rows: x when K is odd, once per call; W^T per forward, W per dgrad).
+            Zero sizes as torch: K = 0 gives y = bias (or zeros), an empty dx and a (N, 0) dW;
+            N = 0 an empty y, a zero dx and a (0, K) dW; M = 0 an empty y and dx, a zero dW.
         bias: None or (N,), float32 or the compute dtype (bfloat16 or float16).
         fuse_grad_accum: see above.
         tuned: autotune the forward GEMM's tile configuration (as ``gemm``'s ``tuned``).
