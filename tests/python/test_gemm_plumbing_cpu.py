@@ -59,6 +59,24 @@ def test_linear_cpu_without_stand_in_is_torch():
     assert torch.equal(q(x), torch.nn.functional.linear(x, q.weight))
 
 
+@pytest.mark.parametrize("act", ["gelu_tanh_approx", "swiglu"])
+def test_linear_act_fallback_store_preact(act):
+    # The torch fallback (CPU, fp32): preact None when not stored (store_preact=False and no
+    # gradient recorded), as linear_act; DActLinear takes that None as a plain linear of postact.
+    fc1 = qnn.LinearAct(16, 24, activation=act, store_preact=False)
+    fc2 = qnn.DActLinear(12 if act == "swiglu" else 24, 8, activation=act)
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        pre, post = fc1(x)
+        assert pre is None and post.shape == (5, fc2.in_features)
+        assert torch.equal(fc2(pre, post), torch.nn.functional.linear(post, fc2.weight))
+    pre, post = fc1(x)  # fc1.weight requires grad: preact is kept for a backward
+    assert pre is not None and pre.shape == (5, 24)
+    fc1.store_preact = True
+    with torch.no_grad():
+        assert fc1(x)[0] is not None
+
+
 def test_docstrings():
     for fn in (quack_cpp.gemm, quack_cpp.gemm_add, quack_cpp.gemm_add_inplace, quack_cpp.linear,
                qnn.Linear):
