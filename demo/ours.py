@@ -29,8 +29,10 @@ Each of our ops joins the demo's model (demo/lm.py) as it lands, found by featur
                "swiglu": the GEMM's fused
                epilogue; fc1 holds gate and up
                interleaved)
-  ce           quack_cpp.cross_entropy           F.cross_entropy on the bf16 logits (outside
-                                                 autocast: no fp32 copy of the logits)
+  ce           quack_cpp.cross_entropy           run (a)'s loss: F.cross_entropy on the
+                                                 logits cast to fp32 (lm.Head "torch_fp32"),
+                                                 so a run without our ce / lce is not
+                                                 credited with a torch-only saving
   lce          quack_cpp.nn.LinearCrossEntropy   the linear above + the ce above
                (head and loss fused: no logits)
 
@@ -696,8 +698,10 @@ def ours_parts(qc, cfg, device, want: Optional[List[str]] = None, log=print,
         head = lambda d, v: Head(d, v, linear, used["ce"])  # noqa: E731
         ops.append(f"head + loss: {lin_name} + {label}.cross_entropy (bf16 logits)")
     else:
-        head = lambda d, v: Head(d, v, linear, "torch_lowp")  # noqa: E731
-        ops.append(f"head + loss: {lin_name} + F.cross_entropy on the bf16 logits")
+        # Run (a)'s loss (fp32 logits): "torch_lowp" (torch's CE on the bf16 logits, no fp32
+        # copy) would credit this run with a saving that torch alone gives.
+        head = lambda d, v: Head(d, v, linear, "torch_fp32")  # noqa: E731
+        ops.append(f"head + loss: {lin_name} + F.cross_entropy (fp32 logits, as run (a))")
     in_model = [o for o in OPS if o in used and not (o == "ce" and "lce" in used)]
     return Parts(name="ours", norm=norm, linear=linear, mlp=mlp, head=head, ops=ops,
                  used=in_model, add_norm=used.get("add_rmsnorm"),

@@ -295,12 +295,30 @@ def _scalar(fn: str, name: str, v, A: Tensor) -> Tuple[float, Optional[Tensor]]:
     value), and its host placeholder is 1.0 (so C counts as read for the layout choice)."""
     if not isinstance(v, Tensor):
         return float(v), None
+    _check_device_scalar(fn, name, v, A, "a Python float")
+    return 1.0, v
+
+
+def _check_device_scalar(fn: str, name: str, v: Optional[Tensor], A: Tensor,
+                         other: str = "None") -> None:
+    """Raises ValueError unless v is None or one float32 element on A's device: the kernel reads
+    4 bytes through v's pointer on A's device (a CPU tensor would hand it a host pointer, a
+    bf16 one a 2-byte buffer). other: what else the argument may be, for the message."""
+    if v is None:
+        return
     if v.dtype != torch.float32 or v.numel() != 1 or v.device != A.device:
         raise ValueError(f"{fn}: {name} is a tensor of shape {tuple(v.shape)} "
-                         f"{dtype_name(v.dtype)} "
-                         f"on {v.device}, expected one float32 element on {A.device} (or a "
-                         "Python float)")
-    return 1.0, v
+                         f"{dtype_name(v.dtype)} on {v.device}, expected one float32 element "
+                         f"on {A.device} (or {other})")
+
+
+def _check_device_scalars(fn: str, A: Tensor, alpha_t: Optional[Tensor],
+                          beta_t: Optional[Tensor]) -> None:
+    # The custom ops' own check (impl and fake): torch.ops.quack_cpp.gemm / gemm_add_inplace
+    # called directly skip the functional API's _scalar.
+    if alpha_t is not None or beta_t is not None:
+        _check_device_scalar(fn, "alpha_t", alpha_t, A)
+        _check_device_scalar(fn, "beta_t", beta_t, A)
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,6 +330,7 @@ def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_
                bias=None):
     """gemm_op's implementation: D allocated by ``_new_out`` (through ``_new_out_and_args``'s
     plan cache when C is not read), then ``_C.gemm``."""
+    _check_device_scalars("gemm", A, alpha_t, beta_t)
     beta = beta if C is not None else 0.0
     beta_t = beta_t if C is not None else None
     beta_d = 1.0 if beta_t is not None else beta  # what _new_out sees
@@ -328,7 +347,7 @@ def _bias_grad(g: Tensor, bias: Tensor) -> Tensor:
     column sums of dD over M (and L for a (N,) bias shared by the batches), in fp32, cast to the
     bias's dtype. torch's reduction: deterministic, one read of dD."""
     if bias.dim() == 1:
-        return g.reshape(-1, g.shape[-1]).sum(0, dtype=torch.float32).to(bias.dtype)
+        return _rows(g, g.shape[-1]).sum(0, dtype=torch.float32).to(bias.dtype)  # N = 0 too
     return g.sum(-2, dtype=torch.float32).to(bias.dtype)
 
 
@@ -364,13 +383,15 @@ class Gemm:
             unless N * itemsize % 16 != 0).
 
         Raises:
-            ValueError: mismatched ranks/L/K (this layer), or anything the C++ ``can_implement``
-                rejects (its message). RuntimeError: a CUDA error.
+            ValueError: mismatched ranks/L/K, or alpha_t / beta_t not one float32 element on
+                A's device (this layer, also in the fake: torch.compile raises too), or anything
+                the C++ ``can_implement`` rejects (its message). RuntimeError: a CUDA error.
         """
 
     impl = _gemm_impl
 
     def fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None, bias=None):
+        _check_device_scalars("gemm", A, alpha_t, beta_t)
         beta = 1.0 if (beta_t is not None and C is not None) else beta
         return _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
 
@@ -418,10 +439,12 @@ class GemmAddInplace:
         ``gemm_op`` with out as C and D. Not differentiable. Raises as ``gemm_op``."""
 
     def impl(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
+        _check_device_scalars("gemm_add_inplace", A, alpha_t, beta_t)
         _out_shape(A, B)
         _launch(A, B, out, out, alpha, beta, tuned, alpha_t, beta_t)
 
     def fake(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
+        _check_device_scalars("gemm_add_inplace", A, alpha_t, beta_t)
         _out_shape(A, B)
 
 
@@ -489,7 +512,8 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
         rounded up to 16 bytes (contiguous unless N * itemsize % 16 != 0), except where the C++
         supports only a column-major D for A's and B's layouts (A and B both column-major):
         then column-major, the same padding along M. M = 0 or N = 0: an empty D, nothing
-        launched. K = 0: zeros.
+        launched. K = 0 (A @ B is zero): D = bias broadcast over the rows when a bias is given,
+        else zeros (a fill kernel, no GEMM).
 
     Raises:
         ValueError: a tensor not on a CUDA device, ranks other than 2/2 or 3/3, mismatched K or
@@ -600,9 +624,17 @@ def _cast(t: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 def _rows(t: Tensor, k: int) -> Tensor:
-    # t.reshape(-1, k) for t (..., k); a 2-D t is returned itself (reshape's same-shape view of
-    # it, ~1 µs). k = 0 goes to reshape, which raises for the ambiguous -1.
-    return t if t.dim() == 2 and k else t.reshape(-1, k)
+    # t (..., k) as (M, k), M the product of the leading dims (1 for a 1-D t); a 2-D t is
+    # returned itself (reshape's same-shape view of it, ~1 µs). k = 0 (in_features = 0, or a
+    # gradient with out_features = 0) names M itself: reshape(-1, 0) raises (-1 is ambiguous).
+    if t.dim() == 2:
+        return t
+    if k:
+        return t.reshape(-1, k)
+    m = 1
+    for s in t.shape[:-1]:
+        m *= s
+    return t.reshape(m, 0)
 
 
 def weight_grad(g: Tensor, x2: Tensor, weight: Tensor, dtype: torch.dtype, fuse: bool) -> Tensor:
@@ -700,12 +732,19 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
         weight: (N, K), x's dtype (or any float dtype under autocast); any N and K (where
             they are not multiples of 8 the GEMM copies the operands TMA cannot address into
             padded rows: x when K is odd, once per call; W^T per forward, W per dgrad).
+            Zero sizes as torch: K = 0 gives y = bias (or zeros), an empty dx and a (N, 0) dW;
+            N = 0 an empty y, a zero dx and a (0, K) dW; M = 0 an empty y and dx, a zero dW.
         bias: None or (N,), float32 or the compute dtype (bfloat16 or float16).
         fuse_grad_accum: see above.
         tuned: autotune the forward GEMM's tile configuration (as ``gemm``'s ``tuned``).
 
     Returns:
-        y (..., N) in the compute dtype (x's, or autocast's), contiguous.
+        y (..., N) in the compute dtype (x's, or autocast's); row-major, contiguous when
+        N * itemsize is a multiple of 16 bytes (N a multiple of 8 for bfloat16/float16). Else
+        the rows are padded (TMA's 16-byte leading-stride rule, no copy made here): the row
+        stride y.stride(-2) is N rounded up to a multiple of 8 (e.g. 50264 for N = 50257),
+        stride(-1) = 1, the leading dims' strides multiples of it; with more than one row
+        ``y.is_contiguous()`` is then False and ``y.contiguous()`` copies.
 
     Raises:
         ValueError: no bfloat16/float16 compute dtype (see ``linear_dtype``), or what ``gemm``

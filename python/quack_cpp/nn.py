@@ -204,12 +204,15 @@ class LayerNorm(torch.nn.LayerNorm):
 
 
 class Linear(torch.nn.Linear):
-    r"""``y = x W^T + b`` on QuACK-C++'s GEMM; a drop-in for ``torch.nn.Linear``.
+    r"""``y = x W^T + b`` on QuACK-C++'s GEMM; a drop-in for ``torch.nn.Linear`` (bias=False).
 
     A subclass of ``torch.nn.Linear``: same parameters (``weight`` (out_features, in_features),
     ``bias`` (out_features,) when bias=True, same initialisation), state dict,
-    ``reset_parameters`` and ``extra_repr``, so the two load each other's state dicts. The
-    default ``bias=False`` follows QuACK's ``Linear``.
+    ``reset_parameters`` and ``extra_repr``. One difference: the default is ``bias=False``
+    (QuACK's ``Linear``; torch.nn.Linear's is True), so ``Linear(i, o)`` has no bias and cannot
+    load a ``torch.nn.Linear(i, o)`` state dict (unexpected key "bias"); pass ``bias=True`` to
+    load a ``torch.nn.Linear(bias=True)`` state dict. With the same bias flag the two load each
+    other's state dicts.
 
     Forward ``y = x W^T + b`` for x (*, in_features) (leading dims flattened to M rows), output
     (*, out_features), the bias added in the GEMM's epilogue; backward dgrad ``dx = dy W``, wgrad
@@ -227,7 +230,7 @@ class Linear(torch.nn.Linear):
 
     Args:
         in_features, out_features: sizes of the last dim of x and y.
-        bias: learnable bias (default False, QuACK's).
+        bias: learnable bias (default False, QuACK's; torch.nn.Linear's default is True).
         device, dtype: of the parameters.
         fuse_grad_accum: when ``weight.grad`` exists, accumulate the wgrad into it in place
             with ``gemm_add_inplace`` (beta = 1) instead of producing a new tensor that autograd
@@ -287,15 +290,16 @@ class LinearAct(torch.nn.Linear):
 
     A subclass of ``torch.nn.Linear`` (same parameters and state dict). ``forward(x)`` returns
     ``(preact, postact)``: preact (*, out_features), None when not stored (``store_preact``
-    False and no gradient recorded); postact (*, out_features), or (*, out_features / 2) for a
-    gated activation, whose weight rows hold gate and up interleaved (row 2j gate_j, row 2j + 1
-    up_j; ``concat_layout=True``: the halves [W_gate; W_up]). A gated preact is interleaved
-    (column 2j gate_j, 2j + 1 up_j) with either weight layout and on either path, the layout
-    ``DActLinear`` reads. Both are differentiable: the backward takes preact's gradient (what
-    ``DActLinear`` gives) and turns a gradient of postact into one with the activation's
-    derivative (torch), then dgrad, wgrad and the bias's column sum. The kernels run for CUDA bfloat16 or float16 compute (autocast or the module's dtype;
-    preact and postact in that dtype) with in_features, out_features (and out_features / 2)
-    multiples of 8; otherwise torch computes the same (``F.linear``, then the activation).
+    False and no gradient recorded; the torch fallback too); postact (*, out_features), or
+    (*, out_features / 2) for a gated activation, whose weight rows hold gate and up interleaved
+    (row 2j gate_j, row 2j + 1 up_j; ``concat_layout=True``: the halves [W_gate; W_up]). A gated
+    preact is interleaved (column 2j gate_j, 2j + 1 up_j) with either weight layout and on
+    either path, the layout ``DActLinear`` reads. Both are differentiable: the backward takes
+    preact's gradient (what ``DActLinear`` gives) and turns a gradient of postact into one with
+    the activation's derivative (torch), then dgrad, wgrad and the bias's column sum. The
+    kernels run for CUDA bfloat16 or float16 compute (autocast or the module's dtype; preact and
+    postact in that dtype) with in_features, out_features (and out_features / 2) multiples of 8;
+    otherwise torch computes the same (``F.linear``, then the activation).
 
     Args:
         in_features, out_features: x's and preact's last dims.
@@ -334,12 +338,16 @@ class LinearAct(torch.nn.Linear):
                               store_preact=self.store_preact,
                               fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned,
                               concat_layout=self.concat_layout)
-        preact = F.linear(input, self.weight, self.bias)
+        weight, bias = self.weight, self.bias
+        preact = F.linear(input, weight, bias)
         if self.concat_layout:
             # The kernels' preact is interleaved whatever the weight's layout, and DActLinear
             # reads it so: the fallback gives the same layout, so either path pairs with either.
             preact = _interleave_columns(preact)
-        return preact, _torch_act(self.activation, preact)
+        postact = _torch_act(self.activation, preact)
+        if not self.store_preact and not _reg.records_grad(input, weight, bias):
+            return None, postact  # as linear_act: not stored without a recorded gradient
+        return preact, postact
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", activation={self.activation!r}"
@@ -356,7 +364,9 @@ class DActLinear(torch.nn.Linear):
     recomputed postact in one GEMM, then the wgrad from that postact and the bias's column sum;
     postact is not saved and gets no gradient of its own (preact's holds it), so postact must be
     act(preact). Kernels as ``LinearAct``; otherwise ``F.linear`` (postact then gets torch's
-    gradient).
+    gradient). preact None (``LinearAct`` with store_preact=False and no gradient recorded):
+    out = ``quack_cpp.linear(postact, W, b)`` (``F.linear`` where ``Linear`` would use it),
+    postact then getting the plain linear's gradient.
 
     Args:
         in_features: postact's last dim (H). out_features: the output's.
@@ -372,10 +382,15 @@ class DActLinear(torch.nn.Linear):
         self.fuse_grad_accum = fuse_grad_accum
         self.tuned = tuned
 
-    def forward(self, preact: Tensor, postact: Tensor) -> Tensor:
-        if (postact.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
-                and self.out_features % 8 == 0
-                and _kernel_dtype(postact, self.weight, self.bias)):
+    def forward(self, preact: Optional[Tensor], postact: Tensor) -> Tensor:
+        kernels = (postact.device.type in _reg.DEVICE_TYPES
+                   and _kernel_dtype(postact, self.weight, self.bias))
+        if preact is None:  # LinearAct's store_preact=False without a gradient: a plain linear
+            if kernels:
+                return linear(postact, self.weight, self.bias,
+                              fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
+            return F.linear(postact, self.weight, self.bias)
+        if kernels and self.in_features % 8 == 0 and self.out_features % 8 == 0:
             return act_linear(preact, self.weight, postact, self.activation, self.bias,
                               fuse_grad_accum=self.fuse_grad_accum, tuned=self.tuned)
         return F.linear(postact, self.weight, self.bias)

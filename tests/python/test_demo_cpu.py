@@ -176,7 +176,9 @@ def test_fallbacks_when_ops_are_missing():
     p = ours.ours_parts(qc, CFG, torch.device("cpu"), None, log=lines.append, label="q")
     assert p.used == ["rmsnorm", "linear"]
     assert any("mlp" in l and "not in q yet" in l for l in lines)
-    assert any("F.silu" in o for o in p.ops) and any("bf16 logits" in o for o in p.ops)
+    assert any("F.silu" in o for o in p.ops)
+    assert any("F.cross_entropy (fp32 logits" in o for o in p.ops)
+    assert p.head(8, 16).ce == "torch_fp32"  # run (a)'s loss, not torch's bf16-logit CE
     model = lm.LM(CFG, p, torch.device("cpu"))
     lm.init_weights(model, 0)
     ref = lm.LM(CFG, lm.torch_parts(torch.device("cpu")), torch.device("cpu"))

@@ -59,6 +59,24 @@ def test_linear_cpu_without_stand_in_is_torch():
     assert torch.equal(q(x), torch.nn.functional.linear(x, q.weight))
 
 
+@pytest.mark.parametrize("act", ["gelu_tanh_approx", "swiglu"])
+def test_linear_act_fallback_store_preact(act):
+    # The torch fallback (CPU, fp32): preact None when not stored (store_preact=False and no
+    # gradient recorded), as linear_act; DActLinear takes that None as a plain linear of postact.
+    fc1 = qnn.LinearAct(16, 24, activation=act, store_preact=False)
+    fc2 = qnn.DActLinear(12 if act == "swiglu" else 24, 8, activation=act)
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        pre, post = fc1(x)
+        assert pre is None and post.shape == (5, fc2.in_features)
+        assert torch.equal(fc2(pre, post), torch.nn.functional.linear(post, fc2.weight))
+    pre, post = fc1(x)  # fc1.weight requires grad: preact is kept for a backward
+    assert pre is not None and pre.shape == (5, 24)
+    fc1.store_preact = True
+    with torch.no_grad():
+        assert fc1(x)[0] is not None
+
+
 def test_docstrings():
     for fn in (quack_cpp.gemm, quack_cpp.gemm_add, quack_cpp.gemm_add_inplace, quack_cpp.linear,
                qnn.Linear):
@@ -111,6 +129,29 @@ def test_python_level_errors(cpu_kernels):
         quack_cpp.gemm(A, B, alpha=torch.ones(2))
     with pytest.raises(ValueError, match=r"^gemm_add: beta is a tensor of shape \(1,\) bfloat16"):
         quack_cpp.gemm_add(A, B, rand(4, 8), beta=torch.ones(1, dtype=bf16))
+
+
+def test_ops_check_device_scalars():
+    # torch.ops.quack_cpp.gemm / gemm_add_inplace called directly (no functional API): the impls
+    # and the fakes check alpha_t / beta_t themselves, before anything reaches the kernel.
+    A, B, out = rand(4, 16), rand(16, 8), rand(4, 8)
+    with pytest.raises(ValueError, match=r"^gemm: alpha_t is a tensor of shape \(1,\) bfloat16 on "
+                                         r"cpu, expected one float32 element on cpu \(or None\)$"):
+        gemm_ops._gemm_impl(A, B, None, 1.0, 0.0, bf16, False, torch.ones(1, dtype=bf16), None)
+    with pytest.raises(ValueError, match=r"^gemm_add_inplace: beta_t is a tensor of shape \(2,\) "
+                                         r"float32 on cpu, expected one float32 element"):
+        gemm_ops.GemmAddInplace.impl(A, B, out, 1.0, 1.0, False, None, torch.ones(2))
+    meta = dict(device="meta")
+    Am, Bm, Cm = (torch.empty(*t.shape, dtype=t.dtype, **meta) for t in (A, B, out))
+    with pytest.raises(ValueError, match=r"^gemm: beta_t is a tensor of shape \(1,\) bfloat16 on "
+                                         r"meta, expected one float32 element on meta"):
+        torch.ops.quack_cpp.gemm(Am, Bm, Cm, 1.0, 1.0, bf16, False, None,
+                                 torch.ones(1, dtype=bf16, **meta))
+    with pytest.raises(ValueError, match=r"^gemm_add_inplace: alpha_t is a tensor of shape \(2,\)"):
+        torch.ops.quack_cpp.gemm_add_inplace(Am, Bm, Cm, 1.0, 1.0, False,
+                                             torch.ones(2, **meta), None)
+    D = torch.ops.quack_cpp.gemm(Am, Bm, None, 1.0, 0.0, bf16, False, torch.ones(1, **meta), None)
+    assert D.shape == (4, 8)
 
 
 def test_cpu_tensors_rejected_without_stand_in():

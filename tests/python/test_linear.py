@@ -1,7 +1,8 @@
 """quack_cpp.nn.Linear (and quack_cpp.linear) on the GPU against torch.nn.Linear with the same
 weights and a float64 reference (tolerance rule of shared/cases/handed.md).
 
-Covers: forward for 2-D/3-D/1-D inputs and M = 0; forward + backward (dgrad, wgrad) in bf16 and
+Covers: forward for 2-D/3-D/1-D inputs and M = 0; in_features = 0 and out_features = 0
+(forward and backward against torch.nn.Linear); forward + backward (dgrad, wgrad) in bf16 and
 fp16; fuse_grad_accum (wgrad accumulated in place into an existing weight.grad, bf16 and fp32);
 autocast (fp32 module under torch.autocast(bf16): bf16 output, fp32 weight gradient); in and
 out features that are not multiples of 8 (the GEMM's unaligned paths); the F.linear fallback
@@ -104,6 +105,36 @@ def test_empty_batch_backward():
     q(x).sum().backward()
     assert x.grad.shape == (0, 64)
     assert torch.equal(q.weight.grad, torch.zeros_like(q.weight))
+
+
+@all_majors
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("shape,in_f,out_f", [((2, 5, 0), 0, 64), ((7, 0), 0, 24), ((0,), 0, 16),
+                                              ((2, 5, 64), 64, 0), ((7, 40), 40, 0),
+                                              ((0, 0), 0, 8)])
+def test_zero_features(shape, in_f, out_f, bias):
+    """in_features = 0 (K = 0: y = bias, or zeros; dx empty, dW (N, 0)) and out_features = 0
+    (y empty; dx zeros, dW (0, K)), as torch.nn.Linear: same shapes, dtypes and values."""
+    q = qnn.Linear(in_f, out_f, bias=bias, device=DEVICE, dtype=bf16)
+    t = torch.nn.Linear(in_f, out_f, bias=bias, device=DEVICE, dtype=bf16)
+    if bias:
+        with torch.no_grad():
+            q.bias.copy_(torch.randn(out_f, device=DEVICE).to(bf16))
+    t.load_state_dict(q.state_dict())
+    x = torch.randn(shape, device=DEVICE).to(bf16)
+    res = []
+    for m in (q, t):
+        xi = x.clone().requires_grad_(True)
+        y = m(xi)
+        y.backward(torch.ones_like(y))  # ones: db = row counts, exact in bf16 either way
+        res.append((y.detach(), xi.grad, m.weight.grad, m.bias.grad if bias else None))
+    assert res[0][0].shape == shape[:-1] + (out_f,)
+    for name, a, r in zip(("y", "dx", "dW", "db"), *res):
+        if r is None:
+            assert a is None, name
+            continue
+        assert a.shape == r.shape and a.dtype == r.dtype, name
+        assert torch.equal(a, r), name
 
 
 @all_majors
