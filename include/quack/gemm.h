@@ -143,14 +143,16 @@ struct GemmArgs {
   const float* alpha_device = nullptr;
   const float* beta_device = nullptr;
   /// Autotuning (QuACK's tuned=True): false runs the default tile configuration (or
-  /// QUACK_GEMM_TILE_N's); true picks, per (M, N, K rounded up to powers of two, L, dtypes,
-  /// majors, C read or not), the fastest compiled configuration of the problem's dtypes and
-  /// majors, timed on the first call on `stream` with a scratch D (the caller's D is written
-  /// once, by the chosen kernel) and cached on disk ($QUACK_CACHE_DIR/gemm_autotune.tsv, else
-  /// $XDG_CACHE_HOME or ~/.cache /quack_cpp/; safe under concurrent processes). During CUDA-graph
-  /// capture nothing is timed: the cached choice, else the default. The first tuned call
-  /// synchronises the stream and allocates; only bf16 -> bf16 with a row-major or column-major
-  /// b (and row-major a) has more than one configuration today.
+  /// QUACK_GEMM_TILE_N's); true picks, per (device: compute capability and SM count; M, N, K
+  /// rounded up to powers of two, L, dtypes, majors, C's dtype when read), the fastest compiled
+  /// configuration of the problem's dtypes and majors, timed on the first call on `stream` with
+  /// a scratch D (the caller's D is written once, by the chosen kernel) and cached on disk
+  /// ($QUACK_CACHE_DIR/gemm_autotune.tsv, else $XDG_CACHE_HOME or ~/.cache /quack_cpp/; safe
+  /// under concurrent processes). During CUDA-graph capture nothing is timed: the cached choice,
+  /// else the tile rule's (as tuned = false). The first tuned call synchronises the stream and
+  /// allocates; only bf16 -> bf16 with a row-major or column-major b (and row-major a), and
+  /// bf16 -> fp32 with both MN-major (the weight gradient), have more than one configuration
+  /// today.
   bool tuned = false;
   /// Dynamic tile scheduler (QuACK's tile_count_semaphore): null runs the static persistent
   /// schedule; else a pointer to one uint32 in device memory on d's device, zero before the
@@ -165,7 +167,7 @@ struct GemmArgs {
   /// above; gemm_workspace_size gives the bytes, 0 for aligned operands): device memory on d's
   /// device, 16-byte aligned, workspace_bytes ≥ gemm_workspace_size(args), not in use by
   /// anything else until the call's work on `stream` is done (InvalidArgument for too few bytes
-  /// or a misaligned pointer). Null: the call allocates it on `stream` (cudaMallocAsync) and
+  /// or a misaligned pointer: checked whenever one is given, also when no copy is needed). Null: the call allocates it on `stream` (cudaMallocAsync) and
   /// frees it after the launch (cudaFreeAsync), stream-ordered and graph-capturable.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;

@@ -145,8 +145,8 @@ bool activation_from_name(const char* name, Activation* out);
 /// memory, a view at an odd offset) are copied into a workspace with padded rows (workspace
 /// below), and c, preact and postact that TMA cannot address are read and written by plain loads
 /// and stores in the epilogue (both outputs take the plain stores when either needs them).
-/// preact and postact must not overlap each other or an input. A gated activation throws
-/// (gemm_gated computes those).
+/// preact and postact must not overlap each other or an input (a, b, the bias, and c where
+/// beta ≠ 0; InvalidArgument otherwise). A gated activation throws (gemm_gated computes those).
 struct GemmActArgs {
   TensorRef a;
   TensorRef b;
@@ -228,7 +228,9 @@ struct GemmDActArgs {
 
 /// Validates `args` for gemm_dact without touching the device. Throws InvalidArgument ("gemm_dact:
 /// ...") as can_implement(GemmActArgs), for a, b, preact, dpreact and postact; an absent preact
-/// or dpreact; preact of another dtype than dpreact.
+/// or dpreact; preact of another dtype than dpreact; dpreact or postact overlapping each other,
+/// a or b, or preact unless it is preact itself (in place: the same address, dtype, shape and
+/// strides).
 void can_implement(const GemmDActArgs& args);
 
 /// Bytes of GemmDActArgs::workspace that gemm_dact needs for `args` (as for gemm_act).
@@ -300,9 +302,9 @@ struct GemmGatedArgs {
 };
 
 /// Validates `args` for gemm_gated without touching the device. Throws InvalidArgument
-/// ("gemm_gated: ...") as can_implement(GemmActArgs), for a, b, c, preact, postact and bias, and:
-/// an activation that is not gated; an odd N; postact not (M, N/2); column-major outputs; a
-/// workspace too small or misaligned.
+/// ("gemm_gated: ...") as can_implement(GemmActArgs), for a, b, c, preact, postact and bias
+/// (outputs overlapping an input included), and: an activation that is not gated; an odd N;
+/// postact not (M, N/2); column-major outputs; a workspace too small or misaligned.
 void can_implement(const GemmGatedArgs& args);
 
 /// Bytes of GemmGatedArgs::workspace that gemm_gated needs for `args` (as for gemm_act).
@@ -360,7 +362,8 @@ struct GemmDGatedArgs {
 };
 
 /// Validates `args` for gemm_dgated without touching the device. Throws InvalidArgument
-/// ("gemm_dgated: ...") as can_implement(GemmDActArgs), and: an activation that is not gated;
+/// ("gemm_dgated: ...") as can_implement(GemmDActArgs) (dpreact may be preact itself), and: an
+/// activation that is not gated;
 /// preact or dpreact not (M, 2H) or not of a's dtype, or not in 4-byte pairs (odd base, leading or batch
 /// stride); postact not (M, H); column-major tensors; a workspace too small or misaligned.
 void can_implement(const GemmDGatedArgs& args);
