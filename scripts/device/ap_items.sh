@@ -19,7 +19,7 @@ QB=build/d/bench/quack-bench
 # needs (then an erf by tanh.approx-free polynomial of fewer terms).
 run act_new 200 python3 bench/bench_gemm_fused.py --ops act,dact --acts gelu_tanh_approx,gelu_erf,silu,quick_gelu --methods burst --burst-rounds 2 --shapes 16384x14336x4096,8192x8192x8192 --out $R/act_new.jsonl
 # Issue 16, at the power limit: QuACK read 743 against our 688 TFLOP/s at 8192^3 (AO5) at
-# clocks 1455-1470 MHz for both (run AK's per-implementation samples). Which of our tiles does
+# clocks 1455-1470 MHz for both (run Y's and AA3's per-implementation samples, git log -S sm_mhz_quack). Which of our tiles does
 # most at the limit, and at what clock? Predicted: no tile > 2 % ahead of auto; each tile's
 # clock within 15 MHz of QuACK's (then the gap is work per clock, not power). Kept whole:
 # the lines "SM MHz by impl" are the point.
