@@ -18,9 +18,9 @@ QB=build/d/bench/quack-bench
 # level with silu. Beyond +3 % against gelu_tanh_approx: the erf costs issue slots the mainloop
 # needs (then an erf by tanh.approx-free polynomial of fewer terms).
 run act_new 200 python3 bench/bench_gemm_fused.py --ops act,dact --acts gelu_tanh_approx,gelu_erf,silu,quick_gelu --methods burst --burst-rounds 2 --shapes 16384x14336x4096,8192x8192x8192 --out $R/act_new.jsonl
-# Issue 16, at the power limit: QuACK read 743 against our 688 TFLOP/s at 8192^3 (AO5) at
-# clocks 1455-1470 MHz for both (run Y's and AA3's per-implementation samples, git log -S sm_mhz_quack). Which of our tiles does
-# most at the limit, and at what clock? Predicted: no tile > 2 % ahead of auto; each tile's
-# clock within 15 MHz of QuACK's (then the gap is work per clock, not power). Kept whole:
-# the lines "SM MHz by impl" are the point.
+# Issue 16, at the power limit: QuACK read 743 against our 688 TFLOP/s at 8192^3 (AO5), at
+# clocks of 1455-1470 MHz for both in earlier runs' per-implementation samples (Y, AA3: git
+# log -S sm_mhz_quack). Which of our tiles does most at the limit, and at what clock?
+# Predicted: no tile > 2 % ahead of auto; each tile's clock within 15 MHz of QuACK's (then the
+# gap is work per clock, not power). Kept whole: the lines "SM MHz by impl" are the point.
 run gemm_sust 300 python3 bench/bench_gemm.py --quick --methods sustained --rounds 8 --tiles auto,128x192pp,128x256 --out $R/gemm_sust.jsonl
