@@ -756,21 +756,6 @@ std::string activation_names(bool gated) {
   return s;
 }
 
-// True when the byte spans of a and b intersect (both present, non-empty).
-bool spans_overlap(const TensorRef& a, const TensorRef& b) {
-  if (a.numel() == 0 || b.numel() == 0) return false;
-  auto span = [](const TensorRef& t, uintptr_t* lo, uintptr_t* hi) {
-    int64_t last = 0;
-    for (int i = 0; i < t.ndim; ++i) last += (t.shape[i] - 1) * t.stride[i];
-    *lo = reinterpret_cast<uintptr_t>(t.data);
-    *hi = *lo + uintptr_t(last + 1) * uintptr_t(dtype_size(t.dtype));
-  };
-  uintptr_t alo, ahi, blo, bhi;
-  span(a, &alo, &ahi);
-  span(b, &blo, &bhi);
-  return alo < bhi && blo < ahi;
-}
-
 // An input of a fused GEMM for check_outputs_vs_inputs; in_place: an output may be this input
 // exactly (the same view), as gemm's d may be its c.
 struct InArg {
@@ -874,10 +859,7 @@ Plan plan_fused(const ArgCheck& chk, GemmEpilogue epi, const TensorRef& a, const
   }
   for (const MnArg& x : mn)
     for (const MnArg& y : mn)
-      if (&x < &y && x.role != MnRole::kC && y.role != MnRole::kC && x.t->present() && y.t->present() &&
-          spans_overlap(*x.t, *y.t))
-        chk.fail(std::string(x.name) + " " + detail::describe_full(*x.t) + " and " + y.name + " " +
-                 detail::describe_full(*y.t) + " overlap in memory, expected two separate outputs");
+      if (&x < &y && x.role != MnRole::kC && y.role != MnRole::kC) chk.disjoint(*x.t, x.name, *y.t, y.name);
   plan.swapped = swap;
   if (swap) {
     p.m = int(N);
@@ -1176,10 +1158,7 @@ Plan plan_rotary(const GemmRotaryArgs& g) {
   if (g.sin.shape[0] != g.cos.shape[0] || (g.cos.shape[0] > 1 && g.sin.stride[0] != g.cos.stride[0]))
     chk.fail("sin is " + detail::describe_full(g.sin) + ", expected cos's shape and strides (" +
              detail::describe_full(g.cos) + ")");
-  for (const auto& [t, name] : {std::pair{&g.cos, "cos"}, std::pair{&g.sin, "sin"}})
-    if (spans_overlap(g.d, *t))
-      chk.fail(std::string("d ") + detail::describe_full(g.d) + " and " + name + " " + detail::describe_full(*t) +
-               " overlap in memory, expected a separate output");
+  for (const auto& [t, name] : {std::pair{&g.cos, "cos"}, std::pair{&g.sin, "sin"}}) chk.disjoint(g.d, "d", *t, name);
   if (g.d.present() && g.d.dtype != g.a.dtype)
     chk.fail(std::string("d has dtype ") + dtype_name(g.d.dtype) + ", expected " + dtype_name(g.a.dtype) +
              " (a's dtype)");
