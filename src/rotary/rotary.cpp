@@ -17,13 +17,6 @@ namespace {
 constexpr const char* kFn = "apply_rotary";
 constexpr const char* kPackFn = "rotary_qkv_pack";
 
-bool same_view(const TensorRef& a, const TensorRef& b) {
-  if (a.data != b.data || a.ndim != b.ndim) return false;
-  for (int i = 0; i < a.ndim; ++i)
-    if (a.shape[i] != b.shape[i] || (a.shape[i] > 1 && a.stride[i] != b.stride[i])) return false;
-  return true;
-}
-
 // A (B, S, heads, D) tensor of q's dtype on q's device with unit D stride (q: the reference
 // tensor, named q_name: apply_rotary's q, rotary_qkv_pack's dqkv).
 void check_bshd(const detail::ArgCheck& chk, const TensorRef& t, const char* name,
@@ -55,8 +48,8 @@ void check_bshd(const detail::ArgCheck& chk, const TensorRef& t, const char* nam
              " elements per token " + describe(t) + ", expected at most 2^31 - 1");
 }
 
-// An input and its output: both or neither; the output the input's shape, non-overlapping,
-// and either the input itself or at another address.
+// An input and its output: both or neither; the output the input's shape and non-overlapping
+// (whether it may share the input's memory: check_outputs_apart).
 void check_pair(const detail::ArgCheck& chk, const TensorRef& in, const char* in_name,
                 const TensorRef& out, const char* out_name, const TensorRef& q) {
   if (in.present() != out.present())
@@ -69,16 +62,12 @@ void check_pair(const detail::ArgCheck& chk, const TensorRef& in, const char* in
     chk.fail(std::string(out_name) + " has shape " + describe(out) + ", expected " +
              describe(in) + " (" + in_name + "'s shape)");
   chk.non_overlapping(out, out_name);
-  if (out.data == in.data && in.numel() > 0 && !same_view(in, out))
-    chk.fail(std::string(out_name) + " starts at " + in_name + "'s address with other strides (" +
-             detail::describe_full(out) + " vs " + detail::describe_full(in) +
-             "), expected " + in_name + " itself (in place) or a separate tensor");
 }
 
 // Each present output apart from every other output and from every input, its own input
-// excepted when it is that input exactly (in place): the kernel writes one tensor while it reads
-// or writes the others, so any shared element is a race (q_out inside k, two outputs on one
-// buffer). ins[i] is outs[i]'s input; tables: cos and sin.
+// excepted when it is that input exactly (in place: same_or_disjoint): the kernel writes one
+// tensor while it reads or writes the others, so any shared element is a race (q_out inside k,
+// two outputs on one buffer). ins[i] is outs[i]'s input; tables: cos and sin.
 void check_outputs_apart(const detail::ArgCheck& chk,
                          std::initializer_list<std::pair<const TensorRef*, const char*>> ins,
                          std::initializer_list<std::pair<const TensorRef*, const char*>> outs,
@@ -89,12 +78,14 @@ void check_outputs_apart(const detail::ArgCheck& chk,
     if (!out->present()) continue;
     size_t j = 0;
     for (const auto& [in, in_name] : ins) {
-      if (in->present() && !(j == i && same_view(*in, *out)))
+      if (j == i)
+        chk.same_or_disjoint(*out, out_name, *in, in_name);
+      else
         chk.disjoint(*out, out_name, *in, in_name);
       ++j;
     }
     for (auto p = o + 1; p != outs.end(); ++p)
-      if (p->first->present()) chk.disjoint(*out, out_name, *p->first, p->second);
+      chk.disjoint(*out, out_name, *p->first, p->second);
     chk.disjoint(*out, out_name, cos, "cos");
     chk.disjoint(*out, out_name, sin, "sin");
   }
@@ -170,7 +161,7 @@ detail::RotaryTensor tensor_params(const TensorRef& in, const TensorRef& out) {
   if (!out.present()) return t;
   t.out = out.data;
   t.heads = static_cast<int>(out.shape[2]);
-  t.write = !in.present() || !same_view(in, out);
+  t.write = !in.present() || !detail::same_view(in, out);
   t.out_b = out.stride[0], t.out_s = out.stride[1], t.out_h = out.stride[2];
   if (in.present()) {
     t.in = in.data;
@@ -282,7 +273,8 @@ void rotary_qkv_pack(const RotaryPackArgs& a, cudaStream_t stream) {
                std::to_string(D) + ") (dqkv's H = " + std::to_string(3 * H) + " / 3)");
   }
   check_tables(chk, a.cos, a.sin, a.dqkv, "dqkv", B * S, S, D, a.seqlen_offset);
-  // dqkv is no gradient's in-place output (the kernel writes its three slices from the three).
+  // dqkv is no gradient's in-place output (the kernel writes its three slices from the three;
+  // its 3H heads never make it dq's own view, so same_or_disjoint against dq refuses any overlap).
   check_outputs_apart(chk, {{&a.dq, "dq"}, {&a.dk, "dk"}, {&a.dv, "dv"}}, {{&a.dqkv, "dqkv"}},
                       a.cos, a.sin);
   if (B * S == 0 || H == 0) return;
