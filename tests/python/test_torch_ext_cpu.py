@@ -428,13 +428,15 @@ def _ce_run(case, cpp, monkeypatch):
             torch.autograd.grad(loss, leaf, go)
     elif how == "create":
         grads = list(torch.autograd.grad(loss, leaf, create_graph=True))
-    return [_ce_meta(o, z) for o in outs + grads] + [z._version], node
+    # The loss goes back with its node: a Python Function's node is only valid while the graph
+    # that holds it lives (torch 2.11 raises on node.name() once the loss is freed).
+    return [_ce_meta(o, z) for o in outs + grads] + [z._version], node, loss
 
 
 @pytest.mark.parametrize("case", CE_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}-{c[3]}-{c[4]}")
 def test_ce_same_outputs_and_gradients_as_the_python_path(ce_stubbed, monkeypatch, case):
-    cpp, cpp_node = _ce_run(case, True, monkeypatch)
-    py, py_node = _ce_run(case, False, monkeypatch)
+    cpp, cpp_node, _cpp_loss = _ce_run(case, True, monkeypatch)
+    py, py_node, _py_loss = _ce_run(case, False, monkeypatch)
     assert cpp == py
     how, kw = case[-1], case[3]
     if how == "nograd":
