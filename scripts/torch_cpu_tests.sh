@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The Python tests on a machine without a GPU, against torch itself: a virtual environment
+# .venv-torch/ (git-ignored) with torch (PyPI's wheel, the GPU machine's version; it imports
+# without a GPU), the package built into it with the C++ eager fast paths (quack_cpp._torch, the
+# only TU that includes torch headers), then tests/python twice: as is (the *_cpu.py files run,
+# GPU tests skip) and with QUACK_TEST_DEVICE=cpu (the GPU test files against the CPU stand-in
+# kernels of tests/python/cpu_stand_in.py: a check of the torch layer and of the tests, not of
+# the kernels). CI has no torch; run this here after a change to python/ or its tests.
+#   scripts/torch_cpu_tests.sh [pytest args]      e.g. -x tests/python/test_cross_entropy.py
+# First run: ~3 GB of wheels (~1 min), the package's build (the library from ccache, minutes).
+# Environment: TORCH_VERSION (default 2.11.0), VENV (default .venv-torch).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv-torch}
+TORCH_VERSION=${TORCH_VERSION:-2.11.0}
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" numpy nanobind scikit-build-core ninja \
+    cmake pytest
+fi
+"$VENV/bin/python" -c "import torch; print('torch', torch.__version__)"
+bash scripts/setup_deps.sh
+"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps .
+"$VENV/bin/python" -c "import quack_cpp._torch" \
+  || { echo "torch_cpu_tests: quack_cpp._torch did not build"; exit 1; }
+args=("$@"); [ ${#args[@]} = 0 ] && args=(tests/python)
+rc=0
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "${args[@]}" || rc=1
+QUACK_TEST_DEVICE=cpu "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${args[@]}" || rc=1
+exit $rc
