@@ -85,9 +85,11 @@ void AutotuneCache::store(const std::string& key, const std::string& value) {
     if (fd >= 0) close(fd);
     return;
   }
+  // The file as it is now (other processes' entries; lines deleted by hand stay deleted) plus
+  // this one entry: the rest of this process's map is not written back.
   std::map<std::string, std::string> merged;
-  read_file(path_, &merged);  // other processes' entries
-  for (const auto& [k, v] : entries_) merged[k] = v;
+  read_file(path_, &merged);
+  merged[key] = value;
   const std::string tmp = path_ + ".tmp." + std::to_string(getpid());
   bool wrote = false;
   {

@@ -41,6 +41,15 @@ float time_launches(GemmLauncher run, const GemmProblem& p, cudaStream_t stream)
   return ms[ms.size() / 2];
 }
 
+// Whether TMA can address an operand of p (16-byte aligned base, leading and batch strides
+// multiples of 16 bytes), as the epilogue decides between TMA and its plain loads and stores
+// (epilogue.cuh, tma_ok). An absent operand counts as addressable.
+bool tma_addressable(const GemmProblem& p, const void* ptr, DType t, int64_t ld, int64_t batch) {
+  const int64_t es = dtype_size(t);
+  return ptr == nullptr || (reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (ld * es) % 16 == 0 &&
+                            (p.l == 1 || (batch * es) % 16 == 0));
+}
+
 }  // namespace
 
 std::string gemm_tune_key(const GemmProblem& p, int sms, int cc) {
@@ -48,9 +57,14 @@ std::string gemm_tune_key(const GemmProblem& p, int sms, int cc) {
                              short_name(p.d_dtype);
   // C's dtype where C is read ("-" otherwise): an fp32 C into a bf16 D is another kernel than a
   // bf16 C (gemm_dact's and gemm_dgated's preact is always read as C).
+  // " io:plain" where C, D or D1 is out of TMA's reach: the epilogue then loads and stores
+  // every subtile by plain instructions, another kernel to time.
+  const bool plain = !tma_addressable(p, p.c, p.c_dtype, p.ldc, p.batch_c) ||
+                     !tma_addressable(p, p.d, p.d_dtype, p.ldd, p.batch_d) ||
+                     !tma_addressable(p, p.d1, p.d1_dtype, p.ldd1, p.batch_d1);
   const std::string majors = std::string("A:") + (p.a_major == GemmMajor::kK ? "k" : "m") +
                              " B:" + (p.b_major == GemmMajor::kK ? "k" : "m") +
-                             " C:" + (p.c ? short_name(p.c_dtype) : "-");
+                             " C:" + (p.c ? short_name(p.c_dtype) : "-") + (plain ? " io:plain" : "");
   const bool two = gemm_epilogue_outputs(p.epilogue) == 2;
   const std::string epi =
       std::string(gemm_epilogue_name(p.epilogue)) + (two ? std::string(",") + short_name(p.d1_dtype) : "");
@@ -79,18 +93,21 @@ GemmLauncher gemm_tuned_launcher(const GemmProblem& p, const std::vector<GemmCan
   if (capture != cudaStreamCaptureStatusNone) return untuned;
 
   // Scratch outputs spanning the problem's D and D1 (kernel terms: row-major (L, M, N) with their
-  // leading and batch strides); C stays the caller's (read only), also when C is D.
+  // leading and batch strides) at the caller's addresses modulo 256 bytes, so a D that TMA cannot
+  // address is timed on the plain stores it will take; C stays the caller's (read only), also
+  // when C is D.
   auto span_bytes = [&](int64_t ld, int64_t batch, DType t) {
     return (size_t(p.l - 1) * size_t(batch) + size_t(p.m - 1) * size_t(ld) + size_t(p.n)) * size_t(dtype_size(t));
   };
-  const size_t d_bytes = p.d ? span_bytes(p.ldd, p.batch_d, p.d_dtype) : 0;
-  const size_t d1_bytes = p.d1 ? span_bytes(p.ldd1, p.batch_d1, p.d1_dtype) : 0;
-  const size_t d1_off = (d_bytes + 255) / 256 * 256;
+  const size_t d_mod = reinterpret_cast<uintptr_t>(p.d) % 256, d1_mod = reinterpret_cast<uintptr_t>(p.d1) % 256;
+  const size_t d_end = p.d ? d_mod + span_bytes(p.ldd, p.batch_d, p.d_dtype) : 0;
+  const size_t d1_end = p.d1 ? d1_mod + span_bytes(p.ldd1, p.batch_d1, p.d1_dtype) : 0;
+  const size_t d1_base = (d_end + 255) / 256 * 256;
   void* scratch = nullptr;
-  check_cuda(cudaMalloc(&scratch, d1_off + d1_bytes), "gemm (tuning)", "cudaMalloc");
+  check_cuda(cudaMalloc(&scratch, d1_base + d1_end), "gemm (tuning)", "cudaMalloc");
   GemmProblem q = p;
-  if (p.d) q.d = scratch;
-  if (p.d1) q.d1 = static_cast<char*>(scratch) + d1_off;
+  if (p.d) q.d = static_cast<char*>(scratch) + d_mod;
+  if (p.d1) q.d1 = static_cast<char*>(scratch) + d1_base + d1_mod;
   size_t best = 0;
   float best_ms = 0.f;
   try {

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <set>
 #include <string>
 #include <tuple>
@@ -102,6 +103,25 @@ TEST(AutotuneCache, StoresPersistsAndReloads) {
   EXPECT_EQ(again.lookup("k2").value(), "tile128x128_c1x1");
 }
 
+// A store writes its one entry: a line deleted from the file by hand (while a process that had
+// read it still runs) does not come back with that process's next store.
+TEST(AutotuneCache, StoreDoesNotRewriteLinesDeletedByHand) {
+  const std::string path = temp_path("gemm_autotune.tsv");
+  AutotuneCache c(path);
+  c.store("old", "tile_old");
+  c.store("kept", "tile_kept");
+  {
+    std::ofstream f(path, std::ios::trunc);  // "old" deleted by hand
+    f << "kept\ttile_kept\n";
+  }
+  c.store("new", "tile_new");
+  AutotuneCache reread(path);
+  EXPECT_FALSE(reread.lookup("old").has_value());
+  EXPECT_EQ(reread.lookup("kept").value_or("missing"), "tile_kept");
+  EXPECT_EQ(reread.lookup("new").value_or("missing"), "tile_new");
+  EXPECT_EQ(c.last_error(), "");
+}
+
 TEST(AutotuneCache, ConcurrentProcessesLoseNoEntry) {
   const std::string path = temp_path("gemm_autotune.tsv");
   constexpr int kProcs = 4, kKeys = 50;
@@ -156,7 +176,7 @@ TEST(AutotuneCache, GemmKeyNamesDtypesMajorsAndCsDtype) {
   p.b_major = quack::detail::GemmMajor::kMN;
   EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
             "sm90 sms132 m128 n8192 k8192 l1 bf16.bf16>bf16 A:k B:m C:- epi:lincomb");
-  int c = 0;
+  alignas(16) int c = 0;
   p.c = &c;  // C read (beta != 0): another key, naming C's dtype
   p.c_dtype = quack::DType::kBFloat16;
   EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
@@ -198,10 +218,37 @@ TEST(AutotuneCache, GemmKeyOfRotaryHasOneOutput) {
   p.d1_dtype = quack::DType::kFloat32;  // not an output of kRotary: must not show
   EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
             "sm90 sms132 m16384 n8192 k2048 l1 bf16.bf16>bf16 A:k B:k C:- epi:rotary");
-  int c = 0;
+  alignas(16) int c = 0;
   p.c = &c;
   EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
             "sm90 sms132 m16384 n8192 k2048 l1 bf16.bf16>bf16 A:k B:k C:bf16 epi:rotary");
+}
+
+// A C, D or D1 that TMA cannot address (base not 16-byte aligned, a leading or batch stride not a
+// multiple of 16 bytes) takes the epilogue's plain loads and stores: its own key.
+TEST(AutotuneCache, GemmKeyNamesOperandsOutOfTmasReach) {
+  quack::detail::GemmProblem p;
+  p.m = p.n = p.k = 4096;
+  p.ldd = p.ldc = 4096;
+  alignas(16) static char buf[64];
+  p.d = buf;
+  const std::string aligned = "sm90 sms132 m4096 n4096 k4096 l1 bf16.bf16>bf16 A:k B:k C:- epi:lincomb";
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90), aligned);
+  p.d = buf + 2;  // a 2-byte aligned bf16 D
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
+            "sm90 sms132 m4096 n4096 k4096 l1 bf16.bf16>bf16 A:k B:k C:- io:plain epi:lincomb");
+  p.d = buf;
+  p.ldd = 4100;  // 8200 bytes a row
+  EXPECT_NE(quack::detail::gemm_tune_key(p, kH200Sms, kSm90), aligned);
+  p.ldd = 4096;
+  p.l = 2;
+  p.batch_d = 4096 * 4096 + 4;  // batches 8 bytes off 16
+  EXPECT_NE(quack::detail::gemm_tune_key(p, kH200Sms, kSm90).find("io:plain"), std::string::npos);
+  p.batch_d = 4096 * 4096;
+  p.c = buf + 4;  // C read from a 4-byte aligned address
+  p.c_dtype = quack::DType::kBFloat16;
+  EXPECT_EQ(quack::detail::gemm_tune_key(p, kH200Sms, kSm90),
+            "sm90 sms132 m4096 n4096 k4096 l2 bf16.bf16>bf16 A:k B:k C:bf16 io:plain epi:lincomb");
 }
 
 // Every GemmEpilogue has a distinct non-empty name and one or two outputs (kGemmEpilogues).
