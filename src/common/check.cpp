@@ -120,6 +120,20 @@ void ArgCheck::disjoint(const TensorRef& a, const char* a_name, const TensorRef&
          " and " + describe_full(b) + ", expected separate memory");
 }
 
+void ArgCheck::outputs_apart(std::initializer_list<Named> outs, std::initializer_list<Named> ins,
+                             std::initializer_list<std::pair<const TensorRef*, const TensorRef*>> in_place) const {
+  static const TensorRef kAbsent;
+  auto ref = [](const Named& n) -> const TensorRef& { return n.t ? *n.t : kAbsent; };
+  for (auto o = outs.begin(); o != outs.end(); ++o) {
+    for (auto p = o + 1; p != outs.end(); ++p) disjoint(ref(*o), o->name, ref(*p), p->name);
+    for (const Named& i : ins) {
+      bool allowed = false;
+      for (const auto& pr : in_place) allowed |= pr.first == o->t && pr.second == i.t;
+      if (!allowed) disjoint(ref(*o), o->name, ref(i), i.name);
+    }
+  }
+}
+
 void ArgCheck::same_or_disjoint(const TensorRef& out, const char* out_name, const TensorRef& in,
                                 const char* in_name) const {
   if (same_view(out, in) || !may_overlap(out, in)) return;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "common/row_io.h"
 #include "quack/errors.h"
@@ -48,6 +49,15 @@ class ArgCheck {
   /// address, dtype, shape and strides) or separate memory".
   void same_or_disjoint(const TensorRef& out, const char* out_name, const TensorRef& in,
                         const char* in_name) const;
+  /// An argument and its name; a null or absent tensor is skipped.
+  struct Named {
+    const TensorRef* t;
+    const char* name;
+  };
+  /// Every two outputs, and every output with every input, are disjoint, except the pairs
+  /// (output, input) of `in_place` (checked by same_or_disjoint beforehand).
+  void outputs_apart(std::initializer_list<Named> outs, std::initializer_list<Named> ins,
+                     std::initializer_list<std::pair<const TensorRef*, const TensorRef*>> in_place = {}) const;
 
  private:
   const char* fn_;

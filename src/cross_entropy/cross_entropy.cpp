@@ -205,10 +205,6 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a, CePredictedForm f
   if (a.z_loss.present()) check_vector(chk, a.z_loss, "z_loss", none ? M : 1, device, true);
   if (a.dx.present()) {
     check_dx(chk, a.dx, a.x, M, V, device);
-    // Outputs of one call: dx shares no byte with the loss, lse or z-loss outputs.
-    chk.disjoint(a.dx, "dx", a.loss, "loss");
-    chk.disjoint(a.dx, "dx", a.lse, "lse");
-    chk.disjoint(a.dx, "dx", a.z_loss, "z_loss");
   }
   const bool state = a.dx_state.present();
   if (state) {
@@ -227,6 +223,14 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a, CePredictedForm f
                "records whether it wrote dx)");
     check_dx_predict(chk, a.dx_predict, device);
   }
+  // The outputs share no byte with each other or with the inputs; dx may be x itself (checked
+  // by check_dx).
+  chk.outputs_apart({{&a.dx, "dx"}, {&a.loss, "loss"}, {&a.lse, "lse"}, {&a.z_loss, "z_loss"},
+                     {&a.dx_state, "dx_state"}},
+                    {{&a.x, "x"}, {&a.target, "target"}, {&a.weight, "weight"},
+                     {&a.lse_partial, "lse_partial"}, {&a.target_logit, "target_logit"},
+                     {&a.dx_predict, "dx_predict"}},
+                    {{&a.dx, &a.x}});
   const size_t need = cross_entropy_fwd_workspace_size(a);
   if (need > 0) {
     if (a.workspace == nullptr || a.workspace_bytes < need)
@@ -367,9 +371,12 @@ RowCall cross_entropy_bwd_call(const CrossEntropyBwdArgs& a, const char* fn, int
     check_vector(chk, a.dloss, "dloss", M, device, false);
   }
   check_dx(chk, a.dx, a.x, M, V, device);
-  // dx is written while lse and dloss are read by other rows: separate memory.
-  chk.disjoint(a.dx, "dx", a.lse, "lse");
-  chk.disjoint(a.dx, "dx", a.dloss, "dloss");
+  // dx is written while the other inputs are read by other rows: separate memory (x itself
+  // allowed, checked by check_dx).
+  chk.outputs_apart({{&a.dx, "dx"}},
+                    {{&a.x, "x"}, {&a.target, "target"}, {&a.lse, "lse"}, {&a.dloss, "dloss"},
+                     {&a.weight, "weight"}},
+                    {{&a.dx, &a.x}});
 
   const bool ws = a.weight.present() && a.label_smoothing > 0.f;
   if (a.weight.present()) flags |= ce::kHasWeight;

@@ -53,6 +53,11 @@ NormDims check_norm_fwd(const ArgCheck& chk, const Args& a, const TensorRef* mea
   // only as that tensor itself (same address, dtype, shape, strides); else separate memory.
   chk.same_or_disjoint(a.out, "out", a.x, "x");
   chk.same_or_disjoint(a.residual_out, "residual_out", a.residual, "residual");
+  chk.outputs_apart({{&a.out, "out"}, {&a.residual_out, "residual_out"}, {mean, "mean"},
+                            {&a.rstd, "rstd"}},
+                      {{&a.x, "x"}, {&a.residual, "residual"}, {&a.weight, "weight"},
+                       {&a.bias, "bias"}},
+                      {{&a.out, &a.x}, {&a.residual_out, &a.residual}});
   if (!(a.eps >= 0.f)) chk.fail("eps is " + format_float(a.eps) + ", expected eps ≥ 0");
   check_weight_offset(chk, a.weight_offset);
   check_norm_n(chk, d);
@@ -79,6 +84,11 @@ NormDims check_norm_bwd(const ArgCheck& chk, const Args& a, const TensorRef* mea
     row_check_n(chk, a.dweight, "dweight", d.N, d.dev, true);
   }
   if (a.dbias.present()) row_check_n(chk, a.dbias, "dbias", d.N, d.dev, true);
+  chk.outputs_apart({{&a.dx, "dx"}, {&a.dresidual, "dresidual"}, {&a.dweight, "dweight"},
+                            {&a.dbias, "dbias"}},
+                      {{&a.x, "x"}, {&a.weight, "weight"}, {&a.dout, "dout"}, {mean, "mean"},
+                       {&a.rstd, "rstd"}, {&a.dresidual_out, "dresidual_out"}},
+                      {{&a.dx, &a.dout}, {&a.dresidual, &a.dout}});
   check_weight_offset(chk, a.weight_offset);
   check_norm_n(chk, d);
   return d;

@@ -541,9 +541,9 @@ void run_row_call(const RowCall& c, const RowPlan& plan_in, cudaStream_t stream,
   if (n_acc > 0) {
     const size_t need = row_call_workspace(c, plan);
     const ArgCheck chk(c.fn);
-    if (workspace_bytes < need)
-      chk.fail("workspace has " + std::to_string(workspace_bytes) + " bytes, expected at least " +
-               std::to_string(need) + " (the workspace-size query)");
+    if (workspace_bytes < need || (need > 0 && workspace == nullptr))  // null: no bytes
+      chk.fail("workspace has " + std::to_string(workspace == nullptr ? 0 : workspace_bytes) +
+               " bytes, expected at least " + std::to_string(need) + " (the workspace-size query)");
     if (need > 0 && reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
       chk.fail("workspace is not 16-byte aligned");
     float* ws = static_cast<float*>(workspace);

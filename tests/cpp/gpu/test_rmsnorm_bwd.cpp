@@ -410,6 +410,12 @@ TEST_F(RmsNormBwd, WorkspaceChecks) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("workspace"), std::string::npos) << e.what();
   }
+  try {  // a null pointer with the size claimed
+    rmsnorm_bwd(a, nullptr, need, nullptr);
+    ADD_FAILURE() << "a null workspace of " << need << " bytes was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("workspace has 0 bytes"), std::string::npos) << e.what();
+  }
   QUACK_CUDA_OK(cudaDeviceSynchronize());
   const auto got = download(dx);
   for (double v : got) ASSERT_TRUE(std::isnan(v)) << "dx was written by a rejected call";

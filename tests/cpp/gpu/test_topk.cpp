@@ -926,6 +926,41 @@ TEST_F(TopkLayouts, StridedAndMisaligned) {
   }
 }
 
+// k > 256 sorts each row in a caller's workspace: absent, too small or misaligned, the call is
+// refused with InvalidArgument naming the workspace and the size query, before any launch
+// (values keep their poison).
+TEST_F(TopkLayouts, SortPathWorkspaceRefused) {
+  const int64_t M = 3, N = 1000, k = 300;
+  Rng rng(4100);
+  const DeviceTensor x = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
+  const DeviceTensor values = alloc_tensor(DType::kBFloat16, M, k);
+  const DeviceTensor indices = alloc_tensor(DType::kInt64, M, k);
+  TopkFwdArgs a;
+  a.x = x.ref;
+  a.values = values.ref;
+  a.indices = indices.ref;
+  const size_t need = topk_fwd_workspace_size(a);
+  ASSERT_GT(need, 0u);
+  const DeviceBuffer ws(need + 256);
+  auto refused = [&](void* w, size_t bytes, const std::string& want) {
+    try {
+      topk_fwd(a, w, bytes, nullptr);
+      ADD_FAILURE() << "accepted a workspace of " << bytes << " bytes at " << w;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  refused(nullptr, 0, "workspace has 0 bytes, expected at least topk_fwd_workspace_size(args)");
+  refused(nullptr, need, "workspace has 0 bytes");
+  refused(ws.get(), need - 1, "expected at least topk_fwd_workspace_size(args) = " + std::to_string(need));
+  refused(static_cast<char*>(ws.get()) + 16, need, "workspace is not 256-byte aligned");
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (double v : download(values)) EXPECT_TRUE(std::isnan(v)) << "values written by a refused call";
+  topk_fwd(a, ws.get(), need, nullptr);  // the queried size is enough
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (double v : download(values)) EXPECT_FALSE(std::isnan(v));
+}
+
 TEST_F(TopkLayouts, BroadcastRows) {
   // x with row stride 0: every row is the same row.
   TopkCase c;

@@ -638,6 +638,22 @@ TEST(CrossEntropyValidation, DxAliasing) {
   b = bwd_args();
   b.dx = b.x;  // in place
   expect_reaches_cuda([&] { cross_entropy_bwd(b, nullptr); }, "bwd in place");
+  b = bwd_args();
+  b.dx = TensorRef::matrix(b.target.data, DType::kBFloat16, M, V);
+  expect_bwd_invalid(b, {"dx overlaps target"});
+}
+
+// The forward's outputs apart from each other and from its inputs (ArgCheck::outputs_apart).
+TEST(CrossEntropyValidation, OutputsApart) {
+  CrossEntropyFwdArgs a = fwd_args();
+  a.lse = TensorRef::vector(a.loss.data, DType::kFloat32, M);
+  expect_fwd_invalid(a, {"loss overlaps lse", "expected separate memory"});
+  a = fwd_args();
+  a.lse = TensorRef::vector(a.target.data, DType::kFloat32, M);
+  expect_fwd_invalid(a, {"lse overlaps target"});
+  a = fwd_args();
+  a.loss = TensorRef::vector(a.x.data, DType::kFloat32, a.loss.shape[0]);
+  expect_fwd_invalid(a, {"loss overlaps x"});
 }
 
 // Float options print as the float they are (%g, the shortest form that reads back), not

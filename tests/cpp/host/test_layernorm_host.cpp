@@ -464,5 +464,45 @@ TEST(LayerNormValidation, OutputAliasing) {
   expect_bwd_invalid(b, {"dx overlaps dout"});
 }
 
+// Outputs apart from each other and from every input they are not written in place of
+// (ArgCheck::outputs_apart): two outputs at one address, a statistic inside an output, an
+// output over a parameter.
+TEST(LayerNormValidation, OutputsApart) {
+  LayerNormFwdArgs a = fwd_args();
+  a.residual = TensorRef::matrix(fake(7), DType::kBFloat16, M, N);
+  a.residual_out = a.out;
+  expect_fwd_invalid(a, {"out overlaps residual_out", "expected separate memory"});
+  a = fwd_args();
+  a.rstd = TensorRef::vector(a.out.data, DType::kFloat32, M);
+  expect_fwd_invalid(a, {"out overlaps rstd"});
+  a = fwd_args();
+  a.mean = a.rstd;
+  expect_fwd_invalid(a, {"mean overlaps rstd"});
+  a = fwd_args();
+  a.out.data = static_cast<char*>(a.weight.data) - 2;
+  expect_fwd_invalid(a, {"out overlaps weight"});
+  a = fwd_args();
+  a.residual = TensorRef::matrix(fake(7), DType::kBFloat16, M, N);
+  a.residual_out = TensorRef::matrix(a.x.data, DType::kBFloat16, M, N);
+  expect_fwd_invalid(a, {"residual_out overlaps x"});
+  LayerNormBwdArgs b = bwd_args();
+  b.dresidual = b.dx;
+  expect_bwd_invalid(b, {"dx overlaps dresidual"});
+  b = bwd_args();
+  b.dx = TensorRef::matrix(b.rstd.data, DType::kBFloat16, M, N);
+  expect_bwd_invalid(b, {"dx overlaps rstd"});
+  b = bwd_args();
+  b.dresidual_out = TensorRef::matrix(fake(9), DType::kBFloat16, M, N);
+  b.dx = b.dresidual_out;
+  expect_bwd_invalid(b, {"dx overlaps dresidual_out"});
+  expect_invalid([&] {
+    RmsNormFwdArgs r;
+    r.x = a.x;
+    r.out = TensorRef::matrix(fake(8), DType::kBFloat16, M, N);
+    r.rstd = TensorRef::vector(r.out.data, DType::kFloat32, M);
+    rmsnorm_fwd(r, nullptr);
+  }, "rmsnorm_fwd", {"out overlaps rstd"});
+}
+
 }  // namespace
 }  // namespace quack
