@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "gpu/gpu_util.h"
+#include "quack/errors.h"
 #include "quack/topk.h"
 #include "reference/random.h"
 #include "reference/tolerance.h"
