@@ -642,12 +642,20 @@ Plan plan_gemm(const GemmArgs& g) {
   p.d = g.d.data;
   p.ldd = d.ld;
   p.batch_d = d.batch;
-  if (g.c.present() && (g.beta != 0.f || g.beta_device)) {
+  const bool read_c = g.c.present() && (g.beta != 0.f || g.beta_device);
+  if (read_c) {
     const Operand c = check_layout(chk, g.c, "c", d_or, like_d);
     p.c = g.c.data;
     p.ldc = c.ld;
     p.batch_c = c.batch;
   }
+  // The kernel reads a, b, c and the bias while other tiles store d: a shared byte is a race.
+  // d may be c itself (gemm_add_inplace); a and b at K = 0 are empty and pass.
+  chk.disjoint(g.d, "d", g.a, "a");
+  chk.disjoint(g.d, "d", g.b, "b");
+  if (read_c) chk.same_or_disjoint(g.d, "d", g.c, "c");
+  chk.disjoint(g.d, "d", g.bias.row, "bias.row");
+  chk.disjoint(g.d, "d", g.bias.col, "bias.col");
   if (swap) {
     p.m = int(N);
     p.n = int(M);

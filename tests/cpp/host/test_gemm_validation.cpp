@@ -454,6 +454,28 @@ TEST(GemmValidation, OverlappingOutput) {
   expect_error(g, "output d has overlapping elements");
 }
 
+// d against the inputs: a, b, c (unless c is d itself) and the bias share no byte with d.
+TEST(GemmValidation, OutputApartFromInputs) {
+  GemmArgs g = args2d();
+  g.a = TensorRef::matrix(g.d.data, DType::kBFloat16, M, K);  // a inside d
+  expect_error(g, "d overlaps a in memory");
+  g = args2d();
+  g.b.data = static_cast<char*>(g.d.data) + 2 * M * N - 2;  // b's first element on d's last
+  expect_error(g, "d overlaps b");
+  g = args_layout("rcr", DType::kBFloat16, DType::kBFloat16, true);
+  g.c = g.d;  // in place (gemm_add_inplace)
+  expect_valid(g);
+  g.c.data = static_cast<char*>(g.d.data) + 2 * N;  // c one row into d
+  expect_error(g, "d overlaps c");
+  g = args_layout("rcr", DType::kBFloat16, DType::kBFloat16, true);
+  g.c.data = g.d.data;
+  g.beta = 0.f;  // c not read: no check
+  expect_valid(g);
+  g = args2d();
+  g.bias.row = TensorRef::vector(g.d.data, DType::kBFloat16, N);
+  expect_error(g, "d overlaps bias.row");
+}
+
 TEST(GemmValidation, DeviceScalars) {
   GemmArgs g = args2d();
   float* fake_scalar = reinterpret_cast<float*>(fake(9));
