@@ -69,10 +69,13 @@ class LinearCrossEntropyFwd:
         """(loss, lse, dx, dweight, dbias) of ``cross_entropy(x @ weight^T + bias, target)``
         (``torch.ops.quack_cpp.linear_cross_entropy_fwd``).
 
-        x (T, D) bfloat16 with 16-byte rows, weight (V, D) bfloat16, bias (V) bfloat16 or None,
-        target (T) int32/int64. loss: (T,) float32 for 'none', else a 0-d float32; lse (T,)
-        float32. dx (T, D), dweight (V, D), dbias (V) in the inputs' dtypes when need_* (the
-        gradients for grad_output 1; reduction 'none' never computes them here), else absent.
+        x (T, D) bfloat16 with 16-byte rows, weight (V, D) bfloat16 or float32, bias (V)
+        bfloat16, float32 or None, target (T) int32/int64. A float32 weight or bias (an fp32
+        master weight under autocast) is rounded to bfloat16 for the GEMMs, and its gradient is
+        accumulated and stored in float32 (no bfloat16 rounding of dweight). loss: (T,) float32
+        for 'none', else a 0-d float32; lse (T,) float32. dx (T, D), dweight (V, D), dbias (V)
+        in the inputs' dtypes when need_* (the gradients for grad_output 1; reduction 'none'
+        never computes them here), else absent.
         chunk_size 0: the C++ rule with the free memory. fuse_grad_accum is read by the
         autograd formula only. Raises ValueError with the C++ message for bad arguments."""
 
@@ -95,8 +98,9 @@ class LinearCrossEntropyFwd:
         T, D = x.shape
         if chunk_size == 0 and T > 0:
             chunk_size = _C.linear_cross_entropy_chunk_size(
-                T, D, weight.shape[0], 2, bool(low_memory), dw is not None,
-                _free_bytes(x.device))
+                T, D, weight.shape[0], dw.element_size() if dw is not None else 2,
+                bool(low_memory), dw is not None, _free_bytes(x.device))
+        weight, bias = _bf16(weight), _bf16(bias)
         args = (tensor_arg(x, fn, "x"), tensor_arg(weight, fn, "weight"),
                 tensor_arg(bias, fn, "bias"), tensor_arg(target, fn, "target"),
                 tensor_arg(loss, fn, "loss") if reduction == "none" else scalar_arg(loss, fn, "loss"),
@@ -198,7 +202,9 @@ class LinearCrossEntropyBwd:
                   need_db: bool, low_memory: bool) -> Tuple[Tensor, Tensor, Tensor]:
         """(dx, dweight, dbias) from the forward's lse and a per-token dloss (T,)
         (``torch.ops.quack_cpp.linear_cross_entropy_bwd``): the logits recomputed by vocabulary
-        slices; absent outputs when not need_*. Not differentiable."""
+        slices; absent outputs when not need_*. Dtypes as linear_cross_entropy_fwd's (a float32
+        weight or bias rounded to bfloat16 for the GEMMs, its gradient float32). Not
+        differentiable."""
 
     def outputs(x, weight, bias, target, lse, dloss, ignore_index, label_smoothing, z_loss,
                 logit_softcap, need_dx, need_dw, need_db, low_memory):
@@ -212,6 +218,7 @@ class LinearCrossEntropyBwd:
         fn = "linear_cross_entropy_bwd"
         dx, dw, db = outs
         g = scalar_arg(dloss, fn, "dloss") if dloss.dim() == 0 else tensor_arg(dloss, fn, "dloss")
+        weight, bias = _bf16(weight), _bf16(bias)
         args = (tensor_arg(x, fn, "x"), tensor_arg(weight, fn, "weight"),
                 tensor_arg(bias, fn, "bias"), tensor_arg(target, fn, "target"),
                 tensor_arg(lse, fn, "lse"), g, tensor_arg(dx, fn, "dx"),
@@ -244,6 +251,11 @@ class LinearCrossEntropyScaleGrad:
     def fake(grad, grad_output):
         _check_scale_args(grad, grad_output)
         return None
+
+
+def _bf16(t: Optional[Tensor]) -> Optional[Tensor]:
+    """t as the kernels read it: bfloat16 (a float32 weight or bias rounded, a copy)."""
+    return t if t is None or t.dtype == torch.bfloat16 else t.to(torch.bfloat16)
 
 
 def _check_scale_args(grad: Tensor, grad_output: Tensor) -> None:
@@ -297,7 +309,11 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
     Args:
         x: (..., D) CUDA, bfloat16 (or any float dtype under a bfloat16 autocast); D a multiple
             of 8 (16-byte rows; other layouts are copied to contiguous rows).
-        weight: (V, D), bfloat16 (or under autocast any float dtype, cast like ``nn.Linear``).
+        weight: (V, D), bfloat16 (or under autocast any float dtype, rounded to bfloat16 for
+            the GEMMs like ``nn.Linear``). A float32 weight (an fp32 master weight) gets its
+            gradient in float32, accumulated in fp32 and never rounded to bfloat16 (torch's
+            autocast F.linear rounds it to bfloat16 first); float16 and float64 weights get the
+            bfloat16 gradient, cast.
         target: (...) int64/int32 class indices, x's leading shape; ``ignore_index`` rows are
             skipped (loss 0, no gradient); a target outside [0, V) that is not ignore_index
             gives that token NaN loss and gradients (no host check, no sync).
@@ -371,8 +387,11 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
         raise ValueError(f"{fn}: x has dtype {dtype_name(x.dtype)} and weight "
                          f"{dtype_name(weight.dtype)}, expected both bfloat16 (or a bfloat16 "
                          "autocast)")
-    w = weight if weight.dtype == dtype else weight.to(dtype)
-    b = bias if bias is None or bias.dtype == dtype else bias.to(dtype)
+    # A float32 weight or bias goes to the op as it is: the op rounds it to bfloat16 for the
+    # GEMMs and returns its gradient in float32 (accumulated in fp32, never rounded to bfloat16,
+    # where a cast here would give a bfloat16 gradient that autograd then widens).
+    w = weight if weight.dtype in (dtype, _F32) else weight.to(dtype)
+    b = bias if bias is None or bias.dtype in (dtype, _F32) else bias.to(dtype)
     D = weight.shape[1]
     x2 = x if x.dim() == 2 else x.reshape(-1, D)
     x2 = _as_operand(x2.to(dtype) if x2.dtype != dtype else x2)

@@ -361,9 +361,10 @@ def cross_entropy_scale_grad_cpu(dx, grad_output):
 def _lce_grad_rows(x, weight, bias, target, ignore_index, eps, zs, cap, scale):
     """(loss rows CE + z, CE rows, z rows, lse, R) of quack/linear_cross_entropy.h in fp32
     from bf16-rounded logits; R for per-row scales `scale` (T) of both parts."""
-    z = x.float() @ weight.float().T
+    # The GEMMs read weight and bias in bfloat16 (a float32 one rounded first, the op's rule).
+    z = x.float() @ weight.to(torch.bfloat16).float().T
     if bias is not None:
-        z = z + bias.float()
+        z = z + bias.to(torch.bfloat16).float()
     z = z.to(x.dtype).float()  # the logits chunk in x's dtype
     V = z.shape[1]
     th = torch.tanh(z / cap) if cap else None
@@ -392,6 +393,7 @@ def _lce_grad_rows(x, weight, bias, target, ignore_index, eps, zs, cap, scale):
     return ce + zp, ce, zp, lse, g.to(x.dtype).float(), counted
 
 
+@torch.autocast("cpu", enabled=False)  # fp32 math, as the kernel's, inside a CPU autocast
 def linear_cross_entropy_fwd_cpu(x, weight, bias, target, ignore_index, reduction,
                                  label_smoothing, z_loss, logit_softcap, need_dx, need_dw,
                                  need_db, low_memory, chunk_size, fuse_grad_accum):
@@ -407,12 +409,13 @@ def linear_cross_entropy_fwd_cpu(x, weight, bias, target, ignore_index, reductio
         loss = rows.sum()
     else:
         loss = ce.sum() / n + zp.sum() / n
-    dx = (R @ weight.float()).to(x.dtype) if need_dx else _empty(x)
+    dx = (R @ weight.to(torch.bfloat16).float()).to(x.dtype) if need_dx else _empty(x)
     dw = (R.T @ x.float()).to(weight.dtype) if need_dw else _empty(x)
     db = R.sum(0).to(bias.dtype) if (need_db and bias is not None) else _empty(x)
     return loss.float(), lse, dx, dw, db
 
 
+@torch.autocast("cpu", enabled=False)
 def linear_cross_entropy_bwd_cpu(x, weight, bias, target, lse, dloss, ignore_index,
                                  label_smoothing, z_loss, logit_softcap, need_dx, need_dw,
                                  need_db, low_memory):
@@ -420,7 +423,7 @@ def linear_cross_entropy_bwd_cpu(x, weight, bias, target, lse, dloss, ignore_ind
     scale = dloss.float().expand(T) if dloss.dim() == 0 else dloss.float()
     R = _lce_grad_rows(x, weight, bias, target, ignore_index, label_smoothing, z_loss,
                        logit_softcap, scale)[4]
-    dx = (R @ weight.float()).to(x.dtype) if need_dx else _empty(x)
+    dx = (R @ weight.to(torch.bfloat16).float()).to(x.dtype) if need_dx else _empty(x)
     dw = (R.T @ x.float()).to(weight.dtype) if need_dw else _empty(x)
     db = R.sum(0).to(bias.dtype) if (need_db and bias is not None) else _empty(x)
     return dx, dw, db

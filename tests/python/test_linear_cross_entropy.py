@@ -358,6 +358,27 @@ def test_nn_module_state_dict_and_fallback():
     assert "reduction='mean'" in repr(m)
 
 
+@pytest.mark.parametrize("chunk", [None, 7])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_fp32_master_weight_gradient(reduction, chunk):
+    """An fp32 weight and bias under a bf16 autocast (master weights): the op reads them rounded
+    to bf16 and returns their gradients in float32, accumulated in fp32 and never rounded to
+    bf16, where torch's autocast F.linear rounds them (dW = Σ_t R_t x_t over ~32 counted tokens
+    holds more bits than bf16: most elements lie off its grid). Within the rule of the bf16
+    weight's gradients."""
+    x, w, b, t = make(40, 64, 300, bias=True, seed=11)
+    g = torch.randn(t.shape, device=DEVICE) if reduction == "none" else None
+    with torch.autocast(DEVICE, dtype=bf16):
+        got = ours(x, w.float(), b.float(), t, g, reduction, chunk_size=chunk)
+    ref = ref64(x, w, b, t, g, reduction)
+    tor = torch_bf16(x, w, b, t, g, reduction)
+    for name, gg, rr, oo in zip(("dweight", "dbias"), got[2:], ref[2:], tor[2:]):
+        assert gg.dtype == f32, (name, gg.dtype)
+        assert_rule(gg, rr, oo, name)
+        off_grid = (gg.to(bf16).to(f32) != gg).float().mean().item()
+        assert off_grid > 0.3, f"{name}: only {off_grid:.2f} of the elements off the bf16 grid"
+
+
 @cuda_only
 def test_autocast():
     x, w, b, t = make(33, 64, 257, bias=True, seed=5)
