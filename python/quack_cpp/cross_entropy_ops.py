@@ -16,8 +16,8 @@ the autograd formula on the forward op, the eager fast path):
 Which path a differentiable call takes (decided on the host from the arguments alone, no
 look at the data):
 
-- reduction 'mean' or 'sum' (logits given, no lse_partial): the **predicted gradient in the
-  forward**. The device keeps one int32 word per device (``dx_predict_word``): "the last
+- reduction 'mean' or 'sum' (logits given, no lse_partial, no inplace_backward): the
+  **predicted gradient in the forward**. The device keeps one int32 word per device (``dx_predict_word``): "the last
   training backward had grad_output == 1". The forward reads it on the device: 1: it writes
   dx for grad_output = 1 (with the mean's denominators, computed on the device) in the same
   read of the logits; 0: it writes no dx (one read of the logits). It records which in a
@@ -29,13 +29,15 @@ look at the data):
   (forward read + write); a scaled loss every step (loss * 0.5, gradient accumulation): 3·M·V
   (forward read; backward read + write: QuACK's), where writing dx in the forward and
   rescaling it moved 4·M·V; a step whose grad_output differs from the previous one's pays one
-  pass more (a rescale, or a dx written in vain), never a wrong gradient. Memory: dx (or x
-  itself, with inplace_backward) and the logits live from the forward to the backward. On
+  pass more (a rescale, or a dx written in vain), never a wrong gradient. Memory: dx and the
+  logits live from the forward to the backward. On
   DTensors the forward always writes dx and the backward rescales it (the rules of
   quack_cpp._dtensor).
 - reduction 'none': the forward without dx, the **backward from lse** (``cross_entropy_bwd``
   with grad_output per row): a per-row grad_output cannot be applied by the scalar rescale, and
   forward-dx + a per-row rescale would move 4·M·V against 3·M·V, and hold dx in between.
+- inplace_backward (any reduction): the backward from lse, writing into the logits (3·M·V),
+  so the logits keep their values until the backward (cases/handed.md C08).
 - lse_partial given (with the logits): the forward cannot write dx (the C++ rejects it): the
   backward from lse, the full lse combined from lse_partial ('mean': grad_output divided by the
   denominator, computed with torch ops on the device).
@@ -491,14 +493,14 @@ def cross_entropy(
         return_lse: also return lse (M,) float32, the true logsumexp of every row (of the
             softcapped logits), ignored rows included.
         inplace_backward: write the gradient into the logits' storage instead of a new (M, V)
-            buffer (QuACK's and Liger-Kernel's option; saves M*V memory). Eager mode only, and
-            destructive: for 'mean'/'sum' the logits hold the gradient from the forward on, or
-            from the backward on where the forward wrote no dx (do not read them after the
-            call); their version counter is bumped in the forward, so autograd raises
-            (never a silent wrong gradient) if another op saved them for its backward. For
-            'none' the backward writes it (after its last use of the logits). Under
-            torch.compile, or in a backward that keeps the graph (retain_graph), a fresh
-            buffer is used.
+            buffer (QuACK's and Liger-Kernel's option; saves M*V memory). Eager mode only. The
+            backward writes it, from the logits and lse (QuACK's scheme: the forward reads the
+            logits, the backward reads and writes them; every reduction), so the logits keep
+            their values until the backward and then hold the gradient; their version counter
+            is bumped there, so autograd raises (never a silent wrong gradient) if another op
+            saved them for a backward that runs later (cases/handed.md C08). Without it,
+            'mean'/'sum' take the predicted gradient in the forward. Under torch.compile, or in
+            a backward that keeps the graph (retain_graph), a fresh buffer is used.
         lse_partial: (M, K) partial logsumexps of K column chunks of the row (e.g. from a GEMM
             epilogue): lse = log sum_k exp(lse_partial_ik) (QuACK's semantics); the target's
             logit is read from the logits (or target_logit). With it, label_smoothing and
@@ -582,7 +584,12 @@ def cross_entropy(
     cap = 0.0 if logit_softcap is None else float(logit_softcap)
     if logit_softcap is not None and not cap > 0.0:
         raise ValueError(f"{fn}: logit_softcap is {logit_softcap}, expected > 0 or None")
-    want_dx = need_grad and x_given and reduction != "none" and lse_partial is None
+    # inplace_backward: the gradient goes into the logits in the backward only (from lse), so
+    # they keep their values until then, and an op that saved them for its own backward raises
+    # at the version bump instead of reading the gradient (cases/handed.md C08).
+    inplace = bool(inplace_backward) and path != CUSTOM
+    want_dx = (need_grad and x_given and reduction != "none" and lse_partial is None
+               and not inplace)
     # The predicted gradient (dx written in the forward only where the last backward had
     # grad_output 1): everywhere but on DTensors (their rules keep the rescale path).
     predict = want_dx and not _dtensor.is_dtensor(logits)
@@ -593,7 +600,7 @@ def cross_entropy(
                          "weights and z_loss together is not supported (the CE and z parts "
                          "have different device-side denominators); drop one of them or use "
                          "reduction='sum' and divide")
-    dx_into_x = bool(inplace_backward) and need_grad and x_given and path != CUSTOM
+    dx_into_x = inplace and need_grad and x_given
     loss, lse, z, _, _ = cross_entropy_fwd.run(
         path, logits, target, weight, lse_partial, target_logit, int(ignore_index), reduction,
         float(label_smoothing), float(z_loss), cap, V, want_lse, bool(return_z_loss), want_dx,

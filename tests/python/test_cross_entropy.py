@@ -291,7 +291,9 @@ def test_predicted_grad_sequence(V, name, dtype, reduction, inplace):
         loss.backward(torch.full_like(loss, g))
         # Written then rescaled rounds twice: the baseline's error, doubled, covers it.
         assert_rule(f"dx #{k} (grad_output {g})", xl.grad, ref["dx"], base["dx"], dtype=dtype)
-        assert int(_word(x)[0]) == int(g == 1.0), k
+        # inplace_backward takes the backward from lse (eager), which leaves the word as it is.
+        from_lse = inplace and DEVICE == "cuda" and not reg.FORCE_CUSTOM_OP
+        assert int(_word(x)[0]) == (1 if from_lse else int(g == 1.0)), k
 
 
 @pytest.mark.parametrize("forced", [0, 1])
@@ -354,8 +356,8 @@ def test_inplace_backward(reduction):
     v0 = z._version
     loss = quack_cpp.cross_entropy(z, t, reduction=reduction, inplace_backward=True)
     eager = DEVICE == "cuda" and not reg.FORCE_CUSTOM_OP
-    if eager and reduction != "none":
-        assert z._version > v0  # the gradient is in the logits from the forward on
+    # The logits keep their values until the backward writes the gradient into them.
+    assert z._version == v0 and torch.equal(z.detach(), x)
     gt = g if torch.is_tensor(g) else torch.full_like(loss, g)
     loss.backward(gt)
     ref = run_ref(x, t, reduction, g)
@@ -366,19 +368,37 @@ def test_inplace_backward(reduction):
         assert torch.equal(z.detach(), base_x.grad)  # dx lives in the logits' storage
 
 
-def test_inplace_backward_refuses_saved_logits():
-    """C08 with inplace_backward: another op saved the logits for its backward before the
-    call: autograd raises (never a silent wrong gradient)."""
+@pytest.mark.parametrize("word", [0, 1])
+@pytest.mark.parametrize("after", [False, True])
+def test_inplace_backward_refuses_saved_logits(after, word):
+    """C08, second trigger, with inplace_backward: z = x·1; loss = CE(z, t) + 0.1·mean(z²), the
+    square taken before or after the cross-entropy, whatever the device's prediction word: the
+    forward leaves z as it is (the loss right). The engine runs the later-recorded node's
+    backward first: square before: the cross-entropy's backward writes the gradient into z
+    before the square's backward reads it, and autograd raises (never a silent wrong
+    gradient); square after: its backward has read z by then, and x.grad is right."""
     x = logits_of(8, 64, f32).requires_grad_(True)
     t = targets_of(8, 64)
+    _word(x).fill_(word)
     z = x * 1.0
-    reg_loss = 0.1 * z.square().mean()  # saves z
-    loss = quack_cpp.cross_entropy(z, t, inplace_backward=True) + reg_loss
-    if DEVICE == "cuda" and not reg.FORCE_CUSTOM_OP:
+    if after:
+        ce = quack_cpp.cross_entropy(z, t, inplace_backward=True)
+        loss = ce + 0.1 * z.square().mean()  # reads and saves z after the call
+    else:
+        reg_loss = 0.1 * z.square().mean()  # saves z
+        loss = quack_cpp.cross_entropy(z, t, inplace_backward=True) + reg_loss
+    assert torch.equal(z.detach(), x.detach())
+    x64 = x.detach().double()
+    ref = F.cross_entropy(x64, t) + 0.1 * x64.square().mean()
+    torch.testing.assert_close(loss.detach().double(), ref, rtol=1e-5, atol=1e-6)
+    if not after and DEVICE == "cuda" and not reg.FORCE_CUSTOM_OP:
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             loss.backward()
-    else:  # custom op / stand-ins: a fresh buffer, nothing overwritten
-        loss.backward()
+        return
+    loss.backward()  # (custom op / stand-ins: a fresh buffer, nothing overwritten)
+    x64 = x64.requires_grad_(True)
+    (F.cross_entropy(x64, t) + 0.1 * x64.square().mean()).backward()
+    assert_rule("x.grad", x.grad, x64.grad, None, rtol_no_torch=1e-5)
 
 
 @pytest.mark.parametrize("ours_softmax", [False, True])

@@ -441,7 +441,10 @@ def test_ce_same_outputs_and_gradients_as_the_python_path(ce_stubbed, monkeypatc
     how, kw = case[-1], case[3]
     if how == "nograd":
         assert cpp_node is None and py_node is None
-    elif "lse_partial" in kw:  # left to the Python fast path
+    elif "lse_partial" in kw or (kw.get("inplace_backward")
+                                 and kw.get("reduction", "mean") == "mean"):
+        # Left to the Python fast path: lse_partial; the backward from lse with 'mean' (what
+        # inplace_backward takes), whose denominator the Python path computes on the device.
         assert type(cpp_node) is ce.cross_entropy_fwd.Function._backward_cls
     else:
         assert cpp_node.name() == CE_NODE
@@ -530,11 +533,13 @@ def test_ce_double_backward_raises_like_the_custom_op(ce_stubbed, monkeypatch):
         lib._destroy()
 
 
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
 @pytest.mark.parametrize("saver", ["square", "softmax"])
-def test_ce_inplace_backward_refuses_saved_logits(ce_stubbed, monkeypatch, saver):
-    """C08: another node saved the logits before an inplace_backward call ('mean': dx written
-    into them in the forward, their version bumped): autograd raises on both paths (the
-    softmax's node is its C++ one)."""
+def test_ce_inplace_backward_refuses_saved_logits(ce_stubbed, monkeypatch, saver, reduction):
+    """C08: another node saved the logits before an inplace_backward call (the gradient written
+    into them by the cross-entropy's backward, which runs first, their version bumped): autograd
+    raises on both paths (the softmax's node is its C++ one; 'mean' from lse is the Python
+    path's)."""
     for cpp in (True, False):
         monkeypatch.setattr(reg, "CPP_EAGER", cpp)
         leaf = torch.randn(8, 64, requires_grad=True)
@@ -544,7 +549,8 @@ def test_ce_inplace_backward_refuses_saved_logits(ce_stubbed, monkeypatch, saver
         else:
             z = quack_cpp.softmax(leaf)  # saves its output
             extra = 0.0
-        loss = quack_cpp.cross_entropy(z, torch.randint(0, 64, (8,)), inplace_backward=True)
-        assert (loss.grad_fn.name() == CE_NODE) == cpp
+        loss = quack_cpp.cross_entropy(z, torch.randint(0, 64, (8,)), reduction=reduction,
+                                       inplace_backward=True)
+        assert (loss.grad_fn.name() == CE_NODE) == (cpp and reduction == "sum")
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             (loss + extra).backward()
