@@ -37,9 +37,9 @@ import tempfile
 import time
 
 from train_lm import (EXIT_ENV, EXIT_FAIL, EXIT_NO_QUACK, EXIT_PROBE, FINAL_WINDOW, RUNS,
-                      TIMING_WARMUP, DemoExit, batch_starts, free_memory, import_quack,
-                      load_data, make_train_step, print_summary, print_table, summarize,
-                      val_loss)
+                      TIMING_WARMUP, DemoExit, batch_starts, final_loss, free_memory,
+                      import_quack, load_data, make_train_step, print_summary, print_table,
+                      summarize, val_loss)
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
             "NVSHMEM_DISABLE_NVLS": "1"}
@@ -288,16 +288,15 @@ def fsdp_run(label, parts, seed, cfg, steps, train, val, device, rank, world):
 
     timed = times[TIMING_WARMUP:] if len(times) > TIMING_WARMUP else times
     med = statistics.median(timed)
-    window = losses[-min(FINAL_WINDOW, steps):]
     res = dict(label=label, desc=f"{desc} x{world}", parts=parts.name, ops=parts.ops,
                used=parts.used, seed=seed, compiled=False, n_params=n_params,
                init_checksum=chk, losses=losses, step_ms=times, host_ms=host_ms,
                timed_from_step=steps - len(timed), median_step_ms=med,
                tokens_per_s=cfg["batch"] * T / (med / 1e3),
-               final_loss=sum(window) / len(window), val_loss=vl / max(1, vn),
+               final_loss=final_loss(losses), val_loss=vl / max(1, vn),
                peak_gib=peak, first_step_s=first_step_s, train_s=train_s, world=world)
-    print(f"  final loss (mean of last {len(window)}) {res['final_loss']:.4f}, val loss "
-          f"{res['val_loss']:.4f}, median step {med:.2f} ms, {res['tokens_per_s']:,.0f} "
+    print(f"  final loss (mean of last {min(FINAL_WINDOW, steps)}) {res['final_loss']:.4f}, "
+          f"val loss {res['val_loss']:.4f}, median step {med:.2f} ms, {res['tokens_per_s']:,.0f} "
           f"tokens/s" + (f", peak {peak:.2f} GiB (largest rank)" if peak is not None else ""),
           flush=True)
     model = opt = params = step_fn = None

@@ -15,9 +15,11 @@ Five runs on the same batches (issue 21):
 Each prints tokens/s (median step after the first 10), peak memory and its loss curve; a step
 of each is profiled (the GPU time by kernel family: ours, cuBLAS, attention, Triton, other),
 which shows which of our kernels ran. After (c) the trained model writes a few lines from a
-prompt (our kernels, same process). Then one table, the parity check (the mean loss of the last
-20 steps of (c) and of (d) each within max(0.02, 3 |a - e|) of (a)), the acceptance bars of
-issue 21, a plot and a JSON record in the output folder ($OUT when set, else results/).
+prompt (our kernels, same process; the corpus's tokenizer.json and the tokenizers package are
+needed, checked before the runs; --gen-tokens 0: no text). Then one table, the parity check
+(the mean loss of the last 20 steps of (c) and of (d) each within max(0.02, 3 |a - e|) of
+(a)), the acceptance bars of issue 21, a plot (without matplotlib: none, said in one line) and
+a JSON record in the output folder ($OUT when set, else results/).
 
 One evaluator for every run: a run's training and val losses come from its own head + loss
 ((c): quack_cpp's linear cross-entropy, fp32-accumulated logits; (a): torch's Linear under bf16
@@ -50,7 +52,8 @@ beside torch's, and the losses. A group where ours is above 4 x torch's error an
 fails the check (the runs still run; exit 5).
 
 Exit: 0 parity holds and every run finished; 1 a run failed, parity failed or no text was
-generated; 2 no GPU (or fewer than --gpus) / no PyTorch / no corpus; 3 quack_cpp missing;
+generated; 2 no GPU (or fewer than --gpus) / no PyTorch / no corpus / no tokenizer when run (c)
+writes text (--gen-tokens > 0); 3 quack_cpp missing;
 4 one of our ops computed a wrong result in its probe (demo/ours.py); 5 the gradient check
 (--grad-check) failed. The speed and memory bars are printed, not part of the exit code.
 """
@@ -75,6 +78,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
+# Run as a script this module is __main__; multi_gpu.py's "from train_lm import ..." must get
+# this module, not a second copy whose DemoExit main() would not catch.
+if __name__ == "__main__":
+    sys.modules.setdefault("train_lm", sys.modules[__name__])
 
 DATA_SEED = 1234          # batch order, independent of the model seeds
 TIMING_WARMUP = 10        # steps left out of the step-time median (compile, autotune, caches)
@@ -110,8 +117,9 @@ def default_out():
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
         description="Train the demo LLM with torch and with QuACK-C++ (issue 21).",
-        epilog="Exit codes: 0 ok, 1 a run/parity/generation failed, 2 environment, "
-               "3 quack_cpp missing, 4 a probe found a wrong result, 5 the gradient check failed.")
+        epilog="Exit codes: 0 ok, 1 a run/parity/generation failed, 2 environment (or no "
+               "tokenizer for (c)'s text), 3 quack_cpp missing, 4 a probe found a wrong "
+               "result, 5 the gradient check failed.")
     p.add_argument("--quick", action="store_true", help="50 steps per run (default 300)")
     p.add_argument("--steps", type=int, default=None, help="steps per run")
     p.add_argument("--runs", default=None,
@@ -134,7 +142,8 @@ def parse_args(argv=None):
     p.add_argument("--profile", type=int, default=0, metavar="K",
                    help="also print the K kernels with the most GPU time in each run's census")
     p.add_argument("--gen-tokens", type=int, default=48,
-                   help="tokens generated per prompt after run (c) (0: none)")
+                   help="tokens generated per prompt after run (c) (0: none; otherwise the "
+                        "corpus's tokenizer.json and the tokenizers package are needed)")
     p.add_argument("--grad-check", action=argparse.BooleanOptionalAction, default=None,
                    help="before the runs: one forward + backward of (a) and (c) against an "
                         "fp32 reference, gradient errors per parameter group (exit 5 when "
@@ -163,6 +172,7 @@ def parse_args(argv=None):
         p.error(f"--runs takes labels from a,b,c,d,e; got {','.join(bad) or 'none'}")
     args.runs = sorted(set(args.runs), key="abcde".index)
     if args.ours not in ("auto", "none"):
+        import_torch()   # ours.py imports torch: its absence is the one-line exit 2
         from ours import OPS
         names = [o.strip() for o in args.ours.split(",") if o.strip()]
         bad = [o for o in names if o not in OPS]
@@ -173,7 +183,16 @@ def parse_args(argv=None):
 
 
 # ---------------------------------------------------------------------------------- data
-def load_data(folder, vocab, device):
+def load_tokenizer(folder):
+    """The corpus's tokenizer (tokenizer.json from scripts/prepare_corpus.sh), for the text."""
+    from tokenizers import Tokenizer
+    return Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+
+
+def load_data(folder, vocab, device, need_tok=False):
+    """(meta, train ids, val ids, tokenizer or None) of the corpus in ``folder``; DemoExit
+    (exit 2, one line) when a file is missing or stale, or when ``need_tok`` (run (c) writes
+    text) and the tokenizer does not load. The tokenizer is loaded only when ``need_tok``."""
     import numpy as np
     import torch
     for f in ("train.bin", "val.bin", "meta.json"):
@@ -190,11 +209,15 @@ def load_data(folder, vocab, device):
     tr = np.fromfile(os.path.join(folder, "train.bin"), dtype=np.uint16).astype(np.int64)
     va = np.fromfile(os.path.join(folder, "val.bin"), dtype=np.uint16).astype(np.int64)
     tok = None
-    try:
-        from tokenizers import Tokenizer
-        tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
-    except Exception as e:  # noqa: BLE001 - generation is skipped, said aloud
-        print(f"train_lm: no tokenizer ({type(e).__name__}: {e}); no generated text")
+    if need_tok:
+        try:
+            tok = load_tokenizer(folder)
+        except Exception as e:  # noqa: BLE001 - any reason: the same one-line exit
+            why = (str(e).strip().splitlines() or [""])[0]
+            raise DemoExit(EXIT_ENV, f"train_lm: run (c) writes text with the corpus's "
+                                     f"tokenizer, which did not load ({type(e).__name__}: "
+                                     f"{why}); install tokenizers and run "
+                                     "scripts/prepare_corpus.sh, or pass --gen-tokens 0") from None
     return meta, torch.from_numpy(tr).to(device), torch.from_numpy(va).to(device), tok
 
 
@@ -703,14 +726,13 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
     losses = losses.tolist()
     timed = times[TIMING_WARMUP:] if len(times) > TIMING_WARMUP else times
     med = statistics.median(timed)
-    window = losses[-min(FINAL_WINDOW, steps):]
     res = dict(label=label, desc=desc, parts=parts.name, ops=parts.ops, used=parts.used,
                seed=seed, compiled=compiled, n_params=n_params, init_checksum=chk,
                losses=losses, step_ms=times, host_ms=host_ms,
                timed_from_step=steps - len(timed), median_step_ms=med,
                median_host_ms=statistics.median(host_ms[TIMING_WARMUP:] or host_ms),
                tokens_per_s=cfg["batch"] * T / (med / 1e3),
-               final_loss=sum(window) / len(window), val_loss=vl / max(1, vn),
+               final_loss=final_loss(losses), val_loss=vl / max(1, vn),
                ref_val_loss=ref_ev["ref_val_loss"] if ref_ev else None, ref_eval=ref_ev,
                ref_eval_error=ref_err,
                peak_gib=peak, peak_reserved_gib=peak_reserved, mem_start_gib=mem_start,
@@ -726,10 +748,11 @@ def train_run(label, parts, seed, compiled, cfg, steps, train, val, device, args
         for n, ms in cen["top"]:
             print(f"    {ms:8.2f} ms  {n}")
     rv = f" (ref {res['ref_val_loss']:.4f})" if res["ref_val_loss"] is not None else ""
-    print(f"  final loss (mean of last {len(window)}) {res['final_loss']:.4f}, val loss "
-          f"{res['val_loss']:.4f}{rv}, median step {med:.2f} ms, {res['tokens_per_s']:,.0f} "
-          f"tokens/s" + (f", peak {peak:.2f} GiB" if peak is not None else "") +
-          f", first step {first_step_s:.1f} s, {res['wall_s']:.0f} s", flush=True)
+    print(f"  final loss (mean of last {min(FINAL_WINDOW, steps)}) {res['final_loss']:.4f}, "
+          f"val loss {res['val_loss']:.4f}{rv}, median step {med:.2f} ms, "
+          f"{res['tokens_per_s']:,.0f} tokens/s"
+          + (f", peak {peak:.2f} GiB" if peak is not None else "")
+          + f", first step {first_step_s:.1f} s, {res['wall_s']:.0f} s", flush=True)
     print("  " + ref_eval_line(res), flush=True)
     if after is not None:
         after(model, res)
@@ -807,8 +830,18 @@ def plot(runs, path, title):
     return path
 
 
+def final_loss(losses):
+    """A run's final loss, what the parity check compares: the mean of the last FINAL_WINDOW
+    training losses (all of them when fewer)."""
+    window = losses[-FINAL_WINDOW:]
+    return sum(window) / len(window)
+
+
 def summarize(runs, steps):
-    """Parity and the bars of issue 21 from the finished runs."""
+    """Parity and the bars of issue 21 from the finished runs (each a dict with final_loss,
+    tokens_per_s, peak_gib, optionally ref_val_loss): bound = max(MIN_BOUND, 3 |a - e|)
+    (MIN_BOUND without (e)); parity[k] for k in c, d: |k - a| <= bound; parity_pass: all of
+    them (absent without (a) or without (c) and (d))."""
     s = {}
     a, e = runs.get("a"), runs.get("e")
     if a and e:
@@ -922,14 +955,20 @@ def git_commit():
 
 
 # --------------------------------------------------------------------------------- main
-def check_env(args):
-    """(torch, device) or DemoExit with one line naming what is missing (one GPU; --gpus N > 1
-    is demo/multi_gpu.py's)."""
+def import_torch():
+    """torch, or DemoExit (exit 2) with one line."""
     try:
         import torch
     except ImportError:
         raise DemoExit(EXIT_ENV, "train_lm: needs PyTorch (python3 cannot import torch); "
                                  "install torch, or see --cpu-smoke") from None
+    return torch
+
+
+def check_env(args):
+    """(torch, device) or DemoExit with one line naming what is missing (one GPU; --gpus N > 1
+    is demo/multi_gpu.py's)."""
+    torch = import_torch()
     if args.cpu_smoke:
         return torch, torch.device("cpu")
     if not torch.cuda.is_available():
@@ -974,7 +1013,8 @@ def _main(args):
             print(f"train_lm: warning: GPU is sm_{cc[0]}{cc[1]}; our kernels need sm_90a")
     else:
         torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
-    meta, train, val, tok = load_data(args.data, cfg["vocab"], device)
+    meta, train, val, tok = load_data(args.data, cfg["vocab"], device,
+                                      need_tok="c" in args.runs and args.gen_tokens > 0)
     vocab_real = int(meta["vocab_size"])
     env = dict(torch=torch.__version__, device=str(device), commit=git_commit(),
                corpus=f"{meta.get('source_package')} {meta.get('source_version')}",
@@ -1025,7 +1065,7 @@ def _main(args):
 
     def after_c(model, res):
         nonlocal generated
-        if tok is None or args.gen_tokens <= 0:
+        if args.gen_tokens <= 0:
             return
         print(f"\n== text from the model of run (c), {args.gen_tokens} tokens per prompt "
               f"(top-{40}, temperature 0.8) ==")
@@ -1099,7 +1139,7 @@ def _main(args):
     code = 0
     if failed or (summary.get("parity_pass") is False):
         code = EXIT_FAIL
-    if "c" in runs and tok is not None and args.gen_tokens > 0 and not generated:
+    if "c" in runs and args.gen_tokens > 0 and not generated:
         code = EXIT_FAIL
     if args.cpu_smoke:
         code = max(code, smoke_checks(runs))

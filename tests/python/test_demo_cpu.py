@@ -6,8 +6,10 @@ concatenated gate/up layout, a wrong kernel, the fused residual add + RMSNorm), 
 interleave, the fused-residual model against the plain one, --grad-check (passing, and
 catching a wrong gradient: exit 5), the reference evaluator (one all-torch instrument for
 every run's weights: the same value for (a)'s and (c)'s parts holding the same weights, the
-exact weight conversion, offsets), and the one-line exits without a GPU and for --gpus 2
-without 2 GPUs. Needs torch and numpy (skips without them); no GPU."""
+exact weight conversion, offsets), generate() and run (c)'s text with a stub tokenizer (no
+tokenizer: exit 2), the parity check (summarize() on crafted losses, and a run (c) off by 0.25:
+exit 1), and the one-line exits of the script (no GPU, --gpus 2 without 2 GPUs or with
+compiled runs, no PyTorch with --ours). Needs torch and numpy (skips without them); no GPU."""
 
 import contextlib
 import io
@@ -53,7 +55,31 @@ def run_main(argv):
     return code, buf.getvalue()
 
 
-def test_cpu_smoke_all_runs(corpus, tmp_path):
+def run_script(*argv, block_torch=False):
+    """demo/train_lm.py as a script in a fresh interpreter (it is __main__ there); with
+    block_torch, ``import torch`` fails in it as where PyTorch is not installed."""
+    path = os.path.join(DEMO, "train_lm.py")
+    code = ("import runpy, sys\n"
+            + ("sys.modules['torch'] = None\n" if block_torch else "")
+            + f"sys.argv = [{path!r}] + {list(argv)!r}\n"
+            + f"runpy.run_path({path!r}, run_name='__main__')\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+
+
+class StubTokenizer:
+    """The two calls generate() makes of a tokenizers.Tokenizer: a character's id is its code
+    point modulo 100; decode writes the ids."""
+
+    def encode(self, text):
+        return types.SimpleNamespace(ids=[ord(ch) % 100 for ch in text])
+
+    def decode(self, ids):
+        return " ".join(map(str, ids))
+
+
+def test_cpu_smoke_all_runs(corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(train_lm, "load_tokenizer", lambda folder: StubTokenizer())
     code, out = run_main(["--cpu-smoke", "--data", corpus, "--out", str(tmp_path),
                           "--steps", "2"])
     assert code == 0, out
@@ -72,7 +98,16 @@ def test_cpu_smoke_all_runs(corpus, tmp_path):
     assert {b["what"] for b in rec["summary"]["bars"]} >= {"tokens/s (c)/(a)",
                                                           "tokens/s (d)/(b)"}
     assert "graph(s) captured" in runs["d"]["compiled_graphs"]
-    assert rec["plot"] is None or os.path.exists(rec["plot"])  # None: no matplotlib
+    if rec["plot"] is None:
+        assert "train_lm: matplotlib not found; no plot" in out
+    else:
+        assert os.path.exists(rec["plot"])
+    # Run (c)'s text: 48 new ids after each prompt, below the corpus's 500.
+    assert "== text from the model of run (c), 48 tokens per prompt" in out
+    assert len(rec["generated"]) == len(train_lm.PROMPTS)
+    for text in rec["generated"]:
+        ids = [int(i) for i in text.split()]
+        assert all(0 <= i < 500 for i in ids[-48:])
     assert "== train_lm: results ==" in out
     # The reference evaluator (one all-torch evaluator of every run's final weights): for the
     # torch runs it is their own code on their own weights (the same numbers, bit for bit on
@@ -101,12 +136,30 @@ def test_gpus_2_refused_without_2_gpus(corpus):
     code, out = run_main(["--gpus", "2", "--data", corpus])
     assert code == 2
     assert "--gpus 2 needs 2 CUDA GPUs" in out and out.count("\n") == 1
+    p = run_script("--gpus", "2", "--data", corpus)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stdout.count("\n") == 1 and "--gpus 2 needs 2 CUDA GPUs" in p.stdout
+    assert "Traceback" not in p.stderr, p.stderr
 
 
 def test_gpus_2_refuses_compiled_runs(corpus):
     code, out = run_main(["--gpus", "2", "--runs", "a,b,d", "--data", corpus])
     assert code == 2
     assert "drop b,d from --runs" in out and out.count("\n") == 1
+    p = run_script("--gpus", "2", "--runs", "a,b,d", "--data", corpus)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stdout.count("\n") == 1 and "drop b,d from --runs" in p.stdout
+    assert "Traceback" not in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("argv", [[], ["--ours", "mlp"], ["--gpus", "2"]])
+def test_no_torch_one_line(corpus, argv):
+    """Without PyTorch (its import blocked): one line and exit 2, also where --ours names ops
+    (parse_args checks them against ours.py, which imports torch) and for --gpus 2."""
+    p = run_script("--data", corpus, *argv, block_torch=True)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stdout.count("\n") == 1 and "needs PyTorch" in p.stdout
+    assert "Traceback" not in p.stderr, p.stderr
 
 
 def test_cpu_smoke_gpus_2_matches_one_process(corpus, tmp_path):
@@ -115,8 +168,8 @@ def test_cpu_smoke_gpus_2_matches_one_process(corpus, tmp_path):
     the same initial weights, per-step losses and validation loss as the single-process run
     up to summation order."""
     one, two = tmp_path / "one", tmp_path / "two"
-    code, out = run_main(["--cpu-smoke", "--runs", "a,c", "--steps", "2", "--data", corpus,
-                          "--out", str(one)])
+    code, out = run_main(["--cpu-smoke", "--runs", "a,c", "--steps", "2", "--gen-tokens", "0",
+                          "--data", corpus, "--out", str(one)])
     assert code == 0, out
     code, out = run_main(["--cpu-smoke", "--gpus", "2", "--steps", "2", "--data", corpus,
                           "--out", str(two)])
@@ -147,6 +200,111 @@ def test_no_gpu_one_line(corpus):
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 2
     assert p.stdout.strip().count("\n") == 0 and "needs a CUDA GPU" in p.stdout
+
+
+def test_no_tokenizer_stops_run_c(corpus, tmp_path, monkeypatch):
+    """Run (c) with text asked for (the default --gen-tokens 48) and a tokenizer that does not
+    load: one line and exit 2 before any run; --gen-tokens 0 or no run (c) needs none."""
+    def missing(folder):
+        raise ModuleNotFoundError("No module named 'tokenizers'")
+    monkeypatch.setattr(train_lm, "load_tokenizer", missing)
+    code, out = run_main(["--cpu-smoke", "--runs", "a,c", "--data", corpus,
+                          "--out", str(tmp_path)])
+    assert code == train_lm.EXIT_ENV == 2, out
+    assert out.count("\n") == 1 and "No module named 'tokenizers'" in out, out
+    assert "--gen-tokens 0" in out
+    code, out = run_main(["--cpu-smoke", "--runs", "a", "--steps", "1", "--data", corpus,
+                          "--out", str(tmp_path)])
+    assert code == 0, out
+
+
+def test_generate_with_a_stub_tokenizer():
+    """generate(): per prompt, its ids then n_new sampled ids below vocab_real (the model's
+    vocabulary is larger), the same for the same seed."""
+    cpu = torch.device("cpu")
+    model = lm.LM(CFG, lm.torch_parts(cpu), cpu)
+    lm.init_weights(model, 0)
+    tok = StubTokenizer()
+    out = train_lm.generate(model, tok, CFG, 100, cpu, 7)
+    assert len(out) == len(train_lm.PROMPTS)
+    for prompt, text in zip(train_lm.PROMPTS, out):
+        ids, head = [int(i) for i in text.split()], tok.encode(prompt).ids
+        assert ids[:len(head)] == head and len(ids) == len(head) + 7
+        assert all(0 <= i < 100 for i in ids[len(head):])
+    assert train_lm.generate(model, tok, CFG, 100, cpu, 7) == out
+
+
+def _run(final, label="a"):
+    """A finished run as summarize() reads it: the final loss of a crafted loss list."""
+    return dict(final_loss=final, tokens_per_s=1000.0, peak_gib=None, label=label)
+
+
+def test_parity_check_on_crafted_losses():
+    """The final loss is the mean of the last 20 losses; (c) and (d) each pass within
+    max(0.02, 3 |a - e|) of (a), and fail outside; (b) is reported, not judged."""
+    assert train_lm.FINAL_WINDOW == 20 and train_lm.MIN_BOUND == 0.02
+    a = [9.0] * 30 + [3.0] * 20            # the first 30 are outside the window
+    assert train_lm.final_loss(a) == 3.0
+    assert train_lm.final_loss([4.0, 2.0]) == 3.0   # fewer than 20: all of them
+    e = [3.0] * 10 + [3.01, 3.03] * 10     # mean 3.02: 3 |a - e| = 0.06, the bound
+    runs = {k: _run(train_lm.final_loss(v), k) for k, v in
+            dict(a=a, b=[3.5] * 20, c=[3.05] * 20, d=[2.95] * 20, e=e).items()}
+    s = train_lm.summarize(runs, 50)
+    assert s["bound"] == pytest.approx(0.06)
+    assert s["parity"] == {"c": True, "d": True} and s["parity_pass"] is True
+    assert s["abs_b_minus_a"] == pytest.approx(0.5)
+
+    runs["d"] = _run(train_lm.final_loss([3.07] * 20), "d")    # 0.07 > 0.06
+    s = train_lm.summarize(runs, 50)
+    assert s["parity"] == {"c": True, "d": False} and s["parity_pass"] is False
+
+    del runs["e"]                                              # no (e): the floor 0.02
+    runs["d"] = _run(3.015, "d")
+    s = train_lm.summarize(runs, 50)
+    assert s["bound"] == 0.02 and "three_abs_a_minus_e" not in s
+    assert s["parity"] == {"c": False, "d": True} and s["parity_pass"] is False
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        train_lm.print_summary(s, runs)
+    assert "|c - a| = 0.0500  FAIL" in buf.getvalue()
+    assert "|d - a| = 0.0150  PASS" in buf.getvalue()
+
+
+def test_parity_failure_exits_1(corpus, tmp_path, monkeypatch):
+    """A run (c) whose training loss reads 0.5 high from its second step on (the gradients
+    untouched, so the first-loss smoke check passes): its final loss is 0.25 above (a)'s,
+    outside the bound 0.02, and the command exits 1 with every run finished."""
+    real = ours.ours_parts
+
+    def shifted_parts(*a, **k):
+        p = real(*a, **k)
+        make = p.head
+
+        def head(d, vocab):
+            h = make(d, vocab)
+            fwd, calls = h.forward, []
+
+            def forward(x, t):
+                loss = fwd(x, t)
+                if torch.is_grad_enabled():   # training steps, not val or the evaluator
+                    calls.append(1)
+                    if len(calls) > 1:
+                        return loss + 0.5
+                return loss
+            h.forward = forward
+            return h
+        p.head = head
+        return p
+
+    monkeypatch.setattr(ours, "ours_parts", shifted_parts)
+    code, out = run_main(["--cpu-smoke", "--runs", "a,c", "--steps", "2", "--gen-tokens", "0",
+                          "--data", corpus, "--out", str(tmp_path)])
+    assert code == train_lm.EXIT_FAIL == 1, out
+    assert "train_lm: cpu smoke OK" in out and "FAILED" not in out, out
+    s = json.loads((tmp_path / "train_lm.json").read_text())["summary"]
+    assert s["parity"] == {"c": False} and s["parity_pass"] is False
+    assert s["abs_c_minus_a"] == pytest.approx(0.25, abs=1e-2)
+    assert "|c - a| = 0.2" in out and "  FAIL" in out
 
 
 def test_stale_corpus_is_named(tmp_path):
@@ -274,7 +432,7 @@ def test_demo_on_quack_cpp_python_layer(corpus, tmp_path, monkeypatch):
     monkeypatch.setattr(ours, "cpu_stand_ins", lambda: quack_cpp)
     with cpu_stand_in.registered():
         code, out = run_main(["--cpu-smoke", "--data", corpus, "--out", str(tmp_path),
-                              "--steps", "2", "--runs", "a,c,d"])
+                              "--steps", "2", "--runs", "a,c,d", "--gen-tokens", "0"])
     assert code == 0, out
     rec = json.loads((tmp_path / "train_lm.json").read_text())
     assert {"rmsnorm", "add_rmsnorm", "linear"} <= set(rec["env"]["ours_used"])
@@ -347,7 +505,7 @@ def test_add_rmsnorm_probe_catches_a_wrong_residual():
 
 def test_grad_check_passes_on_the_stand_ins(corpus, tmp_path):
     code, out = run_main(["--cpu-smoke", "--grad-check", "--runs", "a,c", "--steps", "1",
-                          "--data", corpus, "--out", str(tmp_path)])
+                          "--gen-tokens", "0", "--data", corpus, "--out", str(tmp_path)])
     assert code == 0, out
     assert "gradient check: PASS" in out
     rec = json.loads((tmp_path / "train_lm.json").read_text())["grad_check"]
@@ -379,7 +537,7 @@ def test_grad_check_catches_a_wrong_gradient(corpus, tmp_path, monkeypatch):
 
     monkeypatch.setattr(ours, "ours_parts", bad_parts)
     code, out = run_main(["--cpu-smoke", "--grad-check", "--runs", "c", "--steps", "1",
-                          "--data", corpus, "--out", str(tmp_path)])
+                          "--gen-tokens", "0", "--data", corpus, "--out", str(tmp_path)])
     assert code == train_lm.EXIT_GRAD == 5, out
     assert "gradient check: FAIL: fc2 above 4 x torch's error" in out
     rec = json.loads((tmp_path / "train_lm.json").read_text())["grad_check"]
