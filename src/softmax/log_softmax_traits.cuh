@@ -1,11 +1,13 @@
 // log_softmax forward and backward as row-op traits (the skeleton: src/row/op_traits.cuh; the
 // worked example of docs/architecture.md, "The row skeleton").
 //
-//   forward   y = x − m − ln s,   (m, s) = (max_j x_j, Σ_j e^(x_j − m))   online, one exchange
+//   forward   y = (x − m) − ln s,   (m, s) = (max_j x_j, Σ_j e^(x_j − m))   online, one exchange
 //   backward  dx = dy − e^y·Σ_j dy_j
 //
-// Method: as softmax (softmax_traits.cuh); ln s = log2(s)·ln 2 on the MUFU. −inf inputs give
-// −inf; a row of all −inf gives NaN, as PyTorch does.
+// Method: as softmax (softmax_traits.cuh); ln s = log2(s)·ln 2 on the MUFU. x − m first, as
+// PyTorch: it is exact near the maximum, where x − (m + ln s) would round m + ln s at m's
+// magnitude (a row offset by 1000: 3e-5 against torch's 1e-6). −inf inputs give −inf; a row
+// of all −inf gives NaN, as PyTorch does.
 #pragma once
 
 #include "row/op_traits.cuh"
@@ -22,7 +24,7 @@ struct LogSoftmaxFwd : RowOpBase {
   static constexpr bool kTrialConfigs = true;
   using Red = OnlineMaxSum;
   struct Row {
-    float lse;  // m + ln s
+    float m, ln_s;
   };
 
   template <class View>
@@ -33,11 +35,11 @@ struct LogSoftmaxFwd : RowOpBase {
                                                int64_t, bool) {
     // s = 1 (one finite element, or N = 1): ln s = 0 exactly, so that element's output is
     // exactly 0 as torch's (lg2.approx(1) is not).
-    return {t.v[0] + (t.v[1] == 1.f ? 0.f : log2_approx(t.v[1]) * kLn2)};
+    return {t.v[0], t.v[1] == 1.f ? 0.f : log2_approx(t.v[1]) * kLn2};
   }
   __device__ __forceinline__ static void apply(const RowParams&, const Row& r,
                                                const RowElem<kIn, kCols>& e, float (&out)[kOut]) {
-    out[0] = e.in[0] - r.lse;
+    out[0] = (e.in[0] - r.m) - r.ln_s;
   }
 };
 

@@ -80,6 +80,16 @@ def test_fwd_bwd(M, N, dtype, kind):
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("shift", [100.0, 1000.0, -3000.0])
+@pytest.mark.parametrize("N", [4096, 65536])
+def test_offset_rows_fp32(N, shift, kind):
+    """fp32 rows offset far from 0 (logits of a large scale): x − max is exact near the maximum,
+    so the outputs keep torch's accuracy (log_softmax as (x − m) − ln s: x − (m + ln s) loses
+    ~30× torch's error at an offset of 1000)."""
+    check(kind, randn(64, N) + shift, randn(64, N))
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("dim", [0, 1, 2, -1, -2, -3])
 def test_dim_moves(dim, kind):
     x = randn(6, 33, 40, dtype=bf16)
