@@ -24,3 +24,8 @@ run act_new 200 python3 bench/bench_gemm_fused.py --ops act,dact --acts gelu_tan
 # Predicted: no tile > 2 % ahead of auto; each tile's clock within 15 MHz of QuACK's (then the
 # gap is work per clock, not power). Kept whole: the lines "SM MHz by impl" are the point.
 run gemm_sust 300 python3 bench/bench_gemm.py --quick --methods sustained --rounds 8 --tiles auto,128x192pp,128x256 --out $R/gemm_sust.jsonl
+# Issue 18's acceptance: compute-sanitizer memcheck clean on the out-of-range-target test and the
+# M·V > 2^31 ones (the forward, dx and the training backward; nothing read or written out of
+# bounds). Predicted: "ERROR SUMMARY: 0 errors", exit 0, within ~3 min (CeLarge's float64
+# reference dominates; the kernels under memcheck ~100x slower, ~1 s each).
+run ce_memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 build/d/tests/cpp/quack_gpu_tests --gtest_brief=1 --gtest_filter='CeCases.C10*:CeLarge.*'
