@@ -20,7 +20,7 @@
 
 namespace quack {
 
-/// Arguments of rmsnorm_fwd. M rows of N ≥ 1 elements. All tensors live on one CUDA device; the
+/// Arguments of rmsnorm_fwd. M rows of N elements. All tensors live on one CUDA device; the
 /// launch goes to that device on `stream`.
 ///
 ///   h    = x + residual                      (x when no residual; fp32 sum)
@@ -70,8 +70,9 @@ struct RmsNormFwdArgs {
 /// the function, the argument, the expected and the actual value) for an absent x or out, a
 /// wrong shape (including a negative size), dtype or device, a negative stride (any operand),
 /// an output whose elements overlap (out, residual_out, rstd: e.g. a stride of 0 with more than
-/// one element), N = 0 with M > 0, eps < 0 or NaN, or a weight_offset that is not finite;
-/// CudaError when the launch fails (including "no CUDA driver/GPU").
+/// one element), eps < 0 or NaN, or a weight_offset that is not finite; CudaError when the
+/// launch fails (including "no CUDA driver/GPU"). N = 0 with M > 0 (as torch): out and
+/// residual_out are empty, rstd is NaN (1/sqrt(0/0 + eps); a memset, no kernel).
 void rmsnorm_fwd(const RmsNormFwdArgs& args, cudaStream_t stream);
 
 /// Arguments of rmsnorm_bwd. `x` is the norm's input h (residual_out when the forward had a
@@ -123,19 +124,21 @@ struct RmsNormBwdArgs {
 /// Bytes of device workspace rmsnorm_bwd needs for these arguments on their device: fp32
 /// partial sums of dweight and dbias, one row of N per persistent cluster (or CTA), so
 /// (number asked for) × P × N × 4 with P the resident clusters of the chosen kernel on that
-/// device (it queries the device: occupancy); 0 when neither is asked for or M = 0. Throws
-/// InvalidArgument like rmsnorm_bwd for bad arguments and CudaError when the device query fails.
+/// device (it queries the device: occupancy); 0 when neither is asked for, M = 0 or N = 0.
+/// Throws InvalidArgument like rmsnorm_bwd for bad arguments and CudaError when the device
+/// query fails.
 size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args);
 
 /// Runs the RMSNorm backward on `stream`. `workspace` must hold rmsnorm_bwd_workspace_size(args)
 /// bytes, 16-byte aligned, on the tensors' device; it is overwritten. M = 0 writes dweight =
-/// dbias = 0 (no row kernel). Throws InvalidArgument for bad arguments (as rmsnorm_fwd, for
+/// dbias = 0 (no row kernel); N = 0 writes nothing (every output is empty). Throws
+/// InvalidArgument for bad arguments (as rmsnorm_fwd, for
 /// every tensor above; dweight without weight; a non-finite weight_offset; a too-small or
 /// misaligned workspace), CudaError when a launch fails.
 void rmsnorm_bwd(const RmsNormBwdArgs& args, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream);
 
-/// Arguments of layernorm_fwd. M rows of N ≥ 1 elements. All tensors live on one CUDA device;
+/// Arguments of layernorm_fwd. M rows of N elements. All tensors live on one CUDA device;
 /// the launch goes to that device on `stream`.
 ///
 ///   h      = x + residual                          (x when no residual; fp32 sum)
@@ -193,8 +196,10 @@ struct LayerNormFwdArgs {
 /// (naming the function, the argument, what was expected and what came) for an absent x or
 /// out, a tensor of the wrong shape (including a negative size) or dtype, in host memory or on
 /// another device than x, a negative stride, an output whose elements overlap (out,
-/// residual_out, mean, rstd), N = 0 with M > 0, eps < 0 or NaN, or a weight_offset that is
-/// not finite; CudaError when the launch fails (including "no CUDA driver/GPU").
+/// residual_out, mean, rstd), eps < 0 or NaN, or a weight_offset that is not finite;
+/// CudaError when the launch fails (including "no CUDA driver/GPU"). N = 0 with M > 0 (as
+/// torch): out and residual_out are empty, mean is 0 and rstd NaN (torch's CPU layer_norm's
+/// values; memsets, no kernel).
 void layernorm_fwd(const LayerNormFwdArgs& args, cudaStream_t stream);
 
 /// Arguments of layernorm_bwd. `x` is the norm's input h (residual_out when the forward had a
@@ -248,14 +253,14 @@ struct LayerNormBwdArgs {
 /// Bytes of device workspace layernorm_bwd needs for these arguments on their device: fp32
 /// partial sums of dweight and dbias, (number asked for) × P × N × 4 with P the resident
 /// clusters of the chosen kernel on that device (a device query: occupancy); 0 when neither
-/// is asked for or M = 0. Throws InvalidArgument like layernorm_bwd for bad arguments and
-/// CudaError when the device query fails.
+/// is asked for, M = 0 or N = 0. Throws InvalidArgument like layernorm_bwd for bad arguments
+/// and CudaError when the device query fails.
 size_t layernorm_bwd_workspace_size(const LayerNormBwdArgs& args);
 
 /// Runs the LayerNorm backward on `stream`. `workspace` must hold
 /// layernorm_bwd_workspace_size(args) bytes, 16-byte aligned, on the tensors' device; it is
-/// overwritten. M = 0 writes dweight = dbias = 0 (no row kernel). Throws InvalidArgument for
-/// bad arguments (as layernorm_fwd, for every tensor above; dweight without weight; a
+/// overwritten. M = 0 writes dweight = dbias = 0 (no row kernel); N = 0 writes nothing (every
+/// output is empty). Throws InvalidArgument for bad arguments (as layernorm_fwd, for every tensor above; dweight without weight; a
 /// too-small or misaligned workspace), CudaError when a launch fails.
 void layernorm_bwd(const LayerNormBwdArgs& args, void* workspace, size_t workspace_bytes,
                    cudaStream_t stream);

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include <cuda_runtime_api.h>
+
 #include "common/check.h"
 #include "row/row_op.h"
 
@@ -33,9 +35,16 @@ inline NormDims check_norm_x(const ArgCheck& chk, const TensorRef& x) {
   return {x.shape[0], x.shape[1], x.device};
 }
 
-inline void check_norm_n(const ArgCheck& chk, const NormDims& d) {
-  if (d.N == 0 && d.M > 0) chk.fail("x has N = 0 columns, expected N ≥ 1");
-}
+// Rows of no columns (N = 0, M > 0), as torch's norms take them: the outputs (M, 0) and the
+// column vectors (0) are empty; a row's statistics are those of an empty row, written by
+// fill_empty_row_stats (no kernel); the backward has nothing to write.
+inline bool empty_rows(const NormDims& d) { return d.N == 0 && d.M > 0; }
+
+// An fp32 (M) statistic of empty rows: every byte `byte` (0xFF: NaN, rstd = 1/sqrt(0/0 + eps);
+// 0: 0.0, LayerNorm's mean as torch's CPU layer_norm gives it), by cudaMemset2DAsync on the
+// tensor's stride. Nothing for an absent one.
+void fill_empty_row_stats(const TensorRef& t, int byte, int device, const char* fn,
+                          cudaStream_t stream);
 
 // x, weight, bias, residual, out, residual_out, [mean], rstd, eps, weight_offset, N.
 template <class Args>
@@ -60,7 +69,6 @@ NormDims check_norm_fwd(const ArgCheck& chk, const Args& a, const TensorRef* mea
                       {{&a.out, &a.x}, {&a.residual_out, &a.residual}});
   if (!(a.eps >= 0.f)) chk.fail("eps is " + format_float(a.eps) + ", expected eps ≥ 0");
   check_weight_offset(chk, a.weight_offset);
-  check_norm_n(chk, d);
   return d;
 }
 
@@ -90,7 +98,6 @@ NormDims check_norm_bwd(const ArgCheck& chk, const Args& a, const TensorRef* mea
                        {&a.rstd, "rstd"}, {&a.dresidual_out, "dresidual_out"}},
                       {{&a.dx, &a.dout}, {&a.dresidual, &a.dout}});
   check_weight_offset(chk, a.weight_offset);
-  check_norm_n(chk, d);
   return d;
 }
 

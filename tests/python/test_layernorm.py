@@ -245,6 +245,19 @@ def test_c02_zero_rows():
     assert torch.count_nonzero(m.weight.grad) == 0 and torch.count_nonzero(m.bias.grad) == 0
 
 
+def test_zero_columns():
+    """N = 0 with rows (nn.LayerNorm(0), as torch): empty output and input gradient; the weight
+    and bias gradients empty; the same as torch.nn.functional.layer_norm."""
+    m = quack_cpp.nn.LayerNorm(0, device=DEVICE, dtype=bf16)
+    x = torch.randn(3, 5, 0, device=DEVICE, dtype=bf16, requires_grad=True)
+    y = m(x)
+    ref = F.layer_norm(x.detach(), (0,), m.weight.detach(), m.bias.detach())
+    assert y.shape == ref.shape == (3, 5, 0) and y.dtype == bf16
+    y.sum().backward()
+    assert x.grad.shape == (3, 5, 0)
+    assert m.weight.grad.shape == (0,) and m.bias.grad.shape == (0,)
+
+
 @cuda_only
 def test_cuda_graph_capture_replay():
     x = randn(64, 4096, dtype=bf16)

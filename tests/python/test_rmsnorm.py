@@ -314,6 +314,20 @@ def test_c02_zero_rows_bias_residual_prenorm():
     assert torch.equal(w.grad, torch.zeros_like(w)) and torch.equal(b.grad, torch.zeros_like(b))
 
 
+def test_zero_columns():
+    """N = 0 with rows (nn.RMSNorm(0), as torch): empty output and gradients, the residual
+    stream too."""
+    x = torch.randn(4, 0, device=DEVICE, dtype=bf16, requires_grad=True)
+    r = torch.randn(4, 0, device=DEVICE, dtype=bf16, requires_grad=True)
+    w = torch.randn(0, device=DEVICE, requires_grad=True)
+    y, h = quack_cpp.rmsnorm(x, w, None, r, prenorm=True)
+    assert y.shape == (4, 0) and h.shape == (4, 0)
+    (y.sum() + h.sum()).backward()
+    assert x.grad.shape == (4, 0) and r.grad.shape == (4, 0) and w.grad.shape == (0,)
+    m = quack_cpp.nn.RMSNorm(0, device=DEVICE)
+    assert m(torch.randn(2, 3, 0, device=DEVICE)).shape == (2, 3, 0)
+
+
 @cuda_only
 def test_c02_no_deferred_error():
     # "invalid configuration argument" would surface at the next CUDA call.

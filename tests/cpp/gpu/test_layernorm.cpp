@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include <string>
 #include <tuple>
@@ -409,6 +410,51 @@ TEST_F(LayerNormBwdSums, DeterministicAndEmpty) {
   QUACK_CUDA_OK(cudaDeviceSynchronize());
   for (double v : download(dw)) EXPECT_EQ(v, 0.0);
   for (double v : download(db)) EXPECT_EQ(v, 0.0);
+}
+
+// N = 0 with M > 0 (norm.h, as torch): the statistics of empty rows, mean 0 and rstd NaN, in
+// strided vectors (the gaps keep their poison); RMSNorm's rstd NaN; the backward writes
+// nothing and needs no workspace.
+TEST_F(LayerNormBwdSums, ZeroColumns) {
+  const int64_t M = 5;
+  DeviceTensor x = alloc_tensor(DType::kBFloat16, M, 0), out = alloc_tensor(DType::kBFloat16, M, 0);
+  Layout strided;
+  strided.col_stride = 3;
+  DeviceTensor mean = alloc_tensor(DType::kFloat32, 1, M, strided, true);
+  DeviceTensor rstd = alloc_tensor(DType::kFloat32, 1, M, strided, true);
+  LayerNormFwdArgs a;
+  a.x = x.ref;
+  a.out = out.ref;
+  a.mean = mean.ref;
+  a.rstd = rstd.ref;
+  layernorm_fwd(a, nullptr);
+  QUACK_CUDA_OK(cudaDeviceSynchronize());
+  const auto m = download(mean), r = download(rstd);
+  for (int64_t i = 0; i < M; ++i) {
+    EXPECT_EQ(m[i], 0.0) << i;
+    EXPECT_TRUE(std::isnan(r[i])) << i;
+  }
+  EXPECT_TRUE(gaps_untouched("mean", mean));
+  EXPECT_TRUE(gaps_untouched("rstd", rstd));
+  DeviceTensor rstd2 = alloc_tensor(DType::kFloat32, 1, M, {}, true);
+  QUACK_CUDA_OK(cudaMemset(rstd2.buf.get(), 0, rstd2.buf.bytes()));
+  RmsNormFwdArgs ra;
+  ra.x = x.ref;
+  ra.out = out.ref;
+  ra.rstd = rstd2.ref;
+  rmsnorm_fwd(ra, nullptr);
+  QUACK_CUDA_OK(cudaDeviceSynchronize());
+  for (double v : download(rstd2)) EXPECT_TRUE(std::isnan(v));
+  LayerNormBwdArgs b;
+  b.x = x.ref;
+  b.dout = x.ref;
+  b.mean = mean.ref;
+  b.rstd = rstd.ref;
+  DeviceTensor dx = alloc_tensor(DType::kBFloat16, M, 0);
+  b.dx = dx.ref;
+  EXPECT_EQ(layernorm_bwd_workspace_size(b), 0u);
+  layernorm_bwd(b, nullptr, 0, nullptr);
+  QUACK_CUDA_OK(cudaDeviceSynchronize());
 }
 
 TEST_F(LayerNormBwdSums, WorkspaceTooSmall) {
