@@ -189,7 +189,7 @@ struct GemmArgs {
 /// Validates `args` for gemm without touching the device (no CUDA call). Throws InvalidArgument,
 /// whose message starts with "gemm: " and names the argument, what came and what was expected
 /// (e.g. "gemm: b has shape (64, 128) bfloat16, expected (K, N) = (63, N)"), for: an absent a, b
-/// or d; a tensor in host memory, on another device than a, or with a null pointer; mixed 2-D/3-D
+/// or d; a tensor in host memory (device < 0), on another device than a, or with a null pointer; mixed 2-D/3-D
 /// tensors or other ranks; mismatched M, N, K or L; a dtype outside the table; beta ≠ 0 without
 /// c; a size above 2^31 − 1; negative strides; overlapping elements of d; a leading stride below
 /// the contiguous extent; a workspace too small or misaligned; the layouts and layout

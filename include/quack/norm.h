@@ -194,7 +194,7 @@ struct LayerNormFwdArgs {
 
 /// Runs the LayerNorm forward on `stream`. M = 0 launches nothing. Throws InvalidArgument
 /// (naming the function, the argument, what was expected and what came) for an absent x or
-/// out, a tensor of the wrong shape (including a negative size) or dtype, in host memory or on
+/// out, a tensor of the wrong shape (including a negative size) or dtype, in host memory (device < 0) or on
 /// another device than x, a negative stride, an output whose elements overlap (out,
 /// residual_out, mean, rstd), eps < 0 or NaN, or a weight_offset that is not finite;
 /// CudaError when the launch fails (including "no CUDA driver/GPU"). N = 0 with M > 0 (as

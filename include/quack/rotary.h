@@ -79,7 +79,7 @@ struct RotaryArgs {
 /// reverse, a tensor not 4-D (cos, sin: 2-D), a negative size or stride, shapes that disagree
 /// (B, S, D across q, k, v; each output its input's shape; cos and sin equal), cos with 0
 /// columns or 2 · cos.shape[1] > D, a D stride other than 1 (D > 1), a dtype other than q's
-/// (cos, sin: other than fp32), q not fp32/fp16/bf16, a tensor in host memory or on another
+/// (cos, sin: other than fp32), q not fp32/fp16/bf16, a tensor in host memory (device < 0) or on another
 /// device than q, an output whose elements overlap, an output at its input's address with
 /// other strides, an output sharing memory with another tensor of the call (not in place),
 /// seqlen_offset < 0 or S + seqlen_offset > S_ro, or H·D per token of a tensor
@@ -130,7 +130,7 @@ struct RotaryPackArgs {
 /// a negative size or stride, dqkv's third dimension not a multiple of 3, dq, dk or dv not
 /// (B, S, H, D) of dqkv's B, S, 3·H and D, cos with 0 columns or 2 · cos.shape[1] > D, a D
 /// stride other than 1 (D > 1), dqkv not fp32/fp16/bf16, dq, dk, dv not dqkv's dtype (cos,
-/// sin: not fp32), a tensor in host memory or on another device than dqkv, dqkv with
+/// sin: not fp32), a tensor in host memory (device < 0) or on another device than dqkv, dqkv with
 /// overlapping elements or sharing memory with dq, dk, dv, cos or sin, seqlen_offset < 0 or
 /// S + seqlen_offset > S_ro, or 3·H·D past 2^31 elements; CudaError when the launch fails.
 void rotary_qkv_pack(const RotaryPackArgs& args, cudaStream_t stream);

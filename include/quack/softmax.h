@@ -48,7 +48,7 @@ struct SoftmaxFwdArgs {
 /// Runs softmax over each row of x into out on `stream`. M = 0 or N = 0 launches nothing.
 /// Throws InvalidArgument (naming the function, the argument, what was expected and what came)
 /// for an absent tensor, a tensor not 2-D, a negative size or stride, a shape other than x's,
-/// a non-float dtype, a tensor in host memory or on another device than x, or an out whose
+/// a non-float dtype, a tensor in host memory (device < 0) or on another device than x, or an out whose
 /// elements overlap; CudaError when the launch fails (including "no CUDA driver/GPU").
 void softmax_fwd(const SoftmaxFwdArgs& args, cudaStream_t stream);
 

@@ -105,7 +105,7 @@ size_t topk_fwd_workspace_size(const TopkFwdArgs& args);
 /// bytes on that device (nullptr when that is 0); it is overwritten. M = 0 or k = 0 launches
 /// nothing. Throws InvalidArgument (naming the function, the argument, what was expected and
 /// what came) for an absent tensor, a tensor of the wrong rank, shape or dtype, a negative
-/// size or stride, k > N, N ≥ 2^31, a tensor in host memory or on another device than x,
+/// size or stride, k > N, N ≥ 2^31, a tensor in host memory (device < 0) or on another device than x,
 /// overlapping outputs, lse without kRow, or a too-small workspace; CudaError when a launch
 /// fails (including "no CUDA driver/GPU").
 void topk_fwd(const TopkFwdArgs& args, void* workspace, size_t workspace_bytes,
