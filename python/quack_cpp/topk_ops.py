@@ -196,7 +196,7 @@ def topk(
 
     Returns:
         ``torch.return_types.topk(values, indices)`` (as torch.topk): x's shape with ``dim`` of
-        size k.
+        size k. A 0-d x (k 0 or 1, dim -1 or 0) gives 0-d values and index 0, as torch.topk.
 
     Backward: the gradient of values is scattered to the selected positions (through the
     softmax when fused; ``"pre"`` gives every element of x a gradient).
@@ -225,8 +225,13 @@ def topk(
         need_grad = records_grad(x)
     else:
         need_grad = path == EAGER_GRAD
-    if x.dim() == 0:
-        raise ValueError("topk: x is a 0-dimensional tensor, expected at least one dimension")
+    if x.dim() == 0:  # as torch.topk: one element, 0-d values and index (k 0 or 1)
+        if dim not in (-1, 0):
+            raise IndexError(f"topk: dim is {dim}, expected -1 or 0 for a 0-dimensional x")
+        if k not in (0, 1):
+            raise ValueError(f"topk: k is {k}, expected 0 or 1 for a 0-dimensional x")
+        v, i = topk(x.reshape(1), 1, 0, largest, sorted, softmax, index_dtype, values_dtype)
+        return torch.return_types.topk((v.reshape(()), i.reshape(())))
     x2, shape = to_rows(x, dim)
     N = shape[-1]
     if not 0 <= k <= N:

@@ -314,8 +314,24 @@ def test_bad_input():
         quack_cpp.topk(x, 2, index_dtype=torch.int16)
     with pytest.raises(IndexError):
         quack_cpp.topk(x, 2, dim=2)
-    with pytest.raises(ValueError, match="0-dimensional"):
-        quack_cpp.topk(x[0, 0], 1)
+    with pytest.raises(ValueError, match="k is 2, expected 0 or 1 for a 0-dimensional x"):
+        quack_cpp.topk(x[0, 0], 2)
+    with pytest.raises(IndexError, match="dim is 1"):
+        quack_cpp.topk(x[0, 0], 1, dim=1)
+
+
+@pytest.mark.parametrize("softmax", [False, True])
+@pytest.mark.parametrize("k", [0, 1])
+def test_zero_dim_input(k, softmax):
+    """A 0-d x as torch.topk takes it: 0-d values (the element, or 1 with the softmax) and index
+    0, for k 0 or 1; the gradient flows back to the element."""
+    x = randx(1, dtype=f32)[0].requires_grad_(True)
+    v, i = quack_cpp.topk(x, k, softmax=softmax)
+    want = torch.topk(x.detach(), k)
+    assert v.shape == () and i.shape == () and i.dtype == torch.int64 and int(i) == 0
+    assert float(v) == (1.0 if softmax else float(want.values))
+    v.backward()
+    assert x.grad.shape == () and float(x.grad) == (0.0 if softmax else 1.0)
 
 
 @cuda_only
