@@ -750,7 +750,9 @@ def linear_act(x: Tensor, weight: Tensor, activation: Optional[str], bias: Optio
         activation: a name of ACTIVATIONS or GATED_ACTIVATIONS, or None ("identity").
         store_preact: keep preact (needed for a backward; stored anyway when a gradient is
             recorded); False without grad: preact is None.
-        fuse_grad_accum: accumulate dW into ``weight.grad`` in the wgrad GEMM (eager only).
+        fuse_grad_accum: accumulate dW into ``weight.grad`` in the wgrad GEMM (eager only; not
+            with ``concat_layout=True``: the wgrad gives dW1 interleaved, de-interleaved after,
+            so dW comes back apart and autograd adds it).
         tuned: autotune the GEMMs' tiles. concat_layout: gated only, weight's halves (above).
 
     Returns:
