@@ -1,7 +1,8 @@
-"""GEMM by both methods of DESIGN §8: quack_cpp beside cuBLAS (torch.matmul) and QuACK 0.2.0.
+"""GEMM by DESIGN §8's methods and rested batches: quack_cpp beside cuBLAS and QuACK 0.2.0.
 
     python3 bench/bench_gemm.py                        # issue 16's whole set, both methods
     python3 bench/bench_gemm.py --quick                # the five LLM shapes, both methods
+    python3 bench/bench_gemm.py --quick --methods rested  # the five, batches after rests
     python3 bench/bench_gemm.py --demo --methods burst  # the demo's thirteen GEMMs (fprop, dgrad, wgrad)
     python3 bench/bench_gemm.py --shapes 8192x8192x8192 --layouts rr,cc --methods burst
     python3 bench/bench_gemm.py --quick --tiles auto,128x128pp,128x192pp,128x192pp@h8s   # A/B
@@ -28,6 +29,12 @@ Methods (the order of the implementations rotates between rounds: A B C, B C A, 
              during the rounds) is printed beside the figures, overall and by implementation
              (the samples that arrived while its batches ran: sm_mhz_<impl> in the records):
              an implementation that draws less power holds a higher clock at the limit.
+  rested     (not a bar method) the clocks kept high by rests (perf/h200-anchors.md's "rested"):
+             sustained's code with batches of >= --rested-batch-ms (19 ms) of back-to-back calls,
+             each behind a --rested-sleep-ms (25 ms) sleep (the GPU idles ~55 % of the time), no
+             L2 clear, --rested-rounds (10) rounds, none dropped, median per call. SM clock as
+             for sustained, overall from the samples that arrived while a batch ran (sustained's
+             overall figure keeps every sample of its rounds).
 TFLOP/s = 2·M·N·K / time.
 
 Output: JSON lines (--out), and a table last: TFLOP/s per implementation and method, ours /
@@ -44,6 +51,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import NamedTuple, Optional
 
 LLM = [(8192, 8192, 8192), (16384, 14336, 4096), (16384, 4096, 14336), (16384, 28672, 4096),
        (8192, 128256, 4096)]
@@ -61,6 +69,7 @@ DEMO = [((16384, 6144, 2048), "rc"), ((16384, 2048, 2048), "rc"), ((16384, 11264
         ((6144, 2048, 16384), "cr"), ((2048, 2048, 16384), "cr"), ((11264, 2048, 16384), "cr"),
         ((2048, 5632, 16384), "cr")]
 IMPLS = ("ours", "cublas", "quack")
+METHODS = ("burst", "sustained", "rested")
 
 
 def parse_args(argv=None):
@@ -71,16 +80,23 @@ def parse_args(argv=None):
                    help="the demo's thirteen GEMMs, each in its layout (fprop rc, dgrad rr, wgrad cr)")
     p.add_argument("--shapes", help="comma list of MxNxK")
     p.add_argument("--layouts", default=None, help="comma list of rr, rc, cr, cc (A then B)")
-    p.add_argument("--methods", default="burst,sustained")
+    p.add_argument("--methods", default="burst,sustained", help="comma list of " + ", ".join(METHODS))
     p.add_argument("--impls", default=",".join(IMPLS))
     p.add_argument("--tiles", default=None,
                    help="comma list of tile configurations for ours (auto, 128x192pp, 128x192pp@h8s, ...)")
     p.add_argument("--burst-rounds", type=int, default=3)
     p.add_argument("--rounds", type=int, default=12, help="sustained rounds")
     p.add_argument("--drop", type=int, default=2, help="sustained rounds dropped first")
-    p.add_argument("--batch-ms", type=float, default=60.0)
+    p.add_argument("--batch-ms", type=float, default=60.0, help="sustained batch length")
+    p.add_argument("--rested-batch-ms", type=float, default=19.0)
+    p.add_argument("--rested-sleep-ms", type=float, default=25.0, help="rested: the rest before each batch")
+    p.add_argument("--rested-rounds", type=int, default=10)
     p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "results"), "bench_gemm.jsonl"))
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    bad = [m for m in args.methods.split(",") if m not in METHODS]
+    if bad:
+        p.error(f"--methods: unknown {','.join(bad)} (from {','.join(METHODS)})")
+    return args
 
 
 def cases(args):
@@ -218,7 +234,31 @@ def clock_by_window(samples, windows):
     return out
 
 
-def sustained(torch, calls, args):
+class BatchSpec(NamedTuple):
+    """One batched method (sustained, rested): back-to-back calls in batches, each behind a
+    torch.cuda._sleep, the order of the implementations rotated between rounds."""
+    batch_ms: float  # each batch: back-to-back calls for at least this long (GPU time)
+    # The sleep before each batch: None = just long enough for the host to enqueue the batch (GPU
+    # busy >= 90 %); else this many ms (a rest), or the enqueue's time where that is longer.
+    sleep_ms: Optional[float]
+    rounds: int
+    drop: int  # the first rounds dropped
+    l2_clear: bool  # clear L2 (a 256 MiB write, untimed) between the sleep and the batch
+
+
+L2_CLEAR_BYTES = 256 << 20  # do_bench's cache clear
+
+
+def batch_spec(method, args):
+    if method == "sustained":
+        return BatchSpec(args.batch_ms, None, args.rounds, args.drop, False)
+    if method == "rested":
+        return BatchSpec(args.rested_batch_ms, args.rested_sleep_ms, args.rested_rounds, 0, False)
+    raise ValueError(method)
+
+
+def batched(torch, calls, spec):
+    """Median ms per call over the kept batches, the SM clock overall and by implementation."""
     names = list(calls)
     per_call, enqueue = {}, {}
     for n, f in calls.items():  # GPU ms per call and host ms to enqueue one
@@ -241,27 +281,57 @@ def sustained(torch, calls, args):
     e.record()
     e.synchronize()
     cycles_per_ms = 1_000_000 / max(s.elapsed_time(e), 1e-3)
-    n_calls = {n: max(2, math.ceil(args.batch_ms / per_call[n])) for n in names}
-    # The sleep covers the host's enqueue of the whole batch, with a margin.
-    sleep = {n: int(cycles_per_ms * (0.3 + 1.3 * n_calls[n] * enqueue[n])) for n in names}
+    n_calls = {n: max(2, math.ceil(spec.batch_ms / per_call[n])) for n in names}
+    # The sleep covers the host's enqueue of the whole batch, with a margin (and the rest, if any).
+    sleep = {n: int(cycles_per_ms * max(0.3 + 1.3 * n_calls[n] * enqueue[n], spec.sleep_ms or 0.0))
+             for n in names}
+    cache = torch.empty(L2_CLEAR_BYTES, dtype=torch.int8, device="cuda") if spec.l2_clear else None
     samples = {n: [] for n in names}
     windows = {n: [] for n in names}
     with ClockSampler() as clock:
-        for r in range(args.rounds):
+        for r in range(spec.rounds):
             for n in rotated(names, r):
                 torch.cuda._sleep(sleep[n])
+                if cache is not None:
+                    cache.zero_()
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 s.record()
                 for _ in range(n_calls[n]):
                     calls[n]()
                 e.record()
+                s.synchronize()  # the batch starts (the host enqueued it during the sleep)
                 t0 = time.perf_counter()
                 e.synchronize()
-                if r >= args.drop:
+                if r >= spec.drop:
                     samples[n].append(s.elapsed_time(e) / n_calls[n])
                     windows[n].append((t0, time.perf_counter()))
     clocks = clock_by_window(clock.samples, windows)
-    return {n: statistics.median(v) for n, v in samples.items()}, clock.median(), clocks
+    if spec.sleep_ms is None:  # GPU busy >= 90 %: every sample of the rounds
+        clk = clock.median()
+    else:  # the GPU rests between batches: the samples taken while a kept batch ran
+        clk = clock_by_window(clock.samples, {"": [w for ws in windows.values() for w in ws]})[""]
+    return {n: statistics.median(v) for n, v in samples.items()}, clk, clocks
+
+
+def sustained(torch, calls, args):
+    return batched(torch, calls, batch_spec("sustained", args))
+
+
+def measure(torch, calls, method, args):
+    """{impl: ms per call}, the SM clock (None for burst) and {impl: SM clock} for one method."""
+    if method == "burst":
+        return burst(torch, calls, args), None, {}
+    return batched(torch, calls, batch_spec(method, args))
+
+
+def record(M, N, K, layout, method, ms, clk, clks, diffs):
+    """One JSON line: the same fields for every method."""
+    flop = 2.0 * M * N * K
+    return dict(op="gemm", M=M, N=N, K=K, layout=layout, method=method, sm_mhz=clk,
+                rel_diff_vs_cublas=diffs.get("ours", next(iter(diffs.values()), None)), rel_diff=diffs,
+                **{f"ms_{n}": v for n, v in ms.items()},
+                **{f"tflops_{n}": flop / v / 1e9 for n, v in ms.items()},
+                **{f"sm_mhz_{n}": v for n, v in clks.items()})
 
 
 def main(argv=None):
@@ -291,18 +361,10 @@ def main(argv=None):
                     if n == "ours" or n.startswith("ours:"):
                         diffs[n] = (calls[n]().float() - ref).abs().max().item() / scale
                 del ref
-            d = diffs.get("ours", next(iter(diffs.values()), None))
             flop = 2.0 * M * N * K
             for m in methods:
-                if m == "burst":
-                    ms, clk, clks = burst(torch, calls, args), None, {}
-                else:
-                    ms, clk, clks = sustained(torch, calls, args)
-                rec = dict(op="gemm", M=M, N=N, K=K, layout=layout, method=m, sm_mhz=clk,
-                           rel_diff_vs_cublas=d, rel_diff=diffs,
-                           **{f"ms_{n}": v for n, v in ms.items()},
-                           **{f"tflops_{n}": flop / v / 1e9 for n, v in ms.items()},
-                           **{f"sm_mhz_{n}": v for n, v in clks.items()})
+                ms, clk, clks = measure(torch, calls, m, args)
+                rec = record(M, N, K, layout, m, ms, clk, clks, diffs)
                 rows.append(rec)
                 fout.write(json.dumps(rec) + "\n")
                 fout.flush()

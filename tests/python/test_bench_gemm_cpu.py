@@ -1,7 +1,15 @@
 """bench_gemm's clock attribution (no GPU): each nvidia-smi sample counts for the
-implementation whose batch was running when it arrived."""
+implementation whose batch was running when it arrived; the sustained and rested batches
+(sleeps, batch lengths, rounds, order, medians, clocks) on a simulated GPU."""
+import contextlib
+import io
+import math
 import os
+import statistics
 import sys
+import types
+
+import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 
@@ -21,3 +29,196 @@ def test_clock_by_window_several_windows_and_edges():
     got = bench_gemm.clock_by_window(samples, {"a": [(1.0, 1.0), (3.0, 3.5)], "b": [(1.5, 2.5)]})
     assert got == {"a": 1600, "b": 1600}
     assert bench_gemm.clock_by_window([], {"a": [(0, 1)]}) == {"a": None}
+
+
+# The batched methods on a simulated GPU: one stream, a host and a GPU clock in ms. The host spends
+# ENQ_MS enqueuing each op (events cost nothing); the GPU runs an op after the previous one and no
+# earlier than its enqueue; an event records when the stream reaches it; synchronize brings the
+# host up to it.
+# nvidia-smi is a sampler that reads the clock of whatever the GPU runs at each host instant.
+ENQ_MS = 0.01
+IDLE_MHZ = 1980
+
+
+class FakeGPU:
+    def __init__(self, mhz, cycles_per_ms=1_755_000):
+        self.host = self.gpu = 0.0
+        self.cycles_per_ms = cycles_per_ms
+        self.mhz = mhz
+        self.log = []  # (kind, name, start ms, end ms)
+        self.mark = None  # len(log) when the sampler started: the rounds' ops follow
+
+    def op(self, kind, name, ms):
+        start = max(self.gpu, self.host)
+        self.gpu = start + ms
+        self.log.append((kind, name, start, self.gpu))
+        self.host += ENQ_MS
+
+    def running(self, t):
+        for kind, name, t0, t1 in self.log:
+            if t0 <= t < t1:
+                return name if kind == "call" else None
+        return None
+
+    def torch(self):
+        gpu = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self):
+                self.t = max(gpu.gpu, gpu.host)
+
+            def synchronize(self):
+                gpu.host = max(gpu.host, self.t)
+
+            def elapsed_time(self, end):
+                return end.t - self.t
+
+        class Buffer:
+            def zero_(self):
+                gpu.op("clear", None, 0.1)
+
+        cuda = types.SimpleNamespace(
+            Event=Event,
+            _sleep=lambda cycles: gpu.op("sleep", None, cycles / gpu.cycles_per_ms),
+            synchronize=lambda: setattr(gpu, "host", max(gpu.host, gpu.gpu)))
+        return types.SimpleNamespace(cuda=cuda, int8="int8",
+                                     empty=lambda n, dtype=None, device=None: Buffer())
+
+    def sampler(self, every_ms=2.0):
+        gpu = self
+
+        class Sampler:
+            def __enter__(self):
+                gpu.mark = len(gpu.log)
+                self.t0 = gpu.host
+                self.samples = []
+                return self
+
+            def __exit__(self, *exc):
+                t = self.t0
+                while t < gpu.host:
+                    name = gpu.running(t)
+                    self.samples.append((t / 1e3, gpu.mhz[name] if name else IDLE_MHZ))
+                    t += every_ms
+
+            def median(self):
+                return statistics.median(v for _, v in self.samples) if self.samples else None
+
+        return Sampler
+
+    def batches(self):
+        """The rounds as [(sleep ms, clears, impl, calls, batch ms)], in order."""
+        out, sleep, clears, cur = [], None, 0, None
+        for kind, name, t0, t1 in self.log[self.mark:]:
+            if kind == "sleep":
+                if cur:
+                    out.append(cur)
+                sleep, clears, cur = t1 - t0, 0, None
+            elif kind == "clear":
+                clears += 1
+            elif cur is None:
+                cur = (sleep, clears, name, 1, t1 - t0)
+            else:
+                assert cur[2] == name
+                cur = (sleep, clears, name, cur[3] + 1, cur[4] + t1 - t0)
+        return out + ([cur] if cur else [])
+
+
+CALL_MS = {"ours": 1.5, "cublas": 1.3, "quack": 1.2}
+MHZ = {"ours": 1900, "cublas": 1950, "quack": 1850}
+
+
+def run_method(monkeypatch, method, argv=(), spec=None):
+    gpu = FakeGPU(MHZ)
+    monkeypatch.setattr(bench_gemm, "ClockSampler", gpu.sampler())
+    monkeypatch.setattr(bench_gemm, "time", types.SimpleNamespace(perf_counter=lambda: gpu.host / 1e3))
+    calls = {n: (lambda n=n: gpu.op("call", n, CALL_MS[n])) for n in CALL_MS}
+    args = bench_gemm.parse_args(["--methods", method, *argv])
+    if spec is None:
+        got = bench_gemm.measure(gpu.torch(), calls, method, args)
+    else:
+        got = bench_gemm.batched(gpu.torch(), calls, spec)
+    return gpu, got
+
+
+def test_rested_batches_sleeps_rounds_and_clocks(monkeypatch):
+    gpu, (ms, clk, clks) = run_method(monkeypatch, "rested")
+    assert ms == pytest.approx(CALL_MS)
+    batches = gpu.batches()
+    assert len(batches) == 3 * 10  # 10 rounds, none dropped
+    names = list(CALL_MS)
+    for r in range(10):  # the order rotates: A B C, B C A, C A B
+        assert [b[2] for b in batches[3 * r:3 * r + 3]] == bench_gemm.rotated(names, r)
+    for sleep, clears, name, n, batch_ms in batches:
+        assert sleep == pytest.approx(25.0, abs=1e-5)
+        assert clears == 0  # no L2 clear
+        assert n == math.ceil(19.0 / CALL_MS[name])  # >= 19 ms of back-to-back calls
+        assert 19.0 <= batch_ms < 19.0 + CALL_MS[name]
+    idle = sum(b[0] for b in batches) / sum(b[0] + b[4] for b in batches)
+    assert 0.5 < idle < 0.6  # the GPU idles ~55 % of the time
+    # Each implementation's clock from the samples inside its batches; the overall figure from
+    # every batch's samples: none of the rests' idle clock.
+    assert clks == MHZ
+    assert clk in MHZ.values()
+
+
+def test_rested_parameters(monkeypatch):
+    argv = ["--rested-batch-ms", "40", "--rested-sleep-ms", "5", "--rested-rounds", "4"]
+    gpu, (ms, clk, clks) = run_method(monkeypatch, "rested", argv)
+    batches = gpu.batches()
+    assert len(batches) == 3 * 4
+    for sleep, clears, name, n, batch_ms in batches:
+        assert sleep == pytest.approx(5.0, abs=1e-5)
+        assert n == math.ceil(40.0 / CALL_MS[name])
+
+
+def test_sustained_unchanged(monkeypatch):
+    """The defaults: 60 ms batches behind a sleep as long as the host's enqueue (with a margin),
+    12 rounds with the first 2 dropped; the overall clock over every sample of the rounds."""
+    gpu, (ms, clk, clks) = run_method(monkeypatch, "sustained")
+    assert ms == pytest.approx(CALL_MS)
+    batches = gpu.batches()
+    assert len(batches) == 3 * 12
+    for sleep, clears, name, n, batch_ms in batches:
+        n_calls = math.ceil(60.0 / CALL_MS[name])
+        assert n == n_calls and clears == 0
+        enqueue = ENQ_MS  # the fake host's ms per call
+        assert sleep == pytest.approx(0.3 + 1.3 * n_calls * enqueue, abs=1e-5)
+    assert clks == MHZ
+    assert clk in MHZ.values()
+
+
+def test_l2_clear_between_sleep_and_batch_untimed(monkeypatch):
+    spec = bench_gemm.BatchSpec(batch_ms=10.0, sleep_ms=2.0, rounds=2, drop=0, l2_clear=True)
+    gpu, (ms, clk, clks) = run_method(monkeypatch, "rested", spec=spec)
+    assert ms == pytest.approx(CALL_MS)
+    batches = gpu.batches()
+    assert len(batches) == 6 and all(b[1] == 1 for b in batches)
+
+
+def test_methods_and_records():
+    assert bench_gemm.parse_args([]).methods == "burst,sustained"  # the default stays
+    args = bench_gemm.parse_args(["--methods", "burst,sustained,rested"])
+    assert (args.rested_batch_ms, args.rested_sleep_ms, args.rested_rounds) == (19.0, 25.0, 10)
+    assert bench_gemm.batch_spec("rested", args) == (19.0, 25.0, 10, 0, False)
+    assert bench_gemm.batch_spec("sustained", args) == (60.0, None, 12, 2, False)
+    with pytest.raises(SystemExit):
+        bench_gemm.parse_args(["--methods", "burst,restd"])
+    # One record per method, the same fields; the table shows the method and its clock.
+    rows = []
+    for m, clk, clks in (("burst", None, {}), ("rested", 1935, {"ours": 1930, "cublas": 1940})):
+        rows.append(bench_gemm.record(8192, 8192, 8192, "rr", m, {"ours": 1.5, "cublas": 1.4},
+                                      clk, clks, {"ours": 1e-3}))
+    assert set(rows[1]) - set(rows[0]) == {"sm_mhz_ours", "sm_mhz_cublas"}
+    assert rows[1]["method"] == "rested" and rows[1]["sm_mhz"] == 1935
+    assert rows[1]["tflops_ours"] == pytest.approx(2 * 8192 ** 3 / 1.5 / 1e9)
+    assert rows[1]["rel_diff_vs_cublas"] == 1e-3
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        bench_gemm.report(rows)
+    text = out.getvalue()
+    assert "| 8192x8192x8192 | rr | rested | 733.0 | 785.4 | - | 0.933 | 0.933 | 1935 |" in text
+    assert "geomean rested ours/cuBLAS over all: 0.933 (1 shapes)" in text
