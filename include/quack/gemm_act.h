@@ -201,16 +201,17 @@ void gemm_act(const GemmActArgs& args, cudaStream_t stream);
 ///
 /// | tensor  | shape               | dtype            | layout                                  | required |
 /// |---------|---------------------|------------------|-----------------------------------------|----------|
-/// | a       | (M, K) or (L, M, K) | bf16, fp16       | row-major (stride 1 along K), e.g. dout | yes      |
-/// | b       | (K, N) or (L, K, N) | a's dtype        | row-major (stride 1 along N), e.g. an nn.Linear weight W (K = out, N = in) | yes |
+/// | a       | (M, K) or (L, M, K) | bf16, fp16       | row-major (stride 1 along K), e.g. dout; or column-major (below) | yes |
+/// | b       | (K, N) or (L, K, N) | a's dtype        | row-major (stride 1 along N), e.g. an nn.Linear weight W (K = out, N = in); or column-major (below) | yes |
 /// | preact  | (M, N) or (L, M, N) | dpreact's dtype  | dpreact's layout                        | yes      |
-/// | dpreact | (M, N) or (L, M, N) | a's dtype        | row-major (stride 1 along N)            | yes      |
+/// | dpreact | (M, N) or (L, M, N) | a's dtype        | row-major (stride 1 along N), or column-major (below) | yes |
 /// | postact | (M, N) or (L, M, N) | a's dtype        | dpreact's layout                        | no: stored when given |
 ///
-/// Compiled: a's dtype everywhere (bf16: tiles as gemm_act; fp16: 128x128 pingpong), a
-/// row-major, b row-major, outputs row-major (the dgrad of the second Linear of an MLP). Other
-/// dtypes throw "... are not compiled ..." (listing the compiled ones), other layouts "not yet
-/// supported".
+/// Compiled: a's dtype everywhere (bf16: tiles as gemm_act; fp16: 128x128 pingpong) with the
+/// (a, b, outputs) layouts (row, row, row) — the dgrad of the second Linear of an MLP — or
+/// (column, column, column), which runs the same kernel on the transposes (Dᵀ = Bᵀ·Aᵀ, the
+/// outputs written column-major in place; no copy). Other dtypes throw "... are not compiled
+/// ..." (listing the compiled ones), other layouts "not yet supported" (listing the two above).
 struct GemmDActArgs {
   TensorRef a;
   TensorRef b;

@@ -5,8 +5,8 @@ Covers: forward for 2-D/3-D/1-D inputs and M = 0; in_features = 0 and out_featur
 (forward and backward against torch.nn.Linear); forward + backward (dgrad, wgrad) in bf16 and
 fp16; fuse_grad_accum (wgrad accumulated in place into an existing weight.grad, bf16 and fp32);
 autocast (fp32 module under torch.autocast(bf16): bf16 output, fp32 weight gradient); in and
-out features that are not multiples of 8 (the GEMM's unaligned paths); the F.linear fallback
-(fp32 without autocast); torch.compile(fullgraph=True); CUDA-graph capture. Every backward needs the GEMM's transposed layouts (dx = dy W with W
+out features that are not multiples of 8 (the GEMM's unaligned paths), also with a bias; the
+F.linear fallback (fp32 without autocast); torch.compile(fullgraph=True); CUDA-graph capture. Every backward needs the GEMM's transposed layouts (dx = dy W with W
 row-major as B; dW = dy^T x with dy^T column-major as A): marker all_majors.
 
 Skips without torch, quack_cpp or a CUDA GPU. QUACK_TEST_DEVICE=cpu runs them against the CPU
@@ -214,6 +214,35 @@ def test_unaligned_features(shape, in_f, out_f, dtype):
     dy = torch.randn(shape[:-1] + (out_f,), device=DEVICE).to(dtype)
     lib, ref, tch = run(q, x, dy), run(q, x, dy, f64=True), run(t, x, dy)
     compare(lib, ref, tch, dtype)
+
+
+@all_majors
+@pytest.mark.parametrize("dtype", [bf16, f16], ids=str)
+@pytest.mark.parametrize("shape,in_f,out_f", [((3, 7, 64), 64, 36), ((130, 1001), 1001, 1003)])
+def test_bias_unaligned_out_features(shape, in_f, out_f, dtype):
+    """nn.Linear(bias=True) with out_features not a multiple of 8 (pair() has no bias): the bias
+    added in the epilogue of a GEMM whose output rows are padded (plain stores), its gradient the
+    column sum of dy; y, dx, dW and db against float64 autograd and torch.nn.Linear(bias=True)
+    with the same state dict."""
+    q = qnn.Linear(in_f, out_f, bias=True, device=DEVICE, dtype=dtype)
+    t = torch.nn.Linear(in_f, out_f, bias=True, device=DEVICE, dtype=dtype)
+    with torch.no_grad():  # a bias of the size of the outputs, not the small default init
+        q.bias.copy_(torch.randn(out_f, device=DEVICE).to(dtype))
+    t.load_state_dict(q.state_dict())
+    x = torch.randn(shape, device=DEVICE).to(dtype)
+    dy = torch.randn(shape[:-1] + (out_f,), device=DEVICE).to(dtype)
+
+    def grads(m, x, dy):
+        x = x.detach().clone().requires_grad_(True)
+        y = m(x)
+        y.backward(dy)
+        return y.detach(), x.grad, m.weight.grad, m.bias.grad
+
+    m64 = torch.nn.Linear(in_f, out_f, bias=True, device=DEVICE, dtype=torch.float64)
+    m64.load_state_dict({k: v.double() for k, v in q.state_dict().items()})
+    lib, ref, tch = grads(q, x, dy), grads(m64, x.double(), dy.double()), grads(t, x, dy)
+    assert lib[0].shape == shape[:-1] + (out_f,) and lib[3].dtype == dtype
+    compare(lib, ref, tch, dtype, names=("y", "dx", "dW", "db"))
 
 
 @pytest.mark.parametrize("in_f,out_f,dtype", [(64, 64, f32)])

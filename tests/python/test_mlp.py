@@ -2,8 +2,9 @@
 torch in the same dtype (tolerance rule of shared/cases/handed.md):
 
 - quack_cpp.gemm_act / gemm_dact / gemm_gated / gemm_dgated for every activation, bias, C,
-  store_preact / store_postact off, batches, the concat layout, odd N;
-- quack_cpp.gemm(bias=...), nn.Linear(bias=True) forward and backward (the bias's gradient);
+  store_preact / store_postact off, batches, the concat layout, odd N; C09 (NaN / Inf in C);
+- quack_cpp.gemm(bias=...) forward and backward ((N,) and per-batch (L, N) bias),
+  nn.Linear(bias=True) forward and backward (the bias's gradient);
 - nn.LinearAct + nn.DActLinear, nn.MLP (plain and gated, biases, concat_layout,
   fuse_grad_accum) forward and backward against a torch block of two Linears with the same state
   dict, MLP.from_llama against a Llama-style block, the torch fallback, torch.compile(fullgraph)
@@ -313,6 +314,41 @@ def test_errors():
         G.act_linear(rand(64, 90), rand(32, 48), rand(64, 48), "swiglu")
 
 
+@pytest.mark.parametrize("act", ["relu", "silu", "swiglu", "reglu"])
+@pytest.mark.parametrize("K", [64, 0])
+def test_c09_nan_inf_in_c(act, K):
+    """C09 (shared/cases/handed.md) for gemm_act and gemm_gated. beta = 0 (the op's beta; the
+    functional API adds C with beta = 1): C is never read, so a C full of NaN gives exactly the
+    outputs of the call without C, with no NaN. beta = 1 (``gemm_act(C=...)``): a NaN and a +Inf
+    in C reach preact at their elements and postact through the activation (NaN stays NaN;
+    act(+Inf) and glu(g, +Inf) as the float64 formula), every other element as the reference.
+    K = 0 runs the fill path."""
+    M, N = 128, 96
+    A, W = rand(M, K), rand(N, K, scale=0.2)
+    op = G.gemm_gated_op if act in GATED else G.gemm_act_op
+    base = op(A, W.mT, None, None, act, 1.0, 0.0, True, bf16, bf16)
+    nan_c = torch.full((M, N), float("nan"), device=DEVICE, dtype=bf16)
+    unread = op(A, W.mT, nan_c, None, act, 1.0, 0.0, True, bf16, bf16)
+    for name, x, y in zip(("preact", "postact"), base, unread):
+        assert not torch.isnan(x).any(), name
+        assert torch.equal(x, y), f"{name}: a NaN C with beta = 0 changed the result"
+    C = rand(M, N)
+    C[5, 7] = float("nan")
+    C[M - 1, N - 1] = float("inf")  # column N - 1 is odd: an up column for the gated ones
+    pre, post = quack_cpp.gemm_act(A, W.mT, act, C=C)
+    ref, tch = _ref_preact(A, W.mT, C, None), _torch_preact(A, W.mT, C, None)
+    ref_post = post_ref(act, ref)
+    assert_rule("preact", pre, ref, tch)  # finite elements (a NaN/Inf where ref is finite fails)
+    assert_rule("postact", post, ref_post, post_ref(act, tch.float()).to(bf16))
+    assert int((~torch.isfinite(ref)).sum()) == 2
+    for name, got, want in (("preact", pre, ref), ("postact", post, ref_post)):
+        odd = ~torch.isfinite(want)
+        assert odd.any(), name
+        got, want = got.double()[odd], want[odd]
+        assert torch.equal(torch.isnan(got), torch.isnan(want)), (name, got, want)
+        assert torch.equal(got[~torch.isnan(want)], want[~torch.isnan(want)]), (name, got, want)
+
+
 # --------------------------------------------------------------------------------------------
 # gemm / Linear with a bias
 # --------------------------------------------------------------------------------------------
@@ -323,6 +359,37 @@ def test_gemm_bias(bias_dtype):
     A, W, bias = rand(200, 128), rand(136, 128), rand(136, dtype=bias_dtype)
     D = quack_cpp.gemm(A, W.mT, bias=bias)
     assert_rule("d", D, A.double() @ W.double().T + bias.double(), A @ W.T + bias.to(bf16))
+
+
+@pytest.mark.parametrize("L,per_batch", [(None, False), (3, False), (3, True)],
+                         ids=["2d", "batched-shared", "batched-per-batch"])
+@pytest.mark.parametrize("bias_dtype", [f32, bf16])
+def test_gemm_bias_backward(L, per_batch, bias_dtype):
+    """The backward of quack_cpp.gemm(A, B, bias=bias) (gemm_ops._bias_grad): dbias is the column
+    sum of dD over the rows, and over the batches for a (N,) bias shared by them, per batch for
+    an (L, N) bias; in bias's dtype. dA and dB as without a bias. Against float64 autograd and
+    torch in the same dtypes."""
+    M, N, K = 200, 136, 128
+    lead = () if L is None else (L,)
+    A, W = rand(*lead, M, K), rand(*lead, N, K, scale=0.2)
+    bias = rand(*((L, N) if per_batch else (N,)), dtype=bias_dtype)
+    dD = rand(*lead, M, N)
+
+    def grads(fn, dtype=None):
+        ts = [t.detach().clone().to(dtype or t.dtype).requires_grad_(True) for t in (A, W, bias)]
+        out = fn(*ts)
+        out.backward(dD.to(out.dtype))
+        return [out.detach()] + [t.grad for t in ts]
+
+    def add(y, b):
+        return y + (b if b.dim() == 1 else b[:, None, :])
+
+    lib = grads(lambda a, w, b: quack_cpp.gemm(a, w.mT, bias=b))
+    ref = grads(lambda a, w, b: add(a @ w.mT, b), torch.float64)
+    tch = grads(lambda a, w, b: add(a @ w.mT, b.to(bf16)))
+    assert lib[3].dtype == bias_dtype and lib[3].shape == bias.shape
+    for name, x, r, t in zip(("d", "dA", "dB", "dbias"), lib, ref, tch):
+        assert_rule(name, x, r, t, dtype=bf16)
 
 
 @pytest.mark.parametrize("shape", [(2, 37, 256), (1000, 256)], ids=str)

@@ -3,10 +3,12 @@
 // Every activation, the tiles of bf16 (QUACK_GEMM_TILE_N = 256: cooperative 128x256, 128:
 // pingpong 128x128, 192: pingpong 128x192 where compiled: gpu/gemm_tiles.h), the other compiled dtypes (fp16; fp32 outputs of bf16 inputs), tails (M, N not multiples of the tile; N·2 bytes not a multiple of 16: the
 // clipped stores), batches, C with beta, preact / postact stored or not, the dynamic scheduler,
-// K = 0, tuned, operands TMA cannot address (padded copies, plain loads and stores). Inputs are random (never zero) and exact in their dtype; every output (and its
-// row padding) is poisoned with NaN before the call: an unwritten element fails, a write outside
+// K = 0, tuned, operands TMA cannot address (padded copies, plain loads and stores), column-major
+// outputs (gemm_act with C and a bias; gemm_dact with a, b and outputs column-major), C09 (NaN /
+// Inf in C: never read at beta = 0, propagated at beta ≠ 0). Inputs are random (never zero) and
+// exact in their dtype; every output (and its row padding) is poisoned with NaN before the call: an unwritten element fails, a write outside
 // an output is caught, an output that must not be written stays NaN.
-// Reference (float64): acc = Σ_k a·b; gemm_act: preact = alpha·acc + beta·c, postact = act(preact)
+// Reference (float64): acc = Σ_k a·b; gemm_act: preact = alpha·acc + beta·c + bias, postact = act(preact)
 // (from the unrounded preact, as the kernel); gemm_dact: dpreact = acc·act'(preact), postact =
 // act(preact) (from the bf16 preact the kernel reads). Tolerance (reference/tolerance.h): the
 // output's dtype rel (bf16 8e-3), plus 8e-3 for the activations computed through tanh.approx.f32
@@ -19,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <ostream>
 #include <set>
 #include <string>
@@ -102,8 +105,22 @@ struct ActCase {
   bool workspace = false;       // the padded copies in a caller's workspace (else gemm_act's own)
   DType ab = DType::kBFloat16;  // a and b
   DType out = DType::kBFloat16; // C, preact, postact (gemm_dact: preact, dpreact, postact)
+  // Column-major: gemm_act's C, preact and postact; gemm_dact's a, b, preact, dpreact and
+  // postact (its other accepted layout). The kernel then computes the transpose (Dᵀ = Bᵀ·Aᵀ).
+  bool col = false;
+  int bias = 0;                       // gemm_act: kBiasRow (N,) / (L, N) and/or kBiasCol (M,) / (L, M)
+  DType bias_t = DType::kFloat32;     // both bias vectors' dtype
+  // C09 (shared/cases/handed.md). c_unread: gemm_act gets C with beta = 0 but C is never
+  // uploaded (all NaN, its poison): it must not be read. c_special: C holds a NaN at one element
+  // and +Inf at another (beta > 0 required): preact there is NaN / +Inf, postact act(NaN) = NaN
+  // (quack/gemm_act.h: NaN propagates through every activation) and act(+Inf) of the float64
+  // formula; every other element as the reference.
+  bool c_unread = false;
+  bool c_special = false;
   uint64_t seed = 1;
 };
+
+constexpr int kBiasRow = 1, kBiasCol = 2;
 
 std::string describe(const ActCase& c) {
   return std::string(c.dact ? "gemm_dact " : "gemm_act ") + activation_name(c.act) + " L=" + std::to_string(c.L) +
@@ -111,7 +128,10 @@ std::string describe(const ActCase& c) {
          (c.dact ? (c.store_postact ? " +postact" : " -postact") : (c.store_preact ? " +preact" : " -preact")) +
          (c.with_c ? " c" : "") + (c.dynamic ? " dynamic" : "") + (c.tuned ? " tuned" : "") +
          (c.tight ? " tight" : "") + (c.offset ? " offset=" + std::to_string(c.offset) : "") +
-         (c.workspace ? " workspace" : "") + " " + dtype_name(c.ab) + "->" + dtype_name(c.out);
+         (c.workspace ? " workspace" : "") + (c.col ? " col-major" : "") +
+         (c.bias ? " bias=" + std::to_string(c.bias) + ":" + dtype_name(c.bias_t) : "") +
+         (c.c_unread ? " c-unread(NaN)" : "") + (c.c_special ? " c-NaN/Inf" : "") + " " + dtype_name(c.ab) +
+         "->" + dtype_name(c.out);
 }
 
 // The rows checked against the reference: all for small problems, else the tile edges and a sample.
@@ -126,34 +146,76 @@ std::set<int64_t> rows_to_check(int64_t L, int64_t M, int64_t N, int64_t K) {
   return rows;
 }
 
-int64_t count_nonfinite(const std::vector<double>& v) {
-  int64_t n = 0;
-  for (double x : v) n += std::isfinite(x) ? 0 : 1;
-  return n;
-}
-
 bool all_nan(const std::vector<double>& v) {
   for (double x : v)
     if (!std::isnan(x)) return false;
   return true;
 }
 
-void run_case(const ActCase& c) {
+// Elements that differ (NaN counts as differing from everything).
+int64_t count_differ(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size()) return -1;
+  int64_t n = 0;
+  for (size_t i = 0; i < x.size(); ++i) n += x[i] == y[i] ? 0 : 1;
+  return n;
+}
+
+// A bias vector of n elements per batch, random in dtype t: (n,) for L = 1, else (L, n).
+struct HostBias {
+  DeviceTensor mem;
+  TensorRef ref;
+  std::vector<double> v;  // (L, n)
+};
+HostBias make_bias(Rng& rng, DType t, int64_t L, int64_t n) {
+  HostBias b;
+  b.v = random_values(rng, L * n, t);
+  b.mem = upload(b.v, t, L, n);
+  b.ref = L == 1 ? TensorRef::vector(b.mem.ref.data, t, n) : TensorRef::matrix(b.mem.ref.data, t, L, n);
+  return b;
+}
+
+// Runs one case and checks it against the float64 reference; out_d / out_p (optional) receive
+// the logical values of preact (dpreact) and postact as downloaded.
+void run_case(const ActCase& c, std::vector<double>* out_d = nullptr, std::vector<double>* out_p = nullptr) {
   SCOPED_TRACE(describe(c));
+  ASSERT_TRUE(!c.c_unread || (!c.dact && c.with_c && c.beta == 0.f)) << "c_unread: gemm_act with C and beta = 0";
+  ASSERT_TRUE(!c.c_special || (!c.dact && c.with_c && c.beta > 0.f)) << "c_special: gemm_act with C and beta > 0";
+  ASSERT_TRUE(c.bias == 0 || !c.dact) << "gemm_dact has no bias";
   Rng rng(c.seed);
   const int64_t L = c.L, M = c.M, N = c.N, K = c.K;
   const DType ab = c.ab, bf = c.out;  // bf: the outputs' (and C's) dtype
   const std::vector<double> a = random_values(rng, L * M * K, ab);  // (L, M, K)
   const std::vector<double> b = random_values(rng, L * K * N, ab);  // (L, K, N)
-  const std::vector<double> cv = random_values(rng, L * M * N, bf, 0.0, c.dact ? c.preact_std : 1.0);  // C or preact
+  std::vector<double> cv = random_values(rng, L * M * N, bf, 0.0, c.dact ? c.preact_std : 1.0);  // C or preact
+  // c_special: NaN in batch L − 1's middle row, +Inf at the last element of batch 0 (the tail
+  // tile of both M and N); logical indices r·N + j, r = l·M + i.
+  std::set<int64_t> special;
+  if (c.c_special && M > 0 && N > 0) {
+    const int64_t nan_at = ((L - 1) * M + M / 2) * N + N / 3, inf_at = M * N - 1;
+    cv[size_t(nan_at)] = std::numeric_limits<double>::quiet_NaN();
+    cv[size_t(inf_at)] = std::numeric_limits<double>::infinity();
+    special = {nan_at, inf_at};
+  }
+  std::vector<double> row_v(size_t(L * N), 0.0), col_v(size_t(L * M), 0.0);
+  HostBias brow, bcol;
+  if (c.bias & kBiasRow) {
+    brow = make_bias(rng, c.bias_t, L, N);
+    row_v = brow.v;
+  }
+  if (c.bias & kBiasCol) {
+    bcol = make_bias(rng, c.bias_t, L, M);
+    col_v = bcol.v;
+  }
 
-  Mat A = make_mat(ab, L, M, K, 'r', 0, c.tight, c.offset);
+  // gemm_act: a row-major, b column-major; gemm_dact: a, b row-major, or both column-major.
+  const char ao = c.dact && c.col ? 'c' : 'r', bo = c.dact && !c.col ? 'r' : 'c', oo = c.col ? 'c' : 'r';
+  Mat A = make_mat(ab, L, M, K, ao, 0, c.tight, c.offset);
   upload_into(A.mem, to_memory(A, a));
-  Mat B = make_mat(ab, L, K, N, c.dact ? 'r' : 'c', 0, c.tight, c.offset);
+  Mat B = make_mat(ab, L, K, N, bo, 0, c.tight, c.offset);
   upload_into(B.mem, to_memory(B, b));
-  Mat C = make_mat(bf, L, M, N, 'r', 0, c.tight, c.offset);  // gemm_act's C or gemm_dact's preact (NaN unless read)
-  Mat D = make_mat(bf, L, M, N, 'r', 0, c.tight, c.offset);  // preact / dpreact (NaN)
-  Mat P = make_mat(bf, L, M, N, 'r', 0, c.tight, c.offset);  // postact (NaN)
+  Mat C = make_mat(bf, L, M, N, oo, 0, c.tight, c.offset);  // gemm_act's C or gemm_dact's preact (NaN unless read)
+  Mat D = make_mat(bf, L, M, N, oo, 0, c.tight, c.offset);  // preact / dpreact (NaN)
+  Mat P = make_mat(bf, L, M, N, oo, 0, c.tight, c.offset);  // postact (NaN)
 
   static DeviceBuffer* counter = nullptr;  // one for every dynamic case; each launch leaves it at 0
   if (c.dynamic && counter == nullptr) {
@@ -183,7 +245,7 @@ void run_case(const ActCase& c) {
     ASSERT_NO_THROW(gemm_dact(g, nullptr));
     QUACK_CUDA_OK(cudaDeviceSynchronize());  // before ws goes
   } else {
-    if (c.with_c) upload_into(C.mem, to_memory(C, cv));
+    if (c.with_c && !c.c_unread) upload_into(C.mem, to_memory(C, cv));
     GemmActArgs g;
     g.a = A.arg;
     g.b = B.arg;
@@ -191,6 +253,8 @@ void run_case(const ActCase& c) {
     if (c.store_preact) g.preact = D.arg;
     d_written = c.store_preact;
     g.postact = P.arg;
+    if (c.bias & kBiasRow) g.bias.row = brow.ref;
+    if (c.bias & kBiasCol) g.bias.col = bcol.ref;
     g.activation = c.act;
     g.alpha = c.alpha;
     g.beta = c.with_c ? c.beta : 0.f;
@@ -212,6 +276,8 @@ void run_case(const ActCase& c) {
     EXPECT_EQ(left, 0u) << "the tile counter is not back at 0 after the launch";
   }
   const std::vector<double> got_d = from_memory(D, download(D.mem)), got_p = from_memory(P, download(P.mem));
+  if (out_d) *out_d = got_d;
+  if (out_p) *out_p = got_p;
   EXPECT_TRUE(gaps_untouched(c.dact ? "dpreact" : "preact", D.mem));
   EXPECT_TRUE(gaps_untouched("postact", P.mem));
   if (c.dact) {
@@ -221,23 +287,32 @@ void run_case(const ActCase& c) {
     EXPECT_TRUE(all_nan(got_d) && all_nan(got_p)) << "an empty problem wrote an output";
     return;
   }
-  // Outputs not asked for stay NaN; the others are complete.
+  // Outputs not asked for stay NaN; the others are complete (non-finite only where C09's
+  // special elements put it: checked against the reference below).
+  auto nonfinite_elsewhere = [&](const std::vector<double>& v) {
+    int64_t n = 0;
+    for (size_t i = 0; i < v.size(); ++i) n += std::isfinite(v[i]) || special.count(int64_t(i)) ? 0 : 1;
+    return n;
+  };
   if (d_written) {
-    EXPECT_EQ(count_nonfinite(got_d), 0) << "preact/dpreact has non-finite elements";
+    EXPECT_EQ(nonfinite_elsewhere(got_d), 0) << "preact/dpreact has non-finite elements";
   } else {
     EXPECT_TRUE(all_nan(got_d)) << "preact was written without being asked for";
   }
   if (p_written) {
-    EXPECT_EQ(count_nonfinite(got_p), 0) << "postact has non-finite elements";
+    EXPECT_EQ(nonfinite_elsewhere(got_p), 0) << "postact has non-finite elements";
   } else {
     EXPECT_TRUE(all_nan(got_p)) << "postact was written without being asked for";
   }
 
   std::vector<double> ref_d, ref_p, sub_d, sub_p;
   double floor_acc = 0.0, max_slope = 0.0;
-  for (int64_t r : rows_to_check(L, M, N, K)) {
+  std::set<int64_t> rows = rows_to_check(L, M, N, K);
+  for (int64_t s : special) rows.insert(s / N);  // the special elements are always compared
+  for (int64_t r : rows) {
     const int64_t l = r / M;
     for (int64_t j = 0; j < N; ++j) {
+      const bool sp = special.count(r * N + j) > 0;  // NaN / +Inf in C here: kept out of the scales
       double s = 0.0, s_abs = 0.0;
       for (int64_t k = 0; k < K; ++k) {
         const double t = a[size_t(r * K + k)] * b[size_t((l * K + k) * N + j)];
@@ -252,11 +327,13 @@ void run_case(const ActCase& c) {
         floor_acc = std::max(floor_acc, s_abs * slope);
         max_slope = std::max(max_slope, slope);
       } else {
-        const double pre = double(c.alpha) * s + (c.with_c ? double(c.beta) * cij : 0.0);
+        const double pre = double(c.alpha) * s + (c.with_c ? double(c.beta) * cij : 0.0) + row_v[size_t(l * N + j)] +
+                           col_v[size_t(r)];
         ref_d.push_back(pre);
-        ref_p.push_back(act_ref(c.act, pre));
+        // NaN propagates through every activation (act_ref's relu would give 0 for it).
+        ref_p.push_back(std::isnan(pre) ? pre : act_ref(c.act, pre));
         floor_acc = std::max(floor_acc, std::fabs(double(c.alpha)) * s_abs);
-        max_slope = std::max(max_slope, std::fabs(dact_ref(c.act, pre)));
+        if (!sp) max_slope = std::max(max_slope, std::fabs(dact_ref(c.act, pre)));
       }
       sub_d.push_back(got_d[size_t(r * N + j)]);
       sub_p.push_back(got_p[size_t(r * N + j)]);
@@ -393,6 +470,57 @@ TEST_P(GemmActTest, UnalignedOperands) {
   }
 }
 
+// Column-major outputs, which can_implement accepts and the kernel computes as the transpose
+// (Dᵀ = Bᵀ·Aᵀ: a and b trade places, the user's row bias becomes the kernel's column bias and
+// vice versa): gemm_act (a row-major, b column-major) with C and a row and a column bias (fp32,
+// and bf16), preact stored or not; gemm_dact with a, b and every output column-major, postact
+// stored or not. Tails along M and N (both swap roles), batches, columns TMA cannot address
+// (M = 129, tight: 258-byte columns, plain loads and stores; a and b copied), K = 0 (fill).
+TEST_P(GemmActTest, ColumnMajorOutputs) {
+  auto col = [](ActCase c) {
+    c.col = true;
+    return c;
+  };
+  for (const Shape3& s : {Shape3{127, 255, 63}, Shape3{1000, 3000, 520}}) {
+    run_case(col(mk(s.M, s.N, s.K, Activation::kGeluTanhApprox, false)));
+    run_case(col(with(mk(s.M, s.N, s.K, Activation::kReluSq, false), [](ActCase& c) {
+      c.with_c = true;
+      c.alpha = 0.5f;
+      c.beta = -1.25f;
+      c.bias = kBiasRow | kBiasCol;
+      c.seed += 5;
+    })));
+    run_case(col(with(mk(s.M, s.N, s.K, Activation::kSilu, false), [](ActCase& c) {
+      c.store_preact = false;
+      c.with_c = true;
+      c.beta = 0.5f;
+      c.bias = kBiasRow | kBiasCol;
+      c.bias_t = DType::kBFloat16;
+      c.seed += 7;
+    })));
+    run_case(col(mk(s.M, s.N, s.K, Activation::kGeluTanhApprox, true)));
+    run_case(col(with(mk(s.M, s.N, s.K, Activation::kReluSq, true), [](ActCase& c) {
+      c.store_postact = false;
+      c.seed += 5;
+    })));
+  }
+  for (bool dact : {false, true}) {
+    run_case(col(with(mk(200, 300, 100, Activation::kTanh, dact), [](ActCase& c) {
+      c.L = 3;
+      c.with_c = !c.dact;
+      c.beta = 2.f;
+      c.bias = c.dact ? 0 : kBiasRow | kBiasCol;
+    })));
+    run_case(col(with(mk(129, 1001, 1001, Activation::kSilu, dact), [](ActCase& c) { c.tight = true; })));
+    run_case(col(with(mk(100, 300, 0, Activation::kGeluTanhApprox, dact), [](ActCase& c) {  // K = 0 fill
+      c.with_c = !c.dact;
+      c.beta = 2.f;
+      c.bias = c.dact ? 0 : kBiasRow | kBiasCol;
+      c.bias_t = DType::kBFloat16;
+    })));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiles, GemmActTest, ::testing::ValuesIn(kFusedTiles),
                          [](const ::testing::TestParamInfo<const char*>& i) { return fused_tile_name(i.param); });
 
@@ -444,6 +572,14 @@ TEST_P(GemmActDtypes, EveryActivationAndPath) {
       c.with_c = !c.dact;
       c.beta = 2.f;
     })));
+    // Column-major outputs (gemm_dact: a and b too), with C and a bias of the inputs' dtype.
+    run_case(dt(with(mk(300, 520, 200, Activation::kReluSq, dact), [&](ActCase& c) {
+      c.col = true;
+      c.with_c = !c.dact;
+      c.beta = 0.5f;
+      c.bias = c.dact ? 0 : kBiasRow | kBiasCol;
+      c.bias_t = d.ab;
+    })));
   }
 }
 
@@ -467,6 +603,59 @@ TEST_F(GemmActEdge, EmptyAndKZero) {
   }
   run_case(mk(0, 128, 64, Activation::kRelu, false));
   run_case(mk(64, 0, 64, Activation::kRelu, true));
+}
+
+// C09 (shared/cases/handed.md), beta = 0: C is never read (quack/gemm_act.h), so a C full of
+// NaN (never uploaded: its poison) gives exactly the outputs of the call without C, bit for bit,
+// and no NaN; alpha = 0.5; K > 0 (the epilogue) and K = 0 (the fill kernel), outputs row- and
+// column-major, and a C TMA cannot address (tight: the plain-load path).
+TEST_F(GemmActEdge, C09NanCIsNotReadWithBetaZero) {
+  for (int64_t K : {int64_t{100}, int64_t{0}})
+    for (bool col : {false, true})
+      for (bool tight : {false, true}) {
+        const ActCase base =
+            with(mk(tight ? 127 : 200, tight ? 255 : 300, K, Activation::kSilu, false), [&](ActCase& c) {
+              c.alpha = 0.5f;
+              c.col = col;
+              c.tight = tight;
+            });
+        const ActCase nan_c = with(base, [](ActCase& c) {
+          c.with_c = true;
+          c.c_unread = true;
+          c.beta = 0.f;
+        });
+        std::vector<double> d0, p0, d1, p1;
+        run_case(base, &d0, &p0);
+        run_case(nan_c, &d1, &p1);
+        SCOPED_TRACE(describe(nan_c));
+        EXPECT_EQ(count_differ(d0, d1), 0) << "preact differs from the call without C";
+        EXPECT_EQ(count_differ(p0, p1), 0) << "postact differs from the call without C";
+      }
+}
+
+// C09, beta ≠ 0: a NaN and a +Inf in C reach preact at their elements (alpha·acc + beta·C) and
+// postact through the activation (NaN stays NaN for every activation, act(+Inf) as the float64
+// formula: +Inf, or 1 for tanh); every other element as the reference (run_case: c_special).
+// Several activations, K > 0 and K = 0 (fill), preact not stored, column-major C and outputs, a
+// C TMA cannot address (plain loads), fp32 C and outputs, fp16.
+TEST_F(GemmActEdge, C09NanInfInCPropagateWithBeta) {
+  auto special = [](ActCase c) {
+    c.with_c = true;
+    c.c_special = true;
+    c.alpha = 0.5f;
+    c.beta = 0.75f;
+    return c;
+  };
+  for (Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kSilu, Activation::kTanh})
+    for (int64_t K : {int64_t{100}, int64_t{0}}) run_case(special(mk(200, 300, K, act, false)));
+  run_case(special(with(mk(200, 300, 100, Activation::kReluSq, false), [](ActCase& c) { c.store_preact = false; })));
+  run_case(special(with(mk(200, 300, 100, Activation::kRelu, false), [](ActCase& c) { c.col = true; })));
+  run_case(special(with(mk(127, 255, 63, Activation::kGeluTanhApprox, false), [](ActCase& c) { c.tight = true; })));
+  run_case(special(with(mk(200, 300, 100, Activation::kSilu, false), [](ActCase& c) { c.out = DType::kFloat32; })));
+  run_case(special(with(mk(200, 300, 100, Activation::kGeluErf, false), [](ActCase& c) {
+    c.ab = DType::kFloat16;
+    c.out = DType::kFloat16;
+  })));
 }
 
 // Stream-K forced (QUACK_GEMM_STREAMK=1, gemm_act's own workspace) on the cooperative 128x256

@@ -7,8 +7,9 @@
 // concat view has 128x256 only, gemm_dgated its pingpong tiles only in the A/B build; there
 // also each gemm_dgated A/B candidate forced by its tile name), tails along M, N (postact rows of 250 and 264 bytes: the clipped stores of the
 // half-width output; the concat view's j dimension cut by TMA), batches, C with beta, preact /
-// postact stored or not, bias kinds (row fp32, row bf16, column, both; per batch or shared),
-// K = 0, the other compiled dtypes (fp16; fp32 outputs of bf16 inputs). Inputs are random (never
+// postact stored or not, bias kinds (row fp32, row bf16, column fp32, column of the inputs'
+// dtype, both; per batch or shared), K = 0, the other compiled dtypes (fp16; fp32 outputs of
+// bf16 inputs), C09 (NaN / Inf in C: never read at beta = 0, propagated at beta ≠ 0). Inputs are random (never
 // zero) and exact in their dtype; every output (and its row padding) is poisoned with NaN before
 // the call.
 // Reference (float64): acc = Σ_k a·b; gemm_gated: preact = alpha·acc + beta·c + bias, postact =
@@ -23,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <ostream>
 #include <set>
 #include <string>
@@ -78,8 +80,9 @@ Glu glu_ref(Activation a, double g, double u) {
 }
 double approx_rel(Activation a) { return a == Activation::kGeglu ? 8e-3 : 0.0; }
 
-// Bias kinds (bits).
-constexpr int kRowF32 = 1, kRowBf16 = 2, kCol = 4;
+// Bias kinds (bits). kCol16: the column bias (M,) in a 16-bit dtype (the inputs': bf16 or fp16).
+constexpr int kRowF32 = 1, kRowBf16 = 2, kCol = 4, kCol16 = 8;
+constexpr int kRowAny = kRowF32 | kRowBf16, kColAny = kCol | kCol16;
 
 struct GatedCase {
   int64_t L = 1, M = 1, N = 2, K = 1;  // gemm_gated: N = preact's columns; gemm_dgated: N = H
@@ -97,6 +100,13 @@ struct GatedCase {
   bool workspace = false;    // the padded copies of a and b in a caller's workspace
   DType ab = kBf;            // a and b (gemm_dgated: also preact and dpreact, packed pairs of ab)
   DType out = kBf;           // gemm_gated: C, preact, postact; gemm_dgated: postact
+  // C09 (shared/cases/handed.md), gemm_gated. c_unread: C given with beta = 0 but never uploaded
+  // (all NaN, its poison): it must not be read. c_special: C holds a NaN at one element and +Inf
+  // at another, an up column (beta > 0 required): preact is NaN / +Inf there, postact of that
+  // pair NaN (NaN propagates through every gated activation, quack/gemm_act.h) or glu(g, +Inf)
+  // of the float64 formula; every other element as the reference.
+  bool c_unread = false;
+  bool c_special = false;
   uint64_t seed = 1;
 };
 
@@ -107,7 +117,16 @@ std::string describe(const GatedCase& c) {
          (c.bias ? " bias=" + std::to_string(c.bias) : "") + (c.shared_bias ? " shared" : "") +
          (c.dgated ? (c.store_postact ? "" : " -postact") : (c.store_preact ? "" : " -preact")) +
          (c.tight ? " tight" : "") + (c.offset ? " offset=" + std::to_string(c.offset) : "") +
-         (c.workspace ? " workspace" : "") + " " + dtype_name(c.ab) + "->" + dtype_name(c.out);
+         (c.workspace ? " workspace" : "") + (c.c_unread ? " c-unread(NaN)" : "") +
+         (c.c_special ? " c-NaN/Inf" : "") + " " + dtype_name(c.ab) + "->" + dtype_name(c.out);
+}
+
+// Elements that differ (NaN counts as differing from everything).
+int64_t count_differ(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size()) return -1;
+  int64_t n = 0;
+  for (size_t i = 0; i < x.size(); ++i) n += x[i] == y[i] ? 0 : 1;
+  return n;
 }
 
 std::set<int64_t> rows_to_check(int64_t L, int64_t M, int64_t N, int64_t K) {
@@ -125,11 +144,6 @@ bool all_nan(const std::vector<double>& v) {
   for (double x : v)
     if (!std::isnan(x)) return false;
   return true;
-}
-int64_t count_nonfinite(const std::vector<double>& v) {
-  int64_t n = 0;
-  for (double x : v) n += std::isfinite(x) ? 0 : 1;
-  return n;
 }
 
 // A bias vector of n elements per batch: values (L·n) in a (L, n) buffer; its TensorRef is
@@ -151,8 +165,12 @@ BiasVecT make_bias(Rng& rng, DType t, int64_t L, int64_t n, bool shared) {
   return b;
 }
 
-void run_case(const GatedCase& c) {
+// Runs one case and checks it against the float64 reference; out_d / out_p (optional) receive
+// the logical values of preact (dpreact) and postact as downloaded.
+void run_case(const GatedCase& c, std::vector<double>* out_d = nullptr, std::vector<double>* out_p = nullptr) {
   SCOPED_TRACE(describe(c));
+  ASSERT_TRUE(!c.c_unread || (!c.dgated && c.with_c && c.beta == 0.f)) << "c_unread: gemm_gated with C, beta = 0";
+  ASSERT_TRUE(!c.c_special || (!c.dgated && c.with_c && c.beta > 0.f)) << "c_special: gemm_gated with C, beta > 0";
   Rng rng(c.seed);
   const int64_t L = c.L, M = c.M, N = c.N, K = c.K;
   // gemm_gated: acc (M, N), postact (M, N/2). gemm_dgated: acc (M, H = N), preact (M, 2N).
@@ -161,7 +179,20 @@ void run_case(const GatedCase& c) {
   const DType ab = c.ab, pre_t = c.dgated ? c.ab : c.out, post_t = c.out;
   const std::vector<double> a = random_values(rng, L * M * K, ab);
   const std::vector<double> b = random_values(rng, L * K * N, ab, 0.0, 0.25);  // (L, K, N) logical
-  const std::vector<double> cv = random_values(rng, L * M * pre_cols, pre_t, 0.0, c.dgated ? 2.0 : 1.0);
+  std::vector<double> cv = random_values(rng, L * M * pre_cols, pre_t, 0.0, c.dgated ? 2.0 : 1.0);
+  // c_special: NaN in batch L − 1's middle row, +Inf at the last element of batch 0 (an up
+  // column: N is even); logical preact indices r·N + n (r = l·M + i), and the postact elements
+  // of their pairs r·(N/2) + n/2.
+  std::set<int64_t> special_d, special_p;
+  if (c.c_special && M > 0 && N > 0) {
+    const int64_t nan_at = ((L - 1) * M + M / 2) * N + N / 3, inf_at = M * N - 1;
+    cv[size_t(nan_at)] = std::numeric_limits<double>::quiet_NaN();
+    cv[size_t(inf_at)] = std::numeric_limits<double>::infinity();
+    for (int64_t e : {nan_at, inf_at}) {
+      special_d.insert(e);
+      special_p.insert(e / N * post_cols + e % N / 2);
+    }
+  }
 
   Mat A = make_mat(ab, L, M, K, 'r', 0, c.tight, c.offset);
   upload_into(A.mem, to_memory(A, a));
@@ -181,7 +212,7 @@ void run_case(const GatedCase& c) {
 
   BiasVecT row, col;
   std::vector<double> row_v(size_t(L * N), 0.0), col_v(size_t(L * M), 0.0);
-  if (c.bias & (kRowF32 | kRowBf16)) {
+  if (c.bias & kRowAny) {
     row = make_bias(rng, (c.bias & kRowBf16) ? kBf : DType::kFloat32, L, N, c.shared_bias);
     row_v = row.v;
     if (c.concat) {  // the bias in the concat layout: memory element c·H + j is logical 2j + c
@@ -193,8 +224,8 @@ void run_case(const GatedCase& c) {
       upload_into(row.mem, mem);
     }
   }
-  if (c.bias & kCol) {
-    col = make_bias(rng, DType::kFloat32, L, M, c.shared_bias);
+  if (c.bias & kColAny) {
+    col = make_bias(rng, (c.bias & kCol16) ? c.ab : DType::kFloat32, L, M, c.shared_bias);
     col_v = col.v;
   }
 
@@ -217,7 +248,7 @@ void run_case(const GatedCase& c) {
     }
     ASSERT_NO_THROW(gemm_dgated(g, nullptr));
   } else {
-    if (c.with_c) upload_into(C.mem, to_memory(C, cv));
+    if (c.with_c && !c.c_unread) upload_into(C.mem, to_memory(C, cv));
     GemmGatedArgs g;
     g.a = A.arg;
     g.b = B.arg;
@@ -225,8 +256,8 @@ void run_case(const GatedCase& c) {
     if (c.store_preact) g.preact = D.arg;
     d_written = c.store_preact;
     g.postact = P.arg;
-    if (c.bias & (kRowF32 | kRowBf16)) g.bias.row = row.ref;
-    if (c.bias & kCol) g.bias.col = col.ref;
+    if (c.bias & kRowAny) g.bias.row = row.ref;
+    if (c.bias & kColAny) g.bias.col = col.ref;
     g.activation = c.act;
     g.alpha = c.alpha;
     g.beta = c.with_c ? c.beta : 0.f;
@@ -241,26 +272,36 @@ void run_case(const GatedCase& c) {
   }
   QUACK_CUDA_OK(cudaDeviceSynchronize());
   const std::vector<double> got_d = from_memory(D, download(D.mem)), got_p = from_memory(P, download(P.mem));
+  if (out_d) *out_d = got_d;
+  if (out_p) *out_p = got_p;
   EXPECT_TRUE(gaps_untouched(c.dgated ? "dpreact" : "preact", D.mem));
   EXPECT_TRUE(gaps_untouched("postact", P.mem));
   if (M == 0 || N == 0 || L == 0) {
     EXPECT_TRUE(all_nan(got_d) && all_nan(got_p)) << "an empty problem wrote an output";
     return;
   }
+  // Non-finite only where C09's special elements put it (checked against the reference below).
+  auto nonfinite_elsewhere = [](const std::vector<double>& v, const std::set<int64_t>& sp) {
+    int64_t n = 0;
+    for (size_t i = 0; i < v.size(); ++i) n += std::isfinite(v[i]) || sp.count(int64_t(i)) ? 0 : 1;
+    return n;
+  };
   if (d_written) {
-    EXPECT_EQ(count_nonfinite(got_d), 0) << "preact/dpreact has non-finite elements";
+    EXPECT_EQ(nonfinite_elsewhere(got_d, special_d), 0) << "preact/dpreact has non-finite elements";
   } else {
     EXPECT_TRUE(all_nan(got_d)) << "preact was written without being asked for";
   }
   if (p_written) {
-    EXPECT_EQ(count_nonfinite(got_p), 0) << "postact has non-finite elements";
+    EXPECT_EQ(nonfinite_elsewhere(got_p, special_p), 0) << "postact has non-finite elements";
   } else {
     EXPECT_TRUE(all_nan(got_p)) << "postact was written without being asked for";
   }
 
   std::vector<double> ref_d, ref_p, sub_d, sub_p;
   double floor_acc = 0.0, floor_post = 0.0;
-  for (int64_t r : rows_to_check(L, M, N, K)) {
+  std::set<int64_t> rows = rows_to_check(L, M, N, K);
+  for (int64_t e : special_d) rows.insert(e / N);  // the special elements are always compared
+  for (int64_t r : rows) {
     const int64_t l = r / M;
     // acc of row r: (N) values
     std::vector<double> s(static_cast<size_t>(N)), s_abs(static_cast<size_t>(N));
@@ -296,9 +337,12 @@ void run_case(const GatedCase& c) {
         floor_acc = std::max(floor_acc, std::fabs(double(c.alpha)) * s_abs[size_t(n)]);
       }
       for (int64_t j = 0; j < N / 2; ++j) {
-        const Glu q = glu_ref(c.act, pre[size_t(2 * j)], pre[size_t(2 * j + 1)]);
-        ref_p.push_back(q.f);
+        const double g = pre[size_t(2 * j)], u = pre[size_t(2 * j + 1)];
+        const Glu q = glu_ref(c.act, g, u);
+        // NaN propagates through every gated activation (glu_ref's reglu would give 0 for a NaN gate).
+        ref_p.push_back(std::isnan(g) || std::isnan(u) ? std::numeric_limits<double>::quiet_NaN() : q.f);
         sub_p.push_back(got_p[size_t(r * post_cols + j)]);
+        if (special_p.count(r * post_cols + j)) continue;  // NaN / +Inf: kept out of the scale
         const double sa = std::max(s_abs[size_t(2 * j)], s_abs[size_t(2 * j + 1)]) * std::fabs(double(c.alpha));
         floor_post = std::max(floor_post, sa * (std::fabs(q.dg) + std::fabs(q.du)));
       }
@@ -398,6 +442,31 @@ TEST_P(GemmGatedTest, GatedBiasKinds) {
         c.bias = bias;
         c.concat = concat;
         c.shared_bias = bias == kRowBf16;
+      }));
+    }
+}
+
+// A 16-bit column bias (bias.col bf16: the epilogue's add_col of a 16-bit vector and the fill
+// kernel's 16-bit load, never run by an fp32 column bias), alone and with a bf16 row bias, both
+// layouts of b, per batch (L, M) and shared (M,) over 3 batches, C with beta, K = 0 (fill).
+TEST_P(GemmGatedTest, Bias16BitColumn) {
+  for (int bias : {kCol16, kRowBf16 | kCol16})
+    for (bool concat : {false, true}) {
+      run_case(with(mk(300, 520, 200, Activation::kSwiglu, false), [&](GatedCase& c) {
+        c.bias = bias;
+        c.concat = concat;
+      }));
+      run_case(with(mk(200, 264, 100, Activation::kGeglu, false), [&](GatedCase& c) {
+        c.L = 3;
+        c.bias = bias;
+        c.concat = concat;
+        c.shared_bias = bias == kCol16;
+        c.with_c = true;
+        c.beta = -0.5f;
+      }));
+      run_case(with(mk(100, 300, 0, Activation::kSwiglu, false), [&](GatedCase& c) {  // K = 0 fill
+        c.bias = bias;
+        c.concat = concat;
       }));
     }
 }
@@ -567,6 +636,12 @@ TEST_P(GemmGatedDtypes, EveryActivationAndPath) {
     c.L = 3;
     c.bias = kRowF32 | kCol;
   })));
+  // A column bias of the inputs' dtype (fp16 for f16) with a bf16 row bias; K = 0 (fill).
+  for (int64_t K : {int64_t{136}, int64_t{0}})
+    run_case(dt(with(mk(200, 264, K, Activation::kSwiglu, false), [](GatedCase& c) {
+      c.L = 3;
+      c.bias = kRowBf16 | kCol16;
+    })));
   run_case(dt(tight(mk(300, 1002, 256, Activation::kSwiglu, false))));
   run_case(dt(tight(with(mk(300, 1002, 300, Activation::kReglu, false), [](GatedCase& c) {
     c.with_c = true;
@@ -612,6 +687,64 @@ TEST_F(GemmGatedEdge, StreamKForced) {
   }));
   unsetenv("QUACK_GEMM_TILE");
   unsetenv("QUACK_GEMM_STREAMK");
+}
+
+// C09 (shared/cases/handed.md) for gemm_gated, beta = 0: C is never read (quack/gemm_act.h), so a
+// C full of NaN (never uploaded: its poison) gives exactly the outputs of the call without C, bit
+// for bit, and no NaN; alpha = 0.5 and a row bias; K > 0 (the epilogue) and K = 0 (the fill
+// kernel), both layouts of b, and a C TMA cannot address (tight: the plain-load path).
+TEST_F(GemmGatedEdge, C09NanCIsNotReadWithBetaZero) {
+  for (int64_t K : {int64_t{100}, int64_t{0}})
+    for (bool concat : {false, true})
+      for (bool tight : {false, true}) {
+        const GatedCase base =
+            with(mk(tight ? 127 : 200, tight ? 250 : 300, K, Activation::kSwiglu, false), [&](GatedCase& c) {
+              c.alpha = 0.5f;
+              c.bias = kRowF32;
+              c.concat = concat;
+              c.tight = tight;
+            });
+        const GatedCase nan_c = with(base, [](GatedCase& c) {
+          c.with_c = true;
+          c.c_unread = true;
+          c.beta = 0.f;
+        });
+        std::vector<double> d0, p0, d1, p1;
+        run_case(base, &d0, &p0);
+        run_case(nan_c, &d1, &p1);
+        SCOPED_TRACE(describe(nan_c));
+        EXPECT_EQ(count_differ(d0, d1), 0) << "preact differs from the call without C";
+        EXPECT_EQ(count_differ(p0, p1), 0) << "postact differs from the call without C";
+      }
+}
+
+// C09 for gemm_gated, beta ≠ 0: a NaN (a gate or an up column) and a +Inf (an up column) in C
+// reach preact at their elements and the postact of their pairs (NaN stays NaN; glu(g, +Inf) as
+// the float64 formula: ±Inf, or NaN for reglu with g < 0, 0·Inf); every other element as the
+// reference (run_case: c_special). swiglu, reglu, glu (whose glu(g, +Inf) has the same sign in
+// fp32 and float64 for any finite gate), K > 0 and K = 0 (fill), the concat layout with a bias,
+// preact not stored, a C TMA cannot address, fp32 C and outputs, fp16.
+TEST_F(GemmGatedEdge, C09NanInfInCPropagateWithBeta) {
+  auto special = [](GatedCase c) {
+    c.with_c = true;
+    c.c_special = true;
+    c.alpha = 0.5f;
+    c.beta = 0.75f;
+    return c;
+  };
+  for (Activation act : {Activation::kSwiglu, Activation::kReglu, Activation::kGlu})
+    for (int64_t K : {int64_t{100}, int64_t{0}}) run_case(special(mk(200, 300, K, act, false)));
+  run_case(special(with(mk(200, 300, 100, Activation::kSwiglu, false), [](GatedCase& c) {
+    c.concat = true;
+    c.bias = kRowF32;
+  })));
+  run_case(special(with(mk(200, 300, 100, Activation::kGlu, false), [](GatedCase& c) { c.store_preact = false; })));
+  run_case(special(with(mk(127, 250, 63, Activation::kReglu, false), [](GatedCase& c) { c.tight = true; })));
+  run_case(special(with(mk(200, 300, 100, Activation::kSwiglu, false), [](GatedCase& c) { c.out = DType::kFloat32; })));
+  run_case(special(with(mk(200, 300, 100, Activation::kSwiglu, false), [](GatedCase& c) {
+    c.ab = DType::kFloat16;
+    c.out = DType::kFloat16;
+  })));
 }
 
 // K = 0: preact = beta·C + bias, postact = glu of its pairs; dpreact = 0, postact = glu(preact).
@@ -667,8 +800,8 @@ void run_bias_case(const BiasCase& c) {
     row = make_bias(rng, (c.bias & kRowBf16) ? c.t : DType::kFloat32, L, N, false);
     row_v = row.v;
   }
-  if (c.bias & kCol) {
-    col = make_bias(rng, DType::kFloat32, L, M, L > 1);
+  if (c.bias & kColAny) {
+    col = make_bias(rng, (c.bias & kCol16) ? c.t : DType::kFloat32, L, M, L > 1);
     col_v = col.v;
   }
   if (c.act) {
@@ -679,8 +812,8 @@ void run_bias_case(const BiasCase& c) {
     g.postact = P.arg;
     if (c.with_c) g.c = C.arg;
     g.beta = c.with_c ? 1.f : 0.f;
-    if (c.bias & (kRowF32 | kRowBf16)) g.bias.row = row.ref;
-    if (c.bias & kCol) g.bias.col = col.ref;
+    if (c.bias & kRowAny) g.bias.row = row.ref;
+    if (c.bias & kColAny) g.bias.col = col.ref;
     g.activation = Activation::kReluSq;
     ASSERT_NO_THROW(gemm_act(g, nullptr));
   } else {
@@ -690,8 +823,8 @@ void run_bias_case(const BiasCase& c) {
     g.d = D.arg;
     if (c.with_c) g.c = C.arg;
     g.beta = c.with_c ? 1.f : 0.f;
-    if (c.bias & (kRowF32 | kRowBf16)) g.bias.row = row.ref;
-    if (c.bias & kCol) g.bias.col = col.ref;
+    if (c.bias & kRowAny) g.bias.row = row.ref;
+    if (c.bias & kColAny) g.bias.col = col.ref;
     ASSERT_NO_THROW(gemm(g, nullptr));
   }
   QUACK_CUDA_OK(cudaDeviceSynchronize());
@@ -779,6 +912,37 @@ TEST_P(GemmBiasTest, GemmAndActBiasKinds) {
   run_bias_case(c);
 }
 
+// 16-bit bias vectors where the kernel reads them as its column bias, which fp32-only tests never
+// ran: bias.col bf16 (row-major d), and a bf16 bias.row on a column-major d (the kernel computes
+// Dᵀ: the user's row vector is its column vector; the bf16 bias.col then its row vector); gemm
+// and gemm_act (relu_sq, with preact), with C, batches, K = 0 (the fill kernel's 16-bit loads).
+TEST_P(GemmBiasTest, Bias16BitColumnAndColumnMajorD) {
+  for (bool col_major_d : {false, true})
+    for (int bias : {kCol16, kRowBf16, kRowBf16 | kCol16})
+      for (bool act : {false, true}) {
+        if (!col_major_d && bias == kRowBf16) continue;  // a row-major d's 16-bit row bias: GemmAndActBiasKinds
+        BiasCase c;
+        c.M = 300;
+        c.N = 520;
+        c.K = 64;
+        c.bias = bias;
+        c.act = act;
+        c.col_major_d = col_major_d;
+        c.seed = uint64_t(bias * 101 + (act ? 3 : 0) + (col_major_d ? 7 : 0) + 23);
+        run_bias_case(c);
+        c.M = 127;
+        c.N = 255;
+        c.K = 0;  // the fill kernel
+        run_bias_case(c);
+        c.L = 3;
+        c.M = 200;
+        c.N = 264;
+        c.K = 100;
+        c.with_c = true;
+        run_bias_case(c);
+      }
+}
+
 // fp16 (the bias instances of gemm and gemm_act: 128x128 pingpong only): every bias kind (row
 // vectors fp32 or fp16, the "kRowBf16" kind taking the inputs' dtype here), batches with C,
 // column-major d, K = 0.
@@ -818,6 +982,34 @@ TEST_F(GemmGatedEdge, BiasFp16) {
   run_bias_case(c);
   c.K = 0;
   run_bias_case(c);
+}
+
+// fp16 bias vectors read as the kernel's column bias (as Bias16BitColumnAndColumnMajorD, fp16
+// instances: 128x128 pingpong): bias.col fp16 on a row-major d, bias.row fp16 on a column-major
+// d (and both), gemm and gemm_act, with C and batches, K = 0.
+TEST_F(GemmGatedEdge, BiasFp16Column) {
+  for (bool col_major_d : {false, true})
+    for (int bias : {kCol16, kRowBf16 | kCol16})  // kRowBf16: a row bias of the inputs' dtype (fp16)
+      for (bool act : {false, true}) {
+        BiasCase c;
+        c.t = DType::kFloat16;
+        c.M = 300;
+        c.N = 520;
+        c.K = 64;
+        c.bias = bias;
+        c.act = act;
+        c.col_major_d = col_major_d;
+        c.seed = uint64_t(bias * 101 + (act ? 3 : 0) + (col_major_d ? 7 : 0) + 29);
+        run_bias_case(c);
+        c.K = 0;
+        run_bias_case(c);
+        c.L = 3;
+        c.M = 200;
+        c.N = 264;
+        c.K = 100;
+        c.with_c = true;
+        run_bias_case(c);
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiles, GemmBiasTest, ::testing::ValuesIn(kFusedTiles),
