@@ -64,7 +64,7 @@ namespace quack {
 /// |-------------------|--------------------|-----------------------------------------------|--------------------------------------|
 /// | kIdentity         | "identity"         | x (QuACK's activation=None)                   | 1                                    |
 /// | kRelu             | "relu"             | max(x, 0)                                     | [x > 0]                              |
-/// | kReluSq           | "relu_sq"          | max(x, 0) · x                                 | 2 · max(x, 0)                        |
+/// | kReluSq           | "relu_sq"          | max(x, 0)²                                    | 2 · max(x, 0)                        |
 /// | kGeluTanhApprox   | "gelu_tanh_approx" | 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))   | its derivative, sech² = 1 − tanh²    |
 /// | kSilu             | "silu"             | x·sigmoid(x), computed as h·tanh(h) + h, h = x/2 | sigmoid(x)·(1 + x·(1 − sigmoid(x))) |
 /// | kTanh             | "tanh"             | tanh(x)                                       | 1 − tanh²(x)                         |

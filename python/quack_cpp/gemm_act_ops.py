@@ -95,7 +95,7 @@ def act_torch(name: str, x: Tensor) -> Tensor:
     if name == "relu":
         return F.relu(x)
     if name == "relu_sq":
-        return F.relu(x) * x
+        return F.relu(x).square()  # 0 at x = −inf (relu(x)·x would be NaN), as the kernel
     if name == "gelu_tanh_approx":
         return F.gelu(x, approximate="tanh")
     if name == "silu":

@@ -34,11 +34,15 @@ constexpr float kRsqrt2 = 0.7071067811865476f, kRsqrt2Pi = 0.3989422804014327f,
 constexpr float kSigmoidAlpha = 1.702f;
 constexpr float kSwigluOaiAlpha = kSigmoidAlpha;
 
-/// act(x). NaN propagates through relu and relu_sq (x < 0 ? 0 : x), as torch.relu.
+/// act(x). NaN propagates through relu and relu_sq (x < 0 ? 0 : x), as torch.relu; relu_sq
+/// squares the relu (relu(x)·x would give NaN at x = −inf, where relu(x)² is 0).
 __device__ __forceinline__ float act_fwd(Activation a, float x) {
   switch (a) {
     case Activation::kRelu: return x < 0.f ? 0.f : x;
-    case Activation::kReluSq: return (x < 0.f ? 0.f : x) * x;
+    case Activation::kReluSq: {
+      float const r = x < 0.f ? 0.f : x;
+      return r * r;
+    }
     case Activation::kGeluTanhApprox: {
       float const z = x * (kGeluC1 + kGeluC2 * (x * x));
       return 0.5f * (x * tanh_approx(z) + x);
@@ -63,7 +67,7 @@ __device__ __forceinline__ void act_bwd(Activation a, float x, float dout, float
       return;
     case Activation::kReluSq: {
       float const r = x < 0.f ? 0.f : x;
-      post = r * x;
+      post = r * r;
       dx = 2.f * (dout * r);
       return;
     }
