@@ -24,7 +24,7 @@ quack_cpp = pytest.importorskip("quack_cpp")
 ln_ops = pytest.importorskip("quack_cpp.layernorm_ops")
 import torch.nn.functional as F  # noqa: E402
 
-from reference import compare_runs, run  # noqa: E402
+from reference import assert_rule, compare_runs, run  # noqa: E402
 
 DEVICE = os.environ.get("QUACK_TEST_DEVICE", "cuda")
 if DEVICE == "cuda":
@@ -233,6 +233,62 @@ def test_compile_fullgraph(dtype):
     want = (y2.detach(), x.grad, w.grad, b.grad)
     for g, e in zip(got, want):
         torch.testing.assert_close(g, e, rtol=0, atol=0)  # the same kernels: the same bits
+
+
+# --------------------------------------------------------------------------------------------
+# C01: backward with a non-contiguous upstream gradient (test_rmsnorm.py's, for LayerNorm)
+# --------------------------------------------------------------------------------------------
+
+
+def _c01_dy(layout, shape):
+    if layout == "expanded":
+        return torch.ones((), device=DEVICE, dtype=bf16).expand(*shape)
+    if layout == "col_strided":
+        return randn(*shape[:-1], 2 * shape[-1], dtype=bf16)[..., ::2]
+    if layout == "row_strided":
+        return randn(*shape[:-1], shape[-1] + 128, dtype=bf16)[..., 64:64 + shape[-1]]
+    if layout == "transposed":
+        return randn(shape[1], shape[0], dtype=bf16).t()
+    raise AssertionError(layout)
+
+
+@pytest.mark.parametrize("layout", ["expanded", "col_strided", "row_strided", "transposed"])
+def test_c01_dy_layouts(layout):
+    """handed.md C01 for LayerNorm: dy expanded (all strides 0, from y.sum().backward()),
+    column-strided, row-strided (a slice of a wider buffer), a transposed 2-D view; dx, dw, db
+    against the float64 reference, and with dy = 1, w = 1, b = 0 the closed form."""
+    shape = (2048, 256) if layout == "transposed" else (2, 1024, 256)
+    x = randn(*shape, dtype=bf16)
+    w = torch.ones(256, device=DEVICE)
+    b = torch.zeros(256, device=DEVICE)
+    dy = _c01_dy(layout, shape)
+    if layout == "expanded":  # the real trigger: y.sum().backward()
+        xl, wl, bl = (t.clone().requires_grad_(True) for t in (x, w, b))
+        quack_cpp.layernorm(xl, wl, bl, eps=1e-6).sum().backward()
+        lib = dict(dx=xl.grad, dw=wl.grad, db=bl.grad)
+    else:
+        assert not dy.is_contiguous()
+        lib = run(lib_ln(), x, w, b, dy=dy, eps=1e-6)
+    ref = run(ref_ln(), x, w, b, dy=dy, eps=1e-6, f64=True)
+    tch = run(torch_ln(), x, w, b, dy=dy.contiguous(), eps=1e-6)
+    if layout != "expanded":
+        compare_runs(lib, ref, tch, bf16, keys=("dx", "dw", "db"))
+        return
+    compare_runs(lib, ref, tch, bf16, keys=("dw", "db"))
+    # dy = 1, w = 1, b = 0: g = dy*w = 1, so mean(g) = 1 and mean(g*xhat) = mean(xhat) = 0:
+    # dx = rstd*(g - mean(g) - xhat*mean(g*xhat)) = 0, dw = sum_rows xhat, db = M (rows).
+    # dx is 0 only up to the rounding of terms of size rstd that cancel, so the rule's bf16
+    # atol at that scale (1e-3*max rstd) plus twice torch's own deviation from 0 bounds it (the
+    # rule's atol at max|ref| = 0 would demand exact zeros neither kernel promises).
+    x64 = x.double().reshape(-1, 256)
+    rstd = torch.rsqrt(x64.var(-1, unbiased=False) + 1e-6)
+    xhat = (x64 - x64.mean(-1, keepdim=True)) * rstd[:, None]
+    dx = lib["dx"].double()
+    assert lib["dx"].shape == x.shape and torch.isfinite(dx).all()
+    bound = 2 * tch["dx"].double().abs().max().item() + 1e-3 * rstd.max().item()
+    assert dx.abs().max().item() <= bound, (dx.abs().max().item(), bound)
+    assert_rule("dw (closed form)", lib["dw"], xhat.sum(0), tch["dw"], dtype=bf16)
+    assert torch.equal(lib["db"], torch.full_like(lib["db"], 2048.0))  # sums of ones: exact
 
 
 def test_c02_zero_rows():

@@ -350,6 +350,35 @@ INSTANTIATE_TEST_SUITE_P(All, LayerNormOptions, ::testing::Bool(),
                            return std::string(info.param ? "bwd" : "fwd");
                          });
 
+// C01 for LayerNorm: the upstream gradient as autograd hands it over. y.sum().backward() gives
+// dy expanded with both strides 0 (one element in memory: the runner uploads every value to
+// that address, so dy is the last one everywhere, and the reference reads dy back from the
+// device); also a transposed 2-D dy (strides (1, M)). Every other output contiguous and
+// poisoned; dx, dweight and dbias against the float64 reference. Only the general policy can
+// read a column stride other than 1 (vector_ok).
+class LayerNormBwdDout : public GpuTest {};
+
+TEST_F(LayerNormBwdDout, C01ExpandedAndTransposed) {
+  uint64_t seed = 7000;
+  for (const auto& [M, N] : {Shape{2048, 256}, Shape{257, 500}, Shape{3, 65536}, Shape{7, 127}})
+    for (DType t : {DType::kBFloat16, DType::kFloat32}) {
+      LayerNormCase c;
+      c.M = M;
+      c.N = N;
+      c.bwd = true;
+      c.x = c.out = t;
+      c.eps = 1e-6f;
+      c.seed = ++seed;
+      c.dout_l.row_stride = 0;  // (a) expanded: every element at one address
+      c.dout_l.col_stride = 0;
+      EXPECT_EQ(run_layernorm_case(c).policy, RowPolicy::kGeneral);
+      c.seed = ++seed;
+      c.dout_l.row_stride = 1;  // (d) transposed: dy = big.t(), big (N, M) contiguous
+      c.dout_l.col_stride = M;
+      EXPECT_EQ(run_layernorm_case(c).policy, RowPolicy::kGeneral);
+    }
+}
+
 // dweight and dbias: the same bits on every run (fixed-order partials and column sums), on the
 // staged and the general policy; M = 0 writes zeros.
 class LayerNormBwdSums : public GpuTest {};
