@@ -484,13 +484,21 @@ def test_c05_mean_with_ignored(reduction, dtype):
     assert torch.count_nonzero(lib["dx"][~valid]) == 0
 
 
+# The prediction word set both ways: 'sum' / 'mean' take the training path, whose forward
+# writes dx (word 1) or leaves it to the backward's recompute (word 0); without setting it, the
+# earlier tests' last grad_output decided which path ran. ('none' takes the backward from lse
+# either way.)
+@pytest.mark.parametrize("word", [0, 1])
 @pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
-def test_c10_bad_targets(reduction):
+def test_c10_bad_targets(reduction, word):
     x = torch.randn(6, 5, device=DEVICE)
     t = torch.tensor([1, 0, 5, -1, 2, -100], device=DEVICE)
     xl = x.clone().requires_grad_(True)
+    _word(x).fill_(word)
     loss = quack_cpp.cross_entropy(xl, t, reduction=reduction)
     loss.backward(torch.ones_like(loss))
+    if reduction != "none":  # the training backward ran: it sets the word to (g == 1)
+        assert int(_word(x)[0]) == 1
     good, bad = [0, 1, 4], [2, 3]
     x64 = x.double().requires_grad_(True)
     ref = F.cross_entropy(x64[good], t[good], reduction="none")
@@ -502,9 +510,10 @@ def test_c10_bad_targets(reduction):
     assert torch.isnan(xl.grad[bad]).all()
     assert torch.equal(xl.grad[5], torch.zeros(5, device=DEVICE))
     assert torch.isfinite(xl.grad[good]).all()
-    if reduction == "none":
-        ref.sum().backward()
-        assert_rule("dx rows 0 1 4", xl.grad[good], x64.grad[good], None, rtol_no_torch=1e-6)
+    # Rows 0, 1, 4 against the float64 reference of the reduction (bad rows count in no
+    # denominator: 'mean' divides by 3).
+    (ref.sum() / (3 if reduction == "mean" else 1)).backward()
+    assert_rule("dx rows 0 1 4", xl.grad[good], x64.grad[good], None, rtol_no_torch=1e-6)
 
 
 def test_c10_ignore_index_255():
@@ -995,28 +1004,43 @@ def _free_gib():
 
 
 @cuda_only
+@pytest.mark.parametrize("word", [1, 0])
 @pytest.mark.parametrize("M,V", [(16744, 128256), (8193, 262144)])
-def test_c03_large(M, V):
+def test_c03_large(M, V, word):
+    """word: the device's prediction word before the training call ('mean'), set so that both
+    training paths index past 2^31 elements whatever ran before: 1: the forward writes dx (the
+    backward, grad_output 1, uses it as it is); 0: it does not, the backward recomputes dx from
+    the logits and lse. The 'none' forward and its full float64 reference run in the word-1
+    case only (the word-0 case would repeat them; it takes the reference lse of the rows whose
+    dx it checks). Each case makes its own inputs (the same seed) and frees them, so the peak
+    memory is one case's (x and dx, 2*M*V bf16)."""
     if _free_gib() < 24:
         pytest.skip("needs 24 GiB of free GPU memory")
     assert M * V > 2**31
     x = torch.randn(M, V, device=DEVICE, dtype=bf16)
     t = torch.randint(0, V, (M,), device=DEVICE)
     x[-1, t[-1]] = 30.0  # distinctive last row: a large logit at its target
-    loss, lse = quack_cpp.cross_entropy(x, t, reduction="none", return_lse=True)
-    ref_lse = torch.empty(M, device=DEVICE, dtype=torch.float64)
-    for i in range(0, M, 512):  # the float64 reference in row chunks
-        ref_lse[i:i + 512] = x[i:i + 512].double().logsumexp(-1)
-    ref_loss = ref_lse - x.gather(1, t[:, None])[:, 0].double()
-    assert_rule("lse", lse, ref_lse, None, rtol_no_torch=2e-6)
-    assert_rule("loss", loss, ref_loss, None, rtol_no_torch=2e-6)
-    assert abs(loss[-1].item() - ref_loss[-1].item()) < 1e-4
-    # fwd + bwd through the training path ('mean'); dx checked on the last rows and a sample.
-    xg = x.requires_grad_(True)
-    quack_cpp.cross_entropy(xg, t).backward()
     rows = torch.cat([torch.tensor([0, M // 2], device=DEVICE),
                       torch.arange(M - 3, M, device=DEVICE)])
-    p = torch.exp(x[rows].double() - ref_lse[rows, None])
+    if word == 1:
+        loss, lse = quack_cpp.cross_entropy(x, t, reduction="none", return_lse=True)
+        ref_lse = torch.empty(M, device=DEVICE, dtype=torch.float64)
+        for i in range(0, M, 512):  # the float64 reference in row chunks
+            ref_lse[i:i + 512] = x[i:i + 512].double().logsumexp(-1)
+        ref_loss = ref_lse - x.gather(1, t[:, None])[:, 0].double()
+        assert_rule("lse", lse, ref_lse, None, rtol_no_torch=2e-6)
+        assert_rule("loss", loss, ref_loss, None, rtol_no_torch=2e-6)
+        assert abs(loss[-1].item() - ref_loss[-1].item()) < 1e-4
+        del loss, lse
+        ref_lse_rows = ref_lse[rows]
+    else:
+        ref_lse_rows = x[rows].double().logsumexp(-1)
+    # fwd + bwd through the training path ('mean'); dx checked on the last rows and a sample.
+    _word(x).fill_(word)
+    xg = x.requires_grad_(True)
+    quack_cpp.cross_entropy(xg, t).backward()
+    assert int(_word(x)[0]) == 1  # the training backward ran (it sets the word to g == 1)
+    p = torch.exp(x[rows].double() - ref_lse_rows[:, None])
     want = (p - F.one_hot(t[rows], V)) / M
     assert_rule("dx rows", xg.grad[rows], want, None, rtol_no_torch=1e-2 / M)
     del xg, x

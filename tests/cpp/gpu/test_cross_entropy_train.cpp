@@ -10,6 +10,8 @@
 //                         class weights with smoothing, softcap), fp32 / bf16 / fp16, V with a
 //                         tail (general policy) and long rows (ring policy).
 //   CeTrain.ForcedWord    the word forced to 0 and 1 before each forward.
+//   CeTrain.OutOfRangeTargets  C10: targets V, −1 and 2^40 in three rows through the steps:
+//                         NaN loss and dx rows on both paths, the other rows right.
 //   CeTrain.InPlace       dx = x (inplace_backward): x untouched where dx was not written.
 //   CeTrain.OutOfPlace    dx_out given (a retained graph): the forward's dx and state untouched.
 //   CeTrain.ForcedConfigs the predicted forward's two kernels (loss only where the word is 0,
@@ -68,6 +70,7 @@ struct TrainCase {
   bool inplace = false;   // dx = x
   bool out_of_place = false;  // dx_out given
   double ignore_frac = 0.3;
+  bool bad_targets = false;  // C10: rows 2, 3 and M − 1 get targets V, −1 and 2^40 (M ≥ 5)
   uint64_t seed = 7;
 };
 
@@ -80,6 +83,7 @@ std::string train_name(const TrainCase& c) {
   if (c.weight) s += " weight";
   if (c.inplace) s += " inplace";
   if (c.out_of_place) s += " dx_out";
+  if (c.bad_targets) s += " bad targets";
   return s;
 }
 
@@ -123,7 +127,12 @@ void run_sequence(const TrainCase& c, const std::vector<double>& gs,
   cc.V = V;
   cc.x = c.x;
   cc.ignore_frac = c.ignore_frac;
-  const std::vector<int64_t> targets = ce_targets(rng, cc);
+  std::vector<int64_t> targets = ce_targets(rng, cc);
+  if (c.bad_targets) {  // out of range, not ignore_index: NaN rows (the reference's state 2)
+    targets[2] = V;
+    targets[3] = -1;
+    targets[M - 1] = int64_t{1} << 40;  // compared in 64 bits (truncated it would be 0)
+  }
   const std::vector<double> xv = random_values(rng, M * V, c.x, 0.0, 2.0);
   DeviceTensor x = upload(xv, c.x, M, V);
   const std::vector<double> xh = download(x);
@@ -303,6 +312,42 @@ TEST_F(CeTrain, ForcedWord) {
   c.red = Reduction::kSum;
   c.ignore_frac = 1.0;  // every row ignored: dx exactly 0 on every path
   run_sequence(c, {0.5, 1.0, 1.0, 0.5}, {0, 1, 0, 1});
+}
+
+// C10 on the training pair: out-of-range targets (bad_targets) through every step of kSteps,
+// so their NaN loss and dx rows come from the forward (word 1: written, used or rescaled) and
+// from the backward's recompute (word 0) alike; the other rows right, 'mean' over the counted
+// rows only (a bad row counts in no denominator), ignored rows exactly 0 (run_sequence's
+// checks against the reference, which gives bad rows NaN).
+TEST_F(CeTrain, OutOfRangeTargets) {
+  for (DType dt : {DType::kBFloat16, DType::kFloat32})
+    for (int64_t V : {4096, 1001})  // vector policy; a tail (general policy)
+      for (Reduction red : {Reduction::kMean, Reduction::kSum}) {
+        TrainCase c;
+        c.x = dt;
+        c.V = V;
+        c.red = red;
+        c.bad_targets = true;
+        run_sequence(c, kSteps);
+        TrainCase o = c;  // class weights + z-loss ('mean': two denominators)
+        o.weight = true;
+        o.zs = 1e-2;
+        run_sequence(o, kSteps);
+      }
+  TrainCase c;
+  c.bad_targets = true;
+  c.weight = true;  // class weights with smoothing: one kernel, dx stores gated by the word
+  c.eps = 0.2;
+  run_sequence(c, kSteps);
+  c = TrainCase();
+  c.bad_targets = true;
+  c.inplace = true;  // dx = x: finite logits, not NaN poison, where a bad row must get NaN
+  run_sequence(c, kSteps);
+  c.inplace = false;
+  c.M = 6;  // long rows (ring policy), no ignored rows
+  c.V = 131072;
+  c.ignore_frac = 0.0;
+  run_sequence(c, kSteps);
 }
 
 TEST_F(CeTrain, InPlace) {
