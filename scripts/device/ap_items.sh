@@ -28,7 +28,7 @@ run gemm_sust 300 python3 bench/bench_gemm.py --quick --methods sustained --roun
 # M·V > 2^31 ones (the forward, dx and the training backward; nothing read or written out of
 # bounds). Predicted: "ERROR SUMMARY: 0 errors", exit 0, within ~3 min (CeLarge's float64
 # reference dominates; the kernels under memcheck ~100x slower, ~1 s each).
-run ce_memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 build/d/tests/cpp/quack_gpu_tests --gtest_brief=1 --gtest_filter='CeCases.C10*:CeLarge.*'
+run ce_memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 build/d/tests/cpp/quack_gpu_tests --gtest_brief=1 --gtest_filter='CeCases.C10*:CeLarge.*:CeTrain.OutOfRangeTargets'
 # Issue 16 asks for the rested batches too (not a bar): bench_gemm.py's rested method (19 ms
 # batches behind 25 ms sleeps, 10 rounds, the anchors' procedure), the five LLM shapes, ours beside
 # cuBLAS and QuACK. The anchors read ours 0.91-0.95 x cuBLAS rested at fc7306b; our burst figure
