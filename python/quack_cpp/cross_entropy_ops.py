@@ -499,8 +499,10 @@ def cross_entropy(
             their values until the backward and then hold the gradient; their version counter
             is bumped there, so autograd raises (never a silent wrong gradient) if another op
             saved them for a backward that runs later (cases/handed.md C08). Without it,
-            'mean'/'sum' take the predicted gradient in the forward. Under torch.compile, or in
-            a backward that keeps the graph (retain_graph), a fresh buffer is used.
+            'mean'/'sum' take the predicted gradient in the forward. Under torch.compile, in
+            a backward that keeps the graph (retain_graph), and for 'mean' with class weights
+            and a z-loss together (two denominators the backward from lse cannot apply), a
+            fresh buffer is used.
         lse_partial: (M, K) partial logsumexps of K column chunks of the row (e.g. from a GEMM
             epilogue): lse = log sum_k exp(lse_partial_ik) (QuACK's semantics); the target's
             logit is read from the logits (or target_logit). With it, label_smoothing and
@@ -587,7 +589,11 @@ def cross_entropy(
     # inplace_backward: the gradient goes into the logits in the backward only (from lse), so
     # they keep their values until then, and an op that saved them for its own backward raises
     # at the version bump instead of reading the gradient (cases/handed.md C08).
-    inplace = bool(inplace_backward) and path != CUSTOM
+    # 'mean' with class weights and a z-loss is left to the predicted path in a fresh buffer:
+    # the backward from lse divides both parts by one denominator (the CE part's summed weights),
+    # where the z part's is the count.
+    inplace = (bool(inplace_backward) and path != CUSTOM
+               and not (reduction == "mean" and weight is not None and z_loss != 0.0))
     want_dx = (need_grad and x_given and reduction != "none" and lse_partial is None
                and not inplace)
     # The predicted gradient (dx written in the forward only where the last backward had

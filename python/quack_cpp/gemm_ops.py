@@ -105,9 +105,14 @@ def _is_col_major(t: Tensor) -> bool:
     return cols != 1 and rows == 1
 
 
-def _meta(shape, strides, dtype: torch.dtype):
+# Dummy addresses of A, B, C and D for can_implement: aligned, and 1 TiB apart, so the C++'s
+# overlap checks (d against the inputs) see separate memory; C at D's address when C is D.
+_META_PTR = {"a": 1 << 40, "b": 2 << 40, "c": 3 << 40, "d": 4 << 40}
+
+
+def _meta(shape, strides, dtype: torch.dtype, ptr: int):
     code = DTYPE_CODE.get(dtype)
-    return (256, -1 if code is None else code, tuple(int(v) for v in shape),
+    return (ptr, -1 if code is None else code, tuple(int(v) for v in shape),
             tuple(int(v) for v in strides), 0)
 
 
@@ -135,8 +140,8 @@ _ACCEPTS_MAX = 1024
 
 def _accepts(A: Tensor, B: Tensor, C: Optional[Tensor], D, beta: float = 0.0) -> bool:
     """Whether the C++ can_implement accepts these operands; D is a tensor or a (shape, dtype,
-    col) spec of a _new_matrix. A host-only check on metadata (a dummy aligned pointer, device
-    0), so it also runs on fake tensors and while torch.compile traces. Cached in _ACCEPTS
+    col) spec of a _new_matrix. A host-only check on metadata (dummy aligned pointers apart,
+    _META_PTR, device 0), so it also runs on fake tensors and while torch.compile traces. Cached in _ACCEPTS
     (~1 µs a hit against ~8 µs) except while Dynamo traces and for symbolic sizes."""
     if torch.compiler.is_compiling():
         return _accepts_uncached(A, B, C, D, beta)
@@ -155,11 +160,13 @@ def _accepts(A: Tensor, B: Tensor, C: Optional[Tensor], D, beta: float = 0.0) ->
 
 
 def _accepts_uncached(A, B, C, D, beta):
-    def of(t):
-        return None if t is None else _meta(t.shape, t.stride(), t.dtype)
+    def of(t, name):
+        return None if t is None else _meta(t.shape, t.stride(), t.dtype, _META_PTR[name])
 
-    d = of(D) if isinstance(D, Tensor) else _meta(D[0], _strides(*D), D[1])
-    return _can_implement(of(A), of(B), of(C), d, float(beta))
+    d = (of(D, "d") if isinstance(D, Tensor)
+         else _meta(D[0], _strides(*D), D[1], _META_PTR["d"]))
+    return _can_implement(of(A, "a"), of(B, "b"), of(C, "d" if C is D else "c"), d,
+                          float(beta))
 
 
 def _new_out(A: Tensor, B: Tensor, C: Optional[Tensor], beta: float,

@@ -96,11 +96,13 @@ class LinearCrossEntropyFwd:
         fn = "linear_cross_entropy_fwd"
         loss, lse, dx, dw, db = outs
         T, D = x.shape
+        weight, bias = _bf16(weight), _bf16(bias)  # before the free-memory query: its copy
         if chunk_size == 0 and T > 0:
+            # x's dtype code (bf16); the fp32 accumulator's half in the workspace exists only
+            # for a 16-bit dweight (an fp32 one accumulates in place).
             chunk_size = _C.linear_cross_entropy_chunk_size(
-                T, D, weight.shape[0], dw.element_size() if dw is not None else 2,
-                bool(low_memory), dw is not None, _free_bytes(x.device))
-        weight, bias = _bf16(weight), _bf16(bias)
+                T, D, weight.shape[0], 2, bool(low_memory),
+                dw is not None and dw.dtype != _F32, _free_bytes(x.device))
         args = (tensor_arg(x, fn, "x"), tensor_arg(weight, fn, "weight"),
                 tensor_arg(bias, fn, "bias"), tensor_arg(target, fn, "target"),
                 tensor_arg(loss, fn, "loss") if reduction == "none" else scalar_arg(loss, fn, "loss"),

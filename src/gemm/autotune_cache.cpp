@@ -105,7 +105,9 @@ void AutotuneCache::store(const std::string& key, const std::string& value) {
     error_ = "cannot rename " + tmp + " to " + path_ + ": " + std::strerror(errno);
     std::remove(tmp.c_str());
   } else {
-    entries_ = std::move(merged);
+    // Other processes' entries join this process's map; none of this map's is dropped (one
+    // whose earlier write failed would be tuned again).
+    for (auto& [k, v] : merged) entries_[k] = std::move(v);
   }
   flock(fd, LOCK_UN);
   close(fd);

@@ -95,8 +95,10 @@ def _m(rows, cols, strides=None, dtype=2, device=0, ptr=4096):
 
 
 def _gemm_ok(**kw):
-    args = dict(a=_m(128, 64), b=_m(64, 256, (1, 64)), c=None, d=_m(128, 256), alpha=1.0,
-                beta=0.0)
+    # Operands 1 MiB apart: d must not overlap a, b or a bias (the C++ checks it).
+    mb = 1 << 20
+    args = dict(a=_m(128, 64, ptr=mb), b=_m(64, 256, (1, 64), ptr=2 * mb), c=None,
+                d=_m(128, 256, ptr=3 * mb), alpha=1.0, beta=0.0)
     args.update(kw)
     return args
 
@@ -114,7 +116,8 @@ def test_gemm_surface():
     (dict(a=_m(128, 64, device=-1)), r"^gemm: a is in host memory, expected a CUDA tensor"),
     (dict(b=_m(64, 256, (1, 64), device=1)), r"^gemm: b is on cuda:1, expected cuda:0"),
     (dict(beta=0.5), r"^gemm: beta is 0.500000 but c is absent"),
-    (dict(c=_m(128, 256, dtype=1), beta=1.0), r"^gemm: c has dtype float16, expected bfloat16"),
+    (dict(c=_m(128, 256, dtype=1, ptr=4 << 20), beta=1.0), r"^gemm: c has dtype float16, expected bfloat16"),
+    (dict(d=_m(128, 256, ptr=(1 << 20) + 64)), r"^gemm: d overlaps a in memory"),
     (dict(a=_m(128, 64, ptr=4097)), r"^gemm: a has a base address that is not 2-byte aligned"),
     (dict(d=_m(128, 256, (0, 1))), r"^gemm: d has leading stride 0 < 256 contiguous elements"),
     (dict(a=(4096, 2, (128, 64), (64,), 0)), r"^gemm: a has 2 sizes but 1 strides"),
