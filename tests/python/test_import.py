@@ -50,15 +50,18 @@ def test_fwd_validation_is_value_error(kwargs, match):
 
 
 def test_bwd_validation_is_value_error():
-    x = _t((8, 4096))
+    # The outputs (dx, dweight) apart from the inputs (x doubles as dout: inputs may share).
+    x, dx, dw = _t((8, 4096)), _t((8, 4096), ptr=1 << 20), _t((4096,), ptr=2 << 20)
     with pytest.raises(ValueError, match="dweight is given but weight is absent"):
-        _C.rmsnorm_bwd_workspace_size(x, None, x, _t((8,)), None, x, None, _t((4096,)), None)
+        _C.rmsnorm_bwd_workspace_size(x, None, x, _t((8,)), None, dx, None, dw, None)
     with pytest.raises(ValueError, match="rstd has shape"):
-        _C.rmsnorm_bwd(x, None, x, _t((7,)), None, x, None, None, None, 0, 0, 0)
+        _C.rmsnorm_bwd(x, None, x, _t((7,)), None, dx, None, None, None, 0, 0, 0)
     with pytest.raises(ValueError, match="dout has shape"):
-        _C.rmsnorm_bwd(x, None, _t((8, 8)), _t((8,)), None, x, None, None, None)
+        _C.rmsnorm_bwd(x, None, _t((8, 8)), _t((8,)), None, dx, None, None, None)
     with pytest.raises(ValueError, match="weight_offset is nan"):
-        _C.rmsnorm_bwd(x, None, x, _t((8,)), None, x, None, None, None, weight_offset=float("nan"))
+        _C.rmsnorm_bwd(x, None, x, _t((8,)), None, dx, None, None, None, weight_offset=float("nan"))
+    with pytest.raises(ValueError, match="rmsnorm_bwd: dx overlaps x in memory"):
+        _C.rmsnorm_bwd(x, None, x, _t((8,)), None, x, None, None, None)
 
 
 def test_empty_rows_launch_nothing():
@@ -72,8 +75,9 @@ def test_cuda_errors_are_runtime_errors():
     never crashes. With a GPU the occupancy query just answers (no memory is touched)."""
     x = _t((8, 4096))
     try:
-        ws = _C.rmsnorm_bwd_workspace_size(x, _t((4096,)), x, _t((8,)), None, x, None,
-                                           _t((4096,)), None)
+        ws = _C.rmsnorm_bwd_workspace_size(x, _t((4096,)), x, _t((8,)), None,
+                                           _t((8, 4096), ptr=1 << 20), None,
+                                           _t((4096,), ptr=2 << 20), None)
     except RuntimeError as e:
         assert "cuda" in str(e).lower()
         # No device: the forward fails the same clean way (at its device guard, before any
