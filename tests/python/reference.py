@@ -191,3 +191,23 @@ def ref_cross_entropy(x, target, reduction="mean", **opts):
     d_z = counted.to(ce.dtype).sum()
     zs = z.sum() / d_z + nan_rows.sum()
     return ce.sum() / d_ce + zs, p["lse"], zs
+
+
+C01_LAYOUTS = ("expanded", "col_strided", "row_strided", "transposed")
+
+
+def c01_dy(layout, shape, device, dtype=torch.bfloat16):
+    """cases/handed.md C01's upstream gradients of ``shape`` (2-D for "transposed"): expanded
+    ones (all strides 0, what y.sum().backward() hands over), column-strided (every other
+    column of a wider buffer), row-strided (a slice of a wider buffer), a transposed view."""
+    def randn(*sh):
+        return torch.randn(*sh, device=device).to(dtype)
+    if layout == "expanded":
+        return torch.ones((), device=device, dtype=dtype).expand(*shape)
+    if layout == "col_strided":
+        return randn(*shape[:-1], 2 * shape[-1])[..., ::2]
+    if layout == "row_strided":
+        return randn(*shape[:-1], shape[-1] + 128)[..., 64:64 + shape[-1]]
+    if layout == "transposed":
+        return randn(shape[1], shape[0]).t()
+    raise AssertionError(layout)

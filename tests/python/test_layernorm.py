@@ -24,7 +24,7 @@ quack_cpp = pytest.importorskip("quack_cpp")
 ln_ops = pytest.importorskip("quack_cpp.layernorm_ops")
 import torch.nn.functional as F  # noqa: E402
 
-from reference import assert_rule, compare_runs, run  # noqa: E402
+from reference import C01_LAYOUTS, assert_rule, c01_dy, compare_runs, run  # noqa: E402
 
 DEVICE = os.environ.get("QUACK_TEST_DEVICE", "cuda")
 if DEVICE == "cuda":
@@ -240,19 +240,7 @@ def test_compile_fullgraph(dtype):
 # --------------------------------------------------------------------------------------------
 
 
-def _c01_dy(layout, shape):
-    if layout == "expanded":
-        return torch.ones((), device=DEVICE, dtype=bf16).expand(*shape)
-    if layout == "col_strided":
-        return randn(*shape[:-1], 2 * shape[-1], dtype=bf16)[..., ::2]
-    if layout == "row_strided":
-        return randn(*shape[:-1], shape[-1] + 128, dtype=bf16)[..., 64:64 + shape[-1]]
-    if layout == "transposed":
-        return randn(shape[1], shape[0], dtype=bf16).t()
-    raise AssertionError(layout)
-
-
-@pytest.mark.parametrize("layout", ["expanded", "col_strided", "row_strided", "transposed"])
+@pytest.mark.parametrize("layout", C01_LAYOUTS)
 def test_c01_dy_layouts(layout):
     """handed.md C01 for LayerNorm: dy expanded (all strides 0, from y.sum().backward()),
     column-strided, row-strided (a slice of a wider buffer), a transposed 2-D view; dx, dw, db
@@ -261,7 +249,7 @@ def test_c01_dy_layouts(layout):
     x = randn(*shape, dtype=bf16)
     w = torch.ones(256, device=DEVICE)
     b = torch.zeros(256, device=DEVICE)
-    dy = _c01_dy(layout, shape)
+    dy = c01_dy(layout, shape, DEVICE)
     if layout == "expanded":  # the real trigger: y.sum().backward()
         xl, wl, bl = (t.clone().requires_grad_(True) for t in (x, w, b))
         quack_cpp.layernorm(xl, wl, bl, eps=1e-6).sum().backward()

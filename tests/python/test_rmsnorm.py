@@ -23,7 +23,9 @@ ops = pytest.importorskip("quack_cpp.ops")
 from quack_cpp._registrar import tensor_arg  # noqa: E402
 
 from reference import (  # noqa: E402
+    C01_LAYOUTS,
     assert_rule,
+    c01_dy,
     compare_runs,
     poison_,
     ref_rmsnorm,
@@ -246,24 +248,12 @@ def test_compile_sum_backward_and_module():
 # --------------------------------------------------------------------------------------------
 
 
-def _c01_dy(layout, shape):
-    if layout == "expanded":
-        return torch.ones((), device=DEVICE, dtype=bf16).expand(*shape)
-    if layout == "col_strided":
-        return randn(*shape[:-1], 2 * shape[-1], dtype=bf16)[..., ::2]
-    if layout == "row_strided":
-        return randn(*shape[:-1], shape[-1] + 128, dtype=bf16)[..., 64:64 + shape[-1]]
-    if layout == "transposed":
-        return randn(shape[1], shape[0], dtype=bf16).t()
-    raise AssertionError(layout)
-
-
-@pytest.mark.parametrize("layout", ["expanded", "col_strided", "row_strided", "transposed"])
+@pytest.mark.parametrize("layout", C01_LAYOUTS)
 def test_c01_dy_layouts(layout):
     shape = (2048, 256) if layout == "transposed" else (2, 1024, 256)
     x = randn(*shape, dtype=bf16)
     w = torch.ones(256, device=DEVICE)
-    dy = _c01_dy(layout, shape)
+    dy = c01_dy(layout, shape, DEVICE)
     if layout == "expanded":  # the real trigger: y.sum().backward()
         xl = x.clone().requires_grad_(True)
         wl = w.clone().requires_grad_(True)
