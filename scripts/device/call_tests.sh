@@ -3,7 +3,9 @@
 cd "$(dirname "$0")/../.."; source scripts/device/common.sh
 T0=$(date +%s); END=$((T0 + ${BUDGET:-565}))
 say "build"
-build || { tail -40 $R/build.log; echo BUILD FAILED; tar -cJf $OUT/a.tar.xz -C $OUT r; exit 1; }
+# A failed TU (ninja -k 0 built the rest): the tests that were built still run.
+build || { tail -40 $R/build.log; echo "BUILD FAILED (continuing with what was built)"
+           [ -x build/d/tests/cpp/quack_gpu_tests ] || { tar -cJf $OUT/a.tar.xz -C $OUT r; exit 1; }; }
 say "built in $(( $(date +%s) - T0 )) s"; stage; ls /tmp/s/quack_cpp | tr '\n' ' '; echo
 python3 -c "import quack_cpp; print('quack_cpp', quack_cpp.__file__)"
 python3 -c "import quack; print('quack', quack.__version__)" 2>/dev/null || echo "quack (the peer): not on the path (no .peers in this call)"

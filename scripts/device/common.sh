@@ -40,7 +40,7 @@ build() {
   fi
   cmake -S . -B build/d -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=ON \
     -DQUACK_GEMM_AB_INSTANCES=${AB_INSTANCES:-ON} -DQUACK_PREBUILT_LIBRARY=$lib > $R/cmake.log 2>&1 \
-    && ninja -C build/d -j "$(nproc)" >> $R/build.log 2>&1
+    && ninja -C build/d -k 0 -j "$(nproc)" >> $R/build.log 2>&1  # -k 0: one failing TU spares the rest
 }
 # Calls 2 and 3 on a machine that went cold in between: build first (their budget then shrinks).
 ensure_built() { ls build/d/python/_C*.so > /dev/null 2>&1 || { say "no build/d here: building"; build || { tail -30 $R/build.log; echo BUILD FAILED; }; }; }
