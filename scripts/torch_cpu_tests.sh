@@ -8,17 +8,21 @@
 # the kernels). CI has no torch; run this here after a change to python/ or its tests.
 #   scripts/torch_cpu_tests.sh [pytest args]      e.g. -x tests/python/test_cross_entropy.py
 # First run: ~3 GB of wheels (~1 min), the package's build (the library from ccache, minutes).
-# Environment: TORCH_VERSION (default 2.11.0), VENV (default .venv-torch).
+# Environment: TORCH_VERSION (default 2.11.0), VENV (default .venv-torch). Exit 3: torch could
+# not be installed or imported (no registry, no disk): nothing was tested (.ci/run skips then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv-torch}
 TORCH_VERSION=${TORCH_VERSION:-2.11.0}
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" numpy nanobind scikit-build-core ninja \
-    cmake pytest
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  # The system's cmake and ninja build the package (the tree's build-py/ was configured with
+  # them); the venv brings torch and the Python build tools.
+  { python3 -m venv "$VENV" && "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" numpy \
+      nanobind scikit-build-core pytest; } \
+    || { echo "torch_cpu_tests: torch $TORCH_VERSION could not be installed into $VENV"; exit 3; }
 fi
-"$VENV/bin/python" -c "import torch; print('torch', torch.__version__)"
+"$VENV/bin/python" -c "import torch; print('torch', torch.__version__)" \
+  || { echo "torch_cpu_tests: torch does not import in $VENV"; exit 3; }
 bash scripts/setup_deps.sh
 "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps .
 "$VENV/bin/python" -c "import quack_cpp._torch" \
