@@ -123,6 +123,18 @@ def test_nan_inf_duplicates(dtype, largest):
         check(x, k, largest=largest)
 
 
+@pytest.mark.parametrize("dtype", [bf16, f32], ids=str)
+@pytest.mark.parametrize("k", [8, 256, 300])
+def test_rows_beyond_262144(k, dtype):
+    """Issue 19: correct beyond the speed range (N ≤ 262144): rows of 2^20 + 3 elements (odd),
+    on the queue kernel (k ≤ 256) and the sort path (k = 300), with NaN and ties in them."""
+    x = randx(3, (1 << 20) + 3, dtype=dtype)
+    x[1, ::1000] = float("nan")
+    x[2, : 1 << 19] = 0.5  # half the row one value: ties at the top
+    check(x, k)
+    check(x, k, largest=False)
+
+
 @pytest.mark.parametrize("largest", [True, False])
 @pytest.mark.parametrize("M,N,k", [(37, 1024, 8), (21, 2048, 16), (9, 1000, 32), (50, 1000, 13)])
 def test_fp32_near_ties(M, N, k, largest):
