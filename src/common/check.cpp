@@ -125,12 +125,15 @@ void ArgCheck::outputs_apart(std::initializer_list<Named> outs, std::initializer
   static const TensorRef kAbsent;
   auto ref = [](const Named& n) -> const TensorRef& { return n.t ? *n.t : kAbsent; };
   for (auto o = outs.begin(); o != outs.end(); ++o) {
-    for (auto p = o + 1; p != outs.end(); ++p) disjoint(ref(*o), o->name, ref(*p), p->name);
     for (const Named& i : ins) {
-      bool allowed = false;
-      for (const auto& pr : in_place) allowed |= pr.first == o->t && pr.second == i.t;
-      if (!allowed) disjoint(ref(*o), o->name, ref(i), i.name);
+      bool in_place_pair = false;
+      for (const auto& pr : in_place) in_place_pair |= pr.first == o->t && pr.second == i.t;
+      if (in_place_pair)
+        same_or_disjoint(ref(*o), o->name, ref(i), i.name);
+      else
+        disjoint(ref(*o), o->name, ref(i), i.name);
     }
+    for (auto p = o + 1; p != outs.end(); ++p) disjoint(ref(*o), o->name, ref(*p), p->name);
   }
 }
 

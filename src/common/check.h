@@ -54,8 +54,8 @@ class ArgCheck {
     const TensorRef* t;
     const char* name;
   };
-  /// Every two outputs, and every output with every input, are disjoint, except the pairs
-  /// (output, input) of `in_place` (checked by same_or_disjoint beforehand).
+  /// Every two outputs are disjoint, and every output with every input, except that an
+  /// (output, input) pair of `in_place` may be that input itself (same_or_disjoint).
   void outputs_apart(std::initializer_list<Named> outs, std::initializer_list<Named> ins,
                      std::initializer_list<std::pair<const TensorRef*, const TensorRef*>> in_place = {}) const;
 

@@ -66,12 +66,10 @@ void check_weight(const ArgCheck& chk, const TensorRef& w, int64_t V, int device
   chk.same_device(w, "weight", device);
 }
 
-// dx: (M, V) float output; x itself (in place: the same address, dtype and strides) or memory
-// of its own, not overlapping x (the header's rule; an absent x passes).
-void check_dx(const ArgCheck& chk, const TensorRef& dx, const TensorRef& x, int64_t M,
-              int64_t V, int device, const char* name = "dx") {
-  row_check_mn(chk, dx, name, M, V, device, /*output=*/true);
-  chk.same_or_disjoint(dx, name, x, "x");
+// dx: (M, V) float output (against x, the header's rule — x itself or memory of its own — in
+// the callers' ArgCheck::outputs_apart).
+void check_dx(const ArgCheck& chk, const TensorRef& dx, int64_t M, int64_t V, int device) {
+  row_check_mn(chk, dx, "dx", M, V, device, /*output=*/true);
 }
 
 void check_v(const ArgCheck& chk, int64_t M, int64_t V, const char* what) {
@@ -204,7 +202,7 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a, CePredictedForm f
   if (a.lse.present()) check_vector(chk, a.lse, "lse", M, device, true);
   if (a.z_loss.present()) check_vector(chk, a.z_loss, "z_loss", none ? M : 1, device, true);
   if (a.dx.present()) {
-    check_dx(chk, a.dx, a.x, M, V, device);
+    check_dx(chk, a.dx, M, V, device);
   }
   const bool state = a.dx_state.present();
   if (state) {
@@ -370,7 +368,7 @@ RowCall cross_entropy_bwd_call(const CrossEntropyBwdArgs& a, const char* fn, int
   } else {
     check_vector(chk, a.dloss, "dloss", M, device, false);
   }
-  check_dx(chk, a.dx, a.x, M, V, device);
+  check_dx(chk, a.dx, M, V, device);
   // dx is written while the other inputs are read by other rows: separate memory (x itself
   // allowed, checked by check_dx).
   chk.outputs_apart({{&a.dx, "dx"}},
@@ -452,10 +450,11 @@ void cross_entropy_train_bwd(const CrossEntropyTrainBwdArgs& a, cudaStream_t str
   const int64_t M = a.x.shape[0], V = a.x.shape[1];
   const int device = a.x.device;
   if (a.dx_out.present()) {
-    check_dx(chk, a.dx, a.x, M, V, device);
+    check_dx(chk, a.dx, M, V, device);
     if (a.dx_out.dtype != a.dx.dtype)
       chk.fail("dx_out has dtype " + describe_full(a.dx_out) + ", expected dx's " +
                describe_full(a.dx));
+    chk.same_or_disjoint(a.dx, "dx", a.x, "x");
     chk.same_or_disjoint(a.dx_out, "dx_out", a.dx, "dx");
   }
   if (a.dx_predict.present()) check_dx_predict(chk, a.dx_predict, device);

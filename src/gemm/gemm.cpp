@@ -651,11 +651,10 @@ Plan plan_gemm(const GemmArgs& g) {
   }
   // The kernel reads a, b, c and the bias while other tiles store d: a shared byte is a race.
   // d may be c itself (gemm_add_inplace); a and b at K = 0 are empty and pass.
-  chk.disjoint(g.d, "d", g.a, "a");
-  chk.disjoint(g.d, "d", g.b, "b");
-  if (read_c) chk.same_or_disjoint(g.d, "d", g.c, "c");
-  chk.disjoint(g.d, "d", g.bias.row, "bias.row");
-  chk.disjoint(g.d, "d", g.bias.col, "bias.col");
+  chk.outputs_apart({{&g.d, "d"}},
+                    {{&g.a, "a"}, {&g.b, "b"}, {read_c ? &g.c : nullptr, "c"},
+                     {&g.bias.row, "bias.row"}, {&g.bias.col, "bias.col"}},
+                    {{&g.d, &g.c}});
   if (swap) {
     p.m = int(N);
     p.n = int(M);
@@ -764,30 +763,6 @@ std::string activation_names(bool gated) {
   return s;
 }
 
-// An input of a fused GEMM for check_outputs_vs_inputs; in_place: an output may be this input
-// exactly (the same view), as gemm's d may be its c.
-struct InArg {
-  const TensorRef* t;
-  const char* name;
-  bool in_place = false;
-};
-
-// The outputs of a fused GEMM against its inputs: the kernel reads a and b (every tile's
-// mainloop) and the epilogue's inputs (c, preact, bias) while other tiles' outputs are being
-// stored, so a shared byte is a race, not an in-place update. Absent and empty tensors pass
-// (a and b at K = 0 are not read). Each output: disjoint from every input, or, where the input
-// is in_place, that input itself.
-void check_outputs_vs_inputs(const ArgCheck& chk, std::initializer_list<InArg> outs,
-                             std::initializer_list<InArg> ins) {
-  for (const InArg& o : outs)
-    for (const InArg& i : ins) {
-      if (i.in_place)
-        chk.same_or_disjoint(*o.t, o.name, *i.t, i.name);
-      else
-        chk.disjoint(*o.t, o.name, *i.t, i.name);
-    }
-}
-
 // Shapes, devices, layouts and the kernel's problem (sizes, majors, pointers and strides) of a
 // fused GEMM: a (M, K), b (K, N) and the (M, N) tensors `mn`, whose first entry (an output,
 // present) sets the layout the others must have. Dtypes are checked and set by the caller, which
@@ -865,9 +840,6 @@ Plan plan_fused(const ArgCheck& chk, GemmEpilogue epi, const TensorRef& a, const
         break;
     }
   }
-  for (const MnArg& x : mn)
-    for (const MnArg& y : mn)
-      if (&x < &y && x.role != MnRole::kC && y.role != MnRole::kC) chk.disjoint(*x.t, x.name, *y.t, y.name);
   plan.swapped = swap;
   if (swap) {
     p.m = int(N);
@@ -933,12 +905,12 @@ Plan plan_act(const GemmActArgs& g) {
   if (g.c.present() && g.preact.present() && g.c.dtype != g.preact.dtype)
     chk.fail(std::string("c has dtype ") + dtype_name(g.c.dtype) + ", expected " + dtype_name(g.preact.dtype) +
              " (preact's dtype)");
-  // quack/gemm_act.h: preact and postact must not overlap an input (each other: plan_fused).
-  // c counts where it is read (beta ≠ 0): an unread c is only shape-checked, as in gemm.
-  const TensorRef unread_c{};
-  check_outputs_vs_inputs(chk, {{&g.preact, "preact"}, {&g.postact, "postact"}},
-                          {{&g.a, "a"}, {&g.b, "b"}, {read_c ? &g.c : &unread_c, "c"},
-                           {&g.bias.row, "bias.row"}, {&g.bias.col, "bias.col"}});
+  // quack/gemm_act.h: preact and postact apart from each other and from the inputs (the kernel
+  // reads those while other tiles store). c counts where it is read (beta ≠ 0): an unread c is
+  // only shape-checked, as in gemm.
+  chk.outputs_apart({{&g.preact, "preact"}, {&g.postact, "postact"}},
+                    {{&g.a, "a"}, {&g.b, "b"}, {read_c ? &g.c : nullptr, "c"},
+                     {&g.bias.row, "bias.row"}, {&g.bias.col, "bias.col"}});
   GemmProblem& p = plan.p;
   p.activation = static_cast<int>(g.activation);
   p.alpha = g.alpha;
@@ -986,11 +958,10 @@ Plan plan_gated(const GemmGatedArgs& g) {
   if (g.c.present() && g.preact.present() && g.c.dtype != g.preact.dtype)
     chk.fail(std::string("c has dtype ") + dtype_name(g.c.dtype) + ", expected " + dtype_name(g.preact.dtype) +
              " (preact's dtype)");
-  // As gemm_act (quack/gemm_act.h): preact and postact must not overlap an input.
-  const TensorRef unread_c{};
-  check_outputs_vs_inputs(chk, {{&g.preact, "preact"}, {&g.postact, "postact"}},
-                          {{&g.a, "a"}, {&g.b, "b"}, {read_c ? &g.c : &unread_c, "c"},
-                           {&g.bias.row, "bias.row"}, {&g.bias.col, "bias.col"}});
+  // As gemm_act (quack/gemm_act.h): preact and postact apart from each other and the inputs.
+  chk.outputs_apart({{&g.preact, "preact"}, {&g.postact, "postact"}},
+                    {{&g.a, "a"}, {&g.b, "b"}, {read_c ? &g.c : nullptr, "c"},
+                     {&g.bias.row, "bias.row"}, {&g.bias.col, "bias.col"}});
   GemmProblem& p = plan.p;
   apply_bias(g.bias, false, p);
   p.activation = static_cast<int>(g.activation);
@@ -1039,8 +1010,8 @@ Plan plan_dgated(const GemmDGatedArgs& g) {
   // Outputs against inputs: disjoint from a and b; against preact (the epilogue's C), disjoint or
   // preact itself (in place, as quack/gemm.h allows d = c; accepted before this check too).
   // postact (M, H) is never preact's (M, 2H) view, so it must be disjoint.
-  check_outputs_vs_inputs(chk, {{&g.dpreact, "dpreact"}, {&g.postact, "postact"}},
-                          {{&g.a, "a"}, {&g.b, "b"}, {&g.preact, "preact", /*in_place=*/true}});
+  chk.outputs_apart({{&g.dpreact, "dpreact"}, {&g.postact, "postact"}},
+                    {{&g.a, "a"}, {&g.b, "b"}, {&g.preact, "preact"}}, {{&g.dpreact, &g.preact}});
   GemmProblem& p = plan.p;
   p.activation = static_cast<int>(g.activation);
   p.tile_counter = g.tile_counter;
@@ -1095,8 +1066,8 @@ Plan plan_dact(const GemmDActArgs& g) {
              dtype_name(g.dpreact.dtype) + " (dpreact's dtype)");
   // Outputs against inputs: disjoint from a and b; against preact (the epilogue's C), disjoint or
   // preact itself (in place, as quack/gemm.h allows d = c; accepted before this check too).
-  check_outputs_vs_inputs(chk, {{&g.dpreact, "dpreact"}, {&g.postact, "postact"}},
-                          {{&g.a, "a"}, {&g.b, "b"}, {&g.preact, "preact", /*in_place=*/true}});
+  chk.outputs_apart({{&g.dpreact, "dpreact"}, {&g.postact, "postact"}},
+                    {{&g.a, "a"}, {&g.b, "b"}, {&g.preact, "preact"}}, {{&g.dpreact, &g.preact}});
   GemmProblem& p = plan.p;
   p.activation = static_cast<int>(g.activation);
   p.tile_counter = g.tile_counter;

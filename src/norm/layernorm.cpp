@@ -54,7 +54,7 @@ RowCall layernorm_bwd_call(const LayerNormBwdArgs& a, const char* fn) {
 
 void layernorm_fwd(const LayerNormFwdArgs& args, cudaStream_t stream) {
   const detail::RowCall c = detail::layernorm_fwd_call(args);
-  if (detail::empty_rows({args.x.shape[0], args.x.shape[1], args.x.device})) {
+  if (detail::empty_rows(args.x)) {
     detail::fill_empty_row_stats(args.mean, 0, args.x.device, "layernorm_fwd", stream);     // 0
     detail::fill_empty_row_stats(args.rstd, 0xFF, args.x.device, "layernorm_fwd", stream);  // NaN
     return;
@@ -64,7 +64,7 @@ void layernorm_fwd(const LayerNormFwdArgs& args, cudaStream_t stream) {
 
 size_t layernorm_bwd_workspace_size(const LayerNormBwdArgs& args) {
   const detail::RowCall c = detail::layernorm_bwd_call(args, "layernorm_bwd_workspace_size");
-  if (detail::empty_rows({args.x.shape[0], args.x.shape[1], args.x.device})) return 0;
+  if (detail::empty_rows(args.x)) return 0;
   detail::RowPlan plan = detail::plan_row_call(c);
   return detail::row_call_workspace(c, plan);
 }
@@ -72,7 +72,7 @@ size_t layernorm_bwd_workspace_size(const LayerNormBwdArgs& args) {
 void layernorm_bwd(const LayerNormBwdArgs& args, void* workspace, size_t workspace_bytes,
                    cudaStream_t stream) {
   const detail::RowCall c = detail::layernorm_bwd_call(args);
-  if (detail::empty_rows({args.x.shape[0], args.x.shape[1], args.x.device})) return;  // all empty
+  if (detail::empty_rows(args.x)) return;  // all empty
   detail::run_row_call(c, detail::plan_row_call(c), stream, workspace, workspace_bytes);
 }
 

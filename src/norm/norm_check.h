@@ -38,7 +38,7 @@ inline NormDims check_norm_x(const ArgCheck& chk, const TensorRef& x) {
 // Rows of no columns (N = 0, M > 0), as torch's norms take them: the outputs (M, 0) and the
 // column vectors (0) are empty; a row's statistics are those of an empty row, written by
 // fill_empty_row_stats (no kernel); the backward has nothing to write.
-inline bool empty_rows(const NormDims& d) { return d.N == 0 && d.M > 0; }
+inline bool empty_rows(const TensorRef& x) { return x.shape[1] == 0 && x.shape[0] > 0; }
 
 // An fp32 (M) statistic of empty rows: every byte `byte` (0xFF: NaN, rstd = 1/sqrt(0/0 + eps);
 // 0: 0.0, LayerNorm's mean as torch's CPU layer_norm gives it), by cudaMemset2DAsync on the
@@ -60,8 +60,6 @@ NormDims check_norm_fwd(const ArgCheck& chk, const Args& a, const TensorRef* mea
   if (a.rstd.present()) row_check_m_f32(chk, a.rstd, "rstd", d.M, d.dev, true);
   // The header's aliasing rule: out in place of x, residual_out in place of the residual, each
   // only as that tensor itself (same address, dtype, shape, strides); else separate memory.
-  chk.same_or_disjoint(a.out, "out", a.x, "x");
-  chk.same_or_disjoint(a.residual_out, "residual_out", a.residual, "residual");
   chk.outputs_apart({{&a.out, "out"}, {&a.residual_out, "residual_out"}, {mean, "mean"},
                             {&a.rstd, "rstd"}},
                       {{&a.x, "x"}, {&a.residual, "residual"}, {&a.weight, "weight"},
@@ -85,8 +83,6 @@ NormDims check_norm_bwd(const ArgCheck& chk, const Args& a, const TensorRef* mea
   row_check_mn(chk, a.dx, "dx", d.M, d.N, d.dev, true);
   if (a.dresidual.present()) row_check_mn(chk, a.dresidual, "dresidual", d.M, d.N, d.dev, true);
   // The header's aliasing rule: dx (and dresidual) in place of dout only as dout itself.
-  chk.same_or_disjoint(a.dx, "dx", a.dout, "dout");
-  chk.same_or_disjoint(a.dresidual, "dresidual", a.dout, "dout");
   if (a.dweight.present()) {
     if (!a.weight.present()) chk.fail("dweight is given but weight is absent, expected both");
     row_check_n(chk, a.dweight, "dweight", d.N, d.dev, true);

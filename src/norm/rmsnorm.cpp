@@ -66,7 +66,7 @@ RowCall rmsnorm_bwd_call(const RmsNormBwdArgs& a, const char* fn) {
 
 void rmsnorm_fwd(const RmsNormFwdArgs& args, cudaStream_t stream) {
   const detail::RowCall c = detail::rmsnorm_fwd_call(args);
-  if (detail::empty_rows({args.x.shape[0], args.x.shape[1], args.x.device})) {
+  if (detail::empty_rows(args.x)) {
     detail::fill_empty_row_stats(args.rstd, 0xFF, args.x.device, "rmsnorm_fwd", stream);  // NaN
     return;
   }
@@ -75,7 +75,7 @@ void rmsnorm_fwd(const RmsNormFwdArgs& args, cudaStream_t stream) {
 
 size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args) {
   const detail::RowCall c = detail::rmsnorm_bwd_call(args, "rmsnorm_bwd_workspace_size");
-  if (detail::empty_rows({args.x.shape[0], args.x.shape[1], args.x.device})) return 0;
+  if (detail::empty_rows(args.x)) return 0;
   detail::RowPlan plan = detail::plan_row_call(c);
   return detail::row_call_workspace(c, plan);
 }
@@ -83,7 +83,7 @@ size_t rmsnorm_bwd_workspace_size(const RmsNormBwdArgs& args) {
 void rmsnorm_bwd(const RmsNormBwdArgs& args, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream) {
   const detail::RowCall c = detail::rmsnorm_bwd_call(args);
-  if (detail::empty_rows({args.x.shape[0], args.x.shape[1], args.x.device})) return;  // all empty
+  if (detail::empty_rows(args.x)) return;  // all empty
   detail::run_row_call(c, detail::plan_row_call(c), stream, workspace, workspace_bytes);
 }
 

@@ -49,7 +49,7 @@ void check_bshd(const detail::ArgCheck& chk, const TensorRef& t, const char* nam
 }
 
 // An input and its output: both or neither; the output the input's shape and non-overlapping
-// (whether it may share the input's memory: check_outputs_apart).
+// (whether it may share the input's memory: ArgCheck::outputs_apart).
 void check_pair(const detail::ArgCheck& chk, const TensorRef& in, const char* in_name,
                 const TensorRef& out, const char* out_name, const TensorRef& q) {
   if (in.present() != out.present())
@@ -62,33 +62,6 @@ void check_pair(const detail::ArgCheck& chk, const TensorRef& in, const char* in
     chk.fail(std::string(out_name) + " has shape " + describe(out) + ", expected " +
              describe(in) + " (" + in_name + "'s shape)");
   chk.non_overlapping(out, out_name);
-}
-
-// Each present output apart from every other output and from every input, its own input
-// excepted when it is that input exactly (in place: same_or_disjoint): the kernel writes one
-// tensor while it reads or writes the others, so any shared element is a race (q_out inside k,
-// two outputs on one buffer). ins[i] is outs[i]'s input; tables: cos and sin.
-void check_outputs_apart(const detail::ArgCheck& chk,
-                         std::initializer_list<std::pair<const TensorRef*, const char*>> ins,
-                         std::initializer_list<std::pair<const TensorRef*, const char*>> outs,
-                         const TensorRef& cos, const TensorRef& sin) {
-  size_t i = 0;
-  for (auto o = outs.begin(); o != outs.end(); ++o, ++i) {
-    const auto& [out, out_name] = *o;
-    if (!out->present()) continue;
-    size_t j = 0;
-    for (const auto& [in, in_name] : ins) {
-      if (j == i)
-        chk.same_or_disjoint(*out, out_name, *in, in_name);
-      else
-        chk.disjoint(*out, out_name, *in, in_name);
-      ++j;
-    }
-    for (auto p = o + 1; p != outs.end(); ++p)
-      chk.disjoint(*out, out_name, *p->first, p->second);
-    chk.disjoint(*out, out_name, cos, "cos");
-    chk.disjoint(*out, out_name, sin, "sin");
-  }
 }
 
 // cos and sin: (S_ro, R/2) fp32 on x's device (x named x_name), equal shapes and strides,
@@ -229,9 +202,12 @@ void apply_rotary(const RotaryArgs& a, cudaStream_t stream) {
   check_pair(chk, a.v, "v", a.v_out, "v_out", a.q);
   const int64_t B = a.q.shape[0], S = a.q.shape[1], D = a.q.shape[3];
   check_tables(chk, a.cos, a.sin, a.q, "q", B * S, S, D, a.seqlen_offset);
-  check_outputs_apart(chk, {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}},
-                      {{&a.q_out, "q_out"}, {&a.k_out, "k_out"}, {&a.v_out, "v_out"}}, a.cos,
-                      a.sin);
+  // The kernel writes one tensor while it reads or writes the others: each output apart from
+  // the rest (q_out inside k, two outputs on one buffer), its own input excepted when it is that
+  // input exactly (in place).
+  chk.outputs_apart({{&a.q_out, "q_out"}, {&a.k_out, "k_out"}, {&a.v_out, "v_out"}},
+                    {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.cos, "cos"}, {&a.sin, "sin"}},
+                    {{&a.q_out, &a.q}, {&a.k_out, &a.k}, {&a.v_out, &a.v}});
   const int64_t heads = a.q.shape[2] + (a.k.present() ? a.k.shape[2] : 0) +
                         (a.v.present() ? a.v.shape[2] : 0);
   if (heads * D > INT32_MAX)
@@ -275,8 +251,9 @@ void rotary_qkv_pack(const RotaryPackArgs& a, cudaStream_t stream) {
   check_tables(chk, a.cos, a.sin, a.dqkv, "dqkv", B * S, S, D, a.seqlen_offset);
   // dqkv is no gradient's in-place output (the kernel writes its three slices from the three;
   // its 3H heads never make it dq's own view, so same_or_disjoint against dq refuses any overlap).
-  check_outputs_apart(chk, {{&a.dq, "dq"}, {&a.dk, "dk"}, {&a.dv, "dv"}}, {{&a.dqkv, "dqkv"}},
-                      a.cos, a.sin);
+  chk.outputs_apart({{&a.dqkv, "dqkv"}},
+                    {{&a.dq, "dq"}, {&a.dk, "dk"}, {&a.dv, "dv"}, {&a.cos, "cos"}, {&a.sin, "sin"}},
+                    {{&a.dqkv, &a.dq}});
   if (B * S == 0 || H == 0) return;
 
   detail::RotaryParams p = table_params(a.cos, a.sin, B, S, D, a.seqlen_offset, a.conjugate,
