@@ -24,6 +24,15 @@ fi
 "$VENV/bin/python" -c "import torch; print('torch', torch.__version__)" \
   || { echo "torch_cpu_tests: torch does not import in $VENV"; exit 3; }
 bash scripts/setup_deps.sh
+# setup_deps.sh puts the CUTLASS headers into the system Python (nvidia-cutlass), which the venv
+# cannot see: name them for the package's CMake (unless set, or .deps/cutlass is there).
+if [ -z "${QUACK_CUTLASS_INCLUDE:-}" ] && [ ! -f .deps/cutlass/include/cute/tensor.hpp ]; then
+  QUACK_CUTLASS_INCLUDE=$(python3 -c "import cutlass_library, os
+print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))" 2>/dev/null || true)
+  [ -f "$QUACK_CUTLASS_INCLUDE/cute/tensor.hpp" ] \
+    || { echo "torch_cpu_tests: no CUTLASS headers (scripts/setup_deps.sh installs them)"; exit 1; }
+  export QUACK_CUTLASS_INCLUDE
+fi
 "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps .
 "$VENV/bin/python" -c "import quack_cpp._torch" \
   || { echo "torch_cpu_tests: quack_cpp._torch did not build"; exit 1; }
