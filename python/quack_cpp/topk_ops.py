@@ -196,7 +196,8 @@ def topk(
 
     Returns:
         ``torch.return_types.topk(values, indices)`` (as torch.topk): x's shape with ``dim`` of
-        size k. A 0-d x (k 0 or 1, dim -1 or 0) gives 0-d values and index 0, as torch.topk.
+        size k. A 0-d x (k 0 or 1, dim -1 or 0) gives 0-d values and index 0, as torch.topk;
+        at k = 0 the value is x's element (CUDA torch.topk leaves it unwritten).
 
     Backward: the gradient of values is scattered to the selected positions (through the
     softmax when fused; ``"pre"`` gives every element of x a gradient).

@@ -9,7 +9,23 @@ build || { tail -40 $R/build.log; echo "BUILD FAILED (continuing with what was b
 say "built in $(( $(date +%s) - T0 )) s"; stage; ls /tmp/s/quack_cpp | tr '\n' ' '; echo
 python3 -c "import quack_cpp; print('quack_cpp', quack_cpp.__file__)"
 python3 -c "import quack; print('quack', quack.__version__)" 2>/dev/null || echo "quack (the peer): not on the path (no .peers in this call)"
-G=build/d/tests/cpp/quack_gpu_tests; NSH=8
+G=build/d/tests/cpp/quack_gpu_tests; NSH=${NSH:-8}
+# GTEST_LIST=<file> (one full test name a line): only those gtests, in 2·NSH shards, and only the
+# pytest files of PY_FILES (default none), no *Large* unless listed: the rest of a suite a call cut.
+if [ -n "${GTEST_LIST:-}" ]; then
+  F=$(paste -sd: "$GTEST_LIST"); NSH2=$((2 * NSH))
+  TMO=$(( END - $(date +%s) - 30 )); [ $TMO -lt 30 ] && TMO=30
+  say "gtest list $GTEST_LIST ($(wc -l < "$GTEST_LIST") tests), timeout $TMO"
+  for i in $(seq 0 $((NSH2-1))); do
+    ( GTEST_TOTAL_SHARDS=$NSH2 GTEST_SHARD_INDEX=$i timeout $TMO $G --gtest_filter="$F" > $R/g$i.log 2>&1; echo "rc=$?" >> $R/g$i.log ) &
+  done
+  for f in ${PY_FILES:-}; do
+    ( b=$(basename $f .py); timeout $TMO python3 -m pytest $f -q -p no:cacheprovider --maxfail=20 > $R/py_$b.log 2>&1; echo "rc=$?" >> $R/py_$b.log ) &
+  done
+  wait; say "tests done at $(( $(date +%s) - T0 )) s"
+  test_summary $R/g*.log
+  tar -cJf $OUT/a.tar.xz -C $OUT r && rm -rf $R; exit 0
+fi
 build/d/tests/cpp/quack_host_tests --gtest_brief=1 > $R/host.log 2>&1; tail -2 $R/host.log
 TMO=$(( END - $(date +%s) - 75 )); [ $TMO -gt ${TMO_MAX:-240} ] && TMO=${TMO_MAX:-240}
 [ $TMO -lt 30 ] && TMO=30  # a slow build: timeout 0 would mean no limit, a negative one runs nothing

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -146,18 +147,21 @@ TEST_P(RmsNormBwdConfigs, MatchesReference) {
         const bool long_row = config < kRowConfigCount && c.N * elt > 128 * 1024 &&
                               (n_in == 3 || xt != dt);
         if (long_row) {
-          RmsNormBwdArgs probe;  // planned without a device: the layout of run_bwd's tensors
-          probe.x = TensorRef::matrix(reinterpret_cast<void*>(0x100000), xt, c.M, c.N);
-          probe.weight = TensorRef::vector(reinterpret_cast<void*>(0x200000), wt, c.N);
-          probe.dout = TensorRef::matrix(reinterpret_cast<void*>(0x300000), dt, c.M, c.N);
-          probe.rstd = TensorRef::vector(reinterpret_cast<void*>(0x400000), f32, c.M);
-          probe.dx = TensorRef::matrix(reinterpret_cast<void*>(0x500000), dt, c.M, c.N);
+          // Planned without a device: the layout of run_bwd's tensors, at addresses 2^36 bytes
+          // apart (the plan checks that outputs do not overlap inputs).
+          auto fake = [](int i) { return reinterpret_cast<void*>(uintptr_t(i) << 36); };
+          RmsNormBwdArgs probe;
+          probe.x = TensorRef::matrix(fake(1), xt, c.M, c.N);
+          probe.weight = TensorRef::vector(fake(2), wt, c.N);
+          probe.dout = TensorRef::matrix(fake(3), dt, c.M, c.N);
+          probe.rstd = TensorRef::vector(fake(4), f32, c.M);
+          probe.dx = TensorRef::matrix(fake(5), dt, c.M, c.N);
           if (v.residual) {
-            probe.dresidual_out = TensorRef::matrix(reinterpret_cast<void*>(0x600000), xt, c.M, c.N);
-            probe.dresidual = TensorRef::matrix(reinterpret_cast<void*>(0x700000), xt, c.M, c.N);
+            probe.dresidual_out = TensorRef::matrix(fake(6), xt, c.M, c.N);
+            probe.dresidual = TensorRef::matrix(fake(7), xt, c.M, c.N);
           }
-          probe.dweight = TensorRef::vector(reinterpret_cast<void*>(0x800000), f32, c.N);
-          if (v.dbias) probe.dbias = TensorRef::vector(reinterpret_cast<void*>(0x900000), f32, c.N);
+          probe.dweight = TensorRef::vector(fake(8), f32, c.N);
+          if (v.dbias) probe.dbias = TensorRef::vector(fake(9), f32, c.N);
           if (detail::plan_row_call(detail::rmsnorm_bwd_call(probe), config).policy ==
               RowPolicy::kNone)
             continue;
