@@ -122,8 +122,9 @@ __device__ __forceinline__ float gated_fwd(Activation a, float g, float u) {
   switch (a) {
     case Activation::kSwiglu: return g * sigmoid_approx(g) * u;
     case Activation::kSwigluOai: {
+      // silu·(u + 1), not silu·u + silu: at g = +inf and u < 0 the latter is inf − inf = NaN.
       float const silu = g * sigmoid_approx(kSwigluOaiAlpha * g);
-      return silu * u + silu;
+      return silu * (u + 1.f);
     }
     case Activation::kReglu: return (g < 0.f ? 0.f : g) * u;
     case Activation::kGeglu: return act_fwd(Activation::kGeluTanhApprox, g) * u;
@@ -153,9 +154,9 @@ __device__ __forceinline__ void gated_bwd(Activation a, float g, float u, float 
       float const silu = g * sig;
       float const silu_dout = silu * dout;
       float const d = ((silu * (-sig) + silu) * kSwigluOaiAlpha + sig) * dout;
-      dg = d * u + d;
+      dg = d * (u + 1.f);
       du = silu_dout;
-      post = silu * u + silu;
+      post = silu * (u + 1.f);
       return;
     }
     case Activation::kReglu: {
