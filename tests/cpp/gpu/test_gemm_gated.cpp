@@ -107,6 +107,9 @@ struct GatedCase {
   // of the float64 formula; every other element as the reference.
   bool c_unread = false;
   bool c_special = false;
+  // With c_special: +Inf at two gate columns of row 1 whose ups are negative (−0.5 at K = 0,
+  // then u + 1 > 0: glu +Inf; −40: −Inf): swiglu_oai's silu·(u + 1) must not be inf − inf.
+  bool gate_inf = false;
   uint64_t seed = 1;
 };
 
@@ -118,7 +121,7 @@ std::string describe(const GatedCase& c) {
          (c.dgated ? (c.store_postact ? "" : " -postact") : (c.store_preact ? "" : " -preact")) +
          (c.tight ? " tight" : "") + (c.offset ? " offset=" + std::to_string(c.offset) : "") +
          (c.workspace ? " workspace" : "") + (c.c_unread ? " c-unread(NaN)" : "") +
-         (c.c_special ? " c-NaN/Inf" : "") + " " + dtype_name(c.ab) + "->" + dtype_name(c.out);
+         (c.c_special ? " c-NaN/Inf" : "") + (c.gate_inf ? " gate-Inf" : "") + " " + dtype_name(c.ab) + "->" + dtype_name(c.out);
 }
 
 // Elements that differ (NaN counts as differing from everything).
@@ -171,6 +174,7 @@ void run_case(const GatedCase& c, std::vector<double>* out_d = nullptr, std::vec
   SCOPED_TRACE(describe(c));
   ASSERT_TRUE(!c.c_unread || (!c.dgated && c.with_c && c.beta == 0.f)) << "c_unread: gemm_gated with C, beta = 0";
   ASSERT_TRUE(!c.c_special || (!c.dgated && c.with_c && c.beta > 0.f)) << "c_special: gemm_gated with C, beta > 0";
+  ASSERT_TRUE(!c.gate_inf || (c.c_special && !c.concat && c.M >= 2 && c.N >= 4)) << "gate_inf: c_special, M >= 2, N >= 4";
   Rng rng(c.seed);
   const int64_t L = c.L, M = c.M, N = c.N, K = c.K;
   // gemm_gated: acc (M, N), postact (M, N/2). gemm_dgated: acc (M, H = N), preact (M, 2N).
@@ -188,7 +192,15 @@ void run_case(const GatedCase& c, std::vector<double>* out_d = nullptr, std::vec
     const int64_t nan_at = ((L - 1) * M + M / 2) * N + N / 3, inf_at = M * N - 1;
     cv[size_t(nan_at)] = std::numeric_limits<double>::quiet_NaN();
     cv[size_t(inf_at)] = std::numeric_limits<double>::infinity();
-    for (int64_t e : {nan_at, inf_at}) {
+    std::vector<int64_t> at = {nan_at, inf_at};
+    if (c.gate_inf) {  // row 1's pairs 0 and 1 (N >= 4, not concat: gate 2j, up 2j + 1)
+      const int64_t g0 = N, g1 = N + 2;
+      cv[size_t(g0)] = cv[size_t(g1)] = std::numeric_limits<double>::infinity();
+      cv[size_t(g0 + 1)] = K == 0 ? -0.5 : -40.0;
+      cv[size_t(g1 + 1)] = -40.0;
+      at.insert(at.end(), {g0, g1});
+    }
+    for (int64_t e : at) {
       special_d.insert(e);
       special_p.insert(e / N * post_cols + e % N / 2);
     }
@@ -745,6 +757,9 @@ TEST_F(GemmGatedEdge, C09NanInfInCPropagateWithBeta) {
     c.ab = DType::kFloat16;
     c.out = DType::kFloat16;
   })));
+  // swiglu_oai: +Inf gates with negative ups (glu ±Inf, never NaN), fill (K = 0) and mainloop.
+  for (int64_t K : {int64_t{100}, int64_t{0}})
+    run_case(special(with(mk(200, 300, K, Activation::kSwigluOai, false), [](GatedCase& c) { c.gate_inf = true; })));
 }
 
 // K = 0: preact = beta·C + bias, postact = glu of its pairs; dpreact = 0, postact = glu(preact).
