@@ -12,6 +12,7 @@ python3 -c "import quack; print('quack', quack.__version__)" 2>/dev/null || echo
 G=build/d/tests/cpp/quack_gpu_tests; NSH=${NSH:-8}
 # GTEST_LIST=<file> (one full test name a line): only those gtests, in 2·NSH shards, and only the
 # pytest files of PY_FILES (default none), no *Large* unless listed: the rest of a suite a call cut.
+# Lines may be gtest patterns (Tiles/GemmActTest.*).
 if [ -n "${GTEST_LIST:-}" ]; then
   F=$(paste -sd: "$GTEST_LIST"); NSH2=$((2 * NSH))
   TMO=$(( END - $(date +%s) - 30 )); [ $TMO -lt 30 ] && TMO=30
@@ -24,6 +25,8 @@ if [ -n "${GTEST_LIST:-}" ]; then
   done
   wait; say "tests done at $(( $(date +%s) - T0 )) s"
   test_summary $R/g*.log
+  # AFTER: one more command (a short bench) with the staged package, its output in after.log.
+  [ -n "${AFTER:-}" ] && { eval "$AFTER" > $R/after.log 2>&1; tail -${AFTER_TAIL:-30} $R/after.log; }
   tar -cJf $OUT/a.tar.xz -C $OUT r && rm -rf $R; exit 0
 fi
 build/d/tests/cpp/quack_host_tests --gtest_brief=1 > $R/host.log 2>&1; tail -2 $R/host.log
