@@ -136,13 +136,15 @@ inline ::testing::AssertionResult ce_close_rows(const std::string& what,
                                                 const std::vector<double>& ref, int64_t M,
                                                 int64_t V, double rel,
                                                 const std::vector<double>& floors) {
+  if (got.size() != static_cast<size_t>(M * V) || ref.size() != got.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << ", expected "
+                                         << ref.size() << " (" << M << " x " << V << ")";
   int64_t bad = 0;
   std::string first;
   for (int64_t i = 0; i < M; ++i) {
-    const std::vector<double> g(got.begin() + i * V, got.begin() + (i + 1) * V);
-    const std::vector<double> r(ref.begin() + i * V, ref.begin() + (i + 1) * V);
-    const CompareResult cr = compare(what + " row " + std::to_string(i), g, r, rel, 0,
-                                     floors[static_cast<size_t>(i)]);
+    const CompareResult cr = compare_n(what + " row " + std::to_string(i), got.data() + i * V,
+                                       ref.data() + i * V, static_cast<size_t>(V), rel, 0,
+                                       floors[static_cast<size_t>(i)]);
     if (!cr.ok && bad++ == 0) first = cr.message;
   }
   if (bad == 0) return ::testing::AssertionSuccess();

@@ -209,6 +209,17 @@ inline std::vector<unsigned char> download_bytes(const DeviceTensor& d) {
 inline ::testing::AssertionResult gaps_untouched(const std::string& what, const DeviceTensor& d) {
   const TensorRef& r = d.ref;
   const int es = dtype_size(r.dtype);
+  // A dense tensor that fills its buffer (no offset, contiguous rows and columns) leaves no
+  // byte outside its elements: nothing to check (the scan below would find none), and a large
+  // output's copy and scan (~10 ns an element) are saved.
+  {
+    const int64_t rs = d.vector ? d.cols : r.stride[0], cs = d.vector ? r.stride[0] : r.stride[1];
+    const bool dense = r.data == d.buf.get() && (d.cols <= 1 || cs == 1) &&
+                       (d.vector || d.rows <= 1 || rs == d.cols);
+    if (dense && d.rows > 0 && d.cols > 0 &&
+        d.buf.bytes() == static_cast<size_t>(d.rows * d.cols * es))
+      return ::testing::AssertionSuccess();
+  }
   const auto img = download_bytes(d);
   std::vector<char> mine(img.size(), 0);
   const int64_t base = (static_cast<char*>(r.data) - static_cast<char*>(d.buf.get())) / es;

@@ -71,13 +71,15 @@ inline ::testing::AssertionResult close_rows_ln(const std::string& what,
                                                 const std::vector<double>& ref, int64_t M,
                                                 int64_t N, double rel,
                                                 const std::vector<double>& floors) {
+  if (got.size() != static_cast<size_t>(M * N) || ref.size() != got.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << ", expected "
+                                         << ref.size() << " (" << M << " x " << N << ")";
   int64_t bad_rows = 0;
   std::string first;
   for (int64_t i = 0; i < M; ++i) {
-    const std::vector<double> g(got.begin() + i * N, got.begin() + (i + 1) * N);
-    const std::vector<double> r(ref.begin() + i * N, ref.begin() + (i + 1) * N);
-    const CompareResult cr =
-        compare(what + " row " + std::to_string(i), g, r, rel, 0, floors[static_cast<size_t>(i)]);
+    const CompareResult cr = compare_n(what + " row " + std::to_string(i), got.data() + i * N,
+                                       ref.data() + i * N, static_cast<size_t>(N), rel, 0,
+                                       floors[static_cast<size_t>(i)]);
     if (!cr.ok) {
       if (bad_rows == 0) first = cr.message;
       ++bad_rows;

@@ -66,13 +66,17 @@ inline ::testing::AssertionResult close_rows(const std::string& what, const std:
                                              const std::vector<double>& ref, int64_t M, int64_t N,
                                              double rel, const std::vector<double>* floors,
                                              bool elementwise, double underflow) {
+  if (got.size() != static_cast<size_t>(M * N) || ref.size() != got.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << ", expected "
+                                         << ref.size() << " (" << M << " x " << N << ")";
   int64_t bad_rows = 0;
   std::string first;
   for (int64_t i = 0; i < M; ++i) {
-    const std::vector<double> g(got.begin() + i * N, got.begin() + (i + 1) * N);
-    const std::vector<double> r(ref.begin() + i * N, ref.begin() + (i + 1) * N);
-    CompareResult cr = compare(what + " row " + std::to_string(i), g, r, rel, 0,
-                               floors ? (*floors)[static_cast<size_t>(i)] : 0.0);
+    const double* g = got.data() + i * N;  // the row, in place
+    const double* r = ref.data() + i * N;
+    CompareResult cr = compare_n(what + " row " + std::to_string(i), g, r,
+                                 static_cast<size_t>(N), rel, 0,
+                                 floors ? (*floors)[static_cast<size_t>(i)] : 0.0);
     if (cr.ok && elementwise) {
       for (int64_t j = 0; j < N; ++j) {
         if (!std::isfinite(r[j])) continue;  // compare checked the class

@@ -72,25 +72,17 @@ inline double reduction_floor(const std::vector<double>& abs_sums, int64_t M) {
   return M > 0 ? m / std::sqrt(static_cast<double>(M)) : 0.0;
 }
 
-/// Compares got with ref elementwise under bound = rel · max(max|ref|, floor). `cols` (> 0)
-/// only shapes the message: the worst index is shown as (row, col).
-inline CompareResult compare(const std::string& what, const std::vector<double>& got,
-                             const std::vector<double>& ref, double rel, int64_t cols = 0,
-                             double floor = 0.0) {
+/// compare() on n elements at got and ref (a row of a larger array, without copying it).
+inline CompareResult compare_n(const std::string& what, const double* got, const double* ref,
+                               size_t n, double rel, int64_t cols = 0, double floor = 0.0) {
   CompareResult r;
-  if (got.size() != ref.size()) {
-    r.ok = false;
-    r.message = what + ": size " + std::to_string(got.size()) + ", expected " +
-                std::to_string(ref.size());
-    return r;
-  }
   double scale = 0.0;
-  for (double v : ref)
-    if (std::isfinite(v)) scale = std::fmax(scale, std::fabs(v));
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(ref[i])) scale = std::fmax(scale, std::fabs(ref[i]));
   scale = std::fmax(scale, floor);
   r.bound = rel * scale;
   int64_t first_nonfinite = -1;
-  for (size_t i = 0; i < ref.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const double g = got[i], e = ref[i];
     if (!std::isfinite(e)) {  // the reference itself is inf/NaN: demand the same class
       const bool same = (std::isnan(e) && std::isnan(g)) || g == e;
@@ -118,7 +110,7 @@ inline CompareResult compare(const std::string& what, const std::vector<double>&
     std::ostringstream s;
     s.precision(9);
     const int64_t w = r.worst;
-    s << what << ": " << r.bad << " of " << ref.size() << " elements off; worst at " << w;
+    s << what << ": " << r.bad << " of " << n << " elements off; worst at " << w;
     if (cols > 0 && w >= 0) s << " (row " << w / cols << ", col " << w % cols << ")";
     if (w >= 0) s << ": got " << got[w] << ", ref " << ref[w];
     s << "; max |err| " << r.max_err << " > bound " << r.bound << " (rel " << rel
@@ -126,6 +118,21 @@ inline CompareResult compare(const std::string& what, const std::vector<double>&
     r.message = s.str();
   }
   return r;
+}
+
+/// Compares got with ref elementwise under bound = rel · max(max|ref|, floor). `cols` (> 0)
+/// only shapes the message: the worst index is shown as (row, col).
+inline CompareResult compare(const std::string& what, const std::vector<double>& got,
+                             const std::vector<double>& ref, double rel, int64_t cols = 0,
+                             double floor = 0.0) {
+  if (got.size() != ref.size()) {
+    CompareResult r;
+    r.ok = false;
+    r.message = what + ": size " + std::to_string(got.size()) + ", expected " +
+                std::to_string(ref.size());
+    return r;
+  }
+  return compare_n(what, got.data(), ref.data(), ref.size(), rel, cols, floor);
 }
 
 }  // namespace quack::test
