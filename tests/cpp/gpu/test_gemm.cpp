@@ -17,7 +17,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <set>
 #include <thread>
 #include <string>
 #include <utility>
@@ -55,14 +54,62 @@ struct GemmCase {
   DType c_dtype() const { return c_dt == DType::kInt32 ? d : c_dt; }
 };
 
-void run_case(const GemmCase& c) {
+// A case's host side: its random operands and the float64 reference at the rows and columns
+// checked. It depends on the case alone (the seed gives the operands), not on the tile, scheduler
+// or raster order it runs on: the tests that run a case on several share one (gemm_host once,
+// run_case per launch) instead of drawing the same numbers and summing the same products again.
+struct GemmHost {
+  std::vector<double> a, b, cv;     // logical [l][row][col]: (L, M, K), (L, K, N), (L, M, N)
+  std::vector<int64_t> rows, cols;  // checked: rows over all batches (r = l·M + i), columns
+  std::vector<double> ref;          // (rows, cols)
+  double floor = 0.0;               // max Σ_k|alpha·a·b| / sqrt(K)
+};
+
+GemmHost gemm_host(const GemmCase& c) {
+  GemmHost h;
   Rng rng(c.seed);
   const int64_t L = c.L, M = c.M, N = c.N, K = c.K;
+  h.a = random_values(rng, L * M * K, c.ab);
+  h.b = random_values(rng, L * K * N, c.ab);
+  if (c.with_c) h.cv = random_values(rng, L * M * N, c.c_dtype());
+  if (M == 0 || N == 0 || L == 0) return h;
 
-  // Host values, logical [l][row][col].
-  const std::vector<double> a = random_values(rng, L * M * K, c.ab);  // (L, M, K)
-  const std::vector<double> b = random_values(rng, L * K * N, c.ab);  // (L, K, N)
-  const std::vector<double> cv = c.with_c ? random_values(rng, L * M * N, c.c_dtype()) : std::vector<double>{};  // (L, M, N)
+  // Rows of D (over all batches) to check against the reference, and, when rows x N x K is
+  // large (N = 50257), a sample of columns too (tile edges of every tile width included).
+  const bool full = double(L) * M * N * std::max<int64_t>(K, 1) <= double(1 << 26);
+  for (int64_t r = 0; r < L * M; ++r) {
+    const int64_t i = r % M;
+    const bool edge = i < 2 || i >= M - 2 || i % 64 == 0 || i % 64 == 63 || i % 256 == 255;
+    if (full || edge || r % std::max<int64_t>(1, (L * M) / 48) == 0) h.rows.push_back(r);
+  }
+  const bool all_cols = double(h.rows.size()) * N * std::max<int64_t>(K, 1) <= double(1 << 28);
+  for (int64_t j = 0; j < N; ++j) {
+    const bool edge = j < 2 || j >= N - 2 || j % 64 == 0 || j % 64 == 63 || j % 192 == 0 || j % 192 == 191;
+    if (all_cols || edge || j % std::max<int64_t>(1, N / 256) == 0) h.cols.push_back(j);
+  }
+  const int64_t n = int64_t(h.cols.size());
+  const std::vector<double> b_cols = all_cols ? std::vector<double>{} : gather_cols(h.b, L, K, N, h.cols);
+  std::vector<double> s, s_abs;
+  h.ref.reserve(h.rows.size() * h.cols.size());
+  for (int64_t r : h.rows) {
+    ref_row_sums(h.a, all_cols ? h.b : b_cols, r, r / M, n, K, s, s_abs);
+    for (int64_t q = 0; q < n; ++q) {
+      double v = double(c.alpha) * s[size_t(q)];
+      if (c.with_c && c.beta != 0.f) v += double(c.beta) * h.cv[size_t(r * N + h.cols[size_t(q)])];
+      h.ref.push_back(v);
+      h.floor = std::max(h.floor, std::fabs(double(c.alpha)) * s_abs[size_t(q)]);
+    }
+  }
+  h.floor = K > 0 ? h.floor / std::sqrt(double(K)) : 0.0;
+  return h;
+}
+
+// Runs case c (its host side h: gemm_host(c)) once on the device and checks it.
+void run_case(const GemmCase& c, const GemmHost& h) {
+  const int64_t L = c.L, M = c.M, N = c.N, K = c.K;
+  const std::vector<double>& a = h.a;
+  const std::vector<double>& b = h.b;
+  const std::vector<double>& cv = h.cv;
 
   Mat A = make_mat(c.ab, L, M, K, c.layout[0], c.pad, c.tight, c.offset);
   upload_into(A.mem, to_memory(A, a));
@@ -157,43 +204,17 @@ void run_case(const GemmCase& c) {
   for (double v : got) nonfinite += std::isfinite(v) ? 0 : 1;
   EXPECT_EQ(nonfinite, 0) << "d has " << nonfinite << " non-finite elements";
 
-  // Rows of D (over all batches) to check against the reference, and, when rows x N x K is
-  // large (N = 50257), a sample of columns too (tile edges of every tile width included).
-  std::set<int64_t> rows;
-  const bool full = double(L) * M * N * std::max<int64_t>(K, 1) <= double(1 << 26);
-  for (int64_t r = 0; r < L * M; ++r) {
-    const int64_t i = r % M;
-    const bool edge = i < 2 || i >= M - 2 || i % 64 == 0 || i % 64 == 63 || i % 256 == 255;
-    if (full || edge || r % std::max<int64_t>(1, (L * M) / 48) == 0) rows.insert(r);
-  }
-  std::vector<int64_t> cols;
-  const bool all_cols = double(rows.size()) * N * std::max<int64_t>(K, 1) <= double(1 << 28);
-  for (int64_t j = 0; j < N; ++j) {
-    const bool edge = j < 2 || j >= N - 2 || j % 64 == 0 || j % 64 == 63 || j % 192 == 0 || j % 192 == 191;
-    if (all_cols || edge || j % std::max<int64_t>(1, N / 256) == 0) cols.push_back(j);
-  }
-  std::vector<double> ref, sub;
-  double floor = 0.0;
-  for (int64_t r : rows) {
-    const int64_t l = r / M;
-    for (int64_t j : cols) {
-      double s = 0.0, s_abs = 0.0;
-      for (int64_t k = 0; k < K; ++k) {
-        const double t = a[size_t(r * K + k)] * b[size_t((l * K + k) * N + j)];
-        s += t;
-        s_abs += std::fabs(t);
-      }
-      double v = double(c.alpha) * s;
-      if (c.with_c && c.beta != 0.f) v += double(c.beta) * cv[size_t(r * N + j)];
-      ref.push_back(v);
-      sub.push_back(got[size_t(r * N + j)]);
-      floor = std::max(floor, std::fabs(double(c.alpha)) * s_abs);
-    }
-  }
-  floor = K > 0 ? floor / std::sqrt(double(K)) : 0.0;
-  EXPECT_TRUE(close("d", sub, ref, reduction_tolerance(c.d, K), int64_t(cols.size()), floor))
-      << c.layout << " L=" << L << " M=" << M << " N=" << N << " K=" << K << " (" << rows.size() << " rows checked)";
+  // The rows and columns gemm_host checked against the reference.
+  std::vector<double> sub;
+  sub.reserve(h.ref.size());
+  for (int64_t r : h.rows)
+    for (int64_t j : h.cols) sub.push_back(got[size_t(r * N + j)]);
+  EXPECT_TRUE(close("d", sub, h.ref, reduction_tolerance(c.d, K), int64_t(h.cols.size()), h.floor))
+      << c.layout << " L=" << L << " M=" << M << " N=" << N << " K=" << K << " (" << h.rows.size()
+      << " rows checked)";
 }
+
+void run_case(const GemmCase& c) { run_case(c, gemm_host(c)); }
 
 struct Named {
   const char* name;
@@ -407,12 +428,13 @@ TEST_F(Gemm, EveryTileConfig) {
   cases.push_back(with(acc32(260, 1001, 96, 1.f, 1.f), [](GemmCase& c) { c.tight = true; }));
   std::vector<std::string> tiles = tile_names();
   tiles.push_back("auto");
-  for (const std::string& tile : tiles) {
-    setenv("QUACK_GEMM_TILE", tile.c_str(), 1);
-    for (const GemmCase& c : cases) {
+  for (const GemmCase& c : cases) {
+    const GemmHost h = gemm_host(c);  // one draw and reference for every tile
+    for (const std::string& tile : tiles) {
+      setenv("QUACK_GEMM_TILE", tile.c_str(), 1);
       SCOPED_TRACE("tile " + tile + ", M " + std::to_string(c.M) + " N " + std::to_string(c.N) + " K " +
                    std::to_string(c.K));
-      run_case(c);
+      run_case(c, h);
     }
   }
   unsetenv("QUACK_GEMM_TILE");
@@ -493,13 +515,14 @@ TEST_F(Gemm, DynamicScheduler) {
                                  mk(4096, 4096, 200), lay("rrr", mk(128, 8192, 512))};
   cases.push_back(with(mk(200, 300, 100), [](GemmCase& c) { c.L = 3; }));
   cases.push_back(with(lay("rrr", mk(3000, 2000, 333)), [](GemmCase& c) { c.with_c = true; c.beta = -1.5f; }));
-  for (const std::string& tile : tile_names()) {
-    setenv("QUACK_GEMM_TILE", tile.c_str(), 1);
-    for (GemmCase c : cases) {
-      c.dynamic = true;
+  for (GemmCase c : cases) {
+    c.dynamic = true;
+    const GemmHost h = gemm_host(c);  // one draw and reference for every tile
+    for (const std::string& tile : tile_names()) {
+      setenv("QUACK_GEMM_TILE", tile.c_str(), 1);
       SCOPED_TRACE("tile " + tile + ", M " + std::to_string(c.M) + " N " + std::to_string(c.N) + " K " +
                    std::to_string(c.K));
-      run_case(c);
+      run_case(c, h);
     }
   }
   unsetenv("QUACK_GEMM_TILE");
@@ -551,13 +574,14 @@ TEST_F(Gemm, StreamK) {
   };
   for (const char* l : {"rrr", "crr", "rcc", "ccc", "crc"}) cases.push_back(sk(lay(l, mk(700, 900, 1500))));
   setenv("QUACK_GEMM_STREAMK", "1", 1);
-  for (const std::string& tile : tile_names()) {
-    if (tile.find("pp") != std::string::npos) continue;  // pingpong: no stream-K (tile_config.cuh)
-    setenv("QUACK_GEMM_TILE", tile.c_str(), 1);
-    for (const GemmCase& c : cases) {
+  for (const GemmCase& c : cases) {
+    const GemmHost h = gemm_host(c);  // one draw and reference for every tile
+    for (const std::string& tile : tile_names()) {
+      if (tile.find("pp") != std::string::npos) continue;  // pingpong: no stream-K (tile_config.cuh)
+      setenv("QUACK_GEMM_TILE", tile.c_str(), 1);
       SCOPED_TRACE("tile " + tile + ", " + c.layout + " L " + std::to_string(c.L) + " M " + std::to_string(c.M) +
                    " N " + std::to_string(c.N) + " K " + std::to_string(c.K));
-      run_case(c);
+      run_case(c, h);
     }
   }
   // The library's own workspace (forced, none given).
@@ -590,14 +614,15 @@ TEST_F(Gemm, StreamK) {
 // per CTA and partial bands; a malformed value throws InvalidArgument before any launch.
 TEST_F(Gemm, RasterOrders) {
   const std::vector<GemmCase> cases = {mk(1000, 3000, 520), lay("rrr", mk(2048, 4096, 64)), mk(4096, 1000, 200)};
-  for (const char* tile : {"128x128pp", "128x192pp", "128x256"}) {
-    setenv("QUACK_GEMM_TILE", tile, 1);
-    for (const char* raster : {"m8", "n8", "h8s", "m3s", "n1", "m"}) {
-      setenv("QUACK_GEMM_RASTER", raster, 1);
-      for (const GemmCase& c : cases) {
+  for (const GemmCase& c : cases) {
+    const GemmHost h = gemm_host(c);  // one draw and reference for every tile and order
+    for (const char* tile : {"128x128pp", "128x192pp", "128x256"}) {
+      setenv("QUACK_GEMM_TILE", tile, 1);
+      for (const char* raster : {"m8", "n8", "h8s", "m3s", "n1", "m"}) {
+        setenv("QUACK_GEMM_RASTER", raster, 1);
         SCOPED_TRACE(std::string("tile ") + tile + ", raster " + raster + ", M " + std::to_string(c.M) + " N " +
                      std::to_string(c.N));
-        run_case(c);
+        run_case(c, h);
       }
     }
   }
@@ -645,12 +670,13 @@ TEST_F(Gemm, UnalignedOperands) {
       tight(with(mk(300, 1001, 136), [](GemmCase& c) { c.workspace = true; })),
       tight(mk(100, 1001, 0)),                                    // K = 0 fill
   };
-  for (const char* tile : {"auto", "128x192pp", "128x128pp", "128x256", "64x128"}) {
-    setenv("QUACK_GEMM_TILE", tile, 1);
-    for (const GemmCase& c : cases) {
+  for (const GemmCase& c : cases) {
+    const GemmHost h = gemm_host(c);  // one draw and reference for every tile
+    for (const char* tile : {"auto", "128x192pp", "128x128pp", "128x256", "64x128"}) {
+      setenv("QUACK_GEMM_TILE", tile, 1);
       SCOPED_TRACE(std::string("tile ") + tile + ", layout " + c.layout + " L " + std::to_string(c.L) + " M " +
                    std::to_string(c.M) + " N " + std::to_string(c.N) + " K " + std::to_string(c.K));
-      run_case(c);
+      run_case(c, h);
     }
   }
   unsetenv("QUACK_GEMM_TILE");
