@@ -183,7 +183,11 @@ void run_case(const GatedCase& c, std::vector<double>* out_d = nullptr, std::vec
   const DType ab = c.ab, pre_t = c.dgated ? c.ab : c.out, post_t = c.out;
   const std::vector<double> a = random_values(rng, L * M * K, ab);
   const std::vector<double> b = random_values(rng, L * K * N, ab, 0.0, 0.25);  // (L, K, N) logical
-  std::vector<double> cv = random_values(rng, L * M * pre_cols, pre_t, 0.0, c.dgated ? 2.0 : 1.0);
+  // C or preact. Not drawn where nothing reads it and nothing is drawn after it (gemm_gated
+  // without C or a bias): an (L, M, N) draw saved, every other case's numbers as before.
+  const bool draw_c = c.dgated || c.with_c || c.bias != 0;
+  std::vector<double> cv = draw_c ? random_values(rng, L * M * pre_cols, pre_t, 0.0, c.dgated ? 2.0 : 1.0)
+                                  : std::vector<double>(size_t(L * M * pre_cols), 0.0);
   // c_special: NaN in batch L − 1's middle row, +Inf at the last element of batch 0 (an up
   // column: N is even); logical preact indices r·N + n (r = l·M + i), and the postact elements
   // of their pairs r·(N/2) + n/2.
@@ -313,20 +317,10 @@ void run_case(const GatedCase& c, std::vector<double>* out_d = nullptr, std::vec
   double floor_acc = 0.0, floor_post = 0.0;
   std::set<int64_t> rows = rows_to_check(L, M, N, K);
   for (int64_t e : special_d) rows.insert(e / N);  // the special elements are always compared
+  std::vector<double> s, s_abs;
   for (int64_t r : rows) {
     const int64_t l = r / M;
-    // acc of row r: (N) values
-    std::vector<double> s(static_cast<size_t>(N)), s_abs(static_cast<size_t>(N));
-    for (int64_t j = 0; j < N; ++j) {
-      double acc = 0.0, acc_abs = 0.0;
-      for (int64_t k = 0; k < K; ++k) {
-        const double t = a[size_t(r * K + k)] * b[size_t((l * K + k) * N + j)];
-        acc += t;
-        acc_abs += std::fabs(t);
-      }
-      s[size_t(j)] = acc;
-      s_abs[size_t(j)] = acc_abs;
-    }
+    ref_row_sums(a, b, r, l, N, K, s, s_abs);  // acc of row r: (N) values, and Σ_k |a·b|
     if (c.dgated) {
       for (int64_t j = 0; j < N; ++j) {
         const double g = cv[size_t(r * pre_cols + 2 * j)], u = cv[size_t(r * pre_cols + 2 * j + 1)];
@@ -847,15 +841,12 @@ void run_bias_case(const BiasCase& c) {
   EXPECT_TRUE(gaps_untouched("d", D.mem));
   std::vector<double> ref, sub, ref_p, sub_p;
   double floor_acc = 0.0;
+  std::vector<double> acc, acc_abs;
   for (int64_t r : rows_to_check(L, M, N, K)) {
     const int64_t l = r / M;
+    ref_row_sums(a, b, r, l, N, K, acc, acc_abs);  // Σ_k a·b, Σ_k |a·b| of row r
     for (int64_t j = 0; j < N; ++j) {
-      double s = 0.0, s_abs = 0.0;
-      for (int64_t k = 0; k < K; ++k) {
-        const double t = a[size_t(r * K + k)] * b[size_t((l * K + k) * N + j)];
-        s += t;
-        s_abs += std::fabs(t);
-      }
+      const double s = acc[size_t(j)], s_abs = acc_abs[size_t(j)];
       const double v = s + (c.with_c ? cv[size_t(r * N + j)] : 0.0) + row_v[size_t(l * N + j)] +
                        col_v[size_t(l * M + r % M)];
       ref.push_back(v);
