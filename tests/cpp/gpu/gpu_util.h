@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -202,6 +203,61 @@ inline std::vector<unsigned char> download_bytes(const DeviceTensor& d) {
   std::vector<unsigned char> img(d.buf.bytes());
   EXPECT_EQ(cudaMemcpy(img.data(), d.buf.get(), img.size(), cudaMemcpyDeviceToHost), cudaSuccess);
   return img;
+}
+
+/// Whether the element of dtype t at p is finite (inf and NaN have every exponent bit set).
+inline bool finite_bits(DType t, const unsigned char* p) {
+  switch (t) {
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      const uint16_t e = t == DType::kFloat16 ? 0x7c00u : 0x7f80u;
+      return (h & e) != e;
+    }
+    case DType::kFloat32: {
+      uint32_t u;
+      std::memcpy(&u, p, 4);
+      return (u & 0x7f800000u) != 0x7f800000u;
+    }
+    default: return true;
+  }
+}
+
+/// The rows of an (M, N) output that a case checking a sample compares with the float64
+/// reference (its other rows are checked finite: written, no NaN poison left): every row up to
+/// `budget` elements; beyond, every s-th row, s = ceil(M·N / budget) (about `budget` elements),
+/// and the first two and last two rows (partial row blocks, the grid's last CTAs).
+inline std::vector<int64_t> sample_rows(int64_t M, int64_t N, int64_t budget = int64_t{1} << 22) {
+  const int64_t s = std::max<int64_t>(1, (M * N + budget - 1) / std::max<int64_t>(budget, 1));
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < M; ++i)
+    if (s == 1 || i % s == 0 || i < 2 || i >= M - 2) rows.push_back(i);
+  return rows;
+}
+
+/// download() of the rows `rows` only (dense, cols each, in that order), from one copy of the
+/// buffer; *nonfinite receives the count of non-finite elements over the whole tensor (every
+/// row: an unwritten element keeps its NaN poison), counted on the raw bits.
+inline std::vector<double> download_rows(const DeviceTensor& d, const std::vector<int64_t>& rows,
+                                         int64_t* nonfinite) {
+  const TensorRef& r = d.ref;
+  const int es = dtype_size(r.dtype);
+  std::vector<unsigned char> img(d.buf.bytes());
+  EXPECT_EQ(cudaMemcpy(img.data(), d.buf.get(), img.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  const int64_t base = (static_cast<char*>(r.data) - static_cast<char*>(d.buf.get())) / es;
+  const int64_t rs = d.vector ? 0 : r.stride[0], cs = d.vector ? r.stride[0] : r.stride[1];
+  int64_t bad = 0;
+  for (int64_t i = 0; i < d.rows; ++i)
+    for (int64_t j = 0; j < d.cols; ++j)
+      bad += finite_bits(r.dtype, img.data() + (base + i * rs + j * cs) * es) ? 0 : 1;
+  *nonfinite = bad;
+  std::vector<double> out;
+  out.reserve(rows.size() * static_cast<size_t>(d.cols));
+  for (int64_t i : rows)
+    for (int64_t j = 0; j < d.cols; ++j)
+      out.push_back(load_as(r.dtype, img.data() + (base + i * rs + j * cs) * es));
+  return out;
 }
 
 /// The bytes of the buffer outside the tensor's elements (row padding, skipped base, column

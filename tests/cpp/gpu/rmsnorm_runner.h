@@ -61,6 +61,7 @@ struct FwdCase {
   int config = -1;     // forced plan entry (kRowConfigCount: general); -1: the public API
   bool require_vector = false;  // the public API must plan a vector policy
   bool allow_untaken = false;   // a forced configuration may refuse the case (nothing runs)
+  bool sample_rows = false;     // out and residual_out compared on sample_rows(M, N) (run_fwd)
 
   DType out_dtype() const { return out ? *out : x; }
   std::string name() const {
@@ -80,33 +81,42 @@ struct FwdCase {
   }
 };
 
-inline void run_fwd(const FwdCase& c) {
+/// A forward case's inputs: host values (dense, exact in their dtypes) and device tensors (in
+/// the case's layouts); absent ones null. run_fwd(c) draws and uploads its own. A test that runs
+/// several cases on the same numbers (RmsNormFwdConfigs: one x per dtype and shape for every
+/// weight and variant) draws and uploads them once and hands them to run_fwd(c, in): the
+/// kernels only read them (no case sharing inputs aliases an output to one).
+struct FwdInputs {
+  const std::vector<double>* x = nullptr;
+  const std::vector<double>* w = nullptr;
+  const std::vector<double>* b = nullptr;
+  const std::vector<double>* res = nullptr;
+  const DeviceTensor* dx = nullptr;
+  const DeviceTensor* dw = nullptr;
+  const DeviceTensor* db = nullptr;
+  const DeviceTensor* dres = nullptr;
+};
+
+/// Runs case c on inputs `in` and checks it. With c.sample_rows, out and residual_out are
+/// compared with the reference on sample_rows(M, N) only (all rows of small cases) and checked
+/// finite everywhere; rstd, one value per row, is compared on every row.
+inline void run_fwd(const FwdCase& c, const FwdInputs& in) {
   SCOPED_TRACE(c.name());
   const int64_t M = c.M, N = c.N;
-  Rng rng(c.seed);
-  const auto x = random_values(rng, M * N, c.x);
-  std::vector<double> w, b, res;
-  if (c.weight) w = random_values(rng, N, *c.weight, 1.0, 0.5);
-  if (c.bias) b = random_values(rng, N, *c.bias, 0.0, 0.5);
-  if (c.residual) res = random_values(rng, M * N, *c.residual);
-
-  DeviceTensor dx = upload(x, c.x, M, N, c.x_l), dw, db, dres, dout, dres_out, drstd;
+  const std::vector<double>& x = *in.x;
+  static const std::vector<double> none;
+  const std::vector<double>& w = c.weight ? *in.w : none;
+  const std::vector<double>& b = c.bias ? *in.b : none;
+  const std::vector<double>& res = c.residual ? *in.res : none;
+  const DeviceTensor& dx = *in.dx;
+  DeviceTensor dout, dres_out, drstd;
   RmsNormFwdArgs a;
   a.x = dx.ref;
   a.eps = c.eps;
   a.weight_offset = c.offset;
-  if (c.weight) {
-    dw = upload_vector(w, *c.weight, N, c.weight_stride);
-    a.weight = dw.ref;
-  }
-  if (c.bias) {
-    db = upload_vector(b, *c.bias, N);
-    a.bias = db.ref;
-  }
-  if (c.residual) {
-    dres = upload(res, *c.residual, M, N, c.res_l);
-    a.residual = dres.ref;
-  }
+  if (c.weight) a.weight = in.dw->ref;
+  if (c.bias) a.bias = in.db->ref;
+  if (c.residual) a.residual = in.dres->ref;
   if (c.out_aliases_x) {
     a.out = dx.ref;
   } else {
@@ -115,7 +125,7 @@ inline void run_fwd(const FwdCase& c) {
   }
   if (c.residual_out) {
     if (c.residual_out_aliases_residual) {
-      a.residual_out = dres.ref;
+      a.residual_out = in.dres->ref;
     } else {
       dres_out = alloc_tensor(*c.residual_out, M, N, c.res_out_l);
       a.residual_out = dres_out.ref;
@@ -144,21 +154,85 @@ inline void run_fwd(const FwdCase& c) {
   QUACK_CUDA_OK(cudaDeviceSynchronize());
 
   const std::vector<double> w_eff = shifted(w, c.offset);
+  const DeviceTensor& out_t = c.out_aliases_x ? dx : dout;
+  const DeviceTensor* res_out_t =
+      !c.residual_out ? nullptr : c.residual_out_aliases_residual ? in.dres : &dres_out;
+  const std::vector<int64_t> rows =
+      c.sample_rows ? sample_rows(M, N) : std::vector<int64_t>{};
+  if (static_cast<int64_t>(rows.size()) < M) {
+    // A sample of rows: the reference of those rows (their inputs gathered), the outputs there,
+    // and every element of the outputs finite; rstd on every row.
+    SCOPED_TRACE("rows compared: " + std::to_string(rows.size()) + " of " + std::to_string(M) +
+                 " (every " + std::to_string(rows.size() > 4 ? rows[2] - rows[0] : 1) +
+                 "th, the first and last two; 'row' below counts the rows compared)");
+    const int64_t R = static_cast<int64_t>(rows.size());
+    std::vector<double> xs, rs;
+    xs.reserve(static_cast<size_t>(R * N));
+    for (int64_t i : rows) xs.insert(xs.end(), x.begin() + i * N, x.begin() + (i + 1) * N);
+    if (c.residual) {
+      rs.reserve(static_cast<size_t>(R * N));
+      for (int64_t i : rows) rs.insert(rs.end(), res.begin() + i * N, res.begin() + (i + 1) * N);
+    }
+    const auto ref = ref::rmsnorm_fwd_ref(R, N, xs.data(), c.weight ? w_eff.data() : nullptr,
+                                          c.bias ? b.data() : nullptr,
+                                          c.residual ? rs.data() : nullptr, c.eps);
+    int64_t nonfinite = 0;
+    const std::vector<double> got = download_rows(out_t, rows, &nonfinite);
+    EXPECT_EQ(nonfinite, 0) << "out: non-finite elements (unwritten: NaN poison)";
+    EXPECT_TRUE(close("out", got, ref.out, tolerance(c.out_dtype()), N, ref.out_terms));
+    EXPECT_TRUE(gaps_untouched("out", out_t));
+    if (res_out_t) {
+      const std::vector<double> got_h = download_rows(*res_out_t, rows, &nonfinite);
+      EXPECT_EQ(nonfinite, 0) << "residual_out: non-finite elements (unwritten: NaN poison)";
+      EXPECT_TRUE(close("residual_out", got_h, ref.h, tolerance(*c.residual_out), N));
+      EXPECT_TRUE(gaps_untouched("residual_out", *res_out_t));
+    }
+    if (c.rstd) {
+      const auto rstd = ref::rmsnorm_rstd_ref(M, N, x.data(), c.residual ? res.data() : nullptr,
+                                              c.eps);
+      EXPECT_TRUE(close("rstd", download(drstd), rstd, tolerance(DType::kFloat32)));
+      EXPECT_TRUE(gaps_untouched("rstd", drstd));
+    }
+    return;
+  }
   const auto ref = ref::rmsnorm_fwd_ref(M, N, x.data(), c.weight ? w_eff.data() : nullptr,
                                         c.bias ? b.data() : nullptr,
                                         c.residual ? res.data() : nullptr, c.eps);
-  const DeviceTensor& out_t = c.out_aliases_x ? dx : dout;
   EXPECT_TRUE(close("out", download(out_t), ref.out, tolerance(c.out_dtype()), N, ref.out_terms));
   EXPECT_TRUE(gaps_untouched("out", out_t));
-  if (c.residual_out) {
-    const DeviceTensor& t = c.residual_out_aliases_residual ? dres : dres_out;
-    EXPECT_TRUE(close("residual_out", download(t), ref.h, tolerance(*c.residual_out), N));
-    EXPECT_TRUE(gaps_untouched("residual_out", t));
+  if (res_out_t) {
+    EXPECT_TRUE(close("residual_out", download(*res_out_t), ref.h, tolerance(*c.residual_out), N));
+    EXPECT_TRUE(gaps_untouched("residual_out", *res_out_t));
   }
   if (c.rstd) {
     EXPECT_TRUE(close("rstd", download(drstd), ref.rstd, tolerance(DType::kFloat32)));
     EXPECT_TRUE(gaps_untouched("rstd", drstd));
   }
+}
+
+/// Runs case c on inputs drawn from c.seed and checks it.
+inline void run_fwd(const FwdCase& c) {
+  const int64_t M = c.M, N = c.N;
+  Rng rng(c.seed);
+  const auto x = random_values(rng, M * N, c.x);
+  std::vector<double> w, b, res;
+  if (c.weight) w = random_values(rng, N, *c.weight, 1.0, 0.5);
+  if (c.bias) b = random_values(rng, N, *c.bias, 0.0, 0.5);
+  if (c.residual) res = random_values(rng, M * N, *c.residual);
+  DeviceTensor dx = upload(x, c.x, M, N, c.x_l), dw, db, dres;
+  if (c.weight) dw = upload_vector(w, *c.weight, N, c.weight_stride);
+  if (c.bias) db = upload_vector(b, *c.bias, N);
+  if (c.residual) dres = upload(res, *c.residual, M, N, c.res_l);
+  FwdInputs in;
+  in.x = &x;
+  in.w = &w;
+  in.b = &b;
+  in.res = &res;
+  in.dx = &dx;
+  in.dw = &dw;
+  in.db = &db;
+  in.dres = &dres;
+  run_fwd(c, in);
 }
 
 // ---------------------------------------------------------------- backward

@@ -36,6 +36,24 @@ inline std::vector<double> rmsnorm_rstd_ref(int64_t M, int64_t N, const double* 
   return rstd;
 }
 
+/// rstd of each row of h = x + residual (residual nullptr: h = x) without storing h: the
+/// values rmsnorm_fwd_ref gives (the same sums in the same order).
+inline std::vector<double> rmsnorm_rstd_ref(int64_t M, int64_t N, const double* x,
+                                            const double* residual, double eps) {
+  std::vector<double> rstd(static_cast<size_t>(M));
+  for (int64_t i = 0; i < M; ++i) {
+    const double* xr = x + i * N;
+    const double* rr = residual ? residual + i * N : nullptr;
+    double s = 0;
+    for (int64_t j = 0; j < N; ++j) {
+      const double h = rr ? xr[j] + rr[j] : xr[j];
+      s += h * h;
+    }
+    rstd[i] = 1.0 / std::sqrt(s / static_cast<double>(N) + eps);
+  }
+  return rstd;
+}
+
 struct RmsNormFwdRef {
   std::vector<double> out;   // (M, N)
   std::vector<double> h;     // (M, N): x + residual, before any rounding (residual_out)
