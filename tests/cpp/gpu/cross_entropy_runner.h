@@ -53,6 +53,9 @@ struct CeCase {
   double shift = 0.0;               // added to every logit
   int config = -1;                  // forced plan entry; -1: the library's plan (public API)
   uint64_t seed = 1;
+  // Logits drawn by the caller (at least M·V, exact in x's dtype), their first M·V used instead
+  // of a draw: one draw shared by cases of different shapes (CeTrain.ManyRowBlocks).
+  const std::vector<double>* logits = nullptr;
 };
 
 inline std::string case_name(const CeCase& c) {
@@ -76,7 +79,13 @@ inline std::string case_name(const CeCase& c) {
 /// Logits: normal(shift, sd) rounded to t. specials (M ≥ 4): row 0 all −inf; row 1 every
 /// third −inf; row 2 −inf except its target column (loss 0); row 3 a NaN.
 inline std::vector<double> ce_input(Rng& rng, const CeCase& c, const std::vector<int64_t>& t) {
-  std::vector<double> v = random_values(rng, c.M * c.V, c.x, c.shift, c.sd);
+  if (c.logits) {
+    EXPECT_GE(static_cast<int64_t>(c.logits->size()), c.M * c.V) << "too few logits given";
+  }
+  std::vector<double> v =
+      c.logits && static_cast<int64_t>(c.logits->size()) >= c.M * c.V
+          ? std::vector<double>(c.logits->begin(), c.logits->begin() + c.M * c.V)
+          : random_values(rng, c.M * c.V, c.x, c.shift, c.sd);
   if (c.specials && c.M >= 4) {
     const double inf = std::numeric_limits<double>::infinity();
     for (int64_t j = 0; j < c.V; ++j) {

@@ -31,11 +31,11 @@
 //                         that is not split: loss, lse and dx bitwise equal, clusters of 1 to
 //                         16, options, dtypes, in place.
 //   CeTrain.Empty         M = 0.
-//   CeTrain.ManyRowBlocks several times more rows than resident CTAs (V = 32768 bf16: the
-//                         register policy), so that every CTA of the gated backward loops over
-//                         row blocks: open (recompute, grad_output 0.5 and 1) and closed (after
-//                         an open step) as in Sequences; and the backward's kernel forced to
-//                         every register, looped and map entry of the table with as many row
+//   CeTrain.ManyRowBlocks at least twice as many row blocks as resident CTAs (V = 32768 bf16:
+//                         the register policy), so that every CTA of the gated backward loops
+//                         over row blocks: open (recompute, grad_output 0.5 and 1) and closed
+//                         (after an open step) as in Sequences; and the backward's kernel forced
+//                         to every register, looped and map entry of the table with as many row
 //                         blocks or tiles (the gate open: cross_entropy_bwd).
 // Each step poisons dx (and dx_out, dx_state) with NaN first; where the forward did not write
 // dx its bytes must still be the poison.
@@ -87,11 +87,13 @@ std::string train_name(const TrainCase& c) {
   return s;
 }
 
-bool all_poison(const DeviceTensor& d) {
-  for (unsigned char b : download_bytes(d))
+bool all_poison(const std::vector<unsigned char>& bytes) {
+  for (unsigned char b : bytes)
     if (b != 0xFF) return false;
   return true;
 }
+
+bool all_poison(const DeviceTensor& d) { return all_poison(download_bytes(d)); }
 
 // The forward's workspace, sized for `a`, poisoned and attached to it (keep it alive for the
 // call).
@@ -424,7 +426,23 @@ TEST_F(CeTrain, ForcedConfigs) {
         gen || detail::row_config_usable(kRowConfigs[cfg], 1, 4, 0, 2, 0, 4, -1, false, 0, true);
     const bool use_dx =
         gen || detail::row_config_usable(kRowConfigs[cfg], 1, 4, 0, 2, 0, 4, -1, false, 1, true);
+    if (!use_loss && !use_dx) continue;
     for (const auto& [M, V] : gate_rows(cfg)) {
+      // One draw, upload and reference per shape, read by every kernel and word below (each run
+      // on its own poisoned outputs; the kernels only read x and the targets): the numbers do
+      // not pick the path, the forced entry, the kernel and the word do.
+      Rng rng(static_cast<uint64_t>(cfg * 31 + V));
+      CeCase cc;
+      cc.M = M;
+      cc.V = V;
+      const std::vector<int64_t> targets = ce_targets(rng, cc);
+      DeviceTensor x = upload(random_values(rng, M * V, DType::kBFloat16, 0.0, 2.0),
+                              DType::kBFloat16, M, V);
+      const std::vector<double> xh = download(x);
+      DeviceTensor tg = upload_targets(targets, DType::kInt64);
+      ref::CeOptions o;
+      const ref::CeRef r =
+          ref::cross_entropy_ref(M, V, xh.data(), targets.data(), o, true, nullptr);
       // kernel 0: the loss-only one forced; 1: the loss + dx one; 2: the single-kernel form
       // (the dx instance with its stores gated) forced.
       for (int kernel : {0, 1, 2}) {
@@ -433,18 +451,6 @@ TEST_F(CeTrain, ForcedConfigs) {
           SCOPED_TRACE(std::string(name) + " M=" + std::to_string(M) + " V=" +
                        std::to_string(V) + " kernel " + std::to_string(kernel) + " word " +
                        std::to_string(on));
-          Rng rng(static_cast<uint64_t>(cfg * 31 + V + on + 7 * kernel));
-          CeCase cc;
-          cc.M = M;
-          cc.V = V;
-          const std::vector<int64_t> targets = ce_targets(rng, cc);
-          DeviceTensor x = upload(random_values(rng, M * V, DType::kBFloat16, 0.0, 2.0),
-                                  DType::kBFloat16, M, V);
-          const std::vector<double> xh = download(x);
-          DeviceTensor tg = upload_targets(targets, DType::kInt64);
-          ref::CeOptions o;
-          const ref::CeRef r =
-              ref::cross_entropy_ref(M, V, xh.data(), targets.data(), o, true, nullptr);
           DeviceTensor dx = alloc_tensor(DType::kBFloat16, M, V);
           DeviceTensor loss = alloc_vector(DType::kFloat32, 1);
           DeviceTensor lse = alloc_vector(DType::kFloat32, M);
@@ -678,13 +684,19 @@ TEST_F(CeTrain, StageEntryBitwise) {
     const std::vector<int64_t> targets = targets_fifth_ignored(rng, M, V, c.x);
     const std::vector<double> xh = random_values(rng, M * V, c.x, 0.0, 2.0);
     DeviceTensor tg = upload_targets(targets, DType::kInt64);
+    // x uploaded once for every entry and form (the kernels only read it), except in place,
+    // where each run overwrites it with dx.
+    DeviceTensor x_shared;
+    if (!c.inplace) x_shared = upload(xh, c.x, M, V);
     for (bool split : {true, false}) {
       SCOPED_TRACE(split ? "predicted forward (split, word 1)" : "forward with dx ('sum')");
       std::vector<unsigned char> bits[3][3];  // [cl, -s1, -s2][loss, lse, dx]
       for (int e = 0; e < 3; ++e) {
         const int cfg = e == 0 ? cl : cls[e - 1];
         SCOPED_TRACE(detail::kRowConfigs[cfg].name);
-        DeviceTensor x = upload(xh, c.x, M, V);
+        DeviceTensor x_own;
+        if (c.inplace) x_own = upload(xh, c.x, M, V);
+        const DeviceTensor& x = c.inplace ? x_own : x_shared;
         DeviceTensor dx = alloc_tensor(c.x, M, V);
         DeviceTensor loss = alloc_vector(DType::kFloat32, 1);
         DeviceTensor lse = alloc_vector(DType::kFloat32, M);
@@ -718,7 +730,7 @@ TEST_F(CeTrain, StageEntryBitwise) {
         bits[e][1] = download_bytes(lse);
         bits[e][2] = download_bytes(c.inplace ? x : dx);
         if (!c.inplace) {
-          EXPECT_FALSE(all_poison(dx)) << "dx written";
+          EXPECT_FALSE(all_poison(bits[e][2])) << "dx written";
         }
         EXPECT_TRUE(std::isfinite(download(loss)[0])) << "loss finite";
       }
@@ -762,18 +774,19 @@ int64_t sm_count() {
 }
 
 // The gated backward's register, looped and map kernels run at most the resident CTAs, each
-// looping over row blocks or tiles (policy_register.cuh). Row blocks: 4 x (2048 threads per SM
-// / the CTA's threads) x SMs, an upper bound on the resident CTAs, plus a partial block; map
-// tiles: 3 per row (the last half a tile and a vector) over (2048 / the CTA's threads) x SMs + 1
-// rows.
+// looping over row blocks or tiles (policy_register.cuh). Row blocks: 2 x (2048 threads per SM
+// / the CTA's threads, at most 32) x SMs, twice an upper bound on the resident CTAs (every CTA
+// takes at least two), plus a partial block; map tiles: 3 per row (the last half a tile and a
+// vector) over (2048 / the CTA's threads) x SMs + 1 rows.
 TEST_F(CeTrain, ManyRowBlocks) {
   const int64_t sms = sm_count();
   ASSERT_GT(sms, 0);
   TrainCase c;  // t1024v4 (register policy): at most 2 CTAs per SM
-  c.M = 4 * sms * 2 + 3;
+  c.M = 2 * sms * 2 + 3;
   c.V = 32768;
   run_sequence(c, kSteps);  // open at steps 2, 3 (g 0.5, 1); closed at 0, 1, 4 (4 after open)
 
+  std::vector<CeCase> cases;
   int ran = 0, ran_map = 0;
   for (int cfg = 0; cfg < kRowConfigCount; ++cfg) {
     const detail::RowConfig& k = kRowConfigs[cfg];
@@ -795,18 +808,28 @@ TEST_F(CeTrain, ManyRowBlocks) {
     cc.red = Reduction::kMean;
     cc.seed = 9100 + cfg;
     if (k.policy == RowPolicy::kRegister) {
-      cc.M = 3 * sms * per_sm * k.rows + k.rows / 2 + 1;
+      cc.M = 2 * sms * per_sm * k.rows + k.rows / 2 + 1;
       cc.V = chunk;
     } else if (k.policy == RowPolicy::kMap) {  // 3 tiles per row
       cc.M = sms * per_sm + 1;
       cc.V = 2 * chunk + chunk / 2 + 8;
     } else {  // 2.5 passes of the loop
-      cc.M = 3 * sms * per_sm + 1;
+      cc.M = 2 * sms * per_sm + 1;
       cc.V = 2 * chunk + chunk / 2 + 8;
     }
+    cases.push_back(cc);
+  }
+  // One draw of logits for every entry (each case reads the first M·V; its targets and dloss
+  // its own): the entries' shapes differ, the numbers need not.
+  int64_t most = 0;
+  for (const CeCase& cc : cases) most = std::max(most, cc.M * cc.V);
+  Rng rng(9100);
+  const std::vector<double> logits = random_values(rng, most, DType::kBFloat16, 0.0, 2.0);
+  for (CeCase cc : cases) {
+    cc.logits = &logits;
     run_ce_case(cc);
     ++ran;
-    if (k.policy == RowPolicy::kMap) ++ran_map;
+    if (kRowConfigs[cc.config].policy == RowPolicy::kMap) ++ran_map;
   }
   EXPECT_GT(ran, 4) << "register and looped configurations compiled for the backward";
   EXPECT_EQ(ran_map, 1) << "the map configuration compiled for the backward";
