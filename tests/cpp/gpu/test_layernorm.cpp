@@ -380,21 +380,27 @@ TEST_F(LayerNormBwdDout, C01ExpandedAndTransposed) {
 }
 
 // dweight and dbias: the same bits on every run (fixed-order partials and column sums), on the
-// staged and the general policy; M = 0 writes zeros.
+// staged and the general policy; M = 0 writes zeros. Rows: many times the resident clusters
+// (every persistent cluster folds many rows into its partial): 3000 of 4096 and 4097 columns,
+// 1000 of 131072 (a row there takes 4096 threads or more on both plans, staged-v4's 4 vectors
+// of 8 per thread and the general policy's 16 values: at most 2048 x 132 SMs / 4096 = 66
+// resident clusters, 15 rows each at least). The inputs of a shape are drawn and uploaded once
+// and read by both plans (the kernels only read them).
 class LayerNormBwdSums : public GpuTest {};
 
 TEST_F(LayerNormBwdSums, DeterministicAndEmpty) {
-  for (int config : {-1, kRowConfigCount})
-    for (int64_t N : {int64_t{4096}, int64_t{4097}, int64_t{131072}}) {
-      const int64_t M = 3000;
-      Rng rng(N + config);
-      DeviceTensor x = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
-      DeviceTensor dy = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
-      std::vector<double> wh;
-      DeviceTensor w = random_vector(rng, N, DType::kFloat32, 1.0, &wh);
-      DeviceTensor mean = stat_vector(M, 1), rstd = stat_vector(M, 1);
-      upload_into(mean, random_values(rng, M, DType::kFloat32, 0.0, 0.1));
-      upload_into(rstd, random_uniform(rng, M, DType::kFloat32, 0.5, 1.5));
+  for (int64_t N : {int64_t{4096}, int64_t{4097}, int64_t{131072}}) {
+    const int64_t M = N > 65536 ? 1000 : 3000;
+    Rng rng(N);
+    DeviceTensor x = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
+    DeviceTensor dy = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
+    std::vector<double> wh;
+    DeviceTensor w = random_vector(rng, N, DType::kFloat32, 1.0, &wh);
+    DeviceTensor mean = stat_vector(M, 1), rstd = stat_vector(M, 1);
+    upload_into(mean, random_values(rng, M, DType::kFloat32, 0.0, 0.1));
+    upload_into(rstd, random_uniform(rng, M, DType::kFloat32, 0.5, 1.5));
+    for (int config : {-1, kRowConfigCount}) {
+      SCOPED_TRACE(config < 0 ? "the public API" : "the general policy");
       DeviceTensor dx = alloc_tensor(DType::kBFloat16, M, N);
       std::vector<unsigned char> first_w, first_b;
       for (int run = 0; run < 3; ++run) {
@@ -419,6 +425,7 @@ TEST_F(LayerNormBwdSums, DeterministicAndEmpty) {
         }
       }
     }
+  }
   // M = 0: dweight = dbias = 0, no row kernel.
   DeviceTensor x = alloc_tensor(DType::kBFloat16, 0, 300);
   DeviceTensor w = upload_vector(std::vector<double>(300, 1.0), DType::kFloat32, 300);
