@@ -13,8 +13,10 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gpu/gpu_util.h"
@@ -149,30 +151,51 @@ TEST_P(SoftmaxConfigs, MatchesReference) {
           : std::vector<Dtypes>{kFwdDtypes[3], kFwdDtypes[0], kFwdDtypes[4]};
   uint64_t seed = 5000 + 100 * config + bwd;
   int ran = 0;
+  // The cases of one input dtype (x; bwd: y and dy) and shape read one draw of x (and dy):
+  // both directions' log and plain forms, and every output dtype of that input (the numbers do
+  // not pick the code path; the dtypes, the form and the shape do). Each case compares its
+  // output on a sample of rows (SoftmaxCase::sample_rows: about 4M elements; the other rows
+  // checked finite).
+  std::vector<std::pair<DType, DType>> inputs;  // (x or y, dy) dtypes, in dts' order
   for (const Dtypes& d : dts)
-    for (const Shape& s : config_rows(config, dtype_size(d.in)))
-      for (bool log : {false, true}) {
-        SoftmaxCase c;
-        c.M = s.first;
-        c.N = s.second;
-        c.log = log;
-        c.bwd = bwd;
-        c.in = d.in;
-        c.dy = d.dy;
-        c.out = d.out;
-        c.config = config;
-        c.seed = ++seed;
-        // Is the entry compiled for this op and dtype? (Not: skip, as the plan would.) The
-        // forwards compile the entries under trial (kTrialConfigs), softmax's forward the held
-        // entries (kHeldFold).
-        if (config < kRowConfigCount &&
-            !detail::row_config_usable(kRowConfigs[config], bwd ? 2 : 1, bwd ? 1 : 2, 0,
-                                       dtype_size(d.in), 0, 4, -1, false, 1, !bwd, false,
-                                       false, !bwd && !log))
-          continue;
-        run_softmax_case(c);
-        ++ran;
+    if (std::find(inputs.begin(), inputs.end(), std::make_pair(d.in, d.dy)) == inputs.end())
+      inputs.push_back({d.in, d.dy});
+  for (const auto& [in_t, dy_t] : inputs)
+    for (const Shape& s : config_rows(config, dtype_size(in_t))) {
+      std::vector<double> x, dy;  // drawn when a case first needs them
+      Rng rng(++seed);
+      for (const Dtypes& d : dts) {
+        if (d.in != in_t || d.dy != dy_t) continue;
+        for (bool log : {false, true}) {
+          // Is the entry compiled for this op and dtype? (Not: skip, as the plan would.) The
+          // forwards compile the entries under trial (kTrialConfigs), softmax's forward the
+          // held entries (kHeldFold).
+          if (config < kRowConfigCount &&
+              !detail::row_config_usable(kRowConfigs[config], bwd ? 2 : 1, bwd ? 1 : 2, 0,
+                                         dtype_size(d.in), 0, 4, -1, false, 1, !bwd, false,
+                                         false, !bwd && !log))
+            continue;
+          if (x.empty()) {
+            x = random_values(rng, s.first * s.second, in_t, 0.0, 2.0);
+            if (bwd) dy = random_values(rng, s.first * s.second, dy_t, 0.0, 1.0);
+          }
+          SoftmaxCase c;
+          c.M = s.first;
+          c.N = s.second;
+          c.log = log;
+          c.bwd = bwd;
+          c.in = d.in;
+          c.dy = d.dy;
+          c.out = d.out;
+          c.config = config;
+          c.x_values = &x;
+          if (bwd) c.dy_values = &dy;
+          c.sample_rows = true;
+          run_softmax_case(c);
+          ++ran;
+        }
       }
+    }
   if (ran == 0) GTEST_SKIP() << "configuration not compiled for this direction";
 }
 
