@@ -226,10 +226,22 @@ inline bool finite_bits(DType t, const unsigned char* p) {
 
 /// The rows of an (M, N) output that a case checking a sample compares with the float64
 /// reference (its other rows are checked finite: written, no NaN poison left): every row up to
-/// `budget` elements; beyond, every s-th row, s = ceil(M·N / budget) (about `budget` elements),
-/// and the first two and last two rows (partial row blocks, the grid's last CTAs).
+/// `budget` elements; beyond, every s-th row (at most about `budget` elements) and the first two
+/// and last two rows (partial row blocks, the grid's last CTAs). s is a prime other than 2, 3
+/// and 11, the factors of persistent grids on 132 SMs and of power-of-2 rows per CTA: the rows
+/// compared fall on every resident CTA or cluster and every row slot of a CTA, not on one
+/// residue class of them.
 inline std::vector<int64_t> sample_rows(int64_t M, int64_t N, int64_t budget = int64_t{1} << 22) {
-  const int64_t s = std::max<int64_t>(1, (M * N + budget - 1) / std::max<int64_t>(budget, 1));
+  int64_t s = std::max<int64_t>(1, (M * N + budget - 1) / std::max<int64_t>(budget, 1));
+  if (s > 1) {
+    auto prime = [](int64_t p) {
+      for (int64_t d = 2; d * d <= p; ++d)
+        if (p % d == 0) return false;
+      return true;
+    };
+    s = std::max<int64_t>(s, 5);
+    while (!prime(s) || s == 11) ++s;
+  }
   std::vector<int64_t> rows;
   for (int64_t i = 0; i < M; ++i)
     if (s == 1 || i % s == 0 || i < 2 || i >= M - 2) rows.push_back(i);
