@@ -56,6 +56,10 @@ struct CeCase {
   // Logits drawn by the caller (at least M·V, exact in x's dtype), their first M·V used instead
   // of a draw: one draw shared by cases of different shapes (CeTrain.ManyRowBlocks).
   const std::vector<double>* logits = nullptr;
+  // bwd (each row's dx its own: a per-row dloss): dx compared with the reference on
+  // sample_rows(M, V) only, every row of small cases; the other rows checked finite (counted
+  // targets) or exactly 0 (ignored rows), lse from the reference of every row as before.
+  bool sample_rows = false;
 };
 
 inline std::string case_name(const CeCase& c) {
@@ -190,7 +194,11 @@ inline detail::RowPlan run_ce_case(const CeCase& c) {
     if (c.dloss_scalar) dloss_h.assign(static_cast<size_t>(M), dloss_h[0]);
   }
   const bool want_dx = c.grad || c.bwd;
-  const ref::CeRef r = ref::cross_entropy_ref(M, V, xh.data(), targets.data(), o, want_dx,
+  std::vector<int64_t> rows;  // sample_rows: the rows whose dx is compared
+  if (c.sample_rows && c.bwd && !c.specials) rows = sample_rows(M, V);
+  const bool sampled = !rows.empty() && static_cast<int64_t>(rows.size()) < M;
+  const ref::CeRef r = ref::cross_entropy_ref(M, V, xh.data(), targets.data(), o,
+                                              want_dx && !sampled,
                                               c.bwd ? dloss_h.data() : nullptr);
   // dx: x itself (in place) or its own NaN-poisoned contiguous tensor.
   DeviceTensor dx_own;
@@ -318,7 +326,30 @@ inline detail::RowPlan run_ce_case(const CeCase& c) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   if (want_dx && M > 0 && V > 0) {
     const std::vector<double> got = download(dx);
-    EXPECT_TRUE(ce_close_rows("dx", got, r.dx, M, V, tolerance(c.x), r.row_terms));
+    if (sampled) {
+      // The reference of the rows compared (their logits, targets and dloss gathered: with a
+      // per-row dloss each row's dx depends on that row alone); every counted row finite.
+      const int64_t R = static_cast<int64_t>(rows.size());
+      std::vector<double> xs, gs, ds;
+      std::vector<int64_t> ts;
+      for (int64_t i : rows) {
+        xs.insert(xs.end(), xh.begin() + i * V, xh.begin() + (i + 1) * V);
+        gs.insert(gs.end(), got.begin() + i * V, got.begin() + (i + 1) * V);
+        ts.push_back(targets[static_cast<size_t>(i)]);
+        ds.push_back(dloss_h[static_cast<size_t>(i)]);
+      }
+      const ref::CeRef rs = ref::cross_entropy_ref(R, V, xs.data(), ts.data(), o, true, ds.data());
+      SCOPED_TRACE("dx rows compared: " + std::to_string(R) + " of " + std::to_string(M) +
+                   " ('row' below counts the rows compared)");
+      EXPECT_TRUE(ce_close_rows("dx", gs, rs.dx, R, V, tolerance(c.x), rs.row_terms));
+      int64_t nonfinite = 0;
+      for (int64_t i = 0; i < M; ++i)
+        if (r.state[i] == 0)
+          for (int64_t j = 0; j < V; ++j) nonfinite += std::isfinite(got[i * V + j]) ? 0 : 1;
+      EXPECT_EQ(nonfinite, 0) << "dx: non-finite elements in counted rows (unwritten: NaN poison)";
+    } else {
+      EXPECT_TRUE(ce_close_rows("dx", got, r.dx, M, V, tolerance(c.x), r.row_terms));
+    }
     for (int64_t i = 0; i < M; ++i) {
       if (r.state[i] != 1) continue;
       bool exact = true;
