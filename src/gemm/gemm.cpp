@@ -149,16 +149,15 @@ Operand check_layout(const ArgCheck& chk, const TensorRef& t, const char* name, 
   if (op.ld < n_in)
     chk.fail(std::string(name) + " has leading stride " + str(op.ld) + " < " + str(n_in) +
              " contiguous elements (" + detail::describe_full(t) + "), expected a stride ≥ " + str(n_in));
-  op.tma = reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && op.ld % align == 0;
   if (L > 1) {
     op.batch = t.stride[0];
     if (op.batch == 0)
       chk.fail(std::string(name) + " has batch stride 0 (" + detail::describe_full(t) +
                "): broadcasting over the batch is not yet supported");
-    op.tma = op.tma && op.batch % align == 0;
   } else {
     op.batch = op.ld * n_out;  // never stepped; any valid TMA stride
   }
+  op.tma = detail::tma_rows_addressable(t.data, es, op.ld, op.batch, L > 1);
   return op;
 }
 

@@ -41,6 +41,16 @@
 
 namespace quack::detail {
 
+/// Whether TMA can address rows at ptr: a 16-byte aligned base, and leading and (batched)
+/// batch strides, in elements of elem_bytes, that are whole multiples of 16 bytes. The one test
+/// behind the API's record of an operand (gemm.cpp), the epilogue's choice between TMA and its
+/// plain loads and stores (sm90/epilogue.cuh) and the autotuning key's " io:plain"
+/// (gemm_tune.cpp): they must agree.
+inline bool tma_rows_addressable(const void* ptr, int64_t elem_bytes, int64_t ld, int64_t batch, bool batched) {
+  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (ld * elem_bytes) % 16 == 0 &&
+         (!batched || (batch * elem_bytes) % 16 == 0);
+}
+
 /// Which dimension of a GEMM operand is contiguous in memory (CuTe's GMMA::Major): K, or the
 /// other one (M for A, N for B).
 enum class GemmMajor { kK, kMN };

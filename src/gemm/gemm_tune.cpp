@@ -41,13 +41,10 @@ float time_launches(GemmLauncher run, const GemmProblem& p, cudaStream_t stream)
   return ms[ms.size() / 2];
 }
 
-// Whether TMA can address an operand of p (16-byte aligned base, leading and batch strides
-// multiples of 16 bytes), as the epilogue decides between TMA and its plain loads and stores
-// (epilogue.cuh, tma_ok). An absent operand counts as addressable.
+// Whether TMA can address an operand of p, as the epilogue decides between TMA and its plain
+// loads and stores. An absent operand counts as addressable.
 bool tma_addressable(const GemmProblem& p, const void* ptr, DType t, int64_t ld, int64_t batch) {
-  const int64_t es = dtype_size(t);
-  return ptr == nullptr || (reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (ld * es) % 16 == 0 &&
-                            (p.l == 1 || (batch * es) % 16 == 0));
+  return ptr == nullptr || tma_rows_addressable(ptr, dtype_size(t), ld, batch, p.l > 1);
 }
 
 }  // namespace

@@ -410,10 +410,8 @@ struct CollectiveEpilogue {
     const bool load_c = p.c != nullptr && (Op::kNeedsC || p.beta != 0.f || p.beta_dev != nullptr);
     const bool store_d = kOutputs == 1 || p.d != nullptr;
     const bool store_d1 = kOutputs == 2 && p.d1 != nullptr;
-    // Whether TMA can address rows at ptr with these strides (elements of es bytes): 16-byte
-    // aligned base, leading and (L > 1) batch strides.
     auto tma_ok = [&](const void* ptr, int64_t es, int64_t ld, int64_t batch) {
-      return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (ld * es) % 16 == 0 && (L == 1 || (batch * es) % 16 == 0);
+      return tma_rows_addressable(ptr, es, ld, batch, L > 1);
     };
     // A row-major (M, cols, L) tensor of T over the memory at `ptr`, whose leading and batch
     // strides are given in elements of `es` bytes (another output's: converted to T's elements).
