@@ -66,6 +66,7 @@ KEYS = ("gpu__time_duration.sum", "sm__cycles_elapsed.avg.per_second",
         "sm__throughput.avg.pct_of_peak_sustained_elapsed",
         "lts__throughput.avg.pct_of_peak_sustained_elapsed",
         "dram__throughput.avg.pct_of_peak_sustained_elapsed", "lts__t_sector_hit_rate.pct",
+        "dram__bytes_read.sum", "dram__bytes_write.sum",
         "launch__grid_size", "launch__block_size", "launch__cluster_size",
         "launch__registers_per_thread", "launch__shared_mem_per_block_dynamic",
         "smsp__warps_active.avg.per_cycle_active")
