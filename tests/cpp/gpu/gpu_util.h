@@ -183,27 +183,36 @@ inline DeviceTensor upload_vector(const std::vector<double>& host, DType t, int6
   return d;
 }
 
-/// The tensor's logical elements, dense row-major, as doubles (exact).
-inline std::vector<double> download(const DeviceTensor& d) {
-  const TensorRef& r = d.ref;
-  const int es = dtype_size(r.dtype);
-  std::vector<unsigned char> img(d.buf.bytes());
-  EXPECT_EQ(cudaMemcpy(img.data(), d.buf.get(), img.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  const int64_t base = (static_cast<char*>(r.data) - static_cast<char*>(d.buf.get())) / es;
-  const int64_t rs = d.vector ? 0 : r.stride[0], cs = d.vector ? r.stride[0] : r.stride[1];
-  std::vector<double> out(static_cast<size_t>(d.rows * d.cols));
-  for (int64_t i = 0; i < d.rows; ++i)
-    for (int64_t j = 0; j < d.cols; ++j)
-      out[static_cast<size_t>(i * d.cols + j)] = load_as(r.dtype, img.data() + (base + i * rs + j * cs) * es);
-  return out;
-}
-
 /// The raw bytes of the buffer (for bitwise comparisons).
 inline std::vector<unsigned char> download_bytes(const DeviceTensor& d) {
   std::vector<unsigned char> img(d.buf.bytes());
   EXPECT_EQ(cudaMemcpy(img.data(), d.buf.get(), img.size(), cudaMemcpyDeviceToHost), cudaSuccess);
   return img;
 }
+
+/// A copy of a tensor's whole buffer on the host, with its element (i, j) located by its
+/// strides (a vector's elements along j).
+struct HostImage {
+  std::vector<unsigned char> img;
+  int es = 0;
+  int64_t base = 0, rs = 0, cs = 0;  // in elements
+  explicit HostImage(const DeviceTensor& d) : img(download_bytes(d)), es(dtype_size(d.ref.dtype)) {
+    base = (static_cast<char*>(d.ref.data) - static_cast<char*>(d.buf.get())) / es;
+    rs = d.vector ? 0 : d.ref.stride[0];
+    cs = d.vector ? d.ref.stride[0] : d.ref.stride[1];
+  }
+  const unsigned char* at(int64_t i, int64_t j) const { return img.data() + (base + i * rs + j * cs) * es; }
+};
+
+/// The tensor's logical elements, dense row-major, as doubles (exact).
+inline std::vector<double> download(const DeviceTensor& d) {
+  const HostImage h(d);
+  std::vector<double> out(static_cast<size_t>(d.rows * d.cols));
+  for (int64_t i = 0; i < d.rows; ++i)
+    for (int64_t j = 0; j < d.cols; ++j) out[static_cast<size_t>(i * d.cols + j)] = load_as(d.ref.dtype, h.at(i, j));
+  return out;
+}
+
 
 /// Whether the element of dtype t at p is finite (inf and NaN have every exponent bit set).
 inline bool finite_bits(DType t, const unsigned char* p) {
@@ -253,22 +262,15 @@ inline std::vector<int64_t> sample_rows(int64_t M, int64_t N, int64_t budget = i
 /// row: an unwritten element keeps its NaN poison), counted on the raw bits.
 inline std::vector<double> download_rows(const DeviceTensor& d, const std::vector<int64_t>& rows,
                                          int64_t* nonfinite) {
-  const TensorRef& r = d.ref;
-  const int es = dtype_size(r.dtype);
-  std::vector<unsigned char> img(d.buf.bytes());
-  EXPECT_EQ(cudaMemcpy(img.data(), d.buf.get(), img.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  const int64_t base = (static_cast<char*>(r.data) - static_cast<char*>(d.buf.get())) / es;
-  const int64_t rs = d.vector ? 0 : r.stride[0], cs = d.vector ? r.stride[0] : r.stride[1];
+  const HostImage h(d);
   int64_t bad = 0;
   for (int64_t i = 0; i < d.rows; ++i)
-    for (int64_t j = 0; j < d.cols; ++j)
-      bad += finite_bits(r.dtype, img.data() + (base + i * rs + j * cs) * es) ? 0 : 1;
+    for (int64_t j = 0; j < d.cols; ++j) bad += finite_bits(d.ref.dtype, h.at(i, j)) ? 0 : 1;
   *nonfinite = bad;
   std::vector<double> out;
   out.reserve(rows.size() * static_cast<size_t>(d.cols));
   for (int64_t i : rows)
-    for (int64_t j = 0; j < d.cols; ++j)
-      out.push_back(load_as(r.dtype, img.data() + (base + i * rs + j * cs) * es));
+    for (int64_t j = 0; j < d.cols; ++j) out.push_back(load_as(d.ref.dtype, h.at(i, j)));
   return out;
 }
 

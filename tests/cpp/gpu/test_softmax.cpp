@@ -41,6 +41,19 @@ struct Dtypes {
   DType in, dy, out;  // fwd: x, -, out; bwd: y, dy, dx
   bool vec;           // a vector-path instance exists
 };
+
+// A case of shape (M, N) in the dtypes d.
+SoftmaxCase make_case(const Shape& s, const Dtypes& d, bool log, bool bwd) {
+  SoftmaxCase c;
+  c.M = s.first;
+  c.N = s.second;
+  c.log = log;
+  c.bwd = bwd;
+  c.in = d.in;
+  c.dy = d.dy;
+  c.out = d.out;
+  return c;
+}
 const std::vector<Dtypes> kFwdDtypes = {
     {DType::kFloat32, DType::kFloat32, DType::kFloat32, true},
     {DType::kFloat16, DType::kFloat16, DType::kFloat16, true},
@@ -71,14 +84,7 @@ class SoftmaxShapes : public GpuTest, public ::testing::WithParamInterface<Shape
 TEST_P(SoftmaxShapes, MatchesReference) {
   const auto [shape, di, log, bwd] = GetParam();
   const Dtypes& d = (bwd ? kBwdDtypes : kFwdDtypes)[static_cast<size_t>(di)];
-  SoftmaxCase c;
-  c.M = shape.first;
-  c.N = shape.second;
-  c.log = log;
-  c.bwd = bwd;
-  c.in = d.in;
-  c.dy = d.dy;
-  c.out = d.out;
+  SoftmaxCase c = make_case(shape, d, log, bwd);
   c.seed = static_cast<uint64_t>(c.M * 1000003 + c.N * 7 + di * 3 + log + 2 * bwd);
   const detail::RowPlan plan = run_softmax_case(c);
   const int64_t vec = 16 / dtype_size(d.in);
@@ -179,14 +185,7 @@ TEST_P(SoftmaxConfigs, MatchesReference) {
             x = random_values(rng, s.first * s.second, in_t, 0.0, 2.0);
             if (bwd) dy = random_values(rng, s.first * s.second, dy_t, 0.0, 1.0);
           }
-          SoftmaxCase c;
-          c.M = s.first;
-          c.N = s.second;
-          c.log = log;
-          c.bwd = bwd;
-          c.in = d.in;
-          c.dy = d.dy;
-          c.out = d.out;
+          SoftmaxCase c = make_case(s, d, log, bwd);
           c.config = config;
           c.x_values = &x;
           if (bwd) c.dy_values = &dy;
