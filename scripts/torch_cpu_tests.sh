@@ -33,7 +33,9 @@ print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include
     || { echo "torch_cpu_tests: no CUTLASS headers (scripts/setup_deps.sh installs them)"; exit 1; }
   export QUACK_CUTLASS_INCLUDE
 fi
-"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps .
+# The define as well: a build-py/ configured before keeps its cached (empty) value otherwise.
+"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps \
+  ${QUACK_CUTLASS_INCLUDE:+-C cmake.define.QUACK_CUTLASS_INCLUDE="$QUACK_CUTLASS_INCLUDE"} .
 "$VENV/bin/python" -c "import quack_cpp._torch" \
   || { echo "torch_cpu_tests: quack_cpp._torch did not build"; exit 1; }
 args=("$@"); [ ${#args[@]} = 0 ] && args=(tests/python)

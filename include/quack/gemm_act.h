@@ -83,8 +83,9 @@ namespace quack {
 ///
 /// tanh is the hardware's tanh.approx.f32 (relative error about 2^-11), as in QuACK; σ (sigmoid)
 /// is 1 / (1 + 2^(−x·log2 e)) with ex2.approx and rcp.approx (relative error about 2^-22; QuACK
-/// 0.6's sigmoid); Φ is erfc by Numerical Recipes' erfcc (relative error below 1.2e-7 in both
-/// tails) with ex2.approx and rcp.approx, and φ's exponential ex2.approx. gelu_erf and
+/// 0.6's sigmoid); Φ is erfc by Numerical Recipes' erfcc with ex2.approx and rcp.approx (fp32
+/// relative error ~7e-7 for |x| < 3, ~5e-6 at |x| = 10, in both tails), and φ's exponential
+/// ex2.approx. gelu_erf and
 /// quick_gelu are QuACK 0.6.3's. NaN in x propagates to act(x) (relu(NaN) = NaN, as torch.relu; reglu alike)
 /// and to the gradients, except relu's and reglu's gate gradient (dout·[x > 0] is 0 at a NaN, as
 /// QuACK's drelu).

@@ -159,7 +159,7 @@ inline void run_fwd(const FwdCase& c, const FwdInputs& in) {
       !c.residual_out ? nullptr : c.residual_out_aliases_residual ? in.dres : &dres_out;
   const std::vector<int64_t> rows =
       c.sample_rows ? sample_rows(M, N) : std::vector<int64_t>{};
-  if (static_cast<int64_t>(rows.size()) < M) {
+  if (c.sample_rows && !rows.empty() && static_cast<int64_t>(rows.size()) < M) {
     // A sample of rows: the reference of those rows (their inputs gathered), the outputs there,
     // and every element of the outputs finite; rstd on every row.
     SCOPED_TRACE("rows compared: " + std::to_string(rows.size()) + " of " + std::to_string(M) +

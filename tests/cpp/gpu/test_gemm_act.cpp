@@ -24,6 +24,7 @@
 #include <limits>
 #include <ostream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,7 @@ double act_ref(Activation a, double x) {
     }
     case Activation::kSilu: return x / (1.0 + std::exp(-x));
     case Activation::kTanh: return std::tanh(x);
-    case Activation::kGeluErf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case Activation::kGeluErf: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));  // no cancellation at x << 0
     case Activation::kQuickGelu: return x / (1.0 + std::exp(-1.702 * x));
     default: return x;
   }
@@ -75,7 +76,7 @@ double dact_ref(Activation a, double x) {
       return 1.0 - t * t;
     }
     case Activation::kGeluErf:
-      return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+      return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
     case Activation::kQuickGelu: {
       const double s = 1.0 / (1.0 + std::exp(-1.702 * x));
       return s + 1.702 * x * s * (1.0 - s);
@@ -657,6 +658,63 @@ TEST_F(GemmActEdge, C09NanInfInCPropagateWithBeta) {
     c.ab = DType::kFloat16;
     c.out = DType::kFloat16;
   })));
+}
+
+// gelu_erf's Φ at fp32 precision (activation.cuh, normal_cdf: gemm_dact's postact and dpreact
+// use the same function), elementwise and relative, where the bf16 cases' scale-relative bounds
+// cannot see it: gemm_act with fp32 C and outputs (gemm_dact has no fp32 instance), C a grid
+// over x in [−12, 10] (both tails: Φ(−12) ≈ 1.8e-33), a and b random ±1 (acc an exact even
+// integer), alpha = 1/64, beta = 1 (the epilogue) and K = 0 (the fill); postact against
+// gelu_erf(the stored fp32 preact: the value the kernel activated). Bound: 3e-6 + 8e-8·x²
+// relative (the fit's fp32 error is ~7e-7 below |x| = 3 and ~5e-6 at 10; the erff form it
+// replaced was 57 % off at x = −5.5 and 0 below −8).
+TEST_F(GemmActEdge, GeluErfPhiRelativeFp32) {
+  const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
+  const int64_t M = 128, N = 256;
+  std::vector<double> grid(size_t(M * N));
+  for (int64_t e = 0; e < M * N; ++e)  // fp32-exact values spread over [−12, 10], shuffled
+    grid[size_t(e)] = double(float(-12.0 + 22.0 * double((e * 7919) % (M * N)) / double(M * N - 1)));
+  for (int64_t K : {int64_t{64}, int64_t{0}}) {
+    SCOPED_TRACE("K=" + std::to_string(K));
+    Rng rng(uint64_t(4242 + K));
+    std::vector<double> a(size_t(M * K)), b(size_t(K * N));
+    for (double& v : a) v = random_values(rng, 1, bf)[0] < 0 ? -1.0 : 1.0;
+    for (double& v : b) v = random_values(rng, 1, bf)[0] < 0 ? -1.0 : 1.0;
+    Mat A = make_mat(bf, 1, M, K, 'r', 0), B = make_mat(bf, 1, K, N, 'c', 0);
+    upload_into(A.mem, to_memory(A, a));
+    upload_into(B.mem, to_memory(B, b));
+    Mat C = make_mat(f32, 1, M, N, 'r', 0), D = make_mat(f32, 1, M, N, 'r', 0), P = make_mat(f32, 1, M, N, 'r', 0);
+    upload_into(C.mem, to_memory(C, grid));
+    GemmActArgs g;
+    g.a = A.arg;
+    g.b = B.arg;
+    g.c = C.arg;
+    g.preact = D.arg;
+    g.postact = P.arg;
+    g.activation = Activation::kGeluErf;
+    g.alpha = 1.f / 64.f;
+    g.beta = 1.f;
+    ASSERT_NO_THROW(gemm_act(g, nullptr));
+    QUACK_CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<double> pre = from_memory(D, download(D.mem)), post = from_memory(P, download(P.mem));
+    int64_t far = 0, bad = 0;
+    std::string first;
+    for (int64_t e = 0; e < M * N; ++e) {
+      const double x = pre[size_t(e)];
+      far += std::fabs(x - grid[size_t(e)]) <= 1.0 ? 0 : 1;  // |alpha·acc| <= 1
+      const double ref = act_ref(Activation::kGeluErf, x), err = std::fabs(post[size_t(e)] - ref);
+      if (!(err <= (3e-6 + 8e-8 * x * x) * std::fabs(ref))) {  // NaN fails too
+        if (bad++ == 0) {
+          std::ostringstream m;
+          m.precision(9);
+          m << "x " << x << ": got " << post[size_t(e)] << ", ref " << ref;
+          first = m.str();
+        }
+      }
+    }
+    EXPECT_EQ(far, 0) << "preact is not alpha·acc + C";
+    EXPECT_EQ(bad, 0) << "postact off at " << bad << " elements; first " << first;
+  }
 }
 
 // Stream-K forced (QUACK_GEMM_STREAMK=1, gemm_act's own workspace) on the cooperative 128x256
