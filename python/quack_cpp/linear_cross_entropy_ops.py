@@ -309,8 +309,10 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
     bfloat16 (as ``F.linear`` in bfloat16 gives them), plus the options below.
 
     Args:
-        x: (..., D) CUDA, bfloat16 (or any float dtype under a bfloat16 autocast); D a multiple
-            of 8 (16-byte rows; other layouts are copied to contiguous rows).
+        x: (..., D) CUDA, bfloat16 (or any float dtype under a bfloat16 autocast); other
+            layouts are copied to contiguous rows. D a multiple of 8 runs on x and weight as
+            they are; any other D copies both, with zero columns up to the next multiple of 8,
+            at each call (the GEMMs' 16-byte rows), and fuse_grad_accum does not fuse there.
         weight: (V, D), bfloat16 (or under autocast any float dtype, rounded to bfloat16 for
             the GEMMs like ``nn.Linear``). A float32 weight (an fp32 master weight) gets its
             gradient in float32, accumulated in fp32 and never rounded to bfloat16 (torch's
@@ -397,6 +399,13 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
     D = weight.shape[1]
     x2 = x if x.dim() == 2 else x.reshape(-1, D)
     x2 = _as_operand(x2.to(dtype) if x2.dtype != dtype else x2)
+    pad = -D % 8
+    if pad:
+        # The GEMMs read 16-byte rows: x and the weight get zero columns up to the next multiple
+        # of 8 (a copy of each per call; zeros add nothing to the logits), and autograd slices
+        # their gradients back through F.pad. fuse_grad_accum cannot write into weight.grad then.
+        x2 = torch.nn.functional.pad(x2, (0, pad))
+        w = torch.nn.functional.pad(w, (0, pad))
     t = target.reshape(-1)
     cap = 0.0 if logit_softcap is None else float(logit_softcap)
     grad = torch.is_grad_enabled() and reduction != "none"

@@ -621,9 +621,10 @@ class LinearCrossEntropy(torch.nn.Linear):
     ``LinearCrossEntropy`` (LM heads have none).
 
     Kernels: ``quack_cpp.linear_cross_entropy`` (chunked logits GEMM, the cross-entropy with its
-    gradient in the forward, the dx and dW GEMMs; see there) when input is a CUDA tensor, the
-    compute dtype is bfloat16 (input and weight bfloat16, or a bfloat16 autocast) and
-    in_features is a multiple of 8; otherwise ``linear_cross_entropy_torch`` (``F.linear`` +
+    gradient in the forward, the dx and dW GEMMs; see there) when input is a CUDA tensor and
+    the compute dtype is bfloat16 (input and weight bfloat16, or a bfloat16 autocast; an
+    in_features that is not a multiple of 8 costs a padded copy of input and weight a call);
+    otherwise ``linear_cross_entropy_torch`` (``F.linear`` +
     ``F.cross_entropy`` on float32 logits), so the module stays a drop-in.
 
     Args:
@@ -663,7 +664,7 @@ class LinearCrossEntropy(torch.nn.Linear):
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         """The loss of ``input @ weight^T + bias`` against ``target``."""
         weight, bias = self.weight, self.bias
-        if (input.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
+        if (input.device.type in _reg.DEVICE_TYPES
                 and _compute_dtype(input, weight) is not None
                 and (bias is None or bias.dtype in _FLOAT_DTYPES)):
             return linear_cross_entropy(

@@ -162,6 +162,18 @@ def test_matches_reference(T, D, V, reduction, bias):
     check(T, D, V, reduction, bias, seed=T + V)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.parametrize("D", [1, 20, 61])
+def test_d_not_multiple_of_8(D, reduction):
+    """D not a multiple of 8: x and the weight padded with zero columns (a copy each call), the
+    gradients sliced back to (T, D) and (V, D); the module runs the kernels too."""
+    got = check(37, D, 301, reduction, bias=True, seed=D)
+    assert got[1].shape == (37, D) and got[2].shape == (301, D)
+    m = qnn.LinearCrossEntropy(D, 301, device=DEVICE, dtype=bf16, reduction=reduction)
+    x, _, _, t = make(37, D, 301, seed=D + 1)
+    torch.testing.assert_close(m(x, t), lce(x, m.weight, t, reduction=reduction), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("low_memory", [False, True], ids=["default", "lowmem"])
 @pytest.mark.parametrize("chunk", [1, 3, 64])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
