@@ -155,11 +155,21 @@ struct SharedFwdInputs {
   Rng rng;
   std::vector<double> x;
   DeviceTensor dx;
-  std::map<DType, std::pair<std::vector<double>, DeviceTensor>> res, w, b;
+  using Drawn = std::pair<std::vector<double>, DeviceTensor>;  // host values, device copy
+  std::map<DType, Drawn> res, w, b;  // by dtype
 
   SharedFwdInputs(int64_t m, int64_t n, DType t, uint64_t seed) : M(m), N(n), xt(t), rng(seed) {
     x = random_values(rng, M * N, xt);
     dx = upload(x, xt, M, N);
+  }
+  // The operand of dtype t in `m`, an (N) vector or (M, N), drawn and uploaded when first asked.
+  Drawn& drawn(std::map<DType, Drawn>& m, DType t, bool vector, double mean, double spread) {
+    Drawn& e = m[t];
+    if (e.first.empty()) {
+      e.first = random_values(rng, (vector ? 1 : M) * N, t, mean, spread);
+      e.second = vector ? upload_vector(e.first, t, N) : upload(e.first, t, M, N);
+    }
+    return e;
   }
   // The inputs of case c (dense layouts; no aliasing), drawing what it needs first.
   FwdInputs inputs(const FwdCase& c) {
@@ -167,29 +177,17 @@ struct SharedFwdInputs {
     in.x = &x;
     in.dx = &dx;
     if (c.weight) {
-      auto& e = w[*c.weight];
-      if (e.first.empty()) {
-        e.first = random_values(rng, N, *c.weight, 1.0, 0.5);
-        e.second = upload_vector(e.first, *c.weight, N);
-      }
+      Drawn& e = drawn(w, *c.weight, true, 1.0, 0.5);
       in.w = &e.first;
       in.dw = &e.second;
     }
     if (c.bias) {
-      auto& e = b[*c.bias];
-      if (e.first.empty()) {
-        e.first = random_values(rng, N, *c.bias, 0.0, 0.5);
-        e.second = upload_vector(e.first, *c.bias, N);
-      }
+      Drawn& e = drawn(b, *c.bias, true, 0.0, 0.5);
       in.b = &e.first;
       in.db = &e.second;
     }
     if (c.residual) {
-      auto& e = res[*c.residual];
-      if (e.first.empty()) {
-        e.first = random_values(rng, M * N, *c.residual);
-        e.second = upload(e.first, *c.residual, M, N);
-      }
+      Drawn& e = drawn(res, *c.residual, false, 0.0, 1.0);
       in.res = &e.first;
       in.dres = &e.second;
     }
