@@ -221,8 +221,7 @@ CeFwdCall cross_entropy_fwd_call(const CrossEntropyFwdArgs& a, CePredictedForm f
                "records whether it wrote dx)");
     check_dx_predict(chk, a.dx_predict, device);
   }
-  // The outputs share no byte with each other or with the inputs; dx may be x itself (checked
-  // by check_dx).
+  // The outputs share no byte with each other or with the inputs; dx may be x itself.
   chk.outputs_apart({{&a.dx, "dx"}, {&a.loss, "loss"}, {&a.lse, "lse"}, {&a.z_loss, "z_loss"},
                      {&a.dx_state, "dx_state"}},
                     {{&a.x, "x"}, {&a.target, "target"}, {&a.weight, "weight"},
@@ -369,8 +368,8 @@ RowCall cross_entropy_bwd_call(const CrossEntropyBwdArgs& a, const char* fn, int
     check_vector(chk, a.dloss, "dloss", M, device, false);
   }
   check_dx(chk, a.dx, M, V, device);
-  // dx is written while the other inputs are read by other rows: separate memory (x itself
-  // allowed, checked by check_dx).
+  // dx is written while the other inputs are read by other rows: separate memory (or x
+  // itself).
   chk.outputs_apart({{&a.dx, "dx"}},
                     {{&a.x, "x"}, {&a.target, "target"}, {&a.lse, "lse"}, {&a.dloss, "dloss"},
                      {&a.weight, "weight"}},
