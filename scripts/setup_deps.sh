@@ -55,21 +55,24 @@ fi
 for tool in cmake ninja; do
   command -v "$tool" >/dev/null || { echo "setup_deps: $tool is required and missing (install it, e.g. apt-get install ${tool/ninja/ninja-build})"; exit 1; }
 done
+# The Python packages go to $PYTHON (default python3; scripts/torch_cpu_tests.sh names its venv's,
+# whose CMake looks for the CUTLASS headers through that interpreter: cmake/QuackCutlass.cmake).
+PY=${PYTHON:-python3}
 py_missing=()
-python3 -c 'import nanobind' 2>/dev/null || py_missing+=(nanobind)
-python3 -c 'import scikit_build_core' 2>/dev/null || py_missing+=(scikit-build-core)
-python3 -c 'import pytest' 2>/dev/null || py_missing+=(pytest)
-python3 -c 'import numpy' 2>/dev/null || py_missing+=(numpy)
+$PY -c 'import nanobind' 2>/dev/null || py_missing+=(nanobind)
+$PY -c 'import scikit_build_core' 2>/dev/null || py_missing+=(scikit-build-core)
+$PY -c 'import pytest' 2>/dev/null || py_missing+=(pytest)
+$PY -c 'import numpy' 2>/dev/null || py_missing+=(numpy)
 if [ ${#py_missing[@]} -gt 0 ]; then
   echo "setup_deps: pip install ${py_missing[*]}"
   # The carried wheels first (offline GPU machine), then the package index (a machine where
   # .whl/ holds only the benchmark peers).
   { ls .whl/*.whl >/dev/null 2>&1 &&
-      python3 -m pip install -q --no-index --find-links .whl "${py_missing[@]}" 2>/dev/null; } ||
-    python3 -m pip install -q "${py_missing[@]}"
+      $PY -m pip install -q --no-index --find-links .whl "${py_missing[@]}" 2>/dev/null; } ||
+    $PY -m pip install -q "${py_missing[@]}"
 fi
 if [ -z "${QUACK_CUTLASS_INCLUDE:-}" ] && [ ! -f .deps/cutlass/include/cute/tensor.hpp ] &&
-   ! python3 -c 'import cutlass_library' 2>/dev/null; then
+   ! $PY -c 'import cutlass_library' 2>/dev/null; then
   echo "setup_deps: pip install --no-deps nvidia-cutlass==4.2.0.0 (CuTe headers)"
-  python3 -m pip install -q --no-deps nvidia-cutlass==4.2.0.0 || echo "setup_deps: CUTLASS headers unavailable (GEMM needs them)"
+  $PY -m pip install -q --no-deps nvidia-cutlass==4.2.0.0 || echo "setup_deps: CUTLASS headers unavailable (GEMM needs them)"
 fi

@@ -16,26 +16,15 @@ VENV=${VENV:-.venv-torch}
 TORCH_VERSION=${TORCH_VERSION:-2.11.0}
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   # The system's cmake and ninja build the package (the tree's build-py/ was configured with
-  # them); the venv brings torch and the Python build tools.
-  { python3 -m venv "$VENV" && "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" numpy \
-      nanobind scikit-build-core pytest; } \
+  # them); the venv brings torch, and setup_deps.sh below the Python build tools.
+  { python3 -m venv "$VENV" && "$VENV/bin/pip" install -q "torch==$TORCH_VERSION"; } \
     || { echo "torch_cpu_tests: torch $TORCH_VERSION could not be installed into $VENV"; exit 3; }
 fi
 "$VENV/bin/python" -c "import torch; print('torch', torch.__version__)" \
   || { echo "torch_cpu_tests: torch does not import in $VENV"; exit 3; }
-bash scripts/setup_deps.sh
-# setup_deps.sh puts the CUTLASS headers into the system Python (nvidia-cutlass), which the venv
-# cannot see: name them for the package's CMake (unless set, or .deps/cutlass is there).
-if [ -z "${QUACK_CUTLASS_INCLUDE:-}" ] && [ ! -f .deps/cutlass/include/cute/tensor.hpp ]; then
-  QUACK_CUTLASS_INCLUDE=$(python3 -c "import cutlass_library, os
-print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))" 2>/dev/null || true)
-  [ -f "$QUACK_CUTLASS_INCLUDE/cute/tensor.hpp" ] \
-    || { echo "torch_cpu_tests: no CUTLASS headers (scripts/setup_deps.sh installs them)"; exit 1; }
-  export QUACK_CUTLASS_INCLUDE
-fi
-# The define as well: a build-py/ configured before keeps its cached (empty) value otherwise.
-"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps \
-  ${QUACK_CUTLASS_INCLUDE:+-C cmake.define.QUACK_CUTLASS_INCLUDE="$QUACK_CUTLASS_INCLUDE"} .
+# The build tools and the CUTLASS headers into the venv (its CMake finds the headers through it).
+PYTHON="$VENV/bin/python" bash scripts/setup_deps.sh
+"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps .
 "$VENV/bin/python" -c "import quack_cpp._torch" \
   || { echo "torch_cpu_tests: quack_cpp._torch did not build"; exit 1; }
 args=("$@"); [ ${#args[@]} = 0 ] && args=(tests/python)
