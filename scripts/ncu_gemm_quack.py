@@ -7,7 +7,8 @@ region, for Nsight Compute (device only; clocks left alone):
     python3 scripts/ncu_gemm_quack.py --report /tmp/g.ncu-rep
     python3 scripts/ncu_gemm_quack.py --sass /tmp/g.ncu-rep [OUT_DIR]
 
-`ce M N` in place of `M N K` profiles the cross-entropy forward (reduction="none") of each
+`act M N K NAME[,NAME...]` profiles our plain gemm, then gemm_act (preact stored) with each
+activation named, in that order (the epilogue's cost per activation); `ce M N` in place of `M N K` profiles the cross-entropy forward (reduction="none") of each
 instead; `topk M N K [fp32|bf16]` the top-k forward (quack_cpp.topk against quack.topk). The `--sass` mode prints, per kernel, the SASS lines with the most warp stall samples
 and the stall reasons sampled on them (the per-instruction view behind the kernel-wide
 reasons), and with OUT_DIR writes each kernel's whole source page as CSV (xz) for reading
@@ -39,6 +40,12 @@ def calls(args):
         dt = torch.float32 if (args[4:] or ["fp32"])[0] == "fp32" else torch.bfloat16
         x = torch.randn(M, N, device="cuda", dtype=dt)
         return [("ours", lambda: quack_cpp.topk(x, k)), ("quack", lambda: quack_topk(x, k))]
+    if args[0] == "act":
+        M, N, K = (int(v) for v in args[1:4])
+        a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+        return [("plain", lambda: quack_cpp.gemm(a, w.T))] + [
+            (act, lambda act=act: quack_cpp.gemm_act(a, w.T, act)) for act in args[4].split(",")]
     from quack.gemm_interface import gemm as quack_gemm
     M, N, K = (int(v) for v in args[:3])
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)

@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "gemm/gemm_problem.h"
 #include "gemm/sm90/epilogue_gated.cuh"
@@ -85,6 +86,15 @@ struct VisitorCAheadStagesD : std::integral_constant<int, 0> {};
 template <class Op>
 struct VisitorCAheadStagesD<Op, std::void_t<decltype(Op::kCAheadStagesD)>>
     : std::integral_constant<int, Op::kCAheadStagesD> {};
+
+/// Whether visitor Op specialises its run-time choice (Op::specialize, epilogue_ops.cuh): the
+/// subtile loop then runs inside it, once per choice (store_tile, where every C load and store
+/// goes through TMA and op.specializable()).
+template <class Op, class = void>
+struct VisitorSpecialize : std::false_type {};
+template <class Op>
+struct VisitorSpecialize<Op, std::void_t<decltype(std::declval<Op const&>().specialize(std::declval<void (*)(Op&)>()))>>
+    : std::true_type {};
 
 /// Whether visitor Op reads global memory per subtile and asks for it to be prefetched one subtile
 /// ahead (Op::kPrefetch; default false): store_tile then calls op.prefetch(coord) for the tile's
@@ -635,10 +645,34 @@ struct CollectiveEpilogue {
                   "the accumulator holds BN / EpiN subtiles' fragments along its first mode, one per EpiM rows");
     if constexpr (kIo) {
       if (io_on(p)) {
-        store_tile_io(p, acc, M, N, m_blk, n_blk, l);
+        if constexpr (VisitorSpecialize<Op>::value)
+          op.specialize([&](auto& v) CUTLASS_LAMBDA_FUNC_INLINE { store_tile_io(v, p, acc, M, N, m_blk, n_blk, l); });
+        else
+          store_tile_io(op, p, acc, M, N, m_blk, n_blk, l);
         return;
       }
     }
+    if constexpr (VisitorSpecialize<Op>::value) {
+      if (tma_only(p) && op.specializable()) {
+        op.specialize([&](auto& v) CUTLASS_LAMBDA_FUNC_INLINE { store_subtiles<true>(v, p, acc, M, N, L, m_blk, n_blk, l); });
+        return;
+      }
+    }
+    store_subtiles<false>(op, p, acc, M, N, L, m_blk, n_blk, l);
+  }
+
+  /// Whether every C load and output store of this launch goes through TMA (no plain loads or
+  /// stores: the same for every thread of the launch).
+  template <class P>
+  CUTE_HOST_DEVICE static bool tma_only(P const& p) {
+    return !p.c_plain && !p.d_plain && !p.tail_manual;
+  }
+
+  /// store_tile's subtiles with visitor `op` (the member or its specialised copy: the parameter
+  /// hides the member).
+  template <bool kTma, class V, class P, class Acc>
+  CUTE_DEVICE void store_subtiles(V& op, P const& p, Acc const& acc, int M, int N, int L, int m_blk, int n_blk,
+                                  int l) {
     ElementC* const c_smem = c_buffers();
     ElementD* const d_smem = ts.D[grp].begin();
     Tensor sC = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(c_smem), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
@@ -703,7 +737,7 @@ struct CollectiveEpilogue {
         constexpr bool kLin = Op::kLinFirst;
         constexpr bool kOneCall = kLin || Op::kNeedsC;
         cutlass::Array<float, kFrg> cf;
-        if ((Op::kNeedsC || load_c) && p.c_plain) {
+        if (!kTma && (Op::kNeedsC || load_c) && p.c_plain) {
           // C staged into its buffer by the group's plain loads, then read as in the TMA path.
           // Every thread's reads of the buffer (the previous subtile's LDSM, or a clipped store's
           // reads of the D buffer it aliases) came before the last epi_sync; with reuse, the TMA
@@ -761,7 +795,7 @@ struct CollectiveEpilogue {
         cutlass::Array<ElementD, kFrg> const d = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(out[0]);
         cutlass::Array<ElementD1, kFrg> d1;
         if constexpr (kOutputs == 2) d1 = cutlass::NumericArrayConverter<ElementD1, float, kFrg>{}(out[kOutputs - 1]);
-        bool const manual = p.d_plain || (p.tail_manual && n0 + EpiN > N);
+        bool const manual = !kTma && (p.d_plain || (p.tail_manual && n0 + EpiN > N));
         bool const store_d = kOutputs == 1 || p.store_d;
         bool const store_d1 = kOutputs == 2 && p.store_d1;
         if constexpr (!kInPlace) {
@@ -851,8 +885,8 @@ struct CollectiveEpilogue {
   /// slot (each thread at the addresses it read) and output 1 into its buffer, then signal the
   /// I/O warp: the proxy fence orders this thread's writes before the TMA store, and one lane
   /// per warp arrives once the whole warp has written (__syncwarp).
-  template <class P, class Acc>
-  CUTE_DEVICE void store_tile_io(P const& p, Acc const& acc, int M, int N, int m_blk, int n_blk, int l) {
+  template <class V, class P, class Acc>
+  CUTE_DEVICE void store_tile_io(V& op, P const& p, Acc const& acc, int M, int N, int m_blk, int n_blk, int l) {
     ElementD* const slots = ts.D[grp].begin();
     bool const store_d = p.store_d, store_d1 = p.store_d1;
     CUTE_UNROLL

@@ -41,6 +41,13 @@
 //                                    the subtile's visitor call, barriers and stores: it asks for
 //                                    the next subtile's lines in L1 (no registers held across the
 //                                    barriers). Default false.
+//   template <class F> void specialize(F&& f) const;  calls f(v) once, v a copy of the visitor
+//                                    (lean(): without its optional inputs, such as a bias; called
+//                                    only where bool specializable() const holds)
+//                                    whose run-time choice (the activation) is a constant in f's
+//                                    body (specialize_elementwise_act, specialize_gated_act). store_tile runs its whole
+//                                    subtile loop inside it: each activation's epilogue is then
+//                                    one stretch of code. Default: f(*this).
 //   static constexpr int kD1Div;     2: output 1 has N / 2 columns (gated activations): out[1][i]
 //                                    for even i is the value of output column col(i) / 2 (odd
 //                                    entries are ignored); the epilogue stores it through a
@@ -268,6 +275,40 @@ struct LinFirstVisitor {
   }
 };
 
+/// Calls f(v) once, v = op.lean() (op without its bias: specialize is called where op.specializable())
+/// whose `act` is assigned the constant of
+/// op.act's case of List (QUACK_FOR_ELEMENTWISE_ACTS or QUACK_FOR_GATED_ACTS; any other value:
+/// `fallback`): inlined into f's body, the visitor's own switch on act folds to one loop. Why at
+/// the tile: with that switch left to run per subtile, the unrolled subtiles each held every
+/// activation's loop, and one activation's code lay in pieces across the kernel (the 128x192
+/// gemm_act kernel: 24,080 instructions): warps waited on instruction fetch (ncu, run AQ3: "no
+/// instruction" the second stall reason, tensor pipe 83 % active for relu against plain's 97 %).
+#define QUACK_SPECIALIZE_ACT(List, fallback)                                                 \
+  switch (op.act) {                                                                          \
+    List(QUACK_SPECIALIZE_ACT_CASE) default : {                                              \
+      V v = op.lean();                                                                       \
+      v.act = fallback;                                                                      \
+      f(v);                                                                                  \
+    }                                                                                        \
+  }
+#define QUACK_SPECIALIZE_ACT_CASE(A, name) \
+  case Activation::A: {                    \
+    V v = op.lean();                       \
+    v.act = Activation::A;                 \
+    f(v);                                  \
+    return;                                \
+  }
+template <class V, class F>
+CUTE_DEVICE void specialize_elementwise_act(V const& op, F&& f) {
+  QUACK_SPECIALIZE_ACT(QUACK_FOR_ELEMENTWISE_ACTS, Activation::kIdentity)
+}
+template <class V, class F>
+CUTE_DEVICE void specialize_gated_act(V const& op, F&& f) {
+  QUACK_SPECIALIZE_ACT(QUACK_FOR_GATED_ACTS, Activation::kIdentity)
+}
+#undef QUACK_SPECIALIZE_ACT
+#undef QUACK_SPECIALIZE_ACT_CASE
+
 /// The gradient visitors' common part (DActEpilogue, DGatedEpilogue): acc is the gradient of
 /// the postact, C the stored preact (always read), two outputs (dpreact, the recomputed
 /// postact); alpha, beta and bias do not apply; the activation from the problem.
@@ -288,7 +329,7 @@ struct PreactGradVisitor {
 };
 
 /// gemm_act: out[0] = preact = alpha · acc + beta · C + bias, out[1] = postact = act(preact)
-/// (QuACK's GemmActSm90). The activation is a runtime value (one branch per subtile, uniform).
+/// (QuACK's GemmActSm90). The activation is a runtime value, a constant per kernel path (specialize).
 /// kLinFirst: the epilogue forms alpha · acc + beta · C and calls finish.
 struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
   static constexpr int kOutputs = 2;
@@ -298,6 +339,11 @@ struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
   static ActEpilogue make(const GemmProblem& p, bool load_c) {
     return {{LinearCombination::make(p, load_c)}, static_cast<Activation>(p.activation), BiasVec::make(p)};
   }
+  /// specialize: without a bias (the bias's code, per dtype and layout, would fill every copy).
+  CUTE_DEVICE bool specializable() const { return !bias.row && !bias.col; }
+  CUTE_DEVICE ActEpilogue lean() const { return {{lin}, act, BiasVec{}}; }
+  template <class F>
+  CUTE_DEVICE void specialize(F&& f) const { specialize_elementwise_act(*this, f); }
 
   /// Everything after y = alpha · acc + beta · C (kLinFirst).
   template <int N>
@@ -305,7 +351,7 @@ struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
                           SubtileCoord const& coord) const {
     out[0] = y;
     bias.add(out[0], coord);
-    switch (act) {  // one loop per activation: the branch is taken once per subtile
+    switch (act) {  // a constant inside specialize: one loop
 #define QUACK_ACT_CASE(A, name)                                                         \
   case Activation::A: {                                                                 \
     CUTE_UNROLL                                                                         \
@@ -324,6 +370,10 @@ struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
 /// gemm_dact: acc = dpostact (e.g. dout · W), c = preact; out[0] = dpreact = acc ⊙ act'(preact),
 /// out[1] = postact = act(preact), recomputed (QuACK's GemmDActSm90). alpha and beta do not apply.
 struct DActEpilogue : PreactGradVisitor<DActEpilogue, Activation::kIdentity> {
+  CUTE_DEVICE bool specializable() const { return true; }
+  CUTE_DEVICE DActEpilogue lean() const { return *this; }
+  template <class F>
+  CUTE_DEVICE void specialize(F&& f) const { specialize_elementwise_act(*this, f); }
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
                               cutlass::Array<float, N> const* c, SubtileCoord const&) const {
@@ -365,7 +415,7 @@ struct LinCombBias : LinFirstVisitor<LinCombBias> {
 /// gemm_gated: out[0] = preact = alpha · acc + beta · C + bias (N columns), out[1][i] (i even) =
 /// postact = glu(preact[i], preact[i + 1]) of the column pair (col(i), col(i) + 1) = (gate, up),
 /// stored at column col(i) / 2 of the (M, N / 2) output (kD1Div = 2; odd entries unused).
-/// kLinFirst as ActEpilogue; the activation a runtime value, one branch per subtile.
+/// kLinFirst as ActEpilogue; the activation a runtime value, a constant per kernel path (specialize).
 struct GatedEpilogue : LinFirstVisitor<GatedEpilogue> {
   static constexpr int kOutputs = 2;
   static constexpr int kD1Div = 2;
@@ -375,6 +425,11 @@ struct GatedEpilogue : LinFirstVisitor<GatedEpilogue> {
   static GatedEpilogue make(const GemmProblem& p, bool load_c) {
     return {{LinearCombination::make(p, load_c)}, static_cast<Activation>(p.activation), BiasVec::make(p)};
   }
+  /// specialize: without a bias, as ActEpilogue.
+  CUTE_DEVICE bool specializable() const { return !bias.row && !bias.col; }
+  CUTE_DEVICE GatedEpilogue lean() const { return {{lin}, act, BiasVec{}}; }
+  template <class F>
+  CUTE_DEVICE void specialize(F&& f) const { specialize_gated_act(*this, f); }
 
   /// Everything after y = alpha · acc + beta · C (kLinFirst).
   template <int N>
@@ -450,6 +505,10 @@ struct DGatedEpilogue : PreactGradVisitor<DGatedEpilogue<T16>, Activation::kSwig
   // than more stores in flight; the device A/B variants of instances_ab.txt measure it.
   static constexpr bool kCAhead = true;
   static constexpr int kCAheadStagesD = 2;
+  CUTE_DEVICE bool specializable() const { return true; }
+  CUTE_DEVICE DGatedEpilogue lean() const { return *this; }
+  template <class F>
+  CUTE_DEVICE void specialize(F&& f) const { specialize_gated_act(*this, f); }
 
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
