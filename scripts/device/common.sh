@@ -29,6 +29,11 @@ build() {
   # PREBUILT_LIB=1: link .prebuilt-lib's libquack.a (scripts/device/prebuild_lib.sh) where its
   # stamp is this tree's library stamp and the A/B switch matches; the rest builds as usual.
   local lib=""
+  # Without AB_INSTANCES, a prebuilt library's own A/B switch (a call that forgot it rebuilt
+  # the whole library: ~280 s).
+  if [ "${PREBUILT_LIB:-0}" = 1 ] && [ -z "${AB_INSTANCES:-}" ] && [ -f .prebuilt-lib/stamp ]; then
+    AB_INSTANCES=$(sed -n 's/.* ab=//p' .prebuilt-lib/stamp)
+  fi
   if [ "${PREBUILT_LIB:-0}" = 1 ]; then
     if [ -f .prebuilt-lib/libquack.a.xz ] &&
        [ "$(cat .prebuilt-lib/stamp 2>/dev/null)" = "$(bash scripts/device/stamp.sh lib) ab=${AB_INSTANCES:-ON}" ]; then
