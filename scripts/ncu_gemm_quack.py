@@ -8,7 +8,8 @@ region, for Nsight Compute (device only; clocks left alone):
     python3 scripts/ncu_gemm_quack.py --sass /tmp/g.ncu-rep [OUT_DIR]
 
 `act M N K NAME[,NAME...]` profiles our plain gemm, then gemm_act (preact stored) with each
-activation named, in that order (the epilogue's cost per activation); `ce M N` in place of `M N K` profiles the cross-entropy forward (reduction="none") of each
+activation named, in that order (the epilogue's cost per activation); `gated M N K [ACT]` our plain
+gemm, gemm_gated and gemm_dgated (default swiglu); `ce M N` in place of `M N K` profiles the cross-entropy forward (reduction="none") of each
 instead; `topk M N K [fp32|bf16]` the top-k forward (quack_cpp.topk against quack.topk). The `--sass` mode prints, per kernel, the SASS lines with the most warp stall samples
 and the stall reasons sampled on them (the per-instruction view behind the kernel-wide
 reasons), and with OUT_DIR writes each kernel's whole source page as CSV (xz) for reading
@@ -46,6 +47,16 @@ def calls(args):
         w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
         return [("plain", lambda: quack_cpp.gemm(a, w.T))] + [
             (act, lambda act=act: quack_cpp.gemm_act(a, w.T, act)) for act in args[4].split(",")]
+    if args[0] == "gated":
+        M, N, K = (int(v) for v in args[1:4])
+        act = args[4] if len(args) > 4 else "swiglu"
+        a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+        w2 = torch.randn(K, N // 2, device="cuda", dtype=torch.bfloat16) * K ** -0.5  # (K, N / 2)
+        pre = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)  # (gate, up) pairs
+        return [("plain", lambda: quack_cpp.gemm(a, w.T)),
+                ("gated", lambda: quack_cpp.gemm_gated(a, w.T, act)),
+                ("dgated", lambda: quack_cpp.gemm_dgated(a, w2, pre, act))]
     from quack.gemm_interface import gemm as quack_gemm
     M, N, K = (int(v) for v in args[:3])
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)

@@ -12,8 +12,8 @@
 # no_instruction stalls of the act kernels near plain's; swiglu gated / dgated move the same way
 # (AN2 dgated 1.15 x plain at 16384 x 14336 x 4096, a3d2io 1.30 at 16384 x 14336 x 2048).
 QB=build/d/bench/quack-bench
-run gemm_gtests 150 build/d/tests/cpp/quack_gpu_tests --gtest_filter='Gemm*:*Mlp*:*Linear*' --gtest_brief=1
-run gemm_pytests 150 python3 -m pytest -q -x tests/python/test_gemm.py tests/python/test_mlp.py tests/python/test_linear.py
 run act_spec 120 python3 bench/bench_gemm_fused.py --impls ours --ops act,dact --acts relu,gelu_tanh_approx,gelu_erf,quick_gelu --methods burst --burst-rounds 2 --shapes 16384x14336x4096,8192x8192x8192 --out $R/act_spec.jsonl
 run gated_spec 90 python3 bench/bench_gemm_fused.py --impls ours --ops gated,dgated --acts swiglu --methods burst --burst-rounds 2 --shapes 16384x14336x4096,16384x14336x2048,16384x5632x2048,8192x8192x8192 --out $R/gated_spec.jsonl
-run act_ncu 150 bash -c "ncu --clock-control none --profile-from-start off --set full --import-source no -f -o /tmp/act python3 scripts/ncu_gemm_quack.py act 16384 14336 4096 relu,quick_gelu,gelu_erf > /dev/null && python3 scripts/ncu_gemm_quack.py --report /tmp/act.ncu-rep"
+run gemm_gtests 120 build/d/tests/cpp/quack_gpu_tests --gtest_filter='GemmAct*:GemmGated*:GemmBias*:*DGated*:*Dgated*:*Mlp*' --gtest_brief=1
+run act_ncu 110 bash -c "ncu --clock-control none --profile-from-start off --set full --import-source no -f -o /tmp/act python3 scripts/ncu_gemm_quack.py act 16384 14336 4096 relu,quick_gelu,gelu_erf > /dev/null && python3 scripts/ncu_gemm_quack.py --report /tmp/act.ncu-rep"
+run gemm_pytests 150 python3 -m pytest -q -x tests/python/test_gemm.py tests/python/test_mlp.py tests/python/test_linear.py
