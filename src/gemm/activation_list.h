@@ -11,3 +11,11 @@
 #define QUACK_FOR_GATED_ACTS(X)                                                                 \
   X(kSwiglu, "swiglu") X(kSwigluOai, "swiglu_oai") X(kReglu, "reglu") X(kGeglu, "geglu")         \
   X(kGlu, "glu")
+// The activations whose fused epilogue has a copy of its own in each kernel (the subtile loop
+// with the activation a constant: epilogue_ops.cuh, specialize_elementwise_act): a copy costs
+// ~1.5 s of a GEMM TU's compile time. The others run the generic path (the activation chosen
+// per subtile), as does a bias or an output TMA cannot write.
+#define QUACK_SPECIALIZED_ELEMENTWISE_ACTS(X) \
+  X(kRelu, "relu") X(kReluSq, "relu_sq") X(kGeluTanhApprox, "gelu_tanh_approx") X(kSilu, "silu") \
+  X(kTanh, "tanh")
+#define QUACK_SPECIALIZED_GATED_ACTS(X) X(kSwiglu, "swiglu") X(kGeglu, "geglu")

@@ -88,8 +88,8 @@ struct VisitorCAheadStagesD<Op, std::void_t<decltype(Op::kCAheadStagesD)>>
     : std::integral_constant<int, Op::kCAheadStagesD> {};
 
 /// Whether visitor Op specialises its run-time choice (Op::specialize, epilogue_ops.cuh): the
-/// subtile loop then runs inside it, once per choice (store_tile, where every C load and store
-/// goes through TMA and op.specializable()).
+/// subtile loop then runs inside it, one copy per specialised choice (store_tile, where every C
+/// load and store goes through TMA, op.specializable() and the choice has a copy).
 template <class Op, class = void>
 struct VisitorSpecialize : std::false_type {};
 template <class Op>
@@ -646,17 +646,16 @@ struct CollectiveEpilogue {
     if constexpr (kIo) {
       if (io_on(p)) {
         if constexpr (VisitorSpecialize<Op>::value)
-          op.specialize([&](auto& v) CUTLASS_LAMBDA_FUNC_INLINE { store_tile_io(v, p, acc, M, N, m_blk, n_blk, l); });
-        else
-          store_tile_io(op, p, acc, M, N, m_blk, n_blk, l);
+          if (op.specialize([&](auto& v) CUTLASS_LAMBDA_FUNC_INLINE { store_tile_io(v, p, acc, M, N, m_blk, n_blk, l); }))
+            return;
+        store_tile_io(op, p, acc, M, N, m_blk, n_blk, l);
         return;
       }
     }
     if constexpr (VisitorSpecialize<Op>::value) {
-      if (tma_only(p) && op.specializable()) {
-        op.specialize([&](auto& v) CUTLASS_LAMBDA_FUNC_INLINE { store_subtiles<true>(v, p, acc, M, N, L, m_blk, n_blk, l); });
+      if (tma_only(p) && op.specializable() &&
+          op.specialize([&](auto& v) CUTLASS_LAMBDA_FUNC_INLINE { store_subtiles<true>(v, p, acc, M, N, L, m_blk, n_blk, l); }))
         return;
-      }
     }
     store_subtiles<false>(op, p, acc, M, N, L, m_blk, n_blk, l);
   }

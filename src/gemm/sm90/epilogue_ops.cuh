@@ -41,13 +41,15 @@
 //                                    the subtile's visitor call, barriers and stores: it asks for
 //                                    the next subtile's lines in L1 (no registers held across the
 //                                    barriers). Default false.
-//   template <class F> void specialize(F&& f) const;  calls f(v) once, v a copy of the visitor
-//                                    (lean(): without its optional inputs, such as a bias; called
-//                                    only where bool specializable() const holds)
-//                                    whose run-time choice (the activation) is a constant in f's
-//                                    body (specialize_elementwise_act, specialize_gated_act). store_tile runs its whole
-//                                    subtile loop inside it: each activation's epilogue is then
-//                                    one stretch of code. Default: f(*this).
+//   template <class F> bool specialize(F&& f) const;  where the run-time choice (the
+//                                    activation) has a specialised copy: calls f(v) once, v a copy
+//                                    of the visitor (lean(): without its optional inputs, such as
+//                                    a bias) whose choice is a constant in f's body, and returns
+//                                    true; else false (specialize_elementwise_act,
+//                                    specialize_gated_act). Called only where bool
+//                                    specializable() const holds. store_tile runs its whole
+//                                    subtile loop inside it: that activation's epilogue is one
+//                                    stretch of code. Without it: the generic path.
 //   static constexpr int kD1Div;     2: output 1 has N / 2 columns (gated activations): out[1][i]
 //                                    for even i is the value of output column col(i) / 2 (odd
 //                                    entries are ignored); the epilogue stores it through a
@@ -275,38 +277,38 @@ struct LinFirstVisitor {
   }
 };
 
-/// Calls f(v) once, v = op.lean() (op without its bias: specialize is called where op.specializable())
-/// whose `act` is assigned the constant of
-/// op.act's case of List (QUACK_FOR_ELEMENTWISE_ACTS or QUACK_FOR_GATED_ACTS; any other value:
-/// `fallback`): inlined into f's body, the visitor's own switch on act folds to one loop. Why at
-/// the tile: with that switch left to run per subtile, the unrolled subtiles each held every
-/// activation's loop, and one activation's code lay in pieces across the kernel (the 128x192
-/// gemm_act kernel: 24,080 instructions): warps waited on instruction fetch (ncu, run AQ3: "no
-/// instruction" the second stall reason, tensor pipe 83 % active for relu against plain's 97 %).
-#define QUACK_SPECIALIZE_ACT(List, fallback)                                                 \
-  switch (op.act) {                                                                          \
-    List(QUACK_SPECIALIZE_ACT_CASE) default : {                                              \
-      V v = op.lean();                                                                       \
-      v.act = fallback;                                                                      \
-      f(v);                                                                                  \
-    }                                                                                        \
-  }
+/// Where op.act is in List (QUACK_SPECIALIZED_ELEMENTWISE_ACTS or QUACK_SPECIALIZED_GATED_ACTS,
+/// activation_list.h): calls f(v), v = op.lean() (op without its bias) with `act` assigned that
+/// constant, and returns true; inlined into f's body, the visitor's own switch on act folds to
+/// one loop. Otherwise returns false (the caller runs its generic path). Why at the tile: with
+/// that switch run per subtile, the unrolled subtiles each held every activation's loop and one
+/// activation's code lay in pieces across the kernel (the 128x192 gemm_act kernel: 24,080
+/// instructions): warps waited on instruction fetch (ncu, run AQ3: "no instruction" the second
+/// stall reason; tensor pipe 83 % active for relu, 49 % for gelu_erf, against plain's 97 %). Why
+/// a subset: each copy costs compile time (DESIGN §4's 60 s a GEMM TU).
 #define QUACK_SPECIALIZE_ACT_CASE(A, name) \
   case Activation::A: {                    \
     V v = op.lean();                       \
     v.act = Activation::A;                 \
     f(v);                                  \
-    return;                                \
+    return true;                           \
   }
 template <class V, class F>
-CUTE_DEVICE void specialize_elementwise_act(V const& op, F&& f) {
-  QUACK_SPECIALIZE_ACT(QUACK_FOR_ELEMENTWISE_ACTS, Activation::kIdentity)
+CUTE_DEVICE bool specialize_elementwise_act(V const& op, F&& f) {
+  switch (op.act) {
+    QUACK_SPECIALIZED_ELEMENTWISE_ACTS(QUACK_SPECIALIZE_ACT_CASE)
+    default:
+      return false;
+  }
 }
 template <class V, class F>
-CUTE_DEVICE void specialize_gated_act(V const& op, F&& f) {
-  QUACK_SPECIALIZE_ACT(QUACK_FOR_GATED_ACTS, Activation::kIdentity)
+CUTE_DEVICE bool specialize_gated_act(V const& op, F&& f) {
+  switch (op.act) {
+    QUACK_SPECIALIZED_GATED_ACTS(QUACK_SPECIALIZE_ACT_CASE)
+    default:
+      return false;
+  }
 }
-#undef QUACK_SPECIALIZE_ACT
 #undef QUACK_SPECIALIZE_ACT_CASE
 
 /// The gradient visitors' common part (DActEpilogue, DGatedEpilogue): acc is the gradient of
@@ -343,7 +345,7 @@ struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
   CUTE_DEVICE bool specializable() const { return !bias.row && !bias.col; }
   CUTE_DEVICE ActEpilogue lean() const { return {{lin}, act, BiasVec{}}; }
   template <class F>
-  CUTE_DEVICE void specialize(F&& f) const { specialize_elementwise_act(*this, f); }
+  CUTE_DEVICE bool specialize(F&& f) const { return specialize_elementwise_act(*this, f); }
 
   /// Everything after y = alpha · acc + beta · C (kLinFirst).
   template <int N>
@@ -373,7 +375,7 @@ struct DActEpilogue : PreactGradVisitor<DActEpilogue, Activation::kIdentity> {
   CUTE_DEVICE bool specializable() const { return true; }
   CUTE_DEVICE DActEpilogue lean() const { return *this; }
   template <class F>
-  CUTE_DEVICE void specialize(F&& f) const { specialize_elementwise_act(*this, f); }
+  CUTE_DEVICE bool specialize(F&& f) const { return specialize_elementwise_act(*this, f); }
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
                               cutlass::Array<float, N> const* c, SubtileCoord const&) const {
@@ -429,7 +431,7 @@ struct GatedEpilogue : LinFirstVisitor<GatedEpilogue> {
   CUTE_DEVICE bool specializable() const { return !bias.row && !bias.col; }
   CUTE_DEVICE GatedEpilogue lean() const { return {{lin}, act, BiasVec{}}; }
   template <class F>
-  CUTE_DEVICE void specialize(F&& f) const { specialize_gated_act(*this, f); }
+  CUTE_DEVICE bool specialize(F&& f) const { return specialize_gated_act(*this, f); }
 
   /// Everything after y = alpha · acc + beta · C (kLinFirst).
   template <int N>
@@ -508,7 +510,7 @@ struct DGatedEpilogue : PreactGradVisitor<DGatedEpilogue<T16>, Activation::kSwig
   CUTE_DEVICE bool specializable() const { return true; }
   CUTE_DEVICE DGatedEpilogue lean() const { return *this; }
   template <class F>
-  CUTE_DEVICE void specialize(F&& f) const { specialize_gated_act(*this, f); }
+  CUTE_DEVICE bool specialize(F&& f) const { return specialize_gated_act(*this, f); }
 
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,
