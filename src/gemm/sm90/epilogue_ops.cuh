@@ -47,7 +47,9 @@
 //                                    a bias) whose choice is a constant in f's body, and returns
 //                                    true; else false (specialize_elementwise_act,
 //                                    specialize_gated_act). Called only where bool
-//                                    specializable() const holds. store_tile runs its whole
+//                                    specializable() const holds (the I/O-warp path calls it
+//                                    unchecked: its visitors, DActEpilogue and DGatedEpilogue,
+//                                    are always specializable). store_tile runs its whole
 //                                    subtile loop inside it: that activation's epilogue is one
 //                                    stretch of code. Without it: the generic path.
 //   static constexpr int kD1Div;     2: output 1 has N / 2 columns (gated activations): out[1][i]
@@ -331,7 +333,8 @@ struct PreactGradVisitor {
 };
 
 /// gemm_act: out[0] = preact = alpha · acc + beta · C + bias, out[1] = postact = act(preact)
-/// (QuACK's GemmActSm90). The activation is a runtime value, a constant per kernel path (specialize).
+/// (QuACK's GemmActSm90). The activation is a runtime value: a constant inside specialize for the
+/// listed activations without a bias, else one branch per subtile.
 /// kLinFirst: the epilogue forms alpha · acc + beta · C and calls finish.
 struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
   static constexpr int kOutputs = 2;
@@ -417,7 +420,7 @@ struct LinCombBias : LinFirstVisitor<LinCombBias> {
 /// gemm_gated: out[0] = preact = alpha · acc + beta · C + bias (N columns), out[1][i] (i even) =
 /// postact = glu(preact[i], preact[i + 1]) of the column pair (col(i), col(i) + 1) = (gate, up),
 /// stored at column col(i) / 2 of the (M, N / 2) output (kD1Div = 2; odd entries unused).
-/// kLinFirst as ActEpilogue; the activation a runtime value, a constant per kernel path (specialize).
+/// kLinFirst as ActEpilogue; the activation a runtime value, as ActEpilogue's.
 struct GatedEpilogue : LinFirstVisitor<GatedEpilogue> {
   static constexpr int kOutputs = 2;
   static constexpr int kD1Div = 2;
