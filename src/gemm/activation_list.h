@@ -14,10 +14,12 @@
 // The activations whose fused epilogue has a copy of its own in each kernel (the subtile loop
 // with the activation a constant: epilogue_ops.cuh, specialize_elementwise_act); copies cost
 // compile time (the 128x192 act TU alone: 30 s without, 31 s with relu, relu_sq,
-// gelu_tanh_approx and silu, 36 s with tanh and quick_gelu too, 41 s with every activation).
-// The others run the generic path (the activation chosen per subtile), as does a bias or any C
-// load or output store not through TMA (c_plain, d_plain, tail_manual).
-#define QUACK_SPECIALIZED_ELEMENTWISE_ACTS(X) \
+// gelu_tanh_approx and silu, 36 s with tanh and quick_gelu too, 41 s with every activation)
+// and registers (gelu_erf's copy spills 16 bytes in the 128x192 act TU, gelu_tanh_approx's 20
+// in the dact one: a few values reloaded per tile). The others (glu, reglu) run the generic
+// path (the activation chosen per subtile), as does a bias or any C load or output store not
+// through TMA (c_plain, d_plain, tail_manual).
+#define QUACK_SPECIALIZED_ELEMENTWISE_ACTS(X)                                                   \
   X(kRelu, "relu") X(kReluSq, "relu_sq") X(kGeluTanhApprox, "gelu_tanh_approx") X(kSilu, "silu") \
-  X(kTanh, "tanh")
-#define QUACK_SPECIALIZED_GATED_ACTS(X) X(kSwiglu, "swiglu") X(kGeglu, "geglu")
+  X(kTanh, "tanh") X(kGeluErf, "gelu_erf") X(kQuickGelu, "quick_gelu")
+#define QUACK_SPECIALIZED_GATED_ACTS(X) X(kSwiglu, "swiglu") X(kSwigluOai, "swiglu_oai") X(kGeglu, "geglu")

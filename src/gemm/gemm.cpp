@@ -745,6 +745,16 @@ constexpr bool activations_in_order() {  // every value once: no row left empty
   return true;
 }
 static_assert(activations_in_order(), "kActivations: row v has value v");
+// The specialised lists (activation_list.h) name activations of their own kind: a gated one in
+// the elementwise list would take its visitor's identity branch.
+#define QUACK_CHECK_ELEMENTWISE(A, name) \
+  static_assert(!kActivations[static_cast<int>(Activation::A)].gated, "QUACK_SPECIALIZED_ELEMENTWISE_ACTS: " name " is gated");
+#define QUACK_CHECK_GATED(A, name) \
+  static_assert(kActivations[static_cast<int>(Activation::A)].gated, "QUACK_SPECIALIZED_GATED_ACTS: " name " is not gated");
+QUACK_SPECIALIZED_ELEMENTWISE_ACTS(QUACK_CHECK_ELEMENTWISE)
+QUACK_SPECIALIZED_GATED_ACTS(QUACK_CHECK_GATED)
+#undef QUACK_CHECK_ELEMENTWISE
+#undef QUACK_CHECK_GATED
 
 // a's row of kActivations; null for a value outside the enum.
 const ActivationInfo* activation_info(Activation a) {
