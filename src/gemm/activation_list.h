@@ -15,8 +15,9 @@
 // with the activation a constant: epilogue_ops.cuh, specialize_elementwise_act); copies cost
 // compile time (the 128x192 act TU alone: 30 s without, 31 s with relu, relu_sq,
 // gelu_tanh_approx and silu, 36 s with tanh and quick_gelu too, 41 s with every activation)
-// and registers (gelu_erf's copy spills 16 bytes in the 128x192 act TU, gelu_tanh_approx's 20
-// in the dact one: a few values reloaded per tile). The others (glu, reglu) run the generic
+// and registers (with these lists ptxas spills 16 bytes in the 128x192 act TU, 4 in the 128x256
+// act TU, 36 in the 128x192 dact TU: a few values reloaded per tile from L1; without the copies
+// none). The others (glu, reglu) run the generic
 // path (the activation chosen per subtile), as does a bias or any C load or output store not
 // through TMA (c_plain, d_plain, tail_manual).
 #define QUACK_SPECIALIZED_ELEMENTWISE_ACTS(X)                                                   \
