@@ -875,7 +875,7 @@ struct CollectiveEpilogue {
   /// consumers run the in-place epilogue and the I/O warps stay idle.
   template <class P>
   CUTE_HOST_DEVICE static bool io_on(P const& p) {
-    return kIo && !p.c_plain && !p.d_plain && !p.tail_manual;
+    return kIo && tma_only(p);
   }
 
   /// The consumers' side of store_tile with an I/O warp (io_on): per valid subtile, in the I/O

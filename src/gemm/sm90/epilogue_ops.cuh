@@ -197,6 +197,8 @@ struct BiasVec {
     }
   }
 
+  CUTE_HOST_DEVICE bool present() const { return row != nullptr || col != nullptr; }
+
   /// y += the bias at the subtile's values (nothing when there is none).
   template <int N>
   CUTE_DEVICE void add(cutlass::Array<float, N>& y, SubtileCoord const& c) const {
@@ -328,6 +330,9 @@ struct PreactGradVisitor {
     d.act = static_cast<Activation>(p.activation);
     return d;
   }
+  /// specialize: no optional input to leave out.
+  CUTE_DEVICE bool specializable() const { return true; }
+  CUTE_DEVICE Derived lean() const { return static_cast<Derived const&>(*this); }
   CUTE_HOST_DEVICE bool reads_c() const { return true; }
   CUTE_DEVICE void load_scalars(const float*, const float*) {}
 };
@@ -345,7 +350,7 @@ struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
     return {{LinearCombination::make(p, load_c)}, static_cast<Activation>(p.activation), BiasVec::make(p)};
   }
   /// specialize: without a bias (the bias's code, per dtype and layout, would fill every copy).
-  CUTE_DEVICE bool specializable() const { return !bias.row && !bias.col; }
+  CUTE_DEVICE bool specializable() const { return !bias.present(); }
   CUTE_DEVICE ActEpilogue lean() const { return {{lin}, act, BiasVec{}}; }
   template <class F>
   CUTE_DEVICE bool specialize(F&& f) const { return specialize_elementwise_act(*this, f); }
@@ -375,8 +380,6 @@ struct ActEpilogue : LinFirstVisitor<ActEpilogue> {
 /// gemm_dact: acc = dpostact (e.g. dout · W), c = preact; out[0] = dpreact = acc ⊙ act'(preact),
 /// out[1] = postact = act(preact), recomputed (QuACK's GemmDActSm90). alpha and beta do not apply.
 struct DActEpilogue : PreactGradVisitor<DActEpilogue, Activation::kIdentity> {
-  CUTE_DEVICE bool specializable() const { return true; }
-  CUTE_DEVICE DActEpilogue lean() const { return *this; }
   template <class F>
   CUTE_DEVICE bool specialize(F&& f) const { return specialize_elementwise_act(*this, f); }
   template <int N>
@@ -431,7 +434,7 @@ struct GatedEpilogue : LinFirstVisitor<GatedEpilogue> {
     return {{LinearCombination::make(p, load_c)}, static_cast<Activation>(p.activation), BiasVec::make(p)};
   }
   /// specialize: without a bias, as ActEpilogue.
-  CUTE_DEVICE bool specializable() const { return !bias.row && !bias.col; }
+  CUTE_DEVICE bool specializable() const { return !bias.present(); }
   CUTE_DEVICE GatedEpilogue lean() const { return {{lin}, act, BiasVec{}}; }
   template <class F>
   CUTE_DEVICE bool specialize(F&& f) const { return specialize_gated_act(*this, f); }
@@ -510,8 +513,6 @@ struct DGatedEpilogue : PreactGradVisitor<DGatedEpilogue<T16>, Activation::kSwig
   // than more stores in flight; the device A/B variants of instances_ab.txt measure it.
   static constexpr bool kCAhead = true;
   static constexpr int kCAheadStagesD = 2;
-  CUTE_DEVICE bool specializable() const { return true; }
-  CUTE_DEVICE DGatedEpilogue lean() const { return *this; }
   template <class F>
   CUTE_DEVICE bool specialize(F&& f) const { return specialize_gated_act(*this, f); }
 
