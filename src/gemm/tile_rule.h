@@ -57,9 +57,9 @@ struct TileQuery {
 ///   8192³ 0.984, 8192x128256x4096 1.000 (equal waves · area), 16384x14336x4096 1.005,
 ///   16384x28672x4096 1.005, 16384x4096x14336 1.031.
 /// So 1.06 picks 128x192 on all five LLM shapes, 1.0 only on 8192³, and any value below 0.98
-/// (or ≤ 0: the tile is left out) keeps 128x128 on all of them. The bf16 act, dact and bias
-/// epilogues have 128x192 pingpong instances and follow gemm's choice; gated and dgated have
-/// none (spills: instances.txt), so they take 128x128 pingpong where the rule picks pingpong.
+/// (or ≤ 0: the tile is left out) keeps 128x128 on all of them. The bf16 act, dact, bias and
+/// gated epilogues have 128x192 pingpong instances and follow gemm's choice; dgated has none
+/// (its C-reading epilogue does not fit the tile's registers): kCooperativeFor192 below.
 inline constexpr double kRatePingpong192 = 1.06;
 
 /// K from which the cooperative 128x256 tile competes with the pingpong tiles (rule step 2):
@@ -121,14 +121,28 @@ inline constexpr double kRateCooperative256ShortK = 1.02;
 /// GemmTileRule.LongKTakesTheCooperativeTile).
 inline constexpr double kRateCooperative256LongK = 1.13;
 
+/// Whether a group without a 128x192 pingpong instance lets the cooperative 128x256 compete with
+/// 128x128 pingpong wherever 128x192 would qualify (rule step 2, at the same K-dependent rates),
+/// instead of only from kLongK. On for gemm_dgated (gemm.cpp, choose_instance), whose 128x128
+/// pingpong epilogue (a C ring of preact, two outputs) costs more than plain gemm's, where the
+/// rates were measured. H100, bf16, swiglu, burst, 2 rounds, ms, rule (128x128ppa1d2) against
+/// 128x256 (docs/performance.md, run AR1): 8192 x 4096 x 8192 (the bench's 8192³) 1.942 / 1.764,
+/// 16384 x 7168 x 4096 3.353 / 3.271, 16384 x 2048 x 14336 2.986 / 2.975 (128x256 already by
+/// kLongK), and below kShortK 16384 x 7168 x 2048 1.924 (a3d2io) / 2.090, where it stays off.
+/// Off elsewhere: the linear + cross-entropy dweight groups (128x128ppa1d2 beside 128x256) are
+/// not measured with it.
+inline constexpr bool kCooperativeFor192DGated = true;
+
 /// Index into options[0, count) of the configuration to run; options[0] is the 128x256
 /// cooperative default, which is returned when no rule applies. rate192: kRatePingpong192,
 /// rate256_long_k: kRateCooperative256LongK, rate256_mid_k: kRateCooperative256MidK,
 /// rate256_short_k: kRateCooperative256ShortK (parameters for the host tests; ≤ 0 leaves 128x192,
-/// resp. 128x256 at long, mid or short K, out of the comparison).
+/// resp. 128x256 at long, mid or short K, out of the comparison); cooperative_for_192: where
+/// options hold no 128x192 pingpong, 128x256 competes below kLongK wherever 128x192 would
+/// qualify (kCooperativeFor192DGated).
 int choose_tile_index(const TileQuery& q, const TileOption* options, int count,
                       double rate192 = kRatePingpong192, double rate256_long_k = kRateCooperative256LongK,
                       double rate256_mid_k = kRateCooperative256MidK,
-                      double rate256_short_k = kRateCooperative256ShortK);
+                      double rate256_short_k = kRateCooperative256ShortK, bool cooperative_for_192 = false);
 
 }  // namespace quack::detail

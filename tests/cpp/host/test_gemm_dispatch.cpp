@@ -212,7 +212,9 @@ TEST(GemmDispatch, LceDweightTiles) {
 
 // gemm_dgated (an MLP's fc2 dgrad: a (M, K) row-major, b (K, H) row-major, kernel majors km)
 // on the rule's 128x128 pingpong: the I/O-warp variant a3d2io at K ≤ kIoWarpMaxK (2048), a1d2
-// above; QUACK_GEMM_TILE=128x128pp forces the tile's first variant, a1d2, at any K.
+// above up to kShortK; from kShortK the cooperative 128x256 where 128x192 pingpong would qualify
+// (kCooperativeFor192DGated); QUACK_GEMM_TILE=128x128pp forces the tile's first variant, a1d2,
+// at any K.
 TEST(GemmDispatch, DGatedIoWarpsUpToKIoWarpMaxK) {
   const uintptr_t unit = uintptr_t{1} << 40;
   auto dgated = [&](int64_t M, int64_t H, int64_t K) {
@@ -229,8 +231,12 @@ TEST(GemmDispatch, DGatedIoWarpsUpToKIoWarpMaxK) {
   EXPECT_EQ(launched(dgated(16384, 5632, 2048), nullptr), io);  // the demo's fc2 dgrad
   EXPECT_EQ(launched(dgated(16384, 5632, 1024), nullptr), io);
   EXPECT_EQ(launched(dgated(16384, 5632, 2049), nullptr), a1d2);
-  EXPECT_EQ(launched(dgated(16384, 14336, 4096), nullptr), a1d2);
-  EXPECT_EQ(launched(dgated(8192, 8192, 8192), nullptr), a1d2);
+  EXPECT_EQ(launched(dgated(16384, 5632, 4095), nullptr), a1d2);
+  const std::string coop = "gemm_dgated_sm90_128x256_bf16_x2_pbf16_km";
+  EXPECT_EQ(launched(dgated(16384, 14336, 4096), nullptr), coop);  // 55 x 256·256 / 1.02 < 109 x 256·128
+  EXPECT_EQ(launched(dgated(16384, 7168, 4096), nullptr), coop);
+  EXPECT_EQ(launched(dgated(8192, 8192, 8192), nullptr), coop);
+  EXPECT_EQ(launched(dgated(8192, 8192, 8192), "128x128pp"), a1d2);
   EXPECT_EQ(launched(dgated(16384, 5632, 2048), "128x128pp"), a1d2);
   EXPECT_EQ(launched(dgated(16384, 5632, 8192), "128x128ppa3d2io"), io);
 }

@@ -123,6 +123,30 @@ TEST(GemmTileRule, MidKTakesTheCooperativeTileWhereItsWavesAreFewer) {
   EXPECT_EQ(pick(no192, 16384, 2048, 5632), "128x128pp");
 }
 
+// A set without 128x192 pingpong (gemm_dgated's) with cooperative_for_192: 128x256 competes from
+// kShortK wherever 128x192 would qualify, at the same rates; below kShortK, or without the flag
+// below kLongK, 128x128 pingpong stays.
+TEST(GemmTileRule, CooperativeStandsInForAMissing192) {
+  std::vector<TileOption> no192 = kBf16;
+  no192.erase(no192.begin() + 2);
+  auto coop = [&](int64_t m, int64_t n, int64_t k) {
+    const TileQuery q{m, n, k, 1, 132};
+    const int i = choose_tile_index(q, no192.data(), int(no192.size()), quack::detail::kRatePingpong192,
+                                    quack::detail::kRateCooperative256LongK, quack::detail::kRateCooperative256MidK,
+                                    quack::detail::kRateCooperative256ShortK, true);
+    return name(no192[size_t(i)]);
+  };
+  // 8192 x 4096 x 8192: 8 waves of 256x256 clusters (7.76) / 1.06 against 16 of 256x128 (15.5).
+  EXPECT_EQ(coop(8192, 4096, 8192), "128x256");
+  EXPECT_EQ(pick(no192, 8192, 4096, 8192), "128x128pp");
+  // 16384 x 7168 x 4096: 28 x 256·256 / 1.02 against 55 x 256·128.
+  EXPECT_EQ(coop(16384, 7168, 4096), "128x256");
+  EXPECT_EQ(coop(16384, 7168, quack::detail::kShortK - 1), "128x128pp");
+  EXPECT_EQ(coop(16384, 7168, 2048), "128x128pp");
+  // 128x128 pingpong qualifies (16 x 40 tiles ≥ 4 · 132), 128x192 would not (16 x 27): it stays.
+  EXPECT_EQ(coop(2048, 5120, 8192), "128x128pp");
+}
+
 TEST(GemmTileRule, QuantisationDecidesAtShortK) {
   // 4096³: 512 cluster tiles of 128x128 (7.8 waves -> 8) against 352 of 128x192 (5.3 -> 6) and
   // 256 of 128x256 (3.9 -> 4): 4 · 65536 / 1.02 < 8 · 32768 < 6 · 49152 / 1.06.
