@@ -20,10 +20,23 @@ def main():
         for _ in range(3):
             f()
         torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        import time
+        t0 = time.perf_counter()
+        for _ in range(3):
+            f()
+        host = (time.perf_counter() - t0) / 3 * 1000
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) / 3 * 1000
+        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=acts) as prof:
             for _ in range(3):
                 f()
             torch.cuda.synchronize()
+        api = [e for e in prof.key_averages() if e.key.startswith("cuda") and e.count]
+        api.sort(key=lambda e: -e.cpu_time_total)
+        print(f"== {act} {name}: host {host:.3f} ms per step (enqueue), wall {wall:.3f} ms; runtime calls per step:")
+        for e in api[:8]:
+            print(f"  {e.cpu_time_total / 3 / 1000:8.3f} ms  x{e.count / 3:<5.1f} {e.key[:80]}")
         rows = [e for e in prof.key_averages() if e.device_time_total > 0]
         rows.sort(key=lambda e: -e.device_time_total)
         total = sum(e.device_time_total for e in rows) / 3 / 1000
