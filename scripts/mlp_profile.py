@@ -12,6 +12,28 @@ import torch  # noqa: E402
 from bench_gemm_fused import mlp_calls, warm  # noqa: E402
 
 
+def timeline(prof):
+    """The last step's kernels in time order: launch call (host) and kernel start, end, the GPU's
+    idle gap before each, in ms from the first kernel launch of that step."""
+    ev = list(prof.events())
+    gpu = sorted((e for e in ev if e.device_type == torch.autograd.DeviceType.CUDA and "emset" not in e.name),
+                 key=lambda e: e.time_range.start)
+    launches = sorted((e for e in ev if e.name.startswith("cudaLaunch")), key=lambda e: e.time_range.start)
+    per = len(gpu) // 3
+    if per == 0:
+        return
+    g, la = gpu[-per:], launches[-per:] if len(launches) >= per else []
+    t0 = la[0].time_range.start if la else g[0].time_range.start
+    prev = None
+    print("  timeline of the last step (ms): launch | start  end  gap-before  kernel")
+    for i, e in enumerate(g):
+        l = (la[i].time_range.start - t0) / 1000 if i < len(la) else float("nan")
+        st, en = (e.time_range.start - t0) / 1000, (e.time_range.end - t0) / 1000
+        gap = st - prev if prev is not None else float("nan")
+        print(f"  {l:8.3f} | {st:8.3f} {en:8.3f} {gap:7.3f}  {e.name[:70]}")
+        prev = en
+
+
 def main():
     act = sys.argv[1] if len(sys.argv) > 1 else "relu_sq"
     impls = (sys.argv[2] if len(sys.argv) > 2 else "ours,compile").split(",")
@@ -37,6 +59,7 @@ def main():
         print(f"== {act} {name}: host {host:.3f} ms per step (enqueue), wall {wall:.3f} ms; runtime calls per step:")
         for e in api[:8]:
             print(f"  {e.cpu_time_total / 3 / 1000:8.3f} ms  x{e.count / 3:<5.1f} {e.key[:80]}")
+        timeline(prof)
         rows = [e for e in prof.key_averages() if e.device_time_total > 0]
         rows.sort(key=lambda e: -e.device_time_total)
         total = sum(e.device_time_total for e in rows) / 3 / 1000
