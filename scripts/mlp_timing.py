@@ -1,0 +1,42 @@
+"""The MLP block's fwd+bwd timed three ways, ours beside torch.compile (diagnosis of a method
+gap): triton do_bench (the acceptance method, L2 cleared before each call), CUDA events around
+10 back-to-back steps, and do_bench without the L2 clear (a tiny cache buffer).
+
+    python3 scripts/mlp_timing.py [relu_sq|swiglu]
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+
+import torch  # noqa: E402
+import triton.testing as tt  # noqa: E402
+from bench_gemm_fused import mlp_calls, warm  # noqa: E402
+
+
+def events(f, n=10):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    f()
+    s.record()
+    for _ in range(n):
+        f()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) / n
+
+
+def main():
+    act = sys.argv[1] if len(sys.argv) > 1 else "relu_sq"
+    calls = warm(torch, mlp_calls(torch, act, ["ours", "compile"]))
+    for rnd, order in enumerate((["ours", "compile"], ["compile", "ours"])):
+        for name in order:
+            f = calls[name]
+            db = tt.do_bench(f, warmup=25, rep=100, return_mode="median")
+            db_all = tt.do_bench(f, warmup=25, rep=100, return_mode="all")
+            ev = events(f)
+            print(f"round {rnd} {act} {name}: do_bench {db:.3f} ms (all: "
+                  f"{', '.join(f'{t:.2f}' for t in db_all)}), events back-to-back {ev:.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
