@@ -85,6 +85,8 @@ def parse_args(argv=None):
     p.add_argument("--tiles", default=None,
                    help="comma list of tile configurations for ours (auto, 128x192pp, 128x192pp@h8s, ...)")
     p.add_argument("--burst-rounds", type=int, default=3)
+    p.add_argument("--burst-rest-ms", type=float, default=0.0,
+                   help="burst: idle this long before each implementation's do_bench (default 0)")
     p.add_argument("--rounds", type=int, default=12, help="sustained rounds")
     p.add_argument("--drop", type=int, default=2, help="sustained rounds dropped first")
     p.add_argument("--batch-ms", type=float, default=60.0, help="sustained batch length")
@@ -179,8 +181,12 @@ def burst(torch, calls, args):
 
     names = list(calls)
     samples = {n: [] for n in names}
+    rest = getattr(args, "burst_rest_ms", 0.0) / 1000
     for r in range(args.burst_rounds):
         for n in rotated(names, r):
+            if rest > 0:  # each implementation from the same idle state (clocks, power)
+                torch.cuda.synchronize()
+                time.sleep(rest)
             samples[n].append(do_bench(calls[n], warmup=25, rep=100, return_mode="median"))
     return {n: statistics.median(s) for n, s in samples.items()}
 

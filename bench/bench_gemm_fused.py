@@ -73,6 +73,10 @@ def parse_args(argv=None):
                    help="comma list of tile configurations for ours (auto, 128x192pp, 128x128pp, 128x256)")
     p.add_argument("--plain-tile", default="auto", help="tile configuration of plain gemm (default auto)")
     p.add_argument("--burst-rounds", type=int, default=3)
+    p.add_argument("--burst-rest-ms", type=float, default=0.0,
+                   help="burst: idle this long before each implementation's do_bench (default 0; "
+                        "on the H100 the MLP block's second implementation of a round reads "
+                        "~10 %% slower without it: run AR6)")
     p.add_argument("--rounds", type=int, default=12, help="sustained rounds")
     p.add_argument("--drop", type=int, default=2)
     p.add_argument("--batch-ms", type=float, default=60.0)
