@@ -22,6 +22,8 @@ Methods (the order of the implementations rotates between rounds: A B C, B C A, 
   burst      triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") (it clears L2
              before every call), --burst-rounds rounds, median of the rounds' medians. The
              acceptance method: the clocks are high after do_bench's short idle gaps.
+             --burst-rest-ms (default 0) idles that long before each implementation's do_bench
+             (each from the same idle state; the records carry burst_rest_ms).
   sustained  the GPU at its power limit, as in training: batches of >= --batch-ms of back-to-back
              calls, each behind a torch.cuda._sleep just long enough for the host to enqueue the
              batch (GPU busy >= 90 % of the time), no L2 clear, --rounds rounds, the first
@@ -371,6 +373,8 @@ def main(argv=None):
             for m in methods:
                 ms, clk, clks = measure(torch, calls, m, args)
                 rec = record(M, N, K, layout, m, ms, clk, clks, diffs)
+                if m == "burst":
+                    rec["burst_rest_ms"] = args.burst_rest_ms
                 rows.append(rec)
                 fout.write(json.dumps(rec) + "\n")
                 fout.flush()

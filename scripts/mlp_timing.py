@@ -1,6 +1,6 @@
-"""The MLP block's fwd+bwd timed three ways, ours beside torch.compile (diagnosis of a method
-gap): triton do_bench (the acceptance method, L2 cleared before each call), CUDA events around
-10 back-to-back steps, and do_bench without the L2 clear (a tiny cache buffer).
+"""The MLP block's fwd+bwd timed two ways, ours beside torch.compile, in both orders (diagnosis
+of a method gap): triton do_bench (the acceptance method, L2 cleared before each call; its
+median and its list of per-call times) and CUDA events around 10 back-to-back steps.
 
     python3 scripts/mlp_timing.py [relu_sq|swiglu]
 """
@@ -15,6 +15,7 @@ from bench_gemm_fused import mlp_calls, warm  # noqa: E402
 
 
 def events(f, n=10):
+    """ms per call of f over n back-to-back calls (one call first, untimed)."""
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     f()
     s.record()
@@ -26,6 +27,7 @@ def events(f, n=10):
 
 
 def main():
+    """Both implementations by do_bench and by events, round 0 ours first, round 1 compile first."""
     act = sys.argv[1] if len(sys.argv) > 1 else "relu_sq"
     calls = warm(torch, mlp_calls(torch, act, ["ours", "compile"]))
     for rnd, order in enumerate((["ours", "compile"], ["compile", "ours"])):

@@ -274,8 +274,8 @@ void gemm_dact(const GemmDActArgs& args, cudaStream_t stream);
 /// | bias    | GemmBias: row (N,) / (L, N), col (M,) / (L, M) | fp32, bf16, fp16 | contiguous | no |
 ///
 /// N must be even. Compiled (the table at the top of this header): bf16 → bf16 (128x256
-/// cooperative and 128x128 pingpong, no 128x192: it spills, instances.txt; where gemm's rule
-/// picks a pingpong tile, 128x128; the concat layout: 128x256 only), fp16 → fp16 (128x128
+/// cooperative, 128x192 and 128x128 pingpong, chosen as gemm's rule; the concat layout: 128x256
+/// only), fp16 → fp16 (128x128
 /// pingpong; concat: 128x256), bf16 → fp32 (interleaved, 128x128 pingpong); postact is stored
 /// per value into a half-width subtile (16-bit or fp32), a row-major, b column-major, outputs
 /// row-major. Other dtypes throw "... are not compiled ..." listing the compiled ones. Strides,
@@ -341,7 +341,8 @@ void gemm_gated(const GemmGatedArgs& args, cudaStream_t stream);
 ///
 /// Compiled: a's dtype everywhere (bf16 or fp16), a and b row-major (an MLP's fc2 dgrad),
 /// outputs row-major. Tiles: bf16 128x256 cooperative and 128x128 pingpong, chosen as gemm's
-/// rule (no 128x192: it spills; where the rule picks a pingpong tile, 128x128), the latter in two
+/// rule with no 128x192 (it spills): from K = 4096, 128x256 where 128x192 would qualify
+/// (src/gemm/tile_rule.h, kCooperativeFor192DGated), else 128x128 pingpong, the latter in two
 /// variants: 128x128ppa3d2io (I/O warps issue the preact loads and the stores) at K ≤ 2048
 /// (src/gemm/tile_rule.h, kIoWarpMaxK), 128x128ppa1d2 above; fp16 128x256 cooperative only.
 /// Strides and alignment as quack/gemm.h (a and b that TMA cannot address: padded copies in the

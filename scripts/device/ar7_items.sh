@@ -1,5 +1,5 @@
 # Run AR7 (cold, library prebuilt; carry .prebuilt-lib, .whl, .data). mlp_rest: the MLP blocks with a 1.5 s rest before each implementation's
-# do_bench (AR6, H100: whichever implementation ran second in a round read 1.5-1.8 ms slower;
+# do_bench (AR6, H100: whichever implementation ran second in a round read 1.5-1.9 ms slower;
 # relu² ours 15.95 / 17.80 and compile 17.46 / 15.99 by position). Predicted: relu² ours within
 # 2 % of compile; SwiGLU ours ~1.03 x compile (AR2: 25.16 against 26.01).
 # act_longk: act / dact at 16384 x 4096 x 14336 where the rule takes the cooperative 128x256

@@ -59,7 +59,7 @@ struct TileQuery {
 /// So 1.06 picks 128x192 on all five LLM shapes, 1.0 only on 8192³, and any value below 0.98
 /// (or ≤ 0: the tile is left out) keeps 128x128 on all of them. The bf16 act, dact, bias and
 /// gated epilogues have 128x192 pingpong instances and follow gemm's choice; dgated has none
-/// (its C-reading epilogue does not fit the tile's registers): kCooperativeFor192 below.
+/// (its C-reading epilogue does not fit the tile's registers): kCooperativeFor192DGated below.
 inline constexpr double kRatePingpong192 = 1.06;
 
 /// K from which the cooperative 128x256 tile competes with the pingpong tiles (rule step 2):
@@ -138,8 +138,8 @@ inline constexpr bool kCooperativeFor192DGated = true;
 /// rate256_long_k: kRateCooperative256LongK, rate256_mid_k: kRateCooperative256MidK,
 /// rate256_short_k: kRateCooperative256ShortK (parameters for the host tests; ≤ 0 leaves 128x192,
 /// resp. 128x256 at long, mid or short K, out of the comparison); cooperative_for_192: where
-/// options hold no 128x192 pingpong, 128x256 competes below kLongK wherever 128x192 would
-/// qualify (kCooperativeFor192DGated).
+/// 128x192 pingpong is not a candidate (not in options, rate192 ≤ 0 or K < 1024), 128x256
+/// competes below kLongK wherever 128x192 would qualify (kCooperativeFor192DGated).
 int choose_tile_index(const TileQuery& q, const TileOption* options, int count,
                       double rate192 = kRatePingpong192, double rate256_long_k = kRateCooperative256LongK,
                       double rate256_mid_k = kRateCooperative256MidK,
