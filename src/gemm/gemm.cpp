@@ -1258,6 +1258,10 @@ const char* gemm_instance_name(const GemmArgs& args, int64_t sms) {
   return instance_name(plan_gemm(args), sms);
 }
 
+const char* gemm_instance_name(const GemmGatedArgs& args, int64_t sms) {
+  return instance_name(plan_gated(args), sms);
+}
+
 const char* gemm_instance_name(const GemmDGatedArgs& args, int64_t sms) {
   return instance_name(plan_dgated(args), sms);
 }

@@ -19,6 +19,10 @@ namespace quack::detail {
 /// fill kernel). Throws InvalidArgument as can_implement(args).
 const char* gemm_instance_name(const GemmArgs& args, int64_t sms);
 
+/// The same for quack::gemm_gated(args) with args.tuned off (e.g.
+/// "gemm_gated_sm90_128x192pp_bf16_bf16_kk").
+const char* gemm_instance_name(const GemmGatedArgs& args, int64_t sms);
+
 /// The same for quack::gemm_dgated(args) with args.tuned off (e.g.
 /// "gemm_dgated_sm90_128x128ppa3d2io_bf16_x2_pbf16_km").
 const char* gemm_instance_name(const GemmDGatedArgs& args, int64_t sms);

@@ -241,6 +241,28 @@ TEST(GemmDispatch, DGatedIoWarpsUpToKIoWarpMaxK) {
   EXPECT_EQ(launched(dgated(16384, 5632, 8192), "128x128ppa3d2io"), io);
 }
 
+// gemm_gated (an MLP's fc1: x (M, K) row-major, W1 (N, K) row-major as b = W1ᵀ, kernel majors
+// kk) follows gemm's rule: 128x192 pingpong at the LLM shapes, the cooperative 128x256 at
+// kLongK, 128x128 pingpong where 128x192 has too few tiles; QUACK_GEMM_TILE forces the others.
+TEST(GemmDispatch, GatedFollowsTheRule) {
+  const uintptr_t unit = uintptr_t{1} << 40;
+  auto gated = [&](int64_t M, int64_t N, int64_t K) {
+    GemmGatedArgs g;
+    g.a = row_major(fake(1, unit), DType::kBFloat16, M, K);
+    g.b = col_major(fake(2, unit), DType::kBFloat16, K, N);
+    g.preact = row_major(fake(3, unit), DType::kBFloat16, M, N);
+    g.postact = row_major(fake(4, unit), DType::kBFloat16, M, N / 2);
+    g.activation = Activation::kSwiglu;
+    return g;
+  };
+  const std::string pp192 = "gemm_gated_sm90_128x192pp_bf16_bf16_kk";
+  EXPECT_EQ(launched(gated(16384, 14336, 4096), nullptr), pp192);
+  EXPECT_EQ(launched(gated(8192, 8192, 8192), nullptr), pp192);
+  EXPECT_EQ(launched(gated(16384, 14336, 2048), nullptr), pp192);
+  EXPECT_EQ(launched(gated(16384, 4096, 14336), nullptr), "gemm_gated_sm90_128x256_bf16_bf16_kk");
+  EXPECT_EQ(launched(gated(16384, 14336, 4096), "128x128pp"), "gemm_gated_sm90_128x128pp_bf16_bf16_kk");
+}
+
 TEST(GemmDispatch, NothingLaunchedForEmptyOrKZero) {
   EXPECT_EQ(launched(args(0, 4096, 4096, "rc"), nullptr), "(none)");
   EXPECT_EQ(launched(args(4096, 4096, 0, "rc"), nullptr), "(none)");
