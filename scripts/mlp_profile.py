@@ -8,11 +8,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 
-import torch  # noqa: E402
-from bench_gemm_fused import mlp_calls, warm  # noqa: E402
 
 
-def timeline(prof):
+def timeline(torch, prof):
     """The last step's kernels in time order: launch call (host) and kernel start, end, the GPU's
     idle gap before each, in ms from the first kernel launch of that step."""
     ev = list(prof.events())
@@ -36,6 +34,12 @@ def timeline(prof):
 
 def main():
     """Profiles each implementation's step (3 warm steps, then 3 under the profiler)."""
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__)
+        return
+    import torch
+    from bench_gemm_fused import mlp_calls, warm
+
     act = sys.argv[1] if len(sys.argv) > 1 else "relu_sq"
     impls = (sys.argv[2] if len(sys.argv) > 2 else "ours,compile").split(",")
     calls = warm(torch, mlp_calls(torch, act, impls))
@@ -60,7 +64,7 @@ def main():
         print(f"== {act} {name}: host {host:.3f} ms per step (enqueue), wall {wall:.3f} ms; runtime calls per step:")
         for e in api[:8]:
             print(f"  {e.cpu_time_total / 3 / 1000:8.3f} ms  x{e.count / 3:<5.1f} {e.key[:80]}")
-        timeline(prof)
+        timeline(torch, prof)
         # Self device time: a CPU op's device_time_total also counts the kernels it launched.
         rows = [e for e in prof.key_averages() if e.self_device_time_total > 0]
         rows.sort(key=lambda e: -e.self_device_time_total)

@@ -31,7 +31,7 @@
 // | gemm_act    | bf16 | preact, postact fp32 (QuACK's out_dtype = float32; c fp32)   | 128x128 pingpong |
 // | gemm_act    | fp16 | preact, postact fp16                                         | 128x128 pingpong |
 // | gemm_dact   | bf16 / fp16 | preact, dpreact, postact of a's dtype                 | bf16: as gemm_act; fp16: 128x128 pingpong |
-// | gemm_gated  | bf16 | preact, postact bf16 (both layouts)                          | 128x256, 128x128 pingpong; concat: 128x256 |
+// | gemm_gated  | bf16 | preact, postact bf16 (both layouts)                          | 128x256, 128x192 and 128x128 pingpong; concat: 128x256 |
 // | gemm_gated  | bf16 | preact, postact fp32 (interleaved layout only)               | 128x128 pingpong |
 // | gemm_gated  | fp16 | preact, postact fp16 (both layouts)                          | 128x128 pingpong; concat: 128x256 |
 // | gemm_dgated | bf16 / fp16 | preact, dpreact (packed pairs) and postact of a's dtype | 128x256; bf16 also 128x128 pingpong |
