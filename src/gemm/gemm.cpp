@@ -433,11 +433,9 @@ const Instance& choose_instance(const Instance& base, const GemmProblem& p, int6
       same.push_back(&i);
       options.push_back(tile_option(i));
     }
-  const detail::TileQuery q{p.m, p.n, p.k, p.l, sms};
-  const bool coop192 = base.epilogue == GemmEpilogue::kDGated && detail::kCooperativeFor192DGated;
-  const Instance& pick = *same[size_t(detail::choose_tile_index(
-      q, options.data(), int(options.size()), detail::kRatePingpong192, detail::kRateCooperative256LongK,
-      detail::kRateCooperative256MidK, detail::kRateCooperative256ShortK, coop192))];
+  const detail::TileQuery q{p.m, p.n, p.k, p.l, sms,
+                            base.epilogue == GemmEpilogue::kDGated && detail::kCooperativeFor192DGated};
+  const Instance& pick = *same[size_t(detail::choose_tile_index(q, options.data(), int(options.size())))];
   // The tile's I/O-warp variant in its place at K ≤ kIoWarpMaxK (tile_rule.h).
   if (p.k <= detail::kIoWarpMaxK && p.c != nullptr)
     for (const Instance& i : kGemmInstances)

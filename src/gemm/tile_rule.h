@@ -41,10 +41,13 @@ constexpr bool operator==(const TileOption& a, const TileOption& b) {
          a.pingpong == b.pingpong;
 }
 
-/// The problem in the kernel's terms (after the column-major-D swap) and the device's SM count.
+/// The problem in the kernel's terms (after the column-major-D swap), the device's SM count, and
+/// whether the group lets 128x256 stand in for a 128x192 pingpong it lacks
+/// (kCooperativeFor192DGated).
 struct TileQuery {
   int64_t m, n, k, l;
   int64_t sms;
+  bool cooperative_for_192 = false;
 };
 
 /// Throughput per clock of 128x192 pingpong relative to 128x128 pingpong on mainloop-bound
@@ -137,12 +140,12 @@ inline constexpr bool kCooperativeFor192DGated = true;
 /// cooperative default, which is returned when no rule applies. rate192: kRatePingpong192,
 /// rate256_long_k: kRateCooperative256LongK, rate256_mid_k: kRateCooperative256MidK,
 /// rate256_short_k: kRateCooperative256ShortK (parameters for the host tests; ≤ 0 leaves 128x192,
-/// resp. 128x256 at long, mid or short K, out of the comparison); cooperative_for_192: where
-/// 128x192 pingpong is not a candidate (not in options, rate192 ≤ 0 or K < 1024), 128x256
-/// competes below kLongK wherever 128x192 would qualify (kCooperativeFor192DGated).
+/// resp. 128x256 at long, mid or short K, out of the comparison). With q.cooperative_for_192,
+/// where 128x192 pingpong is not a candidate (not in options, or rate192 ≤ 0), 128x256 competes
+/// below kLongK wherever 128x192 would qualify (kCooperativeFor192DGated).
 int choose_tile_index(const TileQuery& q, const TileOption* options, int count,
                       double rate192 = kRatePingpong192, double rate256_long_k = kRateCooperative256LongK,
                       double rate256_mid_k = kRateCooperative256MidK,
-                      double rate256_short_k = kRateCooperative256ShortK, bool cooperative_for_192 = false);
+                      double rate256_short_k = kRateCooperative256ShortK);
 
 }  // namespace quack::detail

@@ -130,10 +130,8 @@ TEST(GemmTileRule, CooperativeStandsInForAMissing192) {
   std::vector<TileOption> no192 = kBf16;
   no192.erase(no192.begin() + 2);
   auto coop = [&](int64_t m, int64_t n, int64_t k) {
-    const TileQuery q{m, n, k, 1, 132};
-    const int i = choose_tile_index(q, no192.data(), int(no192.size()), quack::detail::kRatePingpong192,
-                                    quack::detail::kRateCooperative256LongK, quack::detail::kRateCooperative256MidK,
-                                    quack::detail::kRateCooperative256ShortK, true);
+    const TileQuery q{m, n, k, 1, 132, true};
+    const int i = choose_tile_index(q, no192.data(), int(no192.size()));
     return name(no192[size_t(i)]);
   };
   // 8192 x 4096 x 8192: 8 waves of 256x256 clusters (7.76) / 1.06 against 16 of 256x128 (15.5).
