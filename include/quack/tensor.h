@@ -40,11 +40,13 @@ inline const char* dtype_name(DType t) {
   return "unknown";
 }
 
-/// A view of `ndim` ≤ 4 dimensions. `device` is the CUDA device ordinal of the memory at `data`
-/// (−1: host memory, which every op rejects). The ops trust it: they do not inspect the
-/// pointer (no driver query per tensor, to keep the host time of a call low), so a host pointer
-/// labelled with a device ordinal is the caller's error and faults in the kernel. The factories
-/// below default `dev` to 0.
+/// A view of 1 ≤ `ndim` ≤ 4 dimensions (ndim 0: absent). Every op rejects (InvalidArgument)
+/// a larger ndim, a non-empty view whose elements span more than 2^62 bytes, and a non-empty
+/// view whose data pointer is null or not a multiple of the element size. `device` is the
+/// CUDA device ordinal of the memory at `data` (−1: host memory, which every op rejects). The
+/// ops trust it: they do not inspect the pointer (no driver query per tensor, to keep the host
+/// time of a call low), so a host pointer labelled with a device ordinal is the caller's error
+/// and faults in the kernel. The factories below default `dev` to 0.
 struct TensorRef {
   static constexpr int kMaxDims = 4;
 

@@ -40,14 +40,40 @@ std::string describe_full(const TensorRef& t) {
 
 void ArgCheck::required(const TensorRef& t, const char* name) const {
   if (!t.present()) fail(std::string(name) + " is absent, expected a tensor");
+  // Before anything reads shape[ndim - 1] (describe, numel): the arrays hold kMaxDims.
+  if (t.ndim > TensorRef::kMaxDims)
+    fail(std::string(name) + " has ndim " + std::to_string(t.ndim) + ", expected 1 to " +
+         std::to_string(TensorRef::kMaxDims) + " dimensions");
   if (t.device < 0) fail(std::string(name) + " is in host memory, expected a CUDA tensor");
-  for (int i = 0; i < t.ndim; ++i)
+  bool empty = false;
+  for (int i = 0; i < t.ndim; ++i) {
     if (t.shape[i] < 0)
       fail(std::string(name) + " has a negative size: shape " + describe(t) +
            ", expected sizes ≥ 0");
-  if (t.numel() > 0 && t.data == nullptr)
+    empty = empty || t.shape[i] == 0;
+  }
+  if (empty) return;  // nothing is addressed: any pointer, strides and size
+  // The element count and the farthest element's byte offset, exactly (128-bit), so that
+  // numel() and every offset computed from the view fit in int64 (no wrap to a small or
+  // negative size).
+  const __int128 es = dtype_size(t.dtype) > 0 ? dtype_size(t.dtype) : 1;
+  const __int128 kMaxBytes = __int128{1} << 62;
+  __int128 count = 1, reach = 0;
+  for (int i = 0; i < t.ndim; ++i) {
+    // Both stay ≤ 2^62 before each step, and a step adds a factor or a term < 2^126.
+    count *= t.shape[i];
+    const __int128 st = t.stride[i] < 0 ? -__int128{t.stride[i]} : __int128{t.stride[i]};
+    reach += (__int128{t.shape[i]} - 1) * st;
+    if (count > kMaxBytes / es || reach >= kMaxBytes / es)
+      fail(std::string(name) + " is " + describe_full(t) +
+           ": its elements span more than 2^62 bytes, expected a tensor that fits in memory");
+  }
+  if (t.data == nullptr)
     fail(std::string(name) + " has a null data pointer with " + std::to_string(t.numel()) +
          " elements");
+  if (reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(es) != 0)
+    fail(std::string(name) + " has a base address that is not " + std::to_string(int(es)) +
+         "-byte aligned (" + describe_full(t) + "), expected the alignment of its elements");
 }
 
 void ArgCheck::matrix(const TensorRef& t, const char* name, int64_t rows, int64_t cols) const {

@@ -30,7 +30,10 @@ class ArgCheck {
   /// in the tensor itself is rejected (required).
   void matrix(const TensorRef& t, const char* name, int64_t rows, int64_t cols) const;
   void vector(const TensorRef& t, const char* name, int64_t n) const;
-  /// Present, in device memory, no negative size, data non-null unless empty.
+  /// Present, ndim ≤ TensorRef::kMaxDims (checked before any shape is read), in device
+  /// memory, no negative size; unless empty: elements spanning at most 2^62 bytes (the element
+  /// count and the farthest element's offset, so that int64 sizes and offsets do not wrap),
+  /// data non-null and aligned to the element size.
   void required(const TensorRef& t, const char* name) const;
   void dtype_in(const TensorRef& t, const char* name, std::initializer_list<DType> ok) const;
   void float_dtype(const TensorRef& t, const char* name) const;

@@ -90,10 +90,12 @@ void check_tables(const detail::ArgCheck& chk, const TensorRef& cos, const Tenso
              ", expected rotary_dim ≤ D = " + std::to_string(D));
   if (seqlen_offset < 0)
     chk.fail("seqlen_offset is " + std::to_string(seqlen_offset) + ", expected ≥ 0");
-  if (tokens > 0 && S + seqlen_offset > cos.shape[0])
+  // S + seqlen_offset ≤ S_ro without forming the sum (a seqlen_offset near 2^63 would wrap it).
+  if (tokens > 0 && seqlen_offset > cos.shape[0] - S)
     chk.fail("cos has " + std::to_string(cos.shape[0]) + " rows (positions), expected ≥ S + "
              "seqlen_offset = " + std::to_string(S) + " + " + std::to_string(seqlen_offset) +
-             " = " + std::to_string(S + seqlen_offset));
+             (seqlen_offset <= INT64_MAX - S ? " = " + std::to_string(S + seqlen_offset)
+                                             : std::string()));
   // The kernel indexes sin with cos's strides.
   if ((sin.stride[0] != cos.stride[0] && cos.shape[0] > 1) ||
       (sin.stride[1] != cos.stride[1] && half > 1))

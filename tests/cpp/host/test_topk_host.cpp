@@ -155,7 +155,7 @@ TEST(TopkValidation, ForwardArguments) {
   a.values.data = static_cast<char*>(a.x.data) + 64;
   expect_fwd_invalid(a, {"values overlaps x"});
   a = fwd_args();
-  a.indices.data = static_cast<char*>(a.values.data) + 2;
+  a.indices.data = static_cast<char*>(a.values.data) + 8;
   expect_fwd_invalid(a, {"values overlaps indices"});
   a = fwd_args();
   a.softmax = TopkSoftmax::kRow;
@@ -219,7 +219,7 @@ TEST(TopkValidation, BackwardArguments) {
   a.lse.dtype = DType::kFloat16;
   expect_bwd_invalid(a, {"lse has dtype float16"});
   a = bwd_args(TopkSoftmax::kNone);
-  a.dvalues.data = static_cast<char*>(a.dx.data) + 2;
+  a.dvalues.data = static_cast<char*>(a.dx.data) + 4;
   expect_bwd_invalid(a, {"dx overlaps dvalues"});
   a = bwd_args(TopkSoftmax::kRow);
   a.x.data = a.dx.data;
