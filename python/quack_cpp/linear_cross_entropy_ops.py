@@ -375,7 +375,8 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
             raise TypeError(f"{fn}: {name} is {type(t).__name__}, expected a torch.Tensor")
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{fn}: reduction is {reduction!r}, expected 'none', 'sum' or 'mean'")
-    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
+    if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool)
+                                   or chunk_size < 1):
         raise ValueError(f"{fn}: chunk_size is {chunk_size!r}, expected an int ≥ 1 or None")
     if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"{fn}: x has shape {tuple(x.shape)} and weight {tuple(weight.shape)}, "

@@ -481,6 +481,8 @@ def test_bad_input():
         lce(x, w, t, reduction="avg")
     with pytest.raises(ValueError, match="chunk_size"):
         lce(x, w, t, chunk_size=0)
+    with pytest.raises(ValueError, match="chunk_size is True"):  # a bool is no chunk size (not 1)
+        lce(x, w, t, chunk_size=True)
     with pytest.raises(ValueError, match="target has shape"):
         lce(x, w, t[:5])
     with pytest.raises(ValueError, match="expected both bfloat16"):

@@ -330,6 +330,11 @@ def test_bad_input():
         quack_cpp.topk(x[0, 0], 2)
     with pytest.raises(IndexError, match="dim is 1"):
         quack_cpp.topk(x[0, 0], 1, dim=1)
+    # k must be an int: a float reached the op (a dispatcher error not naming topk), True ran as 1.
+    with pytest.raises(TypeError, match=r"topk: k is 2\.5 \(float\), expected an int"):
+        quack_cpp.topk(x, 2.5)
+    with pytest.raises(TypeError, match=r"topk: k is True \(bool\), expected an int"):
+        quack_cpp.topk(x, True)
 
 
 @pytest.mark.parametrize("softmax", [False, True])
