@@ -238,6 +238,23 @@ struct CollectiveMainloop {
     return cute::make_tuple(tCrA, tCrB);
   }
 
+  /// Consumer: the WGMMA descriptors of stage s of tCr (mma_init's (MMA,MMA_MN,MMA_K,PIPE)):
+  /// tCr(_, _, _, s) with the stage's start address passed through a warp reduction (REDUX), whose
+  /// result is in a uniform register. The descriptor is warp-uniform (one per warpgroup), but
+  /// ptxas holds the stage index and the per-thread base in vector registers; without the REDUX
+  /// it builds every WGMMA's descriptors there and moves them with four R2UR per WGMMA. With it,
+  /// the k-blocks' descriptors (DescriptorIterator::operator+: compile-time offsets added to the
+  /// low word) are uniform adds. Values: those of tCr(_, _, kb, s), the same 32-bit sums. Called
+  /// after warpgroup_arrive: the warp is converged there (redux.sync: all 32 lanes), and a REDUX
+  /// before the full-barrier wait has ptxas copy its result through a vector register and back.
+  template <class Frg>
+  CUTE_DEVICE static auto uniform_stage(Frg const& tCr, int s) {
+    Tensor t = tCr(_, _, _, s);  // (MMA,MMA_MN,MMA_K)
+    GmmaDescriptor d = t.data().desc_;
+    d.reg32_[0] = __reduce_or_sync(0xffffffffu, d.reg32_[0]);  // equal in all lanes: the OR is the value
+    return make_tensor(GMMA::DescriptorIterator{d}, t.layout());
+  }
+
   /// Consumer: acc = A·B over k_tiles stages from `read` on (one WGMMA batch in flight; a stage is
   /// released once the batch reading it is done). Leaves the last batch in flight and its stage
   /// held: mma_tail finishes them. `release` (equal to `read` on entry) tracks the oldest stage
@@ -257,12 +274,14 @@ struct CollectiveMainloop {
     warpgroup_fence_operand(acc);
     for (int k = 0; k < k_tiles; ++k) {
       pipeline.consumer_wait(read, pipeline.consumer_try_wait(read));
-      int const s = read.index();
       warpgroup_fence_operand(acc);
       warpgroup_arrive();
+      int const s = read.index();
+      Tensor tCrA_s = uniform_stage(tCrA, s);  // (MMA,MMA_M,MMA_K)
+      Tensor tCrB_s = uniform_stage(tCrB, s);  // (MMA,MMA_N,MMA_K)
       CUTE_UNROLL
       for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-        cute::gemm(tiled_mma, tCrA(_, _, kb, s), tCrB(_, _, kb, s), acc);
+        cute::gemm(tiled_mma, tCrA_s(_, _, kb), tCrB_s(_, _, kb), acc);
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
