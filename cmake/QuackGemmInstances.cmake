@@ -100,7 +100,19 @@ function(quack_gemm_instances list_files out_dir sources_var)
     #   and write smem; bit-identical results; d<D> counts output 1's buffers. The rule offers a
     #   production io instance in place of its tile's other variant at K ≤ kIoWarpMaxK only
     #   (GemmInstance::io_warps, tile_rule.h).
-    # (CMake's regular expressions hold at most 9 groups: diag<M>, ip / io, then cf, are taken off first.)
+    # - vd (last; instances_ab.txt only): the control of the k-loop's uniform descriptors, the
+    #   WGMMA descriptors built in vector registers (VectorDesc<...>, mainloop.cuh): the same
+    #   results, more issued instructions per k-tile; "<epilogue>:vd" alone or after the others.
+    # (CMake's regular expressions hold at most 9 groups: vd, diag<M>, ip / io, then cf, are taken off first.)
+    set(epi_vd "")
+    if(epi MATCHES "^([a-z]+):(.*)vd$")
+      set(epi_vd "vd")
+      if("${CMAKE_MATCH_2}" STREQUAL "")
+        set(epi "${CMAKE_MATCH_1}")
+      else()
+        set(epi "${CMAKE_MATCH_1}:${CMAKE_MATCH_2}")
+      endif()
+    endif()
     set(epi_diag "")
     set(QG_DIAGNOSTIC false)
     set(QG_C_RING false)
@@ -290,6 +302,14 @@ function(quack_gemm_instances list_files out_dir sources_var)
       set(QG_TILE "sm90::EpiDiag<${QG_TILE}, ${epi_diag}>")
       set(QG_DIAGNOSTIC true)
       set(tile_name "${tile_name}diag${epi_diag}")
+    endif()
+
+    if(NOT epi_vd STREQUAL "")
+      if(NOT QG_CANDIDATE)
+        message(FATAL_ERROR "${where}: vd (the k-loop's descriptors in vector registers, an A/B control) is for instances_ab.txt")
+      endif()
+      set(QG_TILE "sm90::VectorDesc<${QG_TILE}>")
+      set(tile_name "${tile_name}vd")
     endif()
 
     _quack_gemm_dtype(${ab} QG_AB ab_enum "${where}")

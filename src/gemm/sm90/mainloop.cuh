@@ -64,6 +64,21 @@ struct ConcatB : Base {
   static_assert(Base::kMajorB == GMMA::Major::K, "concat B: K-major B only");
 };
 
+/// Whether tile configuration T builds the k-loop's WGMMA descriptors in vector registers
+/// (T::kVectorDesc; instances_ab.txt's control "vd": ptxas then moves each descriptor to the
+/// uniform registers HGMMA reads, four R2UR per WGMMA) instead of uniform_stage's.
+template <class T, class = void>
+struct TileVectorDesc : std::false_type {};
+template <class T>
+struct TileVectorDesc<T, std::void_t<decltype(T::kVectorDesc)>> : std::bool_constant<T::kVectorDesc> {};
+
+/// Tile configuration Base with the k-loop's descriptors in vector registers (A/B control of
+/// uniform_stage: the same WGMMAs and values, more issued instructions per k-tile).
+template <class Base>
+struct VectorDesc : Base {
+  static constexpr bool kVectorDesc = true;
+};
+
 /// B's (N,K,L) shape as the TMA tensor takes it: ((2, N/2), K, L) for a concat B, else (N, K, L).
 template <class Tile>
 CUTE_HOST_DEVICE auto b_shape(int N, int K, int L) {
@@ -277,12 +292,20 @@ struct CollectiveMainloop {
       warpgroup_fence_operand(acc);
       warpgroup_arrive();
       int const s = read.index();
-      Tensor tCrA_s = uniform_stage(tCrA, s);  // (MMA,MMA_M,MMA_K)
-      Tensor tCrB_s = uniform_stage(tCrB, s);  // (MMA,MMA_N,MMA_K)
-      CUTE_UNROLL
-      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-        cute::gemm(tiled_mma, tCrA_s(_, _, kb), tCrB_s(_, _, kb), acc);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      if constexpr (TileVectorDesc<Tile>::value) {
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+          cute::gemm(tiled_mma, tCrA(_, _, kb, s), tCrB(_, _, kb, s), acc);
+          tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+        }
+      } else {
+        Tensor tCrA_s = uniform_stage(tCrA, s);  // (MMA,MMA_M,MMA_K)
+        Tensor tCrB_s = uniform_stage(tCrB, s);  // (MMA,MMA_N,MMA_K)
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+          cute::gemm(tiled_mma, tCrA_s(_, _, kb), tCrB_s(_, _, kb), acc);
+          tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+        }
       }
       warpgroup_commit_batch();
       warpgroup_wait<1>();  // the batch of k-1 is done: its stage may be refilled
