@@ -1,17 +1,24 @@
-# Run AS. Call 1 (cold, A/B build on the device: the dgated 128x192 pingpong candidates are A/B
-# only):
-#   BUDGET=585 TEST_TMO=240 TESTS='GemmDGatedAbTiles.* *GemmGatedTest*' PYFILES='test_mlp' \
-#   ITEMS=scripts/device/as_items.sh bash scripts/device/call_focus.sh, carry [".peers", ".whl", ".data"]
-# (GemmDGatedAbTiles is one test, EveryCandidateTile, forcing every dgated candidate, the two
-# 128x192 ones included: one of its two shards runs nothing and call_focus warns; *GemmGatedTest*
-# skips A/B candidates.) The A/B build (~270 s) and the tests leave call 1 time for dgated_192;
-# act_longk and the tables go to later calls on the same warm machine:
+# Run AS. Call 1 (cold, A/B build on the device): every GPU test, the first since 3530b6a and the
+# first of the k-loop's uniform descriptors (mainloop.cuh, every GEMM), the bad-input checks, and
+# the A/B candidates (the k-loop's "vd" controls, the dgated 128x192 pingpong tiles) through the
+# tests that force every candidate:
+#   AB_INSTANCES=ON BUDGET=565 bash scripts/device/call_tests.sh, carry [".peers", ".whl", ".data"]
+# Call 2 (the same machine, warm: within ~30 s of call 1's reply; a fresh one builds again):
 #   BUDGET=<budget_left_s - 30, at most 590> ITEMS=scripts/device/as_items.sh bash scripts/device/call_bench.sh
-# (items done on the warm machine are skipped; a fresh machine builds again and reruns them).
-# An H200 in a later call is a fresh machine: carry [".peers", ".whl", ".data"] and expect the
-# build. Device time (~1,800 s) fits call 1 and one or two more: the dgated candidates first,
-# then fused_table, then the rest.
+# with the same carry; items done on the warm machine are skipped. Device time (~1,800 s) fits
+# calls 1-2 and one more: the k-loop items first, then dgated_192, then fused_table, the rest.
+# An H200 (the bars' card) where lent; an H100 (`kind: nvidia-h100-x1`) for tests and same-call
+# ratios.
 #
+# kloop_burst / kloop_sustained: the k-loop's uniform descriptors (production) against the control
+# with them in vector registers (tile suffix vd; SASS per k-tile per warp 69 against 93
+# instructions at 128x192pp, 55 against 66 at 128x256e64; ncu AQ2 at 8192^3: tensor pipe 98.2 %
+# active against QuACK's 99.6 %, +16 % instructions). At the five LLM shapes auto is 128x192pp
+# (128x256e64 at 16384x4096x14336). Predicted: burst 0.5-1.5 % faster than vd on 128x192pp, 0-1 %
+# on 128x256e64; sustained 0.5-2 % (fewer issued instructions at the power limit); ours / cuBLAS
+# up by as much against AO5 / AP2 (0.982 burst, 0.949 sustained x max).
+run kloop_burst 150 python3 bench/bench_gemm.py --quick --methods burst --burst-rounds 3 --impls ours,cublas --tiles auto,128x192ppvd,128x256e64vd --out $R/kloop_burst.jsonl
+run kloop_sustained 150 python3 bench/bench_gemm.py --shapes 8192x8192x8192,16384x14336x4096 --layouts rr --methods sustained --rounds 8 --impls ours,cublas --tiles auto,128x192ppvd --out $R/kloop_sustained.jsonl
 # dgated_192: gemm_dgated on 128x192 pingpong (instances_ab.txt: default buffers, a1d2) against
 # the rule (128x256 from K = 4096, a3d2io at K <= 2048) and a1d2 on 128x128. AR2 / AR8 (H100):
 # rule 1.08-1.18 x plain at K = 4096 / 8192, 1.04 at K = 14336, 1.39 at K = 2048. gated moved
