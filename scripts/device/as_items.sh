@@ -12,12 +12,12 @@
 #
 # kloop_burst / kloop_sustained: the k-loop's uniform descriptors (production) against the control
 # with them in vector registers (tile suffix vd; SASS per k-tile per warp 69 against 93
-# instructions at 128x192pp, 55 against 66 at 128x256e64; ncu AQ2 at 8192^3: tensor pipe 98.2 %
-# active against QuACK's 99.6 %, +16 % instructions). At the five LLM shapes auto is 128x192pp
-# (128x256e64 at 16384x4096x14336). Predicted: burst 0.5-1.5 % faster than vd on 128x192pp, 0-1 %
+# instructions at 128x192pp, 55 against 66 at 128x256e64, kk TUs; ncu AQ2 at 8192^3: tensor pipe
+# 98.2 % active against QuACK's 99.6 %, +16 % instructions). Each tile beside its control at every
+# shape (the rule: 128x192pp, 128x256e64 at 16384x4096x14336). Predicted: burst 0.5-1.5 % faster than vd on 128x192pp, 0-1 %
 # on 128x256e64; sustained 0.5-2 % (fewer issued instructions at the power limit); ours / cuBLAS
 # up by as much against AO5 / AP2 (0.982 burst, 0.949 sustained x max).
-run kloop_burst 150 python3 bench/bench_gemm.py --quick --methods burst --burst-rounds 3 --impls ours,cublas --tiles auto,128x192ppvd,128x256e64vd --out $R/kloop_burst.jsonl
+run kloop_burst 150 python3 bench/bench_gemm.py --quick --methods burst --burst-rounds 3 --impls ours,cublas --tiles 128x192pp,128x192ppvd,128x256e64,128x256e64vd --out $R/kloop_burst.jsonl
 run kloop_sustained 150 python3 bench/bench_gemm.py --shapes 8192x8192x8192,16384x14336x4096 --layouts rr --methods sustained --rounds 8 --impls ours,cublas --tiles auto,128x192ppvd --out $R/kloop_sustained.jsonl
 # dgated_192: gemm_dgated on 128x192 pingpong (instances_ab.txt: default buffers, a1d2) against
 # the rule (128x256 from K = 4096, a3d2io at K <= 2048) and a1d2 on 128x128. AR2 / AR8 (H100):

@@ -12,8 +12,11 @@ namespace quack {
 // against another (torch's process) crashed in the Python extension.
 std::string describe(const TensorRef& t) {
   if (!t.present()) return "absent";
+  // At most kMaxDims extents: a larger ndim (rejected by ArgCheck::required) is named, not read.
+  const int n = std::min(t.ndim, TensorRef::kMaxDims);
   std::string s = "(";
-  for (int i = 0; i < t.ndim; ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+  for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+  if (n < t.ndim) s += ", ... ndim " + std::to_string(t.ndim);
   return s + (t.ndim == 1 ? ",) " : ") ") + dtype_name(t.dtype);
 }
 
@@ -34,7 +37,8 @@ std::string describe_full(const TensorRef& t) {
   std::string s = describe(t);
   if (!t.present()) return s;
   s += " strides (";
-  for (int i = 0; i < t.ndim; ++i) s += (i ? ", " : "") + std::to_string(t.stride[i]);
+  for (int i = 0; i < std::min(t.ndim, TensorRef::kMaxDims); ++i)
+    s += (i ? ", " : "") + std::to_string(t.stride[i]);
   return s + ") on " + (t.device < 0 ? std::string("cpu") : "cuda:" + std::to_string(t.device));
 }
 
@@ -57,16 +61,16 @@ void ArgCheck::required(const TensorRef& t, const char* name) const {
   // numel() and every offset computed from the view fit in int64 (no wrap to a small or
   // negative size).
   const __int128 es = dtype_size(t.dtype) > 0 ? dtype_size(t.dtype) : 1;
-  const __int128 kMaxBytes = __int128{1} << 62;
+  const __int128 limit = (__int128{1} << 62) / es;  // elements in 2^62 bytes (GCC / Clang's __int128)
   __int128 count = 1, reach = 0;
   for (int i = 0; i < t.ndim; ++i) {
     // Both stay ≤ 2^62 before each step, and a step adds a factor or a term < 2^126.
     count *= t.shape[i];
     const __int128 st = t.stride[i] < 0 ? -__int128{t.stride[i]} : __int128{t.stride[i]};
     reach += (__int128{t.shape[i]} - 1) * st;
-    if (count > kMaxBytes / es || reach >= kMaxBytes / es)
+    if (count > limit || reach >= limit)
       fail(std::string(name) + " is " + describe_full(t) +
-           ": its elements span more than 2^62 bytes, expected a tensor that fits in memory");
+           ": its element count or extent exceeds 2^62 bytes, expected a tensor that fits in memory");
   }
   if (t.data == nullptr)
     fail(std::string(name) + " has a null data pointer with " + std::to_string(t.numel()) +

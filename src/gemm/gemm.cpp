@@ -948,6 +948,7 @@ Plan plan_gated(const GemmGatedArgs& g) {
   ArgCheck chk("gemm_gated", "a");
   check_gated_activation(chk, g.activation);
   chk.required(g.postact, "postact");
+  if (g.b.present()) chk.required(g.b, "b");  // its rank before its last extent is read
   if (g.b.present() && g.b.ndim >= 2 && g.b.shape[g.b.ndim - 1] % 2 != 0)
     chk.fail("b has shape " + describe(g.b) + " with N = " + str(g.b.shape[g.b.ndim - 1]) +
              " columns, expected an even N (gate and up columns in pairs" +

@@ -702,6 +702,7 @@ void linear_cross_entropy_scale_grad(const LinearCrossEntropyScaleGradArgs& a,
     const TensorRef& t = *mats[i];
     if (!t.present()) continue;
     if (i == 2) {
+      chk.required(t, "dbias");  // its rank before describe reads its extents
       if (t.ndim != 1)
         chk.fail("dbias has " + str(t.ndim) + " dimensions " + describe(t) + ", expected 1 (V)");
       check_vec(chk, t, names[i], t.shape[0], {kF32, DType::kFloat16, kBF16}, device, true);

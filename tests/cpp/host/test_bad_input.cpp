@@ -196,6 +196,15 @@ TEST(BadInput, RankAboveFourNamesTheArgument) {
     g.b.ndim = 5;
     expect_invalid([&] { gm(g); }, "gemm", with("b"));
   }
+  {  // gemm_gated reads b's last extent (N even) before plan_fused: b's rank is checked first
+    GemmGatedArgs g;
+    const GemmArgs base = gemm_args();
+    g.a = base.a;
+    g.b = base.b;
+    g.postact = row_major(fake(3), kBf, 128, 128);
+    g.b.ndim = 1000;
+    expect_invalid([&] { gemm_gated(g, nullptr); }, "gemm_gated", {"b has ndim 1000", "expected 1 to 4"});
+  }
   {
     auto a = lce_args();
     a.weight.ndim = 5;
@@ -207,7 +216,7 @@ TEST(BadInput, RankAboveFourNamesTheArgument) {
 // and its sizes wrap int64 arithmetic (B·S of 2^40 · 2^40 became 0 and apply_rotary returned
 // without doing anything; N = 2^62 float32 reached the launch).
 TEST(BadInput, ElementsSpanningMoreThan2To62BytesAreRejected) {
-  const std::string span = "its elements span more than 2^62 bytes";
+  const std::string span = "its element count or extent exceeds 2^62 bytes";
   const int64_t k40 = int64_t{1} << 40;
   {
     // float32 rows of 2^60 elements: exactly 2^62 bytes passes, one element more does not.

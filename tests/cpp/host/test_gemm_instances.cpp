@@ -38,13 +38,20 @@ std::string prefix(GemmEpilogue e) {
 
 bool one_output(GemmEpilogue e) { return quack::detail::gemm_epilogue_outputs(e) == 1; }
 
-// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>[u]][a<S>[d<D>]][cf][ip][diag<M>]"
-// gives "[e<N>[u]][a<S>[d<D>]][cf][ip][diag<M>]"), empty if none; "?" if the tile part is not expected_tile(i) with
+// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>[u]][a<S>[d<D>]][cf][ip][diag<M>][vd]"
+// gives "[e<N>[u]][a<S>[d<D>]][cf][ip][diag<M>][vd]"), empty if none; "?" if the tile part is not expected_tile(i) with
 // such a suffix.
 std::string split_suffix(const GemmInstance& i) {
   const std::string t = i.tile, base = expected_tile(i);
   if (t.compare(0, base.size(), base) != 0) return "?";
-  const std::string rest = t.substr(base.size());
+  std::string rest = t.substr(base.size());
+  // vd (last): the k-loop's descriptors in vector registers, an A/B control (instances_ab.txt only)
+  std::string vd;
+  if (rest.size() >= 2 && rest.compare(rest.size() - 2, 2, "vd") == 0) {
+    if (!i.candidate) return "?";
+    vd = "vd";
+    rest.resize(rest.size() - 2);
+  }
   auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
   size_t k = 0;
   if (k < rest.size() && rest[k] == 'e') {  // e<N>[u]: the epilogue subtile's width (u: unswizzled, A/B only)
@@ -97,7 +104,7 @@ std::string split_suffix(const GemmInstance& i) {
     return "?";
   }
   if (i.diagnostic != diag || i.c_ring != ring) return "?";
-  return rest;
+  return rest + vd;
 }
 
 std::string expected_name(const GemmInstance& i) {
