@@ -96,6 +96,13 @@ template <class Op>
 struct VisitorSpecialize<Op, std::void_t<decltype(std::declval<Op const&>().specialize(std::declval<void (*)(Op&)>()))>>
     : std::true_type {};
 
+/// Whether visitor Op splits its specialised copies and its generic path into two kernels on the
+/// wide pingpong tile (Op::kSplitWide; default false: epilogue_ops.cuh).
+template <class Op, class = void>
+struct VisitorSplitWide : std::false_type {};
+template <class Op>
+struct VisitorSplitWide<Op, std::void_t<decltype(Op::kSplitWide)>> : std::bool_constant<Op::kSplitWide> {};
+
 /// Whether visitor Op reads global memory per subtile and asks for it to be prefetched one subtile
 /// ahead (Op::kPrefetch; default false): store_tile then calls op.prefetch(coord) for the tile's
 /// first subtile when the tile's epilogue starts and, at each subtile, for the next one in its
@@ -231,6 +238,26 @@ template <class T, class = void>
 struct TileEpiUnswizzled : std::false_type {};  // production: swizzled buffers
 template <class T>
 struct TileEpiUnswizzled<T, std::void_t<decltype(T::kEpiUnswizzled)>> : std::bool_constant<T::kEpiUnswizzled> {};
+/// Tile configuration Base whose kernel holds one of store_tile's two paths: Paths = 1, the
+/// visitor's specialised copies with every C load and store through TMA (and nothing else);
+/// Paths = 2, the generic path (the run-time choice a constant per subtile; plain loads and
+/// stores where TMA cannot make them). run_gemm (launch.cuh) builds both kernels for a visitor
+/// with kSplitWide on the wide pingpong tile (CollectiveEpilogue::kSplitPaths) and launches the
+/// first where specialize takes a copy (CollectiveEpilogue::specialized_launch), else the
+/// second: the launch takes the path the one kernel with both would, and ptxas allocates each
+/// kernel's registers for its own path (gemm_dgated's one kernel spilled 1048 / 756 bytes,
+/// mostly where the generic path's per-subtile switch sat beside 192 accumulators). Both run
+/// store_subtiles_split. Same buffers, layouts and mainloop stages as Base; the instance's name
+/// does not change.
+template <class Base, int Paths>
+struct EpiPaths : Base {
+  static_assert(Paths == 1 || Paths == 2, "1: the specialised copies (TMA only), 2: the generic path");
+  static constexpr int kEpiPaths = Paths;
+};
+template <class T, class = void>
+struct TileEpiPaths : std::integral_constant<int, 0> {};  // 0: both paths in one kernel
+template <class T>
+struct TileEpiPaths<T, std::void_t<decltype(T::kEpiPaths)>> : std::integral_constant<int, T::kEpiPaths> {};
 
 /// Epilogue of tile configuration Tile with visitor Op, output dtype ElementD (output 0), C's
 /// dtype ElementC (void: D's) and, for a visitor with two outputs, output 1's ElementD1 (void: D's).
@@ -250,6 +277,12 @@ struct CollectiveEpilogue {
   static constexpr bool kCf = TileEpiCf<Tile>::value;     // EpiCf: the conflict-free order (A/B)
   static constexpr bool kInPlace = TileEpiInPlace<Tile>::value;  // EpiInPlace: C's slot becomes D's (a3d2ip A/B, a3d2io)
   static constexpr bool kIo = TileEpiIoWarp<Tile>::value;  // EpiIoWarp: an I/O warp per group (a3d2io)
+  static constexpr int kPaths = TileEpiPaths<Tile>::value;  // EpiPaths: 0 both paths, 1 the copies, 2 generic
+  // run_gemm builds EpiPaths<Tile, 1> and <Tile, 2> instead of this kernel.
+  static constexpr bool kSplitPaths =
+      kPaths == 0 && VisitorSpecialize<Op>::value && VisitorSplitWide<Op>::value && Tile::kWidePingpong;
+  static_assert(kPaths == 0 || (VisitorSpecialize<Op>::value && VisitorSplitWide<Op>::value && !kIo),
+                "EpiPaths: a visitor with specialize and kSplitWide, no I/O warp");
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
   // Subtile: the tile's (EpiM, EpiN), but 32 columns wide where the tile's are 64 (pingpong, BM
@@ -652,12 +685,27 @@ struct CollectiveEpilogue {
         return;
       }
     }
-    if constexpr (VisitorSpecialize<Op>::value) {
+    if constexpr (kPaths == 1) {
+      // Launched only where specialize takes a copy (specialized_launch).
+      op.specialize([&](auto& v) CUTLASS_LAMBDA_FUNC_INLINE { store_subtiles_split<true>(v, p, acc, M, N, L, m_blk, n_blk, l); });
+      return;
+    } else if constexpr (kPaths == 2) {
+      store_subtiles_split<false>(op, p, acc, M, N, L, m_blk, n_blk, l);
+      return;
+    } else if constexpr (VisitorSpecialize<Op>::value && kPaths == 0) {
       if (tma_only(p) && op.specializable() &&
           op.specialize([&](auto& v) CUTLASS_LAMBDA_FUNC_INLINE { store_subtiles<true>(v, p, acc, M, N, L, m_blk, n_blk, l); }))
         return;
     }
     store_subtiles<false>(op, p, acc, M, N, L, m_blk, n_blk, l);
+  }
+
+  /// kSplitPaths (host): whether launch parameters p take the kernel of the specialised copies
+  /// (EpiPaths<Tile, 1>): every C load and store through TMA and a copy for the visitor's choice,
+  /// the condition under which store_tile's one kernel runs a copy.
+  template <class P>
+  static bool specialized_launch(P const& p) {
+    return tma_only(p) && p.op.specialized();
   }
 
   /// Whether every C load and output store of this launch goes through TMA (no plain loads or
@@ -862,6 +910,106 @@ struct CollectiveEpilogue {
           // subtile): tma_store_wait<S - 1> then always means "the stores that read this stage
           // are done".
           tma_store_arrive();
+        }
+        sub_count = (sub_count + 1) % kSubCountWrap;
+      }
+    }
+  }
+
+  /// The subtile loop of the two kernels of kSplitPaths (EpiPaths). kTma: the copies' kernel, `op`
+  /// a specialised copy, every C load and store through TMA. !kTma: the generic kernel, the
+  /// visitor's choice made a constant per subtile (specialize_each: each choice's subtile one
+  /// stretch of code; a switch inside each visitor call spilled 124 / 132 bytes where its cases
+  /// merged), C's plain loads and the outputs' plain stores where TMA cannot make them, as
+  /// store_subtiles'. store_subtiles' steps with two changes: the barrier that frees the output
+  /// buffers comes before the visitor instead of after it, and each subtile runs in two halves
+  /// (column blocks 0-1, then 2-3 of its 32 columns: 8 of its 16 values) of C read, visitor,
+  /// outputs written into their buffers. store_subtiles holds a subtile's 16 C words, then its
+  /// 16 dpreact words and 8 postact registers, up to that barrier; at a tile's first subtile,
+  /// beside its 176 other accumulators and the held addresses, ptxas spilled (the copies: 20
+  /// bytes, values reloaded once per tile). Here at most half a subtile's C and outputs are
+  /// live. Both buffers are written whether or not their output is stored (an absent output's
+  /// buffer is never read: neither its TMA store nor its plain stores are issued), so the writes
+  /// need not wait for the visitor's last value. C's next load into the ring (issue_c_ahead)
+  /// follows the second barrier, before which every thread has read the buffer. Values,
+  /// conversions and addresses are store_subtiles': the results are bit-identical. The visitor
+  /// is called on each half (N = kFrg / 2; a kSplitWide visitor's values do not depend on their
+  /// place in the fragment: epilogue_ops.cuh).
+  template <bool kTma, class V, class P, class Acc>
+  CUTE_DEVICE void store_subtiles_split(V& op, P const& p, Acc const& acc, int M, int N, int L, int m_blk, int n_blk,
+                                        int l) {
+    static_assert(kCAhead && !kInPlace && !kCf && kDiag == 0 && !kUnswizzled && kOutputs == 2 && kD1Div == 1 &&
+                      Op::kNeedsC && !Op::kLinFirst && !VisitorPrefetch<Op>::value && sizeof(ElementC) == 4 &&
+                      sizeof(ElementD) == 4 && (sizeof(ElementD1) == 2 || sizeof(ElementD1) == 4) && EpiN == 32,
+                  "kSplitPaths: a C ring of 32-bit C, 32-bit output 0 and output 1 of its columns, 32-column subtiles");
+    constexpr int kHalf = kFrg / 2;
+    ElementC* const c_smem = c_buffers();
+    ElementD* const d_smem = ts.D[grp].begin();
+    ElementD1* const d1_smem = ts.D1[grp].begin();
+    Tensor sD = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(d_smem), SmemLayoutD{}));  // (EpiM,EpiN,PIPE_D)
+    auto tma_d_blk = p.tma_d.get_slice(Int<0>{});
+    Tensor bSG_sD = tma_d_blk.partition_S(sD);  // (TMA,TMA_M,TMA_N,PIPE_D)
+    Tensor gD = gmem_subtiles(p.tma_d, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN,EPI_M,EPI_N)
+    Tensor bSG_gD = tma_d_blk.partition_D(gD);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
+    auto epi_sync = [this] { cutlass::arch::NamedBarrier::sync(kEpiThreads, 1 + grp); };
+    CUTE_UNROLL
+    for (int epi_m = 0; epi_m < Tile::BM / EpiM; ++epi_m) {
+      int const m0 = m_blk * Tile::BM + epi_m * EpiM;  // first row of the subtile
+      CUTE_UNROLL
+      for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n) {
+        int const n0 = n_blk * Tile::BN + epi_n * EpiN;  // first column of the subtile
+        if (n0 >= N || m0 >= M) continue;  // wholly outside the output (group-uniform)
+        int const d_stage = sub_count % EpiStagesD;
+        int const c_stage = sub_count % kStagesC;
+        uint32_t const c_phase = uint32_t(sub_count / kStagesC) & 1u;
+        ElementC* const c_buf = c_smem + c_stage * kSubtile;
+        ElementD* const d_buf = d_smem + d_stage * kSubtile;
+        ElementD1* const d1_buf = d1_smem + d_stage * kSubtile;
+        if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
+        epi_sync();  // ... and every thread's reads of the buffers of earlier subtiles
+        if (!kTma && p.c_plain) {
+          load_subtile_plain(c_buf, p.c_ptr, p.ldc, p.batch_c, M, N, l, m0, n0, etid);
+          epi_sync();  // the whole subtile is in the buffer
+        } else {
+          cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][c_stage], c_phase);
+        }
+        SubtileCoord const coord{m0, n0, etid, l};
+        auto half = [&](auto const& v, auto h) {
+          constexpr int kH = decltype(h)::value;
+          cutlass::Array<float, kHalf> x;
+          CUTE_UNROLL
+          for (int i = 0; i < kHalf; ++i) x[i] = acc(epi_n * kFrg + kH * kHalf + i, epi_m, 0);
+          cutlass::Array<ElementC, kHalf> c;
+          load_subtile_half<EpiN, kH>(c, c_buf, etid);
+          cutlass::Array<float, kHalf> const cf = cutlass::NumericArrayConverter<float, ElementC, kHalf>{}(c);
+          cutlass::Array<float, kHalf> out[kOutputs];
+          v(out, x, &cf, coord);
+          store_subtile_half<EpiN, kH>(cutlass::NumericArrayConverter<ElementD, float, kHalf>{}(out[0]), d_buf, etid);
+          store_subtile_half<EpiN, kH>(cutlass::NumericArrayConverter<ElementD1, float, kHalf>{}(out[1]), d1_buf, etid);
+        };
+        auto halves = [&](auto const& v) CUTLASS_LAMBDA_FUNC_INLINE {
+          half(v, Int<0>{});
+          half(v, Int<1>{});
+        };
+        if constexpr (kTma)
+          halves(op);
+        else
+          op.specialize_each(halves);
+        cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
+        epi_sync();  // every thread's outputs written and its reads of C's buffer done
+        bool const manual = !kTma && (p.d_plain || (p.tail_manual && n0 + EpiN > N));
+        if (manual) {
+          if (p.store_d) store_subtile_plain(d_buf, p.d_ptr, p.ldd, p.batch_d, M, N, l, m0, n0, etid);
+          if (p.store_d1) store_subtile_plain(d1_buf, p.d1_ptr, p.ldd1, p.batch_d1, M, N, l, m0, n0, etid);
+        }
+        if (etid == 0) {
+          // The subtile kStagesC places further in this tile's order into the C buffer just read.
+          if (kTma || !p.c_plain) issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
+          if (!manual) {
+            if (p.store_d) copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
+            if (p.store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L, d_stage);
+          }
+          tma_store_arrive();  // one bulk group per buffer stage (empty for plain stores), as store_subtiles'
         }
         sub_count = (sub_count + 1) % kSubCountWrap;
       }

@@ -52,6 +52,19 @@
 //                                    are always specializable). store_tile runs its whole
 //                                    subtile loop inside it: that activation's epilogue is one
 //                                    stretch of code. Without it: the generic path.
+//   static constexpr bool kSplitWide; with specialize: on the wide pingpong tile (BN = 192:
+//                                    192 accumulators of a consumer's 232 registers) the
+//                                    specialised copies and the generic path are two kernels,
+//                                    the host choosing one per launch (epilogue.cuh, EpiPaths;
+//                                    launch.cuh, run_gemm), each subtile run in two halves. The
+//                                    visitor then has bool specialized() const (host and
+//                                    device: specialize takes a copy) and template <class F>
+//                                    void specialize_each(F&& f) const (calls f(v) once, v a
+//                                    copy whose choice is a constant, for every choice: the
+//                                    generic kernel's per-subtile dispatch), and its operator()
+//                                    treats each value on its own (coord unused), so it may be
+//                                    called on half a fragment (N = kFrg / 2). Default false:
+//                                    one kernel with both paths.
 //   static constexpr int kD1Div;     2: output 1 has N / 2 columns (gated activations): out[1][i]
 //                                    for even i is the value of output column col(i) / 2 (odd
 //                                    entries are ignored); the epilogue stores it through a
@@ -315,6 +328,18 @@ CUTE_DEVICE bool specialize_gated_act(V const& op, F&& f) {
 }
 #undef QUACK_SPECIALIZE_ACT_CASE
 
+/// Whether specialize_gated_act has a copy for activation a (host and device).
+CUTE_HOST_DEVICE constexpr bool specialized_gated_act(Activation a) {
+  switch (a) {
+#define QUACK_SPECIALIZED_ACT_CASE(A, name) case Activation::A:
+    QUACK_SPECIALIZED_GATED_ACTS(QUACK_SPECIALIZED_ACT_CASE)
+#undef QUACK_SPECIALIZED_ACT_CASE
+    return true;
+    default:
+      return false;
+  }
+}
+
 /// The gradient visitors' common part (DActEpilogue, DGatedEpilogue): acc is the gradient of
 /// the postact, C the stored preact (always read), two outputs (dpreact, the recomputed
 /// postact); alpha, beta and bias do not apply; the activation from the problem.
@@ -515,6 +540,28 @@ struct DGatedEpilogue : PreactGradVisitor<DGatedEpilogue<T16>, Activation::kSwig
   static constexpr int kCAheadStagesD = 2;
   template <class F>
   CUTE_DEVICE bool specialize(F&& f) const { return specialize_gated_act(*this, f); }
+  // On 128x192 pingpong one kernel with both paths spilled 1048 / 756 bytes (the generic path's
+  // per-subtile switch beside 192 accumulators, and the copies' values reloaded once per tile);
+  // two kernels, each subtile in halves, spill nothing (epilogue.cuh, EpiPaths).
+  static constexpr bool kSplitWide = true;
+  CUTE_HOST_DEVICE bool specialized() const { return specialized_gated_act(this->act); }
+  template <class F>
+  CUTE_DEVICE void specialize_each(F&& f) const {
+    DGatedEpilogue v = *this;
+    switch (this->act) {
+#define QUACK_DGATED_EACH_CASE(A, name) \
+  case Activation::A:                   \
+    v.act = Activation::A;              \
+    f(v);                               \
+    return;
+      QUACK_FOR_GATED_ACTS(QUACK_DGATED_EACH_CASE)
+#undef QUACK_DGATED_EACH_CASE
+      default:  // never taken (validation admits gated activations only): operator()'s default
+        v.act = Activation::kIdentity;
+        f(v);
+        return;
+    }
+  }
 
   template <int N>
   CUTE_DEVICE void operator()(cutlass::Array<float, N> (&out)[kOutputs], cutlass::Array<float, N> const& acc,

@@ -188,6 +188,53 @@ CUTE_DEVICE void load_subtile(cutlass::Array<T, N>& v, T const* buf, int t) {
   }
 }
 
+/// store_subtile / load_subtile (swizzled buffers, rows of 64 or 128 bytes) of half H of a thread's
+/// kFrg values: values [H·N, (H + 1)·N) (N = kFrg / 2) in v, the fragment's column blocks j ∈
+/// [H·EpiN / 16, (H + 1)·EpiN / 16): 16-bit, STSM x4 numbers jj of that half; fp32, the pairs
+/// (h, j) of those blocks. The same addresses and instructions as the whole subtile's, half of
+/// them: a caller that runs its subtile in two halves holds half the values at a time.
+template <int EpiN, int H, class T, int N>
+CUTE_DEVICE void store_subtile_half(cutlass::Array<T, N> const& v, T* buf, int t) {
+  static_assert(H == 0 || H == 1, "two halves");
+  constexpr int kRowBytes = EpiN * int(sizeof(T));
+  static_assert(kRowBytes == 64 || kRowBytes == 128, "swizzled rows of 64 or 128 bytes");
+  char* const base = reinterpret_cast<char*>(buf);
+  if constexpr (sizeof(T) == 2) {
+    static_assert(N == EpiN / 4 && EpiN % 32 == 0, "16-bit half subtile: EpiN / 32 STSM x4");
+    uint32_t const* r = reinterpret_cast<uint32_t const*>(v.data());
+    CUTE_UNROLL
+    for (int k = 0; k < EpiN / 32; ++k) {
+      uint32_t const off = matrix_offset<kRowBytes, 0, false>(t, H * (EpiN / 32) + k);
+      cute::SM90_U32x4_STSM_N::copy(r[4 * k], r[4 * k + 1], r[4 * k + 2], r[4 * k + 3],
+                                    *reinterpret_cast<cute::uint128_t*>(base + off));
+    }
+  } else {
+    static_assert(sizeof(T) == 4 && N == EpiN / 4, "fp32 half subtile");
+    uint32_t const sbase = cute::cast_smem_ptr_to_uint(base);
+    CUTE_UNROLL
+    for (int q = 0; q < N / 2; ++q) {
+      int const pr = H * (N / 2) + q;  // the pair of the whole subtile
+      uint32_t const off = swizzled_offset<kRowBytes>(frag_row(t, pr % 2), 4 * frag_col(t, 2 * pr));
+      st_shared_f32x2(sbase + off, float(v[2 * q]), float(v[2 * q + 1]));
+    }
+  }
+}
+template <int EpiN, int H, class T, int N>
+CUTE_DEVICE void load_subtile_half(cutlass::Array<T, N>& v, T const* buf, int t) {
+  static_assert(H == 0 || H == 1, "two halves");
+  static_assert(sizeof(T) == 4 && N == EpiN / 4 && EpiN * 4 <= 128, "fp32 half subtile, rows of 64 or 128 bytes");
+  constexpr int kRowBytes = EpiN * int(sizeof(T));
+  uint32_t const sbase = cute::cast_smem_ptr_to_uint(buf);
+  CUTE_UNROLL
+  for (int q = 0; q < N / 2; ++q) {
+    int const pr = H * (N / 2) + q;
+    uint32_t const off = swizzled_offset<kRowBytes>(frag_row(t, pr % 2), 4 * frag_col(t, 2 * pr));
+    float2 const x = ld_shared_f32x2(sbase + off);
+    v[2 * q] = T(x.x);
+    v[2 * q + 1] = T(x.y);
+  }
+}
+
 /// The bank-conflict-free order of a thread's fp32 pairs (tile suffix "cf", EpiCf in epilogue.cuh;
 /// 32-bit C and D in subtiles of 32 columns: rows of 128 bytes, SW128). In the fragment order
 /// above, pair p = (h, j) of a warp's lanes is one ld / st.shared.v2 at rows lane / 4 (+ 8h, + 16

@@ -53,7 +53,21 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   // 1d1e1ff, 128x64c1), so the cluster-less instances run the static schedule.
   if (params.sched.tiles() > int64_t(INT32_MAX) || Tile::kClusterSize == 1) params.tile_counter = nullptr;
 
-  auto kernel = &gemm_kernel<Kernel, P>;
+  // The visitor's specialised copies and its generic path as two kernels (Epilogue::kSplitPaths,
+  // epilogue.cuh EpiPaths): the one this launch runs; else the kernel with both.
+  auto kernel = [&] {
+    if constexpr (Epilogue::kSplitPaths) {
+      using KernelCopies = GemmKernel<EpiPaths<Tile, 1>, CollectiveEpilogue<EpiPaths<Tile, 1>, Op, ElementD, ElementC, ElementD1>>;
+      using KernelGeneric = GemmKernel<EpiPaths<Tile, 2>, CollectiveEpilogue<EpiPaths<Tile, 2>, Op, ElementD, ElementC, ElementD1>>;
+      static_assert(sizeof(typename KernelCopies::SharedStorage) == sizeof(typename Kernel::SharedStorage) &&
+                        sizeof(typename KernelGeneric::SharedStorage) == sizeof(typename Kernel::SharedStorage) &&
+                        KernelCopies::Stages == Kernel::Stages && KernelGeneric::Stages == Kernel::Stages,
+                    "the two kernels keep the instance's shared memory and mainloop stages");
+      return Epilogue::specialized_launch(params.epilogue) ? &gemm_kernel<KernelCopies, P> : &gemm_kernel<KernelGeneric, P>;
+    } else {
+      return &gemm_kernel<Kernel, P>;
+    }
+  }();
   const size_t smem = sizeof(typename Kernel::SharedStorage);
   // Persistent grid: one cluster per work tile, at most as many clusters as fit at once.
   const int64_t fit = max_resident(reinterpret_cast<const void*>(kernel), Tile::kThreads, smem, Tile::kClusterSize,

@@ -549,7 +549,8 @@ TEST_P(GemmGatedTest, DGatedManyTilesPerCta) {
 // above, several tiles per CTA and per pingpong warpgroup with partial tiles and a 2x1 cluster's
 // empty second CTA (DGatedManyTilesPerCta's), postact absent, batches, and rows TMA cannot
 // address (preact staged by plain loads into the ring, dpreact and postact by plain and clipped
-// stores; an in-place slot then goes through both).
+// stores; an in-place slot then goes through both). On 128x192 pingpong (two kernels: the
+// specialised copies and the generic path) both kernels run.
 class GemmDGatedAbTiles : public GpuTest {};
 
 TEST_F(GemmDGatedAbTiles, EveryCandidateTile) {
@@ -586,6 +587,9 @@ TEST_F(GemmDGatedAbTiles, EveryCandidateTile) {
     run_case(tight(mk(300, 501, 256, Activation::kSwiglu, true)));
     run_case(tight(mk(129, 501, 1001, Activation::kSwiglu, true), 2));
     run_case(tight(with(mk(200, 501, 100, Activation::kReglu, true), [](GatedCase& c) { c.L = 3; })));
+    // An activation without a copy (glu) on rows TMA addresses: on 128x192 pingpong the generic
+    // kernel's TMA path (epilogue.cuh, EpiPaths).
+    run_case(mk(1000, 1504, 40, Activation::kGlu, true));
   }
 }
 
