@@ -56,6 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 SHAPES = [(16384, 14336, 4096), (16384, 4096, 14336), (8192, 8192, 8192)]
 ACTS = ("relu", "relu_sq", "gelu_tanh_approx", "silu")
 GATED = ("swiglu", "geglu")
+GATED_NAMES = ("swiglu", "swiglu_oai", "reglu", "geglu", "glu")  # every gated activation
 QUACK_ACTS = ("relu", "relu_sq", "gelu_tanh_approx")
 OPS = ("act", "dact", "gated", "dgated", "bias", "mlp")
 
@@ -69,7 +70,8 @@ def parse_args(argv=None):
     p.add_argument("--shapes", help="comma list of MxNxK")
     p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16",
                    help="inputs and outputs of the fused ops (not the MLP blocks: bf16)")
-    p.add_argument("--acts", help="comma list of activations (default: per op kind)")
+    p.add_argument("--acts", help="comma list of activations, each applied to the ops of its kind "
+                        "(gated ones to gated / dgated, the others to act / dact; default per op kind)")
     p.add_argument("--methods", default="burst,sustained")
     p.add_argument("--impls", default="ours,torch,compile,quack")
     p.add_argument("--tiles", default=None,
@@ -348,14 +350,15 @@ def main(argv=None):
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     rows = []
 
-    def acts_for(op):
+    def acts_for(op):  # --acts: the gated names go to gated / dgated, the others to act / dact
+        gated = op in ("gated", "dgated")
+        if op not in ("act", "dact") and not gated:
+            return [None]  # bias
         if args.acts:
-            return args.acts.split(",")
-        if op in ("act", "dact"):
-            return ["relu_sq"] if args.quick else list(ACTS)
-        if op in ("gated", "dgated"):
+            return [a for a in args.acts.split(",") if (a in GATED_NAMES) == gated]
+        if gated:
             return ["swiglu"] if args.quick else list(GATED)
-        return [None]
+        return ["relu_sq"] if args.quick else list(ACTS)
 
     with open(args.out, "w") as fout:
         for op in ops:
