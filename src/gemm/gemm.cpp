@@ -116,7 +116,7 @@ Orient check_orient(const ArgCheck& chk, const TensorRef& t, const char* name, c
 // Layout of an operand of orientation `orient`: stride 1 along its contiguous dimension (unless
 // that extent is 1), leading stride ≥ the contiguous extent, batch stride ≠ 0. Whether TMA can
 // address it (16-byte base, leading and batch strides multiples of 16 bytes) is recorded, not
-// required. `layout` names the expected layout for the "not yet supported" message. Strides
+// required; its element alignment is ArgCheck::required's (check_shape, before). `layout` names the expected layout for the "not yet supported" message. Strides
 // along extents of 1 are replaced by valid ones.
 Operand check_layout(const ArgCheck& chk, const TensorRef& t, const char* name, Orient orient,
                      const std::string& layout) {
@@ -135,9 +135,6 @@ Operand check_layout(const ArgCheck& chk, const TensorRef& t, const char* name, 
     chk.fail(std::string(name) + " has no dimension of stride 1 (" + detail::describe_full(t) +
              "): not yet supported, expected " + layout);
   }
-  if (reinterpret_cast<uintptr_t>(t.data) % es != 0)
-    chk.fail(std::string(name) + " has a base address that is not " + str(es) + "-byte aligned (" +
-             detail::describe_full(t) + "), expected the alignment of its elements");
   const int64_t n_in_padded = (n_in + align - 1) / align * align;
   Operand op;
   op.t = &t;
@@ -182,10 +179,6 @@ void check_bias_vec(const ArgCheck& chk, const TensorRef& t, const char* name, i
   if (n > 1 && t.stride[t.ndim - 1] != 1)
     chk.fail(std::string(name) + " has stride " + str(t.stride[t.ndim - 1]) + " along " + n_name + " (" +
              detail::describe_full(t) + "), expected a contiguous vector (stride 1)");
-  const int es = dtype_size(t.dtype);
-  if (reinterpret_cast<uintptr_t>(t.data) % uintptr_t(es) != 0)
-    chk.fail(std::string(name) + " has a base address that is not " + str(es) + "-byte aligned (" +
-             detail::describe_full(t) + "), expected the alignment of its elements");
 }
 
 // bias.row is (N,) / (L, N), bias.col (M,) / (L, M), in the user's terms.
