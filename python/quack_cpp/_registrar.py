@@ -263,6 +263,14 @@ def as_rows(t: Tensor) -> Tensor:
     return t.flatten(0, -2)
 
 
+def check_dim(fn: str, dim) -> None:
+    """dim an int (a bool or a float raises TypeError, as torch's ops do: ``dim == -1`` holds for
+    -1.0, which would otherwise pass unnoticed). Callers test ``type(dim) is not int`` first:
+    this runs only for other types (numpy's ints pass, by ``__index__``)."""
+    if isinstance(dim, bool) or not hasattr(type(dim), "__index__"):
+        raise TypeError(f"{fn}: dim is {dim!r} ({type(dim).__name__}), expected an int")
+
+
 def to_rows(x: Tensor, dim: int = -1):
     """Rows of x along ``dim``: ``(x2, shape)`` with x2 (M, N) = x with ``dim`` moved last and
     the other dims flattened (views where the strides allow, else a copy), and ``shape`` the

@@ -13,14 +13,16 @@ exponentials are reduced together (online softmax), fp32 math; the row skeleton'
 (docs/architecture.md, "The row skeleton").
 """
 
+import operator
+
 import torch
 from torch import Tensor
 
 from . import _C
 from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
 from . import _dtensor
-from ._registrar import (CUSTOM, autocast_fp32, check_float, from_rows, register, route,
-                         rows_cols, stream, tensor_arg, to_rows)
+from ._registrar import (CUSTOM, autocast_fp32, check_dim, check_float, from_rows, register,
+                         route, rows_cols, stream, tensor_arg, to_rows)
 
 __all__ = ["softmax", "log_softmax", "softmax_fwd", "softmax_bwd", "log_softmax_fwd",
            "log_softmax_bwd"]
@@ -104,6 +106,9 @@ log_softmax_fwd, log_softmax_bwd = _describe("log_softmax")
 
 
 def _run(op, fn: str, x: Tensor, dim: int) -> Tensor:
+    if type(dim) is not int:
+        check_dim(fn, dim)
+        dim = operator.index(dim)
     path = route(x)
     if path == CUSTOM:  # on the fast path x is a plain CUDA tensor of a float dtype
         check_float(fn, x, "x")
@@ -146,7 +151,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
 
     Raises:
         ValueError: x not on a CUDA device, or not float32/float16/bfloat16.
-        IndexError: ``dim`` out of range (torch's message).
+        IndexError: ``dim`` out of range (torch's message). TypeError: ``dim`` a bool or a
+            float.
     """
     return _run(softmax_fwd, "softmax", x, dim)
 

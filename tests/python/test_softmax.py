@@ -108,6 +108,13 @@ def test_1d_0d_and_dim_errors(kind):
         ours(randn(4, 5), 2)
     with pytest.raises(IndexError):
         ours(s, 1)
+    # dim must be an int, as torch's: -1.0 == -1 ran along the last axis, 1.0 along axis 1.
+    for bad in (-1.0, 1.0, True):
+        with pytest.raises(TypeError, match=f"{kind}: dim is {bad!r} \\({type(bad).__name__}\\),"
+                           " expected an int"):
+            ours(randn(4, 5), bad)
+    np = pytest.importorskip("numpy")
+    check(kind, randn(4, 5, dtype=f32), randn(4, 5, dtype=f32), np.int64(0))
 
 
 @pytest.mark.parametrize("layout", ["row_strided", "col_strided", "transposed"])

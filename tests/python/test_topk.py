@@ -335,6 +335,8 @@ def test_bad_input():
         quack_cpp.topk(x, 2.5)
     with pytest.raises(TypeError, match=r"topk: k is True \(bool\), expected an int"):
         quack_cpp.topk(x, True)
+    with pytest.raises(TypeError, match=r"topk: dim is -1\.0 \(float\), expected an int"):
+        quack_cpp.topk(x, 2, dim=-1.0)
 
 
 @pytest.mark.parametrize("softmax", [False, True])
