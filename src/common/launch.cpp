@@ -40,7 +40,18 @@ void check_cuda(cudaError_t err, const char* where, const char* call) {
 DeviceGuard::DeviceGuard(int device) {
   int cur = -1;
   check_cuda(cudaGetDevice(&cur), "DeviceGuard", "cudaGetDevice");
-  check_cuda(cudaSetDevice(device), "DeviceGuard", "cudaSetDevice");
+  if (const cudaError_t err = cudaSetDevice(device); err == cudaErrorInvalidDevice) {
+    // A tensor's device index that no device of this process has (the arguments' checks pass
+    // any index ≥ 0: host-side tests stand in devices a machine may not have).
+    cudaGetLastError();  // not left for the next launch check to report
+    int count = 0;
+    cudaGetDeviceCount(&count);
+    throw InvalidArgument("the tensors are on cuda:" + std::to_string(device) +
+                          ", expected a device below the " + std::to_string(count) +
+                          " this process sees");
+  } else {
+    check_cuda(err, "DeviceGuard", "cudaSetDevice");
+  }
   if (cur != device) previous_ = cur;
 }
 

@@ -534,6 +534,8 @@ void run_row_call(const RowCall& c, const RowPlan& plan_in, cudaStream_t stream,
     guard.emplace(c.device);
   } catch (const CudaError& e) {  // e.g. no driver: say which call met it
     throw CudaError(std::string(c.fn) + ": " + e.what());
+  } catch (const InvalidArgument& e) {  // a device index past the count
+    throw InvalidArgument(std::string(c.fn) + ": " + e.what());
   }
   RowPlan plan = plan_in;
   RowParams p = c.p;

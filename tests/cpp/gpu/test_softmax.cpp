@@ -21,6 +21,7 @@
 
 #include "gpu/gpu_util.h"
 #include "gpu/softmax_runner.h"
+#include "quack/errors.h"
 #include "row/row_config.h"
 
 namespace quack::test {
@@ -294,6 +295,27 @@ TEST_P(SoftmaxLayouts, InPlace) {
     c.in = c.out = DType::kFloat32;
     run_softmax_case(c);
   }
+}
+
+TEST(SoftmaxErrors, DevicePastTheCount) {
+  // Tensors claiming a device this process does not see: InvalidArgument naming the index and
+  // the count, before any launch (cudaSetDevice's own error named neither), no error left.
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  DeviceTensor x = alloc_tensor(DType::kBFloat16, 4, 256), y = alloc_tensor(DType::kBFloat16, 4, 256);
+  SoftmaxFwdArgs a;
+  a.x = x.ref;
+  a.out = y.ref;
+  a.x.device = a.out.device = count;
+  try {
+    softmax_fwd(a, nullptr);
+    ADD_FAILURE() << "a tensor on cuda:" << count << " was accepted";
+  } catch (const InvalidArgument& e) {
+    const std::string want = "softmax_fwd: the tensors are on cuda:" + std::to_string(count) +
+                             ", expected a device below the " + std::to_string(count);
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, SoftmaxLayouts,
