@@ -34,7 +34,7 @@
 // | gemm_gated  | bf16 | preact, postact bf16 (both layouts)                          | 128x256, 128x192 and 128x128 pingpong; concat: 128x256 |
 // | gemm_gated  | bf16 | preact, postact fp32 (interleaved layout only)               | 128x128 pingpong |
 // | gemm_gated  | fp16 | preact, postact fp16 (both layouts)                          | 128x128 pingpong; concat: 128x256 |
-// | gemm_dgated | bf16 / fp16 | preact, dpreact (packed pairs) and postact of a's dtype | 128x256; bf16 also 128x128 pingpong |
+// | gemm_dgated | bf16 / fp16 | preact, dpreact (packed pairs) and postact of a's dtype | 128x256; bf16 also 128x192 and 128x128 pingpong |
 //
 // Without preact (gemm_act, gemm_gated) the row of its dtype is that of c (when read) or
 // postact; without postact (gemm_dact, gemm_dgated) that of preact. Any other combination (e.g.
@@ -139,8 +139,9 @@ bool activation_from_name(const char* name, Activation* out);
 ///
 /// Compiled (src/gemm/sm90/instances.txt; the table at the top of this header): a row-major, b
 /// column-major (y = x·Wᵀ, the forward of a Linear layer); bf16 → bf16 with the tiles 128x256
-/// (cooperative), 128x192 and 128x128 (pingpong), 2x1 clusters, chosen as gemm's rule; bf16 →
-/// fp32 and fp16 → fp16 with 128x128 pingpong. Other dtype combinations throw InvalidArgument
+/// (cooperative), 128x192 and 128x128 (pingpong), 2x1 clusters, chosen as gemm's rule but for
+/// K ≥ 14336, where 128x192 pingpong keeps the place gemm gives 128x256 (src/gemm/tile_rule.h,
+/// kCooperativeRatesSecondOutput); bf16 → fp32 and fp16 → fp16 with 128x128 pingpong. Other dtype combinations throw InvalidArgument
 /// "... are not compiled ..." listing the compiled ones, other layouts "... not yet supported".
 /// Strides, alignment, batches, M, N, K, L limits: as quack/gemm.h, for each tensor. Any
 /// alignment works as in gemm: a and b that TMA cannot address (K or N not a multiple of 8 in
@@ -274,8 +275,8 @@ void gemm_dact(const GemmDActArgs& args, cudaStream_t stream);
 /// | bias    | GemmBias: row (N,) / (L, N), col (M,) / (L, M) | fp32, bf16, fp16 | contiguous | no |
 ///
 /// N must be even. Compiled (the table at the top of this header): bf16 → bf16 (128x256
-/// cooperative, 128x192 and 128x128 pingpong, chosen as gemm's rule; the concat layout: 128x256
-/// only), fp16 → fp16 (128x128
+/// cooperative, 128x192 and 128x128 pingpong, chosen as gemm_act's rule; the concat layout:
+/// 128x256 only), fp16 → fp16 (128x128
 /// pingpong; concat: 128x256), bf16 → fp32 (interleaved, 128x128 pingpong); postact is stored
 /// per value into a half-width subtile (16-bit or fp32), a row-major, b column-major, outputs
 /// row-major. Other dtypes throw "... are not compiled ..." listing the compiled ones. Strides,
@@ -340,11 +341,12 @@ void gemm_gated(const GemmGatedArgs& args, cudaStream_t stream);
 /// | postact | (M, H) or (L, M, H)     | a's dtype       | row-major                              | no: stored when given |
 ///
 /// Compiled: a's dtype everywhere (bf16 or fp16), a and b row-major (an MLP's fc2 dgrad),
-/// outputs row-major. Tiles: bf16 128x256 cooperative and 128x128 pingpong, chosen as gemm's
-/// rule with no 128x192 (it spills): from K = 4096, 128x256 where 128x192 would qualify
-/// (src/gemm/tile_rule.h, kCooperativeFor192DGated), else 128x128 pingpong, the latter in two
-/// variants: 128x128ppa3d2io (I/O warps issue the preact loads and the stores) at K ≤ 2048
-/// (src/gemm/tile_rule.h, kIoWarpMaxK), 128x128ppa1d2 above; fp16 128x256 cooperative only.
+/// outputs row-major. Tiles: bf16 128x192 pingpong wherever gemm's rule lets it qualify (K ≥
+/// 1024, ≥ 4 tiles per SM; at every K, the cooperative 128x256 not competing:
+/// src/gemm/tile_rule.h, kCooperativeRatesDGated), else 128x128 pingpong in two variants,
+/// 128x128ppa3d2io (I/O warps issue the preact loads and the stores) at K ≤ 2048
+/// (src/gemm/tile_rule.h, kIoWarpMaxK) and 128x128ppa1d2 above, where it qualifies, else
+/// 128x256 cooperative; fp16 128x256 cooperative only.
 /// Strides and alignment as quack/gemm.h (a and b that TMA cannot address: padded copies in the
 /// workspace; postact: plain stores where TMA cannot address it), the packed tensors' in 32-bit
 /// units: preact and dpreact need a 4-byte aligned base and even

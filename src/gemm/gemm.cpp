@@ -394,6 +394,20 @@ const Instance* with_tile(const Instance& base, const char* tile) {
   return nullptr;
 }
 
+// The cooperative 128x256's rates in the rule by epilogue (tile_rule.h, CooperativeRates).
+detail::CooperativeRates cooperative_rates(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::kAct:
+    case GemmEpilogue::kDAct:
+    case GemmEpilogue::kGated:
+      return detail::kCooperativeRatesSecondOutput;
+    case GemmEpilogue::kDGated:
+      return detail::kCooperativeRatesDGated;
+    default:
+      return detail::kCooperativeRates;
+  }
+}
+
 // The instance that runs p (base: its group's base instance) on a device of `sms` SMs, without a
 // CUDA call: the forced one, else the rule's (among the group's production instances; one with
 // a C ring only where p reads C: without C its buffers are idle shared memory, e.g. linear +
@@ -426,9 +440,10 @@ const Instance& choose_instance(const Instance& base, const GemmProblem& p, int6
       same.push_back(&i);
       options.push_back(tile_option(i));
     }
-  const detail::TileQuery q{p.m, p.n, p.k, p.l, sms,
-                            base.epilogue == GemmEpilogue::kDGated && detail::kCooperativeFor192DGated};
-  const Instance& pick = *same[size_t(detail::choose_tile_index(q, options.data(), int(options.size())))];
+  const detail::TileQuery q{p.m, p.n, p.k, p.l, sms};
+  const detail::CooperativeRates r = cooperative_rates(base.epilogue);
+  const Instance& pick = *same[size_t(detail::choose_tile_index(
+      q, options.data(), int(options.size()), detail::kRatePingpong192, r.long_k, r.mid_k, r.short_k))];
   // The tile's I/O-warp variant in its place at K ≤ kIoWarpMaxK (tile_rule.h).
   if (p.k <= detail::kIoWarpMaxK && p.c != nullptr)
     for (const Instance& i : kGemmInstances)

@@ -43,11 +43,9 @@ int choose_tile_index(const TileQuery& q, const TileOption* o, int count, double
   // 2. Pingpong with ≥ 4 tiles per SM; the cheaper of those that qualify, and from kShortK of
   // those and the cooperative 128x256 (no tile-count condition: it is the default). Below kLongK
   // 128x256 competes only where 128x192 pingpong qualifies, at the rate measured against it
-  // (tile_rule.h, kRateCooperative256MidK / ShortK); with q.cooperative_for_192 wherever it
-  // would qualify, compiled or not (128x256 competes from kShortK ≥ 1024 only).
+  // (tile_rule.h, kRateCooperative256MidK / ShortK).
   const int i192 = q.k >= 1024 && rate192 > 0.0 ? find(o, count, 128, 192, 2, 1, true) : -1;
-  const TileOption tile192{128, 192, 2, 1, true};
-  const bool qualifies192 = (i192 >= 0 || q.cooperative_for_192) && tiles(q, tile192) >= 4 * sms;
+  const bool qualifies192 = i192 >= 0 && tiles(q, o[i192]) >= 4 * sms;
   const double rate256 = q.k >= kLongK                   ? rate256_long_k
                          : q.k >= kMidK && qualifies192   ? rate256_mid_k
                          : q.k >= kShortK && qualifies192 ? rate256_short_k

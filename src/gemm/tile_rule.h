@@ -41,13 +41,10 @@ constexpr bool operator==(const TileOption& a, const TileOption& b) {
          a.pingpong == b.pingpong;
 }
 
-/// The problem in the kernel's terms (after the column-major-D swap), the device's SM count, and
-/// whether the group lets 128x256 stand in for a 128x192 pingpong it lacks
-/// (kCooperativeFor192DGated).
+/// The problem in the kernel's terms (after the column-major-D swap) and the device's SM count.
 struct TileQuery {
   int64_t m, n, k, l;
   int64_t sms;
-  bool cooperative_for_192 = false;
 };
 
 /// Throughput per clock of 128x192 pingpong relative to 128x128 pingpong on mainloop-bound
@@ -60,9 +57,9 @@ struct TileQuery {
 ///   8192³ 0.984, 8192x128256x4096 1.000 (equal waves · area), 16384x14336x4096 1.005,
 ///   16384x28672x4096 1.005, 16384x4096x14336 1.031.
 /// So 1.06 picks 128x192 on all five LLM shapes, 1.0 only on 8192³, and any value below 0.98
-/// (or ≤ 0: the tile is left out) keeps 128x128 on all of them. The bf16 act, dact, bias and
-/// gated epilogues have 128x192 pingpong instances and follow gemm's choice; dgated has none
-/// (its C-reading epilogue does not fit the tile's registers): kCooperativeFor192DGated below.
+/// (or ≤ 0: the tile is left out) keeps 128x128 on all of them. The bf16 act, dact, bias, gated
+/// and dgated epilogues have 128x192 pingpong instances and follow this choice (the cooperative
+/// 128x256's part differs: CooperativeRates below).
 inline constexpr double kRatePingpong192 = 1.06;
 
 /// K from which the cooperative 128x256 tile competes with the pingpong tiles (rule step 2):
@@ -124,25 +121,37 @@ inline constexpr double kRateCooperative256ShortK = 1.02;
 /// GemmTileRule.LongKTakesTheCooperativeTile).
 inline constexpr double kRateCooperative256LongK = 1.13;
 
-/// Whether a group without a 128x192 pingpong instance lets the cooperative 128x256 compete with
-/// 128x128 pingpong wherever 128x192 would qualify (rule step 2, at the same K-dependent rates),
-/// instead of only from kLongK. On for gemm_dgated (gemm.cpp, choose_instance), whose 128x128
-/// pingpong epilogue (a C ring of preact, two outputs) costs more than plain gemm's, where the
-/// rates were measured. H100, bf16, swiglu, burst, 2 rounds, ms, rule (128x128ppa1d2) against
-/// 128x256 (docs/performance.md, run AR1): 8192 x 4096 x 8192 (the bench's 8192³) 1.942 / 1.764,
-/// 16384 x 7168 x 4096 3.353 / 3.271, 16384 x 2048 x 14336 2.986 / 2.975 (128x256 already by
-/// kLongK), and below kShortK 16384 x 7168 x 2048 1.924 (a3d2io) / 2.090, where it stays off.
-/// Off elsewhere: the linear + cross-entropy dweight groups (128x128ppa1d2 beside 128x256) are
-/// not measured with it.
-inline constexpr bool kCooperativeFor192DGated = true;
+/// The cooperative 128x256's rates in rule step 2 at K ≥ kLongK, kMidK ≤ K < kLongK and
+/// kShortK ≤ K < kMidK (choose_tile_index's rate256_*; ≤ 0: out of the comparison), per epilogue
+/// (gemm.cpp, choose_instance). Plain gemm, bias and rotary: kCooperativeRates.
+struct CooperativeRates {
+  double long_k, mid_k, short_k;
+};
+inline constexpr CooperativeRates kCooperativeRates{kRateCooperative256LongK, kRateCooperative256MidK,
+                                                    kRateCooperative256ShortK};
+/// gemm_act, gemm_dact and gemm_gated: not from kLongK, where the cooperative tile runs its
+/// epilogue (a second output, or C read) after its own mainloop and 128x192 pingpong hides it
+/// under the other warpgroup's. H100, bf16, burst, 3 rounds with 300 ms rests, ours / plain gemm
+/// at 16384x4096xK, K = 14336 / 28672 (docs/performance.md, run AS), 128x192pp against the
+/// 128x256 it replaces: dact relu 1.003, 1.026 / 0.982 against 1.073, 1.063 / 1.042, dact
+/// gelu_tanh_approx 1.029 / 0.968 against 1.081 / 1.038; act relu 0.990, 1.015 / 0.984, 0.961
+/// against 1.022, 0.985 / 1.007, 0.998, act gelu_tanh_approx 1.006 / 0.979 against 1.027 /
+/// 1.011; gated swiglu 1.034, 0.998 / 0.971, 0.958 against 1.018, 1.025 / 1.008, 1.015.
+inline constexpr CooperativeRates kCooperativeRatesSecondOutput{0.0, kRateCooperative256MidK,
+                                                                kRateCooperative256ShortK};
+/// gemm_dgated (bf16: 128x192 pingpong compiled, two kernels a TU, epilogue.cuh EpiPaths): at no
+/// K. Run AS (as above; ours / plain gemm), 128x192pp against the rule before it (128x256 from
+/// K = 4096 where 128x192 would qualify, else 128x128 pingpong): 16384x14336x4096 1.037 against
+/// 1.180; 16384x4096x14336 1.004, 1.000, 1.019 against 1.079, 1.066, 1.060; 16384x4096x28672
+/// 0.972 against 1.003; 8192³ 1.044, 1.161 against 1.095, 1.240; and at K = 2048, against the
+/// I/O-warp 128x128ppa3d2io, 16384x14336x2048 1.285, 1.318 against 1.326, 1.330.
+inline constexpr CooperativeRates kCooperativeRatesDGated{0.0, 0.0, 0.0};
 
 /// Index into options[0, count) of the configuration to run; options[0] is the 128x256
 /// cooperative default, which is returned when no rule applies. rate192: kRatePingpong192,
 /// rate256_long_k: kRateCooperative256LongK, rate256_mid_k: kRateCooperative256MidK,
 /// rate256_short_k: kRateCooperative256ShortK (parameters for the host tests; ≤ 0 leaves 128x192,
-/// resp. 128x256 at long, mid or short K, out of the comparison). With q.cooperative_for_192,
-/// where 128x192 pingpong is not a candidate (not in options, or rate192 ≤ 0), 128x256 competes
-/// below kLongK wherever 128x192 would qualify (kCooperativeFor192DGated).
+/// resp. 128x256 at long, mid or short K, out of the comparison; CooperativeRates).
 int choose_tile_index(const TileQuery& q, const TileOption* options, int count,
                       double rate192 = kRatePingpong192, double rate256_long_k = kRateCooperative256LongK,
                       double rate256_mid_k = kRateCooperative256MidK,

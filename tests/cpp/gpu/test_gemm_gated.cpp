@@ -544,8 +544,9 @@ TEST_P(GemmGatedTest, DGatedManyTilesPerCta) {
 }
 
 // Every gemm_dgated A/B candidate of an A/B build (instances_ab.txt: the buffer splits a<S>[d<D>],
-// cf, ip; not the diagnostic tiles, wrong by design) and every I/O-warp variant (io, production:
-// the rule's at K ≤ kIoWarpMaxK), each forced by its tile name: the shapes
+// cf, ip; not the diagnostic tiles, wrong by design), every I/O-warp variant (io, production:
+// the rule's at K ≤ kIoWarpMaxK) and 128x192 pingpong (production), each forced by its tile
+// name: the shapes
 // above, several tiles per CTA and per pingpong warpgroup with partial tiles and a 2x1 cluster's
 // empty second CTA (DGatedManyTilesPerCta's), postact absent, batches, and rows TMA cannot
 // address (preact staged by plain loads into the ring, dpreact and postact by plain and clipped
@@ -556,7 +557,8 @@ class GemmDGatedAbTiles : public GpuTest {};
 TEST_F(GemmDGatedAbTiles, EveryCandidateTile) {
   std::vector<std::string> tiles;
   for (const detail::GemmInstance& i : detail::kGemmInstances)
-    if (i.epilogue == detail::GemmEpilogue::kDGated && (i.candidate || i.io_warps) && !i.diagnostic &&
+    if (i.epilogue == detail::GemmEpilogue::kDGated &&
+        (i.candidate || i.io_warps || std::string(i.tile).rfind("128x192pp", 0) == 0) && !i.diagnostic &&
         i.ab == kBf && std::find(tiles.begin(), tiles.end(), i.tile) == tiles.end())
       tiles.push_back(i.tile);
   if (tiles.empty()) GTEST_SKIP() << "no gemm_dgated variant tile compiled";

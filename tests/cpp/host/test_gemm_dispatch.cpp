@@ -210,12 +210,12 @@ TEST(GemmDispatch, LceDweightTiles) {
   EXPECT_EQ(launched(vocab, nullptr), "gemm_sm90_128x256_bf16_f32_mm");
 }
 
-// gemm_dgated (an MLP's fc2 dgrad: a (M, K) row-major, b (K, H) row-major, kernel majors km)
-// on the rule's 128x128 pingpong: the I/O-warp variant a3d2io at K ≤ kIoWarpMaxK (2048), a1d2
-// above up to kShortK; from kShortK the cooperative 128x256 where 128x192 pingpong would qualify
-// (kCooperativeFor192DGated); QUACK_GEMM_TILE=128x128pp forces the tile's first variant, a1d2,
-// at any K.
-TEST(GemmDispatch, DGatedIoWarpsUpToKIoWarpMaxK) {
+// gemm_dgated (an MLP's fc2 dgrad: a (M, K) row-major, b (K, H) row-major, kernel majors km):
+// 128x192 pingpong wherever it qualifies (K ≥ 1024, ≥ 4 tiles per SM; the cooperative 128x256
+// at no K: kCooperativeRatesDGated), else 128x128 pingpong with the I/O-warp variant a3d2io at
+// K ≤ kIoWarpMaxK (2048) and a1d2 above; QUACK_GEMM_TILE=128x128pp forces the tile's first
+// variant, a1d2, at any K.
+TEST(GemmDispatch, DGatedTakesTheWidePingpongTile) {
   const uintptr_t unit = uintptr_t{1} << 40;
   auto dgated = [&](int64_t M, int64_t H, int64_t K) {
     GemmDGatedArgs g;
@@ -228,22 +228,32 @@ TEST(GemmDispatch, DGatedIoWarpsUpToKIoWarpMaxK) {
   };
   const std::string io = "gemm_dgated_sm90_128x128ppa3d2io_bf16_x2_pbf16_km";
   const std::string a1d2 = "gemm_dgated_sm90_128x128ppa1d2_bf16_x2_pbf16_km";
-  EXPECT_EQ(launched(dgated(16384, 5632, 2048), nullptr), io);  // the demo's fc2 dgrad
-  EXPECT_EQ(launched(dgated(16384, 5632, 1024), nullptr), io);
-  EXPECT_EQ(launched(dgated(16384, 5632, 2049), nullptr), a1d2);
-  EXPECT_EQ(launched(dgated(16384, 5632, 4095), nullptr), a1d2);
+  const std::string pp192 = "gemm_dgated_sm90_128x192pp_bf16_x2_pbf16_km";
   const std::string coop = "gemm_dgated_sm90_128x256_bf16_x2_pbf16_km";
-  EXPECT_EQ(launched(dgated(16384, 14336, 4096), nullptr), coop);  // 55 x 256·256 / 1.02 < 109 x 256·128
-  EXPECT_EQ(launched(dgated(16384, 7168, 4096), nullptr), coop);
-  EXPECT_EQ(launched(dgated(8192, 8192, 8192), nullptr), coop);
+  // The demo's fc2 dgrad: 30 waves x 256·192 / 1.06 against 43 x 256·128.
+  EXPECT_EQ(launched(dgated(16384, 5632, 2048), nullptr), pp192);
+  EXPECT_EQ(launched(dgated(16384, 5632, 1024), nullptr), pp192);
+  EXPECT_EQ(launched(dgated(16384, 14336, 4096), nullptr), pp192);
+  EXPECT_EQ(launched(dgated(16384, 7168, 4096), nullptr), pp192);
+  EXPECT_EQ(launched(dgated(8192, 8192, 8192), nullptr), pp192);
+  EXPECT_EQ(launched(dgated(16384, 4096, 14336), nullptr), pp192);  // plain gemm: 128x256 here
+  // Below K = 1024 128x192 is no candidate: 128x128 pingpong, its I/O-warp variant.
+  EXPECT_EQ(launched(dgated(16384, 5632, 512), nullptr), io);
+  // 128x128 pingpong qualifies (16 x 40 tiles ≥ 4 · 132), 128x192 does not (16 x 27).
+  EXPECT_EQ(launched(dgated(2048, 5120, 2048), nullptr), io);
+  EXPECT_EQ(launched(dgated(2048, 5120, 2049), nullptr), a1d2);
+  EXPECT_EQ(launched(dgated(2048, 5120, 8192), nullptr), a1d2);
+  // No pingpong tile qualifies: the cooperative default.
+  EXPECT_EQ(launched(dgated(2048, 2048, 8192), nullptr), coop);
   EXPECT_EQ(launched(dgated(8192, 8192, 8192), "128x128pp"), a1d2);
   EXPECT_EQ(launched(dgated(16384, 5632, 2048), "128x128pp"), a1d2);
   EXPECT_EQ(launched(dgated(16384, 5632, 8192), "128x128ppa3d2io"), io);
+  EXPECT_EQ(launched(dgated(16384, 5632, 8192), "128x256"), coop);
 }
 
 // gemm_gated (an MLP's fc1: x (M, K) row-major, W1 (N, K) row-major as b = W1ᵀ, kernel majors
-// kk) follows gemm's rule: 128x192 pingpong at the LLM shapes, the cooperative 128x256 at
-// kLongK, 128x128 pingpong where 128x192 has too few tiles; QUACK_GEMM_TILE forces the others.
+// kk) follows gemm's rule but for long K (kCooperativeRatesSecondOutput): 128x192 pingpong at
+// the LLM shapes, at kLongK too; QUACK_GEMM_TILE forces the others.
 TEST(GemmDispatch, GatedFollowsTheRule) {
   const uintptr_t unit = uintptr_t{1} << 40;
   auto gated = [&](int64_t M, int64_t N, int64_t K) {
@@ -259,7 +269,8 @@ TEST(GemmDispatch, GatedFollowsTheRule) {
   EXPECT_EQ(launched(gated(16384, 14336, 4096), nullptr), pp192);
   EXPECT_EQ(launched(gated(8192, 8192, 8192), nullptr), pp192);
   EXPECT_EQ(launched(gated(16384, 14336, 2048), nullptr), pp192);
-  EXPECT_EQ(launched(gated(16384, 4096, 14336), nullptr), "gemm_gated_sm90_128x256_bf16_bf16_kk");
+  EXPECT_EQ(launched(gated(16384, 4096, 14336), nullptr), pp192);
+  EXPECT_EQ(launched(gated(16384, 4096, 14336), "128x256"), "gemm_gated_sm90_128x256_bf16_bf16_kk");
   EXPECT_EQ(launched(gated(16384, 14336, 4096), "128x128pp"), "gemm_gated_sm90_128x128pp_bf16_bf16_kk");
 }
 

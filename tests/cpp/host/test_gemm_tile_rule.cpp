@@ -123,26 +123,30 @@ TEST(GemmTileRule, MidKTakesTheCooperativeTileWhereItsWavesAreFewer) {
   EXPECT_EQ(pick(no192, 16384, 2048, 5632), "128x128pp");
 }
 
-// A set without 128x192 pingpong (gemm_dgated's) with cooperative_for_192: 128x256 competes from
-// kShortK wherever 128x192 would qualify, at the same rates; below kShortK, or without the flag
-// below kLongK, 128x128 pingpong stays.
-TEST(GemmTileRule, CooperativeStandsInForAMissing192) {
-  std::vector<TileOption> no192 = kBf16;
-  no192.erase(no192.begin() + 2);
-  auto coop = [&](int64_t m, int64_t n, int64_t k) {
-    const TileQuery q{m, n, k, 1, 132, true};
-    const int i = choose_tile_index(q, no192.data(), int(no192.size()));
-    return name(no192[size_t(i)]);
+// The fused epilogues' cooperative rates (tile_rule.h, CooperativeRates): with a second output
+// (act, dact, gated) 128x192 pingpong keeps the long K where plain gemm takes 128x256; dgated
+// never takes 128x256 where a pingpong tile qualifies, and keeps the default where none does.
+TEST(GemmTileRule, FusedEpiloguesKeepPingpongAtLongK) {
+  auto with = [](const quack::detail::CooperativeRates& r, int64_t m, int64_t n, int64_t k) {
+    return pick(kBf16, m, n, k, 1, quack::detail::kRatePingpong192, r.long_k, r.mid_k, r.short_k);
   };
-  // 8192 x 4096 x 8192: 8 waves of 256x256 clusters (7.76) / 1.06 against 16 of 256x128 (15.5).
-  EXPECT_EQ(coop(8192, 4096, 8192), "128x256");
-  EXPECT_EQ(pick(no192, 8192, 4096, 8192), "128x128pp");
-  // 16384 x 7168 x 4096: 28 x 256·256 / 1.02 against 55 x 256·128.
-  EXPECT_EQ(coop(16384, 7168, 4096), "128x256");
-  EXPECT_EQ(coop(16384, 7168, quack::detail::kShortK - 1), "128x128pp");
-  EXPECT_EQ(coop(16384, 7168, 2048), "128x128pp");
-  // 128x128 pingpong qualifies (16 x 40 tiles ≥ 4 · 132), 128x192 would not (16 x 27): it stays.
-  EXPECT_EQ(coop(2048, 5120, 8192), "128x128pp");
+  const auto& plain = quack::detail::kCooperativeRates;
+  const auto& second = quack::detail::kCooperativeRatesSecondOutput;
+  const auto& dgated = quack::detail::kCooperativeRatesDGated;
+  EXPECT_EQ(with(plain, 16384, 4096, 14336), "128x256");
+  EXPECT_EQ(with(second, 16384, 4096, 14336), "128x192pp");
+  EXPECT_EQ(with(second, 16384, 4096, 28672), "128x192pp");
+  EXPECT_EQ(with(dgated, 16384, 4096, 14336), "128x192pp");
+  // Below kLongK the second-output rates are plain gemm's: 16384 x 4096 x 8192 takes 128x256
+  // (16 x 256·256 against 22 x 256·192) with both; dgated keeps 128x192 pingpong.
+  EXPECT_EQ(with(plain, 16384, 4096, 8192), "128x256");
+  EXPECT_EQ(with(second, 16384, 4096, 8192), "128x256");
+  EXPECT_EQ(with(dgated, 16384, 4096, 8192), "128x192pp");
+  EXPECT_EQ(with(second, 4096, 4096, 4096), with(plain, 4096, 4096, 4096));
+  EXPECT_EQ(with(dgated, 4096, 4096, 4096), "128x128pp");  // 8 waves x 256·128 < 6 x 256·192 / 1.06
+  // No pingpong tile qualifies (2048 x 2048: 16 x 16 tiles of 128x128 < 4 · 132): the default.
+  EXPECT_EQ(with(dgated, 2048, 2048, 14336), "128x256");
+  EXPECT_EQ(with(second, 2048, 2048, 14336), "128x256");
 }
 
 TEST(GemmTileRule, QuantisationDecidesAtShortK) {
