@@ -35,10 +35,14 @@ build() {
     AB_INSTANCES=$(sed -n 's/.* ab=//p' .prebuilt-lib/stamp)
   fi
   if [ "${PREBUILT_LIB:-0}" = 1 ]; then
-    if [ -f .prebuilt-lib/libquack.a.xz ] &&
-       [ "$(cat .prebuilt-lib/stamp 2>/dev/null)" = "$(bash scripts/device/stamp.sh lib) ab=${AB_INSTANCES:-ON}" ]; then
+    local want="$(bash scripts/device/stamp.sh lib) ab=${AB_INSTANCES:-ON}"
+    if [ -f .prebuilt-lib/libquack.a.xz ] && [ "$(cat .prebuilt-lib/stamp 2>/dev/null)" = "$want" ]; then
       mkdir -p build/lib && xz -dc .prebuilt-lib/libquack.a.xz > build/lib/libquack.a \
+        && echo "$want" > build/lib/stamp \
         && lib=$PWD/build/lib/libquack.a && echo "prebuilt libquack.a" | tee -a $R/build.log
+    elif [ -f build/lib/libquack.a ] && [ "$(cat build/lib/stamp 2>/dev/null)" = "$want" ]; then
+      # A warm machine's copy from an earlier call (a later call carries .peers instead).
+      lib=$PWD/build/lib/libquack.a && echo "prebuilt libquack.a (this machine's copy)" | tee -a $R/build.log
     else
       echo "PREBUILT_LIB=1 but .prebuilt-lib/ is missing or for another tree: building the library" | tee -a $R/build.log
     fi
