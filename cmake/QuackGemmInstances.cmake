@@ -75,8 +75,9 @@ function(quack_gemm_instances list_files out_dir sources_var)
     # - e<N>: epilogue subtiles N columns wide (EpiSubtile<..., N>, tile_config.cuh: cooperative
     #   128 x 64 instead of 128 x 32, the buffer bytes kept; N = 128 on BN = 128, cooperative or
     #   pingpong: subtiles as wide as the tile, rows of 256 bytes); one 16-bit output, C of D's dtype.
-    #   e128u (instances_ab.txt only): e128 with row-major buffers without swizzle (EpiUnswizzled,
-    #   epilogue.cuh), one TMA box of 256-byte rows per subtile instead of two of 128-byte rows.
+    #   e128u (instances_ab.txt only): e128 with row-major buffers without swizzle
+    #   (EpiUnswizzled, epilogue_variants.cuh), one TMA box of 256-byte rows per subtile instead
+    #   of two of 128-byte rows.
     # - a<S>[d<D>]: the epilogue's buffer split (EpiCAhead<..., S, D>: S C buffers loaded ahead
     #   per group, 0 for none; D buffers per output).
     set(epi_split "")
@@ -86,20 +87,22 @@ function(quack_gemm_instances list_files out_dir sources_var)
     set(epi_sub_u "")
     set(epi_sub_n "")
     # - diag<M> (after a<S>[d<D>], instances_ab.txt only): DIAGNOSTIC, wrong results
-    #   (EpiDiag<..., M>, epilogue.cuh: 1 no C loads, 2 no stores, 3 C prefetched to L2, not waited,
-    #   4 C loaded and waited on, not read, 5 C read, not loaded (L2 prefetch)); never in correctness tests.
+    #   (EpiDiag<..., M>, epilogue_variants.cuh: 1 no C loads, 2 no stores, 3 C prefetched to
+    #   L2, not waited, 4 C loaded and waited on, not read, 5 C read, not loaded (L2 prefetch));
+    #   never in correctness tests.
     # - cf (after a<S>[d<D>], before diag<M>; instances_ab.txt only, gemm_dgated): 32-bit C and D
-    #   moved in the bank-conflict-free order (EpiCf<...>, epilogue.cuh): bit-identical results.
+    #   moved in the bank-conflict-free order (EpiCf<...>, epilogue_variants.cuh): bit-identical
+    #   results.
     # - ip (after a<S>[d<D>][cf], S ≥ 2, no diag<M>; instances_ab.txt only, gemm_dgated): C's
     #   ring slots are output 0's buffers, each C subtile overwritten in place by its output and
-    #   stored from there, loads S − 1 subtiles ahead (EpiInPlace<...>, epilogue.cuh): bit-identical
-    #   results; d<D> counts output 1's buffers only.
+    #   stored from there, loads S − 1 subtiles ahead (EpiInPlace<...>, epilogue_variants.cuh):
+    #   bit-identical results; d<D> counts output 1's buffers only.
     # - io (after a<S>[d<D>], S ≥ 2, no cf, no diag<M>; gemm_dgated on a pingpong tile): ip's
     #   slots, and each warpgroup's C loads and output stores issued by an I/O warp of the
-    #   producer warpgroup (EpiIoWarp<EpiInPlace<...>>, epilogue.cuh): the consumers only compute
-    #   and write smem; bit-identical results; d<D> counts output 1's buffers. The rule offers a
-    #   production io instance in place of its tile's other variant at K ≤ kIoWarpMaxK only
-    #   (GemmInstance::io_warps, tile_rule.h).
+    #   producer warpgroup (EpiIoWarp<EpiInPlace<...>>, epilogue_variants.cuh): the consumers
+    #   only compute and write smem; bit-identical results; d<D> counts output 1's buffers. The
+    #   rule offers a production io instance in place of its tile's other variant at K ≤
+    #   kIoWarpMaxK only (GemmInstance::io_warps, tile_rule.h).
     # - vd (last; instances_ab.txt only): the control of the k-loop's uniform descriptors, the
     #   WGMMA descriptors built in vector registers (VectorDesc<...>, mainloop.cuh): the same
     #   results, more issued instructions per k-tile; "<epilogue>:vd" alone or after the others.

@@ -139,7 +139,7 @@ inline constexpr CooperativeRates kCooperativeRates{kRateCooperative256LongK, kR
 /// 1.011; gated swiglu 1.034, 0.998 / 0.971, 0.958 against 1.018, 1.025 / 1.008, 1.015.
 inline constexpr CooperativeRates kCooperativeRatesSecondOutput{0.0, kRateCooperative256MidK,
                                                                 kRateCooperative256ShortK};
-/// gemm_dgated (bf16: 128x192 pingpong compiled, two kernels a TU, epilogue.cuh EpiPaths): at no
+/// gemm_dgated (bf16: 128x192 pingpong compiled, two kernels a TU, epilogue_variants.cuh EpiPaths): at no
 /// K. Run AS (as above; ours / plain gemm), 128x192pp against the rule before it (128x256 from
 /// K = 4096 where 128x192 would qualify, else 128x128 pingpong): 16384x14336x4096 1.037 against
 /// 1.180; 16384x4096x14336 1.004, 1.000, 1.019 against 1.079, 1.066, 1.060; 16384x4096x28672

@@ -20,6 +20,8 @@
 //   a view at an odd column): every subtile goes through the same smem buffer and plain stores
 //   (EpilogueParams::d_plain); such a C is staged into its smem buffer by the group's plain loads
 //   instead of TMA, then read as in the TMA path (c_plain).
+// Variants (tile-configuration wrappers: C ring sizes, in place, I/O warp, diagnostics, ...):
+//   epilogue_variants.cuh.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -38,6 +40,7 @@
 #include "gemm/sm90/epilogue_gated.cuh"
 #include "gemm/sm90/epilogue_ops.cuh"
 #include "gemm/sm90/epilogue_smem.cuh"
+#include "gemm/sm90/epilogue_variants.cuh"
 #include "gemm/sm90/tile_config.cuh"
 
 namespace quack::detail::sm90 {
@@ -111,153 +114,6 @@ template <class Op, class = void>
 struct VisitorPrefetch : std::false_type {};
 template <class Op>
 struct VisitorPrefetch<Op, std::void_t<decltype(Op::kPrefetch)>> : std::bool_constant<Op::kPrefetch> {};
-
-/// Tile configuration Base whose epilogue takes StagesC C buffers loaded ahead per group (0: C
-/// loaded when its subtile's turn comes, into the D buffer where the widths match) and, when
-/// StagesD > 0, StagesD buffers per output (CollectiveEpilogue's kStagesC, EpiStagesD): the
-/// device A/B variants of a fused epilogue's buffer split (instances_ab.txt, epilogue column
-/// "<epilogue>:a<StagesC>[d<StagesD>]"), which may cost mainloop stages. Without it the
-/// epilogue sizes both itself.
-template <class Base, int StagesC, int StagesD = 0>
-struct EpiCAhead : Base {
-  static_assert(StagesC >= 0 && StagesD >= 0, "buffer counts");
-  static constexpr int kEpiCAheadStages = StagesC;
-  static constexpr int kEpiStagesD = StagesD;
-};
-template <class T, class = void>
-struct TileCAheadStages : std::integral_constant<int, -1> {};  // -1: the epilogue's choice
-template <class T>
-struct TileCAheadStages<T, std::void_t<decltype(T::kEpiCAheadStages)>> : std::integral_constant<int, T::kEpiCAheadStages> {};
-template <class T, class = void>
-struct TileEpiStagesD : std::integral_constant<int, 0> {};  // 0: the epilogue's choice
-template <class T>
-struct TileEpiStagesD<T, std::void_t<decltype(T::kEpiStagesD)>> : std::integral_constant<int, T::kEpiStagesD> {};
-
-/// DIAGNOSTIC ONLY (wrong results; never in instances.txt, never in correctness tests): tile
-/// configuration Base whose epilogue drops one of its global streams, to split gemm_dgated's cost
-/// on the device (instances_ab.txt, epilogue column "<epilogue>:a<S>[d<D>]diag<Mode>", tile suffix
-/// diag<Mode>). Same shared-memory layout, buffers and mainloop stages as Base; same per-subtile
-/// barriers and TMA store groups.
-/// - Mode 1 (no C): C is never loaded (no prefetch_c, no ring loads, no c_full waits); the
-///   visitor gets a synthetic C made at run time (not foldable), so its arithmetic is kept.
-/// - Mode 2 (no stores): the outputs are written to shared memory as usual but no TMA store is
-///   issued (each subtile's bulk group is empty); C is loaded as usual.
-/// - Mode 3 (C's traffic without its wait): each C load of the ring (kCAhead) becomes a TMA L2
-///   prefetch of the same box at the same moment (cp.async.bulk.prefetch.tensor: DRAM reads and
-///   L2 footprint as production, no smem write, no mbarrier), and the visitor gets mode 1's
-///   synthetic C: nothing in the epilogue waits on C.
-/// - Mode 4 (C loaded and waited on, not read): C's TMA loads into the ring and the c_full waits
-///   as production; no thread reads the buffer (mode 1's synthetic C). Production less its
-///   shared-memory reads of C (8 ld.shared.v2 per thread and subtile) and their conversion.
-/// - Mode 5 (C read, neither loaded into smem nor waited on): mode 3's L2 prefetches, and the
-///   threads read the C buffer as production (the same ld.shared.v2, the same bank conflicts)
-///   though TMA never writes it (stale values: the visitor's arithmetic on garbage). Mode 3 plus
-///   the smem reads of C; production less the TMA write of C into smem and the wait.
-template <class Base, int Mode>
-struct EpiDiag : Base {
-  static_assert(Mode >= 1 && Mode <= 5,
-                "diagnostic modes: 1 no C, 2 no stores, 3 C prefetched to L2, not waited, 4 C waited, not read, "
-                "5 C read, not loaded (L2 prefetch)");
-  static constexpr int kEpiDiag = Mode;
-};
-template <class T, class = void>
-struct TileEpiDiag : std::integral_constant<int, 0> {};  // 0: production
-template <class T>
-struct TileEpiDiag<T, std::void_t<decltype(T::kEpiDiag)>> : std::integral_constant<int, T::kEpiDiag> {};
-
-/// Tile configuration Base whose epilogue moves its 32-bit C and D subtiles (64 x 32 words: gemm_dgated's
-/// packed pairs) in the bank-conflict-free order of epilogue_smem.cuh (load_subtile_cf /
-/// store_subtile_cf, whose 16-bit path stores postact by STSM): lanes of odd lane / 4 take the column block
-/// j ^ 2 at slot j, and the accumulator values are permuted to match (16 selects per thread and
-/// subtile), so every value meets its own C and lands at its own address: bit-identical results
-/// (instances_ab.txt, epilogue column "<epilogue>:a<S>[d<D>]cf", tile suffix cf). Same
-/// buffers, layouts and mainloop stages as Base. The fragment order's ld / st.shared.v2 take 4
-/// wavefronts each (2-way conflicts per half-warp), 32 per warp and subtile for C and as many for
-/// D; the cf order 2 (scripts/dgated_smem_banks.py).
-template <class Base>
-struct EpiCf : Base {
-  static constexpr bool kEpiCf = true;
-};
-template <class T, class = void>
-struct TileEpiCf : std::false_type {};  // production: the fragment order
-template <class T>
-struct TileEpiCf<T, std::void_t<decltype(T::kEpiCf)>> : std::bool_constant<T::kEpiCf> {};
-
-/// Tile configuration Base whose epilogue (a C ring of S ≥ 2 buffers, EpiCAhead<..., S, D>) lands
-/// each C subtile in a ring slot that then holds that subtile's output 0 and is TMA-stored from
-/// there: C's buffers are D's (S slots per group; D stays output 1's buffer count), and the load
-/// of the subtile S − 1 places ahead is issued after this subtile's stores once the stores of the
-/// subtile before have read their slot. The slot is written in place without a cross-thread
-/// hazard because a thread's 32-bit C reads and D writes of a subtile touch the same addresses
-/// (load_subtile / store_subtile, epilogue_smem.cuh). With gemm_dgated's a3d2 (3 slots of 8 KB
-/// and 2 postact buffers of 4 KB per warpgroup: a1d2's 32 KB) preact's loads run two subtiles
-/// ahead instead of one at the same mainloop stages, and one group barrier per subtile is left
-/// (instances_ab.txt, suffix ip; timing only: bit-identical results).
-template <class Base>
-struct EpiInPlace : Base {
-  static constexpr bool kEpiInPlace = true;
-};
-template <class T, class = void>
-struct TileEpiInPlace : std::false_type {};  // production: C and D in buffers of their own
-template <class T>
-struct TileEpiInPlace<T, std::void_t<decltype(T::kEpiInPlace)>> : std::bool_constant<T::kEpiInPlace> {};
-/// Tile configuration Base (in place: EpiInPlace<EpiCAhead<..., S, D>>, pingpong) whose epilogue
-/// I/O goes through one warp per group of the producer warpgroup (warps 1 and 2, idle otherwise):
-/// the I/O warp issues the group's C loads into the ring's slots and the TMA stores of its
-/// outputs, and drains the stores; the consumers only wait for a slot's C, compute, write the
-/// outputs into smem and signal (no named barrier, no store drain, no TMA issue in their chain).
-/// The I/O warp walks the group's tiles as its consumers do, so C loads of a tile's subtiles run
-/// up to S ahead of its stores, across the mainloop of the group's next tile. mbarriers per
-/// group: c_full[S] (the slot's C landed: 1 arrival + TMA bytes), d_full[S] (the slot's output 0
-/// and the subtile's output 1 written and fenced for the async proxy: one arrival per consumer
-/// warp), d1_free[D] (output 1's buffer read by its store: 1 arrival). Launches the I/O warp
-/// cannot serve (C or an output TMA cannot address, a row tail stored by plain stores) run the
-/// in-place epilogue of EpiInPlace with the I/O warp idle. Bit-identical results (same values,
-/// same conversion, same addresses). Tile suffix io: gemm_dgated's 128x128ppa3d2io (instances.txt;
-/// the rule's at K ≤ kIoWarpMaxK, tile_rule.h; design: docs/data/dgated_a3io_design.md).
-template <class Base>
-struct EpiIoWarp : Base {
-  static constexpr bool kEpiIoWarp = true;
-};
-template <class T, class = void>
-struct TileEpiIoWarp : std::false_type {};  // production: the consumers issue their own I/O
-template <class T>
-struct TileEpiIoWarp<T, std::void_t<decltype(T::kEpiIoWarp)>> : std::bool_constant<T::kEpiIoWarp> {};
-/// Tile configuration Base (with 16-bit subtiles of 128 columns: EpiSubtile<..., 128>) whose
-/// subtile buffers are row-major without swizzle, so each subtile is one TMA box of 256-byte rows
-/// (instances_ab.txt, epilogue column "<epilogue>:e128u", tile suffix e128u; issue 16's A/B of
-/// the store box's row width). e128's SW128 blocks need two boxes of 128-byte rows: a swizzled
-/// box row spans at most 128 bytes. The STSM / LDSM rows rotate (epilogue_smem.cuh,
-/// rotated_chunk / rotate_blocks: 96 selects per thread and subtile) to stay free of bank
-/// conflicts. Same buffers and mainloop stages as Base; bit-identical results.
-template <class Base>
-struct EpiUnswizzled : Base {
-  static constexpr bool kEpiUnswizzled = true;
-};
-template <class T, class = void>
-struct TileEpiUnswizzled : std::false_type {};  // production: swizzled buffers
-template <class T>
-struct TileEpiUnswizzled<T, std::void_t<decltype(T::kEpiUnswizzled)>> : std::bool_constant<T::kEpiUnswizzled> {};
-/// Tile configuration Base whose kernel holds one of store_tile's two paths: Paths = 1, the
-/// visitor's specialised copies with every C load and store through TMA (and nothing else);
-/// Paths = 2, the generic path (the run-time choice a constant per subtile; plain loads and
-/// stores where TMA cannot make them). run_gemm (launch.cuh) builds both kernels for a visitor
-/// with kSplitWide on the wide pingpong tile (CollectiveEpilogue::kSplitPaths) and launches the
-/// first where specialize takes a copy (CollectiveEpilogue::specialized_launch), else the
-/// second: the launch takes the path the one kernel with both would, and ptxas allocates each
-/// kernel's registers for its own path (gemm_dgated's one kernel spilled 1048 / 756 bytes,
-/// mostly where the generic path's per-subtile switch sat beside 192 accumulators). Both run
-/// store_subtiles_split. Same buffers, layouts and mainloop stages as Base; the instance's name
-/// does not change.
-template <class Base, int Paths>
-struct EpiPaths : Base {
-  static_assert(Paths == 1 || Paths == 2, "1: the specialised copies (TMA only), 2: the generic path");
-  static constexpr int kEpiPaths = Paths;
-};
-template <class T, class = void>
-struct TileEpiPaths : std::integral_constant<int, 0> {};  // 0: both paths in one kernel
-template <class T>
-struct TileEpiPaths<T, std::void_t<decltype(T::kEpiPaths)>> : std::integral_constant<int, T::kEpiPaths> {};
 
 /// Epilogue of tile configuration Tile with visitor Op, output dtype ElementD (output 0), C's
 /// dtype ElementC (void: D's) and, for a visitor with two outputs, output 1's ElementD1 (void: D's).
@@ -715,6 +571,28 @@ struct CollectiveEpilogue {
     return !p.c_plain && !p.d_plain && !p.tail_manual;
   }
 
+  // The subtile loop of store_tile's paths (store_subtiles, store_subtiles_split,
+  // store_tile_io), written before a statement: the statement runs for each subtile (epi_m,
+  // epi_n) of tile (m_blk, n_blk) whose first row m0 and first column n0 lie inside (M, N), in
+  // store_tile's order (row-major: the order valid_subtiles, issue_c_ahead and io_loop count
+  // in), and ends by advancing sub_count. A subtile wholly outside the output has nothing to
+  // load or store and takes no count (the test is group-uniform). Both loops unroll: epi_m and
+  // epi_n are constants in each copy of the statement, so the accumulator's fragments stay in
+  // registers. A macro, not a function taking the statement as a lambda: nvcc 13.0 optimises a
+  // lambda's body on its own before inlining it and compiles the kernels to other SASS
+  // (store_subtiles' flag of the plain stores in a 16-bit register instead of a predicate); the
+  // skip a `continue`, as the loop's own: `if (inside) statement` compiles gemm_dgated's a3d2io
+  // kernel to other SASS.
+#define QUACK_FOR_EACH_SUBTILE(M, N, m_blk, n_blk)                                                \
+  CUTE_UNROLL                                                                                      \
+  for (int epi_m = 0; epi_m < Tile::BM / EpiM; ++epi_m)                                            \
+    CUTE_UNROLL                                                                                    \
+    for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n)                                          \
+      if (int const m0 = (m_blk) * Tile::BM + epi_m * EpiM, n0 = (n_blk) * Tile::BN + epi_n * EpiN; \
+          n0 >= (N) || m0 >= (M))                                                                  \
+        continue;                                                                                  \
+      else
+
   /// store_tile's subtiles with visitor `op` (the member or its specialised copy: the parameter
   /// hides the member).
   template <bool kTma, class V, class P, class Acc>
@@ -735,184 +613,177 @@ struct CollectiveEpilogue {
     auto epi_sync = [this] { cutlass::arch::NamedBarrier::sync(kEpiThreads, 1 + grp); };
     constexpr bool kPrefetch = VisitorPrefetch<Op>::value;
     if constexpr (kPrefetch) op.template prefetch<kFrg>(SubtileCoord{m_blk * Tile::BM, n_blk * Tile::BN, etid, l});
-    CUTE_UNROLL
-    for (int epi_m = 0; epi_m < Tile::BM / EpiM; ++epi_m) {
-      int const m0 = m_blk * Tile::BM + epi_m * EpiM;  // first row of the subtile
-      CUTE_UNROLL
-      for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n) {
-        int const n0 = n_blk * Tile::BN + epi_n * EpiN;  // first column of the subtile
-        if (n0 >= N || m0 >= M) continue;  // wholly outside the output: nothing to load or store (group-uniform)
-        if constexpr (kPrefetch) {
-          // The next subtile in this order (its global reads then overlap this subtile's stores).
-          int const next_m = epi_n + 1 < Tile::BN / EpiN ? epi_m : epi_m + 1;
-          int const next_n = epi_n + 1 < Tile::BN / EpiN ? epi_n + 1 : 0;
-          if (next_m < Tile::BM / EpiM)
-            op.template prefetch<kFrg>(
-                SubtileCoord{m_blk * Tile::BM + next_m * EpiM, n_blk * Tile::BN + next_n * EpiN, etid, l});
+    QUACK_FOR_EACH_SUBTILE(M, N, m_blk, n_blk) {
+      if constexpr (kPrefetch) {
+        // The next subtile in this order (its global reads then overlap this subtile's stores).
+        int const next_m = epi_n + 1 < Tile::BN / EpiN ? epi_m : epi_m + 1;
+        int const next_n = epi_n + 1 < Tile::BN / EpiN ? epi_n + 1 : 0;
+        if (next_m < Tile::BM / EpiM)
+          op.template prefetch<kFrg>(
+              SubtileCoord{m_blk * Tile::BM + next_m * EpiM, n_blk * Tile::BN + next_n * EpiN, etid, l});
+      }
+      int const d_stage = sub_count % EpiStagesD;
+      int const c_stage = kCAhead ? sub_count % kStagesC : kReuseSmemC ? d_stage : 0;
+      int const d_slot = kInPlace ? c_stage : d_stage;  // output 0's buffer (in place: C's slot)
+      uint32_t const c_phase = uint32_t(kCAhead ? sub_count / kStagesC : sub_count) & 1u;
+      cutlass::Array<float, kFrg> x;  // this subtile's accumulator values (fragment order)
+      if constexpr (kCf) {
+        // The cf order: slot i of a thread of odd lane / 4 holds fragment value i ^ 8.
+        bool const flip = cf_flip(etid) != 0u;
+        CUTE_UNROLL
+        for (int i = 0; i < kFrg; ++i) {
+          float const a = acc(epi_n * kFrg + i, epi_m, 0), b = acc(epi_n * kFrg + (i ^ 8), epi_m, 0);
+          x[i] = flip ? b : a;
         }
-        int const d_stage = sub_count % EpiStagesD;
-        int const c_stage = kCAhead ? sub_count % kStagesC : kReuseSmemC ? d_stage : 0;
-        int const d_slot = kInPlace ? c_stage : d_stage;  // output 0's buffer (in place: C's slot)
-        uint32_t const c_phase = uint32_t(kCAhead ? sub_count / kStagesC : sub_count) & 1u;
-        cutlass::Array<float, kFrg> x;  // this subtile's accumulator values (fragment order)
-        if constexpr (kCf) {
-          // The cf order: slot i of a thread of odd lane / 4 holds fragment value i ^ 8.
-          bool const flip = cf_flip(etid) != 0u;
-          CUTE_UNROLL
-          for (int i = 0; i < kFrg; ++i) {
-            float const a = acc(epi_n * kFrg + i, epi_m, 0), b = acc(epi_n * kFrg + (i ^ 8), epi_m, 0);
-            x[i] = flip ? b : a;
+      } else {
+        CUTE_UNROLL
+        for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
+      }
+      // A thread's C values of one subtile from its buffer, in x's order.
+      auto read_c = [&](cutlass::Array<ElementC, kFrg>& c, ElementC const* buf) {
+        if constexpr (kCf)
+          load_subtile_cf<EpiN>(c, buf, etid);
+        else
+          load_subtile<EpiN, EpiM, kUnswizzled>(c, buf, etid);
+      };
+      cutlass::Array<float, kFrg> out[kOutputs];
+      SubtileCoord const coord{m0, n0, etid, l};
+      // C's values: from global memory (c_plain) or through TMA and smem. A kLinFirst visitor
+      // (epilogue_ops.cuh) gets x = alpha·x + beta·C formed in place as C arrives, so C's
+      // values die at once, then one finish call (its code appears once); a kNeedsC visitor
+      // (an activation gradient: C is the preact) is called once after either source;
+      // LinearCombination is called in each branch (c null when C is not read).
+      constexpr bool kLin = Op::kLinFirst;
+      constexpr bool kOneCall = kLin || Op::kNeedsC;
+      cutlass::Array<float, kFrg> cf;
+      if (!kTma && (Op::kNeedsC || load_c) && p.c_plain) {
+        // C staged into its buffer by the group's plain loads, then read as in the TMA path.
+        // Every thread's reads of the buffer (the previous subtile's LDSM, or a clipped store's
+        // reads of the D buffer it aliases) came before the last epi_sync; with reuse, the TMA
+        // store that read the buffer must also be done before any thread writes it.
+        if constexpr (kReuseSmemC) {
+          if (etid == 0) tma_store_wait<EpiStagesD - 1>();
+          epi_sync();
+        }
+        load_subtile_plain(c_smem + c_stage * kSubtile, p.c_ptr, p.ldc, p.batch_c, M, N, l, m0, n0, etid);
+        epi_sync();  // the whole subtile is in the buffer
+        cutlass::Array<ElementC, kFrg> c;
+        read_c(c, c_smem + c_stage * kSubtile);
+        cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
+        if constexpr (kLin)
+          op.lin.apply(x, x, &cf);
+        else if constexpr (!kOneCall)
+          op(out, x, &cf, coord);
+      } else if (Op::kNeedsC || load_c) {
+        if constexpr (!kCAhead) {
+          // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
+          // store's reads of the D buffer it aliases) came before the last epi_sync; with
+          // reuse, the TMA store that read the buffer must also be done.
+          if (etid == 0) {
+            if constexpr (kReuseSmemC) tma_store_wait<EpiStagesD - 1>();
+            cutlass::arch::fence_view_async_shared();  // generic reads before the async write
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp][0], kCBytes);
+            copy(p.tma_c.with(bs.c_full[grp][0]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
           }
+        }
+        // kCAhead: issued by prefetch_c or kStagesC subtiles earlier (issue_c_ahead).
+        if constexpr (kLoadsCIntoSmem)
+          cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][kCAhead ? c_stage : 0], c_phase);
+        if constexpr (!kReadsC) {
+          // Diagnostic: C not read; a run-time value (not foldable): packed (1, ~1) for a 16-bit pair.
+          CUTE_UNROLL
+          for (int i = 0; i < kFrg; ++i) cf[i] = __uint_as_float(0x3f803f80u + (uint32_t(etid + i) & 7u));
         } else {
-          CUTE_UNROLL
-          for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
-        }
-        // A thread's C values of one subtile from its buffer, in x's order.
-        auto read_c = [&](cutlass::Array<ElementC, kFrg>& c, ElementC const* buf) {
-          if constexpr (kCf)
-            load_subtile_cf<EpiN>(c, buf, etid);
-          else
-            load_subtile<EpiN, EpiM, kUnswizzled>(c, buf, etid);
-        };
-        cutlass::Array<float, kFrg> out[kOutputs];
-        SubtileCoord const coord{m0, n0, etid, l};
-        // C's values: from global memory (c_plain) or through TMA and smem. A kLinFirst visitor
-        // (epilogue_ops.cuh) gets x = alpha·x + beta·C formed in place as C arrives, so C's
-        // values die at once, then one finish call (its code appears once); a kNeedsC visitor
-        // (an activation gradient: C is the preact) is called once after either source;
-        // LinearCombination is called in each branch (c null when C is not read).
-        constexpr bool kLin = Op::kLinFirst;
-        constexpr bool kOneCall = kLin || Op::kNeedsC;
-        cutlass::Array<float, kFrg> cf;
-        if (!kTma && (Op::kNeedsC || load_c) && p.c_plain) {
-          // C staged into its buffer by the group's plain loads, then read as in the TMA path.
-          // Every thread's reads of the buffer (the previous subtile's LDSM, or a clipped store's
-          // reads of the D buffer it aliases) came before the last epi_sync; with reuse, the TMA
-          // store that read the buffer must also be done before any thread writes it.
-          if constexpr (kReuseSmemC) {
-            if (etid == 0) tma_store_wait<EpiStagesD - 1>();
-            epi_sync();
-          }
-          load_subtile_plain(c_smem + c_stage * kSubtile, p.c_ptr, p.ldc, p.batch_c, M, N, l, m0, n0, etid);
-          epi_sync();  // the whole subtile is in the buffer
           cutlass::Array<ElementC, kFrg> c;
           read_c(c, c_smem + c_stage * kSubtile);
           cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
-          if constexpr (kLin)
-            op.lin.apply(x, x, &cf);
-          else if constexpr (!kOneCall)
-            op(out, x, &cf, coord);
-        } else if (Op::kNeedsC || load_c) {
-          if constexpr (!kCAhead) {
-            // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
-            // store's reads of the D buffer it aliases) came before the last epi_sync; with
-            // reuse, the TMA store that read the buffer must also be done.
-            if (etid == 0) {
-              if constexpr (kReuseSmemC) tma_store_wait<EpiStagesD - 1>();
-              cutlass::arch::fence_view_async_shared();  // generic reads before the async write
-              cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp][0], kCBytes);
-              copy(p.tma_c.with(bs.c_full[grp][0]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
-            }
-          }
-          // kCAhead: issued by prefetch_c or kStagesC subtiles earlier (issue_c_ahead).
-          if constexpr (kLoadsCIntoSmem)
-            cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][kCAhead ? c_stage : 0], c_phase);
-          if constexpr (!kReadsC) {
-            // Diagnostic: C not read; a run-time value (not foldable): packed (1, ~1) for a 16-bit pair.
-            CUTE_UNROLL
-            for (int i = 0; i < kFrg; ++i) cf[i] = __uint_as_float(0x3f803f80u + (uint32_t(etid + i) & 7u));
-          } else {
-            cutlass::Array<ElementC, kFrg> c;
-            read_c(c, c_smem + c_stage * kSubtile);
-            cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
-          }
-          if constexpr (kLin)
-            op.lin.apply(x, x, &cf);
-          else if constexpr (!kOneCall)
-            op(out, x, &cf, coord);
-        } else if constexpr (kLin) {
-          op.lin.apply(x, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr));
-        } else if constexpr (!kOneCall) {
-          op(out, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr), coord);
         }
         if constexpr (kLin)
-          op.finish(out, x, coord);
-        else if constexpr (kOneCall)
+          op.lin.apply(x, x, &cf);
+        else if constexpr (!kOneCall)
           op(out, x, &cf, coord);
-        cutlass::Array<ElementD, kFrg> const d = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(out[0]);
-        cutlass::Array<ElementD1, kFrg> d1;
-        if constexpr (kOutputs == 2) d1 = cutlass::NumericArrayConverter<ElementD1, float, kFrg>{}(out[kOutputs - 1]);
-        bool const manual = !kTma && (p.d_plain || (p.tail_manual && n0 + EpiN > N));
-        bool const store_d = kOutputs == 1 || p.store_d;
-        bool const store_d1 = kOutputs == 2 && p.store_d1;
-        if constexpr (!kInPlace) {
-          if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
-          epi_sync();  // ... and every thread's LDSM of C from it (reuse)
-          if constexpr (kCAhead) {
-            // Every thread's LDSM of C buffer c_stage came before that sync: it takes the subtile
-            // kStagesC places further in this tile's order, if any (count sub_count + kStagesC:
-            // same buffer, next phase).
-            if (etid == 0 && c_via_tma(p))
-              issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
-          }
-        }
-        // In place, no wait here: slot c_stage's last stores (kStagesC subtiles back) were done
-        // before its C load was issued, and output 1's buffer d_stage was released by the
-        // previous subtile's wait and group barrier (below). This thread's writes of the slot
-        // follow its own reads of the same addresses.
-        if (store_d) {
-          if constexpr (kCf)
-            store_subtile_cf<EpiN>(d, d_smem + d_slot * kSubtile, etid);
-          else
-            store_subtile<EpiN, EpiM, kUnswizzled>(d, d_smem + d_slot * kSubtile, etid);
-        }
-        if constexpr (kOutputs == 2) {
-          if (store_d1) write_d1_smem(d1, d_stage);
-        }
-        cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
-        if constexpr (kInPlace) {
-          // Every store issued before this subtile's (the previous subtile's slot and output 1
-          // buffer) has read shared memory: after the barrier the next subtile may write its
-          // output 1 buffer and that slot may take a C load.
-          if (etid == 0) tma_store_wait<0>();
-        }
-        epi_sync();
-        if (manual) {
-          if (store_d)
-            store_subtile_plain(d_smem + d_slot * kSubtile, p.d_ptr, p.ldd, p.batch_d, M, N, l, m0, n0, etid);
-          if constexpr (kOutputs == 2) {
-            if (store_d1) {
-              if constexpr (kD1Div == 2)
-                store_half_subtile_clipped<EpiM, EpiN1, kEpiThreads>(ts.D1[grp].begin() + d_stage * kSubtile1, p.d1_ptr,
-                                                                     p.ldd1, p.batch_d1, M, N / 2, l, m0, n0 / 2, etid);
-              else
-                store_subtile_plain(ts.D1[grp].begin() + d_stage * kSubtile, p.d1_ptr, p.ldd1, p.batch_d1, M, N, l,
-                                    m0, n0, etid);
-            }
-          }
-        }
-        if (etid == 0) {
-          if constexpr (kInPlace) {
-            // The subtile kStagesC − 1 places further in this tile's order (count sub_count +
-            // kStagesC − 1) into the slot the previous subtile's stores have just read (waited
-            // above; every thread's plain reads of it came before the barrier), ahead of this
-            // subtile's stores.
-            if (c_via_tma(p))
-              issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kCAheadDist,
-                            (sub_count + kCAheadDist) % kStagesC);
-          }
-          if (kDiag != 2 && !manual) {  // diagnostic mode 2: no stores (empty bulk groups)
-            if (store_d) copy(p.tma_d, bSG_sD(_, _, _, d_slot), bSG_gD(_, _, _, epi_m, epi_n));
-            if constexpr (kOutputs == 2)
-              if (store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L, d_stage);
-          }
-          // One bulk group per buffer stage (both outputs' stores; empty for a clipped
-          // subtile): tma_store_wait<S - 1> then always means "the stores that read this stage
-          // are done".
-          tma_store_arrive();
-        }
-        sub_count = (sub_count + 1) % kSubCountWrap;
+      } else if constexpr (kLin) {
+        op.lin.apply(x, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr));
+      } else if constexpr (!kOneCall) {
+        op(out, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr), coord);
       }
+      if constexpr (kLin)
+        op.finish(out, x, coord);
+      else if constexpr (kOneCall)
+        op(out, x, &cf, coord);
+      cutlass::Array<ElementD, kFrg> const d = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(out[0]);
+      cutlass::Array<ElementD1, kFrg> d1;
+      if constexpr (kOutputs == 2) d1 = cutlass::NumericArrayConverter<ElementD1, float, kFrg>{}(out[kOutputs - 1]);
+      bool const manual = !kTma && (p.d_plain || (p.tail_manual && n0 + EpiN > N));
+      bool const store_d = kOutputs == 1 || p.store_d;
+      bool const store_d1 = kOutputs == 2 && p.store_d1;
+      if constexpr (!kInPlace) {
+        if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
+        epi_sync();  // ... and every thread's LDSM of C from it (reuse)
+        if constexpr (kCAhead) {
+          // Every thread's LDSM of C buffer c_stage came before that sync: it takes the subtile
+          // kStagesC places further in this tile's order, if any (count sub_count + kStagesC:
+          // same buffer, next phase).
+          if (etid == 0 && c_via_tma(p))
+            issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
+        }
+      }
+      // In place, no wait here: slot c_stage's last stores (kStagesC subtiles back) were done
+      // before its C load was issued, and output 1's buffer d_stage was released by the
+      // previous subtile's wait and group barrier (below). This thread's writes of the slot
+      // follow its own reads of the same addresses.
+      if (store_d) {
+        if constexpr (kCf)
+          store_subtile_cf<EpiN>(d, d_smem + d_slot * kSubtile, etid);
+        else
+          store_subtile<EpiN, EpiM, kUnswizzled>(d, d_smem + d_slot * kSubtile, etid);
+      }
+      if constexpr (kOutputs == 2) {
+        if (store_d1) write_d1_smem(d1, d_stage);
+      }
+      cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
+      if constexpr (kInPlace) {
+        // Every store issued before this subtile's (the previous subtile's slot and output 1
+        // buffer) has read shared memory: after the barrier the next subtile may write its
+        // output 1 buffer and that slot may take a C load.
+        if (etid == 0) tma_store_wait<0>();
+      }
+      epi_sync();
+      if (manual) {
+        if (store_d)
+          store_subtile_plain(d_smem + d_slot * kSubtile, p.d_ptr, p.ldd, p.batch_d, M, N, l, m0, n0, etid);
+        if constexpr (kOutputs == 2) {
+          if (store_d1) {
+            if constexpr (kD1Div == 2)
+              store_half_subtile_clipped<EpiM, EpiN1, kEpiThreads>(ts.D1[grp].begin() + d_stage * kSubtile1, p.d1_ptr,
+                                                                   p.ldd1, p.batch_d1, M, N / 2, l, m0, n0 / 2, etid);
+            else
+              store_subtile_plain(ts.D1[grp].begin() + d_stage * kSubtile, p.d1_ptr, p.ldd1, p.batch_d1, M, N, l,
+                                  m0, n0, etid);
+          }
+        }
+      }
+      if (etid == 0) {
+        if constexpr (kInPlace) {
+          // The subtile kStagesC − 1 places further in this tile's order (count sub_count +
+          // kStagesC − 1) into the slot the previous subtile's stores have just read (waited
+          // above; every thread's plain reads of it came before the barrier), ahead of this
+          // subtile's stores.
+          if (c_via_tma(p))
+            issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kCAheadDist,
+                          (sub_count + kCAheadDist) % kStagesC);
+        }
+        if (kDiag != 2 && !manual) {  // diagnostic mode 2: no stores (empty bulk groups)
+          if (store_d) copy(p.tma_d, bSG_sD(_, _, _, d_slot), bSG_gD(_, _, _, epi_m, epi_n));
+          if constexpr (kOutputs == 2)
+            if (store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L, d_stage);
+        }
+        // One bulk group per buffer stage (both outputs' stores; empty for a clipped
+        // subtile): tma_store_wait<S - 1> then always means "the stores that read this stage
+        // are done".
+        tma_store_arrive();
+      }
+      sub_count = (sub_count + 1) % kSubCountWrap;
     }
   }
 
@@ -952,67 +823,60 @@ struct CollectiveEpilogue {
     Tensor gD = gmem_subtiles(p.tma_d, M, N, L, l, m_blk, n_blk);  // (EpiM,EpiN,EPI_M,EPI_N)
     Tensor bSG_gD = tma_d_blk.partition_D(gD);  // (TMA,TMA_M,TMA_N,EPI_M,EPI_N)
     auto epi_sync = [this] { cutlass::arch::NamedBarrier::sync(kEpiThreads, 1 + grp); };
-    CUTE_UNROLL
-    for (int epi_m = 0; epi_m < Tile::BM / EpiM; ++epi_m) {
-      int const m0 = m_blk * Tile::BM + epi_m * EpiM;  // first row of the subtile
-      CUTE_UNROLL
-      for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n) {
-        int const n0 = n_blk * Tile::BN + epi_n * EpiN;  // first column of the subtile
-        if (n0 >= N || m0 >= M) continue;  // wholly outside the output (group-uniform)
-        int const d_stage = sub_count % EpiStagesD;
-        int const c_stage = sub_count % kStagesC;
-        uint32_t const c_phase = uint32_t(sub_count / kStagesC) & 1u;
-        ElementC* const c_buf = c_smem + c_stage * kSubtile;
-        ElementD* const d_buf = d_smem + d_stage * kSubtile;
-        ElementD1* const d1_buf = d1_smem + d_stage * kSubtile;
-        if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
-        epi_sync();  // ... and every thread's reads of the buffers of earlier subtiles
-        if (!kTma && p.c_plain) {
-          load_subtile_plain(c_buf, p.c_ptr, p.ldc, p.batch_c, M, N, l, m0, n0, etid);
-          epi_sync();  // the whole subtile is in the buffer
-        } else {
-          cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][c_stage], c_phase);
-        }
-        SubtileCoord const coord{m0, n0, etid, l};
-        auto half = [&](auto const& v, auto h) {
-          constexpr int kH = decltype(h)::value;
-          cutlass::Array<float, kHalf> x;
-          CUTE_UNROLL
-          for (int i = 0; i < kHalf; ++i) x[i] = acc(epi_n * kFrg + kH * kHalf + i, epi_m, 0);
-          cutlass::Array<ElementC, kHalf> c;
-          load_subtile_half<EpiN, kH>(c, c_buf, etid);
-          cutlass::Array<float, kHalf> const cf = cutlass::NumericArrayConverter<float, ElementC, kHalf>{}(c);
-          cutlass::Array<float, kHalf> out[kOutputs];
-          v(out, x, &cf, coord);
-          store_subtile_half<EpiN, kH>(cutlass::NumericArrayConverter<ElementD, float, kHalf>{}(out[0]), d_buf, etid);
-          store_subtile_half<EpiN, kH>(cutlass::NumericArrayConverter<ElementD1, float, kHalf>{}(out[1]), d1_buf, etid);
-        };
-        auto halves = [&](auto const& v) CUTLASS_LAMBDA_FUNC_INLINE {
-          half(v, Int<0>{});
-          half(v, Int<1>{});
-        };
-        if constexpr (kTma)
-          halves(op);
-        else
-          op.specialize_each(halves);
-        cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
-        epi_sync();  // every thread's outputs written and its reads of C's buffer done
-        bool const manual = !kTma && (p.d_plain || (p.tail_manual && n0 + EpiN > N));
-        if (manual) {
-          if (p.store_d) store_subtile_plain(d_buf, p.d_ptr, p.ldd, p.batch_d, M, N, l, m0, n0, etid);
-          if (p.store_d1) store_subtile_plain(d1_buf, p.d1_ptr, p.ldd1, p.batch_d1, M, N, l, m0, n0, etid);
-        }
-        if (etid == 0) {
-          // The subtile kStagesC places further in this tile's order into the C buffer just read.
-          if (kTma || !p.c_plain) issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
-          if (!manual) {
-            if (p.store_d) copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
-            if (p.store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L, d_stage);
-          }
-          tma_store_arrive();  // one bulk group per buffer stage (empty for plain stores), as store_subtiles'
-        }
-        sub_count = (sub_count + 1) % kSubCountWrap;
+    QUACK_FOR_EACH_SUBTILE(M, N, m_blk, n_blk) {
+      int const d_stage = sub_count % EpiStagesD;
+      int const c_stage = sub_count % kStagesC;
+      uint32_t const c_phase = uint32_t(sub_count / kStagesC) & 1u;
+      ElementC* const c_buf = c_smem + c_stage * kSubtile;
+      ElementD* const d_buf = d_smem + d_stage * kSubtile;
+      ElementD1* const d1_buf = d1_smem + d_stage * kSubtile;
+      if (etid == 0) tma_store_wait<EpiStagesD - 1>();  // the stores that read d_stage are done
+      epi_sync();  // ... and every thread's reads of the buffers of earlier subtiles
+      if (!kTma && p.c_plain) {
+        load_subtile_plain(c_buf, p.c_ptr, p.ldc, p.batch_c, M, N, l, m0, n0, etid);
+        epi_sync();  // the whole subtile is in the buffer
+      } else {
+        cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][c_stage], c_phase);
       }
+      SubtileCoord const coord{m0, n0, etid, l};
+      auto half = [&](auto const& v, auto h) {
+        constexpr int kH = decltype(h)::value;
+        cutlass::Array<float, kHalf> x;
+        CUTE_UNROLL
+        for (int i = 0; i < kHalf; ++i) x[i] = acc(epi_n * kFrg + kH * kHalf + i, epi_m, 0);
+        cutlass::Array<ElementC, kHalf> c;
+        load_subtile_half<EpiN, kH>(c, c_buf, etid);
+        cutlass::Array<float, kHalf> const cf = cutlass::NumericArrayConverter<float, ElementC, kHalf>{}(c);
+        cutlass::Array<float, kHalf> out[kOutputs];
+        v(out, x, &cf, coord);
+        store_subtile_half<EpiN, kH>(cutlass::NumericArrayConverter<ElementD, float, kHalf>{}(out[0]), d_buf, etid);
+        store_subtile_half<EpiN, kH>(cutlass::NumericArrayConverter<ElementD1, float, kHalf>{}(out[1]), d1_buf, etid);
+      };
+      auto halves = [&](auto const& v) CUTLASS_LAMBDA_FUNC_INLINE {
+        half(v, Int<0>{});
+        half(v, Int<1>{});
+      };
+      if constexpr (kTma)
+        halves(op);
+      else
+        op.specialize_each(halves);
+      cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
+      epi_sync();  // every thread's outputs written and its reads of C's buffer done
+      bool const manual = !kTma && (p.d_plain || (p.tail_manual && n0 + EpiN > N));
+      if (manual) {
+        if (p.store_d) store_subtile_plain(d_buf, p.d_ptr, p.ldd, p.batch_d, M, N, l, m0, n0, etid);
+        if (p.store_d1) store_subtile_plain(d1_buf, p.d1_ptr, p.ldd1, p.batch_d1, M, N, l, m0, n0, etid);
+      }
+      if (etid == 0) {
+        // The subtile kStagesC places further in this tile's order into the C buffer just read.
+        if (kTma || !p.c_plain) issue_c_ahead(p, M, N, L, m_blk, n_blk, l, epi_m, epi_n, kStagesC, c_stage);
+        if (!manual) {
+          if (p.store_d) copy(p.tma_d, bSG_sD(_, _, _, d_stage), bSG_gD(_, _, _, epi_m, epi_n));
+          if (p.store_d1) store_d1_subtile(p, l, m_blk, n_blk, epi_m, epi_n, M, N, L, d_stage);
+        }
+        tma_store_arrive();  // one bulk group per buffer stage (empty for plain stores), as store_subtiles'
+      }
+      sub_count = (sub_count + 1) % kSubCountWrap;
     }
   }
 
@@ -1036,42 +900,38 @@ struct CollectiveEpilogue {
   CUTE_DEVICE void store_tile_io(V& op, P const& p, Acc const& acc, int M, int N, int m_blk, int n_blk, int l) {
     ElementD* const slots = ts.D[grp].begin();
     bool const store_d = p.store_d, store_d1 = p.store_d1;
-    CUTE_UNROLL
-    for (int epi_m = 0; epi_m < Tile::BM / EpiM; ++epi_m) {
-      int const m0 = m_blk * Tile::BM + epi_m * EpiM;
+    // The valid subtiles are the I/O warp's (io_loop walks them in the same order).
+    QUACK_FOR_EACH_SUBTILE(M, N, m_blk, n_blk) {
+      int const slot = sub_count % kStagesC, d1_buf = sub_count % EpiStagesD;
+      uint32_t const c_phase = uint32_t(sub_count / kStagesC) & 1u;
+      // Use u = count / D of output 1's buffer waits for its u-th release (phase u − 1
+      // complete); use 0 passes at once (parity 1 of a fresh barrier). Parity alone suffices:
+      // the c_full wait comes first, and the I/O warp loads C of count n only after releasing
+      // the buffer of count n − 3's store (so at least u − 1 releases are in), and it cannot
+      // release this use before this subtile's d_full arrival.
+      uint32_t const d1_phase = (uint32_t(sub_count / EpiStagesD) & 1u) ^ 1u;
+      cutlass::Array<float, kFrg> x;
       CUTE_UNROLL
-      for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n) {
-        int const n0 = n_blk * Tile::BN + epi_n * EpiN;
-        if (n0 >= N || m0 >= M) continue;  // not one of the I/O warp's valid subtiles
-        int const slot = sub_count % kStagesC, d1_buf = sub_count % EpiStagesD;
-        uint32_t const c_phase = uint32_t(sub_count / kStagesC) & 1u;
-        // Use u = count / D of output 1's buffer waits for its u-th release (phase u − 1
-        // complete); use 0 passes at once (parity 1 of a fresh barrier). Parity alone suffices:
-        // the c_full wait comes first, and the I/O warp loads C of count n only after releasing
-        // the buffer of count n − 3's store (so at least u − 1 releases are in), and it cannot
-        // release this use before this subtile's d_full arrival.
-        uint32_t const d1_phase = (uint32_t(sub_count / EpiStagesD) & 1u) ^ 1u;
-        cutlass::Array<float, kFrg> x;
-        CUTE_UNROLL
-        for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
-        cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][slot], c_phase);
-        cutlass::Array<ElementC, kFrg> c;
-        load_subtile<EpiN, EpiM, kUnswizzled>(c, slots + slot * kSubtile, etid);
-        cutlass::Array<float, kFrg> const cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
-        cutlass::Array<float, kFrg> out[kOutputs];
-        op(out, x, &cf, SubtileCoord{m0, n0, etid, l});
-        cutlass::Array<ElementD, kFrg> const d = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(out[0]);
-        cutlass::Array<ElementD1, kFrg> const d1 = cutlass::NumericArrayConverter<ElementD1, float, kFrg>{}(out[1]);
-        cutlass::arch::ClusterBarrier::wait(&bs.d1_free[grp][d1_buf], d1_phase);
-        if (store_d) store_subtile<EpiN, EpiM, kUnswizzled>(d, slots + slot * kSubtile, etid);
-        if (store_d1) write_d1_smem(d1, d1_buf);
-        cutlass::arch::fence_view_async_shared();  // this thread's smem writes visible to the TMA unit
-        __syncwarp();
-        if (etid % 32 == 0) cutlass::arch::ClusterBarrier::arrive(&bs.d_full[grp][slot]);
-        sub_count = (sub_count + 1) % kSubCountWrap;
-      }
+      for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
+      cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][slot], c_phase);
+      cutlass::Array<ElementC, kFrg> c;
+      load_subtile<EpiN, EpiM, kUnswizzled>(c, slots + slot * kSubtile, etid);
+      cutlass::Array<float, kFrg> const cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
+      cutlass::Array<float, kFrg> out[kOutputs];
+      op(out, x, &cf, SubtileCoord{m0, n0, etid, l});
+      cutlass::Array<ElementD, kFrg> const d = cutlass::NumericArrayConverter<ElementD, float, kFrg>{}(out[0]);
+      cutlass::Array<ElementD1, kFrg> const d1 = cutlass::NumericArrayConverter<ElementD1, float, kFrg>{}(out[1]);
+      cutlass::arch::ClusterBarrier::wait(&bs.d1_free[grp][d1_buf], d1_phase);
+      if (store_d) store_subtile<EpiN, EpiM, kUnswizzled>(d, slots + slot * kSubtile, etid);
+      if (store_d1) write_d1_smem(d1, d1_buf);
+      cutlass::arch::fence_view_async_shared();  // this thread's smem writes visible to the TMA unit
+      __syncwarp();
+      if (etid % 32 == 0) cutlass::arch::ClusterBarrier::arrive(&bs.d_full[grp][slot]);
+      sub_count = (sub_count + 1) % kSubCountWrap;
     }
   }
+
+#undef QUACK_FOR_EACH_SUBTILE
 
   /// The valid subtiles (vm along M, vn along N) of tile (m_blk, n_blk) inside (M, N), in
   /// store_tile's order (row-major): 0 for a tile wholly outside (a 2x1 cluster's second CTA past M).

@@ -55,7 +55,7 @@
 //   static constexpr bool kSplitWide; with specialize: on the wide pingpong tile (BN = 192:
 //                                    192 accumulators of a consumer's 232 registers) the
 //                                    specialised copies and the generic path are two kernels,
-//                                    the host choosing one per launch (epilogue.cuh, EpiPaths;
+//                                    the host choosing one per launch (epilogue_variants.cuh, EpiPaths;
 //                                    launch.cuh, run_gemm), each subtile run in two halves. The
 //                                    visitor then has bool specialized() const (host and
 //                                    device: specialize takes a copy) and template <class F>
@@ -542,7 +542,7 @@ struct DGatedEpilogue : PreactGradVisitor<DGatedEpilogue<T16>, Activation::kSwig
   CUTE_DEVICE bool specialize(F&& f) const { return specialize_gated_act(*this, f); }
   // On 128x192 pingpong one kernel with both paths spilled 1048 / 756 bytes (the generic path's
   // per-subtile switch beside 192 accumulators, and the copies' values reloaded once per tile);
-  // two kernels, each subtile in halves, spill nothing (epilogue.cuh, EpiPaths).
+  // two kernels, each subtile in halves, spill nothing (epilogue_variants.cuh, EpiPaths).
   static constexpr bool kSplitWide = true;
   CUTE_HOST_DEVICE bool specialized() const { return specialized_gated_act(this->act); }
   template <class F>

@@ -235,7 +235,7 @@ CUTE_DEVICE void load_subtile_half(cutlass::Array<T, N>& v, T const* buf, int t)
   }
 }
 
-/// The bank-conflict-free order of a thread's fp32 pairs (tile suffix "cf", EpiCf in epilogue.cuh;
+/// The bank-conflict-free order of a thread's fp32 pairs (tile suffix "cf", EpiCf in epilogue_variants.cuh;
 /// 32-bit C and D in subtiles of 32 columns: rows of 128 bytes, SW128). In the fragment order
 /// above, pair p = (h, j) of a warp's lanes is one ld / st.shared.v2 at rows lane / 4 (+ 8h, + 16
 /// per warp) and bytes 32j + 8(lane % 4) of each row; SW128 XORs the 16-byte chunk index with the

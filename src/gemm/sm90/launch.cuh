@@ -54,7 +54,7 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   if (params.sched.tiles() > int64_t(INT32_MAX) || Tile::kClusterSize == 1) params.tile_counter = nullptr;
 
   // The visitor's specialised copies and its generic path as two kernels (Epilogue::kSplitPaths,
-  // epilogue.cuh EpiPaths): the one this launch runs; else the kernel with both.
+  // epilogue_variants.cuh EpiPaths): the one this launch runs; else the kernel with both.
   auto kernel = [&] {
     if constexpr (Epilogue::kSplitPaths) {
       using KernelCopies = GemmKernel<EpiPaths<Tile, 1>, CollectiveEpilogue<EpiPaths<Tile, 1>, Op, ElementD, ElementC, ElementD1>>;

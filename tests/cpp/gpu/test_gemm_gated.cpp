@@ -590,7 +590,7 @@ TEST_F(GemmDGatedAbTiles, EveryCandidateTile) {
     run_case(tight(mk(129, 501, 1001, Activation::kSwiglu, true), 2));
     run_case(tight(with(mk(200, 501, 100, Activation::kReglu, true), [](GatedCase& c) { c.L = 3; })));
     // An activation without a copy (glu) on rows TMA addresses: on 128x192 pingpong the generic
-    // kernel's TMA path (epilogue.cuh, EpiPaths).
+    // kernel's TMA path (epilogue_variants.cuh, EpiPaths).
     run_case(mk(1000, 1504, 40, Activation::kGlu, true));
   }
 }
