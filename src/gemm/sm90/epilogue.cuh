@@ -575,8 +575,8 @@ struct CollectiveEpilogue {
   // store_tile_io), written before a statement: the statement runs for each subtile (epi_m,
   // epi_n) of tile (m_blk, n_blk) whose first row m0 and first column n0 lie inside (M, N), in
   // store_tile's order (row-major: the order valid_subtiles, issue_c_ahead and io_loop count
-  // in), and ends by advancing sub_count. A subtile wholly outside the output has nothing to
-  // load or store and takes no count (the test is group-uniform). Both loops unroll: epi_m and
+  // in); the statement's last step advances sub_count. A subtile wholly outside the output has
+  // nothing to load or store and takes no count (the test is group-uniform). Both loops unroll: epi_m and
   // epi_n are constants in each copy of the statement, so the accumulator's fragments stay in
   // registers. A macro, not a function taking the statement as a lambda: nvcc 13.0 optimises a
   // lambda's body on its own before inlining it and compiles the kernels to other SASS
