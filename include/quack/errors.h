@@ -12,7 +12,8 @@
 
 namespace quack {
 
-/// A bad argument: shape, dtype, stride, alignment, device or an unsupported combination.
+/// A bad argument: shape, dtype, stride, alignment, device (another tensor's, or an index at or
+/// past the count of devices the process sees) or an unsupported combination.
 class InvalidArgument : public std::invalid_argument {
  public:
   explicit InvalidArgument(const std::string& what) : std::invalid_argument(what) {}

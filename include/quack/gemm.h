@@ -18,7 +18,7 @@
 // exists), else the shape rule of src/gemm/tile_rule.h and tile_rule.cpp (64x128 or 128x64 when
 // 128x256 tiles would leave more than a quarter of the SMs idle; pingpong 128x128 or 128x192 with
 // ≥ 4 of its tiles per SM, the one of least estimated time, from K = kShortK against 128x256
-// too; else 128x256). Scheduling: static persistent
+// too, though not for the fused epilogues of quack/gemm_act.h; else 128x256). Scheduling: static persistent
 // (tile order: QUACK_GEMM_RASTER, for measurements), or dynamic (an atomic tile counter) with
 // GemmArgs::tile_counter; stream-K (the last wave of tiles split along K over all SMs,
 // src/gemm/streamk.h) on the cooperative tiles with GemmArgs::streamk_workspace where the rule

@@ -140,8 +140,8 @@ bool activation_from_name(const char* name, Activation* out);
 /// Compiled (src/gemm/sm90/instances.txt; the table at the top of this header): a row-major, b
 /// column-major (y = x·Wᵀ, the forward of a Linear layer); bf16 → bf16 with the tiles 128x256
 /// (cooperative), 128x192 and 128x128 (pingpong), 2x1 clusters, chosen as gemm's rule but for
-/// K ≥ 14336, where 128x192 pingpong keeps the place gemm gives 128x256 (src/gemm/tile_rule.h,
-/// kCooperativeRatesSecondOutput); bf16 → fp32 and fp16 → fp16 with 128x128 pingpong. Other dtype combinations throw InvalidArgument
+/// the cooperative 128x256, which runs only where no pingpong tile qualifies
+/// (src/gemm/tile_rule.h, kCooperativeRatesFused); bf16 → fp32 and fp16 → fp16 with 128x128 pingpong. Other dtype combinations throw InvalidArgument
 /// "... are not compiled ..." listing the compiled ones, other layouts "... not yet supported".
 /// Strides, alignment, batches, M, N, K, L limits: as quack/gemm.h, for each tensor. Any
 /// alignment works as in gemm: a and b that TMA cannot address (K or N not a multiple of 8 in
@@ -341,12 +341,11 @@ void gemm_gated(const GemmGatedArgs& args, cudaStream_t stream);
 /// | postact | (M, H) or (L, M, H)     | a's dtype       | row-major                              | no: stored when given |
 ///
 /// Compiled: a's dtype everywhere (bf16 or fp16), a and b row-major (an MLP's fc2 dgrad),
-/// outputs row-major. Tiles: bf16 128x192 pingpong wherever gemm's rule lets it qualify (K ≥
-/// 1024, ≥ 4 tiles per SM; at every K, the cooperative 128x256 not competing:
-/// src/gemm/tile_rule.h, kCooperativeRatesDGated), else 128x128 pingpong in two variants,
-/// 128x128ppa3d2io (I/O warps issue the preact loads and the stores) at K ≤ 2048
-/// (src/gemm/tile_rule.h, kIoWarpMaxK) and 128x128ppa1d2 above, where it qualifies, else
-/// 128x256 cooperative; fp16 128x256 cooperative only.
+/// outputs row-major. Tiles (bf16), as gemm_act's rule: 128x192 or 128x128 pingpong where one
+/// qualifies (≥ 4 tiles per SM), the cooperative 128x256 where none does
+/// (src/gemm/tile_rule.h, kCooperativeRatesFused); at K ≤ 2048 (kIoWarpMaxK) 128x128 pingpong
+/// in its I/O-warp variant 128x128ppa3d2io (I/O warps issue the preact loads and the stores;
+/// 128x192 not compared there), above it 128x128ppa1d2; fp16 128x256 cooperative only.
 /// Strides and alignment as quack/gemm.h (a and b that TMA cannot address: padded copies in the
 /// workspace; postact: plain stores where TMA cannot address it), the packed tensors' in 32-bit
 /// units: preact and dpreact need a 4-byte aligned base and even

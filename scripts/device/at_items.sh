@@ -1,8 +1,8 @@
 # Run AT (docs/status.md, "Next device calls", is the plan; its commands in short):
 # Call 1 (cold; libquack.a prebuilt here: AB_INSTANCES=OFF scripts/device/prebuild_lib.sh): every
-# GPU test, the first of the rule by epilogue (683e3c4: gemm_dgated's 128x192 pingpong in
-# production, act / dact / gated on 128x192 pingpong from kLongK) and of the epilogue's subtile
-# loop macro (SASS byte-identical on 17 TUs, not GPU-run):
+# GPU test, the first of the rule by epilogue (gemm_dgated's 128x192 pingpong in production; the
+# fused epilogues' cooperative 128x256 only where no pingpong tile qualifies) and of the
+# epilogue's subtile loop macro (SASS byte-identical on 17 TUs, not GPU-run):
 #   PREBUILT_LIB=1 BUDGET=565 bash scripts/device/call_tests.sh, carry [".prebuilt-lib", ".whl", ".data"]
 # Call 2 (the same machine, warm: within ~30 s of call 1's reply; a fresh one builds again): the
 # suites call 1 cut (TESTS / PYFILES; empty for none), then these items in order:
@@ -12,18 +12,19 @@
 # scripts/device/call_bench.sh (items done on this machine are skipped; one the budget cut reruns
 # whole). Same carry. The timeouts below add to ~1,600 s.
 #
-# dgated_demo: the rule moved the demo's fc2 dgrad (16384 x 5632 x 2048) and K <= 2048 generally
-# from 128x128ppa3d2io to 128x192pp where 128x192 qualifies. Run AS at 16384 x 14336 x 2048:
-# 128x192pp 1.285 / 1.318 x plain against a3d2io's 1.326 / 1.330. Predicted: auto within 3 % of
-# a3d2io at each shape (128x192 pads 5632 columns to 5760). More than 3 % behind at the demo's
-# shape: kIoWarpMaxK's a3d2io goes back ahead of 128x192pp there (tile_rule.h).
-run dgated_demo 150 python3 bench/bench_gemm_fused.py --impls ours --ops dgated --acts swiglu --methods burst --burst-rounds 3 --burst-rest-ms 300 --tiles auto,128x128ppa3d2io --shapes 16384x5632x2048,16384x5632x1024,8192x14336x2048,16384x14336x2048 --out $R/dgated_demo.jsonl
+# dgated_demo: at K <= 2048 the rule keeps gemm_dgated on 128x128ppa3d2io (gemm.cpp,
+# choose_instance: 128x192 not compared there). Run AS at 16384 x 14336 x 2048: 128x192pp
+# 1.285 / 1.318 x plain against a3d2io's 1.326 / 1.330. Predicted: 128x192pp within 3 % of
+# a3d2io at each shape (at the demo's 16384 x 5632 x 2048 the estimates put 128x192 1.3 % ahead
+# of 128x128 at a1d2's rate). 128x192pp ahead by more than 2 % at the demo's shape and at
+# 16384 x 14336 x 2048: let it compete at K <= 2048 (drop the rate192 = 0 there).
+run dgated_demo 150 python3 bench/bench_gemm_fused.py --impls ours --ops dgated --acts swiglu --methods burst --burst-rounds 3 --burst-rest-ms 300 --tiles auto,128x192pp --shapes 16384x5632x2048,16384x5632x1024,8192x14336x2048,16384x14336x2048 --out $R/dgated_demo.jsonl
 # Issue 17's table by the acceptance method with QuACK (H200 where lent) on the new rule: act /
 # dact for QuACK's three activations, gated / dgated / bias, with rests first (the cooler card's
 # figures AS2 read steadier: dact 1.01-1.07 x plain rested against 1.18-1.23 without), then
 # without. Predicted from AS (H100): ours / plain act and gated <= 1.03, dact <= 1.03 at
 # 16384 x 4096 x 14336 (now 128x192pp; 1.06-1.07 on 128x256 in AS2), dgated 1.00-1.06 at
-# K >= 4096, bias within 2 %; QuACK / ours 0.97-1.03 (AS2 rested: dact 0.92-0.96 at
+# K >= 4096 (the table's 16384 x 14336 x 4096, 16384 x 4096 x 14336, 8192³), bias within 2 %; QuACK / ours 0.97-1.03 (AS2 rested: dact 0.92-0.96 at
 # 16384 x 4096 x 14336 on 128x256).
 # mlp_rest (1.5 s rests): SwiGLU >= 1.0 x compile, relu² 0.97-1.03 x QuACK and compile.
 # (--acts: each name to the ops of its kind; bias takes none.)

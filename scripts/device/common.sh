@@ -31,18 +31,20 @@ build() {
   local lib=""
   # Without AB_INSTANCES, a prebuilt library's own A/B switch (a call that forgot it rebuilt
   # the whole library: ~280 s).
-  if [ "${PREBUILT_LIB:-0}" = 1 ] && [ -z "${AB_INSTANCES:-}" ] && [ -f .prebuilt-lib/stamp ]; then
-    AB_INSTANCES=$(sed -n 's/.* ab=//p' .prebuilt-lib/stamp)
+  if [ "${PREBUILT_LIB:-0}" = 1 ] && [ -z "${AB_INSTANCES:-}" ]; then
+    for st in .prebuilt-lib/stamp build/lib/stamp; do
+      [ -f $st ] && AB_INSTANCES=$(sed -n 's/.* ab=//p' $st) && break
+    done
   fi
   if [ "${PREBUILT_LIB:-0}" = 1 ]; then
     local want="$(bash scripts/device/stamp.sh lib) ab=${AB_INSTANCES:-ON}"
-    if [ -f .prebuilt-lib/libquack.a.xz ] && [ "$(cat .prebuilt-lib/stamp 2>/dev/null)" = "$want" ]; then
-      mkdir -p build/lib && xz -dc .prebuilt-lib/libquack.a.xz > build/lib/libquack.a \
+    if [ -f build/lib/libquack.a ] && [ "$(cat build/lib/stamp 2>/dev/null)" = "$want" ]; then
+      # A warm machine's copy from an earlier call (kept as is: a new copy would relink all).
+      lib=$PWD/build/lib/libquack.a && echo "prebuilt libquack.a (this machine's copy)" | tee -a $R/build.log
+    elif [ -f .prebuilt-lib/libquack.a.xz ] && [ "$(cat .prebuilt-lib/stamp 2>/dev/null)" = "$want" ]; then
+      mkdir -p build/lib && rm -f build/lib/stamp && xz -dc .prebuilt-lib/libquack.a.xz > build/lib/libquack.a \
         && echo "$want" > build/lib/stamp \
         && lib=$PWD/build/lib/libquack.a && echo "prebuilt libquack.a" | tee -a $R/build.log
-    elif [ -f build/lib/libquack.a ] && [ "$(cat build/lib/stamp 2>/dev/null)" = "$want" ]; then
-      # A warm machine's copy from an earlier call (a later call carries .peers instead).
-      lib=$PWD/build/lib/libquack.a && echo "prebuilt libquack.a (this machine's copy)" | tee -a $R/build.log
     else
       echo "PREBUILT_LIB=1 but .prebuilt-lib/ is missing or for another tree: building the library" | tee -a $R/build.log
     fi

@@ -37,20 +37,20 @@ void check_cuda(cudaError_t err, const char* where, const char* call) {
 // driver calls of the GEMM host code (cuTensorMapEncodeTiled, through CuTe's make_tma_copy) then
 // fail — on the H200 (2026-11-30) CuTe printed "TMA Desc Addr" and the process died with SIGSEGV
 // in the Linear backward. cudaSetDevice costs well under a microsecond.
-DeviceGuard::DeviceGuard(int device) {
+DeviceGuard::DeviceGuard(int device, const char* fn) {
   int cur = -1;
-  check_cuda(cudaGetDevice(&cur), "DeviceGuard", "cudaGetDevice");
+  check_cuda(cudaGetDevice(&cur), fn, "cudaGetDevice");
   if (const cudaError_t err = cudaSetDevice(device); err == cudaErrorInvalidDevice) {
     // A tensor's device index that no device of this process has (the arguments' checks pass
     // any index ≥ 0: host-side tests stand in devices a machine may not have).
     cudaGetLastError();  // not left for the next launch check to report
     int count = 0;
-    cudaGetDeviceCount(&count);
-    throw InvalidArgument("the tensors are on cuda:" + std::to_string(device) +
+    check_cuda(cudaGetDeviceCount(&count), fn, "cudaGetDeviceCount");
+    throw InvalidArgument(std::string(fn) + ": the tensors are on cuda:" + std::to_string(device) +
                           ", expected a device below the " + std::to_string(count) +
                           " this process sees");
   } else {
-    check_cuda(err, "DeviceGuard", "cudaSetDevice");
+    check_cuda(err, fn, "cudaSetDevice");
   }
   if (cur != device) previous_ = cur;
 }
@@ -143,7 +143,7 @@ int64_t max_resident(const void* kernel, int block, size_t smem, int cluster_n, 
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
   }
-  DeviceGuard guard(device);
+  DeviceGuard guard(device, where);
   prepare_kernel(kernel, smem, cluster_n, where);
   int64_t n = 0;
   if (cluster_n == 1) {

@@ -15,10 +15,12 @@ namespace quack::detail {
 void check_cuda(cudaError_t err, const char* where, const char* call);
 
 /// Sets the current device to `device` for the guard's lifetime and makes its primary context
-/// current on the calling thread (needed by driver calls on threads new to CUDA).
+/// current on the calling thread (needed by driver calls on threads new to CUDA). Throws, naming
+/// `fn` (the public function): InvalidArgument for an index at or past the count of devices this
+/// process sees, CudaError for another failure (e.g. no driver).
 class DeviceGuard {
  public:
-  explicit DeviceGuard(int device);
+  DeviceGuard(int device, const char* fn);
   ~DeviceGuard();
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;

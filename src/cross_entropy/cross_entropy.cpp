@@ -2,7 +2,6 @@
 // skeleton's call (traits: cross_entropy_traits.cuh) between the prep and finish kernels
 // (cross_entropy_aux.cu). Host only.
 #include <cmath>
-#include <optional>
 #include <string>
 
 #include "common/check.h"
@@ -129,15 +128,6 @@ void check_dx_predict(const ArgCheck& chk, const TensorRef& t, int device) {
 
 bool weighted_smoothing(const CrossEntropyFwdArgs& a) {
   return a.weight.present() && a.label_smoothing > 0.f;
-}
-
-// Makes `device` current in `guard`; a CUDA error (e.g. no driver) names the public function.
-void guard_device(std::optional<DeviceGuard>& guard, int device, const char* fn) {
-  try {
-    guard.emplace(device);
-  } catch (const CudaError& e) {
-    throw CudaError(std::string(fn) + ": " + e.what());
-  }
 }
 
 }  // namespace
@@ -331,8 +321,7 @@ CeFwdPlan plan_cross_entropy_fwd(const CeFwdCall& c, int config, int dx_config) 
 void run_cross_entropy_fwd(const CeFwdCall& c, const CeFwdPlan& plan, cudaStream_t stream) {
   const bool rows = plan.row.policy != RowPolicy::kNone || plan.dx.policy != RowPolicy::kNone;
   if (!c.prep && !c.finish && !rows) return;  // 'none', M = 0
-  std::optional<DeviceGuard> guard;
-  guard_device(guard, c.device, kFwd);
+  const DeviceGuard guard(c.device, kFwd);
   if (c.prep) launch_ce_prep(c.prep_params, stream, kFwd);
   run_row_call(c.row, plan.row, stream);  // nothing when M = 0
   // Split: one of the two kernels returns at once (the state's kDxOn, written by the prep).
@@ -471,8 +460,7 @@ void cross_entropy_train_bwd(const CrossEntropyTrainBwdArgs& a, cudaStream_t str
   const int vec_elems = 16 / dtype_size(a.dx.dtype);
   q.vec = vector_ok(a.dx, vec_elems) && (!out_of_place || vector_ok(a.dx_out, vec_elems));
 
-  std::optional<DeviceGuard> guard;
-  guard_device(guard, device, kTrainBwd);
+  const DeviceGuard guard(device, kTrainBwd);
   launch_ce_scale_grad(q, device, stream, kTrainBwd);
   run_row_call(c, stream);
 }
@@ -492,8 +480,7 @@ void cross_entropy_scale_grad(const CrossEntropyScaleGradArgs& a, cudaStream_t s
   q.V = a.dx.shape[1];
   q.vec = vector_ok(a.dx, 16 / dtype_size(a.dx.dtype));
   if (q.M == 0 || q.V == 0) return;
-  std::optional<DeviceGuard> guard;
-  guard_device(guard, device, kScale);
+  const DeviceGuard guard(device, kScale);
   launch_ce_scale_grad(q, device, stream, kScale);
 }
 

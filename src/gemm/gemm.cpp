@@ -350,7 +350,7 @@ void check_compiled_dtypes(const ArgCheck& chk, const GemmProblem& p, const char
 // QUACK_GEMM_TILE_N (tile_key) force a configuration where its instance exists (unset, empty or
 // "auto": the rule); else the rule of tile_rule.h (small M·N: 64x128 or 128x64; pingpong 128x128
 // or 128x192 with ≥ 4 tiles per SM, the one of least estimated time, from K = 4096 (kShortK) against
-// 128x256 too; else 128x256). Measured on
+// 128x256 too, but for the fused epilogues' (cooperative_rates); else 128x256). Measured on
 // the H200 (docs/performance.md g3, g5): pingpong 128x128 0.999–1.016x cuBLAS at 8192³ and the
 // four LLM shapes (128x256: 0.962–0.995), 0.749 at 2048³ (128x256: 0.783). 64x2 (128x64 with a
 // 1x2 cluster) is not in the rule: it measured slower than 128x64 without a cluster at M = 128
@@ -400,9 +400,8 @@ detail::CooperativeRates cooperative_rates(GemmEpilogue e) {
     case GemmEpilogue::kAct:
     case GemmEpilogue::kDAct:
     case GemmEpilogue::kGated:
-      return detail::kCooperativeRatesSecondOutput;
     case GemmEpilogue::kDGated:
-      return detail::kCooperativeRatesDGated;
+      return detail::kCooperativeRatesFused;
     default:
       return detail::kCooperativeRates;
   }
@@ -411,8 +410,12 @@ detail::CooperativeRates cooperative_rates(GemmEpilogue e) {
 // The instance that runs p (base: its group's base instance) on a device of `sms` SMs, without a
 // CUDA call: the forced one, else the rule's (among the group's production instances; one with
 // a C ring only where p reads C: without C its buffers are idle shared memory, e.g. linear +
-// cross-entropy's first dweight chunk keeps the cooperative 128x256; an I/O-warp variant in
-// place of its tile's other variant at K ≤ kIoWarpMaxK: gemm_dgated's 128x128ppa3d2io).
+// cross-entropy's first dweight chunk keeps the cooperative 128x256; at K ≤ kIoWarpMaxK an
+// I/O-warp variant in place of its tile's other variant, gemm_dgated's 128x128ppa3d2io, with
+// 128x192 pingpong out of the comparison: the rule's 128x128 rate is a1d2's, and a3d2io ran
+// 1.05-1.54 x a1d2 there (docs/performance.md, AN2 / AO1) where the rule's estimates put
+// 128x192 1.3 % ahead of 128x128 at the demo's fc2 dgrad, 16384x5632x2048; run AS read 128x192pp
+// 1-3 % ahead of a3d2io at 16384x14336x2048 (estimated 5.5 %), so that shape loses as much.
 // QUACK_GEMM_TILE (then QUACK_GEMM_TILE_N) forces "<tile>" on every group (a tile not compiled for the group runs
 // base), or, written "<name part>:<tile>", only on the groups whose base instance's name
 // contains <name part> (e.g. "f32_mm:128x256a1d2": linear + cross-entropy's fp32-accumulating
@@ -440,15 +443,16 @@ const Instance& choose_instance(const Instance& base, const GemmProblem& p, int6
       same.push_back(&i);
       options.push_back(tile_option(i));
     }
-  const detail::TileQuery q{p.m, p.n, p.k, p.l, sms};
-  const detail::CooperativeRates r = cooperative_rates(base.epilogue);
-  const Instance& pick = *same[size_t(detail::choose_tile_index(
-      q, options.data(), int(options.size()), detail::kRatePingpong192, r.long_k, r.mid_k, r.short_k))];
-  // The tile's I/O-warp variant in its place at K ≤ kIoWarpMaxK (tile_rule.h).
+  const Instance* io = nullptr;  // the group's I/O-warp variant where it may run (tile_rule.h)
   if (p.k <= detail::kIoWarpMaxK && p.c != nullptr)
     for (const Instance& i : kGemmInstances)
-      if (i.io_warps && !i.candidate && same_problem(i, base) && tile_option(i) == tile_option(pick)) return i;
-  return pick;
+      if (i.io_warps && !i.candidate && same_problem(i, base)) io = &i;
+  const detail::TileQuery q{p.m, p.n, p.k, p.l, sms};
+  const detail::CooperativeRates r = cooperative_rates(base.epilogue);
+  const double rate192 = io ? 0.0 : detail::kRatePingpong192;
+  const Instance& pick = *same[size_t(detail::choose_tile_index(q, options.data(), int(options.size()), rate192,
+                                                                r.long_k, r.mid_k, r.short_k))];
+  return io && tile_option(*io) == tile_option(pick) ? *io : pick;
 }
 
 Launcher choose_tile(const Instance& base, const GemmProblem& p) {
@@ -1189,7 +1193,7 @@ Plan plan_rotary(const GemmRotaryArgs& g) {
 void run_plan(const Plan& plan, bool tuned, void* workspace, cudaStream_t stream) {
   if (plan.empty) return;
   GemmProblem p = plan.p;
-  detail::DeviceGuard guard(p.device);
+  const detail::DeviceGuard guard(p.device, plan.fn);
   if (p.k == 0) {
     detail::gemm_fill_k0(p, plan.fn, stream);
     return;
@@ -1263,6 +1267,14 @@ static const char* instance_name(const Plan& plan, int64_t sms) {
 
 const char* gemm_instance_name(const GemmArgs& args, int64_t sms) {
   return instance_name(plan_gemm(args), sms);
+}
+
+const char* gemm_instance_name(const GemmActArgs& args, int64_t sms) {
+  return instance_name(plan_act(args), sms);
+}
+
+const char* gemm_instance_name(const GemmDActArgs& args, int64_t sms) {
+  return instance_name(plan_dact(args), sms);
 }
 
 const char* gemm_instance_name(const GemmGatedArgs& args, int64_t sms) {

@@ -19,6 +19,11 @@ namespace quack::detail {
 /// fill kernel). Throws InvalidArgument as can_implement(args).
 const char* gemm_instance_name(const GemmArgs& args, int64_t sms);
 
+/// The same for quack::gemm_act(args) and quack::gemm_dact(args) with args.tuned off (e.g.
+/// "gemm_act_sm90_128x192pp_bf16_bf16_kk").
+const char* gemm_instance_name(const GemmActArgs& args, int64_t sms);
+const char* gemm_instance_name(const GemmDActArgs& args, int64_t sms);
+
 /// The same for quack::gemm_gated(args) with args.tuned off (e.g.
 /// "gemm_gated_sm90_128x192pp_bf16_bf16_kk").
 const char* gemm_instance_name(const GemmGatedArgs& args, int64_t sms);

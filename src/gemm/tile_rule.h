@@ -25,6 +25,8 @@
 //    rate (kRateCooperative256LongK); from kShortK to kMidK at kRateCooperative256ShortK, where
 //    few waves make its tile count the cheaper (4096³).
 // 3. Else the 128x256 cooperative default (options[0]).
+// The cooperative tile's rates in step 2 are parameters (CooperativeRates below): plain gemm's
+// here; the fused epilogues leave it out of step 2 (gemm.cpp, cooperative_rates).
 #pragma once
 
 #include <cstdint>
@@ -59,7 +61,8 @@ struct TileQuery {
 /// So 1.06 picks 128x192 on all five LLM shapes, 1.0 only on 8192³, and any value below 0.98
 /// (or ≤ 0: the tile is left out) keeps 128x128 on all of them. The bf16 act, dact, bias, gated
 /// and dgated epilogues have 128x192 pingpong instances and follow this choice (the cooperative
-/// 128x256's part differs: CooperativeRates below).
+/// 128x256's part differs: CooperativeRates below; gemm_dgated's at K ≤ kIoWarpMaxK: gemm.cpp,
+/// choose_instance).
 inline constexpr double kRatePingpong192 = 1.06;
 
 /// K from which the cooperative 128x256 tile competes with the pingpong tiles (rule step 2):
@@ -129,23 +132,21 @@ struct CooperativeRates {
 };
 inline constexpr CooperativeRates kCooperativeRates{kRateCooperative256LongK, kRateCooperative256MidK,
                                                     kRateCooperative256ShortK};
-/// gemm_act, gemm_dact and gemm_gated: not from kLongK, where the cooperative tile runs its
-/// epilogue (a second output, or C read) after its own mainloop and 128x192 pingpong hides it
-/// under the other warpgroup's. H100, bf16, burst, 3 rounds with 300 ms rests, ours / plain gemm
-/// at 16384x4096xK, K = 14336 / 28672 (docs/performance.md, run AS), 128x192pp against the
-/// 128x256 it replaces: dact relu 1.003, 1.026 / 0.982 against 1.073, 1.063 / 1.042, dact
-/// gelu_tanh_approx 1.029 / 0.968 against 1.081 / 1.038; act relu 0.990, 1.015 / 0.984, 0.961
-/// against 1.022, 0.985 / 1.007, 0.998, act gelu_tanh_approx 1.006 / 0.979 against 1.027 /
-/// 1.011; gated swiglu 1.034, 0.998 / 0.971, 0.958 against 1.018, 1.025 / 1.008, 1.015.
-inline constexpr CooperativeRates kCooperativeRatesSecondOutput{0.0, kRateCooperative256MidK,
-                                                                kRateCooperative256ShortK};
-/// gemm_dgated (bf16: 128x192 pingpong compiled, two kernels a TU, epilogue_variants.cuh EpiPaths): at no
-/// K. Run AS (as above; ours / plain gemm), 128x192pp against the rule before it (128x256 from
-/// K = 4096 where 128x192 would qualify, else 128x128 pingpong): 16384x14336x4096 1.037 against
-/// 1.180; 16384x4096x14336 1.004, 1.000, 1.019 against 1.079, 1.066, 1.060; 16384x4096x28672
-/// 0.972 against 1.003; 8192³ 1.044, 1.161 against 1.095, 1.240; and at K = 2048, against the
-/// I/O-warp 128x128ppa3d2io, 16384x14336x2048 1.285, 1.318 against 1.326, 1.330.
-inline constexpr CooperativeRates kCooperativeRatesDGated{0.0, 0.0, 0.0};
+/// The fused epilogues with a second output or a C read beside the accumulator (gemm_act,
+/// gemm_dact, gemm_gated, gemm_dgated): at no K where a pingpong tile qualifies. The cooperative
+/// tile runs its epilogue after its own mainloop, where 128x192 pingpong hides it under the other
+/// warpgroup's; the longer that epilogue against the mainloop, the more it costs, so shorter K
+/// favours pingpong further. H100, bf16, burst, ours / plain gemm in one process, 128x192pp
+/// against 128x256 (docs/performance.md, runs AR1, AS; AS with 300 ms rests): gated swiglu
+/// 16384x14336x4096 1.061 / 1.163, 8192³ 1.022 / 1.085 (AR1); dgated swiglu 16384x14336x4096
+/// 1.037 / 1.180, 16384x4096x14336 1.004, 1.000, 1.019 / 1.079, 1.066, 1.060, 16384x4096x28672
+/// 0.972 / 1.003; dact relu 16384x4096x14336 / 28672 1.003, 1.026 / 0.982 against 1.073, 1.063
+/// / 1.042, gelu_tanh_approx 1.029 / 0.968 against 1.081 / 1.038; act relu 0.990, 1.015 /
+/// 0.984, 0.961 against 1.022, 0.985 / 1.007, 0.998, gelu_tanh_approx 1.006 / 0.979 against 1.027
+/// / 1.011; gated swiglu 1.034, 0.998 / 0.971, 0.958 against 1.018, 1.025 / 1.008, 1.015 (AS).
+/// The one reading the other way, gated at 16384x4096x14336 in AR1 (1.074 / 1.034), AS read
+/// twice at 1.034 / 1.018 and 0.998 / 1.025. Not measured between K = 4096 and 14336 but at 8192³.
+inline constexpr CooperativeRates kCooperativeRatesFused{0.0, 0.0, 0.0};
 
 /// Index into options[0, count) of the configuration to run; options[0] is the 128x256
 /// cooperative default, which is returned when no rule applies. rate192: kRatePingpong192,

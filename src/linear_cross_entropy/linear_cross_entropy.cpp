@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <optional>
 #include <string>
 
 #include "common/check.h"
@@ -452,19 +451,10 @@ struct Ctx {
   }
 };
 
-void guard_device(std::optional<DeviceGuard>& guard, int device, const char* fn) {
-  try {
-    guard.emplace(device);
-  } catch (const CudaError& e) {
-    throw CudaError(std::string(fn) + ": " + e.what());
-  }
-}
-
 void run_fwd(const LinearCrossEntropyFwdArgs& a, const LcePlan& p, cudaStream_t s) {
   const bool none = a.reduction == Reduction::kNone, mean = a.reduction == Reduction::kMean;
-  std::optional<DeviceGuard> guard;
   const int device = a.x.device;
-  guard_device(guard, device, kFwd);
+  const DeviceGuard guard(device, kFwd);
   char* ws = static_cast<char*>(a.workspace);
   const Ctx c{p,
               a.x,
@@ -609,9 +599,8 @@ void run_fwd(const LinearCrossEntropyFwdArgs& a, const LcePlan& p, cudaStream_t 
 }
 
 void run_bwd(const LinearCrossEntropyBwdArgs& a, const LcePlan& p, cudaStream_t s) {
-  std::optional<DeviceGuard> guard;
   const int device = a.x.device;
-  guard_device(guard, device, kBwd);
+  const DeviceGuard guard(device, kBwd);
   const Ctx c{p,
               a.x,
               a.weight,

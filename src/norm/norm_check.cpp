@@ -12,7 +12,7 @@ namespace quack::detail {
 void fill_empty_row_stats(const TensorRef& t, int byte, int device, const char* fn,
                           cudaStream_t stream) {
   if (!t.present() || t.numel() == 0) return;
-  DeviceGuard guard(device);
+  const DeviceGuard guard(device, fn);
   // One 4-byte column of M rows, t.stride[0] floats apart (≥ 1 element: a 1-row tensor may
   // carry any stride).
   const size_t pitch = static_cast<size_t>(std::max<int64_t>(t.stride[0], 1)) * sizeof(float);

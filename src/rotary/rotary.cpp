@@ -223,7 +223,7 @@ void apply_rotary(const RotaryArgs& a, cudaStream_t stream) {
   p.t[1] = tensor_params(a.k, a.k_out);
   p.t[2] = tensor_params(a.v, a.v_out);
   const bool vec = apply_vector_path(a, p.half, p.D);
-  detail::DeviceGuard guard(a.q.device);
+  const detail::DeviceGuard guard(a.q.device, kFn);
   detail::launch_rotary(p, a.q.dtype, vec, stream, kFn);
 }
 
@@ -263,7 +263,7 @@ void rotary_qkv_pack(const RotaryPackArgs& a, cudaStream_t stream) {
   const TensorRef* ins[3] = {&a.dq, &a.dk, &a.dv};
   for (int j = 0; j < 3; ++j) p.t[j] = tensor_params(*ins[j], packed_slice(a.dqkv, j));
   const bool vec = detail::rotary_pack_vector_path(a);
-  detail::DeviceGuard guard(a.dqkv.device);
+  const detail::DeviceGuard guard(a.dqkv.device, kPackFn);
   detail::launch_rotary(p, a.dqkv.dtype, vec, stream, kPackFn);
 }
 

@@ -1,7 +1,6 @@
 // The row skeleton's host side: plan (policy, configuration, geometry) and the call/launch glue.
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 #include <string>
 
 #include "common/check.h"
@@ -529,14 +528,7 @@ void run_row_call(const RowCall& c, const RowPlan& plan_in, cudaStream_t stream,
                         std::to_string(plan_in.g.cols) + ") need " +
                         std::to_string(plan_in.grid) +
                         " CTAs on this layout, expected at most 2^31 - 1 (one launch)");
-  std::optional<DeviceGuard> guard;
-  try {
-    guard.emplace(c.device);
-  } catch (const CudaError& e) {  // e.g. no driver: say which call met it
-    throw CudaError(std::string(c.fn) + ": " + e.what());
-  } catch (const InvalidArgument& e) {  // a device index past the count
-    throw InvalidArgument(std::string(c.fn) + ": " + e.what());
-  }
+  const DeviceGuard guard(c.device, c.fn);
   RowPlan plan = plan_in;
   RowParams p = c.p;
   p.g = plan.g;

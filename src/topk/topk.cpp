@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <limits>
-#include <optional>
 #include <string>
 
 #include "common/check.h"
@@ -144,12 +143,7 @@ void topk_run_call(const TopkCall& c, void* workspace, size_t workspace_bytes,
   p.vec_io = c.plan.vec_io;
   p.prefix_iters = c.plan.prefix_iters;
   p.prefix_narrow = c.plan.prefix_narrow;
-  std::optional<DeviceGuard> guard;
-  try {
-    guard.emplace(c.device);
-  } catch (const CudaError& e) {
-    throw CudaError(std::string(fn) + ": " + e.what());
-  }
+  const DeviceGuard guard(c.device, fn);
   if (c.plan.path == TopkPath::kSort) {
     topk_sort_run(p, c.x_dtype, workspace, workspace_bytes, stream, fn);
     return;
@@ -182,12 +176,7 @@ namespace {
 
 size_t call_workspace_size(const TopkCall& c) {
   if (c.plan.path != TopkPath::kSort) return 0;
-  std::optional<DeviceGuard> guard;
-  try {
-    guard.emplace(c.device);
-  } catch (const CudaError& e) {
-    throw CudaError(std::string("topk_fwd_workspace_size: ") + e.what());
-  }
+  const DeviceGuard guard(c.device, "topk_fwd_workspace_size");
   return topk_sort_workspace_size(c.p.M, c.p.N, c.x_dtype, "topk_fwd_workspace_size");
 }
 
@@ -287,12 +276,7 @@ void topk_bwd(const TopkBwdArgs& a, cudaStream_t stream) {
   if (grid > d::kMaxGrid)
     chk.fail("dx has M = " + std::to_string(M) + " rows, expected at most " +
              std::to_string(d::kMaxGrid * rows_per_cta) + " for N = " + std::to_string(N));
-  std::optional<d::DeviceGuard> guard;
-  try {
-    guard.emplace(dev);
-  } catch (const CudaError& e) {
-    throw CudaError(std::string(fn) + ": " + e.what());
-  }
+  const d::DeviceGuard guard(dev, fn);
   d::topk_bwd_launch(p, grid, stream, fn);
 }
 

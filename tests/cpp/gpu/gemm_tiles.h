@@ -1,7 +1,7 @@
 // Tile parameters of the fused-epilogue GPU tests (test_gemm_act.cpp, test_gemm_gated.cpp): the
 // QUACK_GEMM_TILE_N value each instantiation forces, its name, and whether an instance of that
-// tile is compiled for the epilogues under test (the fp16 and fp32-output groups have one tile; a
-// tile not compiled would silently rerun the group's default, so those cases skip instead).
+// tile is compiled for the epilogues under test (a tile not compiled would silently rerun the
+// group's default, so those cases would skip instead; every bf16 group under test has all three).
 #pragma once
 
 #include <initializer_list>

@@ -211,11 +211,11 @@ TEST(GemmDispatch, LceDweightTiles) {
 }
 
 // gemm_dgated (an MLP's fc2 dgrad: a (M, K) row-major, b (K, H) row-major, kernel majors km):
-// 128x192 pingpong wherever it qualifies (K ≥ 1024, ≥ 4 tiles per SM; the cooperative 128x256
-// at no K: kCooperativeRatesDGated), else 128x128 pingpong with the I/O-warp variant a3d2io at
-// K ≤ kIoWarpMaxK (2048) and a1d2 above; QUACK_GEMM_TILE=128x128pp forces the tile's first
-// variant, a1d2, at any K.
-TEST(GemmDispatch, DGatedTakesTheWidePingpongTile) {
+// 128x192 pingpong wherever it qualifies above kIoWarpMaxK (the cooperative 128x256 at no K:
+// kCooperativeRatesFused); at K ≤ kIoWarpMaxK (2048) the I/O-warp 128x128ppa3d2io where 128x128
+// pingpong qualifies (128x192 out: gemm.cpp, choose_instance); else a1d2; no pingpong tile
+// qualifying: 128x256. QUACK_GEMM_TILE=128x128pp forces the tile's first variant, a1d2, at any K.
+TEST(GemmDispatch, DGatedTakesThePingpongTiles) {
   const uintptr_t unit = uintptr_t{1} << 40;
   auto dgated = [&](int64_t M, int64_t H, int64_t K) {
     GemmDGatedArgs g;
@@ -230,31 +230,33 @@ TEST(GemmDispatch, DGatedTakesTheWidePingpongTile) {
   const std::string a1d2 = "gemm_dgated_sm90_128x128ppa1d2_bf16_x2_pbf16_km";
   const std::string pp192 = "gemm_dgated_sm90_128x192pp_bf16_x2_pbf16_km";
   const std::string coop = "gemm_dgated_sm90_128x256_bf16_x2_pbf16_km";
-  // The demo's fc2 dgrad: 30 waves x 256·192 / 1.06 against 43 x 256·128.
-  EXPECT_EQ(launched(dgated(16384, 5632, 2048), nullptr), pp192);
-  EXPECT_EQ(launched(dgated(16384, 5632, 1024), nullptr), pp192);
+  EXPECT_EQ(launched(dgated(16384, 5632, 2048), nullptr), io);  // the demo's fc2 dgrad
+  EXPECT_EQ(launched(dgated(16384, 5632, 1024), nullptr), io);
+  EXPECT_EQ(launched(dgated(16384, 14336, 2048), nullptr), io);
+  EXPECT_EQ(launched(dgated(16384, 5632, 512), nullptr), io);
+  // Above kIoWarpMaxK: 30 waves x 256·192 / 1.06 against 43 x 256·128 at N = 5632.
+  EXPECT_EQ(launched(dgated(16384, 5632, 2049), nullptr), pp192);
   EXPECT_EQ(launched(dgated(16384, 14336, 4096), nullptr), pp192);
   EXPECT_EQ(launched(dgated(16384, 7168, 4096), nullptr), pp192);
   EXPECT_EQ(launched(dgated(8192, 8192, 8192), nullptr), pp192);
   EXPECT_EQ(launched(dgated(16384, 4096, 14336), nullptr), pp192);  // plain gemm: 128x256 here
-  // Below K = 1024 128x192 is no candidate: 128x128 pingpong, its I/O-warp variant.
-  EXPECT_EQ(launched(dgated(16384, 5632, 512), nullptr), io);
   // 128x128 pingpong qualifies (16 x 40 tiles ≥ 4 · 132), 128x192 does not (16 x 27).
   EXPECT_EQ(launched(dgated(2048, 5120, 2048), nullptr), io);
   EXPECT_EQ(launched(dgated(2048, 5120, 2049), nullptr), a1d2);
   EXPECT_EQ(launched(dgated(2048, 5120, 8192), nullptr), a1d2);
-  // No pingpong tile qualifies: the cooperative default.
-  EXPECT_EQ(launched(dgated(2048, 2048, 8192), nullptr), coop);
+  EXPECT_EQ(launched(dgated(2048, 2048, 8192), nullptr), coop);  // no pingpong tile qualifies
   EXPECT_EQ(launched(dgated(8192, 8192, 8192), "128x128pp"), a1d2);
   EXPECT_EQ(launched(dgated(16384, 5632, 2048), "128x128pp"), a1d2);
+  EXPECT_EQ(launched(dgated(16384, 5632, 2048), "128x192pp"), pp192);
   EXPECT_EQ(launched(dgated(16384, 5632, 8192), "128x128ppa3d2io"), io);
   EXPECT_EQ(launched(dgated(16384, 5632, 8192), "128x256"), coop);
 }
 
-// gemm_gated (an MLP's fc1: x (M, K) row-major, W1 (N, K) row-major as b = W1ᵀ, kernel majors
-// kk) follows gemm's rule but for long K (kCooperativeRatesSecondOutput): 128x192 pingpong at
-// the LLM shapes, at kLongK too; QUACK_GEMM_TILE forces the others.
-TEST(GemmDispatch, GatedFollowsTheRule) {
+// gemm_act (x·W1ᵀ: kk), gemm_dact (dgrad: km) and gemm_gated (kk) follow gemm's pingpong choice
+// but never take the cooperative 128x256 where a pingpong tile qualifies
+// (kCooperativeRatesFused): 128x192 pingpong at the LLM shapes and at long K, where plain gemm
+// takes 128x256; QUACK_GEMM_TILE forces the others.
+TEST(GemmDispatch, FusedEpiloguesFollowTheRule) {
   const uintptr_t unit = uintptr_t{1} << 40;
   auto gated = [&](int64_t M, int64_t N, int64_t K) {
     GemmGatedArgs g;
@@ -265,6 +267,24 @@ TEST(GemmDispatch, GatedFollowsTheRule) {
     g.activation = Activation::kSwiglu;
     return g;
   };
+  auto act = [&](int64_t M, int64_t N, int64_t K) {
+    GemmActArgs g;
+    g.a = row_major(fake(1, unit), DType::kBFloat16, M, K);
+    g.b = col_major(fake(2, unit), DType::kBFloat16, K, N);
+    g.preact = row_major(fake(3, unit), DType::kBFloat16, M, N);
+    g.postact = row_major(fake(4, unit), DType::kBFloat16, M, N);
+    g.activation = Activation::kRelu;
+    return g;
+  };
+  auto dact = [&](int64_t M, int64_t N, int64_t K) {
+    GemmDActArgs g;
+    g.a = row_major(fake(1, unit), DType::kBFloat16, M, K);
+    g.b = row_major(fake(2, unit), DType::kBFloat16, K, N);
+    g.preact = row_major(fake(3, unit), DType::kBFloat16, M, N);
+    g.dpreact = row_major(fake(4, unit), DType::kBFloat16, M, N);
+    g.activation = Activation::kRelu;
+    return g;
+  };
   const std::string pp192 = "gemm_gated_sm90_128x192pp_bf16_bf16_kk";
   EXPECT_EQ(launched(gated(16384, 14336, 4096), nullptr), pp192);
   EXPECT_EQ(launched(gated(8192, 8192, 8192), nullptr), pp192);
@@ -272,6 +292,11 @@ TEST(GemmDispatch, GatedFollowsTheRule) {
   EXPECT_EQ(launched(gated(16384, 4096, 14336), nullptr), pp192);
   EXPECT_EQ(launched(gated(16384, 4096, 14336), "128x256"), "gemm_gated_sm90_128x256_bf16_bf16_kk");
   EXPECT_EQ(launched(gated(16384, 14336, 4096), "128x128pp"), "gemm_gated_sm90_128x128pp_bf16_bf16_kk");
+  for (int64_t k : {int64_t{8192}, int64_t{14336}, int64_t{28672}}) {
+    EXPECT_EQ(launched(act(16384, 4096, k), nullptr), "gemm_act_sm90_128x192pp_bf16_bf16_kk") << k;
+    EXPECT_EQ(launched(dact(16384, 4096, k), nullptr), "gemm_dact_sm90_128x192pp_bf16_bf16_km") << k;
+  }
+  EXPECT_EQ(launched(args(16384, 4096, 14336, "rc"), nullptr), "gemm_sm90_128x256e64_bf16_bf16_kk");
 }
 
 TEST(GemmDispatch, NothingLaunchedForEmptyOrKZero) {

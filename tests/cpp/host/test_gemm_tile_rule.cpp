@@ -123,30 +123,29 @@ TEST(GemmTileRule, MidKTakesTheCooperativeTileWhereItsWavesAreFewer) {
   EXPECT_EQ(pick(no192, 16384, 2048, 5632), "128x128pp");
 }
 
-// The fused epilogues' cooperative rates (tile_rule.h, CooperativeRates): with a second output
-// (act, dact, gated) 128x192 pingpong keeps the long K where plain gemm takes 128x256; dgated
-// never takes 128x256 where a pingpong tile qualifies, and keeps the default where none does.
-TEST(GemmTileRule, FusedEpiloguesKeepPingpongAtLongK) {
+// The fused epilogues' cooperative rates (tile_rule.h, kCooperativeRatesFused): the pingpong
+// tiles wherever one qualifies, at any K; the cooperative default where none does.
+TEST(GemmTileRule, FusedEpiloguesKeepPingpong) {
   auto with = [](const quack::detail::CooperativeRates& r, int64_t m, int64_t n, int64_t k) {
     return pick(kBf16, m, n, k, 1, quack::detail::kRatePingpong192, r.long_k, r.mid_k, r.short_k);
   };
   const auto& plain = quack::detail::kCooperativeRates;
-  const auto& second = quack::detail::kCooperativeRatesSecondOutput;
-  const auto& dgated = quack::detail::kCooperativeRatesDGated;
+  const auto& fused = quack::detail::kCooperativeRatesFused;
+  // Long K: plain gemm's 128x256 (kRateCooperative256LongK), the fused epilogues' 128x192.
   EXPECT_EQ(with(plain, 16384, 4096, 14336), "128x256");
-  EXPECT_EQ(with(second, 16384, 4096, 14336), "128x192pp");
-  EXPECT_EQ(with(second, 16384, 4096, 28672), "128x192pp");
-  EXPECT_EQ(with(dgated, 16384, 4096, 14336), "128x192pp");
-  // Below kLongK the second-output rates are plain gemm's: 16384 x 4096 x 8192 takes 128x256
-  // (16 x 256·256 against 22 x 256·192) with both; dgated keeps 128x192 pingpong.
+  EXPECT_EQ(with(fused, 16384, 4096, 14336), "128x192pp");
+  EXPECT_EQ(with(fused, 16384, 4096, 28672), "128x192pp");
+  // Mid K: 16384 x 4096 x 8192 (16 waves x 256·256 against 22 x 256·192 for plain gemm), 16384
+  // x 2048 x 5632 (8 x 256·256 against 11 x 256·192: 128x192 pads 2048 columns to 2112).
   EXPECT_EQ(with(plain, 16384, 4096, 8192), "128x256");
-  EXPECT_EQ(with(second, 16384, 4096, 8192), "128x256");
-  EXPECT_EQ(with(dgated, 16384, 4096, 8192), "128x192pp");
-  EXPECT_EQ(with(second, 4096, 4096, 4096), with(plain, 4096, 4096, 4096));
-  EXPECT_EQ(with(dgated, 4096, 4096, 4096), "128x128pp");  // 8 waves x 256·128 < 6 x 256·192 / 1.06
+  EXPECT_EQ(with(fused, 16384, 4096, 8192), "128x192pp");
+  EXPECT_EQ(with(plain, 16384, 2048, 5632), "128x256");
+  EXPECT_EQ(with(fused, 16384, 2048, 5632), "128x192pp");
+  // Short K: 4096³ (4 waves x 256·256 / 1.02 for plain gemm): 8 x 256·128 < 6 x 256·192 / 1.06.
+  EXPECT_EQ(with(plain, 4096, 4096, 4096), "128x256");
+  EXPECT_EQ(with(fused, 4096, 4096, 4096), "128x128pp");
   // No pingpong tile qualifies (2048 x 2048: 16 x 16 tiles of 128x128 < 4 · 132): the default.
-  EXPECT_EQ(with(dgated, 2048, 2048, 14336), "128x256");
-  EXPECT_EQ(with(second, 2048, 2048, 14336), "128x256");
+  EXPECT_EQ(with(fused, 2048, 2048, 14336), "128x256");
 }
 
 TEST(GemmTileRule, QuantisationDecidesAtShortK) {
