@@ -582,11 +582,13 @@ struct CollectiveEpilogue {
   // lambda's body on its own before inlining it and compiles the kernels to other SASS
   // (store_subtiles' flag of the plain stores in a 16-bit register instead of a predicate); the
   // skip a `continue`, as the loop's own: `if (inside) statement` compiles gemm_dgated's a3d2io
-  // kernel to other SASS.
+  // kernel to other SASS. _Pragma, not CUTE_UNROLL (a `#pragma` line, which a macro cannot
+  // produce). In the statement, `continue` would skip its sub_count step and `break` leave only
+  // the epi_n loop: neither is used.
 #define QUACK_FOR_EACH_SUBTILE(M, N, m_blk, n_blk)                                                \
-  CUTE_UNROLL                                                                                      \
+  _Pragma("unroll")                                                                                \
   for (int epi_m = 0; epi_m < Tile::BM / EpiM; ++epi_m)                                            \
-    CUTE_UNROLL                                                                                    \
+    _Pragma("unroll")                                                                              \
     for (int epi_n = 0; epi_n < Tile::BN / EpiN; ++epi_n)                                          \
       if (int const m0 = (m_blk) * Tile::BM + epi_m * EpiM, n0 = (n_blk) * Tile::BN + epi_n * EpiN; \
           n0 >= (N) || m0 >= (M))                                                                  \
