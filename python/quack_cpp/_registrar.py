@@ -263,12 +263,13 @@ def as_rows(t: Tensor) -> Tensor:
     return t.flatten(0, -2)
 
 
-def check_dim(fn: str, dim) -> None:
-    """dim an int (a bool or a float raises TypeError, as torch's ops do: ``dim == -1`` holds for
-    -1.0, which would otherwise pass unnoticed). Callers test ``type(dim) is not int`` first:
-    this runs only for other types (numpy's ints pass, by ``__index__``)."""
+def as_dim(fn: str, dim) -> int:
+    """dim as an int: numpy's ints and other integers by ``__index__``; a bool or a float raises
+    TypeError, as torch's ops do (``dim == -1`` holds for -1.0, which would otherwise pass
+    unnoticed). Callers test ``type(dim) is not int`` first: this runs only for other types."""
     if isinstance(dim, bool) or not hasattr(type(dim), "__index__"):
         raise TypeError(f"{fn}: dim is {dim!r} ({type(dim).__name__}), expected an int")
+    return operator.index(dim)
 
 
 def to_rows(x: Tensor, dim: int = -1):

@@ -13,15 +13,13 @@ exponentials are reduced together (online softmax), fp32 math; the row skeleton'
 (docs/architecture.md, "The row skeleton").
 """
 
-import operator
-
 import torch
 from torch import Tensor
 
 from . import _C
 from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
 from . import _dtensor
-from ._registrar import (CUSTOM, autocast_fp32, check_dim, check_float, from_rows, register,
+from ._registrar import (CUSTOM, as_dim, autocast_fp32, check_float, from_rows, register,
                          route, rows_cols, stream, tensor_arg, to_rows)
 
 __all__ = ["softmax", "log_softmax", "softmax_fwd", "softmax_bwd", "log_softmax_fwd",
@@ -107,8 +105,7 @@ log_softmax_fwd, log_softmax_bwd = _describe("log_softmax")
 
 def _run(op, fn: str, x: Tensor, dim: int) -> Tensor:
     if type(dim) is not int:
-        check_dim(fn, dim)
-        dim = operator.index(dim)
+        dim = as_dim(fn, dim)
     path = route(x)
     if path == CUSTOM:  # on the fast path x is a plain CUDA tensor of a float dtype
         check_float(fn, x, "x")

@@ -13,14 +13,13 @@ workspace); launches go to the current stream of x's device; nothing synchronise
 host, so calls can be captured in CUDA graphs.
 """
 
-import operator
 from typing import Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from . import _C, _dtensor
-from ._registrar import (CUSTOM, EAGER_GRAD, FLOAT_DTYPES, check_dim, check_float, dtype_name,
+from ._registrar import (CUSTOM, EAGER_GRAD, FLOAT_DTYPES, as_dim, check_float, dtype_name,
                          from_rows, records_grad, register, route, rows_cols, stream, tensor_arg,
                          to_rows)
 
@@ -211,8 +210,7 @@ def topk(
     if isinstance(k, (bool, float)):  # torch.topk refuses them too; 2.5 would reach the op
         raise TypeError(f"topk: k is {k!r} ({type(k).__name__}), expected an int")
     if type(dim) is not int:
-        check_dim("topk", dim)
-        dim = operator.index(dim)
+        dim = as_dim("topk", dim)
     if softmax is False or softmax is None:
         sm = SOFTMAX_NONE
     elif softmax is True:

@@ -337,6 +337,9 @@ def test_bad_input():
         quack_cpp.topk(x, True)
     with pytest.raises(TypeError, match=r"topk: dim is -1\.0 \(float\), expected an int"):
         quack_cpp.topk(x, 2, dim=-1.0)
+    np = pytest.importorskip("numpy")
+    v, i = quack_cpp.topk(x, 2, dim=np.int64(0))
+    torch.testing.assert_close(v, torch.topk(x, 2, dim=0).values, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("softmax", [False, True])

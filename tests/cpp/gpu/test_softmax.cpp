@@ -297,7 +297,9 @@ TEST_P(SoftmaxLayouts, InPlace) {
   }
 }
 
-TEST(SoftmaxErrors, DevicePastTheCount) {
+class SoftmaxErrors : public GpuTest {};
+
+TEST_F(SoftmaxErrors, DevicePastTheCount) {
   // Tensors claiming a device this process does not see: InvalidArgument naming the index and
   // the count, before any launch (cudaSetDevice's own error named neither), no error left.
   int count = 0;
