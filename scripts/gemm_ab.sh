@@ -6,7 +6,7 @@
 # the rule's choice (ours:auto) beside cuBLAS and QuACK 0.2.0 on 8192³, 16384x14336x4096 and
 # 8192x128256x4096 (bench/bench_gemm.py --tiles), and gemm_act / gemm_dact beside our plain gemm
 # (quack-bench gemm-act at 16384x14336x4096, gemm-dact at 16384x4096x14336; once with the rule's
-# tiles, once with both on 128x128pp, since gemm_act has no 128x192 instance). The tables are
+# tiles, once with both on 128x128pp: the same tile for the fused and the plain call). The tables are
 # printed last. Target: ≤ 6 min on the 16-core H200 host, build included.
 #
 #   scripts/gemm_ab.sh                       # the whole run
