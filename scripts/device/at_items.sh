@@ -1,16 +1,27 @@
-# Run AT (docs/status.md, "Next device calls", is the plan; its commands in short):
-# Call 1 (cold; libquack.a prebuilt here: AB_INSTANCES=OFF scripts/device/prebuild_lib.sh): every
-# GPU test, the first of the rule by epilogue (gemm_dgated's 128x192 pingpong in production; the
-# fused epilogues' cooperative 128x256 only where no pingpong tile qualifies) and of the
-# epilogue's subtile loop macro (SASS byte-identical on 17 TUs, not GPU-run):
-#   PREBUILT_LIB=1 BUDGET=565 bash scripts/device/call_tests.sh, carry [".prebuilt-lib", ".whl", ".data"]
-# Call 2 (the same machine, warm: within ~30 s of call 1's reply; a fresh one builds again): the
-# suites call 1 cut (TESTS / PYFILES; empty for none), then these items in order:
-#   PREBUILT_LIB=1 TESTS='...' PYFILES='...' BUDGET=<budget_left_s - 30, at most 590> \
-#   ITEMS=scripts/device/at_items.sh bash scripts/device/call_focus.sh, carry [".peers", ".whl", ".data"]
-# Call 3 (warm): PREBUILT_LIB=1 BUDGET=<...> ITEMS=scripts/device/at_items.sh bash
-# scripts/device/call_bench.sh (items done on this machine are skipped; one the budget cut reruns
-# whole). Same carry. The timeouts below add to ~1,600 s.
+# Run AT: the device calls of the session after 2026-12-06 (docs/status.md, "Next device calls").
+# Before call 1, in /work/main after CI has built HEAD there or in /work/ci (ccache then serves
+# the TUs): AB_INSTANCES=OFF scripts/device/prebuild_lib.sh (switches build/ to the production
+# instances; ~10 min with ccache, ~60 min without), then check
+#   [ "$(cat .prebuilt-lib/stamp)" = "$(bash scripts/device/stamp.sh lib) ab=OFF" ] && echo current
+# Calls (leave `kind` out; note the card each reply names; set the run's timeout_s to 600):
+# 1 (cold, ~300 s; every GPU test: the first of the rule by epilogue, gemm_dgated's 128x192
+#   pingpong in production, and of the epilogue's subtile loop macro: SASS byte-identical to the
+#   loops before it on 17 TUs, its _Pragma form on 2):
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=565 bash scripts/device/call_tests.sh
+#   carry [".prebuilt-lib", ".whl", ".data"]
+# 2 (warm: issue it within 30 s of call 1's reply, so decide nothing in between):
+#   PREBUILT_LIB=1 TESTS='' PYFILES='' BUDGET=<call 1's lease.budget_left_s - 30, at most 590> \
+#   ITEMS=scripts/device/at_items.sh bash scripts/device/call_focus.sh
+#   carry [".peers", ".whl", ".data"] (the machine's build/lib copy of the library and its A/B
+#   switch are reused; with TESTS / PYFILES unset call_focus runs its default suites instead)
+# 3 (warm, if budget is left): PREBUILT_LIB=1 BUDGET=<...> ITEMS=scripts/device/at_items.sh \
+#   bash scripts/device/call_bench.sh, same carry (items done on this machine are skipped; one the
+#   budget cut reruns whole).
+# A machine gone cold between calls builds the library again (~240 s; .prebuilt-lib and .peers
+# together pass the 64 MiB carry): carry .peers and let it build, or carry .prebuilt-lib and
+# drop the QuACK columns. The items below run in priority order; their timeouts add to 1,450 s,
+# more than one session's device time after call 1: what is cut moves to the next session. The
+# demo's full command (scripts/device/README.md, call_demo.sh, ~320 s) is a call of its own.
 #
 # dgated_demo: at K <= 2048 the rule keeps gemm_dgated on 128x128ppa3d2io (gemm.cpp,
 # choose_instance: 128x192 not compared there). Run AS at 16384 x 14336 x 2048: 128x192pp
@@ -19,11 +30,11 @@
 # of 128x128 at a1d2's rate). 128x192pp ahead by more than 2 % at the demo's shape and at
 # 16384 x 14336 x 2048: let it compete at K <= 2048 (drop the rate192 = 0 there).
 run dgated_demo 150 python3 bench/bench_gemm_fused.py --impls ours --ops dgated --acts swiglu --methods burst --burst-rounds 3 --burst-rest-ms 300 --tiles auto,128x192pp --shapes 16384x5632x2048,16384x5632x1024,8192x14336x2048,16384x14336x2048 --out $R/dgated_demo.jsonl
-# Issue 17's table by the acceptance method with QuACK (H200 where lent) on the new rule: act /
+# Issue 17's table by the acceptance method with QuACK on the new rule: act /
 # dact for QuACK's three activations, gated / dgated / bias, with rests first (the cooler card's
-# figures AS2 read steadier: dact 1.01-1.07 x plain rested against 1.18-1.23 without), then
+# figures AS2 read steadier: dact 1.00-1.07 x plain rested against 1.18-1.23 without), then
 # without. Predicted from AS (H100): ours / plain act and gated <= 1.03, dact <= 1.03 at
-# 16384 x 4096 x 14336 (now 128x192pp; 1.06-1.07 on 128x256 in AS2), dgated 1.00-1.06 at
+# 16384 x 4096 x 14336 (now 128x192pp; 1.02-1.07 on 128x256 in AS2), dgated 1.00-1.06 at
 # K >= 4096 (the table's 16384 x 14336 x 4096, 16384 x 4096 x 14336, 8192³), bias within 2 %; QuACK / ours 0.97-1.03 (AS2 rested: dact 0.92-0.96 at
 # 16384 x 4096 x 14336 on 128x256).
 # mlp_rest (1.5 s rests): SwiGLU >= 1.0 x compile, relu² 0.97-1.03 x QuACK and compile.

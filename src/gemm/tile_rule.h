@@ -126,7 +126,8 @@ inline constexpr double kRateCooperative256LongK = 1.13;
 
 /// The cooperative 128x256's rates in rule step 2 at K ≥ kLongK, kMidK ≤ K < kLongK and
 /// kShortK ≤ K < kMidK (choose_tile_index's rate256_*; ≤ 0: out of the comparison), per epilogue
-/// (gemm.cpp, choose_instance). Plain gemm, bias and rotary: kCooperativeRates.
+/// (gemm.cpp, choose_instance). Plain gemm, bias, rotary and gatedcat (128x256 only):
+/// kCooperativeRates.
 struct CooperativeRates {
   double long_k, mid_k, short_k;
 };
