@@ -204,8 +204,8 @@ def topk(
 
     Raises:
         ValueError: x not a CUDA float tensor, k out of range, a bad option (the message names
-            it). TypeError: k or dim a bool or a float. IndexError: dim out of range. RuntimeError: a
-            CUDA error.
+            it). TypeError: k or dim a bool or a float. IndexError: dim out of range.
+            RuntimeError: a CUDA error.
     """
     if isinstance(k, (bool, float)):  # torch.topk refuses them too; 2.5 would reach the op
         raise TypeError(f"topk: k is {k!r} ({type(k).__name__}), expected an int")
