@@ -116,8 +116,9 @@ Orient check_orient(const ArgCheck& chk, const TensorRef& t, const char* name, c
 // Layout of an operand of orientation `orient`: stride 1 along its contiguous dimension (unless
 // that extent is 1), leading stride ≥ the contiguous extent, batch stride ≠ 0. Whether TMA can
 // address it (16-byte base, leading and batch strides multiples of 16 bytes) is recorded, not
-// required; its element alignment is ArgCheck::required's (check_shape, before). `layout` names the expected layout for the "not yet supported" message. Strides
-// along extents of 1 are replaced by valid ones.
+// required; its element alignment is ArgCheck::required's (check_shape, before). `layout` names
+// the expected layout for the "not yet supported" message. Strides along extents of 1 are
+// replaced by valid ones.
 Operand check_layout(const ArgCheck& chk, const TensorRef& t, const char* name, Orient orient,
                      const std::string& layout) {
   const int o = t.ndim - 2;
@@ -437,16 +438,17 @@ const Instance& choose_instance(const Instance& base, const GemmProblem& p, int6
   }
   std::vector<const Instance*> same{&base};
   std::vector<detail::TileOption> options{tile_option(base)};
-  for (const Instance& i : kGemmInstances)
-    if (&i != &base && same_problem(i, base) && !i.candidate && !i.io_warps &&
-        (p.c != nullptr || !i.c_ring)) {
+  const bool io_k = p.k <= detail::kIoWarpMaxK && p.c != nullptr;
+  const Instance* io = nullptr;  // the group's I/O-warp variant where it may run (tile_rule.h)
+  for (const Instance& i : kGemmInstances) {
+    if (&i == &base || !same_problem(i, base) || i.candidate) continue;
+    if (i.io_warps) {
+      if (io_k) io = &i;
+    } else if (p.c != nullptr || !i.c_ring) {
       same.push_back(&i);
       options.push_back(tile_option(i));
     }
-  const Instance* io = nullptr;  // the group's I/O-warp variant where it may run (tile_rule.h)
-  if (p.k <= detail::kIoWarpMaxK && p.c != nullptr)
-    for (const Instance& i : kGemmInstances)
-      if (i.io_warps && !i.candidate && same_problem(i, base)) io = &i;
+  }
   const detail::TileQuery q{p.m, p.n, p.k, p.l, sms};
   const detail::CooperativeRates r = cooperative_rates(base.epilogue);
   const double rate192 = io ? 0.0 : detail::kRatePingpong192;
