@@ -19,7 +19,7 @@
 #   budget cut reruns whole).
 # A machine gone cold between calls builds the library again (~240 s; .prebuilt-lib and .peers
 # together pass the 64 MiB carry): carry .peers and let it build, or carry .prebuilt-lib and
-# drop the QuACK columns. The items below run in priority order; their timeouts add to 1,450 s,
+# drop the QuACK columns. The items below run in priority order; their timeouts add to 1,650 s,
 # more than one session's device time after call 1: what is cut moves to the next session. The
 # demo's full command (scripts/device/README.md, call_demo.sh, ~320 s) is a call of its own.
 #
@@ -30,6 +30,11 @@
 # of 128x128 at a1d2's rate). 128x192pp ahead by more than 2 % at the demo's shape and at
 # 16384 x 14336 x 2048: let it compete at K <= 2048 (drop the rate192 = 0 there).
 run dgated_demo 150 python3 bench/bench_gemm_fused.py --impls ours --ops dgated --acts swiglu --methods burst --burst-rounds 3 --burst-rest-ms 300 --tiles auto,128x192pp --shapes 16384x5632x2048,16384x5632x1024,8192x14336x2048,16384x14336x2048 --out $R/dgated_demo.jsonl
+# gemm_quick: issue 16's bar 1 (five LLM shapes, burst and sustained, with cuBLAS and QuACK): the
+# first reading with QuACK since the k-loop's descriptors moved to uniform registers (AO5, H200:
+# 0.982 burst / 0.945 sustained x max; AS2 read no change against cuBLAS). Predicted: burst
+# 0.97-1.00 x max, sustained 0.93-0.97 x max (QuACK ahead at the power limit, as in AO5 / AP2).
+run gemm_quick 200 python3 bench/bench_gemm.py --quick --methods burst,sustained --burst-rounds 3 --rounds 8 --out $R/gemm_quick.jsonl
 # Issue 17's table by the acceptance method with QuACK on the new rule: act /
 # dact for QuACK's three activations, gated / dgated / bias, with rests first (the cooler card's
 # figures AS2 read steadier: dact 1.00-1.07 x plain rested against 1.18-1.23 without), then
