@@ -49,3 +49,11 @@ run fused_gated_rest 200 python3 bench/bench_gemm_fused.py --ops gated,dgated,bi
 run mlp_rest 240 python3 bench/bench_gemm_fused.py --ops mlp --methods burst --burst-rounds 3 --burst-rest-ms 1500 --out $R/mlp_rest.jsonl
 run fused_act 330 python3 bench/bench_gemm_fused.py --ops act,dact --acts relu,relu_sq,gelu_tanh_approx --methods burst --burst-rounds 2 --out $R/fused_act.jsonl
 run fused_gated 200 python3 bench/bench_gemm_fused.py --ops gated,dgated,bias --acts swiglu --methods burst --burst-rounds 2 --out $R/fused_gated.jsonl
+# gemm_set (call 3, H200 if lent): issue 16's bar 2, the whole set by burst against cuBLAS (AO2: 0.984).
+run gemm_set 300 python3 bench/bench_gemm.py --methods burst --burst-rounds 2 --impls ours,cublas --out $R/gemm_set.jsonl
+# rows_15 (call 4): issue 15's missed points on H200, this build (AL2 / AK4 / AN2 readings).
+run rows_15 200 python3 bench/bench_rows.py --ops rmsnorm_fwd,rmsnorm_bwd,layernorm_fwd,layernorm_bwd,softmax_fwd,ce_fwd_bwd --dtypes bf16 --shapes 16384x4096,4096x262144,16384x131072 --impls ours,quack,compile --out $R/rows_15.jsonl
+run gemm_set2 60 python3 bench/bench_gemm.py --methods burst --burst-rounds 2 --impls cublas,ours --out $R/gemm_set2.jsonl
+# call 5: issue 19's fp32 point and issue 20's anchor shape on this build.
+run topk_19 60 python3 bench/bench_topk.py --dtypes fp32,bf16 --shapes 65536x1024x8,16384x4096x128 --rounds 5 --out $R/topk_19.jsonl
+run lce_20 120 python3 bench/bench_linear_ce.py --quick --out $R/lce_20.jsonl
