@@ -641,13 +641,6 @@ struct CollectiveEpilogue {
         CUTE_UNROLL
         for (int i = 0; i < kFrg; ++i) x[i] = acc(epi_n * kFrg + i, epi_m, 0);
       }
-      // A thread's C values of one subtile from its buffer, in x's order.
-      auto read_c = [&](cutlass::Array<ElementC, kFrg>& c, ElementC const* buf) {
-        if constexpr (kCf)
-          load_subtile_cf<EpiN>(c, buf, etid);
-        else
-          load_subtile<EpiN, EpiM, kUnswizzled>(c, buf, etid);
-      };
       cutlass::Array<float, kFrg> out[kOutputs];
       SubtileCoord const coord{m0, n0, etid, l};
       // C's values: from global memory (c_plain) or through TMA and smem. A kLinFirst visitor
@@ -658,6 +651,27 @@ struct CollectiveEpilogue {
       constexpr bool kLin = Op::kLinFirst;
       constexpr bool kOneCall = kLin || Op::kNeedsC;
       cutlass::Array<float, kFrg> cf;
+      // Either source's last step, once C's subtile is in buffer c_stage: this thread's C values
+      // into cf in x's order (read false: a diagnostic's synthetic C, the buffer not read), then
+      // the visitor's call that takes them here (kLinFirst's alpha·x + beta·C; LinearCombination).
+      auto take_c = [&](auto read) CUTLASS_LAMBDA_FUNC_INLINE {
+        if constexpr (decltype(read)::value) {
+          cutlass::Array<ElementC, kFrg> c;
+          if constexpr (kCf)
+            load_subtile_cf<EpiN>(c, c_smem + c_stage * kSubtile, etid);
+          else
+            load_subtile<EpiN, EpiM, kUnswizzled>(c, c_smem + c_stage * kSubtile, etid);
+          cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
+        } else {
+          // Diagnostic: C not read; a run-time value (not foldable): packed (1, ~1) for a 16-bit pair.
+          CUTE_UNROLL
+          for (int i = 0; i < kFrg; ++i) cf[i] = __uint_as_float(0x3f803f80u + (uint32_t(etid + i) & 7u));
+        }
+        if constexpr (kLin)
+          op.lin.apply(x, x, &cf);
+        else if constexpr (!kOneCall)
+          op(out, x, &cf, coord);
+      };
       if (!kTma && (Op::kNeedsC || load_c) && p.c_plain) {
         // C staged into its buffer by the group's plain loads, then read as in the TMA path.
         // Every thread's reads of the buffer (the previous subtile's LDSM, or a clipped store's
@@ -669,13 +683,7 @@ struct CollectiveEpilogue {
         }
         load_subtile_plain(c_smem + c_stage * kSubtile, p.c_ptr, p.ldc, p.batch_c, M, N, l, m0, n0, etid);
         epi_sync();  // the whole subtile is in the buffer
-        cutlass::Array<ElementC, kFrg> c;
-        read_c(c, c_smem + c_stage * kSubtile);
-        cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
-        if constexpr (kLin)
-          op.lin.apply(x, x, &cf);
-        else if constexpr (!kOneCall)
-          op(out, x, &cf, coord);
+        take_c(std::true_type{});
       } else if (Op::kNeedsC || load_c) {
         if constexpr (!kCAhead) {
           // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
@@ -691,19 +699,7 @@ struct CollectiveEpilogue {
         // kCAhead: issued by prefetch_c or kStagesC subtiles earlier (issue_c_ahead).
         if constexpr (kLoadsCIntoSmem)
           cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][kCAhead ? c_stage : 0], c_phase);
-        if constexpr (!kReadsC) {
-          // Diagnostic: C not read; a run-time value (not foldable): packed (1, ~1) for a 16-bit pair.
-          CUTE_UNROLL
-          for (int i = 0; i < kFrg; ++i) cf[i] = __uint_as_float(0x3f803f80u + (uint32_t(etid + i) & 7u));
-        } else {
-          cutlass::Array<ElementC, kFrg> c;
-          read_c(c, c_smem + c_stage * kSubtile);
-          cf = cutlass::NumericArrayConverter<float, ElementC, kFrg>{}(c);
-        }
-        if constexpr (kLin)
-          op.lin.apply(x, x, &cf);
-        else if constexpr (!kOneCall)
-          op(out, x, &cf, coord);
+        take_c(std::bool_constant<kReadsC>{});
       } else if constexpr (kLin) {
         op.lin.apply(x, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr));
       } else if constexpr (!kOneCall) {
@@ -847,12 +843,14 @@ struct CollectiveEpilogue {
         CUTE_UNROLL
         for (int i = 0; i < kHalf; ++i) x[i] = acc(epi_n * kFrg + kH * kHalf + i, epi_m, 0);
         cutlass::Array<ElementC, kHalf> c;
-        load_subtile_half<EpiN, kH>(c, c_buf, etid);
+        load_subtile<EpiN, 0, false, kH>(c, c_buf, etid);
         cutlass::Array<float, kHalf> const cf = cutlass::NumericArrayConverter<float, ElementC, kHalf>{}(c);
         cutlass::Array<float, kHalf> out[kOutputs];
         v(out, x, &cf, coord);
-        store_subtile_half<EpiN, kH>(cutlass::NumericArrayConverter<ElementD, float, kHalf>{}(out[0]), d_buf, etid);
-        store_subtile_half<EpiN, kH>(cutlass::NumericArrayConverter<ElementD1, float, kHalf>{}(out[1]), d1_buf, etid);
+        store_subtile<EpiN, 0, false, kH>(cutlass::NumericArrayConverter<ElementD, float, kHalf>{}(out[0]), d_buf,
+                                          etid);
+        store_subtile<EpiN, 0, false, kH>(cutlass::NumericArrayConverter<ElementD1, float, kHalf>{}(out[1]), d1_buf,
+                                          etid);
       };
       auto halves = [&](auto const& v) CUTLASS_LAMBDA_FUNC_INLINE {
         half(v, Int<0>{});

@@ -128,110 +128,81 @@ CUTE_DEVICE float2 ld_shared_f32x2(uint32_t addr) {
 
 /// Stores a thread's kFrg values of one subtile into the swizzled buffer `buf` (one stage).
 /// EpiM: the subtile's rows (needed only for rows of 256 bytes). Unswizzled: e128u's buffer.
-template <int EpiN, int EpiM = 0, bool Unswizzled = false, class T, int N>
+/// Half: -1 (the default) the whole subtile; H = 0 or 1 (swizzled rows of 64 or 128 bytes) half H
+/// of the thread's kFrg values, values [H·N, (H + 1)·N) (N = kFrg / 2) in v, the fragment's column
+/// blocks j ∈ [H·EpiN / 16, (H + 1)·EpiN / 16): 16-bit, STSM x4 numbers jj of that half; fp32, the
+/// pairs (h, j) of those blocks. The same addresses and instructions as the whole subtile's, half
+/// of them: a caller that runs its subtile in two halves holds half the values at a time.
+template <int EpiN, int EpiM = 0, bool Unswizzled = false, int Half = -1, class T, int N>
 CUTE_DEVICE void store_subtile(cutlass::Array<T, N> const& v, T* buf, int t) {
+  static_assert(Half >= -1 && Half <= 1, "the whole subtile (-1) or one of its two halves");
+  constexpr int kParts = Half < 0 ? 1 : 2, kPart = Half < 0 ? 0 : Half;  // v: part kPart of kParts
   constexpr int kRowBytes = EpiN * int(sizeof(T));
+  static_assert(Half < 0 || ((kRowBytes == 64 || kRowBytes == 128) && !Unswizzled),
+                "halves: swizzled rows of 64 or 128 bytes");
   char* const base = reinterpret_cast<char*>(buf);
   if constexpr (sizeof(T) == 2) {
-    static_assert(N == EpiN / 2, "16-bit subtile: EpiN / 8 column blocks of 4 values");
+    static_assert(N == EpiN / 2 / kParts && EpiN % (16 * kParts) == 0,
+                  "16-bit subtile: EpiN / 8 column blocks of 4 values (a half: EpiN / 32 STSM x4)");
     static_assert(!Unswizzled || kRowBytes == 256, "e128u: 16-bit rows of 256 bytes");
     uint32_t r[N / 2];  // value pairs (c = 0, 1); e128u: column blocks rotated by row
     CUTE_UNROLL
     for (int i = 0; i < N / 2; ++i) r[i] = reinterpret_cast<uint32_t const*>(v.data())[i];
     if constexpr (Unswizzled) rotate_blocks(r, rotation(t));
+    constexpr int kStsm = EpiN / 16 / kParts;  // STSM x4 of this part
     CUTE_UNROLL
-    for (int jj = 0; jj < EpiN / 16; ++jj) {
-      uint32_t const off = matrix_offset<kRowBytes, EpiM, Unswizzled>(t, jj);
-      cute::SM90_U32x4_STSM_N::copy(r[4 * jj], r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3],
+    for (int k = 0; k < kStsm; ++k) {
+      uint32_t const off = matrix_offset<kRowBytes, EpiM, Unswizzled>(t, kPart * kStsm + k);
+      cute::SM90_U32x4_STSM_N::copy(r[4 * k], r[4 * k + 1], r[4 * k + 2], r[4 * k + 3],
                                     *reinterpret_cast<cute::uint128_t*>(base + off));
     }
   } else {
-    static_assert(sizeof(T) == 4 && N == EpiN / 2 && !Unswizzled, "fp32 subtile (swizzled)");
+    static_assert(sizeof(T) == 4 && N == EpiN / 2 / kParts && !Unswizzled, "fp32 subtile (swizzled)");
     uint32_t const sbase = cute::cast_smem_ptr_to_uint(base);
     CUTE_UNROLL
-    for (int p = 0; p < N / 2; ++p) {  // value pair p = (h, j) = (p % 2, p / 2)
+    for (int q = 0; q < N / 2; ++q) {
+      int const p = kPart * (N / 2) + q;  // the whole subtile's value pair p = (h, j) = (p % 2, p / 2)
       uint32_t const off = swizzled_offset<kRowBytes, EpiM>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
-      st_shared_f32x2(sbase + off, float(v[2 * p]), float(v[2 * p + 1]));
+      st_shared_f32x2(sbase + off, float(v[2 * q]), float(v[2 * q + 1]));
     }
   }
 }
 
 /// Loads a thread's kFrg values of one subtile from the swizzled buffer `buf` (one stage).
-/// EpiM, Unswizzled: as store_subtile's.
-template <int EpiN, int EpiM = 0, bool Unswizzled = false, class T, int N>
+/// EpiM, Unswizzled, Half: as store_subtile's.
+template <int EpiN, int EpiM = 0, bool Unswizzled = false, int Half = -1, class T, int N>
 CUTE_DEVICE void load_subtile(cutlass::Array<T, N>& v, T const* buf, int t) {
+  static_assert(Half >= -1 && Half <= 1, "the whole subtile (-1) or one of its two halves");
+  constexpr int kParts = Half < 0 ? 1 : 2, kPart = Half < 0 ? 0 : Half;  // v: part kPart of kParts
   constexpr int kRowBytes = EpiN * int(sizeof(T));
+  static_assert(Half < 0 || ((kRowBytes == 64 || kRowBytes == 128) && !Unswizzled),
+                "halves: swizzled rows of 64 or 128 bytes");
   char const* const base = reinterpret_cast<char const*>(buf);
   if constexpr (sizeof(T) == 2) {
-    static_assert(N == EpiN / 2, "16-bit subtile");
+    static_assert(N == EpiN / 2 / kParts && EpiN % (16 * kParts) == 0, "16-bit subtile");
     static_assert(!Unswizzled || kRowBytes == 256, "e128u: 16-bit rows of 256 bytes");
     uint32_t r[N / 2];
+    constexpr int kLdsm = EpiN / 16 / kParts;  // LDSM x4 of this part
     CUTE_UNROLL
-    for (int jj = 0; jj < EpiN / 16; ++jj) {
-      uint32_t const off = matrix_offset<kRowBytes, EpiM, Unswizzled>(t, jj);
-      cute::SM75_U32x4_LDSM_N::copy(*reinterpret_cast<cute::uint128_t const*>(base + off), r[4 * jj],
-                                    r[4 * jj + 1], r[4 * jj + 2], r[4 * jj + 3]);
+    for (int k = 0; k < kLdsm; ++k) {
+      uint32_t const off = matrix_offset<kRowBytes, EpiM, Unswizzled>(t, kPart * kLdsm + k);
+      cute::SM75_U32x4_LDSM_N::copy(*reinterpret_cast<cute::uint128_t const*>(base + off), r[4 * k],
+                                    r[4 * k + 1], r[4 * k + 2], r[4 * k + 3]);
     }
     if constexpr (Unswizzled) rotate_blocks(r, rotation(t));  // an involution: fragment order again
     CUTE_UNROLL
     for (int i = 0; i < N / 2; ++i) reinterpret_cast<uint32_t*>(v.data())[i] = r[i];
   } else {
-    static_assert(sizeof(T) == 4 && N == EpiN / 2 && !Unswizzled, "fp32 subtile (swizzled)");
-    uint32_t const sbase = cute::cast_smem_ptr_to_uint(base);
-    CUTE_UNROLL
-    for (int p = 0; p < N / 2; ++p) {
-      uint32_t const off = swizzled_offset<kRowBytes, EpiM>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
-      float2 const x = ld_shared_f32x2(sbase + off);
-      v[2 * p] = T(x.x);
-      v[2 * p + 1] = T(x.y);
-    }
-  }
-}
-
-/// store_subtile / load_subtile (swizzled buffers, rows of 64 or 128 bytes) of half H of a thread's
-/// kFrg values: values [H·N, (H + 1)·N) (N = kFrg / 2) in v, the fragment's column blocks j ∈
-/// [H·EpiN / 16, (H + 1)·EpiN / 16): 16-bit, STSM x4 numbers jj of that half; fp32, the pairs
-/// (h, j) of those blocks. The same addresses and instructions as the whole subtile's, half of
-/// them: a caller that runs its subtile in two halves holds half the values at a time.
-template <int EpiN, int H, class T, int N>
-CUTE_DEVICE void store_subtile_half(cutlass::Array<T, N> const& v, T* buf, int t) {
-  static_assert(H == 0 || H == 1, "two halves");
-  constexpr int kRowBytes = EpiN * int(sizeof(T));
-  static_assert(kRowBytes == 64 || kRowBytes == 128, "swizzled rows of 64 or 128 bytes");
-  char* const base = reinterpret_cast<char*>(buf);
-  if constexpr (sizeof(T) == 2) {
-    static_assert(N == EpiN / 4 && EpiN % 32 == 0, "16-bit half subtile: EpiN / 32 STSM x4");
-    uint32_t const* r = reinterpret_cast<uint32_t const*>(v.data());
-    CUTE_UNROLL
-    for (int k = 0; k < EpiN / 32; ++k) {
-      uint32_t const off = matrix_offset<kRowBytes, 0, false>(t, H * (EpiN / 32) + k);
-      cute::SM90_U32x4_STSM_N::copy(r[4 * k], r[4 * k + 1], r[4 * k + 2], r[4 * k + 3],
-                                    *reinterpret_cast<cute::uint128_t*>(base + off));
-    }
-  } else {
-    static_assert(sizeof(T) == 4 && N == EpiN / 4, "fp32 half subtile");
+    static_assert(sizeof(T) == 4 && N == EpiN / 2 / kParts && !Unswizzled, "fp32 subtile (swizzled)");
     uint32_t const sbase = cute::cast_smem_ptr_to_uint(base);
     CUTE_UNROLL
     for (int q = 0; q < N / 2; ++q) {
-      int const pr = H * (N / 2) + q;  // the pair of the whole subtile
-      uint32_t const off = swizzled_offset<kRowBytes>(frag_row(t, pr % 2), 4 * frag_col(t, 2 * pr));
-      st_shared_f32x2(sbase + off, float(v[2 * q]), float(v[2 * q + 1]));
+      int const p = kPart * (N / 2) + q;  // the whole subtile's value pair
+      uint32_t const off = swizzled_offset<kRowBytes, EpiM>(frag_row(t, p % 2), 4 * frag_col(t, 2 * p));
+      float2 const x = ld_shared_f32x2(sbase + off);
+      v[2 * q] = T(x.x);
+      v[2 * q + 1] = T(x.y);
     }
-  }
-}
-template <int EpiN, int H, class T, int N>
-CUTE_DEVICE void load_subtile_half(cutlass::Array<T, N>& v, T const* buf, int t) {
-  static_assert(H == 0 || H == 1, "two halves");
-  static_assert(sizeof(T) == 4 && N == EpiN / 4 && EpiN * 4 <= 128, "fp32 half subtile, rows of 64 or 128 bytes");
-  constexpr int kRowBytes = EpiN * int(sizeof(T));
-  uint32_t const sbase = cute::cast_smem_ptr_to_uint(buf);
-  CUTE_UNROLL
-  for (int q = 0; q < N / 2; ++q) {
-    int const pr = H * (N / 2) + q;
-    uint32_t const off = swizzled_offset<kRowBytes>(frag_row(t, pr % 2), 4 * frag_col(t, 2 * pr));
-    float2 const x = ld_shared_f32x2(sbase + off);
-    v[2 * q] = T(x.x);
-    v[2 * q + 1] = T(x.y);
   }
 }
 

@@ -10,6 +10,15 @@
 
 namespace quack::detail::sm90 {
 
+/// The trait of a variant's constant: Of<T> (an integral_constant alias of the member the wrapper
+/// sets) where tile configuration T has that member, else Default (the epilogue's default, the
+/// production value). Each variant below declares its Of alias and its trait Tile...<T>, whose
+/// ::value the epilogue reads.
+template <template <class> class Of, class T, auto Default, class = void>
+struct TileVariantConstant : std::integral_constant<decltype(Default), Default> {};
+template <template <class> class Of, class T, auto Default>
+struct TileVariantConstant<Of, T, Default, std::void_t<Of<T>>> : Of<T> {};
+
 /// Tile configuration Base whose epilogue takes StagesC C buffers loaded ahead per group (0: C
 /// loaded when its subtile's turn comes, into the D buffer where the widths match) and, when
 /// StagesD > 0, StagesD buffers per output (CollectiveEpilogue's kStagesC, EpiStagesD): the
@@ -22,14 +31,10 @@ struct EpiCAhead : Base {
   static constexpr int kEpiCAheadStages = StagesC;
   static constexpr int kEpiStagesD = StagesD;
 };
-template <class T, class = void>
-struct TileCAheadStages : std::integral_constant<int, -1> {};  // -1: the epilogue's choice
-template <class T>
-struct TileCAheadStages<T, std::void_t<decltype(T::kEpiCAheadStages)>> : std::integral_constant<int, T::kEpiCAheadStages> {};
-template <class T, class = void>
-struct TileEpiStagesD : std::integral_constant<int, 0> {};  // 0: the epilogue's choice
-template <class T>
-struct TileEpiStagesD<T, std::void_t<decltype(T::kEpiStagesD)>> : std::integral_constant<int, T::kEpiStagesD> {};
+template <class T> using CAheadStagesOf = std::integral_constant<int, T::kEpiCAheadStages>;
+template <class T> using TileCAheadStages = TileVariantConstant<CAheadStagesOf, T, -1>;  // -1: the epilogue's choice
+template <class T> using EpiStagesDOf = std::integral_constant<int, T::kEpiStagesD>;
+template <class T> using TileEpiStagesD = TileVariantConstant<EpiStagesDOf, T, 0>;  // 0: the epilogue's choice
 
 /// DIAGNOSTIC ONLY (wrong results; never in instances.txt, never in correctness tests): tile
 /// configuration Base whose epilogue drops one of its global streams, to split gemm_dgated's cost
@@ -58,10 +63,8 @@ struct EpiDiag : Base {
                 "5 C read, not loaded (L2 prefetch)");
   static constexpr int kEpiDiag = Mode;
 };
-template <class T, class = void>
-struct TileEpiDiag : std::integral_constant<int, 0> {};  // 0: production
-template <class T>
-struct TileEpiDiag<T, std::void_t<decltype(T::kEpiDiag)>> : std::integral_constant<int, T::kEpiDiag> {};
+template <class T> using EpiDiagOf = std::integral_constant<int, T::kEpiDiag>;
+template <class T> using TileEpiDiag = TileVariantConstant<EpiDiagOf, T, 0>;  // 0: production
 
 /// Tile configuration Base whose epilogue moves its 32-bit C and D subtiles (64 x 32 words: gemm_dgated's
 /// packed pairs) in the bank-conflict-free order of epilogue_smem.cuh (load_subtile_cf /
@@ -76,10 +79,8 @@ template <class Base>
 struct EpiCf : Base {
   static constexpr bool kEpiCf = true;
 };
-template <class T, class = void>
-struct TileEpiCf : std::false_type {};  // production: the fragment order
-template <class T>
-struct TileEpiCf<T, std::void_t<decltype(T::kEpiCf)>> : std::bool_constant<T::kEpiCf> {};
+template <class T> using EpiCfOf = std::bool_constant<T::kEpiCf>;
+template <class T> using TileEpiCf = TileVariantConstant<EpiCfOf, T, false>;  // production: the fragment order
 
 /// Tile configuration Base whose epilogue (a C ring of S ≥ 2 buffers, EpiCAhead<..., S, D>) lands
 /// each C subtile in a ring slot that then holds that subtile's output 0 and is TMA-stored from
@@ -95,10 +96,8 @@ template <class Base>
 struct EpiInPlace : Base {
   static constexpr bool kEpiInPlace = true;
 };
-template <class T, class = void>
-struct TileEpiInPlace : std::false_type {};  // production: C and D in buffers of their own
-template <class T>
-struct TileEpiInPlace<T, std::void_t<decltype(T::kEpiInPlace)>> : std::bool_constant<T::kEpiInPlace> {};
+template <class T> using EpiInPlaceOf = std::bool_constant<T::kEpiInPlace>;
+template <class T> using TileEpiInPlace = TileVariantConstant<EpiInPlaceOf, T, false>;  // production: C's own buffers
 /// Tile configuration Base (in place: EpiInPlace<EpiCAhead<..., S, D>>, pingpong) whose epilogue
 /// I/O goes through one warp per group of the producer warpgroup (warps 1 and 2, idle otherwise):
 /// the I/O warp issues the group's C loads into the ring's slots and the TMA stores of its
@@ -117,10 +116,8 @@ template <class Base>
 struct EpiIoWarp : Base {
   static constexpr bool kEpiIoWarp = true;
 };
-template <class T, class = void>
-struct TileEpiIoWarp : std::false_type {};  // production: the consumers issue their own I/O
-template <class T>
-struct TileEpiIoWarp<T, std::void_t<decltype(T::kEpiIoWarp)>> : std::bool_constant<T::kEpiIoWarp> {};
+template <class T> using EpiIoWarpOf = std::bool_constant<T::kEpiIoWarp>;
+template <class T> using TileEpiIoWarp = TileVariantConstant<EpiIoWarpOf, T, false>;  // production: consumers issue I/O
 /// Tile configuration Base (with 16-bit subtiles of 128 columns: EpiSubtile<..., 128>) whose
 /// subtile buffers are row-major without swizzle, so each subtile is one TMA box of 256-byte rows
 /// (instances_ab.txt, epilogue column "<epilogue>:e128u", tile suffix e128u; issue 16's A/B of
@@ -132,10 +129,8 @@ template <class Base>
 struct EpiUnswizzled : Base {
   static constexpr bool kEpiUnswizzled = true;
 };
-template <class T, class = void>
-struct TileEpiUnswizzled : std::false_type {};  // production: swizzled buffers
-template <class T>
-struct TileEpiUnswizzled<T, std::void_t<decltype(T::kEpiUnswizzled)>> : std::bool_constant<T::kEpiUnswizzled> {};
+template <class T> using EpiUnswizzledOf = std::bool_constant<T::kEpiUnswizzled>;
+template <class T> using TileEpiUnswizzled = TileVariantConstant<EpiUnswizzledOf, T, false>;  // production: swizzled
 /// Tile configuration Base whose kernel holds one of store_tile's two paths: Paths = 1, the
 /// visitor's specialised copies with every C load and store through TMA (and nothing else);
 /// Paths = 2, the generic path (the run-time choice a constant per subtile; plain loads and
@@ -152,9 +147,7 @@ struct EpiPaths : Base {
   static_assert(Paths == 1 || Paths == 2, "1: the specialised copies (TMA only), 2: the generic path");
   static constexpr int kEpiPaths = Paths;
 };
-template <class T, class = void>
-struct TileEpiPaths : std::integral_constant<int, 0> {};  // 0: both paths in one kernel
-template <class T>
-struct TileEpiPaths<T, std::void_t<decltype(T::kEpiPaths)>> : std::integral_constant<int, T::kEpiPaths> {};
+template <class T> using EpiPathsOf = std::integral_constant<int, T::kEpiPaths>;
+template <class T> using TileEpiPaths = TileVariantConstant<EpiPathsOf, T, 0>;  // 0: both paths in one kernel
 
 }  // namespace quack::detail::sm90
