@@ -30,7 +30,11 @@ Methods (the order of the implementations rotates between rounds: A B C, B C A, 
              --drop dropped, median per call. The SM clock seen (nvidia-smi, sampled every 50 ms
              during the rounds) is printed beside the figures, overall and by implementation
              (the samples that arrived while its batches ran: sm_mhz_<impl> in the records):
-             an implementation that draws less power holds a higher clock at the limit.
+             an implementation that draws less power holds a higher clock at the limit. Where
+             the driver reports them, the board power by implementation (watts_<impl>), the
+             energy per call (mj_<impl> = W x ms) and the share of samples with a hardware
+             slowdown active (hw_slowdown_<impl>: the power brake slows the SM below the clock
+             nvidia-smi reports) come with it.
   rested     (not a bar method) the clocks kept high by rests (perf/h200-anchors.md's "rested"):
              sustained's code with batches of >= --rested-batch-ms (19 ms) of back-to-back calls,
              each behind a --rested-sleep-ms (25 ms) sleep (the GPU idles ~55 % of the time), no
@@ -193,22 +197,53 @@ def burst(torch, calls, args):
     return {n: statistics.median(s) for n, s in samples.items()}
 
 
+# nvidia-smi's fields, richest first: the SM clock, the board power and the active clock event
+# reasons (a bit mask); a driver that refuses a field gets the next, shorter query.
+SMI_QUERIES = ("clocks.sm,power.draw,clocks_throttle_reasons.active", "clocks.sm,power.draw", "clocks.sm")
+# The reasons that slow the SM below the clock nvidia-smi reports (NVML's nvmlClocksEventReason*):
+# HW slowdown 0x8, HW thermal slowdown 0x40, HW power brake slowdown 0x80. SW power cap (0x4)
+# lowers the reported clock itself.
+HW_SLOWDOWN = 0x8 | 0x40 | 0x80
+
+
+def parse_smi_line(line):
+    """One nvidia-smi CSV line of SMI_QUERIES' fields -> (MHz, W or None, reasons mask or None),
+    or None when the clock is not a number."""
+    f = [x.strip() for x in line.split(",")]
+    if not f or not f[0].isdigit():
+        return None
+    def num(i, conv):
+        try:
+            return conv(f[i]) if i < len(f) else None
+        except ValueError:  # "[N/A]", "[Not Supported]"
+            return None
+    return int(f[0]), num(1, float), num(2, lambda x: int(x, 16))
+
+
 class ClockSampler:
     """nvidia-smi's SM clock every 50 ms while active, each sample with the host time it
-    arrived (None where nvidia-smi is missing)."""
+    arrived (None where nvidia-smi is missing); with it, where the driver reports them, the board
+    power (W) and the clock event reasons (hardware slowdowns the clock figure does not show)."""
 
     def __init__(self):
         self.proc = None
         self.thread = None
         self.samples = []  # (time.perf_counter() at arrival, MHz)
+        self.power = []  # (time at arrival, W)
+        self.reasons = []  # (time at arrival, reasons mask)
 
     def __enter__(self):
+        gpu = str(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or 0)
         try:
+            for query in SMI_QUERIES:  # the first query this driver answers field by field
+                probe = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits",
+                                        "-i", gpu], capture_output=True, text=True, timeout=10)
+                if probe.returncode == 0 and parse_smi_line(probe.stdout.strip() or "x") is not None:
+                    break
             self.proc = subprocess.Popen(
-                ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-lms", "50",
-                 "-i", str(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or 0)],
+                ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-lms", "50", "-i", gpu],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        except (OSError, ValueError):
+        except (OSError, ValueError, subprocess.TimeoutExpired):
             self.proc = None
             return self
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -217,8 +252,15 @@ class ClockSampler:
 
     def _read(self):
         for line in self.proc.stdout:
-            if line.strip().isdigit():
-                self.samples.append((time.perf_counter(), int(line)))
+            got = parse_smi_line(line)
+            if got is None:
+                continue
+            t, (mhz, watts, mask) = time.perf_counter(), got
+            self.samples.append((t, mhz))
+            if watts is not None:
+                self.power.append((t, watts))
+            if mask is not None:
+                self.reasons.append((t, 1.0 if mask & HW_SLOWDOWN else 0.0))
 
     def __exit__(self, *exc):
         if self.proc is None:
@@ -231,15 +273,26 @@ class ClockSampler:
         return statistics.median(v for _, v in self.samples) if self.samples else None
 
 
-def clock_by_window(samples, windows):
-    """The median SM clock of the samples that arrived inside each name's host-time windows
-    ({name: [(t0, t1), ...]} -> {name: MHz or None}): which implementation the GPU ran while a
+def clock_by_window(samples, windows, stat=statistics.median):
+    """The median (or `stat`) of the samples that arrived inside each name's host-time windows
+    ({name: [(t0, t1), ...]} -> {name: value or None}): which implementation the GPU ran while a
     sample was taken (a batch runs from the end of its enqueue to its event's synchronize)."""
     out = {}
     for name, spans in windows.items():
         vals = [v for t, v in samples if any(t0 <= t <= t1 for t0, t1 in spans)]
-        out[name] = statistics.median(vals) if vals else None
+        out[name] = stat(vals) if vals else None
     return out
+
+
+class Measured(NamedTuple):
+    """One method's figures: ms per call by implementation; for the batched methods the SM clock
+    overall and by implementation (MHz), and by implementation the median board power (W) and the
+    share of samples with a hardware slowdown active (HW_SLOWDOWN); empty for burst."""
+    ms: dict
+    clk: Optional[float] = None
+    clocks: dict = {}
+    watts: dict = {}
+    slowdown: dict = {}
 
 
 class BatchSpec(NamedTuple):
@@ -266,7 +319,8 @@ def batch_spec(method, args):
 
 
 def batched(torch, calls, spec):
-    """Median ms per call over the kept batches, the SM clock overall and by implementation."""
+    """Measured: median ms per call over the kept batches, the SM clock overall and by
+    implementation, each implementation's board power and hardware-slowdown share."""
     names = list(calls)
     per_call, enqueue = {}, {}
     for n, f in calls.items():  # GPU ms per call and host ms to enqueue one
@@ -318,7 +372,9 @@ def batched(torch, calls, spec):
         clk = clock.median()
     else:  # the GPU rests between batches: the samples taken while a kept batch ran
         clk = clock_by_window(clock.samples, {"": [w for ws in windows.values() for w in ws]})[""]
-    return {n: statistics.median(v) for n, v in samples.items()}, clk, clocks
+    watts = clock_by_window(getattr(clock, "power", []), windows)
+    slowdown = clock_by_window(getattr(clock, "reasons", []), windows, stat=statistics.fmean)
+    return Measured({n: statistics.median(v) for n, v in samples.items()}, clk, clocks, watts, slowdown)
 
 
 def sustained(torch, calls, args):
@@ -326,20 +382,25 @@ def sustained(torch, calls, args):
 
 
 def measure(torch, calls, method, args):
-    """{impl: ms per call}, the SM clock (None for burst) and {impl: SM clock} for one method."""
+    """Measured for one method (burst: the ms alone)."""
     if method == "burst":
-        return burst(torch, calls, args), None, {}
+        return Measured(burst(torch, calls, args))
     return batched(torch, calls, batch_spec(method, args))
 
 
-def record(M, N, K, layout, method, ms, clk, clks, diffs):
-    """One JSON line: the same fields for every method."""
+def record(M, N, K, layout, method, got, diffs):
+    """One JSON line: the same fields for every method; a batched method adds by implementation
+    the SM clock (sm_mhz_), board power (watts_), energy per call (mj_: W x ms) and the share of
+    samples under a hardware slowdown (hw_slowdown_)."""
     flop = 2.0 * M * N * K
-    return dict(op="gemm", M=M, N=N, K=K, layout=layout, method=method, sm_mhz=clk,
+    return dict(op="gemm", M=M, N=N, K=K, layout=layout, method=method, sm_mhz=got.clk,
                 rel_diff_vs_cublas=diffs.get("ours", next(iter(diffs.values()), None)), rel_diff=diffs,
-                **{f"ms_{n}": v for n, v in ms.items()},
-                **{f"tflops_{n}": flop / v / 1e9 for n, v in ms.items()},
-                **{f"sm_mhz_{n}": v for n, v in clks.items()})
+                **{f"ms_{n}": v for n, v in got.ms.items()},
+                **{f"tflops_{n}": flop / v / 1e9 for n, v in got.ms.items()},
+                **{f"sm_mhz_{n}": v for n, v in got.clocks.items()},
+                **{f"watts_{n}": v for n, v in got.watts.items()},
+                **{f"mj_{n}": v * got.ms[n] for n, v in got.watts.items() if v is not None and n in got.ms},
+                **{f"hw_slowdown_{n}": v for n, v in got.slowdown.items()})
 
 
 def main(argv=None):
@@ -371,8 +432,9 @@ def main(argv=None):
                 del ref
             flop = 2.0 * M * N * K
             for m in methods:
-                ms, clk, clks = measure(torch, calls, m, args)
-                rec = record(M, N, K, layout, m, ms, clk, clks, diffs)
+                got = measure(torch, calls, m, args)
+                ms, clk, clks = got.ms, got.clk, got.clocks
+                rec = record(M, N, K, layout, m, got, diffs)
                 if m == "burst":
                     rec["burst_rest_ms"] = args.burst_rest_ms
                 rows.append(rec)
@@ -382,7 +444,10 @@ def main(argv=None):
                     f"{n} {flop / v / 1e9:.1f}" for n, v in ms.items()) +
                     (f"  SM {clk:.0f} MHz" if clk else "") +
                     ("  (SM MHz by impl: " + ", ".join(f"{n} {v:.0f}" for n, v in clks.items()
-                                                       if v) + ")" if any(clks.values()) else ""),
+                                                       if v) + ")" if any(clks.values()) else "") +
+                    ("  (W, mJ a call by impl: " + ", ".join(f"{n} {v:.0f} W {v * ms[n]:.0f} mJ"
+                                                            for n, v in got.watts.items() if v) + ")"
+                     if any(got.watts.values()) else ""),
                     flush=True)
             del a, b, calls
             torch.cuda.empty_cache()

@@ -372,8 +372,8 @@ def main(argv=None):
                     for m in methods:
                         ms = burst(torch, calls, args) if m == "burst" else sustained(torch, calls, args)
                         clk, clks = None, {}
-                        if m != "burst":
-                            ms, clk, clks = ms
+                        if m != "burst":  # a Measured (bench_gemm.py)
+                            ms, clk, clks = ms.ms, ms.clk, ms.clocks
                         rec = dict(op=op, act=act, dtype=args.dtype, M=shape[0], N=shape[1], K=shape[2], method=m,
                                    sm_mhz=clk, rel_diff_vs_torch=diff,
                                    burst_rest_ms=args.burst_rest_ms if m == "burst" else None,

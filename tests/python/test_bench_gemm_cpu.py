@@ -99,9 +99,12 @@ class FakeGPU:
 
             def __exit__(self, *exc):
                 t = self.t0
+                self.power, self.reasons = [], []
                 while t < gpu.host:
                     name = gpu.running(t)
                     self.samples.append((t / 1e3, gpu.mhz[name] if name else IDLE_MHZ))
+                    self.power.append((t / 1e3, WATTS[name] if name else IDLE_W))
+                    self.reasons.append((t / 1e3, 1.0 if name == "ours" and int(t / every_ms) % 4 == 0 else 0.0))
                     t += every_ms
 
             def median(self):
@@ -129,6 +132,8 @@ class FakeGPU:
 
 CALL_MS = {"ours": 1.5, "cublas": 1.3, "quack": 1.2}
 MHZ = {"ours": 1900, "cublas": 1950, "quack": 1850}
+WATTS = {"ours": 690.0, "cublas": 660.0, "quack": 700.0}  # board power while each runs
+IDLE_W = 120.0
 
 
 def run_method(monkeypatch, method, argv=(), spec=None):
@@ -145,7 +150,7 @@ def run_method(monkeypatch, method, argv=(), spec=None):
 
 
 def test_rested_batches_sleeps_rounds_and_clocks(monkeypatch):
-    gpu, (ms, clk, clks) = run_method(monkeypatch, "rested")
+    gpu, (ms, clk, clks, *_) = run_method(monkeypatch, "rested")
     assert ms == pytest.approx(CALL_MS)
     batches = gpu.batches()
     assert len(batches) == 3 * 10  # 10 rounds, none dropped
@@ -167,7 +172,7 @@ def test_rested_batches_sleeps_rounds_and_clocks(monkeypatch):
 
 def test_rested_parameters(monkeypatch):
     argv = ["--rested-batch-ms", "40", "--rested-sleep-ms", "5", "--rested-rounds", "4"]
-    gpu, (ms, clk, clks) = run_method(monkeypatch, "rested", argv)
+    gpu, (ms, clk, clks, *_) = run_method(monkeypatch, "rested", argv)
     batches = gpu.batches()
     assert len(batches) == 3 * 4
     for sleep, clears, name, n, batch_ms in batches:
@@ -178,7 +183,7 @@ def test_rested_parameters(monkeypatch):
 def test_sustained_unchanged(monkeypatch):
     """The defaults: 60 ms batches behind a sleep as long as the host's enqueue (with a margin),
     12 rounds with the first 2 dropped; the overall clock over every sample of the rounds."""
-    gpu, (ms, clk, clks) = run_method(monkeypatch, "sustained")
+    gpu, (ms, clk, clks, *_) = run_method(monkeypatch, "sustained")
     assert ms == pytest.approx(CALL_MS)
     batches = gpu.batches()
     assert len(batches) == 3 * 12
@@ -191,9 +196,28 @@ def test_sustained_unchanged(monkeypatch):
     assert clk in MHZ.values()
 
 
+def test_power_and_slowdown_by_implementation(monkeypatch):
+    """Each implementation's board power from the samples inside its batches (none of the
+    sleeps' idle power), and the share of its samples with a hardware slowdown."""
+    gpu, got = run_method(monkeypatch, "sustained")
+    assert got.watts == WATTS
+    assert 0.1 < got.slowdown["ours"] < 0.4  # every 4th sample in the fake
+    assert got.slowdown["cublas"] == 0.0 and got.slowdown["quack"] == 0.0
+
+
+def test_smi_lines():
+    assert bench_gemm.parse_smi_line("1455, 698.52, 0x0000000000000084") == (1455, 698.52, 0x84)
+    assert bench_gemm.parse_smi_line("1980, [N/A], [Not Supported]") == (1980, None, None)
+    assert bench_gemm.parse_smi_line("1410") == (1410, None, None)
+    assert bench_gemm.parse_smi_line("clocks.sm [MHz]") is None
+    mask = bench_gemm.parse_smi_line("1455, 700.0, 0x0000000000000004")[2]
+    assert mask & bench_gemm.HW_SLOWDOWN == 0  # SW power cap: the reported clock shows it
+    assert 0x80 & bench_gemm.HW_SLOWDOWN  # the power brake does not
+
+
 def test_l2_clear_between_sleep_and_batch_untimed(monkeypatch):
     spec = bench_gemm.BatchSpec(batch_ms=10.0, sleep_ms=2.0, rounds=2, drop=0, l2_clear=True)
-    gpu, (ms, clk, clks) = run_method(monkeypatch, "rested", spec=spec)
+    gpu, (ms, clk, clks, *_) = run_method(monkeypatch, "rested", spec=spec)
     assert ms == pytest.approx(CALL_MS)
     batches = gpu.batches()
     assert len(batches) == 6 and all(b[1] == 1 for b in batches)
@@ -209,10 +233,16 @@ def test_methods_and_records():
         bench_gemm.parse_args(["--methods", "burst,restd"])
     # One record per method, the same fields; the table shows the method and its clock.
     rows = []
-    for m, clk, clks in (("burst", None, {}), ("rested", 1935, {"ours": 1930, "cublas": 1940})):
-        rows.append(bench_gemm.record(8192, 8192, 8192, "rr", m, {"ours": 1.5, "cublas": 1.4},
-                                      clk, clks, {"ours": 1e-3}))
-    assert set(rows[1]) - set(rows[0]) == {"sm_mhz_ours", "sm_mhz_cublas"}
+    ms = {"ours": 1.5, "cublas": 1.4}
+    for got in (bench_gemm.Measured(ms),
+                bench_gemm.Measured(ms, 1935, {"ours": 1930, "cublas": 1940}, {"ours": 700.0, "cublas": None},
+                                    {"ours": 0.25, "cublas": 0.0})):
+        rows.append(bench_gemm.record(8192, 8192, 8192, "rr", "burst" if got.clk is None else "rested", got,
+                                      {"ours": 1e-3}))
+    assert set(rows[1]) - set(rows[0]) == {"sm_mhz_ours", "sm_mhz_cublas", "watts_ours", "watts_cublas",
+                                           "mj_ours", "hw_slowdown_ours", "hw_slowdown_cublas"}
+    assert rows[1]["mj_ours"] == pytest.approx(700.0 * 1.5)  # W x ms = mJ
+    assert rows[1]["watts_cublas"] is None and rows[1]["hw_slowdown_ours"] == 0.25
     assert rows[1]["method"] == "rested" and rows[1]["sm_mhz"] == 1935
     assert rows[1]["tflops_ours"] == pytest.approx(2 * 8192 ** 3 / 1.5 / 1e9)
     assert rows[1]["rel_diff_vs_cublas"] == 1e-3
