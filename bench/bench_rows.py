@@ -73,7 +73,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup-ms", type=float, default=25.0)
     p.add_argument("--rep-ms", type=float, default=100.0)
     p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "results"), "bench_rows.jsonl"))
-    p.add_argument("--plot", default=os.path.join(os.environ.get("OUT", "results"), "rows_bw.png"))
+    p.add_argument("--plot", default=os.path.join(os.environ.get("OUT", "results"), "rows_bw.png"),
+                   help="PNG of the table ('' for none)")
     p.add_argument("--replot", metavar="JSONL")
     return p.parse_args(argv)
 
@@ -411,6 +412,8 @@ def report(records, plot_path):
         ratio = f"{ours / best:.3f}" if ours and best else "-"
         vs_copy = f"{ours / copy:.3f}" if ours and copy else "-"
         print(f"| {op} | {dt} | {M} x {N} | " + " | ".join(cells) + f" | {ratio} | {vs_copy} |")
+    if not plot_path:  # --plot '': the table alone
+        return
     try:
         plot(rows, copy, plot_path)
     except Exception as e:  # matplotlib missing: the table is the result
