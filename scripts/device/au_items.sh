@@ -19,11 +19,16 @@
 # reads 1.02-1.06 x auto at 16384 x 4096 x 14336 (AT: act 1.03, dact 1.06 x plain there); if not,
 # within 1 % at every shape (then the stage count is not the lever: look at dact's preact wait).
 run stage_ctl 150 python3 bench/bench_gemm.py --shapes 16384x14336x4096,16384x4096x14336,8192x8192x8192 --layouts rr,rc --methods burst --burst-rounds 3 --burst-rest-ms 300 --impls cublas,ours --tiles auto,128x192ppa0d5 --out $R/stage_ctl.jsonl
-# dact_ring: the second suspect, dact's preact loaded when its subtile's turn comes. dact with a
-# C ring of 1 / 2 (same 4 stages) against production, QuACK beside. Predicted: if the preact's
-# wait is the cost, a2d2 moves dact from 1.04-1.06 to <= 1.03 x plain and >= 1.0 x QuACK at
-# 16384 x 4096 x 14336; a1d2 between.
-run dact_ring 200 python3 bench/bench_gemm_fused.py --ops dact --acts relu,gelu_tanh_approx --impls ours,quack --tiles auto,128x192ppa1d2,128x192ppa2d2 --methods burst --burst-rounds 3 --burst-rest-ms 300 --out $R/dact_ring.jsonl
+# dact_tiles: the second suspect, dact's preact loaded when its subtile's turn comes, and the
+# candidate fix of the first. dact with a C ring of 1 / 2 (same 4 stages) and with one buffer per
+# output (a0d1: 5 stages, stores in series) against production, QuACK beside. Predicted: if the
+# preact's wait is the cost, a2d2 moves dact from 1.04-1.06 to <= 1.03 x plain and >= 1.0 x
+# QuACK at 16384 x 4096 x 14336 (a1d2 between); if the stage is (stage_ctl), a0d1 does at long K
+# and may lose at K = 4096 (its stores in series: ~1 us a subtile).
+run dact_tiles 260 python3 bench/bench_gemm_fused.py --ops dact --acts relu,gelu_tanh_approx --impls ours,quack --tiles auto,128x192ppa0d1,128x192ppa1d2,128x192ppa2d2 --methods burst --burst-rounds 3 --burst-rest-ms 300 --out $R/dact_tiles.jsonl
+# act_d1: act with one buffer per output (5 stages; 172 / 72 bytes of spills against production's
+# 16 / 24). Predicted: within 1 % of auto unless the stage is the cost (then 1-3 % ahead at K = 14336).
+run act_d1 160 python3 bench/bench_gemm_fused.py --ops act --acts relu,relu_sq --impls ours,quack --tiles auto,128x192ppa0d1 --methods burst --burst-rounds 3 --burst-rest-ms 300 --out $R/act_d1.jsonl
 # gemm_power: issue 16's sustained gap (AT2: 0.953 x max; QuACK 0.955 of the dense peak at its
 # sampled clock, ours 0.852). bench_gemm.py now samples board power and the hardware-slowdown
 # reasons per implementation. Predicted: ours spends more energy a GEMM than QuACK (mJ_ours /

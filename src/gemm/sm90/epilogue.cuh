@@ -230,7 +230,10 @@ struct CollectiveEpilogue {
   static constexpr bool kReuseSmemC = kSameWidthC && !kCAhead;
   static constexpr int EpiStagesD =
       TileEpiStagesD<Tile>::value > 0 ? TileEpiStagesD<Tile>::value : kCAhead ? kStagesDAhead : kStagesD0;
-  static_assert(EpiStagesD >= 2, "at least two buffers per output in flight");
+  // One buffer per output only where a tile configuration sets it (EpiCAhead<Tile, 0, 1>: the
+  // A/B variants that give 128x192 pingpong's two-output epilogues plain's 5 mainloop stages):
+  // each subtile's stores then finish reading the buffer before the next subtile writes it.
+  static_assert(EpiStagesD >= 2 || TileEpiStagesD<Tile>::value == 1, "at least two buffers per output in flight");
   // C buffers per group (aliasing D's when reused or in place) and C mbarriers per group.
   static constexpr int kStagesC = kCAhead ? kStagesCAhead : kReuseSmemC ? EpiStagesD : 1;
   static constexpr int kCBarriers = kCAhead ? kStagesCAhead : 1;

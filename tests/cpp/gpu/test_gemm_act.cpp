@@ -1,7 +1,7 @@
 // Tier 2: gemm_act and gemm_dact on the device against a float64 CPU reference. Skips without a GPU.
 //
 // Every activation, the tiles of bf16 (QUACK_GEMM_TILE_N = 256: cooperative 128x256, 128:
-// pingpong 128x128, 192: pingpong 128x192 where compiled: gpu/gemm_tiles.h), the other compiled dtypes (fp16; fp32 outputs of bf16 inputs), tails (M, N not multiples of the tile; N·2 bytes not a multiple of 16: the
+// pingpong 128x128, 192: pingpong 128x192 where compiled: gpu/gemm_tiles.h; an A/B build's candidates by name), the other compiled dtypes (fp16; fp32 outputs of bf16 inputs), tails (M, N not multiples of the tile; N·2 bytes not a multiple of 16: the
 // clipped stores), batches, C with beta, preact / postact stored or not, the dynamic scheduler,
 // K = 0, tuned, operands TMA cannot address (padded copies, plain loads and stores), column-major
 // outputs (gemm_act with C and a bias; gemm_dact with a, b and outputs column-major), C09 (NaN /
@@ -525,6 +525,41 @@ TEST_P(GemmActTest, ColumnMajorOutputs) {
 
 INSTANTIATE_TEST_SUITE_P(Tiles, GemmActTest, ::testing::ValuesIn(kFusedTiles),
                          [](const ::testing::TestParamInfo<const char*>& i) { return fused_tile_name(i.param); });
+
+// Every gemm_act / gemm_dact A/B candidate of an A/B build (instances_ab.txt: 128x192 pingpong
+// with one buffer per output, a0d1, and dact with a preact ring, a1d2 / a2d2), each forced by its
+// tile name: tails along M and N, several tiles per CTA and per pingpong warpgroup, every
+// activation, C with beta, preact / postact absent, batches, and rows TMA cannot address
+// (plain loads and stores through the single buffer).
+class GemmActAbTiles : public GpuTest {};
+
+TEST_F(GemmActAbTiles, EveryCandidateTile) {
+  std::vector<std::string> tiles;
+  for (const detail::GemmInstance& i : detail::kGemmInstances)
+    if ((i.epilogue == detail::GemmEpilogue::kAct || i.epilogue == detail::GemmEpilogue::kDAct) && i.candidate &&
+        !i.diagnostic && i.ab == DType::kBFloat16 && std::find(tiles.begin(), tiles.end(), i.tile) == tiles.end())
+      tiles.push_back(i.tile);
+  if (tiles.empty()) GTEST_SKIP() << "no gemm_act / gemm_dact A/B candidate compiled (-DQUACK_GEMM_AB_INSTANCES=ON)";
+  struct Unset {
+    ~Unset() { unsetenv("QUACK_GEMM_TILE"); }
+  } unset;
+  for (const std::string& tile : tiles) {
+    SCOPED_TRACE("tile " + tile);
+    setenv("QUACK_GEMM_TILE", tile.c_str(), 1);
+    for (bool dact : {false, true}) {
+      for (const Shape3& s : kShapes) run_case(mk(s.M, s.N, s.K, Activation::kGeluTanhApprox, dact));
+      for (Activation act : kActs) run_case(mk(1000, 3000, 520, act, dact));
+      run_case(with(mk(1000, 3000, 520, Activation::kReluSq, dact), [](ActCase& c) {
+        c.with_c = !c.dact;
+        c.beta = -1.25f;
+        c.store_preact = false;
+        c.store_postact = false;
+        c.L = 2;
+      }));
+      run_case(with(mk(300, 1001, 256, Activation::kSilu, dact), [](ActCase& c) { c.tight = true; }));
+    }
+  }
+}
 
 // The other compiled dtypes (src/gemm/sm90/instances.txt; one tile each, which every
 // QUACK_GEMM_TILE_N falls back to): fp16 inputs with fp16 outputs (gemm_act and gemm_dact), bf16
