@@ -691,7 +691,11 @@ struct CollectiveEpilogue {
         if constexpr (!kCAhead) {
           // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
           // store's reads of the D buffer it aliases) came before the last epi_sync; with
-          // reuse, the TMA store that read the buffer must also be done.
+          // reuse, the TMA store that read the buffer must also be done. With one D buffer
+          // (EpiStagesD == 1) the previous subtile's plain stores read this very buffer after
+          // that barrier: one more barrier where plain stores can occur.
+          if constexpr (kReuseSmemC && EpiStagesD == 1)
+            if (!kTma && (p.d_plain || p.tail_manual)) epi_sync();
           if (etid == 0) {
             if constexpr (kReuseSmemC) tma_store_wait<EpiStagesD - 1>();
             cutlass::arch::fence_view_async_shared();  // generic reads before the async write
