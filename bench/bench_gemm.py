@@ -57,7 +57,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import NamedTuple, Optional
+from types import MappingProxyType
+from typing import Mapping, NamedTuple, Optional
 
 LLM = [(8192, 8192, 8192), (16384, 14336, 4096), (16384, 4096, 14336), (16384, 28672, 4096),
        (8192, 128256, 4096)]
@@ -198,8 +199,31 @@ def burst(torch, calls, args):
 
 
 # nvidia-smi's fields, richest first: the SM clock, the board power and the active clock event
-# reasons (a bit mask); a driver that refuses a field gets the next, shorter query.
-SMI_QUERIES = ("clocks.sm,power.draw,clocks_throttle_reasons.active", "clocks.sm,power.draw", "clocks.sm")
+# reasons (a bit mask); a driver that refuses a field gets the next, shorter query. power.draw is
+# a one-second average on recent boards (nvidia-smi --help-query-gpu), longer than a sustained
+# batch: power.draw.instant first.
+SMI_QUERIES = ("clocks.sm,power.draw.instant,clocks_event_reasons.active",
+               "clocks.sm,power.draw.instant,clocks_throttle_reasons.active",
+               "clocks.sm,power.draw,clocks_throttle_reasons.active", "clocks.sm,power.draw", "clocks.sm")
+_smi_query = None  # the query this driver answered (chosen once per process)
+
+
+def smi_query(gpu):
+    """The first of SMI_QUERIES that nvidia-smi answers with a clock for GPU `gpu` (cached), or
+    None where nvidia-smi is missing or answers none."""
+    global _smi_query
+    if _smi_query is None:
+        for query in SMI_QUERIES:
+            try:
+                probe = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits",
+                                        "-i", gpu], capture_output=True, text=True, timeout=10)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                return None
+            if probe.returncode == 0 and parse_smi_line(probe.stdout.strip() or "x") is not None:
+                _smi_query = query
+                print(f"bench_gemm: nvidia-smi --query-gpu={query}", flush=True)
+                break
+    return _smi_query
 # The reasons that slow the SM below the clock nvidia-smi reports (NVML's nvmlClocksEventReason*):
 # HW slowdown 0x8, HW thermal slowdown 0x40, HW power brake slowdown 0x80. SW power cap (0x4)
 # lowers the reported clock itself.
@@ -234,16 +258,14 @@ class ClockSampler:
 
     def __enter__(self):
         gpu = str(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or 0)
+        query = smi_query(gpu)
+        if query is None:
+            return self
         try:
-            for query in SMI_QUERIES:  # the first query this driver answers field by field
-                probe = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits",
-                                        "-i", gpu], capture_output=True, text=True, timeout=10)
-                if probe.returncode == 0 and parse_smi_line(probe.stdout.strip() or "x") is not None:
-                    break
             self.proc = subprocess.Popen(
                 ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-lms", "50", "-i", gpu],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        except (OSError, ValueError, subprocess.TimeoutExpired):
+        except (OSError, ValueError):
             self.proc = None
             return self
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -290,9 +312,9 @@ class Measured(NamedTuple):
     share of samples with a hardware slowdown active (HW_SLOWDOWN); empty for burst."""
     ms: dict
     clk: Optional[float] = None
-    clocks: dict = {}
-    watts: dict = {}
-    slowdown: dict = {}
+    clocks: Mapping = MappingProxyType({})  # read-only defaults: shared by every instance
+    watts: Mapping = MappingProxyType({})
+    slowdown: Mapping = MappingProxyType({})
 
 
 class BatchSpec(NamedTuple):

@@ -215,6 +215,36 @@ def test_smi_lines():
     assert 0x80 & bench_gemm.HW_SLOWDOWN  # the power brake does not
 
 
+def test_smi_query_falls_back_and_is_cached(monkeypatch):
+    """The first query nvidia-smi answers with a clock is kept for the process; none where
+    nvidia-smi is missing (the sampler then has no samples)."""
+    asked = []
+
+    def run(cmd, **kw):
+        query = cmd[1].split("=", 1)[1]
+        asked.append(query)
+        ok = "instant" not in query  # a driver without power.draw.instant
+        return types.SimpleNamespace(returncode=0 if ok else 2,
+                                     stdout="1455, 650.5, 0x0000000000000004\n" if ok else "")
+
+    monkeypatch.setattr(bench_gemm, "_smi_query", None)
+    monkeypatch.setattr(bench_gemm.subprocess, "run", run)
+    assert bench_gemm.smi_query("0") == "clocks.sm,power.draw,clocks_throttle_reasons.active"
+    assert len(asked) == 3
+    assert bench_gemm.smi_query("0") == "clocks.sm,power.draw,clocks_throttle_reasons.active"
+    assert len(asked) == 3  # cached
+
+    def missing(cmd, **kw):
+        raise FileNotFoundError("nvidia-smi")
+
+    monkeypatch.setattr(bench_gemm, "_smi_query", None)
+    monkeypatch.setattr(bench_gemm.subprocess, "run", missing)
+    assert bench_gemm.smi_query("0") is None
+    with bench_gemm.ClockSampler() as clock:
+        pass
+    assert clock.samples == [] and clock.median() is None
+
+
 def test_l2_clear_between_sleep_and_batch_untimed(monkeypatch):
     spec = bench_gemm.BatchSpec(batch_ms=10.0, sleep_ms=2.0, rounds=2, drop=0, l2_clear=True)
     gpu, (ms, clk, clks, *_) = run_method(monkeypatch, "rested", spec=spec)

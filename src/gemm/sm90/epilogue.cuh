@@ -232,8 +232,12 @@ struct CollectiveEpilogue {
       TileEpiStagesD<Tile>::value > 0 ? TileEpiStagesD<Tile>::value : kCAhead ? kStagesDAhead : kStagesD0;
   // One buffer per output only where a tile configuration sets it (EpiCAhead<Tile, 0, 1>: the
   // A/B variants that give 128x192 pingpong's two-output epilogues plain's 5 mainloop stages):
-  // each subtile's stores then finish reading the buffer before the next subtile writes it.
-  static_assert(EpiStagesD >= 2 || TileEpiStagesD<Tile>::value == 1, "at least two buffers per output in flight");
+  // each subtile then waits for the previous subtile's TMA stores, and a group barrier orders its
+  // writes (and a C load into the buffer: store_subtiles) after the previous plain stores. Not
+  // with the in-place slots (output 1 written before its wait) or the I/O warps (d1_free would
+  // wait on a release that follows the wait).
+  static_assert(EpiStagesD >= 2 || (TileEpiStagesD<Tile>::value == 1 && !kInPlace && !kIo),
+                "at least two buffers per output in flight (one: EpiCAhead<Tile, 0, 1>, not in place, no I/O warp)");
   // C buffers per group (aliasing D's when reused or in place) and C mbarriers per group.
   static constexpr int kStagesC = kCAhead ? kStagesCAhead : kReuseSmemC ? EpiStagesD : 1;
   static constexpr int kCBarriers = kCAhead ? kStagesCAhead : 1;

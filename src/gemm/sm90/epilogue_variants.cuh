@@ -97,7 +97,7 @@ struct EpiInPlace : Base {
   static constexpr bool kEpiInPlace = true;
 };
 template <class T> using EpiInPlaceOf = std::bool_constant<T::kEpiInPlace>;
-template <class T> using TileEpiInPlace = TileVariantConstant<EpiInPlaceOf, T, false>;  // production: C's own buffers
+template <class T> using TileEpiInPlace = TileVariantConstant<EpiInPlaceOf, T, false>;  // production: no in-place slots
 /// Tile configuration Base (in place: EpiInPlace<EpiCAhead<..., S, D>>, pingpong) whose epilogue
 /// I/O goes through one warp per group of the producer warpgroup (warps 1 and 2, idle otherwise):
 /// the I/O warp issues the group's C loads into the ring's slots and the TMA stores of its

@@ -557,6 +557,12 @@ TEST_F(GemmActAbTiles, EveryCandidateTile) {
         c.L = 2;
       }));
       run_case(with(mk(300, 1001, 256, Activation::kSilu, dact), [](ActCase& c) { c.tight = true; }));
+      // gemm_act's C loaded into the output buffer beside a clipped subtile (N = 255: plain stores).
+      if (!dact)
+        run_case(with(mk(127, 255, 63, Activation::kRelu, false), [](ActCase& c) {
+          c.with_c = true;
+          c.beta = 0.75f;
+        }));
     }
   }
 }

@@ -287,6 +287,41 @@ TEST(GemmEpilogueLayout, DGatedCRingCostsNoMainloopStage) {
   EXPECT_LE(sizeof(GemmKernel<PingpongA4D2Tile, PingpongDGatedA4D2>::SharedStorage), size_t(PingpongTile::kMaxSmem));
 }
 
+// 128x192 pingpong's two-output epilogues (act, dact) against plain: two 16-bit outputs in 2
+// buffers of 64 x 32 each per warpgroup (32 KB) leave 4 mainloop stages of 40 KB where plain's 3
+// one-output buffers (24 KB) leave 5. The A/B variants (instances_ab.txt): plain with 5 buffers
+// (a0d5: 4 stages, the control), one buffer per output (a0d1: 16 KB, 5 stages; dact's preact
+// lands in dpreact's buffer), dact's preact ring (a1d2 / a2d2: 40 / 48 KB, 4 stages).
+using WideA0D5Tile = EpiCAhead<WideTile, 0, 5>;
+using WideA0D1Tile = EpiCAhead<WideTile, 0, 1>;
+using WideA1D2Tile = EpiCAhead<WideTile, 1, 2>;
+using WideA2D2Tile = EpiCAhead<WideTile, 2, 2>;
+TEST(GemmEpilogueLayout, WideTwoOutputsMainloopStages) {
+  EXPECT_EQ((GemmKernel<WideTile, Wide>::Stages), 5);
+  EXPECT_EQ((GemmKernel<WideTile, WideAct>::Stages), 4);
+  EXPECT_EQ((GemmKernel<WideTile, WideDAct>::Stages), 4);
+  using PlainA0D5 = CollectiveEpilogue<WideA0D5Tile, LinearCombination, bf16>;
+  EXPECT_EQ(PlainA0D5::EpiStagesD, 5);
+  EXPECT_EQ((GemmKernel<WideA0D5Tile, PlainA0D5>::Stages), 4);
+  using ActA0D1 = CollectiveEpilogue<WideA0D1Tile, ActEpilogue, bf16, void, bf16>;
+  using DActA0D1 = CollectiveEpilogue<WideA0D1Tile, DActEpilogue, bf16, void, bf16>;
+  EXPECT_EQ(DActA0D1::EpiStagesD, 1);
+  EXPECT_TRUE(DActA0D1::kReuseSmemC);
+  EXPECT_EQ(DActA0D1::kSmemBytes, 16384);
+  EXPECT_EQ(DActA0D1::kSubCountWrap % 2, 0);  // the C barrier's phase alternates per subtile
+  EXPECT_EQ((GemmKernel<WideA0D1Tile, ActA0D1>::Stages), 5);
+  EXPECT_EQ((GemmKernel<WideA0D1Tile, DActA0D1>::Stages), 5);
+  using DActA1D2 = CollectiveEpilogue<WideA1D2Tile, DActEpilogue, bf16, void, bf16>;
+  using DActA2D2 = CollectiveEpilogue<WideA2D2Tile, DActEpilogue, bf16, void, bf16>;
+  EXPECT_TRUE(DActA1D2::kCAhead);
+  EXPECT_EQ(DActA1D2::kStagesC, 1);
+  EXPECT_EQ(DActA2D2::kStagesC, 2);
+  EXPECT_EQ((GemmKernel<WideA1D2Tile, DActA1D2>::Stages), 4);
+  EXPECT_EQ((GemmKernel<WideA2D2Tile, DActA2D2>::Stages), 4);
+  EXPECT_LE(sizeof(GemmKernel<WideA0D1Tile, DActA0D1>::SharedStorage), size_t(WideTile::kMaxSmem));
+  EXPECT_LE(sizeof(GemmKernel<WideA2D2Tile, DActA2D2>::SharedStorage), size_t(WideTile::kMaxSmem));
+}
+
 // The fp32-accumulating lincomb (linear + cross-entropy's dweight: D = acc + C, C = D in fp32)
 // and its device A/B splits (instances_ab.txt, "lincomb:a<S>d<D>"): 128x256 keeps 3 mainloop
 // stages with 1, 2 or 3 C buffers of 128 x 32 fp32 (16 KB) beside 2 output buffers, and takes 4
