@@ -64,6 +64,10 @@ run gemm_power 240 python3 bench/bench_gemm.py --quick --methods sustained --rou
 # rms_bwd_again: AT5 read rmsnorm bwd 16384 x 4096 at 0.754 x copy (rounds 11 % apart) where AL2
 # read 0.831; no code change between. Five rounds, the anchors' shapes. Predicted (H200): 0.80-0.84.
 run rms_bwd_again 90 python3 bench/bench_rows.py --ops rmsnorm_bwd,layernorm_bwd --dtypes bf16 --shapes 16384x4096,8192x262144 --impls ours,compile --rounds 5 --plot '' --out $R/rms_bwd_again.jsonl
+# host_time: the backward's host path per call (the acceptance figure above times
+# autograd.grad: host time near the kernel's 0.11 ms would read as the spread AT5 saw). Predicted:
+# rmsnorm fwd+bwd within 10 % of run N's 191 us (x F.layer_norm 1.11).
+run host_time 90 python3 bench/bench_host_time.py --json $R/host_time.json
 # topk_again: AT6 read QuACK at 0.148 ms (fp32 (65536, 1024, 8)), within its earlier 0.078-0.193 ms
 # spread between processes (performance.md, issue 19). Predicted (H200): ours 0.080-0.082 ms; QuACK
 # anywhere in that spread: the bar (>= 1.0 x QuACK) needs its figure from several processes.
