@@ -14,8 +14,11 @@
 #   carry [".prebuilt-lib", ".whl", ".data"]. Every GPU test: first GPU run of 280b2ca (the
 #   epilogue's folded C tail and half subtiles; SASS byte-identical on 20 TUs), ee32912 / d96a2a1 /
 #   ea935b0 (one buffer per output for A/B tiles; production SASS byte-identical on 2 TUs) and
-#   GemmActAbTiles (every act / dact candidate). If GemmActAbTiles fails, drop the failing tiles
-#   from the items below (their timings mean nothing).
+#   GemmActAbTiles (every act / dact candidate), and f674592's EpiShared (a0d2sh: the two pingpong
+#   warpgroups share the epilogue buffers and take turns; production SASS byte-identical on 4 TUs;
+#   a turn that never comes would hang: the shard's timeout then names the test). If
+#   GemmActAbTiles fails or hangs, drop the failing tiles from the items below (their timings
+#   mean nothing).
 # 2 (warm: within 30 s of call 1's reply; decide nothing in between):
 #   PREBUILT_LIB=1 TESTS='' PYFILES='' BUDGET=<min(590, call 1's lease.budget_left_s - 30)> \
 #   ITEMS=scripts/device/au_items.sh bash scripts/device/call_focus.sh
@@ -41,16 +44,17 @@
 # within 1 % of it at every shape and layout (then look at dact's preact wait and the tile).
 run stage_ctl 240 python3 bench/bench_gemm.py --shapes 16384x14336x4096,16384x4096x14336,8192x8192x8192 --layouts rr,rc --methods burst --burst-rounds 5 --burst-rest-ms 300 --impls cublas,ours --tiles auto,128x192pp,128x192ppa0d5 --out $R/stage_ctl.jsonl
 # dact_tiles: the second suspect, dact's preact loaded when its subtile's turn comes, and the
-# candidate fix of the first. dact with a C ring of 1 / 2 (same 4 stages) and with one buffer per
-# output (a0d1: 5 stages, stores in series) against production, QuACK beside. Predicted: if the
+# candidate fixes of the first. dact with a C ring of 1 / 2 (same 4 stages), with one buffer per
+# output (a0d1: 5 stages, stores in series) and with 2 buffers per output shared by the two
+# warpgroups in turns (a0d2sh: 5 stages, QuACK's layout) against production, QuACK beside. Predicted: if the
 # preact's wait is the cost, a2d2 moves dact from 1.04-1.06 to <= 1.03 x plain and >= 1.0 x
 # QuACK at 16384 x 4096 x 14336 (a1d2 between); if the stage is (stage_ctl), a0d1 does at long K
 # and may lose at K = 4096 (its stores in series; a store's smem reads end ~1 us after issue:
-# epilogue.cuh's note on the H200, ncu at 4c9df5f).
-run dact_tiles 360 python3 bench/bench_gemm_fused.py --ops dact --acts relu,gelu_tanh_approx --impls ours,quack --tiles auto,128x192ppa0d1,128x192ppa1d2,128x192ppa2d2 --plain-tile 128x192pp --methods burst --burst-rounds 5 --burst-rest-ms 300 --out $R/dact_tiles.jsonl
+# epilogue.cuh's note on the H200, ncu at 4c9df5f); a0d2sh at least as fast as a0d1 everywhere.
+run dact_tiles 360 python3 bench/bench_gemm_fused.py --ops dact --acts relu,gelu_tanh_approx --impls ours,quack --tiles auto,128x192ppa0d1,128x192ppa0d2sh,128x192ppa1d2,128x192ppa2d2 --plain-tile 128x192pp --methods burst --burst-rounds 5 --burst-rest-ms 300 --out $R/dact_tiles.jsonl
 # act_d1: act with one buffer per output (5 stages; 172 / 72 bytes of spills against production's
-# 16 / 24). Predicted: within 1 % of auto unless the stage is the cost (then 1-3 % ahead at K = 14336).
-run act_d1 240 python3 bench/bench_gemm_fused.py --ops act --acts relu,relu_sq --impls ours,quack --tiles auto,128x192ppa0d1 --plain-tile 128x192pp --methods burst --burst-rounds 5 --burst-rest-ms 300 --out $R/act_d1.jsonl
+# 16 / 24) and with shared buffers (a0d2sh: 5 stages, 48 / 52). Predicted: within 1 % of auto unless the stage is the cost (then 1-3 % ahead at K = 14336).
+run act_d1 240 python3 bench/bench_gemm_fused.py --ops act --acts relu,relu_sq --impls ours,quack --tiles auto,128x192ppa0d1,128x192ppa0d2sh --plain-tile 128x192pp --methods burst --burst-rounds 5 --burst-rest-ms 300 --out $R/act_d1.jsonl
 # gemm_power: issue 16's sustained gap (AT2: 0.953 x max; QuACK 0.955 of the dense peak at its
 # sampled clock, ours 0.852). bench_gemm.py samples board power (power.draw.instant where the
 # driver has it: the query is printed) and the hardware-slowdown reasons per implementation;
