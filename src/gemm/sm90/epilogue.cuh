@@ -142,7 +142,7 @@ struct CollectiveEpilogue {
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
   // EpiShared (A/B): the pingpong groups share one set of buffers and C mbarrier and take turns
-  // at the epilogue (turn_begin / turn_end, kernel.cuh); kBufGroups sets of buffers.
+  // at the epilogue (turn_init / turn_begin / turn_end); kBufGroups sets of buffers.
   static constexpr bool kShared = TileEpiShared<Tile>::value;
   static constexpr int kBufGroups = kShared ? 1 : kEpiGroups;
   // Subtile: the tile's (EpiM, EpiN), but 32 columns wide where the tile's are 64 (pingpong, BM
@@ -491,31 +491,37 @@ struct CollectiveEpilogue {
   /// The group whose buffers and C mbarrier this thread uses: its own, or the one set (EpiShared).
   CUTE_DEVICE int bgrp() const { return kShared ? 0 : grp; }
 
-  // ---- EpiShared: the epilogue turns (kernel.cuh) ----
-  // Group g's turn: kernel sync on named barrier kEpiTurnBarrier + g (256 threads: its own 128
-  // waiting, the other group's 128 arriving), turn_begin, store_tile, turn_end, then an arrive on
-  // kEpiTurnBarrier + (g ^ 1). Group 0's first turn is its own arrival (turn_init first). Tiles
-  // alternate between the groups seq by seq, so the turns do too; a group past its last tile
-  // stops taking turns, and its last arrival, for a turn no tile takes, stays unmatched (the CTA
-  // exits with it, as with the mainloop's turns).
+  // ---- EpiShared: the epilogue turns (called by the kernel around store_tile; empty otherwise) ----
+  // Group g's turn: a sync on named barrier kEpiTurnBarrier + g (256 threads: its own 128
+  // waiting, the other group's 128 arriving), store_tile, then an arrive on kEpiTurnBarrier +
+  // (g ^ 1). Group 0's first turn is its own arrival (turn_init). Tiles alternate between the
+  // groups seq by seq, so the turns do too, and the turn of tile seq waits only on the epilogue
+  // of tile seq - 1: no cycle. A group past its last tile stops taking turns, and its last
+  // arrival, for a turn no tile takes, stays unmatched (the CTA exits with it, as with the
+  // mainloop's turns).
   static constexpr uint32_t kEpiTurnBarrier = Tile::kMmaOrderBarrier + 2;  // 5, 6 (1, 2: epi_sync; 3, 4: mainloop); SASS 13, 14 (NamedBarrier adds 8)
 
-  /// Group 0, before its first arrival: the count starts at 0.
+  /// Group 0, before its tiles: the count starts at 0, and the first turn is group 0's.
   CUTE_DEVICE void turn_init() const {
-    if constexpr (kShared)
-      if (etid == 0) st_turn_count(0u);
+    if constexpr (kShared) {
+      if (grp == 0) {
+        if (etid == 0) st_turn_count(0u);
+        cutlass::arch::NamedBarrier::arrive(256, kEpiTurnBarrier);
+      }
+    }
   }
-  /// After the turn's barrier: the count where the previous turn (either group's) left it.
+  /// This group's turn: the count where the previous turn (either group's) left it.
   CUTE_DEVICE void turn_begin() {
     if constexpr (kShared) {
+      cutlass::arch::NamedBarrier::sync(256, kEpiTurnBarrier + uint32_t(grp));
       uint32_t v;
       asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(cute::cast_smem_ptr_to_uint(&bs.turn_count)) : "memory");
       sub_count = int(v);
     }
   }
-  /// Before the arrival that hands the buffers over: the issuing thread waits until its stores
-  /// have read shared memory (the other group's stores were drained before its own hand-over, so
-  /// no bulk group of another thread is pending on these buffers), and leaves the count. Every
+  /// The other group's turn, once this group's stores have read shared memory: the issuing
+  /// thread waits for them (the other group's stores were drained before its own hand-over, so
+  /// no bulk group of another thread is pending on these buffers) and leaves the count. Every
   /// other thread's smem accesses of the turn (LDSM of C, STSM of the outputs, plain stores)
   /// come before its own arrival; the barrier completes only after all 128 have arrived.
   CUTE_DEVICE void turn_end() const {
@@ -524,6 +530,7 @@ struct CollectiveEpilogue {
         tma_store_wait<0>();
         st_turn_count(uint32_t(sub_count));
       }
+      cutlass::arch::NamedBarrier::arrive(256, kEpiTurnBarrier + uint32_t(grp ^ 1));
     }
   }
 

@@ -141,7 +141,7 @@ template <class T> using TileEpiUnswizzled = TileVariantConstant<EpiUnswizzledOf
 /// Tile::kMmaOrderBarrier + 2 + g before its tile's epilogue and, once its TMA-issuing thread
 /// has seen its stores read shared memory (tma_store_wait<0>), arrives on the other's; the
 /// running subtile count (buffer stage, C's mbarrier phase) is handed over in shared memory
-/// (CollectiveEpilogue::turn_begin / turn_end, kernel.cuh). Only for the default C path (C
+/// (CollectiveEpilogue::turn_init / turn_begin / turn_end). Only for the default C path (C
 /// loaded into the D buffer it becomes, or no C ring): not with kCAhead, in place, I/O warp,
 /// EpiPaths / kSplitPaths or a diagnostic mode. Bit-identical results.
 template <class Base>

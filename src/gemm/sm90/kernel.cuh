@@ -205,15 +205,9 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
     constexpr uint32_t kOrder = Tile::kMmaOrderBarrier;
     if constexpr (Tile::kPingpong)
       if (mma_wg == 0) cutlass::arch::NamedBarrier::arrive(256, kOrder);
-    // EpiShared (A/B): the two warpgroups' epilogues take turns at one set of buffers, on named
-    // barriers kEpiTurnBarrier + g (5, 6) as the mainloop's (CollectiveEpilogue::turn_begin / turn_end). Turn
-    // of tile seq waits only on the epilogue of tile seq - 1, which waits on nothing later: no cycle.
-    if constexpr (Epilogue::kShared) {
-      if (mma_wg == 0) {
-        epilogue.turn_init();
-        cutlass::arch::NamedBarrier::arrive(256, Epilogue::kEpiTurnBarrier);
-      }
-    }
+    // EpiShared (A/B): the two warpgroups' epilogues take turns at one set of buffers
+    // (CollectiveEpilogue::turn_init / turn_begin / turn_end; empty otherwise).
+    epilogue.turn_init();
     bool const streamk = Tile::kStreamK && p.sk.sched.active();
     for (uint32_t seq = Tile::kPingpong ? uint32_t(mma_wg) : 0u;; seq += Tile::kEpiGroups) {
       int64_t w;
@@ -259,15 +253,9 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
           if (p.sk.sched.split(x)) Reducer::reduce(p.sk, acc, unit, p.sk.sched.last_unit(x), cta_rank, etid, sync);
         }
       }
-      if constexpr (Epilogue::kShared) {  // our turn at the shared buffers
-        cutlass::arch::NamedBarrier::sync(256, Epilogue::kEpiTurnBarrier + uint32_t(mma_wg));
-        epilogue.turn_begin();
-      }
+      epilogue.turn_begin();
       epilogue.store_tile(p.epilogue, acc, p.M, p.N, p.L, m_blk, n_blk, l);
-      if constexpr (Epilogue::kShared) {  // the other warpgroup's turn, once our stores have read smem
-        epilogue.turn_end();
-        cutlass::arch::NamedBarrier::arrive(256, Epilogue::kEpiTurnBarrier + uint32_t(mma_wg ^ 1));
-      }
+      epilogue.turn_end();
     }
     epilogue.finish();
   }
