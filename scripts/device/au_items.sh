@@ -4,8 +4,7 @@
 # CMakeLists.txt (the library stamp hashes them; any such commit makes the prebuild stale):
 #   AB_INSTANCES=ON scripts/device/prebuild_lib.sh build-ab
 #   [ "$(cat .prebuilt-lib/stamp)" = "$(bash scripts/device/stamp.sh lib) ab=ON" ] && echo current
-# (/work/main/.prebuilt-lib was built at 7dfc07c, stamp 2ff3a312... ab=ON: if the check passes,
-# skip the prebuild. build-ab: its own directory, so build/'s cache keeps the production instances; a whole A/B
+# (/work/main/.prebuilt-lib of 7dfc07c is stale since 4ce8529: rerun the prebuild; build-ab: its own directory, so build/'s cache keeps the production instances; a whole A/B
 # library took ~20 min on 2 cores in a fresh directory, 2026-12-06, with nothing else compiling;
 # ccache rarely serves it: it keys on the build directory's path.) Without a current prebuild,
 # call 1 drops PREBUILT_LIB and carries .peers instead, and the device builds (~300 s of it).
