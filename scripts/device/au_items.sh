@@ -65,6 +65,12 @@ run act_d1 240 python3 bench/bench_gemm_fused.py --ops act --acts relu,relu_sq -
 # the sampled clock is the effective one and ours does less per clock at the limit only (next:
 # %globaltimer against %clock64 inside the kernel, performance.md's open question).
 run gemm_power 240 python3 bench/bench_gemm.py --quick --methods sustained --rounds 4 --drop 1 --batch-ms 1500 --out $R/gemm_power.jsonl
+# bias_tiles: issue 17's worst bias reading, 0.937 x torch.addmm at 16384 x 4096 x 14336 (AT2).
+# Bias follows plain's rule (kCooperativeRates): the cooperative 128x256 at K >= kLongK. Forced
+# tiles beside auto, torch (addmm) in the same process. Predicted: 128x256 (= auto) within 1 % of
+# plain's 128x256 and 0.93-0.95 x addmm (addmm's cuBLAS kernel, not the epilogue, sets the gap);
+# 128x192pp no better. If 128x192pp reads >= 2 % ahead of auto, the bias rule moves to the fused set.
+run bias_tiles 150 python3 bench/bench_gemm_fused.py --ops bias --shapes 16384x4096x14336,16384x14336x4096 --impls ours,torch --tiles auto,128x192pp,128x256 --methods burst --burst-rounds 5 --burst-rest-ms 300 --out $R/bias_tiles.jsonl
 # rms_bwd_again: AT5 read rmsnorm bwd 16384 x 4096 at 0.754 x copy (rounds 11 % apart) where AL2
 # read 0.831; no code change between. Five rounds, the anchors' shapes. Predicted (H200): 0.80-0.84.
 run rms_bwd_again 90 python3 bench/bench_rows.py --ops rmsnorm_bwd,layernorm_bwd --dtypes bf16 --shapes 16384x4096,8192x262144 --impls ours,compile --rounds 5 --plot '' --out $R/rms_bwd_again.jsonl
