@@ -34,7 +34,10 @@ Methods (the order of the implementations rotates between rounds: A B C, B C A, 
              the driver reports them, the board power by implementation (watts_<impl>), the
              energy per call (mj_<impl> = W x ms) and the share of samples with a hardware
              slowdown active (hw_slowdown_<impl>: the power brake slows the SM below the clock
-             nvidia-smi reports) come with it.
+             nvidia-smi reports) come with it. Each implementation's sleep follows its own host
+             time (an implementation slow to enqueue rests longer before each batch): the
+             records carry rest_ms_<impl> (the sleep) and enqueue_ms_<impl> (host ms a call);
+             --equal-rest gives every implementation the longest of those sleeps.
   rested     (not a bar method) the clocks kept high by rests (perf/h200-anchors.md's "rested"):
              sustained's code with batches of >= --rested-batch-ms (19 ms) of back-to-back calls,
              each behind a --rested-sleep-ms (25 ms) sleep (the GPU idles ~55 % of the time), no
@@ -97,6 +100,9 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=12, help="sustained rounds")
     p.add_argument("--drop", type=int, default=2, help="sustained rounds dropped first")
     p.add_argument("--batch-ms", type=float, default=60.0, help="sustained batch length")
+    p.add_argument("--equal-rest", action="store_true",
+                   help="sustained / rested: every implementation sleeps as long before each batch "
+                        "as the slowest to enqueue needs (default: each its own)")
     p.add_argument("--rested-batch-ms", type=float, default=19.0)
     p.add_argument("--rested-sleep-ms", type=float, default=25.0, help="rested: the rest before each batch")
     p.add_argument("--rested-rounds", type=int, default=10)
@@ -309,12 +315,15 @@ def clock_by_window(samples, windows, stat=statistics.median):
 class Measured(NamedTuple):
     """One method's figures: ms per call by implementation; for the batched methods the SM clock
     overall and by implementation (MHz), and by implementation the median board power (W) and the
-    share of samples with a hardware slowdown active (HW_SLOWDOWN); empty for burst."""
+    share of samples with a hardware slowdown active (HW_SLOWDOWN), the sleep before each batch
+    (rest, ms) and the host's ms to enqueue one call (enqueue); empty for burst."""
     ms: dict
     clk: Optional[float] = None
     clocks: Mapping = MappingProxyType({})  # read-only defaults: shared by every instance
     watts: Mapping = MappingProxyType({})
     slowdown: Mapping = MappingProxyType({})
+    rest: Mapping = MappingProxyType({})
+    enqueue: Mapping = MappingProxyType({})
 
 
 class BatchSpec(NamedTuple):
@@ -327,6 +336,7 @@ class BatchSpec(NamedTuple):
     rounds: int
     drop: int  # the first rounds dropped
     l2_clear: bool  # clear L2 (a 256 MiB write, untimed) between the sleep and the batch
+    equal_rest: bool = False  # every implementation sleeps the longest of the sleeps
 
 
 L2_CLEAR_BYTES = 256 << 20  # do_bench's cache clear
@@ -334,9 +344,11 @@ L2_CLEAR_BYTES = 256 << 20  # do_bench's cache clear
 
 def batch_spec(method, args):
     if method == "sustained":
-        return BatchSpec(args.batch_ms, None, args.rounds, args.drop, False)
+        return BatchSpec(args.batch_ms, None, args.rounds, args.drop, False,
+                         getattr(args, "equal_rest", False))
     if method == "rested":
-        return BatchSpec(args.rested_batch_ms, args.rested_sleep_ms, args.rested_rounds, 0, False)
+        return BatchSpec(args.rested_batch_ms, args.rested_sleep_ms, args.rested_rounds, 0, False,
+                         getattr(args, "equal_rest", False))
     raise ValueError(method)
 
 
@@ -367,8 +379,10 @@ def batched(torch, calls, spec):
     cycles_per_ms = 1_000_000 / max(s.elapsed_time(e), 1e-3)
     n_calls = {n: max(2, math.ceil(spec.batch_ms / per_call[n])) for n in names}
     # The sleep covers the host's enqueue of the whole batch, with a margin (and the rest, if any).
-    sleep = {n: int(cycles_per_ms * max(0.3 + 1.3 * n_calls[n] * enqueue[n], spec.sleep_ms or 0.0))
-             for n in names}
+    rest_ms = {n: max(0.3 + 1.3 * n_calls[n] * enqueue[n], spec.sleep_ms or 0.0) for n in names}
+    if spec.equal_rest:
+        rest_ms = dict.fromkeys(names, max(rest_ms.values()))
+    sleep = {n: int(cycles_per_ms * v) for n, v in rest_ms.items()}
     cache = torch.empty(L2_CLEAR_BYTES, dtype=torch.int8, device="cuda") if spec.l2_clear else None
     samples = {n: [] for n in names}
     windows = {n: [] for n in names}
@@ -396,7 +410,8 @@ def batched(torch, calls, spec):
         clk = clock_by_window(clock.samples, {"": [w for ws in windows.values() for w in ws]})[""]
     watts = clock_by_window(getattr(clock, "power", []), windows)
     slowdown = clock_by_window(getattr(clock, "reasons", []), windows, stat=statistics.fmean)
-    return Measured({n: statistics.median(v) for n, v in samples.items()}, clk, clocks, watts, slowdown)
+    return Measured({n: statistics.median(v) for n, v in samples.items()}, clk, clocks, watts, slowdown,
+                    rest_ms, enqueue)
 
 
 def sustained(torch, calls, args):
@@ -422,7 +437,9 @@ def record(M, N, K, layout, method, got, diffs):
                 **{f"sm_mhz_{n}": v for n, v in got.clocks.items()},
                 **{f"watts_{n}": v for n, v in got.watts.items()},
                 **{f"mj_{n}": v * got.ms[n] for n, v in got.watts.items() if v is not None and n in got.ms},
-                **{f"hw_slowdown_{n}": v for n, v in got.slowdown.items()})
+                **{f"hw_slowdown_{n}": v for n, v in got.slowdown.items()},
+                **{f"rest_ms_{n}": v for n, v in got.rest.items()},
+                **{f"enqueue_ms_{n}": v for n, v in got.enqueue.items()})
 
 
 def main(argv=None):
@@ -469,7 +486,9 @@ def main(argv=None):
                                                        if v) + ")" if any(clks.values()) else "") +
                     ("  (W, mJ a call by impl: " + ", ".join(f"{n} {v:.0f} W {v * ms[n]:.0f} mJ"
                                                             for n, v in got.watts.items() if v) + ")"
-                     if any(got.watts.values()) else ""),
+                     if any(got.watts.values()) else "") +
+                    ("  (rest ms before a batch by impl: " + ", ".join(f"{n} {v:.1f}" for n, v in got.rest.items()) + ")"
+                     if got.rest else ""),
                     flush=True)
             del a, b, calls
             torch.cuda.empty_cache()

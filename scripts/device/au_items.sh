@@ -65,6 +65,15 @@ run act_d1 240 python3 bench/bench_gemm_fused.py --ops act --acts relu,relu_sq -
 # the sampled clock is the effective one and ours does less per clock at the limit only (next:
 # %globaltimer against %clock64 inside the kernel, performance.md's open question).
 run gemm_power 240 python3 bench/bench_gemm.py --quick --methods sustained --rounds 4 --drop 1 --batch-ms 1500 --out $R/gemm_power.jsonl
+# gemm_rest: the sustained method sleeps before each implementation's batch as long as that
+# implementation's host needs to enqueue it (0.3 ms + 1.3 x calls x enqueue ms): an implementation
+# slow to enqueue (QuACK's Python launch path) rests longer before each batch, and rests raise the
+# clock the power limiter then allows. QuACK's sustained 8192^3 exceeds its own burst figure (AT2
+# 762.9 against 699.6 TFLOP/s) where ours and cuBLAS's do not. gemm_power's records now carry
+# rest_ms_<impl> and enqueue_ms_<impl>; this item gives every implementation the longest rest
+# (--equal-rest). Predicted: if rest_ms_quack in gemm_power is >= 3 x ours, QuACK's lead over ours
+# at these two shapes shrinks by >= 2 points here; if the rests are within 2 x, no change (+-1 %).
+run gemm_rest 150 python3 bench/bench_gemm.py --shapes 8192x8192x8192,16384x14336x4096 --layouts rr --methods sustained --equal-rest --rounds 4 --drop 1 --batch-ms 1500 --out $R/gemm_rest.jsonl
 # bias_tiles: issue 17's worst bias reading, 0.937 x torch.addmm at 16384 x 4096 x 14336 (AT2).
 # Bias follows plain's rule (kCooperativeRates): the cooperative 128x256 at K >= kLongK. Forced
 # tiles beside auto, torch (addmm) in the same process. Predicted: 128x256 (= auto) within 1 % of

@@ -1,6 +1,7 @@
 """bench_gemm's clock attribution (no GPU): each nvidia-smi sample counts for the
 implementation whose batch was running when it arrived; the sustained and rested batches
 (sleeps, batch lengths, rounds, order, medians, clocks) on a simulated GPU."""
+import argparse
 import contextlib
 import io
 import math
@@ -41,8 +42,9 @@ IDLE_MHZ = 1980
 
 
 class FakeGPU:
-    def __init__(self, mhz, cycles_per_ms=1_755_000):
+    def __init__(self, mhz, cycles_per_ms=1_755_000, enq=None):
         self.host = self.gpu = 0.0
+        self.enq = enq or {}  # host ms to enqueue one op, by name (ENQ_MS otherwise)
         self.cycles_per_ms = cycles_per_ms
         self.mhz = mhz
         self.log = []  # (kind, name, start ms, end ms)
@@ -52,7 +54,7 @@ class FakeGPU:
         start = max(self.gpu, self.host)
         self.gpu = start + ms
         self.log.append((kind, name, start, self.gpu))
-        self.host += ENQ_MS
+        self.host += self.enq.get(name, ENQ_MS)
 
     def running(self, t):
         for kind, name, t0, t1 in self.log:
@@ -136,8 +138,8 @@ WATTS = {"ours": 690.0, "cublas": 660.0, "quack": 700.0}  # board power while ea
 IDLE_W = 120.0
 
 
-def run_method(monkeypatch, method, argv=(), spec=None):
-    gpu = FakeGPU(MHZ)
+def run_method(monkeypatch, method, argv=(), spec=None, enq=None):
+    gpu = FakeGPU(MHZ, enq=enq)
     monkeypatch.setattr(bench_gemm, "ClockSampler", gpu.sampler())
     monkeypatch.setattr(bench_gemm, "time", types.SimpleNamespace(perf_counter=lambda: gpu.host / 1e3))
     calls = {n: (lambda n=n: gpu.op("call", n, CALL_MS[n])) for n in CALL_MS}
@@ -205,6 +207,29 @@ def test_power_and_slowdown_by_implementation(monkeypatch):
     assert got.slowdown["cublas"] == 0.0 and got.slowdown["quack"] == 0.0
 
 
+def test_rest_by_implementation_and_equal_rest(monkeypatch):
+    """Each implementation sleeps before its batches as long as its own host needs to enqueue
+    the batch (the records say how long); --equal-rest gives every one the longest sleep."""
+    enq = {"quack": 0.2}  # QuACK's host is slower to enqueue a call
+    gpu, got = run_method(monkeypatch, "sustained", ["--rounds", "3", "--drop", "0"], enq=enq)
+    n_calls = {n: math.ceil(60.0 / v) for n, v in CALL_MS.items()}
+    want = {n: 0.3 + 1.3 * n_calls[n] * enq.get(n, ENQ_MS) for n in CALL_MS}
+    assert got.rest == pytest.approx(want)
+    assert got.enqueue == pytest.approx({n: enq.get(n, ENQ_MS) for n in CALL_MS})
+    assert want["quack"] > 5 * want["ours"]
+    for sleep, _, name, _, _ in gpu.batches():
+        assert sleep == pytest.approx(want[name], abs=1e-5)
+    rec = bench_gemm.record(8192, 8192, 8192, "rr", "sustained", got, {})
+    assert rec["rest_ms_quack"] == pytest.approx(want["quack"])
+    assert rec["enqueue_ms_ours"] == pytest.approx(ENQ_MS)
+
+    gpu, got = run_method(monkeypatch, "sustained", ["--rounds", "3", "--drop", "0", "--equal-rest"], enq=enq)
+    assert got.rest == pytest.approx(dict.fromkeys(CALL_MS, want["quack"]))
+    assert got.ms == pytest.approx(CALL_MS)
+    for sleep, _, _, _, _ in gpu.batches():
+        assert sleep == pytest.approx(want["quack"], abs=1e-5)
+
+
 def test_smi_lines():
     assert bench_gemm.parse_smi_line("1455, 698.52, 0x0000000000000084") == (1455, 698.52, 0x84)
     assert bench_gemm.parse_smi_line("1980, [N/A], [Not Supported]") == (1980, None, None)
@@ -257,8 +282,11 @@ def test_methods_and_records():
     assert bench_gemm.parse_args([]).methods == "burst,sustained"  # the default stays
     args = bench_gemm.parse_args(["--methods", "burst,sustained,rested"])
     assert (args.rested_batch_ms, args.rested_sleep_ms, args.rested_rounds) == (19.0, 25.0, 10)
-    assert bench_gemm.batch_spec("rested", args) == (19.0, 25.0, 10, 0, False)
-    assert bench_gemm.batch_spec("sustained", args) == (60.0, None, 12, 2, False)
+    assert bench_gemm.batch_spec("rested", args) == (19.0, 25.0, 10, 0, False, False)
+    assert bench_gemm.batch_spec("sustained", args) == (60.0, None, 12, 2, False, False)
+    # bench_gemm_fused.py's arguments have no --equal-rest: each its own rest
+    fused = argparse.Namespace(batch_ms=60.0, rounds=12, drop=2)
+    assert bench_gemm.batch_spec("sustained", fused) == (60.0, None, 12, 2, False, False)
     with pytest.raises(SystemExit):
         bench_gemm.parse_args(["--methods", "burst,restd"])
     # One record per method, the same fields; the table shows the method and its clock.
