@@ -25,8 +25,9 @@ Methods (the order of the implementations rotates between rounds: A B C, B C A, 
              --burst-rest-ms (default 0) idles that long before each implementation's do_bench
              (each from the same idle state; the records carry burst_rest_ms).
   sustained  the GPU at its power limit, as in training: batches of >= --batch-ms of back-to-back
-             calls, each behind a torch.cuda._sleep just long enough for the host to enqueue the
-             batch (GPU busy >= 90 % of the time), no L2 clear, --rounds rounds, the first
+             calls, each behind a torch.cuda._sleep just long enough for the host to stay ahead
+             of the GPU through the batch (one call's enqueue where the host is faster than the
+             GPU: GPU busy >= 90 % of the time, each implementation alike), no L2 clear, --rounds rounds, the first
              --drop dropped, median per call. The SM clock seen (nvidia-smi, sampled every 50 ms
              during the rounds) is printed beside the figures, overall and by implementation
              (the samples that arrived while its batches ran: sm_mhz_<impl> in the records):
@@ -34,10 +35,9 @@ Methods (the order of the implementations rotates between rounds: A B C, B C A, 
              the driver reports them, the board power by implementation (watts_<impl>), the
              energy per call (mj_<impl> = W x ms) and the share of samples with a hardware
              slowdown active (hw_slowdown_<impl>: the power brake slows the SM below the clock
-             nvidia-smi reports) come with it. Each implementation's sleep follows its own host
-             time (an implementation slow to enqueue rests longer before each batch): the
-             records carry rest_ms_<impl> (the sleep) and enqueue_ms_<impl> (host ms a call);
-             --equal-rest gives every implementation the longest of those sleeps.
+             nvidia-smi reports) come with it. The records carry rest_ms_<impl> (the sleep) and
+             enqueue_ms_<impl> (host ms a call); --equal-rest gives every implementation the
+             longest of the sleeps (they differ only where a host is slower than its GPU).
   rested     (not a bar method) the clocks kept high by rests (perf/h200-anchors.md's "rested"):
              sustained's code with batches of >= --rested-batch-ms (19 ms) of back-to-back calls,
              each behind a --rested-sleep-ms (25 ms) sleep (the GPU idles ~55 % of the time), no
@@ -352,19 +352,19 @@ def batch_spec(method, args):
     raise ValueError(method)
 
 
+def host_lead_ms(n_calls, enqueue_ms, call_ms):
+    """How long the GPU must wait before a batch of n_calls back-to-back calls so that it never
+    waits for the host inside it: max over i of (i + 1)·enqueue − i·call, i.e. one call's enqueue
+    where the host is faster than the GPU, else the whole deficit."""
+    return enqueue_ms + max(0, n_calls - 1) * max(0.0, enqueue_ms - call_ms)
+
+
 def batched(torch, calls, spec):
     """Measured: median ms per call over the kept batches, the SM clock overall and by
     implementation, each implementation's board power and hardware-slowdown share."""
     names = list(calls)
     per_call, enqueue = {}, {}
-    for n, f in calls.items():  # GPU ms per call and host ms to enqueue one
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(3):
-            f()
-        e.record()
-        torch.cuda.synchronize()
-        per_call[n] = max(s.elapsed_time(e) / 3, 1e-3)
+    for n, f in calls.items():  # host ms to enqueue one call
         t0 = time.perf_counter()
         for _ in range(10):
             f()
@@ -377,9 +377,21 @@ def batched(torch, calls, spec):
     e.record()
     e.synchronize()
     cycles_per_ms = 1_000_000 / max(s.elapsed_time(e), 1e-3)
+    for n, f in calls.items():  # GPU ms per call: three calls enqueued behind a sleep, no host gaps
+        torch.cuda._sleep(int(cycles_per_ms * (0.5 + 1.3 * 3 * enqueue[n])))
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(3):
+            f()
+        e.record()
+        torch.cuda.synchronize()
+        per_call[n] = max(s.elapsed_time(e) / 3, 1e-3)
     n_calls = {n: max(2, math.ceil(spec.batch_ms / per_call[n])) for n in names}
-    # The sleep covers the host's enqueue of the whole batch, with a margin (and the rest, if any).
-    rest_ms = {n: max(0.3 + 1.3 * n_calls[n] * enqueue[n], spec.sleep_ms or 0.0) for n in names}
+    # The sleep lets the host stay ahead of the GPU through the batch, with a margin (and the
+    # rest, if any): call i is enqueued (i + 1)·enqueue ms after the batch's start on the host
+    # and starts sleep + i·per_call ms after it on the GPU.
+    rest_ms = {n: max(0.5 + 1.3 * host_lead_ms(n_calls[n], enqueue[n], per_call[n]), spec.sleep_ms or 0.0)
+               for n in names}
     if spec.equal_rest:
         rest_ms = dict.fromkeys(names, max(rest_ms.values()))
     sleep = {n: int(cycles_per_ms * v) for n, v in rest_ms.items()}

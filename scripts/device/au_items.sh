@@ -93,3 +93,6 @@ run host_time 90 python3 bench/bench_host_time.py --json $R/host_time.json
 run topk_again 60 python3 bench/bench_topk.py --dtypes fp32,bf16 --shapes 65536x1024x8 --impls ours,quack --rounds 5 --out $R/topk_again.jsonl
 # lce_20: issue 20's anchor (16384 x 4096 x 128256) with QuACK; cut by the budget in AT6.
 run lce_20 200 python3 bench/bench_linear_ce.py --quick --out $R/lce_20.jsonl
+# gemm_rest5 (added after AU2): the five LLM shapes with equal rests, both orders of the method
+# in one call (gemm_power's own-rest figures were taken minutes before).
+run gemm_rest5 200 python3 bench/bench_gemm.py --quick --methods sustained --equal-rest --rounds 4 --drop 1 --batch-ms 1500 --out $R/gemm_rest5.jsonl

@@ -193,7 +193,7 @@ def test_sustained_unchanged(monkeypatch):
         n_calls = math.ceil(60.0 / CALL_MS[name])
         assert n == n_calls and clears == 0
         enqueue = ENQ_MS  # the fake host's ms per call
-        assert sleep == pytest.approx(0.3 + 1.3 * n_calls * enqueue, abs=1e-5)
+        assert sleep == pytest.approx(0.5 + 1.3 * enqueue, abs=1e-5)  # the host is ahead
     assert clks == MHZ
     assert clk in MHZ.values()
 
@@ -207,16 +207,38 @@ def test_power_and_slowdown_by_implementation(monkeypatch):
     assert got.slowdown["cublas"] == 0.0 and got.slowdown["quack"] == 0.0
 
 
+def gaps_in_batches(gpu):
+    """The GPU's idle ms between consecutive calls of a batch (it waited for the host)."""
+    gaps, prev = [], None
+    for kind, name, t0, t1 in gpu.log[gpu.mark:]:
+        if kind == "call" and prev is not None and prev[0] == "call":
+            gaps.append(t0 - prev[1])
+        prev = (kind, t1)
+    return gaps
+
+
+def test_host_lead():
+    assert bench_gemm.host_lead_ms(40, 0.3, 1.5) == pytest.approx(0.3)  # the host stays ahead
+    assert bench_gemm.host_lead_ms(10, 2.0, 1.5) == pytest.approx(2.0 + 9 * 0.5)  # it falls behind
+    assert bench_gemm.host_lead_ms(1, 2.0, 1.5) == pytest.approx(2.0)
+
+
 def test_rest_by_implementation_and_equal_rest(monkeypatch):
-    """Each implementation sleeps before its batches as long as its own host needs to enqueue
-    the batch (the records say how long); --equal-rest gives every one the longest sleep."""
-    enq = {"quack": 0.2}  # QuACK's host is slower to enqueue a call
+    """Each implementation sleeps before its batches just long enough for its host to stay
+    ahead of the GPU (the records say how long): a host faster than the GPU gets one call's
+    enqueue, a slower one the whole deficit; the GPU never waits for the host inside a batch.
+    --equal-rest gives every implementation the longest sleep."""
+    enq = {"quack": 0.2, "cublas": 2.0}  # QuACK's host slower than ours, cuBLAS's than its GPU
     gpu, got = run_method(monkeypatch, "sustained", ["--rounds", "3", "--drop", "0"], enq=enq)
     n_calls = {n: math.ceil(60.0 / v) for n, v in CALL_MS.items()}
-    want = {n: 0.3 + 1.3 * n_calls[n] * enq.get(n, ENQ_MS) for n in CALL_MS}
+    want = {n: 0.5 + 1.3 * bench_gemm.host_lead_ms(n_calls[n], enq.get(n, ENQ_MS), CALL_MS[n])
+            for n in CALL_MS}
+    assert want["quack"] == pytest.approx(0.5 + 1.3 * 0.2)
+    assert want["cublas"] > 0.7 * 60.0  # host-bound: the rest covers most of the batch
     assert got.rest == pytest.approx(want)
     assert got.enqueue == pytest.approx({n: enq.get(n, ENQ_MS) for n in CALL_MS})
-    assert want["quack"] > 5 * want["ours"]
+    assert got.ms == pytest.approx(CALL_MS)
+    assert max(gaps_in_batches(gpu)) == pytest.approx(0.0, abs=1e-9)
     for sleep, _, name, _, _ in gpu.batches():
         assert sleep == pytest.approx(want[name], abs=1e-5)
     rec = bench_gemm.record(8192, 8192, 8192, "rr", "sustained", got, {})
@@ -224,10 +246,10 @@ def test_rest_by_implementation_and_equal_rest(monkeypatch):
     assert rec["enqueue_ms_ours"] == pytest.approx(ENQ_MS)
 
     gpu, got = run_method(monkeypatch, "sustained", ["--rounds", "3", "--drop", "0", "--equal-rest"], enq=enq)
-    assert got.rest == pytest.approx(dict.fromkeys(CALL_MS, want["quack"]))
+    assert got.rest == pytest.approx(dict.fromkeys(CALL_MS, want["cublas"]))
     assert got.ms == pytest.approx(CALL_MS)
     for sleep, _, _, _, _ in gpu.batches():
-        assert sleep == pytest.approx(want["quack"], abs=1e-5)
+        assert sleep == pytest.approx(want["cublas"], abs=1e-5)
 
 
 def test_smi_lines():
