@@ -1,0 +1,40 @@
+# Run AV: the device calls of the session after 2026-12-06's third (docs/status.md, "Next device
+# calls"). Production library; every figure here wants the bars' card (H200): on an H100 only
+# ratios within one run count (run AU was all H100).
+# Before call 1, in /work/ci after `.ci/run` on the last commit that touches src/, include/,
+# cmake/ or CMakeLists.txt (the library stamp hashes them):
+#   scripts/device/prebuild_lib.sh && cp -r .prebuilt-lib /work/main/   (seconds: CI's build/)
+#   cd /work/main && [ "$(cat .prebuilt-lib/stamp)" = "$(bash scripts/device/stamp.sh lib) ab=OFF" ] && echo current
+# Calls (leave `kind` out; timeout_s 600):
+# 1 (cold): PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=565 bash scripts/device/call_tests.sh
+#   carry [".prebuilt-lib", ".whl", ".data"]: every GPU test (the final commit's GPU check).
+# 2 (warm, within 30 s of call 1's reply): PREBUILT_LIB=1 TESTS='' PYFILES='' \
+#   BUDGET=<min(590, call 1's lease.budget_left_s - 30)> ITEMS=scripts/device/av_items.sh \
+#   bash scripts/device/call_focus.sh, carry [".peers", ".whl", ".data"].
+# 3 (warm, if >= 150 s left): PREBUILT_LIB=1 BUDGET=<min(590, left - 40)>
+#   ITEMS=scripts/device/av_items.sh bash scripts/device/call_bench.sh, the same carry.
+# Cold again with QuACK: carry [".prebuilt-lib", ".peers/quack-0.2.0-site.tar.xz"] (66.5 MB of
+# the 64 MiB with the tree: fits only with the 256 MiB-dictionary packing, prebuild_lib.sh).
+# Run AU's items took 30-120 s each on the H100 (LCE > 200 s).
+#
+# gemm_bar: issue 16's bar 1 with the sustained method's new rests (3219f2a: every implementation
+# ~0.5-0.9 ms of sleep before a batch; AT's figures gave QuACK ~6 x ours' rest). Predicted (H200):
+# burst 0.97-1.00 x max as AT2 (0.981); sustained 60 ms batches 0.94-0.99 (transients: +-5 %, AU5);
+# QuACK's 8192^3 sustained no longer above its own burst (AT2: 762.9 against 699.6).
+run gemm_bar 240 python3 bench/bench_gemm.py --quick --methods burst,sustained --burst-rounds 3 --rounds 8 --out $R/gemm_bar.jsonl
+# gemm_bar_long: the steady state at the cap (1.5 s batches). Predicted (H200): 0.97-0.99 x max
+# (AU4 on the H100: 0.981; QuACK 1.3-2.1 % ahead at four shapes, ours 6 % ahead at long K).
+run gemm_bar_long 200 python3 bench/bench_gemm.py --quick --methods sustained --rounds 4 --drop 1 --batch-ms 1500 --out $R/gemm_bar_long.jsonl
+# rows_15: the H200's second reading of rmsnorm bwd at 16384 x 4096 (AT5 0.754 x copy, rounds 11 %
+# apart; AL2 0.831; AU2 on the H100 0.846) and the 16384 x 4096 forwards (bar 0.90 x copy).
+# Predicted: rmsnorm bwd 0.80-0.84, the forwards 0.86-0.90 as AL2 / AT5.
+run rows_15 150 python3 bench/bench_rows.py --ops rmsnorm_bwd,layernorm_bwd,rmsnorm_fwd,layernorm_fwd,softmax_fwd --dtypes bf16 --shapes 16384x4096 --impls ours,compile,quack --rounds 5 --plot '' --out $R/rows_15.jsonl
+# fused_17: issue 17's table on the bars' card (AT2's command; plain on its rule). Predicted from
+# AU2 (H100, plain on 128x192pp): act <= 1.03 x plain; dact 1.04-1.06 at 16384 x 14336 x 4096, QuACK
+# 1.02-1.03 x plain there; at 16384 x 4096 x 14336 the fused ops read 1.03-1.06 x plain's rule
+# (its 128x256 at long K) where they read ~1.00 x plain on 128x192pp.
+run fused_17 360 python3 bench/bench_gemm_fused.py --ops act,dact,gated,dgated,bias --methods burst --burst-rounds 2 --burst-rest-ms 300 --out $R/fused_17.jsonl
+# fused_17_tile: the same epilogues against plain on 128x192pp (the epilogue's cost alone).
+run fused_17_tile 240 python3 bench/bench_gemm_fused.py --ops act,dact,dgated --impls ours,quack --plain-tile 128x192pp --methods burst --burst-rounds 3 --burst-rest-ms 300 --out $R/fused_17_tile.jsonl
+# lce_20: issue 20's anchor with QuACK (AU3 cut at 200 s with every implementation).
+run lce_20 400 python3 bench/bench_linear_ce.py --quick --impls ours,quack,gemms --out $R/lce_20.jsonl
