@@ -26,8 +26,8 @@ Methods (the order of the implementations rotates between rounds: A B C, B C A, 
              (each from the same idle state; the records carry burst_rest_ms).
   sustained  the GPU at its power limit, as in training: batches of >= --batch-ms of back-to-back
              calls, each behind a torch.cuda._sleep just long enough for the host to stay ahead
-             of the GPU through the batch (one call's enqueue where the host is faster than the
-             GPU: GPU busy >= 90 % of the time, each implementation alike), no L2 clear, --rounds rounds, the first
+             of the GPU through the batch (0.5 ms + 1.3 x one call's enqueue where the host is
+             faster than the GPU: GPU busy >= 98 %, each implementation alike), no L2 clear, --rounds rounds, the first
              --drop dropped, median per call. The SM clock seen (nvidia-smi, sampled every 50 ms
              during the rounds) is printed beside the figures, overall and by implementation
              (the samples that arrived while its batches ran: sm_mhz_<impl> in the records):
@@ -37,7 +37,8 @@ Methods (the order of the implementations rotates between rounds: A B C, B C A, 
              slowdown active (hw_slowdown_<impl>: the power brake slows the SM below the clock
              nvidia-smi reports) come with it. The records carry rest_ms_<impl> (the sleep) and
              enqueue_ms_<impl> (host ms a call); --equal-rest gives every implementation the
-             longest of the sleeps (they differ only where a host is slower than its GPU).
+             longest of the sleeps (0.5 ms + 1.3 x one call's enqueue where the host is
+             faster than the GPU: they differ by 1.3 x the enqueues' difference).
   rested     (not a bar method) the clocks kept high by rests (perf/h200-anchors.md's "rested"):
              sustained's code with batches of >= --rested-batch-ms (19 ms) of back-to-back calls,
              each behind a --rested-sleep-ms (25 ms) sleep (the GPU idles ~55 % of the time), no
@@ -304,7 +305,7 @@ class ClockSampler:
 def clock_by_window(samples, windows, stat=statistics.median):
     """The median (or `stat`) of the samples that arrived inside each name's host-time windows
     ({name: [(t0, t1), ...]} -> {name: value or None}): which implementation the GPU ran while a
-    sample was taken (a batch runs from the end of its enqueue to its event's synchronize)."""
+    sample was taken (a batch runs from the end of its sleep to its event's synchronize)."""
     out = {}
     for name, spans in windows.items():
         vals = [v for t, v in samples if any(t0 <= t <= t1 for t0, t1 in spans)]
@@ -330,8 +331,8 @@ class BatchSpec(NamedTuple):
     """One batched method (sustained, rested): back-to-back calls in batches, each behind a
     torch.cuda._sleep, the order of the implementations rotated between rounds."""
     batch_ms: float  # each batch: back-to-back calls for at least this long (GPU time)
-    # The sleep before each batch: None = just long enough for the host to enqueue the batch (GPU
-    # busy >= 90 %); else this many ms (a rest), or the enqueue's time where that is longer.
+    # The sleep before each batch: None = just long enough for the host to stay ahead of the GPU
+    # through the batch (host_lead_ms); else this many ms (a rest), or that where it is longer.
     sleep_ms: Optional[float]
     rounds: int
     drop: int  # the first rounds dropped
@@ -361,7 +362,9 @@ def host_lead_ms(n_calls, enqueue_ms, call_ms):
 
 def batched(torch, calls, spec):
     """Measured: median ms per call over the kept batches, the SM clock overall and by
-    implementation, each implementation's board power and hardware-slowdown share."""
+    implementation, each implementation's board power and hardware-slowdown share (from the
+    samples taken while its kept batches ran), its sleep before each batch and its host's ms to
+    enqueue one call."""
     names = list(calls)
     per_call, enqueue = {}, {}
     for n, f in calls.items():  # host ms to enqueue one call
@@ -370,7 +373,7 @@ def batched(torch, calls, spec):
             f()
         enqueue[n] = (time.perf_counter() - t0) * 1e3 / 10
         torch.cuda.synchronize()
-    torch.cuda._sleep(1000)
+    torch.cuda._sleep(2_000_000)  # ~1 ms: the events and the timed sleep queue up behind it
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     s.record()
     torch.cuda._sleep(1_000_000)
@@ -387,10 +390,10 @@ def batched(torch, calls, spec):
         torch.cuda.synchronize()
         per_call[n] = max(s.elapsed_time(e) / 3, 1e-3)
     n_calls = {n: max(2, math.ceil(spec.batch_ms / per_call[n])) for n in names}
-    # The sleep lets the host stay ahead of the GPU through the batch, with a margin (and the
-    # rest, if any): call i is enqueued (i + 1)·enqueue ms after the batch's start on the host
-    # and starts sleep + i·per_call ms after it on the GPU.
-    rest_ms = {n: max(0.5 + 1.3 * host_lead_ms(n_calls[n], enqueue[n], per_call[n]), spec.sleep_ms or 0.0)
+    # The sleep lets the host stay ahead of the GPU through the batch (and is the rest, if
+    # any): call i is enqueued (i + 1)·enqueue ms after the sleep's on the host and starts
+    # sleep + i·per_call ms after it on the GPU; the margin: 0.5 ms and a host 30 % slower a call.
+    rest_ms = {n: max(0.5 + host_lead_ms(n_calls[n], 1.3 * enqueue[n], per_call[n]), spec.sleep_ms or 0.0)
                for n in names}
     if spec.equal_rest:
         rest_ms = dict.fromkeys(names, max(rest_ms.values()))
@@ -401,6 +404,7 @@ def batched(torch, calls, spec):
     with ClockSampler() as clock:
         for r in range(spec.rounds):
             for n in rotated(names, r):
+                t_sleep = time.perf_counter()  # the GPU is idle: the sleep starts now
                 torch.cuda._sleep(sleep[n])
                 if cache is not None:
                     cache.zero_()
@@ -409,12 +413,10 @@ def batched(torch, calls, spec):
                 for _ in range(n_calls[n]):
                     calls[n]()
                 e.record()
-                s.synchronize()  # the batch starts (the host enqueued it during the sleep)
-                t0 = time.perf_counter()
                 e.synchronize()
-                if r >= spec.drop:
+                if r >= spec.drop:  # the batch ran from the sleep's end to now (host time)
                     samples[n].append(s.elapsed_time(e) / n_calls[n])
-                    windows[n].append((t0, time.perf_counter()))
+                    windows[n].append((t_sleep + rest_ms[n] / 1e3, time.perf_counter()))
     clocks = clock_by_window(clock.samples, windows)
     if spec.sleep_ms is None:  # GPU busy >= 90 %: every sample of the rounds
         clk = clock.median()
@@ -440,7 +442,8 @@ def measure(torch, calls, method, args):
 def record(M, N, K, layout, method, got, diffs):
     """One JSON line: the same fields for every method; a batched method adds by implementation
     the SM clock (sm_mhz_), board power (watts_), energy per call (mj_: W x ms) and the share of
-    samples under a hardware slowdown (hw_slowdown_)."""
+    samples under a hardware slowdown (hw_slowdown_), the sleep before each batch (rest_ms_) and
+    the host's ms to enqueue one call (enqueue_ms_)."""
     flop = 2.0 * M * N * K
     return dict(op="gemm", M=M, N=N, K=K, layout=layout, method=method, sm_mhz=got.clk,
                 rel_diff_vs_cublas=diffs.get("ours", next(iter(diffs.values()), None)), rel_diff=diffs,

@@ -371,8 +371,9 @@ def main(argv=None):
                     diff = check(torch, op, calls)
                     for m in methods:
                         ms = burst(torch, calls, args) if m == "burst" else sustained(torch, calls, args)
-                        clk, clks, watts, slow = None, {}, {}, {}
+                        clk, clks, watts, slow, rest, enq = None, {}, {}, {}, {}, {}
                         if m != "burst":  # a Measured (bench_gemm.py)
+                            rest, enq = ms.rest, ms.enqueue
                             ms, clk, clks, watts, slow = ms.ms, ms.clk, ms.clocks, ms.watts, ms.slowdown
                         rec = dict(op=op, act=act, dtype=args.dtype, M=shape[0], N=shape[1], K=shape[2], method=m,
                                    sm_mhz=clk, rel_diff_vs_torch=diff,
@@ -380,7 +381,9 @@ def main(argv=None):
                                    **{f"ms_{n}": v for n, v in ms.items()},
                                    **{f"sm_mhz_{n}": v for n, v in clks.items()},
                                    **{f"watts_{n}": v for n, v in watts.items()},
-                                   **{f"hw_slowdown_{n}": v for n, v in slow.items()})
+                                   **{f"hw_slowdown_{n}": v for n, v in slow.items()},
+                                   **{f"rest_ms_{n}": v for n, v in rest.items()},
+                                   **{f"enqueue_ms_{n}": v for n, v in enq.items()})
                         rows.append(rec)
                         fout.write(json.dumps(rec) + "\n")
                         fout.flush()

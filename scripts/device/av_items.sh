@@ -29,12 +29,15 @@ run gemm_bar_long 200 python3 bench/bench_gemm.py --quick --methods sustained --
 # apart; AL2 0.831; AU2 on the H100 0.846) and the 16384 x 4096 forwards (bar 0.90 x copy).
 # Predicted: rmsnorm bwd 0.80-0.84, the forwards 0.86-0.90 as AL2 / AT5.
 run rows_15 150 python3 bench/bench_rows.py --ops rmsnorm_bwd,layernorm_bwd,rmsnorm_fwd,layernorm_fwd,softmax_fwd --dtypes bf16 --shapes 16384x4096 --impls ours,compile,quack --rounds 5 --plot '' --out $R/rows_15.jsonl
-# fused_17: issue 17's table on the bars' card (AT2's command; plain on its rule). Predicted from
-# AU2 (H100, plain on 128x192pp): act <= 1.03 x plain; dact 1.04-1.06 at 16384 x 14336 x 4096, QuACK
-# 1.02-1.03 x plain there; at 16384 x 4096 x 14336 the fused ops read 1.03-1.06 x plain's rule
-# (its 128x256 at long K) where they read ~1.00 x plain on 128x192pp.
-run fused_17 360 python3 bench/bench_gemm_fused.py --ops act,dact,gated,dgated,bias --methods burst --burst-rounds 2 --burst-rest-ms 300 --out $R/fused_17.jsonl
+# fused_17_act / fused_17_gated: issue 17's table on the bars' card, plain on its rule (AT2's two
+# items: act / dact with relu, relu_sq, gelu_tanh_approx, 300 ms rests; gated / dgated / bias with
+# swiglu). Predicted from AU2 (H100, plain forced onto 128x192pp): act <= 1.03 x plain except at
+# 16384 x 4096 x 14336, where plain's rule runs 128x256 and the fused ops read 1.03-1.06 x it
+# (~1.00 x plain on 128x192pp); dact 1.04-1.06 at 16384 x 14336 x 4096, QuACK's dact 1.02-1.03
+# x plain there; bias ~0.93 x torch.addmm at 16384 x 4096 x 14336.
+run fused_17_act 330 python3 bench/bench_gemm_fused.py --ops act,dact --acts relu,relu_sq,gelu_tanh_approx --methods burst --burst-rounds 2 --burst-rest-ms 300 --out $R/fused_17_act.jsonl
+run fused_17_gated 240 python3 bench/bench_gemm_fused.py --ops gated,dgated,bias --acts swiglu --methods burst --burst-rounds 2 --out $R/fused_17_gated.jsonl
 # fused_17_tile: the same epilogues against plain on 128x192pp (the epilogue's cost alone).
-run fused_17_tile 240 python3 bench/bench_gemm_fused.py --ops act,dact,dgated --impls ours,quack --plain-tile 128x192pp --methods burst --burst-rounds 3 --burst-rest-ms 300 --out $R/fused_17_tile.jsonl
+run fused_17_tile 240 python3 bench/bench_gemm_fused.py --ops act,dact,dgated --acts relu,gelu_tanh_approx,swiglu --impls ours,quack --plain-tile 128x192pp --methods burst --burst-rounds 3 --burst-rest-ms 300 --out $R/fused_17_tile.jsonl
 # lce_20: issue 20's anchor with QuACK (AU3 cut at 200 s with every implementation).
 run lce_20 400 python3 bench/bench_linear_ce.py --quick --impls ours,quack,gemms --out $R/lce_20.jsonl

@@ -51,10 +51,10 @@ class FakeGPU:
         self.mark = None  # len(log) when the sampler started: the rounds' ops follow
 
     def op(self, kind, name, ms):
+        self.host += self.enq.get(name, ENQ_MS)  # the GPU sees the op once its enqueue ends
         start = max(self.gpu, self.host)
         self.gpu = start + ms
         self.log.append((kind, name, start, self.gpu))
-        self.host += self.enq.get(name, ENQ_MS)
 
     def running(self, t):
         for kind, name, t0, t1 in self.log:
@@ -182,9 +182,10 @@ def test_rested_parameters(monkeypatch):
         assert n == math.ceil(40.0 / CALL_MS[name])
 
 
-def test_sustained_unchanged(monkeypatch):
-    """The defaults: 60 ms batches behind a sleep as long as the host's enqueue (with a margin),
-    12 rounds with the first 2 dropped; the overall clock over every sample of the rounds."""
+def test_sustained_defaults(monkeypatch):
+    """The defaults: 60 ms batches behind a sleep that lets the host stay ahead (one call's
+    enqueue with a margin: the fake's host is faster than its GPU), 12 rounds with the first 2
+    dropped; the overall clock over every sample of the rounds."""
     gpu, (ms, clk, clks, *_) = run_method(monkeypatch, "sustained")
     assert ms == pytest.approx(CALL_MS)
     batches = gpu.batches()
@@ -226,21 +227,44 @@ def test_host_lead():
 def test_rest_by_implementation_and_equal_rest(monkeypatch):
     """Each implementation sleeps before its batches just long enough for its host to stay
     ahead of the GPU (the records say how long): a host faster than the GPU gets one call's
-    enqueue, a slower one the whole deficit; the GPU never waits for the host inside a batch.
-    --equal-rest gives every implementation the longest sleep."""
+    enqueue, a slower one the whole deficit (both with the margin: 0.5 ms and a host 30 %
+    slower); the GPU never waits for the host inside a batch. --equal-rest gives every
+    implementation the longest sleep. The clock windows cover each kept batch whole."""
     enq = {"quack": 0.2, "cublas": 2.0}  # QuACK's host slower than ours, cuBLAS's than its GPU
+    seen = []
+    by_window = bench_gemm.clock_by_window
+
+    def spy(samples, windows, stat=statistics.median):
+        seen.append(windows)
+        return by_window(samples, windows, stat)
+
+    monkeypatch.setattr(bench_gemm, "clock_by_window", spy)
     gpu, got = run_method(monkeypatch, "sustained", ["--rounds", "3", "--drop", "0"], enq=enq)
     n_calls = {n: math.ceil(60.0 / v) for n, v in CALL_MS.items()}
-    want = {n: 0.5 + 1.3 * bench_gemm.host_lead_ms(n_calls[n], enq.get(n, ENQ_MS), CALL_MS[n])
-            for n in CALL_MS}
-    assert want["quack"] == pytest.approx(0.5 + 1.3 * 0.2)
-    assert want["cublas"] > 0.7 * 60.0  # host-bound: the rest covers most of the batch
+    assert n_calls == {"ours": 40, "cublas": 47, "quack": 50}
+    want = {"ours": 0.5 + 1.3 * ENQ_MS, "quack": 0.5 + 1.3 * 0.2,
+            "cublas": 0.5 + 1.3 * 2.0 + 46 * (1.3 * 2.0 - 1.3)}  # the deficit of 46 calls
     assert got.rest == pytest.approx(want)
     assert got.enqueue == pytest.approx({n: enq.get(n, ENQ_MS) for n in CALL_MS})
     assert got.ms == pytest.approx(CALL_MS)
     assert max(gaps_in_batches(gpu)) == pytest.approx(0.0, abs=1e-9)
-    for sleep, _, name, _, _ in gpu.batches():
+    batches = gpu.batches()
+    for sleep, _, name, _, _ in batches:
         assert sleep == pytest.approx(want[name], abs=1e-5)
+    # Windows (host seconds) against the batches' GPU spans (ms): each kept batch whole, within
+    # the fake's enqueue of the sleep op, and nothing of the sleep before it.
+    spans = {n: [] for n in CALL_MS}
+    for kind, name, t0, t1 in gpu.log[gpu.mark:]:
+        if kind == "call":
+            if spans[name] and spans[name][-1][1] == t0:
+                spans[name][-1][1] = t1
+            else:
+                spans[name].append([t0, t1])
+    windows = seen[0]
+    for n in CALL_MS:
+        assert len(windows[n]) == len(spans[n]) == 3
+        for (w0, w1), (b0, b1) in zip(windows[n], spans[n]):
+            assert w0 * 1e3 == pytest.approx(b0, abs=2 * ENQ_MS) and w1 * 1e3 >= b1 - 1e-9
     rec = bench_gemm.record(8192, 8192, 8192, "rr", "sustained", got, {})
     assert rec["rest_ms_quack"] == pytest.approx(want["quack"])
     assert rec["enqueue_ms_ours"] == pytest.approx(ENQ_MS)
@@ -248,8 +272,17 @@ def test_rest_by_implementation_and_equal_rest(monkeypatch):
     gpu, got = run_method(monkeypatch, "sustained", ["--rounds", "3", "--drop", "0", "--equal-rest"], enq=enq)
     assert got.rest == pytest.approx(dict.fromkeys(CALL_MS, want["cublas"]))
     assert got.ms == pytest.approx(CALL_MS)
+    assert max(gaps_in_batches(gpu)) == pytest.approx(0.0, abs=1e-9)
     for sleep, _, _, _, _ in gpu.batches():
         assert sleep == pytest.approx(want["cublas"], abs=1e-5)
+
+
+def test_short_rest_would_starve_the_gpu(monkeypatch):
+    """The check above can fail: a sleep of the host's lead without the margin's 30 % leaves
+    gaps where the host is slower than the GPU (the fake's host: 2.0 ms a call against 1.3)."""
+    monkeypatch.setattr(bench_gemm, "host_lead_ms", lambda n, enq, call: 0.5 * (enq / 1.3))
+    gpu, got = run_method(monkeypatch, "sustained", ["--rounds", "2", "--drop", "0"], enq={"cublas": 2.0})
+    assert max(gaps_in_batches(gpu)) > 0.5
 
 
 def test_smi_lines():
