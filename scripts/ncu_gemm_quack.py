@@ -8,7 +8,9 @@ region, for Nsight Compute (device only; clocks left alone):
     python3 scripts/ncu_gemm_quack.py --sass /tmp/g.ncu-rep [OUT_DIR]
 
 `act M N K NAME[,NAME...]` profiles our plain gemm, then gemm_act (preact stored) with each
-activation named, in that order (the epilogue's cost per activation); `gated M N K [ACT]` our plain
+activation named, in that order (the epilogue's cost per activation); `dact M N K [ACT]` (default
+relu) our plain gemm, gemm_act and gemm_dact, then QuACK's gemm_act and gemm_dact, all on D =
+dout (M, K) @ W (K, N) (dact's epilogue beside act's and QuACK's); `gated M N K [ACT]` our plain
 gemm, gemm_gated and gemm_dgated (default swiglu); `ce M N` in place of `M N K` profiles the cross-entropy forward (reduction="none") of each
 instead; `topk M N K [fp32|bf16]` the top-k forward (quack_cpp.topk against quack.topk). The `--sass` mode prints, per kernel, the SASS lines with the most warp stall samples
 and the stall reasons sampled on them (the per-instruction view behind the kernel-wide
@@ -47,6 +49,21 @@ def calls(args):
         w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
         return [("plain", lambda: quack_cpp.gemm(a, w.T))] + [
             (act, lambda act=act: quack_cpp.gemm_act(a, w.T, act)) for act in args[4].split(",")]
+    if args[0] == "dact":
+        # dact's epilogue against act's and plain's at one shape, ours and QuACK's (issue 17:
+        # dact reads 1.04-1.06 x plain at 16384 x 14336 x 4096 where act reads 1.00 and QuACK's
+        # dact 1.02-1.03; run AU2). D = dout (M, K) @ W (K, N), as bench_gemm_fused.py's dact.
+        from quack import gemm_interface as qgi
+        M, N, K = (int(v) for v in args[1:4])
+        act = args[4] if len(args) > 4 else "relu"
+        dout = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        W = (torch.randn(K, N, device="cuda") * K ** -0.5).to(torch.bfloat16)
+        pre = (torch.randn(M, N, device="cuda") * 2.0).to(torch.bfloat16)
+        return [("plain", lambda: quack_cpp.gemm(dout, W)),
+                ("act", lambda: quack_cpp.gemm_act(dout, W, act)),
+                ("dact", lambda: quack_cpp.gemm_dact(dout, W, pre, act)),
+                ("quack_act", lambda: qgi.gemm_act(dout, W, activation=act, tuned=False)),
+                ("quack_dact", lambda: qgi.gemm_dact(dout, W, pre, activation=act, tuned=False))]
     if args[0] == "gated":
         M, N, K = (int(v) for v in args[1:4])
         act = args[4] if len(args) > 4 else "swiglu"

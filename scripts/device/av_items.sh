@@ -41,3 +41,9 @@ run fused_17_gated 240 python3 bench/bench_gemm_fused.py --ops gated,dgated,bias
 run fused_17_tile 240 python3 bench/bench_gemm_fused.py --ops act,dact,dgated --acts relu,gelu_tanh_approx,swiglu --impls ours,quack --plain-tile 128x192pp --methods burst --burst-rounds 3 --burst-rest-ms 300 --out $R/fused_17_tile.jsonl
 # lce_20: issue 20's anchor with QuACK (AU3 cut at 200 s with every implementation).
 run lce_20 400 python3 bench/bench_linear_ce.py --quick --impls ours,quack,gemms --out $R/lce_20.jsonl
+# ncu_dact: where dact's two points against QuACK's go (issue 17; status.md thread 3): one launch
+# each of our plain gemm, gemm_act, gemm_dact and QuACK's gemm_act, gemm_dact at 16384 x 14336 x
+# 4096 (relu), clocks not locked. Predicted: ours dact's duration 1.02-1.03 x QuACK's at equal SM
+# clocks; the difference in issued instructions or in the epilogue warps' stalls (barrier /
+# long scoreboard on the C load), not in DRAM bytes (within 3 %).
+run ncu_dact 240 bash -c "ncu --clock-control none --profile-from-start off --set full --import-source no -f -o /tmp/dact python3 scripts/ncu_gemm_quack.py dact 16384 14336 4096 relu > /dev/null && python3 scripts/ncu_gemm_quack.py --report /tmp/dact.ncu-rep && python3 scripts/ncu_gemm_quack.py --sass /tmp/dact.ncu-rep | cut -c1-200"
