@@ -47,3 +47,8 @@ run lce_20 400 python3 bench/bench_linear_ce.py --quick --impls ours,quack,gemms
 # clocks; the difference in issued instructions or in the epilogue warps' stalls (barrier /
 # long scoreboard on the C load), not in DRAM bytes (within 3 %).
 run ncu_dact 240 bash -c "ncu --clock-control none --profile-from-start off --set full --import-source no -f -o /tmp/dact python3 scripts/ncu_gemm_quack.py dact 16384 14336 4096 relu > /dev/null && python3 scripts/ncu_gemm_quack.py --report /tmp/dact.ncu-rep && python3 scripts/ncu_gemm_quack.py --sass /tmp/dact.ncu-rep | cut -c1-200"
+# row_profile: rmsnorm / layernorm bwd at 16384 x 4096 (bars 0.85 x copy: 0.831 / 0.787, AL2): the
+# row kernel's and the column sums' shares of one call and the launch gap between them. Predicted:
+# the column-sum kernel and its gap 4-8 % of the call (then programmatic dependent launch or
+# fewer partial rows is the lever); under 2 % (then the row kernel alone sets the figure).
+run row_profile 120 bash -c "python3 scripts/row_profile.py rmsnorm_bwd 16384x4096 bf16 ours,compile && python3 scripts/row_profile.py layernorm_bwd 16384x4096 bf16 ours"
