@@ -29,6 +29,11 @@ run gemm_bar_long 200 python3 bench/bench_gemm.py --quick --methods sustained --
 # apart; AL2 0.831; AU2 on the H100 0.846) and the 16384 x 4096 forwards (bar 0.90 x copy).
 # Predicted: rmsnorm bwd 0.80-0.84, the forwards 0.86-0.90 as AL2 / AT5.
 run rows_15 150 python3 bench/bench_rows.py --ops rmsnorm_bwd,layernorm_bwd,rmsnorm_fwd,layernorm_fwd,softmax_fwd --dtypes bf16 --shapes 16384x4096 --impls ours,compile,quack --rounds 5 --plot '' --out $R/rows_15.jsonl
+# row_profile: rmsnorm / layernorm bwd at 16384 x 4096 (bars 0.85 x copy: 0.831 / 0.787, AL2): the
+# row kernel's and the column sums' shares of one call and the launch gap between them. Predicted:
+# the column-sum kernel and its gap 4-8 % of the call (then programmatic dependent launch or
+# fewer partial rows is the lever); under 2 % (then the row kernel alone sets the figure).
+run row_profile 120 bash -c "python3 scripts/row_profile.py rmsnorm_bwd 16384x4096 bf16 ours,compile && python3 scripts/row_profile.py layernorm_bwd 16384x4096 bf16 ours"
 # fused_17_act / fused_17_gated: issue 17's table on the bars' card, plain on its rule (AT2's two
 # items: act / dact with relu, relu_sq, gelu_tanh_approx, 300 ms rests; gated / dgated / bias with
 # swiglu). Predicted from AU2 (H100, plain forced onto 128x192pp): act <= 1.03 x plain except at
@@ -47,8 +52,3 @@ run lce_20 400 python3 bench/bench_linear_ce.py --quick --impls ours,quack,gemms
 # clocks; the difference in issued instructions or in the epilogue warps' stalls (barrier /
 # long scoreboard on the C load), not in DRAM bytes (within 3 %).
 run ncu_dact 240 bash -c "ncu --clock-control none --profile-from-start off --set full --import-source no -f -o /tmp/dact python3 scripts/ncu_gemm_quack.py dact 16384 14336 4096 relu > /dev/null && python3 scripts/ncu_gemm_quack.py --report /tmp/dact.ncu-rep && python3 scripts/ncu_gemm_quack.py --sass /tmp/dact.ncu-rep | cut -c1-200"
-# row_profile: rmsnorm / layernorm bwd at 16384 x 4096 (bars 0.85 x copy: 0.831 / 0.787, AL2): the
-# row kernel's and the column sums' shares of one call and the launch gap between them. Predicted:
-# the column-sum kernel and its gap 4-8 % of the call (then programmatic dependent launch or
-# fewer partial rows is the lever); under 2 % (then the row kernel alone sets the figure).
-run row_profile 120 bash -c "python3 scripts/row_profile.py rmsnorm_bwd 16384x4096 bf16 ours,compile && python3 scripts/row_profile.py layernorm_bwd 16384x4096 bf16 ours"
