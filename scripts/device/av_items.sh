@@ -1,20 +1,33 @@
 # Run AV: the device calls of the session after 2026-12-06's third (docs/status.md, "Next device
 # calls"). Production library; every figure here wants the bars' card (H200): on an H100 only
 # ratios within one run count (run AU was all H100).
-# Before call 1, in /work/ci after `.ci/run` on the last commit that touches src/, include/,
-# cmake/ or CMakeLists.txt (the library stamp hashes them):
-#   scripts/device/prebuild_lib.sh && cp -r .prebuilt-lib /work/main/   (seconds: CI's build/)
-#   cd /work/main && [ "$(cat .prebuilt-lib/stamp)" = "$(bash scripts/device/stamp.sh lib) ab=OFF" ] && echo current
-# Calls (leave `kind` out; timeout_s 600):
+# Before call 1, in /work/main (where the calls are made):
+#   [ "$(cat .prebuilt-lib/stamp)" = "$(bash scripts/device/stamp.sh lib) ab=OFF" ] && echo current
+# (current at 2026-12-06's end: stamp 5974d46, 4ce8529's library code). If not (a commit touched
+# src/, include/, cmake/ or CMakeLists.txt), in /work/ci after `.ci/run` on that commit:
+#   scripts/device/prebuild_lib.sh && rm -rf /work/main/.prebuilt-lib && cp -r .prebuilt-lib /work/main/
+# (seconds: CI's build/ holds every TU).
+# Calls (leave `kind` out: an H200 is not ours to ask for; on an H100 run the same items and say
+# so in the record: ratios within the run count, the bars' figures stay the H200's; timeout_s 600):
 # 1 (cold): PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=565 bash scripts/device/call_tests.sh
 #   carry [".prebuilt-lib", ".whl", ".data"]: every GPU test (the final commit's GPU check).
-# 2 (warm, within 30 s of call 1's reply): PREBUILT_LIB=1 TESTS='' PYFILES='' \
-#   BUDGET=<min(590, call 1's lease.budget_left_s - 30)> ITEMS=scripts/device/av_items.sh \
-#   bash scripts/device/call_focus.sh, carry [".peers", ".whl", ".data"].
-# 3 (warm, if >= 150 s left): PREBUILT_LIB=1 BUDGET=<min(590, left - 40)>
-#   ITEMS=scripts/device/av_items.sh bash scripts/device/call_bench.sh, the same carry.
-# Cold again with QuACK: carry [".prebuilt-lib", ".peers/quack-0.2.0-site.tar.xz"] (66.5 MB of
-# the 64 MiB with the tree: fits only with the 256 MiB-dictionary packing, prebuild_lib.sh).
+# 2 (warm, within 30 s of call 1's reply: its lease.warm is true): PREBUILT_LIB=1 AB_INSTANCES=OFF
+#   TESTS='' PYFILES='' BUDGET=<min(590, call 1's lease.budget_left_s - 30)>
+#   ITEMS=scripts/device/av_items.sh bash scripts/device/call_focus.sh, carry [".peers", ".whl", ".data"].
+# 3 (warm, if >= 150 s left): PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=<min(590, left - 40)>
+#   ITEMS=scripts/device/av_items.sh bash scripts/device/call_bench.sh, the same carry. Items done
+#   on this machine are skipped; one that timed out runs again whole (drop lce_20 from a third
+#   call by hand if it timed out in the second).
+# Cold between calls (a reply's lease.warm false, or more than 30 s idle): the next call is
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='' PYFILES='' BUDGET=<left - 120> ITEMS=scripts/device/av_items.sh
+#   bash scripts/device/call_focus.sh with carry [".prebuilt-lib", ".peers/quack-0.2.0-site.tar.xz"]
+#   (66.5 MB of the 64 MiB with the tree, 0.6 MB to spare: write nothing untracked into the tree
+#   before it; fits only with the 256 MiB-dictionary packing, prebuild_lib.sh). No item here needs
+#   Liger (.whl) or the corpus (.data). Without AB_INSTANCES=OFF a machine with no library builds
+#   the A/B one (~270 s).
+# Afterwards: each reply's files_at holds its archive (/work/.device/<n>/); its tables go to
+# docs/data/run-AV_items.txt, the figures to docs/performance.md (the issue's section, "The runs
+# cited", "Raw data") and docs/status.md; then delete this file (git keeps it).
 # Run AU's items took 30-120 s each on the H100 (LCE > 200 s).
 #
 # gemm_bar: issue 16's bar 1 with the sustained method's new rests (3219f2a: every implementation
