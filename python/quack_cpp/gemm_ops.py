@@ -504,7 +504,8 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
             configuration, timed on the first call per (M, N, K rounded up to powers of two,
             dtypes, layouts) on a scratch output and cached on disk (QUACK_CACHE_DIR); never
             timed during CUDA-graph capture. The backward GEMMs use the default. Default False
-            (QuACK 0.2.0 defaults to True; ours is not yet GPU-validated). Unlike QuACK's,
+            (QuACK 0.2.0 defaults to True): the tile rule picks without a timing pass (the GPU
+            test Gemm.TunedCallsAreCorrectAndCached covers tuned calls). Unlike QuACK's,
             tuning never runs candidates on the real output, so an in-place call accumulates
             once (QuACK reference §16 hazard).
         bias: None, or (N,) / (L, N) added to every row of D in the epilogue (QuACK 0.2.3+'s
