@@ -103,10 +103,6 @@ function(quack_gemm_instances list_files out_dir sources_var)
     #   only compute and write smem; bit-identical results; d<D> counts output 1's buffers. The
     #   rule offers a production io instance in place of its tile's other variant at K ≤
     #   kIoWarpMaxK only (GemmInstance::io_warps, tile_rule.h).
-    # - sh (after a0[d<D>], no cf / ip / io / diag<M>; instances_ab.txt only, act / dact on a
-    #   pingpong tile): the two warpgroups share one set of epilogue buffers and take turns at the
-    #   epilogue (EpiShared<...>, epilogue_variants.cuh): one group's buffer bytes, so 128x192's
-    #   two 16-bit outputs keep 5 mainloop stages; bit-identical results.
     # - vd (last; instances_ab.txt only): the control of the k-loop's uniform descriptors, the
     #   WGMMA descriptors built in vector registers (VectorDesc<...>, mainloop.cuh): the same
     #   results, more issued instructions per k-tile; "<epilogue>:vd" alone or after the others.
@@ -119,11 +115,6 @@ function(quack_gemm_instances list_files out_dir sources_var)
       else()
         set(epi "${CMAKE_MATCH_1}:${CMAKE_MATCH_2}")
       endif()
-    endif()
-    set(epi_sh "")
-    if(epi MATCHES "^([a-z]+:.*[0-9])sh$")
-      set(epi_sh "sh")
-      set(epi "${CMAKE_MATCH_1}")
     endif()
     set(epi_diag "")
     set(QG_DIAGNOSTIC false)
@@ -306,15 +297,6 @@ function(quack_gemm_instances list_files out_dir sources_var)
       endif()
       set(QG_TILE "sm90::EpiIoWarp<sm90::EpiInPlace<${QG_TILE}>>")
       set(tile_name "${tile_name}io")
-    endif()
-    if(NOT epi_sh STREQUAL "")
-      if(NOT QG_CANDIDATE OR NOT "${epi_split_s}" STREQUAL "0" OR NOT (epi STREQUAL "act" OR epi STREQUAL "dact")
-         OR NOT schedule STREQUAL "pingpong" OR NOT epi_cf STREQUAL "" OR NOT epi_ip STREQUAL ""
-         OR NOT epi_io STREQUAL "" OR NOT epi_diag STREQUAL "")
-        message(FATAL_ERROR "${where}: sh (the pingpong warpgroups share the epilogue buffers, taking turns) is for instances_ab.txt's act / dact after a0[d<D>] on a pingpong tile, without cf, ip, io or diag<M>")
-      endif()
-      set(QG_TILE "sm90::EpiShared<${QG_TILE}>")
-      set(tile_name "${tile_name}sh")
     endif()
     if(NOT epi_diag STREQUAL "")
       if(NOT QG_CANDIDATE OR epi_split STREQUAL "")

@@ -141,10 +141,6 @@ struct CollectiveEpilogue {
                 "EpiPaths: a visitor with specialize and kSplitWide, no I/O warp");
   static_assert(kOutputs == 1 || kOutputs == 2, "one or two outputs");
   static constexpr int kEpiGroups = Tile::kEpiGroups, kEpiThreads = Tile::kEpiThreads;
-  // EpiShared (A/B): the pingpong groups share one set of buffers and C mbarrier and take turns
-  // at the epilogue (turn_init / turn_begin / turn_end); kBufGroups sets of buffers.
-  static constexpr bool kShared = TileEpiShared<Tile>::value;
-  static constexpr int kBufGroups = kShared ? 1 : kEpiGroups;
   // Subtile: the tile's (EpiM, EpiN), but 32 columns wide where the tile's are 64 (pingpong, BM
   // = 64) for two outputs (with 64 x 64 subtiles a pingpong thread held its 128 accumulators,
   // the 32 values of C and 2 x 32 outputs at once and the activation gradient spilled: 568
@@ -183,7 +179,7 @@ struct CollectiveEpilogue {
   static constexpr int kSubtilesPerTile = (Tile::BM / EpiM) * (Tile::BN / EpiN);
   // Bytes of the output buffers (all groups) with d buffers per output.
   static constexpr int smem_out(int d) {
-    return kBufGroups * (d * kSubtile * int(sizeof(ElementD)) +
+    return kEpiGroups * (d * kSubtile * int(sizeof(ElementD)) +
                          (kOutputs == 2 ? d * kSubtile1 * int(sizeof(ElementD1)) : 0));
   }
   // C's source, one of two:
@@ -213,13 +209,13 @@ struct CollectiveEpilogue {
   // speed.
   static constexpr int kStagesOneOutput = kSameWidthC ? Tile::kEpiStages : 2;
   static constexpr int kStagesD0 = (kStagesOneOutput * Tile::EpiN + EpiN * kOutputs - 1) / (EpiN * kOutputs);
-  static constexpr int kSmemDefault = smem_out(kStagesD0) + (kSameWidthC ? 0 : kBufGroups * int(kCBytes));
+  static constexpr int kSmemDefault = smem_out(kStagesD0) + (kSameWidthC ? 0 : kEpiGroups * int(kCBytes));
   static constexpr int kStagesDAhead = TileEpiStagesD<Tile>::value > 0           ? TileEpiStagesD<Tile>::value
                                        : VisitorCAheadStagesD<Op>::value > 0 ? VisitorCAheadStagesD<Op>::value
                                                                              : kStagesD0;
   static constexpr int kAheadFit = (Tile::kMaxSmem - 2048 - smem_out(kStagesDAhead) -
                                     Tile::mainloop_stages(kSmemDefault) * Tile::kMainloopStageBytes) /
-                                   (kBufGroups * int(kCBytes));
+                                   (kEpiGroups * int(kCBytes));
   static constexpr int kAheadAuto = std::max(0, std::min(std::min(kAheadFit, 4), kSubtilesPerTile));
   static constexpr int kStagesCAhead =
       TileCAheadStages<Tile>::value >= 0 ? TileCAheadStages<Tile>::value : (VisitorCAhead<Op>::value ? kAheadAuto : 0);
@@ -234,14 +230,7 @@ struct CollectiveEpilogue {
   static constexpr bool kReuseSmemC = kSameWidthC && !kCAhead;
   static constexpr int EpiStagesD =
       TileEpiStagesD<Tile>::value > 0 ? TileEpiStagesD<Tile>::value : kCAhead ? kStagesDAhead : kStagesD0;
-  // One buffer per output only where a tile configuration sets it (EpiCAhead<Tile, 0, 1>: the
-  // A/B variants that give 128x192 pingpong's two-output epilogues plain's 5 mainloop stages):
-  // each subtile then waits for the previous subtile's TMA stores, and a group barrier orders its
-  // writes (and a C load into the buffer: store_subtiles) after the previous plain stores. Not
-  // with the in-place slots (output 1 written before its wait) or the I/O warps (d1_free would
-  // wait on a release that follows the wait).
-  static_assert(EpiStagesD >= 2 || (TileEpiStagesD<Tile>::value == 1 && !kInPlace && !kIo),
-                "at least two buffers per output in flight (one: EpiCAhead<Tile, 0, 1>, not in place, no I/O warp)");
+  static_assert(EpiStagesD >= 2, "at least two buffers per output in flight");
   // C buffers per group (aliasing D's when reused or in place) and C mbarriers per group.
   static constexpr int kStagesC = kCAhead ? kStagesCAhead : kReuseSmemC ? EpiStagesD : 1;
   static constexpr int kCBarriers = kCAhead ? kStagesCAhead : 1;
@@ -249,19 +238,13 @@ struct CollectiveEpilogue {
   // EpiStagesD either way).
   static constexpr int kStagesDBuffers = kInPlace ? kStagesC : EpiStagesD;
   static constexpr int kSmemOut =
-      kInPlace ? kBufGroups * (kStagesC * kSubtile * int(sizeof(ElementD)) + EpiStagesD * kSubtile1 * int(sizeof(ElementD1)))
+      kInPlace ? kEpiGroups * (kStagesC * kSubtile * int(sizeof(ElementD)) + EpiStagesD * kSubtile1 * int(sizeof(ElementD1)))
                : smem_out(EpiStagesD);
   // Subtiles a C load runs ahead of its use: the ring's length, or one less in place (the slot
   // of the subtile just stored is busy until its stores have read it).
   static constexpr int kCAheadDist = kInPlace ? kStagesC - 1 : kStagesC;
   // C lives in output 0's buffers (no buffer of its own).
   static constexpr bool kCInD = kReuseSmemC || kInPlace;
-  // EpiShared: pingpong only, the default C path (C loaded when its subtile's turn comes: one
-  // mbarrier, whose phase and the buffer stage follow the count handed from turn to turn), so no
-  // C ring, in-place slots, I/O warp, split paths or diagnostic mode.
-  static_assert(!kShared || (Tile::kPingpong && kEpiGroups == 2 && !kCAhead && !kInPlace && !kIo && kPaths == 0 &&
-                             !kSplitPaths && kDiag == 0 && kCBarriers == 1),
-                "EpiShared: pingpong, the default C path (no C ring, in place, I/O warp, EpiPaths or diag)");
 
   // Epilogue smem: a row of the subtile is EpiN elements (64 B for 16-bit, 128 B for fp32):
   // swizzle width to match (CUTLASS sm90_get_epilogue_smem_swizzle_layout_atom). Rows of 256
@@ -285,7 +268,7 @@ struct CollectiveEpilogue {
   using SmemLayoutD1 = decltype(tile_to_shape(SmemAtomW<ElementD1, EpiN1 * int(sizeof(ElementD1))>{},
                                               Shape<Int<EpiM>, Int<EpiN1>, Int<EpiStagesD>>{}));  // (EpiM,EpiN1,PIPE_D)
   // Shared memory of the buffers (all groups): what the mainloop's stages must leave free.
-  static constexpr int kSmemBytes = kSmemOut + (kCInD ? 0 : kBufGroups * kStagesC * int(kCBytes));
+  static constexpr int kSmemBytes = kSmemOut + (kCInD ? 0 : kEpiGroups * kStagesC * int(kCBytes));
   static_assert(!kInPlace || cosize_v<SmemLayoutC> == cosize_v<SmemLayoutD>, "in place: C's slots are D's buffers");
   static_assert(!kIo || (kInPlace && Tile::kPingpong && !kCf && !VisitorPrefetch<Op>::value && kOutputs == 2),
                 "EpiIoWarp: in place, pingpong (one I/O warp per warpgroup), fragment order, two outputs");
@@ -293,13 +276,13 @@ struct CollectiveEpilogue {
   // Shared memory: D, then C and D1 where present (empty bases take no space), each 1024-byte
   // aligned with sizes multiples of 1024.
   struct StorageD {
-    alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutD>> D[kBufGroups];  // per epilogue group (EpiShared: one)
+    alignas(1024) ArrayEngine<ElementD, cosize_v<SmemLayoutD>> D[kEpiGroups];  // per epilogue group
   };
   struct StorageC {
-    alignas(1024) ArrayEngine<ElementC, cosize_v<SmemLayoutC>> C[kBufGroups];
+    alignas(1024) ArrayEngine<ElementC, cosize_v<SmemLayoutC>> C[kEpiGroups];
   };
   struct StorageD1 {
-    alignas(1024) ArrayEngine<ElementD1, cosize_v<SmemLayoutD1>> D1[kBufGroups];
+    alignas(1024) ArrayEngine<ElementD1, cosize_v<SmemLayoutD1>> D1[kEpiGroups];
   };
   struct NoC {};
   struct NoD1 {};
@@ -309,12 +292,8 @@ struct CollectiveEpilogue {
     uint64_t d1_free[kEpiGroups][EpiStagesD];  // output 1's buffer read by its store (1 arrival)
   };
   struct NoIoBarriers {};
-  struct SharedTurn {
-    uint32_t turn_count;  // EpiShared: the running subtile count handed from one turn to the next
-  };
-  struct NoSharedTurn {};
-  struct BarrierStorage : conditional_t<kIo, IoBarriers, NoIoBarriers>, conditional_t<kShared, SharedTurn, NoSharedTurn> {
-    alignas(8) uint64_t c_full[kBufGroups][kCBarriers];  // per group: C's buffer (kCAhead: each of the ring)
+  struct BarrierStorage : conditional_t<kIo, IoBarriers, NoIoBarriers> {
+    alignas(8) uint64_t c_full[kEpiGroups][kCBarriers];  // per group: C's buffer (kCAhead: each of the ring)
   };
 
   // ---- host ----
@@ -392,7 +371,7 @@ struct CollectiveEpilogue {
   /// One thread initialises the C mbarriers (before fence_barrier_init and the cluster sync).
   CUTE_DEVICE static void init_barriers(BarrierStorage& bs, bool leader) {
     if (leader)
-      for (int g = 0; g < kBufGroups; ++g)
+      for (int g = 0; g < kEpiGroups; ++g)
         for (int s = 0; s < kCBarriers; ++s) cutlass::arch::ClusterTransactionBarrier::init(&bs.c_full[g][s], 1);
     if constexpr (kIo) {
       if (leader)
@@ -488,60 +467,6 @@ struct CollectiveEpilogue {
 
   static constexpr int kSubCountWrap = 2 * EpiStagesD * kCBarriers;
 
-  /// The group whose buffers and C mbarrier this thread uses: its own, or the one set (EpiShared).
-  CUTE_DEVICE int bgrp() const { return kShared ? 0 : grp; }
-
-  // ---- EpiShared: the epilogue turns (called by the kernel around store_tile; empty otherwise) ----
-  // Group g's turn: a sync on named barrier kEpiTurnBarrier + g (256 threads: its own 128
-  // waiting, the other group's 128 arriving), store_tile, then an arrive on kEpiTurnBarrier +
-  // (g ^ 1). Group 0's first turn is its own arrival (turn_init). Tiles alternate between the
-  // groups seq by seq, so the turns do too, and the turn of tile seq waits only on the epilogue
-  // of tile seq - 1: no cycle. A group past its last tile stops taking turns, and its last
-  // arrival, for a turn no tile takes, stays unmatched (the CTA exits with it, as with the
-  // mainloop's turns).
-  static constexpr uint32_t kEpiTurnBarrier = Tile::kMmaOrderBarrier + 2;  // 5, 6 (1, 2: epi_sync; 3, 4: mainloop); SASS 13, 14 (NamedBarrier adds 8)
-
-  /// Group 0, before its tiles: the count starts at 0, and the first turn is group 0's.
-  CUTE_DEVICE void turn_init() const {
-    if constexpr (kShared) {
-      if (grp == 0) {
-        if (etid == 0) st_turn_count(0u);
-        cutlass::arch::NamedBarrier::arrive(256, kEpiTurnBarrier);
-      }
-    }
-  }
-  /// This group's turn: the count where the previous turn (either group's) left it.
-  CUTE_DEVICE void turn_begin() {
-    if constexpr (kShared) {
-      cutlass::arch::NamedBarrier::sync(256, kEpiTurnBarrier + uint32_t(grp));
-      uint32_t v;
-      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(cute::cast_smem_ptr_to_uint(&bs.turn_count)) : "memory");
-      sub_count = int(v);
-    }
-  }
-  /// The other group's turn, once this group's stores have read shared memory: the issuing
-  /// thread waits for them (the other group's stores were drained before its own hand-over, so
-  /// no bulk group of another thread is pending on these buffers) and leaves the count. Every
-  /// other thread's smem accesses of the turn (LDSM of C, STSM of the outputs, plain stores)
-  /// come before its own arrival; the barrier completes only after all 128 have arrived.
-  CUTE_DEVICE void turn_end() const {
-    if constexpr (kShared) {
-      if (etid == 0) {
-        tma_store_wait<0>();
-        st_turn_count(uint32_t(sub_count));
-      }
-      cutlass::arch::NamedBarrier::arrive(256, kEpiTurnBarrier + uint32_t(grp ^ 1));
-    }
-  }
-
- private:
-  CUTE_DEVICE void st_turn_count(uint32_t v) const {
-    if constexpr (kShared)
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(cute::cast_smem_ptr_to_uint(&bs.turn_count)), "r"(v) : "memory");
-  }
-
- public:
-
   template <class P>
   CUTE_DEVICE CollectiveEpilogue(P const& p, TensorStorage& ts_, BarrierStorage& bs_, int grp_, int etid_)
       : ts(ts_), bs(bs_), grp(grp_), etid(etid_), op(p.op) {
@@ -554,11 +479,11 @@ struct CollectiveEpilogue {
   /// TMA store reads (conflict-free order, half-width pairs, or the fragment order).
   CUTE_DEVICE void write_d1_smem(cutlass::Array<ElementD1, kFrg> const& d1, int buf) const {
     if constexpr (kCf)
-      store_subtile_cf<EpiN>(d1, ts.D1[bgrp()].begin() + buf * kSubtile, etid);
+      store_subtile_cf<EpiN>(d1, ts.D1[grp].begin() + buf * kSubtile, etid);
     else if constexpr (kD1Div == 2)
-      store_half_subtile<EpiN1>(d1, ts.D1[bgrp()].begin() + buf * kSubtile1, etid);
+      store_half_subtile<EpiN1>(d1, ts.D1[grp].begin() + buf * kSubtile1, etid);
     else
-      store_subtile<EpiN>(d1, ts.D1[bgrp()].begin() + buf * kSubtile, etid);
+      store_subtile<EpiN>(d1, ts.D1[grp].begin() + buf * kSubtile, etid);
   }
 
   /// The group's C buffers: output 0's where C is loaded into the buffer it becomes (reuse, in
@@ -569,7 +494,7 @@ struct CollectiveEpilogue {
     else
       return ts.C[grp].begin();
   }
-  CUTE_DEVICE ElementC* c_buffers() const { return c_buffers(ts, bgrp()); }
+  CUTE_DEVICE ElementC* c_buffers() const { return c_buffers(ts, grp); }
 
   /// Whether this launch reads C through TMA (store_tile's TMA branch): the visitor needs C, or
   /// it is read (load_c), and TMA can address it.
@@ -676,7 +601,7 @@ struct CollectiveEpilogue {
   CUTE_DEVICE void store_subtiles(V& op, P const& p, Acc const& acc, int M, int N, int L, int m_blk, int n_blk,
                                   int l) {
     ElementC* const c_smem = c_buffers();
-    ElementD* const d_smem = ts.D[bgrp()].begin();
+    ElementD* const d_smem = ts.D[grp].begin();
     Tensor sC = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(c_smem), SmemLayoutC{}));  // (EpiM,EpiN,PIPE_C)
     Tensor sD = as_position_independent_swizzle_tensor(make_tensor(make_smem_ptr(d_smem), SmemLayoutD{}));  // (EpiM,EpiN,PIPE_D)
     auto tma_d_blk = p.tma_d.get_slice(Int<0>{});
@@ -763,21 +688,17 @@ struct CollectiveEpilogue {
         if constexpr (!kCAhead) {
           // Every thread's reads of this C buffer (the previous subtile's LDSM, or a clipped
           // store's reads of the D buffer it aliases) came before the last epi_sync; with
-          // reuse, the TMA store that read the buffer must also be done. With one D buffer
-          // (EpiStagesD == 1) the previous subtile's plain stores read this very buffer after
-          // that barrier: one more barrier where plain stores can occur.
-          if constexpr (kReuseSmemC && EpiStagesD == 1)
-            if (!kTma && (p.d_plain || p.tail_manual)) epi_sync();
+          // reuse, the TMA store that read the buffer must also be done.
           if (etid == 0) {
             if constexpr (kReuseSmemC) tma_store_wait<EpiStagesD - 1>();
             cutlass::arch::fence_view_async_shared();  // generic reads before the async write
-            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[bgrp()][0], kCBytes);
-            copy(p.tma_c.with(bs.c_full[bgrp()][0]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bs.c_full[grp][0], kCBytes);
+            copy(p.tma_c.with(bs.c_full[grp][0]), bGS_gC(_, _, _, epi_m, epi_n), bGS_sC(_, _, _, c_stage));
           }
         }
         // kCAhead: issued by prefetch_c or kStagesC subtiles earlier (issue_c_ahead).
         if constexpr (kLoadsCIntoSmem)
-          cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[bgrp()][kCAhead ? c_stage : 0], c_phase);
+          cutlass::arch::ClusterTransactionBarrier::wait(&bs.c_full[grp][kCAhead ? c_stage : 0], c_phase);
         take_c(std::bool_constant<kReadsC>{});
       } else if constexpr (kLin) {
         op.lin.apply(x, x, static_cast<cutlass::Array<float, kFrg> const*>(nullptr));
@@ -832,10 +753,10 @@ struct CollectiveEpilogue {
         if constexpr (kOutputs == 2) {
           if (store_d1) {
             if constexpr (kD1Div == 2)
-              store_half_subtile_clipped<EpiM, EpiN1, kEpiThreads>(ts.D1[bgrp()].begin() + d_stage * kSubtile1, p.d1_ptr,
+              store_half_subtile_clipped<EpiM, EpiN1, kEpiThreads>(ts.D1[grp].begin() + d_stage * kSubtile1, p.d1_ptr,
                                                                    p.ldd1, p.batch_d1, M, N / 2, l, m0, n0 / 2, etid);
             else
-              store_subtile_plain(ts.D1[bgrp()].begin() + d_stage * kSubtile, p.d1_ptr, p.ldd1, p.batch_d1, M, N, l,
+              store_subtile_plain(ts.D1[grp].begin() + d_stage * kSubtile, p.d1_ptr, p.ldd1, p.batch_d1, M, N, l,
                                   m0, n0, etid);
           }
         }
@@ -1175,7 +1096,7 @@ struct CollectiveEpilogue {
   template <class P>
   CUTE_DEVICE void store_d1_subtile(P const& p, int l, int m_blk, int n_blk, int epi_m, int epi_n, int M, int N,
                                     int L, int d_stage) const {
-    store_d1(p, ts, bgrp(), M, N, L, l, m_blk, n_blk, epi_m, epi_n, d_stage);
+    store_d1(p, ts, grp, M, N, L, l, m_blk, n_blk, epi_m, epi_n, d_stage);
   }
 };
 

@@ -2,8 +2,7 @@
 // tile configuration (tile_config.cuh): each derives from its Base and sets a constant, which
 // the trait below it reads (without the wrapper, the trait gives the epilogue's default). The
 // instance lists name them by tile suffix (cmake/QuackGemmInstances.cmake): EpiCAhead
-// a<S>[d<D>], EpiDiag diag<M>, EpiCf cf, EpiInPlace ip, EpiIoWarp io, EpiUnswizzled e128u,
-// EpiShared sh;
+// a<S>[d<D>], EpiDiag diag<M>, EpiCf cf, EpiInPlace ip, EpiIoWarp io, EpiUnswizzled e128u;
 // EpiPaths is built by run_gemm (launch.cuh) and names no instance.
 #pragma once
 
@@ -132,25 +131,6 @@ struct EpiUnswizzled : Base {
 };
 template <class T> using EpiUnswizzledOf = std::bool_constant<T::kEpiUnswizzled>;
 template <class T> using TileEpiUnswizzled = TileVariantConstant<EpiUnswizzledOf, T, false>;  // production: swizzled
-/// Tile configuration Base (pingpong) whose two warpgroups SHARE one set of epilogue buffers
-/// (output 0's, output 1's, C's mbarrier) and take turns at the epilogue, as QuACK 0.2.0's
-/// GemmSm90 does (pingpong_barrier_sync(warp_group_idx, "epi")): the buffers cost one group's
-/// bytes, so gemm_act / gemm_dact on 128x192 pingpong keep 2 buffers of 64 x 32 per output (16
-/// KB for both warpgroups) and plain's 5 mainloop stages (instances_ab.txt, epilogue column
-/// "<epilogue>:a0d<D>sh", tile suffix sh; A/B only). Turns: warpgroup g waits on named barrier
-/// Tile::kMmaOrderBarrier + 2 + g before its tile's epilogue and, once its TMA-issuing thread
-/// has seen its stores read shared memory (tma_store_wait<0>), arrives on the other's; the
-/// running subtile count (buffer stage, C's mbarrier phase) is handed over in shared memory
-/// (CollectiveEpilogue::turn_init / turn_begin / turn_end). Only for the default C path (C
-/// loaded into the D buffer it becomes, or no C ring): not with kCAhead, in place, I/O warp,
-/// EpiPaths / kSplitPaths or a diagnostic mode. Bit-identical results.
-template <class Base>
-struct EpiShared : Base {
-  static_assert(Base::kPingpong, "EpiShared: the pingpong warpgroups take turns at one set of buffers");
-  static constexpr bool kEpiShared = true;
-};
-template <class T> using EpiSharedOf = std::bool_constant<T::kEpiShared>;
-template <class T> using TileEpiShared = TileVariantConstant<EpiSharedOf, T, false>;  // production: buffers per group
 /// Tile configuration Base whose kernel holds one of store_tile's two paths: Paths = 1, the
 /// visitor's specialised copies with every C load and store through TMA (and nothing else);
 /// Paths = 2, the generic path (the run-time choice a constant per subtile; plain loads and

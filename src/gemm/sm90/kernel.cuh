@@ -20,8 +20,7 @@
 //     rebalancing);
 //   - pingpong: each owns whole tiles (the atom twice along M), alternating; an ordered barrier
 //     gives the tensor cores to one warpgroup's mainloop at a time, so one warpgroup's epilogue
-//     runs under the other's MMAs; each has its own epilogue buffers (128 threads), or with
-//     EpiShared (A/B) both share one set and take turns at the epilogue.
+//     runs under the other's MMAs; each has its own epilogue buffers (128 threads).
 // Tile order: persistent; cluster c walks work indices c, c + clusters, ... of TileScheduler
 //   (grouped rasterisation), or with a tile counter takes them from an atomic counter, published
 //   by CTA 0's producer (scheduler.cuh). The producer walks the whole sequence; cooperative
@@ -205,9 +204,6 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
     constexpr uint32_t kOrder = Tile::kMmaOrderBarrier;
     if constexpr (Tile::kPingpong)
       if (mma_wg == 0) cutlass::arch::NamedBarrier::arrive(256, kOrder);
-    // EpiShared (A/B): the two warpgroups' epilogues take turns at one set of buffers
-    // (CollectiveEpilogue::turn_init / turn_begin / turn_end; empty otherwise).
-    epilogue.turn_init();
     bool const streamk = Tile::kStreamK && p.sk.sched.active();
     for (uint32_t seq = Tile::kPingpong ? uint32_t(mma_wg) : 0u;; seq += Tile::kEpiGroups) {
       int64_t w;
@@ -253,9 +249,7 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
           if (p.sk.sched.split(x)) Reducer::reduce(p.sk, acc, unit, p.sk.sched.last_unit(x), cta_rank, etid, sync);
         }
       }
-      epilogue.turn_begin();
       epilogue.store_tile(p.epilogue, acc, p.M, p.N, p.L, m_blk, n_blk, l);
-      epilogue.turn_end();
     }
     epilogue.finish();
   }

@@ -526,11 +526,10 @@ TEST_P(GemmActTest, ColumnMajorOutputs) {
 INSTANTIATE_TEST_SUITE_P(Tiles, GemmActTest, ::testing::ValuesIn(kFusedTiles),
                          [](const ::testing::TestParamInfo<const char*>& i) { return fused_tile_name(i.param); });
 
-// Every gemm_act / gemm_dact A/B candidate of an A/B build (instances_ab.txt: 128x192 pingpong
-// with one buffer per output, a0d1, and dact with a preact ring, a1d2 / a2d2), each forced by its
-// tile name: tails along M and N, several tiles per CTA and per pingpong warpgroup, every
-// activation, C with beta, preact / postact absent, batches, and rows TMA cannot address
-// (plain loads and stores through the single buffer).
+// Every gemm_act / gemm_dact A/B candidate of an A/B build (instances_ab.txt: dact on 128x192
+// pingpong with a preact ring, a1d2 / a2d2), each forced by its tile name: tails along M and N,
+// several tiles per CTA and per pingpong warpgroup, every activation, C with beta, preact /
+// postact absent, batches, and rows TMA cannot address (plain loads and stores).
 class GemmActAbTiles : public GpuTest {};
 
 TEST_F(GemmActAbTiles, EveryCandidateTile) {
