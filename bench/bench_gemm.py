@@ -381,7 +381,7 @@ def batched(torch, calls, spec):
     e.synchronize()
     cycles_per_ms = 1_000_000 / max(s.elapsed_time(e), 1e-3)
     for n, f in calls.items():  # GPU ms per call: three calls enqueued behind a sleep, no host gaps
-        torch.cuda._sleep(int(cycles_per_ms * (0.5 + 1.3 * 3 * enqueue[n])))
+        torch.cuda._sleep(int(cycles_per_ms * (0.5 + host_lead_ms(3, 1.3 * enqueue[n], 0.0))))
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         for _ in range(3):
@@ -418,7 +418,7 @@ def batched(torch, calls, spec):
                     samples[n].append(s.elapsed_time(e) / n_calls[n])
                     windows[n].append((t_sleep + rest_ms[n] / 1e3, time.perf_counter()))
     clocks = clock_by_window(clock.samples, windows)
-    if spec.sleep_ms is None:  # GPU busy >= 90 %: every sample of the rounds
+    if spec.sleep_ms is None:  # the GPU busy but for ~1 ms a batch: every sample of the rounds
         clk = clock.median()
     else:  # the GPU rests between batches: the samples taken while a kept batch ran
         clk = clock_by_window(clock.samples, {"": [w for ws in windows.values() for w in ws]})[""]
@@ -439,22 +439,27 @@ def measure(torch, calls, method, args):
     return batched(torch, calls, batch_spec(method, args))
 
 
+def batched_fields(got):
+    """A Measured's fields by implementation (empty for burst): the SM clock (sm_mhz_), board
+    power (watts_), energy per call (mj_: W x ms), the share of samples under a hardware slowdown
+    (hw_slowdown_), the sleep before each batch (rest_ms_) and the host's ms to enqueue one call
+    (enqueue_ms_). bench_gemm_fused.py's records carry them too."""
+    return {**{f"sm_mhz_{n}": v for n, v in got.clocks.items()},
+            **{f"watts_{n}": v for n, v in got.watts.items()},
+            **{f"mj_{n}": v * got.ms[n] for n, v in got.watts.items() if v is not None and n in got.ms},
+            **{f"hw_slowdown_{n}": v for n, v in got.slowdown.items()},
+            **{f"rest_ms_{n}": v for n, v in got.rest.items()},
+            **{f"enqueue_ms_{n}": v for n, v in got.enqueue.items()}}
+
+
 def record(M, N, K, layout, method, got, diffs):
-    """One JSON line: the same fields for every method; a batched method adds by implementation
-    the SM clock (sm_mhz_), board power (watts_), energy per call (mj_: W x ms) and the share of
-    samples under a hardware slowdown (hw_slowdown_), the sleep before each batch (rest_ms_) and
-    the host's ms to enqueue one call (enqueue_ms_)."""
+    """One JSON line: the same fields for every method; a batched method adds batched_fields."""
     flop = 2.0 * M * N * K
     return dict(op="gemm", M=M, N=N, K=K, layout=layout, method=method, sm_mhz=got.clk,
                 rel_diff_vs_cublas=diffs.get("ours", next(iter(diffs.values()), None)), rel_diff=diffs,
                 **{f"ms_{n}": v for n, v in got.ms.items()},
                 **{f"tflops_{n}": flop / v / 1e9 for n, v in got.ms.items()},
-                **{f"sm_mhz_{n}": v for n, v in got.clocks.items()},
-                **{f"watts_{n}": v for n, v in got.watts.items()},
-                **{f"mj_{n}": v * got.ms[n] for n, v in got.watts.items() if v is not None and n in got.ms},
-                **{f"hw_slowdown_{n}": v for n, v in got.slowdown.items()},
-                **{f"rest_ms_{n}": v for n, v in got.rest.items()},
-                **{f"enqueue_ms_{n}": v for n, v in got.enqueue.items()})
+                **batched_fields(got))
 
 
 def main(argv=None):

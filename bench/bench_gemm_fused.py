@@ -329,7 +329,7 @@ def main(argv=None):
     if not torch.cuda.is_available():
         print("bench_gemm_fused: needs a CUDA GPU")
         return 2
-    from bench_gemm import burst, sustained
+    from bench_gemm import batched_fields, burst, sustained
 
     # Every (op, activation, shape) compiles its own graph: dynamo's default limit of 8 recompiles
     # would run the later ones eagerly under the "compile" label.
@@ -371,19 +371,14 @@ def main(argv=None):
                     diff = check(torch, op, calls)
                     for m in methods:
                         ms = burst(torch, calls, args) if m == "burst" else sustained(torch, calls, args)
-                        clk, clks, watts, slow, rest, enq = None, {}, {}, {}, {}, {}
+                        clk, extra = None, {}
                         if m != "burst":  # a Measured (bench_gemm.py)
-                            rest, enq = ms.rest, ms.enqueue
-                            ms, clk, clks, watts, slow = ms.ms, ms.clk, ms.clocks, ms.watts, ms.slowdown
+                            clk, extra = ms.clk, batched_fields(ms)
+                            ms = ms.ms
                         rec = dict(op=op, act=act, dtype=args.dtype, M=shape[0], N=shape[1], K=shape[2], method=m,
                                    sm_mhz=clk, rel_diff_vs_torch=diff,
                                    burst_rest_ms=args.burst_rest_ms if m == "burst" else None,
-                                   **{f"ms_{n}": v for n, v in ms.items()},
-                                   **{f"sm_mhz_{n}": v for n, v in clks.items()},
-                                   **{f"watts_{n}": v for n, v in watts.items()},
-                                   **{f"hw_slowdown_{n}": v for n, v in slow.items()},
-                                   **{f"rest_ms_{n}": v for n, v in rest.items()},
-                                   **{f"enqueue_ms_{n}": v for n, v in enq.items()})
+                                   **{f"ms_{n}": v for n, v in ms.items()}, **extra)
                         rows.append(rec)
                         fout.write(json.dumps(rec) + "\n")
                         fout.flush()
