@@ -3,7 +3,7 @@
 # ratios within one run count (run AU was all H100).
 # Before call 1, in /work/main (where the calls are made):
 #   [ "$(cat .prebuilt-lib/stamp)" = "$(bash scripts/device/stamp.sh lib) ab=OFF" ] && echo current
-# (current at 2026-12-06's end: stamp 5974d46, 4ce8529's library code). If not (a commit touched
+# (current at 2026-12-06's end: stamp 965e09b, e094839's library code). If not (a commit touched
 # src/, include/, cmake/ or CMakeLists.txt), in /work/ci after `.ci/run` on that commit:
 #   scripts/device/prebuild_lib.sh && rm -rf /work/main/.prebuilt-lib && cp -r .prebuilt-lib /work/main/
 # (seconds: CI's build/ holds every TU).
