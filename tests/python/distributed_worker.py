@@ -118,6 +118,18 @@ def _run_mlp(case, rank, world, dev, group):
             "db1": b1r.grad.cpu(), "dw2": w2r.grad.cpu(), "db2": b2d.grad.cpu()}
 
 
+def exit_worker():
+    """End a spawned worker with status 0 once its outputs are written and its process group
+    destroyed, without the interpreter's finalization: gloo's threads can still hold work
+    objects then, and tearing those down can abort the process ('terminate called without an
+    active exception', SIGABRT: CI of 2026-12-06 in test_fsdp2_matches_unsharded[2]; the
+    mechanism: pytorch/pytorch PR 179291). An exception in the worker never gets here: spawn
+    reports it."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def main(rank, world, port, cases, outdir, device):
     import torch.distributed as dist
 
@@ -140,5 +152,7 @@ def main(rank, world, port, cases, outdir, device):
                 run = {"mlp": _run_mlp, "ce": _run_ce, "lce": _run_lce}[case["kind"]]
                 out = run(case, rank, world, dev, group)
                 torch.save(out, os.path.join(outdir, f"{i}_{rank}.pt"))
+        dist.barrier()  # no rank tears its connections down while another is in a collective
     finally:
         dist.destroy_process_group()
+    exit_worker()

@@ -245,6 +245,7 @@ def linear_cross_entropy_cases(dev, mesh):
 
 
 def main(rank, world, port, outdir, device):
+    import distributed_worker
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -269,5 +270,7 @@ def main(rank, world, port, outdir, device):
                    "topk": topk_cases(dev, mesh), "lce": linear_cross_entropy_cases(dev, mesh)}
             out["counts"] = dict(counts)
             torch.save(out, os.path.join(outdir, f"dtensor_{rank}.pt"))
+        dist.barrier()  # no rank tears its connections down while another is in a collective
     finally:
         dist.destroy_process_group()
+    distributed_worker.exit_worker()

@@ -275,6 +275,7 @@ def _counting(stand_ins, counts):
 
 
 def main(rank, world, port, cases, outdir, device, probe_dtensor=False):
+    import distributed_worker
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -302,5 +303,7 @@ def main(rank, world, port, cases, outdir, device, probe_dtensor=False):
                 torch.save(out, os.path.join(outdir, f"{i}_{rank}.pt"))
             if probe_dtensor:
                 torch.save(dtensor_probe(dev, mesh), os.path.join(outdir, f"dtensor_{rank}.pt"))
+        dist.barrier()  # no rank tears its connections down while another is in a collective
     finally:
         dist.destroy_process_group()
+    distributed_worker.exit_worker()
