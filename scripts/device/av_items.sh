@@ -42,6 +42,13 @@ run gemm_bar_long 200 python3 bench/bench_gemm.py --quick --methods sustained --
 # apart; AL2 0.831; AU2 on the H100 0.846) and the 16384 x 4096 forwards (bar 0.90 x copy).
 # Predicted: rmsnorm bwd 0.80-0.84, the forwards 0.86-0.90 as AL2 / AT5.
 run rows_15 150 python3 bench/bench_rows.py --ops rmsnorm_bwd,layernorm_bwd,rmsnorm_fwd,layernorm_fwd,softmax_fwd --dtypes bf16 --shapes 16384x4096 --impls ours,compile,quack --rounds 5 --plot '' --out $R/rows_15.jsonl
+# ce_32768: issue 18's fwd+bwd at V = 32768 (bar 0.85 x copy at V >= 32768), unread since run W
+# (0.666 x copy): the training forward's preferred entry (cl-t256v8-s1) is taken only beyond 64
+# KB rows (row_plan.cpp, preferred_entry), so a 64 KB row falls to kRowConfigs' order: t1024v4,
+# one 1024-thread CTA per SM (61 registers) in lockstep. Kernel-only, every entry that takes the
+# row, then the acceptance method. Predicted: the plan's pair 0.70-0.80 x copy; cl-t256v8-s1
+# ~0.83 as at 65536 (AN2 0.834); if it leads, the rule's `>` becomes `>=` for the training pair.
+run ce_32768 200 bash -c "build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768 --dir fwdbwd --config all && python3 bench/bench_rows.py --ops ce_fwd_bwd,ce_fwd_bwd_half,ce_fwd,ce_bwd --dtypes bf16 --shapes 16384x32768 --impls ours,compile,quack --rounds 3 --plot '' --out $R/ce_32768.jsonl"
 # row_profile: rmsnorm / layernorm bwd at 16384 x 4096 (bars 0.85 x copy: 0.831 / 0.787, AL2): the
 # row kernel's and the column sums' shares of one call and the launch gap between them. Predicted:
 # the column-sum kernel and its gap 4-8 % of the call (then programmatic dependent launch or
