@@ -4,6 +4,8 @@
 // dweight and dbias no longer wait on each other's launch.
 #include "common/colsum.h"
 #include "common/launch.h"
+#include "common/pdl.cuh"
+#include "common/pdl.h"
 #include "common/vec.cuh"
 
 namespace quack::detail {
@@ -19,6 +21,7 @@ template <int kSlices>
 __global__ void __launch_bounds__(kColsumCols * kSlices)
     colsum_kernel(const ColsumArgs a, int64_t P, int64_t N, int64_t col_blocks) {
   __shared__ float acc[kSlices][kColsumCols];
+  pdl_wait();  // the partial rows are the row kernel's outputs (launch_dependent)
   const int m = static_cast<int>(blockIdx.x / col_blocks);
   const int j = threadIdx.x % kColsumCols;
   const int s = threadIdx.x / kColsumCols;
@@ -60,11 +63,11 @@ void launch_colsums(const float* const* parts, const RowIO* outs, int n, int64_t
   // 32 slices (1,024 threads) when there are many partial rows (the short rows' 2-3 per SM): a
   // thread's serial chain of dependent adds then stays under ~10 loads; 8 otherwise.
   if (P >= 128)
-    launch(colsum_kernel<32>, col_blocks * n, kColsumCols * 32, 0, 1, stream, where, a, P, N,
-           col_blocks);
+    launch_dependent(colsum_kernel<32>, col_blocks * n, kColsumCols * 32, 0, stream, where, a, P,
+                     N, col_blocks);
   else
-    launch(colsum_kernel<8>, col_blocks * n, kColsumCols * 8, 0, 1, stream, where, a, P, N,
-           col_blocks);
+    launch_dependent(colsum_kernel<8>, col_blocks * n, kColsumCols * 8, 0, stream, where, a, P,
+                     N, col_blocks);
 }
 
 }  // namespace quack::detail

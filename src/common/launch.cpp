@@ -1,11 +1,15 @@
 #include "common/launch.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <tuple>
 #include <map>
 #include <utility>
 #include <vector>
+
+#include "common/pdl.h"
 
 namespace quack::detail {
 
@@ -119,18 +123,45 @@ static void set_cluster(cudaLaunchConfig_t& cfg, cudaLaunchAttribute& attr, int 
   cfg.numAttrs = 1;
 }
 
-void launch_kernel(const void* kernel, void** args, int64_t grid, int block, size_t smem,
-                   int cluster_n, cudaStream_t stream, const char* where) {
+// launch_kernel's body; programmatic: launch_kernel_dependent's attribute (common/pdl.h).
+static void launch_with(const void* kernel, void** args, int64_t grid, int block, size_t smem,
+                        int cluster_n, cudaStream_t stream, const char* where, bool programmatic) {
   prepare_kernel(kernel, smem, cluster_n, where);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
   cfg.blockDim = dim3(block, 1, 1);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr;
-  set_cluster(cfg, attr, cluster_n);
+  cudaLaunchAttribute attrs[2];
+  set_cluster(cfg, attrs[0], cluster_n);
+  if (programmatic) {
+    cudaLaunchAttribute& a = attrs[cfg.numAttrs];
+    a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    a.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs += 1;
+  }
   check_cuda(cudaLaunchKernelExC(&cfg, kernel, args), where, "cudaLaunchKernelExC");
   check_cuda(cudaGetLastError(), where, "kernel launch");
+}
+
+void launch_kernel(const void* kernel, void** args, int64_t grid, int block, size_t smem,
+                   int cluster_n, cudaStream_t stream, const char* where) {
+  launch_with(kernel, args, grid, block, smem, cluster_n, stream, where, false);
+}
+
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("QUACK_PDL");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }();
+  return on;
+}
+
+void launch_kernel_dependent(const void* kernel, void** args, int64_t grid, int block,
+                             size_t smem, cudaStream_t stream, const char* where,
+                             bool programmatic) {
+  launch_with(kernel, args, grid, block, smem, 1, stream, where, programmatic);
 }
 
 int64_t max_resident(const void* kernel, int block, size_t smem, int cluster_n, int device,

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "common/launch.h"
+#include "common/pdl.cuh"
 #include "common/row_general.cuh"
 #include "row/op_traits.cuh"
 #include "row/row_launch.h"
@@ -34,6 +35,9 @@ inline constexpr int kRowGeneralMaxThreads = 256;  // row_general_geometry's CTA
 template <class Op>
 __global__ void __launch_bounds__(kRowGeneralMaxThreads, 1)
     row_general_kernel(const __grid_constant__ RowParams p) {
+  // The column sums of the partial rows may launch now (launch_dependent: they wait for this
+  // kernel's end before reading); the grid is resident, so nothing of it waits behind them.
+  if constexpr (Op::kAcc > 0) pdl_launch_dependents();
   if (row_gate_skips_kernel<Op>(p)) return;
   using R = typename Op::Red;
   constexpr int kA = row_dim(Op::kAcc);

@@ -34,6 +34,7 @@
 #pragma once
 
 #include "common/cluster.cuh"
+#include "common/pdl.cuh"
 #include "common/row_pipeline.cuh"
 #include "common/vec.cuh"
 #include "row/op_traits.cuh"
@@ -99,6 +100,9 @@ __device__ __forceinline__ typename Op::RowIn row_staged_row_in(const RowParams&
 template <class Op, class D, int kMaxVecs, int kStages, int kThreads, bool kRowAhead = false>
 __global__ void __launch_bounds__(kThreads, 1)
     row_staged_kernel(const __grid_constant__ RowParams p) {
+  // The column sums of the partial rows may launch now (launch_dependent: they wait for this
+  // kernel's end before reading); the grid is resident, so nothing of it waits behind them.
+  if constexpr (Op::kAcc > 0) pdl_launch_dependents();
   if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols), kA = row_dim(Op::kAcc);
   constexpr int kVec = row_vec_elems<D, kIn>();  // elements per vector

@@ -1,0 +1,36 @@
+// Host side of programmatic dependent launch (common/pdl.cuh has the device side): launching a
+// kernel that may start before the kernel ahead of it on the stream has finished.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/launch.h"
+
+namespace quack::detail {
+
+/// Whether launch_dependent launches programmatically: QUACK_PDL=1 in the environment, read once
+/// per process. Off by default until timed on the GPU (docs/architecture.md, "Programmatic
+/// dependent launch").
+bool pdl_enabled();
+
+/// launch_kernel without clusters, with cudaLaunchAttributeProgrammaticStreamSerialization
+/// where `programmatic`: the kernel must pdl_wait() before it reads what the kernel ahead of it
+/// on the stream writes.
+void launch_kernel_dependent(const void* kernel, void** args, int64_t grid, int block,
+                             size_t smem, cudaStream_t stream, const char* where,
+                             bool programmatic);
+
+/// launch() for a kernel that reads the outputs of the kernel ahead of it on the stream only
+/// after pdl_wait(): a programmatic dependent launch where pdl_enabled().
+template <typename... Args>
+void launch_dependent(void (*kernel)(Args...), int64_t grid, int block, size_t smem,
+                      cudaStream_t stream, const char* where,
+                      typename NoDeduce<Args>::type... args) {
+  void* ptrs[] = {static_cast<void*>(&args)...};
+  launch_kernel_dependent(reinterpret_cast<const void*>(kernel), ptrs, grid, block, smem, stream,
+                          where, pdl_enabled());
+}
+
+}  // namespace quack::detail
