@@ -10,9 +10,9 @@
 
 namespace quack::detail {
 
-/// Whether launch_dependent launches programmatically: QUACK_PDL=1 in the environment, read once
-/// per process. Off by default until timed on the GPU (docs/architecture.md, "Programmatic
-/// dependent launch").
+/// Whether launch_dependent launches programmatically: QUACK_PDL=1 in the environment (read at
+/// each launch: tests switch it). Off by default until timed on the GPU (docs/architecture.md,
+/// "Programmatic dependent launch").
 bool pdl_enabled();
 
 /// launch_kernel without clusters, with cudaLaunchAttributeProgrammaticStreamSerialization

@@ -448,6 +448,53 @@ TEST_F(LayerNormBwdSums, DeterministicAndEmpty) {
   for (double v : download(db)) EXPECT_EQ(v, 0.0);
 }
 
+// QUACK_PDL=1 (the column sums as programmatic dependents of the row kernel, common/pdl.h):
+// dx, dweight and dbias have the bits of the serial launch, three runs each, on the staged plan
+// (4096: many rows per persistent CTA; 131072: clusters) and the general policy.
+TEST_F(LayerNormBwdSums, ProgrammaticColsumsSameBits) {
+  for (int64_t N : {int64_t{4096}, int64_t{131072}}) {
+    const int64_t M = N > 65536 ? 1000 : 8192;
+    Rng rng(N + 1);
+    DeviceTensor x = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
+    DeviceTensor dy = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
+    std::vector<double> wh;
+    DeviceTensor w = random_vector(rng, N, DType::kFloat32, 1.0, &wh);
+    DeviceTensor mean = stat_vector(M, 1), rstd = stat_vector(M, 1);
+    upload_into(mean, random_values(rng, M, DType::kFloat32, 0.0, 0.1));
+    upload_into(rstd, random_uniform(rng, M, DType::kFloat32, 0.5, 1.5));
+    for (int config : {-1, kRowConfigCount}) {
+      SCOPED_TRACE(std::string(config < 0 ? "the public API" : "the general policy") +
+                   ", N=" + std::to_string(N));
+      std::vector<unsigned char> serial[3];  // dx, dweight, dbias
+      for (const char* pdl : {"0", "1", "1", "1"}) {
+        const ScopedEnv env("QUACK_PDL", pdl);
+        DeviceTensor dx = alloc_tensor(DType::kBFloat16, M, N);
+        DeviceTensor dw = alloc_tensor(DType::kFloat32, 1, N, {}, true);
+        DeviceTensor db = alloc_tensor(DType::kFloat32, 1, N, {}, true);
+        LayerNormBwdArgs a;
+        a.x = x.ref;
+        a.weight = w.ref;
+        a.dout = dy.ref;
+        a.mean = mean.ref;
+        a.rstd = rstd.ref;
+        a.dx = dx.ref;
+        a.dweight = dw.ref;
+        a.dbias = db.ref;
+        run_ln_bwd(a, config);
+        const std::vector<unsigned char> got[3] = {download_bytes(dx), download_bytes(dw),
+                                                   download_bytes(db)};
+        if (pdl[0] == '0') {
+          for (int k = 0; k < 3; ++k) serial[k] = got[k];
+          continue;
+        }
+        EXPECT_EQ(got[0], serial[0]) << "dx differs from the serial launch";
+        EXPECT_EQ(got[1], serial[1]) << "dweight differs from the serial launch";
+        EXPECT_EQ(got[2], serial[2]) << "dbias differs from the serial launch";
+      }
+    }
+  }
+}
+
 // N = 0 with M > 0 (norm.h, as torch): the statistics of empty rows, mean 0 and rstd NaN, in
 // strided vectors (the gaps keep their poison); RMSNorm's rstd NaN; the backward writes
 // nothing and needs no workspace.

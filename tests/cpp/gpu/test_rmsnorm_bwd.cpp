@@ -332,6 +332,37 @@ TEST_F(RmsNormBwd, DeterministicDweight) {
     }
 }
 
+TEST_F(RmsNormBwd, ProgrammaticColsumsSameBits) {
+  // QUACK_PDL=1: the column sums launch as programmatic dependents of the row kernel, which
+  // lets them start at its entry, and wait on the device for its end (common/pdl.h). dx,
+  // dweight and dbias are right on every run and have the bits of the serial launch
+  // (QUACK_PDL=0). Staged with many rows per persistent CTA (8192 x 4096), clusters (N =
+  // 65536), the general policy (N = 255).
+  uint64_t seed = 7000;
+  for (const auto& [M, N] : {Shape{8192, 4096}, Shape{64, 65536}, Shape{3001, 255}})
+    for (DType xt : {DType::kBFloat16, DType::kFloat32}) {
+      BwdCase c;
+      c.M = M;
+      c.N = N;
+      c.x = xt;
+      c.weight = xt;
+      c.seed = ++seed;
+      BwdResult serial, programmatic;
+      {
+        const ScopedEnv env("QUACK_PDL", "0");
+        serial = run_bwd(c);
+      }
+      {
+        const ScopedEnv env("QUACK_PDL", "1");
+        programmatic = run_bwd(c, /*runs=*/3);
+      }
+      SCOPED_TRACE(c.name());
+      EXPECT_TRUE(programmatic.dx == serial.dx) << "dx differs from the serial launch";
+      EXPECT_TRUE(programmatic.dweight == serial.dweight) << "dweight differs";
+      EXPECT_TRUE(programmatic.dbias == serial.dbias) << "dbias differs";
+    }
+}
+
 TEST_F(RmsNormBwd, EmptyBatchZeroFillsDweightDbias) {
   // C02: M = 0 -> dx empty, dweight = dbias = 0 exactly (they were NaN-poisoned), no error
   // now or at a later CUDA call. N = 2520 (the C02 shape; vector-path width in bf16), 4096,
