@@ -54,6 +54,13 @@ run ce_32768 200 bash -c "build/d/bench/quack-bench cross-entropy --dtype bf16 -
 # the column-sum kernel and its gap 4-8 % of the call (then programmatic dependent launch or
 # fewer partial rows is the lever); under 2 % (then the row kernel alone sets the figure).
 run row_profile 120 bash -c "python3 scripts/row_profile.py rmsnorm_bwd 16384x4096 bf16 ours,compile && python3 scripts/row_profile.py layernorm_bwd 16384x4096 bf16 ours"
+# pdl_rows: the column sums as programmatic dependents of the row kernel (QUACK_PDL=1, common/pdl.h;
+# off by default until this item): the GPU tests of the backwards with it on (bits against the
+# serial launch: *ProgrammaticColsumsSameBits; every other backward test, M = 0 included), then
+# rmsnorm / layernorm bwd at 16384 x 4096 by the acceptance method, off and on in alternating
+# processes. Predicted: the tests pass; on 1-3 % faster a call if row_profile shows a launch gap
+# of 1-3 us before the sums (the sums' own time stays); within +-0.5 % if it shows none.
+run pdl_rows 200 bash -c "QUACK_PDL=1 build/d/tests/cpp/quack_gpu_tests --gtest_brief=1 --gtest_filter='*RmsNormBwd*:*LayerNormBwd*-*Configs*' 2>&1 | tail -4; for v in 0 1 0 1; do QUACK_PDL=\$v python3 bench/bench_rows.py --ops rmsnorm_bwd,layernorm_bwd --dtypes bf16 --shapes 16384x4096 --impls ours --rounds 3 --plot '' --out $R/pdl_rows_\$v.jsonl; done"
 # fused_17_act / fused_17_gated: issue 17's table on the bars' card, plain on its rule (AT2's two
 # items: act / dact with relu, relu_sq, gelu_tanh_approx, 300 ms rests; gated / dgated / bias with
 # swiglu). Predicted from AU2 (H100, plain forced onto 128x192pp): act <= 1.03 x plain except at
