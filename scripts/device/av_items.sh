@@ -55,12 +55,32 @@ run ce_32768 200 bash -c "build/d/bench/quack-bench cross-entropy --dtype bf16 -
 # fewer partial rows is the lever); under 2 % (then the row kernel alone sets the figure).
 run row_profile 120 bash -c "python3 scripts/row_profile.py rmsnorm_bwd 16384x4096 bf16 ours,compile && python3 scripts/row_profile.py layernorm_bwd 16384x4096 bf16 ours"
 # pdl_rows: the column sums as programmatic dependents of the row kernel (QUACK_PDL=1, common/pdl.h;
-# off by default until this item): the GPU tests of the backwards with it on (bits against the
-# serial launch: *ProgrammaticColsumsSameBits; every other backward test, M = 0 included), then
-# rmsnorm / layernorm bwd at 16384 x 4096 by the acceptance method, off and on in alternating
-# processes. Predicted: the tests pass; on 1-3 % faster a call if row_profile shows a launch gap
-# of 1-3 us before the sums (the sums' own time stays); within +-0.5 % if it shows none.
-run pdl_rows 200 bash -c "QUACK_PDL=1 build/d/tests/cpp/quack_gpu_tests --gtest_brief=1 --gtest_filter='*RmsNormBwd*:*LayerNormBwd*-*Configs*' 2>&1 | tail -4; for v in 0 1 0 1; do QUACK_PDL=\$v python3 bench/bench_rows.py --ops rmsnorm_bwd,layernorm_bwd --dtypes bf16 --shapes 16384x4096 --impls ours --rounds 3 --plot '' --out $R/pdl_rows_\$v.jsonl; done"
+# off by default until this item): with it on, the backward GPU tests (RMSNorm, LayerNorm: shapes,
+# options, every forced entry; *ProgrammaticColsumsSameBits compares the bits with the serial
+# launch) in 8 shards, and the CUDA-graph pytests of both; then rmsnorm / layernorm bwd at
+# 16384 x 4096 by the acceptance method, off and on in alternating processes (two pairs).
+# Fails (no "done") on a failed test. Predicted: the tests pass; on 1-3 % faster a call if
+# row_profile shows a launch gap of 1-3 us before the sums (their own time stays); within
+# +-0.5 % if it shows none.
+pdl_rows_item() {
+  local f='*RmsNormBwd*:*LayerNormBwd*:Bwd/LayerNormShapes.*:All/LayerNormOptions.*:All/LayerNormConfigs.*bwd'
+  for i in 0 1 2 3 4 5 6 7; do
+    QUACK_PDL=1 GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i build/d/tests/cpp/quack_gpu_tests \
+      --gtest_brief=1 --gtest_filter="$f" > $R/pdl_gtest_$i.log 2>&1 &
+  done
+  wait
+  tail -qn 2 $R/pdl_gtest_*.log
+  QUACK_PDL=1 python3 -m pytest -q -p no:cacheprovider tests/python/test_rmsnorm.py \
+    tests/python/test_layernorm.py -k cuda_graph > $R/pdl_pytest.log 2>&1; tail -2 $R/pdl_pytest.log
+  for k in 1 2; do for v in 0 1; do
+    QUACK_PDL=$v python3 bench/bench_rows.py --ops rmsnorm_bwd,layernorm_bwd --dtypes bf16 \
+      --shapes 16384x4096 --impls ours --rounds 3 --plot '' --out $R/pdl_rows_${v}_$k.jsonl
+  done; done
+  for l in $R/pdl_gtest_*.log; do grep -q "^\[  PASSED  \]" $l || return 1; done  # a crashed shard
+  ! grep -q "FAILED\|failed" $R/pdl_gtest_*.log $R/pdl_pytest.log
+}
+export -f pdl_rows_item; export R
+run pdl_rows 300 bash -c pdl_rows_item
 # fused_17_act / fused_17_gated: issue 17's table on the bars' card, plain on its rule (AT2's two
 # items: act / dact with relu, relu_sq, gelu_tanh_approx, 300 ms rests; gated / dgated / bias with
 # swiglu). Predicted from AU2 (H100, plain forced onto 128x192pp): act <= 1.03 x plain except at

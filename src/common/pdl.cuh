@@ -1,5 +1,5 @@
 // Programmatic dependent launch (PDL, Hopper): a kernel launched with
-// cudaLaunchAttributeProgrammaticStreamSerialization (launch_kernel's `programmatic`) may start
+// cudaLaunchAttributeProgrammaticStreamSerialization (common/pdl.h, launch_dependent) may start
 // before the kernel ahead of it on the stream has finished: once every CTA of that kernel has
 // called pdl_launch_dependents() or exited. Its pdl_wait() then blocks until that kernel has
 // completed and its writes are visible, so everything the dependent reads of it comes after

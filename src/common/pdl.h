@@ -11,8 +11,8 @@
 namespace quack::detail {
 
 /// Whether launch_dependent launches programmatically: QUACK_PDL=1 in the environment (read at
-/// each launch: tests switch it). Off by default until timed on the GPU (docs/architecture.md,
-/// "Programmatic dependent launch").
+/// each launch: tests switch it; a CUDA graph keeps the value read at its capture). Off by
+/// default until timed on the GPU (docs/architecture.md, `common/`'s `pdl.{h,cuh}`).
 bool pdl_enabled();
 
 /// launch_kernel without clusters, with cudaLaunchAttributeProgrammaticStreamSerialization

@@ -36,7 +36,8 @@ template <class Op>
 __global__ void __launch_bounds__(kRowGeneralMaxThreads, 1)
     row_general_kernel(const __grid_constant__ RowParams p) {
   // The column sums of the partial rows may launch now (launch_dependent: they wait for this
-  // kernel's end before reading); the grid is resident, so nothing of it waits behind them.
+  // kernel's end before reading); they start only once every CTA of this grid has, so none of
+  // it waits behind them.
   if constexpr (Op::kAcc > 0) pdl_launch_dependents();
   if (row_gate_skips_kernel<Op>(p)) return;
   using R = typename Op::Red;

@@ -101,7 +101,8 @@ template <class Op, class D, int kMaxVecs, int kStages, int kThreads, bool kRowA
 __global__ void __launch_bounds__(kThreads, 1)
     row_staged_kernel(const __grid_constant__ RowParams p) {
   // The column sums of the partial rows may launch now (launch_dependent: they wait for this
-  // kernel's end before reading); the grid is resident, so nothing of it waits behind them.
+  // kernel's end before reading); they start only once every CTA of this grid has, so none of
+  // it waits behind them.
   if constexpr (Op::kAcc > 0) pdl_launch_dependents();
   if (row_gate_skips_kernel<Op>(p)) return;  // kGate == kKernel, closed (op_traits.cuh)
   constexpr int kIn = Op::kIn, kOut = Op::kOut, kC = row_dim(Op::kCols), kA = row_dim(Op::kAcc);

@@ -4,6 +4,7 @@ on cuda:rank (NCCL). Each case's inputs come from a seeded generator on the CPU 
 every rank); the rank saves its outputs to `outdir`, and the parent compares them with the
 unsharded float64 reference. Needs torch and quack_cpp."""
 
+import ctypes
 import os
 import sys
 
@@ -127,6 +128,7 @@ def exit_worker():
     reports it."""
     sys.stdout.flush()
     sys.stderr.flush()
+    ctypes.CDLL(None).fflush(None)  # C stdio too (NCCL_DEBUG, the extensions' printf)
     os._exit(0)
 
 

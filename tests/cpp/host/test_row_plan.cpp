@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "common/pdl.h"
 #include "host_test_util.h"
 #include "row/row_config.h"
 #include "row/row_plan.h"
@@ -749,6 +751,29 @@ TEST(RowPlan, EveryColumnHasOneOwner) {
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace quack::detail
+
+namespace quack::detail {
+namespace {
+
+// The column sums' programmatic launch (common/pdl.h) is on only for QUACK_PDL=1, read at each
+// launch: unset, "0" or anything else keeps the serial launch.
+TEST(RowPlan, ProgrammaticLaunchSwitch) {
+  const char* old = std::getenv("QUACK_PDL");
+  const std::string saved = old ? old : "";
+  unsetenv("QUACK_PDL");
+  EXPECT_FALSE(pdl_enabled());
+  for (const char* v : {"0", "", "true", "11"}) {
+    setenv("QUACK_PDL", v, 1);
+    EXPECT_FALSE(pdl_enabled()) << "QUACK_PDL=" << v;
+  }
+  setenv("QUACK_PDL", "1", 1);
+  EXPECT_TRUE(pdl_enabled());
+  if (old) setenv("QUACK_PDL", saved.c_str(), 1);
+  else unsetenv("QUACK_PDL");
 }
 
 }  // namespace
