@@ -3,7 +3,7 @@
 # ratios within one run count (run AU was all H100).
 # Before call 1, in /work/main (where the calls are made):
 #   [ "$(cat .prebuilt-lib/stamp)" = "$(bash scripts/device/stamp.sh lib) ab=OFF" ] && echo current
-# (current at 2026-12-06's end: stamp 965e09b, e094839's library code). If not (a commit touched
+# (current at session 36's end: stamp 7479df7, the PDL commits' library code). If not (a commit touched
 # src/, include/, cmake/ or CMakeLists.txt), in /work/ci after `.ci/run` on that commit:
 #   scripts/device/prebuild_lib.sh && rm -rf /work/main/.prebuilt-lib && cp -r .prebuilt-lib /work/main/
 # (seconds: CI's build/ holds every TU).
@@ -28,7 +28,8 @@
 # Afterwards: each reply's files_at holds its archive (/work/.device/<n>/); its tables go to
 # docs/data/run-AV_items.txt, the figures to docs/performance.md (the issue's section, "The runs
 # cited", "Raw data") and docs/status.md; then delete this file (git keeps it).
-# Run AU's items took 30-120 s each on the H100 (LCE > 200 s).
+# Run AU's items took 30-120 s each on the H100 (LCE > 200 s). The timeouts below sum to ~2,950 s
+# against ~1,100 s left after call 1: the order is the priority (about the first six fit).
 #
 # gemm_bar: issue 16's bar 1 with the sustained method's new rests (3219f2a: every implementation
 # ~0.5-0.9 ms of sleep before a batch; AT's figures gave QuACK ~6 x ours' rest). Predicted (H200):
