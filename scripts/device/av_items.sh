@@ -7,38 +7,39 @@
 # src/, include/, cmake/ or CMakeLists.txt), in /work/ci after `.ci/run` on that commit:
 #   scripts/device/prebuild_lib.sh && rm -rf /work/main/.prebuilt-lib && cp -r .prebuilt-lib /work/main/
 # (seconds: CI's build/ holds every TU).
-# Calls (leave `kind` out: an H200 is not ours to ask for; on an H100 run the same items and say
-# so in the record: ratios within the run count, the bars' figures stay the H200's; timeout_s 600):
+# Calls (leave `kind` out: naming nvidia-h200 does not get one — the run tool gives an H100 or an
+# H200, mostly H100 — and needs_h200 is for memory only; on an H100 run the same items and say so
+# in the record: ratios within the run count, the bars' figures stay the H200's; timeout_s 600):
 # 1 (cold): PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=565 bash scripts/device/call_tests.sh
 #   carry [".prebuilt-lib", ".whl", ".data"]: every GPU test (the final commit's GPU check).
 # 2 (warm, within 30 s of call 1's reply: its lease.warm is true): PREBUILT_LIB=1 AB_INSTANCES=OFF
-#   TESTS='' PYFILES='' BUDGET=<min(590, call 1's lease.budget_left_s - 30)>
+#   TESTS='' PYFILES='' BUDGET=<min(560, call 1's lease.budget_left_s - 30)>
 #   ITEMS=scripts/device/av_items.sh bash scripts/device/call_focus.sh, carry [".peers", ".whl", ".data"].
-# 3 (warm, if >= 150 s left): PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=<min(590, left - 40)>
+# 3 (warm, if >= 150 s left): PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=<min(560, left - 40)>
 #   ITEMS=scripts/device/av_items.sh bash scripts/device/call_bench.sh, the same carry. Items done
 #   on this machine are skipped; one that timed out runs again whole (drop lce_20 from a third
 #   call by hand if it timed out in the second).
 # Cold between calls (a reply's lease.warm false, or more than 30 s idle): the next call is
-#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='' PYFILES='' BUDGET=<left - 120> ITEMS=scripts/device/av_items.sh
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='' PYFILES='' BUDGET=<min(560, left - 120)> ITEMS=scripts/device/av_items.sh
 #   bash scripts/device/call_focus.sh with carry [".prebuilt-lib", ".peers/quack-0.2.0-site.tar.xz"]
 #   (66.5 MB of the 64 MiB with the tree, 0.6 MB to spare: write nothing untracked into the tree
 #   before it; fits only with the 256 MiB-dictionary packing, prebuild_lib.sh). No item here needs
 #   Liger (.whl) or the corpus (.data). Without AB_INSTANCES=OFF a machine with no library builds
-#   the A/B one (~270 s).
+#   the A/B one (~270 s). A fresh machine has no record of the items done (/tmp/done): delete them
+#   from this file first. BUDGET counts from the command's start after QuACK's unpacking; the
+#   tables and the archive follow it: 560 leaves ~30 s of the 600.
 # Afterwards: each reply's files_at holds its archive (/work/.device/<n>/); its tables go to
 # docs/data/run-AV_items.txt, the figures to docs/performance.md (the issue's section, "The runs
-# cited", "Raw data") and docs/status.md; then delete this file (git keeps it).
-# Run AU's items took 30-120 s each on the H100 (LCE > 200 s). The timeouts below sum to ~2,950 s
-# against ~1,100 s left after call 1: the order is the priority (about the first six fit).
+# cited", "Raw data") and docs/status.md; the items that did not run go to the next run's file;
+# then delete this file (git keeps it).
+# Run AU's items took 30-120 s each on the H100 (LCE > 200 s). The timeouts below sum to ~2,750 s
+# against ~1,100 s left after call 1: the order is the priority (the first five, 1,010 s, fit).
 #
 # gemm_bar: issue 16's bar 1 with the sustained method's new rests (3219f2a: every implementation
 # ~0.5-0.9 ms of sleep before a batch; AT's figures gave QuACK ~6 x ours' rest). Predicted (H200):
 # burst 0.97-1.00 x max as AT2 (0.981); sustained 60 ms batches 0.94-0.99 (transients: +-5 %, AU5);
 # QuACK's 8192^3 sustained no longer above its own burst (AT2: 762.9 against 699.6).
 run gemm_bar 240 python3 bench/bench_gemm.py --quick --methods burst,sustained --burst-rounds 3 --rounds 8 --out $R/gemm_bar.jsonl
-# gemm_bar_long: the steady state at the cap (1.5 s batches). Predicted (H200): 0.97-0.99 x max
-# (AU4 on the H100: 0.981; QuACK 1.3-2.1 % ahead at four shapes, ours 6 % ahead at long K).
-run gemm_bar_long 200 python3 bench/bench_gemm.py --quick --methods sustained --rounds 4 --drop 1 --batch-ms 1500 --out $R/gemm_bar_long.jsonl
 # rows_15: the H200's second reading of rmsnorm bwd at 16384 x 4096 (AT5 0.754 x copy, rounds 11 %
 # apart; AL2 0.831; AU2 on the H100 0.846) and the 16384 x 4096 forwards (bar 0.90 x copy).
 # Predicted: rmsnorm bwd 0.80-0.84, the forwards 0.86-0.90 as AL2 / AT5.
@@ -82,6 +83,9 @@ pdl_rows_item() {
 }
 export -f pdl_rows_item; export R
 run pdl_rows 300 bash -c pdl_rows_item
+# gemm_bar_long: the steady state at the cap (1.5 s batches). Predicted (H200): 0.97-0.99 x max
+# (AU4 on the H100: 0.981; QuACK 1.3-2.1 % ahead at four shapes, ours 6 % ahead at long K).
+run gemm_bar_long 200 python3 bench/bench_gemm.py --quick --methods sustained --rounds 4 --drop 1 --batch-ms 1500 --out $R/gemm_bar_long.jsonl
 # fused_17_act / fused_17_gated: issue 17's table on the bars' card, plain on its rule (AT2's two
 # items: act / dact with relu, relu_sq, gelu_tanh_approx, 300 ms rests; gated / dgated / bias with
 # swiglu). Predicted from AU2 (H100, plain forced onto 128x192pp): act <= 1.03 x plain except at
