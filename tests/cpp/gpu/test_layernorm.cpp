@@ -386,43 +386,57 @@ TEST_F(LayerNormBwdDout, C01ExpandedAndTransposed) {
 // of 8 per thread and the general policy's 16 values: at most 2048 x 132 SMs / 4096 = 66
 // resident clusters, 15 rows each at least). The inputs of a shape are drawn and uploaded once
 // and read by both plans (the kernels only read them).
-class LayerNormBwdSums : public GpuTest {};
+class LayerNormBwdSums : public GpuTest {
+ protected:
+  // One shape's inputs (bf16 x and dout, fp32 weight, drawn statistics), uploaded once.
+  struct Inputs {
+    int64_t M, N;
+    DeviceTensor x, dy, w, mean, rstd;
+  };
+  static Inputs inputs(int64_t M, int64_t N, uint64_t seed) {
+    Rng rng(seed);
+    Inputs in{M, N};
+    in.x = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
+    in.dy = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
+    std::vector<double> wh;
+    in.w = random_vector(rng, N, DType::kFloat32, 1.0, &wh);
+    in.mean = stat_vector(M, 1);
+    in.rstd = stat_vector(M, 1);
+    upload_into(in.mean, random_values(rng, M, DType::kFloat32, 0.0, 0.1));
+    upload_into(in.rstd, random_uniform(rng, M, DType::kFloat32, 0.5, 1.5));
+    return in;
+  }
+  // The backward of `in` into fresh dweight and dbias (fp32, poisoned) and `dx`, on `config`
+  // (-1: the public API); returns dweight's and dbias's bytes.
+  static std::pair<std::vector<unsigned char>, std::vector<unsigned char>> run(
+      const Inputs& in, const DeviceTensor& dx, int config) {
+    DeviceTensor dw = alloc_tensor(DType::kFloat32, 1, in.N, {}, true);
+    DeviceTensor db = alloc_tensor(DType::kFloat32, 1, in.N, {}, true);
+    LayerNormBwdArgs a;
+    a.x = in.x.ref;
+    a.weight = in.w.ref;
+    a.dout = in.dy.ref;
+    a.mean = in.mean.ref;
+    a.rstd = in.rstd.ref;
+    a.dx = dx.ref;
+    a.dweight = dw.ref;
+    a.dbias = db.ref;
+    run_ln_bwd(a, config);
+    return {download_bytes(dw), download_bytes(db)};
+  }
+};
 
 TEST_F(LayerNormBwdSums, DeterministicAndEmpty) {
   for (int64_t N : {int64_t{4096}, int64_t{4097}, int64_t{131072}}) {
-    const int64_t M = N > 65536 ? 1000 : 3000;
-    Rng rng(N);
-    DeviceTensor x = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
-    DeviceTensor dy = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
-    std::vector<double> wh;
-    DeviceTensor w = random_vector(rng, N, DType::kFloat32, 1.0, &wh);
-    DeviceTensor mean = stat_vector(M, 1), rstd = stat_vector(M, 1);
-    upload_into(mean, random_values(rng, M, DType::kFloat32, 0.0, 0.1));
-    upload_into(rstd, random_uniform(rng, M, DType::kFloat32, 0.5, 1.5));
+    const Inputs in = inputs(N > 65536 ? 1000 : 3000, N, N);
     for (int config : {-1, kRowConfigCount}) {
       SCOPED_TRACE(config < 0 ? "the public API" : "the general policy");
-      DeviceTensor dx = alloc_tensor(DType::kBFloat16, M, N);
-      std::vector<unsigned char> first_w, first_b;
-      for (int run = 0; run < 3; ++run) {
-        DeviceTensor dw = alloc_tensor(DType::kFloat32, 1, N, {}, true);
-        DeviceTensor db = alloc_tensor(DType::kFloat32, 1, N, {}, true);
-        LayerNormBwdArgs a;
-        a.x = x.ref;
-        a.weight = w.ref;
-        a.dout = dy.ref;
-        a.mean = mean.ref;
-        a.rstd = rstd.ref;
-        a.dx = dx.ref;
-        a.dweight = dw.ref;
-        a.dbias = db.ref;
-        run_ln_bwd(a, config);
-        if (run == 0) {
-          first_w = download_bytes(dw);
-          first_b = download_bytes(db);
-        } else {
-          EXPECT_EQ(download_bytes(dw), first_w) << "dweight bits differ between runs, N=" << N;
-          EXPECT_EQ(download_bytes(db), first_b) << "dbias bits differ between runs, N=" << N;
-        }
+      DeviceTensor dx = alloc_tensor(DType::kBFloat16, in.M, N);
+      const auto first = run(in, dx, config);
+      for (int r = 1; r < 3; ++r) {
+        const auto again = run(in, dx, config);
+        EXPECT_EQ(again.first, first.first) << "dweight bits differ between runs, N=" << N;
+        EXPECT_EQ(again.second, first.second) << "dbias bits differ between runs, N=" << N;
       }
     }
   }
@@ -453,43 +467,25 @@ TEST_F(LayerNormBwdSums, DeterministicAndEmpty) {
 // (4096: many rows per persistent CTA; 131072: clusters) and the general policy.
 TEST_F(LayerNormBwdSums, ProgrammaticColsumsSameBits) {
   for (int64_t N : {int64_t{4096}, int64_t{131072}}) {
-    const int64_t M = N > 65536 ? 1000 : 8192;
-    Rng rng(N + 1);
-    DeviceTensor x = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
-    DeviceTensor dy = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
-    std::vector<double> wh;
-    DeviceTensor w = random_vector(rng, N, DType::kFloat32, 1.0, &wh);
-    DeviceTensor mean = stat_vector(M, 1), rstd = stat_vector(M, 1);
-    upload_into(mean, random_values(rng, M, DType::kFloat32, 0.0, 0.1));
-    upload_into(rstd, random_uniform(rng, M, DType::kFloat32, 0.5, 1.5));
+    const Inputs in = inputs(N > 65536 ? 1000 : 8192, N, N + 1);
     for (int config : {-1, kRowConfigCount}) {
       SCOPED_TRACE(std::string(config < 0 ? "the public API" : "the general policy") +
                    ", N=" + std::to_string(N));
-      std::vector<unsigned char> serial[3];  // dx, dweight, dbias
-      for (const char* pdl : {"0", "1", "1", "1"}) {
-        const ScopedEnv env("QUACK_PDL", pdl);
-        DeviceTensor dx = alloc_tensor(DType::kBFloat16, M, N);
-        DeviceTensor dw = alloc_tensor(DType::kFloat32, 1, N, {}, true);
-        DeviceTensor db = alloc_tensor(DType::kFloat32, 1, N, {}, true);
-        LayerNormBwdArgs a;
-        a.x = x.ref;
-        a.weight = w.ref;
-        a.dout = dy.ref;
-        a.mean = mean.ref;
-        a.rstd = rstd.ref;
-        a.dx = dx.ref;
-        a.dweight = dw.ref;
-        a.dbias = db.ref;
-        run_ln_bwd(a, config);
-        const std::vector<unsigned char> got[3] = {download_bytes(dx), download_bytes(dw),
-                                                   download_bytes(db)};
-        if (pdl[0] == '0') {
-          for (int k = 0; k < 3; ++k) serial[k] = got[k];
-          continue;
-        }
-        EXPECT_EQ(got[0], serial[0]) << "dx differs from the serial launch";
-        EXPECT_EQ(got[1], serial[1]) << "dweight differs from the serial launch";
-        EXPECT_EQ(got[2], serial[2]) << "dbias differs from the serial launch";
+      DeviceTensor dx = alloc_tensor(DType::kBFloat16, in.M, N);
+      std::pair<std::vector<unsigned char>, std::vector<unsigned char>> serial;
+      std::vector<unsigned char> serial_dx;
+      {
+        const ScopedEnv env("QUACK_PDL", "0");
+        serial = run(in, dx, config);
+        serial_dx = download_bytes(dx);
+      }
+      const ScopedEnv env("QUACK_PDL", "1");
+      for (int r = 0; r < 3; ++r) {
+        dx.poison();
+        const auto got = run(in, dx, config);
+        EXPECT_EQ(download_bytes(dx), serial_dx) << "dx differs from the serial launch";
+        EXPECT_EQ(got.first, serial.first) << "dweight differs from the serial launch";
+        EXPECT_EQ(got.second, serial.second) << "dbias differs from the serial launch";
       }
     }
   }
