@@ -390,12 +390,14 @@ class LayerNormBwdSums : public GpuTest {
  protected:
   // One shape's inputs (bf16 x and dout, fp32 weight, drawn statistics), uploaded once.
   struct Inputs {
-    int64_t M, N;
+    int64_t M = 0, N = 0;
     DeviceTensor x, dy, w, mean, rstd;
   };
   static Inputs inputs(int64_t M, int64_t N, uint64_t seed) {
     Rng rng(seed);
-    Inputs in{M, N};
+    Inputs in;
+    in.M = M;
+    in.N = N;
     in.x = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
     in.dy = upload(random_values(rng, M * N, DType::kBFloat16), DType::kBFloat16, M, N);
     std::vector<double> wh;
