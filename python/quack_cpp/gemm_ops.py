@@ -265,8 +265,9 @@ def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
         ws_bytes = _C.gemm_workspace_size(a, b, c, d, float(alpha), float(beta), bias_row, None)
         if ws_bytes:
             ws = torch.empty(ws_bytes, dtype=torch.uint8, device=D.device)
-    sk_ptr, sk_bytes = _streamk_workspace(D)
-    _C.gemm(a, b, c, d, float(alpha), float(beta), stream(D), bool(tuned),
+    s = stream(D)
+    sk_ptr, sk_bytes = _streamk_workspace(D, s)
+    _C.gemm(a, b, c, d, float(alpha), float(beta), s, bool(tuned),
             alpha_t.data_ptr() if alpha_t is not None else 0,
             beta_t.data_ptr() if beta_t is not None else 0,
             ws.data_ptr() if ws is not None else 0, ws_bytes, bias_row, None, sk_ptr, sk_bytes)
@@ -275,20 +276,23 @@ def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
 # Stream-K workspaces (GemmArgs::streamk_workspace), one per (device, stream): zeroed once when
 # made (every launch leaves its flags zero again), kept for the process (one flag and one fp32
 # tile per SM: ~17 MB on an H200). Passed by default, so the C++ rule (src/gemm/streamk.h) turns
-# stream-K on where it pays; QUACK_GEMM_STREAMK=0 passes none (stream-K off), 1 forces it on
-# every cooperative tile. Not made during CUDA-graph capture: a stream first seen inside a
-# capture runs without stream-K (a warm-up call before the capture makes its workspace).
+# stream-K on where it pays; the C++ reads QUACK_GEMM_STREAMK at every call (0: off, 1: forced
+# on every cooperative tile), and with 0 no workspace is made here. Not made during CUDA-graph
+# capture: a stream first seen inside a capture runs without stream-K (a warm-up call before
+# the capture makes its workspace).
 _STREAMK_WS = {}
 
 
-def _streamk_workspace(D: Tensor) -> Tuple[int, int]:
+def _streamk_workspace(D: Tensor, s: Optional[int] = None) -> Tuple[int, int]:
+    """(pointer, bytes) of the stream-K workspace of D's device and the stream s (default:
+    stream(D), D's current stream)."""
     # A host D (CPU stand-ins, or bad input the C++ rejects with its own message) gets none.
-    if os.environ.get("QUACK_GEMM_STREAMK") == "0" or D.device.type != "cuda":
+    if not D.is_cuda:
         return 0, 0
-    key = (D.device.index, stream(D))
+    key = (D.get_device(), stream(D) if s is None else s)
     ws = _STREAMK_WS.get(key)
     if ws is None:
-        if torch.cuda.is_current_stream_capturing():
+        if os.environ.get("QUACK_GEMM_STREAMK") == "0" or torch.cuda.is_current_stream_capturing():
             return 0, 0
         nbytes = _C.gemm_streamk_workspace_size(D.device.index)
         ws = torch.zeros(nbytes, dtype=torch.uint8, device=D.device)
