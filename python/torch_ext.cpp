@@ -62,6 +62,7 @@
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -1060,6 +1061,154 @@ py::object cross_entropy_fwd(const std::optional<Tensor>& x_opt, const Tensor& t
 
 }  // namespace
 
+// --------------------------------------------------------------------------------------------
+// GEMM: torch.ops.quack_cpp.gemm's eager fast path where autograd records nothing
+// --------------------------------------------------------------------------------------------
+
+namespace {
+
+// quack_cpp.gemm_ops._is_col_major: row-major when the last dim (extent > 1) has stride 1, else
+// column-major when the one before has; extents of 1 decide the rest.
+bool is_col_major(const Tensor& t) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  if (cols > 1 && t.stride(-1) == 1) return false;
+  if (rows > 1 && t.stride(-2) == 1) return true;
+  return cols != 1 && rows == 1;
+}
+
+// quack_cpp.gemm_ops._tma_ok: 16-byte aligned data, every stride other than 1 a multiple of
+// 16 bytes.
+bool tma_ok(const Tensor& t) {
+  const int64_t align = 16 / static_cast<int64_t>(t.element_size());
+  if (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0) return false;
+  for (const int64_t st : t.strides())
+    if (st != 1 && st % align != 0) return false;
+  return true;
+}
+
+// quack_cpp.gemm_ops._strides: a row-major (col false) or column-major (M, N) / (L, M, N)
+// matrix whose contiguous run is padded to 16 bytes.
+std::vector<int64_t> padded_strides(const std::vector<int64_t>& shape, int64_t elt, bool col) {
+  const int64_t align = 16 / elt;
+  const int64_t m = shape[shape.size() - 2], n = shape.back();
+  const int64_t ld = ((col ? m : n) + align - 1) / align * align;
+  if (shape.size() == 2) return col ? std::vector<int64_t>{1, ld} : std::vector<int64_t>{ld, 1};
+  return col ? std::vector<int64_t>{n * ld, 1, ld} : std::vector<int64_t>{m * ld, ld, 1};
+}
+
+quack::DType quack_dtype(at::ScalarType s) {
+  return s == at::kFloat ? quack::DType::kFloat32
+         : s == at::kHalf ? quack::DType::kFloat16 : quack::DType::kBFloat16;
+}
+
+// quack_cpp.gemm_ops._accepts for a D spec: whether quack::can_implement takes A and B with a D
+// of this shape, strides and dtype (at a dummy address far from A's and B's: no overlap).
+bool accepts_d(const Tensor& A, const Tensor& B, const std::vector<int64_t>& shape,
+               const std::vector<int64_t>& strides, at::ScalarType dtype) {
+  quack::GemmArgs g;
+  g.a = ref(A, "gemm", "a");
+  g.b = ref(B, "gemm", "b");
+  g.d.data = reinterpret_cast<void*>(uintptr_t{4} << 40);
+  g.d.dtype = quack_dtype(dtype);
+  g.d.ndim = static_cast<int>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    g.d.shape[i] = shape[i];
+    g.d.stride[i] = strides[i];
+  }
+  g.d.device = g.a.device;
+  try {
+    quack::can_implement(g);
+  } catch (const quack::InvalidArgument&) {
+    return false;
+  }
+  return true;
+}
+
+// quack_cpp.gemm_ops._streamk_workspace (set by gemm_ops at import), whose workspaces it keeps
+// for the process: their (pointer, bytes) here per (device, stream), asked once each. A (0, 0)
+// answer (QUACK_GEMM_STREAMK=0, a capture) is not kept.
+PyObject* g_streamk_fn = nullptr;
+std::map<std::pair<int, cudaStream_t>, std::pair<void*, size_t>>* g_streamk =
+    new std::map<std::pair<int, cudaStream_t>, std::pair<void*, size_t>>();
+
+std::pair<void*, size_t> streamk_workspace(const Tensor& D, cudaStream_t s) {
+  if (!D.is_cuda() || g_streamk_fn == nullptr) return {nullptr, 0};
+  const auto key = std::make_pair(static_cast<int>(D.get_device()), s);
+  if (auto it = g_streamk->find(key); it != g_streamk->end()) return it->second;
+  const py::object r = py::reinterpret_borrow<py::object>(g_streamk_fn)(
+      D, reinterpret_cast<uintptr_t>(s));
+  const auto [ptr, bytes] = r.cast<std::pair<uintptr_t, size_t>>();
+  const std::pair<void*, size_t> ws{reinterpret_cast<void*>(ptr), bytes};
+  if (ptr != 0) (*g_streamk)[key] = ws;
+  return ws;
+}
+
+// The last launch's arguments (tests: compared with what the Python path passes to _C.gemm).
+quack::GemmArgs* g_last_gemm = new quack::GemmArgs();
+
+// gemm_op's implementation (quack_cpp.gemm_ops._gemm_impl) for a call without C, device
+// scalars or tuning, on operands TMA can address, that autograd does not record: D allocated as
+// _new_out decides (row-major unless only column-major is supported for A's and B's layouts),
+// quack::gemm on D's current stream with the stream-K workspace. NotImplemented, before doing
+// anything, for every other call (the registrar then runs the Python fast path, which also
+// raises the rank, K and L errors with its messages).
+py::object gemm(const Tensor& A, const Tensor& B, const std::optional<Tensor>& C, double alpha,
+                double /*beta: no C*/, at::ScalarType out_dtype, bool tuned,
+                const std::optional<Tensor>& alpha_t, const std::optional<Tensor>& beta_t,
+                const std::optional<Tensor>& bias) {
+  const auto present = [](const std::optional<Tensor>& t) { return t.has_value() && t->defined(); };
+  const py::object not_here = py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  if (present(C) || present(alpha_t) || present(beta_t) || tuned) return not_here;
+  const Tensor b = opt(bias);
+  if (at::GradMode::is_enabled() &&
+      (A.requires_grad() || B.requires_grad() || (b.defined() && b.requires_grad())))
+    return not_here;
+  const int64_t nd = A.dim();
+  if ((nd != 2 && nd != 3) || B.dim() != nd || B.size(-2) != A.size(-1) ||
+      (nd == 3 && B.size(0) != A.size(0)))
+    return not_here;
+  if ((!A.is_cuda() && !g_stub_launches) || !tma_ok(A) || !tma_ok(B)) return not_here;
+  if (out_dtype != at::kFloat && out_dtype != at::kHalf && out_dtype != at::kBFloat16)
+    return not_here;
+  std::vector<int64_t> shape{A.size(-2), B.size(-1)};
+  if (nd == 3) shape.insert(shape.begin(), A.size(0));
+  const int64_t elt = static_cast<int64_t>(c10::elementSize(out_dtype));
+  bool col = false;
+  if (is_col_major(A) || !is_col_major(B))  // not the usual x @ W.T: ask, as _new_out does
+    col = !accepts_d(A, B, shape, padded_strides(shape, elt, false), out_dtype) &&
+          accepts_d(A, B, shape, padded_strides(shape, elt, true), out_dtype);
+  const Tensor D = at::empty_strided(shape, padded_strides(shape, elt, col),
+                                     A.options().dtype(out_dtype));
+  quack::GemmArgs g;
+  g.a = ref(A, "gemm", "a");
+  g.b = ref(B, "gemm", "b");
+  g.d = ref(D, "gemm", "d");
+  if (b.defined()) g.bias.row = ref(b, "gemm", "bias.row");
+  g.alpha = static_cast<float>(alpha);
+  g.beta = 0.f;
+  const cudaStream_t s = stream_of(D);
+  std::tie(g.streamk_workspace, g.streamk_workspace_bytes) = streamk_workspace(D, s);
+  *g_last_gemm = g;
+  if (!g_stub_launches) {
+    py::gil_scoped_release no_gil;
+    quack::gemm(g, s);
+  }
+  return py::cast(D);
+}
+
+py::tuple ref_tuple(const quack::TensorRef& r) {
+  if (!r.present()) return py::tuple();
+  py::list shape, strides;
+  for (int i = 0; i < r.ndim; ++i) {
+    shape.append(r.shape[i]);
+    strides.append(r.stride[i]);
+  }
+  return py::make_tuple(reinterpret_cast<uintptr_t>(r.data), static_cast<int>(r.dtype),
+                        py::tuple(shape), py::tuple(strides), r.device);
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_torch, m) {
   m.doc() =
       "quack_cpp._torch: the eager fast paths of rmsnorm, layernorm, softmax, log_softmax and "
@@ -1101,6 +1250,30 @@ PYBIND11_MODULE(_torch, m) {
         },
         "quack_cpp.cross_entropy_ops.dx_predict_word (called with a torch.device where the "
         "cache of its words misses).");
+  m.def("gemm", &gemm, py::arg("A"), py::arg("B"), py::arg("C").none(true), py::arg("alpha"),
+        py::arg("beta"), py::arg("out_dtype"), py::arg("tuned"), py::arg("alpha_t").none(true),
+        py::arg("beta_t").none(true), py::arg("bias").none(true) = py::none(),
+        "torch.ops.quack_cpp.gemm's eager fast path where autograd records nothing: D; "
+        "NotImplemented for a C, device scalars, tuning, operands TMA cannot address and "
+        "recorded calls (the Python fast path runs them).");
+  m.def("_gemm_set_streamk",
+        [](py::object fn) {
+          Py_XDECREF(g_streamk_fn);
+          g_streamk_fn = fn.release().ptr();
+          g_streamk->clear();
+        },
+        "quack_cpp.gemm_ops._streamk_workspace (D, stream) -> (pointer, bytes): the stream-K "
+        "workspaces, owned there.");
+  m.def("_last_gemm_args",
+        [] {
+          const quack::GemmArgs& g = *g_last_gemm;
+          return py::make_tuple(ref_tuple(g.a), ref_tuple(g.b), ref_tuple(g.d),
+                                ref_tuple(g.bias.row), g.alpha, g.beta,
+                                reinterpret_cast<uintptr_t>(g.streamk_workspace),
+                                g.streamk_workspace_bytes);
+        },
+        "The last gemm launch's arguments ((ptr, dtype, shape, strides, device) of a, b, d and "
+        "bias.row, () where absent; alpha, beta, the stream-K workspace): tests.");
   m.def("_set_stub_launches", [](bool v) { g_stub_launches = v; },
         "Skip the kernel launches (tests and the CPU host-time bench only).");
 }

@@ -42,6 +42,9 @@ from . import _registrar as _reg
 from . import _dtensor
 from ._registrar import (DTYPE_CODE, FLOAT_DTYPES, dtype_name, register, register_function,
                          stream, tensor_arg)
+from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
+
+_CPP_GEMM = os.environ.get("QUACK_CPP_EAGER_GEMM") == "1"
 
 __all__ = ["gemm", "gemm_add", "gemm_add_inplace", "linear", "linear_dtype", "weight_grad"]
 
@@ -300,6 +303,10 @@ def _streamk_workspace(D: Tensor, s: Optional[int] = None) -> Tuple[int, int]:
     return ws.data_ptr(), ws.numel()
 
 
+if _torch_ext is not None and hasattr(_torch_ext, "_gemm_set_streamk"):
+    _torch_ext._gemm_set_streamk(_streamk_workspace)  # one owner of the workspaces
+
+
 def _scalar(fn: str, name: str, v, A: Tensor) -> Tuple[float, Optional[Tensor]]:
     """alpha / beta as (host value, device scalar or None). A tensor must be one fp32 element on
     A's device; it is read by the kernel when it runs (CUDA-graph replays see its current
@@ -400,6 +407,11 @@ class Gemm:
         """
 
     impl = _gemm_impl
+
+    # The C++ fast path (python/torch_ext.cpp, gemm) for the calls autograd does not record (the
+    # forward GEMM inside Linear and the backward GEMMs too): only with QUACK_CPP_EAGER_GEMM=1
+    # until the GPU tests have run it (docs/status.md).
+    eager = _torch_ext.gemm if _torch_ext is not None and _CPP_GEMM else None
 
     def fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None, bias=None):
         _check_device_scalars("gemm", A, alpha_t, beta_t)
