@@ -284,6 +284,14 @@ def make_rows(torch, quack_cpp, a):
              ("torch", "F.softmax", "fwd", fwd(lambda t: F.softmax(t, -1), True), None),
              ("torch", "matmul", None, fwd(lambda t: t @ Bt.T, True), None),
              ("ours", "gemm", None, fwd(lambda t: quack_cpp.gemm(t, Bt.T), True), None)]
+    # Linear fwd+bwd (three GEMMs, a bias): torch's module and ours, the same shapes.
+    tl = torch.nn.Linear(N, N, device=dev, dtype=bf16)
+    ql = quack_cpp.nn.Linear(N, N, device=dev, dtype=bf16)
+    for name, mod in (("nn.Linear", tl), ("quack_cpp.nn.Linear", ql)):
+        params = tuple(mod.parameters())
+        rows.append(("torch" if mod is tl else "ours", name, None,
+                     lambda mod=mod, params=params: torch.autograd.grad(mod(xr), (xr,) + params,
+                                                                      dy), None))
     return rows
 
 

@@ -48,6 +48,16 @@
 //   given, a recorded call whose backward is the one from lse with 'mean' (its denominator is
 //   torch ops) or without lse.
 //
+// gemm(A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias)
+//   torch.ops.quack_cpp.gemm's eager fast path (quack_cpp.gemm_ops: _gemm_impl) for the calls
+//   autograd does not record, e.g. every GEMM of Linear (its forward inside the Function, its
+//   dgrad and wgrad in the backward): D allocated as _new_out decides (its layout decision
+//   cached per dtypes, shapes and strides), quack::gemm on D's current stream with the stream-K
+//   workspace that gemm_ops._streamk_workspace owns. NotImplemented, before doing anything,
+//   for a C, device scalars, tuning, a recorded call, operands TMA cannot address and bad ranks
+//   or K (the Python fast path runs those, with its messages). Taken only with
+//   QUACK_CPP_EAGER_GEMM=1 (gemm_ops.Gemm.eager) until the GPU tests have run it.
+//
 // Why: the Python fast path's own work (the route, tensor tuples, allocation calls, the Python
 // autograd.Function) is per call several times torch's F.layer_norm host path; here it is C++
 // (docs/architecture.md, "Host time per eager call").
@@ -1124,6 +1134,30 @@ bool accepts_d(const Tensor& A, const Tensor& B, const std::vector<int64_t>& sha
   return true;
 }
 
+// Whether D must be column-major for these operands (only that layout is supported for A's and
+// B's: _new_out), cached per dtypes, shapes and strides as _new_out_and_args's plans are (two
+// can_implement queries cost ~2 µs; the dgrad's and wgrad's layouts ask every call). Bounded:
+// cleared when full. Under the GIL.
+std::map<std::vector<int64_t>, bool>* g_d_col = new std::map<std::vector<int64_t>, bool>();
+
+bool d_col_major(const Tensor& A, const Tensor& B, const std::vector<int64_t>& shape,
+                 int64_t elt, at::ScalarType out_dtype) {
+  std::vector<int64_t> key{static_cast<int64_t>(A.scalar_type()),
+                           static_cast<int64_t>(B.scalar_type()),
+                           static_cast<int64_t>(out_dtype)};
+  for (const Tensor* t : {&A, &B}) {
+    key.push_back(t->dim());
+    for (const int64_t v : t->sizes()) key.push_back(v);
+    for (const int64_t v : t->strides()) key.push_back(v);
+  }
+  if (auto it = g_d_col->find(key); it != g_d_col->end()) return it->second;
+  const bool col = !accepts_d(A, B, shape, padded_strides(shape, elt, false), out_dtype) &&
+                   accepts_d(A, B, shape, padded_strides(shape, elt, true), out_dtype);
+  if (g_d_col->size() >= 1024) g_d_col->clear();
+  (*g_d_col)[key] = col;
+  return col;
+}
+
 // quack_cpp.gemm_ops._streamk_workspace (set by gemm_ops at import), whose workspaces it keeps
 // for the process: their (pointer, bytes) here per (device, stream), asked once each. A (0, 0)
 // answer (QUACK_GEMM_STREAMK=0, a capture) is not kept.
@@ -1175,8 +1209,7 @@ py::object gemm(const Tensor& A, const Tensor& B, const std::optional<Tensor>& C
   const int64_t elt = static_cast<int64_t>(c10::elementSize(out_dtype));
   bool col = false;
   if (is_col_major(A) || !is_col_major(B))  // not the usual x @ W.T: ask, as _new_out does
-    col = !accepts_d(A, B, shape, padded_strides(shape, elt, false), out_dtype) &&
-          accepts_d(A, B, shape, padded_strides(shape, elt, true), out_dtype);
+    col = d_col_major(A, B, shape, elt, out_dtype);
   const Tensor D = at::empty_strided(shape, padded_strides(shape, elt, col),
                                      A.options().dtype(out_dtype));
   quack::GemmArgs g;
@@ -1211,9 +1244,9 @@ py::tuple ref_tuple(const quack::TensorRef& r) {
 
 PYBIND11_MODULE(_torch, m) {
   m.doc() =
-      "quack_cpp._torch: the eager fast paths of rmsnorm, layernorm, softmax, log_softmax and "
-      "cross_entropy in C++ (see python/torch_ext.cpp); used by quack_cpp.ops, layernorm_ops, "
-      "softmax_ops and cross_entropy_ops when importable.";
+      "quack_cpp._torch: the eager fast paths of rmsnorm, layernorm, softmax, log_softmax, "
+      "cross_entropy and gemm in C++ (see python/torch_ext.cpp); used by quack_cpp.ops, "
+      "layernorm_ops, softmax_ops, cross_entropy_ops and gemm_ops when importable.";
   m.def("rmsnorm_fwd", &rmsnorm_fwd, py::arg("x"), py::arg("weight").none(true),
         py::arg("bias").none(true), py::arg("residual").none(true), py::arg("eps"),
         py::arg("weight_offset"), py::arg("out_dtype"), py::arg("residual_out_dtype").none(true), py::arg("store_rstd"),

@@ -554,3 +554,143 @@ def test_ce_inplace_backward_refuses_saved_logits(ce_stubbed, monkeypatch, saver
         assert (loss.grad_fn.name() == CE_NODE) == (cpp and reduction == "sum")
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             (loss + extra).backward()
+
+
+# --------------------------------------------------------------------------------------------
+# gemm (QUACK_CPP_EAGER_GEMM=1): the calls autograd does not record
+# --------------------------------------------------------------------------------------------
+
+gm = pytest.importorskip("quack_cpp.gemm_ops")
+
+
+_REAL_C = gm._C
+
+
+class _GemmRecorder:
+    """quack_cpp._C for gemm_ops: gemm records its arguments and launches nothing, the padded
+    copies' workspace is 0 bytes (the real query refuses host memory); the rest
+    (can_implement) is the real host-only C++."""
+
+    def __init__(self):
+        self.calls = []
+
+    def gemm(self, *args):
+        self.calls.append(args)
+
+    def gemm_workspace_size(self, *args):
+        return 0
+
+    def __getattr__(self, name):
+        return getattr(_REAL_C, name)
+
+
+@pytest.fixture
+def gemm_stubbed(monkeypatch):
+    monkeypatch.setattr(reg, "_is_plain_cuda", _cpu_as_cuda)
+    monkeypatch.setattr(reg, "DEVICE_TYPES", reg.DEVICE_TYPES + ("cpu",))
+    monkeypatch.setattr(reg, "FORCE_CUSTOM_OP", False)
+    monkeypatch.setattr(reg, "CPP_EAGER", True)
+    rec = _GemmRecorder()
+    monkeypatch.setattr(gm, "_C", rec)
+    ops._torch_ext._set_stub_launches(True)
+    yield rec
+    ops._torch_ext._set_stub_launches(False)
+
+
+def _matrix(shape, dtype, col, g):
+    """A (.., R, C) matrix, row-major or column-major (a transposed contiguous tensor)."""
+    if not col:
+        return torch.randn(shape, generator=g).to(dtype)
+    t = torch.randn(shape[:-2] + (shape[-1], shape[-2]), generator=g).to(dtype)
+    return t.mT
+
+
+GEMM_CASES = [  # (L or None, M, N, K, dtype, A col-major, B col-major, out dtype, bias)
+    (None, 64, 32, 48, bf16, False, True, bf16, False),  # x @ W.T
+    (None, 64, 32, 48, bf16, False, True, bf16, True),   # with a bias
+    (None, 64, 32, 48, bf16, False, False, bf16, False),  # dgrad's majors
+    (None, 64, 32, 48, bf16, True, False, bf16, False),   # wgrad's majors
+    (None, 64, 32, 48, bf16, True, True, bf16, False),    # both column-major: D column-major
+    (None, 64, 32, 48, bf16, False, True, f32, False),
+    (None, 64, 32, 48, f16, False, True, f16, False),
+    (None, 64, 30, 48, bf16, False, True, bf16, False),   # N = 30: D's rows padded to 32
+    (3, 64, 32, 48, bf16, False, True, bf16, False),
+    (None, 0, 32, 48, bf16, False, True, bf16, False),
+    (None, 64, 32, 0, bf16, False, True, bf16, False),
+]
+
+
+def _gemm_call(case, cpp, monkeypatch):
+    monkeypatch.setattr(gm.gemm_op, "eager", ops._torch_ext.gemm if cpp else None)
+    L, M, N, K, dt, acol, bcol, odt, bias = case
+    g = torch.Generator().manual_seed(1)
+    lead = (L,) if L else ()
+    A = _matrix(lead + (M, K), dt, acol, g)
+    B = _matrix(lead + (K, N), dt, bcol, g)
+    b = torch.randn(N, generator=g).to(dt) if bias else None
+    D = quack_cpp.gemm(A, B, out_dtype=odt, bias=b)
+    return A, B, b, D
+
+
+def _tuple(t):  # a _C tensor tuple without its pointer; shape and strides as plain tuples
+    return None if t is None else (t[1], tuple(t[2]), tuple(t[3]), t[4])
+
+
+@pytest.mark.parametrize("case", GEMM_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_gemm_same_output_and_launch_as_the_python_path(gemm_stubbed, monkeypatch, case):
+    """The C++ path's D (dtype, shape, strides) and its launch's arguments (a, b, bias as
+    given, d's layout, alpha, beta, no stream-K workspace on the CPU) are the Python path's,
+    and the Python path's _C.gemm is not called."""
+    A, B, b, D = _gemm_call(case, False, monkeypatch)
+    assert len(gemm_stubbed.calls) == 1
+    a, bb, c, d, alpha, beta, _s, tuned, adev, bdev, ws, wsb, brow, bcol, sk, skb = \
+        gemm_stubbed.calls[0]
+    assert c is None and not tuned and adev == bdev == ws == wsb == 0 and bcol is None
+    A2, B2, b2, D2 = _gemm_call(case, True, monkeypatch)
+    assert len(gemm_stubbed.calls) == 1, "the C++ path called the Python launch"
+    ca, cb, cd, cbias, calpha, cbeta, csk, cskb = ops._torch_ext._last_gemm_args()
+    assert (D2.dtype, D2.shape, D2.stride()) == (D.dtype, D.shape, D.stride())
+    assert ca[0] == A2.data_ptr() and cb[0] == B2.data_ptr() and cd[0] == D2.data_ptr()
+    assert (_tuple(ca), _tuple(cb), _tuple(cd)) == (_tuple(a), _tuple(bb), _tuple(d))
+    assert (_tuple(cbias) if cbias else None) == _tuple(brow)
+    assert (calpha, cbeta, csk, cskb) == (alpha, beta, sk, skb) == (1.0, 0.0, 0, 0)
+
+
+def test_gemm_leaves_to_the_python_path(gemm_stubbed, monkeypatch):
+    """NotImplemented (the Python fast path runs, and its _C.gemm is called) for a C, a device
+    alpha, tuning, a recorded call, an operand TMA cannot address (K = 63), and bad ranks /
+    K (the Python path's ValueError)."""
+    monkeypatch.setattr(gm.gemm_op, "eager", ops._torch_ext.gemm)
+    g = torch.Generator().manual_seed(2)
+    A, W = torch.randn(16, 64, generator=g).to(bf16), torch.randn(32, 64, generator=g).to(bf16)
+    calls = gemm_stubbed.calls
+    quack_cpp.gemm_add(A, W.T, torch.randn(16, 32).to(bf16))
+    quack_cpp.gemm(A, W.T, tuned=True)
+    quack_cpp.gemm(A, W.T, alpha=torch.ones((), dtype=f32))
+    quack_cpp.gemm(A.requires_grad_(True), W.T)
+    A.requires_grad_(False)
+    quack_cpp.gemm(torch.randn(16, 63).to(bf16), torch.randn(32, 63).to(bf16).T)
+    assert len(calls) == 5
+    with torch.no_grad():
+        quack_cpp.gemm(A.requires_grad_(True), W.T)  # not recorded: the C++ path
+    assert len(calls) == 5
+    with pytest.raises(ValueError, match="gemm: b has shape"):
+        quack_cpp.gemm(A, W)
+
+
+def test_linear_runs_its_three_gemms_on_the_cpp_path(gemm_stubbed, monkeypatch):
+    """nn.Linear forward and backward (inside autograd's Function, nothing recorded): every
+    GEMM on the C++ path, outputs and gradients as on the Python path."""
+    def run(cpp):
+        monkeypatch.setattr(gm.gemm_op, "eager", ops._torch_ext.gemm if cpp else None)
+        torch.manual_seed(3)
+        lin = quack_cpp.nn.Linear(64, 32, bias=True, dtype=bf16)
+        x = torch.randn(4, 8, 64, dtype=bf16, requires_grad=True)
+        y = lin(x)
+        y.backward(torch.zeros_like(y))
+        return [(t.dtype, t.shape, t.stride()) for t in (y, x.grad, lin.weight.grad, lin.bias.grad)]
+    py = run(False)
+    n = len(gemm_stubbed.calls)
+    assert n == 3
+    assert run(True) == py
+    assert len(gemm_stubbed.calls) == n, "a GEMM of Linear took the Python launch"
