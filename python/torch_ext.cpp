@@ -1112,12 +1112,16 @@ quack::DType quack_dtype(at::ScalarType s) {
 }
 
 // quack_cpp.gemm_ops._accepts for a D spec: whether quack::can_implement takes A and B with a D
-// of this shape, strides and dtype (at a dummy address far from A's and B's: no overlap).
+// of this shape, strides and dtype. As there, on metadata alone: the pointers are _META_PTR's
+// dummies (aligned, 1 TiB apart: no overlap) and the device 0, so the answer depends only on
+// what d_col_major's cache key holds.
 bool accepts_d(const Tensor& A, const Tensor& B, const std::vector<int64_t>& shape,
                const std::vector<int64_t>& strides, at::ScalarType dtype) {
   quack::GemmArgs g;
   g.a = ref(A, "gemm", "a");
   g.b = ref(B, "gemm", "b");
+  g.a.data = reinterpret_cast<void*>(uintptr_t{1} << 40);
+  g.b.data = reinterpret_cast<void*>(uintptr_t{2} << 40);
   g.d.data = reinterpret_cast<void*>(uintptr_t{4} << 40);
   g.d.dtype = quack_dtype(dtype);
   g.d.ndim = static_cast<int>(shape.size());
@@ -1125,7 +1129,7 @@ bool accepts_d(const Tensor& A, const Tensor& B, const std::vector<int64_t>& sha
     g.d.shape[i] = shape[i];
     g.d.stride[i] = strides[i];
   }
-  g.d.device = g.a.device;
+  g.a.device = g.b.device = g.d.device = 0;
   try {
     quack::can_implement(g);
   } catch (const quack::InvalidArgument&) {
@@ -1173,7 +1177,7 @@ std::pair<void*, size_t> streamk_workspace(const Tensor& D, cudaStream_t s) {
       D, reinterpret_cast<uintptr_t>(s));
   const auto [ptr, bytes] = r.cast<std::pair<uintptr_t, size_t>>();
   const std::pair<void*, size_t> ws{reinterpret_cast<void*>(ptr), bytes};
-  if (ptr != 0) (*g_streamk)[key] = ws;
+  if (ptr != 0) g_streamk->emplace(key, ws);
   return ws;
 }
 

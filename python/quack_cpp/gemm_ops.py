@@ -298,8 +298,9 @@ def _streamk_workspace(D: Tensor, s: Optional[int] = None) -> Tuple[int, int]:
         if os.environ.get("QUACK_GEMM_STREAMK") == "0" or torch.cuda.is_current_stream_capturing():
             return 0, 0
         nbytes = _C.gemm_streamk_workspace_size(D.device.index)
-        ws = torch.zeros(nbytes, dtype=torch.uint8, device=D.device)
-        _STREAMK_WS[key] = ws
+        # setdefault: two threads' first calls on one stream share the first one stored (the
+        # C++ path keeps the pointer it is given for the process).
+        ws = _STREAMK_WS.setdefault(key, torch.zeros(nbytes, dtype=torch.uint8, device=D.device))
     return ws.data_ptr(), ws.numel()
 
 

@@ -32,9 +32,9 @@
 # docs/data/run-AV_items.txt, the figures to docs/performance.md (the issue's section, "The runs
 # cited", "Raw data") and docs/status.md; the items that did not run go to the next run's file;
 # then delete this file (git keeps it).
-# Run AU's items took 30-120 s each on the H100 (LCE > 200 s). The timeouts below sum to ~2,950 s
+# Run AU's items took 30-120 s each on the H100 (LCE > 200 s). The timeouts below sum to ~3,050 s
 # against ~1,100 s left after call 1: the order is the priority (the first five, 1,010 s, fit;
-# cpp_gemm, sixth, 200 s, if call 3 runs).
+# cpp_gemm, sixth, 300 s, if call 3 runs).
 #
 # gemm_bar: issue 16's bar 1 with the sustained method's new rests (3219f2a: every implementation
 # ~0.5-0.9 ms of sleep before a batch; AT's figures gave QuACK ~6 x ours' rest). Predicted (H200):
@@ -94,12 +94,15 @@ cpp_gemm_item() {
   QUACK_CPP_EAGER_GEMM=1 python3 -m pytest -q -p no:cacheprovider tests/python/test_fastpath.py \
     tests/python/test_gemm.py tests/python/test_linear.py tests/python/test_mlp.py -k "gemm or linear or mlp or Linear" \
     > $R/cpp_gemm_pytest.log 2>&1; local rc=$?; tail -3 $R/cpp_gemm_pytest.log
+  # stream-K forced on every cooperative tile (the workspace the C++ path takes from gemm_ops)
+  QUACK_CPP_EAGER_GEMM=1 QUACK_GEMM_STREAMK=1 python3 -m pytest -q -p no:cacheprovider \
+    tests/python/test_gemm.py > $R/cpp_gemm_streamk.log 2>&1 || rc=1; tail -2 $R/cpp_gemm_streamk.log
   for v in 0 1; do QUACK_CPP_EAGER_GEMM=$v python3 bench/bench_host_time.py > $R/cpp_gemm_host_$v.txt 2>&1; done
   grep -hi "gemm\|linear\|matmul" $R/cpp_gemm_host_*.txt | head -20
   return $rc
 }
 export -f cpp_gemm_item
-run cpp_gemm 200 bash -c cpp_gemm_item
+run cpp_gemm 300 bash -c cpp_gemm_item
 # gemm_bar_long: the steady state at the cap (1.5 s batches). Predicted (H200): 0.97-0.99 x max
 # (AU4 on the H100: 0.981; QuACK 1.3-2.1 % ahead at four shapes, ours 6 % ahead at long K).
 run gemm_bar_long 200 python3 bench/bench_gemm.py --quick --methods sustained --rounds 4 --drop 1 --batch-ms 1500 --out $R/gemm_bar_long.jsonl

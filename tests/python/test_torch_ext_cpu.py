@@ -605,30 +605,33 @@ def _matrix(shape, dtype, col, g):
     return t.mT
 
 
-GEMM_CASES = [  # (L or None, M, N, K, dtype, A col-major, B col-major, out dtype, bias)
-    (None, 64, 32, 48, bf16, False, True, bf16, False),  # x @ W.T
-    (None, 64, 32, 48, bf16, False, True, bf16, True),   # with a bias
-    (None, 64, 32, 48, bf16, False, False, bf16, False),  # dgrad's majors
-    (None, 64, 32, 48, bf16, True, False, bf16, False),   # wgrad's majors
-    (None, 64, 32, 48, bf16, True, True, bf16, False),    # both column-major: D column-major
-    (None, 64, 32, 48, bf16, False, True, f32, False),
-    (None, 64, 32, 48, f16, False, True, f16, False),
-    (None, 64, 30, 48, bf16, False, True, bf16, False),   # N = 30: D's rows padded to 32
-    (3, 64, 32, 48, bf16, False, True, bf16, False),
-    (None, 0, 32, 48, bf16, False, True, bf16, False),
-    (None, 64, 32, 0, bf16, False, True, bf16, False),
+GEMM_CASES = [  # (L or None, M, N, K, dtype, A col-major, B col-major, out dtype, bias, alpha)
+    (None, 64, 32, 48, bf16, False, True, bf16, False, 1.0),  # x @ W.T
+    (None, 64, 32, 48, bf16, False, True, bf16, True, 1.0),   # with a bias
+    (None, 64, 32, 48, bf16, False, False, bf16, False, 0.5),  # dgrad's majors
+    (None, 64, 32, 48, bf16, True, False, bf16, False, 1.0),   # wgrad's majors
+    (None, 64, 32, 48, bf16, True, True, bf16, False, 1.0),    # both column-major
+    (None, 64, 32, 48, bf16, True, True, f32, False, 2.0),     # ... fp32 out: D column-major
+    (None, 64, 32, 48, bf16, True, False, f32, False, 1.0),
+    (None, 64, 32, 48, bf16, False, True, f32, False, 1.0),
+    (None, 64, 32, 48, f16, False, True, f16, False, 1.0),
+    (None, 64, 30, 48, bf16, False, True, bf16, False, 1.0),   # N = 30: D's rows padded to 32
+    (3, 64, 32, 48, bf16, False, True, bf16, False, 1.0),
+    (3, 64, 30, 48, bf16, True, True, f32, False, 1.0),        # batched, column-major D
+    (None, 0, 32, 48, bf16, False, True, bf16, False, 1.0),
+    (None, 64, 32, 0, bf16, False, True, bf16, False, 1.0),
 ]
 
 
 def _gemm_call(case, cpp, monkeypatch):
     monkeypatch.setattr(gm.gemm_op, "eager", ops._torch_ext.gemm if cpp else None)
-    L, M, N, K, dt, acol, bcol, odt, bias = case
+    L, M, N, K, dt, acol, bcol, odt, bias, alpha = case
     g = torch.Generator().manual_seed(1)
     lead = (L,) if L else ()
     A = _matrix(lead + (M, K), dt, acol, g)
     B = _matrix(lead + (K, N), dt, bcol, g)
     b = torch.randn(N, generator=g).to(dt) if bias else None
-    D = quack_cpp.gemm(A, B, out_dtype=odt, bias=b)
+    D = quack_cpp.gemm(A, B, out_dtype=odt, alpha=alpha, bias=b)
     return A, B, b, D
 
 
@@ -638,9 +641,9 @@ def _tuple(t):  # a _C tensor tuple without its pointer; shape and strides as pl
 
 @pytest.mark.parametrize("case", GEMM_CASES, ids=lambda c: "-".join(map(str, c)))
 def test_gemm_same_output_and_launch_as_the_python_path(gemm_stubbed, monkeypatch, case):
-    """The C++ path's D (dtype, shape, strides) and its launch's arguments (a, b, bias as
-    given, d's layout, alpha, beta, no stream-K workspace on the CPU) are the Python path's,
-    and the Python path's _C.gemm is not called."""
+    """The C++ path's D (dtype, shape, strides: row- and column-major) and its launch's
+    arguments (a, b, bias as given, d's layout, alpha, beta, no stream-K workspace on the CPU)
+    are the Python path's, and the Python path's _C.gemm is not called."""
     A, B, b, D = _gemm_call(case, False, monkeypatch)
     assert len(gemm_stubbed.calls) == 1
     a, bb, c, d, alpha, beta, _s, tuned, adev, bdev, ws, wsb, brow, bcol, sk, skb = \
@@ -653,7 +656,7 @@ def test_gemm_same_output_and_launch_as_the_python_path(gemm_stubbed, monkeypatc
     assert ca[0] == A2.data_ptr() and cb[0] == B2.data_ptr() and cd[0] == D2.data_ptr()
     assert (_tuple(ca), _tuple(cb), _tuple(cd)) == (_tuple(a), _tuple(bb), _tuple(d))
     assert (_tuple(cbias) if cbias else None) == _tuple(brow)
-    assert (calpha, cbeta, csk, cskb) == (alpha, beta, sk, skb) == (1.0, 0.0, 0, 0)
+    assert (calpha, cbeta, csk, cskb) == (alpha, beta, sk, skb) == (case[-1], 0.0, 0, 0)
 
 
 def test_gemm_leaves_to_the_python_path(gemm_stubbed, monkeypatch):
