@@ -76,6 +76,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "quack/quack.h"
@@ -89,15 +90,21 @@ using torch::autograd::variable_list;
 // Launches skipped (tests and the CPU host-time bench: allocation and autograd only).
 bool g_stub_launches = false;
 
-quack::DType dtype_of(const Tensor& t, const char* fn, const char* name) {
-  switch (t.scalar_type()) {
+// Keeps a Python callable for the process in `slot` (the callbacks the Python modules set at
+// import), releasing the one it replaces.
+void keep_callable(PyObject*& slot, py::object fn) {
+  Py_XDECREF(slot);
+  slot = fn.release().ptr();
+}
+
+quack::DType dtype_of(at::ScalarType s, const char* fn, const char* name) {
+  switch (s) {
     case at::kFloat: return quack::DType::kFloat32;
     case at::kHalf: return quack::DType::kFloat16;
     case at::kBFloat16: return quack::DType::kBFloat16;
     case at::kInt: return quack::DType::kInt32;
     case at::kLong: return quack::DType::kInt64;
     default: {
-      const at::ScalarType s = t.scalar_type();
       const std::string dt = s == at::kDouble ? "float64" : s == at::kShort ? "int16"
                              : s == at::kChar ? "int8" : s == at::kByte ? "uint8"
                              : s == at::kBool ? "bool" : std::string(c10::toString(s));
@@ -105,6 +112,10 @@ quack::DType dtype_of(const Tensor& t, const char* fn, const char* name) {
                                    ", expected float32, float16 or bfloat16");
     }
   }
+}
+
+quack::DType dtype_of(const Tensor& t, const char* fn, const char* name) {
+  return dtype_of(t.scalar_type(), fn, name);
 }
 
 quack::TensorRef ref(const Tensor& t, const char* fn, const char* name) {
@@ -1106,11 +1117,6 @@ std::vector<int64_t> padded_strides(const std::vector<int64_t>& shape, int64_t e
   return col ? std::vector<int64_t>{n * ld, 1, ld} : std::vector<int64_t>{m * ld, ld, 1};
 }
 
-quack::DType quack_dtype(at::ScalarType s) {
-  return s == at::kFloat ? quack::DType::kFloat32
-         : s == at::kHalf ? quack::DType::kFloat16 : quack::DType::kBFloat16;
-}
-
 // quack_cpp.gemm_ops._accepts for a D spec: whether quack::can_implement takes A and B with a D
 // of this shape, strides and dtype. As there, on metadata alone: the pointers are _META_PTR's
 // dummies (aligned, 1 TiB apart: no overlap) and the device 0, so the answer depends only on
@@ -1123,7 +1129,7 @@ bool accepts_d(const Tensor& A, const Tensor& B, const std::vector<int64_t>& sha
   g.a.data = reinterpret_cast<void*>(uintptr_t{1} << 40);
   g.b.data = reinterpret_cast<void*>(uintptr_t{2} << 40);
   g.d.data = reinterpret_cast<void*>(uintptr_t{4} << 40);
-  g.d.dtype = quack_dtype(dtype);
+  g.d.dtype = dtype_of(dtype, "gemm", "d");
   g.d.ndim = static_cast<int>(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) {
     g.d.shape[i] = shape[i];
@@ -1181,7 +1187,8 @@ std::pair<void*, size_t> streamk_workspace(const Tensor& D, cudaStream_t s) {
   return ws;
 }
 
-// The last launch's arguments (tests: compared with what the Python path passes to _C.gemm).
+// The last stubbed launch's arguments (tests: compared with what the Python path passes to
+// _C.gemm).
 quack::GemmArgs* g_last_gemm = new quack::GemmArgs();
 
 // gemm_op's implementation (quack_cpp.gemm_ops._gemm_impl) for a call without C, device
@@ -1225,8 +1232,9 @@ py::object gemm(const Tensor& A, const Tensor& B, const std::optional<Tensor>& C
   g.beta = 0.f;
   const cudaStream_t s = stream_of(D);
   std::tie(g.streamk_workspace, g.streamk_workspace_bytes) = streamk_workspace(D, s);
-  *g_last_gemm = g;
-  if (!g_stub_launches) {
+  if (g_stub_launches) {
+    *g_last_gemm = g;  // what a launch would have been given (_last_gemm_args)
+  } else {
     py::gil_scoped_release no_gil;
     quack::gemm(g, s);
   }
@@ -1281,8 +1289,7 @@ PYBIND11_MODULE(_torch, m) {
         "lse_partial, target_logit, a recorded backward from lse with reduction 'mean').");
   m.def("_ce_set_predict_word",
         [](py::object fn) {
-          Py_XDECREF(g_predict_word_fn);
-          g_predict_word_fn = fn.release().ptr();
+          keep_callable(g_predict_word_fn, std::move(fn));
           for (Tensor& w : *g_predict_words) w = Tensor();
         },
         "quack_cpp.cross_entropy_ops.dx_predict_word (called with a torch.device where the "
@@ -1295,8 +1302,7 @@ PYBIND11_MODULE(_torch, m) {
         "recorded calls (the Python fast path runs them).");
   m.def("_gemm_set_streamk",
         [](py::object fn) {
-          Py_XDECREF(g_streamk_fn);
-          g_streamk_fn = fn.release().ptr();
+          keep_callable(g_streamk_fn, std::move(fn));
           g_streamk->clear();
         },
         "quack_cpp.gemm_ops._streamk_workspace (D, stream) -> (pointer, bytes): the stream-K "
@@ -1309,8 +1315,8 @@ PYBIND11_MODULE(_torch, m) {
                                 reinterpret_cast<uintptr_t>(g.streamk_workspace),
                                 g.streamk_workspace_bytes);
         },
-        "The last gemm launch's arguments ((ptr, dtype, shape, strides, device) of a, b, d and "
-        "bias.row, () where absent; alpha, beta, the stream-K workspace): tests.");
+        "The last stubbed gemm launch's arguments ((ptr, dtype, shape, strides, device) of a, "
+        "b, d and bias.row, () where absent; alpha, beta, the stream-K workspace): tests.");
   m.def("_set_stub_launches", [](bool v) { g_stub_launches = v; },
         "Skip the kernel launches (tests and the CPU host-time bench only).");
 }

@@ -28,10 +28,15 @@ ln = pytest.importorskip("quack_cpp.layernorm_ops")
 f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
 
 
-@pytest.fixture
-def stubbed(monkeypatch):
+def _route_host(monkeypatch):
+    """CPU tensors take the route's CUDA fast path (the C++ and Python paths under test)."""
     monkeypatch.setattr(reg, "_is_plain_cuda", _cpu_as_cuda)
     monkeypatch.setattr(reg, "DEVICE_TYPES", reg.DEVICE_TYPES + ("cpu",))
+
+
+@pytest.fixture
+def stubbed(monkeypatch):
+    _route_host(monkeypatch)
     monkeypatch.setattr(reg, "FORCE_CUSTOM_OP", False)
     # The Python path's launches skipped too: outputs uninitialised on both paths.
     monkeypatch.setattr(ops, "_C", type("NoLaunch", (), {
@@ -100,8 +105,7 @@ def test_absent_outputs_are_none(stubbed, monkeypatch):
 
 def test_errors_as_the_python_path(monkeypatch):
     # Real launches on host tensors: both paths reach the C++ API and raise its error.
-    monkeypatch.setattr(reg, "_is_plain_cuda", _cpu_as_cuda)
-    monkeypatch.setattr(reg, "DEVICE_TYPES", reg.DEVICE_TYPES + ("cpu",))
+    _route_host(monkeypatch)
     msgs = []
     for cpp in (True, False):
         monkeypatch.setattr(reg, "CPP_EAGER", cpp)
@@ -284,8 +288,7 @@ def test_layernorm_absent_outputs_are_none(stubbed, monkeypatch):
 
 def test_layernorm_errors_as_the_python_path(monkeypatch):
     # Real launches on host tensors: both paths reach the C++ API and raise its error.
-    monkeypatch.setattr(reg, "_is_plain_cuda", _cpu_as_cuda)
-    monkeypatch.setattr(reg, "DEVICE_TYPES", reg.DEVICE_TYPES + ("cpu",))
+    _route_host(monkeypatch)
     msgs = []
     for cpp in (True, False):
         monkeypatch.setattr(reg, "CPP_EAGER", cpp)
@@ -487,10 +490,9 @@ def test_ce_predict_word_is_the_python_one(ce_stubbed, monkeypatch):
 def test_ce_errors_as_the_python_path(monkeypatch):
     # Real launches on host tensors: both paths raise the same error (their own checks, or the
     # C++ API's for what they pass on).
-    monkeypatch.setattr(reg, "_is_plain_cuda", _cpu_as_cuda)
+    _route_host(monkeypatch)
     monkeypatch.setattr(reg, "_is_plain_cuda_index", lambda t: t.dtype in (torch.int32,
                                                                         torch.int64))
-    monkeypatch.setattr(reg, "DEVICE_TYPES", reg.DEVICE_TYPES + ("cpu",))
     x, t = torch.randn(4, 64), torch.randint(0, 64, (4,))
     calls = [((x, t.view(2, 2)), {}), ((x, torch.randint(0, 64, (5,))), {}),
              ((x, t), {"label_smoothing": 2.0}), ((x, t), {}),
@@ -586,8 +588,7 @@ class _GemmRecorder:
 
 @pytest.fixture
 def gemm_stubbed(monkeypatch):
-    monkeypatch.setattr(reg, "_is_plain_cuda", _cpu_as_cuda)
-    monkeypatch.setattr(reg, "DEVICE_TYPES", reg.DEVICE_TYPES + ("cpu",))
+    _route_host(monkeypatch)
     monkeypatch.setattr(reg, "FORCE_CUSTOM_OP", False)
     monkeypatch.setattr(reg, "CPP_EAGER", True)
     rec = _GemmRecorder()

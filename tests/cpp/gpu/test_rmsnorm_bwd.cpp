@@ -316,18 +316,24 @@ TEST_F(RmsNormBwd, InPlaceDxAliasesDout) {
     }
 }
 
+// A backward of (M, N) with x, weight, dout and dx in xt (dweight and dbias fp32).
+BwdCase same_dtype_case(int64_t M, int64_t N, DType xt, uint64_t seed) {
+  BwdCase c;
+  c.M = M;
+  c.N = N;
+  c.x = xt;
+  c.weight = xt;
+  c.seed = seed;
+  return c;
+}
+
 TEST_F(RmsNormBwd, DeterministicDweight) {
   // dweight / dbias (and dx) have identical bits run to run: many rows, so many CTAs add
   // partial sums. Vector path, cluster path and general path.
   uint64_t seed = 6000;
   for (const auto& [M, N] : {Shape{4096, 256}, Shape{3001, 255}, Shape{64, 65536}})
     for (DType xt : {DType::kBFloat16, DType::kFloat32}) {
-      BwdCase c;
-      c.M = M;
-      c.N = N;
-      c.x = xt;
-      c.weight = xt;
-      c.seed = ++seed;
+      const BwdCase c = same_dtype_case(M, N, xt, ++seed);
       run_bwd(c, /*runs=*/3);
     }
 }
@@ -341,12 +347,7 @@ TEST_F(RmsNormBwd, ProgrammaticColsumsSameBits) {
   uint64_t seed = 7000;
   for (const auto& [M, N] : {Shape{8192, 4096}, Shape{64, 65536}, Shape{3001, 255}})
     for (DType xt : {DType::kBFloat16, DType::kFloat32}) {
-      BwdCase c;
-      c.M = M;
-      c.N = N;
-      c.x = xt;
-      c.weight = xt;
-      c.seed = ++seed;
+      const BwdCase c = same_dtype_case(M, N, xt, ++seed);
       BwdResult serial, programmatic;
       {
         const ScopedEnv env("QUACK_PDL", "0");
