@@ -152,7 +152,7 @@ void launch_kernel(const void* kernel, void** args, int64_t grid, int block, siz
 
 bool pdl_enabled() {
   const char* e = std::getenv("QUACK_PDL");  // ~0.1 µs against the launch's microseconds
-  return e != nullptr && std::strcmp(e, "1") == 0;
+  return e == nullptr || std::strcmp(e, "0") != 0;
 }
 
 void launch_kernel_dependent(const void* kernel, void** args, int64_t grid, int block,

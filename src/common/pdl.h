@@ -10,9 +10,10 @@
 
 namespace quack::detail {
 
-/// Whether launch_dependent launches programmatically: QUACK_PDL=1 in the environment (read at
-/// each launch: tests switch it; a CUDA graph keeps the value read at its capture). Off by
-/// default until timed on the GPU (docs/architecture.md, `common/`'s `pdl.{h,cuh}`).
+/// Whether launch_dependent launches programmatically: yes unless QUACK_PDL=0 in the
+/// environment (read at each launch: tests switch it; a CUDA graph keeps the value read at its
+/// capture). The serial launch is the control: run AV (H100, 16384 x 4096 bf16) read RMSNorm /
+/// LayerNorm bwd 0.4 / 0.9 % faster a call with the column sums launched programmatically.
 bool pdl_enabled();
 
 /// launch_kernel without clusters, with cudaLaunchAttributeProgrammaticStreamSerialization

@@ -287,9 +287,10 @@ TEST(RowPlan, EveryForcedConfigWithinLimits) {
 }
 
 // Entries under trial are compiled for cross-entropy's forwards and reached only when forced,
-// but for cl-t256v8-s1, which the fwd+dx takes on 16-bit rows beyond 64 KB (and the gated
-// loss-only kernel on rows of (64, 256] KB), and cl-t256v8, which the loss alone takes on
-// 16-bit rows of (64, 256] KB (beyond, the looped entry).
+// but for cl-t512v8, which both forwards take on 16-bit rows of (32, 64] KB, cl-t256v8-s1,
+// which the fwd+dx takes on 16-bit rows beyond 64 KB (and the gated loss-only kernel on rows
+// of (64, 256] KB), and cl-t256v8, which the loss alone takes on 16-bit rows of (64, 256] KB
+// (beyond, the looped entry).
 TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
   for (int n_out : {0, 1}) {
     const RowOpInfo op = ce_fwd_info(n_out);
@@ -298,8 +299,13 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
         const RowProblem pr = problem(16384, N, t);
         const RowPlan plan = plan_row(op, pr);
         check_plan(op, pr, plan);
-        if (plan.config >= 0 && kRowConfigs[plan.config].trial)  // the one planned trial entry
-          EXPECT_TRUE(dtype_size(t) == 2 && N * 2 > kRowRegisterMaxRowBytes &&
+        if (plan.config < 0 || !kRowConfigs[plan.config].trial) continue;
+        if (N * 2 <= kRowRegisterMaxRowBytes)  // (32, 64] KB
+          EXPECT_TRUE(dtype_size(t) == 2 && N * 2 > kRowRegisterMaxRowBytes / 2 &&
+                      std::string(kRowConfigs[plan.config].name) == "cl-t512v8")
+              << name_of(plan);
+        else
+          EXPECT_TRUE(dtype_size(t) == 2 &&
                       (n_out == 1 || N * 2 <= 4 * kRowRegisterMaxRowBytes) &&
                       std::string(kRowConfigs[plan.config].name) ==
                           (n_out ? "cl-t256v8-s1" : "cl-t256v8"))
@@ -312,7 +318,8 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
               n_out ? "cl-t256v8-s1-x8" : "cl-t256v8-x8");
     EXPECT_EQ(name_of(plan_row(op, problem(8192, 262144, DType::kBFloat16))),
               n_out ? "cl-t256v8-s1-x16" : "t1024v2-looped");
-    EXPECT_EQ(name_of(plan_row(op, problem(16384, 32768, DType::kBFloat16))), "t1024v4");
+    EXPECT_EQ(name_of(plan_row(op, problem(16384, 32768, DType::kBFloat16))), "cl-t512v8-x1");
+    EXPECT_EQ(name_of(plan_row(op, problem(16384, 16384, DType::kBFloat16))), "t512v4");
     EXPECT_EQ(name_of(plan_row(op, problem(16384, 65536, DType::kBFloat16))),
               n_out ? "cl-t256v8-s1-x4" : "cl-t256v8-x4");
     if (n_out)
@@ -341,7 +348,7 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
             "cl-t256v8-s1-x8");
   EXPECT_EQ(name_of(plan_row(gated, problem(8192, 262144, DType::kBFloat16))),
             "t1024v2-looped");
-  EXPECT_EQ(name_of(plan_row(gated, problem(16384, 32768, DType::kBFloat16))), "t1024v4");
+  EXPECT_EQ(name_of(plan_row(gated, problem(16384, 32768, DType::kBFloat16))), "cl-t512v8-x1");
   // Its persistent entries with shared-memory stages: compiled for both forwards (planned for
   // the fwd+dx and the gated loss-only kernel).
   for (const char* e : {"cl-t256v8-s1", "cl-t256v8-s2"}) {
@@ -759,19 +766,19 @@ TEST(RowPlan, EveryColumnHasOneOwner) {
 namespace quack::detail {
 namespace {
 
-// The column sums' programmatic launch (common/pdl.h) is on only for QUACK_PDL=1, read at each
-// launch: unset, "0" or anything else keeps the serial launch.
+// The column sums' programmatic launch (common/pdl.h) is on unless QUACK_PDL=0, read at each
+// launch: unset or anything else keeps it on.
 TEST(RowPlan, ProgrammaticLaunchSwitch) {
   const char* old = std::getenv("QUACK_PDL");
   const std::string saved = old ? old : "";
   unsetenv("QUACK_PDL");
-  EXPECT_FALSE(pdl_enabled());
-  for (const char* v : {"0", "", "true", "11"}) {
-    setenv("QUACK_PDL", v, 1);
-    EXPECT_FALSE(pdl_enabled()) << "QUACK_PDL=" << v;
-  }
-  setenv("QUACK_PDL", "1", 1);
   EXPECT_TRUE(pdl_enabled());
+  for (const char* v : {"1", "", "true", "00"}) {
+    setenv("QUACK_PDL", v, 1);
+    EXPECT_TRUE(pdl_enabled()) << "QUACK_PDL=" << v;
+  }
+  setenv("QUACK_PDL", "0", 1);
+  EXPECT_FALSE(pdl_enabled());
   if (old) setenv("QUACK_PDL", saved.c_str(), 1);
   else unsetenv("QUACK_PDL");
 }
