@@ -55,8 +55,8 @@
 //   cached per dtypes, shapes and strides), quack::gemm on D's current stream with the stream-K
 //   workspace that gemm_ops._streamk_workspace owns. NotImplemented, before doing anything,
 //   for a C, device scalars, tuning, a recorded call, operands TMA cannot address and bad ranks
-//   or K (the Python fast path runs those, with its messages). Taken only with
-//   QUACK_CPP_EAGER_GEMM=1 (gemm_ops.Gemm.eager) until the GPU tests have run it.
+//   or K (the Python fast path runs those, with its messages). Taken unless
+//   QUACK_CPP_EAGER_GEMM=0 or QUACK_CPP_EAGER=0 (gemm_ops: gemm_op.eager).
 //
 // Why: the Python fast path's own work (the route, tensor tuples, allocation calls, the Python
 // autograd.Function) is per call several times torch's F.layer_norm host path; here it is C++

@@ -44,7 +44,7 @@ from ._registrar import (DTYPE_CODE, FLOAT_DTYPES, dtype_name, register, registe
                          stream, tensor_arg)
 from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
 
-_CPP_GEMM = os.environ.get("QUACK_CPP_EAGER_GEMM") == "1"
+_CPP_GEMM = os.environ.get("QUACK_CPP_EAGER_GEMM", "1") != "0"
 
 __all__ = ["gemm", "gemm_add", "gemm_add_inplace", "linear", "linear_dtype", "weight_grad"]
 
@@ -410,8 +410,8 @@ class Gemm:
     impl = _gemm_impl
 
     # The C++ fast path (python/torch_ext.cpp, gemm) for the calls autograd does not record (the
-    # forward GEMM inside Linear and the backward GEMMs too): only with QUACK_CPP_EAGER_GEMM=1
-    # until the GPU tests have run it (docs/status.md).
+    # forward GEMM inside Linear and the backward GEMMs too); QUACK_CPP_EAGER_GEMM=0 (or
+    # QUACK_CPP_EAGER=0, every op's) keeps the Python fast path for them.
     eager = _torch_ext.gemm if _torch_ext is not None and _CPP_GEMM else None
 
     def fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None, bias=None):

@@ -559,7 +559,7 @@ def test_ce_inplace_backward_refuses_saved_logits(ce_stubbed, monkeypatch, saver
 
 
 # --------------------------------------------------------------------------------------------
-# gemm (QUACK_CPP_EAGER_GEMM=1): the calls autograd does not record
+# gemm (on unless QUACK_CPP_EAGER_GEMM=0): the calls autograd does not record
 # --------------------------------------------------------------------------------------------
 
 gm = pytest.importorskip("quack_cpp.gemm_ops")
