@@ -190,6 +190,15 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
 //    bias, run AA3 (at 40 registers for r32t8v4): 2.30 TB/s against r32t8v4's 2.19 and
 //    r8t32v1's 2.13 (run Z, at 48: r32t8v4 2.20, r8t32v1 2.05); RMSNorm (2.70 / 2.72) and
 //    softmax (2.73 / 2.67) do not gain from r32t8v4 there (run Z) and keep r8t32v1.
+//  - cross-entropy's forwards (kTrialPlanned) on 16-bit rows of (32, 64] KB: cl-t512v8, one
+//    512-thread CTA a row (two CTAs per SM), where kRowConfigs' order gives t1024v4 (one
+//    1024-thread CTA per SM in lockstep). Run AV (H100, kernel-only, bf16 16384 x 32768, both
+//    kernels of the predicted forward on the entry): the training pair at grad 1 0.759 ms
+//    against t1024v4's 0.822 (t512v8 0.786, cl-t256v8 0.774, cl-t256v8-s1 0.787), at grad 0.5
+//    (loss-only forward, then the recompute) 1.167 against 1.274; the forward with the word
+//    at 0 alone 0.372 against 0.489. The loss alone (no gate) takes it too, so the split
+//    forward's loss-only kernel keeps the loss-only forward's bits (CeTrain.PairBitwise): it
+//    read 0.349 ms (1.02 x copy, acceptance method) on t1024v4, unmeasured on cl-t512v8;
 //  - the predicted training forward's loss-only kernel (CrossEntropyFwd's kSplit: trial entries
 //    and a kernel gate, closed in training) on 16-bit rows of (64, 256] KB: cl-t256v8-s1 too,
 //    whose closed launch is the resident clusters (cl-t256v8's is M x cluster_n CTAs that
@@ -243,6 +252,9 @@ int preferred_entry(const RowOpInfo& op, int in_elt, int vec_elt, int64_t row_by
   if (in_elt != 2) return -1;
   if (op.trial_configs && op.n_acc > 0) return kRowAheadEntry;
   const bool gated_bwd = op.gate_kernel && !op.trial_planned;
+  if (op.trial_planned && row_bytes > kRowRegisterMaxRowBytes / 2 &&
+      row_bytes <= kRowRegisterMaxRowBytes)
+    return kWideClusterEntry;
   if (op.trial_planned && row_bytes > kRowRegisterMaxRowBytes &&
       (op.n_out > 0 || row_bytes <= 4 * kRowRegisterMaxRowBytes))
     return op.n_out > 0 || op.gate_kernel ? kClusterStageEntry : kClusterEntry;

@@ -393,7 +393,10 @@ TEST(CrossEntropyPlan, TrainingShapes) {
   };
   const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
   EXPECT_EQ(plan_name(16384, 4096, bf, false), "t128v4");  // 8 KB 16-bit rows (row_plan.cpp)
-  EXPECT_EQ(plan_name(16384, 32768, bf, false), "t1024v4");
+  // 16-bit rows of (32, 64] KB: cl-t512v8, the loss alone and with dx (row_plan.cpp).
+  EXPECT_EQ(plan_name(16384, 32768, bf, false), "cl-t512v8-x1");
+  EXPECT_EQ(plan_name(16384, 32768, bf, true), "cl-t512v8-x1");
+  EXPECT_EQ(plan_name(16384, 32000, bf, true), "cl-t512v8-x1");
   // The loss alone: cl-t256v8 on rows of (64, 256] KB, then the looped entry (row_plan.cpp).
   EXPECT_EQ(plan_name(16384, 65536, bf, false), "cl-t256v8-x4");  // (64, 256] KB rows
   EXPECT_EQ(plan_name(16384, 65544, bf, false), "cl-t256v8-x5");
