@@ -59,8 +59,9 @@ def calls(args):
         dout = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         W = (torch.randn(K, N, device="cuda") * K ** -0.5).to(torch.bfloat16)
         pre = (torch.randn(M, N, device="cuda") * 2.0).to(torch.bfloat16)
+        Wc = W.t().contiguous().t()  # W's values N-major: gemm_act compiles K-major B only
         return [("plain", lambda: quack_cpp.gemm(dout, W)),
-                ("act", lambda: quack_cpp.gemm_act(dout, W, act)),
+                ("act", lambda: quack_cpp.gemm_act(dout, Wc, act)),
                 ("dact", lambda: quack_cpp.gemm_dact(dout, W, pre, act)),
                 ("quack_act", lambda: qgi.gemm_act(dout, W, activation=act, tuned=False)),
                 ("quack_dact", lambda: qgi.gemm_dact(dout, W, pre, activation=act, tuned=False))]
