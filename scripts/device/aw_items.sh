@@ -1,0 +1,33 @@
+# Run AW: the device call(s) after run AV (docs/status.md, "Next device calls"). Production
+# library; on an H100 only ratios within one run count (AV was all H100), the bars' figures are
+# the H200's.
+# Before the call, in /work/main: the library stamp must be the final commit's
+#   [ "$(cat .prebuilt-lib/stamp)" = "$(bash scripts/device/stamp.sh lib) ab=OFF" ] && echo current
+# (else rebuild it in /work/ci after `.ci/run`: AB_INSTANCES=OFF bash scripts/device/prebuild_lib.sh
+# && rm -rf /work/main/.prebuilt-lib && cp -r .prebuilt-lib /work/main/).
+# One cold call (leave `kind` out, timeout_s 600), carry [".prebuilt-lib",
+# ".peers/quack-0.2.0-site.tar.xz"] (QuACK's site packed at a 256 MiB dictionary: status.md):
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='CeTrain.* *CrossEntropy* *Ce*Bwd*' \
+#   PYFILES='test_cross_entropy test_linear_cross_entropy' BUDGET=<min(560, budget_left - 120)> \
+#   ITEMS=scripts/device/aw_items.sh bash scripts/device/call_focus.sh
+# The GPU tests of the CE plan's (32, 64] KB rule (2a2d490: CeTrain.PairBitwise's 600 x 32768
+# case now runs cl-t512v8 on both kernels of the split forward and on the separate calls), then
+# the items in priority order. A second warm call (within 30 s): call_bench.sh, same ITEMS.
+# Afterwards: the archive's tables to docs/data/run-AW_items.txt, the figures to
+# docs/performance.md and docs/status.md; then delete this file (git keeps it).
+#
+# ce_32768: issue 18 at V = 32768 with the forwards on cl-t512v8 (2a2d490). The loss alone per
+# entry (kernel-only: is cl-t512v8 within 3 % of t1024v4 there?), the training pair on the plan,
+# then the acceptance method. Predicted (H100): fwd+bwd 0.92-0.93 x copy (AV2 0.858), the scaled
+# step ~0.93 x QuACK (AV2 0.855), the loss alone 0.99-1.02 x copy (AV2 1.017 on t1024v4).
+run ce_32768 200 bash -c "build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768 --dir fwd --config all && build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768 --dir fwdbwd && python3 bench/bench_rows.py --ops ce_fwd_bwd,ce_fwd_bwd_half,ce_fwd,ce_bwd --dtypes bf16 --shapes 16384x32768 --impls ours,quack --rounds 3 --plot '' --out $R/ce_32768.jsonl"
+# ncu_dact: where dact's points against QuACK's go (issue 17; status.md thread 3): one launch
+# each of our plain gemm, gemm_act, gemm_dact and QuACK's gemm_act, gemm_dact at 16384 x 14336 x
+# 4096 (relu), clocks not locked (AV3's try stopped at the script's gemm_act call on a row-major B;
+# fixed in a010d10). Predicted: ours dact's duration 1.02-1.03 x QuACK's at equal SM clocks; the
+# difference in issued instructions or the epilogue warps' stalls, not in DRAM bytes (within 3 %).
+run ncu_dact 240 bash -c "ncu --clock-control none --profile-from-start off --set full --import-source no -f -o /tmp/dact python3 scripts/ncu_gemm_quack.py dact 16384 14336 4096 relu > /dev/null && python3 scripts/ncu_gemm_quack.py --report /tmp/dact.ncu-rep && python3 scripts/ncu_gemm_quack.py --sass /tmp/dact.ncu-rep | cut -c1-200"
+# rows_15_h200: only on an H200 (skip on an H100: AV2 read it there): rmsnorm / layernorm bwd and
+# the forwards at 16384 x 4096 with the column sums' programmatic launch on (4d29852). Predicted:
+# rmsnorm bwd 0.82-0.84 x copy (AL2 0.831, AT5 0.754), the forwards 0.86-0.90.
+run rows_15_h200 150 bash -c "nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo 'not an H200: skipped'; exit 0; }; python3 bench/bench_rows.py --ops rmsnorm_bwd,layernorm_bwd,rmsnorm_fwd,layernorm_fwd,softmax_fwd --dtypes bf16 --shapes 16384x4096 --impls ours,compile,quack --rounds 5 --plot '' --out $R/rows_15.jsonl"
