@@ -3,9 +3,11 @@
 // On first use per key (device, M, N, K rounded up to powers of two, L, dtypes, majors, C's
 // dtype, epilogue) the
 // candidates -- every compiled instance of the problem's dtypes and majors -- are timed on the
-// caller's stream (2 warm-up + 5 timed launches each, median, CUDA events) writing a scratch D,
-// so the caller's D is never written while tuning (in-place C = D stays read-only); the fastest
-// one's name is stored in the AutotuneCache (memory and disk, src/gemm/autotune_cache.h). While
+// caller's stream (2 warm-up launches each, then 7 rounds of one timed launch each in an order
+// that rotates between rounds; medians, CUDA events) writing a scratch D, so the caller's D is
+// never written while tuning (in-place C = D stays read-only); the fastest one's name is stored
+// in the AutotuneCache (memory and disk, src/gemm/autotune_cache.h), unless it is less than
+// kTuneMargin faster than the untuned choice (the tile rule's), which then stays. While
 // the stream is capturing a CUDA graph nothing is timed: the cached choice, else the untuned
 // choice (the tile rule's, as GemmArgs::tuned = false). Method: QuACK 0.2.0's autotuner (first call per key, disk cache),
 // CUTLASS's profiler for the timing loop.
@@ -25,6 +27,16 @@ struct GemmCandidate {
   std::string name;  // e.g. "128x256", "128x64c1"
   GemmLauncher run;
 };
+
+/// How much faster than the untuned choice a candidate must time to replace it: candidates of
+/// one speed time ~1-2 % apart (run AV3, H100: the tuned pick 1.9 / 2.1 % slower than the rule's
+/// by do_bench at 16384 x 4096 x 14336 and 8192^3, 10 % faster at 4096^3).
+inline constexpr float kTuneMargin = 0.01f;
+
+/// The index of ms (milliseconds per candidate) to keep: the fastest, unless `incumbent` (the
+/// untuned choice's index; -1 for none) is within `margin` of it (ms[best] ≥ ms[incumbent] ·
+/// (1 − margin)). ms must not be empty.
+size_t gemm_tune_pick(const std::vector<float>& ms, int incumbent, float margin);
 
 /// Key of a problem in the autotuning cache on a device of `sms` SMs and compute capability `cc`
 /// (major · 10 + minor, e.g. 90), see autotune_key.

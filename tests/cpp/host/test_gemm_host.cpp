@@ -279,6 +279,20 @@ TEST(AutotuneCache, SingleCandidateIsTakenWithoutTiming) {
   EXPECT_EQ(quack::detail::gemm_tuned_launcher(p, {{"128x256", run}}, +other, nullptr), +run);
 }
 
+// The tuned pick: the fastest candidate, but the untuned choice (the tile rule's) stays unless
+// the fastest times more than the margin under it.
+TEST(AutotuneCache, PickKeepsTheRuleWithinTheMargin) {
+  using quack::detail::gemm_tune_pick;
+  const std::vector<float> ms = {1.000f, 0.995f, 1.020f};
+  EXPECT_EQ(gemm_tune_pick(ms, 0, 0.01f), 0u) << "0.5 % faster: the rule's stays";
+  EXPECT_EQ(gemm_tune_pick(ms, 2, 0.01f), 1u) << "2.5 % faster than the rule's";
+  EXPECT_EQ(gemm_tune_pick(ms, -1, 0.01f), 1u) << "no untuned candidate: the fastest";
+  EXPECT_EQ(gemm_tune_pick(ms, 0, 0.f), 1u) << "no margin: the fastest";
+  EXPECT_EQ(gemm_tune_pick({2.0f, 1.5f, 1.9f}, 0, 0.01f), 1u);
+  EXPECT_EQ(gemm_tune_pick({1.0f}, 0, 0.01f), 0u);
+  EXPECT_EQ(gemm_tune_pick(ms, 7, 0.01f), 1u) << "an index out of range counts as none";
+}
+
 TEST(AutotuneCache, DefaultPathHonoursQuackCacheDir) {
   setenv("QUACK_CACHE_DIR", "/tmp/qc", 1);
   EXPECT_EQ(AutotuneCache::default_path(), "/tmp/qc/gemm_autotune.tsv");
