@@ -12,7 +12,7 @@
 #   ITEMS=scripts/device/aw_items.sh bash scripts/device/call_focus.sh
 # The GPU tests of the CE plan's (32, 64] KB rule (2a2d490: CeTrain.PairBitwise's 600 x 32768
 # case now runs cl-t512v8 on both kernels of the split forward and on the separate calls), then
-# the items in priority order. A second warm call (within 30 s): call_bench.sh, same ITEMS.
+# the items in priority order (ce_32768, ncu_dact, tune_time, rows_15_h200). A second warm call (within 30 s): call_bench.sh, same ITEMS.
 # Afterwards: the archive's tables to docs/data/run-AW_items.txt, the figures to
 # docs/performance.md and docs/status.md; then delete this file (git keeps it).
 #
@@ -31,3 +31,24 @@ run ncu_dact 240 bash -c "ncu --clock-control none --profile-from-start off --se
 # the forwards at 16384 x 4096 with the column sums' programmatic launch on (4d29852). Predicted:
 # rmsnorm bwd 0.82-0.84 x copy (AL2 0.831, AT5 0.754), the forwards 0.86-0.90.
 run rows_15_h200 150 bash -c "nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo 'not an H200: skipped'; exit 0; }; python3 bench/bench_rows.py --ops rmsnorm_bwd,layernorm_bwd,rmsnorm_fwd,layernorm_fwd,softmax_fwd --dtypes bf16 --shapes 16384x4096 --impls ours,compile,quack --rounds 5 --plot '' --out $R/rows_15.jsonl"
+# tune_time: the tuner's rotating rounds and its 1 % margin for the rule's tile (93d9e52): the
+# first tuned call, a cached one, and the tuned pick's time beside the rule's (do_bench), at AV3's
+# three shapes, then the cache file (the picks' names). Predicted: the first call 0.1-0.3 s
+# (AV3: 0.016-0.168), the pick within +-1 % of auto at 8192^3 and 16384 x 4096 x 14336 (AV3: +2
+# %), still ahead at 4096^3 (AV3: -10 %).
+run tune_time 90 python3 -c "
+import os, tempfile, time
+d = tempfile.mkdtemp(); os.environ['QUACK_CACHE_DIR'] = d
+import torch, quack_cpp
+from triton.testing import do_bench
+for M, N, K in ((8192, 8192, 8192), (16384, 4096, 14336), (4096, 4096, 4096)):
+    a = torch.randn(M, K, device='cuda', dtype=torch.bfloat16)
+    b = torch.randn(N, K, device='cuda', dtype=torch.bfloat16).T
+    quack_cpp.gemm(a, b); torch.cuda.synchronize()
+    t0 = time.perf_counter(); quack_cpp.gemm(a, b, tuned=True); torch.cuda.synchronize(); t1 = time.perf_counter()
+    quack_cpp.gemm(a, b, tuned=True); torch.cuda.synchronize(); t2 = time.perf_counter()
+    auto = do_bench(lambda: quack_cpp.gemm(a, b), warmup=25, rep=100, return_mode='median')
+    tuned = do_bench(lambda: quack_cpp.gemm(a, b, tuned=True), warmup=25, rep=100, return_mode='median')
+    print(f'{M}x{N}x{K}: first tuned call {t1 - t0:.3f} s, cached call {t2 - t1:.4f} s, auto {auto:.4f} ms, tuned {tuned:.4f} ms')
+print(open(os.path.join(d, 'gemm_autotune.tsv')).read())
+"
