@@ -12,7 +12,7 @@
 #   ITEMS=scripts/device/aw_items.sh bash scripts/device/call_focus.sh
 # The GPU tests of the CE plan's (32, 64] KB rule (2a2d490: CeTrain.PairBitwise's 600 x 32768
 # case now runs cl-t512v8 on both kernels of the split forward and on the separate calls), then
-# the items in priority order (ce_32768, ncu_dact, tune_time, rows_15_h200). A second warm call (within 30 s): call_bench.sh, same ITEMS.
+# the items in priority order (ce_32768, ncu_dact, rows_15_h200 — on an H200 only —, tune_time). A second warm call (within 30 s): call_bench.sh, same ITEMS.
 # Afterwards: the archive's tables to docs/data/run-AW_items.txt, the figures to
 # docs/performance.md and docs/status.md; then delete this file (git keeps it).
 #
