@@ -7,7 +7,7 @@
 # && rm -rf /work/main/.prebuilt-lib && cp -r .prebuilt-lib /work/main/).
 # One cold call (leave `kind` out, timeout_s 600), carry [".prebuilt-lib",
 # ".peers/quack-0.2.0-site.tar.xz"] (QuACK's site packed at a 256 MiB dictionary: status.md):
-#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='CeTrain.* *CrossEntropy* *Ce*Bwd*' \
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='CeTrain.* CeCases.* *CeConfigs* *CeOptions* *CeShapes* *Lce* Gemm.Tuned*' \
 #   PYFILES='test_cross_entropy test_linear_cross_entropy' BUDGET=<min(560, budget_left - 120)> \
 #   ITEMS=scripts/device/aw_items.sh bash scripts/device/call_focus.sh
 # The GPU tests of the CE plan's (32, 64] KB rule (2a2d490: CeTrain.PairBitwise's 600 x 32768
