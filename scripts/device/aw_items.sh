@@ -17,10 +17,11 @@
 # docs/performance.md and docs/status.md; then delete this file (git keeps it).
 #
 # ce_32768: issue 18 at V = 32768 with the forwards on cl-t512v8 (2a2d490). The loss alone per
-# entry (kernel-only: is cl-t512v8 within 3 % of t1024v4 there?), the training pair on the plan,
-# then the acceptance method. Predicted (H100): fwd+bwd 0.92-0.93 x copy (AV2 0.858), the scaled
+# entry (kernel-only: is cl-t512v8 within 3 % of t1024v4 there?), the backward from lse per entry
+# (AV2: bwd 0.941 x QuACK on the ring; the recompute read map-t256v8 4.4 % ahead of the ring), the
+# training pair on the plan, then the acceptance method. Predicted (H100): fwd+bwd 0.92-0.93 x copy (AV2 0.858), the scaled
 # step ~0.93 x QuACK (AV2 0.855), the loss alone 0.99-1.02 x copy (AV2 1.017 on t1024v4).
-run ce_32768 200 bash -c "build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768 --dir fwd --config all && build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768 --dir fwdbwd && python3 bench/bench_rows.py --ops ce_fwd_bwd,ce_fwd_bwd_half,ce_fwd,ce_bwd --dtypes bf16 --shapes 16384x32768 --impls ours,quack --rounds 3 --plot '' --out $R/ce_32768.jsonl"
+run ce_32768 200 bash -c "build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768 --dir fwd --config all && build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768 --dir bwd --config all && build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768 --dir fwdbwd && python3 bench/bench_rows.py --ops ce_fwd_bwd,ce_fwd_bwd_half,ce_fwd,ce_bwd --dtypes bf16 --shapes 16384x32768 --impls ours,quack --rounds 3 --plot '' --out $R/ce_32768.jsonl"
 # ncu_dact: where dact's points against QuACK's go (issue 17; status.md thread 3): one launch
 # each of our plain gemm, gemm_act, gemm_dact and QuACK's gemm_act, gemm_dact at 16384 x 14336 x
 # 4096 (relu), clocks not locked (AV3's try stopped at the script's gemm_act call on a row-major B;
