@@ -10,7 +10,8 @@ region, for Nsight Compute (device only; clocks left alone):
 `act M N K NAME[,NAME...]` profiles our plain gemm, then gemm_act (preact stored) with each
 activation named, in that order (the epilogue's cost per activation); `dact M N K [ACT]` (default
 relu) our plain gemm, gemm_act and gemm_dact, then QuACK's gemm_act and gemm_dact, all on D =
-dout (M, K) @ W (K, N) (dact's epilogue beside act's and QuACK's); `gated M N K [ACT]` our plain
+dout (M, K) @ W (K, N) (dact's epilogue beside act's and QuACK's; our gemm_act reads W's values
+K-major, the one B layout it compiles); `gated M N K [ACT]` our plain
 gemm, gemm_gated and gemm_dgated (default swiglu); `ce M N` in place of `M N K` profiles the cross-entropy forward (reduction="none") of each
 instead; `topk M N K [fp32|bf16]` the top-k forward (quack_cpp.topk against quack.topk). The `--sass` mode prints, per kernel, the SASS lines with the most warp stall samples
 and the stall reasons sampled on them (the per-instruction view behind the kernel-wide
@@ -59,7 +60,7 @@ def calls(args):
         dout = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         W = (torch.randn(K, N, device="cuda") * K ** -0.5).to(torch.bfloat16)
         pre = (torch.randn(M, N, device="cuda") * 2.0).to(torch.bfloat16)
-        Wc = W.t().contiguous().t()  # W's values N-major: gemm_act compiles K-major B only
+        Wc = W.t().contiguous().t()  # W's values K-major: gemm_act compiles K-major B only
         return [("plain", lambda: quack_cpp.gemm(dout, W)),
                 ("act", lambda: quack_cpp.gemm_act(dout, Wc, act)),
                 ("dact", lambda: quack_cpp.gemm_dact(dout, W, pre, act)),

@@ -145,7 +145,8 @@ struct GemmArgs {
   /// Autotuning (QuACK's tuned=True): false runs the default tile configuration (or
   /// QUACK_GEMM_TILE_N's); true picks, per (device: compute capability and SM count; M, N, K
   /// rounded up to powers of two, L, dtypes, majors, C's dtype when read), the fastest compiled
-  /// configuration of the problem's dtypes and majors, timed on the first call on `stream` with
+  /// configuration of the problem's dtypes and majors (the default one unless another times
+  /// more than 1 % faster), timed on the first call on `stream` with
   /// a scratch D (the caller's D is written once, by the chosen kernel) and cached on disk
   /// ($QUACK_CACHE_DIR/gemm_autotune.tsv, else $XDG_CACHE_HOME or ~/.cache /quack_cpp/; safe
   /// under concurrent processes). During CUDA-graph capture nothing is timed: the cached choice,

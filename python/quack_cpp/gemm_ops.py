@@ -518,7 +518,7 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
             uses its value at replay time; QuACK's alpha pointer mode). No gradient flows to a
             tensor alpha; the backward GEMMs use it too.
         tuned: QuACK's ``tuned=True``: the forward GEMM picks the fastest compiled tile
-            configuration, timed on the first call per (M, N, K rounded up to powers of two,
+            configuration (the default one unless another is > 1 % faster), timed on the first call per (M, N, K rounded up to powers of two,
             dtypes, layouts) on a scratch output and cached on disk (QUACK_CACHE_DIR); never
             timed during CUDA-graph capture. The backward GEMMs use the default. Default False
             (QuACK 0.2.0 defaults to True): the tile rule picks without a timing pass (the GPU

@@ -37,8 +37,8 @@ float time_launch(GemmLauncher run, const GemmProblem& p, cudaStream_t stream, c
 
 // Each candidate's median milliseconds a launch on p, timed in rounds of one launch each whose
 // order rotates (round r starts at candidate r mod n): the clock falls as the GPU heats towards
-// its power limit, and timing the candidates one after another gave that drift to the last
-// ones (run AV3: the tuned pick 2 % slower than the rule's at two of three shapes).
+// its power limit, and timing the candidates one after another would give that drift to the
+// last ones.
 std::vector<float> time_candidates(const std::vector<GemmCandidate>& candidates,
                                    const GemmProblem& p, cudaStream_t stream) {
   const size_t n = candidates.size();

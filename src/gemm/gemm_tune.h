@@ -7,7 +7,8 @@
 // that rotates between rounds; medians, CUDA events) writing a scratch D, so the caller's D is
 // never written while tuning (in-place C = D stays read-only); the fastest one's name is stored
 // in the AutotuneCache (memory and disk, src/gemm/autotune_cache.h), unless it is less than
-// kTuneMargin faster than the untuned choice (the tile rule's), which then stays. While
+// kTuneMargin faster than the untuned choice (the tile rule's; QUACK_GEMM_TILE's where that is
+// set, so a forced tile can be what the cache keeps), which then stays. While
 // the stream is capturing a CUDA graph nothing is timed: the cached choice, else the untuned
 // choice (the tile rule's, as GemmArgs::tuned = false). Method: QuACK 0.2.0's autotuner (first call per key, disk cache),
 // CUTLASS's profiler for the timing loop.
@@ -28,9 +29,10 @@ struct GemmCandidate {
   GemmLauncher run;
 };
 
-/// How much faster than the untuned choice a candidate must time to replace it: candidates of
-/// one speed time ~1-2 % apart (run AV3, H100: the tuned pick 1.9 / 2.1 % slower than the rule's
-/// by do_bench at 16384 x 4096 x 14336 and 8192^3, 10 % faster at 4096^3).
+/// How much faster than the untuned choice a candidate must time to replace it. Run AV3 (H100)
+/// read the tuned pick 1.9 / 2.1 % slower than the rule's by do_bench at 16384 x 4096 x 14336
+/// and 8192^3 (10 % faster at 4096^3; the picks' names not recorded): a pick within a few
+/// launches' spread of the rule's is not worth a change of tile.
 inline constexpr float kTuneMargin = 0.01f;
 
 /// The index of ms (milliseconds per candidate) to keep: the fastest, unless `incumbent` (the

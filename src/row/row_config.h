@@ -149,8 +149,8 @@ struct RowConfig {
 //    one stage), 256-thread CTAs so the column sums of 16 vectors per thread stay in registers
 //    (255-register cap); unmeasured.
 // Entries after staged-v16-s1 are planned only as preferred entries (row_plan.cpp,
-// preferred_entry: cl-t256v8-s1, cl-t256v8, t128v4, ring-t1024v4-s3, r4t32v8, r16t16v2,
-// map-t256v8, staged-v4-ra), else forced by plan_row(op, problem, config) (GPU
+// preferred_entry: cl-t512v8, cl-t256v8-s1, cl-t256v8, t128v4, ring-t1024v4-s3, r4t32v8,
+// r16t16v2, map-t256v8, staged-v4-ra), else forced by plan_row(op, problem, config) (GPU
 // tests, `quack-bench ... --config all`):
 //  - r64t4v4, r32t8v4 (rows of ≤ 256 / 512 B), r4t32v8 (≤ 4 KB, one warp per row), t128v4
 //    (≤ 8 KB): 4-8 vectors per thread, so more bytes in flight per thread and fewer threads per

@@ -191,8 +191,9 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
 //    r8t32v1's 2.13 (run Z, at 48: r32t8v4 2.20, r8t32v1 2.05); RMSNorm (2.70 / 2.72) and
 //    softmax (2.73 / 2.67) do not gain from r32t8v4 there (run Z) and keep r8t32v1.
 //  - cross-entropy's forwards (kTrialPlanned) on 16-bit rows of (32, 64] KB: cl-t512v8, one
-//    512-thread CTA a row (two CTAs per SM), where kRowConfigs' order gives t1024v4 (one
-//    1024-thread CTA per SM in lockstep). Run AV (H100, kernel-only, bf16 16384 x 32768, both
+//    512-thread CTA a row (two CTAs per SM at 64 registers; one for the softcap's fwd+dx, whose
+//    cluster kernels are not bounded to 64: unmeasured), where kRowConfigs' order gives t1024v4
+//    (one 1024-thread CTA per SM in lockstep). Run AV (H100, kernel-only, bf16 16384 x 32768, both
 //    kernels of the predicted forward on the entry): the training pair at grad 1 0.759 ms
 //    against t1024v4's 0.822 (t512v8 0.786, cl-t256v8 0.774, cl-t256v8-s1 0.787), at grad 0.5
 //    (loss-only forward, then the recompute) 1.167 against 1.274; the forward with the word

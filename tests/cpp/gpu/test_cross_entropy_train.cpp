@@ -31,7 +31,7 @@
 //                         that is not split: loss, lse and dx bitwise equal, clusters of 1 to
 //                         16, options, dtypes, in place.
 //   CeTrain.Empty         M = 0.
-//   CeTrain.ManyRowBlocks at least twice as many row blocks as resident CTAs (V = 32768 bf16:
+//   CeTrain.ManyRowBlocks at least twice as many row blocks as resident CTAs (V = 16384 bf16:
 //                         the register policy), so that every CTA of the gated backward loops
 //                         over row blocks: open (recompute, grad_output 0.5 and 1) and closed
 //                         (after an open step) as in Sequences; and the backward's kernel forced
@@ -632,7 +632,9 @@ TEST_F(CeTrain, PairBitwise) {
       {37, 131072},        // cl-t256v8 for both kernels (clusters of 8)
       {4, 262144},         // the same at clusters of 16
       {64, 4096},          // t128v4 (8 KB rows)
-      {600, 32768},        // t1024v4: more row blocks than some grids, the gated loops
+      {600, 16384},        // t512v4: more row blocks than some grids, the gated loops
+      {600, 32768},        // cl-t512v8 for both kernels (rows of (32, 64] KB)
+      {64, 32000, DType::kBFloat16, 20.0},          // the same with a tail and the softcap
       {16, 8192, DType::kBFloat16, 20.0},           // softcap instances
       {9, 65536, DType::kFloat32, 0.0, 1e-3, 0.1},  // fp32 (the ring), z-loss, smoothing
       {33, 16384, DType::kFloat16},
@@ -781,9 +783,9 @@ int64_t sm_count() {
 TEST_F(CeTrain, ManyRowBlocks) {
   const int64_t sms = sm_count();
   ASSERT_GT(sms, 0);
-  TrainCase c;  // t1024v4 (register policy): at most 2 CTAs per SM
-  c.M = 2 * sms * 2 + 3;
-  c.V = 32768;
+  TrainCase c;  // t512v4 (register policy, both forwards and the backward): ≤ 4 CTAs per SM
+  c.M = 2 * sms * 4 + 3;
+  c.V = 16384;
   run_sequence(c, kSteps);  // open at steps 2, 3 (g 0.5, 1); closed at 0, 1, 4 (4 after open)
 
   std::vector<CeCase> cases;

@@ -397,6 +397,8 @@ TEST(CrossEntropyPlan, TrainingShapes) {
   EXPECT_EQ(plan_name(16384, 32768, bf, false), "cl-t512v8-x1");
   EXPECT_EQ(plan_name(16384, 32768, bf, true), "cl-t512v8-x1");
   EXPECT_EQ(plan_name(16384, 32000, bf, true), "cl-t512v8-x1");
+  EXPECT_EQ(plan_name(16384, 16384, bf, true), "t512v4");  // 32 KB: the table's order
+  EXPECT_EQ(plan_name(16384, 16384, bf, false), "t512v4");
   // The loss alone: cl-t256v8 on rows of (64, 256] KB, then the looped entry (row_plan.cpp).
   EXPECT_EQ(plan_name(16384, 65536, bf, false), "cl-t256v8-x4");  // (64, 256] KB rows
   EXPECT_EQ(plan_name(16384, 65544, bf, false), "cl-t256v8-x5");
@@ -439,6 +441,7 @@ TEST(CrossEntropyPlan, TrainingShapes) {
   EXPECT_EQ(train_plan(16384, 131072, bf), "t1024v2-looped");
   EXPECT_EQ(train_plan(8192, 262144, bf), "t1024v2-looped");
   EXPECT_EQ(train_plan(16384, 32768, bf), "ring-t1024v4-s3-x1");
+  EXPECT_EQ(train_plan(16384, 16384, bf), "t512v4");  // CeTrain.ManyRowBlocks' register loops
   EXPECT_EQ(train_plan(16384, 65536, f32), "ring-t1024v4-s3-x4");
   EXPECT_EQ(bwd_plan(16384, 65536, f32), "ring-t1024v4-s3-x4");
   EXPECT_EQ(bwd_plan(16384, 32768, bf), "ring-t1024v4-s3-x1");
