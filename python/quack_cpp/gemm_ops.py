@@ -633,7 +633,11 @@ def linear_dtype(x: Tensor, weight: Tensor) -> Optional[torch.dtype]:
     """The dtype ``linear`` computes in for these inputs, or None when the kernels do not apply:
     the autocast dtype when autocast is on for x's device type, else x's dtype, which must
     equal weight's; it must be bfloat16 or float16."""
-    dev = x.device.type
+    return _linear_dtype(x, weight, x.device.type)
+
+
+def _linear_dtype(x: Tensor, weight: Tensor, dev: str) -> Optional[torch.dtype]:
+    # linear_dtype, given dev = x.device.type (a caller that has it: nn.Linear)
     if dev in ("cuda", "cpu") and torch.is_autocast_enabled(dev):
         dtype = torch.get_autocast_dtype(dev)
     elif x.dtype == weight.dtype:
@@ -715,14 +719,14 @@ class Linear:
         else:
             y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned), None, None, bias)
         need_x, need_w = ctx.needs_input_grad[:2]
-        lead = x.shape[:-1]
+        lead = x.shape[:-1] if x.dim() != 2 else None  # None: y and dx as made, (M, N) / (M, K)
         ctx.dtype, ctx.lead, ctx.n = dtype, lead, N
         ctx.bias_dtype = bias.dtype if bias is not None else None
         # Fused accumulation reads weight.grad at backward time: eager only (as QuACK).
         ctx.fuse = bool(fuse_grad_accum and need_w and not torch.compiler.is_compiling())
         ctx.save_for_backward(x2 if need_w else None, w if need_x else None,
                               weight if ctx.fuse or need_w else None)
-        return y if x.dim() == 2 else y.view(*lead, N)
+        return y if lead is None else y.view(*lead, N)
 
     def backward(ctx, dy):
         x2, w, weight = ctx.saved_tensors
@@ -735,7 +739,7 @@ class Linear:
                 dx = gemm_op.run(path, g, w, None, 1.0, 0.0, ctx.dtype, False, None, None, None)
             else:
                 dx = gemm_op(g, w, None, 1.0, 0.0, ctx.dtype, False, None, None)
-            if len(ctx.lead) != 1:
+            if ctx.lead is not None:
                 dx = dx.view(*ctx.lead, w.shape[1])
         if need_w:  # wgrad: dW = dy^T @ x, in weight's dtype where the C++ has that instance
             dw = weight_grad(g, x2, weight, ctx.dtype, ctx.fuse,
@@ -799,15 +803,23 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
 
     Source: QuACK 0.2.0 ``linear.LinearFunc`` / ``linear_func``.
     """
+    return _linear(x, weight, bias, None, fuse_grad_accum, tuned)
+
+
+def _linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: Optional[torch.dtype],
+            fuse_grad_accum: bool, tuned: bool) -> Tensor:
+    """``linear``; dtype: ``linear_dtype(x, weight)`` where the caller has it and it is not None
+    (``nn.Linear``), else None (then computed here, after the device checks)."""
     path = _reg.route(x, weight, bias)
     if path == _reg.CUSTOM:
         _check("linear", x=x, weight=weight)
         if bias is not None:
             _check("linear", bias=bias)
-    dtype = linear_dtype(x, weight)
     if dtype is None:
-        raise ValueError(f"linear: x {_shape(x)} and weight {_shape(weight)}: expected both "
-                         "bfloat16 or both float16 (or autocast to one of them)")
+        dtype = linear_dtype(x, weight)
+        if dtype is None:
+            raise ValueError(f"linear: x {_shape(x)} and weight {_shape(weight)}: expected both "
+                             "bfloat16 or both float16 (or autocast to one of them)")
     if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: x has shape {tuple(x.shape)} and weight {tuple(weight.shape)},"
                          " expected (..., K) and (N, K)")
