@@ -66,8 +66,8 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--profile", default="",
                    help="cProfile one case (a key of cases(): rmsnorm_fwd, rmsnorm_grad, "
-                   "rmsnorm, layernorm_fwd, layernorm_grad, linear, linear_bias, gemm, softmax_fwd, "
-                   "softmax_grad, ce_fwd, ce_grad, ...)")
+                   "rmsnorm, layernorm_fwd, layernorm_grad, linear, linear_bias, gemm, "
+                   "softmax_fwd, softmax_grad, ce_fwd, ce_grad, ...)")
     p.add_argument("--cases", default="",
                    help="comma-separated keys of cases() to time (default: all), e.g. "
                    "linear,gemm")
