@@ -5,6 +5,7 @@ next to a built ``_C*.so`` on PYTHONPATH; any torch build, CPU is enough):
 
     python3 bench/bench_host_overhead_cpu.py                  # M=8, N=K=1024 (bench_op_overhead's)
     python3 bench/bench_host_overhead_cpu.py --profile linear # cProfile of one case
+    python3 bench/bench_host_overhead_cpu.py --cases linear,gemm  # these cases only
     python3 bench/bench_host_overhead_cpu.py --custom-op      # the custom ops' path
 
 Cases (each: one call = what bench_host_time.py / bench_op_overhead.py time on the GPU, minus
@@ -17,6 +18,9 @@ the GPU):
   layernorm fwd+bwd torch.autograd.grad(quack_cpp.layernorm(xr, wr, br), (xr, wr, br), dy)
   linear fwd+bwd   quack_cpp.nn.Linear(K, N, bf16)(x bf16 (M, K)).backward(dy): forward GEMM,
                    dgrad, wgrad; grads reset to None
+  linear+bias fwd+bwd  the same with bias=True (bf16 (N,)): the bias in the forward GEMM's
+                   epilogue, its gradient dy.sum(0) in fp32 (torch's reduction, computed on
+                   the CPU here: its compute is part of the figure)
   gemm fwd         quack_cpp.gemm(A bf16 (M, K), W.T) with no grad (``_gemm_impl`` only)
   softmax fwd      quack_cpp.softmax(x) under no_grad, x bf16 (M, N) (bench_host_time.py's)
   softmax fwd+bwd  torch.autograd.grad(quack_cpp.softmax(xr), (xr,), dy) (ditto)
@@ -62,8 +66,11 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--profile", default="",
                    help="cProfile one case (a key of cases(): rmsnorm_fwd, rmsnorm_grad, "
-                   "rmsnorm, layernorm_fwd, layernorm_grad, linear, gemm, softmax_fwd, "
-                   "softmax_grad, ce_fwd, ce_grad, ...)")
+                   "rmsnorm, layernorm_fwd, layernorm_grad, linear, linear_bias, gemm, "
+                   "softmax_fwd, softmax_grad, ce_fwd, ce_grad, ...)")
+    p.add_argument("--cases", default="",
+                   help="comma-separated keys of cases() to time (default: all), e.g. "
+                   "linear,gemm")
     p.add_argument("--clock", choices=("thread", "wall"), default="thread",
                    help="thread: CPU time of this thread (default; other processes on a shared "
                    "host do not count), wall: time.perf_counter")
@@ -208,6 +215,12 @@ def cases(torch, a):
         q(xl).backward(dyl)
         xl.grad = q.weight.grad = None
 
+    qb = qnn.Linear(a.K, a.N, bias=True, dtype=bf16)
+
+    def linear_bias():
+        qb(xl).backward(dyl)
+        xl.grad = qb.weight.grad = qb.bias.grad = None
+
     A, Bt = xl.detach(), q.weight.detach()
 
     def gemm():
@@ -265,6 +278,7 @@ def cases(torch, a):
             "layernorm_fwd": ("layernorm fwd", layernorm_fwd),
             "layernorm_grad": ("layernorm fwd+bwd", layernorm_grad),
             "linear": ("linear fwd+bwd", linear),
+            "linear_bias": ("linear+bias fwd+bwd", linear_bias),
             "gemm": ("gemm fwd", gemm),
             "softmax_fwd": ("softmax fwd", softmax_fwd),
             "softmax_grad": ("softmax fwd+bwd", softmax_grad),
@@ -289,6 +303,8 @@ def main():
     cpp = not a.python_eager and ops._torch_ext is not None
     lib = patch(reg, ops, gemm_ops, torch, a.custom_op, cpp)  # noqa: F841 (kept registered)
     table = cases(torch, a)
+    if a.cases:
+        table = {k: table[k] for k in a.cases.split(",")}
     if a.profile:
         import cProfile
         import pstats

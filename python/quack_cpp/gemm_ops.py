@@ -633,7 +633,11 @@ def linear_dtype(x: Tensor, weight: Tensor) -> Optional[torch.dtype]:
     """The dtype ``linear`` computes in for these inputs, or None when the kernels do not apply:
     the autocast dtype when autocast is on for x's device type, else x's dtype, which must
     equal weight's; it must be bfloat16 or float16."""
-    dev = x.device.type
+    return _linear_dtype(x, weight, x.device.type)
+
+
+def _linear_dtype(x: Tensor, weight: Tensor, dev: str) -> Optional[torch.dtype]:
+    # linear_dtype, given dev = x.device.type (a caller that has it: nn.Linear)
     if dev in ("cuda", "cpu") and torch.is_autocast_enabled(dev):
         dtype = torch.get_autocast_dtype(dev)
     elif x.dtype == weight.dtype:
@@ -662,11 +666,14 @@ def _rows(t: Tensor, k: int) -> Tensor:
     return t.reshape(m, 0)
 
 
-def weight_grad(g: Tensor, x2: Tensor, weight: Tensor, dtype: torch.dtype, fuse: bool) -> Tensor:
+def weight_grad(g: Tensor, x2: Tensor, weight: Tensor, dtype: torch.dtype, fuse: bool,
+                path: Optional[int] = None) -> Tensor:
     """The wgrad of y = x2 @ W^T for the output gradient g (M, N) and x2 (M, K): dW = g^T @ x2,
     produced in weight's dtype where the C++ has that instance (else in ``dtype``, then cast).
     fuse: accumulate into an existing ``weight.grad`` in place (gemm_add_inplace, beta = 1) and
-    hand it to autograd with ``weight.grad`` cleared (QuACK's fuse_grad_accum; eager only)."""
+    hand it to autograd with ``weight.grad`` cleared (QuACK's fuse_grad_accum; eager only).
+    path: ``_registrar.EAGER`` when the caller's ``route`` over tensors including g and x2 gave
+    it (the GEMM then runs without routing again); None: the GEMM routes its own call."""
     a, b, wdt = g.mT, x2, weight.dtype
     grad = weight.grad if fuse else None
     if grad is not None and _accepts(a, b, grad, grad, 1.0):
@@ -675,52 +682,71 @@ def weight_grad(g: Tensor, x2: Tensor, weight: Tensor, dtype: torch.dtype, fuse:
         return grad
     # e.g. fp16 -> fp32 for these layouts: fp16 dW, then cast (as torch does). Asked only where
     # the answer matters: wdt == dtype computes in dtype either way.
-    shape = (a.shape[0], b.shape[1])
-    ok = wdt == dtype or any(_accepts(a, b, None, (shape, wdt, col)) for col in (False, True))
-    return _cast(gemm_op(a, b, None, 1.0, 0.0, wdt if ok else dtype, False, None, None), wdt)
+    ok = wdt == dtype
+    if not ok:
+        shape = (a.shape[0], b.shape[1])
+        ok = any(_accepts(a, b, None, (shape, wdt, col)) for col in (False, True))
+    out = wdt if ok else dtype
+    if path == _reg.EAGER:
+        return _cast(gemm_op.run(path, a, b, None, 1.0, 0.0, out, False, None, None, None), wdt)
+    return _cast(gemm_op(a, b, None, 1.0, 0.0, out, False, None, None), wdt)
 
 
 class Linear:
     """y = x @ W^T (+ b) for x (..., K) and W (N, K) in a compute dtype, with the dgrad and wgrad
     GEMMs in its backward and eager-only fused weight-gradient accumulation (see ``linear``).
     A composite: its GEMMs are ``gemm_op`` / ``gemm_add_inplace_op``, so torch.compile sees
-    those custom ops."""
+    those custom ops.
+
+    path: ``linear``'s ``route`` over x, weight and bias. On ``EAGER`` and ``EAGER_GRAD`` the
+    forward GEMM runs on ``EAGER`` without routing again (inside the Function grad mode is off,
+    and x2 and w are plain tensors made from plain x and weight, so its own route would give
+    ``EAGER``); on ``CUSTOM`` it routes its call. The backward routes once over dy's operand,
+    w and x2: on ``EAGER`` its GEMMs run there, else each routes its call."""
 
     name = "quack_cpp::linear"
 
     def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: torch.dtype,
-                fuse_grad_accum: bool, tuned: bool) -> Tensor:
-        K, N = weight.shape[1], weight.shape[0]
+                fuse_grad_accum: bool, tuned: bool, path: int) -> Tensor:
+        N, K = weight.shape
         x2 = _as_operand(_rows(_cast(x, dtype), K))
         w = _cast(weight, dtype)
-        if bias is None:
+        if path != _reg.CUSTOM:
+            y = gemm_op.run(_reg.EAGER, x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned), None, None,
+                            bias)
+        elif bias is None:
             y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned), None, None)
         else:
             y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned), None, None, bias)
         need_x, need_w = ctx.needs_input_grad[:2]
-        lead = x.shape[:-1]
+        lead = x.shape[:-1] if x.dim() != 2 else None  # None: y and dx as made, (M, N) / (M, K)
         ctx.dtype, ctx.lead, ctx.n = dtype, lead, N
         ctx.bias_dtype = bias.dtype if bias is not None else None
         # Fused accumulation reads weight.grad at backward time: eager only (as QuACK).
         ctx.fuse = bool(fuse_grad_accum and need_w and not torch.compiler.is_compiling())
         ctx.save_for_backward(x2 if need_w else None, w if need_x else None,
                               weight if ctx.fuse or need_w else None)
-        return y if x.dim() == 2 else y.view(*lead, N)
+        return y if lead is None else y.view(*lead, N)
 
     def backward(ctx, dy):
         x2, w, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         g = _as_operand(_rows(_cast(dy, ctx.dtype), ctx.n))
         dx = dw = db = None
+        path = _reg.route(g, w, x2) if need_x or need_w else None
         if need_x:  # dgrad: dx = dy @ W
-            dx = gemm_op(g, w, None, 1.0, 0.0, ctx.dtype, False, None, None)
-            if len(ctx.lead) != 1:
+            if path == _reg.EAGER:
+                dx = gemm_op.run(path, g, w, None, 1.0, 0.0, ctx.dtype, False, None, None, None)
+            else:
+                dx = gemm_op(g, w, None, 1.0, 0.0, ctx.dtype, False, None, None)
+            if ctx.lead is not None:
                 dx = dx.view(*ctx.lead, w.shape[1])
         if need_w:  # wgrad: dW = dy^T @ x, in weight's dtype where the C++ has that instance
-            dw = weight_grad(g, x2, weight, ctx.dtype, ctx.fuse)
+            dw = weight_grad(g, x2, weight, ctx.dtype, ctx.fuse,
+                             path if path == _reg.EAGER else None)
         if need_b:  # the column sum of dy (fp32, in bias's dtype)
             db = g.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
-        return dx, dw, db, None, None, None
+        return dx, dw, db, None, None, None, None
 
 
 linear_op = register_function(Linear)
@@ -777,19 +803,28 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
 
     Source: QuACK 0.2.0 ``linear.LinearFunc`` / ``linear_func``.
     """
+    return _linear(x, weight, bias, None, fuse_grad_accum, tuned)
+
+
+def _linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: Optional[torch.dtype],
+            fuse_grad_accum: bool, tuned: bool) -> Tensor:
+    """``linear``; dtype: ``linear_dtype(x, weight)`` where the caller has it and it is not None
+    (``nn.Linear``), else None (then computed here, after the device checks)."""
     path = _reg.route(x, weight, bias)
     if path == _reg.CUSTOM:
         _check("linear", x=x, weight=weight)
         if bias is not None:
             _check("linear", bias=bias)
-    dtype = linear_dtype(x, weight)
     if dtype is None:
-        raise ValueError(f"linear: x {_shape(x)} and weight {_shape(weight)}: expected both "
-                         "bfloat16 or both float16 (or autocast to one of them)")
+        dtype = linear_dtype(x, weight)
+        if dtype is None:
+            raise ValueError(f"linear: x {_shape(x)} and weight {_shape(weight)}: expected both "
+                             "bfloat16 or both float16 (or autocast to one of them)")
     if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: x has shape {tuple(x.shape)} and weight {tuple(weight.shape)},"
                          " expected (..., K) and (N, K)")
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != weight.shape[0]):
         raise ValueError(f"linear: bias has shape {tuple(bias.shape)}, expected "
                          f"({weight.shape[0]},) (out_features)")
-    return linear_op.run(path, x, weight, bias, dtype, bool(fuse_grad_accum), bool(tuned))
+    return linear_op.run(path, x, weight, bias, dtype, bool(fuse_grad_accum), bool(tuned),
+                         path)

@@ -12,7 +12,7 @@ from . import _registrar as _reg
 from .cross_entropy_ops import cross_entropy
 from .gemm_act_ops import (GATED_ACTIVATIONS, _postact_torch, act_linear, activation_name,
                            deinterleave_gate_up, interleave_gate_up, is_gated, linear_act, mlp)
-from .gemm_ops import linear, linear_dtype
+from .gemm_ops import _linear, _linear_dtype, linear, linear_dtype
 from .layernorm_ops import layernorm
 from .linear_cross_entropy_ops import (_compute_dtype, linear_cross_entropy,
                                        linear_cross_entropy_torch)
@@ -255,19 +255,24 @@ class Linear(torch.nn.Linear):
     def forward(self, input: Tensor) -> Tensor:
         """y = input W^T + b; input (*, in_features), y (*, out_features)."""
         weight, bias = self.weight, self.bias  # one nn.Module.__getattr__ each
-        if input.device.type in _reg.DEVICE_TYPES and _kernel_dtype(input, weight, bias):
-            return linear(input, weight, bias, fuse_grad_accum=self.fuse_grad_accum,
-                          tuned=self.tuned)
+        dev = input.device.type
+        if dev in _reg.DEVICE_TYPES:
+            dtype = _kernel_dtype(input, weight, bias, dev)
+            if dtype is not None:  # linear's call, given the dtype it computes
+                return _linear(input, weight, bias, dtype, self.fuse_grad_accum, self.tuned)
         return F.linear(input, weight, bias)
 
 
-def _kernel_dtype(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
-    """Whether the GEMM kernels compute this layer: a bfloat16/float16 compute dtype (the
-    plain, bias and fused-activation epilogues are compiled for both, outputs in the compute
-    dtype) and a float bias."""
-    if linear_dtype(x, weight) is None:
-        return False
-    return bias is None or bias.dtype in _FLOAT_DTYPES
+def _kernel_dtype(x: Tensor, weight: Tensor, bias: Optional[Tensor],
+                  dev: Optional[str] = None) -> Optional[torch.dtype]:
+    """The compute dtype (``linear_dtype``) when the GEMM kernels compute this layer, else None:
+    a bfloat16/float16 compute dtype (the plain, bias and fused-activation epilogues are
+    compiled for both, outputs in the compute dtype) and a float bias. dev: x.device.type
+    where the caller has it."""
+    dtype = _linear_dtype(x, weight, x.device.type if dev is None else dev)
+    if dtype is None or (bias is not None and bias.dtype not in _FLOAT_DTYPES):
+        return None
+    return dtype
 
 
 def _interleave_columns(y: Tensor) -> Tensor:
@@ -330,7 +335,7 @@ class LinearAct(torch.nn.Linear):
         n_post = self.out_features // 2 if is_gated(self.activation) else self.out_features
         return (x.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
                 and self.out_features % 8 == 0 and n_post % 8 == 0
-                and _kernel_dtype(x, self.weight, self.bias))
+                and _kernel_dtype(x, self.weight, self.bias) is not None)
 
     def forward(self, input: Tensor) -> Tuple[Optional[Tensor], Tensor]:
         if self._kernels(input):
@@ -384,7 +389,7 @@ class DActLinear(torch.nn.Linear):
 
     def forward(self, preact: Optional[Tensor], postact: Tensor) -> Tensor:
         kernels = (postact.device.type in _reg.DEVICE_TYPES
-                   and _kernel_dtype(postact, self.weight, self.bias))
+                   and _kernel_dtype(postact, self.weight, self.bias) is not None)
         if preact is None:  # LinearAct's store_preact=False without a gradient: a plain linear
             if kernels:
                 return linear(postact, self.weight, self.bias,
@@ -470,7 +475,7 @@ class MLP(Module):
         w1, b1 = self.fc1.weight, self.fc1.bias
         return (x.device.type in _reg.DEVICE_TYPES and self.in_features % 8 == 0
                 and self.hidden_features % 8 == 0 and self.out_features % 8 == 0
-                and _kernel_dtype(x, w1, b1)
+                and _kernel_dtype(x, w1, b1) is not None
                 and (self.fc2.bias is None or self.fc2.bias.dtype in _FLOAT_DTYPES)
                 and linear_dtype(x, self.fc2.weight) == linear_dtype(x, w1))
 

@@ -360,8 +360,50 @@ def _gemm_scenarios():
         y.float().sum().backward()
         return [y, x.grad]
 
+    def _linear_module(g, bias=True, dtype=bf16):
+        q = quack_cpp.nn.Linear(16, 24, bias=bias, dtype=dtype)
+        with torch.no_grad():
+            q.weight.copy_(_rand(g, 24, 16, dtype=dtype))
+            if bias:
+                q.bias.copy_(_rand(g, 24, dtype=dtype))
+        return q
+
+    def linear_needs_input_grad(g):
+        # Every subset of x, weight and bias requiring grad (needs_input_grad: which of the
+        # dgrad, wgrad and bias-grad run), a 3-D x; no subset: the forward without a node.
+        res = []
+        for mask in range(8):
+            q = _linear_module(g)
+            q.weight.requires_grad_(bool(mask & 2))
+            q.bias.requires_grad_(bool(mask & 4))
+            x = _rand(g, 3, 4, 16, grad=bool(mask & 1))
+            y = q(x)
+            if mask:
+                y.backward(_rand(g, 3, 4, 24))
+            res += [y, x.grad, q.weight.grad, q.bias.grad]
+        return res
+
+    def linear_autocast_fp32_weight(g):
+        # fp32 weight and bias under autocast: dW in fp32 (weight_grad's _accepts queries), db
+        # cast to fp32; 2-D x
+        q = _linear_module(g, dtype=f32)
+        x = torch.randn(6, 16, generator=g).requires_grad_(True)
+        with torch.autocast("cpu", dtype=bf16):
+            y = q(x)
+        y.float().sum().backward()
+        return [y, x.grad, q.weight.grad, q.bias.grad]
+
+    def linear_create_graph(g):
+        # A backward that records its GEMMs (dy requires grad), then differentiated again.
+        q = _linear_module(g)
+        x, dy = _rand(g, 5, 16, grad=True), _rand(g, 5, 24, grad=True)
+        dx, dw, db = torch.autograd.grad(q(x), (x, q.weight, q.bias), dy, create_graph=True)
+        (dx.float().sum() + dw.float().sum() + db.float().sum()).backward()
+        return [dx, dw, db, dy.grad]
+
     return [gemm, gemm_batched_colmajor_b, gemm_add, gemm_add_device_scalars, gemm_no_grad,
-            gemm_add_inplace, linear_fused, linear_autocast_frozen]
+            gemm_add_inplace, linear_fused, linear_autocast_frozen, linear_needs_input_grad,
+            linear_autocast_fp32_weight, linear_create_graph]
 
 
 GEMM_SCENARIOS = _gemm_scenarios()

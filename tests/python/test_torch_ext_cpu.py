@@ -698,3 +698,54 @@ def test_linear_runs_its_three_gemms_on_the_cpp_path(gemm_stubbed, monkeypatch):
     assert n == 3
     assert run(True) == py
     assert len(gemm_stubbed.calls) == n, "a GEMM of Linear took the Python launch"
+
+
+def _linear_launches(cpp, mask, rec, monkeypatch):
+    """nn.Linear(64, 32, bias=True) forward and backward with x (4, 8, 64) / weight / bias
+    requiring grad as mask's bits 0 / 1 / 2: the outputs' metadata and each GEMM launch's
+    arguments (a, b, d, bias without pointers; alpha, beta, stream-K workspace), from the C++
+    path's _last_gemm_args after each of its calls, or from the Python path's _C.gemm."""
+    launches = []
+    if cpp:
+        ext = ops._torch_ext
+
+        def eager(*args):
+            out = ext.gemm(*args)
+            if out is not NotImplemented:
+                a, b, d, bias, alpha, beta, sk, skb = ext._last_gemm_args()
+                launches.append((_tuple(a), _tuple(b), _tuple(d), _tuple(bias) if bias else None,
+                                 alpha, beta, sk, skb))
+            return out
+        monkeypatch.setattr(gm.gemm_op, "eager", eager)
+    else:
+        monkeypatch.setattr(gm.gemm_op, "eager", None)
+    n = len(rec.calls)
+    torch.manual_seed(3)
+    lin = quack_cpp.nn.Linear(64, 32, bias=True, dtype=bf16)
+    lin.weight.requires_grad_(bool(mask & 2))
+    lin.bias.requires_grad_(bool(mask & 4))
+    x = torch.randn(4, 8, 64, dtype=bf16, requires_grad=bool(mask & 1))
+    y = lin(x)
+    if mask:
+        y.backward(torch.zeros_like(y))
+    if not cpp:
+        for a, b, _c, d, alpha, beta, *_, brow, _bcol, sk, skb in rec.calls[n:]:
+            launches.append((_tuple(a), _tuple(b), _tuple(d), _tuple(brow), alpha, beta, sk,
+                             skb))
+    meta = [None if t is None else (t.dtype, t.shape, t.stride())
+            for t in (y, x.grad, lin.weight.grad, lin.bias.grad)]
+    return meta, launches
+
+
+@pytest.mark.parametrize("mask", range(8))
+def test_linear_needs_input_grad_same_launches_on_both_paths(gemm_stubbed, monkeypatch, mask):
+    """For each subset of x, weight and bias requiring grad, Linear's GEMMs (the forward, the
+    dgrad where x requires grad, the wgrad where weight does) run on the C++ path with the
+    Python path's launch arguments, in the same order, and the outputs and gradients match."""
+    py_meta, py_launches = _linear_launches(False, mask, gemm_stubbed, monkeypatch)
+    assert len(py_launches) == 1 + bool(mask & 1) + bool(mask & 2)
+    n = len(gemm_stubbed.calls)
+    cpp_meta, cpp_launches = _linear_launches(True, mask, gemm_stubbed, monkeypatch)
+    assert len(gemm_stubbed.calls) == n, "a GEMM of Linear took the Python launch"
+    assert cpp_meta == py_meta
+    assert cpp_launches == py_launches
