@@ -3,16 +3,27 @@
 # the H200's.
 # Before the call, in /work/main: the library stamp must be the final commit's
 #   [ "$(cat .prebuilt-lib/stamp)" = "$(bash scripts/device/stamp.sh lib) ab=OFF" ] && echo current
-# (else rebuild it in /work/ci after `.ci/run`: AB_INSTANCES=OFF bash scripts/device/prebuild_lib.sh
+# (current at session 37's end: stamp 3c9a37f; else, in /work/ci: `git checkout -q -- . && git
+# checkout -q --detach main && .ci/run`, then AB_INSTANCES=OFF bash scripts/device/prebuild_lib.sh
 # && rm -rf /work/main/.prebuilt-lib && cp -r .prebuilt-lib /work/main/).
-# One cold call (leave `kind` out, timeout_s 600), carry [".prebuilt-lib",
-# ".peers/quack-0.2.0-site.tar.xz"] (QuACK's site packed at a 256 MiB dictionary: status.md):
+# Call 1 (cold; leave `kind` out, timeout_s 600), carry [".prebuilt-lib",
+# ".peers/quack-0.2.0-site.tar.xz"] (QuACK's site packed at a 256 MiB dictionary: status.md; 66.64
+# MB with the tree at session 37's end, 0.26 MB under a size once refused: write nothing
+# untracked into the tree first; if refused, carry [".prebuilt-lib"] and skip ncu_dact):
 #   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='CeTrain.* CeCases.* *CeConfigs* *CeOptions* *CeShapes* *Lce*-*Large* *Tuned*' \
-#   PYFILES='test_cross_entropy test_linear_cross_entropy' BUDGET=<min(560, budget_left - 120)> \
-#   ITEMS=scripts/device/aw_items.sh bash scripts/device/call_focus.sh
-# The GPU tests of the CE plan's (32, 64] KB rule (2a2d490: CeTrain.PairBitwise's 600 x 32768
-# case now runs cl-t512v8 on both kernels of the split forward and on the separate calls), then
-# the items in priority order (ce_32768, ncu_dact, rows_15_h200 — on an H200 only —, tune_time). A second warm call (within 30 s): call_bench.sh, same ITEMS.
+#   PYFILES='test_cross_entropy test_linear_cross_entropy test_linear test_gemm test_fastpath test_mlp test_nn' \
+#   BUDGET=<min(560, budget_left - 300)> ITEMS=scripts/device/aw_items.sh bash scripts/device/call_focus.sh
+# (budget_left - 300: refused starts cost 90-180 s each of the same budget; BUDGET counts from
+# after QuACK's unpacking.) The GPU tests of what session 37 left un-run: the CE plan's (32, 64] KB
+# rule (2a2d490: CeTrain.PairBitwise's 600 x 32768 and 64 x 32000 softcap cases run cl-t512v8 on
+# both kernels of the split forward and on the separate calls), the tuner (93d9e52: *Tuned*),
+# Linear's routes (149eda3: test_linear, test_mlp, test_nn, test_fastpath); then the items in
+# priority order (ce_32768, ncu_dact, rows_15_h200 — on an H200 only, opportunistic: on an H100
+# it prints 'skipped' —, tune_time). Call 1 will likely cut ncu_dact short (tests ~200 s): an
+# item counts as done only when it exits 0, so a cut item runs again whole in call 2.
+# Call 2 (warm: within 30 s of call 1's reply, its lease.warm true; timeout_s 600, the same carry):
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=<min(560, budget_left - 30)> \
+#   ITEMS=scripts/device/aw_items.sh bash scripts/device/call_bench.sh
 # Afterwards: the archive's tables to docs/data/run-AW_items.txt, the figures to
 # docs/performance.md and docs/status.md; then delete this file (git keeps it).
 #
