@@ -17,6 +17,7 @@
 #include "quack/tensor.h"
 #include "reference/half_host.h"
 #include "reference/tolerance.h"
+#include "scoped_env.h"
 
 namespace quack::test {
 
@@ -61,26 +62,6 @@ class GpuTest : public ::testing::Test {
     const cudaError_t e = cudaGetLastError();
     EXPECT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
   }
-};
-
-/// Sets an environment variable for its scope and restores the earlier value (or its absence):
-/// the library's switches that are read per call (QUACK_PDL, QUACK_GEMM_TILE, ...).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
 };
 
 /// Owned device memory (cudaMalloc: 256-byte aligned). Move-only.

@@ -15,6 +15,7 @@
 
 #include "common/pdl.h"
 #include "host_test_util.h"
+#include "scoped_env.h"
 #include "row/row_config.h"
 #include "row/row_plan.h"
 #include "softmax/softmax_internal.h"
@@ -769,8 +770,7 @@ namespace {
 // The column sums' programmatic launch (common/pdl.h) is on unless QUACK_PDL=0, read at each
 // launch: unset or anything else keeps it on.
 TEST(RowPlan, ProgrammaticLaunchSwitch) {
-  const char* old = std::getenv("QUACK_PDL");
-  const std::string saved = old ? old : "";
+  const test::ScopedEnv restore("QUACK_PDL", "1");  // the earlier value back at the end
   unsetenv("QUACK_PDL");
   EXPECT_TRUE(pdl_enabled());
   for (const char* v : {"1", "", "true", "00"}) {
@@ -779,8 +779,6 @@ TEST(RowPlan, ProgrammaticLaunchSwitch) {
   }
   setenv("QUACK_PDL", "0", 1);
   EXPECT_FALSE(pdl_enabled());
-  if (old) setenv("QUACK_PDL", saved.c_str(), 1);
-  else unsetenv("QUACK_PDL");
 }
 
 }  // namespace
