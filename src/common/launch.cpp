@@ -156,9 +156,8 @@ bool pdl_enabled() {
 }
 
 void launch_kernel_dependent(const void* kernel, void** args, int64_t grid, int block,
-                             size_t smem, cudaStream_t stream, const char* where,
-                             bool programmatic) {
-  launch_with(kernel, args, grid, block, smem, 1, stream, where, programmatic);
+                             size_t smem, cudaStream_t stream, const char* where) {
+  launch_with(kernel, args, grid, block, smem, 1, stream, where, pdl_enabled());
 }
 
 int64_t max_resident(const void* kernel, int block, size_t smem, int cluster_n, int device,

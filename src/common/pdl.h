@@ -17,11 +17,10 @@ namespace quack::detail {
 bool pdl_enabled();
 
 /// launch_kernel without clusters, with cudaLaunchAttributeProgrammaticStreamSerialization
-/// where `programmatic`: the kernel must pdl_wait() before it reads what the kernel ahead of it
+/// where pdl_enabled(): the kernel must pdl_wait() before it reads what the kernel ahead of it
 /// on the stream writes.
 void launch_kernel_dependent(const void* kernel, void** args, int64_t grid, int block,
-                             size_t smem, cudaStream_t stream, const char* where,
-                             bool programmatic);
+                             size_t smem, cudaStream_t stream, const char* where);
 
 /// launch() for a kernel that reads the outputs of the kernel ahead of it on the stream only
 /// after pdl_wait(): a programmatic dependent launch where pdl_enabled().
@@ -31,7 +30,7 @@ void launch_dependent(void (*kernel)(Args...), int64_t grid, int block, size_t s
                       typename NoDeduce<Args>::type... args) {
   void* ptrs[] = {static_cast<void*>(&args)...};
   launch_kernel_dependent(reinterpret_cast<const void*>(kernel), ptrs, grid, block, smem, stream,
-                          where, pdl_enabled());
+                          where);
 }
 
 }  // namespace quack::detail

@@ -24,16 +24,30 @@ const char* short_name(DType t) {
 constexpr int kWarmups = 2;  // launches per candidate before the timed rounds
 constexpr int kRounds = 7;   // timed launches per candidate, one per round
 
-// Milliseconds of one launch of run on p (CUDA events on stream).
-float time_launch(GemmLauncher run, const GemmProblem& p, cudaStream_t stream, cudaEvent_t (&e)[2]) {
-  check_cuda(cudaEventRecord(e[0], stream), "gemm (tuning)", "cudaEventRecord");
-  run(p, stream);
-  check_cuda(cudaEventRecord(e[1], stream), "gemm (tuning)", "cudaEventRecord");
-  check_cuda(cudaEventSynchronize(e[1]), "gemm (tuning)", "cudaEventSynchronize");
-  float t = 0.f;
-  check_cuda(cudaEventElapsedTime(&t, e[0], e[1]), "gemm (tuning)", "cudaEventElapsedTime");
-  return t;
-}
+// A start and an end event, destroyed with it (also when a timing throws).
+struct EventPair {
+  cudaEvent_t e[2] = {nullptr, nullptr};
+  EventPair() {
+    for (auto& x : e) check_cuda(cudaEventCreate(&x), "gemm (tuning)", "cudaEventCreate");
+  }
+  ~EventPair() {
+    for (auto& x : e)
+      if (x) cudaEventDestroy(x);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+
+  // Milliseconds of one launch of run on p.
+  float time(GemmLauncher run, const GemmProblem& p, cudaStream_t stream) {
+    check_cuda(cudaEventRecord(e[0], stream), "gemm (tuning)", "cudaEventRecord");
+    run(p, stream);
+    check_cuda(cudaEventRecord(e[1], stream), "gemm (tuning)", "cudaEventRecord");
+    check_cuda(cudaEventSynchronize(e[1]), "gemm (tuning)", "cudaEventSynchronize");
+    float t = 0.f;
+    check_cuda(cudaEventElapsedTime(&t, e[0], e[1]), "gemm (tuning)", "cudaEventElapsedTime");
+    return t;
+  }
+};
 
 // Each candidate's median milliseconds a launch on p, timed in rounds of one launch each whose
 // order rotates (round r starts at candidate r mod n): the clock falls as the GPU heats towards
@@ -42,22 +56,15 @@ float time_launch(GemmLauncher run, const GemmProblem& p, cudaStream_t stream, c
 std::vector<float> time_candidates(const std::vector<GemmCandidate>& candidates,
                                    const GemmProblem& p, cudaStream_t stream) {
   const size_t n = candidates.size();
-  cudaEvent_t e[2];
-  for (auto& x : e) check_cuda(cudaEventCreate(&x), "gemm (tuning)", "cudaEventCreate");
+  EventPair events;
   std::vector<std::vector<float>> ms(n);
-  try {
-    for (const GemmCandidate& c : candidates)
-      for (int i = 0; i < kWarmups; ++i) c.run(p, stream);
-    for (int r = 0; r < kRounds; ++r)
-      for (size_t j = 0; j < n; ++j) {
-        const size_t i = (j + size_t(r)) % n;
-        ms[i].push_back(time_launch(candidates[i].run, p, stream, e));
-      }
-  } catch (...) {
-    for (auto& x : e) cudaEventDestroy(x);
-    throw;
-  }
-  for (auto& x : e) cudaEventDestroy(x);
+  for (const GemmCandidate& c : candidates)
+    for (int i = 0; i < kWarmups; ++i) c.run(p, stream);
+  for (int r = 0; r < kRounds; ++r)
+    for (size_t j = 0; j < n; ++j) {
+      const size_t i = (j + size_t(r)) % n;
+      ms[i].push_back(events.time(candidates[i].run, p, stream));
+    }
   std::vector<float> median(n);
   for (size_t i = 0; i < n; ++i) {
     std::sort(ms[i].begin(), ms[i].end());
