@@ -3,7 +3,7 @@
 # the H200's.
 # Before the call, in /work/main: the library stamp must be the final commit's
 #   [ "$(cat .prebuilt-lib/stamp)" = "$(bash scripts/device/stamp.sh lib) ab=OFF" ] && echo current
-# (current at session 37's end: stamp 3c9a37f; else, in /work/ci: `git checkout -q -- . && git
+# (current at session 37's end: stamp e74acb7; else, in /work/ci: `git checkout -q -- . && git
 # checkout -q --detach main && .ci/run`, then AB_INSTANCES=OFF bash scripts/device/prebuild_lib.sh
 # && rm -rf /work/main/.prebuilt-lib && cp -r .prebuilt-lib /work/main/).
 # Call 1 (cold; leave `kind` out, timeout_s 600), carry [".prebuilt-lib",
