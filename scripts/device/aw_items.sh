@@ -39,6 +39,12 @@ run ce_32768 200 bash -c "build/d/bench/quack-bench cross-entropy --dtype bf16 -
 # fixed in a010d10). Predicted: ours dact's duration 1.02-1.03 x QuACK's at equal SM clocks; the
 # difference in issued instructions or the epilogue warps' stalls, not in DRAM bytes (within 3 %).
 run ncu_dact 240 bash -c "ncu --clock-control none --profile-from-start off --set full --import-source no -f -o /tmp/dact python3 scripts/ncu_gemm_quack.py dact 16384 14336 4096 relu > /dev/null && python3 scripts/ncu_gemm_quack.py --report /tmp/dact.ncu-rep && python3 scripts/ncu_gemm_quack.py --sass /tmp/dact.ncu-rep | cut -c1-200"
+# ncu_gemm: where our plain gemm's tensor pipe idles against QuACK's at 8192^3 (thread 4; AQ2:
+# pipe 98.2 against 99.6 %, QuACK 0.984 x our time at the same clock). Predicted (a SASS count of
+# 7ca5a2b's 128x192pp, helper analysis): ours 125-130 M instructions against QuACK's ~138.6 M, our
+# warps_active 3.0 against 2.2, the idle in the consumer's full-barrier waits (data late) rather
+# than the pingpong turn's BAR.SYNC; if so the raster order (tile_scheduler.h) is the next candidate.
+run ncu_gemm 150 bash -c "ncu --clock-control none --profile-from-start off --set full --import-source no -f -o /tmp/g8k python3 scripts/ncu_gemm_quack.py 8192 8192 8192 > /dev/null && python3 scripts/ncu_gemm_quack.py --report /tmp/g8k.ncu-rep && python3 scripts/ncu_gemm_quack.py --sass /tmp/g8k.ncu-rep | cut -c1-200"
 # rows_15_h200: only on an H200 (skip on an H100: AV2 read it there): rmsnorm / layernorm bwd and
 # the forwards at 16384 x 4096 with the column sums' programmatic launch on (4d29852). Predicted:
 # rmsnorm bwd 0.82-0.84 x copy (AL2 0.831, AT5 0.754), the forwards 0.86-0.90.
