@@ -33,7 +33,7 @@ the GPU):
 plus, for scale, torch's own ops on a (1, 4) CPU tensor (their compute negligible):
 F.layer_norm, F.softmax and F.cross_entropy, fwd and fwd+bwd.
 
-RMSNorm, LayerNorm, softmax, log_softmax and cross-entropy take the C++ fast path
+RMSNorm, LayerNorm, softmax, log_softmax, cross-entropy, gemm and Linear take the C++ fast path
 (quack_cpp._torch, its launches skipped) where it is built, unless --python-eager.
 
 Method: CPU tensors are let through ``_registrar.route`` as test_fastpath_cpu.py's ``as_cuda``

@@ -30,8 +30,8 @@ of a round would hide inside "host time".
 Bar (issue 15): each row op's fwd <= 1.25 x and fwd+bwd <= 1.5 x F.layer_norm's in the same run.
 
 "ours" is the default path: the C++ fast path (quack_cpp._torch: rmsnorm, layernorm, softmax,
-log_softmax, cross_entropy) where it is built (built by pip where torch is importable) and
-QUACK_CPP_EAGER is not 0, else the Python fast path.
+log_softmax, cross_entropy, gemm, linear) where it is built (built by pip where torch is
+importable) and QUACK_CPP_EAGER is not 0, else the Python fast path.
 
 Diagnostic rows (not in the bar; they say where our time goes):
   custom op     the same call with quack_cpp.ops.FORCE_CUSTOM_OP = True (the dispatcher path)

@@ -50,13 +50,26 @@
 //
 // gemm(A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias)
 //   torch.ops.quack_cpp.gemm's eager fast path (quack_cpp.gemm_ops: _gemm_impl) for the calls
-//   autograd does not record, e.g. every GEMM of Linear (its forward inside the Function, its
-//   dgrad and wgrad in the backward): D allocated as _new_out decides (its layout decision
-//   cached per dtypes, shapes and strides), quack::gemm on D's current stream with the stream-K
-//   workspace that gemm_ops._streamk_workspace owns. NotImplemented, before doing anything,
-//   for a C, device scalars, tuning, a recorded call, operands TMA cannot address and bad ranks
-//   or K (the Python fast path runs those, with its messages). Taken unless
-//   QUACK_CPP_EAGER_GEMM=0 or QUACK_CPP_EAGER=0 (gemm_ops: gemm_op.eager).
+//   autograd does not record, e.g. inference calls and the GEMMs of Linear's Python Function:
+//   D allocated as _new_out decides (its layout decision cached per dtypes, shapes and
+//   strides), quack::gemm on D's current stream with the stream-K workspace that
+//   gemm_ops._streamk_workspace owns (gemm_run, which LinearFn runs too). NotImplemented,
+//   before doing anything, for a C, device scalars, tuning, a recorded call, operands TMA
+//   cannot address and bad ranks or K (gemm_takes; the Python fast path runs those, with its
+//   messages). Taken unless QUACK_CPP_EAGER_GEMM=0 or QUACK_CPP_EAGER=0 (gemm_op.eager).
+//
+// linear(x, weight, bias, dtype, fuse_grad_accum, tuned, path)
+//   quack_cpp.gemm_ops.linear_op's eager fast path (gemm_ops.Linear: forward, backward), for
+//   nn.Linear and linear: x2 and W made operands as there, y = x2 W^T (+ b) on gemm_run, and
+//   where autograd records the call a C++ node (LinearFn) saving x2, W and weight as the
+//   Function does; its backward runs the dgrad, the wgrad (in weight's dtype where the C++ has
+//   that instance) and the bias's fp32 column sum where Linear.backward's route would give
+//   EAGER, and otherwise calls Linear.backward itself on the saved state (fused accumulation,
+//   create_graph=True, FORCE_CUSTOM_OP, dispatch modes, functorch, a subclass dy). dtype None:
+//   linear_dtype's, computed here. NotImplemented, before any launch, for tuning, no
+//   bfloat16 / float16 compute dtype, shapes the Python checks reject and operands TMA cannot
+//   address. Taken unless QUACK_CPP_EAGER_LINEAR=0, QUACK_CPP_EAGER_GEMM=0 or
+//   QUACK_CPP_EAGER=0 (linear_op.eager).
 //
 // Why: the Python fast path's own work (the route, tensor tuples, allocation calls, the Python
 // autograd.Function) is per call several times torch's F.layer_norm host path; here it is C++
@@ -65,11 +78,14 @@
 // Errors: quack::InvalidArgument (std::invalid_argument) -> ValueError, as through _C.
 #include <torch/extension.h>
 
+#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 
 #include <map>
@@ -90,11 +106,11 @@ using torch::autograd::variable_list;
 // Launches skipped (tests and the CPU host-time bench: allocation and autograd only).
 bool g_stub_launches = false;
 
-// Keeps a Python callable for the process in `slot` (the callbacks the Python modules set at
-// import), releasing the one it replaces.
-void keep_callable(PyObject*& slot, py::object fn) {
+// Keeps a Python object for the process in `slot` (the callbacks and module dicts the Python
+// modules set at import), releasing the one it replaces.
+void keep_object(PyObject*& slot, py::object obj) {
   Py_XDECREF(slot);
-  slot = fn.release().ptr();
+  slot = obj.release().ptr();
 }
 
 quack::DType dtype_of(at::ScalarType s, const char* fn, const char* name) {
@@ -1144,14 +1160,19 @@ bool accepts_d(const Tensor& A, const Tensor& B, const std::vector<int64_t>& sha
   return true;
 }
 
-// Whether D must be column-major for these operands (only that layout is supported for A's and
-// B's: _new_out), cached per dtypes, shapes and strides as _new_out_and_args's plans are (two
-// can_implement queries cost ~2 µs; the dgrad's and wgrad's layouts ask every call). Bounded:
-// cleared when full. Under the GIL.
-std::map<std::vector<int64_t>, bool>* g_d_col = new std::map<std::vector<int64_t>, bool>();
+// Which D layouts quack::can_implement takes for these operands (row-major, column-major),
+// cached per dtypes, shapes and strides as _new_out_and_args's plans are (two can_implement
+// queries cost ~2 µs; the dgrad's and wgrad's layouts ask every call). Bounded: cleared when
+// full. Under the GIL.
+struct DLayouts {
+  bool row, col;
+};
 
-bool d_col_major(const Tensor& A, const Tensor& B, const std::vector<int64_t>& shape,
-                 int64_t elt, at::ScalarType out_dtype) {
+std::map<std::vector<int64_t>, DLayouts>* g_d_layouts =
+    new std::map<std::vector<int64_t>, DLayouts>();
+
+DLayouts d_layouts(const Tensor& A, const Tensor& B, const std::vector<int64_t>& shape,
+                   int64_t elt, at::ScalarType out_dtype) {
   std::vector<int64_t> key{static_cast<int64_t>(A.scalar_type()),
                            static_cast<int64_t>(B.scalar_type()),
                            static_cast<int64_t>(out_dtype)};
@@ -1160,17 +1181,32 @@ bool d_col_major(const Tensor& A, const Tensor& B, const std::vector<int64_t>& s
     for (const int64_t v : t->sizes()) key.push_back(v);
     for (const int64_t v : t->strides()) key.push_back(v);
   }
-  if (auto it = g_d_col->find(key); it != g_d_col->end()) return it->second;
-  const bool col = !accepts_d(A, B, shape, padded_strides(shape, elt, false), out_dtype) &&
-                   accepts_d(A, B, shape, padded_strides(shape, elt, true), out_dtype);
-  if (g_d_col->size() >= 1024) g_d_col->clear();
-  (*g_d_col)[key] = col;
-  return col;
+  if (auto it = g_d_layouts->find(key); it != g_d_layouts->end()) return it->second;
+  const DLayouts ok{accepts_d(A, B, shape, padded_strides(shape, elt, false), out_dtype),
+                    accepts_d(A, B, shape, padded_strides(shape, elt, true), out_dtype)};
+  if (g_d_layouts->size() >= 1024) g_d_layouts->clear();
+  (*g_d_layouts)[key] = ok;
+  return ok;
+}
+
+// D's shape for A @ B: (M, N) or (L, M, N).
+std::vector<int64_t> out_shape(const Tensor& A, const Tensor& B) {
+  std::vector<int64_t> shape{A.size(-2), B.size(-1)};
+  if (A.dim() == 3) shape.insert(shape.begin(), A.size(0));
+  return shape;
+}
+
+// Whether D must be column-major for these operands (_new_out: only that layout is supported
+// for A's and B's layouts).
+bool d_col_major(const Tensor& A, const Tensor& B, const std::vector<int64_t>& shape,
+                 int64_t elt, at::ScalarType out_dtype) {
+  const DLayouts ok = d_layouts(A, B, shape, elt, out_dtype);
+  return !ok.row && ok.col;
 }
 
 // quack_cpp.gemm_ops._streamk_workspace (set by gemm_ops at import), whose workspaces it keeps
 // for the process: their (pointer, bytes) here per (device, stream), asked once each. A (0, 0)
-// answer (QUACK_GEMM_STREAMK=0, a capture) is not kept.
+// answer (QUACK_GEMM_STREAMK=0, a capture) is not kept. Under the GIL.
 PyObject* g_streamk_fn = nullptr;
 std::map<std::pair<int, cudaStream_t>, std::pair<void*, size_t>>* g_streamk =
     new std::map<std::pair<int, cudaStream_t>, std::pair<void*, size_t>>();
@@ -1190,13 +1226,58 @@ std::pair<void*, size_t> streamk_workspace(const Tensor& D, cudaStream_t s) {
 // The last stubbed launch's arguments (tests: compared with what the Python path passes to
 // _C.gemm).
 quack::GemmArgs* g_last_gemm = new quack::GemmArgs();
+// Every stubbed launch's arguments while tests record them (_gemm_log), else null.
+std::vector<quack::GemmArgs>* g_gemm_log = nullptr;
+
+// Whether gemm_run serves A @ B into out_dtype: ranks 2 or 3 alike, K and L matching, CUDA
+// operands (host ones with launches stubbed) that TMA can address, a kernel out dtype. Where
+// not, the Python fast path runs the call (padded copies, or the rank, K and L errors with its
+// messages).
+bool gemm_takes(const Tensor& A, const Tensor& B, at::ScalarType out_dtype) {
+  const int64_t nd = A.dim();
+  if ((nd != 2 && nd != 3) || B.dim() != nd || B.size(-2) != A.size(-1) ||
+      (nd == 3 && B.size(0) != A.size(0)))
+    return false;
+  if ((!A.is_cuda() && !g_stub_launches) || !tma_ok(A) || !tma_ok(B)) return false;
+  return out_dtype == at::kFloat || out_dtype == at::kHalf || out_dtype == at::kBFloat16;
+}
+
+// D = alpha * A @ B (+ bias) for operands gemm_takes serves (gemm_ops._gemm_impl without C):
+// D allocated as _new_out decides (row-major unless only column-major is supported for A's
+// and B's layouts), quack::gemm on D's current stream with the stream-K workspace. Called
+// under the GIL; the launch runs without it.
+Tensor gemm_run(const Tensor& A, const Tensor& B, at::ScalarType out_dtype, double alpha,
+                const Tensor& bias) {
+  const std::vector<int64_t> shape = out_shape(A, B);
+  const int64_t elt = static_cast<int64_t>(c10::elementSize(out_dtype));
+  bool col = false;
+  if (is_col_major(A) || !is_col_major(B))  // not the usual x @ W.T: ask, as _new_out does
+    col = d_col_major(A, B, shape, elt, out_dtype);
+  const Tensor D = at::empty_strided(shape, padded_strides(shape, elt, col),
+                                     A.options().dtype(out_dtype));
+  quack::GemmArgs g;
+  g.a = ref(A, "gemm", "a");
+  g.b = ref(B, "gemm", "b");
+  g.d = ref(D, "gemm", "d");
+  if (bias.defined()) g.bias.row = ref(bias, "gemm", "bias.row");
+  g.alpha = static_cast<float>(alpha);
+  g.beta = 0.f;
+  const cudaStream_t s = stream_of(D);
+  std::tie(g.streamk_workspace, g.streamk_workspace_bytes) = streamk_workspace(D, s);
+  if (g_stub_launches) {
+    *g_last_gemm = g;  // what a launch would have been given (_last_gemm_args)
+    if (g_gemm_log != nullptr) g_gemm_log->push_back(g);
+  } else {
+    py::gil_scoped_release no_gil;
+    quack::gemm(g, s);
+  }
+  return D;
+}
 
 // gemm_op's implementation (quack_cpp.gemm_ops._gemm_impl) for a call without C, device
-// scalars or tuning, on operands TMA can address, that autograd does not record: D allocated as
-// _new_out decides (row-major unless only column-major is supported for A's and B's layouts),
-// quack::gemm on D's current stream with the stream-K workspace. NotImplemented, before doing
-// anything, for every other call (the registrar then runs the Python fast path, which also
-// raises the rank, K and L errors with its messages).
+// scalars or tuning, on operands gemm_takes serves, that autograd does not record: gemm_run.
+// NotImplemented, before doing anything, for every other call (the registrar then runs the
+// Python fast path).
 py::object gemm(const Tensor& A, const Tensor& B, const std::optional<Tensor>& C, double alpha,
                 double /*beta: no C*/, at::ScalarType out_dtype, bool tuned,
                 const std::optional<Tensor>& alpha_t, const std::optional<Tensor>& beta_t,
@@ -1208,37 +1289,339 @@ py::object gemm(const Tensor& A, const Tensor& B, const std::optional<Tensor>& C
   if (at::GradMode::is_enabled() &&
       (A.requires_grad() || B.requires_grad() || (b.defined() && b.requires_grad())))
     return not_here;
-  const int64_t nd = A.dim();
-  if ((nd != 2 && nd != 3) || B.dim() != nd || B.size(-2) != A.size(-1) ||
-      (nd == 3 && B.size(0) != A.size(0)))
-    return not_here;
-  if ((!A.is_cuda() && !g_stub_launches) || !tma_ok(A) || !tma_ok(B)) return not_here;
-  if (out_dtype != at::kFloat && out_dtype != at::kHalf && out_dtype != at::kBFloat16)
-    return not_here;
-  std::vector<int64_t> shape{A.size(-2), B.size(-1)};
-  if (nd == 3) shape.insert(shape.begin(), A.size(0));
-  const int64_t elt = static_cast<int64_t>(c10::elementSize(out_dtype));
-  bool col = false;
-  if (is_col_major(A) || !is_col_major(B))  // not the usual x @ W.T: ask, as _new_out does
-    col = d_col_major(A, B, shape, elt, out_dtype);
-  const Tensor D = at::empty_strided(shape, padded_strides(shape, elt, col),
-                                     A.options().dtype(out_dtype));
-  quack::GemmArgs g;
-  g.a = ref(A, "gemm", "a");
-  g.b = ref(B, "gemm", "b");
-  g.d = ref(D, "gemm", "d");
-  if (b.defined()) g.bias.row = ref(b, "gemm", "bias.row");
-  g.alpha = static_cast<float>(alpha);
-  g.beta = 0.f;
-  const cudaStream_t s = stream_of(D);
-  std::tie(g.streamk_workspace, g.streamk_workspace_bytes) = streamk_workspace(D, s);
-  if (g_stub_launches) {
-    *g_last_gemm = g;  // what a launch would have been given (_last_gemm_args)
-  } else {
-    py::gil_scoped_release no_gil;
-    quack::gemm(g, s);
+  if (!gemm_takes(A, B, out_dtype)) return not_here;
+  return py::cast(gemm_run(A, B, out_dtype, alpha, b));
+}
+
+}  // namespace
+
+// --------------------------------------------------------------------------------------------
+// Linear: quack_cpp.gemm_ops.Linear (forward, backward) as a C++ autograd node
+// --------------------------------------------------------------------------------------------
+
+namespace {
+
+// gemm_ops._cast: t itself where its dtype matches.
+Tensor cast_to(const Tensor& t, at::ScalarType dtype) {
+  return t.scalar_type() == dtype ? t : t.to(dtype);
+}
+
+// gemm_ops._rows: t (..., k) as (M, k), M the product of the leading dims; a 2-D t itself.
+// k = 0 names M (reshape(-1, 0) is ambiguous).
+Tensor rows_of(const Tensor& t, int64_t k) {
+  if (t.dim() == 2) return t;
+  if (k) return t.reshape({-1, k});
+  int64_t m = 1;
+  for (int64_t i = 0; i + 1 < t.dim(); ++i) m *= t.size(i);
+  return t.reshape({m, 0});
+}
+
+// gemm_ops._as_operand for a 2-D t: t itself when it is a row-major TMA operand (stride 1
+// along the last dim, a 16-byte aligned offset, a leading stride of whole 16-byte units no
+// shorter than a row), else a row-major copy with padded rows.
+Tensor as_operand(const Tensor& t) {
+  const int64_t align = 16 / static_cast<int64_t>(t.element_size());
+  const auto sh = t.sizes();
+  const auto s = t.strides();
+  const bool ok = (sh[1] <= 1 || s[1] == 1) && t.storage_offset() % align == 0 &&
+                  (sh[0] <= 1 || (s[0] % align == 0 && s[0] >= sh[1]));
+  if (ok) return t;
+  const std::vector<int64_t> shape(sh.begin(), sh.end());
+  Tensor out = at::empty_strided(shape, padded_strides(shape, t.element_size(), false),
+                                 t.options());
+  out.copy_(t);
+  return out;
+}
+
+// Whether W^T, with W = cast_to(weight, dtype), is an operand TMA can address (tma_ok),
+// decided before any cast: a cast of a contiguous weight is a new contiguous (N, K) tensor, so
+// its W^T has strides (1, K); a weight of another layout that needs a cast is left to Python.
+bool weight_operand_ok(const Tensor& weight, at::ScalarType dtype) {
+  if (weight.scalar_type() == dtype) return tma_ok(weight);  // W^T's strides, permuted
+  if (!weight.is_contiguous()) return false;
+  const int64_t K = weight.size(1);
+  return K == 1 || K % (16 / static_cast<int64_t>(c10::elementSize(dtype))) == 0;
+}
+
+// What linear's entry point prepares for LinearFn::forward: the forward GEMM's operands and
+// the flags of Linear.forward (needs_input_grad of x, weight and bias; fused accumulation).
+struct LinearPrep {
+  Tensor x2;  // x as (M, K) rows in the compute dtype, a TMA operand (_as_operand)
+  Tensor w;   // weight in the compute dtype
+  Tensor wt;  // w.mT(), the forward GEMM's B
+  at::ScalarType dtype;
+  bool need_x, need_w, need_b, fuse;
+};
+
+// The state LinearFn saves besides its tensors, as one int list (one saved_data entry).
+enum LinearFlags : int64_t { kNeedX = 1, kNeedW = 2, kNeedB = 4, kFuse = 8, kLead = 16 };
+
+// x's leading dims and last: the shape of a (M, last) result viewed as x's rows.
+std::vector<int64_t> leading_shape(const Tensor& x, int64_t last) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
+  shape.push_back(last);
+  return shape;
+}
+
+struct LinearState {
+  int64_t flags;
+  at::ScalarType dtype;
+  std::optional<at::ScalarType> bias_dtype;
+  int64_t n;                  // out_features
+  std::vector<int64_t> lead;  // x's leading dims where x is not 2-D (flag kLead)
+
+  // Linear.forward's ctx fields for this call.
+  static LinearState of(const LinearPrep& p, const Tensor& x, const Tensor& bias, int64_t n) {
+    LinearState s{(p.need_x ? kNeedX : 0) | (p.need_w ? kNeedW : 0) | (p.need_b ? kNeedB : 0) |
+                      (p.fuse ? kFuse : 0) | (x.dim() != 2 ? kLead : 0),
+                  p.dtype, std::nullopt, n, {}};
+    if (bias.defined()) s.bias_dtype = bias.scalar_type();
+    if (s.has(kLead)) s.lead.assign(x.sizes().begin(), x.sizes().end() - 1);
+    return s;
   }
-  return py::cast(D);
+
+  std::vector<int64_t> pack() const {
+    std::vector<int64_t> v{flags, static_cast<int64_t>(dtype),
+                           bias_dtype ? static_cast<int64_t>(*bias_dtype) : -1, n};
+    v.insert(v.end(), lead.begin(), lead.end());
+    return v;
+  }
+
+  static LinearState unpack(const std::vector<int64_t>& v) {
+    LinearState s{v[0], static_cast<at::ScalarType>(v[1]), std::nullopt, v[3],
+                  std::vector<int64_t>(v.begin() + 4, v.end())};
+    if (v[2] >= 0) s.bias_dtype = static_cast<at::ScalarType>(v[2]);
+    return s;
+  }
+
+  bool has(LinearFlags f) const { return (flags & f) != 0; }
+
+  // lead + (last,): the shape of a (M, last) result viewed as x's leading dims.
+  std::vector<int64_t> lead_shape(int64_t last) const {
+    std::vector<int64_t> shape(lead);
+    shape.push_back(last);
+    return shape;
+  }
+};
+
+// gemm_ops._linear_node_backward (Linear.backward on the C++ node's saved state) and the
+// registrar's module dict (FORCE_CUSTOM_OP), set by gemm_ops at import
+// (_linear_set_python). Strong references, kept for the process.
+PyObject* g_linear_backward_fn = nullptr;
+PyObject* g_registrar_dict = nullptr;
+
+// _registrar.FORCE_CUSTOM_OP as it is now (a test or the user may set it between a forward and
+// its backward). Under the GIL.
+bool force_custom_op() {
+  static PyObject* key = PyUnicode_InternFromString("FORCE_CUSTOM_OP");
+  PyObject* v = g_registrar_dict ? PyDict_GetItem(g_registrar_dict, key) : nullptr;
+  return v != nullptr && PyObject_IsTrue(v) == 1;
+}
+
+// Whether t's Python object, where it has one, is of a Tensor subclass (route's
+// type(t) in (Tensor, Parameter)). Under the GIL.
+bool python_subclass(const Tensor& t) {
+  PyObject* obj = t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj();
+  return obj != nullptr && !THPVariable_CheckTypeExact(Py_TYPE(obj));
+}
+
+// _registrar._is_plain_cuda (host tensors too with launches stubbed). Under the GIL.
+bool plain_operand(const Tensor& t) {
+  const auto s = t.scalar_type();
+  return (t.is_cuda() || (g_stub_launches && t.is_cpu())) && t.layout() == at::kStrided &&
+         !t.is_nested() && (s == at::kFloat || s == at::kHalf || s == at::kBFloat16) &&
+         !wrapped(t) && !python_subclass(t);
+}
+
+// Whether Linear.backward's route over dy's operand, w and x2 would give EAGER (its GEMMs
+// then run here), rather than CUSTOM (FORCE_CUSTOM_OP, a dispatch mode, a jit trace, a
+// functorch transform, a tensor that is not plain) or EAGER_GRAD (create_graph=True with a
+// tensor that requires grad). Under the GIL.
+bool backward_routes_eager(const Tensor& dy, const Tensor& w, const Tensor& x2) {
+  if (force_custom_op() || functional_now()) return false;
+  bool grad = false;
+  for (const Tensor* t : {&dy, &w, &x2}) {
+    if (!t->defined()) continue;
+    if (!plain_operand(*t)) return false;
+    grad = grad || t->requires_grad();
+  }
+  return !(grad && at::GradMode::is_enabled());
+}
+
+// The wgrad's output dtype (weight_grad): weight's where the C++ has that instance for the
+// wgrad's layouts (row- or column-major D), else the compute dtype (then cast).
+at::ScalarType wgrad_dtype(const Tensor& a, const Tensor& b, at::ScalarType wdt,
+                           at::ScalarType dtype) {
+  if (wdt == dtype) return wdt;
+  const DLayouts ok = d_layouts(a, b, out_shape(a, b), c10::elementSize(wdt), wdt);
+  return ok.row || ok.col ? wdt : dtype;
+}
+
+Tensor tensor_or_undefined(const py::handle& o) {
+  return o.is_none() ? Tensor() : o.cast<Tensor>();
+}
+
+py::object py_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
+
+// Linear.backward on the node's saved state (gemm_ops._linear_node_backward): (dx, dw, db).
+// A Python exception stays that exception for the caller of backward (python_error). Under
+// the GIL.
+variable_list python_backward(const LinearState& st, const Tensor& dy, const Tensor& x2,
+                              const Tensor& w, const Tensor& weight) {
+  try {
+    const py::object lead =
+        st.has(kLead) ? py::object(py::tuple(py::cast(st.lead))) : py::object(py::none());
+    const py::object bias_dtype =
+        st.bias_dtype ? py::object(py::cast(*st.bias_dtype)) : py::object(py::none());
+    const py::tuple r = py::reinterpret_borrow<py::object>(g_linear_backward_fn)(
+        dy, py::make_tuple(py_or_none(x2), py_or_none(w), py_or_none(weight)),
+        py::make_tuple(st.has(kNeedX), st.has(kNeedW), st.has(kNeedB)), st.dtype, lead, st.n,
+        bias_dtype, st.has(kFuse));
+    return {tensor_or_undefined(r[0]), tensor_or_undefined(r[1]), tensor_or_undefined(r[2]),
+            Tensor()};
+  } catch (py::error_already_set& e) {
+    e.restore();
+    python_error err;
+    err.persist();
+    throw std::move(err);
+  }
+}
+
+// The dgrad, wgrad and bias gradient of Linear.backward where its route gives EAGER:
+// dx = dy W (viewed as x's leading dims), dW = dy^T x2 in weight's dtype (wgrad_dtype, then
+// cast), db = the fp32 column sum of dy in bias's dtype. Empty where the GEMMs are not
+// gemm_takes's (the caller then runs Python's). Under the GIL.
+std::optional<variable_list> cpp_backward(const LinearState& st, const Tensor& dy,
+                                          const Tensor& x2, const Tensor& w,
+                                          const Tensor& weight) {
+  const Tensor g = as_operand(rows_of(cast_to(dy, st.dtype), st.n));
+  const Tensor gt = st.has(kNeedW) ? g.mT() : Tensor();  // the wgrad's A
+  const at::ScalarType dw_dtype =
+      st.has(kNeedW) ? wgrad_dtype(gt, x2, weight.scalar_type(), st.dtype) : st.dtype;
+  if ((st.has(kNeedX) && !gemm_takes(g, w, st.dtype)) ||
+      (st.has(kNeedW) && !gemm_takes(gt, x2, dw_dtype)))
+    return std::nullopt;
+  Tensor dx, dw, db;
+  if (st.has(kNeedX)) {  // dgrad
+    dx = gemm_run(g, w, st.dtype, 1.0, Tensor());
+    if (st.has(kLead)) dx = dx.view(st.lead_shape(w.size(1)));
+  }
+  if (st.has(kNeedW))  // wgrad
+    dw = cast_to(gemm_run(gt, x2, dw_dtype, 1.0, Tensor()), weight.scalar_type());
+  if (st.has(kNeedB)) db = g.sum({0}, false, at::kFloat).to(*st.bias_dtype);
+  return variable_list{dx, dw, db, Tensor()};
+}
+
+}  // namespace
+
+namespace quack_torch {
+
+// quack_cpp.gemm_ops.Linear's forward and backward as a C++ autograd Function (node:
+// torch::autograd::CppNode<quack_torch::LinearFn>). Inputs x, weight, bias (the prepared
+// operands ride along as a plain pointer). Forward: y = x2 W^T (+ b) on gemm_run, viewed as
+// x's leading dims; saves x2 where weight needs a gradient, W where x does, and weight where
+// its gradient is needed or fused. Backward: where Linear.backward's route gives EAGER and
+// accumulation is not fused, its three gradients here (cpp_backward); otherwise (fused
+// accumulation, create_graph=True, FORCE_CUSTOM_OP, dispatch modes, functorch, a subclass dy,
+// operands TMA cannot address) Linear.backward itself (python_backward), which routes its
+// GEMMs to the Python Function or the custom op.
+struct LinearFn : public torch::autograd::Function<LinearFn> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight,
+                        const std::optional<Tensor>& bias, const LinearPrep* p) {
+    const Tensor b = opt(bias);
+    const Tensor y = gemm_run(p->x2, p->wt, p->dtype, 1.0, b);
+    const LinearState st = LinearState::of(*p, x, b, weight.size(0));
+    ctx->saved_data["s"] = st.pack();
+    ctx->save_for_backward({p->need_w ? p->x2 : Tensor(), p->need_x ? p->w : Tensor(),
+                            p->fuse || p->need_w ? weight : Tensor()});
+    return st.has(kLead) ? y.view(st.lead_shape(st.n)) : y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const LinearState st = LinearState::unpack(ctx->saved_data["s"].toIntVector());
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor &x2 = saved[0], &w = saved[1], &weight = saved[2];
+    const Tensor& dy = grads[0];
+    py::gil_scoped_acquire gil;
+    if (!st.has(kFuse) && backward_routes_eager(dy, w, x2)) {
+      try {
+        if (auto grads_here = cpp_backward(st, dy, x2, w, weight)) return *grads_here;
+      } catch (const quack::InvalidArgument& e) {  // a ValueError, as on the Python path
+        TORCH_CHECK_VALUE(false, e.what());
+      }
+    }
+    return python_backward(st, dy, x2, w, weight);
+  }
+};
+
+}  // namespace quack_torch
+
+namespace {
+
+// gemm_ops.linear_dtype: the autocast dtype where autocast is on for x's device type, else
+// x's dtype where weight has it; only bfloat16 or float16 (else none: no kernel).
+std::optional<at::ScalarType> linear_dtype(const Tensor& x, const Tensor& weight) {
+  const at::DeviceType dev = x.device().type();
+  at::ScalarType dtype;
+  if ((dev == at::kCUDA || dev == at::kCPU) && at::autocast::is_autocast_enabled(dev))
+    dtype = at::autocast::get_autocast_dtype(dev);
+  else if (x.scalar_type() == weight.scalar_type())
+    dtype = x.scalar_type();
+  else
+    return std::nullopt;
+  if (dtype != at::kBFloat16 && dtype != at::kHalf) return std::nullopt;
+  return dtype;
+}
+
+// Whether the Python path's checks pass these shapes: weight (N, K), x (..., K), bias (N,).
+bool linear_shapes_ok(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1) &&
+         (!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)));
+}
+
+// Linear.forward's operands (x2, W, W^T, made with grad mode off as inside the Function) and
+// flags for a call the C++ path serves; none, before any launch, for the calls it leaves to
+// Python: tuning, no bfloat16 / float16 compute dtype, shapes the Python checks reject (their
+// messages), a weight whose W^T TMA cannot address, an x whose rows TMA cannot address once
+// made an operand.
+std::optional<LinearPrep> linear_prep(const Tensor& x, const Tensor& weight, const Tensor& b,
+                                      std::optional<at::ScalarType> dtype, bool fuse_grad_accum,
+                                      bool tuned) {
+  if (tuned || g_linear_backward_fn == nullptr) return std::nullopt;
+  if (!dtype) dtype = linear_dtype(x, weight);
+  if (!dtype || (*dtype != at::kBFloat16 && *dtype != at::kHalf)) return std::nullopt;
+  if (!linear_shapes_ok(x, weight, b) || (!x.is_cuda() && !g_stub_launches) ||
+      !weight_operand_ok(weight, *dtype))
+    return std::nullopt;
+  LinearPrep p;
+  {
+    at::AutoGradMode no_grad(false);
+    p.x2 = as_operand(rows_of(cast_to(x, *dtype), weight.size(1)));
+    p.w = cast_to(weight, *dtype);
+    p.wt = p.w.mT();
+  }
+  if (!gemm_takes(p.x2, p.wt, *dtype)) return std::nullopt;
+  p.dtype = *dtype;
+  p.need_x = x.requires_grad();
+  p.need_w = weight.requires_grad();
+  p.need_b = b.defined() && b.requires_grad();
+  p.fuse = fuse_grad_accum && p.need_w;
+  return p;
+}
+
+// quack_cpp.gemm_ops.linear_op's eager fast path (the registrar's call: Linear.forward's
+// arguments, dtype None for linear_dtype's): y, with the LinearFn node where autograd records
+// the call; NotImplemented where linear_prep leaves the call to Python.
+py::object linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+                  std::optional<at::ScalarType> dtype, bool fuse_grad_accum, bool tuned,
+                  int64_t /*path*/) {
+  const Tensor b = opt(bias);
+  std::optional<LinearPrep> p = linear_prep(x, weight, b, dtype, fuse_grad_accum, tuned);
+  if (!p) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  if (at::GradMode::is_enabled() && (p->need_x || p->need_w || p->need_b))
+    return py::cast(quack_torch::LinearFn::apply(x, weight, bias, &*p));
+  const Tensor y = gemm_run(p->x2, p->wt, p->dtype, 1.0, b);
+  return py::cast(x.dim() == 2 ? y : y.view(leading_shape(x, weight.size(0))));
 }
 
 py::tuple ref_tuple(const quack::TensorRef& r) {
@@ -1252,13 +1635,21 @@ py::tuple ref_tuple(const quack::TensorRef& r) {
                         py::tuple(shape), py::tuple(strides), r.device);
 }
 
+// A GemmArgs as _last_gemm_args gives it.
+py::tuple gemm_args_tuple(const quack::GemmArgs& g) {
+  return py::make_tuple(ref_tuple(g.a), ref_tuple(g.b), ref_tuple(g.d), ref_tuple(g.bias.row),
+                        g.alpha, g.beta, reinterpret_cast<uintptr_t>(g.streamk_workspace),
+                        g.streamk_workspace_bytes);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_torch, m) {
   m.doc() =
       "quack_cpp._torch: the eager fast paths of rmsnorm, layernorm, softmax, log_softmax, "
-      "cross_entropy and gemm in C++ (see python/torch_ext.cpp); used by quack_cpp.ops, "
-      "layernorm_ops, softmax_ops, cross_entropy_ops and gemm_ops when importable.";
+      "cross_entropy, gemm and linear in C++ (see python/torch_ext.cpp); used by "
+      "quack_cpp.ops, layernorm_ops, softmax_ops, cross_entropy_ops and gemm_ops when "
+      "importable.";
   m.def("rmsnorm_fwd", &rmsnorm_fwd, py::arg("x"), py::arg("weight").none(true),
         py::arg("bias").none(true), py::arg("residual").none(true), py::arg("eps"),
         py::arg("weight_offset"), py::arg("out_dtype"), py::arg("residual_out_dtype").none(true), py::arg("store_rstd"),
@@ -1289,7 +1680,7 @@ PYBIND11_MODULE(_torch, m) {
         "lse_partial, target_logit, a recorded backward from lse with reduction 'mean').");
   m.def("_ce_set_predict_word",
         [](py::object fn) {
-          keep_callable(g_predict_word_fn, std::move(fn));
+          keep_object(g_predict_word_fn, std::move(fn));
           for (Tensor& w : *g_predict_words) w = Tensor();
         },
         "quack_cpp.cross_entropy_ops.dx_predict_word (called with a torch.device where the "
@@ -1302,21 +1693,40 @@ PYBIND11_MODULE(_torch, m) {
         "recorded calls (the Python fast path runs them).");
   m.def("_gemm_set_streamk",
         [](py::object fn) {
-          keep_callable(g_streamk_fn, std::move(fn));
+          keep_object(g_streamk_fn, std::move(fn));
           g_streamk->clear();
         },
         "quack_cpp.gemm_ops._streamk_workspace (D, stream) -> (pointer, bytes): the stream-K "
         "workspaces, owned there.");
-  m.def("_last_gemm_args",
-        [] {
-          const quack::GemmArgs& g = *g_last_gemm;
-          return py::make_tuple(ref_tuple(g.a), ref_tuple(g.b), ref_tuple(g.d),
-                                ref_tuple(g.bias.row), g.alpha, g.beta,
-                                reinterpret_cast<uintptr_t>(g.streamk_workspace),
-                                g.streamk_workspace_bytes);
+  m.def("linear", &linear, py::arg("x"), py::arg("weight"), py::arg("bias").none(true),
+        py::arg("dtype").none(true), py::arg("fuse_grad_accum"), py::arg("tuned"),
+        py::arg("path"),
+        "quack_cpp.gemm_ops.linear_op's eager fast path: y, with a C++ autograd node "
+        "(LinearFn) when autograd records the call; NotImplemented for tuning, shapes the "
+        "Python checks reject and operands TMA cannot address (the Python fast path runs "
+        "them).");
+  m.def("_linear_set_python",
+        [](py::object backward, py::object registrar) {
+          keep_object(g_linear_backward_fn, std::move(backward));
+          keep_object(g_registrar_dict, registrar.attr("__dict__"));
         },
+        "quack_cpp.gemm_ops._linear_node_backward (Linear.backward on LinearFn's saved state: "
+        "the backwards LinearFn leaves to Python) and the quack_cpp._registrar module "
+        "(FORCE_CUSTOM_OP, read at backward time).");
+  m.def("_last_gemm_args", [] { return gemm_args_tuple(*g_last_gemm); },
         "The last stubbed gemm launch's arguments ((ptr, dtype, shape, strides, device) of a, "
         "b, d and bias.row, () where absent; alpha, beta, the stream-K workspace): tests.");
+  m.def("_gemm_log",
+        [](bool on) {
+          py::list out;
+          if (g_gemm_log != nullptr)
+            for (const quack::GemmArgs& g : *g_gemm_log) out.append(gemm_args_tuple(g));
+          delete g_gemm_log;
+          g_gemm_log = on ? new std::vector<quack::GemmArgs>() : nullptr;
+          return out;
+        },
+        "Tests: the stubbed gemm launches recorded since the last call (each as "
+        "_last_gemm_args gives it), recording on from now when on is True, else off.");
   m.def("_set_stub_launches", [](bool v) { g_stub_launches = v; },
         "Skip the kernel launches (tests and the CPU host-time bench only).");
 }

@@ -739,7 +739,10 @@ class FunctionOp:
 
     Paths of ``__call__``: ``EAGER``: ``forward`` with a no-grad ctx (no autograd node);
     ``EAGER_GRAD``: ``Function`` through the C apply; ``CUSTOM``: ``Function.apply`` (what
-    Dynamo traces and functorch transforms)."""
+    Dynamo traces and functorch transforms). Both eager paths go to the description's C++
+    ``eager`` instead where it has one and ``CPP_EAGER`` is set (as ``Op``'s: called with the
+    arguments of ``forward`` after ctx; its node named by ``eager_node``; ``NotImplemented``,
+    before doing anything, for a call it leaves to the Python path)."""
 
     def __init__(self, desc):
         self.desc = desc
@@ -753,6 +756,8 @@ class FunctionOp:
                                       if _is_tensor_annotation(p.annotation))
         self._tensors_of = _getter(self.tensor_positions)
         self._forward = desc.forward
+        self.eager = getattr(desc, "eager", None)
+        self.eager_node = getattr(desc, "eager_node", None)
         name = "".join(p.capitalize() for p in self.__name__.split("_")) + "Function"
         self.Function = type(name, (torch.autograd.Function,), {
             "forward": staticmethod(desc.forward), "backward": staticmethod(desc.backward),
@@ -765,7 +770,13 @@ class FunctionOp:
             return self.Function.apply(*args)
         return self.run(route(*self._tensors_of(args)), *args)
 
+    is_fast_node = Op.is_fast_node
+
     def run(self, path: int, *args):
+        if path != CUSTOM and self.eager is not None and CPP_EAGER:
+            out = self.eager(*args)
+            if out is not NotImplemented:  # else: a call the C++ path leaves to Python's
+                return out
         if path == EAGER:
             return self._forward(_NoGradCtx(), *args)
         if path == EAGER_GRAD:
@@ -776,5 +787,6 @@ class FunctionOp:
 def register_function(desc) -> FunctionOp:
     """Registers a composite op: ``desc`` has ``name``, ``forward(ctx, *args)`` (annotated:
     the Tensor / Optional[Tensor] arguments are what ``route`` looks at) and
-    ``backward(ctx, *grads)``, as a ``torch.autograd.Function``'s."""
+    ``backward(ctx, *grads)``, as a ``torch.autograd.Function``'s; optionally ``eager`` and
+    ``eager_node``, a C++ implementation of both eager paths (as an ``Op`` description's)."""
     return FunctionOp(desc)

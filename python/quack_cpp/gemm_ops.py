@@ -24,7 +24,9 @@ their implementations directly (``gemm_op.Function`` when autograd records the c
 in-place op bumps ``out``'s version counter as the custom op does); ``gemm``, ``gemm_add``,
 ``gemm_add_inplace`` and ``linear`` (forward and backward GEMMs) all go through them. Under
 torch.compile, on fake, meta or CPU tensors, or with ``QUACK_EAGER_CUSTOM_OP=1`` (or
-``quack_cpp.ops.FORCE_CUSTOM_OP = True``), the custom ops run.
+``quack_cpp.ops.FORCE_CUSTOM_OP = True``), the custom ops run. Where ``quack_cpp._torch`` is
+built, gemm's unrecorded calls run in C++ (``Gemm.eager``), and so does ``linear``, forward and
+backward, with a C++ autograd node (``Linear.eager``).
 
 Method: QuACK 0.2.0's GEMM interface (``quack/gemm_interface.py``: gemm, gemm_add,
 gemm_add_inplace; ``quack/linear.py``: LinearFunc with fused gradient accumulation) on a
@@ -45,6 +47,7 @@ from ._registrar import (DTYPE_CODE, FLOAT_DTYPES, dtype_name, register, registe
 from .ops import _torch_ext  # the C++ fast path (python/torch_ext.cpp), where built
 
 _CPP_GEMM = os.environ.get("QUACK_CPP_EAGER_GEMM", "1") != "0"
+_CPP_LINEAR = os.environ.get("QUACK_CPP_EAGER_LINEAR", "1") != "0"
 
 __all__ = ["gemm", "gemm_add", "gemm_add_inplace", "linear", "linear_dtype", "weight_grad"]
 
@@ -409,8 +412,8 @@ class Gemm:
 
     impl = _gemm_impl
 
-    # The C++ fast path (python/torch_ext.cpp, gemm) for the calls autograd does not record (the
-    # forward GEMM inside Linear and the backward GEMMs too); QUACK_CPP_EAGER_GEMM=0 (or
+    # The C++ fast path (python/torch_ext.cpp, gemm) for the calls autograd does not record
+    # (inference calls, the GEMMs of Linear's Python Function); QUACK_CPP_EAGER_GEMM=0 (or
     # QUACK_CPP_EAGER=0, every op's) keeps the Python fast path for them.
     eager = _torch_ext.gemm if _torch_ext is not None and _CPP_GEMM else None
 
@@ -702,9 +705,19 @@ class Linear:
     forward GEMM runs on ``EAGER`` without routing again (inside the Function grad mode is off,
     and x2 and w are plain tensors made from plain x and weight, so its own route would give
     ``EAGER``); on ``CUSTOM`` it routes its call. The backward routes once over dy's operand,
-    w and x2: on ``EAGER`` its GEMMs run there, else each routes its call."""
+    w and x2: on ``EAGER`` its GEMMs run there, else each routes its call.
+
+    C++ eager path (python/torch_ext.cpp, ``linear``): both eager paths in C++, forward and
+    backward alike, with the autograd node ``LinearFn``, where the operands are TMA's and the
+    call is not tuned; its backward hands fused accumulation and every backward not routed
+    ``EAGER`` (create_graph=True, modes, a subclass dy) to this backward
+    (``_linear_node_backward``). ``QUACK_CPP_EAGER_LINEAR=0`` (or ``QUACK_CPP_EAGER_GEMM=0``,
+    whose C++ GEMM it runs, or ``QUACK_CPP_EAGER=0``) keeps this Function."""
 
     name = "quack_cpp::linear"
+    eager = (_torch_ext.linear if _torch_ext is not None and hasattr(_torch_ext, "linear")
+             and _CPP_LINEAR and _CPP_GEMM else None)
+    eager_node = "LinearFn"
 
     def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: torch.dtype,
                 fuse_grad_accum: bool, tuned: bool, path: int) -> Tensor:
@@ -750,6 +763,27 @@ class Linear:
 
 
 linear_op = register_function(Linear)
+
+
+class _NodeCtx:
+    """Linear.backward's ctx rebuilt from the C++ node's saved state (``_linear_node_backward``)."""
+
+    __slots__ = ("saved_tensors", "needs_input_grad", "dtype", "lead", "n", "bias_dtype", "fuse")
+
+
+def _linear_node_backward(dy, saved, needs, dtype, lead, n, bias_dtype, fuse):
+    """(dx, dw, db) of ``Linear.backward`` for the C++ node ``LinearFn`` (python/torch_ext.cpp)
+    where that node leaves the backward to Python: saved = (x2, w, weight) with None where
+    not saved, needs = needs_input_grad of x, weight and bias, the rest as Linear.forward sets
+    them on ctx."""
+    ctx = _NodeCtx()
+    ctx.saved_tensors, ctx.needs_input_grad, ctx.dtype, ctx.lead = saved, needs, dtype, lead
+    ctx.n, ctx.bias_dtype, ctx.fuse = n, bias_dtype, fuse
+    return Linear.backward(ctx, dy)[:3]
+
+
+if _torch_ext is not None and hasattr(_torch_ext, "_linear_set_python"):
+    _torch_ext._linear_set_python(_linear_node_backward, _reg)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
@@ -806,11 +840,25 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
     return _linear(x, weight, bias, None, fuse_grad_accum, tuned)
 
 
+def _linear_eager(x: Tensor, weight: Tensor, bias: Optional[Tensor], fuse_grad_accum: bool,
+                  tuned: bool, path: int):
+    """``linear_op``'s C++ eager path for a call routed ``EAGER`` or ``EAGER_GRAD`` (path, from
+    ``route(x, weight, bias)``), computing ``linear_dtype`` itself: y, or ``NotImplemented``
+    where it is off (``QUACK_CPP_EAGER_LINEAR=0``, ``QUACK_CPP_EAGER=0``) or leaves the call to
+    Python (no bfloat16 / float16 compute dtype, tuning, bad shapes, unaligned operands)."""
+    eager = linear_op.eager
+    if eager is None or not _reg.CPP_EAGER:
+        return NotImplemented
+    return eager(x, weight, bias, None, bool(fuse_grad_accum), bool(tuned), path)
+
+
 def _linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: Optional[torch.dtype],
-            fuse_grad_accum: bool, tuned: bool) -> Tensor:
+            fuse_grad_accum: bool, tuned: bool, path: Optional[int] = None) -> Tensor:
     """``linear``; dtype: ``linear_dtype(x, weight)`` where the caller has it and it is not None
-    (``nn.Linear``), else None (then computed here, after the device checks)."""
-    path = _reg.route(x, weight, bias)
+    (``nn.Linear``), else None (then computed here, after the device checks); path:
+    ``route(x, weight, bias)`` where the caller has it."""
+    if path is None:
+        path = _reg.route(x, weight, bias)
     if path == _reg.CUSTOM:
         _check("linear", x=x, weight=weight)
         if bias is not None:

@@ -326,25 +326,33 @@ def _gemm_bwd(g):
     return [D.detach(), E.detach(), A.grad, B.grad, C.grad]
 
 
-def _linear(wdtype, autocast):
+def _linear(wdtype, autocast, fuse=True, bias=False):
+    # fuse: the second backward accumulates into weight.grad in place (Linear.backward's);
+    # without it the C++ node's own backward runs on the fast path
     def go(g):
-        q = qnn.Linear(512, 768, device=DEVICE, dtype=wdtype, fuse_grad_accum=True)
+        q = qnn.Linear(512, 768, bias=bias, device=DEVICE, dtype=wdtype, fuse_grad_accum=fuse)
         with torch.no_grad():
             q.weight.copy_(randn(g, 768, 512, scale=0.05))
+            if bias:
+                q.bias.copy_(randn(g, 768))
         x = randn(g, 4, 100, 512, dtype=wdtype).requires_grad_(True)
         res = []
-        for _ in range(2):  # the second backward accumulates into weight.grad in place
+        for _ in range(2):
             with torch.autocast(DEVICE, dtype=bf16, enabled=autocast):
                 y = q(x)
             y.backward(randn(g, *y.shape, dtype=y.dtype))
             res += [y.detach(), x.grad.clone(), q.weight.grad.clone()]
+            if bias:
+                res.append(q.bias.grad.clone())
         return res
-    go.__name__ = f"linear_{wdtype}_{'autocast' if autocast else 'plain'}"
+    go.__name__ = (f"linear_{wdtype}_{'autocast' if autocast else 'plain'}"
+                   f"{'_fused' if fuse else ''}{'_bias' if bias else ''}")
     return go
 
 
 GEMM_FWD = [_gemm_fwd, _gemm_add_fwd, _gemm_add_inplace]
-GEMM_BWD = [_gemm_bwd, _linear(bf16, False), _linear(f32, True)]
+GEMM_BWD = [_gemm_bwd, _linear(bf16, False), _linear(f32, True), _linear(bf16, False, False),
+            _linear(f32, True, False, True)]
 
 
 @pytest.mark.parametrize("scenario", GEMM_FWD, ids=lambda f: f.__name__)

@@ -682,70 +682,305 @@ def test_gemm_leaves_to_the_python_path(gemm_stubbed, monkeypatch):
         quack_cpp.gemm(A, W)
 
 
-def test_linear_runs_its_three_gemms_on_the_cpp_path(gemm_stubbed, monkeypatch):
-    """nn.Linear forward and backward (inside autograd's Function, nothing recorded): every
-    GEMM on the C++ path, outputs and gradients as on the Python path."""
-    def run(cpp):
-        monkeypatch.setattr(gm.gemm_op, "eager", ops._torch_ext.gemm if cpp else None)
-        torch.manual_seed(3)
-        lin = quack_cpp.nn.Linear(64, 32, bias=True, dtype=bf16)
-        x = torch.randn(4, 8, 64, dtype=bf16, requires_grad=True)
-        y = lin(x)
-        y.backward(torch.zeros_like(y))
-        return [(t.dtype, t.shape, t.stride()) for t in (y, x.grad, lin.weight.grad, lin.bias.grad)]
-    py = run(False)
-    n = len(gemm_stubbed.calls)
-    assert n == 3
-    assert run(True) == py
-    assert len(gemm_stubbed.calls) == n, "a GEMM of Linear took the Python launch"
+# --------------------------------------------------------------------------------------------
+# Linear: the C++ node LinearFn (on unless QUACK_CPP_EAGER_LINEAR=0) against linear_op's Python
+# Function, whose GEMMs take the C++ gemm path or the Python one
+# --------------------------------------------------------------------------------------------
+
+LINEAR_NODE = "torch::autograd::CppNode<quack_torch::LinearFn>"
+# "python": the Function with its GEMMs in Python; "gemm": the Function with its GEMMs on the
+# C++ gemm path; "node": the C++ node.
+LINEAR_PATHS = ("python", "gemm", "node")
 
 
-def _linear_launches(cpp, mask, rec, monkeypatch):
-    """nn.Linear(64, 32, bias=True) forward and backward with x (4, 8, 64) / weight / bias
-    requiring grad as mask's bits 0 / 1 / 2: the outputs' metadata and each GEMM launch's
-    arguments (a, b, d, bias without pointers; alpha, beta, stream-K workspace), from the C++
-    path's _last_gemm_args after each of its calls, or from the Python path's _C.gemm."""
-    launches = []
-    if cpp:
-        ext = ops._torch_ext
+def _set_linear_path(path, monkeypatch):
+    ext = ops._torch_ext
+    monkeypatch.setattr(gm.linear_op, "eager", ext.linear if path == "node" else None)
+    monkeypatch.setattr(gm.gemm_op, "eager", ext.gemm if path != "python" else None)
 
-        def eager(*args):
-            out = ext.gemm(*args)
-            if out is not NotImplemented:
-                a, b, d, bias, alpha, beta, sk, skb = ext._last_gemm_args()
-                launches.append((_tuple(a), _tuple(b), _tuple(d), _tuple(bias) if bias else None,
-                                 alpha, beta, sk, skb))
-            return out
-        monkeypatch.setattr(gm.gemm_op, "eager", eager)
-    else:
-        monkeypatch.setattr(gm.gemm_op, "eager", None)
-    n = len(rec.calls)
+
+def _launch(a, b, c, d, bias, alpha, beta, tuned, sk, skb):
+    """One GEMM launch: a, b, c, d, bias as (dtype, shape, strides, device), their pointers
+    (0 where absent), the scalars."""
+    ts = (a, b, c, d, bias)
+    return (tuple(_tuple(t) for t in ts), tuple(t[0] if t else 0 for t in ts), alpha, beta,
+            tuned, sk, skb)
+
+
+def _without_pointers(launches):
+    # addresses differ between runs (and a freed tensor's may come back): compared where the
+    # tensors are known (test_linear_gemm_operands)
+    return [(ts,) + tuple(rest) for ts, _ptrs, *rest in launches]
+
+
+def _cpp_launches(on):
+    """The C++ path's stubbed launches since the last call; recording on from now if on."""
+    return [_launch(a, b, None, d, bias or None, alpha, beta, False, sk, skb)
+            for a, b, d, bias, alpha, beta, sk, skb in ops._torch_ext._gemm_log(on)]
+
+
+class _LinearRecorder(_GemmRecorder):
+    """_GemmRecorder whose launches (self.launches, while a list) hold every GEMM launch in
+    order: the Python path's _C.gemm calls and, before each, the C++ path's since the last."""
+
+    launches = None
+
+    def gemm(self, *args):
+        super().gemm(*args)
+        if self.launches is not None:
+            a, b, c, d, alpha, beta, _s, tuned, *_, brow, _bcol, sk, skb = args
+            self.launches += _cpp_launches(True)
+            self.launches.append(_launch(a, b, c, d, brow, alpha, beta, tuned, sk, skb))
+
+
+@pytest.fixture
+def linear_stubbed(gemm_stubbed, monkeypatch):
+    rec = _LinearRecorder()
+    monkeypatch.setattr(gm, "_C", rec)
+    yield rec
+    _cpp_launches(False)
+
+
+def _linear_run(path, scenario, rec, monkeypatch):
+    """scenario() (a list of tensors, None where absent) on path: their metadata, their
+    grad_fn names, and every GEMM launch in order."""
+    _set_linear_path(path, monkeypatch)
+    _cpp_launches(True)
+    rec.launches = []
+    try:
+        res = scenario()
+        launches = rec.launches + _cpp_launches(False)
+    finally:
+        rec.launches = None
+    nodes = [t.grad_fn.name() if t is not None and t.grad_fn is not None else None
+             for t in res]
+    return [_meta(t) for t in res], nodes, _without_pointers(launches)
+
+
+def _linear_module(bias=True, dtype=bf16, K=64, N=32, **kw):
     torch.manual_seed(3)
-    lin = quack_cpp.nn.Linear(64, 32, bias=True, dtype=bf16)
-    lin.weight.requires_grad_(bool(mask & 2))
-    lin.bias.requires_grad_(bool(mask & 4))
-    x = torch.randn(4, 8, 64, dtype=bf16, requires_grad=bool(mask & 1))
-    y = lin(x)
-    if mask:
+    return quack_cpp.nn.Linear(K, N, bias=bias, dtype=dtype, **kw)
+
+
+def _grads(q, x):
+    return [x.grad, q.weight.grad, q.bias.grad if q.bias is not None else None]
+
+
+def _needs_input_grad(mask, xshape=(4, 8, 64)):
+    def go():
+        q = _linear_module()
+        q.weight.requires_grad_(bool(mask & 2))
+        q.bias.requires_grad_(bool(mask & 4))
+        x = torch.randn(xshape, dtype=bf16, requires_grad=bool(mask & 1))
+        y = q(x)
+        if mask:
+            y.backward(torch.zeros_like(y))
+        return [y] + _grads(q, x)
+    go.__name__ = f"needs_input_grad_{mask}_{len(xshape)}d"
+    return go
+
+
+def _autocast_fp32_weight():
+    # fp32 weight and bias under autocast: dW in fp32 where can_implement has that instance
+    q = _linear_module(dtype=f32)
+    x = torch.randn(6, 64, requires_grad=True)
+    with torch.autocast("cpu", dtype=bf16):
+        y = q(x)
+    y.backward(torch.zeros_like(y))
+    return [y] + _grads(q, x)
+
+
+def _functional_no_bias_1d():
+    torch.manual_seed(3)
+    w = torch.randn(32, 64, dtype=bf16, requires_grad=True)
+    x = torch.randn(64, dtype=bf16, requires_grad=True)
+    y = quack_cpp.linear(x, w)
+    y.backward(torch.zeros_like(y))
+    return [y, x.grad, w.grad]
+
+
+def _create_graph():
+    # A recorded backward (the node hands it to Linear.backward), differentiated again.
+    q = _linear_module()
+    x = torch.randn(5, 64, dtype=bf16, requires_grad=True)
+    dy = torch.zeros(5, 32, dtype=bf16, requires_grad=True)
+    dx, dw, db = torch.autograd.grad(q(x), (x, q.weight, q.bias), dy, create_graph=True)
+    (dx.float().sum() + dw.float().sum() + db.float().sum()).backward()
+    return [dx, dw, db, dy.grad, x.grad]
+
+
+def _fused():
+    # fuse_grad_accum: the second backward accumulates into weight.grad in place (Python's)
+    q = _linear_module(fuse_grad_accum=True)
+    x = torch.randn(3, 4, 64, dtype=bf16, requires_grad=True)
+    res = []
+    for _ in range(2):
+        y = q(x)
         y.backward(torch.zeros_like(y))
-    if not cpp:
-        for a, b, _c, d, alpha, beta, *_, brow, _bcol, sk, skb in rec.calls[n:]:
-            launches.append((_tuple(a), _tuple(b), _tuple(d), _tuple(brow), alpha, beta, sk,
-                             skb))
-    meta = [None if t is None else (t.dtype, t.shape, t.stride())
-            for t in (y, x.grad, lin.weight.grad, lin.bias.grad)]
-    return meta, launches
+        res += [y] + _grads(q, x)
+    return res
 
 
-@pytest.mark.parametrize("mask", range(8))
-def test_linear_needs_input_grad_same_launches_on_both_paths(gemm_stubbed, monkeypatch, mask):
-    """For each subset of x, weight and bias requiring grad, Linear's GEMMs (the forward, the
-    dgrad where x requires grad, the wgrad where weight does) run on the C++ path with the
-    Python path's launch arguments, in the same order, and the outputs and gradients match."""
-    py_meta, py_launches = _linear_launches(False, mask, gemm_stubbed, monkeypatch)
-    assert len(py_launches) == 1 + bool(mask & 1) + bool(mask & 2)
-    n = len(gemm_stubbed.calls)
-    cpp_meta, cpp_launches = _linear_launches(True, mask, gemm_stubbed, monkeypatch)
-    assert len(gemm_stubbed.calls) == n, "a GEMM of Linear took the Python launch"
-    assert cpp_meta == py_meta
-    assert cpp_launches == py_launches
+def _no_grad_mode():
+    q = _linear_module()
+    x = torch.randn(4, 8, 64, dtype=bf16, requires_grad=True)
+    with torch.no_grad():
+        return [q(x)]
+
+
+def _tuned():
+    q = _linear_module(tuned=True)
+    x = torch.randn(4, 64, dtype=bf16, requires_grad=True)
+    y = q(x)
+    y.backward(torch.zeros_like(y))
+    return [y] + _grads(q, x)
+
+
+def _unaligned_k():
+    # K = 63: W^T is no TMA operand (the node leaves the call to Python: padded copies)
+    q = _linear_module(K=63)
+    x = torch.randn(4, 63, dtype=bf16, requires_grad=True)
+    y = q(x)
+    y.backward(torch.zeros_like(y))
+    return [y] + _grads(q, x)
+
+
+def _strided_dy():
+    # a stride-0 dy (y.sum()): made a row-major operand before the backward GEMMs
+    q = _linear_module()
+    x = torch.randn(2, 3, 64, dtype=bf16, requires_grad=True)
+    q(x).float().sum().backward()
+    return _grads(q, x)
+
+
+LINEAR_SCENARIOS = ([_needs_input_grad(m) for m in range(8)]
+                    + [_needs_input_grad(7, (4, 64)), _autocast_fp32_weight,
+                       _functional_no_bias_1d, _create_graph, _fused, _no_grad_mode, _tuned,
+                       _unaligned_k, _strided_dy])
+
+
+@pytest.mark.parametrize("scenario", LINEAR_SCENARIOS, ids=lambda f: f.__name__)
+def test_linear_same_launches_on_every_path(linear_stubbed, monkeypatch, scenario):
+    """Outputs' and gradients' metadata and every GEMM launch (arguments, order) are the same
+    on the node as on the Function with its GEMMs in Python or on the C++ gemm path: the
+    forward GEMM, the dgrad where x needs a gradient, the wgrad where weight does (in place
+    into weight.grad where fused), the GEMMs of a recorded backward and its differentiation."""
+    py = _linear_run("python", scenario, linear_stubbed, monkeypatch)
+    assert py[2], "no GEMM launched"
+    assert _linear_run("gemm", scenario, linear_stubbed, monkeypatch)[::2] == py[::2]
+    assert _linear_run("node", scenario, linear_stubbed, monkeypatch)[::2] == py[::2]
+
+
+@pytest.mark.parametrize("path", LINEAR_PATHS)
+def test_linear_gemm_operands(linear_stubbed, monkeypatch, path):
+    """Each GEMM reads and writes the tensors it should: forward (x2 = x's rows, W^T, bias) ->
+    y, dgrad (dy, W) -> x.grad, wgrad (dy^T, x2) -> weight.grad (all kept alive)."""
+    _set_linear_path(path, monkeypatch)
+    q = _linear_module()
+    x = torch.randn(4, 8, 64, dtype=bf16, requires_grad=True)
+    dy = torch.zeros(4, 8, 32, dtype=bf16)
+    _cpp_launches(True)
+    linear_stubbed.launches = []
+    try:
+        y = q(x)
+        y.backward(dy)
+        launches = linear_stubbed.launches + _cpp_launches(False)
+    finally:
+        linear_stubbed.launches = None
+    w, b = q.weight.data_ptr(), q.bias.data_ptr()
+    xp, yp, dyp = x.data_ptr(), y.data_ptr(), dy.data_ptr()
+    assert [ptrs for _ts, ptrs, *_ in launches] == [
+        (xp, w, 0, yp, b), (dyp, w, 0, x.grad.data_ptr(), 0),
+        (dyp, xp, 0, q.weight.grad.data_ptr(), 0)]
+
+
+def test_linear_python_path_launches_in_python(linear_stubbed, monkeypatch):
+    """The "python" path above runs every GEMM through _C.gemm (3 for a forward and backward
+    with dx and dW); the node runs none there."""
+    for path, n in (("python", 3), ("node", 0)):
+        linear_stubbed.calls.clear()
+        _linear_run(path, _needs_input_grad(3), linear_stubbed, monkeypatch)
+        assert len(linear_stubbed.calls) == n
+
+
+@pytest.mark.parametrize("mask", range(1, 8))
+def test_linear_node_where_recorded(linear_stubbed, monkeypatch, mask):
+    """The node is y's grad_fn on the C++ path wherever autograd records the call (y 2-D, or
+    viewed as x's leading dims), the Function's on the Python path; both are linear_op's fast
+    nodes."""
+    for path, name in (("node", LINEAR_NODE), ("gemm", "LinearFunctionBackward")):
+        _set_linear_path(path, monkeypatch)
+        q = _linear_module()
+        q.weight.requires_grad_(bool(mask & 2))
+        q.bias.requires_grad_(bool(mask & 4))
+        for shape in ((4, 8, 64), (4, 64)):
+            y = q(torch.randn(shape, dtype=bf16, requires_grad=bool(mask & 1)))
+            assert y.grad_fn.name() == name and gm.linear_op.is_fast_node(y.grad_fn)
+
+
+def test_linear_node_falls_back_to_python_backward(linear_stubbed, monkeypatch):
+    """Where the node's backward would not route EAGER it runs Linear.backward: with
+    FORCE_CUSTOM_OP set after the forward its GEMMs take the custom op (as on the Python path),
+    and a Tensor subclass dy takes it too (route's type check)."""
+    lib = torch.library.Library("quack_cpp", "IMPL")
+    lib.impl("gemm", gm.gemm_op.kernel, "CPU")
+    custom = []
+    real = gm.gemm_op.custom_op
+    monkeypatch.setattr(gm.gemm_op, "custom_op", lambda *a: custom.append(1) or real(*a))
+
+    class Sub(torch.Tensor):
+        pass
+
+    def force_after_forward():
+        q = _linear_module()
+        x = torch.randn(4, 64, dtype=bf16, requires_grad=True)
+        y = q(x)
+        monkeypatch.setattr(reg, "FORCE_CUSTOM_OP", True)
+        try:
+            y.backward(torch.zeros_like(y))
+        finally:
+            monkeypatch.setattr(reg, "FORCE_CUSTOM_OP", False)
+        return [y] + _grads(q, x)
+
+    def subclass_dy():
+        q = _linear_module()
+        x = torch.randn(4, 64, dtype=bf16, requires_grad=True)
+        y = q(x)
+        y.backward(torch.zeros_like(y).as_subclass(Sub))
+        return [y] + _grads(q, x)
+
+    try:
+        for scenario in (force_after_forward, subclass_dy):
+            custom.clear()
+            py = _linear_run("python", scenario, linear_stubbed, monkeypatch)
+            assert len(custom) == 2  # dgrad and wgrad
+            custom.clear()
+            assert _linear_run("node", scenario, linear_stubbed, monkeypatch)[::2] == py[::2]
+            assert len(custom) == 2
+    finally:
+        lib._destroy()
+
+
+def test_linear_errors_as_the_python_path(linear_stubbed, monkeypatch):
+    """Bad shapes and dtypes raise the Python checks' messages on every path (the node leaves
+    such calls to them); an fp32 module outside autocast is F.linear on both."""
+    w, b = torch.randn(32, 64, dtype=bf16), torch.randn(32, dtype=bf16)
+    calls = [
+        lambda: quack_cpp.linear(torch.randn(4, 63, dtype=bf16), w),
+        lambda: quack_cpp.linear(torch.randn(4, 64, dtype=bf16), w, torch.randn(31, dtype=bf16)),
+        lambda: quack_cpp.linear(torch.randn(4, 64, dtype=bf16), w.half()),
+        lambda: _linear_module()(torch.randn(4, 63, dtype=bf16)),
+        lambda: quack_cpp.linear(torch.randn(4, 64, dtype=bf16), torch.randn(2, 32, 64,
+                                                                            dtype=bf16)),
+    ]
+    msgs = {}
+    for path in LINEAR_PATHS:
+        _set_linear_path(path, monkeypatch)
+        for i, call in enumerate(calls):
+            with pytest.raises(ValueError) as e:
+                call()
+            msgs.setdefault(i, set()).add(str(e.value))
+        y = _linear_module(dtype=f32)(torch.randn(4, 64))
+        assert y.dtype == f32 and y.grad_fn.name() == "AddmmBackward0"
+    assert all(len(m) == 1 for m in msgs.values()), msgs
+    assert "linear: x has shape (4, 63)" in msgs[0].pop()
