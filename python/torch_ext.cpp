@@ -1363,6 +1363,21 @@ std::vector<int64_t> leading_shape(const Tensor& x, int64_t last) {
   return shape;
 }
 
+// Whether the engine runs weight's AccumulateGrad in the current graph task, where fused
+// accumulation may hand it weight.grad: a backward over the whole graph (no exec info) or one
+// whose inputs include weight. Not under autograd.grad, which captures weight's gradient without
+// running the accumulator (weight.grad would be cleared and the captured gradient hold the
+// old one), nor for a weight that is not a leaf (no accumulator).
+bool weight_accumulates(const Tensor& weight) {
+  const std::shared_ptr<torch::autograd::Node> acc =
+      torch::autograd::impl::try_get_grad_accumulator(weight);
+  const auto* info = torch::autograd::get_current_graph_task_exec_info();
+  if (!acc || info == nullptr) return false;
+  if (info->empty()) return true;
+  const auto it = info->find(acc.get());
+  return it != info->end() && it->second.needed_;
+}
+
 struct LinearState {
   int64_t flags;
   at::ScalarType dtype;
@@ -1395,6 +1410,20 @@ struct LinearState {
   }
 
   bool has(LinearFlags f) const { return (flags & f) != 0; }
+
+  // The flags of the backward running now: the gradients the engine's current graph task
+  // computes (needs_input_grad is task_should_compute_output: autograd.grad and
+  // backward(inputs=...) may leave x's, weight's or bias's out), fused accumulation only where
+  // the task runs weight's AccumulateGrad (weight_accumulates). gemm_ops._task_grads alike.
+  LinearState for_task(const AutogradContext& ctx, const Tensor& weight) const {
+    LinearState s = *this;
+    const auto drop = [&s](LinearFlags f) { s.flags &= ~static_cast<int64_t>(f); };
+    if (has(kNeedX) && !ctx.needs_input_grad(0)) drop(kNeedX);
+    if (has(kNeedW) && !ctx.needs_input_grad(1)) drop(kNeedW);
+    if (has(kNeedB) && !ctx.needs_input_grad(2)) drop(kNeedB);  // edge 2: bias is present
+    if (has(kFuse) && !(s.has(kNeedW) && weight_accumulates(weight))) drop(kFuse);
+    return s;
+  }
 
   // lead + (last,): the shape of a (M, last) result viewed as x's leading dims.
   std::vector<int64_t> lead_shape(int64_t last) const {
@@ -1520,8 +1549,9 @@ namespace quack_torch {
 // torch::autograd::CppNode<quack_torch::LinearFn>). Inputs x, weight, bias (the prepared
 // operands ride along as a plain pointer). Forward: y = x2 W^T (+ b) on gemm_run, viewed as
 // x's leading dims; saves x2 where weight needs a gradient, W where x does, and weight where
-// its gradient is needed or fused. Backward: where Linear.backward's route gives EAGER and
-// accumulation is not fused, its three gradients here (cpp_backward); otherwise (fused
+// its gradient is needed or fused. Backward: the gradients the current graph task computes
+// (LinearState::for_task); where Linear.backward's route gives EAGER and accumulation is not
+// fused, those here (cpp_backward); otherwise (fused
 // accumulation, create_graph=True, FORCE_CUSTOM_OP, dispatch modes, functorch, a subclass dy,
 // operands TMA cannot address) Linear.backward itself (python_backward), which routes its
 // GEMMs to the Python Function or the custom op.
@@ -1538,9 +1568,10 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const LinearState st = LinearState::unpack(ctx->saved_data["s"].toIntVector());
     const variable_list saved = ctx->get_saved_variables();
     const Tensor &x2 = saved[0], &w = saved[1], &weight = saved[2];
+    const LinearState st =
+        LinearState::unpack(ctx->saved_data["s"].toIntVector()).for_task(*ctx, weight);
     const Tensor& dy = grads[0];
     py::gil_scoped_acquire gil;
     if (!st.has(kFuse) && backward_routes_eager(dy, w, x2)) {

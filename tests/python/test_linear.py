@@ -176,6 +176,40 @@ def test_fuse_grad_accum(wdtype, autocast, monkeypatch):
 
 
 @all_majors
+@pytest.mark.parametrize("how", ["grad", "inputs"])
+def test_fuse_grad_accum_partial_backward(how):
+    """fuse_grad_accum with a backward that computes one input's gradient (how: autograd.grad,
+    or backward(inputs=...)) once weight.grad exists: x's alone is torch.nn.Linear's dx and
+    leaves weight.grad as it was; weight's alone is the new dW (autograd.grad, weight.grad as it
+    was) or dW accumulated into weight.grad (backward(inputs=[weight]))."""
+    q, t = pair(256, 384, bf16, fuse=True)
+    x = torch.randn(3, 40, 256, device=DEVICE).to(bf16)
+    dy1, dy2 = (torch.randn(3, 40, 384, device=DEVICE).to(bf16) for _ in range(2))
+    x64, dw1 = x.double().flatten(0, -2), dy1.double().flatten(0, -2).T @ x.double().flatten(0, -2)
+    dw2 = dy2.double().flatten(0, -2).T @ x64
+    for target in ("x", "weight"):
+        out = []
+        for m in (q, t):
+            m.weight.grad = None
+            m(x).backward(dy1)  # weight.grad = dW1
+            xg = x.clone().requires_grad_(True)
+            y = m(xg)
+            wanted = xg if target == "x" else m.weight
+            if how == "grad":
+                (g,) = torch.autograd.grad(y, wanted, dy2)
+            else:
+                y.backward(dy2, inputs=[wanted])
+                g = wanted.grad
+            out.append((g, m.weight.grad))
+        (g, wgrad), (tg, twgrad) = out
+        assert_rule("dW1 kept" if target == "x" or how == "grad" else "dW1 + dW2", wgrad,
+                    dw1 if target == "x" or how == "grad" else dw1 + dw2, twgrad, dtype=bf16)
+        ref = (dy2.double() @ q.weight.double()) if target == "x" else (
+            dw2 if how == "grad" else dw1 + dw2)
+        assert_rule(f"d{target}", g, ref, tg, dtype=bf16)
+
+
+@all_majors
 @pytest.mark.parametrize("cdt", [bf16, f16], ids=str)
 def test_autocast_matches_torch_module(cdt):
     q, t = pair(256, 384, f32)

@@ -853,10 +853,32 @@ def _strided_dy():
     return _grads(q, x)
 
 
+def _partial(target, how, fuse=True):
+    """A backward of one input's gradient (target "x" or "weight"; how "grad": autograd.grad,
+    "inputs": backward(inputs=...)) after a full one made weight.grad: only that gradient's
+    GEMM runs, fused into weight.grad only where backward(inputs=[weight]) accumulates it."""
+    def go():
+        q = _linear_module(fuse_grad_accum=fuse)
+        x = torch.randn(3, 4, 64, dtype=bf16, requires_grad=True)
+        q(x).backward(torch.zeros(3, 4, 32, dtype=bf16))
+        y = q(x)
+        t = x if target == "x" else q.weight
+        if how == "grad":
+            (g,) = torch.autograd.grad(y, t, torch.zeros_like(y))
+        else:
+            y.backward(torch.zeros_like(y), inputs=[t])
+            g = t.grad
+        return [y, g] + _grads(q, x)
+    go.__name__ = f"partial_{how}_{target}" + ("_fused" if fuse else "")
+    return go
+
+
 LINEAR_SCENARIOS = ([_needs_input_grad(m) for m in range(8)]
                     + [_needs_input_grad(7, (4, 64)), _autocast_fp32_weight,
                        _functional_no_bias_1d, _create_graph, _fused, _no_grad_mode, _tuned,
-                       _unaligned_k, _strided_dy])
+                       _unaligned_k, _strided_dy]
+                    + [_partial(t, h) for t in ("x", "weight") for h in ("grad", "inputs")]
+                    + [_partial("x", "grad", fuse=False)])
 
 
 @pytest.mark.parametrize("scenario", LINEAR_SCENARIOS, ids=lambda f: f.__name__)
@@ -892,6 +914,46 @@ def test_linear_gemm_operands(linear_stubbed, monkeypatch, path):
     assert [ptrs for _ts, ptrs, *_ in launches] == [
         (xp, w, 0, yp, b), (dyp, w, 0, x.grad.data_ptr(), 0),
         (dyp, xp, 0, q.weight.grad.data_ptr(), 0)]
+
+
+@pytest.mark.parametrize("path", LINEAR_PATHS)
+@pytest.mark.parametrize("how", ("grad", "inputs"))
+def test_linear_fused_partial_backward_keeps_weight_grad(linear_stubbed, monkeypatch, path, how):
+    """fuse_grad_accum with a backward that computes x's gradient alone (autograd.grad(y, x),
+    backward(inputs=[x])): no wgrad runs and weight.grad stays the tensor it was; one that
+    computes weight's alone: autograd.grad returns the plain wgrad (a new tensor, weight.grad
+    untouched), backward(inputs=[weight]) accumulates into weight.grad in place; no dgrad.
+    weight.grad is held by the module alone (AccumulateGrad keeps it then)."""
+    _set_linear_path(path, monkeypatch)
+    q = _linear_module(fuse_grad_accum=True)
+    x = torch.randn(3, 4, 64, dtype=bf16, requires_grad=True)
+    ones = torch.ones(32, 64, dtype=bf16)
+    for target in ("x", "weight"):
+        q.weight.grad = ones.clone()
+        grad0 = q.weight.grad.data_ptr()
+        y = q(x)
+        t = x if target == "x" else q.weight
+        _cpp_launches(True)
+        linear_stubbed.launches = []
+        try:
+            if how == "grad":
+                (g,) = torch.autograd.grad(y, t, torch.zeros_like(y))
+            else:
+                y.backward(torch.zeros_like(y), inputs=[t])
+                g = t.grad
+            launches = linear_stubbed.launches + _cpp_launches(False)
+        finally:
+            linear_stubbed.launches = None
+        assert g is not None and g.shape == t.shape
+        ptrs = [p for _ts, p, *_ in launches]
+        if target == "x":  # the dgrad alone (dy, W) -> dx
+            assert ptrs == [(ptrs[0][0], q.weight.data_ptr(), 0, g.data_ptr(), 0)]
+        elif how == "grad":  # the plain wgrad (dy^T, x) -> a new tensor
+            assert ptrs == [(ptrs[0][0], x.data_ptr(), 0, g.data_ptr(), 0)]
+            assert g.data_ptr() != grad0
+        else:  # the wgrad into weight.grad (C = D)
+            assert ptrs == [(ptrs[0][0], x.data_ptr(), grad0, grad0, 0)]
+        assert q.weight.grad.data_ptr() == grad0 and torch.equal(q.weight.grad, ones)
 
 
 def test_linear_python_path_launches_in_python(linear_stubbed, monkeypatch):
