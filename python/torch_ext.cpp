@@ -1242,19 +1242,41 @@ bool gemm_takes(const Tensor& A, const Tensor& B, at::ScalarType out_dtype) {
   return out_dtype == at::kFloat || out_dtype == at::kHalf || out_dtype == at::kBFloat16;
 }
 
+// The result of a GEMM into D (shape, strides): D itself, or with lead (a 2-D D's rows as x's
+// leading dims) a tensor (*lead, N) of its own whose (M, N) alias is D, with the strides a
+// view of D as (*lead, N) has. Not a view of D: autograd allows in-place ops on a custom
+// Function's output, not on a view made inside it.
+std::pair<Tensor, Tensor> new_out(const std::vector<int64_t>& shape,
+                                  const std::vector<int64_t>& strides,
+                                  const at::TensorOptions& opts, c10::OptionalIntArrayRef lead) {
+  if (!lead) {
+    Tensor D = at::empty_strided(shape, strides, opts);
+    return {D, D};
+  }
+  std::vector<int64_t> final_shape(lead->begin(), lead->end());
+  final_shape.push_back(shape[1]);
+  // M = the product of lead, and D's rows evenly strided: always viewable
+  const std::vector<int64_t> final_strides =
+      *at::detail::computeStride(shape, strides, final_shape);
+  Tensor out = at::empty_strided(final_shape, final_strides, opts);
+  Tensor D = out.as_strided(shape, strides);
+  return {out, D};
+}
+
 // D = alpha * A @ B (+ bias) for operands gemm_takes serves (gemm_ops._gemm_impl without C):
 // D allocated as _new_out decides (row-major unless only column-major is supported for A's
-// and B's layouts), quack::gemm on D's current stream with the stream-K workspace. Called
-// under the GIL; the launch runs without it.
+// and B's layouts), quack::gemm on D's current stream with the stream-K workspace; returned
+// as D, or with lead as (*lead, N) (new_out). Called under the GIL; the launch runs without
+// it.
 Tensor gemm_run(const Tensor& A, const Tensor& B, at::ScalarType out_dtype, double alpha,
-                const Tensor& bias) {
+                const Tensor& bias, c10::OptionalIntArrayRef lead = std::nullopt) {
   const std::vector<int64_t> shape = out_shape(A, B);
   const int64_t elt = static_cast<int64_t>(c10::elementSize(out_dtype));
   bool col = false;
   if (is_col_major(A) || !is_col_major(B))  // not the usual x @ W.T: ask, as _new_out does
     col = d_col_major(A, B, shape, elt, out_dtype);
-  const Tensor D = at::empty_strided(shape, padded_strides(shape, elt, col),
-                                     A.options().dtype(out_dtype));
+  const auto [out, D] = new_out(shape, padded_strides(shape, elt, col),
+                                A.options().dtype(out_dtype), lead);
   quack::GemmArgs g;
   g.a = ref(A, "gemm", "a");
   g.b = ref(B, "gemm", "b");
@@ -1271,7 +1293,7 @@ Tensor gemm_run(const Tensor& A, const Tensor& B, at::ScalarType out_dtype, doub
     py::gil_scoped_release no_gil;
     quack::gemm(g, s);
   }
-  return D;
+  return out;
 }
 
 // gemm_op's implementation (quack_cpp.gemm_ops._gemm_impl) for a call without C, device
@@ -1356,13 +1378,6 @@ struct LinearPrep {
 // The state LinearFn saves besides its tensors, as one int list (one saved_data entry).
 enum LinearFlags : int64_t { kNeedX = 1, kNeedW = 2, kNeedB = 4, kFuse = 8, kLead = 16 };
 
-// x's leading dims and last: the shape of a (M, last) result viewed as x's rows.
-std::vector<int64_t> leading_shape(const Tensor& x, int64_t last) {
-  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
-  shape.push_back(last);
-  return shape;
-}
-
 // Whether the engine runs weight's AccumulateGrad in the current graph task, where fused
 // accumulation may hand it weight.grad: a backward over the whole graph (no exec info) or one
 // whose inputs include weight. Not under autograd.grad, which captures weight's gradient without
@@ -1423,6 +1438,11 @@ struct LinearState {
     if (has(kNeedB) && !ctx.needs_input_grad(2)) drop(kNeedB);  // edge 2: bias is present
     if (has(kFuse) && !(s.has(kNeedW) && weight_accumulates(weight))) drop(kFuse);
     return s;
+  }
+
+  // x's leading dims where x is not 2-D (gemm_run's lead), else none.
+  c10::OptionalIntArrayRef lead_dims() const {
+    return has(kLead) ? c10::OptionalIntArrayRef(lead) : c10::OptionalIntArrayRef();
   }
 
   // lead + (last,): the shape of a (M, last) result viewed as x's leading dims.
@@ -1547,8 +1567,8 @@ namespace quack_torch {
 
 // quack_cpp.gemm_ops.Linear's forward and backward as a C++ autograd Function (node:
 // torch::autograd::CppNode<quack_torch::LinearFn>). Inputs x, weight, bias (the prepared
-// operands ride along as a plain pointer). Forward: y = x2 W^T (+ b) on gemm_run, viewed as
-// x's leading dims; saves x2 where weight needs a gradient, W where x does, and weight where
+// operands ride along as a plain pointer). Forward: y = x2 W^T (+ b) on gemm_run, allocated
+// with x's leading dims (a tensor of its own, not a view: in-place ops on y are allowed); saves x2 where weight needs a gradient, W where x does, and weight where
 // its gradient is needed or fused. Backward: the gradients the current graph task computes
 // (LinearState::for_task); where Linear.backward's route gives EAGER and accumulation is not
 // fused, those here (cpp_backward); otherwise (fused
@@ -1559,12 +1579,12 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                         const std::optional<Tensor>& bias, const LinearPrep* p) {
     const Tensor b = opt(bias);
-    const Tensor y = gemm_run(p->x2, p->wt, p->dtype, 1.0, b);
     const LinearState st = LinearState::of(*p, x, b, weight.size(0));
+    const Tensor y = gemm_run(p->x2, p->wt, p->dtype, 1.0, b, st.lead_dims());
     ctx->saved_data["s"] = st.pack();
     ctx->save_for_backward({p->need_w ? p->x2 : Tensor(), p->need_x ? p->w : Tensor(),
                             p->fuse || p->need_w ? weight : Tensor()});
-    return st.has(kLead) ? y.view(st.lead_shape(st.n)) : y;
+    return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -1651,8 +1671,8 @@ py::object linear(const Tensor& x, const Tensor& weight, const std::optional<Ten
   if (!p) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   if (at::GradMode::is_enabled() && (p->need_x || p->need_w || p->need_b))
     return py::cast(quack_torch::LinearFn::apply(x, weight, bias, &*p));
-  const Tensor y = gemm_run(p->x2, p->wt, p->dtype, 1.0, b);
-  return py::cast(x.dim() == 2 ? y : y.view(leading_shape(x, weight.size(0))));
+  const auto lead = x.dim() == 2 ? c10::OptionalIntArrayRef() : x.sizes().slice(0, x.dim() - 1);
+  return py::cast(gemm_run(p->x2, p->wt, p->dtype, 1.0, b, lead));
 }
 
 py::tuple ref_tuple(const quack::TensorRef& r) {

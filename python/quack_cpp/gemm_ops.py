@@ -741,7 +741,9 @@ class Linear:
         ctx.fuse = bool(fuse_grad_accum and need_w and not torch.compiler.is_compiling())
         ctx.save_for_backward(x2 if need_w else None, w if need_x else None,
                               weight if ctx.fuse or need_w else None)
-        return y if lead is None else y.view(*lead, N)
+        # y (M, N) with x's leading dims: detached, a tensor of its own for autograd (a view
+        # made inside a Function would forbid in-place ops on the output), the same storage.
+        return y if lead is None else y.view(*lead, N).detach()
 
     def backward(ctx, dy):
         return _linear_backward(ctx, dy, *_task_grads(ctx)) + (None,) * 4

@@ -210,6 +210,33 @@ def test_fuse_grad_accum_partial_backward(how):
 
 
 @all_majors
+@pytest.mark.parametrize("shape", [(2, 37, 256), (37, 256), (256,)], ids=str)
+def test_inplace_on_output(shape):
+    """In-place ops on y with grad on, as torch.nn.Linear allows them (y is no view made inside
+    the autograd Function for a 3-D or 1-D x): y.add_(r) then nn.ReLU(inplace=True); y and
+    the gradients against torch.nn.Linear's and a float64 reference."""
+    q, t = pair(256, 384, bf16)
+    x = torch.randn(shape, device=DEVICE).to(bf16)
+    # +-8 by column: y + r has r's sign (|y| is far below 8 here), so ReLU's mask is the same
+    # in bf16 and float64
+    r = torch.where(torch.arange(384, device=DEVICE) % 2 == 0, 8.0, -8.0).to(bf16)
+    dy = torch.randn(shape[:-1] + (384,), device=DEVICE).to(bf16)
+
+    def go(m, dtype=bf16):
+        xg = x.to(dtype).requires_grad_(True)
+        y = m(xg)
+        y.add_(r.to(dtype))
+        y = torch.nn.ReLU(inplace=True)(y)
+        y.backward(dy.to(dtype))
+        return y.detach(), xg.grad, m.weight.grad
+
+    m64 = torch.nn.Linear(256, 384, bias=False, device=DEVICE, dtype=torch.float64)
+    with torch.no_grad():
+        m64.weight.copy_(q.weight.double())
+    compare(go(q), go(m64, torch.float64), go(t), bf16)
+
+
+@all_majors
 @pytest.mark.parametrize("cdt", [bf16, f16], ids=str)
 def test_autocast_matches_torch_module(cdt):
     q, t = pair(256, 384, f32)

@@ -853,6 +853,22 @@ def _strided_dy():
     return _grads(q, x)
 
 
+def _inplace_after(xshape):
+    """In-place ops on y with grad on (y.add_, nn.ReLU(inplace=True)), as torch.nn.Linear
+    allows: y is no view made inside the Function or node (x 3-D or 1-D too)."""
+    def go():
+        q = _linear_module()
+        x = torch.randn(xshape, dtype=bf16, requires_grad=True)
+        y = q(x)
+        assert y._base is None
+        y.add_(torch.ones(32, dtype=bf16))
+        y = torch.nn.ReLU(inplace=True)(y)
+        y.backward(torch.zeros_like(y))
+        return [y] + _grads(q, x)
+    go.__name__ = f"inplace_after_{len(xshape)}d"
+    return go
+
+
 def _partial(target, how, fuse=True):
     """A backward of one input's gradient (target "x" or "weight"; how "grad": autograd.grad,
     "inputs": backward(inputs=...)) after a full one made weight.grad: only that gradient's
@@ -878,7 +894,8 @@ LINEAR_SCENARIOS = ([_needs_input_grad(m) for m in range(8)]
                        _functional_no_bias_1d, _create_graph, _fused, _no_grad_mode, _tuned,
                        _unaligned_k, _strided_dy]
                     + [_partial(t, h) for t in ("x", "weight") for h in ("grad", "inputs")]
-                    + [_partial("x", "grad", fuse=False)])
+                    + [_partial("x", "grad", fuse=False)]
+                    + [_inplace_after(shape) for shape in ((4, 8, 64), (4, 64), (64,))])
 
 
 @pytest.mark.parametrize("scenario", LINEAR_SCENARIOS, ids=lambda f: f.__name__)
