@@ -1396,31 +1396,33 @@ bool weight_accumulates(const Tensor& weight) {
 struct LinearState {
   int64_t flags;
   at::ScalarType dtype;
+  at::ScalarType weight_dtype;  // dW's dtype
   std::optional<at::ScalarType> bias_dtype;
   int64_t n;                  // out_features
   std::vector<int64_t> lead;  // x's leading dims where x is not 2-D (flag kLead)
 
   // Linear.forward's ctx fields for this call.
-  static LinearState of(const LinearPrep& p, const Tensor& x, const Tensor& bias, int64_t n) {
+  static LinearState of(const LinearPrep& p, const Tensor& x, const Tensor& weight,
+                        const Tensor& bias) {
     LinearState s{(p.need_x ? kNeedX : 0) | (p.need_w ? kNeedW : 0) | (p.need_b ? kNeedB : 0) |
                       (p.fuse ? kFuse : 0) | (x.dim() != 2 ? kLead : 0),
-                  p.dtype, std::nullopt, n, {}};
+                  p.dtype, weight.scalar_type(), std::nullopt, weight.size(0), {}};
     if (bias.defined()) s.bias_dtype = bias.scalar_type();
     if (s.has(kLead)) s.lead.assign(x.sizes().begin(), x.sizes().end() - 1);
     return s;
   }
 
   std::vector<int64_t> pack() const {
-    std::vector<int64_t> v{flags, static_cast<int64_t>(dtype),
+    std::vector<int64_t> v{flags, static_cast<int64_t>(dtype), static_cast<int64_t>(weight_dtype),
                            bias_dtype ? static_cast<int64_t>(*bias_dtype) : -1, n};
     v.insert(v.end(), lead.begin(), lead.end());
     return v;
   }
 
   static LinearState unpack(const std::vector<int64_t>& v) {
-    LinearState s{v[0], static_cast<at::ScalarType>(v[1]), std::nullopt, v[3],
-                  std::vector<int64_t>(v.begin() + 4, v.end())};
-    if (v[2] >= 0) s.bias_dtype = static_cast<at::ScalarType>(v[2]);
+    LinearState s{v[0], static_cast<at::ScalarType>(v[1]), static_cast<at::ScalarType>(v[2]),
+                  std::nullopt, v[4], std::vector<int64_t>(v.begin() + 5, v.end())};
+    if (v[3] >= 0) s.bias_dtype = static_cast<at::ScalarType>(v[3]);
     return s;
   }
 
@@ -1524,8 +1526,8 @@ variable_list python_backward(const LinearState& st, const Tensor& dy, const Ten
         st.bias_dtype ? py::object(py::cast(*st.bias_dtype)) : py::object(py::none());
     const py::tuple r = py::reinterpret_borrow<py::object>(g_linear_backward_fn)(
         dy, py::make_tuple(py_or_none(x2), py_or_none(w), py_or_none(weight)),
-        py::make_tuple(st.has(kNeedX), st.has(kNeedW), st.has(kNeedB)), st.dtype, lead, st.n,
-        bias_dtype, st.has(kFuse));
+        py::make_tuple(st.has(kNeedX), st.has(kNeedW), st.has(kNeedB)), st.dtype,
+        st.weight_dtype, lead, st.n, bias_dtype, st.has(kFuse));
     return {tensor_or_undefined(r[0]), tensor_or_undefined(r[1]), tensor_or_undefined(r[2]),
             Tensor()};
   } catch (py::error_already_set& e) {
@@ -1541,12 +1543,11 @@ variable_list python_backward(const LinearState& st, const Tensor& dy, const Ten
 // cast), db = the fp32 column sum of dy in bias's dtype. Empty where the GEMMs are not
 // gemm_takes's (the caller then runs Python's). Under the GIL.
 std::optional<variable_list> cpp_backward(const LinearState& st, const Tensor& dy,
-                                          const Tensor& x2, const Tensor& w,
-                                          const Tensor& weight) {
+                                          const Tensor& x2, const Tensor& w) {
   const Tensor g = as_operand(rows_of(cast_to(dy, st.dtype), st.n));
   const Tensor gt = st.has(kNeedW) ? g.mT() : Tensor();  // the wgrad's A
   const at::ScalarType dw_dtype =
-      st.has(kNeedW) ? wgrad_dtype(gt, x2, weight.scalar_type(), st.dtype) : st.dtype;
+      st.has(kNeedW) ? wgrad_dtype(gt, x2, st.weight_dtype, st.dtype) : st.dtype;
   if ((st.has(kNeedX) && !gemm_takes(g, w, st.dtype)) ||
       (st.has(kNeedW) && !gemm_takes(gt, x2, dw_dtype)))
     return std::nullopt;
@@ -1556,7 +1557,7 @@ std::optional<variable_list> cpp_backward(const LinearState& st, const Tensor& d
     if (st.has(kLead)) dx = dx.view(st.lead_shape(w.size(1)));
   }
   if (st.has(kNeedW))  // wgrad
-    dw = cast_to(gemm_run(gt, x2, dw_dtype, 1.0, Tensor()), weight.scalar_type());
+    dw = cast_to(gemm_run(gt, x2, dw_dtype, 1.0, Tensor()), st.weight_dtype);
   if (st.has(kNeedB)) db = g.sum({0}, false, at::kFloat).to(*st.bias_dtype);
   return variable_list{dx, dw, db, Tensor()};
 }
@@ -1568,22 +1569,25 @@ namespace quack_torch {
 // quack_cpp.gemm_ops.Linear's forward and backward as a C++ autograd Function (node:
 // torch::autograd::CppNode<quack_torch::LinearFn>). Inputs x, weight, bias (the prepared
 // operands ride along as a plain pointer). Forward: y = x2 W^T (+ b) on gemm_run, allocated
-// with x's leading dims (a tensor of its own, not a view: in-place ops on y are allowed); saves x2 where weight needs a gradient, W where x does, and weight where
-// its gradient is needed or fused. Backward: the gradients the current graph task computes
-// (LinearState::for_task); where Linear.backward's route gives EAGER and accumulation is not
-// fused, those here (cpp_backward); otherwise (fused
-// accumulation, create_graph=True, FORCE_CUSTOM_OP, dispatch modes, functorch, a subclass dy,
-// operands TMA cannot address) Linear.backward itself (python_backward), which routes its
-// GEMMs to the Python Function or the custom op.
+// with x's leading dims (a tensor of its own, not a view: in-place ops on y are allowed);
+// saves x2 where weight needs a gradient (dW = dy^T x2), W where x does (dx = dy W), and
+// weight only where accumulation is fused (its .grad; dW's dtype is in the state), so an
+// in-place update of weight between forward and backward is an error only where dx reads W.
+// Backward: the gradients the current graph task computes (LinearState::for_task); where
+// Linear.backward's route gives EAGER and accumulation is not fused, those here
+// (cpp_backward); otherwise (fused accumulation, create_graph=True, FORCE_CUSTOM_OP, dispatch
+// modes, functorch, a subclass dy, operands TMA cannot address) Linear.backward's
+// computation (python_backward), which routes its GEMMs to the Python Function or the custom
+// op.
 struct LinearFn : public torch::autograd::Function<LinearFn> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                         const std::optional<Tensor>& bias, const LinearPrep* p) {
     const Tensor b = opt(bias);
-    const LinearState st = LinearState::of(*p, x, b, weight.size(0));
+    const LinearState st = LinearState::of(*p, x, weight, b);
     const Tensor y = gemm_run(p->x2, p->wt, p->dtype, 1.0, b, st.lead_dims());
     ctx->saved_data["s"] = st.pack();
     ctx->save_for_backward({p->need_w ? p->x2 : Tensor(), p->need_x ? p->w : Tensor(),
-                            p->fuse || p->need_w ? weight : Tensor()});
+                            p->fuse ? weight : Tensor()});
     return y;
   }
 
@@ -1596,7 +1600,7 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     py::gil_scoped_acquire gil;
     if (!st.has(kFuse) && backward_routes_eager(dy, w, x2)) {
       try {
-        if (auto grads_here = cpp_backward(st, dy, x2, w, weight)) return *grads_here;
+        if (auto grads_here = cpp_backward(st, dy, x2, w)) return *grads_here;
       } catch (const quack::InvalidArgument& e) {  // a ValueError, as on the Python path
         TORCH_CHECK_VALUE(false, e.what());
       }

@@ -669,15 +669,17 @@ def _rows(t: Tensor, k: int) -> Tensor:
     return t.reshape(m, 0)
 
 
-def weight_grad(g: Tensor, x2: Tensor, weight: Tensor, dtype: torch.dtype, fuse: bool,
-                path: Optional[int] = None) -> Tensor:
+def weight_grad(g: Tensor, x2: Tensor, weight: Optional[Tensor], dtype: torch.dtype,
+                fuse: bool, path: Optional[int] = None,
+                weight_dtype: Optional[torch.dtype] = None) -> Tensor:
     """The wgrad of y = x2 @ W^T for the output gradient g (M, N) and x2 (M, K): dW = g^T @ x2,
     produced in weight's dtype where the C++ has that instance (else in ``dtype``, then cast).
     fuse: accumulate into an existing ``weight.grad`` in place (gemm_add_inplace, beta = 1) and
     hand it to autograd with ``weight.grad`` cleared (QuACK's fuse_grad_accum; eager only).
     path: ``_registrar.EAGER`` when the caller's ``route`` over tensors including g and x2 gave
-    it (the GEMM then runs without routing again); None: the GEMM routes its own call."""
-    a, b, wdt = g.mT, x2, weight.dtype
+    it (the GEMM then runs without routing again); None: the GEMM routes its own call.
+    weight may be None where fuse is False, with weight_dtype its dtype."""
+    a, b, wdt = g.mT, x2, weight.dtype if weight is not None else weight_dtype
     grad = weight.grad if fuse else None
     if grad is not None and _accepts(a, b, grad, grad, 1.0):
         gemm_add_inplace_op(a, b, grad, 1.0, 1.0, False, None, None)
@@ -735,12 +737,14 @@ class Linear:
             y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned), None, None, bias)
         need_x, need_w = ctx.needs_input_grad[:2]
         lead = x.shape[:-1] if x.dim() != 2 else None  # None: y and dx as made, (M, N) / (M, K)
-        ctx.dtype, ctx.lead, ctx.n = dtype, lead, N
+        ctx.dtype, ctx.weight_dtype, ctx.lead, ctx.n = dtype, weight.dtype, lead, N
         ctx.bias_dtype = bias.dtype if bias is not None else None
         # Fused accumulation reads weight.grad at backward time: eager only (as QuACK).
         ctx.fuse = bool(fuse_grad_accum and need_w and not torch.compiler.is_compiling())
+        # dW = dy^T x2, dx = dy W: weight itself only for its .grad (fused), so an in-place
+        # update of weight before the backward is an error only where dx reads W.
         ctx.save_for_backward(x2 if need_w else None, w if need_x else None,
-                              weight if ctx.fuse or need_w else None)
+                              weight if ctx.fuse else None)
         # y (M, N) with x's leading dims: detached, a tensor of its own for autograd (a view
         # made inside a Function would forbid in-place ops on the output), the same storage.
         return y if lead is None else y.view(*lead, N).detach()
@@ -800,7 +804,8 @@ def _linear_backward(ctx, dy: Tensor, need_x: bool, need_w: bool, need_b: bool,
         if ctx.lead is not None:
             dx = dx.view(*ctx.lead, w.shape[1])
     if need_w:  # wgrad: dW = dy^T @ x, in weight's dtype where the C++ has that instance
-        dw = weight_grad(g, x2, weight, ctx.dtype, fuse, path if path == _reg.EAGER else None)
+        dw = weight_grad(g, x2, weight, ctx.dtype, fuse, path if path == _reg.EAGER else None,
+                         ctx.weight_dtype)
     if need_b:  # the column sum of dy (fp32, in bias's dtype)
         db = g.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
     return dx, dw, db
@@ -809,16 +814,16 @@ def _linear_backward(ctx, dy: Tensor, need_x: bool, need_w: bool, need_b: bool,
 class _NodeCtx:
     """Linear.backward's ctx rebuilt from the C++ node's saved state (``_linear_node_backward``)."""
 
-    __slots__ = ("saved_tensors", "dtype", "lead", "n", "bias_dtype")
+    __slots__ = ("saved_tensors", "dtype", "weight_dtype", "lead", "n", "bias_dtype")
 
 
-def _linear_node_backward(dy, saved, needs, dtype, lead, n, bias_dtype, fuse):
+def _linear_node_backward(dy, saved, needs, dtype, weight_dtype, lead, n, bias_dtype, fuse):
     """(dx, dw, db) of ``Linear.backward`` for the C++ node ``LinearFn`` (python/torch_ext.cpp)
     where that node leaves the backward to Python: saved = (x2, w, weight) with None where
     not saved, needs = (need_x, need_w, need_b) and fuse for the current graph task (the
     node's LinearState::for_task), the rest as Linear.forward sets them on ctx."""
     ctx = _NodeCtx()
-    ctx.saved_tensors, ctx.dtype, ctx.lead = saved, dtype, lead
+    ctx.saved_tensors, ctx.dtype, ctx.weight_dtype, ctx.lead = saved, dtype, weight_dtype, lead
     ctx.n, ctx.bias_dtype = n, bias_dtype
     return _linear_backward(ctx, dy, *needs, fuse)
 

@@ -973,6 +973,26 @@ def test_linear_fused_partial_backward_keeps_weight_grad(linear_stubbed, monkeyp
         assert q.weight.grad.data_ptr() == grad0 and torch.equal(q.weight.grad, ones)
 
 
+@pytest.mark.parametrize("path", LINEAR_PATHS)
+def test_linear_weight_updated_before_backward(linear_stubbed, monkeypatch, path):
+    """dW = dy^T x2 does not read W: with x needing no gradient, weight may be updated in place
+    between the forward and the backward (as with torch.nn.Linear); where x needs one
+    (dx = dy W) that is autograd's error."""
+    _set_linear_path(path, monkeypatch)
+    for x_grad in (False, True):
+        q = _linear_module()
+        x = torch.randn(4, 64, dtype=bf16, requires_grad=x_grad)
+        y = q(x)
+        with torch.no_grad():
+            q.weight.add_(1)
+        if x_grad:
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                y.backward(torch.zeros_like(y))
+        else:
+            y.backward(torch.zeros_like(y))
+            assert q.weight.grad is not None and q.bias.grad is not None
+
+
 def test_linear_python_path_launches_in_python(linear_stubbed, monkeypatch):
     """The "python" path above runs every GEMM through _C.gemm (3 for a forward and backward
     with dx and dW); the node runs none there."""
