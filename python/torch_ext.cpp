@@ -155,6 +155,9 @@ quack::TensorRef ref(const Tensor& t, const char* fn, const char* name) {
 
 Tensor opt(const std::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); }
 
+// A tensor for Python: None where it is undefined (an absent output, a tensor not saved).
+py::object py_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
+
 cudaStream_t stream_of(const Tensor& x) {
   return x.is_cuda() ? c10::cuda::getCurrentCUDAStream(x.get_device()).stream() : nullptr;
 }
@@ -664,7 +667,6 @@ py::tuple layernorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
                                           weight_offset, out_dtype, residual_out_dtype,
                                           store_stats);
   }
-  const auto py_or_none = [](const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); };
   return py::make_tuple(o, py_or_none(ro), py_or_none(mn), py_or_none(rs));
 }
 
@@ -898,24 +900,37 @@ bool functional_context(const Tensor& a, const Tensor& b) {
   return functional_now() || (a.defined() && wrapped(a)) || (b.defined() && wrapped(b));
 }
 
-// _registrar.route for a backward op without a Function of its own (train_bwd, scale_grad,
-// cross_entropy_bwd): true where it takes the custom op (a tensor that is not a plain dense
-// CUDA tensor of a kernel dtype, a mode or transform active, or grad mode on with a tensor
-// that requires grad), false where it runs the op's impl. With launches stubbed (tests, CPU
-// bench) CPU tensors count as CUDA ones.
-bool bwd_takes_custom_op(std::initializer_list<const Tensor*> tensors) {
+// A dense CUDA tensor of a kernel dtype, no functorch wrapper or Python-key subclass
+// (_registrar._is_plain_cuda but its type check). With launches stubbed (tests, CPU bench) CPU
+// tensors count as CUDA ones.
+bool kernel_operand(const Tensor& t) {
+  const auto s = t.scalar_type();
+  return (t.is_cuda() || (g_stub_launches && t.is_cpu())) && t.layout() == at::kStrided &&
+         !t.is_nested() && (s == at::kFloat || s == at::kHalf || s == at::kBFloat16) &&
+         !wrapped(t);
+}
+
+// Whether _registrar.route over these tensors (undefined: absent) gives anything but EAGER:
+// a mode or transform active (functional_now), a tensor that is not operand_ok, or grad mode
+// on with a tensor that requires grad.
+bool routes_off_eager(std::initializer_list<const Tensor*> tensors,
+                      bool (*operand_ok)(const Tensor&)) {
   if (functional_now()) return true;
   bool grad = false;
   for (const Tensor* t : tensors) {
     if (!t->defined()) continue;
-    const auto s = t->scalar_type();
-    if (wrapped(*t) || !(t->is_cuda() || (g_stub_launches && t->is_cpu())) ||
-        t->layout() != at::kStrided || t->is_nested() ||
-        !(s == at::kFloat || s == at::kHalf || s == at::kBFloat16))
-      return true;
+    if (!operand_ok(*t)) return true;
     grad = grad || t->requires_grad();
   }
   return grad && at::GradMode::is_enabled();
+}
+
+// _registrar.route for a backward op without a Function of its own (train_bwd, scale_grad,
+// cross_entropy_bwd): true where it takes the custom op (a tensor that is not a
+// kernel_operand, a mode or transform active, or grad mode on with a tensor that requires
+// grad), false where it runs the op's impl.
+bool bwd_takes_custom_op(std::initializer_list<const Tensor*> tensors) {
+  return routes_off_eager(tensors, kernel_operand);
 }
 
 // A custom op quack_cpp::<name> through the dispatcher, boxed (its schema's SymInt and
@@ -1091,7 +1106,6 @@ py::object cross_entropy_fwd(const std::optional<Tensor>& x_opt, const Tensor& t
                     logit_softcap, num_classes, want_lse, want_z_loss, want_dx, predict_dx,
                     dx_into_x, word);
   }
-  const auto py_or_none = [](const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); };
   return py::make_tuple(o.loss, py_or_none(o.lse), py_or_none(o.z), py_or_none(o.dx),
                         py_or_none(o.state));
 }
@@ -1393,6 +1407,10 @@ bool weight_accumulates(const Tensor& weight) {
   return it != info->end() && it->second.needed_;
 }
 
+// Linear.forward's ctx fields (gemm_ops.Linear: needs_input_grad of x, weight and bias,
+// fuse, dtype, weight's and bias's dtypes, out_features, x's leading dims) as LinearFn keeps
+// them: one int list in saved_data["s"] (pack / unpack), narrowed to the backward running now
+// by for_task.
 struct LinearState {
   int64_t flags;
   at::ScalarType dtype;
@@ -1476,27 +1494,16 @@ bool python_subclass(const Tensor& t) {
   return obj != nullptr && !THPVariable_CheckTypeExact(Py_TYPE(obj));
 }
 
-// _registrar._is_plain_cuda (host tensors too with launches stubbed). Under the GIL.
-bool plain_operand(const Tensor& t) {
-  const auto s = t.scalar_type();
-  return (t.is_cuda() || (g_stub_launches && t.is_cpu())) && t.layout() == at::kStrided &&
-         !t.is_nested() && (s == at::kFloat || s == at::kHalf || s == at::kBFloat16) &&
-         !wrapped(t) && !python_subclass(t);
-}
+// _registrar._is_plain_cuda (host tensors too with launches stubbed): a kernel_operand whose
+// Python object, where it has one, is no subclass. Under the GIL.
+bool plain_operand(const Tensor& t) { return kernel_operand(t) && !python_subclass(t); }
 
 // Whether Linear.backward's route over dy's operand, w and x2 would give EAGER (its GEMMs
 // then run here), rather than CUSTOM (FORCE_CUSTOM_OP, a dispatch mode, a jit trace, a
 // functorch transform, a tensor that is not plain) or EAGER_GRAD (create_graph=True with a
 // tensor that requires grad). Under the GIL.
 bool backward_routes_eager(const Tensor& dy, const Tensor& w, const Tensor& x2) {
-  if (force_custom_op() || functional_now()) return false;
-  bool grad = false;
-  for (const Tensor* t : {&dy, &w, &x2}) {
-    if (!t->defined()) continue;
-    if (!plain_operand(*t)) return false;
-    grad = grad || t->requires_grad();
-  }
-  return !(grad && at::GradMode::is_enabled());
+  return !force_custom_op() && !routes_off_eager({&dy, &w, &x2}, plain_operand);
 }
 
 // The wgrad's output dtype (weight_grad): weight's where the C++ has that instance for the
@@ -1508,11 +1515,10 @@ at::ScalarType wgrad_dtype(const Tensor& a, const Tensor& b, at::ScalarType wdt,
   return ok.row || ok.col ? wdt : dtype;
 }
 
+// A Python result as a gradient: None -> an undefined Tensor (no gradient), else the tensor.
 Tensor tensor_or_undefined(const py::handle& o) {
   return o.is_none() ? Tensor() : o.cast<Tensor>();
 }
-
-py::object py_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
 
 // Linear.backward on the node's saved state (gemm_ops._linear_node_backward): (dx, dw, db).
 // A Python exception stays that exception for the caller of backward (python_error). Under
@@ -1756,10 +1762,17 @@ PYBIND11_MODULE(_torch, m) {
   m.def("linear", &linear, py::arg("x"), py::arg("weight"), py::arg("bias").none(true),
         py::arg("dtype").none(true), py::arg("fuse_grad_accum"), py::arg("tuned"),
         py::arg("path"),
-        "quack_cpp.gemm_ops.linear_op's eager fast path: y, with a C++ autograd node "
-        "(LinearFn) when autograd records the call; NotImplemented for tuning, shapes the "
-        "Python checks reject and operands TMA cannot address (the Python fast path runs "
-        "them).");
+        "quack_cpp.gemm_ops.linear_op's eager fast path (the arguments of Linear.forward; "
+        "dtype None: linear_dtype's, the autocast dtype or x's): y = x W^T (+ bias) for x "
+        "(..., K), weight (N, K), bias (N,) or None, y (..., N) in the compute dtype (bfloat16 "
+        "or float16; x and weight cast to it, bias added in fp32 in the epilogue), with a C++ "
+        "autograd node (LinearFn: dgrad, wgrad in weight's dtype, bias gradient; "
+        "fuse_grad_accum accumulates the wgrad into weight.grad) when autograd records the "
+        "call. NotImplemented, before any launch, for the calls the Python path takes: "
+        "tuning, no bfloat16 / float16 compute dtype, host tensors (unless launches are "
+        "stubbed), shapes the Python checks reject (they raise ValueError there), operands TMA "
+        "cannot address. Raises ValueError where the C++ rejects a GEMM (can_implement's "
+        "message), RuntimeError on a CUDA error.");
   m.def("_linear_set_python",
         [](py::object backward, py::object registrar) {
           keep_object(g_linear_backward_fn, std::move(backward));

@@ -899,10 +899,13 @@ def _linear_eager(x: Tensor, weight: Tensor, bias: Optional[Tensor], fuse_grad_a
 
 
 def _linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: Optional[torch.dtype],
-            fuse_grad_accum: bool, tuned: bool, path: Optional[int] = None) -> Tensor:
+            fuse_grad_accum: bool, tuned: bool, path: Optional[int] = None,
+            cpp_tried: bool = False) -> Tensor:
     """``linear``; dtype: ``linear_dtype(x, weight)`` where the caller has it and it is not None
     (``nn.Linear``), else None (then computed here, after the device checks); path:
-    ``route(x, weight, bias)`` where the caller has it."""
+    ``route(x, weight, bias)`` where the caller has it; cpp_tried: the caller called the C++
+    eager path (``_linear_eager``) for this call and it answered NotImplemented (the Python
+    path then runs without asking again)."""
     if path is None:
         path = _reg.route(x, weight, bias)
     if path == _reg.CUSTOM:
@@ -920,5 +923,5 @@ def _linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: Optional[t
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != weight.shape[0]):
         raise ValueError(f"linear: bias has shape {tuple(bias.shape)}, expected "
                          f"({weight.shape[0]},) (out_features)")
-    return linear_op.run(path, x, weight, bias, dtype, bool(fuse_grad_accum), bool(tuned),
-                         path)
+    run = linear_op.run_python if cpp_tried else linear_op.run
+    return run(path, x, weight, bias, dtype, bool(fuse_grad_accum), bool(tuned), path)

@@ -993,6 +993,18 @@ def test_linear_weight_updated_before_backward(linear_stubbed, monkeypatch, path
             assert q.weight.grad is not None and q.bias.grad is not None
 
 
+def test_linear_module_asks_the_cpp_path_once(linear_stubbed, monkeypatch):
+    """nn.Linear asks the C++ path once for a call it leaves to Python (K = 63, tuning)."""
+    asked = []
+    real = ops._torch_ext.linear
+    monkeypatch.setattr(gm.linear_op, "eager", lambda *a: asked.append(1) or real(*a))
+    monkeypatch.setattr(gm.gemm_op, "eager", ops._torch_ext.gemm)
+    for q, K in ((_linear_module(K=63), 63), (_linear_module(tuned=True), 64)):
+        asked.clear()
+        y = q(torch.randn(4, K, dtype=bf16, requires_grad=True))
+        assert asked == [1] and y.grad_fn.name() == "LinearFunctionBackward"
+
+
 def test_linear_python_path_launches_in_python(linear_stubbed, monkeypatch):
     """The "python" path above runs every GEMM through _C.gemm (3 for a forward and backward
     with dx and dW); the node runs none there."""
