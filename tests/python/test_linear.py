@@ -3,7 +3,8 @@ weights and a float64 reference (tolerance rule of shared/cases/handed.md).
 
 Covers: forward for 2-D/3-D/1-D inputs and M = 0; in_features = 0 and out_features = 0
 (forward and backward against torch.nn.Linear); forward + backward (dgrad, wgrad) in bf16 and
-fp16; fuse_grad_accum (wgrad accumulated in place into an existing weight.grad, bf16 and fp32);
+fp16; fuse_grad_accum (wgrad accumulated in place into an existing weight.grad, bf16 and fp32;
+with autograd.grad / backward(inputs=...) of x or weight alone); in-place ops on y (add_, ReLU);
 autocast (fp32 module under torch.autocast(bf16): bf16 output, fp32 weight gradient); in and
 out features that are not multiples of 8 (the GEMM's unaligned paths), also with a bias; the
 F.linear fallback (fp32 without autocast); torch.compile(fullgraph=True); CUDA-graph capture. Every backward needs the GEMM's transposed layouts (dx = dy W with W
