@@ -155,6 +155,9 @@ quack::TensorRef ref(const Tensor& t, const char* fn, const char* name) {
 
 Tensor opt(const std::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); }
 
+// A tensor for Python: None where it is undefined (an absent output, a tensor not saved).
+py::object py_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
+
 cudaStream_t stream_of(const Tensor& x) {
   return x.is_cuda() ? c10::cuda::getCurrentCUDAStream(x.get_device()).stream() : nullptr;
 }
@@ -664,7 +667,6 @@ py::tuple layernorm_fwd(const Tensor& x, const std::optional<Tensor>& weight,
                                           weight_offset, out_dtype, residual_out_dtype,
                                           store_stats);
   }
-  const auto py_or_none = [](const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); };
   return py::make_tuple(o, py_or_none(ro), py_or_none(mn), py_or_none(rs));
 }
 
@@ -898,24 +900,37 @@ bool functional_context(const Tensor& a, const Tensor& b) {
   return functional_now() || (a.defined() && wrapped(a)) || (b.defined() && wrapped(b));
 }
 
-// _registrar.route for a backward op without a Function of its own (train_bwd, scale_grad,
-// cross_entropy_bwd): true where it takes the custom op (a tensor that is not a plain dense
-// CUDA tensor of a kernel dtype, a mode or transform active, or grad mode on with a tensor
-// that requires grad), false where it runs the op's impl. With launches stubbed (tests, CPU
-// bench) CPU tensors count as CUDA ones.
-bool bwd_takes_custom_op(std::initializer_list<const Tensor*> tensors) {
+// A dense CUDA tensor of a kernel dtype, no functorch wrapper or Python-key subclass
+// (_registrar._is_plain_cuda but its type check). With launches stubbed (tests, CPU bench) CPU
+// tensors count as CUDA ones.
+bool kernel_operand(const Tensor& t) {
+  const auto s = t.scalar_type();
+  return (t.is_cuda() || (g_stub_launches && t.is_cpu())) && t.layout() == at::kStrided &&
+         !t.is_nested() && (s == at::kFloat || s == at::kHalf || s == at::kBFloat16) &&
+         !wrapped(t);
+}
+
+// Whether _registrar.route over these tensors (undefined: absent) gives anything but EAGER:
+// a mode or transform active (functional_now), a tensor that is not operand_ok, or grad mode
+// on with a tensor that requires grad.
+bool routes_off_eager(std::initializer_list<const Tensor*> tensors,
+                      bool (*operand_ok)(const Tensor&)) {
   if (functional_now()) return true;
   bool grad = false;
   for (const Tensor* t : tensors) {
     if (!t->defined()) continue;
-    const auto s = t->scalar_type();
-    if (wrapped(*t) || !(t->is_cuda() || (g_stub_launches && t->is_cpu())) ||
-        t->layout() != at::kStrided || t->is_nested() ||
-        !(s == at::kFloat || s == at::kHalf || s == at::kBFloat16))
-      return true;
+    if (!operand_ok(*t)) return true;
     grad = grad || t->requires_grad();
   }
   return grad && at::GradMode::is_enabled();
+}
+
+// _registrar.route for a backward op without a Function of its own (train_bwd, scale_grad,
+// cross_entropy_bwd): true where it takes the custom op (a tensor that is not a
+// kernel_operand, a mode or transform active, or grad mode on with a tensor that requires
+// grad), false where it runs the op's impl.
+bool bwd_takes_custom_op(std::initializer_list<const Tensor*> tensors) {
+  return routes_off_eager(tensors, kernel_operand);
 }
 
 // A custom op quack_cpp::<name> through the dispatcher, boxed (its schema's SymInt and
@@ -1091,7 +1106,6 @@ py::object cross_entropy_fwd(const std::optional<Tensor>& x_opt, const Tensor& t
                     logit_softcap, num_classes, want_lse, want_z_loss, want_dx, predict_dx,
                     dx_into_x, word);
   }
-  const auto py_or_none = [](const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); };
   return py::make_tuple(o.loss, py_or_none(o.lse), py_or_none(o.z), py_or_none(o.dx),
                         py_or_none(o.state));
 }
@@ -1242,19 +1256,41 @@ bool gemm_takes(const Tensor& A, const Tensor& B, at::ScalarType out_dtype) {
   return out_dtype == at::kFloat || out_dtype == at::kHalf || out_dtype == at::kBFloat16;
 }
 
+// The result of a GEMM into D (shape, strides): D itself, or with lead (a 2-D D's rows as x's
+// leading dims) a tensor (*lead, N) of its own whose (M, N) alias is D, with the strides a
+// view of D as (*lead, N) has. Not a view of D: autograd allows in-place ops on a custom
+// Function's output, not on a view made inside it.
+std::pair<Tensor, Tensor> new_out(const std::vector<int64_t>& shape,
+                                  const std::vector<int64_t>& strides,
+                                  const at::TensorOptions& opts, c10::OptionalIntArrayRef lead) {
+  if (!lead) {
+    Tensor D = at::empty_strided(shape, strides, opts);
+    return {D, D};
+  }
+  std::vector<int64_t> final_shape(lead->begin(), lead->end());
+  final_shape.push_back(shape[1]);
+  // M = the product of lead, and D's rows evenly strided: always viewable
+  const std::vector<int64_t> final_strides =
+      *at::detail::computeStride(shape, strides, final_shape);
+  Tensor out = at::empty_strided(final_shape, final_strides, opts);
+  Tensor D = out.as_strided(shape, strides);
+  return {out, D};
+}
+
 // D = alpha * A @ B (+ bias) for operands gemm_takes serves (gemm_ops._gemm_impl without C):
 // D allocated as _new_out decides (row-major unless only column-major is supported for A's
-// and B's layouts), quack::gemm on D's current stream with the stream-K workspace. Called
-// under the GIL; the launch runs without it.
+// and B's layouts), quack::gemm on D's current stream with the stream-K workspace; returned
+// as D, or with lead as (*lead, N) (new_out). Called under the GIL; the launch runs without
+// it.
 Tensor gemm_run(const Tensor& A, const Tensor& B, at::ScalarType out_dtype, double alpha,
-                const Tensor& bias) {
+                const Tensor& bias, c10::OptionalIntArrayRef lead = std::nullopt) {
   const std::vector<int64_t> shape = out_shape(A, B);
   const int64_t elt = static_cast<int64_t>(c10::elementSize(out_dtype));
   bool col = false;
   if (is_col_major(A) || !is_col_major(B))  // not the usual x @ W.T: ask, as _new_out does
     col = d_col_major(A, B, shape, elt, out_dtype);
-  const Tensor D = at::empty_strided(shape, padded_strides(shape, elt, col),
-                                     A.options().dtype(out_dtype));
+  const auto [out, D] = new_out(shape, padded_strides(shape, elt, col),
+                                A.options().dtype(out_dtype), lead);
   quack::GemmArgs g;
   g.a = ref(A, "gemm", "a");
   g.b = ref(B, "gemm", "b");
@@ -1271,7 +1307,7 @@ Tensor gemm_run(const Tensor& A, const Tensor& B, at::ScalarType out_dtype, doub
     py::gil_scoped_release no_gil;
     quack::gemm(g, s);
   }
-  return D;
+  return out;
 }
 
 // gemm_op's implementation (quack_cpp.gemm_ops._gemm_impl) for a call without C, device
@@ -1356,45 +1392,78 @@ struct LinearPrep {
 // The state LinearFn saves besides its tensors, as one int list (one saved_data entry).
 enum LinearFlags : int64_t { kNeedX = 1, kNeedW = 2, kNeedB = 4, kFuse = 8, kLead = 16 };
 
-// x's leading dims and last: the shape of a (M, last) result viewed as x's rows.
-std::vector<int64_t> leading_shape(const Tensor& x, int64_t last) {
-  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
-  shape.push_back(last);
-  return shape;
+// Whether the engine runs weight's AccumulateGrad in the current graph task, where fused
+// accumulation may hand it weight.grad: a backward over the whole graph (no exec info) or one
+// whose inputs include weight. Not under autograd.grad, which captures weight's gradient without
+// running the accumulator (weight.grad would be cleared and the captured gradient hold the
+// old one), nor for a weight that is not a leaf (no accumulator).
+bool weight_accumulates(const Tensor& weight) {
+  const std::shared_ptr<torch::autograd::Node> acc =
+      torch::autograd::impl::try_get_grad_accumulator(weight);
+  const auto* info = torch::autograd::get_current_graph_task_exec_info();
+  if (!acc || info == nullptr) return false;
+  if (info->empty()) return true;
+  const auto it = info->find(acc.get());
+  return it != info->end() && it->second.needed_;
 }
 
+// Linear.forward's ctx fields (gemm_ops.Linear: needs_input_grad of x, weight and bias,
+// fuse, dtype, weight's and bias's dtypes, out_features, x's leading dims) as LinearFn keeps
+// them: one int list in saved_data["s"] (pack / unpack), narrowed to the backward running now
+// by for_task.
 struct LinearState {
   int64_t flags;
   at::ScalarType dtype;
+  at::ScalarType weight_dtype;  // dW's dtype
   std::optional<at::ScalarType> bias_dtype;
   int64_t n;                  // out_features
   std::vector<int64_t> lead;  // x's leading dims where x is not 2-D (flag kLead)
 
   // Linear.forward's ctx fields for this call.
-  static LinearState of(const LinearPrep& p, const Tensor& x, const Tensor& bias, int64_t n) {
+  static LinearState of(const LinearPrep& p, const Tensor& x, const Tensor& weight,
+                        const Tensor& bias) {
     LinearState s{(p.need_x ? kNeedX : 0) | (p.need_w ? kNeedW : 0) | (p.need_b ? kNeedB : 0) |
                       (p.fuse ? kFuse : 0) | (x.dim() != 2 ? kLead : 0),
-                  p.dtype, std::nullopt, n, {}};
+                  p.dtype, weight.scalar_type(), std::nullopt, weight.size(0), {}};
     if (bias.defined()) s.bias_dtype = bias.scalar_type();
     if (s.has(kLead)) s.lead.assign(x.sizes().begin(), x.sizes().end() - 1);
     return s;
   }
 
   std::vector<int64_t> pack() const {
-    std::vector<int64_t> v{flags, static_cast<int64_t>(dtype),
+    std::vector<int64_t> v{flags, static_cast<int64_t>(dtype), static_cast<int64_t>(weight_dtype),
                            bias_dtype ? static_cast<int64_t>(*bias_dtype) : -1, n};
     v.insert(v.end(), lead.begin(), lead.end());
     return v;
   }
 
   static LinearState unpack(const std::vector<int64_t>& v) {
-    LinearState s{v[0], static_cast<at::ScalarType>(v[1]), std::nullopt, v[3],
-                  std::vector<int64_t>(v.begin() + 4, v.end())};
-    if (v[2] >= 0) s.bias_dtype = static_cast<at::ScalarType>(v[2]);
+    LinearState s{v[0], static_cast<at::ScalarType>(v[1]), static_cast<at::ScalarType>(v[2]),
+                  std::nullopt, v[4], std::vector<int64_t>(v.begin() + 5, v.end())};
+    if (v[3] >= 0) s.bias_dtype = static_cast<at::ScalarType>(v[3]);
     return s;
   }
 
   bool has(LinearFlags f) const { return (flags & f) != 0; }
+
+  // The flags of the backward running now: the gradients the engine's current graph task
+  // computes (needs_input_grad is task_should_compute_output: autograd.grad and
+  // backward(inputs=...) may leave x's, weight's or bias's out), fused accumulation only where
+  // the task runs weight's AccumulateGrad (weight_accumulates). gemm_ops._task_grads alike.
+  LinearState for_task(const AutogradContext& ctx, const Tensor& weight) const {
+    LinearState s = *this;
+    const auto drop = [&s](LinearFlags f) { s.flags &= ~static_cast<int64_t>(f); };
+    if (has(kNeedX) && !ctx.needs_input_grad(0)) drop(kNeedX);
+    if (has(kNeedW) && !ctx.needs_input_grad(1)) drop(kNeedW);
+    if (has(kNeedB) && !ctx.needs_input_grad(2)) drop(kNeedB);  // edge 2: bias is present
+    if (has(kFuse) && !(s.has(kNeedW) && weight_accumulates(weight))) drop(kFuse);
+    return s;
+  }
+
+  // x's leading dims where x is not 2-D (gemm_run's lead), else none.
+  c10::OptionalIntArrayRef lead_dims() const {
+    return has(kLead) ? c10::OptionalIntArrayRef(lead) : c10::OptionalIntArrayRef();
+  }
 
   // lead + (last,): the shape of a (M, last) result viewed as x's leading dims.
   std::vector<int64_t> lead_shape(int64_t last) const {
@@ -1425,27 +1494,16 @@ bool python_subclass(const Tensor& t) {
   return obj != nullptr && !THPVariable_CheckTypeExact(Py_TYPE(obj));
 }
 
-// _registrar._is_plain_cuda (host tensors too with launches stubbed). Under the GIL.
-bool plain_operand(const Tensor& t) {
-  const auto s = t.scalar_type();
-  return (t.is_cuda() || (g_stub_launches && t.is_cpu())) && t.layout() == at::kStrided &&
-         !t.is_nested() && (s == at::kFloat || s == at::kHalf || s == at::kBFloat16) &&
-         !wrapped(t) && !python_subclass(t);
-}
+// _registrar._is_plain_cuda (host tensors too with launches stubbed): a kernel_operand whose
+// Python object, where it has one, is no subclass. Under the GIL.
+bool plain_operand(const Tensor& t) { return kernel_operand(t) && !python_subclass(t); }
 
 // Whether Linear.backward's route over dy's operand, w and x2 would give EAGER (its GEMMs
 // then run here), rather than CUSTOM (FORCE_CUSTOM_OP, a dispatch mode, a jit trace, a
 // functorch transform, a tensor that is not plain) or EAGER_GRAD (create_graph=True with a
 // tensor that requires grad). Under the GIL.
 bool backward_routes_eager(const Tensor& dy, const Tensor& w, const Tensor& x2) {
-  if (force_custom_op() || functional_now()) return false;
-  bool grad = false;
-  for (const Tensor* t : {&dy, &w, &x2}) {
-    if (!t->defined()) continue;
-    if (!plain_operand(*t)) return false;
-    grad = grad || t->requires_grad();
-  }
-  return !(grad && at::GradMode::is_enabled());
+  return !force_custom_op() && !routes_off_eager({&dy, &w, &x2}, plain_operand);
 }
 
 // The wgrad's output dtype (weight_grad): weight's where the C++ has that instance for the
@@ -1457,11 +1515,10 @@ at::ScalarType wgrad_dtype(const Tensor& a, const Tensor& b, at::ScalarType wdt,
   return ok.row || ok.col ? wdt : dtype;
 }
 
+// A Python result as a gradient: None -> an undefined Tensor (no gradient), else the tensor.
 Tensor tensor_or_undefined(const py::handle& o) {
   return o.is_none() ? Tensor() : o.cast<Tensor>();
 }
-
-py::object py_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
 
 // Linear.backward on the node's saved state (gemm_ops._linear_node_backward): (dx, dw, db).
 // A Python exception stays that exception for the caller of backward (python_error). Under
@@ -1475,8 +1532,8 @@ variable_list python_backward(const LinearState& st, const Tensor& dy, const Ten
         st.bias_dtype ? py::object(py::cast(*st.bias_dtype)) : py::object(py::none());
     const py::tuple r = py::reinterpret_borrow<py::object>(g_linear_backward_fn)(
         dy, py::make_tuple(py_or_none(x2), py_or_none(w), py_or_none(weight)),
-        py::make_tuple(st.has(kNeedX), st.has(kNeedW), st.has(kNeedB)), st.dtype, lead, st.n,
-        bias_dtype, st.has(kFuse));
+        py::make_tuple(st.has(kNeedX), st.has(kNeedW), st.has(kNeedB)), st.dtype,
+        st.weight_dtype, lead, st.n, bias_dtype, st.has(kFuse));
     return {tensor_or_undefined(r[0]), tensor_or_undefined(r[1]), tensor_or_undefined(r[2]),
             Tensor()};
   } catch (py::error_already_set& e) {
@@ -1492,12 +1549,11 @@ variable_list python_backward(const LinearState& st, const Tensor& dy, const Ten
 // cast), db = the fp32 column sum of dy in bias's dtype. Empty where the GEMMs are not
 // gemm_takes's (the caller then runs Python's). Under the GIL.
 std::optional<variable_list> cpp_backward(const LinearState& st, const Tensor& dy,
-                                          const Tensor& x2, const Tensor& w,
-                                          const Tensor& weight) {
+                                          const Tensor& x2, const Tensor& w) {
   const Tensor g = as_operand(rows_of(cast_to(dy, st.dtype), st.n));
   const Tensor gt = st.has(kNeedW) ? g.mT() : Tensor();  // the wgrad's A
   const at::ScalarType dw_dtype =
-      st.has(kNeedW) ? wgrad_dtype(gt, x2, weight.scalar_type(), st.dtype) : st.dtype;
+      st.has(kNeedW) ? wgrad_dtype(gt, x2, st.weight_dtype, st.dtype) : st.dtype;
   if ((st.has(kNeedX) && !gemm_takes(g, w, st.dtype)) ||
       (st.has(kNeedW) && !gemm_takes(gt, x2, dw_dtype)))
     return std::nullopt;
@@ -1507,7 +1563,7 @@ std::optional<variable_list> cpp_backward(const LinearState& st, const Tensor& d
     if (st.has(kLead)) dx = dx.view(st.lead_shape(w.size(1)));
   }
   if (st.has(kNeedW))  // wgrad
-    dw = cast_to(gemm_run(gt, x2, dw_dtype, 1.0, Tensor()), weight.scalar_type());
+    dw = cast_to(gemm_run(gt, x2, dw_dtype, 1.0, Tensor()), st.weight_dtype);
   if (st.has(kNeedB)) db = g.sum({0}, false, at::kFloat).to(*st.bias_dtype);
   return variable_list{dx, dw, db, Tensor()};
 }
@@ -1518,34 +1574,39 @@ namespace quack_torch {
 
 // quack_cpp.gemm_ops.Linear's forward and backward as a C++ autograd Function (node:
 // torch::autograd::CppNode<quack_torch::LinearFn>). Inputs x, weight, bias (the prepared
-// operands ride along as a plain pointer). Forward: y = x2 W^T (+ b) on gemm_run, viewed as
-// x's leading dims; saves x2 where weight needs a gradient, W where x does, and weight where
-// its gradient is needed or fused. Backward: where Linear.backward's route gives EAGER and
-// accumulation is not fused, its three gradients here (cpp_backward); otherwise (fused
-// accumulation, create_graph=True, FORCE_CUSTOM_OP, dispatch modes, functorch, a subclass dy,
-// operands TMA cannot address) Linear.backward itself (python_backward), which routes its
-// GEMMs to the Python Function or the custom op.
+// operands ride along as a plain pointer). Forward: y = x2 W^T (+ b) on gemm_run, allocated
+// with x's leading dims (a tensor of its own, not a view: in-place ops on y are allowed);
+// saves x2 where weight needs a gradient (dW = dy^T x2), W where x does (dx = dy W), and
+// weight only where accumulation is fused (its .grad; dW's dtype is in the state), so an
+// in-place update of weight between forward and backward is an error only where dx reads W.
+// Backward: the gradients the current graph task computes (LinearState::for_task); where
+// Linear.backward's route gives EAGER and accumulation is not fused, those here
+// (cpp_backward); otherwise (fused accumulation, create_graph=True, FORCE_CUSTOM_OP, dispatch
+// modes, functorch, a subclass dy, operands TMA cannot address) Linear.backward's
+// computation (python_backward), which routes its GEMMs to the Python Function or the custom
+// op.
 struct LinearFn : public torch::autograd::Function<LinearFn> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                         const std::optional<Tensor>& bias, const LinearPrep* p) {
     const Tensor b = opt(bias);
-    const Tensor y = gemm_run(p->x2, p->wt, p->dtype, 1.0, b);
-    const LinearState st = LinearState::of(*p, x, b, weight.size(0));
+    const LinearState st = LinearState::of(*p, x, weight, b);
+    const Tensor y = gemm_run(p->x2, p->wt, p->dtype, 1.0, b, st.lead_dims());
     ctx->saved_data["s"] = st.pack();
     ctx->save_for_backward({p->need_w ? p->x2 : Tensor(), p->need_x ? p->w : Tensor(),
-                            p->fuse || p->need_w ? weight : Tensor()});
-    return st.has(kLead) ? y.view(st.lead_shape(st.n)) : y;
+                            p->fuse ? weight : Tensor()});
+    return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const LinearState st = LinearState::unpack(ctx->saved_data["s"].toIntVector());
     const variable_list saved = ctx->get_saved_variables();
     const Tensor &x2 = saved[0], &w = saved[1], &weight = saved[2];
+    const LinearState st =
+        LinearState::unpack(ctx->saved_data["s"].toIntVector()).for_task(*ctx, weight);
     const Tensor& dy = grads[0];
     py::gil_scoped_acquire gil;
     if (!st.has(kFuse) && backward_routes_eager(dy, w, x2)) {
       try {
-        if (auto grads_here = cpp_backward(st, dy, x2, w, weight)) return *grads_here;
+        if (auto grads_here = cpp_backward(st, dy, x2, w)) return *grads_here;
       } catch (const quack::InvalidArgument& e) {  // a ValueError, as on the Python path
         TORCH_CHECK_VALUE(false, e.what());
       }
@@ -1620,8 +1681,8 @@ py::object linear(const Tensor& x, const Tensor& weight, const std::optional<Ten
   if (!p) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   if (at::GradMode::is_enabled() && (p->need_x || p->need_w || p->need_b))
     return py::cast(quack_torch::LinearFn::apply(x, weight, bias, &*p));
-  const Tensor y = gemm_run(p->x2, p->wt, p->dtype, 1.0, b);
-  return py::cast(x.dim() == 2 ? y : y.view(leading_shape(x, weight.size(0))));
+  const auto lead = x.dim() == 2 ? c10::OptionalIntArrayRef() : x.sizes().slice(0, x.dim() - 1);
+  return py::cast(gemm_run(p->x2, p->wt, p->dtype, 1.0, b, lead));
 }
 
 py::tuple ref_tuple(const quack::TensorRef& r) {
@@ -1701,10 +1762,17 @@ PYBIND11_MODULE(_torch, m) {
   m.def("linear", &linear, py::arg("x"), py::arg("weight"), py::arg("bias").none(true),
         py::arg("dtype").none(true), py::arg("fuse_grad_accum"), py::arg("tuned"),
         py::arg("path"),
-        "quack_cpp.gemm_ops.linear_op's eager fast path: y, with a C++ autograd node "
-        "(LinearFn) when autograd records the call; NotImplemented for tuning, shapes the "
-        "Python checks reject and operands TMA cannot address (the Python fast path runs "
-        "them).");
+        "quack_cpp.gemm_ops.linear_op's eager fast path (the arguments of Linear.forward; "
+        "dtype None: linear_dtype's, the autocast dtype or x's): y = x W^T (+ bias) for x "
+        "(..., K), weight (N, K), bias (N,) or None, y (..., N) in the compute dtype (bfloat16 "
+        "or float16; x and weight cast to it, bias added in fp32 in the epilogue), with a C++ "
+        "autograd node (LinearFn: dgrad, wgrad in weight's dtype, bias gradient; "
+        "fuse_grad_accum accumulates the wgrad into weight.grad) when autograd records the "
+        "call. NotImplemented, before any launch, for the calls the Python path takes: "
+        "tuning, no bfloat16 / float16 compute dtype, host tensors (unless launches are "
+        "stubbed), shapes the Python checks reject (they raise ValueError there), operands TMA "
+        "cannot address. Raises ValueError where the C++ rejects a GEMM (can_implement's "
+        "message), RuntimeError on a CUDA error.");
   m.def("_linear_set_python",
         [](py::object backward, py::object registrar) {
           keep_object(g_linear_backward_fn, std::move(backward));

@@ -773,10 +773,20 @@ class FunctionOp:
     is_fast_node = Op.is_fast_node
 
     def run(self, path: int, *args):
+        """Runs the op on ``path`` (from ``route`` over its tensor arguments, which the caller
+        computed): on an eager path the C++ ``eager`` first where there is one and
+        ``CPP_EAGER`` is set, else (or where it answers ``NotImplemented``) ``run_python``.
+        args: all positional arguments of ``forward`` after ctx."""
         if path != CUSTOM and self.eager is not None and CPP_EAGER:
             out = self.eager(*args)
             if out is not NotImplemented:  # else: a call the C++ path leaves to Python's
                 return out
+        return self.run_python(path, *args)
+
+    def run_python(self, path: int, *args):
+        """``run`` without the C++ eager path (for a caller that tried it already): ``EAGER``:
+        ``forward`` with a no-grad ctx; ``EAGER_GRAD``: ``Function`` through the C apply;
+        ``CUSTOM``: ``Function.apply``."""
         if path == EAGER:
             return self._forward(_NoGradCtx(), *args)
         if path == EAGER_GRAD:

@@ -669,15 +669,17 @@ def _rows(t: Tensor, k: int) -> Tensor:
     return t.reshape(m, 0)
 
 
-def weight_grad(g: Tensor, x2: Tensor, weight: Tensor, dtype: torch.dtype, fuse: bool,
-                path: Optional[int] = None) -> Tensor:
+def weight_grad(g: Tensor, x2: Tensor, weight: Optional[Tensor], dtype: torch.dtype,
+                fuse: bool, path: Optional[int] = None,
+                weight_dtype: Optional[torch.dtype] = None) -> Tensor:
     """The wgrad of y = x2 @ W^T for the output gradient g (M, N) and x2 (M, K): dW = g^T @ x2,
     produced in weight's dtype where the C++ has that instance (else in ``dtype``, then cast).
     fuse: accumulate into an existing ``weight.grad`` in place (gemm_add_inplace, beta = 1) and
     hand it to autograd with ``weight.grad`` cleared (QuACK's fuse_grad_accum; eager only).
     path: ``_registrar.EAGER`` when the caller's ``route`` over tensors including g and x2 gave
-    it (the GEMM then runs without routing again); None: the GEMM routes its own call."""
-    a, b, wdt = g.mT, x2, weight.dtype
+    it (the GEMM then runs without routing again); None: the GEMM routes its own call.
+    weight may be None where fuse is False, with weight_dtype its dtype."""
+    a, b, wdt = g.mT, x2, weight.dtype if weight is not None else weight_dtype
     grad = weight.grad if fuse else None
     if grad is not None and _accepts(a, b, grad, grad, 1.0):
         gemm_add_inplace_op(a, b, grad, 1.0, 1.0, False, None, None)
@@ -705,7 +707,9 @@ class Linear:
     forward GEMM runs on ``EAGER`` without routing again (inside the Function grad mode is off,
     and x2 and w are plain tensors made from plain x and weight, so its own route would give
     ``EAGER``); on ``CUSTOM`` it routes its call. The backward routes once over dy's operand,
-    w and x2: on ``EAGER`` its GEMMs run there, else each routes its call.
+    w and x2: on ``EAGER`` its GEMMs run there, else each routes its call. It computes the
+    gradients the engine's current graph task needs (``_task_grads``: not weight's under
+    ``autograd.grad(loss, x)``, and no fused accumulation there).
 
     C++ eager path (python/torch_ext.cpp, ``linear``): both eager paths in C++, forward and
     backward alike, with the autograd node ``LinearFn``, where the operands are TMA's and the
@@ -733,53 +737,95 @@ class Linear:
             y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned), None, None, bias)
         need_x, need_w = ctx.needs_input_grad[:2]
         lead = x.shape[:-1] if x.dim() != 2 else None  # None: y and dx as made, (M, N) / (M, K)
-        ctx.dtype, ctx.lead, ctx.n = dtype, lead, N
+        ctx.dtype, ctx.weight_dtype, ctx.lead, ctx.n = dtype, weight.dtype, lead, N
         ctx.bias_dtype = bias.dtype if bias is not None else None
         # Fused accumulation reads weight.grad at backward time: eager only (as QuACK).
         ctx.fuse = bool(fuse_grad_accum and need_w and not torch.compiler.is_compiling())
+        # dW = dy^T x2, dx = dy W: weight itself only for its .grad (fused), so an in-place
+        # update of weight before the backward is an error only where dx reads W.
         ctx.save_for_backward(x2 if need_w else None, w if need_x else None,
-                              weight if ctx.fuse or need_w else None)
-        return y if lead is None else y.view(*lead, N)
+                              weight if ctx.fuse else None)
+        # y (M, N) with x's leading dims: detached, a tensor of its own for autograd (a view
+        # made inside a Function would forbid in-place ops on the output), the same storage.
+        return y if lead is None else y.view(*lead, N).detach()
 
     def backward(ctx, dy):
-        x2, w, weight = ctx.saved_tensors
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        g = _as_operand(_rows(_cast(dy, ctx.dtype), ctx.n))
-        dx = dw = db = None
-        path = _reg.route(g, w, x2) if need_x or need_w else None
-        if need_x:  # dgrad: dx = dy @ W
-            if path == _reg.EAGER:
-                dx = gemm_op.run(path, g, w, None, 1.0, 0.0, ctx.dtype, False, None, None, None)
-            else:
-                dx = gemm_op(g, w, None, 1.0, 0.0, ctx.dtype, False, None, None)
-            if ctx.lead is not None:
-                dx = dx.view(*ctx.lead, w.shape[1])
-        if need_w:  # wgrad: dW = dy^T @ x, in weight's dtype where the C++ has that instance
-            dw = weight_grad(g, x2, weight, ctx.dtype, ctx.fuse,
-                             path if path == _reg.EAGER else None)
-        if need_b:  # the column sum of dy (fp32, in bias's dtype)
-            db = g.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
-        return dx, dw, db, None, None, None, None
+        return _linear_backward(ctx, dy, *_task_grads(ctx)) + (None,) * 4
 
 
 linear_op = register_function(Linear)
 
 
+_AccumulateGrad = torch._C._functions.AccumulateGrad  # a leaf's node along its edge
+
+
+def _engine_runs(node) -> Optional[bool]:
+    """Whether the engine's current graph task runs node (the next node along one of a
+    backward's edges): True or False, None where autograd.grad captures its gradient without
+    running it (a leaf's AccumulateGrad: ``torch._C._will_engine_execute_node`` raises then;
+    and outside a backward)."""
+    try:
+        return torch._C._will_engine_execute_node(node)
+    except RuntimeError:
+        return None
+
+
+def _task_grads(ctx) -> Tuple[bool, bool, bool, bool]:
+    """(need_x, need_w, need_b, fuse) for Linear.backward running now: ctx.needs_input_grad
+    (fixed at forward time) narrowed to the gradients the engine's current graph task computes
+    (autograd.grad and backward(inputs=...) may leave x's, weight's or bias's out); fused
+    accumulation only where the task runs weight's AccumulateGrad (not where autograd.grad
+    captures weight's gradient, nor for a weight that is not a leaf). The C++ node's
+    LinearState::for_task alike. While torch.compile traces: the forward's flags."""
+    needs = ctx.needs_input_grad[:3]
+    if torch.compiler.is_compiling():
+        return needs + (ctx.fuse,)
+    edges = ctx.next_functions
+    runs = [_engine_runs(edges[i][0]) if need else False for i, need in enumerate(needs)]
+    need_x, need_w, need_b = (r is not False for r in runs)
+    fuse = ctx.fuse and runs[1] is True and isinstance(edges[1][0], _AccumulateGrad)
+    return need_x, need_w, need_b, fuse
+
+
+def _linear_backward(ctx, dy: Tensor, need_x: bool, need_w: bool, need_b: bool,
+                     fuse: bool) -> Tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
+    """(dx, dw, db) of y = x W^T (+ b) for dy, None where not needed; ctx: saved_tensors
+    (x2, w, weight; None where not saved) and the fields Linear.forward sets. fuse: accumulate
+    the wgrad into weight.grad (``weight_grad``)."""
+    x2, w, weight = ctx.saved_tensors
+    g = _as_operand(_rows(_cast(dy, ctx.dtype), ctx.n))
+    dx = dw = db = None
+    path = _reg.route(g, w, x2) if need_x or need_w else None
+    if need_x:  # dgrad: dx = dy @ W
+        if path == _reg.EAGER:
+            dx = gemm_op.run(path, g, w, None, 1.0, 0.0, ctx.dtype, False, None, None, None)
+        else:
+            dx = gemm_op(g, w, None, 1.0, 0.0, ctx.dtype, False, None, None)
+        if ctx.lead is not None:
+            dx = dx.view(*ctx.lead, w.shape[1])
+    if need_w:  # wgrad: dW = dy^T @ x, in weight's dtype where the C++ has that instance
+        dw = weight_grad(g, x2, weight, ctx.dtype, fuse, path if path == _reg.EAGER else None,
+                         ctx.weight_dtype)
+    if need_b:  # the column sum of dy (fp32, in bias's dtype)
+        db = g.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
+    return dx, dw, db
+
+
 class _NodeCtx:
     """Linear.backward's ctx rebuilt from the C++ node's saved state (``_linear_node_backward``)."""
 
-    __slots__ = ("saved_tensors", "needs_input_grad", "dtype", "lead", "n", "bias_dtype", "fuse")
+    __slots__ = ("saved_tensors", "dtype", "weight_dtype", "lead", "n", "bias_dtype")
 
 
-def _linear_node_backward(dy, saved, needs, dtype, lead, n, bias_dtype, fuse):
+def _linear_node_backward(dy, saved, needs, dtype, weight_dtype, lead, n, bias_dtype, fuse):
     """(dx, dw, db) of ``Linear.backward`` for the C++ node ``LinearFn`` (python/torch_ext.cpp)
     where that node leaves the backward to Python: saved = (x2, w, weight) with None where
-    not saved, needs = needs_input_grad of x, weight and bias, the rest as Linear.forward sets
-    them on ctx."""
+    not saved, needs = (need_x, need_w, need_b) and fuse for the current graph task (the
+    node's LinearState::for_task), the rest as Linear.forward sets them on ctx."""
     ctx = _NodeCtx()
-    ctx.saved_tensors, ctx.needs_input_grad, ctx.dtype, ctx.lead = saved, needs, dtype, lead
-    ctx.n, ctx.bias_dtype, ctx.fuse = n, bias_dtype, fuse
-    return Linear.backward(ctx, dy)[:3]
+    ctx.saved_tensors, ctx.dtype, ctx.weight_dtype, ctx.lead = saved, dtype, weight_dtype, lead
+    ctx.n, ctx.bias_dtype = n, bias_dtype
+    return _linear_backward(ctx, dy, *needs, fuse)
 
 
 if _torch_ext is not None and hasattr(_torch_ext, "_linear_set_python"):
@@ -853,10 +899,13 @@ def _linear_eager(x: Tensor, weight: Tensor, bias: Optional[Tensor], fuse_grad_a
 
 
 def _linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: Optional[torch.dtype],
-            fuse_grad_accum: bool, tuned: bool, path: Optional[int] = None) -> Tensor:
+            fuse_grad_accum: bool, tuned: bool, path: Optional[int] = None,
+            cpp_tried: bool = False) -> Tensor:
     """``linear``; dtype: ``linear_dtype(x, weight)`` where the caller has it and it is not None
     (``nn.Linear``), else None (then computed here, after the device checks); path:
-    ``route(x, weight, bias)`` where the caller has it."""
+    ``route(x, weight, bias)`` where the caller has it; cpp_tried: the caller called the C++
+    eager path (``_linear_eager``) for this call and it answered NotImplemented (the Python
+    path then runs without asking again)."""
     if path is None:
         path = _reg.route(x, weight, bias)
     if path == _reg.CUSTOM:
@@ -874,5 +923,5 @@ def _linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: Optional[t
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != weight.shape[0]):
         raise ValueError(f"linear: bias has shape {tuple(bias.shape)}, expected "
                          f"({weight.shape[0]},) (out_features)")
-    return linear_op.run(path, x, weight, bias, dtype, bool(fuse_grad_accum), bool(tuned),
-                         path)
+    run = linear_op.run_python if cpp_tried else linear_op.run
+    return run(path, x, weight, bias, dtype, bool(fuse_grad_accum), bool(tuned), path)

@@ -265,7 +265,7 @@ class Linear(torch.nn.Linear):
             dtype = _kernel_dtype(input, weight, bias, dev)
             if dtype is not None:  # linear's call, given the dtype it computes
                 return _linear(input, weight, bias, dtype, self.fuse_grad_accum, self.tuned,
-                               path)
+                               path, cpp_tried=path != _reg.CUSTOM)
         return F.linear(input, weight, bias)
 
 

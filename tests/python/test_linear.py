@@ -3,7 +3,8 @@ weights and a float64 reference (tolerance rule of shared/cases/handed.md).
 
 Covers: forward for 2-D/3-D/1-D inputs and M = 0; in_features = 0 and out_features = 0
 (forward and backward against torch.nn.Linear); forward + backward (dgrad, wgrad) in bf16 and
-fp16; fuse_grad_accum (wgrad accumulated in place into an existing weight.grad, bf16 and fp32);
+fp16; fuse_grad_accum (wgrad accumulated in place into an existing weight.grad, bf16 and fp32;
+with autograd.grad / backward(inputs=...) of x or weight alone); in-place ops on y (add_, ReLU);
 autocast (fp32 module under torch.autocast(bf16): bf16 output, fp32 weight gradient); in and
 out features that are not multiples of 8 (the GEMM's unaligned paths), also with a bias; the
 F.linear fallback (fp32 without autocast); torch.compile(fullgraph=True); CUDA-graph capture. Every backward needs the GEMM's transposed layouts (dx = dy W with W
@@ -173,6 +174,67 @@ def test_fuse_grad_accum(wdtype, autocast, monkeypatch):
             for x, dy in ((x1, dy1), (x2, dy2))]
     assert_rule("dW first", first, dw64[0], None, rtol_no_torch=1e-2)
     assert_rule("dW sum", q.weight.grad, dw64[0] + dw64[1], t.weight.grad, dtype=cdt)
+
+
+@all_majors
+@pytest.mark.parametrize("how", ["grad", "inputs"])
+def test_fuse_grad_accum_partial_backward(how):
+    """fuse_grad_accum with a backward that computes one input's gradient (how: autograd.grad,
+    or backward(inputs=...)) once weight.grad exists: x's alone is torch.nn.Linear's dx and
+    leaves weight.grad as it was; weight's alone is the new dW (autograd.grad, weight.grad as it
+    was) or dW accumulated into weight.grad (backward(inputs=[weight]))."""
+    q, t = pair(256, 384, bf16, fuse=True)
+    x = torch.randn(3, 40, 256, device=DEVICE).to(bf16)
+    dy1, dy2 = (torch.randn(3, 40, 384, device=DEVICE).to(bf16) for _ in range(2))
+    x64, dw1 = x.double().flatten(0, -2), dy1.double().flatten(0, -2).T @ x.double().flatten(0, -2)
+    dw2 = dy2.double().flatten(0, -2).T @ x64
+    for target in ("x", "weight"):
+        out = []
+        for m in (q, t):
+            m.weight.grad = None
+            m(x).backward(dy1)  # weight.grad = dW1
+            xg = x.clone().requires_grad_(True)
+            y = m(xg)
+            wanted = xg if target == "x" else m.weight
+            if how == "grad":
+                (g,) = torch.autograd.grad(y, wanted, dy2)
+            else:
+                y.backward(dy2, inputs=[wanted])
+                g = wanted.grad
+            out.append((g, m.weight.grad))
+        (g, wgrad), (tg, twgrad) = out
+        assert_rule("dW1 kept" if target == "x" or how == "grad" else "dW1 + dW2", wgrad,
+                    dw1 if target == "x" or how == "grad" else dw1 + dw2, twgrad, dtype=bf16)
+        ref = (dy2.double() @ q.weight.double()) if target == "x" else (
+            dw2 if how == "grad" else dw1 + dw2)
+        assert_rule(f"d{target}", g, ref, tg, dtype=bf16)
+
+
+@all_majors
+@pytest.mark.parametrize("shape", [(2, 37, 256), (37, 256), (256,)], ids=str)
+def test_inplace_on_output(shape):
+    """In-place ops on y with grad on, as torch.nn.Linear allows them (y is no view made inside
+    the autograd Function for a 3-D or 1-D x): y.add_(r) then nn.ReLU(inplace=True); y and
+    the gradients against torch.nn.Linear's and a float64 reference."""
+    q, t = pair(256, 384, bf16)
+    x = torch.randn(shape, device=DEVICE).to(bf16)
+    # +-8 by column: y + r has r's sign (|y| is far below 8 here), so ReLU's mask is the same
+    # in bf16 and float64
+    r = torch.where(torch.arange(384, device=DEVICE) % 2 == 0, 8.0, -8.0).to(bf16)
+    dy = torch.randn(shape[:-1] + (384,), device=DEVICE).to(bf16)
+
+    def go(m, dtype=bf16):
+        xg = x.to(dtype).requires_grad_(True)
+        y = m(xg)
+        y.add_(r.to(dtype))
+        y = torch.nn.ReLU(inplace=True)(y)
+        y.backward(dy.to(dtype))
+        return y.detach(), xg.grad, m.weight.grad
+
+    m64 = torch.nn.Linear(256, 384, bias=False, device=DEVICE, dtype=torch.float64)
+    with torch.no_grad():
+        m64.weight.copy_(q.weight.double())
+    compare(go(q), go(m64, torch.float64), go(t), bf16)
 
 
 @all_majors

@@ -853,10 +853,49 @@ def _strided_dy():
     return _grads(q, x)
 
 
+def _inplace_after(xshape):
+    """In-place ops on y with grad on (y.add_, nn.ReLU(inplace=True)), as torch.nn.Linear
+    allows: y is no view made inside the Function or node (x 3-D or 1-D too)."""
+    def go():
+        q = _linear_module()
+        x = torch.randn(xshape, dtype=bf16, requires_grad=True)
+        y = q(x)
+        assert y._base is None
+        y.add_(torch.ones(32, dtype=bf16))
+        y = torch.nn.ReLU(inplace=True)(y)
+        y.backward(torch.zeros_like(y))
+        return [y] + _grads(q, x)
+    go.__name__ = f"inplace_after_{len(xshape)}d"
+    return go
+
+
+def _partial(target, how, fuse=True):
+    """A backward of one input's gradient (target "x" or "weight"; how "grad": autograd.grad,
+    "inputs": backward(inputs=...)) after a full one made weight.grad: only that gradient's
+    GEMM runs, fused into weight.grad only where backward(inputs=[weight]) accumulates it."""
+    def go():
+        q = _linear_module(fuse_grad_accum=fuse)
+        x = torch.randn(3, 4, 64, dtype=bf16, requires_grad=True)
+        q(x).backward(torch.zeros(3, 4, 32, dtype=bf16))
+        y = q(x)
+        t = x if target == "x" else q.weight
+        if how == "grad":
+            (g,) = torch.autograd.grad(y, t, torch.zeros_like(y))
+        else:
+            y.backward(torch.zeros_like(y), inputs=[t])
+            g = t.grad
+        return [y, g] + _grads(q, x)
+    go.__name__ = f"partial_{how}_{target}" + ("_fused" if fuse else "")
+    return go
+
+
 LINEAR_SCENARIOS = ([_needs_input_grad(m) for m in range(8)]
                     + [_needs_input_grad(7, (4, 64)), _autocast_fp32_weight,
                        _functional_no_bias_1d, _create_graph, _fused, _no_grad_mode, _tuned,
-                       _unaligned_k, _strided_dy])
+                       _unaligned_k, _strided_dy]
+                    + [_partial(t, h) for t in ("x", "weight") for h in ("grad", "inputs")]
+                    + [_partial("x", "grad", fuse=False)]
+                    + [_inplace_after(shape) for shape in ((4, 8, 64), (4, 64), (64,))])
 
 
 @pytest.mark.parametrize("scenario", LINEAR_SCENARIOS, ids=lambda f: f.__name__)
@@ -892,6 +931,78 @@ def test_linear_gemm_operands(linear_stubbed, monkeypatch, path):
     assert [ptrs for _ts, ptrs, *_ in launches] == [
         (xp, w, 0, yp, b), (dyp, w, 0, x.grad.data_ptr(), 0),
         (dyp, xp, 0, q.weight.grad.data_ptr(), 0)]
+
+
+@pytest.mark.parametrize("path", LINEAR_PATHS)
+@pytest.mark.parametrize("how", ("grad", "inputs"))
+def test_linear_fused_partial_backward_keeps_weight_grad(linear_stubbed, monkeypatch, path, how):
+    """fuse_grad_accum with a backward that computes x's gradient alone (autograd.grad(y, x),
+    backward(inputs=[x])): no wgrad runs and weight.grad stays the tensor it was; one that
+    computes weight's alone: autograd.grad returns the plain wgrad (a new tensor, weight.grad
+    untouched), backward(inputs=[weight]) accumulates into weight.grad in place; no dgrad.
+    weight.grad is held by the module alone (AccumulateGrad keeps it then)."""
+    _set_linear_path(path, monkeypatch)
+    q = _linear_module(fuse_grad_accum=True)
+    x = torch.randn(3, 4, 64, dtype=bf16, requires_grad=True)
+    ones = torch.ones(32, 64, dtype=bf16)
+    for target in ("x", "weight"):
+        q.weight.grad = ones.clone()
+        grad0 = q.weight.grad.data_ptr()
+        y = q(x)
+        t = x if target == "x" else q.weight
+        _cpp_launches(True)
+        linear_stubbed.launches = []
+        try:
+            if how == "grad":
+                (g,) = torch.autograd.grad(y, t, torch.zeros_like(y))
+            else:
+                y.backward(torch.zeros_like(y), inputs=[t])
+                g = t.grad
+            launches = linear_stubbed.launches + _cpp_launches(False)
+        finally:
+            linear_stubbed.launches = None
+        assert g is not None and g.shape == t.shape
+        ptrs = [p for _ts, p, *_ in launches]
+        if target == "x":  # the dgrad alone (dy, W) -> dx
+            assert ptrs == [(ptrs[0][0], q.weight.data_ptr(), 0, g.data_ptr(), 0)]
+        elif how == "grad":  # the plain wgrad (dy^T, x) -> a new tensor
+            assert ptrs == [(ptrs[0][0], x.data_ptr(), 0, g.data_ptr(), 0)]
+            assert g.data_ptr() != grad0
+        else:  # the wgrad into weight.grad (C = D)
+            assert ptrs == [(ptrs[0][0], x.data_ptr(), grad0, grad0, 0)]
+        assert q.weight.grad.data_ptr() == grad0 and torch.equal(q.weight.grad, ones)
+
+
+@pytest.mark.parametrize("path", LINEAR_PATHS)
+def test_linear_weight_updated_before_backward(linear_stubbed, monkeypatch, path):
+    """dW = dy^T x2 does not read W: with x needing no gradient, weight may be updated in place
+    between the forward and the backward (as with torch.nn.Linear); where x needs one
+    (dx = dy W) that is autograd's error."""
+    _set_linear_path(path, monkeypatch)
+    for x_grad in (False, True):
+        q = _linear_module()
+        x = torch.randn(4, 64, dtype=bf16, requires_grad=x_grad)
+        y = q(x)
+        with torch.no_grad():
+            q.weight.add_(1)
+        if x_grad:
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                y.backward(torch.zeros_like(y))
+        else:
+            y.backward(torch.zeros_like(y))
+            assert q.weight.grad is not None and q.bias.grad is not None
+
+
+def test_linear_module_asks_the_cpp_path_once(linear_stubbed, monkeypatch):
+    """nn.Linear asks the C++ path once for a call it leaves to Python (K = 63, tuning)."""
+    asked = []
+    real = ops._torch_ext.linear
+    monkeypatch.setattr(gm.linear_op, "eager", lambda *a: asked.append(1) or real(*a))
+    monkeypatch.setattr(gm.gemm_op, "eager", ops._torch_ext.gemm)
+    for q, K in ((_linear_module(K=63), 63), (_linear_module(tuned=True), 64)):
+        asked.clear()
+        y = q(torch.randn(4, K, dtype=bf16, requires_grad=True))
+        assert asked == [1] and y.grad_fn.name() == "LinearFunctionBackward"
 
 
 def test_linear_python_path_launches_in_python(linear_stubbed, monkeypatch):
