@@ -1484,14 +1484,26 @@ PyObject* g_registrar_dict = nullptr;
 bool force_custom_op() {
   static PyObject* key = PyUnicode_InternFromString("FORCE_CUSTOM_OP");
   PyObject* v = g_registrar_dict ? PyDict_GetItem(g_registrar_dict, key) : nullptr;
-  return v != nullptr && PyObject_IsTrue(v) == 1;
+  if (v == nullptr) return false;
+  int const truth = PyObject_IsTrue(v);
+  if (truth < 0) PyErr_Clear();  // a value without truth: not set
+  return truth == 1;
 }
 
 // Whether t's Python object, where it has one, is of a Tensor subclass (route's
 // type(t) in (Tensor, Parameter)). Under the GIL.
+// THPVariable_Wrap gives t's own Python object where it has one (a plain Tensor object where it
+// has none), on every torch the package supports (TensorImpl's PyObject slot changed its API).
 bool python_subclass(const Tensor& t) {
-  PyObject* obj = t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj();
-  return obj != nullptr && !THPVariable_CheckTypeExact(Py_TYPE(obj));
+  if (!t.defined()) return false;
+  PyObject* obj = THPVariable_Wrap(t);
+  if (obj == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  bool const sub = !THPVariable_CheckTypeExact(Py_TYPE(obj));
+  Py_DECREF(obj);
+  return sub;
 }
 
 // _registrar._is_plain_cuda (host tensors too with launches stubbed): a kernel_operand whose
