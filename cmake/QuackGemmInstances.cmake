@@ -106,7 +106,7 @@ function(quack_gemm_instances list_files out_dir sources_var)
     # - vd (last; instances_ab.txt only): the control of the k-loop's uniform descriptors, the
     #   WGMMA descriptors built in vector registers (VectorDesc<...>, mainloop.cuh): the same
     #   results, more issued instructions per k-tile; "<epilogue>:vd" alone or after the others.
-    # - pk, cw (last, after vd, in that order; instances_ab.txt only; gemm-turn): pk, QuACK's
+    # - pk, cw (last, after vd, in that order; instances_ab.txt only): pk, QuACK's
     #   full-barrier peek in the k-loop (PeekFull<...>, mainloop.cuh: the next k-tile's try_wait
     #   issued before the loop's back-edge, read at the next top); cw, QuACK's producer warp
     #   (WarpProducer<...>, mainloop.cuh / kernel.cuh: the whole warp 0 walks the producer's loops,
