@@ -13,16 +13,19 @@ relu) our plain gemm, gemm_act and gemm_dact, then QuACK's gemm_act and gemm_dac
 dout (M, K) @ W (K, N) (dact's epilogue beside act's and QuACK's; our gemm_act reads W's values
 K-major, the one B layout it compiles); `gated M N K [ACT]` our plain
 gemm, gemm_gated and gemm_dgated (default swiglu); `ce M N` in place of `M N K` profiles the cross-entropy forward (reduction="none") of each
-instead; `topk M N K [fp32|bf16]` the top-k forward (quack_cpp.topk against quack.topk). The `--sass` mode prints, per kernel, the SASS lines with the most warp stall samples
+instead, `cebwd M N` the backward of a reduction="none" call from its saved lse with a random
+grad per row (bench_rows.py's ce_bwd); `topk M N K [fp32|bf16]` the top-k forward (quack_cpp.topk against quack.topk). The `--sass` mode prints, per kernel, the SASS lines with the most warp stall samples
 and the stall reasons sampled on them (the per-instruction view behind the kernel-wide
 reasons), and with OUT_DIR writes each kernel's whole source page as CSV (xz) for reading
-beside our own SASS.
+beside our own SASS. In the plain mode `M N K [RASTER,...]` our gemm runs once per raster named
+(QUACK_GEMM_RASTER, e.g. `m8,h8s`: the tile order of the persistent schedule), then QuACK's.
 
 The report mode prints, per kernel, the duration, the SM clock, tensor-pipe activity, issued
 instructions, the launch geometry and the top warp stall reasons: where QuACK's mainloop does
 more work per clock than ours (docs/performance.md, run Y: 92 % against 84 % of the dense peak).
 """
 import csv
+import os
 import subprocess
 import sys
 
@@ -38,6 +41,18 @@ def calls(args):
         t = torch.randint(0, N, (M,), device="cuda")
         return [("ours", lambda: quack_cpp.cross_entropy(x, t, reduction="none")),
                 ("quack", lambda: quack.cross_entropy(x, t, reduction="none"))]
+    if args[0] == "cebwd":
+        import quack
+        M, N = int(args[1]), int(args[2])
+        x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
+        t = torch.randint(0, N, (M,), device="cuda")
+        g = torch.rand(M, device="cuda")
+        out = []
+        for name, f in (("ours", quack_cpp.cross_entropy), ("quack", quack.cross_entropy)):
+            xr = x.detach().requires_grad_(True)
+            loss = f(xr, t, reduction="none")  # the forward runs here, outside the profiled region
+            out.append((name, lambda loss=loss, xr=xr: torch.autograd.grad(loss, xr, g, retain_graph=True)))
+        return out
     if args[0] == "topk":
         from quack.topk import topk as quack_topk
         M, N, k = (int(v) for v in args[1:4])
@@ -80,7 +95,17 @@ def calls(args):
     M, N, K = (int(v) for v in args[:3])
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
-    return [("ours", lambda: quack_cpp.gemm(a, b)), ("quack", lambda: quack_gemm(a, b, tuned=False))]
+    def ours(raster):
+        def call():
+            os.environ["QUACK_GEMM_RASTER"] = raster  # read at each call (gemm.cpp, apply_raster_env)
+            try:
+                return quack_cpp.gemm(a, b)
+            finally:
+                os.environ.pop("QUACK_GEMM_RASTER", None)
+        return call
+    rasters = args[3].split(",") if len(args) > 3 else [""]
+    return [(f"ours{'@' + r if r else ''}", ours(r)) for r in rasters] + [
+        ("quack", lambda: quack_gemm(a, b, tuned=False))]
 
 
 def run(args):
