@@ -12,9 +12,9 @@
 #
 # raster: QuACK's tile order (h8s: its heuristic, serpentine bands of 8) against ours (m8) on
 # 128x192pp, both methods, beside cuBLAS and QuACK, with the sustained method's energy a call
-# (thread 4: AW1's ncu read our DRAM bytes 3.5 % above QuACK's at 8192^3; AX1's sustained windows
-# read QuACK's energy a call 5 % (16384 x 14336 x 4096) to 12 % (8192^3) under ours). Predicted:
-# h8s within +-1 % of m8 by time (one pass does not rank finer), its energy a call 0-2 % lower.
+# (thread 4: AW1's ncu read our DRAM bytes 3.5 % above QuACK's at 8192^3; AU4's 1.5 s batches read
+# QuACK's energy a call 1.2-1.8 % under ours). Predicted: h8s within +-1 % of m8 by time (one pass
+# does not rank finer), its energy a call 0-1 % lower.
 run raster 200 python3 bench/bench_gemm.py --shapes 8192x8192x8192,16384x14336x4096 --layouts rr --methods burst,sustained --rounds 4 --tiles 128x192pp,128x192pp@h8s --out $R/raster.jsonl
 # ncu_raster: the same two orders and QuACK's kernel, one launch each at 8192^3 (clocks not
 # locked): DRAM bytes, L2 hit rate, cycles. Predicted: h8s's DRAM reads within 1 % of QuACK's
