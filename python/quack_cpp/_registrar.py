@@ -114,7 +114,7 @@ fast path exists, and what it saves per call: docs/architecture.md, "The Python 
 import inspect
 import operator
 import os
-from typing import Optional
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -430,6 +430,42 @@ def engine_accumulates(leaf: Tensor) -> bool:
         return bool(_will_execute(node))
     except RuntimeError:  # "A leaf node was passed ... running autograd.grad()"
         return False
+
+
+_AccumulateGrad = torch._C._functions.AccumulateGrad  # a leaf's node along its edge
+
+
+def _engine_runs(node) -> Optional[bool]:
+    """Whether the engine's current graph task runs node (the next node along one of a
+    backward's edges): True or False, None where autograd.grad captures its gradient without
+    running it (a leaf's AccumulateGrad: ``torch._C._will_engine_execute_node`` raises then;
+    and outside a backward)."""
+    try:
+        return _will_execute(node)
+    except RuntimeError:
+        return None
+
+
+def task_grads(ctx, inputs: Sequence[int], weight: Optional[int] = None,
+               fuse: bool = False) -> Tuple[Tuple[bool, ...], bool]:
+    """(flags, fuse) for a backward formula running now. flags: ctx.needs_input_grad at the
+    argument positions ``inputs`` (fixed at forward time) narrowed to the gradients the
+    engine's current graph task computes (autograd.grad and backward(inputs=...) may leave
+    any out); fuse: the forward's fused weight-gradient accumulation kept only where the task
+    runs the AccumulateGrad of the argument at position ``weight`` (not where autograd.grad
+    captures its gradient, nor for a weight that is not a leaf), so that ``weight.grad`` is
+    written only where the engine would write it. While torch.compile traces (or without the
+    engine's query): the forward's flags, and fuse as given (the callers fuse eagerly only).
+    Linear's C++ node narrows alike (python/torch_ext.cpp, LinearState::for_task)."""
+    needs = tuple(bool(ctx.needs_input_grad[i]) for i in inputs)
+    if _is_compiling() or _will_execute is None:
+        return needs, fuse
+    edges = ctx.next_functions
+    flags = tuple(need and _engine_runs(edges[i][0]) is not False for i, need in zip(inputs, needs))
+    if fuse:
+        node = edges[weight][0] if weight is not None else None
+        fuse = isinstance(node, _AccumulateGrad) and _engine_runs(node) is True
+    return flags, fuse
 
 
 def records_grad(*tensors: Optional[Tensor]) -> bool:

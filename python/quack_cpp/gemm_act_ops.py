@@ -638,7 +638,7 @@ class LinearAct:
 
     def backward(ctx, dpreact, dpostact):
         x2, w, weight, preact = ctx.saved_tensors
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        (need_x, need_w, need_b), fuse = _reg.task_grads(ctx, (0, 1, 2), 1, ctx.fuse)
         n = preact.shape[-1]
         g = None
         if dpreact is not None:
@@ -657,7 +657,7 @@ class LinearAct:
             if len(ctx.lead) != 1:
                 dx = dx.view(*ctx.lead, ctx.k)
         if need_w:
-            dw = weight_grad(g, x2, weight, ctx.dtype, ctx.fuse)
+            dw = weight_grad(g, x2, weight, ctx.dtype, fuse)
             if ctx.concat:
                 dw = deinterleave_gate_up(dw)
         if need_b:
@@ -683,7 +683,6 @@ class ActLinear:
         else:
             y = gemm_op(x2, w.mT, None, 1.0, 0.0, dtype, bool(tuned), None, None, bias)
         need_pre, need_w = ctx.needs_input_grad[:2]
-        need_b = ctx.needs_input_grad[3]
         lead = postact.shape[:-1]
         ctx.activation, ctx.dtype, ctx.lead, ctx.n = activation, dtype, lead, N
         ctx.bias_dtype = bias.dtype if bias is not None else None
@@ -691,12 +690,11 @@ class ActLinear:
         # preact instead of postact: postact comes back from gemm_dact in the backward.
         pre2 = _rows(preact, preact.shape[-1]) if (need_pre or need_w) else None
         ctx.save_for_backward(pre2, w if need_pre else None, weight if need_w else None)
-        ctx.need_b = need_b
         return y if postact.dim() == 2 else y.view(*lead, N)
 
     def backward(ctx, dout):
         pre2, w, weight = ctx.saved_tensors
-        need_pre, need_w = ctx.needs_input_grad[:2]
+        (need_pre, need_w, need_b), fuse = _reg.task_grads(ctx, (0, 1, 3), 1, ctx.fuse)
         g = _as_operand(_rows(_cast(dout, ctx.dtype), ctx.n))
         dpre = dw = db = None
         post = None
@@ -713,8 +711,8 @@ class ActLinear:
         if need_w:
             if post is None:  # only dW: postact from preact in torch (no GEMM needed)
                 post = _postact_torch(ctx.activation, _cast(pre2, ctx.dtype))
-            dw = weight_grad(g, _as_operand(post), weight, ctx.dtype, ctx.fuse)
-        if ctx.need_b:
+            dw = weight_grad(g, _as_operand(post), weight, ctx.dtype, fuse)
+        if need_b:
             db = _colsum(g, ctx.bias_dtype)
         return dpre, dw, None, db, None, None, None, None
 

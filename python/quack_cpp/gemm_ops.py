@@ -756,35 +756,10 @@ class Linear:
 linear_op = register_function(Linear)
 
 
-_AccumulateGrad = torch._C._functions.AccumulateGrad  # a leaf's node along its edge
-
-
-def _engine_runs(node) -> Optional[bool]:
-    """Whether the engine's current graph task runs node (the next node along one of a
-    backward's edges): True or False, None where autograd.grad captures its gradient without
-    running it (a leaf's AccumulateGrad: ``torch._C._will_engine_execute_node`` raises then;
-    and outside a backward)."""
-    try:
-        return torch._C._will_engine_execute_node(node)
-    except RuntimeError:
-        return None
-
-
 def _task_grads(ctx) -> Tuple[bool, bool, bool, bool]:
-    """(need_x, need_w, need_b, fuse) for Linear.backward running now: ctx.needs_input_grad
-    (fixed at forward time) narrowed to the gradients the engine's current graph task computes
-    (autograd.grad and backward(inputs=...) may leave x's, weight's or bias's out); fused
-    accumulation only where the task runs weight's AccumulateGrad (not where autograd.grad
-    captures weight's gradient, nor for a weight that is not a leaf). The C++ node's
-    LinearState::for_task alike. While torch.compile traces: the forward's flags."""
-    needs = ctx.needs_input_grad[:3]
-    if torch.compiler.is_compiling():
-        return needs + (ctx.fuse,)
-    edges = ctx.next_functions
-    runs = [_engine_runs(edges[i][0]) if need else False for i, need in enumerate(needs)]
-    need_x, need_w, need_b = (r is not False for r in runs)
-    fuse = ctx.fuse and runs[1] is True and isinstance(edges[1][0], _AccumulateGrad)
-    return need_x, need_w, need_b, fuse
+    """(need_x, need_w, need_b, fuse) for Linear.backward running now (``task_grads``)."""
+    flags, fuse = _reg.task_grads(ctx, (0, 1, 2), 1, ctx.fuse)
+    return flags + (fuse,)
 
 
 def _linear_backward(ctx, dy: Tensor, need_x: bool, need_w: bool, need_b: bool,

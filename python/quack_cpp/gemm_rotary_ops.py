@@ -172,7 +172,7 @@ class LinearRotaryQkv:
 
     def backward(ctx, dq, dk, dv):
         x2, w, weight, cos, sin = ctx.saved_tensors
-        need_x, need_w = ctx.needs_input_grad[:2]
+        (need_x, need_w), fuse = _reg.task_grads(ctx, (0, 1), 1, ctx.fuse)
         if dq is None and dk is None and dv is None or not (need_x or need_w):
             return None, None, None, None, None, None, None, None
         dt = ctx.dtype
@@ -185,7 +185,7 @@ class LinearRotaryQkv:
         if need_x:  # dgrad: dx = g @ W
             dx = gemm_op(g, w, None, 1.0, 0.0, dt, False, None, None).view(B, T, w.shape[1])
         if need_w:  # wgrad: dW = g^T @ x2, in weight's dtype where the C++ has that instance
-            dw = weight_grad(g, x2, weight, dt, ctx.fuse)
+            dw = weight_grad(g, x2, weight, dt, fuse)
         return dx, dw, None, None, None, None, None, None
 
 

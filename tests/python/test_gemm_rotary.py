@@ -103,6 +103,43 @@ def test_forward_backward(shape):
         assert_rule(name, lib, r, t)
 
 
+@pytest.mark.parametrize("how", ["grad", "inputs"])
+def test_fuse_grad_accum_partial_backward(how):
+    """fuse_grad_accum with a backward that computes one gradient (autograd.grad, or
+    backward(inputs=...)) once weight.grad exists: x's alone leaves weight.grad bit for bit;
+    weight's alone is the new dW (autograd.grad, weight.grad kept) or dW accumulated into
+    weight.grad (backward(inputs=[weight])); against float64 and bf16 torch run the same way."""
+    B, T, h, hd, K, S_ro = SHAPES[0]
+    cos, sin = tables(S_ro, hd)
+    x, w = inputs(B, T, h, hd, K)
+    dys = [torch.randn(B, T, h, hd, device=DEVICE).to(bf16) for _ in range(3)]
+    old = torch.randn_like(w)
+    for target in ("x", "weight"):
+        out = []
+        for dt in (None, torch.float64, bf16):  # ours, the reference, torch in bf16
+            xs = x.detach().to(dt or bf16).requires_grad_(True)
+            ws = w.detach().to(dt or bf16).requires_grad_(True)
+            ws.grad = old.to(ws.dtype, copy=True)  # ours accumulates into it in place
+            if dt is None:
+                outs = quack_cpp.linear_rotary_qkv(xs, ws, cos, sin, h, fuse_grad_accum=True)
+            else:
+                outs = ref_qkv(xs, ws, cos, sin, h, dt)
+            wanted = xs if target == "x" else ws
+            grads = [d.to(ws.dtype) for d in dys]
+            if how == "grad":
+                (g,) = torch.autograd.grad(outs, wanted, grads)
+            else:
+                torch.autograd.backward(outs, grads, inputs=[wanted])
+                g = wanted.grad
+            out.append((g, ws.grad))
+        (g, wg), (rg, rwg), (tg, twg) = out
+        if target == "weight" and how == "inputs":
+            assert_rule("weight.grad accumulated", wg, rwg, twg)
+        else:
+            assert torch.equal(wg, old.to(bf16)), f"{how} {target}: weight.grad changed"
+        assert_rule(f"{how} d{target}", g, rg, tg)
+
+
 def test_unused_outputs_and_autocast():
     """Only q and v used (k's gradient None: zeros in the packed gradient); an fp32 weight
     under bf16 autocast gets an fp32 gradient."""
