@@ -1532,9 +1532,18 @@ Tensor tensor_or_undefined(const py::handle& o) {
   return o.is_none() ? Tensor() : o.cast<Tensor>();
 }
 
+// A Python exception raised under a backward (Python code the node calls: Linear.backward,
+// the stream-K workspace's owner) rethrown as torch's python_error, so that the caller of
+// backward sees that exception, type and message, not the engine's RuntimeError. Under the GIL.
+[[noreturn]] void rethrow_python(py::error_already_set& e) {
+  e.restore();
+  python_error err;
+  err.persist();
+  throw std::move(err);
+}
+
 // Linear.backward on the node's saved state (gemm_ops._linear_node_backward): (dx, dw, db).
-// A Python exception stays that exception for the caller of backward (python_error). Under
-// the GIL.
+// Under the GIL.
 variable_list python_backward(const LinearState& st, const Tensor& dy, const Tensor& x2,
                               const Tensor& w, const Tensor& weight) {
   try {
@@ -1549,10 +1558,7 @@ variable_list python_backward(const LinearState& st, const Tensor& dy, const Ten
     return {tensor_or_undefined(r[0]), tensor_or_undefined(r[1]), tensor_or_undefined(r[2]),
             Tensor()};
   } catch (py::error_already_set& e) {
-    e.restore();
-    python_error err;
-    err.persist();
-    throw std::move(err);
+    rethrow_python(e);
   }
 }
 
@@ -1621,6 +1627,8 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
         if (auto grads_here = cpp_backward(st, dy, x2, w)) return *grads_here;
       } catch (const quack::InvalidArgument& e) {  // a ValueError, as on the Python path
         TORCH_CHECK_VALUE(false, e.what());
+      } catch (py::error_already_set& e) {  // from the stream-K workspace's lookup
+        rethrow_python(e);
       }
     }
     return python_backward(st, dy, x2, w, weight);

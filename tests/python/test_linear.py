@@ -388,3 +388,34 @@ def test_cuda_graph(backward):
         q2.load_state_dict(q.state_dict())
         q2(xe).backward(dy)
         assert torch.equal(x.grad, xe.grad) and torch.equal(q.weight.grad, q2.weight.grad)
+
+
+@cuda_only
+def test_backward_passes_on_a_python_error():
+    """A Python exception raised where the C++ node's backward calls Python (the stream-K
+    workspace's owner, asked on a stream's first GEMM) reaches the caller of backward as that
+    exception, type and message (python_error), not as the engine's RuntimeError."""
+    ext = gemm_ops._torch_ext
+    if ext is None or not hasattr(ext, "_gemm_set_streamk"):
+        pytest.skip("no C++ eager path in this build")
+    q, _ = pair(256, 384, bf16)
+    x = torch.randn(64, 256, device=DEVICE).to(bf16).requires_grad_(True)
+    y = q(x)
+    if "LinearFn" not in y.grad_fn.name():
+        pytest.skip(f"Linear ran {y.grad_fn.name()}, not the C++ node")
+
+    class WorkspaceError(Exception):
+        pass
+
+    def lookup(D, s):
+        raise WorkspaceError("no workspace")
+
+    ext._gemm_set_streamk(lookup)  # also forgets the workspaces the C++ path was given
+    try:
+        with pytest.raises(WorkspaceError, match="no workspace"):
+            y.backward(torch.randn_like(y))
+    finally:
+        ext._gemm_set_streamk(gemm_ops._streamk_workspace)
+    y = q(x)  # and the node works again
+    y.backward(torch.ones_like(y))
+    assert x.grad is not None and torch.isfinite(x.grad.float()).all()
