@@ -32,3 +32,7 @@ run rows_15_h200 150 bash -c "nvidia-smi --query-gpu=name --format=csv,noheader 
 # gemm_bar: only on an H200: issue 16's bar with the sustained method's equal rests (3219f2a).
 # Predicted: burst 0.97-1.00 x max (AT2 0.981); sustained 60 ms batches 0.94-0.99.
 run gemm_bar 240 bash -c "nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo 'not an H200: skipped'; exit 0; }; python3 bench/bench_gemm.py --quick --methods burst,sustained --burst-rounds 3 --rounds 8 --out $R/gemm_bar.jsonl"
+# host_time: host time per eager call (bench_host_time.py: the row ops, CE, gemm, Linear's C++
+# node since 2b456ea with its per-task backward since 0cb7277), twice. Predicted: Linear fwd+bwd
+# within 10 % of torch's nn.Linear (AW2 on a loaded host: 246.6 / 267.7 against 252.1 / 400.2 µs).
+run host_time 120 bash -c "python3 bench/bench_host_time.py && python3 bench/bench_host_time.py"
