@@ -106,23 +106,16 @@ function(quack_gemm_instances list_files out_dir sources_var)
     # - vd (last; instances_ab.txt only): the control of the k-loop's uniform descriptors, the
     #   WGMMA descriptors built in vector registers (VectorDesc<...>, mainloop.cuh): the same
     #   results, more issued instructions per k-tile; "<epilogue>:vd" alone or after the others.
-    # - pk, cw (last, after vd, in that order; instances_ab.txt only): pk, QuACK's
-    #   full-barrier peek in the k-loop (PeekFull<...>, mainloop.cuh: the next k-tile's try_wait
-    #   issued before the loop's back-edge, read at the next top); cw, QuACK's producer warp
-    #   (WarpProducer<...>, mainloop.cuh / kernel.cuh: the whole warp 0 walks the producer's loops,
-    #   one lane issues the copies). The same results; "<epilogue>:pk", ":cw" or ":pkcw".
-    # (CMake's regular expressions hold at most 9 groups: cw, pk, vd, diag<M>, ip / io, then cf, are taken off first.)
-    foreach(sfx cw pk vd)  # epi_cw, epi_pk, epi_vd: each suffix taken off the end, in this order
-      set(epi_${sfx} "")
-      if(epi MATCHES "^([a-z]+):(.*)${sfx}$")
-        set(epi_${sfx} "${sfx}")
-        if("${CMAKE_MATCH_2}" STREQUAL "")
-          set(epi "${CMAKE_MATCH_1}")
-        else()
-          set(epi "${CMAKE_MATCH_1}:${CMAKE_MATCH_2}")
-        endif()
+    # (CMake's regular expressions hold at most 9 groups: vd, diag<M>, ip / io, then cf, are taken off first.)
+    set(epi_vd "")
+    if(epi MATCHES "^([a-z]+):(.*)vd$")
+      set(epi_vd "vd")
+      if("${CMAKE_MATCH_2}" STREQUAL "")
+        set(epi "${CMAKE_MATCH_1}")
+      else()
+        set(epi "${CMAKE_MATCH_1}:${CMAKE_MATCH_2}")
       endif()
-    endforeach()
+    endif()
     set(epi_diag "")
     set(QG_DIAGNOSTIC false)
     set(QG_C_RING false)
@@ -314,23 +307,13 @@ function(quack_gemm_instances list_files out_dir sources_var)
       set(tile_name "${tile_name}diag${epi_diag}")
     endif()
 
-    # The k-loop's variants (mainloop.cuh), each a Tile wrapper: vd VectorDesc (the descriptors
-    # in vector registers, an A/B control), pk PeekFull, cw WarpProducer (A/B candidates).
-    set(wrap_vd VectorDesc)
-    set(wrap_pk PeekFull)
-    set(wrap_cw WarpProducer)
-    if(NOT epi_vd STREQUAL "" AND NOT epi_pk STREQUAL "")  # PeekFull forms the descriptors itself
-      message(FATAL_ERROR "${where}: vd and pk do not combine (PeekFull's k-loop has no vector descriptors)")
-    endif()
-    foreach(sfx vd pk cw)
-      if(NOT epi_${sfx} STREQUAL "")
-        if(NOT QG_CANDIDATE)
-          message(FATAL_ERROR "${where}: ${sfx} (${wrap_${sfx}}, an A/B variant) is for instances_ab.txt")
-        endif()
-        set(QG_TILE "sm90::${wrap_${sfx}}<${QG_TILE}>")
-        set(tile_name "${tile_name}${sfx}")
+    if(NOT epi_vd STREQUAL "")
+      if(NOT QG_CANDIDATE)
+        message(FATAL_ERROR "${where}: vd (the k-loop's descriptors in vector registers, an A/B control) is for instances_ab.txt")
       endif()
-    endforeach()
+      set(QG_TILE "sm90::VectorDesc<${QG_TILE}>")
+      set(tile_name "${tile_name}vd")
+    endif()
 
     _quack_gemm_dtype(${ab} QG_AB ab_enum "${where}")
     if(epi STREQUAL "dgated")

@@ -132,14 +132,9 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
   if (warp_group == 0) {
     // ---------------- producer ----------------
     if constexpr (Tile::kRegRebalance) cutlass::arch::warpgroup_reg_dealloc<Tile::kProducerRegs>();
-    // The producer: lane 0 of warp 0, or (WarpProducer, mainloop.cuh: QuACK's producer warp) the
-    // whole warp 0, converged, with one lane issuing each stage's copies; the work queue's
-    // exchanges (dynamic scheduler) stay with the elected lane (lane_pred), the index broadcast.
-    constexpr bool kWarpProducer = TileWarpProducer<Tile>::value;
-    if (warp_idx == 0 && (kWarpProducer || lane_pred)) {
+    if (warp_idx == 0 && lane_pred) {
       auto write = cutlass::make_producer_start_state<Pipeline>();
       auto const load_in = Mainloop::load_init(p.mainloop, ss.mainloop, p.M, p.N, p.K, p.L, rank_m, rank_n);
-      [[maybe_unused]] int const leader = kWarpProducer ? __ffs(__ballot_sync(0xffffffffu, lane_pred)) - 1 : 0;
       for (uint32_t seq = 0;; ++seq) {
         int64_t w;
         int k_begin = 0, k_count = k_tiles;
@@ -150,16 +145,9 @@ __global__ void __launch_bounds__(Kernel::Tile::kThreads, 1) gemm_kernel(__grid_
           k_begin = x.k_begin;
           k_count = x.k_end - x.k_begin;
         } else {
-          if (!kWarpProducer || p.tile_counter == nullptr) {
-            w = queue.producer_next(seq);  // the static schedule: arithmetic, every lane alike
-          } else {
-            int64_t v = 0;
-            if (lane_pred) v = queue.producer_next(seq);
-            w = __shfl_sync(0xffffffffu, v, leader);
-          }
+          w = queue.producer_next(seq);
           if (w >= num_work) {
-            if constexpr (Tile::kPingpong)
-              if (!kWarpProducer || lane_pred) queue.producer_stop_next(seq);
+            if constexpr (Tile::kPingpong) queue.producer_stop_next(seq);
             break;
           }
         }

@@ -79,48 +79,6 @@ struct VectorDesc : Base {
   static constexpr bool kVectorDesc = true;
 };
 
-/// Whether tile configuration T peeks at the next k-tile's full barrier before the k-loop's
-/// back-edge (T::kPeekFull; instances_ab.txt's candidate "pk"), as QuACK 0.2.0's mma does: the
-/// try_wait of stage k + 1 issued right after stage k − 1's release, its result read at the top
-/// of the next iteration (the first k-tile's wait stays a plain one: a try_wait right after the
-/// turn, as QuACK's, had ptxas move the accumulators' zeroing and the tile's pipeline state
-/// after the turn's barrier, ~110 more instructions between it and the first WGMMA), and
-/// the stage's descriptor REDUXes issued before that result is read, so the try_wait's and the
-/// REDUX's latencies overlap the loop's bookkeeping instead of sitting between the completion of
-/// the batch of k − 1 (wait<1>) and the first WGMMA of k + 1 (production: try_wait, its branch,
-/// then the REDUXes and their first reads back to back: ncu AW1 at 8192³, 2.2 % of the stall
-/// samples on the try_wait's branch and 1.8 % on the REDUX's reads, ~95 cycles a k-tile, where
-/// QuACK's loop waits ~52 on one S2UR). ptxas keeps the REDUX results in uniform registers across
-/// the (rare) wait branch here (cuobjdump of the 128x192pp km / kk TUs).
-template <class T, class = void>
-struct TilePeekFull : std::false_type {};
-template <class T>
-struct TilePeekFull<T, std::void_t<decltype(T::kPeekFull)>> : std::bool_constant<T::kPeekFull> {};
-
-/// Tile configuration Base with the full-barrier peek (A/B candidate "pk": the same WGMMAs,
-/// barriers and values, another order of the k-loop's instructions).
-template <class Base>
-struct PeekFull : Base {
-  static constexpr bool kPeekFull = true;
-};
-
-/// Whether tile configuration T runs the TMA producer on the whole warp 0 (T::kWarpProducer;
-/// instances_ab.txt's candidate "cw"), as QuACK 0.2.0's producer warp does: all 32 lanes walk the
-/// tile and k loops and wait on the empty barriers, one elected lane issues the TMA copies (lane
-/// 0, the pipeline's leader, arms the full barrier), instead of lane 0 alone with lanes 1-31
-/// parked for the kernel's life at the end's cluster barrier (WARPSYNC.ALL: a diverged warp).
-template <class T, class = void>
-struct TileWarpProducer : std::false_type {};
-template <class T>
-struct TileWarpProducer<T, std::void_t<decltype(T::kWarpProducer)>> : std::bool_constant<T::kWarpProducer> {};
-
-/// Tile configuration Base with the converged producer warp (A/B candidate "cw": the same loads,
-/// barriers and values).
-template <class Base>
-struct WarpProducer : Base {
-  static constexpr bool kWarpProducer = true;
-};
-
 /// B's (N,K,L) shape as the TMA tensor takes it: ((2, N/2), K, L) for a concat B, else (N, K, L).
 template <class Tile>
 CUTE_HOST_DEVICE auto b_shape(int N, int K, int L) {
@@ -255,17 +213,10 @@ struct CollectiveMainloop {
     Tensor tAgA = cta_tma_a.partition_S(gA);  // (TMA,TMA_M,TMA_K,k)
     Tensor tBgB = cta_tma_b.partition_S(gB);  // (TMA,TMA_N,TMA_K,k)
     for (int k = 0; k < k_tiles; ++k) {
-      pipeline.producer_acquire(write);  // every calling lane waits; thread 0 (the leader) arms the full barrier
+      pipeline.producer_acquire(write);
       auto* bar = pipeline.producer_get_barrier(write);
-      auto issue = [&] {
-        copy(p.tma_a.with(*bar, mcast_a), tAgA(_, _, _, k_begin + k), tAsA(_, _, _, write.index()));
-        copy(p.tma_b.with(*bar, mcast_b), tBgB(_, _, _, k_begin + k), tBsB(_, _, _, write.index()));
-      };
-      if constexpr (TileWarpProducer<Tile>::value) {  // the whole warp 0 here (kernel.cuh): one lane issues
-        if (cute::elect_one_sync()) issue();
-      } else {
-        issue();  // lane 0 alone
-      }
+      copy(p.tma_a.with(*bar, mcast_a), tAgA(_, _, _, k_begin + k), tAsA(_, _, _, write.index()));
+      copy(p.tma_b.with(*bar, mcast_b), tBgB(_, _, _, k_begin + k), tBsB(_, _, _, write.index()));
       ++write;
     }
   }
@@ -336,39 +287,6 @@ struct CollectiveMainloop {
     // accumulators per thread of 240 registers).
     clear(acc);
     warpgroup_fence_operand(acc);
-    if constexpr (TilePeekFull<Tile>::value) {
-      // QuACK 0.2.0's k-loop order (PeekFull): stage k + 1's try_wait issued right after stage
-      // k - 1's release, its token read at the next top (the first k-tile: a plain wait); the
-      // stage's descriptors (uniform_stage's REDUX) formed before that token is read, so neither
-      // latency sits between the batch of k - 1 completing and the first WGMMA of k + 1
-      // (production: try_wait, wait and the two REDUX back to back after the wait).
-      cutlass::ConsumerToken token{cutlass::BarrierStatus::WaitAgain};
-      for (int k = 0; k < k_tiles; ++k) {
-        int const s = read.index();
-        Tensor tCrA_s = uniform_stage(tCrA, s);  // (MMA,MMA_M,MMA_K); the warp is converged here
-        Tensor tCrB_s = uniform_stage(tCrB, s);  // (MMA,MMA_N,MMA_K)
-        pipeline.consumer_wait(read, token);
-        warpgroup_fence_operand(acc);
-        warpgroup_arrive();
-        CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-          cute::gemm(tiled_mma, tCrA_s(_, _, kb), tCrB_s(_, _, kb), acc);
-          tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-        }
-        warpgroup_commit_batch();
-        auto next = read;  // k + 1's stage, formed while the batch of k - 1 finishes
-        ++next;
-        warpgroup_wait<1>();  // the batch of k-1 is done: its stage may be refilled
-        warpgroup_fence_operand(acc);
-        if (k > 0) {
-          CollectiveMainloop::release(pipeline, storage, release);
-          ++release;
-        }
-        if (k + 1 < k_tiles) token = pipeline.consumer_try_wait(next);  // the peek, read at the next top
-        read = next;
-      }
-      return;
-    }
     for (int k = 0; k < k_tiles; ++k) {
       pipeline.consumer_wait(read, pipeline.consumer_try_wait(read));
       warpgroup_fence_operand(acc);

@@ -38,24 +38,14 @@ std::string prefix(GemmEpilogue e) {
 
 bool one_output(GemmEpilogue e) { return quack::detail::gemm_epilogue_outputs(e) == 1; }
 
-// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>[u]][a<S>[d<D>]][cf][ip][diag<M>][vd][pk][cw]"
-// gives "[e<N>[u]][a<S>[d<D>]][cf][ip][diag<M>][vd][pk][cw]"), empty if none; "?" if the tile part is not expected_tile(i)
-// with such a suffix.
+// The tile name's suffix of an epilogue variant (instances_ab.txt: "<epilogue>:[e<N>[u]][a<S>[d<D>]][cf][ip][diag<M>][vd]"
+// gives "[e<N>[u]][a<S>[d<D>]][cf][ip][diag<M>][vd]"), empty if none; "?" if the tile part is not expected_tile(i) with
+// such a suffix.
 std::string split_suffix(const GemmInstance& i) {
   const std::string t = i.tile, base = expected_tile(i);
   if (t.compare(0, base.size(), base) != 0) return "?";
   std::string rest = t.substr(base.size());
-  // cw, then pk (the very last, in that order): QuACK's producer warp and full-barrier peek, A/B
-  // candidates (instances_ab.txt only)
-  std::string tail;
-  for (const char* s : {"cw", "pk"}) {
-    if (rest.size() >= 2 && rest.compare(rest.size() - 2, 2, s) == 0) {
-      if (!i.candidate) return "?";
-      tail = s + tail;
-      rest.resize(rest.size() - 2);
-    }
-  }
-  // vd (last before pk / cw): the k-loop's descriptors in vector registers, an A/B control (instances_ab.txt only)
+  // vd (last): the k-loop's descriptors in vector registers, an A/B control (instances_ab.txt only)
   std::string vd;
   if (rest.size() >= 2 && rest.compare(rest.size() - 2, 2, "vd") == 0) {
     if (!i.candidate) return "?";
@@ -114,7 +104,7 @@ std::string split_suffix(const GemmInstance& i) {
     return "?";
   }
   if (i.diagnostic != diag || i.c_ring != ring) return "?";
-  return rest + vd + tail;
+  return rest + vd;
 }
 
 std::string expected_name(const GemmInstance& i) {
