@@ -454,12 +454,18 @@ def task_grads(ctx, inputs: Sequence[int], weight: Optional[int] = None,
     any out); fuse: the forward's fused weight-gradient accumulation kept only where the task
     runs the AccumulateGrad of the argument at position ``weight`` (not where autograd.grad
     captures its gradient, nor for a weight that is not a leaf), so that ``weight.grad`` is
-    written only where the engine would write it. While torch.compile traces (or without the
-    engine's query): the forward's flags, and fuse as given (the callers fuse eagerly only).
+    written only where the engine would write it. While torch.compile traces: the forward's
+    flags and fuse as given (the callers' forwards fuse eagerly only); without the engine's
+    query (an older torch): the forward's flags, no fusion (as ``engine_accumulates``).
+    Positions index ctx.needs_input_grad, which counts every forward argument, and
+    ctx.next_functions, which has an edge per Tensor argument only: each position asked must
+    have only Tensor arguments before it (x, weight, bias first, as every caller here).
     Linear's C++ node narrows alike (python/torch_ext.cpp, LinearState::for_task)."""
     needs = tuple(bool(ctx.needs_input_grad[i]) for i in inputs)
-    if _is_compiling() or _will_execute is None:
+    if _is_compiling():
         return needs, fuse
+    if _will_execute is None:
+        return needs, False
     edges = ctx.next_functions
     flags = tuple(need and _engine_runs(edges[i][0]) is not False for i, need in zip(inputs, needs))
     if fuse:

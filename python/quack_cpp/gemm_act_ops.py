@@ -750,7 +750,8 @@ def linear_act(x: Tensor, weight: Tensor, activation: Optional[str], bias: Optio
             recorded); False without grad: preact is None.
         fuse_grad_accum: accumulate dW into ``weight.grad`` in the wgrad GEMM (eager only; not
             with ``concat_layout=True``: the wgrad gives dW1 interleaved, de-interleaved after,
-            so dW comes back apart and autograd adds it).
+            so dW comes back apart and autograd adds it; not in a backward that does not store
+            into ``weight.grad``, as ``quack_cpp.linear``).
         tuned: autotune the GEMMs' tiles. concat_layout: gated only, weight's halves (above).
 
     Returns:
@@ -812,7 +813,8 @@ def act_linear(preact: Tensor, weight: Tensor, postact: Tensor, activation: Opti
         postact: (..., H) = act(preact), the compute dtype (or autocast to it). bias: None or
             (N,), float32 or the compute dtype.
         activation: preact's, a name of ACTIVATIONS or GATED_ACTIVATIONS, or None.
-        fuse_grad_accum: accumulate dW into ``weight.grad`` (eager only). tuned: autotune.
+        fuse_grad_accum: accumulate dW into ``weight.grad`` (eager only; as
+            ``quack_cpp.linear``). tuned: autotune.
 
     Returns:
         out (..., N) in the compute dtype.
@@ -861,7 +863,8 @@ def mlp(x: Tensor, weight1: Tensor, weight2: Tensor, activation: Optional[str],
             float32 or the compute dtype.
         weight2: (O, H), the compute dtype. bias2: None or (O,), float32 or the compute dtype.
         activation: a name of ACTIVATIONS or GATED_ACTIVATIONS, or None ("identity").
-        fuse_grad_accum: accumulate dW1 and dW2 into the weights' ``.grad`` (eager only).
+        fuse_grad_accum: accumulate dW1 and dW2 into the weights' ``.grad`` (eager only; as
+            ``quack_cpp.linear``).
         tuned: autotune the GEMMs' tiles. concat_layout: weight1's halves (gated only).
 
     Returns:

@@ -827,7 +827,10 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
     as the gradient with ``weight.grad`` cleared for the moment, so AccumulateGrad stores the
     same tensor (no extra add, no new allocation; gradient hooks still run). Should anything
     else hold a reference to that gradient tensor, AccumulateGrad stores a copy instead (the
-    values are the same).
+    values are the same). A backward that does not store weight's gradient into
+    ``weight.grad`` (``torch.autograd.grad``, or ``backward(inputs=...)`` without weight)
+    leaves ``weight.grad`` as it is: dW is then computed alone, or not at all where the pass
+    does not ask for it.
 
     bias (QuACK's LinearFunc): added in the forward GEMM's epilogue in fp32 (a bias of any float
     dtype, also under autocast: not rounded to the compute dtype first); its gradient is the
