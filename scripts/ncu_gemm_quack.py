@@ -97,11 +97,17 @@ def calls(args):
     b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
     def ours(raster):
         def call():
+            if not raster:  # the caller's environment as it is
+                return quack_cpp.gemm(a, b)
+            old = os.environ.get("QUACK_GEMM_RASTER")
             os.environ["QUACK_GEMM_RASTER"] = raster  # read at each call (gemm.cpp, apply_raster_env)
             try:
                 return quack_cpp.gemm(a, b)
             finally:
-                os.environ.pop("QUACK_GEMM_RASTER", None)
+                if old is None:
+                    os.environ.pop("QUACK_GEMM_RASTER", None)
+                else:
+                    os.environ["QUACK_GEMM_RASTER"] = old
         return call
     rasters = args[3].split(",") if len(args) > 3 else [""]
     return [(f"ours{'@' + r if r else ''}", ours(r)) for r in rasters] + [
