@@ -238,11 +238,13 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
 //  - the same ops on 16-bit rows of (32, 64] KB: map-t256v8 too, where the ring would take them
 //    (the gated backward's ring-t1024v4-s3, below). Run AX (H100, bf16 16384 x 32768, the
 //    backward from lse): kernel-only 0.742 ms against the ring's 0.760 (ring-t1024v2-s6-x2
-//    0.734, t1024v4 0.749); ncu with L2 flushed (as do_bench): 728 against 748 us, QuACK 0.2.0's
-//    717, DRAM reads 1.076 GB (x once) against the ring's 1.157-1.171: the ring's L2 prefetch
-//    of the row kStages rows ahead (kRingL2Ahead) is evicted under the dx stores before its
-//    bulk copy at this row length. Run AV2 (H100): the recompute backward (finish_loads) 4.4 %
-//    ahead of the ring at this shape. The H200 (run T2: the ring 4.02 TB/s) is unmeasured on it.
+//    0.734, t1024v4 0.749); ncu with L2 flushed (as do_bench): 728 against 746-761 us, QuACK
+//    0.2.0's 717, DRAM reads 1.076 GB (x once) against the ring's 1.157-1.171: the ring's L2
+//    prefetch of the row kStages rows ahead (kRingL2Ahead) is evicted under the dx stores
+//    before its bulk copy at this row length. By the acceptance method (AX6) the backward from
+//    lse 0.969 x QuACK on the map against 0.946 on the ring, the scaled step (its recompute on
+//    the map, 0.745 ms kernel-only against the ring's 0.783 in AW1) 0.974 against 0.940. The
+//    H200 (run T2: the ring 4.02 TB/s) is unmeasured on it.
 int preferred_entry(const RowOpInfo& op, int in_elt, int vec_elt, int64_t row_bytes,
                     bool finish_loads) {
   if (op.no_reduce && op.n_acc == 0) {
