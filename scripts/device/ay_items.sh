@@ -12,3 +12,6 @@ run ce_32768_map 150 bash -c "python3 bench/bench_rows.py --ops ce_bwd,ce_fwd_bw
 # rows_15_h200: only on an H200: the row ops at 16384 x 4096 (issue 15's misses there). Predicted:
 # rmsnorm bwd 0.82-0.84 x copy (AL2 0.831, AT5 0.754), the forwards 0.86-0.90.
 run rows_15_h200 120 bash -c "nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo 'not an H200: skipped'; exit 0; }; python3 bench/bench_rows.py --ops rmsnorm_bwd,layernorm_bwd,rmsnorm_fwd,layernorm_fwd,softmax_fwd --dtypes bf16 --shapes 16384x4096 --impls ours,compile,quack --rounds 3 --plot '' --out $R/rows_15.jsonl"
+# gemm_bar: only on an H200: issue 16's bar with the sustained method's equal rests (3219f2a).
+# Predicted: burst 0.97-1.00 x max (AT2 0.981); sustained 60 ms batches 0.94-0.99.
+run gemm_bar 240 bash -c "nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo 'not an H200: skipped'; exit 0; }; python3 bench/bench_gemm.py --quick --methods burst,sustained --burst-rounds 3 --rounds 8 --out $R/gemm_bar.jsonl"
