@@ -645,22 +645,24 @@ def test_fuse_grad_accum():
         assert_rule(n, a.grad, b.grad, c.grad, dtype=bf16)
 
 
-@pytest.mark.parametrize("act", ["swiglu", "relu_sq"])
+@pytest.mark.parametrize("act,bias", [("swiglu", False), ("relu_sq", True)])
 @pytest.mark.parametrize("how", ["grad", "inputs"])
-def test_fuse_grad_accum_partial_backward(act, how):
+def test_fuse_grad_accum_partial_backward(act, bias, how):
     """fuse_grad_accum with a backward that computes one gradient (how: autograd.grad, or
     backward(inputs=...)) once every weight.grad exists: each .grad the pass does not
     accumulate into is kept bit for bit (x's gradient alone; autograd.grad of a weight), the
     targeted weight's .grad is dW accumulated (backward(inputs=[weight])); the gradient against
     torch's block and a float64 one run the same way (LinearAct's and DActLinear's backward per
-    graph task: _registrar.task_grads)."""
-    q = qnn.MLP(128, 96, 64, activation=act, device=DEVICE, dtype=bf16, fuse_grad_accum=True)
-    t = TorchMLP(128, 96, 64, act, False, bf16)
+    graph task: _registrar.task_grads; with bias, each bias a target too: ActLinear's bias is
+    its fourth argument)."""
+    q = qnn.MLP(128, 96, 64, activation=act, bias=bias, device=DEVICE, dtype=bf16,
+                fuse_grad_accum=True)
+    t = TorchMLP(128, 96, 64, act, bias, bf16)
     t.load_state_dict(q.state_dict())
-    r = TorchMLP(128, 96, 64, act, False, f64)
+    r = TorchMLP(128, 96, 64, act, bias, f64)
     r.load_state_dict({k: v.double() for k, v in q.state_dict().items()})
     x, dy1, dy2 = rand(40, 128), rand(40, 64), rand(40, 64)
-    for target in ("x", 0, 1):  # x, fc1's weight, fc2's weight
+    for target in ("x",) + tuple(range(len(list(q.parameters())))):  # x, then each parameter
         out = []
         for m in (q, t, r):
             dt = next(m.parameters()).dtype
@@ -681,9 +683,9 @@ def test_fuse_grad_accum_partial_backward(act, how):
         (g, before, after), (tg, _, tafter), (rg, _, rafter) = out
         for i, (b, a) in enumerate(zip(before, after)):
             if target == i and how == "inputs":
-                assert_rule(f"weight {i} accumulated", a, rafter[i], tafter[i], dtype=bf16)
+                assert_rule(f"parameter {i} accumulated", a, rafter[i], tafter[i], dtype=bf16)
             else:  # not this pass's to write
-                assert torch.equal(a, b), f"{act} {how} {target}: weight {i}'s .grad changed"
+                assert torch.equal(a, b), f"{act} {how} {target}: parameter {i}'s .grad changed"
         assert_rule(f"{act} {how} d{target}", g, rg, tg, dtype=bf16)
 
 
