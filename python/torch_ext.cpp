@@ -724,6 +724,16 @@ quack::Reduction ce_reduction(const std::string& r, const char* fn) {
                                "', expected 'none', 'sum' or 'mean'");
 }
 
+// A Python exception raised under a backward (Python code a node calls: Linear.backward,
+// the stream-K workspace's owner, cross-entropy's predict word) rethrown as torch's python_error, so that the caller of
+// backward sees that exception, type and message, not the engine's RuntimeError. Under the GIL.
+[[noreturn]] void rethrow_python(py::error_already_set& e) {
+  e.restore();
+  python_error err;
+  err.persist();
+  throw std::move(err);
+}
+
 // quack_cpp.cross_entropy_ops.dx_predict_word, set at import (_ce_set_predict_word): the Python
 // function owns the per-device word; its tensors are cached here (the same tensors, so a test's
 // fill_ of the word is seen by both paths). A miss (first call on a device, or a call inside a
@@ -1000,6 +1010,15 @@ struct CrossEntropyFn : public torch::autograd::Function<CrossEntropyFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    try {
+      return backward_here(ctx, grads);
+    } catch (py::error_already_set& e) {  // from predict_word's Python call (a cache miss)
+      py::gil_scoped_acquire gil;
+      rethrow_python(e);
+    }
+  }
+
+  static variable_list backward_here(AutogradContext* ctx, const variable_list& grads) {
     // One gradient per forward argument: x's, then none for target, weight and the rest.
     const auto result = [](const Tensor& dx) {
       variable_list r(kForwardArgs);
@@ -1530,16 +1549,6 @@ at::ScalarType wgrad_dtype(const Tensor& a, const Tensor& b, at::ScalarType wdt,
 // A Python result as a gradient: None -> an undefined Tensor (no gradient), else the tensor.
 Tensor tensor_or_undefined(const py::handle& o) {
   return o.is_none() ? Tensor() : o.cast<Tensor>();
-}
-
-// A Python exception raised under a backward (Python code the node calls: Linear.backward,
-// the stream-K workspace's owner) rethrown as torch's python_error, so that the caller of
-// backward sees that exception, type and message, not the engine's RuntimeError. Under the GIL.
-[[noreturn]] void rethrow_python(py::error_already_set& e) {
-  e.restore();
-  python_error err;
-  err.persist();
-  throw std::move(err);
 }
 
 // Linear.backward on the node's saved state (gemm_ops._linear_node_backward): (dx, dw, db).
