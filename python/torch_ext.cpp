@@ -724,9 +724,10 @@ quack::Reduction ce_reduction(const std::string& r, const char* fn) {
                                "', expected 'none', 'sum' or 'mean'");
 }
 
-// A Python exception raised under a backward (Python code a node calls: Linear.backward,
-// the stream-K workspace's owner, cross-entropy's predict word) rethrown as torch's python_error, so that the caller of
-// backward sees that exception, type and message, not the engine's RuntimeError. Under the GIL.
+// A Python exception raised under a backward (Python code a node calls: Linear.backward, the
+// stream-K workspace's owner, cross-entropy's predict word) rethrown as torch's python_error,
+// so that the caller of backward sees that exception, type and message, not the engine's
+// RuntimeError. Under the GIL.
 [[noreturn]] void rethrow_python(py::error_already_set& e) {
   e.restore();
   python_error err;
