@@ -140,8 +140,10 @@ class LinearCrossEntropyFwd:
         device (nothing happens when it is exactly 1) and handed to autograd, unless the graph
         is retained or traced (then ``g * grad_output`` in fresh buffers, the saved ones left as
         they are, so every backward through the graph gets its own grad_output's gradients).
-        'none': recomputed by vocabulary slices with the per-token grad_output (``lce_bwd``)."""
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        'none': recomputed by vocabulary slices with the per-token grad_output (``lce_bwd``).
+        Either way only the gradients the engine's current graph task computes
+        (``_registrar.task_grads``: not weight's under ``torch.autograd.grad(loss, x)``)."""
+        (need_x, need_w, need_b), _ = _reg.task_grads(ctx, (0, 1, 2))
         none = (None,) * 12
         if dloss is None:
             return (None, None, None) + none

@@ -340,6 +340,25 @@ def test_fuse_grad_accum_only_where_autograd_accumulates():
     assert torch.equal(w.grad, old)
 
 
+def test_none_backward_computes_only_the_task_gradients(monkeypatch):
+    """reduction='none' recomputes in the backward: torch.autograd.grad(loss, x) asks lce_bwd
+    for dx alone (no dweight GEMMs), (x, weight) for both; dx the same either way."""
+    x, w, b, t = make(50, 32, 200, seed=3)
+    x = x.detach().requires_grad_(True)
+    w = w.detach().requires_grad_(True)
+    seen = []
+    real = lce_ops.lce_bwd.run
+    monkeypatch.setattr(lce_ops.lce_bwd, "run",
+                        lambda path, *a: seen.append(tuple(a[10:13])) or real(path, *a))
+    loss = lce(x, w, t, reduction="none", chunk_size=16)
+    g = torch.rand(loss.shape, device=DEVICE)
+    (gx,) = torch.autograd.grad(loss, x, g, retain_graph=True)
+    assert seen == [(True, False, False)]
+    gx2, gw = torch.autograd.grad(loss, (x, w), g)
+    assert seen[-1] == (True, True, False) and gw is not None
+    assert torch.equal(gx, gx2)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 def test_create_graph_refused(reduction):
     """'mean'/'sum': the gradients are saved by the forward and not differentiable; a backward
