@@ -412,26 +412,6 @@ def refuse_double_backward(fn: str, why: str) -> None:
 
 
 _will_execute = getattr(torch._C, "_will_engine_execute_node", None)
-
-
-def engine_accumulates(leaf: Tensor) -> bool:
-    """In a backward formula: whether the running backward will run the AccumulateGrad node of
-    ``leaf`` (a leaf that requires grad), i.e. store a gradient into ``leaf.grad``:
-    ``backward()``, or ``backward(inputs=...)`` naming leaf. False for ``torch.autograd.grad``
-    (which captures the gradient instead: the engine refuses to say for a captured leaf, and
-    for one it does not ask for it runs no node), for ``backward(inputs=...)`` without leaf,
-    and where torch lacks the query: the safe answer for a formula that would otherwise write
-    into ``leaf.grad`` itself."""
-    if _will_execute is None or not leaf.is_leaf or not leaf.requires_grad:
-        return False
-    with torch.enable_grad():  # the AccumulateGrad node: the next function of a view of leaf
-        node = leaf.view_as(leaf).grad_fn.next_functions[0][0]
-    try:
-        return bool(_will_execute(node))
-    except RuntimeError:  # "A leaf node was passed ... running autograd.grad()"
-        return False
-
-
 _AccumulateGrad = torch._C._functions.AccumulateGrad  # a leaf's node along its edge
 
 
@@ -454,17 +434,15 @@ def task_grads(ctx, inputs: Sequence[int], weight: Optional[int] = None,
     any out); fuse: the forward's fused weight-gradient accumulation kept only where the task
     runs the AccumulateGrad of the argument at position ``weight`` (not where autograd.grad
     captures its gradient, nor for a weight that is not a leaf), so that ``weight.grad`` is
-    written only where the engine would write it. While torch.compile traces: the forward's
-    flags and fuse as given (the callers' forwards fuse eagerly only); without the engine's
-    query (an older torch): the forward's flags, no fusion (as ``engine_accumulates``).
+    written only where the engine would write it. While torch.compile traces, or without the
+    engine's query (an older torch): the forward's flags and no fusion (the safe answer for a
+    formula that would otherwise write into weight.grad itself).
     Positions index ctx.needs_input_grad, which counts every forward argument, and
     ctx.next_functions, which has an edge per Tensor argument only: each position asked must
     have only Tensor arguments before it (x, weight, bias first, as every caller here).
     Linear's C++ node narrows alike (python/torch_ext.cpp, LinearState::for_task)."""
     needs = tuple(bool(ctx.needs_input_grad[i]) for i in inputs)
-    if _is_compiling():
-        return needs, fuse
-    if _will_execute is None:
+    if _is_compiling() or _will_execute is None:
         return needs, False
     edges = ctx.next_functions
     flags = tuple(need and _engine_runs(edges[i][0]) is not False for i, need in zip(inputs, needs))

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from . import _C, _dtensor
 from . import _registrar as _reg
-from ._registrar import (dtype_name, engine_accumulates, functional_context, graph_retained,
+from ._registrar import (dtype_name, functional_context, graph_retained,
                          refuse_double_backward, register, route, route_index, scalar_arg,
                          stream, tensor_arg)
 from .gemm_ops import _as_operand
@@ -143,7 +143,7 @@ class LinearCrossEntropyFwd:
         'none': recomputed by vocabulary slices with the per-token grad_output (``lce_bwd``).
         Either way only the gradients the engine's current graph task computes
         (``_registrar.task_grads``: not weight's under ``torch.autograd.grad(loss, x)``)."""
-        (need_x, need_w, need_b), _ = _reg.task_grads(ctx, (0, 1, 2))
+        (need_x, need_w, need_b), fuse = _reg.task_grads(ctx, (0, 1, 2), 1, ctx.fuse)
         none = (None,) * 12
         if dloss is None:
             return (None, None, None) + none
@@ -176,11 +176,11 @@ class LinearCrossEntropyFwd:
         db = scaled(db) if need_b else None
         if need_w and dw is not None:
             # Fused accumulation only where AccumulateGrad will store what we return into
-            # weight.grad (loss.backward()); under torch.autograd.grad or backward(inputs=...)
-            # without weight, weight.grad must stay as it is and the result be dW alone.
-            grad = weight.grad if ctx.fuse else None
-            if (grad is not None and grad.dtype == dw.dtype and grad.shape == dw.shape
-                    and engine_accumulates(weight)):
+            # weight.grad (task_grads' fuse: loss.backward()); under torch.autograd.grad or
+            # backward(inputs=...) without weight, weight.grad must stay as it is and the
+            # result be dW alone.
+            grad = weight.grad if fuse else None
+            if grad is not None and grad.dtype == dw.dtype and grad.shape == dw.shape:
                 # weight.grad += dweight * grad_output in one pass, fp32 math, one rounding (dw
                 # itself untouched); handed to autograd with weight.grad cleared, so
                 # AccumulateGrad stores it as it is.
