@@ -370,6 +370,25 @@ def test_inplace_backward(reduction):
         assert torch.equal(z.detach(), base_x.grad)  # dx lives in the logits' storage
 
 
+def test_inplace_backward_mean_weight_zloss_uses_a_fresh_buffer():
+    """'mean' with class weights and a z-loss: the backward from lse cannot apply the two parts'
+    denominators, so inplace_backward is not taken (documented): the logits keep their values
+    through the backward and the gradient is right."""
+    M, V = 64, 4096
+    x = logits_of(M, V, bf16)
+    t = targets_of(M, V)
+    w = weight_of(V)
+    base_x = x.clone().requires_grad_(True)
+    z = base_x * 1.0
+    loss = quack_cpp.cross_entropy(z, t, weight=w, z_loss=1e-2, inplace_backward=True)
+    loss.backward()
+    assert torch.equal(z.detach(), x)  # not overwritten by the gradient
+    ref = run_ref(x, t, "mean", 1.0, weight=w, z_loss=1e-2)
+    base = run_ref(x, t, "mean", 1.0, dtype=f32, weight=w, z_loss=1e-2)
+    assert_rule("loss", loss.detach(), ref["loss"], base["loss"], dtype=f32)
+    assert_rule("dx", base_x.grad, ref["dx"], base["dx"], dtype=bf16)
+
+
 @pytest.mark.parametrize("word", [0, 1])
 @pytest.mark.parametrize("after", [False, True])
 def test_inplace_backward_refuses_saved_logits(after, word):
