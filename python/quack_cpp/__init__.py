@@ -15,7 +15,9 @@ on first use and need torch:
   residual_dtype=None, out_dtype=None, weight_offset=0.0, return_mean=False,
   return_rstd=False)``: differentiable LayerNorm (see ``quack_cpp.layernorm_ops``; custom ops
   ``torch.ops.quack_cpp.layernorm_fwd`` / ``layernorm_bwd``);
-- ``quack_cpp.gemm(A, B, out_dtype=None, alpha=1.0, bias=None)``, ``gemm_add(A, B, C, alpha=1.0,
+- ``quack_cpp.gemm(A, B, out_dtype=None, alpha=1.0, tuned=False, bias=None, *,
+  colvec_bias=None)`` (bias: a row vector (N,) / (L, N) added to every row; colvec_bias: a
+  column vector (M,) / (L, M) added to every column), ``gemm_add(A, B, C, alpha=1.0,
   beta=1.0, out_dtype=None)``, ``gemm_add_inplace(A, B, out, alpha=1.0, beta=1.0)``,
   ``linear(x, weight, bias=None, fuse_grad_accum=False)``: the Hopper GEMM (see ``quack_cpp.gemm_ops``;
   custom ops ``torch.ops.quack_cpp.gemm`` / ``gemm_add_inplace``);
@@ -44,8 +46,9 @@ on first use and need torch:
   logits, differentiable (see ``quack_cpp.linear_cross_entropy_ops``; custom ops
   ``torch.ops.quack_cpp.linear_cross_entropy_fwd`` / ``_bwd`` / ``_scale_grad``);
 - ``quack_cpp.gemm_act(A, B, activation, C=None, bias=None, store_preact=True, out_dtype=None,
-  postact_dtype=None)``, ``gemm_dact(A, B, preact, activation)``, ``gemm_gated(A, B,
-  activation="swiglu", ..., concat_layout=False)``, ``gemm_dgated(A, B, preact, activation)``:
+  postact_dtype=None, ..., *, colvec_bias=None)``, ``gemm_dact(A, B, preact, activation)``,
+  ``gemm_gated(A, B, activation="swiglu", ..., concat_layout=False, *, colvec_bias=None)``,
+  ``gemm_dgated(A, B, preact, activation)``:
   GEMMs with an activation (or a gated one) fused into the epilogue, and the layers
   ``linear_act``, ``act_linear``, ``mlp`` (see ``quack_cpp.gemm_act_ops``; custom ops
   ``torch.ops.quack_cpp.gemm_act`` / ``gemm_dact`` / ``gemm_gated`` / ``gemm_dgated``);

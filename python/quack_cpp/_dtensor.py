@@ -22,15 +22,18 @@ take rows (M, N): "rows sharded" is Shard(0) of those.
   every tensor Shard(0). Top-k selects within a row, so a rows shard is its own top-k: values,
   indices, lse (and topk_bwd's dx) Shard(0); a column-sharded x is not a strategy (DTensor
   all-gathers the columns).
-- ``GEMM`` (D = alpha A @ B + beta C + bias; A (M, K) / (L, M, K), B (K, N) / (L, K, N)): the
-  matmul strategies: all Replicate; rows (A, C Shard on M, B and bias Replicate -> D on M);
-  columns (B, C Shard on N, bias Shard on N, A Replicate -> D on N: a column-parallel linear);
-  the reduction (A Shard on K, B Shard on K -> D Partial(sum), C and bias Partial: a
-  row-parallel linear); batched: everything Shard(0) on L. alpha_t / beta_t Replicate.
+- ``GEMM`` (D = alpha A @ B + beta C + bias + colvec_bias; A (M, K) / (L, M, K), B (K, N) /
+  (L, K, N), bias (N,) / (L, N), colvec_bias (M,) / (L, M)): the matmul strategies: all
+  Replicate; rows (A, C, colvec_bias Shard on M, B and bias Replicate -> D on M); columns (B, C
+  Shard on N, bias Shard on N, A and colvec_bias Replicate -> D on N: a column-parallel
+  linear); the reduction (A Shard on K, B Shard on K -> D Partial(sum), C and both biases
+  Partial: a row-parallel linear); batched: everything Shard(0) on L (a 1-D bias or
+  colvec_bias, shared by the batches, Replicate). alpha_t / beta_t Replicate.
 - ``GEMM_ACT`` / ``GEMM_GATED`` (the activation in the epilogue): Replicate, rows, columns (no
-  reduction: the activation is not linear). Gated: columns only with the interleaved gate/up
-  layout (``concat_layout`` False) and N a multiple of 2 * mesh size, so that every rank holds
-  whole (gate, up) pairs and its postact columns are the matching slice.
+  reduction: the activation is not linear); colvec_bias as in ``GEMM``. Gated: columns only
+  with the interleaved gate/up layout (``concat_layout`` False) and N a multiple of 2 * mesh
+  size, so that every rank holds whole (gate, up) pairs and its postact columns are the
+  matching slice.
 - ``GEMM_DACT`` / ``GEMM_DGATED`` (dpreact = (A @ B) * act'(preact)): Replicate, rows (A,
   preact on M), columns (B, preact on N; gated as above).
 - ``CROSS_ENTROPY_FWD`` / ``CROSS_ENTROPY_BWD``: Replicate; or rows: x, target, lse_partial,
@@ -130,41 +133,51 @@ def _strategy_fn(rule, n_out):
         b = len(A.shape) - 2  # 0 for (M, K), 1 for (L, M, K)
         return b, b, b + 1     # batch offset, M dim of A (= of D), K dim of A
 
+    def _vec_dim(v):
+        # The M (or N) dim of a bias vector (M,) / (L, M): 0, or 1 when per batch.
+        return (len(v.shape) - 1) if v is not None else 0
+
     def gemm(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
-             bias=None):
-        args = (A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias)
+             bias=None, colvec_bias=None):
+        args = (A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias)
         b, m, k = _gemm_dims(A)
-        nb = (len(bias.shape) - 1) if bias is not None else 0  # N dim of bias
+        nb = _vec_dim(bias)  # N dim of bias
+        nc = _vec_dim(colvec_bias)  # M dim of colvec_bias
         scal = (7, 8)
 
-        def strat(out, a, bb, c, bias_p):
-            places = {0: a, 1: bb, 2: c, 9: bias_p}
+        def strat(out, a, bb, c, bias_p, col_p):
+            places = {0: a, 1: bb, 2: c, 9: bias_p, 10: col_p}
             return ([out], inputs(args, lambda i, t: R if i in scal else places[i]))
 
         out = [replicate(args),
-               strat(S(m), S(m), R, S(m), R),                  # rows
-               strat(S(m + 1), R, S(b + 1), S(m + 1), S(nb)),  # columns
-               strat(P, S(k), S(b), P, P)]                     # reduction over K
+               strat(S(m), S(m), R, S(m), R, S(nc)),              # rows
+               strat(S(m + 1), R, S(b + 1), S(m + 1), S(nb), R),  # columns
+               strat(P, S(k), S(b), P, P, P)]                     # reduction over K
         if b:
-            out.append(strat(S(0), S(0), S(0), S(0), S(0) if nb else R))
+            out.append(strat(S(0), S(0), S(0), S(0), S(0) if nb else R, S(0) if nc else R))
         return out
 
     def gemm_act(A, B, C, bias, *rest):
+        # Tensors: A, B, C, bias (0-3), and colvec_bias, the only one after them (the op's
+        # last argument: 11 for gemm_act, 12 for gemm_gated).
         args = (A, B, C, bias) + rest
         gated = rule in (GEMM_GATED,)
         b, m, k = _gemm_dims(A)
-        nb = (len(bias.shape) - 1) if bias is not None else 0
+        nb = _vec_dim(bias)
+        col = next((a for a in rest if _is_spec(a)), None)
+        nc = _vec_dim(col)
         places_rows = {0: S(m), 1: R, 2: S(m), 3: R}
         out = [replicate(args),
-               ([S(m)] * n_out, inputs(args, lambda i, t: places_rows[i]))]
+               ([S(m)] * n_out, inputs(args, lambda i, t: places_rows.get(i, S(nc))))]
         N = B.shape[-1]
         concat = gated and len(rest) > 6 and bool(rest[6])  # concat_layout
         if not gated or (not concat and N % (2 * _mesh_size(args)) == 0):
             places = {0: R, 1: S(b + 1), 2: S(m + 1), 3: S(nb)}
-            out.append(([S(m + 1)] * n_out, inputs(args, lambda i, t: places[i])))
+            out.append(([S(m + 1)] * n_out, inputs(args, lambda i, t: places.get(i, R))))
         if b:
-            out.append(([S(0)] * n_out, inputs(args, lambda i, t: S(0) if i != 3 or nb
-                                                else R)))
+            batched = {3: S(0) if nb else R}
+            out.append(([S(0)] * n_out, inputs(args, lambda i, t: batched.get(
+                i, S(0) if i < 4 or nc else R))))
         return out
 
     def gemm_dact(A, B, preact, *rest):

@@ -4,14 +4,18 @@ built on them: an MLP's fc1 (``linear_act``) and fc2 (``act_linear``).
 Functional API (QuACK's signatures where it has them):
 
 - ``gemm_act(A, B, activation, C=None, bias=None, store_preact=True, out_dtype=None,
-  postact_dtype=None) -> (preact or None, postact)``: preact = alpha * A @ B + C + bias,
-  postact = act(preact); a gated activation name goes to ``gemm_gated`` (QuACK's
-  ``gemm_gated = gemm_act``);
+  postact_dtype=None, ..., *, colvec_bias=None) -> (preact or None, postact)``: preact =
+  alpha * A @ B + C + bias + colvec_bias (bias: the row vector (N,) / (L, N) added to every row,
+  QuACK's rowvec ``bias``; colvec_bias: the column vector (M,) / (L, M) added to every column,
+  QuACK's ``colvec_bias``), postact = act(preact); a gated activation name goes to
+  ``gemm_gated`` (QuACK's ``gemm_gated = gemm_act``);
 - ``gemm_dact(A, B, preact, activation, ...) -> (dpreact, postact)``: D = A @ B (the gradient of
-  postact), dpreact = D * act'(preact), postact = act(preact);
-- ``gemm_gated(A, B, activation="swiglu", ..., concat_layout=False) -> (preact or None,
-  postact)``: postact[:, j] = glu(preact[:, 2j], preact[:, 2j + 1]) (N / 2 columns);
-- ``gemm_dgated(A, B, preact, activation="swiglu", ...) -> (dpreact, postact)``.
+  postact), dpreact = D * act'(preact), postact = act(preact); no bias (quack::GemmDActArgs has
+  none);
+- ``gemm_gated(A, B, activation="swiglu", ..., concat_layout=False, *, colvec_bias=None) ->
+  (preact or None, postact)``: postact[:, j] = glu(preact[:, 2j], preact[:, 2j + 1]) (N / 2
+  columns);
+- ``gemm_dgated(A, B, preact, activation="swiglu", ...) -> (dpreact, postact)`` (no bias).
 
 Each is a custom op registered by ``quack_cpp._registrar`` (``torch.ops.quack_cpp.gemm_act``,
 ``gemm_dact``, ``gemm_gated``, ``gemm_dgated``: fake kernels, so torch.compile(fullgraph=True)
@@ -55,7 +59,7 @@ from . import _registrar as _reg
 from . import _dtensor
 from ._registrar import dtype_name, register, register_function, stream, tensor_arg
 from .gemm_ops import (_as_operand, _cast, _check, _row_major, _rows, _streamk_workspace, _tma_ok,
-                       gemm_op, linear_dtype, weight_grad)
+                       check_colvec_bias, gemm_op, linear_dtype, weight_grad)
 
 __all__ = ["gemm_act", "gemm_dact", "gemm_gated", "gemm_dgated", "linear_act", "act_linear",
            "mlp", "ACTIVATIONS", "GATED_ACTIVATIONS", "activation_name", "is_gated",
@@ -244,6 +248,12 @@ def _bias_args(bias: Optional[Tensor], fn: str):
     return tensor_arg(bias, fn, "bias.row")
 
 
+def _check_colvec(fn: str, colvec_bias: Optional[Tensor], A: Tensor, shape) -> None:
+    """check_colvec_bias for the product shape (M, N) / (L, M, N) of ``_mn``."""
+    if colvec_bias is not None:
+        check_colvec_bias(fn, colvec_bias, A, shape[-2], shape[0] if len(shape) == 3 else None)
+
+
 # --------------------------------------------------------------------------------------------
 # The ops
 # --------------------------------------------------------------------------------------------
@@ -268,30 +278,36 @@ class GemmAct:
     def signature(A: Tensor, B: Tensor, C: Optional[Tensor], bias: Optional[Tensor],
                   activation: str, alpha: float, beta: float, store_preact: bool,
                   out_dtype: torch.dtype, postact_dtype: torch.dtype,
-                  tuned: bool = False) -> Tuple[Tensor, Tensor]:
-        """(preact, postact) = (alpha * A @ B + beta * C + bias, act(preact))
+                  tuned: bool = False,
+                  colvec_bias: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """(preact, postact) = (alpha * A @ B + beta * C + bias + colvec_bias, act(preact))
         (``torch.ops.quack_cpp.gemm_act``; quack::gemm_act). preact absent (a (0,) placeholder
         on the custom-op path) unless store_preact. A (M, K) / (L, M, K) row-major, B (K, N)
         column-major (W.T), C, preact, postact (M, N) row-major (rows padded to 16 bytes); bias
-        (N,) / (L, N). activation: one of ACTIVATIONS. Not differentiable."""
+        (N,) / (L, N) added to every row (quack::GemmBias::row); colvec_bias (M,) / (L, M)
+        added to every column (quack::GemmBias::col; checked here, ``check_colvec_bias``, also
+        in the fake). Biases fp32, bf16 or fp16. activation: one of ACTIVATIONS. Not
+        differentiable."""
 
     def outputs(A, B, C, bias, activation, alpha, beta, store_preact, out_dtype, postact_dtype,
-                tuned=False):
+                tuned=False, colvec_bias=None):
         shape = _mn("gemm_act", A, B)
+        _check_colvec("gemm_act", colvec_bias, A, shape)
         return (_row_major(shape, out_dtype, A) if store_preact else None,
                 _row_major(shape, postact_dtype, A))
 
     def launch(outs, A, B, C, bias, activation, alpha, beta, store_preact, out_dtype,
-               postact_dtype, tuned=False):
+               postact_dtype, tuned=False, colvec_bias=None):
         fn = "gemm_act"
         preact, postact = outs
         args = (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"), tensor_arg(C, fn, "c"),
                 tensor_arg(preact, fn, "preact"), tensor_arg(postact, fn, "postact"),
                 activation, float(alpha), float(beta) if C is not None else 0.0)
         bias_row = _bias_args(bias, fn)
-        ws, nbytes = _workspace(A, B, _C.gemm_act_workspace_size, *args, bias_row, None)
+        bias_col = tensor_arg(colvec_bias, fn, "colvec_bias")
+        ws, nbytes = _workspace(A, B, _C.gemm_act_workspace_size, *args, bias_row, bias_col)
         _C.gemm_act(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
-                    nbytes, bias_row, None, *_streamk_workspace(A))
+                    nbytes, bias_row, bias_col, *_streamk_workspace(A))
 
 
 class GemmGated:
@@ -301,23 +317,27 @@ class GemmGated:
     def signature(A: Tensor, B: Tensor, C: Optional[Tensor], bias: Optional[Tensor],
                   activation: str, alpha: float, beta: float, store_preact: bool,
                   out_dtype: torch.dtype, postact_dtype: torch.dtype, concat_layout: bool = False,
-                  tuned: bool = False) -> Tuple[Tensor, Tensor]:
-        """(preact, postact): preact = alpha * A @ B + beta * C + bias (M, N), postact[:, j] =
-        glu(preact[:, 2j], preact[:, 2j + 1]) (M, N/2) (``torch.ops.quack_cpp.gemm_gated``;
-        quack::gemm_gated). concat_layout: B's columns are [gate | up] (and bias [b_gate;
-        b_up]); preact is interleaved either way. N even. Not differentiable."""
+                  tuned: bool = False,
+                  colvec_bias: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """(preact, postact): preact = alpha * A @ B + beta * C + bias + colvec_bias (M, N),
+        postact[:, j] = glu(preact[:, 2j], preact[:, 2j + 1]) (M, N/2)
+        (``torch.ops.quack_cpp.gemm_gated``; quack::gemm_gated). concat_layout: B's columns are
+        [gate | up] (and bias [b_gate; b_up]); preact is interleaved either way. colvec_bias
+        (M,) / (L, M): one value per row m, added to its gate and up columns alike (checked
+        here, ``check_colvec_bias``, also in the fake). N even. Not differentiable."""
 
     def outputs(A, B, C, bias, activation, alpha, beta, store_preact, out_dtype, postact_dtype,
-                concat_layout=False, tuned=False):
+                concat_layout=False, tuned=False, colvec_bias=None):
         shape = _mn("gemm_gated", A, B)
         if shape[-1] % 2 != 0:
             raise ValueError(f"gemm_gated: b has shape {_shape_str(B)} with N = {shape[-1]} "
                              "columns, expected an even N (gate and up columns in pairs)")
+        _check_colvec("gemm_gated", colvec_bias, A, shape)
         return (_row_major(shape, out_dtype, A) if store_preact else None,
                 _row_major(_cols(shape, shape[-1] // 2), postact_dtype, A))
 
     def launch(outs, A, B, C, bias, activation, alpha, beta, store_preact, out_dtype,
-               postact_dtype, concat_layout=False, tuned=False):
+               postact_dtype, concat_layout=False, tuned=False, colvec_bias=None):
         fn = "gemm_gated"
         preact, postact = outs
         args = (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"), tensor_arg(C, fn, "c"),
@@ -325,9 +345,10 @@ class GemmGated:
                 activation, float(alpha), float(beta) if C is not None else 0.0,
                 bool(concat_layout))
         bias_row = _bias_args(bias, fn)
-        ws, nbytes = _workspace(A, B, _C.gemm_gated_workspace_size, *args, bias_row, None)
+        bias_col = tensor_arg(colvec_bias, fn, "colvec_bias")
+        ws, nbytes = _workspace(A, B, _C.gemm_gated_workspace_size, *args, bias_row, bias_col)
         _C.gemm_gated(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
-                      nbytes, bias_row, None, *_streamk_workspace(A))
+                      nbytes, bias_row, bias_col, *_streamk_workspace(A))
 
 
 class GemmDAct:
@@ -418,12 +439,15 @@ def gemm_act(A: Tensor, B: Tensor, activation: Optional[str] = None, C: Optional
              bias: Optional[Tensor] = None, store_preact: bool = True,
              out_dtype: Optional[torch.dtype] = None,
              postact_dtype: Optional[torch.dtype] = None, alpha: float = 1.0,
-             tuned: bool = False, concat_layout: bool = False
-             ) -> Tuple[Optional[Tensor], Tensor]:
+             tuned: bool = False, concat_layout: bool = False, *,
+             colvec_bias: Optional[Tensor] = None) -> Tuple[Optional[Tensor], Tensor]:
     """GEMM with an activation fused into its epilogue (QuACK's ``gemm_act``)::
 
-        preact  = alpha * A @ B + C + bias       (fp32)
-        postact = act(preact)                    (from the unrounded preact)
+        preact  = alpha * A @ B + C + bias + colvec_bias       (fp32)
+        postact = act(preact)                                  (from the unrounded preact)
+
+    i.e. ``preact[l, m, n] = alpha * (A[l] @ B[l])[m, n] + C[l, m, n] + bias[l, n] +
+    colvec_bias[l, m]`` (a 1-D bias the same for every l; 2-D A: drop l).
 
     Args:
         A: (M, K) or (L, M, K), bfloat16 or float16, CUDA, row-major (x).
@@ -432,7 +456,13 @@ def gemm_act(A: Tensor, B: Tensor, activation: Optional[str] = None, C: Optional
             "gelu_erf", "quick_gelu" (quack/gemm_act.h has the formulas); a gated name ("swiglu", "swiglu_oai", "reglu",
             "geglu", "glu") runs ``gemm_gated`` (QuACK's ``gemm_gated = gemm_act``).
         C: None or (M, N) / (L, M, N) in out_dtype, row-major, added (beta = 1).
-        bias: None or (N,) / (L, N), float32 or A's dtype, contiguous, added to every row.
+        bias: None or the row vector (N,) / (L, N) (QuACK's ``bias``, its rowvec_bias),
+            float32 or A's dtype, contiguous, added to every row.
+        colvec_bias: keyword-only; None or the column vector (M,) / (L, M) (QuACK's
+            ``colvec_bias``), added to every column (``preact[.., m, :] += colvec_bias[.., m]``),
+            alone or with bias. float32, bfloat16 or float16 (fp32 or the output dtype are the
+            usual ones), stride 1 along M (any batch stride, 0 included), on A's device; added
+            in fp32 before the activation. Not differentiable (as the op).
         store_preact: return preact (QuACK's store_preact); False: None, nothing stored.
         out_dtype: preact's dtype (and C's), default A's; postact_dtype: postact's, default
             out_dtype (QuACK's rule). Compiled: both A's dtype (bfloat16 or float16), or, for
@@ -452,37 +482,55 @@ def gemm_act(A: Tensor, B: Tensor, activation: Optional[str] = None, C: Optional
     Raises:
         ValueError: an unknown activation, concat_layout with an elementwise one, a tensor not
             on a CUDA device, an unsupported out_dtype / postact_dtype, mismatched ranks / K / L,
-            or what quack::can_implement rejects (its message, ``gemm_act: ...``).
-        TypeError: A, B, C or bias not a tensor. RuntimeError: a CUDA error.
+            a colvec_bias that is not (M,) / (L, M) (L only with 3-D A), not float32 / float16 /
+            bfloat16, not on A's device or not of stride 1 along M (before any launch, naming
+            ``colvec_bias``: ``gemm_act: colvec_bias has shape ...``), or what
+            quack::can_implement rejects (its message, ``gemm_act: ...``).
+        TypeError: A, B, C, bias or colvec_bias not a tensor. RuntimeError: a CUDA error.
     """
     name = activation_name(activation, "gemm_act")
     if is_gated(name):
         return gemm_gated(A, B, name, C, bias, store_preact, out_dtype, postact_dtype, alpha,
-                          tuned, concat_layout)
+                          tuned, concat_layout, colvec_bias=colvec_bias)
     if concat_layout:
         # The concat view pairs gate and up columns: it has no meaning for an elementwise act.
         raise ValueError(f"gemm_act: concat_layout is True with the activation {name!r}, "
                          f"expected False (concat_layout is for gated activations: "
                          f"{', '.join(GATED_ACTIVATIONS)})")
-    path = _reg.route(A, B, C, bias)
-    _checks("gemm_act", path, A=A, B=B, C=C, bias=bias)
+    if colvec_bias is None:
+        path = _reg.route(A, B, C, bias)
+        _checks("gemm_act", path, A=A, B=B, C=C, bias=bias)
+    else:
+        path = _colvec_route("gemm_act", A, B, C, bias, colvec_bias)
     od = _dtype_arg("gemm_act", "out_dtype", out_dtype, A.dtype)
     pd = _dtype_arg("gemm_act", "postact_dtype", postact_dtype, od)
     preact, postact = gemm_act_op.run(path, A, B, C, bias, name, float(alpha),
                                       1.0 if C is not None else 0.0, bool(store_preact), od, pd,
-                                      bool(tuned))
+                                      bool(tuned), colvec_bias)
     return (preact if store_preact else None), postact
+
+
+def _colvec_route(fn: str, A, B, C, bias, colvec_bias) -> int:
+    """route and checks of a gemm_act / gemm_gated call with a column bias: the device checks
+    of the custom-op path, then colvec_bias's (``check_colvec_bias``, after the rank, K and L
+    checks), before the op runs."""
+    if not isinstance(colvec_bias, Tensor):
+        check_colvec_bias(fn, colvec_bias, A, 0)  # the TypeError
+    path = _reg.route(A, B, C, bias, colvec_bias)
+    _checks(fn, path, A=A, B=B, C=C, bias=bias, colvec_bias=colvec_bias)
+    _check_colvec(fn, colvec_bias, A, _mn(fn, A, B))
+    return path
 
 
 def gemm_gated(A: Tensor, B: Tensor, activation: str = "swiglu", C: Optional[Tensor] = None,
                bias: Optional[Tensor] = None, store_preact: bool = True,
                out_dtype: Optional[torch.dtype] = None,
                postact_dtype: Optional[torch.dtype] = None, alpha: float = 1.0,
-               tuned: bool = False, concat_layout: bool = False
-               ) -> Tuple[Optional[Tensor], Tensor]:
+               tuned: bool = False, concat_layout: bool = False, *,
+               colvec_bias: Optional[Tensor] = None) -> Tuple[Optional[Tensor], Tensor]:
     """GEMM with a gated activation fused into its epilogue (QuACK's ``gemm_gated``)::
 
-        preact          = alpha * A @ B + C + bias                    (M, N), fp32
+        preact          = alpha * A @ B + C + bias + colvec_bias      (M, N), fp32
         postact[:, j]   = glu(preact[:, 2j], preact[:, 2j + 1])       (M, N / 2)
 
     glu: "swiglu" (silu(g) * u), "swiglu_oai" (g * sigmoid(1.702 g) * (u + 1)), "reglu",
@@ -490,23 +538,30 @@ def gemm_gated(A: Tensor, B: Tensor, activation: str = "swiglu", C: Optional[Ten
     pairs of preact (and of B's columns, i.e. W's rows); with ``concat_layout=True`` B's columns
     are the two halves [gate | up] (W = [W_gate; W_up], e.g. a Llama gate_proj and up_proj
     stacked) and bias is [b_gate; b_up]; the kernel reads them through an interleaving view, so
-    preact is interleaved in both layouts (what ``gemm_dgated`` reads).
+    preact is interleaved in both layouts (what ``gemm_dgated`` reads). colvec_bias (M,) /
+    (L, M) (keyword-only, QuACK's ``colvec_bias``) is one value per row m of preact, added to
+    its gate and up columns alike, in either layout; bias (N,) / (L, N) is the row vector
+    (QuACK's rowvec ``bias``, in B's column order).
 
-    Args, Returns, Raises: as ``gemm_act`` (N even; postact (M, N / 2)); the same dtypes
-    (A bfloat16 or float16 with outputs of A's dtype; bfloat16 A with float32 preact and postact,
-    interleaved layout only). Not differentiable.
+    Args, Returns, Raises: as ``gemm_act`` (N even; postact (M, N / 2); colvec_bias's rules and
+    errors, ``gemm_gated: colvec_bias ...``); the same dtypes (A bfloat16 or float16 with
+    outputs of A's dtype; bfloat16 A with float32 preact and postact, interleaved layout only).
+    Not differentiable.
     """
     name = activation_name(activation, "gemm_gated")
     if not is_gated(name):
         raise ValueError(f"gemm_gated: activation is {activation!r}, expected a gated one: "
                          f"{', '.join(GATED_ACTIVATIONS)}")
-    path = _reg.route(A, B, C, bias)
-    _checks("gemm_gated", path, A=A, B=B, C=C, bias=bias)
+    if colvec_bias is None:
+        path = _reg.route(A, B, C, bias)
+        _checks("gemm_gated", path, A=A, B=B, C=C, bias=bias)
+    else:
+        path = _colvec_route("gemm_gated", A, B, C, bias, colvec_bias)
     od = _dtype_arg("gemm_gated", "out_dtype", out_dtype, A.dtype)
     pd = _dtype_arg("gemm_gated", "postact_dtype", postact_dtype, od)
     preact, postact = gemm_gated_op.run(path, A, B, C, bias, name, float(alpha),
                                         1.0 if C is not None else 0.0, bool(store_preact), od,
-                                        pd, bool(concat_layout), bool(tuned))
+                                        pd, bool(concat_layout), bool(tuned), colvec_bias)
     return (preact if store_preact else None), postact
 
 

@@ -257,18 +257,22 @@ def _tma_ok(t: Tensor) -> bool:
 
 def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
             beta: float, tuned: bool = False, alpha_t: Optional[Tensor] = None,
-            beta_t: Optional[Tensor] = None, args=None, bias: Optional[Tensor] = None) -> None:
-    # args: the four tensor arguments when already made (_new_out_and_args).
+            beta_t: Optional[Tensor] = None, args=None, bias: Optional[Tensor] = None,
+            colvec_bias: Optional[Tensor] = None) -> None:
+    # args: the four tensor arguments when already made (_new_out_and_args). bias and
+    # colvec_bias: quack::GemmBias's row and col vectors.
     fn = "gemm"
     a, b, c, d = args or (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"),
                           tensor_arg(C, fn, "c"), tensor_arg(D, fn, "d"))
     bias_row = tensor_arg(bias, fn, "bias.row") if bias is not None else None
+    bias_col = tensor_arg(colvec_bias, fn, "colvec_bias") if colvec_bias is not None else None
     # A or B that TMA cannot address (K or N not a multiple of 8 in memory, an odd offset): the
     # C++ copies it into a workspace with padded rows; allocated here with torch's caching
     # allocator on D's stream (kept alive by the stream-ordered allocator until the kernel ran).
     ws, ws_bytes = None, 0
     if not (_tma_ok(A) and _tma_ok(B)):
-        ws_bytes = _C.gemm_workspace_size(a, b, c, d, float(alpha), float(beta), bias_row, None)
+        ws_bytes = _C.gemm_workspace_size(a, b, c, d, float(alpha), float(beta), bias_row,
+                                          bias_col)
         if ws_bytes:
             ws = torch.empty(ws_bytes, dtype=torch.uint8, device=D.device)
     s = stream(D)
@@ -276,7 +280,8 @@ def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
     _C.gemm(a, b, c, d, float(alpha), float(beta), s, bool(tuned),
             alpha_t.data_ptr() if alpha_t is not None else 0,
             beta_t.data_ptr() if beta_t is not None else 0,
-            ws.data_ptr() if ws is not None else 0, ws_bytes, bias_row, None, sk_ptr, sk_bytes)
+            ws.data_ptr() if ws is not None else 0, ws_bytes, bias_row, bias_col, sk_ptr,
+            sk_bytes)
 
 
 # Stream-K workspaces (GemmArgs::streamk_workspace), one per (device, stream): zeroed once when
@@ -348,11 +353,56 @@ def _check_device_scalars(fn: str, A: Tensor, alpha_t: Optional[Tensor],
 # --------------------------------------------------------------------------------------------
 
 
+def check_colvec_bias(fn: str, colvec_bias: Optional[Tensor], A: Tensor, M, L=None) -> None:
+    """Raises unless colvec_bias is None or a column bias the C++ takes (quack::GemmBias::col,
+    include/quack/gemm.h) for a product with M rows (and L batches when A is 3-D, L = A's
+    first extent): a tensor (TypeError otherwise) of shape (M,), or (L, M) when batched, dtype
+    float32, float16 or bfloat16, on A's device, with stride 1 along M (where M > 1); any
+    batch stride (0: one vector shared by the batches). ValueError naming ``fn``,
+    ``colvec_bias``, what came and what was expected. Metadata only: runs on fake tensors too
+    (the ops' fake kernels call it), before any launch, so the message names the Python
+    argument rather than the C++'s ``bias.col``."""
+    if colvec_bias is None:
+        return
+    t = colvec_bias
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{fn}: colvec_bias is {type(t).__name__}, expected a torch.Tensor or "
+                        "None")
+    batched = L is not None
+    want = f"(M,) or (L, M) = ({M},) or ({L}, {M})" if batched else f"(M,) = ({M},)"
+    nd = t.dim()
+    if nd != 1 and not (nd == 2 and batched):
+        raise ValueError(f"{fn}: colvec_bias has {nd} dimensions {_shape(t)}, expected {want}")
+    sh = t.shape
+    if sh[-1] != M or (nd == 2 and sh[0] != L):
+        raise ValueError(f"{fn}: colvec_bias has shape {_shape(t)}, expected {want}")
+    if t.dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"{fn}: colvec_bias has dtype {dtype_name(t.dtype)}, expected float32, "
+                         "float16 or bfloat16")
+    if t.device != A.device:
+        raise ValueError(f"{fn}: colvec_bias is on {t.device}, expected A's device {A.device}")
+    if M > 1 and t.stride(-1) != 1:
+        raise ValueError(f"{fn}: colvec_bias has stride {t.stride(-1)} along M "
+                         f"{_shape(t)}, expected a contiguous vector (stride 1)")
+
+
+def _check_gemm_colvec(colvec_bias: Optional[Tensor], A: Tensor) -> None:
+    # gemm's column bias against A (M, K) / (L, M, K): check_colvec_bias with A's M and L.
+    if colvec_bias is not None:
+        if A.dim() == 3:
+            check_colvec_bias("gemm", colvec_bias, A, A.shape[1], A.shape[0])
+        else:
+            check_colvec_bias("gemm", colvec_bias, A, A.shape[-2])
+
+
 def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
-               bias=None):
+               bias=None, colvec_bias=None):
     """gemm_op's implementation: D allocated by ``_new_out`` (through ``_new_out_and_args``'s
     plan cache when C is not read), then ``_C.gemm``."""
     _check_device_scalars("gemm", A, alpha_t, beta_t)
+    if colvec_bias is not None:
+        _out_shape(A, B)  # the rank, K and L errors first, as without it
+        _check_gemm_colvec(colvec_bias, A)
     beta = beta if C is not None else 0.0
     beta_t = beta_t if C is not None else None
     beta_d = 1.0 if beta_t is not None else beta  # what _new_out sees
@@ -360,7 +410,7 @@ def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_
         D, args = _new_out_and_args(A, B, C, out_dtype)
     else:  # D in C's layout
         D, args = _new_out(A, B, C, beta_d, out_dtype), None
-    _launch(A, B, C, D, alpha, beta, tuned, alpha_t, beta_t, args, bias)
+    _launch(A, B, C, D, alpha, beta, tuned, alpha_t, beta_t, args, bias, colvec_bias)
     return D
 
 
@@ -373,15 +423,27 @@ def _bias_grad(g: Tensor, bias: Tensor) -> Tensor:
     return g.sum(-2, dtype=torch.float32).to(bias.dtype)
 
 
+def _colvec_bias_grad(g: Tensor, colvec_bias: Tensor) -> Tensor:
+    """The gradient of a column bias (M,) or (L, M) added to every column of D (M, N) /
+    (L, M, N): the row sums of dD over N (and over L for a (M,) bias shared by the batches), in
+    fp32, cast to the bias's dtype. torch's reduction: deterministic, one read of dD (N = 0:
+    zeros)."""
+    s = g.sum(-1, dtype=torch.float32)  # (M,) or (L, M)
+    if colvec_bias.dim() == 1 and s.dim() == 2:
+        s = s.sum(0)
+    return s.to(colvec_bias.dtype)
+
+
 class Gemm:
     name = "quack_cpp::gemm"
     sharding = _dtensor.GEMM  # DTensor placements (quack_cpp._dtensor)
 
     def signature(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float,
                   out_dtype: torch.dtype, tuned: bool = False, alpha_t: Optional[Tensor] = None,
-                  beta_t: Optional[Tensor] = None, bias: Optional[Tensor] = None) -> Tensor:
-        """D = alpha * A @ B + beta * C (+ bias) as a functional custom op
-        (``torch.ops.quack_cpp.gemm``).
+                  beta_t: Optional[Tensor] = None, bias: Optional[Tensor] = None,
+                  colvec_bias: Optional[Tensor] = None) -> Tensor:
+        """D = alpha * A @ B + beta * C (+ bias) (+ colvec_bias) as a functional custom op
+        (``torch.ops.quack_cpp.gemm``): D[l, m, n] += bias[l, n] + colvec_bias[l, m].
 
         Args:
             A: (M, K) or (L, M, K), bfloat16/float16, CUDA; any strides the C++ accepts.
@@ -397,6 +459,10 @@ class Gemm:
                 contiguous; compiled for bf16 and fp16 A, B and D (D of A's dtype) with A
                 row-major and B column-major (x @ W.T + b).
                 Its gradient is the column sum of dD (``_bias_grad``).
+            colvec_bias: (M,) or (L, M) added to every column (quack::GemmBias::col; QuACK's
+                colvec_bias), fp32 or 16-bit, stride 1 along M, on A's device; checked here
+                (``check_colvec_bias``, also in the fake); compiled as bias (the same
+                epilogue). Its gradient is the row sum of dD (``_colvec_bias_grad``).
 
         Returns:
             D, same rank as A. Layout: C's (row- or column-major) when C is read; else row-major,
@@ -405,9 +471,10 @@ class Gemm:
             unless N * itemsize % 16 != 0).
 
         Raises:
-            ValueError: mismatched ranks/L/K, or alpha_t / beta_t not one float32 element on
-                A's device (this layer, also in the fake: torch.compile raises too), or anything
-                the C++ ``can_implement`` rejects (its message). RuntimeError: a CUDA error.
+            ValueError: mismatched ranks/L/K, alpha_t / beta_t not one float32 element on
+                A's device, or a colvec_bias of another shape, dtype, device or stride (this
+                layer, also in the fake: torch.compile raises too), or anything the C++
+                ``can_implement`` rejects (its message). RuntimeError: a CUDA error.
         """
 
     impl = _gemm_impl
@@ -417,29 +484,36 @@ class Gemm:
     # QUACK_CPP_EAGER=0, every op's) keeps the Python fast path for them.
     eager = _torch_ext.gemm if _torch_ext is not None and _CPP_GEMM else None
 
-    def fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None, bias=None):
+    def fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None, bias=None,
+             colvec_bias=None):
         _check_device_scalars("gemm", A, alpha_t, beta_t)
         beta = 1.0 if (beta_t is not None and C is not None) else beta
-        return _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
+        D = _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
+        _check_gemm_colvec(colvec_bias, A)
+        return D
 
     def setup_context(ctx, inputs, output):
-        A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias = inputs
+        A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias = inputs
         need_a, need_b = ctx.needs_input_grad[:2]
         ctx.alpha, ctx.beta = alpha, beta
         ctx.a_dtype, ctx.b_dtype = A.dtype, B.dtype
         ctx.c_dtype = C.dtype if C is not None else None
-        ctx.save_for_backward(A if need_b else None, B if need_a else None, alpha_t, beta_t,
-                              bias if bias is not None and ctx.needs_input_grad[9] else None)
+        ctx.save_for_backward(
+            A if need_b else None, B if need_a else None, alpha_t, beta_t,
+            bias if bias is not None and ctx.needs_input_grad[9] else None,
+            colvec_bias if colvec_bias is not None and ctx.needs_input_grad[10] else None)
 
     def backward(ctx, dD):
         """dA = alpha * dD @ B^T, dB = alpha * A^T @ dD (our gemm: the fast path in eager
         mode, the custom op under torch.compile; outputs in A's / B's dtype; dD cast to A's
-        dtype and made a row-major operand), dC = beta * dD. Device scalars pass on to the
+        dtype and made a row-major operand), dC = beta * dD, dbias = the column sums of dD,
+        dcolvec_bias = its row sums (fp32, in each bias's dtype). Device scalars pass on to the
         backward GEMMs (alpha) or multiply dD (beta); they get no gradient themselves."""
-        A, B, alpha_t, beta_t, bias = ctx.saved_tensors
+        A, B, alpha_t, beta_t, bias, colvec_bias = ctx.saved_tensors
         need_a, need_b, need_c = ctx.needs_input_grad[:3]
         dA = dB = dC = None
         dbias = _bias_grad(dD, bias) if bias is not None else None
+        dcol = _colvec_bias_grad(dD, colvec_bias) if colvec_bias is not None else None
         if need_c:
             if beta_t is not None:
                 dC = (dD * beta_t.reshape(())).to(ctx.c_dtype)
@@ -451,7 +525,7 @@ class Gemm:
                 dA = gemm_op(g, B.mT, None, ctx.alpha, 0.0, ctx.a_dtype, False, alpha_t, None)
             if need_b:
                 dB = gemm_op(A.mT, g, None, ctx.alpha, 0.0, ctx.b_dtype, False, alpha_t, None)
-        return dA, dB, dC, None, None, None, None, None, None, dbias
+        return dA, dB, dC, None, None, None, None, None, None, dbias, dcol
 
 
 class GemmAddInplace:
@@ -503,11 +577,17 @@ def _out_dtype(fn: str, out_dtype: Optional[torch.dtype], A: Tensor) -> torch.dt
 
 def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
          alpha: Union[float, Tensor] = 1.0, tuned: bool = False,
-         bias: Optional[Tensor] = None) -> Tensor:
-    """Matrix product ``D = alpha * A @ B (+ bias)`` (batched over L), differentiable.
+         bias: Optional[Tensor] = None, *, colvec_bias: Optional[Tensor] = None) -> Tensor:
+    """Matrix product ``D = alpha * A @ B (+ bias) (+ colvec_bias)`` (batched over L),
+    differentiable::
+
+        D[l, m, n] = alpha * sum_k A[l, m, k] * B[l, k, n] + bias[l, n] + colvec_bias[l, m]
+
+    (a (N,) bias or (M,) colvec_bias is the same for every l; 2-D: drop l).
 
     Products and sums in fp32 (WGMMA accumulators), one rounding to out_dtype. Backward (our
-    gemm too): ``dA = alpha * dD @ B^T``, ``dB = alpha * A^T @ dD``, dD cast to A's dtype.
+    gemm too): ``dA = alpha * dD @ B^T``, ``dB = alpha * A^T @ dD``, dD cast to A's dtype;
+    ``dbias`` the column sums of dD, ``dcolvec_bias`` its row sums.
 
     Args:
         A: (M, K) or (L, M, K), bfloat16 or float16, CUDA. Any major (row-major, or a transposed
@@ -528,31 +608,47 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
             test Gemm.TunedCallsAreCorrectAndCached covers tuned calls). Unlike QuACK's,
             tuning never runs candidates on the real output, so an in-place call accumulates
             once (QuACK reference §16 hazard).
-        bias: None, or (N,) / (L, N) added to every row of D in the epilogue (QuACK 0.2.3+'s
-            ``bias``), fp32 or A's dtype, contiguous, on A's device; added in fp32 before the
-            rounding. Compiled for bf16 and fp16 A, B and D (out_dtype = A's dtype; a float32 D
-            with a bias raises ValueError), A row-major and B column-major (``x @ W.T + b``, D
-            row-major; column-major D too); other layouts raise ValueError. Its gradient is the
-            column sum of dD (fp32, cast to bias's dtype; torch's deterministic reduction).
+        bias: None, or the row vector (N,) / (L, N) added to every row of D in the epilogue
+            (QuACK's ``bias``, its rowvec_bias; quack::GemmBias::row), fp32 or A's dtype,
+            contiguous, on A's device; added in fp32 before the rounding. Compiled for bf16 and
+            fp16 A, B and D (out_dtype = A's dtype; a float32 D with a bias raises ValueError),
+            A row-major and B column-major (``x @ W.T + b``, D row-major; column-major D too);
+            other layouts raise ValueError. Its gradient is the column sum of dD (fp32, cast to
+            bias's dtype; torch's deterministic reduction), over the batches too for a (N,)
+            bias.
+        colvec_bias: keyword-only; None, or the column vector (M,) / (L, M) added to every
+            column of D (QuACK's ``colvec_bias``; quack::GemmBias::col): D[.., m, :] +=
+            colvec_bias[.., m]. float32, bfloat16 or float16 (fp32 or the output dtype are the
+            usual ones), stride 1 along M (an (L, M) tensor may have any batch stride, 0
+            included), on A's device; added in fp32 before the rounding, with or without a row
+            bias. Compiled as bias: the same epilogue, dtypes and layouts (out_dtype = A's
+            dtype, A row-major, B column-major). Its gradient is the row sum of dD (fp32, cast
+            to colvec_bias's dtype), over the batches too for a (M,) vector.
 
     Returns:
         D (M, N) or (L, M, N) in out_dtype on A's device; row-major with the row stride N
         rounded up to 16 bytes (contiguous unless N * itemsize % 16 != 0), except where the C++
         supports only a column-major D for A's and B's layouts (A and B both column-major):
         then column-major, the same padding along M. M = 0 or N = 0: an empty D, nothing
-        launched. K = 0 (A @ B is zero): D = bias broadcast over the rows when a bias is given,
-        else zeros (a fill kernel, no GEMM).
+        launched. K = 0 (A @ B is zero): D = the biases broadcast (bias over the rows,
+        colvec_bias over the columns) where given, else zeros (a fill kernel, no GEMM).
 
     Raises:
         ValueError: a tensor not on a CUDA device, ranks other than 2/2 or 3/3, mismatched K or
-            L, a bad out_dtype (this layer); anything ``quack::can_implement`` rejects (dtypes,
+            L, a bad out_dtype, a colvec_bias that is not (M,) / (L, M) (L only with 3-D A),
+            not float32 / float16 / bfloat16, not on A's device or not of stride 1 along M
+            (this layer, before any launch; the message names ``colvec_bias``, e.g. ``gemm:
+            colvec_bias has shape (64,) float32, expected (M,) = (200,)``); anything
+            ``quack::can_implement`` rejects (dtypes,
             layouts not yet supported), with the C++ message, e.g. ``gemm: b has shape (65, 64)
             bfloat16, expected (K, N) = (64, *)``. Any alignment works: operands whose leading
             strides are not multiples of 16 bytes (K = 63) are copied into padded rows first.
-        RuntimeError: a CUDA error.
+        TypeError: colvec_bias not a tensor or None. RuntimeError: a CUDA error.
 
     Source: QuACK 0.2.0 ``gemm_interface.gemm``; kernel after CUTLASS 3.x sm90 TMA + WGMMA.
     """
+    if colvec_bias is not None:
+        return _gemm_colvec(A, B, out_dtype, alpha, tuned, bias, colvec_bias)
     path = _reg.route(A, B, bias)
     if path == _reg.CUSTOM:
         _check("gemm", A=A, B=B)
@@ -566,6 +662,25 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
                            bool(tuned), a_t, None)
     return gemm_op.run(path, A, B, None, a, 0.0, _out_dtype("gemm", out_dtype, A), bool(tuned),
                        a_t, None, bias)
+
+
+def _gemm_colvec(A, B, out_dtype, alpha, tuned, bias, colvec_bias) -> Tensor:
+    """``gemm`` with a column bias (kept apart so the usual call pays nothing for it): the
+    colvec_bias checks (``check_colvec_bias``) before the op runs, then gemm_op."""
+    if not isinstance(colvec_bias, Tensor):
+        check_colvec_bias("gemm", colvec_bias, A, 0)  # the TypeError
+    path = _reg.route(A, B, bias, colvec_bias)
+    if path == _reg.CUSTOM:
+        _check("gemm", A=A, B=B, colvec_bias=colvec_bias)
+        if bias is not None:
+            _check("gemm", bias=bias)
+    _out_shape(A, B)  # the rank, K and L errors first
+    _check_gemm_colvec(colvec_bias, A)
+    a, a_t = _scalar("gemm", "alpha", alpha, A)
+    if a_t is not None:
+        path = _reg.route(A, B, a_t, bias, colvec_bias)
+    return gemm_op.run(path, A, B, None, a, 0.0, _out_dtype("gemm", out_dtype, A), bool(tuned),
+                       a_t, None, bias, colvec_bias)
 
 
 def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: Union[float, Tensor] = 1.0,

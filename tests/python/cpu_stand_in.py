@@ -92,35 +92,38 @@ def _device_scalars(alpha, beta, alpha_t, beta_t):
             float(beta_t) if beta_t is not None else beta)
 
 
-def gemm_cpu(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
-             bias=None):
-    from quack_cpp.gemm_ops import _new_out
-
-    beta_t = beta_t if C is not None else None
-    D = _new_out(A, B, C, 1.0 if beta_t is not None else (beta if C is not None else 0.0),
-                 out_dtype)  # the real op's layout
-    alpha, beta = _device_scalars(alpha, beta, alpha_t, beta_t)
-    acc = _gemm_f32(A, B, C, alpha, beta)
+def _add_biases(acc, bias, colvec_bias):
+    # quack::GemmBias: out[l][m][n] += row[l][n] + col[l][m] (a 1-D vector shared by the
+    # batches), in fp32.
     if bias is not None:
         acc = acc + (bias.float() if bias.dim() == 1 else bias.float()[:, None, :])
-    D.copy_(acc)
-    return D
-
-
-def _preact_f32(A, B, C, bias, alpha, beta):
-    acc = _gemm_f32(A, B, C, alpha, beta)
-    if bias is not None:
-        acc = acc + (bias.float() if bias.dim() == 1 else bias.float()[:, None, :])
+    if colvec_bias is not None:
+        acc = acc + colvec_bias.float()[..., :, None]
     return acc
 
 
+def gemm_cpu(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
+             bias=None, colvec_bias=None):
+    from quack_cpp.gemm_ops import Gemm
+
+    # The real op's layout and checks (the fake: _new_out, colvec_bias's check_colvec_bias).
+    D = Gemm.fake(A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias)
+    alpha, beta = _device_scalars(alpha, beta, alpha_t, beta_t if C is not None else None)
+    D.copy_(_add_biases(_gemm_f32(A, B, C, alpha, beta), bias, colvec_bias))
+    return D
+
+
+def _preact_f32(A, B, C, bias, alpha, beta, colvec_bias=None):
+    return _add_biases(_gemm_f32(A, B, C, alpha, beta), bias, colvec_bias)
+
+
 def gemm_act_cpu(A, B, C, bias, activation, alpha, beta, store_preact, out_dtype, postact_dtype,
-                 tuned=False):
+                 tuned=False, colvec_bias=None):
     from quack_cpp.gemm_act_ops import GemmAct, act_torch
 
     preact, postact = GemmAct.outputs(A, B, C, bias, activation, alpha, beta, store_preact,
-                                      out_dtype, postact_dtype)
-    pre = _preact_f32(A, B, C, bias, alpha, beta)
+                                      out_dtype, postact_dtype, tuned, colvec_bias)
+    pre = _preact_f32(A, B, C, bias, alpha, beta, colvec_bias)
     postact.copy_(act_torch(activation, pre))
     if preact is None:
         return A.new_empty((0,)), postact
@@ -129,18 +132,19 @@ def gemm_act_cpu(A, B, C, bias, activation, alpha, beta, store_preact, out_dtype
 
 
 def gemm_gated_cpu(A, B, C, bias, activation, alpha, beta, store_preact, out_dtype,
-                   postact_dtype, concat_layout=False, tuned=False):
+                   postact_dtype, concat_layout=False, tuned=False, colvec_bias=None):
     from quack_cpp.gemm_act_ops import GemmGated, gated_torch
 
     preact, postact = GemmGated.outputs(A, B, C, bias, activation, alpha, beta, store_preact,
-                                        out_dtype, postact_dtype)
+                                        out_dtype, postact_dtype, concat_layout, tuned,
+                                        colvec_bias)
     if concat_layout:  # b's columns [gate | up], bias [b_gate; b_up]: as the interleaved ones
         def inter(t):
             h = t.shape[-1] // 2
             return torch.stack((t[..., :h], t[..., h:]), dim=-1).flatten(-2)
         B = inter(B)
         bias = inter(bias) if bias is not None else None
-    pre = _preact_f32(A, B, C, bias, alpha, beta)
+    pre = _preact_f32(A, B, C, bias, alpha, beta, colvec_bias)  # colvec: per row, either layout
     postact.copy_(gated_torch(activation, pre[..., 0::2], pre[..., 1::2]))
     if preact is None:
         return A.new_empty((0,)), postact

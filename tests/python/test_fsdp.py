@@ -358,3 +358,67 @@ def test_sharding_strategies():
                    ([S0, P, P], [S0, R, R, S0, S0, S0] + [None] * 8)]
     got = bwd(x, w, b, t, Spec(8), Spec(), *opts)
     assert got[1] == ([S0, P, P], [S0, R, R, S0, S0, R] + [None] * 8)
+
+
+def test_gemm_sharding_strategies_with_colvec_bias():
+    """The GEMM rules with a column bias (colvec_bias (M,) / (L, M), the ops' last argument):
+    it follows the rows (Shard on M with A), is Replicate with the columns, Partial in the
+    reduction over K, Shard(0) in the batched strategy when per batch (Replicate when one (M,)
+    vector is shared by the batches); the row bias as before."""
+    import torch.distributed.tensor  # noqa: F401 (activates the pending rules)
+    import quack_cpp.gemm_act_ops  # noqa: F401
+    from quack_cpp import _dtensor
+    from torch.distributed.tensor import Partial, Replicate, Shard
+
+    R, P, S = Replicate(), Partial(), Shard
+
+    class Mesh:
+        def size(self):
+            return 2
+
+    class Spec:  # what register_sharding hands a strategy function for a tensor
+        def __init__(self, *shape):
+            self.shape, self.placements, self.mesh = torch.Size(shape), (R,), Mesh()
+
+    # gemm(A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias)
+    fn = _dtensor._strategy_fn(_dtensor.GEMM, 1)
+    scal = [None] * 6  # alpha, beta, out_dtype, tuned, alpha_t, beta_t
+
+    def gin(a, b, bias, col):
+        return [a, b, None] + scal + [bias, col]
+
+    got = fn(Spec(8, 16), Spec(16, 12), None, 1.0, 0.0, torch.bfloat16, False, None, None,
+             Spec(12), Spec(8))
+    assert got == [([R], gin(R, R, R, R)), ([S(0)], gin(S(0), R, R, S(0))),
+                   ([S(1)], gin(R, S(1), S(0), R)), ([P], gin(S(1), S(0), P, P))]
+    got = fn(Spec(3, 8, 16), Spec(3, 16, 12), None, 1.0, 0.0, torch.bfloat16, False, None, None,
+             Spec(12), Spec(3, 8))
+    assert got == [([R], gin(R, R, R, R)), ([S(1)], gin(S(1), R, R, S(1))),
+                   ([S(2)], gin(R, S(2), S(0), R)), ([P], gin(S(2), S(1), P, P)),
+                   ([S(0)], gin(S(0), S(0), R, S(0)))]
+    got = fn(Spec(3, 8, 16), Spec(3, 16, 12), None, 1.0, 0.0, torch.bfloat16, False, None, None,
+             None, Spec(8))  # a shared (M,) vector, no row bias
+    assert got[1] == ([S(1)], gin(S(1), R, None, S(0)))
+    assert got[-1] == ([S(0)], gin(S(0), S(0), None, R))
+
+    # gemm_act(A, B, C, bias, activation, alpha, beta, store_preact, out_dtype, postact_dtype,
+    # tuned, colvec_bias) and gemm_gated (concat_layout before tuned): 7 or 8 options between
+    # bias and colvec_bias, never tensors.
+    def ain(a, b, c, bias, col, n_opts=7):
+        return [a, b, c, bias] + [None] * n_opts + [col]
+
+    fn = _dtensor._strategy_fn(_dtensor.GEMM_ACT, 2)
+    got = fn(Spec(8, 16), Spec(16, 12), Spec(8, 12), None, "relu", 1.0, 1.0, True,
+             torch.bfloat16, torch.bfloat16, False, Spec(8))
+    assert got == [([R] * 2, ain(R, R, R, None, R)), ([S(0)] * 2, ain(S(0), R, S(0), None, S(0))),
+                   ([S(1)] * 2, ain(R, S(1), S(1), None, R))]
+    got = fn(Spec(3, 8, 16), Spec(3, 16, 12), None, Spec(12), "relu", 1.0, 0.0, True,
+             torch.bfloat16, torch.bfloat16, False, Spec(3, 8))
+    assert got[-1] == ([S(0)] * 2, ain(S(0), S(0), None, R, S(0)))
+    assert got[1] == ([S(1)] * 2, ain(S(1), R, None, R, S(1)))
+    fn = _dtensor._strategy_fn(_dtensor.GEMM_GATED, 2)
+    got = fn(Spec(8, 16), Spec(16, 12), None, Spec(12), "swiglu", 1.0, 0.0, True,
+             torch.bfloat16, torch.bfloat16, False, False, Spec(8))
+    assert got == [([R] * 2, ain(R, R, None, R, R, 8)),
+                   ([S(0)] * 2, ain(S(0), R, None, R, S(0), 8)),
+                   ([S(1)] * 2, ain(R, S(1), None, S(0), R, 8))]

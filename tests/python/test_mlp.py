@@ -5,6 +5,9 @@ torch in the same dtype (tolerance rule of shared/cases/handed.md):
   store_preact / store_postact off, batches, the concat layout, odd N; C09 (NaN / Inf in C);
 - quack_cpp.gemm(bias=...) forward and backward ((N,) and per-batch (L, N) bias),
   nn.Linear(bias=True) forward and backward (the bias's gradient);
+- the column bias colvec_bias ((M,) / (L, M) added to every column) of gemm (forward and
+  backward), gemm_act and gemm_gated: alone and with the row bias, fp32 and the output dtype,
+  batched, the concat layout, K = 0, bad input, opcheck, torch.compile;
 - nn.LinearAct + nn.DActLinear, nn.MLP (plain and gated, biases, concat_layout,
   fuse_grad_accum) forward and backward against a torch block of two Linears with the same state
   dict, MLP.from_llama against a Llama-style block, the torch fallback, torch.compile(fullgraph)
@@ -390,6 +393,246 @@ def test_gemm_bias_backward(L, per_batch, bias_dtype):
     assert lib[3].dtype == bias_dtype and lib[3].shape == bias.shape
     for name, x, r, t in zip(("d", "dA", "dB", "dbias"), lib, ref, tch):
         assert_rule(name, x, r, t, dtype=bf16)
+
+
+# --------------------------------------------------------------------------------------------
+# The column bias (colvec_bias: (M,) / (L, M) added to every column) of gemm, gemm_act and
+# gemm_gated, alone and with the row bias
+# --------------------------------------------------------------------------------------------
+
+# (L or None, colvec per batch): 2-D; batched with one (M,) vector shared by the batches;
+# batched with an (L, M) one.
+COLVEC_BATCHING = [(None, False), (3, False), (3, True)]
+COLVEC_IDS = ["2d", "batched-shared", "batched-per-batch"]
+
+
+def _add_biases(y, bias, colvec):
+    """y (.., M, N) + bias (N,) / (L, N) over the rows + colvec (M,) / (L, M) over the
+    columns, in y's dtype."""
+    if bias is not None:
+        b = bias.to(y.dtype)
+        y = y + (b if b.dim() == 1 else b[:, None, :])
+    if colvec is not None:
+        y = y + colvec.to(y.dtype)[..., :, None]
+    return y
+
+
+@pytest.mark.parametrize("L,per_batch", COLVEC_BATCHING, ids=COLVEC_IDS)
+@pytest.mark.parametrize("col_dtype", [f32, bf16])  # fp32, or the output dtype
+@pytest.mark.parametrize("with_row", [False, True])
+def test_gemm_colvec_bias(L, per_batch, col_dtype, with_row):
+    """quack_cpp.gemm(A, B, bias=..., colvec_bias=...): D = A @ B + bias[n] + colvec[m],
+    forward (on a poisoned allocator) and backward: dcolvec_bias is the row sum of dD (over the
+    batches too for a shared (M,) vector, per batch for (L, M)), in colvec_bias's dtype; dA,
+    dB and dbias as without it. Against float64 autograd and torch in bf16. M != N, so a
+    transposed use of the vector would fail."""
+    M, N, K = 200, 136, 128
+    lead = () if L is None else (L,)
+    A, W = rand(*lead, M, K), rand(*lead, N, K, scale=0.2)
+    bias = rand(N, dtype=f32) if with_row else None
+    colvec = rand(*((L, M) if per_batch else (M,)), dtype=col_dtype)
+    dD = rand(*lead, M, N)
+    leaves = [A, W, colvec] + ([bias] if with_row else [])
+
+    def grads(fn, dtype=None):
+        ts = [t.detach().clone().to(dtype or t.dtype).requires_grad_(True) for t in leaves]
+        out = fn(*ts)
+        out.backward(dD.to(out.dtype))
+        return [out.detach()] + [t.grad for t in ts]
+
+    def lib_fn(a, w, c, b=None):
+        return quack_cpp.gemm(a, w.mT, bias=b, colvec_bias=c)
+
+    _poison_allocator()
+    lib = grads(lib_fn)
+    ref = grads(lambda a, w, c, b=None: _add_biases(a @ w.mT, b, c), torch.float64)
+    tch = grads(lambda a, w, c, b=None: _add_biases(a @ w.mT, b, c.to(bf16)))
+    assert lib[3].dtype == col_dtype and lib[3].shape == colvec.shape
+    names = ("d", "dA", "dB", "dcolvec_bias", "dbias")
+    for name, x, r, t in zip(names, lib, ref, tch):
+        assert_rule(name, x, r, t, dtype=bf16)
+    # Without a gradient: the same D (the fast path without autograd, or the C++ eager path's
+    # hand-over to Python for a column bias).
+    with torch.no_grad():
+        D = quack_cpp.gemm(A, W.mT, bias=bias, colvec_bias=colvec)
+    assert torch.equal(D, lib[0])
+
+
+@pytest.mark.parametrize("act", ["identity", "relu_sq", "gelu_tanh_approx", "swiglu", "reglu"])
+@pytest.mark.parametrize("L,per_batch", COLVEC_BATCHING, ids=COLVEC_IDS)
+@pytest.mark.parametrize("col_dtype", [f32, bf16])  # fp32, or the output dtype
+@pytest.mark.parametrize("with_row", [False, True])
+def test_gemm_act_colvec_bias(act, L, per_batch, col_dtype, with_row):
+    """gemm_act / gemm_gated with colvec_bias (and the row bias, and C): preact = A @ B + C +
+    bias[n] + colvec[m] (one value per row m, on gate and up columns alike), postact =
+    act(preact), on a poisoned allocator; store_preact=False gives the same postact."""
+    M, N, K = (64, 144, 96) if L else (200, 136, 72)
+    lead = () if L is None else (L,)
+    A, B = rand(*lead, M, K), rand(*lead, N, K, scale=0.2).mT
+    C = rand(*lead, M, N)
+    bias = rand(N, dtype=f32) if with_row else None
+    colvec = rand(*((L, M) if per_batch else (M,)), dtype=col_dtype)
+    _poison_allocator()
+    pre, post = quack_cpp.gemm_act(A, B, act, C=C, bias=bias, colvec_bias=colvec)
+    ref = _add_biases(A.double() @ B.double() + C.double(), bias, colvec)
+    tch = _add_biases(A @ B + C, bias, colvec)
+    assert pre.dtype == bf16 and pre.shape == ref.shape
+    assert post.shape == ref.shape[:-1] + ((N // 2,) if act in GATED else (N,))
+    assert_rule("preact", pre, ref, tch)
+    assert_rule("postact", post, post_ref(act, ref), post_ref(act, tch.float()).to(bf16))
+    _poison_allocator()
+    fn = quack_cpp.gemm_gated if act in GATED else quack_cpp.gemm_act
+    none, post2 = fn(A, B, act, C=C, bias=bias, store_preact=False, colvec_bias=colvec)
+    assert none is None and torch.equal(post2, post)
+
+
+@pytest.mark.parametrize("act", ["swiglu", "geglu"])
+def test_gemm_gated_colvec_bias_concat_layout(act):
+    """The concat layout ([W_gate; W_up], bias [b_gate; b_up]) with a column bias: the same
+    preact and postact as the interleaved layout, bit for bit (colvec_bias is per row, not
+    reordered)."""
+    A, W = rand(192, 128), rand(2 * 72, 128, scale=0.2)
+    bias, colvec = rand(2 * 72, dtype=f32), rand(192, dtype=f32)
+    pre, post = quack_cpp.gemm_gated(A, W.mT, act, bias=bias, colvec_bias=colvec)
+    Wc, bc = G.deinterleave_gate_up(W), G.deinterleave_gate_up(bias)
+    pre_c, post_c = quack_cpp.gemm_gated(A, Wc.mT, act, bias=bc, concat_layout=True,
+                                         colvec_bias=colvec)
+    assert torch.equal(pre_c, pre) and torch.equal(post_c, post)
+    ref = _add_biases(A.double() @ W.double().T, bias, colvec)
+    assert_rule("preact", pre, ref, _add_biases(A @ W.T, bias, colvec))
+
+
+@pytest.mark.parametrize("act", ["relu", "swiglu"])
+def test_gemm_act_colvec_bias_fp16_and_fp32_out(act):
+    """The other compiled dtypes: fp16 inputs and outputs with an fp16 column bias (the output
+    dtype), and bf16 inputs with fp32 preact and postact and an fp32 column bias."""
+    M, N, K = 128, 96, 64
+    A16, B16 = rand(M, K, dtype=f16), rand(N, K, dtype=f16, scale=0.2).mT
+    c16 = rand(M, dtype=f16)
+    _poison_allocator()
+    pre, post = quack_cpp.gemm_act(A16, B16, act, colvec_bias=c16)
+    ref = _add_biases(A16.double() @ B16.double(), None, c16)
+    tch = _add_biases(A16 @ B16, None, c16)
+    assert pre.dtype == f16 and post.dtype == f16
+    assert_rule("preact", pre, ref, tch)
+    assert_rule("postact", post, post_ref(act, ref), post_ref(act, tch.float()).to(f16))
+    A, B = rand(M, K), rand(N, K, scale=0.2).mT
+    c32, b32 = rand(M, dtype=f32), rand(N, dtype=f32)
+    _poison_allocator()
+    pre, post = quack_cpp.gemm_act(A, B, act, bias=b32, out_dtype=f32, colvec_bias=c32)
+    ref = _add_biases(A.double() @ B.double(), b32, c32)
+    _check_f32("preact", pre, ref)
+    _check_f32("postact", post, post_ref(act, ref), act)
+
+
+def test_colvec_bias_k0_and_empty():
+    """K = 0 (the fill path): D / preact = the biases broadcast; M = 0: an empty result with an
+    empty (0,) column bias."""
+    M, N = 64, 48
+    A, W = rand(M, 0), rand(N, 0)
+    bias, colvec = rand(N, dtype=f32), rand(M, dtype=f32)
+    ref = bias.double()[None, :] + colvec.double()[:, None]
+    D = quack_cpp.gemm(A, W.mT, bias=bias, colvec_bias=colvec)
+    assert_rule("d", D, ref, (bias[None, :] + colvec[:, None]).to(bf16))
+    pre, post = quack_cpp.gemm_act(A, W.mT, "relu", colvec_bias=colvec)
+    assert_rule("preact", pre, colvec.double()[:, None].expand(M, N),
+                colvec[:, None].expand(M, N).to(bf16))
+    D0 = quack_cpp.gemm(rand(0, 64), rand(N, 64).mT, colvec_bias=rand(0, dtype=f32))
+    assert D0.shape == (0, N)
+
+
+def test_colvec_bias_errors():
+    """A bad colvec_bias raises before any launch, naming colvec_bias, what came and what was
+    expected: wrong shape (N instead of M), rank, batch extent, dtype, device, stride, type; in
+    gemm, gemm_act and gemm_gated, through the custom op and under FakeTensorMode too."""
+    M, N, K = 64, 96, 32
+    A, W = rand(M, K), rand(N, K)
+    A3, W3 = rand(3, M, K), rand(3, N, K)
+    other = "cpu" if DEVICE == "cuda" else "meta"
+    calls = {
+        "gemm": lambda a, w, c: quack_cpp.gemm(a, w.mT, colvec_bias=c),
+        "gemm_act": lambda a, w, c: quack_cpp.gemm_act(a, w.mT, "relu", colvec_bias=c),
+        "gemm_gated": lambda a, w, c: quack_cpp.gemm_gated(a, w.mT, "swiglu", colvec_bias=c),
+    }
+    for fn, call in calls.items():
+        cases = [
+            (A, W, rand(N, dtype=f32), rf"{fn}: colvec_bias has shape \(96,\) float32, "
+                                       rf"expected \(M,\) = \(64,\)"),
+            (A, W, rand(1, M, dtype=f32), rf"{fn}: colvec_bias has 2 dimensions"),
+            (A3, W3, rand(2, M, dtype=f32), rf"{fn}: colvec_bias has shape \(2, 64\) float32, "
+                                            rf"expected \(M,\) or \(L, M\) = \(64,\) or "
+                                            rf"\(3, 64\)"),
+            (A, W, rand(M, dtype=f32).double(), rf"{fn}: colvec_bias has dtype float64"),
+            (A, W, torch.zeros(M, dtype=torch.int32, device=DEVICE),
+             rf"{fn}: colvec_bias .*int32"),
+            (A, W, rand(2 * M, dtype=f32)[::2], rf"{fn}: colvec_bias has stride 2 along M"),
+            (A, W, torch.zeros(M, device=other), rf"{fn}: colvec_bias is on {other}"),
+        ]
+        for a, w, c, match in cases:
+            with pytest.raises(ValueError, match=match):
+                call(a, w, c)
+        with pytest.raises(TypeError, match=rf"{fn}: colvec_bias is list"):
+            call(A, W, [0.0] * M)
+    # The custom op itself (impl) and its fake kernel check too.
+    bad = rand(N, dtype=f32)
+    with pytest.raises(ValueError, match=r"gemm: colvec_bias has shape"):
+        torch.ops.quack_cpp.gemm(A, W.mT, None, 1.0, 0.0, bf16, False, None, None, None, bad)
+    with pytest.raises(ValueError, match=r"gemm_act: colvec_bias has shape"):
+        torch.ops.quack_cpp.gemm_act(A, W.mT, None, None, "relu", 1.0, 0.0, True, bf16, bf16,
+                                     False, bad)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fa, fw, fb = mode.from_tensor(A), mode.from_tensor(W), mode.from_tensor(bad)
+        for fn, call in calls.items():
+            with pytest.raises(ValueError, match=rf"{fn}: colvec_bias has shape"):
+                call(fa, fw, fb)
+        ok = mode.from_tensor(rand(M, dtype=f32))
+        assert quack_cpp.gemm(fa, fw.mT, colvec_bias=ok).shape == (M, N)
+
+
+def test_colvec_bias_opcheck():
+    """torch.library.opcheck of gemm (with its autograd: the colvec_bias gradient) and gemm_act
+    with a column bias."""
+    A, W = rand(64, 32), rand(48, 32)
+    colvec, bias = rand(64, dtype=f32), rand(48, dtype=f32)
+    torch.library.opcheck(torch.ops.quack_cpp.gemm.default,
+                          (A.requires_grad_(True), W.mT, None, 1.0, 0.0, bf16, False, None,
+                           None, bias, colvec.requires_grad_(True)))
+    torch.library.opcheck(torch.ops.quack_cpp.gemm_act.default,
+                          (A.detach(), W.mT, None, bias, "relu", 1.0, 0.0, True, bf16, bf16,
+                           False, colvec.detach()))
+
+
+def test_colvec_bias_compile():
+    """torch.compile(fullgraph=True) of gemm with both biases, forward and backward, and
+    gemm_gated with a column bias: the eager results."""
+    torch._dynamo.reset()
+    A, W = rand(64, 128), rand(96, 128, scale=0.2)
+    colvec, bias = rand(64, dtype=f32), rand(96, dtype=f32)
+    dD = rand(64, 96)
+
+    def f(a, w, c, b):
+        return quack_cpp.gemm(a, w.mT, bias=b, colvec_bias=c)
+
+    def run(fn):
+        ts = [t.detach().clone().requires_grad_(True) for t in (A, W, colvec, bias)]
+        out = fn(*ts)
+        out.backward(dD)
+        return [out.detach()] + [t.grad for t in ts]
+
+    eager = run(f)
+    compiled = run(torch.compile(f, fullgraph=True, dynamic=False))
+    # The GEMMs are the same kernels; the bias gradients are torch reductions (Triton's when
+    # compiled: another summation order).
+    for name, e, c in zip(("d", "dA", "dB", "dcolvec_bias", "dbias"), eager, compiled):
+        torch.testing.assert_close(c, e, rtol=1e-4, atol=1e-4, msg=name)
+
+    def g(a, w, c):
+        return quack_cpp.gemm_gated(a, w.mT, "swiglu", colvec_bias=c)
+
+    for e, c in zip(g(A, W, colvec), torch.compile(g, fullgraph=True, dynamic=False)(A, W,
+                                                                                      colvec)):
+        assert torch.equal(e, c)
 
 
 @pytest.mark.parametrize("shape", [(2, 37, 256), (1000, 256)], ids=str)

@@ -682,6 +682,28 @@ def test_gemm_leaves_to_the_python_path(gemm_stubbed, monkeypatch):
         quack_cpp.gemm(A, W)
 
 
+def test_gemm_colvec_bias_goes_to_the_python_path(gemm_stubbed, monkeypatch):
+    """A column bias (colvec_bias): the C++ path answers NotImplemented (the checks that name
+    colvec_bias are the Python path's), and the Python path hands it to _C.gemm as bias_col,
+    beside the row bias as bias_row; a bad one raises before any launch."""
+    monkeypatch.setattr(gm.gemm_op, "eager", ops._torch_ext.gemm)
+    g = torch.Generator().manual_seed(3)
+    A, W = torch.randn(16, 64, generator=g).to(bf16), torch.randn(32, 64, generator=g).to(bf16)
+    row, col = torch.randn(32, generator=g), torch.randn(16, generator=g).to(bf16)
+    calls = gemm_stubbed.calls
+    D = quack_cpp.gemm(A, W.T, bias=row, colvec_bias=col)
+    assert len(calls) == 1 and D.shape == (16, 32)
+    brow, bcol = calls[0][12], calls[0][13]
+    assert brow[0] == row.data_ptr() and _tuple(brow) == (0, (32,), (1,), -1)
+    assert bcol[0] == col.data_ptr() and _tuple(bcol) == (2, (16,), (1,), -1)
+    with pytest.raises(ValueError, match=r"gemm: colvec_bias has shape \(32,\) bfloat16, "
+                                         r"expected \(M,\) = \(16,\)"):
+        quack_cpp.gemm(A, W.T, colvec_bias=torch.zeros(32, dtype=bf16))
+    assert len(calls) == 1
+    quack_cpp.gemm(A, W.T, bias=row)  # without it: the C++ path again
+    assert len(calls) == 1
+
+
 # --------------------------------------------------------------------------------------------
 # Linear: the C++ node LinearFn (on unless QUACK_CPP_EAGER_LINEAR=0) against linear_op's Python
 # Function, whose GEMMs take the C++ gemm path or the Python one
