@@ -183,7 +183,7 @@ template <typename U, int K, Cache kCache = Cache::kStream>
 __device__ __forceinline__ void load_vec(const U* p, float (&out)[K]) {
   Packed<U, K> v;
   load_packed<kCache>(p, v);
-  unpack(v, out);  // bf16: 2 bit operations per pair instead of PRMT + 2 shifts (SASS, 4416e85)
+  unpack(v, out);  // bf16: 2 bit operations per pair instead of PRMT + 2 shifts (SASS)
 }
 
 /// Stores K consecutive elements of type U at p (aligned as for load_vec).
