@@ -142,8 +142,11 @@ quack::detail::RowPlan with_ring_l2(quack::detail::RowPlan plan) {
   if (g_ring_l2 >= 0) plan.ring_l2 = static_cast<quack::detail::RingL2>(g_ring_l2);
   return plan;
 }
-std::string ring_l2_extra() {
-  return g_ring_l2 >= 0 ? ", \"ring_l2\": " + std::to_string(g_ring_l2) : std::string();
+// The mode a ring plan ran with, for its JSON line (other policies ignore it: no tag).
+std::string ring_l2_extra(const quack::detail::RowPlan& plan) {
+  return g_ring_l2 >= 0 && plan.policy == quack::detail::RowPolicy::kRing
+             ? ", \"ring_l2\": " + std::to_string(g_ring_l2)
+             : std::string();
 }
 
 constexpr double kBusyUs = 100.0;  // longer than the host call times measured (GEMM: ours 7–26 µs, cuBLAS 8–70 µs)
@@ -347,7 +350,7 @@ int bench_rmsnorm(quack::DType dt, quack::DType wdt, const std::string& residual
           sets, budget_ms);
       const std::string extra = std::string(", \"config\": \"") +
                                 d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra +
-                                ring_l2_extra();
+                                ring_l2_extra(plan);
       emit("rmsnorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
     if (dir == "fwd") continue;
@@ -430,7 +433,7 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
           sets, budget_ms);
       const std::string extra =
           std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" +
-          ring_l2_extra();
+          ring_l2_extra(plan);
       emit(fwd_op.c_str(), name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
     if (dir == "fwd") continue;
@@ -446,7 +449,7 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
           sets, budget_ms);
       const std::string extra =
           std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" +
-          ring_l2_extra();
+          ring_l2_extra(plan);
       emit(bwd_op.c_str(), name, M, N, ms, 3.0 * mn * es, extra.c_str());
     }
   }
@@ -684,7 +687,7 @@ int bench_layernorm(quack::DType dt, quack::DType wdt, bool bias,
           sets, budget_ms);
       const std::string extra = std::string(", \"config\": \"") +
                                 d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra +
-                                ring_l2_extra();
+                                ring_l2_extra(plan);
       emit("layernorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
     if (dir == "fwd") continue;
@@ -1243,7 +1246,8 @@ int main(int argc, char** argv) {
     else if (k == "--bias") bias = v == "1" || v == "true";
     else if (k == "--act") act = v;
     else if (k == "--store-preact") store_preact = v != "0";
-    else if (k == "--ring-l2") g_ring_l2 = std::atoi(v.c_str());
+    else if (k == "--ring-l2")  // -1 or one digit (else -2: refused below)
+      g_ring_l2 = v == "-1" ? -1 : v.size() == 1 && v[0] >= '0' && v[0] <= '9' ? v[0] - '0' : -2;
     else {
       std::fprintf(stderr, "quack-bench: unknown option %s\n", k.c_str());
       return 2;
