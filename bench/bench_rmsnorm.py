@@ -26,7 +26,7 @@ compilation settle); ours and each peer alternate batch by batch (A B A B ...) u
 --rep-ms of measured time (at least 5 batches); the median per-call time is reported. Eager
 is timed last and alone (its batches do not alternate with ours) whenever another peer ran:
 ours read 3-4 % slower in its batches beside eager's (fp32 temporaries of up to 2 GiB, 7 ms a
-call) than beside compile's at bf16 16384 x 32768 (H200, sessions 8-9; fp32: no difference),
+call) than beside compile's at bf16 16384 x 32768 (H200; fp32: no difference),
 a condition no peer was timed under. "ours" is the median over its batches beside the others.
 L2 (60 MB on H200) is defeated by rotating 3 input sets whenever one set is under 1 GiB (three
 sets then exceed 2x L2 for every shape here); a set of >= 1 GiB is > 16x L2 and cannot be

@@ -3,7 +3,7 @@
 //   quack-bench copy                         4 GiB device-to-device copy (the roofline)
 //   quack-bench rmsnorm [--dtype bf16|fp16|fp32] [--shapes 16384x4096,8192x262144]
 //                       [--dir fwd|bwd|both] [--wdtype fp32|x] [--residual none|x|fp32]
-//                       [--offset 0] [--config auto|all|ENTRY] [--ms 100]
+//                       [--offset 0] [--config auto|all|ENTRY] [--ring-l2 -1..4] [--ms 100]
 //                       RMSNorm with a weight in fp32 (default) or x's dtype, out and dx in x's
 //                       dtype; the forward writes rstd, the backward dweight (fp32; its
 //                       workspace allocated once); --residual x|fp32: the forward takes a
@@ -11,6 +11,8 @@
 //                       dresidual_out and writes dresidual (the fp32 residual stream's prenorm
 //                       backward: x, dresidual_out, dresidual fp32; dy, dx in --dtype);
 //                       "config" as for softmax
+//                       --ring-l2 N (also softmax and layernorm): the ring policy's L2 use
+//                       forced to quack::detail::RingL2 value N (row_params.h); -1: the plan's
 //   quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
 //                       [--log 0|1] [--config auto|all|ENTRY] [--ms 100]
 //                       softmax (--log 1: log_softmax), out and dx in x's dtype; "config": the
@@ -131,6 +133,21 @@
 cudaError_t gpu_busy(double us);  // gpu_busy.cu
 
 namespace {
+
+// --ring-l2 N (rmsnorm, softmax, layernorm forwards, softmax backward): the ring policy's L2
+// use forced to quack::detail::RingL2 value N on every plan (through run_row_call); -1: the
+// plan's. Other policies ignore it.
+int g_ring_l2 = -1;
+quack::detail::RowPlan with_ring_l2(quack::detail::RowPlan plan) {
+  if (g_ring_l2 >= 0) plan.ring_l2 = static_cast<quack::detail::RingL2>(g_ring_l2);
+  return plan;
+}
+// The mode a ring plan ran with, for its JSON line (other policies ignore it: no tag).
+std::string ring_l2_extra(const quack::detail::RowPlan& plan) {
+  return g_ring_l2 >= 0 && plan.policy == quack::detail::RowPolicy::kRing
+             ? ", \"ring_l2\": " + std::to_string(g_ring_l2)
+             : std::string();
+}
 
 constexpr double kBusyUs = 100.0;  // longer than the host call times measured (GEMM: ours 7–26 µs, cuBLAS 8–70 µs)
 
@@ -323,16 +340,17 @@ int bench_rmsnorm(quack::DType dt, quack::DType wdt, const std::string& residual
     char plan_name[96];
     for (int cfg : configs) {
       if (dir == "bwd") break;
-      const d::RowPlan plan = d::plan_row_call(d::rmsnorm_fwd_call(fwd_args(0)), cfg);
+      const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::rmsnorm_fwd_call(fwd_args(0)), cfg));
       if (plan.policy == d::RowPolicy::kNone) continue;
       const double ms = time_median(
           [&](int s) {
-            if (cfg < 0) quack::rmsnorm_fwd(fwd_args(s), nullptr);
+            if (cfg < 0 && g_ring_l2 < 0) quack::rmsnorm_fwd(fwd_args(s), nullptr);
             else d::run_row_call(d::rmsnorm_fwd_call(fwd_args(s)), plan, nullptr);
           },
           sets, budget_ms);
       const std::string extra = std::string(", \"config\": \"") +
-                                d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra;
+                                d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra +
+                                ring_l2_extra(plan);
       emit("rmsnorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
     if (dir == "fwd") continue;
@@ -405,31 +423,33 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
     char plan_name[64];
     for (int cfg : configs) {
       if (dir == "bwd") break;
-      const d::RowPlan plan = d::plan_row_call(d::softmax_fwd_call(fwd_args(0), log), cfg);
+      const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::softmax_fwd_call(fwd_args(0), log), cfg));
       if (plan.policy == d::RowPolicy::kNone) continue;
       const double ms = time_median(
           [&](int s) {
-            if (cfg < 0) run_fwd(s);
+            if (cfg < 0 && g_ring_l2 < 0) run_fwd(s);
             else d::run_row_call(d::softmax_fwd_call(fwd_args(s), log), plan, nullptr);
           },
           sets, budget_ms);
       const std::string extra =
-          std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
+          std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" +
+          ring_l2_extra(plan);
       emit(fwd_op.c_str(), name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
     if (dir == "fwd") continue;
     for (int s = 0; s < sets; ++s) run_fwd(s);  // y: real forward outputs
     for (int cfg : configs) {
-      const d::RowPlan plan = d::plan_row_call(d::softmax_bwd_call(bwd_args(0), log), cfg);
+      const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::softmax_bwd_call(bwd_args(0), log), cfg));
       if (plan.policy == d::RowPolicy::kNone) continue;
       const double ms = time_median(
           [&](int s) {
-            if (cfg < 0) run_bwd(s);
+            if (cfg < 0 && g_ring_l2 < 0) run_bwd(s);
             else d::run_row_call(d::softmax_bwd_call(bwd_args(s), log), plan, nullptr);
           },
           sets, budget_ms);
       const std::string extra =
-          std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"";
+          std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" +
+          ring_l2_extra(plan);
       emit(bwd_op.c_str(), name, M, N, ms, 3.0 * mn * es, extra.c_str());
     }
   }
@@ -657,16 +677,17 @@ int bench_layernorm(quack::DType dt, quack::DType wdt, bool bias,
     char plan_name[96];
     for (int cfg : configs) {
       if (dir == "bwd") break;
-      const d::RowPlan plan = d::plan_row_call(d::layernorm_fwd_call(fwd_args(0)), cfg);
+      const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::layernorm_fwd_call(fwd_args(0)), cfg));
       if (plan.policy == d::RowPolicy::kNone) continue;
       const double ms = time_median(
           [&](int s) {
-            if (cfg < 0) quack::layernorm_fwd(fwd_args(s), nullptr);
+            if (cfg < 0 && g_ring_l2 < 0) quack::layernorm_fwd(fwd_args(s), nullptr);
             else d::run_row_call(d::layernorm_fwd_call(fwd_args(s)), plan, nullptr);
           },
           sets, budget_ms);
       const std::string extra = std::string(", \"config\": \"") +
-                                d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra;
+                                d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra +
+                                ring_l2_extra(plan);
       emit("layernorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
     if (dir == "fwd") continue;
@@ -1225,10 +1246,17 @@ int main(int argc, char** argv) {
     else if (k == "--bias") bias = v == "1" || v == "true";
     else if (k == "--act") act = v;
     else if (k == "--store-preact") store_preact = v != "0";
+    else if (k == "--ring-l2")  // -1 or one digit (else -2: refused below)
+      g_ring_l2 = v == "-1" ? -1 : v.size() == 1 && v[0] >= '0' && v[0] <= '9' ? v[0] - '0' : -2;
     else {
       std::fprintf(stderr, "quack-bench: unknown option %s\n", k.c_str());
       return 2;
     }
+  }
+  if (g_ring_l2 < -1 || g_ring_l2 >= quack::detail::kRingL2Count) {
+    std::fprintf(stderr, "quack-bench: --ring-l2 is -1 (the plan's) or 0..%d (RingL2)\n",
+                 quack::detail::kRingL2Count - 1);
+    return 2;
   }
   if (residual != "none" && residual != "x" && residual != "fp32") {
     std::fprintf(stderr, "quack-bench: --residual is none, x or fp32\n");

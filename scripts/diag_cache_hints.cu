@@ -1,6 +1,6 @@
 // Does the cache hint of a streaming kernel's global loads and stores change its rate after the
 // L2 is left full of dirty lines (what triton's do_bench does before each call: it zeroes a
-// 256 MB buffer)? Run AK3 / AK4 (`git show 7775a09:docs/performance.md`, "Run AK"): ld.global.cs and
+// 256 MB buffer)? Run AK3 / AK4 (docs/performance.md, "The runs cited"): ld.global.cs and
 // ld.global.L1::no_allocate lose 4.5-5.5 % there, ld.global.nc does not (AK's "ld" compiled to
 // ld.global.nc too: a const __restrict__ dereference; here it is a plain ld.global). This version adds
 // an L2 evict_normal policy beside L1::no_allocate and a row-scale kernel whose fp32 weight

@@ -70,8 +70,8 @@ In plain eager mode on CUDA tensors the functions skip the dispatcher (the eager
 
 try:
     # torch first when it is installed: on the H200 machine (torch 2.11+cu130) a fresh process
-    # that loaded _C before torch died with SIGSEGV while importing torch (ad3ad86,
-    # tests/python/test_fastpath_cpu.py::test_env_switch_read_at_import). Without torch the
+    # that loads _C before torch dies with SIGSEGV while importing torch
+    # (tests/python/test_fastpath_cpu.py::test_env_switch_read_at_import). Without torch the
     # extension loads alone.
     import torch  # noqa: F401
 except ImportError:

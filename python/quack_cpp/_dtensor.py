@@ -6,8 +6,8 @@ registrar, see quack_cpp._registrar); this module turns the rule into a
 ``torch.distributed.tensor.experimental.register_sharding`` strategy. Registration is lazy:
 nothing of torch.distributed is imported here. ``install()`` (called by the registrar for
 every registered op) registers at once when ``torch.distributed.tensor`` is already imported,
-else when it is first imported (a one-shot import hook), so ``import quack_cpp`` stays as cheap
-as before and DTensor users get the rules whatever the import order.
+else when it is first imported (a one-shot import hook), so ``import quack_cpp`` imports
+nothing of torch.distributed and DTensor users get the rules whatever the import order.
 
 Rules (one mesh dimension's placements; DTensor expands them to every mesh dimension and
 redistributes inputs that match none, e.g. all-gathers a column-sharded x of a norm). The ops

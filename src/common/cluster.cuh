@@ -70,7 +70,7 @@ __device__ __forceinline__ void st_async_to(uint32_t s, uint32_t b, const float4
 /// receiver's `bar` (bars[k & 1] of two alternating mbarriers); thread 0 expects what the
 /// others send. Every thread returns once this CTA holds every CTA's blocks.
 /// Few wide messages from one warp: QuACK's one 4-byte message per warp and CTA measured 0-6 %
-/// slower in the backward (most at 512 KB rows: 3.21 vs 3.42 TB/s; H200, session 7); each
+/// slower in the backward (most at 512 KB rows: 3.21 vs 3.42 TB/s; H200); each
 /// message is a transaction on the receiver's mbarrier.
 __device__ __forceinline__ void cluster_exchange(float* blocks, int row_stride, int W, int rows,
                                                  int cluster_n, int rank, uint64_t* bar, int k) {

@@ -1,7 +1,7 @@
 // Column sums: CTA tile (kSlices row slices, 32 columns) of one (P, N) matrix; thread (s, j)
 // sums rows s, s + kSlices, ... of column j in order, then slice 0 adds the kSlices slice sums
 // in order. Every matrix of a call in one launch (CTA b: matrix b / col_blocks): LayerNorm's
-// dweight and dbias no longer wait on each other's launch.
+// dweight and dbias do not wait on each other's launch.
 #include "common/colsum.h"
 #include "common/launch.h"
 #include "common/pdl.cuh"

@@ -39,8 +39,8 @@ void check_cuda(cudaError_t err, const char* where, const char* call) {
 // current on this thread. A thread that has made no runtime call yet (PyTorch's autograd worker,
 // any new std::thread) reports device 0 from cudaGetDevice without a current context, and the
 // driver calls of the GEMM host code (cuTensorMapEncodeTiled, through CuTe's make_tma_copy) then
-// fail — on the H200 (2026-11-30) CuTe printed "TMA Desc Addr" and the process died with SIGSEGV
-// in the Linear backward. cudaSetDevice costs well under a microsecond.
+// fail — on the H200 CuTe prints "TMA Desc Addr" and the process dies with SIGSEGV (e.g. in
+// the Linear backward). cudaSetDevice costs well under a microsecond.
 DeviceGuard::DeviceGuard(int device, const char* fn) {
   int cur = -1;
   check_cuda(cudaGetDevice(&cur), fn, "cudaGetDevice");

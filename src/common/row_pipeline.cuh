@@ -3,7 +3,7 @@
 // mbarrier) while the threads work on the previous row block: kStages stages (two: double
 // buffering; one, for rows whose two blocks do not fit: the block after the next is fetched
 // into L2 meanwhile, prefetch()). Values live in shared memory, not in
-// registers, so a thread's register count no longer grows with N and every SM keeps a whole
+// registers, so a thread's register count does not grow with N and every SM keeps a whole
 // row block of loads in flight during the reduction and the stores.
 //
 // Layout of one stage: for each stream s, rows_per_cta rows of `slice` elements of s's dtype

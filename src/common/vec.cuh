@@ -139,6 +139,38 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) 
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 }
 
+/// prefetch_l2_bulk with an L2 cache policy (createpolicy's 64-bit value: l2_policy_*).
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes, uint64_t policy) {
+  asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(p),
+               "r"(bytes), "l"(policy)
+               : "memory");
+}
+
+/// L2 cache policies for the `.L2::cache_hint` operand of bulk copies (createpolicy, sm_80+):
+/// every line the access touches at evict-last / evict-first priority.
+__device__ __forceinline__ uint64_t l2_policy_evict_last() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+/// A bulk copy of `bytes` (a multiple of 16) from global src into shared::cluster dst,
+/// completing on mbarrier `bar` (complete_tx), with an L2 cache policy (cp.async.bulk, sm_90).
+__device__ __forceinline__ void copy_bulk_g2s(void* dst, const void* src, uint32_t bytes,
+                                              uint64_t* bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+      "l"(src), "r"(bytes), "r"(static_cast<uint32_t>(__cvta_generic_to_shared(bar))),
+      "l"(policy)
+      : "memory");
+}
+
 /// Loads K consecutive elements of type U starting at p into a Packed, unconverted (kernels
 /// that keep values in registers across a reduction hold them packed: half the registers of
 /// fp32 for 16-bit types).
@@ -183,7 +215,7 @@ template <typename U, int K, Cache kCache = Cache::kStream>
 __device__ __forceinline__ void load_vec(const U* p, float (&out)[K]) {
   Packed<U, K> v;
   load_packed<kCache>(p, v);
-  unpack(v, out);  // bf16: 2 bit operations per pair instead of PRMT + 2 shifts (SASS, 4416e85)
+  unpack(v, out);  // bf16: 2 bit operations per pair instead of PRMT + 2 shifts (SASS)
 }
 
 /// Stores K consecutive elements of type U at p (aligned as for load_vec).

@@ -46,8 +46,8 @@ class AutotuneCache {
 /// (with output 1's dtype), as gemm_tune_key writes it, e.g.
 /// "sm90 sms132 m8192 n8192 k4096 l1 bf16.bf16>bf16 A:k B:m C:- epi:lincomb"; majors end in
 /// " io:plain" where C, D or D1 is out of TMA's reach (the epilogue's plain loads and stores).
-/// Keys of older versions had no SM count and no C dtype: their entries are never matched, so
-/// those problems are tuned again (and both lines stay in the file; delete it to drop the old).
+/// Keys without the SM count or C's dtype (an older key format) are never matched, so those
+/// problems are tuned again (both lines stay in the file; delete it to drop the stale ones).
 std::string autotune_key(int cc, int sms, long long M, long long N, long long K, long long L,
                          const std::string& dtypes, const std::string& majors,
                          const std::string& epilogue);

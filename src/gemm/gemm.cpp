@@ -347,7 +347,7 @@ void check_compiled_dtypes(const ArgCheck& chk, const GemmProblem& p, const char
 }
 
 // Tile choice (at launch; can_implement makes no CUDA call), among the instances of the same
-// dtypes and majors: QUACK_GEMM_TILE (the kernel name's tile part, e.g. "128x192pp") or the older
+// dtypes and majors: QUACK_GEMM_TILE (the kernel name's tile part, e.g. "128x192pp") or
 // QUACK_GEMM_TILE_N (tile_key) force a configuration where its instance exists (unset, empty or
 // "auto": the rule); else the rule of tile_rule.h (small M·N: 64x128 or 128x64; pingpong 128x128
 // or 128x192 with ≥ 4 tiles per SM, the one of least estimated time, from K = 4096 (kShortK) against
@@ -595,8 +595,8 @@ Plan plan_gemm(const GemmArgs& g) {
     chk.fail(std::string("b has dtype ") + dtype_name(g.b.dtype) + ", expected " + dtype_name(g.a.dtype) +
              " (a's dtype; mixed input dtypes are not supported)");
   chk.dtype_in(g.d, "d", {g.a.dtype, DType::kFloat32});
-  // C: d's dtype, or float32 added into a bf16 d of bf16 inputs (the _cf32 instances; GPU
-  // tests passed on the H200 at 4c9df5f).
+  // C: d's dtype, or float32 added into a bf16 d of bf16 inputs (the _cf32 instances; their GPU
+  // tests pass on the H200).
   const bool c_f32_ok = g.a.dtype == DType::kBFloat16 && g.d.dtype == DType::kBFloat16;
   if (g.c.present() && g.c.dtype != g.d.dtype && !(c_f32_ok && g.c.dtype == DType::kFloat32))
     chk.fail(std::string("c has dtype ") + dtype_name(g.c.dtype) + ", expected " + dtype_name(g.d.dtype) +

@@ -87,11 +87,13 @@ __device__ __forceinline__ unsigned char* row_stage_stream(unsigned char* stage,
 /// without bytes. Called after a CTA barrier that follows every thread's reads of the stage:
 /// the proxy fence orders those generic-proxy reads before the copy engine's writes (the
 /// async proxy; PTX ISA, "Proxies": ordering across proxies needs a proxy fence).
+/// hinted: every copy with the L2 cache policy copy_policy (createpolicy's value); else none.
 template <class D, int kIn, int kChunk>
 __device__ __forceinline__ void row_stage_issue(const RowParams& p, unsigned char* stage,
                                                 uint64_t* full, int64_t row, int64_t col0,
                                                 int slice_vecs, const bool (&present)[kIn],
-                                                uint32_t present_words) {
+                                                uint32_t present_words, bool hinted = false,
+                                                uint64_t copy_policy = 0) {
   cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
   if (slice_vecs == 0) {  // ≥ 0
     cuda::ptx::mbarrier_arrive(full);
@@ -103,12 +105,14 @@ __device__ __forceinline__ void row_stage_issue(const RowParams& p, unsigned cha
   row_for<kIn>([&](auto S) {
     constexpr int s = decltype(S)::value;
     using T = row_in_t<D, s>;
-    if (present[s])
-      cuda::ptx::cp_async_bulk(
-          cuda::ptx::space_cluster, cuda::ptx::space_global,
-          row_stage_stream<D, kIn, kChunk>(stage, S),
-          static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col0,
-          uint32_t(slice_vecs) * 16 * row_in_words_of<D, kIn, s>(), full);
+    if (!present[s]) return;
+    const T* src = static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col0;
+    const uint32_t bytes = uint32_t(slice_vecs) * 16 * row_in_words_of<D, kIn, s>();
+    if (hinted)
+      copy_bulk_g2s(row_stage_stream<D, kIn, kChunk>(stage, S), src, bytes, full, copy_policy);
+    else
+      cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global,
+                               row_stage_stream<D, kIn, kChunk>(stage, S), src, bytes, full);
   });
 }
 
@@ -169,20 +173,30 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
   }
   __syncthreads();
   if (cluster_n > 1) cluster_arrive_relaxed();  // waited on before the first remote store
+  // The L2 use (RingL2, row_params.h), read from the parameter space where it is needed and
+  // the cache policies made there (one instruction each, thread 0): no register held across
+  // rows (the 64-register entries have none to spare).
   // Thread 0: this CTA's slices of `row` into stage `st`.
   auto issue = [&](int64_t row, int st) {
+    const RingL2 l2 = p.ring_l2;
+    const bool copy_first = l2 == RingL2::kPrefetchLastCopyFirst || l2 == RingL2::kPrefetchCopyFirst;
     row_stage_issue<D, kIn, kChunk>(p, smem + st * Layout::kStageBytes, &full[st], row, col0,
-                                    slice_vecs, present, present_words);
+                                    slice_vecs, present, present_words, copy_first,
+                                    copy_first ? l2_policy_evict_first() : 0);
   };
   // Thread 0: this CTA's slices of `row` into L2 only.
   auto prefetch = [&](int64_t row) {
-    if (slice_vecs == 0) return;
+    const RingL2 l2 = p.ring_l2;
+    if (slice_vecs == 0 || l2 == RingL2::kNoPrefetch) return;
+    const bool last = l2 == RingL2::kPrefetchLastCopyFirst || l2 == RingL2::kPrefetchLast;
     row_for<kIn>([&](auto S) {
       constexpr int s = decltype(S)::value;
       using T = row_in_t<D, s>;
-      if (present[s])
-        prefetch_l2_bulk(static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col0,
-                         uint32_t(slice_vecs) * 16 * row_in_words_of<D, kIn, s>());
+      if (!present[s]) return;
+      const T* src = static_cast<const T*>(p.in[s].ptr) + row * p.in[s].row_stride + col0;
+      const uint32_t bytes = uint32_t(slice_vecs) * 16 * row_in_words_of<D, kIn, s>();
+      if (last) prefetch_l2_bulk(src, bytes, l2_policy_evict_last());
+      else prefetch_l2_bulk(src, bytes);
     });
   };
   // This thread's vector slices, j·kTpr + t of the CTA's slice, for the whole kernel.

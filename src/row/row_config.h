@@ -193,7 +193,7 @@ struct RowConfig {
 //    (bf16 softmax fwd, kernel-only, TB/s at 16384 x 65536 / 131072, 8192 x 262144): 4.23 /
 //    4.13 / 3.84 against cl-t256v8's 4.21 / 4.21 / 4.14; its 32-value variants (4 CTAs of 256
 //    at 63 registers: 3.70 / 3.35 / -; 2 CTAs of 512 at 62: 3.59 / - / 3.09, run AE2) hold
-//    half the bytes in flight and were taken out.
+//    half the bytes in flight and are not among the configurations.
 //    cl-t256v8 is not persistent: a persistent loss-only variant (min(M, resident) clusters
 //    looping over the rows, the next row's loads into registers right after the fold)
 //    measured no better in run AA (kernel-only bf16 CE forward, TB/s, cl-t256v8-p /

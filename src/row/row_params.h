@@ -13,6 +13,7 @@
 //               (colsum) into the accumulation's output; nullptr: not asked for
 //   scalar[i]   op scalars                              e.g. eps, weight offset
 //   iscalar[i]  op integer scalars                      e.g. ignore_index, classes, flags
+//   ring_l2     the ring policy's L2 use (RingL2), from the plan
 //
 // A (M) vector is read as an (M, 1) operand: RowIO::offset(row, 0) (row_vector_io, row_op.h).
 // Absent operands (optional streams, vectors, per-row tensors) have ptr == nullptr.
@@ -33,6 +34,20 @@ inline constexpr int kRowMaxScalars = 5;  // cross-entropy: ε, z scale, c, 1/c,
 inline constexpr int kRowMaxAcc = 2;
 inline constexpr int kRowMaxIScalars = 4;
 
+/// The ring policy's use of L2 (RowPlan::ring_l2): its prefetch of the row kStages rows ahead
+/// (cp.async.bulk.prefetch.L2, policy_ring.cuh) and the cache policy of its stage copies. The
+/// plan takes kPrefetch; the others are A/B entries for quack-bench's --ring-l2 (run AY: every
+/// ring user read 3-10 % of its input twice with kPrefetch, the prefetched lines evicted before
+/// the row's copy).
+enum class RingL2 : int {
+  kPrefetch = 0,           // prefetch, no cache hints
+  kPrefetchLastCopyFirst,  // prefetch at evict-last, stage copies at evict-first
+  kPrefetchLast,           // prefetch at evict-last, stage copies without a hint
+  kNoPrefetch,             // no prefetch, no hints
+  kPrefetchCopyFirst,      // prefetch without a hint, stage copies at evict-first
+};
+inline constexpr int kRingL2Count = 5;
+
 struct RowParams {
   RowGeometry g;  // rows = M, cols = N; cluster_n of the ring and general policies
   RowIO in[kRowMaxIn];
@@ -43,6 +58,7 @@ struct RowParams {
   float* part[kRowMaxAcc] = {nullptr, nullptr};
   float scalar[kRowMaxScalars] = {};
   int64_t iscalar[kRowMaxIScalars] = {0, 0, 0, 0};
+  RingL2 ring_l2 = RingL2::kPrefetch;
 };
 
 }  // namespace quack::detail

@@ -559,6 +559,7 @@ void run_row_call(const RowCall& c, const RowPlan& plan_in, cudaStream_t stream,
   RowPlan plan = plan_in;
   RowParams p = c.p;
   p.g = plan.g;
+  p.ring_l2 = plan.ring_l2;
   if (n_acc > 0) {
     const size_t need = row_call_workspace(c, plan);
     const ArgCheck chk(c.fn);

@@ -195,7 +195,7 @@ __device__ __forceinline__ uint32_t topk_entry_lop3(uint32_t key, uint32_t r, ui
 }
 
 /// c |= bit where x ≥ t (false for NaN): FSETP and a predicated LOP3 (a compare's 0 / ~0
-/// result AND-ed in became FSETP, SEL and LOP3).
+/// result AND-ed in compiles to FSETP, SEL and LOP3).
 __device__ __forceinline__ void topk_or_if_ge(uint32_t& c, float x, float t, uint32_t bit) {
   asm("{\n\t.reg .pred p;\n\tsetp.ge.f32 p, %1, %2;\n\t@p or.b32 %0, %0, %3;\n\t}"
       : "+r"(c)
@@ -573,9 +573,9 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
     if constexpr (kF32 && kFit) {
       // The thread's max, then Σ e^(x − max) in one chain (the vector-by-vector fold let ptxas
       // hold every vector's exponentials at once: 159 live registers at K 8, E 64, fit). Each
-      // pass reads a copy of each vector: reading pk[u] in place made this branch the kernel's
-      // register peak (fp32 fit K 8 E 64: 116 registers, now 96, those of the kernel without
-      // this branch; E 128: 210, now 162).
+      // pass reads a copy of each vector: reading pk[u] in place makes this branch the kernel's
+      // register peak (fp32 fit K 8 E 64: 116 registers against the copies' 96, those of the
+      // kernel without this branch; E 128: 210 against 162).
       float mx = kNegInf;
 #pragma unroll
       for (int u = 0; u < V; ++u) {
@@ -619,7 +619,7 @@ __global__ void __launch_bounds__(kTopkBitonicThreads, (topk_bitonic_min_ctas<T,
       // Σ x0·x1 over the pairs, four sums (FFMA, FMA pipe: one per two elements): ±inf or NaN
       // where some x is (inf·0 = NaN, inf + −inf = NaN, neither ever finite again), or where a
       // product or a sum overflows (|x| ≳ 1e19: the integer path, exact); one FSETP.GEU at the
-      // end (the pairwise FSETP.NAN before had no infinities to find).
+      // end (the integer path's pairwise FSETP.NAN, below, looks for NaN only).
       float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int u = 0; u < V; ++u) {

@@ -144,8 +144,8 @@ inline constexpr int kTopkBitonicPlanMaxN = 2048;
 
 // Power-of-2 rows (topk_bitonic_fits) that the rule above plans run the `fit` instance. From N
 // = kTopkBitonicFitMinN on, E = 128 (T = N / 128); below, the plan's own E and T (then T·E =
-// N). Source: H200, bf16, M = 65536, kernel-only (quack-bench topk --config all, run T at
-// 3a19ebc), TB/s of x read:
+// N). Source: H200, bf16, M = 65536, kernel-only (quack-bench topk --config all, run T),
+// TB/s of x read:
 //                 fit e128   fit e64   generic (16 × 64, 32 × 64, 32 × 128)   best queue
 //   N 1024 k 8    1.901      1.640     1.381                                  0.819
 //   N 2048 k 8    1.977      1.657     1.424                                  0.945
@@ -170,11 +170,11 @@ inline constexpr int kTopkBitonicFitElems = 128;
 //   (N 2048, k 8)   fit 32 × 64      0.1665                    queue 0.3166
 //   (N 1024, k 16)  fit 16 × 64      0.123  (generic: 0.174)   queue 0.266
 //   (N 512, k 16)   fit 8 × 64       0.0676
-//   run Z (81a91a0, the kernel at ~21 SASS instructions per element):
+//   run Z3 (the kernel at ~21 SASS instructions per element):
 //   (N 1024, k 8)   fit 16 × 64      0.089                     queue 0.180 (E 128 × 8: 0.107)
 //   (N 2048, k 16)  fit 32 × 64      0.247                     queue 0.334 (prefix bound)
 //   (N 1024, k 32)  fit 32 × 32      0.275                     queue 0.286
-//   run AD (f977a01), k 32:
+//   run AD1, k 32:
 //   (N 1024)        fit 32 × 32      0.2743 (generic 0.3144)   queue 0.2851
 //   (N 512)         fit 16 × 32      0.1392 (generic 0.1672)   queue 0.2065
 //   (N 256)         fit 8 × 32       0.0794 (generic 0.0965)   queue 0.1858
@@ -199,8 +199,9 @@ inline constexpr int kTopkRadixElems = 16;
 
 // The plan's radix class: 16-bit x from N = 4096 (to kTopkRadixMaxN16) where the bitonic class
 // does not hold (k > 16 at N = 4096), but for N ≤ kTopkSparseOverRadixMaxN with k ≥
-// kTopkPrefixMinK, where the queue kernel's sparse offer is ahead (kTopkSparseOverRadixMaxN). Source: H200, bf16, kernel-only (quack-bench topk, run X
-// at e0f2c91), ms per call, the radix kernel (E = 16) against the plan's entry before it:
+// kTopkPrefixMinK, where the queue kernel's sparse offer is ahead (kTopkSparseOverRadixMaxN).
+// Source: H200, bf16, kernel-only (quack-bench topk, run X), ms per call, the radix kernel
+// (E = 16) against the entries the plan takes without it:
 //   (M, N, k)              radix e16   queue (prefix 32)   bitonic (fit)
 //   16384 x 4096 x 128     0.1635      0.2920              -
 //   16384 x 4096 x 32      0.1193      0.1645              -

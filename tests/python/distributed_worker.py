@@ -123,7 +123,7 @@ def exit_worker():
     """End a spawned worker with status 0 once its outputs are written and its process group
     destroyed, without the interpreter's finalization: gloo's threads can still hold work
     objects then, and tearing those down can abort the process ('terminate called without an
-    active exception', SIGABRT: CI of 2026-12-06 in test_fsdp2_matches_unsharded[2]; the
+    active exception', SIGABRT, seen in CI in test_fsdp2_matches_unsharded[2]; the
     mechanism: pytorch/pytorch PR 179291). An exception in the worker never gets here: spawn
     reports it."""
     sys.stdout.flush()

@@ -507,7 +507,7 @@ def test_c05_mean_with_ignored(reduction, dtype):
 
 # The prediction word set both ways: 'sum' / 'mean' take the training path, whose forward
 # writes dx (word 1) or leaves it to the backward's recompute (word 0); without setting it, the
-# earlier tests' last grad_output decided which path ran. ('none' takes the backward from lse
+# earlier tests' last grad_output would decide which path runs. ('none' takes the backward from lse
 # either way.)
 @pytest.mark.parametrize("word", [0, 1])
 @pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
@@ -792,8 +792,8 @@ def test_fast_path_matches_custom_op(monkeypatch):
 @pytest.mark.parametrize("force_custom", [False, True])
 def test_grad_only_for_inputs_without_gradient(monkeypatch, force_custom):
     """Only the class weight, or lse_partial / target_logit beside the logits, require grad:
-    they get no gradient, so nothing is recorded (the custom-op path detached them as the
-    eager paths do; it used to record the op and fail in the backward on the (0,) lse
+    they get no gradient, so nothing is recorded (the custom-op path detaches them as the
+    eager paths do; recording the op would fail in the backward on the (0,) lse
     placeholder)."""
     monkeypatch.setattr(reg, "FORCE_CUSTOM_OP", force_custom)
     M, V = 32, 512

@@ -986,7 +986,7 @@ def test_compile_fullgraph_forward_backward():
 def test_compile_mlp_backward_has_no_torch_activation_gradient():
     """Inside mlp postact gets no gradient (act_linear's backward gives preact's): the compiled
     backward holds gemm_dgated and no act' in torch. torch.compile materializes a zero gradient
-    for an output without one; unmarked, it went through act' (sigmoid) and was added."""
+    for an output without one; unmarked, it would go through act' (sigmoid) and be added."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 

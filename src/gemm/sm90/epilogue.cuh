@@ -57,8 +57,8 @@ struct EpilogueParams {
   TmaD tma_d;
   TmaD1 tma_d1;  // NoTma with one output
   // Plain addresses of the outputs for the stores TMA cannot make exactly: a TMA store whose box
-  // crosses column N wrote the row padding up to the next 16-byte boundary on the H200
-  // (2026-11-30, test_gemm.cpp tails; every row but the last), so when a row of an output is not
+  // crosses column N writes the row padding up to the next 16-byte boundary on the H200
+  // (test_gemm.cpp tails; every row but the last), so when a row of an output is not
   // a multiple of 16 bytes the subtile that crosses column N is stored by the consumer threads.
   void* d_ptr;
   int64_t ldd, batch_d;
@@ -159,7 +159,7 @@ struct CollectiveEpilogue {
   // C is loaded into the D buffer it is about to become (CUTLASS's ReuseSmemC) when both have
   // the same width; the saved C buffer pays for more D buffers in flight. The stores' smem
   // reads complete about a microsecond after issue on the H200 under a full write load (ncu,
-  // 8192x8192x128 at 4c9df5f: 16 KB of stores in flight per SM gave 1.6 TB/s of D; cuBLAS's
+  // 8192x8192x128: 16 KB of stores in flight per SM gave 1.6 TB/s of D; cuBLAS's
   // same 128x256 tile 2.5 TB/s), so the bytes in flight per SM set the epilogue's speed.
   static constexpr bool kSameWidthC = sizeof(ElementC) == sizeof(ElementD);
   // Output 1's columns per output 0's (2 for a gated visitor: postact has N / 2 columns) and its
@@ -204,9 +204,8 @@ struct CollectiveEpilogue {
   //   device A/B variants; that may cost or give mainloop stages). With EpiInPlace (A/B) the
   //   ring's slots are output 0's buffers too (kStagesDBuffers) and loads run kStagesC − 1 ahead.
   // The stores' smem reads complete about a microsecond after issue on the H200 under a full
-  // write load (ncu, 8192x8192x128 at 4c9df5f: 16 KB of stores in flight per SM gave 1.6 TB/s of
-  // D; cuBLAS's same 128x256 tile 2.5 TB/s), so the bytes in flight per SM set the epilogue's
-  // speed.
+  // write load (ncu, 8192x8192x128: 16 KB of stores in flight per SM gave 1.6 TB/s of D;
+  // cuBLAS's same 128x256 tile 2.5 TB/s), so the bytes in flight per SM set the epilogue's speed.
   static constexpr int kStagesOneOutput = kSameWidthC ? Tile::kEpiStages : 2;
   static constexpr int kStagesD0 = (kStagesOneOutput * Tile::EpiN + EpiN * kOutputs - 1) / (EpiN * kOutputs);
   static constexpr int kSmemDefault = smem_out(kStagesD0) + (kSameWidthC ? 0 : kEpiGroups * int(kCBytes));

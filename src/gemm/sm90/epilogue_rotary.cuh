@@ -114,8 +114,8 @@ struct RotaryEpilogue : LinFirstVisitor<RotaryEpilogue> {
 
   // Branch-free: the loop over j has no control flow (the column step and the row step wrap by
   // one conditional subtraction, the columns past `cols` are selected, not skipped). A `while`
-  // wrap and a `continue` per j made each j a basic block of its own, whose loads were waited for
-  // before the next j's were issued: 4 round trips to L2 per subtile, 48 per 128x192 tile. ptxas
+  // wrap and a `continue` per j make each j a basic block of its own, whose loads are waited for
+  // before the next j's are issued: 4 round trips to L2 per subtile, 48 per 128x192 tile. ptxas
   // still places each j's math right after its loads on the 128x192 pingpong tile (few free
   // registers beside the accumulators), so the latency is hidden by prefetch() instead: the
   // loads find their lines in L1.

@@ -49,8 +49,8 @@ void run_gemm(const GemmProblem& p, cudaStream_t stream, const char* where) {
   params.num_work = params.sched.tiles();
   // The dynamic scheduler counts work in 32-bit atomics: beyond 2^31 - 1 cluster tiles (far past
   // any real problem) the static schedule runs instead. It also needs a cluster launch: its
-  // st.async / mapa exchange raised "illegal instruction" in a launch without clusters (H200,
-  // 1d1e1ff, 128x64c1), so the cluster-less instances run the static schedule.
+  // st.async / mapa exchange raises "illegal instruction" in a launch without clusters (H200,
+  // 128x64c1), so the cluster-less instances run the static schedule.
   if (params.sched.tiles() > int64_t(INT32_MAX) || Tile::kClusterSize == 1) params.tile_counter = nullptr;
 
   // The visitor's specialised copies and its generic path as two kernels (Epilogue::kSplitPaths,

@@ -58,7 +58,7 @@ struct CeCase {
   const std::vector<double>* logits = nullptr;
   // bwd (each row's dx its own: a per-row dloss): dx compared with the reference on
   // sample_rows(M, V) only, every row of small cases; the other rows checked finite (counted
-  // targets) or exactly 0 (ignored rows), lse from the reference of every row as before.
+  // targets) or exactly 0 (ignored rows); lse from the reference for every row either way.
   bool sample_rows = false;
 };
 

@@ -442,7 +442,7 @@ TEST_F(Gemm, EveryTileConfig) {
 
 // A call from a thread that has made no CUDA call yet (PyTorch's autograd worker runs the
 // Linear backward on one): the host code's driver calls need the primary context current there
-// (DeviceGuard). Before the fix CuTe's TMA descriptor encoding failed and the process died.
+// (DeviceGuard). Without it CuTe's TMA descriptor encoding fails and the process dies.
 TEST_F(Gemm, CallFromNewThread) {
   Rng rng(11);
   const int64_t M = 74, N = 256, K = 384;  // the Linear dgrad of test_linear.py: a, b row-major

@@ -188,7 +188,7 @@ void run_case(const ActCase& c, std::vector<double>* out_d = nullptr, std::vecto
   const std::vector<double> a = random_values(rng, L * M * K, ab);  // (L, M, K)
   const std::vector<double> b = random_values(rng, L * K * N, ab);  // (L, K, N)
   // C or preact. Not drawn where nothing reads it and nothing is drawn after it (gemm_act without
-  // C or a bias): an (L, M, N) draw saved, every other case's numbers as before.
+  // C or a bias): an (L, M, N) draw saved; the other cases' numbers are unaffected.
   const bool draw_c = c.dact || c.with_c || c.bias != 0;
   std::vector<double> cv = draw_c ? random_values(rng, L * M * N, bf, 0.0, c.dact ? c.preact_std : 1.0)
                                   : std::vector<double>(size_t(L * M * N), 0.0);
@@ -706,8 +706,8 @@ TEST_F(GemmActEdge, C09NanInfInCPropagateWithBeta) {
 // over x in [−12, 10] (both tails: Φ(−12) ≈ 1.8e-33), a and b random ±1 (acc an exact even
 // integer), alpha = 1/64, beta = 1 (the epilogue) and K = 0 (the fill); postact against
 // gelu_erf(the stored fp32 preact: the value the kernel activated). Bound: 3e-6 + 8e-8·x²
-// relative (the fit's fp32 error is ~7e-7 below |x| = 3 and ~5e-6 at 10; the erff form it
-// replaced was 57 % off at x = −5.5 and 0 below −8).
+// relative (the fit's fp32 error is ~7e-7 below |x| = 3 and ~5e-6 at 10; Φ through
+// 1 + erff(x/√2) is 57 % off at x = −5.5 and 0 below −8).
 TEST_F(GemmActEdge, GeluErfPhiRelativeFp32) {
   const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
   const int64_t M = 128, N = 256;

@@ -184,7 +184,7 @@ void run_case(const GatedCase& c, std::vector<double>* out_d = nullptr, std::vec
   const std::vector<double> a = random_values(rng, L * M * K, ab);
   const std::vector<double> b = random_values(rng, L * K * N, ab, 0.0, 0.25);  // (L, K, N) logical
   // C or preact. Not drawn where nothing reads it and nothing is drawn after it (gemm_gated
-  // without C or a bias): an (L, M, N) draw saved, every other case's numbers as before.
+  // without C or a bias): an (L, M, N) draw saved; the other cases' numbers are unaffected.
   const bool draw_c = c.dgated || c.with_c || c.bias != 0;
   std::vector<double> cv = draw_c ? random_values(rng, L * M * pre_cols, pre_t, 0.0, c.dgated ? 2.0 : 1.0)
                                   : std::vector<double>(size_t(L * M * pre_cols), 0.0);

@@ -320,6 +320,67 @@ TEST_F(SoftmaxErrors, DevicePastTheCount) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+// The ring policy's L2 modes (RingL2: its prefetch and the stage copies' cache policies) move
+// lines in L2, never values: every mode's outputs are bitwise the plan's mode's, which match
+// the float64 reference. bf16 rows of 128 KB (clusters of 2); 600 rows, so every persistent
+// cluster refills its stages and prefetches. Forward on ring-t1024v4-s3, backward (two
+// streams) on ring-t1024v2-s3.
+class SoftmaxRingL2 : public GpuTest {};
+
+TEST_F(SoftmaxRingL2, EveryModeBitwise) {
+  constexpr int64_t M = 600, N = 65536;
+  constexpr DType T = DType::kBFloat16;
+  Rng rng(4242);
+  const std::vector<double> xh = random_values(rng, M * N, T, 0.0, 2.0);
+  const std::vector<double> dyh = random_values(rng, M * N, T);
+  const DeviceTensor x = upload(xh, T, M, N), dy = upload(dyh, T, M, N);
+  const DeviceTensor y = alloc_tensor(T, M, N), dx = alloc_tensor(T, M, N);
+  SoftmaxFwdArgs fa;
+  fa.x = x.ref;
+  fa.out = y.ref;
+  SoftmaxBwdArgs ba;
+  ba.y = y.ref;
+  ba.dy = dy.ref;
+  ba.dx = dx.ref;
+  const detail::RowCall fc = detail::softmax_fwd_call(fa, false);
+  const detail::RowCall bc = detail::softmax_bwd_call(ba, false);
+  detail::RowPlan fp = detail::plan_row_call(fc, detail::row_config_index("ring-t1024v4-s3"));
+  detail::RowPlan bp = detail::plan_row_call(bc, detail::row_config_index("ring-t1024v2-s3"));
+  ASSERT_EQ(fp.policy, detail::RowPolicy::kRing);
+  ASSERT_EQ(bp.policy, detail::RowPolicy::kRing);
+  ASSERT_GT(fp.cluster_n, 1);
+  std::vector<unsigned char> y0, dx0;
+  for (int mode = 0; mode < detail::kRingL2Count; ++mode) {
+    SCOPED_TRACE("ring_l2 " + std::to_string(mode));
+    fp.ring_l2 = bp.ring_l2 = static_cast<detail::RingL2>(mode);
+    y.poison();
+    detail::run_row_call(fc, fp, nullptr);
+    QUACK_CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<unsigned char> yb = download_bytes(y);
+    if (mode == 0) {
+      y0 = yb;
+      const std::vector<double> yref = ref::softmax_fwd_ref(M, N, xh.data(), false);
+      ASSERT_TRUE(close_rows("out", download(y), yref, M, N, tolerance(T), nullptr, true,
+                             underflow_floor(T)));
+    } else {
+      EXPECT_TRUE(yb == y0) << "softmax fwd differs from ring_l2 0";
+    }
+    dx.poison();
+    detail::run_row_call(bc, bp, nullptr);  // from this mode's y: bitwise mode 0's
+    QUACK_CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<unsigned char> dxb = download_bytes(dx);
+    if (mode == 0) {
+      dx0 = dxb;
+      const std::vector<double> yc = download(y);
+      const ref::SoftmaxBwdRef dref = ref::softmax_bwd_ref(M, N, yc.data(), dyh.data(), false);
+      ASSERT_TRUE(close_rows("dx", download(dx), dref.dx, M, N, tolerance(T), &dref.row_terms,
+                             false, underflow_floor(T)));
+    } else {
+      EXPECT_TRUE(dxb == dx0) << "softmax bwd differs from ring_l2 0";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, SoftmaxLayouts,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool()),
                          [](const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {

@@ -2,7 +2,7 @@
 // call (no GPU): a rank above TensorRef::kMaxDims, a view whose elements span more than 2^62
 // bytes (its element count or offsets would wrap int64), a base address not aligned to the
 // element size; and apply_rotary's seqlen_offset near 2^63 (S + seqlen_offset wrapped). Also
-// the size limits of topk_fwd and apply_rotary that had no test. Each case breaks one argument
+// the size limits of topk_fwd and apply_rotary. Each case breaks one argument
 // of a call whose other arguments are valid (the Baseline tests of each op's own file).
 #include <gtest/gtest.h>
 
@@ -213,8 +213,8 @@ TEST(BadInput, RankAboveFourNamesTheArgument) {
 }
 
 // A view whose element count or farthest byte offset exceeds 2^62 bytes: no memory holds it,
-// and its sizes wrap int64 arithmetic (B·S of 2^40 · 2^40 became 0 and apply_rotary returned
-// without doing anything; N = 2^62 float32 reached the launch).
+// and its sizes wrap int64 arithmetic (B·S of 2^40 · 2^40 wraps to 0, where apply_rotary would
+// return without doing anything; N = 2^62 float32 would reach the launch).
 TEST(BadInput, ElementsSpanningMoreThan2To62BytesAreRejected) {
   const std::string span = "its element count or extent exceeds 2^62 bytes";
   const int64_t k40 = int64_t{1} << 40;
@@ -270,8 +270,8 @@ TEST(BadInput, ElementsSpanningMoreThan2To62BytesAreRejected) {
 }
 
 // A base address that is not a multiple of the element size: the kernels' element loads and
-// stores would fault (misaligned address, a sticky CUDA error). GEMM operands had this check;
-// every other op's tensors now have it too. Element-aligned addresses that break only the
+// stores would fault (misaligned address, a sticky CUDA error). Every op's tensors get this
+// check, GEMM operands included. Element-aligned addresses that break only the
 // 16-byte vector paths still run (the general paths), and empty tensors are not addressed.
 TEST(BadInput, BaseAddressesAlignedToTheirElements) {
   const std::string msg = "expected the alignment of its elements";
@@ -348,7 +348,7 @@ TEST(BadInput, RotarySeqlenOffsetNearInt64Max) {
   expect_invalid([&] { rot(a); }, "apply_rotary", {"cos has 32 rows", "16 + 9223372036854775797"});
 }
 
-// Size limits that had no test: topk_fwd's grid (one row per block index: M ≤ 2^31 − 1) and
+// Size limits: topk_fwd's grid (one row per block index: M ≤ 2^31 − 1) and
 // apply_rotary's 32-bit per-token offsets (heads · D ≤ 2^31 − 1, per tensor and q, k, v
 // together).
 TEST(BadInput, SizeLimitsWithoutTests) {

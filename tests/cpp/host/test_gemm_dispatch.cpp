@@ -176,7 +176,7 @@ TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
   unsetenv("QUACK_GEMM_TILE_N");
   EXPECT_EQ(std::string(n128), rule_dw);
   EXPECT_EQ(std::string(n256), "gemm_sm90_128x256_bf16_f32_mm");
-  // Without a name part every group is forced, as before.
+  // Without a name part every group is forced.
   EXPECT_EQ(launched(dx, "128x128pp"), "gemm_sm90_128x128ppe128_bf16_bf16_km");
 }
 
