@@ -17,7 +17,17 @@ ab() {  # one pass over the modes in the order given
     $Q softmax --dir bwd --dtype bf16 --shapes 16384x65536 --ring-l2 $m --ms 100
   done
 }
-export -f ab; export Q
-run ring_l2_ab 130 bash -c "ab 0 1 2 3 4 0"
+quick() {  # AZ_QUICK=1: the two forwards at 65536 only (a call with little budget)
+  for m in "$@"; do
+    $Q rmsnorm --dir fwd --dtype bf16 --shapes 16384x65536 --ring-l2 $m --ms 40
+    $Q layernorm --dir fwd --dtype bf16 --wdtype x --shapes 16384x65536 --ring-l2 $m --ms 40
+  done
+}
+export -f ab quick; export Q
+if [ -n "${AZ_QUICK:-}" ]; then
+  run ring_l2_quick 60 bash -c "quick 0 1 2 3 4 0"
+else
+  run ring_l2_ab 130 bash -c "ab 0 1 2 3 4 0"
+fi
 NCU="ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum -k regex:row_ring_kernel --launch-count 1 --csv"
 run ring_l2_dram 70 bash -c "for m in 0 1 2 3 4; do for a in 'rmsnorm --dir fwd --shapes 16384x65536' 'layernorm --dir fwd --wdtype x --shapes 16384x65536'; do echo \"== \$a mode \$m\"; $NCU $Q \$a --dtype bf16 --ms 5 --ring-l2 \$m 2>&1 | grep -E 'dram__|gpu__time|No kernels' | awk -F'\",\"' '{print \$(NF-2), \$(NF-1), \$NF}'; done; done"
