@@ -34,7 +34,7 @@ inline constexpr int kRowMaxScalars = 5;  // cross-entropy: ε, z scale, c, 1/c,
 inline constexpr int kRowMaxAcc = 2;
 inline constexpr int kRowMaxIScalars = 4;
 
-/// The ring policy's use of L2 (RowPlan::ring_l2): its prefetch of the row kStages rows ahead
+/// The ring policy's use of L2 (RowPlan::ring_l2): its prefetch of the row kStages + 1 rows ahead
 /// (cp.async.bulk.prefetch.L2, policy_ring.cuh) and the cache policy of its stage copies. The
 /// plan takes kPrefetch; the others are A/B entries for quack-bench's --ring-l2 (run AY: every
 /// ring user read 3-10 % of its input twice with kPrefetch, the prefetched lines evicted before

@@ -240,7 +240,7 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
 //    backward from lse): kernel-only 0.742 ms against the ring's 0.760 (ring-t1024v2-s6-x2
 //    0.734, t1024v4 0.749); ncu with L2 flushed (as do_bench): 728 against 746-761 us, QuACK
 //    0.2.0's 717, DRAM reads 1.076 GB (x once) against the ring's 1.157-1.171: the ring's L2
-//    prefetch of the row kStages rows ahead (kRingL2Ahead) is evicted under the dx stores
+//    prefetch of the row kStages + 1 rows ahead (kRingL2Ahead) is evicted under the dx stores
 //    before its bulk copy at this row length. By the acceptance method (AX6) the backward from
 //    lse 0.969 x QuACK on the map against 0.946 on the ring, the scaled step (its recompute on
 //    the map, 0.745 ms kernel-only against the ring's 0.783 in AW1) 0.974 against 0.940. The
