@@ -63,6 +63,21 @@ def save(fig, out, name):
     print(f"{path}: {os.path.getsize(path) // 1024} KB")
 
 
+def grouped_bars(axis, rows, groups, series, group_key, series_key, color, label):
+    """One bar per (group, series) found in rows, groups along x and the series side by side
+    within each; color(j, name) and label(name) for series j. Returns the bar width."""
+    width = 0.8 / len(series)
+    for j, name in enumerate(series):
+        xs, ys = [], []
+        for i, g in enumerate(groups):
+            for r in rows:
+                if r[series_key] == name and r[group_key] == g:
+                    xs.append(i + (j - (len(series) - 1) / 2) * width)
+                    ys.append(r["value"])
+        axis.bar(xs, ys, width, color=color(j, name), label=label(name))
+    return width
+
+
 def plot_rows(data, out):
     ours = [r for r in data if r["chart"] == "rows"]
     peer_copy = [r for r in data if r["chart"] == "rows_peer_copy"]
@@ -70,15 +85,9 @@ def plot_rows(data, out):
     ops = ordered(r["series"] for r in ours)
     shapes = ordered(r["shape"] for r in ours)
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [3, 2]})
-    width = 0.8 / len(shapes)
-    for j, shape in enumerate(shapes):
-        xs, ys = [], []
-        for i, op in enumerate(ops):
-            for r in ours:
-                if r["series"] == op and r["shape"] == shape:
-                    xs.append(i + (j - (len(shapes) - 1) / 2) * width)
-                    ys.append(r["value"])
-        ax.bar(xs, ys, width, color=SHAPE_COLORS[j % len(SHAPE_COLORS)], label=f"ours {pretty(shape)}")
+    width = grouped_bars(ax, ours, ops, shapes, "series", "shape",
+                         lambda j, _: SHAPE_COLORS[j % len(SHAPE_COLORS)],
+                         lambda shape: f"ours {pretty(shape)}")
     for r in peer_copy:
         i, j = ops.index(r["series"]), shapes.index(r["shape"])
         ax.plot(i + (j - (len(shapes) - 1) / 2) * width, r["value"], marker="D", ms=6,
@@ -123,16 +132,9 @@ def plot_ce(data, out):
                                     (bx, vs, "ours ÷ QuACK 0.2.0 (> 1: ours faster)", 1.0)):
         calls = ordered(r["series"] for r in rows)
         shapes = ordered(r["shape"] for r in rows)
-        width = 0.8 / len(shapes)
-        for j, shape in enumerate(shapes):
-            xs, ys = [], []
-            for i, call in enumerate(calls):
-                for r in rows:
-                    if r["series"] == call and r["shape"] == shape:
-                        xs.append(i + (j - (len(shapes) - 1) / 2) * width)
-                        ys.append(r["value"])
-            axis.bar(xs, ys, width, color=SHAPE_COLORS[j % len(SHAPE_COLORS)],
-                     label=f"M × V = {pretty(shape)}")
+        grouped_bars(axis, rows, calls, shapes, "series", "shape",
+                     lambda j, _: SHAPE_COLORS[j % len(SHAPE_COLORS)],
+                     lambda shape: f"M × V = {pretty(shape)}")
         if ref is not None:
             axis.axhline(ref, color="k", lw=1)
         axis.set_xticks(range(len(calls)))
@@ -156,15 +158,8 @@ def plot_gemm(data, out):
         rows = [r for r in data if r["chart"] == chart]
         shapes = ordered(r["shape"] for r in rows)
         impls = ordered(r["impl"] for r in rows)
-        width = 0.8 / len(impls)
-        for j, impl in enumerate(impls):
-            xs, ys = [], []
-            for i, shape in enumerate(shapes):
-                for r in rows:
-                    if r["impl"] == impl and r["shape"] == shape:
-                        xs.append(i + (j - (len(impls) - 1) / 2) * width)
-                        ys.append(r["value"])
-            axis.bar(xs, ys, width, color=COLORS.get(impl, "k"), label=impl)
+        grouped_bars(axis, rows, shapes, impls, "shape", "impl",
+                     lambda _, impl: COLORS.get(impl, "k"), lambda impl: impl)
         axis.set_xticks(range(len(shapes)))
         axis.set_xticklabels([pretty(s) for s in shapes], rotation=20, ha="right", fontsize=8)
         axis.set_title(f"{title}, run {runs_of(rows)}", fontsize=9)

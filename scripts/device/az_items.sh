@@ -6,8 +6,9 @@
 # prefetch, 4 copies evict-first. Predicted: mode 1 or 2 reads within 1-2 % of the minimum and
 # runs 2-4 % faster than 0 at 65536 (the DRAM traffic's share); 3 is 4-5 % slower than 0 (the
 # prefetch's measured gain); 4 between. Cold call, carry [".prebuilt-lib"]:
-#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='*SoftmaxRingL2* *RmsNormFwdConfigs*ring*' PYFILES=''
-#   BUDGET=<s> ITEMS=scripts/device/az_items.sh bash scripts/device/call_focus.sh
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='*SoftmaxRingL2* *ring*' PYFILES='' TEST_TMO=90
+#   BUDGET=420 ITEMS=scripts/device/az_items.sh bash scripts/device/call_focus.sh
+# (AZ_QUICK=1 TEST_TMO=40 BUDGET=140 for a call with ~150 s of budget: the forwards at 65536.)
 # Afterwards: the tables to docs/data/run-AZ_items.txt; then delete this file (git keeps it).
 Q=build/d/bench/quack-bench
 ab() {  # one pass over the modes in the order given

@@ -300,6 +300,20 @@ def test_a_refused_rule_warns_and_leaves_dtensor_importable(monkeypatch):
     assert _dtensor._pending == []
 
 
+def _strategy_spec(*shape):
+    """What register_sharding hands a strategy function for a tensor: its shape, Replicate
+    placements, a mesh of 2."""
+    from torch.distributed.tensor import Replicate
+
+    class Mesh:
+        def size(self):
+            return 2
+
+    spec = type("Spec", (), {})()
+    spec.shape, spec.placements, spec.mesh = torch.Size(shape), (Replicate(),), Mesh()
+    return spec
+
+
 def test_sharding_strategies():
     """The rules of topk and linear cross-entropy, in one process (no process group): the
     strategy lists register_sharding gets for given argument specs, and the ops registered
@@ -311,14 +325,7 @@ def test_sharding_strategies():
     from torch.distributed.tensor import Partial, Replicate, Shard
 
     R, P, S0 = Replicate(), Partial(), Shard(0)
-
-    class Mesh:
-        def size(self):
-            return 2
-
-    class Spec:  # what register_sharding hands a strategy function for a tensor
-        def __init__(self, *shape):
-            self.shape, self.placements, self.mesh = torch.Size(shape), (R,), Mesh()
+    Spec = _strategy_spec
 
     assert {"quack_cpp::topk_fwd", "quack_cpp::topk_bwd", "quack_cpp::linear_cross_entropy_fwd",
             "quack_cpp::linear_cross_entropy_bwd"} <= set(_dtensor.registered())
@@ -371,14 +378,7 @@ def test_gemm_sharding_strategies_with_colvec_bias():
     from torch.distributed.tensor import Partial, Replicate, Shard
 
     R, P, S = Replicate(), Partial(), Shard
-
-    class Mesh:
-        def size(self):
-            return 2
-
-    class Spec:  # what register_sharding hands a strategy function for a tensor
-        def __init__(self, *shape):
-            self.shape, self.placements, self.mesh = torch.Size(shape), (R,), Mesh()
+    Spec = _strategy_spec
 
     # gemm(A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias)
     fn = _dtensor._strategy_fn(_dtensor.GEMM, 1)
