@@ -248,12 +248,6 @@ def _bias_args(bias: Optional[Tensor], fn: str):
     return tensor_arg(bias, fn, "bias.row")
 
 
-def _check_colvec(fn: str, colvec_bias: Optional[Tensor], A: Tensor, shape) -> None:
-    """check_colvec_bias for the product shape (M, N) / (L, M, N) of ``_mn``."""
-    if colvec_bias is not None:
-        check_colvec_bias(fn, colvec_bias, A, shape[-2], shape[0] if len(shape) == 3 else None)
-
-
 # --------------------------------------------------------------------------------------------
 # The ops
 # --------------------------------------------------------------------------------------------
@@ -292,7 +286,7 @@ class GemmAct:
     def outputs(A, B, C, bias, activation, alpha, beta, store_preact, out_dtype, postact_dtype,
                 tuned=False, colvec_bias=None):
         shape = _mn("gemm_act", A, B)
-        _check_colvec("gemm_act", colvec_bias, A, shape)
+        check_colvec_bias("gemm_act", colvec_bias, A)
         return (_row_major(shape, out_dtype, A) if store_preact else None,
                 _row_major(shape, postact_dtype, A))
 
@@ -332,7 +326,7 @@ class GemmGated:
         if shape[-1] % 2 != 0:
             raise ValueError(f"gemm_gated: b has shape {_shape_str(B)} with N = {shape[-1]} "
                              "columns, expected an even N (gate and up columns in pairs)")
-        _check_colvec("gemm_gated", colvec_bias, A, shape)
+        check_colvec_bias("gemm_gated", colvec_bias, A)
         return (_row_major(shape, out_dtype, A) if store_preact else None,
                 _row_major(_cols(shape, shape[-1] // 2), postact_dtype, A))
 
@@ -515,10 +509,11 @@ def _colvec_route(fn: str, A, B, C, bias, colvec_bias) -> int:
     of the custom-op path, then colvec_bias's (``check_colvec_bias``, after the rank, K and L
     checks), before the op runs."""
     if not isinstance(colvec_bias, Tensor):
-        check_colvec_bias(fn, colvec_bias, A, 0)  # the TypeError
+        check_colvec_bias(fn, colvec_bias, A)  # the TypeError
     path = _reg.route(A, B, C, bias, colvec_bias)
     _checks(fn, path, A=A, B=B, C=C, bias=bias, colvec_bias=colvec_bias)
-    _check_colvec(fn, colvec_bias, A, _mn(fn, A, B))
+    _mn(fn, A, B)  # the rank, K and L errors first
+    check_colvec_bias(fn, colvec_bias, A)
     return path
 
 

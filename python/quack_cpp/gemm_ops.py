@@ -353,10 +353,10 @@ def _check_device_scalars(fn: str, A: Tensor, alpha_t: Optional[Tensor],
 # --------------------------------------------------------------------------------------------
 
 
-def check_colvec_bias(fn: str, colvec_bias: Optional[Tensor], A: Tensor, M, L=None) -> None:
+def check_colvec_bias(fn: str, colvec_bias: Optional[Tensor], A: Tensor) -> None:
     """Raises unless colvec_bias is None or a column bias the C++ takes (quack::GemmBias::col,
-    include/quack/gemm.h) for a product with M rows (and L batches when A is 3-D, L = A's
-    first extent): a tensor (TypeError otherwise) of shape (M,), or (L, M) when batched, dtype
+    include/quack/gemm.h) for the product of A (M, K) or (L, M, K) (its rank checked before):
+    a tensor (TypeError otherwise) of shape (M,), or (L, M) when A is 3-D, dtype
     float32, float16 or bfloat16, on A's device, with stride 1 along M (where M > 1); any
     batch stride (0: one vector shared by the batches). ValueError naming ``fn``,
     ``colvec_bias``, what came and what was expected. Metadata only: runs on fake tensors too
@@ -368,7 +368,8 @@ def check_colvec_bias(fn: str, colvec_bias: Optional[Tensor], A: Tensor, M, L=No
     if not isinstance(t, Tensor):
         raise TypeError(f"{fn}: colvec_bias is {type(t).__name__}, expected a torch.Tensor or "
                         "None")
-    batched = L is not None
+    batched = A.dim() == 3
+    M, L = A.shape[-2], (A.shape[0] if batched else None)
     want = f"(M,) or (L, M) = ({M},) or ({L}, {M})" if batched else f"(M,) = ({M},)"
     nd = t.dim()
     if nd != 1 and not (nd == 2 and batched):
@@ -386,15 +387,6 @@ def check_colvec_bias(fn: str, colvec_bias: Optional[Tensor], A: Tensor, M, L=No
                          f"{_shape(t)}, expected a contiguous vector (stride 1)")
 
 
-def _check_gemm_colvec(colvec_bias: Optional[Tensor], A: Tensor) -> None:
-    # gemm's column bias against A (M, K) / (L, M, K): check_colvec_bias with A's M and L.
-    if colvec_bias is not None:
-        if A.dim() == 3:
-            check_colvec_bias("gemm", colvec_bias, A, A.shape[1], A.shape[0])
-        else:
-            check_colvec_bias("gemm", colvec_bias, A, A.shape[-2])
-
-
 def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
                bias=None, colvec_bias=None):
     """gemm_op's implementation: D allocated by ``_new_out`` (through ``_new_out_and_args``'s
@@ -402,7 +394,7 @@ def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_
     _check_device_scalars("gemm", A, alpha_t, beta_t)
     if colvec_bias is not None:
         _out_shape(A, B)  # the rank, K and L errors first, as without it
-        _check_gemm_colvec(colvec_bias, A)
+        check_colvec_bias("gemm", colvec_bias, A)
     beta = beta if C is not None else 0.0
     beta_t = beta_t if C is not None else None
     beta_d = 1.0 if beta_t is not None else beta  # what _new_out sees
@@ -489,7 +481,7 @@ class Gemm:
         _check_device_scalars("gemm", A, alpha_t, beta_t)
         beta = 1.0 if (beta_t is not None and C is not None) else beta
         D = _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
-        _check_gemm_colvec(colvec_bias, A)
+        check_colvec_bias("gemm", colvec_bias, A)
         return D
 
     def setup_context(ctx, inputs, output):
@@ -668,14 +660,14 @@ def _gemm_colvec(A, B, out_dtype, alpha, tuned, bias, colvec_bias) -> Tensor:
     """``gemm`` with a column bias (kept apart so the usual call pays nothing for it): the
     colvec_bias checks (``check_colvec_bias``) before the op runs, then gemm_op."""
     if not isinstance(colvec_bias, Tensor):
-        check_colvec_bias("gemm", colvec_bias, A, 0)  # the TypeError
+        check_colvec_bias("gemm", colvec_bias, A)  # the TypeError
     path = _reg.route(A, B, bias, colvec_bias)
     if path == _reg.CUSTOM:
         _check("gemm", A=A, B=B, colvec_bias=colvec_bias)
         if bias is not None:
             _check("gemm", bias=bias)
     _out_shape(A, B)  # the rank, K and L errors first
-    _check_gemm_colvec(colvec_bias, A)
+    check_colvec_bias("gemm", colvec_bias, A)
     a, a_t = _scalar("gemm", "alpha", alpha, A)
     if a_t is not None:
         path = _reg.route(A, B, a_t, bias, colvec_bias)
