@@ -32,3 +32,9 @@ else
 fi
 NCU="ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum -k regex:row_ring_kernel --launch-count 1 --csv"
 run ring_l2_dram 70 bash -c "for m in 0 1 2 3 4; do for a in 'rmsnorm --dir fwd --shapes 16384x65536' 'layernorm --dir fwd --wdtype x --shapes 16384x65536'; do echo \"== \$a mode \$m\"; $NCU $Q \$a --dtype bf16 --ms 5 --ring-l2 \$m 2>&1 | grep -E 'dram__|gpu__time|No kernels' | awk -F'\",\"' '{print \$(NF-2), \$(NF-1), \$NF}'; done; done"
+# ce_fwddx_sass: thread 7's per-row chain — the CE training forward's fwd+dx kernel (kGrad true)
+# at 16384 x 65536 bf16 under ncu --set full, then its SASS lines with the most stall samples
+# (ncu_gemm_quack.py --sass) and the whole source page as CSV. Predicted: the stalls sit on the
+# row's exchange (long scoreboard / barrier at the 4-float reduction and finish's loads), not on
+# the element loops.
+run ce_fwddx_sass 110 bash -c "KBASE=demangled bash scripts/ncu_kernel.sh ce_fwddx 'regex:CrossEntropyFwd<(true|\(bool\)1)' $Q cross-entropy --dir fwdbwd --dtype bf16 --shapes 16384x65536 --ms 1 && python3 scripts/ncu_gemm_quack.py --sass /tmp/ncu_ce_fwddx.ncu-rep $R/ce_fwddx_sass | head -80"
