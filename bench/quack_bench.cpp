@@ -3,7 +3,7 @@
 //   quack-bench copy                         4 GiB device-to-device copy (the roofline)
 //   quack-bench rmsnorm [--dtype bf16|fp16|fp32] [--shapes 16384x4096,8192x262144]
 //                       [--dir fwd|bwd|both] [--wdtype fp32|x] [--residual none|x|fp32]
-//                       [--offset 0] [--config auto|all|ENTRY] [--ring-l2 -1..4] [--ms 100]
+//                       [--offset 0] [--config auto|all|ENTRY] [--ring-l2 -1..2] [--ms 100]
 //                       RMSNorm with a weight in fp32 (default) or x's dtype, out and dx in x's
 //                       dtype; the forward writes rstd, the backward dweight (fp32; its
 //                       workspace allocated once); --residual x|fp32: the forward takes a
@@ -12,7 +12,8 @@
 //                       backward: x, dresidual_out, dresidual fp32; dy, dx in --dtype);
 //                       "config" as for softmax
 //                       --ring-l2 N (also softmax and layernorm): the ring policy's L2 use
-//                       forced to quack::detail::RingL2 value N (row_params.h); -1: the plan's
+//                       forced to quack::detail::RingL2 value N (row_params.h: 0 hinted, 1 plain,
+//                       2 no prefetch); -1: the plan's
 //   quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
 //                       [--log 0|1] [--config auto|all|ENTRY] [--ms 100]
 //                       softmax (--log 1: log_softmax), out and dx in x's dtype; "config": the

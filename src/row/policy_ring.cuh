@@ -178,17 +178,16 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
   // rows (the 64-register entries have none to spare).
   // Thread 0: this CTA's slices of `row` into stage `st`.
   auto issue = [&](int64_t row, int st) {
-    const RingL2 l2 = p.ring_l2;
-    const bool copy_first = l2 == RingL2::kPrefetchLastCopyFirst || l2 == RingL2::kPrefetchCopyFirst;
+    const bool first = ring_l2_use(p.ring_l2).copy_evict_first;
     row_stage_issue<D, kIn, kChunk>(p, smem + st * Layout::kStageBytes, &full[st], row, col0,
-                                    slice_vecs, present, present_words, copy_first,
-                                    copy_first ? l2_policy_evict_first() : 0);
+                                    slice_vecs, present, present_words, first,
+                                    first ? l2_policy_evict_first() : 0);
   };
   // Thread 0: this CTA's slices of `row` into L2 only.
   auto prefetch = [&](int64_t row) {
-    const RingL2 l2 = p.ring_l2;
-    if (slice_vecs == 0 || l2 == RingL2::kNoPrefetch) return;
-    const bool last = l2 == RingL2::kPrefetchLastCopyFirst || l2 == RingL2::kPrefetchLast;
+    const RingL2Use use = ring_l2_use(p.ring_l2);
+    if (slice_vecs == 0 || !use.prefetch) return;
+    const bool last = use.prefetch_evict_last;
     row_for<kIn>([&](auto S) {
       constexpr int s = decltype(S)::value;
       using T = row_in_t<D, s>;

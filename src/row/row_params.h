@@ -36,17 +36,29 @@ inline constexpr int kRowMaxIScalars = 4;
 
 /// The ring policy's use of L2 (RowPlan::ring_l2): its prefetch of the row kStages + 1 rows ahead
 /// (cp.async.bulk.prefetch.L2, policy_ring.cuh) and the cache policy of its stage copies. The
-/// plan takes kPrefetch; the others are A/B entries for quack-bench's --ring-l2 (run AY: every
-/// ring user read 3-10 % of its input twice with kPrefetch, the prefetched lines evicted before
-/// the row's copy).
+/// plan takes kHinted: the prefetched lines at evict-last, so they outlive the output stream until
+/// the row's bulk copy, which reads them at evict-first. Run AZ (H200, kernel-only; bf16 unless
+/// named): against kPlain RMSNorm fwd 16384 x 65536 / 131072 and 8192 x 262144 -2.1 / -2.4 /
+/// -2.2 %, LayerNorm fwd 16384 x 65536 -4.2 % (fp32 -3.4 %), softmax bwd 65536 -0.3 %,
+/// LayerNorm fwd 8192 x 262144 +0.3-0.6 % (bf16, fp32); DRAM reads (ncu) at 65536 within 0.5 %
+/// of x once, kPlain's 4-8 % above. kPlain and kNoPrefetch are quack-bench's --ring-l2 controls.
 enum class RingL2 : int {
-  kPrefetch = 0,           // prefetch, no cache hints
-  kPrefetchLastCopyFirst,  // prefetch at evict-last, stage copies at evict-first
-  kPrefetchLast,           // prefetch at evict-last, stage copies without a hint
-  kNoPrefetch,             // no prefetch, no hints
-  kPrefetchCopyFirst,      // prefetch without a hint, stage copies at evict-first
+  kHinted = 0,  // prefetch at evict-last, stage copies at evict-first
+  kPlain,       // prefetch and stage copies without cache hints
+  kNoPrefetch,  // no prefetch, no hints
 };
-inline constexpr int kRingL2Count = 5;
+inline constexpr int kRingL2Count = 3;
+
+/// What a RingL2 mode does: whether the prefetch runs and which cache hints the prefetch and
+/// the stage copies carry.
+struct RingL2Use {
+  bool prefetch, prefetch_evict_last, copy_evict_first;
+};
+QUACK_HOST_DEVICE constexpr RingL2Use ring_l2_use(RingL2 m) {
+  return m == RingL2::kHinted ? RingL2Use{true, true, true}
+       : m == RingL2::kPlain  ? RingL2Use{true, false, false}
+                              : RingL2Use{false, false, false};
+}
 
 struct RowParams {
   RowGeometry g;  // rows = M, cols = N; cluster_n of the ring and general policies
@@ -58,7 +70,7 @@ struct RowParams {
   float* part[kRowMaxAcc] = {nullptr, nullptr};
   float scalar[kRowMaxScalars] = {};
   int64_t iscalar[kRowMaxIScalars] = {0, 0, 0, 0};
-  RingL2 ring_l2 = RingL2::kPrefetch;
+  RingL2 ring_l2 = RingL2::kHinted;
 };
 
 }  // namespace quack::detail

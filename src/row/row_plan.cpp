@@ -176,9 +176,12 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
 //    LayerNorm forwards, cross-entropy's forwards) on 16-bit rows of (4, 8] KB: t128v4, at
 //    16384 x 4096 softmax fwd 3.94 TB/s against t256v2's 3.71, RMSNorm fwd 3.85 / 3.75,
 //    LayerNorm fwd 2.84 / 2.74, cross-entropy fwd 3.76, fwd+dx 3.09 (t256v4: 2.34);
-//  - ops with a kernel gate and no planned trial entries (cross-entropy's backward with
-//    weighted smoothing; without, the map below) on 16-bit rows of (32, 64] KB:
-//    ring-t1024v4-s3, 4.02 TB/s at 16384 x 32768 against t1024v4's 3.53;
+//  - ops with a kernel gate and no planned trial entries (cross-entropy's backward) on 16-bit
+//    rows of (32, 64] KB: ring-t1024v4-s3, 4.02 TB/s at 16384 x 32768 against t1024v4's 3.53
+//    (run T2, H200). Run AZ (H200, the backward from lse, the ring without L2 hints):
+//    kernel-only 0.538 ms against map-t256v8's 0.564, ring-t1024v2-s6-x2's 0.583; by the
+//    acceptance method the map read 0.950 x QuACK (AZ), the ring 1.007 (run W). The H100 read
+//    the map ahead (run AX: 0.742 against the ring's 0.760 ms without the hints);
 //  - one-stream ops without planned trial entries (softmax, log_softmax, RMSNorm and LayerNorm
 //    forwards) on 16-bit rows of (2, 4] KB: r4t32v8, one warp per row (no shared-memory stage
 //    in the reduction's exchanges) with 8 vectors per thread, where t256v2 leaves half its
@@ -235,24 +238,11 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
 //    geometry; fp32 rows keep staged-v4, unmeasured). LayerNorm bwd with bf16 weight and bias
 //    (run AI4) at 16384 x 4096 / 32768 / 131072 and 8192 x 262144: 3.217 / 3.942 / 3.679 /
 //    3.278 TB/s against staged-v4's 3.139 / 3.623 / 3.423 / 3.106.
-//  - the same ops on 16-bit rows of (32, 64] KB: map-t256v8 too, where the ring would take them
-//    (the gated backward's ring-t1024v4-s3, below). Run AX (H100, bf16 16384 x 32768, the
-//    backward from lse): kernel-only 0.742 ms against the ring's 0.760 (ring-t1024v2-s6-x2
-//    0.734, t1024v4 0.749); ncu with L2 flushed (as do_bench): 728 against 746-761 us, QuACK
-//    0.2.0's 717, DRAM reads 1.076 GB (x once) against the ring's 1.157-1.171: the ring's L2
-//    prefetch of the row kStages + 1 rows ahead (kRingL2Ahead) is evicted under the dx stores
-//    before its bulk copy at this row length. By the acceptance method (AX6) the backward from
-//    lse 0.969 x QuACK on the map against 0.946 on the ring, the scaled step (its recompute on
-//    the map, 0.745 ms kernel-only against the ring's 0.783 in AW1) 0.974 against 0.940. The
-//    H200 (run T2: the ring 4.02 TB/s) is unmeasured on it.
 int preferred_entry(const RowOpInfo& op, int in_elt, int vec_elt, int64_t row_bytes,
                     bool finish_loads) {
   if (op.no_reduce && op.n_acc == 0) {
     if (row_bytes > kRowMaxCluster * kRowRegisterMaxRowBytes) return kMapEntry;
     if (finish_loads && in_elt == 2 && row_bytes > kRowRegisterMaxRowBytes) return kLoopedEntry;
-    if (in_elt == 2 && row_bytes > kRowRegisterMaxRowBytes / 2 &&
-        row_bytes <= kRowRegisterMaxRowBytes)
-      return kMapEntry;
   }
   // Ops compiling the entries under trial without planned ones and without column
   // accumulations, on rows beyond what one CTA's registers hold (64 KB of 16-bit input, 128 KB

@@ -70,7 +70,7 @@ struct RowPlan {
   int64_t partials = -1;  // ops with column accumulations: P (row_call_partials); -1: not yet
   size_t smem = 0;   // dynamic shared memory per CTA
   RowGeometry g;     // rows = M, cols = N; the staged and general policies' thread geometry
-  RingL2 ring_l2 = RingL2::kPrefetch;  // the ring policy's L2 use (row_params.h)
+  RingL2 ring_l2 = RingL2::kHinted;  // the ring policy's L2 use (row_params.h)
 };
 
 /// The plan for `op` on problem `pr`. forced_config ≥ 0 plans only that entry of kRowConfigs

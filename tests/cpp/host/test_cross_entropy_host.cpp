@@ -423,9 +423,8 @@ TEST(CrossEntropyPlan, TrainingShapes) {
         detail::plan_row_call(detail::cross_entropy_bwd_call(b)), buf, sizeof(buf)));
   };
   // Beyond 64 KB (16-bit): the ring; the training backward's recompute (its finish reads the
-  // dx state per row) the looped entry. 16-bit rows of (32, 64] KB: the map, both.
+  // dx state per row) the looped entry.
   EXPECT_EQ(bwd_plan(16384, 131072, bf), "ring-t1024v4-s3-x4");
-  EXPECT_EQ(bwd_plan(16384, 32768, bf), "map-t256v8");
   auto train_plan = [](int64_t Mr, int64_t Vr, DType t) {
     CrossEntropyTrainBwdArgs a;
     a.x = TensorRef::matrix(fake(1), t, Mr, Vr);
@@ -441,11 +440,12 @@ TEST(CrossEntropyPlan, TrainingShapes) {
   EXPECT_EQ(train_plan(16384, 65536, bf), "t1024v2-looped");
   EXPECT_EQ(train_plan(16384, 131072, bf), "t1024v2-looped");
   EXPECT_EQ(train_plan(8192, 262144, bf), "t1024v2-looped");
-  EXPECT_EQ(train_plan(16384, 32768, bf), "map-t256v8");
+  EXPECT_EQ(train_plan(16384, 32768, bf), "ring-t1024v4-s3-x1");
   EXPECT_EQ(train_plan(16384, 16384, bf), "t512v4");  // CeTrain.ManyRowBlocks' register loops
   EXPECT_EQ(train_plan(16384, 65536, f32), "ring-t1024v4-s3-x4");
   EXPECT_EQ(bwd_plan(16384, 65536, f32), "ring-t1024v4-s3-x4");
-  EXPECT_EQ(bwd_plan(16384, 24576, bf), "map-t256v8");
+  EXPECT_EQ(bwd_plan(16384, 32768, bf), "ring-t1024v4-s3-x1");
+  EXPECT_EQ(bwd_plan(16384, 24576, bf), "ring-t1024v4-s3-x1");
   EXPECT_EQ(bwd_plan(16384, 16384, bf), "t512v4");  // 32 KB: the table's order
   EXPECT_EQ(bwd_plan(16384, 4096, bf), "t256v2");   // a kernel gate: not the short-row entry
   EXPECT_EQ(bwd_plan(16384, 16384, f32), "t1024v4");

@@ -526,9 +526,9 @@ TEST(RowPlan, AtApplyEntriesForLayerNormFwd) {
 
 // The map entry is compiled only for ops without a reduction (kNoReduce: cross-entropy's
 // backward without weighted smoothing) and planned (map-t256v8) on rows of any dtype beyond the
-// ring's 16 x 64 KB and on 16-bit rows of (32, 64] KB; where finish reads per-row device
-// scalars (RowProblem::finish_loads: the training backward) the looped entry takes 16-bit rows
-// of (64 KB, 16 x 64 KB]. Forced, the map takes rows of any length in tiles.
+// ring's 16 x 64 KB; where finish reads per-row device scalars (RowProblem::finish_loads: the
+// training backward) the looped entry takes 16-bit rows of (64 KB, 16 x 64 KB]. Forced, the map
+// takes rows of any length in tiles.
 TEST(RowPlan, MapEntriesForOpsWithoutReduction) {
   const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
   const int map = row_config_index("map-t256v8"), looped = row_config_index("t1024v2-looped");
@@ -544,9 +544,7 @@ TEST(RowPlan, MapEntriesForOpsWithoutReduction) {
         const RowPlan plan = plan_row(op, pr);
         check_plan(op, pr, plan);
         const int64_t row_bytes = N * dtype_size(t);
-        const bool planned = pr.vec_ok && (row_bytes > 16 * kRowRegisterMaxRowBytes ||
-                                           (dtype_size(t) == 2 && row_bytes > kRowRegisterMaxRowBytes / 2 &&
-                                            row_bytes <= kRowRegisterMaxRowBytes));
+        const bool planned = pr.vec_ok && row_bytes > 16 * kRowRegisterMaxRowBytes;
         EXPECT_EQ(plan.config == map, planned)
             << dtype_name(t) << " N=" << N << " loads=" << loads << " " << name_of(plan);
         if (pr.vec_ok && loads && dtype_size(t) == 2 && row_bytes > kRowRegisterMaxRowBytes &&
@@ -574,20 +572,7 @@ TEST(RowPlan, MapEntriesForOpsWithoutReduction) {
               N * 2 > 16 * kRowRegisterMaxRowBytes ? "map-t256v8" : "t1024v2-looped")
         << N;
   }
-  // 16-bit rows of (32, 64] KB: the map, with per-row loads in finish or without (the ring's
-  // L2 prefetch read x ~9 % more than once there, run AX); 32 KB rows keep one CTA a row.
-  for (bool loads : {false, true}) {
-    RowProblem pr = problem(16384, 32768, bf);
-    pr.finish_loads = loads;
-    EXPECT_EQ(name_of(plan_row(op, pr)), "map-t256v8") << loads;  // 64 KB
-    pr = problem(16384, 16392, bf);
-    pr.finish_loads = loads;
-    EXPECT_EQ(name_of(plan_row(op, pr)), "map-t256v8") << loads;  // just over 32 KB
-  }
-  EXPECT_NE(name_of(plan_row(op, problem(16384, 16384, bf))), "map-t256v8");  // 32 KB
-  EXPECT_EQ(name_of(plan_row(ce_bwd_info(false), problem(16384, 32768, bf))),
-            "ring-t1024v4-s3-x1")
-      << "with a reduction: the ring";
+  EXPECT_EQ(name_of(plan_row(op, problem(16384, 32768, bf))), "ring-t1024v4-s3-x1");  // 64 KB
   EXPECT_EQ(name_of(plan_row(op, problem(16384, 131072, bf))), "ring-t1024v4-s3-x4")
       << "no per-row loads in finish: the ring";
   EXPECT_EQ(name_of(plan_row(op, problem(16384, 65536, f32))), "ring-t1024v4-s3-x4");
