@@ -1,19 +1,19 @@
 # Run BA: the ring's hinted L2 mode (RingL2::kHinted, the plan's since 7f79fcd) and the CE backward
-# back on the ring at 16-bit rows of (32, 64] KB, by the acceptance method on an H200 (the items
-# skip on another card). Cold call, carry [".prebuilt-lib", ".peers/quack-0.2.0-site.tar.xz"]:
+# back on the ring at 16-bit rows of (32, 64] KB, by the acceptance method (the bars' card is the
+# H200; on another card the items run and the record names it). Cold call, carry [".prebuilt-lib", ".peers/quack-0.2.0-site.tar.xz"]:
 #   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='*SoftmaxRingL2* *ring* CeTrain.* CeCases.* *CeConfigs*'
 #   PYFILES='test_cross_entropy' TEST_TMO=150 BUDGET=520 ITEMS=scripts/device/ba_items.sh
 #   bash scripts/device/call_focus.sh
 # Afterwards: the tables to docs/data/run-BA_items.txt; then delete this file (git keeps it).
-H200="nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo 'not an H200: skipped'; exit 0; }"
+CARD="nvidia-smi --query-gpu=name --format=csv,noheader"
 # ce_32768_ring: predicted (run W on the unhinted ring 1.007 x QuACK; AZ3 on the map 0.950): the
 # backward from lse >= 1.0 x QuACK, the scaled step 0.97-1.0; then every backward entry kernel-only.
-run ce_32768_ring 100 bash -c "$H200; python3 bench/bench_rows.py --ops ce_bwd,ce_fwd_bwd_half,ce_fwd_bwd --dtypes bf16 --shapes 16384x32768 --impls ours,quack --rounds 3 --plot '' --out $R/ce_32768.jsonl && build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768 --dir bwd --config all --ms 60"
+run ce_32768_ring 100 bash -c "$CARD; python3 bench/bench_rows.py --ops ce_bwd,ce_fwd_bwd_half,ce_fwd_bwd --dtypes bf16 --shapes 16384x32768 --impls ours,quack --rounds 3 --plot '' --out $R/ce_32768.jsonl && build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768 --dir bwd --config all --ms 60"
 # rows_ring: the forwards the ring carries. Predicted against AL2 / AG1: rmsnorm fwd bf16 +2 %
 # (65536-262144), layernorm fwd bf16 65536 +3-4 %, 262144 within 0.5 % (0.874 x copy: still
 # missed), fp32 layernorm 262144 within 0.5 % (0.819), rmsnorm fp32 131072 / 262144 +0-2 %
 # (0.986 / 0.983 x QuACK).
-run rows_ring 200 bash -c "$H200; python3 bench/bench_rows.py --ops rmsnorm_fwd,layernorm_fwd --dtypes bf16,fp32 --shapes 16384x65536,16384x131072,8192x262144 --impls ours,quack --rounds 3 --plot '' --out $R/rows_ring.jsonl"
+run rows_ring 200 bash -c "$CARD; python3 bench/bench_rows.py --ops rmsnorm_fwd,layernorm_fwd --dtypes bf16,fp32 --shapes 16384x65536,16384x131072,8192x262144 --impls ours,quack --rounds 3 --plot '' --out $R/rows_ring.jsonl"
 # ce_fwddx_entries: thread 7, kernel-only: every entry of the training pair at 65536 / 131072 (the
 # fwd+dx kernel's grid is 124 clusters of 4 at 65536, AZ2: does a 2-CTA cluster entry fill the SMs?).
 run ce_fwddx_entries 90 bash -c "build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x65536,16384x131072 --dir fwdbwd --config all --ms 40"
