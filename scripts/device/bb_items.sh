@@ -1,0 +1,9 @@
+# Run BB: the CE training pair's entries kernel-only at the long rows with the ring's hinted L2
+# mode (the plan's since 7f79fcd). Run BA (H100) read the hinted ring-t1024v4-s3-x2 6.2 % ahead
+# of the planned cl-t256v8-s1-x4 at 16384 x 65536, cl-t512v8-x4 2.7 % ahead of cl-t256v8-s1-x8 at
+# 131072; the bars' card is the H200 (run T: there the unhinted ring trailed cl-t256v8 by 17-19 %
+# at 131072 / 262144). Cold call, carry [".prebuilt-lib"]:
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='' PYFILES='' BUDGET=200 ITEMS=scripts/device/bb_items.sh
+#   bash scripts/device/call_focus.sh
+# Predicted (H200): the hinted ring within 3 % of the planned entry at 65536, behind at 131072.
+run ce_pair_entries 120 bash -c "nvidia-smi --query-gpu=name --format=csv,noheader; build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x65536,16384x131072,8192x262144 --dir fwdbwd --config all --ms 40 | grep '\"op\": \"ce_fwd_bwd\"'"
