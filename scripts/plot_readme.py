@@ -153,8 +153,7 @@ def plot_gemm(data, out):
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
     for axis, chart, title in (
             (axes[0], "gemm_burst", "burst (do_bench)"),
-            # performance.md: AT's sustained batches gave QuACK ~6 x our rest before each one
-            (axes[1], "gemm_sustained", "sustained (power limit; QuACK rested longer)")):
+            (axes[1], "gemm_sustained", "sustained (power limit, equal rests)")):
         rows = [r for r in data if r["chart"] == chart]
         shapes = ordered(r["shape"] for r in rows)
         impls = ordered(r["impl"] for r in rows)
