@@ -11,7 +11,7 @@
 //                       dresidual_out and writes dresidual (the fp32 residual stream's prenorm
 //                       backward: x, dresidual_out, dresidual fp32; dy, dx in --dtype);
 //                       "config" as for softmax
-//                       --ring-l2 N (also softmax and layernorm): the ring policy's L2 use
+//                       --ring-l2 N (also softmax, layernorm and cross-entropy): the ring policy's L2 use
 //                       forced to quack::detail::RingL2 value N (row_params.h: 0 hinted, 1 plain,
 //                       2 no prefetch); -1: the plan's
 //   quack-bench softmax [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both]
@@ -51,7 +51,7 @@
 //                       dweight and dbias (fp32; its workspace allocated once); "config" as for
 //                       softmax
 //   quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] [--dir fwd|bwd|fwdbwd|all]
-//                       [--config auto|all] [--ms 100]
+//                       [--config auto|all] [--ring-l2 -1..2] [--ms 100]
 //                       ce_fwd: reduction 'none', no dx (loss only); ce_bwd: dx from x, lse and a
 //                       per-row dloss; ce_fwd_bwd: the training path, 'mean' with the predicted
 //                       dx (cross_entropy_fwd with lse, dx_state, dx_predict: prep + row kernel +
@@ -135,9 +135,10 @@ cudaError_t gpu_busy(double us);  // gpu_busy.cu
 
 namespace {
 
-// --ring-l2 N (rmsnorm, softmax, layernorm forwards, softmax backward): the ring policy's L2
-// use forced to quack::detail::RingL2 value N on every plan (through run_row_call); -1: the
-// plan's. Other policies ignore it.
+// --ring-l2 N (rmsnorm, softmax, layernorm forwards, softmax backward, cross-entropy's forward
+// and backward, not its training pair): the ring policy's L2 use forced to
+// quack::detail::RingL2 value N on every plan (through run_row_call); -1: the plan's. Other
+// policies ignore it.
 int g_ring_l2 = -1;
 quack::detail::RowPlan with_ring_l2(quack::detail::RowPlan plan) {
   if (g_ring_l2 >= 0) plan.ring_l2 = static_cast<quack::detail::RingL2>(g_ring_l2);
@@ -813,12 +814,12 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
     bool recompute_timed = false;  // ce_train_bwd_recompute: once per shape
     for (int cfg : configs) {
       if (run_fwd) {
-        const d::RowPlan plan = d::plan_row_call(d::cross_entropy_fwd_call(fwd_args(0, false)).row, cfg);
+        const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::cross_entropy_fwd_call(fwd_args(0, false)).row, cfg));
         if (plan.policy != d::RowPolicy::kNone) {
           const double ms = time_median(
               [&](int s) { d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(fwd_args(s, false)), plan, nullptr); },
               sets, budget_ms);
-          emit("ce_fwd", name, M, V, ms, 1.0 * mv * es, extra_of(plan).c_str());
+          emit("ce_fwd", name, M, V, ms, 1.0 * mv * es, (extra_of(plan) + ring_l2_extra(plan)).c_str());
         }
       }
       if (run_bwd) {
@@ -827,12 +828,12 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
           a.lse = TensorRef::vector(lse.p, F32, M);
           quack::cross_entropy_fwd(a, nullptr);
         }
-        const d::RowPlan plan = d::plan_row_call(d::cross_entropy_bwd_call(bwd_args(0)), cfg);
+        const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::cross_entropy_bwd_call(bwd_args(0)), cfg));
         if (plan.policy != d::RowPolicy::kNone) {
           const double ms = time_median(
               [&](int s) { d::run_row_call(d::cross_entropy_bwd_call(bwd_args(s)), plan, nullptr); },
               sets, budget_ms);
-          emit("ce_bwd", name, M, V, ms, 2.0 * mv * es, extra_of(plan).c_str());
+          emit("ce_bwd", name, M, V, ms, 2.0 * mv * es, (extra_of(plan) + ring_l2_extra(plan)).c_str());
         }
       }
       if (run_train) {
@@ -1207,7 +1208,7 @@ int main(int argc, char** argv) {
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--wdtype fp32|x] [--bias 0|1] [--config auto|all|ENTRY] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
-                 "[--dir fwd|bwd|fwdbwd|all] [--config auto|all] [--ms 100]\n"
+                 "[--dir fwd|bwd|fwdbwd|all] [--config auto|all] [--ring-l2 -1..2] [--ms 100]\n"
                  "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n"
                  "       quack-bench gemm-act|gemm-dact [--shapes MxNxK,...] [--act NAME|all] [--store-preact 1|0] [--ms 300]\n");
     return 2;

@@ -3,7 +3,11 @@
 # of the planned cl-t256v8-s1-x4 at 16384 x 65536, cl-t512v8-x4 2.7 % ahead of cl-t256v8-s1-x8 at
 # 131072; the bars' card is the H200 (run T: there the unhinted ring trailed cl-t256v8 by 17-19 %
 # at 131072 / 262144). Cold call, carry [".prebuilt-lib"]:
-#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='' PYFILES='' BUDGET=200 ITEMS=scripts/device/bb_items.sh
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='' PYFILES='' BUDGET=240 ITEMS=scripts/device/bb_items.sh
 #   bash scripts/device/call_focus.sh
 # Predicted (H200): the hinted ring within 3 % of the planned entry at 65536, behind at 131072.
 run ce_pair_entries 120 bash -c "nvidia-smi --query-gpu=name --format=csv,noheader; build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x65536,16384x131072,8192x262144 --dir fwdbwd --config all --ms 40 | grep '\"op\": \"ce_fwd_bwd\"'"
+# ce_bwd_ring_l2: the CE backward from lse on its ring, hinted (0) against plain (1), two passes:
+# 16384 x 32768 (ring-t1024v4-s3-x1) and 65536 (-x2; run W's 0.959 x QuACK). Predicted: hinted
+# 2-4 % faster at both.
+run ce_bwd_ring_l2 60 bash -c "for m in 0 1 0 1; do build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768,16384x65536 --dir bwd --ring-l2 \$m --ms 60; done"
