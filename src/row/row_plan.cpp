@@ -181,7 +181,8 @@ static_assert(kClusterEntry >= 0 && kWideClusterEntry >= 0 && kClusterStageEntry
 //    (run T2, H200). Run AZ (H200, the backward from lse, the ring without L2 hints):
 //    kernel-only 0.538 ms against map-t256v8's 0.564, ring-t1024v2-s6-x2's 0.583; by the
 //    acceptance method the map read 0.950 x QuACK (AZ), the ring 1.007 (run W). The H100 read
-//    the map ahead (run AX: 0.742 against the ring's 0.760 ms without the hints);
+//    the map ahead of the unhinted ring (run AX: 0.742 against 0.760 ms) and behind the hinted
+//    one (run BA: 0.754 against 0.737; 0.988 x QuACK by the acceptance method);
 //  - one-stream ops without planned trial entries (softmax, log_softmax, RMSNorm and LayerNorm
 //    forwards) on 16-bit rows of (2, 4] KB: r4t32v8, one warp per row (no shared-memory stage
 //    in the reduction's exchanges) with 8 vectors per thread, where t256v2 leaves half its

@@ -51,9 +51,10 @@ struct RowProblem {
                            // n_present x the size of `in`)
   int inst = -1;         // the instance (RowOpEntry::insts) when `pair`
   bool finish_loads = false;  // the op's finish reads per-row device scalars besides its row
-                              // inputs (cross-entropy's training backward: its dx state); the
-                              // map entries' independent tiles hide that latency, which the
-                              // ring's lockstep rows expose (row_plan.cpp, preferred_entry)
+                              // inputs (cross-entropy's training backward: its dx state); on
+                              // 16-bit rows beyond 64 KB the looped entry takes them, where the
+                              // ring's lockstep rows would put those loads on every row's path
+                              // (row_plan.cpp, preferred_entry)
 };
 
 struct RowPlan {

@@ -409,8 +409,8 @@ TEST(CrossEntropyPlan, TrainingShapes) {
   EXPECT_EQ(plan_name(16384, 131072, f32, true), "ring-t1024v4-s3-x8");
   EXPECT_EQ(plan_name(16384, 128256, bf, true), "cl-t256v8-s1-x8");
   EXPECT_EQ(plan_name(16384, 4100, bf, true), "general-t256-x2");
-  // The backward (a kernel gate): the ring for 16-bit rows of (32, 64] KB, the map beyond
-  // (row_plan.cpp).
+  // The backward (a kernel gate): the ring for 16-bit rows of (32, 64] KB and beyond, the map
+  // beyond 16 x 64 KB (row_plan.cpp).
   auto bwd_plan = [](int64_t Mr, int64_t Vr, DType t) {
     CrossEntropyBwdArgs b;
     b.x = TensorRef::matrix(fake(1), t, Mr, Vr);

@@ -572,7 +572,14 @@ TEST(RowPlan, MapEntriesForOpsWithoutReduction) {
               N * 2 > 16 * kRowRegisterMaxRowBytes ? "map-t256v8" : "t1024v2-looped")
         << N;
   }
-  EXPECT_EQ(name_of(plan_row(op, problem(16384, 32768, bf))), "ring-t1024v4-s3-x1");  // 64 KB
+  // 16-bit rows of (32, 64] KB: the ring (one CTA a row), with per-row loads in finish or
+  // without (the map there read 0.950 x QuACK on the H200, run AZ).
+  for (bool loads : {false, true})
+    for (int64_t N : {16392, 32768}) {
+      RowProblem pr = problem(16384, N, bf);
+      pr.finish_loads = loads;
+      EXPECT_EQ(name_of(plan_row(op, pr)), "ring-t1024v4-s3-x1") << N << " loads=" << loads;
+    }
   EXPECT_EQ(name_of(plan_row(op, problem(16384, 131072, bf))), "ring-t1024v4-s3-x4")
       << "no per-row loads in finish: the ring";
   EXPECT_EQ(name_of(plan_row(op, problem(16384, 65536, f32))), "ring-t1024v4-s3-x4");
@@ -779,6 +786,27 @@ TEST(RowPlan, ProgrammaticLaunchSwitch) {
   }
   setenv("QUACK_PDL", "0", 1);
   EXPECT_FALSE(pdl_enabled());
+}
+
+}  // namespace
+}  // namespace quack::detail
+
+namespace quack::detail {
+namespace {
+
+// The ring's L2 use: the plan takes kHinted (row_params.h: the prefetch at evict-last, the stage
+// copies at evict-first; runs AZ and BA), and each mode's hints are the ones its name says.
+TEST(RowPlan, RingL2Modes) {
+  EXPECT_EQ(RowPlan{}.ring_l2, RingL2::kHinted);
+  EXPECT_EQ(RowParams{}.ring_l2, RingL2::kHinted);
+  EXPECT_EQ(plan_row(ce_bwd_info(), problem(16384, 32768, DType::kBFloat16)).ring_l2,
+            RingL2::kHinted);
+  constexpr RingL2Use h = ring_l2_use(RingL2::kHinted), pl = ring_l2_use(RingL2::kPlain),
+                      np = ring_l2_use(RingL2::kNoPrefetch);
+  EXPECT_TRUE(h.prefetch && h.prefetch_evict_last && h.copy_evict_first);
+  EXPECT_TRUE(pl.prefetch && !pl.prefetch_evict_last && !pl.copy_evict_first);
+  EXPECT_TRUE(!np.prefetch && !np.prefetch_evict_last && !np.copy_evict_first);
+  EXPECT_EQ(kRingL2Count, 3);
 }
 
 }  // namespace
