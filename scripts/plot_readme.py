@@ -63,6 +63,11 @@ def save(fig, out, name):
     print(f"{path}: {os.path.getsize(path) // 1024} KB")
 
 
+def bar_x(i, j, n, width):
+    """The x of series j's bar (of n side by side, each `width` wide) in group i."""
+    return i + (j - (n - 1) / 2) * width
+
+
 def grouped_bars(axis, rows, groups, series, group_key, series_key, color, label):
     """One bar per (group, series) found in rows, groups along x and the series side by side
     within each; color(j, name) and label(name) for series j. Returns the bar width."""
@@ -72,7 +77,7 @@ def grouped_bars(axis, rows, groups, series, group_key, series_key, color, label
         for i, g in enumerate(groups):
             for r in rows:
                 if r[series_key] == name and r[group_key] == g:
-                    xs.append(i + (j - (len(series) - 1) / 2) * width)
+                    xs.append(bar_x(i, j, len(series), width))
                     ys.append(r["value"])
         axis.bar(xs, ys, width, color=color(j, name), label=label(name))
     return width
@@ -90,7 +95,7 @@ def plot_rows(data, out):
                          lambda shape: f"ours {pretty(shape)}")
     for r in peer_copy:
         i, j = ops.index(r["series"]), shapes.index(r["shape"])
-        ax.plot(i + (j - (len(shapes) - 1) / 2) * width, r["value"], marker="D", ms=6,
+        ax.plot(bar_x(i, j, len(shapes), width), r["value"], marker="D", ms=6,
                 color=COLORS.get(r["impl"], "k"), linestyle="none",
                 label=f"{r['impl']} (where given)")
     ax.axhline(1.0, color="k", lw=1)

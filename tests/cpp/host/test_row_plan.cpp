@@ -788,12 +788,6 @@ TEST(RowPlan, ProgrammaticLaunchSwitch) {
   EXPECT_FALSE(pdl_enabled());
 }
 
-}  // namespace
-}  // namespace quack::detail
-
-namespace quack::detail {
-namespace {
-
 // The ring's L2 use: the plan takes kHinted (row_params.h: the prefetch at evict-last, the stage
 // copies at evict-first; runs AZ and BA), and each mode's hints are the ones its name says.
 TEST(RowPlan, RingL2Modes) {
