@@ -62,21 +62,21 @@ enum class LinearCrossEntropyMode : int {
 ///
 /// | tensor  | shape         | dtype            | required | layout                          |
 /// |---------|---------------|------------------|----------|---------------------------------|
-/// | x       | (T, D)        | bf16             | yes      | row-major (1)                   |
-/// | weight  | (V, D)        | bf16             | yes      | row-major (1)                   |
-/// | bias    | (V)           | bf16             | no       | any stride                      |
+/// | x       | (T, D)        | bf16, fp16       | yes      | row-major (1)                   |
+/// | weight  | (V, D)        | x's              | yes      | row-major (1)                   |
+/// | bias    | (V)           | x's              | no       | any stride                      |
 /// | target  | (T)           | int32, int64     | yes      | any stride                      |
 /// | loss    | (T) none, (1) | fp32, fp16, bf16 | yes      | any stride                      |
 /// | lse     | (T)           | fp32, fp16, bf16 | no       | any stride                      |
 /// | z_loss  | (T) none, (1) | fp32, fp16, bf16 | no       | any stride                      |
-/// | dx      | (T, D)        | bf16, fp32       | no       | row-major (1)                   |
-/// | dweight | (V, D)        | bf16, fp32       | no       | row-major (1)                   |
-/// | dbias   | (V)           | bf16, fp32       | no (2)   | any stride                      |
+/// | dx      | (T, D)        | x's, fp32        | no       | row-major (1)                   |
+/// | dweight | (V, D)        | x's, fp32        | no       | row-major (1)                   |
+/// | dbias   | (V)           | x's, fp32        | no (2)   | any stride                      |
 /// (1) column stride 1, row stride ≥ D and a multiple of 8 elements, 16-byte aligned base (the
 ///     GEMM's TMA); so D must be a multiple of 8 unless the rows are padded. V and T are free
 ///     (the logits chunks are padded internally to rows of round_up(V, 8)).
-/// (2) only with bias. float16 x is not yet supported (the fp32 accumulations need float16 →
-///     fp32 GEMM instances that are not compiled); InvalidArgument says so.
+/// (2) only with bias. The logits chunks are in x's dtype; every accumulation across chunks or
+///     slices (dweight, dbias, the backward's dx) is fp32, rounded once into its output.
 ///
 /// - dx, dweight, dbias (each optional, e.g. dx absent for a frozen embedding below the head)
 ///   are the gradients of `loss` for grad_output 1 (for 'none': of Σ_i loss_i); with

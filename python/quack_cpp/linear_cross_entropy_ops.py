@@ -37,6 +37,8 @@ __all__ = ["linear_cross_entropy"]
 
 _REDUCTIONS = ("none", "sum", "mean")
 _F32 = torch.float32
+_COMPUTE_DTYPES = (torch.bfloat16, torch.float16)
+_DTYPE_CODE = {torch.bfloat16: 2, torch.float16: 1}  # quack::DType (include/quack/tensor.h)
 
 
 def _free_bytes(device: torch.device) -> int:
@@ -69,10 +71,10 @@ class LinearCrossEntropyFwd:
         """(loss, lse, dx, dweight, dbias) of ``cross_entropy(x @ weight^T + bias, target)``
         (``torch.ops.quack_cpp.linear_cross_entropy_fwd``).
 
-        x (T, D) bfloat16 with 16-byte rows, weight (V, D) bfloat16 or float32, bias (V)
-        bfloat16, float32 or None, target (T) int32/int64. A float32 weight or bias (an fp32
-        master weight under autocast) is rounded to bfloat16 for the GEMMs, and its gradient is
-        accumulated and stored in float32 (no bfloat16 rounding of dweight). loss: (T,) float32
+        x (T, D) bfloat16 or float16 with 16-byte rows, weight (V, D) x's dtype or float32,
+        bias (V) x's dtype, float32 or None, target (T) int32/int64. A float32 weight or bias
+        (an fp32 master weight under autocast) is rounded to x's dtype for the GEMMs, and its
+        gradient is accumulated and stored in float32 (no 16-bit rounding of dweight). loss: (T,) float32
         for 'none', else a 0-d float32; lse (T,) float32. dx (T, D), dweight (V, D), dbias (V)
         in the inputs' dtypes when need_* (the gradients for grad_output 1; reduction 'none'
         never computes them here), else absent.
@@ -96,12 +98,12 @@ class LinearCrossEntropyFwd:
         fn = "linear_cross_entropy_fwd"
         loss, lse, dx, dw, db = outs
         T, D = x.shape
-        weight, bias = _bf16(weight), _bf16(bias)  # before the free-memory query: its copy
+        weight, bias = _as_x(weight, x), _as_x(bias, x)  # before the free-memory query: its copy
         if chunk_size == 0 and T > 0:
-            # x's dtype code (bf16); the fp32 accumulator's half in the workspace exists only
-            # for a 16-bit dweight (an fp32 one accumulates in place).
+            # x's dtype code; the fp32 accumulator's half in the workspace exists only for a
+            # 16-bit dweight (an fp32 one accumulates in place).
             chunk_size = _C.linear_cross_entropy_chunk_size(
-                T, D, weight.shape[0], 2, bool(low_memory),
+                T, D, weight.shape[0], _DTYPE_CODE[x.dtype], bool(low_memory),
                 dw is not None and dw.dtype != _F32, _free_bytes(x.device))
         args = (tensor_arg(x, fn, "x"), tensor_arg(weight, fn, "weight"),
                 tensor_arg(bias, fn, "bias"), tensor_arg(target, fn, "target"),
@@ -120,7 +122,9 @@ class LinearCrossEntropyFwd:
         loss, lse, dx, dw, db = output
         ctx.set_materialize_grads(False)
         ctx.mark_non_differentiable(*(t for t in (lse, dx, dw, db) if t is not None))
-        ctx.recompute = reduction == "none"
+        # 'none', and float16 x (whose gradient for grad_output 1 would underflow before a
+        # loss scale could lift it): the backward recomputes with the real grad_output.
+        ctx.recompute = reduction == "none" or x.dtype == torch.float16
         ctx.options = (int(ignore_index), float(eps), float(zs), float(cap), bool(low_memory))
         ctx.reduction = reduction
         ctx.has_bias = bias is not None
@@ -150,6 +154,9 @@ class LinearCrossEntropyFwd:
         if ctx.recompute:
             x, weight, bias, target, lse = ctx.saved_tensors
             ignore_index, eps, zs, cap, low_memory = ctx.options
+            if ctx.reduction == "mean":  # per counted token: grad_output / their count (≥ 1)
+                count = (target != ignore_index).sum().clamp_min(1)
+                dloss = dloss.to(_F32) / count
             path = route_index(route(x, weight, bias, lse, dloss), target)
             dx, dw, db = lce_bwd.run(path, x, weight, bias, target, lse, dloss, ignore_index,
                                      eps, zs, cap, bool(need_x), bool(need_w),
@@ -207,7 +214,7 @@ class LinearCrossEntropyBwd:
         """(dx, dweight, dbias) from the forward's lse and a per-token dloss (T,)
         (``torch.ops.quack_cpp.linear_cross_entropy_bwd``): the logits recomputed by vocabulary
         slices; absent outputs when not need_*. Dtypes as linear_cross_entropy_fwd's (a float32
-        weight or bias rounded to bfloat16 for the GEMMs, its gradient float32). Not
+        weight or bias rounded to x's dtype for the GEMMs, its gradient float32). Not
         differentiable."""
 
     def outputs(x, weight, bias, target, lse, dloss, ignore_index, label_smoothing, z_loss,
@@ -222,7 +229,7 @@ class LinearCrossEntropyBwd:
         fn = "linear_cross_entropy_bwd"
         dx, dw, db = outs
         g = scalar_arg(dloss, fn, "dloss") if dloss.dim() == 0 else tensor_arg(dloss, fn, "dloss")
-        weight, bias = _bf16(weight), _bf16(bias)
+        weight, bias = _as_x(weight, x), _as_x(bias, x)
         args = (tensor_arg(x, fn, "x"), tensor_arg(weight, fn, "weight"),
                 tensor_arg(bias, fn, "bias"), tensor_arg(target, fn, "target"),
                 tensor_arg(lse, fn, "lse"), g, tensor_arg(dx, fn, "dx"),
@@ -257,9 +264,9 @@ class LinearCrossEntropyScaleGrad:
         return None
 
 
-def _bf16(t: Optional[Tensor]) -> Optional[Tensor]:
-    """t as the kernels read it: bfloat16 (a float32 weight or bias rounded, a copy)."""
-    return t if t is None or t.dtype == torch.bfloat16 else t.to(torch.bfloat16)
+def _as_x(t: Optional[Tensor], x: Tensor) -> Optional[Tensor]:
+    """t as the kernels read it: in x's dtype (a float32 weight or bias rounded, a copy)."""
+    return t if t is None or t.dtype == x.dtype else t.to(x.dtype)
 
 
 def _check_scale_args(grad: Tensor, grad_output: Tensor) -> None:
@@ -285,13 +292,15 @@ lce_fwd = register(LinearCrossEntropyFwd)
 
 
 def _compute_dtype(x: Tensor, weight: Tensor) -> Optional[torch.dtype]:
-    """bfloat16 when the kernels apply: autocast to bfloat16 on x's device type, or x and weight
-    both bfloat16; else None."""
+    """The GEMMs' dtype when the kernels apply: an autocast's dtype on x's device type when it
+    is bfloat16 or float16, or x's dtype when x and weight are both bfloat16 or both float16;
+    else None."""
     dev = x.device.type
     if dev in ("cuda", "cpu") and torch.is_autocast_enabled(dev):
-        return torch.bfloat16 if torch.get_autocast_dtype(dev) == torch.bfloat16 else None
-    if x.dtype == weight.dtype == torch.bfloat16:
-        return torch.bfloat16
+        dtype = torch.get_autocast_dtype(dev)
+        return dtype if dtype in _COMPUTE_DTYPES else None
+    if x.dtype == weight.dtype and x.dtype in _COMPUTE_DTYPES:
+        return x.dtype
     return None
 
 
@@ -303,23 +312,30 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
     """``cross_entropy(x @ weight^T + bias, target)`` without materialising the logits;
     differentiable in x, weight and bias.
 
-    The LM head and its loss in one op: per chunk of tokens the logits chunk (our GEMM, bf16),
-    the cross-entropy forward with its gradient written in place, then the dx and dweight GEMMs
-    (dweight accumulated in fp32 across chunks, rounded once to weight's dtype); the backward
-    only rescales the gradients by grad_output on the device. Equal to
+    The LM head and its loss in one op: per chunk of tokens the logits chunk (our GEMM, in the
+    compute dtype), the cross-entropy forward with its gradient written in place, then the dx
+    and dweight GEMMs (dweight accumulated in fp32 across chunks, rounded once to weight's
+    dtype); the backward only rescales the gradients by grad_output on the device. Equal to
     ``F.cross_entropy((x @ weight.T + bias).float(), target, ...)`` with the logits rounded to
-    bfloat16 (as ``F.linear`` in bfloat16 gives them), plus the options below.
+    the compute dtype (as ``F.linear`` in it gives them), plus the options below.
+
+    Compute dtype: bfloat16 or float16 (x and weight both of it, or an autocast to it). With
+    float16 the forward computes the loss and lse only, and the backward recomputes the logits
+    by vocabulary slices with the real grad_output (as for 'none'; one logits GEMM more): a
+    gradient for grad_output 1, scaled later, would lose to float16's range what a loss scale
+    (``torch.amp.GradScaler``) is there to keep (the 'mean' gradient of a 16384-token batch is
+    below float16's smallest subnormal for most classes).
 
     Args:
-        x: (..., D) CUDA, bfloat16 (or any float dtype under a bfloat16 autocast); other
+        x: (..., D) CUDA, bfloat16 or float16 (or any float dtype under such an autocast); other
             layouts are copied to contiguous rows. D a multiple of 8 runs on x and weight as
             they are; any other D copies both, with zero columns up to the next multiple of 8,
             at each call (the GEMMs' 16-byte rows), and fuse_grad_accum does not fuse there.
-        weight: (V, D), bfloat16 (or under autocast any float dtype, rounded to bfloat16 for
-            the GEMMs like ``nn.Linear``). A float32 weight (an fp32 master weight) gets its
-            gradient in float32, accumulated in fp32 and never rounded to bfloat16 (torch's
-            autocast F.linear rounds it to bfloat16 first); float16 and float64 weights get the
-            bfloat16 gradient, cast.
+        weight: (V, D), x's dtype (or under autocast any float dtype, rounded to the compute
+            dtype for the GEMMs like ``nn.Linear``). A float32 weight (an fp32 master weight)
+            gets its gradient in float32, accumulated in fp32 and never rounded to 16 bits
+            (torch's autocast F.linear rounds it first); other dtypes get the compute dtype's
+            gradient, cast.
         target: (...) int64/int32 class indices, x's leading shape; ``ignore_index`` rows are
             skipped (loss 0, no gradient); a target outside [0, V) that is not ignore_index
             gives that token NaN loss and gradients (no host check, no sync).
@@ -347,26 +363,28 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
             (``loss.backward()``, or ``backward(inputs=...)`` naming weight: asked of the
             autograd engine, no sync) is it fused: under ``torch.autograd.grad`` or
             ``backward(inputs=...)`` without weight, ``weight.grad`` is left untouched and the
-            gradient is dweight alone, as without the option. Ignored under torch.compile and
-            for 'none'.
+            gradient is dweight alone, as without the option. Ignored under torch.compile,
+            for 'none' and for float16.
 
     Returns:
         float32 loss: a 0-d tensor for 'mean' and 'sum', target's shape for 'none'.
 
-    The backward of 'mean' and 'sum' scales the gradients saved by the forward in place and
-    hands them to autograd (no copy); where the graph is retained (``retain_graph=True``) or
-    traced (torch.compile) it returns scaled copies instead, so every backward gets its own
-    grad_output's gradients ('none' recomputes the gradients in each backward). Bitwise
+    The backward of 'mean' and 'sum' (bfloat16) scales the gradients saved by the forward in
+    place and hands them to autograd (no copy); where the graph is retained
+    (``retain_graph=True``) or traced (torch.compile) it returns scaled copies instead, so every
+    backward gets its own grad_output's gradients ('none' and float16 recompute the gradients
+    in each backward). Bitwise
     reproducible for a fixed ``chunk_size``; with None the chunk may follow the free memory,
     which moves the fp32 summation order of dweight across chunks. No double backward: for
     'mean' and 'sum' a backward with ``create_graph=True`` raises RuntimeError (the saved
-    gradients are not differentiable); for 'none' differentiating the gradient raises (its op
-    has no autograd formula).
+    gradients are not differentiable); for 'none' and float16 differentiating the gradient
+    raises (its op has no autograd formula).
 
     Raises:
-        ValueError: a shape, dtype (x and weight must compute in bfloat16), device, layout or
-            option the C++ rejects (its message), a bad reduction or chunk_size.
-        RuntimeError: a CUDA error; a 'mean'/'sum' backward with ``create_graph=True``.
+        ValueError: a shape, dtype (x and weight must compute in bfloat16 or float16), device,
+            layout or option the C++ rejects (its message), a bad reduction or chunk_size.
+        RuntimeError: a CUDA error; a bfloat16 'mean'/'sum' backward with
+            ``create_graph=True``.
 
     Source: QuACK 0.2.0 ``chunked_linear_cross_entropy``; the options as Liger-Kernel's fused
     linear cross-entropy (z-loss ``lse_square_scale``, ``softcap``).
@@ -392,11 +410,11 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
     dtype = _compute_dtype(x, weight)
     if dtype is None:
         raise ValueError(f"{fn}: x has dtype {dtype_name(x.dtype)} and weight "
-                         f"{dtype_name(weight.dtype)}, expected both bfloat16 (or a bfloat16 "
-                         "autocast)")
-    # A float32 weight or bias goes to the op as it is: the op rounds it to bfloat16 for the
-    # GEMMs and returns its gradient in float32 (accumulated in fp32, never rounded to bfloat16,
-    # where a cast here would give a bfloat16 gradient that autograd then widens).
+                         f"{dtype_name(weight.dtype)}, expected both bfloat16 or both float16 "
+                         "(or a bfloat16 or float16 autocast)")
+    # A float32 weight or bias goes to the op as it is: the op rounds it to the compute dtype
+    # for the GEMMs and returns its gradient in float32 (accumulated in fp32, never rounded to
+    # 16 bits, where a cast here would give a 16-bit gradient that autograd then widens).
     w = weight if weight.dtype in (dtype, _F32) else weight.to(dtype)
     b = bias if bias is None or bias.dtype in (dtype, _F32) else bias.to(dtype)
     D = weight.shape[1]
@@ -411,7 +429,8 @@ def linear_cross_entropy(x: Tensor, weight: Tensor, target: Tensor, bias: Option
         w = torch.nn.functional.pad(w, (0, pad))
     t = target.reshape(-1)
     cap = 0.0 if logit_softcap is None else float(logit_softcap)
-    grad = torch.is_grad_enabled() and reduction != "none"
+    # float16: no gradient in the forward (ctx.recompute: the backward computes it from lse).
+    grad = torch.is_grad_enabled() and reduction != "none" and dtype != torch.float16
     need_dx = grad and x.requires_grad
     need_dw = grad and weight.requires_grad
     need_db = grad and b is not None and bias.requires_grad
@@ -432,7 +451,7 @@ def linear_cross_entropy_torch(x: Tensor, weight: Tensor, target: Tensor,
                                logit_softcap: Optional[float] = None) -> Tensor:
     """The same loss in plain torch (``F.linear``, then ``F.cross_entropy`` on float32 logits,
     the softcap and z-loss as ``linear_cross_entropy``): what ``nn.LinearCrossEntropy`` runs
-    where the kernels do not apply (CPU, float32 or float16 compute)."""
+    where the kernels do not apply (CPU, float32 compute)."""
     import torch.nn.functional as F
 
     z = F.linear(x, weight, bias).float()

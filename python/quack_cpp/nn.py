@@ -643,7 +643,7 @@ class LinearCrossEntropy(torch.nn.Linear):
 
     Kernels: ``quack_cpp.linear_cross_entropy`` (chunked logits GEMM, the cross-entropy with its
     gradient in the forward, the dx and dW GEMMs; see there) when input is a CUDA tensor and
-    the compute dtype is bfloat16 (input and weight bfloat16, or a bfloat16 autocast; an
+    the compute dtype is bfloat16 or float16 (input and weight of it, or an autocast to it; an
     in_features that is not a multiple of 8 costs a padded copy of input and weight a call);
     otherwise ``linear_cross_entropy_torch`` (``F.linear`` +
     ``F.cross_entropy`` on float32 logits), so the module stays a drop-in.

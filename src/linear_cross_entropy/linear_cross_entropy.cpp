@@ -33,7 +33,7 @@ constexpr size_t kBudget = size_t{1} << 30;       // logits bytes per chunk or s
 constexpr size_t kBudgetLow = size_t{512} << 20;  // kLowMemory's
 constexpr size_t kBudgetMin = size_t{64} << 20;   // floor of free_bytes / 4
 constexpr int64_t kAlignRows = 128;               // chunk and slice granularity (GEMM tiles)
-constexpr DType kBF16 = DType::kBFloat16, kF32 = DType::kFloat32;
+constexpr DType kBF16 = DType::kBFloat16, kF16 = DType::kFloat16, kF32 = DType::kFloat32;
 
 std::string str(int64_t v) { return std::to_string(v); }
 int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
@@ -87,35 +87,32 @@ Shapes check_common(const ArgCheck& chk, const TensorRef& x, const TensorRef& we
   chk.required(x, "x");
   if (x.ndim != 2)
     chk.fail("x has " + str(x.ndim) + " dimensions " + describe(x) + ", expected 2 (T, D)");
-  if (x.dtype != kBF16)
-    chk.fail(std::string("x has dtype ") + dtype_name(x.dtype) +
-             ", expected bfloat16 (float16 is not yet supported: the fp32 dweight accumulation "
-             "has no float16 GEMM instance)");
+  chk.dtype_in(x, "x", {kBF16, kF16});
   Shapes s;
   s.T = x.shape[0];
   s.D = x.shape[1];
   s.device = x.device;
-  check_rowmajor(chk, x, "x", s.T, s.D, {kBF16}, s.device, false);
+  check_rowmajor(chk, x, "x", s.T, s.D, {x.dtype}, s.device, false);
   chk.required(weight, "weight");
   if (weight.ndim != 2)
     chk.fail("weight has " + str(weight.ndim) + " dimensions " + describe(weight) +
              ", expected 2 (V, D)");
-  check_rowmajor(chk, weight, "weight", -1, s.D, {kBF16}, s.device, false);
+  check_rowmajor(chk, weight, "weight", -1, s.D, {x.dtype}, s.device, false);
   s.V = weight.shape[0];
   if (s.T > 0 && s.V < 1)
     chk.fail("weight has shape " + describe(weight) +
              ", expected V ≥ 1 classes (every non-ignored target must be a class)");
   if (s.V >= (int64_t{1} << 31))
     chk.fail("weight has V = " + str(s.V) + " classes, expected < 2^31");
-  if (bias.present()) check_vec(chk, bias, "bias", s.V, {kBF16}, s.device, false);
+  if (bias.present()) check_vec(chk, bias, "bias", s.V, {x.dtype}, s.device, false);
   chk.required(target, "target");
   check_vec(chk, target, "target", s.T, {DType::kInt32, DType::kInt64}, s.device, false);
-  if (dx.present()) check_rowmajor(chk, dx, "dx", s.T, s.D, {kBF16, kF32}, s.device, true);
+  if (dx.present()) check_rowmajor(chk, dx, "dx", s.T, s.D, {x.dtype, kF32}, s.device, true);
   if (dweight.present())
-    check_rowmajor(chk, dweight, "dweight", s.V, s.D, {kBF16, kF32}, s.device, true);
+    check_rowmajor(chk, dweight, "dweight", s.V, s.D, {x.dtype, kF32}, s.device, true);
   if (dbias.present()) {
     if (!bias.present()) chk.fail("dbias is given without bias, expected no dbias");
-    check_vec(chk, dbias, "dbias", s.V, {kBF16, kF32}, s.device, true);
+    check_vec(chk, dbias, "dbias", s.V, {x.dtype, kF32}, s.device, true);
   }
   return s;
 }
@@ -352,12 +349,12 @@ struct Ctx {
   /// (rn, vn) logits of tokens [r0, r0 + rn) and classes [v0, v0 + vn) into buf (row stride ld):
   /// bias (or 0) filled first when there is one, then x·Wᵀ added by the GEMM (C = D).
   TensorRef logits(int64_t r0, int64_t rn, int64_t v0, int64_t vn, void* buf, int64_t ld) const {
-    const TensorRef L = TensorRef::matrix(buf, kBF16, rn, vn, device, ld, 1);
+    const TensorRef L = TensorRef::matrix(buf, x.dtype, rn, vn, device, ld, 1);
     const bool with_bias = bias.present();
     if (with_bias || p.D == 0) {
       LceFillParams q;
       q.dst = buf;
-      q.dtype = kBF16;
+      q.dtype = x.dtype;
       q.rows = rn;
       q.cols = vn;
       q.ld = ld;
@@ -366,7 +363,7 @@ struct Ctx {
     }
     if (p.D > 0) {
       const TensorRef wt = TensorRef::matrix(
-          static_cast<char*>(weight.data) + v0 * weight.stride[0] * dtype_size(weight.dtype), kBF16,
+          static_cast<char*>(weight.data) + v0 * weight.stride[0] * dtype_size(weight.dtype), weight.dtype,
           p.D, vn, device, 1, weight.stride[0]);
       run_gemm(rows_of(x, r0, rn), wt, L, with_bias, s);
     }
@@ -377,7 +374,7 @@ struct Ctx {
   void colsum(const TensorRef& L, const TensorRef& out, bool add) const {
     LceColsumParams q;
     q.src = L.data;
-    q.dtype = kBF16;
+    q.dtype = L.dtype;
     q.rows = L.shape[0];
     q.cols = L.shape[1];
     q.ld = L.stride[0];
@@ -441,7 +438,7 @@ struct Ctx {
       ce::set_classes(rc.p, p.V);  // the slice is columns [0, vn) of a V-class row
       run_row_call(rc, s);
       if (p.D > 0 && dweight.present()) {
-        const TensorRef lt = TensorRef::matrix(L.data, kBF16, vn, p.T, device, 1, p.vslice_ld);
+        const TensorRef lt = TensorRef::matrix(L.data, L.dtype, vn, p.T, device, 1, p.vslice_ld);
         run_gemm(lt, x, rows_of(dweight, v0, vn), accumulate, s);
       }
       if (dbias.present()) colsum(L, elems_of(dbias, v0, vn), accumulate);
@@ -529,7 +526,7 @@ void run_fwd(const LinearCrossEntropyFwdArgs& a, const LcePlan& p, cudaStream_t 
     const TensorRef xc = rows_of(a.x, c0, cn);
     if (a.dx.present() && p.D > 0) run_gemm(L, a.weight, rows_of(a.dx, c0, cn), false, s);
     const auto lt = [&](int64_t r0, int64_t rn) {  // L[:, r0:r0+rn]ᵀ, (rn, cn) column-major
-      return TensorRef::matrix(static_cast<char*>(L.data) + r0 * p.elt, kBF16, rn, cn, device, 1,
+      return TensorRef::matrix(static_cast<char*>(L.data) + r0 * p.elt, L.dtype, rn, cn, device, 1,
                                p.ld);
     };
     if (p.dw == LceDw::kDirect) {

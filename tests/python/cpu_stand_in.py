@@ -364,11 +364,11 @@ def cross_entropy_scale_grad_cpu(dx, grad_output):
 
 def _lce_grad_rows(x, weight, bias, target, ignore_index, eps, zs, cap, scale):
     """(loss rows CE + z, CE rows, z rows, lse, R) of quack/linear_cross_entropy.h in fp32
-    from bf16-rounded logits; R for per-row scales `scale` (T) of both parts."""
-    # The GEMMs read weight and bias in bfloat16 (a float32 one rounded first, the op's rule).
-    z = x.float() @ weight.to(torch.bfloat16).float().T
+    from logits rounded to x's dtype; R for per-row scales `scale` (T) of both parts."""
+    # The GEMMs read weight and bias in x's dtype (a float32 one rounded first, the op's rule).
+    z = x.float() @ weight.to(x.dtype).float().T
     if bias is not None:
-        z = z + bias.to(torch.bfloat16).float()
+        z = z + bias.to(x.dtype).float()
     z = z.to(x.dtype).float()  # the logits chunk in x's dtype
     V = z.shape[1]
     th = torch.tanh(z / cap) if cap else None
@@ -413,7 +413,7 @@ def linear_cross_entropy_fwd_cpu(x, weight, bias, target, ignore_index, reductio
         loss = rows.sum()
     else:
         loss = ce.sum() / n + zp.sum() / n
-    dx = (R @ weight.to(torch.bfloat16).float()).to(x.dtype) if need_dx else _empty(x)
+    dx = (R @ weight.to(x.dtype).float()).to(x.dtype) if need_dx else _empty(x)
     dw = (R.T @ x.float()).to(weight.dtype) if need_dw else _empty(x)
     db = R.sum(0).to(bias.dtype) if (need_db and bias is not None) else _empty(x)
     return loss.float(), lse, dx, dw, db
@@ -427,7 +427,7 @@ def linear_cross_entropy_bwd_cpu(x, weight, bias, target, lse, dloss, ignore_ind
     scale = dloss.float().expand(T) if dloss.dim() == 0 else dloss.float()
     R = _lce_grad_rows(x, weight, bias, target, ignore_index, label_smoothing, z_loss,
                        logit_softcap, scale)[4]
-    dx = (R @ weight.to(torch.bfloat16).float()).to(x.dtype) if need_dx else _empty(x)
+    dx = (R @ weight.to(x.dtype).float()).to(x.dtype) if need_dx else _empty(x)
     dw = (R.T @ x.float()).to(weight.dtype) if need_dw else _empty(x)
     db = R.sum(0).to(bias.dtype) if (need_db and bias is not None) else _empty(x)
     return dx, dw, db

@@ -31,15 +31,15 @@ cuda_only = pytest.mark.skipif(DEVICE != "cuda", reason="checks CUDA itself")
 
 STAND_IN = True  # QUACK_TEST_DEVICE=cpu runs this module on the CPU stand-ins (conftest.py)
 
-bf16, f32, f64 = torch.bfloat16, torch.float32, torch.float64
+bf16, f16, f32, f64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
 lce = quack_cpp.linear_cross_entropy
 
 
-def make(T, D, V, bias=False, ignore_frac=0.2, ignore_index=-100, seed=0, lead=None):
+def make(T, D, V, bias=False, ignore_frac=0.2, ignore_index=-100, seed=0, lead=None, dtype=bf16):
     g = torch.Generator().manual_seed(seed)
-    x = ((torch.rand(T, D, generator=g) * 2 - 1)).to(bf16)
-    w = ((torch.rand(V, D, generator=g) * 2 - 1) * (2 / max(D, 1) ** 0.5)).to(bf16)
-    b = (torch.rand(V, generator=g) * 2 - 1).to(bf16) if bias else None
+    x = ((torch.rand(T, D, generator=g) * 2 - 1)).to(dtype)
+    w = ((torch.rand(V, D, generator=g) * 2 - 1) * (2 / max(D, 1) ** 0.5)).to(dtype)
+    b = (torch.rand(V, generator=g) * 2 - 1).to(dtype) if bias else None
     t = torch.randint(0, V, (T,), generator=g)
     t[torch.rand(T, generator=g) < ignore_frac] = ignore_index
     if lead is not None:
@@ -127,8 +127,8 @@ def assert_rule(got, ref, tor, what, atol_rel=1e-3):
 
 
 def check(T, D, V, reduction="mean", bias=False, seed=0, g=None, lead=None, ignore_index=-100,
-          ignore_frac=0.2, eps=0.0, zs=0.0, cap=0.0, **kw):
-    x, w, b, t = make(T, D, V, bias, ignore_frac, ignore_index, seed, lead)
+          ignore_frac=0.2, eps=0.0, zs=0.0, cap=0.0, dtype=bf16, **kw):
+    x, w, b, t = make(T, D, V, bias, ignore_frac, ignore_index, seed, lead, dtype)
     if g is None and reduction == "none":
         g = torch.randn(t.shape, device=DEVICE)
     elif g is not None and reduction != "none":
@@ -142,7 +142,7 @@ def check(T, D, V, reduction="mean", bias=False, seed=0, g=None, lead=None, igno
         if rr is None:
             assert gg is None, name
             continue
-        assert gg.dtype == (f32 if name == "loss" else bf16), (name, gg.dtype)
+        assert gg.dtype == (f32 if name == "loss" else dtype), (name, gg.dtype)
         assert_rule(gg, rr, oo, name, 1e-5 if name == "loss" else 1e-3)
     return got
 
@@ -205,6 +205,32 @@ def test_ignore_index_inside_vocabulary():
 # --------------------------------------------------------------------------------------------
 # Handed cases
 # --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("T,D,V", [(7, 64, 1000), (129, 128, 1001), (1000, 64, 333)])
+def test_float16(T, D, V, reduction):
+    """float16 x, weight and bias: the forward's loss and lse, the backward's recompute by
+    vocabulary slices with the real grad_output; gradients in float16, within the rule of
+    torch's own float16 error."""
+    check(T, D, V, reduction, bias=True, g=None if reduction == "none" else 0.7, dtype=f16,
+          chunk_size=64)
+
+
+@cuda_only
+def test_float16_loss_scale():
+    """A GradScaler's grad_output (65536) on a 'mean' over ~1600 tokens of V = 16384: the
+    gradient for grad_output 1 is ~4e-8 a logit, below float16's smallest normal (6.1e-5) and
+    near its smallest subnormal (6e-8), so one computed in the forward and scaled later would
+    lose most of its bits; the backward's recompute with the real grad_output keeps them (dx and
+    dweight within the rule of torch's float16, whose autograd scales before it rounds)."""
+    check(2048, 64, 16384, "mean", bias=True, g=65536.0, dtype=f16)
+
+
+def test_float16_module_takes_the_kernels():
+    m = qnn.LinearCrossEntropy(64, 300, bias=True, device=DEVICE, dtype=f16, chunk_size=16)
+    x, _, _, t = make(40, 64, 300, seed=4, dtype=f16)
+    assert torch.equal(m(x, t), lce(x, m.weight, t, m.bias, chunk_size=16))
 
 
 @pytest.mark.parametrize("chunk", [None, 3])

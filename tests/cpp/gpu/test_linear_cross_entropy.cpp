@@ -50,7 +50,7 @@ namespace quack::test {
 namespace {
 
 using Mode = LinearCrossEntropyMode;
-constexpr DType kBF = DType::kBFloat16, kF32 = DType::kFloat32;
+constexpr DType kBF = DType::kBFloat16, kF16 = DType::kFloat16, kF32 = DType::kFloat32;
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 struct LceCase {
@@ -63,6 +63,7 @@ struct LceCase {
   int bad_targets = 0;  // rows with targets outside [0, V) (C10)
   bool all_ignored = false;
   bool want_dx = true, want_dw = true, want_db = true;  // db only with bias
+  DType ab = kBF;  // x, weight and bias (the logits' dtype)
   DType dx_dt = kBF, dw_dt = kBF, db_dt = kBF;
   bool accumulate = false;
   Mode mode = Mode::kDefault;
@@ -83,10 +84,10 @@ struct Data {
 Data make_data(const LceCase& c) {
   Rng rng(c.seed);
   Data d;
-  d.x = random_uniform(rng, c.T * c.D, kBF, -1.0, 1.0);
+  d.x = random_uniform(rng, c.T * c.D, c.ab, -1.0, 1.0);
   const double ws = 2.0 / std::sqrt(static_cast<double>(std::max<int64_t>(c.D, 1)));
-  d.w = random_uniform(rng, c.V * c.D, kBF, -ws, ws);
-  if (c.bias) d.b = random_uniform(rng, c.V, kBF, -1.0, 1.0);
+  d.w = random_uniform(rng, c.V * c.D, c.ab, -ws, ws);
+  if (c.bias) d.b = random_uniform(rng, c.V, c.ab, -1.0, 1.0);
   d.t.resize(static_cast<size_t>(c.T));
   for (int64_t i = 0; i < c.T; ++i) {
     int64_t t = static_cast<int64_t>(rng.uniform() * static_cast<double>(c.V));
@@ -120,7 +121,7 @@ Ref reference(const LceCase& c, const Data& d) {
     for (int64_t v = 0; v < V; ++v) {
       double s = c.bias ? d.b[v] : 0.0;
       for (int64_t k = 0; k < D; ++k) s += d.x[i * D + k] * d.w[v * D + k];
-      z[i * V + v] = round_to(kBF, s);
+      z[i * V + v] = round_to(c.ab, s);
     }
   ref::CeOptions o;
   o.ignore_index = c.ignore_index;
@@ -180,9 +181,9 @@ LceRun run_case(const LceCase& c) {
   const bool none = c.reduction == 0;
   Layout xl;
   xl.row_stride = D + c.x_pad;
-  DeviceTensor x = upload(d.x, kBF, T, D, xl);
-  DeviceTensor w = upload(d.w, kBF, V, D, xl);
-  DeviceTensor b = c.bias ? upload_vector(d.b, kBF, V) : DeviceTensor();
+  DeviceTensor x = upload(d.x, c.ab, T, D, xl);
+  DeviceTensor w = upload(d.w, c.ab, V, D, xl);
+  DeviceTensor b = c.bias ? upload_vector(d.b, c.ab, V) : DeviceTensor();
   DeviceTensor t = alloc_tensor(c.target_dt, 1, T, {}, true);
   {  // integers: upload as raw bytes
     std::vector<unsigned char> img(t.buf.bytes(), 0);
@@ -299,7 +300,7 @@ LceRun run_case(const LceCase& c) {
     }
   }
   EXPECT_TRUE(close("lse" + where, download(lse), r.ce.lse, 1e-3));
-  const double rel = tolerance(kBF);
+  const double rel = tolerance(c.ab);
   if (c.want_dx) {
     EXPECT_TRUE(close("dx" + where, download(dx), r.dx,
                       rel + kAccumPerSqrtRow * std::sqrt(double(V)), D, floor_of(r.dx_floor, V)));
@@ -464,6 +465,33 @@ TEST_F(LcePaths, DweightTilesForced) {
       EXPECT_EQ(r.plan.acc_in_dw, acc ? 0 : detail::lce_split_rows(c.V));
     }
   }
+}
+
+// float16 x, weight and bias on every dweight path (one chunk, the split accumulator inside
+// dweight, the workspace accumulator, fp32 dweight, low memory) and the backward from lse.
+TEST_F(LcePaths, Float16) {
+  LceCase c;
+  c.T = 257;
+  c.D = 64;
+  c.V = 1001;
+  c.bias = true;
+  c.ab = c.dx_dt = c.dw_dt = c.db_dt = kF16;
+  run_case(c);  // one chunk
+  c.chunk = 64;
+  EXPECT_EQ(run_case(c).plan.dw, detail::LceDw::kAcc);  // split inside dweight
+  c.dw_pad = 8;
+  EXPECT_EQ(run_case(c).plan.acc_in_dw, 0);  // padded rows: the accumulator in the workspace
+  c.dw_pad = 0;
+  c.dw_dt = c.db_dt = kF32;
+  EXPECT_EQ(run_case(c).plan.dw, detail::LceDw::kDirect);
+  c.dw_dt = c.db_dt = kF16;
+  c.mode = Mode::kLowMemory;
+  c.vchunk = 128;
+  EXPECT_LT(run_case(c).plan.v_begin, c.V);
+  c.mode = Mode::kDefault;
+  c.reduction = 0;
+  c.bwd = true;
+  EXPECT_TRUE(run_case(c).plan.dx_acc);  // dx summed in fp32 across the slices
 }
 
 TEST_F(LcePaths, ChunkOfOneToken) {

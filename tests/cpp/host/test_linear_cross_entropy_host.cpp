@@ -205,8 +205,11 @@ TEST(LcePlan, Backward) {
 TEST(LceValidation, Forward) {
   const int64_t T = 16, D = 64, V = 100;
   auto a = fwd_args(T, D, V);
-  a.x.dtype = DType::kFloat16;
-  expect_fwd_invalid(a, {"x has dtype float16", "bfloat16"});
+  a.x.dtype = kF32;
+  expect_fwd_invalid(a, {"x has dtype float32", "expected bfloat16 or float16"});
+  a = fwd_args(T, D, V);
+  a.x.dtype = DType::kFloat16;  // weight stays bfloat16: one compute dtype
+  expect_fwd_invalid(a, {"weight has dtype bfloat16", "expected float16"});
   a = fwd_args(T, D, V);
   a.x = TensorRef::matrix(fake(1), kBF, T, D, 0, 68);
   expect_fwd_invalid(a, {"x", "row stride 68", "multiple of 8"});
