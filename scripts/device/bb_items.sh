@@ -2,9 +2,13 @@
 # mode (the plan's since 7f79fcd). Run BA (H100) read the hinted ring-t1024v4-s3-x2 6.2 % ahead
 # of the planned cl-t256v8-s1-x4 at 16384 x 65536, cl-t512v8-x4 2.7 % ahead of cl-t256v8-s1-x8 at
 # 131072; the bars' card is the H200 (run T: there the unhinted ring trailed cl-t256v8 by 17-19 %
-# at 131072 / 262144). Cold call, carry [".prebuilt-lib"]:
-#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='' PYFILES='' BUDGET=240 ITEMS=scripts/device/bb_items.sh
-#   bash scripts/device/call_focus.sh
+# at 131072 / 262144). With the float16 linear + cross-entropy's GPU tests (its gtests, its
+# pytest file and test_linear, whose fp16 autocast wgrad now runs the f16 -> fp32 mm instances).
+# Cold call, carry [".prebuilt-lib", ".peers/quack-0.2.0-site.tar.xz"], kind nvidia-h200:
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='LcePaths.* LceBwd.* LceCases.*'
+#   PYFILES='test_linear_cross_entropy test_linear' TEST_TMO=200 BUDGET=420
+#   ITEMS=scripts/device/bb_items.sh bash scripts/device/call_focus.sh
+# Then BB2 (warm): ITEMS=scripts/device/bb2_items.sh bash scripts/device/call_bench.sh
 # Predicted (H200): the hinted ring within 3 % of the planned entry at 65536, behind at 131072.
 run ce_pair_entries 120 bash -c "nvidia-smi --query-gpu=name --format=csv,noheader; build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x65536,16384x131072,8192x262144 --dir fwdbwd --config all --ms 40 | grep '\"op\": \"ce_fwd_bwd\"'"
 # ce_bwd_ring_l2: the CE backward from lse on its ring, hinted (0) against plain (1), two passes:
