@@ -279,8 +279,13 @@ def test_linear_cross_entropy_surface():
     n = _C.linear_cross_entropy_fwd_workspace_size(x, w, None, t, loss, dx=_t((T, D), dtype=2),
                                                    dweight=_t((V, D), dtype=2))
     assert n > T * 100 * 2  # at least one logits chunk
-    with pytest.raises(ValueError, match="linear_cross_entropy_fwd: x has dtype float16"):
+    with pytest.raises(ValueError, match="linear_cross_entropy_fwd: x has dtype float32, "
+                                         "expected bfloat16 or float16"):
+        _C.linear_cross_entropy_fwd_workspace_size(_t((T, D), dtype=0), w, None, t, loss)
+    with pytest.raises(ValueError, match="weight has dtype bfloat16, expected float16"):
         _C.linear_cross_entropy_fwd_workspace_size(_t((T, D), dtype=1), w, None, t, loss)
+    assert _C.linear_cross_entropy_fwd_workspace_size(
+        _t((T, D), dtype=1), _t((V, D), dtype=1), None, t, loss) > 0  # float16 x and weight
     with pytest.raises(ValueError, match="row stride 68"):
         _C.linear_cross_entropy_fwd(_t((T, D), dtype=2, strides=(68, 1)), w, None, t, loss)
     with pytest.raises(ValueError, match="reduction is 'avg'"):
