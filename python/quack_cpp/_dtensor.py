@@ -48,8 +48,8 @@ take rows (M, N): "rows sharded" is Shard(0) of those.
   sum), loss Shard(0) for 'none' and Partial(sum) for 'sum'; no row strategy for 'mean' (as
   cross-entropy: DTensor all-gathers the rows). A vocabulary-sharded weight is not a strategy
   (the lse needs the whole vocabulary): that is ``quack_cpp.distributed``'s vocab-parallel head.
-- ``LINEAR_CROSS_ENTROPY_BWD`` (reduction 'none''s recompute: x, weight, bias, target, lse,
-  dloss -> dx, dweight, dbias): Replicate; or rows: x, target, lse and a per-token dloss (T,)
+- ``LINEAR_CROSS_ENTROPY_BWD`` (the recompute of 'none' and float16: x, weight, bias, target,
+  lse, dloss -> dx, dweight, dbias): Replicate; or rows: x, target, lse and a per-token dloss (T,)
   Shard(0) (a 0-d dloss Replicate), weight, bias Replicate -> dx Shard(0), dweight and dbias
   Partial(sum).
 

@@ -684,9 +684,10 @@ def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: Union[float, Tensor] = 1.0,
 
     Args:
         A, B, out_dtype, alpha, tuned: as ``gemm``.
-        C: (M, N) or (L, M, N), CUDA, in out_dtype (or float32 with bfloat16 A, B and D: an fp32
-            residual added into a bf16 result, rounded once); row- or column-major with a 16-byte-multiple
-            leading stride.
+        C: (M, N) or (L, M, N), CUDA, in out_dtype (or float32 with bfloat16 A, B and D, and
+            with float16 ones in the wgrad's layout (A column-major, B row-major): an fp32
+            residual added into a 16-bit result, rounded once); row- or column-major with a
+            16-byte-multiple leading stride.
         beta: Python float, or a device scalar as ``gemm``'s alpha (a device beta of 0 reads no
             C; with a tensor beta, D takes C's layout).
 
@@ -792,7 +793,7 @@ def weight_grad(g: Tensor, x2: Tensor, weight: Optional[Tensor], dtype: torch.dt
         gemm_add_inplace_op(a, b, grad, 1.0, 1.0, False, None, None)
         weight.grad = None  # autograd's AccumulateGrad then takes grad as it is
         return grad
-    # e.g. fp16 -> fp32 for these layouts: fp16 dW, then cast (as torch does). Asked only where
+    # e.g. an fp16 weight under a bf16 autocast: bf16 dW, then cast (as torch does). Asked where
     # the answer matters: wdt == dtype computes in dtype either way.
     ok = wdt == dtype
     if not ok:
@@ -925,7 +926,7 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
     dtype first, like ``nn.Linear``.
 
     Where the C++ has no kernel for the compute dtype to weight's dtype in the wgrad's layouts
-    (``can_implement`` says so; e.g. fp16 -> fp32), dW is computed in the compute dtype and
+    (``can_implement`` says so; e.g. bf16 -> fp16), dW is computed in the compute dtype and
     cast, as ``nn.Linear`` does under autocast.
 
     fuse_grad_accum=True (eager only; ignored under torch.compile, as in QuACK): when

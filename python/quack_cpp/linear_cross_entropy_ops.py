@@ -5,10 +5,11 @@ Layers (top to bottom):
 
 - ``linear_cross_entropy``: the functional API (flattens x's leading dims, autocast, options);
 - ``lce_fwd`` (``torch.ops.quack_cpp.linear_cross_entropy_fwd``): loss and lse, and for 'mean'
-  and 'sum' the gradients dx, dweight, dbias for grad_output 1 in the same call; its autograd
-  rescales them by grad_output in the backward (``lce_scale``, in place, nothing when exactly
-  1). For 'none' the forward computes loss and lse only and the backward recomputes the logits
-  by vocabulary slices with the per-token grad_output (``lce_bwd``). Registered by
+  and 'sum' (bfloat16) the gradients dx, dweight, dbias for grad_output 1 in the same call; its
+  autograd rescales them by grad_output in the backward (``lce_scale``, in place, nothing when
+  exactly 1). For 'none', and for float16 x, the forward computes loss and lse only and the
+  backward recomputes the logits by vocabulary slices with the per-token grad_output
+  (``lce_bwd``). Registered by
   ``quack_cpp._registrar`` (custom op + fake + autograd + eager fast path): one opaque op for
   torch.compile(fullgraph=True); no host sync, so CUDA graphs capture it;
 - ``quack_cpp._C.linear_cross_entropy_*``: the C++ API (``include/quack/linear_cross_entropy.h``).
@@ -38,7 +39,6 @@ __all__ = ["linear_cross_entropy"]
 _REDUCTIONS = ("none", "sum", "mean")
 _F32 = torch.float32
 _COMPUTE_DTYPES = (torch.bfloat16, torch.float16)
-_DTYPE_CODE = {torch.bfloat16: 2, torch.float16: 1}  # quack::DType (include/quack/tensor.h)
 
 
 def _free_bytes(device: torch.device) -> int:
@@ -74,10 +74,11 @@ class LinearCrossEntropyFwd:
         x (T, D) bfloat16 or float16 with 16-byte rows, weight (V, D) x's dtype or float32,
         bias (V) x's dtype, float32 or None, target (T) int32/int64. A float32 weight or bias
         (an fp32 master weight under autocast) is rounded to x's dtype for the GEMMs, and its
-        gradient is accumulated and stored in float32 (no 16-bit rounding of dweight). loss: (T,) float32
-        for 'none', else a 0-d float32; lse (T,) float32. dx (T, D), dweight (V, D), dbias (V)
-        in the inputs' dtypes when need_* (the gradients for grad_output 1; reduction 'none'
-        never computes them here), else absent.
+        gradient is accumulated and stored in float32 (no 16-bit rounding of dweight). loss:
+        (T,) float32 for 'none', else a 0-d float32; lse (T,) float32. dx (T, D), dweight
+        (V, D), dbias (V) in the inputs' dtypes when need_* (the gradients for grad_output 1;
+        the functional API asks for none with 'none' or float16 x, whose autograd recomputes
+        them in the backward), else absent.
         chunk_size 0: the C++ rule with the free memory. fuse_grad_accum is read by the
         autograd formula only. Raises ValueError with the C++ message for bad arguments."""
 
@@ -100,10 +101,11 @@ class LinearCrossEntropyFwd:
         T, D = x.shape
         weight, bias = _as_x(weight, x), _as_x(bias, x)  # before the free-memory query: its copy
         if chunk_size == 0 and T > 0:
-            # x's dtype code; the fp32 accumulator's half in the workspace exists only for a
+            # x's dtype code (another dtype: the workspace query below raises the C++'s
+            # ValueError); the fp32 accumulator's half in the workspace exists only for a
             # 16-bit dweight (an fp32 one accumulates in place).
             chunk_size = _C.linear_cross_entropy_chunk_size(
-                T, D, weight.shape[0], _DTYPE_CODE[x.dtype], bool(low_memory),
+                T, D, weight.shape[0], _reg.DTYPE_CODE.get(x.dtype, 0), bool(low_memory),
                 dw is not None and dw.dtype != _F32, _free_bytes(x.device))
         args = (tensor_arg(x, fn, "x"), tensor_arg(weight, fn, "weight"),
                 tensor_arg(bias, fn, "bias"), tensor_arg(target, fn, "target"),
@@ -144,7 +146,9 @@ class LinearCrossEntropyFwd:
         device (nothing happens when it is exactly 1) and handed to autograd, unless the graph
         is retained or traced (then ``g * grad_output`` in fresh buffers, the saved ones left as
         they are, so every backward through the graph gets its own grad_output's gradients).
-        'none': recomputed by vocabulary slices with the per-token grad_output (``lce_bwd``).
+        'none' and float16: recomputed by vocabulary slices with the per-token grad_output
+        (``lce_bwd``; 'mean' divides it by the count of targets in [0, V) other than
+        ignore_index, the forward's denominator, or by 1 when there is none).
         Either way only the gradients the engine's current graph task computes
         (``_registrar.task_grads``: not weight's under ``torch.autograd.grad(loss, x)``)."""
         (need_x, need_w, need_b), fuse = _reg.task_grads(ctx, (0, 1, 2), 1, ctx.fuse)
@@ -154,9 +158,12 @@ class LinearCrossEntropyFwd:
         if ctx.recompute:
             x, weight, bias, target, lse = ctx.saved_tensors
             ignore_index, eps, zs, cap, low_memory = ctx.options
-            if ctx.reduction == "mean":  # per counted token: grad_output / their count (≥ 1)
-                count = (target != ignore_index).sum().clamp_min(1)
-                dloss = dloss.to(_F32) / count
+            if ctx.reduction == "mean":
+                # per counted token (a target in [0, V), not ignore_index: the forward's
+                # denominator): grad_output / their count (≥ 1: all ignored gives zeros)
+                V = weight.shape[0]
+                count = ((target != ignore_index) & (target >= 0) & (target < V)).sum()
+                dloss = dloss.to(_F32) / count.clamp_min(1)
             path = route_index(route(x, weight, bias, lse, dloss), target)
             dx, dw, db = lce_bwd.run(path, x, weight, bias, target, lse, dloss, ignore_index,
                                      eps, zs, cap, bool(need_x), bool(need_w),

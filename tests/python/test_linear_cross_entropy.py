@@ -4,7 +4,8 @@ Against a float64 reference (logits, loss and autograd in float64 from the same 
 by cases/handed.md's rule: error ≤ 2 × torch's own error in bfloat16 (``F.linear`` in bf16,
 then the loss on float32 logits, autograd) + atol. Covers odd token counts, vocabularies that are
 not multiples of 8, ignore_index rows, every reduction (with grad_output ≠ 1), bias, label
-smoothing, z-loss, softcap, both modes, forced chunk sizes, 3-D x, the handed cases C02, C04,
+smoothing, z-loss, softcap, both modes, forced chunk sizes, 3-D x, float16 (the recompute
+backward, a GradScaler-sized grad_output, the mean's count), the handed cases C02, C04,
 C06, C10 (C03 is the C++ LceLarge test), fused gradient accumulation, the nn module (state dict,
 fallbacks), torch.compile(fullgraph=True), CUDA-graph capture, opcheck, and a parity test
 against torch at 8192 × 4096 × 128256.
@@ -123,7 +124,7 @@ def assert_rule(got, ref, tor, what, atol_rel=1e-3):
     err = (g - r)[fin].abs().max().item()
     err_t = (o - r)[fin].abs().max().item()
     bound = 2 * err_t + atol_rel * scale + 1e-12
-    assert err <= bound, f"{what}: max error {err:.3e} > {bound:.3e} (torch bf16 {err_t:.3e})"
+    assert err <= bound, f"{what}: max error {err:.3e} > {bound:.3e} (torch's own {err_t:.3e})"
 
 
 def check(T, D, V, reduction="mean", bias=False, seed=0, g=None, lead=None, ignore_index=-100,
@@ -227,7 +228,26 @@ def test_float16_loss_scale():
     check(2048, 64, 16384, "mean", bias=True, g=65536.0, dtype=f16)
 
 
-def test_float16_module_takes_the_kernels():
+def test_float16_mean_counts_as_the_forward():
+    """float16 'mean' (the recompute backward): a target outside [0, V) gives NaN loss and its
+    own NaN gradient row, and leaves the other tokens' gradients as when it is ignored (the
+    mean's count is the forward's: targets in [0, V) other than ignore_index)."""
+    x, w, _, t = make(34, 64, 300, ignore_frac=0.0, seed=12, dtype=f16)
+    t_bad, t_ign = t.clone(), t.clone()
+    t_bad[3], t_ign[3] = 1000, -100
+    l_bad, dx_bad, _, _ = ours(x, w, None, t_bad, None, "mean")
+    l_ign, dx_ign, _, _ = ours(x, w, None, t_ign, None, "mean")
+    assert torch.isnan(l_bad) and not torch.isnan(l_ign)
+    keep = torch.arange(34, device=DEVICE) != 3
+    assert torch.isnan(dx_bad[3]).all() and not torch.isnan(dx_bad[keep]).any()
+    assert torch.equal(dx_bad[keep], dx_ign[keep])
+
+
+def test_float16_module_takes_the_kernels(monkeypatch):
+    def fallback(*args, **kwargs):
+        raise AssertionError("nn.LinearCrossEntropy took the torch fallback for float16")
+
+    monkeypatch.setattr(qnn, "linear_cross_entropy_torch", fallback)
     m = qnn.LinearCrossEntropy(64, 300, bias=True, device=DEVICE, dtype=f16, chunk_size=16)
     x, _, _, t = make(40, 64, 300, seed=4, dtype=f16)
     assert torch.equal(m(x, t), lce(x, m.weight, t, m.bias, chunk_size=16))

@@ -440,35 +440,39 @@ TEST_F(LcePaths, DweightTilesForced) {
   struct Unset {
     ~Unset() { unsetenv("QUACK_GEMM_TILE"); }
   } unset;
-  std::vector<std::string> tiles;
-  for (const detail::GemmInstance& i : detail::kGemmInstances)
-    if (i.epilogue == detail::GemmEpilogue::kLinComb && i.ab == kBF && i.d == kF32 && i.c == kF32 &&
-        i.a == detail::GemmMajor::kMN && i.b == detail::GemmMajor::kMN)
-      tiles.push_back(i.tile);
-  ASSERT_FALSE(tiles.empty());
-  for (const std::string& tile : tiles) {
-    const std::string spec = "f32_mm:" + tile;
-    setenv("QUACK_GEMM_TILE", spec.c_str(), 1);
-    for (bool acc : {false, true}) {
-      SCOPED_TRACE(spec + (acc ? ", accumulate" : ""));
-      LceCase c;
-      c.T = 300;
-      c.D = 320;
-      c.V = 1003;
-      c.chunk = 64;
-      c.bias = true;
-      c.accumulate = acc;
-      c.seed = acc ? 18 : 17;
-      const LceRun r = run_case(c);
-      EXPECT_EQ(r.plan.dw, detail::LceDw::kAcc);
-      EXPECT_EQ(r.plan.n_chunks, 5);
-      EXPECT_EQ(r.plan.acc_in_dw, acc ? 0 : detail::lce_split_rows(c.V));
+  for (DType ab : {kBF, kF16}) {
+    std::vector<std::string> tiles;
+    for (const detail::GemmInstance& i : detail::kGemmInstances)
+      if (i.epilogue == detail::GemmEpilogue::kLinComb && i.ab == ab && i.d == kF32 && i.c == kF32 &&
+          i.a == detail::GemmMajor::kMN && i.b == detail::GemmMajor::kMN)
+        tiles.push_back(i.tile);
+    ASSERT_FALSE(tiles.empty());
+    for (const std::string& tile : tiles) {
+      const std::string spec = "f32_mm:" + tile;
+      setenv("QUACK_GEMM_TILE", spec.c_str(), 1);
+      for (bool acc : {false, true}) {
+        SCOPED_TRACE(spec + (ab == kF16 ? ", fp16" : ", bf16") + (acc ? ", accumulate" : ""));
+        LceCase c;
+        c.T = 300;
+        c.D = 320;
+        c.V = 1003;
+        c.chunk = 64;
+        c.bias = true;
+        c.ab = c.dx_dt = c.dw_dt = c.db_dt = ab;
+        c.accumulate = acc;
+        c.seed = acc ? 18 : 17;
+        const LceRun r = run_case(c);
+        EXPECT_EQ(r.plan.dw, detail::LceDw::kAcc);
+        EXPECT_EQ(r.plan.n_chunks, 5);
+        EXPECT_EQ(r.plan.acc_in_dw, acc ? 0 : detail::lce_split_rows(c.V));
+      }
     }
   }
 }
 
 // float16 x, weight and bias on every dweight path (one chunk, the split accumulator inside
-// dweight, the workspace accumulator, fp32 dweight, low memory) and the backward from lse.
+// dweight, the workspace accumulator, accumulate, fp32 dweight, low memory) and the backward
+// from lse.
 TEST_F(LcePaths, Float16) {
   LceCase c;
   c.T = 257;
@@ -482,6 +486,9 @@ TEST_F(LcePaths, Float16) {
   c.dw_pad = 8;
   EXPECT_EQ(run_case(c).plan.acc_in_dw, 0);  // padded rows: the accumulator in the workspace
   c.dw_pad = 0;
+  c.accumulate = true;  // the old dweight and dbias added (fp32 sums, one rounding)
+  EXPECT_EQ(run_case(c).plan.acc_in_dw, 0);
+  c.accumulate = false;
   c.dw_dt = c.db_dt = kF32;
   EXPECT_EQ(run_case(c).plan.dw, detail::LceDw::kDirect);
   c.dw_dt = c.db_dt = kF16;
