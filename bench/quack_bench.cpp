@@ -51,7 +51,10 @@
 //                       dweight and dbias (fp32; its workspace allocated once); "config" as for
 //                       softmax
 //   quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] [--dir fwd|bwd|fwdbwd|all]
-//                       [--config auto|all] [--ring-l2 -1..2] [--ms 100]
+//                       [--config auto|all] [--ring-l2 -1..2] [--row-in-prefetch -1|0|1] [--ms 100]
+//                       --row-in-prefetch 0|1: the persistent policies' L1 prefetch of the target
+//                       (and the other per-row inputs) two rows ahead off / on on every plan,
+//                       the training pair's included (row_params.h, prefetch_row_in); -1: the plan's
 //                       ce_fwd: reduction 'none', no dx (loss only); ce_bwd: dx from x, lse and a
 //                       per-row dloss; ce_fwd_bwd: the training path, 'mean' with the predicted
 //                       dx (cross_entropy_fwd with lse, dx_state, dx_predict: prep + row kernel +
@@ -136,12 +139,16 @@ cudaError_t gpu_busy(double us);  // gpu_busy.cu
 namespace {
 
 // --ring-l2 N (rmsnorm, softmax, layernorm forwards, softmax backward, cross-entropy's forward
-// and backward, not its training pair): the ring policy's L2 use forced to
+// and backward, its training pair's forward): the ring policy's L2 use forced to
 // quack::detail::RingL2 value N on every plan (through run_row_call); -1: the plan's. Other
 // policies ignore it.
 int g_ring_l2 = -1;
+// --row-in-prefetch N (cross-entropy, its training pair included): RowPlan::prefetch_row_in
+// forced to N; -1: the plan's.
+int g_row_in_prefetch = -1;
 quack::detail::RowPlan with_ring_l2(quack::detail::RowPlan plan) {
   if (g_ring_l2 >= 0) plan.ring_l2 = static_cast<quack::detail::RingL2>(g_ring_l2);
+  if (g_row_in_prefetch >= 0) plan.prefetch_row_in = g_row_in_prefetch != 0;
   return plan;
 }
 // The mode a ring plan ran with, for its JSON line (other policies ignore it: no tag).
@@ -838,7 +845,7 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
       }
       if (run_train) {
         // The forward with dx (the rescale lines), and the predicted forward's kernels.
-        const d::RowPlan plan = d::plan_row_call(d::cross_entropy_fwd_call(with_ws(fwd_args(0, true))).row, cfg);
+        const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::cross_entropy_fwd_call(with_ws(fwd_args(0, true))).row, cfg));
         if (plan.policy == d::RowPolicy::kNone) continue;
         auto pred_call = [&](int s) {
           return d::cross_entropy_fwd_call(predicted(with_ws(fwd_args(s, true))), pred_form);
@@ -847,6 +854,8 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
         d::CeFwdPlan pplan = d::plan_cross_entropy_fwd(pc, cfg, cfg);
         if (pplan.row.policy == d::RowPolicy::kNone) pplan.row = d::plan_row_call(pc.row);
         if (pc.split && pplan.dx.policy == d::RowPolicy::kNone) pplan.dx = d::plan_row_call(pc.row_dx);
+        pplan.row = with_ring_l2(pplan.row);
+        pplan.dx = with_ring_l2(pplan.dx);
         std::string pextra = extra_of(pc.split ? pplan.dx : pplan.row);
         pextra += std::string(", \"config_loss\": \"") +
                   (pc.split ? d::row_plan_name(pplan.row, plan_name, sizeof(plan_name)) : "-") +
@@ -1250,10 +1259,16 @@ int main(int argc, char** argv) {
     else if (k == "--store-preact") store_preact = v != "0";
     else if (k == "--ring-l2")  // -1 or one digit (else -2: refused below)
       g_ring_l2 = v == "-1" ? -1 : v.size() == 1 && v[0] >= '0' && v[0] <= '9' ? v[0] - '0' : -2;
+    else if (k == "--row-in-prefetch")
+      g_row_in_prefetch = v == "-1" ? -1 : v == "0" ? 0 : v == "1" ? 1 : -2;
     else {
       std::fprintf(stderr, "quack-bench: unknown option %s\n", k.c_str());
       return 2;
     }
+  }
+  if (g_row_in_prefetch < -1) {
+    std::fprintf(stderr, "quack-bench: --row-in-prefetch is -1 (the plan's), 0 or 1\n");
+    return 2;
   }
   if (g_ring_l2 < -1 || g_ring_l2 >= quack::detail::kRingL2Count) {
     std::fprintf(stderr, "quack-bench: --ring-l2 is -1 (the plan's) or 0..%d (RingL2)\n",

@@ -551,6 +551,8 @@ void run_row_call(const RowCall& c, const RowPlan& plan_in, cudaStream_t stream,
   RowParams p = c.p;
   p.g = plan.g;
   p.ring_l2 = plan.ring_l2;
+  const int pf = c.op->info.row_in_prefetch;
+  p.row_in_prefetch_stride = plan.prefetch_row_in && pf >= 0 ? p.row_in[pf].row_stride : 0;
   if (n_acc > 0) {
     const size_t need = row_call_workspace(c, plan);
     const ArgCheck chk(c.fn);

@@ -30,6 +30,7 @@ struct RowOpInfo {
                                // and the predicted forward's two kernels)
   bool no_reduce = false;      // Traits::kNoReduce: the map entries (RowPolicy::kMap)
   bool held_fold = false;      // Traits::kHeldFold: the held cluster register entries
+  int row_in_prefetch = -1;    // Traits::kRowInPrefetch: the row_in slot prefetched ahead
   const char* name = "";
 };
 
@@ -72,6 +73,8 @@ struct RowPlan {
   size_t smem = 0;   // dynamic shared memory per CTA
   RowGeometry g;     // rows = M, cols = N; the staged and general policies' thread geometry
   RingL2 ring_l2 = RingL2::kHinted;  // the ring policy's L2 use (row_params.h)
+  bool prefetch_row_in = true;       // persistent policies: RowOpInfo::row_in_prefetch's slot
+                                     // two rows ahead into L1 (row_params.h)
 };
 
 /// The plan for `op` on problem `pr`. forced_config ≥ 0 plans only that entry of kRowConfigs

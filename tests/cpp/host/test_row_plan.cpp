@@ -803,5 +803,11 @@ TEST(RowPlan, RingL2Modes) {
   EXPECT_EQ(kRingL2Count, 3);
 }
 
+TEST(RowPlan, PrefetchRowInByDefault) {
+  EXPECT_TRUE(RowPlan{}.prefetch_row_in);
+  EXPECT_TRUE(plan_row(ce_bwd_info(), problem(16384, 32768, DType::kBFloat16)).prefetch_row_in);
+  EXPECT_EQ(RowOpInfo{}.row_in_prefetch, -1);
+}
+
 }  // namespace
 }  // namespace quack::detail
