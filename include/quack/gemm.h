@@ -79,16 +79,16 @@ struct GemmBias {
 ///
 /// Supported (a, b, d) layout combinations (row / column-major); the kernel's view in brackets:
 ///
-/// | a      | b      | d      | bf16 → bf16, bf16 → fp32, fp16 → fp16 | fp16 → fp32 | typical use          |
-/// |--------|--------|--------|---------------------------------------|-------------|----------------------|
-/// | row    | column | row    | yes [A K-major, B K-major]            | yes         | y = x·Wᵀ (forward)   |
-/// | row    | row    | row    | yes [A K-major, B N-major]            | no          | dx = dy·W (dgrad)    |
-/// | column | row    | row    | yes [A M-major, B N-major]            | no          | dW = dyᵀ·x (wgrad)   |
-/// | row    | column | column | yes [as row, column, row on Dᵀ = Bᵀ·Aᵀ] | yes       |                      |
-/// | column | column | column | yes [as row, row, row on Dᵀ]          | no          |                      |
-/// | column | row    | column | yes [as column, row, row on Dᵀ]       | no          |                      |
-/// | column | column | row    | bf16 → bf16 only [A M-major, B K-major]; others not yet | no |           |
-/// | row    | row    | column | bf16 → bf16 only [the same kernel on Dᵀ]; others not yet | no |           |
+/// | a      | b      | d      | every dtype pair (bf16 → bf16, bf16 → fp32, fp16 → fp16, fp16 → fp32) | typical use |
+/// |--------|--------|--------|---------------------------------------------------------|----------------------|
+/// | row    | column | row    | yes [A K-major, B K-major]                              | y = x·Wᵀ (forward)   |
+/// | row    | row    | row    | yes [A K-major, B N-major]                              | dx = dy·W (dgrad)    |
+/// | column | row    | row    | yes [A M-major, B N-major]                              | dW = dyᵀ·x (wgrad)   |
+/// | row    | column | column | yes [as row, column, row on Dᵀ = Bᵀ·Aᵀ]                 |                      |
+/// | column | column | column | yes [as row, row, row on Dᵀ]                            |                      |
+/// | column | row    | column | yes [as column, row, row on Dᵀ]                         |                      |
+/// | column | column | row    | bf16 → bf16 only [A M-major, B K-major]; others not yet |                      |
+/// | row    | row    | column | bf16 → bf16 only [the same kernel on Dᵀ]; others not yet |                     |
 ///
 /// A column-major d is computed as its transpose: Dᵀ (N, M) = Bᵀ·Aᵀ + beta·Cᵀ, row-major, in the
 /// same memory (the operands trade places; no copy).
@@ -113,11 +113,13 @@ struct GemmBias {
 /// d and an input are undefined.
 ///
 /// Not yet supported (InvalidArgument "... not yet supported"): the two layout combinations
-/// marked "not yet" above for bf16 → fp32 and fp16 → fp16, and fp16 → fp32 in any layout but those marked yes; a c whose layout differs
+/// marked "not yet" above for every dtype pair but bf16 → bf16; a c whose layout differs
 /// from d's (when c is read); a tensor with no dimension of stride 1; a batch stride of 0
 /// (broadcast) with L > 1; fp32 or other input dtypes; c of another dtype than d, except an
 /// fp32 c with bf16 a, b and d (supported for (a, b, d) = (row, column, row), (row, row, row),
-/// (row, column, column), (column, column, column), c like d); a per-row/column
+/// (column, row, row), (row, column, column), (column, column, column), (column, row,
+/// column), c like d) and with fp16 a, b and d (for (column, row, row) and (column, row,
+/// column): the wgrad's layout); a per-row/column
 /// alpha (activations: quack/gemm_act.h).
 ///
 /// bias (GemmBias: a row vector (N,) added to every row and/or a column vector (M,) added to

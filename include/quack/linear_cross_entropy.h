@@ -87,6 +87,11 @@ enum class LinearCrossEntropyMode : int {
 ///   forward), since the API cannot tell the old part from the new one.
 /// - lse (optional) is each row's logsumexp (softcapped logits), the input of
 ///   linear_cross_entropy_bwd.
+/// - fp16: the gradients for grad_output 1 are rounded to fp16 in the logits chunk before any
+///   later scale, and the 'mean' gradient of a large batch (1/count a token) lies mostly below
+///   fp16's normal range. Under a loss scale, compute loss and lse here without gradients and
+///   take them from linear_cross_entropy_bwd with dloss = grad_output (for 'mean' divided by
+///   the count of targets in [0, V) other than ignore_index), as the Python API does.
 /// - chunk_size: tokens per chunk, or 0 for linear_cross_entropy_chunk_size's rule (with
 ///   free_bytes = 0). vocab_chunk_size: vocabulary columns per slice of kLowMemory's second
 ///   pass (a multiple of 8 is used), or 0 for the rule.
