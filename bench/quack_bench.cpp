@@ -52,9 +52,11 @@
 //                       softmax
 //   quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] [--dir fwd|bwd|fwdbwd|all]
 //                       [--config auto|all] [--ring-l2 -1..2] [--row-in-prefetch -1|0|1] [--ms 100]
-//                       --row-in-prefetch 0|1: the persistent policies' L1 prefetch of the target
-//                       (and the other per-row inputs) two rows ahead off / on on every plan,
-//                       the training pair's included (row_params.h, prefetch_row_in); -1: the plan's
+//                       --row-in-prefetch 0|1: the ring's and staged cluster register kernels' L1
+//                       prefetch of the target off / on (row_params.h, prefetch_row_in) on the
+//                       plans of ce_fwd, ce_bwd and the training pair's forward (not its
+//                       backward, which runs the library's plan: ce_fwd_bwd_scaled's second half,
+//                       ce_train_bwd_recompute); -1: the plan's
 //                       ce_fwd: reduction 'none', no dx (loss only); ce_bwd: dx from x, lse and a
 //                       per-row dloss; ce_fwd_bwd: the training path, 'mean' with the predicted
 //                       dx (cross_entropy_fwd with lse, dx_state, dx_predict: prep + row kernel +
@@ -143,8 +145,8 @@ namespace {
 // quack::detail::RingL2 value N on every plan (through run_row_call); -1: the plan's. Other
 // policies ignore it.
 int g_ring_l2 = -1;
-// --row-in-prefetch N (cross-entropy, its training pair included): RowPlan::prefetch_row_in
-// forced to N; -1: the plan's.
+// --row-in-prefetch N (cross-entropy: ce_fwd, ce_bwd, the training pair's forward):
+// RowPlan::prefetch_row_in forced to N; -1: the plan's.
 int g_row_in_prefetch = -1;
 quack::detail::RowPlan with_ring_l2(quack::detail::RowPlan plan) {
   if (g_ring_l2 >= 0) plan.ring_l2 = static_cast<quack::detail::RingL2>(g_ring_l2);
@@ -153,9 +155,11 @@ quack::detail::RowPlan with_ring_l2(quack::detail::RowPlan plan) {
 }
 // The mode a ring plan ran with, for its JSON line (other policies ignore it: no tag).
 std::string ring_l2_extra(const quack::detail::RowPlan& plan) {
-  return g_ring_l2 >= 0 && plan.policy == quack::detail::RowPolicy::kRing
-             ? ", \"ring_l2\": " + std::to_string(g_ring_l2)
-             : std::string();
+  return (g_ring_l2 >= 0 && plan.policy == quack::detail::RowPolicy::kRing
+              ? ", \"ring_l2\": " + std::to_string(g_ring_l2)
+              : std::string()) +
+         (g_row_in_prefetch >= 0 ? ", \"row_in_prefetch\": " + std::to_string(g_row_in_prefetch)
+                                 : std::string());
 }
 
 constexpr double kBusyUs = 100.0;  // longer than the host call times measured (GEMM: ours 7–26 µs, cuBLAS 8–70 µs)
@@ -856,7 +860,7 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
         if (pc.split && pplan.dx.policy == d::RowPolicy::kNone) pplan.dx = d::plan_row_call(pc.row_dx);
         pplan.row = with_ring_l2(pplan.row);
         pplan.dx = with_ring_l2(pplan.dx);
-        std::string pextra = extra_of(pc.split ? pplan.dx : pplan.row);
+        std::string pextra = extra_of(pc.split ? pplan.dx : pplan.row) + ring_l2_extra(pplan.dx);
         pextra += std::string(", \"config_loss\": \"") +
                   (pc.split ? d::row_plan_name(pplan.row, plan_name, sizeof(plan_name)) : "-") +
                   "\", \"fwd_form\": \"" + (pc.split ? "split" : "single") + "\"";
@@ -1217,7 +1221,7 @@ int main(int argc, char** argv) {
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--wdtype fp32|x] [--bias 0|1] [--config auto|all|ENTRY] [--ring-l2 -1..2] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
-                 "[--dir fwd|bwd|fwdbwd|all] [--config auto|all] [--ring-l2 -1..2] [--ms 100]\n"
+                 "[--dir fwd|bwd|fwdbwd|all] [--config auto|all] [--ring-l2 -1..2] [--row-in-prefetch -1|0|1] [--ms 100]\n"
                  "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n"
                  "       quack-bench gemm-act|gemm-dact [--shapes MxNxK,...] [--act NAME|all] [--store-preact 1|0] [--ms 300]\n");
     return 2;

@@ -79,15 +79,17 @@ struct RowParams {
 #ifdef __CUDACC__
 /// The persistent policies (ring, cluster register with stages): per-row input `kSlot` (the
 /// traits' kRowInPrefetch: a present int32 / int64 index per row; run_row_call sets
-/// row_in_prefetch_stride to its row stride, or to 0 where the plan turns the prefetch off) of `row`
-/// into L1, two rows before the traits' load_row reads it. load_row runs one row ahead, and a
-/// result used at once (cross-entropy's target, classified in load_row) waits on that load: an
-/// L2 round trip under the stream's traffic each row (run AZ's ncu of the CE forward with dx at
-/// 16384 x 65536: 10.3 % of the stall samples). The stage copies bypass L1, so the line stays
+/// row_in_prefetch_stride to its row stride, or to 0 where the plan turns the prefetch off) of
+/// `row` into L1, about one row before the traits' load_row reads it (load_row runs one row
+/// ahead of the row that uses it, the prefetch two or three). A load_row result used at once
+/// (cross-entropy's target, classified in load_row) waits on its load: an L2 round trip under
+/// the stream's traffic each row (run AZ2's ncu of the CE forward with dx at 16384 x 65536:
+/// 10.3 % of the stall samples). The stage copies bypass L1, so the line stays
 /// there for the row between. One slot, no branch: a loop over every row_in, and a runtime
 /// on / off test, spilled 4 bytes at 64 registers (cl-t256v8-s1's fwd+dx).
 template <int kSlot>
 __device__ __forceinline__ void prefetch_row_in(const RowParams& p, int64_t row) {
+  static_assert(kSlot >= 0 && kSlot < kRowMaxRowIO, "a row_in slot");
   const RowIO& io = p.row_in[kSlot];  // an int32 / int64 index, present (load_row's form)
   const int64_t off = row * p.row_in_prefetch_stride;
   const void* a = io.dtype == DType::kInt64

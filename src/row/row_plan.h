@@ -82,6 +82,11 @@ struct RowPlan {
 /// Otherwise the first compiled configuration that takes the row, else the general policy.
 RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config = -1);
 
+/// RowParams::row_in_prefetch_stride for a launch of `op` on `plan`: the row stride of the
+/// op's prefetched per-row input (RowOpInfo::row_in_prefetch), or 0 (every prefetch then hits
+/// row 0: off) where the op names none or the plan turns it off.
+int64_t row_in_prefetch_stride(const RowOpInfo& op, const RowParams& p, const RowPlan& plan);
+
 /// Whether configuration `config` takes rows of row_bytes (bytes of the narrowest input stream)
 /// and M rows.
 bool row_config_takes(int config, int64_t M, int64_t row_bytes);
