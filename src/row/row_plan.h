@@ -74,7 +74,7 @@ struct RowPlan {
   RowGeometry g;     // rows = M, cols = N; the staged and general policies' thread geometry
   RingL2 ring_l2 = RingL2::kHinted;  // the ring policy's L2 use (row_params.h)
   bool prefetch_row_in = true;       // persistent policies: RowOpInfo::row_in_prefetch's slot
-                                     // two rows ahead into L1 (row_params.h)
+                                     // into L1 a row before load_row (row_params.h)
 };
 
 /// The plan for `op` on problem `pr`. forced_config ≥ 0 plans only that entry of kRowConfigs
