@@ -148,13 +148,14 @@ int g_ring_l2 = -1;
 // --row-in-prefetch N (cross-entropy: ce_fwd, ce_bwd, the training pair's forward):
 // RowPlan::prefetch_row_in forced to N; -1: the plan's.
 int g_row_in_prefetch = -1;
-quack::detail::RowPlan with_ring_l2(quack::detail::RowPlan plan) {
+quack::detail::RowPlan with_bench_modes(quack::detail::RowPlan plan) {
   if (g_ring_l2 >= 0) plan.ring_l2 = static_cast<quack::detail::RingL2>(g_ring_l2);
   if (g_row_in_prefetch >= 0) plan.prefetch_row_in = g_row_in_prefetch != 0;
   return plan;
 }
-// The mode a ring plan ran with, for its JSON line (other policies ignore it: no tag).
-std::string ring_l2_extra(const quack::detail::RowPlan& plan) {
+// The forced modes a plan ran with, for its JSON line: ring_l2 on ring plans (other policies
+// ignore it: no tag), row_in_prefetch on every plan when forced.
+std::string bench_mode_extra(const quack::detail::RowPlan& plan) {
   return (g_ring_l2 >= 0 && plan.policy == quack::detail::RowPolicy::kRing
               ? ", \"ring_l2\": " + std::to_string(g_ring_l2)
               : std::string()) +
@@ -353,7 +354,7 @@ int bench_rmsnorm(quack::DType dt, quack::DType wdt, const std::string& residual
     char plan_name[96];
     for (int cfg : configs) {
       if (dir == "bwd") break;
-      const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::rmsnorm_fwd_call(fwd_args(0)), cfg));
+      const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::rmsnorm_fwd_call(fwd_args(0)), cfg));
       if (plan.policy == d::RowPolicy::kNone) continue;
       const double ms = time_median(
           [&](int s) {
@@ -363,7 +364,7 @@ int bench_rmsnorm(quack::DType dt, quack::DType wdt, const std::string& residual
           sets, budget_ms);
       const std::string extra = std::string(", \"config\": \"") +
                                 d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra +
-                                ring_l2_extra(plan);
+                                bench_mode_extra(plan);
       emit("rmsnorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
     if (dir == "fwd") continue;
@@ -436,7 +437,7 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
     char plan_name[64];
     for (int cfg : configs) {
       if (dir == "bwd") break;
-      const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::softmax_fwd_call(fwd_args(0), log), cfg));
+      const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::softmax_fwd_call(fwd_args(0), log), cfg));
       if (plan.policy == d::RowPolicy::kNone) continue;
       const double ms = time_median(
           [&](int s) {
@@ -446,13 +447,13 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
           sets, budget_ms);
       const std::string extra =
           std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" +
-          ring_l2_extra(plan);
+          bench_mode_extra(plan);
       emit(fwd_op.c_str(), name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
     if (dir == "fwd") continue;
     for (int s = 0; s < sets; ++s) run_fwd(s);  // y: real forward outputs
     for (int cfg : configs) {
-      const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::softmax_bwd_call(bwd_args(0), log), cfg));
+      const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::softmax_bwd_call(bwd_args(0), log), cfg));
       if (plan.policy == d::RowPolicy::kNone) continue;
       const double ms = time_median(
           [&](int s) {
@@ -462,7 +463,7 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
           sets, budget_ms);
       const std::string extra =
           std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" +
-          ring_l2_extra(plan);
+          bench_mode_extra(plan);
       emit(bwd_op.c_str(), name, M, N, ms, 3.0 * mn * es, extra.c_str());
     }
   }
@@ -690,7 +691,7 @@ int bench_layernorm(quack::DType dt, quack::DType wdt, bool bias,
     char plan_name[96];
     for (int cfg : configs) {
       if (dir == "bwd") break;
-      const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::layernorm_fwd_call(fwd_args(0)), cfg));
+      const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::layernorm_fwd_call(fwd_args(0)), cfg));
       if (plan.policy == d::RowPolicy::kNone) continue;
       const double ms = time_median(
           [&](int s) {
@@ -700,7 +701,7 @@ int bench_layernorm(quack::DType dt, quack::DType wdt, bool bias,
           sets, budget_ms);
       const std::string extra = std::string(", \"config\": \"") +
                                 d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra +
-                                ring_l2_extra(plan);
+                                bench_mode_extra(plan);
       emit("layernorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
     if (dir == "fwd") continue;
@@ -825,12 +826,12 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
     bool recompute_timed = false;  // ce_train_bwd_recompute: once per shape
     for (int cfg : configs) {
       if (run_fwd) {
-        const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::cross_entropy_fwd_call(fwd_args(0, false)).row, cfg));
+        const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::cross_entropy_fwd_call(fwd_args(0, false)).row, cfg));
         if (plan.policy != d::RowPolicy::kNone) {
           const double ms = time_median(
               [&](int s) { d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(fwd_args(s, false)), plan, nullptr); },
               sets, budget_ms);
-          emit("ce_fwd", name, M, V, ms, 1.0 * mv * es, (extra_of(plan) + ring_l2_extra(plan)).c_str());
+          emit("ce_fwd", name, M, V, ms, 1.0 * mv * es, (extra_of(plan) + bench_mode_extra(plan)).c_str());
         }
       }
       if (run_bwd) {
@@ -839,17 +840,17 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
           a.lse = TensorRef::vector(lse.p, F32, M);
           quack::cross_entropy_fwd(a, nullptr);
         }
-        const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::cross_entropy_bwd_call(bwd_args(0)), cfg));
+        const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::cross_entropy_bwd_call(bwd_args(0)), cfg));
         if (plan.policy != d::RowPolicy::kNone) {
           const double ms = time_median(
               [&](int s) { d::run_row_call(d::cross_entropy_bwd_call(bwd_args(s)), plan, nullptr); },
               sets, budget_ms);
-          emit("ce_bwd", name, M, V, ms, 2.0 * mv * es, (extra_of(plan) + ring_l2_extra(plan)).c_str());
+          emit("ce_bwd", name, M, V, ms, 2.0 * mv * es, (extra_of(plan) + bench_mode_extra(plan)).c_str());
         }
       }
       if (run_train) {
         // The forward with dx (the rescale lines), and the predicted forward's kernels.
-        const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::cross_entropy_fwd_call(with_ws(fwd_args(0, true))).row, cfg));
+        const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::cross_entropy_fwd_call(with_ws(fwd_args(0, true))).row, cfg));
         if (plan.policy == d::RowPolicy::kNone) continue;
         auto pred_call = [&](int s) {
           return d::cross_entropy_fwd_call(predicted(with_ws(fwd_args(s, true))), pred_form);
@@ -858,9 +859,10 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
         d::CeFwdPlan pplan = d::plan_cross_entropy_fwd(pc, cfg, cfg);
         if (pplan.row.policy == d::RowPolicy::kNone) pplan.row = d::plan_row_call(pc.row);
         if (pc.split && pplan.dx.policy == d::RowPolicy::kNone) pplan.dx = d::plan_row_call(pc.row_dx);
-        pplan.row = with_ring_l2(pplan.row);
-        pplan.dx = with_ring_l2(pplan.dx);
-        std::string pextra = extra_of(pc.split ? pplan.dx : pplan.row) + ring_l2_extra(pplan.dx);
+        pplan.row = with_bench_modes(pplan.row);
+        pplan.dx = with_bench_modes(pplan.dx);
+        const d::RowPlan& pmain = pc.split ? pplan.dx : pplan.row;  // the kernel writing dx
+        std::string pextra = extra_of(pmain) + bench_mode_extra(pmain);
         pextra += std::string(", \"config_loss\": \"") +
                   (pc.split ? d::row_plan_name(pplan.row, plan_name, sizeof(plan_name)) : "-") +
                   "\", \"fwd_form\": \"" + (pc.split ? "split" : "single") + "\"";
