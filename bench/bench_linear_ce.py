@@ -44,6 +44,13 @@ and the CUDA runtime calls the host made during it (a cudaMalloc, a synchronisat
 then busy / idle / span totals, and the torch calls that synchronised inside the call
 (torch.cuda.set_sync_debug_mode("warn")). No timing rounds run with --trace.
 
+Kernels (--kernels ours,quack): at the first shape, each listed implementation called 3 times
+untimed, then 3 calls of each, alternating, recorded with torch.profiler; per implementation the
+GPU kernels grouped by name: calls and microseconds per call, most time first, then the kernels'
+sum against the call's span (first kernel start to last kernel end). It says where one
+implementation's time goes beside another's (issue 20: QuACK's 76 ms against our 83). No timing
+rounds run with --kernels.
+
 Events (--events N): at the first shape, ours and our three GEMMs each timed N times three ways:
 CUDA events around each call issued back to back ("b2b"), the same after a 256 MB L2-clearing
 memset per call as do_bench does ("l2"), and the host's wall clock from a synchronisation to the
@@ -85,6 +92,9 @@ def parse_args(argv=None):
                    help="time N calls of ours (and of our three GEMMs) with CUDA events, three "
                         "ways (back to back; after an L2 clear as do_bench; host wall clock "
                         "between synchronisations) beside do_bench with n_repeat = N; no rounds")
+    p.add_argument("--kernels", default=None, metavar="IMPLS",
+                   help="comma list of implementations: their GPU kernels per call, grouped by "
+                        "name (torch.profiler); no timing")
     p.add_argument("--gap-us", type=float, default=50.0,
                    help="--trace: smallest gap printed (microseconds)")
     return p.parse_args(argv)
@@ -266,6 +276,48 @@ def run_trace(torch, F, args, T, D, V):
     return g
 
 
+def run_kernels(torch, F, args, T, D, V, calls_each=3):
+    """--kernels: each implementation's GPU kernels per call, grouped by name (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x, W, t = make_inputs(torch, T, D, V)
+    impls = [i for i in args.kernels.split(",") if i]
+    calls = {}
+    for impl in impls:
+        f = loss_fn(torch, F, impl)
+        if f is None:
+            print(f"bench_linear_ce --kernels: {impl} not available")
+            continue
+        calls[impl] = fwd_bwd_call(f, x, W, t)
+        for _ in range(3):
+            calls[impl]()
+    torch.cuda.synchronize()
+    kernels = {impl: [] for impl in calls}
+    for _ in range(calls_each):
+        for impl, call in calls.items():
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                call()
+                torch.cuda.synchronize()
+            kernels[impl].append([(e.name, e.time_range.start, e.time_range.end)
+                                  for e in prof.events() if e.device_type.name == "CUDA"])
+    print(f"bench_linear_ce --kernels at {T}x{D}x{V}: microseconds per call, mean of {calls_each}")
+    for impl, runs in kernels.items():
+        by_name, spans, sums = {}, [], []
+        for run in runs:
+            if not run:
+                continue
+            spans.append(max(e for _, _, e in run) - min(s for _, s, _ in run))
+            sums.append(sum(e - s for _, s, e in run))
+            for name, s, e in run:
+                n, us = by_name.get(name, (0, 0.0))
+                by_name[name] = (n + 1, us + (e - s))
+        k = max(len(runs), 1)
+        print(f"{impl}: kernels {statistics.mean(sums or [0]):.0f} us, span "
+              f"{statistics.mean(spans or [0]):.0f} us")
+        for name, (n, us) in sorted(by_name.items(), key=lambda kv: -kv[1][1]):
+            print(f"  {us / k:10.0f} us  x{n / k:<4g} {name[:110]}")
+
+
 def time_three_ways(torch, do_bench, call, n):
     """call timed n times: back to back, after an L2 clear, host wall clock; do_bench (ms)."""
     import time
@@ -443,6 +495,9 @@ def main(argv=None):
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     if args.trace:
         run_trace(torch, F, args, *shapes[0])
+        return 0
+    if args.kernels:
+        run_kernels(torch, F, args, *shapes[0])
         return 0
     if args.events:
         run_events(torch, F, do_bench, args, *shapes[0])
