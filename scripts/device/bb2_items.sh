@@ -10,8 +10,3 @@ run ce_32768_ring 100 bash -c "$CARD; python3 bench/bench_rows.py --ops ce_bwd,c
 # missed), fp32 layernorm 262144 within 0.5 % (0.819), rmsnorm fp32 131072 / 262144 +0-2 %
 # (0.986 / 0.983 x QuACK).
 run rows_ring 200 bash -c "$CARD; python3 bench/bench_rows.py --ops rmsnorm_fwd,layernorm_fwd --dtypes bf16,fp32 --shapes 16384x65536,16384x131072,8192x262144 --impls ours,quack --rounds 3 --plot '' --out $R/rows_ring.jsonl"
-# lce_kernels: issue 20's gap (QuACK 76.3 ms against our 83.1 at 16384 x 4096 x 128256, yet our
-# three GEMMs kernel-only at 1.03 x cuBLAS, which QuACK runs for two of its three): each call's
-# kernels by name, ours and QuACK's alternating. Predicted: QuACK's GEMM kernels sum below our
-# three GEMMs' by most of the 7 ms; the kernel sum against the span says whether gaps carry any.
-run lce_kernels 150 bash -c "$CARD; python3 bench/bench_linear_ce.py --quick --kernels ours,quack"
