@@ -595,9 +595,9 @@ Plan plan_gemm(const GemmArgs& g) {
     chk.fail(std::string("b has dtype ") + dtype_name(g.b.dtype) + ", expected " + dtype_name(g.a.dtype) +
              " (a's dtype; mixed input dtypes are not supported)");
   chk.dtype_in(g.d, "d", {g.a.dtype, DType::kFloat32});
-  // C: d's dtype, or float32 added into a bf16 d of bf16 inputs (the _cf32 instances; their GPU
-  // tests pass on the H200).
-  const bool c_f32_ok = g.a.dtype == DType::kBFloat16 && g.d.dtype == DType::kBFloat16;
+  // C: d's dtype, or float32 added into a 16-bit d of the inputs' dtype (the _cf32 instances,
+  // bf16 and f16: linear + cross-entropy's last dweight chunk).
+  const bool c_f32_ok = g.d.dtype == g.a.dtype;
   if (g.c.present() && g.c.dtype != g.d.dtype && !(c_f32_ok && g.c.dtype == DType::kFloat32))
     chk.fail(std::string("c has dtype ") + dtype_name(g.c.dtype) + ", expected " + dtype_name(g.d.dtype) +
              " (d's dtype; c of another dtype is not yet supported)");

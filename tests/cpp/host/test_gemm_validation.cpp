@@ -308,6 +308,15 @@ TEST(GemmValidation, Dtypes) {
   EXPECT_NO_THROW(can_implement(g));
   g.c = TensorRef::matrix(fake(4), DType::kFloat16, M, N);
   expect_error(g, "c has dtype float16, expected bfloat16 (d's dtype; c of another dtype is not yet supported)");
+  // fp16 alike (linear + cross-entropy's last dweight chunk: a column-major, b and d row-major).
+  g = args_layout("crr", DType::kFloat16, DType::kFloat16, /*with_c=*/true);
+  g.c.dtype = DType::kFloat32;
+  expect_valid(g);
+  g.c.dtype = DType::kBFloat16;
+  expect_error(g, "c has dtype bfloat16, expected float16 (d's dtype; c of another dtype is not yet supported)");
+  g = args_layout("crr", DType::kFloat16, DType::kFloat32, /*with_c=*/true);
+  g.c.dtype = DType::kFloat16;  // a 16-bit c into an fp32 d: no instance
+  expect_error(g, "c has dtype float16, expected float32 (d's dtype");
 }
 
 TEST(GemmValidation, BetaNeedsC) {
