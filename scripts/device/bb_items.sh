@@ -15,11 +15,6 @@ CARD="nvidia-smi --query-gpu=name --format=csv,noheader"
 # target's compare after its load) 2-5 % faster with it; the backward on the ring (32768 / 65536)
 # within 1 % (its load_row sits before the stage wait).
 run row_in_prefetch 100 bash -c "$CARD; for m in 1 0 1 0; do build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x65536,16384x131072,8192x262144 --dir fwdbwd --row-in-prefetch \$m --ms 40 | grep '\"op\": \"ce_fwd_bwd\"'; build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768,16384x65536 --dir bwd --row-in-prefetch \$m --ms 40; done"
-# lce_kernels: issue 20's gap (QuACK 76.3 ms against our 83.1 at 16384 x 4096 x 128256, yet our
-# three GEMMs kernel-only at 1.03 x cuBLAS, which QuACK runs for two of its three): each call's
-# kernels by name, ours and QuACK's alternating. Predicted: QuACK's GEMM kernels sum below our
-# three GEMMs' by most of the 7 ms; the kernel sum against the span says whether gaps carry any.
-run lce_kernels 150 bash -c "$CARD; python3 bench/bench_linear_ce.py --quick --kernels ours,quack"
 # ce_pair_entries: run BA (H100) read the hinted ring-t1024v4-s3-x2 6.2 % ahead of the planned
 # cl-t256v8-s1-x4 at 16384 x 65536, cl-t512v8-x4 2.7 % ahead of cl-t256v8-s1-x8 at 131072; the
 # bars' card is the H200 (run T: there the unhinted ring trailed cl-t256v8 by 17-19 % at 131072
