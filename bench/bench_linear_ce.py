@@ -64,6 +64,7 @@ import argparse
 import json
 import os
 import statistics
+import time
 
 SHAPES = [(16384, 4096, 128256), (8192, 4096, 32000), (32768, 1024, 151936),
           (8192, 8192, 262144)]
@@ -289,9 +290,11 @@ def run_kernels(torch, F, args, T, D, V, calls_each=3):
             print(f"bench_linear_ce --kernels: {impl} not available")
             continue
         calls[impl] = fwd_bwd_call(f, x, W, t)
+        t0 = time.time()
         for _ in range(3):
             calls[impl]()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        print(f"bench_linear_ce --kernels: {impl} warmed up in {time.time() - t0:.1f} s", flush=True)
     kernels = {impl: [] for impl in calls}
     for _ in range(calls_each):
         for impl, call in calls.items():
