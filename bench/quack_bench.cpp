@@ -51,12 +51,7 @@
 //                       dweight and dbias (fp32; its workspace allocated once); "config" as for
 //                       softmax
 //   quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] [--dir fwd|bwd|fwdbwd|all]
-//                       [--config auto|all] [--ring-l2 -1..2] [--row-in-prefetch -1|0|1] [--ms 100]
-//                       --row-in-prefetch 0|1: the ring's and staged cluster register kernels' L1
-//                       prefetch of the target off / on (row_params.h, prefetch_row_in) on the
-//                       plans of ce_fwd, ce_bwd and the training pair's forward (not its
-//                       backward, which runs the library's plan: ce_fwd_bwd_scaled's second half,
-//                       ce_train_bwd_recompute); -1: the plan's
+//                       [--config auto|all] [--ring-l2 -1..2] [--ms 100]
 //                       ce_fwd: reduction 'none', no dx (loss only); ce_bwd: dx from x, lse and a
 //                       per-row dloss; ce_fwd_bwd: the training path, 'mean' with the predicted
 //                       dx (cross_entropy_fwd with lse, dx_state, dx_predict: prep + row kernel +
@@ -145,22 +140,15 @@ namespace {
 // quack::detail::RingL2 value N on every plan (through run_row_call); -1: the plan's. Other
 // policies ignore it.
 int g_ring_l2 = -1;
-// --row-in-prefetch N (cross-entropy: ce_fwd, ce_bwd, the training pair's forward):
-// RowPlan::prefetch_row_in forced to N; -1: the plan's.
-int g_row_in_prefetch = -1;
-quack::detail::RowPlan with_bench_modes(quack::detail::RowPlan plan) {
+quack::detail::RowPlan with_ring_l2(quack::detail::RowPlan plan) {
   if (g_ring_l2 >= 0) plan.ring_l2 = static_cast<quack::detail::RingL2>(g_ring_l2);
-  if (g_row_in_prefetch >= 0) plan.prefetch_row_in = g_row_in_prefetch != 0;
   return plan;
 }
-// The forced modes a plan ran with, for its JSON line: ring_l2 on ring plans (other policies
-// ignore it: no tag), row_in_prefetch on every plan when forced.
-std::string bench_mode_extra(const quack::detail::RowPlan& plan) {
-  return (g_ring_l2 >= 0 && plan.policy == quack::detail::RowPolicy::kRing
-              ? ", \"ring_l2\": " + std::to_string(g_ring_l2)
-              : std::string()) +
-         (g_row_in_prefetch >= 0 ? ", \"row_in_prefetch\": " + std::to_string(g_row_in_prefetch)
-                                 : std::string());
+// The mode a ring plan ran with, for its JSON line (other policies ignore it: no tag).
+std::string ring_l2_extra(const quack::detail::RowPlan& plan) {
+  return g_ring_l2 >= 0 && plan.policy == quack::detail::RowPolicy::kRing
+             ? ", \"ring_l2\": " + std::to_string(g_ring_l2)
+             : std::string();
 }
 
 constexpr double kBusyUs = 100.0;  // longer than the host call times measured (GEMM: ours 7–26 µs, cuBLAS 8–70 µs)
@@ -354,7 +342,7 @@ int bench_rmsnorm(quack::DType dt, quack::DType wdt, const std::string& residual
     char plan_name[96];
     for (int cfg : configs) {
       if (dir == "bwd") break;
-      const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::rmsnorm_fwd_call(fwd_args(0)), cfg));
+      const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::rmsnorm_fwd_call(fwd_args(0)), cfg));
       if (plan.policy == d::RowPolicy::kNone) continue;
       const double ms = time_median(
           [&](int s) {
@@ -364,7 +352,7 @@ int bench_rmsnorm(quack::DType dt, quack::DType wdt, const std::string& residual
           sets, budget_ms);
       const std::string extra = std::string(", \"config\": \"") +
                                 d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra +
-                                bench_mode_extra(plan);
+                                ring_l2_extra(plan);
       emit("rmsnorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
     if (dir == "fwd") continue;
@@ -437,7 +425,7 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
     char plan_name[64];
     for (int cfg : configs) {
       if (dir == "bwd") break;
-      const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::softmax_fwd_call(fwd_args(0), log), cfg));
+      const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::softmax_fwd_call(fwd_args(0), log), cfg));
       if (plan.policy == d::RowPolicy::kNone) continue;
       const double ms = time_median(
           [&](int s) {
@@ -447,13 +435,13 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
           sets, budget_ms);
       const std::string extra =
           std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" +
-          bench_mode_extra(plan);
+          ring_l2_extra(plan);
       emit(fwd_op.c_str(), name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
     if (dir == "fwd") continue;
     for (int s = 0; s < sets; ++s) run_fwd(s);  // y: real forward outputs
     for (int cfg : configs) {
-      const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::softmax_bwd_call(bwd_args(0), log), cfg));
+      const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::softmax_bwd_call(bwd_args(0), log), cfg));
       if (plan.policy == d::RowPolicy::kNone) continue;
       const double ms = time_median(
           [&](int s) {
@@ -463,7 +451,7 @@ int bench_softmax(quack::DType dt, const std::vector<std::pair<long long, long l
           sets, budget_ms);
       const std::string extra =
           std::string(", \"config\": \"") + d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" +
-          bench_mode_extra(plan);
+          ring_l2_extra(plan);
       emit(bwd_op.c_str(), name, M, N, ms, 3.0 * mn * es, extra.c_str());
     }
   }
@@ -691,7 +679,7 @@ int bench_layernorm(quack::DType dt, quack::DType wdt, bool bias,
     char plan_name[96];
     for (int cfg : configs) {
       if (dir == "bwd") break;
-      const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::layernorm_fwd_call(fwd_args(0)), cfg));
+      const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::layernorm_fwd_call(fwd_args(0)), cfg));
       if (plan.policy == d::RowPolicy::kNone) continue;
       const double ms = time_median(
           [&](int s) {
@@ -701,7 +689,7 @@ int bench_layernorm(quack::DType dt, quack::DType wdt, bool bias,
           sets, budget_ms);
       const std::string extra = std::string(", \"config\": \"") +
                                 d::row_plan_name(plan, plan_name, sizeof(plan_name)) + "\"" + wextra +
-                                bench_mode_extra(plan);
+                                ring_l2_extra(plan);
       emit("layernorm_fwd", name, M, N, ms, 2.0 * mn * es, extra.c_str());
     }
     if (dir == "fwd") continue;
@@ -826,12 +814,12 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
     bool recompute_timed = false;  // ce_train_bwd_recompute: once per shape
     for (int cfg : configs) {
       if (run_fwd) {
-        const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::cross_entropy_fwd_call(fwd_args(0, false)).row, cfg));
+        const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::cross_entropy_fwd_call(fwd_args(0, false)).row, cfg));
         if (plan.policy != d::RowPolicy::kNone) {
           const double ms = time_median(
               [&](int s) { d::run_cross_entropy_fwd(d::cross_entropy_fwd_call(fwd_args(s, false)), plan, nullptr); },
               sets, budget_ms);
-          emit("ce_fwd", name, M, V, ms, 1.0 * mv * es, (extra_of(plan) + bench_mode_extra(plan)).c_str());
+          emit("ce_fwd", name, M, V, ms, 1.0 * mv * es, (extra_of(plan) + ring_l2_extra(plan)).c_str());
         }
       }
       if (run_bwd) {
@@ -840,17 +828,17 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
           a.lse = TensorRef::vector(lse.p, F32, M);
           quack::cross_entropy_fwd(a, nullptr);
         }
-        const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::cross_entropy_bwd_call(bwd_args(0)), cfg));
+        const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::cross_entropy_bwd_call(bwd_args(0)), cfg));
         if (plan.policy != d::RowPolicy::kNone) {
           const double ms = time_median(
               [&](int s) { d::run_row_call(d::cross_entropy_bwd_call(bwd_args(s)), plan, nullptr); },
               sets, budget_ms);
-          emit("ce_bwd", name, M, V, ms, 2.0 * mv * es, (extra_of(plan) + bench_mode_extra(plan)).c_str());
+          emit("ce_bwd", name, M, V, ms, 2.0 * mv * es, (extra_of(plan) + ring_l2_extra(plan)).c_str());
         }
       }
       if (run_train) {
         // The forward with dx (the rescale lines), and the predicted forward's kernels.
-        const d::RowPlan plan = with_bench_modes(d::plan_row_call(d::cross_entropy_fwd_call(with_ws(fwd_args(0, true))).row, cfg));
+        const d::RowPlan plan = with_ring_l2(d::plan_row_call(d::cross_entropy_fwd_call(with_ws(fwd_args(0, true))).row, cfg));
         if (plan.policy == d::RowPolicy::kNone) continue;
         auto pred_call = [&](int s) {
           return d::cross_entropy_fwd_call(predicted(with_ws(fwd_args(s, true))), pred_form);
@@ -859,10 +847,10 @@ int bench_cross_entropy(quack::DType dt, const std::vector<std::pair<long long, 
         d::CeFwdPlan pplan = d::plan_cross_entropy_fwd(pc, cfg, cfg);
         if (pplan.row.policy == d::RowPolicy::kNone) pplan.row = d::plan_row_call(pc.row);
         if (pc.split && pplan.dx.policy == d::RowPolicy::kNone) pplan.dx = d::plan_row_call(pc.row_dx);
-        pplan.row = with_bench_modes(pplan.row);
-        pplan.dx = with_bench_modes(pplan.dx);
+        pplan.row = with_ring_l2(pplan.row);
+        pplan.dx = with_ring_l2(pplan.dx);
         const d::RowPlan& pmain = pc.split ? pplan.dx : pplan.row;  // the kernel writing dx
-        std::string pextra = extra_of(pmain) + bench_mode_extra(pmain);
+        std::string pextra = extra_of(pmain) + ring_l2_extra(pmain);
         pextra += std::string(", \"config_loss\": \"") +
                   (pc.split ? d::row_plan_name(pplan.row, plan_name, sizeof(plan_name)) : "-") +
                   "\", \"fwd_form\": \"" + (pc.split ? "split" : "single") + "\"";
@@ -1223,7 +1211,7 @@ int main(int argc, char** argv) {
                  "       quack-bench layernorm [--dtype bf16|fp16|fp32] [--shapes MxN,...] [--dir fwd|bwd|both] "
                  "[--wdtype fp32|x] [--bias 0|1] [--config auto|all|ENTRY] [--ring-l2 -1..2] [--ms 100]\n"
                  "       quack-bench cross-entropy [--dtype bf16|fp16|fp32] [--shapes MxV,...] "
-                 "[--dir fwd|bwd|fwdbwd|all] [--config auto|all] [--ring-l2 -1..2] [--row-in-prefetch -1|0|1] [--ms 100]\n"
+                 "[--dir fwd|bwd|fwdbwd|all] [--config auto|all] [--ring-l2 -1..2] [--ms 100]\n"
                  "       quack-bench gemm [--shapes MxNxK,...] [--layout rr|rc|cr|cc] [--ms 300]\n"
                  "       quack-bench gemm-act|gemm-dact [--shapes MxNxK,...] [--act NAME|all] [--store-preact 1|0] [--ms 300]\n");
     return 2;
@@ -1265,16 +1253,10 @@ int main(int argc, char** argv) {
     else if (k == "--store-preact") store_preact = v != "0";
     else if (k == "--ring-l2")  // -1 or one digit (else -2: refused below)
       g_ring_l2 = v == "-1" ? -1 : v.size() == 1 && v[0] >= '0' && v[0] <= '9' ? v[0] - '0' : -2;
-    else if (k == "--row-in-prefetch")
-      g_row_in_prefetch = v == "-1" ? -1 : v == "0" ? 0 : v == "1" ? 1 : -2;
     else {
       std::fprintf(stderr, "quack-bench: unknown option %s\n", k.c_str());
       return 2;
     }
-  }
-  if (g_row_in_prefetch < -1) {
-    std::fprintf(stderr, "quack-bench: --row-in-prefetch is -1 (the plan's), 0 or 1\n");
-    return 2;
   }
   if (g_ring_l2 < -1 || g_ring_l2 >= quack::detail::kRingL2Count) {
     std::fprintf(stderr, "quack-bench: --ring-l2 is -1 (the plan's) or 0..%d (RingL2)\n",

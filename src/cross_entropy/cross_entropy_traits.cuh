@@ -252,8 +252,6 @@ __device__ __forceinline__ uint32_t ce_fix_mask(const CeGradRow& r, int64_t col_
 template <bool kCap, bool kWS>
 struct CeDxTraits : RowOpBase {
   static constexpr int kIn = 1;  // x (or, for the forward, lse_partial)
-  // The target, classified in load_row (its compare waits on the load): into L1 a row earlier.
-  static constexpr int kRowInPrefetch = ce::kTarget;
   using Row = CeGradRow;
   static constexpr bool kFixVector = !kCap;  // the softcap's instances spilled with it
 

@@ -161,11 +161,6 @@
 //                       once per chunk (per-row inputs only; `writer` true in the row's first
 //                       chunk alone); the other policies still run them. The map entries
 //                       take ops without per-column vectors or column accumulations.
-//   kRowInPrefetch [-1] a per-row input slot (RowParams::row_in, an int32 / int64 index)
-//                       whose load_row result is used at once (cross-entropy's target,
-//                       classified there): the ring and the staged cluster register (-s<N>)
-//                       kernels prefetch it into L1 about one row before load_row reads it
-//                       (prefetch_row_in, row_params.h; RowPlan::prefetch_row_in turns it off).
 #pragma once
 
 #include <cstdint>
@@ -210,7 +205,6 @@ struct RowOpBase {
   static constexpr bool kFixVector = false;
   static constexpr bool kNoReduce = false;
   static constexpr bool kHeldFold = false;
-  static constexpr int kRowInPrefetch = -1;
   struct RowIn {};
   __device__ __forceinline__ static bool gate_open(const RowParams&) { return true; }
   __device__ __forceinline__ static RowIn load_row(const RowParams&, int64_t) { return {}; }

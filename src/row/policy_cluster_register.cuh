@@ -357,11 +357,6 @@ __global__ void __launch_bounds__(
       cluster_register_store<Op, D, kTpr, kVecs>(p, rr, xv, row, col_t, n);
     const int64_t next = row + clusters;  // the same in every CTA of the cluster
     if (next >= M) break;
-    // The per-row input that load_row reads at this iteration's end for next + clusters, one
-    // row later for next + 2 · clusters (here, where the row's registers are free: at the
-    // iteration's end it spilled 4 bytes at 64 registers).
-    if constexpr (Op::kRowInPrefetch >= 0)
-      if (next + 2 * clusters < M) prefetch_row_in<Op::kRowInPrefetch>(p, next + 2 * clusters);
     // The next row: from stage k % kStages (its fill k / kStages) into the registers.
     const int st = k % kStages;
     while (!cuda::ptx::mbarrier_try_wait_parity(&full[st],

@@ -227,8 +227,6 @@ __global__ void __launch_bounds__(kTpr, kTpr >= 1024 ? 1 : 1024 / kTpr)
     });
     const typename Op::RowIn rin = rin_next;
     if (row + clusters < M) rin_next = Op::load_row(p, row + clusters);
-    if constexpr (Op::kRowInPrefetch >= 0)
-      if (row + 2 * clusters < M) prefetch_row_in<Op::kRowInPrefetch>(p, row + 2 * clusters);
     if constexpr (Op::kCols > 0) {
 #pragma unroll
       for (int c = 0; c < Op::kCols; ++c)

@@ -25,7 +25,6 @@ RowOpInfo row_op_info(const char* name) {
   i.gate_kernel = Op::kGate == RowGate::kKernel;
   i.no_reduce = Op::kNoReduce;
   i.held_fold = Op::kHeldFold;
-  i.row_in_prefetch = Op::kRowInPrefetch;
   i.name = name;
   return i;
 }

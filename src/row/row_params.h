@@ -14,8 +14,6 @@
 //   scalar[i]   op scalars                              e.g. eps, weight offset
 //   iscalar[i]  op integer scalars                      e.g. ignore_index, classes, flags
 //   ring_l2     the ring policy's L2 use (RingL2), from the plan
-//   row_in_prefetch_stride  the persistent policies' L1 prefetch of a row_in slot two rows
-//               ahead: that slot's row stride, or 0 (off), from the plan (prefetch_row_in)
 //
 // A (M) vector is read as an (M, 1) operand: RowIO::offset(row, 0) (row_vector_io, row_op.h).
 // Absent operands (optional streams, vectors, per-row tensors) have ptr == nullptr.
@@ -73,30 +71,6 @@ struct RowParams {
   float scalar[kRowMaxScalars] = {};
   int64_t iscalar[kRowMaxIScalars] = {0, 0, 0, 0};
   RingL2 ring_l2 = RingL2::kHinted;
-  int64_t row_in_prefetch_stride = 0;  // prefetch_row_in below; 0: every prefetch hits row 0
 };
-
-#ifdef __CUDACC__
-/// The persistent policies (ring, cluster register with stages): per-row input `kSlot` (the
-/// traits' kRowInPrefetch: a present int32 / int64 index per row; run_row_call sets
-/// row_in_prefetch_stride to its row stride, or to 0 where the plan turns the prefetch off) of
-/// `row` into L1, about one row before the traits' load_row reads it (load_row runs one row
-/// ahead of the row that uses it, the prefetch two or three). A load_row result used at once
-/// (cross-entropy's target, classified in load_row) waits on its load: an L2 round trip under
-/// the stream's traffic each row (run AZ2's ncu of the CE forward with dx at 16384 x 65536:
-/// 10.3 % of the stall samples). The stage copies bypass L1, so the line stays
-/// there for the row between. One slot, no branch: a loop over every row_in, and a runtime
-/// on / off test, spilled 4 bytes at 64 registers (cl-t256v8-s1's fwd+dx).
-template <int kSlot>
-__device__ __forceinline__ void prefetch_row_in(const RowParams& p, int64_t row) {
-  static_assert(kSlot >= 0 && kSlot < kRowMaxRowIO, "a row_in slot");
-  const RowIO& io = p.row_in[kSlot];  // an int32 / int64 index, present (load_row's form)
-  const int64_t off = row * p.row_in_prefetch_stride;
-  const void* a = io.dtype == DType::kInt64
-                      ? static_cast<const void*>(static_cast<const int64_t*>(io.ptr) + off)
-                      : static_cast<const void*>(static_cast<const int32_t*>(io.ptr) + off);
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
-}
-#endif
 
 }  // namespace quack::detail

@@ -279,12 +279,6 @@ int preferred_entry(const RowOpInfo& op, int in_elt, int vec_elt, int64_t row_by
 
 }  // namespace
 
-int64_t row_in_prefetch_stride(const RowOpInfo& op, const RowParams& p, const RowPlan& plan) {
-  const int slot = op.row_in_prefetch;
-  if (!plan.prefetch_row_in || slot < 0 || slot >= kRowMaxRowIO) return 0;
-  return p.row_in[slot].row_stride;
-}
-
 RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config) {
   RowPlan plan;
   plan.in = pr.in;
@@ -557,7 +551,6 @@ void run_row_call(const RowCall& c, const RowPlan& plan_in, cudaStream_t stream,
   RowParams p = c.p;
   p.g = plan.g;
   p.ring_l2 = plan.ring_l2;
-  p.row_in_prefetch_stride = row_in_prefetch_stride(c.op->info, p, plan);
   if (n_acc > 0) {
     const size_t need = row_call_workspace(c, plan);
     const ArgCheck chk(c.fn);

@@ -30,7 +30,6 @@ struct RowOpInfo {
                                // and the predicted forward's two kernels)
   bool no_reduce = false;      // Traits::kNoReduce: the map entries (RowPolicy::kMap)
   bool held_fold = false;      // Traits::kHeldFold: the held cluster register entries
-  int row_in_prefetch = -1;    // Traits::kRowInPrefetch: the row_in slot prefetched ahead
   const char* name = "";
 };
 
@@ -73,19 +72,12 @@ struct RowPlan {
   size_t smem = 0;   // dynamic shared memory per CTA
   RowGeometry g;     // rows = M, cols = N; the staged and general policies' thread geometry
   RingL2 ring_l2 = RingL2::kHinted;  // the ring policy's L2 use (row_params.h)
-  bool prefetch_row_in = true;       // persistent policies: RowOpInfo::row_in_prefetch's slot
-                                     // into L1 a row before load_row (row_params.h)
 };
 
 /// The plan for `op` on problem `pr`. forced_config ≥ 0 plans only that entry of kRowConfigs
 /// (tests, benchmarks): the returned policy is kNone when it does not take the problem.
 /// Otherwise the first compiled configuration that takes the row, else the general policy.
 RowPlan plan_row(const RowOpInfo& op, const RowProblem& pr, int forced_config = -1);
-
-/// RowParams::row_in_prefetch_stride for a launch of `op` on `plan`: the row stride of the
-/// op's prefetched per-row input (RowOpInfo::row_in_prefetch), or 0 (every prefetch then hits
-/// row 0: off) where the op names none or the plan turns it off.
-int64_t row_in_prefetch_stride(const RowOpInfo& op, const RowParams& p, const RowPlan& plan);
 
 /// Whether configuration `config` takes rows of row_bytes (bytes of the narrowest input stream)
 /// and M rows.

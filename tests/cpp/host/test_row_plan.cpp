@@ -803,24 +803,5 @@ TEST(RowPlan, RingL2Modes) {
   EXPECT_EQ(kRingL2Count, 3);
 }
 
-TEST(RowPlan, PrefetchRowInStride) {
-  RowOpInfo op = ce_bwd_info();
-  op.row_in_prefetch = 0;  // cross-entropy's target slot (ce::kTarget)
-  RowParams p;
-  p.row_in[0].row_stride = 3;  // a strided target
-  p.row_in[1].row_stride = 5;
-  const RowPlan plan = plan_row(op, problem(16384, 32768, DType::kBFloat16));
-  EXPECT_TRUE(plan.prefetch_row_in);  // on by default
-  EXPECT_EQ(row_in_prefetch_stride(op, p, plan), 3);
-  op.row_in_prefetch = 1;
-  EXPECT_EQ(row_in_prefetch_stride(op, p, plan), 5);
-  RowPlan off = plan;
-  off.prefetch_row_in = false;  // quack-bench --row-in-prefetch 0
-  EXPECT_EQ(row_in_prefetch_stride(op, p, off), 0);
-  op.row_in_prefetch = -1;  // an op that names no slot
-  EXPECT_EQ(row_in_prefetch_stride(op, p, plan), 0);
-  EXPECT_EQ(RowOpInfo{}.row_in_prefetch, -1);
-}
-
 }  // namespace
 }  // namespace quack::detail
