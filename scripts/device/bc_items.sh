@@ -1,7 +1,7 @@
-# Run BC (cold, after BB on an H100): the fp16 linear + cross-entropy's gtests again on 7d30b66's
-# library (the f16 _cf32 validation fix), then issue 20's kernel table (run BB's timed out at
+# Run BC (cold, after BB on an H100): the fp16 linear + cross-entropy's and CE's gtests on eba9d3d's
+# library (the f16 _cf32 validation fix; the prefetch reverted), then issue 20's kernel table (run BB's timed out at
 # 150 s: QuACK's tuned=True GEMMs autotune on their first call).
-#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='LcePaths.*' PYFILES='' TEST_TMO=120 BUDGET=560
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='LcePaths.* CeTrain.* CeCases.*' PYFILES='' TEST_TMO=120 BUDGET=560
 #   ITEMS=scripts/device/bc_items.sh bash scripts/device/call_focus.sh
 # carry [".prebuilt-lib", ".peers/quack-0.2.0-site.tar.xz"].
 CARD="nvidia-smi --query-gpu=name --format=csv,noheader"
