@@ -118,6 +118,12 @@ def loss_fn(torch, F, impl):
         except Exception:
             return None
         return lambda x, W, t: chunked_linear_cross_entropy(x, W, t, chunk_size=4096)
+    if impl == "quack_untuned":  # diagnosis only (--kernels): its GEMMs' default tile, no autotuning
+        try:
+            from quack.linear_cross_entropy import chunked_linear_cross_entropy
+        except Exception:
+            return None
+        return lambda x, W, t: chunked_linear_cross_entropy(x, W, t, chunk_size=4096, tuned=False)
     if impl in ("eager", "compile"):
         def ref(x, W, t):
             return F.cross_entropy(F.linear(x, W).float(), t)
