@@ -4,3 +4,6 @@
 run lce_kernels_ours 200 bash -c "nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader; python3 -u bench/bench_linear_ce.py --quick --kernels ours"
 run lce_kernels_quack_untuned 250 bash -c "python3 -u bench/bench_linear_ce.py --quick --kernels quack_untuned,ours"
 run lce_accept_untuned 200 bash -c "python3 -u bench/bench_linear_ce.py --quick --impls ours,quack_untuned,gemms,cublas --rounds 3 --out $R/lce.jsonl"
+# lce_chunk_gemms: the LCE's logits and dx GEMMs at its 4096-token chunk (QuACK runs cuBLAS there:
+# 5.67 / 5.43 ms a chunk against our 5.83 / 5.75 in lce_kernels): the kernels' names, then burst.
+run lce_chunk_gemms 150 bash -c "python3 scripts/gemm_kernel_names.py --shapes 4096x128256x4096 --layouts rc 2>&1 | tail -4; python3 scripts/gemm_kernel_names.py --shapes 4096x4096x128256 --layouts rr 2>&1 | tail -4; python3 bench/bench_gemm.py --shapes 4096x128256x4096,4096x4096x128256 --layouts rc,rr --methods burst --impls ours,cublas --burst-rounds 2 2>&1 | tail -12"
