@@ -7,3 +7,5 @@ run lce_accept_untuned 200 bash -c "python3 -u bench/bench_linear_ce.py --quick 
 # lce_chunk_gemms: the LCE's logits and dx GEMMs at its 4096-token chunk (QuACK runs cuBLAS there:
 # 5.67 / 5.43 ms a chunk against our 5.83 / 5.75 in lce_kernels): the kernels' names, then burst.
 run lce_chunk_gemms 150 bash -c "python3 scripts/gemm_kernel_names.py --shapes 4096x128256x4096 --layouts rc 2>&1 | tail -4; python3 scripts/gemm_kernel_names.py --shapes 4096x4096x128256 --layouts rr 2>&1 | tail -4; python3 bench/bench_gemm.py --shapes 4096x128256x4096,4096x4096x128256 --layouts rc,rr --methods burst --impls ours,cublas --burst-rounds 2 2>&1 | tail -12"
+# long_k: the dx shape's tiles and stream-K modes (burst), ours only.
+run long_k 120 bash -c "for s in auto 0 1; do echo streamk=\$s; QUACK_GEMM_STREAMK=\$s python3 bench/bench_gemm.py --shapes 4096x4096x128256 --layouts rr --methods burst --impls ours --tiles auto,128x192pp,128x256,128x128pp --burst-rounds 2 2>&1 | grep '^| 4096'; done"
