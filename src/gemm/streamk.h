@@ -60,6 +60,15 @@ struct StreamKSchedule {
   // The rule turns stream-K on when its estimated time is at most (1 − kMinGain) of the
   // data-parallel schedule's.
   static constexpr double kMinGain = 0.01;
+  // Most k-blocks per tile where the rule may build stream-K. The estimate counts k-blocks as
+  // compute, but the units run their k-ranges at different depths of K, so tiles that share an
+  // A or B panel no longer read it from L2 together: at long K the split tiles stream their
+  // operands from DRAM. Run BD (H100, bench_gemm.py burst, the rule against QUACK_GEMM_STREAMK=0,
+  // 128x256 tiles): 4096 x 4096 x 32768 / 128256, 8192 x 4096 x 65536, 2048 x 4096 x 128256 and
+  // 1024 x 1024 x 131072 read 510 / 507 / 565 / 446 / 231 TFLOP/s against 717 / 755 / 640 / 757 /
+  // 493. The gains measured (run AA3, H200: +9 % at 11264 x 2048 x 16384, +5 % at 2048 x 5632 x
+  // 16384) are at 256 k-blocks; BD read 4096 x 4096 x 16384 at 740 against 784 (H100).
+  static constexpr int64_t kMaxRuleKBlocks = 256;
 
   /// The data-parallel schedule: T tiles on min(T, fit) clusters.
   QUACK_HD static StreamKSchedule data_parallel(int64_t tiles, int64_t k_tiles, int64_t fit) {
@@ -77,6 +86,7 @@ struct StreamKSchedule {
   QUACK_HD static StreamKSchedule make(int64_t tiles, int64_t k_tiles, int64_t fit, bool force) {
     StreamKSchedule dp = data_parallel(tiles, k_tiles, fit);
     if (tiles < 1 || fit < 1) return dp;
+    if (!force && dp.k_tiles > kMaxRuleKBlocks) return dp;
     const int64_t KB = dp.k_tiles, G = fit;
     const int64_t W = tiles / G, R = tiles % G;
     if (R == 0 && !force) return dp;

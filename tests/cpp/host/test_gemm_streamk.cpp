@@ -177,6 +177,17 @@ TEST(GemmStreamK, RuleAtTheN2048Shapes) {
   EXPECT_FALSE(StreamKSchedule::make(512, 128, 66, false).active());
 }
 
+TEST(GemmStreamK, RuleOffAtLongK) {
+  // 4096 x 4096 x 128256 with 128x256 (256 cluster tiles = 3.88 waves, 2004 k-blocks): the
+  // estimate alone would take stream-K (7805 against 8016 k-blocks); run BD read it 0.67 x the
+  // data-parallel schedule. Beyond kMaxRuleKBlocks the rule keeps data-parallel; forced still builds.
+  EXPECT_FALSE(StreamKSchedule::make(256, 2004, 66, false).active());
+  EXPECT_FALSE(StreamKSchedule::make(256, 512, 66, false).active());  // K = 32768
+  EXPECT_FALSE(StreamKSchedule::make(16, 2048, 66, false).active());  // 1024 x 1024 x 131072
+  EXPECT_TRUE(StreamKSchedule::make(256, 2004, 66, true).active());
+  EXPECT_TRUE(StreamKSchedule::make(352, StreamKSchedule::kMaxRuleKBlocks, 66, false).active());
+}
+
 TEST(GemmStreamK, UnitOfInvertsBegin) {
   for (int64_t iters : {1, 7, 64, 1000, 16384})
     for (int64_t units : {1, 3, 64, 66}) {
