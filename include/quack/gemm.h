@@ -180,7 +180,8 @@ struct GemmArgs {
   /// or graph replays; like tile_counter it must not be shared by launches that may run at the
   /// same time (keep one per stream). With it, the cooperative tile configurations split the
   /// last wave of output tiles along K over all SMs where the rule of src/gemm/streamk.h
-  /// estimates a gain (fp32 partials reduced in a fixed order: deterministic for a given device).
+  /// estimates a gain, up to 256 k-blocks (K ≤ 16384) a tile (fp32 partials reduced in a fixed
+  /// order: deterministic for a given device).
   /// Null: stream-K off, unless QUACK_GEMM_STREAMK=1 forces it (then the call allocates, zeroes
   /// and frees one on `stream`). InvalidArgument when misaligned (can_implement) or smaller than
   /// gemm_streamk_workspace_size (at the call). The dynamic tile counter is not used by a
