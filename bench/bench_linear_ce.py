@@ -46,8 +46,8 @@ then busy / idle / span totals, and the torch calls that synchronised inside the
 
 Kernels (--kernels ours,quack): at the first shape, each listed implementation called 3 times
 untimed, then 3 calls of each, alternating, recorded with torch.profiler; per implementation the
-GPU kernels grouped by name: calls and microseconds per call, most time first, then the kernels'
-sum against the call's span (first kernel start to last kernel end). It says where one
+GPU activities (kernels, and device memsets / copies) grouped by name: calls and microseconds
+per call, most time first, then their sum against the call's span (first kernel start to last kernel end). It says where one
 implementation's time goes beside another's (issue 20: QuACK's 76 ms against our 83). No timing
 rounds run with --kernels.
 
@@ -312,9 +312,8 @@ def run_kernels(torch, F, args, T, D, V, calls_each=3):
     print(f"bench_linear_ce --kernels at {T}x{D}x{V}: microseconds per call, mean of {calls_each}")
     for impl, runs in kernels.items():
         by_name, spans, sums = {}, [], []
+        runs = [run for run in runs if run]
         for run in runs:
-            if not run:
-                continue
             spans.append(max(e for _, _, e in run) - min(s for _, s, _ in run))
             sums.append(sum(e - s for _, s, e in run))
             for name, s, e in run:

@@ -1,4 +1,4 @@
-# Run BB2 (warm, after bb_items.sh): run BA's two acceptance items on the bars' card (BA ran on
+# Run BB2 (warm, after a cold call on the same library): run BA's two acceptance items on the bars' card (BA ran on
 # an H100), QuACK carried:
 #   ITEMS=scripts/device/bb2_items.sh bash scripts/device/call_bench.sh
 CARD="nvidia-smi --query-gpu=name --format=csv,noheader"

@@ -64,10 +64,10 @@ struct StreamKSchedule {
   // compute, but the units run their k-ranges at different depths of K, so tiles that share an
   // A or B panel no longer read it from L2 together: at long K the split tiles stream their
   // operands from DRAM. Run BD (H100, bench_gemm.py burst, the rule against QUACK_GEMM_STREAMK=0,
-  // 128x256 tiles): 4096 x 4096 x 32768 / 128256, 8192 x 4096 x 65536, 2048 x 4096 x 128256 and
+  // the rule's tiles): 4096 x 4096 x 32768 / 128256, 8192 x 4096 x 65536, 2048 x 4096 x 128256 and
   // 1024 x 1024 x 131072 read 510 / 507 / 565 / 446 / 231 TFLOP/s against 717 / 755 / 640 / 757 /
   // 493. The gains measured (run AA3, H200: +9 % at 11264 x 2048 x 16384, +5 % at 2048 x 5632 x
-  // 16384) are at 256 k-blocks; BD read 4096 x 4096 x 16384 at 740 against 784 (H100).
+  // 16384) are at 256 k-blocks.
   static constexpr int64_t kMaxRuleKBlocks = 256;
 
   /// The data-parallel schedule: T tiles on min(T, fit) clusters.

@@ -179,13 +179,18 @@ TEST(GemmStreamK, RuleAtTheN2048Shapes) {
 
 TEST(GemmStreamK, RuleOffAtLongK) {
   // 4096 x 4096 x 128256 with 128x256 (256 cluster tiles = 3.88 waves, 2004 k-blocks): the
-  // estimate alone would take stream-K (7805 against 8016 k-blocks); run BD read it 0.67 x the
-  // data-parallel schedule. Beyond kMaxRuleKBlocks the rule keeps data-parallel; forced still builds.
+  // estimate alone would take stream-K (7806 against 8016 k-blocks); run BD read it 0.67 x the
+  // data-parallel schedule. Beyond kMaxRuleKBlocks the rule keeps data-parallel (each case below
+  // is one the estimate alone would split); forced still builds.
   EXPECT_FALSE(StreamKSchedule::make(256, 2004, 66, false).active());
-  EXPECT_FALSE(StreamKSchedule::make(256, 512, 66, false).active());  // K = 32768
-  EXPECT_FALSE(StreamKSchedule::make(16, 2048, 66, false).active());  // 1024 x 1024 x 131072
+  EXPECT_FALSE(StreamKSchedule::make(256, 512, 66, false).active());  // K = 32768: 2018 < 2048
+  // 1024 x 1024 x 131072 on the rule's 64x128 in 2x1 clusters: 64 cluster tiles on 66 clusters.
+  EXPECT_FALSE(StreamKSchedule::make(64, 2048, 66, false).active());
+  EXPECT_FALSE(StreamKSchedule::make(352, StreamKSchedule::kMaxRuleKBlocks + 1, 66, false).active());
   EXPECT_TRUE(StreamKSchedule::make(256, 2004, 66, true).active());
   EXPECT_TRUE(StreamKSchedule::make(352, StreamKSchedule::kMaxRuleKBlocks, 66, false).active());
+  // 4096 x 4096 x 16384 (256 k-blocks): the estimate keeps data-parallel (1025 against 1024).
+  EXPECT_FALSE(StreamKSchedule::make(256, 256, 66, false).active());
 }
 
 TEST(GemmStreamK, UnitOfInvertsBegin) {

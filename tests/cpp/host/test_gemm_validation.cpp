@@ -314,6 +314,9 @@ TEST(GemmValidation, Dtypes) {
   expect_valid(g);
   g.c.dtype = DType::kBFloat16;
   expect_error(g, "c has dtype bfloat16, expected float16 (d's dtype; c of another dtype is not yet supported)");
+  g = args_layout("rcr", DType::kFloat16, DType::kFloat16, /*with_c=*/true);
+  g.c.dtype = DType::kFloat32;  // the _cf32 instances are mm only
+  expect_error(g, "float32 c (no kernel instance)");
   g = args_layout("crr", DType::kFloat16, DType::kFloat32, /*with_c=*/true);
   g.c.dtype = DType::kFloat16;  // a 16-bit c into an fp32 d: no instance
   expect_error(g, "c has dtype float16, expected float32 (d's dtype");
