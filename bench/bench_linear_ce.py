@@ -20,6 +20,7 @@ Implementations (a dash: not importable, or it refused / ran out of memory):
   ours_cN       the same with chunk_size=N (--chunks)
   quack         QuACK 0.2.0 quack.linear_cross_entropy.chunked_linear_cross_entropy(x, W, t,
                 chunk_size=4096)
+  quack_untuned the same with tuned=False (diagnosis: its GEMMs' default tiles, no autotuning)
   eager         F.cross_entropy(F.linear(x, W).float(), t)
   compile       the same under torch.compile (dynamic=False)
   liger         Liger-Kernel's LigerFusedLinearCrossEntropyLoss()(W, x, t)
@@ -112,18 +113,13 @@ def loss_fn(torch, F, impl):
         elif impl.startswith("ours_c"):
             kw["chunk_size"] = int(impl[len("ours_c"):])
         return lambda x, W, t: quack_cpp.linear_cross_entropy(x, W, t, **kw)
-    if impl == "quack":
+    if impl in ("quack", "quack_untuned"):  # quack_untuned: diagnosis, its GEMMs untuned
         try:
             from quack.linear_cross_entropy import chunked_linear_cross_entropy
         except Exception:
             return None
-        return lambda x, W, t: chunked_linear_cross_entropy(x, W, t, chunk_size=4096)
-    if impl == "quack_untuned":  # diagnosis only (--kernels): its GEMMs' default tile, no autotuning
-        try:
-            from quack.linear_cross_entropy import chunked_linear_cross_entropy
-        except Exception:
-            return None
-        return lambda x, W, t: chunked_linear_cross_entropy(x, W, t, chunk_size=4096, tuned=False)
+        tuned = impl == "quack"
+        return lambda x, W, t: chunked_linear_cross_entropy(x, W, t, chunk_size=4096, tuned=tuned)
     if impl in ("eager", "compile"):
         def ref(x, W, t):
             return F.cross_entropy(F.linear(x, W).float(), t)
@@ -328,7 +324,6 @@ def run_kernels(torch, F, args, T, D, V, calls_each=3):
 
 def time_three_ways(torch, do_bench, call, n):
     """call timed n times: back to back, after an L2 clear, host wall clock; do_bench (ms)."""
-    import time
 
     cache = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
     out = {}
