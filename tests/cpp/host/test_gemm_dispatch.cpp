@@ -133,7 +133,7 @@ TEST(GemmDispatch, LlmShapesRunTheWidePingpongTile) {
 
 // Linear + cross-entropy's three GEMMs per 4096-token chunk (V = 128256, D = 4096): logits (rc:
 // kk), dx (rr: km) and the fp32-accumulating dweight half (cr: mm, fp32 d, C = d, beta 1; the
-// rule's pick: 128x128 pingpong with the C ring, 128x128ppa1d2, see LceDweightTiles).
+// rule's pick: 128x192 pingpong with the C ring, 128x192ppa1d2, see LceDweightTiles).
 // "<name part>:<tile>" forces the tile only on the groups whose base instance's name contains
 // the part (here the dweight's "..._bf16_f32_mm"); the others keep the rule. An A/B candidate
 // (instances_ab.txt: GemmInstance::candidate) runs only when forced by its tile name: the rule
@@ -146,7 +146,7 @@ TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
   dw.c = dw.d;
   dw.beta = 1.f;
   const std::string rule_logits = launched(logits, nullptr), rule_dx = launched(dx, nullptr);
-  const std::string rule_dw = "gemm_sm90_128x128ppa1d2_bf16_f32_mm";
+  const std::string rule_dw = "gemm_sm90_128x192ppa1d2_bf16_f32_mm";
   EXPECT_EQ(launched(dw, nullptr), rule_dw);
   // A tile of the dweight's group: the compiled A/B variants (in A/B builds) and its base.
   std::vector<std::string> tiles = {"128x256"};
@@ -164,17 +164,22 @@ TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
   EXPECT_EQ(launched(logits, "bf16_bf16_kk:128x128pp"), "gemm_sm90_128x128ppe128_bf16_bf16_kk");
   EXPECT_EQ(launched(dx, "bf16_bf16_kk:128x128pp"), rule_dx);
   EXPECT_EQ(launched(dw, "bf16_bf16_kk:128x128pp"), rule_dw);
-  EXPECT_EQ(launched(dw, "f32_mm:128x192pp"), "gemm_sm90_128x256_bf16_f32_mm");  // not compiled: base
+  EXPECT_EQ(launched(dw, "f32_mm:128x192pp"), rule_dw);  // the tile without its variant
+  EXPECT_EQ(launched(dw, "f32_mm:128x64"), "gemm_sm90_128x256_bf16_f32_mm");  // not compiled: base
   EXPECT_EQ(launched(dw, "f32_mm:auto"), rule_dw);
   EXPECT_EQ(launched(dw, "f32_mm:128x256"), "gemm_sm90_128x256_bf16_f32_mm");
-  // QUACK_GEMM_TILE_N's keys never select an A/B candidate: "256" runs the base, "128" the
-  // production 128x128 pingpong of the group (the C ring).
+  // QUACK_GEMM_TILE_N's keys never select an A/B candidate: "256" runs the base, "192" the
+  // production 128x192 pingpong of the group (the C ring), "128" (no production 128x128 in the
+  // group; an A/B one in A/B builds) the base.
+  setenv("QUACK_GEMM_TILE_N", "192", 1);
+  const char* n192 = detail::gemm_instance_name(dw, kSms);
   setenv("QUACK_GEMM_TILE_N", "128", 1);
   const char* n128 = detail::gemm_instance_name(dw, kSms);
   setenv("QUACK_GEMM_TILE_N", "256", 1);
   const char* n256 = detail::gemm_instance_name(dw, kSms);
   unsetenv("QUACK_GEMM_TILE_N");
-  EXPECT_EQ(std::string(n128), rule_dw);
+  EXPECT_EQ(std::string(n192), rule_dw);
+  EXPECT_EQ(std::string(n128), "gemm_sm90_128x256_bf16_f32_mm");
   EXPECT_EQ(std::string(n256), "gemm_sm90_128x256_bf16_f32_mm");
   // Without a name part every group is forced.
   EXPECT_EQ(launched(dx, "128x128pp"), "gemm_sm90_128x128ppe128_bf16_bf16_km");
@@ -182,7 +187,7 @@ TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
 
 // Linear + cross-entropy's dweight GEMMs (cr: mm, 64128 rows of a 128256-row vocabulary, D =
 // 4096, 4096-token chunks): the first chunk writes fp32 rows (no C) on the cooperative 128x256;
-// the later chunks add into them (C = D, beta 1) on 128x128 pingpong with the C ring (an
+// the later chunks add into them (C = D, beta 1) on 128x192 pingpong with the C ring (an
 // instance with a C ring joins the rule's options only where C is read: GemmInstance::c_ring);
 // the last chunk's workspace rows go into the bf16 dweight with their fp32 accumulator as C
 // (the _cf32 mm group's only instance); at K ≥ kLongK (the vocabulary pass over all T = 16384
@@ -195,14 +200,14 @@ TEST(GemmDispatch, LceDweightTiles) {
   GemmArgs acc = first;
   acc.c = acc.d;
   acc.beta = 1.f;
-  EXPECT_EQ(launched(acc, nullptr), "gemm_sm90_128x128ppa1d2_bf16_f32_mm");
+  EXPECT_EQ(launched(acc, nullptr), "gemm_sm90_128x192ppa1d2_bf16_f32_mm");
   GemmArgs beta0 = acc;  // beta = 0: C is not read
   beta0.beta = 0.f;
   EXPECT_EQ(launched(beta0, nullptr), "gemm_sm90_128x256_bf16_f32_mm");
   GemmArgs last = args(64128, 4096, 4096, "cr");
   last.c = row_major(fake(4, unit), DType::kFloat32, 64128, 4096);
   last.beta = 1.f;
-  EXPECT_EQ(launched(last, nullptr), "gemm_sm90_128x128ppa1d2_bf16_bf16_cf32_mm");
+  EXPECT_EQ(launched(last, nullptr), "gemm_sm90_128x192ppa1d2_bf16_bf16_cf32_mm");
   GemmArgs vocab = args(64128, 4096, 16384, "cr");
   vocab.d = row_major(fake(3, unit), DType::kFloat32, 64128, 4096);
   vocab.c = vocab.d;

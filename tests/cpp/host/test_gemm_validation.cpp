@@ -115,7 +115,7 @@ TEST(GemmValidation, LayoutsAccepted) {
     g.c = l[2] == 'r' ? col_major(fake(4), DType::kBFloat16, M, N) : row_major(fake(4), DType::kBFloat16, M, N);
     expect_valid(g);
   }
-  // fp16 -> fp32 has only the (row, column) mainloop: d row-major or column-major.
+  // fp16 -> fp32 (kk, km and mm mainloops), d row-major or column-major.
   expect_valid(args_layout("rcr", DType::kFloat16, DType::kFloat32, true));
   expect_valid(args_layout("rcc", DType::kFloat16, DType::kFloat32, true));
   // Batched, column-major operands and output; in place c = d column-major.
