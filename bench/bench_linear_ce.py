@@ -64,6 +64,7 @@ Output: JSON lines (--out) and the table last.
 import argparse
 import json
 import os
+import re
 import statistics
 import time
 
@@ -319,7 +320,16 @@ def run_kernels(torch, F, args, T, D, V, calls_each=3):
         print(f"{impl}: kernels {statistics.mean(sums or [0]):.0f} us, span "
               f"{statistics.mean(spans or [0]):.0f} us")
         for name, (n, us) in sorted(by_name.items(), key=lambda kv: -kv[1][1]):
-            print(f"  {us / k:10.0f} us  x{n / k:<4g} {name[:110]}")
+            print(f"  {us / k:10.0f} us  x{n / k:<4g} {gemm_tile(name)}{name[:110]}")
+
+
+def gemm_tile(name):
+    """Our GEMM kernels' tile in words from the mangled name ("[128x192 2x1 pp] "), else ""."""
+    m = re.search(r"TileConfigI.*?ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])E", name)
+    if not m:
+        return ""
+    bm, bn, cm, cn, pp = m.groups()
+    return f"[{bm}x{bn} {cm}x{cn} {'pp' if pp == '1' else 'coop'}] "
 
 
 def time_three_ways(torch, do_bench, call, n):
