@@ -1,7 +1,7 @@
 """Bit-equality of linear + cross-entropy's loss, dx and dweight across its dweight paths.
 
-The accumulating dweight GEMMs (fp32 D = acc + C, every chunk after the first) run 128x128
-pingpong with the C ring (128x128ppa1d2) by the rule; forced to the cooperative 128x256 they must
+The accumulating dweight GEMMs (fp32 D = acc + C, every chunk after the first) run 128x192
+pingpong with the C ring (128x192ppa1d2) by the rule; forced to the cooperative 128x256 they must
 give the same bits (same K order per output element, so the same fp32 sums). Run AK1 checked
 this and the last chunk's bf16 store against a separate cast after the chunks (same bits).
 This runs forward + backward per configuration and compares every output's bits against the

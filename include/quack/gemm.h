@@ -9,7 +9,7 @@
 // terms, src/gemm/gemm_problem.h) also 128x128 and 128x192 pingpong with 2x1 clusters, 128x64
 // cooperative without a cluster, 64x128 (one consumer warpgroup) with a 2x1 cluster and 128x64
 // with a 1x2 cluster (A multicast; forced only); for the weight gradient accumulated in fp32 (mm,
-// C fp32) 128x128 pingpong with a C ring (128x128ppa1d2, taken only when C is read). Other tiles
+// C fp32) 128x192 pingpong with a C ring (128x192ppa1d2, taken only when C is read). Other tiles
 // (256x128, 256x192, further epilogue variants) are A/B candidates of instances_ab.txt, built
 // only with -DQUACK_GEMM_AB_INSTANCES=ON. Which one runs (src/gemm/gemm.cpp, choose_instance):
 // GemmArgs::tuned (timed once per shape class, cached), else the environment variable
