@@ -18,7 +18,9 @@ grad per row (bench_rows.py's ce_bwd); `topk M N K [fp32|bf16]` the top-k forwar
 and the stall reasons sampled on them (the per-instruction view behind the kernel-wide
 reasons), and with OUT_DIR writes each kernel's whole source page as CSV (xz) for reading
 beside our own SASS. In the plain mode `M N K [RASTER,...]` our gemm runs once per raster named
-(QUACK_GEMM_RASTER, e.g. `m8,h8s`: the tile order of the persistent schedule), then QuACK's.
+(QUACK_GEMM_RASTER, e.g. `m8,h8s`: the tile order of the persistent schedule), then QuACK's,
+then cuBLAS's (torch.matmul); a and b row-major (D = A·B: the kernel's km, linear +
+cross-entropy's dx GEMM at `4096 4096 128256`).
 
 The report mode prints, per kernel, the duration, the SM clock, tensor-pipe activity, issued
 instructions, the launch geometry and the top warp stall reasons: where QuACK's mainloop does
@@ -111,7 +113,7 @@ def calls(args):
         return call
     rasters = args[3].split(",") if len(args) > 3 else [""]
     return [(f"ours{'@' + r if r else ''}", ours(r)) for r in rasters] + [
-        ("quack", lambda: quack_gemm(a, b, tuned=False))]
+        ("quack", lambda: quack_gemm(a, b, tuned=False)), ("cublas", lambda: torch.matmul(a, b))]
 
 
 def run(args):
