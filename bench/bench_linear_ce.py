@@ -324,12 +324,15 @@ def run_kernels(torch, F, args, T, D, V, calls_each=3):
 
 
 def gemm_tile(name):
-    """Our GEMM kernels' tile in words from the mangled name ("[128x192 2x1 pp] "), else ""."""
-    m = re.search(r"TileConfigI.*?ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])E", name)
+    """Our GEMM kernels' tile in words ("[128x192 2x1 pp] ") from the kernel's name as the
+    profiler gives it, mangled (TileConfigI...ELi128ELi192ELi2ELi1ELb1E) or demangled
+    (TileConfig<T, MajorA, MajorB, 128, 192, 2, 1, true>); "" for any other kernel."""
+    m = re.search(r"TileConfigI.*?ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])E", name) or \
+        re.search(r"TileConfig<[^<>]*?(\d+), (\d+), (\d+), (\d+), (true|false)>", name)
     if not m:
         return ""
     bm, bn, cm, cn, pp = m.groups()
-    return f"[{bm}x{bn} {cm}x{cn} {'pp' if pp == '1' else 'coop'}] "
+    return f"[{bm}x{bn} {cm}x{cn} {'pp' if pp in ('1', 'true') else 'coop'}] "
 
 
 def time_three_ways(torch, do_bench, call, n):

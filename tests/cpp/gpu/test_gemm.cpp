@@ -410,7 +410,7 @@ TEST_F(Gemm, EveryTileConfig) {
   // fp32 D += A·B in place, C = D; the rule's 128x192ppa1d2 where C is read, and the A/B builds'
   // variants, instances_ab.txt: 128x256a0d2 / a1d2 / a2d2 / a3d2, 128x128ppa1d2 / a2d2 / a0d4): M and N tails (N = 600: a
   // last 128x256 tile of 3 subtiles, N = 280: of one, fewer than the ring's buffers), a 2x1
-  // cluster's partial pair (M = 1000, 300), several tiles per CTA (8192 x 1024: 256 or 512 tiles,
+  // cluster's partial pair (M = 1000, 300), several tiles per CTA (8192 x 1024: 256, 384 or 512 tiles,
   // K = 64 one k-tile each), beta ≠ 1 and alpha, and rows TMA cannot address (N = 1001, tight:
   // C staged by plain loads into the ring's buffers, D by plain stores).
   auto acc32 = [](int64_t M, int64_t N, int64_t K, float alpha, float beta) {
@@ -489,7 +489,7 @@ TEST_F(Gemm, Float32CIntoBf16D) {
       with(lay("rrr", mk(300, 520, 136)), [](GemmCase& c) { c.with_c = true; c.beta = 2.f; c.c_dt = DType::kFloat32; }),
       with(mk(200, 300, 100), [](GemmCase& c) { c.with_c = true; c.c_dt = DType::kFloat32; }),  // NaN C, beta 0
       with(mk(100, 300, 0), [](GemmCase& c) { c.with_c = true; c.beta = 2.f; c.c_dt = DType::kFloat32; }),
-      // a column-major, b row-major (mm): the _cf32 mm instance (128x128 pingpong with the C
+      // a column-major, b row-major (mm): the _cf32 mm instance (128x192 pingpong with the C
       // ring) that stores linear + cross-entropy's last dweight rows; several tiles per CTA,
       // a 2x1 cluster's partial pair, rows TMA cannot address (N = 1001, tight)
       with(lay("crr", mk(1000, 600, 300)), [](GemmCase& c) { c.with_c = true; c.beta = 1.f; c.c_dt = DType::kFloat32; }),

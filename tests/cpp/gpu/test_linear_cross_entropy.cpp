@@ -432,10 +432,11 @@ TEST_F(LcePaths, Fp32DweightAccumulatedDirectly) {
 
 // The dweight GEMMs' tiles (the fp32 accumulation: bf16 inputs, fp32 D = C, a and b MN-major)
 // forced through QUACK_GEMM_TILE's name part ("f32_mm:<tile>", the other GEMMs on the rule):
-// 128x256 and, in A/B builds (-DQUACK_GEMM_AB_INSTANCES=ON), its C-ring variants of
-// instances_ab.txt. Five chunks accumulated into the split accumulator (dweight's memory and the
-// workspace) and, with accumulate, all in the workspace; N = D = 320: a full 256-column tile
-// and a tail of 64 columns (two subtiles).
+// 128x256, 128x192ppa1d2 and, in A/B builds (-DQUACK_GEMM_AB_INSTANCES=ON), the C-ring variants
+// of instances_ab.txt. Five chunks accumulated into the split accumulator (dweight's memory and
+// the workspace) and, with accumulate, all in the workspace; N = D = 320: on 128x256 a full
+// 256-column tile and a tail of 64 columns (two subtiles), on 128x192 one full tile and a tail
+// of 128.
 TEST_F(LcePaths, DweightTilesForced) {
   struct Unset {
     ~Unset() { unsetenv("QUACK_GEMM_TILE"); }

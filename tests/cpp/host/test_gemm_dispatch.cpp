@@ -96,7 +96,7 @@ TEST(GemmDispatch, ForcedTilesRunTheirInstanceOfTheGroup) {
     const bool mm = majors == "mm";
     for (const char* tile : {"128x128pp", "128x192pp", "128x256"}) {
       // instances.txt's bf16 128x256 (kk, km, mm) is the 128 x 64-subtile variant, 128x256e64;
-      // its 128x128 pingpong (kk, km) the 64 x 128-subtile one, 128x128ppe128 (mm: a1d2 only).
+      // its 128x128 pingpong (kk, km) the 64 x 128-subtile one, 128x128ppe128 (mm: none).
       const std::string variant = std::string(tile) == "128x256"                 ? "e64"
                                   : std::string(tile) == "128x128pp" && !mm ? "e128"
                                                                             : "";
@@ -137,7 +137,7 @@ TEST(GemmDispatch, LlmShapesRunTheWidePingpongTile) {
 // "<name part>:<tile>" forces the tile only on the groups whose base instance's name contains
 // the part (here the dweight's "..._bf16_f32_mm"); the others keep the rule. An A/B candidate
 // (instances_ab.txt: GemmInstance::candidate) runs only when forced by its tile name: the rule
-// keeps the group's base in A/B builds too.
+// picks the same instance in A/B builds.
 TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
   const GemmArgs logits = args(4096, 128256, 4096, "rc");
   const GemmArgs dx = args(4096, 4096, 128256, "rr");
@@ -148,7 +148,8 @@ TEST(GemmDispatch, NamePartLimitsTheForcedTile) {
   const std::string rule_logits = launched(logits, nullptr), rule_dx = launched(dx, nullptr);
   const std::string rule_dw = "gemm_sm90_128x192ppa1d2_bf16_f32_mm";
   EXPECT_EQ(launched(dw, nullptr), rule_dw);
-  // A tile of the dweight's group: the compiled A/B variants (in A/B builds) and its base.
+  // A tile of the dweight's group: its base, its production 128x192ppa1d2 and, in A/B builds, the
+  // A/B variants.
   std::vector<std::string> tiles = {"128x256"};
   for (const detail::GemmInstance& i : detail::kGemmInstances)
     if (std::string(i.name).find("_bf16_f32_mm") != std::string::npos && std::string(i.name).rfind("gemm_sm90_", 0) == 0)

@@ -333,7 +333,8 @@ using PingpongF32A1D2 = CollectiveEpilogue<PingpongF32A1D2Tile, LinearCombinatio
 using PingpongF32A2D2 = CollectiveEpilogue<PingpongF32A2D2Tile, LinearCombination, float>;
 using PingpongF32A0D4 = CollectiveEpilogue<PingpongF32A0D4Tile, LinearCombination, float>;
 using PingpongF32C = CollectiveEpilogue<PingpongTile, LinearCombination, bf16, float>;
-// instances.txt's _cf32 mm (linear + cross-entropy's last dweight rows): bf16 D, fp32 C, the ring.
+// The _cf32 mm epilogue (linear + cross-entropy's last dweight rows: bf16 D, fp32 C, the ring)
+// on 128x128 pingpong: instances_ab.txt's control of the production 128x192 one (below).
 using PingpongBf16CF32A1D2 = CollectiveEpilogue<PingpongF32A1D2Tile, LinearCombination, bf16, float>;
 
 TEST(GemmEpilogueLayout, Fp32LinCombCRingSplits) {
@@ -389,6 +390,30 @@ TEST(GemmEpilogueLayout, Fp32LinCombCRingSplits) {
   expect_buffers_match_cute<PingpongF32A0D4>("128x128 pingpong fp32 D, C into 4 D buffers");
   expect_buffers_match_cute<CoopF32A1D2>("128x256 fp32 D, 1 C buffer ahead");
   expect_buffers_match_cute<CoopF32A3D2>("128x256 fp32 D, 3 C buffers ahead");
+}
+
+// instances.txt's fp32-accumulating dweight GEMMs on 128x192 pingpong with the C ring (a1d2):
+// 64 x 32 subtiles (128-byte fp32 rows); fp32 D: 2 x (1 C + 2 D buffers of 8 KB) = 48 KB, 4
+// mainloop stages of 40 KB; the _cf32 one (bf16 D, fp32 C): 2 x (8 KB C + 2 x 4 KB D) = 32 KB,
+// still 4 stages (a fifth would need 232 KB with the buffers).
+using WideF32A1D2 = CollectiveEpilogue<WideA1D2Tile, LinearCombination, float>;
+using WideBf16CF32A1D2 = CollectiveEpilogue<WideA1D2Tile, LinearCombination, bf16, float>;
+TEST(GemmEpilogueLayout, Fp32LinCombWideCRing) {
+  EXPECT_EQ(WideF32A1D2::EpiN, 32);
+  EXPECT_TRUE(WideF32A1D2::kCAhead);
+  EXPECT_EQ(WideF32A1D2::kStagesC, 1);
+  EXPECT_EQ(WideF32A1D2::EpiStagesD, 2);
+  EXPECT_EQ(WideF32A1D2::kSmemBytes, 49152);
+  EXPECT_EQ((GemmKernel<WideA1D2Tile, WideF32A1D2>::Stages), 4);
+  EXPECT_LE(sizeof(GemmKernel<WideA1D2Tile, WideF32A1D2>::SharedStorage), size_t(WideTile::kMaxSmem));
+  EXPECT_EQ(WideBf16CF32A1D2::EpiN, 32);
+  EXPECT_TRUE(WideBf16CF32A1D2::kCAhead);
+  EXPECT_EQ(WideBf16CF32A1D2::kStagesC, 1);
+  EXPECT_EQ(WideBf16CF32A1D2::EpiStagesD, 2);
+  EXPECT_EQ(WideBf16CF32A1D2::kSmemBytes, 32768);
+  EXPECT_EQ((GemmKernel<WideA1D2Tile, WideBf16CF32A1D2>::Stages), 4);
+  EXPECT_LE(sizeof(GemmKernel<WideA1D2Tile, WideBf16CF32A1D2>::SharedStorage), size_t(WideTile::kMaxSmem));
+  expect_buffers_match_cute<WideF32A1D2>("128x192 pingpong fp32 D, 1 C buffer ahead");
 }
 
 // The mainloop's stages beside each epilogue (GemmKernel): as many as fit beside the buffers. One

@@ -225,8 +225,8 @@ TEST(GemmValidation, KZeroIgnoresInputLayouts) {
   g.c = TensorRef::matrix(fake(4), DType::kBFloat16, M, N);
   g.beta = 2.f;
   expect_valid(g);
-  // No kernel runs: a layout combination without an instance is fine (fp16 -> fp32 is compiled
-  // for a row-major a and a column-major b only); the dtypes must still be compiled, as at K > 0
+  // No kernel runs: a layout combination without an instance is fine (fp16 -> fp32 has no _mk
+  // mainloop: (row, row, column) has none); the dtypes must still be compiled, as at K > 0
   // (test_gemm_gated_validation.cpp: an fp32 d with a bias is refused at K = 0).
   g = args_layout("rrc", DType::kFloat16, DType::kFloat32, /*with_c=*/true);
   g.a.shape[1] = 0;

@@ -1,0 +1,34 @@
+# Run BL: the next device session's items, most valuable first. One call, cold or warm (build/d
+# from .prebuilt-lib when its stamp matches; check it here first, docs/status.md), carry
+# [".prebuilt-lib", ".peers/quack-0.2.0-site.tar.xz"], kind nvidia-h200:
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=590 ITEMS=scripts/device/bl_items.sh bash scripts/device/call_bench.sh
+# and the same command again (warm or cold) for the items left: an item done on a warm machine
+# is skipped (/tmp/done). Items marked [H200] print "not an H200: skipped" on an H100 (the bars'
+# card is the H200; their H100 readings exist: runs BA2, BB3); the others read on either card.
+CARD="nvidia-smi --query-gpu=name --format=csv,noheader"
+H200="$CARD | grep -q H200"  # an [H200] item: bash -c "if $H200; then ...; else $SKIP; fi"
+SKIP="echo 'not an H200: skipped'"
+# lce_events (~25 s): issue 20's call against our three GEMMs by do_bench with nothing between
+# (BK1, H100: 1.026 x); predicted within 1 % of BK1 on an H100.
+run lce_events 120 bash -c "$CARD; python3 -u bench/bench_linear_ce.py --quick --events 12"
+# lce_accept (~30 s) and lce_kernels (~20 s): the acceptance table beside QuACK untuned and one
+# call's kernels (BH1, H100: 1.018 x QuACK untuned; BG1's kernel table).
+run lce_accept 200 bash -c "$CARD; python3 -u bench/bench_linear_ce.py --quick --impls ours,quack_untuned,gemms --rounds 8 --out $R/lce.jsonl"
+run lce_kernels 150 bash -c "python3 -u bench/bench_linear_ce.py --quick --kernels ours,quack_untuned"
+# ncu_dx (~90 s): the LCE's dx GEMM shape (rr, 4096 x 4096 x 128256) under Nsight Compute:
+# ours (128x256e64), QuACK's (128x192 pingpong), cuBLAS's (nvjet 256x128 1x2; ~1.0-1.6 ms a call
+# ahead of ours in QuACK's LCE, BE1 / BG1). The report's clocks, tensor-pipe activity, DRAM bytes
+# and stall reasons say where ours loses; the .ncu-rep comes back in the archive.
+run ncu_dx 200 bash -c "ncu --clock-control none --profile-from-start off --set full -f -o $R/ncu_dx python3 scripts/ncu_gemm_quack.py 4096 4096 128256 > $R/ncu_dx_run.log 2>&1; python3 scripts/ncu_gemm_quack.py --report $R/ncu_dx.ncu-rep"
+# ce_entries [H200] (~60 s): the CE training pair's entries (BB3, H100: cl-t512v8-x2/-x4/-x8
+# 2.8-4.5 % ahead of the planned cl-t256v8-s1; run AB, H200: the staged entry ahead).
+run ce_entries 150 bash -c "if $H200; then build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x65536,16384x131072,8192x262144 --dir fwdbwd --config all --ms 40; else $SKIP; fi"
+# ce_32768_ring [H200]: predicted (run W on the unhinted ring 1.007 x QuACK; AZ3 on the map
+# 0.950; BA2, H100, on the hinted ring 0.988): the backward from lse >= 1.0 x QuACK, the scaled
+# step 0.97-1.0; then every backward entry kernel-only.
+run ce_32768_ring 150 bash -c "if $H200; then python3 bench/bench_rows.py --ops ce_bwd,ce_fwd_bwd_half,ce_fwd_bwd --dtypes bf16 --shapes 16384x32768 --impls ours,quack --rounds 3 --plot '' --out $R/ce_32768.jsonl && build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x32768 --dir bwd --config all --ms 60; else $SKIP; fi"
+# rows_ring [H200]: the forwards the hinted ring carries. Predicted against AL2 / AG1: rmsnorm fwd
+# bf16 +2 % (65536-262144), layernorm fwd bf16 65536 +3-4 %, 262144 within 0.5 % (0.874 x copy:
+# still missed), fp32 layernorm 262144 within 0.5 % (0.819), rmsnorm fp32 131072 / 262144 +0-2 %
+# (0.986 / 0.983 x QuACK).
+run rows_ring 200 bash -c "if $H200; then python3 bench/bench_rows.py --ops rmsnorm_fwd,layernorm_fwd --dtypes bf16,fp32 --shapes 16384x65536,16384x131072,8192x262144 --impls ours,quack --rounds 3 --plot '' --out $R/rows_ring.jsonl; else $SKIP; fi"
