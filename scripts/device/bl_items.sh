@@ -15,6 +15,13 @@ run lce_events 120 bash -c "$CARD; python3 -u bench/bench_linear_ce.py --quick -
 # call's kernels (BH1, H100: 1.018 x QuACK untuned; BG1's kernel table).
 run lce_accept 200 bash -c "$CARD; python3 -u bench/bench_linear_ce.py --quick --impls ours,quack_untuned,gemms --rounds 8 --out $R/lce.jsonl"
 run lce_kernels 150 bash -c "python3 -u bench/bench_linear_ce.py --quick --kernels ours,quack_untuned"
+# lce_first_chunk (~60 s): the first chunk's dweight halves (no C) on 128x192ppa1d2 too, by
+# forcing the tile on both fp32 groups (f32_mm matches ..._f32_mm and ..._cf32_mm) against the
+# rule, which keeps them on 128x256 (no C, no ring: gemm.cpp, choose_instance). Predicted from
+# BF1 (forced: 7 fp32 halves 21.22 ms) against BG1 (rule: 15.87 + 6.15 ms): -0.5 to -0.9 ms of
+# kernels a call. If the forced call's kernels are >= 0.5 ms (and its acceptance median not
+# slower) below auto's, let the rule offer C-ring instances to fp32-D problems without C too.
+run lce_first_chunk 200 bash -c "QUACK_GEMM_TILE=f32_mm:128x192ppa1d2 python3 -u bench/bench_linear_ce.py --quick --kernels ours | grep -E 'kernels|gemm_kernel' | cut -c1-80; python3 -u bench/bench_linear_ce.py --quick --impls ours --tiles auto,f32_mm:128x192ppa1d2 --rounds 6 --out $R/lce_first_chunk.jsonl"
 # ncu_dx (~90 s): the LCE's dx GEMM shape (rr, 4096 x 4096 x 128256) under Nsight Compute:
 # ours (128x256e64), QuACK's (128x192 pingpong), cuBLAS's (nvjet 256x128 1x2; ~1.0-1.6 ms a call
 # ahead of ours in QuACK's LCE, BE1 / BG1). The report's clocks, tensor-pipe activity, DRAM bytes
