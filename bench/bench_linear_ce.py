@@ -10,7 +10,9 @@ and W (V, D) (no bias), then ``loss.backward()`` into fresh x.grad and W.grad: o
 forward + backward, timed with ``triton.testing.do_bench(fn, warmup=25, rep=100,
 return_mode="median")`` (L2 cleared before every call; host time counts), in one process, the
 order of the implementations rotated between rounds and the median of the rounds kept (after
-one untimed round of every implementation).
+one untimed round of every implementation). --rest-ms R: the GPU idles R ms (host sleep after a
+synchronisation) before each timed do_bench, so every implementation starts from about the same
+clocks and temperature (the rotation alone lets one heat the card for the next: run BK1).
 Memory = peak allocated during one call minus allocated before it (x.grad and W.grad are None
 before the call, so the returned gradients, 2·(T + V)·D bytes, are included).
 
@@ -84,6 +86,8 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup-ms", type=float, default=25.0)
     p.add_argument("--rep-ms", type=float, default=100.0)
+    p.add_argument("--rest-ms", type=float, default=0.0,
+                   help="idle time before each timed do_bench of the rounds (0: none)")
     p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "results"),
                                                  "bench_linear_ce.jsonl"))
     p.add_argument("--tiles", default=None,
@@ -335,6 +339,22 @@ def gemm_tile(name):
     return f"[{bm}x{bn} {cm}x{cn} {'pp' if pp in ('1', 'true') else 'coop'}] "
 
 
+def timed_rounds(torch, do_bench, timed, rounds, warmup_ms, rep_ms, rest_ms, sleep=time.sleep):
+    """{name: [ms per round]}: each of `timed` (name -> call) by do_bench's median once a round,
+    the order rotated by one each round; rest_ms > 0: the GPU idles that long (a synchronisation,
+    then a host sleep) before each."""
+    names = list(timed)
+    samples = {n: [] for n in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)] if names else []
+        for n in order:
+            if rest_ms > 0:
+                torch.cuda.synchronize()
+                sleep(rest_ms / 1e3)
+            samples[n].append(do_bench(timed[n], warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    return samples
+
+
 def time_three_ways(torch, do_bench, call, n):
     """call timed n times: back to back, after an L2 clear, host wall clock; do_bench (ms)."""
 
@@ -462,16 +482,12 @@ def bench_shape(torch, F, do_bench, args, T, D, V, impls, emit):
             torch.cuda.empty_cache()
     timed = {**calls, **{f"{i}:{n}": c for (i, n), c in gemm_parts.items()}}
     names = list(timed)
-    samples = {n: [] for n in names}
     # One untimed round first: the process's first timed round ran ~15 % slow on the H200
     # (run T: ours 101.4 ms, then 88.1 and 86.5).
     for n in names:
         do_bench(timed[n], warmup=args.warmup_ms, rep=args.rep_ms, return_mode="median")
-    for r in range(args.rounds):
-        order = names[r % len(names):] + names[:r % len(names)] if names else []
-        for n in order:
-            samples[n].append(do_bench(timed[n], warmup=args.warmup_ms, rep=args.rep_ms,
-                                       return_mode="median"))
+    samples = timed_rounds(torch, do_bench, timed, args.rounds, args.warmup_ms, args.rep_ms,
+                           args.rest_ms)
     flops = 6.0 * T * D * V
     for n in names:
         ms = statistics.median(samples[n])

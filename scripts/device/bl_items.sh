@@ -27,6 +27,11 @@ run lce_first_chunk 200 bash -c "QUACK_GEMM_TILE=f32_mm:128x192ppa1d2 python3 -u
 # ahead of ours in QuACK's LCE, BE1 / BG1). The report's clocks, tensor-pipe activity, DRAM bytes
 # and stall reasons say where ours loses; the .ncu-rep comes back in the archive.
 run ncu_dx 200 bash -c "ncu --clock-control none --profile-from-start off --set full -f -o $R/ncu_dx python3 scripts/ncu_gemm_quack.py 4096 4096 128256 > $R/ncu_dx_run.log 2>&1; python3 scripts/ncu_gemm_quack.py --report $R/ncu_dx.ncu-rep"
+# lce_accept_rested (~90 s): the acceptance table with 1 s of GPU idle before each do_bench
+# (--rest-ms 1000), so that no implementation heats the card for the next. Predicted: the
+# rounds' spread narrows from BH1's 77.7-90.0 ms to within +-3 %, ours / gemms toward BK1's
+# 1.026 (the rotating table read 1.086 in BG1), ours / QuACK untuned within 1 % of lce_accept's.
+run lce_accept_rested 200 bash -c "python3 -u bench/bench_linear_ce.py --quick --impls ours,quack_untuned,gemms --rounds 6 --rest-ms 1000 --out $R/lce_rested.jsonl"
 # ce_entries [H200] (~60 s): the CE training pair's entries (BB3, H100: cl-t512v8-x2/-x4/-x8
 # 2.8-4.5 % ahead of the planned cl-t256v8-s1; run AB, H200: the staged entry ahead).
 run ce_entries 150 bash -c "if $H200; then build/d/bench/quack-bench cross-entropy --dtype bf16 --shapes 16384x65536,16384x131072,8192x262144 --dir fwdbwd --config all --ms 40; else $SKIP; fi"

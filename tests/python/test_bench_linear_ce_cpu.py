@@ -134,3 +134,33 @@ def test_gemm_tile_from_kernel_names(bench):
                  "(cute::SM90::GMMA::Major)0, 128, 256, 2, 1, false>, ...>>")
     assert bench.gemm_tile(demangled) == "[128x256 2x1 coop] "
     assert bench.gemm_tile("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT") == ""
+
+
+def test_timed_rounds_rotate_and_rest(bench):
+    log = []
+
+    class _Cuda:
+        @staticmethod
+        def synchronize():
+            log.append("sync")
+
+    class _Torch:
+        cuda = _Cuda
+
+    def do_bench(fn, warmup, rep, return_mode):
+        assert (warmup, rep, return_mode) == (25.0, 100.0, "median")
+        return fn()
+
+    timed = {"a": lambda: log.append("a") or 1.0, "b": lambda: log.append("b") or 2.0,
+             "c": lambda: log.append("c") or 3.0}
+    s = bench.timed_rounds(_Torch, do_bench, timed, 3, 25.0, 100.0, 500.0,
+                           sleep=lambda sec: log.append(sec))
+    assert s == {"a": [1.0] * 3, "b": [2.0] * 3, "c": [3.0] * 3}
+    calls = [x for x in log if isinstance(x, str) and x != "sync"]
+    assert calls == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]  # rotated by one a round
+    assert log[:3] == ["sync", 0.5, "a"]  # the rest before each call
+    log.clear()
+    bench.timed_rounds(_Torch, do_bench, timed, 1, 25.0, 100.0, 0.0, sleep=lambda sec: log.append(sec))
+    assert log == ["a", "b", "c"]  # no rest: no synchronisation, no sleep
+    assert bench.parse_args(["--rest-ms", "800"]).rest_ms == 800.0
+    assert bench.parse_args([]).rest_ms == 0.0
