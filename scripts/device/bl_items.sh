@@ -22,6 +22,14 @@ run lce_kernels 150 bash -c "python3 -u bench/bench_linear_ce.py --quick --kerne
 # kernels a call. If the forced call's kernels are >= 0.5 ms (and its acceptance median not
 # slower) below auto's, let the rule offer C-ring instances to fp32-D problems without C too.
 run lce_first_chunk 200 bash -c "QUACK_GEMM_TILE=f32_mm:128x192ppa1d2 python3 -u bench/bench_linear_ce.py --quick --kernels ours | grep -E 'kernels|gemm_kernel' | cut -c1-80; python3 -u bench/bench_linear_ce.py --quick --impls ours --tiles auto,f32_mm:128x192ppa1d2 --rounds 6 --out $R/lce_first_chunk.jsonl"
+# lce_v65536 (~70 s): V = 65536 takes 8192-token chunks (a 1 GiB logits budget), so the
+# C-reading dweight halves are 32768 x 4096 x 8192: K in [kMidK, kLongK), where the rule weighs
+# 128x256 against 128x192 by waves x tile area (tile_rule.cpp; by hand 989k against 997k: 128x256)
+# with rates measured on plain bf16 GEMMs, while a C-reading fp32 epilogue on the cooperative
+# tile waits in series (AJ6: +20-34 % a half). Predicted: auto's kernel table shows 128x256 on
+# the C-reading halves; forced 128x192ppa1d2 1-2 ms faster a call. If forced reads >= 1 % faster,
+# keep the cooperative tile out of C-reading fp32 problems where a C-ring tile qualifies.
+run lce_v65536 200 bash -c "python3 -u bench/bench_linear_ce.py --shapes 16384x4096x65536 --kernels ours | grep -E 'kernels|gemm_kernel' | cut -c1-80; python3 -u bench/bench_linear_ce.py --shapes 16384x4096x65536 --impls ours --tiles auto,f32_mm:128x192ppa1d2 --rounds 4 --out $R/lce_v65536.jsonl"
 # ncu_dx (~90 s): the LCE's dx GEMM shape (rr, 4096 x 4096 x 128256) under Nsight Compute:
 # ours (128x256e64), QuACK's (128x192 pingpong), cuBLAS's (nvjet 256x128 1x2; ~1.0-1.6 ms a call
 # ahead of ours in QuACK's LCE, BE1 / BG1). The report's clocks, tensor-pipe activity, DRAM bytes
