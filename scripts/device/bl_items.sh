@@ -24,7 +24,8 @@ run lce_kernels 150 bash -c "python3 -u bench/bench_linear_ce.py --quick --kerne
 run lce_first_chunk 200 bash -c "QUACK_GEMM_TILE=f32_mm:128x192ppa1d2 python3 -u bench/bench_linear_ce.py --quick --kernels ours | grep -E 'kernels|gemm_kernel' | cut -c1-80; python3 -u bench/bench_linear_ce.py --quick --impls ours --tiles auto,f32_mm:128x192ppa1d2 --rounds 6 --out $R/lce_first_chunk.jsonl"
 # lce_v65536 (~70 s): V = 65536 takes 8192-token chunks (a 1 GiB logits budget), so the
 # C-reading dweight halves are 32768 x 4096 x 8192: K in [kMidK, kLongK), where the rule weighs
-# 128x256 against 128x192 by waves x tile area (tile_rule.cpp; by hand 989k against 997k: 128x256)
+# 128x256 against 128x192 by waves x tile area (tile_rule.cpp cost(), by hand: 1.978e6 against
+# 1.994e6, 128x256 by 0.8 %)
 # with rates measured on plain bf16 GEMMs, while a C-reading fp32 epilogue on the cooperative
 # tile waits in series (AJ6: +20-34 % a half). Predicted: auto's kernel table shows 128x256 on
 # the C-reading halves; forced 128x192ppa1d2 1-2 ms faster a call. If forced reads >= 1 % faster,
