@@ -240,6 +240,14 @@ bool dtypes_match(const Instance& i, const GemmProblem& p) {
          (!two || i.d1 == p.d1_dtype);
 }
 
+// Whether a production lincomb instance adds a C of dtype c into a D of dtype d for inputs of
+// dtype ab (any layout): gemm's C dtypes come from the instance list, not a rule beside it.
+bool lincomb_c_compiled(DType ab, DType d, DType c) {
+  for (const Instance& i : kGemmInstances)
+    if (i.epilogue == GemmEpilogue::kLinComb && !i.candidate && i.ab == ab && i.d == d && i.c == c) return true;
+  return false;
+}
+
 // The user's (a, b, d) orientations that the kernel combination (ka, kb) serves with a row-major
 // d (swap = false) or, through Dᵀ = Bᵀ·Aᵀ, a column-major d (swap = true).
 std::string user_layouts(GemmMajor ka, GemmMajor kb, bool swap) {
@@ -595,10 +603,9 @@ Plan plan_gemm(const GemmArgs& g) {
     chk.fail(std::string("b has dtype ") + dtype_name(g.b.dtype) + ", expected " + dtype_name(g.a.dtype) +
              " (a's dtype; mixed input dtypes are not supported)");
   chk.dtype_in(g.d, "d", {g.a.dtype, DType::kFloat32});
-  // C: d's dtype, or float32 added into a 16-bit d of the inputs' dtype (the _cf32 instances,
-  // bf16 and f16: linear + cross-entropy's last dweight chunk).
-  const bool c_f32_ok = g.d.dtype == g.a.dtype;
-  if (g.c.present() && g.c.dtype != g.d.dtype && !(c_f32_ok && g.c.dtype == DType::kFloat32))
+  // C: d's dtype, or another dtype where an instance adds it (float32 into a 16-bit d of the
+  // inputs' dtype: the _cf32 instances, linear + cross-entropy's last dweight chunk).
+  if (g.c.present() && g.c.dtype != g.d.dtype && !lincomb_c_compiled(g.a.dtype, g.d.dtype, g.c.dtype))
     chk.fail(std::string("c has dtype ") + dtype_name(g.c.dtype) + ", expected " + dtype_name(g.d.dtype) +
              " (d's dtype; c of another dtype is not yet supported)");
 

@@ -337,6 +337,20 @@ using PingpongF32C = CollectiveEpilogue<PingpongTile, LinearCombination, bf16, f
 // on 128x128 pingpong: instances_ab.txt's control of the production 128x192 one (below).
 using PingpongBf16CF32A1D2 = CollectiveEpilogue<PingpongF32A1D2Tile, LinearCombination, bf16, float>;
 
+// An epilogue Epi with the C ring on TileA (an EpiCAhead of Tile): its subtile width, C and D
+// buffers, shared memory, and the mainloop stages GemmKernel leaves beside it within Tile's
+// budget.
+template <class TileA, class Epi, class Tile>
+void expect_c_ring(int epi_n, int stages_c, int stages_d, int smem, int stages) {
+  EXPECT_EQ(Epi::EpiN, epi_n);
+  EXPECT_TRUE(Epi::kCAhead);
+  EXPECT_EQ(Epi::kStagesC, stages_c);
+  EXPECT_EQ(Epi::EpiStagesD, stages_d);
+  EXPECT_EQ(Epi::kSmemBytes, smem);
+  EXPECT_EQ((GemmKernel<TileA, Epi>::Stages), stages);
+  EXPECT_LE(sizeof(typename GemmKernel<TileA, Epi>::SharedStorage), size_t(Tile::kMaxSmem));
+}
+
 TEST(GemmEpilogueLayout, Fp32LinCombCRingSplits) {
   EXPECT_FALSE(CoopF32D::kCAhead);
   EXPECT_TRUE(CoopF32D::kReuseSmemC);
@@ -379,13 +393,7 @@ TEST(GemmEpilogueLayout, Fp32LinCombCRingSplits) {
   EXPECT_LE(sizeof(GemmKernel<PingpongF32A2D2Tile, PingpongF32A2D2>::SharedStorage), size_t(PingpongTile::kMaxSmem));
   EXPECT_LE(sizeof(GemmKernel<PingpongF32A0D4Tile, PingpongF32A0D4>::SharedStorage), size_t(PingpongTile::kMaxSmem));
   // bf16 D with the fp32 C ring: 64 x 32 subtiles, 2 x (2 D buffers of 4 KB + 1 C of 8 KB).
-  EXPECT_EQ(PingpongBf16CF32A1D2::EpiN, 32);
-  EXPECT_TRUE(PingpongBf16CF32A1D2::kCAhead);
-  EXPECT_EQ(PingpongBf16CF32A1D2::kStagesC, 1);
-  EXPECT_EQ(PingpongBf16CF32A1D2::EpiStagesD, 2);
-  EXPECT_EQ(PingpongBf16CF32A1D2::kSmemBytes, 32768);
-  EXPECT_EQ((GemmKernel<PingpongF32A1D2Tile, PingpongBf16CF32A1D2>::Stages), 6);
-  EXPECT_LE(sizeof(GemmKernel<PingpongF32A1D2Tile, PingpongBf16CF32A1D2>::SharedStorage), size_t(PingpongTile::kMaxSmem));
+  expect_c_ring<PingpongF32A1D2Tile, PingpongBf16CF32A1D2, PingpongTile>(32, 1, 2, 32768, 6);
   expect_buffers_match_cute<PingpongF32A1D2>("128x128 pingpong fp32 D, 1 C buffer ahead");
   expect_buffers_match_cute<PingpongF32A0D4>("128x128 pingpong fp32 D, C into 4 D buffers");
   expect_buffers_match_cute<CoopF32A1D2>("128x256 fp32 D, 1 C buffer ahead");
@@ -399,20 +407,8 @@ TEST(GemmEpilogueLayout, Fp32LinCombCRingSplits) {
 using WideF32A1D2 = CollectiveEpilogue<WideA1D2Tile, LinearCombination, float>;
 using WideBf16CF32A1D2 = CollectiveEpilogue<WideA1D2Tile, LinearCombination, bf16, float>;
 TEST(GemmEpilogueLayout, Fp32LinCombWideCRing) {
-  EXPECT_EQ(WideF32A1D2::EpiN, 32);
-  EXPECT_TRUE(WideF32A1D2::kCAhead);
-  EXPECT_EQ(WideF32A1D2::kStagesC, 1);
-  EXPECT_EQ(WideF32A1D2::EpiStagesD, 2);
-  EXPECT_EQ(WideF32A1D2::kSmemBytes, 49152);
-  EXPECT_EQ((GemmKernel<WideA1D2Tile, WideF32A1D2>::Stages), 4);
-  EXPECT_LE(sizeof(GemmKernel<WideA1D2Tile, WideF32A1D2>::SharedStorage), size_t(WideTile::kMaxSmem));
-  EXPECT_EQ(WideBf16CF32A1D2::EpiN, 32);
-  EXPECT_TRUE(WideBf16CF32A1D2::kCAhead);
-  EXPECT_EQ(WideBf16CF32A1D2::kStagesC, 1);
-  EXPECT_EQ(WideBf16CF32A1D2::EpiStagesD, 2);
-  EXPECT_EQ(WideBf16CF32A1D2::kSmemBytes, 32768);
-  EXPECT_EQ((GemmKernel<WideA1D2Tile, WideBf16CF32A1D2>::Stages), 4);
-  EXPECT_LE(sizeof(GemmKernel<WideA1D2Tile, WideBf16CF32A1D2>::SharedStorage), size_t(WideTile::kMaxSmem));
+  expect_c_ring<WideA1D2Tile, WideF32A1D2, WideTile>(32, 1, 2, 49152, 4);
+  expect_c_ring<WideA1D2Tile, WideBf16CF32A1D2, WideTile>(32, 1, 2, 32768, 4);
   expect_buffers_match_cute<WideF32A1D2>("128x192 pingpong fp32 D, 1 C buffer ahead");
 }
 
