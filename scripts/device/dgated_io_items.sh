@@ -2,7 +2,7 @@
 # with Python; carry [".peers", ".whl", ".data"]:
 #   AB_INSTANCES=ON BUDGET=590 TEST_TMO=240 TESTS='GemmDGatedAbTiles.* *GemmGatedTest.DGated*' PYFILES=''
 #   ITEMS=scripts/device/dgated_io_items.sh bash scripts/device/call_focus.sh
-# Issue 17 (status.md open thread 2; docs/data/run-AK_dgated_budget.md, design a3d2io):
+# Issue 17 (status.md open thread 3; docs/data/run-AK_dgated_budget.md, design a3d2io):
 # gemm_dgated on 128x128 pingpong with a3d2ip's in-place ring (3 preact/dpreact slots of 8 KB +
 # 2 postact buffers of 4 KB per warpgroup, 5 mainloop stages) and warps 1 and 2 of the producer
 # warpgroup as the two warpgroups' I/O warps (EpiIoWarp, epilogue.cuh io_loop): the I/O warp
