@@ -214,6 +214,9 @@ def sass(rep, out_dir=None):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if len(sys.argv) > 1 else 2)
     if sys.argv[1] == "--report":
         report(sys.argv[2])
     elif sys.argv[1] == "--sass":
