@@ -104,8 +104,8 @@ bool row_staged_geometry(int64_t M, int64_t N, int in_elt, int max_vecs, int pre
                          int red_floats, int n_cols, RowGeometry* g, int64_t* smem,
                          int max_threads = kRowStagedMaxThreads, int stages = 2);
 
-/// Readable name of a plan for benchmarks and messages: "t1024v4", "ring-t1024v4-s3 x8",
-/// "general t256 x16".
+/// Readable name of a plan for benchmarks and messages: "t1024v4", "ring-t1024v4-s3-x8",
+/// "general-t256-x16".
 const char* row_plan_name(const RowPlan& plan, char* buf, size_t len);
 
 }  // namespace quack::detail
