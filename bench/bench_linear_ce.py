@@ -328,15 +328,21 @@ def run_kernels(torch, F, args, T, D, V, calls_each=3):
 
 
 def gemm_tile(name):
-    """Our GEMM kernels' tile in words ("[128x192 2x1 pp] ") from the kernel's name as the
-    profiler gives it, mangled (TileConfigI...ELi128ELi192ELi2ELi1ELb1E) or demangled
-    (TileConfig<T, MajorA, MajorB, 128, 192, 2, 1, true>); "" for any other kernel."""
+    """Our GEMM kernels' tile in words ("[128x192 2x1 pp EpiCAhead] ") from the kernel's name as
+    the profiler gives it, mangled (TileConfigI...ELi128ELi192ELi2ELi1ELb1E) or demangled
+    (TileConfig<T, MajorA, MajorB, 128, 192, 2, 1, true>): tile, cluster, schedule, then the
+    epilogue variants wrapping the tile config (EpiSubtile, EpiCAhead, ...; none for the plain
+    epilogue), outermost first; "" for any other kernel."""
     m = re.search(r"TileConfigI.*?ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])E", name) or \
         re.search(r"TileConfig<[^<>]*?(\d+), (\d+), (\d+), (\d+), (true|false)>", name)
     if not m:
         return ""
     bm, bn, cm, cn, pp = m.groups()
-    return f"[{bm}x{bn} {cm}x{cn} {'pp' if pp in ('1', 'true') else 'coop'}] "
+    head = name[name.find("GemmKernel"):name.find("TileConfig")] if "GemmKernel" in name else ""
+    # mangled: <length><name> (9EpiCAheadINS1_...), demangled: the name before its '<'
+    epi = "".join(f" {v[:int(n)] if n else v}"
+                  for n, v in re.findall(r"(\d*)(Epi[A-Z][A-Za-z]*)", head))
+    return f"[{bm}x{bn} {cm}x{cn} {'pp' if pp in ('1', 'true') else 'coop'}{epi}] "
 
 
 def timed_rounds(torch, do_bench, timed, rounds, warmup_ms, rep_ms, rest_ms, sleep=time.sleep):

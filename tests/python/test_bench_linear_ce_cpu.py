@@ -128,11 +128,15 @@ def test_events_times_each_way(bench):
 def test_gemm_tile_from_kernel_names(bench):
     mangled = ("_ZN5quack6detail4sm9011gemm_kernelINS1_10GemmKernelINS1_9EpiCAheadINS1_10TileConfigIN7"
                "cutlass10bfloat16_tELN4cute4SM904GMMA5MajorE1ELSB_1ELi128ELi192ELi2ELi1ELb1EEELi1ELi2EEE")
-    assert bench.gemm_tile(mangled) == "[128x192 2x1 pp] "
+    assert bench.gemm_tile(mangled) == "[128x192 2x1 pp EpiCAhead] "
     demangled = ("void quack::detail::sm90::gemm_kernel<quack::detail::sm90::GemmKernel<quack::detail::"
                  "sm90::TileConfig<cutlass::bfloat16_t, (cute::SM90::GMMA::Major)0, "
                  "(cute::SM90::GMMA::Major)0, 128, 256, 2, 1, false>, ...>>")
     assert bench.gemm_tile(demangled) == "[128x256 2x1 coop] "
+    nested = demangled.replace("GemmKernel<quack::detail::sm90::TileConfig",
+                               "GemmKernel<quack::detail::sm90::EpiPaths<quack::detail::sm90::"
+                               "EpiSubtile<quack::detail::sm90::TileConfig")
+    assert bench.gemm_tile(nested) == "[128x256 2x1 coop EpiPaths EpiSubtile] "
     assert bench.gemm_tile("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT") == ""
 
 
