@@ -17,4 +17,4 @@ run dx_sustained 200 bash -c "$CARD; python3 -u bench/bench_gemm.py --shapes 409
 run ncu_dx_rasters 200 bash -c "ncu --clock-control none --profile-from-start off --set full -f -o $R/ncu_dx_r python3 scripts/ncu_gemm_quack.py 4096 4096 128256 m8,h8s,m4,m16 > $R/ncu_dx_r_run.log 2>&1; python3 scripts/ncu_gemm_quack.py --report $R/ncu_dx_r.ncu-rep"
 # lce_rasters (~100 s): one call's kernels with every GEMM on each raster (QUACK_GEMM_RASTER
 # applies to all three); m8 twice (first and last) for the spread between processes.
-run lce_rasters 200 bash -c "for r in m8 h8s m4 m8; do echo \"== raster \$r\"; QUACK_GEMM_RASTER=\$r python3 -u bench/bench_linear_ce.py --quick --kernels ours 2>/dev/null | grep -E 'kernels|gemm_kernel|compact|Fwd' | cut -c1-70; done"
+run lce_rasters 200 bash -c "for r in m8 h8s m4 m8; do echo \"== raster \$r\"; QUACK_GEMM_RASTER=\$r python3 -u bench/bench_linear_ce.py --quick --kernels ours 2>/dev/null | grep -E 'kernels|gemm_kernel|compact|Fwd' | cut -c1-90; done"
