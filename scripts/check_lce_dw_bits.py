@@ -3,7 +3,8 @@
 The accumulating dweight GEMMs (fp32 D = acc + C, every chunk after the first) run 128x192
 pingpong with the C ring (128x192ppa1d2) by the rule; forced to the cooperative 128x256 they must
 give the same bits (same K order per output element, so the same fp32 sums). Run AK1 checked
-this on the tile then in the rule's place, 128x128ppa1d2 (not yet run on 128x192ppa1d2), and the last chunk's bf16 store against a separate cast after the chunks (same bits).
+this on the tile then in the rule's place, 128x128ppa1d2 (not yet run on 128x192ppa1d2), and
+the last chunk's bf16 store against a separate cast after the chunks (same bits).
 This runs forward + backward per configuration and compares every output's bits against the
 first one:
   new          QUACK_GEMM_TILE unset (the rule)

@@ -1,6 +1,6 @@
 """One launch each of ours (quack_cpp.gemm), QuACK 0.2.0's GEMM (quack.gemm_interface.gemm,
-tuned=False: pingpong 128x192, cluster 2x1) and cuBLAS's (torch.matmul) at one shape, inside a cudaProfilerStart / Stop
-region, for Nsight Compute (device only; clocks left alone):
+tuned=False: pingpong 128x192, cluster 2x1) and cuBLAS's (torch.matmul) at one shape, inside a
+cudaProfilerStart / Stop region, for Nsight Compute (device only; clocks left alone):
 
     ncu --clock-control none --profile-from-start off --set full -f -o /tmp/g \
         python3 scripts/ncu_gemm_quack.py 8192 8192 8192
