@@ -1,4 +1,4 @@
-# Run BN: run BL's items for the bars' card (BL1 ran the rest on an H100: docs/data/run-BL_items.txt).
+# Run BN: run BL's items for the bars' card (BL1 ran the rest on an H100: git show ec27678:docs/data/run-BL_items.txt).
 # Each prints "not an H200: skipped" on an H100 (kind nvidia-h200 may give either card). One call,
 # cold or warm, carry [".prebuilt-lib", ".peers/quack-0.2.0-site.tar.xz"], kind nvidia-h200:
 #   PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=450 ITEMS=scripts/device/bn_items.sh bash scripts/device/call_bench.sh
