@@ -32,6 +32,7 @@ if [ -n "${GTEST_LIST:-}" ]; then
   tar -cJf $OUT/a.tar.xz -C $OUT r && rm -rf $R; exit 0
 fi
 build/d/tests/cpp/quack_host_tests --gtest_brief=1 > $R/host.log 2>&1; tail -2 $R/host.log
+run_examples
 TMO=$(( END - $(date +%s) - 75 )); [ $TMO -gt ${TMO_MAX:-240} ] && TMO=${TMO_MAX:-240}
 [ $TMO -lt 30 ] && TMO=30  # a slow build: timeout 0 would mean no limit, a negative one runs nothing
 say "gtest/pytest timeout $TMO"
