@@ -103,6 +103,15 @@ count_gtest() {  # family binary: under a timeout (a kernel that hangs fails the
 }
 if [ "$TESTS" = 1 ]; then
   say "C++ host tests";  count_gtest cpp_host build/gpu/tests/cpp/quack_host_tests
+  # The C++ examples (examples/*.cpp; CI builds them through the installed package but has no
+  # GPU): compiled against this build's library and run; each exits 0 when its checks pass.
+  say "C++ examples"; PASS[examples]=0; FAIL[examples]=0
+  for f in examples/*.cpp; do
+    e=$(basename "$f" .cpp)
+    if nvcc -std=c++17 -O2 -I include "$f" build/gpu/libquack.a -o "build/gpu/$e" >>"$LOG" 2>&1 \
+       && "build/gpu/$e" >>"$LOG" 2>&1; then PASS[examples]=$((PASS[examples] + 1))
+    else FAIL[examples]=$((FAIL[examples] + 1)); echo "example $e FAILED (log: $LOG)"; fi
+  done
   # The GPU tests in QUACK_GTEST_SHARDS processes at once (gtest sharding, default 8: the
   # whole binary takes ~10 min in one process), Large tests alone afterwards (memory). A
   # sticky CUDA error (an illegal instruction, a fault) poisons only the rest of its shard; a
@@ -191,7 +200,7 @@ echo "build ${BUILD_S}s (C++), ${PY_BUILD_S:-0}s (Python extension); resource re
 [ -f "$RAW/sass_summary.txt" ] && cat "$RAW/sass_summary.txt"
 if [ "$TESTS" = 1 ]; then
   printf "%-10s %7s %7s\n" family passed failed
-  for f in cpp_host cpp_gpu python; do printf "%-10s %7s %7s\n" $f "${PASS[$f]:-0}" "${FAIL[$f]:-0}"; done
+  for f in cpp_host examples cpp_gpu python; do printf "%-10s %7s %7s\n" $f "${PASS[$f]:-0}" "${FAIL[$f]:-0}"; done
   echo "python skipped: ${SKIP_PY:-0}"
 fi
 [ "$BENCH" = 1 ] && { echo "--- quack-bench (C++)"; cat "$RAW/quack_bench.jsonl"; echo "--- row ops beside their peers (TB/s, do_bench)"; sed -n "/^copy/,\$p" "$RAW/bench_table.txt" 2>/dev/null;
