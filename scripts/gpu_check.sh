@@ -106,9 +106,10 @@ if [ "$TESTS" = 1 ]; then
   # The C++ examples (examples/*.cpp; CI builds them through the installed package but has no
   # GPU): compiled against this build's library and run; each exits 0 when its checks pass.
   say "C++ examples"; PASS[examples]=0; FAIL[examples]=0
+  NVCC=$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' build/gpu/CMakeCache.txt); [ -x "$NVCC" ] || NVCC=nvcc
   for f in examples/*.cpp; do
     e=$(basename "$f" .cpp)
-    if nvcc -std=c++17 -O2 -I include "$f" build/gpu/libquack.a -o "build/gpu/$e" >>"$LOG" 2>&1 \
+    if "$NVCC" -std=c++17 -O2 -I include "$f" build/gpu/libquack.a -o "build/gpu/$e" >>"$LOG" 2>&1 \
        && "build/gpu/$e" >>"$LOG" 2>&1; then PASS[examples]=$((PASS[examples] + 1))
     else FAIL[examples]=$((FAIL[examples] + 1)); echo "example $e FAILED (log: $LOG)"; fi
   done
