@@ -253,9 +253,11 @@ NB_MODULE(_C, m) {
       [](const OptTensor& a, const OptTensor& b, const OptTensor& c, const OptTensor& d,
          double alpha, double beta, uintptr_t stream, bool tuned, uintptr_t alpha_device,
          uintptr_t beta_device, uintptr_t workspace, size_t workspace_bytes, const OptTensor& bias_row,
-         const OptTensor& bias_col, uintptr_t streamk_workspace, size_t streamk_workspace_bytes) {
+         const OptTensor& bias_col, uintptr_t streamk_workspace, size_t streamk_workspace_bytes,
+         uintptr_t tile_counter) {
         quack::GemmArgs g = gemm_args(a, b, c, d, alpha, beta, bias_row, bias_col);
         g.tuned = tuned;
+        g.tile_counter = reinterpret_cast<uint32_t*>(tile_counter);
         g.alpha_device = reinterpret_cast<const float*>(alpha_device);
         g.beta_device = reinterpret_cast<const float*>(beta_device);
         set_gemm_workspaces(g, workspace, workspace_bytes, streamk_workspace, streamk_workspace_bytes);
@@ -267,7 +269,7 @@ NB_MODULE(_C, m) {
       nb::arg("alpha_device") = 0, nb::arg("beta_device") = 0, nb::arg("workspace") = 0,
       nb::arg("workspace_bytes") = 0, nb::arg("bias_row").none() = nb::none(),
       nb::arg("bias_col").none() = nb::none(), nb::arg("streamk_workspace") = 0,
-      nb::arg("streamk_workspace_bytes") = 0,
+      nb::arg("streamk_workspace_bytes") = 0, nb::arg("tile_counter") = 0,
       (std::string("GEMM (quack::gemm), written into d on the given stream:\n") + kGemmDoc +
        "M = 0, N = 0 or L = 0: validation only, nothing launched. K = 0: d = beta * c (zeros\n"
        "without c). tuned: autotune the tile configuration on first use per shape class and\n"
@@ -278,7 +280,9 @@ NB_MODULE(_C, m) {
        "allocates it on the stream when needed; GemmArgs::workspace). streamk_workspace /\n"
        "streamk_workspace_bytes: a device buffer of gemm_streamk_workspace_size(device) bytes,\n"
        "zeroed once and kept per stream (0: none; GemmArgs::streamk_workspace): stream-K where\n"
-       "it pays (QUACK_GEMM_STREAMK=0 off, 1 forced). " +
+       "it pays (QUACK_GEMM_STREAMK=0 off, 1 forced). tile_counter: the address of one uint32\n"
+       "on d's device, zero before its first use, one per stream (0: the static schedule;\n"
+       "GemmArgs::tile_counter): the dynamic tile scheduler. " +
        kTensorDoc +
        "Raises ValueError for a bad or not yet supported argument (the C++ message, e.g.\n"
        "'gemm: b has shape (64, 128) bfloat16, expected (K, N) = (63, N)'), RuntimeError for a\n"

@@ -48,15 +48,16 @@
 //   given, a recorded call whose backward is the one from lse with 'mean' (its denominator is
 //   torch ops) or without lse.
 //
-// gemm(A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias)
+// gemm(A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias, dynamic_scheduler)
 //   torch.ops.quack_cpp.gemm's eager fast path (quack_cpp.gemm_ops: _gemm_impl) for the calls
 //   autograd does not record, e.g. inference calls and the GEMMs of Linear's Python Function:
 //   D allocated as _new_out decides (its layout decision cached per dtypes, shapes and
 //   strides), quack::gemm on D's current stream with the stream-K workspace that
 //   gemm_ops._streamk_workspace owns (gemm_run, which LinearFn runs too). NotImplemented,
 //   before doing anything, for a C, device scalars, tuning, a column bias (colvec_bias: its
-//   checks are the Python path's), a recorded call, operands TMA cannot address and bad ranks
-//   or K (gemm_takes; the Python fast path runs those, with its messages). Taken unless
+//   checks are the Python path's), the dynamic scheduler (its counters are the Python path's),
+//   a recorded call, operands TMA cannot address and bad ranks or K (gemm_takes; the Python
+//   fast path runs those, with its messages). Taken unless
 //   QUACK_CPP_EAGER_GEMM=0 or QUACK_CPP_EAGER=0 (gemm_op.eager).
 //
 // linear(x, weight, bias, dtype, fuse_grad_accum, tuned, path)
@@ -1332,16 +1333,18 @@ Tensor gemm_run(const Tensor& A, const Tensor& B, at::ScalarType out_dtype, doub
 }
 
 // gemm_op's implementation (quack_cpp.gemm_ops._gemm_impl) for a call without C, device
-// scalars, tuning or a column bias, on operands gemm_takes serves, that autograd does not
-// record: gemm_run. NotImplemented, before doing anything, for every other call (the registrar
-// then runs the Python fast path).
+// scalars, tuning, a column bias or the dynamic scheduler, on operands gemm_takes serves, that
+// autograd does not record: gemm_run. NotImplemented, before doing anything, for every other
+// call (the registrar then runs the Python fast path).
 py::object gemm(const Tensor& A, const Tensor& B, const std::optional<Tensor>& C, double alpha,
                 double /*beta: no C*/, at::ScalarType out_dtype, bool tuned,
                 const std::optional<Tensor>& alpha_t, const std::optional<Tensor>& beta_t,
-                const std::optional<Tensor>& bias, const std::optional<Tensor>& colvec_bias) {
+                const std::optional<Tensor>& bias, const std::optional<Tensor>& colvec_bias,
+                bool dynamic_scheduler) {
   const auto present = [](const std::optional<Tensor>& t) { return t.has_value() && t->defined(); };
   const py::object not_here = py::reinterpret_borrow<py::object>(Py_NotImplemented);
-  if (present(C) || present(alpha_t) || present(beta_t) || tuned || present(colvec_bias))
+  if (present(C) || present(alpha_t) || present(beta_t) || tuned || present(colvec_bias) ||
+      dynamic_scheduler)
     return not_here;
   const Tensor b = opt(bias);
   if (at::GradMode::is_enabled() &&
@@ -1781,9 +1784,10 @@ PYBIND11_MODULE(_torch, m) {
   m.def("gemm", &gemm, py::arg("A"), py::arg("B"), py::arg("C").none(true), py::arg("alpha"),
         py::arg("beta"), py::arg("out_dtype"), py::arg("tuned"), py::arg("alpha_t").none(true),
         py::arg("beta_t").none(true), py::arg("bias").none(true) = py::none(),
-        py::arg("colvec_bias").none(true) = py::none(),
+        py::arg("colvec_bias").none(true) = py::none(), py::arg("dynamic_scheduler") = false,
         "torch.ops.quack_cpp.gemm's eager fast path where autograd records nothing: D; "
-        "NotImplemented for a C, device scalars, tuning, a column bias, operands TMA cannot "
+        "NotImplemented for a C, device scalars, tuning, a column bias, the dynamic scheduler, "
+        "operands TMA cannot "
         "address and recorded calls (the Python fast path runs them).");
   m.def("_gemm_set_streamk",
         [](py::object fn) {

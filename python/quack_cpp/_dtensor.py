@@ -138,8 +138,9 @@ def _strategy_fn(rule, n_out):
         return (len(v.shape) - 1) if v is not None else 0
 
     def gemm(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
-             bias=None, colvec_bias=None):
-        args = (A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias)
+             bias=None, colvec_bias=None, dynamic_scheduler=False):
+        args = (A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias,
+                dynamic_scheduler)
         b, m, k = _gemm_dims(A)
         nb = _vec_dim(bias)  # N dim of bias
         nc = _vec_dim(colvec_bias)  # M dim of colvec_bias

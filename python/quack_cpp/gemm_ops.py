@@ -258,9 +258,10 @@ def _tma_ok(t: Tensor) -> bool:
 def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
             beta: float, tuned: bool = False, alpha_t: Optional[Tensor] = None,
             beta_t: Optional[Tensor] = None, args=None, bias: Optional[Tensor] = None,
-            colvec_bias: Optional[Tensor] = None) -> None:
+            colvec_bias: Optional[Tensor] = None, dynamic_scheduler: bool = False) -> None:
     # args: the four tensor arguments when already made (_new_out_and_args). bias and
-    # colvec_bias: quack::GemmBias's row and col vectors.
+    # colvec_bias: quack::GemmBias's row and col vectors. dynamic_scheduler: the stream's tile
+    # counter (_tile_counter) as GemmArgs::tile_counter.
     fn = "gemm"
     a, b, c, d = args or (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"),
                           tensor_arg(C, fn, "c"), tensor_arg(D, fn, "d"))
@@ -277,11 +278,34 @@ def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
             ws = torch.empty(ws_bytes, dtype=torch.uint8, device=D.device)
     s = stream(D)
     sk_ptr, sk_bytes = _streamk_workspace(D, s)
+    counter = _tile_counter(D, s) if dynamic_scheduler else None
     _C.gemm(a, b, c, d, float(alpha), float(beta), s, bool(tuned),
             alpha_t.data_ptr() if alpha_t is not None else 0,
             beta_t.data_ptr() if beta_t is not None else 0,
             ws.data_ptr() if ws is not None else 0, ws_bytes, bias_row, bias_col, sk_ptr,
-            sk_bytes)
+            sk_bytes, counter.data_ptr() if counter is not None else 0)
+
+
+# Tile counters of the dynamic scheduler (GemmArgs::tile_counter; QuACK's tile_count_semaphore),
+# one per (device, stream): zeroed once when made (every completed launch leaves it at 0: the
+# C++ wraps its atomicInc at the tile count), kept for the process. A stream first seen inside
+# a CUDA-graph capture gets a fresh zeroed counter per call instead (the zeroing is captured
+# with the launch, so each replay starts from 0), not kept.
+_TILE_COUNTERS = {}
+
+
+def _tile_counter(D: Tensor, s: int) -> Optional[Tensor]:
+    """The tile counter of D's device and stream s (a one-element int32 tensor: the C++ reads
+    it as uint32), or None for a host D (CPU stand-ins: the C++ rejects it with its message)."""
+    if not D.is_cuda:
+        return None
+    key = (D.get_device(), s)
+    t = _TILE_COUNTERS.get(key)
+    if t is None:
+        t = torch.zeros(1, dtype=torch.int32, device=D.device)
+        if not torch.cuda.is_current_stream_capturing():
+            t = _TILE_COUNTERS.setdefault(key, t)
+    return t
 
 
 # Stream-K workspaces (GemmArgs::streamk_workspace), one per (device, stream): zeroed once when
@@ -388,7 +412,7 @@ def check_colvec_bias(fn: str, colvec_bias: Optional[Tensor], A: Tensor) -> None
 
 
 def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
-               bias=None, colvec_bias=None):
+               bias=None, colvec_bias=None, dynamic_scheduler=False):
     """gemm_op's implementation: D allocated by ``_new_out`` (through ``_new_out_and_args``'s
     plan cache when C is not read), then ``_C.gemm``."""
     _check_device_scalars("gemm", A, alpha_t, beta_t)
@@ -402,7 +426,8 @@ def _gemm_impl(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_
         D, args = _new_out_and_args(A, B, C, out_dtype)
     else:  # D in C's layout
         D, args = _new_out(A, B, C, beta_d, out_dtype), None
-    _launch(A, B, C, D, alpha, beta, tuned, alpha_t, beta_t, args, bias, colvec_bias)
+    _launch(A, B, C, D, alpha, beta, tuned, alpha_t, beta_t, args, bias, colvec_bias,
+            dynamic_scheduler)
     return D
 
 
@@ -433,7 +458,8 @@ class Gemm:
     def signature(A: Tensor, B: Tensor, C: Optional[Tensor], alpha: float, beta: float,
                   out_dtype: torch.dtype, tuned: bool = False, alpha_t: Optional[Tensor] = None,
                   beta_t: Optional[Tensor] = None, bias: Optional[Tensor] = None,
-                  colvec_bias: Optional[Tensor] = None) -> Tensor:
+                  colvec_bias: Optional[Tensor] = None,
+                  dynamic_scheduler: bool = False) -> Tensor:
         """D = alpha * A @ B + beta * C (+ bias) (+ colvec_bias) as a functional custom op
         (``torch.ops.quack_cpp.gemm``): D[l, m, n] += bias[l, n] + colvec_bias[l, m].
 
@@ -455,6 +481,10 @@ class Gemm:
                 colvec_bias), fp32 or 16-bit, stride 1 along M, on A's device; checked here
                 (``check_colvec_bias``, also in the fake); compiled as bias (the same
                 epilogue). Its gradient is the row sum of dD (``_colvec_bias_grad``).
+            dynamic_scheduler: persistent clusters take output tiles from a counter
+                (quack::GemmArgs::tile_counter, the stream's ``_tile_counter``) instead of the
+                static schedule; the same result bit for bit (each tile's arithmetic is the
+                same). Ignored where stream-K runs and by the cluster-less 128x64 tile.
 
         Returns:
             D, same rank as A. Layout: C's (row- or column-major) when C is read; else row-major,
@@ -477,7 +507,7 @@ class Gemm:
     eager = _torch_ext.gemm if _torch_ext is not None and _CPP_GEMM else None
 
     def fake(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None, bias=None,
-             colvec_bias=None):
+             colvec_bias=None, dynamic_scheduler=False):
         _check_device_scalars("gemm", A, alpha_t, beta_t)
         beta = 1.0 if (beta_t is not None and C is not None) else beta
         D = _new_out(A, B, C, beta if C is not None else 0.0, out_dtype)
@@ -485,7 +515,7 @@ class Gemm:
         return D
 
     def setup_context(ctx, inputs, output):
-        A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias = inputs
+        A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias, _ = inputs
         need_a, need_b = ctx.needs_input_grad[:2]
         ctx.alpha, ctx.beta = alpha, beta
         ctx.a_dtype, ctx.b_dtype = A.dtype, B.dtype
@@ -517,7 +547,7 @@ class Gemm:
                 dA = gemm_op(g, B.mT, None, ctx.alpha, 0.0, ctx.a_dtype, False, alpha_t, None)
             if need_b:
                 dB = gemm_op(A.mT, g, None, ctx.alpha, 0.0, ctx.b_dtype, False, alpha_t, None)
-        return dA, dB, dC, None, None, None, None, None, None, dbias, dcol
+        return dA, dB, dC, None, None, None, None, None, None, dbias, dcol, None
 
 
 class GemmAddInplace:
@@ -526,17 +556,21 @@ class GemmAddInplace:
 
     def signature(A: Tensor, B: Tensor, out: Tensor, alpha: float, beta: float,
                   tuned: bool = False, alpha_t: Optional[Tensor] = None,
-                  beta_t: Optional[Tensor] = None) -> None:
+                  beta_t: Optional[Tensor] = None, dynamic_scheduler: bool = False) -> None:
         """out = alpha * A @ B + beta * out, in place (``torch.ops.quack_cpp.gemm_add_inplace``).
         C = D = out in the C++ call (tile-local read then write). Shapes and dtypes as
-        ``gemm_op`` with out as C and D. Not differentiable. Raises as ``gemm_op``."""
+        ``gemm_op`` with out as C and D; dynamic_scheduler as ``gemm_op``'s. Not
+        differentiable. Raises as ``gemm_op``."""
 
-    def impl(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
+    def impl(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None,
+             dynamic_scheduler=False):
         _check_device_scalars("gemm_add_inplace", A, alpha_t, beta_t)
         _out_shape(A, B)
-        _launch(A, B, out, out, alpha, beta, tuned, alpha_t, beta_t)
+        _launch(A, B, out, out, alpha, beta, tuned, alpha_t, beta_t,
+                dynamic_scheduler=dynamic_scheduler)
 
-    def fake(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
+    def fake(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None,
+             dynamic_scheduler=False):
         _check_device_scalars("gemm_add_inplace", A, alpha_t, beta_t)
         _out_shape(A, B)
 
@@ -569,7 +603,8 @@ def _out_dtype(fn: str, out_dtype: Optional[torch.dtype], A: Tensor) -> torch.dt
 
 def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
          alpha: Union[float, Tensor] = 1.0, tuned: bool = False,
-         bias: Optional[Tensor] = None, *, colvec_bias: Optional[Tensor] = None) -> Tensor:
+         bias: Optional[Tensor] = None, *, colvec_bias: Optional[Tensor] = None,
+         dynamic_scheduler: bool = False) -> Tensor:
     """Matrix product ``D = alpha * A @ B (+ bias) (+ colvec_bias)`` (batched over L),
     differentiable::
 
@@ -616,6 +651,11 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
             bias. Compiled as bias: the same epilogue, dtypes and layouts (out_dtype = A's
             dtype, A row-major, B column-major). Its gradient is the row sum of dD (fp32, cast
             to colvec_bias's dtype), over the batches too for a (M,) vector.
+        dynamic_scheduler: keyword-only (QuACK's ``dynamic_scheduler``, default False as
+            there): the persistent clusters take output tiles from a per-stream counter
+            (atomicInc; quack::GemmArgs::tile_counter) instead of the static schedule, the
+            same result bit for bit. The forward GEMM only (the backward GEMMs use the static
+            schedule); ignored where stream-K runs. CUDA graphs and torch.compile take it.
 
     Returns:
         D (M, N) or (L, M, N) in out_dtype on A's device; row-major with the row stride N
@@ -639,8 +679,9 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
 
     Source: QuACK 0.2.0 ``gemm_interface.gemm``; kernel after CUTLASS 3.x sm90 TMA + WGMMA.
     """
-    if colvec_bias is not None:
-        return _gemm_colvec(A, B, out_dtype, alpha, tuned, bias, colvec_bias)
+    if colvec_bias is not None or dynamic_scheduler:
+        return _gemm_colvec(A, B, out_dtype, alpha, tuned, bias, colvec_bias,
+                            bool(dynamic_scheduler))
     path = _reg.route(A, B, bias)
     if path == _reg.CUSTOM:
         _check("gemm", A=A, B=B)
@@ -656,14 +697,18 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
                        a_t, None, bias)
 
 
-def _gemm_colvec(A, B, out_dtype, alpha, tuned, bias, colvec_bias) -> Tensor:
-    """``gemm`` with a column bias (kept apart so the usual call pays nothing for it): the
-    colvec_bias checks (``check_colvec_bias``) before the op runs, then gemm_op."""
-    if not isinstance(colvec_bias, Tensor):
+def _gemm_colvec(A, B, out_dtype, alpha, tuned, bias, colvec_bias,
+                 dynamic_scheduler=False) -> Tensor:
+    """``gemm`` with a column bias or the dynamic scheduler (kept apart so the usual call pays
+    nothing for them): the colvec_bias checks (``check_colvec_bias``) before the op runs, then
+    gemm_op."""
+    if colvec_bias is not None and not isinstance(colvec_bias, Tensor):
         check_colvec_bias("gemm", colvec_bias, A)  # the TypeError
     path = _reg.route(A, B, bias, colvec_bias)
     if path == _reg.CUSTOM:
-        _check("gemm", A=A, B=B, colvec_bias=colvec_bias)
+        _check("gemm", A=A, B=B)
+        if colvec_bias is not None:
+            _check("gemm", colvec_bias=colvec_bias)
         if bias is not None:
             _check("gemm", bias=bias)
     _out_shape(A, B)  # the rank, K and L errors first
@@ -672,18 +717,18 @@ def _gemm_colvec(A, B, out_dtype, alpha, tuned, bias, colvec_bias) -> Tensor:
     if a_t is not None:
         path = _reg.route(A, B, a_t, bias, colvec_bias)
     return gemm_op.run(path, A, B, None, a, 0.0, _out_dtype("gemm", out_dtype, A), bool(tuned),
-                       a_t, None, bias, colvec_bias)
+                       a_t, None, bias, colvec_bias, dynamic_scheduler)
 
 
 def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: Union[float, Tensor] = 1.0,
              beta: Union[float, Tensor] = 1.0, out_dtype: Optional[torch.dtype] = None,
-             tuned: bool = False) -> Tensor:
+             tuned: bool = False, *, dynamic_scheduler: bool = False) -> Tensor:
     """``D = alpha * A @ B + beta * C`` (batched over L), differentiable (dC = beta * dD).
 
     With beta = 0, C is never read: NaN or Inf in C does not reach D (BLAS rule).
 
     Args:
-        A, B, out_dtype, alpha, tuned: as ``gemm``.
+        A, B, out_dtype, alpha, tuned, dynamic_scheduler: as ``gemm``.
         C: (M, N) or (L, M, N), CUDA, in out_dtype (or float32 with bfloat16 A, B and D, and
             with float16 ones in the wgrad's layout (A column-major, B row-major): an fp32
             residual added into a 16-bit result, rounded once); row- or column-major with a
@@ -706,16 +751,19 @@ def gemm_add(A: Tensor, B: Tensor, C: Tensor, alpha: Union[float, Tensor] = 1.0,
         _check("gemm_add", A=A, B=B, C=C)
     a, a_t = _scalar("gemm_add", "alpha", alpha, A)
     b, b_t = _scalar("gemm_add", "beta", beta, A)
-    return gemm_op(A, B, C, a, b, _out_dtype("gemm_add", out_dtype, A), bool(tuned), a_t, b_t)
+    return gemm_op(A, B, C, a, b, _out_dtype("gemm_add", out_dtype, A), bool(tuned), a_t, b_t,
+                   None, None, bool(dynamic_scheduler))
 
 
 def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: Union[float, Tensor] = 1.0,
-                     beta: Union[float, Tensor] = 1.0, tuned: bool = False) -> None:
+                     beta: Union[float, Tensor] = 1.0, tuned: bool = False, *,
+                     dynamic_scheduler: bool = False) -> None:
     """``out = alpha * A @ B + beta * out``, in place (C = D = out; each tile reads out then
     writes it). Not differentiable (out must not require grad). Returns None, like QuACK.
 
     Args:
-        A, B, alpha, tuned: as ``gemm`` (tuning times a scratch output: out is written once).
+        A, B, alpha, tuned, dynamic_scheduler: as ``gemm`` (tuning times a scratch output: out
+            is written once).
         out: (M, N) or (L, M, N), CUDA, A's dtype or float32 (float32 accumulates bf16/fp16
             products into fp32, e.g. a weight gradient); layout decided by the C++.
         beta: Python float, or a device scalar as ``gemm``'s alpha; beta = 0 overwrites out
@@ -731,7 +779,7 @@ def gemm_add_inplace(A: Tensor, B: Tensor, out: Tensor, alpha: Union[float, Tens
         _check("gemm_add_inplace", A=A, B=B, out=out)
     a, a_t = _scalar("gemm_add_inplace", "alpha", alpha, A)
     b, b_t = _scalar("gemm_add_inplace", "beta", beta, A)
-    gemm_add_inplace_op(A, B, out, a, b, bool(tuned), a_t, b_t)
+    gemm_add_inplace_op(A, B, out, a, b, bool(tuned), a_t, b_t, bool(dynamic_scheduler))
 
 
 

@@ -103,7 +103,8 @@ def _add_biases(acc, bias, colvec_bias):
 
 
 def gemm_cpu(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
-             bias=None, colvec_bias=None):
+             bias=None, colvec_bias=None, dynamic_scheduler=False):
+    # dynamic_scheduler: which CTA computes a tile, not what it computes (nothing to stand in).
     from quack_cpp.gemm_ops import Gemm
 
     # The real op's layout and checks (the fake: _new_out, colvec_bias's check_colvec_bias).
@@ -184,7 +185,8 @@ def gemm_dgated_cpu(A, B, preact, activation, out_dtype, postact_dtype, store_po
     return dpreact, postact
 
 
-def gemm_add_inplace_cpu(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None):
+def gemm_add_inplace_cpu(A, B, out, alpha, beta, tuned=False, alpha_t=None, beta_t=None,
+                         dynamic_scheduler=False):
     alpha, beta = _device_scalars(alpha, beta, alpha_t, beta_t)
     # Through .data (a separate version counter), as the CUDA kernel writes through a raw
     # pointer: the version bump is the op's (or the eager fast path's), exactly once.

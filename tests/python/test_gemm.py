@@ -647,3 +647,68 @@ def test_opcheck(grad):
         out = mat(33, 136, dtype=f32)
         torch.library.opcheck(torch.ops.quack_cpp.gemm_add_inplace.default,
                               (A, B, out, 1.0, 1.0))
+
+
+# dynamic_scheduler (QuACK's keyword; GemmArgs::tile_counter): which cluster computes a tile
+# changes, not what it computes, so the result equals the static schedule's bit for bit. Shapes
+# with many tiles per cluster (several waves), a batch, C read, in place, and the backward.
+@pytest.mark.parametrize("M,N,K,layout,L", [
+    (2048, 2048, 512, "rc", None), (1500, 2304, 384, "rr", None), (1024, 1536, 256, "rc", 3)])
+def test_dynamic_scheduler_bitwise(M, N, K, layout, L):
+    A, B = mat(M, K, L=L), mat(K, N, "col" if layout[1] == "c" else "row", L=L)
+    C = mat(M, N, dtype=f32, L=L)
+    static = quack_cpp.gemm(A, B)
+    for _ in range(2):  # the counter is back at 0 after each launch: reused as is
+        assert torch.equal(quack_cpp.gemm(A, B, dynamic_scheduler=True), static)
+    check("D", static, ref_gemm(A, B), torch_gemm(A, B))
+    added = quack_cpp.gemm_add(A, B, C, beta=0.5, out_dtype=f32)
+    assert torch.equal(quack_cpp.gemm_add(A, B, C, beta=0.5, out_dtype=f32,
+                                          dynamic_scheduler=True), added)
+    out = C.clone()
+    quack_cpp.gemm_add_inplace(A, B, out, beta=1.0, dynamic_scheduler=True)
+    expect = C.clone()
+    quack_cpp.gemm_add_inplace(A, B, expect, beta=1.0)
+    assert torch.equal(out, expect)
+
+
+def test_dynamic_scheduler_backward():
+    A = mat(512, 384).detach().requires_grad_()
+    B = mat(384, 640, "col").detach().requires_grad_()
+    g = mat(512, 640)
+    grads = []
+    for dyn in (False, True):
+        A.grad = B.grad = None
+        D = quack_cpp.gemm(A, B, dynamic_scheduler=dyn)
+        D.backward(g)
+        grads.append((D.detach(), A.grad, B.grad))
+    for x, y in zip(*grads):
+        assert torch.equal(x, y)
+
+
+@cuda_only
+def test_dynamic_scheduler_streams_and_graph():
+    A, B = mat(2048, 1024), mat(1024, 2048, "col")
+    static = quack_cpp.gemm(A, B)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # another stream: its own counter
+        D = quack_cpp.gemm(A, B, dynamic_scheduler=True)
+    torch.cuda.current_stream().wait_stream(s)
+    assert torch.equal(D, static)
+    # A stream first seen inside the capture: a counter zeroed by the graph itself.
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        E = quack_cpp.gemm(A, B, dynamic_scheduler=True)
+    for _ in range(3):
+        A.copy_(torch.randn_like(A, dtype=f32).to(bf16))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(E, quack_cpp.gemm(A, B))
+
+
+def test_dynamic_scheduler_compile():
+    _reset_dynamo()
+    A, B = mat(512, 256), mat(256, 768, "col")
+    f = torch.compile(lambda a, b: quack_cpp.gemm(a, b, dynamic_scheduler=True), fullgraph=True,
+                      dynamic=False)
+    assert torch.equal(f(A, B), quack_cpp.gemm(A, B))
