@@ -636,6 +636,20 @@ def _gemm_call(case, cpp, monkeypatch):
     return A, B, b, D
 
 
+def test_gemm_dynamic_scheduler_takes_the_python_path(gemm_stubbed, monkeypatch):
+    """dynamic_scheduler=True: the C++ eager path declines (NotImplemented) and the Python
+    path launches, once, with the static call's arguments but the counter (0 here: a host D
+    has none; the GPU tests check the counter itself)."""
+    monkeypatch.setattr(gm.gemm_op, "eager", ops._torch_ext.gemm)
+    g = torch.Generator().manual_seed(1)
+    A, B = _matrix((64, 48), bf16, False, g), _matrix((48, 32), bf16, True, g)
+    D = quack_cpp.gemm(A, B, dynamic_scheduler=True)
+    assert len(gemm_stubbed.calls) == 1, "the Python path did not launch"
+    assert D.shape == (64, 32) and D.dtype == bf16
+    quack_cpp.gemm(A, B)
+    assert len(gemm_stubbed.calls) == 1, "the static call left the C++ path"
+
+
 def _tuple(t):  # a _C tensor tuple without its pointer; shape and strides as plain tuples
     return None if t is None else (t[1], tuple(t[2]), tuple(t[3]), t[4])
 
@@ -647,9 +661,9 @@ def test_gemm_same_output_and_launch_as_the_python_path(gemm_stubbed, monkeypatc
     are the Python path's, and the Python path's _C.gemm is not called."""
     A, B, b, D = _gemm_call(case, False, monkeypatch)
     assert len(gemm_stubbed.calls) == 1
-    a, bb, c, d, alpha, beta, _s, tuned, adev, bdev, ws, wsb, brow, bcol, sk, skb = \
+    a, bb, c, d, alpha, beta, _s, tuned, adev, bdev, ws, wsb, brow, bcol, sk, skb, tc = \
         gemm_stubbed.calls[0]
-    assert c is None and not tuned and adev == bdev == ws == wsb == 0 and bcol is None
+    assert c is None and not tuned and adev == bdev == ws == wsb == tc == 0 and bcol is None
     A2, B2, b2, D2 = _gemm_call(case, True, monkeypatch)
     assert len(gemm_stubbed.calls) == 1, "the C++ path called the Python launch"
     ca, cb, cd, cbias, calpha, cbeta, csk, cskb = ops._torch_ext._last_gemm_args()
@@ -750,7 +764,7 @@ class _LinearRecorder(_GemmRecorder):
     def gemm(self, *args):
         super().gemm(*args)
         if self.launches is not None:
-            a, b, c, d, alpha, beta, _s, tuned, *_, brow, _bcol, sk, skb = args
+            a, b, c, d, alpha, beta, _s, tuned, *_, brow, _bcol, sk, skb, _tile_counter = args
             self.launches += _cpp_launches(True)
             self.launches.append(_launch(a, b, c, d, brow, alpha, beta, tuned, sk, skb))
 
