@@ -16,9 +16,11 @@ on first use and need torch:
   return_rstd=False)``: differentiable LayerNorm (see ``quack_cpp.layernorm_ops``; custom ops
   ``torch.ops.quack_cpp.layernorm_fwd`` / ``layernorm_bwd``);
 - ``quack_cpp.gemm(A, B, out_dtype=None, alpha=1.0, tuned=False, bias=None, *,
-  colvec_bias=None)`` (bias: a row vector (N,) / (L, N) added to every row; colvec_bias: a
-  column vector (M,) / (L, M) added to every column), ``gemm_add(A, B, C, alpha=1.0,
-  beta=1.0, out_dtype=None)``, ``gemm_add_inplace(A, B, out, alpha=1.0, beta=1.0)``,
+  colvec_bias=None, dynamic_scheduler=False)`` (bias: a row vector (N,) / (L, N) added to every
+  row; colvec_bias: a column vector (M,) / (L, M) added to every column; dynamic_scheduler:
+  QuACK's, tiles taken from a per-stream counter), ``gemm_add(A, B, C, alpha=1.0, beta=1.0,
+  out_dtype=None, tuned=False, *, dynamic_scheduler=False)``, ``gemm_add_inplace(A, B, out,
+  alpha=1.0, beta=1.0, tuned=False, *, dynamic_scheduler=False)``,
   ``linear(x, weight, bias=None, fuse_grad_accum=False)``: the Hopper GEMM (see ``quack_cpp.gemm_ops``;
   custom ops ``torch.ops.quack_cpp.gemm`` / ``gemm_add_inplace``);
 - ``quack_cpp.topk(x, k, dim=-1, largest=True, sorted=True, softmax=False)``: top-k like

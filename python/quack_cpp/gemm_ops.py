@@ -277,7 +277,9 @@ def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
         if ws_bytes:
             ws = torch.empty(ws_bytes, dtype=torch.uint8, device=D.device)
     s = stream(D)
-    sk_ptr, sk_bytes = _streamk_workspace(D, s)
+    # The dynamic scheduler asked for schedules every tile: no stream-K workspace then (the C++
+    # drops the counter where stream-K runs).
+    sk_ptr, sk_bytes = (0, 0) if dynamic_scheduler else _streamk_workspace(D, s)
     counter = _tile_counter(D, s) if dynamic_scheduler else None
     _C.gemm(a, b, c, d, float(alpha), float(beta), s, bool(tuned),
             alpha_t.data_ptr() if alpha_t is not None else 0,
@@ -288,9 +290,10 @@ def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
 
 # Tile counters of the dynamic scheduler (GemmArgs::tile_counter; QuACK's tile_count_semaphore),
 # one per (device, stream): zeroed once when made (every completed launch leaves it at 0: the
-# C++ wraps its atomicInc at the tile count), kept for the process. A stream first seen inside
-# a CUDA-graph capture gets a fresh zeroed counter per call instead (the zeroing is captured
-# with the launch, so each replay starts from 0), not kept.
+# C++ wraps its atomicInc at the tile count), kept for the process. Inside a CUDA-graph capture
+# every call gets a fresh zeroed counter instead (the zeroing is captured with the launch, so
+# each replay starts from 0): a replay, which runs on whatever stream replays it, must not share
+# a counter with launches that may overlap it.
 _TILE_COUNTERS = {}
 
 
@@ -299,12 +302,13 @@ def _tile_counter(D: Tensor, s: int) -> Optional[Tensor]:
     it as uint32), or None for a host D (CPU stand-ins: the C++ rejects it with its message)."""
     if not D.is_cuda:
         return None
+    with torch.cuda.device(D.device):  # the capture state of D's device's current stream
+        if torch.cuda.is_current_stream_capturing():
+            return torch.zeros(1, dtype=torch.int32, device=D.device)
     key = (D.get_device(), s)
     t = _TILE_COUNTERS.get(key)
     if t is None:
-        t = torch.zeros(1, dtype=torch.int32, device=D.device)
-        if not torch.cuda.is_current_stream_capturing():
-            t = _TILE_COUNTERS.setdefault(key, t)
+        t = _TILE_COUNTERS.setdefault(key, torch.zeros(1, dtype=torch.int32, device=D.device))
     return t
 
 
@@ -483,8 +487,8 @@ class Gemm:
                 epilogue). Its gradient is the row sum of dD (``_colvec_bias_grad``).
             dynamic_scheduler: persistent clusters take output tiles from a counter
                 (quack::GemmArgs::tile_counter, the stream's ``_tile_counter``) instead of the
-                static schedule; the same result bit for bit (each tile's arithmetic is the
-                same). Ignored where stream-K runs and by the cluster-less 128x64 tile.
+                static schedule, with stream-K off; the same result bit for bit (each tile's
+                arithmetic is the same). The cluster-less 128x64 tile ignores it.
 
         Returns:
             D, same rank as A. Layout: C's (row- or column-major) when C is read; else row-major,
@@ -653,9 +657,10 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
             to colvec_bias's dtype), over the batches too for a (M,) vector.
         dynamic_scheduler: keyword-only (QuACK's ``dynamic_scheduler``, default False as
             there): the persistent clusters take output tiles from a per-stream counter
-            (atomicInc; quack::GemmArgs::tile_counter) instead of the static schedule, the
-            same result bit for bit. The forward GEMM only (the backward GEMMs use the static
-            schedule); ignored where stream-K runs. CUDA graphs and torch.compile take it.
+            (atomicInc; quack::GemmArgs::tile_counter) instead of the static schedule (stream-K
+            off for the call), the same result bit for bit. The forward GEMM only (the backward
+            GEMMs use the static schedule); the cluster-less 128x64 tile ignores it. CUDA graphs
+            (a counter per captured call) and torch.compile take it.
 
     Returns:
         D (M, N) or (L, M, N) in out_dtype on A's device; row-major with the row stride N
@@ -680,8 +685,8 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
     Source: QuACK 0.2.0 ``gemm_interface.gemm``; kernel after CUTLASS 3.x sm90 TMA + WGMMA.
     """
     if colvec_bias is not None or dynamic_scheduler:
-        return _gemm_colvec(A, B, out_dtype, alpha, tuned, bias, colvec_bias,
-                            bool(dynamic_scheduler))
+        return _gemm_keywords(A, B, out_dtype, alpha, tuned, bias, colvec_bias,
+                              bool(dynamic_scheduler))
     path = _reg.route(A, B, bias)
     if path == _reg.CUSTOM:
         _check("gemm", A=A, B=B)
@@ -697,8 +702,8 @@ def gemm(A: Tensor, B: Tensor, out_dtype: Optional[torch.dtype] = None,
                        a_t, None, bias)
 
 
-def _gemm_colvec(A, B, out_dtype, alpha, tuned, bias, colvec_bias,
-                 dynamic_scheduler=False) -> Tensor:
+def _gemm_keywords(A, B, out_dtype, alpha, tuned, bias, colvec_bias,
+                   dynamic_scheduler=False) -> Tensor:
     """``gemm`` with a column bias or the dynamic scheduler (kept apart so the usual call pays
     nothing for them): the colvec_bias checks (``check_colvec_bias``) before the op runs, then
     gemm_op."""

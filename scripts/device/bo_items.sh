@@ -22,7 +22,9 @@ run sched_tests 120 bash -c "python3 -m pytest tests/python/test_gemm.py -q -p n
 # its workspace would carry the counter).
 run ncu_dx_sched 150 bash -c "$CARD; for dyn in 0 1; do echo \"== QUACK_BENCH_TILE_COUNTER=\$dyn\"; QUACK_BENCH_TILE_COUNTER=\$dyn ncu --clock-control none --kernel-name regex:'gemm_kernel|nvjet' --launch-skip 6 --launch-count 2 --metrics $NCU_M build/d/bench/quack-bench gemm --shapes 4096x4096x128256 --layout rr --ms 50 2>&1 | grep -E 'gemm_kernel<|nvjet|gpu__time|cycles_elapsed|dram__bytes|hit_rate|hmma' | cut -c1-120; done"
 # sustained_sched (~80 s): the dx shape at the power cap (1.5 s batches), static against
-# dynamic beside cuBLAS (bench_gemm.py's "+dyn"): clock, power, energy a call. Predicted:
+# dynamic beside cuBLAS (bench_gemm.py's "+dyn": stream-K off for those calls, so at
+# 16384 x 4096 x 14336 it is the rule (stream-K there) against dynamic data-parallel; at the
+# dx shape stream-K is off either way): clock, power, energy a call. Predicted:
 # dynamic's energy a call lower by about its DRAM saving (~30 pJ a byte) and its TFLOP/s up by
 # about as much (BM1: static 0.989 x cuBLAS). Rule: dynamic >= 1 % ahead of static here and not
 # behind at 16384 x 4096 x 14336 -> the LCE's dx takes it (a counter in its workspace) and

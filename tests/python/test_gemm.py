@@ -651,15 +651,33 @@ def test_opcheck(grad):
 
 # dynamic_scheduler (QuACK's keyword; GemmArgs::tile_counter): which cluster computes a tile
 # changes, not what it computes, so the result equals the static schedule's bit for bit. Shapes
-# with many tiles per cluster (several waves), a batch, C read, in place, and the backward.
+# of several waves (4096 x 4096 x 256: ~8 waves of 128x128 pingpong tiles), a batch, C read, in
+# place; each launch must leave the stream's counter at 0 (the next call reuses it as is), and
+# every dynamic call must hand _C.gemm a counter (bitwise equality alone would pass if the flag
+# were dropped: a null counter is the static schedule).
 @pytest.mark.parametrize("M,N,K,layout,L", [
-    (2048, 2048, 512, "rc", None), (1500, 2304, 384, "rr", None), (1024, 1536, 256, "rc", 3)])
-def test_dynamic_scheduler_bitwise(M, N, K, layout, L):
+    (4096, 4096, 256, "rc", None), (3000, 4608, 384, "rr", None), (2048, 1536, 256, "rc", 3)])
+def test_dynamic_scheduler_bitwise(M, N, K, layout, L, monkeypatch):
+    from quack_cpp import gemm_ops as gm
+
+    handed = []
+    real = gm._C
+
+    class Spy:  # _C with gemm's tile_counter argument recorded
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def gemm(self, *args):
+            handed.append(args[16] if len(args) > 16 else 0)
+            return real.gemm(*args)
+
+    monkeypatch.setattr(gm, "_C", Spy())
     A, B = mat(M, K, L=L), mat(K, N, "col" if layout[1] == "c" else "row", L=L)
     C = mat(M, N, dtype=f32, L=L)
     static = quack_cpp.gemm(A, B)
-    for _ in range(2):  # the counter is back at 0 after each launch: reused as is
-        assert torch.equal(quack_cpp.gemm(A, B, dynamic_scheduler=True), static)
+    runs = [quack_cpp.gemm(A, B, dynamic_scheduler=True) for _ in range(2)]  # kept alive
+    for D in runs:
+        assert torch.equal(D, static)
     check("D", static, ref_gemm(A, B), torch_gemm(A, B))
     added = quack_cpp.gemm_add(A, B, C, beta=0.5, out_dtype=f32)
     assert torch.equal(quack_cpp.gemm_add(A, B, C, beta=0.5, out_dtype=f32,
@@ -669,6 +687,13 @@ def test_dynamic_scheduler_bitwise(M, N, K, layout, L):
     expect = C.clone()
     quack_cpp.gemm_add_inplace(A, B, expect, beta=1.0)
     assert torch.equal(out, expect)
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+        key = (A.get_device(), torch.cuda.current_stream().cuda_stream)
+        counter = gm._TILE_COUNTERS[key]
+        assert counter.item() == 0, "a launch left the tile counter off 0"
+        dyn = [h for h in handed if h]
+        assert dyn == [counter.data_ptr()] * 4, f"tile counters handed: {handed}"
 
 
 def test_dynamic_scheduler_backward():
@@ -687,7 +712,9 @@ def test_dynamic_scheduler_backward():
 
 @cuda_only
 def test_dynamic_scheduler_streams_and_graph():
-    A, B = mat(2048, 1024), mat(1024, 2048, "col")
+    from quack_cpp import gemm_ops as gm
+
+    A, B = mat(4096, 256), mat(256, 4096, "col")  # ~8 waves of tiles
     static = quack_cpp.gemm(A, B)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -695,10 +722,12 @@ def test_dynamic_scheduler_streams_and_graph():
         D = quack_cpp.gemm(A, B, dynamic_scheduler=True)
     torch.cuda.current_stream().wait_stream(s)
     assert torch.equal(D, static)
-    # A stream first seen inside the capture: a counter zeroed by the graph itself.
+    # Inside a capture: a counter per captured call, zeroed by the graph itself, none cached.
+    cached = dict(gm._TILE_COUNTERS)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         E = quack_cpp.gemm(A, B, dynamic_scheduler=True)
+    assert gm._TILE_COUNTERS == cached
     for _ in range(3):
         A.copy_(torch.randn_like(A, dtype=f32).to(bf16))
         g.replay()

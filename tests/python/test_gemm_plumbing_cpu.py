@@ -229,12 +229,16 @@ def test_opcheck(cpu_kernels):
     A = rand(5, 16).requires_grad_(True)
     B = rand(16, 13).requires_grad_(True)
     C = rand(5, 13, dtype=f32).requires_grad_(True)
+    dyn = (False, None, None, None, None, True)  # tuned .. colvec_bias, dynamic_scheduler
     for args in [(A, B, C, 0.5, 2.0, f32), (A, B, None, 1.0, 0.0, bf16),
-                 (A.detach(), B.detach(), C.detach(), 1.0, 0.0, f32), (A, B.detach(), None, 2.0, 0.0, f32)]:
+                 (A.detach(), B.detach(), C.detach(), 1.0, 0.0, f32), (A, B.detach(), None, 2.0, 0.0, f32),
+                 (A, B, C, 0.5, 2.0, f32) + dyn]:
         torch.library.opcheck(torch.ops.quack_cpp.gemm.default, args)
     out = rand(5, 13, dtype=f32)
     torch.library.opcheck(torch.ops.quack_cpp.gemm_add_inplace.default,
                           (A.detach(), B.detach(), out, 1.0, 1.0))
+    torch.library.opcheck(torch.ops.quack_cpp.gemm_add_inplace.default,
+                          (A.detach(), B.detach(), out, 1.0, 1.0, False, None, None, True))
 
 
 # --------------------------------------------------------------------------------------------

@@ -638,16 +638,30 @@ def _gemm_call(case, cpp, monkeypatch):
 
 def test_gemm_dynamic_scheduler_takes_the_python_path(gemm_stubbed, monkeypatch):
     """dynamic_scheduler=True: the C++ eager path declines (NotImplemented) and the Python
-    path launches, once, with the static call's arguments but the counter (0 here: a host D
-    has none; the GPU tests check the counter itself)."""
+    path launches once, handing _C.gemm the stream's tile counter and no stream-K workspace;
+    static calls hand it none (gemm, gemm_add, gemm_add_inplace)."""
     monkeypatch.setattr(gm.gemm_op, "eager", ops._torch_ext.gemm)
+    counter = torch.zeros(1, dtype=torch.int32)  # a host stand-in: only its address is read
+    monkeypatch.setattr(gm, "_tile_counter", lambda D, s: counter)
     g = torch.Generator().manual_seed(1)
     A, B = _matrix((64, 48), bf16, False, g), _matrix((48, 32), bf16, True, g)
+    C = torch.randn(64, 32, generator=g).to(bf16)
     D = quack_cpp.gemm(A, B, dynamic_scheduler=True)
     assert len(gemm_stubbed.calls) == 1, "the Python path did not launch"
     assert D.shape == (64, 32) and D.dtype == bf16
     quack_cpp.gemm(A, B)
     assert len(gemm_stubbed.calls) == 1, "the static call left the C++ path"
+    quack_cpp.gemm_add(A, B, C, dynamic_scheduler=True)
+    quack_cpp.gemm_add_inplace(A, B, C.clone(), dynamic_scheduler=True)
+    quack_cpp.gemm_add(A, B, C)
+    quack_cpp.gemm_add_inplace(A, B, C.clone())
+    calls = gemm_stubbed.calls
+    assert len(calls) == 5
+    for k, dyn in enumerate((True, True, True, False, False)):
+        want = counter.data_ptr() if dyn else 0
+        assert calls[k][16] == want, f"call {k}: tile_counter {calls[k][16]}, expected {want}"
+        if dyn:
+            assert calls[k][14] == calls[k][15] == 0, "stream-K workspace with the counter"
 
 
 def _tuple(t):  # a _C tensor tuple without its pointer; shape and strides as plain tuples
