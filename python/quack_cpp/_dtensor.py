@@ -137,10 +137,13 @@ def _strategy_fn(rule, n_out):
         # The M (or N) dim of a bias vector (M,) / (L, M): 0, or 1 when per batch.
         return (len(v.shape) - 1) if v is not None else 0
 
-    def gemm(A, B, C, alpha, beta, out_dtype, tuned=False, alpha_t=None, beta_t=None,
-             bias=None, colvec_bias=None, dynamic_scheduler=False):
-        args = (A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias,
-                dynamic_scheduler)
+    def gemm(*args):
+        # (A, B, C, alpha, beta, out_dtype, tuned, alpha_t, beta_t, bias, colvec_bias,
+        # dynamic_scheduler): one placement per argument given (trailing defaults may be left
+        # out), tensors at 0-2, 7-8 (device scalars), 9 (bias), 10 (colvec_bias).
+        A, B = args[0], args[1]
+        bias = args[9] if len(args) > 9 else None
+        colvec_bias = args[10] if len(args) > 10 else None
         b, m, k = _gemm_dims(A)
         nb = _vec_dim(bias)  # N dim of bias
         nc = _vec_dim(colvec_bias)  # M dim of colvec_bias

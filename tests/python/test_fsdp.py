@@ -391,6 +391,11 @@ def test_gemm_sharding_strategies_with_colvec_bias():
              Spec(12), Spec(8))
     assert got == [([R], gin(R, R, R, R)), ([S(0)], gin(S(0), R, R, S(0))),
                    ([S(1)], gin(R, S(1), S(0), R)), ([P], gin(S(1), S(0), P, P))]
+    # With the trailing dynamic_scheduler (the registrar passes every argument): one more
+    # placement, None (not a tensor), and the same strategies.
+    got12 = fn(Spec(8, 16), Spec(16, 12), None, 1.0, 0.0, torch.bfloat16, False, None, None,
+               Spec(12), Spec(8), True)
+    assert got12 == [(o, i + [None]) for o, i in got]
     got = fn(Spec(3, 8, 16), Spec(3, 16, 12), None, 1.0, 0.0, torch.bfloat16, False, None, None,
              Spec(12), Spec(3, 8))
     assert got == [([R], gin(R, R, R, R)), ([S(1)], gin(S(1), R, R, S(1))),
