@@ -103,16 +103,14 @@ count_gtest() {  # family binary: under a timeout (a kernel that hangs fails the
 }
 if [ "$TESTS" = 1 ]; then
   say "C++ host tests";  count_gtest cpp_host build/gpu/tests/cpp/quack_host_tests
-  # The C++ examples (examples/*.cpp; CI builds them through the installed package but has no
-  # GPU): compiled against this build's library and run; each exits 0 when its checks pass.
-  say "C++ examples"; PASS[examples]=0; FAIL[examples]=0
+  # The C++ examples against this build's library (scripts/run_examples.sh; CI builds them
+  # through the installed package but has no GPU), with the CUDA compiler CMake found.
+  say "C++ examples"
   NVCC=$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' build/gpu/CMakeCache.txt); [ -x "$NVCC" ] || NVCC=nvcc
-  for f in examples/*.cpp; do
-    e=$(basename "$f" .cpp)
-    if "$NVCC" -std=c++17 -O2 -I include "$f" build/gpu/libquack.a -o "build/gpu/$e" >>"$LOG" 2>&1 \
-       && "build/gpu/$e" >>"$LOG" 2>&1; then PASS[examples]=$((PASS[examples] + 1))
-    else FAIL[examples]=$((FAIL[examples] + 1)); echo "example $e FAILED (log: $LOG)"; fi
-  done
+  EX_OUT=$(NVCC=$NVCC bash scripts/run_examples.sh build/gpu/libquack.a "$RAW")
+  echo "$EX_OUT" >> "$LOG"
+  PASS[examples]=$(echo "$EX_OUT" | grep -c ' rc=0$'); FAIL[examples]=$(echo "$EX_OUT" | grep -cE ' rc=[1-9][0-9]*$')
+  echo "$EX_OUT" | grep -E ' rc=[1-9][0-9]*$' | sed 's/^/example FAILED: /'
   # The GPU tests in QUACK_GTEST_SHARDS processes at once (gtest sharding, default 8: the
   # whole binary takes ~10 min in one process), Large tests alone afterwards (memory). A
   # sticky CUDA error (an illegal instruction, a fault) poisons only the rest of its shard; a

@@ -53,16 +53,11 @@ build() {
     -DQUACK_GEMM_AB_INSTANCES=${AB_INSTANCES:-ON} -DQUACK_PREBUILT_LIBRARY=$lib > $R/cmake.log 2>&1 \
     && ninja -C build/d -k 0 -j "$(nproc)" >> $R/build.log 2>&1  # -k 0: one failing TU spares the rest
 }
-# run_examples: examples/*.cpp compiled with nvcc against the library this call linked
-# (.prebuilt-lib's copy in build/lib, else build/d's), each run; "<name> rc=N" lines (0: its
-# checks passed). The CMake package route is CI's (.ci/run), where no GPU runs them.
+# run_examples: the C++ examples against the library this call linked (.prebuilt-lib's copy in
+# build/lib, else build/d's): scripts/run_examples.sh.
 run_examples() {
   local lib=build/lib/libquack.a; [ -f build/d/libquack.a ] && lib=build/d/libquack.a
-  for f in examples/*.cpp; do
-    local e=$(basename $f .cpp)
-    nvcc -std=c++17 -O2 -I include $f $lib -o /tmp/$e > $R/ex_$e.log 2>&1 && /tmp/$e >> $R/ex_$e.log 2>&1
-    echo "$e rc=$?"; tail -8 $R/ex_$e.log
-  done
+  bash scripts/run_examples.sh $lib $R
 }
 # Calls 2 and 3 on a machine that went cold in between: build first (their budget then shrinks).
 ensure_built() { ls build/d/python/_C*.so > /dev/null 2>&1 || { say "no build/d here: building"; build || { tail -30 $R/build.log; echo BUILD FAILED; }; }; }
