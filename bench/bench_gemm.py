@@ -16,8 +16,9 @@ With --tiles, "ours" becomes one implementation per tile configuration, "ours:<s
 "auto" (the default rule) or a kernel name's tile part (QUACK_GEMM_TILE, e.g. 128x192pp,
 256x128c1x2; a tile not compiled for the problem's dtypes and layout runs the default instead),
 optionally "@<raster>" (QUACK_GEMM_RASTER, e.g. @h8s: QuACK's raster heuristic, bands of 8,
-serpentine), then optionally "+dyn" (the dynamic tile scheduler: gemm(dynamic_scheduler=True)),
-e.g. auto+dyn, auto@h8s+dyn. The environment is set before every call.
+serpentine), then optionally "+dyn" (the dynamic tile scheduler: gemm(dynamic_scheduler=True))
+or "+nosk" (stream-K off: QUACK_GEMM_STREAMK=0), e.g. auto+dyn, auto@h8s+dyn, auto+nosk. The
+environment is set before every call.
 
 Methods (the order of the implementations rotates between rounds: A B C, B C A, C A B):
   burst      triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") (it clears L2
@@ -137,10 +138,10 @@ def operand(torch, rows, cols, layout, seed):
 
 def ours_forced(quack_cpp, a, b, spec):
     """quack_cpp.gemm(a, b) with the tile (and raster) of spec forced through the environment,
-    on the dynamic scheduler where spec ends in "+dyn"."""
-    spec, plus, dyn = spec.partition("+")
-    if plus and dyn != "dyn":
-        raise SystemExit(f"bench_gemm: tile spec suffix '+{dyn}', expected '+dyn'")
+    on the dynamic scheduler where spec ends in "+dyn", with stream-K off where it ends in "+nosk"."""
+    spec, plus, suffix = spec.partition("+")
+    if plus and suffix not in ("dyn", "nosk"):
+        raise SystemExit(f"bench_gemm: tile spec suffix '+{suffix}', expected '+dyn' or '+nosk'")
     tile, _, raster = spec.partition("@")
 
     def f():
@@ -149,7 +150,11 @@ def ours_forced(quack_cpp, a, b, spec):
             os.environ["QUACK_GEMM_RASTER"] = raster
         else:
             os.environ.pop("QUACK_GEMM_RASTER", None)
-        return quack_cpp.gemm(a, b, dynamic_scheduler=bool(plus))
+        if suffix == "nosk":
+            os.environ["QUACK_GEMM_STREAMK"] = "0"
+        else:
+            os.environ.pop("QUACK_GEMM_STREAMK", None)
+        return quack_cpp.gemm(a, b, dynamic_scheduler=suffix == "dyn")
 
     return f
 

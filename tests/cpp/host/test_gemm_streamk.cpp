@@ -175,6 +175,10 @@ TEST(GemmStreamK, RuleAtTheN2048Shapes) {
   EXPECT_FALSE(StreamKSchedule::make(130, 2, 66, false).active());
   // 8192³ with 128x256 (16 x 32 cluster tiles = 7.76 waves, 128 k-blocks): off.
   EXPECT_FALSE(StreamKSchedule::make(512, 128, 66, false).active());
+  // 16384x4096x14336 (1024 cluster tiles = 15.5 waves, 224 k-blocks): the estimate gains 2.1 %,
+  // under kMinGain; stream-K read 0.950 / 0.975 x data-parallel burst / sustained (BP1): off.
+  EXPECT_FALSE(StreamKSchedule::make(1024, 224, 66, false).active());
+  EXPECT_TRUE(StreamKSchedule::make(1024, 224, 66, true).active());
 }
 
 TEST(GemmStreamK, RuleOffAtLongK) {
