@@ -2,10 +2,11 @@
 # bench after its GPU tests. BP1 (H100, docs/data/run-BP_items.txt): at 16384 x 4096 x 14336 rr
 # stream-K (the old rule) read 0.950 / 0.975 x data-parallel burst / sustained; at
 # 11264 x 2048 x 16384 cr it gained 5 / 7 %.
-# One cold call, any kind, carry [".peers/cutlass-include.tar.xz"] (the library builds here):
-#   mkdir -p .deps && tar -xJf .peers/cutlass-include.tar.xz -C .deps; AB_INSTANCES=OFF TESTS='*StreamK*' PYFILES='test_gemm' BUDGET=520 ITEMS=scripts/device/bq_items.sh bash scripts/device/call_focus.sh
+# One cold call, any kind, carry [".prebuilt-lib", ".peers/quack-0.2.0-site.tar.xz"] (QuACK's
+# column at the bar shape; skipped without it):
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF TESTS='*StreamK*' PYFILES='test_gemm' BUDGET=450 ITEMS=scripts/device/bq_items.sh bash scripts/device/call_focus.sh
 CARD="nvidia-smi --query-gpu=name --format=csv,noheader"
 # sk_rule (~100 s): predicted: auto = +nosk within the run's noise at 16384 x 4096 x 14336 (the
 # same kernel now), both near BP1's +nosk (723.9 burst, 685.5 sustained, 1.01 / 1.00 x cuBLAS);
 # at 11264 x 2048 x 16384 auto still ahead of +nosk by 3-9 % (stream-K kept).
-run sk_rule 200 bash -c "$CARD; python3 -u bench/bench_gemm.py --shapes 16384x4096x14336 --layouts rr --methods burst,sustained --burst-rounds 3 --batch-ms 1500 --rounds 4 --drop 1 --impls ours,cublas --tiles auto,auto+nosk --out $R/sk_rule_rr.jsonl; python3 -u bench/bench_gemm.py --shapes 11264x2048x16384 --layouts cr --methods burst,sustained --burst-rounds 3 --batch-ms 1500 --rounds 4 --drop 1 --impls ours,cublas --tiles auto,auto+nosk --out $R/sk_rule_cr.jsonl"
+run sk_rule 200 bash -c "$CARD; python3 -u bench/bench_gemm.py --shapes 16384x4096x14336 --layouts rr --methods burst,sustained --burst-rounds 3 --batch-ms 1500 --rounds 4 --drop 1 --impls ours,cublas,quack --tiles auto,auto+nosk --out $R/sk_rule_rr.jsonl; python3 -u bench/bench_gemm.py --shapes 11264x2048x16384 --layouts cr --methods burst,sustained --burst-rounds 3 --batch-ms 1500 --rounds 4 --drop 1 --impls ours,cublas --tiles auto,auto+nosk --out $R/sk_rule_cr.jsonl"
