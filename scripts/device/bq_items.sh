@@ -10,3 +10,8 @@ CARD="nvidia-smi --query-gpu=name --format=csv,noheader"
 # same kernel now), both near BP1's +nosk (723.9 burst, 685.5 sustained, 1.01 / 1.00 x cuBLAS);
 # at 11264 x 2048 x 16384 auto still ahead of +nosk by 3-9 % (stream-K kept).
 run sk_rule 200 bash -c "$CARD; python3 -u bench/bench_gemm.py --shapes 16384x4096x14336 --layouts rr --methods burst,sustained --burst-rounds 3 --batch-ms 1500 --rounds 4 --drop 1 --impls ours,cublas,quack --tiles auto,auto+nosk --out $R/sk_rule_rr.jsonl; python3 -u bench/bench_gemm.py --shapes 11264x2048x16384 --layouts cr --methods burst,sustained --burst-rounds 3 --batch-ms 1500 --rounds 4 --drop 1 --impls ours,cublas --tiles auto,auto+nosk --out $R/sk_rule_cr.jsonl"
+# dyn_burst (~90 s): BP1's burst readings of the dynamic scheduler moved +3.2 / +3.1 / -4.2 % at
+# 16384 x 14336 x 4096, 16384 x 28672 x 4096, 8192 x 128256 x 4096 (sustained within 1 %).
+# Predicted: noise, within +-1 % over 6 rounds. Rule: dynamic >= 1 % ahead burst at all three
+# -> a design note on a library-owned counter for the rule's tiles (QuACK's gemm default is static).
+run dyn_burst 150 bash -c "$CARD; python3 -u bench/bench_gemm.py --shapes 16384x14336x4096,16384x28672x4096,8192x128256x4096 --layouts rr --methods burst --burst-rounds 6 --impls ours,cublas --tiles auto,auto+dyn --out $R/dyn_burst.jsonl"
