@@ -15,3 +15,7 @@ run sk_rule 200 bash -c "$CARD; python3 -u bench/bench_gemm.py --shapes 16384x40
 # Predicted: noise, within +-1 % over 6 rounds. Rule: dynamic >= 1 % ahead burst at all three
 # -> a design note on a library-owned counter for the rule's tiles (QuACK's gemm default is static).
 run dyn_burst 150 bash -c "$CARD; python3 -u bench/bench_gemm.py --shapes 16384x14336x4096,16384x28672x4096,8192x128256x4096 --layouts rr --methods burst --burst-rounds 6 --impls ours,cublas --tiles auto,auto+dyn --out $R/dyn_burst.jsonl"
+# bias_long (~60 s): issue 17's bias at the long-K shape, where plain gemm ran stream-K (AU2:
+# bias 0.934 x torch.addmm, ~4 of its 6.6 points plain gemm's own gap to cuBLAS there).
+# Predicted: bias >= 0.97 x torch.addmm, plain (the ratio's base) about as much faster.
+run bias_long 120 bash -c "$CARD; python3 -u bench/bench_gemm_fused.py --ops bias --shapes 16384x4096x14336 --methods burst --burst-rounds 5 --impls ours,torch --out $R/bias_long.jsonl"
