@@ -48,9 +48,10 @@ on first use and need torch:
   logits, differentiable (see ``quack_cpp.linear_cross_entropy_ops``; custom ops
   ``torch.ops.quack_cpp.linear_cross_entropy_fwd`` / ``_bwd`` / ``_scale_grad``);
 - ``quack_cpp.gemm_act(A, B, activation, C=None, bias=None, store_preact=True, out_dtype=None,
-  postact_dtype=None, ..., *, colvec_bias=None)``, ``gemm_dact(A, B, preact, activation)``,
-  ``gemm_gated(A, B, activation="swiglu", ..., concat_layout=False, *, colvec_bias=None)``,
-  ``gemm_dgated(A, B, preact, activation)``:
+  postact_dtype=None, ..., *, colvec_bias=None)``, ``gemm_dact(A, B, preact, activation, ...,
+  *, dynamic_scheduler=False)``, ``gemm_gated(A, B, activation="swiglu", ...,
+  concat_layout=False, *, colvec_bias=None)``, ``gemm_dgated(A, B, preact, activation, ..., *,
+  dynamic_scheduler=False)``:
   GEMMs with an activation (or a gated one) fused into the epilogue, and the layers
   ``linear_act``, ``act_linear``, ``mlp`` (see ``quack_cpp.gemm_act_ops``; custom ops
   ``torch.ops.quack_cpp.gemm_act`` / ``gemm_dact`` / ``gemm_gated`` / ``gemm_dgated``);

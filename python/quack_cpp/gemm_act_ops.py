@@ -58,8 +58,9 @@ from . import _C
 from . import _registrar as _reg
 from . import _dtensor
 from ._registrar import dtype_name, register, register_function, stream, tensor_arg
-from .gemm_ops import (_as_operand, _cast, _check, _row_major, _rows, _streamk_workspace, _tma_ok,
-                       check_colvec_bias, gemm_op, linear_dtype, weight_grad)
+from .gemm_ops import (_as_operand, _cast, _check, _row_major, _rows, _streamk_workspace,
+                       _tile_counter, _tma_ok, check_colvec_bias, gemm_op, linear_dtype,
+                       weight_grad)
 
 __all__ = ["gemm_act", "gemm_dact", "gemm_gated", "gemm_dgated", "linear_act", "act_linear",
            "mlp", "ACTIVATIONS", "GATED_ACTIVATIONS", "activation_name", "is_gated",
@@ -345,34 +346,46 @@ class GemmGated:
                       nbytes, bias_row, bias_col, *_streamk_workspace(A))
 
 
+def _schedule(D: Tensor, dynamic_scheduler: bool) -> Tuple[int, Tuple[int, int]]:
+    """(tile counter pointer, stream-K workspace (pointer, bytes)) of a launch writing D: the
+    stream's counter and no stream-K workspace on the dynamic scheduler (as gemm's), else no
+    counter and the stream's workspace."""
+    if not dynamic_scheduler:
+        return 0, _streamk_workspace(D)
+    counter = _tile_counter(D, stream(D))
+    return (counter.data_ptr() if counter is not None else 0), (0, 0)
+
+
 class GemmDAct:
     name = "quack_cpp::gemm_dact"
     sharding = _dtensor.GEMM_DACT  # DTensor placements (quack_cpp._dtensor)
 
     def signature(A: Tensor, B: Tensor, preact: Tensor, activation: str,
                   out_dtype: torch.dtype, postact_dtype: torch.dtype, store_postact: bool = True,
-                  tuned: bool = False) -> Tuple[Tensor, Tensor]:
+                  tuned: bool = False, dynamic_scheduler: bool = False) -> Tuple[Tensor, Tensor]:
         """(dpreact, postact) = ((A @ B) * act'(preact), act(preact))
         (``torch.ops.quack_cpp.gemm_dact``; quack::gemm_dact). A (M, K) row-major (dout), B
         (K, N) row-major (a weight W), preact (M, N) row-major in out_dtype. postact absent (a
-        placeholder on the custom-op path) unless store_postact. Not differentiable."""
+        placeholder on the custom-op path) unless store_postact. dynamic_scheduler: the stream's
+        tile counter as GemmDActArgs::tile_counter (no stream-K then). Not differentiable."""
 
     def outputs(A, B, preact, activation, out_dtype, postact_dtype, store_postact=True,
-                tuned=False):
+                tuned=False, dynamic_scheduler=False):
         shape = _mn("gemm_dact", A, B)
         return (_row_major(shape, out_dtype, A),
                 _row_major(shape, postact_dtype, A) if store_postact else None)
 
     def launch(outs, A, B, preact, activation, out_dtype, postact_dtype, store_postact=True,
-               tuned=False):
+               tuned=False, dynamic_scheduler=False):
         fn = "gemm_dact"
         dpreact, postact = outs
         args = (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"),
                 tensor_arg(preact, fn, "preact"), tensor_arg(dpreact, fn, "dpreact"),
                 tensor_arg(postact, fn, "postact"), activation)
         ws, nbytes = _workspace(A, B, _C.gemm_dact_workspace_size, *args)
-        _C.gemm_dact(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
-                     nbytes, *_streamk_workspace(A))
+        counter, sk = _schedule(dpreact, dynamic_scheduler)
+        _C.gemm_dact(*args, stream(A), bool(tuned), counter,
+                     ws.data_ptr() if ws is not None else 0, nbytes, *sk)
 
 
 class GemmDGated:
@@ -381,28 +394,30 @@ class GemmDGated:
 
     def signature(A: Tensor, B: Tensor, preact: Tensor, activation: str,
                   out_dtype: torch.dtype, postact_dtype: torch.dtype, store_postact: bool = True,
-                  tuned: bool = False) -> Tuple[Tensor, Tensor]:
+                  tuned: bool = False, dynamic_scheduler: bool = False) -> Tuple[Tensor, Tensor]:
         """(dpreact, postact): D = A @ B (M, H); dpreact (M, 2H) = the gradients of the gate/up
         pairs of preact (M, 2H) for D; postact (M, H) = glu(pairs) (``torch.ops.quack_cpp.
         gemm_dgated``; quack::gemm_dgated). A row-major (dout), B (K, H) row-major (fc2's
-        weight), preact and dpreact of A's dtype (packed pairs). Not differentiable."""
+        weight), preact and dpreact of A's dtype (packed pairs). dynamic_scheduler: as
+        gemm_dact's. Not differentiable."""
 
     def outputs(A, B, preact, activation, out_dtype, postact_dtype, store_postact=True,
-                tuned=False):
+                tuned=False, dynamic_scheduler=False):
         shape = _mn("gemm_dgated", A, B)
         return (_row_major(_cols(shape, 2 * shape[-1]), out_dtype, A),
                 _row_major(shape, postact_dtype, A) if store_postact else None)
 
     def launch(outs, A, B, preact, activation, out_dtype, postact_dtype, store_postact=True,
-               tuned=False):
+               tuned=False, dynamic_scheduler=False):
         fn = "gemm_dgated"
         dpreact, postact = outs
         args = (tensor_arg(A, fn, "a"), tensor_arg(B, fn, "b"),
                 tensor_arg(preact, fn, "preact"), tensor_arg(dpreact, fn, "dpreact"),
                 tensor_arg(postact, fn, "postact"), activation)
         ws, nbytes = _workspace(A, B, _C.gemm_dgated_workspace_size, *args)
-        _C.gemm_dgated(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
-                       nbytes, *_streamk_workspace(A))
+        counter, sk = _schedule(dpreact, dynamic_scheduler)
+        _C.gemm_dgated(*args, stream(A), bool(tuned), counter,
+                       ws.data_ptr() if ws is not None else 0, nbytes, *sk)
 
 
 gemm_act_op = register(GemmAct)
@@ -563,7 +578,8 @@ def gemm_gated(A: Tensor, B: Tensor, activation: str = "swiglu", C: Optional[Ten
 def gemm_dact(A: Tensor, B: Tensor, preact: Tensor, activation: Optional[str] = None,
               out_dtype: Optional[torch.dtype] = None,
               postact_dtype: Optional[torch.dtype] = None, store_postact: bool = True,
-              tuned: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+              tuned: bool = False, *, dynamic_scheduler: bool = False
+              ) -> Tuple[Tensor, Optional[Tensor]]:
     """The activation's gradient fused into the GEMM that produces its input gradient (QuACK's
     ``gemm_dact``)::
 
@@ -579,6 +595,11 @@ def gemm_dact(A: Tensor, B: Tensor, preact: Tensor, activation: Optional[str] = 
         out_dtype: dpreact's dtype (default preact's); postact_dtype: default preact's.
             Compiled: preact, dpreact and postact all of A's dtype.
         store_postact: False: postact is None (not computed into memory).
+        dynamic_scheduler: keyword-only (QuACK's ``dynamic_scheduler``; its default there is
+            True, ours False: the same results either way, and BO1 / BP1 read no gain at the
+            LLM shapes, docs/performance.md): persistent clusters take output tiles from a
+            counter (the stream's, as ``gemm``'s) instead of the static schedule (stream-K off
+            for the call).
 
     Returns:
         (dpreact, postact or None), row-major. Not differentiable.
@@ -591,20 +612,22 @@ def gemm_dact(A: Tensor, B: Tensor, preact: Tensor, activation: Optional[str] = 
     """
     name = activation_name(activation, "gemm_dact")
     if is_gated(name):
-        return gemm_dgated(A, B, preact, name, out_dtype, postact_dtype, store_postact, tuned)
+        return gemm_dgated(A, B, preact, name, out_dtype, postact_dtype, store_postact, tuned,
+                           dynamic_scheduler=dynamic_scheduler)
     path = _reg.route(A, B, preact)
     _checks("gemm_dact", path, A=A, B=B, preact=preact)
     od = _dtype_arg("gemm_dact", "out_dtype", out_dtype, preact.dtype)
     pd = _dtype_arg("gemm_dact", "postact_dtype", postact_dtype, preact.dtype)
     dpreact, postact = gemm_dact_op.run(path, A, B, preact, name, od, pd, bool(store_postact),
-                                        bool(tuned))
+                                        bool(tuned), bool(dynamic_scheduler))
     return dpreact, (postact if store_postact else None)
 
 
 def gemm_dgated(A: Tensor, B: Tensor, preact: Tensor, activation: str = "swiglu",
                 out_dtype: Optional[torch.dtype] = None,
                 postact_dtype: Optional[torch.dtype] = None, store_postact: bool = True,
-                tuned: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+                tuned: bool = False, *, dynamic_scheduler: bool = False
+                ) -> Tuple[Tensor, Optional[Tensor]]:
     """The gated activation's gradient fused into a GEMM (QuACK's ``gemm_dgated``)::
 
         D                  = A @ B                               (M, H)
@@ -613,7 +636,7 @@ def gemm_dgated(A: Tensor, B: Tensor, preact: Tensor, activation: str = "swiglu"
         dpreact[:, 2j + 1] = D[:, j] * dglu/du (g, u)
         postact[:, j]      = glu(g, u)
 
-    Args: as ``gemm_dact``; preact and dpreact of A's dtype (bfloat16 or float16: read and
+    Args: as ``gemm_dact`` (dynamic_scheduler included); preact and dpreact of A's dtype (bfloat16 or float16: read and
     written as packed 16-bit pairs), postact of A's dtype.
     Returns (dpreact (M, 2H), postact (M, H) or None). Not differentiable.
 
@@ -631,7 +654,8 @@ def gemm_dgated(A: Tensor, B: Tensor, preact: Tensor, activation: str = "swiglu"
     od = _dtype_arg("gemm_dgated", "out_dtype", out_dtype, preact.dtype)
     pd = _dtype_arg("gemm_dgated", "postact_dtype", postact_dtype, preact.dtype)
     dpreact, postact = gemm_dgated_op.run(path, A, B, preact, name, od, pd,
-                                          bool(store_postact), bool(tuned))
+                                          bool(store_postact), bool(tuned),
+                                          bool(dynamic_scheduler))
     return dpreact, (postact if store_postact else None)
 
 

@@ -19,3 +19,6 @@ run dyn_burst 150 bash -c "$CARD; python3 -u bench/bench_gemm.py --shapes 16384x
 # bias 0.934 x torch.addmm, ~4 of its 6.6 points plain gemm's own gap to cuBLAS there).
 # Predicted: bias >= 0.97 x torch.addmm, plain (the ratio's base) about as much faster.
 run bias_long 120 bash -c "$CARD; python3 -u bench/bench_gemm_fused.py --ops bias --shapes 16384x4096x14336 --methods burst --burst-rounds 5 --impls ours,torch --out $R/bias_long.jsonl"
+# dact_dyn_tests (~30 s): gemm_dact / gemm_dgated(dynamic_scheduler=True) bitwise equal to the
+# static schedule, the counter handed and left at 0, opcheck.
+run dact_dyn_tests 120 bash -c "python3 -m pytest tests/python/test_mlp.py -q -p no:cacheprovider -k dynamic 2>&1 | tail -5"

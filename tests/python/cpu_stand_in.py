@@ -154,7 +154,7 @@ def gemm_gated_cpu(A, B, C, bias, activation, alpha, beta, store_preact, out_dty
 
 
 def gemm_dact_cpu(A, B, preact, activation, out_dtype, postact_dtype, store_postact=True,
-                  tuned=False):
+                  tuned=False, dynamic_scheduler=False):
     from quack_cpp.gemm_act_ops import GemmDAct, act_torch, dact_torch
 
     dpreact, postact = GemmDAct.outputs(A, B, preact, activation, out_dtype, postact_dtype,
@@ -169,7 +169,7 @@ def gemm_dact_cpu(A, B, preact, activation, out_dtype, postact_dtype, store_post
 
 
 def gemm_dgated_cpu(A, B, preact, activation, out_dtype, postact_dtype, store_postact=True,
-                    tuned=False):
+                    tuned=False, dynamic_scheduler=False):
     from quack_cpp.gemm_act_ops import GemmDGated, dgated_torch, gated_torch
 
     dpreact, postact = GemmDGated.outputs(A, B, preact, activation, out_dtype, postact_dtype,

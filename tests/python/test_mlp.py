@@ -162,6 +162,58 @@ def test_gemm_dact(act, shape):
     assert none is None and torch.equal(dpre2, dpre)
 
 
+# dynamic_scheduler on gemm_dact / gemm_dgated (QuACK's keyword; GemmDActArgs::tile_counter):
+# which cluster computes a tile changes, not what it computes, so dpreact and postact equal the
+# static schedule's bit for bit (test_gemm_dact checks the values). Shapes of several tiles a
+# CTA (4096 x 3072: 512 tiles of 128x192 on 132 SMs) and a batch; each dynamic call hands _C a
+# counter (a null counter is the static schedule, which bitwise equality alone would not
+# catch), and the launches leave it at 0. opcheck: the schema, the fake, the CPU stand-ins.
+@pytest.mark.parametrize("act", ["relu", "gelu_tanh_approx", "swiglu"])
+@pytest.mark.parametrize("shape", [(4096, 3072, 256), ((2, 1000), 3072, 256)], ids=str)
+def test_gemm_dact_dynamic_scheduler(act, shape, monkeypatch):
+    from quack_cpp import gemm_act_ops as ga
+    from quack_cpp import gemm_ops as gm
+
+    handed = []
+    real = ga._C
+
+    class Spy:  # _C with the fused backward GEMMs' tile_counter argument recorded
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def gemm_dact(self, *args):
+            handed.append(args[8])  # a, b, preact, dpreact, postact, activation, stream, tuned, tile_counter
+            return real.gemm_dact(*args)
+
+        def gemm_dgated(self, *args):
+            handed.append(args[8])
+            return real.gemm_dgated(*args)
+
+    monkeypatch.setattr(ga, "_C", Spy())
+    M, H, K = shape
+    L, M = M if isinstance(M, tuple) else (None, M)
+    lead = (L,) if L else ()
+    gated = act in GATED
+    A, W = rand(*lead, M, K), rand(*lead, K, H, scale=0.2)
+    preact = rand(*lead, M, 2 * H if gated else H, scale=2.0)
+    static = quack_cpp.gemm_dact(A, W, preact, act)
+    runs = [quack_cpp.gemm_dact(A, W, preact, act, dynamic_scheduler=True) for _ in range(2)]
+    for dpre, post in runs:
+        assert torch.equal(dpre, static[0]) and torch.equal(post, static[1])
+    fn = quack_cpp.gemm_dgated if gated else quack_cpp.gemm_dact
+    dpre, none = fn(A, W, preact, act, store_postact=False, dynamic_scheduler=True)
+    assert none is None and torch.equal(dpre, static[0])
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+        counter = gm._TILE_COUNTERS[(A.get_device(), torch.cuda.current_stream().cuda_stream)]
+        assert counter.item() == 0, "a launch left the tile counter off 0"
+        assert [h for h in handed if h] == [counter.data_ptr()] * 3, f"counters handed: {handed}"
+    op = torch.ops.quack_cpp.gemm_dgated if gated else torch.ops.quack_cpp.gemm_dact
+    torch.library.opcheck(op.default, (A[..., :64, :].contiguous(), W,
+                                       preact[..., :64, :].contiguous(), act, bf16, bf16, True,
+                                       False, True))
+
+
 def test_batched_and_empty():
     A, W = rand(3, 64, 96), rand(3, 128, 96, scale=0.2)
     pre, post = quack_cpp.gemm_gated(A, W.mT, "swiglu")
