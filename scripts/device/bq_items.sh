@@ -1,5 +1,6 @@
-# Run BQ (either card): the stream-K rule at kMinGain 0.05 (src/gemm/streamk.h), read on the
-# bench after its GPU tests. BP1 (H100, docs/data/run-BP_items.txt): at 16384 x 4096 x 14336 rr
+# Run BQ (either card): the stream-K rule at kMinGain 0.05 (src/gemm/streamk.h) and
+# gemm_dact / gemm_dgated(dynamic_scheduler=): their GPU tests, then the bench. BP1 (H100,
+# docs/data/run-BO_items.txt): at 16384 x 4096 x 14336 rr
 # stream-K (the old rule) read 0.950 / 0.975 x data-parallel burst / sustained; at
 # 11264 x 2048 x 16384 cr it gained 5 / 7 %.
 # One cold call, any kind, carry [".prebuilt-lib", ".peers/quack-0.2.0-site.tar.xz"] (QuACK's
