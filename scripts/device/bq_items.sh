@@ -12,8 +12,10 @@ CARD="nvidia-smi --query-gpu=name --format=csv,noheader"
 run dact_dyn_tests 120 bash -c "python3 -m pytest tests/python/test_mlp.py -q -p no:cacheprovider -k dynamic 2>&1 | tail -5"
 # sk_rule (~100 s): predicted: auto = +nosk within the run's noise at 16384 x 4096 x 14336 (the
 # same kernel now), both near BP1's +nosk (723.9 burst, 685.5 sustained, 1.01 / 1.00 x cuBLAS);
-# at 11264 x 2048 x 16384 auto still ahead of +nosk by 3-9 % (stream-K kept).
-run sk_rule 200 bash -c "$CARD; python3 -u bench/bench_gemm.py --shapes 16384x4096x14336 --layouts rr --methods burst,sustained --burst-rounds 3 --batch-ms 1500 --rounds 4 --drop 1 --impls ours,cublas,quack --tiles auto,auto+nosk --out $R/sk_rule_rr.jsonl; python3 -u bench/bench_gemm.py --shapes 11264x2048x16384 --layouts cr --methods burst,sustained --burst-rounds 3 --batch-ms 1500 --rounds 4 --drop 1 --impls ours,cublas --tiles auto,auto+nosk --out $R/sk_rule_cr.jsonl"
+# at 11264 x 2048 x 16384 auto still ahead of +nosk by 3-9 % (stream-K kept); at 2048 x 5632 x
+# 16384 (stream-K kept, estimate 6.9 %) auto behind by ~3.5 % on an H100 (BP1), ahead on an
+# H200 (AA3 kernel-only +5 %): an H200 reading behind by both methods -> kMinGain 0.07.
+run sk_rule 200 bash -c "$CARD; python3 -u bench/bench_gemm.py --shapes 16384x4096x14336 --layouts rr --methods burst,sustained --burst-rounds 3 --batch-ms 1500 --rounds 4 --drop 1 --impls ours,cublas,quack --tiles auto,auto+nosk --out $R/sk_rule_rr.jsonl; python3 -u bench/bench_gemm.py --shapes 11264x2048x16384,2048x5632x16384 --layouts cr --methods burst,sustained --burst-rounds 3 --batch-ms 1500 --rounds 4 --drop 1 --impls ours,cublas --tiles auto,auto+nosk --out $R/sk_rule_cr.jsonl"
 # bias_long (~60 s): issue 17's bias at the long-K shape, where plain gemm ran stream-K (AU2:
 # bias 0.934 x torch.addmm, ~4 of its 6.6 points plain gemm's own gap to cuBLAS there).
 # Predicted: bias >= 0.97 x torch.addmm, plain (the ratio's base) about as much faster.
