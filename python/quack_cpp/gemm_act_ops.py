@@ -595,11 +595,11 @@ def gemm_dact(A: Tensor, B: Tensor, preact: Tensor, activation: Optional[str] = 
         out_dtype: dpreact's dtype (default preact's); postact_dtype: default preact's.
             Compiled: preact, dpreact and postact all of A's dtype.
         store_postact: False: postact is None (not computed into memory).
-        dynamic_scheduler: keyword-only (QuACK's ``dynamic_scheduler``; its default there is
-            True, ours False: the same results either way, and BO1 / BP1 read no gain at the
-            LLM shapes, docs/performance.md): persistent clusters take output tiles from a
-            counter (the stream's, as ``gemm``'s) instead of the static schedule (stream-K off
-            for the call).
+        dynamic_scheduler: keyword-only (QuACK's keyword; its default there is True, ours
+            False: the results are the same bit for bit, and plain GEMMs on it read no faster
+            at the LLM shapes, docs/performance.md, issue 16): persistent clusters take output
+            tiles from a counter (the stream's, as ``gemm``'s) instead of the static schedule;
+            stream-K off for the call.
 
     Returns:
         (dpreact, postact or None), row-major. Not differentiable.
@@ -636,8 +636,8 @@ def gemm_dgated(A: Tensor, B: Tensor, preact: Tensor, activation: str = "swiglu"
         dpreact[:, 2j + 1] = D[:, j] * dglu/du (g, u)
         postact[:, j]      = glu(g, u)
 
-    Args: as ``gemm_dact`` (dynamic_scheduler included); preact and dpreact of A's dtype (bfloat16 or float16: read and
-    written as packed 16-bit pairs), postact of A's dtype.
+    Args: as ``gemm_dact`` (dynamic_scheduler included); preact and dpreact of A's dtype
+    (bfloat16 or float16: read and written as packed 16-bit pairs), postact of A's dtype.
     Returns (dpreact (M, 2H), postact (M, H) or None). Not differentiable.
 
     Raises:
