@@ -25,7 +25,9 @@ Methods (the order of the implementations rotates between rounds: A B C, B C A, 
              before every call), --burst-rounds rounds, median of the rounds' medians. The
              acceptance method: the clocks are high after do_bench's short idle gaps.
              --burst-rest-ms (default 0) idles that long before each implementation's do_bench
-             (each from the same idle state; the records carry burst_rest_ms).
+             (each from the same idle state; the records carry burst_rest_ms), and each
+             implementation's reading round by round (burst_rounds_ms_<impl>) with the rounds'
+             orders (burst_orders).
   sustained  the GPU at its power limit, as in training: batches of >= --batch-ms of back-to-back
              calls, each behind a torch.cuda._sleep just long enough for the host to stay ahead
              of the GPU through the batch (0.5 ms + 1.3 x one call's enqueue where the host is
@@ -200,19 +202,30 @@ def rotated(names, r):
     return names[k:] + names[:k]
 
 
-def burst(torch, calls, args):
+def burst_rounds(torch, calls, args):
+    """(ms by implementation: the median of its rounds' do_bench medians, {implementation: its
+    ms in each round}, [each round's order]): the rounds and orders go into the JSON records
+    (burst_rounds_ms_<impl>, burst_orders), so a reading's spread and its place in the rotation
+    can be read back."""
     from triton.testing import do_bench
 
     names = list(calls)
     samples = {n: [] for n in names}
+    orders = []
     rest = getattr(args, "burst_rest_ms", 0.0) / 1000
     for r in range(args.burst_rounds):
-        for n in rotated(names, r):
+        orders.append(rotated(names, r))
+        for n in orders[-1]:
             if rest > 0:  # each implementation from the same idle state (clocks, power)
                 torch.cuda.synchronize()
                 time.sleep(rest)
             samples[n].append(do_bench(calls[n], warmup=25, rep=100, return_mode="median"))
-    return {n: statistics.median(s) for n, s in samples.items()}
+    return {n: statistics.median(s) for n, s in samples.items()}, samples, orders
+
+
+def burst(torch, calls, args):
+    """ms by implementation, the burst method (burst_rounds' first part)."""
+    return burst_rounds(torch, calls, args)[0]
 
 
 # nvidia-smi's fields, richest first: the SM clock, the board power and the active clock event
@@ -335,6 +348,8 @@ class Measured(NamedTuple):
     slowdown: Mapping = MappingProxyType({})
     rest: Mapping = MappingProxyType({})
     enqueue: Mapping = MappingProxyType({})
+    rounds: Mapping = MappingProxyType({})  # burst: ms by implementation, round by round
+    orders: tuple = ()  # burst: each round's order of the implementations
 
 
 class BatchSpec(NamedTuple):
@@ -445,7 +460,8 @@ def sustained(torch, calls, args):
 def measure(torch, calls, method, args):
     """Measured for one method (burst: the ms alone)."""
     if method == "burst":
-        return Measured(burst(torch, calls, args))
+        ms, rounds, orders = burst_rounds(torch, calls, args)
+        return Measured(ms, rounds=rounds, orders=tuple(orders))
     return batched(torch, calls, batch_spec(method, args))
 
 
@@ -469,7 +485,9 @@ def record(M, N, K, layout, method, got, diffs):
                 rel_diff_vs_cublas=diffs.get("ours", next(iter(diffs.values()), None)), rel_diff=diffs,
                 **{f"ms_{n}": v for n, v in got.ms.items()},
                 **{f"tflops_{n}": flop / v / 1e9 for n, v in got.ms.items()},
-                **batched_fields(got))
+                **batched_fields(got),
+                **{f"burst_rounds_ms_{n}": v for n, v in got.rounds.items()},
+                **({"burst_orders": [list(o) for o in got.orders]} if got.orders else {}))
 
 
 def main(argv=None):

@@ -365,3 +365,59 @@ def test_methods_and_records():
     text = out.getvalue()
     assert "| 8192x8192x8192 | rr | rested | 733.0 | 785.4 | - | 0.933 | 0.933 | 1935 |" in text
     assert "geomean rested ours/cuBLAS over all: 0.933 (1 shapes)" in text
+
+
+def test_burst_rounds_orders_and_records(monkeypatch):
+    # A stand-in do_bench: each implementation's reading grows by round, so the medians, the
+    # per-round lists and the rotation's orders can be checked.
+    seen = []
+
+    def do_bench(fn, warmup, rep, return_mode):
+        assert (warmup, rep, return_mode) == (25, 100, "median")
+        seen.append(fn.__name__)
+        return {"a": 1.0, "b": 2.0, "c": 3.0}[fn.__name__] + 0.1 * seen.count(fn.__name__)
+
+    testing = types.ModuleType("triton.testing")
+    testing.do_bench = do_bench
+    monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
+    monkeypatch.setitem(sys.modules, "triton.testing", testing)
+
+    def named(n):
+        def f():
+            return None
+        f.__name__ = n
+        return f
+
+    calls = {n: named(n) for n in "abc"}
+    args = argparse.Namespace(burst_rounds=3, burst_rest_ms=0.0)
+    ms, rounds, orders = bench_gemm.burst_rounds(None, calls, args)
+    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    assert seen == sum(orders, [])
+    assert rounds["a"] == pytest.approx([1.1, 1.2, 1.3]) and ms["a"] == pytest.approx(1.2)
+    assert bench_gemm.burst(None, calls, args)["c"] == pytest.approx(3.5)  # rounds 4-6 now
+    got = bench_gemm.Measured(ms, rounds=rounds, orders=tuple(orders))
+    row = bench_gemm.record(256, 256, 256, "rr", "burst", got, {})
+    assert row["burst_rounds_ms_b"] == rounds["b"] and row["burst_orders"] == orders
+    assert "burst_orders" not in bench_gemm.record(256, 256, 256, "rr", "burst", bench_gemm.Measured(ms), {})
+
+
+def test_ours_forced_tile_specs(monkeypatch):
+    # The spec's parts reach the environment and gemm's keyword before every call: "+dyn" the
+    # dynamic scheduler, "+nosk" stream-K off (QUACK_GEMM_STREAMK=0), neither: both cleared.
+    handed = []
+
+    class Stub:
+        @staticmethod
+        def gemm(a, b, dynamic_scheduler=False):
+            handed.append((os.environ.get("QUACK_GEMM_TILE"), os.environ.get("QUACK_GEMM_RASTER"),
+                           os.environ.get("QUACK_GEMM_STREAMK"), dynamic_scheduler))
+
+    # A private copy of the environment (restored afterwards), without the three variables.
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items()
+                                        if not k.startswith("QUACK_GEMM_")})
+    for spec in ("auto+nosk", "128x192pp@h8s+dyn", "auto"):
+        bench_gemm.ours_forced(Stub, None, None, spec)()
+    assert handed == [("auto", None, "0", False), ("128x192pp", "h8s", None, True),
+                      ("auto", None, None, False)]
+    with pytest.raises(SystemExit):
+        bench_gemm.ours_forced(Stub, None, None, "auto+fast")
