@@ -540,8 +540,8 @@ def main(argv=None):
                     flush=True)
             del a, b, calls
             torch.cuda.empty_cache()
-    os.environ.pop("QUACK_GEMM_TILE", None)
-    os.environ.pop("QUACK_GEMM_RASTER", None)
+    for var in ("QUACK_GEMM_TILE", "QUACK_GEMM_RASTER", "QUACK_GEMM_STREAMK"):
+        os.environ.pop(var, None)
     report(rows)
     if args.tiles:
         report_tiles(rows, [n for n in impls if n.startswith("ours:")])

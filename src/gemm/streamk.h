@@ -58,13 +58,12 @@ struct StreamKSchedule {
   // Fewest k-blocks per stream-K unit (fewer units when the split iterations are fewer).
   static constexpr int64_t kMinUnitKBlocks = 4;
   // The rule turns stream-K on when its estimated time is at most (1 − kMinGain) of the
-  // data-parallel schedule's. The estimate runs ~5 % optimistic where it was read inside the
-  // band: 16384 x 4096 x 14336 (1024 cluster tiles, 15.5 waves, 224 k-blocks; estimate 2.1 %)
-  // read 0.950 / 0.975 x data-parallel by bench_gemm.py burst / sustained (run BP1, H100), and
-  // 16384 x 2048 x 5632 (estimate 2.4 % before kFixupKBlocks rose to 32) lost 3 % (AA3, H200).
-  // The gains measured all have estimates above it: 11264 x 2048 x 16384 (10.8 %; BP1 +5 %
-  // burst, +7 % sustained), 2048 x 5632 x 16384 (6.9 %; AA3 +5 % on the H200, BP1 -3.5 % on
-  // the H100).
+  // data-parallel schedule's. Under 5 % the estimate was optimistic where it was read:
+  // 16384 x 4096 x 14336 (1024 cluster tiles, 15.5 waves, 224 k-blocks; estimate 2.1 %) ran
+  // 0.975 x data-parallel at the power limit (bench_gemm.py sustained; runs BP1 / BQ1, H100).
+  // The gains measured have estimates above it: 11264 x 2048 x 16384 (9.0 %; +7 % sustained,
+  // BP1 / BQ1), 2048 x 5632 x 16384 (6.9 %; AA3 +5 % kernel-only on the H200, BP1 / BQ1 -2 to
+  // -4 % on the H100).
   static constexpr double kMinGain = 0.05;
   // Most k-blocks per tile where the rule may build stream-K. The estimate counts k-blocks as
   // compute, but the units run their k-ranges at different depths of K, so tiles that share an

@@ -165,9 +165,10 @@ def test_gemm_dact(act, shape):
 # dynamic_scheduler on gemm_dact / gemm_dgated (QuACK's keyword; GemmDActArgs::tile_counter):
 # which cluster computes a tile changes, not what it computes, so dpreact and postact equal the
 # static schedule's bit for bit (test_gemm_dact checks the values). Shapes of several tiles a
-# CTA (4096 x 3072: 512 tiles of 128x192 on 132 SMs) and a batch; each dynamic call hands _C a
-# counter (a null counter is the static schedule, which bitwise equality alone would not
-# catch), and the launches leave it at 0. opcheck: the schema, the fake, the CPU stand-ins.
+# CTA (4096 x 3072: hundreds of output tiles on 132 SMs, on the rule's 2x1-cluster tiles) and a
+# batch; each dynamic call hands _C a counter (a null counter is the static schedule, which
+# bitwise equality alone would not catch), and the launches leave it at 0. opcheck: the
+# schema, the fake, the CPU stand-ins.
 @pytest.mark.parametrize("act", ["relu", "gelu_tanh_approx", "swiglu"])
 @pytest.mark.parametrize("shape", [(4096, 3072, 256), ((2, 1000), 3072, 256)], ids=str)
 def test_gemm_dact_dynamic_scheduler(act, shape, monkeypatch):

@@ -165,32 +165,38 @@ TEST(GemmStreamK, RuleAtTheN2048Shapes) {
   // 2048x2048x16384: 64 cluster tiles on 66 clusters, 256 k-blocks (one wave; forced: -8 %).
   EXPECT_FALSE(StreamKSchedule::make(64, 256, 66, false).active());
   // 11264x2048x16384: 352 cluster tiles = 5.33 waves (forced: +9 %); 2048x5632x16384: 176
-  // cluster tiles = 2.67 waves (forced: +5 %).
+  // cluster tiles = 2.67 waves (forced: +5 %); 11264x2048x8192 (Gemm.StreamK's rule case: the
+  // estimate gains 6.9 %).
   const auto w = StreamKSchedule::make(352, 256, 66, false);
   EXPECT_TRUE(w.active());
   EXPECT_EQ(w.sk_tiles, 22 + 66);
   EXPECT_TRUE(StreamKSchedule::make(176, 256, 66, false).active());
+  EXPECT_TRUE(StreamKSchedule::make(352, 128, 66, false).active());
   // Whole waves, or a short K where the reduction costs more than the tail: data-parallel.
   EXPECT_FALSE(StreamKSchedule::make(528, 88, 66, false).active());
   EXPECT_FALSE(StreamKSchedule::make(130, 2, 66, false).active());
   // 8192³ with 128x256 (16 x 32 cluster tiles = 7.76 waves, 128 k-blocks): off.
   EXPECT_FALSE(StreamKSchedule::make(512, 128, 66, false).active());
   // 16384x4096x14336 (1024 cluster tiles = 15.5 waves, 224 k-blocks): the estimate gains 2.1 %,
-  // under kMinGain; stream-K read 0.950 / 0.975 x data-parallel burst / sustained (BP1): off.
+  // under kMinGain; stream-K ran 0.975 x data-parallel at the power limit (BP1): off.
   EXPECT_FALSE(StreamKSchedule::make(1024, 224, 66, false).active());
   EXPECT_TRUE(StreamKSchedule::make(1024, 224, 66, true).active());
 }
 
 TEST(GemmStreamK, RuleOffAtLongK) {
-  // 4096 x 4096 x 128256 with 128x256 (256 cluster tiles = 3.88 waves, 2004 k-blocks): the
-  // estimate alone would take stream-K (7806 against 8016 k-blocks); run BD read it 0.67 x the
-  // data-parallel schedule. Beyond kMaxRuleKBlocks the rule keeps data-parallel (each case below
-  // is one the estimate alone would split); forced still builds.
+  // 4096 x 4096 x 128256 with 128x256 (256 cluster tiles = 3.88 waves, 2004 k-blocks): run BD
+  // read forced stream-K 0.67 x the data-parallel schedule; off (its estimate, 2.6 %, is also
+  // under kMinGain). The same for K = 32768 and 1024 x 1024 x 131072 (the rule's 64x128 in 2x1
+  // clusters: 64 cluster tiles on 66 clusters), estimates 1.5 %.
   EXPECT_FALSE(StreamKSchedule::make(256, 2004, 66, false).active());
-  EXPECT_FALSE(StreamKSchedule::make(256, 512, 66, false).active());  // K = 32768: 2018 < 2048
-  // 1024 x 1024 x 131072 on the rule's 64x128 in 2x1 clusters: 64 cluster tiles on 66 clusters.
+  EXPECT_FALSE(StreamKSchedule::make(256, 512, 66, false).active());
   EXPECT_FALSE(StreamKSchedule::make(64, 2048, 66, false).active());
+  // Beyond kMaxRuleKBlocks the rule keeps data-parallel where the estimate alone would split
+  // (estimates 9-46 %); forced still builds.
   EXPECT_FALSE(StreamKSchedule::make(352, StreamKSchedule::kMaxRuleKBlocks + 1, 66, false).active());
+  EXPECT_FALSE(StreamKSchedule::make(352, 2004, 66, false).active());
+  EXPECT_FALSE(StreamKSchedule::make(88, 2004, 66, false).active());
+  EXPECT_FALSE(StreamKSchedule::make(70, 2048, 66, false).active());
   EXPECT_TRUE(StreamKSchedule::make(256, 2004, 66, true).active());
   EXPECT_TRUE(StreamKSchedule::make(352, StreamKSchedule::kMaxRuleKBlocks, 66, false).active());
   // 4096 x 4096 x 16384 (256 k-blocks): the estimate keeps data-parallel (1025 against 1024).
