@@ -58,8 +58,8 @@ from . import _C
 from . import _registrar as _reg
 from . import _dtensor
 from ._registrar import dtype_name, register, register_function, stream, tensor_arg
-from .gemm_ops import (_as_operand, _cast, _check, _row_major, _rows, _streamk_workspace,
-                       _tile_counter, _tma_ok, check_colvec_bias, gemm_op, linear_dtype,
+from .gemm_ops import (_as_operand, _cast, _check, _row_major, _rows, _schedule,
+                       _streamk_workspace, _tma_ok, check_colvec_bias, gemm_op, linear_dtype,
                        weight_grad)
 
 __all__ = ["gemm_act", "gemm_dact", "gemm_gated", "gemm_dgated", "linear_act", "act_linear",
@@ -344,16 +344,6 @@ class GemmGated:
         ws, nbytes = _workspace(A, B, _C.gemm_gated_workspace_size, *args, bias_row, bias_col)
         _C.gemm_gated(*args, stream(A), bool(tuned), 0, ws.data_ptr() if ws is not None else 0,
                       nbytes, bias_row, bias_col, *_streamk_workspace(A))
-
-
-def _schedule(D: Tensor, dynamic_scheduler: bool) -> Tuple[int, Tuple[int, int]]:
-    """(tile counter pointer, stream-K workspace (pointer, bytes)) of a launch writing D: the
-    stream's counter and no stream-K workspace on the dynamic scheduler (as gemm's), else no
-    counter and the stream's workspace."""
-    if not dynamic_scheduler:
-        return 0, _streamk_workspace(D)
-    counter = _tile_counter(D, stream(D))
-    return (counter.data_ptr() if counter is not None else 0), (0, 0)
 
 
 class GemmDAct:

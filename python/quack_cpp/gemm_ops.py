@@ -277,15 +277,25 @@ def _launch(A: Tensor, B: Tensor, C: Optional[Tensor], D: Tensor, alpha: float,
         if ws_bytes:
             ws = torch.empty(ws_bytes, dtype=torch.uint8, device=D.device)
     s = stream(D)
-    # The dynamic scheduler asked for schedules every tile: no stream-K workspace then (the C++
-    # drops the counter where stream-K runs).
-    sk_ptr, sk_bytes = (0, 0) if dynamic_scheduler else _streamk_workspace(D, s)
-    counter = _tile_counter(D, s) if dynamic_scheduler else None
+    counter, (sk_ptr, sk_bytes) = _schedule(D, dynamic_scheduler, s)
     _C.gemm(a, b, c, d, float(alpha), float(beta), s, bool(tuned),
             alpha_t.data_ptr() if alpha_t is not None else 0,
             beta_t.data_ptr() if beta_t is not None else 0,
             ws.data_ptr() if ws is not None else 0, ws_bytes, bias_row, bias_col, sk_ptr,
-            sk_bytes, counter.data_ptr() if counter is not None else 0)
+            sk_bytes, counter)
+
+
+def _schedule(D: Tensor, dynamic_scheduler: bool,
+              s: Optional[int] = None) -> Tuple[int, Tuple[int, int]]:
+    """(tile counter pointer, stream-K workspace (pointer, bytes)) of a launch writing D on the
+    stream s (default: D's current stream): on the dynamic scheduler the stream's counter and
+    no stream-K workspace (the scheduler asked for schedules every tile; the C++ would drop the
+    counter where stream-K runs), else no counter and the stream's workspace."""
+    s = stream(D) if s is None else s
+    if not dynamic_scheduler:
+        return 0, _streamk_workspace(D, s)
+    counter = _tile_counter(D, s)
+    return (counter.data_ptr() if counter is not None else 0), (0, 0)
 
 
 # Tile counters of the dynamic scheduler (GemmArgs::tile_counter; QuACK's tile_count_semaphore),
