@@ -24,7 +24,15 @@ fi
   || { echo "torch_cpu_tests: torch does not import in $VENV"; exit 3; }
 # The build tools and the CUTLASS headers into the venv (its CMake finds the headers through it).
 PYTHON="$VENV/bin/python" bash scripts/setup_deps.sh
-"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps .
+# QUACK_PREBUILT_LIBRARY=<build>/libquack.a (.ci/run: run_tests.sh's): the package links that
+# library, in its own tree <build>/py-torch, instead of compiling it again.
+lib=${QUACK_PREBUILT_LIBRARY:-}; pip_args=()
+if [ -n "$lib" ]; then
+  b=$(cd "$(dirname "$lib")" && pwd)
+  pip_args=(-C build-dir="$b/py-torch" -C cmake.define.QUACK_PREBUILT_LIBRARY="$b/$(basename "$lib")"
+            -C cmake.define.QUACK_GEMM_AB_INSTANCES="$(sed -n 's/^QUACK_GEMM_AB_INSTANCES:BOOL=//p' "$b/CMakeCache.txt")")
+fi
+"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps "${pip_args[@]}" .
 "$VENV/bin/python" -c "import quack_cpp._torch" \
   || { echo "torch_cpu_tests: quack_cpp._torch did not build"; exit 1; }
 args=("$@"); [ ${#args[@]} = 0 ] && args=(tests/python)
