@@ -7,7 +7,8 @@
 # kernels of tests/python/cpu_stand_in.py: a check of the torch layer and of the tests, not of
 # the kernels). CI has no torch; run this here after a change to python/ or its tests.
 #   scripts/torch_cpu_tests.sh [pytest args]      e.g. -x tests/python/test_cross_entropy.py
-# First run: ~3 GB of wheels (~1 min), the package's build (the library from ccache, minutes).
+# First run: ~3 GB of wheels (~1 min), the package's build (the library from ccache, minutes;
+# with QUACK_PREBUILT_LIBRARY below, only the binding compiles).
 # Environment: TORCH_VERSION (default 2.11.0), VENV (default .venv-torch). Exit 3: torch could
 # not be installed or imported (no registry, no disk): nothing was tested (.ci/run skips then).
 set -euo pipefail
