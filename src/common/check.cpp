@@ -249,9 +249,10 @@ bool may_overlap(const TensorRef& a, const TensorRef& b) {
     if (st <= 0) return true;
     dims[n++] = {st * es, -(b.shape[i] - 1), a.shape[i] - 1};
   }
-  std::sort(dims, dims + n, [](const OverlapDim& x, const OverlapDim& y) {
-    return x.stride > y.stride;
-  });
+  // Largest stride first (insertion sort: n ≤ kMaxDims; std::sort here drew GCC 12's
+  // -Warray-bounds on its unrolled insertion pass).
+  for (int i = 1; i < n; ++i)
+    for (int j = i; j > 0 && dims[j - 1].stride < dims[j].stride; --j) std::swap(dims[j - 1], dims[j]);
   int64_t inner = es;  // the largest |Σ c_j·S_j| of the smaller strides, plus one element
   for (int k = n - 1; k >= 0; --k) {
     if (dims[k].stride < inner) return true;  // not nested: no exact answer here

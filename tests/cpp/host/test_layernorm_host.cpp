@@ -438,8 +438,9 @@ TEST(LayerNormPlan, BackwardRowAhead) {
     const detail::RowCall rcall = detail::layernorm_bwd_call(r);
     const detail::RowPlan rp = detail::plan_row_call(rcall);
     EXPECT_NE(rp.config, ra);
-    if (e.N * dtype_size(e.t) <= 256 * 1024)  // beyond, three streams leave staged-v4
+    if (e.N * dtype_size(e.t) <= 256 * 1024) {  // beyond, three streams leave staged-v4
       EXPECT_EQ(plan_name(rp).rfind("staged-v4-t", 0), 0u) << plan_name(rp);
+    }
     EXPECT_EQ(detail::plan_row_call(rcall, ra).policy, RowPolicy::kNone);
   }
 }

@@ -134,13 +134,22 @@ void check_plan(const RowOpInfo& op, const RowProblem& pr, const RowPlan& plan) 
                                 dtype_size(pr.vec), -1, op.late_cols, op.n_out,
                                 op.trial_configs, op.cols_at_apply, op.no_reduce,
                                 op.held_fold));
-  if (c.at_apply) EXPECT_TRUE(op.cols_at_apply) << "at-apply entries only where asked";
-  if (c.policy == RowPolicy::kMap)
+  if (c.at_apply) {
+    EXPECT_TRUE(op.cols_at_apply) << "at-apply entries only where asked";
+  }
+  if (c.policy == RowPolicy::kMap) {
     EXPECT_TRUE(op.no_reduce) << "map entries only for ops without a reduction";
-  if (c.trial) EXPECT_TRUE(op.trial_configs) << "entries under trial only where asked";
-  if (c.early_refill) EXPECT_EQ(op.n_out, 0) << "early refills only without outputs";
+  }
+  if (c.trial) {
+    EXPECT_TRUE(op.trial_configs) << "entries under trial only where asked";
+  }
+  if (c.early_refill) {
+    EXPECT_EQ(op.n_out, 0) << "early refills only without outputs";
+  }
   EXPECT_EQ(plan.policy, c.policy);
-  if (c.policy != RowPolicy::kStaged) EXPECT_EQ(plan.threads, c.threads());
+  if (c.policy != RowPolicy::kStaged) {
+    EXPECT_EQ(plan.threads, c.threads());
+  }
   const int64_t vec_bytes = 16;
   const int64_t row_vecs = row_bytes / vec_bytes;
   switch (c.policy) {
@@ -323,9 +332,10 @@ TEST(RowPlan, TrialEntriesPlannedOnlyByRule) {
     EXPECT_EQ(name_of(plan_row(op, problem(16384, 16384, DType::kBFloat16))), "t512v4");
     EXPECT_EQ(name_of(plan_row(op, problem(16384, 65536, DType::kBFloat16))),
               n_out ? "cl-t256v8-s1-x4" : "cl-t256v8-x4");
-    if (n_out)
+    if (n_out) {
       EXPECT_EQ(name_of(plan_row(op, problem(16384, 65536, DType::kFloat32))),
                 "ring-t1024v4-s3-x4");
+    }
   }
   // Forced: QuACK's clusters for bf16 131072 and 262144 (32 KB per CTA).
   int cl = -1;
@@ -548,8 +558,9 @@ TEST(RowPlan, MapEntriesForOpsWithoutReduction) {
         EXPECT_EQ(plan.config == map, planned)
             << dtype_name(t) << " N=" << N << " loads=" << loads << " " << name_of(plan);
         if (pr.vec_ok && loads && dtype_size(t) == 2 && row_bytes > kRowRegisterMaxRowBytes &&
-            !planned)
+            !planned) {
           EXPECT_EQ(plan.config, looped) << dtype_name(t) << " N=" << N;
+        }
         // The ops with a reduction never take the map, even forced.
         for (const RowOpInfo& other :
              {fwd_info(), bwd_info(), ce_fwd_info(1), ce_bwd_info(false)}) {
