@@ -39,22 +39,12 @@ if [ "$smoke" = 1 ]; then
   exec python3 demo/train_lm.py "$@"
 fi
 
-# quack_cpp: (re)install when it is not importable or was built from other sources than these
-# (a content hash of what the wheel is built from, kept beside the wheel's build tree).
-stamp_file=build-py/.run_demo_installed
-stamp="$( { python3 -c 'import sys; print(sys.prefix)'
-            find src include python cmake CMakeLists.txt pyproject.toml -type f \
-              ! -name '*.pyc' -print0 | sort -z | xargs -0 sha1sum; } | sha1sum | cut -d' ' -f1)"
-if [ "${QUACK_DEMO_REINSTALL:-0}" != 1 ] && [ -f "$stamp_file" ] &&
-   [ "$(cat "$stamp_file")" = "$stamp" ] &&
-   python3 -c 'import quack_cpp' 2>/dev/null; then
-  echo "run_demo: quack_cpp $(python3 -c 'import quack_cpp; print(quack_cpp.__version__)') is installed from these sources"
-else
-  bash scripts/setup_deps.sh
-  echo "run_demo: building and installing quack_cpp (pip install .; a first build takes minutes)"
-  t0=$(date +%s)
-  python3 -m pip install -q --no-build-isolation --no-deps .
-  mkdir -p build-py && echo "$stamp" > "$stamp_file"
-  echo "run_demo: installed in $(( $(date +%s) - t0 )) s"
-fi
+# quack_cpp: (re)installed where it does not import or was built from other sources
+# (scripts/install_package.sh: linking build/'s library, which it brings up to date first;
+# QUACK_DEMO_REINSTALL=1 installs anyway).
+bash scripts/setup_deps.sh
+t0=$(date +%s)
+QUACK_REINSTALL=${QUACK_DEMO_REINSTALL:-0} bash scripts/install_package.sh python3 py \
+  || { echo "run_demo: installing quack_cpp FAILED"; exit 1; }
+echo "run_demo: quack_cpp $(python3 -c 'import quack_cpp; print(quack_cpp.__version__)') ready in $(( $(date +%s) - t0 )) s"
 exec python3 demo/train_lm.py "$@"

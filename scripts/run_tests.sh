@@ -16,13 +16,8 @@ t0=$(date +%s)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   && cmake --build "$BUILD" -j "$JOBS" || { echo "run_tests: build FAILED"; echo "tests: 0 passed, 1 failed, 0 skipped"; exit 1; }
 python3 scripts/compile_times.py "$BUILD" --top 12
-# The Python package links the library just built (QUACK_PREBUILT_LIBRARY, in its own tree
-# $BUILD/py): the library's TUs compile once, with or without ccache (they are most of a cold
-# build). A plain `pip install .` builds the library itself, in build-py/.
-ABS_BUILD=$(cd "$BUILD" && pwd)
-python3 -m pip install -q --no-build-isolation --no-deps -C build-dir="$ABS_BUILD/py" \
-    -C cmake.define.QUACK_PREBUILT_LIBRARY="$ABS_BUILD/libquack.a" \
-    -C cmake.define.QUACK_GEMM_AB_INSTANCES="$(sed -n 's/^QUACK_GEMM_AB_INSTANCES:BOOL=//p' "$BUILD/CMakeCache.txt")" . \
+# The Python package links the library just built (scripts/install_package.sh: build/py).
+bash scripts/install_package.sh python3 py \
   || { echo "run_tests: pip install FAILED"; echo "tests: 0 passed, 1 failed, 0 skipped"; exit 1; }
 echo "run_tests: build took $(( $(date +%s) - t0 )) s"
 

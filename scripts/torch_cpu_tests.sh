@@ -5,10 +5,11 @@
 # only TU that includes torch headers), then tests/python twice: as is (the *_cpu.py files run,
 # GPU tests skip) and with QUACK_TEST_DEVICE=cpu (the GPU test files against the CPU stand-in
 # kernels of tests/python/cpu_stand_in.py: a check of the torch layer and of the tests, not of
-# the kernels). CI has no torch; run this here after a change to python/ or its tests.
+# the kernels). .ci/run runs it (CI's machine has no torch of its own: PyPI's goes into the venv);
+# run it here after a change to python/ or its tests.
 #   scripts/torch_cpu_tests.sh [pytest args]      e.g. -x tests/python/test_cross_entropy.py
-# First run: ~3 GB of wheels (~1 min), the package's build (the library from ccache, minutes;
-# with QUACK_PREBUILT_LIBRARY below, only the binding compiles).
+# First run: ~3 GB of wheels (~1 min), the package's build (the binding and quack_cpp._torch,
+# ~2 min; the library in build/ first where it is missing or stale).
 # Environment: TORCH_VERSION (default 2.11.0), VENV (default .venv-torch). Exit 3: torch could
 # not be installed or imported (no registry, no disk): nothing was tested (.ci/run skips then).
 set -euo pipefail
@@ -16,8 +17,8 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv-torch}
 TORCH_VERSION=${TORCH_VERSION:-2.11.0}
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-  # The system's cmake and ninja build the package (the tree's build-py/ was configured with
-  # them); the venv brings torch, and setup_deps.sh below the Python build tools.
+  # The system's cmake and ninja build the package; the venv brings torch, and setup_deps.sh
+  # below the Python build tools.
   { python3 -m venv "$VENV" && "$VENV/bin/pip" install -q "torch==$TORCH_VERSION"; } \
     || { echo "torch_cpu_tests: torch $TORCH_VERSION could not be installed into $VENV"; exit 3; }
 fi
@@ -25,15 +26,8 @@ fi
   || { echo "torch_cpu_tests: torch does not import in $VENV"; exit 3; }
 # The build tools and the CUTLASS headers into the venv (its CMake finds the headers through it).
 PYTHON="$VENV/bin/python" bash scripts/setup_deps.sh
-# QUACK_PREBUILT_LIBRARY=<build>/libquack.a (.ci/run: run_tests.sh's): the package links that
-# library, in its own tree <build>/py-torch, instead of compiling it again.
-lib=${QUACK_PREBUILT_LIBRARY:-}; pip_args=()
-if [ -n "$lib" ]; then
-  b=$(cd "$(dirname "$lib")" && pwd)
-  pip_args=(-C build-dir="$b/py-torch" -C cmake.define.QUACK_PREBUILT_LIBRARY="$b/$(basename "$lib")"
-            -C cmake.define.QUACK_GEMM_AB_INSTANCES="$(sed -n 's/^QUACK_GEMM_AB_INSTANCES:BOOL=//p' "$b/CMakeCache.txt")")
-fi
-"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps "${pip_args[@]}" .
+# The package links build/'s library (scripts/install_package.sh: its tree build/py-torch).
+bash scripts/install_package.sh "$VENV/bin/python" py-torch
 "$VENV/bin/python" -c "import quack_cpp._torch" \
   || { echo "torch_cpu_tests: quack_cpp._torch did not build"; exit 1; }
 # Without arguments the second pass takes the modules with STAND_IN = True only (the others,
