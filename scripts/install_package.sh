@@ -11,14 +11,15 @@
 # (SKBUILD_BUILD_DIR, SKBUILD_CMAKE_DEFINE), which any pip version passes on (pip's -C needs
 # pip >= 23.1).
 # Nothing is done where the installed package imports and was built by this script from these
-# sources into this interpreter (a content hash in build/<TREE>/.installed; QUACK_REINSTALL=1
-# installs anyway). Exit status: pip's, or the library build's.
+# sources, this build tree and its A/B switch into this interpreter (a hash in
+# build/<TREE>/.installed; QUACK_REINSTALL=1 installs anyway). Exit status: pip's, or the library build's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-python3}
 TREE=${2:-py}
 BUILD=${QUACK_BUILD_DIR:-build}
 stamp="$( { "$PY" -c 'import sys; print(sys.prefix)'
+            echo "$BUILD $(sed -n 's/^QUACK_GEMM_AB_INSTANCES:BOOL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)"
             find src include python cmake CMakeLists.txt pyproject.toml -type f \
               ! -name '*.pyc' -print0 | sort -z | xargs -0 sha1sum; } | sha1sum | cut -d' ' -f1)"
 if [ "${QUACK_REINSTALL:-0}" != 1 ] && [ "$(cat "$BUILD/$TREE/.installed" 2>/dev/null)" = "$stamp" ] &&
