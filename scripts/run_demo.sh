@@ -42,7 +42,6 @@ fi
 # quack_cpp: (re)installed where it does not import or was built from other sources
 # (scripts/install_package.sh: linking build/'s library, which it brings up to date first;
 # QUACK_DEMO_REINSTALL=1 installs anyway).
-bash scripts/setup_deps.sh
 t0=$(date +%s)
 QUACK_REINSTALL=${QUACK_DEMO_REINSTALL:-0} bash scripts/install_package.sh python3 py \
   || { echo "run_demo: installing quack_cpp FAILED"; exit 1; }

@@ -33,7 +33,11 @@ bash scripts/install_package.sh "$VENV/bin/python" py-torch
 # Without arguments the second pass takes the modules with STAND_IN = True only (the others,
 # the *_cpu.py files among them, run the same in both passes).
 args=("$@"); args2=("$@")
-[ ${#args[@]} = 0 ] && args=(tests/python) && args2=($(grep -l '^STAND_IN = True' tests/python/test_*.py))
+if [ $# = 0 ]; then
+  args=(tests/python)
+  mapfile -t args2 < <(grep -l '^STAND_IN = True' tests/python/test_*.py)
+  [ ${#args2[@]} -gt 0 ] || { echo "torch_cpu_tests: no module sets STAND_IN = True"; exit 1; }
+fi
 rc=0
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${args[@]}" || rc=1
 QUACK_TEST_DEVICE=cpu "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${args2[@]}" || rc=1
