@@ -20,9 +20,12 @@ cd "$(dirname "$0")/.."
 PY=${1:-python3}
 TREE=${2:-py}
 BUILD=${QUACK_BUILD_DIR:-build}
+# A build/ configured here builds the library only (no GoogleTest needed: the demo's machine may
+# lack it); scripts/run_tests.sh turns the tests and the bench on in the same tree.
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   PYTHON="$PY" bash scripts/setup_deps.sh
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_TESTS=OFF \
+    -DQUACK_BUILD_BENCH=OFF > /dev/null
 fi
 b=$(cd "$BUILD" && pwd)
 cache() { sed -n "s/^$1:[A-Z]*=//p" "$b/CMakeCache.txt"; }

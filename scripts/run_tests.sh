@@ -13,7 +13,7 @@ bash scripts/setup_deps.sh || exit 1
 BUILD=${QUACK_BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 t0=$(date +%s)
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_TESTS=ON -DQUACK_BUILD_BENCH=ON \
   && cmake --build "$BUILD" -j "$JOBS" || { echo "run_tests: build FAILED"; echo "tests: 0 passed, 1 failed, 0 skipped"; exit 1; }
 python3 scripts/compile_times.py "$BUILD" --top 12
 # The Python package links the library just built (scripts/install_package.sh: build/py).
