@@ -40,22 +40,25 @@ stamp="$( { "$PY" -c 'import sys; print(sys.prefix)'
             echo "ab=${ab:-OFF}"; sha1sum < "$lib"
             find src include python cmake CMakeLists.txt pyproject.toml -type f \
               ! -name '*.pyc' -print0 | sort -z | xargs -0 sha1sum; } | sha1sum | cut -d' ' -f1)"
-# The stamp file holds the stamp and the sha1 of the _C module it was written for, so that
-# another install into this interpreter (a plain `pip install .`, another tree) invalidates it.
-installed_stamp() {  # the stamp of the package PYTHON imports, empty where none holds
-  "$PY" - <<'EOF' 2>/dev/null || true
-import hashlib, os, quack_cpp, quack_cpp._C as C
+# The stamp file beside the installed package holds the stamp and the sha1 of the _C module it
+# was written for, so that another install into this interpreter (a plain `pip install .`,
+# another tree) invalidates it. With an argument: writes it; without: prints the installed
+# package's stamp, empty where none holds (or where torch imports and quack_cpp._torch does not).
+stamp_py='import hashlib, os, sys, quack_cpp, quack_cpp._C as C
+f = os.path.join(os.path.dirname(quack_cpp.__file__), ".install_stamp")
+so = hashlib.sha1(open(C.__file__, "rb").read()).hexdigest()
+if len(sys.argv) > 1:
+    open(f, "w").write(f"{sys.argv[1]} {so}\n")
+    sys.exit(0)
 try:
     import torch  # noqa: F401
 except ImportError:
     pass
 else:
-    import quack_cpp._torch  # noqa: F401  (raises where torch imports and _torch does not)
-stamp, so = open(os.path.join(os.path.dirname(quack_cpp.__file__), ".install_stamp")).read().split()
-print(stamp if so == hashlib.sha1(open(C.__file__, "rb").read()).hexdigest() else "")
-EOF
-}
-if [ "${QUACK_REINSTALL:-0}" != 1 ] && [ "$(installed_stamp)" = "$stamp" ]; then
+    import quack_cpp._torch  # noqa: F401
+stamp, written_for = open(f).read().split()
+print(stamp if written_for == so else "")'
+if [ "${QUACK_REINSTALL:-0}" != 1 ] && [ "$("$PY" -c "$stamp_py" 2>/dev/null || true)" = "$stamp" ]; then
   echo "install_package: quack_cpp is installed from these sources and this library"
   exit 0
 fi
@@ -63,6 +66,4 @@ PYTHON="$PY" bash scripts/setup_deps.sh
 SKBUILD_BUILD_DIR="$b/$TREE" \
 SKBUILD_CMAKE_DEFINE="QUACK_PREBUILT_LIBRARY=$lib;QUACK_GEMM_AB_INSTANCES=${ab:-OFF}" \
   "$PY" -m pip install -q --no-build-isolation --no-deps .
-"$PY" -c 'import hashlib, os, sys, quack_cpp, quack_cpp._C as C
-so = hashlib.sha1(open(C.__file__, "rb").read()).hexdigest()
-open(os.path.join(os.path.dirname(quack_cpp.__file__), ".install_stamp"), "w").write(f"{sys.argv[1]} {so}\n")' "$stamp"
+"$PY" -c "$stamp_py" "$stamp"

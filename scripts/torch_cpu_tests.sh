@@ -24,9 +24,9 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch" 2>/dev/
 fi
 "$VENV/bin/python" -c "import torch; print('torch', torch.__version__)" \
   || { echo "torch_cpu_tests: torch does not import in $VENV"; exit 3; }
-# The build tools and the CUTLASS headers into the venv (its CMake finds the headers through it).
-PYTHON="$VENV/bin/python" bash scripts/setup_deps.sh
-# The package links build/'s library (scripts/install_package.sh: its tree build/py-torch).
+# The package links build/'s library (scripts/install_package.sh: its tree build/py-torch; where
+# it installs, the build tools and the CUTLASS headers go into the venv first: its CMake finds the
+# headers through it).
 bash scripts/install_package.sh "$VENV/bin/python" py-torch
 "$VENV/bin/python" -c "import quack_cpp._torch" \
   || { echo "torch_cpu_tests: quack_cpp._torch did not build"; exit 1; }
