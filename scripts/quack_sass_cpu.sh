@@ -2,7 +2,7 @@
 # QuACK 0.2.0's dense GEMM (GemmSm90, 128x192 pingpong, 2x1 cluster, bf16, static persistent
 # schedule, alpha = 1, no C: quack.gemm_interface.gemm(A, B, tuned=False)'s kernel) compiled on a
 # machine without a GPU, its cubin and SASS written to $1 (default /tmp/quack_sass): for SASS
-# comparisons with our instances (cuobjdump -sass). Needs python3.12 (pyenv), gcc, cuobjdump, and
+# comparisons with our instances (cuobjdump -sass). Needs python3.12 (pyenv), gcc, cuobjdump (scripts/fetch_sass_tools.sh), and
 # .peers/quack-0.2.0-site.tar.xz (or $QUACK_SITE_TAR); installs numpy, typing-extensions and cuda-python 12.x into a
 # venv under $1. torch is replaced by a stub (quack's GEMM module only names its types) and
 # libcuda by a stub library that the DSL's host JIT links against (nothing is launched).
