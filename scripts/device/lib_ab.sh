@@ -4,10 +4,11 @@
 # .prebuilt-lib copied here as .prebuilt-lib-b; its stamp file names the branch's library stamp).
 # The same Python sources link each library into their own extension (build/d: A, through
 # build() and its stamp check; build/e: B, only the binding compiles), staged as /tmp/sA and
-# /tmp/sB. Then PYFILES_B (pytest files, against B), and ITEMS_AB's bench command run in separate
+# /tmp/sB. Then TESTS_B (a gtest filter: build/e builds the C++ tests too, against B), PYFILES_B
+# (pytest files, against B), and AB_CMD (a bench command) run in separate
 # processes alternating A B A B ... (ROUNDS pairs): each process's own cuBLAS reading is the
 # control for the clock and power between processes (ours / cuBLAS by process, then A against B).
-#   PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=<s> ROUNDS=2 PYFILES_B='tests/python/test_gemm.py' \
+#   PREBUILT_LIB=1 AB_INSTANCES=OFF BUDGET=<s> ROUNDS=2 TESTS_B='*Gemm*:-*Large*' PYFILES_B='tests/python/test_gemm.py' \
 #     AB_CMD='python3 -u bench/bench_gemm.py --shapes ... --layouts rr --methods sustained ...' \
 #     bash scripts/device/lib_ab.sh
 # carry [".prebuilt-lib", ".prebuilt-lib-b"] (two libraries, ~38 MB: no room for QuACK's site).
@@ -16,13 +17,16 @@ T0=$(date +%s)
 ensure_built; stage && rm -rf /tmp/sA && cp -r /tmp/s /tmp/sA
 say "B: $(cat .prebuilt-lib-b/stamp 2>/dev/null)"
 mkdir -p build/libB && xz -dc .prebuilt-lib-b/libquack.a.xz > build/libB/libquack.a
-cmake -S . -B build/e -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=ON -DQUACK_BUILD_TESTS=OFF \
+TB=OFF; [ -n "${TESTS_B:-}" ] && TB=ON
+cmake -S . -B build/e -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=ON -DQUACK_BUILD_TESTS=$TB \
   -DQUACK_BUILD_BENCH=OFF -DQUACK_GEMM_AB_INSTANCES=${AB_INSTANCES:-OFF} \
   -DQUACK_PREBUILT_LIBRARY=$PWD/build/libB/libquack.a > $R/cmake_b.log 2>&1 \
   && ninja -C build/e -j "$(nproc)" >> $R/build_b.log 2>&1 || { tail -30 $R/build_b.log; echo "B BUILD FAILED"; exit 1; }
 rm -rf /tmp/sB && mkdir -p /tmp/sB/quack_cpp && cp python/quack_cpp/*.py /tmp/sB/quack_cpp/ \
   && cp build/e/python/_C*.so /tmp/sB/quack_cpp/ && cp build/e/python/_torch*.so /tmp/sB/quack_cpp/ 2>/dev/null
 say "B staged in $(( $(date +%s) - T0 )) s"
+[ -n "${TESTS_B:-}" ] && run gtest_b 240 build/e/tests/cpp/quack_gpu_tests --gtest_brief=1 --gtest_filter="$TESTS_B" \
+  && tail -3 $R/gtest_b.txt
 REST=/tmp/site:/tmp/qp:/tmp/qp/nvidia_cutlass_dsl/python_packages
 for f in ${PYFILES_B:-}; do
   run "py_b_$(basename $f .py)" 240 env PYTHONPATH=/tmp/sB:$REST python3 -m pytest -q -x "$f"
