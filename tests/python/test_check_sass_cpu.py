@@ -26,7 +26,10 @@ GOOD = {
 FAKE = r'''#!/usr/bin/env python3
 import json, os, sys
 flag, path = sys.argv[1], sys.argv[2]
-name, stack, local, body = json.load(open(path))
+spec = json.load(open(path))
+if spec is None:  # an object without device code: cuobjdump prints no kernel and fails
+    sys.exit(1)
+name, stack, local, body = spec
 if flag == "-res-usage":
     print(%r.format(name=name, reg=32, stack=stack, local=local))
 else:
@@ -93,6 +96,13 @@ def test_row_kernel_without_16_byte_loads_fails_with_rows(tmp_path):
     assert rc == 0, out  # without --rows the loads are not read
     rc, out = run(tmp_path / "again", bad, "--rows")
     assert rc == 1 and "row_kernel: no 16-byte global load" in out
+
+
+def test_gemm_object_without_device_code_fails(tmp_path):
+    bad = dict(GOOD)
+    bad["generated/gemm/gemm_sm90_128x192pp_bf16_bf16_kk.cu.o"] = None
+    rc, out = run(tmp_path, bad)
+    assert rc == 1 and "gemm_sm90_128x192pp_bf16_bf16_kk: no kernel in the object" in out
 
 
 def test_empty_tree_fails(tmp_path):
