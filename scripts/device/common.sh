@@ -10,9 +10,12 @@ done
 export QUACK_CUTLASS_INCLUDE=$PWD/.deps/cutlass/include
 if [ ! -d /tmp/qp/quack ] && [ -f .peers/quack-0.2.0-site.tar.xz ]; then mkdir -p /tmp/qp && tar -xJf .peers/quack-0.2.0-site.tar.xz -C /tmp/qp; fi
 if [ ! -d /tmp/site/liger_kernel ] && ls .whl/*.whl > /dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1; fi
+# stage [BUILD [DEST]]: the package (python/ and BUILD's extension modules; default build/d) as
+# DEST/quack_cpp (default /tmp/s, PYTHONPATH's first entry).
 stage() {
-  rm -rf /tmp/s && mkdir -p /tmp/s/quack_cpp && cp python/quack_cpp/*.py /tmp/s/quack_cpp/ \
-    && cp build/d/python/_C*.so /tmp/s/quack_cpp/ && cp build/d/python/_torch*.so /tmp/s/quack_cpp/ 2>/dev/null
+  local b=${1:-build/d} d=${2:-/tmp/s}
+  rm -rf $d && mkdir -p $d/quack_cpp && cp python/quack_cpp/*.py $d/quack_cpp/ \
+    && cp $b/python/_C*.so $d/quack_cpp/ && cp $b/python/_torch*.so $d/quack_cpp/ 2>/dev/null
 }
 export PYTHONPATH=/tmp/s:/tmp/site:/tmp/qp:/tmp/qp/nvidia_cutlass_dsl/python_packages
 say() { echo "[$(date +%T)] $*"; }

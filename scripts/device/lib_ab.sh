@@ -14,7 +14,7 @@
 # carry [".prebuilt-lib", ".prebuilt-lib-b"] (two libraries, ~38 MB: no room for QuACK's site).
 cd "$(dirname "$0")/../.."; source scripts/device/common.sh; source scripts/device/common_run.sh
 T0=$(date +%s)
-ensure_built; stage && rm -rf /tmp/sA && cp -r /tmp/s /tmp/sA
+ensure_built; stage build/d /tmp/sA
 say "B: $(cat .prebuilt-lib-b/stamp 2>/dev/null)"
 mkdir -p build/libB && xz -dc .prebuilt-lib-b/libquack.a.xz > build/libB/libquack.a
 TB=OFF; [ -n "${TESTS_B:-}" ] && TB=ON
@@ -22,12 +22,11 @@ cmake -S . -B build/e -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUACK_BUILD_PYTHON=O
   -DQUACK_BUILD_BENCH=OFF -DQUACK_GEMM_AB_INSTANCES=${AB_INSTANCES:-OFF} \
   -DQUACK_PREBUILT_LIBRARY=$PWD/build/libB/libquack.a > $R/cmake_b.log 2>&1 \
   && ninja -C build/e -j "$(nproc)" >> $R/build_b.log 2>&1 || { tail -30 $R/build_b.log; echo "B BUILD FAILED"; exit 1; }
-rm -rf /tmp/sB && mkdir -p /tmp/sB/quack_cpp && cp python/quack_cpp/*.py /tmp/sB/quack_cpp/ \
-  && cp build/e/python/_C*.so /tmp/sB/quack_cpp/ && cp build/e/python/_torch*.so /tmp/sB/quack_cpp/ 2>/dev/null
+stage build/e /tmp/sB
 say "B staged in $(( $(date +%s) - T0 )) s"
 [ -n "${TESTS_B:-}" ] && run gtest_b 240 build/e/tests/cpp/quack_gpu_tests --gtest_brief=1 --gtest_filter="$TESTS_B" \
   && tail -3 $R/gtest_b.txt
-REST=/tmp/site:/tmp/qp:/tmp/qp/nvidia_cutlass_dsl/python_packages
+REST=${PYTHONPATH#/tmp/s:}  # common.sh's PYTHONPATH without its staged package
 for f in ${PYFILES_B:-}; do
   run "py_b_$(basename $f .py)" 240 env PYTHONPATH=/tmp/sB:$REST python3 -m pytest -q -x "$f"
   tail -2 $R/py_b_$(basename $f .py).txt
