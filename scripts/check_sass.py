@@ -88,21 +88,20 @@ def stack_errors(obj, kernels):
     return errs
 
 
-def hgmma_errors(obj, sass):
+# Kind -> (what every kernel's SASS must hold, the objects' kernels as named in errors, the error).
+SASS_RULES = {
+    "gemm": (re.compile(r"\bHGMMA\b"), "a GEMM kernel", "no HGMMA, expected warpgroup MMAs"),
+    "row": (re.compile(r"\bLDG\S*\.128\b|\bUBLKCP\b"), "row kernels",
+            "no 16-byte global load (LDG.128) or bulk copy (UBLKCP)"),
+}
+
+
+def sass_errors(obj, sass, kind):
+    """The kernels of one object's SASS ({kernel: text}) that break kind's rule."""
+    pattern, kernels, error = SASS_RULES[kind]
     if not sass:
-        return [f"{obj}: no kernel in the object, expected a GEMM kernel"]
-    return [f"{obj}: {name[:90]}: no HGMMA, expected warpgroup MMAs"
-            for name, body in sass.items() if "HGMMA" not in body]
-
-
-LOAD16_RE = re.compile(r"\bLDG\S*\.128\b|\bUBLKCP\b")
-
-
-def load16_errors(obj, sass):
-    if not sass:
-        return [f"{obj}: no kernel in the object, expected row kernels"]
-    return [f"{obj}: {name[:90]}: no 16-byte global load (LDG.128) or bulk copy (UBLKCP)"
-            for name, body in sass.items() if not LOAD16_RE.search(body)]
+        return [f"{obj}: no kernel in the object, expected {kernels}"]
+    return [f"{obj}: {name[:90]}: {error}" for name, body in sass.items() if not pattern.search(body)]
 
 
 def run(exe, flag, path):
@@ -119,10 +118,10 @@ def check_object(exe, top, path, rows):
     kind = None
     if folder == os.path.join("generated", "gemm"):
         kind = "gemm"
-        errs += hgmma_errors(obj, parse_sass(run(exe, "-sass", path)))
     elif rows and folder == "generated" and not obj.endswith("_entry"):
         kind = "row"
-        errs += load16_errors(obj, parse_sass(run(exe, "-sass", path)))
+    if kind:
+        errs += sass_errors(obj, parse_sass(run(exe, "-sass", path)), kind)
     return len(kernels), errs, kind
 
 
