@@ -13,6 +13,8 @@
 #     bash scripts/device/lib_ab.sh
 # carry [".prebuilt-lib", ".prebuilt-lib-b"] (two libraries, ~38 MB: no room for QuACK's site).
 cd "$(dirname "$0")/../.."; source scripts/device/common.sh; source scripts/device/common_run.sh
+[ -f .prebuilt-lib-b/libquack.a.xz ] || { echo "lib_ab: .prebuilt-lib-b/libquack.a.xz is missing, expected B's library (carry .prebuilt-lib-b)"; exit 2; }
+[ -n "${AB_CMD:-}" ] || { echo "lib_ab: AB_CMD is empty, expected a bench command (it gets --out)"; exit 2; }
 T0=$(date +%s)
 ensure_built; stage build/d /tmp/sA
 say "B: $(cat .prebuilt-lib-b/stamp 2>/dev/null)"
